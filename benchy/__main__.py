@@ -1,0 +1,3 @@
+from benchy.cli import main
+
+main()

@@ -1,0 +1,108 @@
+"""Offline o200k_base tokenizer shared by benchy's prompt builder and the simulator.
+
+tiktoken normally downloads its vocabulary on first use; benchy ships the o200k_base ranks
+(rebuilt byte for byte from the npm package js-tiktoken 1.0.21, sha256 below) so that nothing
+is fetched at run time.
+"""
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+import hashlib
+from importlib import resources
+
+import tiktoken
+
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+
+# From tiktoken_ext.openai_public.o200k_base (the regex that splits text into BPE pieces).
+_O200K_PAT = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
+
+# o200k_base's own special tokens plus the Harmony markers gpt-oss uses (o200k_harmony ids).
+SPECIAL_TOKENS = {
+    "<|endoftext|>": 199999,
+    "<|endofprompt|>": 200018,
+    "<|return|>": 200002,
+    "<|constrain|>": 200003,
+    "<|channel|>": 200005,
+    "<|start|>": 200006,
+    "<|end|>": 200007,
+    "<|message|>": 200008,
+    "<|call|>": 200012,
+}
+
+
+def ranks_bytes() -> bytes:
+    """The o200k_base.tiktoken file, as tiktoken's own download would give it."""
+    packed = resources.files("benchy").joinpath("data/o200k_base.tiktoken.gz").read_bytes()
+    return gzip.decompress(packed)
+
+
+@functools.lru_cache(maxsize=1)
+def encoding() -> tiktoken.Encoding:
+    raw = ranks_bytes()
+    if hashlib.sha256(raw).hexdigest() != O200K_SHA256:
+        raise RuntimeError("benchy's shipped o200k_base vocabulary is corrupt (sha256 mismatch)")
+    ranks = {}
+    for line in raw.splitlines():
+        token, rank = line.split()
+        ranks[base64.b64decode(token)] = int(rank)
+    return tiktoken.Encoding(name="o200k_harmony_offline", pat_str=_O200K_PAT,
+                             mergeable_ranks=ranks, special_tokens=SPECIAL_TOKENS)
+
+
+def encode(text: str) -> list[int]:
+    """Token ids of text; special-token markers in text are encoded as the special tokens."""
+    return encoding().encode(text, allowed_special="all")
+
+
+def decode(ids: list[int]) -> str:
+    return encoding().decode(ids)
+
+
+def count(text: str) -> int:
+    return len(encode(text))
+
+
+# Ordinary English words that are each one o200k token with their leading space, so a text
+# of N of them is exactly N tokens (BPE pieces never merge across the space boundary).
+_WORDS = (
+    " the of and to in is was for on that with as by at from his an are were which be this"
+    " has had not but or its also first new after one two their time who they been have more"
+    " other all when there only most would over into can some these many while may city such"
+    " during under year between part three both later made where states world until since"
+    " about through known number several early well four people work then government used"
+    " being each system however group five because around school life before same war team"
+    " could best high name place used game small water music long house family book light"
+).split()
+
+
+@functools.lru_cache(maxsize=1)
+def _word_ids() -> tuple[int, ...]:
+    ids = []
+    for word in dict.fromkeys(_WORDS):
+        piece = encode(" " + word)
+        if len(piece) == 1:
+            ids.append(piece[0])
+    return tuple(ids)
+
+
+def filler(n_tokens: int, seed: int = 0) -> str:
+    """Deterministic prose-like text of exactly n_tokens o200k tokens (when not glued to
+    other text; see prompts.py for how it is joined)."""
+    if n_tokens <= 0:
+        return ""
+    words = _word_ids()
+    # A multiplicative walk over the word list: varied text, identical for equal seeds.
+    step = 7919
+    ids = [words[(seed * 104729 + i * step + (i * i) % 13) % len(words)] for i in range(n_tokens)]
+    return decode(ids)
