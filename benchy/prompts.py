@@ -1,0 +1,88 @@
+"""Prompts of exact token counts, each starting with a nonce so no prefix cache can serve it.
+
+The nonce is a random per-invocation salt plus a counter: unique within the run and, by the
+salt, against every earlier run. It comes first, so two requests share no prefix beyond what
+the server's chat template puts before the user's text.
+
+Lengths are counted with benchy's offline o200k_base tokenizer, then calibrated against the
+server's own count: the server sees `scale × local + overhead` tokens, where overhead is the
+chat template and scale absorbs a different tokenizer. Two calibration requests (short and
+long, each with its own nonce) fit both, so that the server sees the target within ±1%.
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from benchy import tokenizer
+
+
+class PromptError(ValueError):
+    """A prompt that cannot be built (e.g. shorter than the chat template)."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    overhead: float = 0.0  # server tokens added around the user text (chat template)
+    scale: float = 1.0  # server tokens per local (o200k) token
+    method: str = "none"
+
+    @classmethod
+    def fit(cls, local: tuple[int, int], server: tuple[int, int]) -> "Calibration":
+        """Two points (local count, server count) → the line through them."""
+        if local[1] == local[0]:
+            raise PromptError("calibration needs two prompts of different lengths")
+        scale = (server[1] - server[0]) / (local[1] - local[0])
+        if scale <= 0:
+            raise PromptError(f"server token counts do not grow with the prompt ({server[0]} → {server[1]})")
+        return cls(overhead=server[0] - scale * local[0], scale=scale, method="usage")
+
+    def local_tokens_for(self, server_target: int) -> int:
+        return round((server_target - self.overhead) / self.scale)
+
+    def to_dict(self) -> dict:
+        return {"overhead_tokens": round(self.overhead, 2), "scale": round(self.scale, 5),
+                "method": self.method}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    nonce: str | None
+    local_tokens: int
+
+
+class PromptFactory:
+    def __init__(self, calibration: Calibration = Calibration(), nonce: bool = True,
+                 salt: str | None = None) -> None:
+        self.calibration = calibration
+        self.nonce = nonce
+        self.salt = salt or secrets.token_hex(6)
+        self._counter = 0
+
+    def next_nonce(self) -> str:
+        self._counter += 1
+        return f"{self.salt}-{self._counter:06d}"
+
+    def build(self, server_tokens: int) -> Prompt:
+        """A prompt the server will count as about `server_tokens` tokens."""
+        local = self.calibration.local_tokens_for(server_tokens)
+        nonce = self.next_nonce() if self.nonce else None
+        head = f"[benchy {nonce}]" if nonce else ""
+        body = local - (tokenizer.count(head) if head else 0)
+        if body < 1:
+            raise PromptError(
+                f"a {server_tokens}-token prompt is too short: the chat template and nonce "
+                f"alone take about {server_tokens - body} tokens")
+        # Without a nonce every request gets the same text: that is what --no-nonce shows.
+        text = head + tokenizer.filler(body, seed=0)
+        return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))
+
+    def calibration_prompts(self) -> list[Prompt]:
+        """A short and a long prompt for Calibration.fit, with their own nonces."""
+        return [self._raw(64), self._raw(1024)]
+
+    def _raw(self, local: int) -> Prompt:
+        nonce = self.next_nonce()
+        text = f"[benchy {nonce}]" + tokenizer.filler(local, seed=1)
+        return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))

@@ -1,0 +1,98 @@
+"""One record per request: what the client saw, with raw timestamps, and nothing derived.
+
+Times are seconds relative to the moment the request was sent (`sent_mono_s`, from
+`time.perf_counter`), so a record can be compared with a server's own monotonic log.
+Metrics are derived from records in metrics.py, never stored here.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import IO, Iterator
+
+# Event kinds, one character each so a 1,000-token stream stays a short string.
+CONTENT = "c"
+REASONING = "r"
+
+
+@dataclass
+class RequestRecord:
+    case: str
+    run: int
+    index: int
+    warmup: bool
+    request_id: str
+    nonce: str | None
+    target_prompt_tokens: int
+    target_output_tokens: int
+    sent_mono_s: float = 0.0
+    sent_unix_s: float = 0.0
+    status: str = "ok"  # "ok" | "error"
+    error_kind: str | None = None  # e.g. http_500, timeout, disconnect, stall, bad_stream
+    error: str | None = None
+    http_status: int | None = None
+    headers_s: float | None = None  # response headers received
+    first_chunk_s: float | None = None  # first SSE event of any kind (a role-only chunk counts)
+    end_s: float | None = None  # stream finished (or failed)
+    token_event_s: list[float] = field(default_factory=list)  # events that carried text
+    token_event_chars: list[int] = field(default_factory=list)
+    token_event_kinds: str = ""  # CONTENT / REASONING per token-bearing event
+    sse_events: int = 0  # every data event, token-bearing or not
+    prompt_tokens: int | None = None  # from the server's usage
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    usage_reported: bool = False
+    content_chars: int = 0
+    reasoning_chars: int = 0
+    content_null_events: int = 0  # deltas that said content: null with no other text
+    finish_reason: str | None = None
+    anomalies: list[str] = field(default_factory=list)  # no_done, no_usage, malformed_events:N
+    server_timings: dict | None = None  # llama.cpp's per-response `timings`, verbatim
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RequestRecord":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class RecordWriter:
+    """Appends each record to requests.jsonl the moment it finishes and flushes it to the OS,
+    so a killed run (even SIGKILL) keeps every finished request. No fsync: that guards against
+    power loss, not a killed process, and would stall the event loop at high load."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._fh: IO[str] | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(path, "a", encoding="utf-8")
+
+    def write(self, record: RequestRecord) -> None:
+        if self._fh is None:
+            return
+        self._fh.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def read_records(path: Path) -> Iterator[RequestRecord]:
+    """Records from a requests.jsonl; a last line cut by a kill is skipped, not fatal."""
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                yield RequestRecord.from_dict(json.loads(line))
+            except (json.JSONDecodeError, TypeError):
+                continue

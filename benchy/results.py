@@ -1,0 +1,99 @@
+"""results.json: the one saved form of a run, from which every report is made.
+
+Schema `benchy/results/1` (documented in the README):
+  schema, benchy_version, prompt_nonce, partial, setup{...}, cases[{label, scenario, pp, tg,
+  concurrency, depth, endpoint, runs, n_ok, n_failed, errors{kind: n}, requests[...],
+  summary{metric: {median, std, n, ci95, ...} | null}, unavailable{metric: reason},
+  aggregate_tps}], warnings[{code, severity, case, message, hint}].
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from benchy import metrics, stats
+from benchy.metrics import Unavailable
+from benchy.records import RequestRecord
+from benchy.scenario import Case
+
+SCHEMA = "benchy/results/1"
+SUMMARY_METRICS = ("e2e_tps", "ttft_s", "ttfc_s", "decode_tps", "prefill_tps", "itl_s", "e2e_s",
+                   "tokens_per_event")
+# Bulky per-event arrays stay in requests.jsonl; results.json keeps per-request metrics.
+_RECORD_FIELDS_DROPPED = ("token_event_s", "token_event_chars", "token_event_kinds")
+
+
+class ResultsError(ValueError):
+    """A results file benchy cannot read; one line."""
+
+
+def request_entry(rec: RequestRecord) -> dict:
+    entry = {k: v for k, v in rec.to_dict().items() if k not in _RECORD_FIELDS_DROPPED}
+    entry["events"] = len(rec.token_event_s)
+    values = metrics.request_metrics(rec)
+    entry["metrics"] = {k: (None if isinstance(v, Unavailable) else v) for k, v in values.items()}
+    unavailable = {k: v.reason for k, v in values.items() if isinstance(v, Unavailable)}
+    if unavailable and rec.ok:
+        entry["unavailable"] = unavailable
+    return entry
+
+
+def case_entry(case: Case, endpoint: str, runs: int, records: list[RequestRecord]) -> dict:
+    measured = [r for r in records if not r.warmup]
+    ok = [r for r in measured if r.ok]
+    summary, unavailable = _summaries(ok)
+    aggregate = metrics.aggregate_output_tps(measured)
+    return {
+        "label": case.label, "scenario": case.scenario, "pp": case.pp, "tg": case.tg,
+        "concurrency": case.concurrency, "depth": case.depth, "endpoint": endpoint, "runs": runs,
+        "n_ok": len(ok), "n_failed": len(measured) - len(ok), "n_warmup": len(records) - len(measured),
+        "errors": dict(Counter(r.error_kind for r in measured if not r.ok)),
+        "summary": summary, "unavailable": unavailable,
+        "aggregate_tps": None if isinstance(aggregate, Unavailable) else aggregate,
+        "requests": [request_entry(r) for r in records],
+    }
+
+
+def _summaries(ok: list[RequestRecord]) -> tuple[dict, dict]:
+    """A metric is summarized only if every successful request has it: averaging the subset
+    that happened to be measurable would hide the rest."""
+    summary: dict = {}
+    unavailable: dict = {}
+    per_request = [metrics.request_metrics(r) for r in ok]
+    for name in SUMMARY_METRICS:
+        values = [m[name] for m in per_request]
+        missing = [v for v in values if isinstance(v, Unavailable)]
+        if not values:
+            summary[name] = None
+            unavailable[name] = "no request succeeded"
+        elif missing:
+            summary[name] = None
+            reason = Counter(v.reason for v in missing).most_common(1)[0][0]
+            unavailable[name] = reason if len(missing) == len(values) else \
+                f"{len(missing)} of {len(values)} requests: {reason}"
+        else:
+            summary[name] = stats.summarize(values)
+    return summary, unavailable
+
+
+def save(results: dict, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "results.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(path)  # atomic: a reader never sees half a file
+    return path
+
+
+def load(path: Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema != SCHEMA:
+        raise ResultsError(f"{path}: schema {schema!r} is not {SCHEMA!r}; this benchy cannot read it")
+    return data

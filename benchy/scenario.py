@@ -1,0 +1,124 @@
+"""Scenarios and cases: what to measure, before anything is sent.
+
+A case is one (prompt length × output length × concurrency × depth) combination. Cases come
+from CLI flags (`--pp 512 2048 --tg 32 128` → 4 cases) and from scenario files
+(`scenarios/*.toml`), which give a name, `pp` / `tg` (a number or a list; `prompt_tokens` /
+`output_tokens` are accepted too) and optionally `concurrency`, `runs`, `endpoint`, `depth`.
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ENDPOINTS = ("chat", "completions")
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+class ScenarioError(ValueError):
+    """Bad scenario input; the message is one line, fit for the user."""
+
+
+@dataclass(frozen=True)
+class Case:
+    pp: int
+    tg: int
+    concurrency: int = 1
+    depth: int = 0
+    scenario: str | None = None
+    runs: int | None = None  # None: the run's --runs
+    endpoint: str | None = None  # None: the run's --endpoint
+
+    @property
+    def label(self) -> str:
+        """llama-bench style: `pp512 tg32`, `pp512 tg32 c4`, `pp512 tg32 @ d4096`."""
+        text = f"pp{self.pp} tg{self.tg}"
+        if self.concurrency != 1:
+            text += f" c{self.concurrency}"
+        if self.depth:
+            text += f" @ d{self.depth}"
+        return text
+
+
+def sweep(pp: list[int], tg: list[int], concurrency: list[int], depth: list[int] | None = None,
+          scenario: str | None = None, runs: int | None = None,
+          endpoint: str | None = None) -> list[Case]:
+    """Every combination, in the order a reader scans a table: depth, pp, tg, then concurrency."""
+    for name, values, low in (("--pp", pp, 1), ("--tg", tg, 1), ("--concurrency", concurrency, 1),
+                              ("--depth", depth or [0], 0)):
+        bad = [v for v in values if not isinstance(v, int) or isinstance(v, bool) or v < low]
+        if bad:
+            raise ScenarioError(f"{name} must be whole numbers ≥ {low}, got {bad[0]!r}")
+    return [Case(pp=p, tg=t, concurrency=c, depth=d, scenario=scenario, runs=runs, endpoint=endpoint)
+            for d, p, t, c in itertools.product(depth or [0], pp, tg, concurrency)]
+
+
+def find_scenario(name_or_file: str) -> Path:
+    path = Path(name_or_file)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise ScenarioError(f"scenario file not found: {name_or_file}")
+        return path
+    shipped = SHIPPED_DIR / f"{name_or_file}.toml"
+    if shipped.is_file():
+        return shipped
+    raise ScenarioError(f"unknown scenario {name_or_file!r}; shipped: {', '.join(shipped_names())}")
+
+
+def shipped_names() -> list[str]:
+    return sorted(p.stem for p in SHIPPED_DIR.glob("*.toml"))
+
+
+def load_scenario(name_or_file: str) -> list[Case]:
+    path = find_scenario(name_or_file)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: invalid TOML: {exc}") from None
+    return _cases_from_table(path, data)
+
+
+_KNOWN_KEYS = {"name", "description", "pp", "tg", "prompt_tokens", "output_tokens",
+               "concurrency", "runs", "endpoint", "depth"}
+
+
+def _cases_from_table(path: Path, data: dict) -> list[Case]:
+    unknown = sorted(set(data) - _KNOWN_KEYS)
+    if unknown:
+        raise ScenarioError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KNOWN_KEYS))})")
+    name = data.get("name", path.stem)
+    pp = _int_list(path, data, "pp", "prompt_tokens")
+    tg = _int_list(path, data, "tg", "output_tokens")
+    concurrency = _int_list(path, data, "concurrency", default=[1])
+    depth = _int_list(path, data, "depth", default=[0])
+    runs = data.get("runs")
+    if runs is not None and (not isinstance(runs, int) or runs < 1):
+        raise ScenarioError(f"{path}: runs must be a whole number ≥ 1, got {runs!r}")
+    endpoint = data.get("endpoint")
+    if endpoint is not None and endpoint not in ENDPOINTS:
+        raise ScenarioError(f"{path}: endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
+    try:
+        return sweep(pp, tg, concurrency, depth, scenario=name, runs=runs, endpoint=endpoint)
+    except ScenarioError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
+
+
+def _int_list(path: Path, data: dict, key: str, alias: str | None = None,
+              default: list[int] | None = None) -> list[int]:
+    value = data.get(key, data.get(alias) if alias else None)
+    if value is None:
+        if default is not None:
+            return default
+        raise ScenarioError(f"{path}: missing {key!r}" + (f" (or {alias!r})" if alias else ""))
+    values = value if isinstance(value, list) else [value]
+    if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise ScenarioError(f"{path}: {key} must be a whole number or a list of them, got {value!r}")
+    return values

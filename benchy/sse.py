@@ -1,0 +1,75 @@
+"""Incremental server-sent-events parser: bytes in (any chunking), `data` payloads out.
+
+Follows the WHATWG event-stream rules that matter for LLM servers: lines end in LF, CRLF or CR;
+`data:` lines of one event are joined with LF; a blank line dispatches; lines starting with `:`
+are comments; other fields (`event:`, `id:`, `retry:`) are ignored. Works on bytes so a UTF-8
+character split across chunks is decoded only once the whole line is in.
+"""
+from __future__ import annotations
+
+
+class SSEParser:
+    __slots__ = ("_buf", "_data", "_has_data")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._data: list[bytes] = []
+        self._has_data = False
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """Returns the data payloads of every event completed by this chunk."""
+        buf = self._buf + chunk if self._buf else chunk
+        events: list[str] = []
+        start = 0
+        n = len(buf)
+        while start < n:
+            end, nxt = _line_end(buf, start)
+            if end < 0:
+                break
+            self._line(buf[start:end], events)
+            start = nxt
+        self._buf = buf[start:]
+        return events
+
+    def close(self) -> list[str]:
+        """End of stream. A pending event is delivered even without its closing blank line:
+        some servers omit it, and dropping it would lose the usage chunk."""
+        events: list[str] = []
+        if self._buf:
+            self._line(self._buf.rstrip(b"\r"), events)
+            self._buf = b""
+        if self._has_data:
+            self._dispatch(events)
+        return events
+
+    def _line(self, line: bytes, events: list[str]) -> None:
+        if not line:
+            if self._has_data:
+                self._dispatch(events)
+            return
+        if line[:1] == b":":
+            return
+        field, sep, value = line.partition(b":")
+        if field != b"data":
+            return
+        if value[:1] == b" ":
+            value = value[1:]
+        self._data.append(value)
+        self._has_data = True
+
+    def _dispatch(self, events: list[str]) -> None:
+        events.append(b"\n".join(self._data).decode("utf-8", errors="replace"))
+        self._data = []
+        self._has_data = False
+
+
+def _line_end(buf: bytes, start: int) -> tuple[int, int]:
+    """(end of line, start of next line), or (-1, -1) if the line is not complete yet.
+    A CR at the very end of the buffer may be the first half of CRLF, so it waits."""
+    lf = buf.find(b"\n", start)
+    cr = buf.find(b"\r", start, lf if lf >= 0 else len(buf))
+    if cr < 0:
+        return (lf, lf + 1) if lf >= 0 else (-1, -1)
+    if cr + 1 < len(buf):
+        return (cr, cr + 2) if buf[cr + 1:cr + 2] == b"\n" else (cr, cr + 1)
+    return -1, -1

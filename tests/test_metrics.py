@@ -1,0 +1,84 @@
+"""Each metric formula on hand-built records whose true values are known."""
+import pytest
+
+from benchy import metrics
+from benchy.metrics import Unavailable
+from benchy.records import RequestRecord
+
+
+def record(times, chars=None, kinds=None, completion=None, prompt=1000, cached=0, end=None, **kw):
+    chars = chars or [4] * len(times)
+    return RequestRecord(case="pp1000 tg", run=0, index=0, warmup=False, request_id="r", nonce="n",
+                         target_prompt_tokens=prompt, target_output_tokens=len(times),
+                         token_event_s=list(times), token_event_chars=chars,
+                         token_event_kinds=kinds or "c" * len(times),
+                         completion_tokens=len(times) if completion is None else completion,
+                         prompt_tokens=prompt, cached_tokens=cached, usage_reported=True,
+                         end_s=end if end is not None else (times[-1] + 0.001 if times else 1.0), **kw)
+
+
+def test_one_token_per_event_stream():
+    # 0.5 s to the first token, then 20 ms per token: 51 tokens.
+    times = [0.5 + 0.02 * i for i in range(51)]
+    rec = record(times, end=1.5)
+    m = metrics.request_metrics(rec)
+    assert m["ttft_s"] == pytest.approx(0.5)
+    assert m["decode_tps"] == pytest.approx(50.0)
+    assert m["e2e_tps"] == pytest.approx(51 / 1.5)
+    assert m["prefill_tps"] == pytest.approx(1000 / 0.5)
+    assert m["itl_s"] == pytest.approx(0.02)
+    assert m["tokens_per_event"] == pytest.approx(1.0)
+
+
+def test_cached_tokens_are_not_counted_as_prefilled():
+    rec = record([0.25, 0.3], cached=500)
+    assert metrics.prefill_tps(rec) == pytest.approx(500 / 0.25)
+
+
+def test_buffered_stream_keeps_e2e_and_drops_stream_timings():
+    # The field report: 29 tokens in 2 events. Timing the gap between events gave 772 tok/s.
+    rec = record([3.9, 3.937], chars=[8, 110], completion=29, end=3.94)
+    m = metrics.request_metrics(rec)
+    assert m["e2e_tps"] == pytest.approx(29 / 3.94)
+    for name in metrics.STREAM_TIMING_METRICS:
+        assert isinstance(m[name], Unavailable), name
+        assert "SSE buffering: 29 tokens arrived in 2 events" in m[name].reason
+
+
+def test_vllm_style_merging_of_two_or_three_tokens_is_tolerated():
+    times = [0.1 + 0.03 * i for i in range(40)]
+    rec = record(times, completion=100)  # 2.5 tokens per event
+    assert not isinstance(metrics.decode_tps(rec), Unavailable)
+
+
+def test_reasoning_then_content_ttft_and_ttfc():
+    rec = record([0.2, 0.25, 0.3, 0.35], kinds="rrcc")
+    assert metrics.ttft_s(rec) == pytest.approx(0.2)
+    assert metrics.ttfc_s(rec) == pytest.approx(0.3)
+
+
+def test_reasoning_only_output_has_no_ttfc():
+    assert isinstance(metrics.ttfc_s(record([0.2, 0.3], kinds="rr")), Unavailable)
+
+
+def test_empty_output_has_no_ttft_but_e2e_counts_claimed_tokens():
+    rec = record([], completion=256, end=7.0)
+    assert isinstance(metrics.ttft_s(rec), Unavailable)
+    assert metrics.e2e_tps(rec) == pytest.approx(256 / 7.0)
+
+
+def test_without_usage_tokens_are_a_lower_bound_from_events():
+    rec = record([0.1, 0.2, 0.3], end=0.5)
+    rec.completion_tokens = None
+    assert metrics.completion_tokens(rec) == 3
+
+
+def test_failed_request_has_no_metrics():
+    rec = record([0.1, 0.2], status="error", error_kind="http_500")
+    assert all(isinstance(v, Unavailable) for v in metrics.request_metrics(rec).values())
+
+
+def test_aggregate_throughput_over_case_wall_time():
+    a = record([0.1, 0.2], end=1.0, sent_mono_s=100.0)
+    b = record([0.1, 0.2], end=1.0, sent_mono_s=100.5)
+    assert metrics.aggregate_output_tps([a, b]) == pytest.approx(4 / 1.5)
