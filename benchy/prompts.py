@@ -1,8 +1,10 @@
 """Prompts of exact token counts, each starting with a nonce so no prefix cache can serve it.
 
-The nonce is a random per-invocation salt plus a counter: unique within the run and, by the
-salt, against every earlier run. It comes first, so two requests share no prefix beyond what
-the server's chat template puts before the user's text.
+The nonce is a hash of a random per-invocation salt and a counter: unique within the run and,
+by the salt, against every earlier run. It is hashed so that it differs from its neighbours at
+its very first token (a plain "salt-counter" would share the salt's tokens, enough to fill a
+16-token cache block), and it comes first, so two requests share no prefix beyond what the
+server's chat template puts before the user's text.
 
 Lengths are counted with benchy's offline o200k_base tokenizer, then calibrated against the
 server's own count: the server sees `scale × local + overhead` tokens, where overhead is the
@@ -11,10 +13,16 @@ long, each with its own nonce) fit both, so that the server sees the target with
 """
 from __future__ import annotations
 
+import hashlib
 import secrets
 from dataclasses import dataclass
 
 from benchy import tokenizer
+
+CONTEXT_SEED = 2  # depth context filler differs from the pp filler (seed 0)
+# Between a shared context and what follows it: a piece of its own, so the context's last
+# token is the same whether the context is sent alone or with a request after it.
+CONTEXT_SEPARATOR = "\n\n"
 
 
 class PromptError(ValueError):
@@ -62,13 +70,19 @@ class PromptFactory:
 
     def next_nonce(self) -> str:
         self._counter += 1
-        return f"{self.salt}-{self._counter:06d}"
+        return hashlib.blake2b(f"{self.salt}-{self._counter}".encode(), digest_size=8).hexdigest()
 
-    def build(self, server_tokens: int) -> Prompt:
-        """A prompt the server will count as about `server_tokens` tokens."""
-        local = self.calibration.local_tokens_for(server_tokens)
+    def build(self, server_tokens: int, depth: int = 0, context: Prompt | None = None) -> Prompt:
+        """A prompt the server will count as about `depth + server_tokens` tokens: `depth`
+        tokens of context, then the pp part. With `context` (cached mode, from `context()`)
+        the prompt starts with that shared text; otherwise with this request's nonce."""
+        local = self.calibration.local_tokens_for(depth + server_tokens)
         nonce = self.next_nonce() if self.nonce else None
-        head = f"[benchy {nonce}]" if nonce else ""
+        head = nonce or ""
+        if context is not None:
+            head = context.text + CONTEXT_SEPARATOR + head
+        elif depth:
+            head += tokenizer.filler(self._context_local(depth), seed=CONTEXT_SEED)
         body = local - (tokenizer.count(head) if head else 0)
         if body < 1:
             raise PromptError(
@@ -78,11 +92,24 @@ class PromptFactory:
         text = head + tokenizer.filler(body, seed=0)
         return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))
 
+    def context(self, depth: int) -> Prompt:
+        """The shared context of a cached-depth case: about `depth` server tokens, led by its
+        own nonce even under --no-nonce, so that no other run's prompt can share its prefix."""
+        nonce = self.next_nonce()
+        body = self._context_local(depth) - tokenizer.count(nonce)
+        if body < 1:
+            raise PromptError(f"--depth {depth} is too short for a context led by its own nonce")
+        text = nonce + tokenizer.filler(body, seed=CONTEXT_SEED)
+        return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))
+
+    def _context_local(self, depth: int) -> int:
+        return round(depth / self.calibration.scale)
+
     def calibration_prompts(self) -> list[Prompt]:
         """A short and a long prompt for Calibration.fit, with their own nonces."""
         return [self._raw(64), self._raw(1024)]
 
     def _raw(self, local: int) -> Prompt:
         nonce = self.next_nonce()
-        text = f"[benchy {nonce}]" + tokenizer.filler(local, seed=1)
+        text = nonce + tokenizer.filler(local, seed=1)
         return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))

@@ -10,12 +10,24 @@ def test_prompts_have_exact_length_and_start_with_unique_nonce():
     assert [tokenizer.count(p.text) for p in prompts] == [64, 167, 512, 4096]
     nonces = [p.nonce for p in prompts]
     assert len(set(nonces)) == 4
-    assert all(p.text.startswith(f"[benchy {p.nonce}]") for p in prompts)
+    assert all(p.text.startswith(p.nonce) for p in prompts)
 
 
-def test_two_factories_never_share_a_first_token_run():
-    a, b = PromptFactory().build(100), PromptFactory().build(100)
-    assert a.text[:21] != b.text[:21]  # different salts → different nonces
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def test_nonces_share_almost_no_leading_tokens():
+    # A shared run of tokens at the front could fill a 16-token prefix-cache block.
+    # Fixed salts keep the test deterministic; the property holds for any salt.
+    factories = [PromptFactory(salt="a"), PromptFactory(salt="b")]
+    prompts = [f.build(100) for f in factories for _ in range(50)]
+    ids = [tokenizer.encode(p.text)[:16] for p in prompts]
+    longest = max(common_prefix(x, y) for i, x in enumerate(ids) for y in ids[i + 1:])
+    assert longest <= 4
 
 
 def test_no_nonce_gives_identical_prompts():

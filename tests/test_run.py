@@ -1,0 +1,150 @@
+"""`benchy run` end to end, over real HTTP, against the simulator's ground-truth log."""
+from __future__ import annotations
+
+import json
+import socket
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO_ROOT, sim_env
+
+
+def benchy(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "benchy", *args], capture_output=True, text=True,
+                          env=sim_env(), cwd=REPO_ROOT, timeout=timeout)
+
+
+def run_json(sim, tmp_path, *args: str) -> dict:
+    out = tmp_path / "out"
+    proc = benchy("run", "--base-url", sim.base_url, "--quiet", "--output", str(out), *args)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((out / "results.json").read_text())
+
+
+def measured(results: dict) -> list[tuple[dict, dict]]:
+    return [(case, r) for case in results["cases"] for r in case["requests"] if not r["warmup"]]
+
+
+def truth_by_request(sim) -> dict[str, dict]:
+    return {t["request_id"]: t for t in sim.truth()}
+
+
+def truth_ttft(t: dict) -> float:
+    return t["first_token_event_s"] - t["arrival_s"]
+
+
+def truth_e2e_tps(t: dict) -> float:
+    done = max(e["t_s"] for e in t["events"])
+    return t["completion_tokens"] / (done - t["arrival_s"])
+
+
+def test_run_matches_ground_truth(start_sim, tmp_path):
+    sim = start_sim("--prefill-tps", "2000", "--decode-tps", "50")
+    results = run_json(sim, tmp_path, "--pp", "512", "2048", "--tg", "32", "128", "--runs", "3", "--warmup", "0")
+    truth = truth_by_request(sim)
+    assert [c["label"] for c in results["cases"]] == ["pp512 tg32", "pp512 tg128", "pp2048 tg32", "pp2048 tg128"]
+    assert results["prompt_nonce"] is True and results["warnings"] == []
+    for case in results["cases"]:
+        reqs = [r for r in case["requests"] if not r["warmup"]]
+        assert case["n_ok"] == 3 and len(reqs) == 3
+        truths = [truth[r["request_id"]] for r in reqs]
+        # Exact output length, prompt length within ±1% of the target as the server counts it.
+        assert all(r["completion_tokens"] == case["tg"] == t["completion_tokens"] for r, t in zip(reqs, truths))
+        assert all(abs(r["prompt_tokens"] - case["pp"]) <= 0.01 * case["pp"] for r in reqs)
+        e2e = case["summary"]["e2e_tps"]["median"]
+        assert e2e == pytest.approx(statistics.median(truth_e2e_tps(t) for t in truths), rel=0.02)
+        ttft = case["summary"]["ttft_s"]["median"]
+        assert abs(ttft - statistics.median(truth_ttft(t) for t in truths)) < 0.010
+        assert case["summary"]["decode_tps"]["median"] == pytest.approx(50, rel=0.03)
+        uncached = [t["prompt_tokens"] - t["cached_tokens"] for t in truths]
+        truth_prefill = statistics.median(u / truth_ttft(t) for u, t in zip(uncached, truths))
+        assert case["summary"]["prefill_tps"]["median"] == pytest.approx(truth_prefill, rel=0.03)
+
+
+def test_every_request_starts_with_its_own_nonce(start_sim, tmp_path):
+    sim = start_sim("--prefill-tps", "200000", "--decode-tps", "2000")
+    results = run_json(sim, tmp_path, "--pp", "64", "--tg", "4", "--runs", "4", "-c", "1", "2")
+    nonces = [r["nonce"] for case in results["cases"] for r in case["requests"]]
+    assert len(nonces) == 4 + 8 + 2 and len(set(nonces)) == len(nonces) and all(nonces)
+
+
+def test_back_to_back_runs_get_no_cache_hits_beyond_the_template(start_sim, tmp_path):
+    sim = start_sim("--prefill-tps", "100000", "--decode-tps", "1000")
+    first = run_json(sim, tmp_path, "--pp", "600", "--tg", "8", "--runs", "3")
+    second = run_json(sim, tmp_path, "--pp", "600", "--tg", "8", "--runs", "3")
+    template = second["setup"]["calibration"]["overhead_tokens"]
+    truth = truth_by_request(sim)
+    for results in (first, second):
+        for _, r in measured(results):
+            assert truth[r["request_id"]]["cached_tokens"] <= template
+    # The cache is really on: without the nonce, repeats are served from it.
+    repeated = run_json(sim, tmp_path, "--pp", "600", "--tg", "8", "--runs", "3", "--no-nonce")
+    assert repeated["prompt_nonce"] is False
+    assert all(truth_by_request(sim)[r["request_id"]]["cached_tokens"] > template
+               for _, r in measured(repeated))
+    assert any(w["code"] == "prefix_cache_hit" for w in repeated["warnings"])
+
+
+def test_concurrency_keeps_n_in_flight(start_sim, tmp_path):
+    sim = start_sim("--prefill-tps", "100000", "--decode-tps", "200", "--max-running", "8")
+    results = run_json(sim, tmp_path, "--pp", "64", "--tg", "20", "--runs", "3", "-c", "4", "--warmup", "0")
+    truths = [truth_by_request(sim)[r["request_id"]] for _, r in measured(results)]
+    assert len(truths) == 12
+    # At every arrival after the first wave, exactly 3 others are in flight (closed loop).
+    spans = [(t["arrival_s"], max(e["t_s"] for e in t["events"])) for t in truths]
+    peak = max(sum(1 for a, b in spans if a <= s < b) for s, _ in spans)
+    assert peak == 4
+    assert results["cases"][0]["aggregate_tps"] > results["cases"][0]["summary"]["e2e_tps"]["median"] * 2
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_server_down_is_one_line(tmp_path):
+    proc = benchy("run", "--base-url", f"http://127.0.0.1:{free_port()}/v1", "--quiet")
+    assert_one_line_error(proc, "cannot reach the server")
+
+
+def test_wrong_model_lists_served_models(start_sim):
+    sim = start_sim("--model", "served-model")
+    proc = benchy("run", "--base-url", sim.base_url, "--model", "nope", "--quiet")
+    assert_one_line_error(proc, "'nope' is not served", "served-model")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--pp", "0"], "--pp must be whole numbers ≥ 1"),
+    (["--tg", "-5"], "--tg"),
+    (["--runs", "0"], "--runs"),
+    (["--base-url", "localhost:8000/v1"], "must start with http"),
+    (["--scenario", "nope"], "unknown scenario"),
+    (["--bogus"], "No such option"),
+])
+def test_bad_flags_are_one_line(args, needle):
+    assert_one_line_error(benchy("run", *args, "--quiet"), needle)
+
+
+def test_multi_value_flags_make_every_combination(start_sim, tmp_path):
+    sim = start_sim("--prefill-tps", "200000", "--decode-tps", "5000")
+    out = tmp_path / "o"
+    proc = benchy("run", "--base-url", sim.base_url, "--pp", "64", "128", "256", "--tg", "2", "4",
+                  "--runs", "1", "--warmup", "0", "--quiet", "--format", "csv", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    labels = [c["label"] for c in json.loads((out / "results.json").read_text())["cases"]]
+    assert labels == ["pp64 tg2", "pp64 tg4", "pp128 tg2", "pp128 tg4", "pp256 tg2", "pp256 tg4"]
+    assert proc.stdout.startswith("label,pp,tg,concurrency")
+    assert (out / "report.md").is_file() and (out / "requests.jsonl").is_file()
