@@ -1,0 +1,532 @@
+"""The simulator's HTTP face: OpenAI-compatible endpoints, SSE shaping, faults and truth log."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import json
+import random
+import signal
+import time
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from benchy import __version__, tokenizer
+from benchy.sim.config import SimConfig
+from benchy.sim.engine import (Decoder, Engine, Plan, Trace, TruthLog, clock, plan_output,
+                               render_chat)
+
+SERVER_NAME = f"benchy-sim/{__version__}"
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+JSON_TYPE = "application/json"
+DONE = b"data: [DONE]\n\n"
+ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError",
+               500: "InternalServerError"}
+# Faults answered at once, before any queueing or prefill.
+IMMEDIATE_FAULTS = {"http500", "http429", "http429_retry", "reset", "not_sse"}
+NOT_SSE_BODY = (b"<html><head><title>502 Bad Gateway</title></head>"
+                b"<body><h1>Bad Gateway</h1><p>upstream unavailable</p></body></html>")
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # the OpenAI/vLLM default for /v1/completions
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def error_body(status: int, message: str) -> bytes:
+    error = {"message": message, "type": ERROR_TYPES.get(status, "Error"), "code": status}
+    return json.dumps({"object": "error", "error": error}).encode()
+
+
+@dataclass
+class Job:
+    """One parsed generation request."""
+    endpoint: str  # "chat" | "completions"
+    stream: bool
+    include_usage: bool
+    model: str
+    prompt_ids: list[int]
+    plan: Plan
+    reasoning: int  # leading plan tokens that are reasoning_content
+    response_id: str
+    created: int
+
+
+async def read_json(request: web.Request) -> dict:
+    try:
+        body = json.loads(await request.read())
+    except ValueError:
+        raise ApiError(400, "request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    return body
+
+
+def check_model(cfg: SimConfig, body: dict) -> str:
+    model = body.get("model") or cfg.model
+    if model != cfg.model:
+        raise ApiError(404, f"The model `{model}` does not exist.")
+    return model
+
+
+def prompt_text(body: dict, endpoint: str) -> str:
+    if endpoint == "chat":
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages \
+                or not all(isinstance(m, dict) for m in messages):
+            raise ApiError(400, "'messages' must be a non-empty list of objects")
+        return render_chat(messages)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise ApiError(400, "'prompt' must be a string")
+    return prompt
+
+
+def int_field(body: dict, name: str, default: int | None, minimum: int) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ApiError(400, f"'{name}' must be an integer >= {minimum}")
+    return value
+
+
+def stop_strings(body: dict) -> list[str]:
+    stop = body.get("stop")
+    if stop is None:
+        return []
+    if isinstance(stop, str):
+        return [stop]
+    if isinstance(stop, list) and all(isinstance(s, str) for s in stop):
+        return stop
+    raise ApiError(400, "'stop' must be a string or a list of strings")
+
+
+def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Job:
+    model = check_model(cfg, body)
+    prompt_ids = tokenizer.encode(prompt_text(body, endpoint))
+    room = cfg.context_length - len(prompt_ids)
+    if room < 1:
+        raise ApiError(400, f"This model's maximum context length is {cfg.context_length} tokens; "
+                            f"the prompt has {len(prompt_ids)}.")
+    default_max = room if endpoint == "chat" else min(room, COMPLETIONS_DEFAULT_MAX_TOKENS)
+    max_tokens = int_field(body, "max_completion_tokens", None, 1)
+    max_tokens = max_tokens or int_field(body, "max_tokens", default_max, 1)
+    if max_tokens > room:
+        raise ApiError(400, f"This model's maximum context length is {cfg.context_length} tokens; "
+                            f"{len(prompt_ids)} prompt + {max_tokens} completion tokens exceed it.")
+    plan = plan_output(cfg, prompt_ids, max_tokens,
+                       min_tokens=0 if cfg.ignore_ignore_eos else int_field(body, "min_tokens", 0, 0),
+                       ignore_eos=bool(body.get("ignore_eos", False)) and not cfg.ignore_ignore_eos,
+                       stop=stop_strings(body))
+    options = body.get("stream_options") or {}
+    reasoning = min(cfg.reasoning_tokens, plan.n) if endpoint == "chat" else 0
+    return Job(endpoint=endpoint, stream=bool(body.get("stream", False)),
+               include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
+               model=model, prompt_ids=prompt_ids, plan=plan, reasoning=reasoning,
+               response_id=response_id, created=int(time.time()))
+
+
+def event_sizes(n: int, cfg: SimConfig) -> list[int]:
+    """Tokens per SSE event: K at a time, or all n split into E near-equal events."""
+    if cfg.events_per_response:
+        parts = min(cfg.events_per_response, n)
+        base, extra = divmod(n, parts) if parts else (0, 0)
+        return [base + (1 if i < extra else 0) for i in range(parts)]
+    k = cfg.tokens_per_event
+    return [min(k, n - start) for start in range(0, n, k)]
+
+
+def event_groups(n: int, reasoning: int, cfg: SimConfig) -> list[tuple[str, int]]:
+    """(kind, tokens) per token event; one straddling the reasoning/content boundary splits."""
+    groups, pos = [], 0
+    for size in event_sizes(n, cfg):
+        end = pos + size
+        if pos < reasoning < end:
+            groups += [("reasoning", reasoning - pos), ("content", end - reasoning)]
+        else:
+            groups.append(("reasoning" if end <= reasoning else "content", size))
+        pos = end
+    return groups or [("content", 0)]  # nothing generated: one event carries finish_reason
+
+
+def usage(job: Job, cached: int, completion: int, reasoning: int) -> dict:
+    prompt = len(job.prompt_ids)
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached},
+            "completion_tokens_details": {"reasoning_tokens": reasoning}}
+
+
+class Renderer:
+    """Pre-encodes every SSE event of a response, so streaming is little more than writes."""
+
+    def __init__(self, job: Job, null_content: bool, role_in_first: bool):
+        self.job = job
+        self.null_content = null_content
+        self.role_in_first = role_in_first
+        obj = "chat.completion.chunk" if job.endpoint == "chat" else "text_completion"
+        self._head = (f'data: {{"id":"{job.response_id}","object":"{obj}","created":{job.created},'
+                      f'"model":{json.dumps(job.model)},"choices":[{{"index":0,')
+
+    def token_events(self, cfg: SimConfig) -> list[tuple[str, int, bytes]]:
+        job, texts, pos = self.job, self.job.plan.texts, 0
+        groups = event_groups(job.plan.n, job.reasoning, cfg)
+        events = []
+        for i, (kind, tokens) in enumerate(groups):
+            text = "".join(texts[pos:pos + tokens])
+            finish = job.plan.finish_reason if i == len(groups) - 1 else None
+            events.append((kind, tokens, self._token_event(kind, text, i == 0, finish)))
+            pos += tokens
+        return events
+
+    def _token_event(self, kind: str, text: str, first: bool, finish: str | None) -> bytes:
+        value = "null" if self.null_content and kind == "content" else json.dumps(text)
+        tail = f',"logprobs":null,"finish_reason":{json.dumps(finish)}}}]}}\n\n'
+        if self.job.endpoint == "completions":
+            return f'{self._head}"text":{value}{tail}'.encode()
+        field = "reasoning_content" if kind == "reasoning" else "content"
+        role = '"role":"assistant",' if first and self.role_in_first else ""
+        return f'{self._head}"delta":{{{role}"{field}":{value}}}{tail}'.encode()
+
+    def role_event(self) -> bytes:
+        return (self._head + '"delta":{"role":"assistant","content":""},'
+                '"logprobs":null,"finish_reason":null}]}\n\n').encode()
+
+    def usage_event(self, usage_obj: dict) -> bytes:
+        obj = "chat.completion.chunk" if self.job.endpoint == "chat" else "text_completion"
+        chunk = {"id": self.job.response_id, "object": obj, "created": self.job.created,
+                 "model": self.job.model, "choices": [], "usage": usage_obj}
+        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+    def malformed_event(self) -> bytes:
+        return f'data: {{"id":"{self.job.response_id}","choices":[{{"delta":{{"content":\n\n'.encode()
+
+    def full_body(self, usage_obj: dict | None) -> bytes:
+        job, texts = self.job, self.job.plan.texts
+        reasoning_text = "".join(texts[:job.reasoning])
+        content = None if self.null_content else "".join(texts[job.reasoning:])
+        if job.endpoint == "chat":
+            message = {"role": "assistant", "content": content,
+                       "reasoning_content": reasoning_text or None}
+            choice = {"index": 0, "message": message, "logprobs": None,
+                      "finish_reason": job.plan.finish_reason}
+            obj = "chat.completion"
+        else:
+            choice = {"index": 0, "text": content, "logprobs": None,
+                      "finish_reason": job.plan.finish_reason}
+            obj = "text_completion"
+        body = {"id": job.response_id, "object": obj, "created": job.created, "model": job.model,
+                "choices": [choice]}
+        if usage_obj is not None:
+            body["usage"] = usage_obj
+        return json.dumps(body).encode()
+
+
+def authorization_digest(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization")
+    return hashlib.sha256(header.encode()).hexdigest() if header is not None else None
+
+
+class ClientGone(Exception):
+    """The connection ended under us: the client left, or a fault cut it on purpose."""
+
+    def __init__(self, finish_reason: str | None = "abort"):
+        super().__init__(finish_reason)
+        self.finish_reason = finish_reason
+
+
+class Simulator:
+    def __init__(self, cfg: SimConfig):
+        self.cfg = cfg
+        self.engine = Engine(cfg)
+        self.truth = TruthLog(cfg.truth_log)
+        self._fault_rng = random.Random(cfg.seed)
+        self._ids = itertools.count(1)
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.on_response_prepare.append(self._stamp_headers)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/version", self.version)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/tokenize", self.tokenize)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/completions", self.completions)
+        return app
+
+    def close(self) -> None:
+        self.truth.close()
+
+    @staticmethod
+    async def _stamp_headers(request: web.Request, response: web.StreamResponse) -> None:
+        response.headers["Server"] = SERVER_NAME
+        request_id = request.headers.get("x-request-id")
+        if request_id:
+            response.headers["x-request-id"] = request_id
+
+    # --- informational endpoints ---
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": f"benchy-sim {__version__}"})
+
+    async def models(self, request: web.Request) -> web.Response:
+        model = {"id": self.cfg.model, "object": "model", "owned_by": "benchy-sim",
+                 "max_model_len": self.cfg.context_length}
+        return web.json_response({"object": "list", "data": [model]})
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        try:
+            body = await read_json(request)
+            if "content" in body:  # llama.cpp style
+                return web.json_response({"tokens": tokenizer.encode(str(body["content"]))})
+            check_model(self.cfg, body)
+            endpoint = "chat" if "messages" in body else "completions"
+            ids = tokenizer.encode(prompt_text(body, endpoint))
+        except ApiError as exc:
+            return web.Response(status=exc.status, body=error_body(exc.status, exc.message),
+                                content_type=JSON_TYPE)
+        return web.json_response({"count": len(ids), "tokens": ids,
+                                  "max_model_len": self.cfg.context_length})
+
+    # --- generation ---
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "chat")
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "completions")
+
+    async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
+        prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
+        trace = Trace(id=f"{prefix}-sim-{next(self._ids):06d}", endpoint=endpoint,
+                      request_id=request.headers.get("x-request-id"), arrival_s=clock())
+        trace.authorization_sha256 = authorization_digest(request)
+        try:
+            try:
+                return await self._serve(request, endpoint, trace)
+            except ApiError as exc:
+                trace.error = exc.message
+                return await self._send_whole(request, trace, exc.status,
+                                              error_body(exc.status, exc.message), JSON_TYPE)
+        except ClientGone as exc:
+            trace.finish_reason = trace.finish_reason or exc.finish_reason
+            return web.Response()  # never sent: the transport is closed
+        except asyncio.CancelledError:  # the server is shutting down under this request
+            trace.finish_reason = trace.finish_reason or "abort"
+            raise
+        finally:
+            self.truth.write(trace)  # errors and faults too; a no-op if already written
+
+    async def _serve(self, request: web.Request, endpoint: str, trace: Trace) -> web.StreamResponse:
+        body = await read_json(request)
+        trace.stream, trace.model = bool(body.get("stream", False)), body.get("model")
+        job = parse_job(self.cfg, body, endpoint, trace.id)
+        trace.model, trace.prompt_tokens = job.model, len(job.prompt_ids)
+        trace.fault = self._draw_fault()
+        if trace.fault in IMMEDIATE_FAULTS:
+            return await self._immediate_fault(request, trace)
+        if self.cfg.header_delay_s:
+            await asyncio.sleep(self.cfg.header_delay_s)
+        if job.stream:
+            return await self._stream(request, job, trace)
+        return await self._complete(request, job, trace)
+
+    def _draw_fault(self) -> str | None:
+        if not self.cfg.faults:
+            return None
+        u, cumulative = self._fault_rng.random(), 0.0
+        for kind, rate in self.cfg.faults:
+            cumulative += rate
+            if u < cumulative:
+                return kind
+        return None
+
+    async def _immediate_fault(self, request: web.Request, trace: Trace) -> web.StreamResponse:
+        kind = trace.fault
+        if kind == "reset":
+            request.transport.abort()
+            raise ClientGone(finish_reason=None)
+        if kind == "not_sse":
+            return await self._send_whole(request, trace, 200, NOT_SSE_BODY, "text/html")
+        status = 500 if kind == "http500" else 429
+        message = "simulated internal error" if status == 500 else "simulated rate limit"
+        headers = {"Retry-After": "1"} if kind == "http429_retry" else {}
+        trace.error = message
+        return await self._send_whole(request, trace, status, error_body(status, message),
+                                      JSON_TYPE, headers)
+
+    async def _send_whole(self, request: web.Request, trace: Trace, status: int, body: bytes,
+                          content_type: str, headers: dict | None = None,
+                          event: str | None = None) -> web.StreamResponse:
+        """A whole body at once; `event` names it in the truth log (None: not a model output)."""
+        resp = web.StreamResponse(status=status, headers={"Content-Type": content_type,
+                                                          **(headers or {})})
+        resp.content_length = len(body)
+        await self._prepare(request, resp, trace)
+        try:
+            await resp.write(body)
+        except ConnectionError:
+            raise ClientGone() from None
+        if event:
+            trace.event(event, trace.completion_tokens, clock())
+        return await self._finish(resp, trace)
+
+    async def _prepare(self, request: web.Request, resp: web.StreamResponse, trace: Trace) -> None:
+        try:
+            await resp.prepare(request)
+        except ConnectionError:
+            raise ClientGone() from None
+        trace.headers_s = clock()
+        trace.status = resp.status
+
+    async def _write(self, resp: web.StreamResponse, trace: Trace, kind: str, tokens: int,
+                     data: bytes) -> None:
+        try:
+            await resp.write(data)
+        except ConnectionError:
+            raise ClientGone() from None
+        trace.event(kind, tokens, clock())
+        if self.cfg.instant:
+            await asyncio.sleep(0)  # resp.write only yields when its buffer is full
+
+    async def _finish(self, resp: web.StreamResponse, trace: Trace) -> web.StreamResponse:
+        # The record goes out before the end of the body, so a client that has read the
+        # whole response can already find it in the truth log.
+        self.truth.write(trace)
+        try:
+            await resp.write_eof()
+        except ConnectionError:
+            pass
+        return resp
+
+    @contextlib.asynccontextmanager
+    async def _running(self, trace: Trace):
+        """Holds one of max_running slots (queueing FIFO for it) for the body of the block."""
+        await self.engine.slots.acquire()
+        trace.admitted_s = clock()
+        try:
+            yield
+        finally:
+            self.engine.slots.release()
+
+    async def _prefill(self, job: Job, trace: Trace) -> Decoder:
+        start, end, cached = await self.engine.prefill(job.prompt_ids)
+        trace.prefill_start_s, trace.prefill_end_s, trace.cached_tokens = start, end, cached
+        return self.engine.decoder(end)
+
+    def _record_tokens(self, trace: Trace, job: Job, times: list[float]) -> None:
+        trace.token_times_s.extend(times)
+        trace.completion_tokens = len(trace.token_times_s)
+        trace.reasoning_tokens = min(job.reasoning, trace.completion_tokens)
+
+    def _usage(self, job: Job, trace: Trace) -> dict:
+        return usage(job, trace.cached_tokens or 0, trace.completion_tokens, trace.reasoning_tokens)
+
+    def _renderer(self, job: Job, trace: Trace) -> Renderer:
+        null_content = self.cfg.null_content or trace.fault == "null_content"
+        return Renderer(job, null_content, role_in_first=not self.cfg.role_chunk_first)
+
+    async def _stream(self, request: web.Request, job: Job, trace: Trace) -> web.StreamResponse:
+        renderer = self._renderer(job, trace)
+        events = renderer.token_events(self.cfg)
+        resp = web.StreamResponse(headers=SSE_HEADERS)
+        await self._prepare(request, resp, trace)
+        if self.cfg.role_chunk_first:
+            await self._write(resp, trace, "role", 0, renderer.role_event())
+        async with self._running(trace):
+            decoder = await self._prefill(job, trace)
+            await self._stream_tokens(request, resp, job, trace, decoder, events, renderer)
+        trace.finish_reason = job.plan.finish_reason
+        if job.include_usage and trace.fault != "no_usage":
+            await self._write(resp, trace, "usage", 0, renderer.usage_event(self._usage(job, trace)))
+        if trace.fault != "no_done":
+            await self._write(resp, trace, "done", 0, DONE)
+        return await self._finish(resp, trace)
+
+    async def _stream_tokens(self, request, resp, job, trace, decoder, events, renderer) -> None:
+        fault_pending = trace.fault in ("cut_stream", "stall", "malformed_json")
+        half = job.plan.n / 2
+        for kind, tokens, data in events:
+            self._record_tokens(trace, job, [await decoder.next_token() for _ in range(tokens)])
+            await self._write(resp, trace, kind, tokens, data)
+            if fault_pending and trace.completion_tokens >= half:
+                fault_pending = False
+                await self._mid_stream_fault(request, resp, trace, decoder, renderer)
+
+    async def _mid_stream_fault(self, request, resp, trace, decoder, renderer) -> None:
+        if trace.fault == "cut_stream":
+            request.transport.abort()
+            raise ClientGone(finish_reason="cut")
+        if trace.fault == "stall":
+            await decoder.pause(self.cfg.stall_s)
+        if trace.fault == "malformed_json":
+            await self._write(resp, trace, "malformed", 0, renderer.malformed_event())
+
+    async def _complete(self, request: web.Request, job: Job, trace: Trace) -> web.StreamResponse:
+        renderer = self._renderer(job, trace)
+        async with self._running(trace):
+            decoder = await self._prefill(job, trace)
+            await self._decode_all(request, job, trace, decoder)
+        trace.finish_reason = job.plan.finish_reason
+        usage_obj = None if trace.fault == "no_usage" else self._usage(job, trace)
+        body = renderer.full_body(usage_obj)
+        if trace.fault == "malformed_json":
+            body = body[:len(body) // 2]
+        return await self._send_whole(request, trace, 200, body, JSON_TYPE, event="content")
+
+    async def _decode_all(self, request: web.Request, job: Job, trace: Trace,
+                          decoder: Decoder) -> None:
+        half = job.plan.n // 2
+        for i in range(job.plan.n):
+            if i == half and trace.fault == "cut_stream":
+                request.transport.abort()
+                raise ClientGone(finish_reason="cut")
+            if i == half and trace.fault == "stall":
+                await decoder.pause(self.cfg.stall_s)
+            self._record_tokens(trace, job, [await decoder.next_token()])
+
+
+def warm_up() -> None:
+    """Load the vocabulary before listening, so the first request is not the slow one."""
+    tokenizer.encode(tokenizer.filler(16, 0))
+
+
+def listen_url(runner: web.AppRunner) -> str:
+    host, port = runner.addresses[0][:2]
+    host = f"[{host}]" if ":" in host else host
+    return f"http://{host}:{port}"
+
+
+async def serve(cfg: SimConfig) -> None:
+    simulator = Simulator(cfg)
+    # In-flight requests get a quarter second at shutdown: a stalled stream must not hold it.
+    runner = web.AppRunner(simulator.app(), access_log=None, shutdown_timeout=0.25)
+    await runner.setup()
+    await web.TCPSite(runner, cfg.host, cfg.port, backlog=2048).start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    # Only now: a caller may signal us as soon as it has read this line.
+    print(f"benchy sim listening on {listen_url(runner)}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        simulator.close()
+
+
+def run(cfg: SimConfig) -> None:
+    warm_up()
+    asyncio.run(serve(cfg))

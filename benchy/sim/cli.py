@@ -1,0 +1,141 @@
+"""`benchy sim`: the command line of the embedded simulator."""
+from __future__ import annotations
+
+import click
+from click.core import ParameterSource
+
+from benchy.sim.config import FAULT_KINDS, PRESET_HELP, ConfigError, build_config, parse_fault
+
+_PRESETS_TEXT = "\n".join(f"  {name}: {text}" for name, text in PRESET_HELP.items())
+
+HELP = f"""Run a simulated OpenAI-compatible LLM server whose timing is known exactly.
+
+\b
+Endpoints: GET /health, /version, /v1/models; POST /v1/chat/completions and
+/v1/completions (streaming SSE or not, stream_options.include_usage), POST
+/tokenize (vLLM {{"model","prompt"|"messages"}} or llama.cpp {{"content"}}).
+Unknown model: 404; invalid JSON: 400. Responses carry Server: benchy-sim/VER.
+
+\b
+Prompt: chat requests are rendered as
+  <|start|>system<|message|>PREAMBLE<|end|> + <|start|>ROLE<|message|>TEXT<|end|>
+  per message + <|start|>assistant, with a fixed ~26-token system preamble, so
+every chat prompt shares a template prefix longer than one cache block.
+Output: one-token words; re-tokenizing the content gives the token count.
+Length: max_tokens/max_completion_tokens caps it (completions default 16);
+ignore_eos gives exactly max_tokens; min_tokens a floor; otherwise a natural
+length in [natural-min, natural-max] from a hash of the prompt (finish_reason
+"stop", or "length" when capped). A stop string ends the output at the last
+whole token before it (searched after min_tokens; finish_reason "stop").
+--ignore-ignore-eos: ignore_eos and min_tokens are disregarded (a server
+that lacks them), so outputs end at their natural length.
+
+\b
+Timing model (time.perf_counter, shared with the client on Linux):
+  requests beyond --max-running wait in a FIFO queue;
+  prefill is serialized across requests: uncached tokens / --prefill-tps;
+  the first token appears when prefill ends; each next one is due
+  1/rate after the previous deadline, rate = decode-tps / (1 +
+  batch-slowdown * (running - 1)) with the current running count (slots held).
+  --instant: no sleeps at all, events written as fast as possible.
+
+\b
+Prefix cache (vLLM-like, --no-prefix-cache to disable): 16-token blocks keyed
+by a chained hash, LRU of --cache-blocks blocks; cached tokens = 16 x leading
+blocks found (never the whole prompt), cost no prefill time and are reported
+in usage.prompt_tokens_details.cached_tokens. Full blocks are inserted after
+prefill.
+
+\b
+SSE shaping: --tokens-per-event K (ceil(n/K) token events) or
+--events-per-response E (n tokens in E events, each written when its last
+token exists). --role-chunk-first writes a role-only chunk right after the
+headers, before queueing and prefill; otherwise the role rides on the first
+token. --reasoning-tokens R: the first R chat tokens go in
+delta.reasoning_content (an event straddling the boundary becomes two).
+--null-content: content is null while usage still counts the tokens.
+--header-delay-s X: wait X s after arrival before the response headers.
+
+\b
+Faults (--fault KIND:RATE, repeatable, rates summing to <= 1; at most one per
+request, drawn in arrival order from a RNG seeded by --seed):
+  http500, http429 (no Retry-After), http429_retry (Retry-After: 1),
+  not_sse (200 text/html), reset (connection aborted before headers): at once;
+  cut_stream: connection aborted after about half the tokens;
+  stall: after half the tokens, silence for --stall-s s, then the rest;
+  malformed_json: one broken data: line mid-stream (non-stream: cut body);
+  no_done: no [DONE]; no_usage: no usage chunk/field; null_content.
+
+\b
+Truth log (--truth-log PATH, JSONL, one line per request, flushed as each
+request ends, faults and errors included): id, request_id (x-request-id
+header), endpoint, stream, model, arrival_s, headers_s, admitted_s,
+prefill_start_s, prefill_end_s, prompt_tokens, cached_tokens,
+completion_tokens, reasoning_tokens, finish_reason, token_times_s (one per
+token), events [{{t_s, tokens, kind: role|content|reasoning|usage|done|
+malformed}}] (t_s: just after the write returned), first_token_event_s,
+last_token_event_s, fault, status (null when no HTTP status was sent), error,
+authorization_sha256 (SHA-256 of the Authorization header; the header itself is
+never written).
+
+\b
+Presets (explicit flags override them):
+{_PRESETS_TEXT}
+
+Prints one line, "benchy sim listening on http://HOST:PORT", once it accepts
+connections; stops cleanly on SIGTERM or SIGINT.
+"""
+
+
+@click.command("sim", help=HELP)
+@click.option("--preset", default="default", show_default=True, metavar="NAME",
+              help=f"Starting values: {', '.join(PRESET_HELP)}.")
+@click.option("--model", help="Model id served and required of requests.")
+@click.option("--context-length", type=int, help="max_model_len in tokens.")
+@click.option("--prefill-tps", type=float, help="Prefill rate, uncached prompt tokens/s.")
+@click.option("--decode-tps", type=float, help="Decode rate of a lone request, tokens/s.")
+@click.option("--max-running", type=int, help="Requests served at once; the rest queue (FIFO).")
+@click.option("--batch-slowdown", type=float,
+              help="Per-request decode rate is decode-tps / (1 + this x (running - 1)).")
+@click.option("--natural-min", type=int, help="Shortest natural output, tokens.")
+@click.option("--natural-max", type=int, help="Longest natural output, tokens.")
+@click.option("--prefix-cache/--no-prefix-cache", default=True, help="Automatic prefix cache.")
+@click.option("--cache-blocks", type=int, help="Prefix cache capacity in 16-token blocks.")
+@click.option("--tokens-per-event", type=int, help="Tokens in each SSE content event.")
+@click.option("--events-per-response", type=int, help="Split all tokens into this many events.")
+@click.option("--role-chunk-first/--no-role-chunk-first", default=False,
+              help="Role-only chunk right after the headers, before prefill (vLLM).")
+@click.option("--reasoning-tokens", type=int, help="First R chat tokens are reasoning_content.")
+@click.option("--null-content/--no-null-content", default=False,
+              help="content: null while usage counts the tokens (broken FP4 backend).")
+@click.option("--ignore-ignore-eos/--no-ignore-ignore-eos", default=False,
+              help="Disregard ignore_eos and min_tokens: outputs end at their natural length.")
+@click.option("--header-delay-s", type=float, help="Seconds before response headers are sent.")
+@click.option("--instant/--no-instant", default=False, help="No sleeps: infinitely fast model.")
+@click.option("--fault", "faults", multiple=True, metavar="KIND:RATE",
+              help=f"Inject a fault in a fraction of requests; KIND: {', '.join(FAULT_KINDS)}.")
+@click.option("--seed", type=int, help="Seed of the fault RNG (default 0).")
+@click.option("--stall-s", type=float, help="Silence of the stall fault, seconds (default 30).")
+@click.option("--host", help="Address to bind (default 127.0.0.1).")
+@click.option("--port", type=int, help="Port to bind; 0 picks a free one (default 0).")
+@click.option("--truth-log", type=click.Path(dir_okay=False), help="Append the truth log here.")
+@click.pass_context
+def sim(ctx: click.Context, preset: str, faults: tuple[str, ...], **options) -> None:
+    explicit = {name: value for name, value in options.items() if _given(ctx, name)}
+    try:
+        if faults:
+            explicit["faults"] = tuple(parse_fault(spec) for spec in faults)
+        cfg = build_config(preset, **explicit)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    from benchy.sim.app import run  # aiohttp only once the flags are known to be good
+
+    try:
+        run(cfg)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}") from None
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)

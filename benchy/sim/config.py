@@ -1,0 +1,141 @@
+"""The simulator's settings: presets, explicit overrides and their validation.
+
+Kept free of aiohttp and click so that bad flags fail fast, before anything heavy is imported.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+FAULT_KINDS = (
+    "http500", "http429", "http429_retry", "cut_stream", "reset", "stall",
+    "malformed_json", "not_sse", "no_done", "no_usage", "null_content",
+)
+
+BLOCK_SIZE = 16  # tokens per prefix-cache block, as vLLM's default
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be simulated; the message is one line meant for the user."""
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    model: str = "benchy-sim"
+    context_length: int = 32768
+    prefill_tps: float = 5000.0
+    decode_tps: float = 50.0
+    max_running: int = 8
+    batch_slowdown: float = 0.1
+    natural_min: int = 64
+    natural_max: int = 512
+    prefix_cache: bool = True
+    cache_blocks: int = 32768
+    tokens_per_event: int = 1
+    events_per_response: int = 0  # 0: shaping by tokens_per_event instead
+    role_chunk_first: bool = False
+    reasoning_tokens: int = 0
+    null_content: bool = False
+    ignore_ignore_eos: bool = False  # a server without ignore_eos/min_tokens
+    header_delay_s: float = 0.0
+    instant: bool = False
+    faults: tuple[tuple[str, float], ...] = ()
+    seed: int = 0
+    stall_s: float = 30.0
+    host: str = "127.0.0.1"
+    port: int = 0
+    truth_log: str | None = None
+    preset: str = "default"
+
+
+_DGX_SPARK = dict(
+    model="openai/gpt-oss-120b", context_length=131072, prefill_tps=2500.0, decode_tps=38.0,
+    max_running=16, batch_slowdown=0.1, prefix_cache=True,
+)
+
+PRESETS: dict[str, dict] = {
+    "default": {},
+    # 167-token prompt + 256 output tokens: 0.07 s prefill + 255/38 s decode = about 37.8 tok/s.
+    "dgx-spark-gpt-oss-120b": _DGX_SPARK,
+    # vLLM's Harmony parser buffering gpt-oss output: the report's 29 tokens in 2 events.
+    "buffered": {**_DGX_SPARK, "events_per_response": 2},
+    # The CUTLASS FP4 path on SM121: content is null while usage still counts the tokens.
+    "fp4-null-content": {**_DGX_SPARK, "null_content": True},
+    # For measuring the client's own CPU cost: no sleeps, no queueing.
+    "instant": {"instant": True, "max_running": 100000},
+}
+
+PRESET_HELP = {
+    "default": "prefill 5000 tok/s, decode 50 tok/s, max_running 8, batch_slowdown 0.1, cache on",
+    "dgx-spark-gpt-oss-120b": "model openai/gpt-oss-120b, context 131072, prefill 2500 tok/s, "
+                              "decode 38 tok/s, max_running 16, cache on (167-token prompt + "
+                              "256 output tokens: ~37.8 tok/s end to end)",
+    "buffered": "the dgx preset with 2 events per response (29 tokens in 2 SSE events)",
+    "fp4-null-content": "the dgx preset with content: null (broken FP4 backend)",
+    "instant": "no sleeps at all, effectively unlimited max_running",
+}
+
+
+def parse_fault(spec: str) -> tuple[str, float]:
+    kind, sep, rate_text = spec.partition(":")
+    if not sep:
+        raise ConfigError(f"--fault {spec!r}: expected KIND:RATE, e.g. http500:0.1")
+    if kind not in FAULT_KINDS:
+        raise ConfigError(f"--fault: unknown kind {kind!r} (choose from: {', '.join(FAULT_KINDS)})")
+    try:
+        rate = float(rate_text)
+    except ValueError:
+        raise ConfigError(f"--fault {spec!r}: rate {rate_text!r} is not a number") from None
+    if not 0.0 <= rate <= 1.0:
+        raise ConfigError(f"--fault {spec!r}: rate must be between 0 and 1")
+    return kind, rate
+
+
+def build_config(preset: str = "default", **overrides) -> SimConfig:
+    """The preset's values with every given (non-None) override on top, validated."""
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r} (choose from: {', '.join(PRESETS)})")
+    known = {f.name for f in dataclasses.fields(SimConfig)}
+    unknown = set(overrides) - known
+    if unknown:
+        raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+    values = {**PRESETS[preset], **{k: v for k, v in overrides.items() if v is not None}}
+    cfg = SimConfig(preset=preset, **values)
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: SimConfig) -> None:
+    for name in ("prefill_tps", "decode_tps", "batch_slowdown", "header_delay_s", "stall_s"):
+        if getattr(cfg, name) < 0:
+            raise ConfigError(f"--{_flag(name)} must not be negative")
+    if not cfg.instant:
+        for name in ("prefill_tps", "decode_tps"):
+            if getattr(cfg, name) == 0:
+                raise ConfigError(f"--{_flag(name)} must be positive (0 only makes sense with --instant)")
+    _require_at_least(cfg, "context_length", 1)
+    _require_at_least(cfg, "max_running", 1)
+    _require_at_least(cfg, "natural_min", 1)
+    _require_at_least(cfg, "cache_blocks", 1)
+    _require_at_least(cfg, "tokens_per_event", 1)
+    _require_at_least(cfg, "events_per_response", 0)
+    _require_at_least(cfg, "reasoning_tokens", 0)
+    if cfg.natural_max < cfg.natural_min:
+        raise ConfigError("--natural-max must be at least --natural-min")
+    if cfg.events_per_response and cfg.tokens_per_event != 1:
+        raise ConfigError("--tokens-per-event and --events-per-response cannot be combined")
+    if not 0 <= cfg.port <= 65535:
+        raise ConfigError("--port must be between 0 and 65535")
+    for kind, rate in cfg.faults:
+        parse_fault(f"{kind}:{rate}")
+    if sum(rate for _, rate in cfg.faults) > 1.0 + 1e-9:
+        raise ConfigError("--fault rates add up to more than 1 (one fault at most per request)")
+
+
+def _require_at_least(cfg: SimConfig, name: str, minimum: int) -> None:
+    if getattr(cfg, name) < minimum:
+        raise ConfigError(f"--{_flag(name)} must be at least {minimum}")
+
+
+def _flag(name: str) -> str:
+    return name.replace("_", "-")

@@ -1,0 +1,277 @@
+"""The simulated model: what it generates (deterministic) and when (the timing model).
+
+Timing, all against time.perf_counter() (CLOCK_MONOTONIC, so other processes can compare):
+requests hold one of max_running slots (FIFO queue beyond that); prefill is serialized across
+requests and takes uncached_tokens / prefill_tps; the first token appears when prefill ends;
+each next token is due 1 / per_request_rate after the previous one's deadline, with
+per_request_rate = decode_tps / (1 + batch_slowdown * (running - 1)) at that moment.
+"""
+from __future__ import annotations
+
+import asyncio
+import bisect
+import hashlib
+import json
+import time
+from array import array
+from collections import deque
+from dataclasses import asdict, dataclass, field
+
+from benchy import tokenizer
+from benchy.sim.cache import PrefixCache
+from benchy.sim.config import SimConfig
+
+clock = time.perf_counter
+
+# About 24 tokens, like a real system prompt: every chat prompt shares a template prefix
+# longer than one cache block, as it does on a real server.
+SYSTEM_PREAMBLE = ("You are a helpful assistant served by benchy-sim. "
+                   "Knowledge cutoff: 2024-06. Reasoning: medium.")
+
+
+def message_text(content) -> str:
+    """OpenAI message content: a string, a list of parts, or null."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text") or "" for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def render_chat(messages: list[dict]) -> str:
+    turns = [f"<|start|>system<|message|>{SYSTEM_PREAMBLE}<|end|>"]
+    for message in messages:
+        turns.append(f"<|start|>{message.get('role', 'user')}<|message|>"
+                     f"{message_text(message.get('content'))}<|end|>")
+    turns.append("<|start|>assistant")
+    return "".join(turns)
+
+
+def prompt_hash(ids: list[int]) -> int:
+    digest = hashlib.blake2b(array("I", ids).tobytes(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+@dataclass
+class Plan:
+    """Everything a request will generate, decided up front (greedy decoding is deterministic)."""
+    texts: list[str]  # one entry per generated token
+    finish_reason: str
+
+    @property
+    def n(self) -> int:
+        return len(self.texts)
+
+
+def plan_output(cfg: SimConfig, prompt_ids: list[int], max_tokens: int, *, min_tokens: int = 0,
+                ignore_eos: bool = False, stop: list[str] = ()) -> Plan:
+    h = prompt_hash(prompt_ids)
+    if ignore_eos:
+        n = max_tokens
+    else:
+        natural = cfg.natural_min + h % (cfg.natural_max - cfg.natural_min + 1)
+        n = min(max(natural, min_tokens), max_tokens)
+    finish = "length" if n >= max_tokens else "stop"
+    texts = token_texts(n, seed=h % 1_000_003)
+    kept = tokens_before_stop(texts, stop, min_tokens)
+    if kept < n:
+        return Plan(texts[:kept], "stop")
+    return Plan(texts, finish)
+
+
+def token_texts(n: int, seed: int) -> list[str]:
+    """n one-token words, each decoded on its own so every token's text is known."""
+    ids = tokenizer.encode(tokenizer.filler(n, seed))
+    return [_token_text(i) for i in ids]
+
+
+_TEXT_CACHE: dict[int, str] = {}
+
+
+def _token_text(token_id: int) -> str:
+    text = _TEXT_CACHE.get(token_id)
+    if text is None:
+        text = _TEXT_CACHE[token_id] = tokenizer.decode([token_id])
+    return text
+
+
+def tokens_before_stop(texts: list[str], stop: list[str], min_tokens: int) -> int:
+    """How many whole tokens precede the earliest stop string (searched after min_tokens)."""
+    stops = [s for s in stop if s]
+    if not stops:
+        return len(texts)
+    full = "".join(texts)
+    offsets = [0]
+    for text in texts:
+        offsets.append(offsets[-1] + len(text))
+    search_from = offsets[min(min_tokens, len(texts))]
+    hits = [i for i in (full.find(s, search_from) for s in stops) if i >= 0]
+    if not hits:
+        return len(texts)
+    return bisect.bisect_right(offsets, min(hits)) - 1
+
+
+class Slots:
+    """max_running slots handed out strictly first come, first served."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.running = 0
+        self._waiters: deque[asyncio.Future] = deque()
+
+    async def acquire(self) -> None:
+        if self.running < self.capacity and not self._waiters:
+            self.running += 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # the slot was handed over just as we gave up
+            else:
+                self._waiters.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot passes on; running is unchanged
+                return
+        self.running -= 1
+
+    @property
+    def queued(self) -> int:
+        return len(self._waiters)
+
+
+class Engine:
+    def __init__(self, cfg: SimConfig):
+        self.cfg = cfg
+        self.cache = PrefixCache(cfg.cache_blocks) if cfg.prefix_cache else None
+        self.slots = Slots(cfg.max_running)
+        self._prefill_lock = asyncio.Lock()
+        self._prefill_free_at = 0.0
+
+    def cached_tokens(self, ids: list[int]) -> int:
+        return self.cache.lookup(ids) if self.cache is not None else 0
+
+    async def prefill(self, ids: list[int]) -> tuple[float, float, int]:
+        """Runs this prompt's prefill after every earlier one; returns (start, end, cached)."""
+        async with self._prefill_lock:
+            # Start at the previous prefill's deadline, not at the (later) lock hand-over.
+            start = max(clock(), self._prefill_free_at)
+            cached = self.cached_tokens(ids)
+            end = start + self._prefill_seconds(len(ids) - cached)
+            self._prefill_free_at = end
+            await self.wait_until(end)
+            if self.cache is not None:
+                self.cache.insert(ids)
+        return start, end, cached
+
+    def _prefill_seconds(self, tokens: int) -> float:
+        return 0.0 if self.cfg.instant else tokens / self.cfg.prefill_tps
+
+    def token_interval(self) -> float:
+        if self.cfg.instant:
+            return 0.0
+        running = max(self.slots.running, 1)
+        rate = self.cfg.decode_tps / (1.0 + self.cfg.batch_slowdown * (running - 1))
+        return 1.0 / rate
+
+    async def wait_until(self, deadline: float) -> None:
+        delay = deadline - clock()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    def decoder(self, first_due: float) -> "Decoder":
+        return Decoder(self, first_due)
+
+
+class Decoder:
+    """Paces one request's tokens against absolute deadlines, so loop jitter never accumulates."""
+
+    def __init__(self, engine: Engine, first_due: float):
+        self._engine = engine
+        self._due = first_due
+        self._started = False
+
+    async def next_token(self) -> float:
+        """Waits for the next token and returns the time it was produced."""
+        if self._started:
+            self._due += self._engine.token_interval()
+        self._started = True
+        if not self._engine.cfg.instant:
+            await self._engine.wait_until(self._due)
+        return clock()
+
+    async def pause(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        self._due = max(self._due, clock())
+
+
+@dataclass
+class Trace:
+    """One truth-log record: what the simulated server really did for one request."""
+    id: str
+    request_id: str | None
+    endpoint: str
+    stream: bool | None = None
+    model: str | None = None
+    arrival_s: float = 0.0
+    headers_s: float | None = None
+    admitted_s: float | None = None
+    prefill_start_s: float | None = None
+    prefill_end_s: float | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    finish_reason: str | None = None
+    token_times_s: list[float] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+    first_token_event_s: float | None = None
+    last_token_event_s: float | None = None
+    fault: str | None = None
+    status: int | None = None
+    error: str | None = None
+    # SHA-256 of the Authorization header, so a test can prove which key arrived without the
+    # key itself ever being written; None when no header came.
+    authorization_sha256: str | None = None
+    logged: bool = field(default=False, init=False)  # bookkeeping, not part of the record
+
+    def event(self, kind: str, tokens: int, t: float) -> None:
+        self.events.append({"t_s": t, "tokens": tokens, "kind": kind})
+        if tokens:
+            if self.first_token_event_s is None:
+                self.first_token_event_s = t
+            self.last_token_event_s = t
+
+    def to_json(self) -> str:
+        record = asdict(self)
+        del record["logged"]
+        return json.dumps(record, separators=(",", ":"))
+
+
+class TruthLog:
+    """JSONL, one line per request, appended and flushed as each request ends."""
+
+    def __init__(self, path: str | None):
+        self._file = open(path, "a", encoding="utf-8") if path else None
+
+    def write(self, trace: Trace) -> None:
+        """Writes the record once; later calls for the same request do nothing."""
+        if trace.logged:
+            return
+        trace.logged = True
+        if self._file and not self._file.closed:  # handlers cancelled at shutdown end late
+            self._file.write(trace.to_json() + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file:
+            self._file.close()
