@@ -1,0 +1,441 @@
+"""`benchy compare`: did a second deployment really differ from the first, case by case?
+
+For every case both results files ran (same prompt and output length, concurrency, depth and
+endpoint), and for e2e t/s, TTFT and decode t/s, on the per-request values of the measured,
+successful requests:
+  change      = median(B) − median(A), also as % of median(A)
+  95% CI      = percentile bootstrap of median(B*) − median(A*), A and B resampled apart
+  p           = two-sided Mann–Whitney U (default; exact for small samples) or Welch's t-test,
+                then Benjamini–Hochberg-adjusted over the cases of each metric (so that comparing
+                many cases does not flag chance differences: the false discovery rate stays ≤ alpha)
+  verdict     = faster / slower when adjusted p < alpha and |change| ≥ min_effect; "negligible"
+                when adjusted p < alpha but the change is smaller; otherwise "no significant
+                difference"; "too few requests" when the test could not reach p < alpha at best.
+Reads saved results only. Results whose prompt nonce differs are not comparable (one may have
+been served from a prefix cache): compare() refuses them unless forced.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy import stats as sps
+
+from benchy.report.plots import measured_values, unavailable_reason
+
+# (metric, title, higher is better, display scale, decimals)
+METRICS = (
+    ("e2e_tps", "e2e t/s", True, 1.0, 1),
+    ("ttft_s", "TTFT ms", False, 1000.0, 1),
+    ("decode_tps", "decode t/s", True, 1.0, 1),
+)
+TESTS = ("mannwhitney", "welch")
+# Smallest change called faster/slower: repeated runs of one deployment drift by a percent or two
+# (clocks, temperature, a busy client), which a test on many requests finds "significant".
+MIN_EFFECT = 0.02
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0  # fixed: the same files always give the same interval
+BOOTSTRAP_CHUNK = 250  # resamples drawn at once; bounds memory for cases with many requests
+
+FASTER, SLOWER = "faster", "slower"
+NO_DIFFERENCE = "no significant difference"
+NEGLIGIBLE = "negligible"
+TOO_FEW = "too few requests"
+UNAVAILABLE = "n/a"
+
+
+class CompareError(ValueError):
+    """Results that cannot be compared; one line for the user."""
+
+
+@dataclass
+class MetricChange:
+    case: str
+    metric: str
+    title: str
+    verdict: str
+    a_median: float | None = None
+    b_median: float | None = None
+    n_a: int = 0
+    n_b: int = 0
+    change: float | None = None
+    change_pct: float | None = None
+    ci95: list[float] | None = None  # of the change, in the metric's unit
+    p_value: float | None = None  # the test's own
+    p_adjusted: float | None = None  # Benjamini–Hochberg over this metric's cases; the verdict uses it
+    reason: str = ""  # why there is no verdict (n/a, too few requests)
+    caveats: list[str] = field(default_factory=list)  # warnings of either run that qualify this metric
+
+
+@dataclass
+class Comparison:
+    """B against the baseline A."""
+    a_name: str
+    b_name: str
+    test: str
+    alpha: float
+    min_effect: float
+    changes: list[MetricChange] = field(default_factory=list)
+    only_in_a: list[str] = field(default_factory=list)
+    only_in_b: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    setup_differences: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ------------------------------------------------------------------ statistics
+
+
+def p_value(a: list[float], b: list[float], test: str) -> float:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant samples: scipy warns, we map nan to 1
+        if test == "welch":
+            p = sps.ttest_ind(a, b, equal_var=False).pvalue
+        else:
+            p = sps.mannwhitneyu(a, b, alternative="two-sided").pvalue
+    return 1.0 if p is None or math.isnan(p) else float(p)
+
+
+def benjamini_hochberg(p_values: list[float]) -> list[float]:
+    """Adjusted p-values that control the false discovery rate (Benjamini & Hochberg, 1995):
+    adjusted p_(i) = min over j ≥ i of p_(j) · m / j, p sorted ascending, capped at 1."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running = 1.0
+    for rank in range(m, 0, -1):
+        i = order[rank - 1]
+        running = min(running, p_values[i] * m / rank)
+        adjusted[i] = running
+    return adjusted
+
+
+def smallest_possible_p(n_a: int, n_b: int, test: str) -> float:
+    """The lowest p the test can give for these sample sizes (complete separation for
+    Mann–Whitney: 2 / C(n_a + n_b, n_a)). Above alpha, "no difference" would mean nothing."""
+    if min(n_a, n_b) < 2:
+        return 1.0
+    if test == "welch":
+        return 0.0
+    return 2.0 / math.comb(n_a + n_b, n_a)
+
+
+def median_difference_ci(a: list[float], b: list[float]) -> list[float]:
+    """95% percentile-bootstrap interval of median(B) − median(A)."""
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    arr_a, arr_b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    diffs = []
+    for start in range(0, BOOTSTRAP_RESAMPLES, BOOTSTRAP_CHUNK):
+        k = min(BOOTSTRAP_CHUNK, BOOTSTRAP_RESAMPLES - start)
+        med_a = np.median(rng.choice(arr_a, (k, arr_a.size)), axis=1)
+        med_b = np.median(rng.choice(arr_b, (k, arr_b.size)), axis=1)
+        diffs.append(med_b - med_a)
+    low, high = np.percentile(np.concatenate(diffs), [2.5, 97.5])
+    return [float(low), float(high)]
+
+
+# ------------------------------------------------------------------ matching and comparing
+
+
+def case_key(case: dict) -> tuple:
+    """What must agree for two cases to be the same measurement."""
+    return (case["pp"], case["tg"], case["concurrency"], case.get("rate"), case.get("depth", 0),
+            case.get("depth_mode"), case.get("endpoint"))
+
+
+def compare_metric(case_a: dict, case_b: dict, metric: str, title: str, test: str, alpha: float,
+                   names: tuple[str, str] = ("A", "B")) -> MetricChange:
+    """Medians, change, CI and the raw p of one metric of one case; the verdict comes later,
+    once p is adjusted across cases."""
+    out = MetricChange(case=case_a["label"], metric=metric, title=title, verdict=UNAVAILABLE)
+    missing = [(name, c) for name, c in zip(names, (case_a, case_b)) if not case_summary(c, metric)]
+    if missing:
+        out.reason = "; ".join(f"{name}: {unavailable_reason(c, metric)}" for name, c in missing)
+        return out
+    a, b = measured_values(case_a, metric), measured_values(case_b, metric)
+    out.n_a, out.n_b = len(a), len(b)
+    out.a_median, out.b_median = float(np.median(a)), float(np.median(b))
+    out.change = out.b_median - out.a_median
+    out.change_pct = 100.0 * out.change / out.a_median if out.a_median else None
+    out.ci95 = median_difference_ci(a, b)
+    if smallest_possible_p(len(a), len(b), test) >= alpha:
+        out.verdict = TOO_FEW
+        out.reason = (f"{len(a)} vs {len(b)} requests: the {describe_test(test)} cannot reach "
+                      f"p < {alpha:g}; use more --runs")
+        return out
+    out.p_value = p_value(a, b, test)
+    return out
+
+
+def case_summary(case: dict, metric: str) -> dict | None:
+    return case.get("summary", {}).get(metric)
+
+
+def verdict(change: MetricChange, higher_better: bool, alpha: float, min_effect: float) -> str:
+    if change.p_adjusted >= alpha:
+        return NO_DIFFERENCE
+    if change.change_pct is None or abs(change.change_pct) < 100.0 * min_effect:
+        return NEGLIGIBLE
+    return FASTER if (change.change > 0) == higher_better else SLOWER
+
+
+def describe_test(test: str) -> str:
+    return "Welch t-test" if test == "welch" else "Mann–Whitney U test"
+
+
+_SETUP_FIELDS = (("model", "Model"), ("server_version", "Server version"), ("base_url", "Server"),
+                 ("hardware", "Hardware profile"), ("endpoint", "Endpoint"), ("runs", "Runs per case"),
+                 ("benchy_version", "benchy"), ("started_utc", "Started (UTC)"))
+
+
+def setup_differences(a: dict, b: dict) -> list[tuple[str, str, str]]:
+    sa, sb = a.get("setup", {}), b.get("setup", {})
+    return [(title, str(sa.get(key)), str(sb.get(key))) for key, title in _SETUP_FIELDS
+            if sa.get(key) != sb.get(key)]
+
+
+def comparability_warnings(a: dict, b: dict, a_name: str, b_name: str, force: bool) -> list[str]:
+    """Raises CompareError for results that must not be compared (unless forced)."""
+    out = []
+    nonce_a, nonce_b = a.get("prompt_nonce"), b.get("prompt_nonce")
+    if nonce_a != nonce_b:
+        message = (f"prompt nonce differs ({a_name}: {_on_off(nonce_a)}, {b_name}: {_on_off(nonce_b)}): "
+                   "the run without it may have been served from the server's prefix cache, so its "
+                   "prefill and TTFT are not comparable")
+        if not force:
+            raise CompareError(message + "; pass --force to compare anyway")
+        out.append(f"NOT COMPARABLE: {message}.")
+    elif nonce_a is False:
+        out.append("Neither run used the prompt nonce: prefix caching may have served both; prefill and "
+                   "TTFT figures may be inflated alike.")
+    for name, results in ((a_name, a), (b_name, b)):
+        if results.get("partial"):
+            out.append(f"{name} is a partial run (interrupted or stopped early).")
+        if results.get("warnings"):
+            codes = sorted({w["code"] for w in results["warnings"]})
+            out.append(f"{name} has {len(results['warnings'])} warnings ({', '.join(codes)}); "
+                       "see its report.")
+    return out
+
+
+def _on_off(value) -> str:
+    return "not recorded" if value is None else "on" if value else "off"
+
+
+def compare(a: dict, b: dict, a_name: str = "A", b_name: str = "B", test: str = "mannwhitney",
+            alpha: float = 0.05, min_effect: float = MIN_EFFECT, force: bool = False) -> Comparison:
+    """B against A, per matching case. Raises CompareError when they cannot be compared."""
+    if test not in TESTS:
+        raise CompareError(f"unknown test {test!r} (choose from: {', '.join(TESTS)})")
+    if not 0 < alpha < 1 or min_effect < 0:
+        raise CompareError("alpha must be between 0 and 1, and the minimum effect ≥ 0")
+    result = Comparison(a_name, b_name, test, alpha, min_effect)
+    result.warnings = comparability_warnings(a, b, a_name, b_name, force)
+    result.setup_differences = setup_differences(a, b)
+    by_key_b = {case_key(c): c for c in b.get("cases", [])}
+    keys_a = {case_key(c) for c in a.get("cases", [])}
+    result.only_in_a = [c["label"] for c in a.get("cases", []) if case_key(c) not in by_key_b]
+    result.only_in_b = [c["label"] for c in b.get("cases", []) if case_key(c) not in keys_a]
+    pairs = [(c, by_key_b[case_key(c)]) for c in a.get("cases", []) if case_key(c) in by_key_b]
+    if not pairs:
+        raise CompareError(f"{a_name} and {b_name} have no case in common (same prompt and output length, "
+                           "load, depth and endpoint); nothing to compare")
+    if result.only_in_a or result.only_in_b:
+        result.warnings.append(_unmatched_warning(result))
+    for metric, title, higher_better, _, _ in METRICS:
+        changes = [compare_metric(case_a, case_b, metric, title, test, alpha, (a_name, b_name))
+                   for case_a, case_b in pairs]
+        for change in changes:
+            change.caveats = (qualifying_warnings(a, change.case, metric, a_name)
+                              + qualifying_warnings(b, change.case, metric, b_name))
+        tested = [c for c in changes if c.p_value is not None]
+        for change, adjusted in zip(tested, benjamini_hochberg([c.p_value for c in tested])):
+            change.p_adjusted = adjusted
+            change.verdict = verdict(change, higher_better, alpha, min_effect)
+        result.changes += changes
+    order = {label: i for i, label in enumerate(c["label"] for c, _ in pairs)}
+    result.changes.sort(key=lambda c: order[c.case])  # stable: metrics stay in METRICS order
+    return result
+
+
+def qualifying_warnings(results: dict, case_label: str, metric: str, name: str) -> list[str]:
+    """`code (run)` of each warning of this case that qualifies or withholds this metric."""
+    return [f"{w['code']} ({name})" for w in results.get("warnings", [])
+            if w.get("case") == case_label and metric in (w.get("metrics") or []) + (w.get("withheld") or [])]
+
+
+def _unmatched_warning(result: Comparison) -> str:
+    parts = []
+    if result.only_in_a:
+        parts.append(f"only in {result.a_name}: {', '.join(result.only_in_a)}")
+    if result.only_in_b:
+        parts.append(f"only in {result.b_name}: {', '.join(result.only_in_b)}")
+    return "CASES DO NOT MATCH; compared only the cases both ran (" + "; ".join(parts) + ")."
+
+
+def run_names(paths: list[Path]) -> list[str]:
+    """Short names for the report: a run folder's name for `DIR/results.json`, else the file stem."""
+    names = [p.parent.name if p.name == "results.json" and p.parent.name else p.stem for p in paths]
+    if len(set(names)) < len(names):
+        names = [str(p) for p in paths]
+    return names
+
+
+def compare_files(paths: list[Path], **options) -> list[Comparison]:
+    """Every file after the first against the first. Raises ResultsError or CompareError."""
+    from benchy import results as results_mod
+
+    if len(paths) < 2:
+        raise CompareError("compare needs at least two results files")
+    loaded = [results_mod.load(p) for p in paths]
+    names = run_names(paths)
+    return [compare(loaded[0], other, names[0], name, **options)
+            for other, name in zip(loaded[1:], names[1:])]
+
+
+# ------------------------------------------------------------------ Markdown
+
+
+def _number(value: float | None, scale: float, decimals: int) -> str:
+    return "n/a" if value is None else f"{value * scale:,.{decimals}f}"
+
+
+def _signed(value: float | None, scale: float, decimals: int) -> str:
+    return "n/a" if value is None else f"{value * scale:+,.{decimals}f}"
+
+
+def change_row(change: MetricChange) -> list[str]:
+    scale, decimals = next((s, d) for m, _, _, s, d in METRICS if m == change.metric)
+    pct = f" ({change.change_pct:+.1f}%)" if change.change_pct is not None else ""
+    ci = (f"{_signed(change.ci95[0], scale, decimals)} … {_signed(change.ci95[1], scale, decimals)}"
+          if change.ci95 else "n/a")
+    p = "n/a" if change.p_adjusted is None else _p_text(change.p_adjusted)
+    shown = f"**{change.verdict}**" if change.verdict in (FASTER, SLOWER) else change.verdict
+    if change.reason:
+        shown += f" ({change.reason})"
+    if change.caveats:
+        shown += f"; qualified by {', '.join(change.caveats)}"
+    return [change.case, change.title, f"{_number(change.a_median, scale, decimals)} (n={change.n_a})",
+            f"{_number(change.b_median, scale, decimals)} (n={change.n_b})",
+            _signed(change.change, scale, decimals) + pct, ci, p, shown]
+
+
+def _p_text(p: float) -> str:
+    return f"{p:.3f}" if p >= 0.001 else "<0.001"
+
+
+def markdown(comparisons: list[Comparison], figure: str | None = None) -> str:
+    from tabulate import tabulate
+
+    parts = ["# benchy compare", ""]
+    for comp in comparisons:
+        parts += [f"## {comp.b_name} vs {comp.a_name}", ""]
+        parts += [f"> **Warning:** {w}" for w in comp.warnings] + ([""] if comp.warnings else [])
+        if comp.setup_differences:
+            parts += ["| setup | " + comp.a_name + " | " + comp.b_name + " |", "|---|---|---|"]
+            parts += [f"| {t} | {va} | {vb} |" for t, va, vb in comp.setup_differences] + [""]
+        parts += summary_lines(comp) + [""]
+        headers = ["test", "metric", f"{comp.a_name} median", f"{comp.b_name} median", "change",
+                   "95% CI of change", "p (adjusted)", "verdict"]
+        rows = [change_row(c) for c in comp.changes]
+        parts += [tabulate(rows, headers=headers, tablefmt="pipe", disable_numparse=True), ""]
+        parts += [method_note(comp), ""]
+    if figure:
+        parts += [f"![change per case]({figure})", ""]
+    return "\n".join(parts)
+
+
+def summary_lines(comp: Comparison) -> list[str]:
+    """Per metric, how many cases went each way: the answer before the table."""
+    out = []
+    for metric, title, _, _, _ in METRICS:
+        counts: dict[str, int] = {}
+        for change in comp.changes:
+            if change.metric == metric:
+                counts[change.verdict] = counts.get(change.verdict, 0) + 1
+        total = sum(counts.values())
+        text = "; ".join(f"{'**' + v + '**' if v in (FASTER, SLOWER) else v} in {n} of {total} cases"
+                         for v, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        out.append(f"- {comp.b_name}, {title}: {text}")
+    return out
+
+
+def method_note(comp: Comparison) -> str:
+    return (f"Each row compares the per-request values of one case ({comp.b_name} − {comp.a_name}; "
+            f"for TTFT lower is faster). p: two-sided {describe_test(comp.test)}, adjusted (Benjamini–Hochberg) "
+            "over the cases of each metric, so that testing many cases does not turn chance into "
+            f"findings. 95% CI: bootstrap interval of the difference in medians. A row is "
+            f"**faster**/**slower** when p < {comp.alpha:g} and the change is at least "
+            f"{100 * comp.min_effect:g}% (smaller significant changes are called negligible); "
+            "\"no significant difference\" means these requests cannot tell the two apart, not that "
+            "they are equal: the CI says how large a difference could still hide.")
+
+
+# ------------------------------------------------------------------ PNG
+
+
+_VERDICT_COLORS = {FASTER: "tab:green", SLOWER: "tab:red"}
+
+
+def write_png(comparisons: list[Comparison], path: Path) -> Path:
+    """One panel per metric: change in % of the baseline's median per case, with its 95% CI."""
+    from benchy.report import plots  # sets the headless backend before pyplot
+    plt = plots.plt
+
+    cases = list(dict.fromkeys(c.case for comp in comparisons for c in comp.changes))
+    fig, axes = plt.subplots(1, len(METRICS), figsize=(12, 1.6 + 0.45 * len(cases)), sharey=True)
+    offsets = np.linspace(-0.2, 0.2, len(comparisons)) if len(comparisons) > 1 else [0.0]
+    for ax, (metric, title, higher_better, _, _) in zip(axes, METRICS):
+        for k, comp in enumerate(comparisons):
+            _draw_changes(ax, comp, metric, cases, offsets[k], marker="osD^v"[k % 5])
+        ax.axvline(0, color="0.3", linewidth=1)
+        ax.set_title(f"{title} ({'higher' if higher_better else 'lower'} is better)")
+        ax.set_xlabel(f"change vs {comparisons[0].a_name} (% of its median)")
+        ax.grid(True, axis="x", alpha=0.3)
+    axes[0].set_yticks(range(len(cases)))
+    axes[0].set_yticklabels(cases)
+    axes[0].set_ylim(len(cases) - 0.5, -0.5)  # first case on top
+    _legend(axes[-1], comparisons)
+    fig.suptitle("Change per case with 95% CI (green: significantly faster, red: significantly slower, "
+                 "grey: no significant or only a negligible difference)", fontsize=10)
+    return plots._save(fig, path)
+
+
+def _draw_changes(ax, comp: Comparison, metric: str, cases: list[str], offset: float, marker: str) -> None:
+    for change in comp.changes:
+        if change.metric != metric or change.change_pct is None:
+            continue
+        y = cases.index(change.case) + offset
+        base = change.a_median
+        low, high = (100.0 * v / base for v in change.ci95)
+        color = _VERDICT_COLORS.get(change.verdict, "0.55")
+        xerr = [[max(0.0, change.change_pct - low)], [max(0.0, high - change.change_pct)]]
+        ax.errorbar([change.change_pct], [y], xerr=xerr, fmt=marker, color=color, capsize=3)
+
+
+def _legend(ax, comparisons: list[Comparison]) -> None:
+    if len(comparisons) < 2:
+        return
+    for k, comp in enumerate(comparisons):
+        ax.plot([], [], "osD^v"[k % 5], color="0.4", label=f"{comp.b_name} vs {comp.a_name}")
+    ax.legend(fontsize=8, loc="lower right")
+
+
+def write(comparisons: list[Comparison], directory: Path) -> Path:
+    """compare.md, compare.png and compare.json in `directory`; returns the Markdown file."""
+    import json
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    png = write_png(comparisons, directory / "compare.png")
+    (directory / "compare.json").write_text(
+        json.dumps({"schema": "benchy/compare/1", "comparisons": [c.to_dict() for c in comparisons]},
+                   indent=1) + "\n", encoding="utf-8")
+    path = directory / "compare.md"
+    path.write_text(markdown(comparisons, png.name), encoding="utf-8")
+    return path

@@ -1,0 +1,447 @@
+"""PNG figures of a run, drawn from its saved results only (matplotlib, headless Agg backend).
+
+Each figure function takes the results dict and a folder, writes one PNG and returns a
+`Figure` (title, path, caption), or None when the run holds nothing that figure could show.
+Error bars are ± one sample standard deviation over a case's measured requests.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: never needs a display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from benchy import profiles  # noqa: E402
+
+DPI = 100  # small PNGs that stay sharp on screen
+WIDE = (11.0, 4.6)
+ANNOTATE_MAX_POINTS = 6  # beyond this, value labels clutter more than they help
+CEILING_STYLE = dict(linestyle="--", linewidth=1.2, alpha=0.8)
+# boxplot's `vert` is deprecated from matplotlib 3.10, which added `orientation`
+_MPL_VERSION = tuple(int(p) for p in re.findall(r"\d+", matplotlib.__version__)[:2])
+HORIZONTAL_BOX = {"orientation": "horizontal"} if _MPL_VERSION >= (3, 10) else {"vert": False}
+
+
+@dataclass(frozen=True)
+class Figure:
+    title: str
+    path: Path | None  # None: nothing to draw, the caption says why
+    caption: str
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A point not drawn because its metric is unavailable for that case."""
+    metric: str
+    case: str
+    reason: str
+
+    @property
+    def short_reason(self) -> str:
+        return self.reason.split(":", 1)[0]  # "SSE buffering: 16 tokens arrived…" → "SSE buffering"
+
+
+# ------------------------------------------------------------------ reading saved results
+
+
+def summary_of(case: dict, metric: str) -> tuple[float, float] | None:
+    """(median, std) of a case's metric, std 0 for a single value; None when unavailable."""
+    summary = case.get("summary", {}).get(metric)
+    if not summary:
+        return None
+    return summary["median"], summary.get("std") or 0.0
+
+
+def unavailable_reason(case: dict, metric: str) -> str:
+    return case.get("unavailable", {}).get(metric) or "not measured"
+
+
+def measured_values(case: dict, metric: str) -> list[float]:
+    """Per-request values of the measured (not warmup), successful requests."""
+    return [r["metrics"][metric] for r in case.get("requests", [])
+            if not r.get("warmup") and r.get("status") == "ok"
+            and (r.get("metrics") or {}).get(metric) is not None]
+
+
+def case_ceiling_tps(setup: dict, case: dict) -> float | None:
+    """Single-stream decode ceiling (tok/s) of a case, or None when the run recorded none.
+
+    The bandwidth check stores it on each case (`case["ceiling"]`); results without that get
+    it from the figures recorded in `setup["ceiling"]`, never from today's profile table.
+    """
+    stored = (case.get("ceiling") or {}).get("tokens_per_s")
+    if stored:
+        return float(stored)
+    try:
+        from benchy.checks import case_ceiling
+
+        found = case_ceiling(case, setup.get("ceiling"))
+    except (ImportError, profiles.ProfileError, KeyError, TypeError, ValueError):
+        return None  # malformed inputs: draw no line rather than a wrong one
+    return found.tokens_per_s if found else None
+
+
+def is_open_loop(case: dict) -> bool:
+    return case.get("rate") is not None
+
+
+def _lightest_load_cases(cases: list[dict]) -> tuple[list[dict], str]:
+    """The cases at the lightest load, and that load in words: closed loop at the lowest
+    concurrency, else (an open-loop-only run) the lowest arrival rate."""
+    closed = [c for c in cases if not is_open_loop(c)]
+    if closed:
+        lowest = min(c["concurrency"] for c in closed)
+        return [c for c in closed if c["concurrency"] == lowest], f"concurrency {lowest}"
+    lowest = min(c["rate"] for c in cases)
+    return [c for c in cases if c["rate"] == lowest], f"{lowest:g} requests/s (open loop)"
+
+
+def _depth_text(case: dict) -> str:
+    if not case.get("depth"):
+        return ""
+    mode = f" {case['depth_mode']}" if case.get("depth_mode") else ""
+    return f" @ depth {case['depth']}{mode}"
+
+
+def _series_by_output(cases: list[dict]) -> dict[str, list[dict]]:
+    """One line per output length (and context depth), its cases sorted by prompt length."""
+    series: dict[str, list[dict]] = {}
+    for case in sorted(cases, key=lambda c: (c.get("depth", 0), c.get("depth_mode") or "", c["tg"], c["pp"])):
+        series.setdefault(f"{case['tg']} output tokens{_depth_text(case)}", []).append(case)
+    return series
+
+
+# ------------------------------------------------------------------ drawing helpers
+
+
+def _x_axis(ax, values: list[float], label: str) -> None:
+    values = sorted(set(values))
+    if values and values[0] > 0 and values[-1] / values[0] >= 8:
+        ax.set_xscale("log")
+        ax.set_xlim(values[0] / 1.4, values[-1] * 1.4)
+    elif values:
+        pad = 0.08 * (values[-1] - values[0]) or 0.5 * values[0] or 1.0
+        ax.set_xlim(values[0] - pad, values[-1] + pad)
+    ax.set_xticks(values)
+    ax.set_xticklabels([f"{v:,.0f}" if v == int(v) else f"{v:g}" for v in values],
+                       rotation=30 if len(values) > 5 else 0)
+    ax.minorticks_off()
+    ax.set_xlabel(label)
+    ax.grid(True, alpha=0.3)
+
+
+def _plot_metric_vs(ax, series: dict[str, list[dict]], metric: str, x_key: str, title: str,
+                    fmt: str = "{:.1f}") -> list[LeftOut]:
+    """Draws one line per series with error bars; returns the points left out."""
+    left_out: list[LeftOut] = []
+    points = sum(len(cases) for cases in series.values())
+    for i, (name, cases) in enumerate(series.items()):
+        xs, ys, errs = [], [], []
+        for case in cases:
+            value = summary_of(case, metric)
+            if value is None:
+                left_out.append(LeftOut(title, case["label"], unavailable_reason(case, metric)))
+                continue
+            xs.append(case[x_key])
+            ys.append(value[0])
+            errs.append(value[1])
+        if not xs:
+            continue
+        line = ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=4, label=name)
+        if points <= ANNOTATE_MAX_POINTS:
+            for x, y in zip(xs, ys):
+                ax.annotate(fmt.format(y), (x, y), textcoords="offset points", ha="center",
+                            xytext=(0, 7 if i % 2 == 0 else -15),  # alternate so close lines stay legible
+                            fontsize=8, color=line.lines[0].get_color())
+    return left_out
+
+
+def _ceiling_lines(ax, series: dict[str, list[dict]], setup: dict) -> bool:
+    drawn = False
+    for i, (name, cases) in enumerate(series.items()):
+        pts = [(c["pp"], case_ceiling_tps(setup, c)) for c in cases]
+        pts = [(x, y) for x, y in pts if y]
+        if not pts:
+            continue
+        xs, ys = zip(*pts)
+        ax.plot(xs, ys, color=f"C{i}", marker="_", markersize=14, **CEILING_STYLE,
+                label=None if drawn else "bandwidth ceiling, single stream (dashed)")
+        drawn = True
+    return drawn
+
+
+def _mark_unavailable(ax, metric_title: str, notes: list[LeftOut]) -> None:
+    reason = notes[0].reason if notes else "not measured"
+    ax.text(0.5, 0.5, f"{metric_title} unavailable\n{_wrap(reason)}", ha="center", va="center",
+            transform=ax.transAxes, fontsize=9, color="0.3",
+            bbox=dict(facecolor="white", edgecolor="0.7", boxstyle="round"))
+
+
+def _wrap(text: str, width: int = 60) -> str:
+    words, lines, line = text.split(), [], ""
+    for word in words:
+        if line and len(line) + len(word) + 1 > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return "\n".join(lines + [line])
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def _figure(fig, axes, path: Path, title: str, caption: str, notes: list[LeftOut]) -> Figure:
+    """Saves the figure, or none when no panel has a measured point (an empty chart says less
+    than the sentence that replaces it)."""
+    if any(_has_data(ax) for ax in axes):
+        return Figure(title, _save(fig, path), caption + _left_out_sentence(notes))
+    plt.close(fig)
+    path.unlink(missing_ok=True)  # a stale PNG from an earlier report of this folder
+    why = f" (the results table's footnotes say why): {_left_out_clauses(notes)}" if notes else ""
+    return Figure(title, None, f"Not drawn, because benchy could not measure any of its values{why}.")
+
+
+def _has_data(ax) -> bool:
+    """Measured points are drawn with errorbar (a container); reference lines are plain lines."""
+    return bool(ax.containers)
+
+
+def _finish_axis(ax, title: str, ylabel: str, metric_title: str, notes: list[LeftOut],
+                 log_if_wide: bool = False) -> None:
+    """log_if_wide: a log y axis when values span a factor of 10 or more (TTFT from 50 ms to 5 s)."""
+    ax.set_title(title)
+    if ax.get_lines() or ax.containers:
+        if log_if_wide and _spread(ax) >= 10:
+            ax.set_yscale("log")
+            low, high = _positive_range(ax)
+            ax.set_ylim(low / 2, high * 2)  # room for the value labels above and below
+            ylabel += " (log scale)"
+        else:
+            ax.set_ylim(0, ax.get_ylim()[1] * 1.1)  # from zero, so ratios read true; room for labels
+        ax.legend(fontsize=8, loc="best")
+    else:
+        ax.set_yticks([])
+    ax.set_ylabel(ylabel)
+    if not _has_data(ax):
+        _mark_unavailable(ax, metric_title, notes)
+
+
+def _positive_range(ax) -> tuple[float, float]:
+    values = [y for cont in ax.containers for y in cont.lines[0].get_ydata() if y > 0]
+    return (min(values), max(values)) if values else (1.0, 1.0)
+
+
+def _spread(ax) -> float:
+    low, high = _positive_range(ax)
+    return high / low
+
+
+def _left_out_clauses(notes: list[LeftOut]) -> str:
+    """One clause per (metric, reason), e.g. "decode t/s of pp128 tg16, pp512 tg16 (SSE buffering)"."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for note in notes:
+        groups.setdefault((note.metric, note.short_reason), []).append(note.case)
+    return "; ".join(f"{metric} of {', '.join(cases)} ({reason})" for (metric, reason), cases in groups.items())
+
+
+def _left_out_sentence(notes: list[LeftOut]) -> str:
+    if not notes:
+        return ""
+    return (" Not plotted, because benchy could not measure them (the results table's footnotes say "
+            f"why): {_left_out_clauses(notes)}.")
+
+
+# ------------------------------------------------------------------ the figures
+
+
+def throughput_vs_prompt(results: dict, directory: Path) -> Figure | None:
+    cases = results.get("cases", [])
+    if not cases:
+        return None
+    chosen, load = _lightest_load_cases(cases)
+    series = _series_by_output(chosen)
+    setup = results.get("setup", {})
+    fig, (left, right) = plt.subplots(1, 2, figsize=WIDE)
+    e2e_notes = _plot_metric_vs(left, series, "e2e_tps", "pp", "e2e t/s")
+    decode_notes = _plot_metric_vs(right, series, "decode_tps", "pp", "decode t/s")
+    ceiling = _ceiling_lines(right, series, setup)
+    _ceiling_lines(left, series, setup)
+    for ax in (left, right):
+        _x_axis(ax, [c["pp"] for c in chosen], "prompt length (tokens)")
+    _finish_axis(left, "End-to-end throughput", "tokens/s per request (output ÷ total time)",
+                 "e2e t/s", e2e_notes)
+    _finish_axis(right, "Decode throughput (after first token)", "tokens/s per request",
+                 "decode t/s", decode_notes)
+    notes = e2e_notes + decode_notes
+    fig.suptitle(f"Throughput vs prompt length, {load}")
+    caption = (f"Per-request output speed at {load}, one line per output length; points are "
+               "medians, error bars ± one standard deviation. End-to-end throughput counts the whole "
+               "request (queueing, prefill and decode); decode throughput only the tokens after the "
+               "first one.")
+    if ceiling:
+        caption += (" Dashed lines: the memory-bandwidth ceiling of single-stream decode for the "
+                    "recorded hardware and model profile, a conservative upper bound; a point above "
+                    "it was not measured correctly.")
+    return _figure(fig, (left, right), directory / "throughput_vs_prompt.png",
+                   "Throughput vs prompt length", caption, notes)
+
+
+def ttft_vs_prompt(results: dict, directory: Path) -> Figure | None:
+    cases = results.get("cases", [])
+    if not cases:
+        return None
+    chosen, load = _lightest_load_cases(cases)
+    series = _series_by_output(chosen)
+    fig, (left, right) = plt.subplots(1, 2, figsize=WIDE)
+    ttft_notes = _plot_metric_vs(left, series, "ttft_s", "pp", "TTFT", fmt="{:.2f}")
+    prefill_notes = _plot_metric_vs(right, series, "prefill_tps", "pp", "prefill t/s", fmt="{:,.0f}")
+    for ax in (left, right):
+        _x_axis(ax, [c["pp"] for c in chosen], "prompt length (tokens)")
+    _finish_axis(left, "Time to first token", "seconds", "TTFT", ttft_notes, log_if_wide=True)
+    _finish_axis(right, "Prefill rate", "uncached prompt tokens/s", "prefill t/s", prefill_notes)
+    notes = ttft_notes + prefill_notes
+    fig.suptitle(f"Prefill cost vs prompt length, {load}")
+    caption = ("Time from sending a request to its first generated token (left), and the uncached "
+               "prompt tokens processed per second of that time (right; TTFT includes queueing and "
+               "one decode step, so this is a floor on the true prefill speed). TTFT should grow with "
+               "prompt length and not with output length: lines that differ by output length point to "
+               "a buffered stream.")
+    return _figure(fig, (left, right), directory / "ttft_vs_prompt.png",
+                   "Time to first token vs prompt length", caption, notes)
+
+
+def concurrency_scaling(results: dict, directory: Path) -> Figure | None:
+    closed = [c for c in results.get("cases", []) if not is_open_loop(c)]
+    if len({c["concurrency"] for c in closed}) < 2:
+        return None
+    caption = ("Left: all output tokens the server delivered per second of wall time while the case ran "
+               "(dotted: what perfect scaling from the lowest concurrency would give). Right: what each "
+               "single request experienced (median end-to-end throughput ± one standard deviation). "
+               "Batching raises the total while each request gets slower.")
+    return _scaling(closed, "concurrency", "concurrent requests",
+                    lambda x, first_x, first_y, case: first_y * x / first_x,
+                    "perfect scaling from the lowest concurrency", "Throughput vs concurrency",
+                    caption, directory / "concurrency.png")
+
+
+def rate_scaling(results: dict, directory: Path) -> Figure | None:
+    opened = [c for c in results.get("cases", []) if is_open_loop(c)]
+    if len({c["rate"] for c in opened}) < 2:
+        return None
+    caption = ("Open loop: requests arrive at the given rate (Poisson) whether or not earlier ones "
+               "finished. Left: output tokens the server delivered per second of the case's wall time; "
+               "where it stops rising with the arrival rate, the server is saturated and requests queue. "
+               "Right: what each request experienced (median end-to-end throughput ± one standard "
+               "deviation).")
+    return _scaling(opened, "rate", "arrival rate (requests/s)", None, "", "Throughput vs arrival rate",
+                    caption, directory / "rate.png")
+
+
+def _scaling(cases: list[dict], x_key: str, x_label: str, reference, reference_label: str, title: str,
+             caption: str, path: Path) -> Figure:
+    """Aggregate (left) and per-request (right) throughput against the load, one line per shape;
+    `reference(x, first x, first y, case)` draws a dotted comparison line when given."""
+    groups: dict[str, list[dict]] = {}
+    for case in sorted(cases, key=lambda c: c[x_key]):
+        groups.setdefault(_shape_label(case), []).append(case)
+    fig, (left, right) = plt.subplots(1, 2, figsize=WIDE)
+    for i, (name, group) in enumerate(groups.items()):
+        pts = [(c[x_key], c["aggregate_tps"], c) for c in group if c.get("aggregate_tps") is not None]
+        if pts:
+            xs, ys, measured = zip(*pts)
+            left.errorbar(xs, ys, marker="o", color=f"C{i}", label=name)
+            if reference:
+                left.plot(xs, [reference(x, xs[0], ys[0], c) for x, c in zip(xs, measured)],
+                          color=f"C{i}", linestyle=":", alpha=0.6)
+    notes = _plot_metric_vs(right, groups, "e2e_tps", x_key, "e2e t/s")
+    for ax in (left, right):
+        _x_axis(ax, [c[x_key] for c in cases], x_label)
+    if reference:
+        left.plot([], [], color="0.4", linestyle=":", label=reference_label)
+    _finish_axis(left, "Aggregate throughput (server total)", "output tokens/s, all requests",
+                 "aggregate t/s", [LeftOut("aggregate t/s", "", "no successful request")])
+    _finish_axis(right, "Per-request throughput", "tokens/s per request (e2e)", "e2e t/s", notes)
+    fig.suptitle(title)
+    return _figure(fig, (left, right), path, title, caption, notes)
+
+
+def _single_stream(case: dict) -> bool:
+    return case["concurrency"] == 1 and not is_open_loop(case)
+
+
+def _shape_label(case: dict) -> str:
+    return f"pp{case['pp']} tg{case['tg']}{_depth_text(case)}"
+
+
+DISTRIBUTION_TITLE = "Every request's end-to-end throughput"
+
+
+def request_distribution(results: dict, directory: Path) -> Figure | None:
+    cases = results.get("cases", [])
+    if not cases:
+        return None
+    setup = results.get("setup", {})
+    fig, ax = plt.subplots(figsize=(WIDE[0], max(3.2, 1.6 + 0.45 * len(cases))))
+    rng = np.random.default_rng(0)  # fixed jitter: the same results always draw the same figure
+    rows = list(reversed(cases))  # first case on top
+    data = [measured_values(c, "e2e_tps") for c in rows]
+    positions = [i for i, values in enumerate(data) if values]
+    path = directory / "requests_e2e.png"
+    if not positions:
+        return _figure(fig, [], path, DISTRIBUTION_TITLE, "", [])
+    ax.boxplot([data[i] for i in positions], positions=positions, widths=0.55, showfliers=False,
+               medianprops=dict(color="black"), **HORIZONTAL_BOX)
+    for i, case in enumerate(rows):
+        values = data[i]
+        ax.scatter(values, i + rng.uniform(-0.15, 0.15, len(values)), s=14, alpha=0.7, color="C0", zorder=3)
+        ceiling = case_ceiling_tps(setup, case) if _single_stream(case) else None
+        if ceiling:
+            ax.plot([ceiling], [i], marker="|", markersize=18, color="C3", zorder=4)
+        _row_note(ax, i, case, values)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([c["label"] for c in rows])
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("end-to-end throughput per request (tokens/s)")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.scatter([], [], s=14, color="C0", label="one measured request")
+    if any(case_ceiling_tps(setup, c) for c in cases if _single_stream(c)):
+        ax.plot([], [], marker="|", markersize=12, linestyle="none", color="C3", label="bandwidth ceiling")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.5 / (1 + 0.3 * len(cases))),
+              ncol=2, frameon=False)  # below the axes: never on top of a dot
+    ax.set_title("Every measured request, per case (box: quartiles and median)")
+    caption = ("Each dot is one measured request (warmups excluded); the box spans the middle half of "
+               "a case's requests with its median as the line. A dot far from its box is an outlier worth "
+               "a look in requests.jsonl. Failed requests have no throughput and are counted at the left.")
+    return Figure(DISTRIBUTION_TITLE, _save(fig, path), caption)
+
+
+def _row_note(ax, row: int, case: dict, values: list[float]) -> None:
+    notes = []
+    if case.get("n_failed"):
+        notes.append(f"{case['n_failed']} failed")
+    if not values:
+        notes.append("no successful request")
+    if notes:
+        ax.annotate(", ".join(notes), (0.0, row), xycoords=("axes fraction", "data"), xytext=(6, 0),
+                    textcoords="offset points", ha="left", va="center", fontsize=8, color="C3")
+
+
+FIGURES = (throughput_vs_prompt, ttft_vs_prompt, concurrency_scaling, rate_scaling, request_distribution)
+
+
+def write_figures(results: dict, directory: Path) -> list[Figure]:
+    """Every figure that applies to these results, written as PNGs under `directory`."""
+    made = (make(results, directory) for make in FIGURES)
+    return [fig for fig in made if fig is not None]

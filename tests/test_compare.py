@@ -1,0 +1,165 @@
+"""`benchy compare`: significance-tested differences between runs of `benchy sim`, checked against
+the simulator's configured rates and ground-truth log."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from benchy import cli
+from benchy.report import compare as compare_mod
+from benchy.sim.process import SimProcess
+from tests.test_report import assert_sensible_png, benchy_here
+
+FAST, SLOW = "200", "100"  # simulated decode rates, tok/s
+# Simulated times of 100+ ms, so that a busy test machine's few ms of jitter stay under the 2%
+# minimum effect: "identical" must mean identical up to noise, not up to the neighbours' load.
+SIM = ("--prefill-tps", "4000", "--max-running", "4")
+
+
+def run_into(folder, base_url, *flags):
+    """`benchy run` through its real entry point, in this process (no interpreter start-up)."""
+    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(SystemExit) as exited:
+        cli.main(["run", "--base-url", base_url, "--tg", "24", "--runs", "5", "--output", str(folder), "-q",
+                  *flags])
+    assert exited.value.code in (0, 4), f"benchy run exited {exited.value.code}"
+    return folder / "results.json"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """slow, slow_again (same configuration), fast, no_nonce, other_cases: results paths + truth."""
+    root = tmp_path_factory.mktemp("compare")
+    out = {}
+    with SimProcess("--decode-tps", SLOW, *SIM, truth_log=root / "slow-truth.jsonl") as sim:
+        out["slow"] = run_into(root / "slow", sim.base_url, "--pp", "400", "600")
+        out["slow_again"] = run_into(root / "slow_again", sim.base_url, "--pp", "400", "600")
+        out["no_nonce"] = run_into(root / "no_nonce", sim.base_url, "--pp", "400", "--no-nonce")
+        out["other_cases"] = run_into(root / "other_cases", sim.base_url, "--pp", "400", "800")
+    with SimProcess("--decode-tps", FAST, *SIM, truth_log=root / "fast-truth.jsonl") as sim:
+        out["fast"] = run_into(root / "fast", sim.base_url, "--pp", "400", "600")
+    out["truth"] = {name: [json.loads(line) for line in (root / f"{name}-truth.jsonl").read_text().splitlines()]
+                    for name in ("slow", "fast")}
+    return out
+
+
+def load(path):
+    return json.loads(path.read_text())
+
+
+def truth_decode_tps(truth: list[dict], results: dict) -> float:
+    """Median decode rate the simulator really delivered to the run's measured requests."""
+    measured = {r["request_id"] for c in results["cases"] for r in c["requests"] if not r["warmup"]}
+    rates = [(t["completion_tokens"] - 1) / (t["last_token_event_s"] - t["first_token_event_s"])
+             for t in truth if t["request_id"] in measured]
+    return float(np.median(rates))
+
+
+def verdicts(comparison, metric=None):
+    return {(c.case, c.metric): c.verdict for c in comparison.changes if metric in (None, c.metric)}
+
+
+def test_faster_decode_is_significant_in_the_right_direction(runs):
+    slow, fast = load(runs["slow"]), load(runs["fast"])
+    comp = compare_mod.compare(slow, fast, "slow", "fast")
+    for metric in ("e2e_tps", "decode_tps"):
+        assert set(verdicts(comp, metric).values()) == {compare_mod.FASTER}, verdicts(comp, metric)
+    backwards = compare_mod.compare(fast, slow, "fast", "slow")
+    assert set(verdicts(backwards, "decode_tps").values()) == {compare_mod.SLOWER}
+    # the measured change matches what the simulator really did, and its CI excludes "no change"
+    true_ratio = truth_decode_tps(runs["truth"]["fast"], fast) / truth_decode_tps(runs["truth"]["slow"], slow)
+    for change in comp.changes:
+        if change.metric == "decode_tps":
+            assert change.b_median / change.a_median == pytest.approx(true_ratio, rel=0.05)
+            assert change.p_adjusted < 0.05 and change.ci95[0] > 0
+
+
+def test_identical_configurations_show_no_significant_difference(runs):
+    comp = compare_mod.compare(load(runs["slow"]), load(runs["slow_again"]), "slow", "slow_again")
+    flagged = {k: v for k, v in verdicts(comp).items() if v in (compare_mod.FASTER, compare_mod.SLOWER)}
+    assert not flagged, flagged
+    assert all(c.p_adjusted is not None for c in comp.changes)  # tested, not skipped
+
+
+def test_compare_cli_writes_markdown_and_one_png(runs, tmp_path, capsys):
+    code, out, err = benchy_here(capsys, "compare", str(runs["slow"].parent), str(runs["fast"]),
+                                 "-o", str(tmp_path))
+    assert code == 0, err
+    assert "## fast vs slow" in out and "**faster**" in out
+    assert "- fast, decode t/s: **faster** in 2 of 2 cases" in out
+    md = (tmp_path / "compare.md").read_text()
+    assert "![change per case](compare.png)" in md
+    assert_sensible_png(tmp_path / "compare.png")
+    saved = json.loads((tmp_path / "compare.json").read_text())
+    assert len(saved["comparisons"][0]["changes"]) == 2 * len(compare_mod.METRICS)
+
+
+def test_different_prompt_nonce_is_refused_unless_forced(runs, capsys):
+    code, _, err = benchy_here(capsys, "compare", str(runs["slow"]), str(runs["no_nonce"]))
+    assert code == 1 and err.startswith("benchy: error: prompt nonce differs")
+    assert err.count("\n") == 1 and "--force" in err
+    code, out, err = benchy_here(capsys, "compare", str(runs["slow"]), str(runs["no_nonce"]), "--force")
+    assert code == 0
+    assert "warning: NOT COMPARABLE" in err and "> **Warning:** NOT COMPARABLE" in out
+
+
+def test_unmatched_cases_are_reported_and_no_common_case_is_refused(runs, capsys):
+    code, out, err = benchy_here(capsys, "compare", str(runs["slow"]), str(runs["other_cases"]))
+    assert code == 0, err
+    assert "CASES DO NOT MATCH" in err
+    assert "only in slow: pp600 tg24" in out and "only in other_cases: pp800 tg24" in out
+    table_cases = {line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| pp")}
+    assert table_cases == {"pp400 tg24"}
+    slow, other = load(runs["slow"]), load(runs["other_cases"])
+    other["cases"] = [c for c in other["cases"] if c["pp"] == 800]
+    with pytest.raises(compare_mod.CompareError, match="no case in common"):
+        compare_mod.compare(slow, other)
+
+
+def test_compare_needs_two_readable_files(runs, tmp_path, capsys):
+    code, _, err = benchy_here(capsys, "compare", str(runs["slow"]))
+    assert code == 2 and "at least two" in err
+    code, _, err = benchy_here(capsys, "compare", str(runs["slow"]), str(tmp_path / "missing.json"))
+    assert code == 1 and "cannot read" in err and err.count("\n") == 1
+
+
+# ------------------------------------------------------------------ the statistics themselves
+
+
+def test_welch_option_uses_welchs_t_test_on_the_per_request_values(runs):
+    slow, fast = load(runs["slow"]), load(runs["fast"])
+    comp = compare_mod.compare(slow, fast, test="welch")
+    change = next(c for c in comp.changes if c.metric == "decode_tps")
+    case_a = next(c for c in slow["cases"] if c["label"] == change.case)
+    case_b = next(c for c in fast["cases"] if c["label"] == change.case)
+    a = [r["metrics"]["decode_tps"] for r in case_a["requests"] if not r["warmup"]]
+    b = [r["metrics"]["decode_tps"] for r in case_b["requests"] if not r["warmup"]]
+    assert change.p_value == pytest.approx(sps.ttest_ind(a, b, equal_var=False).pvalue)
+    assert "Welch t-test" in compare_mod.markdown([comp])
+
+
+def test_benjamini_hochberg_matches_scipy():
+    p = np.random.default_rng(7).uniform(0, 0.3, 40)
+    assert np.allclose(compare_mod.benjamini_hochberg(list(p)), sps.false_discovery_control(p))
+
+
+@pytest.mark.parametrize("n_a, n_b", [(3, 3), (4, 4), (5, 6)])
+def test_smallest_possible_p_is_mann_whitney_at_complete_separation(n_a, n_b):
+    a, b = list(range(n_a)), list(range(100, 100 + n_b))
+    exact = sps.mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue
+    assert compare_mod.smallest_possible_p(n_a, n_b, "mannwhitney") == pytest.approx(exact)
+
+
+def test_three_requests_a_side_are_too_few_for_mann_whitney(runs):
+    slow, fast = load(runs["slow"]), load(runs["fast"])
+    for results in (slow, fast):
+        for case in results["cases"]:
+            measured = [r for r in case["requests"] if not r["warmup"]]
+            case["requests"] = measured[:3]  # as if run with --runs 3
+    comp = compare_mod.compare(slow, fast)
+    assert set(verdicts(comp).values()) == {compare_mod.TOO_FEW}
+    assert all("use more --runs" in c.reason for c in comp.changes)
