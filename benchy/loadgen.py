@@ -2,15 +2,25 @@
 
 Prompts are built before the first request of a case is sent, so tokenizing an 8k-token prompt
 never delays a send. Warmups go first, are recorded (marked `warmup`) and never counted.
+
+`--depth-mode cached`: before anything else the case's shared context is sent alone (one output
+token, recorded as a warmup with index -1), so every later request of the case finds it in the
+server's prefix cache; each record says how many context tokens it reuses, and checks.py
+verifies from the server's `cached_tokens` that they really were served from cache.
 """
 from __future__ import annotations
 
 import asyncio
+import itertools
+import math
+import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Awaitable, Callable, Iterable
+
+from benchy import arrivals
 
 from benchy.client import Client
-from benchy.prompts import Prompt, PromptFactory
+from benchy.prompts import Prompt, PromptFactory, Template
 from benchy.records import RequestRecord
 from benchy.scenario import Case
 
@@ -24,10 +34,38 @@ class CasePlan:
     warmup: int
     endpoint: str
     salt: str
+    template: Template = Template()  # --template / --reasoning-effort
+    stop: tuple[str, ...] = ()  # --stop
+    requests: int | None = None  # --requests: measured requests of the case
+    duration_s: float | None = None  # --duration: no request is sent after this many seconds
+    max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
+    seed: int = 0  # --seed of the arrival schedule (a rate case's own: seed + index)
+    worker: int = 0  # this process sends share `worker` of `workers` (workers.py)
+    workers: int = 1
 
     @property
     def measured(self) -> int:
+        """Measured requests of the whole case, every worker's; 0 for a closed loop bounded
+        only by --duration, which sends until the time is up."""
+        if self.case.rate is not None:
+            return arrivals.rate_requests(self.case.rate, self.requests, self.duration_s)
+        if self.requests is not None:
+            return self.requests
+        if self.duration_s is not None:
+            return 0
         return self.runs * self.case.concurrency
+
+    @property
+    def streams(self) -> int:
+        """This worker's share of the requests kept in flight (closed loop)."""
+        return len(arrivals.share(self.case.concurrency, self.worker, self.workers))
+
+    @property
+    def inflight_cap(self) -> int | None:
+        """This worker's share of --max-inflight (open loop)."""
+        if self.max_inflight is None:
+            return None
+        return max(1, len(arrivals.share(self.max_inflight, self.worker, self.workers)))
 
 
 @dataclass(frozen=True)
@@ -41,37 +79,110 @@ def exact_length_options(tg: int) -> dict:
     return {"ignore_eos": True, "min_tokens": tg}
 
 
-def _sends(plan: CasePlan, prompts: PromptFactory) -> tuple[list[_Send], list[_Send]]:
+def request_options(plan: CasePlan, tg: int) -> dict:
+    """Exact-length options, the template's options and the user's stop strings. A stop list
+    replaces min_tokens: vLLM (and benchy sim) ignore stop strings until min_tokens are out,
+    and a stop that never acts would hide the very trap it sets (report 000: 0-token answers)."""
+    options = exact_length_options(tg)
+    if plan.stop:
+        del options["min_tokens"]
+        options["stop"] = list(plan.stop)
+    options.update(plan.template.request_options(plan.endpoint))
+    return options
+
+
+async def _send(client: Client, plan: CasePlan, send: _Send, tg: int, extra: dict) -> None:
+    text = plan.template.render(send.prompt.text, plan.endpoint)
+    await client.stream(send.record, text, tg, plan.endpoint, extra,
+                        harmony=plan.template.parses(plan.endpoint))
+
+
+def _context_send(plan: CasePlan, prompts: PromptFactory) -> _Send | None:
+    """The shared context of a cached-depth case, sent alone first; None in cold mode."""
+    case = plan.case
+    if case.depth_mode != "cached" or not case.depth:
+        return None
+    context = prompts.context(case.depth)
+    rec = RequestRecord(case=case.label, run=-1, index=-1, warmup=True,
+                        request_id=f"benchy-{plan.salt}-{plan.index}ctx", nonce=context.nonce,
+                        target_prompt_tokens=case.depth, target_output_tokens=1)
+    return _Send(rec, context)
+
+
+def _sends(plan: CasePlan, prompts: PromptFactory,
+           context: Prompt | None = None) -> tuple[list[_Send], list[_Send]]:
     case = plan.case
 
     def make(i: int, warm: bool) -> _Send:
-        prompt = prompts.build(case.pp)
+        prompt = prompts.build(case.pp, case.depth, context)
         tag = "w" if warm else "m"
         rec = RequestRecord(case=case.label, run=-1 if warm else i // case.concurrency, index=i,
                             warmup=warm, request_id=f"benchy-{plan.salt}-{plan.index}{tag}{i}",
-                            nonce=prompt.nonce, target_prompt_tokens=case.pp, target_output_tokens=case.tg)
+                            nonce=prompt.nonce, target_prompt_tokens=case.depth + case.pp,
+                            target_output_tokens=case.tg,
+                            reused_context_tokens=case.depth if context else 0)
         return _Send(rec, prompt)
 
-    return [make(i, True) for i in range(plan.warmup)], [make(i, False) for i in range(plan.measured)]
+    warmups = [make(i, True) for i in arrivals.share(plan.warmup, plan.worker, plan.workers)]
+    if plan.case.rate is None and plan.requests is None and plan.duration_s is not None:
+        # Sent until the time is up, so built as sent: a few ms per prompt, in a closed loop.
+        return warmups, (make(i, False) for i in itertools.count(plan.worker, plan.workers))
+    return warmups, [make(i, False) for i in arrivals.share(plan.measured, plan.worker, plan.workers)]
 
 
 async def run_case(client: Client, plan: CasePlan, prompts: PromptFactory,
-                   on_record: Callable[[RequestRecord], None]) -> None:
-    warmups, measured = _sends(plan, prompts)
-    extra = exact_length_options(plan.case.tg)
+                   on_record: Callable[[RequestRecord], None],
+                   start: Callable[[], Awaitable[float]] | None = None) -> None:
+    """Context and warmups, then the measured requests from `await start()` (a perf_counter
+    time; workers.py passes one shared by every worker process), closed or open loop."""
+    context = _context_send(plan, prompts)
+    warmups, measured = _sends(plan, prompts, context.prompt if context else None)
+    extra = request_options(plan, plan.case.tg)
+    if context:
+        await _send(client, plan, context, 1, request_options(plan, 1))
+        on_record(context.record)
     await _closed_loop(client, plan, warmups, extra, on_record)
-    await _closed_loop(client, plan, measured, extra, on_record)
+    start_s = await start() if start else time.perf_counter()
+    deadline = arrivals.duration_deadline(start_s, plan.duration_s)
+    if plan.case.rate is not None:
+        await _open_loop(client, plan, measured, extra, on_record, start_s, deadline)
+    else:
+        await _closed_loop(client, plan, measured, extra, on_record, deadline)
 
 
-async def _closed_loop(client: Client, plan: CasePlan, sends: list[_Send], extra: dict,
-                       on_record: Callable[[RequestRecord], None]) -> None:
-    """N workers, each sending its next request the moment its last one ends."""
+async def _open_loop(client: Client, plan: CasePlan, sends: list[_Send], extra: dict,
+                     on_record: Callable[[RequestRecord], None], start_s: float, deadline: float) -> None:
+    """Each request at its arrival time (arrivals.py); arrivals after --duration are not sent."""
+    offsets = arrivals.arrival_offsets(plan.measured, plan.case.rate, plan.seed + plan.index)
+    items = [(offsets[s.record.index], s) for s in sends if start_s + offsets[s.record.index] < deadline]
+
+    async def send(item: _Send, due: float) -> None:
+        item.record.scheduled_mono_s = due
+        await _send(client, plan, item, plan.case.tg, extra)
+        on_record(item.record)
+
+    await arrivals.open_loop(items, start_s, plan.inflight_cap, send)
+
+
+async def _closed_loop(client: Client, plan: CasePlan, sends: Iterable[_Send], extra: dict,
+                       on_record: Callable[[RequestRecord], None], deadline: float = math.inf) -> None:
+    """N workers, each sending its next request the moment its last one ends, until `deadline`."""
     queue = iter(sends)
 
     async def worker() -> None:
         for send in queue:
-            await client.stream(send.record, send.prompt.text, plan.case.tg, plan.endpoint, extra)
+            if time.perf_counter() >= deadline:
+                return
+            await _send(client, plan, send, plan.case.tg, extra)
             on_record(send.record)
 
-    workers = min(plan.case.concurrency, len(sends))
-    await asyncio.gather(*(worker() for _ in range(workers)))
+    n = plan.streams if not isinstance(sends, list) else min(plan.streams, len(sends))
+    workers = [asyncio.ensure_future(worker()) for _ in range(n)]
+    try:
+        await asyncio.gather(*workers)
+    finally:
+        # A worker that raised (a stop on too many errors) ends the others: none may go on
+        # sending, nor record a request that the stop cut short.
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)

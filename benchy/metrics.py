@@ -16,7 +16,9 @@ Notation for one request (times in seconds, relative to the moment it was sent):
   decode_tps   = (N − k_1) / (t_m − t_1)                 decode rate after the first token
   prefill_tps  = (P − C) / t_1                           uncached prompt tokens per second of TTFT
                                                          (TTFT also holds queueing and one decode
-                                                         step, so this is a floor on prefill speed)
+                                                         step, so this is a floor on prefill speed;
+                                                         unavailable when a request reuses a cached
+                                                         --depth context and C is not reported)
   itl_s        = median over i of (t_i − t_{i−1}) / k_i  inter-token latency
   tokens_per_event = N / m                               stream granularity
 
@@ -115,6 +117,10 @@ def prefill_tps(rec: RequestRecord) -> float | Unavailable:
         return first
     if rec.prompt_tokens is None:
         return Unavailable("server reported no prompt token count")
+    if rec.reused_context_tokens and rec.cached_tokens is None:
+        # Counting the reused context as prefilled would inflate the rate by depth / pp.
+        return Unavailable("server reported no cached_tokens, so the new tokens of a request "
+                           "reusing a cached context are unknown")
     return (rec.prompt_tokens - (rec.cached_tokens or 0)) / first
 
 
@@ -158,3 +164,97 @@ def aggregate_output_tps(records: list[RequestRecord]) -> float | Unavailable:
     if end <= start:
         return Unavailable("zero wall time")
     return sum(completion_tokens(r) for r in done) / (end - start)
+
+
+# ---- loaded cases (--concurrency, --rate): case-level figures, over the measured requests ----
+#   send_lag_s    = sent − scheduled                   (open loop) how far behind its schedule a
+#                                                      request was sent: client queueing
+#                                                      (--max-inflight) or a late event loop
+#   achieved_rate = (n − 1) / (last send − first send)  arrival rate actually offered, requests/s
+#   request_rate  = n_ok / (last end − first send)      completed requests/s (successful ones)
+#   goodput       = requests meeting every SLO ÷ all measured requests (a failed one meets none)
+
+def send_lag_s(rec: RequestRecord) -> float | Unavailable:
+    if rec.scheduled_mono_s is None:
+        return Unavailable("closed loop: a request is sent when a slot frees, not on a schedule")
+    return rec.sent_mono_s - rec.scheduled_mono_s
+
+
+def achieved_rate(records: list[RequestRecord]) -> float | Unavailable:
+    sends = sorted(r.sent_mono_s for r in records)
+    if len(sends) < 2 or sends[-1] <= sends[0]:
+        return Unavailable("fewer than two requests sent")
+    return (len(sends) - 1) / (sends[-1] - sends[0])
+
+
+def request_rate(records: list[RequestRecord]) -> float | Unavailable:
+    done = [r for r in records if r.ok and r.end_s is not None]
+    if not done:
+        return Unavailable("no request succeeded")
+    start = min(r.sent_mono_s for r in done)
+    end = max(r.sent_mono_s + r.end_s for r in done)
+    if end <= start:
+        return Unavailable("zero wall time")
+    return len(done) / (end - start)
+
+
+# SLO name → (metric, True when a request must stay at or below the threshold, is a time).
+SLO_METRICS = {
+    "ttft": ("ttft_s", True), "ttfc": ("ttfc_s", True), "e2e": ("e2e_s", True), "itl": ("itl_s", True),
+    "e2e_tps": ("e2e_tps", False), "decode_tps": ("decode_tps", False),
+}
+
+
+def parse_slo(text: str) -> dict[str, float]:
+    """`ttft=2s,e2e_tps=20` → {"ttft_s": 2.0, "e2e_tps": 20.0}; times take s or ms (default s).
+    Raises ValueError with a one-line message."""
+    slo: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or name not in SLO_METRICS:
+            raise ValueError(f"--slo {part!r}: expected NAME=VALUE with NAME one of {', '.join(SLO_METRICS)}")
+        metric, is_time = SLO_METRICS[name]
+        value = value.strip()
+        scale = 1.0
+        if is_time and value.endswith("ms"):
+            value, scale = value[:-2], 0.001
+        elif is_time and value.endswith("s"):
+            value = value[:-1]
+        try:
+            number = float(value) * scale
+        except ValueError:
+            raise ValueError(f"--slo {part!r}: {value!r} is not a number") from None
+        if not 0 < number < float("inf"):
+            raise ValueError(f"--slo {part!r}: the threshold must be positive")
+        slo[metric] = number
+    if not slo:
+        raise ValueError("--slo: give at least one NAME=VALUE, e.g. ttft=2s,e2e_tps=20")
+    return slo
+
+
+def meets_slo(values: dict[str, float | Unavailable], slo: dict[str, float]) -> bool | Unavailable:
+    """Whether one request's metrics meet every SLO; Unavailable when one cannot be judged."""
+    upper = {metric for metric, is_upper in SLO_METRICS.values() if is_upper}
+    for metric, limit in slo.items():
+        value = values[metric]
+        if isinstance(value, Unavailable):
+            return value
+        if (value > limit) if metric in upper else (value < limit):
+            return False
+    return True
+
+
+def goodput(records: list[RequestRecord], slo: dict[str, float]) -> float | Unavailable:
+    """Fraction of the measured requests that succeeded and met every SLO."""
+    if not records:
+        return Unavailable("no request was measured")
+    good = 0
+    for rec in records:
+        if not rec.ok:
+            continue
+        verdict = meets_slo(request_metrics(rec), slo)
+        if isinstance(verdict, Unavailable):
+            return Unavailable(f"cannot judge the SLO: {verdict.reason}")
+        good += verdict
+    return good / len(records)

@@ -17,12 +17,49 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-from benchy import tokenizer
+from benchy import harmony, tokenizer
 
 CONTEXT_SEED = 2  # depth context filler differs from the pp filler (seed 0)
 # Between a shared context and what follows it: a piece of its own, so the context's last
 # token is the same whether the context is sent alone or with a request after it.
 CONTEXT_SEPARATOR = "\n\n"
+
+
+TEMPLATES = ("none", "harmony")
+
+
+@dataclass(frozen=True)
+class Template:
+    """How benchy itself wraps a /v1/completions prompt (--template) and which request options
+    go with it. The chat endpoint always gets the bare text: the server applies its own template.
+
+    harmony: gpt-oss's format (harmony.render_prompt), reasoning effort in the system message,
+    and `skip_special_tokens: false` so that the channel markers reach benchy (servers drop
+    them by default), whose client then splits the stream into analysis and final.
+    """
+    name: str = "none"
+    reasoning_effort: str | None = None  # None: the server's (or the template's) default
+
+    def parses(self, endpoint: str) -> bool:
+        """Whether the completion text is Harmony that benchy must split into channels."""
+        return self.name == "harmony" and endpoint == "completions"
+
+    def render(self, text: str, endpoint: str) -> str:
+        if not self.parses(endpoint):
+            return text
+        return harmony.render_prompt(text, reasoning_effort=self.reasoning_effort or "medium")
+
+    def request_options(self, endpoint: str) -> dict:
+        if endpoint == "chat":
+            return {"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {}
+        return {"skip_special_tokens": False} if self.parses(endpoint) else {}
+
+    def risky_stops(self, stops: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
+        """(stop, reason) for stop strings that fire inside a Harmony response: all that
+        harmony.dangerous_stops finds under this template, else those that look like markers
+        (a plain word such as "final" is harmless to other models)."""
+        return [(stop, reason) for stop, reason in harmony.dangerous_stops(list(stops))
+                if self.name == "harmony" or "<|" in stop]
 
 
 class PromptError(ValueError):

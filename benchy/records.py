@@ -29,8 +29,11 @@ class RequestRecord:
     sent_mono_s: float = 0.0
     sent_unix_s: float = 0.0
     status: str = "ok"  # "ok" | "error"
-    error_kind: str | None = None  # e.g. http_500, timeout, disconnect, stall, bad_stream
+    error_kind: str | None = None  # e.g. http_500, timeout, reset, disconnect, stall (client.py lists all)
     error: str | None = None
+    # "kind: message" of a first attempt that failed on a reused keep-alive connection before
+    # any response byte; the request was sent again on a fresh one (timestamps are the retry's).
+    retried: str | None = None
     http_status: int | None = None
     headers_s: float | None = None  # response headers received
     first_chunk_s: float | None = None  # first SSE event of any kind (a role-only chunk counts)
@@ -50,6 +53,13 @@ class RequestRecord:
     finish_reason: str | None = None
     anomalies: list[str] = field(default_factory=list)  # no_done, no_usage, malformed_events:N
     server_timings: dict | None = None  # llama.cpp's per-response `timings`, verbatim
+    # --depth-mode cached: tokens of a context sent ahead that this request reuses, so the
+    # server should report them as cached (0: nothing was sent ahead).
+    reused_context_tokens: int = 0
+    # Open loop (--rate): when the schedule wanted this request sent (perf_counter, as
+    # sent_mono_s); a send behind schedule shows as sent_mono_s − scheduled_mono_s (queue delay).
+    # None in a closed loop, where a request goes the moment a slot frees.
+    scheduled_mono_s: float | None = None
 
     @property
     def ok(self) -> bool:

@@ -1,7 +1,9 @@
 """A whole benchmark run: connect, calibrate, send every case, save results as they come.
 
 Flow: cases → CasePlan (loadgen) → records (appended to requests.jsonl as each finishes) →
-results (metrics + stats) → checks → results.json. Interrupted runs keep what they measured.
+results (metrics + stats) → checks → results.json. Interrupted runs keep what they measured:
+Ctrl-C (SIGINT) and SIGTERM cancel the run's task, and results.json is saved with `partial: true`
+and `stopped: {by, reason}`; so does --max-errors / --max-error-rate (TooManyErrors).
 """
 from __future__ import annotations
 
@@ -9,14 +11,17 @@ import asyncio
 import datetime as dt
 import platform
 import secrets
+import signal
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from benchy import __version__, checks, results as results_mod
-from benchy.client import Client, ClientSettings, ServerError, redact_url
+from benchy.client import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
 from benchy.loadgen import CasePlan, run_case
+from benchy.monitor import LoopMonitor
+from benchy.workers import WorkerError, WorkerPool, case_workers
 from benchy.progress import Progress
-from benchy.prompts import Calibration, PromptFactory
+from benchy.prompts import Calibration, PromptError, PromptFactory, Template
 from benchy.records import RecordWriter, RequestRecord
 from benchy.scenario import Case
 
@@ -32,6 +37,37 @@ class RunSettings:
     output_dir: Path | None = None
     command_line: str = ""
     progress: bool | None = None  # None: only when stderr is a terminal
+    max_errors: int | None = None  # stop once more requests than this have failed
+    max_error_rate: float | None = None  # stop once more than this fraction has failed
+    ceiling: checks.CeilingInputs = field(default_factory=checks.CeilingInputs)
+    template: Template = field(default_factory=Template)  # --template, --reasoning-effort
+    stop: tuple[str, ...] = ()  # --stop, sent with every measured request
+    load: LoadSettings = field(default_factory=lambda: LoadSettings())  # --requests, --rate … (issue 9)
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """How each case's load is bounded and spread (arrivals.py, workers.py)."""
+    requests: int | None = None  # --requests: measured requests per case
+    duration_s: float | None = None  # --duration: no request is sent after this many seconds
+    max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
+    seed: int = 0  # --seed of the Poisson schedules
+    workers: int | None = None  # --workers; None: what each case needs (workers.auto_workers)
+    slo: dict[str, float] | None = None  # --slo, for goodput: {metric: threshold}
+
+    def to_dict(self) -> dict:
+        return {"requests": self.requests, "duration_s": self.duration_s,
+                "max_inflight": self.max_inflight, "seed": self.seed, "workers": self.workers,
+                "slo": self.slo}
+
+    def streams(self, case: Case) -> int:
+        """Connections a case may hold open at once (an uncapped open loop: no fixed bound)."""
+        if case.rate is None:
+            return case.concurrency
+        return self.max_inflight or UNCAPPED_CONNECTIONS
+
+
+UNCAPPED_CONNECTIONS = 100_000  # an open loop without --max-inflight: never queue inside the client
 
 
 @dataclass
@@ -41,6 +77,9 @@ class RunState:
     records: list[RequestRecord] = field(default_factory=list)
     plans: list[CasePlan] = field(default_factory=list)
     interrupted: bool = False
+    stopped: dict | None = None  # {"by": "SIGINT" | "SIGTERM" | "max-errors" | "max-error-rate", "reason"}
+    n_failed: int = 0
+    client: dict = field(default_factory=dict)  # case label → LoopMonitor figures
 
 
 def execute(settings: RunSettings) -> dict:
@@ -52,11 +91,55 @@ def execute(settings: RunSettings) -> dict:
         asyncio.run(_execute(settings, state, writer))
     except KeyboardInterrupt:
         state.interrupted = True
+        state.stopped = {"by": "SIGINT", "reason": "interrupted (Ctrl-C)"}
+    except asyncio.CancelledError:  # what _stop_on_sigterm does to the run's task
+        state.interrupted = True
+    except TooManyErrors as exc:
+        state.stopped = {"by": exc.flag, "reason": str(exc)}
+    except ServerError as exc:  # the last guard on secrets: nothing the server echoed leaks
+        raise ServerError(scrub(str(exc), secrets_of(settings.client))) from None
     finally:
         writer.close()
     if not state.setup:
-        raise ServerError("interrupted before the first request")
+        raise KeyboardInterrupt  # interrupted before anything was measured: nothing to save
     return finish(state, settings)
+
+
+class TooManyErrors(Exception):
+    """--max-errors or --max-error-rate was passed; `flag` names which."""
+
+    def __init__(self, flag: str, reason: str) -> None:
+        super().__init__(reason)
+        self.flag = flag
+
+
+MIN_REQUESTS_FOR_RATE = 10  # --max-error-rate is judged from this many finished requests on
+
+
+def check_error_limits(state: RunState, settings: RunSettings) -> None:
+    """Raises TooManyErrors once a limit is passed (more errors than allowed, not as many)."""
+    failed, done = state.n_failed, len(state.records)
+    if settings.max_errors is not None and failed > settings.max_errors:
+        raise TooManyErrors("max-errors", f"{failed} requests failed, more than --max-errors "
+                                          f"{settings.max_errors}")
+    rate = settings.max_error_rate
+    if rate is not None and done >= MIN_REQUESTS_FOR_RATE and failed > rate * done:
+        raise TooManyErrors("max-error-rate", f"{failed} of {done} requests failed ({failed / done:.0%}), "
+                                              f"more than --max-error-rate {rate:g}")
+
+
+def _stop_on_sigterm(state: RunState) -> None:
+    """SIGTERM ends the run as Ctrl-C does: the task is cancelled, what was measured is kept."""
+    task = asyncio.current_task()
+
+    def on_sigterm() -> None:
+        state.stopped = {"by": "SIGTERM", "reason": "terminated (SIGTERM)"}
+        task.cancel()
+
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
+    except (ValueError, RuntimeError, NotImplementedError):
+        pass  # not the main thread (or no signals here): the default action stays
 
 
 def finish(state: RunState, settings: RunSettings) -> dict:
@@ -70,13 +153,18 @@ def build_results(state: RunState) -> dict:
     by_case: dict[str, list[RequestRecord]] = {}
     for rec in state.records:
         by_case.setdefault(rec.case, []).append(rec)
-    cases = [results_mod.case_entry(p.case, p.endpoint, p.runs, by_case.get(p.case.label, []))
+    slo = state.setup.get("load", {}).get("slo")
+    cases = [results_mod.case_entry(p.case, p.endpoint, p.runs, by_case.get(p.case.label, []), slo)
              for p in state.plans if p.case.label in by_case]
+    for case in cases:
+        if case["label"] in state.client:
+            case["client"] = state.client[case["label"]]
     results = {
         "schema": results_mod.SCHEMA,
         "benchy_version": __version__,
         "prompt_nonce": state.setup.get("prompt_nonce"),
-        "partial": state.interrupted or len(cases) < len(state.plans),
+        "partial": state.interrupted or state.stopped is not None or len(cases) < len(state.plans),
+        "stopped": state.stopped,
         "setup": state.setup,
         "cases": cases,
     }
@@ -85,17 +173,21 @@ def build_results(state: RunState) -> dict:
 
 
 async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter) -> None:
-    max_concurrency = max(c.concurrency for c in settings.cases)
+    max_concurrency = max(settings.load.streams(c) for c in settings.cases)
     client_settings = replace(settings.client, connections=max_concurrency)
+    _stop_on_sigterm(state)
     async with Client(client_settings) as client:
         model = await _resolve_model(client)
         client.settings = replace(client.settings, model=model)
         salt = secrets.token_hex(6)
         endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})
-        calibrations = {ep: await _calibrate(client, ep, salt) for ep in endpoints}
+        calibrations = {ep: await _calibrate(client, ep, salt, settings.template) for ep in endpoints}
         state.setup = _setup(settings, model, await client.server_version(), calibrations)
+        state.setup["calibration_failures"] = client.calibration_failures
         state.plans = [CasePlan(case=c, index=i, runs=c.runs or settings.runs, warmup=settings.warmup,
-                                endpoint=c.endpoint or settings.endpoint, salt=salt)
+                                endpoint=c.endpoint or settings.endpoint, salt=salt,
+                                template=settings.template, stop=settings.stop,
+                                **_load_plan(settings.load))
                        for i, c in enumerate(settings.cases)]
         progress = Progress(sum(p.measured + p.warmup for p in state.plans), settings.progress)
 
@@ -103,15 +195,49 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
             state.records.append(rec)
             writer.write(rec)
             progress.request_done()
+            state.n_failed += not checks.classify(rec).ok  # counted as results.json counts it
+            check_error_limits(state, settings)
 
+        pools: list[WorkerPool] = []  # started at the first case that needs several processes
         try:
             for plan in state.plans:
                 progress.start_case(plan.case.label)
+                k = case_workers(plan.case, settings.load.workers, settings.load.max_inflight)
+                if k > 1:
+                    state.client[plan.case.label] = await _run_in_workers(
+                        pools, plan, k, client.settings, calibrations[plan.endpoint], settings.nonce, on_record)
+                    continue
                 factory = PromptFactory(calibrations[plan.endpoint], nonce=settings.nonce,
                                         salt=f"{salt}c{plan.index}")
-                await run_case(client, plan, factory, on_record)
+                async with LoopMonitor() as monitor:
+                    await run_case(client, plan, factory, on_record)
+                state.client[plan.case.label] = {
+                    **monitor.figures(_in_flight(state.records, plan.case.label)), "workers": 1}
         finally:
             progress.finish()
+            for pool in pools:
+                pool.close()
+
+
+def _load_plan(load: LoadSettings) -> dict:
+    return {"requests": load.requests, "duration_s": load.duration_s,
+            "max_inflight": load.max_inflight, "seed": load.seed}
+
+
+async def _run_in_workers(pools: list[WorkerPool], plan: CasePlan, k: int, client_settings: ClientSettings,
+                          calibration: Calibration, nonce: bool, on_record) -> dict:
+    """The case on k worker processes (workers.py); returns their merged monitor figures."""
+    if pools and pools[0].n < k:
+        pools.pop().close()
+    if not pools:
+        pools.append(WorkerPool(k, client_settings).start())
+    try:
+        return await pools[0].run_case(plan, k, calibration, nonce, on_record)
+    except WorkerError as exc:
+        pools.clear()  # run_case killed it
+        if exc.kind == "PromptError":
+            raise PromptError(str(exc)) from None
+        raise ServerError(f"a worker process failed: {exc.kind}: {exc}") from None
 
 
 async def _resolve_model(client: Client) -> str:
@@ -127,10 +253,13 @@ async def _resolve_model(client: Client) -> str:
     return wanted
 
 
-async def _calibrate(client: Client, endpoint: str, salt: str) -> Calibration:
-    """Fits the server's token count of our prompts (chat template and tokenizer included)."""
+async def _calibrate(client: Client, endpoint: str, salt: str,
+                     template: Template = Template()) -> Calibration:
+    """Fits the server's token count of our prompts (chat template and tokenizer included;
+    a client-side --template is rendered first, so its tokens count as overhead too)."""
     prompts = PromptFactory(salt=f"{salt}cal{endpoint}").calibration_prompts()
-    usages = [await client.usage_of(p.text, endpoint) for p in prompts]
+    usages = [await client.usage_of(template.render(p.text, endpoint), endpoint,
+                                    template.request_options(endpoint)) for p in prompts]
     return Calibration.fit((prompts[0].local_tokens, prompts[1].local_tokens),
                            (usages[0]["prompt_tokens"], usages[1]["prompt_tokens"]))
 
@@ -154,4 +283,28 @@ def _setup(settings: RunSettings, model: str, version: str | None,
         "calibration": main_cal.to_dict(),
         "calibrations": {ep: c.to_dict() for ep, c in calibrations.items()},
         "tokenizer": "o200k_base (offline), calibrated to the server's usage counts",
+        "load": settings.load.to_dict(),
+        **_ceiling_setup(settings.ceiling, model),
+        **_template_setup(settings),
     }
+
+
+def _template_setup(settings: RunSettings) -> dict:
+    """template, reasoning_effort, stop and the stops that fire inside a Harmony response."""
+    risky = settings.template.risky_stops(settings.stop)
+    return {"template": settings.template.name, "reasoning_effort": settings.template.reasoning_effort,
+            "stop": list(settings.stop),
+            "dangerous_stops": [{"stop": stop, "reason": reason} for stop, reason in risky]}
+
+
+def _ceiling_setup(inputs: checks.CeilingInputs, model: str) -> dict:
+    """hardware, model_profile and the figures the decode ceiling is computed from (the model
+    profile is guessed from the served id only when a bandwidth is known)."""
+    ceiling = inputs.resolve(model)
+    if ceiling is None:
+        return {}
+    return {"hardware": ceiling["hardware"], "model_profile": ceiling["model_profile"], "ceiling": ceiling}
+
+
+def _in_flight(records: list[RequestRecord], label: str) -> list[tuple[float, float]]:
+    return [(r.sent_mono_s, r.sent_mono_s + (r.end_s or 0.0)) for r in records if r.case == label]

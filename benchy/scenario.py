@@ -3,11 +3,18 @@
 A case is one (prompt length × output length × concurrency × depth) combination. Cases come
 from CLI flags (`--pp 512 2048 --tg 32 128` → 4 cases) and from scenario files
 (`scenarios/*.toml`), which give a name, `pp` / `tg` (a number or a list; `prompt_tokens` /
-`output_tokens` are accepted too) and optionally `concurrency`, `runs`, `endpoint`, `depth`.
+`output_tokens` are accepted too) and optionally `concurrency`, `runs`, `endpoint`, `depth`, `depth_mode`.
+
+Depth (`--depth 4096`): each request carries that many tokens of context before its pp tokens.
+`depth_mode` "cold": the context is unique per request, so the server prefills depth + pp;
+"cached": the context is sent alone first and reused, so only the pp tokens are new (llama-bench's
+`pp512 @ d4096`).
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +25,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ENDPOINTS = ("chat", "completions")
+DEPTH_MODES = ("cold", "cached")
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
 
@@ -34,12 +42,17 @@ class Case:
     scenario: str | None = None
     runs: int | None = None  # None: the run's --runs
     endpoint: str | None = None  # None: the run's --endpoint
+    depth_mode: str = "cold"  # "cold" | "cached" (see the module docstring)
+    rate: float | None = None  # requests/s, open loop (Poisson arrivals); None: closed loop
 
     @property
     def label(self) -> str:
-        """llama-bench style: `pp512 tg32`, `pp512 tg32 c4`, `pp512 tg32 @ d4096`."""
+        """llama-bench style: `pp512 tg32`, `pp512 tg32 c4`, `pp512 tg32 @ d4096`; a rate case
+        reads `pp512 tg32 r4` (4 requests/s)."""
         text = f"pp{self.pp} tg{self.tg}"
-        if self.concurrency != 1:
+        if self.rate is not None:
+            text += f" r{self.rate:g}"
+        elif self.concurrency != 1:
             text += f" c{self.concurrency}"
         if self.depth:
             text += f" @ d{self.depth}"
@@ -48,15 +61,29 @@ class Case:
 
 def sweep(pp: list[int], tg: list[int], concurrency: list[int], depth: list[int] | None = None,
           scenario: str | None = None, runs: int | None = None,
-          endpoint: str | None = None) -> list[Case]:
+          endpoint: str | None = None, depth_mode: str = "cold") -> list[Case]:
     """Every combination, in the order a reader scans a table: depth, pp, tg, then concurrency."""
+    if depth_mode not in DEPTH_MODES:
+        raise ScenarioError(f"depth mode must be one of {', '.join(DEPTH_MODES)}, got {depth_mode!r}")
     for name, values, low in (("--pp", pp, 1), ("--tg", tg, 1), ("--concurrency", concurrency, 1),
                               ("--depth", depth or [0], 0)):
         bad = [v for v in values if not isinstance(v, int) or isinstance(v, bool) or v < low]
         if bad:
             raise ScenarioError(f"{name} must be whole numbers ≥ {low}, got {bad[0]!r}")
-    return [Case(pp=p, tg=t, concurrency=c, depth=d, scenario=scenario, runs=runs, endpoint=endpoint)
+    return [Case(pp=p, tg=t, concurrency=c, depth=d, scenario=scenario, runs=runs, endpoint=endpoint,
+                 depth_mode=depth_mode)
             for d, p, t, c in itertools.product(depth or [0], pp, tg, concurrency)]
+
+
+def rate_sweep(pp: list[int], tg: list[int], rates: list[float], depth: list[int] | None = None,
+               scenario: str | None = None, runs: int | None = None, endpoint: str | None = None,
+               depth_mode: str = "cold") -> list[Case]:
+    """Open-loop cases: every (depth, pp, tg) at each arrival rate (requests/s)."""
+    bad = [r for r in rates if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r < float("inf")]
+    if bad:
+        raise ScenarioError(f"--rate must be positive numbers (requests/s), got {bad[0]!r}")
+    closed = sweep(pp, tg, [1], depth, scenario, runs, endpoint, depth_mode)
+    return [dataclasses.replace(c, rate=float(r)) for c in closed for r in rates]
 
 
 def find_scenario(name_or_file: str) -> Path:
@@ -78,16 +105,36 @@ def shipped_names() -> list[str]:
 def load_scenario(name_or_file: str) -> list[Case]:
     path = find_scenario(name_or_file)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{path}: invalid TOML: {exc}") from None
-    return _cases_from_table(path, data)
+    try:
+        return _cases_from_table(path, data)
+    except ScenarioError as exc:
+        raise ScenarioError(_with_line(str(exc), path, text, data)) from None
+
+
+def _with_line(message: str, path: Path, text: str, data: dict) -> str:
+    """`path:LINE: ...` for the key the message names first (its first `key =` line)."""
+    rest = message.removeprefix(f"{path}: ")
+    named = [(m.start(), key) for key in data
+             if (m := re.search(rf"(?<!\w){re.escape(key)}(?!\w)", rest))]
+    if not named:
+        return message
+    key = min(named)[1]
+    for number, line in enumerate(text.splitlines(), 1):
+        if re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", line):
+            return f"{path}:{number}: {rest}"
+    return message
 
 
 _KNOWN_KEYS = {"name", "description", "pp", "tg", "prompt_tokens", "output_tokens",
-               "concurrency", "runs", "endpoint", "depth"}
+               "concurrency", "runs", "endpoint", "depth", "depth_mode"}
 
 
 def _cases_from_table(path: Path, data: dict) -> list[Case]:
@@ -106,7 +153,8 @@ def _cases_from_table(path: Path, data: dict) -> list[Case]:
     if endpoint is not None and endpoint not in ENDPOINTS:
         raise ScenarioError(f"{path}: endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
     try:
-        return sweep(pp, tg, concurrency, depth, scenario=name, runs=runs, endpoint=endpoint)
+        return sweep(pp, tg, concurrency, depth, scenario=name, runs=runs, endpoint=endpoint,
+                     depth_mode=data.get("depth_mode", "cold"))
     except ScenarioError as exc:
         raise ScenarioError(f"{path}: {exc}") from None
 

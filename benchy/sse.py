@@ -19,6 +19,29 @@ class SSEParser:
     def feed(self, chunk: bytes) -> list[str]:
         """Returns the data payloads of every event completed by this chunk."""
         buf = self._buf + chunk if self._buf else chunk
+        if b"\r" in buf:
+            return self._feed_lines(buf)
+        # Fast path (LF line ends, as every LLM server sends): whole events are cut at blank
+        # lines, and the usual one-line `data: …` event is sliced out without a line loop.
+        # What follows the last blank line waits, unparsed, in _buf.
+        events: list[str] = []
+        start = 0
+        while True:
+            end = buf.find(b"\n\n", start)
+            if end < 0:
+                break
+            if buf.startswith(b"data: ", start) and not self._has_data and buf.find(b"\n", start, end) < 0:
+                events.append(buf[start + 6:end].decode("utf-8", errors="replace"))
+            else:
+                for line in buf[start:end].split(b"\n"):
+                    self._line(line, events)
+                self._line(b"", events)
+            start = end + 2
+        self._buf = buf[start:]
+        return events
+
+    def _feed_lines(self, buf: bytes) -> list[str]:
+        """The general path, line by line (CR and CRLF line ends)."""
         events: list[str] = []
         start = 0
         n = len(buf)
@@ -34,7 +57,7 @@ class SSEParser:
     def close(self) -> list[str]:
         """End of stream. A pending event is delivered even without its closing blank line:
         some servers omit it, and dropping it would lose the usage chunk."""
-        events: list[str] = []
+        events: list[str] = self._feed_lines(self._buf) if self._buf else []
         if self._buf:
             self._line(self._buf.rstrip(b"\r"), events)
             self._buf = b""

@@ -2,6 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
+from importlib import resources
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 import pytest
 
@@ -22,8 +28,8 @@ from benchy.profiles import (
 GB10 = 273.0
 
 
-def gpt_oss_weight_bytes(layers: int, experts: int) -> float:
-    """Bytes read per token from the published gpt-oss architecture (see profiles.toml)."""
+def gpt_oss_params(layers: int, experts: int) -> tuple[int, int]:
+    """(BF16 params, MXFP4 params) read per token, from the published gpt-oss architecture."""
     hidden, q_dim, kv_dim, inter, vocab, top_k, heads = 2880, 64 * 64, 8 * 64, 2880, 201088, 4, 64
     attention = hidden * q_dim + 2 * hidden * kv_dim + q_dim * hidden + q_dim + 2 * kv_dim + hidden + heads
     router = hidden * experts + experts
@@ -32,7 +38,18 @@ def gpt_oss_weight_bytes(layers: int, experts: int) -> float:
     lm_head = vocab * hidden
     bf16 = layers * (attention + router + top_k * expert_biases) + lm_head
     mxfp4 = layers * top_k * expert_weights
+    return bf16, mxfp4
+
+
+def gpt_oss_weight_bytes(layers: int, experts: int) -> float:
+    """Bytes the published checkpoint reads per token (see profiles.toml)."""
+    bf16, mxfp4 = gpt_oss_params(layers, experts)
     return bf16 * 2 + mxfp4 * 4.25 / 8
+
+
+def toml_entry(name: str) -> dict:
+    text = resources.files("benchy").joinpath("data/profiles.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)["models"][name]
 
 
 def gpt_oss_120b_on_gb10(pp: int = 0, tg: int = 1, depth: int = 0) -> Ceiling:
@@ -44,13 +61,16 @@ def gpt_oss_120b_on_gb10(pp: int = 0, tg: int = 1, depth: int = 0) -> Ceiling:
 
 @pytest.mark.parametrize("name, layers, experts", [("gpt-oss-120b", 36, 128), ("gpt-oss-20b", 24, 32)])
 def test_gpt_oss_bytes_match_the_architecture(name, layers, experts):
-    assert model_profile(name).active_bytes_per_token == gpt_oss_weight_bytes(layers, experts)
+    # The ceiling uses every active parameter at 4 bits (the least any build reads); the
+    # published checkpoint's larger figure is documented alongside.
+    assert model_profile(name).active_bytes_per_token == sum(gpt_oss_params(layers, experts)) / 2
+    assert toml_entry(name)["checkpoint_bytes_per_token"] == gpt_oss_weight_bytes(layers, experts)
 
 
-def test_gpt_oss_120b_reads_about_5_gb_because_attention_and_lm_head_are_bf16():
-    assert model_profile("gpt-oss-120b").active_bytes_per_token == pytest.approx(5.0e9, rel=0.01)
-    naive_all_4_bit = 5.13e9 * 0.5  # the folklore "~2.5 GB": every active param at 4 bits
-    assert naive_all_4_bit == pytest.approx(2.5e9, rel=0.03)
+def test_gpt_oss_120b_bound_is_the_issue_2_5_gb_and_below_the_5_gb_checkpoint():
+    bound = model_profile("gpt-oss-120b").active_bytes_per_token
+    assert bound == pytest.approx(2.5e9, rel=0.03)  # 5.13 B active params × 4 bits
+    assert toml_entry("gpt-oss-120b")["checkpoint_bytes_per_token"] == pytest.approx(5.0e9, rel=0.01)
 
 
 def test_llama_3_8b_reads_its_bf16_weights_except_the_embedding_table():
@@ -75,8 +95,14 @@ def test_every_hardware_profile_says_where_its_figure_comes_from():
 # ------------------------------------------------------------------ ceilings
 
 
-def test_gpt_oss_120b_on_gb10_is_about_55_tok_s_at_short_context():
-    assert 50 <= gpt_oss_120b_on_gb10(pp=16, tg=16).tokens_per_s <= 60
+def test_gpt_oss_120b_on_gb10_is_about_100_tok_s_at_short_context():
+    assert 100 <= gpt_oss_120b_on_gb10(pp=16, tg=16).tokens_per_s <= 110
+
+
+def test_reported_real_spark_decode_rates_stay_under_the_ceiling():
+    # ~59 tok/s single-stream decode is reported for MXFP4-everywhere builds: a bound that
+    # flagged it would break the promise the other way.
+    assert gpt_oss_120b_on_gb10(pp=2048, tg=128).percent_of(60.0) < 100
 
 
 def test_ceiling_falls_with_context():
@@ -89,7 +115,7 @@ def test_seed_harness_figures_are_impossible_and_37_is_plausible():
     ceiling = gpt_oss_120b_on_gb10(pp=420, tg=1024)
     assert ceiling.percent_of(772) > 100
     assert ceiling.percent_of(198) > 100
-    assert 60 <= ceiling.percent_of(37.0) <= 75  # ≈ 68%
+    assert 30 <= ceiling.percent_of(37.0) <= 40  # ≈ 35%
 
 
 def test_ceiling_uses_the_mid_decode_context():

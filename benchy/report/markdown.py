@@ -10,10 +10,11 @@ def setup_lines(results: dict) -> list[str]:
     rows = [
         ("Server", setup.get("base_url")),
         ("Model", setup.get("model")),
-        ("Server version", setup.get("server_version") or "not reported"),
+        ("Server version", server_version_text(setup.get("server_version"))),
         ("Endpoint", setup.get("endpoint")),
         ("Hardware profile", setup.get("hardware")),
         ("Model profile", setup.get("model_profile")),
+        ("Decode ceiling", ceiling_text(setup.get("ceiling"))),
         ("Prompt nonce", "yes (no prefix cache can serve a request)" if results.get("prompt_nonce")
          else "NO (--no-nonce: requests share prefixes; the server's cache may serve them)"),
         ("Runs per case", f"{setup.get('runs')} (+{setup.get('warmup')} warmup, not counted)"),
@@ -26,21 +27,133 @@ def setup_lines(results: dict) -> list[str]:
     return [f"| {k} | {v} |" for k, v in rows if v is not None]
 
 
+def ceiling_text(ceiling: dict | None) -> str | None:
+    """How the bandwidth ceiling was set, and that it is a conservative bound."""
+    if not ceiling:
+        return None
+    if ceiling.get("missing"):
+        return f"none: {ceiling['missing']}"
+    source = ceiling.get("model_profile_source")
+    profile = f"{ceiling['model_profile']} ({source})" if ceiling.get("model_profile") else "custom"
+    return (f"{ceiling['bandwidth_gbs']:g} GB/s ÷ ({ceiling['active_bytes_per_token'] / 1e9:.2f} GB of "
+            f"weights + the KV cache) per token, {profile}: a conservative upper bound on one "
+            "stream's decode rate (peak bandwidth, weights at their smallest); a rate above it is "
+            "impossible")
+
+
 def warning_lines(results: dict) -> list[str]:
     warnings = results.get("warnings", [])
-    if not warnings:
-        return ["No warnings: every case is clean."]
-    out = []
+    if all(w["severity"] == "info" for w in warnings):
+        out = ["No warnings: every case is clean."] + ([""] if warnings else [])
+    else:
+        out = []
     for w in warnings:
         where = f" ({w['case']})" if w.get("case") else ""
         out.append(f"- **{w['severity']}: `{w['code']}`**{where}: {w['message']}  \n  Hint: {w['hint']}")
     return out
 
 
-def render(results: dict, figures: list[tuple[str, str]] | None = None) -> str:
-    """figures: (title, relative path) pairs to embed."""
+def server_version_text(version: str | None) -> str:
+    if not version:
+        return "not reported"
+    if version.startswith("benchy-sim"):  # say it where a reader looks, not only in a README
+        return f"{version} (benchy's embedded simulator: simulated timings, no GPU)"
+    return version
+
+
+def overview_line(results: dict) -> str:
+    cases = results.get("cases", [])
+    ok = sum(c["n_ok"] for c in cases)
+    failed = sum(c["n_failed"] for c in cases)
+    scenarios = list(dict.fromkeys(c["scenario"] for c in cases if c.get("scenario")))
+    text = f"{len(cases)} cases" + (f" (scenarios: {', '.join(scenarios)})" if scenarios else "")
+    text += f", {ok} measured requests succeeded"
+    text += f", {failed} failed." if failed else ", none failed."
+    return text + " Every number below comes from `results.json` in this folder; " \
+        "per-request details are in `requests.jsonl`."
+
+
+def figure_lines(figures: list[tuple]) -> list[str]:
+    """figures: (title, relative path) or (title, relative path, caption)."""
+    if not figures:
+        return []
+    out = ["## Figures", ""]
+    for fig_title, path, *caption in figures:
+        out += [f"### {fig_title}", ""] + ([f"![{fig_title}]({path})", ""] if path else [])
+        if caption and caption[0]:
+            out += [caption[0], ""]
+    return out
+
+
+def _ms(summary: dict | None, key: str) -> str:
+    if not summary or summary.get(key) is None:
+        return "n/a"
+    ms = summary[key] * 1000
+    return f"{ms:,.0f}" if ms >= 100 else f"{ms:.1f}"
+
+
+def _ci(summary: dict | None) -> str:
+    ci = (summary or {}).get("ci95")
+    return f"{ci[0]:.1f} – {ci[1]:.1f}" if ci else "n/a (n < 3)" if summary else "n/a"
+
+
+def detail_lines(results: dict) -> list[str]:
+    """Spread and tails: what a median ± std hides."""
+    cases = results.get("cases", [])
+    if not cases:
+        return []
+    out = ["## Spread and tail latency", "",
+           "95% CI: a bootstrap confidence interval of the median e2e t/s (the range that likely holds "
+           "the true median). p50/p90/p99: the latency that 50/90/99% of requests stayed under. "
+           "tokens/event: generated tokens per streamed event (about 1 when the stream is live; "
+           "much more means the server buffers its output).", "",
+           "| test | e2e t/s 95% CI | TTFT p50 / p90 / p99 ms | total latency p50 / p90 / p99 ms | "
+           "tokens/event |", "|---|---|---|---|---|"]
+    for case in cases:
+        summary = case.get("summary", {})
+        ttft, e2e, tpe = summary.get("ttft_s"), summary.get("e2e_s"), summary.get("tokens_per_event")
+        out.append(f"| {case['label']} | {_ci(summary.get('e2e_tps'))} | "
+                   f"{_ms(ttft, 'median')} / {_ms(ttft, 'p90')} / {_ms(ttft, 'p99')} | "
+                   f"{_ms(e2e, 'median')} / {_ms(e2e, 'p90')} / {_ms(e2e, 'p99')} | "
+                   + (f"{tpe['median']:.1f} |" if tpe else "n/a |"))
+    return out + [""]
+
+
+GLOSSARY = """## How to read this report
+
+- **Case** (`pp512 tg128 c4 @ d4096`): 512 prompt tokens, 128 generated tokens, 4 requests in
+  flight at once, after 4,096 tokens of earlier context. Warmup requests run first and are not counted.
+  `r4` instead of `c4`: open loop, requests arriving at 4 per second whether or not earlier ones finished.
+- **e2e t/s** (end-to-end throughput): generated tokens ÷ the request's total time, from sending it
+  to the end of the response. It holds whatever the server did (queueing, prefill, decode), and it
+  stays valid however the server chunks its stream. The headline number.
+- **TTFT**: time to first token, from sending the request to the first streamed event that carried
+  generated text (a role-only first chunk does not count).
+- **decode t/s**: generated tokens after the first ÷ the time between the first and last token events.
+- **prefill t/s**: uncached prompt tokens ÷ TTFT (a floor on prefill speed: TTFT also holds queueing).
+- **aggregate t/s** (concurrency > 1, or open loop): every generated token of the case ÷ the wall
+  time the case took: what the server delivered in total.
+- **median ± std, n**: the middle value of the measured requests, their sample standard deviation, and
+  how many succeeded. Failed requests are counted in *errors*, never averaged in.
+- **n/a [k]**: benchy could not measure that number honestly; footnote k says why (for example a
+  buffered stream, where event times show the buffer, not the model). It prints no number rather than
+  a wrong one.
+- **Prompt nonce**: every prompt starts with a unique random string, so no server-side prefix cache can
+  serve any part of it beyond the chat template; the server really processed every prompt token.
+  Without it (`--no-nonce`) repeated prompts may be served from cache and prefill looks far faster.
+- **ceiling t/s** (when a hardware profile is set): the fastest one stream could decode if every
+  token read the model's active weights and KV cache at the memory's peak bandwidth. Real servers
+  stay well below it; a rate above 100% was not measured correctly.
+- **Figures**: points are medians, error bars ± one standard deviation; a metric benchy could not
+  measure is left out of a figure, and the text under it says which and why.
+- **Warnings** are benchy's checks on these results; each says what is affected and what to do.
+"""
+
+
+def render(results: dict, figures: list[tuple] | None = None) -> str:
+    """figures: (title, relative path[, caption]) tuples to embed."""
     title = f"# benchy report: {results.get('setup', {}).get('model', 'unknown model')}"
-    parts = [title, ""]
+    parts = [title, "", overview_line(results), ""]
     if results.get("partial"):
         parts += ["> **Partial run**: interrupted or stopped early; only finished requests are shown.", ""]
     parts += ["## Setup", "", "| | |", "|---|---|", *setup_lines(results), ""]
@@ -49,6 +162,7 @@ def render(results: dict, figures: list[tuple[str, str]] | None = None) -> str:
               "(n = successful requests). e2e t/s = completion tokens ÷ total request time.", "",
               table.markdown(results), ""]
     parts += ["## Warnings", "", *warning_lines(results), ""]
-    for fig_title, path in figures or []:
-        parts += [f"### {fig_title}", "", f"![{fig_title}]({path})", ""]
+    parts += figure_lines(figures or [])
+    parts += detail_lines(results)
+    parts += [GLOSSARY]
     return "\n".join(parts)

@@ -1,13 +1,70 @@
-"""Writes a run folder's report from its results: report.md (and figures, where available)."""
+"""Writes a run folder's report from its results: report.md and the PNG figures it embeds.
+
+Reads saved results only, so `benchy report` can re-make the same report later, anywhere.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
 from benchy.report import markdown
 
+FIGURES_DIR = "figures"
+
 
 def write_report(results: dict, directory: Path) -> Path:
+    from benchy.report import plots  # matplotlib is imported only when a report is drawn
+
     directory.mkdir(parents=True, exist_ok=True)
+    figures = plots.write_figures(results, directory / FIGURES_DIR)
+    embedded = [(f.title, f"{FIGURES_DIR}/{f.path.name}" if f.path else None, f.caption) for f in figures]
     path = directory / "report.md"
-    path.write_text(markdown.render(results), encoding="utf-8")
+    path.write_text(markdown.render(results, figures=embedded), encoding="utf-8")
     return path
+
+
+def results_path(path: Path) -> Path:
+    """A run folder stands for the results.json (or probe.json) inside it."""
+    if path.is_dir():
+        for name in ("results.json", "probe.json"):
+            if (path / name).is_file():
+                return path / name
+        return path / "results.json"  # load() then says it cannot be read
+    return path
+
+
+def write_from_file(path: Path, directory: Path | None = None) -> Path:
+    """Re-makes the report of a saved run (results.json) or cache probe (probe.json) in
+    `directory` (default: beside the file); returns the Markdown file written. Raises
+    results.ResultsError for a file benchy cannot read."""
+    from benchy import results as results_mod
+
+    path = results_path(Path(path))
+    directory = Path(directory) if directory is not None else path.parent
+    try:
+        data = results_mod.load(path)
+    except results_mod.ResultsError:
+        probe = _probe_data(path)
+        if probe is None:
+            raise
+        data = None
+    try:
+        if data is None:
+            from benchy.report import probe_report
+
+            probe_report.write(probe, directory)
+            return directory / "probe.md"
+        return write_report(data, directory)
+    except (KeyError, IndexError, TypeError, ValueError) as exc:  # right schema, wrong content
+        raise results_mod.ResultsError(f"{path}: malformed ({type(exc).__name__}: {exc})") from None
+
+
+def _probe_data(path: Path) -> dict | None:
+    import json
+
+    from benchy.probe import SCHEMA as PROBE_SCHEMA
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("schema") == PROBE_SCHEMA else None

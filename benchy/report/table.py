@@ -13,6 +13,8 @@ COLUMNS = (
     ("decode_tps", "decode t/s", 1.0, 1),
     ("prefill_tps", "prefill t/s", 1.0, 0),
 )
+FLAG = "⚠"  # on a cell a warning qualifies (impossible, inflated by a cache, client-delayed…)
+FLAG_LEGEND = f"{FLAG} qualified by a warning below (see Warnings)."
 
 
 class Footnotes:
@@ -38,23 +40,63 @@ def cell(summary: dict | None, scale: float, decimals: int) -> str:
     return f"{median:.{decimals}f} ± {std * scale:.{decimals}f}"
 
 
+def case_warnings(results: dict) -> dict[str, list[dict]]:
+    """Warnings and errors (not info notes) by case label."""
+    out: dict[str, list[dict]] = {}
+    for w in results.get("warnings", []):
+        if w.get("case") and w["severity"] != "info":
+            out.setdefault(w["case"], []).append(w)
+    return out
+
+
+def flagged_metrics(warnings: list[dict]) -> set[str]:
+    return {name for w in warnings for name in w.get("metrics", ())}
+
+
+def row_label(case: dict, warnings: list[dict]) -> str:
+    """The case label, but never claiming an output length the server did not deliver."""
+    for w in warnings:
+        if w["code"] == "output_length_mismatch":
+            got = w["details"]["delivered_median"]
+            return case["label"].replace(f"tg{case['tg']}", f"tg{got}", 1) + f" {FLAG} (asked {case['tg']})"
+    return case["label"]
+
+
+def ceiling_cells(case: dict) -> list[str]:
+    ceiling = case.get("ceiling")
+    if not ceiling:
+        return ["n/a", "n/a"]
+    pcts = [ceiling.get("decode_pct"), ceiling.get("e2e_pct")]
+    shown = " / ".join("n/a" if p is None else f"{p:.0f}%" for p in pcts)
+    impossible = any(p is not None and p > 100 for p in pcts)
+    return [f"{ceiling['tokens_per_s']:.1f}", shown + (f" {FLAG}" if impossible else "")]
+
+
 def rows(results: dict, notes: Footnotes) -> tuple[list[str], list[list[str]]]:
     cases = results.get("cases", [])
     loaded = any(c["concurrency"] > 1 for c in cases)
+    with_ceiling = any(c.get("ceiling") for c in cases)
+    warned = case_warnings(results)
     headers = ["test", "n"] + [title for _, title, _, _ in COLUMNS]
     if loaded:
         headers.append("aggregate t/s")
+    if with_ceiling:
+        headers += ["ceiling t/s", "% of ceiling (decode / e2e)"]
     headers.append("errors")
     body = []
     for case in cases:
-        row = [case["label"], str(case["n_ok"])]
+        flagged = flagged_metrics(warned.get(case["label"], []))
+        row = [row_label(case, warned.get(case["label"], [])), str(case["n_ok"])]
         for name, _, scale, decimals in COLUMNS:
             summary = case["summary"].get(name)
-            row.append(cell(summary, scale, decimals) if summary else
-                       notes.mark(case["unavailable"].get(name, "not measured")))
+            text = (cell(summary, scale, decimals) if summary else
+                    notes.mark(case["unavailable"].get(name, "not measured")))
+            row.append(f"{text} {FLAG}" if summary and name in flagged else text)
         if loaded:
             agg = case.get("aggregate_tps")
             row.append(f"{agg:.1f}" if agg is not None else "n/a")
+        if with_ceiling:
+            row += ceiling_cells(case)
         row.append(str(case["n_failed"]))
         body.append(row)
     return headers, body
@@ -67,6 +109,8 @@ def markdown(results: dict) -> str:
     text = tabulate(body, headers=headers, tablefmt="pipe", stralign="right", disable_numparse=True)
     if notes.reasons:
         text += "\n\n" + "\n".join(notes.lines())
+    if any(FLAG in c for row in body for c in row):
+        text += "\n\n" + FLAG_LEGEND
     return text
 
 

@@ -7,6 +7,7 @@ import hashlib
 import itertools
 import json
 import random
+import re
 import signal
 import time
 from dataclasses import dataclass
@@ -15,8 +16,8 @@ from aiohttp import web
 
 from benchy import __version__, tokenizer
 from benchy.sim.config import SimConfig
-from benchy.sim.engine import (Decoder, Engine, Plan, Trace, TruthLog, clock, plan_output,
-                               render_chat)
+from benchy.sim.engine import (CONTENT, MARKER, REASONING, Decoder, Engine, Plan, Trace, TruthLog,
+                               clock, message_text, plan_harmony, plan_output, render_chat)
 
 SERVER_NAME = f"benchy-sim/{__version__}"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -55,6 +56,7 @@ class Job:
     reasoning: int  # leading plan tokens that are reasoning_content
     response_id: str
     created: int
+    skip_special_tokens: bool = True  # --harmony completions: drop the markers from `text`
 
 
 async def read_json(request: web.Request) -> dict:
@@ -109,6 +111,36 @@ def stop_strings(body: dict) -> list[str]:
     raise ApiError(400, "'stop' must be a string or a list of strings")
 
 
+_HARMONY_USER = re.compile(r"<\|start\|>user<\|message\|>(.*?)<\|end\|>", re.S)
+_HARMONY_EFFORT = re.compile(r"\A<\|start\|>system<\|message\|>[^<]*?^Reasoning: (\w+)$", re.M)
+
+
+def user_text(body: dict, endpoint: str) -> str:
+    """The user's own words: the last user message, also inside a Harmony-rendered prompt."""
+    if endpoint == "chat":
+        users = [m for m in body["messages"] if m.get("role", "user") == "user"]
+        return message_text(users[-1].get("content")) if users else render_chat(body["messages"])
+    prompt = prompt_text(body, endpoint)
+    found = _HARMONY_USER.findall(prompt)
+    return found[-1] if found else prompt
+
+
+def requested_effort(body: dict, endpoint: str) -> str | None:
+    """Chat: the reasoning_effort field; completions: a Harmony system message's Reasoning line."""
+    if endpoint == "chat":
+        effort = body.get("reasoning_effort")
+        return effort if isinstance(effort, str) else None
+    match = _HARMONY_EFFORT.search(prompt_text(body, endpoint))
+    return match.group(1) if match else None
+
+
+def bool_field(body: dict, name: str, default: bool) -> bool:
+    value = body.get(name, default)
+    if not isinstance(value, bool):
+        raise ApiError(400, f"'{name}' must be true or false")
+    return value
+
+
 def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Job:
     model = check_model(cfg, body)
     prompt_ids = tokenizer.encode(prompt_text(body, endpoint))
@@ -122,16 +154,21 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
     if max_tokens > room:
         raise ApiError(400, f"This model's maximum context length is {cfg.context_length} tokens; "
                             f"{len(prompt_ids)} prompt + {max_tokens} completion tokens exceed it.")
-    plan = plan_output(cfg, prompt_ids, max_tokens,
-                       min_tokens=0 if cfg.ignore_ignore_eos else int_field(body, "min_tokens", 0, 0),
-                       ignore_eos=bool(body.get("ignore_eos", False)) and not cfg.ignore_ignore_eos,
-                       stop=stop_strings(body))
+    planner = plan_harmony if cfg.harmony else plan_output
+    plan = planner(cfg, tokenizer.encode(user_text(body, endpoint)) if cfg.harmony else prompt_ids,
+                   max_tokens,
+                   min_tokens=0 if cfg.ignore_ignore_eos else int_field(body, "min_tokens", 0, 0),
+                   ignore_eos=bool(body.get("ignore_eos", False)) and not cfg.ignore_ignore_eos,
+                   stop=stop_strings(body))
     options = body.get("stream_options") or {}
     reasoning = min(cfg.reasoning_tokens, plan.n) if endpoint == "chat" else 0
+    if plan.kinds is not None:
+        reasoning = plan.kinds.count(REASONING)
     return Job(endpoint=endpoint, stream=bool(body.get("stream", False)),
                include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
                model=model, prompt_ids=prompt_ids, plan=plan, reasoning=reasoning,
-               response_id=response_id, created=int(time.time()))
+               response_id=response_id, created=int(time.time()),
+               skip_special_tokens=bool_field(body, "skip_special_tokens", True))
 
 
 def event_sizes(n: int, cfg: SimConfig) -> list[int]:
@@ -157,6 +194,20 @@ def event_groups(n: int, reasoning: int, cfg: SimConfig) -> list[tuple[str, int]
     return groups or [("content", 0)]  # nothing generated: one event carries finish_reason
 
 
+def harmony_groups(kinds: list[str], cfg: SimConfig, split: bool) -> list[tuple[str, int]]:
+    """(kind, tokens) per SSE group of a --harmony output; `split` (chat) cuts each group where
+    the channel changes, otherwise a group is named by its most telling token."""
+    groups, pos = [], 0
+    for size in event_sizes(len(kinds), cfg):
+        chunk = kinds[pos:pos + size]
+        pos += size
+        if split:
+            groups += [(kind, len(list(run))) for kind, run in itertools.groupby(chunk)]
+        else:
+            groups.append((next((k for k in (CONTENT, REASONING) if k in chunk), MARKER), size))
+    return groups or [(CONTENT, 0)]
+
+
 def usage(job: Job, cached: int, completion: int, reasoning: int) -> dict:
     prompt = len(job.prompt_ids)
     return {"prompt_tokens": prompt, "completion_tokens": completion,
@@ -176,7 +227,10 @@ class Renderer:
         self._head = (f'data: {{"id":"{job.response_id}","object":"{obj}","created":{job.created},'
                       f'"model":{json.dumps(job.model)},"choices":[{{"index":0,')
 
-    def token_events(self, cfg: SimConfig) -> list[tuple[str, int, bytes]]:
+    def token_events(self, cfg: SimConfig) -> list[tuple[str, int, bytes | None]]:
+        """(kind, tokens, event); event None: tokens generated with nothing to send (--harmony)."""
+        if self.job.plan.kinds is not None:
+            return self._harmony_events(cfg)
         job, texts, pos = self.job, self.job.plan.texts, 0
         groups = event_groups(job.plan.n, job.reasoning, cfg)
         events = []
@@ -186,6 +240,40 @@ class Renderer:
             events.append((kind, tokens, self._token_event(kind, text, i == 0, finish)))
             pos += tokens
         return events
+
+    def _harmony_events(self, cfg: SimConfig) -> list[tuple[str, int, bytes | None]]:
+        job, events, pos, first = self.job, [], 0, True
+        groups = harmony_groups(job.plan.kinds, cfg, split=job.endpoint == "chat")
+        for i, (kind, tokens) in enumerate(groups):
+            text = "".join(self._visible(pos, pos + tokens))
+            pos += tokens
+            last = i == len(groups) - 1
+            if not text and not last:
+                events.append((kind, tokens, None))
+                continue
+            finish = job.plan.finish_reason if last else None
+            events.append((kind, tokens, self._token_event(kind, text, first, finish)))
+            first = False
+        return events
+
+    def _visible(self, start: int, end: int) -> list[str]:
+        """What a --harmony server shows of these tokens: chat parses the channels away, and
+        completions drop special tokens (not the header words) when skip_special_tokens."""
+        texts, kinds = self.job.plan.texts[start:end], self.job.plan.kinds[start:end]
+        if self.job.endpoint == "chat":
+            return [text for text, kind in zip(texts, kinds) if kind != MARKER]
+        if self.job.skip_special_tokens:
+            return [text for text in texts if text not in tokenizer.SPECIAL_TOKENS]
+        return texts
+
+    def _harmony_whole(self) -> tuple[str, str]:
+        """(reasoning_content, content) of a whole --harmony response."""
+        plan = self.job.plan
+        if self.job.endpoint != "chat":
+            return "", "".join(self._visible(0, plan.n))
+        by_kind = {kind: "".join(t for t, k in zip(plan.texts, plan.kinds) if k == kind)
+                   for kind in (REASONING, CONTENT)}
+        return by_kind[REASONING], by_kind[CONTENT]
 
     def _token_event(self, kind: str, text: str, first: bool, finish: str | None) -> bytes:
         value = "null" if self.null_content and kind == "content" else json.dumps(text)
@@ -213,6 +301,9 @@ class Renderer:
         job, texts = self.job, self.job.plan.texts
         reasoning_text = "".join(texts[:job.reasoning])
         content = None if self.null_content else "".join(texts[job.reasoning:])
+        if job.plan.kinds is not None:
+            reasoning_text, content = self._harmony_whole()
+            content = None if self.null_content else content
         if job.endpoint == "chat":
             message = {"role": "assistant", "content": content,
                        "reasoning_content": reasoning_text or None}
@@ -333,6 +424,9 @@ class Simulator:
         trace.stream, trace.model = bool(body.get("stream", False)), body.get("model")
         job = parse_job(self.cfg, body, endpoint, trace.id)
         trace.model, trace.prompt_tokens = job.model, len(job.prompt_ids)
+        trace.stop = stop_strings(body) if body.get("stop") is not None else None
+        trace.reasoning_effort = requested_effort(body, endpoint)
+        trace.skip_special_tokens = job.skip_special_tokens
         trace.fault = self._draw_fault()
         if trace.fault in IMMEDIATE_FAULTS:
             return await self._immediate_fault(request, trace)
@@ -426,12 +520,18 @@ class Simulator:
         return self.engine.decoder(end)
 
     def _record_tokens(self, trace: Trace, job: Job, times: list[float]) -> None:
+        start = len(trace.token_times_s)
         trace.token_times_s.extend(times)
         trace.completion_tokens = len(trace.token_times_s)
-        trace.reasoning_tokens = min(job.reasoning, trace.completion_tokens)
+        if job.plan.kinds is None:
+            trace.reasoning_tokens = min(job.reasoning, trace.completion_tokens)
+        else:
+            trace.reasoning_tokens += job.plan.kinds[start:trace.completion_tokens].count(REASONING)
 
     def _usage(self, job: Job, trace: Trace) -> dict:
-        return usage(job, trace.cached_tokens or 0, trace.completion_tokens, trace.reasoning_tokens)
+        # A raw completion is not parsed, so the server cannot tell reasoning tokens apart.
+        reasoning = trace.reasoning_tokens if job.endpoint == "chat" else 0
+        return usage(job, trace.cached_tokens or 0, trace.completion_tokens, reasoning)
 
     def _renderer(self, job: Job, trace: Trace) -> Renderer:
         null_content = self.cfg.null_content or trace.fault == "null_content"
@@ -459,7 +559,8 @@ class Simulator:
         half = job.plan.n / 2
         for kind, tokens, data in events:
             self._record_tokens(trace, job, [await decoder.next_token() for _ in range(tokens)])
-            await self._write(resp, trace, kind, tokens, data)
+            if data is not None:
+                await self._write(resp, trace, kind, tokens, data)
             if fault_pending and trace.completion_tokens >= half:
                 fault_pending = False
                 await self._mid_stream_fault(request, resp, trace, decoder, renderer)

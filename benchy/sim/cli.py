@@ -54,6 +54,21 @@ headers, before queueing and prefill; otherwise the role rides on the first
 token. --reasoning-tokens R: the first R chat tokens go in
 delta.reasoning_content (an event straddling the boundary becomes two).
 --null-content: content is null while usage still counts the tokens.
+
+\b
+Harmony (--harmony, gpt-oss): the model generates harmony.render_response:
+  <|channel|>analysis<|message|>We ...<|end|><|start|>assistant<|channel|>final
+  <|message|>The ...<|return|>
+one token per marker or word, the analysis --reasoning-tokens long, the final
+message the rest of the output, all cut at the output length. Stop strings
+match this raw text (<|message|> stops after 2 tokens, <|end|> keeps only the
+analysis). /v1/completions streams it as `text`; skip_special_tokens (default
+true, as vLLM) drops the markers but keeps the header words ("analysisWe
+..."), so a client must send skip_special_tokens: false. /v1/chat/completions
+puts the analysis in reasoning_content, the final in content, and sends no
+event for marker tokens (they still take their decode time). Outputs depend on
+the user's words only, so both endpoints answer a question alike; usage counts
+every token, reasoning_tokens only on chat.
 --header-delay-s X: wait X s after arrival before the response headers.
 
 \b
@@ -73,8 +88,12 @@ header), endpoint, stream, model, arrival_s, headers_s, admitted_s,
 prefill_start_s, prefill_end_s, prompt_tokens, cached_tokens,
 completion_tokens, reasoning_tokens, finish_reason, token_times_s (one per
 token), events [{{t_s, tokens, kind: role|content|reasoning|usage|done|
-malformed}}] (t_s: just after the write returned), first_token_event_s,
+malformed|marker}}] (t_s: just after the write returned; marker: --harmony
+text of special tokens and headers only), first_token_event_s,
 last_token_event_s, fault, status (null when no HTTP status was sent), error,
+stop (null when not sent), reasoning_effort (chat: the body field;
+completions: a Harmony system message's "Reasoning:" line), skip_special_tokens
+(the value in effect),
 authorization_sha256 (SHA-256 of the Authorization header; the header itself is
 never written).
 
@@ -106,6 +125,8 @@ connections; stops cleanly on SIGTERM or SIGINT.
 @click.option("--role-chunk-first/--no-role-chunk-first", default=False,
               help="Role-only chunk right after the headers, before prefill (vLLM).")
 @click.option("--reasoning-tokens", type=int, help="First R chat tokens are reasoning_content.")
+@click.option("--harmony/--no-harmony", default=False,
+              help="gpt-oss Harmony output: analysis then final channel, special tokens in raw completions.")
 @click.option("--null-content/--no-null-content", default=False,
               help="content: null while usage counts the tokens (broken FP4 backend).")
 @click.option("--ignore-ignore-eos/--no-ignore-ignore-eos", default=False,

@@ -35,6 +35,7 @@ class SimConfig:
     events_per_response: int = 0  # 0: shaping by tokens_per_event instead
     role_chunk_first: bool = False
     reasoning_tokens: int = 0
+    harmony: bool = False  # gpt-oss output: analysis then final channel (see engine.plan_harmony)
     null_content: bool = False
     ignore_ignore_eos: bool = False  # a server without ignore_eos/min_tokens
     header_delay_s: float = 0.0
@@ -61,6 +62,8 @@ PRESETS: dict[str, dict] = {
     "buffered": {**_DGX_SPARK, "events_per_response": 2},
     # The CUTLASS FP4 path on SM121: content is null while usage still counts the tokens.
     "fp4-null-content": {**_DGX_SPARK, "null_content": True},
+    # gpt-oss through /v1/completions with a client-side template (report 000): raw Harmony text.
+    "gpt-oss-harmony": {**_DGX_SPARK, "harmony": True, "reasoning_tokens": 24},
     # For measuring the client's own CPU cost: no sleeps, no queueing.
     "instant": {"instant": True, "max_running": 100000},
 }
@@ -72,6 +75,7 @@ PRESET_HELP = {
                               "256 output tokens: ~37.8 tok/s end to end)",
     "buffered": "the dgx preset with 2 events per response (29 tokens in 2 SSE events)",
     "fp4-null-content": "the dgx preset with content: null (broken FP4 backend)",
+    "gpt-oss-harmony": "the dgx preset with --harmony and a 24-token analysis message",
     "instant": "no sleeps at all, effectively unlimited max_running",
 }
 

@@ -59,6 +59,7 @@ class Plan:
     """Everything a request will generate, decided up front (greedy decoding is deterministic)."""
     texts: list[str]  # one entry per generated token
     finish_reason: str
+    kinds: list[str] | None = None  # --harmony: MARKER, REASONING or CONTENT per token
 
     @property
     def n(self) -> int:
@@ -68,17 +69,53 @@ class Plan:
 def plan_output(cfg: SimConfig, prompt_ids: list[int], max_tokens: int, *, min_tokens: int = 0,
                 ignore_eos: bool = False, stop: list[str] = ()) -> Plan:
     h = prompt_hash(prompt_ids)
-    if ignore_eos:
-        n = max_tokens
-    else:
-        natural = cfg.natural_min + h % (cfg.natural_max - cfg.natural_min + 1)
-        n = min(max(natural, min_tokens), max_tokens)
+    n = output_length(cfg, h, max_tokens, min_tokens, ignore_eos)
     finish = "length" if n >= max_tokens else "stop"
     texts = token_texts(n, seed=h % 1_000_003)
     kept = tokens_before_stop(texts, stop, min_tokens)
     if kept < n:
         return Plan(texts[:kept], "stop")
     return Plan(texts, finish)
+
+
+def output_length(cfg: SimConfig, h: int, max_tokens: int, min_tokens: int, ignore_eos: bool) -> int:
+    if ignore_eos:
+        return max_tokens
+    natural = cfg.natural_min + h % (cfg.natural_max - cfg.natural_min + 1)
+    return min(max(natural, min_tokens), max_tokens)
+
+
+# --harmony: gpt-oss's raw completion, harmony.render_response(analysis, final) token by token.
+MARKER, REASONING, CONTENT = "marker", "reasoning", "content"
+HARMONY_HEAD = ("<|channel|>", "analysis", "<|message|>")
+HARMONY_MID = ("<|end|>", "<|start|>", "assistant", "<|channel|>", "final", "<|message|>")
+HARMONY_END = ("<|return|>",)
+HARMONY_OVERHEAD = len(HARMONY_HEAD) + len(HARMONY_MID) + len(HARMONY_END)
+
+
+def plan_harmony(cfg: SimConfig, seed_ids: list[int], max_tokens: int, *, min_tokens: int = 0,
+                 ignore_eos: bool = False, stop: list[str] = ()) -> Plan:
+    """n tokens: the analysis message (--reasoning-tokens long), then the final one filling the
+    rest, cut at n. Stop strings are matched against this raw text, markers included.
+    seed_ids are the user's words, not the template's, so that the chat endpoint and a
+    client-side template get the same answer to the same question."""
+    h = prompt_hash(seed_ids)
+    n = output_length(cfg, h, max_tokens, min_tokens, ignore_eos)
+    analysis = cfg.reasoning_tokens
+    final = max(0, n - analysis - HARMONY_OVERHEAD)
+    parts = ((HARMONY_HEAD, MARKER), (_led_by("We", analysis, h), REASONING), (HARMONY_MID, MARKER),
+             (_led_by("The", final, h + 1), CONTENT), (HARMONY_END, MARKER))
+    texts = [text for tokens, _ in parts for text in tokens][:n]
+    kinds = [kind for tokens, kind in parts for _ in tokens][:n]
+    kept = tokens_before_stop(texts, stop, min_tokens)
+    if kept < len(texts):
+        return Plan(texts[:kept], "stop", kinds[:kept])
+    return Plan(texts, "length" if n >= max_tokens else "stop", kinds)
+
+
+def _led_by(first: str, n: int, seed: int) -> list[str]:
+    """n one-token words, the first without a leading space (as gpt-oss starts a message)."""
+    return [first] + token_texts(n - 1, seed % 1_000_003) if n > 0 else []
 
 
 def token_texts(n: int, seed: int) -> list[str]:
@@ -239,6 +276,11 @@ class Trace:
     fault: str | None = None
     status: int | None = None
     error: str | None = None
+    # What the request asked for: the stop strings, the reasoning effort (chat: the body field;
+    # completions: the "Reasoning:" line of a Harmony system message) and skip_special_tokens.
+    stop: list[str] | None = None
+    reasoning_effort: str | None = None
+    skip_special_tokens: bool | None = None
     # SHA-256 of the Authorization header, so a test can prove which key arrived without the
     # key itself ever being written; None when no header came.
     authorization_sha256: str | None = None

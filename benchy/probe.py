@@ -1,0 +1,258 @@
+"""`benchy probe-cache`: does the server cache prompt prefixes, and how much does that save?
+
+For each prompt length, N requests share one prefix (the first pays for prefill, the rest may
+be served from cache) and N have unique prefixes (their own nonce first). They are sent one at a
+time and interleaved (shared, unique, shared, unique, …) so that drift hits both alike, each
+with a few output tokens. TTFT is metrics.ttft_s. The verdict per length rests on one-sided
+Welch t-tests on log TTFT, repeats (shared after the first) against unique:
+  detected      repeats are faster (p < ALPHA) and the median speed-up is at least MIN_SPEEDUP
+  not_detected  the speed-up is significantly below MIN_SPEEDUP (p < ALPHA)
+  inconclusive  neither; or fewer than 2 TTFTs a side; or the Mann–Whitney U rank test (used
+                where n lets it reach ALPHA) disagrees; or the server's cached_tokens
+                contradict the timing
+Every prompt starts with a nonce of this probe, so its shared prefix cannot serve a later run.
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import math
+import platform
+import secrets
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from scipy import stats as sps
+
+from benchy import __version__, metrics
+from benchy.client import Client, ClientSettings, redact_url
+from benchy.loadgen import exact_length_options
+from benchy.metrics import Unavailable
+from benchy.prompts import Prompt, PromptFactory
+from benchy.records import RequestRecord
+
+SCHEMA = "benchy/probe/1"
+DEFAULT_LENGTHS = (2000, 8000, 27000)
+ALPHA = 0.05
+MIN_SPEEDUP = 1.2  # a cache that saves less than this is not worth calling one
+CONTEXT_MARGIN = 0.02  # calibration is within ±1%: keep prompts clear of the context limit
+VERDICTS = ("detected", "not_detected", "inconclusive")
+
+
+@dataclass
+class ProbeSettings:
+    client: ClientSettings
+    lengths: list[int] = field(default_factory=lambda: list(DEFAULT_LENGTHS))
+    n: int = 5  # requests per side and length
+    tg: int = 8  # output tokens: only the first one matters
+    endpoint: str = "chat"
+    command_line: str = ""
+    on_length: object = None  # callable(length) before each length is probed, for progress
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    reason: str
+    speedup: float | None = None
+    p_faster: float | None = None  # Welch: repeats faster than unique
+    p_below_min: float | None = None  # Welch: speed-up below MIN_SPEEDUP
+    rank_p: float | None = None  # Mann–Whitney U for the hypothesis the verdict rests on
+
+
+# ---- statistics ---------------------------------------------------------------------------
+
+def welch_less(a: np.ndarray, b: np.ndarray) -> float:
+    """One-sided p-value that log a is smaller on average than log b (Welch's t-test)."""
+    la, lb = np.log(a), np.log(b)
+    if np.ptp(la) == 0 and np.ptp(lb) == 0:  # no spread at all: the t statistic is undefined
+        return 0.0 if la[0] < lb[0] else 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # near-identical samples: scipy warns, the p-value stands
+        return float(sps.ttest_ind(la, lb, equal_var=False, alternative="less").pvalue)
+
+
+def rank_less(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Exact one-sided Mann–Whitney U p-value that a is smaller; None when the samples are too
+    small for any outcome to reach ALPHA (then the test says nothing)."""
+    if 1 / math.comb(a.size + b.size, a.size) >= ALPHA:
+        return None
+    return float(sps.mannwhitneyu(a, b, alternative="less", method="exact").pvalue)
+
+
+def decide(repeats: list[float], unique: list[float], repeat_cached: list[int | None] = (),
+           prompt_tokens: int | None = None) -> Verdict:
+    """The verdict for one length from the repeat and unique TTFTs (seconds)."""
+    if len(repeats) < 2 or len(unique) < 2:
+        return Verdict("inconclusive", f"only {len(repeats)} repeat and {len(unique)} unique TTFTs "
+                                       "were measured; the test needs at least 2 of each")
+    r, u = np.asarray(repeats, float), np.asarray(unique, float)
+    speedup = float(np.median(u) / np.median(r))
+    p_faster, p_below = welch_less(r, u), welch_less(u / MIN_SPEEDUP, r)
+    stats = dict(speedup=speedup, p_faster=p_faster, p_below_min=p_below)
+    if p_faster < ALPHA and speedup >= MIN_SPEEDUP:
+        verdict, rank_p = "detected", rank_less(r, u)
+        reason = f"repeats {speedup:.2f}× faster than unique prefixes (Welch p = {p_faster:.2g})"
+    elif p_below < ALPHA:
+        verdict, rank_p = "not_detected", rank_less(u / MIN_SPEEDUP, r)
+        reason = (f"speed-up {speedup:.2f}× is significantly below {MIN_SPEEDUP}× "
+                  f"(Welch p = {p_below:.2g})")
+    else:
+        return Verdict("inconclusive", f"speed-up {speedup:.2f}× is neither significantly ≥ "
+                       f"{MIN_SPEEDUP}× (p = {p_faster:.2g}) nor below it (p = {p_below:.2g}); "
+                       "send more requests (-n)", **stats)
+    if rank_p is not None and rank_p >= ALPHA:
+        return Verdict("inconclusive", f"{reason}, but the Mann–Whitney U test disagrees "
+                       f"(p = {rank_p:.2g}): outliers?", rank_p=rank_p, **stats)
+    if rank_p is not None:
+        reason += f"; Mann–Whitney U p = {rank_p:.2g}"
+    conflict = _cache_report_conflict(verdict, repeat_cached, prompt_tokens)
+    if conflict:
+        return Verdict("inconclusive", f"{reason}, but {conflict}", rank_p=rank_p, **stats)
+    return Verdict(verdict, reason, rank_p=rank_p, **stats)
+
+
+def _cache_report_conflict(verdict: str, cached: list[int | None], prompt_tokens: int | None) -> str | None:
+    """The server's own cached_tokens, where it reports them for every repeat, must agree."""
+    if not cached or any(c is None for c in cached) or not prompt_tokens:
+        return None
+    median = float(np.median(cached))
+    served = median >= 0.5 * prompt_tokens
+    if verdict == "detected" and not served:
+        return f"the server reports only {median:.0f} of {prompt_tokens} prompt tokens cached"
+    if verdict == "not_detected" and served:
+        return f"the server reports {median:.0f} of {prompt_tokens} prompt tokens cached"
+    return None
+
+
+# ---- sending ------------------------------------------------------------------------------
+
+def context_length(models: list[dict], model: str) -> int | None:
+    """The model's context from /v1/models, where the server gives it."""
+    for m in models:
+        if isinstance(m, dict) and m.get("id") == model:
+            for key in ("max_model_len", "context_length", "max_context_length"):
+                if isinstance(m.get(key), int) and m[key] > 0:
+                    return m[key]
+    return None
+
+
+def capped_lengths(lengths: list[int], context: int | None, tg: int) -> list[tuple[int, int]]:
+    """(length to send, length asked) pairs, each length capped to fit the context; no repeats."""
+    limit = int(context * (1 - CONTEXT_MARGIN)) - tg if context else None
+    out: dict[int, int] = {}
+    for asked in lengths:
+        out.setdefault(min(asked, limit) if limit else asked, asked)
+    return list(out.items())
+
+
+@dataclass(frozen=True)
+class _Send:
+    record: RequestRecord
+    prompt: Prompt
+
+
+def _plan(length: int, n: int, tg: int, prompts: PromptFactory, salt: str) -> list[_Send]:
+    """shared 1, unique 1, shared 2, unique 2, …: one shared prompt text, N unique ones."""
+    shared = prompts.build(length)
+    sends = []
+    for i in range(n):
+        for side, prompt in (("shared", shared), ("unique", prompts.build(length))):
+            rec = RequestRecord(case=f"probe {length} {side}", run=i, index=i, warmup=False,
+                                request_id=f"benchy-probe-{salt}-{length}-{side[0]}{i}",
+                                nonce=prompt.nonce, target_prompt_tokens=length, target_output_tokens=tg)
+            sends.append(_Send(rec, prompt))
+    return sends
+
+
+async def _probe_length(client: Client, settings: ProbeSettings, length: int,
+                        prompts: PromptFactory, salt: str) -> list[RequestRecord]:
+    sends = _plan(length, settings.n, settings.tg, prompts, salt)
+    for send in sends:  # one at a time: a queue would add its wait to the TTFT
+        await client.stream(send.record, send.prompt.text, settings.tg, settings.endpoint,
+                            exact_length_options(settings.tg))
+    return [s.record for s in sends]
+
+
+async def _probe(settings: ProbeSettings) -> dict:
+    from benchy.run import _calibrate, _resolve_model  # one way to find the model and calibrate
+
+    async with Client(settings.client) as client:
+        model = await _resolve_model(client)
+        client.settings = replace(client.settings, model=model)
+        context = context_length(await client.list_models(), model)
+        salt = secrets.token_hex(6)
+        calibration = await _calibrate(client, settings.endpoint, salt)
+        prompts = PromptFactory(calibration, salt=f"{salt}probe")
+        setup = _setup(settings, model, await client.server_version(), context, calibration.to_dict())
+        entries = []
+        for length, asked in capped_lengths(settings.lengths, context, settings.tg):
+            if callable(settings.on_length):
+                settings.on_length(length)
+            records = await _probe_length(client, settings, length, prompts, salt)
+            entries.append(length_entry(length, asked, records))
+    return {"schema": SCHEMA, "benchy_version": __version__, "setup": setup, "lengths": entries}
+
+
+def run_probe(settings: ProbeSettings) -> dict:
+    """Probes the server; returns the probe dict (schema benchy/probe/1). Raises ServerError
+    when the server cannot be used at all."""
+    return asyncio.run(_probe(settings))
+
+
+def _setup(settings: ProbeSettings, model: str, version: str | None, context: int | None,
+           calibration: dict) -> dict:
+    return {
+        "base_url": redact_url(settings.client.base_url), "model": model, "server_version": version,
+        "endpoint": settings.endpoint, "context_length": context, "n": settings.n,
+        "output_tokens": settings.tg, "alpha": ALPHA, "min_speedup": MIN_SPEEDUP,
+        "calibration": calibration, "command_line": settings.command_line,
+        "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(), "benchy_version": __version__,
+    }
+
+
+# ---- results ------------------------------------------------------------------------------
+
+def _ttft(rec: RequestRecord) -> float | Unavailable:
+    return metrics.request_metrics(rec)["ttft_s"]
+
+
+def _side(records: list[RequestRecord]) -> dict:
+    ttfts = [_ttft(r) for r in records]
+    return {
+        "ttft_s": [None if isinstance(t, Unavailable) else t for t in ttfts],
+        "cached_tokens": [r.cached_tokens for r in records],
+        "prompt_tokens": [r.prompt_tokens for r in records],
+        "request_ids": [r.request_id for r in records],
+        "unavailable": sorted({t.reason for t in ttfts if isinstance(t, Unavailable)}),
+    }
+
+
+def length_entry(length: int, asked: int, records: list[RequestRecord]) -> dict:
+    shared = [r for r in records if r.case.endswith("shared")]
+    unique = [r for r in records if r.case.endswith("unique")]
+    s, u = _side(shared), _side(unique)
+    repeats = [t for t in s["ttft_s"][1:] if t is not None]
+    uniques = [t for t in u["ttft_s"] if t is not None]
+    reported = [p for p in s["prompt_tokens"] + u["prompt_tokens"] if p is not None]
+    prompt_tokens = int(np.median(reported)) if reported else None
+    verdict = decide(repeats, uniques, s["cached_tokens"][1:], prompt_tokens)
+    failed = [r for r in records if not r.ok]
+    return {
+        "length": length, "length_asked": asked, "prompt_tokens": prompt_tokens,
+        "shared": s, "unique": u,
+        "n_ok": len(records) - len(failed), "n_failed": len(failed),
+        "errors": dict(Counter(r.error_kind for r in failed)),
+        "speedup": verdict.speedup, "p_faster": verdict.p_faster,
+        "p_below_min": verdict.p_below_min, "rank_p": verdict.rank_p,
+        "verdict": verdict.verdict, "reason": _with_unavailable(verdict.reason, s, u),
+        "requests": [r.to_dict() for r in records],
+    }
+
+
+def _with_unavailable(reason: str, *sides: dict) -> str:
+    missing = sorted({why for side in sides for why in side["unavailable"]})
+    return reason + "".join(f"; TTFT unavailable: {why}" for why in missing)

@@ -1,0 +1,113 @@
+"""Bad input: one line on stderr, a non-zero exit, never a traceback."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchy.cli import main
+from tests.conftest import REPO_ROOT, sim_env
+
+
+def benchy(capsys, *argv: str) -> tuple[int, str]:
+    """Runs the real entry point in-process; returns (exit code, the one stderr line)."""
+    with pytest.raises(SystemExit) as done:
+        main(list(argv))
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("benchy: error: "), err
+    return done.value.code, lines[0]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["run", "--nope"], "No such option"),
+    (["run", "--runs", "abc"], "--runs"),
+    (["run", "--runs", "0"], "--runs"),
+    (["run", "-c", "0"], "--concurrency"),
+    (["run", "--endpoint", "embeddings"], "--endpoint"),
+    (["run", "--base-url", "localhost:8000/v1"], "http://"),
+    (["run", "--base-url", "http://localhost:notaport/v1"], "port"),
+    (["run", "--base-url", "http:///v1"], "no host"),
+    (["run", "--scenario", "no-such-scenario"], "unknown scenario"),
+    (["run", "--hardware", "no-such-gpu"], "no-such-gpu"),
+    (["run", "--hardware", "gb10", "--model-profile", "no-such-model"], "no-such-model"),
+    (["run", "--timeout", "soon"], "--timeout"),
+    (["sim", "--fault", "meteor:0.5"], "meteor"),
+    (["sim", "--preset", "no-such-preset"], "no-such-preset"),
+])
+def test_bad_flags_are_usage_errors(capsys, argv, words):
+    code, line = benchy(capsys, *argv)
+    assert code == 2 and words in line
+
+
+SCENARIOS = {
+    "syntax.toml": (b'name = "x"\npp = [512,\ntg = \n', ":", "line 3"),
+    "unknown_key.toml": (b'name = "x"\npp = [512]\ntg = 128\nrunz = 3\n', ":4:", "runz"),
+    "bad_value.toml": (b'pp = 512\ntg = [1, "two"]\n', ":2:", "tg must be"),
+    "missing.toml": (b'tg = 32\n', ":", "missing 'pp'"),
+    "binary.toml": (b'pp = 512\ntg = 1\n\xff\xfe', ":", "not UTF-8"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_invalid_scenario_names_file_and_line(capsys, tmp_path, name):
+    content, where, words = SCENARIOS[name]
+    path = tmp_path / name
+    path.write_bytes(content)
+    code, line = benchy(capsys, "run", "--scenario", str(path))
+    assert code == 2 and f"{path}{where}" in line and words in line
+
+
+def test_scenario_path_that_is_a_folder(capsys, tmp_path):
+    (tmp_path / "dir.toml").mkdir()
+    code, line = benchy(capsys, "run", "--scenario", str(tmp_path / "dir.toml"))
+    assert code == 2 and "dir.toml" in line
+
+
+def test_results_of_another_schema_and_broken_results(capsys, tmp_path):
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"schema": "benchy/results/0", "cases": []}))
+    code, line = benchy(capsys, "report", str(other))
+    assert code == 1 and "benchy/results/0" in line and "benchy/results/1" in line
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"schema": "benchy/results/1", "cases": [')
+    code, line = benchy(capsys, "report", str(broken))
+    assert code == 1 and "not JSON" in line
+    code, line = benchy(capsys, "report", str(tmp_path / "absent.json"))
+    assert code == 1 and "absent.json" in line
+
+
+def test_model_not_served_lists_the_served_ones(capsys, start_sim):
+    sim = start_sim("--instant")
+    code, line = benchy(capsys, "run", "--base-url", sim.base_url, "--model", "gpt-17", "--pp", "64")
+    assert code == 1 and "'gpt-17' is not served" in line and "benchy-sim" in line
+
+
+def test_server_not_listening(capsys):
+    with socket.socket() as sock:  # bound, not listening: connections are refused
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        code, line = benchy(capsys, "run", "--base-url", f"http://127.0.0.1:{port}/v1", "--pp", "64")
+    assert code == 1 and "cannot reach the server" in line
+
+
+def test_output_folder_that_cannot_be_written(capsys, start_sim, tmp_path):
+    sim = start_sim("--instant")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    code, line = benchy(capsys, "run", "--base-url", sim.base_url, "--pp", "64", "--tg", "4", "--runs", "1",
+                        "-o", str(blocker / "run"))
+    assert code == 1 and "cannot write" in line
+
+
+def test_a_real_process_prints_one_line_and_no_traceback(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("pp = \n")
+    proc = subprocess.run([sys.executable, "-m", "benchy", "run", "--scenario", str(bad)], capture_output=True,
+                          text=True, env=sim_env(), cwd=REPO_ROOT, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr and str(bad) in proc.stderr

@@ -1,0 +1,411 @@
+"""Every trap of the field reports, produced by `benchy sim` and caught by benchy's checks.
+
+Each test configures the simulator to produce one trap, runs benchy against it over real HTTP,
+and asserts the warning's code, that the affected figures are null or flagged, and that the
+unaffected ones still match the simulator's ground-truth log.
+"""
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import time
+
+import numpy as np
+import pytest
+
+from benchy import checks, cli, profiles
+from benchy import run as run_mod
+from benchy.checks import CeilingInputs
+from benchy.client import ClientSettings
+from benchy.monitor import LoopMonitor
+from benchy.progress import Progress
+from benchy.report import table
+from benchy.scenario import sweep
+
+FAST = ("--prefill-tps", "50000")  # timing is not the point unless a test says so
+# The truth log stamps a token when the simulator makes it and an event just after its write
+# returns, which a busy machine can delay: the client must see it between the two, give or
+# take EARLY_S, and at most LATE_S after the write (this shared 2-core machine is busy).
+EARLY_S = 0.001
+LATE_S = 0.05
+
+
+def bench(sim, pp=(64,), tg=(16,), concurrency=(1,), runs=3, warmup=1, nonce=True,
+          ceiling=CeilingInputs(), extra_body=None, output=None, workers=None) -> dict:
+    settings = run_mod.RunSettings(
+        client=ClientSettings(base_url=sim.base_url, extra_body=extra_body),
+        cases=sweep(list(pp), list(tg), list(concurrency)), runs=runs, warmup=warmup, nonce=nonce,
+        output_dir=output, progress=False, ceiling=ceiling, load=run_mod.LoadSettings(workers=workers))
+    return run_mod.execute(settings)
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", "-q", *args])
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def codes(results: dict, case: str | None = None) -> set[str]:
+    return {w["code"] for w in results["warnings"] if case is None or w["case"] == case}
+
+
+def warning(results: dict, code: str) -> dict:
+    return next(w for w in results["warnings"] if w["code"] == code)
+
+
+def measured(case: dict) -> list[dict]:
+    return [r for r in case["requests"] if not r["warmup"]]
+
+
+def truth_of(sim, results: dict) -> dict[str, dict]:
+    """Ground truth by request id, for every request benchy recorded."""
+    n = sum(len(c["requests"]) for c in results["cases"])
+    by_id = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    if len(by_id) < n:
+        by_id = {t["request_id"]: t for t in sim.truth(expect=n + 2) if t["request_id"]}
+    return by_id
+
+
+def assert_between_truth(measured_s: float, made_s: float, written_s: float, sent_s: float) -> None:
+    assert made_s - sent_s - EARLY_S <= measured_s <= written_s - sent_s + LATE_S
+
+
+def assert_e2e_matches_truth(req: dict, truth: dict) -> None:
+    """e2e_s ends at the server's last write; e2e_tps counts the tokens it really generated."""
+    assert_between_truth(req["metrics"]["e2e_s"], truth["token_times_s"][-1], truth["events"][-1]["t_s"],
+                         req["sent_mono_s"])
+    assert req["completion_tokens"] == truth["completion_tokens"]
+    assert req["metrics"]["e2e_tps"] == pytest.approx(truth["completion_tokens"] / req["metrics"]["e2e_s"])
+
+
+def assert_ttft_matches_truth(req: dict, truth: dict) -> None:
+    """TTFT is the first token-bearing event: after its last token was made, by its write."""
+    first = next(e for e in truth["events"] if e["tokens"])
+    made = truth["token_times_s"][first["tokens"] - 1]
+    assert_between_truth(req["metrics"]["ttft_s"], made, first["t_s"], req["sent_mono_s"])
+
+
+# ------------------------------------------------------------------ a clean run
+
+
+def test_clean_run_prints_no_warning_exits_0_and_reports_its_ceiling_share(start_sim, tmp_path, capsys):
+    sim = start_sim("--decode-tps", "100", *FAST)
+    code, out, err = run_cli(capsys, "--base-url", sim.base_url, "--pp", "64", "--tg", "16", "--runs", "3",
+                             "--hardware", "h200", "--model-profile", "llama-3-8b", "-o", str(tmp_path / "r"))
+    results = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert code == 0, err
+    assert results["warnings"] == []
+    assert "No warnings: every case is clean." in out
+    case = results["cases"][0]
+    truth = truth_of(sim, results)
+    for req in measured(case):
+        assert_e2e_matches_truth(req, truth[req["request_id"]])
+        assert_ttft_matches_truth(req, truth[req["request_id"]])
+    expected = profiles.case_ceiling(4800, profiles.model_profile("llama-3-8b"), 64, 16)
+    assert case["ceiling"]["tokens_per_s"] == pytest.approx(expected.tokens_per_s)
+    decode = case["summary"]["decode_tps"]["median"]
+    assert case["ceiling"]["decode_pct"] == pytest.approx(100 * decode / expected.tokens_per_s)
+    assert "% of ceiling (decode / e2e)" in out and "⚠" not in out
+
+
+# ------------------------------------------------------------------ 1. SSE buffering
+
+
+def test_buffered_stream_withholds_stream_timings_and_keeps_e2e(start_sim):
+    sim = start_sim("--events-per-response", "2", "--decode-tps", "400", *FAST)
+    results = bench(sim, tg=(32,))
+    case = results["cases"][0]
+    assert codes(results) == {"sse_buffering"}
+    for name in ("ttft_s", "decode_tps", "itl_s", "prefill_tps"):
+        assert case["summary"][name] is None
+        assert case["unavailable"][name].startswith("SSE buffering: 32 tokens arrived in 2 events")
+    assert case["summary"]["tokens_per_event"]["median"] == 16
+    truth = truth_of(sim, results)
+    for req in measured(case):
+        assert [e["tokens"] for e in truth[req["request_id"]]["events"] if e["tokens"]] == [16, 16]
+        assert_e2e_matches_truth(req, truth[req["request_id"]])
+
+
+def test_two_or_three_tokens_per_event_is_tolerated_and_decode_matches_truth(start_sim):
+    sim = start_sim("--tokens-per-event", "3", "--decode-tps", "200", *FAST)
+    results = bench(sim, tg=(30,))
+    case = results["cases"][0]
+    assert "sse_buffering" not in codes(results)
+    truth = truth_of(sim, results)
+    for req in measured(case):
+        t = truth[req["request_id"]]
+        true_decode = (t["completion_tokens"] - 3) / (t["last_token_event_s"] - t["first_token_event_s"])
+        assert req["metrics"]["decode_tps"] == pytest.approx(true_decode, rel=0.1)
+        assert_ttft_matches_truth(req, t)
+
+
+def test_ttft_growing_with_output_length_is_a_buffer_even_without_usage(start_sim):
+    # No usage in the stream (as behind a proxy that drops stream_options): benchy counts one
+    # token per event, so no single request looks buffered; but the 'TTFT' of the 2-event
+    # stream follows the output length (the report's 3,970 ms at 256 → 16,900 ms at 1,024).
+    sim = start_sim("--events-per-response", "2", "--decode-tps", "200", *FAST)
+    results = bench(sim, tg=(16, 64), extra_body={"stream_options": {"include_usage": False}})
+    assert codes(results) == {"sse_buffering", "no_usage"}
+    truth = truth_of(sim, results)
+    for case in results["cases"]:
+        assert "sse_buffering" in codes(results, case["label"])
+        for name in ("ttft_s", "decode_tps", "itl_s", "prefill_tps"):
+            assert case["summary"][name] is None
+            assert "grows with output length" in case["unavailable"][name]
+        assert case["withheld"]["ttft_s"]["median"] > 0  # kept for audit, never shown
+        for req in measured(case):
+            assert req["metrics"]["ttft_s"] is None
+            t = truth[req["request_id"]]
+            assert_between_truth(req["metrics"]["e2e_s"], t["token_times_s"][-1], t["events"][-1]["t_s"],
+                                 req["sent_mono_s"])
+    again = copy.deepcopy(results)
+    assert checks.run_checks(again) == results["warnings"]  # the saved results re-check the same
+
+
+# ------------------------------------------------------------------ 2. bandwidth ceiling
+
+
+def test_rate_above_the_bandwidth_ceiling_is_an_error_and_exit_3(start_sim, tmp_path, capsys):
+    sim = start_sim("--model", "openai/gpt-oss-120b", "--decode-tps", "400", *FAST)
+    code, out, _ = run_cli(capsys, "--base-url", sim.base_url, "--pp", "64", "--tg", "32", "--runs", "2",
+                           "--hardware", "gb10", "-o", str(tmp_path / "r"))
+    results = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert code == cli.EXIT_CHECK_FAILED
+    assert results["setup"]["model_profile"] == "gpt-oss-120b"  # guessed from the served id
+    w = warning(results, "above_bandwidth_ceiling")
+    assert w["severity"] == "error" and set(w["metrics"]) == {"decode_tps", "e2e_tps"}
+    case = results["cases"][0]
+    ceiling = profiles.case_ceiling(273, profiles.model_profile("gpt-oss-120b"), 64, 32)
+    assert 100 <= ceiling.tokens_per_s <= 110
+    assert case["ceiling"]["decode_pct"] > 300 and case["ceiling"]["e2e_pct"] > 100
+    # Flagged, not hidden: the rate is what the server delivered (the simulator is "impossible").
+    truth = truth_of(sim, results)
+    for req in measured(case):
+        t = truth[req["request_id"]]
+        true_decode = (t["completion_tokens"] - 1) / (t["last_token_event_s"] - t["first_token_event_s"])
+        assert req["metrics"]["decode_tps"] == pytest.approx(true_decode, rel=0.1)
+    row = next(line for line in out.splitlines() if "pp64 tg32 |" in line)
+    assert row.count("⚠") >= 3  # e2e, decode and the % of ceiling
+
+
+def test_a_plausible_rate_and_the_custom_ceiling_flags(start_sim):
+    sim = start_sim("--decode-tps", "60", *FAST)
+    plausible = bench(sim, runs=2, ceiling=CeilingInputs(hardware="gb10", model_profile="gpt-oss-120b"))
+    assert plausible["warnings"] == []
+    assert 40 < plausible["cases"][0]["ceiling"]["decode_pct"] < 80
+    custom = bench(sim, runs=2, ceiling=CeilingInputs(bandwidth_gbs=50, active_bytes_per_token=1e9))
+    assert codes(custom) == {"above_bandwidth_ceiling"}
+    assert custom["cases"][0]["ceiling"]["tokens_per_s"] == pytest.approx(50.0)
+    unknown = bench(sim, runs=1, ceiling=CeilingInputs(hardware="gb10"))  # "benchy-sim": no profile
+    assert codes(unknown) == {"ceiling_unknown"}
+    assert "pass --model-profile" in warning(unknown, "ceiling_unknown")["message"]
+
+
+# ------------------------------------------------------------------ 3. prefix cache
+
+
+def test_prefix_cache_hit_is_counted_from_the_servers_cached_tokens(start_sim, capsys):
+    sim = start_sim("--decode-tps", "400", *FAST)
+    code, out, _ = run_cli(capsys, "--base-url", sim.base_url, "--pp", "512", "--tg", "8", "--runs", "3",
+                           "--no-nonce", "--strict", "--format", "json")
+    results = json.loads(out)
+    assert code == cli.EXIT_STRICT_WARNINGS
+    w = warning(results, "prefix_cache_hit")
+    assert "ttft_s" in w["metrics"] and "prefill_tps" in w["metrics"]
+    case = results["cases"][0]
+    truth = truth_of(sim, results)
+    assert w["details"]["requests"] == 3
+    for req in measured(case):
+        t = truth[req["request_id"]]
+        assert req["cached_tokens"] == t["cached_tokens"] >= 480  # 16-token blocks of 512
+        assert_e2e_matches_truth(req, t)
+    assert w["details"]["cached_tokens_max"] == max(truth[r["request_id"]]["cached_tokens"]
+                                                    for r in measured(case))
+    assert "⚠" in table.markdown(results)
+
+
+# ------------------------------------------------------------------ 4. empty, reasoning-only, zero
+
+
+def test_null_content_is_a_failed_request_not_a_success(start_sim, capsys):
+    sim = start_sim("--null-content", "--decode-tps", "400", *FAST)
+    code, out, _ = run_cli(capsys, "--base-url", sim.base_url, "--pp", "64", "--tg", "16", "--runs", "3",
+                           "--format", "json")
+    results = json.loads(out)
+    assert code == cli.EXIT_CHECK_FAILED
+    case = results["cases"][0]
+    assert case["n_ok"] == 0 and case["errors"] == {"empty_output": 3}
+    assert case["summary"]["e2e_tps"] is None  # no fake rate from the claimed tokens
+    assert warning(results, "empty_output")["severity"] == "error"
+    assert "request_errors" not in codes(results)
+    truth = truth_of(sim, results)
+    for req in measured(case):
+        assert req["status"] == "error" and req["error_kind"] == "empty_output"
+        assert req["completion_tokens"] == truth[req["request_id"]]["completion_tokens"] == 16
+
+
+def test_some_null_outputs_are_counted_and_the_rest_summarized(start_sim):
+    sim = start_sim("--fault", "null_content:0.5", "--decode-tps", "400", *FAST)
+    results = bench(sim, runs=8)
+    case = results["cases"][0]
+    truth = truth_of(sim, results)
+    nulls = [r for r in measured(case) if truth[r["request_id"]]["fault"] == "null_content"]
+    assert 0 < len(nulls) < 8, "seeded faults: both kinds must occur"
+    assert case["errors"] == {"empty_output": len(nulls)}
+    assert case["n_ok"] == 8 - len(nulls) == case["summary"]["e2e_tps"]["n"]
+    w = warning(results, "empty_output")
+    assert w["severity"] == "warning" and f"{len(nulls)} of 8" in w["message"]
+
+
+def test_reasoning_only_output_has_no_ttfc_but_a_true_ttft(start_sim):
+    sim = start_sim("--reasoning-tokens", "1000", "--decode-tps", "400", *FAST)
+    results = bench(sim)
+    case = results["cases"][0]
+    assert codes(results) == {"reasoning_only"}
+    assert case["summary"]["ttfc_s"] is None and case["n_ok"] == 3
+    truth = truth_of(sim, results)
+    for req in measured(case):
+        assert truth[req["request_id"]]["reasoning_tokens"] == 16
+        assert_ttft_matches_truth(req, truth[req["request_id"]])
+        assert_e2e_matches_truth(req, truth[req["request_id"]])
+
+
+def test_a_stop_string_that_matches_at_once_gives_zero_tokens(start_sim):
+    # The report's stop list held a token the model emits first; here " " starts every word.
+    sim = start_sim("--ignore-ignore-eos", "--decode-tps", "400", *FAST)
+    results = bench(sim, extra_body={"stop": [" "]})
+    case = results["cases"][0]
+    assert codes(results) == {"zero_tokens"}
+    assert warning(results, "zero_tokens")["severity"] == "error"
+    assert case["errors"] == {"zero_tokens": 3} and case["summary"]["e2e_tps"] is None
+    truth = truth_of(sim, results)
+    assert all(truth[r["request_id"]]["completion_tokens"] == 0 for r in measured(case))
+
+
+# ------------------------------------------------------------------ 5. output length
+
+
+def test_short_outputs_are_labelled_with_the_tokens_delivered(start_sim):
+    sim = start_sim("--ignore-ignore-eos", "--natural-min", "5", "--natural-max", "9", "--decode-tps", "400",
+                    *FAST)
+    results = bench(sim, tg=(32,))
+    case = results["cases"][0]
+    assert codes(results) == {"output_length_mismatch"}
+    truth = truth_of(sim, results)
+    delivered = [truth[r["request_id"]]["completion_tokens"] for r in measured(case)]
+    assert all(5 <= n <= 9 for n in delivered)  # the server ignored ignore_eos and min_tokens
+    details = warning(results, "output_length_mismatch")["details"]
+    assert details["delivered_median"] == int(np.median(delivered)) and details["asked"] == 32
+    for req in measured(case):
+        assert_e2e_matches_truth(req, truth[req["request_id"]])
+    text = table.markdown(results)
+    assert f"pp64 tg{details['delivered_median']} ⚠ (asked 32)" in text
+    assert "pp64 tg32 " not in text
+
+
+# ------------------------------------------------------------------ 6. request errors
+
+
+def test_failed_requests_are_counted_by_kind_against_the_truth(start_sim):
+    sim = start_sim("--fault", "http500:0.25", "--fault", "cut_stream:0.25", "--decode-tps", "400", *FAST)
+    results = bench(sim, runs=10)
+    case = results["cases"][0]
+    truth = truth_of(sim, results)
+    faults = [truth[r["request_id"]]["fault"] for r in measured(case)]
+    expected = {k: v for k, v in (("http_500", faults.count("http500")),
+                                  ("disconnect", faults.count("cut_stream"))) if v}
+    assert expected, "seeded faults must occur"
+    assert case["errors"] == expected
+    w = warning(results, "request_errors")
+    assert w["details"]["errors"] == expected and "statistics cover only" in w["message"]
+    assert case["summary"]["e2e_tps"]["n"] == case["n_ok"] == 10 - sum(expected.values())
+    for req in measured(case):
+        if req["status"] == "ok":
+            assert_e2e_matches_truth(req, truth[req["request_id"]])
+
+
+# ------------------------------------------------------------------ 7. client overload
+
+
+def test_a_blocked_event_loop_is_caught_while_requests_are_in_flight(start_sim, monkeypatch):
+    # A progress display writing to a slow terminal blocks benchy's event loop 60 ms per
+    # finished request, while 3 other streams are being timestamped.
+    monkeypatch.setattr(Progress, "request_done", lambda self: time.sleep(0.06))
+    sim = start_sim("--decode-tps", "100", *FAST)
+    results = bench(sim, tg=(24,), concurrency=(4,), runs=3)
+    case = results["cases"][0]
+    client = case["client"]
+    assert "client_overloaded" in codes(results), client
+    assert client["loop_lag_ms_p95"] > 20 and client["loop_lag_ms_max"] >= 50
+    assert "event-loop lag p95" in warning(results, "client_overloaded")["message"]
+    truth = truth_of(sim, results)
+    for req in measured(case):  # the counts stay right; only the timestamps are late
+        assert req["completion_tokens"] == truth[req["request_id"]]["completion_tokens"] == 24
+
+
+def test_sends_behind_an_open_loop_schedule_say_so(start_sim, capsys):
+    # 3,000 requests/s asked of one process: it cannot send them on time.
+    sim = start_sim("--instant", "--max-running", "100000")
+    code, out, _ = run_cli(capsys, "--base-url", sim.base_url, "--pp", "64", "--tg", "16", "--rate", "3000",
+                           "--requests", "300", "--workers", "1", "--format", "json")
+    results = json.loads(out)
+    w = warning(results, "client_overloaded")
+    assert "sends fell behind their schedule" in w["message"]
+    case = results["cases"][0]
+    truth = truth_of(sim, results)
+    late = [truth[r["request_id"]]["arrival_s"] - r["scheduled_mono_s"] for r in measured(case)]
+    assert np.percentile(late, 90) > 0.02  # the server saw them arrive late too
+    assert sum(r["completion_tokens"] for r in measured(case)) == 300 * 16
+
+
+def test_loop_monitor_sees_a_blocked_loop_only_while_requests_are_in_flight():
+    async def blocked_twice() -> tuple[LoopMonitor, float, float]:
+        async with LoopMonitor() as monitor:
+            await asyncio.sleep(0.03)
+            time.sleep(0.08)  # blocks the loop: no request in flight yet
+            await asyncio.sleep(0.03)
+            start = time.perf_counter()
+            await asyncio.sleep(0.03)
+            time.sleep(0.06)  # blocks it again, "while a request is in flight"
+            await asyncio.sleep(0.03)
+            end = time.perf_counter()
+        return monitor, start, end
+
+    monitor, start, end = asyncio.run(blocked_twice())
+    inside = monitor.figures([(start, end)])
+    assert 55 <= inside["loop_lag_ms_max"] <= 75
+    assert monitor.figures([])["lag_samples"] == 0
+
+
+# ------------------------------------------------------------------ 8. first chunk before prefill
+
+
+def test_role_chunk_long_before_the_first_token_is_a_note_and_ttft_is_the_tokens(start_sim):
+    sim = start_sim("--role-chunk-first", "--prefill-tps", "4000", "--decode-tps", "400")
+    results = bench(sim, pp=(1024,), tg=(8,), runs=2)
+    w = warning(results, "first_chunk_before_prefill")
+    assert w["severity"] == "info" and checks.is_clean(results["warnings"])
+    assert cli._exit_code(results, strict=True) == 0  # a note never fails --strict
+    truth = truth_of(sim, results)
+    for req in measured(results["cases"][0]):
+        t = truth[req["request_id"]]
+        role = next(e["t_s"] for e in t["events"] if e["kind"] == "role")
+        assert_between_truth(req["first_chunk_s"], t["headers_s"], role, req["sent_mono_s"])
+        assert_ttft_matches_truth(req, t)
+        assert req["metrics"]["ttft_s"] - req["first_chunk_s"] > 0.2  # ≈ 1,000 tokens at 4,000 tok/s
+
+
+# ------------------------------------------------------------------ command line
+
+
+@pytest.mark.parametrize("flags, message", [
+    (("--hardware", "gb11"), "unknown hardware 'gb11'"),
+    (("--model-profile", "nope"), "unknown model 'nope'"),
+    (("--bandwidth-gbs", "0"), "--bandwidth-gbs must be > 0"),
+])
+def test_bad_ceiling_flags_are_one_line_usage_errors(capsys, flags, message):
+    code, _, err = run_cli(capsys, "--base-url", "http://127.0.0.1:9/v1", *flags)
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,99 @@
+"""Nothing lost: every finished request is on disk whatever ends a run (SIGKILL included), and
+Ctrl-C / SIGTERM save and print the partial results, which `benchy report` accepts."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchy.cli import main
+from benchy.records import read_records
+from tests.conftest import REPO_ROOT, sim_env
+
+
+def start_run(sim, out: Path, tg: int = 25, concurrency: int = 4) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "--pp", "64", "--tg", str(tg),
+           "-c", str(concurrency), "--runs", "500", "-o", str(out), "-q"]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sim_env(),
+                            cwd=REPO_ROOT)
+
+
+def wait_for_lines(path: Path, k: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Polls (bounded) until requests.jsonl holds k lines; fails if benchy exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_bytes().count(b"\n") >= k:
+            return
+        assert proc.poll() is None, f"benchy ended early: {proc.communicate()}"
+        time.sleep(0.02)
+    proc.kill()
+    pytest.fail(f"{path} never reached {k} lines")
+
+
+def test_sigkill_loses_no_finished_request(start_sim, tmp_path):
+    """One request at a time, 0.3 s each: a writer that buffered its lines (8 KiB, some six
+    records) would hold the last ~1.8 s of requests in memory, and the kill would lose them."""
+    sim = start_sim("--decode-tps", "100", "--prefill-tps", "100000")
+    out = tmp_path / "killed"
+    proc = start_run(sim, out, tg=30, concurrency=1)
+    k = 8
+    wait_for_lines(out / "requests.jsonl", k, proc)
+    time.sleep(1.0)  # more requests finish; the kill lands at no particular moment
+    killed_at = time.perf_counter()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+
+    lines = (out / "requests.jsonl").read_bytes().split(b"\n")
+    tail = lines.pop()  # b"" when the file ends in a newline; else a line cut by the kill
+    records = [json.loads(line) for line in lines]  # every complete line is valid JSON
+    if tail:
+        with pytest.raises(ValueError):
+            json.loads(tail)
+    assert len(records) >= k
+    assert [r.request_id for r in read_records(out / "requests.jsonl")] == [r["request_id"] for r in records]
+
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    for rec in records:  # every recorded request is one the server really served, as recorded
+        served = truth[rec["request_id"]]
+        assert rec["status"] == "ok" and rec["completion_tokens"] == served["completion_tokens"] == 30
+    # and every request the server had finished 0.75 s before the kill is on disk
+    recorded = {r["request_id"] for r in records}
+    finished = [rid for rid, t in truth.items() if max(e["t_s"] for e in t["events"]) < killed_at - 0.75]
+    assert len(finished) >= k and set(finished) <= recorded
+
+
+@pytest.mark.parametrize("sig, by", [(signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")])
+def test_interrupt_saves_and_prints_partial_results(start_sim, tmp_path, sig, by):
+    sim = start_sim("--decode-tps", "500", "--prefill-tps", "100000")
+    out = tmp_path / "interrupted"
+    proc = start_run(sim, out)
+    wait_for_lines(out / "requests.jsonl", 12, proc)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=60)
+
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    [line] = stderr.strip().splitlines()
+    assert line.startswith("benchy: stopped early:") and str(out) in line
+    assert "pp64 tg25 c4" in stdout  # the partial table is printed
+
+    results = json.loads((out / "results.json").read_text())
+    assert results["partial"] is True and results["stopped"]["by"] == by
+    on_disk = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    [case] = results["cases"]
+    assert [r["request_id"] for r in case["requests"]] == [r["request_id"] for r in on_disk]
+    assert len(on_disk) >= 12 and case["n_ok"] + case["n_failed"] == len(on_disk) - case["n_warmup"]
+    assert case["n_failed"] == 0  # requests cut short by the stop are not passed off as failures
+    assert "Partial run" in (out / "report.md").read_text()
+
+    (out / "report.md").unlink()
+    with pytest.raises(SystemExit) as again:  # `benchy report` re-renders the partial run
+        main(["report", str(out / "results.json")])
+    assert again.value.code == 0
+    assert "Partial run" in (out / "report.md").read_text()

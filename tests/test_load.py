@@ -1,0 +1,188 @@
+"""Load modes (issue 9): open-loop rate, --max-inflight, --duration / --requests, goodput and
+--workers, over real HTTP against `benchy sim`, checked against its ground-truth log."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, strategies as st
+
+from benchy import arrivals, metrics
+from benchy.records import RequestRecord
+from tests.conftest import REPO_ROOT, sim_env
+
+
+def benchy(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "benchy", *args], capture_output=True, text=True,
+                          env=sim_env(), cwd=REPO_ROOT, timeout=timeout)
+
+
+def run_results(sim, out, *args: str) -> dict:
+    proc = benchy("run", "--base-url", sim.base_url, "--quiet", "--output", str(out), *args)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((out / "results.json").read_text())
+
+
+def measured_truth(sim, results: dict) -> list[dict]:
+    ids = {r["request_id"] for c in results["cases"] for r in c["requests"] if not r["warmup"]}
+    truth = [t for t in sim.truth(expect=len(ids)) if t["request_id"] in ids]
+    assert len(truth) == len(ids)
+    return truth
+
+
+# ---------------------------------------------------------------- the schedule itself
+
+@given(n=st.integers(1, 500), rate=st.floats(0.1, 1000), seed=st.integers(0, 2**32))
+def test_arrival_offsets_are_sorted_inside_their_window_and_seeded(n, rate, seed):
+    offsets = arrivals.arrival_offsets(n, rate, seed)
+    assert len(offsets) == n and offsets == sorted(offsets)
+    assert 0 <= offsets[0] and offsets[-1] <= n / rate
+    assert offsets == arrivals.arrival_offsets(n, rate, seed)
+
+
+@given(total=st.integers(0, 300), workers=st.integers(1, 16))
+def test_worker_shares_partition_the_indices(total, workers):
+    shares = [list(arrivals.share(total, w, workers)) for w in range(workers)]
+    assert sorted(i for s in shares for i in s) == list(range(total))
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1
+
+
+def test_exponential_gaps_like_a_poisson_process():
+    gaps = [b - a for a, b in zip(*(lambda o: (o, o[1:]))(arrivals.arrival_offsets(5000, 10.0, 1)))]
+    mean = sum(gaps) / len(gaps)
+    share_short = sum(g < mean for g in gaps) / len(gaps)
+    assert mean == pytest.approx(0.1, rel=0.02)
+    assert share_short == pytest.approx(1 - 2.718281828 ** -1, abs=0.03)  # P(gap < mean) of an exponential
+
+
+# ---------------------------------------------------------------- rate mode against the simulator
+
+def test_rate_mode_offers_the_asked_rate_as_the_server_sees_it(start_sim, tmp_path):
+    """Two worker processes share the schedule: each sends its round-robin part of it."""
+    sim = start_sim("--preset", "instant")
+    results = run_results(sim, tmp_path / "out", "--pp", "64", "--tg", "4", "--rate", "80",
+                          "--requests", "240", "--warmup", "0", "--workers", "2")
+    (case,) = results["cases"]
+    assert case["label"] == "pp64 tg4 r80" and case["mode"] == "open" and case["n_ok"] == 240
+    assert case["client"]["workers"] == 2
+    arrivals_s = sorted(t["arrival_s"] for t in measured_truth(sim, results))
+    served_rate = (len(arrivals_s) - 1) / (arrivals_s[-1] - arrivals_s[0])
+    assert served_rate == pytest.approx(80, rel=0.05)
+    assert case["achieved_rate"] == pytest.approx(served_rate, rel=0.02)
+    reqs = sorted(case["requests"], key=lambda r: r["index"])
+    assert all(r["sent_mono_s"] >= r["scheduled_mono_s"] for r in reqs)
+    assert case["send_lag"]["n"] == 240
+    offsets = arrivals.arrival_offsets(240, 80.0, 0)  # --seed 0 + case index 0
+    start = reqs[0]["scheduled_mono_s"] - offsets[0]
+    assert all(r["scheduled_mono_s"] - start == pytest.approx(offsets[r["index"]], abs=1e-6) for r in reqs)
+
+
+def test_max_inflight_caps_the_server_load_and_shows_the_queue_delay(start_sim, tmp_path):
+    sim = start_sim("--decode-tps", "100", "--prefill-tps", "100000")
+    results = run_results(sim, tmp_path / "out", "--pp", "64", "--tg", "10", "--rate", "50",
+                          "--max-inflight", "2", "--requests", "16", "--warmup", "0")
+    truth = measured_truth(sim, results)
+    spans = [(t["arrival_s"], t["last_token_event_s"]) for t in truth]
+    busiest = max(sum(a <= s < b for a, b in spans) for s, _ in spans)
+    assert busiest <= 2
+    (case,) = results["cases"]
+    # 16 arrivals in ~0.3 s, served two at a time at ~0.1 s each: later sends wait ~0.5 s+.
+    assert case["send_lag"]["max"] > 0.3
+    lags = sorted(r["sent_mono_s"] - r["scheduled_mono_s"] for r in case["requests"])
+    assert lags[-1] == pytest.approx(case["send_lag"]["max"])
+
+
+def test_duration_bounds_a_closed_loop_case(start_sim, tmp_path):
+    sim = start_sim("--decode-tps", "200", "--prefill-tps", "100000", "--max-running", "64")
+    results = run_results(sim, tmp_path / "out", "--pp", "64", "--tg", "20", "-c", "3",
+                          "--duration", "1", "--warmup", "0")
+    (case,) = results["cases"]
+    reqs = [r for r in case["requests"] if not r["warmup"]]
+    sends = sorted(r["sent_mono_s"] for r in reqs)
+    assert sends[-1] - sends[0] < 1.0
+    # Three streams of ~0.1 s requests for 1 s: about 30, every one of them finished and counted.
+    assert 15 <= case["n_ok"] == len(reqs) <= 40
+    assert {r["request_id"] for r in reqs} == {t["request_id"] for t in measured_truth(sim, results)}
+
+
+def test_goodput_counts_requests_meeting_every_slo(start_sim, tmp_path):
+    sim = start_sim("--preset", "instant")
+    args = ("--pp", "64", "--tg", "8", "-c", "2", "--requests", "10", "--warmup", "0")
+    case = run_results(sim, tmp_path / "out", *args, "--slo", "ttft=5s,e2e_tps=1")["cases"][0]
+    assert case["goodput"]["fraction"] == 1.0 and case["goodput"]["slo"] == {"ttft_s": 5.0, "e2e_tps": 1.0}
+    assert case["goodput"]["rate"] == pytest.approx(case["request_rate"])
+    reqs = case["requests"]
+    window = max(r["sent_mono_s"] + r["end_s"] for r in reqs) - min(r["sent_mono_s"] for r in reqs)
+    assert case["request_rate"] == pytest.approx(10 / window)
+
+
+def _rec(ok: bool, ttft: float, end: float, tokens: int = 10) -> RequestRecord:
+    rec = RequestRecord(case="x", run=0, index=0, warmup=False, request_id="r", nonce=None,
+                        target_prompt_tokens=1, target_output_tokens=tokens, end_s=end,
+                        completion_tokens=tokens, token_event_s=[ttft + 0.01 * i for i in range(tokens)],
+                        token_event_chars=[1] * tokens, token_event_kinds="c" * tokens)
+    if not ok:
+        rec.status, rec.error_kind = "error", "http_500"
+    return rec
+
+
+def test_goodput_formula_failed_requests_never_meet_the_slo():
+    slo = metrics.parse_slo("ttft=200ms,e2e_tps=5")
+    records = [_rec(True, 0.1, 1.0), _rec(True, 0.3, 1.0), _rec(True, 0.1, 4.0), _rec(False, 0.1, 1.0)]
+    assert metrics.goodput(records, slo) == 0.25  # only the first meets both; the failed one counts
+
+
+# ---------------------------------------------------------------- several worker processes
+
+def _form(value):
+    """The shape of a results value: its keys, at every depth (a list: the union of its items')."""
+    if isinstance(value, dict):
+        return {k: _form(v) for k, v in value.items()}
+    if isinstance(value, list):
+        merged: dict = {}
+        for item in value:
+            form = _form(item)
+            merged.update(form if isinstance(form, dict) else {"[item]": form})
+        return merged
+    return "value"
+
+
+def test_workers_results_are_identical_in_form_to_one_workers(start_sim, tmp_path):
+    # 1 ms between tokens: every metric is measurable, so no request carries `unavailable`.
+    sim = start_sim("--decode-tps", "1000", "--prefill-tps", "1000000", "--max-running", "64")
+    args = ("--pp", "64", "--tg", "16", "-c", "4", "--runs", "3", "--warmup", "1")
+    one = run_results(sim, tmp_path / "one", *args, "--workers", "1")
+    two = run_results(sim, tmp_path / "two", *args, "--workers", "2")
+    case1, case2 = one["cases"][0], two["cases"][0]
+    assert case1["client"]["workers"] == 1 and case2["client"]["workers"] == 2
+    # Warnings depend on how busy this machine is (client_overloaded), not on the workers.
+    assert _form({**one, "warnings": []}) == _form({**two, "warnings": []})
+    assert (case2["n_ok"], case2["n_failed"]) == (case1["n_ok"], case1["n_failed"]) == (12, 0)
+    ids = [r["request_id"] for r in case2["requests"]]
+    assert len(ids) == len(set(ids)) == 13
+    lines = (tmp_path / "two" / "requests.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["request_id"] for line in lines) == sorted(ids)
+    truth = {t["request_id"]: t for t in sim.truth(expect=26)}
+    for req in case2["requests"]:  # each worker's records carry times the server agrees with
+        t = truth[req["request_id"]]
+        assert req["completion_tokens"] == t["completion_tokens"] == 16
+        assert req["sent_mono_s"] <= t["arrival_s"] <= req["sent_mono_s"] + req["end_s"]
+
+
+# ---------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("args, words", [
+    (("--rate", "2", "-c", "4"), "cannot be combined"),
+    (("--max-inflight", "2"), "needs --rate"),
+    (("--rate", "0"), "--rate must be positive"),
+    (("--slo", "ttft=fast"), "not a number"),
+    (("--slo", "speed=3"), "expected NAME=VALUE"),
+    (("--duration", "0"), "--duration"),
+])
+def test_bad_load_flags_fail_in_one_line(args, words):
+    proc = benchy("run", "--base-url", "http://127.0.0.1:9/v1", *args)
+    assert proc.returncode == 2
+    assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in proc.stderr

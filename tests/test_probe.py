@@ -1,0 +1,150 @@
+"""`benchy probe-cache` against the simulator, checked against its truth log; the verdict rule.
+
+The simulator's truth for the probe's speed-up is the ratio of its own TTFTs (arrival → first
+token event) in the truth log, unique over repeats: that is the quantity benchy's TTFTs
+estimate. `--header-delay-s` gives every request a fixed cost, as a real server's scheduling
+and HTTP handling do, so a cache hit is not a ratio of two near-zero numbers; at 0.2 s, the
+milliseconds of client-side jitter on a loaded machine stay far inside the 10% allowed.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from benchy import run as run_mod
+from benchy.client import ClientSettings
+from benchy.probe import (MIN_SPEEDUP, SCHEMA, VERDICTS, ProbeSettings, capped_lengths, decide,
+                          length_entry, run_probe)
+from benchy.records import RequestRecord
+from benchy.report import probe_report
+from benchy.scenario import sweep
+from tests.conftest import REPO_ROOT, sim_env
+
+SIM_FLAGS = ("--prefill-tps", "20000", "--decode-tps", "5000", "--header-delay-s", "0.2")
+LENGTHS = [2000, 6000]
+TEMPLATE_BLOCKS = 64  # the sim's chat template fills at most this many cached tokens
+
+
+def server_ttft(trace: dict) -> float:
+    return trace["first_token_event_s"] - trace["arrival_s"]
+
+
+def test_cache_on_is_detected_with_the_truths_speedup_and_leaves_no_reusable_prefix(start_sim):
+    sim = start_sim(*SIM_FLAGS)
+    result = run_probe(ProbeSettings(client=ClientSettings(base_url=sim.base_url), lengths=LENGTHS, n=5, tg=4))
+    truth = {t["request_id"]: t for t in sim.truth()}
+    assert [e["length"] for e in result["lengths"]] == LENGTHS
+    for e in result["lengths"]:
+        assert e["verdict"] == "detected", e["reason"]
+        shared = [truth[i] for i in e["shared"]["request_ids"]]
+        unique = [truth[i] for i in e["unique"]["request_ids"]]
+        # The first shared request and every unique one paid; every repeat was a cache hit.
+        assert all(t["cached_tokens"] <= TEMPLATE_BLOCKS for t in [shared[0], *unique])
+        assert all(t["cached_tokens"] >= t["prompt_tokens"] - 16 for t in shared[1:])
+        assert e["shared"]["cached_tokens"] == [t["cached_tokens"] for t in shared]
+        truth_speedup = np.median([server_ttft(t) for t in unique]) / np.median([server_ttft(t) for t in shared[1:]])
+        assert abs(e["speedup"] / truth_speedup - 1) < 0.10, (e["speedup"], truth_speedup)
+
+    # A later run with identical prompts (--no-nonce) finds nothing of the probe's in the cache.
+    cases = sweep([LENGTHS[0]], [4], [1])
+    later = run_mod.execute(run_mod.RunSettings(client=ClientSettings(base_url=sim.base_url), cases=cases,
+                                                runs=1, warmup=0, nonce=False, progress=False))
+    first_id = later["cases"][0]["requests"][0]["request_id"]
+    assert sim.truth(expect=len(truth) + 3)  # calibration ×2 + the request
+    assert {t["request_id"]: t for t in sim.truth()}[first_id]["cached_tokens"] <= TEMPLATE_BLOCKS
+
+
+def test_cache_off_is_not_detected_and_the_cli_writes_probe_files(start_sim, tmp_path):
+    sim = start_sim(*SIM_FLAGS, "--no-prefix-cache")
+    out = tmp_path / "probe"
+    proc = subprocess.run([sys.executable, "-m", "benchy", "probe-cache", "--base-url", sim.base_url,
+                           "--lengths", *map(str, LENGTHS), "-n", "5", "--tg", "4", "-o", str(out), "-q"],
+                          capture_output=True, text=True, env=sim_env(), cwd=REPO_ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "not detected" in proc.stdout and "cache detected" not in proc.stdout
+    probe = json.loads((out / "probe.json").read_text())
+    assert probe["schema"] == SCHEMA
+    truth = {t["request_id"]: t for t in sim.truth()}
+    for e in probe["lengths"]:
+        assert e["verdict"] == "not_detected", e["reason"]
+        assert len(e["shared"]["ttft_s"]) == len(e["unique"]["ttft_s"]) == 5
+        assert all(truth[i]["cached_tokens"] == 0 for i in e["shared"]["request_ids"])
+        assert 0.8 < e["speedup"] < 1.2
+    assert (out / "probe.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "probe.md").read_text()
+    assert "shared prefix TTFT (first, then repeats)" in md and "![" in md
+
+
+def test_field_report_003_numbers_are_detected():
+    # 27,300 tokens: 8.46 s, then 0.59 s, 0.60 s shared; 10.28, 10.32, 10.33 s unique.
+    v = decide([0.59, 0.60], [10.28, 10.32, 10.33])
+    assert v.verdict == "detected" and v.speedup > 17
+    assert decide([0.52, 0.50], [2.21, 2.19, 2.21]).verdict == "detected"
+
+
+def test_equal_ttfts_are_not_detected_and_noise_is_inconclusive():
+    same = decide([1.00, 1.01, 0.99, 1.00], [1.00, 1.02, 0.98, 1.01, 1.0])
+    assert same.verdict == "not_detected", same.reason
+    noisy = decide([0.5, 1.6, 0.9], [1.0, 0.6, 1.5])
+    assert noisy.verdict == "inconclusive", noisy.reason
+    assert decide([0.5], [1.0, 1.0, 1.0]).verdict == "inconclusive"
+
+
+def test_server_cached_tokens_that_contradict_the_timing_make_it_inconclusive():
+    fast = ([0.1, 0.11, 0.1], [1.0, 1.02, 0.99])
+    assert decide(*fast, repeat_cached=[1984, 1984, 1984], prompt_tokens=2000).verdict == "detected"
+    v = decide(*fast, repeat_cached=[0, 0, 0], prompt_tokens=2000)
+    assert v.verdict == "inconclusive" and "reports only 0" in v.reason
+    assert decide(*fast, repeat_cached=[None, None, None], prompt_tokens=2000).verdict == "detected"
+
+
+def test_rank_test_disagreeing_makes_it_inconclusive():
+    # Three repeats 1000× faster, two slower than every unique request: log means differ
+    # (Welch p ≈ 0.04), ranks barely do (Mann–Whitney p ≈ 0.35).
+    v = decide([0.001, 0.001, 0.0011, 1.05, 1.06], [1.0, 1.01, 1.02, 1.03, 1.04])
+    assert v.p_faster < 0.05 and v.rank_p > 0.05
+    assert v.verdict == "inconclusive" and "Mann–Whitney" in v.reason
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.001, 100), min_size=0, max_size=8), st.lists(st.floats(0.001, 100), min_size=0, max_size=8))
+def test_verdict_is_always_one_of_three_and_detected_means_a_real_speedup(repeats, unique):
+    v = decide(repeats, unique)
+    assert v.verdict in VERDICTS
+    if v.verdict == "detected":
+        assert v.speedup >= MIN_SPEEDUP and v.p_faster < 0.05
+    if v.verdict == "not_detected":
+        assert v.p_below_min < 0.05
+
+
+def test_lengths_are_capped_by_the_context():
+    # 8192 × 0.98 − 8 output tokens = 8020; two lengths capped to the same value are sent once.
+    assert capped_lengths([2000, 8000, 27000], 8192, 8) == [(2000, 2000), (8000, 8000), (8020, 27000)]
+    assert capped_lengths([9000, 27000], 8192, 8) == [(8020, 9000)]
+    assert capped_lengths([2000, 27000], None, 8) == [(2000, 2000), (27000, 27000)]
+
+
+def test_bad_probe_input_is_one_line_usage_error():
+    proc = subprocess.run([sys.executable, "-m", "benchy", "probe-cache", "-n", "2"],
+                          capture_output=True, text=True, env=sim_env(), cwd=REPO_ROOT, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "--requests must be ≥ 3" in proc.stderr
+
+
+def test_a_length_whose_requests_all_failed_is_inconclusive_and_still_reported(tmp_path):
+    records = [RequestRecord(case=f"probe 500 {side}", run=i, index=i, warmup=False, request_id=f"{side}{i}",
+                             nonce=None, target_prompt_tokens=500, target_output_tokens=4, status="error",
+                             error_kind="http_500", error="HTTP 500")
+               for i in range(3) for side in ("shared", "unique")]
+    entry = length_entry(500, 500, records)
+    assert entry["verdict"] == "inconclusive" and entry["n_failed"] == 6 and entry["errors"] == {"http_500": 6}
+    probe = {"schema": SCHEMA, "setup": {"model": "m", "base_url": "u", "context_length": None, "n": 3,
+                                         "output_tokens": 4, "alpha": 0.05, "min_speedup": MIN_SPEEDUP,
+                                         "started_utc": "t"}, "lengths": [entry]}
+    paths = probe_report.write(probe, tmp_path)
+    assert [p.name for p in paths] == ["probe.json", "probe.png", "probe.md"]
+    assert "6 requests failed (http_500: 6)" in (tmp_path / "probe.md").read_text()
