@@ -27,5 +27,11 @@ test-fast: install
 test-realserver: install
 	$(BIN)/python -m pytest -q -m realserver
 
+# benchy's own cost per streamed token, TTFT accuracy and --workers scaling against the instant
+# simulator (a benchmark, not a test; a few minutes). LLAMA_BENCHY=path/to/llama-benchy adds it
+# side by side; BENCH_CLIENT_ARGS="--sims 8 --sim-cores 2-15" on a machine with cores to spare.
+bench-client: install
+	$(BIN)/python -m benchy.bench_client $(BENCH_CLIENT_ARGS)
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache reports/demo

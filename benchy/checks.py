@@ -42,10 +42,12 @@ FIRST_CHUNK_LEAD_MIN_S = 0.02
 FIRST_CHUNK_LEAD_SHARE = 0.2
 # benchy's event loop (monitor.py) counts as overloaded when, with requests in flight, one
 # sample in 20 woke more than 20 ms late (p95, so that one hiccup of the OS is not enough: a
-# timestamp that late distorts any inter-token gap), or its CPU time passed 90% of the wall
-# time (one core saturated); or, in an open loop without --max-inflight (whose queue delays
-# sends on purpose), one send in ten left more than 20 ms after its scheduled time.
+# timestamp that late distorts any inter-token gap), it spent over 5% of the time in stalls
+# (long blocks are few samples but much time), or its CPU time passed 90% of the wall time
+# (one core saturated); or, in an open loop without --max-inflight (whose queue delays sends
+# on purpose), one send in ten left more than 20 ms after its scheduled time.
 LAG_P95_LIMIT_MS = 20.0
+STALLED_SHARE_LIMIT = 0.05
 SEND_LAG_P90_LIMIT_S = 0.02
 CPU_SHARE_LIMIT = 0.9
 MIN_LAG_SAMPLES = 10
@@ -547,6 +549,9 @@ def _overload_reasons(case: dict, client: dict) -> list[str]:
     if (client.get("lag_samples") or 0) >= MIN_LAG_SAMPLES and p95 is not None and p95 > LAG_P95_LIMIT_MS:
         reasons.append(f"event-loop lag p95 {p95:.0f} ms > {LAG_P95_LIMIT_MS:.0f} ms, "
                        f"max {client['loop_lag_ms_max']:.0f} ms")
+    if (client.get("stalled_share") or 0) > STALLED_SHARE_LIMIT:
+        reasons.append(f"the event loop was stalled {client['stalled_share']:.0%} of the time "
+                       f"(stalls up to {client['loop_lag_ms_max']:.0f} ms)")
     if (client.get("cpu_share") or 0) > CPU_SHARE_LIMIT:
         reasons.append(f"benchy used {client['cpu_share']:.0%} of a CPU core")
     return reasons

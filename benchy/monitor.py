@@ -4,7 +4,9 @@ Every chunk is timestamped when the event loop gets round to reading it, so a lo
 busy elsewhere (parsing, another stream, the garbage collector) delays the timestamps. A
 sampler task asks to wake every INTERVAL_S and records how late it woke: that lateness is the
 delay any timestamp taken at that moment could have suffered. Only samples taken while a
-request was in flight count (building prompts before the first send delays nothing).
+request was in flight count (building prompts before the first send delays nothing). One
+long stall is one late sample but much lost time, so `stalled_share` weighs stalls by time:
+the share of the in-flight time the loop spent in stalls of STALL_MS or more.
 checks.py's `client_overloaded` reads these figures from results.json.
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 import numpy as np
 
 INTERVAL_S = 0.005
+STALL_MS = 10.0  # a wake-up this late is a stall: the loop was busy (or descheduled) that long
 
 
 class LoopMonitor:
@@ -56,8 +59,8 @@ class LoopMonitor:
     def figures(self, in_flight: list[tuple[float, float]]) -> dict:
         """Lag (ms) and CPU share over the samples taken while some (start, end) interval of
         `in_flight` was open: {loop_lag_ms_max, loop_lag_ms_p99, loop_lag_ms_p95,
-        loop_lag_ms_median, lag_samples, cpu_s, wall_s, cpu_share}; cpu_share 1.0 = one core
-        saturated."""
+        stalled_share, loop_lag_ms_median, lag_samples, cpu_s, wall_s, cpu_share}; cpu_share
+        1.0 = one core saturated."""
         mask = _inside(np.asarray(self._woke), in_flight)
         lags_ms = np.asarray(self._lag)[mask] * 1000.0
         cpu_s = float(np.asarray(self._cpu)[mask].sum()) if lags_ms.size else 0.0
@@ -67,6 +70,8 @@ class LoopMonitor:
             "loop_lag_ms_max": round(float(lags_ms.max()), 3) if have else None,
             "loop_lag_ms_p99": round(float(np.percentile(lags_ms, 99)), 3) if have else None,
             "loop_lag_ms_p95": round(float(np.percentile(lags_ms, 95)), 3) if have else None,
+            "stalled_share": round(float(lags_ms[lags_ms >= STALL_MS].sum()) / 1000 / wall_s, 4)
+            if wall_s > 0 else None,
             "loop_lag_ms_median": round(float(np.median(lags_ms)), 3) if have else None,
             "lag_samples": int(lags_ms.size),
             "cpu_s": round(cpu_s, 4),

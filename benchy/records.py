@@ -84,7 +84,7 @@ class RecordWriter:
         self._fh: IO[str] | None = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(path, "a", encoding="utf-8")
+            self._fh = open(path, "w", encoding="utf-8")  # a new run starts a new log
 
     def write(self, record: RequestRecord) -> None:
         if self._fh is None:

@@ -48,7 +48,7 @@ class Case:
     @property
     def label(self) -> str:
         """llama-bench style: `pp512 tg32`, `pp512 tg32 c4`, `pp512 tg32 @ d4096`; a rate case
-        reads `pp512 tg32 r4` (4 requests/s)."""
+        reads `pp512 tg32 r4` (4 requests/s); a cached-context case `… @ d4096 cached`."""
         text = f"pp{self.pp} tg{self.tg}"
         if self.rate is not None:
             text += f" r{self.rate:g}"
@@ -56,6 +56,8 @@ class Case:
             text += f" c{self.concurrency}"
         if self.depth:
             text += f" @ d{self.depth}"
+            if self.depth_mode == "cached":
+                text += " cached"  # distinct from a cold case of the same sizes
         return text
 
 

@@ -61,7 +61,7 @@ def assert_prefill_matches_truth(case: dict, sim) -> None:
 def test_cached_depth_prefills_only_the_new_tokens_at_the_true_rate(start_sim):
     sim = start_sim(*SIM_FLAGS)
     results = run_cli(sim, "--depth", "0", str(DEPTH), "--depth-mode", "cached")
-    assert [c["label"] for c in results["cases"]] == [f"pp{PP} tg{TG}", f"pp{PP} tg{TG} @ d{DEPTH}"]
+    assert [c["label"] for c in results["cases"]] == [f"pp{PP} tg{TG}", f"pp{PP} tg{TG} @ d{DEPTH} cached"]
     assert [c["depth_mode"] for c in results["cases"]] == [None, "cached"]
     case = depth_case(results)
     # The context went first, alone, and is recorded (as a warmup, not counted).
@@ -148,7 +148,7 @@ def test_scenario_files_take_depth_and_depth_mode(tmp_path):
     good = tmp_path / "deep.toml"
     good.write_text('pp = 512\ntg = 32\ndepth = [0, 4096]\ndepth_mode = "cached"\n')
     cases = load_scenario(str(good))
-    assert [(c.label, c.depth_mode) for c in cases] == [("pp512 tg32", "cached"), ("pp512 tg32 @ d4096", "cached")]
+    assert [(c.label, c.depth_mode) for c in cases] == [("pp512 tg32", "cached"), ("pp512 tg32 @ d4096 cached", "cached")]
     bad = tmp_path / "bad.toml"
     bad.write_text('pp = 512\ntg = 32\ndepth = 4096\ndepth_mode = "warm"\n')
     with pytest.raises(ScenarioError, match=r"bad\.toml(:\d+)?: depth mode must be one of cold, cached"):
