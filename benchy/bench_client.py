@@ -44,7 +44,8 @@ R_SHORT, R_LONG = 1, 4  # rounds of `streams` requests: the difference is what g
 TARGET_CPU_US = 9.0  # issue 9: about half of llama-benchy 0.4's 18-20 µs on a 2-core machine
 TARGET_TTFT_ERR_MS = 5.0
 TARGET_WORKER_SCALING = 1.8
-PACED_TPS = 40.0  # 256 streams × 40 tok/s: about half of what one simulator core can write
+PACED_TPS = 32.0  # 256 streams × 32 tok/s: a fraction of what one simulator core can write
+PACED_SECONDS = 12.0  # of arrivals
 
 
 # ---------------------------------------------------------------- the simulator(s)
@@ -161,34 +162,37 @@ def timed(cmd: list[str], cores: set[int]) -> tuple[float, float, subprocess.Com
     return children_cpu() - before, start, proc
 
 
-def benchy_cmd(url: str, streams: int, rounds: int, workers: int, transport: str, out: Path) -> list[str]:
+def benchy_cmd(url: str, load: list[str], workers: int, transport: str) -> list[str]:
+    """results.json goes to stdout: with --output, the report's figures would be drawn too."""
     return [sys.executable, "-m", "benchy", "run", "--base-url", url, "--pp", str(PP), "--tg", str(TG),
-            "-c", str(streams), "--runs", str(rounds), "--warmup", "0", "--workers", str(workers),
-            "--transport", transport, "--quiet", "--format", "json", "--output", str(out)]
+            *load, "--warmup", "0", "--workers", str(workers), "--transport", transport,
+            "--quiet", "--format", "json"]
 
 
-def measure_benchy(sims: Sims, streams: int, workers: int, transport: str, cores: set[int],
-                   folder: Path) -> Row:
+def measure_benchy(sims: Sims, streams: int, workers: int, transport: str, cores: set[int]) -> Row:
     cpu = {}
     for rounds in (R_SHORT, R_LONG):
-        out = folder / f"benchy-{transport}-c{streams}-w{workers}-r{rounds}"
-        cpu[rounds], _, proc = timed(benchy_cmd(sims.base_url, streams, rounds, workers, transport, out), cores)
-    row = _from_results(out, sims, f"benchy ({transport})", streams, workers)
+        load = ["-c", str(streams), "--runs", str(rounds)]
+        cpu[rounds], _, proc = timed(benchy_cmd(sims.base_url, load, workers, transport), cores)
+    row = _from_results(proc.stdout, sims, f"benchy ({transport})", streams, workers)
     row.cpu_us = 1e6 * (cpu[R_LONG] - cpu[R_SHORT]) / ((R_LONG - R_SHORT) * streams * TG)
     return row
 
 
-def measure_paced(sims: Sims, streams: int, cores: set[int], folder: Path) -> Row:
-    """One round against a simulator that sleeps between tokens, so that it reads each new
-    request at once: then benchy's whole TTFT error shows, not the instant server's queue."""
-    out = folder / f"benchy-paced-c{streams}"
-    timed(benchy_cmd(sims.base_url, streams, 1, 1, "lean", out), cores)
-    return _from_results(out, sims, f"benchy (lean), server paced at {PACED_TPS:g} tok/s per stream",
-                         streams, 1)
+def measure_paced(sims: Sims, streams: int, cores: set[int]) -> Row:
+    """TTFT accuracy where the server has time to spare: a simulator that sleeps between
+    tokens (PACED_TPS per stream), and Poisson arrivals that keep `streams` requests in flight
+    on average. Against the saturated instant server, most of the TTFT difference is the
+    server's own queue before its clock starts; here what is left is benchy's."""
+    rate = streams * PACED_TPS / TG  # arrivals/s × seconds per request = streams in flight
+    load = ["--rate", f"{rate:g}", "--requests", str(int(rate * PACED_SECONDS))]
+    _, _, proc = timed(benchy_cmd(sims.base_url, load, 1, "lean"), cores)
+    return _from_results(proc.stdout, sims, f"benchy (lean), paced server ({PACED_TPS:g} tok/s a stream), "
+                                            f"open loop ≈ {streams} in flight", streams, 1)
 
 
-def _from_results(out: Path, sims: Sims, client: str, streams: int, workers: int) -> Row:
-    (case,) = json.loads((out / "results.json").read_text())["cases"]
+def _from_results(stdout: str, sims: Sims, client: str, streams: int, workers: int) -> Row:
+    (case,) = json.loads(stdout)["cases"]
     reqs = [r for r in case["requests"] if not r["warmup"]]
     truth = {t["request_id"]: t for t in sims.truth()}
     matched = [(r, truth[r["request_id"]]) for r in reqs
@@ -344,20 +348,20 @@ def main(argv: list[str] | None = None) -> int:
         rows: list[Row] = []
         try:
             for streams in args.streams:
-                rows.append(measure_benchy(sims, streams, 1, "lean", client_cores, folder))
+                rows.append(measure_benchy(sims, streams, 1, "lean", client_cores))
                 _progress(rows[-1])
             if 256 in args.streams:
-                rows.append(measure_benchy(sims, 256, 2, "lean", client_cores, folder))
+                rows.append(measure_benchy(sims, 256, 2, "lean", client_cores))
                 _progress(rows[-1])
                 paced = Sims(1, sim_cores, folder, decode_tps=PACED_TPS)
                 try:
-                    rows.append(measure_paced(paced, 256, client_cores, folder))
+                    rows.append(measure_paced(paced, 256, client_cores))
                     _progress(rows[-1])
                 finally:
                     paced.stop()
             if not args.no_aiohttp:
                 for streams in args.streams:
-                    rows.append(measure_benchy(sims, streams, 1, "aiohttp", client_cores, folder))
+                    rows.append(measure_benchy(sims, streams, 1, "aiohttp", client_cores))
                     _progress(rows[-1])
             if args.llama_benchy:
                 tok, book, server = llama_benchy_files(folder)
