@@ -5,12 +5,12 @@ written as fast as the simulator can, one token per SSE event) pinned to its own
 runs `benchy run` against it on the other core(s) at 64 and 256 streams with 256-token
 outputs, and prints per configuration:
 
-  client CPU µs/token   CPU time of the client process tree ÷ tokens streamed, by
-                        difference between a run of R_LONG rounds and one of R_SHORT rounds
-                        (so start-up, imports and calibration cancel out); the same method
-                        for llama-benchy when it is given (--llama-benchy PATH)
-  aggregate tok/s       tokens ÷ (last token written − first request arrived), from the
-                        simulator's ground-truth log, for the long run
+  client CPU µs/token   CPU time of the client's process tree (sampled from /proc every
+                        10 ms) between the first request's arrival and the last token
+                        written, by the simulator's ground-truth log, ÷ the tokens written:
+                        start-up, calibration and the statistics afterwards are left out;
+                        the same for llama-benchy when it is given (--llama-benchy PATH)
+  aggregate tok/s       the same tokens ÷ the same window
   TTFT error            benchy's TTFT − the simulator's (first token written − request
                         arrived), per request matched by X-Request-Id: median and p99
   benchy's own view     the CPU it sampled while requests were in flight, ÷ tokens
@@ -26,7 +26,7 @@ import asyncio
 import http.server
 import json
 import os
-import resource
+import shlex
 import signal
 import socket
 import statistics
@@ -40,7 +40,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PP, TG = 64, 256
-R_SHORT, R_LONG = 1, 4  # rounds of `streams` requests: the difference is what gets measured
+ROUNDS = 4  # of `streams` requests each
 TARGET_CPU_US = 9.0  # issue 9: about half of llama-benchy 0.4's 18-20 µs on a 2-core machine
 TARGET_TTFT_ERR_MS = 5.0
 TARGET_WORKER_SCALING = 1.8
@@ -84,10 +84,93 @@ def serve_shared(port: int, truth_log: str, decode_tps: float = 0.0) -> None:
     asyncio.run(serve())
 
 
+def serve_pump(port: int, truth_log: str) -> None:
+    """The cheapest server that streams as the instant simulator does (one token per event,
+    one write per event, a turn of the event loop between writes, the same JSON), for when
+    the server must not be the limit: no tokenizer, no timing model, a one-line truth record.
+    Non-streamed requests (benchy's calibration) get usage counted by benchy's tokenizer."""
+    from benchy import tokenizer
+
+    log = open(truth_log, "a", encoding="utf-8")
+    responses: dict[int, list[bytes]] = {}
+
+    def stream_events(n: int) -> list[bytes]:
+        if n not in responses:
+            head = '{"id":"pump","object":"chat.completion.chunk","created":1,"model":"benchy-sim","choices":'
+            texts = [head + '[{"index":0,"delta":{"content":" w"},"logprobs":null,'
+                     f'"finish_reason":{"null" if i < n - 1 else chr(34) + "length" + chr(34)}}}]}}'
+                     for i in range(n)]
+            texts.append(head + f'[],"usage":{{"prompt_tokens":1,"completion_tokens":{n},"total_tokens":{n + 1}}}}}')
+            texts.append("[DONE]")
+            responses[n] = [_chunk(f"data: {t}\n\n".encode()) for t in texts]
+        return responses[n]
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                arrival = time.perf_counter()
+                lines = head.decode("latin-1").split("\r\n")
+                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+                body = await reader.readexactly(int(headers.get("content-length") or 0))
+                if lines[0].startswith("GET"):
+                    data = b'{"object":"list","data":[{"id":"benchy-sim","object":"model"}]}'
+                    writer.write(_whole(200 if "/models" in lines[0] else 404, data))
+                    continue
+                request = json.loads(body)
+                n = int(request.get("max_tokens") or 16)
+                if not request.get("stream"):
+                    prompt = tokenizer.count(request["messages"][0]["content"])
+                    data = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": " w"},
+                                                    "finish_reason": "length"}],
+                                       "usage": {"prompt_tokens": prompt, "completion_tokens": 1}}).encode()
+                    writer.write(_whole(200, data))
+                    continue
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n")
+                events = stream_events(n)
+                first = last = 0.0
+                for i, event in enumerate(events):
+                    writer.write(event)
+                    last = time.perf_counter()
+                    if i == 0:
+                        first = last
+                    await asyncio.sleep(0)
+                writer.write(b"0\r\n\r\n")
+                log.write(json.dumps({"request_id": headers.get("x-request-id"), "stream": True,
+                                      "arrival_s": arrival, "first_token_event_s": first,
+                                      "last_token_event_s": last, "completion_tokens": n}) + "\n")
+                log.flush()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    async def serve() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", port, reuse_port=True, backlog=4096)
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        print("ready", flush=True)
+        async with server:
+            await stop.wait()
+
+    tokenizer.count("warm")
+    asyncio.run(serve())
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n" % len(data) + data + b"\r\n"
+
+
+def _whole(status: int, data: bytes) -> bytes:
+    return (f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+            .encode() + data)
+
+
 class Sims:
     """K instant simulators on one port, each pinned to one of `cores`."""
 
-    def __init__(self, k: int, cores: list[int], folder: Path, decode_tps: float = 0.0) -> None:
+    def __init__(self, k: int, cores: list[int], folder: Path, decode_tps: float = 0.0,
+                 kind: str = "sim") -> None:
         self.port = _free_port()
         self.logs = [folder / f"truth-{self.port}-{i}.jsonl" for i in range(k)]
         self.procs = []
@@ -95,7 +178,7 @@ class Sims:
             core = cores[i % len(cores)]
             proc = subprocess.Popen(
                 [sys.executable, "-m", "benchy.bench_client", "--serve-sim", str(self.port), str(log),
-                 str(decode_tps)],
+                 str(decode_tps), kind],
                 stdout=subprocess.PIPE, text=True, env=_env(), preexec_fn=_pin({core}))
             if proc.stdout.readline().strip() != "ready":
                 self.stop()
@@ -146,20 +229,83 @@ class Row:
     self_cpu_us: float | None = None  # benchy's own sampled CPU ÷ tokens
     note: str = ""
     own_err_ms: tuple[float, float] | None = None  # of that, first token written → benchy's stamp
+    server: str = "sim"  # "sim" (benchy sim --preset instant) | "pump" (serve_pump)
 
 
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+SAMPLE_S = 0.01
 
 
-def timed(cmd: list[str], cores: set[int]) -> tuple[float, float, subprocess.CompletedProcess]:
-    """(CPU seconds of the whole process tree, wall start perf_counter, result)."""
-    before, start = children_cpu(), time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), preexec_fn=_pin(cores), cwd=ROOT)
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a process and all its descendants, living or reaped (/proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    total = sum(int(v) for v in fields[11:15]) / CLOCK_TICKS  # utime stime cutime cstime
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                total += tree_cpu(int(child))
+            except OSError:
+                pass  # it ended meanwhile; its parent's cutime will hold it
+    return total
+
+
+@dataclass
+class Sampled:
+    """A finished command and its process tree's CPU time sampled every SAMPLE_S."""
+    proc: subprocess.CompletedProcess
+    samples: list[tuple[float, float]]  # (perf_counter, CPU seconds)
+    start_s: float
+    end_s: float
+
+    def cpu_between(self, t0: float, t1: float) -> float:
+        times = [t for t, _ in self.samples]
+        cpus = [c for _, c in self.samples]
+        return _interp(t1, times, cpus) - _interp(t0, times, cpus)
+
+
+def _interp(t: float, times: list[float], values: list[float]) -> float:
+    import numpy as np
+
+    return float(np.interp(t, times, values))
+
+
+def run_sampled(cmd: list[str], cores: set[int]) -> Sampled:
+    start = time.perf_counter()
+    popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                             preexec_fn=_pin(cores), cwd=ROOT)
+    samples: list[tuple[float, float]] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            try:
+                samples.append((time.perf_counter(), tree_cpu(popen.pid)))
+            except (OSError, ValueError, IndexError):
+                pass
+            done.wait(SAMPLE_S)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = popen.communicate()
+    done.set()
+    sampler.join()
+    proc = subprocess.CompletedProcess(cmd, popen.returncode, out, err)
     if proc.returncode not in (0, 4):
-        raise RuntimeError(f"{' '.join(cmd[:4])} … failed ({proc.returncode}): {proc.stderr.strip()[-400:]}")
-    return children_cpu() - before, start, proc
+        raise RuntimeError(f"{' '.join(cmd[:4])} … failed ({proc.returncode}): {err.strip()[-400:]}")
+    return Sampled(proc, samples, start, time.perf_counter())
+
+
+def streaming_cpu_us(run: Sampled, truth: list[dict]) -> tuple[float | None, list[dict]]:
+    """µs of client CPU per token while the server streamed this run's requests: CPU between
+    the first request's arrival and the last token written, ÷ the tokens written."""
+    mine = [t for t in truth if t["stream"] and run.start_s <= t["arrival_s"] <= run.end_s
+            and t["last_token_event_s"]]
+    if not mine:
+        return None, mine
+    t0 = min(t["arrival_s"] for t in mine)
+    t1 = max(t["last_token_event_s"] for t in mine)
+    tokens = sum(t["completion_tokens"] or 0 for t in mine)
+    return 1e6 * run.cpu_between(t0, t1) / tokens, mine
 
 
 def benchy_cmd(url: str, load: list[str], workers: int, transport: str) -> list[str]:
@@ -170,12 +316,10 @@ def benchy_cmd(url: str, load: list[str], workers: int, transport: str) -> list[
 
 
 def measure_benchy(sims: Sims, streams: int, workers: int, transport: str, cores: set[int]) -> Row:
-    cpu = {}
-    for rounds in (R_SHORT, R_LONG):
-        load = ["-c", str(streams), "--runs", str(rounds)]
-        cpu[rounds], _, proc = timed(benchy_cmd(sims.base_url, load, workers, transport), cores)
-    row = _from_results(proc.stdout, sims, f"benchy ({transport})", streams, workers)
-    row.cpu_us = 1e6 * (cpu[R_LONG] - cpu[R_SHORT]) / ((R_LONG - R_SHORT) * streams * TG)
+    load = ["-c", str(streams), "--runs", str(ROUNDS)]
+    run = run_sampled(benchy_cmd(sims.base_url, load, workers, transport), cores)
+    row = _from_results(run.proc.stdout, sims, f"benchy ({transport})", streams, workers)
+    row.cpu_us, _ = streaming_cpu_us(run, sims.truth())
     return row
 
 
@@ -186,9 +330,11 @@ def measure_paced(sims: Sims, streams: int, cores: set[int]) -> Row:
     server's own queue before its clock starts; here what is left is benchy's."""
     rate = streams * PACED_TPS / TG  # arrivals/s × seconds per request = streams in flight
     load = ["--rate", f"{rate:g}", "--requests", str(int(rate * PACED_SECONDS))]
-    _, _, proc = timed(benchy_cmd(sims.base_url, load, 1, "lean"), cores)
-    return _from_results(proc.stdout, sims, f"benchy (lean), paced server ({PACED_TPS:g} tok/s a stream), "
-                                            f"open loop ≈ {streams} in flight", streams, 1)
+    run = run_sampled(benchy_cmd(sims.base_url, load, 1, "lean"), cores)
+    row = _from_results(run.proc.stdout, sims, f"benchy (lean), paced server ({PACED_TPS:g} tok/s a stream), "
+                                               f"open loop ≈ {streams} in flight", streams, 1)
+    row.cpu_us, _ = streaming_cpu_us(run, sims.truth())
+    return row
 
 
 def _from_results(stdout: str, sims: Sims, client: str, streams: int, workers: int) -> Row:
@@ -252,16 +398,12 @@ def llama_benchy_files(folder: Path) -> tuple[Path, str, http.server.HTTPServer]
 
 
 def measure_llama_benchy(exe: str, sims: Sims, streams: int, cores: set[int], tok: Path, book: str) -> Row:
-    cpu, starts = {}, {}
-    for rounds in (R_SHORT, R_LONG):
-        cmd = [exe, "--base-url", sims.base_url, "--model", "benchy-sim", "--tokenizer", str(tok),
-               "--book-url", book, "--pp", str(PP), "--tg", str(TG), "--exact-tg", "--runs", str(rounds),
-               "--concurrency", str(streams), "--no-warmup", "--skip-coherence", "--latency-mode", "none"]
-        cpu[rounds], starts[rounds], _ = timed(cmd, cores)
-    truth = [t for t in sims.truth() if t["arrival_s"] >= starts[R_LONG]]
-    tokens = (R_LONG - R_SHORT) * streams * TG
-    return Row("llama-benchy 0.4", streams, "1", 1e6 * (cpu[R_LONG] - cpu[R_SHORT]) / tokens,
-               _served_rate([t for t in truth if t["stream"]]), None)
+    cmd = [*shlex.split(exe), "--base-url", sims.base_url, "--model", "benchy-sim", "--tokenizer", str(tok),
+           "--book-url", book, "--pp", str(PP), "--tg", str(TG), "--exact-tg", "--runs", str(ROUNDS),
+           "--concurrency", str(streams), "--no-warmup", "--skip-coherence", "--latency-mode", "none"]
+    run = run_sampled(cmd, cores)
+    cpu_us, truth = streaming_cpu_us(run, sims.truth())
+    return Row("llama-benchy 0.4", streams, "1", cpu_us, _served_rate(truth), None)
 
 
 # ---------------------------------------------------------------- the report
@@ -275,113 +417,173 @@ def table(rows: list[Row]) -> str:
     def pair(value):
         return "n/a" if value is None else f"{value[0]:.2f} / {value[1]:.2f}"
 
-    body = [[r.client, r.streams, r.workers, num(r.cpu_us, ".1f"), num(r.self_cpu_us, ".1f"),
+    body = [[r.server, r.client, r.streams, r.workers, num(r.cpu_us, ".1f"), num(r.self_cpu_us, ".1f"),
              num(r.tok_s, ",.0f"), pair(r.ttft_err_ms), pair(r.own_err_ms), r.note] for r in rows]
-    return tabulate(body, headers=["client", "streams", "workers", "client CPU µs/token",
+    return tabulate(body, headers=["server", "client", "streams", "workers", "client CPU µs/token",
                                    "(benchy's own view)", "aggregate tok/s", "TTFT error ms (median / p99)",
                                    "of which benchy's: token written → stamped", ""],
                     tablefmt="pipe", disable_numparse=True)
 
 
-def verdicts(rows: list[Row], sim_cores: int, client_cores: int) -> list[str]:
-    def pick(client, streams, workers="1"):
-        return next((r for r in rows if r.client == client and r.streams == streams and r.workers == workers), None)
+def verdicts(rows: list[Row], client_cores: int) -> list[str]:
+    def pick(client: str, streams: int, workers: str = "1", server: str = "sim") -> Row | None:
+        return next((r for r in rows if (r.client, r.streams, r.workers, r.server)
+                     == (client, streams, workers, server)), None)
 
     lines = []
-    lean = [r for r in rows if r.client == "benchy (lean)" and r.workers == "1"]
-    worst = max((r.cpu_us for r in lean if r.cpu_us is not None), default=None)
-    peer = [r.cpu_us for r in rows if r.client.startswith("llama-benchy") and r.cpu_us is not None]
-    if worst is not None:
-        limit = min(peer) / 2 if peer else TARGET_CPU_US
+    lean = [r.cpu_us for r in rows if (r.client, r.workers, r.server) == ("benchy (lean)", "1", "sim")]
+    peer = [r.cpu_us for r in rows if r.client.startswith("llama-benchy") and r.server == "sim"]
+    if lean and None not in lean:
+        limit = min(peer) / 2 if peer and None not in peer else TARGET_CPU_US
         source = "half of llama-benchy's, side by side" if peer else f"{TARGET_CPU_US:g} µs (no llama-benchy given)"
-        lines.append(f"{'PASS' if worst <= limit else 'FAIL'}: client CPU per token {worst:.1f} µs ≤ {limit:.1f} µs ({source})")
-    paced = next((r for r in rows if "paced" in r.client and r.streams == 256), None)
+        lines.append(f"{_verdict(max(lean) <= limit)}: client CPU per token against the instant simulator "
+                     f"{max(lean):.1f} µs ≤ {limit:.1f} µs ({source})")
+    ours, theirs = pick("benchy (lean)", 256, server="pump"), pick("llama-benchy 0.4", 256, server="pump")
+    if ours and theirs and ours.cpu_us and theirs.cpu_us and ours.tok_s:
+        busy = ours.tok_s * ours.cpu_us * 1e-6
+        verdict = _verdict(ours.cpu_us <= theirs.cpu_us / 2) if busy >= 0.8 else "NOT SHOWN"
+        lines.append(f"{verdict}: against pump servers benchy {ours.cpu_us:.1f} µs per token, llama-benchy "
+                     f"{theirs.cpu_us:.1f} µs; benchy kept {busy:.0%} of its core busy"
+                     + ("" if busy >= 0.8 else ", so the servers, not the client, were the limit (give them "
+                                               "more cores)"))
+    paced = next((r for r in rows if "paced" in r.client), None)
     if paced and paced.ttft_err_ms:
-        ok = paced.ttft_err_ms[0] <= TARGET_TTFT_ERR_MS
-        lines.append(f"{'PASS' if ok else 'FAIL'}: TTFT error at 256 streams, median {paced.ttft_err_ms[0]:.2f} ms "
-                     f"≤ {TARGET_TTFT_ERR_MS:g} ms (p99 {paced.ttft_err_ms[1]:.2f} ms; server paced, not saturated)")
+        lines.append(f"{_verdict(paced.ttft_err_ms[0] <= TARGET_TTFT_ERR_MS)}: TTFT error at 256 streams, median "
+                     f"{paced.ttft_err_ms[0]:.2f} ms ≤ {TARGET_TTFT_ERR_MS:g} ms (p99 {paced.ttft_err_ms[1]:.2f} ms; "
+                     "paced server, not saturated)")
     at256 = pick("benchy (lean)", 256)
     if at256 and at256.own_err_ms:
-        ok = at256.own_err_ms[0] <= TARGET_TTFT_ERR_MS
-        lines.append(f"{'PASS' if ok else 'FAIL'}: against the saturated instant server, benchy's own share of the "
-                     f"TTFT error at 256 streams (first token written → stamped) has median "
-                     f"{at256.own_err_ms[0]:.2f} ms ≤ {TARGET_TTFT_ERR_MS:g} ms; the rest of the error there is "
-                     f"the simulator's queue before its clock starts (request sent → its handler ran)")
-    one, two = pick("benchy (lean)", 256, "1"), pick("benchy (lean)", 256, "2")
-    if one and two and one.tok_s and two.tok_s:
-        ratio = two.tok_s / one.tok_s
-        server_bound = client_cores < 2 or (one.self_cpu_us and one.tok_s * one.self_cpu_us * 1e-6 < 0.8)
-        verdict = "PASS" if ratio >= TARGET_WORKER_SCALING else ("NOT SHOWN" if server_bound else "FAIL")
-        lines.append(f"{verdict}: --workers 2 ingest {ratio:.2f}× one worker's (target ≥ {TARGET_WORKER_SCALING}× "
-                     f"when the server is not the limit)")
-        if server_bound:
-            lines.append(f"  one worker used {one.tok_s * (one.self_cpu_us or 0) * 1e-6:.0%} of a core while "
-                         f"{sim_cores} simulator core(s) served {one.tok_s:,.0f} tok/s: the server is the "
-                         f"limit here, so a second worker has nothing to add ({client_cores} client core(s)).")
+        lines.append(f"{_verdict(at256.own_err_ms[0] <= TARGET_TTFT_ERR_MS)}: against the saturated instant "
+                     f"simulator at 256 streams, benchy's own part of the TTFT error (first token written → "
+                     f"stamped) has median {at256.own_err_ms[0]:.2f} ms; the rest there is the simulator's "
+                     "queue before its clock starts (request sent → its handler ran)")
+    scaling = _scaling(pick("benchy (lean)", 256, "1", "pump"), pick("benchy (lean)", 256, "2", "pump"), True,
+                       client_cores)
+    return lines + (scaling or _scaling(pick("benchy (lean)", 256), pick("benchy (lean)", 256, "2"), False,
+                                        client_cores))
+
+
+def _scaling(one: Row | None, two: Row | None, pumped: bool, client_cores: int) -> list[str]:
+    if not (one and two and one.tok_s and two.tok_s):
+        return []
+    ratio = two.tok_s / one.tok_s
+    used = one.tok_s * (one.cpu_us or 0) * 1e-6  # cores the one worker kept busy
+    server_bound = not pumped and used < 0.8
+    cannot_show = client_cores < 2 or server_bound
+    verdict = "PASS" if ratio >= TARGET_WORKER_SCALING else ("NOT SHOWN" if cannot_show else "FAIL")
+    lines = [f"{verdict}: --workers 2 ingest {ratio:.2f}× one worker's ({two.tok_s:,.0f} vs {one.tok_s:,.0f} tok/s "
+             f"against {'pump servers' if pumped else 'the simulator'}; target ≥ {TARGET_WORKER_SCALING}× when "
+             "the server is not the limit)"]
+    if client_cores < 2:
+        lines.append("  the clients had one core: two worker processes can only share it. Give them two or "
+                     "more (--client-cores) and the servers the rest (--pumps K --pump-cores …).")
+    elif server_bound:
+        lines.append(f"  one worker kept {used:.0%} of a core busy: the simulator, not benchy, was the limit, "
+                     "so a second worker had nothing to add (try --pumps).")
     return lines
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--serve-sim", nargs=3, metavar=("PORT", "TRUTH_LOG", "DECODE_TPS"), help=argparse.SUPPRESS)
+    ap.add_argument("--serve-sim", nargs=4, metavar=("PORT", "TRUTH_LOG", "DECODE_TPS", "KIND"), help=argparse.SUPPRESS)
     ap.add_argument("--sims", type=int, default=1, help="simulator processes sharing the port (default 1)")
     ap.add_argument("--sim-cores", default="0", help="cores for the simulators, e.g. 0 or 2-15 (default 0)")
     ap.add_argument("--client-cores", default=None, help="cores for the clients (default: all the others)")
+    ap.add_argument("--pumps", type=int, default=0,
+                    help="also measure against this many pump servers (serve_pump), so that the server is not "
+                         "the limit: --workers 2 scaling, and the client's cost at saturation")
+    ap.add_argument("--pump-cores", default=None, help="cores for the pump servers (default: the simulator's)")
     ap.add_argument("--streams", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--llama-benchy", default=os.environ.get("LLAMA_BENCHY"),
-                    help="llama-benchy executable, to measure side by side ($LLAMA_BENCHY)")
+                    help="llama-benchy command, to measure side by side, e.g. .lb/bin/llama-benchy "
+                         "or 'python3 -m llama_benchy' ($LLAMA_BENCHY)")
     ap.add_argument("--no-aiohttp", action="store_true", help="skip the aiohttp-transport comparison rows")
     args = ap.parse_args(argv)
     if args.serve_sim:
-        serve_shared(int(args.serve_sim[0]), args.serve_sim[1], float(args.serve_sim[2]))
+        port, log, decode_tps, kind = args.serve_sim
+        if kind == "pump":
+            serve_pump(int(port), log)
+        else:
+            serve_shared(int(port), log, float(decode_tps))
         return 0
     sim_cores = _cores(args.sim_cores)
     all_cores = sorted(os.sched_getaffinity(0))
     client_cores = set(_cores(args.client_cores)) if args.client_cores else set(all_cores) - set(sim_cores)
     client_cores = client_cores or set(all_cores)
+    print(f"benchy sim --preset instant × {args.sims} on core(s) {args.sim_cores}; clients on core(s) "
+          f"{','.join(map(str, sorted(client_cores)))}; pp{PP} tg{TG}, one token per SSE event; "
+          f"{ROUNDS} rounds of requests per run", flush=True)
+    rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="benchy-bench-") as tmp:
         folder = Path(tmp)
-        sims = Sims(args.sims, sim_cores, folder)
-        print(f"benchy sim --preset instant × {args.sims} on core(s) {args.sim_cores}; clients on core(s) "
-              f"{','.join(map(str, sorted(client_cores)))}; pp{PP} tg{TG}, one token per SSE event; "
-              f"CPU by difference of {R_LONG}- and {R_SHORT}-round runs", flush=True)
-        rows: list[Row] = []
+        book = llama_benchy_files(folder) if args.llama_benchy else None
         try:
-            for streams in args.streams:
-                rows.append(measure_benchy(sims, streams, 1, "lean", client_cores))
-                _progress(rows[-1])
-            if 256 in args.streams:
-                rows.append(measure_benchy(sims, 256, 2, "lean", client_cores))
-                _progress(rows[-1])
-                paced = Sims(1, sim_cores, folder, decode_tps=PACED_TPS)
-                try:
-                    rows.append(measure_paced(paced, 256, client_cores))
-                    _progress(rows[-1])
-                finally:
-                    paced.stop()
-            if not args.no_aiohttp:
-                for streams in args.streams:
-                    rows.append(measure_benchy(sims, streams, 1, "aiohttp", client_cores))
-                    _progress(rows[-1])
-            if args.llama_benchy:
-                tok, book, server = llama_benchy_files(folder)
-                try:
-                    for streams in args.streams:
-                        rows.append(measure_llama_benchy(args.llama_benchy, sims, streams, client_cores, tok, book))
-                        _progress(rows[-1])
-                finally:
-                    server.shutdown()
+            _against_sim(args, rows, sim_cores, client_cores, folder, book)
+            if args.pumps:
+                _against_pumps(args, rows, _cores(args.pump_cores or args.sim_cores), client_cores, folder, book)
         finally:
-            sims.stop()
+            if book:
+                book[2].shutdown()
     print()
     print(table(rows))
     print()
-    print("\n".join(verdicts(rows, len(sim_cores), len(client_cores))))
+    print("\n".join(verdicts(rows, len(client_cores))))
     return 0
 
 
-def _progress(row: Row) -> None:
-    print(f"  measured {row.client} at {row.streams} streams, {row.workers} worker(s)", file=sys.stderr, flush=True)
+def _against_sim(args, rows: list[Row], sim_cores: list[int], client_cores: set[int], folder: Path, book) -> None:
+    sims = Sims(args.sims, sim_cores, folder)
+    try:
+        for streams in args.streams:
+            _add(rows, measure_benchy(sims, streams, 1, "lean", client_cores))
+        if 256 in args.streams:
+            _add(rows, measure_benchy(sims, 256, 2, "lean", client_cores))
+        if not args.no_aiohttp:
+            for streams in args.streams:
+                _add(rows, measure_benchy(sims, streams, 1, "aiohttp", client_cores))
+        if book:
+            for streams in args.streams:
+                _add(rows, _llama_benchy(args.llama_benchy, sims, streams, client_cores, book))
+    finally:
+        sims.stop()
+    if 256 in args.streams:
+        paced = Sims(1, sim_cores, folder, decode_tps=PACED_TPS)
+        try:
+            _add(rows, measure_paced(paced, 256, client_cores))
+        finally:
+            paced.stop()
+
+
+def _against_pumps(args, rows: list[Row], cores: list[int], client_cores: set[int], folder: Path, book) -> None:
+    pumps = Sims(args.pumps, cores, folder, kind="pump")
+    try:
+        for workers in (1, 2):
+            _add(rows, measure_benchy(pumps, 256, workers, "lean", client_cores), "pump")
+        if book:
+            _add(rows, _llama_benchy(args.llama_benchy, pumps, 256, client_cores, book), "pump")
+    finally:
+        pumps.stop()
+
+
+def _llama_benchy(command: str, sims: Sims, streams: int, cores: set[int], book) -> Row | None:
+    try:
+        return measure_llama_benchy(command, sims, streams, cores, book[0], book[1])
+    except RuntimeError as exc:  # the comparison is optional: say why it is missing
+        print(f"llama-benchy could not be measured: {exc}", file=sys.stderr)
+        return None
+
+
+def _add(rows: list[Row], row: Row | None, server: str = "sim") -> None:
+    if row is None:
+        return
+    row.server = server
+    rows.append(row)
+    print(f"  measured {row.client} at {row.streams} streams, {row.workers} worker(s), against {server}",
+          file=sys.stderr, flush=True)
 
 
 def _cores(text: str) -> list[int]:

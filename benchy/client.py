@@ -384,7 +384,8 @@ def _retry_after_s(resp: aiohttp.ClientResponse) -> float | None:
 class _StreamReader:
     """Turns SSE payloads into the record's fields. Kept lean: it runs once per event."""
 
-    __slots__ = ("rec", "parser", "done", "bad_events", "scrub", "harmony", "unmarked", "last_text_s")
+    __slots__ = ("rec", "parser", "done", "bad_events", "scrub", "harmony", "unmarked", "last_text_s",
+                 "known_head", "plain_prefix")
 
     def __init__(self, rec: RequestRecord, scrub: Callable[[str], str] = str, harmony: bool = False) -> None:
         self.rec = rec
@@ -395,14 +396,22 @@ class _StreamReader:
         self.harmony = HarmonyStream() if harmony else None
         self.unmarked: list[str] = []  # Harmony text until its first marker (markers_missing)
         self.last_text_s = 0.0
+        self.known_head: str | None = None  # see _plain_content
+        self.plain_prefix = b""  # `data: ` + known_head + the plain choice, as bytes
 
     def feed(self, chunk: bytes, now: float) -> None:
         rec = self.rec
+        if self.known_head is not None and self.parser.idle():
+            done = self._plain_events(chunk, now)
+            if done == len(chunk):
+                return
+            chunk = chunk[done:]
         for data in self.parser.feed(chunk):
             rec.sse_events += 1
             if rec.first_chunk_s is None:
                 rec.first_chunk_s = now
-            self._event(data, now)
+            if self.known_head is None or not self._plain_content(data, now):
+                self._event(data, now)
 
     def close(self, now: float) -> None:
         for data in self.parser.close():
@@ -434,6 +443,8 @@ class _StreamReader:
         if not isinstance(obj, dict):
             self.bad_events += 1
             return
+        if self.known_head is None and self.harmony is None:
+            self._learn_head(data)
         if obj.get("error"):
             err = obj["error"]
             self.fail("server_error", str(err.get("message", err) if isinstance(err, dict) else err)[:300])
@@ -454,6 +465,60 @@ class _StreamReader:
                 self.rec.server_timings = timings
             else:
                 self.bad_events += 1
+
+    def _learn_head(self, data: str) -> None:
+        """Keeps what precedes the choices of an event that parsed as JSON (id, object, created,
+        model: the same in every event of a stream), when it holds no key the reader acts on."""
+        cut = data.find(_PLAIN_CHOICE)
+        if cut > 0 and not any(key in data[:cut] for key in ('"error"', '"usage"', '"timings"')):
+            self.known_head = data[:cut]
+            self.plain_prefix = f"data: {data[:cut]}{_PLAIN_CHOICE}".encode()
+
+    def _plain_events(self, chunk: bytes, now: float) -> int:
+        """_plain_content on the raw bytes, before SSE parsing, for the whole `data: …` events
+        the chunk starts with: how many bytes were read so (the rest goes the usual way)."""
+        prefix = self.plain_prefix
+        rec = self.rec
+        pos, size = 0, len(prefix)
+        while chunk.startswith(prefix, pos):
+            end = chunk.find(b"\n\n", pos)
+            quote = chunk.find(b'"', pos + size, end)
+            if end < 0 or quote <= pos + size or chunk[quote:end] not in _PLAIN_TAILS_BYTES:
+                break
+            raw = chunk[pos + size:quote]
+            content = raw.decode("utf-8", errors="replace")
+            if b"\\" in raw or not content.isprintable():
+                break
+            rec.sse_events += 1
+            if rec.first_chunk_s is None:
+                rec.first_chunk_s = now
+            rec.content_chars += len(content)
+            rec.token_event_s.append(now)
+            rec.token_event_chars.append(len(content))
+            rec.token_event_kinds += CONTENT
+            pos = end + 2
+        return pos
+
+    def _plain_content(self, data: str, now: float) -> bool:
+        """The usual event without a JSON parse: the known head, one choice whose delta is a
+        plain non-empty content string, and a known tail. Byte for byte that is valid JSON that
+        the general path would read as exactly this, so only that shape is taken here; anything
+        else (escapes, other keys, a finish_reason, usage) returns False for the general path."""
+        head = self.known_head
+        if not data.startswith(head) or not data.startswith(_PLAIN_CHOICE, len(head)):
+            return False
+        start = len(head) + len(_PLAIN_CHOICE)
+        end = data.find('"', start)
+        content = data[start:end]
+        if end <= start or data[end:] not in _PLAIN_TAILS or "\\" in content or not content.isprintable():
+            return False
+        rec = self.rec
+        size = len(content)
+        rec.content_chars += size
+        rec.token_event_s.append(now)
+        rec.token_event_chars.append(size)
+        rec.token_event_kinds += CONTENT
+        return True
 
     def _choice(self, choice: dict, now: float) -> None:
         rec = self.rec
@@ -572,6 +637,16 @@ class _StreamReader:
 def _by_channel(pieces: list[tuple[str, str]]) -> tuple[str, str]:
     content = "".join(text for channel, text in pieces if channel in ("final", "commentary"))
     return content, "".join(text for channel, text in pieces if channel == "analysis")
+
+
+# _StreamReader._plain_content: the one event shape read without a JSON parse (vLLM's and
+# benchy sim's content deltas; other servers' events take the general path).
+_PLAIN_CHOICE = '"choices":[{"index":0,"delta":{"content":"'
+_PLAIN_TAILS = frozenset({'"},"logprobs":null,"finish_reason":null}]}',
+                          '"},"logprobs":null,"finish_reason":null}],"usage":null}'})
+
+
+_PLAIN_TAILS_BYTES = frozenset(t.encode() for t in _PLAIN_TAILS)
 
 
 def _loads(data: str) -> object:

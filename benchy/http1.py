@@ -68,12 +68,13 @@ class Http1Pool:
                    timeout_s: float, stall_s: float, fresh: bool = False) -> Response:
         """Sends the request and returns once its response has ended. Raises HttpFailure."""
         deadline = time.perf_counter() + timeout_s
+        request = self._request(path, body, headers)
         conn = None if fresh else self._take_idle()
         response = Response(reused=conn is not None)
         if conn is None:
             conn = await self._connect(deadline, timeout_s)
         exchange = _Exchange(conn, response, on_head, sink, stall_s)
-        conn.begin(exchange, self._request(path, body, headers))
+        conn.begin(exchange, request)
         try:
             await exchange.wait(deadline, timeout_s)
         except HttpFailure as exc:
@@ -119,8 +120,10 @@ class Http1Pool:
     def _request(self, path: str, body: bytes, headers: dict[str, str]) -> bytes:
         lines = [f"POST {path} HTTP/1.1"]
         lines += [f"{k}: {v}" for k, v in {**self.headers, **headers}.items()]
+        if any("\r" in line or "\n" in line for line in lines):  # never let a value add a header
+            raise HttpFailure("client_error", "a request header value holds a line break")
         lines += ["Content-Type: application/json", f"Content-Length: {len(body)}", "", ""]
-        return "\r\n".join(lines).encode("latin-1") + body
+        return "\r\n".join(lines).encode("utf-8") + body
 
 
 def _ssl_context(insecure: bool) -> ssl.SSLContext:
@@ -149,7 +152,12 @@ class _Connection(asyncio.BufferedProtocol):
         return self._view
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.data_received(bytes(self._view[:nbytes]))
+        now = time.perf_counter()  # first: parsing never shifts a timestamp
+        exchange = self.exchange
+        if exchange is None:  # bytes nobody asked for: the connection is not clean any more
+            self.close()
+            return
+        exchange.received(bytes(self._view[:nbytes]), now)
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -203,7 +211,6 @@ class _Exchange:
         self.buf = b""
         self.remaining = 0  # bytes left in the current chunk (or Content-Length body)
         self.last_read = time.perf_counter()
-        self.any_byte = False
         self.reusable = False
         self.keep_alive = True
 
@@ -232,11 +239,14 @@ class _Exchange:
     # ---- bytes in ----
     def received(self, data: bytes, now: float) -> None:
         self.last_read = now
-        self.any_byte = True
         if self.done.done():
             return
         try:
-            if self.state == _HEAD:
+            state = self.state
+            if _SIZE <= state <= _TRAILER:  # the usual read: chunks of an event stream
+                self._chunked(data, now)
+                return
+            if state == _HEAD:
                 data = self._head(data, now)
                 if data is None:
                     return
@@ -295,6 +305,17 @@ class _Exchange:
             self._chunked(data, now)
 
     def _chunked(self, data: bytes, now: float) -> None:
+        if self.state == _SIZE and not self.buf and self.response.streamed:
+            # The commonest read of all: exactly one whole chunk, one SSE event.
+            eol = data.find(b"\r\n")
+            if 0 < eol < 9 and data.endswith(b"\r\n"):
+                try:
+                    size = int(data[:eol], 16)
+                except ValueError:
+                    size = -1
+                if size > 0 and eol + size + 4 == len(data):
+                    self.sink(data[eol + 2:-2], now)
+                    return
         buf = self.buf + data if self.buf else data
         pieces: list[bytes] = []
         pos, n = 0, len(buf)
@@ -342,7 +363,11 @@ class _Exchange:
         self.state, self.remaining = state, remaining
         self.buf = buf[pos:] if state != _DONE else b""
         if pieces:
-            self._deliver(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
+            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            if self.response.streamed:
+                self.sink(data, now)
+            else:
+                self._deliver(data, now)
         if state == _DONE:
             self._finish(now)
 

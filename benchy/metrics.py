@@ -21,10 +21,12 @@ Notation for one request (times in seconds, relative to the moment it was sent):
                                                          --depth context and C is not reported)
   itl_s        = median over i of (t_i − t_{i−1}) / k_i  inter-token latency
   tokens_per_event = N / m                               stream granularity
+  ttft_gap_s   = t_1 − prompt_ms / 1000                  TTFT the server's own prompt time leaves
+                                                         out (llama.cpp reports `timings.prompt_ms`)
 
 When the server buffers its stream (tokens_per_event above BUFFERED_TOKENS_PER_EVENT), the event
-times measure the buffer flushing, not the model: ttft_s, ttfc_s, decode_tps, prefill_tps and
-itl_s are then `Unavailable`, with the reason. e2e_s and e2e_tps stay valid.
+times measure the buffer flushing, not the model: ttft_s, ttfc_s, decode_tps, prefill_tps,
+itl_s and ttft_gap_s are then `Unavailable`, with the reason. e2e_s and e2e_tps stay valid.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from benchy.records import CONTENT, RequestRecord
 # vLLM merges 2-3 tokens into one event under load; beyond this the stream is buffered.
 BUFFERED_TOKENS_PER_EVENT = 4.0
 
-STREAM_TIMING_METRICS = ("ttft_s", "ttfc_s", "decode_tps", "prefill_tps", "itl_s")
+STREAM_TIMING_METRICS = ("ttft_s", "ttfc_s", "decode_tps", "prefill_tps", "itl_s", "ttft_gap_s")
 ALL_METRICS = ("e2e_tps", "e2e_s") + STREAM_TIMING_METRICS + ("tokens_per_event",)
 
 
@@ -134,10 +136,22 @@ def itl_s(rec: RequestRecord) -> float | Unavailable:
     return float(np.median(gaps / tokens))
 
 
+def ttft_gap_s(rec: RequestRecord) -> float | Unavailable:
+    """TTFT minus the server's own prompt time (llama.cpp's `timings.prompt_ms`): what the
+    server's figure leaves out (HTTP, queueing, cache restores, the first decode step)."""
+    first = ttft_s(rec)
+    if isinstance(first, Unavailable):
+        return first
+    prompt_ms = (rec.server_timings or {}).get("prompt_ms")
+    if not isinstance(prompt_ms, (int, float)):
+        return Unavailable("the server reports no timings.prompt_ms (llama.cpp does)")
+    return first - prompt_ms / 1000
+
+
 _FORMULAS = {
     "e2e_tps": e2e_tps, "e2e_s": e2e_s, "ttft_s": ttft_s, "ttfc_s": ttfc_s,
     "decode_tps": decode_tps, "prefill_tps": prefill_tps, "itl_s": itl_s,
-    "tokens_per_event": tokens_per_event,
+    "tokens_per_event": tokens_per_event, "ttft_gap_s": ttft_gap_s,
 }
 
 

@@ -1,10 +1,14 @@
 """Prompts of exact token counts, each starting with a nonce so no prefix cache can serve it.
 
-The nonce is a hash of a random per-invocation salt and a counter: unique within the run and,
-by the salt, against every earlier run. It is hashed so that it differs from its neighbours at
-its very first token (a plain "salt-counter" would share the salt's tokens, enough to fill a
-16-token cache block), and it comes first, so two requests share no prefix beyond what the
-server's chat template puts before the user's text.
+The nonce is eight of the commonest English words picked by a hash of a random per-invocation
+salt and a counter: unique within the run and, by the salt, against every earlier run (32^7
+hashed choices after a first word that steps with the counter, so any 32 consecutive requests
+differ at their very first token; a plain "salt-counter" would share the salt's tokens, enough
+to fill a 16-token cache block). Words rather than hex digits because every
+tokenizer splits a hex string differently from one nonce to the next, which would make the
+prompt length wobble by several tokens on a server whose tokenizer is not o200k; common words
+are one token each nearly everywhere. The nonce comes first, so two requests share no prefix
+beyond what the server's chat template puts before the user's text.
 
 Lengths are counted with benchy's offline o200k_base tokenizer, then calibrated against the
 server's own count: the server sees `scale × local + overhead` tokens, where overhead is the
@@ -104,10 +108,19 @@ class PromptFactory:
         self.nonce = nonce
         self.salt = salt or secrets.token_hex(6)
         self._counter = 0
+        self._first_word_offset = hashlib.blake2b(self.salt.encode(), digest_size=1).digest()[0]
 
     def next_nonce(self) -> str:
         self._counter += 1
-        return hashlib.blake2b(f"{self.salt}-{self._counter}".encode(), digest_size=8).hexdigest()
+        digest = hashlib.blake2b(f"{self.salt}-{self._counter}".encode(), digest_size=16).digest()
+        words = tokenizer.nonce_words()
+        # The first word steps with the counter, so consecutive requests differ at their very
+        # first token (a token-level cache like llama.cpp's would otherwise reuse a shared
+        # first word); the other seven come from the hash. A leading space keeps every word
+        # the same single token.
+        first = (self._first_word_offset + self._counter) % len(words)
+        rest = [int.from_bytes(digest[i:i + 2], "big") % len(words) for i in range(2, 16, 2)]
+        return "".join(" " + words[i] for i in [first, *rest])
 
     def build(self, server_tokens: int, depth: int = 0, context: Prompt | None = None) -> Prompt:
         """A prompt the server will count as about `depth + server_tokens` tokens: `depth`
@@ -148,5 +161,5 @@ class PromptFactory:
 
     def _raw(self, local: int) -> Prompt:
         nonce = self.next_nonce()
-        text = nonce + tokenizer.filler(local, seed=1)
+        text = nonce + tokenizer.filler(local, seed=0)  # the measured prompts' filler: same scale
         return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))

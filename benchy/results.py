@@ -32,7 +32,7 @@ from benchy.scenario import Case
 
 SCHEMA = "benchy/results/1"
 SUMMARY_METRICS = ("e2e_tps", "ttft_s", "ttfc_s", "decode_tps", "prefill_tps", "itl_s", "e2e_s",
-                   "tokens_per_event")
+                   "tokens_per_event", "ttft_gap_s")
 # Bulky per-event arrays stay in requests.jsonl; results.json keeps per-request metrics.
 _RECORD_FIELDS_DROPPED = ("token_event_s", "token_event_chars", "token_event_kinds")
 

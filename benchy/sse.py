@@ -16,6 +16,10 @@ class SSEParser:
         self._data: list[bytes] = []
         self._has_data = False
 
+    def idle(self) -> bool:
+        """Nothing is pending: the next chunk starts a new event at a new line."""
+        return not self._buf and not self._has_data
+
     def feed(self, chunk: bytes) -> list[str]:
         """Returns the data payloads of every event completed by this chunk."""
         buf = self._buf + chunk if self._buf else chunk

@@ -48,7 +48,14 @@ def auto_workers(case, max_inflight: int | None) -> int:
         streams = case.concurrency
     else:
         streams = max_inflight or math.ceil(case.rate)
-    return max(1, min(os.cpu_count() or 1, math.ceil(streams / STREAMS_PER_WORKER)))
+    return max(1, min(_usable_cores(), math.ceil(streams / STREAMS_PER_WORKER)))
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # what this process may run on (taskset, containers)
+    except AttributeError:  # pragma: no cover (not Linux)
+        return os.cpu_count() or 1
 
 
 def case_workers(case, requested: int | None, max_inflight: int | None) -> int:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, strategies as st
@@ -186,3 +189,103 @@ def test_bad_load_flags_fail_in_one_line(args, words):
     assert proc.returncode == 2
     assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------- the client's fast paths
+
+def _stream(contents: list[str]) -> bytes:
+    """A vLLM-shaped chat stream: role chunk, content deltas, a finish, usage, [DONE]."""
+    head = '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+    events = [head + '[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}']
+    events += [head + '[{"index":0,"delta":{"content":' + json.dumps(c, ensure_ascii=False)
+               + '},"logprobs":null,"finish_reason":null}]' + ('' if i % 3 else ',"usage":null') + '}'
+               for i, c in enumerate(contents)]
+    events.append(head + '[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}]}')
+    events.append(head + '[],"usage":{"prompt_tokens":5,"completion_tokens":%d}}' % len(contents))
+    events.append("[DONE]")
+    return "".join(f"data: {e}\n\n" for e in events).encode()
+
+
+def _read(body: bytes, cuts: list[int], plain: bool) -> dict:
+    from benchy.client import _StreamReader
+
+    rec = RequestRecord(case="x", run=0, index=0, warmup=False, request_id="r", nonce=None,
+                        target_prompt_tokens=5, target_output_tokens=1)
+    class Reference(_StreamReader):  # every event through the JSON parse
+        __slots__ = ()
+
+        def _learn_head(self, data: str) -> None:
+            pass
+
+    reader = _StreamReader(rec) if plain else Reference(rec)
+    points = sorted({min(c, len(body)) for c in cuts} | {0, len(body)})
+    for i, (a, b) in enumerate(zip(points, points[1:])):
+        reader.feed(body[a:b], float(i))
+    reader.close(float(len(points)))
+    return rec.to_dict()
+
+
+@given(contents=st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=30),
+       cuts=st.lists(st.integers(0, 4000), max_size=12))
+def test_reader_fast_paths_record_exactly_what_a_full_json_parse_does(contents, cuts):
+    """Escapes, quotes, control characters, non-ASCII, odd chunking: the byte-level and
+    string-level shortcuts must give the record the general path gives, field for field."""
+    body = _stream(contents)
+    fast, reference = _read(body, cuts, True), _read(body, cuts, False)
+    assert fast == reference
+    assert fast["completion_tokens"] == len(contents) and fast["anomalies"] == []
+
+
+def test_plain_content_events_skip_the_json_parse():
+    from benchy.client import _StreamReader
+
+    class Counting(_StreamReader):
+        __slots__ = ("plain_bytes",)
+
+        def _plain_events(self, chunk: bytes, now: float) -> int:
+            done = super()._plain_events(chunk, now)
+            self.plain_bytes += done
+            return done
+
+    rec = RequestRecord(case="x", run=0, index=0, warmup=False, request_id="r", nonce=None,
+                        target_prompt_tokens=5, target_output_tokens=50)
+    reader = Counting(rec)
+    reader.plain_bytes = 0
+    body = _stream([f" w{i}" for i in range(50)])
+    for event in body.split(b"\n\n")[:-1]:  # one event per read, as a fast server sends them
+        reader.feed(event + b"\n\n", 0.0)
+    reader.close(1.0)
+    assert len(rec.token_event_s) == 50 and rec.content_chars == sum(len(f" w{i}") for i in range(50))
+    assert reader.plain_bytes > 0.9 * len(body) * 48 / 54  # all but the first content event and the ends
+
+
+def _children(pid: int) -> set[int]:
+    kids = set()
+    for task in (Path(f"/proc/{pid}/task")).iterdir():
+        kids |= {int(k) for k in (task / "children").read_text().split()}
+    return kids
+
+
+def test_sigterm_stops_every_worker_and_keeps_what_they_finished(start_sim, tmp_path):
+    sim = start_sim("--decode-tps", "100", "--prefill-tps", "100000", "--max-running", "64")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "--pp", "64",
+                             "--tg", "20", "-c", "4", "--runs", "500", "--workers", "2", "-o", str(out), "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sim_env(), cwd=REPO_ROOT)
+    deadline = time.monotonic() + 60
+    jsonl = out / "requests.jsonl"
+    while not (jsonl.exists() and jsonl.read_bytes().count(b"\n") >= 10):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    workers = _children(proc.pid)
+    assert len(workers) == 2  # the two worker processes
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "Traceback" not in err
+    assert not any(Path(f"/proc/{w}").exists() and "benchy.workers" in Path(f"/proc/{w}/cmdline").read_text()
+                   for w in workers)
+    results = json.loads((out / "results.json").read_text())
+    assert results["partial"] and results["stopped"]["by"] == "SIGTERM"
+    saved = {r["request_id"] for c in results["cases"] for r in c["requests"]}
+    on_disk = {json.loads(line)["request_id"] for line in jsonl.read_text().splitlines()}
+    assert saved == on_disk and len(saved) >= 10

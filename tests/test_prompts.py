@@ -40,3 +40,15 @@ def test_calibration_fits_template_overhead_and_tokenizer_scale():
     cal = Calibration.fit((64, 1024), (40 + 80, 40 + 1280))
     assert cal.overhead == 40 and cal.scale == 1.25
     assert cal.local_tokens_for(540) == 400
+
+
+def test_consecutive_nonces_differ_at_their_first_token():
+    # llama.cpp caches token by token: a shared first word would be one cached token.
+    factory = PromptFactory(salt="x")
+    firsts = [tokenizer.encode(factory.build(50).text)[0] for _ in range(32)]
+    assert len(set(firsts)) == 32
+
+
+def test_prompt_length_is_exact_for_any_nonce():
+    factory = PromptFactory()
+    assert {factory.build(300).local_tokens for _ in range(200)} == {300}

@@ -72,14 +72,27 @@ def ceiling_cells(case: dict) -> list[str]:
     return [f"{ceiling['tokens_per_s']:.1f}", shown + (f" {FLAG}" if impossible else "")]
 
 
+def goodput_cell(goodput: dict | None, notes: Footnotes) -> str:
+    """Share of requests meeting every --slo target (and their rate), or why it is unknown."""
+    if not goodput:
+        return "n/a"
+    if goodput.get("fraction") is None:
+        return notes.mark(goodput.get("unavailable", "not measured"))
+    rate = goodput.get("rate")
+    return f"{goodput['fraction']:.0%}" + (f" ({rate:.2f}/s)" if rate is not None else "")
+
+
 def rows(results: dict, notes: Footnotes) -> tuple[list[str], list[list[str]]]:
     cases = results.get("cases", [])
-    loaded = any(c["concurrency"] > 1 for c in cases)
+    loaded = any(c["concurrency"] > 1 or c.get("rate") for c in cases)
+    with_goodput = any(c.get("goodput") for c in cases)
     with_ceiling = any(c.get("ceiling") for c in cases)
     warned = case_warnings(results)
     headers = ["test", "n"] + [title for _, title, _, _ in COLUMNS]
     if loaded:
-        headers.append("aggregate t/s")
+        headers += ["aggregate t/s", "req/s"]
+    if with_goodput:
+        headers.append("goodput")
     if with_ceiling:
         headers += ["ceiling t/s", "% of ceiling (decode / e2e)"]
     headers.append("errors")
@@ -93,8 +106,11 @@ def rows(results: dict, notes: Footnotes) -> tuple[list[str], list[list[str]]]:
                     notes.mark(case["unavailable"].get(name, "not measured")))
             row.append(f"{text} {FLAG}" if summary and name in flagged else text)
         if loaded:
-            agg = case.get("aggregate_tps")
+            agg, req_rate = case.get("aggregate_tps"), case.get("request_rate")
             row.append(f"{agg:.1f}" if agg is not None else "n/a")
+            row.append(f"{req_rate:.2f}" if req_rate is not None else "n/a")
+        if with_goodput:
+            row.append(goodput_cell(case.get("goodput"), notes))
         if with_ceiling:
             row += ceiling_cells(case)
         row.append(str(case["n_failed"]))

@@ -43,7 +43,7 @@ DECODE_RATIO_TOLERANCE = 0.10
 # 121-125 tokens, pp512 509-513, pp2000 2,014-2,024). benchy calibrates with its own o200k
 # tokenizer and two calibration prompts; the tiny model's 2,048-token BPE splits the prompt
 # filler a little differently from the calibration filler, and the nonce by a few tokens.
-PP_TOLERANCE = 0.08
+PP_TOLERANCE = 0.01
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -178,6 +178,7 @@ def test_ttft_and_decode_agree_with_server_timings(llama_server, record_property
         assert m["ttft_s"] > t["prompt_ms"] / 1000, (m["ttft_s"], t)
         assert m["prefill_tps"] < t["prompt_per_second"]
         assert r["end_s"] > (t["prompt_ms"] + t["predicted_ms"]) / 1000
+        assert m["ttft_gap_s"] == pytest.approx(m["ttft_s"] - t["prompt_ms"] / 1000)  # reported per request
 
     ttft, server_prefill = case["summary"]["ttft_s"]["median"], median(r["server_timings"]["prompt_ms"] / 1000 for r in reqs)
     decode, server_decode = case["summary"]["decode_tps"]["median"], median(r["server_timings"]["predicted_per_second"] for r in reqs)
@@ -187,6 +188,7 @@ def test_ttft_and_decode_agree_with_server_timings(llama_server, record_property
     print(f"\n[realserver] pp512 tg128: TTFT {ms(ttft)} vs server prompt_ms {ms(server_prefill)} "
           f"(gap {ms(gap)}); decode {decode:.0f} vs server {server_decode:.0f} tok/s (x{ratio:.3f})")
     assert 0 < gap <= TTFT_GAP_MAX_S + TTFT_GAP_MAX_SHARE * server_prefill
+    assert case["summary"]["ttft_gap_s"]["n"] == len(reqs)  # and summarized with the case
     assert abs(ratio - 1) <= DECODE_RATIO_TOLERANCE
 
 
@@ -252,10 +254,10 @@ def test_concurrency_shares_the_servers_decode_steps(llama_server):
 
     What is NOT asserted: that aggregate throughput rises. On this 2-core box, with one compute
     thread, a batched decode step costs about as much as its sequences decoded one by one: the
-    step is compute-bound, not memory-bound as on a GPU. Measured c4/c1 aggregate: 0.9 (quiet)
-    and 0.4-1.3 (loaded) for the 6 MB f16 model, and no reliable gain either for wider models
-    (26-248 MB f16, 15-55 MB q8_0, 17-30 MB q4_0) nor deep narrow ones; 2 threads would take
-    benchy's core. So the test asserts that benchy's aggregate tracks the server's batching,
+    step is compute-bound, not memory-bound as on a GPU. Measured c4/c1 aggregate for the 6 MB
+    f16 model: 1.04-1.15 on a quiet box, 0.4-1.3 while other suites ran; no reliable gain either
+    for wider models (26-248 MB f16: 0.4-0.95; 15-55 MB q8_0 and 17-30 MB q4_0: 0.6-1.9, as
+    noisy) nor deep narrow ones (64-128 layers of 64: ~1.0); 2 threads would take benchy's core. So the test asserts that benchy's aggregate tracks the server's batching,
     whatever it is (on a GPU the same assertion demands a rise of ~3-4x)."""
     runs = {}
     for c, n in ((1, 6), (4, 3)):  # --runs n: n requests per stream, c streams
