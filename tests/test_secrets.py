@@ -89,7 +89,7 @@ def test_key_goes_only_to_the_authorization_header(start_sim, tmp_path, how):
         assert "***@" in command_line
 
     outputs = {"stdout": (tmp_path / "stdout").read_bytes(), "terminal (stderr)": terminal,
-               "truth log": sim.truth_path.read_bytes(), "simulator stderr": sim.stderr_path.read_bytes()}
+               "truth log": sim.truth_path.read_bytes(), "simulator stderr": sim.stderr().encode()}
     outputs.update({str(p): p.read_bytes() for p in out.rglob("*") if p.is_file()})
     assert {"results.json", "requests.jsonl", "report.md"} <= {Path(p).name for p in outputs}
     for where, data in outputs.items():
