@@ -80,17 +80,27 @@ def cli() -> None:
     """Cache-aware throughput/latency benchmark for OpenAI-compatible LLM servers."""
 
 
+def server_options(command):
+    """The flags that say which server to talk to, shared by `run` and `probe-cache`."""
+    for option in reversed((
+        click.option("--base-url", envvar="OPENAI_BASE_URL", default="http://127.0.0.1:8000/v1",
+                     show_default=True, help="OpenAI-compatible API root (default from $OPENAI_BASE_URL)."),
+        click.option("--model", default=None, help="Model id (default: the first one /v1/models lists)."),
+        click.option("--api-key", envvar="OPENAI_API_KEY", default=None,
+                     help="Bearer token (default from $OPENAI_API_KEY). Never written anywhere."),
+        click.option("--endpoint", type=click.Choice(["chat", "completions"]), default="chat",
+                     show_default=True),
+    )):
+        command = option(command)
+    return command
+
+
 class RunCommand(MultiValueCommand):
     multi_value = ("--pp", "--tg", "--concurrency", "-c", "--scenario", "--depth", "--stop", "--rate")
 
 
 @cli.command(cls=RunCommand)
-@click.option("--base-url", envvar="OPENAI_BASE_URL", default="http://127.0.0.1:8000/v1", show_default=True,
-              help="OpenAI-compatible API root (default from $OPENAI_BASE_URL).")
-@click.option("--model", default=None, help="Model id (default: the first one /v1/models lists).")
-@click.option("--api-key", envvar="OPENAI_API_KEY", default=None,
-              help="Bearer token (default from $OPENAI_API_KEY). Never written anywhere.")
-@click.option("--endpoint", type=click.Choice(["chat", "completions"]), default="chat", show_default=True)
+@server_options
 @click.option("--pp", type=int, multiple=True, help="Prompt lengths in tokens, e.g. --pp 512 2048 8192.")
 @click.option("--tg", type=int, multiple=True, help="Output lengths in tokens, e.g. --tg 32 128.")
 @click.option("--concurrency", "-c", type=int, multiple=True, help="Requests in flight, e.g. -c 1 4 16.")
@@ -413,12 +423,7 @@ class ProbeCommand(MultiValueCommand):
 
 
 @cli.command("probe-cache", cls=ProbeCommand)
-@click.option("--base-url", envvar="OPENAI_BASE_URL", default="http://127.0.0.1:8000/v1", show_default=True,
-              help="OpenAI-compatible API root (default from $OPENAI_BASE_URL).")
-@click.option("--model", default=None, help="Model id (default: the first one /v1/models lists).")
-@click.option("--api-key", envvar="OPENAI_API_KEY", default=None,
-              help="Bearer token (default from $OPENAI_API_KEY). Never written anywhere.")
-@click.option("--endpoint", type=click.Choice(["chat", "completions"]), default="chat", show_default=True)
+@server_options
 @click.option("--lengths", type=int, multiple=True,
               help="Prompt lengths in tokens (default 2000 8000 27000, capped by the model's context).")
 @click.option("--requests", "-n", "n", type=int, default=5, show_default=True,
@@ -480,4 +485,10 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         click.echo(f"benchy: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
+    except Exception as exc:  # a bug of benchy's: still one line, the traceback on request
+        if os.environ.get("BENCHY_DEBUG"):
+            raise
+        click.echo(f"benchy: internal error: {type(exc).__name__}: {exc} "
+                   "(set BENCHY_DEBUG=1 to see the traceback)", err=True)
+        sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)
