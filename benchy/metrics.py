@@ -167,9 +167,8 @@ def request_metrics(rec: RequestRecord) -> dict[str, float | Unavailable]:
     return values
 
 
-def aggregate_output_tps(records: list[RequestRecord]) -> float | Unavailable:
-    """Case-level: all completion tokens of successful requests ÷ (last end − first send),
-    over the case's measured requests. The throughput a loaded server delivers."""
+def _success_window(records: list[RequestRecord]) -> tuple[list[RequestRecord], float] | Unavailable:
+    """The successful requests and the wall time from the first one's send to the last one's end."""
     done = [r for r in records if r.ok and r.end_s is not None]
     if not done:
         return Unavailable("no request succeeded")
@@ -177,7 +176,17 @@ def aggregate_output_tps(records: list[RequestRecord]) -> float | Unavailable:
     end = max(r.sent_mono_s + r.end_s for r in done)
     if end <= start:
         return Unavailable("zero wall time")
-    return sum(completion_tokens(r) for r in done) / (end - start)
+    return done, end - start
+
+
+def aggregate_output_tps(records: list[RequestRecord]) -> float | Unavailable:
+    """Case-level: all completion tokens of successful requests ÷ (last end − first send),
+    over the case's measured requests. The throughput a loaded server delivers."""
+    window = _success_window(records)
+    if isinstance(window, Unavailable):
+        return window
+    done, seconds = window
+    return sum(completion_tokens(r) for r in done) / seconds
 
 
 # ---- loaded cases (--concurrency, --rate): case-level figures, over the measured requests ----
@@ -202,14 +211,11 @@ def achieved_rate(records: list[RequestRecord]) -> float | Unavailable:
 
 
 def request_rate(records: list[RequestRecord]) -> float | Unavailable:
-    done = [r for r in records if r.ok and r.end_s is not None]
-    if not done:
-        return Unavailable("no request succeeded")
-    start = min(r.sent_mono_s for r in done)
-    end = max(r.sent_mono_s + r.end_s for r in done)
-    if end <= start:
-        return Unavailable("zero wall time")
-    return len(done) / (end - start)
+    window = _success_window(records)
+    if isinstance(window, Unavailable):
+        return window
+    done, seconds = window
+    return len(done) / seconds
 
 
 # SLO name → (metric, True when a request must stay at or below the threshold, is a time).
