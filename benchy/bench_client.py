@@ -84,10 +84,14 @@ def serve_shared(port: int, truth_log: str, decode_tps: float = 0.0) -> None:
     asyncio.run(serve())
 
 
+PUMP_EVENTS_PER_WRITE = 8  # events a pump sends in one write (the first token alone)
+
+
 def serve_pump(port: int, truth_log: str) -> None:
-    """The cheapest server that streams as the instant simulator does (one token per event,
-    one write per event, a turn of the event loop between writes, the same JSON), for when
-    the server must not be the limit: no tokenizer, no timing model, a one-line truth record.
+    """The cheapest server that streams like the instant simulator (one token per SSE event, the
+    same JSON) for when the server must not be the limit: no tokenizer, no timing model, a
+    one-line truth record, and 8 events per write and turn of its event loop rather than one
+    (the first token alone): on loopback each write costs the sender a wake-up of the reader.
     Non-streamed requests (benchy's calibration) get usage counted by benchy's tokenizer."""
     from benchy import tokenizer
 
@@ -102,7 +106,9 @@ def serve_pump(port: int, truth_log: str) -> None:
                      for i in range(n)]
             texts.append(head + f'[],"usage":{{"prompt_tokens":1,"completion_tokens":{n},"total_tokens":{n + 1}}}}}')
             texts.append("[DONE]")
-            responses[n] = [_chunk(f"data: {t}\n\n".encode()) for t in texts]
+            chunks = [_chunk(f"data: {t}\n\n".encode()) for t in texts]
+            step = PUMP_EVENTS_PER_WRITE
+            responses[n] = chunks[:1] + [b"".join(chunks[i:i + step]) for i in range(1, len(chunks), step)]
         return responses[n]
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -130,8 +136,8 @@ def serve_pump(port: int, truth_log: str) -> None:
                              b"Transfer-Encoding: chunked\r\n\r\n")
                 events = stream_events(n)
                 first = last = 0.0
-                for i, event in enumerate(events):
-                    writer.write(event)
+                for i, events_block in enumerate(events):
+                    writer.write(events_block)
                     last = time.perf_counter()
                     if i == 0:
                         first = last

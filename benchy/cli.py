@@ -120,8 +120,9 @@ class RunCommand(MultiValueCommand):
 @click.option("--slo", default=None, metavar="SPEC",
               help="Goodput: the share of requests meeting every target, e.g. --slo ttft=2s,e2e_tps=20 "
                    "(ttft, ttfc, e2e, itl in s or ms; e2e_tps, decode_tps in tokens/s).")
-@click.option("--transport", type=click.Choice(["lean", "aiohttp"]), default="lean", hidden=True,
-              help="HTTP client of the streamed requests (make bench-client compares the two).")
+@click.option("--transport", type=click.Choice(["lean", "aiohttp"]), default="lean", show_default=True,
+              help="HTTP client of the streamed requests: benchy's lean HTTP/1.1 client (a few µs of CPU "
+                   "per event) or aiohttp (the reference; try it if a proxy or server misbehaves with lean).")
 @click.option("--depth", type=int, multiple=True,
               help="Tokens of context before the pp tokens, e.g. --depth 0 4096 16384 (pp512 tg32 @ d4096).")
 @click.option("--depth-mode", type=click.Choice(["cold", "cached"]), default=None,

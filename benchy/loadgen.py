@@ -178,7 +178,8 @@ async def _closed_loop(client: Client, plan: CasePlan, sends: Iterable[_Send], e
             await _send(client, plan, send, plan.case.tg, extra)
             on_record(send.record)
 
-    n = plan.streams if not isinstance(sends, list) else min(plan.streams, len(sends))
+    streams = max(1, plan.streams)  # a rate case's warmups: one at a time, in every worker
+    n = streams if not isinstance(sends, list) else min(streams, len(sends))
     workers = [asyncio.ensure_future(worker()) for _ in range(n)]
     try:
         await asyncio.gather(*workers)
