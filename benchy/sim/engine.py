@@ -181,10 +181,6 @@ class Slots:
                 return
         self.running -= 1
 
-    @property
-    def queued(self) -> int:
-        return len(self._waiters)
-
 
 class Engine:
     def __init__(self, cfg: SimConfig):
