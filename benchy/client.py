@@ -351,14 +351,9 @@ class Client:
             if resp.streamed:
                 reader.close(resp.end_s - t0)
             elif resp.status != 200:
-                text = resp.peek.decode("utf-8", errors="replace").replace("\n", " ")
-                retry_after = resp.headers.get("retry-after")
-                extra = f" (Retry-After: {retry_after})" if retry_after else ""
-                reader.fail(f"http_{resp.status}", f"HTTP {resp.status}{extra}: {text}")
+                reader.http_failure(resp.status, resp.headers.get("retry-after"), resp.peek)
             else:
-                ctype = resp.headers.get("content-type", "none")
-                head = resp.peek[:200].decode("utf-8", errors="replace").replace("\n", " ")
-                reader.fail("not_sse", f"response is not an event stream (Content-Type: {ctype}): {head}")
+                reader.not_event_stream(resp.headers.get("content-type"), resp.peek)
         except HttpFailure as exc:
             reused = exc.reused
             reader.fail(exc.kind, exc.message)
@@ -616,15 +611,20 @@ class _StreamReader:
         return None
 
     async def http_error(self, resp: aiohttp.ClientResponse) -> None:
-        text = (await resp.content.read(300)).decode("utf-8", errors="replace").replace("\n", " ")
-        retry_after = resp.headers.get("Retry-After")
-        extra = f" (Retry-After: {retry_after})" if retry_after else ""
-        self.fail(f"http_{resp.status}", f"HTTP {resp.status}{extra}: {text}")
+        self.http_failure(resp.status, resp.headers.get("Retry-After"), await resp.content.read(300))
 
     async def not_sse(self, resp: aiohttp.ClientResponse) -> None:
-        ctype = resp.headers.get("Content-Type", "none")
-        head = (await resp.content.read(200)).decode("utf-8", errors="replace").replace("\n", " ")
-        self.fail("not_sse", f"response is not an event stream (Content-Type: {ctype}): {head}")
+        self.not_event_stream(resp.headers.get("Content-Type"), await resp.content.read(200))
+
+    def http_failure(self, status: int, retry_after: str | None, body: bytes) -> None:
+        """Both transports word an HTTP error alike: kind http_<status>, the body's start."""
+        text = body[:300].decode("utf-8", errors="replace").replace("\n", " ")
+        extra = f" (Retry-After: {retry_after})" if retry_after else ""
+        self.fail(f"http_{status}", f"HTTP {status}{extra}: {text}")
+
+    def not_event_stream(self, content_type: str | None, body: bytes) -> None:
+        head = body[:200].decode("utf-8", errors="replace").replace("\n", " ")
+        self.fail("not_sse", f"response is not an event stream (Content-Type: {content_type or 'none'}): {head}")
 
     def fail(self, kind: str, message: str) -> None:
         if self.rec.status == "error":

@@ -153,11 +153,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         now = time.perf_counter()  # first: parsing never shifts a timestamp
-        exchange = self.exchange
-        if exchange is None:  # bytes nobody asked for: the connection is not clean any more
-            self.close()
-            return
-        exchange.received(bytes(self._view[:nbytes]), now)
+        self._deliver(bytes(self._view[:nbytes]), now)
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -167,8 +163,10 @@ class _Connection(asyncio.BufferedProtocol):
         self.exchange = exchange
         self.transport.write(request)
 
-    def data_received(self, data: bytes) -> None:
-        now = time.perf_counter()  # first: parsing never shifts a timestamp
+    def data_received(self, data: bytes) -> None:  # transports that do not buffer for us
+        self._deliver(data, time.perf_counter())
+
+    def _deliver(self, data: bytes, now: float) -> None:
         exchange = self.exchange
         if exchange is None:  # bytes nobody asked for: the connection is not clean any more
             self.close()
