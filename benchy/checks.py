@@ -300,16 +300,32 @@ def output_length_mismatch(case: dict, results: dict) -> Iterable[Warning_]:
         return
     got = [r["completion_tokens"] for r in counted]
     delivered = int(np.median(got))
+    cause, hint = _short_output_cause(short, results.get("setup", {}))
     yield Warning_("output_length_mismatch", WARNING, case["label"],
                    f"{len(short)} of {len(counted)} requests got fewer tokens than the {case['tg']} asked "
-                   f"(median {delivered}, min {min(got)}): the server ignored ignore_eos and min_tokens. "
+                   f"(median {delivered}, min {min(got)}): {cause}. "
                    f"The row is labelled with the tokens delivered; its rates are real for those, but "
-                   f"not comparable with tg{case['tg']} elsewhere.",
-                   "Use a server that honours ignore_eos (vLLM, SGLang, llama.cpp, TensorRT-LLM do), or "
-                   "compare against runs of the delivered length.",
+                   f"not comparable with tg{case['tg']} elsewhere.", hint,
                    metrics=("e2e_tps", "decode_tps"),
                    details={"asked": case["tg"], "delivered_median": delivered, "delivered_min": min(got),
-                            "delivered_max": max(got), "short_requests": len(short)})
+                            "delivered_max": max(got), "short_requests": len(short),
+                            "finish_reasons": sorted({str(r.get("finish_reason")) for r in short})})
+
+
+def _short_output_cause(short: list[dict], setup: dict) -> tuple[str, str]:
+    """Why outputs came back short, by what the server said (finish_reason) and what was sent."""
+    reasons = {r.get("finish_reason") for r in short}
+    if reasons == {"length"}:
+        return ("the server ended them at a length limit below the one asked (finish_reason length)",
+                "Check the server's own output cap (max_tokens limit, context length minus the prompt).")
+    if setup.get("stop") and "stop" in reasons:
+        return (f"a stop string ({', '.join(map(repr, setup['stop']))}, from --stop) or the end-of-sequence "
+                "token ended them (finish_reason stop)",
+                "Drop --stop to measure a fixed output length; if they still end early, the server "
+                "ignores ignore_eos and min_tokens.")
+    return ("the server stopped at its end of sequence: it ignored ignore_eos and min_tokens",
+            "Use a server that honours ignore_eos (vLLM, SGLang, llama.cpp, TensorRT-LLM do), or "
+            "compare against runs of the delivered length.")
 
 
 @case_check

@@ -313,8 +313,10 @@ def test_short_outputs_are_labelled_with_the_tokens_delivered(start_sim):
     truth = truth_of(sim, results)
     delivered = [truth[r["request_id"]]["completion_tokens"] for r in measured(case)]
     assert all(5 <= n <= 9 for n in delivered)  # the server ignored ignore_eos and min_tokens
-    details = warning(results, "output_length_mismatch")["details"]
+    found = warning(results, "output_length_mismatch")
+    details = found["details"]
     assert details["delivered_median"] == int(np.median(delivered)) and details["asked"] == 32
+    assert details["finish_reasons"] == ["stop"] and "ignored ignore_eos" in found["message"]
     for req in measured(case):
         assert_e2e_matches_truth(req, truth[req["request_id"]])
     text = table.markdown(results)

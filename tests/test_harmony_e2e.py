@@ -174,6 +174,8 @@ def test_end_stop_leaves_reasoning_only_on_both_endpoints(start_sim, tmp_path, e
     results, records = bench(sim, endpoint, template, tmp_path, runs=2, stop=("<|end|>",))
     case = results["cases"][0]
     assert codes(results) == {"reasoning_only", "output_length_mismatch", "dangerous_stop"}
+    short = next(w for w in results["warnings"] if w["code"] == "output_length_mismatch")
+    assert "'<|end|>', from --stop" in short["message"] and "Drop --stop" in short["hint"]
     assert case["summary"]["ttfc_s"] is None and case["summary"]["ttft_s"] is not None
     truth = truth_by_id(sim, results)
     for req in measured(results):
