@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -164,6 +164,21 @@ class Client:
         if not isinstance(models, list):
             raise ServerError(f"{redact_url(self.base)}/models did not return a model list")
         return models
+
+    async def choose_model(self) -> str:
+        """The --model, checked against /models, else the first model served; every later
+        request names it."""
+        models = await self.list_models()
+        ids = [str(m.get("id")) for m in models if isinstance(m, dict) and m.get("id")]
+        wanted = self.settings.model
+        if wanted is None:
+            if not ids:
+                raise ServerError("the server lists no models; pass --model")
+            wanted = ids[0]
+        elif ids and wanted not in ids:
+            raise ServerError(f"model {wanted!r} is not served; the server offers: {', '.join(ids)}")
+        self.settings = replace(self.settings, model=wanted)
+        return wanted
 
     async def server_version(self) -> str | None:
         """From /version (vLLM, SGLang, the simulator), else the Server header."""

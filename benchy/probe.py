@@ -21,7 +21,7 @@ import platform
 import secrets
 import warnings
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats as sps
@@ -30,7 +30,7 @@ from benchy import __version__, metrics
 from benchy.client import Client, ClientSettings, redact_url
 from benchy.loadgen import exact_length_options
 from benchy.metrics import Unavailable
-from benchy.prompts import Prompt, PromptFactory
+from benchy.prompts import Prompt, PromptFactory, calibrate
 from benchy.records import RequestRecord
 
 SCHEMA = "benchy/probe/1"
@@ -177,14 +177,11 @@ async def _probe_length(client: Client, settings: ProbeSettings, length: int,
 
 
 async def _probe(settings: ProbeSettings) -> dict:
-    from benchy.run import _calibrate, _resolve_model  # one way to find the model and calibrate
-
     async with Client(settings.client) as client:
-        model = await _resolve_model(client)
-        client.settings = replace(client.settings, model=model)
+        model = await client.choose_model()
         context = context_length(await client.list_models(), model)
         salt = secrets.token_hex(6)
-        calibration = await _calibrate(client, settings.endpoint, salt)
+        calibration = await calibrate(client, settings.endpoint, salt)
         prompts = PromptFactory(calibration, salt=f"{salt}probe")
         setup = _setup(settings, model, await client.server_version(), context, calibration.to_dict())
         entries = []

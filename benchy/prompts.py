@@ -163,3 +163,14 @@ class PromptFactory:
         nonce = self.next_nonce()
         text = nonce + tokenizer.filler(local, seed=0)  # the measured prompts' filler: same scale
         return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))
+
+
+async def calibrate(client, endpoint: str, salt: str, template: Template = Template()) -> Calibration:
+    """Fits the server's token count of our prompts (chat template and tokenizer included; a
+    client-side --template is rendered first, so its tokens count as overhead too). `client`:
+    a benchy.client.Client (its usage_of sends a one-token request and returns the usage)."""
+    prompts = PromptFactory(salt=f"{salt}cal{endpoint}").calibration_prompts()
+    usages = [await client.usage_of(template.render(p.text, endpoint), endpoint,
+                                    template.request_options(endpoint)) for p in prompts]
+    return Calibration.fit((prompts[0].local_tokens, prompts[1].local_tokens),
+                           (usages[0]["prompt_tokens"], usages[1]["prompt_tokens"]))

@@ -21,7 +21,7 @@ from benchy.loadgen import CasePlan, run_case
 from benchy.monitor import LoopMonitor
 from benchy.workers import WorkerError, WorkerPool, case_workers
 from benchy.progress import Progress
-from benchy.prompts import Calibration, PromptError, PromptFactory, Template
+from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate
 from benchy.records import RecordWriter, RequestRecord
 from benchy.scenario import Case
 
@@ -177,11 +177,10 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
     client_settings = replace(settings.client, connections=max_concurrency)
     _stop_on_sigterm(state)
     async with Client(client_settings) as client:
-        model = await _resolve_model(client)
-        client.settings = replace(client.settings, model=model)
+        model = await client.choose_model()
         salt = secrets.token_hex(6)
         endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})
-        calibrations = {ep: await _calibrate(client, ep, salt, settings.template) for ep in endpoints}
+        calibrations = {ep: await calibrate(client, ep, salt, settings.template) for ep in endpoints}
         state.setup = _setup(settings, model, await client.server_version(), calibrations)
         state.setup["calibration_failures"] = client.calibration_failures
         state.plans = [CasePlan(case=c, index=i, runs=c.runs or settings.runs, warmup=settings.warmup,
@@ -238,30 +237,6 @@ async def _run_in_workers(pools: list[WorkerPool], plan: CasePlan, k: int, clien
         if exc.kind == "PromptError":
             raise PromptError(str(exc)) from None
         raise ServerError(f"a worker process failed: {exc.kind}: {exc}") from None
-
-
-async def _resolve_model(client: Client) -> str:
-    models = await client.list_models()
-    ids = [str(m.get("id")) for m in models if isinstance(m, dict) and m.get("id")]
-    wanted = client.settings.model
-    if wanted is None:
-        if not ids:
-            raise ServerError("the server lists no models; pass --model")
-        return ids[0]
-    if ids and wanted not in ids:
-        raise ServerError(f"model {wanted!r} is not served; the server offers: {', '.join(ids)}")
-    return wanted
-
-
-async def _calibrate(client: Client, endpoint: str, salt: str,
-                     template: Template = Template()) -> Calibration:
-    """Fits the server's token count of our prompts (chat template and tokenizer included;
-    a client-side --template is rendered first, so its tokens count as overhead too)."""
-    prompts = PromptFactory(salt=f"{salt}cal{endpoint}").calibration_prompts()
-    usages = [await client.usage_of(template.render(p.text, endpoint), endpoint,
-                                    template.request_options(endpoint)) for p in prompts]
-    return Calibration.fit((prompts[0].local_tokens, prompts[1].local_tokens),
-                           (usages[0]["prompt_tokens"], usages[1]["prompt_tokens"]))
 
 
 def _setup(settings: RunSettings, model: str, version: str | None,
