@@ -8,6 +8,7 @@ results are still saved);
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -108,7 +109,8 @@ class RunCommand(MultiValueCommand):
               help="Open loop instead: Poisson arrivals at R requests/s, e.g. --rate 1 2 4 (case pp512 tg128 r4); "
                    "sends behind schedule are measured as queue delay.")
 @click.option("--max-inflight", type=click.IntRange(min=1), default=None, metavar="N",
-              help="With --rate: at most N requests in flight; later arrivals wait (and their delay is reported).")
+              help="With --rate (or a scenario's rate): at most N requests in flight; later arrivals wait "
+                   "(and their delay is reported).")
 @click.option("--requests", "n_requests", type=click.IntRange(min=1), default=None, metavar="N",
               help="Measured requests per case (default: --runs × concurrency; with --rate, 10 s of arrivals).")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
@@ -190,10 +192,11 @@ def run(base_url, model, api_key, endpoint, pp, tg, concurrency, runs, warmup, s
         if pp or tg or not cases:
             cases += sweep(list(pp) or [512], list(tg) or [128], list(concurrency) or [1],
                            list(depth) or None, depth_mode=depth_mode or "cold")
-        elif concurrency or depth or depth_mode:
-            cases = [c2 for c in cases for c2 in sweep(
+        elif concurrency or depth or depth_mode:  # a scenario's rate stays unless -c replaces it
+            cases = list(dict.fromkeys(dataclasses.replace(c2, rate=None if concurrency else c.rate)
+                                       for c in cases for c2 in sweep(
                 [c.pp], [c.tg], list(concurrency) or [c.concurrency], list(depth) or [c.depth],
-                c.scenario, c.runs, c.endpoint, depth_mode or c.depth_mode)]
+                c.scenario, c.runs, c.endpoint, depth_mode or c.depth_mode)))
     except ScenarioError as exc:
         raise click.UsageError(str(exc)) from None
     cases, load = _load_settings(cases, rate, concurrency, max_inflight, n_requests, duration, seed, workers, slo)
@@ -312,7 +315,8 @@ def compare(results_files, output, test, alpha, min_effect, force):
 
 
 def _load_settings(cases, rate, concurrency, max_inflight, n_requests, duration, seed, workers, slo):
-    """(cases, LoadSettings): rate cases in place of the closed-loop ones when --rate is given."""
+    """(cases, LoadSettings): rate cases in place of the closed-loop ones when --rate is given
+    (it wins over a scenario's rate or concurrency, so equal cases are made once)."""
     from benchy.metrics import parse_slo
     from benchy.run import LoadSettings
     from benchy.scenario import ScenarioError, rate_sweep
@@ -320,14 +324,15 @@ def _load_settings(cases, rate, concurrency, max_inflight, n_requests, duration,
     if rate and concurrency:
         raise click.UsageError("--rate and --concurrency cannot be combined: --rate is an open loop; "
                                "cap its requests in flight with --max-inflight")
-    if max_inflight is not None and not rate:
-        raise click.UsageError("--max-inflight needs --rate (a closed loop keeps exactly --concurrency in flight)")
     if rate:
         try:
-            cases = [r for c in cases for r in rate_sweep(
-                [c.pp], [c.tg], list(rate), [c.depth], c.scenario, c.runs, c.endpoint, c.depth_mode)]
+            cases = list(dict.fromkeys(r for c in cases for r in rate_sweep(
+                [c.pp], [c.tg], list(rate), [c.depth], c.scenario, c.runs, c.endpoint, c.depth_mode)))
         except ScenarioError as exc:
             raise click.UsageError(str(exc)) from None
+    if max_inflight is not None and all(c.rate is None for c in cases):
+        raise click.UsageError("--max-inflight needs --rate or a scenario with rate "
+                               "(a closed loop keeps exactly --concurrency in flight)")
     try:
         slo_targets = parse_slo(slo) if slo is not None else None
     except ValueError as exc:

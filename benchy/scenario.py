@@ -3,7 +3,8 @@
 A case is one (prompt length × output length × concurrency × depth) combination. Cases come
 from CLI flags (`--pp 512 2048 --tg 32 128` → 4 cases) and from scenario files
 (`scenarios/*.toml`), which give a name, `pp` / `tg` (a number or a list; `prompt_tokens` /
-`output_tokens` are accepted too) and optionally `concurrency`, `runs`, `endpoint`, `depth`, `depth_mode`.
+`output_tokens` are accepted too) and optionally `concurrency`, `runs`, `endpoint`, `depth`, `depth_mode`,
+or `rate` (requests/s, a number or a list) in place of `concurrency`: open-loop cases, as `--rate` makes.
 
 Depth (`--depth 4096`): each request carries that many tokens of context before its pp tokens.
 `depth_mode` "cold": the context is unique per request, so the server prefills depth + pp;
@@ -136,7 +137,7 @@ def _with_line(message: str, path: Path, text: str, data: dict) -> str:
 
 
 _KNOWN_KEYS = {"name", "description", "pp", "tg", "prompt_tokens", "output_tokens",
-               "concurrency", "runs", "endpoint", "depth", "depth_mode"}
+               "concurrency", "runs", "endpoint", "depth", "depth_mode", "rate"}
 
 
 def _cases_from_table(path: Path, data: dict) -> list[Case]:
@@ -154,7 +155,11 @@ def _cases_from_table(path: Path, data: dict) -> list[Case]:
     endpoint = data.get("endpoint")
     if endpoint is not None and endpoint not in ENDPOINTS:
         raise ScenarioError(f"{path}: endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
+    rates = _rate_list(path, data)
     try:
+        if rates is not None:
+            return rate_sweep(pp, tg, rates, depth, scenario=name, runs=runs, endpoint=endpoint,
+                              depth_mode=data.get("depth_mode", "cold"))
         return sweep(pp, tg, concurrency, depth, scenario=name, runs=runs, endpoint=endpoint,
                      depth_mode=data.get("depth_mode", "cold"))
     except ScenarioError as exc:
@@ -172,3 +177,19 @@ def _int_list(path: Path, data: dict, key: str, alias: str | None = None,
     if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         raise ScenarioError(f"{path}: {key} must be a whole number or a list of them, got {value!r}")
     return values
+
+
+def _rate_list(path: Path, data: dict) -> list[float] | None:
+    """The `rate` key: requests/s of open-loop cases, or None for a closed loop."""
+    value = data.get("rate")
+    if value is None:
+        return None
+    if "concurrency" in data:
+        raise ScenarioError(f"{path}: rate and concurrency cannot be combined: rate is an open loop; "
+                            "cap its requests in flight with --max-inflight")
+    values = value if isinstance(value, list) else [value]
+    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf")
+                             for v in values):
+        raise ScenarioError(f"{path}: rate must be a positive number of requests/s or a list of them, "
+                            f"got {value!r}")
+    return [float(v) for v in values]

@@ -122,19 +122,20 @@ class WorkerPool:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         conns = self._conns[:k]
-        for w, conn in enumerate(conns):
-            loop.add_reader(conn.fileno(), _drain, conn, w, queue)
+        fds = [conn.fileno() for conn in conns]
+        for w, (conn, fd) in enumerate(zip(conns, fds)):
+            loop.add_reader(fd, _drain, conn, w, queue)
         try:
             for w, conn in enumerate(conns):
                 conn.send(("case", replace(plan, worker=w, workers=k), calibration, nonce))
             return await self._collect(queue, conns, on_record)
         except BaseException:
+            _stop_reading(loop, fds)
+            _keep_finished(queue, conns, on_record)
             self.kill()
             raise
         finally:
-            for conn in conns:
-                if not conn.closed:
-                    loop.remove_reader(conn.fileno())
+            _stop_reading(loop, fds)
 
     async def _collect(self, queue: asyncio.Queue, conns: list[Connection], on_record: Callable) -> dict:
         from benchy.records import RequestRecord
@@ -189,6 +190,36 @@ class WorkerPool:
         for err in self._stderr:
             err.close()
         self._procs, self._conns, self._stderr = [], [], []
+
+
+def _stop_reading(loop: asyncio.AbstractEventLoop, fds: list[int]) -> None:
+    """Before the connections close: a reader left on a closed descriptor would fire later."""
+    for fd in fds:
+        loop.remove_reader(fd)
+
+
+def _keep_finished(queue: asyncio.Queue, conns: list[Connection], on_record: Callable) -> None:
+    """On a stop: the records workers had already sent (read or still in the socket) are
+    measured results and are kept. The run is ending for another reason already, so a record
+    that trips --max-errors here is saved and the limit's exception is not raised again."""
+    from benchy.records import RequestRecord
+    from benchy.run import TooManyErrors  # run.py owns the limit; it is loaded already
+
+    waiting = []
+    while not queue.empty():
+        waiting.append(queue.get_nowait()[1])
+    for conn in conns:
+        try:
+            while conn.poll():
+                waiting.append(conn.recv())
+        except (EOFError, OSError):
+            pass
+    for msg in waiting:
+        if msg[0] == "record":
+            try:
+                on_record(RequestRecord.from_dict(msg[1]))
+            except TooManyErrors:
+                pass
 
 
 def _drain(conn: Connection, w: int, queue: asyncio.Queue) -> None:

@@ -97,3 +97,28 @@ def test_interrupt_saves_and_prints_partial_results(start_sim, tmp_path, sig, by
         main(["report", str(out / "results.json")])
     assert again.value.code == 0
     assert "Partial run" in (out / "report.md").read_text()
+
+
+def test_interrupt_keeps_what_worker_processes_finished(start_sim, tmp_path):
+    """With --workers 2 the records come back from other processes: a stop keeps every one the
+    server had finished before it (with 50 ms for the worker to read and send it)."""
+    sim = start_sim("--decode-tps", "500", "--prefill-tps", "100000")
+    out = tmp_path / "workers"
+    cmd = [sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "--pp", "64", "--tg", "25",
+           "-c", "8", "--runs", "500", "--workers", "2", "-o", str(out), "-q"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sim_env(),
+                            cwd=REPO_ROOT)
+    wait_for_lines(out / "requests.jsonl", 20, proc)
+    stopped_at = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+
+    results = json.loads((out / "results.json").read_text())
+    [case] = results["cases"]
+    kept = {r["request_id"] for r in case["requests"]}
+    assert {r.request_id for r in read_records(out / "requests.jsonl")} == kept
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"] and t["status"] == 200 and t["last_token_event_s"]}
+    finished = {rid for rid, t in truth.items() if t["last_token_event_s"] < stopped_at - 0.05}
+    assert len(finished) >= 10 and finished <= kept
+    assert results["setup"]["load"]["workers"] == 2

@@ -1,4 +1,5 @@
-"""Writes a run folder's report from its results: report.md and the PNG figures it embeds.
+"""Writes a run folder's report from its results: report.md, the PNG figures it embeds, and
+results.csv (the table's figures with their ceilings and warning codes, for spreadsheets).
 
 Reads saved results only, so `benchy report` can re-make the same report later, anywhere.
 """
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchy.report import markdown
+from benchy.report import markdown, table
 
 FIGURES_DIR = "figures"
 
@@ -19,6 +20,7 @@ def write_report(results: dict, directory: Path) -> Path:
     embedded = [(f.title, f"{FIGURES_DIR}/{f.path.name}" if f.path else None, f.caption) for f in figures]
     path = directory / "report.md"
     path.write_text(markdown.render(results, figures=embedded), encoding="utf-8")
+    (directory / "results.csv").write_text(table.csv_text(results), encoding="utf-8")
     return path
 
 

@@ -130,18 +130,44 @@ def markdown(results: dict) -> str:
     return text
 
 
+# Stable CSV columns (README, "Results file"): one row per case and metric. The last four
+# carry what the Markdown report shows beside a number, so no flag is lost in a spreadsheet.
+CSV_COLUMNS = ("label", "pp", "tg", "concurrency", "depth", "metric", "median", "std", "n",
+               "ci95_low", "ci95_high", "unavailable_reason",
+               "ceiling_tps", "flagged_by", "case_warnings", "run_warnings")
+CODE_SEPARATOR = ";"
+
+
+def codes_cell(warnings) -> str:
+    """Distinct warning codes in the results' order (errors first), as one cell."""
+    return CODE_SEPARATOR.join(dict.fromkeys(w["code"] for w in warnings))
+
+
+def summary_cells(summary: dict | None, reason: str) -> list:
+    """median, std, n, ci95_low, ci95_high, unavailable_reason: all empty but the reason when
+    the metric could not be measured (never a made-up number)."""
+    if not summary:
+        return ["", "", "", "", "", reason]
+    ci = summary.get("ci95") or [None, None]
+    return [summary["median"], summary["std"], summary["n"], ci[0], ci[1], ""]
+
+
 def csv_text(results: dict) -> str:
-    """One row per case and metric: machine-friendly, no formatting."""
+    """One row per case and metric: machine-friendly, no formatting. A figure the Markdown
+    table marks with ⚠ names the warnings behind it in `flagged_by`."""
+    warnings = results.get("warnings", [])
+    flagging = case_warnings(results)  # the same warnings that put ⚠ on a Markdown cell
+    run_wide = codes_cell(w for w in warnings if not w.get("case"))
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["label", "pp", "tg", "concurrency", "depth", "metric", "median", "std", "n",
-                     "ci95_low", "ci95_high", "unavailable_reason"])
+    writer.writerow(CSV_COLUMNS)
     for case in results.get("cases", []):
+        label = case["label"]
+        ceiling = (case.get("ceiling") or {}).get("tokens_per_s")
+        of_case = codes_cell(w for w in warnings if w.get("case") == label)
         for metric, summary in case["summary"].items():
-            key = [case["label"], case["pp"], case["tg"], case["concurrency"], case["depth"], metric]
-            if summary:
-                ci = summary.get("ci95") or [None, None]
-                writer.writerow(key + [summary["median"], summary["std"], summary["n"], ci[0], ci[1], ""])
-            else:
-                writer.writerow(key + ["", "", 0, "", "", case["unavailable"].get(metric, "")])
+            key = [label, case["pp"], case["tg"], case["concurrency"], case["depth"], metric]
+            flagged = [w for w in flagging.get(label, []) if summary and metric in w.get("metrics", ())]
+            writer.writerow(key + summary_cells(summary, case["unavailable"].get(metric, ""))
+                            + ["" if ceiling is None else ceiling, codes_cell(flagged), of_case, run_wide])
     return out.getvalue()

@@ -1,0 +1,112 @@
+"""The CSV export (`benchy run --format csv`) carries what the Markdown report shows beside a
+number: the case's bandwidth ceiling, the warnings that flag a figure, the case's and the run's
+warning codes; unmeasurable metrics stay empty cells. Real runs of `benchy` against `benchy sim`."""
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import subprocess
+import sys
+
+import pytest
+
+from benchy import checks, profiles
+from benchy import results as results_mod
+from benchy.report import table
+from benchy.sim.process import SimProcess
+from tests.conftest import REPO_ROOT, sim_env
+
+STREAM_TIMINGS = ("ttft_s", "decode_tps", "itl_s", "prefill_tps")
+VALUE_CELLS = ("median", "std", "n", "ci95_low", "ci95_high")
+
+
+def benchy_run(base_url: str, out, *flags: str) -> subprocess.CompletedProcess:
+    """`benchy run --format csv` as a user types it: stdout is the CSV (its bytes as printed,
+    line ends untranslated), -o saves the run."""
+    proc = subprocess.run([sys.executable, "-m", "benchy", "run", "--base-url", base_url, "--pp", "64",
+                           "--warmup", "0", "--format", "csv", "-q", "-o", str(out), *flags],
+                          capture_output=True, env=sim_env(), cwd=REPO_ROOT, timeout=120)
+    proc.stdout, proc.stderr = proc.stdout.decode(), proc.stderr.decode(errors="replace")
+    return proc
+
+
+def parse(text: str) -> list[dict]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows = list(reader)
+    assert tuple(reader.fieldnames) == table.CSV_COLUMNS
+    assert all(None not in row and len(row) == len(table.CSV_COLUMNS) for row in rows)  # rectangular
+    return rows
+
+
+def case_codes(results: dict, label: str | None) -> list[str]:
+    return list(dict.fromkeys(w["code"] for w in results["warnings"] if w.get("case") == label))
+
+
+@pytest.fixture(scope="module")
+def impossible_buffered_run(tmp_path_factory):
+    """Field report 003: a gpt-oss-120b 'on a GB10' whose stream comes in 2 events per answer
+    and whose rates beat the memory-bandwidth ceiling (the simulator decodes at 400 tok/s)."""
+    out = tmp_path_factory.mktemp("csv") / "run"
+    with SimProcess("--model", "openai/gpt-oss-120b", "--events-per-response", "2", "--decode-tps", "400",
+                    "--prefill-tps", "50000") as sim:
+        proc = benchy_run(sim.base_url, out, "--tg", "16", "32", "--runs", "3", "--hardware", "gb10")
+    return out, proc
+
+
+def test_csv_carries_the_ceiling_and_the_warnings_of_each_case(impossible_buffered_run):
+    out, proc = impossible_buffered_run
+    assert proc.returncode == 3, proc.stderr  # an impossible rate is a hard check failure
+    results = results_mod.load(out / "results.json")
+    assert checks.run_checks(copy.deepcopy(results)) == results["warnings"]  # what checks produce
+    rows = parse(proc.stdout)
+    model = profiles.model_profile("gpt-oss-120b")
+    bandwidth = profiles.hardware("gb10").bandwidth_gbs
+    assert [r["label"] for r in rows] == [c["label"] for c in results["cases"]
+                                          for _ in results_mod.SUMMARY_METRICS]
+    for case in results["cases"]:
+        mine = [r for r in rows if r["label"] == case["label"]]
+        expected = profiles.case_ceiling(bandwidth, model, case["pp"], case["tg"]).tokens_per_s
+        codes = case_codes(results, case["label"])
+        assert {"above_bandwidth_ceiling", "sse_buffering"} <= set(codes)
+        for row in mine:
+            assert float(row["ceiling_tps"]) == pytest.approx(expected)
+            assert row["case_warnings"].split(";") == codes
+            assert row["run_warnings"] == ""
+        by_metric = {r["metric"]: r for r in mine}
+        for name in STREAM_TIMINGS:  # a buffered stream: never a number, always a reason
+            row = by_metric[name]
+            assert [row[k] for k in VALUE_CELLS] == [""] * 5 and row["flagged_by"] == ""
+            assert row["unavailable_reason"] == case["unavailable"][name] and row["unavailable_reason"]
+        e2e = by_metric["e2e_tps"]  # real but impossible: given, with the flag the Markdown ⚠ shows
+        assert float(e2e["median"]) == case["summary"]["e2e_tps"]["median"] > float(e2e["ceiling_tps"])
+        assert "above_bandwidth_ceiling" in e2e["flagged_by"].split(";")
+        assert int(e2e["n"]) == case["n_ok"] == 3 and e2e["unavailable_reason"] == ""
+
+
+def test_csv_from_the_saved_results_equals_what_run_printed(impossible_buffered_run, tmp_path):
+    # The run folder's results.csv, and the one `benchy report` re-makes from results.json
+    # alone (no server), hold the same bytes `run --format csv` printed.
+    out, proc = impossible_buffered_run
+    saved = table.csv_text(results_mod.load(out / "results.json"))
+    assert saved == proc.stdout and saved.count("\n") == 1 + 2 * len(results_mod.SUMMARY_METRICS)
+    assert (out / "results.csv").read_bytes().decode() == proc.stdout
+    remade = subprocess.run([sys.executable, "-m", "benchy", "report", str(out / "results.json"),
+                             "-o", str(tmp_path / "remade")], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert remade.returncode == 0, remade.stderr
+    assert (tmp_path / "remade" / "results.csv").read_bytes().decode() == proc.stdout
+
+
+def test_run_wide_warnings_and_a_missing_ceiling_leave_no_made_up_figure(tmp_path):
+    # --hardware without a model profile the served id names: no ceiling, one run-wide warning.
+    with SimProcess("--decode-tps", "2000", "--prefill-tps", "50000") as sim:
+        proc = benchy_run(sim.base_url, tmp_path / "run", "--tg", "8", "--runs", "2", "--hardware", "gb10")
+    assert proc.returncode == 0, proc.stderr
+    results = results_mod.load(tmp_path / "run" / "results.json")
+    assert case_codes(results, None) == ["ceiling_unknown"]
+    rows = parse(proc.stdout)
+    assert {r["ceiling_tps"] for r in rows} == {""}
+    assert {r["run_warnings"] for r in rows} == {"ceiling_unknown"}
+    assert {r["case_warnings"] for r in rows} == {";".join(case_codes(results, "pp64 tg8"))}
+    ttft = next(r for r in rows if r["metric"] == "ttft_s")
+    assert float(ttft["median"]) == results["cases"][0]["summary"]["ttft_s"]["median"]
