@@ -82,11 +82,16 @@ def rate_sweep(pp: list[int], tg: list[int], rates: list[float], depth: list[int
                scenario: str | None = None, runs: int | None = None, endpoint: str | None = None,
                depth_mode: str = "cold") -> list[Case]:
     """Open-loop cases: every (depth, pp, tg) at each arrival rate (requests/s)."""
-    bad = [r for r in rates if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r < float("inf")]
+    bad = [r for r in rates if not _is_rate(r)]
     if bad:
         raise ScenarioError(f"--rate must be positive numbers (requests/s), got {bad[0]!r}")
     closed = sweep(pp, tg, [1], depth, scenario, runs, endpoint, depth_mode)
     return [dataclasses.replace(c, rate=float(r)) for c in closed for r in rates]
+
+
+def _is_rate(value) -> bool:
+    """A finite positive number of requests/s (NaN fails both comparisons)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
 
 
 def find_scenario(name_or_file: str) -> Path:
@@ -188,8 +193,7 @@ def _rate_list(path: Path, data: dict) -> list[float] | None:
         raise ScenarioError(f"{path}: rate and concurrency cannot be combined: rate is an open loop; "
                             "cap its requests in flight with --max-inflight")
     values = value if isinstance(value, list) else [value]
-    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf")
-                             for v in values):
+    if not values or not all(_is_rate(v) for v in values):
         raise ScenarioError(f"{path}: rate must be a positive number of requests/s or a list of them, "
                             f"got {value!r}")
     return [float(v) for v in values]
