@@ -520,8 +520,7 @@ def table(rows: list[Row]) -> str:
 
 def verdicts(rows: list[Row], client_cores: set[int]) -> list[str]:
     def pick(client: str, streams: int, workers: str = "1", server: str = "sim") -> Row | None:
-        return next((r for r in rows if (r.client, r.streams, r.workers, r.server)
-                     == (client, streams, workers, server)), None)
+        return _pick(rows, client, streams, workers, server)
 
     lines = [line for streams in sorted({r.streams for r in rows}) for line in _cpu_verdict(rows, streams)]
     ours, theirs = pick("benchy (lean)", 256, server="pump"), pick(LLAMA_BENCHY, 256, server="pump")
@@ -548,14 +547,17 @@ def verdicts(rows: list[Row], client_cores: set[int]) -> list[str]:
                                         client_cores))
 
 
+def _pick(rows: list[Row], client: str, streams: int, workers: str = "1", server: str = "sim") -> Row | None:
+    """The first row of this client, streams, workers and server."""
+    return next((r for r in rows if (r.client, r.streams, r.workers, r.server) == (client, streams, workers, server)),
+                None)
+
+
 def _cpu_verdict(rows: list[Row], streams: int) -> list[str]:
     """benchy's CPU per token against the instant simulator: at most half of llama-benchy's at
     the same streams (else TARGET_CPU_US), judged against the floor that no Python client gets under."""
-    def find(client: str) -> Row | None:
-        return next((r for r in rows if (r.client, r.streams, r.workers, r.server) == (client, streams, "1", "sim")
-                     and r.cpu_us is not None), None)
-
-    ours, theirs, floor = find("benchy (lean)"), find(LLAMA_BENCHY), find(FLOOR)
+    ours, theirs, floor = (_pick(rows, client, streams) for client in ("benchy (lean)", LLAMA_BENCHY, FLOOR))
+    ours, theirs, floor = (r if r and r.cpu_us is not None else None for r in (ours, theirs, floor))
     if ours is None:
         return []
     limit = theirs.cpu_us / 2 if theirs else TARGET_CPU_US
