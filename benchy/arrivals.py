@@ -10,12 +10,14 @@ Each record keeps when the schedule wanted it sent (`scheduled_mono_s`); a send 
 behind (the --max-inflight cap was full, or the event loop was late) is measured as queue delay
 (metrics.send_lag_s), never hidden.
 """
+
 from __future__ import annotations
 
 import asyncio
 import math
 import time
-from typing import Awaitable, Callable, Iterable, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeVar
 
 import numpy as np
 
@@ -47,8 +49,12 @@ def share(total: int, worker: int, workers: int) -> range:
     return range(worker, total, workers)
 
 
-async def open_loop(items: Iterable[tuple[float, T]], start_s: float, max_inflight: int | None,
-                    send: Callable[[T, float], Awaitable[None]]) -> None:
+async def open_loop(
+    items: Iterable[tuple[float, T]],
+    start_s: float,
+    max_inflight: int | None,
+    send: Callable[[T, float], Awaitable[None]],
+) -> None:
     """Calls send(item, scheduled_mono_s) at start_s + offset for each (offset, item), without
     waiting for earlier sends to end; with max_inflight, a send waits for a free slot (and is
     then late: that is the queue delay its record shows). Ends when every send has ended."""

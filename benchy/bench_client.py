@@ -24,6 +24,7 @@ Python client pays while the server is slower than it and every event is a wake-
 server is not the limit: each client's cost when it is the bottleneck, and --workers 2 against
 --workers 1 (that needs cores to spare; `--repeat N` alternates the two N times).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,6 +56,7 @@ PACED_SECONDS = 12.0  # of arrivals
 
 # ---------------------------------------------------------------- the simulator(s)
 
+
 def serve_shared(port: int, truth_log: str, decode_tps: float = 0.0) -> None:
     """One simulator process of several on one port (SO_REUSEPORT; the kernel spreads the
     connections). The simulator's own code, only the listening socket differs. decode_tps 0:
@@ -65,8 +67,15 @@ def serve_shared(port: int, truth_log: str, decode_tps: float = 0.0) -> None:
     from benchy.sim.config import build_config
 
     if decode_tps:
-        cfg = build_config("default", port=port, truth_log=truth_log, decode_tps=decode_tps,
-                           prefill_tps=1e9, max_running=100_000, batch_slowdown=0.0)
+        cfg = build_config(
+            "default",
+            port=port,
+            truth_log=truth_log,
+            decode_tps=decode_tps,
+            prefill_tps=1e9,
+            max_running=100_000,
+            batch_slowdown=0.0,
+        )
     else:
         cfg = build_config("instant", port=port, truth_log=truth_log)
     warm_up()
@@ -106,14 +115,16 @@ def serve_pump(port: int, truth_log: str) -> None:
     def stream_events(n: int) -> list[bytes]:
         if n not in responses:
             head = '{"id":"pump","object":"chat.completion.chunk","created":1,"model":"benchy-sim","choices":'
-            texts = [head + '[{"index":0,"delta":{"content":" w"},"logprobs":null,'
-                     f'"finish_reason":{"null" if i < n - 1 else chr(34) + "length" + chr(34)}}}]}}'
-                     for i in range(n)]
+            texts = [
+                head + '[{"index":0,"delta":{"content":" w"},"logprobs":null,'
+                f'"finish_reason":{"null" if i < n - 1 else chr(34) + "length" + chr(34)}}}]}}'
+                for i in range(n)
+            ]
             texts.append(head + f'[],"usage":{{"prompt_tokens":1,"completion_tokens":{n},"total_tokens":{n + 1}}}}}')
             texts.append("[DONE]")
             chunks = [_chunk(f"data: {t}\n\n".encode()) for t in texts]
             step = PUMP_EVENTS_PER_WRITE
-            responses[n] = chunks[:1] + [b"".join(chunks[i:i + step]) for i in range(1, len(chunks), step)]
+            responses[n] = chunks[:1] + [b"".join(chunks[i : i + step]) for i in range(1, len(chunks), step)]
         return responses[n]
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -132,13 +143,23 @@ def serve_pump(port: int, truth_log: str) -> None:
                 n = int(request.get("max_tokens") or 16)
                 if not request.get("stream"):
                     prompt = tokenizer.count(request["messages"][0]["content"])
-                    data = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": " w"},
-                                                    "finish_reason": "length"}],
-                                       "usage": {"prompt_tokens": prompt, "completion_tokens": 1}}).encode()
+                    data = json.dumps(
+                        {
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "message": {"role": "assistant", "content": " w"},
+                                    "finish_reason": "length",
+                                }
+                            ],
+                            "usage": {"prompt_tokens": prompt, "completion_tokens": 1},
+                        }
+                    ).encode()
                     writer.write(_whole(200, data))
                     continue
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                             b"Transfer-Encoding: chunked\r\n\r\n")
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                )
                 events = stream_events(n)
                 first = last = 0.0
                 for i, events_block in enumerate(events):
@@ -148,9 +169,19 @@ def serve_pump(port: int, truth_log: str) -> None:
                         first = last
                     await asyncio.sleep(0)
                 writer.write(b"0\r\n\r\n")
-                log.write(json.dumps({"request_id": headers.get("x-request-id"), "stream": True,
-                                      "arrival_s": arrival, "first_token_event_s": first,
-                                      "last_token_event_s": last, "completion_tokens": n}) + "\n")
+                log.write(
+                    json.dumps(
+                        {
+                            "request_id": headers.get("x-request-id"),
+                            "stream": True,
+                            "arrival_s": arrival,
+                            "first_token_event_s": first,
+                            "last_token_event_s": last,
+                            "completion_tokens": n,
+                        }
+                    )
+                    + "\n"
+                )
                 log.flush()
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
@@ -173,24 +204,36 @@ def _chunk(data: bytes) -> bytes:
 
 
 def _whole(status: int, data: bytes) -> bytes:
-    return (f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
-            .encode() + data)
+    return (
+        f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data
+    )
 
 
 class Sims:
     """K instant simulators on one port, each pinned to one of `cores`."""
 
-    def __init__(self, k: int, cores: list[int], folder: Path, decode_tps: float = 0.0,
-                 kind: str = "sim") -> None:
+    def __init__(self, k: int, cores: list[int], folder: Path, decode_tps: float = 0.0, kind: str = "sim") -> None:
         self.port = _free_port()
         self.logs = [folder / f"truth-{self.port}-{i}.jsonl" for i in range(k)]
         self.procs = []
         for i, log in enumerate(self.logs):
             core = cores[i % len(cores)]
             proc = subprocess.Popen(
-                [sys.executable, "-m", "benchy.bench_client", "--serve-sim", str(self.port), str(log),
-                 str(decode_tps), kind],
-                stdout=subprocess.PIPE, text=True, env=_env(), preexec_fn=_pin({core}))
+                [
+                    sys.executable,
+                    "-m",
+                    "benchy.bench_client",
+                    "--serve-sim",
+                    str(self.port),
+                    str(log),
+                    str(decode_tps),
+                    kind,
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+                env=_env(),
+                preexec_fn=_pin({core}),
+            )
             if proc.stdout.readline().strip() != "ready":
                 self.stop()
                 raise RuntimeError("a simulator did not start")
@@ -229,6 +272,7 @@ def _env() -> dict:
 
 # ---------------------------------------------------------------- measuring a client
 
+
 @dataclass
 class Row:
     client: str
@@ -265,6 +309,7 @@ def tree_cpu(pid: int) -> float:
 class Sampled:
     """A finished command and the CPU time of its process tree (and of the servers' processes),
     sampled every SAMPLE_S."""
+
     proc: subprocess.CompletedProcess
     samples: list[tuple[float, float, list[float]]]  # (perf_counter, client CPU s, each server's CPU s)
     start_s: float
@@ -277,8 +322,10 @@ class Sampled:
         """The largest share of one core that one server process used between t0 and t1."""
         if not self.samples or not self.samples[0][2]:
             return None
-        shares = [self._between(t0, t1, [s[i] for _, _, s in self.samples]) / (t1 - t0)
-                  for i in range(len(self.samples[0][2]))]
+        shares = [
+            self._between(t0, t1, [s[i] for _, _, s in self.samples]) / (t1 - t0)
+            for i in range(len(self.samples[0][2]))
+        ]
         return max(shares)
 
     def _between(self, t0: float, t1: float, values: list[float]) -> float:
@@ -295,8 +342,9 @@ def _interp(t: float, times: list[float], values: list[float]) -> float:
 def run_sampled(cmd: list[str], cores: set[int], servers: list[int] = ()) -> Sampled:
     """Runs cmd pinned to `cores`, sampling its tree's CPU and that of the `servers` (pids)."""
     start = time.perf_counter()
-    popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
-                             preexec_fn=_pin(cores), cwd=ROOT)
+    popen = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), preexec_fn=_pin(cores), cwd=ROOT
+    )
     samples: list[tuple[float, float, list[float]]] = []
     done = threading.Event()
 
@@ -322,8 +370,7 @@ def run_sampled(cmd: list[str], cores: set[int], servers: list[int] = ()) -> Sam
 def streaming_cpu_us(run: Sampled, truth: list[dict]) -> tuple[float | None, list[dict]]:
     """µs of client CPU per token while the server streamed this run's requests: CPU between
     the first request's arrival and the last token written, ÷ the tokens written."""
-    mine = [t for t in truth if t["stream"] and run.start_s <= t["arrival_s"] <= run.end_s
-            and t["last_token_event_s"]]
+    mine = [t for t in truth if t["stream"] and run.start_s <= t["arrival_s"] <= run.end_s and t["last_token_event_s"]]
     if not mine:
         return None, mine
     t0, t1 = _window(mine)
@@ -338,9 +385,28 @@ def _window(truth: list[dict]) -> tuple[float, float]:
 
 def benchy_cmd(url: str, load: list[str], workers: int, transport: str) -> list[str]:
     """results.json goes to stdout: with --output, the report's figures would be drawn too."""
-    return [sys.executable, "-m", "benchy", "run", "--base-url", url, "--pp", str(PP), "--tg", str(TG),
-            *load, "--warmup", "0", "--workers", str(workers), "--transport", transport,
-            "--quiet", "--format", "json"]
+    return [
+        sys.executable,
+        "-m",
+        "benchy",
+        "run",
+        "--base-url",
+        url,
+        "--pp",
+        str(PP),
+        "--tg",
+        str(TG),
+        *load,
+        "--warmup",
+        "0",
+        "--workers",
+        str(workers),
+        "--transport",
+        transport,
+        "--quiet",
+        "--format",
+        "json",
+    ]
 
 
 def measure_benchy(sims: Sims, streams: int, workers: int, transport: str, cores: set[int]) -> Row:
@@ -361,8 +427,13 @@ def measure_paced(sims: Sims, streams: int, cores: set[int]) -> Row:
     rate = streams * PACED_TPS / TG  # arrivals/s × seconds per request = streams in flight
     load = ["--rate", f"{rate:g}", "--requests", str(int(rate * PACED_SECONDS))]
     run = run_sampled(benchy_cmd(sims.base_url, load, 1, "lean"), cores)
-    row = _from_results(run.proc.stdout, sims, f"benchy (lean), paced server ({PACED_TPS:g} tok/s a stream), "
-                                               f"open loop ≈ {streams} in flight", streams, 1)
+    row = _from_results(
+        run.proc.stdout,
+        sims,
+        f"benchy (lean), paced server ({PACED_TPS:g} tok/s a stream), open loop ≈ {streams} in flight",
+        streams,
+        1,
+    )
     row.cpu_us, _ = streaming_cpu_us(run, sims.truth())
     return row
 
@@ -371,14 +442,23 @@ def _from_results(stdout: str, sims: Sims, client: str, streams: int, workers: i
     (case,) = json.loads(stdout)["cases"]
     reqs = [r for r in case["requests"] if not r["warmup"]]
     truth = {t["request_id"]: t for t in sims.truth()}
-    matched = [(r, truth[r["request_id"]]) for r in reqs
-               if r["request_id"] in truth and r["metrics"]["ttft_s"] is not None]
+    matched = [
+        (r, truth[r["request_id"]]) for r in reqs if r["request_id"] in truth and r["metrics"]["ttft_s"] is not None
+    ]
     total = [r["metrics"]["ttft_s"] - (t["first_token_event_s"] - t["arrival_s"]) for r, t in matched]
     own = [r["sent_mono_s"] + r["metrics"]["ttft_s"] - t["first_token_event_s"] for r, t in matched]
     streamed = sum(r["completion_tokens"] or 0 for r in reqs)
-    return Row(client, streams, str(workers), None, _served_rate([t for _, t in matched]),
-               _median_p99(total), 1e6 * case["client"]["cpu_s"] / streamed if streamed else None,
-               "" if case["n_failed"] == 0 else f"{case['n_failed']} failed", _median_p99(own))
+    return Row(
+        client,
+        streams,
+        str(workers),
+        None,
+        _served_rate([t for _, t in matched]),
+        _median_p99(total),
+        1e6 * case["client"]["cpu_s"] / streamed if streamed else None,
+        "" if case["n_failed"] == 0 else f"{case['n_failed']} failed",
+        _median_p99(own),
+    )
 
 
 def _median_p99(seconds: list[float]) -> tuple[float, float] | None:
@@ -399,6 +479,7 @@ def _p99(values: list[float]) -> float:
 
 
 # ---------------------------------------------------------------- the floor
+
 
 def floor_client(port: int, streams: int, rounds: int) -> None:
     """The least a Python client can do per event: one epoll loop over `streams` connections,
@@ -422,7 +503,7 @@ def floor_client(port: int, streams: int, rounds: int) -> None:
         while left:
             for fd, _ in poller.poll():
                 time.perf_counter()  # the stamp any honest client takes
-                data = bytes(memoryview(buf)[:by_fd[fd].recv_into(buf)])
+                data = bytes(memoryview(buf)[: by_fd[fd].recv_into(buf)])
                 if not data:
                     raise SystemExit("the server closed a connection")
                 if (tails[fd] + data).endswith(b"\r\n0\r\n\r\n"):  # the chunked body's end
@@ -434,10 +515,19 @@ READ_BYTES = 64 * 1024
 
 
 def _floor_request(port: int, i: int) -> bytes:
-    body = json.dumps({"model": "benchy-sim", "max_tokens": TG, "stream": True, "ignore_eos": True,
-                       "messages": [{"role": "user", "content": f"floor {i} " + "the " * (PP - 4)}]}).encode()
-    return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    body = json.dumps(
+        {
+            "model": "benchy-sim",
+            "max_tokens": TG,
+            "stream": True,
+            "ignore_eos": True,
+            "messages": [{"role": "user", "content": f"floor {i} " + "the " * (PP - 4)}],
+        }
+    ).encode()
+    return (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
 def measure_floor(sims: Sims, streams: int, cores: set[int]) -> Row:
@@ -460,16 +550,28 @@ FLOOR = "floor: a reader that only counts events"
 
 # ---------------------------------------------------------------- llama-benchy, side by side
 
+
 def llama_benchy_files(folder: Path) -> tuple[Path, str, http.server.HTTPServer]:
     """An offline tokenizer folder and a book served on 127.0.0.1, as llama-benchy needs."""
     words = [f"w{i}" for i in range(2000)]
     vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(words)}}
     tok = folder / "tokenizer"
     tok.mkdir(exist_ok=True)
-    (tok / "tokenizer.json").write_text(json.dumps({
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
-        "normalizer": None, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None,
-        "decoder": None, "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}}))
+    (tok / "tokenizer.json").write_text(
+        json.dumps(
+            {
+                "version": "1.0",
+                "truncation": None,
+                "padding": None,
+                "added_tokens": [],
+                "normalizer": None,
+                "pre_tokenizer": {"type": "Whitespace"},
+                "post_processor": None,
+                "decoder": None,
+                "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"},
+            }
+        )
+    )
     book = " ".join(words[i * 7 % 2000] for i in range(50_000)).encode()
 
     class Book(http.server.BaseHTTPRequestHandler):
@@ -488,9 +590,30 @@ def llama_benchy_files(folder: Path) -> tuple[Path, str, http.server.HTTPServer]
 
 
 def measure_llama_benchy(exe: str, sims: Sims, streams: int, cores: set[int], tok: Path, book: str) -> Row:
-    cmd = [*shlex.split(exe), "--base-url", sims.base_url, "--model", "benchy-sim", "--tokenizer", str(tok),
-           "--book-url", book, "--pp", str(PP), "--tg", str(TG), "--exact-tg", "--runs", str(ROUNDS),
-           "--concurrency", str(streams), "--no-warmup", "--skip-coherence", "--latency-mode", "none"]
+    cmd = [
+        *shlex.split(exe),
+        "--base-url",
+        sims.base_url,
+        "--model",
+        "benchy-sim",
+        "--tokenizer",
+        str(tok),
+        "--book-url",
+        book,
+        "--pp",
+        str(PP),
+        "--tg",
+        str(TG),
+        "--exact-tg",
+        "--runs",
+        str(ROUNDS),
+        "--concurrency",
+        str(streams),
+        "--no-warmup",
+        "--skip-coherence",
+        "--latency-mode",
+        "none",
+    ]
     return _sampled_row(LLAMA_BENCHY, cmd, sims, streams, cores)
 
 
@@ -498,6 +621,7 @@ LLAMA_BENCHY = "llama-benchy 0.4"
 
 
 # ---------------------------------------------------------------- the report
+
 
 def table(rows: list[Row]) -> str:
     from tabulate import tabulate
@@ -508,14 +632,40 @@ def table(rows: list[Row]) -> str:
     def pair(value):
         return "n/a" if value is None else f"{value[0]:.2f} / {value[1]:.2f}"
 
-    body = [[r.server, r.client, r.streams, r.workers, num(r.cpu_us, ".1f"), num(r.self_cpu_us, ".1f"),
-             num(r.tok_s, ",.0f"), num(r.server_busy, ".0%"), pair(r.ttft_err_ms), pair(r.own_err_ms), r.note]
-            for r in rows]
-    return tabulate(body, headers=["server", "client", "streams", "workers", "client CPU µs/token",
-                                   "(benchy's own view)", "aggregate tok/s", "busiest server process (of a core)",
-                                   "TTFT error ms (median / p99)",
-                                   "of which benchy's: token written → stamped", ""],
-                    tablefmt="pipe", disable_numparse=True)
+    body = [
+        [
+            r.server,
+            r.client,
+            r.streams,
+            r.workers,
+            num(r.cpu_us, ".1f"),
+            num(r.self_cpu_us, ".1f"),
+            num(r.tok_s, ",.0f"),
+            num(r.server_busy, ".0%"),
+            pair(r.ttft_err_ms),
+            pair(r.own_err_ms),
+            r.note,
+        ]
+        for r in rows
+    ]
+    return tabulate(
+        body,
+        headers=[
+            "server",
+            "client",
+            "streams",
+            "workers",
+            "client CPU µs/token",
+            "(benchy's own view)",
+            "aggregate tok/s",
+            "busiest server process (of a core)",
+            "TTFT error ms (median / p99)",
+            "of which benchy's: token written → stamped",
+            "",
+        ],
+        tablefmt="pipe",
+        disable_numparse=True,
+    )
 
 
 def verdicts(rows: list[Row], client_cores: set[int]) -> list[str]:
@@ -527,30 +677,37 @@ def verdicts(rows: list[Row], client_cores: set[int]) -> list[str]:
     if ours and theirs and ours.cpu_us and theirs.cpu_us and ours.tok_s:
         busy = ours.tok_s * ours.cpu_us * 1e-6
         verdict = _verdict(ours.cpu_us <= theirs.cpu_us / 2) if busy >= 0.8 else "NOT SHOWN"
-        lines.append(f"{verdict}: against pump servers benchy {ours.cpu_us:.1f} µs per token, llama-benchy "
-                     f"{theirs.cpu_us:.1f} µs; benchy kept {busy:.0%} of its core busy"
-                     + ("" if busy >= 0.8 else ", so the servers, not the client, were the limit (give them "
-                                               "more cores)"))
+        lines.append(
+            f"{verdict}: against pump servers benchy {ours.cpu_us:.1f} µs per token, llama-benchy "
+            f"{theirs.cpu_us:.1f} µs; benchy kept {busy:.0%} of its core busy"
+            + ("" if busy >= 0.8 else ", so the servers, not the client, were the limit (give them more cores)")
+        )
     paced = next((r for r in rows if "paced" in r.client), None)
     if paced and paced.ttft_err_ms:
-        lines.append(f"{_verdict(paced.ttft_err_ms[0] <= TARGET_TTFT_ERR_MS)}: TTFT error at 256 streams, median "
-                     f"{paced.ttft_err_ms[0]:.2f} ms ≤ {TARGET_TTFT_ERR_MS:g} ms (p99 {paced.ttft_err_ms[1]:.2f} ms; "
-                     "paced server, not saturated)")
+        lines.append(
+            f"{_verdict(paced.ttft_err_ms[0] <= TARGET_TTFT_ERR_MS)}: TTFT error at 256 streams, median "
+            f"{paced.ttft_err_ms[0]:.2f} ms ≤ {TARGET_TTFT_ERR_MS:g} ms (p99 {paced.ttft_err_ms[1]:.2f} ms; "
+            "paced server, not saturated)"
+        )
     at256 = pick("benchy (lean)", 256)
     if at256 and at256.own_err_ms:
-        lines.append(f"{_verdict(at256.own_err_ms[0] <= TARGET_TTFT_ERR_MS)}: against the saturated instant "
-                     f"simulator at 256 streams, benchy's own part of the TTFT error (first token written → "
-                     f"stamped) has median {at256.own_err_ms[0]:.2f} ms; the rest there is the simulator's "
-                     "queue before its clock starts (request sent → its handler ran)")
+        lines.append(
+            f"{_verdict(at256.own_err_ms[0] <= TARGET_TTFT_ERR_MS)}: against the saturated instant "
+            f"simulator at 256 streams, benchy's own part of the TTFT error (first token written → "
+            f"stamped) has median {at256.own_err_ms[0]:.2f} ms; the rest there is the simulator's "
+            "queue before its clock starts (request sent → its handler ran)"
+        )
     scaling = _scaling(_best_row(rows, "1"), _best_row(rows, "2"), True, client_cores)
-    return lines + (scaling or _scaling(pick("benchy (lean)", 256), pick("benchy (lean)", 256, "2"), False,
-                                        client_cores))
+    return lines + (
+        scaling or _scaling(pick("benchy (lean)", 256), pick("benchy (lean)", 256, "2"), False, client_cores)
+    )
 
 
 def _pick(rows: list[Row], client: str, streams: int, workers: str = "1", server: str = "sim") -> Row | None:
     """The first row of this client, streams, workers and server."""
-    return next((r for r in rows if (r.client, r.streams, r.workers, r.server) == (client, streams, workers, server)),
-                None)
+    return next(
+        (r for r in rows if (r.client, r.streams, r.workers, r.server) == (client, streams, workers, server)), None
+    )
 
 
 def _cpu_verdict(rows: list[Row], streams: int) -> list[str]:
@@ -562,15 +719,20 @@ def _cpu_verdict(rows: list[Row], streams: int) -> list[str]:
         return []
     limit = theirs.cpu_us / 2 if theirs else TARGET_CPU_US
     source = f"half of llama-benchy's {theirs.cpu_us:.1f}" if theirs else "the issue's figure; no llama-benchy given"
-    line = (f"client CPU per token against the instant simulator at {streams} streams: benchy {ours.cpu_us:.1f} µs"
-            f", target ≤ {limit:.1f} µs ({source})")
+    line = (
+        f"client CPU per token against the instant simulator at {streams} streams: benchy {ours.cpu_us:.1f} µs"
+        f", target ≤ {limit:.1f} µs ({source})"
+    )
     if ours.cpu_us <= limit:
         return [f"PASS: {line}"]
     if floor and floor.cpu_us >= limit:
         above = f"benchy {ours.cpu_us - floor.cpu_us:.1f} µs above it" + (
-            f", llama-benchy {theirs.cpu_us - floor.cpu_us:.1f}" if theirs else "")
-        return [f"NOT SHOWN: {line}; the floor here is {floor.cpu_us:.1f} µs (a reader that only counts events, "
-                f"one wake-up per event: the kernel's and interpreter's cost), above the target: {above}"]
+            f", llama-benchy {theirs.cpu_us - floor.cpu_us:.1f}" if theirs else ""
+        )
+        return [
+            f"NOT SHOWN: {line}; the floor here is {floor.cpu_us:.1f} µs (a reader that only counts events, "
+            f"one wake-up per event: the kernel's and interpreter's cost), above the target: {above}"
+        ]
     return [f"FAIL: {line}" + (f"; the floor here is {floor.cpu_us:.1f} µs" if floor else "")]
 
 
@@ -581,16 +743,23 @@ def _best_row(rows: list[Row], workers: str) -> Row | None:
     """benchy against the pumps at 256 streams with this many workers: the best of the --repeat
     runs (another tenant or a busy hyperthread sibling only ever lowers a throughput, so the best
     run is the estimate of what the client can ingest), its median and spread in `note`."""
-    mine = [r for r in rows if (r.client, r.streams, r.workers, r.server) == ("benchy (lean)", 256, workers, "pump")
-            and r.tok_s]
+    mine = [
+        r
+        for r in rows
+        if (r.client, r.streams, r.workers, r.server) == ("benchy (lean)", 256, workers, "pump") and r.tok_s
+    ]
     if not mine:
         return None
     best = max(mine, key=lambda r: r.tok_s)
     rates = [r.tok_s for r in mine]
-    note = (f"best of {len(mine)}; median {statistics.median(rates):,.0f}, range {min(rates):,.0f}–{max(rates):,.0f}"
-            if len(mine) > 1 else "")
-    return Row(best.client, 256, workers, best.cpu_us, best.tok_s, None, server="pump", note=note,
-               server_busy=best.server_busy)
+    note = (
+        f"best of {len(mine)}; median {statistics.median(rates):,.0f}, range {min(rates):,.0f}–{max(rates):,.0f}"
+        if len(mine) > 1
+        else ""
+    )
+    return Row(
+        best.client, 256, workers, best.cpu_us, best.tok_s, None, server="pump", note=note, server_busy=best.server_busy
+    )
 
 
 def _scaling(one: Row | None, two: Row | None, pumped: bool, client_cores: set[int]) -> list[str]:
@@ -601,22 +770,30 @@ def _scaling(one: Row | None, two: Row | None, pumped: bool, client_cores: set[i
     server_bound = (not pumped and used < 0.8) or (two.server_busy or 0) >= SERVER_BUSY
     cannot_show = physical_cores(client_cores) < 2 or server_bound
     verdict = "PASS" if ratio >= TARGET_WORKER_SCALING else ("NOT SHOWN" if cannot_show else "FAIL")
-    lines = [f"{verdict}: --workers 2 ingest {ratio:.2f}× one worker's ({two.tok_s:,.0f} vs {one.tok_s:,.0f} tok/s "
-             f"against {'pump servers' if pumped else 'the simulator'}; target ≥ {TARGET_WORKER_SCALING}× "
-             "when the server is not the limit)"]
+    lines = [
+        f"{verdict}: --workers 2 ingest {ratio:.2f}× one worker's ({two.tok_s:,.0f} vs {one.tok_s:,.0f} tok/s "
+        f"against {'pump servers' if pumped else 'the simulator'}; target ≥ {TARGET_WORKER_SCALING}× "
+        "when the server is not the limit)"
+    ]
     if two.note:
         lines.append(f"  two workers: {two.note}; one worker: {one.note}")
     if len(client_cores) >= 2 > physical_cores(client_cores):
         lines.append("  the clients' cores are hyperthreads of one physical core: two busy workers share it.")
     if len(client_cores) < 2:
-        lines.append("  the clients had one core: two worker processes can only share it. Give them two or "
-                     "more (--client-cores) and the servers the rest (--pumps K --pump-cores …).")
+        lines.append(
+            "  the clients had one core: two worker processes can only share it. Give them two or "
+            "more (--client-cores) and the servers the rest (--pumps K --pump-cores …)."
+        )
     elif pumped and server_bound:
-        lines.append(f"  with two workers the busiest server process used {two.server_busy:.0%} of its core: the "
-                     "servers were the limit (give them more cores)")
+        lines.append(
+            f"  with two workers the busiest server process used {two.server_busy:.0%} of its core: the "
+            "servers were the limit (give them more cores)"
+        )
     elif server_bound:
-        lines.append(f"  one worker kept {used:.0%} of a core busy: the simulator, not benchy, was the limit, "
-                     "so a second worker had nothing to add (try --pumps).")
+        lines.append(
+            f"  one worker kept {used:.0%} of a core busy: the simulator, not benchy, was the limit, "
+            "so a second worker had nothing to add (try --pumps)."
+        )
     return lines
 
 
@@ -626,8 +803,11 @@ def physical_cores(cores: set[int]) -> int:
     for core in cores:
         topology = Path(f"/sys/devices/system/cpu/cpu{core}/topology")
         try:
-            found.add((topology / "physical_package_id").read_text().strip() + ":"
-                      + (topology / "core_id").read_text().strip())
+            found.add(
+                (topology / "physical_package_id").read_text().strip()
+                + ":"
+                + (topology / "core_id").read_text().strip()
+            )
         except OSError:
             found.add(str(core))
     return len(found)
@@ -644,18 +824,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sims", type=int, default=1, help="simulator processes sharing the port (default 1)")
     ap.add_argument("--sim-cores", default="0", help="cores for the simulators, e.g. 0 or 2-15 (default 0)")
     ap.add_argument("--client-cores", default=None, help="cores for the clients (default: all the others)")
-    ap.add_argument("--pumps", type=int, default=0,
-                    help="also measure against this many pump servers (serve_pump), so that the server is not "
-                         "the limit: --workers 2 scaling, and the client's cost at saturation")
+    ap.add_argument(
+        "--pumps",
+        type=int,
+        default=0,
+        help="also measure against this many pump servers (serve_pump), so that the server is not "
+        "the limit: --workers 2 scaling, and the client's cost at saturation",
+    )
     ap.add_argument("--pumps-only", action="store_true", help="measure only against the pump servers")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="measure one worker and two against the pumps this many times, alternately; the "
-                         "scaling verdict compares the best runs and prints the medians (default 1)")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="measure one worker and two against the pumps this many times, alternately; the "
+        "scaling verdict compares the best runs and prints the medians (default 1)",
+    )
     ap.add_argument("--pump-cores", default=None, help="cores for the pump servers (default: the simulator's)")
     ap.add_argument("--streams", type=int, nargs="+", default=[64, 256])
-    ap.add_argument("--llama-benchy", default=os.environ.get("LLAMA_BENCHY"),
-                    help="llama-benchy command, to measure side by side, e.g. .lb/bin/llama-benchy "
-                         "or 'python3 -m llama_benchy' ($LLAMA_BENCHY)")
+    ap.add_argument(
+        "--llama-benchy",
+        default=os.environ.get("LLAMA_BENCHY"),
+        help="llama-benchy command, to measure side by side, e.g. .lb/bin/llama-benchy "
+        "or 'python3 -m llama_benchy' ($LLAMA_BENCHY)",
+    )
     ap.add_argument("--no-aiohttp", action="store_true", help="skip the aiohttp-transport comparison rows")
     args = ap.parse_args(argv)
     if args.floor_client:
@@ -672,9 +863,12 @@ def main(argv: list[str] | None = None) -> int:
     all_cores = sorted(os.sched_getaffinity(0))
     client_cores = set(_cores(args.client_cores)) if args.client_cores else set(all_cores) - set(sim_cores)
     client_cores = client_cores or set(all_cores)
-    print(f"benchy sim --preset instant × {args.sims} on core(s) {args.sim_cores}; clients on core(s) "
-          f"{','.join(map(str, sorted(client_cores)))}; pp{PP} tg{TG}, one token per SSE event; "
-          f"{ROUNDS} rounds of requests per run", flush=True)
+    print(
+        f"benchy sim --preset instant × {args.sims} on core(s) {args.sim_cores}; clients on core(s) "
+        f"{','.join(map(str, sorted(client_cores)))}; pp{PP} tg{TG}, one token per SSE event; "
+        f"{ROUNDS} rounds of requests per run",
+        flush=True,
+    )
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="benchy-bench-") as tmp:
         folder = Path(tmp)
@@ -744,8 +938,11 @@ def _add(rows: list[Row], row: Row | None, server: str = "sim") -> None:
         return
     row.server = server
     rows.append(row)
-    print(f"  measured {row.client} at {row.streams} streams, {row.workers} worker(s), against {server}",
-          file=sys.stderr, flush=True)
+    print(
+        f"  measured {row.client} at {row.streams} streams, {row.workers} worker(s), against {server}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _cores(text: str) -> list[int]:

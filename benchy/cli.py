@@ -6,6 +6,7 @@ severity info never count); 5 stopped early by --max-errors / --max-error-rate (
 results are still saved);
 130 interrupted by Ctrl-C or SIGTERM (partial results are still saved).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -83,15 +84,25 @@ def cli() -> None:
 
 def server_options(command):
     """The flags that say which server to talk to, shared by `run` and `probe-cache`."""
-    for option in reversed((
-        click.option("--base-url", envvar="OPENAI_BASE_URL", default="http://127.0.0.1:8000/v1",
-                     show_default=True, help="OpenAI-compatible API root (default from $OPENAI_BASE_URL)."),
-        click.option("--model", default=None, help="Model id (default: the first one /v1/models lists)."),
-        click.option("--api-key", envvar="OPENAI_API_KEY", default=None,
-                     help="Bearer token (default from $OPENAI_API_KEY). Never written anywhere."),
-        click.option("--endpoint", type=click.Choice(["chat", "completions"]), default="chat",
-                     show_default=True),
-    )):
+    for option in reversed(
+        (
+            click.option(
+                "--base-url",
+                envvar="OPENAI_BASE_URL",
+                default="http://127.0.0.1:8000/v1",
+                show_default=True,
+                help="OpenAI-compatible API root (default from $OPENAI_BASE_URL).",
+            ),
+            click.option("--model", default=None, help="Model id (default: the first one /v1/models lists)."),
+            click.option(
+                "--api-key",
+                envvar="OPENAI_API_KEY",
+                default=None,
+                help="Bearer token (default from $OPENAI_API_KEY). Never written anywhere.",
+            ),
+            click.option("--endpoint", type=click.Choice(["chat", "completions"]), default="chat", show_default=True),
+        )
+    ):
         command = option(command)
     return command
 
@@ -105,77 +116,204 @@ class RunCommand(MultiValueCommand):
 @click.option("--pp", type=int, multiple=True, help="Prompt lengths in tokens, e.g. --pp 512 2048 8192.")
 @click.option("--tg", type=int, multiple=True, help="Output lengths in tokens, e.g. --tg 32 128.")
 @click.option("--concurrency", "-c", type=int, multiple=True, help="Requests in flight, e.g. -c 1 4 16.")
-@click.option("--rate", type=float, multiple=True, metavar="R",
-              help="Open loop instead: Poisson arrivals at R requests/s, e.g. --rate 1 2 4 (case pp512 tg128 r4); "
-                   "sends behind schedule are measured as queue delay.")
-@click.option("--max-inflight", type=click.IntRange(min=1), default=None, metavar="N",
-              help="With --rate (or a scenario's rate): at most N requests in flight; later arrivals wait "
-                   "(and their delay is reported).")
-@click.option("--requests", "n_requests", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Measured requests per case (default: --runs × concurrency; with --rate, 10 s of arrivals).")
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
-              help="Send no request after S seconds of a case (those in flight finish and count).")
+@click.option(
+    "--rate",
+    type=float,
+    multiple=True,
+    metavar="R",
+    help="Open loop instead: Poisson arrivals at R requests/s, e.g. --rate 1 2 4 (case pp512 tg128 r4); "
+    "sends behind schedule are measured as queue delay.",
+)
+@click.option(
+    "--max-inflight",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="With --rate (or a scenario's rate): at most N requests in flight; later arrivals wait "
+    "(and their delay is reported).",
+)
+@click.option(
+    "--requests",
+    "n_requests",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Measured requests per case (default: --runs × concurrency; with --rate, 10 s of arrivals).",
+)
+@click.option(
+    "--duration",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="S",
+    help="Send no request after S seconds of a case (those in flight finish and count).",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --rate arrival schedules.")
-@click.option("--workers", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Spread each case over N processes, each its own event loop "
-                   "(default: one per 64 streams, at most one per core).")
-@click.option("--slo", default=None, metavar="SPEC",
-              help="Goodput: the share of requests meeting every target, e.g. --slo ttft=2s,e2e_tps=20 "
-                   "(ttft, ttfc, e2e, itl in s or ms; e2e_tps, decode_tps in tokens/s).")
-@click.option("--transport", type=click.Choice(["lean", "aiohttp"]), default="lean", show_default=True,
-              help="HTTP client of the streamed requests: benchy's lean HTTP/1.1 client (a few µs of CPU "
-                   "per event) or aiohttp (the reference; try it if a proxy or server misbehaves with lean).")
-@click.option("--depth", type=int, multiple=True,
-              help="Tokens of context before the pp tokens, e.g. --depth 0 4096 16384 (pp512 tg32 @ d4096).")
-@click.option("--depth-mode", type=click.Choice(["cold", "cached"]), default=None,
-              help="cold (default): the context is unique per request, so the server prefills depth + pp. "
-                   "cached: the context is sent alone first and reused, so only the pp tokens are new "
-                   "(llama-bench's pp512 @ d4096); benchy checks the server's cached_tokens.")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Spread each case over N processes, each its own event loop "
+    "(default: one per 64 streams, at most one per core).",
+)
+@click.option(
+    "--slo",
+    default=None,
+    metavar="SPEC",
+    help="Goodput: the share of requests meeting every target, e.g. --slo ttft=2s,e2e_tps=20 "
+    "(ttft, ttfc, e2e, itl in s or ms; e2e_tps, decode_tps in tokens/s).",
+)
+@click.option(
+    "--transport",
+    type=click.Choice(["lean", "aiohttp"]),
+    default="lean",
+    show_default=True,
+    help="HTTP client of the streamed requests: benchy's lean HTTP/1.1 client (a few µs of CPU "
+    "per event) or aiohttp (the reference; try it if a proxy or server misbehaves with lean).",
+)
+@click.option(
+    "--depth",
+    type=int,
+    multiple=True,
+    help="Tokens of context before the pp tokens, e.g. --depth 0 4096 16384 (pp512 tg32 @ d4096).",
+)
+@click.option(
+    "--depth-mode",
+    type=click.Choice(["cold", "cached"]),
+    default=None,
+    help="cold (default): the context is unique per request, so the server prefills depth + pp. "
+    "cached: the context is sent alone first and reused, so only the pp tokens are new "
+    "(llama-bench's pp512 @ d4096); benchy checks the server's cached_tokens.",
+)
 @click.option("--runs", type=int, default=5, show_default=True, help="Measured runs per case.")
 @click.option("--warmup", type=int, default=1, show_default=True, help="Warmup requests per case (not counted).")
 @click.option("--scenario", multiple=True, help="Shipped scenario name or a .toml file; several allowed.")
 @click.option("--no-nonce", is_flag=True, help="Send identical prompts (shows what prefix caching does).")
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder for results.json, requests.jsonl and report.md.")
-@click.option("--format", "fmt", type=click.Choice(["md", "json", "csv"]), default="md", show_default=True,
-              help="What to print on stdout.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for results.json, requests.jsonl and report.md.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["md", "json", "csv"]),
+    default="md",
+    show_default=True,
+    help="What to print on stdout.",
+)
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds allowed per request.")
-@click.option("--stall-timeout", type=float, default=120.0, show_default=True,
-              help="Seconds of silence in a stream before the request counts as stalled.")
+@click.option(
+    "--stall-timeout",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="Seconds of silence in a stream before the request counts as stalled.",
+)
 @click.option("--insecure", is_flag=True, help="Do not verify TLS certificates.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--strict", is_flag=True, help="Exit non-zero on any warning (for CI).")
-@click.option("--max-errors", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Stop the run once more than N requests have failed (exit 5); what was measured is kept.")
-@click.option("--max-error-rate", type=click.FloatRange(0, 1), default=None, metavar="X",
-              help="Stop the run once more than this fraction of its requests has failed, judged from "
-                   "the 10th finished request on (exit 5); what was measured is kept.")
-@click.option("--hardware", default=None, metavar="NAME",
-              help="Hardware profile for the decode ceiling (gb10, h100-sxm, h200, b200, rtx-5090, "
-                   "m3-ultra, …): rates above memory bandwidth ÷ bytes per token are flagged impossible.")
-@click.option("--model-profile", default=None, metavar="NAME",
-              help="Model profile for the ceiling (gpt-oss-120b, gpt-oss-20b, llama-3-8b, …); "
-                   "with --hardware and no profile, guessed from the served model id.")
+@click.option(
+    "--max-errors",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Stop the run once more than N requests have failed (exit 5); what was measured is kept.",
+)
+@click.option(
+    "--max-error-rate",
+    type=click.FloatRange(0, 1),
+    default=None,
+    metavar="X",
+    help="Stop the run once more than this fraction of its requests has failed, judged from "
+    "the 10th finished request on (exit 5); what was measured is kept.",
+)
+@click.option(
+    "--hardware",
+    default=None,
+    metavar="NAME",
+    help="Hardware profile for the decode ceiling (gb10, h100-sxm, h200, b200, rtx-5090, "
+    "m3-ultra, …): rates above memory bandwidth ÷ bytes per token are flagged impossible.",
+)
+@click.option(
+    "--model-profile",
+    default=None,
+    metavar="NAME",
+    help="Model profile for the ceiling (gpt-oss-120b, gpt-oss-20b, llama-3-8b, …); "
+    "with --hardware and no profile, guessed from the served model id.",
+)
 @click.option("--bandwidth-gbs", type=float, default=None, help="Memory bandwidth in GB/s (overrides --hardware).")
-@click.option("--active-bytes-per-token", type=float, default=None,
-              help="Weight bytes read per decoded token, e.g. 2.5e9 (overrides --model-profile).")
-@click.option("--template", type=click.Choice(["none", "harmony"]), default="none", show_default=True,
-              help="For --endpoint completions: harmony renders gpt-oss's Harmony prompt client-side, "
-                   "asks for special tokens (skip_special_tokens: false) and counts the analysis "
-                   "channel as reasoning, the final one as content; none sends the prompt as is.")
-@click.option("--reasoning-effort", type=click.Choice(["low", "medium", "high"]), default=None,
-              help="Chat: sent as reasoning_effort; completions with --template harmony: the "
-                   "system message's Reasoning line (default medium there).")
-@click.option("--stop", multiple=True, metavar="TEXT",
-              help="Stop strings sent with every request, e.g. --stop '<|return|>' '<|call|>'. They "
-                   "replace min_tokens (which would hold them off); ones that occur inside a Harmony "
-                   "response (<|message|>, <|channel|>, <|end|>, <|start|>) are warned about first.")
-def run(base_url, model, api_key, endpoint, pp, tg, concurrency, runs, warmup, scenario, no_nonce,
-        output, fmt, timeout, stall_timeout, insecure, quiet, strict, depth=(), depth_mode=None,
-        hardware=None, model_profile=None, bandwidth_gbs=None, active_bytes_per_token=None,
-        max_errors=None, max_error_rate=None, template="none", reasoning_effort=None, stop=(),
-        rate=(), max_inflight=None, n_requests=None, duration=None, seed=0, workers=None, slo=None,
-        transport="lean"):
+@click.option(
+    "--active-bytes-per-token",
+    type=float,
+    default=None,
+    help="Weight bytes read per decoded token, e.g. 2.5e9 (overrides --model-profile).",
+)
+@click.option(
+    "--template",
+    type=click.Choice(["none", "harmony"]),
+    default="none",
+    show_default=True,
+    help="For --endpoint completions: harmony renders gpt-oss's Harmony prompt client-side, "
+    "asks for special tokens (skip_special_tokens: false) and counts the analysis "
+    "channel as reasoning, the final one as content; none sends the prompt as is.",
+)
+@click.option(
+    "--reasoning-effort",
+    type=click.Choice(["low", "medium", "high"]),
+    default=None,
+    help="Chat: sent as reasoning_effort; completions with --template harmony: the "
+    "system message's Reasoning line (default medium there).",
+)
+@click.option(
+    "--stop",
+    multiple=True,
+    metavar="TEXT",
+    help="Stop strings sent with every request, e.g. --stop '<|return|>' '<|call|>'. They "
+    "replace min_tokens (which would hold them off); ones that occur inside a Harmony "
+    "response (<|message|>, <|channel|>, <|end|>, <|start|>) are warned about first.",
+)
+def run(
+    base_url,
+    model,
+    api_key,
+    endpoint,
+    pp,
+    tg,
+    concurrency,
+    runs,
+    warmup,
+    scenario,
+    no_nonce,
+    output,
+    fmt,
+    timeout,
+    stall_timeout,
+    insecure,
+    quiet,
+    strict,
+    depth=(),
+    depth_mode=None,
+    hardware=None,
+    model_profile=None,
+    bandwidth_gbs=None,
+    active_bytes_per_token=None,
+    max_errors=None,
+    max_error_rate=None,
+    template="none",
+    reasoning_effort=None,
+    stop=(),
+    rate=(),
+    max_inflight=None,
+    n_requests=None,
+    duration=None,
+    seed=0,
+    workers=None,
+    slo=None,
+    transport="lean",
+):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
     from benchy.client import ClientSettings, ServerError
@@ -190,24 +328,59 @@ def run(base_url, model, api_key, endpoint, pp, tg, concurrency, runs, warmup, s
     try:
         cases = [c for name in scenario for c in load_scenario(name)]
         if pp or tg or not cases:
-            cases += sweep(list(pp) or [512], list(tg) or [128], list(concurrency) or [1],
-                           list(depth) or None, depth_mode=depth_mode or "cold")
+            cases += sweep(
+                list(pp) or [512],
+                list(tg) or [128],
+                list(concurrency) or [1],
+                list(depth) or None,
+                depth_mode=depth_mode or "cold",
+            )
         elif concurrency or depth or depth_mode:  # a scenario's rate stays unless -c replaces it
-            cases = list(dict.fromkeys(dataclasses.replace(c2, rate=None if concurrency else c.rate)
-                                       for c in cases for c2 in sweep(
-                [c.pp], [c.tg], list(concurrency) or [c.concurrency], list(depth) or [c.depth],
-                c.scenario, c.runs, c.endpoint, depth_mode or c.depth_mode)))
+            cases = list(
+                dict.fromkeys(
+                    dataclasses.replace(c2, rate=None if concurrency else c.rate)
+                    for c in cases
+                    for c2 in sweep(
+                        [c.pp],
+                        [c.tg],
+                        list(concurrency) or [c.concurrency],
+                        list(depth) or [c.depth],
+                        c.scenario,
+                        c.runs,
+                        c.endpoint,
+                        depth_mode or c.depth_mode,
+                    )
+                )
+            )
     except ScenarioError as exc:
         raise click.UsageError(str(exc)) from None
     cases, load = _load_settings(cases, rate, concurrency, max_inflight, n_requests, duration, seed, workers, slo)
     prompt_template = _prompt_template(template, reasoning_effort, stop, endpoint, cases)
     settings = run_mod.RunSettings(
-        client=ClientSettings(base_url=base_url, api_key=api_key, model=model, timeout_s=timeout,
-                              stall_timeout_s=stall_timeout, insecure=insecure, transport=transport),
-        cases=cases, runs=runs, warmup=warmup, endpoint=endpoint, nonce=not no_nonce,
-        output_dir=output, command_line=redacted_command_line(sys.argv[1:]),
-        progress=False if quiet else None, ceiling=ceiling, max_errors=max_errors,
-        max_error_rate=max_error_rate, template=prompt_template, stop=tuple(stop), load=load)
+        client=ClientSettings(
+            base_url=base_url,
+            api_key=api_key,
+            model=model,
+            timeout_s=timeout,
+            stall_timeout_s=stall_timeout,
+            insecure=insecure,
+            transport=transport,
+        ),
+        cases=cases,
+        runs=runs,
+        warmup=warmup,
+        endpoint=endpoint,
+        nonce=not no_nonce,
+        output_dir=output,
+        command_line=redacted_command_line(sys.argv[1:]),
+        progress=False if quiet else None,
+        ceiling=ceiling,
+        max_errors=max_errors,
+        max_error_rate=max_error_rate,
+        template=prompt_template,
+        stop=tuple(stop),
+        load=load,
+    )
     try:
         results = run_mod.execute(settings)
         if output is not None:
@@ -238,8 +411,9 @@ class DemoCommand(MultiValueCommand):
 @click.option("--pp", type=int, multiple=True, help="Prompt lengths (default 512 2048 8192).")
 @click.option("--tg", type=int, multiple=True, help="Output lengths (default 32 128).")
 @click.option("--runs", type=int, default=3, show_default=True)
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/demo"),
-              show_default=True)
+@click.option(
+    "--output", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/demo"), show_default=True
+)
 @click.pass_context
 def demo(ctx, preset, pp, tg, runs, output):
     """Start the embedded simulator, benchmark it with `benchy run`, write a report, stop it."""
@@ -252,8 +426,9 @@ def demo(ctx, preset, pp, tg, runs, output):
         raise click.ClickException(str(exc)) from None
     try:
         click.echo(f"Benchmarking {sim.base_url} (real time: this takes a minute or two) …", err=True)
-        code = ctx.invoke(run, base_url=sim.base_url, pp=pp or (512, 2048, 8192), tg=tg or (32, 128),
-                          runs=runs, output=output)
+        code = ctx.invoke(
+            run, base_url=sim.base_url, pp=pp or (512, 2048, 8192), tg=tg or (32, 128), runs=runs, output=output
+        )
     finally:
         sim.stop()
     click.echo(f"\nReport: {output / 'report.md'}", err=True)
@@ -262,13 +437,18 @@ def demo(ctx, preset, pp, tg, runs, output):
 
 @cli.command()
 @click.argument("results_file", type=click.Path(path_type=Path))
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder for report.md and figures/ (default: the results file's folder).")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for report.md and figures/ (default: the results file's folder).",
+)
 def report(results_file, output):
     """Re-make report.md and its PNG figures from a saved results.json (or a run folder, or a
     probe.json). Needs no server."""
-    from benchy.results import ResultsError
     from benchy.report import render
+    from benchy.results import ResultsError
 
     try:
         written = render.write_from_file(results_file, output)
@@ -281,13 +461,28 @@ def report(results_file, output):
 
 @cli.command()
 @click.argument("results_files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder for compare.md, compare.png and compare.json.")
-@click.option("--test", type=click.Choice(["mannwhitney", "welch"]), default="mannwhitney", show_default=True,
-              help="Significance test on per-request values.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for compare.md, compare.png and compare.json.",
+)
+@click.option(
+    "--test",
+    type=click.Choice(["mannwhitney", "welch"]),
+    default="mannwhitney",
+    show_default=True,
+    help="Significance test on per-request values.",
+)
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="Significance level.")
-@click.option("--min-effect", type=float, default=2.0, show_default=True,
-              help="Smallest change (%) called faster/slower; smaller significant changes are 'negligible'.")
+@click.option(
+    "--min-effect",
+    type=float,
+    default=2.0,
+    show_default=True,
+    help="Smallest change (%) called faster/slower; smaller significant changes are 'negligible'.",
+)
 @click.option("--force", is_flag=True, help="Compare even when the prompt nonce differs (warned loudly).")
 def compare(results_files, output, test, alpha, min_effect, force):
     """Compare runs case by case: the first file is the baseline, each other one is set against it."""
@@ -299,8 +494,7 @@ def compare(results_files, output, test, alpha, min_effect, force):
         raise click.UsageError("compare needs at least two results files (the first is the baseline)")
     paths = [render.results_path(p) for p in results_files]
     try:
-        comparisons = compare_mod.compare_files(paths, test=test, alpha=alpha, min_effect=min_effect / 100,
-                                                force=force)
+        comparisons = compare_mod.compare_files(paths, test=test, alpha=alpha, min_effect=min_effect / 100, force=force)
     except (ResultsError, compare_mod.CompareError) as exc:
         raise click.ClickException(str(exc)) from None
     for comp in comparisons:
@@ -322,23 +516,34 @@ def _load_settings(cases, rate, concurrency, max_inflight, n_requests, duration,
     from benchy.scenario import ScenarioError, rate_sweep
 
     if rate and concurrency:
-        raise click.UsageError("--rate and --concurrency cannot be combined: --rate is an open loop; "
-                               "cap its requests in flight with --max-inflight")
+        raise click.UsageError(
+            "--rate and --concurrency cannot be combined: --rate is an open loop; "
+            "cap its requests in flight with --max-inflight"
+        )
     if rate:
         try:
-            cases = list(dict.fromkeys(r for c in cases for r in rate_sweep(
-                [c.pp], [c.tg], list(rate), [c.depth], c.scenario, c.runs, c.endpoint, c.depth_mode)))
+            cases = list(
+                dict.fromkeys(
+                    r
+                    for c in cases
+                    for r in rate_sweep(
+                        [c.pp], [c.tg], list(rate), [c.depth], c.scenario, c.runs, c.endpoint, c.depth_mode
+                    )
+                )
+            )
         except ScenarioError as exc:
             raise click.UsageError(str(exc)) from None
     if max_inflight is not None and all(c.rate is None for c in cases):
-        raise click.UsageError("--max-inflight needs --rate or a scenario with rate "
-                               "(a closed loop keeps exactly --concurrency in flight)")
+        raise click.UsageError(
+            "--max-inflight needs --rate or a scenario with rate (a closed loop keeps exactly --concurrency in flight)"
+        )
     try:
         slo_targets = parse_slo(slo) if slo is not None else None
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    return cases, LoadSettings(requests=n_requests, duration_s=duration, max_inflight=max_inflight,
-                               seed=seed, workers=workers, slo=slo_targets)
+    return cases, LoadSettings(
+        requests=n_requests, duration_s=duration, max_inflight=max_inflight, seed=seed, workers=workers, slo=slo_targets
+    )
 
 
 def _check_url(url: str) -> None:
@@ -349,7 +554,7 @@ def _check_url(url: str) -> None:
         raise click.UsageError(f"--base-url must start with http:// or https://, got {shown!r}")
     try:
         parts = urlsplit(url)
-        parts.port  # raises on a port that is not a number in 0-65535
+        parts.port  # noqa: B018 - raises on a port that is not a number in 0-65535
     except ValueError as exc:
         raise click.UsageError(f"--base-url {shown!r}: {exc}") from None
     if not parts.hostname:
@@ -363,17 +568,20 @@ def _prompt_template(name: str, effort: str | None, stop: tuple[str, ...], endpo
 
     endpoints = {c.endpoint or endpoint for c in cases}
     if name == "harmony" and "completions" not in endpoints:
-        raise click.UsageError("--template harmony is for --endpoint completions: the chat endpoint "
-                               "applies the server's own template")
+        raise click.UsageError(
+            "--template harmony is for --endpoint completions: the chat endpoint applies the server's own template"
+        )
     if effort and name == "none" and "chat" not in endpoints:
-        raise click.UsageError("--reasoning-effort with --endpoint completions needs --template harmony: "
-                               "a raw prompt has no place for it")
+        raise click.UsageError(
+            "--reasoning-effort with --endpoint completions needs --template harmony: a raw prompt has no place for it"
+        )
     if any(not s for s in stop):
         raise click.UsageError("--stop strings must not be empty")
     template = Template(name, effort)
     for text, reason in template.risky_stops(stop):
-        click.echo(f"benchy: warning: --stop {text!r} occurs inside every Harmony (gpt-oss) response: "
-                   f"{reason}", err=True)
+        click.echo(
+            f"benchy: warning: --stop {text!r} occurs inside every Harmony (gpt-oss) response: {reason}", err=True
+        )
     return template
 
 
@@ -430,15 +638,37 @@ class ProbeCommand(MultiValueCommand):
 
 @cli.command("probe-cache", cls=ProbeCommand)
 @server_options
-@click.option("--lengths", type=int, multiple=True,
-              help="Prompt lengths in tokens (default 2000 8000 27000, capped by the model's context).")
-@click.option("--requests", "-n", "n", type=int, default=5, show_default=True,
-              help="Shared-prefix requests per length (≥ 3), and as many unique-prefix ones.")
+@click.option(
+    "--lengths",
+    type=int,
+    multiple=True,
+    help="Prompt lengths in tokens (default 2000 8000 27000, capped by the model's context).",
+)
+@click.option(
+    "--requests",
+    "-n",
+    "n",
+    type=int,
+    default=5,
+    show_default=True,
+    help="Shared-prefix requests per length (≥ 3), and as many unique-prefix ones.",
+)
 @click.option("--tg", type=int, default=8, show_default=True, help="Output tokens per request (kept short).")
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder for probe.json, probe.md and probe.png.")
-@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True,
-              help="What to print on stdout.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for probe.json, probe.md and probe.png.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["md", "json"]),
+    default="md",
+    show_default=True,
+    help="What to print on stdout.",
+)
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds allowed per request.")
 @click.option("--insecure", is_flag=True, help="Do not verify TLS certificates.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
@@ -453,11 +683,14 @@ def probe_cache(base_url, model, api_key, endpoint, lengths, n, tg, output, fmt,
     if n < 3 or tg < 1 or any(length < 1 for length in lengths):
         raise click.UsageError("--requests must be ≥ 3, --tg ≥ 1 and --lengths ≥ 1")
     settings = probe.ProbeSettings(
-        client=ClientSettings(base_url=base_url, api_key=api_key, model=model, timeout_s=timeout,
-                              insecure=insecure),
-        lengths=list(lengths) or list(probe.DEFAULT_LENGTHS), n=n, tg=tg, endpoint=endpoint,
+        client=ClientSettings(base_url=base_url, api_key=api_key, model=model, timeout_s=timeout, insecure=insecure),
+        lengths=list(lengths) or list(probe.DEFAULT_LENGTHS),
+        n=n,
+        tg=tg,
+        endpoint=endpoint,
         command_line=redacted_command_line(sys.argv[1:]),
-        on_length=None if quiet else lambda length: click.echo(f"probing {length:,}-token prompts …", err=True))
+        on_length=None if quiet else lambda length: click.echo(f"probing {length:,}-token prompts …", err=True),
+    )
     try:
         result = probe.run_probe(settings)
     except (ServerError, PromptError) as exc:
@@ -494,7 +727,8 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # a bug of benchy's: still one line, the traceback on request
         if os.environ.get("BENCHY_DEBUG"):
             raise
-        click.echo(f"benchy: internal error: {type(exc).__name__}: {exc} "
-                   "(set BENCHY_DEBUG=1 to see the traceback)", err=True)
+        click.echo(
+            f"benchy: internal error: {type(exc).__name__}: {exc} (set BENCHY_DEBUG=1 to see the traceback)", err=True
+        )
         sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -13,13 +13,14 @@ A successful request may carry anomalies: no_done, no_usage, malformed_events:N,
 Harmony template special_tokens_stripped (the server dropped <|channel|> & co. from the text,
 so analysis and final cannot be told apart: all of it counts as content).
 """
+
 from __future__ import annotations
 
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import aiohttp
@@ -102,9 +103,8 @@ class Client:
         self._fresh: aiohttp.ClientSession | None = None
         self._lean: Http1Pool | None = None
 
-    async def __aenter__(self) -> "Client":
-        self._session = self._new_session(aiohttp.TCPConnector(
-            limit=self.settings.connections + 4, ssl=self._ssl()))
+    async def __aenter__(self) -> Client:
+        self._session = self._new_session(aiohttp.TCPConnector(limit=self.settings.connections + 4, ssl=self._ssl()))
         if self.settings.transport == "lean":
             self._lean = Http1Pool(self.base, self.settings.insecure, self._lean_headers())
         return self
@@ -132,15 +132,19 @@ class Client:
         headers = {"User-Agent": "benchy"}
         if self.settings.api_key:
             headers["Authorization"] = f"Bearer {self.settings.api_key}"
-        timeout = aiohttp.ClientTimeout(total=self.settings.timeout_s,
-                                        sock_read=self.settings.stall_timeout_s)
+        timeout = aiohttp.ClientTimeout(total=self.settings.timeout_s, sock_read=self.settings.stall_timeout_s)
         trace = aiohttp.TraceConfig()
         trace.on_connection_reuseconn.append(_note_reused_connection)
         # read_bufsize: SSE lines of a buffered server can be long; we parse them ourselves.
         # URL credentials go as Basic auth only when no API key is given (never both).
-        return aiohttp.ClientSession(connector=connector, headers=headers, timeout=timeout,
-                                     read_bufsize=2**20, trace_configs=[trace],
-                                     auth=None if self.settings.api_key else self._url_auth)
+        return aiohttp.ClientSession(
+            connector=connector,
+            headers=headers,
+            timeout=timeout,
+            read_bufsize=2**20,
+            trace_configs=[trace],
+            auth=None if self.settings.api_key else self._url_auth,
+        )
 
     def _fresh_session(self) -> aiohttp.ClientSession:
         """A session that opens a new connection for every request (for the one retry)."""
@@ -204,8 +208,9 @@ class Client:
                     raise ServerError(f"{where}: HTTP {resp.status}")
                 return await resp.json(content_type=None)
         except aiohttp.ClientConnectorCertificateError as exc:
-            raise ServerError(f"{where}: TLS certificate not trusted ({exc.certificate_error}); "
-                              "pass --insecure to skip verification") from None
+            raise ServerError(
+                f"{where}: TLS certificate not trusted ({exc.certificate_error}); pass --insecure to skip verification"
+            ) from None
         except aiohttp.ClientConnectorError as exc:
             raise ServerError(f"cannot reach the server at {where}: {exc.os_error.strerror or exc}") from None
         except asyncio.TimeoutError:
@@ -216,10 +221,10 @@ class Client:
             raise ServerError(f"{where}: response is not JSON") from None
 
     # ---- requests -----------------------------------------------------------------------
-    def payload(self, prompt: str, max_tokens: int, endpoint: str, stream: bool = True,
-                extra: dict | None = None) -> dict:
-        body: dict = {"model": self.settings.model, "max_tokens": max_tokens,
-                      "temperature": 0, "stream": stream}
+    def payload(
+        self, prompt: str, max_tokens: int, endpoint: str, stream: bool = True, extra: dict | None = None
+    ) -> dict:
+        body: dict = {"model": self.settings.model, "max_tokens": max_tokens, "temperature": 0, "stream": stream}
         if endpoint == "chat":
             body["messages"] = [{"role": "user", "content": prompt}]
         else:
@@ -243,15 +248,16 @@ class Client:
                 self.calibration_failures.append(self.scrub(str(exc)))
                 if attempt == CALIBRATION_ATTEMPTS:
                     raise ServerError(f"{exc} (calibration tried {attempt} times)") from None
-                await asyncio.sleep(min(exc.retry_after_s or 0.05 * 2 ** attempt, 5.0))
+                await asyncio.sleep(min(exc.retry_after_s or 0.05 * 2**attempt, 5.0))
         raise AssertionError("unreachable")
 
     async def _usage_once(self, prompt: str, endpoint: str, extra: dict | None = None) -> dict:
         url = self.url(endpoint)
         where = redact_url(url)
         try:
-            async with self.session.post(url, json=self.payload(prompt, 1, endpoint, stream=False,
-                                                                extra=extra)) as resp:
+            async with self.session.post(
+                url, json=self.payload(prompt, 1, endpoint, stream=False, extra=extra)
+            ) as resp:
                 if resp.status != 200:
                     text = (await resp.text(errors="replace"))[:200].replace("\n", " ")
                     message = f"{where}: HTTP {resp.status}: {text}"
@@ -274,8 +280,15 @@ class Client:
             raise TransientError(f"{where}: response has no usage.prompt_tokens")
         return usage
 
-    async def stream(self, rec: RequestRecord, prompt: str, max_tokens: int, endpoint: str,
-                     extra: dict | None = None, harmony: bool = False) -> RequestRecord:
+    async def stream(
+        self,
+        rec: RequestRecord,
+        prompt: str,
+        max_tokens: int,
+        endpoint: str,
+        extra: dict | None = None,
+        harmony: bool = False,
+    ) -> RequestRecord:
         """Sends one streamed request and fills `rec` with what arrived. Never raises for a
         failed request: the failure is recorded on the record with a kind.
 
@@ -294,8 +307,9 @@ class Client:
             await self._send(rec, body, endpoint, self._fresh_session(), harmony)
         return rec
 
-    async def _send(self, rec: RequestRecord, body: dict, endpoint: str,
-                    session: aiohttp.ClientSession, harmony: bool = False) -> bool:
+    async def _send(
+        self, rec: RequestRecord, body: dict, endpoint: str, session: aiohttp.ClientSession, harmony: bool = False
+    ) -> bool:
         """One attempt; returns whether it went over a reused keep-alive connection."""
         if self._lean is not None:
             return await self._send_lean(rec, body, endpoint, session is self._fresh, harmony)
@@ -306,8 +320,9 @@ class Client:
         t0 = time.perf_counter()
         rec.sent_mono_s = t0
         try:
-            async with session.post(self.url(endpoint), json=body, headers=headers,
-                                    trace_request_ctx=trace_ctx) as resp:
+            async with session.post(
+                self.url(endpoint), json=body, headers=headers, trace_request_ctx=trace_ctx
+            ) as resp:
                 rec.headers_s = time.perf_counter() - t0
                 rec.http_status = resp.status
                 if resp.status != 200:
@@ -328,8 +343,7 @@ class Client:
             reader.fail("tls", f"certificate not trusted: {exc.certificate_error}")
         except aiohttp.ClientConnectorError as exc:
             reader.fail("connect", str(exc.os_error.strerror or exc))
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError,
-                aiohttp.ClientOSError) as exc:
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
             kind = "reset" if rec.http_status is None else "disconnect"
             reader.fail(kind, f"{type(exc).__name__}: {exc}")
         except aiohttp.ClientError as exc:
@@ -340,9 +354,7 @@ class Client:
             rec.end_s = time.perf_counter() - t0
         return trace_ctx["reused"]
 
-
-    async def _send_lean(self, rec: RequestRecord, body: dict, endpoint: str, fresh: bool,
-                         harmony: bool) -> bool:
+    async def _send_lean(self, rec: RequestRecord, body: dict, endpoint: str, fresh: bool, harmony: bool) -> bool:
         """_send over benchy.http1: body bytes reach the reader inside the socket callback,
         stamped before parsing; the same error kinds and messages as the aiohttp path."""
         reader = _StreamReader(rec, self.scrub, harmony)
@@ -359,9 +371,16 @@ class Client:
 
         reused = False
         try:
-            resp = await self._lean.post(path, data, {"X-Request-Id": rec.request_id}, on_head,
-                                         lambda chunk, now: reader.feed(chunk, now - t0),
-                                         self.settings.timeout_s, self.settings.stall_timeout_s, fresh)
+            resp = await self._lean.post(
+                path,
+                data,
+                {"X-Request-Id": rec.request_id},
+                on_head,
+                lambda chunk, now: reader.feed(chunk, now - t0),
+                self.settings.timeout_s,
+                self.settings.stall_timeout_s,
+                fresh,
+            )
             reused = resp.reused
             if resp.streamed:
                 reader.close(resp.end_s - t0)
@@ -394,8 +413,18 @@ def _retry_after_s(resp: aiohttp.ClientResponse) -> float | None:
 class _StreamReader:
     """Turns SSE payloads into the record's fields. Kept lean: it runs once per event."""
 
-    __slots__ = ("rec", "parser", "done", "bad_events", "scrub", "harmony", "unmarked", "last_text_s",
-                 "known_head", "plain_prefix")
+    __slots__ = (
+        "rec",
+        "parser",
+        "done",
+        "bad_events",
+        "scrub",
+        "harmony",
+        "unmarked",
+        "last_text_s",
+        "known_head",
+        "plain_prefix",
+    )
 
     def __init__(self, rec: RequestRecord, scrub: Callable[[str], str] = str, harmony: bool = False) -> None:
         self.rec = rec
@@ -495,7 +524,7 @@ class _StreamReader:
             quote = chunk.find(b'"', pos + size, end)
             if end < 0 or quote <= pos + size or chunk[quote:end] not in _PLAIN_TAILS_BYTES:
                 break
-            raw = chunk[pos + size:quote]
+            raw = chunk[pos + size : quote]
             content = raw.decode("utf-8", errors="replace")
             if b"\\" in raw or not content.isprintable():
                 break
@@ -537,8 +566,13 @@ class _StreamReader:
             # The usual event, one chat delta of content and nothing else: the general path
             # below would do the same, in three times the time.
             content = delta.get("content")
-            if content and content.__class__ is str and not delta.get("reasoning_content") \
-                    and not delta.get("reasoning") and not choice.get("finish_reason"):
+            if (
+                content
+                and content.__class__ is str
+                and not delta.get("reasoning_content")
+                and not delta.get("reasoning")
+                and not choice.get("finish_reason")
+            ):
                 size = len(content)
                 rec.content_chars += size
                 rec.token_event_s.append(now)
@@ -608,8 +642,7 @@ class _StreamReader:
         rec.prompt_tokens = self._count(usage, "prompt_tokens")
         rec.completion_tokens = self._count(usage, "completion_tokens")
         rec.cached_tokens = self._count(self._details(usage, "prompt_tokens_details"), "cached_tokens")
-        rec.reasoning_tokens = self._count(self._details(usage, "completion_tokens_details"),
-                                           "reasoning_tokens")
+        rec.reasoning_tokens = self._count(self._details(usage, "completion_tokens_details"), "reasoning_tokens")
 
     def _details(self, usage: dict, key: str) -> dict:
         value = usage.get(key)
@@ -657,8 +690,9 @@ def _by_channel(pieces: list[tuple[str, str]]) -> tuple[str, str]:
 # _StreamReader._plain_content: the one event shape read without a JSON parse (vLLM's and
 # benchy sim's content deltas; other servers' events take the general path).
 _PLAIN_CHOICE = '"choices":[{"index":0,"delta":{"content":"'
-_PLAIN_TAILS = frozenset({'"},"logprobs":null,"finish_reason":null}]}',
-                          '"},"logprobs":null,"finish_reason":null}],"usage":null}'})
+_PLAIN_TAILS = frozenset(
+    {'"},"logprobs":null,"finish_reason":null}]}', '"},"logprobs":null,"finish_reason":null}],"usage":null}'}
+)
 
 
 _PLAIN_TAILS_BYTES = frozenset(t.encode() for t in _PLAIN_TAILS)
@@ -681,4 +715,3 @@ except ImportError:  # pragma: no cover
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
-

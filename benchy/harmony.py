@@ -28,6 +28,7 @@ a stop string truncates every response (see ``dangerous_stops``).
 Rendering follows openai/harmony's renderer: the developer message is ``# Instructions\\n\\n{text}``
 with no trailing blank line (the first HF chat_template.jinja for gpt-oss appended ``\\n\\n``).
 """
+
 from __future__ import annotations
 
 import re
@@ -50,6 +51,7 @@ _MESSAGE_ENDS = (END, RETURN, CALL)
 
 # ---------------------------------------------------------------------------------- rendering
 
+
 def render_message(role: str, content: str, channel: str | None = None) -> str:
     header = role if channel is None else f"{role}{CHANNEL}{channel}"
     return f"{START}{header}{MESSAGE}{content}{END}"
@@ -58,13 +60,16 @@ def render_message(role: str, content: str, channel: str | None = None) -> str:
 def system_content(system_date: str, reasoning_effort: str) -> str:
     if reasoning_effort not in REASONING_EFFORTS:
         raise ValueError(f"reasoning_effort must be one of {REASONING_EFFORTS}, not {reasoning_effort!r}")
-    return (f"{MODEL_IDENTITY}\nKnowledge cutoff: {KNOWLEDGE_CUTOFF}\nCurrent date: {system_date}\n\n"
-            f"Reasoning: {reasoning_effort}\n\n"
-            "# Valid channels: analysis, commentary, final. Channel must be included for every message.")
+    return (
+        f"{MODEL_IDENTITY}\nKnowledge cutoff: {KNOWLEDGE_CUTOFF}\nCurrent date: {system_date}\n\n"
+        f"Reasoning: {reasoning_effort}\n\n"
+        "# Valid channels: analysis, commentary, final. Channel must be included for every message."
+    )
 
 
-def render_prompt(user: str, *, system_date: str = "2025-06-28", reasoning_effort: str = "medium",
-                  developer: str | None = None) -> str:
+def render_prompt(
+    user: str, *, system_date: str = "2025-06-28", reasoning_effort: str = "medium", developer: str | None = None
+) -> str:
     """The full /v1/completions prompt for one user turn, ending with ``<|start|>assistant``."""
     parts = [render_message("system", system_content(system_date, reasoning_effort))]
     if developer is not None:
@@ -76,11 +81,11 @@ def render_prompt(user: str, *, system_date: str = "2025-06-28", reasoning_effor
 
 def render_response(analysis: str, final: str) -> str:
     """The raw completion gpt-oss emits after ``render_prompt``: reasoning, then the answer."""
-    return (f"{CHANNEL}analysis{MESSAGE}{analysis}{END}"
-            f"{START}assistant{CHANNEL}final{MESSAGE}{final}{RETURN}")
+    return f"{CHANNEL}analysis{MESSAGE}{analysis}{END}{START}assistant{CHANNEL}final{MESSAGE}{final}{RETURN}"
 
 
 # ---------------------------------------------------------------------------- stream parsing
+
 
 def _partial_marker_len(text: str) -> int:
     """Length of the longest tail of text that could still grow into a marker."""
@@ -118,7 +123,7 @@ class HarmonyStream:
         self.chars = dict.fromkeys(CHANNELS, 0)
         self.saw_markers = False
         self._pending = ""
-        self._state = "content"         # "content" | "header" | "between"
+        self._state = "content"  # "content" | "header" | "between"
         self._channel = "final"
         self._header: list[str] = []
 
@@ -130,8 +135,8 @@ class HarmonyStream:
     def feed(self, delta: str) -> list[tuple[str, str]]:
         text = self._pending + delta
         held = _partial_marker_len(text)
-        self._pending = text[len(text) - held:]
-        return self._split(text[:len(text) - held])
+        self._pending = text[len(text) - held :]
+        return self._split(text[: len(text) - held])
 
     def close(self) -> list[tuple[str, str]]:
         """End of stream: releases a held tail that never became a marker."""
@@ -146,7 +151,7 @@ class HarmonyStream:
         pieces: list[tuple[str, str]] = []
         pos = 0
         for match in _MARKER_RE.finditer(text):
-            self._add_text(text[pos:match.start()], pieces)
+            self._add_text(text[pos : match.start()], pieces)
             self._add_marker(match.group(), pieces)
             pos = match.end()
         self._add_text(text[pos:], pieces)
@@ -182,8 +187,12 @@ def delta_kind(pieces: list[tuple[str, str]]) -> str:
     """One word for a delta's pieces: "content" if it has final text, else "reasoning",
     "commentary", "marker" (markers/headers only) or "empty" (nothing, or all held back)."""
     channels = {channel for channel, _ in pieces}
-    for channel, kind in (("final", "content"), ("analysis", "reasoning"),
-                          ("commentary", "commentary"), ("marker", "marker")):
+    for channel, kind in (
+        ("final", "content"),
+        ("analysis", "reasoning"),
+        ("commentary", "commentary"),
+        ("marker", "marker"),
+    ):
         if channel in channels:
             return kind
     return "empty"
@@ -216,21 +225,19 @@ def markers_missing(total_text: str) -> bool:
 # Stand-in content that no stop string contains, so only the format's own text can match.
 _FILLER = "\x00"
 _CHAT_RESPONSE = render_response(_FILLER, _FILLER)
-_TOOL_CALL_RESPONSE = (f"{CHANNEL}analysis{MESSAGE}{_FILLER}{END}"
-                       f"{START}assistant{CHANNEL}commentary to=functions.f {CONSTRAIN}json"
-                       f"{MESSAGE}{_FILLER}{CALL}")
+_TOOL_CALL_RESPONSE = (
+    f"{CHANNEL}analysis{MESSAGE}{_FILLER}{END}"
+    f"{START}assistant{CHANNEL}commentary to=functions.f {CONSTRAIN}json"
+    f"{MESSAGE}{_FILLER}{CALL}"
+)
 
 _KNOWN_STOP_REASONS = {
-    MESSAGE: "matches right after the channel header <|channel|>analysis<|message|>: "
-             "every answer becomes 0 tokens",
-    CHANNEL: "the completion opens with <|channel|>: generation stops at its first token, "
-             "every answer is empty",
-    END: "<|end|> ends the analysis message before the final one: the answer is never "
-         "generated (reasoning only)",
+    MESSAGE: "matches right after the channel header <|channel|>analysis<|message|>: every answer becomes 0 tokens",
+    CHANNEL: "the completion opens with <|channel|>: generation stops at its first token, every answer is empty",
+    END: "<|end|> ends the analysis message before the final one: the answer is never generated (reasoning only)",
     START: "<|start|>assistant opens the final message after the analysis one: the answer is "
-           "never generated (reasoning only)",
-    CONSTRAIN: "appears in tool-call headers (<|constrain|>json): tool calls are cut before "
-               "their arguments",
+    "never generated (reasoning only)",
+    CONSTRAIN: "appears in tool-call headers (<|constrain|>json): tool calls are cut before their arguments",
 }
 
 

@@ -14,13 +14,14 @@ no compression (Accept-Encoding: identity), no redirects, no proxies (the aiohtt
 benchy uses for everything else has none either). Failures raise HttpFailure with the error
 kind client.py records: connect, tls, reset, disconnect, stall, timeout, client_error.
 """
+
 from __future__ import annotations
 
 import asyncio
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 from urllib.parse import urlsplit
 
 PEEK_BYTES = 300  # of a body that is not streamed (an HTTP error, not an event stream)
@@ -64,8 +65,17 @@ class Http1Pool:
         self._ssl = _ssl_context(insecure) if self.tls else None
         self._idle: list[_Connection] = []
 
-    async def post(self, path: str, body: bytes, headers: dict[str, str], on_head: OnHead, sink: Sink,
-                   timeout_s: float, stall_s: float, fresh: bool = False) -> Response:
+    async def post(
+        self,
+        path: str,
+        body: bytes,
+        headers: dict[str, str],
+        on_head: OnHead,
+        sink: Sink,
+        timeout_s: float,
+        stall_s: float,
+        fresh: bool = False,
+    ) -> Response:
         """Sends the request and returns once its response has ended. Raises HttpFailure."""
         deadline = time.perf_counter() + timeout_s
         request = self._request(path, body, headers)
@@ -106,9 +116,11 @@ class Http1Pool:
         loop = asyncio.get_running_loop()
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(_Connection, self.host, self.port, ssl=self._ssl,
-                                       server_hostname=self.host if self.tls else None),
-                max(0.0, deadline - time.perf_counter()))
+                loop.create_connection(
+                    _Connection, self.host, self.port, ssl=self._ssl, server_hostname=self.host if self.tls else None
+                ),
+                max(0.0, deadline - time.perf_counter()),
+            )
         except asyncio.TimeoutError:
             raise HttpFailure("connect", f"no connection within {timeout_s:g} s") from None
         except ssl.SSLCertVerificationError as exc:
@@ -196,8 +208,7 @@ class _Exchange:
     """One request/response on a connection: parses the head, decodes the body framing,
     hands body bytes to the sink, and resolves `done` when the response has ended."""
 
-    def __init__(self, conn: _Connection, response: Response, on_head: OnHead, sink: Sink,
-                 stall_s: float) -> None:
+    def __init__(self, conn: _Connection, response: Response, on_head: OnHead, sink: Sink, stall_s: float) -> None:
         self.conn = conn
         self.response = response
         self.on_head = on_head
@@ -213,10 +224,10 @@ class _Exchange:
         self.keep_alive = True
 
     async def wait(self, deadline: float, timeout_s: float) -> None:
-        self._stall_handle = self.loop.call_at(self._loop_time(self.last_read + self.stall_s),
-                                               self._check_stall)
-        total = self.loop.call_at(self._loop_time(deadline), self._fail, "timeout",
-                                  f"request exceeded {timeout_s:g} s (--timeout)")
+        self._stall_handle = self.loop.call_at(self._loop_time(self.last_read + self.stall_s), self._check_stall)
+        total = self.loop.call_at(
+            self._loop_time(deadline), self._fail, "timeout", f"request exceeded {timeout_s:g} s (--timeout)"
+        )
         try:
             await self.done
         finally:
@@ -262,7 +273,7 @@ class _Exchange:
             if len(self.buf) > MAX_HEAD_BYTES:
                 raise HttpFailure("client_error", "response head larger than 64 KiB")
             return None
-        head, rest = self.buf[:end], self.buf[end + 4:]
+        head, rest = self.buf[:end], self.buf[end + 4 :]
         self.buf = b""
         resp = self.response
         resp.status, resp.headers = _parse_head(head)
@@ -294,7 +305,7 @@ class _Exchange:
         if state == _UNTIL_CLOSE:
             self._deliver(data, now)
         elif state == _LENGTH:
-            piece = data[:self.remaining]
+            piece = data[: self.remaining]
             self.remaining -= len(piece)
             self._deliver(piece, now)
             if not self.remaining:
@@ -312,7 +323,7 @@ class _Exchange:
                 except ValueError:
                     size = -1
                 if size > 0 and eol + size + 4 == len(data):
-                    self.sink(data[eol + 2:-2], now)
+                    self.sink(data[eol + 2 : -2], now)
                     return
         buf = self.buf + data if self.buf else data
         pieces: list[bytes] = []
@@ -329,7 +340,7 @@ class _Exchange:
                 if not size:
                     state = _TRAILER
                 elif end + 2 <= n:  # the usual case: the whole chunk came in this read
-                    if buf[end:end + 2] != b"\r\n":
+                    if buf[end : end + 2] != b"\r\n":
                         raise HttpFailure("disconnect", "malformed chunked body")
                     pieces.append(buf[pos:end])
                     pos = end + 2
@@ -337,7 +348,7 @@ class _Exchange:
                     state, remaining = _DATA, size
             elif state == _DATA:
                 take = min(remaining, n - pos)
-                pieces.append(buf[pos:pos + take])
+                pieces.append(buf[pos : pos + take])
                 pos += take
                 remaining -= take
                 if not remaining:
@@ -345,7 +356,7 @@ class _Exchange:
             elif state == _DATA_END:
                 if n - pos < 2:
                     break
-                if buf[pos:pos + 2] != b"\r\n":
+                if buf[pos : pos + 2] != b"\r\n":
                     raise HttpFailure("disconnect", "malformed chunked body")
                 pos += 2
                 state = _SIZE
@@ -375,7 +386,7 @@ class _Exchange:
             if data:
                 self.sink(data, now)
         elif len(resp.peek) < PEEK_BYTES:
-            resp.peek += data[:PEEK_BYTES - len(resp.peek)]
+            resp.peek += data[: PEEK_BYTES - len(resp.peek)]
             if len(resp.peek) >= PEEK_BYTES:  # enough to say what went wrong; the rest is dropped
                 self.keep_alive = False
                 self._finish(now)
@@ -434,4 +445,3 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
             value = value.strip()
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
     return int(parts[1]), headers
-

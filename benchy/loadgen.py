@@ -10,17 +10,17 @@ token, recorded as a warmup with index -1), so every later request of the case f
 server's prefix cache; each record says how many context tokens it reuses, and checks.py
 verifies from the server's `cached_tokens` that they really were served from cache.
 """
+
 from __future__ import annotations
 
 import asyncio
 import itertools
 import math
 import time
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Iterable
 
 from benchy import arrivals
-
 from benchy.client import Client
 from benchy.prompts import Prompt, PromptFactory, Template
 from benchy.records import RequestRecord
@@ -30,6 +30,7 @@ from benchy.scenario import Case
 @dataclass(frozen=True)
 class CasePlan:
     """A case with everything the load generator needs to send it."""
+
     case: Case
     index: int
     runs: int
@@ -95,8 +96,7 @@ def request_options(plan: CasePlan, tg: int) -> dict:
 
 async def _send(client: Client, plan: CasePlan, send: _Send, tg: int, extra: dict) -> None:
     text = plan.template.render(send.prompt.text, plan.endpoint)
-    await client.stream(send.record, text, tg, plan.endpoint, extra,
-                        harmony=plan.template.parses(plan.endpoint))
+    await client.stream(send.record, text, tg, plan.endpoint, extra, harmony=plan.template.parses(plan.endpoint))
 
 
 def _context_send(plan: CasePlan, prompts: PromptFactory) -> _Send | None:
@@ -105,24 +105,36 @@ def _context_send(plan: CasePlan, prompts: PromptFactory) -> _Send | None:
     if case.depth_mode != "cached" or not case.depth:
         return None
     context = prompts.context(case.depth)
-    rec = RequestRecord(case=case.label, run=-1, index=-1, warmup=True,
-                        request_id=f"benchy-{plan.salt}-{plan.index}ctx", nonce=context.nonce,
-                        target_prompt_tokens=case.depth, target_output_tokens=1)
+    rec = RequestRecord(
+        case=case.label,
+        run=-1,
+        index=-1,
+        warmup=True,
+        request_id=f"benchy-{plan.salt}-{plan.index}ctx",
+        nonce=context.nonce,
+        target_prompt_tokens=case.depth,
+        target_output_tokens=1,
+    )
     return _Send(rec, context)
 
 
-def _sends(plan: CasePlan, prompts: PromptFactory,
-           context: Prompt | None = None) -> tuple[list[_Send], list[_Send]]:
+def _sends(plan: CasePlan, prompts: PromptFactory, context: Prompt | None = None) -> tuple[list[_Send], list[_Send]]:
     case = plan.case
 
     def make(i: int, warm: bool) -> _Send:
         prompt = prompts.build(case.pp, case.depth, context)
         tag = "w" if warm else "m"
-        rec = RequestRecord(case=case.label, run=-1 if warm else i // case.concurrency, index=i,
-                            warmup=warm, request_id=f"benchy-{plan.salt}-{plan.index}{tag}{i}",
-                            nonce=prompt.nonce, target_prompt_tokens=case.depth + case.pp,
-                            target_output_tokens=case.tg,
-                            reused_context_tokens=case.depth if context else 0)
+        rec = RequestRecord(
+            case=case.label,
+            run=-1 if warm else i // case.concurrency,
+            index=i,
+            warmup=warm,
+            request_id=f"benchy-{plan.salt}-{plan.index}{tag}{i}",
+            nonce=prompt.nonce,
+            target_prompt_tokens=case.depth + case.pp,
+            target_output_tokens=case.tg,
+            reused_context_tokens=case.depth if context else 0,
+        )
         return _Send(rec, prompt)
 
     warmups = [make(i, True) for i in arrivals.share(plan.warmup, plan.worker, plan.workers)]
@@ -132,9 +144,13 @@ def _sends(plan: CasePlan, prompts: PromptFactory,
     return warmups, [make(i, False) for i in arrivals.share(plan.measured, plan.worker, plan.workers)]
 
 
-async def run_case(client: Client, plan: CasePlan, prompts: PromptFactory,
-                   on_record: Callable[[RequestRecord], None],
-                   start: Callable[[], Awaitable[float]] | None = None) -> None:
+async def run_case(
+    client: Client,
+    plan: CasePlan,
+    prompts: PromptFactory,
+    on_record: Callable[[RequestRecord], None],
+    start: Callable[[], Awaitable[float]] | None = None,
+) -> None:
     """Context and warmups, then the measured requests from `await start()` (a perf_counter
     time; workers.py passes one shared by every worker process), closed or open loop."""
     context = _context_send(plan, prompts)
@@ -152,8 +168,15 @@ async def run_case(client: Client, plan: CasePlan, prompts: PromptFactory,
         await _closed_loop(client, plan, measured, extra, on_record, deadline)
 
 
-async def _open_loop(client: Client, plan: CasePlan, sends: list[_Send], extra: dict,
-                     on_record: Callable[[RequestRecord], None], start_s: float, deadline: float) -> None:
+async def _open_loop(
+    client: Client,
+    plan: CasePlan,
+    sends: list[_Send],
+    extra: dict,
+    on_record: Callable[[RequestRecord], None],
+    start_s: float,
+    deadline: float,
+) -> None:
     """Each request at its arrival time (arrivals.py); arrivals after --duration are not sent."""
     offsets = arrivals.arrival_offsets(plan.measured, plan.case.rate, plan.seed + plan.index)
     items = [(offsets[s.record.index], s) for s in sends if start_s + offsets[s.record.index] < deadline]
@@ -166,8 +189,14 @@ async def _open_loop(client: Client, plan: CasePlan, sends: list[_Send], extra: 
     await arrivals.open_loop(items, start_s, plan.inflight_cap, send)
 
 
-async def _closed_loop(client: Client, plan: CasePlan, sends: Iterable[_Send], extra: dict,
-                       on_record: Callable[[RequestRecord], None], deadline: float = math.inf) -> None:
+async def _closed_loop(
+    client: Client,
+    plan: CasePlan,
+    sends: Iterable[_Send],
+    extra: dict,
+    on_record: Callable[[RequestRecord], None],
+    deadline: float = math.inf,
+) -> None:
     """N workers, each sending its next request the moment its last one ends, until `deadline`."""
     queue = iter(sends)
 

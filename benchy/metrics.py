@@ -28,6 +28,7 @@ When the server buffers its stream (tokens_per_event above BUFFERED_TOKENS_PER_E
 times measure the buffer flushing, not the model: ttft_s, ttfc_s, decode_tps, prefill_tps,
 itl_s and ttft_gap_s are then `Unavailable`, with the reason. e2e_s and e2e_tps stay valid.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,7 +47,6 @@ ALL_METRICS = ("e2e_tps", "e2e_s") + STREAM_TIMING_METRICS + ("tokens_per_event"
 @dataclass(frozen=True)
 class Unavailable:
     reason: str
-
 
 
 def completion_tokens(rec: RequestRecord) -> int:
@@ -69,8 +69,10 @@ def is_buffered(rec: RequestRecord) -> bool:
 
 
 def buffering_reason(rec: RequestRecord) -> str:
-    return (f"SSE buffering: {completion_tokens(rec)} tokens arrived in "
-            f"{len(rec.token_event_s)} events, so event times measure the buffer, not the model")
+    return (
+        f"SSE buffering: {completion_tokens(rec)} tokens arrived in "
+        f"{len(rec.token_event_s)} events, so event times measure the buffer, not the model"
+    )
 
 
 def e2e_s(rec: RequestRecord) -> float | Unavailable:
@@ -121,8 +123,9 @@ def prefill_tps(rec: RequestRecord) -> float | Unavailable:
         return Unavailable("server reported no prompt token count")
     if rec.reused_context_tokens and rec.cached_tokens is None:
         # Counting the reused context as prefilled would inflate the rate by depth / pp.
-        return Unavailable("server reported no cached_tokens, so the new tokens of a request "
-                           "reusing a cached context are unknown")
+        return Unavailable(
+            "server reported no cached_tokens, so the new tokens of a request reusing a cached context are unknown"
+        )
     return (rec.prompt_tokens - (rec.cached_tokens or 0)) / first
 
 
@@ -149,9 +152,15 @@ def ttft_gap_s(rec: RequestRecord) -> float | Unavailable:
 
 
 _FORMULAS = {
-    "e2e_tps": e2e_tps, "e2e_s": e2e_s, "ttft_s": ttft_s, "ttfc_s": ttfc_s,
-    "decode_tps": decode_tps, "prefill_tps": prefill_tps, "itl_s": itl_s,
-    "tokens_per_event": tokens_per_event, "ttft_gap_s": ttft_gap_s,
+    "e2e_tps": e2e_tps,
+    "e2e_s": e2e_s,
+    "ttft_s": ttft_s,
+    "ttfc_s": ttfc_s,
+    "decode_tps": decode_tps,
+    "prefill_tps": prefill_tps,
+    "itl_s": itl_s,
+    "tokens_per_event": tokens_per_event,
+    "ttft_gap_s": ttft_gap_s,
 }
 
 
@@ -197,6 +206,7 @@ def aggregate_output_tps(records: list[RequestRecord]) -> float | Unavailable:
 #   request_rate  = n_ok / (last end − first send)      completed requests/s (successful ones)
 #   goodput       = requests meeting every SLO ÷ all measured requests (a failed one meets none)
 
+
 def send_lag_s(rec: RequestRecord) -> float | Unavailable:
     if rec.scheduled_mono_s is None:
         return Unavailable("closed loop: a request is sent when a slot frees, not on a schedule")
@@ -220,8 +230,12 @@ def request_rate(records: list[RequestRecord]) -> float | Unavailable:
 
 # SLO name → (metric, True when a request must stay at or below the threshold, is a time).
 SLO_METRICS = {
-    "ttft": ("ttft_s", True), "ttfc": ("ttfc_s", True), "e2e": ("e2e_s", True), "itl": ("itl_s", True),
-    "e2e_tps": ("e2e_tps", False), "decode_tps": ("decode_tps", False),
+    "ttft": ("ttft_s", True),
+    "ttfc": ("ttfc_s", True),
+    "e2e": ("e2e_s", True),
+    "itl": ("itl_s", True),
+    "e2e_tps": ("e2e_tps", False),
+    "decode_tps": ("decode_tps", False),
 }
 
 

@@ -9,6 +9,7 @@ long stall is one late sample but much lost time, so `stalled_share` weighs stal
 the share of the in-flight time the loop spent in stalls of STALL_MS or more.
 checks.py's `client_overloaded` reads these figures from results.json.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,7 +33,7 @@ class LoopMonitor:
         self._wall: list[float] = []
         self._task: asyncio.Task | None = None
 
-    async def __aenter__(self) -> "LoopMonitor":
+    async def __aenter__(self) -> LoopMonitor:
         self._task = asyncio.create_task(self._sample())
         return self
 
@@ -71,7 +72,8 @@ class LoopMonitor:
             "loop_lag_ms_p99": round(float(np.percentile(lags_ms, 99)), 3) if have else None,
             "loop_lag_ms_p95": round(float(np.percentile(lags_ms, 95)), 3) if have else None,
             "stalled_share": round(float(lags_ms[lags_ms >= STALL_MS].sum()) / 1000 / wall_s, 4)
-            if wall_s > 0 else None,
+            if wall_s > 0
+            else None,
             "loop_lag_ms_median": round(float(np.median(lags_ms)), 3) if have else None,
             "lag_samples": int(lags_ms.size),
             "cpu_s": round(cpu_s, 4),

@@ -12,6 +12,7 @@ Welch t-tests on log TTFT, repeats (shared after the first) against unique:
                 contradict the timing
 Every prompt starts with a nonce of this probe, so its shared prefix cannot serve a later run.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -64,6 +65,7 @@ class Verdict:
 
 # ---- statistics ---------------------------------------------------------------------------
 
+
 def welch_less(a: np.ndarray, b: np.ndarray) -> float:
     """One-sided p-value that log a is smaller on average than log b (Welch's t-test)."""
     la, lb = np.log(a), np.log(b)
@@ -82,12 +84,16 @@ def rank_less(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(sps.mannwhitneyu(a, b, alternative="less", method="exact").pvalue)
 
 
-def decide(repeats: list[float], unique: list[float], repeat_cached: list[int | None] = (),
-           prompt_tokens: int | None = None) -> Verdict:
+def decide(
+    repeats: list[float], unique: list[float], repeat_cached: list[int | None] = (), prompt_tokens: int | None = None
+) -> Verdict:
     """The verdict for one length from the repeat and unique TTFTs (seconds)."""
     if len(repeats) < 2 or len(unique) < 2:
-        return Verdict("inconclusive", f"only {len(repeats)} repeat and {len(unique)} unique TTFTs "
-                                       "were measured; the test needs at least 2 of each")
+        return Verdict(
+            "inconclusive",
+            f"only {len(repeats)} repeat and {len(unique)} unique TTFTs "
+            "were measured; the test needs at least 2 of each",
+        )
     r, u = np.asarray(repeats, float), np.asarray(unique, float)
     speedup = float(np.median(u) / np.median(r))
     p_faster, p_below = welch_less(r, u), welch_less(u / MIN_SPEEDUP, r)
@@ -97,15 +103,22 @@ def decide(repeats: list[float], unique: list[float], repeat_cached: list[int | 
         reason = f"repeats {speedup:.2f}× faster than unique prefixes (Welch p = {p_faster:.2g})"
     elif p_below < ALPHA:
         verdict, rank_p = "not_detected", rank_less(u / MIN_SPEEDUP, r)
-        reason = (f"speed-up {speedup:.2f}× is significantly below {MIN_SPEEDUP}× "
-                  f"(Welch p = {p_below:.2g})")
+        reason = f"speed-up {speedup:.2f}× is significantly below {MIN_SPEEDUP}× (Welch p = {p_below:.2g})"
     else:
-        return Verdict("inconclusive", f"speed-up {speedup:.2f}× is neither significantly ≥ "
-                       f"{MIN_SPEEDUP}× (p = {p_faster:.2g}) nor below it (p = {p_below:.2g}); "
-                       "send more requests (-n)", **stats)
+        return Verdict(
+            "inconclusive",
+            f"speed-up {speedup:.2f}× is neither significantly ≥ "
+            f"{MIN_SPEEDUP}× (p = {p_faster:.2g}) nor below it (p = {p_below:.2g}); "
+            "send more requests (-n)",
+            **stats,
+        )
     if rank_p is not None and rank_p >= ALPHA:
-        return Verdict("inconclusive", f"{reason}, but the Mann–Whitney U test disagrees "
-                       f"(p = {rank_p:.2g}): outliers?", rank_p=rank_p, **stats)
+        return Verdict(
+            "inconclusive",
+            f"{reason}, but the Mann–Whitney U test disagrees (p = {rank_p:.2g}): outliers?",
+            rank_p=rank_p,
+            **stats,
+        )
     if rank_p is not None:
         reason += f"; Mann–Whitney U p = {rank_p:.2g}"
     conflict = _cache_report_conflict(verdict, repeat_cached, prompt_tokens)
@@ -128,6 +141,7 @@ def _cache_report_conflict(verdict: str, cached: list[int | None], prompt_tokens
 
 
 # ---- sending ------------------------------------------------------------------------------
+
 
 def context_length(models: list[dict], model: str) -> int | None:
     """The model's context from /v1/models, where the server gives it."""
@@ -160,19 +174,28 @@ def _plan(length: int, n: int, tg: int, prompts: PromptFactory, salt: str) -> li
     sends = []
     for i in range(n):
         for side, prompt in (("shared", shared), ("unique", prompts.build(length))):
-            rec = RequestRecord(case=f"probe {length} {side}", run=i, index=i, warmup=False,
-                                request_id=f"benchy-probe-{salt}-{length}-{side[0]}{i}",
-                                nonce=prompt.nonce, target_prompt_tokens=length, target_output_tokens=tg)
+            rec = RequestRecord(
+                case=f"probe {length} {side}",
+                run=i,
+                index=i,
+                warmup=False,
+                request_id=f"benchy-probe-{salt}-{length}-{side[0]}{i}",
+                nonce=prompt.nonce,
+                target_prompt_tokens=length,
+                target_output_tokens=tg,
+            )
             sends.append(_Send(rec, prompt))
     return sends
 
 
-async def _probe_length(client: Client, settings: ProbeSettings, length: int,
-                        prompts: PromptFactory, salt: str) -> list[RequestRecord]:
+async def _probe_length(
+    client: Client, settings: ProbeSettings, length: int, prompts: PromptFactory, salt: str
+) -> list[RequestRecord]:
     sends = _plan(length, settings.n, settings.tg, prompts, salt)
     for send in sends:  # one at a time: a queue would add its wait to the TTFT
-        await client.stream(send.record, send.prompt.text, settings.tg, settings.endpoint,
-                            exact_length_options(settings.tg))
+        await client.stream(
+            send.record, send.prompt.text, settings.tg, settings.endpoint, exact_length_options(settings.tg)
+        )
     return [s.record for s in sends]
 
 
@@ -199,19 +222,27 @@ def run_probe(settings: ProbeSettings) -> dict:
     return asyncio.run(_probe(settings))
 
 
-def _setup(settings: ProbeSettings, model: str, version: str | None, context: int | None,
-           calibration: dict) -> dict:
+def _setup(settings: ProbeSettings, model: str, version: str | None, context: int | None, calibration: dict) -> dict:
     return {
-        "base_url": redact_url(settings.client.base_url), "model": model, "server_version": version,
-        "endpoint": settings.endpoint, "context_length": context, "n": settings.n,
-        "output_tokens": settings.tg, "alpha": ALPHA, "min_speedup": MIN_SPEEDUP,
-        "calibration": calibration, "command_line": settings.command_line,
+        "base_url": redact_url(settings.client.base_url),
+        "model": model,
+        "server_version": version,
+        "endpoint": settings.endpoint,
+        "context_length": context,
+        "n": settings.n,
+        "output_tokens": settings.tg,
+        "alpha": ALPHA,
+        "min_speedup": MIN_SPEEDUP,
+        "calibration": calibration,
+        "command_line": settings.command_line,
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "host": platform.node(), "benchy_version": __version__,
+        "host": platform.node(),
+        "benchy_version": __version__,
     }
 
 
 # ---- results ------------------------------------------------------------------------------
+
 
 def _ttft(rec: RequestRecord) -> float | Unavailable:
     return metrics.request_metrics(rec)["ttft_s"]
@@ -239,13 +270,20 @@ def length_entry(length: int, asked: int, records: list[RequestRecord]) -> dict:
     verdict = decide(repeats, uniques, s["cached_tokens"][1:], prompt_tokens)
     failed = [r for r in records if not r.ok]
     return {
-        "length": length, "length_asked": asked, "prompt_tokens": prompt_tokens,
-        "shared": s, "unique": u,
-        "n_ok": len(records) - len(failed), "n_failed": len(failed),
+        "length": length,
+        "length_asked": asked,
+        "prompt_tokens": prompt_tokens,
+        "shared": s,
+        "unique": u,
+        "n_ok": len(records) - len(failed),
+        "n_failed": len(failed),
         "errors": dict(Counter(r.error_kind for r in failed)),
-        "speedup": verdict.speedup, "p_faster": verdict.p_faster,
-        "p_below_min": verdict.p_below_min, "rank_p": verdict.rank_p,
-        "verdict": verdict.verdict, "reason": _with_unavailable(verdict.reason, s, u),
+        "speedup": verdict.speedup,
+        "p_faster": verdict.p_faster,
+        "p_below_min": verdict.p_below_min,
+        "rank_p": verdict.rank_p,
+        "verdict": verdict.verdict,
+        "reason": _with_unavailable(verdict.reason, s, u),
         "requests": [r.to_dict() for r in records],
     }
 

@@ -9,6 +9,7 @@ A measured rate above the ceiling was not measured correctly (buffered streaming
 cache hits, speculative decoding counted as plain decode...). Profiles live in
 ``benchy/data/profiles.toml``; the arithmetic behind each figure is written there.
 """
+
 from __future__ import annotations
 
 import functools
@@ -122,9 +123,7 @@ def case_ceiling(bandwidth_gbs: float, model: ModelProfile, pp: int, tg: int, de
     return _ceiling(pp, tg, depth, context, bandwidth_gbs, model.active_bytes_per_token, kv)
 
 
-def custom_ceiling(
-    bandwidth_gbs: float, active_bytes_per_token: float, pp: int, tg: int, depth: int = 0
-) -> Ceiling:
+def custom_ceiling(bandwidth_gbs: float, active_bytes_per_token: float, pp: int, tg: int, depth: int = 0) -> Ceiling:
     """Ceiling from raw user figures (no model profile, so no KV term): weights only."""
     context = mid_decode_context(pp, tg, depth)
     return _ceiling(pp, tg, depth, context, bandwidth_gbs, active_bytes_per_token, 0.0)
@@ -183,9 +182,7 @@ def guess_model_profile(served_model_id: str) -> ModelProfile | None:
     return None
 
 
-_QUANTIZED_TOKEN = re.compile(
-    r"i?q\d\w*|\d+bits?|awq|gptq|fp8|fp4|nvfp4|nf4|int[48]|w\d+a\d+|gguf|exl\d|bnb|mlx|dwq"
-)
+_QUANTIZED_TOKEN = re.compile(r"i?q\d\w*|\d+bits?|awq|gptq|fp8|fp4|nvfp4|nf4|int[48]|w\d+a\d+|gguf|exl\d|bnb|mlx|dwq")
 
 
 def _names_quantized_build(key: str) -> bool:

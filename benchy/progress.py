@@ -1,4 +1,5 @@
 """A one-line progress display on stderr; silent when stderr is not a terminal or --quiet."""
+
 from __future__ import annotations
 
 import sys
@@ -34,6 +35,7 @@ class Progress:
         width = 24
         filled = int(width * self.done / self.total)
         bar = "#" * filled + "-" * (width - filled)
-        sys.stderr.write(f"\r\033[K[{bar}] {self.done}/{self.total} {self.case}  "
-                         f"{elapsed:5.1f}s elapsed, ETA {eta:5.1f}s")
+        sys.stderr.write(
+            f"\r\033[K[{bar}] {self.done}/{self.total} {self.case}  {elapsed:5.1f}s elapsed, ETA {eta:5.1f}s"
+        )
         sys.stderr.flush()

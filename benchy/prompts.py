@@ -15,6 +15,7 @@ server's own count: the server sees `scale × local + overhead` tokens, where ov
 chat template and scale absorbs a different tokenizer. Two calibration requests (short and
 long, each with its own nonce) fit both, so that the server sees the target within ±1%.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,6 +42,7 @@ class Template:
     and `skip_special_tokens: false` so that the channel markers reach benchy (servers drop
     them by default), whose client then splits the stream into analysis and final.
     """
+
     name: str = "none"
     reasoning_effort: str | None = None  # None: the server's (or the template's) default
 
@@ -62,8 +64,11 @@ class Template:
         """(stop, reason) for stop strings that fire inside a Harmony response: all that
         harmony.dangerous_stops finds under this template, else those that look like markers
         (a plain word such as "final" is harmless to other models)."""
-        return [(stop, reason) for stop, reason in harmony.dangerous_stops(list(stops))
-                if self.name == "harmony" or "<|" in stop]
+        return [
+            (stop, reason)
+            for stop, reason in harmony.dangerous_stops(list(stops))
+            if self.name == "harmony" or "<|" in stop
+        ]
 
 
 class PromptError(ValueError):
@@ -77,7 +82,7 @@ class Calibration:
     method: str = "none"
 
     @classmethod
-    def fit(cls, local: tuple[int, int], server: tuple[int, int]) -> "Calibration":
+    def fit(cls, local: tuple[int, int], server: tuple[int, int]) -> Calibration:
         """Two points (local count, server count) → the line through them."""
         if local[1] == local[0]:
             raise PromptError("calibration needs two prompts of different lengths")
@@ -90,8 +95,7 @@ class Calibration:
         return round((server_target - self.overhead) / self.scale)
 
     def to_dict(self) -> dict:
-        return {"overhead_tokens": round(self.overhead, 2), "scale": round(self.scale, 5),
-                "method": self.method}
+        return {"overhead_tokens": round(self.overhead, 2), "scale": round(self.scale, 5), "method": self.method}
 
 
 @dataclass(frozen=True)
@@ -102,8 +106,7 @@ class Prompt:
 
 
 class PromptFactory:
-    def __init__(self, calibration: Calibration = Calibration(), nonce: bool = True,
-                 salt: str | None = None) -> None:
+    def __init__(self, calibration: Calibration = Calibration(), nonce: bool = True, salt: str | None = None) -> None:
         self.calibration = calibration
         self.nonce = nonce
         self.salt = salt or secrets.token_hex(6)
@@ -119,7 +122,7 @@ class PromptFactory:
         # first word); the other seven come from the hash. A leading space keeps every word
         # the same single token.
         first = (self._first_word_offset + self._counter) % len(words)
-        rest = [int.from_bytes(digest[i:i + 2], "big") % len(words) for i in range(2, 16, 2)]
+        rest = [int.from_bytes(digest[i : i + 2], "big") % len(words) for i in range(2, 16, 2)]
         return "".join(" " + words[i] for i in [first, *rest])
 
     def build(self, server_tokens: int, depth: int = 0, context: Prompt | None = None) -> Prompt:
@@ -137,7 +140,8 @@ class PromptFactory:
         if body < 1:
             raise PromptError(
                 f"a {server_tokens}-token prompt is too short: the chat template and nonce "
-                f"alone take about {server_tokens - body} tokens")
+                f"alone take about {server_tokens - body} tokens"
+            )
         # Without a nonce every request gets the same text: that is what --no-nonce shows.
         text = head + tokenizer.filler(body, seed=0)
         return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))
@@ -170,7 +174,10 @@ async def calibrate(client, endpoint: str, salt: str, template: Template = Templ
     client-side --template is rendered first, so its tokens count as overhead too). `client`:
     a benchy.client.Client (its usage_of sends a one-token request and returns the usage)."""
     prompts = PromptFactory(salt=f"{salt}cal{endpoint}").calibration_prompts()
-    usages = [await client.usage_of(template.render(p.text, endpoint), endpoint,
-                                    template.request_options(endpoint)) for p in prompts]
-    return Calibration.fit((prompts[0].local_tokens, prompts[1].local_tokens),
-                           (usages[0]["prompt_tokens"], usages[1]["prompt_tokens"]))
+    usages = [
+        await client.usage_of(template.render(p.text, endpoint), endpoint, template.request_options(endpoint))
+        for p in prompts
+    ]
+    return Calibration.fit(
+        (prompts[0].local_tokens, prompts[1].local_tokens), (usages[0]["prompt_tokens"], usages[1]["prompt_tokens"])
+    )

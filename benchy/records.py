@@ -4,13 +4,15 @@ Times are seconds relative to the moment the request was sent (`sent_mono_s`, fr
 `time.perf_counter`), so a record can be compared with a server's own monotonic log.
 Metrics are derived from records in metrics.py, never stored here.
 """
+
 from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
 CONTENT = "c"
@@ -81,7 +83,7 @@ class RequestRecord:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RequestRecord":
+    def from_dict(cls, data: dict) -> RequestRecord:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -125,6 +127,7 @@ def _dumps(obj: dict) -> str:
 try:
     from orjson import dumps as _orjson_dumps
 except ImportError:  # pragma: no cover
+
     def _orjson_dumps(obj: dict) -> bytes:
         return json.dumps(obj, separators=(",", ":")).encode()
 

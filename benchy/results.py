@@ -19,6 +19,7 @@ Load (issue 9): case{mode ("closed" | "open"), rate, achieved_rate, request_rate
   | null, goodput{slo, fraction, rate} | null, client{..., workers}}; request{scheduled_mono_s};
   setup{load{requests, duration_s, max_inflight, seed, workers, slo}}.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,17 @@ from benchy.records import RequestRecord
 from benchy.scenario import Case
 
 SCHEMA = "benchy/results/1"
-SUMMARY_METRICS = ("e2e_tps", "ttft_s", "ttfc_s", "decode_tps", "prefill_tps", "itl_s", "e2e_s",
-                   "tokens_per_event", "ttft_gap_s")
+SUMMARY_METRICS = (
+    "e2e_tps",
+    "ttft_s",
+    "ttfc_s",
+    "decode_tps",
+    "prefill_tps",
+    "itl_s",
+    "e2e_s",
+    "tokens_per_event",
+    "ttft_gap_s",
+)
 # Bulky per-event arrays stay in requests.jsonl; results.json keeps per-request metrics.
 _RECORD_FIELDS_DROPPED = ("token_event_s", "token_event_chars", "token_event_kinds")
 
@@ -52,22 +62,32 @@ def request_entry(rec: RequestRecord) -> dict:
     return entry
 
 
-def case_entry(case: Case, endpoint: str, runs: int, records: list[RequestRecord],
-               slo: dict[str, float] | None = None) -> dict:
+def case_entry(
+    case: Case, endpoint: str, runs: int, records: list[RequestRecord], slo: dict[str, float] | None = None
+) -> dict:
     records = [checks.classify(r) for r in records]  # an empty output is a failure, not a success
     measured = [r for r in records if not r.warmup]
     ok = [r for r in measured if r.ok]
     summary, unavailable = _summaries(ok)
     aggregate = metrics.aggregate_output_tps(measured)
     return {
-        "label": case.label, "scenario": case.scenario, "pp": case.pp, "tg": case.tg,
-        "concurrency": case.concurrency, "depth": case.depth, "endpoint": endpoint, "runs": runs,
+        "label": case.label,
+        "scenario": case.scenario,
+        "pp": case.pp,
+        "tg": case.tg,
+        "concurrency": case.concurrency,
+        "depth": case.depth,
+        "endpoint": endpoint,
+        "runs": runs,
         "depth_mode": case.depth_mode if case.depth else None,
-        "n_ok": len(ok), "n_failed": len(measured) - len(ok), "n_warmup": len(records) - len(measured),
+        "n_ok": len(ok),
+        "n_failed": len(measured) - len(ok),
+        "n_warmup": len(records) - len(measured),
         "errors": dict(Counter(r.error_kind for r in measured if not r.ok)),
         "anomalies": dict(Counter(a.split(":")[0] for r in ok for a in r.anomalies)),
         "retried": dict(Counter(r.retried.split(":")[0] for r in measured if r.retried)),
-        "summary": summary, "unavailable": unavailable,
+        "summary": summary,
+        "unavailable": unavailable,
         "aggregate_tps": None if isinstance(aggregate, Unavailable) else aggregate,
         **load_entry(case, measured, slo),
         "requests": [request_entry(r) for r in records],
@@ -121,8 +141,9 @@ def _summaries(ok: list[RequestRecord]) -> tuple[dict, dict]:
         elif missing:
             summary[name] = None
             reason = Counter(v.reason for v in missing).most_common(1)[0][0]
-            unavailable[name] = reason if len(missing) == len(values) else \
-                f"{len(missing)} of {len(values)} requests: {reason}"
+            unavailable[name] = (
+                reason if len(missing) == len(values) else f"{len(missing)} of {len(values)} requests: {reason}"
+            )
         else:
             summary[name] = stats.summarize(values)
     return summary, unavailable

@@ -5,6 +5,7 @@ results (metrics + stats) → checks → results.json. Interrupted runs keep wha
 Ctrl-C (SIGINT) and SIGTERM cancel the run's task, and results.json is saved with `partial: true`
 and `stopped: {by, reason}`; so does --max-errors / --max-error-rate (TooManyErrors).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -15,15 +16,16 @@ import signal
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from benchy import __version__, checks, results as results_mod
+from benchy import __version__, checks
+from benchy import results as results_mod
 from benchy.client import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
 from benchy.loadgen import CasePlan, run_case
 from benchy.monitor import LoopMonitor
-from benchy.workers import WorkerError, WorkerPool, case_workers
 from benchy.progress import Progress
 from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate
 from benchy.records import RecordWriter, RequestRecord
 from benchy.scenario import Case
+from benchy.workers import WorkerError, WorkerPool, case_workers
 
 
 @dataclass
@@ -48,6 +50,7 @@ class RunSettings:
 @dataclass(frozen=True)
 class LoadSettings:
     """How each case's load is bounded and spread (arrivals.py, workers.py)."""
+
     requests: int | None = None  # --requests: measured requests per case
     duration_s: float | None = None  # --duration: no request is sent after this many seconds
     max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
@@ -56,9 +59,14 @@ class LoadSettings:
     slo: dict[str, float] | None = None  # --slo, for goodput: {metric: threshold}
 
     def to_dict(self) -> dict:
-        return {"requests": self.requests, "duration_s": self.duration_s,
-                "max_inflight": self.max_inflight, "seed": self.seed, "workers": self.workers,
-                "slo": self.slo}
+        return {
+            "requests": self.requests,
+            "duration_s": self.duration_s,
+            "max_inflight": self.max_inflight,
+            "seed": self.seed,
+            "workers": self.workers,
+            "slo": self.slo,
+        }
 
     def streams(self, case: Case) -> int:
         """Connections a case may hold open at once (an uncapped open loop: no fixed bound)."""
@@ -73,6 +81,7 @@ UNCAPPED_CONNECTIONS = 100_000  # an open loop without --max-inflight: never que
 @dataclass
 class RunState:
     """What a run has gathered so far; survives an interruption."""
+
     setup: dict = field(default_factory=dict)
     records: list[RequestRecord] = field(default_factory=list)
     plans: list[CasePlan] = field(default_factory=list)
@@ -120,12 +129,13 @@ def check_error_limits(state: RunState, settings: RunSettings) -> None:
     """Raises TooManyErrors once a limit is passed (more errors than allowed, not as many)."""
     failed, done = state.n_failed, len(state.records)
     if settings.max_errors is not None and failed > settings.max_errors:
-        raise TooManyErrors("max-errors", f"{failed} requests failed, more than --max-errors "
-                                          f"{settings.max_errors}")
+        raise TooManyErrors("max-errors", f"{failed} requests failed, more than --max-errors {settings.max_errors}")
     rate = settings.max_error_rate
     if rate is not None and done >= MIN_REQUESTS_FOR_RATE and failed > rate * done:
-        raise TooManyErrors("max-error-rate", f"{failed} of {done} requests failed ({failed / done:.0%}), "
-                                              f"more than --max-error-rate {rate:g}")
+        raise TooManyErrors(
+            "max-error-rate",
+            f"{failed} of {done} requests failed ({failed / done:.0%}), more than --max-error-rate {rate:g}",
+        )
 
 
 def _stop_on_sigterm(state: RunState) -> None:
@@ -154,8 +164,11 @@ def build_results(state: RunState) -> dict:
     for rec in state.records:
         by_case.setdefault(rec.case, []).append(rec)
     slo = state.setup.get("load", {}).get("slo")
-    cases = [results_mod.case_entry(p.case, p.endpoint, p.runs, by_case.get(p.case.label, []), slo)
-             for p in state.plans if p.case.label in by_case]
+    cases = [
+        results_mod.case_entry(p.case, p.endpoint, p.runs, by_case.get(p.case.label, []), slo)
+        for p in state.plans
+        if p.case.label in by_case
+    ]
     for case in cases:
         if case["label"] in state.client:
             case["client"] = state.client[case["label"]]
@@ -183,11 +196,20 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
         calibrations = {ep: await calibrate(client, ep, salt, settings.template) for ep in endpoints}
         state.setup = _setup(settings, model, await client.server_version(), calibrations)
         state.setup["calibration_failures"] = client.calibration_failures
-        state.plans = [CasePlan(case=c, index=i, runs=c.runs or settings.runs, warmup=settings.warmup,
-                                endpoint=c.endpoint or settings.endpoint, salt=salt,
-                                template=settings.template, stop=settings.stop,
-                                **_load_plan(settings.load))
-                       for i, c in enumerate(settings.cases)]
+        state.plans = [
+            CasePlan(
+                case=c,
+                index=i,
+                runs=c.runs or settings.runs,
+                warmup=settings.warmup,
+                endpoint=c.endpoint or settings.endpoint,
+                salt=salt,
+                template=settings.template,
+                stop=settings.stop,
+                **_load_plan(settings.load),
+            )
+            for i, c in enumerate(settings.cases)
+        ]
         progress = Progress(sum(p.measured + p.warmup for p in state.plans), settings.progress)
 
         def on_record(rec: RequestRecord) -> None:
@@ -204,14 +226,16 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
                 k = case_workers(plan.case, settings.load.workers, settings.load.max_inflight)
                 if k > 1:
                     state.client[plan.case.label] = await _run_in_workers(
-                        pools, plan, k, client.settings, calibrations[plan.endpoint], settings.nonce, on_record)
+                        pools, plan, k, client.settings, calibrations[plan.endpoint], settings.nonce, on_record
+                    )
                     continue
-                factory = PromptFactory(calibrations[plan.endpoint], nonce=settings.nonce,
-                                        salt=f"{salt}c{plan.index}")
+                factory = PromptFactory(calibrations[plan.endpoint], nonce=settings.nonce, salt=f"{salt}c{plan.index}")
                 async with LoopMonitor() as monitor:
                     await run_case(client, plan, factory, on_record)
                 state.client[plan.case.label] = {
-                    **monitor.figures(_in_flight(state.records, plan.case.label)), "workers": 1}
+                    **monitor.figures(_in_flight(state.records, plan.case.label)),
+                    "workers": 1,
+                }
         finally:
             progress.finish()
             for pool in pools:
@@ -219,12 +243,23 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
 
 
 def _load_plan(load: LoadSettings) -> dict:
-    return {"requests": load.requests, "duration_s": load.duration_s,
-            "max_inflight": load.max_inflight, "seed": load.seed}
+    return {
+        "requests": load.requests,
+        "duration_s": load.duration_s,
+        "max_inflight": load.max_inflight,
+        "seed": load.seed,
+    }
 
 
-async def _run_in_workers(pools: list[WorkerPool], plan: CasePlan, k: int, client_settings: ClientSettings,
-                          calibration: Calibration, nonce: bool, on_record) -> dict:
+async def _run_in_workers(
+    pools: list[WorkerPool],
+    plan: CasePlan,
+    k: int,
+    client_settings: ClientSettings,
+    calibration: Calibration,
+    nonce: bool,
+    on_record,
+) -> dict:
     """The case on k worker processes (workers.py); returns their merged monitor figures."""
     if pools and pools[0].n < k:
         pools.pop().close()
@@ -239,8 +274,7 @@ async def _run_in_workers(pools: list[WorkerPool], plan: CasePlan, k: int, clien
         raise ServerError(f"a worker process failed: {exc.kind}: {exc}") from None
 
 
-def _setup(settings: RunSettings, model: str, version: str | None,
-           calibrations: dict[str, Calibration]) -> dict:
+def _setup(settings: RunSettings, model: str, version: str | None, calibrations: dict[str, Calibration]) -> dict:
     main_cal = calibrations.get(settings.endpoint) or next(iter(calibrations.values()))
     return {
         "base_url": redact_url(settings.client.base_url),
@@ -267,9 +301,12 @@ def _setup(settings: RunSettings, model: str, version: str | None,
 def _template_setup(settings: RunSettings) -> dict:
     """template, reasoning_effort, stop and the stops that fire inside a Harmony response."""
     risky = settings.template.risky_stops(settings.stop)
-    return {"template": settings.template.name, "reasoning_effort": settings.template.reasoning_effort,
-            "stop": list(settings.stop),
-            "dangerous_stops": [{"stop": stop, "reason": reason} for stop, reason in risky]}
+    return {
+        "template": settings.template.name,
+        "reasoning_effort": settings.template.reasoning_effort,
+        "stop": list(settings.stop),
+        "dangerous_stops": [{"stop": stop, "reason": reason} for stop, reason in risky],
+    }
 
 
 def _ceiling_setup(inputs: checks.CeilingInputs, model: str) -> dict:

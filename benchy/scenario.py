@@ -11,6 +11,7 @@ Depth (`--depth 4096`): each request carries that many tokens of context before 
 "cached": the context is sent alone first and reused, so only the pp tokens are new (llama-bench's
 `pp512 @ d4096`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -62,25 +63,44 @@ class Case:
         return text
 
 
-def sweep(pp: list[int], tg: list[int], concurrency: list[int], depth: list[int] | None = None,
-          scenario: str | None = None, runs: int | None = None,
-          endpoint: str | None = None, depth_mode: str = "cold") -> list[Case]:
+def sweep(
+    pp: list[int],
+    tg: list[int],
+    concurrency: list[int],
+    depth: list[int] | None = None,
+    scenario: str | None = None,
+    runs: int | None = None,
+    endpoint: str | None = None,
+    depth_mode: str = "cold",
+) -> list[Case]:
     """Every combination, in the order a reader scans a table: depth, pp, tg, then concurrency."""
     if depth_mode not in DEPTH_MODES:
         raise ScenarioError(f"depth mode must be one of {', '.join(DEPTH_MODES)}, got {depth_mode!r}")
-    for name, values, low in (("--pp", pp, 1), ("--tg", tg, 1), ("--concurrency", concurrency, 1),
-                              ("--depth", depth or [0], 0)):
+    for name, values, low in (
+        ("--pp", pp, 1),
+        ("--tg", tg, 1),
+        ("--concurrency", concurrency, 1),
+        ("--depth", depth or [0], 0),
+    ):
         bad = [v for v in values if not isinstance(v, int) or isinstance(v, bool) or v < low]
         if bad:
             raise ScenarioError(f"{name} must be whole numbers ≥ {low}, got {bad[0]!r}")
-    return [Case(pp=p, tg=t, concurrency=c, depth=d, scenario=scenario, runs=runs, endpoint=endpoint,
-                 depth_mode=depth_mode)
-            for d, p, t, c in itertools.product(depth or [0], pp, tg, concurrency)]
+    return [
+        Case(pp=p, tg=t, concurrency=c, depth=d, scenario=scenario, runs=runs, endpoint=endpoint, depth_mode=depth_mode)
+        for d, p, t, c in itertools.product(depth or [0], pp, tg, concurrency)
+    ]
 
 
-def rate_sweep(pp: list[int], tg: list[int], rates: list[float], depth: list[int] | None = None,
-               scenario: str | None = None, runs: int | None = None, endpoint: str | None = None,
-               depth_mode: str = "cold") -> list[Case]:
+def rate_sweep(
+    pp: list[int],
+    tg: list[int],
+    rates: list[float],
+    depth: list[int] | None = None,
+    scenario: str | None = None,
+    runs: int | None = None,
+    endpoint: str | None = None,
+    depth_mode: str = "cold",
+) -> list[Case]:
     """Open-loop cases: every (depth, pp, tg) at each arrival rate (requests/s)."""
     bad = [r for r in rates if not _is_rate(r)]
     if bad:
@@ -130,8 +150,7 @@ def load_scenario(name_or_file: str) -> list[Case]:
 def _with_line(message: str, path: Path, text: str, data: dict) -> str:
     """`path:LINE: ...` for the key the message names first (its first `key =` line)."""
     rest = message.removeprefix(f"{path}: ")
-    named = [(m.start(), key) for key in data
-             if (m := re.search(rf"(?<!\w){re.escape(key)}(?!\w)", rest))]
+    named = [(m.start(), key) for key in data if (m := re.search(rf"(?<!\w){re.escape(key)}(?!\w)", rest))]
     if not named:
         return message
     key = min(named)[1]
@@ -141,8 +160,20 @@ def _with_line(message: str, path: Path, text: str, data: dict) -> str:
     return message
 
 
-_KNOWN_KEYS = {"name", "description", "pp", "tg", "prompt_tokens", "output_tokens",
-               "concurrency", "runs", "endpoint", "depth", "depth_mode", "rate"}
+_KNOWN_KEYS = {
+    "name",
+    "description",
+    "pp",
+    "tg",
+    "prompt_tokens",
+    "output_tokens",
+    "concurrency",
+    "runs",
+    "endpoint",
+    "depth",
+    "depth_mode",
+    "rate",
+}
 
 
 def _cases_from_table(path: Path, data: dict) -> list[Case]:
@@ -163,16 +194,33 @@ def _cases_from_table(path: Path, data: dict) -> list[Case]:
     rates = _rate_list(path, data)
     try:
         if rates is not None:
-            return rate_sweep(pp, tg, rates, depth, scenario=name, runs=runs, endpoint=endpoint,
-                              depth_mode=data.get("depth_mode", "cold"))
-        return sweep(pp, tg, concurrency, depth, scenario=name, runs=runs, endpoint=endpoint,
-                     depth_mode=data.get("depth_mode", "cold"))
+            return rate_sweep(
+                pp,
+                tg,
+                rates,
+                depth,
+                scenario=name,
+                runs=runs,
+                endpoint=endpoint,
+                depth_mode=data.get("depth_mode", "cold"),
+            )
+        return sweep(
+            pp,
+            tg,
+            concurrency,
+            depth,
+            scenario=name,
+            runs=runs,
+            endpoint=endpoint,
+            depth_mode=data.get("depth_mode", "cold"),
+        )
     except ScenarioError as exc:
         raise ScenarioError(f"{path}: {exc}") from None
 
 
-def _int_list(path: Path, data: dict, key: str, alias: str | None = None,
-              default: list[int] | None = None) -> list[int]:
+def _int_list(
+    path: Path, data: dict, key: str, alias: str | None = None, default: list[int] | None = None
+) -> list[int]:
     value = data.get(key, data.get(alias) if alias else None)
     if value is None:
         if default is not None:
@@ -190,10 +238,11 @@ def _rate_list(path: Path, data: dict) -> list[float] | None:
     if value is None:
         return None
     if "concurrency" in data:
-        raise ScenarioError(f"{path}: rate and concurrency cannot be combined: rate is an open loop; "
-                            "cap its requests in flight with --max-inflight")
+        raise ScenarioError(
+            f"{path}: rate and concurrency cannot be combined: rate is an open loop; "
+            "cap its requests in flight with --max-inflight"
+        )
     values = value if isinstance(value, list) else [value]
     if not values or not all(_is_rate(v) for v in values):
-        raise ScenarioError(f"{path}: rate must be a positive number of requests/s or a list of them, "
-                            f"got {value!r}")
+        raise ScenarioError(f"{path}: rate must be a positive number of requests/s or a list of them, got {value!r}")
     return [float(v) for v in values]

@@ -5,6 +5,7 @@ Follows the WHATWG event-stream rules that matter for LLM servers: lines end in 
 are comments; other fields (`event:`, `id:`, `retry:`) are ignored. Works on bytes so a UTF-8
 character split across chunks is decoded only once the whole line is in.
 """
+
 from __future__ import annotations
 
 
@@ -35,7 +36,7 @@ class SSEParser:
             if end < 0:
                 break
             if buf.startswith(b"data: ", start) and not self._has_data and buf.find(b"\n", start, end) < 0:
-                events.append(buf[start + 6:end].decode("utf-8", errors="replace"))
+                events.append(buf[start + 6 : end].decode("utf-8", errors="replace"))
             else:
                 for line in buf[start:end].split(b"\n"):
                     self._line(line, events)
@@ -98,5 +99,5 @@ def _line_end(buf: bytes, start: int) -> tuple[int, int]:
     if cr < 0:
         return (lf, lf + 1) if lf >= 0 else (-1, -1)
     if cr + 1 < len(buf):
-        return (cr, cr + 2) if buf[cr + 1:cr + 2] == b"\n" else (cr, cr + 1)
+        return (cr, cr + 2) if buf[cr + 1 : cr + 2] == b"\n" else (cr, cr + 1)
     return -1, -1

@@ -1,4 +1,5 @@
 """Statistics over repeated measurements: median ± sample std, n, bootstrap 95% CI, percentiles."""
+
 from __future__ import annotations
 
 import warnings
@@ -37,6 +38,12 @@ def median_ci95(arr: np.ndarray) -> list[float] | None:
         return [float(arr[0]), float(arr[0])]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # degenerate resamples are expected for tiny n
-        res = sps.bootstrap((arr,), np.median, confidence_level=0.95, n_resamples=BOOTSTRAP_RESAMPLES,
-                            method="percentile", rng=np.random.default_rng(BOOTSTRAP_SEED))
+        res = sps.bootstrap(
+            (arr,),
+            np.median,
+            confidence_level=0.95,
+            n_resamples=BOOTSTRAP_RESAMPLES,
+            method="percentile",
+            rng=np.random.default_rng(BOOTSTRAP_SEED),
+        )
     return [float(res.confidence_interval.low), float(res.confidence_interval.high)]

@@ -4,6 +4,7 @@ tiktoken normally downloads its vocabulary on first use; benchy ships the o200k_
 (rebuilt byte for byte from the npm package js-tiktoken 1.0.21, sha256 below) so that nothing
 is fetched at run time.
 """
+
 from __future__ import annotations
 
 import base64
@@ -17,15 +18,17 @@ import tiktoken
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 
 # From tiktoken_ext.openai_public.o200k_base (the regex that splits text into BPE pieces).
-_O200K_PAT = "|".join([
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""",
-    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-    r"""\s*[\r\n]+""",
-    r"""\s+(?!\S)""",
-    r"""\s+""",
-])
+_O200K_PAT = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
 
 # o200k_base's own special tokens plus the Harmony markers gpt-oss uses (o200k_harmony ids).
 SPECIAL_TOKENS = {
@@ -56,8 +59,9 @@ def encoding() -> tiktoken.Encoding:
     for line in raw.splitlines():
         token, rank = line.split()
         ranks[base64.b64decode(token)] = int(rank)
-    return tiktoken.Encoding(name="o200k_harmony_offline", pat_str=_O200K_PAT,
-                             mergeable_ranks=ranks, special_tokens=SPECIAL_TOKENS)
+    return tiktoken.Encoding(
+        name="o200k_harmony_offline", pat_str=_O200K_PAT, mergeable_ranks=ranks, special_tokens=SPECIAL_TOKENS
+    )
 
 
 def encode(text: str) -> list[int]:

@@ -13,6 +13,7 @@ Protocol (pickled tuples over a socket pair): parent → worker ("case", CasePla
 nonce), ("go", start_s), ("stop",); worker → parent ("ready",), ("record", dict),
 ("done", monitor figures), ("error", kind, message).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,10 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Callable
 
 STREAMS_PER_WORKER = 64  # one event loop keeps this many streams well within its means
 START_LEAD_S = 0.02  # the shared start lies this far ahead, so every worker gets "go" before it
@@ -96,17 +97,22 @@ class WorkerPool:
         self._conns: list[Connection] = []
         self._stderr: list = []
 
-    def start(self) -> "WorkerPool":
+    def start(self) -> WorkerPool:
         root = str(Path(__file__).resolve().parent.parent)
         env = dict(os.environ)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         for _ in range(self.n):
             ours, theirs = socket.socketpair()
             err = tempfile.TemporaryFile(mode="w+")
-            proc = subprocess.Popen([sys.executable, "-m", "benchy.workers", str(theirs.fileno())],
-                                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=err, env=env,
-                                    start_new_session=True)  # Ctrl-C goes to the parent only
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "benchy.workers", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=env,
+                start_new_session=True,
+            )  # Ctrl-C goes to the parent only
             theirs.close()
             conn = Connection(ours.detach())
             conn.send(("settings", self.client_settings))
@@ -115,8 +121,7 @@ class WorkerPool:
             self._stderr.append(err)
         return self
 
-    async def run_case(self, plan, k: int, calibration, nonce: bool,
-                       on_record: Callable) -> dict:
+    async def run_case(self, plan, k: int, calibration, nonce: bool, on_record: Callable) -> dict:
         """Runs `plan` on the first k workers; calls on_record for each record as it comes;
         returns the merged LoopMonitor figures. Kills every worker if anything goes wrong."""
         loop = asyncio.get_running_loop()
@@ -157,8 +162,7 @@ class WorkerPool:
             elif kind == "error":
                 raise WorkerError(msg[1], msg[2])
             else:  # "eof": the process is gone
-                raise WorkerError("WorkerDied", f"worker process {w} ended unexpectedly"
-                                                f"{self._last_words(w)}")
+                raise WorkerError("WorkerDied", f"worker process {w} ended unexpectedly{self._last_words(w)}")
         return merge_figures(figures)
 
     def _last_words(self, w: int) -> str:
@@ -236,9 +240,8 @@ def _drain(conn: Connection, w: int, queue: asyncio.Queue) -> None:
 
 
 async def _serve(conn: Connection) -> None:
-    from benchy.client import Client
-
     from benchy import tokenizer
+    from benchy.client import Client
 
     kind, settings = conn.recv()
     tokenizer.count("warm")  # load the vocabulary now, not while a case's lag is sampled
@@ -283,7 +286,7 @@ async def _receive(conn: Connection):
     loop = asyncio.get_running_loop()
     while not conn.poll():
         readable = loop.create_future()
-        loop.add_reader(conn.fileno(), lambda: readable.done() or readable.set_result(None))
+        loop.add_reader(conn.fileno(), lambda: readable.done() or readable.set_result(None))  # noqa: B023
         try:
             await readable
         finally:

@@ -1,4 +1,5 @@
 """Shared fixtures: `start_sim` launches `benchy sim` subprocesses whose truth log tests read."""
+
 from __future__ import annotations
 
 import sys

@@ -1,11 +1,11 @@
 """Bad input: one line on stderr, a non-zero exit, never a traceback."""
+
 from __future__ import annotations
 
 import json
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -23,22 +23,25 @@ def benchy(capsys, *argv: str) -> tuple[int, str]:
     return done.value.code, lines[0]
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["run", "--nope"], "No such option"),
-    (["run", "--runs", "abc"], "--runs"),
-    (["run", "--runs", "0"], "--runs"),
-    (["run", "-c", "0"], "--concurrency"),
-    (["run", "--endpoint", "embeddings"], "--endpoint"),
-    (["run", "--base-url", "localhost:8000/v1"], "http://"),
-    (["run", "--base-url", "http://localhost:notaport/v1"], "port"),
-    (["run", "--base-url", "http:///v1"], "no host"),
-    (["run", "--scenario", "no-such-scenario"], "unknown scenario"),
-    (["run", "--hardware", "no-such-gpu"], "no-such-gpu"),
-    (["run", "--hardware", "gb10", "--model-profile", "no-such-model"], "no-such-model"),
-    (["run", "--timeout", "soon"], "--timeout"),
-    (["sim", "--fault", "meteor:0.5"], "meteor"),
-    (["sim", "--preset", "no-such-preset"], "no-such-preset"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["run", "--nope"], "No such option"),
+        (["run", "--runs", "abc"], "--runs"),
+        (["run", "--runs", "0"], "--runs"),
+        (["run", "-c", "0"], "--concurrency"),
+        (["run", "--endpoint", "embeddings"], "--endpoint"),
+        (["run", "--base-url", "localhost:8000/v1"], "http://"),
+        (["run", "--base-url", "http://localhost:notaport/v1"], "port"),
+        (["run", "--base-url", "http:///v1"], "no host"),
+        (["run", "--scenario", "no-such-scenario"], "unknown scenario"),
+        (["run", "--hardware", "no-such-gpu"], "no-such-gpu"),
+        (["run", "--hardware", "gb10", "--model-profile", "no-such-model"], "no-such-model"),
+        (["run", "--timeout", "soon"], "--timeout"),
+        (["sim", "--fault", "meteor:0.5"], "meteor"),
+        (["sim", "--preset", "no-such-preset"], "no-such-preset"),
+    ],
+)
 def test_bad_flags_are_usage_errors(capsys, argv, words):
     code, line = benchy(capsys, *argv)
     assert code == 2 and words in line
@@ -48,8 +51,8 @@ SCENARIOS = {
     "syntax.toml": (b'name = "x"\npp = [512,\ntg = \n', ":", "line 3"),
     "unknown_key.toml": (b'name = "x"\npp = [512]\ntg = 128\nrunz = 3\n', ":4:", "runz"),
     "bad_value.toml": (b'pp = 512\ntg = [1, "two"]\n', ":2:", "tg must be"),
-    "missing.toml": (b'tg = 32\n', ":", "missing 'pp'"),
-    "binary.toml": (b'pp = 512\ntg = 1\n\xff\xfe', ":", "not UTF-8"),
+    "missing.toml": (b"tg = 32\n", ":", "missing 'pp'"),
+    "binary.toml": (b"pp = 512\ntg = 1\n\xff\xfe", ":", "not UTF-8"),
 }
 
 
@@ -99,15 +102,22 @@ def test_output_folder_that_cannot_be_written(capsys, start_sim, tmp_path):
     sim = start_sim("--instant")
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    code, line = benchy(capsys, "run", "--base-url", sim.base_url, "--pp", "64", "--tg", "4", "--runs", "1",
-                        "-o", str(blocker / "run"))
+    code, line = benchy(
+        capsys, "run", "--base-url", sim.base_url, "--pp", "64", "--tg", "4", "--runs", "1", "-o", str(blocker / "run")
+    )
     assert code == 1 and "cannot write" in line
 
 
 def test_a_real_process_prints_one_line_and_no_traceback(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("pp = \n")
-    proc = subprocess.run([sys.executable, "-m", "benchy", "run", "--scenario", str(bad)], capture_output=True,
-                          text=True, env=sim_env(), cwd=REPO_ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchy", "run", "--scenario", str(bad)],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=60,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr and str(bad) in proc.stderr

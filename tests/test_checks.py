@@ -4,6 +4,7 @@ Each test configures the simulator to produce one trap, runs benchy against it o
 and asserts the warning's code, that the affected figures are null or flagged, and that the
 unaffected ones still match the simulator's ground-truth log.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -31,12 +32,30 @@ EARLY_S = 0.001
 LATE_S = 0.05
 
 
-def bench(sim, pp=(64,), tg=(16,), concurrency=(1,), runs=3, warmup=1, nonce=True,
-          ceiling=CeilingInputs(), extra_body=None, output=None, workers=None) -> dict:
+def bench(
+    sim,
+    pp=(64,),
+    tg=(16,),
+    concurrency=(1,),
+    runs=3,
+    warmup=1,
+    nonce=True,
+    ceiling=CeilingInputs(),
+    extra_body=None,
+    output=None,
+    workers=None,
+) -> dict:
     settings = run_mod.RunSettings(
         client=ClientSettings(base_url=sim.base_url, extra_body=extra_body),
-        cases=sweep(list(pp), list(tg), list(concurrency)), runs=runs, warmup=warmup, nonce=nonce,
-        output_dir=output, progress=False, ceiling=ceiling, load=run_mod.LoadSettings(workers=workers))
+        cases=sweep(list(pp), list(tg), list(concurrency)),
+        runs=runs,
+        warmup=warmup,
+        nonce=nonce,
+        output_dir=output,
+        progress=False,
+        ceiling=ceiling,
+        load=run_mod.LoadSettings(workers=workers),
+    )
     return run_mod.execute(settings)
 
 
@@ -74,8 +93,9 @@ def assert_between_truth(measured_s: float, made_s: float, written_s: float, sen
 
 def assert_e2e_matches_truth(req: dict, truth: dict) -> None:
     """e2e_s ends at the server's last write; e2e_tps counts the tokens it really generated."""
-    assert_between_truth(req["metrics"]["e2e_s"], truth["token_times_s"][-1], truth["events"][-1]["t_s"],
-                         req["sent_mono_s"])
+    assert_between_truth(
+        req["metrics"]["e2e_s"], truth["token_times_s"][-1], truth["events"][-1]["t_s"], req["sent_mono_s"]
+    )
     assert req["completion_tokens"] == truth["completion_tokens"]
     assert req["metrics"]["e2e_tps"] == pytest.approx(truth["completion_tokens"] / req["metrics"]["e2e_s"])
 
@@ -92,8 +112,23 @@ def assert_ttft_matches_truth(req: dict, truth: dict) -> None:
 
 def test_clean_run_prints_no_warning_exits_0_and_reports_its_ceiling_share(start_sim, tmp_path, capsys):
     sim = start_sim("--decode-tps", "100", *FAST)
-    code, out, err = run_cli(capsys, "--base-url", sim.base_url, "--pp", "64", "--tg", "16", "--runs", "3",
-                             "--hardware", "h200", "--model-profile", "llama-3-8b", "-o", str(tmp_path / "r"))
+    code, out, err = run_cli(
+        capsys,
+        "--base-url",
+        sim.base_url,
+        "--pp",
+        "64",
+        "--tg",
+        "16",
+        "--runs",
+        "3",
+        "--hardware",
+        "h200",
+        "--model-profile",
+        "llama-3-8b",
+        "-o",
+        str(tmp_path / "r"),
+    )
     results = json.loads((tmp_path / "r" / "results.json").read_text())
     assert code == 0, err
     assert results["warnings"] == []
@@ -158,8 +193,9 @@ def test_ttft_growing_with_output_length_is_a_buffer_even_without_usage(start_si
         for req in measured(case):
             assert req["metrics"]["ttft_s"] is None
             t = truth[req["request_id"]]
-            assert_between_truth(req["metrics"]["e2e_s"], t["token_times_s"][-1], t["events"][-1]["t_s"],
-                                 req["sent_mono_s"])
+            assert_between_truth(
+                req["metrics"]["e2e_s"], t["token_times_s"][-1], t["events"][-1]["t_s"], req["sent_mono_s"]
+            )
     again = copy.deepcopy(results)
     assert checks.run_checks(again) == results["warnings"]  # the saved results re-check the same
 
@@ -186,8 +222,21 @@ def test_ttft_noise_on_a_live_stream_is_not_called_buffering(start_sim):
 
 def test_rate_above_the_bandwidth_ceiling_is_an_error_and_exit_3(start_sim, tmp_path, capsys):
     sim = start_sim("--model", "openai/gpt-oss-120b", "--decode-tps", "400", *FAST)
-    code, out, _ = run_cli(capsys, "--base-url", sim.base_url, "--pp", "64", "--tg", "32", "--runs", "2",
-                           "--hardware", "gb10", "-o", str(tmp_path / "r"))
+    code, out, _ = run_cli(
+        capsys,
+        "--base-url",
+        sim.base_url,
+        "--pp",
+        "64",
+        "--tg",
+        "32",
+        "--runs",
+        "2",
+        "--hardware",
+        "gb10",
+        "-o",
+        str(tmp_path / "r"),
+    )
     results = json.loads((tmp_path / "r" / "results.json").read_text())
     assert code == cli.EXIT_CHECK_FAILED
     assert results["setup"]["model_profile"] == "gpt-oss-120b"  # guessed from the served id
@@ -225,8 +274,21 @@ def test_a_plausible_rate_and_the_custom_ceiling_flags(start_sim):
 
 def test_prefix_cache_hit_is_counted_from_the_servers_cached_tokens(start_sim, capsys):
     sim = start_sim("--decode-tps", "400", *FAST)
-    code, out, _ = run_cli(capsys, "--base-url", sim.base_url, "--pp", "512", "--tg", "8", "--runs", "3",
-                           "--no-nonce", "--strict", "--format", "json")
+    code, out, _ = run_cli(
+        capsys,
+        "--base-url",
+        sim.base_url,
+        "--pp",
+        "512",
+        "--tg",
+        "8",
+        "--runs",
+        "3",
+        "--no-nonce",
+        "--strict",
+        "--format",
+        "json",
+    )
     results = json.loads(out)
     assert code == cli.EXIT_STRICT_WARNINGS
     w = warning(results, "prefix_cache_hit")
@@ -238,8 +300,7 @@ def test_prefix_cache_hit_is_counted_from_the_servers_cached_tokens(start_sim, c
         t = truth[req["request_id"]]
         assert req["cached_tokens"] == t["cached_tokens"] >= 480  # 16-token blocks of 512
         assert_e2e_matches_truth(req, t)
-    assert w["details"]["cached_tokens_max"] == max(truth[r["request_id"]]["cached_tokens"]
-                                                    for r in measured(case))
+    assert w["details"]["cached_tokens_max"] == max(truth[r["request_id"]]["cached_tokens"] for r in measured(case))
     assert "⚠" in table.markdown(results)
 
 
@@ -248,8 +309,9 @@ def test_prefix_cache_hit_is_counted_from_the_servers_cached_tokens(start_sim, c
 
 def test_null_content_is_a_failed_request_not_a_success(start_sim, capsys):
     sim = start_sim("--null-content", "--decode-tps", "400", *FAST)
-    code, out, _ = run_cli(capsys, "--base-url", sim.base_url, "--pp", "64", "--tg", "16", "--runs", "3",
-                           "--format", "json")
+    code, out, _ = run_cli(
+        capsys, "--base-url", sim.base_url, "--pp", "64", "--tg", "16", "--runs", "3", "--format", "json"
+    )
     results = json.loads(out)
     assert code == cli.EXIT_CHECK_FAILED
     case = results["cases"][0]
@@ -305,8 +367,7 @@ def test_a_stop_string_that_matches_at_once_gives_zero_tokens(start_sim):
 
 
 def test_short_outputs_are_labelled_with_the_tokens_delivered(start_sim):
-    sim = start_sim("--ignore-ignore-eos", "--natural-min", "5", "--natural-max", "9", "--decode-tps", "400",
-                    *FAST)
+    sim = start_sim("--ignore-ignore-eos", "--natural-min", "5", "--natural-max", "9", "--decode-tps", "400", *FAST)
     results = bench(sim, tg=(32,))
     case = results["cases"][0]
     assert codes(results) == {"output_length_mismatch"}
@@ -333,8 +394,9 @@ def test_failed_requests_are_counted_by_kind_against_the_truth(start_sim):
     case = results["cases"][0]
     truth = truth_of(sim, results)
     faults = [truth[r["request_id"]]["fault"] for r in measured(case)]
-    expected = {k: v for k, v in (("http_500", faults.count("http500")),
-                                  ("disconnect", faults.count("cut_stream"))) if v}
+    expected = {
+        k: v for k, v in (("http_500", faults.count("http500")), ("disconnect", faults.count("cut_stream"))) if v
+    }
     assert expected, "seeded faults must occur"
     assert case["errors"] == expected
     w = warning(results, "request_errors")
@@ -367,8 +429,23 @@ def test_a_blocked_event_loop_is_caught_while_requests_are_in_flight(start_sim, 
 def test_sends_behind_an_open_loop_schedule_say_so(start_sim, capsys):
     # 10,000 requests/s asked of one process: it cannot send them on time.
     sim = start_sim("--instant", "--max-running", "100000")
-    code, out, _ = run_cli(capsys, "--base-url", sim.base_url, "--pp", "64", "--tg", "16", "--rate", "10000",
-                           "--requests", "500", "--workers", "1", "--format", "json")
+    code, out, _ = run_cli(
+        capsys,
+        "--base-url",
+        sim.base_url,
+        "--pp",
+        "64",
+        "--tg",
+        "16",
+        "--rate",
+        "10000",
+        "--requests",
+        "500",
+        "--workers",
+        "1",
+        "--format",
+        "json",
+    )
     results = json.loads(out)
     case = results["cases"][0]
     w = warning(results, "client_overloaded")
@@ -419,11 +496,14 @@ def test_role_chunk_long_before_the_first_token_is_a_note_and_ttft_is_the_tokens
 # ------------------------------------------------------------------ command line
 
 
-@pytest.mark.parametrize("flags, message", [
-    (("--hardware", "gb11"), "unknown hardware 'gb11'"),
-    (("--model-profile", "nope"), "unknown model 'nope'"),
-    (("--bandwidth-gbs", "0"), "--bandwidth-gbs must be > 0"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (("--hardware", "gb11"), "unknown hardware 'gb11'"),
+        (("--model-profile", "nope"), "unknown model 'nope'"),
+        (("--bandwidth-gbs", "0"), "--bandwidth-gbs must be > 0"),
+    ],
+)
 def test_bad_ceiling_flags_are_one_line_usage_errors(capsys, flags, message):
     code, _, err = run_cli(capsys, "--base-url", "http://127.0.0.1:9/v1", *flags)
     assert code == 2

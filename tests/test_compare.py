@@ -1,5 +1,6 @@
 """`benchy compare`: significance-tested differences between runs of `benchy sim`, checked against
 the simulator's configured rates and ground-truth log."""
+
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +25,7 @@ SIM = ("--prefill-tps", "4000", "--max-running", "4")
 def run_into(folder, base_url, *flags):
     """`benchy run` through its real entry point, in this process (no interpreter start-up)."""
     with contextlib.redirect_stdout(io.StringIO()), pytest.raises(SystemExit) as exited:
-        cli.main(["run", "--base-url", base_url, "--tg", "24", "--runs", "5", "--output", str(folder), "-q",
-                  *flags])
+        cli.main(["run", "--base-url", base_url, "--tg", "24", "--runs", "5", "--output", str(folder), "-q", *flags])
     assert exited.value.code in (0, 4), f"benchy run exited {exited.value.code}"
     return folder / "results.json"
 
@@ -42,8 +42,10 @@ def runs(tmp_path_factory):
         out["other_cases"] = run_into(root / "other_cases", sim.base_url, "--pp", "400", "800")
     with SimProcess("--decode-tps", FAST, *SIM, truth_log=root / "fast-truth.jsonl") as sim:
         out["fast"] = run_into(root / "fast", sim.base_url, "--pp", "400", "600")
-    out["truth"] = {name: [json.loads(line) for line in (root / f"{name}-truth.jsonl").read_text().splitlines()]
-                    for name in ("slow", "fast")}
+    out["truth"] = {
+        name: [json.loads(line) for line in (root / f"{name}-truth.jsonl").read_text().splitlines()]
+        for name in ("slow", "fast")
+    }
     return out
 
 
@@ -54,8 +56,11 @@ def load(path):
 def truth_decode_tps(truth: list[dict], results: dict) -> float:
     """Median decode rate the simulator really delivered to the run's measured requests."""
     measured = {r["request_id"] for c in results["cases"] for r in c["requests"] if not r["warmup"]}
-    rates = [(t["completion_tokens"] - 1) / (t["last_token_event_s"] - t["first_token_event_s"])
-             for t in truth if t["request_id"] in measured]
+    rates = [
+        (t["completion_tokens"] - 1) / (t["last_token_event_s"] - t["first_token_event_s"])
+        for t in truth
+        if t["request_id"] in measured
+    ]
     return float(np.median(rates))
 
 
@@ -86,8 +91,7 @@ def test_identical_configurations_show_no_significant_difference(runs):
 
 
 def test_compare_cli_writes_markdown_and_one_png(runs, tmp_path, capsys):
-    code, out, err = benchy_here(capsys, "compare", str(runs["slow"].parent), str(runs["fast"]),
-                                 "-o", str(tmp_path))
+    code, out, err = benchy_here(capsys, "compare", str(runs["slow"].parent), str(runs["fast"]), "-o", str(tmp_path))
     assert code == 0, err
     assert "## fast vs slow" in out and "**faster**" in out
     assert "- fast, decode t/s: **faster** in 2 of 2 cases" in out

@@ -5,6 +5,7 @@ prefill start). TTFT also holds a few fixed milliseconds (HTTP) and the server's
 the prompt, which grows with load on a shared machine; a slow prefill rate on short prompts
 (500 tok/s, so ≥ 1 s of prefill) keeps both far inside the 2% the issue allows.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,8 @@ import sys
 import numpy as np
 import pytest
 
-from benchy import checks, run as run_mod, tokenizer
+from benchy import checks, tokenizer
+from benchy import run as run_mod
 from benchy.client import ClientSettings
 from benchy.metrics import Unavailable, prefill_tps
 from benchy.prompts import Calibration, PromptFactory
@@ -41,9 +43,33 @@ def measured(case: dict) -> list[dict]:
 
 
 def run_cli(sim, *flags: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "--pp", str(PP),
-                           "--tg", str(TG), "--runs", "3", "--warmup", "0", "-q", "--format", "json", *flags],
-                          capture_output=True, text=True, env=sim_env(), cwd=REPO_ROOT, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchy",
+            "run",
+            "--base-url",
+            sim.base_url,
+            "--pp",
+            str(PP),
+            "--tg",
+            str(TG),
+            "--runs",
+            "3",
+            "--warmup",
+            "0",
+            "-q",
+            "--format",
+            "json",
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -82,8 +108,9 @@ def test_cached_depth_prefills_only_the_new_tokens_at_the_true_rate(start_sim):
 def test_cold_depth_prefills_depth_plus_pp_at_the_true_rate(start_sim):
     sim = start_sim(*SIM_FLAGS)
     cases = sweep([PP], [TG], [1], [DEPTH], depth_mode="cold")
-    results = run_mod.execute(run_mod.RunSettings(client=ClientSettings(base_url=sim.base_url), cases=cases,
-                                                  runs=3, warmup=0, progress=False))
+    results = run_mod.execute(
+        run_mod.RunSettings(client=ClientSettings(base_url=sim.base_url), cases=cases, runs=3, warmup=0, progress=False)
+    )
     case = depth_case(results)
     assert case["label"] == f"pp{PP} tg{TG} @ d{DEPTH}" and case["depth_mode"] == "cold"
     assert len(case["requests"]) == 3  # no context sent ahead
@@ -116,7 +143,7 @@ def test_shared_context_is_a_token_prefix_of_every_request_and_starts_with_its_o
         prompts = [factory.build(PP, DEPTH, context) for _ in range(2)]
         ids = tokenizer.encode(context.text)
         for p in prompts:
-            assert tokenizer.encode(p.text)[:len(ids)] == ids
+            assert tokenizer.encode(p.text)[: len(ids)] == ids
             assert p.local_tokens == DEPTH + PP - 30
         assert (prompts[0].text != prompts[1].text) is nonce  # each request's own nonce after it
     cold = [PromptFactory().build(PP, DEPTH) for _ in range(2)]
@@ -124,22 +151,41 @@ def test_shared_context_is_a_token_prefix_of_every_request_and_starts_with_its_o
 
 
 def test_prefill_rate_is_unavailable_when_a_reused_context_is_not_confirmed():
-    rec = RequestRecord(case="x", run=0, index=0, warmup=False, request_id="r", nonce=None,
-                        target_prompt_tokens=DEPTH + PP, target_output_tokens=TG, token_event_s=[0.5],
-                        token_event_chars=[3], prompt_tokens=DEPTH + PP, reused_context_tokens=DEPTH)
+    rec = RequestRecord(
+        case="x",
+        run=0,
+        index=0,
+        warmup=False,
+        request_id="r",
+        nonce=None,
+        target_prompt_tokens=DEPTH + PP,
+        target_output_tokens=TG,
+        token_event_s=[0.5],
+        token_event_chars=[3],
+        prompt_tokens=DEPTH + PP,
+        reused_context_tokens=DEPTH,
+    )
     assert isinstance(prefill_tps(rec), Unavailable)
     rec.cached_tokens = DEPTH + 16
     assert prefill_tps(rec) == (PP - 16) / 0.5
-    case = {"label": "pp500 tg4 @ d500", "requests": [
-        {"warmup": False, "status": "ok", "reused_context_tokens": DEPTH, "cached_tokens": None}]}
+    case = {
+        "label": "pp500 tg4 @ d500",
+        "requests": [{"warmup": False, "status": "ok", "reused_context_tokens": DEPTH, "cached_tokens": None}],
+    }
     (w,) = checks.depth_cache_miss(case, {})
     assert w.code == "depth_cache_miss" and "reports no cached_tokens" in w.message
 
 
 def test_bad_depth_input_is_one_line_usage_error():
     for flags in (["--depth-mode", "warm"], ["--depth", "-5"]):
-        proc = subprocess.run([sys.executable, "-m", "benchy", "run", *flags], capture_output=True, text=True,
-                              env=sim_env(), cwd=REPO_ROOT, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "benchy", "run", *flags],
+            capture_output=True,
+            text=True,
+            env=sim_env(),
+            cwd=REPO_ROOT,
+            timeout=60,
+        )
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith("benchy: error:") and proc.stderr.strip().count("\n") == 0
 
@@ -148,7 +194,10 @@ def test_scenario_files_take_depth_and_depth_mode(tmp_path):
     good = tmp_path / "deep.toml"
     good.write_text('pp = 512\ntg = 32\ndepth = [0, 4096]\ndepth_mode = "cached"\n')
     cases = load_scenario(str(good))
-    assert [(c.label, c.depth_mode) for c in cases] == [("pp512 tg32", "cached"), ("pp512 tg32 @ d4096 cached", "cached")]
+    assert [(c.label, c.depth_mode) for c in cases] == [
+        ("pp512 tg32", "cached"),
+        ("pp512 tg32 @ d4096 cached", "cached"),
+    ]
     bad = tmp_path / "bad.toml"
     bad.write_text('pp = 512\ntg = 32\ndepth = 4096\ndepth_mode = "warm"\n')
     with pytest.raises(ScenarioError, match=r"bad\.toml(:\d+)?: depth mode must be one of cold, cached"):

@@ -1,5 +1,6 @@
 """Faults from the server: each is recorded on its request with a kind, the run goes on, and
 summaries count errors by kind, all checked against the simulator's ground truth."""
+
 from __future__ import annotations
 
 import asyncio
@@ -22,10 +23,18 @@ FAST = ("--decode-tps", "4000", "--prefill-tps", "200000")
 
 # What benchy must record for each fault the simulator injected (by its truth log).
 EXPECTED = {
-    None: "ok", "null_content": "ok+null_content",
-    "http500": "http_500", "http429": "http_429", "http429_retry": "http_429",
-    "cut_stream": "disconnect", "reset": "reset", "stall": "stall", "not_sse": "not_sse",
-    "malformed_json": "ok+malformed_events:1", "no_done": "ok+no_done", "no_usage": "ok+no_usage",
+    None: "ok",
+    "null_content": "ok+null_content",
+    "http500": "http_500",
+    "http429": "http_429",
+    "http429_retry": "http_429",
+    "cut_stream": "disconnect",
+    "reset": "reset",
+    "stall": "stall",
+    "not_sse": "not_sse",
+    "malformed_json": "ok+malformed_events:1",
+    "no_done": "ok+no_done",
+    "no_usage": "ok+no_usage",
 }
 
 
@@ -40,16 +49,26 @@ def observed(rec: RequestRecord | dict) -> str:
 
 
 def new_record(i: int) -> RequestRecord:
-    return RequestRecord(case="faults", run=0, index=i, warmup=False, request_id=f"fault-{i}", nonce=None,
-                         target_prompt_tokens=8, target_output_tokens=16)
+    return RequestRecord(
+        case="faults",
+        run=0,
+        index=i,
+        warmup=False,
+        request_id=f"fault-{i}",
+        nonce=None,
+        target_prompt_tokens=8,
+        target_output_tokens=16,
+    )
 
 
 async def send_all(base_url: str, n: int, concurrency: int, **settings) -> list[RequestRecord]:
     """n streamed requests through the real client, `concurrency` at a time (closed loop)."""
     records: list[RequestRecord] = []
     queue = iter(range(n))
-    async with Client(ClientSettings(base_url=base_url, model="benchy-sim", connections=concurrency,
-                                     **settings)) as client:
+    async with Client(
+        ClientSettings(base_url=base_url, model="benchy-sim", connections=concurrency, **settings)
+    ) as client:
+
         async def worker() -> None:
             for i in queue:
                 rec = new_record(i)
@@ -69,8 +88,10 @@ def truth_by_request(sim, records: list, timeout: float = 10.0) -> dict[str, lis
         by_id: dict[str, list[dict]] = {}
         for t in sim.truth():
             by_id.setdefault(t["request_id"], []).append(t)
-        if all(len(by_id.get(r["request_id"], [])) >= 1 + bool(r["retried"]) for r in records) \
-                or time.monotonic() > deadline:
+        if (
+            all(len(by_id.get(r["request_id"], [])) >= 1 + bool(r["retried"]) for r in records)
+            or time.monotonic() > deadline
+        ):
             return by_id
         time.sleep(0.05)
 
@@ -143,8 +164,10 @@ def test_connection_refused_is_recorded_as_connect():
 CANNED = {
     "fault-0": b'data: {"error": {"message": "CUDA out of memory"}}\n\n',
     "fault-1": b"",  # an event stream with no event at all
-    "fault-2": (b'data: {"choices": 3}\n\ndata: {"choices": [{"delta": {"content": "hi"}}]}\n\n'
-                b'data: {"usage": {"prompt_tokens": "x", "completion_tokens": 1}}\n\ndata: [DONE]\n\n'),
+    "fault-2": (
+        b'data: {"choices": 3}\n\ndata: {"choices": [{"delta": {"content": "hi"}}]}\n\n'
+        b'data: {"usage": {"prompt_tokens": "x", "completion_tokens": 1}}\n\ndata: [DONE]\n\n'
+    ),
 }
 
 
@@ -181,8 +204,18 @@ def test_error_event_empty_stream_and_bad_shapes_from_a_real_socket():
     assert garbage.completion_tokens == 1 and "malformed_events:2" in garbage.anomalies
 
 
-SOME_FAULTS = {"http500": 0.04, "http429": 0.03, "http429_retry": 0.03, "cut_stream": 0.04, "reset": 0.04,
-               "stall": 0.02, "malformed_json": 0.03, "not_sse": 0.03, "no_done": 0.02, "no_usage": 0.02}
+SOME_FAULTS = {
+    "http500": 0.04,
+    "http429": 0.03,
+    "http429_retry": 0.03,
+    "cut_stream": 0.04,
+    "reset": 0.04,
+    "stall": 0.02,
+    "malformed_json": 0.03,
+    "not_sse": 0.03,
+    "no_done": 0.02,
+    "no_usage": 0.02,
+}
 
 
 def test_run_with_30_percent_faults_counts_every_kind_exactly(start_sim, tmp_path):
@@ -190,9 +223,34 @@ def test_run_with_30_percent_faults_counts_every_kind_exactly(start_sim, tmp_pat
     flags = [f for k, v in SOME_FAULTS.items() for f in ("--fault", f"{k}:{v}")]
     sim = start_sim(*FAST, "--seed", "3", "--stall-s", "1.0", *flags)
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "--pp", "64",
-                           "--tg", "24", "-c", "4", "--runs", "40", "-o", str(out), "--stall-timeout", "0.3",
-                           "-q"], capture_output=True, text=True, env=sim_env(), cwd=REPO_ROOT, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchy",
+            "run",
+            "--base-url",
+            sim.base_url,
+            "--pp",
+            "64",
+            "--tg",
+            "24",
+            "-c",
+            "4",
+            "--runs",
+            "40",
+            "-o",
+            str(out),
+            "--stall-timeout",
+            "0.3",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     results = json.loads((out / "results.json").read_text())
@@ -209,8 +267,9 @@ def test_run_with_30_percent_faults_counts_every_kind_exactly(start_sim, tmp_pat
     expected_anomalies = Counter(EXPECTED[f].split("+")[1].split(":")[0] for f in final if "+" in EXPECTED[f])
     assert case["errors"] == dict(expected_errors) and sum(expected_errors.values()) >= 20
     assert case["anomalies"] == dict(expected_anomalies)
-    assert case["retried"] == ({"reset": sum(len(truth[r["request_id"]]) == 2 for r in measured)}
-                               if case["retried"] else {})
+    assert case["retried"] == (
+        {"reset": sum(len(truth[r["request_id"]]) == 2 for r in measured)} if case["retried"] else {}
+    )
     assert sum(len(truth[r["request_id"]]) == 2 for r in measured) == sum(case["retried"].values())
     # statistics cover exactly the successes, and the failures are reported by kind
     assert case["summary"]["e2e_tps"]["n"] == case["n_ok"]
@@ -222,9 +281,33 @@ def test_run_with_30_percent_faults_counts_every_kind_exactly(start_sim, tmp_pat
 
 def run_with_limit(sim, tmp_path, *flags: str) -> tuple[subprocess.CompletedProcess, dict, list[dict]]:
     out = tmp_path / "limited"
-    proc = subprocess.run([sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "--pp", "64",
-                           "--tg", "8", "-c", "2", "--runs", "50", "-o", str(out), "-q", *flags],
-                          capture_output=True, text=True, env=sim_env(), cwd=REPO_ROOT, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchy",
+            "run",
+            "--base-url",
+            sim.base_url,
+            "--pp",
+            "64",
+            "--tg",
+            "8",
+            "-c",
+            "2",
+            "--runs",
+            "50",
+            "-o",
+            str(out),
+            "-q",
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
     results = json.loads((out / "results.json").read_text())
     lines = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
     return proc, results, lines
@@ -257,6 +340,12 @@ def test_max_error_rate_stops_early(start_sim, tmp_path):
 
 @pytest.mark.parametrize("flag", ["--max-errors=-1", "--max-error-rate=1.5"])
 def test_error_limits_reject_nonsense(flag):
-    proc = subprocess.run([sys.executable, "-m", "benchy", "run", flag], capture_output=True, text=True,
-                          env=sim_env(), cwd=REPO_ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchy", "run", flag],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=60,
+    )
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1

@@ -5,9 +5,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchy import tokenizer
-from benchy.harmony import (MARKERS, RESPONSE_END_STOPS, HarmonyStream, dangerous_stops,
-                            delta_kind, markers_missing, parse_response, render_prompt,
-                            render_response)
+from benchy.harmony import (
+    MARKERS,
+    RESPONSE_END_STOPS,
+    HarmonyStream,
+    dangerous_stops,
+    delta_kind,
+    markers_missing,
+    parse_response,
+    render_prompt,
+    render_response,
+)
 
 EXPECTED_PROMPT = (
     "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
@@ -46,8 +54,9 @@ def test_prompt_snapshot():
 
 
 def test_prompt_snapshot_with_developer_and_effort():
-    rendered = render_prompt("What is 2 + 2?", system_date="2024-01-02", reasoning_effort="high",
-                             developer="Always respond in riddles")
+    rendered = render_prompt(
+        "What is 2 + 2?", system_date="2024-01-02", reasoning_effort="high", developer="Always respond in riddles"
+    )
     assert rendered == EXPECTED_PROMPT_WITH_DEVELOPER
 
 
@@ -72,13 +81,14 @@ def test_response_tokens_match_harmony_docs():
 
 def test_response_text():
     assert render_response("think", "Paris") == (
-        "<|channel|>analysis<|message|>think<|end|>"
-        "<|start|>assistant<|channel|>final<|message|>Paris<|return|>")
+        "<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>Paris<|return|>"
+    )
 
 
 # Content may hold marker fragments ("<|en", "|>") but never a whole marker.
-_content = st.text(alphabet=st.sampled_from(list("ab <|>\nendstartmsg")) | st.characters(),
-                   max_size=60).filter(lambda s: not any(m in s for m in MARKERS))
+_content = st.text(alphabet=st.sampled_from(list("ab <|>\nendstartmsg")) | st.characters(), max_size=60).filter(
+    lambda s: not any(m in s for m in MARKERS)
+)
 
 
 def _feed_split(text: str, cuts: list[int]) -> tuple[HarmonyStream, list[tuple[str, str]]]:
@@ -141,9 +151,11 @@ def test_text_before_any_marker_is_final():
 
 
 def test_tool_call_goes_to_commentary():
-    text = ('<|channel|>analysis<|message|>Need weather.<|end|>'
-            '<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json'
-            '<|message|>{"location": "Tokyo"}<|call|>')
+    text = (
+        "<|channel|>analysis<|message|>Need weather.<|end|>"
+        "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+        '<|message|>{"location": "Tokyo"}<|call|>'
+    )
     parts = parse_response(text)
     assert parts["analysis"] == "Need weather."
     assert parts["commentary"] == '{"location": "Tokyo"}'
@@ -152,11 +164,35 @@ def test_tool_call_goes_to_commentary():
 
 def test_classify_delta_per_event():
     stream = HarmonyStream()
-    events = ["<|channel|>", "analysis", "<|message|>", "Think", "<|end|>", "<|start|>",
-              "assistant", "<|channel|>final<|message|>", "Par", "is", "<|return|>", "<|ret"]
+    events = [
+        "<|channel|>",
+        "analysis",
+        "<|message|>",
+        "Think",
+        "<|end|>",
+        "<|start|>",
+        "assistant",
+        "<|channel|>final<|message|>",
+        "Par",
+        "is",
+        "<|return|>",
+        "<|ret",
+    ]
     kinds = [stream.classify_delta(e) for e in events]
-    assert kinds == ["marker", "marker", "marker", "reasoning", "marker", "marker", "marker",
-                     "marker", "content", "content", "marker", "empty"]
+    assert kinds == [
+        "marker",
+        "marker",
+        "marker",
+        "reasoning",
+        "marker",
+        "marker",
+        "marker",
+        "marker",
+        "content",
+        "content",
+        "marker",
+        "empty",
+    ]
 
 
 def test_delta_kind_prefers_content():
@@ -176,22 +212,28 @@ def test_feed_is_linear():
     assert elapsed < 2.0
 
 
-@pytest.mark.parametrize("text", [
-    "analysisWe need to answer 2+2.assistantfinal4",
-    "analysisUser asks about Paris. Provide answer.",
-    "The answer is 4.assistantfinal4",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "analysisWe need to answer 2+2.assistantfinal4",
+        "analysisUser asks about Paris. Provide answer.",
+        "The answer is 4.assistantfinal4",
+    ],
+)
 def test_markers_missing_detects_stripped_harmony(text):
     assert markers_missing(text)
 
 
-@pytest.mark.parametrize("text", [
-    render_response("We need to answer.", "4"),
-    "The answer is 4.",
-    "analysis of the data shows growth",
-    "Analysis: the data shows growth",
-    "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        render_response("We need to answer.", "4"),
+        "The answer is 4.",
+        "analysis of the data shows growth",
+        "Analysis: the data shows growth",
+        "",
+    ],
+)
 def test_markers_missing_ignores_normal_text(text):
     assert not markers_missing(text)
 
@@ -214,9 +256,7 @@ def test_response_end_stops_and_free_text_are_safe():
 
 
 def test_constrain_is_flagged_for_tool_calls():
-    assert [s for s, _ in dangerous_stops(["<|constrain|>", "to=functions"])] == [
-        "<|constrain|>", "to=functions"]
-
+    assert [s for s, _ in dangerous_stops(["<|constrain|>", "to=functions"])] == ["<|constrain|>", "to=functions"]
 
 
 def test_header_does_not_leak_into_next_message():

@@ -6,6 +6,7 @@ R analysis tokens, then the final message: a raw completion of n tokens is
   <|channel|>analysis<|message|> (3) + R + <|end|><|start|>assistant<|channel|>final<|message|> (6)
   + n - R - 10 + <|return|> (1).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,13 +29,29 @@ FAST = ("--harmony", "--reasoning-tokens", str(R), "--decode-tps", "2000", "--pr
 EARLY_S, LATE_S = 0.001, 0.05  # as tests/test_checks.py: a busy 2-core machine delays writes
 
 
-def bench(sim, endpoint: str, template: Template, tmp_path, tg: int = 40, runs: int = 3,
-          stop: tuple[str, ...] = (), extra_body: dict | None = None) -> tuple[dict, dict]:
+def bench(
+    sim,
+    endpoint: str,
+    template: Template,
+    tmp_path,
+    tg: int = 40,
+    runs: int = 3,
+    stop: tuple[str, ...] = (),
+    extra_body: dict | None = None,
+) -> tuple[dict, dict]:
     """results, and the full records (token_event_kinds included) by request id."""
     out = tmp_path / f"{endpoint}-{template.name}-{len(stop)}"
     settings = run_mod.RunSettings(
-        client=ClientSettings(base_url=sim.base_url, extra_body=extra_body), cases=sweep([128], [tg], [1]),
-        runs=runs, warmup=1, endpoint=endpoint, output_dir=out, progress=False, template=template, stop=stop)
+        client=ClientSettings(base_url=sim.base_url, extra_body=extra_body),
+        cases=sweep([128], [tg], [1]),
+        runs=runs,
+        warmup=1,
+        endpoint=endpoint,
+        output_dir=out,
+        progress=False,
+        template=template,
+        stop=stop,
+    )
     results = run_mod.execute(settings)
     return results, {r.request_id: r for r in read_records(out / "requests.jsonl")}
 
@@ -114,8 +131,10 @@ def send(sim, endpoint: str, text: str, template: Template) -> RequestRecord:
         async with Client(ClientSettings(base_url=sim.base_url, model="benchy-sim")) as client:
             rec = RequestRecord("t", 0, 0, False, f"{endpoint}-same", None, 0, 48)
             extra = {"ignore_eos": True, **template.request_options(endpoint)}
-            return await client.stream(rec, template.render(text, endpoint), 48, endpoint, extra,
-                                       harmony=template.parses(endpoint))
+            return await client.stream(
+                rec, template.render(text, endpoint), 48, endpoint, extra, harmony=template.parses(endpoint)
+            )
+
     return asyncio.run(go())
 
 
@@ -130,10 +149,16 @@ def test_same_question_gives_the_same_split_on_both_endpoints_with_straddling_ev
     assert raw.completion_tokens == chat.completion_tokens == 48
     # The server's own split, non-streamed, is the reference.
     import urllib.request
-    body = json.dumps({"model": "benchy-sim", "messages": [{"role": "user", "content": question}],
-                       "max_tokens": 48, "ignore_eos": True}).encode()
-    request = urllib.request.Request(sim.base_url + "/chat/completions", body,
-                                     {"Content-Type": "application/json"})
+
+    body = json.dumps(
+        {
+            "model": "benchy-sim",
+            "messages": [{"role": "user", "content": question}],
+            "max_tokens": 48,
+            "ignore_eos": True,
+        }
+    ).encode()
+    request = urllib.request.Request(sim.base_url + "/chat/completions", body, {"Content-Type": "application/json"})
     message = json.load(urllib.request.urlopen(request))["choices"][0]["message"]
     assert chat.reasoning_chars == len(message["reasoning_content"])
     assert chat.content_chars == len(message["content"])
@@ -188,8 +213,22 @@ def test_dangerous_stop_is_warned_before_anything_is_sent(capsys):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(SystemExit) as exc:
-        cli.main(["run", "-q", "--base-url", f"http://127.0.0.1:{port}/v1", "--endpoint", "completions",
-                  "--template", "harmony", "--stop", "<|return|>", "<|end|>", "<|message|>"])
+        cli.main(
+            [
+                "run",
+                "-q",
+                "--base-url",
+                f"http://127.0.0.1:{port}/v1",
+                "--endpoint",
+                "completions",
+                "--template",
+                "harmony",
+                "--stop",
+                "<|return|>",
+                "<|end|>",
+                "<|message|>",
+            ]
+        )
     err = capsys.readouterr().err.splitlines()
     assert exc.value.code == 1
     assert err[0].startswith("benchy: warning: --stop '<|end|>' occurs inside every Harmony")
@@ -200,8 +239,9 @@ def test_dangerous_stop_is_warned_before_anything_is_sent(capsys):
 def test_stripped_special_tokens_are_detected_and_ttfc_withheld(start_sim, tmp_path):
     sim = start_sim(*FAST)
     # A proxy that forces skip_special_tokens back on: "analysisWe …assistantfinalThe …".
-    results, records = bench(sim, "completions", Template("harmony"), tmp_path,
-                             extra_body={"skip_special_tokens": True})
+    results, records = bench(
+        sim, "completions", Template("harmony"), tmp_path, extra_body={"skip_special_tokens": True}
+    )
     case = results["cases"][0]
     assert codes(results) == {"special_tokens_stripped"}
     assert case["summary"]["ttfc_s"] is None
@@ -228,12 +268,15 @@ def test_template_none_sends_the_prompt_as_is(start_sim, tmp_path):
     assert results["setup"]["template"] == "none"
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--template", "harmony"], "--template harmony is for --endpoint completions"),
-    (["--endpoint", "completions", "--reasoning-effort", "low"], "needs --template harmony"),
-    (["--endpoint", "completions", "--template", "harmony", "--stop", ""], "must not be empty"),
-    (["--reasoning-effort", "max"], "--reasoning-effort"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--template", "harmony"], "--template harmony is for --endpoint completions"),
+        (["--endpoint", "completions", "--reasoning-effort", "low"], "needs --template harmony"),
+        (["--endpoint", "completions", "--template", "harmony", "--stop", ""], "must not be empty"),
+        (["--reasoning-effort", "max"], "--reasoning-effort"),
+    ],
+)
 def test_bad_harmony_flags_are_one_line_usage_errors(capsys, argv, words):
     with pytest.raises(SystemExit) as exc:
         cli.main(["run", "--base-url", "http://127.0.0.1:9/v1", *argv])

@@ -1,5 +1,6 @@
 """Nothing lost: every finished request is on disk whatever ends a run (SIGKILL included), and
 Ctrl-C / SIGTERM save and print the partial results, which `benchy report` accepts."""
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,28 @@ from tests.conftest import REPO_ROOT, sim_env
 
 
 def start_run(sim, out: Path, tg: int = 25, concurrency: int = 4) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "--pp", "64", "--tg", str(tg),
-           "-c", str(concurrency), "--runs", "500", "-o", str(out), "-q"]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sim_env(),
-                            cwd=REPO_ROOT)
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchy",
+        "run",
+        "--base-url",
+        sim.base_url,
+        "--pp",
+        "64",
+        "--tg",
+        str(tg),
+        "-c",
+        str(concurrency),
+        "--runs",
+        "500",
+        "-o",
+        str(out),
+        "-q",
+    ]
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sim_env(), cwd=REPO_ROOT
+    )
 
 
 def wait_for_lines(path: Path, k: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
@@ -104,10 +123,30 @@ def test_interrupt_keeps_what_worker_processes_finished(start_sim, tmp_path):
     server had finished before it (with 50 ms for the worker to read and send it)."""
     sim = start_sim("--decode-tps", "500", "--prefill-tps", "100000")
     out = tmp_path / "workers"
-    cmd = [sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "--pp", "64", "--tg", "25",
-           "-c", "8", "--runs", "500", "--workers", "2", "-o", str(out), "-q"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sim_env(),
-                            cwd=REPO_ROOT)
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchy",
+        "run",
+        "--base-url",
+        sim.base_url,
+        "--pp",
+        "64",
+        "--tg",
+        "25",
+        "-c",
+        "8",
+        "--runs",
+        "500",
+        "--workers",
+        "2",
+        "-o",
+        str(out),
+        "-q",
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sim_env(), cwd=REPO_ROOT
+    )
     wait_for_lines(out / "requests.jsonl", 20, proc)
     stopped_at = time.perf_counter()
     proc.send_signal(signal.SIGINT)
@@ -118,7 +157,9 @@ def test_interrupt_keeps_what_worker_processes_finished(start_sim, tmp_path):
     [case] = results["cases"]
     kept = {r["request_id"] for r in case["requests"]}
     assert {r.request_id for r in read_records(out / "requests.jsonl")} == kept
-    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"] and t["status"] == 200 and t["last_token_event_s"]}
+    truth = {
+        t["request_id"]: t for t in sim.truth() if t["request_id"] and t["status"] == 200 and t["last_token_event_s"]
+    }
     finished = {rid for rid, t in truth.items() if t["last_token_event_s"] < stopped_at - 0.05}
     assert len(finished) >= 10 and finished <= kept
     assert results["setup"]["load"]["workers"] == 2

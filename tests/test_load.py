@@ -1,5 +1,6 @@
 """Load modes (issue 9): open-loop rate, --max-inflight, --duration / --requests, goodput and
 --workers, over real HTTP against `benchy sim`, checked against its ground-truth log."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from benchy import arrivals, metrics
 from benchy.records import RequestRecord
@@ -18,8 +20,14 @@ from tests.conftest import REPO_ROOT, sim_env
 
 
 def benchy(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "benchy", *args], capture_output=True, text=True,
-                          env=sim_env(), cwd=REPO_ROOT, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "benchy", *args],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=timeout,
+    )
 
 
 def run_results(sim, out, *args: str) -> dict:
@@ -36,6 +44,7 @@ def measured_truth(sim, results: dict) -> list[dict]:
 
 
 # ---------------------------------------------------------------- the schedule itself
+
 
 @given(n=st.integers(1, 500), rate=st.floats(0.1, 1000), seed=st.integers(0, 2**32))
 def test_arrival_offsets_are_sorted_inside_their_window_and_seeded(n, rate, seed):
@@ -57,16 +66,31 @@ def test_exponential_gaps_like_a_poisson_process():
     mean = sum(gaps) / len(gaps)
     share_short = sum(g < mean for g in gaps) / len(gaps)
     assert mean == pytest.approx(0.1, rel=0.02)
-    assert share_short == pytest.approx(1 - 2.718281828 ** -1, abs=0.03)  # P(gap < mean) of an exponential
+    assert share_short == pytest.approx(1 - 2.718281828**-1, abs=0.03)  # P(gap < mean) of an exponential
 
 
 # ---------------------------------------------------------------- rate mode against the simulator
 
+
 def test_rate_mode_offers_the_asked_rate_as_the_server_sees_it(start_sim, tmp_path):
     """Two worker processes share the schedule: each sends its round-robin part of it."""
     sim = start_sim("--preset", "instant")
-    results = run_results(sim, tmp_path / "out", "--pp", "64", "--tg", "4", "--rate", "80",
-                          "--requests", "240", "--warmup", "0", "--workers", "2")
+    results = run_results(
+        sim,
+        tmp_path / "out",
+        "--pp",
+        "64",
+        "--tg",
+        "4",
+        "--rate",
+        "80",
+        "--requests",
+        "240",
+        "--warmup",
+        "0",
+        "--workers",
+        "2",
+    )
     (case,) = results["cases"]
     assert case["label"] == "pp64 tg4 r80" and case["mode"] == "open" and case["n_ok"] == 240
     assert case["client"]["workers"] == 2
@@ -84,8 +108,22 @@ def test_rate_mode_offers_the_asked_rate_as_the_server_sees_it(start_sim, tmp_pa
 
 def test_max_inflight_caps_the_server_load_and_shows_the_queue_delay(start_sim, tmp_path):
     sim = start_sim("--decode-tps", "100", "--prefill-tps", "100000")
-    results = run_results(sim, tmp_path / "out", "--pp", "64", "--tg", "10", "--rate", "50",
-                          "--max-inflight", "2", "--requests", "16", "--warmup", "0")
+    results = run_results(
+        sim,
+        tmp_path / "out",
+        "--pp",
+        "64",
+        "--tg",
+        "10",
+        "--rate",
+        "50",
+        "--max-inflight",
+        "2",
+        "--requests",
+        "16",
+        "--warmup",
+        "0",
+    )
     truth = measured_truth(sim, results)
     spans = [(t["arrival_s"], t["last_token_event_s"]) for t in truth]
     busiest = max(sum(a <= s < b for a, b in spans) for s, _ in spans)
@@ -99,8 +137,9 @@ def test_max_inflight_caps_the_server_load_and_shows_the_queue_delay(start_sim, 
 
 def test_duration_bounds_a_closed_loop_case(start_sim, tmp_path):
     sim = start_sim("--decode-tps", "200", "--prefill-tps", "100000", "--max-running", "64")
-    results = run_results(sim, tmp_path / "out", "--pp", "64", "--tg", "20", "-c", "3",
-                          "--duration", "1", "--warmup", "0")
+    results = run_results(
+        sim, tmp_path / "out", "--pp", "64", "--tg", "20", "-c", "3", "--duration", "1", "--warmup", "0"
+    )
     (case,) = results["cases"]
     reqs = [r for r in case["requests"] if not r["warmup"]]
     sends = sorted(r["sent_mono_s"] for r in reqs)
@@ -122,10 +161,21 @@ def test_goodput_counts_requests_meeting_every_slo(start_sim, tmp_path):
 
 
 def _rec(ok: bool, ttft: float, end: float, tokens: int = 10) -> RequestRecord:
-    rec = RequestRecord(case="x", run=0, index=0, warmup=False, request_id="r", nonce=None,
-                        target_prompt_tokens=1, target_output_tokens=tokens, end_s=end,
-                        completion_tokens=tokens, token_event_s=[ttft + 0.01 * i for i in range(tokens)],
-                        token_event_chars=[1] * tokens, token_event_kinds="c" * tokens)
+    rec = RequestRecord(
+        case="x",
+        run=0,
+        index=0,
+        warmup=False,
+        request_id="r",
+        nonce=None,
+        target_prompt_tokens=1,
+        target_output_tokens=tokens,
+        end_s=end,
+        completion_tokens=tokens,
+        token_event_s=[ttft + 0.01 * i for i in range(tokens)],
+        token_event_chars=[1] * tokens,
+        token_event_kinds="c" * tokens,
+    )
     if not ok:
         rec.status, rec.error_kind = "error", "http_500"
     return rec
@@ -138,6 +188,7 @@ def test_goodput_formula_failed_requests_never_meet_the_slo():
 
 
 # ---------------------------------------------------------------- several worker processes
+
 
 def _form(value):
     """The shape of a results value: its keys, at every depth (a list: the union of its items')."""
@@ -176,14 +227,18 @@ def test_workers_results_are_identical_in_form_to_one_workers(start_sim, tmp_pat
 
 # ---------------------------------------------------------------- bad input
 
-@pytest.mark.parametrize("args, words", [
-    (("--rate", "2", "-c", "4"), "cannot be combined"),
-    (("--max-inflight", "2"), "needs --rate"),
-    (("--rate", "0"), "--rate must be positive"),
-    (("--slo", "ttft=fast"), "not a number"),
-    (("--slo", "speed=3"), "expected NAME=VALUE"),
-    (("--duration", "0"), "--duration"),
-])
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("--rate", "2", "-c", "4"), "cannot be combined"),
+        (("--max-inflight", "2"), "needs --rate"),
+        (("--rate", "0"), "--rate must be positive"),
+        (("--slo", "ttft=fast"), "not a number"),
+        (("--slo", "speed=3"), "expected NAME=VALUE"),
+        (("--duration", "0"), "--duration"),
+    ],
+)
 def test_bad_load_flags_fail_in_one_line(args, words):
     proc = benchy("run", "--base-url", "http://127.0.0.1:9/v1", *args)
     assert proc.returncode == 2
@@ -193,13 +248,20 @@ def test_bad_load_flags_fail_in_one_line(args, words):
 
 # ---------------------------------------------------------------- the client's fast paths
 
+
 def _stream(contents: list[str]) -> bytes:
     """A vLLM-shaped chat stream: role chunk, content deltas, a finish, usage, [DONE]."""
     head = '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
     events = [head + '[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}']
-    events += [head + '[{"index":0,"delta":{"content":' + json.dumps(c, ensure_ascii=False)
-               + '},"logprobs":null,"finish_reason":null}]' + ('' if i % 3 else ',"usage":null') + '}'
-               for i, c in enumerate(contents)]
+    events += [
+        head
+        + '[{"index":0,"delta":{"content":'
+        + json.dumps(c, ensure_ascii=False)
+        + '},"logprobs":null,"finish_reason":null}]'
+        + ("" if i % 3 else ',"usage":null')
+        + "}"
+        for i, c in enumerate(contents)
+    ]
     events.append(head + '[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}]}')
     events.append(head + '[],"usage":{"prompt_tokens":5,"completion_tokens":%d}}' % len(contents))
     events.append("[DONE]")
@@ -209,8 +271,17 @@ def _stream(contents: list[str]) -> bytes:
 def _read(body: bytes, cuts: list[int], plain: bool) -> dict:
     from benchy.client import _StreamReader
 
-    rec = RequestRecord(case="x", run=0, index=0, warmup=False, request_id="r", nonce=None,
-                        target_prompt_tokens=5, target_output_tokens=1)
+    rec = RequestRecord(
+        case="x",
+        run=0,
+        index=0,
+        warmup=False,
+        request_id="r",
+        nonce=None,
+        target_prompt_tokens=5,
+        target_output_tokens=1,
+    )
+
     class Reference(_StreamReader):  # every event through the JSON parse
         __slots__ = ()
 
@@ -225,8 +296,10 @@ def _read(body: bytes, cuts: list[int], plain: bool) -> dict:
     return rec.to_dict()
 
 
-@given(contents=st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=30),
-       cuts=st.lists(st.integers(0, 4000), max_size=12))
+@given(
+    contents=st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=30),
+    cuts=st.lists(st.integers(0, 4000), max_size=12),
+)
 def test_reader_fast_paths_record_exactly_what_a_full_json_parse_does(contents, cuts):
     """Escapes, quotes, control characters, non-ASCII, odd chunking: the byte-level and
     string-level shortcuts must give the record the general path gives, field for field."""
@@ -247,8 +320,16 @@ def test_plain_content_events_skip_the_json_parse():
             self.plain_bytes += done
             return done
 
-    rec = RequestRecord(case="x", run=0, index=0, warmup=False, request_id="r", nonce=None,
-                        target_prompt_tokens=5, target_output_tokens=50)
+    rec = RequestRecord(
+        case="x",
+        run=0,
+        index=0,
+        warmup=False,
+        request_id="r",
+        nonce=None,
+        target_prompt_tokens=5,
+        target_output_tokens=50,
+    )
     reader = Counting(rec)
     reader.plain_bytes = 0
     body = _stream([f" w{i}" for i in range(50)])
@@ -269,9 +350,34 @@ def _children(pid: int) -> set[int]:
 def test_sigterm_stops_every_worker_and_keeps_what_they_finished(start_sim, tmp_path):
     sim = start_sim("--decode-tps", "100", "--prefill-tps", "100000", "--max-running", "64")
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "--pp", "64",
-                             "--tg", "20", "-c", "4", "--runs", "500", "--workers", "2", "-o", str(out), "-q"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sim_env(), cwd=REPO_ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "benchy",
+            "run",
+            "--base-url",
+            sim.base_url,
+            "--pp",
+            "64",
+            "--tg",
+            "20",
+            "-c",
+            "4",
+            "--runs",
+            "500",
+            "--workers",
+            "2",
+            "-o",
+            str(out),
+            "-q",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+    )
     deadline = time.monotonic() + 60
     jsonl = out / "requests.jsonl"
     while not (jsonl.exists() and jsonl.read_bytes().count(b"\n") >= 10):
@@ -282,8 +388,9 @@ def test_sigterm_stops_every_worker_and_keeps_what_they_finished(start_sim, tmp_
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "Traceback" not in err
-    assert not any(Path(f"/proc/{w}").exists() and "benchy.workers" in Path(f"/proc/{w}/cmdline").read_text()
-                   for w in workers)
+    assert not any(
+        Path(f"/proc/{w}").exists() and "benchy.workers" in Path(f"/proc/{w}/cmdline").read_text() for w in workers
+    )
     results = json.loads((out / "results.json").read_text())
     assert results["partial"] and results["stopped"]["by"] == "SIGTERM"
     saved = {r["request_id"] for c in results["cases"] for r in c["requests"]}

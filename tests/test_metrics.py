@@ -1,4 +1,5 @@
 """Each metric formula on hand-built records whose true values are known."""
+
 import pytest
 
 from benchy import metrics
@@ -8,13 +9,25 @@ from benchy.records import RequestRecord
 
 def record(times, chars=None, kinds=None, completion=None, prompt=1000, cached=0, end=None, **kw):
     chars = chars or [4] * len(times)
-    return RequestRecord(case="pp1000 tg", run=0, index=0, warmup=False, request_id="r", nonce="n",
-                         target_prompt_tokens=prompt, target_output_tokens=len(times),
-                         token_event_s=list(times), token_event_chars=chars,
-                         token_event_kinds=kinds or "c" * len(times),
-                         completion_tokens=len(times) if completion is None else completion,
-                         prompt_tokens=prompt, cached_tokens=cached, usage_reported=True,
-                         end_s=end if end is not None else (times[-1] + 0.001 if times else 1.0), **kw)
+    return RequestRecord(
+        case="pp1000 tg",
+        run=0,
+        index=0,
+        warmup=False,
+        request_id="r",
+        nonce="n",
+        target_prompt_tokens=prompt,
+        target_output_tokens=len(times),
+        token_event_s=list(times),
+        token_event_chars=chars,
+        token_event_kinds=kinds or "c" * len(times),
+        completion_tokens=len(times) if completion is None else completion,
+        prompt_tokens=prompt,
+        cached_tokens=cached,
+        usage_reported=True,
+        end_s=end if end is not None else (times[-1] + 0.001 if times else 1.0),
+        **kw,
+    )
 
 
 def test_one_token_per_event_stream():

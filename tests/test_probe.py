@@ -6,6 +6,7 @@ estimate. `--header-delay-s` gives every request a fixed cost, as a real server'
 and HTTP handling do, so a cache hit is not a ratio of two near-zero numbers; at 0.2 s, the
 milliseconds of client-side jitter on a loaded machine stay far inside the 10% allowed.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,12 +14,12 @@ import subprocess
 import sys
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchy import run as run_mod
 from benchy.client import ClientSettings
-from benchy.probe import (MIN_SPEEDUP, SCHEMA, VERDICTS, ProbeSettings, capped_lengths, decide,
-                          length_entry, run_probe)
+from benchy.probe import MIN_SPEEDUP, SCHEMA, VERDICTS, ProbeSettings, capped_lengths, decide, length_entry, run_probe
 from benchy.records import RequestRecord
 from benchy.report import probe_report
 from benchy.scenario import sweep
@@ -51,8 +52,11 @@ def test_cache_on_is_detected_with_the_truths_speedup_and_leaves_no_reusable_pre
 
     # A later run with identical prompts (--no-nonce) finds nothing of the probe's in the cache.
     cases = sweep([LENGTHS[0]], [4], [1])
-    later = run_mod.execute(run_mod.RunSettings(client=ClientSettings(base_url=sim.base_url), cases=cases,
-                                                runs=1, warmup=0, nonce=False, progress=False))
+    later = run_mod.execute(
+        run_mod.RunSettings(
+            client=ClientSettings(base_url=sim.base_url), cases=cases, runs=1, warmup=0, nonce=False, progress=False
+        )
+    )
     first_id = later["cases"][0]["requests"][0]["request_id"]
     assert sim.truth(expect=len(truth) + 3)  # calibration ×2 + the request
     assert {t["request_id"]: t for t in sim.truth()}[first_id]["cached_tokens"] <= TEMPLATE_BLOCKS
@@ -61,9 +65,30 @@ def test_cache_on_is_detected_with_the_truths_speedup_and_leaves_no_reusable_pre
 def test_cache_off_is_not_detected_and_the_cli_writes_probe_files(start_sim, tmp_path):
     sim = start_sim(*SIM_FLAGS, "--no-prefix-cache")
     out = tmp_path / "probe"
-    proc = subprocess.run([sys.executable, "-m", "benchy", "probe-cache", "--base-url", sim.base_url,
-                           "--lengths", *map(str, LENGTHS), "-n", "5", "--tg", "4", "-o", str(out), "-q"],
-                          capture_output=True, text=True, env=sim_env(), cwd=REPO_ROOT, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchy",
+            "probe-cache",
+            "--base-url",
+            sim.base_url,
+            "--lengths",
+            *map(str, LENGTHS),
+            "-n",
+            "5",
+            "--tg",
+            "4",
+            "-o",
+            str(out),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "not detected" in proc.stdout and "cache detected" not in proc.stdout
     probe = json.loads((out / "probe.json").read_text())
@@ -129,22 +154,52 @@ def test_lengths_are_capped_by_the_context():
 
 
 def test_bad_probe_input_is_one_line_usage_error():
-    proc = subprocess.run([sys.executable, "-m", "benchy", "probe-cache", "-n", "2"],
-                          capture_output=True, text=True, env=sim_env(), cwd=REPO_ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchy", "probe-cache", "-n", "2"],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--requests must be ≥ 3" in proc.stderr
 
 
 def test_a_length_whose_requests_all_failed_is_inconclusive_and_still_reported(tmp_path):
-    records = [RequestRecord(case=f"probe 500 {side}", run=i, index=i, warmup=False, request_id=f"{side}{i}",
-                             nonce=None, target_prompt_tokens=500, target_output_tokens=4, status="error",
-                             error_kind="http_500", error="HTTP 500")
-               for i in range(3) for side in ("shared", "unique")]
+    records = [
+        RequestRecord(
+            case=f"probe 500 {side}",
+            run=i,
+            index=i,
+            warmup=False,
+            request_id=f"{side}{i}",
+            nonce=None,
+            target_prompt_tokens=500,
+            target_output_tokens=4,
+            status="error",
+            error_kind="http_500",
+            error="HTTP 500",
+        )
+        for i in range(3)
+        for side in ("shared", "unique")
+    ]
     entry = length_entry(500, 500, records)
     assert entry["verdict"] == "inconclusive" and entry["n_failed"] == 6 and entry["errors"] == {"http_500": 6}
-    probe = {"schema": SCHEMA, "setup": {"model": "m", "base_url": "u", "context_length": None, "n": 3,
-                                         "output_tokens": 4, "alpha": 0.05, "min_speedup": MIN_SPEEDUP,
-                                         "started_utc": "t"}, "lengths": [entry]}
+    probe = {
+        "schema": SCHEMA,
+        "setup": {
+            "model": "m",
+            "base_url": "u",
+            "context_length": None,
+            "n": 3,
+            "output_tokens": 4,
+            "alpha": 0.05,
+            "min_speedup": MIN_SPEEDUP,
+            "started_utc": "t",
+        },
+        "lengths": [entry],
+    }
     paths = probe_report.write(probe, tmp_path)
     assert [p.name for p in paths] == ["probe.json", "probe.png", "probe.md"]
     assert "6 requests failed (http_500: 6)" in (tmp_path / "probe.md").read_text()

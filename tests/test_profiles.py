@@ -1,4 +1,5 @@
 """Bandwidth-ceiling model: profile figures, formulas, lookups."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -81,8 +82,16 @@ def test_llama_3_8b_reads_its_bf16_weights_except_the_embedding_table():
 
 @pytest.mark.parametrize(
     "name, gbs",
-    [("gb10", 273), ("dgx-spark", 273), ("h100-sxm", 3350), ("h200", 4800), ("b200", 8000),
-     ("rtx-5090", 1792), ("m3-ultra", 819), ("mi300x", 5300)],
+    [
+        ("gb10", 273),
+        ("dgx-spark", 273),
+        ("h100-sxm", 3350),
+        ("h200", 4800),
+        ("b200", 8000),
+        ("rtx-5090", 1792),
+        ("m3-ultra", 819),
+        ("mi300x", 5300),
+    ],
 )
 def test_hardware_bandwidths(name, gbs):
     assert hardware(name).bandwidth_gbs == gbs
@@ -179,9 +188,14 @@ def test_sliding_layers_stop_growing_at_the_window():
 
 @pytest.mark.parametrize(
     "lookup, name, expected",
-    [(hardware, "DGX-Spark", "gb10"), (hardware, "dgx spark", "gb10"), (hardware, "H200", "h200"),
-     (model_profile, "openai/gpt-oss-120b", "gpt-oss-120b"), (model_profile, "OpenAI/GPT-OSS-20B", "gpt-oss-20b"),
-     (model_profile, "meta-llama/Llama-3.1-8B-Instruct", "llama-3-8b")],
+    [
+        (hardware, "DGX-Spark", "gb10"),
+        (hardware, "dgx spark", "gb10"),
+        (hardware, "H200", "h200"),
+        (model_profile, "openai/gpt-oss-120b", "gpt-oss-120b"),
+        (model_profile, "OpenAI/GPT-OSS-20B", "gpt-oss-20b"),
+        (model_profile, "meta-llama/Llama-3.1-8B-Instruct", "llama-3-8b"),
+    ],
 )
 def test_aliases_resolve_case_insensitively(lookup, name, expected):
     assert lookup(name).name == expected
@@ -199,10 +213,14 @@ def test_unknown_name_raises_one_line_listing_known_names(lookup, names):
 
 @pytest.mark.parametrize(
     "served, expected",
-    [("openai/gpt-oss-120b", "gpt-oss-120b"), ("gpt-oss-20b", "gpt-oss-20b"), ("gpt-oss:120b", "gpt-oss-120b"),
-     ("my-org/gpt-oss-20b-mxfp4", "gpt-oss-20b"),
-     ("meta-llama/Meta-Llama-3-8B-Instruct", "llama-3-8b"),
-     ("meta-llama/Llama-3.3-70B-Instruct", "llama-3-70b")],
+    [
+        ("openai/gpt-oss-120b", "gpt-oss-120b"),
+        ("gpt-oss-20b", "gpt-oss-20b"),
+        ("gpt-oss:120b", "gpt-oss-120b"),
+        ("my-org/gpt-oss-20b-mxfp4", "gpt-oss-20b"),
+        ("meta-llama/Meta-Llama-3-8B-Instruct", "llama-3-8b"),
+        ("meta-llama/Llama-3.3-70B-Instruct", "llama-3-70b"),
+    ],
 )
 def test_guess_model_profile_from_served_id(served, expected):
     assert guess_model_profile(served).name == expected
@@ -210,8 +228,14 @@ def test_guess_model_profile_from_served_id(served, expected):
 
 @pytest.mark.parametrize(
     "served",
-    ["Qwen/Qwen3-30B-A3B", "ggml-org/gpt-oss-120b-GGUF", "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8",
-     "unsloth/Llama-3.3-70B-Instruct-bnb-4bit", "bartowski/Meta-Llama-3-8B-Instruct-Q4_K_M", "xllama-3-8bx"],
+    [
+        "Qwen/Qwen3-30B-A3B",
+        "ggml-org/gpt-oss-120b-GGUF",
+        "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8",
+        "unsloth/Llama-3.3-70B-Instruct-bnb-4bit",
+        "bartowski/Meta-Llama-3-8B-Instruct-Q4_K_M",
+        "xllama-3-8bx",
+    ],
 )
 def test_guess_returns_none_for_unknown_or_quantized_builds(served):
     assert guess_model_profile(served) is None

@@ -1,4 +1,5 @@
 """Prompts: exact token counts, a unique nonce at the very start, calibration arithmetic."""
+
 from benchy import tokenizer
 from benchy.prompts import Calibration, PromptFactory
 
@@ -26,7 +27,7 @@ def test_nonces_share_almost_no_leading_tokens():
     factories = [PromptFactory(salt="a"), PromptFactory(salt="b")]
     prompts = [f.build(100) for f in factories for _ in range(50)]
     ids = [tokenizer.encode(p.text)[:16] for p in prompts]
-    longest = max(common_prefix(x, y) for i, x in enumerate(ids) for y in ids[i + 1:])
+    longest = max(common_prefix(x, y) for i, x in enumerate(ids) for y in ids[i + 1 :])
     assert longest <= 4
 
 

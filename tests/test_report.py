@@ -1,5 +1,6 @@
 """`benchy report`: report.md and PNG figures re-made from saved results, against real runs of
 `benchy sim` (clean, buffered with failures, and a cache probe)."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,14 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def benchy(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "benchy", *args], capture_output=True, text=True,
-                          env=sim_env(), cwd=REPO_ROOT, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchy", *args],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
     if check and proc.returncode not in (0, 3, 4):
         raise AssertionError(f"benchy {' '.join(args)} → {proc.returncode}: {proc.stderr}")
     return proc
@@ -78,9 +85,31 @@ def clean_run(tmp_path_factory):
     from benchy.sim.process import SimProcess
 
     with SimProcess("--decode-tps", "400", "--prefill-tps", "40000", "--max-running", "4") as sim:
-        proc = benchy("run", "--base-url", sim.base_url, "--api-key", SECRET, "--pp", "64", "256",
-                      "--tg", "16", "32", "--concurrency", "1", "2", "--runs", "3", "--bandwidth-gbs", "8000",
-                      "--active-bytes-per-token", "4e9", "--output", str(out / "run"), "-q")
+        proc = benchy(
+            "run",
+            "--base-url",
+            sim.base_url,
+            "--api-key",
+            SECRET,
+            "--pp",
+            "64",
+            "256",
+            "--tg",
+            "16",
+            "32",
+            "--concurrency",
+            "1",
+            "2",
+            "--runs",
+            "3",
+            "--bandwidth-gbs",
+            "8000",
+            "--active-bytes-per-token",
+            "4e9",
+            "--output",
+            str(out / "run"),
+            "-q",
+        )
     return out, proc
 
 
@@ -91,10 +120,34 @@ def troubled_run(tmp_path_factory):
     truth = out / "truth.jsonl"
     from benchy.sim.process import SimProcess
 
-    with SimProcess("--events-per-response", "2", "--decode-tps", "400", "--prefill-tps", "40000",
-                    "--fault", "http500:0.3", "--seed", "3", truth_log=truth) as sim:
-        benchy("run", "--base-url", sim.base_url, "--pp", "64", "--tg", "16", "48", "--runs", "6",
-               "--output", str(out / "run"), "-q")
+    with SimProcess(
+        "--events-per-response",
+        "2",
+        "--decode-tps",
+        "400",
+        "--prefill-tps",
+        "40000",
+        "--fault",
+        "http500:0.3",
+        "--seed",
+        "3",
+        truth_log=truth,
+    ) as sim:
+        benchy(
+            "run",
+            "--base-url",
+            sim.base_url,
+            "--pp",
+            "64",
+            "--tg",
+            "16",
+            "48",
+            "--runs",
+            "6",
+            "--output",
+            str(out / "run"),
+            "-q",
+        )
     return out, [json.loads(line) for line in truth.read_text().splitlines() if line.strip()]
 
 
@@ -105,8 +158,28 @@ def open_loop_run(tmp_path_factory):
     from benchy.sim.process import SimProcess
 
     with SimProcess("--decode-tps", "400", "--prefill-tps", "40000") as sim:
-        benchy("run", "--base-url", sim.base_url, "--pp", "64", "--tg", "16", "--rate", "10", "20",
-               "--requests", "5", "--depth", "0", "64", "--depth-mode", "cached", "--output", str(out), "-q")
+        benchy(
+            "run",
+            "--base-url",
+            sim.base_url,
+            "--pp",
+            "64",
+            "--tg",
+            "16",
+            "--rate",
+            "10",
+            "20",
+            "--requests",
+            "5",
+            "--depth",
+            "0",
+            "64",
+            "--depth-mode",
+            "cached",
+            "--output",
+            str(out),
+            "-q",
+        )
     return out
 
 
@@ -116,8 +189,14 @@ def test_run_output_folder_holds_report_with_setup_table_and_figures(clean_run):
     results = json.loads((folder / "results.json").read_text())
     md = (folder / "report.md").read_text()
     setup = results["setup"]
-    for expected in (setup["model"], setup["server_version"], setup["command_line"], "Prompt nonce",
-                     "yes (no prefix cache can serve a request)", "## How to read this report"):
+    for expected in (
+        setup["model"],
+        setup["server_version"],
+        setup["command_line"],
+        "Prompt nonce",
+        "yes (no prefix cache can serve a request)",
+        "## How to read this report",
+    ):
         assert expected in md, expected
     # a loaded test machine may add a client_overloaded warning: every warning must show, with its hint
     for warning in results["warnings"]:
@@ -131,8 +210,12 @@ def test_run_output_folder_holds_report_with_setup_table_and_figures(clean_run):
         cells = [cell.strip() for cell in row.split("|")]
         assert f"{e2e['median']:.1f} ± {e2e['std']:.1f}" in row and cells[2] == str(case["n_ok"])
     figures = embedded_figures(md)
-    assert [Path(f).name for f in figures] == ["throughput_vs_prompt.png", "ttft_vs_prompt.png",
-                                                "concurrency.png", "requests_e2e.png"]
+    assert [Path(f).name for f in figures] == [
+        "throughput_vs_prompt.png",
+        "ttft_vs_prompt.png",
+        "concurrency.png",
+        "requests_e2e.png",
+    ]
     for rel in figures:
         assert_sensible_png(folder / rel)
     assert "Dashed lines: the memory-bandwidth ceiling" in md
@@ -169,12 +252,15 @@ def test_figures_draw_the_saved_medians_and_the_recorded_ceiling(clean_run, tmp_
     assert agg_points == {(c["concurrency"], round(c["aggregate_tps"], 6)) for c in results["cases"]}
 
 
-def test_open_loop_and_depth_cases_get_their_own_lines_and_a_rate_figure(open_loop_run, tmp_path,
-                                                                        monkeypatch):
+def test_open_loop_and_depth_cases_get_their_own_lines_and_a_rate_figure(open_loop_run, tmp_path, monkeypatch):
     results = json.loads((open_loop_run / "results.json").read_text())
     md = (open_loop_run / "report.md").read_text()
-    assert [Path(f).name for f in embedded_figures(md)] == ["throughput_vs_prompt.png", "ttft_vs_prompt.png",
-                                                            "rate.png", "requests_e2e.png"]
+    assert [Path(f).name for f in embedded_figures(md)] == [
+        "throughput_vs_prompt.png",
+        "ttft_vs_prompt.png",
+        "rate.png",
+        "requests_e2e.png",
+    ]
     drawn = capture_figures(monkeypatch)
     render.write_report(results, tmp_path)
     assert "10 requests/s (open loop)" in drawn["throughput_vs_prompt.png"].texts[0].get_text()
@@ -183,8 +269,9 @@ def test_open_loop_and_depth_cases_get_their_own_lines_and_a_rate_figure(open_lo
     assert set(lines) == {"pp64 tg16", "pp64 tg16 @ depth 64 cached"}
     for label, points in lines.items():
         depth = 64 if "depth" in label else 0
-        expected = sorted((c["rate"], c["summary"]["e2e_tps"]["median"]) for c in results["cases"]
-                          if c["depth"] == depth)
+        expected = sorted(
+            (c["rate"], c["summary"]["e2e_tps"]["median"]) for c in results["cases"] if c["depth"] == depth
+        )
         assert [v for p in points for v in p] == pytest.approx([v for p in expected for v in p])
     for rel in embedded_figures(md):
         assert_sensible_png(open_loop_run / rel)
@@ -228,11 +315,20 @@ def test_probe_results_render_the_same_way(tmp_path, capsys):
     from benchy.sim.process import SimProcess
 
     with SimProcess("--decode-tps", "400", "--prefill-tps", "40000") as sim:
-        proc = benchy("probe-cache", "--base-url", sim.base_url, "--lengths", "300", "-n", "3",
-                      "-o", str(tmp_path / "probe"), "-q")
+        proc = benchy(
+            "probe-cache",
+            "--base-url",
+            sim.base_url,
+            "--lengths",
+            "300",
+            "-n",
+            "3",
+            "-o",
+            str(tmp_path / "probe"),
+            "-q",
+        )
     assert proc.returncode == 0, proc.stderr
-    code, _, err = benchy_here(capsys, "report", str(tmp_path / "probe" / "probe.json"), "-o",
-                               str(tmp_path / "again"))
+    code, _, err = benchy_here(capsys, "report", str(tmp_path / "probe" / "probe.json"), "-o", str(tmp_path / "again"))
     assert code == 0, err
     md = (tmp_path / "again" / "probe.md").read_text()
     assert md == (tmp_path / "probe" / "probe.md").read_text()  # the same rendering as the probe's own
@@ -244,12 +340,15 @@ def test_probe_results_render_the_same_way(tmp_path, capsys):
         assert (tmp_path / "again" / rel).stat().st_size > 5_000
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "cannot read"),
-    ("{not json", "not JSON"),
-    (json.dumps({"schema": "benchy/results/999"}), "schema"),
-    (json.dumps({"schema": "benchy/results/1", "cases": [{"label": "x"}]}), "malformed"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "cannot read"),
+        ("{not json", "not JSON"),
+        (json.dumps({"schema": "benchy/results/999"}), "schema"),
+        (json.dumps({"schema": "benchy/results/1", "cases": [{"label": "x"}]}), "malformed"),
+    ],
+)
 def test_report_bad_file_is_one_line_error(tmp_path, capsys, content, message):
     path = tmp_path / "results.json"
     if content is not None:

@@ -1,4 +1,5 @@
 """`benchy run` end to end, over real HTTP, against the simulator's ground-truth log."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,14 @@ from tests.conftest import REPO_ROOT, sim_env
 
 
 def benchy(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "benchy", *args], capture_output=True, text=True,
-                          env=sim_env(), cwd=REPO_ROOT, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "benchy", *args],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=timeout,
+    )
 
 
 def run_json(sim, tmp_path, *args: str) -> dict:
@@ -83,8 +90,7 @@ def test_back_to_back_runs_get_no_cache_hits_beyond_the_template(start_sim, tmp_
     # The cache is really on: without the nonce, repeats are served from it.
     repeated = run_json(sim, tmp_path, "--pp", "600", "--tg", "8", "--runs", "3", "--no-nonce")
     assert repeated["prompt_nonce"] is False
-    assert all(truth_by_request(sim)[r["request_id"]]["cached_tokens"] > template
-               for _, r in measured(repeated))
+    assert all(truth_by_request(sim)[r["request_id"]]["cached_tokens"] > template for _, r in measured(repeated))
     assert any(w["code"] == "prefix_cache_hit" for w in repeated["warnings"])
 
 
@@ -126,14 +132,17 @@ def test_wrong_model_lists_served_models(start_sim):
     assert_one_line_error(proc, "'nope' is not served", "served-model")
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--pp", "0"], "--pp must be whole numbers ≥ 1"),
-    (["--tg", "-5"], "--tg"),
-    (["--runs", "0"], "--runs"),
-    (["--base-url", "localhost:8000/v1"], "must start with http"),
-    (["--scenario", "nope"], "unknown scenario"),
-    (["--bogus"], "No such option"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--pp", "0"], "--pp must be whole numbers ≥ 1"),
+        (["--tg", "-5"], "--tg"),
+        (["--runs", "0"], "--runs"),
+        (["--base-url", "localhost:8000/v1"], "must start with http"),
+        (["--scenario", "nope"], "unknown scenario"),
+        (["--bogus"], "No such option"),
+    ],
+)
 def test_bad_flags_are_one_line(args, needle):
     assert_one_line_error(benchy("run", *args, "--quiet"), needle)
 
@@ -141,8 +150,27 @@ def test_bad_flags_are_one_line(args, needle):
 def test_multi_value_flags_make_every_combination(start_sim, tmp_path):
     sim = start_sim("--prefill-tps", "200000", "--decode-tps", "5000")
     out = tmp_path / "o"
-    proc = benchy("run", "--base-url", sim.base_url, "--pp", "64", "128", "256", "--tg", "2", "4",
-                  "--runs", "1", "--warmup", "0", "--quiet", "--format", "csv", "-o", str(out))
+    proc = benchy(
+        "run",
+        "--base-url",
+        sim.base_url,
+        "--pp",
+        "64",
+        "128",
+        "256",
+        "--tg",
+        "2",
+        "4",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--format",
+        "csv",
+        "-o",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     labels = [c["label"] for c in json.loads((out / "results.json").read_text())["cases"]]
     assert labels == ["pp64 tg2", "pp64 tg4", "pp128 tg2", "pp128 tg4", "pp256 tg2", "pp256 tg4"]

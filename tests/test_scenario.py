@@ -1,4 +1,5 @@
 """Scenario files and sweeps: the shipped ones load, bad ones fail with one line naming the file."""
+
 import json
 import subprocess
 import sys
@@ -12,9 +13,15 @@ from tests.conftest import REPO_ROOT, sim_env
 
 
 def test_shipped_scenarios_match_the_field_report():
-    assert {"chat_short", "code_generation", "chat_long_context", "summarization", "llama_bench"} <= set(shipped_names())
-    expected = {"chat_short": (167, 256), "code_generation": (420, 1024),
-                "chat_long_context": (5434, 256), "summarization": (10770, 128)}
+    assert {"chat_short", "code_generation", "chat_long_context", "summarization", "llama_bench"} <= set(
+        shipped_names()
+    )
+    expected = {
+        "chat_short": (167, 256),
+        "code_generation": (420, 1024),
+        "chat_long_context": (5434, 256),
+        "summarization": (10770, 128),
+    }
     for name, (pp, tg) in expected.items():
         (case,) = load_scenario(name)
         assert (case.pp, case.tg, case.scenario) == (pp, tg, name)
@@ -36,13 +43,16 @@ def test_sweep_rejects_zero():
         sweep([0], [32], [1])
 
 
-@pytest.mark.parametrize("text, message", [
-    ("pp = 10\ntg = [", "invalid TOML"),
-    ("tg = 5", "missing 'pp'"),
-    ("pp = 'ten'\ntg = 5", "pp must be a whole number"),
-    ("pp = 1\ntg = 5\nfoo = 1", "unknown key 'foo'"),
-    ("pp = 1\ntg = 5\nendpoint = 'x'", "endpoint must be one of"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("pp = 10\ntg = [", "invalid TOML"),
+        ("tg = 5", "missing 'pp'"),
+        ("pp = 'ten'\ntg = 5", "pp must be a whole number"),
+        ("pp = 1\ntg = 5\nfoo = 1", "unknown key 'foo'"),
+        ("pp = 1\ntg = 5\nendpoint = 'x'", "endpoint must be one of"),
+    ],
+)
 def test_bad_files_name_the_file_in_one_line(tmp_path, text, message):
     path = tmp_path / "bad.toml"
     path.write_text(text)
@@ -59,6 +69,7 @@ def test_unknown_name_lists_shipped():
 
 # ---------------------------------------------------------------- `rate`: open-loop cases from a scenario
 
+
 def _scenario(tmp_path, text: str, name: str = "load.toml"):
     path = tmp_path / name
     path.write_text(text)
@@ -70,8 +81,12 @@ def test_scenario_rate_makes_the_cases_rate_would(tmp_path):
     assert (case.label, case.rate, case.concurrency, case.scenario) == ("pp64 tg8 r4", 4.0, 1, "r")
     path = _scenario(tmp_path, "name = 'r'\npp = [64, 128]\ntg = 8\nrate = [2, 4.5]\ndepth = 256\n")
     cases = load_scenario(str(path))
-    assert [c.label for c in cases] == ["pp64 tg8 r2 @ d256", "pp64 tg8 r4.5 @ d256",
-                                        "pp128 tg8 r2 @ d256", "pp128 tg8 r4.5 @ d256"]
+    assert [c.label for c in cases] == [
+        "pp64 tg8 r2 @ d256",
+        "pp64 tg8 r4.5 @ d256",
+        "pp128 tg8 r2 @ d256",
+        "pp128 tg8 r4.5 @ d256",
+    ]
     assert cases == rate_sweep([64, 128], [8], [2, 4.5], [256], scenario="r")
 
 
@@ -96,13 +111,16 @@ def _cli_error(capsys, *argv: str) -> tuple[int, str]:
     return done.value.code, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("text, words", [
-    ("pp = 64\ntg = 8\nrate = 0\n", "rate must be a positive number"),
-    ("pp = 64\ntg = 8\nrate = -2.5\n", "rate must be a positive number"),
-    ("pp = 64\ntg = 8\nrate = 'fast'\n", "rate must be a positive number"),
-    ("pp = 64\ntg = 8\nrate = false\n", "rate must be a positive number"),
-    ("pp = 64\ntg = 8\nrate = 4\nconcurrency = [1, 4]\n", "rate and concurrency cannot be combined"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("pp = 64\ntg = 8\nrate = 0\n", "rate must be a positive number"),
+        ("pp = 64\ntg = 8\nrate = -2.5\n", "rate must be a positive number"),
+        ("pp = 64\ntg = 8\nrate = 'fast'\n", "rate must be a positive number"),
+        ("pp = 64\ntg = 8\nrate = false\n", "rate must be a positive number"),
+        ("pp = 64\ntg = 8\nrate = 4\nconcurrency = [1, 4]\n", "rate and concurrency cannot be combined"),
+    ],
+)
 def test_bad_scenario_rate_is_one_line_exit_2(tmp_path, capsys, text, words):
     path = _scenario(tmp_path, text)
     code, err = _cli_error(capsys, "--scenario", str(path))
@@ -142,13 +160,16 @@ def test_scenario_rate_reaches_the_run_and_takes_max_inflight(planned):
     assert settings.load.max_inflight == 3 and settings.load.streams(settings.cases[0]) == 3
 
 
-@pytest.mark.parametrize("text, flags, labels", [
-    (RATE_2_4, ("--rate", "8"), ["pp64 tg8 r8"]),  # --rate wins, and makes each case once
-    (RATE_2_4, ("-c", "4"), ["pp64 tg8 c4"]),  # so does --concurrency: a closed loop
-    (RATE_2_4, ("--depth", "256"), ["pp64 tg8 r2 @ d256", "pp64 tg8 r4 @ d256"]),  # --depth keeps the rate
-    (RATE_2_4, ("--pp", "32"), ["pp64 tg8 r2", "pp64 tg8 r4", "pp32 tg128"]),  # a sweep beside it
-    ("pp = 64\ntg = 8\nconcurrency = [1, 4]\n", ("--rate", "2"), ["pp64 tg8 r2"]),
-])
+@pytest.mark.parametrize(
+    "text, flags, labels",
+    [
+        (RATE_2_4, ("--rate", "8"), ["pp64 tg8 r8"]),  # --rate wins, and makes each case once
+        (RATE_2_4, ("-c", "4"), ["pp64 tg8 c4"]),  # so does --concurrency: a closed loop
+        (RATE_2_4, ("--depth", "256"), ["pp64 tg8 r2 @ d256", "pp64 tg8 r4 @ d256"]),  # --depth keeps the rate
+        (RATE_2_4, ("--pp", "32"), ["pp64 tg8 r2", "pp64 tg8 r4", "pp32 tg128"]),  # a sweep beside it
+        ("pp = 64\ntg = 8\nconcurrency = [1, 4]\n", ("--rate", "2"), ["pp64 tg8 r2"]),
+    ],
+)
 def test_command_line_and_scenario_rate_combine(planned, text, flags, labels):
     assert [c.label for c in planned(text, *flags).cases] == labels
 
@@ -164,10 +185,32 @@ def test_scenario_rate_runs_open_loop_against_the_simulator(start_sim, tmp_path)
     sim = start_sim("--preset", "instant")
     path = _scenario(tmp_path, "name = 'open'\npp = 64\ntg = 4\nrate = 40\n")
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "--quiet",
-                           "--scenario", str(path), "--requests", "30", "--warmup", "0",
-                           "--max-inflight", "8", "--output", str(out)],
-                          capture_output=True, text=True, env=sim_env(), cwd=REPO_ROOT, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchy",
+            "run",
+            "--base-url",
+            sim.base_url,
+            "--quiet",
+            "--scenario",
+            str(path),
+            "--requests",
+            "30",
+            "--warmup",
+            "0",
+            "--max-inflight",
+            "8",
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     results = json.loads((out / "results.json").read_text())
     (case,) = results["cases"]

@@ -1,5 +1,6 @@
 """Secrets and safety: the API key reaches the server in the Authorization header and nowhere
 else; TLS is verified unless --insecure; the simulator listens on 127.0.0.1 by default."""
+
 from __future__ import annotations
 
 import asyncio
@@ -60,8 +61,20 @@ def run_on_a_terminal(cmd: list[str], env: dict, stdout_path: Path) -> tuple[int
 
 @pytest.mark.parametrize("how", ["flag", "env", "userinfo"])
 def test_key_goes_only_to_the_authorization_header(start_sim, tmp_path, how):
-    sim = start_sim("--decode-tps", "4000", "--prefill-tps", "200000", "--seed", "4",
-                    "--fault", "http500:0.15", "--fault", "not_sse:0.1", "--fault", "cut_stream:0.1")
+    sim = start_sim(
+        "--decode-tps",
+        "4000",
+        "--prefill-tps",
+        "200000",
+        "--seed",
+        "4",
+        "--fault",
+        "http500:0.15",
+        "--fault",
+        "not_sse:0.1",
+        "--fault",
+        "cut_stream:0.1",
+    )
     env = sim_env()
     env.pop("OPENAI_API_KEY", None)
     base_url, expected_header = sim.base_url, f"Bearer {KEY}"
@@ -74,8 +87,25 @@ def test_key_goes_only_to_the_authorization_header(start_sim, tmp_path, how):
         base_url = sim.base_url.replace("http://", f"http://{USER}:{KEY}@")
         expected_header = "Basic " + base64.b64encode(f"{USER}:{KEY}".encode()).decode()
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "benchy", "run", "--base-url", base_url, *args, "--pp", "64", "--tg", "8",
-           "-c", "2", "--runs", "6", "-o", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchy",
+        "run",
+        "--base-url",
+        base_url,
+        *args,
+        "--pp",
+        "64",
+        "--tg",
+        "8",
+        "-c",
+        "2",
+        "--runs",
+        "6",
+        "-o",
+        str(out),
+    ]
     code, terminal = run_on_a_terminal(cmd, env, tmp_path / "stdout")
     assert code == 0, terminal.decode(errors="replace")
     assert b"\r" in terminal and b"/13" in terminal  # the progress display was drawn
@@ -88,16 +118,21 @@ def test_key_goes_only_to_the_authorization_header(start_sim, tmp_path, how):
     if how == "userinfo":
         assert "***@" in command_line
 
-    outputs = {"stdout": (tmp_path / "stdout").read_bytes(), "terminal (stderr)": terminal,
-               "truth log": sim.truth_path.read_bytes(), "simulator stderr": sim.stderr().encode()}
+    outputs = {
+        "stdout": (tmp_path / "stdout").read_bytes(),
+        "terminal (stderr)": terminal,
+        "truth log": sim.truth_path.read_bytes(),
+        "simulator stderr": sim.stderr().encode(),
+    }
     outputs.update({str(p): p.read_bytes() for p in out.rglob("*") if p.is_file()})
     assert {"results.json", "requests.jsonl", "report.md"} <= {Path(p).name for p in outputs}
     for where, data in outputs.items():
         assert_no_secret(where, data)
 
     generation = [t for t in sim.truth() if t["request_id"] is not None or t["stream"] is False]
-    assert generation and all(t["authorization_sha256"] == hashlib.sha256(expected_header.encode()).hexdigest()
-                              for t in generation)
+    assert generation and all(
+        t["authorization_sha256"] == hashlib.sha256(expected_header.encode()).hexdigest() for t in generation
+    )
 
 
 def test_without_a_key_no_authorization_header_is_sent(start_sim):
@@ -105,23 +140,39 @@ def test_without_a_key_no_authorization_header_is_sent(start_sim):
 
     async def one() -> None:
         async with Client(ClientSettings(base_url=sim.base_url, model="benchy-sim")) as client:
-            rec = RequestRecord(case="c", run=0, index=0, warmup=False, request_id="nokey", nonce=None,
-                                target_prompt_tokens=1, target_output_tokens=4)
+            rec = RequestRecord(
+                case="c",
+                run=0,
+                index=0,
+                warmup=False,
+                request_id="nokey",
+                nonce=None,
+                target_prompt_tokens=1,
+                target_output_tokens=4,
+            )
             await client.stream(rec, "hi", 4, "chat")
 
     asyncio.run(one())
     assert [t["authorization_sha256"] for t in sim.truth(expect=1)] == [None]
 
 
-@pytest.mark.parametrize("argv", [
-    ["--base-url", f"http://{USER}:{KEY}@127.0.0.1:9/v1", "--api-key", KEY],  # nothing listens there
-    ["--base-url", f"{USER}:{KEY}@127.0.0.1:9/v1"],  # no scheme
-    ["--base-url", f"http://{USER}:{KEY}@127.0.0.1:99999/v1"],  # bad port
-    ["--api-key", KEY, "--base-url", "http://127.0.0.1:9/v1", "--runs", "0"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--base-url", f"http://{USER}:{KEY}@127.0.0.1:9/v1", "--api-key", KEY],  # nothing listens there
+        ["--base-url", f"{USER}:{KEY}@127.0.0.1:9/v1"],  # no scheme
+        ["--base-url", f"http://{USER}:{KEY}@127.0.0.1:99999/v1"],  # bad port
+        ["--api-key", KEY, "--base-url", "http://127.0.0.1:9/v1", "--runs", "0"],
+    ],
+)
 def test_error_messages_never_carry_the_key(argv):
-    proc = subprocess.run([sys.executable, "-m", "benchy", "run", "--pp", "64", *argv], capture_output=True,
-                          env=sim_env(), cwd=REPO_ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchy", "run", "--pp", "64", *argv],
+        capture_output=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=60,
+    )
     assert proc.returncode in (1, 2)
     assert len(proc.stderr.strip().splitlines()) == 1 and b"Traceback" not in proc.stderr
     assert_no_secret("stderr", proc.stderr + proc.stdout)
@@ -140,10 +191,12 @@ class EchoServer:
         return web.json_response({"data": [{"id": "echo"}]})
 
     async def echo(self, request: web.Request) -> web.Response:
-        return web.Response(status=401 if request.headers.get("X-Request-Id") is None else 500,
-                            text=f"bad credentials: {request.headers.get('Authorization')}")
+        return web.Response(
+            status=401 if request.headers.get("X-Request-Id") is None else 500,
+            text=f"bad credentials: {request.headers.get('Authorization')}",
+        )
 
-    def __enter__(self) -> "EchoServer":
+    def __enter__(self) -> EchoServer:
         threading.Thread(target=self._serve, daemon=True).start()
         assert self.ready.wait(10)
         return self
@@ -172,14 +225,27 @@ def test_a_key_echoed_by_the_server_is_scrubbed_from_records_and_errors():
 
         async def one() -> RequestRecord:
             async with Client(ClientSettings(base_url=base, api_key=KEY, model="echo")) as client:
-                rec = RequestRecord(case="c", run=0, index=0, warmup=False, request_id="echo", nonce=None,
-                                    target_prompt_tokens=1, target_output_tokens=4)
+                rec = RequestRecord(
+                    case="c",
+                    run=0,
+                    index=0,
+                    warmup=False,
+                    request_id="echo",
+                    nonce=None,
+                    target_prompt_tokens=1,
+                    target_output_tokens=4,
+                )
                 return await client.stream(rec, "hi", 4, "chat")
 
         rec = asyncio.run(one())
         assert rec.error_kind == "http_500" and "bad credentials: Bearer ***" in rec.error
-        settings = run_mod.RunSettings(client=ClientSettings(base_url=base, api_key=KEY),
-                                       cases=[Case(pp=64, tg=4)], runs=1, warmup=0, progress=False)
+        settings = run_mod.RunSettings(
+            client=ClientSettings(base_url=base, api_key=KEY),
+            cases=[Case(pp=64, tg=4)],
+            runs=1,
+            warmup=0,
+            progress=False,
+        )
         with pytest.raises(ServerError) as err:  # calibration gets the 401: the run cannot start
             run_mod.execute(settings)
     assert "HTTP 401" in str(err.value) and "Bearer ***" in str(err.value)
@@ -188,13 +254,36 @@ def test_a_key_echoed_by_the_server_is_scrubbed_from_records_and_errors():
 
 # ---- TLS ---------------------------------------------------------------------------------
 
+
 def self_signed(tmp_path: Path) -> tuple[Path, Path]:
     if shutil.which("openssl") is None:
         pytest.skip("no openssl command to make a certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key
 
 
@@ -224,13 +313,12 @@ class TLSProxy:
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.server = self.loop.run_until_complete(
-            asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=self.ctx))
+        self.server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=self.ctx))
         self.port = self.server.sockets[0].getsockname()[1]
         self.ready.set()
         self.loop.run_forever()
 
-    def __enter__(self) -> "TLSProxy":
+    def __enter__(self) -> TLSProxy:
         threading.Thread(target=self._serve, daemon=True).start()
         assert self.ready.wait(10)
         return self
@@ -244,8 +332,20 @@ def test_tls_is_verified_unless_insecure(start_sim, tmp_path, capsys):
     cert, key = self_signed(tmp_path)
     sim = start_sim("--instant")
     with TLSProxy(cert, key, int(sim.url.rsplit(":", 1)[1])) as proxy:
-        argv = ["run", "--base-url", f"https://127.0.0.1:{proxy.port}/v1", "--pp", "64", "--tg", "4",
-                "--runs", "1", "--warmup", "0", "-q"]
+        argv = [
+            "run",
+            "--base-url",
+            f"https://127.0.0.1:{proxy.port}/v1",
+            "--pp",
+            "64",
+            "--tg",
+            "4",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "-q",
+        ]
 
         def run(*extra: str) -> tuple[int, str]:
             with pytest.raises(SystemExit) as done:
@@ -257,8 +357,14 @@ def test_tls_is_verified_unless_insecure(start_sim, tmp_path, capsys):
         assert code == 1 and "certificate" in line and "--insecure" in line
         assert run("--insecure")[0] == 0
         # verification is real: once the certificate is trusted, the same server passes
-        trusted = subprocess.run([sys.executable, "-m", "benchy", *argv], capture_output=True, text=True,
-                                 cwd=REPO_ROOT, env={**sim_env(), "SSL_CERT_FILE": str(cert)}, timeout=120)
+        trusted = subprocess.run(
+            [sys.executable, "-m", "benchy", *argv],
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
+            env={**sim_env(), "SSL_CERT_FILE": str(cert)},
+            timeout=120,
+        )
         assert trusted.returncode == 0, trusted.stderr
 
 

@@ -1,4 +1,5 @@
 """benchy sim, over real HTTP, checked against its own truth log."""
+
 from __future__ import annotations
 
 import asyncio
@@ -32,6 +33,7 @@ FAST = ("--decode-tps", "5000", "--prefill-tps", "1000000")
 
 
 # --- a small client that records when each SSE line arrives ---
+
 
 @dataclass
 class Observed:
@@ -67,7 +69,7 @@ async def fetch(session: aiohttp.ClientSession, url: str, body, headers=None) ->
                 async for raw in resp.content:
                     line = raw.decode().rstrip("\n")
                     if line.startswith("data: "):
-                        obs.lines.append((time.perf_counter(), line[len("data: "):]))
+                        obs.lines.append((time.perf_counter(), line[len("data: ") :]))
             else:
                 obs.body = await resp.read()
     except (aiohttp.ClientError, ConnectionError) as exc:
@@ -93,6 +95,7 @@ def post(url: str, body, headers=None) -> Observed:
 
 def get_json(url: str) -> tuple[dict, dict]:
     import urllib.request
+
     with urllib.request.urlopen(url, timeout=5) as resp:
         return json.loads(resp.read()), dict(resp.headers)
 
@@ -123,6 +126,7 @@ def token_events(record: dict) -> list[dict]:
 
 # --- endpoints and shapes ---
 
+
 def test_info_endpoints_and_server_header(start_sim):
     sim = start_sim(truth_log=False)
     assert get_json(sim.url + "/health")[0] == {"status": "ok"}
@@ -130,14 +134,15 @@ def test_info_endpoints_and_server_header(start_sim):
     assert version == {"version": f"benchy-sim {__version__}"}
     assert headers["Server"] == f"benchy-sim/{__version__}"
     models, _ = get_json(sim.base_url + "/models")
-    assert models == {"object": "list", "data": [{"id": MODEL, "object": "model",
-                                                  "owned_by": "benchy-sim", "max_model_len": 32768}]}
+    assert models == {
+        "object": "list",
+        "data": [{"id": MODEL, "object": "model", "owned_by": "benchy-sim", "max_model_len": 32768}],
+    }
 
 
 def test_streamed_chat_matches_truth(start_sim):
     sim = start_sim(*FAST)
-    obs = post(sim.base_url + "/chat/completions", stream_chat(max_tokens=12, ignore_eos=True),
-               {"x-request-id": "r1"})
+    obs = post(sim.base_url + "/chat/completions", stream_chat(max_tokens=12, ignore_eos=True), {"x-request-id": "r1"})
     assert obs.status == 200 and obs.done and obs.error is None
     assert obs.headers["x-request-id"] == "r1"
     first = obs.chunks[0]["choices"][0]
@@ -165,10 +170,15 @@ def test_streamed_chat_matches_truth(start_sim):
 def test_non_stream_chat_and_completions(start_sim):
     sim = start_sim(*FAST)
     prompt = "The quick brown fox jumps over the lazy dog"
-    chat_obs, cmpl_obs, default_obs = post_many(sim.base_url + "/chat/completions", [
-        chat(max_completion_tokens=7, ignore_eos=True)]) + post_many(sim.base_url + "/completions", [
-        {"model": MODEL, "prompt": prompt, "max_tokens": 9, "ignore_eos": True},
-        {"model": MODEL, "prompt": prompt, "min_tokens": 100}])
+    chat_obs, cmpl_obs, default_obs = post_many(
+        sim.base_url + "/chat/completions", [chat(max_completion_tokens=7, ignore_eos=True)]
+    ) + post_many(
+        sim.base_url + "/completions",
+        [
+            {"model": MODEL, "prompt": prompt, "max_tokens": 9, "ignore_eos": True},
+            {"model": MODEL, "prompt": prompt, "min_tokens": 100},
+        ],
+    )
     body = chat_obs.json()
     assert body["object"] == "chat.completion"
     message = body["choices"][0]["message"]
@@ -188,29 +198,36 @@ def test_non_stream_chat_and_completions(start_sim):
 
 def test_streamed_completions(start_sim):
     sim = start_sim(*FAST)
-    obs = post(sim.base_url + "/completions",
-               {"model": MODEL, "prompt": "one two three", "max_tokens": 6, "ignore_eos": True,
-                "stream": True, "stream_options": {"include_usage": True}})
+    obs = post(
+        sim.base_url + "/completions",
+        {
+            "model": MODEL,
+            "prompt": "one two three",
+            "max_tokens": 6,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    )
     text = "".join(c["choices"][0]["text"] for c in obs.chunks if c["choices"])
     assert tokenizer.count(text) == 6 and obs.done
     assert obs.chunks[0]["object"] == "text_completion"
     assert usage_of(obs)["prompt_tokens"] == tokenizer.count("one two three")
-    no_usage = post(sim.base_url + "/completions",
-                    {"model": MODEL, "prompt": "x", "max_tokens": 3, "stream": True})
+    no_usage = post(sim.base_url + "/completions", {"model": MODEL, "prompt": "x", "max_tokens": 3, "stream": True})
     assert all(c["choices"] for c in no_usage.chunks) and no_usage.done
 
 
 def test_errors_unknown_model_and_invalid_json(start_sim):
     sim = start_sim(*FAST)
-    unknown = post(sim.base_url + "/chat/completions", {**chat(), "model": "nope"},
-                   {"x-request-id": "u"})
+    unknown = post(sim.base_url + "/chat/completions", {**chat(), "model": "nope"}, {"x-request-id": "u"})
     assert unknown.status == 404
     assert unknown.json()["error"]["type"] == "NotFoundError"
     assert unknown.json()["error"]["code"] == 404
     broken = post(sim.base_url + "/completions", b"{not json", {"x-request-id": "b"})
     assert broken.status == 400 and broken.json()["error"]["code"] == 400
-    too_long = post(sim.base_url + "/completions",
-                    {"model": MODEL, "prompt": "x", "max_tokens": 10**6}, {"x-request-id": "l"})
+    too_long = post(
+        sim.base_url + "/completions", {"model": MODEL, "prompt": "x", "max_tokens": 10**6}, {"x-request-id": "l"}
+    )
     assert too_long.status == 400
     truth = by_request_id(sim.truth(expect=3))
     assert truth["u"]["status"] == 404 and truth["u"]["model"] == "nope"
@@ -227,8 +244,7 @@ def test_tokenize_both_styles(start_sim):
     sim = start_sim(truth_log=False)
     text = "Hello there, general Kenobi"
     vllm = tokenize(sim, {"model": MODEL, "prompt": text})
-    assert vllm == {"count": tokenizer.count(text), "tokens": tokenizer.encode(text),
-                    "max_model_len": 32768}
+    assert vllm == {"count": tokenizer.count(text), "tokens": tokenizer.encode(text), "max_model_len": 32768}
     assert tokenize(sim, {"content": text}) == {"tokens": tokenizer.encode(text)}
     messages = tokenize(sim, {"model": MODEL, "messages": [{"role": "user", "content": text}]})
     # The chat template adds a system preamble longer than one 16-token cache block.
@@ -238,12 +254,23 @@ def test_tokenize_both_styles(start_sim):
 
 # --- output length ---
 
+
 def test_ignore_eos_min_tokens_and_natural_length(start_sim):
     sim = start_sim(*FAST, "--natural-min", "20", "--natural-max", "40")
     url = sim.base_url + "/chat/completions"
-    natural, again, capped, floored, exact = [o.json() for o in post_many(url, [
-        chat("same prompt"), chat("same prompt"), chat("same prompt", max_tokens=5),
-        chat("same prompt", min_tokens=60), chat("same prompt", max_tokens=50, ignore_eos=True)])]
+    natural, again, capped, floored, exact = [
+        o.json()
+        for o in post_many(
+            url,
+            [
+                chat("same prompt"),
+                chat("same prompt"),
+                chat("same prompt", max_tokens=5),
+                chat("same prompt", min_tokens=60),
+                chat("same prompt", max_tokens=50, ignore_eos=True),
+            ],
+        )
+    ]
     n = natural["usage"]["completion_tokens"]
     assert 20 <= n <= 40 and natural["choices"][0]["finish_reason"] == "stop"
     assert again["usage"]["completion_tokens"] == n  # deterministic in the prompt
@@ -264,10 +291,14 @@ def test_stop_strings(start_sim):
     text = full["choices"][0]["message"]["content"]
     tokens = [tokenizer.decode([t]) for t in tokenizer.encode(text)]
     stop = tokens[10]
-    expected = text[:text.find(stop)]
-    streamed, whole = post_many(url, [
-        stream_chat("stop me", max_tokens=30, ignore_eos=True, stop=[stop, "zzz-never"]),
-        chat("stop me", max_tokens=30, stop=stop)])
+    expected = text[: text.find(stop)]
+    streamed, whole = post_many(
+        url,
+        [
+            stream_chat("stop me", max_tokens=30, ignore_eos=True, stop=[stop, "zzz-never"]),
+            chat("stop me", max_tokens=30, stop=stop),
+        ],
+    )
     assert content_of(streamed) == expected == whole.json()["choices"][0]["message"]["content"]
     assert usage_of(streamed)["completion_tokens"] == tokenizer.count(expected)
     assert streamed.chunks[-2]["choices"][0]["finish_reason"] == "stop"
@@ -276,13 +307,14 @@ def test_stop_strings(start_sim):
     inside = stop[2:]
     mid = post(url, chat("stop me", max_tokens=30, ignore_eos=True, stop=[inside])).json()
     cut, kept = text.find(inside), 0
-    while len("".join(tokens[:kept + 1])) <= cut:
+    while len("".join(tokens[: kept + 1])) <= cut:
         kept += 1
     assert mid["choices"][0]["message"]["content"] == "".join(tokens[:kept])
     assert mid["usage"]["completion_tokens"] == kept
 
 
 # --- pure pieces, in process ---
+
 
 @given(n=st.integers(0, 300), k=st.integers(1, 40), reasoning=st.integers(0, 50))
 def test_tokens_per_event_groups_cover_every_token(n, k, reasoning):
@@ -315,10 +347,14 @@ def test_prefix_cache_blocks_lru_and_last_token():
 
 # --- timing model ---
 
+
 def test_client_observations_match_truth_timing(start_sim):
     sim = start_sim("--decode-tps", "100", "--prefill-tps", "2000")
-    obs = post(sim.base_url + "/chat/completions",
-               stream_chat(filler_text(400), max_tokens=30, ignore_eos=True), {"x-request-id": "t"})
+    obs = post(
+        sim.base_url + "/chat/completions",
+        stream_chat(filler_text(400), max_tokens=30, ignore_eos=True),
+        {"x-request-id": "t"},
+    )
     [record] = sim.truth(expect=1)
     times = record["token_times_s"]
     assert statistics.mean(b - a for a, b in zip(times, times[1:])) == pytest.approx(0.01, rel=0.03)
@@ -344,23 +380,23 @@ def test_prefix_cache_repeat_is_cached_and_faster(start_sim):
     long_prompt = filler_text(3000)
     cold = post(url, stream_chat(long_prompt, max_tokens=2, ignore_eos=True), {"x-request-id": "1"})
     warm = post(url, stream_chat(long_prompt, max_tokens=2, ignore_eos=True), {"x-request-id": "2"})
-    other = post(url, stream_chat(filler_text(3000, seed=2), max_tokens=2, ignore_eos=True),
-                 {"x-request-id": "3"})
+    other = post(url, stream_chat(filler_text(3000, seed=2), max_tokens=2, ignore_eos=True), {"x-request-id": "3"})
     truth = by_request_id(sim.truth(expect=3))
     prompt_tokens = truth["1"]["prompt_tokens"]
     assert usage_of(cold)["prompt_tokens_details"]["cached_tokens"] == 0
     warm_cached = usage_of(warm)["prompt_tokens_details"]["cached_tokens"]
     assert warm_cached == (prompt_tokens - 1) // 16 * 16 == truth["2"]["cached_tokens"]
     # A different prompt still shares the chat template's leading blocks.
-    ids_a, ids_b = (tokenize(sim, {"model": MODEL, "messages": chat(p)["messages"]})["tokens"]
-                    for p in (long_prompt, filler_text(3000, seed=2)))
+    ids_a, ids_b = (
+        tokenize(sim, {"model": MODEL, "messages": chat(p)["messages"]})["tokens"]
+        for p in (long_prompt, filler_text(3000, seed=2))
+    )
     shared = next(i for i, (a, b) in enumerate(zip(ids_a, ids_b)) if a != b)
     assert shared > 16
     assert usage_of(other)["prompt_tokens_details"]["cached_tokens"] == shared // 16 * 16
     for rid, cached in (("1", 0), ("2", warm_cached)):
         r = truth[rid]
-        assert r["prefill_end_s"] - r["prefill_start_s"] == pytest.approx(
-            (prompt_tokens - cached) / 10000)
+        assert r["prefill_end_s"] - r["prefill_start_s"] == pytest.approx((prompt_tokens - cached) / 10000)
     cold_ttft = cold.lines[0][0] - cold.sent_s
     warm_ttft = warm.lines[0][0] - warm.sent_s
     assert cold_ttft > 0.25 and warm_ttft < 0.1
@@ -377,8 +413,7 @@ def test_no_prefix_cache_flag(start_sim):
 
 def test_queueing_beyond_max_running_and_serial_prefill(start_sim):
     sim = start_sim("--max-running", "2", "--decode-tps", "200", "--prefill-tps", "20000")
-    bodies = [stream_chat(filler_text(1000, seed=i), max_tokens=10, ignore_eos=True)
-              for i in range(4)]
+    bodies = [stream_chat(filler_text(1000, seed=i), max_tokens=10, ignore_eos=True) for i in range(4)]
     post_many(sim.base_url + "/chat/completions", bodies)
     records = sorted(sim.truth(expect=4), key=lambda r: r["arrival_s"])
     admitted = [r["admitted_s"] for r in records]
@@ -422,6 +457,7 @@ def test_header_delay(start_sim):
 
 # --- SSE shaping ---
 
+
 def test_tokens_per_event_buffering(start_sim):
     sim = start_sim(*FAST, "--tokens-per-event", "4")
     obs = post(sim.base_url + "/chat/completions", stream_chat(max_tokens=10, ignore_eos=True))
@@ -438,8 +474,9 @@ def test_tokens_per_event_buffering(start_sim):
 def test_events_per_response_like_the_buffered_report(start_sim):
     # The report: 29 tokens in 2 SSE events made "772 tok/s" out of ~38.
     sim = start_sim("--preset", "buffered", "--decode-tps", "300")
-    obs = post(sim.base_url + "/chat/completions",
-               stream_chat(max_tokens=29, ignore_eos=True, model="openai/gpt-oss-120b"))
+    obs = post(
+        sim.base_url + "/chat/completions", stream_chat(max_tokens=29, ignore_eos=True, model="openai/gpt-oss-120b")
+    )
     token_chunks = [c for c in obs.chunks if c["choices"]]
     assert len(token_chunks) == 2
     [record] = sim.truth(expect=1)
@@ -497,8 +534,19 @@ def test_null_content_keeps_usage(start_sim):
 
 # --- faults ---
 
-ALL_FAULTS = ("http500", "http429", "http429_retry", "cut_stream", "reset", "stall",
-              "malformed_json", "not_sse", "no_done", "no_usage", "null_content")
+ALL_FAULTS = (
+    "http500",
+    "http429",
+    "http429_retry",
+    "cut_stream",
+    "reset",
+    "stall",
+    "malformed_json",
+    "not_sse",
+    "no_done",
+    "no_usage",
+    "null_content",
+)
 STALL_S = 0.3
 
 
@@ -592,8 +640,9 @@ def test_client_disconnect_frees_the_slot(start_sim):
 
     async def leave_early():
         async with aiohttp.ClientSession() as session:
-            async with session.post(url, json=stream_chat(max_tokens=200, ignore_eos=True),
-                                    headers={"x-request-id": "gone"}) as resp:
+            async with session.post(
+                url, json=stream_chat(max_tokens=200, ignore_eos=True), headers={"x-request-id": "gone"}
+            ) as resp:
                 await resp.content.readline()
                 resp.close()
 
@@ -606,6 +655,7 @@ def test_client_disconnect_frees_the_slot(start_sim):
 
 
 # --- instant mode and presets ---
+
 
 def test_instant_mode_256_streams(start_sim):
     sim = start_sim("--preset", "instant")
@@ -625,13 +675,16 @@ def test_presets_and_explicit_overrides(start_sim):
     # The report's chat_short: a 167-token prompt and 256 output tokens at about 37-38 tok/s.
     e2e = 256 / (167 / dgx.prefill_tps + 255 / dgx.decode_tps)
     assert 37.0 <= e2e <= 38.0
-    sim = start_sim("--preset", "dgx-spark-gpt-oss-120b", "--decode-tps", "500",
-                    "--prefill-tps", "100000", truth_log=True)
+    sim = start_sim(
+        "--preset", "dgx-spark-gpt-oss-120b", "--decode-tps", "500", "--prefill-tps", "100000", truth_log=True
+    )
     models, _ = get_json(sim.base_url + "/models")
     assert models["data"][0]["id"] == "openai/gpt-oss-120b"
     assert models["data"][0]["max_model_len"] == 131072
-    obs = post(sim.base_url + "/chat/completions",
-               {**stream_chat(max_tokens=20, ignore_eos=True), "model": "openai/gpt-oss-120b"})
+    obs = post(
+        sim.base_url + "/chat/completions",
+        {**stream_chat(max_tokens=20, ignore_eos=True), "model": "openai/gpt-oss-120b"},
+    )
     assert obs.done
     times = sim.truth(expect=1)[0]["token_times_s"]
     assert (times[-1] - times[0]) / 19 == pytest.approx(1 / 500, rel=0.05)
@@ -661,9 +714,14 @@ def test_signals_stop_cleanly(start_sim, sig):
 
 
 def test_sigterm_right_after_the_listening_line_is_clean():
-    proc = subprocess.Popen([sys.executable, "-m", "benchy", "sim", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=sim_env(), cwd=REPO_ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchy", "sim", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+    )
     try:
         assert proc.stdout.readline().startswith("benchy sim listening on http://127.0.0.1:")
         proc.terminate()
@@ -674,18 +732,27 @@ def test_sigterm_right_after_the_listening_line_is_clean():
         proc.communicate()
 
 
-@pytest.mark.parametrize("flags, fragment", [
-    (["--decode-tps", "-5"], "decode-tps"),
-    (["--prefill-tps", "0"], "prefill-tps"),
-    (["--preset", "no-such-preset"], "preset"),
-    (["--fault", "http500:1.5"], "between 0 and 1"),
-    (["--fault", "gremlins:0.1"], "unknown kind"),
-    (["--tokens-per-event", "0"], "tokens-per-event"),
-    (["--decode-tps", "fast"], "decode-tps"),
-])
+@pytest.mark.parametrize(
+    "flags, fragment",
+    [
+        (["--decode-tps", "-5"], "decode-tps"),
+        (["--prefill-tps", "0"], "prefill-tps"),
+        (["--preset", "no-such-preset"], "preset"),
+        (["--fault", "http500:1.5"], "between 0 and 1"),
+        (["--fault", "gremlins:0.1"], "unknown kind"),
+        (["--tokens-per-event", "0"], "tokens-per-event"),
+        (["--decode-tps", "fast"], "decode-tps"),
+    ],
+)
 def test_bad_flags_fail_in_one_line(flags, fragment):
-    proc = subprocess.run([sys.executable, "-m", "benchy", "sim", *flags], capture_output=True,
-                          text=True, env=sim_env(), cwd=REPO_ROOT, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchy", "sim", *flags],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=30,
+    )
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and fragment in proc.stderr
@@ -699,11 +766,33 @@ def sim_env() -> dict:
 
 
 def test_help_documents_every_behaviour():
-    proc = subprocess.run([sys.executable, "-m", "benchy", "sim", "--help"], capture_output=True,
-                          text=True, env=sim_env(), cwd=REPO_ROOT, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchy", "sim", "--help"],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=30,
+    )
     assert proc.returncode == 0
-    for needle in ("--instant", "--prefix-cache", "--tokens-per-event", "--events-per-response",
-                   "--role-chunk-first", "--reasoning-tokens", "--null-content", "--header-delay-s",
-                   "--fault", "--truth-log", "--preset", "dgx-spark-gpt-oss-120b", "buffered",
-                   "fp4-null-content", "instant", "batch-slowdown", *ALL_FAULTS, "/tokenize"):
+    for needle in (
+        "--instant",
+        "--prefix-cache",
+        "--tokens-per-event",
+        "--events-per-response",
+        "--role-chunk-first",
+        "--reasoning-tokens",
+        "--null-content",
+        "--header-delay-s",
+        "--fault",
+        "--truth-log",
+        "--preset",
+        "dgx-spark-gpt-oss-120b",
+        "buffered",
+        "fp4-null-content",
+        "instant",
+        "batch-slowdown",
+        *ALL_FAULTS,
+        "/tokenize",
+    ):
         assert needle in proc.stdout, needle

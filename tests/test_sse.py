@@ -1,7 +1,9 @@
 """The SSE parser: exact reassembly however a stream is chunked, and no exception on garbage."""
+
 import json
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchy.sse import SSEParser
 
@@ -46,8 +48,11 @@ def test_last_event_without_blank_line_is_delivered_at_close():
     assert parser.close() == ['{"usage":1}']
 
 
-payloads = st.lists(st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)),
-                            max_size=40), min_size=1, max_size=8)
+payloads = st.lists(
+    st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=40),
+    min_size=1,
+    max_size=8,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -69,11 +74,14 @@ def test_never_raises_on_garbage(data, cuts):
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=12)
+    max_leaves=12,
+)
 wide_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), min_codepoint=0x80), max_size=30)
 eols = st.sampled_from([b"\n", b"\r\n", b"\r"])
-noise_lines = st.lists(st.sampled_from([b": keep-alive", b":", b"event: message", b"id: 7", b"retry: 100",
-                                        b"x-unknown: field", b"data"]), max_size=3)
+noise_lines = st.lists(
+    st.sampled_from([b": keep-alive", b":", b"event: message", b"id: 7", b"retry: 100", b"x-unknown: field", b"data"]),
+    max_size=3,
+)
 
 
 def encode_event(lines: list[str], eol: bytes, noise: list[bytes]) -> bytes:
@@ -86,8 +94,11 @@ def encode_event(lines: list[str], eol: bytes, noise: list[bytes]) -> bytes:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.dictionaries(st.sampled_from(["content", "role", "x"]), wide_text, min_size=1), min_size=1,
-                max_size=6), eols, st.lists(st.integers(0, 10_000), max_size=16))
+@given(
+    st.lists(st.dictionaries(st.sampled_from(["content", "role", "x"]), wide_text, min_size=1), min_size=1, max_size=6),
+    eols,
+    st.lists(st.integers(0, 10_000), max_size=16),
+)
 def test_json_with_multibyte_text_survives_any_byte_split(objects, eol, cuts):
     """Cuts land anywhere, inside multi-byte characters too; each event still decodes whole."""
     texts = [json.dumps(o, ensure_ascii=False) for o in objects]
@@ -96,11 +107,22 @@ def test_json_with_multibyte_text_survives_any_byte_split(objects, eol, cuts):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.lists(st.text(alphabet=st.characters(blacklist_characters="\r\n",
-                                                                   blacklist_categories=("Cs",)),
-                                                max_size=15), min_size=1, max_size=4),
-                          noise_lines), min_size=1, max_size=6),
-       eols, st.lists(st.integers(0, 10_000), max_size=12))
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(
+                st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=15),
+                min_size=1,
+                max_size=4,
+            ),
+            noise_lines,
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    eols,
+    st.lists(st.integers(0, 10_000), max_size=12),
+)
 def test_multiline_data_with_comments_and_fields_reassembles(events, eol, cuts):
     """Data lines of one event are joined with LF; comments and other fields change nothing."""
     stream = b"".join(encode_event(lines, eol, noise) for lines, noise in events)
@@ -115,8 +137,16 @@ def test_stream_reader_never_raises_on_any_json_shape(values, cuts):
     from benchy.client import _StreamReader
     from benchy.records import RequestRecord
 
-    rec = RequestRecord(case="c", run=0, index=0, warmup=False, request_id="r", nonce=None,
-                        target_prompt_tokens=1, target_output_tokens=1)
+    rec = RequestRecord(
+        case="c",
+        run=0,
+        index=0,
+        warmup=False,
+        request_id="r",
+        nonce=None,
+        target_prompt_tokens=1,
+        target_output_tokens=1,
+    )
     reader = _StreamReader(rec)
     stream = b"".join(b"data: " + json.dumps(v).encode() + b"\n\n" for v in values)
     last = 0
@@ -127,25 +157,50 @@ def test_stream_reader_never_raises_on_any_json_shape(values, cuts):
     non_objects = sum(not isinstance(v, dict) for v in values)
     assert rec.sse_events == len(values)
     assert reader.bad_events >= non_objects
-    assert all(isinstance(getattr(rec, f), (int, type(None))) for f in
-               ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"))
+    assert all(
+        isinstance(getattr(rec, f), (int, type(None)))
+        for f in ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
+    )
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(['{"choices":5}', '{"choices":["x"]}', '{"choices":[{"delta":[1]}]}',
-                                 '{"choices":[{"delta":{"content":7}}]}', '{"usage":"many"}',
-                                 '{"usage":{"prompt_tokens":"9","completion_tokens":true}}',
-                                 '{"usage":{"prompt_tokens_details":[1]}}', '[' * 5000, 'NaN',
-                                 '{"timings":3}', '{"choices":[{"finish_reason":{"a":1}}]}']),
-                min_size=1, max_size=10))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                '{"choices":5}',
+                '{"choices":["x"]}',
+                '{"choices":[{"delta":[1]}]}',
+                '{"choices":[{"delta":{"content":7}}]}',
+                '{"usage":"many"}',
+                '{"usage":{"prompt_tokens":"9","completion_tokens":true}}',
+                '{"usage":{"prompt_tokens_details":[1]}}',
+                "[" * 5000,
+                "NaN",
+                '{"timings":3}',
+                '{"choices":[{"finish_reason":{"a":1}}]}',
+            ]
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
 def test_stream_reader_survives_hostile_shapes(payloads):
     """Shapes that once raised inside the reader (and would have ended the run): wrong types
     where lists, objects and counts belong, nesting deeper than json's recursion limit."""
     from benchy.client import _StreamReader
     from benchy.records import RequestRecord
 
-    rec = RequestRecord(case="c", run=0, index=0, warmup=False, request_id="r", nonce=None,
-                        target_prompt_tokens=1, target_output_tokens=1)
+    rec = RequestRecord(
+        case="c",
+        run=0,
+        index=0,
+        warmup=False,
+        request_id="r",
+        nonce=None,
+        target_prompt_tokens=1,
+        target_output_tokens=1,
+    )
     reader = _StreamReader(rec)
     reader.feed(b"".join(b"data: " + p.encode() + b"\n\n" for p in payloads), 0.1)
     reader.close(0.2)
@@ -159,17 +214,29 @@ def test_reader_output_does_not_depend_on_chunking():
     from benchy.client import _StreamReader
     from benchy.records import RequestRecord
 
-    events = [{"choices": [{"delta": {"role": "assistant", "content": "héllo ✓"}}]},
-              {"choices": [{"delta": {"reasoning_content": "ζ"}}]},
-              {"choices": [{"delta": {"content": " 世界"}, "finish_reason": "length"}]},
-              {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 3,
-                                        "prompt_tokens_details": {"cached_tokens": 0}}}]
+    events = [
+        {"choices": [{"delta": {"role": "assistant", "content": "héllo ✓"}}]},
+        {"choices": [{"delta": {"reasoning_content": "ζ"}}]},
+        {"choices": [{"delta": {"content": " 世界"}, "finish_reason": "length"}]},
+        {
+            "choices": [],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 0}},
+        },
+    ]
     stream = b"".join(b"data: " + json.dumps(e, ensure_ascii=False).encode() + b"\r\n\r\n" for e in events)
     stream += b": done soon\r\ndata: [DONE]\r\n\r\n"
 
     def record(chunks: list[bytes]) -> dict:
-        rec = RequestRecord(case="c", run=0, index=0, warmup=False, request_id="r", nonce=None,
-                            target_prompt_tokens=1, target_output_tokens=1)
+        rec = RequestRecord(
+            case="c",
+            run=0,
+            index=0,
+            warmup=False,
+            request_id="r",
+            nonce=None,
+            target_prompt_tokens=1,
+            target_output_tokens=1,
+        )
         reader = _StreamReader(rec)
         for chunk in chunks:
             reader.feed(chunk, 0.5)
@@ -177,7 +244,7 @@ def test_reader_output_does_not_depend_on_chunking():
         return rec.to_dict()
 
     whole = record([stream])
-    assert whole == record([stream[i:i + 1] for i in range(len(stream))])
+    assert whole == record([stream[i : i + 1] for i in range(len(stream))])
     assert whole["content_chars"] == len("héllo ✓") + len(" 世界") and whole["reasoning_chars"] == 1
     assert whole["completion_tokens"] == 3 and whole["finish_reason"] == "length"
     assert whole["anomalies"] == [] and whole["token_event_kinds"] == "crc"

@@ -1,6 +1,7 @@
 """The CSV export (`benchy run --format csv`) carries what the Markdown report shows beside a
 number: the case's bandwidth ceiling, the warnings that flag a figure, the case's and the run's
 warning codes; unmeasurable metrics stay empty cells. Real runs of `benchy` against `benchy sim`."""
+
 from __future__ import annotations
 
 import copy
@@ -24,9 +25,30 @@ VALUE_CELLS = ("median", "std", "n", "ci95_low", "ci95_high")
 def benchy_run(base_url: str, out, *flags: str) -> subprocess.CompletedProcess:
     """`benchy run --format csv` as a user types it: stdout is the CSV (its bytes as printed,
     line ends untranslated), -o saves the run."""
-    proc = subprocess.run([sys.executable, "-m", "benchy", "run", "--base-url", base_url, "--pp", "64",
-                           "--warmup", "0", "--format", "csv", "-q", "-o", str(out), *flags],
-                          capture_output=True, env=sim_env(), cwd=REPO_ROOT, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchy",
+            "run",
+            "--base-url",
+            base_url,
+            "--pp",
+            "64",
+            "--warmup",
+            "0",
+            "--format",
+            "csv",
+            "-q",
+            "-o",
+            str(out),
+            *flags,
+        ],
+        capture_output=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
     proc.stdout, proc.stderr = proc.stdout.decode(), proc.stderr.decode(errors="replace")
     return proc
 
@@ -48,8 +70,9 @@ def impossible_buffered_run(tmp_path_factory):
     """Field report 003: a gpt-oss-120b 'on a GB10' whose stream comes in 2 events per answer
     and whose rates beat the memory-bandwidth ceiling (the simulator decodes at 400 tok/s)."""
     out = tmp_path_factory.mktemp("csv") / "run"
-    with SimProcess("--model", "openai/gpt-oss-120b", "--events-per-response", "2", "--decode-tps", "400",
-                    "--prefill-tps", "50000") as sim:
+    with SimProcess(
+        "--model", "openai/gpt-oss-120b", "--events-per-response", "2", "--decode-tps", "400", "--prefill-tps", "50000"
+    ) as sim:
         proc = benchy_run(sim.base_url, out, "--tg", "16", "32", "--runs", "3", "--hardware", "gb10")
     return out, proc
 
@@ -62,8 +85,7 @@ def test_csv_carries_the_ceiling_and_the_warnings_of_each_case(impossible_buffer
     rows = parse(proc.stdout)
     model = profiles.model_profile("gpt-oss-120b")
     bandwidth = profiles.hardware("gb10").bandwidth_gbs
-    assert [r["label"] for r in rows] == [c["label"] for c in results["cases"]
-                                          for _ in results_mod.SUMMARY_METRICS]
+    assert [r["label"] for r in rows] == [c["label"] for c in results["cases"] for _ in results_mod.SUMMARY_METRICS]
     for case in results["cases"]:
         mine = [r for r in rows if r["label"] == case["label"]]
         expected = profiles.case_ceiling(bandwidth, model, case["pp"], case["tg"]).tokens_per_s
@@ -91,8 +113,12 @@ def test_csv_from_the_saved_results_equals_what_run_printed(impossible_buffered_
     saved = table.csv_text(results_mod.load(out / "results.json"))
     assert saved == proc.stdout and saved.count("\n") == 1 + 2 * len(results_mod.SUMMARY_METRICS)
     assert (out / "results.csv").read_bytes().decode() == proc.stdout
-    remade = subprocess.run([sys.executable, "-m", "benchy", "report", str(out / "results.json"),
-                             "-o", str(tmp_path / "remade")], capture_output=True, text=True, cwd=REPO_ROOT)
+    remade = subprocess.run(
+        [sys.executable, "-m", "benchy", "report", str(out / "results.json"), "-o", str(tmp_path / "remade")],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+    )
     assert remade.returncode == 0, remade.stderr
     assert (tmp_path / "remade" / "results.csv").read_bytes().decode() == proc.stdout
 

@@ -14,6 +14,7 @@ successful requests:
 Reads saved results only. Results whose prompt nonce differs are not comparable (one may have
 been served from a prefix cache): compare() refuses them unless forced.
 """
+
 from __future__ import annotations
 
 import math
@@ -73,6 +74,7 @@ class MetricChange:
 @dataclass
 class Comparison:
     """B against the baseline A."""
+
     a_name: str
     b_name: str
     test: str
@@ -144,12 +146,20 @@ def median_difference_ci(a: list[float], b: list[float]) -> list[float]:
 
 def case_key(case: dict) -> tuple:
     """What must agree for two cases to be the same measurement."""
-    return (case["pp"], case["tg"], case["concurrency"], case.get("rate"), case.get("depth", 0),
-            case.get("depth_mode"), case.get("endpoint"))
+    return (
+        case["pp"],
+        case["tg"],
+        case["concurrency"],
+        case.get("rate"),
+        case.get("depth", 0),
+        case.get("depth_mode"),
+        case.get("endpoint"),
+    )
 
 
-def compare_metric(case_a: dict, case_b: dict, metric: str, title: str, test: str, alpha: float,
-                   names: tuple[str, str] = ("A", "B")) -> MetricChange:
+def compare_metric(
+    case_a: dict, case_b: dict, metric: str, title: str, test: str, alpha: float, names: tuple[str, str] = ("A", "B")
+) -> MetricChange:
     """Medians, change, CI and the raw p of one metric of one case; the verdict comes later,
     once p is adjusted across cases."""
     out = MetricChange(case=case_a["label"], metric=metric, title=title, verdict=UNAVAILABLE)
@@ -165,8 +175,9 @@ def compare_metric(case_a: dict, case_b: dict, metric: str, title: str, test: st
     out.ci95 = median_difference_ci(a, b)
     if smallest_possible_p(len(a), len(b), test) >= alpha:
         out.verdict = TOO_FEW
-        out.reason = (f"{len(a)} vs {len(b)} requests: the {describe_test(test)} cannot reach "
-                      f"p < {alpha:g}; use more --runs")
+        out.reason = (
+            f"{len(a)} vs {len(b)} requests: the {describe_test(test)} cannot reach p < {alpha:g}; use more --runs"
+        )
         return out
     out.p_value = p_value(a, b, test)
     return out
@@ -188,15 +199,21 @@ def describe_test(test: str) -> str:
     return "Welch t-test" if test == "welch" else "Mann–Whitney U test"
 
 
-_SETUP_FIELDS = (("model", "Model"), ("server_version", "Server version"), ("base_url", "Server"),
-                 ("hardware", "Hardware profile"), ("endpoint", "Endpoint"), ("runs", "Runs per case"),
-                 ("benchy_version", "benchy"), ("started_utc", "Started (UTC)"))
+_SETUP_FIELDS = (
+    ("model", "Model"),
+    ("server_version", "Server version"),
+    ("base_url", "Server"),
+    ("hardware", "Hardware profile"),
+    ("endpoint", "Endpoint"),
+    ("runs", "Runs per case"),
+    ("benchy_version", "benchy"),
+    ("started_utc", "Started (UTC)"),
+)
 
 
 def setup_differences(a: dict, b: dict) -> list[tuple[str, str, str]]:
     sa, sb = a.get("setup", {}), b.get("setup", {})
-    return [(title, str(sa.get(key)), str(sb.get(key))) for key, title in _SETUP_FIELDS
-            if sa.get(key) != sb.get(key)]
+    return [(title, str(sa.get(key)), str(sb.get(key))) for key, title in _SETUP_FIELDS if sa.get(key) != sb.get(key)]
 
 
 def comparability_warnings(a: dict, b: dict, a_name: str, b_name: str, force: bool) -> list[str]:
@@ -204,22 +221,25 @@ def comparability_warnings(a: dict, b: dict, a_name: str, b_name: str, force: bo
     out = []
     nonce_a, nonce_b = a.get("prompt_nonce"), b.get("prompt_nonce")
     if nonce_a != nonce_b:
-        message = (f"prompt nonce differs ({a_name}: {_on_off(nonce_a)}, {b_name}: {_on_off(nonce_b)}): "
-                   "the run without it may have been served from the server's prefix cache, so its "
-                   "prefill and TTFT are not comparable")
+        message = (
+            f"prompt nonce differs ({a_name}: {_on_off(nonce_a)}, {b_name}: {_on_off(nonce_b)}): "
+            "the run without it may have been served from the server's prefix cache, so its "
+            "prefill and TTFT are not comparable"
+        )
         if not force:
             raise CompareError(message + "; pass --force to compare anyway")
         out.append(f"NOT COMPARABLE: {message}.")
     elif nonce_a is False:
-        out.append("Neither run used the prompt nonce: prefix caching may have served both; prefill and "
-                   "TTFT figures may be inflated alike.")
+        out.append(
+            "Neither run used the prompt nonce: prefix caching may have served both; prefill and "
+            "TTFT figures may be inflated alike."
+        )
     for name, results in ((a_name, a), (b_name, b)):
         if results.get("partial"):
             out.append(f"{name} is a partial run (interrupted or stopped early).")
         if results.get("warnings"):
             codes = sorted({w["code"] for w in results["warnings"]})
-            out.append(f"{name} has {len(results['warnings'])} warnings ({', '.join(codes)}); "
-                       "see its report.")
+            out.append(f"{name} has {len(results['warnings'])} warnings ({', '.join(codes)}); see its report.")
     return out
 
 
@@ -227,8 +247,16 @@ def _on_off(value) -> str:
     return "not recorded" if value is None else "on" if value else "off"
 
 
-def compare(a: dict, b: dict, a_name: str = "A", b_name: str = "B", test: str = "mannwhitney",
-            alpha: float = 0.05, min_effect: float = MIN_EFFECT, force: bool = False) -> Comparison:
+def compare(
+    a: dict,
+    b: dict,
+    a_name: str = "A",
+    b_name: str = "B",
+    test: str = "mannwhitney",
+    alpha: float = 0.05,
+    min_effect: float = MIN_EFFECT,
+    force: bool = False,
+) -> Comparison:
     """B against A, per matching case. Raises CompareError when they cannot be compared."""
     if test not in TESTS:
         raise CompareError(f"unknown test {test!r} (choose from: {', '.join(TESTS)})")
@@ -243,16 +271,20 @@ def compare(a: dict, b: dict, a_name: str = "A", b_name: str = "B", test: str = 
     result.only_in_b = [c["label"] for c in b.get("cases", []) if case_key(c) not in keys_a]
     pairs = [(c, by_key_b[case_key(c)]) for c in a.get("cases", []) if case_key(c) in by_key_b]
     if not pairs:
-        raise CompareError(f"{a_name} and {b_name} have no case in common (same prompt and output length, "
-                           "load, depth and endpoint); nothing to compare")
+        raise CompareError(
+            f"{a_name} and {b_name} have no case in common (same prompt and output length, "
+            "load, depth and endpoint); nothing to compare"
+        )
     if result.only_in_a or result.only_in_b:
         result.warnings.append(_unmatched_warning(result))
     for metric, title, higher_better, _, _ in METRICS:
-        changes = [compare_metric(case_a, case_b, metric, title, test, alpha, (a_name, b_name))
-                   for case_a, case_b in pairs]
+        changes = [
+            compare_metric(case_a, case_b, metric, title, test, alpha, (a_name, b_name)) for case_a, case_b in pairs
+        ]
         for change in changes:
-            change.caveats = (qualifying_warnings(a, change.case, metric, a_name)
-                              + qualifying_warnings(b, change.case, metric, b_name))
+            change.caveats = qualifying_warnings(a, change.case, metric, a_name) + qualifying_warnings(
+                b, change.case, metric, b_name
+            )
         tested = [c for c in changes if c.p_value is not None]
         for change, adjusted in zip(tested, benjamini_hochberg([c.p_value for c in tested])):
             change.p_adjusted = adjusted
@@ -265,8 +297,11 @@ def compare(a: dict, b: dict, a_name: str = "A", b_name: str = "B", test: str = 
 
 def qualifying_warnings(results: dict, case_label: str, metric: str, name: str) -> list[str]:
     """`code (run)` of each warning of this case that qualifies or withholds this metric."""
-    return [f"{w['code']} ({name})" for w in results.get("warnings", [])
-            if w.get("case") == case_label and metric in (w.get("metrics") or []) + (w.get("withheld") or [])]
+    return [
+        f"{w['code']} ({name})"
+        for w in results.get("warnings", [])
+        if w.get("case") == case_label and metric in (w.get("metrics") or []) + (w.get("withheld") or [])
+    ]
 
 
 def _unmatched_warning(result: Comparison) -> str:
@@ -294,8 +329,7 @@ def compare_files(paths: list[Path], **options) -> list[Comparison]:
         raise CompareError("compare needs at least two results files")
     loaded = [results_mod.load(p) for p in paths]
     names = run_names(paths)
-    return [compare(loaded[0], other, names[0], name, **options)
-            for other, name in zip(loaded[1:], names[1:])]
+    return [compare(loaded[0], other, names[0], name, **options) for other, name in zip(loaded[1:], names[1:])]
 
 
 # ------------------------------------------------------------------ Markdown
@@ -312,17 +346,27 @@ def _signed(value: float | None, scale: float, decimals: int) -> str:
 def change_row(change: MetricChange) -> list[str]:
     scale, decimals = next((s, d) for m, _, _, s, d in METRICS if m == change.metric)
     pct = f" ({change.change_pct:+.1f}%)" if change.change_pct is not None else ""
-    ci = (f"{_signed(change.ci95[0], scale, decimals)} … {_signed(change.ci95[1], scale, decimals)}"
-          if change.ci95 else "n/a")
+    ci = (
+        f"{_signed(change.ci95[0], scale, decimals)} … {_signed(change.ci95[1], scale, decimals)}"
+        if change.ci95
+        else "n/a"
+    )
     p = "n/a" if change.p_adjusted is None else _p_text(change.p_adjusted)
     shown = f"**{change.verdict}**" if change.verdict in (FASTER, SLOWER) else change.verdict
     if change.reason:
         shown += f" ({change.reason})"
     if change.caveats:
         shown += f"; qualified by {', '.join(change.caveats)}"
-    return [change.case, change.title, f"{_number(change.a_median, scale, decimals)} (n={change.n_a})",
-            f"{_number(change.b_median, scale, decimals)} (n={change.n_b})",
-            _signed(change.change, scale, decimals) + pct, ci, p, shown]
+    return [
+        change.case,
+        change.title,
+        f"{_number(change.a_median, scale, decimals)} (n={change.n_a})",
+        f"{_number(change.b_median, scale, decimals)} (n={change.n_b})",
+        _signed(change.change, scale, decimals) + pct,
+        ci,
+        p,
+        shown,
+    ]
 
 
 def _p_text(p: float) -> str:
@@ -340,8 +384,16 @@ def markdown(comparisons: list[Comparison], figure: str | None = None) -> str:
             parts += ["| setup | " + comp.a_name + " | " + comp.b_name + " |", "|---|---|---|"]
             parts += [f"| {t} | {va} | {vb} |" for t, va, vb in comp.setup_differences] + [""]
         parts += summary_lines(comp) + [""]
-        headers = ["test", "metric", f"{comp.a_name} median", f"{comp.b_name} median", "change",
-                   "95% CI of change", "p (adjusted)", "verdict"]
+        headers = [
+            "test",
+            "metric",
+            f"{comp.a_name} median",
+            f"{comp.b_name} median",
+            "change",
+            "95% CI of change",
+            "p (adjusted)",
+            "verdict",
+        ]
         rows = [change_row(c) for c in comp.changes]
         parts += [tabulate(rows, headers=headers, tablefmt="pipe", disable_numparse=True), ""]
         parts += [method_note(comp), ""]
@@ -359,21 +411,25 @@ def summary_lines(comp: Comparison) -> list[str]:
             if change.metric == metric:
                 counts[change.verdict] = counts.get(change.verdict, 0) + 1
         total = sum(counts.values())
-        text = "; ".join(f"{'**' + v + '**' if v in (FASTER, SLOWER) else v} in {n} of {total} cases"
-                         for v, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        text = "; ".join(
+            f"{'**' + v + '**' if v in (FASTER, SLOWER) else v} in {n} of {total} cases"
+            for v, n in sorted(counts.items(), key=lambda kv: -kv[1])
+        )
         out.append(f"- {comp.b_name}, {title}: {text}")
     return out
 
 
 def method_note(comp: Comparison) -> str:
-    return (f"Each row compares the per-request values of one case ({comp.b_name} − {comp.a_name}; "
-            f"for TTFT lower is faster). p: two-sided {describe_test(comp.test)}, adjusted (Benjamini–Hochberg) "
-            "over the cases of each metric, so that testing many cases does not turn chance into "
-            f"findings. 95% CI: bootstrap interval of the difference in medians. A row is "
-            f"**faster**/**slower** when p < {comp.alpha:g} and the change is at least "
-            f"{100 * comp.min_effect:g}% (smaller significant changes are called negligible); "
-            "\"no significant difference\" means these requests cannot tell the two apart, not that "
-            "they are equal: the CI says how large a difference could still hide.")
+    return (
+        f"Each row compares the per-request values of one case ({comp.b_name} − {comp.a_name}; "
+        f"for TTFT lower is faster). p: two-sided {describe_test(comp.test)}, adjusted (Benjamini–Hochberg) "
+        "over the cases of each metric, so that testing many cases does not turn chance into "
+        f"findings. 95% CI: bootstrap interval of the difference in medians. A row is "
+        f"**faster**/**slower** when p < {comp.alpha:g} and the change is at least "
+        f"{100 * comp.min_effect:g}% (smaller significant changes are called negligible); "
+        '"no significant difference" means these requests cannot tell the two apart, not that '
+        "they are equal: the CI says how large a difference could still hide."
+    )
 
 
 # ------------------------------------------------------------------ PNG
@@ -385,6 +441,7 @@ _VERDICT_COLORS = {FASTER: "tab:green", SLOWER: "tab:red"}
 def write_png(comparisons: list[Comparison], path: Path) -> Path:
     """One panel per metric: change in % of the baseline's median per case, with its 95% CI."""
     from benchy.report import plots  # sets the headless backend before pyplot
+
     plt = plots.plt
 
     cases = list(dict.fromkeys(c.case for comp in comparisons for c in comp.changes))
@@ -401,8 +458,11 @@ def write_png(comparisons: list[Comparison], path: Path) -> Path:
     axes[0].set_yticklabels(cases)
     axes[0].set_ylim(len(cases) - 0.5, -0.5)  # first case on top
     _legend(axes[-1], comparisons)
-    fig.suptitle("Change per case with 95% CI (green: significantly faster, red: significantly slower, "
-                 "grey: no significant or only a negligible difference)", fontsize=10)
+    fig.suptitle(
+        "Change per case with 95% CI (green: significantly faster, red: significantly slower, "
+        "grey: no significant or only a negligible difference)",
+        fontsize=10,
+    )
     return plots._save(fig, path)
 
 
@@ -434,8 +494,9 @@ def write(comparisons: list[Comparison], directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     png = write_png(comparisons, directory / "compare.png")
     (directory / "compare.json").write_text(
-        json.dumps({"schema": "benchy/compare/1", "comparisons": [c.to_dict() for c in comparisons]},
-                   indent=1) + "\n", encoding="utf-8")
+        json.dumps({"schema": "benchy/compare/1", "comparisons": [c.to_dict() for c in comparisons]}, indent=1) + "\n",
+        encoding="utf-8",
+    )
     path = directory / "compare.md"
     path.write_text(markdown(comparisons, png.name), encoding="utf-8")
     return path

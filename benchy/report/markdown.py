@@ -1,4 +1,5 @@
 """report.md from a saved results file: setup, table, warnings. Reads nothing else."""
+
 from __future__ import annotations
 
 from benchy.report import table
@@ -15,8 +16,12 @@ def setup_lines(results: dict) -> list[str]:
         ("Hardware profile", setup.get("hardware")),
         ("Model profile", setup.get("model_profile")),
         ("Decode ceiling", ceiling_text(setup.get("ceiling"))),
-        ("Prompt nonce", "yes (no prefix cache can serve a request)" if results.get("prompt_nonce")
-         else "NO (--no-nonce: requests share prefixes; the server's cache may serve them)"),
+        (
+            "Prompt nonce",
+            "yes (no prefix cache can serve a request)"
+            if results.get("prompt_nonce")
+            else "NO (--no-nonce: requests share prefixes; the server's cache may serve them)",
+        ),
         ("Runs per case", f"{setup.get('runs')} (+{setup.get('warmup')} warmup, not counted)"),
         ("Chat template", f"{cal.get('overhead_tokens', 0):.0f} tokens (calibrated from the server's usage)"),
         ("benchy", setup.get("benchy_version")),
@@ -35,10 +40,12 @@ def ceiling_text(ceiling: dict | None) -> str | None:
         return f"none: {ceiling['missing']}"
     source = ceiling.get("model_profile_source")
     profile = f"{ceiling['model_profile']} ({source})" if ceiling.get("model_profile") else "custom"
-    return (f"{ceiling['bandwidth_gbs']:g} GB/s ÷ ({ceiling['active_bytes_per_token'] / 1e9:.2f} GB of "
-            f"weights + the KV cache) per token, {profile}: a conservative upper bound on one "
-            "stream's decode rate (peak bandwidth, weights at their smallest); a rate above it is "
-            "impossible")
+    return (
+        f"{ceiling['bandwidth_gbs']:g} GB/s ÷ ({ceiling['active_bytes_per_token'] / 1e9:.2f} GB of "
+        f"weights + the KV cache) per token, {profile}: a conservative upper bound on one "
+        "stream's decode rate (peak bandwidth, weights at their smallest); a rate above it is "
+        "impossible"
+    )
 
 
 def warning_lines(results: dict) -> list[str]:
@@ -69,8 +76,10 @@ def overview_line(results: dict) -> str:
     text = f"{len(cases)} cases" + (f" (scenarios: {', '.join(scenarios)})" if scenarios else "")
     text += f", {ok} measured requests succeeded"
     text += f", {failed} failed." if failed else ", none failed."
-    return text + " Every number below comes from `results.json` in this folder; " \
+    return (
+        text + " Every number below comes from `results.json` in this folder; "
         "per-request details are in `requests.jsonl`."
+    )
 
 
 def figure_lines(figures: list[tuple]) -> list[str]:
@@ -102,20 +111,26 @@ def detail_lines(results: dict) -> list[str]:
     cases = results.get("cases", [])
     if not cases:
         return []
-    out = ["## Spread and tail latency", "",
-           "95% CI: a bootstrap confidence interval of the median e2e t/s (the range that likely holds "
-           "the true median). p50/p90/p99: the latency that 50/90/99% of requests stayed under. "
-           "tokens/event: generated tokens per streamed event (about 1 when the stream is live; "
-           "much more means the server buffers its output).", "",
-           "| test | e2e t/s 95% CI | TTFT p50 / p90 / p99 ms | total latency p50 / p90 / p99 ms | "
-           "tokens/event |", "|---|---|---|---|---|"]
+    out = [
+        "## Spread and tail latency",
+        "",
+        "95% CI: a bootstrap confidence interval of the median e2e t/s (the range that likely holds "
+        "the true median). p50/p90/p99: the latency that 50/90/99% of requests stayed under. "
+        "tokens/event: generated tokens per streamed event (about 1 when the stream is live; "
+        "much more means the server buffers its output).",
+        "",
+        "| test | e2e t/s 95% CI | TTFT p50 / p90 / p99 ms | total latency p50 / p90 / p99 ms | tokens/event |",
+        "|---|---|---|---|---|",
+    ]
     for case in cases:
         summary = case.get("summary", {})
         ttft, e2e, tpe = summary.get("ttft_s"), summary.get("e2e_s"), summary.get("tokens_per_event")
-        out.append(f"| {case['label']} | {_ci(summary.get('e2e_tps'))} | "
-                   f"{_ms(ttft, 'median')} / {_ms(ttft, 'p90')} / {_ms(ttft, 'p99')} | "
-                   f"{_ms(e2e, 'median')} / {_ms(e2e, 'p90')} / {_ms(e2e, 'p99')} | "
-                   + (f"{tpe['median']:.1f} |" if tpe else "n/a |"))
+        out.append(
+            f"| {case['label']} | {_ci(summary.get('e2e_tps'))} | "
+            f"{_ms(ttft, 'median')} / {_ms(ttft, 'p90')} / {_ms(ttft, 'p99')} | "
+            f"{_ms(e2e, 'median')} / {_ms(e2e, 'p90')} / {_ms(e2e, 'p99')} | "
+            + (f"{tpe['median']:.1f} |" if tpe else "n/a |")
+        )
     return out + [""]
 
 
@@ -157,10 +172,15 @@ def render(results: dict, figures: list[tuple] | None = None) -> str:
     if results.get("partial"):
         parts += ["> **Partial run**: interrupted or stopped early; only finished requests are shown.", ""]
     parts += ["## Setup", "", "| | |", "|---|---|", *setup_lines(results), ""]
-    parts += ["## Results", "",
-              "Median ± sample standard deviation over the measured requests of each case "
-              "(n = successful requests). e2e t/s = completion tokens ÷ total request time.", "",
-              table.markdown(results), ""]
+    parts += [
+        "## Results",
+        "",
+        "Median ± sample standard deviation over the measured requests of each case "
+        "(n = successful requests). e2e t/s = completion tokens ÷ total request time.",
+        "",
+        table.markdown(results),
+        "",
+    ]
     parts += ["## Warnings", "", *warning_lines(results), ""]
     parts += figure_lines(figures or [])
     parts += detail_lines(results)

@@ -4,6 +4,7 @@ Each figure function takes the results dict and a folder, writes one PNG and ret
 `Figure` (title, path, caption), or None when the run holds nothing that figure could show.
 Error bars are ± one sample standard deviation over a case's measured requests.
 """
+
 from __future__ import annotations
 
 import re
@@ -37,6 +38,7 @@ class Figure:
 @dataclass(frozen=True)
 class LeftOut:
     """A point not drawn because its metric is unavailable for that case."""
+
     metric: str
     case: str
     reason: str
@@ -63,9 +65,11 @@ def unavailable_reason(case: dict, metric: str) -> str:
 
 def measured_values(case: dict, metric: str) -> list[float]:
     """Per-request values of the measured (not warmup), successful requests."""
-    return [r["metrics"][metric] for r in case.get("requests", [])
-            if not r.get("warmup") and r.get("status") == "ok"
-            and (r.get("metrics") or {}).get(metric) is not None]
+    return [
+        r["metrics"][metric]
+        for r in case.get("requests", [])
+        if not r.get("warmup") and r.get("status") == "ok" and (r.get("metrics") or {}).get(metric) is not None
+    ]
 
 
 def case_ceiling_tps(setup: dict, case: dict) -> float | None:
@@ -128,15 +132,17 @@ def _x_axis(ax, values: list[float], label: str) -> None:
         pad = 0.08 * (values[-1] - values[0]) or 0.5 * values[0] or 1.0
         ax.set_xlim(values[0] - pad, values[-1] + pad)
     ax.set_xticks(values)
-    ax.set_xticklabels([f"{v:,.0f}" if v == int(v) else f"{v:g}" for v in values],
-                       rotation=30 if len(values) > 5 else 0)
+    ax.set_xticklabels(
+        [f"{v:,.0f}" if v == int(v) else f"{v:g}" for v in values], rotation=30 if len(values) > 5 else 0
+    )
     ax.minorticks_off()
     ax.set_xlabel(label)
     ax.grid(True, alpha=0.3)
 
 
-def _plot_metric_vs(ax, series: dict[str, list[dict]], metric: str, x_key: str, title: str,
-                    fmt: str = "{:.1f}") -> list[LeftOut]:
+def _plot_metric_vs(
+    ax, series: dict[str, list[dict]], metric: str, x_key: str, title: str, fmt: str = "{:.1f}"
+) -> list[LeftOut]:
     """Draws one line per series with error bars; returns the points left out."""
     left_out: list[LeftOut] = []
     points = sum(len(cases) for cases in series.values())
@@ -155,31 +161,52 @@ def _plot_metric_vs(ax, series: dict[str, list[dict]], metric: str, x_key: str, 
         line = ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=4, label=name)
         if points <= ANNOTATE_MAX_POINTS:
             for x, y in zip(xs, ys):
-                ax.annotate(fmt.format(y), (x, y), textcoords="offset points", ha="center",
-                            xytext=(0, 7 if i % 2 == 0 else -15),  # alternate so close lines stay legible
-                            fontsize=8, color=line.lines[0].get_color())
+                ax.annotate(
+                    fmt.format(y),
+                    (x, y),
+                    textcoords="offset points",
+                    ha="center",
+                    xytext=(0, 7 if i % 2 == 0 else -15),  # alternate so close lines stay legible
+                    fontsize=8,
+                    color=line.lines[0].get_color(),
+                )
     return left_out
 
 
 def _ceiling_lines(ax, series: dict[str, list[dict]], setup: dict) -> bool:
     drawn = False
-    for i, (name, cases) in enumerate(series.items()):
+    for i, (_name, cases) in enumerate(series.items()):
         pts = [(c["pp"], case_ceiling_tps(setup, c)) for c in cases]
         pts = [(x, y) for x, y in pts if y]
         if not pts:
             continue
         xs, ys = zip(*pts)
-        ax.plot(xs, ys, color=f"C{i}", marker="_", markersize=14, **CEILING_STYLE,
-                label=None if drawn else "bandwidth ceiling, single stream (dashed)")
+        ax.plot(
+            xs,
+            ys,
+            color=f"C{i}",
+            marker="_",
+            markersize=14,
+            **CEILING_STYLE,
+            label=None if drawn else "bandwidth ceiling, single stream (dashed)",
+        )
         drawn = True
     return drawn
 
 
 def _mark_unavailable(ax, metric_title: str, notes: list[LeftOut]) -> None:
     reason = notes[0].reason if notes else "not measured"
-    ax.text(0.5, 0.5, f"{metric_title} unavailable\n{_wrap(reason)}", ha="center", va="center",
-            transform=ax.transAxes, fontsize=9, color="0.3",
-            bbox=dict(facecolor="white", edgecolor="0.7", boxstyle="round"))
+    ax.text(
+        0.5,
+        0.5,
+        f"{metric_title} unavailable\n{_wrap(reason)}",
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        fontsize=9,
+        color="0.3",
+        bbox=dict(facecolor="white", edgecolor="0.7", boxstyle="round"),
+    )
 
 
 def _wrap(text: str, width: int = 60) -> str:
@@ -217,8 +244,9 @@ def _has_data(ax) -> bool:
     return bool(ax.containers)
 
 
-def _finish_axis(ax, title: str, ylabel: str, metric_title: str, notes: list[LeftOut],
-                 log_if_wide: bool = False) -> None:
+def _finish_axis(
+    ax, title: str, ylabel: str, metric_title: str, notes: list[LeftOut], log_if_wide: bool = False
+) -> None:
     """log_if_wide: a log y axis when values span a factor of 10 or more (TTFT from 50 ms to 5 s)."""
     ax.set_title(title)
     if ax.get_lines() or ax.containers:
@@ -258,8 +286,10 @@ def _left_out_clauses(notes: list[LeftOut]) -> str:
 def _left_out_sentence(notes: list[LeftOut]) -> str:
     if not notes:
         return ""
-    return (" Not plotted, because benchy could not measure them (the results table's footnotes say "
-            f"why): {_left_out_clauses(notes)}.")
+    return (
+        " Not plotted, because benchy could not measure them (the results table's footnotes say "
+        f"why): {_left_out_clauses(notes)}."
+    )
 
 
 # ------------------------------------------------------------------ the figures
@@ -279,22 +309,25 @@ def throughput_vs_prompt(results: dict, directory: Path) -> Figure | None:
     _ceiling_lines(left, series, setup)
     for ax in (left, right):
         _x_axis(ax, [c["pp"] for c in chosen], "prompt length (tokens)")
-    _finish_axis(left, "End-to-end throughput", "tokens/s per request (output ÷ total time)",
-                 "e2e t/s", e2e_notes)
-    _finish_axis(right, "Decode throughput (after first token)", "tokens/s per request",
-                 "decode t/s", decode_notes)
+    _finish_axis(left, "End-to-end throughput", "tokens/s per request (output ÷ total time)", "e2e t/s", e2e_notes)
+    _finish_axis(right, "Decode throughput (after first token)", "tokens/s per request", "decode t/s", decode_notes)
     notes = e2e_notes + decode_notes
     fig.suptitle(f"Throughput vs prompt length, {load}")
-    caption = (f"Per-request output speed at {load}, one line per output length; points are "
-               "medians, error bars ± one standard deviation. End-to-end throughput counts the whole "
-               "request (queueing, prefill and decode); decode throughput only the tokens after the "
-               "first one.")
+    caption = (
+        f"Per-request output speed at {load}, one line per output length; points are "
+        "medians, error bars ± one standard deviation. End-to-end throughput counts the whole "
+        "request (queueing, prefill and decode); decode throughput only the tokens after the "
+        "first one."
+    )
     if ceiling:
-        caption += (" Dashed lines: the memory-bandwidth ceiling of single-stream decode for the "
-                    "recorded hardware and model profile, a conservative upper bound; a point above "
-                    "it was not measured correctly.")
-    return _figure(fig, (left, right), directory / "throughput_vs_prompt.png",
-                   "Throughput vs prompt length", caption, notes)
+        caption += (
+            " Dashed lines: the memory-bandwidth ceiling of single-stream decode for the "
+            "recorded hardware and model profile, a conservative upper bound; a point above "
+            "it was not measured correctly."
+        )
+    return _figure(
+        fig, (left, right), directory / "throughput_vs_prompt.png", "Throughput vs prompt length", caption, notes
+    )
 
 
 def ttft_vs_prompt(results: dict, directory: Path) -> Figure | None:
@@ -312,44 +345,66 @@ def ttft_vs_prompt(results: dict, directory: Path) -> Figure | None:
     _finish_axis(right, "Prefill rate", "uncached prompt tokens/s", "prefill t/s", prefill_notes)
     notes = ttft_notes + prefill_notes
     fig.suptitle(f"Prefill cost vs prompt length, {load}")
-    caption = ("Time from sending a request to its first generated token (left), and the uncached "
-               "prompt tokens processed per second of that time (right; TTFT includes queueing and "
-               "one decode step, so this is a floor on the true prefill speed). TTFT should grow with "
-               "prompt length and not with output length: lines that differ by output length point to "
-               "a buffered stream.")
-    return _figure(fig, (left, right), directory / "ttft_vs_prompt.png",
-                   "Time to first token vs prompt length", caption, notes)
+    caption = (
+        "Time from sending a request to its first generated token (left), and the uncached "
+        "prompt tokens processed per second of that time (right; TTFT includes queueing and "
+        "one decode step, so this is a floor on the true prefill speed). TTFT should grow with "
+        "prompt length and not with output length: lines that differ by output length point to "
+        "a buffered stream."
+    )
+    return _figure(
+        fig, (left, right), directory / "ttft_vs_prompt.png", "Time to first token vs prompt length", caption, notes
+    )
 
 
 def concurrency_scaling(results: dict, directory: Path) -> Figure | None:
     closed = [c for c in results.get("cases", []) if not is_open_loop(c)]
     if len({c["concurrency"] for c in closed}) < 2:
         return None
-    caption = ("Left: all output tokens the server delivered per second of wall time while the case ran "
-               "(dotted: what perfect scaling from the lowest concurrency would give). Right: what each "
-               "single request experienced (median end-to-end throughput ± one standard deviation). "
-               "Batching raises the total while each request gets slower.")
-    return _scaling(closed, "concurrency", "concurrent requests",
-                    lambda x, first_x, first_y, case: first_y * x / first_x,
-                    "perfect scaling from the lowest concurrency", "Throughput vs concurrency",
-                    caption, directory / "concurrency.png")
+    caption = (
+        "Left: all output tokens the server delivered per second of wall time while the case ran "
+        "(dotted: what perfect scaling from the lowest concurrency would give). Right: what each "
+        "single request experienced (median end-to-end throughput ± one standard deviation). "
+        "Batching raises the total while each request gets slower."
+    )
+    return _scaling(
+        closed,
+        "concurrency",
+        "concurrent requests",
+        lambda x, first_x, first_y, case: first_y * x / first_x,
+        "perfect scaling from the lowest concurrency",
+        "Throughput vs concurrency",
+        caption,
+        directory / "concurrency.png",
+    )
 
 
 def rate_scaling(results: dict, directory: Path) -> Figure | None:
     opened = [c for c in results.get("cases", []) if is_open_loop(c)]
     if len({c["rate"] for c in opened}) < 2:
         return None
-    caption = ("Open loop: requests arrive at the given rate (Poisson) whether or not earlier ones "
-               "finished. Left: output tokens the server delivered per second of the case's wall time; "
-               "where it stops rising with the arrival rate, the server is saturated and requests queue. "
-               "Right: what each request experienced (median end-to-end throughput ± one standard "
-               "deviation).")
-    return _scaling(opened, "rate", "arrival rate (requests/s)", None, "", "Throughput vs arrival rate",
-                    caption, directory / "rate.png")
+    caption = (
+        "Open loop: requests arrive at the given rate (Poisson) whether or not earlier ones "
+        "finished. Left: output tokens the server delivered per second of the case's wall time; "
+        "where it stops rising with the arrival rate, the server is saturated and requests queue. "
+        "Right: what each request experienced (median end-to-end throughput ± one standard "
+        "deviation)."
+    )
+    return _scaling(
+        opened,
+        "rate",
+        "arrival rate (requests/s)",
+        None,
+        "",
+        "Throughput vs arrival rate",
+        caption,
+        directory / "rate.png",
+    )
 
 
-def _scaling(cases: list[dict], x_key: str, x_label: str, reference, reference_label: str, title: str,
-             caption: str, path: Path) -> Figure:
+def _scaling(
+    cases: list[dict], x_key: str, x_label: str, reference, reference_label: str, title: str, caption: str, path: Path
+) -> Figure:
     """Aggregate (left) and per-request (right) throughput against the load, one line per shape;
     `reference(x, first x, first y, case)` draws a dotted comparison line when given."""
     groups: dict[str, list[dict]] = {}
@@ -362,15 +417,25 @@ def _scaling(cases: list[dict], x_key: str, x_label: str, reference, reference_l
             xs, ys, measured = zip(*pts)
             left.errorbar(xs, ys, marker="o", color=f"C{i}", label=name)
             if reference:
-                left.plot(xs, [reference(x, xs[0], ys[0], c) for x, c in zip(xs, measured)],
-                          color=f"C{i}", linestyle=":", alpha=0.6)
+                left.plot(
+                    xs,
+                    [reference(x, xs[0], ys[0], c) for x, c in zip(xs, measured)],
+                    color=f"C{i}",
+                    linestyle=":",
+                    alpha=0.6,
+                )
     notes = _plot_metric_vs(right, groups, "e2e_tps", x_key, "e2e t/s")
     for ax in (left, right):
         _x_axis(ax, [c[x_key] for c in cases], x_label)
     if reference:
         left.plot([], [], color="0.4", linestyle=":", label=reference_label)
-    _finish_axis(left, "Aggregate throughput (server total)", "output tokens/s, all requests",
-                 "aggregate t/s", [LeftOut("aggregate t/s", "", "no successful request")])
+    _finish_axis(
+        left,
+        "Aggregate throughput (server total)",
+        "output tokens/s, all requests",
+        "aggregate t/s",
+        [LeftOut("aggregate t/s", "", "no successful request")],
+    )
     _finish_axis(right, "Per-request throughput", "tokens/s per request (e2e)", "e2e t/s", notes)
     fig.suptitle(title)
     return _figure(fig, (left, right), path, title, caption, notes)
@@ -400,8 +465,14 @@ def request_distribution(results: dict, directory: Path) -> Figure | None:
     path = directory / "requests_e2e.png"
     if not positions:
         return _figure(fig, [], path, DISTRIBUTION_TITLE, "", [])
-    ax.boxplot([data[i] for i in positions], positions=positions, widths=0.55, showfliers=False,
-               medianprops=dict(color="black"), **HORIZONTAL_BOX)
+    ax.boxplot(
+        [data[i] for i in positions],
+        positions=positions,
+        widths=0.55,
+        showfliers=False,
+        medianprops=dict(color="black"),
+        **HORIZONTAL_BOX,
+    )
     for i, case in enumerate(rows):
         values = data[i]
         ax.scatter(values, i + rng.uniform(-0.15, 0.15, len(values)), s=14, alpha=0.7, color="C0", zorder=3)
@@ -418,12 +489,15 @@ def request_distribution(results: dict, directory: Path) -> Figure | None:
     ax.scatter([], [], s=14, color="C0", label="one measured request")
     if any(case_ceiling_tps(setup, c) for c in cases if _single_stream(c)):
         ax.plot([], [], marker="|", markersize=12, linestyle="none", color="C3", label="bandwidth ceiling")
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.5 / (1 + 0.3 * len(cases))),
-              ncol=2, frameon=False)  # below the axes: never on top of a dot
+    ax.legend(
+        fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.5 / (1 + 0.3 * len(cases))), ncol=2, frameon=False
+    )  # below the axes: never on top of a dot
     ax.set_title("Every measured request, per case (box: quartiles and median)")
-    caption = ("Each dot is one measured request (warmups excluded); the box spans the middle half of "
-               "a case's requests with its median as the line. A dot far from its box is an outlier worth "
-               "a look in requests.jsonl. Failed requests have no throughput and are counted at the left.")
+    caption = (
+        "Each dot is one measured request (warmups excluded); the box spans the middle half of "
+        "a case's requests with its median as the line. A dot far from its box is an outlier worth "
+        "a look in requests.jsonl. Failed requests have no throughput and are counted at the left."
+    )
     return Figure(DISTRIBUTION_TITLE, _save(fig, path), caption)
 
 
@@ -434,8 +508,17 @@ def _row_note(ax, row: int, case: dict, values: list[float]) -> None:
     if not values:
         notes.append("no successful request")
     if notes:
-        ax.annotate(", ".join(notes), (0.0, row), xycoords=("axes fraction", "data"), xytext=(6, 0),
-                    textcoords="offset points", ha="left", va="center", fontsize=8, color="C3")
+        ax.annotate(
+            ", ".join(notes),
+            (0.0, row),
+            xycoords=("axes fraction", "data"),
+            xytext=(6, 0),
+            textcoords="offset points",
+            ha="left",
+            va="center",
+            fontsize=8,
+            color="C3",
+        )
 
 
 FIGURES = (throughput_vs_prompt, ttft_vs_prompt, concurrency_scaling, rate_scaling, request_distribution)

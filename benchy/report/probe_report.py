@@ -1,6 +1,7 @@
 """The prefix-cache probe's report, from a probe dict only: a Markdown table like field report
 003's (shared prefix: first, then repeats; unique prefix; speed-up; cached tokens; verdict), a
 PNG of every TTFT, and probe.json / probe.md / probe.png in an output folder."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,14 @@ def _cached(side: dict) -> str:
 
 
 def table(probe: dict) -> str:
-    headers = ["prompt tokens", "shared prefix TTFT (first, then repeats)", "unique prefix TTFT",
-               "speed-up", "cached tokens (repeats / unique)", "verdict"]
+    headers = [
+        "prompt tokens",
+        "shared prefix TTFT (first, then repeats)",
+        "unique prefix TTFT",
+        "speed-up",
+        "cached tokens (repeats / unique)",
+        "verdict",
+    ]
     rows = []
     for e in probe["lengths"]:
         shared = e["shared"]["ttft_s"]
@@ -38,15 +45,25 @@ def table(probe: dict) -> str:
         speedup = f"{e['speedup']:.2f}×" if e.get("speedup") else "n/a"
         tokens = f"{e['prompt_tokens']:,}" if e.get("prompt_tokens") else f"~{e['length']:,}"
         cached = f"{_cached({'cached_tokens': e['shared']['cached_tokens'][1:]})} / {_cached(e['unique'])}"
-        rows.append([tokens, f"{seconds(first)}, then {_ttfts(repeats)}", _ttfts(e["unique"]["ttft_s"]),
-                     speedup, cached, VERDICT_TEXT[e["verdict"]]])
+        rows.append(
+            [
+                tokens,
+                f"{seconds(first)}, then {_ttfts(repeats)}",
+                _ttfts(e["unique"]["ttft_s"]),
+                speedup,
+                cached,
+                VERDICT_TEXT[e["verdict"]],
+            ]
+        )
     return tabulate(rows, headers=headers, tablefmt="pipe", disable_numparse=True)
 
 
 def reasons(probe: dict) -> list[str]:
     out = []
     for e in probe["lengths"]:
-        capped = f" (capped from {e['length_asked']:,} by the model's context)" if e["length_asked"] != e["length"] else ""
+        capped = (
+            f" (capped from {e['length_asked']:,} by the model's context)" if e["length_asked"] != e["length"] else ""
+        )
         failed = f"; {e['n_failed']} requests failed ({_kinds(e['errors'])})" if e["n_failed"] else ""
         out.append(f"- {e['length']:,} tokens{capped}: **{VERDICT_TEXT[e['verdict']]}**: {e['reason']}{failed}")
     return out
@@ -58,19 +75,28 @@ def _kinds(errors: dict) -> str:
 
 def markdown(probe: dict, figure: str | None = None) -> str:
     setup = probe["setup"]
-    lines = [f"# benchy prefix-cache probe: {setup['model']}", "",
-             "| | |", "|---|---|",
-             f"| Server | {setup['base_url']} |",
-             f"| Server version | {setup.get('server_version') or 'not reported'} |",
-             f"| Context | {setup['context_length'] or 'not reported'} tokens |",
-             f"| Requests | {setup['n']} shared-prefix + {setup['n']} unique-prefix per length, interleaved, "
-             f"{setup['output_tokens']} output tokens each |",
-             f"| Test | one-sided Welch t on log TTFT (α = {setup['alpha']}), speed-up ≥ {setup['min_speedup']}× "
-             "to count as a cache; Mann–Whitney U where n allows |",
-             f"| Started (UTC) | {setup['started_utc']} |", "",
-             "The first shared-prefix request pays for prefill; the repeats may be served from cache. "
-             "Speed-up = median unique TTFT ÷ median repeat TTFT.", "",
-             table(probe), "", *reasons(probe), ""]
+    lines = [
+        f"# benchy prefix-cache probe: {setup['model']}",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| Server | {setup['base_url']} |",
+        f"| Server version | {setup.get('server_version') or 'not reported'} |",
+        f"| Context | {setup['context_length'] or 'not reported'} tokens |",
+        f"| Requests | {setup['n']} shared-prefix + {setup['n']} unique-prefix per length, interleaved, "
+        f"{setup['output_tokens']} output tokens each |",
+        f"| Test | one-sided Welch t on log TTFT (α = {setup['alpha']}), speed-up ≥ {setup['min_speedup']}× "
+        "to count as a cache; Mann–Whitney U where n allows |",
+        f"| Started (UTC) | {setup['started_utc']} |",
+        "",
+        "The first shared-prefix request pays for prefill; the repeats may be served from cache. "
+        "Speed-up = median unique TTFT ÷ median repeat TTFT.",
+        "",
+        table(probe),
+        "",
+        *reasons(probe),
+        "",
+    ]
     if figure:
         lines += [f"![TTFT, shared vs unique prefix]({figure})", ""]
     return "\n".join(lines)

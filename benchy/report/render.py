@@ -3,6 +3,7 @@ results.csv (the table's figures with their ceilings and warning codes, for spre
 
 Reads saved results only, so `benchy report` can re-make the same report later, anywhere.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """The llama-bench-style results table, rendered from saved results only."""
+
 from __future__ import annotations
 
 import csv
@@ -102,8 +103,9 @@ def rows(results: dict, notes: Footnotes) -> tuple[list[str], list[list[str]]]:
         row = [row_label(case, warned.get(case["label"], [])), str(case["n_ok"])]
         for name, _, scale, decimals in COLUMNS:
             summary = case["summary"].get(name)
-            text = (cell(summary, scale, decimals) if summary else
-                    notes.mark(case["unavailable"].get(name, "not measured")))
+            text = (
+                cell(summary, scale, decimals) if summary else notes.mark(case["unavailable"].get(name, "not measured"))
+            )
             row.append(f"{text} {FLAG}" if summary and name in flagged else text)
         if loaded:
             agg, req_rate = case.get("aggregate_tps"), case.get("request_rate")
@@ -132,9 +134,24 @@ def markdown(results: dict) -> str:
 
 # Stable CSV columns (README, "Results file"): one row per case and metric. The last four
 # carry what the Markdown report shows beside a number, so no flag is lost in a spreadsheet.
-CSV_COLUMNS = ("label", "pp", "tg", "concurrency", "depth", "metric", "median", "std", "n",
-               "ci95_low", "ci95_high", "unavailable_reason",
-               "ceiling_tps", "flagged_by", "case_warnings", "run_warnings")
+CSV_COLUMNS = (
+    "label",
+    "pp",
+    "tg",
+    "concurrency",
+    "depth",
+    "metric",
+    "median",
+    "std",
+    "n",
+    "ci95_low",
+    "ci95_high",
+    "unavailable_reason",
+    "ceiling_tps",
+    "flagged_by",
+    "case_warnings",
+    "run_warnings",
+)
 CODE_SEPARATOR = ";"
 
 
@@ -168,6 +185,9 @@ def csv_text(results: dict) -> str:
         for metric, summary in case["summary"].items():
             key = [label, case["pp"], case["tg"], case["concurrency"], case["depth"], metric]
             flagged = [w for w in flagging.get(label, []) if summary and metric in w.get("metrics", ())]
-            writer.writerow(key + summary_cells(summary, case["unavailable"].get(metric, ""))
-                            + ["" if ceiling is None else ceiling, codes_cell(flagged), of_case, run_wide])
+            writer.writerow(
+                key
+                + summary_cells(summary, case["unavailable"].get(metric, ""))
+                + ["" if ceiling is None else ceiling, codes_cell(flagged), of_case, run_wide]
+            )
     return out.getvalue()

@@ -1,4 +1,5 @@
 """The simulator's HTTP face: OpenAI-compatible endpoints, SSE shaping, faults and truth log."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,19 +17,33 @@ from aiohttp import web
 
 from benchy import __version__, tokenizer
 from benchy.sim.config import SimConfig
-from benchy.sim.engine import (CONTENT, MARKER, REASONING, Decoder, Engine, Plan, Trace, TruthLog,
-                               clock, message_text, plan_harmony, plan_output, render_chat)
+from benchy.sim.engine import (
+    CONTENT,
+    MARKER,
+    REASONING,
+    Decoder,
+    Engine,
+    Plan,
+    Trace,
+    TruthLog,
+    clock,
+    message_text,
+    plan_harmony,
+    plan_output,
+    render_chat,
+)
 
 SERVER_NAME = f"benchy-sim/{__version__}"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 JSON_TYPE = "application/json"
 DONE = b"data: [DONE]\n\n"
-ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError",
-               500: "InternalServerError"}
+ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError", 500: "InternalServerError"}
 # Faults answered at once, before any queueing or prefill.
 IMMEDIATE_FAULTS = {"http500", "http429", "http429_retry", "reset", "not_sse"}
-NOT_SSE_BODY = (b"<html><head><title>502 Bad Gateway</title></head>"
-                b"<body><h1>Bad Gateway</h1><p>upstream unavailable</p></body></html>")
+NOT_SSE_BODY = (
+    b"<html><head><title>502 Bad Gateway</title></head>"
+    b"<body><h1>Bad Gateway</h1><p>upstream unavailable</p></body></html>"
+)
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # the OpenAI/vLLM default for /v1/completions
 
 
@@ -47,6 +62,7 @@ def error_body(status: int, message: str) -> bytes:
 @dataclass
 class Job:
     """One parsed generation request."""
+
     endpoint: str  # "chat" | "completions"
     stream: bool
     include_usage: bool
@@ -79,8 +95,7 @@ def check_model(cfg: SimConfig, body: dict) -> str:
 def prompt_text(body: dict, endpoint: str) -> str:
     if endpoint == "chat":
         messages = body.get("messages")
-        if not isinstance(messages, list) or not messages \
-                or not all(isinstance(m, dict) for m in messages):
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise ApiError(400, "'messages' must be a non-empty list of objects")
         return render_chat(messages)
     prompt = body.get("prompt")
@@ -146,29 +161,44 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
     prompt_ids = tokenizer.encode(prompt_text(body, endpoint))
     room = cfg.context_length - len(prompt_ids)
     if room < 1:
-        raise ApiError(400, f"This model's maximum context length is {cfg.context_length} tokens; "
-                            f"the prompt has {len(prompt_ids)}.")
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {cfg.context_length} tokens; the prompt has {len(prompt_ids)}.",
+        )
     default_max = room if endpoint == "chat" else min(room, COMPLETIONS_DEFAULT_MAX_TOKENS)
     max_tokens = int_field(body, "max_completion_tokens", None, 1)
     max_tokens = max_tokens or int_field(body, "max_tokens", default_max, 1)
     if max_tokens > room:
-        raise ApiError(400, f"This model's maximum context length is {cfg.context_length} tokens; "
-                            f"{len(prompt_ids)} prompt + {max_tokens} completion tokens exceed it.")
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {cfg.context_length} tokens; "
+            f"{len(prompt_ids)} prompt + {max_tokens} completion tokens exceed it.",
+        )
     planner = plan_harmony if cfg.harmony else plan_output
-    plan = planner(cfg, tokenizer.encode(user_text(body, endpoint)) if cfg.harmony else prompt_ids,
-                   max_tokens,
-                   min_tokens=0 if cfg.ignore_ignore_eos else int_field(body, "min_tokens", 0, 0),
-                   ignore_eos=bool(body.get("ignore_eos", False)) and not cfg.ignore_ignore_eos,
-                   stop=stop_strings(body))
+    plan = planner(
+        cfg,
+        tokenizer.encode(user_text(body, endpoint)) if cfg.harmony else prompt_ids,
+        max_tokens,
+        min_tokens=0 if cfg.ignore_ignore_eos else int_field(body, "min_tokens", 0, 0),
+        ignore_eos=bool(body.get("ignore_eos", False)) and not cfg.ignore_ignore_eos,
+        stop=stop_strings(body),
+    )
     options = body.get("stream_options") or {}
     reasoning = min(cfg.reasoning_tokens, plan.n) if endpoint == "chat" else 0
     if plan.kinds is not None:
         reasoning = plan.kinds.count(REASONING)
-    return Job(endpoint=endpoint, stream=bool(body.get("stream", False)),
-               include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
-               model=model, prompt_ids=prompt_ids, plan=plan, reasoning=reasoning,
-               response_id=response_id, created=int(time.time()),
-               skip_special_tokens=bool_field(body, "skip_special_tokens", True))
+    return Job(
+        endpoint=endpoint,
+        stream=bool(body.get("stream", False)),
+        include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
+        model=model,
+        prompt_ids=prompt_ids,
+        plan=plan,
+        reasoning=reasoning,
+        response_id=response_id,
+        created=int(time.time()),
+        skip_special_tokens=bool_field(body, "skip_special_tokens", True),
+    )
 
 
 def event_sizes(n: int, cfg: SimConfig) -> list[int]:
@@ -199,7 +229,7 @@ def harmony_groups(kinds: list[str], cfg: SimConfig, split: bool) -> list[tuple[
     the channel changes, otherwise a group is named by its most telling token."""
     groups, pos = [], 0
     for size in event_sizes(len(kinds), cfg):
-        chunk = kinds[pos:pos + size]
+        chunk = kinds[pos : pos + size]
         pos += size
         if split:
             groups += [(kind, len(list(run))) for kind, run in itertools.groupby(chunk)]
@@ -210,10 +240,13 @@ def harmony_groups(kinds: list[str], cfg: SimConfig, split: bool) -> list[tuple[
 
 def usage(job: Job, cached: int, completion: int, reasoning: int) -> dict:
     prompt = len(job.prompt_ids)
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached},
-            "completion_tokens_details": {"reasoning_tokens": reasoning}}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+    }
 
 
 class Renderer:
@@ -224,8 +257,10 @@ class Renderer:
         self.null_content = null_content
         self.role_in_first = role_in_first
         obj = "chat.completion.chunk" if job.endpoint == "chat" else "text_completion"
-        self._head = (f'data: {{"id":"{job.response_id}","object":"{obj}","created":{job.created},'
-                      f'"model":{json.dumps(job.model)},"choices":[{{"index":0,')
+        self._head = (
+            f'data: {{"id":"{job.response_id}","object":"{obj}","created":{job.created},'
+            f'"model":{json.dumps(job.model)},"choices":[{{"index":0,'
+        )
 
     def token_events(self, cfg: SimConfig) -> list[tuple[str, int, bytes | None]]:
         """(kind, tokens, event); event None: tokens generated with nothing to send (--harmony)."""
@@ -235,7 +270,7 @@ class Renderer:
         groups = event_groups(job.plan.n, job.reasoning, cfg)
         events = []
         for i, (kind, tokens) in enumerate(groups):
-            text = "".join(texts[pos:pos + tokens])
+            text = "".join(texts[pos : pos + tokens])
             finish = job.plan.finish_reason if i == len(groups) - 1 else None
             events.append((kind, tokens, self._token_event(kind, text, i == 0, finish)))
             pos += tokens
@@ -271,8 +306,9 @@ class Renderer:
         plan = self.job.plan
         if self.job.endpoint != "chat":
             return "", "".join(self._visible(0, plan.n))
-        by_kind = {kind: "".join(t for t, k in zip(plan.texts, plan.kinds) if k == kind)
-                   for kind in (REASONING, CONTENT)}
+        by_kind = {
+            kind: "".join(t for t, k in zip(plan.texts, plan.kinds) if k == kind) for kind in (REASONING, CONTENT)
+        }
         return by_kind[REASONING], by_kind[CONTENT]
 
     def _token_event(self, kind: str, text: str, first: bool, finish: str | None) -> bytes:
@@ -285,13 +321,20 @@ class Renderer:
         return f'{self._head}"delta":{{{role}"{field}":{value}}}{tail}'.encode()
 
     def role_event(self) -> bytes:
-        return (self._head + '"delta":{"role":"assistant","content":""},'
-                '"logprobs":null,"finish_reason":null}]}\n\n').encode()
+        return (
+            self._head + '"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
+        ).encode()
 
     def usage_event(self, usage_obj: dict) -> bytes:
         obj = "chat.completion.chunk" if self.job.endpoint == "chat" else "text_completion"
-        chunk = {"id": self.job.response_id, "object": obj, "created": self.job.created,
-                 "model": self.job.model, "choices": [], "usage": usage_obj}
+        chunk = {
+            "id": self.job.response_id,
+            "object": obj,
+            "created": self.job.created,
+            "model": self.job.model,
+            "choices": [],
+            "usage": usage_obj,
+        }
         return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
     def malformed_event(self) -> bytes:
@@ -299,23 +342,19 @@ class Renderer:
 
     def full_body(self, usage_obj: dict | None) -> bytes:
         job, texts = self.job, self.job.plan.texts
-        reasoning_text = "".join(texts[:job.reasoning])
-        content = None if self.null_content else "".join(texts[job.reasoning:])
+        reasoning_text = "".join(texts[: job.reasoning])
+        content = None if self.null_content else "".join(texts[job.reasoning :])
         if job.plan.kinds is not None:
             reasoning_text, content = self._harmony_whole()
             content = None if self.null_content else content
         if job.endpoint == "chat":
-            message = {"role": "assistant", "content": content,
-                       "reasoning_content": reasoning_text or None}
-            choice = {"index": 0, "message": message, "logprobs": None,
-                      "finish_reason": job.plan.finish_reason}
+            message = {"role": "assistant", "content": content, "reasoning_content": reasoning_text or None}
+            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": job.plan.finish_reason}
             obj = "chat.completion"
         else:
-            choice = {"index": 0, "text": content, "logprobs": None,
-                      "finish_reason": job.plan.finish_reason}
+            choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": job.plan.finish_reason}
             obj = "text_completion"
-        body = {"id": job.response_id, "object": obj, "created": job.created, "model": job.model,
-                "choices": [choice]}
+        body = {"id": job.response_id, "object": obj, "created": job.created, "model": job.model, "choices": [choice]}
         if usage_obj is not None:
             body["usage"] = usage_obj
         return json.dumps(body).encode()
@@ -372,8 +411,12 @@ class Simulator:
         return web.json_response({"version": f"benchy-sim {__version__}"})
 
     async def models(self, request: web.Request) -> web.Response:
-        model = {"id": self.cfg.model, "object": "model", "owned_by": "benchy-sim",
-                 "max_model_len": self.cfg.context_length}
+        model = {
+            "id": self.cfg.model,
+            "object": "model",
+            "owned_by": "benchy-sim",
+            "max_model_len": self.cfg.context_length,
+        }
         return web.json_response({"object": "list", "data": [model]})
 
     async def tokenize(self, request: web.Request) -> web.Response:
@@ -385,10 +428,8 @@ class Simulator:
             endpoint = "chat" if "messages" in body else "completions"
             ids = tokenizer.encode(prompt_text(body, endpoint))
         except ApiError as exc:
-            return web.Response(status=exc.status, body=error_body(exc.status, exc.message),
-                                content_type=JSON_TYPE)
-        return web.json_response({"count": len(ids), "tokens": ids,
-                                  "max_model_len": self.cfg.context_length})
+            return web.Response(status=exc.status, body=error_body(exc.status, exc.message), content_type=JSON_TYPE)
+        return web.json_response({"count": len(ids), "tokens": ids, "max_model_len": self.cfg.context_length})
 
     # --- generation ---
 
@@ -400,16 +441,21 @@ class Simulator:
 
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
         prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
-        trace = Trace(id=f"{prefix}-sim-{next(self._ids):06d}", endpoint=endpoint,
-                      request_id=request.headers.get("x-request-id"), arrival_s=clock())
+        trace = Trace(
+            id=f"{prefix}-sim-{next(self._ids):06d}",
+            endpoint=endpoint,
+            request_id=request.headers.get("x-request-id"),
+            arrival_s=clock(),
+        )
         trace.authorization_sha256 = authorization_digest(request)
         try:
             try:
                 return await self._serve(request, endpoint, trace)
             except ApiError as exc:
                 trace.error = exc.message
-                return await self._send_whole(request, trace, exc.status,
-                                              error_body(exc.status, exc.message), JSON_TYPE)
+                return await self._send_whole(
+                    request, trace, exc.status, error_body(exc.status, exc.message), JSON_TYPE
+                )
         except ClientGone as exc:
             trace.finish_reason = trace.finish_reason or exc.finish_reason
             return web.Response()  # never sent: the transport is closed
@@ -457,15 +503,20 @@ class Simulator:
         message = "simulated internal error" if status == 500 else "simulated rate limit"
         headers = {"Retry-After": "1"} if kind == "http429_retry" else {}
         trace.error = message
-        return await self._send_whole(request, trace, status, error_body(status, message),
-                                      JSON_TYPE, headers)
+        return await self._send_whole(request, trace, status, error_body(status, message), JSON_TYPE, headers)
 
-    async def _send_whole(self, request: web.Request, trace: Trace, status: int, body: bytes,
-                          content_type: str, headers: dict | None = None,
-                          event: str | None = None) -> web.StreamResponse:
+    async def _send_whole(
+        self,
+        request: web.Request,
+        trace: Trace,
+        status: int,
+        body: bytes,
+        content_type: str,
+        headers: dict | None = None,
+        event: str | None = None,
+    ) -> web.StreamResponse:
         """A whole body at once; `event` names it in the truth log (None: not a model output)."""
-        resp = web.StreamResponse(status=status, headers={"Content-Type": content_type,
-                                                          **(headers or {})})
+        resp = web.StreamResponse(status=status, headers={"Content-Type": content_type, **(headers or {})})
         resp.content_length = len(body)
         await self._prepare(request, resp, trace)
         try:
@@ -484,8 +535,7 @@ class Simulator:
         trace.headers_s = clock()
         trace.status = resp.status
 
-    async def _write(self, resp: web.StreamResponse, trace: Trace, kind: str, tokens: int,
-                     data: bytes) -> None:
+    async def _write(self, resp: web.StreamResponse, trace: Trace, kind: str, tokens: int, data: bytes) -> None:
         try:
             await resp.write(data)
         except ConnectionError:
@@ -526,7 +576,7 @@ class Simulator:
         if job.plan.kinds is None:
             trace.reasoning_tokens = min(job.reasoning, trace.completion_tokens)
         else:
-            trace.reasoning_tokens += job.plan.kinds[start:trace.completion_tokens].count(REASONING)
+            trace.reasoning_tokens += job.plan.kinds[start : trace.completion_tokens].count(REASONING)
 
     def _usage(self, job: Job, trace: Trace) -> dict:
         # A raw completion is not parsed, so the server cannot tell reasoning tokens apart.
@@ -583,11 +633,10 @@ class Simulator:
         usage_obj = None if trace.fault == "no_usage" else self._usage(job, trace)
         body = renderer.full_body(usage_obj)
         if trace.fault == "malformed_json":
-            body = body[:len(body) // 2]
+            body = body[: len(body) // 2]
         return await self._send_whole(request, trace, 200, body, JSON_TYPE, event="content")
 
-    async def _decode_all(self, request: web.Request, job: Job, trace: Trace,
-                          decoder: Decoder) -> None:
+    async def _decode_all(self, request: web.Request, job: Job, trace: Trace, decoder: Decoder) -> None:
         half = job.plan.n // 2
         for i in range(job.plan.n):
             if i == half and trace.fault == "cut_stream":

@@ -1,4 +1,5 @@
 """Automatic prefix cache, modelled on vLLM's: 16-token blocks keyed by a chained hash, LRU."""
+
 from __future__ import annotations
 
 import hashlib
@@ -13,7 +14,7 @@ def block_hashes(ids: list[int], block_size: int = BLOCK_SIZE) -> list[bytes]:
     hashes = []
     prev = b""
     for start in range(0, len(ids) - block_size + 1, block_size):
-        block = array("I", ids[start:start + block_size]).tobytes()
+        block = array("I", ids[start : start + block_size]).tobytes()
         prev = hashlib.blake2b(prev + block, digest_size=16).digest()
         hashes.append(prev)
     return hashes

@@ -1,4 +1,5 @@
 """`benchy sim`: the command line of the embedded simulator."""
+
 from __future__ import annotations
 
 import click
@@ -107,34 +108,53 @@ connections; stops cleanly on SIGTERM or SIGINT.
 
 
 @click.command("sim", help=HELP)
-@click.option("--preset", default="default", show_default=True, metavar="NAME",
-              help=f"Starting values: {', '.join(PRESET_HELP)}.")
+@click.option(
+    "--preset", default="default", show_default=True, metavar="NAME", help=f"Starting values: {', '.join(PRESET_HELP)}."
+)
 @click.option("--model", help="Model id served and required of requests.")
 @click.option("--context-length", type=int, help="max_model_len in tokens.")
 @click.option("--prefill-tps", type=float, help="Prefill rate, uncached prompt tokens/s.")
 @click.option("--decode-tps", type=float, help="Decode rate of a lone request, tokens/s.")
 @click.option("--max-running", type=int, help="Requests served at once; the rest queue (FIFO).")
-@click.option("--batch-slowdown", type=float,
-              help="Per-request decode rate is decode-tps / (1 + this x (running - 1)).")
+@click.option(
+    "--batch-slowdown", type=float, help="Per-request decode rate is decode-tps / (1 + this x (running - 1))."
+)
 @click.option("--natural-min", type=int, help="Shortest natural output, tokens.")
 @click.option("--natural-max", type=int, help="Longest natural output, tokens.")
 @click.option("--prefix-cache/--no-prefix-cache", default=True, help="Automatic prefix cache.")
 @click.option("--cache-blocks", type=int, help="Prefix cache capacity in 16-token blocks.")
 @click.option("--tokens-per-event", type=int, help="Tokens in each SSE content event.")
 @click.option("--events-per-response", type=int, help="Split all tokens into this many events.")
-@click.option("--role-chunk-first/--no-role-chunk-first", default=False,
-              help="Role-only chunk right after the headers, before prefill (vLLM).")
+@click.option(
+    "--role-chunk-first/--no-role-chunk-first",
+    default=False,
+    help="Role-only chunk right after the headers, before prefill (vLLM).",
+)
 @click.option("--reasoning-tokens", type=int, help="First R chat tokens are reasoning_content.")
-@click.option("--harmony/--no-harmony", default=False,
-              help="gpt-oss Harmony output: analysis then final channel, special tokens in raw completions.")
-@click.option("--null-content/--no-null-content", default=False,
-              help="content: null while usage counts the tokens (broken FP4 backend).")
-@click.option("--ignore-ignore-eos/--no-ignore-ignore-eos", default=False,
-              help="Disregard ignore_eos and min_tokens: outputs end at their natural length.")
+@click.option(
+    "--harmony/--no-harmony",
+    default=False,
+    help="gpt-oss Harmony output: analysis then final channel, special tokens in raw completions.",
+)
+@click.option(
+    "--null-content/--no-null-content",
+    default=False,
+    help="content: null while usage counts the tokens (broken FP4 backend).",
+)
+@click.option(
+    "--ignore-ignore-eos/--no-ignore-ignore-eos",
+    default=False,
+    help="Disregard ignore_eos and min_tokens: outputs end at their natural length.",
+)
 @click.option("--header-delay-s", type=float, help="Seconds before response headers are sent.")
 @click.option("--instant/--no-instant", default=False, help="No sleeps: infinitely fast model.")
-@click.option("--fault", "faults", multiple=True, metavar="KIND:RATE",
-              help=f"Inject a fault in a fraction of requests; KIND: {', '.join(FAULT_KINDS)}.")
+@click.option(
+    "--fault",
+    "faults",
+    multiple=True,
+    metavar="KIND:RATE",
+    help=f"Inject a fault in a fraction of requests; KIND: {', '.join(FAULT_KINDS)}.",
+)
 @click.option("--seed", type=int, help="Seed of the fault RNG (default 0).")
 @click.option("--stall-s", type=float, help="Silence of the stall fault, seconds (default 30).")
 @click.option("--host", help="Address to bind (default 127.0.0.1).")

@@ -2,14 +2,24 @@
 
 Kept free of aiohttp and click so that bad flags fail fast, before anything heavy is imported.
 """
+
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
 
 FAULT_KINDS = (
-    "http500", "http429", "http429_retry", "cut_stream", "reset", "stall",
-    "malformed_json", "not_sse", "no_done", "no_usage", "null_content",
+    "http500",
+    "http429",
+    "http429_retry",
+    "cut_stream",
+    "reset",
+    "stall",
+    "malformed_json",
+    "not_sse",
+    "no_done",
+    "no_usage",
+    "null_content",
 )
 
 BLOCK_SIZE = 16  # tokens per prefix-cache block, as vLLM's default
@@ -50,8 +60,13 @@ class SimConfig:
 
 
 _DGX_SPARK = dict(
-    model="openai/gpt-oss-120b", context_length=131072, prefill_tps=2500.0, decode_tps=38.0,
-    max_running=16, batch_slowdown=0.1, prefix_cache=True,
+    model="openai/gpt-oss-120b",
+    context_length=131072,
+    prefill_tps=2500.0,
+    decode_tps=38.0,
+    max_running=16,
+    batch_slowdown=0.1,
+    prefix_cache=True,
 )
 
 PRESETS: dict[str, dict] = {
@@ -71,8 +86,8 @@ PRESETS: dict[str, dict] = {
 PRESET_HELP = {
     "default": "prefill 5000 tok/s, decode 50 tok/s, max_running 8, batch_slowdown 0.1, cache on",
     "dgx-spark-gpt-oss-120b": "model openai/gpt-oss-120b, context 131072, prefill 2500 tok/s, "
-                              "decode 38 tok/s, max_running 16, cache on (167-token prompt + "
-                              "256 output tokens: ~37.8 tok/s end to end)",
+    "decode 38 tok/s, max_running 16, cache on (167-token prompt + "
+    "256 output tokens: ~37.8 tok/s end to end)",
     "buffered": "the dgx preset with 2 events per response (29 tokens in 2 SSE events)",
     "fp4-null-content": "the dgx preset with content: null (broken FP4 backend)",
     "gpt-oss-harmony": "the dgx preset with --harmony and a 24-token analysis message",

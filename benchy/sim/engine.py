@@ -6,6 +6,7 @@ requests and takes uncached_tokens / prefill_tps; the first token appears when p
 each next token is due 1 / per_request_rate after the previous one's deadline, with
 per_request_rate = decode_tps / (1 + batch_slowdown * (running - 1)) at that moment.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -25,8 +26,7 @@ clock = time.perf_counter
 
 # About 24 tokens, like a real system prompt: every chat prompt shares a template prefix
 # longer than one cache block, as it does on a real server.
-SYSTEM_PREAMBLE = ("You are a helpful assistant served by benchy-sim. "
-                   "Knowledge cutoff: 2024-06. Reasoning: medium.")
+SYSTEM_PREAMBLE = "You are a helpful assistant served by benchy-sim. Knowledge cutoff: 2024-06. Reasoning: medium."
 
 
 def message_text(content) -> str:
@@ -43,8 +43,7 @@ def message_text(content) -> str:
 def render_chat(messages: list[dict]) -> str:
     turns = [f"<|start|>system<|message|>{SYSTEM_PREAMBLE}<|end|>"]
     for message in messages:
-        turns.append(f"<|start|>{message.get('role', 'user')}<|message|>"
-                     f"{message_text(message.get('content'))}<|end|>")
+        turns.append(f"<|start|>{message.get('role', 'user')}<|message|>{message_text(message.get('content'))}<|end|>")
     turns.append("<|start|>assistant")
     return "".join(turns)
 
@@ -57,6 +56,7 @@ def prompt_hash(ids: list[int]) -> int:
 @dataclass
 class Plan:
     """Everything a request will generate, decided up front (greedy decoding is deterministic)."""
+
     texts: list[str]  # one entry per generated token
     finish_reason: str
     kinds: list[str] | None = None  # --harmony: MARKER, REASONING or CONTENT per token
@@ -66,8 +66,15 @@ class Plan:
         return len(self.texts)
 
 
-def plan_output(cfg: SimConfig, prompt_ids: list[int], max_tokens: int, *, min_tokens: int = 0,
-                ignore_eos: bool = False, stop: list[str] = ()) -> Plan:
+def plan_output(
+    cfg: SimConfig,
+    prompt_ids: list[int],
+    max_tokens: int,
+    *,
+    min_tokens: int = 0,
+    ignore_eos: bool = False,
+    stop: list[str] = (),
+) -> Plan:
     h = prompt_hash(prompt_ids)
     n = output_length(cfg, h, max_tokens, min_tokens, ignore_eos)
     finish = "length" if n >= max_tokens else "stop"
@@ -93,8 +100,15 @@ HARMONY_END = ("<|return|>",)
 HARMONY_OVERHEAD = len(HARMONY_HEAD) + len(HARMONY_MID) + len(HARMONY_END)
 
 
-def plan_harmony(cfg: SimConfig, seed_ids: list[int], max_tokens: int, *, min_tokens: int = 0,
-                 ignore_eos: bool = False, stop: list[str] = ()) -> Plan:
+def plan_harmony(
+    cfg: SimConfig,
+    seed_ids: list[int],
+    max_tokens: int,
+    *,
+    min_tokens: int = 0,
+    ignore_eos: bool = False,
+    stop: list[str] = (),
+) -> Plan:
     """n tokens: the analysis message (--reasoning-tokens long), then the final one filling the
     rest, cut at n. Stop strings are matched against this raw text, markers included.
     seed_ids are the user's words, not the template's, so that the chat endpoint and a
@@ -103,8 +117,13 @@ def plan_harmony(cfg: SimConfig, seed_ids: list[int], max_tokens: int, *, min_to
     n = output_length(cfg, h, max_tokens, min_tokens, ignore_eos)
     analysis = cfg.reasoning_tokens
     final = max(0, n - analysis - HARMONY_OVERHEAD)
-    parts = ((HARMONY_HEAD, MARKER), (_led_by("We", analysis, h), REASONING), (HARMONY_MID, MARKER),
-             (_led_by("The", final, h + 1), CONTENT), (HARMONY_END, MARKER))
+    parts = (
+        (HARMONY_HEAD, MARKER),
+        (_led_by("We", analysis, h), REASONING),
+        (HARMONY_MID, MARKER),
+        (_led_by("The", final, h + 1), CONTENT),
+        (HARMONY_END, MARKER),
+    )
     texts = [text for tokens, _ in parts for text in tokens][:n]
     kinds = [kind for tokens, kind in parts for _ in tokens][:n]
     kept = tokens_before_stop(texts, stop, min_tokens)
@@ -221,7 +240,7 @@ class Engine:
         if delay > 0:
             await asyncio.sleep(delay)
 
-    def decoder(self, first_due: float) -> "Decoder":
+    def decoder(self, first_due: float) -> Decoder:
         return Decoder(self, first_due)
 
 
@@ -250,6 +269,7 @@ class Decoder:
 @dataclass
 class Trace:
     """One truth-log record: what the simulated server really did for one request."""
+
     id: str
     request_id: str | None
     endpoint: str

@@ -1,4 +1,5 @@
 """Runs `benchy sim` as a child process on a free port: for `benchy demo` and the tests."""
+
 from __future__ import annotations
 
 import json
@@ -38,14 +39,15 @@ class SimProcess:
     def base_url(self) -> str:
         return f"{self.url}/v1"
 
-    def start(self) -> "SimProcess":
+    def start(self) -> SimProcess:
         cmd = [sys.executable, "-m", "benchy", "sim", "--port", "0", *self.flags]
         if self.truth_path is not None:
             cmd += ["--truth-log", str(self.truth_path)]
         # stderr to a file, not a pipe: a chatty child must never block on a full pipe.
         self._stderr = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
-                                     env=child_env(), cwd=REPO_ROOT)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=child_env(), cwd=REPO_ROOT
+        )
         try:
             self.url = self._listening_url()
             self._wait_healthy()
@@ -108,7 +110,7 @@ class SimProcess:
                 self.proc.wait()
         return self.proc.returncode
 
-    def __enter__(self) -> "SimProcess":
+    def __enter__(self) -> SimProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:

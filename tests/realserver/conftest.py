@@ -11,6 +11,7 @@ tokenizers) every test using these fixtures is skipped with the reason.
 ``llama_server_factory`` (session scope) starts more servers with other options, e.g.
 ``llama_server_factory(parallel=1, cache_ram=0)``; all are stopped at session end.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -21,7 +22,8 @@ from pathlib import Path
 import pytest
 
 _spec = importlib.util.spec_from_file_location(
-    "benchy_realserver_harness", Path(__file__).resolve().parent / "harness.py")
+    "benchy_realserver_harness", Path(__file__).resolve().parent / "harness.py"
+)
 harness = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = harness  # dataclasses look their module up in sys.modules
 _spec.loader.exec_module(harness)

@@ -1,4 +1,5 @@
 """Start/stop ``serve.py`` as a subprocess; shared by conftest.py and measure.py (no pytest here)."""
+
 from __future__ import annotations
 
 import json
@@ -42,11 +43,11 @@ def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
 @dataclass
 class LlamaServer:
     proc: subprocess.Popen
-    root_url: str            # http://127.0.0.1:PORT
-    model: str               # id from /v1/models
+    root_url: str  # http://127.0.0.1:PORT
+    model: str  # id from /v1/models
     model_path: Path
     stderr_path: Path
-    start_s: float           # spawn -> /health 200, seconds
+    start_s: float  # spawn -> /health 200, seconds
     args: list = field(default_factory=list)
 
     @property
@@ -79,16 +80,24 @@ class LlamaServer:
         if self.proc.stdout:
             self.proc.stdout.close()
 
-    def __enter__(self) -> "LlamaServer":
+    def __enter__(self) -> LlamaServer:
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
 
-def start_server(model_path: str | os.PathLike, logdir: str | os.PathLike, *, parallel: int = 4,
-                 threads: int = 1, cache_ram: int | None = None, ctx_per_slot: int = 3072,
-                 extra_args: tuple[str, ...] = (), timeout: float = 60.0) -> LlamaServer:
+def start_server(
+    model_path: str | os.PathLike,
+    logdir: str | os.PathLike,
+    *,
+    parallel: int = 4,
+    threads: int = 1,
+    cache_ram: int | None = None,
+    ctx_per_slot: int = 3072,
+    extra_args: tuple[str, ...] = (),
+    timeout: float = 60.0,
+) -> LlamaServer:
     """Spawn serve.py on a free port; wait for 'listening on' and /health == 200.
 
     Raises ServerStartError (with the server's stderr tail) on failure or timeout.
@@ -98,16 +107,26 @@ def start_server(model_path: str | os.PathLike, logdir: str | os.PathLike, *, pa
     logdir.mkdir(parents=True, exist_ok=True)
     fd, err_name = tempfile.mkstemp(prefix="llama-server-", suffix=".stderr", dir=logdir)
     stderr_path = Path(err_name)
-    args = [sys.executable, str(SERVE), "--model", str(model_path), "--port", "0",
-            "--parallel", str(parallel), "--threads", str(threads),
-            "--ctx-per-slot", str(ctx_per_slot)]
+    args = [
+        sys.executable,
+        str(SERVE),
+        "--model",
+        str(model_path),
+        "--port",
+        "0",
+        "--parallel",
+        str(parallel),
+        "--threads",
+        str(threads),
+        "--ctx-per-slot",
+        str(ctx_per_slot),
+    ]
     if cache_ram is not None:
         args += ["--cache-ram", str(cache_ram)]
     args += list(extra_args)
     t0 = time.monotonic()
     with os.fdopen(fd, "wb") as err:
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=err, text=True)
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True)
 
     def fail(why: str):
         if proc.poll() is None:
@@ -116,7 +135,8 @@ def start_server(model_path: str | os.PathLike, logdir: str | os.PathLike, *, pa
         tail = stderr_path.read_text(errors="replace").splitlines()[-40:]
         raise ServerStartError(
             f"llama.cpp server {why} (rc={proc.returncode}); cmd: {' '.join(args)}\n"
-            "--- server stderr (tail) ---\n" + "\n".join(tail))
+            "--- server stderr (tail) ---\n" + "\n".join(tail)
+        )
 
     # The first stdout line, read in a thread so that the wait is bounded.
     line: list[str] = []
@@ -124,8 +144,11 @@ def start_server(model_path: str | os.PathLike, logdir: str | os.PathLike, *, pa
     reader.start()
     reader.join(timeout)
     if not line or not line[0].startswith("listening on "):
-        fail(f"did not print 'listening on ...' within {timeout:.0f}s" if not line else
-             f"printed {line[0]!r} instead of 'listening on ...'")
+        fail(
+            f"did not print 'listening on ...' within {timeout:.0f}s"
+            if not line
+            else f"printed {line[0]!r} instead of 'listening on ...'"
+        )
     root = line[0].split("listening on ", 1)[1].strip().rstrip("/")
 
     deadline = t0 + timeout
@@ -147,8 +170,15 @@ def start_server(model_path: str | os.PathLike, logdir: str | os.PathLike, *, pa
     if status != 200:
         fail(f"/v1/models answered {status}")
     model = json.loads(body)["data"][0]["id"]
-    return LlamaServer(proc=proc, root_url=root, model=model, model_path=Path(model_path),
-                       stderr_path=stderr_path, start_s=start_s, args=args)
+    return LlamaServer(
+        proc=proc,
+        root_url=root,
+        model=model,
+        model_path=Path(model_path),
+        stderr_path=stderr_path,
+        start_s=start_s,
+        args=args,
+    )
 
 
 def load_tiny_model():

@@ -5,6 +5,7 @@
 Model build time and size, server start time, cold prefill rate at ~512 and ~2,000 prompt
 tokens (client TTFT and the server's own timings), repeat (cached) TTFT, decode rate.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,7 @@ async def _stream(s, url, body):
     t0 = time.perf_counter()
     first = role = None
     last = None
-    async with s.post(url, json={**body, "stream": True,
-                                 "stream_options": {"include_usage": True}}) as r:
+    async with s.post(url, json={**body, "stream": True, "stream_options": {"include_usage": True}}) as r:
         async for raw in r.content:
             if not raw.startswith(b"data: ") or raw.startswith(b"data: [DONE]"):
                 continue
@@ -58,12 +58,15 @@ async def run(srv, reps: int) -> dict:
             cold, warm, rate, role = [], [], [], []
             for _ in range(reps):
                 text = _words(uuid.uuid4().hex, target)
-                async with s.post(srv.root_url + "/tokenize",
-                                  json={"content": text, "with_pieces": True}) as r:
+                async with s.post(srv.root_url + "/tokenize", json={"content": text, "with_pieces": True}) as r:
                     toks = (await r.json())["tokens"]
-                text = "".join(t["piece"] for t in toks[:target - 12])
-                body = {"model": srv.model, "max_tokens": 4, "ignore_eos": True,
-                        "messages": [{"role": "user", "content": text}]}
+                text = "".join(t["piece"] for t in toks[: target - 12])
+                body = {
+                    "model": srv.model,
+                    "max_tokens": 4,
+                    "ignore_eos": True,
+                    "messages": [{"role": "user", "content": text}],
+                }
                 t_first, t_role, _, last = await _stream(s, chat, body)
                 cold.append(t_first)
                 role.append(t_role)
@@ -81,14 +84,22 @@ async def run(srv, reps: int) -> dict:
                 "repeat_ttft_ms": round(1000 * statistics.median(warm), 1),
             }
         for ctx_words, label in ((2, "decode_short_ctx"), (650, "decode_at_2k_ctx")):
-            body = {"model": srv.model, "max_tokens": 256, "ignore_eos": True,
-                    "prompt": _words(uuid.uuid4().hex, ctx_words)}
+            body = {
+                "model": srv.model,
+                "max_tokens": 256,
+                "ignore_eos": True,
+                "prompt": _words(uuid.uuid4().hex, ctx_words),
+            }
             _, _, total, last = await _stream(s, srv.base_url + "/completions", body)
-            out[label] = {"server_tok_s": round(last["timings"]["predicted_per_second"]),
-                          "prompt_tokens": last["usage"]["prompt_tokens"]}
+            out[label] = {
+                "server_tok_s": round(last["timings"]["predicted_per_second"]),
+                "prompt_tokens": last["usage"]["prompt_tokens"],
+            }
         for conc in (1, 4):
-            bodies = [{"model": srv.model, "max_tokens": 256, "ignore_eos": True,
-                       "prompt": _words(uuid.uuid4().hex, 50)} for _ in range(conc)]
+            bodies = [
+                {"model": srv.model, "max_tokens": 256, "ignore_eos": True, "prompt": _words(uuid.uuid4().hex, 50)}
+                for _ in range(conc)
+            ]
             t0 = time.perf_counter()
             await asyncio.gather(*[_stream(s, srv.base_url + "/completions", b) for b in bodies])
             out[f"aggregate_decode_conc{conc}_tok_s"] = round(conc * 256 / (time.perf_counter() - t0))
@@ -110,8 +121,7 @@ def main() -> int:
         path = Path(d) / "tiny.gguf"
         t0 = time.perf_counter()
         tm.build(path, force=True)
-        report = {"model_build_s": round(time.perf_counter() - t0, 2),
-                  "model_bytes": path.stat().st_size}
+        report = {"model_build_s": round(time.perf_counter() - t0, 2), "model_bytes": path.stat().st_size}
         t0 = time.perf_counter()
         tm.build(path)
         report["model_cached_build_s"] = round(time.perf_counter() - t0, 3)

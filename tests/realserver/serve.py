@@ -13,6 +13,7 @@ Endpoints (llama.cpp server): /health, /v1/models, /v1/chat/completions, /v1/com
 /tokenize, /detokenize, /apply-template, /props, /slots, /metrics (with --metrics, on here by
 default).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,25 +30,42 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=0, help="0 = let the OS pick (default)")
     p.add_argument("--parallel", type=int, default=4, help="server slots (n_parallel)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads for decode and prefill")
-    p.add_argument("--threads-http", type=int, default=-1, help="HTTP worker threads; each open request holds one "
-                   "(-1 = llama.cpp default: max(parallel+2, hardware threads - 1))")
-    p.add_argument("--ctx-per-slot", type=int, default=3072,
-                   help="context per slot; n_ctx = parallel * this (default 3072)")
+    p.add_argument(
+        "--threads-http",
+        type=int,
+        default=-1,
+        help="HTTP worker threads; each open request holds one "
+        "(-1 = llama.cpp default: max(parallel+2, hardware threads - 1))",
+    )
+    p.add_argument(
+        "--ctx-per-slot", type=int, default=3072, help="context per slot; n_ctx = parallel * this (default 3072)"
+    )
     p.add_argument("--ctx-size", type=int, default=None, help="total n_ctx (overrides --ctx-per-slot)")
-    p.add_argument("--cache-ram", type=int, default=None, metavar="MIB",
-                   help="host-RAM prompt cache limit in MiB (cache_ram_mib): 0 = off, -1 = no "
-                   "limit; default: llama.cpp's (8192)")
-    p.add_argument("--no-cache-prompt", action="store_true",
-                   help="default cache_prompt=false for requests (slot prefix reuse off unless "
-                   "a request sends cache_prompt=true)")
+    p.add_argument(
+        "--cache-ram",
+        type=int,
+        default=None,
+        metavar="MIB",
+        help="host-RAM prompt cache limit in MiB (cache_ram_mib): 0 = off, -1 = no limit; default: llama.cpp's (8192)",
+    )
+    p.add_argument(
+        "--no-cache-prompt",
+        action="store_true",
+        help="default cache_prompt=false for requests (slot prefix reuse off unless a request sends cache_prompt=true)",
+    )
     p.add_argument("--alias", default="benchy-tiny", help="model id served in /v1/models")
-    p.add_argument("--n-predict", type=int, default=-1,
-                   help="server-wide cap on generated tokens per request (-1 = none)")
-    p.add_argument("--kv-unified", action="store_true",
-                   help="one KV buffer shared by all slots (kv_unified) instead of n_ctx/parallel each")
+    p.add_argument(
+        "--n-predict", type=int, default=-1, help="server-wide cap on generated tokens per request (-1 = none)"
+    )
+    p.add_argument(
+        "--kv-unified",
+        action="store_true",
+        help="one KV buffer shared by all slots (kv_unified) instead of n_ctx/parallel each",
+    )
     p.add_argument("--no-metrics", action="store_true", help="disable /metrics")
-    p.add_argument("--verbosity", type=int, default=None,
-                   help="llama.cpp log verbosity (default 3 = info; 1 = errors+warnings)")
+    p.add_argument(
+        "--verbosity", type=int, default=None, help="llama.cpp log verbosity (default 3 = info; 1 = errors+warnings)"
+    )
     return p
 
 
@@ -60,8 +78,8 @@ def make_params(args: argparse.Namespace):
     p.port = args.port
     p.n_parallel = args.parallel
     p.n_ctx = args.ctx_size if args.ctx_size else args.parallel * args.ctx_per_slot
-    p.cpuparams.n_threads = args.threads          # decode
-    p.cpuparams_batch.n_threads = args.threads    # prompt processing (prefill)
+    p.cpuparams.n_threads = args.threads  # decode
+    p.cpuparams_batch.n_threads = args.threads  # prompt processing (prefill)
     p.n_threads_http = args.threads_http
     if args.cache_ram is not None:
         p.cache_ram_mib = args.cache_ram

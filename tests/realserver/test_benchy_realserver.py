@@ -10,6 +10,7 @@ Run alone: `make test-realserver` or `pytest -m realserver`. The tolerances belo
 on the 2-core box CI uses while other test suites kept it busy (load average 5-6): medians over
 several requests, never single timings.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -48,11 +49,13 @@ PP_TOLERANCE = 0.01
 
 # ---------------------------------------------------------------------------- helpers
 
+
 def benchy(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "benchy", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO_ROOT, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "benchy", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT, env=env
+    )
 
 
 def run_results(server, *args: str, out: Path | None = None) -> dict:
@@ -84,15 +87,15 @@ def median(values) -> float:
 
 
 def post_json(url: str, body: dict) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
 
 
 def chat_tokens(server, content: str) -> list[int]:
-    prompt = post_json(server.root_url + "/apply-template",
-                       {"messages": [{"role": "user", "content": content}]})["prompt"]
+    prompt = post_json(server.root_url + "/apply-template", {"messages": [{"role": "user", "content": content}]})[
+        "prompt"
+    ]
     return post_json(server.root_url + "/tokenize", {"content": prompt})["tokens"]
 
 
@@ -110,8 +113,7 @@ def tokens_of(server, text: str) -> int:
 def server_metrics(server) -> dict[str, float]:
     with urllib.request.urlopen(server.root_url + "/metrics", timeout=10) as r:
         text = r.read().decode()
-    return {k: float(v) for k, v in (ln.split() for ln in text.splitlines()
-                                      if ln and not ln.startswith("#"))}
+    return {k: float(v) for k, v in (ln.split() for ln in text.splitlines() if ln and not ln.startswith("#"))}
 
 
 def ms(seconds: float) -> str:
@@ -119,6 +121,7 @@ def ms(seconds: float) -> str:
 
 
 # ---------------------------------------------------------------------------- tests
+
 
 def test_sweep_counts_match_the_servers_usage(llama_server, tmp_path):
     """`benchy run --pp 128 512 --tg 32 --runs 3`: every count benchy reports is the server's
@@ -135,8 +138,10 @@ def test_sweep_counts_match_the_servers_usage(llama_server, tmp_path):
     assert 1 <= template <= 8  # <|im_start|> user \n
 
     assert results["prompt_nonce"] is True and not results["partial"]
-    assert [(c["pp"], c["tg"], c["n_ok"], c["n_failed"]) for c in results["cases"]] == \
-        [(128, 32, 3, 0), (512, 32, 3, 0)]
+    assert [(c["pp"], c["tg"], c["n_ok"], c["n_failed"]) for c in results["cases"]] == [
+        (128, 32, 3, 0),
+        (512, 32, 3, 0),
+    ]
     assert not [w for w in results["warnings"] if w["severity"] == "error"]
     assert "prefix_cache_hit" not in {w["code"] for w in results["warnings"]}
 
@@ -154,10 +159,12 @@ def test_sweep_counts_match_the_servers_usage(llama_server, tmp_path):
             assert abs(r["prompt_tokens"] - case["pp"]) <= PP_TOLERANCE * case["pp"], r["prompt_tokens"]
             assert r["retried"] is None or r["retried"].startswith("reset: ")
     retried = sum(r["retried"] is not None for r in everything)
-    print(f"\n[realserver] prompt tokens pp128: {sorted(r['prompt_tokens'] for r in measured(results['cases'][0]))}, "
-          f"pp512: {sorted(r['prompt_tokens'] for r in measured(results['cases'][1]))}; cached "
-          f"{sorted(r['cached_tokens'] for r in everything)} (template {template}); "
-          f"{retried} of 8 requests resent after a closed keep-alive")
+    print(
+        f"\n[realserver] prompt tokens pp128: {sorted(r['prompt_tokens'] for r in measured(results['cases'][0]))}, "
+        f"pp512: {sorted(r['prompt_tokens'] for r in measured(results['cases'][1]))}; cached "
+        f"{sorted(r['cached_tokens'] for r in everything)} (template {template}); "
+        f"{retried} of 8 requests resent after a closed keep-alive"
+    )
 
 
 def test_ttft_and_decode_agree_with_server_timings(llama_server, record_property):
@@ -180,13 +187,21 @@ def test_ttft_and_decode_agree_with_server_timings(llama_server, record_property
         assert r["end_s"] > (t["prompt_ms"] + t["predicted_ms"]) / 1000
         assert m["ttft_gap_s"] == pytest.approx(m["ttft_s"] - t["prompt_ms"] / 1000)  # reported per request
 
-    ttft, server_prefill = case["summary"]["ttft_s"]["median"], median(r["server_timings"]["prompt_ms"] / 1000 for r in reqs)
-    decode, server_decode = case["summary"]["decode_tps"]["median"], median(r["server_timings"]["predicted_per_second"] for r in reqs)
+    ttft, server_prefill = (
+        case["summary"]["ttft_s"]["median"],
+        median(r["server_timings"]["prompt_ms"] / 1000 for r in reqs),
+    )
+    decode, server_decode = (
+        case["summary"]["decode_tps"]["median"],
+        median(r["server_timings"]["predicted_per_second"] for r in reqs),
+    )
     gap, ratio = ttft - server_prefill, decode / server_decode
     record_property("ttft_gap_ms", round(gap * 1000, 2))
     record_property("decode_ratio", round(ratio, 4))
-    print(f"\n[realserver] pp512 tg128: TTFT {ms(ttft)} vs server prompt_ms {ms(server_prefill)} "
-          f"(gap {ms(gap)}); decode {decode:.0f} vs server {server_decode:.0f} tok/s (x{ratio:.3f})")
+    print(
+        f"\n[realserver] pp512 tg128: TTFT {ms(ttft)} vs server prompt_ms {ms(server_prefill)} "
+        f"(gap {ms(gap)}); decode {decode:.0f} vs server {server_decode:.0f} tok/s (x{ratio:.3f})"
+    )
     assert 0 < gap <= TTFT_GAP_MAX_S + TTFT_GAP_MAX_SHARE * server_prefill
     assert case["summary"]["ttft_gap_s"]["n"] == len(reqs)  # and summarized with the case
     assert abs(ratio - 1) <= DECODE_RATIO_TOLERANCE
@@ -206,8 +221,20 @@ def test_no_nonce_run_shows_cached_tokens_and_warns(llama_server):
     codes = {(w["code"], w["case"]) for w in results["warnings"]}
     assert ("prefix_cache_hit", case["label"]) in codes
 
-    strict = benchy("run", "--base-url", llama_server.base_url, "--quiet", "--strict",
-                    "--pp", "512", "--tg", "8", "--runs", "2", "--no-nonce")
+    strict = benchy(
+        "run",
+        "--base-url",
+        llama_server.base_url,
+        "--quiet",
+        "--strict",
+        "--pp",
+        "512",
+        "--tg",
+        "8",
+        "--runs",
+        "2",
+        "--no-nonce",
+    )
     assert strict.returncode == 4, strict.stderr[-2000:]
     assert "prefix_cache_hit" in strict.stdout + strict.stderr
 
@@ -227,8 +254,9 @@ def test_probe_cache_detects_llamacpp_prefix_cache(llama_server):
     repeats = [r for r in length["requests"] if r["request_id"] in shared["request_ids"][1:]]
     assert repeats and all(r["server_timings"]["prompt_n"] == 1 for r in repeats)
     fast, cold = median(shared["ttft_s"][1:]), median(unique["ttft_s"])
-    print(f"\n[realserver] probe-cache {prompt} tokens: repeats {ms(fast)}, unique {ms(cold)} "
-          f"({length['speedup']:.0f}x)")
+    print(
+        f"\n[realserver] probe-cache {prompt} tokens: repeats {ms(fast)}, unique {ms(cold)} ({length['speedup']:.0f}x)"
+    )
     assert fast < cold / 5
 
 
@@ -269,8 +297,11 @@ def test_concurrency_shares_the_servers_decode_steps(llama_server):
         assert all(r["completion_tokens"] == 256 for r in case["requests"])
         tokens = after["llamacpp:tokens_predicted_total"] - before["llamacpp:tokens_predicted_total"]
         decodes = after["llamacpp:n_decode_total"] - before["llamacpp:n_decode_total"]
-        runs[c] = {"case": case, "tokens_per_decode": tokens / decodes,
-                   "server_decode": median(r["server_timings"]["predicted_per_second"] for r in measured(case))}
+        runs[c] = {
+            "case": case,
+            "tokens_per_decode": tokens / decodes,
+            "server_decode": median(r["server_timings"]["predicted_per_second"] for r in measured(case)),
+        }
 
     one, four = runs[1], runs[4]
     assert one["tokens_per_decode"] == 1.0
@@ -282,10 +313,12 @@ def test_concurrency_shares_the_servers_decode_steps(llama_server):
         assert abs(ratio - 1) <= DECODE_RATIO_TOLERANCE
     benchy_gain = four["case"]["aggregate_tps"] / one["case"]["aggregate_tps"]
     server_gain = 4 * four["server_decode"] / one["server_decode"]
-    print(f"\n[realserver] c1 -> c4: aggregate {one['case']['aggregate_tps']:.0f} -> "
-          f"{four['case']['aggregate_tps']:.0f} tok/s (x{benchy_gain:.2f}; server timings imply "
-          f"x{server_gain:.2f}), per request {e2e[1]:.0f} -> {e2e[4]:.0f} tok/s, "
-          f"{four['tokens_per_decode']:.2f} tokens per decode call at c4")
+    print(
+        f"\n[realserver] c1 -> c4: aggregate {one['case']['aggregate_tps']:.0f} -> "
+        f"{four['case']['aggregate_tps']:.0f} tok/s (x{benchy_gain:.2f}; server timings imply "
+        f"x{server_gain:.2f}), per request {e2e[1]:.0f} -> {e2e[4]:.0f} tok/s, "
+        f"{four['tokens_per_decode']:.2f} tokens per decode call at c4"
+    )
     assert 0.7 <= benchy_gain / server_gain <= 1.4
 
 
@@ -301,17 +334,26 @@ def test_client_survives_llamacpp_closing_streamed_connections(llama_server):
         out = []
         async with Client(settings) as client:
             for i in range(24):
-                rec = RequestRecord(case="keepalive", run=0, index=i, warmup=False,
-                                    request_id=f"keepalive-{i}", nonce=None,
-                                    target_prompt_tokens=0, target_output_tokens=4)
-                out.append(await client.stream(rec, f"{i} back to back", 4, "completions",
-                                               extra={"ignore_eos": True}))
+                rec = RequestRecord(
+                    case="keepalive",
+                    run=0,
+                    index=i,
+                    warmup=False,
+                    request_id=f"keepalive-{i}",
+                    nonce=None,
+                    target_prompt_tokens=0,
+                    target_output_tokens=4,
+                )
+                out.append(await client.stream(rec, f"{i} back to back", 4, "completions", extra={"ignore_eos": True}))
         return out
 
     records = asyncio.run(go())
-    assert [(r.status, r.completion_tokens) for r in records] == [("ok", 4)] * 24, \
-        [(r.error_kind, r.error) for r in records if not r.ok]
+    assert [(r.status, r.completion_tokens) for r in records] == [("ok", 4)] * 24, [
+        (r.error_kind, r.error) for r in records if not r.ok
+    ]
     resent = [r.retried for r in records if r.retried]
     assert all(x.startswith("reset: ") for x in resent)
-    print(f"\n[realserver] {len(resent)} of 24 back-to-back streams resent after a dead keep-alive "
-          f"connection: {resent[:1]}")
+    print(
+        f"\n[realserver] {len(resent)} of 24 back-to-back streams resent after a dead keep-alive "
+        f"connection: {resent[:1]}"
+    )

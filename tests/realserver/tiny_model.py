@@ -21,6 +21,7 @@ Usage::
 holds the hash of the generator inputs (this file's source, the config, and the versions of
 gguf/tokenizers/numpy). Writes are atomic (temp file + rename), so concurrent builders are safe.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,7 +38,7 @@ SEED = 20240611
 
 # Model shape. ~5 MB in f16; see the report in tests/realserver for measured speeds.
 CONFIG = {
-    "vocab_size": 2048,       # target for the BPE trainer (actual may be a little lower)
+    "vocab_size": 2048,  # target for the BPE trainer (actual may be a little lower)
     "n_embd": 256,
     "n_layer": 4,
     "n_head": 4,
@@ -87,7 +88,7 @@ _CODE_LINES = [
     "for {x} in range({n}):",
     "{w}_{v} = [{n}, {m}, {n}]",
     "    self.{w} = {{'{v}': {n}}}",
-    "print(f\"{{{w}}} {v}: {n}\")",
+    'print(f"{{{w}}} {v}: {n}")',
     "import {w}",
     "# {w} {v} {x}",
 ]
@@ -116,17 +117,22 @@ def _corpus(seed: int = SEED, n_paragraphs: int = 1500) -> list[str]:
             lines = []
             for _ in range(rng.randint(2, 8)):
                 tpl = rng.choice(_CODE_LINES)
-                lines.append(tpl.format(w=rng.choice(_WORDS), v=rng.choice(_WORDS),
-                                        x=rng.choice("xyzijk"), n=rng.randint(0, 999),
-                                        m=rng.randint(0, 999)))
+                lines.append(
+                    tpl.format(
+                        w=rng.choice(_WORDS),
+                        v=rng.choice(_WORDS),
+                        x=rng.choice("xyzijk"),
+                        n=rng.randint(0, 999),
+                        m=rng.randint(0, 999),
+                    )
+                )
             out.append("\n".join(lines))
     return out
 
 
 def _byte_decoder() -> dict[str, int]:
     """Inverse of GPT-2's bytes_to_unicode (what tokenizers' ByteLevel uses)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) \
-        + list(range(ord("®"), ord("ÿ") + 1))
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     cs = bs[:]
     n = 0
     for b in range(256):
@@ -199,10 +205,10 @@ def _weights(tokens: list[str], cfg: dict) -> dict[str, np.ndarray]:
         w[p + "attn_norm.weight"] = np.ones(E, dtype=np.float32)
         w[p + "ffn_norm.weight"] = np.ones(E, dtype=np.float32)
         # numpy shape (out, in) == ggml ne (in, out)
-        q, k, v = mat(E, E, E ** -0.5), mat(kv, E, E ** -0.5), mat(kv, E, E ** -0.5)
-        o = mat(E, E, 0.5 * E ** -0.5)
-        gate, up = mat(F, E, E ** -0.5), mat(F, E, E ** -0.5)
-        down = mat(E, F, 0.5 * F ** -0.5)
+        q, k, v = mat(E, E, E**-0.5), mat(kv, E, E**-0.5), mat(kv, E, E**-0.5)
+        o = mat(E, E, 0.5 * E**-0.5)
+        gate, up = mat(F, E, E**-0.5), mat(F, E, E**-0.5)
+        down = mat(E, F, 0.5 * F**-0.5)
         for m in (q, k, v, gate, up):
             m[:, 0] = 0.0
         for m in (o, down):
@@ -211,7 +217,7 @@ def _weights(tokens: list[str], cfg: dict) -> dict[str, np.ndarray]:
         w[p + "attn_output.weight"] = o
         w[p + "ffn_gate.weight"], w[p + "ffn_up.weight"], w[p + "ffn_down.weight"] = gate, up, down
     w["output_norm.weight"] = np.ones(E, dtype=np.float32)
-    out = mat(V, E, 2.0 * E ** -0.5)  # logit std ~2: varied but not uniform sampling
+    out = mat(V, E, 2.0 * E**-0.5)  # logit std ~2: varied but not uniform sampling
     out[:, 0] = np.where(banned, -1000.0, 0.0)
     w["output.weight"] = out
     return w
@@ -219,6 +225,7 @@ def _weights(tokens: list[str], cfg: dict) -> dict[str, np.ndarray]:
 
 def _version(dist: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version(dist)
     except PackageNotFoundError:  # pragma: no cover
@@ -229,8 +236,12 @@ def inputs_hash(config: dict | None = None) -> str:
     """Hash of everything the output depends on: this source, config, library versions."""
     h = hashlib.sha256()
     h.update(Path(__file__).read_bytes())
-    h.update(json.dumps([{**CONFIG, **(config or {})}, SEED, _version("gguf"), _version("tokenizers"),
-                         _version("numpy")], sort_keys=True).encode())
+    h.update(
+        json.dumps(
+            [{**CONFIG, **(config or {})}, SEED, _version("gguf"), _version("tokenizers"), _version("numpy")],
+            sort_keys=True,
+        ).encode()
+    )
     return h.hexdigest()
 
 
@@ -254,8 +265,7 @@ def build(path: str | os.PathLike, force: bool = False, config: dict | None = No
 
     tokens, merges = _train_tokenizer(cfg["vocab_size"])
     weights = _weights(tokens, cfg)
-    token_types = [int(gguf.TokenType.CONTROL) if t in SPECIAL_TOKENS else int(gguf.TokenType.NORMAL)
-                   for t in tokens]
+    token_types = [int(gguf.TokenType.CONTROL) if t in SPECIAL_TOKENS else int(gguf.TokenType.NORMAL) for t in tokens]
 
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     os.close(fd)
