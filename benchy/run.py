@@ -38,9 +38,10 @@ class RunSettings:
     nonce: bool = True
     output_dir: Path | None = None
     command_line: str = ""
-    progress: bool | None = None  # None: only when stderr is a terminal
+    progress: bool | None = None  # None: a bar on a terminal, plain lines elsewhere; False: none
     max_errors: int | None = None  # stop once more requests than this have failed
     max_error_rate: float | None = None  # stop once more than this fraction has failed
+    max_connect_failures: int = 3  # stop after this many requests in a row could not connect; 0: never
     ceiling: checks.CeilingInputs = field(default_factory=checks.CeilingInputs)
     template: Template = field(default_factory=Template)  # --template, --reasoning-effort
     stop: tuple[str, ...] = ()  # --stop, sent with every measured request
@@ -88,7 +89,9 @@ class RunState:
     interrupted: bool = False
     stopped: dict | None = None  # {"by": "SIGINT" | "SIGTERM" | "max-errors" | "max-error-rate", "reason"}
     n_failed: int = 0
+    connect_failures_in_a_row: int = 0
     client: dict = field(default_factory=dict)  # case label → LoopMonitor figures
+    phase: str = "connecting to the server"  # what an interruption cut short, before the cases
 
 
 def execute(settings: RunSettings) -> dict:
@@ -109,9 +112,14 @@ def execute(settings: RunSettings) -> dict:
         raise ServerError(scrub(str(exc), secrets_of(settings.client))) from None
     finally:
         writer.close()
-    if not state.setup:
-        raise KeyboardInterrupt  # interrupted before anything was measured: nothing to save
+    if not state.setup:  # stopped before the first case: nothing measured, nothing to save
+        how = (state.stopped or {}).get("reason", "interrupted")
+        raise NothingMeasured(f"{how} while {state.phase}: nothing was measured or saved")
     return finish(state, settings)
+
+
+class NothingMeasured(Exception):
+    """The run was stopped before its first case began (while connecting or calibrating)."""
 
 
 class TooManyErrors(Exception):
@@ -125,9 +133,25 @@ class TooManyErrors(Exception):
 MIN_REQUESTS_FOR_RATE = 10  # --max-error-rate is judged from this many finished requests on
 
 
+def count_failure(state: RunState, rec: RequestRecord) -> None:
+    """Counts a finished record as results.json will, and the connection failures in a row."""
+    state.n_failed += not checks.classify(rec).ok
+    gone = rec.status == "error" and rec.error_kind == "connect"
+    state.connect_failures_in_a_row = state.connect_failures_in_a_row + 1 if gone else 0
+
+
 def check_error_limits(state: RunState, settings: RunSettings) -> None:
-    """Raises TooManyErrors once a limit is passed (more errors than allowed, not as many)."""
+    """Raises TooManyErrors once a limit is passed (more errors than allowed, not as many), or
+    once the server is gone: requests in a row that found nothing listening (or no route)
+    mean every later one would fail alike, so sending them only lengthens a dead run."""
     failed, done = state.n_failed, len(state.records)
+    limit = settings.max_connect_failures
+    if limit and state.connect_failures_in_a_row >= limit:
+        last = next(r.error for r in reversed(state.records) if r.error_kind == "connect")
+        raise TooManyErrors(
+            "server-gone",
+            f"the server is gone: {state.connect_failures_in_a_row} requests in a row could not connect ({last})",
+        )
     if settings.max_errors is not None and failed > settings.max_errors:
         raise TooManyErrors("max-errors", f"{failed} requests failed, more than --max-errors {settings.max_errors}")
     rate = settings.max_error_rate
@@ -164,12 +188,10 @@ def build_results(state: RunState) -> dict:
     for rec in state.records:
         by_case.setdefault(rec.case, []).append(rec)
     slo = state.setup.get("load", {}).get("slo")
-    cases = [
-        results_mod.case_entry(p.case, p.endpoint, p.runs, by_case.get(p.case.label, []), slo)
-        for p in state.plans
-        if p.case.label in by_case
-    ]
-    for case in cases:
+    measured = [p for p in state.plans if any(not r.warmup for r in by_case.get(p.case.label, []))]
+    cases = [results_mod.case_entry(p.case, p.endpoint, p.runs, by_case[p.case.label], slo) for p in measured]
+    for case, plan in zip(cases, measured):
+        case["planned_requests"] = plan.measured or None  # None: as many as --duration allowed
         if case["label"] in state.client:
             case["client"] = state.client[case["label"]]
     results = {
@@ -180,19 +202,30 @@ def build_results(state: RunState) -> dict:
         "stopped": state.stopped,
         "setup": state.setup,
         "cases": cases,
+        "not_measured": [
+            {"case": p.case.label, "reason": _why_not_measured(p, by_case)} for p in state.plans if p not in measured
+        ],
     }
     results["warnings"] = checks.run_checks(results)
     return results
+
+
+def _why_not_measured(plan: CasePlan, by_case: dict[str, list[RequestRecord]]) -> str:
+    """A planned case without a measured request: never started, or stopped in its warmup."""
+    return "stopped during its warmup" if plan.case.label in by_case else "not started"
 
 
 async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter) -> None:
     max_concurrency = max(settings.load.streams(c) for c in settings.cases)
     client_settings = replace(settings.client, connections=max_concurrency)
     _stop_on_sigterm(state)
+    progress = Progress(len(settings.cases), settings.progress)
     async with Client(client_settings) as client:
         model = await client.choose_model()
         salt = secrets.token_hex(6)
         endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})
+        state.phase = "calibrating prompt lengths (before the first case)"
+        progress.note(f"calibrating prompt lengths against {model} …")
         calibrations = {ep: await calibrate(client, ep, salt, settings.template) for ep in endpoints}
         state.setup = _setup(settings, model, await client.server_version(), calibrations)
         state.setup["calibration_failures"] = client.calibration_failures
@@ -210,19 +243,18 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
             )
             for i, c in enumerate(settings.cases)
         ]
-        progress = Progress(sum(p.measured + p.warmup for p in state.plans), settings.progress)
 
         def on_record(rec: RequestRecord) -> None:
             state.records.append(rec)
             writer.write(rec)
             progress.request_done()
-            state.n_failed += not checks.classify(rec).ok  # counted as results.json counts it
+            count_failure(state, rec)
             check_error_limits(state, settings)
 
         pools: list[WorkerPool] = []  # started at the first case that needs several processes
         try:
             for plan in state.plans:
-                progress.start_case(plan.case.label)
+                progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
                 k = case_workers(plan.case, settings.load.workers, settings.load.max_inflight)
                 if k > 1:
                     state.client[plan.case.label] = await _run_in_workers(
