@@ -24,7 +24,7 @@ from multidict import CIMultiDict
 from benchy import __version__, tokenizer
 from benchy.sim.app import event_groups
 from benchy.sim.cache import PrefixCache
-from benchy.sim.config import build_config
+from benchy.sim.config import PRESET_HELP, build_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -799,7 +799,15 @@ def test_help_is_short_and_the_docs_document_every_behaviour():
         "fp4-null-content",
         "instant",
         "batch-slowdown",
+        "--spec-draft",
+        "--proxy-buffer-bytes",
+        "--usage-scale",
+        "--truncate-prompt",
+        "--think-inline",
+        "--host-copy-tps",
+        "--timings",
         *ALL_FAULTS,
+        *PRESET_HELP,
         "/tokenize",
     ):
         assert needle in docs, needle

@@ -7,7 +7,7 @@ import errno
 import click
 from click.core import ParameterSource
 
-from benchy.sim.config import FAULT_KINDS, PRESET_HELP, ConfigError, build_config, parse_fault
+from benchy.sim.config import FAULT_KINDS, PRESET_HELP, SPEC_STYLES, ConfigError, build_config, parse_fault
 
 HELP = """Run a simulated OpenAI-compatible LLM server whose timing is known exactly.
 
@@ -64,6 +64,20 @@ and the truth log: docs/sim.md.
     help="Disregard ignore_eos and min_tokens: outputs end at their natural length.",
 )
 @click.option("--header-delay-s", type=float, help="Seconds before response headers are sent.")
+@click.option("--spec-draft", type=int, help="Speculative decoding: at most this many drafted tokens per step.")
+@click.option("--spec-accept", type=float, help="Chance each next drafted token is accepted (default 0.8).")
+@click.option("--spec-style", type=click.Choice(SPEC_STYLES), help="One event per step (vllm) or per token (llamacpp).")
+@click.option("--proxy-buffer-bytes", type=int, help="A buffering proxy: bytes held until this many gather.")
+@click.option("--usage-scale", type=float, help="usage.completion_tokens claims this multiple of the tokens made.")
+@click.option(
+    "--ignore-stream-options/--no-ignore-stream-options", default=False, help="No usage in streamed responses."
+)
+@click.option("--truncate-prompt", type=int, help="Keep only the last N prompt tokens (0: never).")
+@click.option(
+    "--think-inline/--no-think-inline", default=False, help="Reasoning inline in content as <think>…</think>."
+)
+@click.option("--host-copy-tps", type=float, help="Host cache copy before each prefill, prompt tokens/s (0: none).")
+@click.option("--timings/--no-timings", default=False, help="llama.cpp-style `timings` in every response.")
 @click.option("--instant/--no-instant", default=False, help="No sleeps: infinitely fast model.")
 @click.option(
     "--fault",
