@@ -723,10 +723,12 @@ def test_sigterm_right_after_the_listening_line_is_clean():
         cwd=REPO_ROOT,
     )
     try:
-        assert proc.stdout.readline().startswith("benchy sim listening on http://127.0.0.1:")
+        line = proc.stdout.readline()
+        assert line.startswith("benchy sim listening on http://127.0.0.1:")
         proc.terminate()
         assert proc.wait(timeout=10) == 0
-        assert proc.stderr.read() == ""
+        url = line.split()[-1]  # stderr holds the one line saying how to measure it, nothing else
+        assert proc.stderr.read() == f"benchy sim: measure it with: benchy run --base-url {url}/v1\n"
     finally:
         proc.kill()
         proc.communicate()
