@@ -22,6 +22,7 @@ import platform
 import secrets
 import warnings
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -85,7 +86,10 @@ def rank_less(a: np.ndarray, b: np.ndarray) -> float | None:
 
 
 def decide(
-    repeats: list[float], unique: list[float], repeat_cached: list[int | None] = (), prompt_tokens: int | None = None
+    repeats: list[float],
+    unique: list[float],
+    repeat_cached: Sequence[int | None] = (),
+    prompt_tokens: int | None = None,
 ) -> Verdict:
     """The verdict for one length from the repeat and unique TTFTs (seconds)."""
     if len(repeats) < 2 or len(unique) < 2:
@@ -127,11 +131,12 @@ def decide(
     return Verdict(verdict, reason, rank_p=rank_p, **stats)
 
 
-def _cache_report_conflict(verdict: str, cached: list[int | None], prompt_tokens: int | None) -> str | None:
+def _cache_report_conflict(verdict: str, cached: Sequence[int | None], prompt_tokens: int | None) -> str | None:
     """The server's own cached_tokens, where it reports them for every repeat, must agree."""
-    if not cached or any(c is None for c in cached) or not prompt_tokens:
+    reported = [c for c in cached if c is not None]
+    if not cached or len(reported) < len(cached) or not prompt_tokens:
         return None
-    median = float(np.median(cached))
+    median = float(np.median(reported))
     served = median >= 0.5 * prompt_tokens
     if verdict == "detected" and not served:
         return f"the server reports only {median:.0f} of {prompt_tokens} prompt tokens cached"

@@ -106,13 +106,19 @@ def prompt_text(body: dict, endpoint: str) -> str:
     return prompt
 
 
-def int_field(body: dict, name: str, default: int | None, minimum: int) -> int | None:
+def int_field(body: dict, name: str, default: int, minimum: int) -> int:
     value = body.get(name)
     if value is None:
         return default
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ApiError(400, f"'{name}' must be an integer >= {minimum}")
     return value
+
+
+def _abort(request: web.Request) -> None:
+    """Drop the connection without a proper end (a fault); it may already be gone."""
+    if request.transport is not None:
+        request.transport.abort()
 
 
 def stop_strings(body: dict) -> list[str]:
@@ -166,8 +172,7 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
             f"This model's maximum context length is {cfg.context_length} tokens; the prompt has {len(prompt_ids)}.",
         )
     default_max = room if endpoint == "chat" else min(room, COMPLETIONS_DEFAULT_MAX_TOKENS)
-    max_tokens = int_field(body, "max_completion_tokens", None, 1)
-    max_tokens = max_tokens or int_field(body, "max_tokens", default_max, 1)
+    max_tokens = int_field(body, "max_completion_tokens", 0, 1) or int_field(body, "max_tokens", default_max, 1)
     if max_tokens > room:
         raise ApiError(
             400,
@@ -268,7 +273,7 @@ class Renderer:
             return self._harmony_events(cfg)
         job, texts, pos = self.job, self.job.plan.texts, 0
         groups = event_groups(job.plan.n, job.reasoning, cfg)
-        events = []
+        events: list[tuple[str, int, bytes | None]] = []
         for i, (kind, tokens) in enumerate(groups):
             text = "".join(texts[pos : pos + tokens])
             finish = job.plan.finish_reason if i == len(groups) - 1 else None
@@ -277,7 +282,9 @@ class Renderer:
         return events
 
     def _harmony_events(self, cfg: SimConfig) -> list[tuple[str, int, bytes | None]]:
-        job, events, pos, first = self.job, [], 0, True
+        job, pos, first = self.job, 0, True
+        events: list[tuple[str, int, bytes | None]] = []
+        assert job.plan.kinds is not None  # a --harmony plan
         groups = harmony_groups(job.plan.kinds, cfg, split=job.endpoint == "chat")
         for i, (kind, tokens) in enumerate(groups):
             text = "".join(self._visible(pos, pos + tokens))
@@ -294,7 +301,8 @@ class Renderer:
     def _visible(self, start: int, end: int) -> list[str]:
         """What a --harmony server shows of these tokens: chat parses the channels away, and
         completions drop special tokens (not the header words) when skip_special_tokens."""
-        texts, kinds = self.job.plan.texts[start:end], self.job.plan.kinds[start:end]
+        plan = self.job.plan
+        texts, kinds = plan.texts[start:end], (plan.kinds or [])[start:end]
         if self.job.endpoint == "chat":
             return [text for text, kind in zip(texts, kinds) if kind != MARKER]
         if self.job.skip_special_tokens:
@@ -307,7 +315,7 @@ class Renderer:
         if self.job.endpoint != "chat":
             return "", "".join(self._visible(0, plan.n))
         by_kind = {
-            kind: "".join(t for t, k in zip(plan.texts, plan.kinds) if k == kind) for kind in (REASONING, CONTENT)
+            kind: "".join(t for t, k in zip(plan.texts, plan.kinds or []) if k == kind) for kind in (REASONING, CONTENT)
         }
         return by_kind[REASONING], by_kind[CONTENT]
 
@@ -495,7 +503,7 @@ class Simulator:
     async def _immediate_fault(self, request: web.Request, trace: Trace) -> web.StreamResponse:
         kind = trace.fault
         if kind == "reset":
-            request.transport.abort()
+            _abort(request)
             raise ClientGone(finish_reason=None)
         if kind == "not_sse":
             return await self._send_whole(request, trace, 200, NOT_SSE_BODY, "text/html")
@@ -617,7 +625,7 @@ class Simulator:
 
     async def _mid_stream_fault(self, request, resp, trace, decoder, renderer) -> None:
         if trace.fault == "cut_stream":
-            request.transport.abort()
+            _abort(request)
             raise ClientGone(finish_reason="cut")
         if trace.fault == "stall":
             await decoder.pause(self.cfg.stall_s)
@@ -640,7 +648,7 @@ class Simulator:
         half = job.plan.n // 2
         for i in range(job.plan.n):
             if i == half and trace.fault == "cut_stream":
-                request.transport.abort()
+                _abort(request)
                 raise ClientGone(finish_reason="cut")
             if i == half and trace.fault == "stall":
                 await decoder.pause(self.cfg.stall_s)
