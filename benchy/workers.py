@@ -121,9 +121,13 @@ class WorkerPool:
             self._stderr.append(err)
         return self
 
-    async def run_case(self, plan, k: int, calibration, nonce: bool, on_record: Callable) -> dict:
+    async def run_case(
+        self, plan, k: int, calibration, nonce: bool, on_record: Callable, on_start: Callable | None = None
+    ) -> dict:
         """Runs `plan` on the first k workers; calls on_record for each record as it comes;
-        returns the merged LoopMonitor figures. Kills every worker if anything goes wrong."""
+        returns the merged LoopMonitor figures. Kills every worker if anything goes wrong.
+        `on_start` (a coroutine function) is awaited once every worker is done with its warmups,
+        just before they are told to go."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         conns = self._conns[:k]
@@ -133,7 +137,7 @@ class WorkerPool:
         try:
             for w, conn in enumerate(conns):
                 conn.send(("case", replace(plan, worker=w, workers=k), calibration, nonce))
-            return await self._collect(queue, conns, on_record)
+            return await self._collect(queue, conns, on_record, on_start)
         except BaseException:
             _stop_reading(loop, fds)
             _keep_finished(queue, conns, on_record)
@@ -142,7 +146,9 @@ class WorkerPool:
         finally:
             _stop_reading(loop, fds)
 
-    async def _collect(self, queue: asyncio.Queue, conns: list[Connection], on_record: Callable) -> dict:
+    async def _collect(
+        self, queue: asyncio.Queue, conns: list[Connection], on_record: Callable, on_start: Callable | None = None
+    ) -> dict:
         from benchy.records import RequestRecord
 
         ready, figures = 0, []
@@ -154,6 +160,8 @@ class WorkerPool:
             elif kind == "ready":
                 ready += 1
                 if ready == len(conns):
+                    if on_start is not None:
+                        await on_start()
                     start_s = time.perf_counter() + START_LEAD_S
                     for conn in conns:
                         conn.send(("go", start_s))
