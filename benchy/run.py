@@ -3,7 +3,9 @@
 Flow: cases → CasePlan (loadgen) → records (appended to requests.jsonl as each finishes) →
 results (metrics + stats) → checks → results.json. Interrupted runs keep what they measured:
 Ctrl-C (SIGINT) and SIGTERM cancel the run's task, and results.json is saved with `partial: true`
-and `stopped: {by, reason}`; so does --max-errors / --max-error-rate (TooManyErrors).
+and `stopped: {by, reason}`; so does --max-errors / --max-error-rate: the record that passes
+a limit sets the run's stop event (loadgen ends the case, workers.py its processes), and no
+later case starts.
 """
 
 from __future__ import annotations
@@ -109,8 +111,6 @@ def execute(settings: RunSettings) -> dict:
         state.stopped = {"by": "SIGINT", "reason": "interrupted (Ctrl-C)"}
     except asyncio.CancelledError:  # what _stop_on_sigterm does to the run's task
         state.interrupted = True
-    except TooManyErrors as exc:
-        state.stopped = {"by": exc.flag, "reason": str(exc)}
     except ServerError as exc:  # the last guard on secrets: nothing the server echoed leaks
         raise ServerError(scrub(str(exc), secrets_of(settings.client))) from None
     finally:
@@ -120,28 +120,22 @@ def execute(settings: RunSettings) -> dict:
     return finish(state, settings)
 
 
-class TooManyErrors(Exception):
-    """--max-errors or --max-error-rate was passed; `flag` names which."""
-
-    def __init__(self, flag: str, reason: str) -> None:
-        super().__init__(reason)
-        self.flag = flag
-
-
 MIN_REQUESTS_FOR_RATE = 10  # --max-error-rate is judged from this many finished requests on
 
 
-def check_error_limits(state: RunState, settings: RunSettings) -> None:
-    """Raises TooManyErrors once a limit is passed (more errors than allowed, not as many)."""
+def error_limit_passed(state: RunState, settings: RunSettings) -> dict | None:
+    """{by, reason} once --max-errors or --max-error-rate is passed (more errors than allowed,
+    not as many); None while the run may go on."""
     failed, done = state.n_failed, len(state.records)
     if settings.max_errors is not None and failed > settings.max_errors:
-        raise TooManyErrors("max-errors", f"{failed} requests failed, more than --max-errors {settings.max_errors}")
+        return {"by": "max-errors", "reason": f"{failed} requests failed, more than --max-errors {settings.max_errors}"}
     rate = settings.max_error_rate
     if rate is not None and done >= MIN_REQUESTS_FOR_RATE and failed > rate * done:
-        raise TooManyErrors(
-            "max-error-rate",
-            f"{failed} of {done} requests failed ({failed / done:.0%}), more than --max-error-rate {rate:g}",
-        )
+        return {
+            "by": "max-error-rate",
+            "reason": f"{failed} of {done} requests failed ({failed / done:.0%}), more than --max-error-rate {rate:g}",
+        }
+    return None
 
 
 def _stop_on_sigterm(state: RunState) -> None:
@@ -225,35 +219,43 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
             for i, c in enumerate(settings.cases)
         ]
         progress = Progress(sum(p.measured + p.warmup for p in state.plans), settings.progress)
+        stop = asyncio.Event()  # set once an error limit is passed: the run ends
 
         def on_record(rec: RequestRecord) -> None:
             state.records.append(rec)
             writer.write(rec)
             progress.request_done()
             state.n_failed += not checks.classify(rec).ok  # counted as results.json counts it
-            check_error_limits(state, settings)
+            passed = None if stop.is_set() else error_limit_passed(state, settings)
+            if passed:
+                state.stopped = passed
+                stop.set()
 
         pools: list[WorkerPool] = []  # started at the first case that needs several processes
         try:
             for plan in state.plans:
+                if stop.is_set():
+                    break
                 progress.start_case(plan.case.label)
                 window = scraper.window() if scraper else None
                 try:
-                    await _run_one_case(state, settings, client, plan, calibrations, salt, pools, on_record, window)
+                    await _run_one_case(
+                        state, settings, client, plan, calibrations, salt, pools, on_record, stop, window
+                    )
                 except BaseException:
                     if window is not None:  # a stopped run saves at once: no last scrape
                         window.abort()
                         state.server[plan.case.label] = {"unavailable": window.result}
                     raise
                 if window is not None:
-                    await _close_window(state, plan.case.label, window)
+                    await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
         finally:
             progress.finish()
             for pool in pools:
                 pool.close()
 
 
-async def _run_one_case(state, settings, client, plan, calibrations, salt, pools, on_record, window) -> None:
+async def _run_one_case(state, settings, client, plan, calibrations, salt, pools, on_record, stop, window) -> None:
     """One case, in this process or in worker processes; the server's window opens once the
     warmups are done, so its figures cover the measured requests only."""
 
@@ -265,12 +267,12 @@ async def _run_one_case(state, settings, client, plan, calibrations, salt, pools
     k = case_workers(plan.case, settings.load.workers, settings.load.max_inflight)
     if k > 1:
         state.client[plan.case.label] = await _run_in_workers(
-            pools, plan, k, client.settings, calibrations[plan.endpoint], settings.nonce, on_record, start
+            pools, plan, k, client.settings, calibrations[plan.endpoint], settings.nonce, on_record, stop, start
         )
         return
     factory = PromptFactory(calibrations[plan.endpoint], nonce=settings.nonce, salt=f"{salt}c{plan.index}")
     async with LoopMonitor() as monitor:
-        await run_case(client, plan, factory, on_record, start)
+        await run_case(client, plan, factory, on_record, start, stop=stop)
     state.client[plan.case.label] = {
         **monitor.figures(_in_flight(state.records, plan.case.label)),
         "workers": 1,
@@ -288,16 +290,22 @@ async def _metrics_scraper(
     return (scraper if status.available else None), status
 
 
-async def _close_window(state: RunState, label: str, window: server_metrics.Window) -> None:
-    """The case's last snapshot, once the server has counted its measured requests."""
-    window.expected_requests = sum(1 for r in state.records if r.case == label and not r.warmup and r.ok)
-    await window.close()
+async def _close_window(state: RunState, label: str, window: server_metrics.Window, cut_short: bool) -> None:
+    """The case's last snapshot, once the server has counted its measured requests; none when
+    an error limit cut the case short (requests cancelled in flight blur the server's count)."""
+    if cut_short:
+        window.abort()
+    else:
+        window.expected_requests = sum(1 for r in state.records if r.case == label and not r.warmup and r.ok)
+        await window.close()
     result = window.result
     state.server[label] = result.to_dict() if not isinstance(result, str) else {"unavailable": result}
 
 
 def _version_text(identity: server_mod.ServerIdentity) -> str | None:
-    return identity.version or identity.build or identity.server_header
+    """setup.server_version as before issue 17: one line, e.g. 'vLLM 0.11.0'."""
+    known = identity.engine or identity.version or identity.build or identity.server_header
+    return identity.engine_version if known else None
 
 
 def _banner(identity: server_mod.ServerIdentity, settings: RunSettings, status: server_metrics.MetricsStatus) -> str:
@@ -323,6 +331,7 @@ async def _run_in_workers(
     calibration: Calibration,
     nonce: bool,
     on_record,
+    stop: asyncio.Event,
     on_start=None,
 ) -> dict:
     """The case on k worker processes (workers.py); returns their merged monitor figures."""
@@ -331,7 +340,7 @@ async def _run_in_workers(
     if not pools:
         pools.append(WorkerPool(k, client_settings).start())
     try:
-        return await pools[0].run_case(plan, k, calibration, nonce, on_record, on_start)
+        return await pools[0].run_case(plan, k, calibration, nonce, on_record, stop, on_start)
     except WorkerError as exc:
         pools.clear()  # run_case killed it
         if exc.kind == "PromptError":
