@@ -24,7 +24,7 @@ from benchy.client import Client, ClientSettings, ServerError, redact_url, scrub
 from benchy.loadgen import CasePlan, run_case
 from benchy.monitor import LoopMonitor
 from benchy.progress import Progress
-from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate
+from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
 from benchy.records import RecordWriter, RequestRecord
 from benchy.scenario import Case
 from benchy.workers import WorkerError, WorkerPool, case_workers
@@ -188,6 +188,8 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
         salt = secrets.token_hex(6)
         endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})
         calibrations = {ep: await calibrate(client, ep, salt, settings.template) for ep in endpoints}
+        for ep, longest in _longest_prompts(settings).items():
+            calibrations[ep] = await check_length(client, ep, calibrations[ep], salt, longest, settings.template)
         state.setup = _setup(settings, model, await client.server_version(), calibrations)
         state.setup["calibration_failures"] = client.calibration_failures
         state.plans = [
@@ -240,6 +242,15 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
             progress.finish()
             for pool in pools:
                 pool.close()
+
+
+def _longest_prompts(settings: RunSettings) -> dict[str, int]:
+    """Endpoint → the longest prompt (depth + pp) any case sends there."""
+    longest: dict[str, int] = {}
+    for case in settings.cases:
+        ep = case.endpoint or settings.endpoint
+        longest[ep] = max(longest.get(ep, 0), case.depth + case.pp)
+    return longest
 
 
 def _load_plan(load: LoadSettings) -> dict:
