@@ -27,7 +27,7 @@ from benchy.client import Client, ClientSettings, ServerError, redact_url, scrub
 from benchy.loadgen import CasePlan, run_case
 from benchy.monitor import LoopMonitor
 from benchy.progress import Progress
-from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate
+from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
 from benchy.records import RecordWriter, RequestRecord
 from benchy.scenario import Case
 from benchy.workers import WorkerError, WorkerPool, case_workers
@@ -200,6 +200,8 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
         if settings.announce:
             settings.announce(_banner(identity, settings, metrics_status))
         calibrations = {ep: await calibrate(client, ep, salt, settings.template) for ep in endpoints}
+        for ep, longest in _longest_prompts(settings).items():
+            calibrations[ep] = await check_length(client, ep, calibrations[ep], salt, longest, settings.template)
         state.setup = _setup(settings, model, _version_text(identity), calibrations)
         state.setup["server"] = identity.to_dict()
         state.setup["server_metrics"] = metrics_status.to_dict()
@@ -312,6 +314,15 @@ def _banner(identity: server_mod.ServerIdentity, settings: RunSettings, status: 
     where = redact_url(settings.client.base_url)
     note = f"server metrics: {status.engine}" if status.available else "no server metrics"
     return server_mod.banner(identity, where, str(settings.output_dir) if settings.output_dir else None, note)
+
+
+def _longest_prompts(settings: RunSettings) -> dict[str, int]:
+    """Endpoint → the longest prompt (depth + pp) any case sends there."""
+    longest: dict[str, int] = {}
+    for case in settings.cases:
+        ep = case.endpoint or settings.endpoint
+        longest[ep] = max(longest.get(ep, 0), case.depth + case.pp)
+    return longest
 
 
 def _load_plan(load: LoadSettings) -> dict:
