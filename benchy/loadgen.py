@@ -136,6 +136,7 @@ def _sends(
             target_prompt_tokens=case.depth + case.pp,
             target_output_tokens=case.tg,
             reused_context_tokens=case.depth if context else 0,
+            local_token_scale=prompts.calibration.scale,
         )
         return _Send(rec, prompt)
 
