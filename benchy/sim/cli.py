@@ -7,7 +7,7 @@ import errno
 import click
 from click.core import ParameterSource
 
-from benchy.sim.config import FAULT_KINDS, PRESET_HELP, SPEC_STYLES, ConfigError, build_config, parse_fault
+from benchy.sim.config import FAULT_KINDS, FLAVORS, PRESET_HELP, SPEC_STYLES, ConfigError, build_config, parse_fault
 
 HELP = """Run a simulated OpenAI-compatible LLM server whose timing is known exactly.
 
@@ -79,6 +79,24 @@ and the truth log: docs/sim.md.
 @click.option("--host-copy-tps", type=float, help="Host cache copy before each prefill, prompt tokens/s (0: none).")
 @click.option("--timings/--no-timings", default=False, help="llama.cpp-style `timings` in every response.")
 @click.option("--instant/--no-instant", default=False, help="No sleeps: infinitely fast model.")
+@click.option(
+    "--flavor",
+    type=click.Choice(FLAVORS),
+    help="Whose /metrics names to imitate; llamacpp also serves /props (default vllm).",
+)
+@click.option("--metrics/--no-metrics", default=True, help="Serve GET /metrics (Prometheus text).")
+@click.option("--metrics-token-factor", type=float, help="/metrics counts this many tokens per generated token.")
+@click.option(
+    "--cache-despite-nonce/--no-cache-despite-nonce",
+    default=False,
+    help="The prefix cache serves every prompt but its last block, unique or not.",
+)
+@click.option(
+    "--prompt-details/--no-prompt-details",
+    default=True,
+    help="usage.prompt_tokens_details.cached_tokens (vLLM omits it by default).",
+)
+@click.option("--proxy-delay-s", type=float, help="A proxy holds each request this long before the engine sees it.")
 @click.option(
     "--fault",
     "faults",
