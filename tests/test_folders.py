@@ -7,23 +7,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import run_benchy as benchy
 
 FAST = ("--decode-tps", "2000", "--prefill-tps", "200000")
-
-
-def benchy(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "benchy", *args],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=300,
-    )
 
 
 def run_into(sim, out: Path, *args: str) -> subprocess.CompletedProcess:

@@ -4,26 +4,14 @@ says so when that port is taken, and a base URL without /v1 gets the /v1 form as
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 from urllib.parse import urlsplit
 
 import pytest
 
 from benchy.sim.config import SimConfig
 from benchy.sim.process import SimProcess
-from tests.conftest import REPO_ROOT, sim_env
-
-
-def benchy(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "benchy", *args],
-        capture_output=True,
-        text=True,
-        env=env or sim_env(),
-        cwd=REPO_ROOT,
-        timeout=120,
-    )
+from tests.conftest import run_benchy as benchy
+from tests.conftest import sim_env
 
 
 def run_default_base_url() -> str:
