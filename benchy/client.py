@@ -614,6 +614,7 @@ class _StreamReader:
         "unmarked",
         "last_text_s",
         "plain_prefix",
+        "texts",
     )
 
     def __init__(self, rec: RequestRecord, scrub: Callable[[str], str] = str, harmony: bool = False) -> None:
@@ -626,6 +627,7 @@ class _StreamReader:
         self.unmarked: list[str] = []  # Harmony text until its first marker (markers_missing)
         self.last_text_s = 0.0
         self.plain_prefix = b""  # the known head + the plain choice (see _plain); empty: not learnt yet
+        self.texts: list[str] = []  # each token event's text, joined into rec.token_event_text
 
     def feed(self, chunk: bytes, now: float) -> None:
         rec = self.rec
@@ -642,17 +644,19 @@ class _StreamReader:
             if content is None:
                 self._event(data, now)
             else:
-                self._text_event(now, len(content), 0)
+                self._text_event(now, content, "")
 
     def close(self, now: float) -> None:
         for data in self.parser.close():
             self._event(data, now)
         rec = self.rec
         rec.end_s = now
+        rec.token_event_text = "".join(self.texts)
         if rec.status != "ok":
             return
         if self.harmony is not None:
             self._harmony_close()
+            rec.token_event_text = "".join(self.texts)
         if self.bad_events:
             rec.anomalies.append(f"malformed_events:{self.bad_events}")
         if not self.done:
@@ -662,14 +666,15 @@ class _StreamReader:
         if rec.sse_events == 0:
             self.fail("bad_stream", "the stream ended without a single event")
 
-    def _text_event(self, now: float, content_chars: int, reasoning_chars: int) -> None:
-        """The one place a text event is booked: its time, its characters, its kind."""
+    def _text_event(self, now: float, content: str, reasoning: str) -> None:
+        """The one place a text event is booked: its time, its text and characters, its kind."""
         rec = self.rec
-        rec.content_chars += content_chars
-        rec.reasoning_chars += reasoning_chars
+        rec.content_chars += len(content)
+        rec.reasoning_chars += len(reasoning)
         rec.token_event_s.append(now)
-        rec.token_event_chars.append(content_chars + reasoning_chars)
-        rec.token_event_kinds += CONTENT if content_chars else REASONING
+        rec.token_event_chars.append(len(content) + len(reasoning))
+        rec.token_event_kinds += CONTENT if content else REASONING
+        self.texts.append(reasoning + content)
 
     def _event(self, data: bytes, now: float) -> None:
         """One data payload. Garbage of any shape is counted in bad_events, never raised."""
@@ -687,6 +692,7 @@ class _StreamReader:
             self.fail("server_error", str(err.get("message", err) if isinstance(err, dict) else err)[:300])
             return
         choices, usage, timings = obj.get("choices"), obj.get("usage"), obj.get("timings")
+        events_before = len(self.rec.token_event_s)
         if choices:
             if isinstance(choices, list) and isinstance(choices[0], dict):
                 self._choice(choices[0], now)
@@ -695,6 +701,8 @@ class _StreamReader:
         if usage:
             if isinstance(usage, dict):
                 self._usage(usage)
+                if len(self.rec.token_event_s) > events_before and self.rec.completion_tokens is not None:
+                    self.rec.token_event_usage.append(self.rec.completion_tokens)  # continuous_usage_stats
             else:
                 self.bad_events += 1
         if timings:
@@ -723,7 +731,7 @@ class _StreamReader:
             rec.sse_events += 1
             if rec.first_chunk_s is None:
                 rec.first_chunk_s = now
-            self._text_event(now, len(content), 0)
+            self._text_event(now, content, "")
             pos = end + 2
         return pos
 
@@ -761,7 +769,7 @@ class _StreamReader:
                 and not delta.get("reasoning")
                 and not choice.get("finish_reason")
             ):
-                self._text_event(now, len(content), 0)
+                self._text_event(now, content, "")
                 return
         if delta is None:  # /v1/completions streams `text`; non-chat servers may too
             delta = choice
@@ -778,7 +786,7 @@ class _StreamReader:
         if self.harmony is not None and content:
             content, reasoning = self._channels(content, now)
         if content or reasoning:
-            self._text_event(now, len(content or ""), len(reasoning or ""))
+            self._text_event(now, content or "", reasoning or "")
         elif "content" in delta and content is None and not delta.get("role"):
             self.rec.content_null_events += 1
         finish = choice.get("finish_reason")
@@ -806,7 +814,9 @@ class _StreamReader:
                 rec.token_event_s.append(self.last_text_s)
                 rec.token_event_chars.append(0)
                 rec.token_event_kinds += REASONING
+                self.texts.append("")
             rec.token_event_chars[-1] += len(content) + len(reasoning)
+            self.texts[-1] += reasoning + content
             if content:
                 rec.token_event_kinds = rec.token_event_kinds[:-1] + CONTENT
         if not self.harmony.saw_markers and markers_missing("".join(self.unmarked)):
@@ -847,6 +857,7 @@ class _StreamReader:
         self.fail("not_sse", f"response is not an event stream (Content-Type: {content_type or 'none'}): {head}")
 
     def fail(self, kind: str, message: str) -> None:
+        self.rec.token_event_text = "".join(self.texts)  # what arrived before the failure
         if self.rec.status == "error":
             return  # keep the first cause
         self.rec.status = "error"
