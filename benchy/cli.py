@@ -112,6 +112,21 @@ def _parse_headers(ctx, param, values: tuple[str, ...]) -> tuple[tuple[str, str]
         raise click.BadParameter(str(exc)) from None
 
 
+def _client_settings(base_url, api_key, model, timeout, insecure, headers, no_env_proxy, **more):
+    from benchy.client import ClientSettings
+
+    return ClientSettings(
+        base_url=base_url,
+        api_key=api_key,
+        model=model,
+        timeout_s=timeout,
+        insecure=insecure,
+        headers=headers,
+        env_proxy=not no_env_proxy,
+        **more,
+    )
+
+
 class RunCommand(MultiValueCommand):
     multi_value = ("--pp", "--tg", "--concurrency", "-c", "--scenario", "--depth", "--stop", "--rate")
 
@@ -324,7 +339,7 @@ def run(
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
-    from benchy.client import ClientSettings, ServerError
+    from benchy.client import ServerError
     from benchy.prompts import PromptError
     from benchy.report import table
     from benchy.scenario import ScenarioError, load_scenario, sweep
@@ -365,16 +380,16 @@ def run(
     cases, load = _load_settings(cases, rate, concurrency, max_inflight, n_requests, duration, seed, workers, slo)
     prompt_template = _prompt_template(template, reasoning_effort, stop, endpoint, cases)
     settings = run_mod.RunSettings(
-        client=ClientSettings(
-            base_url=base_url,
-            api_key=api_key,
-            model=model,
-            timeout_s=timeout,
+        client=_client_settings(
+            base_url,
+            api_key,
+            model,
+            timeout,
+            insecure,
+            headers,
+            no_env_proxy,
             stall_timeout_s=stall_timeout,
-            insecure=insecure,
             transport=transport,
-            headers=headers,
-            env_proxy=not no_env_proxy,
         ),
         cases=cases,
         runs=runs,
@@ -700,7 +715,7 @@ def probe_cache(
 ):
     """Does the server cache prompt prefixes? Shared- vs unique-prefix TTFTs and a verdict per length."""
     from benchy import probe
-    from benchy.client import ClientSettings, ServerError
+    from benchy.client import ServerError
     from benchy.prompts import PromptError
     from benchy.report import probe_report
 
@@ -708,15 +723,7 @@ def probe_cache(
     if n < 3 or tg < 1 or any(length < 1 for length in lengths):
         raise click.UsageError("--requests must be ≥ 3, --tg ≥ 1 and --lengths ≥ 1")
     settings = probe.ProbeSettings(
-        client=ClientSettings(
-            base_url=base_url,
-            api_key=api_key,
-            model=model,
-            timeout_s=timeout,
-            insecure=insecure,
-            headers=headers,
-            env_proxy=not no_env_proxy,
-        ),
+        client=_client_settings(base_url, api_key, model, timeout, insecure, headers, no_env_proxy),
         lengths=list(lengths) or list(probe.DEFAULT_LENGTHS),
         n=n,
         tg=tg,

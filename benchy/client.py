@@ -36,7 +36,18 @@ import aiohttp
 import orjson
 
 from benchy.harmony import HarmonyStream, markers_missing
-from benchy.http1 import PEEK_BYTES, Http1Pool, HttpFailure, OnHead, Response, Sink, basic_auth, env_proxy, ssl_context
+from benchy.http1 import (
+    PEEK_BYTES,
+    Http1Pool,
+    HttpFailure,
+    OnHead,
+    Request,
+    Response,
+    Sink,
+    basic_auth,
+    env_proxy,
+    ssl_context,
+)
 from benchy.records import CONTENT, REASONING, RequestRecord
 from benchy.redact import header_secrets, redact_url, scrub, scrub_list, url_secrets
 from benchy.sse import SSEParser
@@ -255,16 +266,18 @@ class Client:
         hops = 0
         while True:
             await self.transport.request(
-                method,
-                url,
-                body,
-                self._headers_for(url, extra_headers),
+                Request(
+                    method,
+                    url,
+                    body,
+                    self._headers_for(url, extra_headers),
+                    lambda r: False if _is_redirect(r.status) else on_head(r),
+                    sink,
+                    timeout_s,
+                    self.settings.stall_timeout_s,
+                    fresh,
+                ),
                 response,
-                lambda r: False if _is_redirect(r.status) else on_head(r),
-                sink,
-                timeout_s,
-                self.settings.stall_timeout_s,
-                fresh,
             )
             target = redirect_target(method, response.status, response.headers.get("location"), url)
             if target is None:
@@ -515,39 +528,26 @@ class _Aiohttp:
             trace_configs=[trace],
         )
 
-    async def request(
-        self,
-        method: str,
-        url: str,
-        body: bytes | None,
-        headers: dict[str, str],
-        response: Response,
-        on_head: OnHead,
-        sink: Sink,
-        timeout_s: float,
-        stall_s: float,
-        fresh: bool = False,
-    ) -> None:
-        if fresh and self._fresh is None:  # a new connection for every request (for the one retry)
+    async def request(self, req: Request, response: Response) -> None:
+        if req.fresh and self._fresh is None:  # a new connection for every request (for the one retry)
             self._fresh = self._new_session(aiohttp.TCPConnector(force_close=True, ssl=self._ssl))
-        session = self._fresh if fresh else self._session
-        if body is not None:
-            headers = {**headers, "Content-Type": "application/json"}
+        session = self._fresh if req.fresh else self._session
+        headers = {**req.headers, "Content-Type": "application/json"} if req.body is not None else req.headers
         async with session.request(
-            method,
-            url,
-            data=body,
+            req.method,
+            req.url,
+            data=req.body,
             allow_redirects=False,
-            timeout=aiohttp.ClientTimeout(total=timeout_s, sock_read=stall_s),
+            timeout=aiohttp.ClientTimeout(total=req.timeout_s, sock_read=req.stall_s),
             trace_request_ctx=response,
-            **self._proxy(url, headers),
+            **self._proxy(req.url, headers),
         ) as resp:
             response.status, response.head_s = resp.status, time.perf_counter()
             response.headers = {k.lower(): v for k, v in resp.headers.items()}
-            response.streamed = on_head(response)
+            response.streamed = req.on_head(response)
             if response.streamed:
                 async for chunk in resp.content.iter_any():
-                    sink(chunk, time.perf_counter())
+                    req.sink(chunk, time.perf_counter())
             else:
                 response.peek = await resp.content.read(PEEK_BYTES)
             response.end_s = time.perf_counter()

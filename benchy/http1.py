@@ -66,6 +66,21 @@ OnHead = Callable[[Response], bool]
 Sink = Callable[[bytes, float], None]
 
 
+@dataclass(frozen=True)
+class Request:
+    """One request as either transport takes it (Http1Pool, client._Aiohttp)."""
+
+    method: str
+    url: str
+    body: bytes | None
+    headers: dict[str, str]
+    on_head: OnHead
+    sink: Sink
+    timeout_s: float
+    stall_s: float
+    fresh: bool = False  # on a new connection, not a kept-alive one
+
+
 def env_proxy(url: str) -> str | None:
     """The proxy the environment names for `url` (HTTP_PROXY / HTTPS_PROXY, lower case first,
     minus NO_PROXY), as urllib, requests, aiohttp and curl read it; None to go direct."""
@@ -148,32 +163,20 @@ class Http1Pool:
         self._routes: dict[str, _Route] = {}
         self._idle: dict[str, list[_Connection]] = {}
 
-    async def request(
-        self,
-        method: str,
-        url: str,
-        body: bytes | None,
-        headers: dict[str, str],
-        response: Response,
-        on_head: OnHead,
-        sink: Sink,
-        timeout_s: float,
-        stall_s: float,
-        fresh: bool = False,
-    ) -> None:
+    async def request(self, req: Request, response: Response) -> None:
         """Sends the request and returns once its response has ended (filled into `response`).
         Raises HttpFailure."""
-        deadline = time.perf_counter() + timeout_s
-        route = self.route(url)
-        request = self._request(method, url, route, body, headers)
-        conn = None if fresh else self._take_idle(route.origin)
+        deadline = time.perf_counter() + req.timeout_s
+        route = self.route(req.url)
+        request = self._request(req.method, req.url, route, req.body, req.headers)
+        conn = None if req.fresh else self._take_idle(route.origin)
         response.reused = conn is not None
         if conn is None:
-            conn = await self._connect(route, deadline, timeout_s)
-        exchange = _Exchange(conn, response, on_head, sink, stall_s)
+            conn = await self._connect(route, deadline, req.timeout_s)
+        exchange = _Exchange(conn, response, req.on_head, req.sink, req.stall_s)
         conn.begin(exchange, request)
         try:
-            await exchange.wait(deadline, timeout_s)
+            await exchange.wait(deadline, req.timeout_s)
         except BaseException:
             conn.close()
             raise

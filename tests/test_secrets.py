@@ -304,51 +304,17 @@ def self_signed(tmp_path: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-class TLSProxy:
-    """Terminates TLS with a self-signed certificate and forwards the bytes to the simulator."""
-
-    def __init__(self, cert: Path, key: Path, upstream_port: int) -> None:
-        self.ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.ctx.load_cert_chain(cert, key)
-        self.upstream_port = upstream_port
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        except (ConnectionError, ssl.SSLError):
-            pass
-        finally:
-            writer.close()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=self.ctx))
-        self.port = self.server.sockets[0].getsockname()[1]
-        self.ready.set()
-        self.loop.run_forever()
-
-    def __enter__(self) -> TLSProxy:
-        threading.Thread(target=self._serve, daemon=True).start()
-        assert self.ready.wait(10)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.loop.call_soon_threadsafe(self.server.close)
-        self.loop.call_soon_threadsafe(self.loop.stop)
+def tls_server_context(cert: Path, key: Path) -> ssl.SSLContext:
+    """A server's TLS end with the self-signed certificate (netservers.Relay takes it)."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    return ctx
 
 
 def test_tls_is_verified_unless_insecure(start_sim, tmp_path, capsys):
     cert, key = self_signed(tmp_path)
     sim = start_sim("--instant")
-    with TLSProxy(cert, key, int(sim.url.rsplit(":", 1)[1])) as proxy:
+    with Relay(int(sim.url.rsplit(":", 1)[1]), tls=tls_server_context(cert, key)) as proxy:
         argv = [
             "run",
             "--base-url",

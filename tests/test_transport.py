@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import ssl
 
 import pytest
 
@@ -18,7 +17,8 @@ from benchy.http1 import Response, _Connection, _Exchange
 from benchy.records import RequestRecord
 from benchy.scenario import Case
 from tests.netservers import LoggingProxy, Relay, Scripted, Seen
-from tests.test_secrets import TLSProxy, self_signed
+from tests.test_faults import new_record as record
+from tests.test_secrets import self_signed, tls_server_context
 
 TRANSPORTS = ["lean", "aiohttp"]
 PROXY_VARS = ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
@@ -30,19 +30,6 @@ def no_proxy_from_outside(monkeypatch):
     for name in PROXY_VARS:
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.upper(), raising=False)
-
-
-def record(i: int = 0, tag: str = "t") -> RequestRecord:
-    return RequestRecord(
-        case="c",
-        run=0,
-        index=i,
-        warmup=False,
-        request_id=f"{tag}{i}",
-        nonce=None,
-        target_prompt_tokens=1,
-        target_output_tokens=4,
-    )
 
 
 def stream(settings: ClientSettings, n: int = 1, tg: int = 4) -> list[RequestRecord]:
@@ -104,8 +91,7 @@ def test_one_connection_per_stream_is_open_before_the_first_measured_request(sta
     that carries a measured request was ready before the first measured request arrived, so no
     measured TTFT paid for one."""
     cert, key = self_signed(tmp_path)
-    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    tls.load_cert_chain(cert, key)
+    tls = tls_server_context(cert, key)
     sim = start_sim("--instant")
     with Relay(int(sim.url.rsplit(":", 1)[1]), tls=tls, handshake_delay_s=0.3) as relay:
         results = execute(f"{relay.url}/v1", transport, concurrency=4, runs=2, insecure=True)
@@ -171,7 +157,7 @@ def test_a_proxy_is_bypassed_by_no_proxy_or_the_flag(start_sim, monkeypatch, tra
 def test_https_goes_through_the_proxy_in_a_connect_tunnel(start_sim, tmp_path, monkeypatch, transport):
     cert, key = self_signed(tmp_path)
     sim = start_sim("--instant")
-    with TLSProxy(cert, key, int(sim.url.rsplit(":", 1)[1])) as tls, LoggingProxy() as proxy:
+    with Relay(int(sim.url.rsplit(":", 1)[1]), tls=tls_server_context(cert, key)) as tls, LoggingProxy() as proxy:
         monkeypatch.setenv("HTTPS_PROXY", proxy.url)
         base = f"https://127.0.0.1:{tls.port}/v1"
         unverified = stream(ClientSettings(base_url=base, model="benchy-sim", transport=transport))
@@ -316,7 +302,7 @@ def test_the_lean_parser_gives_the_same_record_for_every_split_of_the_response()
     async def parse(pieces: list[bytes]) -> RequestRecord:
         from benchy.client import _StreamReader
 
-        rec = record()
+        rec = record(0)
         reader = _StreamReader(rec)
         response = Response()
         conn = _Connection()
@@ -367,7 +353,7 @@ def test_a_stream_cut_mid_body_is_a_disconnect(transport):
 def test_tls_verification_and_insecure(start_sim, tmp_path, transport):
     cert, key = self_signed(tmp_path)
     sim = start_sim("--instant")
-    with TLSProxy(cert, key, int(sim.url.rsplit(":", 1)[1])) as tls:
+    with Relay(int(sim.url.rsplit(":", 1)[1]), tls=tls_server_context(cert, key)) as tls:
         base = f"https://127.0.0.1:{tls.port}/v1"
         [refused] = stream(ClientSettings(base_url=base, model="benchy-sim", transport=transport))
         [insecure] = stream(ClientSettings(base_url=base, model="benchy-sim", transport=transport, insecure=True))
