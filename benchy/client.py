@@ -30,6 +30,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import aiohttp
@@ -145,8 +146,7 @@ def _named(exc: BaseException, settings: ClientSettings) -> str:
 
 
 # (exception type, error kind, message), first match wins: subclasses before their bases.
-_FAILURES: tuple[tuple[type | tuple[type, ...], str, Callable[[BaseException, ClientSettings], str]], ...] = (
-    (HttpFailure, "", lambda e, s: e.message),
+_FAILURES: tuple[tuple[type | tuple[type, ...], str, Callable[[Any, ClientSettings], str]], ...] = (
     (aiohttp.ConnectionTimeoutError, "connect", lambda e, s: f"no connection within {s.timeout_s:g} s"),
     (aiohttp.ServerTimeoutError, "stall", lambda e, s: f"no data for {s.stall_timeout_s:g} s (--stall-timeout)"),
     (asyncio.TimeoutError, "timeout", lambda e, s: f"request exceeded {s.timeout_s:g} s (--timeout)"),
@@ -162,12 +162,14 @@ _FAILURES: tuple[tuple[type | tuple[type, ...], str, Callable[[BaseException, Cl
 
 def failure_of(exc: BaseException, settings: ClientSettings, began: bool) -> tuple[str, str]:
     """(error kind, message) of an exception either transport raised; `began`: the response
-    head had arrived."""
+    head had arrived. benchy.http1 names its own kinds."""
+    if isinstance(exc, HttpFailure):
+        return exc.kind, exc.message
     for types, kind, message in _FAILURES:
         if isinstance(exc, types):
             if kind == _DROPPED:
                 kind = "disconnect" if began else "reset"
-            return kind or exc.kind, message(exc, settings)
+            return kind, message(exc, settings)
     raise exc  # BaseException: cancellation, Ctrl-C
 
 
@@ -196,6 +198,7 @@ class Client:
         self.calibration_failures: list[str] = []  # retried calibration attempts, scrubbed
         self._credentials = self._credential_headers(basic)
         self._transport: Http1Pool | _Aiohttp | None = None
+        self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Client:
         proxy_for = env_proxy if self.settings.env_proxy else _no_proxy
@@ -208,6 +211,21 @@ class Client:
     async def __aexit__(self, *exc) -> None:
         if self._transport is not None:
             await _closed(self._transport)
+        if self._session is not None:
+            await self._session.close()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """An aiohttp session for the server's other pages (identity, /metrics: server.py,
+        server_metrics.py) with what every request of this client has: the credentials, the
+        TLS verification, the proxy from the environment unless --no-env-proxy."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=ssl_context(self.settings.insecure)),
+                headers={"User-Agent": "benchy", **self._credentials},
+                trust_env=self.settings.env_proxy,
+            )
+        return self._session
 
     def _credential_headers(self, basic: str | None) -> dict[str, str]:
         """The API key (else the URL's user:password as Basic auth), then every --header: a
@@ -529,9 +547,11 @@ class _Aiohttp:
         )
 
     async def request(self, req: Request, response: Response) -> None:
-        if req.fresh and self._fresh is None:  # a new connection for every request (for the one retry)
-            self._fresh = self._new_session(aiohttp.TCPConnector(force_close=True, ssl=self._ssl))
-        session = self._fresh if req.fresh else self._session
+        session = self._session
+        if req.fresh:  # a new connection for every request (for the one retry)
+            if self._fresh is None:
+                self._fresh = self._new_session(aiohttp.TCPConnector(force_close=True, ssl=self._ssl))
+            session = self._fresh
         headers = {**req.headers, "Content-Type": "application/json"} if req.body is not None else req.headers
         async with session.request(
             req.method,
@@ -655,7 +675,7 @@ class _StreamReader:
         if rec.status != "ok":
             return
         if self.harmony is not None:
-            self._harmony_close()
+            self._harmony_close(self.harmony)
             rec.token_event_text = "".join(self.texts)
         if self.bad_events:
             rec.anomalies.append(f"malformed_events:{self.bad_events}")
@@ -784,7 +804,7 @@ class _StreamReader:
             self.bad_events += 1
             content = ""
         if self.harmony is not None and content:
-            content, reasoning = self._channels(content, now)
+            content, reasoning = self._channels(self.harmony, content, now)
         if content or reasoning:
             self._text_event(now, content or "", reasoning or "")
         elif "content" in delta and content is None and not delta.get("role"):
@@ -796,17 +816,17 @@ class _StreamReader:
             else:
                 self.bad_events += 1
 
-    def _channels(self, text: str, now: float) -> tuple[str, str]:
+    def _channels(self, harmony: HarmonyStream, text: str, now: float) -> tuple[str, str]:
         """(content, reasoning) of one raw Harmony delta: final (and tool-call commentary) text,
         and analysis text; markers and headers are neither, so a marker-only delta is no token."""
-        if not self.harmony.saw_markers:
+        if not harmony.saw_markers:
             self.unmarked.append(text)
         self.last_text_s = now
-        return _by_channel(self.harmony.feed(text))
+        return _by_channel(harmony.feed(text))
 
-    def _harmony_close(self) -> None:
+    def _harmony_close(self, harmony: HarmonyStream) -> None:
         rec = self.rec
-        content, reasoning = _by_channel(self.harmony.close())
+        content, reasoning = _by_channel(harmony.close())
         if content or reasoning:  # a held tail that never became a marker: it came last
             rec.content_chars += len(content)
             rec.reasoning_chars += len(reasoning)
@@ -819,7 +839,7 @@ class _StreamReader:
             self.texts[-1] += reasoning + content
             if content:
                 rec.token_event_kinds = rec.token_event_kinds[:-1] + CONTENT
-        if not self.harmony.saw_markers and markers_missing("".join(self.unmarked)):
+        if not harmony.saw_markers and markers_missing("".join(self.unmarked)):
             rec.anomalies.append("special_tokens_stripped")
 
     def _usage(self, usage: dict) -> None:

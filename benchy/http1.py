@@ -86,7 +86,8 @@ def env_proxy(url: str) -> str | None:
     minus NO_PROXY), as urllib, requests, aiohttp and curl read it; None to go direct."""
     parts = urlsplit(url)
     proxy = urllib.request.getproxies_environment().get(parts.scheme)
-    if not proxy or urllib.request.proxy_bypass_environment(parts.netloc.rpartition("@")[2]):
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]  # not in typeshed
+    if not proxy or bypass(parts.netloc.rpartition("@")[2]):
         return None
     return proxy if "://" in proxy else f"http://{proxy}"
 
@@ -264,6 +265,7 @@ class Http1Pool:
                 "proxy", f"proxy {route.proxy_host}:{route.proxy_port} refused the tunnel: HTTP {reply.status}"
             )
         loop = asyncio.get_running_loop()
+        assert conn.transport is not None  # connected
         try:
             conn.transport = await loop.start_tls(
                 conn.transport,
@@ -328,6 +330,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def begin(self, exchange: _Exchange, request: bytes) -> None:
         self.exchange = exchange
+        assert self.transport is not None  # begun only on an open connection
         self.transport.write(request)
 
     def data_received(self, data: bytes) -> None:  # transports that do not buffer for us

@@ -182,7 +182,7 @@ def _success_window(records: list[RequestRecord]) -> tuple[list[RequestRecord], 
     if not done:
         return Unavailable("no request succeeded")
     start = min(r.sent_mono_s for r in done)
-    end = max(r.sent_mono_s + r.end_s for r in done)
+    end = max(r.sent_mono_s + (r.end_s or 0.0) for r in done)
     if end <= start:
         return Unavailable("zero wall time")
     return done, end - start

@@ -98,8 +98,7 @@ def load_entry(case: Case, measured: list[RequestRecord], slo: dict[str, float] 
     """Figures of a loaded case (issue 9): mode ("closed" | "open"), rate (asked, requests/s),
     achieved_rate (offered), request_rate (completed), send_lag (summary of the queue delay,
     open loop only) and goodput ({slo, fraction, rate} with --slo, else null)."""
-    lags = [metrics.send_lag_s(r) for r in measured]
-    lags = [v for v in lags if not isinstance(v, Unavailable)]
+    lags = [v for v in map(metrics.send_lag_s, measured) if not isinstance(v, Unavailable)]
     return {
         "mode": "open" if case.rate is not None else "closed",
         "rate": case.rate,
@@ -145,7 +144,7 @@ def _summaries(ok: list[RequestRecord]) -> tuple[dict, dict]:
                 reason if len(missing) == len(values) else f"{len(missing)} of {len(values)} requests: {reason}"
             )
         else:
-            summary[name] = stats.summarize(values)
+            summary[name] = stats.summarize([v for v in values if not isinstance(v, Unavailable)])
     return summary, unavailable
 
 

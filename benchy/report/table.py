@@ -33,7 +33,7 @@ class Footnotes:
         return [f"[{i}] {reason}" for i, reason in enumerate(self.reasons, 1)]
 
 
-def cell(summary: dict | None, scale: float, decimals: int) -> str:
+def cell(summary: dict, scale: float, decimals: int) -> str:
     median = summary["median"] * scale
     std = summary.get("std")
     if std is None:

@@ -18,6 +18,7 @@ from aiohttp import web
 from benchy import __version__, tokenizer
 from benchy.sim.config import SimConfig
 from benchy.sim.engine import (
+    CHAT_TEMPLATE,
     CONTENT,
     MARKER,
     REASONING,
@@ -35,6 +36,8 @@ from benchy.sim.engine import (
     spec_steps,
     think_tokens,
 )
+from benchy.sim.metrics import CONTENT_TYPE as METRICS_TYPE
+from benchy.sim.metrics import SimMetrics
 
 SERVER_NAME = f"benchy-sim/{__version__}"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -114,13 +117,19 @@ def prompt_text(body: dict, endpoint: str) -> str:
     return prompt
 
 
-def int_field(body: dict, name: str, default: int | None, minimum: int) -> int | None:
+def int_field(body: dict, name: str, default: int, minimum: int) -> int:
     value = body.get(name)
     if value is None:
         return default
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ApiError(400, f"'{name}' must be an integer >= {minimum}")
     return value
+
+
+def _abort(request: web.Request) -> None:
+    """Drop the connection without a proper end (a fault); it may already be gone."""
+    if request.transport is not None:
+        request.transport.abort()
 
 
 def stop_strings(body: dict) -> list[str]:
@@ -177,8 +186,7 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
             f"This model's maximum context length is {cfg.context_length} tokens; the prompt has {len(prompt_ids)}.",
         )
     default_max = room if endpoint == "chat" else min(room, COMPLETIONS_DEFAULT_MAX_TOKENS)
-    max_tokens = int_field(body, "max_completion_tokens", None, 1)
-    max_tokens = max_tokens or int_field(body, "max_tokens", default_max, 1)
+    max_tokens = int_field(body, "max_completion_tokens", 0, 1) or int_field(body, "max_tokens", default_max, 1)
     if max_tokens > room:
         raise ApiError(
             400,
@@ -261,16 +269,19 @@ def harmony_groups(kinds: list[str], cfg: SimConfig, split: bool) -> list[tuple[
     return groups or [(CONTENT, 0)]
 
 
-def usage(job: Job, cached: int, completion: int, reasoning: int) -> dict:
-    """The usage object; completion_tokens is what the server claims (see --usage-scale)."""
+def usage(job: Job, cached: int | None, completion: int, reasoning: int) -> dict:
+    """The usage object; completion_tokens is what the server claims (see --usage-scale);
+    cached None: no prompt_tokens_details (vLLM without --enable-prompt-tokens-details)."""
     prompt = len(job.prompt_ids)
-    return {
+    out: dict[str, object] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": cached},
-        "completion_tokens_details": {"reasoning_tokens": reasoning},
     }
+    if cached is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    out["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return out
 
 
 class Renderer:
@@ -293,7 +304,7 @@ class Renderer:
             return self._harmony_events(cfg)
         job, texts, pos = self.job, self.job.plan.texts, 0
         groups = event_groups(job.plan.n, job.reasoning, cfg, job.steps)
-        events = []
+        events: list[tuple[str, int, bytes | None]] = []
         for i, (kind, tokens) in enumerate(groups):
             text = "".join(texts[pos : pos + tokens])
             finish = job.plan.finish_reason if i == len(groups) - 1 else None
@@ -302,7 +313,9 @@ class Renderer:
         return events
 
     def _harmony_events(self, cfg: SimConfig) -> list[tuple[str, int, bytes | None]]:
-        job, events, pos, first = self.job, [], 0, True
+        job, pos, first = self.job, 0, True
+        events: list[tuple[str, int, bytes | None]] = []
+        assert job.plan.kinds is not None  # a --harmony plan
         groups = harmony_groups(job.plan.kinds, cfg, split=job.endpoint == "chat")
         for i, (kind, tokens) in enumerate(groups):
             text = "".join(self._visible(pos, pos + tokens))
@@ -319,7 +332,8 @@ class Renderer:
     def _visible(self, start: int, end: int) -> list[str]:
         """What a --harmony server shows of these tokens: chat parses the channels away, and
         completions drop special tokens (not the header words) when skip_special_tokens."""
-        texts, kinds = self.job.plan.texts[start:end], self.job.plan.kinds[start:end]
+        plan = self.job.plan
+        texts, kinds = plan.texts[start:end], (plan.kinds or [])[start:end]
         if self.job.endpoint == "chat":
             return [text for text, kind in zip(texts, kinds) if kind != MARKER]
         if self.job.skip_special_tokens:
@@ -332,7 +346,7 @@ class Renderer:
         if self.job.endpoint != "chat":
             return "", "".join(self._visible(0, plan.n))
         by_kind = {
-            kind: "".join(t for t, k in zip(plan.texts, plan.kinds) if k == kind) for kind in (REASONING, CONTENT)
+            kind: "".join(t for t, k in zip(plan.texts, plan.kinds or []) if k == kind) for kind in (REASONING, CONTENT)
         }
         return by_kind[REASONING], by_kind[CONTENT]
 
@@ -448,6 +462,7 @@ class Simulator:
         self.cfg = cfg
         self.engine = Engine(cfg)
         self.truth = TruthLog(cfg.truth_log)
+        self.metrics = SimMetrics(cfg.flavor, cfg.model, cfg.metrics_token_factor)
         self._fault_rng = random.Random(cfg.seed)
         self._ids = itertools.count(1)
 
@@ -457,6 +472,10 @@ class Simulator:
         app.router.add_get("/health", self.health)
         app.router.add_get("/version", self.version)
         app.router.add_get("/v1/models", self.models)
+        if self.cfg.metrics:
+            app.router.add_get("/metrics", self.prometheus)
+        if self.cfg.flavor == "llamacpp":
+            app.router.add_get("/props", self.props)
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
@@ -481,13 +500,31 @@ class Simulator:
         return web.json_response({"version": f"benchy-sim {__version__}"})
 
     async def models(self, request: web.Request) -> web.Response:
-        model = {
-            "id": self.cfg.model,
-            "object": "model",
-            "owned_by": "benchy-sim",
-            "max_model_len": self.cfg.context_length,
-        }
+        model: dict[str, object] = {"id": self.cfg.model, "object": "model", "owned_by": "benchy-sim"}
+        if self.cfg.flavor == "llamacpp":  # llama.cpp: per-slot context under meta
+            model["meta"] = {"n_ctx": self.cfg.context_length, "n_ctx_train": self.cfg.context_length}
+        else:
+            model["max_model_len"] = self.cfg.context_length
         return web.json_response({"object": "list", "data": [model]})
+
+    async def props(self, request: web.Request) -> web.Response:
+        """llama.cpp's /props: the facts benchy reads from a llama-server."""
+        return web.json_response(
+            {
+                "default_generation_settings": {"n_ctx": self.cfg.context_length},
+                "total_slots": self.cfg.max_running,
+                "model_alias": self.cfg.model,
+                "model_path": f"/models/{self.cfg.model}.gguf",
+                "chat_template": CHAT_TEMPLATE,
+                "build_info": f"benchy-sim-{__version__}",
+            }
+        )
+
+    async def prometheus(self, request: web.Request) -> web.Response:
+        engine = self.engine
+        kv_usage = len(engine.cache) / engine.cache.capacity if engine.cache is not None else 0.0
+        body = self.metrics.exposition(engine.slots.running, engine.slots.waiting, kv_usage)
+        return web.Response(body=body, headers={"Content-Type": METRICS_TYPE})
 
     async def tokenize(self, request: web.Request) -> web.Response:
         try:
@@ -510,6 +547,8 @@ class Simulator:
         return await self._generate(request, "completions")
 
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
+        if self.cfg.proxy_delay_s:  # before the engine's clock starts: its own times never hold it
+            await asyncio.sleep(self.cfg.proxy_delay_s)
         prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
         trace = Trace(
             id=f"{prefix}-sim-{next(self._ids):06d}",
@@ -533,7 +572,12 @@ class Simulator:
             trace.finish_reason = trace.finish_reason or "abort"
             raise
         finally:
-            self.truth.write(trace)  # errors and faults too; a no-op if already written
+            self._log(trace)  # errors and faults too; a no-op if already written
+
+    def _log(self, trace: Trace) -> None:
+        """The truth record and the /metrics observation of a request, once each."""
+        if self.truth.write(trace):
+            self.metrics.observe(trace)
 
     async def _serve(self, request: web.Request, endpoint: str, trace: Trace) -> web.StreamResponse:
         body = await read_json(request)
@@ -566,7 +610,7 @@ class Simulator:
     async def _immediate_fault(self, request: web.Request, trace: Trace) -> web.StreamResponse:
         kind = trace.fault
         if kind == "reset":
-            request.transport.abort()
+            _abort(request)
             raise ClientGone(finish_reason=None)
         if kind == "not_sse":
             return await self._send_whole(request, trace, 200, NOT_SSE_BODY, "text/html")
@@ -617,8 +661,8 @@ class Simulator:
 
     async def _finish(self, resp: web.StreamResponse, trace: Trace) -> web.StreamResponse:
         # The record goes out before the end of the body, so a client that has read the
-        # whole response can already find it in the truth log.
-        self.truth.write(trace)
+        # whole response can already find it in the truth log (and /metrics has counted it).
+        self._log(trace)
         try:
             await resp.write_eof()
         except ConnectionError:
@@ -659,11 +703,13 @@ class Simulator:
         reasoning = trace.reasoning_tokens if job.endpoint == "chat" and not job.think else 0
         claimed = round(trace.completion_tokens * self.cfg.usage_scale)
         trace.usage_completion_tokens = claimed
-        return usage(job, trace.cached_tokens or 0, claimed, reasoning)
+        cached = trace.cached_tokens or 0 if self.cfg.prompt_details else None
+        return usage(job, cached, claimed, reasoning)
 
     def _timings(self, job: Job, trace: Trace) -> dict:
         """llama.cpp's per-response timings: prompt_ms is the prefill alone (no queueing, no
         host cache copy); predicted_ms runs from the end of prefill to the last token."""
+        assert trace.prefill_start_s is not None and trace.prefill_end_s is not None  # timings follow prefill
         prompt_n = len(job.prompt_ids) - (trace.cached_tokens or 0)
         prompt_ms = 1000 * (trace.prefill_end_s - trace.prefill_start_s)
         predicted_n = trace.completion_tokens
@@ -716,7 +762,7 @@ class Simulator:
 
     async def _mid_stream_fault(self, request, out, trace, decoder, renderer) -> None:
         if trace.fault == "cut_stream":
-            request.transport.abort()
+            _abort(request)
             raise ClientGone(finish_reason="cut")
         if trace.fault == "stall":
             await out.flush()
@@ -740,7 +786,7 @@ class Simulator:
         half = job.plan.n // 2
         for i in range(job.plan.n):
             if i == half and trace.fault == "cut_stream":
-                request.transport.abort()
+                _abort(request)
                 raise ClientGone(finish_reason="cut")
             if i == half and trace.fault == "stall":
                 await decoder.pause(self.cfg.stall_s)
