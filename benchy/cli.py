@@ -10,11 +10,13 @@ results are still saved);
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -82,29 +84,86 @@ def cli() -> None:
     """Cache-aware throughput/latency benchmark for OpenAI-compatible LLM servers."""
 
 
-def server_options(command):
-    """The flags that say which server to talk to, shared by `run` and `probe-cache`."""
-    for option in reversed(
-        (
-            click.option(
-                "--base-url",
-                envvar="OPENAI_BASE_URL",
-                default="http://127.0.0.1:8000/v1",
-                show_default=True,
-                help="OpenAI-compatible API root (default from $OPENAI_BASE_URL).",
-            ),
-            click.option("--model", default=None, help="Model id (default: the first one /v1/models lists)."),
-            click.option(
-                "--api-key",
-                envvar="OPENAI_API_KEY",
-                default=None,
-                help="Bearer token (default from $OPENAI_API_KEY). Never written anywhere.",
-            ),
-            click.option("--endpoint", type=click.Choice(["chat", "completions"]), default="chat", show_default=True),
-        )
-    ):
+def option_group(name: str, options: tuple, build: Callable[..., object]) -> Callable:
+    """A decorator that adds `options` to a command and hands the command one object made of
+    their values, `build(**values)`, as the parameter `name`: commands take settings objects,
+    not one parameter per flag. `build` may raise click.UsageError for values that disagree."""
+
+    def decorate(command: Callable) -> Callable:
+        probe = click.command()(_apply(options, lambda **_: None))
+        names = [param.name for param in probe.params]
+
+        @functools.wraps(command)
+        def with_group(*args, **kwargs):
+            kwargs[name] = build(**{key: kwargs.pop(key) for key in names})
+            return command(*args, **kwargs)
+
+        return _apply(options, with_group)
+
+    return decorate
+
+
+def _apply(options: tuple, command: Callable) -> Callable:
+    for option in reversed(options):
         command = option(command)
     return command
+
+
+CLIENT_OPTIONS = (
+    click.option(
+        "--base-url",
+        envvar="OPENAI_BASE_URL",
+        default="http://127.0.0.1:8000/v1",
+        show_default=True,
+        help="OpenAI-compatible API root (default from $OPENAI_BASE_URL).",
+    ),
+    click.option("--model", default=None, help="Model id (default: the first one /v1/models lists)."),
+    click.option(
+        "--api-key",
+        envvar="OPENAI_API_KEY",
+        default=None,
+        help="Bearer token (default from $OPENAI_API_KEY). Never written anywhere.",
+    ),
+    click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds allowed per request."),
+    click.option(
+        "--stall-timeout",
+        type=float,
+        default=120.0,
+        show_default=True,
+        help="Seconds of silence in a stream before the request counts as stalled.",
+    ),
+    click.option("--insecure", is_flag=True, help="Do not verify TLS certificates."),
+    click.option(
+        "--transport",
+        type=click.Choice(["lean", "aiohttp"]),
+        default="lean",
+        show_default=True,
+        help="HTTP client of the streamed requests: benchy's lean HTTP/1.1 client (a few µs of CPU "
+        "per event) or aiohttp (the reference; try it if a proxy or server misbehaves with lean).",
+    ),
+)
+
+
+def _client_settings(base_url, model, api_key, timeout, stall_timeout, insecure, transport):
+    from benchy.client import ClientSettings
+
+    _check_url(base_url)
+    return ClientSettings(
+        base_url=base_url,
+        api_key=api_key,
+        model=model,
+        timeout_s=timeout,
+        stall_timeout_s=stall_timeout,
+        insecure=insecure,
+        transport=transport,
+    )
+
+
+# Which server to talk to and how, on every command that talks to one: `client`, a ClientSettings.
+client_options = option_group("client", CLIENT_OPTIONS, _client_settings)
+endpoint_option = click.option(
+    "--endpoint", type=click.Choice(["chat", "completions"]), default="chat", show_default=True
+)
 
 
 class RunCommand(MultiValueCommand):
@@ -112,7 +171,8 @@ class RunCommand(MultiValueCommand):
 
 
 @cli.command(cls=RunCommand)
-@server_options
+@client_options
+@endpoint_option
 @click.option("--pp", type=int, multiple=True, help="Prompt lengths in tokens, e.g. --pp 512 2048 8192.")
 @click.option("--tg", type=int, multiple=True, help="Output lengths in tokens, e.g. --tg 32 128.")
 @click.option("--concurrency", "-c", type=int, multiple=True, help="Requests in flight, e.g. -c 1 4 16.")
@@ -164,14 +224,6 @@ class RunCommand(MultiValueCommand):
     "(ttft, ttfc, e2e, itl in s or ms; e2e_tps, decode_tps in tokens/s).",
 )
 @click.option(
-    "--transport",
-    type=click.Choice(["lean", "aiohttp"]),
-    default="lean",
-    show_default=True,
-    help="HTTP client of the streamed requests: benchy's lean HTTP/1.1 client (a few µs of CPU "
-    "per event) or aiohttp (the reference; try it if a proxy or server misbehaves with lean).",
-)
-@click.option(
     "--depth",
     type=int,
     multiple=True,
@@ -204,15 +256,6 @@ class RunCommand(MultiValueCommand):
     show_default=True,
     help="What to print on stdout.",
 )
-@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds allowed per request.")
-@click.option(
-    "--stall-timeout",
-    type=float,
-    default=120.0,
-    show_default=True,
-    help="Seconds of silence in a stream before the request counts as stalled.",
-)
-@click.option("--insecure", is_flag=True, help="Do not verify TLS certificates.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--strict", is_flag=True, help="Exit non-zero on any warning (for CI).")
 @click.option(
@@ -281,9 +324,7 @@ class RunCommand(MultiValueCommand):
     help="Do not scrape the server's Prometheus /metrics around each case (on when it answers).",
 )
 def run(
-    base_url,
-    model,
-    api_key,
+    client,
     endpoint,
     pp,
     tg,
@@ -294,9 +335,6 @@ def run(
     no_nonce,
     output,
     fmt,
-    timeout,
-    stall_timeout,
-    insecure,
     quiet,
     strict,
     depth=(),
@@ -317,17 +355,15 @@ def run(
     seed=0,
     workers=None,
     slo=None,
-    transport="lean",
     no_server_metrics=False,
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
-    from benchy.client import ClientSettings, ServerError
+    from benchy.client import ServerError
     from benchy.prompts import PromptError
     from benchy.report import table
     from benchy.scenario import ScenarioError, load_scenario, sweep
 
-    _check_url(base_url)
     if runs < 1 or warmup < 0:
         raise click.UsageError("--runs must be ≥ 1 and --warmup ≥ 0")
     ceiling = _ceiling_inputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_token)
@@ -363,15 +399,7 @@ def run(
     cases, load = _load_settings(cases, rate, concurrency, max_inflight, n_requests, duration, seed, workers, slo)
     prompt_template = _prompt_template(template, reasoning_effort, stop, endpoint, cases)
     settings = run_mod.RunSettings(
-        client=ClientSettings(
-            base_url=base_url,
-            api_key=api_key,
-            model=model,
-            timeout_s=timeout,
-            stall_timeout_s=stall_timeout,
-            insecure=insecure,
-            transport=transport,
-        ),
+        client=client,
         cases=cases,
         runs=runs,
         warmup=warmup,
@@ -645,7 +673,8 @@ class ProbeCommand(MultiValueCommand):
 
 
 @cli.command("probe-cache", cls=ProbeCommand)
-@server_options
+@client_options
+@endpoint_option
 @click.option(
     "--lengths",
     type=int,
@@ -677,21 +706,18 @@ class ProbeCommand(MultiValueCommand):
     show_default=True,
     help="What to print on stdout.",
 )
-@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds allowed per request.")
-@click.option("--insecure", is_flag=True, help="Do not verify TLS certificates.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
-def probe_cache(base_url, model, api_key, endpoint, lengths, n, tg, output, fmt, timeout, insecure, quiet):
+def probe_cache(client, endpoint, lengths, n, tg, output, fmt, quiet):
     """Does the server cache prompt prefixes? Shared- vs unique-prefix TTFTs and a verdict per length."""
     from benchy import probe
-    from benchy.client import ClientSettings, ServerError
+    from benchy.client import ServerError
     from benchy.prompts import PromptError
     from benchy.report import probe_report
 
-    _check_url(base_url)
     if n < 3 or tg < 1 or any(length < 1 for length in lengths):
         raise click.UsageError("--requests must be ≥ 3, --tg ≥ 1 and --lengths ≥ 1")
     settings = probe.ProbeSettings(
-        client=ClientSettings(base_url=base_url, api_key=api_key, model=model, timeout_s=timeout, insecure=insecure),
+        client=client,
         lengths=list(lengths) or list(probe.DEFAULT_LENGTHS),
         n=n,
         tg=tg,
