@@ -275,6 +275,11 @@ class RunCommand(MultiValueCommand):
     "replace min_tokens (which would hold them off); ones that occur inside a Harmony "
     "response (<|message|>, <|channel|>, <|end|>, <|start|>) are warned about first.",
 )
+@click.option(
+    "--no-server-metrics",
+    is_flag=True,
+    help="Do not scrape the server's Prometheus /metrics around each case (on when it answers).",
+)
 def run(
     base_url,
     model,
@@ -313,6 +318,7 @@ def run(
     workers=None,
     slo=None,
     transport="lean",
+    no_server_metrics=False,
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
@@ -380,6 +386,8 @@ def run(
         template=prompt_template,
         stop=tuple(stop),
         load=load,
+        server_metrics=not no_server_metrics,
+        announce=None if quiet else lambda line: click.echo(line, err=True),
     )
     try:
         results = run_mod.execute(settings)

@@ -134,6 +134,7 @@ def _sends(plan: CasePlan, prompts: PromptFactory, context: Prompt | None = None
             target_prompt_tokens=case.depth + case.pp,
             target_output_tokens=case.tg,
             reused_context_tokens=case.depth if context else 0,
+            local_token_scale=prompts.calibration.scale,
         )
         return _Send(rec, prompt)
 

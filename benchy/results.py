@@ -11,7 +11,8 @@ Version policy: the schema id is `benchy/results/MAJOR.MINOR`. A field added is 
 meaning is a new MAJOR. `read` takes any minor of its own major, including files that say
 `benchy/results/1` (= 1.0), and refuses another major or a newer minor with one line.
   1.0  the first typed version (`benchy/results/1`)
-  1.1  unavailable_codes (case and request): the stable code of each unavailable figure
+  1.1  unavailable_codes (case and request): the stable code of each unavailable figure;
+       setup.server, setup.server_metrics, case.server (issue 17); request local_token_scale
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -226,6 +227,7 @@ class CaseResult(_Saved):
     requests: list[RequestResult] = field(default_factory=list)
     client: dict[str, Any] | None = _opt("benchy's own health while it ran (monitor.py)", omit=True)
     ceiling: CaseCeiling | None = _opt("with a ceiling setup", omit=True)
+    server: dict[str, Any] | None = _opt("the server's own figures for the case (server_metrics.py)", omit=True)
     withheld: dict[str, MetricSummary] = _opt("metric → a withheld summary (audit only)", factory=dict, omit=True)
 
     def reason(self, metric: str) -> Unavailable:
@@ -295,6 +297,7 @@ def case_result(
     records: list[RequestRecord],
     slo: dict[str, float] | None = None,
     client: dict | None = None,
+    server: dict | None = None,
 ) -> CaseResult:
     records = [checks.classify(r) for r in records]  # an empty output is a failure, not a success
     measured = [r for r in records if not r.warmup]
@@ -329,6 +332,7 @@ def case_result(
         goodput=_goodput(measured, slo) if slo else None,
         requests=[RequestResult.of(r) for r in records],
         client=client,
+        server=server,
     )
 
 

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 from benchy import tokenizer
 from benchy.sim.cache import PrefixCache
-from benchy.sim.config import SimConfig
+from benchy.sim.config import BLOCK_SIZE, SimConfig
 
 clock = time.perf_counter
 
@@ -43,6 +43,14 @@ def message_text(content) -> str:
     if isinstance(content, list):
         return "".join(part.get("text") or "" for part in content if isinstance(part, dict))
     return str(content)
+
+
+# What render_chat does, written as the Jinja chat template a server would publish (/props).
+CHAT_TEMPLATE = (
+    "<|start|>system<|message|>" + SYSTEM_PREAMBLE + "<|end|>"
+    "{% for m in messages %}<|start|>{{ m['role'] }}<|message|>{{ m['content'] }}<|end|>{% endfor %}"
+    "<|start|>assistant"
+)
 
 
 def render_chat(messages: list[dict]) -> str:
@@ -240,6 +248,10 @@ class Slots:
                 self._waiters.remove(waiter)
             raise
 
+    @property
+    def waiting(self) -> int:
+        return sum(not w.done() for w in self._waiters)
+
     def release(self) -> None:
         while self._waiters:
             waiter = self._waiters.popleft()
@@ -258,6 +270,8 @@ class Engine:
         self._prefill_free_at = 0.0
 
     def cached_tokens(self, ids: list[int]) -> int:
+        if self.cfg.cache_despite_nonce:  # a cache that matches whatever the prompt starts with
+            return (len(ids) - 1) // BLOCK_SIZE * BLOCK_SIZE
         return self.cache.lookup(ids) if self.cache is not None else 0
 
     async def prefill(self, ids: list[int]) -> tuple[float, float, int]:
@@ -387,14 +401,15 @@ class TruthLog:
     def __init__(self, path: str | None):
         self._file = open(path, "a", encoding="utf-8") if path else None
 
-    def write(self, trace: Trace) -> None:
-        """Writes the record once; later calls for the same request do nothing."""
+    def write(self, trace: Trace) -> bool:
+        """Writes the record once (True); later calls for the same request do nothing (False)."""
         if trace.logged:
-            return
+            return False
         trace.logged = True
         if self._file and not self._file.closed:  # handlers cancelled at shutdown end late
             self._file.write(trace.to_json() + "\n")
             self._file.flush()
+        return True
 
     def close(self) -> None:
         if self._file:
