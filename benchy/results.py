@@ -166,6 +166,8 @@ class Setup(_Saved):
     dangerous_stops: list[dict[str, str]] = _opt(
         "{stop, reason}: stops that fire inside a Harmony response", factory=list
     )
+    server: dict[str, Any] | None = _opt("the server's identity (server.py)", omit=True)
+    server_metrics: dict[str, Any] | None = _opt("what /metrics offered (server_metrics.py)", omit=True)
 
 
 @dataclass
