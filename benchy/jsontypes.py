@@ -80,7 +80,7 @@ def from_json(tp: Any, value: Any, path: str = "", strict: bool = False) -> Any:
         raise ShapeError(
             errors[0] if len(errors) == 1 else f"{path or 'value'}: {_describe(value)} fits none of its types"
         )
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _dataclass_from_json(tp, value, path, strict)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (list, tuple):
@@ -155,7 +155,7 @@ def _schema_of(tp: Any, defs: dict[str, dict]) -> dict:
         return {"anyOf": options}
     if tp is type(None):
         return {"type": "null"}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if tp.__name__ not in defs:
             defs[tp.__name__] = {}  # reserve: a recursive reference ends here
             defs[tp.__name__] = _dataclass_schema(tp, defs)

@@ -118,7 +118,9 @@ def _context_send(plan: CasePlan, prompts: PromptFactory) -> _Send | None:
     return _Send(rec, context)
 
 
-def _sends(plan: CasePlan, prompts: PromptFactory, context: Prompt | None = None) -> tuple[list[_Send], list[_Send]]:
+def _sends(
+    plan: CasePlan, prompts: PromptFactory, context: Prompt | None = None
+) -> tuple[list[_Send], Iterable[_Send]]:
     case = plan.case
 
     def make(i: int, warm: bool) -> _Send:
@@ -197,7 +199,7 @@ async def _run_case(
 async def _open_loop(
     client: Client,
     plan: CasePlan,
-    sends: list[_Send],
+    sends: Iterable[_Send],
     extra: dict,
     on_record: Callable[[RequestRecord], None],
     stop: asyncio.Event,
@@ -205,6 +207,7 @@ async def _open_loop(
     deadline: float,
 ) -> None:
     """Each request at its arrival time (arrivals.py); arrivals after --duration are not sent."""
+    assert plan.case.rate is not None  # an open-loop case
     offsets = arrivals.arrival_offsets(plan.measured, plan.case.rate, plan.seed + plan.index)
     items = [(offsets[s.record.index], s) for s in sends if start_s + offsets[s.record.index] < deadline]
 

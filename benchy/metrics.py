@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -185,7 +186,7 @@ def _success_window(records: list[RequestRecord]) -> tuple[list[RequestRecord], 
     if not done:
         return Unavailable(NO_SUCCESS, "no request succeeded")
     start = min(r.sent_mono_s for r in done)
-    end = max(r.sent_mono_s + r.end_s for r in done)
+    end = max(r.sent_mono_s + (r.end_s or 0.0) for r in done)
     if end <= start:
         return Unavailable(ZERO_WALL_TIME, "zero wall time")
     return done, end - start
@@ -297,18 +298,28 @@ class Metric:
         return self.unit == "s"
 
 
-# Units: how a kind of figure is stored and shown.
-_TIME = dict(unit="s", scale=1000.0, decimals=1, higher_is_better=False)  # stored in s, shown in ms
-_TOKEN_RATE = dict(unit="tokens/s", scale=1.0, decimals=1, higher_is_better=True)
-_REQUEST_RATE = dict(unit="requests/s", scale=1.0, decimals=2, higher_is_better=True)
-_ON_PAGE = dict(in_table=True, glossary=True)  # a column of the table, explained under it
+# Kinds of figure: how each is stored and shown.
+
+
+def _time(name: str, title: str, **more: Any) -> Metric:
+    """Stored in seconds, shown in ms; lower is better."""
+    return Metric(name, title, unit="s", scale=1000.0, decimals=1, higher_is_better=False, **more)
+
+
+def _token_rate(name: str, title: str, decimals: int = 1, **more: Any) -> Metric:
+    return Metric(name, title, unit="tokens/s", scale=1.0, decimals=decimals, higher_is_better=True, **more)
+
+
+def _request_rate(name: str, title: str, **more: Any) -> Metric:
+    return Metric(name, title, unit="requests/s", scale=1.0, decimals=2, higher_is_better=True, **more)
+
 
 _REGISTRY = (
-    Metric(
+    _token_rate(
         "e2e_tps",
         "e2e t/s",
-        **_TOKEN_RATE,
-        **_ON_PAGE,
+        in_table=True,
+        glossary=True,
         definition="completion tokens ÷ (end of stream − send)",
         explanation="end-to-end throughput: it holds whatever the server did (queueing, prefill, decode), and "
         "it stays valid however the server chunks its stream. The headline number.",
@@ -317,11 +328,11 @@ _REGISTRY = (
         formula=e2e_tps,
         in_compare=True,
     ),
-    Metric(
+    _time(
         "ttft_s",
         "TTFT ms",
-        **_TIME,
-        **_ON_PAGE,
+        in_table=True,
+        glossary=True,
         stream_timing=True,
         definition="send → first SSE event carrying generated text (a role-only chunk is not a token)",
         explanation="time to first token.",
@@ -330,10 +341,9 @@ _REGISTRY = (
         formula=ttft_s,
         in_compare=True,
     ),
-    Metric(
+    _time(
         "ttfc_s",
         "TTFC ms",
-        **_TIME,
         stream_timing=True,
         definition="send → first event carrying content (not reasoning)",
         explanation="time to first content: the first token of the answer, after any reasoning.",
@@ -341,11 +351,11 @@ _REGISTRY = (
         depends=("token_event_s", "token_event_kinds"),
         formula=ttfc_s,
     ),
-    Metric(
+    _token_rate(
         "decode_tps",
         "decode t/s",
-        **_TOKEN_RATE,
-        **_ON_PAGE,
+        in_table=True,
+        glossary=True,
         stream_timing=True,
         definition="(completion tokens − tokens of the first event) ÷ (last text event − first text event)",
         explanation="the decode rate after the first token.",
@@ -354,21 +364,21 @@ _REGISTRY = (
         formula=decode_tps,
         in_compare=True,
     ),
-    Metric(
+    _token_rate(
         "prefill_tps",
         "prefill t/s",
-        **{**_TOKEN_RATE, "decimals": 0},
-        **_ON_PAGE,
+        decimals=0,
+        in_table=True,
+        glossary=True,
         stream_timing=True,
         definition="(prompt tokens − cached prompt tokens) ÷ TTFT",
         explanation="a floor on prefill speed: TTFT also holds queueing and one decode step.",
         depends=("prompt_tokens", "cached_tokens", "reused_context_tokens", "ttft_s"),
         formula=prefill_tps,
     ),
-    Metric(
+    _time(
         "itl_s",
         "ITL ms",
-        **_TIME,
         stream_timing=True,
         definition="median gap between text events, per token",
         explanation="inter-token latency.",
@@ -376,10 +386,9 @@ _REGISTRY = (
         depends=("token_event_s", "token_event_chars", "completion_tokens"),
         formula=itl_s,
     ),
-    Metric(
+    _time(
         "e2e_s",
         "total latency ms",
-        **_TIME,
         definition="end of stream − send",
         explanation="the request's total time.",
         slo="e2e",
@@ -398,20 +407,18 @@ _REGISTRY = (
         depends=("completion_tokens", "token_event_s"),
         formula=tokens_per_event,
     ),
-    Metric(
+    _time(
         "ttft_gap_s",
         "TTFT gap ms",
-        **_TIME,
         stream_timing=True,
         definition="TTFT − the server's own `timings.prompt_ms` (llama.cpp): what the server's figure leaves out",
         explanation="the part of TTFT the server's own prompt time does not show.",
         depends=("ttft_s", "server_timings"),
         formula=ttft_gap_s,
     ),
-    Metric(
+    _token_rate(
         "aggregate_tps",
         "aggregate t/s",
-        **_TOKEN_RATE,
         level=CASE,
         glossary=True,
         definition="all completion tokens of the successful requests ÷ (last end − first send) of the case",
@@ -419,26 +426,23 @@ _REGISTRY = (
         "case took: what the server delivered in total.",
         depends=("completion_tokens", "sent_mono_s", "end_s"),
     ),
-    Metric(
+    _request_rate(
         "request_rate",
         "req/s",
-        **_REQUEST_RATE,
         level=CASE,
         definition="successful requests ÷ (last end − first send) of the case",
         depends=("sent_mono_s", "end_s"),
     ),
-    Metric(
+    _request_rate(
         "achieved_rate",
         "offered req/s",
-        **_REQUEST_RATE,
         level=CASE,
         definition="(sent requests − 1) ÷ (last send − first send): the arrival rate offered",
         depends=("sent_mono_s",),
     ),
-    Metric(
+    _time(
         "send_lag_s",
         "send lag ms",
-        **_TIME,
         level=CASE,
         definition="(open loop) actual send − scheduled send of a request: client-side queue delay",
         depends=("sent_mono_s", "scheduled_mono_s"),
@@ -454,10 +458,9 @@ _REGISTRY = (
         definition="requests that succeeded and met every `--slo` target ÷ measured requests",
         depends=("status", "slo"),
     ),
-    Metric(
+    _request_rate(
         "goodput_rate",
         "goodput req/s",
-        **_REQUEST_RATE,
         level=CASE,
         definition="requests that succeeded and met every `--slo` target ÷ (last end − first send) of the case",
         depends=("goodput", "request_rate"),
@@ -469,6 +472,7 @@ STREAM_TIMING_METRICS = tuple(m.name for m in _REGISTRY if m.stream_timing)
 TABLE_METRICS = tuple(m for m in _REGISTRY if m.in_table)
 COMPARE_METRICS = tuple(m for m in _REGISTRY if m.in_compare)
 SLO_METRICS = {m.slo: m for m in _REGISTRY if m.slo}  # --slo name → metric
+_FORMULAS: dict[str, Callable] = {m.name: m.formula for m in _REGISTRY if m.formula is not None}
 
 
 def request_metrics(rec: RequestRecord) -> dict[str, float | Unavailable]:
@@ -476,7 +480,7 @@ def request_metrics(rec: RequestRecord) -> dict[str, float | Unavailable]:
     if not rec.ok:
         failed = Unavailable(REQUEST_FAILED, f"request failed ({rec.error_kind})")
         return {name: failed for name in REQUEST_METRICS}
-    values = {name: METRICS[name].formula(rec) for name in REQUEST_METRICS}
+    values = {name: _FORMULAS[name](rec) for name in REQUEST_METRICS}
     if is_buffered(rec):
         buffered = Unavailable(BUFFERED, buffering_reason(rec))
         values.update({name: buffered for name in STREAM_TIMING_METRICS})

@@ -145,7 +145,7 @@ try:
     from orjson import dumps as _orjson_dumps
 except ImportError:  # pragma: no cover
 
-    def _orjson_dumps(obj: dict) -> bytes:
+    def _orjson_dumps(obj: dict) -> bytes:  # type: ignore[misc]  # orjson's signature is wider
         return json.dumps(obj, separators=(",", ":")).encode()
 
 

@@ -319,7 +319,7 @@ def case_result(
         n_ok=len(ok),
         n_failed=len(measured) - len(ok),
         n_warmup=len(records) - len(measured),
-        errors=dict(Counter(r.error_kind for r in measured if not r.ok)),
+        errors=dict(Counter(str(r.error_kind) for r in measured if not r.ok)),
         anomalies=dict(Counter(a.split(":")[0] for r in ok for a in r.anomalies)),
         retried=dict(Counter(r.retried.split(":")[0] for r in measured if r.retried)),
         summary=summary,
@@ -358,6 +358,7 @@ def _summaries(ok: list[RequestRecord]) -> tuple[dict[str, MetricSummary | None]
     for name in metrics.REQUEST_METRICS:
         values = [m[name] for m in per_request]
         missing = [v for v in values if isinstance(v, Unavailable)]
+        measured = [v for v in values if not isinstance(v, Unavailable)]
         summary[name] = None
         if not values:
             unavailable[name] = Unavailable(metrics.NO_SUCCESS, "no request succeeded")
@@ -367,7 +368,7 @@ def _summaries(ok: list[RequestRecord]) -> tuple[dict[str, MetricSummary | None]
                 message = f"{len(missing)} of {len(values)} requests: {message}"
             unavailable[name] = Unavailable(code, message)
         else:
-            summary[name] = MetricSummary.of(values)
+            summary[name] = MetricSummary.of(measured)
     return summary, unavailable
 
 

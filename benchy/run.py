@@ -144,7 +144,8 @@ def _stop_on_sigterm(state: RunState) -> None:
 
     def on_sigterm() -> None:
         state.stopped = {"by": "SIGTERM", "reason": "terminated (SIGTERM)"}
-        task.cancel()
+        if task is not None:
+            task.cancel()
 
     try:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)

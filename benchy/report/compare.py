@@ -127,9 +127,9 @@ def case_summary(case: dict, metric: str) -> dict | None:
 
 
 def verdict(change: MetricChange, higher_better: bool, alpha: float, min_effect: float) -> str:
-    if change.p_adjusted >= alpha:
+    if change.p_adjusted is None or change.p_adjusted >= alpha:
         return NO_DIFFERENCE
-    if change.change_pct is None or abs(change.change_pct) < 100.0 * min_effect:
+    if change.change is None or change.change_pct is None or abs(change.change_pct) < 100.0 * min_effect:
         return NEGLIGIBLE
     return FASTER if (change.change > 0) == higher_better else SLOWER
 
@@ -225,8 +225,8 @@ def compare(
             change.caveats = qualifying_warnings(a, change.case, metric, a_name) + qualifying_warnings(
                 b, change.case, metric, b_name
             )
-        tested = [c for c in changes if c.p_value is not None]
-        for change, adjusted in zip(tested, benjamini_hochberg([c.p_value for c in tested])):
+        tested = [(c, c.p_value) for c in changes if c.p_value is not None]
+        for (change, _), adjusted in zip(tested, benjamini_hochberg([p for _, p in tested])):
             change.p_adjusted = adjusted
             change.verdict = verdict(change, higher_better, alpha, min_effect)
         result.changes += changes
@@ -410,7 +410,7 @@ def write_png(comparisons: list[Comparison], path: Path) -> Path:
 
 def _draw_changes(ax, comp: Comparison, metric: str, cases: list[str], offset: float, marker: str) -> None:
     for change in comp.changes:
-        if change.metric != metric or change.change_pct is None:
+        if change.metric != metric or change.change_pct is None or change.ci95 is None or not change.a_median:
             continue
         y = cases.index(change.case) + offset
         base = change.a_median
