@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-realserver lint bench-client clean
+.PHONY: install demo test test-fast test-realserver lint bench-client schema clean
 
 install: $(STAMP)
 
@@ -38,6 +38,10 @@ lint: install
 # side by side; BENCH_CLIENT_ARGS="--sims 8 --sim-cores 2-15" on a machine with cores to spare.
 bench-client: install
 	$(BIN)/python benchmarks/bench_client.py $(BENCH_CLIENT_ARGS)
+
+# The JSON Schema of results.json, generated from the typed results (tests/test_schema.py checks it).
+schema: install
+	$(BIN)/python -c "from benchy.results import write_schema; print(write_schema())"
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache reports/demo

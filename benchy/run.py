@@ -24,7 +24,7 @@ from benchy import __version__, checks, server_metrics
 from benchy import results as results_mod
 from benchy import server as server_mod
 from benchy.client import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
-from benchy.loadgen import CasePlan, run_case
+from benchy.loadgen import CasePlan, LoadSettings, run_case
 from benchy.monitor import LoopMonitor
 from benchy.progress import Progress
 from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
@@ -53,37 +53,6 @@ class RunSettings:
     load: LoadSettings = field(default_factory=lambda: LoadSettings())  # --requests, --rate … (issue 9)
     server_metrics: bool = True  # scrape /metrics around each case (--no-server-metrics: off)
     announce: Callable[[str], None] | None = None  # gets the one-line start banner
-
-
-@dataclass(frozen=True)
-class LoadSettings:
-    """How each case's load is bounded and spread (arrivals.py, workers.py)."""
-
-    requests: int | None = None  # --requests: measured requests per case
-    duration_s: float | None = None  # --duration: no request is sent after this many seconds
-    max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
-    seed: int = 0  # --seed of the Poisson schedules
-    workers: int | None = None  # --workers; None: what each case needs (workers.auto_workers)
-    slo: dict[str, float] | None = None  # --slo, for goodput: {metric: threshold}
-
-    def to_dict(self) -> dict:
-        return {
-            "requests": self.requests,
-            "duration_s": self.duration_s,
-            "max_inflight": self.max_inflight,
-            "seed": self.seed,
-            "workers": self.workers,
-            "slo": self.slo,
-        }
-
-    def streams(self, case: Case) -> int:
-        """Connections a case may hold open at once (an uncapped open loop: no fixed bound)."""
-        if case.rate is None:
-            return case.concurrency
-        return self.max_inflight or UNCAPPED_CONNECTIONS
-
-
-UNCAPPED_CONNECTIONS = 100_000  # an open loop without --max-inflight: never queue inside the client
 
 
 @dataclass
@@ -191,25 +160,33 @@ def build_results(state: RunState) -> dict:
         by_case.setdefault(rec.case, []).append(rec)
     slo = state.setup.get("load", {}).get("slo")
     measured = [p for p in state.plans if any(not r.warmup for r in by_case.get(p.case.label, []))]
-    cases = [results_mod.case_entry(p.case, p.endpoint, p.runs, by_case[p.case.label], slo) for p in measured]
-    for case, plan in zip(cases, measured):
-        case["planned_requests"] = plan.measured or None  # None: as many as --duration allowed
-        if case["label"] in state.client:
-            case["client"] = state.client[case["label"]]
-        if case["label"] in state.server:
-            case["server"] = state.server[case["label"]]
-    results = {
-        "schema": results_mod.SCHEMA,
-        "benchy_version": __version__,
-        "prompt_nonce": state.setup.get("prompt_nonce"),
-        "partial": state.interrupted or state.stopped is not None or len(cases) < len(state.plans),
-        "stopped": state.stopped,
-        "setup": state.setup,
-        "cases": cases,
-        "not_measured": [
-            {"case": p.case.label, "reason": _why_not_measured(p, by_case)} for p in state.plans if p not in measured
+    cases = [
+        results_mod.case_result(
+            p.case,
+            p.endpoint,
+            p.runs,
+            by_case[p.case.label],
+            slo,
+            client=state.client.get(p.case.label),
+            server=state.server.get(p.case.label),
+            planned_requests=p.measured or None,  # None: as many as --duration allowed
+        )
+        for p in measured
+    ]
+    run = results_mod.RunResult(
+        benchy_version=__version__,
+        prompt_nonce=state.setup.get("prompt_nonce"),
+        partial=state.interrupted or state.stopped is not None or len(cases) < len(state.plans),
+        stopped=results_mod.Stopped(**state.stopped) if state.stopped else None,
+        setup=results_mod.Setup.from_dict(state.setup, strict=True),
+        cases=cases,
+        not_measured=[
+            results_mod.NotMeasured(p.case.label, _why_not_measured(p, by_case))
+            for p in state.plans
+            if p not in measured
         ],
-    }
+    )
+    results = run.to_dict()
     results["warnings"] = checks.run_checks(results)
     return results
 
