@@ -9,6 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from benchy.records import read_records
 from tests.conftest import run_benchy as benchy
 
 FAST = ("--decode-tps", "2000", "--prefill-tps", "200000")
@@ -49,8 +50,8 @@ def test_a_folder_with_an_earlier_run_is_refused_then_replaced_with_force(start_
     on_disk = {p.name for p in (out / "figures").glob("*.png")}
     assert on_disk == figures_named_in(out / "report.md")  # every figure there is this run's
     assert "concurrency.png" not in on_disk
-    ids = {json.loads(line)["request_id"] for line in (out / "requests.jsonl").read_text().splitlines()}
-    assert ids == {r["request_id"] for c in results["cases"] for r in c["requests"]}
+    ids = {r.request_id for r in read_records(out / "requests.jsonl")}
+    assert ids == {r["request_id"] for c in results["cases"] for r in c["requests"]}  # this run's only
     assert (out / "notes.txt").read_text() == "mine"  # only benchy's own files are replaced
 
 
