@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 
 from benchy import tokenizer
-from benchy.sim.cache import PrefixCache
+from benchy.sim.cache import Lookup, PrefixCache
 from benchy.sim.config import SimConfig
 
 clock = time.perf_counter
@@ -169,6 +169,18 @@ def tokens_before_stop(texts: list[str], stop: list[str], min_tokens: int) -> in
     return bisect.bisect_right(offsets, min(hits)) - 1
 
 
+@dataclass(frozen=True)
+class Prefill:
+    """One prompt's prefill: when it ran, what the cache served, and what eviction did."""
+
+    start_s: float
+    end_s: float
+    cached_tokens: int
+    lost_tokens: int = 0  # prefix tokens that had been cached but were evicted before this lookup
+    evicted_blocks: int = 0  # blocks this prompt's insert pushed out of the cache
+    cache_used_blocks: int | None = None  # blocks held after the insert (None: no cache)
+
+
 class Slots:
     """max_running slots handed out strictly first come, first served."""
 
@@ -212,18 +224,18 @@ class Engine:
     def cached_tokens(self, ids: list[int]) -> int:
         return self.cache.lookup(ids) if self.cache is not None else 0
 
-    async def prefill(self, ids: list[int]) -> tuple[float, float, int]:
-        """Runs this prompt's prefill after every earlier one; returns (start, end, cached)."""
+    async def prefill(self, ids: list[int]) -> Prefill:
+        """Runs this prompt's prefill after every earlier one."""
         async with self._prefill_lock:
             # Start at the previous prefill's deadline, not at the (later) lock hand-over.
             start = max(clock(), self._prefill_free_at)
-            cached = self.cached_tokens(ids)
-            end = start + self._prefill_seconds(len(ids) - cached)
+            found = self.cache.lookup_detail(ids) if self.cache is not None else Lookup(0)
+            end = start + self._prefill_seconds(len(ids) - found.cached_tokens)
             self._prefill_free_at = end
             await self.wait_until(end)
-            if self.cache is not None:
-                self.cache.insert(ids)
-        return start, end, cached
+            evicted = self.cache.insert(ids) if self.cache is not None else 0
+        used = len(self.cache) if self.cache is not None else None
+        return Prefill(start, end, found.cached_tokens, found.lost_tokens, evicted, used)
 
     def _prefill_seconds(self, tokens: int) -> float:
         return 0.0 if self.cfg.instant else tokens / self.cfg.prefill_tps
@@ -282,6 +294,11 @@ class Trace:
     prefill_end_s: float | None = None
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
+    # The prefix cache's side (issue 18): prefix tokens this request would have reused had
+    # they not been evicted, blocks its insert evicted, and blocks held after it.
+    cache_lost_tokens: int | None = None
+    cache_evicted_blocks: int | None = None
+    cache_used_blocks: int | None = None
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     finish_reason: str | None = None
