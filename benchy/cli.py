@@ -108,7 +108,17 @@ def server_options(command):
 
 
 class RunCommand(MultiValueCommand):
-    multi_value = ("--pp", "--tg", "--concurrency", "-c", "--scenario", "--depth", "--stop", "--rate")
+    multi_value = (
+        "--pp",
+        "--tg",
+        "--concurrency",
+        "-c",
+        "--scenario",
+        "--depth",
+        "--stop",
+        "--rate",
+        "--shared-prefix",
+    )
 
 
 @cli.command(cls=RunCommand)
@@ -129,8 +139,8 @@ class RunCommand(MultiValueCommand):
     type=click.IntRange(min=1),
     default=None,
     metavar="N",
-    help="With --rate (or a scenario's rate): at most N requests in flight; later arrivals wait "
-    "(and their delay is reported).",
+    help="With --rate, --trace (or a scenario's rate or trace): at most N requests in flight; later "
+    "arrivals wait (and their delay is reported).",
 )
 @click.option(
     "--requests",
@@ -184,6 +194,62 @@ class RunCommand(MultiValueCommand):
     help="cold (default): the context is unique per request, so the server prefills depth + pp. "
     "cached: the context is sent alone first and reused, so only the pp tokens are new "
     "(llama-bench's pp512 @ d4096); benchy checks the server's cached_tokens.",
+)
+@click.option(
+    "--turns",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="T",
+    help="Multi-turn conversations: -c conversations of T turns, each resending the history plus "
+    "a new --pp-token message; per-turn TTFT and cached tokens vs the history.",
+)
+@click.option(
+    "--first-tokens",
+    type=click.IntRange(min=9),
+    default=None,
+    metavar="N",
+    help="With --turns: the first message's tokens.",
+)
+@click.option(
+    "--think-time",
+    default=None,
+    metavar="SPEC",
+    help="With --turns: the pause before each next turn: 2s, 500ms, exp:2s or lognormal:2s[:SIGMA] (seeded by --seed).",
+)
+@click.option(
+    "--keep-reasoning",
+    is_flag=True,
+    help="With --turns: send earlier answers' reasoning back (by default dropped, as gpt-oss's format does).",
+)
+@click.option(
+    "--shared-prefix",
+    type=float,
+    multiple=True,
+    metavar="F",
+    help="Shared prefixes: a sweep over the shared fraction of each --pp prompt, e.g. --shared-prefix 0.5 0.9 "
+    "(each beside the same lengths with nothing shared); TTFT gain and hit rate.",
+)
+@click.option(
+    "--groups",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="G",
+    help="With --shared-prefix: G groups, each with its own prefix (default 1).",
+)
+@click.option(
+    "--trace",
+    "trace_file",
+    default=None,
+    metavar="FILE",
+    help="Replay a trace (Mooncake JSONL with hash_ids, or JSONL of timestamp/input_length/output_length) "
+    "at its own times; `sample` is the shipped sample. --requests N replays the first N.",
+)
+@click.option(
+    "--speed",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="X",
+    help="With --trace: replay X times faster (0.5: half the rate).",
 )
 @click.option("--runs", type=int, default=5, show_default=True, help="Measured runs per case.")
 @click.option("--warmup", type=int, default=1, show_default=True, help="Warmup requests per case (not counted).")
@@ -313,6 +379,14 @@ def run(
     workers=None,
     slo=None,
     transport="lean",
+    turns=None,
+    first_tokens=None,
+    think_time=None,
+    keep_reasoning=False,
+    shared_prefix=(),
+    groups=None,
+    trace_file=None,
+    speed=None,
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
@@ -320,14 +394,36 @@ def run(
     from benchy.prompts import PromptError
     from benchy.report import table
     from benchy.scenario import ScenarioError, load_scenario, sweep
+    from benchy.workloads.spec import WorkloadError
 
     _check_url(base_url)
     if runs < 1 or warmup < 0:
         raise click.UsageError("--runs must be ≥ 1 and --warmup ≥ 0")
     ceiling = _ceiling_inputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_token)
     try:
-        cases = [c for name in scenario for c in load_scenario(name)]
-        if pp or tg or not cases:
+        workload = _workload_cases(
+            pp,
+            tg,
+            concurrency,
+            depth,
+            rate,
+            endpoint,
+            n_requests,
+            turns,
+            first_tokens,
+            think_time,
+            keep_reasoning,
+            shared_prefix,
+            groups,
+            trace_file,
+            speed,
+        )
+        if workload is not None and scenario:
+            raise click.UsageError("--turns, --shared-prefix and --trace make their own cases: drop --scenario")
+        cases = workload or [c for name in scenario for c in load_scenario(name)]
+        if workload:
+            pass  # its flags made every case
+        elif pp or tg or not cases:
             cases += sweep(
                 list(pp) or [512],
                 list(tg) or [128],
@@ -336,23 +432,31 @@ def run(
                 depth_mode=depth_mode or "cold",
             )
         elif concurrency or depth or depth_mode:  # a scenario's rate stays unless -c replaces it
+            # (a workload scenario's cases stay as the scenario made them)
             cases = list(
                 dict.fromkeys(
-                    dataclasses.replace(c2, rate=None if concurrency else c.rate)
+                    c2
                     for c in cases
-                    for c2 in sweep(
-                        [c.pp],
-                        [c.tg],
-                        list(concurrency) or [c.concurrency],
-                        list(depth) or [c.depth],
-                        c.scenario,
-                        c.runs,
-                        c.endpoint,
-                        depth_mode or c.depth_mode,
+                    for c2 in (
+                        [c]
+                        if c.workload
+                        else (
+                            dataclasses.replace(c3, rate=None if concurrency else c.rate)
+                            for c3 in sweep(
+                                [c.pp],
+                                [c.tg],
+                                list(concurrency) or [c.concurrency],
+                                list(depth) or [c.depth],
+                                c.scenario,
+                                c.runs,
+                                c.endpoint,
+                                depth_mode or c.depth_mode,
+                            )
+                        )
                     )
                 )
             )
-    except ScenarioError as exc:
+    except (ScenarioError, WorkloadError) as exc:
         raise click.UsageError(str(exc)) from None
     cases, load = _load_settings(cases, rate, concurrency, max_inflight, n_requests, duration, seed, workers, slo)
     prompt_template = _prompt_template(template, reasoning_effort, stop, endpoint, cases)
@@ -526,16 +630,21 @@ def _load_settings(cases, rate, concurrency, max_inflight, n_requests, duration,
                 dict.fromkeys(
                     r
                     for c in cases
-                    for r in rate_sweep(
-                        [c.pp], [c.tg], list(rate), [c.depth], c.scenario, c.runs, c.endpoint, c.depth_mode
+                    for r in (
+                        [c]
+                        if c.workload
+                        else rate_sweep(
+                            [c.pp], [c.tg], list(rate), [c.depth], c.scenario, c.runs, c.endpoint, c.depth_mode
+                        )
                     )
                 )
             )
         except ScenarioError as exc:
             raise click.UsageError(str(exc)) from None
-    if max_inflight is not None and all(c.rate is None for c in cases):
+    if max_inflight is not None and all(c.rate is None and c.kind != "trace" for c in cases):
         raise click.UsageError(
-            "--max-inflight needs --rate or a scenario with rate (a closed loop keeps exactly --concurrency in flight)"
+            "--max-inflight needs --rate, --trace or a scenario with rate or trace "
+            "(a closed loop keeps exactly --concurrency in flight)"
         )
     try:
         slo_targets = parse_slo(slo) if slo is not None else None
@@ -543,6 +652,64 @@ def _load_settings(cases, rate, concurrency, max_inflight, n_requests, duration,
         raise click.UsageError(str(exc)) from None
     return cases, LoadSettings(
         requests=n_requests, duration_s=duration, max_inflight=max_inflight, seed=seed, workers=workers, slo=slo_targets
+    )
+
+
+def _workload_cases(
+    pp,
+    tg,
+    concurrency,
+    depth,
+    rate,
+    endpoint,
+    n_requests,
+    turns,
+    first_tokens,
+    think_time,
+    keep_reasoning,
+    shared_prefix,
+    groups,
+    trace_file,
+    speed,
+):
+    """The cases of --turns, --shared-prefix or --trace (one of them), or None without them."""
+    from benchy.workloads import cases as workload_cases
+    from benchy.workloads.spec import ThinkTime
+
+    chosen = [
+        flag
+        for flag, given in (("--turns", turns), ("--shared-prefix", shared_prefix), ("--trace", trace_file))
+        if given
+    ]
+    if len(chosen) > 1:
+        raise click.UsageError(f"{chosen[0]} and {chosen[1]} cannot be combined: each is its own workload")
+    for flag, value, owner in (
+        ("--first-tokens", first_tokens, turns),
+        ("--think-time", think_time, turns),
+        ("--keep-reasoning", keep_reasoning, turns),
+        ("--groups", groups, shared_prefix),
+        ("--speed", speed, trace_file),
+    ):
+        if value and not owner:
+            needs = {"--groups": "--shared-prefix", "--speed": "--trace"}.get(flag, "--turns")
+            raise click.UsageError(f"{flag} needs {needs}")
+    if not chosen:
+        return None
+    if rate or depth:
+        raise click.UsageError(f"{chosen[0]} cannot be combined with {'--rate' if rate else '--depth'}")
+    if trace_file:
+        if pp or tg or concurrency:
+            raise click.UsageError("--trace takes its lengths and times from the trace: drop --pp, --tg and -c")
+        return [workload_cases.trace_case(trace_file, speed or 1.0, n_requests)]
+    if turns:
+        if endpoint != "chat":
+            raise click.UsageError("--turns needs --endpoint chat: the server's chat template renders the history")
+        think = ThinkTime.parse(think_time) if think_time is not None else ThinkTime()
+        return workload_cases.multi_turn_cases(
+            list(pp) or [256], list(tg) or [64], list(concurrency) or [4], turns, think, first_tokens, keep_reasoning
+        )
+    return workload_cases.shared_prefix_cases(
+        list(pp) or [2048], list(tg) or [32], list(concurrency) or [1], list(shared_prefix), groups or 1
     )
 
 

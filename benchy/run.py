@@ -19,13 +19,14 @@ from pathlib import Path
 from benchy import __version__, checks
 from benchy import results as results_mod
 from benchy.client import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
-from benchy.loadgen import CasePlan, run_case
+from benchy.loadgen import CasePlan
 from benchy.monitor import LoopMonitor
 from benchy.progress import Progress
 from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate
 from benchy.records import RecordWriter, RequestRecord
 from benchy.scenario import Case
 from benchy.workers import WorkerError, WorkerPool, case_workers
+from benchy.workloads.runners import runner_for
 
 
 @dataclass
@@ -70,6 +71,8 @@ class LoadSettings:
 
     def streams(self, case: Case) -> int:
         """Connections a case may hold open at once (an uncapped open loop: no fixed bound)."""
+        if case.kind == "trace":
+            return self.max_inflight or UNCAPPED_CONNECTIONS
         if case.rate is None:
             return case.concurrency
         return self.max_inflight or UNCAPPED_CONNECTIONS
@@ -223,7 +226,13 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
         try:
             for plan in state.plans:
                 progress.start_case(plan.case.label)
-                k = case_workers(plan.case, settings.load.workers, settings.load.max_inflight)
+                # Workloads run in one process: a conversation's turns depend on each other, and
+                # a trace's or a group's reuse spans all of its requests.
+                k = (
+                    1
+                    if plan.case.workload
+                    else case_workers(plan.case, settings.load.workers, settings.load.max_inflight)
+                )
                 if k > 1:
                     state.client[plan.case.label] = await _run_in_workers(
                         pools, plan, k, client.settings, calibrations[plan.endpoint], settings.nonce, on_record
@@ -231,7 +240,7 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
                     continue
                 factory = PromptFactory(calibrations[plan.endpoint], nonce=settings.nonce, salt=f"{salt}c{plan.index}")
                 async with LoopMonitor() as monitor:
-                    await run_case(client, plan, factory, on_record)
+                    await runner_for(plan)(client, plan, factory, on_record)
                 state.client[plan.case.label] = {
                     **monitor.figures(_in_flight(state.records, plan.case.label)),
                     "workers": 1,

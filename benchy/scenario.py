@@ -21,6 +21,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay, Workload
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -46,11 +48,32 @@ class Case:
     endpoint: str | None = None  # None: the run's --endpoint
     depth_mode: str = "cold"  # "cold" | "cached" (see the module docstring)
     rate: float | None = None  # requests/s, open loop (Poisson arrivals); None: closed loop
+    # A cache-aware workload (benchy/workloads): multi-turn, shared prefix or trace replay;
+    # None for a plain sweep case.
+    workload: Workload | None = None
+
+    @property
+    def kind(self) -> str:
+        """ "sweep", or the workload's kind: "multi_turn", "shared_prefix", "trace"."""
+        return self.workload.kind if self.workload is not None else "sweep"
+
+    @property
+    def groups(self) -> int:
+        """Shared contexts sent ahead: one per group of a shared-prefix case, else one."""
+        return self.workload.groups if isinstance(self.workload, SharedPrefix) else 1
 
     @property
     def label(self) -> str:
         """llama-bench style: `pp512 tg32`, `pp512 tg32 c4`, `pp512 tg32 @ d4096`; a rate case
-        reads `pp512 tg32 r4` (4 requests/s); a cached-context case `… @ d4096 cached`."""
+        reads `pp512 tg32 r4` (4 requests/s); a cached-context case `… @ d4096 cached`.
+        Workloads: `multi-turn u4 x8 pp256 tg64`, `shared 75% of pp2048 g4 tg32 c4`,
+        `trace sample.jsonl x2`."""
+        if isinstance(self.workload, TraceReplay):
+            return self.workload.label()
+        if isinstance(self.workload, SharedPrefix):
+            return self.workload.label(self.depth + self.pp, self.tg, self.concurrency)
+        if isinstance(self.workload, MultiTurn):
+            return self.workload.label(self.pp, self.tg, self.concurrency)
         text = f"pp{self.pp} tg{self.tg}"
         if self.rate is not None:
             text += f" r{self.rate:g}"
@@ -173,6 +196,22 @@ _KNOWN_KEYS = {
     "depth",
     "depth_mode",
     "rate",
+    # cache-aware workloads (benchy/workloads): kind = "multi_turn" | "shared_prefix" | "trace"
+    "kind",
+    "turns",
+    "first_tokens",
+    "think_time",
+    "keep_reasoning",
+    "shared_fraction",
+    "groups",
+    "trace",
+    "speed",
+    "max_requests",
+}
+_WORKLOAD_KEYS = {
+    "multi_turn": {"turns", "first_tokens", "think_time", "keep_reasoning"},
+    "shared_prefix": {"shared_fraction", "groups"},
+    "trace": {"trace", "speed", "max_requests"},
 }
 
 
@@ -181,6 +220,15 @@ def _cases_from_table(path: Path, data: dict) -> list[Case]:
     if unknown:
         raise ScenarioError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KNOWN_KEYS))})")
     name = data.get("name", path.stem)
+    kind = data.get("kind", "sweep")
+    if kind != "sweep":
+        try:
+            return _workload_cases(path, data, kind, name)
+        except ValueError as exc:  # ScenarioError, WorkloadError
+            raise ScenarioError(f"{path}: {exc}") from None
+    stray = sorted(set(data) & set().union(*_WORKLOAD_KEYS.values()))
+    if stray:
+        raise ScenarioError(f'{path}: {stray[0]!r} needs a workload kind (kind = "multi_turn", ...)')
     pp = _int_list(path, data, "pp", "prompt_tokens")
     tg = _int_list(path, data, "tg", "output_tokens")
     concurrency = _int_list(path, data, "concurrency", default=[1])
@@ -216,6 +264,63 @@ def _cases_from_table(path: Path, data: dict) -> list[Case]:
         )
     except ScenarioError as exc:
         raise ScenarioError(f"{path}: {exc}") from None
+
+
+def _workload_cases(path: Path, data: dict, kind: str, name: str) -> list[Case]:
+    """A `kind = "multi_turn" | "shared_prefix" | "trace"` table (see the README)."""
+    from benchy.workloads import cases as workload_cases
+    from benchy.workloads.spec import ThinkTime
+
+    if kind not in _WORKLOAD_KEYS:
+        raise ScenarioError(f"kind must be one of sweep, {', '.join(_WORKLOAD_KEYS)}, got {kind!r}")
+    foreign = sorted((set(data) & set().union(*_WORKLOAD_KEYS.values())) - _WORKLOAD_KEYS[kind])
+    if foreign:
+        raise ScenarioError(f"{foreign[0]!r} does not apply to kind {kind!r}")
+    endpoint = data.get("endpoint")
+    if endpoint is not None and endpoint not in ENDPOINTS:
+        raise ScenarioError(f"endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
+    if kind == "trace":
+        trace = data.get("trace")
+        if not isinstance(trace, str):
+            raise ScenarioError('trace must name a trace file (or "sample")')
+        beside = path.parent / trace
+        return [
+            workload_cases.trace_case(
+                str(beside) if trace != "sample" and beside.exists() else trace,
+                data.get("speed", 1.0),
+                data.get("max_requests"),
+                scenario=name,
+            )
+        ]
+    pp = _int_list(path, data, "pp", "prompt_tokens")
+    tg = _int_list(path, data, "tg", "output_tokens")
+    concurrency = _int_list(path, data, "concurrency", default=[1])
+    if kind == "multi_turn":
+        keep = data.get("keep_reasoning", False)
+        if not isinstance(keep, bool):
+            raise ScenarioError(f"keep_reasoning must be true or false, got {keep!r}")
+        return workload_cases.multi_turn_cases(
+            pp,
+            tg,
+            concurrency,
+            data.get("turns", 4),
+            ThinkTime.parse(data.get("think_time", 0)),
+            data.get("first_tokens"),
+            keep,
+            scenario=name,
+            endpoint=endpoint,
+        )
+    fractions = data.get("shared_fraction", [0.5])
+    return workload_cases.shared_prefix_cases(
+        pp,
+        tg,
+        concurrency,
+        fractions if isinstance(fractions, list) else [fractions],
+        data.get("groups", 1),
+        scenario=name,
+        runs=data.get("runs"),
+        endpoint=endpoint,
+    )
 
 
 def _int_list(
