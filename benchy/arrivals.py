@@ -83,7 +83,7 @@ async def open_loop(
             if slots is not None:
                 await slots.acquire()
             if failure:
-                raise failure[0]  # a stop (too many errors) ends the schedule
+                raise failure[0]  # a send that failed ends the schedule
             task = asyncio.ensure_future(one(item, due))
             tasks.add(task)
             task.add_done_callback(done)

@@ -424,6 +424,7 @@ class _StreamReader:
         "last_text_s",
         "known_head",
         "plain_prefix",
+        "texts",
     )
 
     def __init__(self, rec: RequestRecord, scrub: Callable[[str], str] = str, harmony: bool = False) -> None:
@@ -437,6 +438,7 @@ class _StreamReader:
         self.last_text_s = 0.0
         self.known_head: str | None = None  # see _plain_content
         self.plain_prefix = b""  # `data: ` + known_head + the plain choice, as bytes
+        self.texts: list[str] = []  # each token event's text, joined into rec.token_event_text
 
     def feed(self, chunk: bytes, now: float) -> None:
         rec = self.rec
@@ -457,10 +459,12 @@ class _StreamReader:
             self._event(data, now)
         rec = self.rec
         rec.end_s = now
+        rec.token_event_text = "".join(self.texts)
         if rec.status != "ok":
             return
         if self.harmony is not None:
             self._harmony_close()
+            rec.token_event_text = "".join(self.texts)
         if self.bad_events:
             rec.anomalies.append(f"malformed_events:{self.bad_events}")
         if not self.done:
@@ -489,6 +493,7 @@ class _StreamReader:
             self.fail("server_error", str(err.get("message", err) if isinstance(err, dict) else err)[:300])
             return
         choices, usage, timings = obj.get("choices"), obj.get("usage"), obj.get("timings")
+        events_before = len(self.rec.token_event_s)
         if choices:
             if isinstance(choices, list) and isinstance(choices[0], dict):
                 self._choice(choices[0], now)
@@ -497,6 +502,8 @@ class _StreamReader:
         if usage:
             if isinstance(usage, dict):
                 self._usage(usage)
+                if len(self.rec.token_event_s) > events_before and self.rec.completion_tokens is not None:
+                    self.rec.token_event_usage.append(self.rec.completion_tokens)  # continuous_usage_stats
             else:
                 self.bad_events += 1
         if timings:
@@ -535,6 +542,7 @@ class _StreamReader:
             rec.token_event_s.append(now)
             rec.token_event_chars.append(len(content))
             rec.token_event_kinds += CONTENT
+            self.texts.append(content)
             pos = end + 2
         return pos
 
@@ -557,6 +565,7 @@ class _StreamReader:
         rec.token_event_s.append(now)
         rec.token_event_chars.append(size)
         rec.token_event_kinds += CONTENT
+        self.texts.append(content)
         return True
 
     def _choice(self, choice: dict, now: float) -> None:
@@ -578,6 +587,7 @@ class _StreamReader:
                 rec.token_event_s.append(now)
                 rec.token_event_chars.append(size)
                 rec.token_event_kinds += CONTENT
+                self.texts.append(content)
                 return
         if delta is None:  # /v1/completions streams `text`; non-chat servers may too
             delta = choice
@@ -603,6 +613,7 @@ class _StreamReader:
             rec.token_event_s.append(now)
             rec.token_event_chars.append(len(content or "") + len(reasoning or ""))
             rec.token_event_kinds += CONTENT if content else REASONING
+            self.texts.append((reasoning or "") + (content or ""))
         finish = choice.get("finish_reason")
         if finish:
             if isinstance(finish, str):
@@ -628,7 +639,9 @@ class _StreamReader:
                 rec.token_event_s.append(self.last_text_s)
                 rec.token_event_chars.append(0)
                 rec.token_event_kinds += REASONING
+                self.texts.append("")
             rec.token_event_chars[-1] += len(content) + len(reasoning)
+            self.texts[-1] += reasoning + content
             if content:
                 rec.token_event_kinds = rec.token_event_kinds[:-1] + CONTENT
         if not self.harmony.saw_markers and markers_missing("".join(self.unmarked)):
@@ -675,6 +688,7 @@ class _StreamReader:
         self.fail("not_sse", f"response is not an event stream (Content-Type: {content_type or 'none'}): {head}")
 
     def fail(self, kind: str, message: str) -> None:
+        self.rec.token_event_text = "".join(self.texts)  # what arrived before the failure
         if self.rec.status == "error":
             return  # keep the first cause
         self.rec.status = "error"

@@ -167,22 +167,53 @@ async def run_case(
     prompts: PromptFactory,
     on_record: Callable[[RequestRecord], None],
     start: Callable[[], Awaitable[float]] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> None:
     """Context and warmups, then the measured requests from `await start()` (a perf_counter
-    time; workers.py passes one shared by every worker process), closed or open loop."""
+    time; workers.py passes one shared by every worker process), closed or open loop; a
+    multi-turn or trace case runs its workload's own loop (benchy/workloads).
+
+    Once `stop` is set (by on_record, on too many errors, or by a parent process) nothing more
+    is sent and the requests in flight are cancelled, unrecorded: the case ends early."""
+    stop = stop or asyncio.Event()
+    task = asyncio.ensure_future(_run_case(client, plan, prompts, on_record, start, stop))
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pending in (task, stopped):
+            pending.cancel()
+        await asyncio.gather(task, stopped, return_exceptions=True)
+    if not task.cancelled():
+        task.result()  # a failure of the case itself (never a stop) is raised here
+
+
+async def _run_case(
+    client: Client,
+    plan: CasePlan,
+    prompts: PromptFactory,
+    on_record: Callable[[RequestRecord], None],
+    start: Callable[[], Awaitable[float]] | None,
+    stop: asyncio.Event,
+) -> None:
+    if plan.case.kind in ("multi_turn", "trace"):
+        from benchy.workloads.runners import runner_for
+
+        await runner_for(plan)(client, plan, prompts, on_record, start)
+        return
     contexts = _context_sends(plan, prompts)
     warmups, measured = _sends(plan, prompts, [c.prompt for c in contexts])
     extra = request_options(plan, plan.case.tg)
     for context in contexts:
         await send_request(client, plan, context, 1, request_options(plan, 1))
         on_record(context.record)
-    await _closed_loop(client, plan, warmups, extra, on_record)
+    await _closed_loop(client, plan, warmups, extra, on_record, stop)
     start_s = await start() if start else time.perf_counter()
     deadline = arrivals.duration_deadline(start_s, plan.duration_s)
     if plan.case.rate is not None:
-        await _open_loop(client, plan, measured, extra, on_record, start_s, deadline)
+        await _open_loop(client, plan, measured, extra, on_record, stop, start_s, deadline)
     else:
-        await _closed_loop(client, plan, measured, extra, on_record, deadline)
+        await _closed_loop(client, plan, measured, extra, on_record, stop, deadline)
 
 
 async def _open_loop(
@@ -191,6 +222,7 @@ async def _open_loop(
     sends: list[Send],
     extra: dict,
     on_record: Callable[[RequestRecord], None],
+    stop: asyncio.Event,
     start_s: float,
     deadline: float,
 ) -> None:
@@ -199,6 +231,8 @@ async def _open_loop(
     items = [(offsets[s.record.index], s) for s in sends if start_s + offsets[s.record.index] < deadline]
 
     async def send(item: Send, due: float) -> None:
+        if stop.is_set():
+            return
         item.record.scheduled_mono_s = due
         await send_request(client, plan, item, plan.case.tg, extra)
         on_record(item.record)
@@ -212,6 +246,7 @@ async def _closed_loop(
     sends: Iterable[Send],
     extra: dict,
     on_record: Callable[[RequestRecord], None],
+    stop: asyncio.Event,
     deadline: float = math.inf,
 ) -> None:
     """N workers, each sending its next request the moment its last one ends, until `deadline`."""
@@ -219,7 +254,7 @@ async def _closed_loop(
 
     async def worker() -> None:
         for send in queue:
-            if time.perf_counter() >= deadline:
+            if stop.is_set() or time.perf_counter() >= deadline:
                 return
             await send_request(client, plan, send, plan.case.tg, extra)
             on_record(send.record)
@@ -230,8 +265,8 @@ async def _closed_loop(
     try:
         await asyncio.gather(*workers)
     finally:
-        # A worker that raised (a stop on too many errors) ends the others: none may go on
-        # sending, nor record a request that the stop cut short.
+        # A worker that raised ends the others: none may go on sending, nor record a request
+        # that the failure cut short.
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)

@@ -44,6 +44,12 @@ class RequestRecord:
     token_event_s: list[float] = field(default_factory=list)  # events that carried text
     token_event_chars: list[int] = field(default_factory=list)
     token_event_kinds: str = ""  # CONTENT / REASONING per token-bearing event
+    # The generated text as it streamed, reasoning and content in event order (token_event_chars
+    # cuts it per event): metrics count it with benchy's own tokenizer (evidence.py).
+    token_event_text: str = ""
+    # vLLM's stream_options.continuous_usage_stats: the cumulative completion_tokens that came
+    # with each token-bearing event; empty when the server sends no per-chunk usage.
+    token_event_usage: list[int] = field(default_factory=list)
     sse_events: int = 0  # every data event, token-bearing or not
     prompt_tokens: int | None = None  # from the server's usage
     completion_tokens: int | None = None

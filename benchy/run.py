@@ -3,7 +3,9 @@
 Flow: cases → CasePlan (loadgen) → records (appended to requests.jsonl as each finishes) →
 results (metrics + stats) → checks → results.json. Interrupted runs keep what they measured:
 Ctrl-C (SIGINT) and SIGTERM cancel the run's task, and results.json is saved with `partial: true`
-and `stopped: {by, reason}`; so does --max-errors / --max-error-rate (TooManyErrors).
+and `stopped: {by, reason}`; so does --max-errors / --max-error-rate: the record that passes
+a limit sets the run's stop event (loadgen ends the case, workers.py its processes), and no
+later case starts.
 """
 
 from __future__ import annotations
@@ -19,14 +21,13 @@ from pathlib import Path
 from benchy import __version__, checks
 from benchy import results as results_mod
 from benchy.client import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
-from benchy.loadgen import CasePlan
+from benchy.loadgen import CasePlan, run_case
 from benchy.monitor import LoopMonitor
 from benchy.progress import Progress
 from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate
 from benchy.records import RecordWriter, RequestRecord
 from benchy.scenario import Case
 from benchy.workers import WorkerError, WorkerPool, case_workers
-from benchy.workloads.runners import runner_for
 
 
 @dataclass
@@ -106,8 +107,6 @@ def execute(settings: RunSettings) -> dict:
         state.stopped = {"by": "SIGINT", "reason": "interrupted (Ctrl-C)"}
     except asyncio.CancelledError:  # what _stop_on_sigterm does to the run's task
         state.interrupted = True
-    except TooManyErrors as exc:
-        state.stopped = {"by": exc.flag, "reason": str(exc)}
     except ServerError as exc:  # the last guard on secrets: nothing the server echoed leaks
         raise ServerError(scrub(str(exc), secrets_of(settings.client))) from None
     finally:
@@ -117,28 +116,22 @@ def execute(settings: RunSettings) -> dict:
     return finish(state, settings)
 
 
-class TooManyErrors(Exception):
-    """--max-errors or --max-error-rate was passed; `flag` names which."""
-
-    def __init__(self, flag: str, reason: str) -> None:
-        super().__init__(reason)
-        self.flag = flag
-
-
 MIN_REQUESTS_FOR_RATE = 10  # --max-error-rate is judged from this many finished requests on
 
 
-def check_error_limits(state: RunState, settings: RunSettings) -> None:
-    """Raises TooManyErrors once a limit is passed (more errors than allowed, not as many)."""
+def error_limit_passed(state: RunState, settings: RunSettings) -> dict | None:
+    """{by, reason} once --max-errors or --max-error-rate is passed (more errors than allowed,
+    not as many); None while the run may go on."""
     failed, done = state.n_failed, len(state.records)
     if settings.max_errors is not None and failed > settings.max_errors:
-        raise TooManyErrors("max-errors", f"{failed} requests failed, more than --max-errors {settings.max_errors}")
+        return {"by": "max-errors", "reason": f"{failed} requests failed, more than --max-errors {settings.max_errors}"}
     rate = settings.max_error_rate
     if rate is not None and done >= MIN_REQUESTS_FOR_RATE and failed > rate * done:
-        raise TooManyErrors(
-            "max-error-rate",
-            f"{failed} of {done} requests failed ({failed / done:.0%}), more than --max-error-rate {rate:g}",
-        )
+        return {
+            "by": "max-error-rate",
+            "reason": f"{failed} of {done} requests failed ({failed / done:.0%}), more than --max-error-rate {rate:g}",
+        }
+    return None
 
 
 def _stop_on_sigterm(state: RunState) -> None:
@@ -214,17 +207,23 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
             for i, c in enumerate(settings.cases)
         ]
         progress = Progress(sum(p.measured + p.warmup for p in state.plans), settings.progress)
+        stop = asyncio.Event()  # set once an error limit is passed: the run ends
 
         def on_record(rec: RequestRecord) -> None:
             state.records.append(rec)
             writer.write(rec)
             progress.request_done()
             state.n_failed += not checks.classify(rec).ok  # counted as results.json counts it
-            check_error_limits(state, settings)
+            passed = None if stop.is_set() else error_limit_passed(state, settings)
+            if passed:
+                state.stopped = passed
+                stop.set()
 
         pools: list[WorkerPool] = []  # started at the first case that needs several processes
         try:
             for plan in state.plans:
+                if stop.is_set():
+                    break
                 progress.start_case(plan.case.label)
                 # Workloads run in one process: a conversation's turns depend on each other, and
                 # a trace's or a group's reuse spans all of its requests.
@@ -235,12 +234,12 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
                 )
                 if k > 1:
                     state.client[plan.case.label] = await _run_in_workers(
-                        pools, plan, k, client.settings, calibrations[plan.endpoint], settings.nonce, on_record
+                        pools, plan, k, client.settings, calibrations[plan.endpoint], settings.nonce, on_record, stop
                     )
                     continue
                 factory = PromptFactory(calibrations[plan.endpoint], nonce=settings.nonce, salt=f"{salt}c{plan.index}")
                 async with LoopMonitor() as monitor:
-                    await runner_for(plan)(client, plan, factory, on_record)
+                    await run_case(client, plan, factory, on_record, stop=stop)
                 state.client[plan.case.label] = {
                     **monitor.figures(_in_flight(state.records, plan.case.label)),
                     "workers": 1,
@@ -268,6 +267,7 @@ async def _run_in_workers(
     calibration: Calibration,
     nonce: bool,
     on_record,
+    stop: asyncio.Event,
 ) -> dict:
     """The case on k worker processes (workers.py); returns their merged monitor figures."""
     if pools and pools[0].n < k:
@@ -275,7 +275,7 @@ async def _run_in_workers(
     if not pools:
         pools.append(WorkerPool(k, client_settings).start())
     try:
-        return await pools[0].run_case(plan, k, calibration, nonce, on_record)
+        return await pools[0].run_case(plan, k, calibration, nonce, on_record, stop)
     except WorkerError as exc:
         pools.clear()  # run_case killed it
         if exc.kind == "PromptError":

@@ -121,9 +121,11 @@ class WorkerPool:
             self._stderr.append(err)
         return self
 
-    async def run_case(self, plan, k: int, calibration, nonce: bool, on_record: Callable) -> dict:
+    async def run_case(self, plan, k: int, calibration, nonce: bool, on_record: Callable, stop: asyncio.Event) -> dict:
         """Runs `plan` on the first k workers; calls on_record for each record as it comes;
-        returns the merged LoopMonitor figures. Kills every worker if anything goes wrong."""
+        returns the merged LoopMonitor figures. Once `stop` is set (on_record passed an error
+        limit) the records already sent are kept and every worker is killed; so they are if
+        anything goes wrong."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         conns = self._conns[:k]
@@ -133,7 +135,12 @@ class WorkerPool:
         try:
             for w, conn in enumerate(conns):
                 conn.send(("case", replace(plan, worker=w, workers=k), calibration, nonce))
-            return await self._collect(queue, conns, on_record)
+            figures = await self._collect(queue, conns, on_record, stop)
+            if stop.is_set():
+                _stop_reading(loop, fds)
+                _keep_finished(queue, conns, on_record)
+                self.kill()
+            return figures
         except BaseException:
             _stop_reading(loop, fds)
             _keep_finished(queue, conns, on_record)
@@ -142,11 +149,13 @@ class WorkerPool:
         finally:
             _stop_reading(loop, fds)
 
-    async def _collect(self, queue: asyncio.Queue, conns: list[Connection], on_record: Callable) -> dict:
+    async def _collect(
+        self, queue: asyncio.Queue, conns: list[Connection], on_record: Callable, stop: asyncio.Event
+    ) -> dict:
         from benchy.records import RequestRecord
 
         ready, figures = 0, []
-        while len(figures) < len(conns):
+        while len(figures) < len(conns) and not stop.is_set():
             w, msg = await queue.get()
             kind = msg[0]
             if kind == "record":
@@ -204,10 +213,8 @@ def _stop_reading(loop: asyncio.AbstractEventLoop, fds: list[int]) -> None:
 
 def _keep_finished(queue: asyncio.Queue, conns: list[Connection], on_record: Callable) -> None:
     """On a stop: the records workers had already sent (read or still in the socket) are
-    measured results and are kept. The run is ending for another reason already, so a record
-    that trips --max-errors here is saved and the limit's exception is not raised again."""
+    measured results and are kept."""
     from benchy.records import RequestRecord
-    from benchy.run import TooManyErrors  # run.py owns the limit; it is loaded already
 
     waiting = []
     while not queue.empty():
@@ -220,10 +227,7 @@ def _keep_finished(queue: asyncio.Queue, conns: list[Connection], on_record: Cal
             pass
     for msg in waiting:
         if msg[0] == "record":
-            try:
-                on_record(RequestRecord.from_dict(msg[1]))
-            except TooManyErrors:
-                pass
+            on_record(RequestRecord.from_dict(msg[1]))
 
 
 def _drain(conn: Connection, w: int, queue: asyncio.Queue) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
-from benchy.sim.config import FAULT_KINDS, PRESET_HELP, ConfigError, build_config, parse_fault
+from benchy.sim.config import FAULT_KINDS, PRESET_HELP, SPEC_STYLES, ConfigError, build_config, parse_fault
 
 _PRESETS_TEXT = "\n".join(f"  {name}: {text}" for name, text in PRESET_HELP.items())
 
@@ -74,6 +74,29 @@ every token, reasoning_tokens only on chat.
 --header-delay-s X: wait X s after arrival before the response headers.
 
 \b
+Behaviours of real servers that mislead benchmarks (each in the truth log):
+  --spec-draft K: speculative decoding; the first token alone, then steps of
+  1 + accepted drafts (each next one accepted with --spec-accept, at most K),
+  steps spaced so the token rate stays --decode-tps; all tokens of a step
+  share one time in token_times_s. --spec-style vllm: one event per step;
+  llamacpp: one event per token, a step's events written back to back.
+  --proxy-buffer-bytes B: a buffering proxy; SSE bytes leave once B have
+  gathered (and at the end); events[].t_s is when they really left.
+  --usage-scale F: usage.completion_tokens claims F x the tokens generated
+  (usage_completion_tokens in the log); stream_options.continuous_usage_stats
+  puts cumulative usage in every chunk (as vLLM).
+  --ignore-stream-options: no usage in streams; non-streamed bodies keep it.
+  --truncate-prompt N: only the last N prompt tokens are kept (usage and
+  prefill count those; prompt_tokens_sent holds the original).
+  --think-inline: the --reasoning-tokens go inside content as <think> ...
+  </think> (one token per tag; a short output never closes it); usage says
+  reasoning_tokens 0; first_content_token_s is the first answer token.
+  --host-copy-tps T: prompt tokens / T seconds of host cache copying before
+  each prefill (host_copy_s; prefill_start_s is after it), outside prompt_ms.
+  --timings: llama.cpp's `timings` (prompt_n, cache_n, prompt_ms, predicted_n,
+  predicted_ms, ...) in a chunk before usage, and in non-streamed bodies.
+
+\b
 Faults (--fault KIND:RATE, repeatable, rates summing to <= 1; at most one per
 request, drawn in arrival order from a RNG seeded by --seed):
   http500, http429 (no Retry-After), http429_retry (Retry-After: 1),
@@ -94,10 +117,11 @@ before this request's lookup: what eviction cost it), cache_evicted_blocks
 with --no-prefix-cache); all three null when the request never reached prefill,
 completion_tokens, reasoning_tokens, finish_reason, token_times_s (one per
 token), events [{{t_s, tokens, kind: role|content|reasoning|usage|done|
-malformed|marker}}] (t_s: just after the write returned; marker: --harmony
+malformed|marker|timings}}] (t_s: just after the write returned; marker: --harmony
 text of special tokens and headers only), first_token_event_s,
 last_token_event_s, fault, status (null when no HTTP status was sent), error,
-stop (null when not sent), reasoning_effort (chat: the body field;
+stop (null when not sent), prompt_tokens_sent, host_copy_s,
+usage_completion_tokens, first_content_token_s, reasoning_effort (chat: the body field;
 completions: a Harmony system message's "Reasoning:" line), skip_special_tokens
 (the value in effect),
 authorization_sha256 (SHA-256 of the Authorization header; the header itself is
@@ -152,6 +176,20 @@ connections; stops cleanly on SIGTERM or SIGINT.
     help="Disregard ignore_eos and min_tokens: outputs end at their natural length.",
 )
 @click.option("--header-delay-s", type=float, help="Seconds before response headers are sent.")
+@click.option("--spec-draft", type=int, help="Speculative decoding: at most this many drafted tokens per step.")
+@click.option("--spec-accept", type=float, help="Chance each next drafted token is accepted (default 0.8).")
+@click.option("--spec-style", type=click.Choice(SPEC_STYLES), help="One event per step (vllm) or per token (llamacpp).")
+@click.option("--proxy-buffer-bytes", type=int, help="A buffering proxy: bytes held until this many gather.")
+@click.option("--usage-scale", type=float, help="usage.completion_tokens claims this multiple of the tokens made.")
+@click.option(
+    "--ignore-stream-options/--no-ignore-stream-options", default=False, help="No usage in streamed responses."
+)
+@click.option("--truncate-prompt", type=int, help="Keep only the last N prompt tokens (0: never).")
+@click.option(
+    "--think-inline/--no-think-inline", default=False, help="Reasoning inline in content as <think>…</think>."
+)
+@click.option("--host-copy-tps", type=float, help="Host cache copy before each prefill, prompt tokens/s (0: none).")
+@click.option("--timings/--no-timings", default=False, help="llama.cpp-style `timings` in every response.")
 @click.option("--instant/--no-instant", default=False, help="No sleeps: infinitely fast model.")
 @click.option(
     "--fault",

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from benchy.client import Client, Transcript
+from benchy.client import Client
 from benchy.loadgen import CasePlan, request_options
 from benchy.prompts import PromptError, PromptFactory
-from benchy.records import RequestRecord
+from benchy.records import CONTENT, REASONING, RequestRecord
 from benchy.workloads.spec import MultiTurn
 
 
@@ -45,6 +45,7 @@ async def run_conversations(
     plan: CasePlan,
     prompts: PromptFactory,
     on_record: Callable[[RequestRecord], None],
+    start: Callable[[], Awaitable[float]] | None = None,
 ) -> None:
     """Warmups (one-message conversations, not counted), then every conversation at once."""
     if plan.endpoint != "chat":
@@ -54,9 +55,10 @@ async def run_conversations(
     for i in range(plan.warmup):
         message = prompts.message(spec.first_tokens or plan.case.pp)
         rec = _record(plan, f"w{i}", -1, i, message.nonce, warmup=True)
-        await client.stream(rec, "", plan.case.tg, "chat", extra, messages=[_user(message.text)])
+        await _send(client, plan, rec, [_user(message.text)], extra)
         on_record(rec)
-    deadline = time.perf_counter() + plan.duration_s if plan.duration_s is not None else float("inf")
+    start_s = await start() if start else time.perf_counter()
+    deadline = start_s + plan.duration_s if plan.duration_s is not None else float("inf")
     tasks = [
         asyncio.ensure_future(_conversation(client, plan, prompts, c, extra, on_record, deadline))
         for c in range(plan.case.concurrency)
@@ -93,15 +95,19 @@ async def _conversation(
         rec.expected_cached_tokens = _history_tokens(previous)
         rec.target_prompt_tokens = _target_prompt(previous, rec.unique_tokens, prompts)
         messages = [*history, _user(message.text)]
-        transcript = Transcript()
-        await client.stream(rec, "", plan.case.tg, "chat", extra, messages=messages, transcript=transcript)
+        await _send(client, plan, rec, messages, extra)
         on_record(rec)
         if not rec.ok:
             return  # the history has no answer to go on with: this conversation ends here
-        history = [*messages, _assistant(transcript, spec.keep_reasoning)]
+        history = [*messages, assistant_message(rec, spec.keep_reasoning)]
         previous = rec
         if turn < spec.turns:
             await asyncio.sleep(next(pauses))
+
+
+async def _send(client: Client, plan: CasePlan, rec: RequestRecord, messages: list[dict], extra: dict) -> None:
+    body = {**extra, "messages": messages}  # the conversation in place of a one-message prompt
+    await client.stream(rec, "", plan.case.tg, "chat", body)
 
 
 def _record(plan: CasePlan, tag: str, conversation: int, turn: int, nonce: str | None, warmup=False) -> RequestRecord:
@@ -137,8 +143,21 @@ def _user(text: str) -> dict:
     return {"role": "user", "content": text}
 
 
-def _assistant(transcript: Transcript, keep_reasoning: bool) -> dict:
-    message = {"role": "assistant", "content": transcript.content}
-    if keep_reasoning and transcript.reasoning:
-        message["reasoning_content"] = transcript.reasoning
+def answer_text(rec: RequestRecord) -> tuple[str, str]:
+    """(content, reasoning) as the server streamed them, from the record's per-event text."""
+    content, reasoning, pos = [], [], 0
+    for size, kind in zip(rec.token_event_chars, rec.token_event_kinds):
+        piece = rec.token_event_text[pos : pos + size]
+        pos += size
+        (content if kind == CONTENT else reasoning if kind == REASONING else content).append(piece)
+    return "".join(content), "".join(reasoning)
+
+
+def assistant_message(rec: RequestRecord, keep_reasoning: bool) -> dict:
+    """The answer as the next turn sends it back: its content; its reasoning (as
+    `reasoning_content`) only when asked to keep it."""
+    content, reasoning = answer_text(rec)
+    message = {"role": "assistant", "content": content}
+    if keep_reasoning and reasoning:
+        message["reasoning_content"] = reasoning
     return message
