@@ -341,6 +341,11 @@ class RunCommand(MultiValueCommand):
     "replace min_tokens (which would hold them off); ones that occur inside a Harmony "
     "response (<|message|>, <|channel|>, <|end|>, <|start|>) are warned about first.",
 )
+@click.option(
+    "--no-server-metrics",
+    is_flag=True,
+    help="Do not scrape the server's Prometheus /metrics around each case (on when it answers).",
+)
 def run(
     base_url,
     model,
@@ -387,6 +392,7 @@ def run(
     groups=None,
     trace_file=None,
     speed=None,
+    no_server_metrics=False,
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
@@ -484,6 +490,8 @@ def run(
         template=prompt_template,
         stop=tuple(stop),
         load=load,
+        server_metrics=not no_server_metrics,
+        announce=None if quiet else lambda line: click.echo(line, err=True),
     )
     try:
         results = run_mod.execute(settings)

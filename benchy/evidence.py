@@ -26,9 +26,11 @@ results and tests alike. Nothing here reads a file or the network.
 from __future__ import annotations
 
 import bisect
+import functools
 from dataclasses import dataclass
 
 import numpy as np
+import tiktoken
 
 from benchy import tokenizer
 
@@ -78,13 +80,27 @@ def local_event_tokens(texts: list[str]) -> list[int]:
     whole = "".join(texts)
     if not whole:
         return [1] * len(texts)
-    enc = tokenizer.encoding()
+    enc = _encoding()
     _, offsets = enc.decode_with_offsets(enc.encode(whole, allowed_special="all"))
     starts = np.cumsum([0] + [len(t) for t in texts[:-1]])
     counts = [0] * len(texts)
     for offset in offsets:
         counts[bisect.bisect_right(starts, offset) - 1] += 1
     return [max(1, c) for c in counts]
+
+
+@functools.lru_cache(maxsize=1)
+def _encoding() -> tiktoken.Encoding:
+    """o200k with <think> and </think> as one token each, as in the R1/Qwen vocabularies that
+    emit them (o200k itself splits each into three)."""
+    base = tokenizer.encoding()
+    specials = {**base._special_tokens, THINK_OPEN: _THINK_IDS[0], THINK_CLOSE: _THINK_IDS[1]}
+    return tiktoken.Encoding(
+        name="o200k_think", pat_str=base._pat_str, mergeable_ranks=base._mergeable_ranks, special_tokens=specials
+    )
+
+
+_THINK_IDS = (200100, 200101)  # unused in o200k_harmony
 
 
 @dataclass(frozen=True)

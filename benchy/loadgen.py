@@ -151,6 +151,7 @@ def _sends(plan: CasePlan, prompts: PromptFactory, contexts: list[Prompt] = ()) 
             group=i % case.groups if shared else None,
             expected_cached_tokens=(case.depth if context else 0) if shared else None,
             unique_tokens=case.pp if shared else None,
+            local_token_scale=prompts.calibration.scale,
         )
         return Send(rec, prompt)
 

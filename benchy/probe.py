@@ -7,9 +7,12 @@ with a few output tokens. TTFT is metrics.ttft_s. The verdict per length rests o
 Welch t-tests on log TTFT, repeats (shared after the first) against unique:
   detected      repeats are faster (p < ALPHA) and the median speed-up is at least MIN_SPEEDUP
   not_detected  the speed-up is significantly below MIN_SPEEDUP (p < ALPHA)
+  cache_hit_no_gain  not detected by timing, yet the server reports most of every repeat's
+                prompt cached: the cache works but something outside prefill (llama.cpp's
+                host-RAM prompt cache copying slots, queueing) takes the time it saves
   inconclusive  neither; or fewer than 2 TTFTs a side; or the Mann–Whitney U rank test (used
                 where n lets it reach ALPHA) disagrees; or the server's cached_tokens
-                contradict the timing
+                contradict a detected speed-up
 Every prompt starts with a nonce of this probe, so its shared prefix cannot serve a later run.
 """
 
@@ -39,7 +42,8 @@ DEFAULT_LENGTHS = (2000, 8000, 27000)
 ALPHA = 0.05
 MIN_SPEEDUP = 1.2  # a cache that saves less than this is not worth calling one
 CONTEXT_MARGIN = 0.02  # calibration is within ±1%: keep prompts clear of the context limit
-VERDICTS = ("detected", "not_detected", "inconclusive")
+VERDICTS = ("detected", "not_detected", "cache_hit_no_gain", "inconclusive")
+SERVED_SHARE = 0.5  # a repeat with this share of its prompt reported cached was served from cache
 
 
 @dataclass
@@ -85,9 +89,60 @@ def rank_less(a: np.ndarray, b: np.ndarray) -> float | None:
 
 
 def decide(
-    repeats: list[float], unique: list[float], repeat_cached: list[int | None] = (), prompt_tokens: int | None = None
+    repeats: list[float],
+    unique: list[float],
+    repeat_cached: list[int | None] = (),
+    prompt_tokens: int | None = None,
+    repeat_prompt_ms: list[float | None] = (),
 ) -> Verdict:
-    """The verdict for one length from the repeat and unique TTFTs (seconds)."""
+    """The verdict for one length from the repeat and unique TTFTs (seconds), weighed with the
+    server's own cached_tokens (and llama.cpp's timings.prompt_ms) for the repeats."""
+    verdict = _timing_verdict(repeats, unique, repeat_cached, prompt_tokens)
+    gained = verdict.p_faster is not None and verdict.p_faster < ALPHA and (verdict.speedup or 0) >= MIN_SPEEDUP
+    if verdict.verdict in ("not_detected", "inconclusive") and verdict.speedup is not None and not gained:
+        served = _served(repeat_cached, prompt_tokens)
+        if served is not None:
+            return _no_gain(verdict, served, prompt_tokens, repeats, repeat_prompt_ms)
+    return verdict
+
+
+def _served(cached: list[int | None], prompt_tokens: int | None) -> float | None:
+    """The median cached count when the server reports every repeat mostly cached, else None."""
+    if not cached or any(c is None for c in cached) or not prompt_tokens:
+        return None
+    median = float(np.median(cached))
+    return median if median >= SERVED_SHARE * prompt_tokens else None
+
+
+def _no_gain(
+    timing: Verdict, served: float, prompt_tokens: int, repeats: list[float], prompt_ms: list[float | None]
+) -> Verdict:
+    speedup = f"{timing.speedup:.2f}×" if timing.speedup else "no"
+    reason = (
+        f"the server reports {served:.0f} of {prompt_tokens} prompt tokens cached on the repeats, yet they "
+        f"are only {speedup} faster than unique prefixes (not significantly ≥ {MIN_SPEEDUP}×): "
+        f"{_no_gain_cause(repeats, prompt_ms)}"
+    )
+    fields = {k: getattr(timing, k) for k in ("speedup", "p_faster", "p_below_min", "rank_p")}
+    return Verdict("cache_hit_no_gain", reason, **fields)
+
+
+def _no_gain_cause(repeats: list[float], prompt_ms: list[float | None]) -> str:
+    known = [p for p in prompt_ms if isinstance(p, (int, float))]
+    cause = (
+        "time outside prefill hides the saving (llama.cpp's host-RAM prompt cache copies slot state "
+        "before each prefill: try --cache-ram 0; or requests queue behind others)"
+    )
+    if not known:
+        return cause
+    server_ms, ttft_ms = float(np.median(known)), 1000 * float(np.median(repeats))
+    return f"the server's own prompt time for them is {server_ms:,.0f} ms of a {ttft_ms:,.0f} ms TTFT, so {cause}"
+
+
+def _timing_verdict(
+    repeats: list[float], unique: list[float], repeat_cached: list[int | None], prompt_tokens: int | None
+) -> Verdict:
+    """The verdict from the TTFTs alone, unless cached_tokens contradict a detected speed-up."""
     if len(repeats) < 2 or len(unique) < 2:
         return Verdict(
             "inconclusive",
@@ -135,9 +190,7 @@ def _cache_report_conflict(verdict: str, cached: list[int | None], prompt_tokens
     served = median >= 0.5 * prompt_tokens
     if verdict == "detected" and not served:
         return f"the server reports only {median:.0f} of {prompt_tokens} prompt tokens cached"
-    if verdict == "not_detected" and served:
-        return f"the server reports {median:.0f} of {prompt_tokens} prompt tokens cached"
-    return None
+    return None  # not_detected with a served cache: decide() calls it cache_hit_no_gain
 
 
 # ---- sending ------------------------------------------------------------------------------
@@ -267,7 +320,8 @@ def length_entry(length: int, asked: int, records: list[RequestRecord]) -> dict:
     uniques = [t for t in u["ttft_s"] if t is not None]
     reported = [p for p in s["prompt_tokens"] + u["prompt_tokens"] if p is not None]
     prompt_tokens = int(np.median(reported)) if reported else None
-    verdict = decide(repeats, uniques, s["cached_tokens"][1:], prompt_tokens)
+    prompt_ms = [(r.server_timings or {}).get("prompt_ms") for r in shared[1:] if r.ok]
+    verdict = decide(repeats, uniques, s["cached_tokens"][1:], prompt_tokens, prompt_ms)
     failed = [r for r in records if not r.ok]
     return {
         "length": length,
@@ -278,6 +332,7 @@ def length_entry(length: int, asked: int, records: list[RequestRecord]) -> dict:
         "n_ok": len(records) - len(failed),
         "n_failed": len(failed),
         "errors": dict(Counter(r.error_kind for r in failed)),
+        "first_errors": first_errors(failed),
         "speedup": verdict.speedup,
         "p_faster": verdict.p_faster,
         "p_below_min": verdict.p_below_min,
@@ -286,6 +341,14 @@ def length_entry(length: int, asked: int, records: list[RequestRecord]) -> dict:
         "reason": _with_unavailable(verdict.reason, s, u),
         "requests": [r.to_dict() for r in records],
     }
+
+
+def first_errors(failed: list[RequestRecord]) -> dict[str, str]:
+    """The first failure of each kind, in the server's own words (e.g. its HTTP 400 text)."""
+    first: dict[str, str] = {}
+    for rec in failed:
+        first.setdefault(str(rec.error_kind), rec.error or "")
+    return first
 
 
 def _with_unavailable(reason: str, *sides: dict) -> str:

@@ -15,16 +15,19 @@ import datetime as dt
 import platform
 import secrets
 import signal
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from benchy import __version__, checks
+from benchy import __version__, checks, server_metrics
 from benchy import results as results_mod
+from benchy import server as server_mod
 from benchy.client import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
 from benchy.loadgen import CasePlan, run_case
 from benchy.monitor import LoopMonitor
 from benchy.progress import Progress
-from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate
+from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
 from benchy.records import RecordWriter, RequestRecord
 from benchy.scenario import Case
 from benchy.workers import WorkerError, WorkerPool, case_workers
@@ -47,6 +50,8 @@ class RunSettings:
     template: Template = field(default_factory=Template)  # --template, --reasoning-effort
     stop: tuple[str, ...] = ()  # --stop, sent with every measured request
     load: LoadSettings = field(default_factory=lambda: LoadSettings())  # --requests, --rate … (issue 9)
+    server_metrics: bool = True  # scrape /metrics around each case (--no-server-metrics: off)
+    announce: Callable[[str], None] | None = None  # gets the one-line start banner
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,7 @@ class RunState:
     stopped: dict | None = None  # {"by": "SIGINT" | "SIGTERM" | "max-errors" | "max-error-rate", "reason"}
     n_failed: int = 0
     client: dict = field(default_factory=dict)  # case label → LoopMonitor figures
+    server: dict = field(default_factory=dict)  # case label → the server's figures, or why there are none
 
 
 def execute(settings: RunSettings) -> dict:
@@ -168,6 +174,8 @@ def build_results(state: RunState) -> dict:
     for case in cases:
         if case["label"] in state.client:
             case["client"] = state.client[case["label"]]
+        if case["label"] in state.server:
+            case["server"] = state.server[case["label"]]
     results = {
         "schema": results_mod.SCHEMA,
         "benchy_version": __version__,
@@ -189,8 +197,16 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
         model = await client.choose_model()
         salt = secrets.token_hex(6)
         endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})
+        identity = await server_mod.identify(client.session, client.base, model)
+        scraper, metrics_status = await _metrics_scraper(client, model, settings.server_metrics)
+        if settings.announce:
+            settings.announce(_banner(identity, settings, metrics_status))
         calibrations = {ep: await calibrate(client, ep, salt, settings.template) for ep in endpoints}
-        state.setup = _setup(settings, model, await client.server_version(), calibrations)
+        for ep, longest in _longest_prompts(settings).items():
+            calibrations[ep] = await check_length(client, ep, calibrations[ep], salt, longest, settings.template)
+        state.setup = _setup(settings, model, _version_text(identity), calibrations)
+        state.setup["server"] = identity.to_dict()
+        state.setup["server_metrics"] = metrics_status.to_dict()
         state.setup["calibration_failures"] = client.calibration_failures
         state.plans = [
             CasePlan(
@@ -225,29 +241,92 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
                 if stop.is_set():
                     break
                 progress.start_case(plan.case.label)
-                # Workloads run in one process: a conversation's turns depend on each other, and
-                # a trace's or a group's reuse spans all of its requests.
-                k = (
-                    1
-                    if plan.case.workload
-                    else case_workers(plan.case, settings.load.workers, settings.load.max_inflight)
-                )
-                if k > 1:
-                    state.client[plan.case.label] = await _run_in_workers(
-                        pools, plan, k, client.settings, calibrations[plan.endpoint], settings.nonce, on_record, stop
+                window = scraper.window() if scraper else None
+                try:
+                    await _run_one_case(
+                        state, settings, client, plan, calibrations, salt, pools, on_record, stop, window
                     )
-                    continue
-                factory = PromptFactory(calibrations[plan.endpoint], nonce=settings.nonce, salt=f"{salt}c{plan.index}")
-                async with LoopMonitor() as monitor:
-                    await run_case(client, plan, factory, on_record, stop=stop)
-                state.client[plan.case.label] = {
-                    **monitor.figures(_in_flight(state.records, plan.case.label)),
-                    "workers": 1,
-                }
+                except BaseException:
+                    if window is not None:  # a stopped run saves at once: no last scrape
+                        window.abort()
+                        state.server[plan.case.label] = {"unavailable": window.result}
+                    raise
+                if window is not None:
+                    await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
         finally:
             progress.finish()
             for pool in pools:
                 pool.close()
+
+
+async def _run_one_case(state, settings, client, plan, calibrations, salt, pools, on_record, stop, window) -> None:
+    """One case, in this process or in worker processes; the server's window opens once the
+    warmups are done, so its figures cover the measured requests only."""
+
+    async def start() -> float:
+        if window is not None:
+            await window.open()
+        return time.perf_counter()
+
+    # Workloads run in one process: a conversation's turns depend on each other, and a trace's
+    # or a group's reuse spans all of its requests.
+    k = 1 if plan.case.workload else case_workers(plan.case, settings.load.workers, settings.load.max_inflight)
+    if k > 1:
+        state.client[plan.case.label] = await _run_in_workers(
+            pools, plan, k, client.settings, calibrations[plan.endpoint], settings.nonce, on_record, stop, start
+        )
+        return
+    factory = PromptFactory(calibrations[plan.endpoint], nonce=settings.nonce, salt=f"{salt}c{plan.index}")
+    async with LoopMonitor() as monitor:
+        await run_case(client, plan, factory, on_record, start, stop=stop)
+    state.client[plan.case.label] = {
+        **monitor.figures(_in_flight(state.records, plan.case.label)),
+        "workers": 1,
+    }
+
+
+async def _metrics_scraper(
+    client: Client, model: str, wanted: bool
+) -> tuple[server_metrics.MetricsScraper | None, server_metrics.MetricsStatus]:
+    url = f"{server_mod.root_url(client.base)}/metrics"
+    if not wanted:
+        return None, server_metrics.MetricsStatus(url, False, reason="turned off with --no-server-metrics")
+    scraper = server_metrics.MetricsScraper(client.session, url, model)
+    status = await scraper.probe()
+    return (scraper if status.available else None), status
+
+
+async def _close_window(state: RunState, label: str, window: server_metrics.Window, cut_short: bool) -> None:
+    """The case's last snapshot, once the server has counted its measured requests; none when
+    an error limit cut the case short (requests cancelled in flight blur the server's count)."""
+    if cut_short:
+        window.abort()
+    else:
+        window.expected_requests = sum(1 for r in state.records if r.case == label and not r.warmup and r.ok)
+        await window.close()
+    result = window.result
+    state.server[label] = result.to_dict() if not isinstance(result, str) else {"unavailable": result}
+
+
+def _version_text(identity: server_mod.ServerIdentity) -> str | None:
+    """setup.server_version as before issue 17: one line, e.g. 'vLLM 0.11.0'."""
+    known = identity.engine or identity.version or identity.build or identity.server_header
+    return identity.engine_version if known else None
+
+
+def _banner(identity: server_mod.ServerIdentity, settings: RunSettings, status: server_metrics.MetricsStatus) -> str:
+    where = redact_url(settings.client.base_url)
+    note = f"server metrics: {status.engine}" if status.available else "no server metrics"
+    return server_mod.banner(identity, where, str(settings.output_dir) if settings.output_dir else None, note)
+
+
+def _longest_prompts(settings: RunSettings) -> dict[str, int]:
+    """Endpoint → the longest prompt (depth + pp) any case sends there."""
+    longest: dict[str, int] = {}
+    for case in settings.cases:
+        ep = case.endpoint or settings.endpoint
+        longest[ep] = max(longest.get(ep, 0), case.depth + case.pp)
+    return longest
 
 
 def _load_plan(load: LoadSettings) -> dict:
@@ -268,6 +347,7 @@ async def _run_in_workers(
     nonce: bool,
     on_record,
     stop: asyncio.Event,
+    on_start=None,
 ) -> dict:
     """The case on k worker processes (workers.py); returns their merged monitor figures."""
     if pools and pools[0].n < k:
@@ -275,7 +355,7 @@ async def _run_in_workers(
     if not pools:
         pools.append(WorkerPool(k, client_settings).start())
     try:
-        return await pools[0].run_case(plan, k, calibration, nonce, on_record, stop)
+        return await pools[0].run_case(plan, k, calibration, nonce, on_record, stop, on_start)
     except WorkerError as exc:
         pools.clear()  # run_case killed it
         if exc.kind == "PromptError":

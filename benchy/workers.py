@@ -121,11 +121,21 @@ class WorkerPool:
             self._stderr.append(err)
         return self
 
-    async def run_case(self, plan, k: int, calibration, nonce: bool, on_record: Callable, stop: asyncio.Event) -> dict:
+    async def run_case(
+        self,
+        plan,
+        k: int,
+        calibration,
+        nonce: bool,
+        on_record: Callable,
+        stop: asyncio.Event,
+        on_start: Callable | None = None,
+    ) -> dict:
         """Runs `plan` on the first k workers; calls on_record for each record as it comes;
         returns the merged LoopMonitor figures. Once `stop` is set (on_record passed an error
         limit) the records already sent are kept and every worker is killed; so they are if
-        anything goes wrong."""
+        anything goes wrong. `on_start` (a coroutine function) is awaited once every worker is
+        done with its warmups, just before they are told to go."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         conns = self._conns[:k]
@@ -135,7 +145,7 @@ class WorkerPool:
         try:
             for w, conn in enumerate(conns):
                 conn.send(("case", replace(plan, worker=w, workers=k), calibration, nonce))
-            figures = await self._collect(queue, conns, on_record, stop)
+            figures = await self._collect(queue, conns, on_record, stop, on_start)
             if stop.is_set():
                 _stop_reading(loop, fds)
                 _keep_finished(queue, conns, on_record)
@@ -150,7 +160,12 @@ class WorkerPool:
             _stop_reading(loop, fds)
 
     async def _collect(
-        self, queue: asyncio.Queue, conns: list[Connection], on_record: Callable, stop: asyncio.Event
+        self,
+        queue: asyncio.Queue,
+        conns: list[Connection],
+        on_record: Callable,
+        stop: asyncio.Event,
+        on_start: Callable | None = None,
     ) -> dict:
         from benchy.records import RequestRecord
 
@@ -163,6 +178,8 @@ class WorkerPool:
             elif kind == "ready":
                 ready += 1
                 if ready == len(conns):
+                    if on_start is not None:
+                        await on_start()
                     start_s = time.perf_counter() + START_LEAD_S
                     for conn in conns:
                         conn.send(("go", start_s))

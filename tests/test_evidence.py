@@ -202,3 +202,7 @@ def test_split_think_only_ever_turns_content_into_reasoning(texts):
     assert len(split.kinds) == len(kinds)
     first_content = split.kinds.find(CONTENT)
     assert first_content < 0 or REASONING not in split.kinds[first_content:]
+
+
+def test_think_tags_count_one_token_each_as_in_the_vocabularies_that_emit_them():
+    assert evidence.local_event_tokens(["<think>", " so", "</think>", " The"]) == [1, 1, 1, 1]

@@ -18,6 +18,7 @@ from aiohttp import web
 from benchy import __version__, tokenizer
 from benchy.sim.config import SimConfig
 from benchy.sim.engine import (
+    CHAT_TEMPLATE,
     CONTENT,
     MARKER,
     REASONING,
@@ -35,6 +36,8 @@ from benchy.sim.engine import (
     spec_steps,
     think_tokens,
 )
+from benchy.sim.metrics import CONTENT_TYPE as METRICS_TYPE
+from benchy.sim.metrics import SimMetrics
 
 SERVER_NAME = f"benchy-sim/{__version__}"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -261,16 +264,15 @@ def harmony_groups(kinds: list[str], cfg: SimConfig, split: bool) -> list[tuple[
     return groups or [(CONTENT, 0)]
 
 
-def usage(job: Job, cached: int, completion: int, reasoning: int) -> dict:
-    """The usage object; completion_tokens is what the server claims (see --usage-scale)."""
+def usage(job: Job, cached: int | None, completion: int, reasoning: int) -> dict:
+    """The usage object; completion_tokens is what the server claims (see --usage-scale);
+    cached None: no prompt_tokens_details (vLLM without --enable-prompt-tokens-details)."""
     prompt = len(job.prompt_ids)
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": cached},
-        "completion_tokens_details": {"reasoning_tokens": reasoning},
-    }
+    out = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    if cached is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    out["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return out
 
 
 class Renderer:
@@ -448,6 +450,7 @@ class Simulator:
         self.cfg = cfg
         self.engine = Engine(cfg)
         self.truth = TruthLog(cfg.truth_log)
+        self.metrics = SimMetrics(cfg.flavor, cfg.model, cfg.metrics_token_factor)
         self._fault_rng = random.Random(cfg.seed)
         self._ids = itertools.count(1)
 
@@ -457,6 +460,10 @@ class Simulator:
         app.router.add_get("/health", self.health)
         app.router.add_get("/version", self.version)
         app.router.add_get("/v1/models", self.models)
+        if self.cfg.metrics:
+            app.router.add_get("/metrics", self.prometheus)
+        if self.cfg.flavor == "llamacpp":
+            app.router.add_get("/props", self.props)
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
@@ -481,13 +488,31 @@ class Simulator:
         return web.json_response({"version": f"benchy-sim {__version__}"})
 
     async def models(self, request: web.Request) -> web.Response:
-        model = {
-            "id": self.cfg.model,
-            "object": "model",
-            "owned_by": "benchy-sim",
-            "max_model_len": self.cfg.context_length,
-        }
+        model = {"id": self.cfg.model, "object": "model", "owned_by": "benchy-sim"}
+        if self.cfg.flavor == "llamacpp":  # llama.cpp: per-slot context under meta
+            model["meta"] = {"n_ctx": self.cfg.context_length, "n_ctx_train": self.cfg.context_length}
+        else:
+            model["max_model_len"] = self.cfg.context_length
         return web.json_response({"object": "list", "data": [model]})
+
+    async def props(self, request: web.Request) -> web.Response:
+        """llama.cpp's /props: the facts benchy reads from a llama-server."""
+        return web.json_response(
+            {
+                "default_generation_settings": {"n_ctx": self.cfg.context_length},
+                "total_slots": self.cfg.max_running,
+                "model_alias": self.cfg.model,
+                "model_path": f"/models/{self.cfg.model}.gguf",
+                "chat_template": CHAT_TEMPLATE,
+                "build_info": f"benchy-sim-{__version__}",
+            }
+        )
+
+    async def prometheus(self, request: web.Request) -> web.Response:
+        engine = self.engine
+        kv_usage = len(engine.cache) / engine.cache.capacity if engine.cache is not None else 0.0
+        body = self.metrics.exposition(engine.slots.running, engine.slots.waiting, kv_usage)
+        return web.Response(body=body, headers={"Content-Type": METRICS_TYPE})
 
     async def tokenize(self, request: web.Request) -> web.Response:
         try:
@@ -510,6 +535,8 @@ class Simulator:
         return await self._generate(request, "completions")
 
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
+        if self.cfg.proxy_delay_s:  # before the engine's clock starts: its own times never hold it
+            await asyncio.sleep(self.cfg.proxy_delay_s)
         prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
         trace = Trace(
             id=f"{prefix}-sim-{next(self._ids):06d}",
@@ -533,7 +560,12 @@ class Simulator:
             trace.finish_reason = trace.finish_reason or "abort"
             raise
         finally:
-            self.truth.write(trace)  # errors and faults too; a no-op if already written
+            self._log(trace)  # errors and faults too; a no-op if already written
+
+    def _log(self, trace: Trace) -> None:
+        """The truth record and the /metrics observation of a request, once each."""
+        if self.truth.write(trace):
+            self.metrics.observe(trace)
 
     async def _serve(self, request: web.Request, endpoint: str, trace: Trace) -> web.StreamResponse:
         body = await read_json(request)
@@ -617,8 +649,8 @@ class Simulator:
 
     async def _finish(self, resp: web.StreamResponse, trace: Trace) -> web.StreamResponse:
         # The record goes out before the end of the body, so a client that has read the
-        # whole response can already find it in the truth log.
-        self.truth.write(trace)
+        # whole response can already find it in the truth log (and /metrics has counted it).
+        self._log(trace)
         try:
             await resp.write_eof()
         except ConnectionError:
@@ -661,7 +693,8 @@ class Simulator:
         reasoning = trace.reasoning_tokens if job.endpoint == "chat" and not job.think else 0
         claimed = round(trace.completion_tokens * self.cfg.usage_scale)
         trace.usage_completion_tokens = claimed
-        return usage(job, trace.cached_tokens or 0, claimed, reasoning)
+        cached = trace.cached_tokens or 0 if self.cfg.prompt_details else None
+        return usage(job, cached, claimed, reasoning)
 
     def _timings(self, job: Job, trace: Trace) -> dict:
         """llama.cpp's per-response timings: prompt_ms is the prefill alone (no queueing, no

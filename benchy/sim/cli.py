@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
-from benchy.sim.config import FAULT_KINDS, PRESET_HELP, SPEC_STYLES, ConfigError, build_config, parse_fault
+from benchy.sim.config import FAULT_KINDS, FLAVORS, PRESET_HELP, SPEC_STYLES, ConfigError, build_config, parse_fault
 
 _PRESETS_TEXT = "\n".join(f"  {name}: {text}" for name, text in PRESET_HELP.items())
 
@@ -95,6 +95,30 @@ Behaviours of real servers that mislead benchmarks (each in the truth log):
   each prefill (host_copy_s; prefill_start_s is after it), outside prompt_ms.
   --timings: llama.cpp's `timings` (prompt_n, cache_n, prompt_ms, predicted_n,
   predicted_ms, ...) in a chunk before usage, and in non-streamed bodies.
+
+\b
+Server-side views (GET /metrics, Prometheus text from the truth of each
+finished request; --no-metrics: 404): --flavor vllm (default) serves vLLM's
+names and types: histograms vllm:time_to_first_token_seconds (first token -
+arrival), request_queue_time_seconds (admitted - arrival),
+request_prefill_time_seconds (first token - admitted),
+request_decode_time_seconds (last token - first token),
+request_inference_time_seconds (last token - admitted),
+e2e_request_latency_seconds (last token - arrival); counters prompt_tokens,
+generation_tokens, prefix_cache_queries (prompt tokens), prefix_cache_hits
+(cached tokens), num_preemptions, request_success; gauges
+num_requests_running, num_requests_waiting, kv_cache_usage_perc. --flavor
+llamacpp serves llamacpp:prompt_tokens (uncached), prompt_tokens_cached,
+prompt_seconds (prefill end - start), tokens_predicted,
+tokens_predicted_seconds (last token - prefill end), requests_processing,
+requests_deferred, and GET /props (build_info, total_slots = --max-running,
+default_generation_settings.n_ctx = --context-length, model_path,
+chat_template). Disagreements to provoke: --metrics-token-factor F (the
+counters claim F tokens per generated token), --cache-despite-nonce (every
+prompt but its last block is served from cache, however it starts),
+--no-prompt-details (usage without cached_tokens, so only /metrics tells),
+--proxy-delay-s X (requests reach the engine X s late: the server's own
+times do not hold it; truth arrival_s is the engine's arrival).
 
 \b
 Faults (--fault KIND:RATE, repeatable, rates summing to <= 1; at most one per
@@ -191,6 +215,24 @@ connections; stops cleanly on SIGTERM or SIGINT.
 @click.option("--host-copy-tps", type=float, help="Host cache copy before each prefill, prompt tokens/s (0: none).")
 @click.option("--timings/--no-timings", default=False, help="llama.cpp-style `timings` in every response.")
 @click.option("--instant/--no-instant", default=False, help="No sleeps: infinitely fast model.")
+@click.option(
+    "--flavor",
+    type=click.Choice(FLAVORS),
+    help="Whose /metrics names to imitate; llamacpp also serves /props (default vllm).",
+)
+@click.option("--metrics/--no-metrics", default=True, help="Serve GET /metrics (Prometheus text).")
+@click.option("--metrics-token-factor", type=float, help="/metrics counts this many tokens per generated token.")
+@click.option(
+    "--cache-despite-nonce/--no-cache-despite-nonce",
+    default=False,
+    help="The prefix cache serves every prompt but its last block, unique or not.",
+)
+@click.option(
+    "--prompt-details/--no-prompt-details",
+    default=True,
+    help="usage.prompt_tokens_details.cached_tokens (vLLM omits it by default).",
+)
+@click.option("--proxy-delay-s", type=float, help="A proxy holds each request this long before the engine sees it.")
 @click.option(
     "--fault",
     "faults",

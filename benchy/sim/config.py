@@ -22,6 +22,7 @@ FAULT_KINDS = (
     "null_content",
 )
 
+FLAVORS = ("vllm", "llamacpp")
 SPEC_STYLES = ("vllm", "llamacpp")
 
 BLOCK_SIZE = 16  # tokens per prefix-cache block, as vLLM's default
@@ -70,6 +71,14 @@ class SimConfig:
     port: int = 0
     truth_log: str | None = None
     preset: str = "default"
+    # Server-side views (issue 17): which engine's /metrics and info endpoints to imitate, and
+    # behaviours in which the server's account disagrees with the client's.
+    flavor: str = "vllm"  # "vllm" | "llamacpp" (/metrics names; llamacpp also serves /props)
+    metrics: bool = True  # False: /metrics answers 404
+    metrics_token_factor: float = 1.0  # /metrics counts this many tokens per generated token
+    cache_despite_nonce: bool = False  # the prefix cache serves every prompt, unique or not
+    prompt_details: bool = True  # usage.prompt_tokens_details (vLLM leaves it out by default)
+    proxy_delay_s: float = 0.0  # a proxy holds each request this long before the engine sees it
 
 
 _DGX_SPARK = dict(
@@ -177,7 +186,15 @@ def build_config(preset: str = "default", **overrides) -> SimConfig:
 
 
 def validate(cfg: SimConfig) -> None:
-    for name in ("prefill_tps", "decode_tps", "batch_slowdown", "header_delay_s", "stall_s", "host_copy_tps"):
+    for name in (
+        "prefill_tps",
+        "decode_tps",
+        "batch_slowdown",
+        "header_delay_s",
+        "stall_s",
+        "host_copy_tps",
+        "proxy_delay_s",
+    ):
         if getattr(cfg, name) < 0:
             raise ConfigError(f"--{_flag(name)} must not be negative")
     if not cfg.instant:
@@ -195,6 +212,10 @@ def validate(cfg: SimConfig) -> None:
         raise ConfigError("--natural-max must be at least --natural-min")
     if cfg.events_per_response and cfg.tokens_per_event != 1:
         raise ConfigError("--tokens-per-event and --events-per-response cannot be combined")
+    if cfg.flavor not in FLAVORS:
+        raise ConfigError(f"--flavor must be one of: {', '.join(FLAVORS)}")
+    if cfg.metrics_token_factor <= 0:
+        raise ConfigError("--metrics-token-factor must be positive")
     _validate_behaviours(cfg)
     if not 0 <= cfg.port <= 65535:
         raise ConfigError("--port must be between 0 and 65535")

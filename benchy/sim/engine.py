@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 from benchy import tokenizer
 from benchy.sim.cache import Lookup, PrefixCache
-from benchy.sim.config import SimConfig
+from benchy.sim.config import BLOCK_SIZE, SimConfig
 
 clock = time.perf_counter
 
@@ -43,6 +43,14 @@ def message_text(content) -> str:
     if isinstance(content, list):
         return "".join(part.get("text") or "" for part in content if isinstance(part, dict))
     return str(content)
+
+
+# What render_chat does, written as the Jinja chat template a server would publish (/props).
+CHAT_TEMPLATE = (
+    "<|start|>system<|message|>" + SYSTEM_PREAMBLE + "<|end|>"
+    "{% for m in messages %}<|start|>{{ m['role'] }}<|message|>{{ m['content'] }}<|end|>{% endfor %}"
+    "<|start|>assistant"
+)
 
 
 def render_chat(messages: list[dict]) -> str:
@@ -252,6 +260,10 @@ class Slots:
                 self._waiters.remove(waiter)
             raise
 
+    @property
+    def waiting(self) -> int:
+        return sum(not w.done() for w in self._waiters)
+
     def release(self) -> None:
         while self._waiters:
             waiter = self._waiters.popleft()
@@ -270,7 +282,12 @@ class Engine:
         self._prefill_free_at = 0.0
 
     def cached_tokens(self, ids: list[int]) -> int:
-        return self.cache.lookup(ids) if self.cache is not None else 0
+        return self.lookup(ids).cached_tokens
+
+    def lookup(self, ids: list[int]) -> Lookup:
+        if self.cfg.cache_despite_nonce:  # a cache that matches whatever the prompt starts with
+            return Lookup((len(ids) - 1) // BLOCK_SIZE * BLOCK_SIZE)
+        return self.cache.lookup_detail(ids) if self.cache is not None else Lookup(0)
 
     async def prefill(self, ids: list[int]) -> Prefill:
         """Runs this prompt's prefill after every earlier one. A host-RAM cache copy
@@ -278,7 +295,7 @@ class Engine:
         async with self._prefill_lock:
             # Start at the previous prefill's deadline, not at the (later) lock hand-over.
             start = max(clock(), self._prefill_free_at) + self.host_copy_seconds(len(ids))
-            found = self.cache.lookup_detail(ids) if self.cache is not None else Lookup(0)
+            found = self.lookup(ids)
             end = start + self._prefill_seconds(len(ids) - found.cached_tokens)
             self._prefill_free_at = end
             await self.wait_until(end)
@@ -404,14 +421,15 @@ class TruthLog:
     def __init__(self, path: str | None):
         self._file = open(path, "a", encoding="utf-8") if path else None
 
-    def write(self, trace: Trace) -> None:
-        """Writes the record once; later calls for the same request do nothing."""
+    def write(self, trace: Trace) -> bool:
+        """Writes the record once (True); later calls for the same request do nothing (False)."""
         if trace.logged:
-            return
+            return False
         trace.logged = True
         if self._file and not self._file.closed:  # handlers cancelled at shutdown end late
             self._file.write(trace.to_json() + "\n")
             self._file.flush()
+        return True
 
     def close(self) -> None:
         if self._file:

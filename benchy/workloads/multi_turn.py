@@ -55,6 +55,7 @@ async def run_conversations(
     for i in range(plan.warmup):
         message = prompts.message(spec.first_tokens or plan.case.pp)
         rec = _record(plan, f"w{i}", -1, i, message.nonce, warmup=True)
+        rec.local_token_scale = prompts.calibration.scale
         await _send(client, plan, rec, [_user(message.text)], extra)
         on_record(rec)
     start_s = await start() if start else time.perf_counter()
@@ -91,6 +92,7 @@ async def _conversation(
         tokens = spec.first_tokens if turn == 1 and spec.first_tokens else plan.case.pp
         message = prompts.message(tokens)
         rec = _record(plan, f"c{conversation}t{turn}", conversation, turn, message.nonce)
+        rec.local_token_scale = prompts.calibration.scale
         rec.unique_tokens = round(message.local_tokens * prompts.calibration.scale)
         rec.expected_cached_tokens = _history_tokens(previous)
         rec.target_prompt_tokens = _target_prompt(previous, rec.unique_tokens, prompts)

@@ -243,6 +243,7 @@ async def replay(
         rec, req = records[i], requests[i]
         prompt = prompts.blocks(list(req.block_ids(i)), req.input_tokens, BLOCK_TOKENS)
         rec.scheduled_mono_s = due
+        rec.local_token_scale = prompts.calibration.scale
         await send_request(client, plan, Send(rec, prompt), req.output_tokens, request_options(plan, req.output_tokens))
         on_record(rec)
 
