@@ -240,6 +240,84 @@ def depth_cache_miss(case: dict, results: dict) -> Iterable[Warning_]:
     )
 
 
+# Cache-aware workloads (benchy/workloads/figures.py finds these; a shared-prefix case's miss is
+# depth_cache_miss's, since its prefixes are cached contexts).
+CACHE_HINT = (
+    "The server's prefix cache is smaller than what the load keeps alive: give it more room "
+    "(vLLM: --gpu-memory-utilization, --num-gpu-blocks-override; llama.cpp: --cache-ram, more "
+    "--parallel slots; SGLang: --mem-fraction-static) or lower the concurrency."
+)
+
+
+def _workload(case: dict) -> dict:
+    return case.get("workload") or {}
+
+
+@case_check
+def cache_eviction(case: dict, results: dict) -> Iterable[Warning_]:
+    """Reuse worked, then fell short of what the server had already prefilled."""
+    figures = _workload(case)
+    ev = figures.get("eviction")
+    if not ev or figures.get("kind") == "shared_prefix":
+        return
+    where = (
+        f"turn {ev['turn']} (conversation {ev['conversation']})" if ev.get("turn") else f"request {ev['request_id']}"
+    )
+    yield Warning_(
+        "cache_eviction",
+        WARNING,
+        case["label"],
+        f"The server stopped reusing what it had already prefilled from {where}, {ev['after_s']:.1f} s into "
+        f"the case with {ev['in_flight']} requests in flight and {ev['held_tokens']:,} prompt tokens held "
+        f"across {'conversations' if ev.get('turn') else 'requests'}: {ev['requests']} of {ev['of_requests']} "
+        f"requests that should have reused earlier tokens reported fewer cached tokens ({ev['lost_tokens']:,} "
+        "tokens prefilled again). Their TTFT includes that prefill.",
+        CACHE_HINT,
+        metrics=("ttft_s", "prefill_tps"),
+        details=ev,
+    )
+
+
+@case_check
+def cache_not_reused(case: dict, results: dict) -> Iterable[Warning_]:
+    figures = _workload(case)
+    miss = figures.get("no_reuse")
+    if not miss or figures.get("kind") == "shared_prefix":
+        return
+    yield Warning_(
+        "cache_not_reused",
+        WARNING,
+        case["label"],
+        f"{miss['requests']} requests resent {miss['expected_tokens']:,} tokens the server had already "
+        "prefilled, and it reported none of them as cached: its prefix cache is off or does not report hits.",
+        "Enable the server's prefix cache (vLLM --enable-prefix-caching, llama.cpp cache_prompt, SGLang's "
+        "radix cache is on by default) and check that it reports usage.prompt_tokens_details.cached_tokens.",
+        metrics=("ttft_s", "prefill_tps"),
+        details=miss,
+    )
+
+
+@case_check
+def cache_leakage(case: dict, results: dict) -> Iterable[Warning_]:
+    """More cached tokens than the request could share: its unique part was served from cache."""
+    leak = _workload(case).get("leakage")
+    if not leak:
+        return
+    where = f", the first at turn {leak['turn']}" if leak.get("turn") else ""
+    yield Warning_(
+        "cache_leakage",
+        WARNING,
+        case["label"],
+        f"{leak['requests']} of {leak['of_requests']} requests reported more cached tokens than they could "
+        f"share with anything sent before (up to {leak['max_excess_tokens']:,.0f} tokens into their unique, "
+        f"nonce-led part{where}): the cache served text from another conversation or run, or the server "
+        "miscounts cached tokens. Their TTFT is too good to be this workload's.",
+        "Keep the nonce on (no --no-nonce); if it is on, the server's cached_tokens cannot be trusted.",
+        metrics=("ttft_s", "prefill_tps"),
+        details=leak,
+    )
+
+
 # ------------------------------------------------------------------ outputs
 
 

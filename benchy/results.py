@@ -90,8 +90,19 @@ def case_entry(
         "unavailable": unavailable,
         "aggregate_tps": None if isinstance(aggregate, Unavailable) else aggregate,
         **load_entry(case, measured, slo),
+        **workload_entry(case, measured),
         "requests": [request_entry(r) for r in records],
     }
+
+
+def workload_entry(case: Case, measured: list[RequestRecord]) -> dict:
+    """A cache-aware workload's kind and figures (benchy/workloads/figures.py); a sweep case:
+    kind "sweep" and workload null."""
+    if case.workload is None:
+        return {"kind": "sweep", "workload": None}
+    from benchy.workloads import figures
+
+    return {"kind": case.kind, "workload": figures.case_figures(case.kind, case.workload.to_dict(), measured)}
 
 
 def load_entry(case: Case, measured: list[RequestRecord], slo: dict[str, float] | None) -> dict:
@@ -101,7 +112,7 @@ def load_entry(case: Case, measured: list[RequestRecord], slo: dict[str, float] 
     lags = [metrics.send_lag_s(r) for r in measured]
     lags = [v for v in lags if not isinstance(v, Unavailable)]
     return {
-        "mode": "open" if case.rate is not None else "closed",
+        "mode": "open" if case.rate is not None or case.kind == "trace" else "closed",
         "rate": case.rate,
         "achieved_rate": _value(metrics.achieved_rate(measured)),
         "request_rate": _value(metrics.request_rate(measured)),

@@ -31,6 +31,7 @@ from benchy.prompts import Calibration, PromptError, PromptFactory, Template, ca
 from benchy.records import RecordWriter, RequestRecord
 from benchy.scenario import Case
 from benchy.workers import WorkerError, WorkerPool, case_workers
+from benchy.workloads import figures
 
 
 @dataclass
@@ -171,6 +172,7 @@ def build_results(state: RunState) -> dict:
         for p in state.plans
         if p.case.label in by_case
     ]
+    figures.ttft_gains(cases)  # shared prefix: each against the same lengths with nothing shared
     for case in cases:
         if case["label"] in state.client:
             case["client"] = state.client[case["label"]]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchy.report import table
+from benchy.report import table, workloads
 
 
 def setup_lines(results: dict) -> list[str]:
@@ -181,6 +181,7 @@ def render(results: dict, figures: list[tuple] | None = None) -> str:
         table.markdown(results),
         "",
     ]
+    parts += workloads.section_lines(results)
     parts += ["## Warnings", "", *warning_lines(results), ""]
     parts += figure_lines(figures or [])
     parts += detail_lines(results)

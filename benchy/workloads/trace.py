@@ -233,7 +233,8 @@ async def replay(
     spec = spec_of(plan)
     requests = load(spec.path, spec.limit)
     reuse = expected_reuse(requests)
-    records = [_record(plan, i, req, reuse[i]) for i, req in enumerate(requests)]
+    template = max(0, round(prompts.calibration.overhead))
+    records = [_record(plan, i, req, reuse[i], template) for i, req in enumerate(requests)]
     start_s = await start() if start else time.perf_counter()
     deadline = arrivals.duration_deadline(start_s, plan.duration_s)
     items = [(req.offset_s / spec.speed, i) for i, req in enumerate(requests)]
@@ -250,7 +251,9 @@ async def replay(
     await arrivals.open_loop(items, start_s, plan.inflight_cap, send)
 
 
-def _record(plan: CasePlan, index: int, req: TraceRequest, reuse: int) -> RequestRecord:
+def _record(plan: CasePlan, index: int, req: TraceRequest, reuse: int, template: int) -> RequestRecord:
+    """The request's record before it is sent. Its unique tokens leave room for the chat
+    template too (its head may be cached with the shared blocks behind it)."""
     return RequestRecord(
         case=plan.case.label,
         run=0,
@@ -261,5 +264,5 @@ def _record(plan: CasePlan, index: int, req: TraceRequest, reuse: int) -> Reques
         target_prompt_tokens=req.input_tokens,
         target_output_tokens=req.output_tokens,
         expected_cached_tokens=reuse,
-        unique_tokens=req.input_tokens - reuse,
+        unique_tokens=max(0, req.input_tokens - reuse - template),
     )
