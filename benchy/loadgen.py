@@ -130,7 +130,7 @@ def _context_sends(plan: CasePlan, prompts: PromptFactory) -> list[Send]:
     return sends
 
 
-def _sends(plan: CasePlan, prompts: PromptFactory, contexts: list[Prompt] = ()) -> tuple[list[Send], list[Send]]:
+def _sends(plan: CasePlan, prompts: PromptFactory, contexts: list[Prompt] = ()) -> tuple[list[Send], Iterable[Send]]:
     case = plan.case
     shared = case.kind == "shared_prefix"
 
@@ -220,7 +220,7 @@ async def _run_case(
 async def _open_loop(
     client: Client,
     plan: CasePlan,
-    sends: list[Send],
+    sends: Iterable[Send],
     extra: dict,
     on_record: Callable[[RequestRecord], None],
     stop: asyncio.Event,
@@ -228,6 +228,7 @@ async def _open_loop(
     deadline: float,
 ) -> None:
     """Each request at its arrival time (arrivals.py); arrivals after --duration are not sent."""
+    assert plan.case.rate is not None  # an open-loop case
     offsets = arrivals.arrival_offsets(plan.measured, plan.case.rate, plan.seed + plan.index)
     items = [(offsets[s.record.index], s) for s in sends if start_s + offsets[s.record.index] < deadline]
 

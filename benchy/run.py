@@ -147,7 +147,8 @@ def _stop_on_sigterm(state: RunState) -> None:
 
     def on_sigterm() -> None:
         state.stopped = {"by": "SIGTERM", "reason": "terminated (SIGTERM)"}
-        task.cancel()
+        if task is not None:
+            task.cancel()
 
     try:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
@@ -168,25 +169,28 @@ def build_results(state: RunState) -> dict:
         by_case.setdefault(rec.case, []).append(rec)
     slo = state.setup.get("load", {}).get("slo")
     cases = [
-        results_mod.case_entry(p.case, p.endpoint, p.runs, by_case.get(p.case.label, []), slo)
+        results_mod.case_result(
+            p.case,
+            p.endpoint,
+            p.runs,
+            by_case[p.case.label],
+            slo,
+            client=state.client.get(p.case.label),
+            server=state.server.get(p.case.label),
+        )
         for p in state.plans
         if p.case.label in by_case
     ]
     figures.ttft_gains(cases)  # shared prefix: each against the same lengths with nothing shared
-    for case in cases:
-        if case["label"] in state.client:
-            case["client"] = state.client[case["label"]]
-        if case["label"] in state.server:
-            case["server"] = state.server[case["label"]]
-    results = {
-        "schema": results_mod.SCHEMA,
-        "benchy_version": __version__,
-        "prompt_nonce": state.setup.get("prompt_nonce"),
-        "partial": state.interrupted or state.stopped is not None or len(cases) < len(state.plans),
-        "stopped": state.stopped,
-        "setup": state.setup,
-        "cases": cases,
-    }
+    run = results_mod.RunResult(
+        benchy_version=__version__,
+        prompt_nonce=state.setup.get("prompt_nonce"),
+        partial=state.interrupted or state.stopped is not None or len(cases) < len(state.plans),
+        stopped=results_mod.Stopped(**state.stopped) if state.stopped else None,
+        setup=results_mod.Setup.from_dict(state.setup, strict=True),
+        cases=cases,
+    )
+    results = run.to_dict()
     results["warnings"] = checks.run_checks(results)
     return results
 

@@ -2,7 +2,8 @@
 
 A case is one (prompt length × output length × concurrency × depth) combination. Cases come
 from CLI flags (`--pp 512 2048 --tg 32 128` → 4 cases) and from scenario files
-(`scenarios/*.toml`), which give a name, `pp` / `tg` (a number or a list; `prompt_tokens` /
+(`benchy/scenarios/*.toml`, shipped in the package and linked at the top of the repository as
+`scenarios/`; any other file by path), which give a name, `pp` / `tg` (a number or a list; `prompt_tokens` /
 `output_tokens` are accepted too) and optionally `concurrency`, `runs`, `endpoint`, `depth`, `depth_mode`,
 or `rate` (requests/s, a number or a list) in place of `concurrency`: open-loop cases, as `--rate` makes.
 
@@ -19,7 +20,9 @@ import itertools
 import re
 import sys
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay, Workload
 
@@ -28,9 +31,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+if TYPE_CHECKING:
+    from importlib.abc import Traversable  # a file in the package: a Path unless zipped
+
 ENDPOINTS = ("chat", "completions")
 DEPTH_MODES = ("cold", "cached")
-SHIPPED_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+SHIPPED = resources.files("benchy") / "scenarios"  # package data: found after any kind of install
 
 
 class ScenarioError(ValueError):
@@ -137,20 +143,20 @@ def _is_rate(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
 
 
-def find_scenario(name_or_file: str) -> Path:
+def find_scenario(name_or_file: str) -> Path | Traversable:
     path = Path(name_or_file)
     if path.suffix == ".toml" or path.exists():
         if not path.is_file():
             raise ScenarioError(f"scenario file not found: {name_or_file}")
         return path
-    shipped = SHIPPED_DIR / f"{name_or_file}.toml"
+    shipped = SHIPPED / f"{name_or_file}.toml"
     if shipped.is_file():
         return shipped
     raise ScenarioError(f"unknown scenario {name_or_file!r}; shipped: {', '.join(shipped_names())}")
 
 
 def shipped_names() -> list[str]:
-    return sorted(p.stem for p in SHIPPED_DIR.glob("*.toml"))
+    return sorted(p.name.removesuffix(".toml") for p in SHIPPED.iterdir() if p.name.endswith(".toml"))
 
 
 def load_scenario(name_or_file: str) -> list[Case]:
@@ -170,7 +176,7 @@ def load_scenario(name_or_file: str) -> list[Case]:
         raise ScenarioError(_with_line(str(exc), path, text, data)) from None
 
 
-def _with_line(message: str, path: Path, text: str, data: dict) -> str:
+def _with_line(message: str, path: Path | Traversable, text: str, data: dict) -> str:
     """`path:LINE: ...` for the key the message names first (its first `key =` line)."""
     rest = message.removeprefix(f"{path}: ")
     named = [(m.start(), key) for key in data if (m := re.search(rf"(?<!\w){re.escape(key)}(?!\w)", rest))]
@@ -215,11 +221,11 @@ _WORKLOAD_KEYS = {
 }
 
 
-def _cases_from_table(path: Path, data: dict) -> list[Case]:
+def _cases_from_table(path: Path | Traversable, data: dict) -> list[Case]:
     unknown = sorted(set(data) - _KNOWN_KEYS)
     if unknown:
         raise ScenarioError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KNOWN_KEYS))})")
-    name = data.get("name", path.stem)
+    name = data.get("name", Path(path.name).stem)
     kind = data.get("kind", "sweep")
     if kind != "sweep":
         try:
@@ -266,7 +272,7 @@ def _cases_from_table(path: Path, data: dict) -> list[Case]:
         raise ScenarioError(f"{path}: {exc}") from None
 
 
-def _workload_cases(path: Path, data: dict, kind: str, name: str) -> list[Case]:
+def _workload_cases(path: Path | Traversable, data: dict, kind: str, name: str) -> list[Case]:
     """A `kind = "multi_turn" | "shared_prefix" | "trace"` table (see the README)."""
     from benchy.workloads import cases as workload_cases
     from benchy.workloads.spec import ThinkTime
@@ -283,10 +289,11 @@ def _workload_cases(path: Path, data: dict, kind: str, name: str) -> list[Case]:
         trace = data.get("trace")
         if not isinstance(trace, str):
             raise ScenarioError('trace must name a trace file (or "sample")')
-        beside = path.parent / trace
+        # A trace named relative to its scenario file is found beside it.
+        beside = path.parent / trace if isinstance(path, Path) else None
         return [
             workload_cases.trace_case(
-                str(beside) if trace != "sample" and beside.exists() else trace,
+                str(beside) if trace != "sample" and beside is not None and beside.exists() else trace,
                 data.get("speed", 1.0),
                 data.get("max_requests"),
                 scenario=name,
@@ -324,7 +331,7 @@ def _workload_cases(path: Path, data: dict, kind: str, name: str) -> list[Case]:
 
 
 def _int_list(
-    path: Path, data: dict, key: str, alias: str | None = None, default: list[int] | None = None
+    path: Path | Traversable, data: dict, key: str, alias: str | None = None, default: list[int] | None = None
 ) -> list[int]:
     value = data.get(key, data.get(alias) if alias else None)
     if value is None:
@@ -337,7 +344,7 @@ def _int_list(
     return values
 
 
-def _rate_list(path: Path, data: dict) -> list[float] | None:
+def _rate_list(path: Path | Traversable, data: dict) -> list[float] | None:
     """The `rate` key: requests/s of open-loop cases, or None for a closed loop."""
     value = data.get("rate")
     if value is None:

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from benchy import metrics
+from benchy import jsontypes, metrics
 from benchy.metrics import Unavailable
 from benchy.records import RequestRecord
 
@@ -36,31 +38,115 @@ TOKEN_TOLERANCE = 0.01  # token-granular servers: a shortfall up to 1% of the hi
 LEAK_TOLERANCE = 0.02  # unique parts are counted locally × scale: allow 2% of them
 
 
-def case_figures(kind: str, spec: dict, measured: list[RequestRecord]) -> dict:
-    """Figures of one workload case (plain JSON) from its measured requests (failed included:
-    they are counted, never used for reuse)."""
+class _Saved:
+    def to_dict(self) -> dict:
+        return jsontypes.to_json(self)
+
+
+@dataclass
+class Reuse(_Saved):
+    """Prompt tokens an ideal cache would have served beside those the server reported cached,
+    over the successful requests where both are known."""
+
+    requests: int = 0
+    unreported: int = 0  # successful requests without a cached_tokens figure
+    prompt_tokens: int = 0
+    expected_tokens: int = 0
+    reported_tokens: int = 0
+    expected_hit_rate: float | None = None
+    reported_hit_rate: float | None = None
+
+
+@dataclass
+class Eviction(_Saved):
+    """The first request whose reuse fell short, and how far the shortfall went."""
+
+    request_id: str
+    turn: int | None
+    conversation: int | None
+    after_s: float  # since the case's first send
+    in_flight: int
+    held_tokens: int  # prompt tokens of each conversation's latest request (or every request) so far
+    expected_tokens: int
+    reported_tokens: int
+    requests: int  # requests that fell short
+    of_requests: int  # requests expected to reuse something
+    lost_tokens: int
+
+
+@dataclass
+class NoReuse(_Saved):
+    requests: int
+    expected_tokens: int
+
+
+@dataclass
+class Leakage(_Saved):
+    requests: int
+    of_requests: int
+    max_excess_tokens: float
+    request_id: str
+    turn: int | None = None
+
+
+@dataclass
+class TtftGain(_Saved):
+    """Shared prefix: median TTFT against the same lengths with nothing shared."""
+
+    baseline: str | None = None
+    baseline_ttft_s: float | None = None
+    ttft_s: float | None = None
+    speedup: float | None = None  # baseline TTFT ÷ TTFT
+    ttft_saved: float | None = None  # 1 − TTFT ÷ baseline TTFT
+
+
+@dataclass
+class TurnRow(_Saved):
+    """Multi-turn: medians over one turn index's successful requests."""
+
+    turn: int
+    n_ok: int
+    n_failed: int
+    ttft_s: float | None = None
+    prefill_tps: float | None = None
+    e2e_s: float | None = None
+    prompt_tokens: float | None = None
+    new_tokens: float | None = None
+    cached_tokens: float | None = None
+    expected_cached_tokens: float | None = None
+
+
+@dataclass
+class WorkloadFigures(_Saved):
+    """A workload case's own figures (see the module docstring)."""
+
+    kind: str
+    spec: dict[str, Any] = field(default_factory=dict)
+    reuse: Reuse = field(default_factory=Reuse)
+    granularity_tokens: int = 1
+    eviction: Eviction | None = None
+    no_reuse: NoReuse | None = None
+    leakage: Leakage | None = None
+    ttft_gain: TtftGain | None = None
+    turns: list[TurnRow] = field(default_factory=list)
+    conversations_cut: int | None = None
+
+
+def case_figures(kind: str, spec: dict, measured: list[RequestRecord]) -> WorkloadFigures:
+    """Figures of one workload case from its measured requests (failed included: they are
+    counted, never used for reuse)."""
     ok = [r for r in measured if r.ok]
     granularity = cache_granularity(ok)
-    out = {
-        "kind": kind,
-        "spec": spec,
-        "reuse": reuse(ok),
-        "granularity_tokens": granularity,
-        "eviction": None,
-        "no_reuse": None,
-        "leakage": leakage(ok),
-        "ttft_gain": None,
-    }
+    out = WorkloadFigures(kind, spec, reuse(ok), granularity, leakage=leakage(ok))
     judged = reuse_verdicts(ok, granularity)
-    if judged:
-        short = [r for r, fine in judged if not fine]
-        if short and len(short) == len(judged):
-            out["no_reuse"] = {"requests": len(short), "expected_tokens": sum(r.expected_cached_tokens for r in short)}
-        elif short:
-            out["eviction"] = eviction(ok, short, len(judged))
+    short = [r for r, fine in judged if not fine]
+    if short and len(short) == len(judged):
+        out.no_reuse = NoReuse(len(short), sum(r.expected_cached_tokens for r in short))
+    elif short:
+        out.eviction = eviction(ok, short, len(judged))
     if kind == "multi_turn":
-        out["turns"] = turn_figures(measured)
-        out["conversations_cut"] = conversations_cut(measured, spec.get("turns"))
+        out.turns = turn_figures(measured)
+        out.conversations_cut = conversations_cut(measured, spec.get("turns"))
     return out
 
 
@@ -70,21 +156,21 @@ def cache_granularity(records: Iterable[RequestRecord]) -> int:
     return min(math.gcd(*values), MAX_GRANULARITY) if values else 1
 
 
-def reuse(ok: list[RequestRecord]) -> dict:
+def reuse(ok: list[RequestRecord]) -> Reuse:
     """Expected and reported reuse over the requests where both are known."""
     known = [r for r in ok if r.expected_cached_tokens is not None and r.cached_tokens is not None and r.prompt_tokens]
     prompt = sum(r.prompt_tokens for r in known)
     expected = sum(r.expected_cached_tokens for r in known)
     reported = sum(r.cached_tokens for r in known)
-    return {
-        "requests": len(known),
-        "unreported": sum(1 for r in ok if r.cached_tokens is None),
-        "prompt_tokens": prompt,
-        "expected_tokens": expected,
-        "reported_tokens": reported,
-        "expected_hit_rate": expected / prompt if prompt else None,
-        "reported_hit_rate": reported / prompt if prompt else None,
-    }
+    return Reuse(
+        requests=len(known),
+        unreported=sum(1 for r in ok if r.cached_tokens is None),
+        prompt_tokens=prompt,
+        expected_tokens=expected,
+        reported_tokens=reported,
+        expected_hit_rate=expected / prompt if prompt else None,
+        reported_hit_rate=reported / prompt if prompt else None,
+    )
 
 
 def _tolerance(rec: RequestRecord, granularity: int) -> float:
@@ -102,26 +188,26 @@ def reuse_verdicts(ok: list[RequestRecord], granularity: int) -> list[tuple[Requ
     ]
 
 
-def eviction(ok: list[RequestRecord], short: list[RequestRecord], judged: int) -> dict:
+def eviction(ok: list[RequestRecord], short: list[RequestRecord], judged: int) -> Eviction:
     """Where reuse first fell short: that request's turn (multi-turn), how far into the case,
     how many requests were in flight, and how many history tokens the conversations held."""
     first = short[0]
     start = min(r.sent_mono_s for r in ok)
     t = first.sent_mono_s
     in_flight = sum(1 for r in ok if r.sent_mono_s <= t < r.sent_mono_s + (r.end_s or 0.0))
-    return {
-        "request_id": first.request_id,
-        "turn": first.turn,
-        "conversation": first.conversation,
-        "after_s": t - start,
-        "in_flight": in_flight,
-        "held_tokens": _held_tokens(ok, t),
-        "expected_tokens": first.expected_cached_tokens,
-        "reported_tokens": first.cached_tokens,
-        "requests": len(short),
-        "of_requests": judged,
-        "lost_tokens": sum(r.expected_cached_tokens - r.cached_tokens for r in short),
-    }
+    return Eviction(
+        request_id=first.request_id,
+        turn=first.turn,
+        conversation=first.conversation,
+        after_s=t - start,
+        in_flight=in_flight,
+        held_tokens=_held_tokens(ok, t),
+        expected_tokens=first.expected_cached_tokens,
+        reported_tokens=first.cached_tokens,
+        requests=len(short),
+        of_requests=judged,
+        lost_tokens=sum(r.expected_cached_tokens - r.cached_tokens for r in short),
+    )
 
 
 def _held_tokens(ok: list[RequestRecord], t: float) -> int:
@@ -136,7 +222,7 @@ def _held_tokens(ok: list[RequestRecord], t: float) -> int:
     return sum(r.prompt_tokens for r in latest.values())
 
 
-def leakage(ok: list[RequestRecord]) -> dict | None:
+def leakage(ok: list[RequestRecord]) -> Leakage | None:
     """Requests that report more cached tokens than prompt − unique: something no request of
     this run sent before (another conversation's text, a broken nonce) was served from cache."""
     leaks = []
@@ -150,35 +236,35 @@ def leakage(ok: list[RequestRecord]) -> dict | None:
     if not leaks:
         return None
     first = min(leaks, key=lambda item: item[0].sent_mono_s)[0]
-    return {
-        "requests": len(leaks),
-        "of_requests": len(ok),
-        "max_excess_tokens": max(excess for _, excess in leaks),
-        "request_id": first.request_id,
-        "turn": first.turn,
-    }
+    return Leakage(len(leaks), len(ok), max(excess for _, excess in leaks), first.request_id, first.turn)
 
 
 TURN_METRICS = ("ttft_s", "prefill_tps", "e2e_s")
 
 
-def turn_figures(measured: list[RequestRecord]) -> list[dict]:
+def turn_figures(measured: list[RequestRecord]) -> list[TurnRow]:
     """Per turn index: requests, failures, and medians over the successful ones."""
     out = []
     for turn in sorted({r.turn for r in measured if r.turn is not None}):
         at = [r for r in measured if r.turn == turn]
         ok = [r for r in at if r.ok]
         values = [metrics.request_metrics(r) for r in ok]
-        row = {"turn": turn, "n_ok": len(ok), "n_failed": len(at) - len(ok)}
-        for name in TURN_METRICS:
-            row[name] = _median(v[name] for v in values)
-        row["prompt_tokens"] = _median(r.prompt_tokens for r in ok)
-        row["new_tokens"] = _median(
+        medians = {name: _median(v[name] for v in values) for name in TURN_METRICS}
+        new = (
             r.prompt_tokens - r.cached_tokens for r in ok if r.prompt_tokens is not None and r.cached_tokens is not None
         )
-        row["cached_tokens"] = _median(r.cached_tokens for r in ok)
-        row["expected_cached_tokens"] = _median(r.expected_cached_tokens for r in ok)
-        out.append(row)
+        out.append(
+            TurnRow(
+                turn=turn,
+                n_ok=len(ok),
+                n_failed=len(at) - len(ok),
+                **medians,
+                prompt_tokens=_median(r.prompt_tokens for r in ok),
+                new_tokens=_median(new),
+                cached_tokens=_median(r.cached_tokens for r in ok),
+                expected_cached_tokens=_median(r.expected_cached_tokens for r in ok),
+            )
+        )
     return out
 
 
@@ -192,35 +278,32 @@ def _median(values: Iterable) -> float | None:
     return float(np.median(kept)) if kept else None
 
 
-def ttft_gains(cases: list[dict]) -> None:
+def ttft_gains(cases: list) -> None:
     """Shared prefix: sets each shared case's ttft_gain against the case with the same total
-    prompt, output, concurrency and endpoint and nothing shared (fraction 0)."""
+    prompt, output, concurrency and endpoint and nothing shared (fraction 0). `cases`: the
+    run's results.CaseResult objects."""
     baselines = {_gain_key(c): c for c in cases if _shared_fraction(c) == 0.0}
     for case in cases:
-        fraction = _shared_fraction(case)
-        if not fraction:
+        if not _shared_fraction(case):
             continue
         base = baselines.get(_gain_key(case))
-        ttft = _ttft(case)
-        base_ttft = _ttft(base) if base else None
-        gain = {"baseline": base["label"] if base else None, "baseline_ttft_s": base_ttft, "ttft_s": ttft}
-        if ttft and base_ttft:
-            gain["speedup"] = base_ttft / ttft
-            gain["ttft_saved"] = 1 - ttft / base_ttft
-        case["workload"]["ttft_gain"] = gain
+        gain = TtftGain(baseline=base.label if base else None, baseline_ttft_s=_ttft(base), ttft_s=_ttft(case))
+        if gain.ttft_s and gain.baseline_ttft_s:
+            gain.speedup = gain.baseline_ttft_s / gain.ttft_s
+            gain.ttft_saved = 1 - gain.ttft_s / gain.baseline_ttft_s
+        case.workload.ttft_gain = gain
 
 
-def _shared_fraction(case: dict) -> float | None:
-    workload = case.get("workload") or {}
-    if workload.get("kind") != "shared_prefix":
+def _shared_fraction(case) -> float | None:
+    if case.workload is None or case.workload.kind != "shared_prefix":
         return None
-    return workload["spec"]["fraction"]
+    return case.workload.spec["fraction"]
 
 
-def _gain_key(case: dict) -> tuple:
-    return (case["pp"] + (case.get("depth") or 0), case["tg"], case["concurrency"], case.get("endpoint"))
+def _gain_key(case) -> tuple:
+    return (case.pp + (case.depth or 0), case.tg, case.concurrency, case.endpoint)
 
 
-def _ttft(case: dict) -> float | None:
-    summary = (case.get("summary") or {}).get("ttft_s")
-    return summary.get("median") if isinstance(summary, dict) else None
+def _ttft(case) -> float | None:
+    summary = case.summary.get("ttft_s") if case is not None else None
+    return summary.median if summary is not None else None
