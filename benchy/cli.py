@@ -407,23 +407,8 @@ def run(
         raise click.UsageError("--runs must be ≥ 1 and --warmup ≥ 0")
     ceiling = _ceiling_inputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_token)
     try:
-        workload = _workload_cases(
-            pp,
-            tg,
-            concurrency,
-            depth,
-            rate,
-            endpoint,
-            n_requests,
-            turns,
-            first_tokens,
-            think_time,
-            keep_reasoning,
-            shared_prefix,
-            groups,
-            trace_file,
-            speed,
-        )
+        flags = WorkloadFlags(turns, first_tokens, think_time, keep_reasoning, shared_prefix, groups, trace_file, speed)
+        workload = _workload_cases(pp, tg, concurrency, depth, rate, endpoint, n_requests, flags)
         if workload is not None and scenario:
             raise click.UsageError("--turns, --shared-prefix and --trace make their own cases: drop --scenario")
         cases = workload or [c for name in scenario for c in load_scenario(name)]
@@ -663,26 +648,32 @@ def _load_settings(cases, rate, concurrency, max_inflight, n_requests, duration,
     )
 
 
-def _workload_cases(
-    pp,
-    tg,
-    concurrency,
-    depth,
-    rate,
-    endpoint,
-    n_requests,
-    turns,
-    first_tokens,
-    think_time,
-    keep_reasoning,
-    shared_prefix,
-    groups,
-    trace_file,
-    speed,
-):
+@dataclasses.dataclass(frozen=True)
+class WorkloadFlags:
+    """The flags of the cache-aware workloads (benchy/workloads), as `run` got them."""
+
+    turns: int | None
+    first_tokens: int | None
+    think_time: str | None
+    keep_reasoning: bool
+    shared_prefix: tuple[float, ...]
+    groups: int | None
+    trace_file: str | None
+    speed: float | None
+
+
+def _workload_cases(pp, tg, concurrency, depth, rate, endpoint, n_requests, flags: WorkloadFlags):
     """The cases of --turns, --shared-prefix or --trace (one of them), or None without them."""
     from benchy.workloads import cases as workload_cases
     from benchy.workloads.spec import ThinkTime
+
+    turns, first_tokens, think_time, keep_reasoning = (
+        flags.turns,
+        flags.first_tokens,
+        flags.think_time,
+        flags.keep_reasoning,
+    )
+    shared_prefix, groups, trace_file, speed = flags.shared_prefix, flags.groups, flags.trace_file, flags.speed
 
     chosen = [
         flag
