@@ -17,7 +17,7 @@ import asyncio
 import itertools
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from benchy import arrivals
@@ -130,7 +130,9 @@ def _context_sends(plan: CasePlan, prompts: PromptFactory) -> list[Send]:
     return sends
 
 
-def _sends(plan: CasePlan, prompts: PromptFactory, contexts: list[Prompt] = ()) -> tuple[list[Send], Iterable[Send]]:
+def _sends(
+    plan: CasePlan, prompts: PromptFactory, contexts: Sequence[Prompt] = ()
+) -> tuple[list[Send], Iterable[Send]]:
     case = plan.case
     shared = case.kind == "shared_prefix"
 

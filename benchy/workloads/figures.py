@@ -141,7 +141,7 @@ def case_figures(kind: str, spec: dict, measured: list[RequestRecord]) -> Worklo
     judged = reuse_verdicts(ok, granularity)
     short = [r for r, fine in judged if not fine]
     if short and len(short) == len(judged):
-        out.no_reuse = NoReuse(len(short), sum(r.expected_cached_tokens for r in short))
+        out.no_reuse = NoReuse(len(short), sum(_expected(r) for r in short))
     elif short:
         out.eviction = eviction(ok, short, len(judged))
     if kind == "multi_turn":
@@ -152,16 +152,16 @@ def case_figures(kind: str, spec: dict, measured: list[RequestRecord]) -> Worklo
 
 def cache_granularity(records: Iterable[RequestRecord]) -> int:
     """The greatest common divisor of the non-zero cached counts (1 when none), at most 256."""
-    values = [r.cached_tokens for r in records if r.cached_tokens]
+    values = [r.cached_tokens or 0 for r in records if r.cached_tokens]
     return min(math.gcd(*values), MAX_GRANULARITY) if values else 1
 
 
 def reuse(ok: list[RequestRecord]) -> Reuse:
     """Expected and reported reuse over the requests where both are known."""
     known = [r for r in ok if r.expected_cached_tokens is not None and r.cached_tokens is not None and r.prompt_tokens]
-    prompt = sum(r.prompt_tokens for r in known)
-    expected = sum(r.expected_cached_tokens for r in known)
-    reported = sum(r.cached_tokens for r in known)
+    prompt = sum(r.prompt_tokens or 0 for r in known)
+    expected = sum(_expected(r) for r in known)
+    reported = sum(r.cached_tokens or 0 for r in known)
     return Reuse(
         requests=len(known),
         unreported=sum(1 for r in ok if r.cached_tokens is None),
@@ -173,16 +173,25 @@ def reuse(ok: list[RequestRecord]) -> Reuse:
     )
 
 
+def _expected(rec: RequestRecord) -> int:
+    return rec.expected_cached_tokens or 0
+
+
+def _shortfall(rec: RequestRecord) -> int:
+    """Expected cached tokens the server did not report as cached."""
+    return _expected(rec) - (rec.cached_tokens or 0)
+
+
 def _tolerance(rec: RequestRecord, granularity: int) -> float:
     if granularity > 1:
         return granularity  # a block-granular count rounds down by less than one block
-    return max(1.0, TOKEN_TOLERANCE * rec.expected_cached_tokens)
+    return max(1.0, TOKEN_TOLERANCE * _expected(rec))
 
 
 def reuse_verdicts(ok: list[RequestRecord], granularity: int) -> list[tuple[RequestRecord, bool]]:
     """(request, reused what was expected) for every request expected to reuse something."""
     return [
-        (r, r.expected_cached_tokens - r.cached_tokens < _tolerance(r, granularity))
+        (r, _shortfall(r) < _tolerance(r, granularity))
         for r in sorted(ok, key=lambda r: r.sent_mono_s)
         if r.expected_cached_tokens and r.cached_tokens is not None
     ]
@@ -202,11 +211,11 @@ def eviction(ok: list[RequestRecord], short: list[RequestRecord], judged: int) -
         after_s=t - start,
         in_flight=in_flight,
         held_tokens=_held_tokens(ok, t),
-        expected_tokens=first.expected_cached_tokens,
-        reported_tokens=first.cached_tokens,
+        expected_tokens=_expected(first),
+        reported_tokens=first.cached_tokens or 0,
         requests=len(short),
         of_requests=judged,
-        lost_tokens=sum(r.expected_cached_tokens - r.cached_tokens for r in short),
+        lost_tokens=sum(_shortfall(r) for r in short),
     )
 
 

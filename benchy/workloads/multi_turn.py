@@ -147,7 +147,9 @@ def _user(text: str) -> dict:
 
 def answer_text(rec: RequestRecord) -> tuple[str, str]:
     """(content, reasoning) as the server streamed them, from the record's per-event text."""
-    content, reasoning, pos = [], [], 0
+    content: list[str] = []
+    reasoning: list[str] = []
+    pos = 0
     for size, kind in zip(rec.token_event_chars, rec.token_event_kinds):
         piece = rec.token_event_text[pos : pos + size]
         pos += size

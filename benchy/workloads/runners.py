@@ -22,9 +22,9 @@ def runner_for(plan: CasePlan):
 
 def planned_requests(plan: CasePlan) -> int:
     """Requests a multi-turn or trace case sends (turns of every conversation; trace lines)."""
-    if plan.case.kind == "multi_turn":
-        return plan.case.concurrency * plan.case.workload.turns
-    from benchy.workloads import trace
+    from benchy.workloads import multi_turn, trace
 
-    spec = plan.case.workload
+    if plan.case.kind == "multi_turn":
+        return plan.case.concurrency * multi_turn.spec_of(plan).turns
+    spec = trace.spec_of(plan)
     return len(trace.load(spec.path, spec.limit))

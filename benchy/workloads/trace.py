@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,6 +37,9 @@ from benchy.loadgen import CasePlan, Send, request_options, send_request
 from benchy.prompts import PromptFactory
 from benchy.records import RequestRecord
 from benchy.workloads.spec import TraceReplay, WorkloadError
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
 
 BLOCK_TOKENS = 512  # Mooncake's block size: one hash id per 512 prompt tokens
 SAMPLE_NAME = "sample"
@@ -56,7 +60,7 @@ class TraceRequest:
         return tuple(("req", index, b) for b in range(math.ceil(self.input_tokens / BLOCK_TOKENS)))
 
 
-def trace_path(name: str) -> Path | resources.abc.Traversable:
+def trace_path(name: str) -> Path | Traversable:
     """`sample` names the shipped sample; anything else is a file."""
     if name == SAMPLE_NAME:
         return resources.files("benchy").joinpath(SAMPLE_FILE)
@@ -98,7 +102,7 @@ def _row(name: str, number: int, line: str) -> tuple[float, int, int, tuple | No
     if not isinstance(obj, dict):
         raise WorkloadError(f"{where}: expected a JSON object per line")
     timestamp = obj.get("timestamp")
-    if not _number(timestamp) or timestamp < 0:
+    if not isinstance(timestamp, (int, float)) or not _number(timestamp) or timestamp < 0:
         raise WorkloadError(f"{where}: timestamp must be a number of milliseconds ≥ 0, got {timestamp!r}")
     n = _length(where, obj, "input_length", "input")
     m = _length(where, obj, "output_length", "output")
