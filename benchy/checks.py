@@ -300,6 +300,25 @@ def cache_not_reused(case: dict, results: dict) -> Iterable[Warning_]:
 
 
 @case_check
+def cache_not_reported(case: dict, results: dict) -> Iterable[Warning_]:
+    """A workload whose server never says how many tokens it served from cache."""
+    reuse = _workload(case).get("reuse") or {}
+    if reuse.get("requests") or not reuse.get("unreported"):
+        return
+    yield Warning_(
+        "cache_not_reported",
+        WARNING,
+        case["label"],
+        f"None of the {reuse['unreported']} successful requests reported cached tokens "
+        "(usage.prompt_tokens_details.cached_tokens): the reuse this workload is about cannot be "
+        "verified, and eviction or leakage would go unseen. TTFT is measured all the same.",
+        "vLLM: start it with --enable-prompt-tokens-details; other servers: check that usage "
+        "carries prompt_tokens_details.cached_tokens.",
+        details={"requests": reuse["unreported"]},
+    )
+
+
+@case_check
 def cache_leakage(case: dict, results: dict) -> Iterable[Warning_]:
     """More cached tokens than the request could share: its unique part was served from cache."""
     leak = _workload(case).get("leakage")

@@ -174,3 +174,19 @@ def test_sample_trace_replays_its_lengths_times_and_reuse(start_sim, tmp_path):
     assert figures["reuse"]["reported_tokens"] == sum(truth[r["request_id"]]["cached_tokens"] for r in sent)
     assert case["mode"] == "open" and not codes(results) & {"cache_eviction", "cache_leakage"}
     assert (tmp_path / "figures" / "workload-reuse-1.png").is_file()
+
+
+@pytest.mark.parametrize(
+    "sim_flag, code",
+    [("--no-prefix-cache", "cache_not_reused"), ("--no-prompt-details", "cache_not_reported")],
+)
+def test_a_server_that_does_not_reuse_or_does_not_say_is_named(start_sim, tmp_path, sim_flag, code):
+    sim = start_sim(*FAST, sim_flag)
+    results = run_cli(sim, tmp_path, "--turns", "3", "-c", "2", "--pp", "100", "--tg", "8", "--warmup", "0")
+    [case] = results["cases"]
+    truth = truth_of(sim, case)
+    if sim_flag == "--no-prefix-cache":
+        assert all(truth[r["request_id"]]["cached_tokens"] == 0 for r in measured(case))
+    else:
+        assert all(r["cached_tokens"] is None for r in measured(case))
+    assert code in codes(results) and "cache_eviction" not in codes(results)
