@@ -127,3 +127,32 @@ def test_no_server_metrics_says_why(start_sim):
         "reason": "turned off with --no-server-metrics",
     }
     assert "server" not in results["cases"][0] or results["cases"][0]["server"] is None
+
+
+def test_report_has_the_server_view_section_figure_and_csv(start_sim, tmp_path):
+    sim = start_sim(*FAST, "--max-running", "1")
+    out = tmp_path / "out"
+    proc = benchy("run", "--base-url", sim.base_url, "--output", str(out), "--pp", "100", "--tg", "8", "-c", "2")
+    assert proc.returncode in (0, 2), proc.stderr
+    assert proc.stderr.startswith(f"benchy: {sim.base_url} · benchy-sim ") and f"results → {out}" in proc.stderr
+    report = (out / "report.md").read_text()
+    assert "## Server view" in report and "figures/server_view.png" in report
+    assert (out / "figures" / "server_view.png").stat().st_size > 0
+    results = json.loads((out / "results.json").read_text())
+    rows = (out / "server.csv").read_text().splitlines()
+    header, row = rows[0].split(","), rows[1].split(",")
+    server = results["cases"][0]["server"]
+    assert float(row[header.index("server_queue_s")]) == pytest.approx(server["histograms"]["queue_s"]["mean"])
+    assert float(row[header.index("server_generation_tokens")]) == server["counters"]["generation_tokens"]
+
+
+def test_report_says_why_there_is_no_server_view():
+    from benchy.report import server_view
+
+    results = {
+        "setup": {"server_metrics": {"available": False, "reason": "GET /metrics answered HTTP 404"}},
+        "cases": [{"label": "pp1 tg1", "pp": 1, "tg": 1, "concurrency": 1, "summary": {}, "requests": []}],
+    }
+    lines = "\n".join(server_view.section_lines(results))
+    assert "No server figures: GET /metrics answered HTTP 404." in lines
+    assert server_view.csv_text(results).splitlines()[1].endswith("GET /metrics answered HTTP 404")
