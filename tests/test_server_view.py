@@ -100,7 +100,7 @@ def test_queue_dominating_ttft_names_the_concurrency(start_sim):
     w = warning(results, "queue_dominates_ttft")
     assert "concurrency 4" in w["message"] and w["details"]["queue_share"] > 0.5
     truth = measured_truth(sim, results["cases"][0])
-    queue = sum(t["admitted_s"] - t["arrival_s"] for t in truth) / len(truth)
+    queue = sum(t["admitted_s"] - t["queued_s"] for t in truth) / len(truth)
     assert w["details"]["queue_s"] == pytest.approx(queue, rel=1e-6)
 
 
