@@ -117,7 +117,9 @@ def withhold(results: dict, warnings: list[Warning_]) -> None:
     cases = {c["label"]: c for c in results.get("cases", [])}
     for w in warnings:
         case = cases.get(w.case)
-        for name in w.withheld if case else ():
+        if case is None:
+            continue
+        for name in w.withheld:
             _withhold_in(case, "summary", name, w.message)
             for req in case["requests"]:
                 if req.get("metrics", {}).get(name) is not None:
@@ -458,13 +460,20 @@ def _streams_token_by_token(case: dict) -> bool:
     )
 
 
+def _ttft_median(case: dict) -> float:
+    """The TTFT median of a case ttft_grows_with_output kept (it has one, perhaps withheld)."""
+    figure = _figure(case, "ttft_s")
+    assert figure is not None
+    return figure["median"]
+
+
 def _ttft_growth(group: list[dict]) -> Iterable[Warning_]:
     if len(group) < 2 or group[0]["tg"] == group[-1]["tg"]:
         return
     short, long = group[0], group[-1]
     if _streams_token_by_token(short) and _streams_token_by_token(long):
         return
-    t_short, t_long = _figure(short, "ttft_s")["median"], _figure(long, "ttft_s")["median"]
+    t_short, t_long = _ttft_median(short), _ttft_median(long)
     grew = t_long - t_short
     total_grew = long["summary"]["e2e_s"]["median"] - short["summary"]["e2e_s"]["median"]
     if grew < TTFT_GROWTH_MIN_S or total_grew <= 0 or grew < TTFT_GROWTH_SHARE * total_grew:
@@ -483,7 +492,7 @@ def _ttft_growth(group: list[dict]) -> Iterable[Warning_]:
             message,
             BUFFERING_HINT,
             withheld=metrics.STREAM_TIMING_METRICS,
-            details={"ttft_s_by_tg": {f"tg{c['tg']}": _figure(c, "ttft_s")["median"] for c in group}},
+            details={"ttft_s_by_tg": {f"tg{c['tg']}": _ttft_median(c) for c in group}},
         )
 
 

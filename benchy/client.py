@@ -371,6 +371,7 @@ class Client:
 
         reused = False
         try:
+            assert self._lean is not None  # _send_lean is called only with a lean pool
             resp = await self._lean.post(
                 path,
                 data,
@@ -451,7 +452,7 @@ class _StreamReader:
             rec.sse_events += 1
             if rec.first_chunk_s is None:
                 rec.first_chunk_s = now
-            if self.known_head is None or not self._plain_content(data, now):
+            if self.known_head is None or not self._plain_content(self.known_head, data, now):
                 self._event(data, now)
 
     def close(self, now: float) -> None:
@@ -463,7 +464,7 @@ class _StreamReader:
         if rec.status != "ok":
             return
         if self.harmony is not None:
-            self._harmony_close()
+            self._harmony_close(self.harmony)
             rec.token_event_text = "".join(self.texts)
         if self.bad_events:
             rec.anomalies.append(f"malformed_events:{self.bad_events}")
@@ -546,12 +547,11 @@ class _StreamReader:
             pos = end + 2
         return pos
 
-    def _plain_content(self, data: str, now: float) -> bool:
+    def _plain_content(self, head: str, data: str, now: float) -> bool:
         """The usual event without a JSON parse: the known head, one choice whose delta is a
         plain non-empty content string, and a known tail. Byte for byte that is valid JSON that
         the general path would read as exactly this, so only that shape is taken here; anything
         else (escapes, other keys, a finish_reason, usage) returns False for the general path."""
-        head = self.known_head
         if not data.startswith(head) or not data.startswith(_PLAIN_CHOICE, len(head)):
             return False
         start = len(head) + len(_PLAIN_CHOICE)
@@ -602,7 +602,7 @@ class _StreamReader:
             self.bad_events += 1
             content = ""
         if self.harmony is not None and content:
-            content, reasoning = self._channels(content, now)
+            content, reasoning = self._channels(self.harmony, content, now)
         if reasoning:
             rec.reasoning_chars += len(reasoning)
         if content:
@@ -621,17 +621,17 @@ class _StreamReader:
             else:
                 self.bad_events += 1
 
-    def _channels(self, text: str, now: float) -> tuple[str, str]:
+    def _channels(self, harmony: HarmonyStream, text: str, now: float) -> tuple[str, str]:
         """(content, reasoning) of one raw Harmony delta: final (and tool-call commentary) text,
         and analysis text; markers and headers are neither, so a marker-only delta is no token."""
-        if not self.harmony.saw_markers:
+        if not harmony.saw_markers:
             self.unmarked.append(text)
         self.last_text_s = now
-        return _by_channel(self.harmony.feed(text))
+        return _by_channel(harmony.feed(text))
 
-    def _harmony_close(self) -> None:
+    def _harmony_close(self, harmony: HarmonyStream) -> None:
         rec = self.rec
-        content, reasoning = _by_channel(self.harmony.close())
+        content, reasoning = _by_channel(harmony.close())
         if content or reasoning:  # a held tail that never became a marker: it came last
             rec.content_chars += len(content)
             rec.reasoning_chars += len(reasoning)
@@ -644,7 +644,7 @@ class _StreamReader:
             self.texts[-1] += reasoning + content
             if content:
                 rec.token_event_kinds = rec.token_event_kinds[:-1] + CONTENT
-        if not self.harmony.saw_markers and markers_missing("".join(self.unmarked)):
+        if not harmony.saw_markers and markers_missing("".join(self.unmarked)):
             rec.anomalies.append("special_tokens_stripped")
 
     def _usage(self, usage: dict) -> None:
@@ -724,7 +724,7 @@ def _loads(data: str) -> object:
 try:
     from orjson import loads as _orjson_loads
 except ImportError:  # pragma: no cover
-    _orjson_loads = json.loads
+    _orjson_loads = json.loads  # type: ignore[assignment]  # json's signature is wider
 
 
 def _text(value: object) -> str | None:

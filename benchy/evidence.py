@@ -205,7 +205,7 @@ def arrivals(times: list[float], tokens: list[float]) -> list[Arrival]:
             groups[-1][2] += k
         else:
             groups.append([t, 1, k])
-    return [Arrival(t, n, k) for t, n, k in groups]
+    return [Arrival(t, int(n), k) for t, n, k in groups]
 
 
 def itl_per_token(arr: list[Arrival]) -> float | None:

@@ -173,6 +173,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def begin(self, exchange: _Exchange, request: bytes) -> None:
         self.exchange = exchange
+        assert self.transport is not None  # begun only on an open connection
         self.transport.write(request)
 
     def data_received(self, data: bytes) -> None:  # transports that do not buffer for us
@@ -256,9 +257,10 @@ class _Exchange:
                 self._chunked(data, now)
                 return
             if state == _HEAD:
-                data = self._head(data, now)
-                if data is None:
+                rest = self._head(data, now)
+                if rest is None:
                     return
+                data = rest
             self._body(data, now)
         except HttpFailure as exc:
             self._fail(exc.kind, exc.message)

@@ -28,6 +28,45 @@ from benchy.scenario import Case
 
 
 @dataclass(frozen=True)
+class LoadSettings:
+    """How each case's load is bounded and spread (arrivals.py, workers.py): the run's flags that
+    every CasePlan is made with."""
+
+    requests: int | None = None  # --requests: measured requests per case
+    duration_s: float | None = None  # --duration: no request is sent after this many seconds
+    max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
+    seed: int = 0  # --seed of the Poisson schedules
+    workers: int | None = None  # --workers; None: what each case needs (workers.auto_workers)
+    slo: dict[str, float] | None = None  # --slo, for goodput: {metric: threshold}
+
+    def to_dict(self) -> dict:
+        return {
+            "requests": self.requests,
+            "duration_s": self.duration_s,
+            "max_inflight": self.max_inflight,
+            "seed": self.seed,
+            "workers": self.workers,
+            "slo": self.slo,
+        }
+
+    def check(self, cases: list[Case]) -> None:
+        """ValueError for a setting that none of the cases can use."""
+        if self.max_inflight is not None and all(c.rate is None for c in cases):
+            raise ValueError(
+                "--max-inflight needs --rate or a scenario with rate (a closed loop keeps exactly --concurrency in flight)"
+            )
+
+    def streams(self, case: Case) -> int:
+        """Connections a case may hold open at once (an uncapped open loop: no fixed bound)."""
+        if case.rate is None:
+            return case.concurrency
+        return self.max_inflight or UNCAPPED_CONNECTIONS
+
+
+UNCAPPED_CONNECTIONS = 100_000  # an open loop without --max-inflight: never queue inside the client
+
+
+@dataclass(frozen=True)
 class CasePlan:
     """A case with everything the load generator needs to send it."""
 
@@ -118,7 +157,9 @@ def _context_send(plan: CasePlan, prompts: PromptFactory) -> _Send | None:
     return _Send(rec, context)
 
 
-def _sends(plan: CasePlan, prompts: PromptFactory, context: Prompt | None = None) -> tuple[list[_Send], list[_Send]]:
+def _sends(
+    plan: CasePlan, prompts: PromptFactory, context: Prompt | None = None
+) -> tuple[list[_Send], Iterable[_Send]]:
     case = plan.case
 
     def make(i: int, warm: bool) -> _Send:
@@ -197,7 +238,7 @@ async def _run_case(
 async def _open_loop(
     client: Client,
     plan: CasePlan,
-    sends: list[_Send],
+    sends: Iterable[_Send],
     extra: dict,
     on_record: Callable[[RequestRecord], None],
     stop: asyncio.Event,
@@ -205,6 +246,7 @@ async def _open_loop(
     deadline: float,
 ) -> None:
     """Each request at its arrival time (arrivals.py); arrivals after --duration are not sent."""
+    assert plan.case.rate is not None  # an open-loop case
     offsets = arrivals.arrival_offsets(plan.measured, plan.case.rate, plan.seed + plan.index)
     items = [(offsets[s.record.index], s) for s in sends if start_s + offsets[s.record.index] < deadline]
 

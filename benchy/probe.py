@@ -25,6 +25,7 @@ import platform
 import secrets
 import warnings
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,9 +92,9 @@ def rank_less(a: np.ndarray, b: np.ndarray) -> float | None:
 def decide(
     repeats: list[float],
     unique: list[float],
-    repeat_cached: list[int | None] = (),
+    repeat_cached: Sequence[int | None] = (),
     prompt_tokens: int | None = None,
-    repeat_prompt_ms: list[float | None] = (),
+    repeat_prompt_ms: Sequence[float | None] = (),
 ) -> Verdict:
     """The verdict for one length from the repeat and unique TTFTs (seconds), weighed with the
     server's own cached_tokens (and llama.cpp's timings.prompt_ms) for the repeats."""
@@ -101,21 +102,22 @@ def decide(
     gained = verdict.p_faster is not None and verdict.p_faster < ALPHA and (verdict.speedup or 0) >= MIN_SPEEDUP
     if verdict.verdict in ("not_detected", "inconclusive") and verdict.speedup is not None and not gained:
         served = _served(repeat_cached, prompt_tokens)
-        if served is not None:
+        if served is not None and prompt_tokens:
             return _no_gain(verdict, served, prompt_tokens, repeats, repeat_prompt_ms)
     return verdict
 
 
-def _served(cached: list[int | None], prompt_tokens: int | None) -> float | None:
+def _served(cached: Sequence[int | None], prompt_tokens: int | None) -> float | None:
     """The median cached count when the server reports every repeat mostly cached, else None."""
-    if not cached or any(c is None for c in cached) or not prompt_tokens:
+    reported = [c for c in cached if c is not None]
+    if not cached or len(reported) < len(cached) or not prompt_tokens:
         return None
-    median = float(np.median(cached))
+    median = float(np.median(reported))
     return median if median >= SERVED_SHARE * prompt_tokens else None
 
 
 def _no_gain(
-    timing: Verdict, served: float, prompt_tokens: int, repeats: list[float], prompt_ms: list[float | None]
+    timing: Verdict, served: float, prompt_tokens: int, repeats: list[float], prompt_ms: Sequence[float | None]
 ) -> Verdict:
     speedup = f"{timing.speedup:.2f}×" if timing.speedup else "no"
     reason = (
@@ -127,7 +129,7 @@ def _no_gain(
     return Verdict("cache_hit_no_gain", reason, **fields)
 
 
-def _no_gain_cause(repeats: list[float], prompt_ms: list[float | None]) -> str:
+def _no_gain_cause(repeats: list[float], prompt_ms: Sequence[float | None]) -> str:
     known = [p for p in prompt_ms if isinstance(p, (int, float))]
     cause = (
         "time outside prefill hides the saving (llama.cpp's host-RAM prompt cache copies slot state "
@@ -140,7 +142,7 @@ def _no_gain_cause(repeats: list[float], prompt_ms: list[float | None]) -> str:
 
 
 def _timing_verdict(
-    repeats: list[float], unique: list[float], repeat_cached: list[int | None], prompt_tokens: int | None
+    repeats: list[float], unique: list[float], repeat_cached: Sequence[int | None], prompt_tokens: int | None
 ) -> Verdict:
     """The verdict from the TTFTs alone, unless cached_tokens contradict a detected speed-up."""
     if len(repeats) < 2 or len(unique) < 2:
@@ -182,11 +184,12 @@ def _timing_verdict(
     return Verdict(verdict, reason, rank_p=rank_p, **stats)
 
 
-def _cache_report_conflict(verdict: str, cached: list[int | None], prompt_tokens: int | None) -> str | None:
+def _cache_report_conflict(verdict: str, cached: Sequence[int | None], prompt_tokens: int | None) -> str | None:
     """The server's own cached_tokens, where it reports them for every repeat, must agree."""
-    if not cached or any(c is None for c in cached) or not prompt_tokens:
+    reported = [c for c in cached if c is not None]
+    if not cached or len(reported) < len(cached) or not prompt_tokens:
         return None
-    median = float(np.median(cached))
+    median = float(np.median(reported))
     served = median >= 0.5 * prompt_tokens
     if verdict == "detected" and not served:
         return f"the server reports only {median:.0f} of {prompt_tokens} prompt tokens cached"

@@ -63,6 +63,19 @@ class Template:
             return {"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {}
         return {"skip_special_tokens": False} if self.parses(endpoint) else {}
 
+    def check(self, endpoints: set[str], stops: tuple[str, ...] | list[str]) -> None:
+        """ValueError (one line) for a template, effort or stop string the run's endpoints cannot use."""
+        if self.name == "harmony" and "completions" not in endpoints:
+            raise ValueError(
+                "--template harmony is for --endpoint completions: the chat endpoint applies the server's own template"
+            )
+        if self.reasoning_effort and self.name == "none" and "chat" not in endpoints:
+            raise ValueError(
+                "--reasoning-effort with --endpoint completions needs --template harmony: a raw prompt has no place for it"
+            )
+        if any(not s for s in stops):
+            raise ValueError("--stop strings must not be empty")
+
     def risky_stops(self, stops: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
         """(stop, reason) for stop strings that fire inside a Harmony response: all that
         harmony.dangerous_stops finds under this template, else those that look like markers

@@ -198,7 +198,8 @@ def _read_llamacpp(ident: ServerIdentity, answer: _Answer | None) -> None:
 
 
 def _read_models_entry(ident: ServerIdentity, entry: dict) -> None:
-    meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+    meta = entry.get("meta")
+    meta = meta if isinstance(meta, dict) else {}
     ident.context_train = _positive_int(meta.get("n_ctx_train"))
     # vLLM and SGLang write max_model_len; llama.cpp's meta.n_ctx is per slot, as /props says.
     _set_context(ident, entry.get("max_model_len"), "/v1/models max_model_len")
@@ -234,7 +235,8 @@ def _read_ollama(ident: ServerIdentity, version: _Answer | None, show: _Answer |
         return
     ident.version = ident.version or _text(_dict(version).get("version"))
     details = _dict(show)
-    info = details.get("model_info") if isinstance(details.get("model_info"), dict) else {}
+    info = details.get("model_info")
+    info = info if isinstance(info, dict) else {}
     trained = next((v for k, v in info.items() if k.endswith(".context_length")), None)
     ident.context_train = ident.context_train or _positive_int(trained)
     ident.chat_template = ident.chat_template or _text(details.get("template"))

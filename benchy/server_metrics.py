@@ -262,8 +262,8 @@ class GaugeStats:
 
 
 def gauge_stats(snaps: list[Snapshot], name: str, share: bool) -> GaugeStats | None:
-    values = [(s.maxed if share else s.values).get(name) for s in snaps]
-    values = [v for v in values if v is not None]
+    seen = [(s.maxed if share else s.values).get(name) for s in snaps]
+    values = [v for v in seen if v is not None]
     if not values:
         return None
     return GaugeStats(min(values), sum(values) / len(values), max(values), len(values))

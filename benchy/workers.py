@@ -169,7 +169,8 @@ class WorkerPool:
     ) -> dict:
         from benchy.records import RequestRecord
 
-        ready, figures = 0, []
+        ready = 0
+        figures: list[dict] = []
         while len(figures) < len(conns) and not stop.is_set():
             w, msg = await queue.get()
             kind = msg[0]
@@ -307,12 +308,17 @@ async def _receive(conn: Connection):
     loop = asyncio.get_running_loop()
     while not conn.poll():
         readable = loop.create_future()
-        loop.add_reader(conn.fileno(), lambda: readable.done() or readable.set_result(None))  # noqa: B023
+        loop.add_reader(conn.fileno(), _wake, readable)
         try:
             await readable
         finally:
             loop.remove_reader(conn.fileno())
     return conn.recv()
+
+
+def _wake(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def main(argv: list[str]) -> None:

@@ -19,6 +19,7 @@ from benchy import checks, cli, profiles
 from benchy import run as run_mod
 from benchy.checks import CeilingInputs
 from benchy.client import ClientSettings
+from benchy.loadgen import LoadSettings
 from benchy.monitor import LoopMonitor
 from benchy.progress import Progress
 from benchy.report import table
@@ -54,7 +55,7 @@ def bench(
         output_dir=output,
         progress=False,
         ceiling=ceiling,
-        load=run_mod.LoadSettings(workers=workers),
+        load=LoadSettings(workers=workers),
     )
     return run_mod.execute(settings)
 

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchy import arrivals, metrics
-from benchy.records import RequestRecord
+from benchy.records import RequestRecord, read_records
 from tests.conftest import REPO_ROOT, sim_env
 
 
@@ -216,8 +216,8 @@ def test_workers_results_are_identical_in_form_to_one_workers(start_sim, tmp_pat
     assert (case2["n_ok"], case2["n_failed"]) == (case1["n_ok"], case1["n_failed"]) == (12, 0)
     ids = [r["request_id"] for r in case2["requests"]]
     assert len(ids) == len(set(ids)) == 13
-    lines = (tmp_path / "two" / "requests.jsonl").read_text().splitlines()
-    assert sorted(json.loads(line)["request_id"] for line in lines) == sorted(ids)
+    records = read_records(tmp_path / "two" / "requests.jsonl")
+    assert sorted(r.request_id for r in records) == sorted(ids)
     truth = {t["request_id"]: t for t in sim.truth(expect=26)}
     for req in case2["requests"]:  # each worker's records carry times the server agrees with
         t = truth[req["request_id"]]

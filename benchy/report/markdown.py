@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from benchy.metrics import METRICS
 from benchy.report import server_view, table
 
 
@@ -135,21 +136,22 @@ def detail_lines(results: dict) -> list[str]:
     return out + [""]
 
 
-GLOSSARY = """## How to read this report
+def metric_lines() -> list[str]:
+    """One bullet per metric the report shows, from the registry (metrics.METRICS)."""
+    out = []
+    for m in (m for m in METRICS.values() if m.glossary):
+        meaning = f" {m.explanation[0].upper()}{m.explanation[1:]}" if m.explanation else ""
+        out.append(f"- **{m.title}** = {m.definition}.{meaning}")
+    return out
+
+
+GLOSSARY_HEAD = """## How to read this report
 
 - **Case** (`pp512 tg128 c4 @ d4096`): 512 prompt tokens, 128 generated tokens, 4 requests in
   flight at once, after 4,096 tokens of earlier context. Warmup requests run first and are not counted.
-  `r4` instead of `c4`: open loop, requests arriving at 4 per second whether or not earlier ones finished.
-- **e2e t/s** (end-to-end throughput): generated tokens ÷ the request's total time, from sending it
-  to the end of the response. It holds whatever the server did (queueing, prefill, decode), and it
-  stays valid however the server chunks its stream. The headline number.
-- **TTFT**: time to first token, from sending the request to the first streamed event that carried
-  generated text (a role-only first chunk does not count).
-- **decode t/s**: generated tokens after the first ÷ the time between the first and last token events.
-- **prefill t/s**: uncached prompt tokens ÷ TTFT (a floor on prefill speed: TTFT also holds queueing).
-- **aggregate t/s** (concurrency > 1, or open loop): every generated token of the case ÷ the wall
-  time the case took: what the server delivered in total.
-- **median ± std, n**: the middle value of the measured requests, their sample standard deviation, and
+  `r4` instead of `c4`: open loop, requests arriving at 4 per second whether or not earlier ones finished."""
+
+GLOSSARY_TAIL = """- **median ± std, n**: the middle value of the measured requests, their sample standard deviation, and
   how many succeeded. Failed requests are counted in *errors*, never averaged in.
 - **n/a [k]**: benchy could not measure that number honestly; footnote k says why (for example a
   buffered stream, where event times show the buffer, not the model). It prints no number rather than
@@ -164,6 +166,10 @@ GLOSSARY = """## How to read this report
   measure is left out of a figure, and the text under it says which and why.
 - **Warnings** are benchy's checks on these results; each says what is affected and what to do.
 """
+
+
+def glossary() -> str:
+    return "\n".join([GLOSSARY_HEAD, *metric_lines(), GLOSSARY_TAIL])
 
 
 def render(results: dict, figures: list[tuple] | None = None, server_figure: tuple | None = None) -> str:
@@ -187,5 +193,5 @@ def render(results: dict, figures: list[tuple] | None = None, server_figure: tup
     parts += server_view.section_lines(results, server_figure)
     parts += figure_lines(figures or [])
     parts += detail_lines(results)
-    parts += [GLOSSARY]
+    parts += [glossary()]
     return "\n".join(parts)

@@ -46,15 +46,15 @@ def write_from_file(path: Path, directory: Path | None = None) -> Path:
 
     path = results_path(Path(path))
     directory = Path(directory) if directory is not None else path.parent
+    probe = None
     try:
         data = results_mod.load(path)
     except results_mod.ResultsError:
         probe = _probe_data(path)
         if probe is None:
             raise
-        data = None
     try:
-        if data is None:
+        if probe is not None:
             from benchy.report import probe_report
 
             probe_report.write(probe, directory)

@@ -56,8 +56,9 @@ def _server(case: dict) -> dict | None:
 
 def absent_reason(results: dict, case: dict) -> str:
     """Why a case has no server figures."""
-    if case.get("server_unavailable"):
-        return case["server_unavailable"]
+    server = case.get("server") or {}
+    if server.get("unavailable"):
+        return server["unavailable"]
     status = results.get("setup", {}).get("server_metrics") or {}
     return status.get("reason") or "the run recorded no server metrics (an older benchy?)"
 

@@ -117,13 +117,19 @@ def prompt_text(body: dict, endpoint: str) -> str:
     return prompt
 
 
-def int_field(body: dict, name: str, default: int | None, minimum: int) -> int | None:
+def int_field(body: dict, name: str, default: int, minimum: int) -> int:
     value = body.get(name)
     if value is None:
         return default
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ApiError(400, f"'{name}' must be an integer >= {minimum}")
     return value
+
+
+def _abort(request: web.Request) -> None:
+    """Drop the connection without a proper end (a fault); it may already be gone."""
+    if request.transport is not None:
+        request.transport.abort()
 
 
 def stop_strings(body: dict) -> list[str]:
@@ -180,8 +186,7 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
             f"This model's maximum context length is {cfg.context_length} tokens; the prompt has {len(prompt_ids)}.",
         )
     default_max = room if endpoint == "chat" else min(room, COMPLETIONS_DEFAULT_MAX_TOKENS)
-    max_tokens = int_field(body, "max_completion_tokens", None, 1)
-    max_tokens = max_tokens or int_field(body, "max_tokens", default_max, 1)
+    max_tokens = int_field(body, "max_completion_tokens", 0, 1) or int_field(body, "max_tokens", default_max, 1)
     if max_tokens > room:
         raise ApiError(
             400,
@@ -268,7 +273,11 @@ def usage(job: Job, cached: int | None, completion: int, reasoning: int) -> dict
     """The usage object; completion_tokens is what the server claims (see --usage-scale);
     cached None: no prompt_tokens_details (vLLM without --enable-prompt-tokens-details)."""
     prompt = len(job.prompt_ids)
-    out = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    out: dict[str, object] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
     if cached is not None:
         out["prompt_tokens_details"] = {"cached_tokens": cached}
     out["completion_tokens_details"] = {"reasoning_tokens": reasoning}
@@ -295,7 +304,7 @@ class Renderer:
             return self._harmony_events(cfg)
         job, texts, pos = self.job, self.job.plan.texts, 0
         groups = event_groups(job.plan.n, job.reasoning, cfg, job.steps)
-        events = []
+        events: list[tuple[str, int, bytes | None]] = []
         for i, (kind, tokens) in enumerate(groups):
             text = "".join(texts[pos : pos + tokens])
             finish = job.plan.finish_reason if i == len(groups) - 1 else None
@@ -304,7 +313,9 @@ class Renderer:
         return events
 
     def _harmony_events(self, cfg: SimConfig) -> list[tuple[str, int, bytes | None]]:
-        job, events, pos, first = self.job, [], 0, True
+        job, pos, first = self.job, 0, True
+        events: list[tuple[str, int, bytes | None]] = []
+        assert job.plan.kinds is not None  # a --harmony plan
         groups = harmony_groups(job.plan.kinds, cfg, split=job.endpoint == "chat")
         for i, (kind, tokens) in enumerate(groups):
             text = "".join(self._visible(pos, pos + tokens))
@@ -321,7 +332,8 @@ class Renderer:
     def _visible(self, start: int, end: int) -> list[str]:
         """What a --harmony server shows of these tokens: chat parses the channels away, and
         completions drop special tokens (not the header words) when skip_special_tokens."""
-        texts, kinds = self.job.plan.texts[start:end], self.job.plan.kinds[start:end]
+        plan = self.job.plan
+        texts, kinds = plan.texts[start:end], (plan.kinds or [])[start:end]
         if self.job.endpoint == "chat":
             return [text for text, kind in zip(texts, kinds) if kind != MARKER]
         if self.job.skip_special_tokens:
@@ -334,7 +346,7 @@ class Renderer:
         if self.job.endpoint != "chat":
             return "", "".join(self._visible(0, plan.n))
         by_kind = {
-            kind: "".join(t for t, k in zip(plan.texts, plan.kinds) if k == kind) for kind in (REASONING, CONTENT)
+            kind: "".join(t for t, k in zip(plan.texts, plan.kinds or []) if k == kind) for kind in (REASONING, CONTENT)
         }
         return by_kind[REASONING], by_kind[CONTENT]
 
@@ -488,7 +500,7 @@ class Simulator:
         return web.json_response({"version": f"benchy-sim {__version__}"})
 
     async def models(self, request: web.Request) -> web.Response:
-        model = {"id": self.cfg.model, "object": "model", "owned_by": "benchy-sim"}
+        model: dict[str, object] = {"id": self.cfg.model, "object": "model", "owned_by": "benchy-sim"}
         if self.cfg.flavor == "llamacpp":  # llama.cpp: per-slot context under meta
             model["meta"] = {"n_ctx": self.cfg.context_length, "n_ctx_train": self.cfg.context_length}
         else:
@@ -598,7 +610,7 @@ class Simulator:
     async def _immediate_fault(self, request: web.Request, trace: Trace) -> web.StreamResponse:
         kind = trace.fault
         if kind == "reset":
-            request.transport.abort()
+            _abort(request)
             raise ClientGone(finish_reason=None)
         if kind == "not_sse":
             return await self._send_whole(request, trace, 200, NOT_SSE_BODY, "text/html")
@@ -698,6 +710,7 @@ class Simulator:
     def _timings(self, job: Job, trace: Trace) -> dict:
         """llama.cpp's per-response timings: prompt_ms is the prefill alone (no queueing, no
         host cache copy); predicted_ms runs from the end of prefill to the last token."""
+        assert trace.prefill_start_s is not None and trace.prefill_end_s is not None  # timings follow prefill
         prompt_n = len(job.prompt_ids) - (trace.cached_tokens or 0)
         prompt_ms = 1000 * (trace.prefill_end_s - trace.prefill_start_s)
         predicted_n = trace.completion_tokens
@@ -750,7 +763,7 @@ class Simulator:
 
     async def _mid_stream_fault(self, request, out, trace, decoder, renderer) -> None:
         if trace.fault == "cut_stream":
-            request.transport.abort()
+            _abort(request)
             raise ClientGone(finish_reason="cut")
         if trace.fault == "stall":
             await out.flush()
@@ -774,7 +787,7 @@ class Simulator:
         half = job.plan.n // 2
         for i in range(job.plan.n):
             if i == half and trace.fault == "cut_stream":
-                request.transport.abort()
+                _abort(request)
                 raise ClientGone(finish_reason="cut")
             if i == half and trace.fault == "stall":
                 await decoder.pause(self.cfg.stall_s)

@@ -21,6 +21,7 @@ import random
 import time
 from array import array
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from benchy import tokenizer
@@ -86,7 +87,7 @@ def plan_output(
     *,
     min_tokens: int = 0,
     ignore_eos: bool = False,
-    stop: list[str] = (),
+    stop: Sequence[str] = (),
 ) -> Plan:
     h = prompt_hash(prompt_ids)
     n = output_length(cfg, h, max_tokens, min_tokens, ignore_eos)
@@ -163,7 +164,7 @@ def plan_harmony(
     *,
     min_tokens: int = 0,
     ignore_eos: bool = False,
-    stop: list[str] = (),
+    stop: Sequence[str] = (),
 ) -> Plan:
     """n tokens: the analysis message (--reasoning-tokens long), then the final one filling the
     rest, cut at n. Stop strings are matched against this raw text, markers included.
@@ -209,7 +210,7 @@ def _token_text(token_id: int) -> str:
     return text
 
 
-def tokens_before_stop(texts: list[str], stop: list[str], min_tokens: int) -> int:
+def tokens_before_stop(texts: list[str], stop: Sequence[str], min_tokens: int) -> int:
     """How many whole tokens precede the earliest stop string (searched after min_tokens)."""
     stops = [s for s in stop if s]
     if not stops:

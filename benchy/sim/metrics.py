@@ -109,7 +109,7 @@ class SimMetrics:
             self.success.labels(self.model, "0", reason)
         self.running = gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
         self.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
-        self.kv_usage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
+        self.kv_usage: Gauge | None = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
 
     def _observe_vllm(self, trace, spans: dict[str, float]) -> None:
         for name, value in spans.items():
