@@ -17,6 +17,8 @@ import csv
 import io
 from pathlib import Path
 
+from benchy.report import table
+
 SECTION_INTRO = (
     "What the server itself reported for each case (Prometheus /metrics, scraped before and after "
     "the case's measured requests), beside what benchy measured. Times are means over the measured "
@@ -24,12 +26,9 @@ SECTION_INTRO = (
     "the time the request waited for a slot, prefill from then to the first token. Client TTFT "
     "minus server TTFT passed outside the server (network, proxies, the client)."
 )
+CASE_COLUMNS = table.CSV_COLUMNS[:5]  # label, pp, tg, concurrency, depth: as results.csv keys a case
 CSV_COLUMNS = (
-    "label",
-    "pp",
-    "tg",
-    "concurrency",
-    "depth",
+    *CASE_COLUMNS,
     "engine",
     "client_ttft_s",
     "server_ttft_s",
@@ -206,7 +205,7 @@ def csv_text(results: dict) -> str:
     for case in results.get("cases", []):
         row = case_row(results, case)
         key = [case["label"], case["pp"], case["tg"], case["concurrency"], case.get("depth", 0)]
-        writer.writerow(key + ["" if row[c] is None else row[c] for c in CSV_COLUMNS[5:]])
+        writer.writerow(key + ["" if row[c] is None else row[c] for c in CSV_COLUMNS[len(CASE_COLUMNS) :]])
     return out.getvalue()
 
 
