@@ -26,6 +26,7 @@ import secrets
 from dataclasses import dataclass, replace
 
 from benchy import harmony, tokenizer
+from benchy.evidence import prompt_length_missed
 
 CONTEXT_SEED = 2  # depth context filler differs from the pp filler (seed 0)
 # Between a shared context and what follows it: a piece of its own, so the context's last
@@ -92,18 +93,6 @@ class PromptError(ValueError):
 
 
 CALIBRATION_LOCAL_TOKENS = (64, 1024)  # the filler of the short and the long calibration prompt
-# A server's prompt count may miss the target by this share or this many tokens (calibration is
-# within ±1%; a foreign tokenizer splits the nonce and filler a little differently) before benchy
-# calls the prompt truncated or padded.
-PROMPT_LENGTH_TOLERANCE = 0.1
-PROMPT_LENGTH_SLACK = 8
-
-
-def prompt_length_missed(target: int, counted: int) -> bool:
-    """Whether the server's prompt count is too far from the target to label it so."""
-    return abs(counted - target) > max(PROMPT_LENGTH_SLACK, PROMPT_LENGTH_TOLERANCE * target)
-
-
 @dataclass(frozen=True)
 class Calibration:
     overhead: float = 0.0  # server tokens added around the user text (chat template)
