@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from benchy import metrics, profiles
+from benchy import metrics, profiles, server_checks
 from benchy.records import RequestRecord
 
 ERROR = "error"  # the number is wrong or missing: a hard failure
@@ -879,3 +879,10 @@ def _stop_cause(setup: dict) -> str:
         "the server's own stop list (generation_config, --override-generation-config) holds a "
         "string that occurs inside a Harmony response"
     )
+
+
+@case_check
+def server_disagreement(case: dict, results: dict) -> Iterable[Warning_]:
+    """The server's /metrics against the client's figures (server_checks.py)."""
+    for code, message, hint, affected, details in server_checks.messages(case, results.get("setup", {})):
+        yield Warning_(code, WARNING, case["label"], message, hint, metrics=affected, details=details)

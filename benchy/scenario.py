@@ -19,6 +19,7 @@ import dataclasses
 import itertools
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -136,6 +137,136 @@ def rate_sweep(
         raise ScenarioError(f"--rate must be positive numbers (requests/s), got {bad[0]!r}")
     closed = sweep(pp, tg, [1], depth, scenario, runs, endpoint, depth_mode)
     return [dataclasses.replace(c, rate=float(r)) for c in closed for r in rates]
+
+
+@dataclass(frozen=True)
+class WorkloadSelection:
+    """The flags of the cache-aware workloads (benchy/workloads): --turns (with --first-tokens,
+    --think-time, --keep-reasoning), --shared-prefix (with --groups) or --trace (with --speed)."""
+
+    turns: int | None = None
+    first_tokens: int | None = None
+    think_time: str | None = None
+    keep_reasoning: bool = False
+    shared_prefix: tuple[float, ...] = ()
+    groups: int | None = None
+    trace: str | None = None
+    speed: float | None = None
+
+    def chosen(self) -> list[str]:
+        given = (("--turns", self.turns), ("--shared-prefix", self.shared_prefix), ("--trace", self.trace))
+        return [flag for flag, value in given if value]
+
+    def check(self) -> None:
+        """ScenarioError for flags that disagree (one workload at a time, each option with its own)."""
+        chosen = self.chosen()
+        if len(chosen) > 1:
+            raise ScenarioError(f"{chosen[0]} and {chosen[1]} cannot be combined: each is its own workload")
+        needs = (
+            ("--first-tokens", self.first_tokens, self.turns, "--turns"),
+            ("--think-time", self.think_time, self.turns, "--turns"),
+            ("--keep-reasoning", self.keep_reasoning, self.turns, "--turns"),
+            ("--groups", self.groups, self.shared_prefix, "--shared-prefix"),
+            ("--speed", self.speed, self.trace, "--trace"),
+        )
+        for flag, value, owner, owner_flag in needs:
+            if value and not owner:
+                raise ScenarioError(f"{flag} needs {owner_flag}")
+
+
+@dataclass(frozen=True)
+class CaseSelection:
+    """What the command line asks to measure: scenarios, sweep flags and arrival rates."""
+
+    scenarios: tuple[str, ...] = ()  # --scenario: shipped names or .toml files
+    pp: tuple[int, ...] = ()
+    tg: tuple[int, ...] = ()
+    concurrency: tuple[int, ...] = ()
+    depth: tuple[int, ...] = ()
+    depth_mode: str | None = None  # None: cold, or each scenario's own
+    rate: tuple[float, ...] = ()  # --rate: open-loop cases in place of the closed-loop ones
+    workload: WorkloadSelection = WorkloadSelection()  # --turns, --shared-prefix, --trace
+
+
+def select_cases(chosen: CaseSelection) -> list[Case]:
+    """The run's cases: the scenarios' cases, then a sweep of --pp × --tg × -c × --depth (also
+    the default pp512 tg128 when nothing else is asked). With scenarios alone, -c / --depth /
+    --depth-mode re-sweep each scenario case (a scenario's rate stays unless -c replaces it);
+    --rate turns every case into open-loop ones, equal cases made once. ScenarioError for a
+    file or a combination that cannot be measured. A workload flag (--turns, --shared-prefix,
+    --trace) makes the run's cases on its own (workload_selection)."""
+    chosen.workload.check()
+    if chosen.workload.chosen():
+        return workload_selection(chosen)
+    cases = [c for name in chosen.scenarios for c in load_scenario(name)]
+    if chosen.pp or chosen.tg or not cases:
+        cases += sweep(
+            list(chosen.pp) or [512],
+            list(chosen.tg) or [128],
+            list(chosen.concurrency) or [1],
+            list(chosen.depth) or None,
+            depth_mode=chosen.depth_mode or "cold",
+        )
+    elif chosen.concurrency or chosen.depth or chosen.depth_mode:
+        cases = _unique(
+            dataclasses.replace(swept, rate=None if chosen.concurrency else c.rate)
+            for c in cases
+            for swept in sweep(
+                [c.pp],
+                [c.tg],
+                list(chosen.concurrency) or [c.concurrency],
+                list(chosen.depth) or [c.depth],
+                c.scenario,
+                c.runs,
+                c.endpoint,
+                chosen.depth_mode or c.depth_mode,
+            )
+        )
+    if chosen.rate and chosen.concurrency:
+        raise ScenarioError(
+            "--rate and --concurrency cannot be combined: --rate is an open loop; "
+            "cap its requests in flight with --max-inflight"
+        )
+    if chosen.rate:
+        cases = _unique(
+            r
+            for c in cases
+            for r in rate_sweep(
+                [c.pp], [c.tg], list(chosen.rate), [c.depth], c.scenario, c.runs, c.endpoint, c.depth_mode
+            )
+        )
+    return cases
+
+
+def workload_selection(chosen: CaseSelection) -> list[Case]:
+    """The cases of --turns, --shared-prefix or --trace: -c is the conversations (--turns) or
+    the load, --pp the new message (--turns) or the whole prompt (--shared-prefix)."""
+    from benchy.workloads import cases as workload_cases
+    from benchy.workloads.spec import ThinkTime
+
+    flags = chosen.workload
+    what = flags.chosen()[0]
+    if chosen.scenarios:
+        raise ScenarioError(f"{what} makes its own cases: drop --scenario")
+    if chosen.rate or chosen.depth or chosen.depth_mode:
+        raise ScenarioError(f"{what} cannot be combined with --rate, --depth or --depth-mode")
+    if flags.trace:
+        if chosen.pp or chosen.tg or chosen.concurrency:
+            raise ScenarioError("--trace takes its lengths and times from the trace: drop --pp, --tg and -c")
+        return [workload_cases.trace_case(flags.trace, flags.speed or 1.0)]
+    pp, tg, concurrency = list(chosen.pp), list(chosen.tg), list(chosen.concurrency)
+    if flags.turns:
+        think = ThinkTime.parse(flags.think_time) if flags.think_time is not None else ThinkTime()
+        return workload_cases.multi_turn_cases(
+            pp or [256], tg or [64], concurrency or [4], flags.turns, think, flags.first_tokens, flags.keep_reasoning
+        )
+    return workload_cases.shared_prefix_cases(
+        pp or [2048], tg or [32], concurrency or [1], list(flags.shared_prefix), flags.groups or 1
+    )
+
+
+def _unique(cases: Iterable[Case]) -> list[Case]:
+    return list(dict.fromkeys(cases))
 
 
 def _is_rate(value) -> bool:

@@ -98,6 +98,14 @@ def trace_case(path: str, speed: float = 1.0, limit: int | None = None, scenario
     return Case(pp=0, tg=0, scenario=scenario, workload=TraceReplay(path=path, speed=float(speed), limit=limit), runs=1)
 
 
+def check_workload_endpoints(cases: list[Case], endpoint: str) -> None:
+    """ValueError for a multi-turn case on /v1/completions: only a chat template renders a history."""
+    if any(c.kind == "multi_turn" and (c.endpoint or endpoint) != "chat" for c in cases):
+        raise ValueError(
+            "--turns needs --endpoint chat: the server's chat template renders the history (a multi_turn case)"
+        )
+
+
 def _is_fraction(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1
 

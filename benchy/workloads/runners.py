@@ -26,5 +26,4 @@ def planned_requests(plan: CasePlan) -> int:
 
     if plan.case.kind == "multi_turn":
         return plan.case.concurrency * multi_turn.spec_of(plan).turns
-    spec = trace.spec_of(plan)
-    return len(trace.load(spec.path, spec.limit))
+    return len(trace.load(trace.spec_of(plan).path, trace.replay_limit(plan)))

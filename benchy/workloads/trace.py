@@ -218,9 +218,9 @@ def spec_of(plan: CasePlan) -> TraceReplay:
     return workload
 
 
-def planned_requests(plan: CasePlan) -> int:
-    spec = spec_of(plan)
-    return len(load(spec.path, spec.limit))
+def replay_limit(plan: CasePlan) -> int | None:
+    """The trace's first N requests: the scenario's max_requests, else --requests."""
+    return spec_of(plan).limit or plan.requests
 
 
 async def replay(
@@ -235,7 +235,7 @@ async def replay(
     --rate case). Prompts are made as they are due (a long trace would not fit in memory),
     from block texts that need no tokenizing. No warmups: the trace says what comes first."""
     spec = spec_of(plan)
-    requests = load(spec.path, spec.limit)
+    requests = load(spec.path, replay_limit(plan))
     reuse = expected_reuse(requests)
     template = max(0, round(prompts.calibration.overhead))
     records = [_record(plan, i, req, reuse[i], template) for i, req in enumerate(requests)]
