@@ -163,7 +163,8 @@ def ttfc_s(rec: RequestRecord) -> float | Unavailable:
     if SPECIAL_TOKENS_STRIPPED in rec.anomalies:
         return Unavailable(
             SPECIAL_TOKENS_STRIPPED,
-            "the server dropped Harmony's special tokens, so reasoning and answer cannot be told apart",
+            "the response came back as Harmony text without its special tokens, so reasoning and "
+            "answer cannot be told apart",
         )
     first = rec.token_event_kinds.find(CONTENT)
     if first < 0:
