@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from benchy import metrics, profiles
+from benchy import metrics, profiles, server_checks
 from benchy.metrics import OUTPUT_FAILURES
 from benchy.results import CaseResult, CheckWarning, Evidence, RequestResult, RunResult, Setup
 
@@ -565,3 +565,12 @@ def _stop_cause(setup: Setup) -> str:
         "the server's own stop list (generation_config, --override-generation-config) holds a "
         "string that occurs inside a Harmony response"
     )
+
+
+@case_check
+def server_disagreement(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """The server's /metrics against the client's figures (server_checks.py reads saved dicts)."""
+    if not case.server:
+        return
+    for code, message, hint, affected, details in server_checks.messages(case.to_dict(), run.setup.to_dict()):
+        yield Warning_(code, WARNING, case.label, message, hint, metrics=affected, details=details)

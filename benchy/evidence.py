@@ -26,11 +26,10 @@ results and tests alike. Nothing here reads a file or the network.
 from __future__ import annotations
 
 import bisect
-import functools
+import re
 from dataclasses import dataclass
 
 import numpy as np
-import tiktoken
 
 from benchy import tokenizer
 
@@ -48,7 +47,7 @@ FIRST_ARRIVAL_MAX_TOKENS = 4.0
 # ...and only counts when the time it hid is a material share of TTFT (figures are judged
 # within 5%) and more than timer noise.
 FIRST_ARRIVAL_HIDDEN_SHARE = 0.05
-FIRST_ARRIVAL_HIDDEN_MIN_S = 0.002
+FIRST_ARRIVAL_HIDDEN_MIN_S = 0.005
 # Speculative decoding delivers at most draft + 1 tokens at once (llama.cpp's default
 # --draft-max is 16; EAGLE/MTP drafts up to 7). Bursts beyond it carrying most tokens are a buffer.
 SPEC_MAX_ARRIVAL_TOKENS = 17
@@ -59,9 +58,19 @@ USAGE_RATIO_TOLERANCE = 0.2
 USAGE_ABS_TOLERANCE = 16
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+# A server's prompt count may miss the target by this share or this many tokens (calibration is
+# within ±1%; a foreign tokenizer splits the nonce and filler a little differently) before the
+# prompt counts as truncated or padded.
+PROMPT_LENGTH_TOLERANCE = 0.1
+PROMPT_LENGTH_SLACK = 8
 
 
 # ---------------------------------------------------------------- texts and local counts
+
+
+def prompt_length_missed(target: int, counted: int) -> bool:
+    """Whether the server's prompt count is too far from the target to label the row with it."""
+    return abs(counted - target) > max(PROMPT_LENGTH_SLACK, PROMPT_LENGTH_TOLERANCE * target)
 
 
 def event_texts(text: str, chars: list[int]) -> list[str]:
@@ -76,31 +85,36 @@ def event_texts(text: str, chars: list[int]) -> list[str]:
 def local_event_tokens(texts: list[str]) -> list[int]:
     """Tokens per event by benchy's o200k tokenizer: the whole text is encoded once (so a word
     split across events is not counted twice) and each token goes to the event holding its
-    first character. An event never counts less than one: every event carried a token."""
+    first character. <think> and </think> count one token each, as in the R1/Qwen vocabularies
+    that emit them (o200k splits each into three). An event never counts less than one: every
+    event carried a token."""
     whole = "".join(texts)
     if not whole:
         return [1] * len(texts)
-    enc = _encoding()
-    _, offsets = enc.decode_with_offsets(enc.encode(whole, allowed_special="all"))
     starts = np.cumsum([0] + [len(t) for t in texts[:-1]])
     counts = [0] * len(texts)
-    for offset in offsets:
+    for offset in _token_offsets(whole):
         counts[bisect.bisect_right(starts, offset) - 1] += 1
     return [max(1, c) for c in counts]
 
 
-@functools.lru_cache(maxsize=1)
-def _encoding() -> tiktoken.Encoding:
-    """o200k with <think> and </think> as one token each, as in the R1/Qwen vocabularies that
-    emit them (o200k itself splits each into three)."""
-    base = tokenizer.encoding()
-    specials = {**base._special_tokens, THINK_OPEN: _THINK_IDS[0], THINK_CLOSE: _THINK_IDS[1]}
-    return tiktoken.Encoding(
-        name="o200k_think", pat_str=base._pat_str, mergeable_ranks=base._mergeable_ranks, special_tokens=specials
-    )
+_THINK_TAG = re.compile(f"{re.escape(THINK_OPEN)}|{re.escape(THINK_CLOSE)}")
 
 
-_THINK_IDS = (200100, 200101)  # unused in o200k_harmony
+def _token_offsets(text: str) -> list[int]:
+    """Where each token of `text` starts (a think tag is one token)."""
+    enc = tokenizer.encoding()
+    offsets: list[int] = []
+    pos = 0
+    for match in [*_THINK_TAG.finditer(text), None]:
+        end = match.start() if match else len(text)
+        if end > pos:
+            _, found = enc.decode_with_offsets(enc.encode(text[pos:end], allowed_special="all"))
+            offsets += [pos + o for o in found]
+        if match:
+            offsets.append(match.start())
+            pos = match.end()
+    return offsets
 
 
 @dataclass(frozen=True)
@@ -108,7 +122,7 @@ class TokenCount:
     """The completion token count the figures use, and how it was reached."""
 
     tokens: int
-    source: str  # "usage" | "local" | "events"
+    source: str  # USAGE | EVENTS (one token per event, the text agrees) | LOCAL | EVENT_FLOOR
     usage: int | None  # what the server claimed
     local: float | None  # the streamed text counted locally × calibration scale
     events: int
@@ -116,26 +130,29 @@ class TokenCount:
 
     @property
     def estimate(self) -> bool:
-        """True when no server count stands behind the figure."""
-        return self.source != "usage"
+        """True when the figure rests on benchy's own tokenizer or on the events alone."""
+        return self.source in (LOCAL, EVENT_FLOOR)
+
+
+USAGE, EVENTS, LOCAL, EVENT_FLOOR = "usage", "events", "local", "events (a floor)"
 
 
 def token_count(usage: int | None, local: float | None, events: int) -> TokenCount:
     """Which completion count to believe. usage is confirmed by one token per event (the
-    common stream), or by the local count within USAGE_*_TOLERANCE. A usage below the event
-    count is impossible. Disbelieved or missing usage gives way to the local count (never
-    below the event count), else to the event count (a floor)."""
-    floor = float(events)
-    independent = max(local, floor) if local is not None else None
+    common stream), or by the local count within USAGE_*_TOLERANCE; a usage below the event
+    count is impossible. Without believable usage: the event count where the local count is
+    no more than USAGE_RATIO_TOLERANCE above it (one token per event, the text agrees), else
+    the local count, else the events alone (a floor)."""
+    why = None
     if usage is not None:
-        why = _usage_doubt(usage, independent, events)
+        why = _usage_doubt(usage, max(local, events) if local is not None else None, events)
         if why is None:
-            return TokenCount(usage, "usage", usage, local, events)
-    else:
-        why = None
-    if independent is not None:
-        return TokenCount(round(independent), "local", usage, local, events, why)
-    return TokenCount(events, "events", usage, local, events, why)
+            return TokenCount(usage, USAGE, usage, local, events)
+    if local is None:
+        return TokenCount(events, EVENT_FLOOR, usage, local, events, why)
+    if local <= events * (1 + USAGE_RATIO_TOLERANCE):  # about one token per event
+        return TokenCount(events, EVENTS, usage, local, events, why)
+    return TokenCount(round(max(local, events)), LOCAL, usage, local, events, why)
 
 
 def _usage_doubt(usage: int, independent: float | None, events: int) -> str | None:
@@ -177,6 +194,18 @@ def event_tokens(texts: list[str], total: int, cumulative: list[int] | None = No
     local = local_event_tokens(texts)
     scale = total / sum(local) if local and sum(local) else 1.0
     return EventTokens([c * scale for c in local], "local tokenizer")
+
+
+def event_tokens_by_chars(chars: list[int], total: int, cumulative: list[int] | None = None) -> EventTokens:
+    """Tokens per event without the text: per-chunk usage, else each event's share of the
+    characters (at least a token each where it can be)."""
+    server = per_chunk_tokens(cumulative or [])
+    if server is not None and len(server) == len(chars) and sum(server) == total:
+        return EventTokens([float(c) for c in server], "per-chunk usage")
+    all_chars = sum(chars)
+    if not chars or all_chars <= 0:
+        return EventTokens([total / len(chars)] * len(chars) if chars else [], "even split")
+    return EventTokens([total * c / all_chars for c in chars], "characters")
 
 
 # ---------------------------------------------------------------- arrivals and buffering
@@ -239,6 +268,16 @@ class Buffering:
     bursty_share: float  # share of tokens arriving in arrivals above SPEC_MAX_ARRIVAL_TOKENS
 
 
+def _lumps_by_habit(arr: list[Arrival]) -> bool:
+    """A lumpy first arrival is the server's doing when the server wrote it as one event, or
+    when the rest of the stream arrives in lumps too. A client that read a live stream late
+    once (a busy machine) shows a lump of one-token events first and single tokens after."""
+    later = arr[1:]
+    if arr[0].events == 1 or not later:
+        return True
+    return sum(a.tokens for a in later) / len(later) > FIRST_ARRIVAL_MAX_TOKENS
+
+
 def buffering(arr: list[Arrival], ttft_s: float | None) -> Buffering:
     """Buffering by timing, not by tokens per event alone (see the module docstring)."""
     if not arr:
@@ -251,7 +290,7 @@ def buffering(arr: list[Arrival], ttft_s: float | None) -> Buffering:
     bursty = sum(a.tokens for a in arr[1:] if a.tokens > SPEC_MAX_ARRIVAL_TOKENS) / total if total else 0.0
     material = hidden >= max(FIRST_ARRIVAL_HIDDEN_MIN_S, FIRST_ARRIVAL_HIDDEN_SHARE * (ttft_s or 0.0))
     figures = dict(first_tokens=first, hidden_s=hidden, largest_arrival=largest, bursty_share=bursty)
-    if first > FIRST_ARRIVAL_MAX_TOKENS and material:
+    if first > FIRST_ARRIVAL_MAX_TOKENS and material and _lumps_by_habit(arr):
         why = (
             f"the first arrival carried {first:.0f} tokens, so the first token waited about "
             f"{hidden * 1000:.0f} ms for the ones after it"

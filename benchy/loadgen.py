@@ -28,6 +28,45 @@ from benchy.scenario import Case
 
 
 @dataclass(frozen=True)
+class LoadSettings:
+    """How each case's load is bounded and spread (arrivals.py, workers.py): the run's flags that
+    every CasePlan is made with."""
+
+    requests: int | None = None  # --requests: measured requests per case
+    duration_s: float | None = None  # --duration: no request is sent after this many seconds
+    max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
+    seed: int = 0  # --seed of the Poisson schedules
+    workers: int | None = None  # --workers; None: what each case needs (workers.auto_workers)
+    slo: dict[str, float] | None = None  # --slo, for goodput: {metric: threshold}
+
+    def to_dict(self) -> dict:
+        return {
+            "requests": self.requests,
+            "duration_s": self.duration_s,
+            "max_inflight": self.max_inflight,
+            "seed": self.seed,
+            "workers": self.workers,
+            "slo": self.slo,
+        }
+
+    def check(self, cases: list[Case]) -> None:
+        """ValueError for a setting that none of the cases can use."""
+        if self.max_inflight is not None and all(c.rate is None for c in cases):
+            raise ValueError(
+                "--max-inflight needs --rate or a scenario with rate (a closed loop keeps exactly --concurrency in flight)"
+            )
+
+    def streams(self, case: Case) -> int:
+        """Connections a case may hold open at once (an uncapped open loop: no fixed bound)."""
+        if case.rate is None:
+            return case.concurrency
+        return self.max_inflight or UNCAPPED_CONNECTIONS
+
+
+UNCAPPED_CONNECTIONS = 100_000  # an open loop without --max-inflight: never queue inside the client
+
+
+@dataclass(frozen=True)
 class CasePlan:
     """A case with everything the load generator needs to send it."""
 
@@ -188,6 +227,7 @@ async def _run_case(
         await _send(client, plan, context, 1, request_options(plan, 1))
         on_record(context.record)
     await _closed_loop(client, plan, warmups, extra, on_record, stop)
+    await client.warm(plan.inflight_cap or plan.streams)  # a connection per stream, before any is timed
     start_s = await start() if start else time.perf_counter()
     deadline = arrivals.duration_deadline(start_s, plan.duration_s)
     if plan.case.rate is not None:

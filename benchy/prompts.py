@@ -26,6 +26,7 @@ import secrets
 from dataclasses import dataclass, replace
 
 from benchy import harmony, tokenizer
+from benchy.evidence import prompt_length_missed
 
 CONTEXT_SEED = 2  # depth context filler differs from the pp filler (seed 0)
 # Between a shared context and what follows it: a piece of its own, so the context's last
@@ -63,6 +64,19 @@ class Template:
             return {"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {}
         return {"skip_special_tokens": False} if self.parses(endpoint) else {}
 
+    def check(self, endpoints: set[str], stops: tuple[str, ...] | list[str]) -> None:
+        """ValueError (one line) for a template, effort or stop string the run's endpoints cannot use."""
+        if self.name == "harmony" and "completions" not in endpoints:
+            raise ValueError(
+                "--template harmony is for --endpoint completions: the chat endpoint applies the server's own template"
+            )
+        if self.reasoning_effort and self.name == "none" and "chat" not in endpoints:
+            raise ValueError(
+                "--reasoning-effort with --endpoint completions needs --template harmony: a raw prompt has no place for it"
+            )
+        if any(not s for s in stops):
+            raise ValueError("--stop strings must not be empty")
+
     def risky_stops(self, stops: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
         """(stop, reason) for stop strings that fire inside a Harmony response: all that
         harmony.dangerous_stops finds under this template, else those that look like markers
@@ -79,16 +93,6 @@ class PromptError(ValueError):
 
 
 CALIBRATION_LOCAL_TOKENS = (64, 1024)  # the filler of the short and the long calibration prompt
-# A server's prompt count may miss the target by this share or this many tokens (calibration is
-# within ±1%; a foreign tokenizer splits the nonce and filler a little differently) before benchy
-# calls the prompt truncated or padded.
-PROMPT_LENGTH_TOLERANCE = 0.1
-PROMPT_LENGTH_SLACK = 8
-
-
-def prompt_length_missed(target: int, counted: int) -> bool:
-    """Whether the server's prompt count is too far from the target to label it so."""
-    return abs(counted - target) > max(PROMPT_LENGTH_SLACK, PROMPT_LENGTH_TOLERANCE * target)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,21 @@ def read(rec: RequestRecord) -> Reading:
     return reading
 
 
+def count_entry(rec: RequestRecord) -> dict:
+    """The token count's evidence for results.json: what each witness said, which one the
+    figures use and why usage was disbelieved (checks read it: usage_mismatch, no_usage)."""
+    count = read(rec).count
+    return {
+        "tokens": count.tokens,
+        "source": count.source,
+        "estimate": count.estimate,
+        "usage": count.usage,
+        "local": None if count.local is None else round(count.local, 1),
+        "events": count.events,
+        "mismatch": count.mismatch,
+    }
+
+
 def _read(rec: RequestRecord) -> Reading:
     texts = _event_texts(rec)
     scale = rec.local_token_scale or 1.0
@@ -67,8 +82,11 @@ def _read(rec: RequestRecord) -> Reading:
     count = evidence.token_count(
         rec.completion_tokens, scale * sum(local) if has_text else None, len(rec.token_event_s)
     )
-    tokens = evidence.event_tokens(texts, count.tokens, rec.token_event_usage) if texts else None
-    per_event = tokens.counts if tokens else []
+    if has_text:
+        tokens = evidence.event_tokens(texts, count.tokens, rec.token_event_usage)
+    else:  # a record without its text (an older one): each event's share of the characters
+        tokens = evidence.event_tokens_by_chars(rec.token_event_chars, count.tokens, rec.token_event_usage)
+    per_event = tokens.counts
     arrivals = evidence.arrivals(rec.token_event_s, per_event)
     ttft = rec.token_event_s[0] if rec.token_event_s else None
     think = evidence.split_think(texts, rec.token_event_kinds) if has_text else _no_think(rec.token_event_kinds)
@@ -76,7 +94,7 @@ def _read(rec: RequestRecord) -> Reading:
     return Reading(
         count=count,
         per_event=per_event,
-        per_event_source=tokens.source if tokens else "none",
+        per_event_source=tokens.source,
         arrivals=arrivals,
         buffering=evidence.buffering(arrivals, ttft),
         kinds=think.kinds,

@@ -25,7 +25,7 @@ from benchy import results as results_mod
 from benchy import server as server_mod
 from benchy.ceiling import CeilingInputs
 from benchy.client import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
-from benchy.loadgen import CasePlan, run_case
+from benchy.loadgen import CasePlan, LoadSettings, run_case
 from benchy.monitor import LoopMonitor
 from benchy.progress import Progress
 from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
@@ -53,37 +53,6 @@ class RunSettings:
     load: LoadSettings = field(default_factory=lambda: LoadSettings())  # --requests, --rate … (issue 9)
     server_metrics: bool = True  # scrape /metrics around each case (--no-server-metrics: off)
     announce: Callable[[str], None] | None = None  # gets the one-line start banner
-
-
-@dataclass(frozen=True)
-class LoadSettings:
-    """How each case's load is bounded and spread (arrivals.py, workers.py)."""
-
-    requests: int | None = None  # --requests: measured requests per case
-    duration_s: float | None = None  # --duration: no request is sent after this many seconds
-    max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
-    seed: int = 0  # --seed of the Poisson schedules
-    workers: int | None = None  # --workers; None: what each case needs (workers.auto_workers)
-    slo: dict[str, float] | None = None  # --slo, for goodput: {metric: threshold}
-
-    def to_dict(self) -> dict:
-        return {
-            "requests": self.requests,
-            "duration_s": self.duration_s,
-            "max_inflight": self.max_inflight,
-            "seed": self.seed,
-            "workers": self.workers,
-            "slo": self.slo,
-        }
-
-    def streams(self, case: Case) -> int:
-        """Connections a case may hold open at once (an uncapped open loop: no fixed bound)."""
-        if case.rate is None:
-            return case.concurrency
-        return self.max_inflight or UNCAPPED_CONNECTIONS
-
-
-UNCAPPED_CONNECTIONS = 100_000  # an open loop without --max-inflight: never queue inside the client
 
 
 @dataclass

@@ -19,6 +19,7 @@ import dataclasses
 import itertools
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -113,6 +114,69 @@ def rate_sweep(
         raise ScenarioError(f"--rate must be positive numbers (requests/s), got {bad[0]!r}")
     closed = sweep(pp, tg, [1], depth, scenario, runs, endpoint, depth_mode)
     return [dataclasses.replace(c, rate=float(r)) for c in closed for r in rates]
+
+
+@dataclass(frozen=True)
+class CaseSelection:
+    """What the command line asks to measure: scenarios, sweep flags and arrival rates."""
+
+    scenarios: tuple[str, ...] = ()  # --scenario: shipped names or .toml files
+    pp: tuple[int, ...] = ()
+    tg: tuple[int, ...] = ()
+    concurrency: tuple[int, ...] = ()
+    depth: tuple[int, ...] = ()
+    depth_mode: str | None = None  # None: cold, or each scenario's own
+    rate: tuple[float, ...] = ()  # --rate: open-loop cases in place of the closed-loop ones
+
+
+def select_cases(chosen: CaseSelection) -> list[Case]:
+    """The run's cases: the scenarios' cases, then a sweep of --pp × --tg × -c × --depth (also
+    the default pp512 tg128 when nothing else is asked). With scenarios alone, -c / --depth /
+    --depth-mode re-sweep each scenario case (a scenario's rate stays unless -c replaces it);
+    --rate turns every case into open-loop ones, equal cases made once. ScenarioError for a
+    file or a combination that cannot be measured."""
+    cases = [c for name in chosen.scenarios for c in load_scenario(name)]
+    if chosen.pp or chosen.tg or not cases:
+        cases += sweep(
+            list(chosen.pp) or [512],
+            list(chosen.tg) or [128],
+            list(chosen.concurrency) or [1],
+            list(chosen.depth) or None,
+            depth_mode=chosen.depth_mode or "cold",
+        )
+    elif chosen.concurrency or chosen.depth or chosen.depth_mode:
+        cases = _unique(
+            dataclasses.replace(swept, rate=None if chosen.concurrency else c.rate)
+            for c in cases
+            for swept in sweep(
+                [c.pp],
+                [c.tg],
+                list(chosen.concurrency) or [c.concurrency],
+                list(chosen.depth) or [c.depth],
+                c.scenario,
+                c.runs,
+                c.endpoint,
+                chosen.depth_mode or c.depth_mode,
+            )
+        )
+    if chosen.rate and chosen.concurrency:
+        raise ScenarioError(
+            "--rate and --concurrency cannot be combined: --rate is an open loop; "
+            "cap its requests in flight with --max-inflight"
+        )
+    if chosen.rate:
+        cases = _unique(
+            r
+            for c in cases
+            for r in rate_sweep(
+                [c.pp], [c.tg], list(chosen.rate), [c.depth], c.scenario, c.runs, c.endpoint, c.depth_mode
+            )
+        )
+    return cases
+
+
+def _unique(cases: Iterable[Case]) -> list[Case]:
+    return list(dict.fromkeys(cases))
 
 
 def _is_rate(value) -> bool:

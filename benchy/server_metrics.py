@@ -194,14 +194,12 @@ class HistogramDelta:
     sum: float
     mean: float | None
     median: float | None
-    median_bounds: tuple[float, float] | None  # the bucket the median lies in
+    median_bounds: list[float | None] | None  # the bucket the median lies in (None above: +Inf)
     p90: float | None
     quantile_note: str | None = None
 
     def to_dict(self) -> dict:
-        out = asdict(self)
-        out["median_bounds"] = list(self.median_bounds) if self.median_bounds else None
-        return out
+        return asdict(self)
 
 
 def histogram_delta(before: Snapshot, after: Snapshot, name: str) -> HistogramDelta:
@@ -221,7 +219,8 @@ def histogram_delta(before: Snapshot, after: Snapshot, name: str) -> HistogramDe
         median = None
     if not _narrow(p90_bounds):
         p90 = None
-    return HistogramDelta(count, total, total / count, median, bounds, p90, note)
+    finite = [None if bound is None or math.isinf(bound) else bound for bound in bounds] if bounds else None
+    return HistogramDelta(count, total, total / count, median, finite, p90, note)
 
 
 def _narrow(bounds: tuple[float, float] | None) -> bool:
@@ -276,6 +275,7 @@ class ServerCaseMetrics:
 
     engine: str
     window_s: float
+    rtt_s: float | None = None  # the quickest /metrics round trip of the case: a bound on the network's share
     counters: dict[str, float] = field(default_factory=dict)
     histograms: dict[str, HistogramDelta] = field(default_factory=dict)
     gauges: dict[str, GaugeStats] = field(default_factory=dict)
@@ -286,6 +286,7 @@ class ServerCaseMetrics:
         return {
             "engine": self.engine,
             "window_s": self.window_s,
+            "rtt_s": self.rtt_s,
             "counters": dict(self.counters),
             "histograms": {k: v.to_dict() for k, v in self.histograms.items()},
             "gauges": {k: v.to_dict() for k, v in self.gauges.items()},
@@ -401,17 +402,21 @@ class MetricsScraper:
         self.model = model
         self.engine: EngineNames | None = None
         self.status = MetricsStatus(url, available=False, reason="not probed")
+        self.round_trips: list[float] = []  # seconds per successful scrape, for the case's rtt_s
 
     async def scrape(self) -> Snapshot:
         return parse(await self._text(), time.perf_counter(), self.model)
 
     async def _text(self) -> str:
         timeout = aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_S)
+        sent = time.perf_counter()
         try:
             async with self.session.get(self.url, timeout=timeout) as resp:
                 if resp.status != 200:
                     raise ScrapeError(f"GET /metrics answered HTTP {resp.status}{_enable_hint(resp.status)}")
-                return await resp.text()
+                text = await resp.text()
+                self.round_trips.append(time.perf_counter() - sent)
+                return text
         except asyncio.TimeoutError:
             raise ScrapeError(f"GET /metrics gave no answer within {SCRAPE_TIMEOUT_S:g} s") from None
         except aiohttp.ClientError as exc:
@@ -457,6 +462,7 @@ class Window:
         self._sampler: asyncio.Future | None = None
 
     async def open(self) -> None:
+        self.scraper.round_trips.clear()
         try:
             self.before = await self.scraper.scrape()
         except ScrapeError as exc:
@@ -506,6 +512,7 @@ class Window:
             except ScrapeError:
                 continue
         self.result = case_metrics(before, after, engine, gauges)
+        self.result.rtt_s = min(self.scraper.round_trips, default=None)
 
     async def _settled_after(self, engine: EngineNames, before: Snapshot) -> Snapshot:
         """A server may count a request a moment after its last byte went out (vLLM records

@@ -63,8 +63,8 @@ def test_token_count_believes_usage_that_the_text_confirms_and_not_otherwise(tru
     if (evidence.agree(claimed, true) and claimed >= events) or claimed == events:
         assert count.source == "usage" and count.tokens == claimed and count.mismatch is None
     else:
-        assert count.source == "local" and count.tokens == true and count.mismatch
-        assert count.estimate
+        assert count.tokens == true and count.mismatch
+        assert count.estimate == (count.source == evidence.LOCAL)
 
 
 def test_token_count_one_token_per_event_confirms_usage_without_the_local_count():
@@ -76,13 +76,19 @@ def test_token_count_one_token_per_event_confirms_usage_without_the_local_count(
 
 def test_token_count_usage_below_the_event_count_is_impossible():
     count = evidence.token_count(50, None, 100)
-    assert count.source == "events" and count.tokens == 100 and "100 events" in count.mismatch
+    assert count.source == evidence.EVENT_FLOOR and count.tokens == 100 and "100 events" in count.mismatch
 
 
 def test_token_count_without_usage_is_an_estimate_never_below_the_events():
-    assert evidence.token_count(None, 80.4, 10).tokens == 80
-    low = evidence.token_count(None, 5.0, 10)
-    assert low.tokens == 10 and low.source == "local" and low.estimate and low.mismatch is None
+    many = evidence.token_count(None, 80.4, 10)
+    assert many.tokens == 80 and many.source == evidence.LOCAL and many.estimate
+    low = evidence.token_count(None, 30.0, 100)  # never below the events
+    assert low.tokens == 100 and low.source == evidence.EVENTS and low.mismatch is None
+
+
+def test_one_token_per_event_without_usage_is_confirmed_by_the_text():
+    count = evidence.token_count(None, 96.0, 100)  # a foreign tokenizer: the text counts a little short
+    assert count.tokens == 100 and count.source == evidence.EVENTS and not count.estimate
 
 
 def test_per_chunk_usage_gives_the_servers_own_event_counts():

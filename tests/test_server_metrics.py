@@ -89,7 +89,7 @@ def test_histogram_delta_for_one_model_only():
     m = case_metrics(before, after, VLLM)
     queue = m.histograms["queue_s"]
     assert queue.count == 5 and queue.mean == pytest.approx(2.0 / 5)  # the other model's 100 left out
-    assert queue.median_bounds == (0.3, 0.5)  # 2 of 5 under 0.3, 4 of 5 under 0.5
+    assert queue.median_bounds == [0.3, 0.5]  # 2 of 5 under 0.3, 4 of 5 under 0.5
     assert queue.median == pytest.approx(0.3 + 0.2 * (2.5 - 2) / 2)
     assert queue.p90 is None  # in the +Inf bucket: no bound above it
     low = case_metrics(parse(_vllm(0, 0, 0, 0, 0), 0.0), parse(_vllm(4, 4, 4, 0.2, 0), 1.0), VLLM)

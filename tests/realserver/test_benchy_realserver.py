@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from benchy.client import Client, ClientSettings
+from benchy.probe import VERDICTS
 from benchy.records import RequestRecord
 
 pytestmark = pytest.mark.realserver
@@ -357,3 +358,18 @@ def test_client_survives_llamacpp_closing_streamed_connections(llama_server):
         f"\n[realserver] {len(resent)} of 24 back-to-back streams resent after a dead keep-alive "
         f"connection: {resent[:1]}"
     )
+
+
+def test_probe_cache_with_default_lengths_fits_the_servers_context(llama_server):
+    """The default lengths (2k, 8k, 27k) on a server of 3,072 tokens per slot: benchy reads the
+    per-slot context from /props, caps 8k and 27k to one length that fits, and every length
+    ends with a verdict; no request gets the HTTP 400 of an oversized prompt."""
+    probe = probe_cache(llama_server)
+    setup, lengths = probe["setup"], probe["lengths"]
+    assert setup["context_length"] == 3072 and "/props" in setup["context_source"]
+    assert [e["length_asked"] for e in lengths] == [2000, 8000]  # 27000 caps to the same length
+    for e in lengths:
+        assert e["n_failed"] == 0, e.get("first_errors")
+        assert e["verdict"] in VERDICTS and e["verdict"] != "inconclusive", e["reason"]
+        assert max(e["shared"]["prompt_tokens"] + e["unique"]["prompt_tokens"]) + setup["output_tokens"] <= 3072
+    print(f"\n[realserver] probe-cache defaults: {[(e['length'], e['verdict']) for e in lengths]}")
