@@ -223,6 +223,24 @@ def ttft_gap_s(rec: RequestRecord) -> float | Unavailable:
     return first - prompt_ms / 1000
 
 
+def server_prefill_tps(rec: RequestRecord) -> float | Unavailable:
+    """The server's own prefill rate from its per-response timings (llama.cpp)."""
+    return _timings_rate(rec, "prompt_n", "prompt_ms")
+
+
+def server_decode_tps(rec: RequestRecord) -> float | Unavailable:
+    """The server's own decode rate from its per-response timings (llama.cpp)."""
+    return _timings_rate(rec, "predicted_n", "predicted_ms")
+
+
+def _timings_rate(rec: RequestRecord, count: str, ms: str) -> float | Unavailable:
+    timings = rec.server_timings or {}
+    n, elapsed = timings.get(count), timings.get(ms)
+    if not isinstance(n, (int, float)) or not isinstance(elapsed, (int, float)) or elapsed <= 0:
+        return Unavailable(NO_SERVER_TIMINGS, f"the server reports no timings.{count} / {ms} (llama.cpp does)")
+    return 1000 * n / elapsed
+
+
 # ---- loaded cases (--concurrency, --rate): case-level figures, over the measured requests ----
 
 
@@ -484,6 +502,23 @@ _REGISTRY = (
         explanation="the part of TTFT the server's own prompt time does not show.",
         depends=("ttft_s", "server_timings"),
         formula=ttft_gap_s,
+    ),
+    _token_rate(
+        "server_prefill_tps",
+        "server prefill t/s",
+        decimals=0,
+        definition="`timings.prompt_n` ÷ `timings.prompt_ms` (llama.cpp): the server's own prefill rate",
+        explanation="prefill as the server clocked it, without queueing or HTTP.",
+        depends=("server_timings",),
+        formula=server_prefill_tps,
+    ),
+    _token_rate(
+        "server_decode_tps",
+        "server decode t/s",
+        definition="`timings.predicted_n` ÷ `timings.predicted_ms` (llama.cpp): the server's own decode rate",
+        explanation="decode as the server clocked it.",
+        depends=("server_timings",),
+        formula=server_decode_tps,
     ),
     _token_rate(
         "aggregate_tps",

@@ -14,8 +14,14 @@ each engine's names map onto one set of figures here, with the same meaning ever
   generation_tokens  tokens generated
   ttft_s, queue_s, prefill_s, decode_s, inference_s, e2e_s   per-request time histograms
   prompt_seconds, decode_seconds   time summed over requests (llama.cpp's counters)
-Which names were found is recorded, and a figure the server does not publish is absent with
-the reason. Histograms give exact means (sum / count) and medians interpolated within a bucket,
+Derived: cache_hit_rate = cache_hits / prompt tokens looked up; prefill_tps = uncached prompt
+tokens / prefill time; decode_tps = generated tokens / decode time. Their clocks differ: vLLM's
+prefill and decode histograms time each request (a per-request rate), while llama.cpp's
+prompt_seconds counter, with several prompts batched together, held about 40% of the sum of
+the responses' timings.prompt_ms (xllamacpp 2026.10, 4 slots): its prefill rate is then
+nearer the server's total prompt throughput than one request's. At one request in flight
+the two agree. Which names were found is recorded, and a figure the server does not publish
+is absent with the reason. Histograms give exact means (sum / count) and medians interpolated within a bucket,
 as Prometheus' histogram_quantile does, with the bucket's bounds kept beside them.
 """
 

@@ -32,6 +32,8 @@ class VllmServer:
     root_url: str
     log: Path
     python: str
+    model: str = MODEL_ID
+    max_model_len: int = MAX_MODEL_LEN
 
     @property
     def base_url(self) -> str:
