@@ -227,6 +227,7 @@ async def _run_case(
         await _send(client, plan, context, 1, request_options(plan, 1))
         on_record(context.record)
     await _closed_loop(client, plan, warmups, extra, on_record, stop)
+    await client.warm(plan.inflight_cap or plan.streams)  # a connection per stream, before any is timed
     start_s = await start() if start else time.perf_counter()
     deadline = arrivals.duration_deadline(start_s, plan.duration_s)
     if plan.case.rate is not None:
