@@ -111,9 +111,10 @@ num_requests_running, num_requests_waiting, kv_cache_usage_perc. --flavor
 llamacpp serves llamacpp:prompt_tokens (uncached), prompt_tokens_cached,
 prompt_seconds (prefill end - start), tokens_predicted,
 tokens_predicted_seconds (last token - prefill end), requests_processing,
-requests_deferred, and GET /props (build_info, total_slots = --max-running,
+requests_deferred, GET /props (build_info, total_slots = --max-running,
 default_generation_settings.n_ctx = --context-length, model_path,
-chat_template). Disagreements to provoke: --metrics-token-factor F (the
+chat_template) and, unless --no-timings, llama.cpp's `timings` in every
+response. Disagreements to provoke: --metrics-token-factor F (the
 counters claim F tokens per generated token), --cache-despite-nonce (every
 prompt but its last block is served from cache, however it starts),
 --no-prompt-details (usage without cached_tokens, so only /metrics tells),
@@ -251,6 +252,8 @@ def sim(ctx: click.Context, preset: str, faults: tuple[str, ...], **options) -> 
     try:
         if faults:
             explicit["faults"] = tuple(parse_fault(spec) for spec in faults)
+        if explicit.get("flavor") == "llamacpp":
+            explicit.setdefault("timings", True)  # llama.cpp times every response (--no-timings: not)
         cfg = build_config(preset, **explicit)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
