@@ -32,13 +32,15 @@ import numpy as np
 from scipy import stats as sps
 
 from benchy import __version__, metrics
+from benchy import server as server_mod
 from benchy.client import Client, ClientSettings, redact_url
 from benchy.loadgen import exact_length_options
 from benchy.metrics import Unavailable
 from benchy.prompts import Prompt, PromptFactory, calibrate
 from benchy.records import RequestRecord
+from benchy.results import PROBE_SCHEMA
 
-SCHEMA = "benchy/probe/1"
+SCHEMA = PROBE_SCHEMA  # results.py names every saved schema
 DEFAULT_LENGTHS = (2000, 8000, 27000)
 ALPHA = 0.05
 MIN_SPEEDUP = 1.2  # a cache that saves less than this is not worth calling one
@@ -199,16 +201,6 @@ def _cache_report_conflict(verdict: str, cached: Sequence[int | None], prompt_to
 # ---- sending ------------------------------------------------------------------------------
 
 
-def context_length(models: list[dict], model: str) -> int | None:
-    """The model's context from /v1/models, where the server gives it."""
-    for m in models:
-        if isinstance(m, dict) and m.get("id") == model:
-            for key in ("max_model_len", "context_length", "max_context_length"):
-                if isinstance(m.get(key), int) and m[key] > 0:
-                    return m[key]
-    return None
-
-
 def capped_lengths(lengths: list[int], context: int | None, tg: int) -> list[tuple[int, int]]:
     """(length to send, length asked) pairs, each length capped to fit the context; no repeats."""
     limit = int(context * (1 - CONTEXT_MARGIN)) - tg if context else None
@@ -258,11 +250,15 @@ async def _probe_length(
 async def _probe(settings: ProbeSettings) -> dict:
     async with Client(settings.client) as client:
         model = await client.choose_model()
-        context = context_length(await client.list_models(), model)
+        # The context one request may hold (llama.cpp: per slot, from /props): longer prompts
+        # would only come back as HTTP 400s.
+        identity = await server_mod.identify(client.session, client.base, model)
+        context = identity.context_length
         salt = secrets.token_hex(6)
         calibration = await calibrate(client, settings.endpoint, salt)
         prompts = PromptFactory(calibration, salt=f"{salt}probe")
         setup = _setup(settings, model, await client.server_version(), context, calibration.to_dict())
+        setup["context_source"] = identity.context_source
         entries = []
         for length, asked in capped_lengths(settings.lengths, context, settings.tg):
             if callable(settings.on_length):

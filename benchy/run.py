@@ -20,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from benchy import __version__, checks, server_metrics
+from benchy import __version__, checks, metrics, server_metrics
 from benchy import results as results_mod
 from benchy import server as server_mod
+from benchy.ceiling import CeilingInputs
 from benchy.client import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
 from benchy.loadgen import CasePlan, LoadSettings, run_case
 from benchy.monitor import LoopMonitor
@@ -47,7 +48,7 @@ class RunSettings:
     max_errors: int | None = None  # stop once more requests than this have failed
     max_error_rate: float | None = None  # stop once more than this fraction has failed
     max_connect_failures: int = 3  # stop after this many requests in a row could not connect; 0: never
-    ceiling: checks.CeilingInputs = field(default_factory=checks.CeilingInputs)
+    ceiling: CeilingInputs = field(default_factory=CeilingInputs)
     template: Template = field(default_factory=Template)  # --template, --reasoning-effort
     stop: tuple[str, ...] = ()  # --stop, sent with every measured request
     load: LoadSettings = field(default_factory=lambda: LoadSettings())  # --requests, --rate … (issue 9)
@@ -102,7 +103,7 @@ MIN_REQUESTS_FOR_RATE = 10  # --max-error-rate is judged from this many finished
 
 def count_failure(state: RunState, rec: RequestRecord) -> None:
     """Counts a finished record as results.json will, and the connection failures in a row."""
-    state.n_failed += not checks.classify(rec).ok
+    state.n_failed += not metrics.classify(rec).ok
     gone = rec.status == "error" and rec.error_kind == "connect"
     state.connect_failures_in_a_row = state.connect_failures_in_a_row + 1 if gone else 0
 
@@ -173,22 +174,13 @@ def build_results(state: RunState) -> dict:
         )
         for p in measured
     ]
-    run = results_mod.RunResult(
-        benchy_version=__version__,
-        prompt_nonce=state.setup.get("prompt_nonce"),
-        partial=state.interrupted or state.stopped is not None or len(cases) < len(state.plans),
-        stopped=results_mod.Stopped(**state.stopped) if state.stopped else None,
-        setup=results_mod.Setup.from_dict(state.setup, strict=True),
-        cases=cases,
-        not_measured=[
-            results_mod.NotMeasured(p.case.label, _why_not_measured(p, by_case))
-            for p in state.plans
-            if p not in measured
-        ],
-    )
-    results = run.to_dict()
-    results["warnings"] = checks.run_checks(results)
-    return results
+    partial = state.interrupted or state.stopped is not None or len(cases) < len(state.plans)
+    not_measured = [
+        results_mod.NotMeasured(p.case.label, _why_not_measured(p, by_case)) for p in state.plans if p not in measured
+    ]
+    run = results_mod.run_result(state.setup, cases, partial, state.stopped, __version__, not_measured)
+    run.warnings = checks.check(run)  # after every metric; checks only read
+    return run.to_dict()
 
 
 def _why_not_measured(plan: CasePlan, by_case: dict[str, list[RequestRecord]]) -> str:
@@ -277,7 +269,9 @@ async def _run_one_case(state, settings, client, plan, calibrations, salt, pools
             await window.open()
         return time.perf_counter()
 
-    k = case_workers(plan.case, settings.load.workers, settings.load.max_inflight)
+    # Workloads run in one process: a conversation's turns depend on each other, and a trace's
+    # or a group's reuse spans all of its requests.
+    k = 1 if plan.case.workload else case_workers(plan.case, settings.load.workers, settings.load.max_inflight)
     if k > 1:
         state.client[plan.case.label] = await _run_in_workers(
             pools, plan, k, client.settings, calibrations[plan.endpoint], settings.nonce, on_record, stop, start
@@ -405,13 +399,13 @@ def _template_setup(settings: RunSettings) -> dict:
     }
 
 
-def _ceiling_setup(inputs: checks.CeilingInputs, model: str) -> dict:
+def _ceiling_setup(inputs: CeilingInputs, model: str) -> dict:
     """hardware, model_profile and the figures the decode ceiling is computed from (the model
     profile is guessed from the served id only when a bandwidth is known)."""
     ceiling = inputs.resolve(model)
     if ceiling is None:
         return {}
-    return {"hardware": ceiling["hardware"], "model_profile": ceiling["model_profile"], "ceiling": ceiling}
+    return {"hardware": ceiling.hardware, "model_profile": ceiling.model_profile, "ceiling": ceiling.to_dict()}
 
 
 def _in_flight(records: list[RequestRecord], label: str) -> list[tuple[float, float]]:

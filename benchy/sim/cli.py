@@ -115,6 +115,8 @@ def sim(ctx: click.Context, preset: str, faults: tuple[str, ...], **options) -> 
     try:
         if faults:
             explicit["faults"] = tuple(parse_fault(spec) for spec in faults)
+        if explicit.get("flavor") == "llamacpp":
+            explicit.setdefault("timings", True)  # llama.cpp times every response (--no-timings: not)
         cfg = build_config(preset, **explicit)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
