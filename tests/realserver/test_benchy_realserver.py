@@ -408,4 +408,4 @@ def test_server_identity_metrics_and_server_view(llama_server, tmp_path):
     assert not codes & {"server_cache_hit", "server_token_mismatch"}
     report = (tmp_path / "report.md").read_text()
     assert "## Server view" in report and "| Slots (requests run at once) | 4 (/props total_slots) |" in report
-    assert (tmp_path / "server.csv").read_text().count("llama.cpp") == 2
+    assert (tmp_path / "server.csv").read_text().count("/metrics (llama.cpp)") == 2
