@@ -13,6 +13,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.0  the first typed version (`benchy/results/1`)
   1.1  unavailable_codes (case and request): the stable code of each unavailable figure;
        setup.server, setup.server_metrics, case.server (issue 17); request local_token_scale
+  1.2  cache-aware workloads (issue 18): case kind and workload (benchy/workloads/figures.py);
+       request conversation, turn, group, expected_cached_tokens, unique_tokens
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -35,8 +37,9 @@ from benchy.jsontypes import Saved
 from benchy.metrics import Unavailable
 from benchy.records import RequestRecord
 from benchy.scenario import Case
+from benchy.workloads.figures import WorkloadFigures, case_figures, ttft_gains
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 1
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 2
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 SCHEMA_FILE = Path(__file__).parent / "data" / "results.schema.json"
@@ -206,6 +209,8 @@ class CaseResult(Saved):
     ceiling: CaseCeiling | None = _opt("with a ceiling setup", omit=True)
     server: dict[str, Any] | None = _opt("the server's own figures for the case (server_metrics.py)", omit=True)
     withheld: dict[str, MetricSummary] = _opt("metric → a withheld summary (audit only)", factory=dict, omit=True)
+    kind: str = _opt('"sweep" | "multi_turn" | "shared_prefix" | "trace" (1.2)', "sweep")
+    workload: WorkloadFigures | None = _opt("a cache-aware workload's own figures (1.2)", omit=True)
 
     def reason(self, metric: str) -> Unavailable:
         """Why `metric` is null in this case (code and message)."""
@@ -329,7 +334,7 @@ def case_result(
         unavailable={k: v.message for k, v in unavailable.items()},
         unavailable_codes={k: v.code for k, v in unavailable.items()},
         aggregate_tps=_value(metrics.aggregate_output_tps(measured)),
-        mode="open" if case.rate is not None else "closed",
+        mode="open" if case.rate is not None or case.kind == "trace" else "closed",
         rate=case.rate,
         achieved_rate=_value(metrics.achieved_rate(measured)),
         request_rate=_value(metrics.request_rate(measured)),
@@ -338,13 +343,15 @@ def case_result(
         requests=[RequestResult.of(r) for r in records],
         client=client,
         server=server,
+        kind=case.kind,
+        workload=case_figures(case.kind, case.workload.to_dict(), measured) if case.workload else None,
     )
 
 
 def run_result(setup: dict, cases: list[CaseResult], partial: bool, stopped: dict | None, version: str) -> RunResult:
     """The run's results, complete but for the warnings (checks.py adds those): what no single
     case can decide (a TTFT trend across output lengths) is withheld here, then each case's
-    ceiling is stored."""
+    ceiling is stored, and each shared-prefix case's TTFT gain."""
     run = RunResult(
         benchy_version=version,
         prompt_nonce=setup.get("prompt_nonce"),
@@ -356,6 +363,7 @@ def run_result(setup: dict, cases: list[CaseResult], partial: bool, stopped: dic
     withhold_buffered_trend(run.cases)
     for case in run.cases:
         case.ceiling = _case_ceiling(case, run.setup.ceiling)
+    ttft_gains(run.cases)  # shared prefix: each against the same lengths with nothing shared
     return run
 
 

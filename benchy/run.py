@@ -233,7 +233,9 @@ async def _run_one_case(state, settings, client, plan, calibrations, salt, pools
             await window.open()
         return time.perf_counter()
 
-    k = case_workers(plan.case, settings.load.workers, settings.load.max_inflight)
+    # Workloads run in one process: a conversation's turns depend on each other, and a trace's
+    # or a group's reuse spans all of its requests.
+    k = 1 if plan.case.workload else case_workers(plan.case, settings.load.workers, settings.load.max_inflight)
     if k > 1:
         state.client[plan.case.label] = await _run_in_workers(
             pools, plan, k, client.settings, calibrations[plan.endpoint], settings.nonce, on_record, stop, start

@@ -45,7 +45,8 @@ Prefix cache (vLLM-like, --no-prefix-cache to disable): 16-token blocks keyed
 by a chained hash, LRU of --cache-blocks blocks; cached tokens = 16 x leading
 blocks found (never the whole prompt), cost no prefill time and are reported
 in usage.prompt_tokens_details.cached_tokens. Full blocks are inserted after
-prefill.
+prefill; past --cache-blocks the least recently used blocks are evicted (a
+lookup refreshes the blocks it hits, first block first).
 
 \b
 SSE shaping: --tokens-per-event K (ceil(n/K) token events) or
@@ -135,6 +136,10 @@ Truth log (--truth-log PATH, JSONL, one line per request, flushed as each
 request ends, faults and errors included): id, request_id (x-request-id
 header), endpoint, stream, model, arrival_s, headers_s, queued_s, admitted_s,
 prefill_start_s, prefill_end_s, prompt_tokens, cached_tokens,
+cache_lost_tokens (prefix tokens that were cached once but had been evicted
+before this request's lookup: what eviction cost it), cache_evicted_blocks
+(blocks its insert evicted), cache_used_blocks (blocks held after it, null
+with --no-prefix-cache); all three null when the request never reached prefill,
 completion_tokens, reasoning_tokens, finish_reason, token_times_s (one per
 token), events [{{t_s, tokens, kind: role|content|reasoning|usage|done|
 malformed|marker|timings}}] (t_s: just after the write returned; marker: --harmony
