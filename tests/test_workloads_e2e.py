@@ -192,3 +192,22 @@ def test_a_server_that_does_not_reuse_or_does_not_say_is_named(start_sim, tmp_pa
     else:
         assert all(r["cached_tokens"] is None for r in measured(case))
     assert code in codes(results) and "cache_eviction" not in codes(results)
+
+
+def test_cold_baseline_sends_each_turns_length_with_nothing_shared(start_sim, tmp_path):
+    sim = start_sim("--prefill-tps", "10000", "--decode-tps", "3000", "--max-running", "64")
+    results = run_cli(sim, tmp_path, "--turns", "3", "-c", "2", "--pp", "400", "--tg", "8", "--cold-baseline")
+    [case] = results["cases"]
+    assert case["n_ok"] == 6  # the controls are not the case's requests
+    truth = truth_of(sim, case)
+    controls = [r for r in case["requests"] if r["control"]]
+    turns = {row["turn"]: row for row in case["workload"]["turns"]}
+    assert sorted(r["turn"] for r in controls) == [1, 1, 2, 2, 3, 3]
+    for r in controls:
+        t = truth[r["request_id"]]
+        assert abs(t["prompt_tokens"] - turns[r["turn"]]["prompt_tokens"]) <= 0.02 * t["prompt_tokens"]
+        assert t["cached_tokens"] <= 32  # the chat template's head at most: nothing else shared
+    # Turn 3 reuses two turns of history; its cold control prefills all of it.
+    assert turns[3]["ttft_gain"] > 1.5 and turns[3]["cold_ttft_s"] > turns[3]["ttft_s"]
+    assert "cache_leakage" not in codes(results)
+    assert "cold TTFT ms" in (tmp_path / "report.md").read_text()
