@@ -92,7 +92,9 @@ def multi_turn_lines(case: dict) -> list[str]:
     ]
     rows = figures.get("turns", [])
     cold = spec.get("cold_baseline") and any(row.get("cold_ttft_s") for row in rows)
-    header = "| turn | n | TTFT ms | prefill t/s (new tokens) | new tokens | cached reported | cached expected | e2e ms |"
+    header = (
+        "| turn | n | TTFT ms | prefill t/s (new tokens) | new tokens | cached reported | cached expected | e2e ms |"
+    )
     if cold:
         out[-1] += (
             " *cold TTFT*: the same prompt length sent again with nothing shared, as many at once; "

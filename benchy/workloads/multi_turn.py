@@ -41,9 +41,8 @@ def spec_of(plan: CasePlan) -> MultiTurn:
 
 
 def planned_requests(plan: CasePlan) -> int:
-    """Turns of all conversations, and as many cold controls with --cold-baseline."""
-    spec = spec_of(plan)
-    return plan.case.concurrency * spec.turns * (2 if spec.cold_baseline else 1)
+    """Turns of all conversations (--cold-baseline's controls are not the case's requests)."""
+    return plan.case.concurrency * spec_of(plan).turns
 
 
 async def run_conversations(
