@@ -151,14 +151,22 @@ async def run_case(
     on_record: Callable[[RequestRecord], None],
     start: Callable[[], Awaitable[float]] | None = None,
     stop: asyncio.Event | None = None,
+    on_send: Callable[[RequestRecord], None] | None = None,
 ) -> None:
     """Context and warmups, then the measured requests from `await start()` (a perf_counter
     time; workers.py passes one shared by every worker process), closed or open loop.
+    `on_send` sees each request just before it goes (workers.py notes what is in flight).
 
     Once `stop` is set (by on_record, on too many errors, or by a parent process) nothing more
     is sent and the requests in flight are cancelled, unrecorded: the case ends early."""
     stop = stop or asyncio.Event()
-    task = asyncio.ensure_future(_run_case(client, plan, prompts, on_record, start, stop))
+
+    async def send(item: _Send, tg: int, options: dict) -> None:
+        if on_send is not None:
+            on_send(item.record)
+        await _send(client, plan, item, tg, options)
+
+    task = asyncio.ensure_future(_run_case(send, plan, prompts, on_record, start, stop))
     stopped = asyncio.ensure_future(stop.wait())
     try:
         await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -170,8 +178,11 @@ async def run_case(
         task.result()  # a failure of the case itself (never a stop) is raised here
 
 
+Send = Callable[[_Send, int, dict], Awaitable[None]]
+
+
 async def _run_case(
-    client: Client,
+    send: Send,
     plan: CasePlan,
     prompts: PromptFactory,
     on_record: Callable[[RequestRecord], None],
@@ -182,19 +193,19 @@ async def _run_case(
     warmups, measured = _sends(plan, prompts, context.prompt if context else None)
     extra = request_options(plan, plan.case.tg)
     if context:
-        await _send(client, plan, context, 1, request_options(plan, 1))
+        await send(context, 1, request_options(plan, 1))
         on_record(context.record)
-    await _closed_loop(client, plan, warmups, extra, on_record, stop)
+    await _closed_loop(send, plan, warmups, extra, on_record, stop)
     start_s = await start() if start else time.perf_counter()
     deadline = arrivals.duration_deadline(start_s, plan.duration_s)
     if plan.case.rate is not None:
-        await _open_loop(client, plan, measured, extra, on_record, stop, start_s, deadline)
+        await _open_loop(send, plan, measured, extra, on_record, stop, start_s, deadline)
     else:
-        await _closed_loop(client, plan, measured, extra, on_record, stop, deadline)
+        await _closed_loop(send, plan, measured, extra, on_record, stop, deadline)
 
 
 async def _open_loop(
-    client: Client,
+    send: Send,
     plan: CasePlan,
     sends: list[_Send],
     extra: dict,
@@ -207,18 +218,18 @@ async def _open_loop(
     offsets = arrivals.arrival_offsets(plan.measured, plan.case.rate, plan.seed + plan.index)
     items = [(offsets[s.record.index], s) for s in sends if start_s + offsets[s.record.index] < deadline]
 
-    async def send(item: _Send, due: float) -> None:
+    async def send_due(item: _Send, due: float) -> None:
         if stop.is_set():
             return
         item.record.scheduled_mono_s = due
-        await _send(client, plan, item, plan.case.tg, extra)
+        await send(item, plan.case.tg, extra)
         on_record(item.record)
 
-    await arrivals.open_loop(items, start_s, plan.inflight_cap, send)
+    await arrivals.open_loop(items, start_s, plan.inflight_cap, send_due)
 
 
 async def _closed_loop(
-    client: Client,
+    send: Send,
     plan: CasePlan,
     sends: Iterable[_Send],
     extra: dict,
@@ -230,11 +241,11 @@ async def _closed_loop(
     queue = iter(sends)
 
     async def worker() -> None:
-        for send in queue:
+        for item in queue:
             if stop.is_set() or time.perf_counter() >= deadline:
                 return
-            await _send(client, plan, send, plan.case.tg, extra)
-            on_record(send.record)
+            await send(item, plan.case.tg, extra)
+            on_record(item.record)
 
     streams = max(1, plan.streams)  # a rate case's warmups: one at a time, in every worker
     n = streams if not isinstance(sends, list) else min(streams, len(sends))

@@ -27,7 +27,7 @@ from benchy.progress import Progress
 from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate
 from benchy.records import RecordWriter, RequestRecord
 from benchy.scenario import Case
-from benchy.workers import WorkerError, WorkerPool, case_workers
+from benchy.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
 
 
 @dataclass
@@ -58,6 +58,8 @@ class LoadSettings:
     max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
     seed: int = 0  # --seed of the Poisson schedules
     workers: int | None = None  # --workers; None: what each case needs (workers.auto_workers)
+    ray: str | None = None  # --ray [ADDRESS]: run every case on Ray actors (cluster.py)
+    ray_workers_per_node: int | None = None  # --ray-workers-per-node (None: 1)
     slo: dict[str, float] | None = None  # --slo, for goodput: {metric: threshold}
 
     def to_dict(self) -> dict:
@@ -67,6 +69,8 @@ class LoadSettings:
             "max_inflight": self.max_inflight,
             "seed": self.seed,
             "workers": self.workers,
+            "ray": self.ray,
+            "ray_workers_per_node": self.ray_workers_per_node,
             "slo": self.slo,
         }
 
@@ -183,6 +187,15 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
     max_concurrency = max(settings.load.streams(c) for c in settings.cases)
     client_settings = replace(settings.client, connections=max_concurrency)
     _stop_on_sigterm(state)
+    pool = _start_pool(settings)  # its workers start up while this process calibrates
+    try:
+        await _measure(settings, state, writer, client_settings, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+async def _measure(settings: RunSettings, state: RunState, writer: RecordWriter, client_settings, pool) -> None:
     async with Client(client_settings) as client:
         model = await client.choose_model()
         salt = secrets.token_hex(6)
@@ -217,29 +230,45 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
                 state.stopped = passed
                 stop.set()
 
-        pools: list[WorkerPool] = []  # started at the first case that needs several processes
         try:
             for plan in state.plans:
                 if stop.is_set():
                     break
                 progress.start_case(plan.case.label)
-                k = case_workers(plan.case, settings.load.workers, settings.load.max_inflight)
-                if k > 1:
-                    state.client[plan.case.label] = await _run_in_workers(
-                        pools, plan, k, client.settings, calibrations[plan.endpoint], settings.nonce, on_record, stop
+                calibration = calibrations[plan.endpoint]
+                k = pool.workers_for(plan.case, settings.load) if pool else 1
+                if k > 1 or settings.load.ray is not None:
+                    figures = await _run_in_workers(
+                        pool, plan, k, client.settings, calibration, on_record, stop, settings.nonce
                     )
-                    continue
-                factory = PromptFactory(calibrations[plan.endpoint], nonce=settings.nonce, salt=f"{salt}c{plan.index}")
-                async with LoopMonitor() as monitor:
-                    await run_case(client, plan, factory, on_record, stop=stop)
-                state.client[plan.case.label] = {
-                    **monitor.figures(_in_flight(state.records, plan.case.label)),
-                    "workers": 1,
-                }
+                else:
+                    factory = PromptFactory(calibration, nonce=settings.nonce, salt=f"{salt}c{plan.index}")
+                    figures = await _run_here(client, plan, factory, on_record, stop, state.records)
+                state.client[plan.case.label] = figures
         finally:
             progress.finish()
-            for pool in pools:
-                pool.close()
+
+
+def _start_pool(settings: RunSettings):
+    """Ray actors (--ray), or the local processes the busiest case needs; None when every
+    case runs in this process."""
+    load = settings.load
+    if load.ray is not None:
+        from benchy import cluster
+
+        return cluster.RayPool.connect(load.ray, load.ray_workers_per_node)
+    n = max(case_workers(c, load.workers, load.max_inflight) for c in settings.cases)
+    return ProcessPool(n).start() if n > 1 else None
+
+
+async def _run_here(client: Client, plan: CasePlan, factory: PromptFactory, on_record, stop, records) -> dict:
+    """The case in this process; returns its client figures (one worker's)."""
+    async with LoopMonitor() as monitor:
+        await run_case(client, plan, factory, on_record, stop=stop)
+    mine = [r for r in records if r.case == plan.case.label]
+    spans = [(r.sent_mono_s, r.sent_mono_s + (r.end_s or 0.0)) for r in mine]
+    tokens = sum(r.completion_tokens or len(r.token_event_s) for r in mine)
+    return client_figures([worker_entry(0, LOCAL_CLOCK, monitor.figures(spans), len(mine), tokens)])
 
 
 def _load_plan(load: LoadSettings) -> dict:
@@ -252,27 +281,23 @@ def _load_plan(load: LoadSettings) -> dict:
 
 
 async def _run_in_workers(
-    pools: list[WorkerPool],
+    pool,
     plan: CasePlan,
     k: int,
     client_settings: ClientSettings,
     calibration: Calibration,
-    nonce: bool,
     on_record,
     stop: asyncio.Event,
+    nonce: bool,
 ) -> dict:
-    """The case on k worker processes (workers.py); returns their merged monitor figures."""
-    if pools and pools[0].n < k:
-        pools.pop().close()
-    if not pools:
-        pools.append(WorkerPool(k, client_settings).start())
+    """The case split over k worker processes (workers.py) or Ray actors (cluster.py); returns
+    the case's client figures."""
     try:
-        return await pools[0].run_case(plan, k, calibration, nonce, on_record, stop)
+        return await pool.run_case(plan, k, client_settings, calibration, nonce, on_record, stop)
     except WorkerError as exc:
-        pools.clear()  # run_case killed it
         if exc.kind == "PromptError":
             raise PromptError(str(exc)) from None
-        raise ServerError(f"a worker process failed: {exc.kind}: {exc}") from None
+        raise ServerError(f"a worker failed: {exc.kind}: {exc}") from None
 
 
 def _setup(settings: RunSettings, model: str, version: str | None, calibrations: dict[str, Calibration]) -> dict:
@@ -317,7 +342,3 @@ def _ceiling_setup(inputs: checks.CeilingInputs, model: str) -> dict:
     if ceiling is None:
         return {}
     return {"hardware": ceiling["hardware"], "model_profile": ceiling["model_profile"], "ceiling": ceiling}
-
-
-def _in_flight(records: list[RequestRecord], label: str) -> list[tuple[float, float]]:
-    return [(r.sent_mono_s, r.sent_mono_s + (r.end_s or 0.0)) for r in records if r.case == label]
