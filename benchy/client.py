@@ -1,34 +1,59 @@
 """The HTTP/SSE client: sends one request and records what arrived, when. No statistics here.
 
 Every chunk is timestamped (`time.perf_counter`) the moment it is read, before any parsing, so
-parsing cost never shifts a timestamp. The API key goes only into the Authorization header, and
-is scrubbed from every message benchy keeps (`Client.scrub`).
+parsing cost never shifts a timestamp. Two transports carry the same requests: benchy.http1
+(the default, "lean": httptools on asyncio's buffered protocol, 2-3 µs of CPU per streamed
+token) and aiohttp (`--transport aiohttp`, 12-18 µs; the reference to compare against). Both
+take a proxy from the environment (HTTP_PROXY / HTTPS_PROXY / NO_PROXY, unless
+`env_proxy=False`), keep the base URL's query string (`?api-version=…`) on every request, send
+the extra `--header`s, and follow redirects by one policy (`redirect_target`). Secrets (the API
+key, URL credentials, every --header value) go into requests and nowhere else: see redact.py.
 
-Error kinds a failed request is recorded with: http_<status>, connect (nothing listens / DNS),
-tls (certificate not trusted), reset (connection dropped before the response began), disconnect
-(dropped mid-response), stall (silence > --stall-timeout), timeout (> --timeout), not_sse (a
-body that is not an event stream), bad_stream (an event stream without a single event),
-server_error (an `error` event in the stream), client_error, internal (a benchy bug; report it).
-A successful request may carry anomalies: no_done, no_usage, malformed_events:N, and with a
-Harmony template special_tokens_stripped (the server dropped <|channel|> & co. from the text,
-so analysis and final cannot be told apart: all of it counts as content).
+Error kinds a failed request is recorded with (one table, `failure_of`, for both transports):
+http_<status>, connect (nothing listens / DNS), proxy (the proxy is unreachable or refused),
+tls (certificate not trusted), reset (connection dropped before the response began),
+disconnect (dropped mid-response), stall (silence > --stall-timeout), timeout (> --timeout),
+redirect (too many, or a POST moved by 301/302/303), not_sse (a body that is not an event
+stream), bad_stream (an event stream without a single event), server_error (an `error` event in
+the stream), client_error, internal (a benchy bug; report it). A successful request may carry
+anomalies: no_done, no_usage, malformed_events:N, redirected:N (each request was sent N times
+before the URL that answered), and with a Harmony template special_tokens_stripped (the server
+dropped <|channel|> & co. from the text, so analysis and final cannot be told apart: all of it
+counts as content).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import aiohttp
+import orjson
 
 from benchy.harmony import HarmonyStream, markers_missing
-from benchy.http1 import Http1Pool, HttpFailure, Response
+from benchy.http1 import (
+    PEEK_BYTES,
+    Http1Pool,
+    HttpFailure,
+    OnHead,
+    Request,
+    Response,
+    Sink,
+    basic_auth,
+    env_proxy,
+    ssl_context,
+)
 from benchy.records import CONTENT, REASONING, RequestRecord
+from benchy.redact import header_secrets, redact_url, scrub, scrub_list, url_secrets
 from benchy.sse import SSEParser
+
+__all__ = ["Client", "ClientSettings", "ServerError", "TransientError", "parse_header", "redact_url", "scrub"]
 
 
 class ServerError(Exception):
@@ -46,6 +71,7 @@ class TransientError(ServerError):
 # A non-streamed calibration request is retried this often: no measurement rides on it, and one
 # flaky answer must not sink a whole run.
 CALIBRATION_ATTEMPTS = 5
+MAX_REDIRECTS = 5  # per request; a loop or a long chain is an error (kind redirect)
 
 
 @dataclass(frozen=True)
@@ -58,115 +84,246 @@ class ClientSettings:
     insecure: bool = False  # skip TLS verification (only when asked)
     connections: int = 1
     extra_body: dict | None = None
-    # Streamed requests go over benchy.http1 ("lean": a few µs of CPU per event) or aiohttp
-    # ("aiohttp": 12-15 µs; kept to compare against). Everything else always uses aiohttp.
-    transport: str = "lean"
+    headers: tuple[tuple[str, str], ...] = ()  # --header (name, value): values are secrets
+    env_proxy: bool = True  # a proxy from HTTP_PROXY / HTTPS_PROXY / NO_PROXY (--no-env-proxy: never)
+    transport: str = "lean"  # benchy.http1, or "aiohttp"
 
 
-def redact_url(url: str) -> str:
-    """The URL without user:password and query string, fit for results and logs."""
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+# Headers whose value the transport decides (framing, the connection); --header may not set them.
+_OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "content-type", "expect", "te"})
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
-def split_credentials(url: str) -> tuple[str, aiohttp.BasicAuth | None]:
-    """The URL without `user:password@`, and those credentials as Basic auth (None if absent)."""
+def parse_header(text: str) -> tuple[str, str]:
+    """(name, value) of a `--header 'Name: value'`. ValueError otherwise, with a message that
+    names the header but never shows its value (it is a secret)."""
+    name, sep, value = text.partition(":")
+    name, value = name.strip(), value.strip()
+    if not sep or not _TOKEN.fullmatch(name):
+        raise ValueError("--header must look like 'Name: value' (a name of letters, digits and -, a colon, a value)")
+    if name.lower() in _OWN_HEADERS:
+        raise ValueError(f"--header {name}: benchy sets that header itself")
+    if any(c in value for c in "\r\n\0"):
+        raise ValueError(f"--header {name}: the value holds a line break")
+    return name, value
+
+
+def redirect_target(method: str, status: int, location: str | None, url: str) -> str | None:
+    """Where a redirect sends the request, if benchy follows it: 307 and 308 keep the method and
+    body; 301, 302 and 303 are followed for GET only (a POST there would turn into a GET, as
+    browsers do, and lose its body). None: not a redirect to follow."""
+    if not location or not (status in (307, 308) or (status in (301, 302, 303) and method == "GET")):
+        return None
+    return urljoin(url, location)
+
+
+def split_credentials(url: str) -> tuple[str, str | None]:
+    """The URL without `user:password@`, and those credentials as a Basic authorization value
+    (None if absent)."""
     parts = urlsplit(url)
     userinfo, at, host = parts.netloc.rpartition("@")
     if not at:
         return url, None
-    user, _, password = userinfo.partition(":")
-    return urlunsplit(parts._replace(netloc=host)), aiohttp.BasicAuth(unquote(user), unquote(password))
+    return urlunsplit(parts._replace(netloc=host)), basic_auth(userinfo)
 
 
 def secrets_of(settings: ClientSettings) -> list[str]:
-    """Every secret the settings hold, as written and percent-encoded, for scrubbing."""
-    _, auth = split_credentials(settings.base_url)
-    found = [settings.api_key] + ([auth.login, auth.password] if auth else [])
-    return sorted({form for s in found if s for form in (s, quote(s, safe=""))}, key=len, reverse=True)
+    """Every secret the settings hold, in every form it takes in a message, for scrubbing."""
+    found: list[str | None] = [settings.api_key, *url_secrets(settings.base_url)]
+    found += [s for _, value in settings.headers for s in header_secrets(value)]
+    proxy = env_proxy(settings.base_url) if settings.env_proxy else None
+    found += url_secrets(proxy) if proxy else []
+    return scrub_list(found)
 
 
-def scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
+# ---- failures: one table for both transports -----------------------------------------------
+
+_DROPPED = "reset|disconnect"  # reset before the response began, disconnect after
+
+
+def _named(exc: BaseException, settings: ClientSettings) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+# (exception type, error kind, message), first match wins: subclasses before their bases.
+_FAILURES: tuple[tuple[type | tuple[type, ...], str, Callable[[Any, ClientSettings], str]], ...] = (
+    (aiohttp.ConnectionTimeoutError, "connect", lambda e, s: f"no connection within {s.timeout_s:g} s"),
+    (aiohttp.ServerTimeoutError, "stall", lambda e, s: f"no data for {s.stall_timeout_s:g} s (--stall-timeout)"),
+    (asyncio.TimeoutError, "timeout", lambda e, s: f"request exceeded {s.timeout_s:g} s (--timeout)"),
+    (aiohttp.ClientConnectorCertificateError, "tls", lambda e, s: f"certificate not trusted: {e.certificate_error}"),
+    (aiohttp.ClientProxyConnectionError, "proxy", lambda e, s: f"proxy {e.host}:{e.port}: {e.os_error.strerror or e}"),
+    (aiohttp.ClientHttpProxyError, "proxy", lambda e, s: f"proxy refused the tunnel: HTTP {e.status}"),
+    (aiohttp.ClientConnectorError, "connect", lambda e, s: str(e.os_error.strerror or e)),
+    ((aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError), _DROPPED, _named),
+    (aiohttp.ClientError, "client_error", _named),
+    (Exception, "internal", _named),  # a benchy bug must not end the run nor lose the request
+)
+
+
+def failure_of(exc: BaseException, settings: ClientSettings, began: bool) -> tuple[str, str]:
+    """(error kind, message) of an exception either transport raised; `began`: the response
+    head had arrived. benchy.http1 names its own kinds."""
+    if isinstance(exc, HttpFailure):
+        return exc.kind, exc.message
+    for types, kind, message in _FAILURES:
+        if isinstance(exc, types):
+            if kind == _DROPPED:
+                kind = "disconnect" if began else "reset"
+            return kind, message(exc, settings)
+    raise exc  # BaseException: cancellation, Ctrl-C
+
+
+def server_error(where: str, kind: str, message: str) -> ServerError:
+    """A failure of a request no measurement rides on (the model list, calibration), worded
+    for the one-line error the user sees; TransientError when another try may succeed."""
+    if kind in ("connect", "proxy"):
+        return ServerError(f"cannot reach the server at {where}: {message}")
+    if kind == "tls":
+        return ServerError(f"{where}: TLS {message}; pass --insecure to skip verification")
+    if kind == "timeout":
+        return ServerError(f"{where}: no answer: {message}")
+    if kind in ("stall", "reset", "disconnect", "client_error", "bad_json"):
+        return TransientError(f"{where}: {message}")
+    return ServerError(f"{where}: {message}")
 
 
 class Client:
     def __init__(self, settings: ClientSettings) -> None:
         self.settings = settings
-        base, self._url_auth = split_credentials(settings.base_url.rstrip("/"))
-        self.base = base
+        url, basic = split_credentials(settings.base_url.split("#")[0])
+        base, _, self.query = url.partition("?")
+        self.base = base.rstrip("/")
+        self.origin = "/".join(self.base.split("/", 3)[:3])
         self.secrets = secrets_of(settings)
         self.calibration_failures: list[str] = []  # retried calibration attempts, scrubbed
+        self._credentials = self._credential_headers(basic)
+        self._transport: Http1Pool | _Aiohttp | None = None
         self._session: aiohttp.ClientSession | None = None
-        self._fresh: aiohttp.ClientSession | None = None
-        self._lean: Http1Pool | None = None
 
     async def __aenter__(self) -> Client:
-        self._session = self._new_session(aiohttp.TCPConnector(limit=self.settings.connections + 4, ssl=self._ssl()))
-        if self.settings.transport == "lean":
-            self._lean = Http1Pool(self.base, self.settings.insecure, self._lean_headers())
+        proxy_for = env_proxy if self.settings.env_proxy else _no_proxy
+        if self.settings.transport == "aiohttp":
+            self._transport = _Aiohttp(self.settings, proxy_for)
+        else:
+            self._transport = Http1Pool(self.settings.insecure, {"User-Agent": "benchy"}, proxy_for)
         return self
 
     async def __aexit__(self, *exc) -> None:
-        if self._lean is not None:
-            self._lean.close()
-        for session in (self._session, self._fresh):
-            if session is not None:
-                await session.close()
+        if self._transport is not None:
+            await _closed(self._transport)
+        if self._session is not None:
+            await self._session.close()
 
-    def _lean_headers(self) -> dict[str, str]:
-        """The aiohttp session's headers: the API key, else the URL's credentials as Basic auth."""
-        headers = {"User-Agent": "benchy"}
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """An aiohttp session for the server's other pages (identity, /metrics: server.py,
+        server_metrics.py) with what every request of this client has: the credentials, the
+        TLS verification, the proxy from the environment unless --no-env-proxy."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=ssl_context(self.settings.insecure)),
+                headers={"User-Agent": "benchy", **self._credentials},
+                trust_env=self.settings.env_proxy,
+            )
+        return self._session
+
+    def _credential_headers(self, basic: str | None) -> dict[str, str]:
+        """The API key (else the URL's user:password as Basic auth), then every --header: a
+        --header Authorization replaces the key's."""
+        headers = {}
         if self.settings.api_key:
             headers["Authorization"] = f"Bearer {self.settings.api_key}"
-        elif self._url_auth is not None:
-            headers["Authorization"] = self._url_auth.encode()
+        elif basic is not None:
+            headers["Authorization"] = basic
+        for name, value in self.settings.headers:
+            for known in [k for k in headers if k.lower() == name.lower()]:
+                del headers[known]
+            headers[name] = value
         return headers
-
-    def _ssl(self) -> bool:
-        return not self.settings.insecure  # True: verify certificates against the system store
-
-    def _new_session(self, connector: aiohttp.TCPConnector) -> aiohttp.ClientSession:
-        headers = {"User-Agent": "benchy"}
-        if self.settings.api_key:
-            headers["Authorization"] = f"Bearer {self.settings.api_key}"
-        timeout = aiohttp.ClientTimeout(total=self.settings.timeout_s, sock_read=self.settings.stall_timeout_s)
-        trace = aiohttp.TraceConfig()
-        trace.on_connection_reuseconn.append(_note_reused_connection)
-        # read_bufsize: SSE lines of a buffered server can be long; we parse them ourselves.
-        # URL credentials go as Basic auth only when no API key is given (never both).
-        return aiohttp.ClientSession(
-            connector=connector,
-            headers=headers,
-            timeout=timeout,
-            read_bufsize=2**20,
-            trace_configs=[trace],
-            auth=None if self.settings.api_key else self._url_auth,
-        )
-
-    def _fresh_session(self) -> aiohttp.ClientSession:
-        """A session that opens a new connection for every request (for the one retry)."""
-        if self._fresh is None:
-            self._fresh = self._new_session(aiohttp.TCPConnector(force_close=True, ssl=self._ssl()))
-        return self._fresh
 
     def scrub(self, text: str) -> str:
         """`text` with every secret of the settings replaced by ***."""
         return scrub(text, self.secrets)
 
+    def url_of(self, path: str, root: bool = False) -> str:
+        """The base URL + path (from the API root without /v1 when `root`), with the base URL's
+        query string: Azure OpenAI's `?api-version=…` belongs on every request."""
+        base = self.base[:-3] if root and self.base.endswith("/v1") else self.base
+        return f"{base}{path}?{self.query}" if self.query else f"{base}{path}"
+
+    def url(self, endpoint: str) -> str:
+        return self.url_of("/chat/completions" if endpoint == "chat" else "/completions")
+
+    def _headers_for(self, url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """Credentials go to the base URL's origin only, never to one a redirect names."""
+        same = url.startswith(self.origin) and url[len(self.origin) : len(self.origin) + 1] in ("", "/", "?")
+        return {**self._credentials, **(extra or {})} if same else dict(extra or {})
+
     @property
-    def session(self) -> aiohttp.ClientSession:
-        assert self._session is not None, "use Client as an async context manager"
-        return self._session
+    def transport(self) -> Http1Pool | _Aiohttp:
+        assert self._transport is not None, "use Client as an async context manager"
+        return self._transport
+
+    # ---- one request, redirects followed ------------------------------------------------
+    async def _request(
+        self,
+        method: str,
+        url: str,
+        body: bytes | None,
+        response: Response,
+        on_head: OnHead,
+        sink: Sink,
+        extra_headers: dict[str, str] | None = None,
+        fresh: bool = False,
+        timeout_s: float | None = None,
+    ) -> int:
+        """Sends the request, following redirects (redirect_target); fills `response` with the
+        answer that was not one. Returns how many redirects were followed. Raises what the
+        transport raises, or HttpFailure("redirect")."""
+        timeout_s = timeout_s or self.settings.timeout_s
+        hops = 0
+        while True:
+            await self.transport.request(
+                Request(
+                    method,
+                    url,
+                    body,
+                    self._headers_for(url, extra_headers),
+                    lambda r: False if _is_redirect(r.status) else on_head(r),
+                    sink,
+                    timeout_s,
+                    self.settings.stall_timeout_s,
+                    fresh,
+                ),
+                response,
+            )
+            target = redirect_target(method, response.status, response.headers.get("location"), url)
+            if target is None:
+                if _is_redirect(response.status):
+                    raise HttpFailure("redirect", _unfollowed(method, response, url))
+                return hops
+            if hops == MAX_REDIRECTS:
+                raise HttpFailure("redirect", f"more than {MAX_REDIRECTS} redirects, the last to {redact_url(target)}")
+            hops += 1
+            url = target
+            response.clear()
+
+    async def warm(self, n: int) -> None:
+        """Opens connections for n streams before the measured requests, so that none of them
+        pays a connection set-up inside its TTFT. A failure here is not raised: the measured
+        requests will meet it and record it."""
+        try:
+            url = self.url_of("/models")
+            await self.transport.warm(url, n, self.settings.timeout_s, self._headers_for(url))
+        except Exception:  # noqa: BLE001 - recorded by the requests that follow
+            pass
 
     # ---- server facts -------------------------------------------------------------------
     async def list_models(self) -> list[dict]:
-        data = await self._get_json(f"{self.base}/models")
+        data = await self._get_json(self.url_of("/models"))
         models = data.get("data") if isinstance(data, dict) else None
         if not isinstance(models, list):
-            raise ServerError(f"{redact_url(self.base)}/models did not return a model list")
+            raise ServerError(f"{redact_url(self.url_of('/models'))} did not return a model list")
         return models
 
     async def choose_model(self) -> str:
@@ -186,39 +343,36 @@ class Client:
 
     async def server_version(self) -> str | None:
         """From /version (vLLM, SGLang, the simulator), else the Server header."""
-        root = self.base[:-3] if self.base.endswith("/v1") else self.base
         try:
-            async with self.session.get(f"{root}/version") as resp:
-                server = resp.headers.get("Server")
-                if resp.status == 200:
-                    data = await resp.json(content_type=None)
-                    if isinstance(data, dict) and data.get("version"):
-                        return str(data["version"])
-                return server
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+            status, headers, body = await self._fetch("GET", self.url_of("/version", root=True), None)
+        except (HttpFailure, aiohttp.ClientError, asyncio.TimeoutError, OSError):
             return None
+        data = _loads(body) if status == 200 else None
+        if isinstance(data, dict) and data.get("version"):
+            return str(data["version"])
+        return headers.get("server")
+
+    async def _fetch(self, method: str, url: str, body: bytes | None) -> tuple[int, dict[str, str], bytes]:
+        """A request no measurement rides on: (status, headers, body; of an error, its start)."""
+        collected = bytearray()
+        response = Response()
+        await self._request(method, url, body, response, lambda r: r.status == 200, lambda b, now: collected.extend(b))
+        return response.status, response.headers, bytes(collected) if response.streamed else response.peek
 
     async def _get_json(self, url: str) -> object:
         where = redact_url(url)
         try:
-            async with self.session.get(url) as resp:
-                if resp.status in (401, 403):
-                    raise ServerError(f"{where}: HTTP {resp.status}: check --api-key / $OPENAI_API_KEY")
-                if resp.status != 200:
-                    raise ServerError(f"{where}: HTTP {resp.status}")
-                return await resp.json(content_type=None)
-        except aiohttp.ClientConnectorCertificateError as exc:
-            raise ServerError(
-                f"{where}: TLS certificate not trusted ({exc.certificate_error}); pass --insecure to skip verification"
-            ) from None
-        except aiohttp.ClientConnectorError as exc:
-            raise ServerError(f"cannot reach the server at {where}: {exc.os_error.strerror or exc}") from None
-        except asyncio.TimeoutError:
-            raise ServerError(f"{where}: no answer within {self.settings.timeout_s:g} s") from None
-        except aiohttp.ClientError as exc:
-            raise ServerError(f"{where}: {type(exc).__name__}: {exc}") from None
-        except ValueError:
-            raise ServerError(f"{where}: response is not JSON") from None
+            status, _, body = await self._fetch("GET", url, None)
+        except Exception as exc:
+            raise server_error(where, *failure_of(exc, self.settings, began=False)) from None
+        if status in (401, 403):
+            raise ServerError(f"{where}: HTTP {status}: check --api-key / $OPENAI_API_KEY / --header")
+        if status != 200:
+            raise ServerError(f"{where}: HTTP {status}")
+        data = _loads(body)
+        if data is None:
+            raise ServerError(f"{where}: response is not JSON")
+        return data
 
     # ---- requests -----------------------------------------------------------------------
     def payload(
@@ -234,9 +388,6 @@ class Client:
         body.update(extra or {})
         body.update(self.settings.extra_body or {})
         return body
-
-    def url(self, endpoint: str) -> str:
-        return f"{self.base}/chat/completions" if endpoint == "chat" else f"{self.base}/completions"
 
     async def usage_of(self, prompt: str, endpoint: str, extra: dict | None = None) -> dict:
         """A non-streamed one-token request; returns its usage (for calibration). Transient
@@ -254,28 +405,20 @@ class Client:
     async def _usage_once(self, prompt: str, endpoint: str, extra: dict | None = None) -> dict:
         url = self.url(endpoint)
         where = redact_url(url)
+        body = orjson.dumps(self.payload(prompt, 1, endpoint, stream=False, extra=extra))
         try:
-            async with self.session.post(
-                url, json=self.payload(prompt, 1, endpoint, stream=False, extra=extra)
-            ) as resp:
-                if resp.status != 200:
-                    text = (await resp.text(errors="replace"))[:200].replace("\n", " ")
-                    message = f"{where}: HTTP {resp.status}: {text}"
-                    if resp.status == 429 or resp.status >= 500:
-                        raise TransientError(message, _retry_after_s(resp))
-                    raise ServerError(message)
-                data = await resp.json(content_type=None)
-        except aiohttp.ClientConnectorError as exc:
-            raise ServerError(f"cannot reach the server at {where}: {exc.os_error.strerror or exc}") from None
-        except aiohttp.ServerTimeoutError:
-            raise TransientError(f"{where}: no data for {self.settings.stall_timeout_s:g} s") from None
-        except asyncio.TimeoutError:
-            raise ServerError(f"{where}: no answer within {self.settings.timeout_s:g} s") from None
-        except aiohttp.ClientError as exc:
-            raise TransientError(f"{where}: {type(exc).__name__}: {exc}") from None
-        except (ValueError, RecursionError):
-            raise TransientError(f"{where}: the response is not valid JSON") from None
-        usage = data.get("usage") if isinstance(data, dict) else None
+            status, headers, data = await self._fetch("POST", url, body)
+        except Exception as exc:
+            raise server_error(where, *failure_of(exc, self.settings, began=False)) from None
+        if status != 200:
+            message = f"{where}: HTTP {status}: {_body_text(data, 200)}"
+            if status == 429 or status >= 500:
+                raise TransientError(message, _retry_after_s(headers.get("retry-after")))
+            raise ServerError(message)
+        obj = _loads(data)
+        if obj is None:
+            raise TransientError(f"{where}: the response is not valid JSON")
+        usage = obj.get("usage") if isinstance(obj, dict) else None
         if not isinstance(usage, dict) or not isinstance(usage.get("prompt_tokens"), int):
             raise TransientError(f"{where}: response has no usage.prompt_tokens")
         return usage
@@ -293,73 +436,25 @@ class Client:
         failed request: the failure is recorded on the record with a kind.
 
         A reused keep-alive connection that drops before any response byte is most often one
-        the server had already closed while idle (llama.cpp's server does after 5 s; aiohttp
-        then fails with "Can not write request body"). That request is sent once more on a
-        fresh connection, its timestamps restart, and `rec.retried` keeps the first failure.
+        the server had already closed while idle (llama.cpp's server does after 5 s). That
+        request is sent once more on a fresh connection, its timestamps restart, and
+        `rec.retried` keeps the first failure.
 
         harmony: the completion text is raw Harmony; its analysis channel counts as reasoning,
         its final channel as content, and marker-only deltas carry no token."""
-        body = self.payload(prompt, max_tokens, endpoint, extra=extra)
-        reused = await self._send(rec, body, endpoint, self.session, harmony)
+        body = orjson.dumps(self.payload(prompt, max_tokens, endpoint, extra=extra))
+        reused = await self._send(rec, body, endpoint, False, harmony)
         if reused and rec.error_kind == "reset":
             rec.retried = f"{rec.error_kind}: {rec.error}"
             rec.status, rec.error_kind, rec.error, rec.end_s = "ok", None, None, None
-            await self._send(rec, body, endpoint, self._fresh_session(), harmony)
+            await self._send(rec, body, endpoint, True, harmony)
         return rec
 
-    async def _send(
-        self, rec: RequestRecord, body: dict, endpoint: str, session: aiohttp.ClientSession, harmony: bool = False
-    ) -> bool:
-        """One attempt; returns whether it went over a reused keep-alive connection."""
-        if self._lean is not None:
-            return await self._send_lean(rec, body, endpoint, session is self._fresh, harmony)
-        headers = {"X-Request-Id": rec.request_id}
+    async def _send(self, rec: RequestRecord, body: bytes, endpoint: str, fresh: bool, harmony: bool) -> bool:
+        """One attempt; returns whether it went over a reused keep-alive connection. Body bytes
+        reach the reader as they are read, stamped before parsing."""
         reader = _StreamReader(rec, self.scrub, harmony)
-        trace_ctx = {"reused": False}
-        rec.sent_unix_s = time.time()
-        t0 = time.perf_counter()
-        rec.sent_mono_s = t0
-        try:
-            async with session.post(
-                self.url(endpoint), json=body, headers=headers, trace_request_ctx=trace_ctx
-            ) as resp:
-                rec.headers_s = time.perf_counter() - t0
-                rec.http_status = resp.status
-                if resp.status != 200:
-                    await reader.http_error(resp)
-                elif "text/event-stream" not in resp.headers.get("Content-Type", ""):
-                    await reader.not_sse(resp)
-                else:
-                    async for chunk in resp.content.iter_any():
-                        reader.feed(chunk, time.perf_counter() - t0)
-                    reader.close(time.perf_counter() - t0)
-        except aiohttp.ConnectionTimeoutError:
-            reader.fail("connect", f"no connection within {self.settings.timeout_s:g} s")
-        except aiohttp.ServerTimeoutError:
-            reader.fail("stall", f"no data for {self.settings.stall_timeout_s:g} s (--stall-timeout)")
-        except asyncio.TimeoutError:
-            reader.fail("timeout", f"request exceeded {self.settings.timeout_s:g} s (--timeout)")
-        except aiohttp.ClientConnectorCertificateError as exc:
-            reader.fail("tls", f"certificate not trusted: {exc.certificate_error}")
-        except aiohttp.ClientConnectorError as exc:
-            reader.fail("connect", str(exc.os_error.strerror or exc))
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-            kind = "reset" if rec.http_status is None else "disconnect"
-            reader.fail(kind, f"{type(exc).__name__}: {exc}")
-        except aiohttp.ClientError as exc:
-            reader.fail("client_error", f"{type(exc).__name__}: {exc}")
-        except Exception as exc:  # a benchy bug must not end the run nor lose the request
-            reader.fail("internal", f"{type(exc).__name__}: {exc}")
-        if rec.end_s is None:
-            rec.end_s = time.perf_counter() - t0
-        return trace_ctx["reused"]
-
-    async def _send_lean(self, rec: RequestRecord, body: dict, endpoint: str, fresh: bool, harmony: bool) -> bool:
-        """_send over benchy.http1: body bytes reach the reader inside the socket callback,
-        stamped before parsing; the same error kinds and messages as the aiohttp path."""
-        reader = _StreamReader(rec, self.scrub, harmony)
-        data = json.dumps(body).encode()
-        path = urlsplit(self.url(endpoint)).path
+        response = Response()
         rec.sent_unix_s = time.time()
         t0 = time.perf_counter()
         rec.sent_mono_s = t0
@@ -369,49 +464,165 @@ class Client:
             rec.http_status = resp.status
             return resp.status == 200 and "text/event-stream" in resp.headers.get("content-type", "")
 
-        reused = False
         try:
-            resp = await self._lean.post(
-                path,
-                data,
-                {"X-Request-Id": rec.request_id},
+            hops = await self._request(
+                "POST",
+                self.url(endpoint),
+                body,
+                response,
                 on_head,
                 lambda chunk, now: reader.feed(chunk, now - t0),
-                self.settings.timeout_s,
-                self.settings.stall_timeout_s,
+                {"X-Request-Id": rec.request_id},
                 fresh,
             )
-            reused = resp.reused
-            if resp.streamed:
-                reader.close(resp.end_s - t0)
-            elif resp.status != 200:
-                reader.http_failure(resp.status, resp.headers.get("retry-after"), resp.peek)
+            if response.streamed:
+                reader.close(response.end_s - t0)
+                if hops and rec.status == "ok":
+                    rec.anomalies.append(f"redirected:{hops}")
+            elif response.status != 200:
+                reader.http_failure(response.status, response.headers.get("retry-after"), response.peek)
             else:
-                reader.not_event_stream(resp.headers.get("content-type"), resp.peek)
-        except HttpFailure as exc:
-            reused = exc.reused
-            reader.fail(exc.kind, exc.message)
-        except Exception as exc:  # a benchy bug must not end the run nor lose the request
-            reader.fail("internal", f"{type(exc).__name__}: {exc}")
+                reader.not_event_stream(response.headers.get("content-type"), response.peek)
+        except Exception as exc:
+            reader.fail(*failure_of(exc, self.settings, began=rec.http_status is not None))
         if rec.end_s is None:
             rec.end_s = time.perf_counter() - t0
-        return reused
+        return response.reused
 
 
-async def _note_reused_connection(session, trace_config_ctx, params) -> None:
-    if isinstance(trace_config_ctx.trace_request_ctx, dict):
-        trace_config_ctx.trace_request_ctx["reused"] = True
+def _no_proxy(url: str) -> None:
+    return None
 
 
-def _retry_after_s(resp: aiohttp.ClientResponse) -> float | None:
+def _is_redirect(status: int) -> bool:
+    return status in (301, 302, 303, 307, 308)
+
+
+def _unfollowed(method: str, response: Response, url: str) -> str:
+    location = response.headers.get("location")
+    if not location:
+        return f"HTTP {response.status} without a Location"
+    target = redact_url(urljoin(url, location))
+    return f"HTTP {response.status}: {method} moved to {target}; pass that URL as --base-url (a {method} is re-sent only on 307/308)"
+
+
+def _body_text(data: bytes, limit: int) -> str:
+    return data[:limit].decode("utf-8", errors="replace").replace("\n", " ")
+
+
+def _retry_after_s(value: str | None) -> float | None:
     try:
-        return max(0.0, float(resp.headers.get("Retry-After", "")))
+        return max(0.0, float(value or ""))
     except ValueError:
         return None  # absent, or an HTTP date: fall back to our own backoff
 
 
+async def _closed(transport: Http1Pool | _Aiohttp) -> None:
+    if isinstance(transport, Http1Pool):
+        transport.close()
+    else:
+        await transport.close()
+
+
+class _Aiohttp:
+    """The same requests over aiohttp (`--transport aiohttp`), behind Http1Pool's interface."""
+
+    def __init__(self, settings: ClientSettings, proxy_for: Callable[[str], str | None]) -> None:
+        self.settings = settings
+        self.proxy_for = proxy_for
+        # Our own TLS context, as the lean transport's: aiohttp's is made once, at its import.
+        self._ssl = ssl_context(settings.insecure)
+        self._session = self._new_session(aiohttp.TCPConnector(limit=settings.connections + 4, ssl=self._ssl))
+        self._fresh: aiohttp.ClientSession | None = None
+
+    def _new_session(self, connector: aiohttp.TCPConnector) -> aiohttp.ClientSession:
+        trace = aiohttp.TraceConfig()
+        trace.on_connection_reuseconn.append(_note_reused_connection)
+        # read_bufsize: SSE lines of a buffered server can be long; we parse them ourselves.
+        return aiohttp.ClientSession(
+            connector=connector,
+            headers={"User-Agent": "benchy"},
+            read_bufsize=2**20,
+            trace_configs=[trace],
+        )
+
+    async def request(self, req: Request, response: Response) -> None:
+        session = self._session
+        if req.fresh:  # a new connection for every request (for the one retry)
+            if self._fresh is None:
+                self._fresh = self._new_session(aiohttp.TCPConnector(force_close=True, ssl=self._ssl))
+            session = self._fresh
+        headers = {**req.headers, "Content-Type": "application/json"} if req.body is not None else req.headers
+        async with session.request(
+            req.method,
+            req.url,
+            data=req.body,
+            allow_redirects=False,
+            timeout=aiohttp.ClientTimeout(total=req.timeout_s, sock_read=req.stall_s),
+            trace_request_ctx=response,
+            **self._proxy(req.url, headers),
+        ) as resp:
+            response.status, response.head_s = resp.status, time.perf_counter()
+            response.headers = {k.lower(): v for k, v in resp.headers.items()}
+            response.streamed = req.on_head(response)
+            if response.streamed:
+                async for chunk in resp.content.iter_any():
+                    req.sink(chunk, time.perf_counter())
+            else:
+                response.peek = await resp.content.read(PEEK_BYTES)
+            response.end_s = time.perf_counter()
+
+    def _proxy(self, url: str, headers: dict[str, str]) -> dict:
+        """request() arguments for the proxy of `url`: the proxy, and its credentials as a
+        header of the CONNECT (https), or of the request itself (plain http: aiohttp sends
+        proxy_headers only with a CONNECT)."""
+        proxy = self.proxy_for(url)
+        if proxy is None:
+            return {"headers": headers}
+        bare, basic = split_credentials(proxy)
+        if basic is None:
+            return {"headers": headers, "proxy": bare}
+        if url.startswith("https:"):
+            return {"headers": headers, "proxy": bare, "proxy_headers": {"Proxy-Authorization": basic}}
+        return {"headers": {**headers, "Proxy-Authorization": basic}, "proxy": bare}
+
+    async def warm(self, url: str, n: int, timeout_s: float, headers: dict[str, str]) -> None:
+        """n GETs of `url` held open at once: aiohttp opens a connection only for a request."""
+        arrived, all_in = 0, asyncio.Event()
+
+        async def hold() -> None:
+            nonlocal arrived
+            try:
+                async with self._session.get(
+                    url, timeout=aiohttp.ClientTimeout(total=timeout_s), **self._proxy(url, headers)
+                ) as resp:
+                    arrived += 1
+                    if arrived == n:
+                        all_in.set()
+                    await asyncio.wait_for(all_in.wait(), timeout_s)
+                    await resp.read()
+            finally:
+                all_in.set()  # one failed: the others need not wait for it
+
+        await asyncio.gather(*(hold() for _ in range(n)), return_exceptions=True)
+
+    async def close(self) -> None:
+        for session in (self._session, self._fresh):
+            if session is not None:
+                await session.close()
+
+
+async def _note_reused_connection(session, trace_config_ctx, params) -> None:
+    if isinstance(trace_config_ctx.trace_request_ctx, Response):
+        trace_config_ctx.trace_request_ctx.reused = True
+
+
 class _StreamReader:
-    """Turns SSE payloads into the record's fields. Kept lean: it runs once per event."""
+    """Turns SSE payloads into the record's fields. Kept lean: it runs once per event.
+
+    Every event that carries text ends in `_text_event`, whichever way it was read: the plain
+    shape located without a JSON parse (`_plain`, on the raw chunk or on a parsed payload),
+    the usual chat delta, or the general path."""
 
     __slots__ = (
         "rec",
@@ -422,8 +633,8 @@ class _StreamReader:
         "harmony",
         "unmarked",
         "last_text_s",
-        "known_head",
         "plain_prefix",
+        "texts",
     )
 
     def __init__(self, rec: RequestRecord, scrub: Callable[[str], str] = str, harmony: bool = False) -> None:
@@ -435,12 +646,12 @@ class _StreamReader:
         self.harmony = HarmonyStream() if harmony else None
         self.unmarked: list[str] = []  # Harmony text until its first marker (markers_missing)
         self.last_text_s = 0.0
-        self.known_head: str | None = None  # see _plain_content
-        self.plain_prefix = b""  # `data: ` + known_head + the plain choice, as bytes
+        self.plain_prefix = b""  # the known head + the plain choice (see _plain); empty: not learnt yet
+        self.texts: list[str] = []  # each token event's text, joined into rec.token_event_text
 
     def feed(self, chunk: bytes, now: float) -> None:
         rec = self.rec
-        if self.known_head is not None and self.parser.idle():
+        if self.plain_prefix and self.parser.idle():
             done = self._plain_events(chunk, now)
             if done == len(chunk):
                 return
@@ -449,18 +660,23 @@ class _StreamReader:
             rec.sse_events += 1
             if rec.first_chunk_s is None:
                 rec.first_chunk_s = now
-            if self.known_head is None or not self._plain_content(data, now):
+            content = self._plain(data, 0, len(data)) if self.plain_prefix else None
+            if content is None:
                 self._event(data, now)
+            else:
+                self._text_event(now, content, "")
 
     def close(self, now: float) -> None:
         for data in self.parser.close():
             self._event(data, now)
         rec = self.rec
         rec.end_s = now
+        rec.token_event_text = "".join(self.texts)
         if rec.status != "ok":
             return
         if self.harmony is not None:
-            self._harmony_close()
+            self._harmony_close(self.harmony)
+            rec.token_event_text = "".join(self.texts)
         if self.bad_events:
             rec.anomalies.append(f"malformed_events:{self.bad_events}")
         if not self.done:
@@ -470,25 +686,33 @@ class _StreamReader:
         if rec.sse_events == 0:
             self.fail("bad_stream", "the stream ended without a single event")
 
-    def _event(self, data: str, now: float) -> None:
+    def _text_event(self, now: float, content: str, reasoning: str) -> None:
+        """The one place a text event is booked: its time, its text and characters, its kind."""
+        rec = self.rec
+        rec.content_chars += len(content)
+        rec.reasoning_chars += len(reasoning)
+        rec.token_event_s.append(now)
+        rec.token_event_chars.append(len(content) + len(reasoning))
+        rec.token_event_kinds += CONTENT if content else REASONING
+        self.texts.append(reasoning + content)
+
+    def _event(self, data: bytes, now: float) -> None:
         """One data payload. Garbage of any shape is counted in bad_events, never raised."""
-        if data == "[DONE]":
+        if data == b"[DONE]":
             self.done = True
             return
-        try:
-            obj = _loads(data)
-        except (ValueError, RecursionError):
-            obj = None
-        if not isinstance(obj, dict):
+        obj = _loads(data)
+        if obj.__class__ is not dict:
             self.bad_events += 1
             return
-        if self.known_head is None and self.harmony is None:
+        if not self.plain_prefix and self.harmony is None:
             self._learn_head(data)
         if obj.get("error"):
             err = obj["error"]
             self.fail("server_error", str(err.get("message", err) if isinstance(err, dict) else err)[:300])
             return
         choices, usage, timings = obj.get("choices"), obj.get("usage"), obj.get("timings")
+        events_before = len(self.rec.token_event_s)
         if choices:
             if isinstance(choices, list) and isinstance(choices[0], dict):
                 self._choice(choices[0], now)
@@ -497,6 +721,8 @@ class _StreamReader:
         if usage:
             if isinstance(usage, dict):
                 self._usage(usage)
+                if len(self.rec.token_event_s) > events_before and self.rec.completion_tokens is not None:
+                    self.rec.token_event_usage.append(self.rec.completion_tokens)  # continuous_usage_stats
             else:
                 self.bad_events += 1
         if timings:
@@ -505,62 +731,52 @@ class _StreamReader:
             else:
                 self.bad_events += 1
 
-    def _learn_head(self, data: str) -> None:
+    def _learn_head(self, data: bytes) -> None:
         """Keeps what precedes the choices of an event that parsed as JSON (id, object, created,
         model: the same in every event of a stream), when it holds no key the reader acts on."""
         cut = data.find(_PLAIN_CHOICE)
-        if cut > 0 and not any(key in data[:cut] for key in ('"error"', '"usage"', '"timings"')):
-            self.known_head = data[:cut]
-            self.plain_prefix = f"data: {data[:cut]}{_PLAIN_CHOICE}".encode()
+        if cut > 0 and not any(key in data[:cut] for key in (b'"error"', b'"usage"', b'"timings"')):
+            self.plain_prefix = data[:cut] + _PLAIN_CHOICE
 
     def _plain_events(self, chunk: bytes, now: float) -> int:
-        """_plain_content on the raw bytes, before SSE parsing, for the whole `data: …` events
-        the chunk starts with: how many bytes were read so (the rest goes the usual way)."""
-        prefix = self.plain_prefix
+        """The whole plain `data: …` events the raw chunk starts with, booked before SSE
+        parsing: how many bytes were read so (the rest goes the usual way)."""
         rec = self.rec
-        pos, size = 0, len(prefix)
-        while chunk.startswith(prefix, pos):
+        pos = 0
+        while chunk.startswith(b"data: ", pos):
             end = chunk.find(b"\n\n", pos)
-            quote = chunk.find(b'"', pos + size, end)
-            if end < 0 or quote <= pos + size or chunk[quote:end] not in _PLAIN_TAILS_BYTES:
-                break
-            raw = chunk[pos + size : quote]
-            content = raw.decode("utf-8", errors="replace")
-            if b"\\" in raw or not content.isprintable():
+            content = self._plain(chunk, pos + 6, end) if end > 0 else None
+            if content is None:
                 break
             rec.sse_events += 1
             if rec.first_chunk_s is None:
                 rec.first_chunk_s = now
-            rec.content_chars += len(content)
-            rec.token_event_s.append(now)
-            rec.token_event_chars.append(len(content))
-            rec.token_event_kinds += CONTENT
+            self._text_event(now, content, "")
             pos = end + 2
         return pos
 
-    def _plain_content(self, data: str, now: float) -> bool:
-        """The usual event without a JSON parse: the known head, one choice whose delta is a
-        plain non-empty content string, and a known tail. Byte for byte that is valid JSON that
-        the general path would read as exactly this, so only that shape is taken here; anything
-        else (escapes, other keys, a finish_reason, usage) returns False for the general path."""
-        head = self.known_head
-        if not data.startswith(head) or not data.startswith(_PLAIN_CHOICE, len(head)):
-            return False
-        start = len(head) + len(_PLAIN_CHOICE)
-        end = data.find('"', start)
-        content = data[start:end]
-        if end <= start or data[end:] not in _PLAIN_TAILS or "\\" in content or not content.isprintable():
-            return False
-        rec = self.rec
-        size = len(content)
-        rec.content_chars += size
-        rec.token_event_s.append(now)
-        rec.token_event_chars.append(size)
-        rec.token_event_kinds += CONTENT
-        return True
+    def _plain(self, buf: bytes, start: int, end: int) -> str | None:
+        """The content of the payload buf[start:end] if it is the usual event: the known head,
+        one choice whose delta is a plain non-empty content string, and a known tail. Byte for
+        byte that is valid JSON that the general path would read as exactly this, so only that
+        shape is taken (None for anything else: escapes, other keys, a finish_reason, usage)."""
+        prefix = self.plain_prefix
+        if not buf.startswith(prefix, start):
+            return None
+        begin = start + len(prefix)
+        quote = buf.find(b'"', begin, end)
+        if quote <= begin or buf[quote:end] not in _PLAIN_TAILS:
+            return None
+        raw = buf[begin:quote]
+        if b"\\" in raw:
+            return None
+        try:
+            content = raw.decode()
+        except UnicodeDecodeError:
+            return None
+        return content if content.isprintable() else None
 
     def _choice(self, choice: dict, now: float) -> None:
-        rec = self.rec
         delta = choice.get("delta")
         if delta.__class__ is dict and self.harmony is None:
             # The usual event, one chat delta of content and nothing else: the general path
@@ -573,11 +789,7 @@ class _StreamReader:
                 and not delta.get("reasoning")
                 and not choice.get("finish_reason")
             ):
-                size = len(content)
-                rec.content_chars += size
-                rec.token_event_s.append(now)
-                rec.token_event_chars.append(size)
-                rec.token_event_kinds += CONTENT
+                self._text_event(now, content, "")
                 return
         if delta is None:  # /v1/completions streams `text`; non-chat servers may too
             delta = choice
@@ -592,35 +804,29 @@ class _StreamReader:
             self.bad_events += 1
             content = ""
         if self.harmony is not None and content:
-            content, reasoning = self._channels(content, now)
-        if reasoning:
-            rec.reasoning_chars += len(reasoning)
-        if content:
-            rec.content_chars += len(content)
-        elif "content" in delta and content is None and not reasoning and not delta.get("role"):
-            rec.content_null_events += 1
+            content, reasoning = self._channels(self.harmony, content, now)
         if content or reasoning:
-            rec.token_event_s.append(now)
-            rec.token_event_chars.append(len(content or "") + len(reasoning or ""))
-            rec.token_event_kinds += CONTENT if content else REASONING
+            self._text_event(now, content or "", reasoning or "")
+        elif "content" in delta and content is None and not delta.get("role"):
+            self.rec.content_null_events += 1
         finish = choice.get("finish_reason")
         if finish:
             if isinstance(finish, str):
-                rec.finish_reason = finish
+                self.rec.finish_reason = finish
             else:
                 self.bad_events += 1
 
-    def _channels(self, text: str, now: float) -> tuple[str, str]:
+    def _channels(self, harmony: HarmonyStream, text: str, now: float) -> tuple[str, str]:
         """(content, reasoning) of one raw Harmony delta: final (and tool-call commentary) text,
         and analysis text; markers and headers are neither, so a marker-only delta is no token."""
-        if not self.harmony.saw_markers:
+        if not harmony.saw_markers:
             self.unmarked.append(text)
         self.last_text_s = now
-        return _by_channel(self.harmony.feed(text))
+        return _by_channel(harmony.feed(text))
 
-    def _harmony_close(self) -> None:
+    def _harmony_close(self, harmony: HarmonyStream) -> None:
         rec = self.rec
-        content, reasoning = _by_channel(self.harmony.close())
+        content, reasoning = _by_channel(harmony.close())
         if content or reasoning:  # a held tail that never became a marker: it came last
             rec.content_chars += len(content)
             rec.reasoning_chars += len(reasoning)
@@ -628,10 +834,12 @@ class _StreamReader:
                 rec.token_event_s.append(self.last_text_s)
                 rec.token_event_chars.append(0)
                 rec.token_event_kinds += REASONING
+                self.texts.append("")
             rec.token_event_chars[-1] += len(content) + len(reasoning)
+            self.texts[-1] += reasoning + content
             if content:
                 rec.token_event_kinds = rec.token_event_kinds[:-1] + CONTENT
-        if not self.harmony.saw_markers and markers_missing("".join(self.unmarked)):
+        if not harmony.saw_markers and markers_missing("".join(self.unmarked)):
             rec.anomalies.append("special_tokens_stripped")
 
     def _usage(self, usage: dict) -> None:
@@ -658,12 +866,6 @@ class _StreamReader:
             self.bad_events += 1
         return None
 
-    async def http_error(self, resp: aiohttp.ClientResponse) -> None:
-        self.http_failure(resp.status, resp.headers.get("Retry-After"), await resp.content.read(300))
-
-    async def not_sse(self, resp: aiohttp.ClientResponse) -> None:
-        self.not_event_stream(resp.headers.get("Content-Type"), await resp.content.read(200))
-
     def http_failure(self, status: int, retry_after: str | None, body: bytes) -> None:
         """Both transports word an HTTP error alike: kind http_<status>, the body's start."""
         text = body[:300].decode("utf-8", errors="replace").replace("\n", " ")
@@ -675,6 +877,7 @@ class _StreamReader:
         self.fail("not_sse", f"response is not an event stream (Content-Type: {content_type or 'none'}): {head}")
 
     def fail(self, kind: str, message: str) -> None:
+        self.rec.token_event_text = "".join(self.texts)  # what arrived before the failure
         if self.rec.status == "error":
             return  # keep the first cause
         self.rec.status = "error"
@@ -687,30 +890,26 @@ def _by_channel(pieces: list[tuple[str, str]]) -> tuple[str, str]:
     return content, "".join(text for channel, text in pieces if channel == "analysis")
 
 
-# _StreamReader._plain_content: the one event shape read without a JSON parse (vLLM's and
-# benchy sim's content deltas; other servers' events take the general path).
-_PLAIN_CHOICE = '"choices":[{"index":0,"delta":{"content":"'
+# _StreamReader._plain: the one event shape read without a JSON parse (vLLM's and benchy
+# sim's content deltas; other servers' events take the general path).
+_PLAIN_CHOICE = b'"choices":[{"index":0,"delta":{"content":"'
 _PLAIN_TAILS = frozenset(
-    {'"},"logprobs":null,"finish_reason":null}]}', '"},"logprobs":null,"finish_reason":null}],"usage":null}'}
+    {b'"},"logprobs":null,"finish_reason":null}]}', b'"},"logprobs":null,"finish_reason":null}],"usage":null}'}
 )
 
 
-_PLAIN_TAILS_BYTES = frozenset(t.encode() for t in _PLAIN_TAILS)
-
-
-def _loads(data: str) -> object:
-    """json.loads, through orjson when it is installed (3-4x faster; optional, not a
-    dependency). Whatever orjson refuses (NaN, lone surrogates) gets json's verdict."""
+def _loads(data: bytes) -> object:
+    """The payload as JSON (orjson: bytes in, 3-4x faster than json), None if it is not JSON.
+    Whatever orjson refuses (NaN, invalid UTF-8, lone surrogates) gets json's verdict on the
+    text decoded as every other byte of the stream is: invalid UTF-8 as U+FFFD."""
     try:
-        return _orjson_loads(data)
-    except ValueError:
-        return json.loads(data)
-
-
-try:
-    from orjson import loads as _orjson_loads
-except ImportError:  # pragma: no cover
-    _orjson_loads = json.loads
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(data.decode("utf-8", errors="replace"))
+    except (ValueError, RecursionError):
+        return None
 
 
 def _text(value: object) -> str | None:

@@ -1,31 +1,39 @@
-"""A lean HTTP/1.1 client for the one request benchy sends by the thousand: a streamed POST.
+"""benchy's default HTTP transport: HTTP/1.1 over asyncio's buffered protocol, parsed by httptools.
 
 Why not aiohttp here: at one token per SSE event, aiohttp spends 12-15 µs of CPU per event on
 its own bookkeeping (a stream-reader buffer, chunk-boundary lists, a read timer rescheduled per
-socket read, a task wake-up per read). Here the socket's bytes go from asyncio's data_received
-straight through the chunked-encoding decoder into the caller's sink, stamped with
-time.perf_counter() before anything else is done, with no task wake-up until the response
-ends. The stall timeout is lazy: a read only stores its time (the stamp it took anyway), and
-a timer re-arms itself from the last read when it fires.
+socket read, a task wake-up per read). Here the socket's bytes go from asyncio's buffer_updated
+straight into httptools (llhttp, the C parser Node.js uses; it decodes the framing: chunked,
+Content-Length, read-until-close, interim 1xx responses, keep-alive) and on into the caller's
+sink, stamped with time.perf_counter() before anything else is done, with no task wake-up
+until the response ends. The stall timeout is lazy: a read only stores its time (the stamp it
+took anyway), and a timer re-arms itself from the last read when it fires.
 
-Scope, on purpose: HTTP/1.1 over TCP or TLS, keep-alive connections (reused only once their
-previous response was read to its end), Content-Length, chunked or read-until-close bodies,
-no compression (Accept-Encoding: identity), no redirects, no proxies (the aiohttp session
-benchy uses for everything else has none either). Failures raise HttpFailure with the error
-kind client.py records: connect, tls, reset, disconnect, stall, timeout, client_error.
+What it does besides: keep-alive connections per origin (reused only once their previous
+response was read to its end; `warm` opens them ahead of need), TLS (verified unless
+insecure), an HTTP proxy from the environment (`env_proxy`: HTTP_PROXY / HTTPS_PROXY /
+NO_PROXY as curl and urllib read them; https goes through a CONNECT tunnel), no compression
+(Accept-Encoding: identity). Redirects are the caller's (client.py follows them for both
+transports alike). Failures raise HttpFailure with the error kind client.py records: connect,
+proxy, tls, reset, disconnect, stall, timeout, client_error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import ssl
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
+
+import httptools
 
 PEEK_BYTES = 300  # of a body that is not streamed (an HTTP error, not an event stream)
 MAX_HEAD_BYTES = 64 * 1024
+READ_BUFFER = 64 * 1024
 
 
 class HttpFailure(Exception):
@@ -33,11 +41,13 @@ class HttpFailure(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
-        self.reused = False  # whether it happened on a kept-alive connection
 
 
 @dataclass
 class Response:
+    """Filled as the exchange goes: `reused` as soon as a connection is chosen (so that it is
+    known when the exchange fails), the head when it is in, `end_s` when the body ended."""
+
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)  # lower-case names
     streamed: bool = False  # the body went to the sink (else: its first bytes are in `peek`)
@@ -46,107 +56,254 @@ class Response:
     end_s: float = 0.0  # perf_counter of the read that ended the body
     reused: bool = False  # sent over a kept-alive connection
 
+    def clear(self) -> None:
+        """Empty again, for the next hop of a redirect."""
+        self.__dict__.update(Response().__dict__)
+
 
 # on_head(response) → stream the body to the sink? ; sink(bytes, perf_counter of the read)
 OnHead = Callable[[Response], bool]
 Sink = Callable[[bytes, float], None]
 
 
+@dataclass(frozen=True)
+class Request:
+    """One request as either transport takes it (Http1Pool, client._Aiohttp)."""
+
+    method: str
+    url: str
+    body: bytes | None
+    headers: dict[str, str]
+    on_head: OnHead
+    sink: Sink
+    timeout_s: float
+    stall_s: float
+    fresh: bool = False  # on a new connection, not a kept-alive one
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for `url` (HTTP_PROXY / HTTPS_PROXY, lower case first,
+    minus NO_PROXY), as urllib, requests, aiohttp and curl read it; None to go direct."""
+    parts = urlsplit(url)
+    proxy = urllib.request.getproxies_environment().get(parts.scheme)
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]  # not in typeshed
+    if not proxy or bypass(parts.netloc.rpartition("@")[2]):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def basic_auth(userinfo: str) -> str:
+    """`user:password` of a URL (percent-encoded) as a Basic authorization value."""
+    user, _, password = userinfo.partition(":")
+    return "Basic " + base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+
+
+@dataclass(frozen=True)
+class _Route:
+    """How to reach one origin: directly, through an HTTP proxy (plain http: the request goes
+    to the proxy in absolute form), or through a proxy's CONNECT tunnel (https)."""
+
+    origin: str  # scheme://authority, the pool key
+    tls: bool
+    authority: str  # host[:port] as the Host header and CONNECT name it
+    host: str
+    port: int
+    proxy_host: str | None = None
+    proxy_port: int = 0
+    proxy_auth: str | None = None  # a Proxy-Authorization value
+
+    @property
+    def tunnel(self) -> bool:
+        return self.proxy_host is not None and self.tls
+
+    @property
+    def absolute_form(self) -> bool:
+        return self.proxy_host is not None and not self.tls
+
+
+def _route(url: str, proxy: str | None) -> _Route:
+    parts = urlsplit(url)
+    tls = parts.scheme == "https"
+    authority = parts.netloc.rpartition("@")[2]
+    route = _Route(
+        f"{parts.scheme}://{authority}", tls, authority, parts.hostname or "", parts.port or (443 if tls else 80)
+    )
+    if proxy is None:
+        return route
+    p = urlsplit(proxy)
+    if p.scheme != "http":
+        raise HttpFailure("proxy", f"proxy {p.hostname}: only http:// proxies are supported, not {p.scheme}://")
+    userinfo, at, _ = p.netloc.rpartition("@")
+    return _Route(
+        route.origin,
+        tls,
+        authority,
+        route.host,
+        route.port,
+        p.hostname or "",
+        p.port or (443 if p.scheme == "https" else 80),
+        basic_auth(userinfo) if at else None,
+    )
+
+
 class Http1Pool:
-    """Keep-alive connections to one origin; no limit (the load generator bounds what is in flight)."""
+    """Keep-alive connections per origin; no limit (the load generator bounds what is in flight).
 
-    def __init__(self, base_url: str, insecure: bool = False, headers: dict[str, str] | None = None) -> None:
-        parts = urlsplit(base_url)
-        self.host = parts.hostname or ""
-        self.tls = parts.scheme == "https"
-        self.port = parts.port or (443 if self.tls else 80)
-        self.authority = parts.netloc.rpartition("@")[2]
-        self.headers = {"Host": self.authority, "Accept-Encoding": "identity", **(headers or {})}
-        self._ssl = _ssl_context(insecure) if self.tls else None
-        self._idle: list[_Connection] = []
+    headers: sent with every request (credentials are the caller's, per request: a redirect's
+    origin may not be the one they are for). proxy_for(url) → a proxy URL or None (env_proxy, or nothing when asked to go direct)."""
 
-    async def post(
+    def __init__(
         self,
-        path: str,
-        body: bytes,
-        headers: dict[str, str],
-        on_head: OnHead,
-        sink: Sink,
-        timeout_s: float,
-        stall_s: float,
-        fresh: bool = False,
-    ) -> Response:
-        """Sends the request and returns once its response has ended. Raises HttpFailure."""
-        deadline = time.perf_counter() + timeout_s
-        request = self._request(path, body, headers)
-        conn = None if fresh else self._take_idle()
-        response = Response(reused=conn is not None)
+        insecure: bool = False,
+        headers: dict[str, str] | None = None,
+        proxy_for: Callable[[str], str | None] = lambda url: None,
+    ) -> None:
+        self.headers = {"Accept-Encoding": "identity", **(headers or {})}
+        self.proxy_for = proxy_for
+        self._ssl = ssl_context(insecure)
+        self._routes: dict[str, _Route] = {}
+        self._idle: dict[str, list[_Connection]] = {}
+
+    async def request(self, req: Request, response: Response) -> None:
+        """Sends the request and returns once its response has ended (filled into `response`).
+        Raises HttpFailure."""
+        deadline = time.perf_counter() + req.timeout_s
+        route = self.route(req.url)
+        request = self._request(req.method, req.url, route, req.body, req.headers)
+        conn = None if req.fresh else self._take_idle(route.origin)
+        response.reused = conn is not None
         if conn is None:
-            conn = await self._connect(deadline, timeout_s)
-        exchange = _Exchange(conn, response, on_head, sink, stall_s)
+            conn = await self._connect(route, deadline, req.timeout_s)
+        exchange = _Exchange(conn, response, req.on_head, req.sink, req.stall_s)
         conn.begin(exchange, request)
         try:
-            await exchange.wait(deadline, timeout_s)
-        except HttpFailure as exc:
-            conn.close()
-            exc.reused = response.reused
-            raise
+            await exchange.wait(deadline, req.timeout_s)
         except BaseException:
             conn.close()
             raise
         if exchange.reusable:
-            self._idle.append(conn)
+            self._idle.setdefault(route.origin, []).append(conn)
         else:
             conn.close()
-        return response
+
+    async def warm(self, url: str, n: int, timeout_s: float, headers: dict[str, str] | None = None) -> None:
+        """Opens connections to the origin of `url` until n are idle, all at once, so that
+        no measured request pays for a connection set-up (no request is sent: `headers` are
+        for the aiohttp transport's warm, which needs one). Raises HttpFailure."""
+        route = self.route(url)
+        idle = self._idle.setdefault(route.origin, [])
+        idle[:] = [c for c in idle if c.open]
+        deadline = time.perf_counter() + timeout_s
+        opened = await asyncio.gather(
+            *(self._connect(route, deadline, timeout_s) for _ in range(n - len(idle))), return_exceptions=True
+        )
+        idle += [c for c in opened if isinstance(c, _Connection)]
+        failed = [c for c in opened if isinstance(c, BaseException)]
+        if failed:
+            raise failed[0]
+
+    def route(self, url: str) -> _Route:
+        origin = url.split("/", 3)[:3]
+        key = "/".join(origin)
+        route = self._routes.get(key)
+        if route is None:
+            route = self._routes[key] = _route(url, self.proxy_for(url))
+        return route
 
     def close(self) -> None:
-        for conn in self._idle:
-            conn.close()
+        for idle in self._idle.values():
+            for conn in idle:
+                conn.close()
         self._idle.clear()
 
-    def _take_idle(self) -> _Connection | None:
-        while self._idle:
-            conn = self._idle.pop()
+    def _take_idle(self, origin: str) -> _Connection | None:
+        idle = self._idle.get(origin)
+        while idle:
+            conn = idle.pop()
             if conn.open:
                 return conn
         return None
 
-    async def _connect(self, deadline: float, timeout_s: float) -> _Connection:
+    async def _connect(self, route: _Route, deadline: float, timeout_s: float) -> _Connection:
         loop = asyncio.get_running_loop()
+        host, port = (route.proxy_host, route.proxy_port) if route.proxy_host else (route.host, route.port)
+        direct_tls = self._ssl if route.tls and not route.proxy_host else None
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(
-                    _Connection, self.host, self.port, ssl=self._ssl, server_hostname=self.host if self.tls else None
+                    _Connection, host, port, ssl=direct_tls, server_hostname=route.host if direct_tls else None
                 ),
                 max(0.0, deadline - time.perf_counter()),
             )
+            if route.tunnel:
+                await self._tunnel(conn, route, deadline, timeout_s)
         except asyncio.TimeoutError:
             raise HttpFailure("connect", f"no connection within {timeout_s:g} s") from None
         except ssl.SSLCertVerificationError as exc:
-            raise HttpFailure("tls", f"certificate not trusted: {exc}") from None
+            raise HttpFailure("tls", f"certificate not trusted: {exc.verify_message or exc}") from None
         except OSError as exc:  # refused, unreachable, DNS (socket.gaierror), other TLS errors
-            raise HttpFailure("connect", str(exc.strerror or exc)) from None
+            kind, where = ("proxy", f"proxy {host}:{port}: ") if route.proxy_host else ("connect", "")
+            raise HttpFailure(kind, where + str(exc.strerror or exc)) from None
         return conn
 
-    def _request(self, path: str, body: bytes, headers: dict[str, str]) -> bytes:
-        lines = [f"POST {path} HTTP/1.1"]
+    async def _tunnel(self, conn: _Connection, route: _Route, deadline: float, timeout_s: float) -> None:
+        """CONNECT through the proxy, then TLS to the origin over that tunnel."""
+        lines = [f"CONNECT {route.authority} HTTP/1.1", f"Host: {route.authority}"]
+        if route.proxy_auth:
+            lines.append(f"Proxy-Authorization: {route.proxy_auth}")
+        reply = Response()
+        exchange = _Exchange(conn, reply, lambda r: False, _ignore, timeout_s, head_only=True)
+        conn.begin(exchange, "\r\n".join([*lines, "", ""]).encode())
+        try:
+            await exchange.wait(deadline, timeout_s)
+        except HttpFailure as exc:
+            conn.close()
+            raise HttpFailure("proxy", f"proxy {route.proxy_host}:{route.proxy_port}: {exc.message}") from None
+        if not 200 <= reply.status < 300:
+            conn.close()
+            raise HttpFailure(
+                "proxy", f"proxy {route.proxy_host}:{route.proxy_port} refused the tunnel: HTTP {reply.status}"
+            )
+        loop = asyncio.get_running_loop()
+        assert conn.transport is not None  # connected
+        try:
+            conn.transport = await loop.start_tls(
+                conn.transport,
+                conn,
+                self._ssl,
+                server_hostname=route.host,
+                ssl_handshake_timeout=max(0.001, deadline - time.perf_counter()),
+            )
+        except BaseException:
+            conn.close()
+            raise
+
+    def _request(self, method: str, url: str, route: _Route, body: bytes | None, headers: dict[str, str]) -> bytes:
+        parts = urlsplit(url)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        if route.absolute_form:
+            target = route.origin + target
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {route.authority}"]
         lines += [f"{k}: {v}" for k, v in {**self.headers, **headers}.items()]
+        if route.absolute_form and route.proxy_auth:
+            lines.append(f"Proxy-Authorization: {route.proxy_auth}")
         if any("\r" in line or "\n" in line for line in lines):  # never let a value add a header
             raise HttpFailure("client_error", "a request header value holds a line break")
-        lines += ["Content-Type: application/json", f"Content-Length: {len(body)}", "", ""]
-        return "\r\n".join(lines).encode("utf-8") + body
+        if body is not None:
+            lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+        return "\r\n".join([*lines, "", ""]).encode("utf-8") + (body or b"")
 
 
-def _ssl_context(insecure: bool) -> ssl.SSLContext:
+def _ignore(data: bytes, now: float) -> None:
+    pass
+
+
+def ssl_context(insecure: bool) -> ssl.SSLContext:
     ctx = ssl.create_default_context()  # the system store, or $SSL_CERT_FILE
     if insecure:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     return ctx
-
-
-READ_BUFFER = 64 * 1024
 
 
 class _Connection(asyncio.BufferedProtocol):
@@ -173,6 +330,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def begin(self, exchange: _Exchange, request: bytes) -> None:
         self.exchange = exchange
+        assert self.transport is not None  # begun only on an open connection
         self.transport.write(request)
 
     def data_received(self, data: bytes) -> None:  # transports that do not buffer for us
@@ -200,28 +358,35 @@ class _Connection(asyncio.BufferedProtocol):
             self.transport.close()
 
 
-# Body framing states
-_HEAD, _SIZE, _DATA, _DATA_END, _TRAILER, _LENGTH, _UNTIL_CLOSE, _DONE = range(8)
-
-
 class _Exchange:
-    """One request/response on a connection: parses the head, decodes the body framing,
-    hands body bytes to the sink, and resolves `done` when the response has ended."""
+    """One request/response on a connection: httptools parses the head and the body framing
+    and calls back here (on_header, on_headers_complete, on_body, on_message_complete); body
+    bytes go to the sink, and `done` resolves when the response has ended."""
 
-    def __init__(self, conn: _Connection, response: Response, on_head: OnHead, sink: Sink, stall_s: float) -> None:
+    def __init__(
+        self,
+        conn: _Connection,
+        response: Response,
+        on_head: OnHead,
+        sink: Sink,
+        stall_s: float,
+        head_only: bool = False,
+    ) -> None:
         self.conn = conn
         self.response = response
         self.on_head = on_head
         self.sink = sink
         self.stall_s = stall_s
+        self.head_only = head_only  # a CONNECT reply: the tunnel's bytes follow the head
         self.loop = asyncio.get_running_loop()
         self.done: asyncio.Future = self.loop.create_future()
-        self.state = _HEAD
-        self.buf = b""
-        self.remaining = 0  # bytes left in the current chunk (or Content-Length body)
-        self.last_read = time.perf_counter()
+        self.parser = httptools.HttpResponseParser(self)
+        self.headers: dict[str, str] = {}
+        self.head_bytes = 0
+        self.in_body = False
+        self.until_close = False  # no Content-Length, not chunked: the body ends with the connection
+        self.now = self.last_read = time.perf_counter()
         self.reusable = False
-        self.keep_alive = True
 
     async def wait(self, deadline: float, timeout_s: float) -> None:
         self._stall_handle = self.loop.call_at(self._loop_time(self.last_read + self.stall_s), self._check_stall)
@@ -247,164 +412,81 @@ class _Exchange:
 
     # ---- bytes in ----
     def received(self, data: bytes, now: float) -> None:
-        self.last_read = now
+        self.last_read = self.now = now
         if self.done.done():
             return
         try:
-            state = self.state
-            if _SIZE <= state <= _TRAILER:  # the usual read: chunks of an event stream
-                self._chunked(data, now)
-                return
-            if state == _HEAD:
-                data = self._head(data, now)
-                if data is None:
-                    return
-            self._body(data, now)
-        except HttpFailure as exc:
-            self._fail(exc.kind, exc.message)
-        except Exception as exc:  # a bug in a sink must fail its request, not the event loop
-            self._fail("internal", f"{type(exc).__name__}: {exc}")
-
-    def _head(self, data: bytes, now: float) -> bytes | None:
-        """Parses the head once it is whole; returns the body bytes that came with it."""
-        self.buf += data
-        end = self.buf.find(b"\r\n\r\n")
-        if end < 0:
-            if len(self.buf) > MAX_HEAD_BYTES:
-                raise HttpFailure("client_error", "response head larger than 64 KiB")
-            return None
-        head, rest = self.buf[:end], self.buf[end + 4 :]
-        self.buf = b""
-        resp = self.response
-        resp.status, resp.headers = _parse_head(head)
-        resp.head_s = now
-        if 100 <= resp.status < 200:  # an interim response (100 Continue): the real one follows
-            return self._head(rest, now) if rest else None
-        self._framing(resp.headers)
-        resp.streamed = self.on_head(resp)
-        return rest
-
-    def _framing(self, headers: dict[str, str]) -> None:
-        self.keep_alive = "close" not in headers.get("connection", "").lower()
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            self.state = _SIZE
-        elif "content-length" in headers:
-            try:
-                self.remaining = int(headers["content-length"])
-            except ValueError:
-                raise HttpFailure("client_error", f"bad Content-Length {headers['content-length']!r}") from None
-            self.state = _LENGTH if self.remaining else _DONE
-        else:
-            self.state = _UNTIL_CLOSE
-            self.keep_alive = False
-        if self.state == _DONE:
-            self._finish(self.response.head_s)
-
-    def _body(self, data: bytes, now: float) -> None:
-        state = self.state
-        if state == _UNTIL_CLOSE:
-            self._deliver(data, now)
-        elif state == _LENGTH:
-            piece = data[: self.remaining]
-            self.remaining -= len(piece)
-            self._deliver(piece, now)
-            if not self.remaining:
-                self._finish(now)
-        elif state != _DONE:
-            self._chunked(data, now)
-
-    def _chunked(self, data: bytes, now: float) -> None:
-        if self.state == _SIZE and not self.buf and self.response.streamed:
-            # The commonest read of all: exactly one whole chunk, one SSE event.
-            eol = data.find(b"\r\n")
-            if 0 < eol < 9 and data.endswith(b"\r\n"):
-                try:
-                    size = int(data[:eol], 16)
-                except ValueError:
-                    size = -1
-                if size > 0 and eol + size + 4 == len(data):
-                    self.sink(data[eol + 2 : -2], now)
-                    return
-        buf = self.buf + data if self.buf else data
-        pieces: list[bytes] = []
-        pos, n = 0, len(buf)
-        state, remaining = self.state, self.remaining
-        while pos < n:
-            if state == _SIZE:
-                eol = buf.find(b"\r\n", pos)
-                if eol < 0:
-                    break
-                size = _chunk_size(buf[pos:eol])
-                pos = eol + 2
-                end = pos + size
-                if not size:
-                    state = _TRAILER
-                elif end + 2 <= n:  # the usual case: the whole chunk came in this read
-                    if buf[end : end + 2] != b"\r\n":
-                        raise HttpFailure("disconnect", "malformed chunked body")
-                    pieces.append(buf[pos:end])
-                    pos = end + 2
-                else:
-                    state, remaining = _DATA, size
-            elif state == _DATA:
-                take = min(remaining, n - pos)
-                pieces.append(buf[pos : pos + take])
-                pos += take
-                remaining -= take
-                if not remaining:
-                    state = _DATA_END
-            elif state == _DATA_END:
-                if n - pos < 2:
-                    break
-                if buf[pos : pos + 2] != b"\r\n":
-                    raise HttpFailure("disconnect", "malformed chunked body")
-                pos += 2
-                state = _SIZE
-            else:  # _TRAILER: header lines, then the blank line that ends the body
-                eol = buf.find(b"\r\n", pos)
-                if eol < 0:
-                    break
-                line = buf[pos:eol]
-                pos = eol + 2
-                if not line:
-                    state = _DONE
-                    break
-        self.state, self.remaining = state, remaining
-        self.buf = buf[pos:] if state != _DONE else b""
-        if pieces:
-            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-            if self.response.streamed:
-                self.sink(data, now)
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:  # a bug in a sink fails its request, not the loop
+            cause = exc.__context__ or exc
+            if isinstance(cause, HttpFailure):
+                self._fail(cause.kind, cause.message)
             else:
-                self._deliver(data, now)
-        if state == _DONE:
-            self._finish(now)
+                self._fail("internal", f"{type(cause).__name__}: {cause}")
+        except httptools.HttpParserError as exc:
+            if self.in_body:
+                self._fail("disconnect", f"malformed response body: {exc}")
+            else:
+                self._fail("client_error", f"not an HTTP/1.1 response: {exc}")
 
-    def _deliver(self, data: bytes, now: float) -> None:
+    # ---- httptools callbacks ----
+    def on_message_begin(self) -> None:
+        if self.done.done():  # bytes after the response: the connection is not clean any more
+            self.reusable = False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.head_bytes += len(name) + len(value)
+        if self.head_bytes > MAX_HEAD_BYTES:
+            raise HttpFailure("client_error", "response head larger than 64 KiB")
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        headers = self.headers
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if 100 <= status < 200:  # an interim response (100 Continue): the real one follows
+            self.headers = {}
+            return
+        resp = self.response
+        resp.status, resp.headers, resp.head_s = status, self.headers, self.now
+        if self.head_only:
+            self._finish(self.now)
+            return
+        h = self.headers
+        self.until_close = "content-length" not in h and "chunked" not in h.get("transfer-encoding", "").lower()
+        self.until_close = self.until_close and status not in (204, 304)
+        self.in_body = True
+        resp.streamed = self.on_head(resp)
+
+    def on_body(self, body: bytes) -> None:
+        if self.done.done():
+            return
         resp = self.response
         if resp.streamed:
-            if data:
-                self.sink(data, now)
+            self.sink(body, self.now)
         elif len(resp.peek) < PEEK_BYTES:
-            resp.peek += data[: PEEK_BYTES - len(resp.peek)]
+            resp.peek += body[: PEEK_BYTES - len(resp.peek)]
             if len(resp.peek) >= PEEK_BYTES:  # enough to say what went wrong; the rest is dropped
-                self.keep_alive = False
-                self._finish(now)
+                self._finish(self.now, reusable=False)
+
+    def on_message_complete(self) -> None:
+        if self.in_body and not self.done.done():
+            self._finish(self.now, reusable=self.parser.should_keep_alive())
 
     # ---- endings ----
-    def _finish(self, now: float) -> None:
-        self.state = _DONE
+    def _finish(self, now: float, reusable: bool = False) -> None:
         self.response.end_s = now
-        self.reusable = self.keep_alive and not self.buf
+        self.reusable = reusable
         if not self.done.done():
             self.done.set_result(None)
 
     def lost(self, exc: Exception | None) -> None:
         if self.done.done():
             return
-        if self.state == _UNTIL_CLOSE and exc is None:
+        if self.until_close and exc is None:
             self._finish(time.perf_counter())  # a body that ends with the connection
-        elif self.state == _HEAD:
+        elif not self.in_body:
             self._fail("reset", f"connection closed before the response began ({_why(exc)})")
         else:
             self._fail("disconnect", f"connection closed mid-response ({_why(exc)})")
@@ -417,31 +499,3 @@ class _Exchange:
 
 def _why(exc: Exception | None) -> str:
     return f"{type(exc).__name__}: {exc}" if exc is not None else "the server closed it"
-
-
-def _chunk_size(line: bytes) -> int:
-    try:
-        size = int(line, 16)
-    except ValueError:  # chunk extensions (`1a;name=value`), or garbage
-        try:
-            size = int(line.split(b";", 1)[0].strip(), 16)
-        except ValueError:
-            raise HttpFailure("disconnect", f"malformed chunk size {line[:20]!r}") from None
-    if size < 0:
-        raise HttpFailure("disconnect", f"malformed chunk size {line[:20]!r}")
-    return size
-
-
-def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-        raise HttpFailure("client_error", f"not an HTTP response: {lines[0][:80]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if sep:
-            key = name.strip().lower()
-            value = value.strip()
-            headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    return int(parts[1]), headers

@@ -28,6 +28,48 @@ from benchy.scenario import Case
 
 
 @dataclass(frozen=True)
+class LoadSettings:
+    """How each case's load is bounded and spread (arrivals.py, workers.py): the run's flags that
+    every CasePlan is made with."""
+
+    requests: int | None = None  # --requests: measured requests per case
+    duration_s: float | None = None  # --duration: no request is sent after this many seconds
+    max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
+    seed: int = 0  # --seed of the Poisson schedules
+    workers: int | None = None  # --workers; None: what each case needs (workers.auto_workers)
+    slo: dict[str, float] | None = None  # --slo, for goodput: {metric: threshold}
+    ray: str | None = None  # --ray [ADDRESS]: every case on Ray actors (cluster.py); "" = auto
+    ray_workers_per_node: int | None = None  # --ray-workers-per-node (None: 1)
+
+    def to_dict(self) -> dict:
+        return {
+            "requests": self.requests,
+            "duration_s": self.duration_s,
+            "max_inflight": self.max_inflight,
+            "seed": self.seed,
+            "workers": self.workers,
+            "slo": self.slo,
+            **({"ray": self.ray, "ray_workers_per_node": self.ray_workers_per_node} if self.ray is not None else {}),
+        }
+
+    def check(self, cases: list[Case]) -> None:
+        """ValueError for a setting that none of the cases can use."""
+        if self.max_inflight is not None and all(c.rate is None for c in cases):
+            raise ValueError(
+                "--max-inflight needs --rate or a scenario with rate (a closed loop keeps exactly --concurrency in flight)"
+            )
+
+    def streams(self, case: Case) -> int:
+        """Connections a case may hold open at once (an uncapped open loop: no fixed bound)."""
+        if case.rate is None:
+            return case.concurrency
+        return self.max_inflight or UNCAPPED_CONNECTIONS
+
+
+UNCAPPED_CONNECTIONS = 100_000  # an open loop without --max-inflight: never queue inside the client
+
+
+@dataclass(frozen=True)
 class CasePlan:
     """A case with everything the load generator needs to send it."""
 
@@ -118,7 +160,9 @@ def _context_send(plan: CasePlan, prompts: PromptFactory) -> _Send | None:
     return _Send(rec, context)
 
 
-def _sends(plan: CasePlan, prompts: PromptFactory, context: Prompt | None = None) -> tuple[list[_Send], list[_Send]]:
+def _sends(
+    plan: CasePlan, prompts: PromptFactory, context: Prompt | None = None
+) -> tuple[list[_Send], Iterable[_Send]]:
     case = plan.case
 
     def make(i: int, warm: bool) -> _Send:
@@ -134,6 +178,7 @@ def _sends(plan: CasePlan, prompts: PromptFactory, context: Prompt | None = None
             target_prompt_tokens=case.depth + case.pp,
             target_output_tokens=case.tg,
             reused_context_tokens=case.depth if context else 0,
+            local_token_scale=prompts.calibration.scale,
         )
         return _Send(rec, prompt)
 
@@ -166,7 +211,7 @@ async def run_case(
             on_send(item.record)
         await _send(client, plan, item, tg, options)
 
-    task = asyncio.ensure_future(_run_case(send, plan, prompts, on_record, start, stop))
+    task = asyncio.ensure_future(_run_case(client, send, plan, prompts, on_record, start, stop))
     stopped = asyncio.ensure_future(stop.wait())
     try:
         await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -182,6 +227,7 @@ Send = Callable[[_Send, int, dict], Awaitable[None]]
 
 
 async def _run_case(
+    client: Client,
     send: Send,
     plan: CasePlan,
     prompts: PromptFactory,
@@ -196,6 +242,7 @@ async def _run_case(
         await send(context, 1, request_options(plan, 1))
         on_record(context.record)
     await _closed_loop(send, plan, warmups, extra, on_record, stop)
+    await client.warm(plan.inflight_cap or plan.streams)  # a connection per stream, before any is timed
     start_s = await start() if start else time.perf_counter()
     deadline = arrivals.duration_deadline(start_s, plan.duration_s)
     if plan.case.rate is not None:
@@ -207,7 +254,7 @@ async def _run_case(
 async def _open_loop(
     send: Send,
     plan: CasePlan,
-    sends: list[_Send],
+    sends: Iterable[_Send],
     extra: dict,
     on_record: Callable[[RequestRecord], None],
     stop: asyncio.Event,
@@ -215,6 +262,7 @@ async def _open_loop(
     deadline: float,
 ) -> None:
     """Each request at its arrival time (arrivals.py); arrivals after --duration are not sent."""
+    assert plan.case.rate is not None  # an open-loop case
     offsets = arrivals.arrival_offsets(plan.measured, plan.case.rate, plan.seed + plan.index)
     items = [(offsets[s.record.index], s) for s in sends if start_s + offsets[s.record.index] < deadline]
 

@@ -1,4 +1,8 @@
-"""Every per-request metric, defined once. Nothing else in benchy computes a metric.
+"""Every metric, defined once: its formula here, its name, unit, display and meaning in METRICS.
+
+The registry METRICS is the one place a metric is described; the terminal table, CSV rows,
+`benchy compare`, `--slo` parsing, the report glossary and the README's metric table are made
+from it (tests/test_registry.py checks the README). Nothing else in benchy computes a metric.
 
 Notation for one request (times in seconds, relative to the moment it was sent):
   t_end        end of the response stream
@@ -7,31 +11,20 @@ Notation for one request (times in seconds, relative to the moment it was sent):
   N            completion tokens, from the server's `usage` (see `completion_tokens`)
   k_1          tokens carried by the first text event ≈ N × chars(event 1) / chars(all)
   P, C         prompt tokens and cached prompt tokens, from the server's `usage`
+Each formula is the `definition` of its entry in METRICS.
 
-  e2e_s        = t_end                                   end-to-end latency
-  e2e_tps      = N / t_end                               end-to-end throughput (the headline:
-                                                         valid however the stream is chunked)
-  ttft_s       = t_1                                     time to first token
-  ttfc_s       = t_j, j the first content event          time to first content (non-reasoning) token
-  decode_tps   = (N − k_1) / (t_m − t_1)                 decode rate after the first token
-  prefill_tps  = (P − C) / t_1                           uncached prompt tokens per second of TTFT
-                                                         (TTFT also holds queueing and one decode
-                                                         step, so this is a floor on prefill speed;
-                                                         unavailable when a request reuses a cached
-                                                         --depth context and C is not reported)
-  itl_s        = median over i of (t_i − t_{i−1}) / k_i  inter-token latency
-  tokens_per_event = N / m                               stream granularity
-  ttft_gap_s   = t_1 − prompt_ms / 1000                  TTFT the server's own prompt time leaves
-                                                         out (llama.cpp reports `timings.prompt_ms`)
-
-When the server buffers its stream (tokens_per_event above BUFFERED_TOKENS_PER_EVENT), the event
-times measure the buffer flushing, not the model: ttft_s, ttfc_s, decode_tps, prefill_tps,
-itl_s and ttft_gap_s are then `Unavailable`, with the reason. e2e_s and e2e_tps stay valid.
+A figure that cannot be measured honestly is `Unavailable(code, message)`: the code is stable
+(checks and reports match on it), the message says why in words. When the server buffers its
+stream (tokens_per_event above BUFFERED_TOKENS_PER_EVENT), the event times measure the buffer
+flushing, not the model: every stream-timing metric is then Unavailable with code `buffered`;
+e2e_s and e2e_tps stay valid.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -40,13 +33,39 @@ from benchy.records import CONTENT, RequestRecord
 # vLLM merges 2-3 tokens into one event under load; beyond this the stream is buffered.
 BUFFERED_TOKENS_PER_EVENT = 4.0
 
-STREAM_TIMING_METRICS = ("ttft_s", "ttfc_s", "decode_tps", "prefill_tps", "itl_s", "ttft_gap_s")
-ALL_METRICS = ("e2e_tps", "e2e_s") + STREAM_TIMING_METRICS + ("tokens_per_event",)
-
 
 @dataclass(frozen=True)
 class Unavailable:
-    reason: str
+    """A figure benchy will not report, with a stable reason code and a message for people."""
+
+    code: str
+    message: str
+
+    @property
+    def reason(self) -> str:
+        return self.message
+
+
+# Reason codes of Unavailable (stable: checks and reports match on them, never on the message).
+NOT_FINISHED = "not_finished"
+NO_TEXT_EVENT = "no_text_event"
+NO_CONTENT_EVENT = "no_content_event"
+TOO_FEW_EVENTS = "too_few_events"
+NO_PROMPT_TOKENS = "no_prompt_tokens"
+NO_CACHED_TOKENS = "no_cached_tokens"
+NO_SERVER_TIMINGS = "no_server_timings"
+BUFFERED = "buffered"  # several tokens per event: event times show the buffer
+BUFFERED_TREND = "buffered_trend"  # TTFT grows with output length at a fixed prompt (results.py)
+REQUEST_FAILED = "request_failed"
+NO_SUCCESS = "no_success"
+SOME_REQUESTS = "some_requests"  # measurable for only part of the successful requests
+ZERO_WALL_TIME = "zero_wall_time"
+CLOSED_LOOP = "closed_loop"
+TOO_FEW_SENDS = "too_few_sends"
+NOT_MEASURED = "not_measured"
+NO_REQUEST = "no_request"
+SLO_UNJUDGED = "slo_unjudged"
+LEGACY = "legacy"  # read from a file written before reason codes existed
 
 
 def completion_tokens(rec: RequestRecord) -> int:
@@ -59,7 +78,7 @@ def completion_tokens(rec: RequestRecord) -> int:
 
 def tokens_per_event(rec: RequestRecord) -> float | Unavailable:
     if not rec.token_event_s:
-        return Unavailable("no event carried generated text")
+        return Unavailable(NO_TEXT_EVENT, "no event carried generated text")
     return completion_tokens(rec) / len(rec.token_event_s)
 
 
@@ -77,7 +96,7 @@ def buffering_reason(rec: RequestRecord) -> str:
 
 def e2e_s(rec: RequestRecord) -> float | Unavailable:
     if rec.end_s is None or rec.end_s <= 0:
-        return Unavailable("request did not finish")
+        return Unavailable(NOT_FINISHED, "request did not finish")
     return rec.end_s
 
 
@@ -90,14 +109,14 @@ def e2e_tps(rec: RequestRecord) -> float | Unavailable:
 
 def ttft_s(rec: RequestRecord) -> float | Unavailable:
     if not rec.token_event_s:
-        return Unavailable("no event carried generated text")
+        return Unavailable(NO_TEXT_EVENT, "no event carried generated text")
     return rec.token_event_s[0]
 
 
 def ttfc_s(rec: RequestRecord) -> float | Unavailable:
     first = rec.token_event_kinds.find(CONTENT)
     if first < 0:
-        return Unavailable("no content token arrived (empty or reasoning-only output)")
+        return Unavailable(NO_CONTENT_EVENT, "no content token arrived (empty or reasoning-only output)")
     return rec.token_event_s[first]
 
 
@@ -111,7 +130,7 @@ def first_event_tokens(rec: RequestRecord) -> float:
 def decode_tps(rec: RequestRecord) -> float | Unavailable:
     times = rec.token_event_s
     if len(times) < 2 or times[-1] <= times[0]:
-        return Unavailable("fewer than two text events: no decode interval to measure")
+        return Unavailable(TOO_FEW_EVENTS, "fewer than two text events: no decode interval to measure")
     return (completion_tokens(rec) - first_event_tokens(rec)) / (times[-1] - times[0])
 
 
@@ -120,11 +139,12 @@ def prefill_tps(rec: RequestRecord) -> float | Unavailable:
     if isinstance(first, Unavailable):
         return first
     if rec.prompt_tokens is None:
-        return Unavailable("server reported no prompt token count")
+        return Unavailable(NO_PROMPT_TOKENS, "server reported no prompt token count")
     if rec.reused_context_tokens and rec.cached_tokens is None:
         # Counting the reused context as prefilled would inflate the rate by depth / pp.
         return Unavailable(
-            "server reported no cached_tokens, so the new tokens of a request reusing a cached context are unknown"
+            NO_CACHED_TOKENS,
+            "server reported no cached_tokens, so the new tokens of a request reusing a cached context are unknown",
         )
     return (rec.prompt_tokens - (rec.cached_tokens or 0)) / first
 
@@ -132,7 +152,7 @@ def prefill_tps(rec: RequestRecord) -> float | Unavailable:
 def itl_s(rec: RequestRecord) -> float | Unavailable:
     times = rec.token_event_s
     if len(times) < 2:
-        return Unavailable("fewer than two text events")
+        return Unavailable(TOO_FEW_EVENTS, "fewer than two text events")
     tokens_per_char = completion_tokens(rec) / max(1, sum(rec.token_event_chars))
     gaps = np.diff(np.asarray(times))
     tokens = np.maximum(1.0, np.asarray(rec.token_event_chars[1:]) * tokens_per_char)
@@ -147,50 +167,34 @@ def ttft_gap_s(rec: RequestRecord) -> float | Unavailable:
         return first
     prompt_ms = (rec.server_timings or {}).get("prompt_ms")
     if not isinstance(prompt_ms, (int, float)):
-        return Unavailable("the server reports no timings.prompt_ms (llama.cpp does)")
+        return Unavailable(NO_SERVER_TIMINGS, "the server reports no timings.prompt_ms (llama.cpp does)")
     return first - prompt_ms / 1000
 
 
-_FORMULAS = {
-    "e2e_tps": e2e_tps,
-    "e2e_s": e2e_s,
-    "ttft_s": ttft_s,
-    "ttfc_s": ttfc_s,
-    "decode_tps": decode_tps,
-    "prefill_tps": prefill_tps,
-    "itl_s": itl_s,
-    "tokens_per_event": tokens_per_event,
-    "ttft_gap_s": ttft_gap_s,
-}
+# ---- loaded cases (--concurrency, --rate): case-level figures, over the measured requests ----
 
 
-def request_metrics(rec: RequestRecord) -> dict[str, float | Unavailable]:
-    """Every metric of one request; stream-timing metrics are Unavailable when buffered."""
-    if not rec.ok:
-        reason = Unavailable(f"request failed ({rec.error_kind})")
-        return {name: reason for name in ALL_METRICS}
-    values = {name: formula(rec) for name, formula in _FORMULAS.items()}
-    if is_buffered(rec):
-        reason = Unavailable(buffering_reason(rec))
-        values.update({name: reason for name in STREAM_TIMING_METRICS})
-    return values
+def send_lag_s(rec: RequestRecord) -> float | Unavailable:
+    if rec.scheduled_mono_s is None:
+        return Unavailable(CLOSED_LOOP, "closed loop: a request is sent when a slot frees, not on a schedule")
+    return rec.sent_mono_s - rec.scheduled_mono_s
 
 
 def _success_window(records: list[RequestRecord]) -> tuple[list[RequestRecord], float] | Unavailable:
     """The successful requests and the wall time from the first one's send to the last one's end."""
     done = [r for r in records if r.ok and r.end_s is not None]
     if not done:
-        return Unavailable("no request succeeded")
+        return Unavailable(NO_SUCCESS, "no request succeeded")
     start = min(r.sent_mono_s for r in done)
-    end = max(r.sent_mono_s + r.end_s for r in done)
+    end = max(r.sent_mono_s + (r.end_s or 0.0) for r in done)
     if end <= start:
-        return Unavailable("zero wall time")
+        return Unavailable(ZERO_WALL_TIME, "zero wall time")
     return done, end - start
 
 
 def aggregate_output_tps(records: list[RequestRecord]) -> float | Unavailable:
-    """Case-level: all completion tokens of successful requests ÷ (last end − first send),
-    over the case's measured requests. The throughput a loaded server delivers."""
+    """All completion tokens of successful requests ÷ (last end − first send), over the case's
+    measured requests: the throughput a loaded server delivers."""
     window = _success_window(records)
     if isinstance(window, Unavailable):
         return window
@@ -198,25 +202,10 @@ def aggregate_output_tps(records: list[RequestRecord]) -> float | Unavailable:
     return sum(completion_tokens(r) for r in done) / seconds
 
 
-# ---- loaded cases (--concurrency, --rate): case-level figures, over the measured requests ----
-#   send_lag_s    = sent − scheduled                   (open loop) how far behind its schedule a
-#                                                      request was sent: client queueing
-#                                                      (--max-inflight) or a late event loop
-#   achieved_rate = (n − 1) / (last send − first send)  arrival rate actually offered, requests/s
-#   request_rate  = n_ok / (last end − first send)      completed requests/s (successful ones)
-#   goodput       = requests meeting every SLO ÷ all measured requests (a failed one meets none)
-
-
-def send_lag_s(rec: RequestRecord) -> float | Unavailable:
-    if rec.scheduled_mono_s is None:
-        return Unavailable("closed loop: a request is sent when a slot frees, not on a schedule")
-    return rec.sent_mono_s - rec.scheduled_mono_s
-
-
 def achieved_rate(records: list[RequestRecord]) -> float | Unavailable:
     sends = sorted(r.sent_mono_s for r in records)
     if len(sends) < 2 or sends[-1] <= sends[0]:
-        return Unavailable("fewer than two requests sent")
+        return Unavailable(TOO_FEW_SENDS, "fewer than two requests sent")
     return (len(sends) - 1) / (sends[-1] - sends[0])
 
 
@@ -228,15 +217,274 @@ def request_rate(records: list[RequestRecord]) -> float | Unavailable:
     return len(done) / seconds
 
 
-# SLO name → (metric, True when a request must stay at or below the threshold, is a time).
-SLO_METRICS = {
-    "ttft": ("ttft_s", True),
-    "ttfc": ("ttfc_s", True),
-    "e2e": ("e2e_s", True),
-    "itl": ("itl_s", True),
-    "e2e_tps": ("e2e_tps", False),
-    "decode_tps": ("decode_tps", False),
-}
+def meets_slo(values: dict[str, float | Unavailable], slo: dict[str, float]) -> bool | Unavailable:
+    """Whether one request's metrics meet every SLO; Unavailable when one cannot be judged."""
+    for metric, limit in slo.items():
+        value = values[metric]
+        if isinstance(value, Unavailable):
+            return value
+        if (value < limit) if METRICS[metric].higher_is_better else (value > limit):
+            return False
+    return True
+
+
+def _good_requests(records: list[RequestRecord], slo: dict[str, float]) -> int | Unavailable:
+    good = 0
+    for rec in records:
+        if not rec.ok:
+            continue
+        verdict = meets_slo(request_metrics(rec), slo)
+        if isinstance(verdict, Unavailable):
+            return Unavailable(SLO_UNJUDGED, f"cannot judge the SLO: {verdict.message}")
+        good += verdict
+    return good
+
+
+def goodput(records: list[RequestRecord], slo: dict[str, float]) -> float | Unavailable:
+    """Fraction of the measured requests that succeeded and met every SLO."""
+    if not records:
+        return Unavailable(NO_REQUEST, "no request was measured")
+    good = _good_requests(records, slo)
+    if isinstance(good, Unavailable):
+        return good
+    return good / len(records)
+
+
+def goodput_rate(records: list[RequestRecord], slo: dict[str, float]) -> float | Unavailable:
+    """Requests that succeeded and met every SLO ÷ (last end − first send) of the successful
+    ones: the request rate that counts. 0 when none met them."""
+    good = _good_requests(records, slo) if records else Unavailable(NO_REQUEST, "no request was measured")
+    if isinstance(good, Unavailable) or good == 0:
+        return good
+    window = _success_window(records)
+    if isinstance(window, Unavailable):
+        return window
+    return good / window[1]
+
+
+# ------------------------------------------------------------------ the registry
+
+REQUEST = "request"  # measured per request, summarized per case (median ± std …)
+CASE = "case"  # one figure per case, from all its measured requests
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: everything the table, CSV, compare, --slo and the glossary say about it."""
+
+    name: str  # key in results.json
+    title: str  # column and axis title, in display units ("TTFT ms")
+    unit: str  # unit of the stored value ("s", "tokens/s", …)
+    scale: float  # display value = stored value × scale
+    decimals: int  # decimals shown in the table
+    higher_is_better: bool
+    definition: str  # the formula in one line (README table, report glossary)
+    stream_timing: bool = False  # taken from event arrival times: withheld when the stream is buffered
+    explanation: str = ""  # what it means, in words (report glossary)
+    slo: str | None = None  # name in --slo (ttft=2s)
+    depends: tuple[str, ...] = ()  # the record fields (or metrics) it is computed from
+    level: str = REQUEST
+    formula: Callable | None = None  # RequestRecord → value | Unavailable (REQUEST level)
+    in_table: bool = False  # a column of the results table
+    in_compare: bool = False  # compared by `benchy compare`
+    glossary: bool = False  # explained in the report's "How to read this report"
+
+    @property
+    def summarized(self) -> bool:
+        return self.level == REQUEST
+
+    @property
+    def is_time(self) -> bool:
+        return self.unit == "s"
+
+
+# Kinds of figure: how each is stored and shown.
+
+
+def _time(name: str, title: str, **more: Any) -> Metric:
+    """Stored in seconds, shown in ms; lower is better."""
+    return Metric(name, title, unit="s", scale=1000.0, decimals=1, higher_is_better=False, **more)
+
+
+def _token_rate(name: str, title: str, decimals: int = 1, **more: Any) -> Metric:
+    return Metric(name, title, unit="tokens/s", scale=1.0, decimals=decimals, higher_is_better=True, **more)
+
+
+def _request_rate(name: str, title: str, **more: Any) -> Metric:
+    return Metric(name, title, unit="requests/s", scale=1.0, decimals=2, higher_is_better=True, **more)
+
+
+_REGISTRY = (
+    _token_rate(
+        "e2e_tps",
+        "e2e t/s",
+        in_table=True,
+        glossary=True,
+        definition="completion tokens ÷ (end of stream − send)",
+        explanation="end-to-end throughput: it holds whatever the server did (queueing, prefill, decode), and "
+        "it stays valid however the server chunks its stream. The headline number.",
+        slo="e2e_tps",
+        depends=("completion_tokens", "end_s"),
+        formula=e2e_tps,
+        in_compare=True,
+    ),
+    _time(
+        "ttft_s",
+        "TTFT ms",
+        in_table=True,
+        glossary=True,
+        stream_timing=True,
+        definition="send → first SSE event carrying generated text (a role-only chunk is not a token)",
+        explanation="time to first token.",
+        slo="ttft",
+        depends=("token_event_s",),
+        formula=ttft_s,
+        in_compare=True,
+    ),
+    _time(
+        "ttfc_s",
+        "TTFC ms",
+        stream_timing=True,
+        definition="send → first event carrying content (not reasoning)",
+        explanation="time to first content: the first token of the answer, after any reasoning.",
+        slo="ttfc",
+        depends=("token_event_s", "token_event_kinds"),
+        formula=ttfc_s,
+    ),
+    _token_rate(
+        "decode_tps",
+        "decode t/s",
+        in_table=True,
+        glossary=True,
+        stream_timing=True,
+        definition="(completion tokens − tokens of the first event) ÷ (last text event − first text event)",
+        explanation="the decode rate after the first token.",
+        slo="decode_tps",
+        depends=("completion_tokens", "token_event_s", "token_event_chars"),
+        formula=decode_tps,
+        in_compare=True,
+    ),
+    _token_rate(
+        "prefill_tps",
+        "prefill t/s",
+        decimals=0,
+        in_table=True,
+        glossary=True,
+        stream_timing=True,
+        definition="(prompt tokens − cached prompt tokens) ÷ TTFT",
+        explanation="a floor on prefill speed: TTFT also holds queueing and one decode step.",
+        depends=("prompt_tokens", "cached_tokens", "reused_context_tokens", "ttft_s"),
+        formula=prefill_tps,
+    ),
+    _time(
+        "itl_s",
+        "ITL ms",
+        stream_timing=True,
+        definition="median gap between text events, per token",
+        explanation="inter-token latency.",
+        slo="itl",
+        depends=("token_event_s", "token_event_chars", "completion_tokens"),
+        formula=itl_s,
+    ),
+    _time(
+        "e2e_s",
+        "total latency ms",
+        definition="end of stream − send",
+        explanation="the request's total time.",
+        slo="e2e",
+        depends=("end_s",),
+        formula=e2e_s,
+    ),
+    Metric(
+        "tokens_per_event",
+        "tokens/event",
+        unit="tokens/event",
+        scale=1.0,
+        decimals=1,
+        higher_is_better=False,
+        definition="completion tokens ÷ text events (about 1 on a live stream; more: the server buffers)",
+        explanation="stream granularity.",
+        depends=("completion_tokens", "token_event_s"),
+        formula=tokens_per_event,
+    ),
+    _time(
+        "ttft_gap_s",
+        "TTFT gap ms",
+        stream_timing=True,
+        definition="TTFT − the server's own `timings.prompt_ms` (llama.cpp): what the server's figure leaves out",
+        explanation="the part of TTFT the server's own prompt time does not show.",
+        depends=("ttft_s", "server_timings"),
+        formula=ttft_gap_s,
+    ),
+    _token_rate(
+        "aggregate_tps",
+        "aggregate t/s",
+        level=CASE,
+        glossary=True,
+        definition="all completion tokens of the successful requests ÷ (last end − first send) of the case",
+        explanation="(concurrency > 1, or open loop) every generated token of the case ÷ the wall time the "
+        "case took: what the server delivered in total.",
+        depends=("completion_tokens", "sent_mono_s", "end_s"),
+    ),
+    _request_rate(
+        "request_rate",
+        "req/s",
+        level=CASE,
+        definition="successful requests ÷ (last end − first send) of the case",
+        depends=("sent_mono_s", "end_s"),
+    ),
+    _request_rate(
+        "achieved_rate",
+        "offered req/s",
+        level=CASE,
+        definition="(sent requests − 1) ÷ (last send − first send): the arrival rate offered",
+        depends=("sent_mono_s",),
+    ),
+    _time(
+        "send_lag_s",
+        "send lag ms",
+        level=CASE,
+        definition="(open loop) actual send − scheduled send of a request: client-side queue delay",
+        depends=("sent_mono_s", "scheduled_mono_s"),
+    ),
+    Metric(
+        "goodput",
+        "goodput",
+        unit="fraction",
+        scale=100.0,
+        decimals=0,
+        higher_is_better=True,
+        level=CASE,
+        definition="requests that succeeded and met every `--slo` target ÷ measured requests",
+        depends=("status", "slo"),
+    ),
+    _request_rate(
+        "goodput_rate",
+        "goodput req/s",
+        level=CASE,
+        definition="requests that succeeded and met every `--slo` target ÷ (last end − first send) of the case",
+        depends=("goodput", "request_rate"),
+    ),
+)
+METRICS: dict[str, Metric] = {m.name: m for m in _REGISTRY}
+REQUEST_METRICS = tuple(m.name for m in _REGISTRY if m.level == REQUEST)  # summarized per case
+STREAM_TIMING_METRICS = tuple(m.name for m in _REGISTRY if m.stream_timing)
+TABLE_METRICS = tuple(m for m in _REGISTRY if m.in_table)
+COMPARE_METRICS = tuple(m for m in _REGISTRY if m.in_compare)
+SLO_METRICS = {m.slo: m for m in _REGISTRY if m.slo}  # --slo name → metric
+_FORMULAS: dict[str, Callable] = {m.name: m.formula for m in _REGISTRY if m.formula is not None}
+
+
+def request_metrics(rec: RequestRecord) -> dict[str, float | Unavailable]:
+    """Every per-request metric of one request; stream-timing metrics are Unavailable when buffered."""
+    if not rec.ok:
+        failed = Unavailable(REQUEST_FAILED, f"request failed ({rec.error_kind})")
+        return {name: failed for name in REQUEST_METRICS}
+    values = {name: _FORMULAS[name](rec) for name in REQUEST_METRICS}
+    if is_buffered(rec):
+        buffered = Unavailable(BUFFERED, buffering_reason(rec))
+        values.update({name: buffered for name in STREAM_TIMING_METRICS})
+    return values
 
 
 def parse_slo(text: str) -> dict[str, float]:
@@ -248,12 +496,12 @@ def parse_slo(text: str) -> dict[str, float]:
         name = name.strip()
         if not sep or name not in SLO_METRICS:
             raise ValueError(f"--slo {part!r}: expected NAME=VALUE with NAME one of {', '.join(SLO_METRICS)}")
-        metric, is_time = SLO_METRICS[name]
+        metric = SLO_METRICS[name]
         value = value.strip()
         scale = 1.0
-        if is_time and value.endswith("ms"):
+        if metric.is_time and value.endswith("ms"):
             value, scale = value[:-2], 0.001
-        elif is_time and value.endswith("s"):
+        elif metric.is_time and value.endswith("s"):
             value = value[:-1]
         try:
             number = float(value) * scale
@@ -261,34 +509,7 @@ def parse_slo(text: str) -> dict[str, float]:
             raise ValueError(f"--slo {part!r}: {value!r} is not a number") from None
         if not 0 < number < float("inf"):
             raise ValueError(f"--slo {part!r}: the threshold must be positive")
-        slo[metric] = number
+        slo[metric.name] = number
     if not slo:
         raise ValueError("--slo: give at least one NAME=VALUE, e.g. ttft=2s,e2e_tps=20")
     return slo
-
-
-def meets_slo(values: dict[str, float | Unavailable], slo: dict[str, float]) -> bool | Unavailable:
-    """Whether one request's metrics meet every SLO; Unavailable when one cannot be judged."""
-    upper = {metric for metric, is_upper in SLO_METRICS.values() if is_upper}
-    for metric, limit in slo.items():
-        value = values[metric]
-        if isinstance(value, Unavailable):
-            return value
-        if (value > limit) if metric in upper else (value < limit):
-            return False
-    return True
-
-
-def goodput(records: list[RequestRecord], slo: dict[str, float]) -> float | Unavailable:
-    """Fraction of the measured requests that succeeded and met every SLO."""
-    if not records:
-        return Unavailable("no request was measured")
-    good = 0
-    for rec in records:
-        if not rec.ok:
-            continue
-        verdict = meets_slo(request_metrics(rec), slo)
-        if isinstance(verdict, Unavailable):
-            return Unavailable(f"cannot judge the SLO: {verdict.reason}")
-        good += verdict
-    return good / len(records)

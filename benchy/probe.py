@@ -7,9 +7,12 @@ with a few output tokens. TTFT is metrics.ttft_s. The verdict per length rests o
 Welch t-tests on log TTFT, repeats (shared after the first) against unique:
   detected      repeats are faster (p < ALPHA) and the median speed-up is at least MIN_SPEEDUP
   not_detected  the speed-up is significantly below MIN_SPEEDUP (p < ALPHA)
+  cache_hit_no_gain  not detected by timing, yet the server reports most of every repeat's
+                prompt cached: the cache works but something outside prefill (llama.cpp's
+                host-RAM prompt cache copying slots, queueing) takes the time it saves
   inconclusive  neither; or fewer than 2 TTFTs a side; or the Mann–Whitney U rank test (used
                 where n lets it reach ALPHA) disagrees; or the server's cached_tokens
-                contradict the timing
+                contradict a detected speed-up
 Every prompt starts with a nonce of this probe, so its shared prefix cannot serve a later run.
 """
 
@@ -22,12 +25,14 @@ import platform
 import secrets
 import warnings
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats as sps
 
 from benchy import __version__, metrics
+from benchy import server as server_mod
 from benchy.client import Client, ClientSettings, redact_url
 from benchy.loadgen import exact_length_options
 from benchy.metrics import Unavailable
@@ -39,7 +44,8 @@ DEFAULT_LENGTHS = (2000, 8000, 27000)
 ALPHA = 0.05
 MIN_SPEEDUP = 1.2  # a cache that saves less than this is not worth calling one
 CONTEXT_MARGIN = 0.02  # calibration is within ±1%: keep prompts clear of the context limit
-VERDICTS = ("detected", "not_detected", "inconclusive")
+VERDICTS = ("detected", "not_detected", "cache_hit_no_gain", "inconclusive")
+SERVED_SHARE = 0.5  # a repeat with this share of its prompt reported cached was served from cache
 
 
 @dataclass
@@ -85,9 +91,61 @@ def rank_less(a: np.ndarray, b: np.ndarray) -> float | None:
 
 
 def decide(
-    repeats: list[float], unique: list[float], repeat_cached: list[int | None] = (), prompt_tokens: int | None = None
+    repeats: list[float],
+    unique: list[float],
+    repeat_cached: Sequence[int | None] = (),
+    prompt_tokens: int | None = None,
+    repeat_prompt_ms: Sequence[float | None] = (),
 ) -> Verdict:
-    """The verdict for one length from the repeat and unique TTFTs (seconds)."""
+    """The verdict for one length from the repeat and unique TTFTs (seconds), weighed with the
+    server's own cached_tokens (and llama.cpp's timings.prompt_ms) for the repeats."""
+    verdict = _timing_verdict(repeats, unique, repeat_cached, prompt_tokens)
+    gained = verdict.p_faster is not None and verdict.p_faster < ALPHA and (verdict.speedup or 0) >= MIN_SPEEDUP
+    if verdict.verdict in ("not_detected", "inconclusive") and verdict.speedup is not None and not gained:
+        served = _served(repeat_cached, prompt_tokens)
+        if served is not None and prompt_tokens:
+            return _no_gain(verdict, served, prompt_tokens, repeats, repeat_prompt_ms)
+    return verdict
+
+
+def _served(cached: Sequence[int | None], prompt_tokens: int | None) -> float | None:
+    """The median cached count when the server reports every repeat mostly cached, else None."""
+    reported = [c for c in cached if c is not None]
+    if not cached or len(reported) < len(cached) or not prompt_tokens:
+        return None
+    median = float(np.median(reported))
+    return median if median >= SERVED_SHARE * prompt_tokens else None
+
+
+def _no_gain(
+    timing: Verdict, served: float, prompt_tokens: int, repeats: list[float], prompt_ms: Sequence[float | None]
+) -> Verdict:
+    speedup = f"{timing.speedup:.2f}×" if timing.speedup else "no"
+    reason = (
+        f"the server reports {served:.0f} of {prompt_tokens} prompt tokens cached on the repeats, yet they "
+        f"are only {speedup} faster than unique prefixes (not significantly ≥ {MIN_SPEEDUP}×): "
+        f"{_no_gain_cause(repeats, prompt_ms)}"
+    )
+    fields = {k: getattr(timing, k) for k in ("speedup", "p_faster", "p_below_min", "rank_p")}
+    return Verdict("cache_hit_no_gain", reason, **fields)
+
+
+def _no_gain_cause(repeats: list[float], prompt_ms: Sequence[float | None]) -> str:
+    known = [p for p in prompt_ms if isinstance(p, (int, float))]
+    cause = (
+        "time outside prefill hides the saving (llama.cpp's host-RAM prompt cache copies slot state "
+        "before each prefill: try --cache-ram 0; or requests queue behind others)"
+    )
+    if not known:
+        return cause
+    server_ms, ttft_ms = float(np.median(known)), 1000 * float(np.median(repeats))
+    return f"the server's own prompt time for them is {server_ms:,.0f} ms of a {ttft_ms:,.0f} ms TTFT, so {cause}"
+
+
+def _timing_verdict(
+    repeats: list[float], unique: list[float], repeat_cached: Sequence[int | None], prompt_tokens: int | None
+) -> Verdict:
+    """The verdict from the TTFTs alone, unless cached_tokens contradict a detected speed-up."""
     if len(repeats) < 2 or len(unique) < 2:
         return Verdict(
             "inconclusive",
@@ -127,30 +185,19 @@ def decide(
     return Verdict(verdict, reason, rank_p=rank_p, **stats)
 
 
-def _cache_report_conflict(verdict: str, cached: list[int | None], prompt_tokens: int | None) -> str | None:
+def _cache_report_conflict(verdict: str, cached: Sequence[int | None], prompt_tokens: int | None) -> str | None:
     """The server's own cached_tokens, where it reports them for every repeat, must agree."""
-    if not cached or any(c is None for c in cached) or not prompt_tokens:
+    reported = [c for c in cached if c is not None]
+    if not cached or len(reported) < len(cached) or not prompt_tokens:
         return None
-    median = float(np.median(cached))
+    median = float(np.median(reported))
     served = median >= 0.5 * prompt_tokens
     if verdict == "detected" and not served:
         return f"the server reports only {median:.0f} of {prompt_tokens} prompt tokens cached"
-    if verdict == "not_detected" and served:
-        return f"the server reports {median:.0f} of {prompt_tokens} prompt tokens cached"
-    return None
+    return None  # not_detected with a served cache: decide() calls it cache_hit_no_gain
 
 
 # ---- sending ------------------------------------------------------------------------------
-
-
-def context_length(models: list[dict], model: str) -> int | None:
-    """The model's context from /v1/models, where the server gives it."""
-    for m in models:
-        if isinstance(m, dict) and m.get("id") == model:
-            for key in ("max_model_len", "context_length", "max_context_length"):
-                if isinstance(m.get(key), int) and m[key] > 0:
-                    return m[key]
-    return None
 
 
 def capped_lengths(lengths: list[int], context: int | None, tg: int) -> list[tuple[int, int]]:
@@ -202,11 +249,15 @@ async def _probe_length(
 async def _probe(settings: ProbeSettings) -> dict:
     async with Client(settings.client) as client:
         model = await client.choose_model()
-        context = context_length(await client.list_models(), model)
+        # The context one request may hold (llama.cpp: per slot, from /props): longer prompts
+        # would only come back as HTTP 400s.
+        identity = await server_mod.identify(client.session, client.base, model)
+        context = identity.context_length
         salt = secrets.token_hex(6)
         calibration = await calibrate(client, settings.endpoint, salt)
         prompts = PromptFactory(calibration, salt=f"{salt}probe")
         setup = _setup(settings, model, await client.server_version(), context, calibration.to_dict())
+        setup["context_source"] = identity.context_source
         entries = []
         for length, asked in capped_lengths(settings.lengths, context, settings.tg):
             if callable(settings.on_length):
@@ -267,7 +318,8 @@ def length_entry(length: int, asked: int, records: list[RequestRecord]) -> dict:
     uniques = [t for t in u["ttft_s"] if t is not None]
     reported = [p for p in s["prompt_tokens"] + u["prompt_tokens"] if p is not None]
     prompt_tokens = int(np.median(reported)) if reported else None
-    verdict = decide(repeats, uniques, s["cached_tokens"][1:], prompt_tokens)
+    prompt_ms = [(r.server_timings or {}).get("prompt_ms") for r in shared[1:] if r.ok]
+    verdict = decide(repeats, uniques, s["cached_tokens"][1:], prompt_tokens, prompt_ms)
     failed = [r for r in records if not r.ok]
     return {
         "length": length,
@@ -278,6 +330,7 @@ def length_entry(length: int, asked: int, records: list[RequestRecord]) -> dict:
         "n_ok": len(records) - len(failed),
         "n_failed": len(failed),
         "errors": dict(Counter(r.error_kind for r in failed)),
+        "first_errors": first_errors(failed),
         "speedup": verdict.speedup,
         "p_faster": verdict.p_faster,
         "p_below_min": verdict.p_below_min,
@@ -286,6 +339,14 @@ def length_entry(length: int, asked: int, records: list[RequestRecord]) -> dict:
         "reason": _with_unavailable(verdict.reason, s, u),
         "requests": [r.to_dict() for r in records],
     }
+
+
+def first_errors(failed: list[RequestRecord]) -> dict[str, str]:
+    """The first failure of each kind, in the server's own words (e.g. its HTTP 400 text)."""
+    first: dict[str, str] = {}
+    for rec in failed:
+        first.setdefault(str(rec.error_kind), rec.error or "")
+    return first
 
 
 def _with_unavailable(reason: str, *sides: dict) -> str:

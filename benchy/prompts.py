@@ -14,15 +14,19 @@ Lengths are counted with benchy's offline o200k_base tokenizer, then calibrated 
 server's own count: the server sees `scale × local + overhead` tokens, where overhead is the
 chat template and scale absorbs a different tokenizer. Two calibration requests (short and
 long, each with its own nonce) fit both, so that the server sees the target within ±1%.
+A third (`check_length`), at the run's longest prompt, catches a server that keeps only the
+last N tokens of a prompt (Ollama's num_ctx, truncate_prompt_tokens, context shifting) before
+any figure is measured on a prompt it never read.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from benchy import harmony, tokenizer
+from benchy.evidence import prompt_length_missed
 
 CONTEXT_SEED = 2  # depth context filler differs from the pp filler (seed 0)
 # Between a shared context and what follows it: a piece of its own, so the context's last
@@ -60,6 +64,19 @@ class Template:
             return {"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {}
         return {"skip_special_tokens": False} if self.parses(endpoint) else {}
 
+    def check(self, endpoints: set[str], stops: tuple[str, ...] | list[str]) -> None:
+        """ValueError (one line) for a template, effort or stop string the run's endpoints cannot use."""
+        if self.name == "harmony" and "completions" not in endpoints:
+            raise ValueError(
+                "--template harmony is for --endpoint completions: the chat endpoint applies the server's own template"
+            )
+        if self.reasoning_effort and self.name == "none" and "chat" not in endpoints:
+            raise ValueError(
+                "--reasoning-effort with --endpoint completions needs --template harmony: a raw prompt has no place for it"
+            )
+        if any(not s for s in stops):
+            raise ValueError("--stop strings must not be empty")
+
     def risky_stops(self, stops: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
         """(stop, reason) for stop strings that fire inside a Harmony response: all that
         harmony.dangerous_stops finds under this template, else those that look like markers
@@ -75,11 +92,14 @@ class PromptError(ValueError):
     """A prompt that cannot be built (e.g. shorter than the chat template)."""
 
 
+CALIBRATION_LOCAL_TOKENS = (64, 1024)  # the filler of the short and the long calibration prompt
 @dataclass(frozen=True)
 class Calibration:
     overhead: float = 0.0  # server tokens added around the user text (chat template)
     scale: float = 1.0  # server tokens per local (o200k) token
     method: str = "none"
+    # check_length's finding: {target_tokens, server_tokens, missed} or {target_tokens, error}
+    length_check: dict | None = None
 
     @classmethod
     def fit(cls, local: tuple[int, int], server: tuple[int, int]) -> Calibration:
@@ -95,7 +115,14 @@ class Calibration:
         return round((server_target - self.overhead) / self.scale)
 
     def to_dict(self) -> dict:
-        return {"overhead_tokens": round(self.overhead, 2), "scale": round(self.scale, 5), "method": self.method}
+        out = {"overhead_tokens": round(self.overhead, 2), "scale": round(self.scale, 5), "method": self.method}
+        if self.length_check is not None:
+            out["length_check"] = dict(self.length_check)
+        return out
+
+    def covers(self, server_tokens: int) -> bool:
+        """Whether the long calibration prompt was at least this long (so it was checked)."""
+        return server_tokens <= self.overhead + self.scale * CALIBRATION_LOCAL_TOKENS[1]
 
 
 @dataclass(frozen=True)
@@ -161,7 +188,7 @@ class PromptFactory:
 
     def calibration_prompts(self) -> list[Prompt]:
         """A short and a long prompt for Calibration.fit, with their own nonces."""
-        return [self._raw(64), self._raw(1024)]
+        return [self._raw(n) for n in CALIBRATION_LOCAL_TOKENS]
 
     def _raw(self, local: int) -> Prompt:
         nonce = self.next_nonce()
@@ -181,3 +208,25 @@ async def calibrate(client, endpoint: str, salt: str, template: Template = Templ
     return Calibration.fit(
         (prompts[0].local_tokens, prompts[1].local_tokens), (usages[0]["prompt_tokens"], usages[1]["prompt_tokens"])
     )
+
+
+async def check_length(
+    client, endpoint: str, calibration: Calibration, salt: str, longest: int, template: Template = Template()
+) -> Calibration:
+    """Sends the run's longest prompt once (one output token) when it is longer than the
+    calibration prompts, and keeps what the server counted in `length_check`: a server that
+    truncates prompts shows it here, before the run. A refusal (a prompt over the context) is
+    kept in the server's words, not raised: the run's own requests will say the same."""
+    if calibration.covers(longest):
+        return calibration
+    from benchy.client import ServerError  # not at import time: workers load prompts without aiohttp use
+
+    prompt = PromptFactory(calibration, salt=f"{salt}len{endpoint}").build(longest)
+    options = template.request_options(endpoint)
+    try:
+        usage = await client.usage_of(template.render(prompt.text, endpoint), endpoint, options)
+    except ServerError as exc:  # the server's own answer, one line
+        return replace(calibration, length_check={"target_tokens": longest, "error": str(exc)})
+    counted = usage["prompt_tokens"]
+    found = {"target_tokens": longest, "server_tokens": counted, "missed": prompt_length_missed(longest, counted)}
+    return replace(calibration, length_check=found)

@@ -3,6 +3,10 @@
 Times are seconds relative to the moment the request was sent (`sent_mono_s`, from
 `time.perf_counter`), so a record can be compared with a server's own monotonic log.
 Metrics are derived from records in metrics.py, never stored here.
+
+requests.jsonl starts with a header line naming its schema (REQUESTS_SCHEMA,
+`benchy/requests/MAJOR.MINOR`, versioned as results.json is); then one record per line.
+Readers accept files without the header (written before it existed).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO
+
+REQUESTS_SCHEMA = "benchy/requests/1.0"
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
 CONTENT = "c"
@@ -44,6 +50,15 @@ class RequestRecord:
     token_event_s: list[float] = field(default_factory=list)  # events that carried text
     token_event_chars: list[int] = field(default_factory=list)
     token_event_kinds: str = ""  # CONTENT / REASONING per token-bearing event
+    # The generated text as it streamed, reasoning and content in event order (token_event_chars
+    # cuts it per event): metrics count it with benchy's own tokenizer (evidence.py).
+    token_event_text: str = ""
+    # vLLM's stream_options.continuous_usage_stats: the cumulative completion_tokens that came
+    # with each token-bearing event; empty when the server sends no per-chunk usage.
+    token_event_usage: list[int] = field(default_factory=list)
+    # Server tokens per benchy-local (o200k) token, from calibration: scales the local count of
+    # the streamed text (None: not calibrated, e.g. a probe).
+    local_token_scale: float | None = None
     sse_events: int = 0  # every data event, token-bearing or not
     prompt_tokens: int | None = None  # from the server's usage
     completion_tokens: int | None = None
@@ -102,6 +117,8 @@ class RecordWriter:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(path, "w", encoding="utf-8")  # a new run starts a new log
+            self._fh.write(_dumps(header()) + "\n")
+            self._fh.flush()
 
     def write(self, record: RequestRecord) -> None:
         if self._fh is None:
@@ -128,15 +145,45 @@ try:
     from orjson import dumps as _orjson_dumps
 except ImportError:  # pragma: no cover
 
-    def _orjson_dumps(obj: dict) -> bytes:
+    def _orjson_dumps(obj: dict) -> bytes:  # type: ignore[misc]  # orjson's signature is wider
         return json.dumps(obj, separators=(",", ":")).encode()
 
 
+def header() -> dict:
+    from benchy import __version__
+
+    return {"schema": REQUESTS_SCHEMA, "benchy_version": __version__}
+
+
+class RecordsError(ValueError):
+    """A requests.jsonl of a schema this benchy cannot read; one line."""
+
+
 def read_records(path: Path) -> Iterator[RequestRecord]:
-    """Records from a requests.jsonl; a last line cut by a kill is skipped, not fatal."""
+    """Records from a requests.jsonl; a last line cut by a kill is skipped, not fatal. The
+    header line is checked (another major version: RecordsError) and not returned."""
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             try:
-                yield RequestRecord.from_dict(json.loads(line))
-            except (json.JSONDecodeError, TypeError):
+                data = json.loads(line)
+            except json.JSONDecodeError:
                 continue
+            if is_header(data):
+                _check_header(path, data["schema"])
+                continue
+            try:
+                yield RequestRecord.from_dict(data)
+            except TypeError:
+                continue
+
+
+def is_header(data: object) -> bool:
+    """Whether a parsed requests.jsonl line is the header, not a record."""
+    return isinstance(data, dict) and "schema" in data
+
+
+def _check_header(path: Path, schema: object) -> None:
+    major = REQUESTS_SCHEMA.rsplit("/", 1)[1].split(".")[0]
+    prefix, _, version = str(schema).rpartition("/")
+    if prefix != "benchy/requests" or version.split(".")[0] != major:
+        raise RecordsError(f"{path}: schema {schema!r}: this benchy reads {REQUESTS_SCHEMA.rsplit('.', 1)[0]}.x only")

@@ -1,171 +1,463 @@
 """results.json: the one saved form of a run, from which every report is made.
 
-Schema `benchy/results/1` (documented in the README):
-  schema, benchy_version, prompt_nonce, partial, setup{...}, cases[{label, scenario, pp, tg,
-  concurrency, depth, depth_mode ("cold" | "cached" | null without depth), endpoint, runs,
-  n_ok, n_failed, errors{kind: n}, requests[...],
-  summary{metric: {median, std, n, ci95, ...} | null}, unavailable{metric: reason},
-  aggregate_tps}], warnings[{code, severity, case, message, hint}].
-Added by checks.py and the run (all optional): setup{hardware, model_profile, ceiling{...}};
-  case{ceiling{tokens_per_s, decode_pct, e2e_pct, ...}, client{loop_lag_ms_max, loop_lag_ms_p99,
-  cpu_s, cpu_share, ...}, withheld{metric: summary}}; warnings[{..., metrics, withheld, details}].
-  Requests with an empty or zero-token output are counted as failed (error_kind empty_output /
-  zero_tokens) here, though requests.jsonl keeps the raw status the client saw.
-Reliability (issue 8): top-level `stopped` (null, or {by: SIGINT | SIGTERM | max-errors |
-  max-error-rate, reason}; `partial` is then true); setup{calibration_failures[...]}; case{
-  anomalies{no_done | no_usage | malformed_events: requests}, retried{kind: requests sent again
-  after a reused connection dropped}}; request{retried}.
-Load (issue 9): case{mode ("closed" | "open"), rate, achieved_rate, request_rate, send_lag{summary}
-  | null, goodput{slo, fraction, rate} | null, client{..., workers}}; request{scheduled_mono_s};
-  setup{load{requests, duration_s, max_inflight, seed, workers, slo}}.
+The file is the JSON form of `RunResult` and the classes it holds (Setup, CaseResult,
+RequestResult, MetricSummary, Goodput, CheckWarning, …): they are built here, in one place,
+from the records and the metrics, and written and read through `to_dict` / `from_dict`. The JSON
+Schema shipped as benchy/data/results.schema.json is generated from these classes
+(`write_schema`; tests/test_schema.py fails when it is stale).
+
+Version policy: the schema id is `benchy/results/MAJOR.MINOR`. A field added is a new MINOR
+(older files still load: the field takes its default); a field renamed, removed or changing
+meaning is a new MAJOR. `read` takes any minor of its own major, including files that say
+`benchy/results/1` (= 1.0), and refuses another major or a newer minor with one line.
+  1.0  the first typed version (`benchy/results/1`)
+  1.1  unavailable_codes (case and request): the stable code of each unavailable figure;
+       setup.server, setup.server_metrics, case.server (issue 17); request local_token_scale
+
+A figure that cannot be measured is null, with the reason in `unavailable` (words) and
+`unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
+are counted as failed here (error_kind empty_output / zero_tokens), though requests.jsonl
+keeps the raw status the client saw.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from benchy import checks, metrics, stats
+from benchy import checks, jsontypes, metrics, stats
 from benchy.metrics import Unavailable
 from benchy.records import RequestRecord
 from benchy.scenario import Case
 
-SCHEMA = "benchy/results/1"
-SUMMARY_METRICS = (
-    "e2e_tps",
-    "ttft_s",
-    "ttfc_s",
-    "decode_tps",
-    "prefill_tps",
-    "itl_s",
-    "e2e_s",
-    "tokens_per_event",
-    "ttft_gap_s",
-)
-# Bulky per-event arrays stay in requests.jsonl; results.json keeps per-request metrics.
-_RECORD_FIELDS_DROPPED = ("token_event_s", "token_event_chars", "token_event_kinds")
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 1
+SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
+PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
+SCHEMA_FILE = Path(__file__).parent / "data" / "results.schema.json"
+_SCHEMA_ID = re.compile(r"benchy/results/(\d+)(?:\.(\d+))?")
 
 
 class ResultsError(ValueError):
     """A results file benchy cannot read; one line."""
 
 
-def request_entry(rec: RequestRecord) -> dict:
-    entry = {k: v for k, v in rec.to_dict().items() if k not in _RECORD_FIELDS_DROPPED}
-    entry["events"] = len(rec.token_event_s)
-    values = metrics.request_metrics(rec)
-    entry["metrics"] = {k: (None if isinstance(v, Unavailable) else v) for k, v in values.items()}
-    unavailable = {k: v.reason for k, v in values.items() if isinstance(v, Unavailable)}
-    if unavailable and rec.ok:
-        entry["unavailable"] = unavailable
-    return entry
+def _opt(doc: str, default: Any = None, factory: Any = None, omit: bool = False) -> Any:
+    """A field with a default, a description for the schema, and (omit) left out when empty."""
+    meta = {"doc": doc, "omit_none": omit}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
 
 
-def case_entry(
-    case: Case, endpoint: str, runs: int, records: list[RequestRecord], slo: dict[str, float] | None = None
-) -> dict:
+class _Saved:
+    """to_dict / from_dict through jsontypes, for every class of the file."""
+
+    def to_dict(self) -> dict:
+        return jsontypes.to_json(self)
+
+    @classmethod
+    def from_dict(cls, data: dict, strict: bool = False):
+        return jsontypes.from_json(cls, data, strict=strict)
+
+
+# ------------------------------------------------------------------ the classes
+
+
+@dataclass
+class MetricSummary(_Saved):
+    """Statistics of one metric over a case's measured, successful requests (stats.py)."""
+
+    median: float
+    std: float | None = _opt("sample standard deviation (n − 1); null for one value")
+    n: int = _opt("values summarized", 0)
+    ci95: list[float] | None = _opt("percentile-bootstrap 95% interval of the median; null below 3 values")
+    mean: float | None = None
+    min: float | None = None
+    max: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+
+    @classmethod
+    def of(cls, values: list[float]) -> MetricSummary:
+        return cls(**stats.summarize(values))
+
+
+@dataclass
+class Goodput(_Saved):
+    """--slo: the share of measured requests that succeeded and met every target, and their rate."""
+
+    slo: dict[str, float] = _opt("metric → threshold", factory=dict)
+    fraction: float | None = None
+    rate: float | None = _opt("good requests per second (metrics.goodput_rate)")
+    unavailable: str | None = _opt("why the fraction is unknown", omit=True)
+
+
+@dataclass
+class CaseCeiling(_Saved):
+    """A case's memory-bandwidth decode ceiling and its measured medians as a % of it."""
+
+    tokens_per_s: float
+    context_tokens: float | None = None
+    weight_bytes_per_token: float | None = None
+    kv_bytes_per_token: float | None = None
+    decode_pct: float | None = None
+    e2e_pct: float | None = None
+
+
+@dataclass
+class CeilingSetup(_Saved):
+    """What the decode ceiling is computed from (--hardware, --model-profile, …); `missing`
+    says why there is none."""
+
+    hardware: str | None = None
+    bandwidth_gbs: float | None = None
+    bandwidth_source: str | None = None
+    model_profile: str | None = None
+    model_profile_source: str | None = None
+    active_bytes_per_token: float | None = None
+    weights_source: str | None = None
+    kv_shape: dict[str, Any] | None = None
+    missing: str | None = None
+
+
+@dataclass
+class LoadSetup(_Saved):
+    """How each case's load was bounded and spread (--requests, --duration, --max-inflight, …)."""
+
+    requests: int | None = None
+    duration_s: float | None = None
+    max_inflight: int | None = None
+    seed: int = 0
+    workers: int | None = None
+    slo: dict[str, float] | None = None
+
+
+@dataclass
+class Setup(_Saved):
+    """What was measured, with what, and how (credentials never included)."""
+
+    base_url: str | None = _opt("the server, without credentials")
+    model: str | None = None
+    server_version: str | None = None
+    endpoint: str | None = None
+    benchy_version: str | None = None
+    host: str | None = None
+    python: str | None = None
+    command_line: str | None = _opt("secrets redacted")
+    started_utc: str | None = None
+    prompt_nonce: bool | None = None
+    runs: int | None = None
+    warmup: int | None = None
+    calibration: dict[str, Any] | None = _opt("the main endpoint's {overhead_tokens, scale, method}")
+    calibrations: dict[str, dict[str, Any]] = _opt("endpoint → calibration", factory=dict)
+    calibration_failures: list[str] = _opt("calibration attempts that failed and were retried", factory=list)
+    tokenizer: str | None = None
+    load: LoadSetup | None = None
+    hardware: str | None = _opt("--hardware profile", omit=True)
+    model_profile: str | None = _opt("--model-profile (or the one guessed)", omit=True)
+    ceiling: CeilingSetup | None = _opt("present when a ceiling was asked for", omit=True)
+    template: str | None = _opt("none | harmony")
+    reasoning_effort: str | None = None
+    stop: list[str] = field(default_factory=list)
+    dangerous_stops: list[dict[str, str]] = _opt(
+        "{stop, reason}: stops that fire inside a Harmony response", factory=list
+    )
+    server: dict[str, Any] | None = _opt("the server's identity (server.py)", omit=True)
+    server_metrics: dict[str, Any] | None = _opt("what /metrics offered (server_metrics.py)", omit=True)
+
+
+@dataclass
+class RequestResult(_Saved, RequestRecord):
+    """One request: every RequestRecord field but the per-event arrays (those stay in
+    requests.jsonl), plus its event count and metrics."""
+
+    _NOT_SAVED = ("token_event_s", "token_event_chars", "token_event_kinds", "token_event_text", "token_event_usage")
+
+    events: int = _opt("text events (len of token_event_s)", 0)
+    metrics: dict[str, float | None] = _opt("metric → value, null when unavailable", factory=dict)
+    unavailable: dict[str, str] = _opt("metric → why (successful requests only)", factory=dict, omit=True)
+    unavailable_codes: dict[str, str] = _opt("metric → reason code (1.1)", factory=dict, omit=True)
+    withheld: dict[str, float] = _opt("metric → the value withheld (audit only)", factory=dict, omit=True)
+
+    @classmethod
+    def of(cls, rec: RequestRecord) -> RequestResult:
+        values = metrics.request_metrics(rec)
+        gone = {k: v for k, v in values.items() if isinstance(v, Unavailable)} if rec.ok else {}
+        saved = {k: v for k, v in rec.to_dict().items() if k not in cls._NOT_SAVED}
+        return cls(
+            **saved,
+            events=len(rec.token_event_s),
+            metrics={k: (None if isinstance(v, Unavailable) else v) for k, v in values.items()},
+            unavailable={k: v.message for k, v in gone.items()},
+            unavailable_codes={k: v.code for k, v in gone.items()},
+        )
+
+
+@dataclass
+class CaseResult(_Saved):
+    """One case (a prompt length × output length × load × depth), with every request."""
+
+    label: str
+    pp: int
+    tg: int
+    concurrency: int
+    scenario: str | None = None
+    depth: int = 0
+    endpoint: str | None = None
+    runs: int | None = None
+    depth_mode: str | None = _opt('"cold" | "cached"; null without depth')
+    n_ok: int = 0
+    n_failed: int = 0
+    n_warmup: int = 0
+    errors: dict[str, int] = _opt("error kind → failed measured requests", factory=dict)
+    anomalies: dict[str, int] = _opt("no_done | no_usage | malformed_events … → successful requests", factory=dict)
+    retried: dict[str, int] = _opt("kind → requests sent again after a reused connection dropped", factory=dict)
+    summary: dict[str, MetricSummary | None] = _opt("metric → statistics, null when unavailable", factory=dict)
+    unavailable: dict[str, str] = _opt("metric → why it is null", factory=dict)
+    unavailable_codes: dict[str, str] = _opt("metric → reason code (1.1)", factory=dict)
+    aggregate_tps: float | None = None
+    mode: str = _opt('"closed" | "open"', "closed")
+    rate: float | None = _opt("asked arrival rate, requests/s (open loop)")
+    achieved_rate: float | None = None
+    request_rate: float | None = None
+    send_lag: MetricSummary | None = _opt("open loop: how late sends left their schedule, s")
+    goodput: Goodput | None = None
+    requests: list[RequestResult] = field(default_factory=list)
+    client: dict[str, Any] | None = _opt("benchy's own health while it ran (monitor.py)", omit=True)
+    ceiling: CaseCeiling | None = _opt("with a ceiling setup", omit=True)
+    server: dict[str, Any] | None = _opt("the server's own figures for the case (server_metrics.py)", omit=True)
+    withheld: dict[str, MetricSummary] = _opt("metric → a withheld summary (audit only)", factory=dict, omit=True)
+
+    def reason(self, metric: str) -> Unavailable:
+        """Why `metric` is null in this case (code and message)."""
+        message = self.unavailable.get(metric, "not measured")
+        code = self.unavailable_codes.get(metric) or legacy_code(message)
+        return Unavailable(code, message)
+
+
+@dataclass
+class Stopped(_Saved):
+    """Why a run ended early."""
+
+    by: str = _opt("SIGINT | SIGTERM | max-errors | max-error-rate", "")
+    reason: str = ""
+
+
+@dataclass
+class Evidence(_Saved):
+    """A figure behind a warning: what was observed against what threshold."""
+
+    name: str
+    observed: float | str | None
+    threshold: float | None = None
+    unit: str = ""
+
+
+@dataclass
+class CheckWarning(_Saved):
+    """A finding of checks.py about these results."""
+
+    code: str
+    severity: str = _opt("error | warning | info", "warning")
+    case: str | None = _opt("the case's label; null for the whole run")
+    message: str = ""
+    hint: str = ""
+    metrics: list[str] = _opt("metrics it qualifies (the table marks them)", factory=list)
+    withheld: list[str] = _opt("metrics made unavailable for the reason it reports", factory=list)
+    details: dict[str, Any] = _opt("the figures behind the message", factory=dict)
+    evidence: list[Evidence] = _opt("typed figures behind the message", factory=list, omit=True)
+
+
+@dataclass
+class RunResult(_Saved):
+    """A whole run: results.json."""
+
+    schema: str = _opt("benchy/results/MAJOR.MINOR", SCHEMA)
+    benchy_version: str | None = None
+    prompt_nonce: bool | None = _opt("true unless --no-nonce")
+    partial: bool = _opt("interrupted or stopped early", False)
+    stopped: Stopped | None = None
+    setup: Setup = field(default_factory=Setup)
+    cases: list[CaseResult] = field(default_factory=list)
+    warnings: list[CheckWarning] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {**jsontypes.to_json(self), "schema": SCHEMA}
+
+
+# ------------------------------------------------------------------ building from records
+
+
+def case_result(
+    case: Case,
+    endpoint: str,
+    runs: int,
+    records: list[RequestRecord],
+    slo: dict[str, float] | None = None,
+    client: dict | None = None,
+    server: dict | None = None,
+) -> CaseResult:
     records = [checks.classify(r) for r in records]  # an empty output is a failure, not a success
     measured = [r for r in records if not r.warmup]
     ok = [r for r in measured if r.ok]
     summary, unavailable = _summaries(ok)
-    aggregate = metrics.aggregate_output_tps(measured)
-    return {
-        "label": case.label,
-        "scenario": case.scenario,
-        "pp": case.pp,
-        "tg": case.tg,
-        "concurrency": case.concurrency,
-        "depth": case.depth,
-        "endpoint": endpoint,
-        "runs": runs,
-        "depth_mode": case.depth_mode if case.depth else None,
-        "n_ok": len(ok),
-        "n_failed": len(measured) - len(ok),
-        "n_warmup": len(records) - len(measured),
-        "errors": dict(Counter(r.error_kind for r in measured if not r.ok)),
-        "anomalies": dict(Counter(a.split(":")[0] for r in ok for a in r.anomalies)),
-        "retried": dict(Counter(r.retried.split(":")[0] for r in measured if r.retried)),
-        "summary": summary,
-        "unavailable": unavailable,
-        "aggregate_tps": None if isinstance(aggregate, Unavailable) else aggregate,
-        **load_entry(case, measured, slo),
-        "requests": [request_entry(r) for r in records],
-    }
+    lags = [v for v in (metrics.send_lag_s(r) for r in measured) if not isinstance(v, Unavailable)]
+    return CaseResult(
+        label=case.label,
+        scenario=case.scenario,
+        pp=case.pp,
+        tg=case.tg,
+        concurrency=case.concurrency,
+        depth=case.depth,
+        endpoint=endpoint,
+        runs=runs,
+        depth_mode=case.depth_mode if case.depth else None,
+        n_ok=len(ok),
+        n_failed=len(measured) - len(ok),
+        n_warmup=len(records) - len(measured),
+        errors=dict(Counter(str(r.error_kind) for r in measured if not r.ok)),
+        anomalies=dict(Counter(a.split(":")[0] for r in ok for a in r.anomalies)),
+        retried=dict(Counter(r.retried.split(":")[0] for r in measured if r.retried)),
+        summary=summary,
+        unavailable={k: v.message for k, v in unavailable.items()},
+        unavailable_codes={k: v.code for k, v in unavailable.items()},
+        aggregate_tps=_value(metrics.aggregate_output_tps(measured)),
+        mode="open" if case.rate is not None else "closed",
+        rate=case.rate,
+        achieved_rate=_value(metrics.achieved_rate(measured)),
+        request_rate=_value(metrics.request_rate(measured)),
+        send_lag=MetricSummary.of(lags) if lags else None,
+        goodput=_goodput(measured, slo) if slo else None,
+        requests=[RequestResult.of(r) for r in records],
+        client=client,
+        server=server,
+    )
 
 
-def load_entry(case: Case, measured: list[RequestRecord], slo: dict[str, float] | None) -> dict:
-    """Figures of a loaded case (issue 9): mode ("closed" | "open"), rate (asked, requests/s),
-    achieved_rate (offered), request_rate (completed), send_lag (summary of the queue delay,
-    open loop only) and goodput ({slo, fraction, rate} with --slo, else null)."""
-    lags = [metrics.send_lag_s(r) for r in measured]
-    lags = [v for v in lags if not isinstance(v, Unavailable)]
-    return {
-        "mode": "open" if case.rate is not None else "closed",
-        "rate": case.rate,
-        "achieved_rate": _value(metrics.achieved_rate(measured)),
-        "request_rate": _value(metrics.request_rate(measured)),
-        "send_lag": stats.summarize(lags) if lags else None,
-        "goodput": _goodput(measured, slo) if slo else None,
-    }
-
-
-def _goodput(measured: list[RequestRecord], slo: dict[str, float]) -> dict:
+def _goodput(measured: list[RequestRecord], slo: dict[str, float]) -> Goodput:
     fraction = metrics.goodput(measured, slo)
-    rate = metrics.request_rate(measured)
     if isinstance(fraction, Unavailable):
-        return {"slo": slo, "fraction": None, "rate": None, "unavailable": fraction.reason}
-    good_rate = None
-    if not isinstance(rate, Unavailable) and fraction:
-        n_ok = sum(r.ok for r in measured)
-        good_rate = rate * fraction * len(measured) / n_ok  # good requests ÷ the same window
-    return {"slo": slo, "fraction": fraction, "rate": good_rate if fraction else 0.0}
+        return Goodput(slo=slo, unavailable=fraction.message)
+    return Goodput(slo=slo, fraction=fraction, rate=_value(metrics.goodput_rate(measured, slo)))
 
 
 def _value(value: float | Unavailable) -> float | None:
     return None if isinstance(value, Unavailable) else value
 
 
-def _summaries(ok: list[RequestRecord]) -> tuple[dict, dict]:
+def _summaries(ok: list[RequestRecord]) -> tuple[dict[str, MetricSummary | None], dict[str, Unavailable]]:
     """A metric is summarized only if every successful request has it: averaging the subset
     that happened to be measurable would hide the rest."""
-    summary: dict = {}
-    unavailable: dict = {}
+    summary: dict[str, MetricSummary | None] = {}
+    unavailable: dict[str, Unavailable] = {}
     per_request = [metrics.request_metrics(r) for r in ok]
-    for name in SUMMARY_METRICS:
+    for name in metrics.REQUEST_METRICS:
         values = [m[name] for m in per_request]
         missing = [v for v in values if isinstance(v, Unavailable)]
+        measured = [v for v in values if not isinstance(v, Unavailable)]
+        summary[name] = None
         if not values:
-            summary[name] = None
-            unavailable[name] = "no request succeeded"
+            unavailable[name] = Unavailable(metrics.NO_SUCCESS, "no request succeeded")
         elif missing:
-            summary[name] = None
-            reason = Counter(v.reason for v in missing).most_common(1)[0][0]
-            unavailable[name] = (
-                reason if len(missing) == len(values) else f"{len(missing)} of {len(values)} requests: {reason}"
-            )
+            (code, message), _ = Counter((v.code, v.message) for v in missing).most_common(1)[0]
+            if len(missing) < len(values):
+                message = f"{len(missing)} of {len(values)} requests: {message}"
+            unavailable[name] = Unavailable(code, message)
         else:
-            summary[name] = stats.summarize(values)
+            summary[name] = MetricSummary.of(measured)
     return summary, unavailable
 
 
-def save(results: dict, directory: Path) -> Path:
+# Old files (1.0) carry no reason codes: the few reasons that decide something are recognised
+# once, here, by the words benchy 1.0 wrote.
+_LEGACY_CODES = (("SSE buffering", metrics.BUFFERED), ("'TTFT' grows with output length", metrics.BUFFERED_TREND))
+
+
+def legacy_code(message: str) -> str:
+    return next((code for words, code in _LEGACY_CODES if words in message), metrics.LEGACY)
+
+
+# ------------------------------------------------------------------ reading a saved case (reports)
+
+
+def summary_of(case: dict, metric: str) -> tuple[float, float] | None:
+    """(median, std) of a case's metric, std 0 for a single value; None when unavailable."""
+    summary = case.get("summary", {}).get(metric)
+    if not summary:
+        return None
+    return summary["median"], summary.get("std") or 0.0
+
+
+def unavailable_reason(case: dict, metric: str) -> str:
+    return case.get("unavailable", {}).get(metric) or "not measured"
+
+
+def measured_values(case: dict, metric: str) -> list[float]:
+    """Per-request values of the measured (not warmup), successful requests."""
+    return [
+        r["metrics"][metric]
+        for r in case.get("requests", [])
+        if not r.get("warmup") and r.get("status") == "ok" and (r.get("metrics") or {}).get(metric) is not None
+    ]
+
+
+# ------------------------------------------------------------------ saving and loading
+
+
+def save(results: dict | RunResult, directory: Path) -> Path:
+    data = results.to_dict() if isinstance(results, RunResult) else results
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "results.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     tmp.replace(path)  # atomic: a reader never sees half a file
     return path
 
 
-def load(path: Path) -> dict:
+def check_schema(schema: object, where: str) -> None:
+    """Raises ResultsError (one line) unless this benchy reads `schema`."""
+    match = _SCHEMA_ID.fullmatch(schema) if isinstance(schema, str) else None
+    if match is None:
+        raise ResultsError(f"{where}: schema {schema!r} is not a benchy results schema ({SCHEMA})")
+    major, minor = int(match.group(1)), int(match.group(2) or 0)
+    if major != SCHEMA_MAJOR:
+        raise ResultsError(
+            f"{where}: schema {schema} is major version {major}; this benchy reads "
+            f"benchy/results/{SCHEMA_MAJOR}.x only (up to {SCHEMA})"
+        )
+    if minor > SCHEMA_MINOR:
+        raise ResultsError(f"{where}: schema {schema} is newer than this benchy understands ({SCHEMA}): upgrade benchy")
+
+
+def read(path: Path) -> RunResult:
+    """A results file as RunResult; raises ResultsError (one line) for one benchy cannot read."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise ResultsError(f"{path}: cannot read: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    schema = data.get("schema") if isinstance(data, dict) else None
-    if schema != SCHEMA:
-        raise ResultsError(f"{path}: schema {schema!r} is not {SCHEMA!r}; this benchy cannot read it")
-    return data
+    check_schema(data.get("schema") if isinstance(data, dict) else None, str(path))
+    try:
+        return RunResult.from_dict(data)
+    except jsontypes.ShapeError as exc:
+        raise ResultsError(f"{path}: malformed: {exc}") from None
+
+
+def load(path: Path) -> dict:
+    """A results file as the dict of the current schema (older minors filled with defaults)."""
+    return read(path).to_dict()
+
+
+def json_schema() -> dict:
+    return jsontypes.json_schema(RunResult, SCHEMA, "benchy results.json")
+
+
+def write_schema(path: Path = SCHEMA_FILE) -> Path:
+    """Regenerates the shipped JSON Schema (`make schema`)."""
+    path.write_text(json.dumps(json_schema(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path

@@ -15,16 +15,19 @@ import datetime as dt
 import platform
 import secrets
 import signal
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from benchy import __version__, checks
+from benchy import __version__, checks, server_metrics
 from benchy import results as results_mod
+from benchy import server as server_mod
 from benchy.client import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
-from benchy.loadgen import CasePlan, run_case
+from benchy.loadgen import CasePlan, LoadSettings, run_case
 from benchy.monitor import LoopMonitor
 from benchy.progress import Progress
-from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate
+from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
 from benchy.records import RecordWriter, RequestRecord
 from benchy.scenario import Case
 from benchy.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
@@ -47,41 +50,8 @@ class RunSettings:
     template: Template = field(default_factory=Template)  # --template, --reasoning-effort
     stop: tuple[str, ...] = ()  # --stop, sent with every measured request
     load: LoadSettings = field(default_factory=lambda: LoadSettings())  # --requests, --rate … (issue 9)
-
-
-@dataclass(frozen=True)
-class LoadSettings:
-    """How each case's load is bounded and spread (arrivals.py, workers.py)."""
-
-    requests: int | None = None  # --requests: measured requests per case
-    duration_s: float | None = None  # --duration: no request is sent after this many seconds
-    max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
-    seed: int = 0  # --seed of the Poisson schedules
-    workers: int | None = None  # --workers; None: what each case needs (workers.auto_workers)
-    ray: str | None = None  # --ray [ADDRESS]: run every case on Ray actors (cluster.py)
-    ray_workers_per_node: int | None = None  # --ray-workers-per-node (None: 1)
-    slo: dict[str, float] | None = None  # --slo, for goodput: {metric: threshold}
-
-    def to_dict(self) -> dict:
-        return {
-            "requests": self.requests,
-            "duration_s": self.duration_s,
-            "max_inflight": self.max_inflight,
-            "seed": self.seed,
-            "workers": self.workers,
-            "ray": self.ray,
-            "ray_workers_per_node": self.ray_workers_per_node,
-            "slo": self.slo,
-        }
-
-    def streams(self, case: Case) -> int:
-        """Connections a case may hold open at once (an uncapped open loop: no fixed bound)."""
-        if case.rate is None:
-            return case.concurrency
-        return self.max_inflight or UNCAPPED_CONNECTIONS
-
-
-UNCAPPED_CONNECTIONS = 100_000  # an open loop without --max-inflight: never queue inside the client
+    server_metrics: bool = True  # scrape /metrics around each case (--no-server-metrics: off)
+    announce: Callable[[str], None] | None = None  # gets the one-line start banner
 
 
 @dataclass
@@ -95,6 +65,7 @@ class RunState:
     stopped: dict | None = None  # {"by": "SIGINT" | "SIGTERM" | "max-errors" | "max-error-rate", "reason"}
     n_failed: int = 0
     client: dict = field(default_factory=dict)  # case label → LoopMonitor figures
+    server: dict = field(default_factory=dict)  # case label → the server's figures, or why there are none
 
 
 def execute(settings: RunSettings) -> dict:
@@ -142,7 +113,8 @@ def _stop_on_sigterm(state: RunState) -> None:
 
     def on_sigterm() -> None:
         state.stopped = {"by": "SIGTERM", "reason": "terminated (SIGTERM)"}
-        task.cancel()
+        if task is not None:
+            task.cancel()
 
     try:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
@@ -163,22 +135,27 @@ def build_results(state: RunState) -> dict:
         by_case.setdefault(rec.case, []).append(rec)
     slo = state.setup.get("load", {}).get("slo")
     cases = [
-        results_mod.case_entry(p.case, p.endpoint, p.runs, by_case.get(p.case.label, []), slo)
+        results_mod.case_result(
+            p.case,
+            p.endpoint,
+            p.runs,
+            by_case[p.case.label],
+            slo,
+            client=state.client.get(p.case.label),
+            server=state.server.get(p.case.label),
+        )
         for p in state.plans
         if p.case.label in by_case
     ]
-    for case in cases:
-        if case["label"] in state.client:
-            case["client"] = state.client[case["label"]]
-    results = {
-        "schema": results_mod.SCHEMA,
-        "benchy_version": __version__,
-        "prompt_nonce": state.setup.get("prompt_nonce"),
-        "partial": state.interrupted or state.stopped is not None or len(cases) < len(state.plans),
-        "stopped": state.stopped,
-        "setup": state.setup,
-        "cases": cases,
-    }
+    run = results_mod.RunResult(
+        benchy_version=__version__,
+        prompt_nonce=state.setup.get("prompt_nonce"),
+        partial=state.interrupted or state.stopped is not None or len(cases) < len(state.plans),
+        stopped=results_mod.Stopped(**state.stopped) if state.stopped else None,
+        setup=results_mod.Setup.from_dict(state.setup, strict=True),
+        cases=cases,
+    )
+    results = run.to_dict()
     results["warnings"] = checks.run_checks(results)
     return results
 
@@ -200,8 +177,16 @@ async def _measure(settings: RunSettings, state: RunState, writer: RecordWriter,
         model = await client.choose_model()
         salt = secrets.token_hex(6)
         endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})
+        identity = await server_mod.identify(client.session, client.base, model)
+        scraper, metrics_status = await _metrics_scraper(client, model, settings.server_metrics)
+        if settings.announce:
+            settings.announce(_banner(identity, settings, metrics_status))
         calibrations = {ep: await calibrate(client, ep, salt, settings.template) for ep in endpoints}
-        state.setup = _setup(settings, model, await client.server_version(), calibrations)
+        for ep, longest in _longest_prompts(settings).items():
+            calibrations[ep] = await check_length(client, ep, calibrations[ep], salt, longest, settings.template)
+        state.setup = _setup(settings, model, _version_text(identity), calibrations)
+        state.setup["server"] = identity.to_dict()
+        state.setup["server_metrics"] = metrics_status.to_dict()
         state.setup["calibration_failures"] = client.calibration_failures
         state.plans = [
             CasePlan(
@@ -235,16 +220,18 @@ async def _measure(settings: RunSettings, state: RunState, writer: RecordWriter,
                 if stop.is_set():
                     break
                 progress.start_case(plan.case.label)
-                calibration = calibrations[plan.endpoint]
-                k = pool.workers_for(plan.case, settings.load) if pool else 1
-                if k > 1 or settings.load.ray is not None:
-                    figures = await _run_in_workers(
-                        pool, plan, k, client.settings, calibration, on_record, stop, settings.nonce
+                window = scraper.window() if scraper else None
+                try:
+                    await _run_one_case(
+                        state, settings, client, plan, calibrations, salt, pool, on_record, stop, window
                     )
-                else:
-                    factory = PromptFactory(calibration, nonce=settings.nonce, salt=f"{salt}c{plan.index}")
-                    figures = await _run_here(client, plan, factory, on_record, stop, state.records)
-                state.client[plan.case.label] = figures
+                except BaseException:
+                    if window is not None:  # a stopped run saves at once: no last scrape
+                        window.abort()
+                        state.server[plan.case.label] = {"unavailable": window.result}
+                    raise
+                if window is not None:
+                    await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
         finally:
             progress.finish()
 
@@ -261,14 +248,75 @@ def _start_pool(settings: RunSettings):
     return ProcessPool(n).start() if n > 1 else None
 
 
-async def _run_here(client: Client, plan: CasePlan, factory: PromptFactory, on_record, stop, records) -> dict:
-    """The case in this process; returns its client figures (one worker's)."""
+async def _run_one_case(state, settings, client, plan, calibrations, salt, pool, on_record, stop, window) -> None:
+    """One case, in this process, in worker processes or on Ray actors; the server's window
+    opens once the warmups are done, so its figures cover the measured requests only."""
+
+    async def start() -> float:
+        if window is not None:
+            await window.open()
+        return time.perf_counter()
+
+    calibration = calibrations[plan.endpoint]
+    k = pool.workers_for(plan.case, settings.load) if pool is not None else 1
+    if k > 1 or settings.load.ray is not None:
+        state.client[plan.case.label] = await _run_in_workers(
+            pool, plan, k, client.settings, calibration, settings.nonce, on_record, stop, start
+        )
+        return
+    factory = PromptFactory(calibration, nonce=settings.nonce, salt=f"{salt}c{plan.index}")
     async with LoopMonitor() as monitor:
-        await run_case(client, plan, factory, on_record, stop=stop)
-    mine = [r for r in records if r.case == plan.case.label]
+        await run_case(client, plan, factory, on_record, start, stop=stop)
+    mine = [r for r in state.records if r.case == plan.case.label]
     spans = [(r.sent_mono_s, r.sent_mono_s + (r.end_s or 0.0)) for r in mine]
     tokens = sum(r.completion_tokens or len(r.token_event_s) for r in mine)
-    return client_figures([worker_entry(0, LOCAL_CLOCK, monitor.figures(spans), len(mine), tokens)])
+    state.client[plan.case.label] = client_figures(
+        [worker_entry(0, LOCAL_CLOCK, monitor.figures(spans), len(mine), tokens)]
+    )
+
+
+async def _metrics_scraper(
+    client: Client, model: str, wanted: bool
+) -> tuple[server_metrics.MetricsScraper | None, server_metrics.MetricsStatus]:
+    url = f"{server_mod.root_url(client.base)}/metrics"
+    if not wanted:
+        return None, server_metrics.MetricsStatus(url, False, reason="turned off with --no-server-metrics")
+    scraper = server_metrics.MetricsScraper(client.session, url, model)
+    status = await scraper.probe()
+    return (scraper if status.available else None), status
+
+
+async def _close_window(state: RunState, label: str, window: server_metrics.Window, cut_short: bool) -> None:
+    """The case's last snapshot, once the server has counted its measured requests; none when
+    an error limit cut the case short (requests cancelled in flight blur the server's count)."""
+    if cut_short:
+        window.abort()
+    else:
+        window.expected_requests = sum(1 for r in state.records if r.case == label and not r.warmup and r.ok)
+        await window.close()
+    result = window.result
+    state.server[label] = result.to_dict() if not isinstance(result, str) else {"unavailable": result}
+
+
+def _version_text(identity: server_mod.ServerIdentity) -> str | None:
+    """setup.server_version as before issue 17: one line, e.g. 'vLLM 0.11.0'."""
+    known = identity.engine or identity.version or identity.build or identity.server_header
+    return identity.engine_version if known else None
+
+
+def _banner(identity: server_mod.ServerIdentity, settings: RunSettings, status: server_metrics.MetricsStatus) -> str:
+    where = redact_url(settings.client.base_url)
+    note = f"server metrics: {status.engine}" if status.available else "no server metrics"
+    return server_mod.banner(identity, where, str(settings.output_dir) if settings.output_dir else None, note)
+
+
+def _longest_prompts(settings: RunSettings) -> dict[str, int]:
+    """Endpoint → the longest prompt (depth + pp) any case sends there."""
+    longest: dict[str, int] = {}
+    for case in settings.cases:
+        ep = case.endpoint or settings.endpoint
+        longest[ep] = max(longest.get(ep, 0), case.depth + case.pp)
+    return longest
 
 
 def _load_plan(load: LoadSettings) -> dict:
@@ -286,14 +334,15 @@ async def _run_in_workers(
     k: int,
     client_settings: ClientSettings,
     calibration: Calibration,
+    nonce: bool,
     on_record,
     stop: asyncio.Event,
-    nonce: bool,
+    on_start=None,
 ) -> dict:
     """The case split over k worker processes (workers.py) or Ray actors (cluster.py); returns
-    the case's client figures."""
+    the case's client figures. `on_start` is awaited once every worker is done with its warmups."""
     try:
-        return await pool.run_case(plan, k, client_settings, calibration, nonce, on_record, stop)
+        return await pool.run_case(plan, k, client_settings, calibration, nonce, on_record, stop, on_start)
     except WorkerError as exc:
         if exc.kind == "PromptError":
             raise PromptError(str(exc)) from None

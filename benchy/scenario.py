@@ -2,7 +2,8 @@
 
 A case is one (prompt length × output length × concurrency × depth) combination. Cases come
 from CLI flags (`--pp 512 2048 --tg 32 128` → 4 cases) and from scenario files
-(`scenarios/*.toml`), which give a name, `pp` / `tg` (a number or a list; `prompt_tokens` /
+(`benchy/scenarios/*.toml`, shipped in the package and linked at the top of the repository as
+`scenarios/`; any other file by path), which give a name, `pp` / `tg` (a number or a list; `prompt_tokens` /
 `output_tokens` are accepted too) and optionally `concurrency`, `runs`, `endpoint`, `depth`, `depth_mode`,
 or `rate` (requests/s, a number or a list) in place of `concurrency`: open-loop cases, as `--rate` makes.
 
@@ -18,17 +19,23 @@ import dataclasses
 import itertools
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
+if TYPE_CHECKING:
+    from importlib.abc import Traversable  # a file in the package: a Path unless zipped
+
 ENDPOINTS = ("chat", "completions")
 DEPTH_MODES = ("cold", "cached")
-SHIPPED_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+SHIPPED = resources.files("benchy") / "scenarios"  # package data: found after any kind of install
 
 
 class ScenarioError(ValueError):
@@ -109,25 +116,88 @@ def rate_sweep(
     return [dataclasses.replace(c, rate=float(r)) for c in closed for r in rates]
 
 
+@dataclass(frozen=True)
+class CaseSelection:
+    """What the command line asks to measure: scenarios, sweep flags and arrival rates."""
+
+    scenarios: tuple[str, ...] = ()  # --scenario: shipped names or .toml files
+    pp: tuple[int, ...] = ()
+    tg: tuple[int, ...] = ()
+    concurrency: tuple[int, ...] = ()
+    depth: tuple[int, ...] = ()
+    depth_mode: str | None = None  # None: cold, or each scenario's own
+    rate: tuple[float, ...] = ()  # --rate: open-loop cases in place of the closed-loop ones
+
+
+def select_cases(chosen: CaseSelection) -> list[Case]:
+    """The run's cases: the scenarios' cases, then a sweep of --pp × --tg × -c × --depth (also
+    the default pp512 tg128 when nothing else is asked). With scenarios alone, -c / --depth /
+    --depth-mode re-sweep each scenario case (a scenario's rate stays unless -c replaces it);
+    --rate turns every case into open-loop ones, equal cases made once. ScenarioError for a
+    file or a combination that cannot be measured."""
+    cases = [c for name in chosen.scenarios for c in load_scenario(name)]
+    if chosen.pp or chosen.tg or not cases:
+        cases += sweep(
+            list(chosen.pp) or [512],
+            list(chosen.tg) or [128],
+            list(chosen.concurrency) or [1],
+            list(chosen.depth) or None,
+            depth_mode=chosen.depth_mode or "cold",
+        )
+    elif chosen.concurrency or chosen.depth or chosen.depth_mode:
+        cases = _unique(
+            dataclasses.replace(swept, rate=None if chosen.concurrency else c.rate)
+            for c in cases
+            for swept in sweep(
+                [c.pp],
+                [c.tg],
+                list(chosen.concurrency) or [c.concurrency],
+                list(chosen.depth) or [c.depth],
+                c.scenario,
+                c.runs,
+                c.endpoint,
+                chosen.depth_mode or c.depth_mode,
+            )
+        )
+    if chosen.rate and chosen.concurrency:
+        raise ScenarioError(
+            "--rate and --concurrency cannot be combined: --rate is an open loop; "
+            "cap its requests in flight with --max-inflight"
+        )
+    if chosen.rate:
+        cases = _unique(
+            r
+            for c in cases
+            for r in rate_sweep(
+                [c.pp], [c.tg], list(chosen.rate), [c.depth], c.scenario, c.runs, c.endpoint, c.depth_mode
+            )
+        )
+    return cases
+
+
+def _unique(cases: Iterable[Case]) -> list[Case]:
+    return list(dict.fromkeys(cases))
+
+
 def _is_rate(value) -> bool:
     """A finite positive number of requests/s (NaN fails both comparisons)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
 
 
-def find_scenario(name_or_file: str) -> Path:
+def find_scenario(name_or_file: str) -> Path | Traversable:
     path = Path(name_or_file)
     if path.suffix == ".toml" or path.exists():
         if not path.is_file():
             raise ScenarioError(f"scenario file not found: {name_or_file}")
         return path
-    shipped = SHIPPED_DIR / f"{name_or_file}.toml"
+    shipped = SHIPPED / f"{name_or_file}.toml"
     if shipped.is_file():
         return shipped
     raise ScenarioError(f"unknown scenario {name_or_file!r}; shipped: {', '.join(shipped_names())}")
 
 
 def shipped_names() -> list[str]:
-    return sorted(p.stem for p in SHIPPED_DIR.glob("*.toml"))
+    return sorted(p.name.removesuffix(".toml") for p in SHIPPED.iterdir() if p.name.endswith(".toml"))
 
 
 def load_scenario(name_or_file: str) -> list[Case]:
@@ -147,7 +217,7 @@ def load_scenario(name_or_file: str) -> list[Case]:
         raise ScenarioError(_with_line(str(exc), path, text, data)) from None
 
 
-def _with_line(message: str, path: Path, text: str, data: dict) -> str:
+def _with_line(message: str, path: Path | Traversable, text: str, data: dict) -> str:
     """`path:LINE: ...` for the key the message names first (its first `key =` line)."""
     rest = message.removeprefix(f"{path}: ")
     named = [(m.start(), key) for key in data if (m := re.search(rf"(?<!\w){re.escape(key)}(?!\w)", rest))]
@@ -176,11 +246,11 @@ _KNOWN_KEYS = {
 }
 
 
-def _cases_from_table(path: Path, data: dict) -> list[Case]:
+def _cases_from_table(path: Path | Traversable, data: dict) -> list[Case]:
     unknown = sorted(set(data) - _KNOWN_KEYS)
     if unknown:
         raise ScenarioError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KNOWN_KEYS))})")
-    name = data.get("name", path.stem)
+    name = data.get("name", Path(path.name).stem)
     pp = _int_list(path, data, "pp", "prompt_tokens")
     tg = _int_list(path, data, "tg", "output_tokens")
     concurrency = _int_list(path, data, "concurrency", default=[1])
@@ -219,7 +289,7 @@ def _cases_from_table(path: Path, data: dict) -> list[Case]:
 
 
 def _int_list(
-    path: Path, data: dict, key: str, alias: str | None = None, default: list[int] | None = None
+    path: Path | Traversable, data: dict, key: str, alias: str | None = None, default: list[int] | None = None
 ) -> list[int]:
     value = data.get(key, data.get(alias) if alias else None)
     if value is None:
@@ -232,7 +302,7 @@ def _int_list(
     return values
 
 
-def _rate_list(path: Path, data: dict) -> list[float] | None:
+def _rate_list(path: Path | Traversable, data: dict) -> list[float] | None:
     """The `rate` key: requests/s of open-loop cases, or None for a closed loop."""
     value = data.get("rate")
     if value is None:

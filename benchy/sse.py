@@ -1,9 +1,10 @@
-"""Incremental server-sent-events parser: bytes in (any chunking), `data` payloads out.
+"""Incremental server-sent-events parser: bytes in (any chunking), `data` payloads out (bytes).
 
 Follows the WHATWG event-stream rules that matter for LLM servers: lines end in LF, CRLF or CR;
 `data:` lines of one event are joined with LF; a blank line dispatches; lines starting with `:`
-are comments; other fields (`event:`, `id:`, `retry:`) are ignored. Works on bytes so a UTF-8
-character split across chunks is decoded only once the whole line is in.
+are comments; other fields (`event:`, `id:`, `retry:`) are ignored. Payloads stay bytes: a UTF-8
+character split across chunks is whole once its event is, and the JSON parser (orjson) reads
+bytes directly, so nothing is decoded twice.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ class SSEParser:
         """Nothing is pending: the next chunk starts a new event at a new line."""
         return not self._buf and not self._has_data
 
-    def feed(self, chunk: bytes) -> list[str]:
+    def feed(self, chunk: bytes) -> list[bytes]:
         """Returns the data payloads of every event completed by this chunk."""
         buf = self._buf + chunk if self._buf else chunk
         if b"\r" in buf:
@@ -29,14 +30,14 @@ class SSEParser:
         # Fast path (LF line ends, as every LLM server sends): whole events are cut at blank
         # lines, and the usual one-line `data: …` event is sliced out without a line loop.
         # What follows the last blank line waits, unparsed, in _buf.
-        events: list[str] = []
+        events: list[bytes] = []
         start = 0
         while True:
             end = buf.find(b"\n\n", start)
             if end < 0:
                 break
             if buf.startswith(b"data: ", start) and not self._has_data and buf.find(b"\n", start, end) < 0:
-                events.append(buf[start + 6 : end].decode("utf-8", errors="replace"))
+                events.append(buf[start + 6 : end])
             else:
                 for line in buf[start:end].split(b"\n"):
                     self._line(line, events)
@@ -45,9 +46,9 @@ class SSEParser:
         self._buf = buf[start:]
         return events
 
-    def _feed_lines(self, buf: bytes) -> list[str]:
+    def _feed_lines(self, buf: bytes) -> list[bytes]:
         """The general path, line by line (CR and CRLF line ends)."""
-        events: list[str] = []
+        events: list[bytes] = []
         start = 0
         n = len(buf)
         while start < n:
@@ -59,10 +60,10 @@ class SSEParser:
         self._buf = buf[start:]
         return events
 
-    def close(self) -> list[str]:
+    def close(self) -> list[bytes]:
         """End of stream. A pending event is delivered even without its closing blank line:
         some servers omit it, and dropping it would lose the usage chunk."""
-        events: list[str] = self._feed_lines(self._buf) if self._buf else []
+        events: list[bytes] = self._feed_lines(self._buf) if self._buf else []
         if self._buf:
             self._line(self._buf.rstrip(b"\r"), events)
             self._buf = b""
@@ -70,7 +71,7 @@ class SSEParser:
             self._dispatch(events)
         return events
 
-    def _line(self, line: bytes, events: list[str]) -> None:
+    def _line(self, line: bytes, events: list[bytes]) -> None:
         if not line:
             if self._has_data:
                 self._dispatch(events)
@@ -85,8 +86,8 @@ class SSEParser:
         self._data.append(value)
         self._has_data = True
 
-    def _dispatch(self, events: list[str]) -> None:
-        events.append(b"\n".join(self._data).decode("utf-8", errors="replace"))
+    def _dispatch(self, events: list[bytes]) -> None:
+        events.append(b"\n".join(self._data))
         self._data = []
         self._has_data = False
 

@@ -1,7 +1,10 @@
-"""Statistics over repeated measurements: median ± sample std, n, bootstrap 95% CI, percentiles."""
+"""Statistics, all of benchy's: a case's median ± sample std, n, bootstrap 95% CI and
+percentiles, and the tests `benchy compare` uses (Mann–Whitney U / Welch, Benjamini–Hochberg,
+bootstrap interval of a difference in medians). Imports no plotting library."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -47,3 +50,57 @@ def median_ci95(arr: np.ndarray) -> list[float] | None:
             rng=np.random.default_rng(BOOTSTRAP_SEED),
         )
     return [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+
+
+# ------------------------------------------------------------------ comparing two samples (benchy compare)
+
+BOOTSTRAP_CHUNK = 250  # resamples drawn at once; bounds memory for cases with many requests
+
+
+def p_value(a: list[float], b: list[float], test: str) -> float:
+    """Two-sided p of `test` ("welch": Welch's t-test, else Mann–Whitney U); 1 when undefined."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant samples: scipy warns, we map nan to 1
+        if test == "welch":
+            p = sps.ttest_ind(a, b, equal_var=False).pvalue
+        else:
+            p = sps.mannwhitneyu(a, b, alternative="two-sided").pvalue
+    return 1.0 if p is None or math.isnan(p) else float(p)
+
+
+def benjamini_hochberg(p_values: list[float]) -> list[float]:
+    """Adjusted p-values that control the false discovery rate (Benjamini & Hochberg, 1995):
+    adjusted p_(i) = min over j ≥ i of p_(j) · m / j, p sorted ascending, capped at 1."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running = 1.0
+    for rank in range(m, 0, -1):
+        i = order[rank - 1]
+        running = min(running, p_values[i] * m / rank)
+        adjusted[i] = running
+    return adjusted
+
+
+def smallest_possible_p(n_a: int, n_b: int, test: str) -> float:
+    """The lowest p the test can give for these sample sizes (complete separation for
+    Mann–Whitney: 2 / C(n_a + n_b, n_a)). Above alpha, "no difference" would mean nothing."""
+    if min(n_a, n_b) < 2:
+        return 1.0
+    if test == "welch":
+        return 0.0
+    return 2.0 / math.comb(n_a + n_b, n_a)
+
+
+def median_difference_ci(a: list[float], b: list[float]) -> list[float]:
+    """95% percentile-bootstrap interval of median(B) − median(A), A and B resampled apart."""
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    arr_a, arr_b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    diffs = []
+    for start in range(0, BOOTSTRAP_RESAMPLES, BOOTSTRAP_CHUNK):
+        k = min(BOOTSTRAP_CHUNK, BOOTSTRAP_RESAMPLES - start)
+        med_a = np.median(rng.choice(arr_a, (k, arr_a.size)), axis=1)
+        med_b = np.median(rng.choice(arr_b, (k, arr_b.size)), axis=1)
+        diffs.append(med_b - med_a)
+    low, high = np.percentile(np.concatenate(diffs), [2.5, 97.5])
+    return [float(low), float(high)]

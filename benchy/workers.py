@@ -377,10 +377,14 @@ class Workers(Protocol):
     def stop(self, w: int) -> None: ...
 
 
-async def run_split(workers: Workers, plans: list, calibration, nonce: bool, on_record: Callable, stop) -> dict:
+async def run_split(
+    workers: Workers, plans: list, calibration, nonce: bool, on_record: Callable, stop, on_start=None
+) -> dict:
     """A case on len(plans) workers: clocks, start, batches merged into on_record; returns the
-    case's client figures. Once `stop` is set, or on Ctrl-C, every worker is asked to stop and
-    what they send within STOP_GRACE_S is kept. Raises WorkerError when a worker failed."""
+    case's client figures. `on_start` (a coroutine function) is awaited once every worker is
+    done with its warmups, just before the shared start. Once `stop` is set, or on Ctrl-C,
+    every worker is asked to stop and what they send within STOP_GRACE_S is kept. Raises
+    WorkerError when a worker failed."""
     clocks = [await measure_clock(lambda w=w: workers.read_clock(w)) for w in range(len(plans))]
     merge = Merge(clocks, on_record)
     events: asyncio.Queue = asyncio.Queue()
@@ -394,6 +398,8 @@ async def run_split(workers: Workers, plans: list, calibration, nonce: bool, on_
             if failure is not None:
                 raise failure
             if waiting is not None and not waiting:  # every live worker is ready: one start
+                if on_start is not None:
+                    await on_start()
                 start_s = time.perf_counter() + workers.start_lead_s
                 for r in running:
                     workers.go(r, clocks[r].to_worker(start_s))
@@ -476,7 +482,7 @@ class ProcessPool:
         return min(self.n, case_workers(case, load.workers, load.max_inflight))
 
     async def run_case(
-        self, plan, k: int, client_settings, calibration, nonce: bool, on_record: Callable, stop
+        self, plan, k: int, client_settings, calibration, nonce: bool, on_record: Callable, stop, on_start=None
     ) -> dict:
         for w in range(k):
             if not self._procs[w].is_alive():
@@ -484,7 +490,7 @@ class ProcessPool:
                 with _sigint_ignored():
                     self._spawn(w)
         self._settings = client_settings
-        return await run_split(self, split(plan, k), calibration, nonce, on_record, stop)
+        return await run_split(self, split(plan, k), calibration, nonce, on_record, stop, on_start)
 
     async def read_clock(self, w: int) -> dict:
         self._send(w, ("clock",))

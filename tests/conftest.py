@@ -13,6 +13,27 @@ if str(REPO_ROOT) not in sys.path:
 
 from benchy.sim.process import SimProcess, child_env  # noqa: E402  (after the path is set)
 
+# Warnings about the machine the test runs on, not about the server or benchy's figures: a busy
+# (CI) machine legitimately adds them to any run. A test about something else ignores them.
+ENVIRONMENT_WARNINGS = frozenset({"client_overloaded"})
+
+
+def warning_codes(results: dict, case: str | None = None) -> set[str]:
+    """The codes of the run's warnings (of one case, if given), environment warnings left out."""
+    return {
+        w["code"]
+        for w in results["warnings"]
+        if w["code"] not in ENVIRONMENT_WARNINGS and (case is None or w["case"] == case)
+    }
+
+
+def client_slack_s(case: dict) -> float:
+    """How late benchy may have stamped an event of this case, measured rather than assumed:
+    a few ms of the machine's scheduling, plus the longest its own event loop was seen to
+    stall while the case's requests were in flight (monitor.py, in the case's results)."""
+    lag_ms = (case.get("client") or {}).get("loop_lag_ms_max") or 0.0
+    return 0.010 + lag_ms / 1000
+
 
 def sim_env() -> dict:
     """The environment for a child `python -m benchy` that must import this checkout."""

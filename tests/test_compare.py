@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from benchy import cli
+from benchy import cli, metrics, stats
 from benchy.report import compare as compare_mod
 from benchy.sim.process import SimProcess
 from tests.test_report import assert_sensible_png, benchy_here
@@ -99,7 +99,7 @@ def test_compare_cli_writes_markdown_and_one_png(runs, tmp_path, capsys):
     assert "![change per case](compare.png)" in md
     assert_sensible_png(tmp_path / "compare.png")
     saved = json.loads((tmp_path / "compare.json").read_text())
-    assert len(saved["comparisons"][0]["changes"]) == 2 * len(compare_mod.METRICS)
+    assert len(saved["comparisons"][0]["changes"]) == 2 * len(metrics.COMPARE_METRICS)
 
 
 def test_different_prompt_nonce_is_refused_unless_forced(runs, capsys):
@@ -148,14 +148,14 @@ def test_welch_option_uses_welchs_t_test_on_the_per_request_values(runs):
 
 def test_benjamini_hochberg_matches_scipy():
     p = np.random.default_rng(7).uniform(0, 0.3, 40)
-    assert np.allclose(compare_mod.benjamini_hochberg(list(p)), sps.false_discovery_control(p))
+    assert np.allclose(stats.benjamini_hochberg(list(p)), sps.false_discovery_control(p))
 
 
 @pytest.mark.parametrize("n_a, n_b", [(3, 3), (4, 4), (5, 6)])
 def test_smallest_possible_p_is_mann_whitney_at_complete_separation(n_a, n_b):
     a, b = list(range(n_a)), list(range(100, 100 + n_b))
     exact = sps.mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue
-    assert compare_mod.smallest_possible_p(n_a, n_b, "mannwhitney") == pytest.approx(exact)
+    assert stats.smallest_possible_p(n_a, n_b, "mannwhitney") == pytest.approx(exact)
 
 
 def test_three_requests_a_side_are_too_few_for_mann_whitney(runs):

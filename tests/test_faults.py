@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from benchy.client import Client, ClientSettings
-from benchy.records import RequestRecord
+from benchy.records import RequestRecord, read_records
 from benchy.sim.config import FAULT_KINDS
 from tests.conftest import REPO_ROOT, sim_env
 
@@ -275,7 +275,7 @@ def test_run_with_30_percent_faults_counts_every_kind_exactly(start_sim, tmp_pat
     assert case["summary"]["e2e_tps"]["n"] == case["n_ok"]
     [warning] = [w for w in results["warnings"] if w["code"] == "request_errors"]
     assert all(f"{kind}: {n}" in warning["message"] for kind, n in expected_errors.items())
-    on_disk = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    on_disk = [r.to_dict() for r in read_records(out / "requests.jsonl")]
     assert [r["request_id"] for r in on_disk] == [r["request_id"] for r in case["requests"]]
 
 
@@ -309,7 +309,7 @@ def run_with_limit(sim, tmp_path, *flags: str) -> tuple[subprocess.CompletedProc
         timeout=120,
     )
     results = json.loads((out / "results.json").read_text())
-    lines = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    lines = [r.to_dict() for r in read_records(out / "requests.jsonl")]
     return proc, results, lines
 
 

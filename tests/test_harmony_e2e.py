@@ -21,6 +21,7 @@ from benchy.client import Client, ClientSettings, _StreamReader
 from benchy.prompts import Template
 from benchy.records import CONTENT, REASONING, RequestRecord, read_records
 from benchy.scenario import sweep
+from tests.conftest import warning_codes as codes
 from tests.test_harmony import EXPECTED_PROMPT
 
 R = 12  # analysis tokens
@@ -54,11 +55,6 @@ def bench(
     )
     results = run_mod.execute(settings)
     return results, {r.request_id: r for r in read_records(out / "requests.jsonl")}
-
-
-def codes(results: dict) -> set[str]:
-    # benchy's own event-loop lag on this shared 2-core machine is not what these tests are about.
-    return {w["code"] for w in results["warnings"] if w["code"] != "client_overloaded"}
 
 
 def measured(results: dict) -> list[dict]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchy.cli import main
-from benchy.records import read_records
+from benchy.records import is_header, read_records
 from tests.conftest import REPO_ROOT, sim_env
 
 
@@ -44,10 +44,11 @@ def start_run(sim, out: Path, tg: int = 25, concurrency: int = 4) -> subprocess.
 
 
 def wait_for_lines(path: Path, k: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    """Polls (bounded) until requests.jsonl holds k lines; fails if benchy exits first."""
+    """Polls (bounded) until requests.jsonl holds k records (after its header line); fails if
+    benchy exits first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if path.exists() and path.read_bytes().count(b"\n") >= k:
+        if path.exists() and path.read_bytes().count(b"\n") >= k + 1:
             return
         assert proc.poll() is None, f"benchy ended early: {proc.communicate()}"
         time.sleep(0.02)
@@ -70,7 +71,7 @@ def test_sigkill_loses_no_finished_request(start_sim, tmp_path):
 
     lines = (out / "requests.jsonl").read_bytes().split(b"\n")
     tail = lines.pop()  # b"" when the file ends in a newline; else a line cut by the kill
-    records = [json.loads(line) for line in lines]  # every complete line is valid JSON
+    records = [r for r in map(json.loads, lines) if not is_header(r)]  # every complete line is valid JSON
     if tail:
         with pytest.raises(ValueError):
             json.loads(tail)
@@ -104,7 +105,7 @@ def test_interrupt_saves_and_prints_partial_results(start_sim, tmp_path, sig, by
 
     results = json.loads((out / "results.json").read_text())
     assert results["partial"] is True and results["stopped"]["by"] == by
-    on_disk = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    on_disk = [r for r in map(json.loads, (out / "requests.jsonl").read_text().splitlines()) if not is_header(r)]
     [case] = results["cases"]
     assert [r["request_id"] for r in case["requests"]] == [r["request_id"] for r in on_disk]
     assert len(on_disk) >= 12 and case["n_ok"] + case["n_failed"] == len(on_disk) - case["n_warmup"]

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchy import arrivals, metrics
-from benchy.records import RequestRecord
+from benchy.records import RequestRecord, read_records
 from tests.conftest import REPO_ROOT, sim_env
 
 
@@ -216,8 +216,8 @@ def test_workers_results_are_identical_in_form_to_one_workers(start_sim, tmp_pat
     assert (case2["n_ok"], case2["n_failed"]) == (case1["n_ok"], case1["n_failed"]) == (12, 0)
     ids = [r["request_id"] for r in case2["requests"]]
     assert len(ids) == len(set(ids)) == 13
-    lines = (tmp_path / "two" / "requests.jsonl").read_text().splitlines()
-    assert sorted(json.loads(line)["request_id"] for line in lines) == sorted(ids)
+    records = read_records(tmp_path / "two" / "requests.jsonl")
+    assert sorted(r.request_id for r in records) == sorted(ids)
     truth = {t["request_id"]: t for t in sim.truth(expect=26)}
     for req in case2["requests"]:  # each worker's records carry times the server agrees with
         t = truth[req["request_id"]]
@@ -387,7 +387,7 @@ def test_sigterm_stops_every_worker_and_keeps_what_they_finished(start_sim, tmp_
     )
     deadline = time.monotonic() + 60
     jsonl = out / "requests.jsonl"
-    while not (jsonl.exists() and jsonl.read_bytes().count(b"\n") >= 10):
+    while not (jsonl.exists() and jsonl.read_bytes().count(b"\n") >= 11):  # the header, then 10 records
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.05)
     workers = {kid for kid in _children(proc.pid) if "spawn_main" in _cmdline(kid)}
@@ -399,5 +399,5 @@ def test_sigterm_stops_every_worker_and_keeps_what_they_finished(start_sim, tmp_
     results = json.loads((out / "results.json").read_text())
     assert results["partial"] and results["stopped"]["by"] == "SIGTERM"
     saved = {r["request_id"] for c in results["cases"] for r in c["requests"]}
-    on_disk = {json.loads(line)["request_id"] for line in jsonl.read_text().splitlines()}
+    on_disk = {r.request_id for r in read_records(jsonl)}
     assert saved == on_disk and len(saved) >= 10

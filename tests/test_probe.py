@@ -203,3 +203,34 @@ def test_a_length_whose_requests_all_failed_is_inconclusive_and_still_reported(t
     paths = probe_report.write(probe, tmp_path)
     assert [p.name for p in paths] == ["probe.json", "probe.png", "probe.md"]
     assert "6 requests failed (http_500: 6)" in (tmp_path / "probe.md").read_text()
+
+
+def test_a_cache_hit_the_server_reports_without_a_ttft_gain_is_its_own_verdict():
+    # llama-server's host-RAM cache: 1,999 of 2,000 tokens cached, TTFT barely moves.
+    slow = ([0.33, 0.34, 0.35, 0.34], [0.36, 0.35, 0.37, 0.36, 0.35])
+    v = decide(*slow, repeat_cached=[1999] * 4, prompt_tokens=2000, repeat_prompt_ms=[1.2, 1.1, 1.3, 1.2])
+    assert v.verdict == "cache_hit_no_gain" and "1999 of 2000" in v.reason and "--cache-ram 0" in v.reason
+    assert "own prompt time for them is 1 ms of a 340 ms TTFT" in v.reason
+    assert decide(*slow, repeat_cached=[0] * 4, prompt_tokens=2000).verdict == "not_detected"
+    assert decide(*slow, repeat_cached=[None] * 4, prompt_tokens=2000).verdict == "not_detected"
+    fast = ([0.1, 0.11, 0.1], [1.0, 1.02, 0.99])
+    assert decide(*fast, repeat_cached=[1999] * 3, prompt_tokens=2000).verdict == "detected"
+
+
+def test_probe_cache_on_a_host_copying_server_says_cache_hit_no_gain(start_sim, tmp_path):
+    # The sim's llama.cpp-like host cache copy (prompt tokens / 4,000 per s before every
+    # prefill, 10x slower than prefill) hides most of what the prefix cache saves; its usage
+    # still reports the hits.
+    sim = start_sim("--preset", "llamacpp-ram-cache", "--prefill-tps", "40000", "--decode-tps", "500")
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchy", "probe-cache", "--base-url", sim.base_url, "--lengths", "1500",
+         "-n", "4", "--format", "json"],
+        capture_output=True, text=True, env=sim_env(), cwd=REPO_ROOT, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (entry,) = json.loads(proc.stdout)["lengths"]
+    assert entry["verdict"] == "cache_hit_no_gain", entry["reason"]
+    truth = {t["request_id"]: t for t in sim.truth()}
+    repeats = [truth[i] for i in entry["shared"]["request_ids"][1:]]
+    assert all(t["cached_tokens"] >= 0.9 * t["prompt_tokens"] for t in repeats)
+    assert all(t["host_copy_s"] > t["prefill_end_s"] - t["prefill_start_s"] for t in repeats)

@@ -8,7 +8,16 @@ import pytest
 
 from benchy import arrivals
 from benchy.cli import main
-from benchy.scenario import Case, ScenarioError, load_scenario, rate_sweep, shipped_names, sweep
+from benchy.scenario import (
+    Case,
+    CaseSelection,
+    ScenarioError,
+    load_scenario,
+    rate_sweep,
+    select_cases,
+    shipped_names,
+    sweep,
+)
 from tests.conftest import REPO_ROOT, sim_env
 
 
@@ -172,6 +181,28 @@ def test_scenario_rate_reaches_the_run_and_takes_max_inflight(planned):
 )
 def test_command_line_and_scenario_rate_combine(planned, text, flags, labels):
     assert [c.label for c in planned(text, *flags).cases] == labels
+
+
+@pytest.mark.parametrize(
+    "chosen, labels",
+    [
+        (CaseSelection(), ["pp512 tg128"]),  # nothing asked: the default case
+        (
+            CaseSelection(pp=(64, 32), tg=(8,), concurrency=(1, 4)),
+            ["pp64 tg8", "pp64 tg8 c4", "pp32 tg8", "pp32 tg8 c4"],
+        ),
+        (CaseSelection(scenarios=("chat_short",), concurrency=(2,)), ["pp167 tg256 c2"]),  # a scenario re-swept
+        (CaseSelection(scenarios=("chat_short",), rate=(1, 2, 2)), ["pp167 tg256 r1", "pp167 tg256 r2"]),
+        (CaseSelection(pp=(64,), tg=(8,), depth=(0, 256), depth_mode="cached"), ["pp64 tg8", "pp64 tg8 @ d256 cached"]),
+    ],
+)
+def test_select_cases_from_scenarios_and_sweep_flags(chosen, labels):
+    assert [c.label for c in select_cases(chosen)] == labels
+
+
+def test_select_cases_refuses_rate_with_concurrency():
+    with pytest.raises(ScenarioError, match="--rate and --concurrency cannot be combined"):
+        select_cases(CaseSelection(pp=(64,), rate=(2,), concurrency=(4,)))
 
 
 def test_max_inflight_without_any_rate_case_is_refused(tmp_path, capsys):

@@ -25,6 +25,7 @@ from benchy.client import Client, ClientSettings, ServerError
 from benchy.records import RequestRecord
 from benchy.scenario import Case
 from tests.conftest import REPO_ROOT, sim_env
+from tests.netservers import Relay
 
 KEY = "sk-SENTINEL-4f9c2a7e1b93d"
 USER = "benchyuser"
@@ -59,8 +60,9 @@ def run_on_a_terminal(cmd: list[str], env: dict, stdout_path: Path) -> tuple[int
     return proc.wait(timeout=120), bytes(terminal)
 
 
-@pytest.mark.parametrize("how", ["flag", "env", "userinfo"])
+@pytest.mark.parametrize("how", ["flag", "env", "userinfo", "header"])
 def test_key_goes_only_to_the_authorization_header(start_sim, tmp_path, how):
+    """…or, with --header, only to the headers named (Authorization replaces the key's)."""
     sim = start_sim(
         "--decode-tps",
         "4000",
@@ -83,31 +85,37 @@ def test_key_goes_only_to_the_authorization_header(start_sim, tmp_path, how):
         args = ["--api-key", KEY]
     elif how == "env":
         env["OPENAI_API_KEY"] = KEY
-    else:
+    elif how == "userinfo":
         base_url = sim.base_url.replace("http://", f"http://{USER}:{KEY}@")
         expected_header = "Basic " + base64.b64encode(f"{USER}:{KEY}".encode()).decode()
+    else:
+        env["OPENAI_API_KEY"] = "sk-REPLACED-BY-THE-HEADER"
+        args = ["-H", f"api-key: {KEY}", "--header", f"Authorization: Bearer {KEY}"]
     out = tmp_path / "out"
-    cmd = [
-        sys.executable,
-        "-m",
-        "benchy",
-        "run",
-        "--base-url",
-        base_url,
-        *args,
-        "--pp",
-        "64",
-        "--tg",
-        "8",
-        "-c",
-        "2",
-        "--runs",
-        "6",
-        "-o",
-        str(out),
-    ]
-    code, terminal = run_on_a_terminal(cmd, env, tmp_path / "stdout")
+    with Relay(int(sim.url.rsplit(":", 1)[1])) as relay:  # to see what went over the wire
+        cmd = [
+            sys.executable,
+            "-m",
+            "benchy",
+            "run",
+            "--base-url",
+            base_url.replace(sim.url.split("//")[1], f"127.0.0.1:{relay.port}"),
+            *args,
+            "--pp",
+            "64",
+            "--tg",
+            "8",
+            "-c",
+            "2",
+            "--runs",
+            "6",
+            "-o",
+            str(out),
+        ]
+        code, terminal = run_on_a_terminal(cmd, env, tmp_path / "stdout")
     assert code == 0, terminal.decode(errors="replace")
+    if how == "header":
+        assert {r.headers.get("api-key") for r in relay.requests} == {KEY}
     assert b"\r" in terminal and b"/13" in terminal  # the progress display was drawn
 
     results = json.loads((out / "results.json").read_text())
@@ -117,6 +125,8 @@ def test_key_goes_only_to_the_authorization_header(start_sim, tmp_path, how):
         assert "--api-key '***'" in command_line or "--api-key ***" in command_line
     if how == "userinfo":
         assert "***@" in command_line
+    if how == "header":
+        assert "-H 'api-key: ***'" in command_line and "--header 'Authorization: ***'" in command_line
 
     outputs = {
         "stdout": (tmp_path / "stdout").read_bytes(),
@@ -163,6 +173,10 @@ def test_without_a_key_no_authorization_header_is_sent(start_sim):
         ["--base-url", f"{USER}:{KEY}@127.0.0.1:9/v1"],  # no scheme
         ["--base-url", f"http://{USER}:{KEY}@127.0.0.1:99999/v1"],  # bad port
         ["--api-key", KEY, "--base-url", "http://127.0.0.1:9/v1", "--runs", "0"],
+        ["-H", f"api-key: {KEY}", "--base-url", "http://127.0.0.1:9/v1"],
+        ["-H", f"api-key={KEY}", "--base-url", "http://127.0.0.1:9/v1"],  # not 'Name: value'
+        ["--header", f"Content-Length: {KEY}"],  # a header benchy sets itself
+        ["--base-url", f"http://127.0.0.1:9/v1?api-version=1&api-key={KEY}"],
     ],
 )
 def test_error_messages_never_carry_the_key(argv):
@@ -193,7 +207,7 @@ class EchoServer:
     async def echo(self, request: web.Request) -> web.Response:
         return web.Response(
             status=401 if request.headers.get("X-Request-Id") is None else 500,
-            text=f"bad credentials: {request.headers.get('Authorization')}",
+            text=f"bad credentials: {request.headers.get('Authorization')} {request.headers.get('api-key')}",
         )
 
     def __enter__(self) -> EchoServer:
@@ -219,12 +233,15 @@ class EchoServer:
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
-def test_a_key_echoed_by_the_server_is_scrubbed_from_records_and_errors():
+@pytest.mark.parametrize("transport", ["lean", "aiohttp"])
+def test_a_key_echoed_by_the_server_is_scrubbed_from_records_and_errors(transport):
     with EchoServer() as server:
         base = f"http://127.0.0.1:{server.port}/v1"
+        headers = (("api-key", KEY),)
 
         async def one() -> RequestRecord:
-            async with Client(ClientSettings(base_url=base, api_key=KEY, model="echo")) as client:
+            settings = ClientSettings(base_url=base, api_key=KEY, model="echo", headers=headers, transport=transport)
+            async with Client(settings) as client:
                 rec = RequestRecord(
                     case="c",
                     run=0,
@@ -238,9 +255,9 @@ def test_a_key_echoed_by_the_server_is_scrubbed_from_records_and_errors():
                 return await client.stream(rec, "hi", 4, "chat")
 
         rec = asyncio.run(one())
-        assert rec.error_kind == "http_500" and "bad credentials: Bearer ***" in rec.error
+        assert rec.error_kind == "http_500" and "bad credentials: Bearer *** ***" in rec.error
         settings = run_mod.RunSettings(
-            client=ClientSettings(base_url=base, api_key=KEY),
+            client=ClientSettings(base_url=base, api_key=KEY, headers=headers, transport=transport),
             cases=[Case(pp=64, tg=4)],
             runs=1,
             warmup=0,
@@ -287,51 +304,17 @@ def self_signed(tmp_path: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-class TLSProxy:
-    """Terminates TLS with a self-signed certificate and forwards the bytes to the simulator."""
-
-    def __init__(self, cert: Path, key: Path, upstream_port: int) -> None:
-        self.ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.ctx.load_cert_chain(cert, key)
-        self.upstream_port = upstream_port
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        except (ConnectionError, ssl.SSLError):
-            pass
-        finally:
-            writer.close()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=self.ctx))
-        self.port = self.server.sockets[0].getsockname()[1]
-        self.ready.set()
-        self.loop.run_forever()
-
-    def __enter__(self) -> TLSProxy:
-        threading.Thread(target=self._serve, daemon=True).start()
-        assert self.ready.wait(10)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.loop.call_soon_threadsafe(self.server.close)
-        self.loop.call_soon_threadsafe(self.loop.stop)
+def tls_server_context(cert: Path, key: Path) -> ssl.SSLContext:
+    """A server's TLS end with the self-signed certificate (netservers.Relay takes it)."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    return ctx
 
 
 def test_tls_is_verified_unless_insecure(start_sim, tmp_path, capsys):
     cert, key = self_signed(tmp_path)
     sim = start_sim("--instant")
-    with TLSProxy(cert, key, int(sim.url.rsplit(":", 1)[1])) as proxy:
+    with Relay(int(sim.url.rsplit(":", 1)[1]), tls=tls_server_context(cert, key)) as proxy:
         argv = [
             "run",
             "--base-url",

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchy import workers
+from benchy.records import read_records
 from tests.conftest import REPO_ROOT, sim_env
 from tests.test_interrupt import wait_for_lines
 
@@ -87,7 +88,7 @@ def test_a_killed_worker_loses_no_finished_request_and_records_its_lost_ones(sta
         survivor = [e for e in case["client"]["per_worker"] if e["lost"] is None]
         assert len(survivor) == 1 and survivor[0]["requests"] == 80
         assert case["n_ok"] >= 80 and not results["partial"]
-    on_disk = {json.loads(line)["request_id"] for line in (out / "requests.jsonl").read_text().splitlines()}
+    on_disk = {r.request_id for r in read_records(out / "requests.jsonl")}
     assert on_disk == set(requests)
 
 

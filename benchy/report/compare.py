@@ -17,29 +17,19 @@ been served from a prefix cache): compare() refuses them unless forced.
 
 from __future__ import annotations
 
-import math
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy import stats as sps
 
-from benchy.report.plots import measured_values, unavailable_reason
+from benchy.metrics import COMPARE_METRICS, METRICS
+from benchy.results import measured_values, unavailable_reason
+from benchy.stats import benjamini_hochberg, median_difference_ci, p_value, smallest_possible_p
 
-# (metric, title, higher is better, display scale, decimals)
-METRICS = (
-    ("e2e_tps", "e2e t/s", True, 1.0, 1),
-    ("ttft_s", "TTFT ms", False, 1000.0, 1),
-    ("decode_tps", "decode t/s", True, 1.0, 1),
-)
 TESTS = ("mannwhitney", "welch")
 # Smallest change called faster/slower: repeated runs of one deployment drift by a percent or two
 # (clocks, temperature, a busy client), which a test on many requests finds "significant".
 MIN_EFFECT = 0.02
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_SEED = 0  # fixed: the same files always give the same interval
-BOOTSTRAP_CHUNK = 250  # resamples drawn at once; bounds memory for cases with many requests
 
 FASTER, SLOWER = "faster", "slower"
 NO_DIFFERENCE = "no significant difference"
@@ -90,57 +80,6 @@ class Comparison:
         return asdict(self)
 
 
-# ------------------------------------------------------------------ statistics
-
-
-def p_value(a: list[float], b: list[float], test: str) -> float:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # constant samples: scipy warns, we map nan to 1
-        if test == "welch":
-            p = sps.ttest_ind(a, b, equal_var=False).pvalue
-        else:
-            p = sps.mannwhitneyu(a, b, alternative="two-sided").pvalue
-    return 1.0 if p is None or math.isnan(p) else float(p)
-
-
-def benjamini_hochberg(p_values: list[float]) -> list[float]:
-    """Adjusted p-values that control the false discovery rate (Benjamini & Hochberg, 1995):
-    adjusted p_(i) = min over j ≥ i of p_(j) · m / j, p sorted ascending, capped at 1."""
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i])
-    adjusted = [1.0] * m
-    running = 1.0
-    for rank in range(m, 0, -1):
-        i = order[rank - 1]
-        running = min(running, p_values[i] * m / rank)
-        adjusted[i] = running
-    return adjusted
-
-
-def smallest_possible_p(n_a: int, n_b: int, test: str) -> float:
-    """The lowest p the test can give for these sample sizes (complete separation for
-    Mann–Whitney: 2 / C(n_a + n_b, n_a)). Above alpha, "no difference" would mean nothing."""
-    if min(n_a, n_b) < 2:
-        return 1.0
-    if test == "welch":
-        return 0.0
-    return 2.0 / math.comb(n_a + n_b, n_a)
-
-
-def median_difference_ci(a: list[float], b: list[float]) -> list[float]:
-    """95% percentile-bootstrap interval of median(B) − median(A)."""
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    arr_a, arr_b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    diffs = []
-    for start in range(0, BOOTSTRAP_RESAMPLES, BOOTSTRAP_CHUNK):
-        k = min(BOOTSTRAP_CHUNK, BOOTSTRAP_RESAMPLES - start)
-        med_a = np.median(rng.choice(arr_a, (k, arr_a.size)), axis=1)
-        med_b = np.median(rng.choice(arr_b, (k, arr_b.size)), axis=1)
-        diffs.append(med_b - med_a)
-    low, high = np.percentile(np.concatenate(diffs), [2.5, 97.5])
-    return [float(low), float(high)]
-
-
 # ------------------------------------------------------------------ matching and comparing
 
 
@@ -188,9 +127,9 @@ def case_summary(case: dict, metric: str) -> dict | None:
 
 
 def verdict(change: MetricChange, higher_better: bool, alpha: float, min_effect: float) -> str:
-    if change.p_adjusted >= alpha:
+    if change.p_adjusted is None or change.p_adjusted >= alpha:
         return NO_DIFFERENCE
-    if change.change_pct is None or abs(change.change_pct) < 100.0 * min_effect:
+    if change.change is None or change.change_pct is None or abs(change.change_pct) < 100.0 * min_effect:
         return NEGLIGIBLE
     return FASTER if (change.change > 0) == higher_better else SLOWER
 
@@ -277,7 +216,8 @@ def compare(
         )
     if result.only_in_a or result.only_in_b:
         result.warnings.append(_unmatched_warning(result))
-    for metric, title, higher_better, _, _ in METRICS:
+    for m in COMPARE_METRICS:
+        metric, title, higher_better = m.name, m.title, m.higher_is_better
         changes = [
             compare_metric(case_a, case_b, metric, title, test, alpha, (a_name, b_name)) for case_a, case_b in pairs
         ]
@@ -285,13 +225,13 @@ def compare(
             change.caveats = qualifying_warnings(a, change.case, metric, a_name) + qualifying_warnings(
                 b, change.case, metric, b_name
             )
-        tested = [c for c in changes if c.p_value is not None]
-        for change, adjusted in zip(tested, benjamini_hochberg([c.p_value for c in tested])):
+        tested = [(c, c.p_value) for c in changes if c.p_value is not None]
+        for (change, _), adjusted in zip(tested, benjamini_hochberg([p for _, p in tested])):
             change.p_adjusted = adjusted
             change.verdict = verdict(change, higher_better, alpha, min_effect)
         result.changes += changes
     order = {label: i for i, label in enumerate(c["label"] for c, _ in pairs)}
-    result.changes.sort(key=lambda c: order[c.case])  # stable: metrics stay in METRICS order
+    result.changes.sort(key=lambda c: order[c.case])  # stable: metrics stay in registry order
     return result
 
 
@@ -344,7 +284,7 @@ def _signed(value: float | None, scale: float, decimals: int) -> str:
 
 
 def change_row(change: MetricChange) -> list[str]:
-    scale, decimals = next((s, d) for m, _, _, s, d in METRICS if m == change.metric)
+    scale, decimals = METRICS[change.metric].scale, METRICS[change.metric].decimals
     pct = f" ({change.change_pct:+.1f}%)" if change.change_pct is not None else ""
     ci = (
         f"{_signed(change.ci95[0], scale, decimals)} … {_signed(change.ci95[1], scale, decimals)}"
@@ -405,7 +345,7 @@ def markdown(comparisons: list[Comparison], figure: str | None = None) -> str:
 def summary_lines(comp: Comparison) -> list[str]:
     """Per metric, how many cases went each way: the answer before the table."""
     out = []
-    for metric, title, _, _, _ in METRICS:
+    for metric, title in ((m.name, m.title) for m in COMPARE_METRICS):
         counts: dict[str, int] = {}
         for change in comp.changes:
             if change.metric == metric:
@@ -445,9 +385,11 @@ def write_png(comparisons: list[Comparison], path: Path) -> Path:
     plt = plots.plt
 
     cases = list(dict.fromkeys(c.case for comp in comparisons for c in comp.changes))
-    fig, axes = plt.subplots(1, len(METRICS), figsize=(12, 1.6 + 0.45 * len(cases)), sharey=True)
+    fig, axes = plt.subplots(1, len(COMPARE_METRICS), figsize=(12, 1.6 + 0.45 * len(cases)), sharey=True)
     offsets = np.linspace(-0.2, 0.2, len(comparisons)) if len(comparisons) > 1 else [0.0]
-    for ax, (metric, title, higher_better, _, _) in zip(axes, METRICS):
+    for ax, (metric, title, higher_better) in zip(
+        axes, ((m.name, m.title, m.higher_is_better) for m in COMPARE_METRICS)
+    ):
         for k, comp in enumerate(comparisons):
             _draw_changes(ax, comp, metric, cases, offsets[k], marker="osD^v"[k % 5])
         ax.axvline(0, color="0.3", linewidth=1)
@@ -468,7 +410,7 @@ def write_png(comparisons: list[Comparison], path: Path) -> Path:
 
 def _draw_changes(ax, comp: Comparison, metric: str, cases: list[str], offset: float, marker: str) -> None:
     for change in comp.changes:
-        if change.metric != metric or change.change_pct is None:
+        if change.metric != metric or change.change_pct is None or change.ci95 is None or not change.a_median:
             continue
         y = cases.index(change.case) + offset
         base = change.a_median

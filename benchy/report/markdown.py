@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from benchy.report import table
+from benchy.metrics import METRICS
+from benchy.report import server_view, table
 
 
 def setup_lines(results: dict) -> list[str]:
@@ -13,6 +14,7 @@ def setup_lines(results: dict) -> list[str]:
         ("Model", setup.get("model")),
         ("Server version", server_version_text(setup.get("server_version"))),
         ("Endpoint", setup.get("endpoint")),
+        *server_view.setup_rows(results),
         ("Hardware profile", setup.get("hardware")),
         ("Model profile", setup.get("model_profile")),
         ("Decode ceiling", ceiling_text(setup.get("ceiling"))),
@@ -134,21 +136,22 @@ def detail_lines(results: dict) -> list[str]:
     return out + [""]
 
 
-GLOSSARY = """## How to read this report
+def metric_lines() -> list[str]:
+    """One bullet per metric the report shows, from the registry (metrics.METRICS)."""
+    out = []
+    for m in (m for m in METRICS.values() if m.glossary):
+        meaning = f" {m.explanation[0].upper()}{m.explanation[1:]}" if m.explanation else ""
+        out.append(f"- **{m.title}** = {m.definition}.{meaning}")
+    return out
+
+
+GLOSSARY_HEAD = """## How to read this report
 
 - **Case** (`pp512 tg128 c4 @ d4096`): 512 prompt tokens, 128 generated tokens, 4 requests in
   flight at once, after 4,096 tokens of earlier context. Warmup requests run first and are not counted.
-  `r4` instead of `c4`: open loop, requests arriving at 4 per second whether or not earlier ones finished.
-- **e2e t/s** (end-to-end throughput): generated tokens ÷ the request's total time, from sending it
-  to the end of the response. It holds whatever the server did (queueing, prefill, decode), and it
-  stays valid however the server chunks its stream. The headline number.
-- **TTFT**: time to first token, from sending the request to the first streamed event that carried
-  generated text (a role-only first chunk does not count).
-- **decode t/s**: generated tokens after the first ÷ the time between the first and last token events.
-- **prefill t/s**: uncached prompt tokens ÷ TTFT (a floor on prefill speed: TTFT also holds queueing).
-- **aggregate t/s** (concurrency > 1, or open loop): every generated token of the case ÷ the wall
-  time the case took: what the server delivered in total.
-- **median ± std, n**: the middle value of the measured requests, their sample standard deviation, and
+  `r4` instead of `c4`: open loop, requests arriving at 4 per second whether or not earlier ones finished."""
+
+GLOSSARY_TAIL = """- **median ± std, n**: the middle value of the measured requests, their sample standard deviation, and
   how many succeeded. Failed requests are counted in *errors*, never averaged in.
 - **n/a [k]**: benchy could not measure that number honestly; footnote k says why (for example a
   buffered stream, where event times show the buffer, not the model). It prints no number rather than
@@ -165,8 +168,13 @@ GLOSSARY = """## How to read this report
 """
 
 
-def render(results: dict, figures: list[tuple] | None = None) -> str:
-    """figures: (title, relative path[, caption]) tuples to embed."""
+def glossary() -> str:
+    return "\n".join([GLOSSARY_HEAD, *metric_lines(), GLOSSARY_TAIL])
+
+
+def render(results: dict, figures: list[tuple] | None = None, server_figure: tuple | None = None) -> str:
+    """figures: (title, relative path[, caption]) tuples to embed; server_figure: the same for
+    the server view's figure, embedded in its section."""
     title = f"# benchy report: {results.get('setup', {}).get('model', 'unknown model')}"
     parts = [title, "", overview_line(results), ""]
     if results.get("partial"):
@@ -182,7 +190,8 @@ def render(results: dict, figures: list[tuple] | None = None) -> str:
         "",
     ]
     parts += ["## Warnings", "", *warning_lines(results), ""]
+    parts += server_view.section_lines(results, server_figure)
     parts += figure_lines(figures or [])
     parts += detail_lines(results)
-    parts += [GLOSSARY]
+    parts += [glossary()]
     return "\n".join(parts)

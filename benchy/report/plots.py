@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchy import profiles  # noqa: E402
+from benchy.results import measured_values, summary_of, unavailable_reason  # noqa: E402
 
 DPI = 100  # small PNGs that stay sharp on screen
 WIDE = (11.0, 4.6)
@@ -49,27 +50,6 @@ class LeftOut:
 
 
 # ------------------------------------------------------------------ reading saved results
-
-
-def summary_of(case: dict, metric: str) -> tuple[float, float] | None:
-    """(median, std) of a case's metric, std 0 for a single value; None when unavailable."""
-    summary = case.get("summary", {}).get(metric)
-    if not summary:
-        return None
-    return summary["median"], summary.get("std") or 0.0
-
-
-def unavailable_reason(case: dict, metric: str) -> str:
-    return case.get("unavailable", {}).get(metric) or "not measured"
-
-
-def measured_values(case: dict, metric: str) -> list[float]:
-    """Per-request values of the measured (not warmup), successful requests."""
-    return [
-        r["metrics"][metric]
-        for r in case.get("requests", [])
-        if not r.get("warmup") and r.get("status") == "ok" and (r.get("metrics") or {}).get(metric) is not None
-    ]
 
 
 def case_ceiling_tps(setup: dict, case: dict) -> float | None:

@@ -9,7 +9,12 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-VERDICT_TEXT = {"detected": "cache detected", "not_detected": "not detected", "inconclusive": "inconclusive"}
+VERDICT_TEXT = {
+    "detected": "cache detected",
+    "not_detected": "not detected",
+    "cache_hit_no_gain": "cache hit reported, no TTFT gain",
+    "inconclusive": "inconclusive",
+}
 
 
 def seconds(value: float | None) -> str:
@@ -65,6 +70,7 @@ def reasons(probe: dict) -> list[str]:
             f" (capped from {e['length_asked']:,} by the model's context)" if e["length_asked"] != e["length"] else ""
         )
         failed = f"; {e['n_failed']} requests failed ({_kinds(e['errors'])})" if e["n_failed"] else ""
+        failed += "".join(f"; first {k}: {msg}" for k, msg in sorted((e.get("first_errors") or {}).items()))
         out.append(f"- {e['length']:,} tokens{capped}: **{VERDICT_TEXT[e['verdict']]}**: {e['reason']}{failed}")
     return out
 

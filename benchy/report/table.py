@@ -7,13 +7,9 @@ import io
 
 from tabulate import tabulate
 
-# (summary metric, column title, scale from stored unit, decimals)
-COLUMNS = (
-    ("e2e_tps", "e2e t/s", 1.0, 1),
-    ("ttft_s", "TTFT ms", 1000.0, 1),
-    ("decode_tps", "decode t/s", 1.0, 1),
-    ("prefill_tps", "prefill t/s", 1.0, 0),
-)
+from benchy.metrics import METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
+
+LOAD_COLUMNS = (METRICS["aggregate_tps"], METRICS["request_rate"])  # when a case ran under load
 FLAG = "⚠"  # on a cell a warning qualifies (impossible, inflated by a cache, client-delayed…)
 FLAG_LEGEND = f"{FLAG} qualified by a warning below (see Warnings)."
 
@@ -33,12 +29,17 @@ class Footnotes:
         return [f"[{i}] {reason}" for i, reason in enumerate(self.reasons, 1)]
 
 
-def cell(summary: dict | None, scale: float, decimals: int) -> str:
+def cell(summary: dict, metric: Metric) -> str:
+    scale, decimals = metric.scale, metric.decimals
     median = summary["median"] * scale
     std = summary.get("std")
     if std is None:
         return f"{median:.{decimals}f}"
     return f"{median:.{decimals}f} ± {std * scale:.{decimals}f}"
+
+
+def number(value: float | None, metric: Metric) -> str:
+    return "n/a" if value is None else f"{value * metric.scale:.{metric.decimals}f}"
 
 
 def case_warnings(results: dict) -> dict[str, list[dict]]:
@@ -89,9 +90,9 @@ def rows(results: dict, notes: Footnotes) -> tuple[list[str], list[list[str]]]:
     with_goodput = any(c.get("goodput") for c in cases)
     with_ceiling = any(c.get("ceiling") for c in cases)
     warned = case_warnings(results)
-    headers = ["test", "n"] + [title for _, title, _, _ in COLUMNS]
+    headers = ["test", "n"] + [m.title for m in TABLE_METRICS]
     if loaded:
-        headers += ["aggregate t/s", "req/s"]
+        headers += [m.title for m in LOAD_COLUMNS]
     if with_goodput:
         headers.append("goodput")
     if with_ceiling:
@@ -101,16 +102,14 @@ def rows(results: dict, notes: Footnotes) -> tuple[list[str], list[list[str]]]:
     for case in cases:
         flagged = flagged_metrics(warned.get(case["label"], []))
         row = [row_label(case, warned.get(case["label"], [])), str(case["n_ok"])]
-        for name, _, scale, decimals in COLUMNS:
-            summary = case["summary"].get(name)
+        for metric in TABLE_METRICS:
+            summary = case["summary"].get(metric.name)
             text = (
-                cell(summary, scale, decimals) if summary else notes.mark(case["unavailable"].get(name, "not measured"))
+                cell(summary, metric) if summary else notes.mark(case["unavailable"].get(metric.name, "not measured"))
             )
-            row.append(f"{text} {FLAG}" if summary and name in flagged else text)
+            row.append(f"{text} {FLAG}" if summary and metric.name in flagged else text)
         if loaded:
-            agg, req_rate = case.get("aggregate_tps"), case.get("request_rate")
-            row.append(f"{agg:.1f}" if agg is not None else "n/a")
-            row.append(f"{req_rate:.2f}" if req_rate is not None else "n/a")
+            row += [number(case.get(m.name), m) for m in LOAD_COLUMNS]
         if with_goodput:
             row.append(goodput_cell(case.get("goodput"), notes))
         if with_ceiling:
@@ -182,7 +181,8 @@ def csv_text(results: dict) -> str:
         label = case["label"]
         ceiling = (case.get("ceiling") or {}).get("tokens_per_s")
         of_case = codes_cell(w for w in warnings if w.get("case") == label)
-        for metric, summary in case["summary"].items():
+        for metric in (m for m in REQUEST_METRICS if m in case["summary"]):  # registry order
+            summary = case["summary"][metric]
             key = [label, case["pp"], case["tg"], case["concurrency"], case["depth"], metric]
             flagged = [w for w in flagging.get(label, []) if summary and metric in w.get("metrics", ())]
             writer.writerow(

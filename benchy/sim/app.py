@@ -18,6 +18,7 @@ from aiohttp import web
 from benchy import __version__, tokenizer
 from benchy.sim.config import SimConfig
 from benchy.sim.engine import (
+    CHAT_TEMPLATE,
     CONTENT,
     MARKER,
     REASONING,
@@ -30,8 +31,13 @@ from benchy.sim.engine import (
     message_text,
     plan_harmony,
     plan_output,
+    prompt_hash,
     render_chat,
+    spec_steps,
+    think_tokens,
 )
+from benchy.sim.metrics import CONTENT_TYPE as METRICS_TYPE
+from benchy.sim.metrics import SimMetrics
 
 SERVER_NAME = f"benchy-sim/{__version__}"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -73,6 +79,11 @@ class Job:
     response_id: str
     created: int
     skip_special_tokens: bool = True  # --harmony completions: drop the markers from `text`
+    prompt_tokens_sent: int = 0  # before --truncate-prompt
+    continuous_usage: bool = False  # stream_options.continuous_usage_stats: usage in every chunk
+    steps: list[int] | None = None  # --spec-draft: tokens per decode step
+    think: int = 0  # --think-inline: tokens of the think block, its tags included
+    first_content: int | None = None  # index of the first answer token (None: no answer)
 
 
 async def read_json(request: web.Request) -> dict:
@@ -106,13 +117,19 @@ def prompt_text(body: dict, endpoint: str) -> str:
     return prompt
 
 
-def int_field(body: dict, name: str, default: int | None, minimum: int) -> int | None:
+def int_field(body: dict, name: str, default: int, minimum: int) -> int:
     value = body.get(name)
     if value is None:
         return default
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ApiError(400, f"'{name}' must be an integer >= {minimum}")
     return value
+
+
+def _abort(request: web.Request) -> None:
+    """Drop the connection without a proper end (a fault); it may already be gone."""
+    if request.transport is not None:
+        request.transport.abort()
 
 
 def stop_strings(body: dict) -> list[str]:
@@ -159,6 +176,9 @@ def bool_field(body: dict, name: str, default: bool) -> bool:
 def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Job:
     model = check_model(cfg, body)
     prompt_ids = tokenizer.encode(prompt_text(body, endpoint))
+    sent = len(prompt_ids)
+    if cfg.truncate_prompt and sent > cfg.truncate_prompt:
+        prompt_ids = prompt_ids[-cfg.truncate_prompt :]  # the last N tokens, as Ollama keeps them
     room = cfg.context_length - len(prompt_ids)
     if room < 1:
         raise ApiError(
@@ -166,8 +186,7 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
             f"This model's maximum context length is {cfg.context_length} tokens; the prompt has {len(prompt_ids)}.",
         )
     default_max = room if endpoint == "chat" else min(room, COMPLETIONS_DEFAULT_MAX_TOKENS)
-    max_tokens = int_field(body, "max_completion_tokens", None, 1)
-    max_tokens = max_tokens or int_field(body, "max_tokens", default_max, 1)
+    max_tokens = int_field(body, "max_completion_tokens", 0, 1) or int_field(body, "max_tokens", default_max, 1)
     if max_tokens > room:
         raise ApiError(
             400,
@@ -184,13 +203,17 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
         stop=stop_strings(body),
     )
     options = body.get("stream_options") or {}
-    reasoning = min(cfg.reasoning_tokens, plan.n) if endpoint == "chat" else 0
+    options = options if isinstance(options, dict) and not cfg.ignore_stream_options else {}
+    reasoning = min(cfg.reasoning_tokens, plan.n) if endpoint == "chat" and not cfg.think_inline else 0
+    think = think_tokens(cfg, plan.n)
+    first_content = think or reasoning
     if plan.kinds is not None:
         reasoning = plan.kinds.count(REASONING)
+        first_content = plan.kinds.index(CONTENT) if CONTENT in plan.kinds else plan.n
     return Job(
         endpoint=endpoint,
         stream=bool(body.get("stream", False)),
-        include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
+        include_usage=bool(options.get("include_usage")),
         model=model,
         prompt_ids=prompt_ids,
         plan=plan,
@@ -198,11 +221,19 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
         response_id=response_id,
         created=int(time.time()),
         skip_special_tokens=bool_field(body, "skip_special_tokens", True),
+        prompt_tokens_sent=sent,
+        continuous_usage=bool(options.get("include_usage") and options.get("continuous_usage_stats")),
+        steps=spec_steps(cfg, plan.n, prompt_hash(prompt_ids)) if cfg.spec_draft else None,
+        think=think,
+        first_content=first_content if first_content < plan.n else None,
     )
 
 
-def event_sizes(n: int, cfg: SimConfig) -> list[int]:
-    """Tokens per SSE event: K at a time, or all n split into E near-equal events."""
+def event_sizes(n: int, cfg: SimConfig, steps: list[int] | None = None) -> list[int]:
+    """Tokens per SSE event: K at a time, or all n split into E near-equal events; under
+    speculative decoding one event per step (vLLM) or per token (llama.cpp)."""
+    if steps is not None:
+        return list(steps) if cfg.spec_style == "vllm" else [1] * n
     if cfg.events_per_response:
         parts = min(cfg.events_per_response, n)
         base, extra = divmod(n, parts) if parts else (0, 0)
@@ -211,10 +242,10 @@ def event_sizes(n: int, cfg: SimConfig) -> list[int]:
     return [min(k, n - start) for start in range(0, n, k)]
 
 
-def event_groups(n: int, reasoning: int, cfg: SimConfig) -> list[tuple[str, int]]:
+def event_groups(n: int, reasoning: int, cfg: SimConfig, steps: list[int] | None = None) -> list[tuple[str, int]]:
     """(kind, tokens) per token event; one straddling the reasoning/content boundary splits."""
     groups, pos = [], 0
-    for size in event_sizes(n, cfg):
+    for size in event_sizes(n, cfg, steps):
         end = pos + size
         if pos < reasoning < end:
             groups += [("reasoning", reasoning - pos), ("content", end - reasoning)]
@@ -238,22 +269,27 @@ def harmony_groups(kinds: list[str], cfg: SimConfig, split: bool) -> list[tuple[
     return groups or [(CONTENT, 0)]
 
 
-def usage(job: Job, cached: int, completion: int, reasoning: int) -> dict:
+def usage(job: Job, cached: int | None, completion: int, reasoning: int) -> dict:
+    """The usage object; completion_tokens is what the server claims (see --usage-scale);
+    cached None: no prompt_tokens_details (vLLM without --enable-prompt-tokens-details)."""
     prompt = len(job.prompt_ids)
-    return {
+    out: dict[str, object] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": cached},
-        "completion_tokens_details": {"reasoning_tokens": reasoning},
     }
+    if cached is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    out["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return out
 
 
 class Renderer:
     """Pre-encodes every SSE event of a response, so streaming is little more than writes."""
 
-    def __init__(self, job: Job, null_content: bool, role_in_first: bool):
+    def __init__(self, job: Job, null_content: bool, role_in_first: bool, usage_scale: float = 1.0):
         self.job = job
+        self.usage_scale = usage_scale
         self.null_content = null_content
         self.role_in_first = role_in_first
         obj = "chat.completion.chunk" if job.endpoint == "chat" else "text_completion"
@@ -267,17 +303,19 @@ class Renderer:
         if self.job.plan.kinds is not None:
             return self._harmony_events(cfg)
         job, texts, pos = self.job, self.job.plan.texts, 0
-        groups = event_groups(job.plan.n, job.reasoning, cfg)
-        events = []
+        groups = event_groups(job.plan.n, job.reasoning, cfg, job.steps)
+        events: list[tuple[str, int, bytes | None]] = []
         for i, (kind, tokens) in enumerate(groups):
             text = "".join(texts[pos : pos + tokens])
             finish = job.plan.finish_reason if i == len(groups) - 1 else None
-            events.append((kind, tokens, self._token_event(kind, text, i == 0, finish)))
             pos += tokens
+            events.append((kind, tokens, self._token_event(kind, text, i == 0, finish, pos)))
         return events
 
     def _harmony_events(self, cfg: SimConfig) -> list[tuple[str, int, bytes | None]]:
-        job, events, pos, first = self.job, [], 0, True
+        job, pos, first = self.job, 0, True
+        events: list[tuple[str, int, bytes | None]] = []
+        assert job.plan.kinds is not None  # a --harmony plan
         groups = harmony_groups(job.plan.kinds, cfg, split=job.endpoint == "chat")
         for i, (kind, tokens) in enumerate(groups):
             text = "".join(self._visible(pos, pos + tokens))
@@ -287,14 +325,15 @@ class Renderer:
                 events.append((kind, tokens, None))
                 continue
             finish = job.plan.finish_reason if last else None
-            events.append((kind, tokens, self._token_event(kind, text, first, finish)))
+            events.append((kind, tokens, self._token_event(kind, text, first, finish, pos)))
             first = False
         return events
 
     def _visible(self, start: int, end: int) -> list[str]:
         """What a --harmony server shows of these tokens: chat parses the channels away, and
         completions drop special tokens (not the header words) when skip_special_tokens."""
-        texts, kinds = self.job.plan.texts[start:end], self.job.plan.kinds[start:end]
+        plan = self.job.plan
+        texts, kinds = plan.texts[start:end], (plan.kinds or [])[start:end]
         if self.job.endpoint == "chat":
             return [text for text, kind in zip(texts, kinds) if kind != MARKER]
         if self.job.skip_special_tokens:
@@ -307,13 +346,21 @@ class Renderer:
         if self.job.endpoint != "chat":
             return "", "".join(self._visible(0, plan.n))
         by_kind = {
-            kind: "".join(t for t, k in zip(plan.texts, plan.kinds) if k == kind) for kind in (REASONING, CONTENT)
+            kind: "".join(t for t, k in zip(plan.texts, plan.kinds or []) if k == kind) for kind in (REASONING, CONTENT)
         }
         return by_kind[REASONING], by_kind[CONTENT]
 
-    def _token_event(self, kind: str, text: str, first: bool, finish: str | None) -> bytes:
+    def claimed(self, tokens: int) -> int:
+        """What usage says of `tokens` generated tokens (--usage-scale: a miscounting backend)."""
+        return round(tokens * self.usage_scale)
+
+    def _token_event(self, kind: str, text: str, first: bool, finish: str | None, done: int = 0) -> bytes:
         value = "null" if self.null_content and kind == "content" else json.dumps(text)
         tail = f',"logprobs":null,"finish_reason":{json.dumps(finish)}}}]}}\n\n'
+        if self.job.continuous_usage:  # vLLM's continuous_usage_stats: cumulative counts per chunk
+            prompt, completion = len(self.job.prompt_ids), self.claimed(done)
+            counts = f'"prompt_tokens":{prompt},"total_tokens":{prompt + completion},"completion_tokens":{completion}'
+            tail = f',"logprobs":null,"finish_reason":{json.dumps(finish)}}}],"usage":{{{counts}}}}}\n\n'
         if self.job.endpoint == "completions":
             return f'{self._head}"text":{value}{tail}'.encode()
         field = "reasoning_content" if kind == "reasoning" else "content"
@@ -337,10 +384,15 @@ class Renderer:
         }
         return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
+    def timings_event(self, timings: dict) -> bytes:
+        """llama.cpp's `timings`, here in a chunk of its own just before usage and [DONE]."""
+        chunk = {"id": self.job.response_id, "object": "chat.completion.chunk", "choices": [], "timings": timings}
+        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
     def malformed_event(self) -> bytes:
         return f'data: {{"id":"{self.job.response_id}","choices":[{{"delta":{{"content":\n\n'.encode()
 
-    def full_body(self, usage_obj: dict | None) -> bytes:
+    def full_body(self, usage_obj: dict | None, timings: dict | None = None) -> bytes:
         job, texts = self.job, self.job.plan.texts
         reasoning_text = "".join(texts[: job.reasoning])
         content = None if self.null_content else "".join(texts[job.reasoning :])
@@ -357,6 +409,8 @@ class Renderer:
         body = {"id": job.response_id, "object": obj, "created": job.created, "model": job.model, "choices": [choice]}
         if usage_obj is not None:
             body["usage"] = usage_obj
+        if timings is not None:
+            body["timings"] = timings
         return json.dumps(body).encode()
 
 
@@ -373,11 +427,42 @@ class ClientGone(Exception):
         self.finish_reason = finish_reason
 
 
+class Outlet:
+    """Where a stream's events go: straight to the socket, or (--proxy-buffer-bytes) through a
+    reverse proxy's buffer that passes bytes on only once that many have gathered, as nginx
+    does with proxy_buffering on. The truth log stamps each event when it really left."""
+
+    def __init__(self, simulator: Simulator, resp: web.StreamResponse, trace: Trace):
+        self._simulator, self._resp, self._trace = simulator, resp, trace
+        self._limit = simulator.cfg.proxy_buffer_bytes
+        self._held: list[tuple[str, int, bytes]] = []
+        self._held_bytes = 0
+
+    async def send(self, kind: str, tokens: int, data: bytes) -> None:
+        if not self._limit:
+            await self._simulator._write(self._resp, self._trace, kind, tokens, data)
+            return
+        self._held.append((kind, tokens, data))
+        self._held_bytes += len(data)
+        if self._held_bytes >= self._limit:
+            await self.flush()
+
+    async def flush(self) -> None:
+        if not self._held:
+            return
+        held, self._held, self._held_bytes = self._held, [], 0
+        await self._simulator._write(self._resp, self._trace, held[0][0], held[0][1], b"".join(d for *_, d in held))
+        t = self._trace.events[-1]["t_s"]
+        for kind, tokens, _ in held[1:]:
+            self._trace.event(kind, tokens, t)
+
+
 class Simulator:
     def __init__(self, cfg: SimConfig):
         self.cfg = cfg
         self.engine = Engine(cfg)
         self.truth = TruthLog(cfg.truth_log)
+        self.metrics = SimMetrics(cfg.flavor, cfg.model, cfg.metrics_token_factor)
         self._fault_rng = random.Random(cfg.seed)
         self._ids = itertools.count(1)
 
@@ -387,6 +472,10 @@ class Simulator:
         app.router.add_get("/health", self.health)
         app.router.add_get("/version", self.version)
         app.router.add_get("/v1/models", self.models)
+        if self.cfg.metrics:
+            app.router.add_get("/metrics", self.prometheus)
+        if self.cfg.flavor == "llamacpp":
+            app.router.add_get("/props", self.props)
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
@@ -411,13 +500,31 @@ class Simulator:
         return web.json_response({"version": f"benchy-sim {__version__}"})
 
     async def models(self, request: web.Request) -> web.Response:
-        model = {
-            "id": self.cfg.model,
-            "object": "model",
-            "owned_by": "benchy-sim",
-            "max_model_len": self.cfg.context_length,
-        }
+        model: dict[str, object] = {"id": self.cfg.model, "object": "model", "owned_by": "benchy-sim"}
+        if self.cfg.flavor == "llamacpp":  # llama.cpp: per-slot context under meta
+            model["meta"] = {"n_ctx": self.cfg.context_length, "n_ctx_train": self.cfg.context_length}
+        else:
+            model["max_model_len"] = self.cfg.context_length
         return web.json_response({"object": "list", "data": [model]})
+
+    async def props(self, request: web.Request) -> web.Response:
+        """llama.cpp's /props: the facts benchy reads from a llama-server."""
+        return web.json_response(
+            {
+                "default_generation_settings": {"n_ctx": self.cfg.context_length},
+                "total_slots": self.cfg.max_running,
+                "model_alias": self.cfg.model,
+                "model_path": f"/models/{self.cfg.model}.gguf",
+                "chat_template": CHAT_TEMPLATE,
+                "build_info": f"benchy-sim-{__version__}",
+            }
+        )
+
+    async def prometheus(self, request: web.Request) -> web.Response:
+        engine = self.engine
+        kv_usage = len(engine.cache) / engine.cache.capacity if engine.cache is not None else 0.0
+        body = self.metrics.exposition(engine.slots.running, engine.slots.waiting, kv_usage)
+        return web.Response(body=body, headers={"Content-Type": METRICS_TYPE})
 
     async def tokenize(self, request: web.Request) -> web.Response:
         try:
@@ -440,6 +547,8 @@ class Simulator:
         return await self._generate(request, "completions")
 
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
+        if self.cfg.proxy_delay_s:  # before the engine's clock starts: its own times never hold it
+            await asyncio.sleep(self.cfg.proxy_delay_s)
         prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
         trace = Trace(
             id=f"{prefix}-sim-{next(self._ids):06d}",
@@ -463,13 +572,19 @@ class Simulator:
             trace.finish_reason = trace.finish_reason or "abort"
             raise
         finally:
-            self.truth.write(trace)  # errors and faults too; a no-op if already written
+            self._log(trace)  # errors and faults too; a no-op if already written
+
+    def _log(self, trace: Trace) -> None:
+        """The truth record and the /metrics observation of a request, once each."""
+        if self.truth.write(trace):
+            self.metrics.observe(trace)
 
     async def _serve(self, request: web.Request, endpoint: str, trace: Trace) -> web.StreamResponse:
         body = await read_json(request)
         trace.stream, trace.model = bool(body.get("stream", False)), body.get("model")
         job = parse_job(self.cfg, body, endpoint, trace.id)
         trace.model, trace.prompt_tokens = job.model, len(job.prompt_ids)
+        trace.prompt_tokens_sent = job.prompt_tokens_sent
         trace.stop = stop_strings(body) if body.get("stop") is not None else None
         trace.reasoning_effort = requested_effort(body, endpoint)
         trace.skip_special_tokens = job.skip_special_tokens
@@ -495,7 +610,7 @@ class Simulator:
     async def _immediate_fault(self, request: web.Request, trace: Trace) -> web.StreamResponse:
         kind = trace.fault
         if kind == "reset":
-            request.transport.abort()
+            _abort(request)
             raise ClientGone(finish_reason=None)
         if kind == "not_sse":
             return await self._send_whole(request, trace, 200, NOT_SSE_BODY, "text/html")
@@ -546,8 +661,8 @@ class Simulator:
 
     async def _finish(self, resp: web.StreamResponse, trace: Trace) -> web.StreamResponse:
         # The record goes out before the end of the body, so a client that has read the
-        # whole response can already find it in the truth log.
-        self.truth.write(trace)
+        # whole response can already find it in the truth log (and /metrics has counted it).
+        self._log(trace)
         try:
             await resp.write_eof()
         except ConnectionError:
@@ -557,6 +672,7 @@ class Simulator:
     @contextlib.asynccontextmanager
     async def _running(self, trace: Trace):
         """Holds one of max_running slots (queueing FIFO for it) for the body of the block."""
+        trace.queued_s = clock()
         await self.engine.slots.acquire()
         trace.admitted_s = clock()
         try:
@@ -567,62 +683,93 @@ class Simulator:
     async def _prefill(self, job: Job, trace: Trace) -> Decoder:
         start, end, cached = await self.engine.prefill(job.prompt_ids)
         trace.prefill_start_s, trace.prefill_end_s, trace.cached_tokens = start, end, cached
-        return self.engine.decoder(end)
+        trace.host_copy_s = self.engine.host_copy_seconds(len(job.prompt_ids))
+        return self.engine.decoder(end, job.steps)
 
     def _record_tokens(self, trace: Trace, job: Job, times: list[float]) -> None:
         start = len(trace.token_times_s)
         trace.token_times_s.extend(times)
         trace.completion_tokens = len(trace.token_times_s)
         if job.plan.kinds is None:
-            trace.reasoning_tokens = min(job.reasoning, trace.completion_tokens)
+            trace.reasoning_tokens = min(job.reasoning or job.think, trace.completion_tokens)
         else:
             trace.reasoning_tokens += job.plan.kinds[start : trace.completion_tokens].count(REASONING)
+        if trace.first_content_token_s is None and job.first_content is not None:
+            if trace.completion_tokens > job.first_content:
+                trace.first_content_token_s = trace.token_times_s[job.first_content]
 
     def _usage(self, job: Job, trace: Trace) -> dict:
-        # A raw completion is not parsed, so the server cannot tell reasoning tokens apart.
-        reasoning = trace.reasoning_tokens if job.endpoint == "chat" else 0
-        return usage(job, trace.cached_tokens or 0, trace.completion_tokens, reasoning)
+        # A raw completion is not parsed, so the server cannot tell reasoning tokens apart; nor
+        # can a server without a reasoning parser (--think-inline).
+        reasoning = trace.reasoning_tokens if job.endpoint == "chat" and not job.think else 0
+        claimed = round(trace.completion_tokens * self.cfg.usage_scale)
+        trace.usage_completion_tokens = claimed
+        cached = trace.cached_tokens or 0 if self.cfg.prompt_details else None
+        return usage(job, cached, claimed, reasoning)
+
+    def _timings(self, job: Job, trace: Trace) -> dict:
+        """llama.cpp's per-response timings: prompt_ms is the prefill alone (no queueing, no
+        host cache copy); predicted_ms runs from the end of prefill to the last token."""
+        assert trace.prefill_start_s is not None and trace.prefill_end_s is not None  # timings follow prefill
+        prompt_n = len(job.prompt_ids) - (trace.cached_tokens or 0)
+        prompt_ms = 1000 * (trace.prefill_end_s - trace.prefill_start_s)
+        predicted_n = trace.completion_tokens
+        predicted_ms = 1000 * (trace.token_times_s[-1] - trace.prefill_end_s) if trace.token_times_s else 0.0
+        return {
+            "cache_n": trace.cached_tokens or 0,
+            "prompt_n": prompt_n,
+            "prompt_ms": prompt_ms,
+            "prompt_per_second": 1000 * prompt_n / prompt_ms if prompt_ms > 0 else None,
+            "predicted_n": predicted_n,
+            "predicted_ms": predicted_ms,
+            "predicted_per_second": 1000 * predicted_n / predicted_ms if predicted_ms > 0 else None,
+        }
 
     def _renderer(self, job: Job, trace: Trace) -> Renderer:
         null_content = self.cfg.null_content or trace.fault == "null_content"
-        return Renderer(job, null_content, role_in_first=not self.cfg.role_chunk_first)
+        return Renderer(job, null_content, not self.cfg.role_chunk_first, self.cfg.usage_scale)
 
     async def _stream(self, request: web.Request, job: Job, trace: Trace) -> web.StreamResponse:
         renderer = self._renderer(job, trace)
         events = renderer.token_events(self.cfg)
         resp = web.StreamResponse(headers=SSE_HEADERS)
         await self._prepare(request, resp, trace)
+        out = Outlet(self, resp, trace)
         if self.cfg.role_chunk_first:
-            await self._write(resp, trace, "role", 0, renderer.role_event())
+            await out.send("role", 0, renderer.role_event())
         async with self._running(trace):
             decoder = await self._prefill(job, trace)
-            await self._stream_tokens(request, resp, job, trace, decoder, events, renderer)
+            await self._stream_tokens(request, out, job, trace, decoder, events, renderer)
         trace.finish_reason = job.plan.finish_reason
+        if self.cfg.timings:
+            await out.send("timings", 0, renderer.timings_event(self._timings(job, trace)))
         if job.include_usage and trace.fault != "no_usage":
-            await self._write(resp, trace, "usage", 0, renderer.usage_event(self._usage(job, trace)))
+            await out.send("usage", 0, renderer.usage_event(self._usage(job, trace)))
         if trace.fault != "no_done":
-            await self._write(resp, trace, "done", 0, DONE)
+            await out.send("done", 0, DONE)
+        await out.flush()
         return await self._finish(resp, trace)
 
-    async def _stream_tokens(self, request, resp, job, trace, decoder, events, renderer) -> None:
+    async def _stream_tokens(self, request, out, job, trace, decoder, events, renderer) -> None:
         fault_pending = trace.fault in ("cut_stream", "stall", "malformed_json")
         half = job.plan.n / 2
         for kind, tokens, data in events:
             self._record_tokens(trace, job, [await decoder.next_token() for _ in range(tokens)])
             if data is not None:
-                await self._write(resp, trace, kind, tokens, data)
+                await out.send(kind, tokens, data)
             if fault_pending and trace.completion_tokens >= half:
                 fault_pending = False
-                await self._mid_stream_fault(request, resp, trace, decoder, renderer)
+                await self._mid_stream_fault(request, out, trace, decoder, renderer)
 
-    async def _mid_stream_fault(self, request, resp, trace, decoder, renderer) -> None:
+    async def _mid_stream_fault(self, request, out, trace, decoder, renderer) -> None:
         if trace.fault == "cut_stream":
-            request.transport.abort()
+            _abort(request)
             raise ClientGone(finish_reason="cut")
         if trace.fault == "stall":
+            await out.flush()
             await decoder.pause(self.cfg.stall_s)
         if trace.fault == "malformed_json":
-            await self._write(resp, trace, "malformed", 0, renderer.malformed_event())
+            await out.send("malformed", 0, renderer.malformed_event())
 
     async def _complete(self, request: web.Request, job: Job, trace: Trace) -> web.StreamResponse:
         renderer = self._renderer(job, trace)
@@ -631,7 +778,7 @@ class Simulator:
             await self._decode_all(request, job, trace, decoder)
         trace.finish_reason = job.plan.finish_reason
         usage_obj = None if trace.fault == "no_usage" else self._usage(job, trace)
-        body = renderer.full_body(usage_obj)
+        body = renderer.full_body(usage_obj, self._timings(job, trace) if self.cfg.timings else None)
         if trace.fault == "malformed_json":
             body = body[: len(body) // 2]
         return await self._send_whole(request, trace, 200, body, JSON_TYPE, event="content")
@@ -640,7 +787,7 @@ class Simulator:
         half = job.plan.n // 2
         for i in range(job.plan.n):
             if i == half and trace.fault == "cut_stream":
-                request.transport.abort()
+                _abort(request)
                 raise ClientGone(finish_reason="cut")
             if i == half and trace.fault == "stall":
                 await decoder.pause(self.cfg.stall_s)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
-from benchy.sim.config import FAULT_KINDS, PRESET_HELP, ConfigError, build_config, parse_fault
+from benchy.sim.config import FAULT_KINDS, FLAVORS, PRESET_HELP, SPEC_STYLES, ConfigError, build_config, parse_fault
 
 _PRESETS_TEXT = "\n".join(f"  {name}: {text}" for name, text in PRESET_HELP.items())
 
@@ -73,6 +73,53 @@ every token, reasoning_tokens only on chat.
 --header-delay-s X: wait X s after arrival before the response headers.
 
 \b
+Behaviours of real servers that mislead benchmarks (each in the truth log):
+  --spec-draft K: speculative decoding; the first token alone, then steps of
+  1 + accepted drafts (each next one accepted with --spec-accept, at most K),
+  steps spaced so the token rate stays --decode-tps; all tokens of a step
+  share one time in token_times_s. --spec-style vllm: one event per step;
+  llamacpp: one event per token, a step's events written back to back.
+  --proxy-buffer-bytes B: a buffering proxy; SSE bytes leave once B have
+  gathered (and at the end); events[].t_s is when they really left.
+  --usage-scale F: usage.completion_tokens claims F x the tokens generated
+  (usage_completion_tokens in the log); stream_options.continuous_usage_stats
+  puts cumulative usage in every chunk (as vLLM).
+  --ignore-stream-options: no usage in streams; non-streamed bodies keep it.
+  --truncate-prompt N: only the last N prompt tokens are kept (usage and
+  prefill count those; prompt_tokens_sent holds the original).
+  --think-inline: the --reasoning-tokens go inside content as <think> ...
+  </think> (one token per tag; a short output never closes it); usage says
+  reasoning_tokens 0; first_content_token_s is the first answer token.
+  --host-copy-tps T: prompt tokens / T seconds of host cache copying before
+  each prefill (host_copy_s; prefill_start_s is after it), outside prompt_ms.
+  --timings: llama.cpp's `timings` (prompt_n, cache_n, prompt_ms, predicted_n,
+  predicted_ms, ...) in a chunk before usage, and in non-streamed bodies.
+
+\b
+Server-side views (GET /metrics, Prometheus text from the truth of each
+finished request; --no-metrics: 404): --flavor vllm (default) serves vLLM's
+names and types: histograms vllm:time_to_first_token_seconds (first token -
+arrival), request_queue_time_seconds (admitted - queued),
+request_prefill_time_seconds (first token - admitted),
+request_decode_time_seconds (last token - first token),
+request_inference_time_seconds (last token - admitted),
+e2e_request_latency_seconds (last token - arrival); counters prompt_tokens,
+generation_tokens, prefix_cache_queries (prompt tokens), prefix_cache_hits
+(cached tokens), num_preemptions, request_success; gauges
+num_requests_running, num_requests_waiting, kv_cache_usage_perc. --flavor
+llamacpp serves llamacpp:prompt_tokens (uncached), prompt_tokens_cached,
+prompt_seconds (prefill end - start), tokens_predicted,
+tokens_predicted_seconds (last token - prefill end), requests_processing,
+requests_deferred, and GET /props (build_info, total_slots = --max-running,
+default_generation_settings.n_ctx = --context-length, model_path,
+chat_template). Disagreements to provoke: --metrics-token-factor F (the
+counters claim F tokens per generated token), --cache-despite-nonce (every
+prompt but its last block is served from cache, however it starts),
+--no-prompt-details (usage without cached_tokens, so only /metrics tells),
+--proxy-delay-s X (requests reach the engine X s late: the server's own
+times do not hold it; truth arrival_s is the engine's arrival).
+
+\b
 Faults (--fault KIND:RATE, repeatable, rates summing to <= 1; at most one per
 request, drawn in arrival order from a RNG seeded by --seed):
   http500, http429 (no Retry-After), http429_retry (Retry-After: 1),
@@ -85,14 +132,15 @@ request, drawn in arrival order from a RNG seeded by --seed):
 \b
 Truth log (--truth-log PATH, JSONL, one line per request, flushed as each
 request ends, faults and errors included): id, request_id (x-request-id
-header), endpoint, stream, model, arrival_s, headers_s, admitted_s,
+header), endpoint, stream, model, arrival_s, headers_s, queued_s, admitted_s,
 prefill_start_s, prefill_end_s, prompt_tokens, cached_tokens,
 completion_tokens, reasoning_tokens, finish_reason, token_times_s (one per
 token), events [{{t_s, tokens, kind: role|content|reasoning|usage|done|
-malformed|marker}}] (t_s: just after the write returned; marker: --harmony
+malformed|marker|timings}}] (t_s: just after the write returned; marker: --harmony
 text of special tokens and headers only), first_token_event_s,
 last_token_event_s, fault, status (null when no HTTP status was sent), error,
-stop (null when not sent), reasoning_effort (chat: the body field;
+stop (null when not sent), prompt_tokens_sent, host_copy_s,
+usage_completion_tokens, first_content_token_s, reasoning_effort (chat: the body field;
 completions: a Harmony system message's "Reasoning:" line), skip_special_tokens
 (the value in effect),
 authorization_sha256 (SHA-256 of the Authorization header; the header itself is
@@ -147,7 +195,39 @@ connections; stops cleanly on SIGTERM or SIGINT.
     help="Disregard ignore_eos and min_tokens: outputs end at their natural length.",
 )
 @click.option("--header-delay-s", type=float, help="Seconds before response headers are sent.")
+@click.option("--spec-draft", type=int, help="Speculative decoding: at most this many drafted tokens per step.")
+@click.option("--spec-accept", type=float, help="Chance each next drafted token is accepted (default 0.8).")
+@click.option("--spec-style", type=click.Choice(SPEC_STYLES), help="One event per step (vllm) or per token (llamacpp).")
+@click.option("--proxy-buffer-bytes", type=int, help="A buffering proxy: bytes held until this many gather.")
+@click.option("--usage-scale", type=float, help="usage.completion_tokens claims this multiple of the tokens made.")
+@click.option(
+    "--ignore-stream-options/--no-ignore-stream-options", default=False, help="No usage in streamed responses."
+)
+@click.option("--truncate-prompt", type=int, help="Keep only the last N prompt tokens (0: never).")
+@click.option(
+    "--think-inline/--no-think-inline", default=False, help="Reasoning inline in content as <think>…</think>."
+)
+@click.option("--host-copy-tps", type=float, help="Host cache copy before each prefill, prompt tokens/s (0: none).")
+@click.option("--timings/--no-timings", default=False, help="llama.cpp-style `timings` in every response.")
 @click.option("--instant/--no-instant", default=False, help="No sleeps: infinitely fast model.")
+@click.option(
+    "--flavor",
+    type=click.Choice(FLAVORS),
+    help="Whose /metrics names to imitate; llamacpp also serves /props (default vllm).",
+)
+@click.option("--metrics/--no-metrics", default=True, help="Serve GET /metrics (Prometheus text).")
+@click.option("--metrics-token-factor", type=float, help="/metrics counts this many tokens per generated token.")
+@click.option(
+    "--cache-despite-nonce/--no-cache-despite-nonce",
+    default=False,
+    help="The prefix cache serves every prompt but its last block, unique or not.",
+)
+@click.option(
+    "--prompt-details/--no-prompt-details",
+    default=True,
+    help="usage.prompt_tokens_details.cached_tokens (vLLM omits it by default).",
+)
+@click.option("--proxy-delay-s", type=float, help="A proxy holds each request this long before the engine sees it.")
 @click.option(
     "--fault",
     "faults",

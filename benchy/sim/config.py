@@ -22,6 +22,9 @@ FAULT_KINDS = (
     "null_content",
 )
 
+FLAVORS = ("vllm", "llamacpp")
+SPEC_STYLES = ("vllm", "llamacpp")
+
 BLOCK_SIZE = 16  # tokens per prefix-cache block, as vLLM's default
 
 
@@ -49,6 +52,17 @@ class SimConfig:
     null_content: bool = False
     ignore_ignore_eos: bool = False  # a server without ignore_eos/min_tokens
     header_delay_s: float = 0.0
+    # --- real server behaviours that mislead a benchmark (issue 15; see PRESET_HELP) ---
+    spec_draft: int = 0  # speculative decoding: up to this many drafted tokens per step (0: off)
+    spec_accept: float = 0.8  # chance that each next drafted token is accepted
+    spec_style: str = "vllm"  # vllm: one event per step; llamacpp: one event per token, in bursts
+    proxy_buffer_bytes: int = 0  # a buffering reverse proxy: SSE bytes held until this many gather
+    usage_scale: float = 1.0  # usage.completion_tokens claims this multiple of the tokens generated
+    ignore_stream_options: bool = False  # no usage in a stream (non-streamed bodies keep theirs)
+    truncate_prompt: int = 0  # keep only the last N prompt tokens (Ollama's num_ctx), 0: never
+    think_inline: bool = False  # reasoning inside content as <think>…</think> (no reasoning parser)
+    host_copy_tps: float = 0.0  # llama.cpp host-RAM prompt cache copy before each prefill (tokens/s)
+    timings: bool = False  # llama.cpp's `timings` object at the end of every response
     instant: bool = False
     faults: tuple[tuple[str, float], ...] = ()
     seed: int = 0
@@ -57,6 +71,14 @@ class SimConfig:
     port: int = 0
     truth_log: str | None = None
     preset: str = "default"
+    # Server-side views (issue 17): which engine's /metrics and info endpoints to imitate, and
+    # behaviours in which the server's account disagrees with the client's.
+    flavor: str = "vllm"  # "vllm" | "llamacpp" (/metrics names; llamacpp also serves /props)
+    metrics: bool = True  # False: /metrics answers 404
+    metrics_token_factor: float = 1.0  # /metrics counts this many tokens per generated token
+    cache_despite_nonce: bool = False  # the prefix cache serves every prompt, unique or not
+    prompt_details: bool = True  # usage.prompt_tokens_details (vLLM leaves it out by default)
+    proxy_delay_s: float = 0.0  # a proxy holds each request this long before the engine sees it
 
 
 _DGX_SPARK = dict(
@@ -79,6 +101,34 @@ PRESETS: dict[str, dict] = {
     "fp4-null-content": {**_DGX_SPARK, "null_content": True},
     # gpt-oss through /v1/completions with a client-side template (report 000): raw Harmony text.
     "gpt-oss-harmony": {**_DGX_SPARK, "harmony": True, "reasoning_tokens": 24},
+    # EAGLE/MTP on vLLM: 1-8 tokens per event at a steady cadence, the first token alone.
+    "spec-vllm": {"spec_draft": 7, "spec_accept": 0.8, "decode_tps": 150.0},
+    # llama-server with a draft model: one event per token, accepted tokens in bursts.
+    "spec-llamacpp": {
+        "spec_draft": 8,
+        "spec_accept": 0.8,
+        "spec_style": "llamacpp",
+        "decode_tps": 150.0,
+        "timings": True,
+    },
+    # nginx proxy_buffering on: one token per event, delivered in 4 KB bursts.
+    "proxy-buffered": {"proxy_buffer_bytes": 4096, "decode_tps": 200.0},
+    # A backend whose usage claims twice the tokens it streamed.
+    "usage-double": {"usage_scale": 2.0},
+    # A proxy that drops stream_options, in front of a server sending 8 tokens per event.
+    "no-usage-8-per-event": {"ignore_stream_options": True, "tokens_per_event": 8, "decode_tps": 200.0},
+    # Ollama's default num_ctx: only the last 1,024 prompt tokens are kept.
+    "truncating": {"truncate_prompt": 1024},
+    # An R1-style model without a reasoning parser: <think>…</think> inside content.
+    "think-inline": {"think_inline": True, "reasoning_tokens": 32},
+    # llama-server's default host-RAM prompt cache: a copy before each prefill, outside prompt_ms.
+    "llamacpp-ram-cache": {
+        "timings": True,
+        "host_copy_tps": 4000.0,
+        "prefill_tps": 10000.0,
+        "max_running": 1,
+        "context_length": 16384,
+    },
     # For measuring the client's own CPU cost: no sleeps, no queueing.
     "instant": {"instant": True, "max_running": 100000},
 }
@@ -91,6 +141,17 @@ PRESET_HELP = {
     "buffered": "the dgx preset with 2 events per response (29 tokens in 2 SSE events)",
     "fp4-null-content": "the dgx preset with content: null (broken FP4 backend)",
     "gpt-oss-harmony": "the dgx preset with --harmony and a 24-token analysis message",
+    "spec-vllm": "speculative decoding as vLLM streams it: up to 8 tokens per event (acceptance 0.8), "
+    "steady cadence, the first token alone; decode 150 tok/s",
+    "spec-llamacpp": "speculative decoding as llama-server streams it (draft 8): one event per "
+    "token, each step's tokens written back to back; llama.cpp timings",
+    "proxy-buffered": "a buffering reverse proxy: one token per event, bytes delivered in 4 KB bursts",
+    "usage-double": "usage.completion_tokens claims twice the tokens streamed",
+    "no-usage-8-per-event": "stream_options ignored (no usage in streams), 8 tokens per event",
+    "truncating": "the server keeps only the last 1,024 prompt tokens (Ollama's num_ctx)",
+    "think-inline": "32 reasoning tokens inline in content as <think>…</think>",
+    "llamacpp-ram-cache": "llama.cpp timings, a host-RAM cache copy of 4,000 tok/s before each "
+    "prefill (outside prompt_ms), prefill 10,000 tok/s, 1 slot, context 16384",
     "instant": "no sleeps at all, effectively unlimited max_running",
 }
 
@@ -125,7 +186,15 @@ def build_config(preset: str = "default", **overrides) -> SimConfig:
 
 
 def validate(cfg: SimConfig) -> None:
-    for name in ("prefill_tps", "decode_tps", "batch_slowdown", "header_delay_s", "stall_s"):
+    for name in (
+        "prefill_tps",
+        "decode_tps",
+        "batch_slowdown",
+        "header_delay_s",
+        "stall_s",
+        "host_copy_tps",
+        "proxy_delay_s",
+    ):
         if getattr(cfg, name) < 0:
             raise ConfigError(f"--{_flag(name)} must not be negative")
     if not cfg.instant:
@@ -143,12 +212,34 @@ def validate(cfg: SimConfig) -> None:
         raise ConfigError("--natural-max must be at least --natural-min")
     if cfg.events_per_response and cfg.tokens_per_event != 1:
         raise ConfigError("--tokens-per-event and --events-per-response cannot be combined")
+    if cfg.flavor not in FLAVORS:
+        raise ConfigError(f"--flavor must be one of: {', '.join(FLAVORS)}")
+    if cfg.metrics_token_factor <= 0:
+        raise ConfigError("--metrics-token-factor must be positive")
+    _validate_behaviours(cfg)
     if not 0 <= cfg.port <= 65535:
         raise ConfigError("--port must be between 0 and 65535")
     for kind, rate in cfg.faults:
         parse_fault(f"{kind}:{rate}")
     if sum(rate for _, rate in cfg.faults) > 1.0 + 1e-9:
         raise ConfigError("--fault rates add up to more than 1 (one fault at most per request)")
+
+
+def _validate_behaviours(cfg: SimConfig) -> None:
+    for name in ("spec_draft", "proxy_buffer_bytes", "truncate_prompt"):
+        _require_at_least(cfg, name, 0)
+    if not 0.0 <= cfg.spec_accept <= 1.0:
+        raise ConfigError("--spec-accept must be between 0 and 1")
+    if cfg.spec_style not in SPEC_STYLES:
+        raise ConfigError(f"--spec-style must be one of: {', '.join(SPEC_STYLES)}")
+    if cfg.spec_draft and (cfg.events_per_response or cfg.tokens_per_event != 1 or cfg.harmony):
+        raise ConfigError(
+            "--spec-draft sets the events itself: no --tokens-per-event, --events-per-response or --harmony"
+        )
+    if cfg.usage_scale <= 0:
+        raise ConfigError("--usage-scale must be positive")
+    if cfg.think_inline and cfg.harmony:
+        raise ConfigError("--think-inline and --harmony cannot be combined")
 
 
 def _require_at_least(cfg: SimConfig, name: str, minimum: int) -> None:

@@ -2,9 +2,13 @@
 
 Timing, all against time.perf_counter() (CLOCK_MONOTONIC, so other processes can compare):
 requests hold one of max_running slots (FIFO queue beyond that); prefill is serialized across
-requests and takes uncached_tokens / prefill_tps; the first token appears when prefill ends;
+requests and takes uncached_tokens / prefill_tps (after prompt_tokens / host_copy_tps of
+llama.cpp-style cache copying, when set); the first token appears when prefill ends;
 each next token is due 1 / per_request_rate after the previous one's deadline, with
 per_request_rate = decode_tps / (1 + batch_slowdown * (running - 1)) at that moment.
+Speculative decoding (spec_draft > 0) makes tokens in verify steps instead: the first token
+alone, then steps of 1 + accepted drafts, all of a step's tokens at one deadline, the steps
+spaced so that the token rate stays decode_tps on average.
 """
 
 from __future__ import annotations
@@ -13,14 +17,16 @@ import asyncio
 import bisect
 import hashlib
 import json
+import random
 import time
 from array import array
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from benchy import tokenizer
 from benchy.sim.cache import PrefixCache
-from benchy.sim.config import SimConfig
+from benchy.sim.config import BLOCK_SIZE, SimConfig
 
 clock = time.perf_counter
 
@@ -38,6 +44,14 @@ def message_text(content) -> str:
     if isinstance(content, list):
         return "".join(part.get("text") or "" for part in content if isinstance(part, dict))
     return str(content)
+
+
+# What render_chat does, written as the Jinja chat template a server would publish (/props).
+CHAT_TEMPLATE = (
+    "<|start|>system<|message|>" + SYSTEM_PREAMBLE + "<|end|>"
+    "{% for m in messages %}<|start|>{{ m['role'] }}<|message|>{{ m['content'] }}<|end|>{% endfor %}"
+    "<|start|>assistant"
+)
 
 
 def render_chat(messages: list[dict]) -> str:
@@ -73,16 +87,59 @@ def plan_output(
     *,
     min_tokens: int = 0,
     ignore_eos: bool = False,
-    stop: list[str] = (),
+    stop: Sequence[str] = (),
 ) -> Plan:
     h = prompt_hash(prompt_ids)
     n = output_length(cfg, h, max_tokens, min_tokens, ignore_eos)
     finish = "length" if n >= max_tokens else "stop"
     texts = token_texts(n, seed=h % 1_000_003)
+    if cfg.think_inline:
+        texts = think_inline(texts, cfg.reasoning_tokens)
     kept = tokens_before_stop(texts, stop, min_tokens)
     if kept < n:
         return Plan(texts[:kept], "stop")
     return Plan(texts, finish)
+
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def think_inline(texts: list[str], reasoning: int) -> list[str]:
+    """An R1-style output without a reasoning parser: <think>, `reasoning` words, </think>, the
+    answer; each tag one token, as in R1's vocabulary. Cut at len(texts), so a short output's
+    think block never closes."""
+    n = len(texts)
+    if reasoning <= 0 or n == 0:
+        return texts
+    words = texts[: max(0, min(reasoning, n - 1))]
+    answer = texts[len(words) + 2 :] if n > len(words) + 2 else []
+    return ([THINK_OPEN] + words + [THINK_CLOSE] + answer)[:n]
+
+
+def think_tokens(cfg: SimConfig, n: int) -> int:
+    """Tokens of an inline think block, its tags included (all of the output if it never closes)."""
+    return min(cfg.reasoning_tokens + 2, n) if cfg.think_inline and cfg.reasoning_tokens else 0
+
+
+def spec_steps(cfg: SimConfig, n: int, seed: int) -> list[int]:
+    """Tokens per decode step under speculative decoding: the first token alone (it comes out of
+    prefill), then 1 + the drafted tokens accepted in a row (each with chance spec_accept, at
+    most spec_draft), deterministic per request."""
+    if n <= 0:
+        return []
+    rng, steps, left = random.Random(seed), [1], n - 1
+    while left > 0:
+        accepted = 0
+        while accepted < cfg.spec_draft and rng.random() < cfg.spec_accept:
+            accepted += 1
+        steps.append(min(1 + accepted, left))
+        left -= steps[-1]
+    return steps
+
+
+def spec_mean_step(cfg: SimConfig) -> float:
+    """Expected tokens per speculative step: sum of spec_accept**i for i in 0..spec_draft."""
+    return sum(cfg.spec_accept**i for i in range(cfg.spec_draft + 1))
 
 
 def output_length(cfg: SimConfig, h: int, max_tokens: int, min_tokens: int, ignore_eos: bool) -> int:
@@ -107,7 +164,7 @@ def plan_harmony(
     *,
     min_tokens: int = 0,
     ignore_eos: bool = False,
-    stop: list[str] = (),
+    stop: Sequence[str] = (),
 ) -> Plan:
     """n tokens: the analysis message (--reasoning-tokens long), then the final one filling the
     rest, cut at n. Stop strings are matched against this raw text, markers included.
@@ -153,7 +210,7 @@ def _token_text(token_id: int) -> str:
     return text
 
 
-def tokens_before_stop(texts: list[str], stop: list[str], min_tokens: int) -> int:
+def tokens_before_stop(texts: list[str], stop: Sequence[str], min_tokens: int) -> int:
     """How many whole tokens precede the earliest stop string (searched after min_tokens)."""
     stops = [s for s in stop if s]
     if not stops:
@@ -192,6 +249,10 @@ class Slots:
                 self._waiters.remove(waiter)
             raise
 
+    @property
+    def waiting(self) -> int:
+        return sum(not w.done() for w in self._waiters)
+
     def release(self) -> None:
         while self._waiters:
             waiter = self._waiters.popleft()
@@ -210,13 +271,16 @@ class Engine:
         self._prefill_free_at = 0.0
 
     def cached_tokens(self, ids: list[int]) -> int:
+        if self.cfg.cache_despite_nonce:  # a cache that matches whatever the prompt starts with
+            return (len(ids) - 1) // BLOCK_SIZE * BLOCK_SIZE
         return self.cache.lookup(ids) if self.cache is not None else 0
 
     async def prefill(self, ids: list[int]) -> tuple[float, float, int]:
-        """Runs this prompt's prefill after every earlier one; returns (start, end, cached)."""
+        """Runs this prompt's prefill after every earlier one; returns (start, end, cached).
+        A host-RAM cache copy (host_copy_tps) comes first, in the same serial queue."""
         async with self._prefill_lock:
             # Start at the previous prefill's deadline, not at the (later) lock hand-over.
-            start = max(clock(), self._prefill_free_at)
+            start = max(clock(), self._prefill_free_at) + self.host_copy_seconds(len(ids))
             cached = self.cached_tokens(ids)
             end = start + self._prefill_seconds(len(ids) - cached)
             self._prefill_free_at = end
@@ -224,6 +288,9 @@ class Engine:
             if self.cache is not None:
                 self.cache.insert(ids)
         return start, end, cached
+
+    def host_copy_seconds(self, tokens: int) -> float:
+        return tokens / self.cfg.host_copy_tps if self.cfg.host_copy_tps and not self.cfg.instant else 0.0
 
     def _prefill_seconds(self, tokens: int) -> float:
         return 0.0 if self.cfg.instant else tokens / self.cfg.prefill_tps
@@ -240,22 +307,32 @@ class Engine:
         if delay > 0:
             await asyncio.sleep(delay)
 
-    def decoder(self, first_due: float) -> Decoder:
-        return Decoder(self, first_due)
+    def decoder(self, first_due: float, steps: list[int] | None = None) -> Decoder:
+        return Decoder(self, first_due, steps)
 
 
 class Decoder:
-    """Paces one request's tokens against absolute deadlines, so loop jitter never accumulates."""
+    """Paces one request's tokens against absolute deadlines, so loop jitter never accumulates.
+    With `steps` (speculative decoding), the tokens of one step share its deadline, and steps
+    are spaced by the mean step's worth of token intervals."""
 
-    def __init__(self, engine: Engine, first_due: float):
+    def __init__(self, engine: Engine, first_due: float, steps: list[int] | None = None):
         self._engine = engine
         self._due = first_due
         self._started = False
+        self._steps = list(reversed(steps)) if steps else None
+        self._left_in_step = 0
+        self._step_scale = spec_mean_step(engine.cfg) if steps else 1.0
 
     async def next_token(self) -> float:
         """Waits for the next token and returns the time it was produced."""
-        if self._started:
-            self._due += self._engine.token_interval()
+        if self._steps is None or self._left_in_step == 0:
+            if self._started:
+                self._due += self._engine.token_interval() * self._step_scale
+            if self._steps:
+                self._left_in_step = self._steps.pop()
+        if self._steps is not None:
+            self._left_in_step = max(0, self._left_in_step - 1)
         self._started = True
         if not self._engine.cfg.instant:
             await self._engine.wait_until(self._due)
@@ -277,12 +354,17 @@ class Trace:
     model: str | None = None
     arrival_s: float = 0.0
     headers_s: float | None = None
+    queued_s: float | None = None  # parsed and tokenized: waiting for a slot from here
     admitted_s: float | None = None
     prefill_start_s: float | None = None
     prefill_end_s: float | None = None
-    prompt_tokens: int | None = None
+    prompt_tokens: int | None = None  # what the server kept (after --truncate-prompt)
+    prompt_tokens_sent: int | None = None  # what the request held
     cached_tokens: int | None = None
+    host_copy_s: float = 0.0  # --host-copy-tps: time before prefill_start_s, outside prompt_ms
     completion_tokens: int = 0
+    usage_completion_tokens: int | None = None  # what usage claimed (--usage-scale), when sent
+    first_content_token_s: float | None = None  # the first answer token (after </think> inline)
     reasoning_tokens: int = 0
     finish_reason: str | None = None
     token_times_s: list[float] = field(default_factory=list)
@@ -321,14 +403,15 @@ class TruthLog:
     def __init__(self, path: str | None):
         self._file = open(path, "a", encoding="utf-8") if path else None
 
-    def write(self, trace: Trace) -> None:
-        """Writes the record once; later calls for the same request do nothing."""
+    def write(self, trace: Trace) -> bool:
+        """Writes the record once (True); later calls for the same request do nothing (False)."""
         if trace.logged:
-            return
+            return False
         trace.logged = True
         if self._file and not self._file.closed:  # handlers cancelled at shutdown end late
             self._file.write(trace.to_json() + "\n")
             self._file.flush()
+        return True
 
     def close(self) -> None:
         if self._file:

@@ -57,6 +57,7 @@ class SimProcess:
         return self
 
     def _listening_url(self) -> str:
+        assert self.proc is not None and self.proc.stdout is not None  # started with a stdout pipe
         ready, _, _ = select.select([self.proc.stdout], [], [], self.start_timeout_s)
         line = self.proc.stdout.readline() if ready else ""
         match = _LISTEN.search(line)
@@ -89,7 +90,7 @@ class SimProcess:
             time.sleep(0.01)
 
     def _read_truth(self) -> list[dict]:
-        if not self.truth_path.exists():
+        if self.truth_path is None or not self.truth_path.exists():
             return []
         lines = self.truth_path.read_text().splitlines()
         return [json.loads(line) for line in lines if line.strip()]

@@ -44,7 +44,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+SELF = Path(__file__).resolve()
+ROOT = SELF.parent.parent  # the repository: benchmarks/ is beside benchy/
 PP, TG = 64, 256
 ROUNDS = 4  # of `streams` requests each
 TARGET_CPU_US = 9.0  # issue 9: about half of llama-benchy 0.4's 18-20 µs on a 2-core machine
@@ -221,8 +222,7 @@ class Sims:
             proc = subprocess.Popen(
                 [
                     sys.executable,
-                    "-m",
-                    "benchy.bench_client",
+                    str(SELF),
                     "--serve-sim",
                     str(self.port),
                     str(log),
@@ -531,7 +531,7 @@ def _floor_request(port: int, i: int) -> bytes:
 
 
 def measure_floor(sims: Sims, streams: int, cores: set[int]) -> Row:
-    cmd = [sys.executable, "-m", "benchy.bench_client", "--floor-client", str(sims.port), str(streams), str(ROUNDS)]
+    cmd = [sys.executable, str(SELF), "--floor-client", str(sims.port), str(streams), str(ROUNDS)]
     return _sampled_row(FLOOR, cmd, sims, streams, cores)
 
 

@@ -1,0 +1,341 @@
+"""Second opinions on a stream, so that no figure rests on a single piece of evidence.
+
+A server's `usage` can be wrong or missing, its events can carry one token or eight, a proxy
+can hold its bytes back, and a model without a reasoning parser puts its thinking in the
+answer. Each function here weighs one question with two or more independent witnesses:
+
+  how many tokens?      usage (the server's claim), the streamed text counted with benchy's
+                        own tokenizer scaled by the ratio calibration measured, and the number
+                        of events (each carries at least one token)            → `token_count`
+  how many per event?   vLLM's per-chunk usage (continuous_usage_stats), else the local count
+                        of each event's text, scaled to the chosen total       → `event_tokens`
+  when did they arrive? events arriving within a small share of the stream's mean gap per
+                        token are one arrival (a burst); ITL is measured between arrivals,
+                        per arrival and per token (gap ÷ tokens in the arrival) → `arrivals`
+  buffered or live?     decided by timing: a first arrival carrying many tokens (it waited for
+                        the rest), or most tokens arriving in bursts larger than any draft
+                        length. Speculative decoding (vLLM: steps of 1-8 tokens per event;
+                        llama.cpp: bursts of one-token events no longer than the draft, after
+                        a first token that arrives alone) is not buffering      → `buffering`
+  reasoning or answer?  `<think>…</think>` leading the content is reasoning    → `split_think`
+
+Functions take plain values (times, per-event texts, counts), so they hold for records, saved
+results and tests alike. Nothing here reads a file or the network.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from benchy import tokenizer
+
+# Event kinds as records store them (records.CONTENT / records.REASONING).
+CONTENT, REASONING = "c", "r"
+
+# Two events are one arrival when the gap between them is below this share of the stream's
+# mean time per token (a live stream's gaps are about 1×; bursts are microseconds apart) or
+# below ARRIVAL_TINY_S (events read from one socket read share a timestamp).
+ARRIVAL_GAP_SHARE = 0.1
+ARRIVAL_TINY_S = 50e-6
+# The first token comes alone at the end of prefill; vLLM merges 2-3 tokens into one event
+# under load. A first arrival with more tokens than this waited for the ones after it.
+FIRST_ARRIVAL_MAX_TOKENS = 4.0
+# ...and only counts when the time it hid is a material share of TTFT (figures are judged
+# within 5%) and more than timer noise.
+FIRST_ARRIVAL_HIDDEN_SHARE = 0.05
+FIRST_ARRIVAL_HIDDEN_MIN_S = 0.005
+# Speculative decoding delivers at most draft + 1 tokens at once (llama.cpp's default
+# --draft-max is 16; EAGLE/MTP drafts up to 7). Bursts beyond it carrying most tokens are a buffer.
+SPEC_MAX_ARRIVAL_TOKENS = 17
+BURSTY_TOKEN_SHARE = 0.5
+# usage and the independent count agree within this ratio, or this many tokens (a chat
+# endpoint's hidden special tokens, e.g. Harmony's channel markers, are counted but not sent).
+USAGE_RATIO_TOLERANCE = 0.2
+USAGE_ABS_TOLERANCE = 16
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+# A server's prompt count may miss the target by this share or this many tokens (calibration is
+# within ±1%; a foreign tokenizer splits the nonce and filler a little differently) before the
+# prompt counts as truncated or padded.
+PROMPT_LENGTH_TOLERANCE = 0.1
+PROMPT_LENGTH_SLACK = 8
+
+
+# ---------------------------------------------------------------- texts and local counts
+
+
+def prompt_length_missed(target: int, counted: int) -> bool:
+    """Whether the server's prompt count is too far from the target to label the row with it."""
+    return abs(counted - target) > max(PROMPT_LENGTH_SLACK, PROMPT_LENGTH_TOLERANCE * target)
+
+
+def event_texts(text: str, chars: list[int]) -> list[str]:
+    """The text of each event, from the stream's concatenated text and its per-event lengths."""
+    out, pos = [], 0
+    for n in chars:
+        out.append(text[pos : pos + n])
+        pos += n
+    return out
+
+
+def local_event_tokens(texts: list[str]) -> list[int]:
+    """Tokens per event by benchy's o200k tokenizer: the whole text is encoded once (so a word
+    split across events is not counted twice) and each token goes to the event holding its
+    first character. <think> and </think> count one token each, as in the R1/Qwen vocabularies
+    that emit them (o200k splits each into three). An event never counts less than one: every
+    event carried a token."""
+    whole = "".join(texts)
+    if not whole:
+        return [1] * len(texts)
+    starts = np.cumsum([0] + [len(t) for t in texts[:-1]])
+    counts = [0] * len(texts)
+    for offset in _token_offsets(whole):
+        counts[bisect.bisect_right(starts, offset) - 1] += 1
+    return [max(1, c) for c in counts]
+
+
+_THINK_TAG = re.compile(f"{re.escape(THINK_OPEN)}|{re.escape(THINK_CLOSE)}")
+
+
+def _token_offsets(text: str) -> list[int]:
+    """Where each token of `text` starts (a think tag is one token)."""
+    enc = tokenizer.encoding()
+    offsets: list[int] = []
+    pos = 0
+    for match in [*_THINK_TAG.finditer(text), None]:
+        end = match.start() if match else len(text)
+        if end > pos:
+            _, found = enc.decode_with_offsets(enc.encode(text[pos:end], allowed_special="all"))
+            offsets += [pos + o for o in found]
+        if match:
+            offsets.append(match.start())
+            pos = match.end()
+    return offsets
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    """The completion token count the figures use, and how it was reached."""
+
+    tokens: int
+    source: str  # USAGE | EVENTS (one token per event, the text agrees) | LOCAL | EVENT_FLOOR
+    usage: int | None  # what the server claimed
+    local: float | None  # the streamed text counted locally × calibration scale
+    events: int
+    mismatch: str | None = None  # why usage was not believed (None: it was, or there was none)
+
+    @property
+    def estimate(self) -> bool:
+        """True when the figure rests on benchy's own tokenizer or on the events alone."""
+        return self.source in (LOCAL, EVENT_FLOOR)
+
+
+USAGE, EVENTS, LOCAL, EVENT_FLOOR = "usage", "events", "local", "events (a floor)"
+
+
+def token_count(usage: int | None, local: float | None, events: int) -> TokenCount:
+    """Which completion count to believe. usage is confirmed by one token per event (the
+    common stream), or by the local count within USAGE_*_TOLERANCE; a usage below the event
+    count is impossible. Without believable usage: the event count where the local count is
+    no more than USAGE_RATIO_TOLERANCE above it (one token per event, the text agrees), else
+    the local count, else the events alone (a floor)."""
+    why = None
+    if usage is not None:
+        why = _usage_doubt(usage, max(local, events) if local is not None else None, events)
+        if why is None:
+            return TokenCount(usage, USAGE, usage, local, events)
+    if local is None:
+        return TokenCount(events, EVENT_FLOOR, usage, local, events, why)
+    if local <= events * (1 + USAGE_RATIO_TOLERANCE):  # about one token per event
+        return TokenCount(events, EVENTS, usage, local, events, why)
+    return TokenCount(round(max(local, events)), LOCAL, usage, local, events, why)
+
+
+def _usage_doubt(usage: int, independent: float | None, events: int) -> str | None:
+    if usage < events:
+        return f"usage claims {usage} tokens but {events} events carried text (each at least one)"
+    if usage == events or independent is None:
+        return None
+    if agree(usage, independent):
+        return None
+    return f"usage claims {usage} tokens; the streamed text counts {independent:.0f} locally ({events} events)"
+
+
+def agree(a: float, b: float) -> bool:
+    """Two token counts agree within USAGE_RATIO_TOLERANCE or USAGE_ABS_TOLERANCE tokens."""
+    return abs(a - b) <= max(USAGE_ABS_TOLERANCE, USAGE_RATIO_TOLERANCE * max(a, b))
+
+
+@dataclass(frozen=True)
+class EventTokens:
+    counts: list[float]  # tokens per token-bearing event, summing to the chosen total
+    source: str  # "per-chunk usage" | "local tokenizer"
+
+
+def per_chunk_tokens(cumulative: list[int]) -> list[int] | None:
+    """Tokens per event from the cumulative completion_tokens each chunk reported (vLLM's
+    continuous_usage_stats), None when missing or not rising."""
+    if not cumulative:
+        return None
+    counts = list(np.diff([0, *cumulative]))
+    return [int(c) for c in counts] if all(c >= 0 for c in counts) else None
+
+
+def event_tokens(texts: list[str], total: int, cumulative: list[int] | None = None) -> EventTokens:
+    """Tokens per event: the server's own per-chunk counts when it gave them for every event
+    and they sum to `total`, else the local per-event count scaled to `total`."""
+    server = per_chunk_tokens(cumulative or [])
+    if server is not None and len(server) == len(texts) and sum(server) == total:
+        return EventTokens([float(c) for c in server], "per-chunk usage")
+    local = local_event_tokens(texts)
+    scale = total / sum(local) if local and sum(local) else 1.0
+    return EventTokens([c * scale for c in local], "local tokenizer")
+
+
+def event_tokens_by_chars(chars: list[int], total: int, cumulative: list[int] | None = None) -> EventTokens:
+    """Tokens per event without the text: per-chunk usage, else each event's share of the
+    characters (at least a token each where it can be)."""
+    server = per_chunk_tokens(cumulative or [])
+    if server is not None and len(server) == len(chars) and sum(server) == total:
+        return EventTokens([float(c) for c in server], "per-chunk usage")
+    all_chars = sum(chars)
+    if not chars or all_chars <= 0:
+        return EventTokens([total / len(chars)] * len(chars) if chars else [], "even split")
+    return EventTokens([total * c / all_chars for c in chars], "characters")
+
+
+# ---------------------------------------------------------------- arrivals and buffering
+
+
+@dataclass(frozen=True)
+class Arrival:
+    t_s: float  # when its first event arrived
+    events: int
+    tokens: float
+
+
+def arrivals(times: list[float], tokens: list[float]) -> list[Arrival]:
+    """Events grouped into arrivals: one that follows the previous within ARRIVAL_GAP_SHARE of
+    the stream's mean time per token (or ARRIVAL_TINY_S) joins it."""
+    if not times:
+        return []
+    total = sum(tokens)
+    span = times[-1] - times[0]
+    per_token = span / (total - tokens[0]) if total > tokens[0] else 0.0
+    join = max(ARRIVAL_TINY_S, ARRIVAL_GAP_SHARE * per_token)
+    groups = [[times[0], 1, tokens[0]]]
+    for prev, t, k in zip(times, times[1:], tokens[1:]):
+        if t - prev <= join:
+            groups[-1][1] += 1
+            groups[-1][2] += k
+        else:
+            groups.append([t, 1, k])
+    return [Arrival(t, int(n), k) for t, n, k in groups]
+
+
+def itl_per_token(arr: list[Arrival]) -> float | None:
+    """Median over arrivals after the first of (gap to the previous arrival ÷ its tokens)."""
+    if len(arr) < 2:
+        return None
+    return float(np.median([(b.t_s - a.t_s) / max(b.tokens, 1e-9) for a, b in zip(arr, arr[1:])]))
+
+
+def itl_per_arrival(arr: list[Arrival]) -> float | None:
+    """Median gap between arrivals (an event, or a burst of events arriving together)."""
+    if len(arr) < 2:
+        return None
+    return float(np.median([b.t_s - a.t_s for a, b in zip(arr, arr[1:])]))
+
+
+def decode_rate(arr: list[Arrival]) -> float | None:
+    """Tokens after the first arrival ÷ time from the first arrival to the last."""
+    if len(arr) < 2 or arr[-1].t_s <= arr[0].t_s:
+        return None
+    return sum(a.tokens for a in arr[1:]) / (arr[-1].t_s - arr[0].t_s)
+
+
+@dataclass(frozen=True)
+class Buffering:
+    buffered: bool
+    reason: str  # why it is (or is not) called buffered, with the figures
+    first_tokens: float
+    hidden_s: float  # how much later the first token arrived than it was made, at least
+    largest_arrival: float
+    bursty_share: float  # share of tokens arriving in arrivals above SPEC_MAX_ARRIVAL_TOKENS
+
+
+def _lumps_by_habit(arr: list[Arrival]) -> bool:
+    """A lumpy first arrival is the server's doing when the server wrote it as one event, or
+    when the rest of the stream arrives in lumps too. A client that read a live stream late
+    once (a busy machine) shows a lump of one-token events first and single tokens after."""
+    later = arr[1:]
+    if arr[0].events == 1 or not later:
+        return True
+    return sum(a.tokens for a in later) / len(later) > FIRST_ARRIVAL_MAX_TOKENS
+
+
+def buffering(arr: list[Arrival], ttft_s: float | None) -> Buffering:
+    """Buffering by timing, not by tokens per event alone (see the module docstring)."""
+    if not arr:
+        return Buffering(False, "no event carried text", 0.0, 0.0, 0.0, 0.0)
+    total = sum(a.tokens for a in arr)
+    rate = decode_rate(arr)
+    first = arr[0].tokens
+    hidden = (first - 1) / rate if rate and first > 1 else 0.0
+    largest = max(a.tokens for a in arr)
+    bursty = sum(a.tokens for a in arr[1:] if a.tokens > SPEC_MAX_ARRIVAL_TOKENS) / total if total else 0.0
+    material = hidden >= max(FIRST_ARRIVAL_HIDDEN_MIN_S, FIRST_ARRIVAL_HIDDEN_SHARE * (ttft_s or 0.0))
+    figures = dict(first_tokens=first, hidden_s=hidden, largest_arrival=largest, bursty_share=bursty)
+    if first > FIRST_ARRIVAL_MAX_TOKENS and material and _lumps_by_habit(arr):
+        why = (
+            f"the first arrival carried {first:.0f} tokens, so the first token waited about "
+            f"{hidden * 1000:.0f} ms for the ones after it"
+        )
+        return Buffering(True, why, **figures)
+    if bursty >= BURSTY_TOKEN_SHARE:
+        why = (
+            f"{bursty:.0%} of the tokens arrived in bursts of more than {SPEC_MAX_ARRIVAL_TOKENS} "
+            f"(up to {largest:.0f}), longer than any speculative draft"
+        )
+        return Buffering(True, why, **figures)
+    return Buffering(False, "tokens arrive as they are made", **figures)
+
+
+# ---------------------------------------------------------------- inline reasoning
+
+
+@dataclass(frozen=True)
+class ThinkSplit:
+    kinds: str  # the event kinds with inline think events as REASONING
+    think_events: int  # events inside the think block (its tags included)
+    closed: bool  # the block ended with </think> (False: no block, or never closed)
+    opened: bool
+
+
+def split_think(texts: list[str], kinds: str) -> ThinkSplit:
+    """Content that opens with `<think>` is reasoning up to `</think>`: those events become
+    REASONING. An event holding `</think>` stays reasoning unless answer text follows the tag
+    in it. Without `</think>` every content event after `<think>` is reasoning."""
+    content = [i for i, k in enumerate(kinds) if k == CONTENT]
+    if not content:
+        return ThinkSplit(kinds, 0, False, False)
+    head = "".join(texts[i] for i in content[:8]).lstrip()
+    if not head.startswith(THINK_OPEN) and not THINK_OPEN.startswith(head):
+        return ThinkSplit(kinds, 0, False, False)
+    out = list(kinds)
+    seen, closed, marked = "", False, 0
+    for i in content:
+        seen += texts[i]
+        out[i] = REASONING
+        marked += 1
+        if THINK_CLOSE in seen:
+            closed = True
+            if seen.split(THINK_CLOSE, 1)[1].strip():
+                out[i] = CONTENT  # the answer starts inside this event
+                marked -= 1
+            break
+    return ThinkSplit("".join(out), marked, closed, True)

@@ -1,0 +1,190 @@
+"""Dataclasses to JSON and back, and their JSON Schema: one description of a saved file.
+
+results.json is made of dataclasses (results.py). This module turns them into plain JSON
+values, reads them back with a one-line message naming the first field that does not fit, and
+writes the JSON Schema that benchy ships (benchy/data/results.schema.json), all from the same
+type hints, so the schema cannot drift from the code that writes the file.
+
+Supported field types: bool, int, float, str, None, `X | None`, list[X], tuple[X, ...],
+dict[str, X], plain `dict` (any JSON object), `Any` and nested dataclasses. Field metadata:
+  doc        a description for the schema
+  omit_none  leave the key out when the value is None (or an empty dict/list), as files of
+             earlier versions did, so a reader of those versions sees the same shape
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+import typing
+from typing import Any, Union
+
+
+class ShapeError(ValueError):
+    """A JSON value that does not fit the dataclass; the message names the field's path."""
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def serialized_fields(cls: type) -> list[dataclasses.Field]:
+    """The fields that go into JSON (a class may list others in `_NOT_SAVED`)."""
+    skipped = getattr(cls, "_NOT_SAVED", ())
+    return [f for f in dataclasses.fields(cls) if f.name not in skipped]
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, (dict, list, tuple)) and not value)
+
+
+def to_json(value: Any) -> Any:
+    """A dataclass (or list/dict of them) as plain JSON values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {}
+        for f in serialized_fields(type(value)):
+            item = getattr(value, f.name)
+            if f.metadata.get("omit_none") and _empty(item):
+                continue
+            out[f.name] = to_json(item)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    return value
+
+
+def _is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (Union, types.UnionType)
+
+
+def from_json(tp: Any, value: Any, path: str = "", strict: bool = False) -> Any:
+    """`value` read as type `tp`; raises ShapeError naming the path of a value that does not fit.
+    Keys a dataclass does not know are ignored (a reader keeps what it understands), unless
+    `strict` (benchy building its own results: an unknown key is a field someone forgot to add)."""
+    if tp is Any:
+        return value
+    if _is_union(tp):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return from_json(arg, value, path, strict)
+            except ShapeError as exc:
+                errors.append(str(exc))
+        raise ShapeError(
+            errors[0] if len(errors) == 1 else f"{path or 'value'}: {_describe(value)} fits none of its types"
+        )
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _dataclass_from_json(tp, value, path, strict)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (list, tuple):
+        _expect(isinstance(value, list), "a list", value, path)
+        items = [from_json(args[0] if args else Any, v, f"{path}[{i}]", strict) for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict or tp is dict:
+        _expect(isinstance(value, dict), "an object", value, path)
+        item = args[1] if args else Any
+        return {k: from_json(item, v, f"{path}.{k}", strict) for k, v in value.items()}
+    if tp is float:
+        _expect(isinstance(value, (int, float)) and not isinstance(value, bool), "a number", value, path)
+        return value
+    if tp is int:
+        _expect(isinstance(value, int) and not isinstance(value, bool), "an integer", value, path)
+        return value
+    if tp in (str, bool):
+        _expect(isinstance(value, tp), "a string" if tp is str else "true or false", value, path)
+        return value
+    raise TypeError(f"jsontypes: unsupported type {tp!r} at {path}")  # a programming error
+
+
+def _dataclass_from_json(cls: type, value: Any, path: str, strict: bool) -> Any:
+    _expect(isinstance(value, dict), "an object", value, path)
+    hints = _hints(cls)
+    known = serialized_fields(cls)
+    if strict:
+        unknown = set(value) - {f.name for f in known}
+        if unknown:
+            raise ShapeError(f"{path or 'top level'}: unknown field {sorted(unknown)[0]!r} (add it to {cls.__name__})")
+    kwargs = {}
+    for f in known:
+        if f.name in value:
+            where = f"{path}.{f.name}" if path else f.name
+            kwargs[f.name] = from_json(hints[f.name], value[f.name], where, strict)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ShapeError(f"{path or 'top level'}: missing field {f.name!r}")
+    return cls(**kwargs)
+
+
+def _expect(ok: bool, what: str, value: Any, path: str) -> None:
+    if not ok:
+        raise ShapeError(f"{path or 'value'}: expected {what}, got {_describe(value)}")
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+# ------------------------------------------------------------------ JSON Schema
+
+
+def json_schema(cls: type, schema_id: str, title: str) -> dict:
+    """A JSON Schema (draft 2020-12) of `cls`, each dataclass under $defs."""
+    defs: dict[str, dict] = {}
+    root = _schema_of(cls, defs)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": schema_id,
+        "title": title,
+        **root,
+        "$defs": dict(sorted(defs.items())),
+    }
+
+
+def _schema_of(tp: Any, defs: dict[str, dict]) -> dict:
+    if tp is Any:
+        return {}
+    if _is_union(tp):
+        options = [_schema_of(a, defs) for a in typing.get_args(tp)]
+        return {"anyOf": options}
+    if tp is type(None):
+        return {"type": "null"}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if tp.__name__ not in defs:
+            defs[tp.__name__] = {}  # reserve: a recursive reference ends here
+            defs[tp.__name__] = _dataclass_schema(tp, defs)
+        return {"$ref": f"#/$defs/{tp.__name__}"}
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (list, tuple):
+        return {"type": "array", "items": _schema_of(args[0], defs) if args else {}}
+    if origin is dict or tp is dict:
+        return {"type": "object", "additionalProperties": _schema_of(args[1], defs) if args else {}}
+    simple = {float: "number", int: "integer", str: "string", bool: "boolean"}
+    return {"type": simple[tp]}
+
+
+def _dataclass_schema(cls: type, defs: dict[str, dict]) -> dict:
+    hints = _hints(cls)
+    properties, required = {}, []
+    for f in serialized_fields(cls):
+        prop = _schema_of(hints[f.name], defs)
+        if f.metadata.get("doc"):
+            prop = {"description": f.metadata["doc"], **prop}
+        properties[f.name] = prop
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            required.append(f.name)
+    doc = (cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+    out: dict = {"type": "object"}
+    if doc:
+        out["description"] = doc
+    out["properties"] = properties
+    if required:
+        out["required"] = required
+    out["additionalProperties"] = False
+    return out

@@ -1,0 +1,545 @@
+"""The server's own account of each case, from its Prometheus /metrics, beside the client's.
+
+Why: the client sees TTFT; only the server knows how much of it was queueing and how much
+prefill, whether a prompt hit its prefix cache, how many tokens it really generated and how
+many requests it ran at once. A snapshot before and after a case turns the server's cumulative
+counters and histograms into figures for exactly that case; gauges (running, waiting, KV-cache
+use) are sampled about once a second while it runs. The text is parsed by prometheus-client's
+own parser, not by hand.
+
+Names differ by engine (vLLM `vllm:`, SGLang `sglang:`, llama.cpp `llamacpp:` with --metrics);
+each engine's names map onto one set of figures here, with the same meaning everywhere:
+  prompt_tokens      prompt tokens of the case's requests, cached ones included
+  cache_hits         of those, tokens served from the prefix cache
+  generation_tokens  tokens generated
+  ttft_s, queue_s, prefill_s, decode_s, inference_s, e2e_s   per-request time histograms
+  prompt_seconds, decode_seconds   time summed over requests (llama.cpp's counters)
+Derived: cache_hit_rate = cache_hits / prompt tokens looked up; prefill_tps = uncached prompt
+tokens / prefill time; decode_tps = generated tokens / decode time. Their clocks differ: vLLM's
+prefill and decode histograms time each request (a per-request rate), while llama.cpp's
+prompt_seconds counter, with several prompts batched together, held about 40% of the sum of
+the responses' timings.prompt_ms (xllamacpp 2026.10, 4 slots): its prefill rate is then
+nearer the server's total prompt throughput than one request's. At one request in flight
+the two agree. Which names were found is recorded, and a figure the server does not publish
+is absent with the reason. Histograms give exact means (sum / count) and medians interpolated within a bucket,
+as Prometheus' histogram_quantile does, with the bucket's bounds kept beside them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+SCRAPE_TIMEOUT_S = 5.0
+GAUGE_INTERVAL_S = 1.0
+MAX_GAUGE_SAMPLES = 3600  # an hour at one a second: memory stays bounded on long cases
+SETTLE_TIMEOUT_S = 1.0  # how long to wait for the server to count a case's last requests
+
+
+@dataclass(frozen=True)
+class EngineNames:
+    """One engine's metric names for each figure (alternatives in order of preference)."""
+
+    engine: str
+    prefix: str
+    counters: dict[str, tuple[str, ...]]
+    histograms: dict[str, tuple[str, ...]]
+    gauges: dict[str, tuple[str, ...]]
+    request_count: str  # the histogram or counter whose delta is the number of finished requests
+
+
+VLLM = EngineNames(
+    engine="vllm",
+    prefix="vllm:",
+    counters={
+        "prompt_tokens": ("vllm:prompt_tokens_total",),
+        "generation_tokens": ("vllm:generation_tokens_total",),
+        "cache_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+        "cache_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+        "preemptions": ("vllm:num_preemptions_total",),
+        "requests": ("vllm:request_success_total",),
+    },
+    histograms={
+        "ttft_s": ("vllm:time_to_first_token_seconds",),
+        "queue_s": ("vllm:request_queue_time_seconds",),
+        "prefill_s": ("vllm:request_prefill_time_seconds",),
+        "decode_s": ("vllm:request_decode_time_seconds",),
+        "inference_s": ("vllm:request_inference_time_seconds",),
+        "e2e_s": ("vllm:e2e_request_latency_seconds",),
+    },
+    gauges={
+        "running": ("vllm:num_requests_running",),
+        "waiting": ("vllm:num_requests_waiting",),
+        "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    },
+    request_count="e2e_s",
+)
+SGLANG = EngineNames(
+    engine="sglang",
+    prefix="sglang:",
+    counters={
+        "prompt_tokens": ("sglang:prompt_tokens_total",),
+        "generation_tokens": ("sglang:generation_tokens_total",),
+        "cache_hits": ("sglang:cached_tokens_total",),
+        "requests": ("sglang:num_requests_total",),
+    },
+    histograms={
+        "ttft_s": ("sglang:time_to_first_token_seconds",),
+        "queue_s": ("sglang:queue_time_seconds",),
+        "e2e_s": ("sglang:e2e_request_latency_seconds",),
+    },
+    gauges={
+        "running": ("sglang:num_running_reqs",),
+        "waiting": ("sglang:num_queue_reqs",),
+        "kv_cache_usage": ("sglang:token_usage",),
+    },
+    request_count="e2e_s",
+)
+LLAMACPP = EngineNames(
+    engine="llama.cpp",
+    prefix="llamacpp:",
+    counters={
+        "prompt_tokens_uncached": ("llamacpp:prompt_tokens_total",),  # llama.cpp leaves cached ones out
+        "cache_hits": ("llamacpp:prompt_tokens_cached_total",),
+        "prompt_seconds": ("llamacpp:prompt_seconds_total",),
+        "generation_tokens": ("llamacpp:tokens_predicted_total",),
+        "decode_seconds": ("llamacpp:tokens_predicted_seconds_total",),
+    },
+    histograms={},
+    gauges={
+        "running": ("llamacpp:requests_processing",),
+        "waiting": ("llamacpp:requests_deferred",),
+        "kv_cache_usage": ("llamacpp:kv_cache_usage_ratio",),
+    },
+    request_count="",
+)
+ENGINES = (VLLM, SGLANG, LLAMACPP)
+# Gauges that are shares, not counts: several engines (data parallel) are not summed but maxed.
+_SHARE_GAUGES = ("kv_cache_usage",)
+
+
+class ScrapeError(Exception):
+    """/metrics could not be read or parsed; the message is the reason, one line."""
+
+
+@dataclass
+class Snapshot:
+    """One scrape: every sample summed over its label sets (but `le`), at perf_counter `t_s`."""
+
+    t_s: float
+    values: dict[str, float] = field(default_factory=dict)  # sample name → value
+    buckets: dict[str, dict[float, float]] = field(default_factory=dict)  # histogram → {le: cumulative}
+    maxed: dict[str, float] = field(default_factory=dict)  # sample name → max over label sets
+
+
+def parse(text: str, t_s: float, model: str | None = None) -> Snapshot:
+    """A snapshot of the exposition text; with `model`, samples labelled for another model
+    (model_name) are left out, unless no sample names it at all."""
+    try:
+        samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    except (ValueError, TypeError, IndexError) as exc:
+        raise ScrapeError(f"/metrics is not Prometheus text ({type(exc).__name__}: {str(exc)[:120]})") from None
+    if model is not None and any(s.labels.get("model_name") == model for s in samples):
+        samples = [s for s in samples if s.labels.get("model_name", model) == model]
+    snap = Snapshot(t_s)
+    for s in samples:
+        value = float(s.value)
+        if math.isnan(value):
+            continue
+        if s.name.endswith("_bucket") and "le" in s.labels:
+            le = float(s.labels["le"])  # "+Inf" parses as inf
+            into = snap.buckets.setdefault(s.name[: -len("_bucket")], {})
+            into[le] = into.get(le, 0.0) + value
+            continue
+        snap.values[s.name] = snap.values.get(s.name, 0.0) + value
+        snap.maxed[s.name] = max(snap.maxed.get(s.name, -math.inf), value)
+    return snap
+
+
+def detect(snap: Snapshot) -> EngineNames | None:
+    """The engine whose names the snapshot holds most of, or None."""
+    names = list(snap.values) + list(snap.buckets)
+    counts = [sum(n.startswith(e.prefix) for n in names) for e in ENGINES]
+    best = max(range(len(ENGINES)), key=counts.__getitem__)
+    return ENGINES[best] if counts[best] else None
+
+
+def found_names(snap: Snapshot, engine: EngineNames) -> tuple[dict[str, str], dict[str, str]]:
+    """({figure: metric name found}, {figure: why it is missing}) for this engine."""
+    found, missing = {}, {}
+    for kind, table in (("counter", engine.counters), ("histogram", engine.histograms), ("gauge", engine.gauges)):
+        for figure, names in table.items():
+            pool = snap.buckets if kind == "histogram" else snap.values
+            name = next((n for n in names if n in pool), None)
+            if name:
+                found[figure] = name
+            else:
+                missing[figure] = f"{' or '.join(names)} ({kind}) is not in /metrics"
+    return found, missing
+
+
+# ------------------------------------------------------------------ per-case figures
+
+
+# A quantile is placed within its bucket only when the bucket is narrow enough to say something:
+# its width at most this share of its upper bound ([0.3, 0.5] s yes, vLLM's first [0, 0.3] s no).
+MAX_BUCKET_SPREAD = 0.5
+
+
+@dataclass
+class HistogramDelta:
+    """A histogram's observations during the case: count, exact mean, interpolated quantiles
+    (None, with the reason in `quantile_note`, when their bucket is too coarse to place them)."""
+
+    count: float
+    sum: float
+    mean: float | None
+    median: float | None
+    median_bounds: list[float | None] | None  # the bucket the median lies in (None above: +Inf)
+    p90: float | None
+    quantile_note: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def histogram_delta(before: Snapshot, after: Snapshot, name: str) -> HistogramDelta:
+    b_buckets, a_buckets = before.buckets.get(name, {}), after.buckets.get(name, {})
+    cumulative = sorted((le, a_buckets[le] - b_buckets.get(le, 0.0)) for le in a_buckets)
+    count = _delta(before, after, f"{name}_count")
+    if count is None:
+        count = cumulative[-1][1] if cumulative else 0.0
+    total = _delta(before, after, f"{name}_sum") or 0.0
+    if count <= 0:
+        return HistogramDelta(0.0, 0.0, None, None, None, None)
+    median, bounds = bucket_quantile(cumulative, 0.5)
+    p90, p90_bounds = bucket_quantile(cumulative, 0.9)
+    note = None
+    if not _narrow(bounds):
+        note = f"the median lies in the bucket {_bucket_text(bounds)}, too wide to place it; the mean is exact"
+        median = None
+    if not _narrow(p90_bounds):
+        p90 = None
+    finite = [None if bound is None or math.isinf(bound) else bound for bound in bounds] if bounds else None
+    return HistogramDelta(count, total, total / count, median, finite, p90, note)
+
+
+def _narrow(bounds: tuple[float, float] | None) -> bool:
+    return bounds is not None and not math.isinf(bounds[1]) and bounds[1] - bounds[0] <= MAX_BUCKET_SPREAD * bounds[1]
+
+
+def _bucket_text(bounds: tuple[float, float] | None) -> str:
+    if bounds is None:
+        return "(none)"
+    return f"({bounds[0]:g}, {bounds[1]:g}] s" if not math.isinf(bounds[1]) else f"above {bounds[0]:g} s"
+
+
+def bucket_quantile(cumulative: list[tuple[float, float]], q: float) -> tuple[float | None, tuple | None]:
+    """The q-quantile of cumulative bucket counts [(le, count)], linear within its bucket
+    (the lowest bucket starts at 0); in the +Inf bucket, the last finite bound. Returns
+    (value, (lower, upper) bounds of that bucket)."""
+    if not cumulative or cumulative[-1][1] <= 0:
+        return None, None
+    rank = q * cumulative[-1][1]
+    lower, below = 0.0, 0.0
+    for le, count in cumulative:
+        if count >= rank and count > below:
+            if math.isinf(le):
+                return lower, (lower, le)
+            return lower + (le - lower) * (rank - below) / (count - below), (lower, le)
+        lower, below = (le if not math.isinf(le) else lower), count
+    return lower, (lower, math.inf)
+
+
+@dataclass
+class GaugeStats:
+    min: float
+    mean: float
+    max: float
+    samples: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def gauge_stats(snaps: list[Snapshot], name: str, share: bool) -> GaugeStats | None:
+    seen = [(s.maxed if share else s.values).get(name) for s in snaps]
+    values = [v for v in seen if v is not None]
+    if not values:
+        return None
+    return GaugeStats(min(values), sum(values) / len(values), max(values), len(values))
+
+
+@dataclass
+class ServerCaseMetrics:
+    """The server's figures for one case (the `server` entry of a case in results.json)."""
+
+    engine: str
+    window_s: float
+    rtt_s: float | None = None  # the quickest /metrics round trip of the case: a bound on the network's share
+    counters: dict[str, float] = field(default_factory=dict)
+    histograms: dict[str, HistogramDelta] = field(default_factory=dict)
+    gauges: dict[str, GaugeStats] = field(default_factory=dict)
+    derived: dict[str, float] = field(default_factory=dict)  # cache_hit_rate, prefill_tps, decode_tps
+    unavailable: dict[str, str] = field(default_factory=dict)  # figure → reason
+
+    def to_dict(self) -> dict:
+        return {
+            "engine": self.engine,
+            "window_s": self.window_s,
+            "rtt_s": self.rtt_s,
+            "counters": dict(self.counters),
+            "histograms": {k: v.to_dict() for k, v in self.histograms.items()},
+            "gauges": {k: v.to_dict() for k, v in self.gauges.items()},
+            "derived": dict(self.derived),
+            "unavailable": dict(self.unavailable),
+        }
+
+
+def case_metrics(
+    before: Snapshot, after: Snapshot, engine: EngineNames, gauges: list[Snapshot] | None = None
+) -> ServerCaseMetrics:
+    """The server's figures for the window between two snapshots (pure)."""
+    found, missing = found_names(after, engine)
+    out = ServerCaseMetrics(engine.engine, round(after.t_s - before.t_s, 6), unavailable=dict(missing))
+    for figure in engine.counters:
+        if figure in found:
+            value = _delta(before, after, found[figure])
+            if value is not None and value < 0:
+                out.unavailable[figure] = f"{found[figure]} went down during the case (the server restarted?)"
+            elif value is not None:
+                out.counters[figure] = value
+    for figure in engine.histograms:
+        if figure in found:
+            out.histograms[figure] = histogram_delta(before, after, found[figure])
+    sampled = [before, *(gauges or []), after]
+    for figure in engine.gauges:
+        if figure in found:
+            stats = gauge_stats(sampled, found[figure], figure in _SHARE_GAUGES)
+            if stats is not None:
+                out.gauges[figure] = stats
+    _canonical_counters(out)
+    _derive(out)
+    return out
+
+
+def _delta(before: Snapshot, after: Snapshot, name: str) -> float | None:
+    if name not in after.values:
+        return None
+    return after.values[name] - before.values.get(name, 0.0)
+
+
+def _canonical_counters(out: ServerCaseMetrics) -> None:
+    """llama.cpp counts uncached prompt tokens: add the cached ones back, so that prompt_tokens
+    means the same everywhere; a server that looks every prompt token up has queries = prompt."""
+    c = out.counters
+    if "prompt_tokens_uncached" in c:
+        c["prompt_tokens"] = c.pop("prompt_tokens_uncached") + c.get("cache_hits", 0.0)
+        out.unavailable.pop("prompt_tokens", None)
+    if "cache_queries" not in c and "prompt_tokens" in c and "cache_hits" in c:
+        c["cache_queries"] = c["prompt_tokens"]
+
+
+def _derive(out: ServerCaseMetrics) -> None:
+    c, h, d = out.counters, out.histograms, out.derived
+    requests = h["e2e_s"].count if "e2e_s" in h else c.get("requests")
+    if requests is not None:
+        d["requests"] = requests
+    if c.get("cache_queries"):
+        d["cache_hit_rate"] = c.get("cache_hits", 0.0) / c["cache_queries"]
+    elif "cache_queries" in c:
+        out.unavailable["cache_hit_rate"] = "no prompt token was looked up in the cache during the case"
+    else:
+        out.unavailable["cache_hit_rate"] = "the server publishes no prefix-cache counters"
+    uncached = c["prompt_tokens"] - c.get("cache_hits", 0.0) if "prompt_tokens" in c else None
+    prefill_time = c.get("prompt_seconds") or (h["prefill_s"].sum if "prefill_s" in h else None)
+    if uncached is not None and prefill_time:
+        d["prefill_tps"] = uncached / prefill_time
+    else:
+        out.unavailable["prefill_tps"] = "the server publishes no prefill time (or no prompt tokens) for the case"
+    _derive_decode(out, requests)
+
+
+def _derive_decode(out: ServerCaseMetrics, requests: float | None) -> None:
+    """Per-request decode rate: llama.cpp's tokens / its decode seconds; vLLM's decode interval
+    runs from the first token to the last, so it holds one token fewer per request."""
+    c, h, d = out.counters, out.histograms, out.derived
+    generated = c.get("generation_tokens")
+    if generated is not None and c.get("decode_seconds"):
+        d["decode_tps"] = generated / c["decode_seconds"]
+    elif generated is not None and "decode_s" in h and h["decode_s"].sum > 0 and requests:
+        d["decode_tps"] = (generated - h["decode_s"].count) / h["decode_s"].sum
+    else:
+        out.unavailable["decode_tps"] = "the server publishes no decode time (or no generated tokens) for the case"
+
+
+# ------------------------------------------------------------------ scraping
+
+
+@dataclass
+class MetricsStatus:
+    """Whether /metrics can be used for this run, and what it holds (setup.server_metrics)."""
+
+    url: str
+    available: bool
+    engine: str | None = None
+    found: dict[str, str] = field(default_factory=dict)  # figure → metric name
+    missing: dict[str, str] = field(default_factory=dict)
+    reason: str | None = None  # why it is unavailable (off, 404, unknown names…)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class MetricsScraper:
+    """Reads /metrics through the client's HTTP session (its auth headers, its TLS settings).
+    `probe()` once before the run; then for each case a `window()`: `open()` before its
+    measured requests, `close()` after, and `result` is a ServerCaseMetrics or the reason
+    there is none."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str, model: str | None) -> None:
+        self.session = session
+        self.url = url
+        self.model = model
+        self.engine: EngineNames | None = None
+        self.status = MetricsStatus(url, available=False, reason="not probed")
+        self.round_trips: list[float] = []  # seconds per successful scrape, for the case's rtt_s
+
+    async def scrape(self) -> Snapshot:
+        return parse(await self._text(), time.perf_counter(), self.model)
+
+    async def _text(self) -> str:
+        timeout = aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_S)
+        sent = time.perf_counter()
+        try:
+            async with self.session.get(self.url, timeout=timeout) as resp:
+                if resp.status != 200:
+                    raise ScrapeError(f"GET /metrics answered HTTP {resp.status}{_enable_hint(resp.status)}")
+                text = await resp.text()
+                self.round_trips.append(time.perf_counter() - sent)
+                return text
+        except asyncio.TimeoutError:
+            raise ScrapeError(f"GET /metrics gave no answer within {SCRAPE_TIMEOUT_S:g} s") from None
+        except aiohttp.ClientError as exc:
+            raise ScrapeError(f"GET /metrics failed: {type(exc).__name__}") from None
+
+    async def probe(self) -> MetricsStatus:
+        try:
+            snap = await self.scrape()
+        except ScrapeError as exc:
+            self.status = MetricsStatus(self.url, available=False, reason=str(exc))
+            return self.status
+        engine = detect(snap)
+        if engine is None:
+            self.status = MetricsStatus(
+                self.url,
+                available=False,
+                reason=f"/metrics answered, but none of its {len(snap.values) + len(snap.buckets)} metrics "
+                "has a vLLM (vllm:), SGLang (sglang:) or llama.cpp (llamacpp:) name",
+            )
+            return self.status
+        found, missing = found_names(snap, engine)
+        self.engine = engine
+        self.status = MetricsStatus(self.url, True, engine.engine, found, missing)
+        return self.status
+
+    def window(self, interval_s: float = GAUGE_INTERVAL_S) -> Window:
+        return Window(self, interval_s)
+
+
+class Window:
+    """One case's scrapes: a snapshot at `open()`, gauges sampled every `interval_s`, a snapshot
+    at `close()`. `expected_requests` (set before close) lets the last snapshot wait, briefly,
+    until the server has counted every finished request. `result` is the ServerCaseMetrics, or
+    a str: why there is none."""
+
+    def __init__(self, scraper: MetricsScraper, interval_s: float = GAUGE_INTERVAL_S) -> None:
+        self.scraper = scraper
+        self.interval_s = interval_s
+        self.expected_requests = 0
+        self.before: Snapshot | None = None
+        self.texts: list[tuple[float, str]] = []  # gauge lines only, parsed after the case
+        self.result: ServerCaseMetrics | str = "the case ended before its measured requests began"
+        self._sampler: asyncio.Future | None = None
+
+    async def open(self) -> None:
+        self.scraper.round_trips.clear()
+        try:
+            self.before = await self.scraper.scrape()
+        except ScrapeError as exc:
+            self.result = f"no snapshot before the case: {exc}"
+            return
+        self._sampler = asyncio.ensure_future(self.sample_gauges(self.interval_s))
+
+    def abort(self) -> None:
+        """Stops sampling without a last snapshot (the case was cut short)."""
+        if self._sampler is not None:
+            self._sampler.cancel()
+        if self.before is not None:
+            self.result = "the case was cut short before its last snapshot"
+
+    async def sample_gauges(self, interval_s: float) -> None:
+        """Raw gauge lines once per interval; parsing waits until the case is over, so the
+        client's event loop spends microseconds here, not milliseconds."""
+        engine = self.scraper.engine
+        if engine is None or self.before is None or interval_s <= 0:
+            return
+        wanted = tuple(n for names in engine.gauges.values() for n in names)
+        while len(self.texts) < MAX_GAUGE_SAMPLES:
+            await asyncio.sleep(interval_s)
+            try:
+                text = await self.scraper._text()
+            except ScrapeError:
+                continue
+            lines = [ln for ln in text.splitlines() if ln.startswith(wanted)]
+            self.texts.append((time.perf_counter(), "\n".join(lines) + "\n"))
+
+    async def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+            await asyncio.gather(self._sampler, return_exceptions=True)
+        engine, before = self.scraper.engine, self.before
+        if engine is None or before is None:
+            return
+        try:
+            after = await self._settled_after(engine, before)
+        except ScrapeError as exc:
+            self.result = f"no snapshot after the case: {exc}"
+            return
+        gauges = []
+        for t_s, text in self.texts:
+            try:
+                gauges.append(parse(text, t_s, self.scraper.model))
+            except ScrapeError:
+                continue
+        self.result = case_metrics(before, after, engine, gauges)
+        self.result.rtt_s = min(self.scraper.round_trips, default=None)
+
+    async def _settled_after(self, engine: EngineNames, before: Snapshot) -> Snapshot:
+        """A server may count a request a moment after its last byte went out (vLLM records
+        stats after it hands the output on): scrape again until it has counted them all."""
+        deadline = time.perf_counter() + SETTLE_TIMEOUT_S
+        while True:
+            after = await self.scraper.scrape()
+            counted = _requests_counted(before, after, engine)
+            if counted is None or counted >= self.expected_requests or time.perf_counter() > deadline:
+                return after
+            await asyncio.sleep(0.05)
+
+
+def _requests_counted(before: Snapshot, after: Snapshot, engine: EngineNames) -> float | None:
+    if not engine.request_count:
+        return None
+    name = engine.histograms.get(engine.request_count, ("",))[0]
+    return _delta(before, after, f"{name}_count")
+
+
+def _enable_hint(status: int) -> str:
+    if status != 404:
+        return ""
+    return " (llama.cpp serves it with --metrics, SGLang with --enable-metrics)"

@@ -1,0 +1,37 @@
+"""`make bench-client` still runs from benchmarks/ (outside the package): a tiny configuration,
+2 streams, against the instant simulator. A smoke test of the harness, not of its figures:
+on a busy machine the CPU verdict may legitimately read FAIL."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO_ROOT, sim_env
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bench_client reads /proc (Linux)")
+
+
+def test_bench_client_measures_benchy_and_the_floor():
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_client.py"), "--streams", "2", "--no-aiohttp"],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {
+        cells[2]: cells
+        for line in done.stdout.splitlines()
+        if (cells := [c.strip() for c in line.split("|")])[1:2] == ["sim"]
+    }
+    assert set(rows) == {"benchy (lean)", "floor: a reader that only counts events"}, done.stdout
+    for cells in rows.values():
+        assert cells[3] == "2"  # streams
+        assert float(cells[7].replace(",", "")) > 0  # aggregate tok/s: tokens were measured
+    assert re.search(r"^(PASS|FAIL): client CPU per token", done.stdout, re.M), done.stdout

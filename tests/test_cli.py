@@ -1,0 +1,48 @@
+"""The command line's structure: one set of client options on every command that talks to a
+server, handed to the command as one ClientSettings."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchy import cli, probe
+from benchy.client import ClientSettings, ServerError
+
+SERVER_COMMANDS = ("run", "probe-cache")
+
+
+def _params(command: str) -> set[str]:
+    return {p.name for p in cli.cli.commands[command].params}
+
+
+@pytest.mark.parametrize("command", SERVER_COMMANDS)
+def test_every_command_that_talks_to_a_server_takes_every_client_option(command):
+    client = {"base_url", "model", "api_key", "timeout", "stall_timeout", "insecure", "transport"}
+    assert client <= _params(command)
+    assert "endpoint" in _params(command)
+
+
+def test_probe_cache_hands_every_client_option_to_its_client(monkeypatch, capsys):
+    seen: list[ClientSettings] = []
+
+    def probe_that_records(settings):
+        seen.append(settings.client)
+        raise ServerError("recorded")
+
+    monkeypatch.setattr(probe, "run_probe", probe_that_records)
+    argv = ["probe-cache", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--transport", "aiohttp"]
+    argv += ["--stall-timeout", "7", "--timeout", "30", "--insecure", "--api-key", "k"]
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv)
+    assert done.value.code == 1 and "recorded" in capsys.readouterr().err
+    assert seen == [
+        ClientSettings(
+            base_url="http://127.0.0.1:9/v1",
+            api_key="k",
+            model="m",
+            timeout_s=30.0,
+            stall_timeout_s=7.0,
+            insecure=True,
+            transport="aiohttp",
+        )
+    ]

@@ -1,0 +1,214 @@
+"""Properties of benchy.evidence: counting, arrivals, the buffering verdict and think splitting."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchy import evidence, tokenizer
+from benchy.evidence import CONTENT, REASONING
+
+WORDS = [" the", " of", " and", " to", " in", " is", " was", " for"]
+
+
+def words(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [rng.choice(WORDS) for _ in range(n)]
+
+
+def group(texts: list[str], sizes: list[int]) -> list[str]:
+    out, pos = [], 0
+    for k in sizes:
+        out.append("".join(texts[pos : pos + k]))
+        pos += k
+    return out
+
+
+# ---------------------------------------------------------------- counting
+
+
+@settings(deadline=None)  # the first call loads the vocabulary
+@given(st.lists(st.integers(1, 8), min_size=1, max_size=60), st.integers(0, 1000))
+def test_local_event_tokens_of_one_token_words_are_exact(sizes, seed):
+    texts = group(words(sum(sizes), seed), sizes)
+    assert evidence.local_event_tokens(texts) == sizes
+
+
+@settings(deadline=None)
+@given(st.text(min_size=1, max_size=200), st.lists(st.integers(1, 30), min_size=1, max_size=20))
+def test_local_event_tokens_cover_the_text_and_never_drop_an_event(text, cuts):
+    chars, pos = [], 0
+    for c in cuts:
+        if pos >= len(text):
+            break
+        chars.append(min(c, len(text) - pos))
+        pos += chars[-1]
+    chars[-1] += len(text) - pos
+    texts = evidence.event_texts(text, chars)
+    assert "".join(texts) == text
+    counts = evidence.local_event_tokens(texts)
+    assert len(counts) == len(texts) and min(counts) >= 1
+    assert sum(counts) >= tokenizer.count(text)
+    assert sum(counts) <= tokenizer.count(text) + len(texts)
+
+
+@given(st.integers(1, 500), st.floats(0.25, 4.0))
+def test_token_count_believes_usage_that_the_text_confirms_and_not_otherwise(true, claim_ratio):
+    events = max(1, true // 3)
+    claimed = round(true * claim_ratio)
+    count = evidence.token_count(claimed, float(true), events)
+    if (evidence.agree(claimed, true) and claimed >= events) or claimed == events:
+        assert count.source == "usage" and count.tokens == claimed and count.mismatch is None
+    else:
+        assert count.tokens == true and count.mismatch
+        assert count.estimate == (count.source == evidence.LOCAL)
+
+
+def test_token_count_one_token_per_event_confirms_usage_without_the_local_count():
+    # A random-weight model's text counts oddly in any other tokenizer; one event per token
+    # is evidence enough.
+    count = evidence.token_count(200, 90.0, 200)
+    assert (count.source, count.tokens, count.mismatch) == ("usage", 200, None)
+
+
+def test_token_count_usage_below_the_event_count_is_impossible():
+    count = evidence.token_count(50, None, 100)
+    assert count.source == evidence.EVENT_FLOOR and count.tokens == 100 and "100 events" in count.mismatch
+
+
+def test_token_count_without_usage_is_an_estimate_never_below_the_events():
+    many = evidence.token_count(None, 80.4, 10)
+    assert many.tokens == 80 and many.source == evidence.LOCAL and many.estimate
+    low = evidence.token_count(None, 30.0, 100)  # never below the events
+    assert low.tokens == 100 and low.source == evidence.EVENTS and low.mismatch is None
+
+
+def test_one_token_per_event_without_usage_is_confirmed_by_the_text():
+    count = evidence.token_count(None, 96.0, 100)  # a foreign tokenizer: the text counts a little short
+    assert count.tokens == 100 and count.source == evidence.EVENTS and not count.estimate
+
+
+def test_per_chunk_usage_gives_the_servers_own_event_counts():
+    texts = ["a", "bc", "d"]
+    got = evidence.event_tokens(texts, 6, cumulative=[1, 4, 6])
+    assert got.counts == [1, 3, 2] and got.source == "per-chunk usage"
+    other = evidence.event_tokens(texts, 7, cumulative=[1, 4, 6])  # does not add up: ignored
+    assert other.source == "local tokenizer" and sum(other.counts) == pytest.approx(7)
+
+
+# ---------------------------------------------------------------- arrivals and buffering
+
+
+def live(sizes: list[int], ttft: float, step: float, jitter: float = 0.0, seed: int = 0):
+    rng = random.Random(seed)
+    times = [ttft + i * step + rng.uniform(0, jitter) for i in range(len(sizes))]
+    return sorted(times), [float(k) for k in sizes]
+
+
+def spec_steps(n: int, draft: int, seed: int) -> list[int]:
+    rng, steps = random.Random(seed), [1]
+    while sum(steps) < n:
+        k = 1
+        while k <= draft and rng.random() < 0.8:
+            k += 1
+        steps.append(min(k, n - sum(steps)))
+    return steps
+
+
+@settings(max_examples=60)
+@given(st.integers(20, 400), st.floats(0.001, 0.05), st.floats(0.01, 2.0), st.integers(0, 10**6))
+def test_one_token_per_event_live_streams_are_never_buffered(n, step, ttft, seed):
+    times, tokens = live([1] * n, ttft, step, jitter=step * 0.3, seed=seed)
+    arr = evidence.arrivals(times, tokens)
+    assert not evidence.buffering(arr, ttft).buffered
+    assert evidence.itl_per_token(arr) == pytest.approx(step, rel=0.35)
+
+
+@settings(max_examples=60)
+@given(st.integers(20, 400), st.integers(2, 8), st.floats(0.003, 0.05), st.integers(0, 10**6))
+def test_vllm_speculation_is_not_buffering_and_itl_per_token_is_gap_over_tokens(n, draft, step, seed):
+    sizes = spec_steps(n, draft, seed)
+    times, tokens = live(sizes, 0.1, step)
+    arr = evidence.arrivals(times, tokens)
+    verdict = evidence.buffering(arr, 0.1)
+    assert not verdict.buffered, verdict.reason
+    per_token = sorted(step / k for k in sizes[1:])
+    assert evidence.itl_per_token(arr) == pytest.approx(float(sorted(per_token)[len(per_token) // 2]), rel=0.5)
+    assert evidence.itl_per_arrival(arr) == pytest.approx(step)
+
+
+@settings(max_examples=60)
+@given(st.integers(20, 400), st.integers(2, 16), st.floats(0.003, 0.05), st.integers(0, 10**6))
+def test_llamacpp_speculation_bursts_are_not_buffering_and_itl_does_not_collapse(n, draft, step, seed):
+    sizes = spec_steps(n, draft, seed)
+    times, tokens = [], []
+    for i, k in enumerate(sizes):  # each token its own event, a step's events 30 µs apart
+        times += [0.1 + i * step + j * 30e-6 for j in range(k)]
+        tokens += [1.0] * k
+    arr = evidence.arrivals(times, tokens)
+    assert [a.tokens for a in arr] == sizes
+    assert not evidence.buffering(arr, 0.1).buffered
+    assert evidence.itl_per_token(arr) >= 0.999 * step / (draft + 1)
+    assert evidence.decode_rate(arr) == pytest.approx((n - 1) / (times[-1] - 0.1), rel=0.01)
+
+
+@settings(max_examples=60)
+@given(st.integers(60, 400), st.integers(8, 40), st.floats(0.002, 0.03), st.floats(0.01, 0.5))
+def test_a_proxy_buffer_is_buffering(n, burst, step, ttft):
+    # one token per event, made every `step`, delivered `burst` at a time
+    made = [ttft + i * step for i in range(n)]
+    times = [made[min(n - 1, (i // burst + 1) * burst - 1)] + (i % burst) * 2e-6 for i in range(n)]
+    arr = evidence.arrivals(times, [1.0] * n)
+    verdict = evidence.buffering(arr, times[0])
+    assert verdict.hidden_s == pytest.approx(times[0] - ttft, rel=0.3)
+    # buffered, unless the first token's delay is too small a share of TTFT to matter
+    assert verdict.buffered or verdict.hidden_s < evidence.FIRST_ARRIVAL_HIDDEN_SHARE * times[0], verdict.reason
+
+
+def test_many_tokens_in_the_first_event_is_buffering_but_two_or_three_are_not():
+    for first, expected in ((3, False), (8, True), (16, True)):
+        sizes = [first] * 10
+        times, tokens = live(sizes, 0.05, 0.005 * first)
+        verdict = evidence.buffering(evidence.arrivals(times, tokens), 0.05)
+        assert verdict.buffered == expected, (first, verdict.reason)
+
+
+def test_a_lumpy_first_event_on_a_very_fast_stream_hides_nothing_worth_a_warning():
+    times, tokens = live([6] + [1] * 100, 0.2, 0.0002)  # 6 tokens: 1 ms hidden of 200 ms
+    assert not evidence.buffering(evidence.arrivals(times, tokens), 0.2).buffered
+
+
+# ---------------------------------------------------------------- inline reasoning
+
+
+def test_split_think_marks_the_block_and_finds_the_first_answer_event():
+    texts = ["<think>", " so", " hm", "</think>", "\n\n", " The", " end"]
+    split = evidence.split_think(texts, CONTENT * 7)
+    assert split.kinds == REASONING * 4 + CONTENT * 3 and split.closed and split.think_events == 4
+    merged = ["<think> so", " hm</think> The", " end"]
+    assert evidence.split_think(merged, CONTENT * 3).kinds == REASONING + CONTENT * 2
+
+
+def test_split_think_unclosed_is_all_reasoning_and_plain_content_is_untouched():
+    unclosed = evidence.split_think(["<think>", " a", " b"], CONTENT * 3)
+    assert unclosed.kinds == REASONING * 3 and not unclosed.closed and unclosed.opened
+    plain = evidence.split_think([" The", " <think>", " x"], CONTENT * 3)
+    assert plain.kinds == CONTENT * 3 and not plain.opened
+    parser = evidence.split_think([" so", " The"], REASONING + CONTENT)  # a reasoning parser's split
+    assert parser.kinds == REASONING + CONTENT
+
+
+@given(st.lists(st.sampled_from(WORDS + ["<think>", "</think>", "\n"]), max_size=40))
+def test_split_think_only_ever_turns_content_into_reasoning(texts):
+    kinds = CONTENT * len(texts)
+    split = evidence.split_think(texts, kinds)
+    assert len(split.kinds) == len(kinds)
+    first_content = split.kinds.find(CONTENT)
+    assert first_content < 0 or REASONING not in split.kinds[first_content:]
+
+
+def test_think_tags_count_one_token_each_as_in_the_vocabularies_that_emit_them():
+    assert evidence.local_event_tokens(["<think>", " so", "</think>", " The"]) == [1, 1, 1, 1]

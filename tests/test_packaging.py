@@ -1,0 +1,108 @@
+"""The package as a user installs it: a wheel built from this checkout, installed in a fresh
+virtual environment, must carry everything `benchy` reads at run time (the shipped scenarios,
+the offline vocabulary, the hardware profiles): an editable checkout hides a missing file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "benchy")
+
+# Run inside the fresh environment: which benchy was imported, and what it found shipped.
+PROBE = textwrap.dedent(
+    """
+    import json, benchy
+    from benchy import profiles, tokenizer
+    from benchy.scenario import load_scenario, shipped_names
+    names = shipped_names()
+    print(json.dumps({
+        "file": benchy.__file__,
+        "cases": {name: [c.label for c in load_scenario(name)] for name in names},
+        "tokens": len(tokenizer.encode("hello world")),
+        "profiles": len(profiles.hardware_names()),
+    }))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A fresh venv with only the wheel of this checkout installed (no pip of its own, so quick);
+    the dependencies come from the test's own environment through a .pth line, not a download."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    source = tmp / "source"  # a copy: the build writes build/ and *.egg-info beside its sources
+    source.mkdir()
+    for name in SOURCES:
+        if (REPO_ROOT / name).is_dir():
+            shutil.copytree(REPO_ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(REPO_ROOT / name, source / name)
+    wheels = tmp / "wheels"
+    _pip(sys.executable, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", wheels, source)
+    (wheel,) = wheels.glob("benchy-*.whl")
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    python = venv / "bin" / "python"
+    _pip(python, "install", "--no-deps", "--no-index", wheel)
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()}
+    Path(purelib, "benchy_test_deps.pth").write_text("\n".join(sorted(deps)) + "\n")
+    return venv
+
+
+def _pip(python, *args) -> None:
+    """The test's own pip, acting on `python`'s environment."""
+    cmd = [sys.executable, "-m", "pip", "--python", str(python), "--quiet", *map(str, args)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=_clean_env())
+    assert done.returncode == 0, f"{' '.join(cmd)}:\n{done.stdout}{done.stderr}"
+
+
+def _clean_env() -> dict:
+    """No PYTHONPATH: the checkout must not stand in for the installed package."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+def _run(venv: Path, *cmd: str) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, env=_clean_env(), cwd=venv, timeout=120)
+
+
+def test_installed_wheel_loads_every_shipped_scenario(installed):
+    done = _run(installed, str(installed / "bin" / "python"), "-c", PROBE)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert Path(found["file"]).is_relative_to(installed), "imported the checkout, not the installed wheel"
+    shipped = sorted(p.stem for p in (REPO_ROOT / "benchy" / "scenarios").glob("*.toml"))
+    assert shipped and sorted(found["cases"]) == shipped
+    assert all(found["cases"].values()), "a shipped scenario with no cases"
+    assert found["tokens"] > 0 and found["profiles"] > 0
+
+
+def test_installed_command_names_the_shipped_scenarios(installed):
+    """The failure the issue found: after a non-editable install the list was empty."""
+    done = _run(installed, str(installed / "bin" / "benchy"), "run", "--scenario", "nope")
+    assert done.returncode == 2
+    assert "unknown scenario 'nope'; shipped: chat_long_context, chat_short" in done.stderr
+
+
+def test_top_level_scenarios_is_the_shipped_folder():
+    """`scenarios/` at the top of the repository stays where users look, without a second copy."""
+    top = REPO_ROOT / "scenarios"
+    assert top.resolve() == (REPO_ROOT / "benchy" / "scenarios").resolve()
+    assert sorted(top.glob("*.toml"))

@@ -1,0 +1,205 @@
+"""Prometheus /metrics scraping (benchy/server_metrics.py): the parser on real engines' text,
+bucket interpolation, and per-case figures scraped from `benchy sim` over real HTTP, judged
+against its truth log."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+
+import aiohttp
+import pytest
+
+from benchy.server_metrics import (
+    LLAMACPP,
+    VLLM,
+    MetricsScraper,
+    ScrapeError,
+    bucket_quantile,
+    case_metrics,
+    detect,
+    parse,
+)
+from benchy.sim.metrics import intervals
+
+# llama.cpp b6xxx (xllamacpp) text, abridged, after one request.
+LLAMACPP_TEXT = """\
+# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed, excluding cached tokens
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 11
+# TYPE llamacpp:prompt_tokens_cached_total counter
+llamacpp:prompt_tokens_cached_total 4
+# TYPE llamacpp:prompt_seconds_total counter
+llamacpp:prompt_seconds_total 0.002861
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total 5
+# TYPE llamacpp:tokens_predicted_seconds_total counter
+llamacpp:tokens_predicted_seconds_total 0.001397
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 0
+# TYPE llamacpp:requests_deferred gauge
+llamacpp:requests_deferred 0
+"""
+
+VLLM_TEXT = """\
+# TYPE vllm:request_queue_time_seconds histogram
+vllm:request_queue_time_seconds_bucket{engine="0",le="0.3",model_name="m"} {b1}
+vllm:request_queue_time_seconds_bucket{engine="0",le="0.5",model_name="m"} {b2}
+vllm:request_queue_time_seconds_bucket{engine="0",le="+Inf",model_name="m"} {b3}
+vllm:request_queue_time_seconds_count{engine="0",model_name="m"} {b3}
+vllm:request_queue_time_seconds_sum{engine="0",model_name="m"} {s}
+vllm:request_queue_time_seconds_bucket{engine="0",le="0.3",model_name="other"} 100
+vllm:request_queue_time_seconds_bucket{engine="0",le="0.5",model_name="other"} 100
+vllm:request_queue_time_seconds_bucket{engine="0",le="+Inf",model_name="other"} 100
+vllm:request_queue_time_seconds_count{engine="0",model_name="other"} 100
+vllm:request_queue_time_seconds_sum{engine="0",model_name="other"} 3
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{engine="0",model_name="m"} {p}
+"""
+
+
+def _vllm(b1, b2, b3, s, p):
+    return (
+        VLLM_TEXT.replace("{b1}", str(b1))
+        .replace("{b2}", str(b2))
+        .replace("{b3}", str(b3))
+        .replace("{s}", str(s))
+        .replace("{p}", str(p))
+    )
+
+
+def test_llamacpp_counters_mean_the_same_as_vllms():
+    before = parse(re.sub(r" [0-9.]+$", " 0", LLAMACPP_TEXT, flags=re.M), 0.0)
+    after = parse(LLAMACPP_TEXT, 2.0)
+    assert detect(after) is LLAMACPP
+    m = case_metrics(before, after, LLAMACPP)
+    assert m.counters["prompt_tokens"] == 15  # 11 uncached + 4 cached: the whole prompt
+    assert m.counters["cache_hits"] == 4 and m.counters["generation_tokens"] == 5
+    assert m.derived["cache_hit_rate"] == pytest.approx(4 / 15)
+    assert m.derived["prefill_tps"] == pytest.approx(11 / 0.002861)
+    assert m.derived["decode_tps"] == pytest.approx(5 / 0.001397)
+    assert "ttft_s" not in m.histograms and m.window_s == 2.0
+    assert "kv_cache_usage" in m.unavailable  # this build publishes none: said, not invented
+
+
+def test_histogram_delta_for_one_model_only():
+    before, after = parse(_vllm(1, 1, 1, 0.1, 10), 0.0, "m"), parse(_vllm(3, 5, 6, 2.1, 70), 1.0, "m")
+    assert detect(after) is VLLM
+    m = case_metrics(before, after, VLLM)
+    queue = m.histograms["queue_s"]
+    assert queue.count == 5 and queue.mean == pytest.approx(2.0 / 5)  # the other model's 100 left out
+    assert queue.median_bounds == [0.3, 0.5]  # 2 of 5 under 0.3, 4 of 5 under 0.5
+    assert queue.median == pytest.approx(0.3 + 0.2 * (2.5 - 2) / 2)
+    assert queue.p90 is None  # in the +Inf bucket: no bound above it
+    low = case_metrics(parse(_vllm(0, 0, 0, 0, 0), 0.0), parse(_vllm(4, 4, 4, 0.2, 0), 1.0), VLLM)
+    assert low.histograms["queue_s"].median is None  # somewhere in (0, 0.3]: not placed
+    assert "(0, 0.3]" in low.histograms["queue_s"].quantile_note
+    assert m.counters["prompt_tokens"] == 60
+    assert "decode_s" in m.unavailable and "vllm:request_decode_time_seconds" in m.unavailable["decode_s"]
+
+
+def test_bucket_quantile_interpolates_like_prometheus():
+    cumulative = [(0.1, 0.0), (0.2, 10.0), (0.4, 20.0), (math.inf, 20.0)]
+    assert bucket_quantile(cumulative, 0.5) == (pytest.approx(0.2), (0.1, 0.2))
+    assert bucket_quantile(cumulative, 0.75)[0] == pytest.approx(0.3)
+    over = [(0.1, 0.0), (math.inf, 4.0)]
+    assert bucket_quantile(over, 0.5) == (0.1, (0.1, math.inf))  # above the last bound: its floor
+    assert bucket_quantile([(0.1, 0.0), (math.inf, 0.0)], 0.5) == (None, None)
+
+
+def test_text_that_is_not_prometheus_is_a_scrape_error():
+    with pytest.raises(ScrapeError):
+        parse("<html>502 Bad Gateway</html>\n", 0.0)
+
+
+def test_counter_that_goes_down_is_not_a_figure():
+    m = case_metrics(parse(_vllm(0, 0, 0, 0, 50), 0.0), parse(_vllm(0, 0, 0, 0, 10), 1.0), VLLM)
+    assert "prompt_tokens" not in m.counters and "restarted" in m.unavailable["prompt_tokens"]
+
+
+# ------------------------------------------------------------------ against the simulator
+
+FAST = ("--decode-tps", "400", "--prefill-tps", "20000", "--natural-min", "8", "--natural-max", "24")
+
+
+async def _requests(base_url: str, prompts: list[str], concurrency: int) -> None:
+    sem = asyncio.Semaphore(concurrency)
+    async with aiohttp.ClientSession() as session:
+
+        async def one(i: int, prompt: str) -> None:
+            async with sem:
+                body = {"model": "benchy-sim", "messages": [{"role": "user", "content": prompt}], "max_tokens": 16}
+                async with session.post(
+                    f"{base_url}/chat/completions", json=body, headers={"x-request-id": f"r{i}"}
+                ) as r:
+                    await r.read()
+
+        await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+
+
+def _window(base_url: str, root: str, prompts: list[str], concurrency: int):
+    async def go():
+        async with aiohttp.ClientSession() as session:
+            scraper = MetricsScraper(session, f"{root}/metrics", "benchy-sim")
+            status = await scraper.probe()
+            win = scraper.window(interval_s=0.05)
+            await win.open()
+            await _requests(base_url, prompts, concurrency)
+            win.expected_requests = len(prompts)
+            await win.close()
+            return status, win.result
+
+    return asyncio.run(go())
+
+
+def test_vllm_flavour_case_figures_equal_the_truth(start_sim):
+    sim = start_sim(*FAST, "--max-running", "2")
+    prompts = [f"prompt {i} " + "word " * (40 + 30 * i) for i in range(6)] + ["prompt 0 " + "word " * 40]
+    status, m = _window(sim.base_url, sim.url, prompts, concurrency=4)
+    truth = sim.truth(expect=len(prompts))
+    assert status.available and status.engine == "vllm" and "queue_s" in status.found
+    spans = [intervals(_Trace(t)) for t in truth]
+    for name in ("queue_s", "prefill_s", "decode_s", "ttft_s", "e2e_s", "inference_s"):
+        h = m.histograms[name]
+        assert h.count == len(truth)
+        assert h.mean == pytest.approx(sum(s[name] for s in spans) / len(truth), rel=1e-6, abs=1e-9), name
+    assert max(s["queue_s"] for s in spans) > 0  # 4 in flight on 2 slots: some did queue
+    assert m.counters["prompt_tokens"] == sum(t["prompt_tokens"] for t in truth)
+    assert m.counters["generation_tokens"] == sum(t["completion_tokens"] for t in truth)
+    hits = sum(t["cached_tokens"] for t in truth)
+    assert hits > 0 and m.counters["cache_hits"] == hits  # the repeated prompt and the template
+    assert m.derived["cache_hit_rate"] == pytest.approx(hits / m.counters["prompt_tokens"])
+    assert m.gauges["running"].max <= 2 and m.gauges["running"].samples >= 2
+
+
+def test_llamacpp_flavour_case_figures_equal_the_truth(start_sim):
+    sim = start_sim(*FAST, "--flavor", "llamacpp", "--max-running", "1")
+    prompts = [f"another {i} " + "word " * (60 + 20 * i) for i in range(3)]
+    status, m = _window(sim.base_url, sim.url, prompts, concurrency=3)
+    truth = sim.truth(expect=3)
+    assert status.engine == "llama.cpp"
+    prefill = sum(t["prefill_end_s"] - t["prefill_start_s"] for t in truth)
+    uncached = sum(t["prompt_tokens"] - t["cached_tokens"] for t in truth)
+    assert m.derived["prefill_tps"] == pytest.approx(uncached / prefill, rel=1e-6)
+    decode = sum(t["token_times_s"][-1] - t["prefill_end_s"] for t in truth)
+    assert m.derived["decode_tps"] == pytest.approx(sum(t["completion_tokens"] for t in truth) / decode, rel=1e-6)
+    assert m.counters["prompt_tokens"] == sum(t["prompt_tokens"] for t in truth)
+
+
+def test_metrics_off_gives_the_reason(start_sim):
+    sim = start_sim("--no-metrics", truth_log=False)
+
+    async def go():
+        async with aiohttp.ClientSession() as session:
+            return await MetricsScraper(session, f"{sim.url}/metrics", None).probe()
+
+    status = asyncio.run(go())
+    assert not status.available and "HTTP 404" in status.reason and "--metrics" in status.reason
+
+
+class _Trace:
+    """A truth-log line seen as the sim's Trace (for sim.metrics.intervals)."""
+
+    def __init__(self, record: dict) -> None:
+        self.__dict__.update(record)
