@@ -168,7 +168,17 @@ endpoint_option = click.option(
 
 
 class RunCommand(MultiValueCommand):
-    multi_value = ("--pp", "--tg", "--concurrency", "-c", "--scenario", "--depth", "--stop", "--rate")
+    multi_value = (
+        "--pp",
+        "--tg",
+        "--concurrency",
+        "-c",
+        "--scenario",
+        "--depth",
+        "--stop",
+        "--rate",
+        "--shared-prefix",
+    )
 
 
 CASE_OPTIONS = (
@@ -198,16 +208,94 @@ CASE_OPTIONS = (
         "(llama-bench's pp512 @ d4096); benchy checks the server's cached_tokens.",
     ),
     click.option("--scenario", multiple=True, help="Shipped scenario name or a .toml file; several allowed."),
+    # Cache-aware workloads (benchy/workloads): one of --turns, --shared-prefix, --trace.
+    click.option(
+        "--turns",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="T",
+        help="Multi-turn conversations: -c conversations of T turns, each resending the history plus "
+        "a new --pp-token message; per-turn TTFT and cached tokens vs the history.",
+    ),
+    click.option(
+        "--first-tokens",
+        type=click.IntRange(min=9),
+        default=None,
+        metavar="N",
+        help="With --turns: the first message's tokens.",
+    ),
+    click.option(
+        "--think-time",
+        default=None,
+        metavar="SPEC",
+        help="With --turns: the pause before each next turn: 2s, 500ms, exp:2s or lognormal:2s[:SIGMA] "
+        "(seeded by --seed).",
+    ),
+    click.option(
+        "--keep-reasoning",
+        is_flag=True,
+        help="With --turns: send earlier answers' reasoning back (by default dropped, as gpt-oss's format does).",
+    ),
+    click.option(
+        "--shared-prefix",
+        type=float,
+        multiple=True,
+        metavar="F",
+        help="Shared prefixes: a sweep over the shared fraction of each --pp prompt, e.g. --shared-prefix 0.5 0.9 "
+        "(each beside the same lengths with nothing shared); TTFT gain and hit rate.",
+    ),
+    click.option(
+        "--groups",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="G",
+        help="With --shared-prefix: G groups, each with its own prefix (default 1).",
+    ),
+    click.option(
+        "--trace",
+        "trace_file",
+        default=None,
+        metavar="FILE",
+        help="Replay a trace (Mooncake JSONL with hash_ids, or JSONL of timestamp/input_length/output_length) "
+        "at its own times; `sample` is the shipped sample. --requests N replays the first N.",
+    ),
+    click.option(
+        "--speed",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        metavar="X",
+        help="With --trace: replay X times faster (0.5: half the rate).",
+    ),
 )
 
 
-def _cases(pp, tg, concurrency, rate, depth, depth_mode, scenario):
-    from benchy.scenario import CaseSelection, ScenarioError, select_cases
+def _cases(
+    pp,
+    tg,
+    concurrency,
+    rate,
+    depth,
+    depth_mode,
+    scenario,
+    turns,
+    first_tokens,
+    think_time,
+    keep_reasoning,
+    shared_prefix,
+    groups,
+    trace_file,
+    speed,
+):
+    from benchy.scenario import CaseSelection, ScenarioError, WorkloadSelection, select_cases
+    from benchy.workloads.spec import WorkloadError
 
-    chosen = CaseSelection(scenario, pp, tg, concurrency, depth, depth_mode, rate)
+    workload = WorkloadSelection(
+        turns, first_tokens, think_time, keep_reasoning, shared_prefix, groups, trace_file, speed
+    )
+    chosen = CaseSelection(scenario, pp, tg, concurrency, depth, depth_mode, rate, workload)
     try:
         return select_cases(chosen)
-    except ScenarioError as exc:
+    except (ScenarioError, WorkloadError) as exc:
         raise click.UsageError(str(exc)) from None
 
 
@@ -217,8 +305,8 @@ LOAD_OPTIONS = (
         type=click.IntRange(min=1),
         default=None,
         metavar="N",
-        help="With --rate (or a scenario's rate): at most N requests in flight; later arrivals wait "
-        "(and their delay is reported).",
+        help="With --rate, --trace (or a scenario's rate or trace): at most N requests in flight; later "
+        "arrivals wait (and their delay is reported).",
     ),
     click.option(
         "--requests",
@@ -293,7 +381,7 @@ CEILING_OPTIONS = (
 
 
 def _ceiling_inputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_token):
-    from benchy.checks import CeilingInputs
+    from benchy.ceiling import CeilingInputs
     from benchy.profiles import ProfileError
 
     inputs = CeilingInputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_token)
@@ -411,10 +499,12 @@ def run(
     from benchy.client import ServerError
     from benchy.prompts import PromptError
     from benchy.report import table
+    from benchy.workloads.cases import check_workload_endpoints
 
     try:
         load.check(cases)
         template.check({c.endpoint or endpoint for c in cases}, stop)
+        check_workload_endpoints(cases, endpoint)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     for text, reason in template.risky_stops(stop):

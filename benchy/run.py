@@ -20,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from benchy import __version__, checks, server_metrics
+from benchy import __version__, checks, metrics, server_metrics
 from benchy import results as results_mod
 from benchy import server as server_mod
+from benchy.ceiling import CeilingInputs
 from benchy.client import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
 from benchy.loadgen import CasePlan, LoadSettings, run_case
 from benchy.monitor import LoopMonitor
@@ -46,7 +47,7 @@ class RunSettings:
     progress: bool | None = None  # None: only when stderr is a terminal
     max_errors: int | None = None  # stop once more requests than this have failed
     max_error_rate: float | None = None  # stop once more than this fraction has failed
-    ceiling: checks.CeilingInputs = field(default_factory=checks.CeilingInputs)
+    ceiling: CeilingInputs = field(default_factory=CeilingInputs)
     template: Template = field(default_factory=Template)  # --template, --reasoning-effort
     stop: tuple[str, ...] = ()  # --stop, sent with every measured request
     load: LoadSettings = field(default_factory=lambda: LoadSettings())  # --requests, --rate … (issue 9)
@@ -147,17 +148,10 @@ def build_results(state: RunState) -> dict:
         for p in state.plans
         if p.case.label in by_case
     ]
-    run = results_mod.RunResult(
-        benchy_version=__version__,
-        prompt_nonce=state.setup.get("prompt_nonce"),
-        partial=state.interrupted or state.stopped is not None or len(cases) < len(state.plans),
-        stopped=results_mod.Stopped(**state.stopped) if state.stopped else None,
-        setup=results_mod.Setup.from_dict(state.setup, strict=True),
-        cases=cases,
-    )
-    results = run.to_dict()
-    results["warnings"] = checks.run_checks(results)
-    return results
+    partial = state.interrupted or state.stopped is not None or len(cases) < len(state.plans)
+    run = results_mod.run_result(state.setup, cases, partial, state.stopped, __version__)
+    run.warnings = checks.check(run)  # after every metric; checks only read
+    return run.to_dict()
 
 
 async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter) -> None:
@@ -209,7 +203,7 @@ async def _measure(settings: RunSettings, state: RunState, writer: RecordWriter,
             state.records.append(rec)
             writer.write(rec)
             progress.request_done()
-            state.n_failed += not checks.classify(rec).ok  # counted as results.json counts it
+            state.n_failed += not metrics.classify(rec).ok  # counted as results.json counts it
             passed = None if stop.is_set() else error_limit_passed(state, settings)
             if passed:
                 state.stopped = passed
@@ -237,14 +231,9 @@ async def _measure(settings: RunSettings, state: RunState, writer: RecordWriter,
 
 
 def _start_pool(settings: RunSettings):
-    """Ray actors (--ray), or the local processes the busiest case needs; None when every
-    case runs in this process."""
+    """The local processes the busiest case needs; None when every case runs in this process."""
     load = settings.load
-    if load.ray is not None:
-        from benchy import cluster
-
-        return cluster.RayPool.connect(load.ray, load.ray_workers_per_node)
-    n = max(case_workers(c, load.workers, load.max_inflight) for c in settings.cases)
+    n = max((case_workers(c, load.workers, load.max_inflight) for c in settings.cases if not c.workload), default=1)
     return ProcessPool(n).start() if n > 1 else None
 
 
@@ -257,9 +246,11 @@ async def _run_one_case(state, settings, client, plan, calibrations, salt, pool,
             await window.open()
         return time.perf_counter()
 
+    # Workloads run in one process (or actor): a conversation's turns depend on each other,
+    # and a trace's or a group's reuse spans all of its requests.
     calibration = calibrations[plan.endpoint]
-    k = pool.workers_for(plan.case, settings.load) if pool is not None else 1
-    if k > 1 or settings.load.ray is not None:
+    k = 1 if plan.case.workload or pool is None else pool.workers_for(plan.case, settings.load)
+    if k > 1:
         state.client[plan.case.label] = await _run_in_workers(
             pool, plan, k, client.settings, calibration, settings.nonce, on_record, stop, start
         )
@@ -384,10 +375,10 @@ def _template_setup(settings: RunSettings) -> dict:
     }
 
 
-def _ceiling_setup(inputs: checks.CeilingInputs, model: str) -> dict:
+def _ceiling_setup(inputs: CeilingInputs, model: str) -> dict:
     """hardware, model_profile and the figures the decode ceiling is computed from (the model
     profile is guessed from the served id only when a bandwidth is known)."""
     ceiling = inputs.resolve(model)
     if ceiling is None:
         return {}
-    return {"hardware": ceiling["hardware"], "model_profile": ceiling["model_profile"], "ceiling": ceiling}
+    return {"hardware": ceiling.hardware, "model_profile": ceiling.model_profile, "ceiling": ceiling.to_dict()}

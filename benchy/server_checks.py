@@ -52,21 +52,21 @@ def client_mean(case: dict, metric: str) -> float | None:
 def cache_hit_finding(case: dict, setup: dict) -> dict | None:
     """The figures of a server_cache_hit warning, or None (prompts not unique, or hits explained)."""
     server = server_figures(case)
-    hits = (server or {}).get("counters", {}).get("cache_hits")
-    if not setup.get("prompt_nonce") or hits is None:
+    hits = server.get("counters", {}).get("cache_hits") if server else None
+    if server is None or not setup.get("prompt_nonce") or hits is None:
         return None
     template = (setup.get("calibration") or {}).get("overhead_tokens") or 0
     requests = measured(case)
     allowed = sum(template + CACHE_BLOCK_SLACK + (r.get("reused_context_tokens") or 0) for r in requests)
     if hits <= allowed:
         return None
-    reported = [r.get("cached_tokens") for r in requests]
+    reported = [r["cached_tokens"] for r in requests if r.get("cached_tokens") is not None]
     return {
         "server_cache_hits": hits,
         "explained_hits": allowed,
         "server_cache_hit_rate": (server.get("derived") or {}).get("cache_hit_rate"),
         "requests": len(requests),
-        "usage_cached_tokens": None if any(v is None for v in reported) else sum(reported),
+        "usage_cached_tokens": sum(reported) if len(reported) == len(requests) else None,
     }
 
 
@@ -74,12 +74,12 @@ def token_mismatch_finding(case: dict) -> dict | None:
     """The figures of a server_token_mismatch warning, or None. Only when every measured request
     succeeded: a failed one may have generated tokens the client never saw."""
     server = server_figures(case)
-    generated = (server or {}).get("counters", {}).get("generation_tokens")
+    generated = server.get("counters", {}).get("generation_tokens") if server else None
     requests = measured(case)
     if generated is None or not requests or any(r.get("status") != "ok" for r in requests):
         return None
-    counts = [r.get("completion_tokens") for r in requests]
-    if any(c is None for c in counts):  # without usage the client's count is a floor (no_usage says so)
+    counts = [r["completion_tokens"] for r in requests if r.get("completion_tokens") is not None]
+    if len(counts) < len(requests):  # without usage the client's count is a floor (no_usage says so)
         return None
     client = sum(counts)
     slack = max(TOKEN_SLACK_PER_REQUEST * len(requests), TOKEN_SLACK_SHARE * client)
@@ -93,7 +93,7 @@ def outside_finding(case: dict) -> dict | None:
     server = server_figures(case)
     server_ttft = histogram_mean(server, "ttft_s") if server else None
     client_ttft = client_mean(case, "ttft_s")
-    if server_ttft is None or client_ttft is None:
+    if server is None or server_ttft is None or client_ttft is None:
         return None
     gap, rtt = client_ttft - server_ttft, server.get("rtt_s") or 0.0
     bound = max(OUTSIDE_MIN_S, OUTSIDE_RTTS * rtt)
@@ -108,7 +108,7 @@ def queue_finding(case: dict) -> dict | None:
     queue = histogram_mean(server, "queue_s") if server else None
     ttft = histogram_mean(server, "ttft_s") if server else None
     ttft = ttft if ttft is not None else client_mean(case, "ttft_s")
-    if queue is None or not ttft or queue <= max(QUEUE_SHARE * ttft, QUEUE_MIN_S):
+    if server is None or queue is None or not ttft or queue <= max(QUEUE_SHARE * ttft, QUEUE_MIN_S):
         return None
     running = (server.get("gauges") or {}).get("running") or {}
     return {

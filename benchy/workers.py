@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import multiprocessing
 import os
@@ -44,7 +45,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, cast
+
+if TYPE_CHECKING:
+    from benchy.client import Client
 
 STREAMS_PER_WORKER = 64  # one event loop keeps this many streams well within its means
 BATCH_S = 0.05  # a worker's finished records reach the parent at most this late
@@ -226,6 +230,8 @@ class Share:
         def on_send(rec) -> None:
             self._sent.append({**rec.to_dict(), "sent_mono_s": time.perf_counter()})
 
+        client = cast("Client", _NotingClient(self.client, on_send))
+
         def on_record(rec) -> None:
             spans.append((rec.sent_mono_s, rec.sent_mono_s + (rec.end_s or 0.0)))
             self._done.append(rec.to_dict())
@@ -236,8 +242,23 @@ class Share:
             return await self._go
 
         async with LoopMonitor() as monitor:
-            await run_case(self.client, plan, factory, on_record, start, self.stop, on_send)
+            await run_case(client, plan, factory, on_record, start, self.stop)
         return monitor.figures(spans)
+
+
+class _NotingClient:
+    """The worker's Client, telling on_send of each request just before it streams it, so the
+    parent knows what is in flight should this worker be lost."""
+
+    def __init__(self, client, on_send: Callable) -> None:
+        self._client, self._on_send = client, on_send
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+    async def stream(self, rec, *args, **kwargs):
+        self._on_send(rec)
+        return await self._client.stream(rec, *args, **kwargs)
 
 
 # ---------------------------------------------------------------- the merge
@@ -385,11 +406,11 @@ async def run_split(
     done with its warmups, just before the shared start. Once `stop` is set, or on Ctrl-C,
     every worker is asked to stop and what they send within STOP_GRACE_S is kept. Raises
     WorkerError when a worker failed."""
-    clocks = [await measure_clock(lambda w=w: workers.read_clock(w)) for w in range(len(plans))]
+    clocks = [await measure_clock(functools.partial(workers.read_clock, w)) for w in range(len(plans))]
     merge = Merge(clocks, on_record)
     events: asyncio.Queue = asyncio.Queue()
     running = set(range(len(plans)))
-    waiting = set(running)  # for their warmups to end
+    waiting: set[int] | None = set(running)  # for their warmups to end (None: started)
     workers.begin(plans, calibration, nonce, events)
     try:
         while running and not stop.is_set():
@@ -459,7 +480,7 @@ class ProcessPool:
         self.n = n
         self._procs: list = [None] * n
         self._conns: list = [None] * n
-        self._clock_replies = [asyncio.Queue() for _ in range(n)]
+        self._clock_replies: list[asyncio.Queue] = [asyncio.Queue() for _ in range(n)]
         self._events: asyncio.Queue | None = None
         self._settings = None  # the case's ClientSettings
 

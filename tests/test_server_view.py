@@ -116,6 +116,7 @@ def test_llamacpp_flavour_identity_and_counters(start_sim):
     prefill = sum(t["prefill_end_s"] - t["prefill_start_s"] for t in truth)
     uncached = sum(t["prompt_tokens"] - t["cached_tokens"] for t in truth)
     assert server["derived"]["prefill_tps"] == pytest.approx(uncached / prefill, rel=1e-6)
+    assert all(r["server_timings"] for r in results["cases"][0]["requests"])  # as llama.cpp, every response
 
 
 def test_no_server_metrics_says_why(start_sim):
@@ -156,3 +157,26 @@ def test_report_says_why_there_is_no_server_view():
     lines = "\n".join(server_view.section_lines(results))
     assert "No server figures: GET /metrics answered HTTP 404." in lines
     assert server_view.csv_text(results).splitlines()[1].endswith("GET /metrics answered HTTP 404")
+
+
+def test_without_metrics_the_per_response_timings_give_the_servers_rates(start_sim):
+    """llama.cpp without --metrics still times each response: the server view uses that."""
+    from benchy.report import server_view
+
+    sim = start_sim(*FAST, "--no-metrics", "--timings")
+    results = run(sim, "--pp", "300", "--tg", "12", "--runs", "3")
+    case = results["cases"][0]
+    assert "HTTP 404" in results["setup"]["server_metrics"]["reason"]
+    truth = {t["request_id"]: t for t in measured_truth(sim, case)}
+    for req in case["requests"]:
+        if req["warmup"]:
+            continue
+        t = truth[req["request_id"]]
+        uncached = t["prompt_tokens"] - t["cached_tokens"]
+        prefill = uncached / (t["prefill_end_s"] - t["prefill_start_s"])
+        decode = t["completion_tokens"] / (t["token_times_s"][-1] - t["prefill_end_s"])
+        assert req["metrics"]["server_prefill_tps"] == pytest.approx(prefill, rel=1e-6)
+        assert req["metrics"]["server_decode_tps"] == pytest.approx(decode, rel=1e-6)
+    row = server_view.case_row(results, case)
+    assert row["server_source"] == "response timings" and row["server_ttft_s"] is None
+    assert row["server_prefill_tps"] == pytest.approx(case["summary"]["server_prefill_tps"]["mean"])

@@ -67,7 +67,7 @@ def write_from_file(path: Path, directory: Path | None = None) -> Path:
 def _probe_data(path: Path) -> dict | None:
     import json
 
-    from benchy.probe import SCHEMA as PROBE_SCHEMA
+    from benchy.results import PROBE_SCHEMA
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -3,7 +3,8 @@
 section, a figure and server.csv. A figure the server did not publish is left empty with the
 reason; nothing is estimated here.
 
-The columns, the same in the section's table and in server.csv (times are means over the
+The columns, the same in the section's table and in server.csv (server_source: /metrics, or,
+without it, llama.cpp's per-response timings, which give the two rates only) (times are means over the
 case's measured requests, on both sides, so that they compare; the server's medians come from
 histogram buckets and are too coarse to set beside the client's):
   client TTFT | server TTFT | queue | prefill | client prefill t/s | server prefill t/s |
@@ -29,7 +30,7 @@ SECTION_INTRO = (
 CASE_COLUMNS = table.CSV_COLUMNS[:5]  # label, pp, tg, concurrency, depth: as results.csv keys a case
 CSV_COLUMNS = (
     *CASE_COLUMNS,
-    "engine",
+    "server_source",
     "client_ttft_s",
     "server_ttft_s",
     "server_queue_s",
@@ -87,7 +88,7 @@ def case_row(results: dict, case: dict) -> dict:
     server = _server(case) or {}
     derived, counters = server.get("derived") or {}, server.get("counters") or {}
     row = {
-        "engine": server.get("engine"),
+        "server_source": f"/metrics ({server['engine']})" if server else None,
         "client_ttft_s": _mean(case, "ttft_s"),
         "server_ttft_s": _hist_mean(server, "ttft_s"),
         "server_queue_s": _hist_mean(server, "queue_s"),
@@ -103,9 +104,12 @@ def case_row(results: dict, case: dict) -> dict:
         "server_waiting_max": _gauge_max(server, "waiting"),
         "server_kv_cache_usage_max": _gauge_max(server, "kv_cache_usage"),
     }
-    if row["server_prefill_tps"] is None and _mean(case, "server_prefill_tps") is not None:
-        row["server_prefill_tps"] = _mean(case, "server_prefill_tps")  # llama.cpp's per-response timings
+    for rate in ("server_prefill_tps", "server_decode_tps"):  # else llama.cpp's per-response timings
+        if row[rate] is None:
+            row[rate] = _mean(case, rate)
     row["unavailable"] = "" if server else absent_reason(results, case)
+    if not server and any(row[rate] is not None for rate in ("server_prefill_tps", "server_decode_tps")):
+        row["server_source"] = "response timings"  # no /metrics, but the server's own clock per response
     return row
 
 
@@ -168,7 +172,7 @@ def section_lines(results: dict, figure: tuple[str, str | None, str] | None = No
         return []
     out = ["## Server view", "", SECTION_INTRO, ""]
     rows = [(case, case_row(results, case)) for case in cases]
-    if not any(row["engine"] for _, row in rows):
+    if not any(row["server_source"] for _, row in rows):
         reasons = sorted({row["unavailable"] for _, row in rows})
         return out + [f"No server figures: {'; '.join(reasons)}.", ""]
     out += [
@@ -177,7 +181,7 @@ def section_lines(results: dict, figure: tuple[str, str | None, str] | None = No
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for case, row in rows:
-        if not row["engine"]:
+        if not row["server_source"]:
             out.append(f"| {case['label']} | {_ms(row['client_ttft_s'])} | n/a: {row['unavailable']} ||||||||")
             continue
         out.append(
@@ -213,7 +217,7 @@ def figure(results: dict, directory: Path):
     """server_view.png: per case, client TTFT beside the server's queue + prefill; prefill and
     decode rates of both sides. None when no case has server figures."""
     rows = [(c, case_row(results, c)) for c in results.get("cases", [])]
-    rows = [(c, r) for c, r in rows if r["engine"]]
+    rows = [(c, r) for c, r in rows if r["server_source"]]
     if not rows:
         return None
     from benchy.report import plots

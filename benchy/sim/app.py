@@ -681,10 +681,12 @@ class Simulator:
             self.engine.slots.release()
 
     async def _prefill(self, job: Job, trace: Trace) -> Decoder:
-        start, end, cached = await self.engine.prefill(job.prompt_ids)
-        trace.prefill_start_s, trace.prefill_end_s, trace.cached_tokens = start, end, cached
+        done = await self.engine.prefill(job.prompt_ids)
+        trace.prefill_start_s, trace.prefill_end_s, trace.cached_tokens = done.start_s, done.end_s, done.cached_tokens
+        trace.cache_lost_tokens, trace.cache_evicted_blocks = done.lost_tokens, done.evicted_blocks
+        trace.cache_used_blocks = done.cache_used_blocks
         trace.host_copy_s = self.engine.host_copy_seconds(len(job.prompt_ids))
-        return self.engine.decoder(end, job.steps)
+        return self.engine.decoder(done.end_s, job.steps)
 
     def _record_tokens(self, trace: Trace, job: Job, times: list[float]) -> None:
         start = len(trace.token_times_s)

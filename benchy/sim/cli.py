@@ -45,7 +45,8 @@ Prefix cache (vLLM-like, --no-prefix-cache to disable): 16-token blocks keyed
 by a chained hash, LRU of --cache-blocks blocks; cached tokens = 16 x leading
 blocks found (never the whole prompt), cost no prefill time and are reported
 in usage.prompt_tokens_details.cached_tokens. Full blocks are inserted after
-prefill.
+prefill; past --cache-blocks the least recently used blocks are evicted (a
+lookup refreshes the blocks it hits, first block first).
 
 \b
 SSE shaping: --tokens-per-event K (ceil(n/K) token events) or
@@ -110,9 +111,10 @@ num_requests_running, num_requests_waiting, kv_cache_usage_perc. --flavor
 llamacpp serves llamacpp:prompt_tokens (uncached), prompt_tokens_cached,
 prompt_seconds (prefill end - start), tokens_predicted,
 tokens_predicted_seconds (last token - prefill end), requests_processing,
-requests_deferred, and GET /props (build_info, total_slots = --max-running,
+requests_deferred, GET /props (build_info, total_slots = --max-running,
 default_generation_settings.n_ctx = --context-length, model_path,
-chat_template). Disagreements to provoke: --metrics-token-factor F (the
+chat_template) and, unless --no-timings, llama.cpp's `timings` in every
+response. Disagreements to provoke: --metrics-token-factor F (the
 counters claim F tokens per generated token), --cache-despite-nonce (every
 prompt but its last block is served from cache, however it starts),
 --no-prompt-details (usage without cached_tokens, so only /metrics tells),
@@ -134,6 +136,10 @@ Truth log (--truth-log PATH, JSONL, one line per request, flushed as each
 request ends, faults and errors included): id, request_id (x-request-id
 header), endpoint, stream, model, arrival_s, headers_s, queued_s, admitted_s,
 prefill_start_s, prefill_end_s, prompt_tokens, cached_tokens,
+cache_lost_tokens (prefix tokens that were cached once but had been evicted
+before this request's lookup: what eviction cost it), cache_evicted_blocks
+(blocks its insert evicted), cache_used_blocks (blocks held after it, null
+with --no-prefix-cache); all three null when the request never reached prefill,
 completion_tokens, reasoning_tokens, finish_reason, token_times_s (one per
 token), events [{{t_s, tokens, kind: role|content|reasoning|usage|done|
 malformed|marker|timings}}] (t_s: just after the write returned; marker: --harmony
@@ -246,6 +252,8 @@ def sim(ctx: click.Context, preset: str, faults: tuple[str, ...], **options) -> 
     try:
         if faults:
             explicit["faults"] = tuple(parse_fault(spec) for spec in faults)
+        if explicit.get("flavor") == "llamacpp":
+            explicit.setdefault("timings", True)  # llama.cpp times every response (--no-timings: not)
         cfg = build_config(preset, **explicit)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
