@@ -192,7 +192,9 @@ def _sends(
             reused_context_tokens=case.depth if context else 0,
             group=i % case.groups if shared and context else None,
             expected_cached_tokens=(case.depth if context else 0) if shared else None,
-            unique_tokens=case.pp if shared else None,
+            unique_tokens=round((prompt.unique_local_tokens or prompt.local_tokens) * prompts.calibration.scale)
+            if shared
+            else None,
             local_token_scale=prompts.calibration.scale,
         )
         return Send(rec, prompt)

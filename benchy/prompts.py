@@ -134,6 +134,9 @@ class Prompt:
     text: str
     nonce: str | None
     local_tokens: int
+    # Local tokens of the part no other prompt shares: after a shared context, the nonce-led
+    # rest; otherwise the whole prompt (None: not known, e.g. a trace's blocks).
+    unique_local_tokens: int | None = None
 
 
 class PromptFactory:
@@ -175,7 +178,9 @@ class PromptFactory:
             )
         # Without a nonce every request gets the same text: that is what --no-nonce shows.
         text = head + tokenizer.filler(body, seed=0)
-        return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))
+        total = tokenizer.count(text)
+        unique = (tokenizer.count(nonce) if nonce else 0) + body if context is not None else total
+        return Prompt(text=text, nonce=nonce, local_tokens=total, unique_local_tokens=unique)
 
     def context(self, depth: int) -> Prompt:
         """The shared context of a cached-depth case: about `depth` server tokens, led by its

@@ -393,7 +393,7 @@ def test_sigterm_stops_every_worker_and_keeps_what_they_finished(start_sim, tmp_
     )
     deadline = time.monotonic() + 60
     jsonl = out / "requests.jsonl"
-    while not (jsonl.exists() and jsonl.read_bytes().count(b"\n") >= 11):  # the header, then 10 records
+    while not (jsonl.exists() and jsonl.read_bytes().count(b"\n") >= 11):  # the header and 10 records
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.05)
     workers = {kid for kid in _children(proc.pid) if "spawn_main" in _cmdline(kid)}

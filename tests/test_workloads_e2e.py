@@ -144,6 +144,8 @@ def test_shared_prefix_hit_rates_equal_the_truth(start_sim, tmp_path):
         gain = cases[fraction]["workload"]["ttft_gain"]
         assert gain["baseline"] == cases[0.0]["label"] and gain["speedup"] > 1
     assert cases[0.9]["workload"]["ttft_gain"]["speedup"] > cases[0.5]["workload"]["ttft_gain"]["speedup"]
+    # The prefixes (and the chat template's head) are all that was served from cache.
+    assert not codes(results) & {"cache_leakage", "depth_cache_miss", "prefix_cache_hit"}
     assert "TTFT by shared fraction" in (tmp_path / "report.md").read_text()
 
 
