@@ -5,10 +5,10 @@ threshold, unit).
 
 Codes (severity): sse_buffering (warning), above_bandwidth_ceiling (error), ceiling_unknown
 (warning), prefix_cache_hit (warning), depth_cache_miss (warning), empty_output / zero_tokens
-(warning; error when no request of the case succeeded), reasoning_only (warning),
+(warning; error when most requests of the case failed), reasoning_only (warning),
 output_length_mismatch (warning), no_usage (warning), request_errors (warning; error when
-every request failed), client_overloaded (warning), first_chunk_before_prefill (info),
-dangerous_stop (warning; error when no request of the case succeeded), special_tokens_stripped
+most requests of the case failed), client_overloaded (warning), first_chunk_before_prefill (info),
+dangerous_stop (warning; error when most requests of the case failed), special_tokens_stripped
 (warning).
 
 What is withheld is decided where the results are built (results.py: a buffered stream, a
@@ -309,7 +309,8 @@ def cache_leakage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
 
 
 def _failure_severity(case: CaseResult) -> str:
-    return ERROR if case.n_ok == 0 else WARNING
+    """A case that lost most of its measured requests is a failed case, not a qualified one."""
+    return ERROR if case.n_failed > case.n_ok else WARNING
 
 
 def _failed_as(case: CaseResult, kind: str) -> list[RequestResult]:

@@ -1,10 +1,6 @@
 """benchy's command line: parses, calls and prints. No logic a test would want to reach.
 
-Exit codes: 0 clean; 1 an error (server unusable, bad input); 2 bad usage; 3 a check failed
-hard (an impossible rate, every request of a case failed); 4 warnings under --strict (notes of
-severity info never count); 5 stopped early by --max-errors / --max-error-rate (partial
-results are still saved);
-130 interrupted by Ctrl-C or SIGTERM (partial results are still saved).
+Exit codes follow from the results (outcome.py, which tables them; docs/exit-codes.md).
 """
 
 from __future__ import annotations
@@ -19,12 +15,8 @@ from pathlib import Path
 import click
 
 from benchy import __version__
+from benchy.outcome import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, exit_code, measured_lines
 from benchy.redact import URL_USERINFO, redacted_command_line
-
-EXIT_CHECK_FAILED = 3
-EXIT_STRICT_WARNINGS = 4
-EXIT_TOO_MANY_ERRORS = 5
-EXIT_INTERRUPTED = 130
 
 
 class MultiValueCommand(click.Command):
@@ -433,8 +425,9 @@ def _template(template, reasoning_effort):
     "-o",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Folder for results.json, requests.jsonl and report.md.",
+    help="Folder for results.json, requests.jsonl and report.md; refused if it holds files, unless --force.",
 )
+@click.option("--force", is_flag=True, help="Replace benchy's files in a non-empty --output folder.")
 @click.option(
     "--format",
     "fmt",
@@ -460,6 +453,15 @@ def _template(template, reasoning_effort):
     help="Stop the run once more than this fraction of its requests has failed, judged from "
     "the 10th finished request on (exit 5); what was measured is kept.",
 )
+@click.option(
+    "--max-connect-failures",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    metavar="N",
+    help="Stop the run once N requests in a row could not connect: the server is gone (exit 6); "
+    "what was measured is kept. 0: never stop for this.",
+)
 @option_group("ceiling", CEILING_OPTIONS, _ceiling_inputs)
 @option_group("template", TEMPLATE_OPTIONS, _template)
 @click.option(
@@ -484,11 +486,13 @@ def run(
     warmup,
     no_nonce,
     output,
+    force,
     fmt,
     quiet,
     strict,
     max_errors,
     max_error_rate,
+    max_connect_failures,
     ceiling,
     template,
     stop,
@@ -511,6 +515,8 @@ def run(
         click.echo(
             f"benchy: warning: --stop {text!r} occurs inside every Harmony (gpt-oss) response: {reason}", err=True
         )
+    if output is not None:
+        _claim_folder(output, force)
     settings = run_mod.RunSettings(
         client=client,
         cases=cases,
@@ -524,6 +530,7 @@ def run(
         ceiling=ceiling,
         max_errors=max_errors,
         max_error_rate=max_error_rate,
+        max_connect_failures=max_connect_failures,
         template=template,
         stop=tuple(stop),
         load=load,
@@ -537,7 +544,9 @@ def run(
 
             render.write_report(results, output)
     except (ServerError, PromptError) as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
+    except run_mod.NothingMeasured as exc:
+        raise _Interrupted(str(exc)) from None
     except OSError as exc:  # an output folder that cannot be written
         raise click.ClickException(f"cannot write {exc.filename or output}: {exc.strerror or exc}") from None
     _echo_stop(results, output)
@@ -545,10 +554,38 @@ def run(
         click.echo(json.dumps(results, indent=1))
     elif fmt == "csv":
         click.echo(table.csv_text(results), nl=False)
-    else:
+    elif results["cases"]:
         click.echo(table.markdown(results))
         _echo_warnings(results)
-    return _exit_code(results, strict)
+    else:
+        click.echo("No case was measured.")
+    return exit_code(results, strict)
+
+
+class _Interrupted(click.ClickException):
+    exit_code = EXIT_INTERRUPTED
+
+
+def _claim_folder(directory: Path, force: bool) -> None:
+    from benchy.folders import FolderInUse, claim
+
+    try:
+        claim(directory, force)
+    except FolderInUse as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot use {directory}: {exc.strerror or exc}") from None
+
+
+def _with_url_hint(message: str, base_url: str) -> str:
+    """A 404 from the API root usually means the /v1 was left out of --base-url."""
+    from urllib.parse import urlsplit
+
+    path = urlsplit(base_url).path.rstrip("/")
+    if "HTTP 404" in message and not path.endswith("/v1"):
+        root = URL_USERINFO.sub(r"\1***@", base_url.rstrip("/"))
+        return f"{message} (OpenAI-compatible servers serve the API under /v1: try --base-url {root}/v1)"
+    return message
 
 
 class DemoCommand(MultiValueCommand):
@@ -576,7 +613,13 @@ def demo(ctx, preset, pp, tg, runs, output):
     try:
         click.echo(f"Benchmarking {sim.base_url} (real time: this takes a minute or two) …", err=True)
         code = ctx.invoke(
-            run, base_url=sim.base_url, pp=pp or (512, 2048, 8192), tg=tg or (32, 128), runs=runs, output=output
+            run,
+            base_url=sim.base_url,
+            pp=pp or (512, 2048, 8192),
+            tg=tg or (32, 128),
+            runs=runs,
+            output=output,
+            force=True,  # the demo's folder is its own: each demo replaces the last one's files
         )
     finally:
         sim.stop()
@@ -591,16 +634,26 @@ def demo(ctx, preset, pp, tg, runs, output):
     "-o",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Folder for report.md and figures/ (default: the results file's folder).",
+    help="Folder for report.md and figures/ (default: the results file's folder); the results "
+    "and requests.jsonl are copied there. Refused if it holds files, unless --force.",
 )
-def report(results_file, output):
+@click.option("--force", is_flag=True, help="Replace benchy's files in a non-empty --output folder.")
+def report(results_file, output, force):
     """Re-make report.md and its PNG figures from a saved results.json (or a run folder, or a
     probe.json). Needs no server."""
+    from benchy.folders import copy_run
     from benchy.report import render
     from benchy.results import ResultsError
 
+    source = render.results_path(Path(results_file))
+    if output is not None and source.is_file() and output.resolve() != source.parent.resolve():
+        _claim_folder(output, force)
+        try:
+            source = copy_run(source, output)
+        except OSError as exc:
+            raise click.ClickException(f"cannot copy {source} to {output}: {exc.strerror or exc}") from None
     try:
-        written = render.write_from_file(results_file, output)
+        written = render.write_from_file(source, output)
     except ResultsError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
@@ -673,11 +726,14 @@ def _check_url(url: str) -> None:
 
 
 def _echo_stop(results: dict, output: Path | None) -> None:
-    """One line on stderr when the run ended early, saying what was kept."""
+    """On stderr, when the run ended early: why, what was and was not measured, where it is."""
     stopped = results.get("stopped")
     if stopped:
-        kept = f"; partial results saved in {output}" if output is not None else ""
-        click.echo(f"benchy: stopped early: {stopped['reason']}{kept}", err=True)
+        click.echo(f"benchy: stopped early: {stopped['reason']}", err=True)
+    for line in measured_lines(results):
+        click.echo(f"  {line}", err=True)
+    if results.get("partial") and output is not None:
+        click.echo(f"  partial results saved in {output}", err=True)
 
 
 def _echo_warnings(results: dict) -> None:
@@ -685,26 +741,11 @@ def _echo_warnings(results: dict) -> None:
 
     warnings = results.get("warnings", [])
     if is_clean(warnings):
-        click.echo("\nNo warnings: every case is clean.")
+        every = "every case measured" if results.get("partial") else "every case"
+        click.echo(f"\nNo warnings: {every} is clean.")
     for w in warnings:
         where = f" [{w['case']}]" if w.get("case") else ""
         click.echo(f"\n{w['severity']}: {w['code']}{where}: {w['message']}\n  hint: {w['hint']}")
-
-
-def _exit_code(results: dict, strict: bool) -> int:
-    warnings = results.get("warnings", [])
-    stopped_by = (results.get("stopped") or {}).get("by")
-    if stopped_by in ("SIGINT", "SIGTERM"):
-        return EXIT_INTERRUPTED
-    if stopped_by in ("max-errors", "max-error-rate"):
-        return EXIT_TOO_MANY_ERRORS
-    if results.get("partial") and not results.get("cases"):
-        return EXIT_INTERRUPTED
-    if any(w["severity"] == "error" for w in warnings):
-        return EXIT_CHECK_FAILED
-    if strict and any(w["severity"] != "info" for w in warnings):
-        return EXIT_STRICT_WARNINGS
-    return EXIT_INTERRUPTED if results.get("partial") else 0
 
 
 class ProbeCommand(MultiValueCommand):
@@ -735,8 +776,9 @@ class ProbeCommand(MultiValueCommand):
     "-o",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Folder for probe.json, probe.md and probe.png.",
+    help="Folder for probe.json, probe.md and probe.png; refused if it holds files, unless --force.",
 )
+@click.option("--force", is_flag=True, help="Replace benchy's files in a non-empty --output folder.")
 @click.option(
     "--format",
     "fmt",
@@ -746,7 +788,7 @@ class ProbeCommand(MultiValueCommand):
     help="What to print on stdout.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
-def probe_cache(client, endpoint, lengths, n, tg, output, fmt, quiet):
+def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet):
     """Does the server cache prompt prefixes? Shared- vs unique-prefix TTFTs and a verdict per length."""
     from benchy import probe
     from benchy.client import ServerError
@@ -755,6 +797,8 @@ def probe_cache(client, endpoint, lengths, n, tg, output, fmt, quiet):
 
     if n < 3 or tg < 1 or any(length < 1 for length in lengths):
         raise click.UsageError("--requests must be ≥ 3, --tg ≥ 1 and --lengths ≥ 1")
+    if output is not None:
+        _claim_folder(output, force)
     settings = probe.ProbeSettings(
         client=client,
         lengths=list(lengths) or list(probe.DEFAULT_LENGTHS),
@@ -767,7 +811,7 @@ def probe_cache(client, endpoint, lengths, n, tg, output, fmt, quiet):
     try:
         result = probe.run_probe(settings)
     except (ServerError, PromptError) as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
     if output is not None:
         probe_report.write(result, output)
     if fmt == "json":
@@ -793,7 +837,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_INTERRUPTED)
     except click.UsageError as exc:
         click.echo(f"benchy: error: {exc.format_message()}", err=True)
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
     except click.ClickException as exc:
         click.echo(f"benchy: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)

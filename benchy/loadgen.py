@@ -103,6 +103,15 @@ class CasePlan:
         return self.runs * self.case.concurrency
 
     @property
+    def expected_records(self) -> int | None:
+        """Records the whole case will write (context, warmups, measured); None when a closed
+        loop is bounded only by --duration."""
+        if self.case.rate is None and self.requests is None and self.duration_s is not None:
+            return None
+        context = self.case.depth_mode == "cached" and bool(self.case.depth)
+        return self.warmup + self.measured + context
+
+    @property
     def streams(self) -> int:
         """This worker's share of the requests kept in flight (closed loop)."""
         return len(arrivals.share(self.case.concurrency, self.worker, self.workers))

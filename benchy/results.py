@@ -15,6 +15,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        setup.server, setup.server_metrics, case.server (issue 17); request local_token_scale
   1.2  cache-aware workloads (issue 18): case kind and workload (benchy/workloads/figures.py);
        request conversation, turn, group, expected_cached_tokens, unique_tokens
+  1.3  case planned_requests; run not_measured (planned cases without a measured request);
+       stopped.by server-gone (issue 16)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -39,7 +41,7 @@ from benchy.records import RequestRecord
 from benchy.scenario import Case
 from benchy.workloads.figures import WorkloadFigures, case_figures, ttft_gains
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 2
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 3
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 SCHEMA_FILE = Path(__file__).parent / "data" / "results.schema.json"
@@ -188,6 +190,7 @@ class CaseResult(Saved):
     endpoint: str | None = None
     runs: int | None = None
     depth_mode: str | None = _opt('"cold" | "cached"; null without depth')
+    planned_requests: int | None = _opt("measured requests planned (1.3); null when --duration alone bounds the case")
     n_ok: int = 0
     n_failed: int = 0
     n_warmup: int = 0
@@ -251,8 +254,16 @@ class CaseResult(Saved):
 class Stopped(Saved):
     """Why a run ended early."""
 
-    by: str = _opt("SIGINT | SIGTERM | max-errors | max-error-rate", "")
+    by: str = _opt("SIGINT | SIGTERM | max-errors | max-error-rate | server-gone", "")
     reason: str = ""
+
+
+@dataclass
+class NotMeasured(Saved):
+    """A planned case that has no measured request, because the run ended first."""
+
+    case: str
+    reason: str = _opt("not started | stopped during its warmup", "")
 
 
 @dataclass
@@ -291,6 +302,7 @@ class RunResult(Saved):
     stopped: Stopped | None = None
     setup: Setup = field(default_factory=Setup)
     cases: list[CaseResult] = field(default_factory=list)
+    not_measured: list[NotMeasured] = _opt("planned cases the run ended before measuring (1.3)", factory=list)
     warnings: list[CheckWarning] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -308,6 +320,7 @@ def case_result(
     slo: dict[str, float] | None = None,
     client: dict | None = None,
     server: dict | None = None,
+    planned_requests: int | None = None,
 ) -> CaseResult:
     records = [metrics.classify(r) for r in records]  # an empty output is a failure, not a success
     measured = [r for r in records if not r.warmup]
@@ -343,12 +356,20 @@ def case_result(
         requests=[RequestResult.of(r) for r in records],
         client=client,
         server=server,
+        planned_requests=planned_requests,
         kind=case.kind,
         workload=case_figures(case.kind, case.workload.to_dict(), measured) if case.workload else None,
     )
 
 
-def run_result(setup: dict, cases: list[CaseResult], partial: bool, stopped: dict | None, version: str) -> RunResult:
+def run_result(
+    setup: dict,
+    cases: list[CaseResult],
+    partial: bool,
+    stopped: dict | None,
+    version: str,
+    not_measured: list[NotMeasured] | None = None,
+) -> RunResult:
     """The run's results, complete but for the warnings (checks.py adds those): what no single
     case can decide (a TTFT trend across output lengths) is withheld here, then each case's
     ceiling is stored, and each shared-prefix case's TTFT gain."""
@@ -359,6 +380,7 @@ def run_result(setup: dict, cases: list[CaseResult], partial: bool, stopped: dic
         stopped=Stopped(**stopped) if stopped else None,
         setup=Setup.from_dict(setup, strict=True),  # an unknown key: a field someone forgot
         cases=cases,
+        not_measured=not_measured or [],
     )
     withhold_buffered_trend(run.cases)
     for case in run.cases:

@@ -317,7 +317,7 @@ def test_max_errors_stops_early_keeping_everything(start_sim, tmp_path):
     sim = start_sim(*FAST, "--seed", "1", "--fault", "http500:0.3")
     proc, results, lines = run_with_limit(sim, tmp_path, "--max-errors", "3")
     assert proc.returncode == 5, proc.stderr
-    [line] = proc.stderr.strip().splitlines()
+    line = proc.stderr.strip().splitlines()[0]
     assert "stopped early" in line and "--max-errors 3" in line
     assert results["partial"] is True and results["stopped"]["by"] == "max-errors"
     [case] = results["cases"]

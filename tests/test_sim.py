@@ -24,7 +24,7 @@ from multidict import CIMultiDict
 from benchy import __version__, tokenizer
 from benchy.sim.app import event_groups
 from benchy.sim.cache import PrefixCache
-from benchy.sim.config import build_config
+from benchy.sim.config import PRESET_HELP, build_config
 from tests.conftest import LATE_S
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -736,10 +736,12 @@ def test_sigterm_right_after_the_listening_line_is_clean():
         cwd=REPO_ROOT,
     )
     try:
-        assert proc.stdout.readline().startswith("benchy sim listening on http://127.0.0.1:")
+        line = proc.stdout.readline()
+        assert line.startswith("benchy sim listening on http://127.0.0.1:")
         proc.terminate()
         assert proc.wait(timeout=10) == 0
-        assert proc.stderr.read() == ""
+        url = line.split()[-1]  # stderr holds the one line saying how to measure it, nothing else
+        assert proc.stderr.read() == f"benchy sim: measure it with: benchy run --base-url {url}/v1\n"
     finally:
         proc.kill()
         proc.communicate()
@@ -778,7 +780,7 @@ def sim_env() -> dict:
     return env
 
 
-def test_help_documents_every_behaviour():
+def test_help_is_short_and_the_docs_document_every_behaviour():
     proc = subprocess.run(
         [sys.executable, "-m", "benchy", "sim", "--help"],
         capture_output=True,
@@ -788,6 +790,13 @@ def test_help_documents_every_behaviour():
         timeout=30,
     )
     assert proc.returncode == 0
+    help_text = proc.stdout
+    prose = help_text.split("Options:")[0]
+    assert len(prose.splitlines()) <= 12 and "docs/sim.md" in prose  # the details live in the docs
+    assert "8000" in prose  # where it listens, which is where `benchy run` looks by default
+    for flag in ("--instant", "--prefix-cache", "--tokens-per-event", "--events-per-response", "--role-chunk-first"):
+        assert flag in help_text, flag
+    docs = (REPO_ROOT / "docs" / "sim.md").read_text()
     for needle in (
         "--instant",
         "--prefix-cache",
@@ -799,13 +808,21 @@ def test_help_documents_every_behaviour():
         "--header-delay-s",
         "--fault",
         "--truth-log",
-        "--preset",
+        "--port 0",
         "dgx-spark-gpt-oss-120b",
         "buffered",
         "fp4-null-content",
         "instant",
         "batch-slowdown",
+        "--spec-draft",
+        "--proxy-buffer-bytes",
+        "--usage-scale",
+        "--truncate-prompt",
+        "--think-inline",
+        "--host-copy-tps",
+        "--timings",
         *ALL_FAULTS,
+        *PRESET_HELP,
         "/tokenize",
     ):
-        assert needle in proc.stdout, needle
+        assert needle in docs, needle

@@ -10,6 +10,7 @@ import json
 import random
 import re
 import signal
+import sys
 import time
 from dataclasses import dataclass
 
@@ -818,7 +819,9 @@ async def serve(cfg: SimConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     # Only now: a caller may signal us as soon as it has read this line.
-    print(f"benchy sim listening on {listen_url(runner)}", flush=True)
+    url = listen_url(runner)
+    print(f"benchy sim listening on {url}", flush=True)
+    print(f"benchy sim: measure it with: benchy run --base-url {url}/v1", file=sys.stderr, flush=True)
     try:
         await stop.wait()
     finally:
