@@ -229,6 +229,12 @@ CASE_OPTIONS = (
         help="With --turns: send earlier answers' reasoning back (by default dropped, as gpt-oss's format does).",
     ),
     click.option(
+        "--cold-baseline",
+        is_flag=True,
+        help="With --turns: then send each turn's length again with nothing shared (as many at once as "
+        "there are conversations), for each turn's TTFT gain from the cache.",
+    ),
+    click.option(
         "--shared-prefix",
         type=float,
         multiple=True,
@@ -273,6 +279,7 @@ def _cases(
     first_tokens,
     think_time,
     keep_reasoning,
+    cold_baseline,
     shared_prefix,
     groups,
     trace_file,
@@ -282,7 +289,7 @@ def _cases(
     from benchy.workloads.spec import WorkloadError
 
     workload = WorkloadSelection(
-        turns, first_tokens, think_time, keep_reasoning, shared_prefix, groups, trace_file, speed
+        turns, first_tokens, think_time, keep_reasoning, cold_baseline, shared_prefix, groups, trace_file, speed
     )
     chosen = CaseSelection(scenario, pp, tg, concurrency, depth, depth_mode, rate, workload)
     try:

@@ -88,6 +88,9 @@ class RequestRecord:
     group: int | None = None  # shared-prefix group
     expected_cached_tokens: int | None = None
     unique_tokens: int | None = None
+    # A cold control of a workload (multi-turn --cold-baseline): the same length as a turn,
+    # nothing shared, so that turn's TTFT can be set against it.
+    control: bool = False
 
     @property
     def ok(self) -> bool:

@@ -14,7 +14,7 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.1  unavailable_codes (case and request): the stable code of each unavailable figure;
        setup.server, setup.server_metrics, case.server (issue 17); request local_token_scale
   1.2  cache-aware workloads (issue 18): case kind and workload (benchy/workloads/figures.py);
-       request conversation, turn, group, expected_cached_tokens, unique_tokens
+       request conversation, turn, group, expected_cached_tokens, unique_tokens, control
   1.3  case planned_requests; run not_measured (planned cases without a measured request);
        stopped.by server-gone (issue 16)
 
@@ -323,7 +323,10 @@ def case_result(
     planned_requests: int | None = None,
 ) -> CaseResult:
     records = [metrics.classify(r) for r in records]  # an empty output is a failure, not a success
-    measured = [r for r in records if not r.warmup]
+    # A workload's cold controls (multi-turn --cold-baseline) are figures of its own, never
+    # mixed into the case's statistics.
+    controls = [r for r in records if r.control]
+    measured = [r for r in records if not r.warmup and not r.control]
     ok = [r for r in measured if r.ok]
     summary, unavailable = _summaries(ok)
     lags = [v for v in (metrics.send_lag_s(r) for r in measured) if not isinstance(v, Unavailable)]
@@ -339,7 +342,7 @@ def case_result(
         depth_mode=case.depth_mode if case.depth else None,
         n_ok=len(ok),
         n_failed=len(measured) - len(ok),
-        n_warmup=len(records) - len(measured),
+        n_warmup=sum(r.warmup for r in records),
         errors=dict(Counter(str(r.error_kind) for r in measured if not r.ok)),
         anomalies=dict(Counter(a.split(":")[0] for r in ok for a in r.anomalies)),
         retried=dict(Counter(r.retried.split(":")[0] for r in measured if r.retried)),
@@ -358,7 +361,7 @@ def case_result(
         server=server,
         planned_requests=planned_requests,
         kind=case.kind,
-        workload=case_figures(case.kind, case.workload.to_dict(), measured) if case.workload else None,
+        workload=case_figures(case.kind, case.workload.to_dict(), measured, controls) if case.workload else None,
     )
 
 

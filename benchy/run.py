@@ -31,7 +31,7 @@ from benchy.progress import Progress
 from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
 from benchy.records import RecordWriter, RequestRecord
 from benchy.scenario import Case
-from benchy.workers import WorkerError, WorkerPool, case_workers
+from benchy.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
 
 
 @dataclass
@@ -192,6 +192,15 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
     max_concurrency = max(settings.load.streams(c) for c in settings.cases)
     client_settings = replace(settings.client, connections=max_concurrency)
     _stop_on_sigterm(state)
+    pool = _start_pool(settings)  # its workers start up while this process calibrates
+    try:
+        await _measure(settings, state, writer, client_settings, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+async def _measure(settings: RunSettings, state: RunState, writer: RecordWriter, client_settings, pool) -> None:
     progress = Progress(len(settings.cases), settings.progress)
     async with Client(client_settings) as client:
         model = await client.choose_model()
@@ -236,7 +245,6 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
                 state.stopped = passed
                 stop.set()
 
-        pools: list[WorkerPool] = []  # started at the first case that needs several processes
         try:
             for plan in state.plans:
                 if stop.is_set():
@@ -245,7 +253,7 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
                 window = scraper.window() if scraper else None
                 try:
                     await _run_one_case(
-                        state, settings, client, plan, calibrations, salt, pools, on_record, stop, window
+                        state, settings, client, plan, calibrations, salt, pool, on_record, stop, window
                     )
                 except BaseException:
                     if window is not None:  # a stopped run saves at once: no last scrape
@@ -256,34 +264,42 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
                     await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
         finally:
             progress.finish()
-            for pool in pools:
-                pool.close()
 
 
-async def _run_one_case(state, settings, client, plan, calibrations, salt, pools, on_record, stop, window) -> None:
-    """One case, in this process or in worker processes; the server's window opens once the
-    warmups are done, so its figures cover the measured requests only."""
+def _start_pool(settings: RunSettings):
+    """The local processes the busiest case needs; None when every case runs in this process."""
+    load = settings.load
+    n = max((case_workers(c, load.workers, load.max_inflight) for c in settings.cases if not c.workload), default=1)
+    return ProcessPool(n).start() if n > 1 else None
+
+
+async def _run_one_case(state, settings, client, plan, calibrations, salt, pool, on_record, stop, window) -> None:
+    """One case, in this process, in worker processes or on Ray actors; the server's window
+    opens once the warmups are done, so its figures cover the measured requests only."""
 
     async def start() -> float:
         if window is not None:
             await window.open()
         return time.perf_counter()
 
-    # Workloads run in one process: a conversation's turns depend on each other, and a trace's
-    # or a group's reuse spans all of its requests.
-    k = 1 if plan.case.workload else case_workers(plan.case, settings.load.workers, settings.load.max_inflight)
+    # Workloads run in one process (or actor): a conversation's turns depend on each other,
+    # and a trace's or a group's reuse spans all of its requests.
+    calibration = calibrations[plan.endpoint]
+    k = 1 if plan.case.workload or pool is None else pool.workers_for(plan.case, settings.load)
     if k > 1:
         state.client[plan.case.label] = await _run_in_workers(
-            pools, plan, k, client.settings, calibrations[plan.endpoint], settings.nonce, on_record, stop, start
+            pool, plan, k, client.settings, calibration, settings.nonce, on_record, stop, start
         )
         return
-    factory = PromptFactory(calibrations[plan.endpoint], nonce=settings.nonce, salt=f"{salt}c{plan.index}")
+    factory = PromptFactory(calibration, nonce=settings.nonce, salt=f"{salt}c{plan.index}")
     async with LoopMonitor() as monitor:
         await run_case(client, plan, factory, on_record, start, stop=stop)
-    state.client[plan.case.label] = {
-        **monitor.figures(_in_flight(state.records, plan.case.label)),
-        "workers": 1,
-    }
+    mine = [r for r in state.records if r.case == plan.case.label]
+    spans = [(r.sent_mono_s, r.sent_mono_s + (r.end_s or 0.0)) for r in mine]
+    tokens = sum(r.completion_tokens or len(r.token_event_s) for r in mine)
+    state.client[plan.case.label] = client_figures(
+        [worker_entry(0, LOCAL_CLOCK, monitor.figures(spans), len(mine), tokens)]
+    )
 
 
 async def _metrics_scraper(
@@ -340,7 +356,7 @@ def _load_plan(load: LoadSettings) -> dict:
 
 
 async def _run_in_workers(
-    pools: list[WorkerPool],
+    pool,
     plan: CasePlan,
     k: int,
     client_settings: ClientSettings,
@@ -350,18 +366,14 @@ async def _run_in_workers(
     stop: asyncio.Event,
     on_start=None,
 ) -> dict:
-    """The case on k worker processes (workers.py); returns their merged monitor figures."""
-    if pools and pools[0].n < k:
-        pools.pop().close()
-    if not pools:
-        pools.append(WorkerPool(k, client_settings).start())
+    """The case split over k worker processes (workers.py) or Ray actors (cluster.py); returns
+    the case's client figures. `on_start` is awaited once every worker is done with its warmups."""
     try:
-        return await pools[0].run_case(plan, k, calibration, nonce, on_record, stop, on_start)
+        return await pool.run_case(plan, k, client_settings, calibration, nonce, on_record, stop, on_start)
     except WorkerError as exc:
-        pools.clear()  # run_case killed it
         if exc.kind == "PromptError":
             raise PromptError(str(exc)) from None
-        raise ServerError(f"a worker process failed: {exc.kind}: {exc}") from None
+        raise ServerError(f"a worker failed: {exc.kind}: {exc}") from None
 
 
 def _setup(settings: RunSettings, model: str, version: str | None, calibrations: dict[str, Calibration]) -> dict:
@@ -406,7 +418,3 @@ def _ceiling_setup(inputs: CeilingInputs, model: str) -> dict:
     if ceiling is None:
         return {}
     return {"hardware": ceiling.hardware, "model_profile": ceiling.model_profile, "ceiling": ceiling.to_dict()}
-
-
-def _in_flight(records: list[RequestRecord], label: str) -> list[tuple[float, float]]:
-    return [(r.sent_mono_s, r.sent_mono_s + (r.end_s or 0.0)) for r in records if r.case == label]

@@ -148,6 +148,7 @@ class WorkloadSelection:
     first_tokens: int | None = None
     think_time: str | None = None
     keep_reasoning: bool = False
+    cold_baseline: bool = False
     shared_prefix: tuple[float, ...] = ()
     groups: int | None = None
     trace: str | None = None
@@ -166,6 +167,7 @@ class WorkloadSelection:
             ("--first-tokens", self.first_tokens, self.turns, "--turns"),
             ("--think-time", self.think_time, self.turns, "--turns"),
             ("--keep-reasoning", self.keep_reasoning, self.turns, "--turns"),
+            ("--cold-baseline", self.cold_baseline, self.turns, "--turns"),
             ("--groups", self.groups, self.shared_prefix, "--shared-prefix"),
             ("--speed", self.speed, self.trace, "--trace"),
         )
@@ -258,7 +260,14 @@ def workload_selection(chosen: CaseSelection) -> list[Case]:
     if flags.turns:
         think = ThinkTime.parse(flags.think_time) if flags.think_time is not None else ThinkTime()
         return workload_cases.multi_turn_cases(
-            pp or [256], tg or [64], concurrency or [4], flags.turns, think, flags.first_tokens, flags.keep_reasoning
+            pp or [256],
+            tg or [64],
+            concurrency or [4],
+            flags.turns,
+            think,
+            flags.first_tokens,
+            flags.keep_reasoning,
+            flags.cold_baseline,
         )
     return workload_cases.shared_prefix_cases(
         pp or [2048], tg or [32], concurrency or [1], list(flags.shared_prefix), flags.groups or 1
@@ -339,6 +348,7 @@ _KNOWN_KEYS = {
     "first_tokens",
     "think_time",
     "keep_reasoning",
+    "cold_baseline",
     "shared_fraction",
     "groups",
     "trace",
@@ -346,7 +356,7 @@ _KNOWN_KEYS = {
     "max_requests",
 }
 _WORKLOAD_KEYS = {
-    "multi_turn": {"turns", "first_tokens", "think_time", "keep_reasoning"},
+    "multi_turn": {"turns", "first_tokens", "think_time", "keep_reasoning", "cold_baseline"},
     "shared_prefix": {"shared_fraction", "groups"},
     "trace": {"trace", "speed", "max_requests"},
 }
@@ -434,9 +444,10 @@ def _workload_cases(path: Path | Traversable, data: dict, kind: str, name: str) 
     tg = _int_list(path, data, "tg", "output_tokens")
     concurrency = _int_list(path, data, "concurrency", default=[1])
     if kind == "multi_turn":
-        keep = data.get("keep_reasoning", False)
-        if not isinstance(keep, bool):
-            raise ScenarioError(f"keep_reasoning must be true or false, got {keep!r}")
+        keep, cold = data.get("keep_reasoning", False), data.get("cold_baseline", False)
+        for key, value in (("keep_reasoning", keep), ("cold_baseline", cold)):
+            if not isinstance(value, bool):
+                raise ScenarioError(f"{key} must be true or false, got {value!r}")
         return workload_cases.multi_turn_cases(
             pp,
             tg,
@@ -445,6 +456,7 @@ def _workload_cases(path: Path | Traversable, data: dict, kind: str, name: str) 
             ThinkTime.parse(data.get("think_time", 0)),
             data.get("first_tokens"),
             keep,
+            cold,
             scenario=name,
             endpoint=endpoint,
         )

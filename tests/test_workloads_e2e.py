@@ -52,7 +52,20 @@ def codes(results: dict) -> set[str]:
 def test_multi_turn_reports_the_history_the_sim_reused(start_sim, tmp_path):
     sim = start_sim(*FAST, "--reasoning-tokens", "5")
     results = run_cli(
-        sim, tmp_path, "--turns", "4", "-c", "3", "--pp", "120", "--tg", "24", "--think-time", "exp:20ms", "--seed", "4"
+        sim,
+        tmp_path / "out",
+        "--turns",
+        "4",
+        "-c",
+        "3",
+        "--pp",
+        "120",
+        "--tg",
+        "24",
+        "--think-time",
+        "exp:20ms",
+        "--seed",
+        "4",
     )
     [case] = results["cases"]
     assert case["kind"] == "multi_turn" and case["n_ok"] == 12 and case["n_failed"] == 0
@@ -83,15 +96,15 @@ def test_multi_turn_reports_the_history_the_sim_reused(start_sim, tmp_path):
     assert figures["reuse"]["reported_tokens"] == sum(truth[r["request_id"]]["cached_tokens"] for r in measured(case))
     assert figures["eviction"] is None and figures["leakage"] is None
     assert not codes(results) & {"cache_eviction", "cache_leakage", "cache_not_reused", "prefix_cache_hit"}
-    report = (tmp_path / "report.md").read_text()
-    assert "TTFT by turn" in report and (tmp_path / "figures" / "workload-turns-1.png").is_file()
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "TTFT by turn" in report and (tmp_path / "out" / "figures" / "workload-turns-1.png").is_file()
 
 
 def test_eviction_warning_fires_at_the_turn_the_truth_shows(start_sim, tmp_path):
     """Three conversations through a 120-block cache: their histories outgrow it by turn 4 or
     5, and the first turn that loses reuse in the truth log is the one the warning names."""
     sim = start_sim(*FAST, "--cache-blocks", "120")
-    results = run_cli(sim, tmp_path, "--turns", "6", "-c", "3", "--pp", "150", "--tg", "16")
+    results = run_cli(sim, tmp_path / "out", "--turns", "6", "-c", "3", "--pp", "150", "--tg", "16")
     [case] = results["cases"]
     truth = truth_of(sim, case)
     ours = {r["request_id"] for r in measured(case)}
@@ -113,7 +126,7 @@ def test_broken_nonce_shows_as_leakage(start_sim, tmp_path):
     """--no-nonce makes every conversation the same text: the second one's first turn finds the
     first one's message cached, more than a conversation could share."""
     sim = start_sim(*FAST)
-    results = run_cli(sim, tmp_path, "--turns", "2", "-c", "2", "--pp", "100", "--tg", "8", "--no-nonce")
+    results = run_cli(sim, tmp_path / "out", "--turns", "2", "-c", "2", "--pp", "100", "--tg", "8", "--no-nonce")
     assert "cache_leakage" in codes(results)
     results = run_cli(sim, tmp_path / "nonce", "--turns", "2", "-c", "2", "--pp", "100", "--tg", "8")
     assert "cache_leakage" not in codes(results)
@@ -125,7 +138,7 @@ def test_broken_nonce_shows_as_leakage(start_sim, tmp_path):
 def test_shared_prefix_hit_rates_equal_the_truth(start_sim, tmp_path):
     sim = start_sim("--prefill-tps", "20000", "--decode-tps", "3000", "--max-running", "64")
     results = run_cli(
-        sim, tmp_path, "--shared-prefix", "0.5", "0.9", "--groups", "2", "--pp", "2000", "--tg", "4", "-c", "2",
+        sim, tmp_path / "out", "--shared-prefix", "0.5", "0.9", "--groups", "2", "--pp", "2000", "--tg", "4", "-c", "2",
         "--runs", "3", "--warmup", "0",
     )  # fmt: skip
     cases = {c["workload"]["spec"]["fraction"]: c for c in results["cases"]}
@@ -146,7 +159,7 @@ def test_shared_prefix_hit_rates_equal_the_truth(start_sim, tmp_path):
     assert cases[0.9]["workload"]["ttft_gain"]["speedup"] > cases[0.5]["workload"]["ttft_gain"]["speedup"]
     # The prefixes (and the chat template's head) are all that was served from cache.
     assert not codes(results) & {"cache_leakage", "depth_cache_miss", "prefix_cache_hit"}
-    assert "TTFT by shared fraction" in (tmp_path / "report.md").read_text()
+    assert "TTFT by shared fraction" in (tmp_path / "out" / "report.md").read_text()
 
 
 # ------------------------------------------------------------------ trace replay
@@ -155,7 +168,7 @@ def test_shared_prefix_hit_rates_equal_the_truth(start_sim, tmp_path):
 def test_sample_trace_replays_its_lengths_times_and_reuse(start_sim, tmp_path):
     sim = start_sim(*FAST)
     speed = 2.0
-    results = run_cli(sim, tmp_path, "--trace", "sample", "--speed", str(speed), "--endpoint", "completions")
+    results = run_cli(sim, tmp_path / "out", "--trace", "sample", "--speed", str(speed), "--endpoint", "completions")
     [case] = results["cases"]
     requests = trace.load("sample")
     truth = truth_of(sim, case)
@@ -175,7 +188,7 @@ def test_sample_trace_replays_its_lengths_times_and_reuse(start_sim, tmp_path):
     assert figures["reuse"]["expected_tokens"] == sum(expected)
     assert figures["reuse"]["reported_tokens"] == sum(truth[r["request_id"]]["cached_tokens"] for r in sent)
     assert case["mode"] == "open" and not codes(results) & {"cache_eviction", "cache_leakage"}
-    assert (tmp_path / "figures" / "workload-reuse-1.png").is_file()
+    assert (tmp_path / "out" / "figures" / "workload-reuse-1.png").is_file()
 
 
 @pytest.mark.parametrize(
@@ -184,7 +197,7 @@ def test_sample_trace_replays_its_lengths_times_and_reuse(start_sim, tmp_path):
 )
 def test_a_server_that_does_not_reuse_or_does_not_say_is_named(start_sim, tmp_path, sim_flag, code):
     sim = start_sim(*FAST, sim_flag)
-    results = run_cli(sim, tmp_path, "--turns", "3", "-c", "2", "--pp", "100", "--tg", "8", "--warmup", "0")
+    results = run_cli(sim, tmp_path / "out", "--turns", "3", "-c", "2", "--pp", "100", "--tg", "8", "--warmup", "0")
     [case] = results["cases"]
     truth = truth_of(sim, case)
     if sim_flag == "--no-prefix-cache":
@@ -192,3 +205,22 @@ def test_a_server_that_does_not_reuse_or_does_not_say_is_named(start_sim, tmp_pa
     else:
         assert all(r["cached_tokens"] is None for r in measured(case))
     assert code in codes(results) and "cache_eviction" not in codes(results)
+
+
+def test_cold_baseline_sends_each_turns_length_with_nothing_shared(start_sim, tmp_path):
+    sim = start_sim("--prefill-tps", "10000", "--decode-tps", "3000", "--max-running", "64")
+    results = run_cli(sim, tmp_path / "out", "--turns", "3", "-c", "2", "--pp", "400", "--tg", "8", "--cold-baseline")
+    [case] = results["cases"]
+    assert case["n_ok"] == 6  # the controls are not the case's requests
+    truth = truth_of(sim, case)
+    controls = [r for r in case["requests"] if r["control"]]
+    turns = {row["turn"]: row for row in case["workload"]["turns"]}
+    assert sorted(r["turn"] for r in controls) == [1, 1, 2, 2, 3, 3]
+    for r in controls:
+        t = truth[r["request_id"]]
+        assert abs(t["prompt_tokens"] - turns[r["turn"]]["prompt_tokens"]) <= 0.02 * t["prompt_tokens"]
+        assert t["cached_tokens"] <= 32  # the chat template's head at most: nothing else shared
+    # Turn 3 reuses two turns of history; its cold control prefills all of it.
+    assert turns[3]["ttft_gain"] > 1.5 and turns[3]["cold_ttft_s"] > turns[3]["ttft_s"]
+    assert "cache_leakage" not in codes(results)
+    assert "cold TTFT ms" in (tmp_path / "out" / "report.md").read_text()

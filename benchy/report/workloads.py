@@ -89,17 +89,30 @@ def multi_turn_lines(case: dict) -> list[str]:
         f"in {case['tg']} tokens; think time {think_text}; earlier reasoning "
         f"{'sent back' if spec['keep_reasoning'] else 'dropped'}. Medians per turn; *expected* is the history "
         "the server had already prefilled (the previous turn's prompt).",
-        "",
-        "| turn | n | TTFT ms | prefill t/s (new tokens) | new tokens | cached reported | cached expected | e2e ms |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for row in figures.get("turns", []):
+    rows = figures.get("turns", [])
+    cold = spec.get("cold_baseline") and any(row.get("cold_ttft_s") for row in rows)
+    header = (
+        "| turn | n | TTFT ms | prefill t/s (new tokens) | new tokens | cached reported | cached expected | e2e ms |"
+    )
+    if cold:
+        out[-1] += (
+            " *cold TTFT*: the same prompt length sent again with nothing shared, as many at once; "
+            "*gain*: cold TTFT ÷ TTFT."
+        )
+        header += " cold TTFT ms | gain |"
+    out += ["", header, "|" + "---:|" * (header.count("|") - 1)]
+    for row in rows:
         failed = f" ({row['n_failed']} failed)" if row["n_failed"] else ""
-        out.append(
+        line = (
             f"| {row['turn']} | {row['n_ok']}{failed} | {_ms(row['ttft_s'])} | {_num(row['prefill_tps'])} | "
             f"{_num(row['new_tokens'])} | {_num(row['cached_tokens'])} | {_num(row['expected_cached_tokens'])} | "
             f"{_ms(row['e2e_s'])} |"
         )
+        if cold:
+            gain = row.get("ttft_gain")
+            line += f" {_ms(row.get('cold_ttft_s'))} | {f'{gain:.2f}×' if gain else 'n/a'} |"
+        out.append(line)
     out += ["", _reuse_line(figures["reuse"])]
     if figures.get("conversations_cut"):
         out.append(f"{figures['conversations_cut']} conversations ended early at a failed turn.")
@@ -196,10 +209,13 @@ def _turns_figure(plots, case: dict, path: Path):
     fig, (left, right) = plots.plt.subplots(1, 2, figsize=plots.WIDE)
     turns = [r["turn"] for r in rows]
     left.plot(turns, [r["ttft_s"] * 1000 for r in rows], marker="o", label="TTFT (median)")
+    cold = [(r["turn"], r["cold_ttft_s"] * 1000) for r in rows if r.get("cold_ttft_s")]
+    if cold:
+        left.plot(*zip(*cold), marker="x", linestyle="--", label="same length, nothing shared")
     left.set_xlabel("turn")
     left.set_ylabel("ms")
     left.set_title("TTFT by turn")
-    left.set_ylim(0, max(r["ttft_s"] * 1000 for r in rows) * 1.15)
+    left.set_ylim(0, max([r["ttft_s"] * 1000 for r in rows] + [ms for _, ms in cold]) * 1.15)
     right.plot(turns, [r["cached_tokens"] or 0 for r in rows], marker="o", label="cached, reported")
     right.plot(
         turns, [r["expected_cached_tokens"] or 0 for r in rows], marker="x", linestyle="--", label="expected (history)"

@@ -24,6 +24,7 @@ def multi_turn_cases(
     think: ThinkTime = ThinkTime(),
     first_tokens: int | None = None,
     keep_reasoning: bool = False,
+    cold_baseline: bool = False,
     scenario: str | None = None,
     endpoint: str | None = None,
 ) -> list[Case]:
@@ -33,7 +34,7 @@ def multi_turn_cases(
     _at_least("conversations (--concurrency)", concurrency, 1)
     if first_tokens is not None:
         _at_least("first_tokens", [first_tokens], 9)
-    spec = MultiTurn(turns=turns, think=think, first_tokens=first_tokens, keep_reasoning=keep_reasoning)
+    spec = MultiTurn(turns, think, first_tokens, keep_reasoning, cold_baseline)
     return [
         Case(pp=p, tg=t, concurrency=c, scenario=scenario, endpoint=endpoint, workload=spec, runs=1)
         for p, t, c in itertools.product(pp, tg, concurrency)

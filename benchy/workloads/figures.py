@@ -23,7 +23,7 @@ cached counts, at most 256), so rounding to a block is never taken for eviction.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +114,8 @@ class TurnRow(_Saved):
     new_tokens: float | None = None
     cached_tokens: float | None = None
     expected_cached_tokens: float | None = None
+    cold_ttft_s: float | None = None  # --cold-baseline: the same length with nothing shared
+    ttft_gain: float | None = None  # cold_ttft_s ÷ ttft_s
 
 
 @dataclass
@@ -132,12 +134,15 @@ class WorkloadFigures(_Saved):
     conversations_cut: int | None = None
 
 
-def case_figures(kind: str, spec: dict, measured: list[RequestRecord]) -> WorkloadFigures:
+def case_figures(
+    kind: str, spec: dict, measured: list[RequestRecord], controls: Sequence[RequestRecord] = ()
+) -> WorkloadFigures:
     """Figures of one workload case from its measured requests (failed included: they are
-    counted, never used for reuse)."""
+    counted, never used for reuse) and its cold controls (multi-turn --cold-baseline: same
+    lengths, nothing shared; judged for leakage, and set beside each turn's TTFT)."""
     ok = [r for r in measured if r.ok]
     granularity = cache_granularity(ok)
-    out = WorkloadFigures(kind, spec, reuse(ok), granularity, leakage=leakage(ok))
+    out = WorkloadFigures(kind, spec, reuse(ok), granularity, leakage=leakage(ok + [r for r in controls if r.ok]))
     judged = reuse_verdicts(ok, granularity)
     short = [r for r, fine in judged if not fine]
     if short and len(short) == len(judged):
@@ -145,7 +150,7 @@ def case_figures(kind: str, spec: dict, measured: list[RequestRecord]) -> Worklo
     elif short:
         out.eviction = eviction(ok, short, len(judged))
     if kind == "multi_turn":
-        out.turns = turn_figures(measured)
+        out.turns = turn_figures(measured, controls)
         out.conversations_cut = conversations_cut(measured, spec.get("turns"))
     return out
 
@@ -251,8 +256,10 @@ def leakage(ok: list[RequestRecord]) -> Leakage | None:
 TURN_METRICS = ("ttft_s", "prefill_tps", "e2e_s")
 
 
-def turn_figures(measured: list[RequestRecord]) -> list[TurnRow]:
-    """Per turn index: requests, failures, and medians over the successful ones."""
+def turn_figures(measured: list[RequestRecord], controls: Iterable[RequestRecord] = ()) -> list[TurnRow]:
+    """Per turn index: requests, failures, and medians over the successful ones; with cold
+    controls, their median TTFT and the turn's gain against it (cold TTFT ÷ TTFT)."""
+    cold = [r for r in controls if r.ok]
     out = []
     for turn in sorted({r.turn for r in measured if r.turn is not None}):
         at = [r for r in measured if r.turn == turn]
@@ -272,8 +279,12 @@ def turn_figures(measured: list[RequestRecord]) -> list[TurnRow]:
                 new_tokens=_median(new),
                 cached_tokens=_median(r.cached_tokens for r in ok),
                 expected_cached_tokens=_median(r.expected_cached_tokens for r in ok),
+                cold_ttft_s=_median(metrics.request_metrics(r)["ttft_s"] for r in cold if r.turn == turn),
             )
         )
+    for row in out:
+        if row.cold_ttft_s and row.ttft_s:
+            row.ttft_gain = row.cold_ttft_s / row.ttft_s
     return out
 
 

@@ -14,13 +14,18 @@ server has prefilled already) and how many tokens at its end are new (`unique_to
 server reporting less than expected has evicted the history, more than prompt − unique has
 leaked something across conversations (or the nonce is broken). A failed turn ends its
 conversation: its record is kept and counted, the turns after it are not sent.
+
+`cold_baseline`: once the conversations are over, each turn index is sent again as U requests
+at once (the same concurrency) of a single nonce-led message as long as that turn's median
+prompt, so nothing is shared: the TTFT of the same lengths with nothing cached, which the
+turn's TTFT is set against (records marked `control`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from benchy.client import Client
 from benchy.loadgen import CasePlan, request_options
@@ -36,7 +41,7 @@ def spec_of(plan: CasePlan) -> MultiTurn:
 
 
 def planned_requests(plan: CasePlan) -> int:
-    """Turns of all conversations (what the progress bar counts)."""
+    """Turns of all conversations (--cold-baseline's controls are not the case's requests)."""
     return plan.case.concurrency * spec_of(plan).turns
 
 
@@ -60,17 +65,78 @@ async def run_conversations(
         on_record(rec)
     start_s = await start() if start else time.perf_counter()
     deadline = start_s + plan.duration_s if plan.duration_s is not None else float("inf")
+    sent: list[RequestRecord] = []  # every turn's record, for the cold baseline's lengths
+
+    def keep(rec: RequestRecord) -> None:
+        sent.append(rec)
+        on_record(rec)
+
     tasks = [
-        asyncio.ensure_future(_conversation(client, plan, prompts, c, extra, on_record, deadline))
+        asyncio.ensure_future(_conversation(client, plan, prompts, c, extra, keep, deadline))
         for c in range(plan.case.concurrency)
     ]
+    await _all(tasks)
+    if spec.cold_baseline:
+        await _cold_baseline(client, plan, prompts, extra, on_record, sent, deadline)
+
+
+async def _all(tasks: Sequence[asyncio.Future]) -> None:
     try:
         await asyncio.gather(*tasks)
     finally:
-        # A conversation that raised (a stop on too many errors) ends the others.
+        # A task that raised (a stop on too many errors) ends the others.
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _cold_baseline(
+    client: Client,
+    plan: CasePlan,
+    prompts: PromptFactory,
+    extra: dict,
+    on_record: Callable[[RequestRecord], None],
+    sent: list[RequestRecord],
+    deadline: float,
+) -> None:
+    """Each turn's median prompt length again, U requests at once, nothing shared."""
+    for turn, length in enumerate(_turn_lengths(plan, sent), 1):
+        if length is None or time.perf_counter() >= deadline:
+            continue
+        tasks = [
+            asyncio.ensure_future(_control(client, plan, prompts, turn, length, u, extra, on_record))
+            for u in range(plan.case.concurrency)
+        ]
+        await _all(tasks)
+
+
+def _turn_lengths(plan: CasePlan, records: list[RequestRecord]) -> list[int | None]:
+    """The median prompt tokens of each turn, as the server counted them."""
+    out = []
+    for turn in range(1, spec_of(plan).turns + 1):
+        counts = sorted(r.prompt_tokens for r in records if r.turn == turn and r.ok and r.prompt_tokens)
+        out.append(counts[len(counts) // 2] if counts else None)
+    return out
+
+
+async def _control(
+    client: Client,
+    plan: CasePlan,
+    prompts: PromptFactory,
+    turn: int,
+    length: int,
+    u: int,
+    extra: dict,
+    on_record: Callable[[RequestRecord], None],
+) -> None:
+    prompt = prompts.build(length)
+    rec = _record(plan, f"cold{turn}u{u}", u, turn, prompt.nonce)
+    rec.conversation, rec.control, rec.index = None, True, -1
+    rec.local_token_scale = prompts.calibration.scale
+    rec.target_prompt_tokens, rec.expected_cached_tokens = length, 0
+    rec.unique_tokens = round((prompt.unique_local_tokens or prompt.local_tokens) * prompts.calibration.scale)
+    await _send(client, plan, rec, [_user(prompt.text)], extra)
+    on_record(rec)
 
 
 async def _conversation(

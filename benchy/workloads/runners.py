@@ -25,5 +25,5 @@ def planned_requests(plan: CasePlan) -> int:
     from benchy.workloads import multi_turn, trace
 
     if plan.case.kind == "multi_turn":
-        return plan.case.concurrency * multi_turn.spec_of(plan).turns
+        return multi_turn.planned_requests(plan)
     return len(trace.load(trace.spec_of(plan).path, trace.replay_limit(plan)))

@@ -102,6 +102,7 @@ class MultiTurn:
     think: ThinkTime = ThinkTime()
     first_tokens: int | None = None
     keep_reasoning: bool = False  # send earlier turns' reasoning back (gpt-oss's format drops it)
+    cold_baseline: bool = False  # after the conversations: each turn's length again, nothing shared
 
     def label(self, pp: int, tg: int, concurrency: int) -> str:
         first = f" first {self.first_tokens}" if self.first_tokens else ""
@@ -113,6 +114,7 @@ class MultiTurn:
             "think": self.think.to_dict(),
             "first_tokens": self.first_tokens,
             "keep_reasoning": self.keep_reasoning,
+            "cold_baseline": self.cold_baseline,
         }
 
 
