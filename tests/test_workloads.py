@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +16,6 @@ from benchy.scenario import ScenarioError, load_scenario
 from benchy.workloads import cases, trace
 from benchy.workloads.multi_turn import assistant_message
 from benchy.workloads.spec import ThinkTime, WorkloadError
-
-from .conftest import REPO_ROOT, sim_env
 
 # ------------------------------------------------------------------ think time
 
@@ -193,27 +189,3 @@ def test_workload_scenarios(tmp_path):
     stray.write_text("pp = 128\ntg = 32\nturns = 2\n")
     with pytest.raises(ScenarioError, match="needs a workload kind"):
         load_scenario(str(stray))
-
-
-@pytest.mark.parametrize(
-    "args, message",
-    [
-        (["--groups", "2"], "--groups needs --shared-prefix"),
-        (["--turns", "2", "--trace", "sample"], "cannot be combined"),
-        (["--turns", "2", "--endpoint", "completions"], "--turns needs --endpoint chat"),
-        (["--trace", "nope.jsonl"], "trace file not found"),
-        (["--turns", "2", "--think-time", "soon"], "not a duration"),
-        (["--trace", "sample", "--pp", "100"], "drop --pp"),
-    ],
-)
-def test_bad_workload_flags_are_one_line(args, message):
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchy", "run", "--base-url", "http://127.0.0.1:9/v1", *args],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=60,
-    )
-    assert proc.returncode == 2, proc.stderr
-    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
