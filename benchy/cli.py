@@ -110,8 +110,8 @@ CLIENT_OPTIONS = (
         type=click.Choice(["lean", "aiohttp"]),
         default="lean",
         show_default=True,
-        help="HTTP client: benchy's lean HTTP/1.1 client (httptools; 2-3 µs of CPU per streamed token) "
-        "or aiohttp (12-18 µs; the reference to compare against). Both honour proxies, redirects, "
+        help="HTTP client: benchy's lean HTTP/1.1 client (httptools) or aiohttp (20-40% more CPU per "
+        "streamed token; the reference to compare against). Both honour proxies, redirects, "
         "--header and the base URL's query string alike.",
     ),
     click.option(
