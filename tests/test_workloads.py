@@ -189,3 +189,28 @@ def test_workload_scenarios(tmp_path):
     stray.write_text("pp = 128\ntg = 32\nturns = 2\n")
     with pytest.raises(ScenarioError, match="needs a workload kind"):
         load_scenario(str(stray))
+
+
+def test_csv_traces_of_azure_and_burstgpt(tmp_path):
+    azure = tmp_path / "azure.csv"
+    azure.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.6805900,374,44\n"
+        "2023-11-16 18:15:50.9951690,396,109\n"
+    )
+    first, second = trace.load(str(azure))
+    assert (first.input_tokens, first.output_tokens, first.hash_ids) == (374, 44, None)
+    assert second.offset_s == pytest.approx(4.314579, abs=1e-5)
+    burst = tmp_path / "burst.csv"
+    burst.write_text(
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5,ChatGPT,472,18,490,Conversation log\n"
+        "45,ChatGPT,1087,0,1087,Conversation log\n"
+        "118,GPT-4,417,276,693,API log\n"
+    )
+    requests = trace.load(str(burst))
+    assert [(r.offset_s, r.input_tokens) for r in requests] == [(0.0, 472), (113.0, 417)]  # a 0-token failure skipped
+    bad = tmp_path / "other.csv"
+    bad.write_text("a,b,c\n1,2,3\n")
+    with pytest.raises(WorkloadError, match="columns"):
+        trace.load(str(bad))
