@@ -254,8 +254,9 @@ CASE_OPTIONS = (
         "trace_file",
         default=None,
         metavar="FILE",
-        help="Replay a trace (Mooncake JSONL with hash_ids, or JSONL of timestamp/input_length/output_length) "
-        "at its own times; `sample` is the shipped sample. --requests N replays the first N.",
+        help="Replay a trace (Mooncake JSONL with hash_ids, JSONL of timestamp/input_length/output_length, "
+        "or an Azure / BurstGPT CSV) at its own times; `sample` is the shipped sample. --requests N "
+        "replays the first N.",
     ),
     click.option(
         "--speed",
