@@ -118,8 +118,11 @@ def plot(probe: dict, path: Path) -> Path:
     plt = plots.plt
     lengths = probe["lengths"]
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
-    groups = (("first shared prefix", "#d62728", "o"), ("shared prefix, repeats", "#1f77b4", "s"))
-    groups += (("unique prefix", "#7f7f7f", "^"),)
+    groups = (
+        ("first shared prefix", "#d62728", "o"),
+        ("shared prefix, repeats", "#1f77b4", "s"),
+        ("unique prefix", "#7f7f7f", "^"),
+    )
     for i, e in enumerate(lengths):
         shared = e["shared"]["ttft_s"]
         values = (shared[:1], shared[1:], e["unique"]["ttft_s"])
