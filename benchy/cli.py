@@ -110,8 +110,8 @@ CLIENT_OPTIONS = (
         type=click.Choice(["lean", "aiohttp"]),
         default="lean",
         show_default=True,
-        help="HTTP client: benchy's lean HTTP/1.1 client (httptools; 2-3 µs of CPU per streamed token) "
-        "or aiohttp (12-18 µs; the reference to compare against). Both honour proxies, redirects, "
+        help="HTTP client: benchy's lean HTTP/1.1 client (httptools) or aiohttp (20-40% more CPU per "
+        "streamed token; the reference to compare against). Both honour proxies, redirects, "
         "--header and the base URL's query string alike.",
     ),
     click.option(
@@ -254,8 +254,9 @@ CASE_OPTIONS = (
         "trace_file",
         default=None,
         metavar="FILE",
-        help="Replay a trace (Mooncake JSONL with hash_ids, or JSONL of timestamp/input_length/output_length) "
-        "at its own times; `sample` is the shipped sample. --requests N replays the first N.",
+        help="Replay a trace (Mooncake JSONL with hash_ids, JSONL of timestamp/input_length/output_length, "
+        "or an Azure / BurstGPT CSV) at its own times; `sample` is the shipped sample. --requests N "
+        "replays the first N.",
     ),
     click.option(
         "--speed",

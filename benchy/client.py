@@ -2,8 +2,9 @@
 
 Every chunk is timestamped (`time.perf_counter`) the moment it is read, before any parsing, so
 parsing cost never shifts a timestamp. Two transports carry the same requests: benchy.http1
-(the default, "lean": httptools on asyncio's buffered protocol, 2-3 µs of CPU per streamed
-token) and aiohttp (`--transport aiohttp`, 12-18 µs; the reference to compare against). Both
+(the default, "lean": httptools on asyncio's buffered protocol) and aiohttp (`--transport
+aiohttp`, 20-40% more CPU per streamed token; the reference to compare against; the figures
+are in docs/network.md). Both
 take a proxy from the environment (HTTP_PROXY / HTTPS_PROXY / NO_PROXY, unless
 `env_proxy=False`), keep the base URL's query string (`?api-version=…`) on every request, send
 the extra `--header`s, and follow redirects by one policy (`redirect_target`). Secrets (the API

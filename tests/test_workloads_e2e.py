@@ -95,7 +95,14 @@ def test_multi_turn_reports_the_history_the_sim_reused(start_sim, tmp_path):
     assert rows[3]["cached_tokens"] > rows[2]["cached_tokens"] > rows[1]["cached_tokens"]
     assert figures["reuse"]["reported_tokens"] == sum(truth[r["request_id"]]["cached_tokens"] for r in measured(case))
     assert figures["eviction"] is None and figures["leakage"] is None
-    assert not codes(results) & {"cache_eviction", "cache_leakage", "cache_not_reused", "prefix_cache_hit"}
+    assert not codes(results) & {
+        "cache_eviction",
+        "cache_leakage",
+        "cache_not_reused",
+        "prefix_cache_hit",
+        "server_cache_hit",
+    }
+    assert case["server"]["counters"]["cache_hits"] > 0  # the server saw the hits (/metrics), as meant
     report = (tmp_path / "out" / "report.md").read_text()
     assert "TTFT by turn" in report and (tmp_path / "out" / "figures" / "workload-turns-1.png").is_file()
 
