@@ -17,6 +17,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        request conversation, turn, group, expected_cached_tokens, unique_tokens, control
   1.3  case planned_requests; run not_measured (planned cases without a measured request);
        stopped.by server-gone (issue 16)
+  1.4  setup.load.ray and ray_workers_per_node (--ray, issue 19); case.client (a free dict) gains
+       per_worker, busiest, clock_uncertainty_s and lost_workers
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -41,7 +43,7 @@ from benchy.records import RequestRecord
 from benchy.scenario import Case
 from benchy.workloads.figures import WorkloadFigures, case_figures, ttft_gains
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 3
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 4
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 SCHEMA_FILE = Path(__file__).parent / "data" / "results.schema.json"
@@ -114,6 +116,8 @@ class LoadSetup(Saved):
     seed: int = 0
     workers: int | None = None
     slo: dict[str, float] | None = None
+    ray: str | None = _opt("--ray: the Ray cluster's address as given (auto, local, host:port)", omit=True)
+    ray_workers_per_node: int | None = _opt("--ray-workers-per-node: actors on each node", omit=True)
 
 
 @dataclass
