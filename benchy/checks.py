@@ -692,5 +692,6 @@ def server_disagreement(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
     """The server's /metrics against the client's figures (server_checks.py reads saved dicts)."""
     if not case.server:
         return
-    for code, message, hint, affected, details in server_checks.messages(case.to_dict(), run.setup.to_dict()):
-        yield Warning_(code, WARNING, case.label, message, hint, metrics=affected, details=details)
+    for f in server_checks.findings(case.to_dict(), run.setup.to_dict()):
+        evidence = tuple(Evidence(*e) for e in f.evidence)
+        yield Warning_(f.code, WARNING, case.label, f.message, f.hint, f.metrics, details=f.details, evidence=evidence)
