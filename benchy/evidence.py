@@ -13,10 +13,11 @@ answer. Each function here weighs one question with two or more independent witn
                         token are one arrival (a burst); ITL is measured between arrivals,
                         per arrival and per token (gap ÷ tokens in the arrival) → `arrivals`
   buffered or live?     decided by timing: a first arrival carrying many tokens (it waited for
-                        the rest), or most tokens arriving in bursts larger than any draft
-                        length. Speculative decoding (vLLM: steps of 1-8 tokens per event;
-                        llama.cpp: bursts of one-token events no longer than the draft, after
-                        a first token that arrives alone) is not buffering      → `buffering`
+                        the rest) where lumps are the server's habit, not one late read; or
+                        most tokens arriving in bursts larger than any draft length.
+                        Speculative decoding (vLLM: steps of 1-8 tokens per event; llama.cpp:
+                        bursts of one-token events no longer than the draft, after a first
+                        token that arrives alone) is not buffering              → `buffering`
   reasoning or answer?  `<think>…</think>` leading the content is reasoning    → `split_think`
 
 Functions take plain values (times, per-event texts, counts), so they hold for records, saved
@@ -32,9 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from benchy import tokenizer
-
-# Event kinds as records store them (records.CONTENT / records.REASONING).
-CONTENT, REASONING = "c", "r"
+from benchy.records import CONTENT, REASONING
 
 # Two events are one arrival when the gap between them is below this share of the stream's
 # mean time per token (a live stream's gaps are about 1×; bursts are microseconds apart) or
