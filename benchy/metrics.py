@@ -22,6 +22,7 @@ e2e_s and e2e_tps stay valid.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +67,51 @@ NOT_MEASURED = "not_measured"
 NO_REQUEST = "no_request"
 SLO_UNJUDGED = "slo_unjudged"
 LEGACY = "legacy"  # read from a file written before reason codes existed
+SPECIAL_TOKENS_STRIPPED = "special_tokens_stripped"  # Harmony text without its markers
+
+# A few words per code, where a report groups figures by why they are missing.
+REASON_TITLES = {
+    BUFFERED: "SSE buffering",
+    BUFFERED_TREND: "'TTFT' grows with output length",
+    NO_TEXT_EVENT: "no text event",
+    NO_CONTENT_EVENT: "no content token",
+    TOO_FEW_EVENTS: "fewer than two text events",
+    NO_PROMPT_TOKENS: "no prompt token count",
+    NO_CACHED_TOKENS: "no cached_tokens",
+    NO_SERVER_TIMINGS: "no server timings",
+    NO_SUCCESS: "no request succeeded",
+    SPECIAL_TOKENS_STRIPPED: "Harmony special tokens stripped",
+}
+
+OUTPUT_FAILURES = ("empty_output", "zero_tokens")  # error kinds `classify` gives
+# TTFT that grows with output length by at least this share of the growth in total time, and
+# by this much, is a buffer flushing (real TTFT does not depend on the output length).
+TTFT_GROWTH_SHARE = 0.25
+TTFT_GROWTH_MIN_S = 0.025
+LIVE_STREAM_TOKENS_PER_EVENT = 1.5  # usage showing about one token per event: a live stream
+
+
+def output_failure(rec: RequestRecord) -> tuple[str, str] | None:
+    """(error kind, message) when a request that ended normally delivered no output, else None."""
+    if not rec.ok:
+        return None
+    claimed = completion_tokens(rec)
+    if claimed == 0:
+        said = "completion_tokens 0" if rec.usage_reported else "no text and no usage"
+        return "zero_tokens", f"the server generated nothing ({said}, finish_reason {rec.finish_reason!r})"
+    if rec.content_chars == 0 and (rec.reasoning_chars == 0 or rec.content_null_events):
+        nulls = f"; {rec.content_null_events} deltas said content: null" if rec.content_null_events else ""
+        return "empty_output", f"the server claimed {claimed} completion tokens but sent no content{nulls}"
+    return None
+
+
+def classify(rec: RequestRecord) -> RequestRecord:
+    """The record as benchy counts it: an empty or zero-token output is a failed request
+    (requests.jsonl keeps the status the client saw; results and --max-errors count this)."""
+    failure = output_failure(rec)
+    if failure is None:
+        return rec
+    return dataclasses.replace(rec, status="error", error_kind=failure[0], error=failure[1])
 
 
 def completion_tokens(rec: RequestRecord) -> int:
@@ -114,6 +160,12 @@ def ttft_s(rec: RequestRecord) -> float | Unavailable:
 
 
 def ttfc_s(rec: RequestRecord) -> float | Unavailable:
+    if SPECIAL_TOKENS_STRIPPED in rec.anomalies:
+        return Unavailable(
+            SPECIAL_TOKENS_STRIPPED,
+            "the response came back as Harmony text without its special tokens, so reasoning and "
+            "answer cannot be told apart",
+        )
     first = rec.token_event_kinds.find(CONTENT)
     if first < 0:
         return Unavailable(NO_CONTENT_EVENT, "no content token arrived (empty or reasoning-only output)")
@@ -171,6 +223,24 @@ def ttft_gap_s(rec: RequestRecord) -> float | Unavailable:
     return first - prompt_ms / 1000
 
 
+def server_prefill_tps(rec: RequestRecord) -> float | Unavailable:
+    """The server's own prefill rate from its per-response timings (llama.cpp)."""
+    return _timings_rate(rec, "prompt_n", "prompt_ms")
+
+
+def server_decode_tps(rec: RequestRecord) -> float | Unavailable:
+    """The server's own decode rate from its per-response timings (llama.cpp)."""
+    return _timings_rate(rec, "predicted_n", "predicted_ms")
+
+
+def _timings_rate(rec: RequestRecord, count: str, ms: str) -> float | Unavailable:
+    timings = rec.server_timings or {}
+    n, elapsed = timings.get(count), timings.get(ms)
+    if not isinstance(n, (int, float)) or not isinstance(elapsed, (int, float)) or elapsed <= 0:
+        return Unavailable(NO_SERVER_TIMINGS, f"the server reports no timings.{count} / {ms} (llama.cpp does)")
+    return 1000 * n / elapsed
+
+
 # ---- loaded cases (--concurrency, --rate): case-level figures, over the measured requests ----
 
 
@@ -215,6 +285,23 @@ def request_rate(records: list[RequestRecord]) -> float | Unavailable:
         return window
     done, seconds = window
     return len(done) / seconds
+
+
+def buffered_trend(short: tuple[int, float, float], long: tuple[int, float, float]) -> Unavailable | None:
+    """(tg, TTFT median, e2e median) of the shortest and longest output at one prompt and load
+    of 1: at a fixed prompt real TTFT does not depend on the output length, while a buffered
+    stream's first event waits for a share of the output, so its 'TTFT' grows with it."""
+    (tg_short, t_short, e2e_short), (tg_long, t_long, e2e_long) = short, long
+    grew, total_grew = t_long - t_short, e2e_long - e2e_short
+    if grew < TTFT_GROWTH_MIN_S or total_grew <= 0 or grew < TTFT_GROWTH_SHARE * total_grew:
+        return None
+    return Unavailable(
+        BUFFERED_TREND,
+        f"'TTFT' grows with output length at a fixed prompt ({t_short * 1000:,.0f} ms at "
+        f"tg{tg_short}, {t_long * 1000:,.0f} ms at tg{tg_long}): the first event waits for "
+        "a buffer to flush, so TTFT, inter-token latency, decode and prefill rates are "
+        "withheld; end-to-end throughput is still valid",
+    )
 
 
 def meets_slo(values: dict[str, float | Unavailable], slo: dict[str, float]) -> bool | Unavailable:
@@ -415,6 +502,23 @@ _REGISTRY = (
         explanation="the part of TTFT the server's own prompt time does not show.",
         depends=("ttft_s", "server_timings"),
         formula=ttft_gap_s,
+    ),
+    _token_rate(
+        "server_prefill_tps",
+        "server prefill t/s",
+        decimals=0,
+        definition="`timings.prompt_n` ÷ `timings.prompt_ms` (llama.cpp): the server's own prefill rate",
+        explanation="prefill as the server clocked it, without queueing or HTTP.",
+        depends=("server_timings",),
+        formula=server_prefill_tps,
+    ),
+    _token_rate(
+        "server_decode_tps",
+        "server decode t/s",
+        definition="`timings.predicted_n` ÷ `timings.predicted_ms` (llama.cpp): the server's own decode rate",
+        explanation="decode as the server clocked it.",
+        depends=("server_timings",),
+        formula=server_decode_tps,
     ),
     _token_rate(
         "aggregate_tps",

@@ -38,8 +38,9 @@ from benchy.loadgen import exact_length_options
 from benchy.metrics import Unavailable
 from benchy.prompts import Prompt, PromptFactory, calibrate
 from benchy.records import RequestRecord
+from benchy.results import PROBE_SCHEMA
 
-SCHEMA = "benchy/probe/1"
+SCHEMA = PROBE_SCHEMA  # results.py names every saved schema
 DEFAULT_LENGTHS = (2000, 8000, 27000)
 ALPHA = 0.05
 MIN_SPEEDUP = 1.2  # a cache that saves less than this is not worth calling one

@@ -93,6 +93,8 @@ class PromptError(ValueError):
 
 
 CALIBRATION_LOCAL_TOKENS = (64, 1024)  # the filler of the short and the long calibration prompt
+
+
 @dataclass(frozen=True)
 class Calibration:
     overhead: float = 0.0  # server tokens added around the user text (chat template)

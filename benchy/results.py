@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchy import checks, jsontypes, metrics, stats
+from benchy import jsontypes, metrics, stats
+from benchy.ceiling import CeilingSetup, case_ceiling
+from benchy.jsontypes import Saved
 from benchy.metrics import Unavailable
 from benchy.records import RequestRecord
 from benchy.scenario import Case
@@ -53,22 +55,11 @@ def _opt(doc: str, default: Any = None, factory: Any = None, omit: bool = False)
     return field(default=default, metadata=meta)
 
 
-class _Saved:
-    """to_dict / from_dict through jsontypes, for every class of the file."""
-
-    def to_dict(self) -> dict:
-        return jsontypes.to_json(self)
-
-    @classmethod
-    def from_dict(cls, data: dict, strict: bool = False):
-        return jsontypes.from_json(cls, data, strict=strict)
-
-
 # ------------------------------------------------------------------ the classes
 
 
 @dataclass
-class MetricSummary(_Saved):
+class MetricSummary(Saved):
     """Statistics of one metric over a case's measured, successful requests (stats.py)."""
 
     median: float
@@ -87,7 +78,7 @@ class MetricSummary(_Saved):
 
 
 @dataclass
-class Goodput(_Saved):
+class Goodput(Saved):
     """--slo: the share of measured requests that succeeded and met every target, and their rate."""
 
     slo: dict[str, float] = _opt("metric → threshold", factory=dict)
@@ -97,7 +88,7 @@ class Goodput(_Saved):
 
 
 @dataclass
-class CaseCeiling(_Saved):
+class CaseCeiling(Saved):
     """A case's memory-bandwidth decode ceiling and its measured medians as a % of it."""
 
     tokens_per_s: float
@@ -109,23 +100,7 @@ class CaseCeiling(_Saved):
 
 
 @dataclass
-class CeilingSetup(_Saved):
-    """What the decode ceiling is computed from (--hardware, --model-profile, …); `missing`
-    says why there is none."""
-
-    hardware: str | None = None
-    bandwidth_gbs: float | None = None
-    bandwidth_source: str | None = None
-    model_profile: str | None = None
-    model_profile_source: str | None = None
-    active_bytes_per_token: float | None = None
-    weights_source: str | None = None
-    kv_shape: dict[str, Any] | None = None
-    missing: str | None = None
-
-
-@dataclass
-class LoadSetup(_Saved):
+class LoadSetup(Saved):
     """How each case's load was bounded and spread (--requests, --duration, --max-inflight, …)."""
 
     requests: int | None = None
@@ -137,7 +112,7 @@ class LoadSetup(_Saved):
 
 
 @dataclass
-class Setup(_Saved):
+class Setup(Saved):
     """What was measured, with what, and how (credentials never included)."""
 
     base_url: str | None = _opt("the server, without credentials")
@@ -171,7 +146,7 @@ class Setup(_Saved):
 
 
 @dataclass
-class RequestResult(_Saved, RequestRecord):
+class RequestResult(Saved, RequestRecord):
     """One request: every RequestRecord field but the per-event arrays (those stay in
     requests.jsonl), plus its event count and metrics."""
 
@@ -198,7 +173,7 @@ class RequestResult(_Saved, RequestRecord):
 
 
 @dataclass
-class CaseResult(_Saved):
+class CaseResult(Saved):
     """One case (a prompt length × output length × load × depth), with every request."""
 
     label: str
@@ -238,9 +213,37 @@ class CaseResult(_Saved):
         code = self.unavailable_codes.get(metric) or legacy_code(message)
         return Unavailable(code, message)
 
+    def median(self, metric: str) -> float | None:
+        summary = self.summary.get(metric)
+        return summary.median if summary else None
+
+    def figure(self, metric: str) -> MetricSummary | None:
+        """The summary of `metric`, or the one withheld (for the checks that judge why)."""
+        return self.summary.get(metric) or self.withheld.get(metric)
+
+    def measured_ok(self) -> list[RequestResult]:
+        return [r for r in self.requests if not r.warmup and r.ok]
+
+    def withhold(self, names: tuple[str, ...], why: Unavailable) -> None:
+        """Makes `names` unavailable for `why`, in the case and its requests; a figure already
+        computed moves to `withheld` (audit only, never shown). Only results.py calls this,
+        while it builds the results."""
+        for name in names:
+            summary = self.summary.get(name)
+            if summary is not None:
+                self.withheld[name] = summary
+            self.summary[name] = None
+            self.unavailable[name], self.unavailable_codes[name] = why.message, why.code
+            for req in self.requests:
+                value = req.metrics.get(name)
+                if value is not None:
+                    req.withheld[name] = value
+                    req.metrics[name] = None
+                    req.unavailable[name], req.unavailable_codes[name] = why.message, why.code
+
 
 @dataclass
-class Stopped(_Saved):
+class Stopped(Saved):
     """Why a run ended early."""
 
     by: str = _opt("SIGINT | SIGTERM | max-errors | max-error-rate", "")
@@ -248,7 +251,7 @@ class Stopped(_Saved):
 
 
 @dataclass
-class Evidence(_Saved):
+class Evidence(Saved):
     """A figure behind a warning: what was observed against what threshold."""
 
     name: str
@@ -258,7 +261,7 @@ class Evidence(_Saved):
 
 
 @dataclass
-class CheckWarning(_Saved):
+class CheckWarning(Saved):
     """A finding of checks.py about these results."""
 
     code: str
@@ -273,7 +276,7 @@ class CheckWarning(_Saved):
 
 
 @dataclass
-class RunResult(_Saved):
+class RunResult(Saved):
     """A whole run: results.json."""
 
     schema: str = _opt("benchy/results/MAJOR.MINOR", SCHEMA)
@@ -301,7 +304,7 @@ def case_result(
     client: dict | None = None,
     server: dict | None = None,
 ) -> CaseResult:
-    records = [checks.classify(r) for r in records]  # an empty output is a failure, not a success
+    records = [metrics.classify(r) for r in records]  # an empty output is a failure, not a success
     measured = [r for r in records if not r.warmup]
     ok = [r for r in measured if r.ok]
     summary, unavailable = _summaries(ok)
@@ -335,6 +338,75 @@ def case_result(
         requests=[RequestResult.of(r) for r in records],
         client=client,
         server=server,
+    )
+
+
+def run_result(setup: dict, cases: list[CaseResult], partial: bool, stopped: dict | None, version: str) -> RunResult:
+    """The run's results, complete but for the warnings (checks.py adds those): what no single
+    case can decide (a TTFT trend across output lengths) is withheld here, then each case's
+    ceiling is stored."""
+    run = RunResult(
+        benchy_version=version,
+        prompt_nonce=setup.get("prompt_nonce"),
+        partial=partial,
+        stopped=Stopped(**stopped) if stopped else None,
+        setup=Setup.from_dict(setup, strict=True),  # an unknown key: a field someone forgot
+        cases=cases,
+    )
+    withhold_buffered_trend(run.cases)
+    for case in run.cases:
+        case.ceiling = _case_ceiling(case, run.setup.ceiling)
+    return run
+
+
+def withhold_buffered_trend(cases: list[CaseResult]) -> None:
+    """Single-stream cases at one prompt whose TTFT grows with the output length (metrics.
+    buffered_trend) lose their stream timings, unless usage shows one token per event."""
+    groups: dict[tuple, list[CaseResult]] = {}
+    for case in cases:
+        if case.concurrency == 1 and case.summary.get("ttft_s") and case.summary.get("e2e_s"):
+            groups.setdefault((case.pp, case.depth, case.depth_mode, case.endpoint), []).append(case)
+    for group in groups.values():
+        short, long = min(group, key=lambda c: c.tg), max(group, key=lambda c: c.tg)
+        if short.tg == long.tg or (_streams_token_by_token(short) and _streams_token_by_token(long)):
+            continue
+        why = metrics.buffered_trend(_trend_point(short), _trend_point(long))
+        if why is not None:
+            for case in group:
+                case.withhold(metrics.STREAM_TIMING_METRICS, why)
+
+
+def _trend_point(case: CaseResult) -> tuple[int, float, float]:
+    return case.tg, case.summary["ttft_s"].median, case.summary["e2e_s"].median  # type: ignore[union-attr]
+
+
+def _streams_token_by_token(case: CaseResult) -> bool:
+    """The server's own usage shows about one token per event: direct evidence of a live
+    stream, which outweighs a TTFT trend (on a fast small model, load noise in TTFT can
+    rival the whole decode time)."""
+    requests = case.measured_ok()
+    per_event = case.median("tokens_per_event")
+    return (
+        bool(requests)
+        and all(r.usage_reported for r in requests)
+        and per_event is not None
+        and per_event <= metrics.LIVE_STREAM_TOKENS_PER_EVENT
+    )
+
+
+def _case_ceiling(case: CaseResult, setup: CeilingSetup | None) -> CaseCeiling | None:
+    """The case's decode ceiling and its measured medians as a % of it."""
+    found = case_ceiling(case.pp, case.tg, case.depth or 0, setup)
+    if found is None:
+        return None
+    decode, e2e = case.median("decode_tps"), case.median("e2e_tps")
+    return CaseCeiling(
+        tokens_per_s=found.tokens_per_s,
+        context_tokens=found.context_tokens,
+        weight_bytes_per_token=found.weight_bytes_per_token,
+        kv_bytes_per_token=found.kv_bytes_per_token,
+        decode_pct=None if decode is None else found.percent_of(decode),
+        e2e_pct=None if e2e is None else found.percent_of(e2e),
     )
 
 
@@ -394,6 +466,11 @@ def summary_of(case: dict, metric: str) -> tuple[float, float] | None:
 
 def unavailable_reason(case: dict, metric: str) -> str:
     return case.get("unavailable", {}).get(metric) or "not measured"
+
+
+def reason_code(case: dict, metric: str) -> str:
+    """The code of why `metric` is unavailable in a saved case (legacy files: from its words)."""
+    return (case.get("unavailable_codes") or {}).get(metric) or legacy_code(unavailable_reason(case, metric))
 
 
 def measured_values(case: dict, metric: str) -> list[float]:

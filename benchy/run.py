@@ -20,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from benchy import __version__, checks, server_metrics
+from benchy import __version__, checks, metrics, server_metrics
 from benchy import results as results_mod
 from benchy import server as server_mod
+from benchy.ceiling import CeilingInputs
 from benchy.client import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
 from benchy.loadgen import CasePlan, LoadSettings, run_case
 from benchy.monitor import LoopMonitor
@@ -46,7 +47,7 @@ class RunSettings:
     progress: bool | None = None  # None: only when stderr is a terminal
     max_errors: int | None = None  # stop once more requests than this have failed
     max_error_rate: float | None = None  # stop once more than this fraction has failed
-    ceiling: checks.CeilingInputs = field(default_factory=checks.CeilingInputs)
+    ceiling: CeilingInputs = field(default_factory=CeilingInputs)
     template: Template = field(default_factory=Template)  # --template, --reasoning-effort
     stop: tuple[str, ...] = ()  # --stop, sent with every measured request
     load: LoadSettings = field(default_factory=lambda: LoadSettings())  # --requests, --rate … (issue 9)
@@ -147,17 +148,10 @@ def build_results(state: RunState) -> dict:
         for p in state.plans
         if p.case.label in by_case
     ]
-    run = results_mod.RunResult(
-        benchy_version=__version__,
-        prompt_nonce=state.setup.get("prompt_nonce"),
-        partial=state.interrupted or state.stopped is not None or len(cases) < len(state.plans),
-        stopped=results_mod.Stopped(**state.stopped) if state.stopped else None,
-        setup=results_mod.Setup.from_dict(state.setup, strict=True),
-        cases=cases,
-    )
-    results = run.to_dict()
-    results["warnings"] = checks.run_checks(results)
-    return results
+    partial = state.interrupted or state.stopped is not None or len(cases) < len(state.plans)
+    run = results_mod.run_result(state.setup, cases, partial, state.stopped, __version__)
+    run.warnings = checks.check(run)  # after every metric; checks only read
+    return run.to_dict()
 
 
 async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter) -> None:
@@ -200,7 +194,7 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
             state.records.append(rec)
             writer.write(rec)
             progress.request_done()
-            state.n_failed += not checks.classify(rec).ok  # counted as results.json counts it
+            state.n_failed += not metrics.classify(rec).ok  # counted as results.json counts it
             passed = None if stop.is_set() else error_limit_passed(state, settings)
             if passed:
                 state.stopped = passed
@@ -367,13 +361,13 @@ def _template_setup(settings: RunSettings) -> dict:
     }
 
 
-def _ceiling_setup(inputs: checks.CeilingInputs, model: str) -> dict:
+def _ceiling_setup(inputs: CeilingInputs, model: str) -> dict:
     """hardware, model_profile and the figures the decode ceiling is computed from (the model
     profile is guessed from the served id only when a bandwidth is known)."""
     ceiling = inputs.resolve(model)
     if ceiling is None:
         return {}
-    return {"hardware": ceiling["hardware"], "model_profile": ceiling["model_profile"], "ceiling": ceiling}
+    return {"hardware": ceiling.hardware, "model_profile": ceiling.model_profile, "ceiling": ceiling.to_dict()}
 
 
 def _in_flight(records: list[RequestRecord], label: str) -> list[tuple[float, float]]:

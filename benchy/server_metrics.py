@@ -14,8 +14,14 @@ each engine's names map onto one set of figures here, with the same meaning ever
   generation_tokens  tokens generated
   ttft_s, queue_s, prefill_s, decode_s, inference_s, e2e_s   per-request time histograms
   prompt_seconds, decode_seconds   time summed over requests (llama.cpp's counters)
-Which names were found is recorded, and a figure the server does not publish is absent with
-the reason. Histograms give exact means (sum / count) and medians interpolated within a bucket,
+Derived: cache_hit_rate = cache_hits / prompt tokens looked up; prefill_tps = uncached prompt
+tokens / prefill time; decode_tps = generated tokens / decode time. Their clocks differ: vLLM's
+prefill and decode histograms time each request (a per-request rate), while llama.cpp's
+prompt_seconds counter, with several prompts batched together, held about 40% of the sum of
+the responses' timings.prompt_ms (xllamacpp 2026.10, 4 slots): its prefill rate is then
+nearer the server's total prompt throughput than one request's. At one request in flight
+the two agree. Which names were found is recorded, and a figure the server does not publish
+is absent with the reason. Histograms give exact means (sum / count) and medians interpolated within a bucket,
 as Prometheus' histogram_quantile does, with the bucket's bounds kept beside them.
 """
 
@@ -194,14 +200,12 @@ class HistogramDelta:
     sum: float
     mean: float | None
     median: float | None
-    median_bounds: tuple[float, float] | None  # the bucket the median lies in
+    median_bounds: list[float | None] | None  # the bucket the median lies in (None above: +Inf)
     p90: float | None
     quantile_note: str | None = None
 
     def to_dict(self) -> dict:
-        out = asdict(self)
-        out["median_bounds"] = list(self.median_bounds) if self.median_bounds else None
-        return out
+        return asdict(self)
 
 
 def histogram_delta(before: Snapshot, after: Snapshot, name: str) -> HistogramDelta:
@@ -221,7 +225,8 @@ def histogram_delta(before: Snapshot, after: Snapshot, name: str) -> HistogramDe
         median = None
     if not _narrow(p90_bounds):
         p90 = None
-    return HistogramDelta(count, total, total / count, median, bounds, p90, note)
+    finite = [None if bound is None or math.isinf(bound) else bound for bound in bounds] if bounds else None
+    return HistogramDelta(count, total, total / count, median, finite, p90, note)
 
 
 def _narrow(bounds: tuple[float, float] | None) -> bool:
@@ -276,6 +281,7 @@ class ServerCaseMetrics:
 
     engine: str
     window_s: float
+    rtt_s: float | None = None  # the quickest /metrics round trip of the case: a bound on the network's share
     counters: dict[str, float] = field(default_factory=dict)
     histograms: dict[str, HistogramDelta] = field(default_factory=dict)
     gauges: dict[str, GaugeStats] = field(default_factory=dict)
@@ -286,6 +292,7 @@ class ServerCaseMetrics:
         return {
             "engine": self.engine,
             "window_s": self.window_s,
+            "rtt_s": self.rtt_s,
             "counters": dict(self.counters),
             "histograms": {k: v.to_dict() for k, v in self.histograms.items()},
             "gauges": {k: v.to_dict() for k, v in self.gauges.items()},
@@ -401,17 +408,21 @@ class MetricsScraper:
         self.model = model
         self.engine: EngineNames | None = None
         self.status = MetricsStatus(url, available=False, reason="not probed")
+        self.round_trips: list[float] = []  # seconds per successful scrape, for the case's rtt_s
 
     async def scrape(self) -> Snapshot:
         return parse(await self._text(), time.perf_counter(), self.model)
 
     async def _text(self) -> str:
         timeout = aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_S)
+        sent = time.perf_counter()
         try:
             async with self.session.get(self.url, timeout=timeout) as resp:
                 if resp.status != 200:
                     raise ScrapeError(f"GET /metrics answered HTTP {resp.status}{_enable_hint(resp.status)}")
-                return await resp.text()
+                text = await resp.text()
+                self.round_trips.append(time.perf_counter() - sent)
+                return text
         except asyncio.TimeoutError:
             raise ScrapeError(f"GET /metrics gave no answer within {SCRAPE_TIMEOUT_S:g} s") from None
         except aiohttp.ClientError as exc:
@@ -457,6 +468,7 @@ class Window:
         self._sampler: asyncio.Future | None = None
 
     async def open(self) -> None:
+        self.scraper.round_trips.clear()
         try:
             self.before = await self.scraper.scrape()
         except ScrapeError as exc:
@@ -506,6 +518,7 @@ class Window:
             except ScrapeError:
                 continue
         self.result = case_metrics(before, after, engine, gauges)
+        self.result.rtt_s = min(self.scraper.round_trips, default=None)
 
     async def _settled_after(self, engine: EngineNames, before: Snapshot) -> Snapshot:
         """A server may count a request a moment after its last byte went out (vLLM records

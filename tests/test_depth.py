@@ -21,6 +21,7 @@ from benchy.client import ClientSettings
 from benchy.metrics import Unavailable, prefill_tps
 from benchy.prompts import Calibration, PromptFactory
 from benchy.records import RequestRecord
+from benchy.results import CaseResult, RequestResult, RunResult
 from benchy.scenario import ScenarioError, load_scenario, sweep
 from tests.conftest import REPO_ROOT, sim_env
 
@@ -168,11 +169,10 @@ def test_prefill_rate_is_unavailable_when_a_reused_context_is_not_confirmed():
     assert isinstance(prefill_tps(rec), Unavailable)
     rec.cached_tokens = DEPTH + 16
     assert prefill_tps(rec) == (PP - 16) / 0.5
-    case = {
-        "label": "pp500 tg4 @ d500",
-        "requests": [{"warmup": False, "status": "ok", "reused_context_tokens": DEPTH, "cached_tokens": None}],
-    }
-    (w,) = checks.depth_cache_miss(case, {})
+    case = CaseResult(label="pp500 tg4 @ d500", pp=PP, tg=4, concurrency=1, depth=DEPTH)
+    case.requests = [RequestResult.of(rec)]
+    case.requests[0].cached_tokens = None
+    (w,) = checks.depth_cache_miss(case, RunResult())
     assert w.code == "depth_cache_miss" and "reports no cached_tokens" in w.message
 
 

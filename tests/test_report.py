@@ -211,6 +211,7 @@ def test_run_output_folder_holds_report_with_setup_table_and_figures(clean_run):
         assert f"{e2e['median']:.1f} ± {e2e['std']:.1f}" in row and cells[2] == str(case["n_ok"])
     figures = embedded_figures(md)
     assert [Path(f).name for f in figures] == [
+        "server_view.png",  # in the Server view section, before the Figures
         "throughput_vs_prompt.png",
         "ttft_vs_prompt.png",
         "concurrency.png",
@@ -256,6 +257,7 @@ def test_open_loop_and_depth_cases_get_their_own_lines_and_a_rate_figure(open_lo
     results = json.loads((open_loop_run / "results.json").read_text())
     md = (open_loop_run / "report.md").read_text()
     assert [Path(f).name for f in embedded_figures(md)] == [
+        "server_view.png",  # in the Server view section, before the Figures
         "throughput_vs_prompt.png",
         "ttft_vs_prompt.png",
         "rate.png",

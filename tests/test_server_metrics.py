@@ -89,7 +89,7 @@ def test_histogram_delta_for_one_model_only():
     m = case_metrics(before, after, VLLM)
     queue = m.histograms["queue_s"]
     assert queue.count == 5 and queue.mean == pytest.approx(2.0 / 5)  # the other model's 100 left out
-    assert queue.median_bounds == (0.3, 0.5)  # 2 of 5 under 0.3, 4 of 5 under 0.5
+    assert queue.median_bounds == [0.3, 0.5]  # 2 of 5 under 0.3, 4 of 5 under 0.5
     assert queue.median == pytest.approx(0.3 + 0.2 * (2.5 - 2) / 2)
     assert queue.p90 is None  # in the +Inf bucket: no bound above it
     low = case_metrics(parse(_vllm(0, 0, 0, 0, 0), 0.0), parse(_vllm(4, 4, 4, 0.2, 0), 1.0), VLLM)
@@ -203,3 +203,36 @@ class _Trace:
 
     def __init__(self, record: dict) -> None:
         self.__dict__.update(record)
+
+
+SGLANG_TEXT = """\
+# TYPE sglang:prompt_tokens_total counter
+sglang:prompt_tokens_total{model_name="m"} {p}
+# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{model_name="m"} {g}
+# TYPE sglang:cached_tokens_total counter
+sglang:cached_tokens_total{model_name="m"} {c}
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="m"} 3
+# TYPE sglang:time_to_first_token_seconds histogram
+sglang:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} {n}
+sglang:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} {n}
+sglang:time_to_first_token_seconds_count{model_name="m"} {n}
+sglang:time_to_first_token_seconds_sum{model_name="m"} {s}
+"""
+
+
+def _sglang(p, g, c, n, s):
+    text = SGLANG_TEXT
+    for key, value in (("{p}", p), ("{g}", g), ("{c}", c), ("{n}", n), ("{s}", s)):
+        text = text.replace(key, str(value))
+    return parse(text, 0.0, "m")
+
+
+def test_sglang_names_map_onto_the_same_figures():
+    before, after = _sglang(100, 10, 0, 1, 0.05), _sglang(900, 90, 200, 5, 0.25)
+    assert detect(after).engine == "sglang"
+    m = case_metrics(before, after, detect(after))
+    assert (m.counters["prompt_tokens"], m.counters["generation_tokens"], m.counters["cache_hits"]) == (800, 80, 200)
+    assert m.derived["cache_hit_rate"] == 0.25 and m.histograms["ttft_s"].mean == pytest.approx(0.05)
+    assert m.gauges["running"].max == 3 and "prefill_tps" in m.unavailable

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchy.metrics import METRICS
-from benchy.report import table
+from benchy.report import server_view, table
 
 
 def setup_lines(results: dict) -> list[str]:
@@ -14,6 +14,7 @@ def setup_lines(results: dict) -> list[str]:
         ("Model", setup.get("model")),
         ("Server version", server_version_text(setup.get("server_version"))),
         ("Endpoint", setup.get("endpoint")),
+        *server_view.setup_rows(results),
         ("Hardware profile", setup.get("hardware")),
         ("Model profile", setup.get("model_profile")),
         ("Decode ceiling", ceiling_text(setup.get("ceiling"))),
@@ -171,8 +172,9 @@ def glossary() -> str:
     return "\n".join([GLOSSARY_HEAD, *metric_lines(), GLOSSARY_TAIL])
 
 
-def render(results: dict, figures: list[tuple] | None = None) -> str:
-    """figures: (title, relative path[, caption]) tuples to embed."""
+def render(results: dict, figures: list[tuple] | None = None, server_figure: tuple | None = None) -> str:
+    """figures: (title, relative path[, caption]) tuples to embed; server_figure: the same for
+    the server view's figure, embedded in its section."""
     title = f"# benchy report: {results.get('setup', {}).get('model', 'unknown model')}"
     parts = [title, "", overview_line(results), ""]
     if results.get("partial"):
@@ -188,6 +190,7 @@ def render(results: dict, figures: list[tuple] | None = None) -> str:
         "",
     ]
     parts += ["## Warnings", "", *warning_lines(results), ""]
+    parts += server_view.section_lines(results, server_figure)
     parts += figure_lines(figures or [])
     parts += detail_lines(results)
     parts += [glossary()]

@@ -17,8 +17,8 @@ matplotlib.use("Agg")  # headless: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from benchy import profiles  # noqa: E402
-from benchy.results import measured_values, summary_of, unavailable_reason  # noqa: E402
+from benchy import metrics  # noqa: E402
+from benchy.results import measured_values, reason_code, summary_of, unavailable_reason  # noqa: E402
 
 DPI = 100  # small PNGs that stay sharp on screen
 WIDE = (11.0, 4.6)
@@ -43,31 +43,20 @@ class LeftOut:
     metric: str
     case: str
     reason: str
+    code: str = ""  # the reason's code (metrics.py): what the caption groups by
 
     @property
     def short_reason(self) -> str:
-        return self.reason.split(":", 1)[0]  # "SSE buffering: 16 tokens arrived…" → "SSE buffering"
+        return metrics.REASON_TITLES.get(self.code) or self.reason
 
 
 # ------------------------------------------------------------------ reading saved results
 
 
-def case_ceiling_tps(setup: dict, case: dict) -> float | None:
-    """Single-stream decode ceiling (tok/s) of a case, or None when the run recorded none.
-
-    The bandwidth check stores it on each case (`case["ceiling"]`); results without that get
-    it from the figures recorded in `setup["ceiling"]`, never from today's profile table.
-    """
+def case_ceiling_tps(case: dict) -> float | None:
+    """Single-stream decode ceiling (tok/s) of a case, as results.py stored it; None without one."""
     stored = (case.get("ceiling") or {}).get("tokens_per_s")
-    if stored:
-        return float(stored)
-    try:
-        from benchy.checks import case_ceiling
-
-        found = case_ceiling(case, setup.get("ceiling"))
-    except (ImportError, profiles.ProfileError, KeyError, TypeError, ValueError):
-        return None  # malformed inputs: draw no line rather than a wrong one
-    return found.tokens_per_s if found else None
+    return float(stored) if stored else None
 
 
 def is_open_loop(case: dict) -> bool:
@@ -131,7 +120,9 @@ def _plot_metric_vs(
         for case in cases:
             value = summary_of(case, metric)
             if value is None:
-                left_out.append(LeftOut(title, case["label"], unavailable_reason(case, metric)))
+                left_out.append(
+                    LeftOut(title, case["label"], unavailable_reason(case, metric), reason_code(case, metric))
+                )
                 continue
             xs.append(case[x_key])
             ys.append(value[0])
@@ -153,10 +144,10 @@ def _plot_metric_vs(
     return left_out
 
 
-def _ceiling_lines(ax, series: dict[str, list[dict]], setup: dict) -> bool:
+def _ceiling_lines(ax, series: dict[str, list[dict]]) -> bool:
     drawn = False
     for i, (_name, cases) in enumerate(series.items()):
-        pts = [(c["pp"], case_ceiling_tps(setup, c)) for c in cases]
+        pts = [(c["pp"], case_ceiling_tps(c)) for c in cases]
         pts = [(x, y) for x, y in pts if y]
         if not pts:
             continue
@@ -281,12 +272,11 @@ def throughput_vs_prompt(results: dict, directory: Path) -> Figure | None:
         return None
     chosen, load = _lightest_load_cases(cases)
     series = _series_by_output(chosen)
-    setup = results.get("setup", {})
     fig, (left, right) = plt.subplots(1, 2, figsize=WIDE)
     e2e_notes = _plot_metric_vs(left, series, "e2e_tps", "pp", "e2e t/s")
     decode_notes = _plot_metric_vs(right, series, "decode_tps", "pp", "decode t/s")
-    ceiling = _ceiling_lines(right, series, setup)
-    _ceiling_lines(left, series, setup)
+    ceiling = _ceiling_lines(right, series)
+    _ceiling_lines(left, series)
     for ax in (left, right):
         _x_axis(ax, [c["pp"] for c in chosen], "prompt length (tokens)")
     _finish_axis(left, "End-to-end throughput", "tokens/s per request (output ÷ total time)", "e2e t/s", e2e_notes)
@@ -436,7 +426,6 @@ def request_distribution(results: dict, directory: Path) -> Figure | None:
     cases = results.get("cases", [])
     if not cases:
         return None
-    setup = results.get("setup", {})
     fig, ax = plt.subplots(figsize=(WIDE[0], max(3.2, 1.6 + 0.45 * len(cases))))
     rng = np.random.default_rng(0)  # fixed jitter: the same results always draw the same figure
     rows = list(reversed(cases))  # first case on top
@@ -456,7 +445,7 @@ def request_distribution(results: dict, directory: Path) -> Figure | None:
     for i, case in enumerate(rows):
         values = data[i]
         ax.scatter(values, i + rng.uniform(-0.15, 0.15, len(values)), s=14, alpha=0.7, color="C0", zorder=3)
-        ceiling = case_ceiling_tps(setup, case) if _single_stream(case) else None
+        ceiling = case_ceiling_tps(case) if _single_stream(case) else None
         if ceiling:
             ax.plot([ceiling], [i], marker="|", markersize=18, color="C3", zorder=4)
         _row_note(ax, i, case, values)
@@ -467,7 +456,7 @@ def request_distribution(results: dict, directory: Path) -> Figure | None:
     ax.set_xlabel("end-to-end throughput per request (tokens/s)")
     ax.grid(True, axis="x", alpha=0.3)
     ax.scatter([], [], s=14, color="C0", label="one measured request")
-    if any(case_ceiling_tps(setup, c) for c in cases if _single_stream(c)):
+    if any(case_ceiling_tps(c) for c in cases if _single_stream(c)):
         ax.plot([], [], marker="|", markersize=12, linestyle="none", color="C3", label="bandwidth ceiling")
     ax.legend(
         fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.5 / (1 + 0.3 * len(cases))), ncol=2, frameon=False

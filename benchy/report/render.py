@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchy.report import markdown, table
+from benchy.report import markdown, server_view, table
 
 FIGURES_DIR = "figures"
 
@@ -19,9 +19,12 @@ def write_report(results: dict, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     figures = plots.write_figures(results, directory / FIGURES_DIR)
     embedded = [(f.title, f"{FIGURES_DIR}/{f.path.name}" if f.path else None, f.caption) for f in figures]
+    server = server_view.figure(results, directory / FIGURES_DIR)
+    server_embedded = (server.title, f"{FIGURES_DIR}/{server.path.name}", server.caption) if server else None
     path = directory / "report.md"
-    path.write_text(markdown.render(results, figures=embedded), encoding="utf-8")
+    path.write_text(markdown.render(results, figures=embedded, server_figure=server_embedded), encoding="utf-8")
     (directory / "results.csv").write_text(table.csv_text(results), encoding="utf-8")
+    server_view.write_csv(results, directory)
     return path
 
 
@@ -64,7 +67,7 @@ def write_from_file(path: Path, directory: Path | None = None) -> Path:
 def _probe_data(path: Path) -> dict | None:
     import json
 
-    from benchy.probe import SCHEMA as PROBE_SCHEMA
+    from benchy.results import PROBE_SCHEMA
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -672,6 +672,7 @@ class Simulator:
     @contextlib.asynccontextmanager
     async def _running(self, trace: Trace):
         """Holds one of max_running slots (queueing FIFO for it) for the body of the block."""
+        trace.queued_s = clock()
         await self.engine.slots.acquire()
         trace.admitted_s = clock()
         try:

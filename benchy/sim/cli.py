@@ -99,7 +99,7 @@ Behaviours of real servers that mislead benchmarks (each in the truth log):
 Server-side views (GET /metrics, Prometheus text from the truth of each
 finished request; --no-metrics: 404): --flavor vllm (default) serves vLLM's
 names and types: histograms vllm:time_to_first_token_seconds (first token -
-arrival), request_queue_time_seconds (admitted - arrival),
+arrival), request_queue_time_seconds (admitted - queued),
 request_prefill_time_seconds (first token - admitted),
 request_decode_time_seconds (last token - first token),
 request_inference_time_seconds (last token - admitted),
@@ -132,7 +132,7 @@ request, drawn in arrival order from a RNG seeded by --seed):
 \b
 Truth log (--truth-log PATH, JSONL, one line per request, flushed as each
 request ends, faults and errors included): id, request_id (x-request-id
-header), endpoint, stream, model, arrival_s, headers_s, admitted_s,
+header), endpoint, stream, model, arrival_s, headers_s, queued_s, admitted_s,
 prefill_start_s, prefill_end_s, prompt_tokens, cached_tokens,
 completion_tokens, reasoning_tokens, finish_reason, token_times_s (one per
 token), events [{{t_s, tokens, kind: role|content|reasoning|usage|done|

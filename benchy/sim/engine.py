@@ -354,6 +354,7 @@ class Trace:
     model: str | None = None
     arrival_s: float = 0.0
     headers_s: float | None = None
+    queued_s: float | None = None  # parsed and tokenized: waiting for a slot from here
     admitted_s: float | None = None
     prefill_start_s: float | None = None
     prefill_end_s: float | None = None

@@ -12,7 +12,8 @@ from the truth log. Two flavours, with the real engines' names and types:
             tokens_predicted, tokens_predicted_seconds (counters); requests_processing,
             requests_deferred (gauges).
 
-From a truth record (all perf_counter seconds): queue = admitted − arrival; prefill = first
+From a truth record (all perf_counter seconds): queue = admitted − queued (as vLLM's, it
+starts once the request is parsed and tokenized, which TTFT includes); prefill = first
 token − admitted (vLLM's "scheduled → first token"); decode = last token − first token;
 inference = last token − admitted; e2e = last token − arrival; TTFT = first token − arrival.
 llama.cpp's prompt_seconds is prefill_end − prefill_start and tokens_predicted_seconds is
@@ -40,12 +41,12 @@ REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.
 def intervals(trace) -> dict[str, float] | None:
     """vLLM's per-request intervals of a truth record; None when no token was generated."""
     times = trace.token_times_s
-    if not times or trace.admitted_s is None:
+    if not times or trace.admitted_s is None or trace.queued_s is None:
         return None
     first, last = times[0], times[-1]
     return {
         "ttft_s": first - trace.arrival_s,
-        "queue_s": trace.admitted_s - trace.arrival_s,
+        "queue_s": trace.admitted_s - trace.queued_s,
         "prefill_s": first - trace.admitted_s,
         "decode_s": last - first,
         "inference_s": last - trace.admitted_s,

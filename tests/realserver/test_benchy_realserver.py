@@ -373,3 +373,39 @@ def test_probe_cache_with_default_lengths_fits_the_servers_context(llama_server)
         assert e["verdict"] in VERDICTS and e["verdict"] != "inconclusive", e["reason"]
         assert max(e["shared"]["prompt_tokens"] + e["unique"]["prompt_tokens"]) + setup["output_tokens"] <= 3072
     print(f"\n[realserver] probe-cache defaults: {[(e['length'], e['verdict']) for e in lengths]}")
+
+
+def test_server_identity_metrics_and_server_view(llama_server, tmp_path):
+    """Issue 17 against llama.cpp (serve.py turns --metrics on): setup.server holds what /props
+    says (engine, build, slots, per-slot context, model path), each case holds the server's own
+    /metrics figures for exactly its measured requests, and the report has the server view."""
+    results = run_results(llama_server, "--pp", "128", "--tg", "16", "-c", "1", "-c", "4", "--runs", "2", out=tmp_path)
+    with urllib.request.urlopen(llama_server.root_url + "/props", timeout=10) as r:
+        props = json.loads(r.read())
+    ident = results["setup"]["server"]
+    assert ident["engine"] == "llama.cpp" and ident["build"] == props["build_info"]
+    assert ident["slots"] == props["total_slots"] == 4
+    assert ident["context_length"] == props["default_generation_settings"]["n_ctx"] == 3072
+    assert ident["model_path"] == props["model_path"] and ident["chat_template"] == props["chat_template"]
+    status = results["setup"]["server_metrics"]
+    assert status["available"] and status["engine"] == "llama.cpp"
+    for figure in ("prompt_tokens_uncached", "cache_hits", "prompt_seconds", "generation_tokens", "decode_seconds"):
+        assert figure in status["found"], figure
+    for case in results["cases"]:
+        server, requests = case["server"], measured(case)
+        assert all(r["status"] == "ok" for r in requests)
+        counters = server["counters"]
+        assert counters["generation_tokens"] == sum(r["completion_tokens"] for r in requests)
+        assert counters["prompt_tokens"] == sum(r["prompt_tokens"] for r in requests)
+        assert counters["cache_hits"] == sum(r["server_timings"]["cache_n"] for r in requests)
+        decode_s = sum(r["server_timings"]["predicted_ms"] for r in requests) / 1000
+        assert counters["decode_seconds"] == pytest.approx(decode_s, rel=0.01)  # one clock, read twice
+        if case["concurrency"] == 1:  # with prompts batched together the counter held 40% of the sum
+            prompt_s = sum(r["server_timings"]["prompt_ms"] for r in requests) / 1000
+            assert counters["prompt_seconds"] == pytest.approx(prompt_s, rel=0.05)
+        assert server["derived"]["prefill_tps"] > 0 and server["derived"]["decode_tps"] > 0
+    codes = {w["code"] for w in results["warnings"]}
+    assert not codes & {"server_cache_hit", "server_token_mismatch"}
+    report = (tmp_path / "report.md").read_text()
+    assert "## Server view" in report and "| Slots (requests run at once) | 4 (/props total_slots) |" in report
+    assert (tmp_path / "server.csv").read_text().count("/metrics (llama.cpp)") == 2

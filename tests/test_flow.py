@@ -1,0 +1,124 @@
+"""The one-way flow of the measurement model: checks only read, reports only read saved results,
+withholding is decided where results are built and reported by its code."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import subprocess
+import sys
+
+from benchy import checks, metrics
+from benchy import results as results_mod
+from benchy.records import RequestRecord
+from benchy.scenario import Case
+from tests.conftest import REPO_ROOT, sim_env
+
+EXAMPLE = REPO_ROOT / "reports" / "dgx-spark-sim" / "results.json"
+
+
+def record(i: int, tg: int, ttft: float, tokens_per_event: int = 1, usage: bool = True) -> RequestRecord:
+    events = max(1, tg // tokens_per_event)
+    times = [ttft + 0.01 * k for k in range(events)]
+    return RequestRecord(
+        case=f"pp64 tg{tg}",
+        run=i,
+        index=i,
+        warmup=False,
+        request_id=f"r{tg}-{i}",
+        nonce="n",
+        target_prompt_tokens=64,
+        target_output_tokens=tg,
+        end_s=times[-1] + 0.01,
+        token_event_s=times,
+        token_event_chars=[4] * events,
+        token_event_kinds="c" * events,
+        prompt_tokens=64,
+        completion_tokens=tg,
+        usage_reported=usage,
+        content_chars=4 * events,
+        sent_mono_s=100.0 + i,
+    )
+
+
+def run_of(cases: list[results_mod.CaseResult], ceiling: dict | None = None) -> results_mod.RunResult:
+    setup = {"ceiling": ceiling} if ceiling else {}
+    run = results_mod.run_result(setup, cases, partial=False, stopped=None, version="test")
+    run.warnings = checks.check(run)
+    return run
+
+
+def case_of(tg: int, ttft: float, **kw) -> results_mod.CaseResult:
+    return results_mod.case_result(Case(pp=64, tg=tg), "chat", 3, [record(i, tg, ttft, **kw) for i in range(3)])
+
+
+def test_checks_only_read_what_they_check():
+    run = results_mod.read(EXAMPLE)
+    before = copy.deepcopy(run.to_dict())
+    found = checks.check(run)
+    assert run.to_dict() == before
+    assert [w.to_dict() for w in found] == before["warnings"]  # saved results re-check the same
+
+
+def test_buffering_is_recognised_by_its_code_not_its_words():
+    buffered = case_of(64, 0.05, tokens_per_event=8)
+    assert buffered.reason("ttft_s").code == metrics.BUFFERED and buffered.summary["ttft_s"] is None
+    reworded = copy.deepcopy(buffered)
+    reworded.unavailable = {name: "the stream came in lumps" for name in reworded.unavailable}
+    assert "sse_buffering" in {w.code for w in checks.check(run_of([reworded]))}
+    unbuffered = case_of(64, 0.05)
+    assert "sse_buffering" not in {w.code for w in checks.check(run_of([unbuffered]))}
+
+
+def test_a_ttft_trend_is_withheld_where_results_are_built_and_reported_once_per_case():
+    short, long = case_of(16, 0.05, usage=False), case_of(256, 1.5, usage=False)
+    run = run_of([short, long])
+    for case in run.cases:
+        assert case.summary["ttft_s"] is None and case.reason("ttft_s").code == metrics.BUFFERED_TREND
+        assert (
+            {"ttft_s", "decode_tps", "itl_s", "prefill_tps"} <= set(case.withheld) <= set(metrics.STREAM_TIMING_METRICS)
+        )
+        assert case.summary["e2e_tps"] is not None  # end-to-end stays
+        assert all(r.metrics["ttft_s"] is None and "ttft_s" in r.withheld for r in case.requests)
+    trend = [w for w in run.warnings if w.code == "sse_buffering"]
+    assert [w.case for w in trend] == [short.label, long.label]
+    assert trend[0].details["ttft_s_by_tg"] == {"tg16": 0.05, "tg256": 1.5}
+
+
+def test_ceilings_are_stored_once_when_results_are_built():
+    ceiling = {"bandwidth_gbs": 10.0, "active_bytes_per_token": 1e9}  # 10 tok/s
+    run = run_of([case_of(64, 0.05)], ceiling)
+    (case,) = run.cases
+    assert case.ceiling is not None and case.ceiling.tokens_per_s == 10.0
+    assert case.ceiling.decode_pct == 100.0 * case.median("decode_tps") / 10.0
+    (w,) = [w for w in run.warnings if w.code == "above_bandwidth_ceiling"]
+    assert {e.name for e in w.evidence} == set(w.metrics) and all(e.threshold == 10.0 for e in w.evidence)
+
+
+def test_an_empty_output_is_a_failure_before_any_statistic():
+    empty = record(0, 16, 0.05)
+    empty.content_chars, empty.completion_tokens = 0, 16
+    case = results_mod.case_result(Case(pp=64, tg=16), "chat", 1, [empty, record(1, 16, 0.05)])
+    assert (case.n_ok, case.n_failed, case.errors) == (1, 1, {"empty_output": 1})
+    assert case.summary["e2e_tps"].n == 1
+
+
+def imports_of(module: str) -> set[str]:
+    tree = ast.parse((REPO_ROOT / module).read_text(encoding="utf-8"))
+    found = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module:
+            found |= {n.module} | {f"{n.module}.{a.name}" for a in n.names}
+    return found
+
+
+def test_reports_read_results_only_and_statistics_need_no_plotting():
+    """compare draws with plots inside write_png only: its statistics (stats.py) import no matplotlib."""
+    assert not {m for m in imports_of("benchy/report/render.py") if m.startswith("benchy.probe")}
+    assert not {m for m in imports_of("benchy/checks.py") if m.startswith("benchy.report")}
+    code = (
+        "import sys, benchy.report.compare, benchy.stats, benchy.checks, benchy.results;"
+        "assert 'matplotlib' not in sys.modules, 'matplotlib imported'"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=sim_env(), cwd=REPO_ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

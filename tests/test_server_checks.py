@@ -1,0 +1,81 @@
+"""The server-vs-client disagreement rules (benchy/server_checks.py) at their boundaries, on
+hand-made cases: each fires past its threshold and stays quiet at it."""
+
+from __future__ import annotations
+
+from benchy import server_checks as sc
+
+
+def case(server: dict | None = None, requests: list[dict] | None = None, **more) -> dict:
+    return {"label": "pp1 tg1", "concurrency": 4, "rate": None, "server": server, "requests": requests or [], **more}
+
+
+def request(**fields) -> dict:
+    return {"warmup": False, "status": "ok", "metrics": {}, "cached_tokens": 0, "completion_tokens": 10, **fields}
+
+
+def server(**parts) -> dict:
+    return {"engine": "vllm", "counters": {}, "histograms": {}, "gauges": {}, "derived": {}, "rtt_s": 0.001, **parts}
+
+
+def hist(mean: float, count: int = 4) -> dict:
+    return {"count": count, "sum": mean * count, "mean": mean}
+
+
+SETUP = {"prompt_nonce": True, "calibration": {"overhead_tokens": 20}}
+
+
+def test_cache_hits_within_the_template_allowance_are_quiet():
+    reqs = [request() for _ in range(4)]
+    allowed = 4 * (20 + sc.CACHE_BLOCK_SLACK)
+    assert sc.cache_hit_finding(case(server(counters={"cache_hits": allowed}), reqs), SETUP) is None
+    found = sc.cache_hit_finding(case(server(counters={"cache_hits": allowed + 1}), reqs), SETUP)
+    assert found["explained_hits"] == allowed and found["usage_cached_tokens"] == 0
+    assert (
+        sc.cache_hit_finding(case(server(counters={"cache_hits": 10**6}), reqs), {**SETUP, "prompt_nonce": False})
+        is None
+    )
+
+
+def test_a_context_sent_ahead_is_an_explained_hit():
+    reqs = [request(reused_context_tokens=4096) for _ in range(2)]
+    hits = 2 * 4096
+    assert sc.cache_hit_finding(case(server(counters={"cache_hits": hits}), reqs), SETUP) is None
+
+
+def test_token_counts_within_one_a_request_agree():
+    reqs = [request(completion_tokens=10) for _ in range(4)]
+    assert sc.token_mismatch_finding(case(server(counters={"generation_tokens": 44}), reqs)) is None
+    assert sc.token_mismatch_finding(case(server(counters={"generation_tokens": 45}), reqs))["client_tokens"] == 40
+    failed = [*reqs[:3], request(status="error")]
+    assert sc.token_mismatch_finding(case(server(counters={"generation_tokens": 99}), failed)) is None
+    no_usage = [*reqs[:3], request(completion_tokens=None)]
+    assert sc.token_mismatch_finding(case(server(counters={"generation_tokens": 99}), no_usage)) is None
+
+
+def test_ttft_outside_the_server_needs_more_than_round_trips_and_a_share():
+    reqs = [request(metrics={"ttft_s": 0.100}) for _ in range(4)]
+    near = server(histograms={"ttft_s": hist(0.085)})  # 15 ms outside: under the 20 ms floor
+    assert sc.outside_finding(case(near, reqs)) is None
+    far = server(histograms={"ttft_s": hist(0.050)})
+    assert sc.outside_finding(case(far, reqs))["outside_s"] == 0.05
+    slow_link = server(histograms={"ttft_s": hist(0.050)}, rtt_s=0.02)  # 3 round trips = 60 ms
+    assert sc.outside_finding(case(slow_link, reqs)) is None
+
+
+def test_queueing_dominates_only_past_half_and_ten_ms():
+    assert sc.queue_finding(case(server(histograms={"queue_s": hist(0.006), "ttft_s": hist(0.008)}))) is None
+    assert sc.queue_finding(case(server(histograms={"queue_s": hist(0.04), "ttft_s": hist(0.1)}))) is None
+    found = sc.queue_finding(case(server(histograms={"queue_s": hist(0.06), "ttft_s": hist(0.1)})))
+    assert found["queue_share"] == 0.6 and found["concurrency"] == 4
+    message = next(
+        m
+        for code, m, *_ in sc.messages(case(server(histograms={"queue_s": hist(0.06), "ttft_s": hist(0.1)})), SETUP)
+        if code == "queue_dominates_ttft"
+    )
+    assert "At concurrency 4" in message
+
+
+def test_no_server_figures_no_findings():
+    assert list(sc.messages(case(None, [request()]), SETUP)) == []
+    assert list(sc.messages(case({"unavailable": "GET /metrics answered HTTP 404"}, [request()]), SETUP)) == []

