@@ -48,7 +48,9 @@ FIRST_ARRIVAL_MAX_TOKENS = 4.0
 FIRST_ARRIVAL_HIDDEN_SHARE = 0.05
 FIRST_ARRIVAL_HIDDEN_MIN_S = 0.005
 # Speculative decoding delivers at most draft + 1 tokens at once (llama.cpp's default
-# --draft-max is 16; EAGLE/MTP drafts up to 7). Bursts beyond it carrying most tokens are a buffer.
+# --draft-max is 16; EAGLE/MTP drafts up to 7). Bursts beyond it carrying most tokens are a
+# buffer, when the largest took more than FIRST_ARRIVAL_HIDDEN_MIN_S to make (an instant
+# server's whole answer in one read hides nothing).
 SPEC_MAX_ARRIVAL_TOKENS = 17
 BURSTY_TOKEN_SHARE = 0.5
 # usage and the independent count agree within this ratio, or this many tokens (a chat
@@ -295,7 +297,8 @@ def buffering(arr: list[Arrival], ttft_s: float | None) -> Buffering:
             f"{hidden * 1000:.0f} ms for the ones after it"
         )
         return Buffering(True, why, **figures)
-    if bursty >= BURSTY_TOKEN_SHARE:
+    burst_hides = (largest - 1) / rate if rate else 0.0  # how long the largest burst took to make
+    if bursty >= BURSTY_TOKEN_SHARE and burst_hides >= FIRST_ARRIVAL_HIDDEN_MIN_S:
         why = (
             f"{bursty:.0%} of the tokens arrived in bursts of more than {SPEC_MAX_ARRIVAL_TOKENS} "
             f"(up to {largest:.0f}), longer than any speculative draft"
