@@ -5,10 +5,10 @@ threshold, unit).
 
 Codes (severity): sse_buffering (warning), above_bandwidth_ceiling (error), ceiling_unknown
 (warning), prefix_cache_hit (warning), depth_cache_miss (warning), empty_output / zero_tokens
-(warning; error when no request of the case succeeded), reasoning_only (warning),
+(warning; error when most requests of the case failed), reasoning_only (warning),
 output_length_mismatch (warning), no_usage (warning), request_errors (warning; error when
-every request failed), client_overloaded (warning), first_chunk_before_prefill (info),
-dangerous_stop (warning; error when no request of the case succeeded), special_tokens_stripped
+most requests of the case failed), client_overloaded (warning), first_chunk_before_prefill (info),
+dangerous_stop (warning; error when most requests of the case failed), special_tokens_stripped
 (warning), usage_mismatch (warning), prompt_length_mismatch (warning), ttft_not_prefill
 (warning), prefill_holds_queueing (warning).
 
@@ -27,6 +27,7 @@ import numpy as np
 from benchy import evidence, metrics, profiles, server_checks
 from benchy.metrics import OUTPUT_FAILURES
 from benchy.results import CaseResult, CheckWarning, Evidence, RequestResult, RunResult, Setup
+from benchy.workloads.figures import WorkloadFigures
 
 ERROR = "error"  # the number is wrong or missing: a hard failure
 WARNING = "warning"  # the number is real but qualified
@@ -172,10 +173,12 @@ def _errors_hint(errors: dict[str, int]) -> str:
 def prefix_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     template = (run.setup.calibration or {}).get("overhead_tokens", 0) or 0
     # A cached --depth context is meant to hit (depth_cache_miss checks it); only the rest counts.
+    # Requests of a cache-aware workload (they carry unique_tokens) are meant to hit: the
+    # workload checks judge their reuse instead.
     hits = [
         r
         for r in case.measured_ok()
-        if (r.cached_tokens or 0) - (r.reused_context_tokens or 0) > max(template, 0) + 0.5
+        if r.unique_tokens is None and (r.cached_tokens or 0) - (r.reused_context_tokens or 0) > max(template, 0) + 0.5
     ]
     if hits:
         most = max(r.cached_tokens or 0 for r in hits)
@@ -225,11 +228,114 @@ def depth_cache_miss(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
     )
 
 
+# Cache-aware workloads (benchy/workloads/figures.py finds these; a shared-prefix case's miss is
+# depth_cache_miss's, since its prefixes are cached contexts).
+CACHE_HINT = (
+    "The server's prefix cache is smaller than what the load keeps alive: give it more room "
+    "(vLLM: --gpu-memory-utilization, --num-gpu-blocks-override; llama.cpp: --cache-ram, more "
+    "--parallel slots; SGLang: --mem-fraction-static) or lower the concurrency."
+)
+
+
+def _workload(case: CaseResult, *, judged: bool = False) -> WorkloadFigures | None:
+    """The case's workload figures; judged: only where eviction and no-reuse are this module's
+    (a shared-prefix case's prefixes are cached contexts: depth_cache_miss judges those)."""
+    figures = case.workload
+    if figures is None or (judged and figures.kind == "shared_prefix"):
+        return None
+    return figures
+
+
+@case_check
+def cache_eviction(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """Reuse worked, then fell short of what the server had already prefilled."""
+    figures = _workload(case, judged=True)
+    ev = figures.eviction if figures else None
+    if ev is None:
+        return
+    where = f"turn {ev.turn} (conversation {ev.conversation})" if ev.turn else f"request {ev.request_id}"
+    yield Warning_(
+        "cache_eviction",
+        WARNING,
+        case.label,
+        f"The server stopped reusing what it had already prefilled from {where}, {ev.after_s:.1f} s into "
+        f"the case with {ev.in_flight} requests in flight and {ev.held_tokens:,} prompt tokens held "
+        f"across {'conversations' if ev.turn else 'requests'}: {ev.requests} of {ev.of_requests} "
+        f"requests that should have reused earlier tokens reported fewer cached tokens ({ev.lost_tokens:,} "
+        "tokens prefilled again). Their TTFT includes that prefill.",
+        CACHE_HINT,
+        metrics=("ttft_s", "prefill_tps"),
+        details=ev.to_dict(),
+        evidence=(Evidence("reported_cached_tokens", ev.reported_tokens, ev.expected_tokens, "tokens"),),
+    )
+
+
+@case_check
+def cache_not_reused(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    figures = _workload(case, judged=True)
+    miss = figures.no_reuse if figures else None
+    if miss is None:
+        return
+    yield Warning_(
+        "cache_not_reused",
+        WARNING,
+        case.label,
+        f"{miss.requests} requests resent {miss.expected_tokens:,} tokens the server had already "
+        "prefilled, and it reported none of them as cached: its prefix cache is off or does not report hits.",
+        "Enable the server's prefix cache (vLLM --enable-prefix-caching, llama.cpp cache_prompt, SGLang's "
+        "radix cache is on by default) and check that it reports usage.prompt_tokens_details.cached_tokens.",
+        metrics=("ttft_s", "prefill_tps"),
+        details=miss.to_dict(),
+    )
+
+
+@case_check
+def cache_not_reported(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """A workload whose server never says how many tokens it served from cache."""
+    figures = _workload(case)
+    if figures is None or figures.reuse.requests or not figures.reuse.unreported:
+        return
+    yield Warning_(
+        "cache_not_reported",
+        WARNING,
+        case.label,
+        f"None of the {figures.reuse.unreported} successful requests reported cached tokens "
+        "(usage.prompt_tokens_details.cached_tokens): the reuse this workload is about cannot be "
+        "verified, and eviction or leakage would go unseen. TTFT is measured all the same.",
+        "vLLM: start it with --enable-prompt-tokens-details; other servers: check that usage "
+        "carries prompt_tokens_details.cached_tokens.",
+        details={"requests": figures.reuse.unreported},
+    )
+
+
+@case_check
+def cache_leakage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """More cached tokens than the request could share: its unique part was served from cache."""
+    figures = _workload(case)
+    leak = figures.leakage if figures else None
+    if leak is None:
+        return
+    where = f", the first at turn {leak.turn}" if leak.turn else ""
+    yield Warning_(
+        "cache_leakage",
+        WARNING,
+        case.label,
+        f"{leak.requests} of {leak.of_requests} requests reported more cached tokens than they could "
+        f"share with anything sent before (up to {leak.max_excess_tokens:,.0f} tokens into their unique, "
+        f"nonce-led part{where}): the cache served text from another conversation or run, or the server "
+        "miscounts cached tokens. Their TTFT is too good to be this workload's.",
+        "Keep the nonce on (no --no-nonce); if it is on, the server's cached_tokens cannot be trusted.",
+        metrics=("ttft_s", "prefill_tps"),
+        details=leak.to_dict(),
+    )
+
+
 # ------------------------------------------------------------------ outputs
 
 
 def _failure_severity(case: CaseResult) -> str:
-    return ERROR if case.n_ok == 0 else WARNING
+    """A case that lost most of its measured requests is a failed case, not a qualified one."""
+    return ERROR if case.n_failed > case.n_ok else WARNING
 
 
 def _failed_as(case: CaseResult, kind: str) -> list[RequestResult]:

@@ -1,10 +1,6 @@
 """benchy's command line: parses, calls and prints. No logic a test would want to reach.
 
-Exit codes: 0 clean; 1 an error (server unusable, bad input); 2 bad usage; 3 a check failed
-hard (an impossible rate, every request of a case failed); 4 warnings under --strict (notes of
-severity info never count); 5 stopped early by --max-errors / --max-error-rate (partial
-results are still saved);
-130 interrupted by Ctrl-C or SIGTERM (partial results are still saved).
+Exit codes follow from the results (outcome.py, which tables them; docs/exit-codes.md).
 """
 
 from __future__ import annotations
@@ -19,12 +15,8 @@ from pathlib import Path
 import click
 
 from benchy import __version__
+from benchy.outcome import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, exit_code, measured_lines
 from benchy.redact import URL_USERINFO, redacted_command_line
-
-EXIT_CHECK_FAILED = 3
-EXIT_STRICT_WARNINGS = 4
-EXIT_TOO_MANY_ERRORS = 5
-EXIT_INTERRUPTED = 130
 
 
 class MultiValueCommand(click.Command):
@@ -118,8 +110,8 @@ CLIENT_OPTIONS = (
         type=click.Choice(["lean", "aiohttp"]),
         default="lean",
         show_default=True,
-        help="HTTP client: benchy's lean HTTP/1.1 client (httptools; 2-3 µs of CPU per streamed token) "
-        "or aiohttp (12-18 µs; the reference to compare against). Both honour proxies, redirects, "
+        help="HTTP client: benchy's lean HTTP/1.1 client (httptools) or aiohttp (20-40% more CPU per "
+        "streamed token; the reference to compare against). Both honour proxies, redirects, "
         "--header and the base URL's query string alike.",
     ),
     click.option(
@@ -168,7 +160,17 @@ endpoint_option = click.option(
 
 
 class RunCommand(MultiValueCommand):
-    multi_value = ("--pp", "--tg", "--concurrency", "-c", "--scenario", "--depth", "--stop", "--rate")
+    multi_value = (
+        "--pp",
+        "--tg",
+        "--concurrency",
+        "-c",
+        "--scenario",
+        "--depth",
+        "--stop",
+        "--rate",
+        "--shared-prefix",
+    )
 
 
 CASE_OPTIONS = (
@@ -198,16 +200,101 @@ CASE_OPTIONS = (
         "(llama-bench's pp512 @ d4096); benchy checks the server's cached_tokens.",
     ),
     click.option("--scenario", multiple=True, help="Shipped scenario name or a .toml file; several allowed."),
+    # Cache-aware workloads (benchy/workloads): one of --turns, --shared-prefix, --trace.
+    click.option(
+        "--turns",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="T",
+        help="Multi-turn conversations: -c conversations of T turns, each resending the history plus "
+        "a new --pp-token message; per-turn TTFT and cached tokens vs the history.",
+    ),
+    click.option(
+        "--first-tokens",
+        type=click.IntRange(min=9),
+        default=None,
+        metavar="N",
+        help="With --turns: the first message's tokens.",
+    ),
+    click.option(
+        "--think-time",
+        default=None,
+        metavar="SPEC",
+        help="With --turns: the pause before each next turn: 2s, 500ms, exp:2s or lognormal:2s[:SIGMA] "
+        "(seeded by --seed).",
+    ),
+    click.option(
+        "--keep-reasoning",
+        is_flag=True,
+        help="With --turns: send earlier answers' reasoning back (by default dropped, as gpt-oss's format does).",
+    ),
+    click.option(
+        "--cold-baseline",
+        is_flag=True,
+        help="With --turns: then send each turn's length again with nothing shared (as many at once as "
+        "there are conversations), for each turn's TTFT gain from the cache.",
+    ),
+    click.option(
+        "--shared-prefix",
+        type=float,
+        multiple=True,
+        metavar="F",
+        help="Shared prefixes: a sweep over the shared fraction of each --pp prompt, e.g. --shared-prefix 0.5 0.9 "
+        "(each beside the same lengths with nothing shared); TTFT gain and hit rate.",
+    ),
+    click.option(
+        "--groups",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="G",
+        help="With --shared-prefix: G groups, each with its own prefix (default 1).",
+    ),
+    click.option(
+        "--trace",
+        "trace_file",
+        default=None,
+        metavar="FILE",
+        help="Replay a trace (Mooncake JSONL with hash_ids, or JSONL of timestamp/input_length/output_length) "
+        "at its own times; `sample` is the shipped sample. --requests N replays the first N.",
+    ),
+    click.option(
+        "--speed",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        metavar="X",
+        help="With --trace: replay X times faster (0.5: half the rate).",
+    ),
 )
 
 
-def _cases(pp, tg, concurrency, rate, depth, depth_mode, scenario):
-    from benchy.scenario import CaseSelection, ScenarioError, select_cases
+def _cases(
+    pp,
+    tg,
+    concurrency,
+    rate,
+    depth,
+    depth_mode,
+    scenario,
+    turns,
+    first_tokens,
+    think_time,
+    keep_reasoning,
+    cold_baseline,
+    shared_prefix,
+    groups,
+    trace_file,
+    speed,
+):
+    from benchy.scenario import CaseSelection, ScenarioError, WorkloadSelection, select_cases
+    from benchy.workloads.spec import WorkloadError
 
-    chosen = CaseSelection(scenario, pp, tg, concurrency, depth, depth_mode, rate)
+    workload = WorkloadSelection(
+        turns, first_tokens, think_time, keep_reasoning, cold_baseline, shared_prefix, groups, trace_file, speed
+    )
+    chosen = CaseSelection(scenario, pp, tg, concurrency, depth, depth_mode, rate, workload)
     try:
         return select_cases(chosen)
-    except ScenarioError as exc:
+    except (ScenarioError, WorkloadError) as exc:
         raise click.UsageError(str(exc)) from None
 
 
@@ -217,8 +304,8 @@ LOAD_OPTIONS = (
         type=click.IntRange(min=1),
         default=None,
         metavar="N",
-        help="With --rate (or a scenario's rate): at most N requests in flight; later arrivals wait "
-        "(and their delay is reported).",
+        help="With --rate, --trace (or a scenario's rate or trace): at most N requests in flight; later "
+        "arrivals wait (and their delay is reported).",
     ),
     click.option(
         "--requests",
@@ -345,8 +432,9 @@ def _template(template, reasoning_effort):
     "-o",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Folder for results.json, requests.jsonl and report.md.",
+    help="Folder for results.json, requests.jsonl and report.md; refused if it holds files, unless --force.",
 )
+@click.option("--force", is_flag=True, help="Replace benchy's files in a non-empty --output folder.")
 @click.option(
     "--format",
     "fmt",
@@ -372,6 +460,15 @@ def _template(template, reasoning_effort):
     help="Stop the run once more than this fraction of its requests has failed, judged from "
     "the 10th finished request on (exit 5); what was measured is kept.",
 )
+@click.option(
+    "--max-connect-failures",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    metavar="N",
+    help="Stop the run once N requests in a row could not connect: the server is gone (exit 6); "
+    "what was measured is kept. 0: never stop for this.",
+)
 @option_group("ceiling", CEILING_OPTIONS, _ceiling_inputs)
 @option_group("template", TEMPLATE_OPTIONS, _template)
 @click.option(
@@ -396,11 +493,13 @@ def run(
     warmup,
     no_nonce,
     output,
+    force,
     fmt,
     quiet,
     strict,
     max_errors,
     max_error_rate,
+    max_connect_failures,
     ceiling,
     template,
     stop,
@@ -411,16 +510,20 @@ def run(
     from benchy.client import ServerError
     from benchy.prompts import PromptError
     from benchy.report import table
+    from benchy.workloads.cases import check_workload_endpoints
 
     try:
         load.check(cases)
         template.check({c.endpoint or endpoint for c in cases}, stop)
+        check_workload_endpoints(cases, endpoint)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     for text, reason in template.risky_stops(stop):
         click.echo(
             f"benchy: warning: --stop {text!r} occurs inside every Harmony (gpt-oss) response: {reason}", err=True
         )
+    if output is not None:
+        _claim_folder(output, force)
     settings = run_mod.RunSettings(
         client=client,
         cases=cases,
@@ -434,6 +537,7 @@ def run(
         ceiling=ceiling,
         max_errors=max_errors,
         max_error_rate=max_error_rate,
+        max_connect_failures=max_connect_failures,
         template=template,
         stop=tuple(stop),
         load=load,
@@ -447,7 +551,9 @@ def run(
 
             render.write_report(results, output)
     except (ServerError, PromptError) as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
+    except run_mod.NothingMeasured as exc:
+        raise _Interrupted(str(exc)) from None
     except OSError as exc:  # an output folder that cannot be written
         raise click.ClickException(f"cannot write {exc.filename or output}: {exc.strerror or exc}") from None
     _echo_stop(results, output)
@@ -455,10 +561,38 @@ def run(
         click.echo(json.dumps(results, indent=1))
     elif fmt == "csv":
         click.echo(table.csv_text(results), nl=False)
-    else:
+    elif results["cases"]:
         click.echo(table.markdown(results))
         _echo_warnings(results)
-    return _exit_code(results, strict)
+    else:
+        click.echo("No case was measured.")
+    return exit_code(results, strict)
+
+
+class _Interrupted(click.ClickException):
+    exit_code = EXIT_INTERRUPTED
+
+
+def _claim_folder(directory: Path, force: bool) -> None:
+    from benchy.folders import FolderInUse, claim
+
+    try:
+        claim(directory, force)
+    except FolderInUse as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot use {directory}: {exc.strerror or exc}") from None
+
+
+def _with_url_hint(message: str, base_url: str) -> str:
+    """A 404 from the API root usually means the /v1 was left out of --base-url."""
+    from urllib.parse import urlsplit
+
+    path = urlsplit(base_url).path.rstrip("/")
+    if "HTTP 404" in message and not path.endswith("/v1"):
+        root = URL_USERINFO.sub(r"\1***@", base_url.rstrip("/"))
+        return f"{message} (OpenAI-compatible servers serve the API under /v1: try --base-url {root}/v1)"
+    return message
 
 
 class DemoCommand(MultiValueCommand):
@@ -486,7 +620,13 @@ def demo(ctx, preset, pp, tg, runs, output):
     try:
         click.echo(f"Benchmarking {sim.base_url} (real time: this takes a minute or two) …", err=True)
         code = ctx.invoke(
-            run, base_url=sim.base_url, pp=pp or (512, 2048, 8192), tg=tg or (32, 128), runs=runs, output=output
+            run,
+            base_url=sim.base_url,
+            pp=pp or (512, 2048, 8192),
+            tg=tg or (32, 128),
+            runs=runs,
+            output=output,
+            force=True,  # the demo's folder is its own: each demo replaces the last one's files
         )
     finally:
         sim.stop()
@@ -501,16 +641,26 @@ def demo(ctx, preset, pp, tg, runs, output):
     "-o",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Folder for report.md and figures/ (default: the results file's folder).",
+    help="Folder for report.md and figures/ (default: the results file's folder); the results "
+    "and requests.jsonl are copied there. Refused if it holds files, unless --force.",
 )
-def report(results_file, output):
+@click.option("--force", is_flag=True, help="Replace benchy's files in a non-empty --output folder.")
+def report(results_file, output, force):
     """Re-make report.md and its PNG figures from a saved results.json (or a run folder, or a
     probe.json). Needs no server."""
+    from benchy.folders import copy_run
     from benchy.report import render
     from benchy.results import ResultsError
 
+    source = render.results_path(Path(results_file))
+    if output is not None and source.is_file() and output.resolve() != source.parent.resolve():
+        _claim_folder(output, force)
+        try:
+            source = copy_run(source, output)
+        except OSError as exc:
+            raise click.ClickException(f"cannot copy {source} to {output}: {exc.strerror or exc}") from None
     try:
-        written = render.write_from_file(results_file, output)
+        written = render.write_from_file(source, output)
     except ResultsError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
@@ -583,11 +733,14 @@ def _check_url(url: str) -> None:
 
 
 def _echo_stop(results: dict, output: Path | None) -> None:
-    """One line on stderr when the run ended early, saying what was kept."""
+    """On stderr, when the run ended early: why, what was and was not measured, where it is."""
     stopped = results.get("stopped")
     if stopped:
-        kept = f"; partial results saved in {output}" if output is not None else ""
-        click.echo(f"benchy: stopped early: {stopped['reason']}{kept}", err=True)
+        click.echo(f"benchy: stopped early: {stopped['reason']}", err=True)
+    for line in measured_lines(results):
+        click.echo(f"  {line}", err=True)
+    if results.get("partial") and output is not None:
+        click.echo(f"  partial results saved in {output}", err=True)
 
 
 def _echo_warnings(results: dict) -> None:
@@ -595,26 +748,11 @@ def _echo_warnings(results: dict) -> None:
 
     warnings = results.get("warnings", [])
     if is_clean(warnings):
-        click.echo("\nNo warnings: every case is clean.")
+        every = "every case measured" if results.get("partial") else "every case"
+        click.echo(f"\nNo warnings: {every} is clean.")
     for w in warnings:
         where = f" [{w['case']}]" if w.get("case") else ""
         click.echo(f"\n{w['severity']}: {w['code']}{where}: {w['message']}\n  hint: {w['hint']}")
-
-
-def _exit_code(results: dict, strict: bool) -> int:
-    warnings = results.get("warnings", [])
-    stopped_by = (results.get("stopped") or {}).get("by")
-    if stopped_by in ("SIGINT", "SIGTERM"):
-        return EXIT_INTERRUPTED
-    if stopped_by in ("max-errors", "max-error-rate"):
-        return EXIT_TOO_MANY_ERRORS
-    if results.get("partial") and not results.get("cases"):
-        return EXIT_INTERRUPTED
-    if any(w["severity"] == "error" for w in warnings):
-        return EXIT_CHECK_FAILED
-    if strict and any(w["severity"] != "info" for w in warnings):
-        return EXIT_STRICT_WARNINGS
-    return EXIT_INTERRUPTED if results.get("partial") else 0
 
 
 class ProbeCommand(MultiValueCommand):
@@ -645,8 +783,9 @@ class ProbeCommand(MultiValueCommand):
     "-o",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Folder for probe.json, probe.md and probe.png.",
+    help="Folder for probe.json, probe.md and probe.png; refused if it holds files, unless --force.",
 )
+@click.option("--force", is_flag=True, help="Replace benchy's files in a non-empty --output folder.")
 @click.option(
     "--format",
     "fmt",
@@ -656,7 +795,7 @@ class ProbeCommand(MultiValueCommand):
     help="What to print on stdout.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
-def probe_cache(client, endpoint, lengths, n, tg, output, fmt, quiet):
+def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet):
     """Does the server cache prompt prefixes? Shared- vs unique-prefix TTFTs and a verdict per length."""
     from benchy import probe
     from benchy.client import ServerError
@@ -665,6 +804,8 @@ def probe_cache(client, endpoint, lengths, n, tg, output, fmt, quiet):
 
     if n < 3 or tg < 1 or any(length < 1 for length in lengths):
         raise click.UsageError("--requests must be ≥ 3, --tg ≥ 1 and --lengths ≥ 1")
+    if output is not None:
+        _claim_folder(output, force)
     settings = probe.ProbeSettings(
         client=client,
         lengths=list(lengths) or list(probe.DEFAULT_LENGTHS),
@@ -677,7 +818,7 @@ def probe_cache(client, endpoint, lengths, n, tg, output, fmt, quiet):
     try:
         result = probe.run_probe(settings)
     except (ServerError, PromptError) as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
     if output is not None:
         probe_report.write(result, output)
     if fmt == "json":
@@ -703,7 +844,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_INTERRUPTED)
     except click.UsageError as exc:
         click.echo(f"benchy: error: {exc.format_message()}", err=True)
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
     except click.ClickException as exc:
         click.echo(f"benchy: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)

@@ -2,8 +2,9 @@
 
 Every chunk is timestamped (`time.perf_counter`) the moment it is read, before any parsing, so
 parsing cost never shifts a timestamp. Two transports carry the same requests: benchy.http1
-(the default, "lean": httptools on asyncio's buffered protocol, 2-3 µs of CPU per streamed
-token) and aiohttp (`--transport aiohttp`, 12-18 µs; the reference to compare against). Both
+(the default, "lean": httptools on asyncio's buffered protocol) and aiohttp (`--transport
+aiohttp`, 20-40% more CPU per streamed token; the reference to compare against; the figures
+are in docs/network.md). Both
 take a proxy from the environment (HTTP_PROXY / HTTPS_PROXY / NO_PROXY, unless
 `env_proxy=False`), keep the base URL's query string (`?api-version=…`) on every request, send
 the extra `--header`s, and follow redirects by one policy (`redirect_target`). Secrets (the API
@@ -456,7 +457,7 @@ class Client:
         reader = _StreamReader(rec, self.scrub, harmony)
         response = Response()
         rec.sent_unix_s = time.time()
-        t0 = time.perf_counter()
+        t0 = reader.t0 = time.perf_counter()
         rec.sent_mono_s = t0
 
         def on_head(resp: Response) -> bool:
@@ -471,7 +472,7 @@ class Client:
                 body,
                 response,
                 on_head,
-                lambda chunk, now: reader.feed(chunk, now - t0),
+                reader.feed,
                 {"X-Request-Id": rec.request_id},
                 fresh,
             )
@@ -635,6 +636,8 @@ class _StreamReader:
         "last_text_s",
         "plain_prefix",
         "texts",
+        "kinds",
+        "t0",
     )
 
     def __init__(self, rec: RequestRecord, scrub: Callable[[str], str] = str, harmony: bool = False) -> None:
@@ -648,8 +651,11 @@ class _StreamReader:
         self.last_text_s = 0.0
         self.plain_prefix = b""  # the known head + the plain choice (see _plain); empty: not learnt yet
         self.texts: list[str] = []  # each token event's text, joined into rec.token_event_text
+        self.kinds: list[str] = []  # and its kind, into rec.token_event_kinds (a str += per event is O(n²))
+        self.t0 = 0.0  # feed()'s `now` minus this is the record's time (the transport's sink is feed itself)
 
     def feed(self, chunk: bytes, now: float) -> None:
+        now -= self.t0
         rec = self.rec
         if self.plain_prefix and self.parser.idle():
             done = self._plain_events(chunk, now)
@@ -671,12 +677,12 @@ class _StreamReader:
             self._event(data, now)
         rec = self.rec
         rec.end_s = now
-        rec.token_event_text = "".join(self.texts)
+        self._settle()
         if rec.status != "ok":
             return
         if self.harmony is not None:
             self._harmony_close(self.harmony)
-            rec.token_event_text = "".join(self.texts)
+            self._settle()
         if self.bad_events:
             rec.anomalies.append(f"malformed_events:{self.bad_events}")
         if not self.done:
@@ -693,8 +699,13 @@ class _StreamReader:
         rec.reasoning_chars += len(reasoning)
         rec.token_event_s.append(now)
         rec.token_event_chars.append(len(content) + len(reasoning))
-        rec.token_event_kinds += CONTENT if content else REASONING
+        self.kinds.append(CONTENT if content else REASONING)
         self.texts.append(reasoning + content)
+
+    def _settle(self) -> None:
+        """The per-event lists, joined into the record's strings."""
+        self.rec.token_event_text = "".join(self.texts)
+        self.rec.token_event_kinds = "".join(self.kinds)
 
     def _event(self, data: bytes, now: float) -> None:
         """One data payload. Garbage of any shape is counted in bad_events, never raised."""
@@ -833,12 +844,12 @@ class _StreamReader:
             if not rec.token_event_s or rec.token_event_s[-1] != self.last_text_s:
                 rec.token_event_s.append(self.last_text_s)
                 rec.token_event_chars.append(0)
-                rec.token_event_kinds += REASONING
+                self.kinds.append(REASONING)
                 self.texts.append("")
             rec.token_event_chars[-1] += len(content) + len(reasoning)
             self.texts[-1] += reasoning + content
             if content:
-                rec.token_event_kinds = rec.token_event_kinds[:-1] + CONTENT
+                self.kinds[-1] = CONTENT
         if not harmony.saw_markers and markers_missing("".join(self.unmarked)):
             rec.anomalies.append("special_tokens_stripped")
 
@@ -877,7 +888,7 @@ class _StreamReader:
         self.fail("not_sse", f"response is not an event stream (Content-Type: {content_type or 'none'}): {head}")
 
     def fail(self, kind: str, message: str) -> None:
-        self.rec.token_event_text = "".join(self.texts)  # what arrived before the failure
+        self._settle()  # what arrived before the failure
         if self.rec.status == "error":
             return  # keep the first cause
         self.rec.status = "error"

@@ -322,7 +322,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         now = time.perf_counter()  # first: parsing never shifts a timestamp
-        self._deliver(bytes(self._view[:nbytes]), now)
+        self._deliver(self._view[:nbytes], now)  # parsed before the next read reuses the buffer
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -336,7 +336,7 @@ class _Connection(asyncio.BufferedProtocol):
     def data_received(self, data: bytes) -> None:  # transports that do not buffer for us
         self._deliver(data, time.perf_counter())
 
-    def _deliver(self, data: bytes, now: float) -> None:
+    def _deliver(self, data: bytes | memoryview, now: float) -> None:
         exchange = self.exchange
         if exchange is None:  # bytes nobody asked for: the connection is not clean any more
             self.close()
@@ -385,6 +385,7 @@ class _Exchange:
         self.head_bytes = 0
         self.in_body = False
         self.until_close = False  # no Content-Length, not chunked: the body ends with the connection
+        self.streaming = False  # body bytes go to the sink (on_body's one test, per event)
         self.now = self.last_read = time.perf_counter()
         self.reusable = False
 
@@ -411,7 +412,7 @@ class _Exchange:
             self._stall_handle = self.loop.call_at(self._loop_time(quiet_until), self._check_stall)
 
     # ---- bytes in ----
-    def received(self, data: bytes, now: float) -> None:
+    def received(self, data: bytes | memoryview, now: float) -> None:
         self.last_read = self.now = now
         if self.done.done():
             return
@@ -457,15 +458,14 @@ class _Exchange:
         self.until_close = "content-length" not in h and "chunked" not in h.get("transfer-encoding", "").lower()
         self.until_close = self.until_close and status not in (204, 304)
         self.in_body = True
-        resp.streamed = self.on_head(resp)
+        resp.streamed = self.streaming = self.on_head(resp)
 
     def on_body(self, body: bytes) -> None:
-        if self.done.done():
+        if self.streaming:
+            self.sink(body, self.now)
             return
         resp = self.response
-        if resp.streamed:
-            self.sink(body, self.now)
-        elif len(resp.peek) < PEEK_BYTES:
+        if not self.done.done() and len(resp.peek) < PEEK_BYTES:
             resp.peek += body[: PEEK_BYTES - len(resp.peek)]
             if len(resp.peek) >= PEEK_BYTES:  # enough to say what went wrong; the rest is dropped
                 self._finish(self.now, reusable=False)
@@ -476,6 +476,7 @@ class _Exchange:
 
     # ---- endings ----
     def _finish(self, now: float, reusable: bool = False) -> None:
+        self.streaming = False
         self.response.end_s = now
         self.reusable = reusable
         if not self.done.done():
@@ -492,7 +493,7 @@ class _Exchange:
             self._fail("disconnect", f"connection closed mid-response ({_why(exc)})")
 
     def _fail(self, kind: str, message: str) -> None:
-        self.reusable = False
+        self.reusable = self.streaming = False
         if not self.done.done():
             self.done.set_exception(HttpFailure(kind, message))
 

@@ -17,7 +17,7 @@ import asyncio
 import itertools
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from benchy import arrivals
@@ -51,14 +51,15 @@ class LoadSettings:
 
     def check(self, cases: list[Case]) -> None:
         """ValueError for a setting that none of the cases can use."""
-        if self.max_inflight is not None and all(c.rate is None for c in cases):
+        if self.max_inflight is not None and all(c.rate is None and c.kind != "trace" for c in cases):
             raise ValueError(
-                "--max-inflight needs --rate or a scenario with rate (a closed loop keeps exactly --concurrency in flight)"
+                "--max-inflight needs --rate, --trace or a scenario with rate or trace "
+                "(a closed loop keeps exactly --concurrency in flight)"
             )
 
     def streams(self, case: Case) -> int:
         """Connections a case may hold open at once (an uncapped open loop: no fixed bound)."""
-        if case.rate is None:
+        if case.rate is None and case.kind != "trace":
             return case.concurrency
         return self.max_inflight or UNCAPPED_CONNECTIONS
 
@@ -89,6 +90,10 @@ class CasePlan:
     def measured(self) -> int:
         """Measured requests of the whole case, every worker's; 0 for a closed loop bounded
         only by --duration, which sends until the time is up."""
+        if self.case.kind in ("multi_turn", "trace"):
+            from benchy.workloads.runners import planned_requests
+
+            return planned_requests(self)
         if self.case.rate is not None:
             return arrivals.rate_requests(self.case.rate, self.requests, self.duration_s)
         if self.requests is not None:
@@ -96,6 +101,15 @@ class CasePlan:
         if self.duration_s is not None:
             return 0
         return self.runs * self.case.concurrency
+
+    @property
+    def expected_records(self) -> int | None:
+        """Records the whole case will write (context, warmups, measured); None when a closed
+        loop is bounded only by --duration."""
+        if self.case.rate is None and self.requests is None and self.duration_s is not None:
+            return None
+        context = self.case.depth_mode == "cached" and bool(self.case.depth)
+        return self.warmup + self.measured + context
 
     @property
     def streams(self) -> int:
@@ -111,7 +125,9 @@ class CasePlan:
 
 
 @dataclass(frozen=True)
-class _Send:
+class Send:
+    """One request to send: its record (filled as it runs) and its prompt."""
+
     record: RequestRecord
     prompt: Prompt
 
@@ -133,36 +149,44 @@ def request_options(plan: CasePlan, tg: int) -> dict:
     return options
 
 
-async def _send(client: Client, plan: CasePlan, send: _Send, tg: int, extra: dict) -> None:
+async def send_request(client: Client, plan: CasePlan, send: Send, tg: int, extra: dict) -> None:
+    """Sends one request of the case (its template rendered), filling send.record."""
     text = plan.template.render(send.prompt.text, plan.endpoint)
     await client.stream(send.record, text, tg, plan.endpoint, extra, harmony=plan.template.parses(plan.endpoint))
 
 
-def _context_send(plan: CasePlan, prompts: PromptFactory) -> _Send | None:
-    """The shared context of a cached-depth case, sent alone first; None in cold mode."""
+def _context_sends(plan: CasePlan, prompts: PromptFactory) -> list[Send]:
+    """The shared contexts of a cached-depth case (one; a shared-prefix case: one per group),
+    each sent alone first; none in cold mode."""
     case = plan.case
     if case.depth_mode != "cached" or not case.depth:
-        return None
-    context = prompts.context(case.depth)
-    rec = RequestRecord(
-        case=case.label,
-        run=-1,
-        index=-1,
-        warmup=True,
-        request_id=f"benchy-{plan.salt}-{plan.index}ctx",
-        nonce=context.nonce,
-        target_prompt_tokens=case.depth,
-        target_output_tokens=1,
-    )
-    return _Send(rec, context)
+        return []
+    sends = []
+    for group in range(case.groups):
+        context = prompts.context(case.depth)
+        rec = RequestRecord(
+            case=case.label,
+            run=-1,
+            index=-1,
+            warmup=True,
+            request_id=f"benchy-{plan.salt}-{plan.index}ctx" + (str(group) if case.groups > 1 else ""),
+            nonce=context.nonce,
+            target_prompt_tokens=case.depth,
+            target_output_tokens=1,
+            group=group if case.kind == "shared_prefix" else None,
+        )
+        sends.append(Send(rec, context))
+    return sends
 
 
 def _sends(
-    plan: CasePlan, prompts: PromptFactory, context: Prompt | None = None
-) -> tuple[list[_Send], Iterable[_Send]]:
+    plan: CasePlan, prompts: PromptFactory, contexts: Sequence[Prompt] = ()
+) -> tuple[list[Send], Iterable[Send]]:
     case = plan.case
+    shared = case.kind == "shared_prefix"
 
-    def make(i: int, warm: bool) -> _Send:
+    def make(i: int, warm: bool) -> Send:
+        context = contexts[i % len(contexts)] if contexts else None
         prompt = prompts.build(case.pp, case.depth, context)
         tag = "w" if warm else "m"
         rec = RequestRecord(
@@ -175,9 +199,14 @@ def _sends(
             target_prompt_tokens=case.depth + case.pp,
             target_output_tokens=case.tg,
             reused_context_tokens=case.depth if context else 0,
+            group=i % case.groups if shared and context else None,
+            expected_cached_tokens=(case.depth if context else 0) if shared else None,
+            unique_tokens=round((prompt.unique_local_tokens or prompt.local_tokens) * prompts.calibration.scale)
+            if shared
+            else None,
             local_token_scale=prompts.calibration.scale,
         )
-        return _Send(rec, prompt)
+        return Send(rec, prompt)
 
     warmups = [make(i, True) for i in arrivals.share(plan.warmup, plan.worker, plan.workers)]
     if plan.case.rate is None and plan.requests is None and plan.duration_s is not None:
@@ -195,7 +224,8 @@ async def run_case(
     stop: asyncio.Event | None = None,
 ) -> None:
     """Context and warmups, then the measured requests from `await start()` (a perf_counter
-    time; workers.py passes one shared by every worker process), closed or open loop.
+    time; workers.py passes one shared by every worker process), closed or open loop; a
+    multi-turn or trace case runs its workload's own loop (benchy/workloads).
 
     Once `stop` is set (by on_record, on too many errors, or by a parent process) nothing more
     is sent and the requests in flight are cancelled, unrecorded: the case ends early."""
@@ -220,11 +250,16 @@ async def _run_case(
     start: Callable[[], Awaitable[float]] | None,
     stop: asyncio.Event,
 ) -> None:
-    context = _context_send(plan, prompts)
-    warmups, measured = _sends(plan, prompts, context.prompt if context else None)
+    if plan.case.kind in ("multi_turn", "trace"):
+        from benchy.workloads.runners import runner_for
+
+        await runner_for(plan)(client, plan, prompts, on_record, start)
+        return
+    contexts = _context_sends(plan, prompts)
+    warmups, measured = _sends(plan, prompts, [c.prompt for c in contexts])
     extra = request_options(plan, plan.case.tg)
-    if context:
-        await _send(client, plan, context, 1, request_options(plan, 1))
+    for context in contexts:
+        await send_request(client, plan, context, 1, request_options(plan, 1))
         on_record(context.record)
     await _closed_loop(client, plan, warmups, extra, on_record, stop)
     await client.warm(plan.inflight_cap or plan.streams)  # a connection per stream, before any is timed
@@ -239,7 +274,7 @@ async def _run_case(
 async def _open_loop(
     client: Client,
     plan: CasePlan,
-    sends: Iterable[_Send],
+    sends: Iterable[Send],
     extra: dict,
     on_record: Callable[[RequestRecord], None],
     stop: asyncio.Event,
@@ -251,11 +286,11 @@ async def _open_loop(
     offsets = arrivals.arrival_offsets(plan.measured, plan.case.rate, plan.seed + plan.index)
     items = [(offsets[s.record.index], s) for s in sends if start_s + offsets[s.record.index] < deadline]
 
-    async def send(item: _Send, due: float) -> None:
+    async def send(item: Send, due: float) -> None:
         if stop.is_set():
             return
         item.record.scheduled_mono_s = due
-        await _send(client, plan, item, plan.case.tg, extra)
+        await send_request(client, plan, item, plan.case.tg, extra)
         on_record(item.record)
 
     await arrivals.open_loop(items, start_s, plan.inflight_cap, send)
@@ -264,7 +299,7 @@ async def _open_loop(
 async def _closed_loop(
     client: Client,
     plan: CasePlan,
-    sends: Iterable[_Send],
+    sends: Iterable[Send],
     extra: dict,
     on_record: Callable[[RequestRecord], None],
     stop: asyncio.Event,
@@ -277,7 +312,7 @@ async def _closed_loop(
         for send in queue:
             if stop.is_set() or time.perf_counter() >= deadline:
                 return
-            await _send(client, plan, send, plan.case.tg, extra)
+            await send_request(client, plan, send, plan.case.tg, extra)
             on_record(send.record)
 
     streams = max(1, plan.streams)  # a rate case's warmups: one at a time, in every worker

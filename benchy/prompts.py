@@ -25,6 +25,8 @@ import hashlib
 import secrets
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from benchy import harmony, tokenizer
 from benchy.evidence import prompt_length_missed
 
@@ -132,6 +134,9 @@ class Prompt:
     text: str
     nonce: str | None
     local_tokens: int
+    # Local tokens of the part no other prompt shares: after a shared context, the nonce-led
+    # rest; otherwise the whole prompt (None: not known, e.g. a trace's blocks).
+    unique_local_tokens: int | None = None
 
 
 class PromptFactory:
@@ -173,7 +178,9 @@ class PromptFactory:
             )
         # Without a nonce every request gets the same text: that is what --no-nonce shows.
         text = head + tokenizer.filler(body, seed=0)
-        return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))
+        total = tokenizer.count(text)
+        unique = (tokenizer.count(nonce) if nonce else 0) + body if context is not None else total
+        return Prompt(text=text, nonce=nonce, local_tokens=total, unique_local_tokens=unique)
 
     def context(self, depth: int) -> Prompt:
         """The shared context of a cached-depth case: about `depth` server tokens, led by its
@@ -184,6 +191,41 @@ class PromptFactory:
             raise PromptError(f"--depth {depth} is too short for a context led by its own nonce")
         text = nonce + tokenizer.filler(body, seed=CONTEXT_SEED)
         return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))
+
+    def message(self, server_tokens: int) -> Prompt:
+        """One user message of a conversation turn: about `server_tokens` server tokens, led by
+        this request's nonce (unless --no-nonce), so no cache holds any of it before it is sent.
+        The chat template's overhead is the conversation's, so only the scale applies."""
+        local = max(1, round(server_tokens / self.calibration.scale))
+        nonce = self.next_nonce() if self.nonce else None
+        body = local - (tokenizer.count(nonce) if nonce else 0)
+        if body < 1:
+            raise PromptError(f"a {server_tokens}-token message is too short for its nonce (8 tokens)")
+        text = (nonce or "") + tokenizer.filler(body, seed=0)
+        return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))
+
+    def blocks(self, block_ids: list, server_tokens: int, block_tokens: int) -> Prompt:
+        """A trace request's prompt: one text per block id, `block_tokens` server tokens each
+        (the last one cut), about `server_tokens` in all with the chat template. Equal ids give
+        identical blocks; the ids are salted with this invocation's salt, so different ids (and
+        two invocations) never share a block. No nonce: the block ids say what is unique."""
+        total = self.calibration.local_tokens_for(server_tokens)
+        if total < 1:
+            raise PromptError(f"a {server_tokens}-token trace request is shorter than the chat template")
+        per_block = max(1, round(block_tokens / self.calibration.scale))
+        pieces, left = [], total
+        for block_id in block_ids:
+            if left <= 0:
+                break
+            pieces.append(self._block(block_id, min(per_block, left)))
+            left -= per_block
+        if left > 0:  # more tokens than the ids cover: the rest is this request's own
+            pieces.append(self._block(("own", self.next_nonce()), left))
+        text = "".join(pieces)
+        return Prompt(text=text, nonce=None, local_tokens=total)
+
+    def _block(self, block_id, tokens: int) -> str:
+        return block_text(f"{self.salt}/{block_id!r}", tokens)
 
     def _context_local(self, depth: int) -> int:
         return round(depth / self.calibration.scale)
@@ -196,6 +238,16 @@ class PromptFactory:
         nonce = self.next_nonce()
         text = nonce + tokenizer.filler(local, seed=0)  # the measured prompts' filler: same scale
         return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))
+
+
+def block_text(key: str, tokens: int) -> str:
+    """`tokens` one-token words drawn from a hash of `key`: equal keys give equal text (a
+    shorter one is a prefix of a longer one), different keys differ from the first few tokens
+    on (100 words to choose from, so two blocks share no 16-token cache block)."""
+    words = tokenizer.filler_words()
+    seed = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
+    picks = np.random.default_rng(seed).integers(0, len(words), size=tokens)
+    return "".join(" " + words[i] for i in picks)
 
 
 async def calibrate(client, endpoint: str, salt: str, template: Template = Template()) -> Calibration:

@@ -78,6 +78,19 @@ class RequestRecord:
     # sent_mono_s); a send behind schedule shows as sent_mono_s − scheduled_mono_s (queue delay).
     # None in a closed loop, where a request goes the moment a slot frees.
     scheduled_mono_s: float | None = None
+    # Cache-aware workloads (benchy/workloads): where the request stands in its workload, the
+    # prompt tokens an ideal prefix cache would serve it (a conversation's history, a group's
+    # shared prefix, a trace's earlier blocks; None when unknown) and the tokens at its end that
+    # no cache can hold (a nonce-led message or suffix): reported cached tokens above
+    # prompt − unique are leakage, below expected are eviction (checks.py).
+    conversation: int | None = None
+    turn: int | None = None  # 1 for a conversation's first turn
+    group: int | None = None  # shared-prefix group
+    expected_cached_tokens: int | None = None
+    unique_tokens: int | None = None
+    # A cold control of a workload (multi-turn --cold-baseline): the same length as a turn,
+    # nothing shared, so that turn's TTFT can be set against it.
+    control: bool = False
 
     @property
     def ok(self) -> bool:

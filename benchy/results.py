@@ -13,7 +13,11 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.0  the first typed version (`benchy/results/1`)
   1.1  unavailable_codes (case and request): the stable code of each unavailable figure;
        setup.server, setup.server_metrics, case.server (issue 17); request local_token_scale
-  1.2  request token_count (the completion count's witnesses: usage, the local count of the
+  1.2  cache-aware workloads (issue 18): case kind and workload (benchy/workloads/figures.py);
+       request conversation, turn, group, expected_cached_tokens, unique_tokens, control
+  1.3  case planned_requests; run not_measured (planned cases without a measured request);
+       stopped.by server-gone (issue 16)
+  1.4  request token_count (the completion count's witnesses: usage, the local count of the
        streamed text, the events; which one the figures use, and why usage was doubted);
        metrics itl_event_s and reasoning_tokens (issue 15)
 
@@ -38,8 +42,9 @@ from benchy.jsontypes import Saved
 from benchy.metrics import Unavailable
 from benchy.records import RequestRecord
 from benchy.scenario import Case
+from benchy.workloads.figures import WorkloadFigures, case_figures, ttft_gains
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 2
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 4
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 SCHEMA_FILE = Path(__file__).parent / "data" / "results.schema.json"
@@ -161,7 +166,7 @@ class RequestResult(Saved, RequestRecord):
     unavailable_codes: dict[str, str] = _opt("metric → reason code (1.1)", factory=dict, omit=True)
     withheld: dict[str, float] = _opt("metric → the value withheld (audit only)", factory=dict, omit=True)
     token_count: dict[str, Any] | None = _opt(
-        "(1.2) the completion count's evidence: {tokens, source, estimate, usage, local, events, mismatch}",
+        "(1.4) the completion count's evidence: {tokens, source, estimate, usage, local, events, mismatch}",
         omit=True,
     )
 
@@ -194,6 +199,7 @@ class CaseResult(Saved):
     endpoint: str | None = None
     runs: int | None = None
     depth_mode: str | None = _opt('"cold" | "cached"; null without depth')
+    planned_requests: int | None = _opt("measured requests planned (1.3); null when --duration alone bounds the case")
     n_ok: int = 0
     n_failed: int = 0
     n_warmup: int = 0
@@ -215,6 +221,8 @@ class CaseResult(Saved):
     ceiling: CaseCeiling | None = _opt("with a ceiling setup", omit=True)
     server: dict[str, Any] | None = _opt("the server's own figures for the case (server_metrics.py)", omit=True)
     withheld: dict[str, MetricSummary] = _opt("metric → a withheld summary (audit only)", factory=dict, omit=True)
+    kind: str = _opt('"sweep" | "multi_turn" | "shared_prefix" | "trace" (1.2)', "sweep")
+    workload: WorkloadFigures | None = _opt("a cache-aware workload's own figures (1.2)", omit=True)
 
     def reason(self, metric: str) -> Unavailable:
         """Why `metric` is null in this case (code and message)."""
@@ -255,8 +263,16 @@ class CaseResult(Saved):
 class Stopped(Saved):
     """Why a run ended early."""
 
-    by: str = _opt("SIGINT | SIGTERM | max-errors | max-error-rate", "")
+    by: str = _opt("SIGINT | SIGTERM | max-errors | max-error-rate | server-gone", "")
     reason: str = ""
+
+
+@dataclass
+class NotMeasured(Saved):
+    """A planned case that has no measured request, because the run ended first."""
+
+    case: str
+    reason: str = _opt("not started | stopped during its warmup", "")
 
 
 @dataclass
@@ -295,6 +311,7 @@ class RunResult(Saved):
     stopped: Stopped | None = None
     setup: Setup = field(default_factory=Setup)
     cases: list[CaseResult] = field(default_factory=list)
+    not_measured: list[NotMeasured] = _opt("planned cases the run ended before measuring (1.3)", factory=list)
     warnings: list[CheckWarning] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -312,9 +329,13 @@ def case_result(
     slo: dict[str, float] | None = None,
     client: dict | None = None,
     server: dict | None = None,
+    planned_requests: int | None = None,
 ) -> CaseResult:
     records = [metrics.classify(r) for r in records]  # an empty output is a failure, not a success
-    measured = [r for r in records if not r.warmup]
+    # A workload's cold controls (multi-turn --cold-baseline) are figures of its own, never
+    # mixed into the case's statistics.
+    controls = [r for r in records if r.control]
+    measured = [r for r in records if not r.warmup and not r.control]
     ok = [r for r in measured if r.ok]
     buffered = metrics.case_buffering(ok) or False  # the case decides: one late read is no buffer
     summary, unavailable = _summaries(ok, buffered)
@@ -331,7 +352,7 @@ def case_result(
         depth_mode=case.depth_mode if case.depth else None,
         n_ok=len(ok),
         n_failed=len(measured) - len(ok),
-        n_warmup=len(records) - len(measured),
+        n_warmup=sum(r.warmup for r in records),
         errors=dict(Counter(str(r.error_kind) for r in measured if not r.ok)),
         anomalies=dict(Counter(a.split(":")[0] for r in ok for a in r.anomalies)),
         retried=dict(Counter(r.retried.split(":")[0] for r in measured if r.retried)),
@@ -339,7 +360,7 @@ def case_result(
         unavailable={k: v.message for k, v in unavailable.items()},
         unavailable_codes={k: v.code for k, v in unavailable.items()},
         aggregate_tps=_value(metrics.aggregate_output_tps(measured)),
-        mode="open" if case.rate is not None else "closed",
+        mode="open" if case.rate is not None or case.kind == "trace" else "closed",
         rate=case.rate,
         achieved_rate=_value(metrics.achieved_rate(measured)),
         request_rate=_value(metrics.request_rate(measured)),
@@ -348,13 +369,23 @@ def case_result(
         requests=[RequestResult.of(r, buffered) for r in records],
         client=client,
         server=server,
+        planned_requests=planned_requests,
+        kind=case.kind,
+        workload=case_figures(case.kind, case.workload.to_dict(), measured, controls) if case.workload else None,
     )
 
 
-def run_result(setup: dict, cases: list[CaseResult], partial: bool, stopped: dict | None, version: str) -> RunResult:
+def run_result(
+    setup: dict,
+    cases: list[CaseResult],
+    partial: bool,
+    stopped: dict | None,
+    version: str,
+    not_measured: list[NotMeasured] | None = None,
+) -> RunResult:
     """The run's results, complete but for the warnings (checks.py adds those): what no single
     case can decide (a TTFT trend across output lengths) is withheld here, then each case's
-    ceiling is stored."""
+    ceiling is stored, and each shared-prefix case's TTFT gain."""
     run = RunResult(
         benchy_version=version,
         prompt_nonce=setup.get("prompt_nonce"),
@@ -362,10 +393,12 @@ def run_result(setup: dict, cases: list[CaseResult], partial: bool, stopped: dic
         stopped=Stopped(**stopped) if stopped else None,
         setup=Setup.from_dict(setup, strict=True),  # an unknown key: a field someone forgot
         cases=cases,
+        not_measured=not_measured or [],
     )
     withhold_buffered_trend(run.cases)
     for case in run.cases:
         case.ceiling = _case_ceiling(case, run.setup.ceiling)
+    ttft_gains(run.cases)  # shared prefix: each against the same lengths with nothing shared
     return run
 
 

@@ -31,7 +31,7 @@ from benchy.progress import Progress
 from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
 from benchy.records import RecordWriter, RequestRecord
 from benchy.scenario import Case
-from benchy.workers import WorkerError, WorkerPool, case_workers
+from benchy.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
 
 
 @dataclass
@@ -44,9 +44,10 @@ class RunSettings:
     nonce: bool = True
     output_dir: Path | None = None
     command_line: str = ""
-    progress: bool | None = None  # None: only when stderr is a terminal
+    progress: bool | None = None  # None: a bar on a terminal, plain lines elsewhere; False: none
     max_errors: int | None = None  # stop once more requests than this have failed
     max_error_rate: float | None = None  # stop once more than this fraction has failed
+    max_connect_failures: int = 3  # stop after this many requests in a row could not connect; 0: never
     ceiling: CeilingInputs = field(default_factory=CeilingInputs)
     template: Template = field(default_factory=Template)  # --template, --reasoning-effort
     stop: tuple[str, ...] = ()  # --stop, sent with every measured request
@@ -65,8 +66,10 @@ class RunState:
     interrupted: bool = False
     stopped: dict | None = None  # {"by": "SIGINT" | "SIGTERM" | "max-errors" | "max-error-rate", "reason"}
     n_failed: int = 0
+    connect_failures_in_a_row: int = 0
     client: dict = field(default_factory=dict)  # case label → LoopMonitor figures
     server: dict = field(default_factory=dict)  # case label → the server's figures, or why there are none
+    phase: str = "connecting to the server"  # what an interruption cut short, before the cases
 
 
 def execute(settings: RunSettings) -> dict:
@@ -85,18 +88,40 @@ def execute(settings: RunSettings) -> dict:
         raise ServerError(scrub(str(exc), secrets_of(settings.client))) from None
     finally:
         writer.close()
-    if not state.setup:
-        raise KeyboardInterrupt  # interrupted before anything was measured: nothing to save
+    if not state.setup:  # stopped before the first case: nothing measured, nothing to save
+        how = (state.stopped or {}).get("reason", "interrupted")
+        raise NothingMeasured(f"{how} while {state.phase}: nothing was measured or saved")
     return finish(state, settings)
+
+
+class NothingMeasured(Exception):
+    """The run was stopped before its first case began (while connecting or calibrating)."""
 
 
 MIN_REQUESTS_FOR_RATE = 10  # --max-error-rate is judged from this many finished requests on
 
 
+def count_failure(state: RunState, rec: RequestRecord) -> None:
+    """Counts a finished record as results.json will, and the connection failures in a row."""
+    state.n_failed += not metrics.classify(rec).ok
+    gone = rec.status == "error" and rec.error_kind == "connect"
+    state.connect_failures_in_a_row = state.connect_failures_in_a_row + 1 if gone else 0
+
+
 def error_limit_passed(state: RunState, settings: RunSettings) -> dict | None:
     """{by, reason} once --max-errors or --max-error-rate is passed (more errors than allowed,
-    not as many); None while the run may go on."""
+    not as many), or once the server is gone: requests in a row that found nothing listening
+    (or no route) mean every later one would fail alike, so sending them only lengthens a dead
+    run (--max-connect-failures). None while the run may go on."""
     failed, done = state.n_failed, len(state.records)
+    limit = settings.max_connect_failures
+    if limit and state.connect_failures_in_a_row >= limit:
+        last = next(r.error for r in reversed(state.records) if r.error_kind == "connect")
+        in_a_row = state.connect_failures_in_a_row
+        return {
+            "by": "server-gone",
+            "reason": f"the server is gone: {in_a_row} requests in a row could not connect ({last})",
+        }
     if settings.max_errors is not None and failed > settings.max_errors:
         return {"by": "max-errors", "reason": f"{failed} requests failed, more than --max-errors {settings.max_errors}"}
     rate = settings.max_error_rate
@@ -135,6 +160,7 @@ def build_results(state: RunState) -> dict:
     for rec in state.records:
         by_case.setdefault(rec.case, []).append(rec)
     slo = state.setup.get("load", {}).get("slo")
+    measured = [p for p in state.plans if any(not r.warmup for r in by_case.get(p.case.label, []))]
     cases = [
         results_mod.case_result(
             p.case,
@@ -144,20 +170,38 @@ def build_results(state: RunState) -> dict:
             slo,
             client=state.client.get(p.case.label),
             server=state.server.get(p.case.label),
+            planned_requests=p.measured or None,  # None: as many as --duration allowed
         )
-        for p in state.plans
-        if p.case.label in by_case
+        for p in measured
     ]
     partial = state.interrupted or state.stopped is not None or len(cases) < len(state.plans)
-    run = results_mod.run_result(state.setup, cases, partial, state.stopped, __version__)
+    not_measured = [
+        results_mod.NotMeasured(p.case.label, _why_not_measured(p, by_case)) for p in state.plans if p not in measured
+    ]
+    run = results_mod.run_result(state.setup, cases, partial, state.stopped, __version__, not_measured)
     run.warnings = checks.check(run)  # after every metric; checks only read
     return run.to_dict()
+
+
+def _why_not_measured(plan: CasePlan, by_case: dict[str, list[RequestRecord]]) -> str:
+    """A planned case without a measured request: never started, or stopped in its warmup."""
+    return "stopped during its warmup" if plan.case.label in by_case else "not started"
 
 
 async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter) -> None:
     max_concurrency = max(settings.load.streams(c) for c in settings.cases)
     client_settings = replace(settings.client, connections=max_concurrency)
     _stop_on_sigterm(state)
+    pool = _start_pool(settings)  # its workers start up while this process calibrates
+    try:
+        await _measure(settings, state, writer, client_settings, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+async def _measure(settings: RunSettings, state: RunState, writer: RecordWriter, client_settings, pool) -> None:
+    progress = Progress(len(settings.cases), settings.progress)
     async with Client(client_settings) as client:
         model = await client.choose_model()
         salt = secrets.token_hex(6)
@@ -166,6 +210,8 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
         scraper, metrics_status = await _metrics_scraper(client, model, settings.server_metrics)
         if settings.announce:
             settings.announce(_banner(identity, settings, metrics_status))
+        state.phase = "calibrating prompt lengths (before the first case)"
+        progress.note(f"calibrating prompt lengths against {model} …")
         calibrations = {ep: await calibrate(client, ep, salt, settings.template) for ep in endpoints}
         for ep, longest in _longest_prompts(settings).items():
             calibrations[ep] = await check_length(client, ep, calibrations[ep], salt, longest, settings.template)
@@ -187,29 +233,27 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
             )
             for i, c in enumerate(settings.cases)
         ]
-        progress = Progress(sum(p.measured + p.warmup for p in state.plans), settings.progress)
         stop = asyncio.Event()  # set once an error limit is passed: the run ends
 
         def on_record(rec: RequestRecord) -> None:
             state.records.append(rec)
             writer.write(rec)
             progress.request_done()
-            state.n_failed += not metrics.classify(rec).ok  # counted as results.json counts it
+            count_failure(state, rec)  # counted as results.json counts it
             passed = None if stop.is_set() else error_limit_passed(state, settings)
             if passed:
                 state.stopped = passed
                 stop.set()
 
-        pools: list[WorkerPool] = []  # started at the first case that needs several processes
         try:
             for plan in state.plans:
                 if stop.is_set():
                     break
-                progress.start_case(plan.case.label)
+                progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
                 window = scraper.window() if scraper else None
                 try:
                     await _run_one_case(
-                        state, settings, client, plan, calibrations, salt, pools, on_record, stop, window
+                        state, settings, client, plan, calibrations, salt, pool, on_record, stop, window
                     )
                 except BaseException:
                     if window is not None:  # a stopped run saves at once: no last scrape
@@ -220,32 +264,42 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
                     await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
         finally:
             progress.finish()
-            for pool in pools:
-                pool.close()
 
 
-async def _run_one_case(state, settings, client, plan, calibrations, salt, pools, on_record, stop, window) -> None:
-    """One case, in this process or in worker processes; the server's window opens once the
-    warmups are done, so its figures cover the measured requests only."""
+def _start_pool(settings: RunSettings):
+    """The local processes the busiest case needs; None when every case runs in this process."""
+    load = settings.load
+    n = max((case_workers(c, load.workers, load.max_inflight) for c in settings.cases if not c.workload), default=1)
+    return ProcessPool(n).start() if n > 1 else None
+
+
+async def _run_one_case(state, settings, client, plan, calibrations, salt, pool, on_record, stop, window) -> None:
+    """One case, in this process, in worker processes or on Ray actors; the server's window
+    opens once the warmups are done, so its figures cover the measured requests only."""
 
     async def start() -> float:
         if window is not None:
             await window.open()
         return time.perf_counter()
 
-    k = case_workers(plan.case, settings.load.workers, settings.load.max_inflight)
+    # Workloads run in one process (or actor): a conversation's turns depend on each other,
+    # and a trace's or a group's reuse spans all of its requests.
+    calibration = calibrations[plan.endpoint]
+    k = 1 if plan.case.workload or pool is None else pool.workers_for(plan.case, settings.load)
     if k > 1:
         state.client[plan.case.label] = await _run_in_workers(
-            pools, plan, k, client.settings, calibrations[plan.endpoint], settings.nonce, on_record, stop, start
+            pool, plan, k, client.settings, calibration, settings.nonce, on_record, stop, start
         )
         return
-    factory = PromptFactory(calibrations[plan.endpoint], nonce=settings.nonce, salt=f"{salt}c{plan.index}")
+    factory = PromptFactory(calibration, nonce=settings.nonce, salt=f"{salt}c{plan.index}")
     async with LoopMonitor() as monitor:
         await run_case(client, plan, factory, on_record, start, stop=stop)
-    state.client[plan.case.label] = {
-        **monitor.figures(_in_flight(state.records, plan.case.label)),
-        "workers": 1,
-    }
+    mine = [r for r in state.records if r.case == plan.case.label]
+    spans = [(r.sent_mono_s, r.sent_mono_s + (r.end_s or 0.0)) for r in mine]
+    tokens = sum(r.completion_tokens or len(r.token_event_s) for r in mine)
+    state.client[plan.case.label] = client_figures(
+        [worker_entry(0, LOCAL_CLOCK, monitor.figures(spans), len(mine), tokens)]
+    )
 
 
 async def _metrics_scraper(
@@ -302,7 +356,7 @@ def _load_plan(load: LoadSettings) -> dict:
 
 
 async def _run_in_workers(
-    pools: list[WorkerPool],
+    pool,
     plan: CasePlan,
     k: int,
     client_settings: ClientSettings,
@@ -312,18 +366,14 @@ async def _run_in_workers(
     stop: asyncio.Event,
     on_start=None,
 ) -> dict:
-    """The case on k worker processes (workers.py); returns their merged monitor figures."""
-    if pools and pools[0].n < k:
-        pools.pop().close()
-    if not pools:
-        pools.append(WorkerPool(k, client_settings).start())
+    """The case split over k worker processes (workers.py) or Ray actors (cluster.py); returns
+    the case's client figures. `on_start` is awaited once every worker is done with its warmups."""
     try:
-        return await pools[0].run_case(plan, k, calibration, nonce, on_record, stop, on_start)
+        return await pool.run_case(plan, k, client_settings, calibration, nonce, on_record, stop, on_start)
     except WorkerError as exc:
-        pools.clear()  # run_case killed it
         if exc.kind == "PromptError":
             raise PromptError(str(exc)) from None
-        raise ServerError(f"a worker process failed: {exc.kind}: {exc}") from None
+        raise ServerError(f"a worker failed: {exc.kind}: {exc}") from None
 
 
 def _setup(settings: RunSettings, model: str, version: str | None, calibrations: dict[str, Calibration]) -> dict:
@@ -368,7 +418,3 @@ def _ceiling_setup(inputs: CeilingInputs, model: str) -> dict:
     if ceiling is None:
         return {}
     return {"hardware": ceiling.hardware, "model_profile": ceiling.model_profile, "ceiling": ceiling.to_dict()}
-
-
-def _in_flight(records: list[RequestRecord], label: str) -> list[tuple[float, float]]:
-    return [(r.sent_mono_s, r.sent_mono_s + (r.end_s or 0.0)) for r in records if r.case == label]

@@ -25,6 +25,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay, Workload
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -53,11 +55,32 @@ class Case:
     endpoint: str | None = None  # None: the run's --endpoint
     depth_mode: str = "cold"  # "cold" | "cached" (see the module docstring)
     rate: float | None = None  # requests/s, open loop (Poisson arrivals); None: closed loop
+    # A cache-aware workload (benchy/workloads): multi-turn, shared prefix or trace replay;
+    # None for a plain sweep case.
+    workload: Workload | None = None
+
+    @property
+    def kind(self) -> str:
+        """ "sweep", or the workload's kind: "multi_turn", "shared_prefix", "trace"."""
+        return self.workload.kind if self.workload is not None else "sweep"
+
+    @property
+    def groups(self) -> int:
+        """Shared contexts sent ahead: one per group of a shared-prefix case, else one."""
+        return self.workload.groups if isinstance(self.workload, SharedPrefix) else 1
 
     @property
     def label(self) -> str:
         """llama-bench style: `pp512 tg32`, `pp512 tg32 c4`, `pp512 tg32 @ d4096`; a rate case
-        reads `pp512 tg32 r4` (4 requests/s); a cached-context case `… @ d4096 cached`."""
+        reads `pp512 tg32 r4` (4 requests/s); a cached-context case `… @ d4096 cached`.
+        Workloads: `multi-turn u4 x8 pp256 tg64`, `shared 75% of pp2048 g4 tg32 c4`,
+        `trace sample.jsonl x2`."""
+        if isinstance(self.workload, TraceReplay):
+            return self.workload.label()
+        if isinstance(self.workload, SharedPrefix):
+            return self.workload.label(self.depth + self.pp, self.tg, self.concurrency)
+        if isinstance(self.workload, MultiTurn):
+            return self.workload.label(self.pp, self.tg, self.concurrency)
         text = f"pp{self.pp} tg{self.tg}"
         if self.rate is not None:
             text += f" r{self.rate:g}"
@@ -117,6 +140,43 @@ def rate_sweep(
 
 
 @dataclass(frozen=True)
+class WorkloadSelection:
+    """The flags of the cache-aware workloads (benchy/workloads): --turns (with --first-tokens,
+    --think-time, --keep-reasoning), --shared-prefix (with --groups) or --trace (with --speed)."""
+
+    turns: int | None = None
+    first_tokens: int | None = None
+    think_time: str | None = None
+    keep_reasoning: bool = False
+    cold_baseline: bool = False
+    shared_prefix: tuple[float, ...] = ()
+    groups: int | None = None
+    trace: str | None = None
+    speed: float | None = None
+
+    def chosen(self) -> list[str]:
+        given = (("--turns", self.turns), ("--shared-prefix", self.shared_prefix), ("--trace", self.trace))
+        return [flag for flag, value in given if value]
+
+    def check(self) -> None:
+        """ScenarioError for flags that disagree (one workload at a time, each option with its own)."""
+        chosen = self.chosen()
+        if len(chosen) > 1:
+            raise ScenarioError(f"{chosen[0]} and {chosen[1]} cannot be combined: each is its own workload")
+        needs = (
+            ("--first-tokens", self.first_tokens, self.turns, "--turns"),
+            ("--think-time", self.think_time, self.turns, "--turns"),
+            ("--keep-reasoning", self.keep_reasoning, self.turns, "--turns"),
+            ("--cold-baseline", self.cold_baseline, self.turns, "--turns"),
+            ("--groups", self.groups, self.shared_prefix, "--shared-prefix"),
+            ("--speed", self.speed, self.trace, "--trace"),
+        )
+        for flag, value, owner, owner_flag in needs:
+            if value and not owner:
+                raise ScenarioError(f"{flag} needs {owner_flag}")
+
+
+@dataclass(frozen=True)
 class CaseSelection:
     """What the command line asks to measure: scenarios, sweep flags and arrival rates."""
 
@@ -127,6 +187,7 @@ class CaseSelection:
     depth: tuple[int, ...] = ()
     depth_mode: str | None = None  # None: cold, or each scenario's own
     rate: tuple[float, ...] = ()  # --rate: open-loop cases in place of the closed-loop ones
+    workload: WorkloadSelection = WorkloadSelection()  # --turns, --shared-prefix, --trace
 
 
 def select_cases(chosen: CaseSelection) -> list[Case]:
@@ -134,7 +195,11 @@ def select_cases(chosen: CaseSelection) -> list[Case]:
     the default pp512 tg128 when nothing else is asked). With scenarios alone, -c / --depth /
     --depth-mode re-sweep each scenario case (a scenario's rate stays unless -c replaces it);
     --rate turns every case into open-loop ones, equal cases made once. ScenarioError for a
-    file or a combination that cannot be measured."""
+    file or a combination that cannot be measured. A workload flag (--turns, --shared-prefix,
+    --trace) makes the run's cases on its own (workload_selection)."""
+    chosen.workload.check()
+    if chosen.workload.chosen():
+        return workload_selection(chosen)
     cases = [c for name in chosen.scenarios for c in load_scenario(name)]
     if chosen.pp or chosen.tg or not cases:
         cases += sweep(
@@ -173,6 +238,40 @@ def select_cases(chosen: CaseSelection) -> list[Case]:
             )
         )
     return cases
+
+
+def workload_selection(chosen: CaseSelection) -> list[Case]:
+    """The cases of --turns, --shared-prefix or --trace: -c is the conversations (--turns) or
+    the load, --pp the new message (--turns) or the whole prompt (--shared-prefix)."""
+    from benchy.workloads import cases as workload_cases
+    from benchy.workloads.spec import ThinkTime
+
+    flags = chosen.workload
+    what = flags.chosen()[0]
+    if chosen.scenarios:
+        raise ScenarioError(f"{what} makes its own cases: drop --scenario")
+    if chosen.rate or chosen.depth or chosen.depth_mode:
+        raise ScenarioError(f"{what} cannot be combined with --rate, --depth or --depth-mode")
+    if flags.trace:
+        if chosen.pp or chosen.tg or chosen.concurrency:
+            raise ScenarioError("--trace takes its lengths and times from the trace: drop --pp, --tg and -c")
+        return [workload_cases.trace_case(flags.trace, flags.speed or 1.0)]
+    pp, tg, concurrency = list(chosen.pp), list(chosen.tg), list(chosen.concurrency)
+    if flags.turns:
+        think = ThinkTime.parse(flags.think_time) if flags.think_time is not None else ThinkTime()
+        return workload_cases.multi_turn_cases(
+            pp or [256],
+            tg or [64],
+            concurrency or [4],
+            flags.turns,
+            think,
+            flags.first_tokens,
+            flags.keep_reasoning,
+            flags.cold_baseline,
+        )
+    return workload_cases.shared_prefix_cases(
+        pp or [2048], tg or [32], concurrency or [1], list(flags.shared_prefix), flags.groups or 1
+    )
 
 
 def _unique(cases: Iterable[Case]) -> list[Case]:
@@ -243,6 +342,23 @@ _KNOWN_KEYS = {
     "depth",
     "depth_mode",
     "rate",
+    # cache-aware workloads (benchy/workloads): kind = "multi_turn" | "shared_prefix" | "trace"
+    "kind",
+    "turns",
+    "first_tokens",
+    "think_time",
+    "keep_reasoning",
+    "cold_baseline",
+    "shared_fraction",
+    "groups",
+    "trace",
+    "speed",
+    "max_requests",
+}
+_WORKLOAD_KEYS = {
+    "multi_turn": {"turns", "first_tokens", "think_time", "keep_reasoning", "cold_baseline"},
+    "shared_prefix": {"shared_fraction", "groups"},
+    "trace": {"trace", "speed", "max_requests"},
 }
 
 
@@ -251,6 +367,15 @@ def _cases_from_table(path: Path | Traversable, data: dict) -> list[Case]:
     if unknown:
         raise ScenarioError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KNOWN_KEYS))})")
     name = data.get("name", Path(path.name).stem)
+    kind = data.get("kind", "sweep")
+    if kind != "sweep":
+        try:
+            return _workload_cases(path, data, kind, name)
+        except ValueError as exc:  # ScenarioError, WorkloadError
+            raise ScenarioError(f"{path}: {exc}") from None
+    stray = sorted(set(data) & set().union(*_WORKLOAD_KEYS.values()))
+    if stray:
+        raise ScenarioError(f'{path}: {stray[0]!r} needs a workload kind (kind = "multi_turn", ...)')
     pp = _int_list(path, data, "pp", "prompt_tokens")
     tg = _int_list(path, data, "tg", "output_tokens")
     concurrency = _int_list(path, data, "concurrency", default=[1])
@@ -286,6 +411,66 @@ def _cases_from_table(path: Path | Traversable, data: dict) -> list[Case]:
         )
     except ScenarioError as exc:
         raise ScenarioError(f"{path}: {exc}") from None
+
+
+def _workload_cases(path: Path | Traversable, data: dict, kind: str, name: str) -> list[Case]:
+    """A `kind = "multi_turn" | "shared_prefix" | "trace"` table (see the README)."""
+    from benchy.workloads import cases as workload_cases
+    from benchy.workloads.spec import ThinkTime
+
+    if kind not in _WORKLOAD_KEYS:
+        raise ScenarioError(f"kind must be one of sweep, {', '.join(_WORKLOAD_KEYS)}, got {kind!r}")
+    foreign = sorted((set(data) & set().union(*_WORKLOAD_KEYS.values())) - _WORKLOAD_KEYS[kind])
+    if foreign:
+        raise ScenarioError(f"{foreign[0]!r} does not apply to kind {kind!r}")
+    endpoint = data.get("endpoint")
+    if endpoint is not None and endpoint not in ENDPOINTS:
+        raise ScenarioError(f"endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
+    if kind == "trace":
+        trace = data.get("trace")
+        if not isinstance(trace, str):
+            raise ScenarioError('trace must name a trace file (or "sample")')
+        # A trace named relative to its scenario file is found beside it.
+        beside = path.parent / trace if isinstance(path, Path) else None
+        return [
+            workload_cases.trace_case(
+                str(beside) if trace != "sample" and beside is not None and beside.exists() else trace,
+                data.get("speed", 1.0),
+                data.get("max_requests"),
+                scenario=name,
+            )
+        ]
+    pp = _int_list(path, data, "pp", "prompt_tokens")
+    tg = _int_list(path, data, "tg", "output_tokens")
+    concurrency = _int_list(path, data, "concurrency", default=[1])
+    if kind == "multi_turn":
+        keep, cold = data.get("keep_reasoning", False), data.get("cold_baseline", False)
+        for key, value in (("keep_reasoning", keep), ("cold_baseline", cold)):
+            if not isinstance(value, bool):
+                raise ScenarioError(f"{key} must be true or false, got {value!r}")
+        return workload_cases.multi_turn_cases(
+            pp,
+            tg,
+            concurrency,
+            data.get("turns", 4),
+            ThinkTime.parse(data.get("think_time", 0)),
+            data.get("first_tokens"),
+            keep,
+            cold,
+            scenario=name,
+            endpoint=endpoint,
+        )
+    fractions = data.get("shared_fraction", [0.5])
+    return workload_cases.shared_prefix_cases(
+        pp,
+        tg,
+        concurrency,
+        fractions if isinstance(fractions, list) else [fractions],
+        data.get("groups", 1),
+        scenario=name,
+        runs=data.get("runs"),
+        endpoint=endpoint,
+    )
 
 
 def _int_list(

@@ -51,6 +51,8 @@ def client_mean(case: dict, metric: str) -> float | None:
 
 def cache_hit_finding(case: dict, setup: dict) -> dict | None:
     """The figures of a server_cache_hit warning, or None (prompts not unique, or hits explained)."""
+    if case.get("kind", "sweep") != "sweep":
+        return None  # a cache-aware workload means to hit; its own checks judge its reuse
     server = server_figures(case)
     hits = server.get("counters", {}).get("cache_hits") if server else None
     if server is None or not setup.get("prompt_nonce") or hits is None:

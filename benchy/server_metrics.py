@@ -411,9 +411,9 @@ class MetricsScraper:
         self.round_trips: list[float] = []  # seconds per successful scrape, for the case's rtt_s
 
     async def scrape(self) -> Snapshot:
-        return parse(await self._text(), time.perf_counter(), self.model)
+        return parse(await self.fetch_text(), time.perf_counter(), self.model)
 
-    async def _text(self) -> str:
+    async def fetch_text(self) -> str:
         timeout = aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_S)
         sent = time.perf_counter()
         try:
@@ -493,7 +493,7 @@ class Window:
         while len(self.texts) < MAX_GAUGE_SAMPLES:
             await asyncio.sleep(interval_s)
             try:
-                text = await self.scraper._text()
+                text = await self.scraper.fetch_text()
             except ScrapeError:
                 continue
             lines = [ln for ln in text.splitlines() if ln.startswith(wanted)]

@@ -100,6 +100,11 @@ def _word_ids() -> tuple[int, ...]:
 NONCE_WORDS = 32  # the commonest: one token each in any English BPE
 
 
+def filler_words() -> tuple[str, ...]:
+    """Every filler word (each one token with its leading space)."""
+    return tuple(_WORDS)
+
+
 def nonce_words() -> tuple[str, ...]:
     """The words nonces are made of (each one token with its leading space)."""
     return tuple(_WORDS[:NONCE_WORDS])

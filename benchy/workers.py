@@ -1,45 +1,71 @@
-"""`--workers N`: a case's requests spread over N processes, each with its own event loop.
+"""One case over several client processes: the split, the worker's side, the merge, and the
+local pool (`--workers N`). cluster.py (`--ray`) runs the same worker side in Ray actors and
+merges through the same code, so a local and a cluster run differ only in how bytes travel.
 
-One Python event loop timestamps every chunk of every stream it reads, so past some load its
-own delay shows up in the numbers. Worker processes (`python -m benchy.workers`, started once
-per run and reused by every case) each send a round-robin share of a case (arrivals.share):
-their share of the concurrency or of the Poisson schedule, every worker drawing the same
-schedule from the same seed. All start at one perf_counter time the parent hands out once
-every worker has sent its warmups, and each finished record comes back to the parent as it
-ends, so results.json, requests.jsonl, progress and --max-errors see exactly what one process
-would (records carry CLOCK_MONOTONIC times, comparable across processes on Linux).
+Why several processes: one Python event loop timestamps every chunk of every stream it reads,
+so past some load its own delay shows up in the numbers (monitor.py measures it).
 
-Protocol (pickled tuples over a socket pair): parent → worker ("case", CasePlan, Calibration,
-nonce), ("go", start_s), ("stop",); worker → parent ("ready",), ("record", dict),
-("done", monitor figures), ("error", kind, message).
+- **Split** (deterministic): worker w of k sends share w of the case (arrivals.share), its
+  round-robin part of the concurrency or of the Poisson schedule that every worker draws from
+  the same seed: together exactly what one process would send, on the same schedule.
+- **One clock**: before each case the parent reads each worker's perf_counter a few times
+  (CLOCK_SAMPLES round trips) and keeps the sample with the least round trip: offset =
+  their time − the midpoint of ours, uncertain by half that round trip. A worker on the
+  parent's kernel (the same boot id) shares its CLOCK_MONOTONIC, so its offset is exactly 0
+  and none is applied (the handshake is still recorded, as a check); records from anywhere
+  else are moved onto the parent's clock by the measured offset. Every worker starts its
+  measured requests at one shared instant (the parent's clock, translated), picked once all
+  have sent their warmups.
+- **Batches**: a worker sends what finished, and a note of each request as it leaves, every
+  BATCH_S (never per token). A worker lost mid-case (its process or node gone) leaves its
+  in-flight requests recorded as failed with kind `worker_lost`; what it had finished and sent
+  is kept; the run goes on, or stops as --max-errors says. A stop (Ctrl-C, SIGTERM, an error
+  limit) asks every worker to stop and waits up to STOP_GRACE_S for its last batch.
+
+The local pool runs workers as `multiprocessing` processes (spawn: no fork of a process that
+holds an event loop and threads) talking over `multiprocessing.Pipe`: (kind, payload) tuples.
+Parent → worker: ("clock",), ("case", CasePlan, ClientSettings, Calibration, nonce),
+("go", start_s), ("stop",), ("quit",). Spawned processes import the parent's main module
+unless it runs as `python -m` or a console script: a script that calls run.execute must guard
+its entry point with `if __name__ == "__main__":`, as for any multiprocessing program. Worker → parent: ("clock", reading), ("batch", batch).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import math
+import multiprocessing
 import os
+import platform
 import signal
-import socket
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, cast
+
+if TYPE_CHECKING:
+    from benchy.client import Client
 
 STREAMS_PER_WORKER = 64  # one event loop keeps this many streams well within its means
-START_LEAD_S = 0.02  # the shared start lies this far ahead, so every worker gets "go" before it
+BATCH_S = 0.05  # a worker's finished records reach the parent at most this late
+CLOCK_SAMPLES = 8  # round trips per clock handshake; the fastest one is kept
+STOP_GRACE_S = 3.0  # on a stop, how long the parent waits for the workers' last batches
+LOST = "worker_lost"  # error kind of a request whose worker was lost while it was in flight
 
 
 class WorkerError(Exception):
-    """A worker process failed; `kind` is the exception class it raised there."""
+    """A worker failed; `kind` is the exception class it raised there."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+# ---------------------------------------------------------------- the split
 
 
 def auto_workers(case, max_inflight: int | None) -> int:
@@ -69,7 +95,256 @@ def case_workers(case, requested: int | None, max_inflight: int | None) -> int:
     return max(1, min(wanted, streams))
 
 
+def split(plan, k: int) -> list:
+    """The k shares of a case plan (loadgen sends share `worker` of `workers`)."""
+    return [replace(plan, worker=w, workers=k) for w in range(k)]
+
+
+# ---------------------------------------------------------------- one clock
+
+
+def clock_reading() -> dict:
+    """What a worker answers to a clock handshake: its perf_counter, kernel and node."""
+    return {"t": time.perf_counter(), "boot_id": boot_id(), "node": platform.node()}
+
+
+def boot_id() -> str | None:
+    """This kernel's boot id: processes that share it share CLOCK_MONOTONIC (perf_counter)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:  # pragma: no cover (not Linux)
+        return None
+
+
+@dataclass(frozen=True)
+class Clock:
+    """A worker's perf_counter against the parent's: worker time = parent time + offset_s."""
+
+    offset_s: float  # the offset applied: 0 on the parent's own kernel
+    uncertainty_s: float  # ± around offset_s (half the best round trip; 0 on one kernel)
+    measured_offset_s: float  # what the handshake found (on one kernel: within ± rtt_s / 2 of 0)
+    rtt_s: float  # the least round trip of the handshake
+    same_clock: bool
+    node: str
+
+    def to_parent(self, t: float) -> float:
+        return t - self.offset_s
+
+    def to_worker(self, t: float) -> float:
+        return t + self.offset_s
+
+    def to_dict(self) -> dict:
+        return {
+            "offset_s": self.offset_s,
+            "uncertainty_s": round(self.uncertainty_s, 9),
+            "measured_offset_s": round(self.measured_offset_s, 9),
+            "rtt_s": round(self.rtt_s, 9),
+            "same_clock": self.same_clock,
+            "samples": CLOCK_SAMPLES,
+        }
+
+
+LOCAL_CLOCK = Clock(0.0, 0.0, 0.0, 0.0, True, platform.node())  # the parent's own process
+
+
+async def measure_clock(read: Callable[[], Awaitable[dict]]) -> Clock:
+    """The handshake: CLOCK_SAMPLES readings, the one with the least round trip kept."""
+    best: tuple[float, float] | None = None
+    reading: dict = {}
+    for _ in range(CLOCK_SAMPLES):
+        t0 = time.perf_counter()
+        reading = await read()
+        t1 = time.perf_counter()
+        if best is None or t1 - t0 < best[0]:
+            best = (t1 - t0, reading["t"] - (t0 + t1) / 2)
+    assert best is not None
+    rtt, measured = best
+    same = reading["boot_id"] is not None and reading["boot_id"] == boot_id()
+    return Clock(0.0 if same else measured, 0.0 if same else rtt / 2, measured, rtt, same, reading["node"])
+
+
+# ---------------------------------------------------------------- a worker's share
+
+
+class Share:
+    """One worker's share of a case, run on benchy's own client, its results in batches:
+    {"sent": [record dicts of requests just sent], "records": [finished ones], "ready": bool,
+    and in the last batch "figures" (LoopMonitor's) or "error": [kind, message]}."""
+
+    def __init__(self, client, plan, calibration, nonce: bool) -> None:
+        self.client, self.plan, self.calibration, self.nonce = client, plan, calibration, nonce
+        self.stop = asyncio.Event()
+        self._go: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._wake = asyncio.Event()
+        self._sent: list[dict] = []
+        self._done: list[dict] = []
+        self._ready = False
+
+    def go(self, start_s: float) -> None:
+        """The shared start, on this worker's clock."""
+        if not self._go.done():
+            self._go.set_result(start_s)
+
+    async def batches(self) -> AsyncIterator[dict]:
+        task = asyncio.ensure_future(self._run())
+        try:
+            while not task.done():
+                woken = asyncio.ensure_future(self._wake.wait())
+                await asyncio.wait({task, woken}, timeout=BATCH_S, return_when=asyncio.FIRST_COMPLETED)
+                woken.cancel()
+                self._wake.clear()
+                if not task.done() and (batch := self._take()):
+                    yield batch
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        last = self._take() or {}
+        if task.cancelled():
+            last["error"] = ["Cancelled", "the share was cancelled"]
+        elif task.exception() is not None:
+            exc = task.exception()
+            last["error"] = [type(exc).__name__, str(exc)]
+        else:
+            last["figures"] = task.result()
+        yield last
+
+    def _take(self) -> dict:
+        batch: dict = {}
+        if self._sent:
+            batch["sent"], self._sent = self._sent, []
+        if self._done:
+            batch["records"], self._done = self._done, []
+        if self._ready:
+            batch["ready"], self._ready = True, False
+        return batch
+
+    async def _run(self) -> dict:
+        from benchy.loadgen import run_case
+        from benchy.monitor import LoopMonitor
+        from benchy.prompts import PromptFactory
+
+        plan = self.plan
+        factory = PromptFactory(self.calibration, nonce=self.nonce, salt=f"{plan.salt}c{plan.index}w{plan.worker}")
+        spans: list[tuple[float, float]] = []
+
+        def on_send(rec) -> None:
+            self._sent.append({**rec.to_dict(), "sent_mono_s": time.perf_counter()})
+
+        client = cast("Client", _NotingClient(self.client, on_send))
+
+        def on_record(rec) -> None:
+            spans.append((rec.sent_mono_s, rec.sent_mono_s + (rec.end_s or 0.0)))
+            self._done.append(rec.to_dict())
+
+        async def start() -> float:
+            self._ready = True
+            self._wake.set()
+            return await self._go
+
+        async with LoopMonitor() as monitor:
+            await run_case(client, plan, factory, on_record, start, self.stop)
+        return monitor.figures(spans)
+
+
+class _NotingClient:
+    """The worker's Client, telling on_send of each request just before it streams it, so the
+    parent knows what is in flight should this worker be lost."""
+
+    def __init__(self, client, on_send: Callable) -> None:
+        self._client, self._on_send = client, on_send
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+    async def stream(self, rec, *args, **kwargs):
+        self._on_send(rec)
+        return await self._client.stream(rec, *args, **kwargs)
+
+
+# ---------------------------------------------------------------- the merge
+
+
+@dataclass
+class _Worker:
+    clock: Clock
+    in_flight: dict  # request_id → record dict (parent's clock) of requests sent, not yet back
+    requests: int = 0
+    tokens: int = 0
+    figures: dict | None = None
+    lost: str | None = None
+
+
+class Merge:
+    """The parent's view of a split case: records onto the parent's clock and into on_record,
+    what each worker has in flight, and its figures."""
+
+    def __init__(self, clocks: list[Clock], on_record: Callable) -> None:
+        self.workers = [_Worker(clock, {}) for clock in clocks]
+        self.on_record = on_record
+
+    def take(self, w: int, batch: dict) -> None:
+        from benchy.records import RequestRecord
+
+        worker = self.workers[w]
+        for sent in batch.get("sent", ()):
+            worker.in_flight[sent["request_id"]] = self._on_parent_clock(worker, sent)
+        for data in batch.get("records", ()):
+            worker.in_flight.pop(data["request_id"], None)
+            rec = RequestRecord.from_dict(self._on_parent_clock(worker, data))
+            worker.requests += 1
+            worker.tokens += rec.completion_tokens or len(rec.token_event_s)
+            self.on_record(rec)
+        if "figures" in batch:
+            worker.figures = batch["figures"]
+
+    @staticmethod
+    def _on_parent_clock(worker: _Worker, data: dict) -> dict:
+        if worker.clock.offset_s == 0.0:
+            return data
+        shifted = {**data, "sent_mono_s": worker.clock.to_parent(data["sent_mono_s"])}
+        if data.get("scheduled_mono_s") is not None:
+            shifted["scheduled_mono_s"] = worker.clock.to_parent(data["scheduled_mono_s"])
+        return shifted
+
+    def lose(self, w: int, reason: str) -> None:
+        """Worker w is gone: each request it had in flight is recorded as failed (`worker_lost`)."""
+        from benchy.records import RequestRecord
+
+        worker, now = self.workers[w], time.perf_counter()
+        worker.lost = reason
+        for data in list(worker.in_flight.values()):
+            rec = RequestRecord.from_dict(data)
+            rec.status, rec.error_kind = "error", LOST
+            rec.error = f"the worker was lost while this request was in flight ({reason})"
+            rec.end_s = max(0.0, now - rec.sent_mono_s)
+            worker.requests += 1
+            self.on_record(rec)
+        worker.in_flight.clear()
+
+    def client_figures(self) -> dict:
+        return client_figures(
+            [
+                worker_entry(w, x.clock, x.figures or {}, x.requests, x.tokens, x.lost)
+                for w, x in enumerate(self.workers)
+            ]
+        )
+
+
+def worker_entry(w: int, clock: Clock, figures: dict, requests: int, tokens: int, lost: str | None = None) -> dict:
+    """One worker's line in a case's `client.per_worker`."""
+    return {
+        "worker": w,
+        "node": clock.node,
+        "clock": clock.to_dict(),
+        "requests": requests,
+        "tokens": tokens,
+        "lost": lost,
+        **figures,
+    }
+
+
 SUMMED_FIGURES = ("lag_samples", "cpu_s")  # other figures: the worst (largest) worker's
+PER_WORKER_KEYS = ("worker", "node", "clock", "requests", "tokens", "lost")
 
 
 def merge_figures(figures: list[dict]) -> dict:
@@ -83,254 +358,309 @@ def merge_figures(figures: list[dict]) -> dict:
             merged[key] = round(sum(values), 4)
         else:
             merged[key] = max(values) if values else None
-    merged["workers"] = len(figures)
     return merged
 
 
-class WorkerPool:
-    """N worker processes with their own Client; `await pool.run_case(...)` per case."""
+def client_figures(per_worker: list[dict]) -> dict:
+    """A case's `client` entry: the workers' monitor figures merged, the busiest worker named
+    (its node: where client_overloaded should look), the clock uncertainty, every worker's line."""
+    monitor = [{k: v for k, v in e.items() if k not in PER_WORKER_KEYS} for e in per_worker]
+    busiest = max(per_worker, key=_load_of)
+    return {
+        **merge_figures(monitor),
+        "workers": len(per_worker),
+        "busiest": f"worker {busiest['worker']} on {busiest['node']}",
+        "clock_uncertainty_s": max(e["clock"]["uncertainty_s"] for e in per_worker),
+        "lost_workers": sum(e["lost"] is not None for e in per_worker),
+        "per_worker": per_worker,
+    }
 
-    def __init__(self, n: int, client_settings) -> None:
+
+def _load_of(entry: dict) -> tuple[float, float]:
+    return (entry.get("loop_lag_ms_p95") or 0.0, entry.get("cpu_share") or 0.0)
+
+
+# ---------------------------------------------------------------- running a split case
+
+
+class Workers(Protocol):
+    """Where a split case runs: the local pool or Ray actors (cluster.py)."""
+
+    start_lead_s: float  # the shared start lies this far ahead, so every worker hears of it in time
+
+    async def read_clock(self, w: int) -> dict: ...
+
+    def begin(self, plans: list, calibration, nonce: bool, events: asyncio.Queue) -> None:
+        """Starts share w on worker w; puts (w, "batch", batch) and (w, "lost", reason) events."""
+
+    def go(self, w: int, start_s: float) -> None: ...
+
+    def stop(self, w: int) -> None: ...
+
+
+async def run_split(
+    workers: Workers, plans: list, calibration, nonce: bool, on_record: Callable, stop, on_start=None
+) -> dict:
+    """A case on len(plans) workers: clocks, start, batches merged into on_record; returns the
+    case's client figures. `on_start` (a coroutine function) is awaited once every worker is
+    done with its warmups, just before the shared start. Once `stop` is set, or on Ctrl-C,
+    every worker is asked to stop and what they send within STOP_GRACE_S is kept. Raises
+    WorkerError when a worker failed."""
+    clocks = [await measure_clock(functools.partial(workers.read_clock, w)) for w in range(len(plans))]
+    merge = Merge(clocks, on_record)
+    events: asyncio.Queue = asyncio.Queue()
+    running = set(range(len(plans)))
+    waiting: set[int] | None = set(running)  # for their warmups to end (None: started)
+    workers.begin(plans, calibration, nonce, events)
+    try:
+        while running and not stop.is_set():
+            w, kind, payload = await events.get()
+            failure = _handle(merge, w, kind, payload, running, waiting)
+            if failure is not None:
+                raise failure
+            if waiting is not None and not waiting:  # every live worker is ready: one start
+                if on_start is not None:
+                    await on_start()
+                start_s = time.perf_counter() + workers.start_lead_s
+                for r in running:
+                    workers.go(r, clocks[r].to_worker(start_s))
+                waiting = None
+    except BaseException:
+        await _wind_down(workers, merge, events, running, waiting)
+        raise
+    if running:  # stopped
+        await _wind_down(workers, merge, events, running, waiting)
+    return merge.client_figures()
+
+
+def _handle(merge: Merge, w: int, kind: str, payload, running: set, waiting: set | None) -> WorkerError | None:
+    if kind == "lost":
+        merge.lose(w, payload)
+        running.discard(w)
+        if waiting is not None:
+            waiting.discard(w)
+        return None
+    merge.take(w, payload)
+    if payload.get("ready") and waiting is not None:
+        waiting.discard(w)
+    if "figures" in payload or "error" in payload:
+        running.discard(w)
+        if waiting is not None:
+            waiting.discard(w)
+    if "error" in payload and payload["error"][0] != "Cancelled":
+        return WorkerError(*payload["error"])
+    return None
+
+
+async def _wind_down(workers: Workers, merge: Merge, events: asyncio.Queue, running: set, waiting) -> None:
+    """Asks every running worker to stop and keeps what they send within STOP_GRACE_S."""
+    for w in running:
+        workers.stop(w)
+    deadline = time.perf_counter() + STOP_GRACE_S
+    while running and (left := deadline - time.perf_counter()) > 0:
+        try:
+            w, kind, payload = await asyncio.wait_for(events.get(), left)
+        except asyncio.TimeoutError:
+            break
+        _handle(merge, w, kind, payload, running, waiting)
+    for w in list(running):  # never answered: whatever it had in flight is lost
+        merge.lose(w, f"no answer within {STOP_GRACE_S:g} s of the stop")
+
+
+# ---------------------------------------------------------------- the local pool
+
+
+class ProcessPool:
+    """N local worker processes, each with its own event loop and Client, reused by every
+    case of a run (a lost one is started again before the next case that needs it)."""
+
+    start_lead_s = 0.02  # a pipe message takes microseconds
+
+    def __init__(self, n: int) -> None:
         self.n = n
-        self.client_settings = client_settings
-        self._procs: list[subprocess.Popen] = []
-        self._conns: list[Connection] = []
-        self._stderr: list = []
+        self._procs: list = [None] * n
+        self._conns: list = [None] * n
+        self._clock_replies: list[asyncio.Queue] = [asyncio.Queue() for _ in range(n)]
+        self._events: asyncio.Queue | None = None
+        self._settings = None  # the case's ClientSettings
 
-    def start(self) -> WorkerPool:
-        root = str(Path(__file__).resolve().parent.parent)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-        for _ in range(self.n):
-            ours, theirs = socket.socketpair()
-            err = tempfile.TemporaryFile(mode="w+")
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "benchy.workers", str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                env=env,
-                start_new_session=True,
-            )  # Ctrl-C goes to the parent only
-            theirs.close()
-            conn = Connection(ours.detach())
-            conn.send(("settings", self.client_settings))
-            self._procs.append(proc)
-            self._conns.append(conn)
-            self._stderr.append(err)
+    def start(self) -> ProcessPool:
+        with _sigint_ignored():  # a child inherits the ignored SIGINT: Ctrl-C reaches the parent only
+            for w in range(self.n):
+                self._spawn(w)
         return self
 
+    def _spawn(self, w: int) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        ours, theirs = ctx.Pipe()
+        proc = ctx.Process(target=worker_main, args=(theirs,), name=f"benchy-worker-{w}", daemon=True)
+        proc.start()
+        theirs.close()
+        self._procs[w], self._conns[w] = proc, ours
+        asyncio.get_running_loop().add_reader(ours.fileno(), self._drain, w)
+
+    def workers_for(self, case, load) -> int:
+        return min(self.n, case_workers(case, load.workers, load.max_inflight))
+
     async def run_case(
-        self,
-        plan,
-        k: int,
-        calibration,
-        nonce: bool,
-        on_record: Callable,
-        stop: asyncio.Event,
-        on_start: Callable | None = None,
+        self, plan, k: int, client_settings, calibration, nonce: bool, on_record: Callable, stop, on_start=None
     ) -> dict:
-        """Runs `plan` on the first k workers; calls on_record for each record as it comes;
-        returns the merged LoopMonitor figures. Once `stop` is set (on_record passed an error
-        limit) the records already sent are kept and every worker is killed; so they are if
-        anything goes wrong. `on_start` (a coroutine function) is awaited once every worker is
-        done with its warmups, just before they are told to go."""
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
-        conns = self._conns[:k]
-        fds = [conn.fileno() for conn in conns]
-        for w, (conn, fd) in enumerate(zip(conns, fds)):
-            loop.add_reader(fd, _drain, conn, w, queue)
-        try:
-            for w, conn in enumerate(conns):
-                conn.send(("case", replace(plan, worker=w, workers=k), calibration, nonce))
-            figures = await self._collect(queue, conns, on_record, stop, on_start)
-            if stop.is_set():
-                _stop_reading(loop, fds)
-                _keep_finished(queue, conns, on_record)
-                self.kill()
-            return figures
-        except BaseException:
-            _stop_reading(loop, fds)
-            _keep_finished(queue, conns, on_record)
-            self.kill()
-            raise
-        finally:
-            _stop_reading(loop, fds)
+        for w in range(k):
+            if not self._procs[w].is_alive():
+                self._forget(w)
+                with _sigint_ignored():
+                    self._spawn(w)
+        self._settings = client_settings
+        return await run_split(self, split(plan, k), calibration, nonce, on_record, stop, on_start)
 
-    async def _collect(
-        self,
-        queue: asyncio.Queue,
-        conns: list[Connection],
-        on_record: Callable,
-        stop: asyncio.Event,
-        on_start: Callable | None = None,
-    ) -> dict:
-        from benchy.records import RequestRecord
+    async def read_clock(self, w: int) -> dict:
+        self._send(w, ("clock",))
+        return await self._clock_replies[w].get()
 
-        ready = 0
-        figures: list[dict] = []
-        while len(figures) < len(conns) and not stop.is_set():
-            w, msg = await queue.get()
-            kind = msg[0]
-            if kind == "record":
-                on_record(RequestRecord.from_dict(msg[1]))
-            elif kind == "ready":
-                ready += 1
-                if ready == len(conns):
-                    if on_start is not None:
-                        await on_start()
-                    start_s = time.perf_counter() + START_LEAD_S
-                    for conn in conns:
-                        conn.send(("go", start_s))
-            elif kind == "done":
-                figures.append(msg[1])
-            elif kind == "error":
-                raise WorkerError(msg[1], msg[2])
-            else:  # "eof": the process is gone
-                raise WorkerError("WorkerDied", f"worker process {w} ended unexpectedly{self._last_words(w)}")
-        return merge_figures(figures)
+    def begin(self, plans: list, calibration, nonce: bool, events: asyncio.Queue) -> None:
+        self._events = events
+        for w, plan in enumerate(plans):
+            self._send(w, ("case", plan, self._settings, calibration, nonce))
 
-    def _last_words(self, w: int) -> str:
-        err = self._stderr[w]
-        err.seek(0)
-        lines = [line for line in err.read().splitlines() if line.strip()]
-        return f": {lines[-1][:300]}" if lines else ""
+    def go(self, w: int, start_s: float) -> None:
+        self._send(w, ("go", start_s))
 
-    def kill(self) -> None:
-        for proc in self._procs:
-            if proc.poll() is None:
-                proc.kill()
-        self.close()
+    def stop(self, w: int) -> None:
+        self._send(w, ("stop",))
 
-    def close(self) -> None:
-        for conn in self._conns:
-            if not conn.closed:
-                try:
-                    conn.send(("stop",))
-                except OSError:
-                    pass
-                conn.close()
-        for proc in self._procs:
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for err in self._stderr:
-            err.close()
-        self._procs, self._conns, self._stderr = [], [], []
+    def _send(self, w: int, msg: tuple) -> None:
+        with contextlib.suppress(OSError):  # a worker that is gone: its loss is reported by _drain
+            self._conns[w].send(msg)
 
-
-def _stop_reading(loop: asyncio.AbstractEventLoop, fds: list[int]) -> None:
-    """Before the connections close: a reader left on a closed descriptor would fire later."""
-    for fd in fds:
-        loop.remove_reader(fd)
-
-
-def _keep_finished(queue: asyncio.Queue, conns: list[Connection], on_record: Callable) -> None:
-    """On a stop: the records workers had already sent (read or still in the socket) are
-    measured results and are kept."""
-    from benchy.records import RequestRecord
-
-    waiting = []
-    while not queue.empty():
-        waiting.append(queue.get_nowait()[1])
-    for conn in conns:
+    def _drain(self, w: int) -> None:
+        """Reader callback: every whole message waiting on worker w's pipe."""
+        conn = self._conns[w]
         try:
             while conn.poll():
-                waiting.append(conn.recv())
+                kind, payload = conn.recv()
+                if kind == "clock":
+                    self._clock_replies[w].put_nowait(payload)
+                elif self._events is not None:
+                    self._events.put_nowait((w, kind, payload))
         except (EOFError, OSError):
-            pass
-    for msg in waiting:
-        if msg[0] == "record":
-            on_record(RequestRecord.from_dict(msg[1]))
+            self._forget(w)
+            self._procs[w].join(timeout=0.1)
+            reason = f"worker process {w} ended unexpectedly (exit code {self._procs[w].exitcode})"
+            if self._events is not None:
+                self._events.put_nowait((w, "lost", reason))
+
+    def _forget(self, w: int) -> None:
+        """Stops listening to worker w (before its pipe closes: a reader left on a closed
+        descriptor would fire later)."""
+        conn = self._conns[w]
+        if conn is not None and not conn.closed:
+            asyncio.get_running_loop().remove_reader(conn.fileno())
+
+    def close(self) -> None:
+        for w in range(self.n):
+            self._forget(w)
+            self._send(w, ("quit",))
+        for proc in filter(None, self._procs):
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for conn in filter(None, self._conns):
+            conn.close()
 
 
-def _drain(conn: Connection, w: int, queue: asyncio.Queue) -> None:
-    """Reader callback: every whole message waiting on a worker's socket, into the queue."""
+@contextlib.contextmanager
+def _sigint_ignored():
     try:
-        while conn.poll():
-            queue.put_nowait((w, conn.recv()))
-    except (EOFError, OSError):
-        asyncio.get_running_loop().remove_reader(conn.fileno())
-        queue.put_nowait((w, ("eof",)))
-
-
-# ---------------------------------------------------------------- the worker process
-
-
-async def _serve(conn: Connection) -> None:
-    from benchy import tokenizer
-    from benchy.client import Client
-
-    kind, settings = conn.recv()
-    tokenizer.count("warm")  # load the vocabulary now, not while a case's lag is sampled
-    async with Client(settings) as client:
-        while True:
-            msg = conn.recv()  # between cases nothing is in flight: blocking is harmless
-            if msg[0] != "case":
-                return
-            await _run_case(conn, client, *msg[1:])
-
-
-async def _run_case(conn: Connection, client, plan, calibration, nonce: bool) -> None:
-    from benchy.loadgen import run_case
-    from benchy.monitor import LoopMonitor
-    from benchy.prompts import PromptFactory
-
-    factory = PromptFactory(calibration, nonce=nonce, salt=f"{plan.salt}c{plan.index}w{plan.worker}")
-    spans: list[tuple[float, float]] = []
-
-    def on_record(rec) -> None:
-        spans.append((rec.sent_mono_s, rec.sent_mono_s + (rec.end_s or 0.0)))
-        conn.send(("record", rec.to_dict()))
-
-    async def start() -> float:
-        conn.send(("ready",))
-        msg = await _receive(conn)
-        if msg[0] != "go":
-            raise SystemExit(0)
-        return msg[1]
-
-    try:
-        async with LoopMonitor() as monitor:
-            await run_case(client, plan, factory, on_record, start)
-    except Exception as exc:  # reported to the parent, which prints one line
-        conn.send(("error", type(exc).__name__, str(exc)))
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: nothing to change
+        yield
         return
-    conn.send(("done", monitor.figures(spans)))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
-async def _receive(conn: Connection):
-    """The next message, awaited without blocking the loop (whose lag sampler is running)."""
-    loop = asyncio.get_running_loop()
-    while not conn.poll():
-        readable = loop.create_future()
-        loop.add_reader(conn.fileno(), _wake, readable)
-        try:
-            await readable
-        finally:
-            loop.remove_reader(conn.fileno())
-    return conn.recv()
+# ---------------------------------------------------------------- a local worker process
 
 
-def _wake(future: asyncio.Future) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-def main(argv: list[str]) -> None:
+def worker_main(conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a run stops
-    conn = Connection(int(argv[0]))
     try:
         asyncio.run(_serve(conn))
     except (EOFError, OSError, KeyboardInterrupt):
         pass  # the parent went away or stopped us: nothing left to report to
     finally:
         conn.close()
+    os._exit(0)  # everything is sent: skip tearing down the interpreter, which the parent waits for
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+async def _serve(conn: Connection) -> None:
+    from benchy import tokenizer
+    from benchy.client import Client
+
+    tokenizer.count("warm")  # load the vocabulary now, not while a case's lag is sampled
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue = asyncio.Queue()
+    loop.add_reader(conn.fileno(), _read_into, conn, inbox)
+    clients = _Clients(Client)
+    share: Share | None = None
+    running: set[asyncio.Task] = set()
+    try:
+        while True:
+            kind, *args = await inbox.get()
+            if kind == "clock":
+                conn.send(("clock", clock_reading()))
+            elif kind == "case":
+                plan, settings, calibration, nonce = args
+                share = Share(await clients.get(settings), plan, calibration, nonce)
+                task = asyncio.ensure_future(_send_batches(conn, share))
+                running.add(task)
+                task.add_done_callback(running.discard)
+            elif kind == "go" and share is not None:
+                share.go(args[0])
+            elif kind == "stop" and share is not None:
+                share.stop.set()
+            elif kind in ("quit", "eof"):
+                break
+    finally:
+        for task in running:
+            task.cancel()
+        await clients.close()
+
+
+class _Clients:
+    """A worker's Client, made at its first case and again only if the settings change
+    (the parent learns the model after its workers have started)."""
+
+    def __init__(self, factory) -> None:
+        self.factory = factory
+        self.settings = None
+        self.client = None
+
+    async def get(self, settings):
+        if settings != self.settings:
+            await self.close()
+            self.client = await self.factory(settings).__aenter__()
+            self.settings = settings
+        return self.client
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.__aexit__(None, None, None)
+            self.client = None
+
+
+async def _send_batches(conn: Connection, share: Share) -> None:
+    async for batch in share.batches():
+        conn.send(("batch", batch))
+
+
+def _read_into(conn: Connection, inbox: asyncio.Queue) -> None:
+    try:
+        while conn.poll():
+            inbox.put_nowait(conn.recv())
+    except (EOFError, OSError):
+        asyncio.get_running_loop().remove_reader(conn.fileno())
+        inbox.put_nowait(("eof",))

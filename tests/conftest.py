@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,6 +28,11 @@ def warning_codes(results: dict, case: str | None = None) -> set[str]:
     }
 
 
+# How late a busy machine may deliver an event after the simulator wrote it (a wait for a core),
+# where benchy's own loop-lag figure is not at hand.
+LATE_S = 0.05
+
+
 def client_slack_s(case: dict) -> float:
     """How late benchy may have stamped an event of this case, measured rather than assumed:
     a few ms of the machine's scheduling, plus the longest its own event loop was seen to
@@ -38,6 +44,18 @@ def client_slack_s(case: dict) -> float:
 def sim_env() -> dict:
     """The environment for a child `python -m benchy` that must import this checkout."""
     return child_env()
+
+
+def run_benchy(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m benchy ARGS` from the repo root, output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "benchy", *args],
+        capture_output=True,
+        text=True,
+        env=env or sim_env(),
+        cwd=REPO_ROOT,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from benchy import checks, cli, profiles
+from benchy import checks, cli, outcome, profiles
 from benchy import results as results_mod
 from benchy import run as run_mod
 from benchy.ceiling import CeilingInputs
@@ -245,7 +245,7 @@ def test_rate_above_the_bandwidth_ceiling_is_an_error_and_exit_3(start_sim, tmp_
         str(tmp_path / "r"),
     )
     results = json.loads((tmp_path / "r" / "results.json").read_text())
-    assert code == cli.EXIT_CHECK_FAILED
+    assert code == outcome.EXIT_CHECK_FAILED
     assert results["setup"]["model_profile"] == "gpt-oss-120b"  # guessed from the served id
     w = warning(results, "above_bandwidth_ceiling")
     assert w["severity"] == "error" and set(w["metrics"]) == {"decode_tps", "e2e_tps"}
@@ -297,7 +297,7 @@ def test_prefix_cache_hit_is_counted_from_the_servers_cached_tokens(start_sim, c
         "json",
     )
     results = json.loads(out)
-    assert code == cli.EXIT_STRICT_WARNINGS
+    assert code == outcome.EXIT_STRICT_WARNINGS
     w = warning(results, "prefix_cache_hit")
     assert "ttft_s" in w["metrics"] and "prefill_tps" in w["metrics"]
     case = results["cases"][0]
@@ -320,7 +320,7 @@ def test_null_content_is_a_failed_request_not_a_success(start_sim, capsys):
         capsys, "--base-url", sim.base_url, "--pp", "64", "--tg", "16", "--runs", "3", "--format", "json"
     )
     results = json.loads(out)
-    assert code == cli.EXIT_CHECK_FAILED
+    assert code == outcome.EXIT_CHECK_FAILED
     case = results["cases"][0]
     assert case["n_ok"] == 0 and case["errors"] == {"empty_output": 3}
     assert case["summary"]["e2e_tps"] is None  # no fake rate from the claimed tokens
@@ -499,7 +499,7 @@ def test_role_chunk_long_before_the_first_token_is_a_note_and_ttft_is_the_tokens
     results = bench(sim, pp=(1024,), tg=(8,), runs=2)
     w = warning(results, "first_chunk_before_prefill")
     assert w["severity"] == "info" and checks.is_clean(results["warnings"])
-    assert cli._exit_code(results, strict=True) == 0  # a note never fails --strict
+    assert outcome.exit_code(results, strict=True) == 0  # a note never fails --strict
     truth = truth_of(sim, results)
     for req in measured(results["cases"][0]):
         t = truth[req["request_id"]]

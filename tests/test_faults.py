@@ -103,8 +103,8 @@ def check_against_truth(rec: dict, entries: list[dict]) -> None:
     assert 1 <= len(entries) <= 2
     if len(entries) == 2:
         assert entries[0]["fault"] == "reset" and (rec["retried"] or "").startswith("reset:")
-        # the timestamps are the retry's, not the failed attempt's
-        assert abs(rec["sent_mono_s"] - entries[1]["arrival_s"]) < 0.25
+        # the timestamps are the retry's, not the failed attempt's (one monotonic clock for both)
+        assert entries[0]["arrival_s"] < rec["sent_mono_s"] <= entries[1]["arrival_s"]
     else:
         assert rec["retried"] is None
     assert observed(rec) == EXPECTED[entries[-1]["fault"]], (entries[-1]["fault"], rec["error"])
@@ -148,7 +148,7 @@ def test_request_over_timeout_is_recorded_as_timeout(start_sim):
     sim = start_sim("--decode-tps", "20")  # 16 tokens: 0.8 s, well past the 0.3 s limit
     [rec] = asyncio.run(send_all(sim.base_url, 1, 1, timeout_s=0.3))
     assert rec.error_kind == "timeout" and "--timeout" in rec.error
-    assert 0.25 < rec.end_s < 0.8
+    assert rec.end_s > 0.25  # not before the limit; how much after it depends on the machine
     [truth] = sim.truth(expect=1)
     assert truth["completion_tokens"] < 16  # the server really was cut off mid-answer
 
@@ -317,7 +317,7 @@ def test_max_errors_stops_early_keeping_everything(start_sim, tmp_path):
     sim = start_sim(*FAST, "--seed", "1", "--fault", "http500:0.3")
     proc, results, lines = run_with_limit(sim, tmp_path, "--max-errors", "3")
     assert proc.returncode == 5, proc.stderr
-    [line] = proc.stderr.strip().splitlines()
+    line = proc.stderr.strip().splitlines()[0]
     assert "stopped early" in line and "--max-errors 3" in line
     assert results["partial"] is True and results["stopped"]["by"] == "max-errors"
     [case] = results["cases"]

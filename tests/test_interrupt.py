@@ -99,8 +99,10 @@ def test_interrupt_saves_and_prints_partial_results(start_sim, tmp_path, sig, by
 
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
-    [line] = stderr.strip().splitlines()
-    assert line.startswith("benchy: stopped early:") and str(out) in line
+    first, *rest = stderr.strip().splitlines()
+    assert first.startswith("benchy: stopped early:")
+    assert any(line.strip().startswith("measured: pp64 tg25 c4") and "cut short" in line for line in rest), stderr
+    assert rest[-1].strip() == f"partial results saved in {out}"
     assert "pp64 tg25 c4" in stdout  # the partial table is printed
 
     results = json.loads((out / "results.json").read_text())

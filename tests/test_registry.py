@@ -1,4 +1,4 @@
-"""The metric registry is the one description of every metric: README, table, compare and --slo agree."""
+"""The metric registry is the one description of every metric: docs/metrics.md, table, compare and --slo agree."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from tests.conftest import REPO_ROOT
 
 
 def readme_metric_table() -> dict[str, str]:
-    """`name` → definition, from the README table whose header is `| metric | definition |`."""
-    lines = (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    """`name` → definition, from the docs/metrics.md table whose header is `| metric | definition |`."""
+    lines = (REPO_ROOT / "docs" / "metrics.md").read_text(encoding="utf-8").splitlines()
     start = lines.index("| metric | definition |")
     rows = {}
     for line in lines[start + 2 :]:

@@ -7,6 +7,8 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +27,7 @@ def benchy(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 
 def run_json(sim, tmp_path, *args: str) -> dict:
-    out = tmp_path / "out"
+    out = Path(tempfile.mkdtemp(dir=tmp_path))  # a fresh folder per run: -o refuses one in use
     proc = benchy("run", "--base-url", sim.base_url, "--quiet", "--output", str(out), *args)
     assert proc.returncode == 0, proc.stderr
     return json.loads((out / "results.json").read_text())

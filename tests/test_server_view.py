@@ -116,6 +116,7 @@ def test_llamacpp_flavour_identity_and_counters(start_sim):
     prefill = sum(t["prefill_end_s"] - t["prefill_start_s"] for t in truth)
     uncached = sum(t["prompt_tokens"] - t["cached_tokens"] for t in truth)
     assert server["derived"]["prefill_tps"] == pytest.approx(uncached / prefill, rel=1e-6)
+    assert all(r["server_timings"] for r in results["cases"][0]["requests"])  # as llama.cpp, every response
 
 
 def test_no_server_metrics_says_why(start_sim):

@@ -24,7 +24,8 @@ from multidict import CIMultiDict
 from benchy import __version__, tokenizer
 from benchy.sim.app import event_groups
 from benchy.sim.cache import PrefixCache
-from benchy.sim.config import build_config
+from benchy.sim.config import PRESET_HELP, build_config
+from tests.conftest import LATE_S
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -348,6 +349,15 @@ def test_prefix_cache_blocks_lru_and_last_token():
 # --- timing model ---
 
 
+def pace(times: list[float]) -> float:
+    """Seconds per token: the least-squares slope of token times against their index. A token
+    is never early (absolute deadlines) but a busy machine makes some late; the slope averages
+    that out where the first-to-last span would take it whole."""
+    n = len(times)
+    mean_i, mean_t = (n - 1) / 2, statistics.fmean(times)
+    return sum((i - mean_i) * (t - mean_t) for i, t in enumerate(times)) / sum((i - mean_i) ** 2 for i in range(n))
+
+
 def test_client_observations_match_truth_timing(start_sim):
     sim = start_sim("--decode-tps", "100", "--prefill-tps", "2000")
     obs = post(
@@ -356,18 +366,19 @@ def test_client_observations_match_truth_timing(start_sim):
         {"x-request-id": "t"},
     )
     [record] = sim.truth(expect=1)
-    times = record["token_times_s"]
-    assert statistics.mean(b - a for a, b in zip(times, times[1:])) == pytest.approx(0.01, rel=0.03)
+    assert pace(record["token_times_s"]) == pytest.approx(0.01, rel=0.03)
     prefill = record["prefill_end_s"] - record["prefill_start_s"]
     assert prefill == pytest.approx(record["prompt_tokens"] / 2000)
     token_lines = [t for t, data in obs.lines if data != "[DONE]"][:30]
-    written = [e["t_s"] for e in token_events(record)]
-    assert max(abs(a - w) for a, w in zip(token_lines, written)) < 0.015
+    written = [e["t_s"] for e in token_events(record)]  # stamped as each write returned
+    made = record["token_times_s"]  # one token per event
+    # One monotonic clock: each line is read after its token was made, and soon after its write.
+    assert all(m <= a <= w + LATE_S for a, m, w in zip(token_lines, made, written))
     client_ttft = token_lines[0] - obs.sent_s
-    assert client_ttft == pytest.approx(record["first_token_event_s"] - record["arrival_s"], abs=0.015)
-    truth_e2e = 30 / (record["last_token_event_s"] - record["arrival_s"])
-    expected_e2e = 30 / (prefill + 29 / 100)
-    assert truth_e2e == pytest.approx(expected_e2e, rel=0.02)
+    assert made[0] - record["arrival_s"] <= client_ttft <= record["first_token_event_s"] - record["arrival_s"] + LATE_S
+    # The last token is due after prefill and 29 intervals: never sooner, later only by load.
+    truth_e2e_s = record["last_token_event_s"] - record["arrival_s"]
+    assert prefill + 29 / 100 <= truth_e2e_s <= prefill + 29 / 100 + LATE_S
 
 
 def filler_text(n_tokens: int, seed: int = 1) -> str:
@@ -437,8 +448,7 @@ def test_aggregate_decode_is_sublinear_in_batch(start_sim):
 
     def mean_interval(record):
         # Over the first 30 tokens, while all four run (they speed up as others finish).
-        t = record["token_times_s"]
-        return (t[30] - t[0]) / 30
+        return pace(record["token_times_s"][:31])
 
     assert mean_interval(alone) == pytest.approx(1 / 200, rel=0.02)
     per_request = statistics.mean(mean_interval(r) for r in batch)
@@ -726,10 +736,12 @@ def test_sigterm_right_after_the_listening_line_is_clean():
         cwd=REPO_ROOT,
     )
     try:
-        assert proc.stdout.readline().startswith("benchy sim listening on http://127.0.0.1:")
+        line = proc.stdout.readline()
+        assert line.startswith("benchy sim listening on http://127.0.0.1:")
         proc.terminate()
         assert proc.wait(timeout=10) == 0
-        assert proc.stderr.read() == ""
+        url = line.split()[-1]  # stderr holds the one line saying how to measure it, nothing else
+        assert proc.stderr.read() == f"benchy sim: measure it with: benchy run --base-url {url}/v1\n"
     finally:
         proc.kill()
         proc.communicate()
@@ -768,7 +780,7 @@ def sim_env() -> dict:
     return env
 
 
-def test_help_documents_every_behaviour():
+def test_help_is_short_and_the_docs_document_every_behaviour():
     proc = subprocess.run(
         [sys.executable, "-m", "benchy", "sim", "--help"],
         capture_output=True,
@@ -778,6 +790,13 @@ def test_help_documents_every_behaviour():
         timeout=30,
     )
     assert proc.returncode == 0
+    help_text = proc.stdout
+    prose = help_text.split("Options:")[0]
+    assert len(prose.splitlines()) <= 12 and "docs/sim.md" in prose  # the details live in the docs
+    assert "8000" in prose  # where it listens, which is where `benchy run` looks by default
+    for flag in ("--instant", "--prefix-cache", "--tokens-per-event", "--events-per-response", "--role-chunk-first"):
+        assert flag in help_text, flag
+    docs = (REPO_ROOT / "docs" / "sim.md").read_text()
     for needle in (
         "--instant",
         "--prefix-cache",
@@ -789,13 +808,21 @@ def test_help_documents_every_behaviour():
         "--header-delay-s",
         "--fault",
         "--truth-log",
-        "--preset",
+        "--port 0",
         "dgx-spark-gpt-oss-120b",
         "buffered",
         "fp4-null-content",
         "instant",
         "batch-slowdown",
+        "--spec-draft",
+        "--proxy-buffer-bytes",
+        "--usage-scale",
+        "--truncate-prompt",
+        "--think-inline",
+        "--host-copy-tps",
+        "--timings",
         *ALL_FAULTS,
+        *PRESET_HELP,
         "/tokenize",
     ):
-        assert needle in proc.stdout, needle
+        assert needle in docs, needle

@@ -325,7 +325,8 @@ def test_the_lean_parser_gives_the_same_record_for_every_split_of_the_response()
         assert_whole(asyncio.run(parse(pieces)))
 
 
-def test_a_keep_alive_connection_the_server_closed_is_sent_again_on_a_fresh_one():
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_keep_alive_connection_the_server_closed_is_sent_again_on_a_fresh_one(transport):
     """The server closes each connection right after its answer without saying so: the next
     request finds the idle connection dead, or sends on it and is reset; either way it is
     retried on a fresh connection and nothing is lost."""
@@ -337,7 +338,7 @@ def test_a_keep_alive_connection_the_server_closed_is_sent_again_on_a_fresh_one(
         return False
 
     with Scripted(script) as server:
-        recs = stream(ClientSettings(base_url=f"{server.url}/v1", model="m"), n=4)
+        recs = stream(ClientSettings(base_url=f"{server.url}/v1", model="m", transport=transport), n=4)
     for rec in recs:
         assert_whole(rec)
     assert all(r.retried is None or r.retried.startswith("reset") for r in recs)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchy.metrics import METRICS
-from benchy.report import server_view, table
+from benchy.report import server_view, table, workloads
 
 
 def setup_lines(results: dict) -> list[str]:
@@ -189,6 +189,7 @@ def render(results: dict, figures: list[tuple] | None = None, server_figure: tup
         table.markdown(results),
         "",
     ]
+    parts += workloads.section_lines(results)
     parts += ["## Warnings", "", *warning_lines(results), ""]
     parts += server_view.section_lines(results, server_figure)
     parts += figure_lines(figures or [])

@@ -495,5 +495,8 @@ FIGURES = (throughput_vs_prompt, ttft_vs_prompt, concurrency_scaling, rate_scali
 
 def write_figures(results: dict, directory: Path) -> list[Figure]:
     """Every figure that applies to these results, written as PNGs under `directory`."""
-    made = (make(results, directory) for make in FIGURES)
-    return [fig for fig in made if fig is not None]
+    from benchy.report import workloads
+
+    sweep = workloads.sweep_results(results)  # a conversation or a trace has no prompt-length axis
+    made = [make(sweep, directory) for make in FIGURES if sweep["cases"]]
+    return [fig for fig in made if fig is not None] + workloads.figures(results, directory)

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from benchy.folders import FIGURES_DIR, clear_figures
 from benchy.report import markdown, server_view, table
-
-FIGURES_DIR = "figures"
 
 
 def write_report(results: dict, directory: Path) -> Path:
     from benchy.report import plots  # matplotlib is imported only when a report is drawn
 
     directory.mkdir(parents=True, exist_ok=True)
+    clear_figures(directory / FIGURES_DIR)  # no figure of an earlier report stays beside this one
     figures = plots.write_figures(results, directory / FIGURES_DIR)
     embedded = [(f.title, f"{FIGURES_DIR}/{f.path.name}" if f.path else None, f.caption) for f in figures]
     server = server_view.figure(results, directory / FIGURES_DIR)

@@ -10,6 +10,7 @@ import json
 import random
 import re
 import signal
+import sys
 import time
 from dataclasses import dataclass
 
@@ -681,10 +682,12 @@ class Simulator:
             self.engine.slots.release()
 
     async def _prefill(self, job: Job, trace: Trace) -> Decoder:
-        start, end, cached = await self.engine.prefill(job.prompt_ids)
-        trace.prefill_start_s, trace.prefill_end_s, trace.cached_tokens = start, end, cached
+        done = await self.engine.prefill(job.prompt_ids)
+        trace.prefill_start_s, trace.prefill_end_s, trace.cached_tokens = done.start_s, done.end_s, done.cached_tokens
+        trace.cache_lost_tokens, trace.cache_evicted_blocks = done.lost_tokens, done.evicted_blocks
+        trace.cache_used_blocks = done.cache_used_blocks
         trace.host_copy_s = self.engine.host_copy_seconds(len(job.prompt_ids))
-        return self.engine.decoder(end, job.steps)
+        return self.engine.decoder(done.end_s, job.steps)
 
     def _record_tokens(self, trace: Trace, job: Job, times: list[float]) -> None:
         start = len(trace.token_times_s)
@@ -816,7 +819,9 @@ async def serve(cfg: SimConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     # Only now: a caller may signal us as soon as it has read this line.
-    print(f"benchy sim listening on {listen_url(runner)}", flush=True)
+    url = listen_url(runner)
+    print(f"benchy sim listening on {url}", flush=True)
+    print(f"benchy sim: measure it with: benchy run --base-url {url}/v1", file=sys.stderr, flush=True)
     try:
         await stop.wait()
     finally:

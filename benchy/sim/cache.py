@@ -1,12 +1,27 @@
-"""Automatic prefix cache, modelled on vLLM's: 16-token blocks keyed by a chained hash, LRU."""
+"""Automatic prefix cache, modelled on vLLM's: 16-token blocks keyed by a chained hash, LRU.
+
+As in vLLM, a prompt's blocks are touched last block first, so that its first blocks are the
+most recently used: when the cache is full a chain loses its tail before its head, and a later
+prompt still reuses what is left of its prefix.
+
+The cache holds at most `capacity` blocks; inserting past that evicts the least recently used
+ones. Eviction is what a cache-aware workload must see under load, so the cache also remembers
+which blocks it evicted: a lookup says how many prompt tokens it would have served had they
+stayed (`lost_tokens`), and the truth log records both that and the blocks each insert evicted.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from array import array
 from collections import OrderedDict
+from dataclasses import dataclass
 
 from benchy.sim.config import BLOCK_SIZE
+
+# Hashes of evicted blocks kept to tell "evicted" from "never seen": a multiple of the capacity,
+# so memory stays bounded while a block evicted a long while ago still counts as lost.
+EVICTED_MEMORY = 16
 
 
 def block_hashes(ids: list[int], block_size: int = BLOCK_SIZE) -> list[bytes]:
@@ -20,11 +35,22 @@ def block_hashes(ids: list[int], block_size: int = BLOCK_SIZE) -> list[bytes]:
     return hashes
 
 
+@dataclass(frozen=True)
+class Lookup:
+    """One prompt's lookup: tokens served from cache, and the tokens right after them that were
+    cached once but had been evicted (what eviction cost this request)."""
+
+    cached_tokens: int
+    lost_tokens: int = 0
+
+
 class PrefixCache:
     def __init__(self, capacity_blocks: int, block_size: int = BLOCK_SIZE):
         self.capacity = capacity_blocks
         self.block_size = block_size
         self._blocks: OrderedDict[bytes, None] = OrderedDict()
+        self._evicted: OrderedDict[bytes, None] = OrderedDict()
+        self.evicted_total = 0  # blocks evicted since the start
 
     def __len__(self) -> int:
         return len(self._blocks)
@@ -32,18 +58,42 @@ class PrefixCache:
     def lookup(self, ids: list[int]) -> int:
         """Cached tokens for this prompt: leading blocks found, never the whole prompt
         (the last token must be recomputed to produce the first output token)."""
-        usable = (len(ids) - 1) // self.block_size
+        return self.lookup_detail(ids).cached_tokens
+
+    def lookup_detail(self, ids: list[int]) -> Lookup:
+        """As lookup, and how many usable tokens after the hits had been evicted."""
+        usable = block_hashes(ids, self.block_size)[: (len(ids) - 1) // self.block_size]
         hits = 0
-        for h in block_hashes(ids, self.block_size)[:usable]:
+        for h in usable:
             if h not in self._blocks:
                 break
-            self._blocks.move_to_end(h)
             hits += 1
-        return hits * self.block_size
+        self._touch(usable[:hits])
+        lost = 0
+        for h in usable[hits:]:
+            if h not in self._evicted:
+                break
+            lost += 1
+        return Lookup(hits * self.block_size, lost * self.block_size)
 
-    def insert(self, ids: list[int]) -> None:
-        for h in block_hashes(ids, self.block_size):
+    def insert(self, ids: list[int]) -> int:
+        """Adds the prompt's full blocks (most recently used); returns how many blocks that evicted."""
+        hashes = block_hashes(ids, self.block_size)
+        for h in hashes:
             self._blocks[h] = None
-            self._blocks.move_to_end(h)
+            self._evicted.pop(h, None)
+        self._touch(hashes)
+        evicted = 0
         while len(self._blocks) > self.capacity:
-            self._blocks.popitem(last=False)
+            h, _ = self._blocks.popitem(last=False)
+            self._evicted[h] = None
+            evicted += 1
+        while len(self._evicted) > EVICTED_MEMORY * self.capacity:
+            self._evicted.popitem(last=False)
+        self.evicted_total += evicted
+        return evicted
+
+    def _touch(self, hashes: list[bytes]) -> None:
+        """Most recently used, the first block last: eviction takes a chain's tail first."""
+        for h in reversed(hashes):
+            self._blocks.move_to_end(h)

@@ -68,7 +68,7 @@ class SimConfig:
     seed: int = 0
     stall_s: float = 30.0
     host: str = "127.0.0.1"
-    port: int = 0
+    port: int = 8000  # benchy run's default --base-url: the two meet with no flags
     truth_log: str | None = None
     preset: str = "default"
     # Server-side views (issue 17): which engine's /metrics and info endpoints to imitate, and

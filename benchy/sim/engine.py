@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from benchy import tokenizer
-from benchy.sim.cache import PrefixCache
+from benchy.sim.cache import Lookup, PrefixCache
 from benchy.sim.config import BLOCK_SIZE, SimConfig
 
 clock = time.perf_counter
@@ -226,6 +226,18 @@ def tokens_before_stop(texts: list[str], stop: Sequence[str], min_tokens: int) -
     return bisect.bisect_right(offsets, min(hits)) - 1
 
 
+@dataclass(frozen=True)
+class Prefill:
+    """One prompt's prefill: when it ran, what the cache served, and what eviction did."""
+
+    start_s: float
+    end_s: float
+    cached_tokens: int
+    lost_tokens: int = 0  # prefix tokens that had been cached but were evicted before this lookup
+    evicted_blocks: int = 0  # blocks this prompt's insert pushed out of the cache
+    cache_used_blocks: int | None = None  # blocks held after the insert (None: no cache)
+
+
 class Slots:
     """max_running slots handed out strictly first come, first served."""
 
@@ -271,23 +283,26 @@ class Engine:
         self._prefill_free_at = 0.0
 
     def cached_tokens(self, ids: list[int]) -> int:
-        if self.cfg.cache_despite_nonce:  # a cache that matches whatever the prompt starts with
-            return (len(ids) - 1) // BLOCK_SIZE * BLOCK_SIZE
-        return self.cache.lookup(ids) if self.cache is not None else 0
+        return self.lookup(ids).cached_tokens
 
-    async def prefill(self, ids: list[int]) -> tuple[float, float, int]:
-        """Runs this prompt's prefill after every earlier one; returns (start, end, cached).
-        A host-RAM cache copy (host_copy_tps) comes first, in the same serial queue."""
+    def lookup(self, ids: list[int]) -> Lookup:
+        if self.cfg.cache_despite_nonce:  # a cache that matches whatever the prompt starts with
+            return Lookup((len(ids) - 1) // BLOCK_SIZE * BLOCK_SIZE)
+        return self.cache.lookup_detail(ids) if self.cache is not None else Lookup(0)
+
+    async def prefill(self, ids: list[int]) -> Prefill:
+        """Runs this prompt's prefill after every earlier one. A host-RAM cache copy
+        (host_copy_tps) comes first, in the same serial queue."""
         async with self._prefill_lock:
             # Start at the previous prefill's deadline, not at the (later) lock hand-over.
             start = max(clock(), self._prefill_free_at) + self.host_copy_seconds(len(ids))
-            cached = self.cached_tokens(ids)
-            end = start + self._prefill_seconds(len(ids) - cached)
+            found = self.lookup(ids)
+            end = start + self._prefill_seconds(len(ids) - found.cached_tokens)
             self._prefill_free_at = end
             await self.wait_until(end)
-            if self.cache is not None:
-                self.cache.insert(ids)
-        return start, end, cached
+            evicted = self.cache.insert(ids) if self.cache is not None else 0
+        used = len(self.cache) if self.cache is not None else None
+        return Prefill(start, end, found.cached_tokens, found.lost_tokens, evicted, used)
 
     def host_copy_seconds(self, tokens: int) -> float:
         return tokens / self.cfg.host_copy_tps if self.cfg.host_copy_tps and not self.cfg.instant else 0.0
@@ -361,6 +376,11 @@ class Trace:
     prompt_tokens: int | None = None  # what the server kept (after --truncate-prompt)
     prompt_tokens_sent: int | None = None  # what the request held
     cached_tokens: int | None = None
+    # The prefix cache's side (issue 18): prefix tokens this request would have reused had
+    # they not been evicted, blocks its insert evicted, and blocks held after it.
+    cache_lost_tokens: int | None = None
+    cache_evicted_blocks: int | None = None
+    cache_used_blocks: int | None = None
     host_copy_s: float = 0.0  # --host-copy-tps: time before prefill_start_s, outside prompt_ms
     completion_tokens: int = 0
     usage_completion_tokens: int | None = None  # what usage claimed (--usage-scale), when sent

@@ -134,7 +134,8 @@ def test_sweep_counts_match_the_servers_usage(llama_server, tmp_path):
     letters ('e', '40', 'a', ...), so one prompt in ~16 shares it with the slot's previous
     prompt and gets template + 1 cached tokens (seen in 1 of 7 runs of this test)."""
     results = run_results(llama_server, "--pp", "128", "512", "--tg", "32", "--runs", "3", out=tmp_path)
-    assert (tmp_path / "report.md").is_file() and len((tmp_path / "requests.jsonl").read_text().splitlines()) == 8
+    lines = (tmp_path / "requests.jsonl").read_text().splitlines()
+    assert (tmp_path / "report.md").is_file() and len(lines) == 1 + 8  # the schema header, then 8 records
     template = template_prefix_tokens(llama_server)
     assert 1 <= template <= 8  # <|im_start|> user \n
 

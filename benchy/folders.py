@@ -1,0 +1,73 @@
+"""Output folders: one folder holds one run, and everything in it comes from that run.
+
+An earlier run's results.json and requests.jsonl were silently replaced by a new one written to
+the same `-o DIR`, and its figures stayed beside the new report as if the new results had made
+them. So a folder that already holds files is refused unless `--force`; with `--force` the files
+benchy writes there (and only those: a user's own files stay) are removed before anything new is
+written. `benchy demo` owns its folder and always replaces it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+# Everything benchy may write into an output folder (run, report, probe-cache, compare).
+OWN_FILES = (
+    "results.json",
+    "results.json.tmp",
+    "requests.jsonl",
+    "report.md",
+    "results.csv",
+    "probe.json",
+    "probe.json.tmp",
+    "probe.md",
+    "probe.png",
+    "compare.md",
+    "compare.png",
+    "compare.json",
+)
+FIGURES_DIR = "figures"  # holds only figures benchy drew
+
+
+class FolderInUse(Exception):
+    """An output folder that already holds files, without --force; one line."""
+
+
+def claim(directory: Path, force: bool, keep: tuple[Path, ...] = ()) -> None:
+    """Makes `directory` ready for a new run's files: refuses a non-empty one unless `force`,
+    then removes benchy's own files from it (never those in `keep`, e.g. the results a
+    `benchy report` reads from that folder)."""
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise FolderInUse(f"{directory} is a file, not a folder")
+    present = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
+    if present and not force:
+        shown = ", ".join(present[:4]) + (", …" if len(present) > 4 else "")
+        raise FolderInUse(
+            f"{directory} is not empty ({shown}): pass --force to replace benchy's files there, or choose another folder"
+        )
+    keep_resolved = {p.resolve() for p in keep}
+    for name in OWN_FILES:
+        path = directory / name
+        if path.is_file() and path.resolve() not in keep_resolved:
+            path.unlink()
+    clear_figures(directory / FIGURES_DIR)
+
+
+def clear_figures(figures: Path) -> None:
+    """Removes the figures of an earlier report, so that only the current results' remain."""
+    for png in figures.glob("*.png") if figures.is_dir() else ():
+        png.unlink()
+
+
+def copy_run(source: Path, directory: Path) -> Path:
+    """Copies a saved run (results.json or probe.json, and the requests.jsonl beside it) into
+    `directory`, so that a report written there has its numbers' source beside it; returns the
+    copy of `source`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    copied = Path(shutil.copyfile(source, directory / source.name))
+    log = source.parent / "requests.jsonl"
+    if log.is_file():
+        shutil.copyfile(log, directory / log.name)
+    return copied

@@ -1,0 +1,117 @@
+"""Workload cases from flags or a scenario table, checked before anything is sent.
+
+multi_turn: one case per (pp, tg, concurrency): concurrency conversations of `turns` turns.
+shared_prefix: per (pp, tg, concurrency), one case per shared fraction, always with fraction 0
+(the same lengths with nothing shared), the baseline each gain is measured against; a shared
+case is a cached-depth case with `groups` contexts (the prefixes) and pp − prefix unique tokens.
+trace: one case per trace file.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from benchy.scenario import Case, ScenarioError
+from benchy.workloads.spec import MultiTurn, SharedPrefix, ThinkTime, TraceReplay, WorkloadError
+
+
+def multi_turn_cases(
+    pp: list[int],
+    tg: list[int],
+    concurrency: list[int],
+    turns: int,
+    think: ThinkTime = ThinkTime(),
+    first_tokens: int | None = None,
+    keep_reasoning: bool = False,
+    cold_baseline: bool = False,
+    scenario: str | None = None,
+    endpoint: str | None = None,
+) -> list[Case]:
+    _at_least("turns", [turns], 1)
+    _at_least("--pp (tokens of each user message)", pp, 9)  # a nonce is 8 tokens
+    _at_least("--tg", tg, 1)
+    _at_least("conversations (--concurrency)", concurrency, 1)
+    if first_tokens is not None:
+        _at_least("first_tokens", [first_tokens], 9)
+    spec = MultiTurn(turns, think, first_tokens, keep_reasoning, cold_baseline)
+    return [
+        Case(pp=p, tg=t, concurrency=c, scenario=scenario, endpoint=endpoint, workload=spec, runs=1)
+        for p, t, c in itertools.product(pp, tg, concurrency)
+    ]
+
+
+def shared_prefix_cases(
+    pp: list[int],
+    tg: list[int],
+    concurrency: list[int],
+    fractions: list[float],
+    groups: int = 1,
+    scenario: str | None = None,
+    runs: int | None = None,
+    endpoint: str | None = None,
+) -> list[Case]:
+    bad = [f for f in fractions if not _is_fraction(f)]
+    if bad:
+        raise ScenarioError(f"shared fractions must be numbers in [0, 1), got {bad[0]!r}")
+    _at_least("groups", [groups], 1)
+    _at_least("--pp", pp, 1)
+    _at_least("--tg", tg, 1)
+    _at_least("--concurrency", concurrency, 1)
+    cases = []
+    for p, t, c in itertools.product(pp, tg, concurrency):
+        for f in sorted({0.0, *map(float, fractions)}):
+            spec = SharedPrefix(fraction=f, groups=groups if f else 1)
+            prefix, suffix = spec.split(p)
+            if f and (prefix < 1 or suffix < 9):
+                raise ScenarioError(
+                    f"shared fraction {f:g} of a {p}-token prompt leaves {prefix} shared and {suffix} "
+                    "unique tokens: the unique part needs at least 9 (its nonce is 8)"
+                )
+            depth_mode = "cached" if prefix and f else "cold"
+            cases.append(
+                Case(
+                    pp=suffix if f else p,
+                    tg=t,
+                    concurrency=c,
+                    depth=prefix if f else 0,
+                    depth_mode=depth_mode,
+                    scenario=scenario,
+                    runs=runs,
+                    endpoint=endpoint,
+                    workload=spec,
+                )
+            )
+    return cases
+
+
+def trace_case(path: str, speed: float = 1.0, limit: int | None = None, scenario: str | None = None) -> Case:
+    if not (isinstance(speed, (int, float)) and not isinstance(speed, bool) and 0 < speed < math.inf):
+        raise ScenarioError(f"trace speed must be a positive number, got {speed!r}")
+    if limit is not None:
+        _at_least("max_requests", [limit], 1)
+    from benchy.workloads import trace
+
+    try:
+        trace.load(path, limit)  # a bad file fails here, before the server is contacted
+    except WorkloadError as exc:
+        raise ScenarioError(str(exc)) from None
+    return Case(pp=0, tg=0, scenario=scenario, workload=TraceReplay(path=path, speed=float(speed), limit=limit), runs=1)
+
+
+def check_workload_endpoints(cases: list[Case], endpoint: str) -> None:
+    """ValueError for a multi-turn case on /v1/completions: only a chat template renders a history."""
+    if any(c.kind == "multi_turn" and (c.endpoint or endpoint) != "chat" for c in cases):
+        raise ValueError(
+            "--turns needs --endpoint chat: the server's chat template renders the history (a multi_turn case)"
+        )
+
+
+def _is_fraction(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1
+
+
+def _at_least(name: str, values: list, low: int) -> None:
+    bad = [v for v in values if not isinstance(v, int) or isinstance(v, bool) or v < low]
+    if bad:
+        raise ScenarioError(f"{name} must be whole numbers ≥ {low}, got {bad[0]!r}")

@@ -1,0 +1,329 @@
+"""A workload case's own figures, from its measured records: what the prefix cache was worth.
+
+  reuse       prompt tokens an ideal cache would have served (each record's
+              expected_cached_tokens) beside what the server reported (cached_tokens), and
+              both as hit rates of all prompt tokens
+  turns       multi-turn: per turn index, medians of TTFT, prefill rate of the new tokens
+              (prefill_tps = uncached tokens / TTFT), new tokens, cached tokens reported and
+              expected (the history), e2e
+  eviction    the first request (in send order) whose reported reuse fell short of what was
+              expected by more than the server's cache granularity, after reuse had worked;
+              with its turn, the requests then in flight and the history held
+  no_reuse    reuse was expected but never reported (the cache is off, or not reporting)
+  leakage     requests that report more cached tokens than could be shared: beyond
+              prompt − unique_tokens, where the unique part is nonce-led or new
+  ttft_gain   shared prefix: TTFT against the case with the same lengths and nothing shared
+              (filled in by ttft_gains over the run's cases)
+
+Granularity: servers count cached tokens in blocks (vLLM 16, TensorRT-LLM up to 64) or tokens
+(llama.cpp). It is read from the reported figures (the greatest common divisor of the non-zero
+cached counts, at most 256), so rounding to a block is never taken for eviction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from benchy import jsontypes, metrics
+from benchy.metrics import Unavailable
+from benchy.records import RequestRecord
+
+MAX_GRANULARITY = 256
+TOKEN_TOLERANCE = 0.01  # token-granular servers: a shortfall up to 1% of the history is noise
+LEAK_TOLERANCE = 0.02  # unique parts are counted locally × scale: allow 2% of them
+
+
+class _Saved:
+    def to_dict(self) -> dict:
+        return jsontypes.to_json(self)
+
+
+@dataclass
+class Reuse(_Saved):
+    """Prompt tokens an ideal cache would have served beside those the server reported cached,
+    over the successful requests where both are known."""
+
+    requests: int = 0
+    unreported: int = 0  # successful requests without a cached_tokens figure
+    prompt_tokens: int = 0
+    expected_tokens: int = 0
+    reported_tokens: int = 0
+    expected_hit_rate: float | None = None
+    reported_hit_rate: float | None = None
+
+
+@dataclass
+class Eviction(_Saved):
+    """The first request whose reuse fell short, and how far the shortfall went."""
+
+    request_id: str
+    turn: int | None
+    conversation: int | None
+    after_s: float  # since the case's first send
+    in_flight: int
+    held_tokens: int  # prompt tokens of each conversation's latest request (or every request) so far
+    expected_tokens: int
+    reported_tokens: int
+    requests: int  # requests that fell short
+    of_requests: int  # requests expected to reuse something
+    lost_tokens: int
+
+
+@dataclass
+class NoReuse(_Saved):
+    requests: int
+    expected_tokens: int
+
+
+@dataclass
+class Leakage(_Saved):
+    requests: int
+    of_requests: int
+    max_excess_tokens: float
+    request_id: str
+    turn: int | None = None
+
+
+@dataclass
+class TtftGain(_Saved):
+    """Shared prefix: median TTFT against the same lengths with nothing shared."""
+
+    baseline: str | None = None
+    baseline_ttft_s: float | None = None
+    ttft_s: float | None = None
+    speedup: float | None = None  # baseline TTFT ÷ TTFT
+    ttft_saved: float | None = None  # 1 − TTFT ÷ baseline TTFT
+
+
+@dataclass
+class TurnRow(_Saved):
+    """Multi-turn: medians over one turn index's successful requests."""
+
+    turn: int
+    n_ok: int
+    n_failed: int
+    ttft_s: float | None = None
+    prefill_tps: float | None = None
+    e2e_s: float | None = None
+    prompt_tokens: float | None = None
+    new_tokens: float | None = None
+    cached_tokens: float | None = None
+    expected_cached_tokens: float | None = None
+    cold_ttft_s: float | None = None  # --cold-baseline: the same length with nothing shared
+    ttft_gain: float | None = None  # cold_ttft_s ÷ ttft_s
+
+
+@dataclass
+class WorkloadFigures(_Saved):
+    """A workload case's own figures (see the module docstring)."""
+
+    kind: str
+    spec: dict[str, Any] = field(default_factory=dict)
+    reuse: Reuse = field(default_factory=Reuse)
+    granularity_tokens: int = 1
+    eviction: Eviction | None = None
+    no_reuse: NoReuse | None = None
+    leakage: Leakage | None = None
+    ttft_gain: TtftGain | None = None
+    turns: list[TurnRow] = field(default_factory=list)
+    conversations_cut: int | None = None
+
+
+def case_figures(
+    kind: str, spec: dict, measured: list[RequestRecord], controls: Sequence[RequestRecord] = ()
+) -> WorkloadFigures:
+    """Figures of one workload case from its measured requests (failed included: they are
+    counted, never used for reuse) and its cold controls (multi-turn --cold-baseline: same
+    lengths, nothing shared; judged for leakage, and set beside each turn's TTFT)."""
+    ok = [r for r in measured if r.ok]
+    granularity = cache_granularity(ok)
+    out = WorkloadFigures(kind, spec, reuse(ok), granularity, leakage=leakage(ok + [r for r in controls if r.ok]))
+    judged = reuse_verdicts(ok, granularity)
+    short = [r for r, fine in judged if not fine]
+    if short and len(short) == len(judged):
+        out.no_reuse = NoReuse(len(short), sum(_expected(r) for r in short))
+    elif short:
+        out.eviction = eviction(ok, short, len(judged))
+    if kind == "multi_turn":
+        out.turns = turn_figures(measured, controls)
+        out.conversations_cut = conversations_cut(measured, spec.get("turns"))
+    return out
+
+
+def cache_granularity(records: Iterable[RequestRecord]) -> int:
+    """The greatest common divisor of the non-zero cached counts (1 when none), at most 256."""
+    values = [r.cached_tokens or 0 for r in records if r.cached_tokens]
+    return min(math.gcd(*values), MAX_GRANULARITY) if values else 1
+
+
+def reuse(ok: list[RequestRecord]) -> Reuse:
+    """Expected and reported reuse over the requests where both are known."""
+    known = [r for r in ok if r.expected_cached_tokens is not None and r.cached_tokens is not None and r.prompt_tokens]
+    prompt = sum(r.prompt_tokens or 0 for r in known)
+    expected = sum(_expected(r) for r in known)
+    reported = sum(r.cached_tokens or 0 for r in known)
+    return Reuse(
+        requests=len(known),
+        unreported=sum(1 for r in ok if r.cached_tokens is None),
+        prompt_tokens=prompt,
+        expected_tokens=expected,
+        reported_tokens=reported,
+        expected_hit_rate=expected / prompt if prompt else None,
+        reported_hit_rate=reported / prompt if prompt else None,
+    )
+
+
+def _expected(rec: RequestRecord) -> int:
+    return rec.expected_cached_tokens or 0
+
+
+def _shortfall(rec: RequestRecord) -> int:
+    """Expected cached tokens the server did not report as cached."""
+    return _expected(rec) - (rec.cached_tokens or 0)
+
+
+def _tolerance(rec: RequestRecord, granularity: int) -> float:
+    if granularity > 1:
+        return granularity  # a block-granular count rounds down by less than one block
+    return max(1.0, TOKEN_TOLERANCE * _expected(rec))
+
+
+def reuse_verdicts(ok: list[RequestRecord], granularity: int) -> list[tuple[RequestRecord, bool]]:
+    """(request, reused what was expected) for every request expected to reuse something."""
+    return [
+        (r, _shortfall(r) < _tolerance(r, granularity))
+        for r in sorted(ok, key=lambda r: r.sent_mono_s)
+        if r.expected_cached_tokens and r.cached_tokens is not None
+    ]
+
+
+def eviction(ok: list[RequestRecord], short: list[RequestRecord], judged: int) -> Eviction:
+    """Where reuse first fell short: that request's turn (multi-turn), how far into the case,
+    how many requests were in flight, and how many history tokens the conversations held."""
+    first = short[0]
+    start = min(r.sent_mono_s for r in ok)
+    t = first.sent_mono_s
+    in_flight = sum(1 for r in ok if r.sent_mono_s <= t < r.sent_mono_s + (r.end_s or 0.0))
+    return Eviction(
+        request_id=first.request_id,
+        turn=first.turn,
+        conversation=first.conversation,
+        after_s=t - start,
+        in_flight=in_flight,
+        held_tokens=_held_tokens(ok, t),
+        expected_tokens=_expected(first),
+        reported_tokens=first.cached_tokens or 0,
+        requests=len(short),
+        of_requests=judged,
+        lost_tokens=sum(_shortfall(r) for r in short),
+    )
+
+
+def _held_tokens(ok: list[RequestRecord], t: float) -> int:
+    """Prompt tokens of the latest request of each conversation (or of every request, outside
+    a conversation) sent before t: what a cache would have had to hold to serve all of them."""
+    latest: dict = {}
+    for r in ok:
+        if r.sent_mono_s < t and r.prompt_tokens:
+            key = r.conversation if r.conversation is not None else r.request_id
+            if key not in latest or latest[key].sent_mono_s < r.sent_mono_s:
+                latest[key] = r
+    return sum(r.prompt_tokens for r in latest.values())
+
+
+def leakage(ok: list[RequestRecord]) -> Leakage | None:
+    """Requests that report more cached tokens than prompt − unique: something no request of
+    this run sent before (another conversation's text, a broken nonce) was served from cache."""
+    leaks = []
+    for r in ok:
+        if r.unique_tokens is None or r.cached_tokens is None or r.prompt_tokens is None:
+            continue
+        shareable = r.prompt_tokens - r.unique_tokens
+        excess = r.cached_tokens - shareable
+        if excess > max(1.0, LEAK_TOLERANCE * r.unique_tokens):
+            leaks.append((r, excess))
+    if not leaks:
+        return None
+    first = min(leaks, key=lambda item: item[0].sent_mono_s)[0]
+    return Leakage(len(leaks), len(ok), max(excess for _, excess in leaks), first.request_id, first.turn)
+
+
+TURN_METRICS = ("ttft_s", "prefill_tps", "e2e_s")
+
+
+def turn_figures(measured: list[RequestRecord], controls: Iterable[RequestRecord] = ()) -> list[TurnRow]:
+    """Per turn index: requests, failures, and medians over the successful ones; with cold
+    controls, their median TTFT and the turn's gain against it (cold TTFT ÷ TTFT)."""
+    cold = [r for r in controls if r.ok]
+    out = []
+    for turn in sorted({r.turn for r in measured if r.turn is not None}):
+        at = [r for r in measured if r.turn == turn]
+        ok = [r for r in at if r.ok]
+        values = [metrics.request_metrics(r) for r in ok]
+        medians = {name: _median(v[name] for v in values) for name in TURN_METRICS}
+        new = (
+            r.prompt_tokens - r.cached_tokens for r in ok if r.prompt_tokens is not None and r.cached_tokens is not None
+        )
+        out.append(
+            TurnRow(
+                turn=turn,
+                n_ok=len(ok),
+                n_failed=len(at) - len(ok),
+                **medians,
+                prompt_tokens=_median(r.prompt_tokens for r in ok),
+                new_tokens=_median(new),
+                cached_tokens=_median(r.cached_tokens for r in ok),
+                expected_cached_tokens=_median(r.expected_cached_tokens for r in ok),
+                cold_ttft_s=_median(metrics.request_metrics(r)["ttft_s"] for r in cold if r.turn == turn),
+            )
+        )
+    for row in out:
+        if row.cold_ttft_s and row.ttft_s:
+            row.ttft_gain = row.cold_ttft_s / row.ttft_s
+    return out
+
+
+def conversations_cut(measured: list[RequestRecord], turns: int | None) -> int:
+    """Conversations that ended early: a failed turn ends its conversation."""
+    return len({r.conversation for r in measured if not r.ok and r.conversation is not None and r.turn != turns})
+
+
+def _median(values: Iterable) -> float | None:
+    kept = [v for v in values if v is not None and not isinstance(v, Unavailable)]
+    return float(np.median(kept)) if kept else None
+
+
+def ttft_gains(cases: list) -> None:
+    """Shared prefix: sets each shared case's ttft_gain against the case with the same total
+    prompt, output, concurrency and endpoint and nothing shared (fraction 0). `cases`: the
+    run's results.CaseResult objects."""
+    baselines = {_gain_key(c): c for c in cases if _shared_fraction(c) == 0.0}
+    for case in cases:
+        if not _shared_fraction(case):
+            continue
+        base = baselines.get(_gain_key(case))
+        gain = TtftGain(baseline=base.label if base else None, baseline_ttft_s=_ttft(base), ttft_s=_ttft(case))
+        if gain.ttft_s and gain.baseline_ttft_s:
+            gain.speedup = gain.baseline_ttft_s / gain.ttft_s
+            gain.ttft_saved = 1 - gain.ttft_s / gain.baseline_ttft_s
+        case.workload.ttft_gain = gain
+
+
+def _shared_fraction(case) -> float | None:
+    if case.workload is None or case.workload.kind != "shared_prefix":
+        return None
+    return case.workload.spec["fraction"]
+
+
+def _gain_key(case) -> tuple:
+    return (case.pp + (case.depth or 0), case.tg, case.concurrency, case.endpoint)
+
+
+def _ttft(case) -> float | None:
+    summary = case.summary.get("ttft_s") if case is not None else None
+    return summary.median if summary is not None else None

@@ -1,0 +1,272 @@
+"""Trace replay: requests leave at a trace's own times with its own lengths and block reuse.
+
+Formats (JSON Lines, one request per line, detected per line):
+  Mooncake (FAST'25)  {"timestamp": ms, "input_length": n, "output_length": m, "hash_ids": [...]}
+                      one hash id per 512-token block of the prompt (the last may be partial);
+                      equal ids mean identical blocks, and as the ids are prefix hashes an id
+                      stands for its whole prefix
+  plain               {"timestamp": ms, "input_length": n, "output_length": m} (or the keys
+                      `input` / `output`): no block ids, so nothing is shared
+
+Prompts are synthesised block by block (prompts.PromptFactory.blocks): equal ids give identical
+token blocks, different ids never share a block, and the ids are salted per invocation so two
+replays share nothing. Each record carries the reuse an ideal (unbounded) prefix cache would
+give it, from the ids alone (`expected_reuse`), to set beside what the server reports.
+
+Public traces: see docs/traces.md (Mooncake's FAST'25 traces, Azure LLM inference traces,
+BurstGPT) and how to turn them into this format. benchy ships a small generated sample
+(benchy/data/sample_trace.jsonl, `--trace sample`) so nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from benchy import arrivals
+from benchy.client import Client
+from benchy.loadgen import CasePlan, Send, request_options, send_request
+from benchy.prompts import PromptFactory
+from benchy.records import RequestRecord
+from benchy.workloads.spec import TraceReplay, WorkloadError
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
+BLOCK_TOKENS = 512  # Mooncake's block size: one hash id per 512 prompt tokens
+SAMPLE_NAME = "sample"
+SAMPLE_FILE = "data/sample_trace.jsonl"
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    offset_s: float  # send time from the trace's first request, at speed 1
+    input_tokens: int
+    output_tokens: int
+    hash_ids: tuple | None  # None: a plain trace, every block unique
+
+    def block_ids(self, index: int) -> tuple:
+        """The ids of this request's blocks; a plain trace's are its own (never shared)."""
+        if self.hash_ids is not None:
+            return self.hash_ids
+        return tuple(("req", index, b) for b in range(math.ceil(self.input_tokens / BLOCK_TOKENS)))
+
+
+def trace_path(name: str) -> Path | Traversable:
+    """`sample` names the shipped sample; anything else is a file."""
+    if name == SAMPLE_NAME:
+        return resources.files("benchy").joinpath(SAMPLE_FILE)
+    return Path(name)
+
+
+def load(name: str, limit: int | None = None) -> list[TraceRequest]:
+    """The trace's requests in time order; one-line errors naming file and line."""
+    path = trace_path(name)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise WorkloadError(f"trace file not found: {name}") from None
+    except IsADirectoryError:
+        raise WorkloadError(f"trace {name} is a directory, not a JSONL file") from None
+    except OSError as exc:
+        raise WorkloadError(f"trace {name}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"trace {name}: not UTF-8 text (byte {exc.start})") from None
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            rows.append(_row(name, number, line))
+        if limit is not None and len(rows) >= limit:
+            break
+    if not rows:
+        raise WorkloadError(f"trace {name} holds no requests")
+    rows.sort(key=lambda r: r[0])
+    start = rows[0][0]
+    return [TraceRequest((t - start) / 1000.0, n, m, ids) for t, n, m, ids in rows]
+
+
+def _row(name: str, number: int, line: str) -> tuple[float, int, int, tuple | None]:
+    where = f"trace {name}:{number}"
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise WorkloadError(f"{where}: not JSON ({exc.msg})") from None
+    if not isinstance(obj, dict):
+        raise WorkloadError(f"{where}: expected a JSON object per line")
+    timestamp = obj.get("timestamp")
+    if not isinstance(timestamp, (int, float)) or not _number(timestamp) or timestamp < 0:
+        raise WorkloadError(f"{where}: timestamp must be a number of milliseconds ≥ 0, got {timestamp!r}")
+    n = _length(where, obj, "input_length", "input")
+    m = _length(where, obj, "output_length", "output")
+    ids = obj.get("hash_ids")
+    if ids is None:
+        return float(timestamp), n, m, None
+    if not isinstance(ids, list) or not all(isinstance(i, (int, str)) and not isinstance(i, bool) for i in ids):
+        raise WorkloadError(f"{where}: hash_ids must be a list of integers")
+    if len(ids) != math.ceil(n / BLOCK_TOKENS):
+        raise WorkloadError(
+            f"{where}: {len(ids)} hash_ids for {n} input tokens; Mooncake gives one per "
+            f"{BLOCK_TOKENS}-token block ({math.ceil(n / BLOCK_TOKENS)})"
+        )
+    return float(timestamp), n, m, tuple(ids)
+
+
+def _length(where: str, obj: dict, key: str, alias: str) -> int:
+    value = obj.get(key, obj.get(alias))
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise WorkloadError(f"{where}: {key} must be a whole number ≥ 1, got {value!r}")
+    return value
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def expected_reuse(requests: list[TraceRequest]) -> list[int]:
+    """Prompt tokens an unbounded prefix cache would serve each request, in send order: the
+    leading blocks whose whole prefix an earlier request already sent (a partial last block
+    counts as far as both go), never the whole prompt (its last token is always computed)."""
+    seen: dict[int, int] = {}  # prefix of ids (chained hash) → the most tokens of its last block sent
+    out = []
+    for index, req in enumerate(requests):
+        ids = req.block_ids(index)
+        reuse, reusing, prefix = 0, True, 0
+        for b, block_id in enumerate(ids):
+            length = min(BLOCK_TOKENS, req.input_tokens - b * BLOCK_TOKENS)
+            prefix = hash((prefix, block_id))
+            if reusing:
+                had = seen.get(prefix, 0)
+                reuse += min(had, length)
+                reusing = had >= length
+            seen[prefix] = max(seen.get(prefix, 0), length)
+        out.append(min(reuse, req.input_tokens - 1))
+    return out
+
+
+def summary(requests: list[TraceRequest]) -> dict:
+    """What the trace asks for, before anything is sent."""
+    reuse = expected_reuse(requests)
+    total_in = sum(r.input_tokens for r in requests)
+    return {
+        "requests": len(requests),
+        "span_s": requests[-1].offset_s,
+        "input_tokens": total_in,
+        "output_tokens": sum(r.output_tokens for r in requests),
+        "expected_reused_tokens": sum(reuse),
+        "expected_hit_rate": sum(reuse) / total_in if total_in else None,
+        "block_ids": all(r.hash_ids is not None for r in requests),
+    }
+
+
+# ------------------------------------------------------------------ the shipped sample
+
+
+def generate_sample(seed: int = 18) -> list[dict]:
+    """The shipped sample: 40 Mooncake-format requests over about 12 s, small enough for a
+    simulator or a laptop model. Three system prompts (1-2 blocks) shared across sessions;
+    sessions of 2-4 turns whose prompts extend the previous turn's full blocks (its partial
+    last block becomes a new, full one, as Mooncake's hashes of block content do); a few
+    one-off requests. Deterministic: tests compare the shipped file with this output."""
+    rng = np.random.default_rng(seed)
+    next_id = iter(range(1, 1_000_000))
+    systems = [[next(next_id) for _ in range(k)] for k in (1, 2, 1)]
+    rows: list[dict] = []
+    t = 0.0
+    for _ in range(12):  # sessions
+        ids = list(systems[int(rng.integers(len(systems)))]) + [0]
+        for _turn in range(int(rng.integers(2, 5))):
+            ids = ids[:-1] + [next(next_id) for _ in range(int(rng.integers(2, 4)))]
+            tail = int(rng.integers(64, BLOCK_TOKENS))  # the last block is partial
+            rows.append(_sample_row(t, ids, tail, int(rng.integers(16, 96))))
+            t += float(rng.exponential(0.3))
+        if len(rows) >= 34:
+            break
+    while len(rows) < 40:  # one-off requests: nothing shared
+        ids = [next(next_id) for _ in range(int(rng.integers(1, 4)))]
+        rows.append(_sample_row(t, ids, int(rng.integers(64, BLOCK_TOKENS)), int(rng.integers(16, 96))))
+        t += float(rng.exponential(0.3))
+    return rows
+
+
+def _sample_row(t_s: float, ids: list[int], tail: int, output: int) -> dict:
+    return {
+        "timestamp": round(t_s * 1000),
+        "input_length": (len(ids) - 1) * BLOCK_TOKENS + tail,
+        "output_length": output,
+        "hash_ids": list(ids),
+    }
+
+
+def sample_text(rows: list[dict]) -> str:
+    return "".join(json.dumps(row, separators=(", ", ": ")) + "\n" for row in rows)
+
+
+# ------------------------------------------------------------------ replay
+
+
+def spec_of(plan: CasePlan) -> TraceReplay:
+    workload = plan.case.workload
+    assert isinstance(workload, TraceReplay), "not a trace case"
+    return workload
+
+
+def replay_limit(plan: CasePlan) -> int | None:
+    """The trace's first N requests: the scenario's max_requests, else --requests."""
+    return spec_of(plan).limit or plan.requests
+
+
+async def replay(
+    client: Client,
+    plan: CasePlan,
+    prompts: PromptFactory,
+    on_record: Callable[[RequestRecord], None],
+    start: Callable[[], Awaitable[float]] | None = None,
+) -> None:
+    """Every request at its trace time ÷ speed, with its own lengths; arrivals.open_loop does
+    the sending, so a send held back by --max-inflight is measured as queue delay (as for a
+    --rate case). Prompts are made as they are due (a long trace would not fit in memory),
+    from block texts that need no tokenizing. No warmups: the trace says what comes first."""
+    spec = spec_of(plan)
+    requests = load(spec.path, replay_limit(plan))
+    reuse = expected_reuse(requests)
+    template = max(0, round(prompts.calibration.overhead))
+    records = [_record(plan, i, req, reuse[i], template) for i, req in enumerate(requests)]
+    start_s = await start() if start else time.perf_counter()
+    deadline = arrivals.duration_deadline(start_s, plan.duration_s)
+    items = [(req.offset_s / spec.speed, i) for i, req in enumerate(requests)]
+    items = [(offset, i) for offset, i in items if start_s + offset < deadline]
+
+    async def send(i: int, due: float) -> None:
+        rec, req = records[i], requests[i]
+        prompt = prompts.blocks(list(req.block_ids(i)), req.input_tokens, BLOCK_TOKENS)
+        rec.scheduled_mono_s = due
+        rec.local_token_scale = prompts.calibration.scale
+        await send_request(client, plan, Send(rec, prompt), req.output_tokens, request_options(plan, req.output_tokens))
+        on_record(rec)
+
+    await arrivals.open_loop(items, start_s, plan.inflight_cap, send)
+
+
+def _record(plan: CasePlan, index: int, req: TraceRequest, reuse: int, template: int) -> RequestRecord:
+    """The request's record before it is sent. Its unique tokens leave room for the chat
+    template too (its head may be cached with the shared blocks behind it)."""
+    return RequestRecord(
+        case=plan.case.label,
+        run=0,
+        index=index,
+        warmup=False,
+        request_id=f"benchy-{plan.salt}-{plan.index}t{index}",
+        nonce=None,
+        target_prompt_tokens=req.input_tokens,
+        target_output_tokens=req.output_tokens,
+        expected_cached_tokens=reuse,
+        unique_tokens=max(0, req.input_tokens - reuse - template),
+    )

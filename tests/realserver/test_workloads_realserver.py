@@ -1,0 +1,47 @@
+"""A multi-turn conversation against a real llama.cpp server (xllamacpp, tiny model): the
+server reports more cached tokens turn after turn, as the history it resends grows.
+
+Kept short (one conversation of three small turns: a few seconds) so that it runs in CI with
+`pytest -m realserver`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.realserver
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_multi_turn_cached_tokens_grow_with_the_history(llama_server, tmp_path):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    args = ["--turns", "3", "-c", "1", "--pp", "64", "--tg", "12", "--warmup", "0", "--format", "json"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchy", "run", "--base-url", llama_server.base_url, "--quiet", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [case] = json.loads(proc.stdout)["cases"]
+    turns = sorted((r for r in case["requests"] if not r["warmup"]), key=lambda r: r["turn"])
+    assert [r["turn"] for r in turns] == [1, 2, 3] and all(r["status"] == "ok" for r in turns)
+    cached = [r["cached_tokens"] for r in turns]
+    assert cached[0] < cached[1] < cached[2], cached
+    for r in turns[1:]:
+        # llama.cpp keeps the slot's whole history (prompt and answer): at least the previous
+        # prompt is reused, and the server's own timings say the same.
+        assert r["cached_tokens"] >= r["expected_cached_tokens"] - 1
+        assert r["server_timings"]["cache_n"] == r["cached_tokens"]
+    codes = {w["code"] for w in json.loads(proc.stdout)["warnings"]}
+    assert not codes & {"cache_eviction", "cache_leakage", "cache_not_reused"}

@@ -1,0 +1,72 @@
+"""Progress where stderr is a log, not a terminal: whole lines every few seconds, an ETA that
+holds per case, and no made-up total for a case bounded only by time."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from benchy import progress
+from benchy.cli import main
+
+LINE = re.compile(r"^\[(\d+)/(\d+)\] (.+?): (\d+)(?:/(\d+))? requests.*?\[(\d+):(\d+)(?:<(\d+):(\d+))?")
+
+
+def run_benchy(capsys, *args: str) -> list[str]:
+    with pytest.raises(SystemExit) as done:
+        main(["run", *args])
+    err = capsys.readouterr().err
+    assert done.value.code == 0, err
+    assert "\r" not in err  # a log gets whole lines, never a bar redrawn in place
+    return err.splitlines()
+
+
+def parsed(lines: list[str]) -> list[dict]:
+    out = []
+    for line in lines:
+        m = LINE.match(line)
+        if m:
+            case_no, n_cases, label, done, total, em, es, rm, rs = m.groups()
+            out.append(
+                {
+                    "case": int(case_no),
+                    "cases": int(n_cases),
+                    "label": label,
+                    "done": int(done),
+                    "total": int(total) if total else None,
+                    "elapsed": int(em) * 60 + int(es),
+                    "eta": int(rm) * 60 + int(rs) if rm is not None else None,
+                }
+            )
+    return out
+
+
+def test_a_log_gets_a_line_every_few_seconds_and_an_eta_that_holds_per_case(start_sim, capsys, monkeypatch):
+    monkeypatch.setattr(progress, "PLAIN_LINE_EVERY_S", 0.5)
+    # 100 tok/s: a tg10 request takes 0.1 s, a tg100 one 1 s; a run-wide ETA would mix them
+    sim = start_sim("--decode-tps", "100", "--prefill-tps", "200000")
+    lines = parsed(run_benchy(capsys, "--base-url", sim.base_url, "--pp", "64", "--tg", "10", "100", "--runs", "5"))
+
+    short = [p for p in lines if p["label"] == "pp64 tg10"]
+    long = [p for p in lines if p["label"] == "pp64 tg100"]
+    assert short and long and {p["cases"] for p in lines} == {2}
+    assert {p["total"] for p in long} == {6}  # 5 measured + 1 warmup
+    assert len(long) >= 6  # about 6 s at one line per 0.5 s, whether or not a request ended
+    assert [p["done"] for p in long] == sorted(p["done"] for p in long) and long[-1]["done"] == 6
+    end = long[-1]["elapsed"]
+    for p in long:
+        if 2 <= p["done"] < 6:  # the estimate, once a couple of requests have set the pace
+            assert abs(p["eta"] - (end - p["elapsed"])) <= 2, (p, end)
+
+
+def test_a_closed_loop_bounded_by_duration_shows_no_total_and_no_eta(start_sim, capsys, monkeypatch):
+    monkeypatch.setattr(progress, "PLAIN_LINE_EVERY_S", 0.3)
+    sim = start_sim("--decode-tps", "200", "--prefill-tps", "200000")
+    lines = run_benchy(capsys, "--base-url", sim.base_url, "--pp", "64", "--tg", "40", "-c", "2", "--duration", "2")
+    bars = [line for line in lines if line.startswith("[1/1] pp64 tg40 c2 (for 2 s)")]
+    assert len(bars) >= 3
+    for line in bars:
+        assert not re.search(r"\d+/\d+ requests", line) and "<" not in line, line  # no "5/1", no ETA
+    counts = [int(m.group(1)) for m in (re.search(r"(\d+) requests", line) for line in bars) if m]
+    assert counts == sorted(counts) and counts[-1] >= 5

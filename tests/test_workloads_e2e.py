@@ -1,0 +1,233 @@
+"""Cache-aware workloads end to end: `benchy run` against `benchy sim`, judged by its truth log.
+
+The simulator's prefix cache (16-token blocks, LRU over --cache-blocks) logs, per request, the
+cached tokens it served and the tokens it would have served had they not been evicted
+(cache_lost_tokens): that is the truth each workload's figures and warnings are held to.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchy.workloads import trace
+from tests.conftest import REPO_ROOT, sim_env
+
+FAST = ("--prefill-tps", "100000", "--decode-tps", "3000", "--max-running", "64")
+BLOCK = 16
+
+
+def run_cli(sim, out: Path, *flags: str, expect_rc: int = 0) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "-q", "-o", str(out), *flags],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=300,
+    )
+    assert proc.returncode == expect_rc, proc.stderr
+    return json.loads((out / "results.json").read_text())
+
+
+def measured(case: dict) -> list[dict]:
+    return [r for r in case["requests"] if not r["warmup"]]
+
+
+def truth_of(sim, case: dict) -> dict:
+    return {t["request_id"]: t for t in sim.truth(expect=len(case["requests"]))}
+
+
+def codes(results: dict) -> set[str]:
+    return {w["code"] for w in results["warnings"]}
+
+
+# ------------------------------------------------------------------ multi-turn
+
+
+def test_multi_turn_reports_the_history_the_sim_reused(start_sim, tmp_path):
+    sim = start_sim(*FAST, "--reasoning-tokens", "5")
+    results = run_cli(
+        sim,
+        tmp_path / "out",
+        "--turns",
+        "4",
+        "-c",
+        "3",
+        "--pp",
+        "120",
+        "--tg",
+        "24",
+        "--think-time",
+        "exp:20ms",
+        "--seed",
+        "4",
+    )
+    [case] = results["cases"]
+    assert case["kind"] == "multi_turn" and case["n_ok"] == 12 and case["n_failed"] == 0
+    truth = truth_of(sim, case)
+    by_conversation: dict[int, list[dict]] = {}
+    for r in measured(case):
+        t = truth[r["request_id"]]
+        assert r["cached_tokens"] == t["cached_tokens"] and r["prompt_tokens"] == t["prompt_tokens"]
+        assert t["cache_lost_tokens"] == 0  # a large cache: nothing evicted
+        if r["turn"] > 1:
+            # The whole history the server had prefilled (its full blocks) was reused.
+            assert t["cached_tokens"] == r["expected_cached_tokens"] // BLOCK * BLOCK > 0
+        by_conversation.setdefault(r["conversation"], []).append(r)
+    # Each turn adds the previous answer's content (its reasoning dropped), the new message and
+    # the same few template tokens: the answer went back as the server streamed it.
+    framing = set()
+    for turns in by_conversation.values():
+        turns.sort(key=lambda r: r["turn"])
+        assert [r["turn"] for r in turns] == [1, 2, 3, 4]
+        for before, after in zip(turns, turns[1:]):
+            content = before["completion_tokens"] - before["reasoning_tokens"]
+            framing.add(after["prompt_tokens"] - before["prompt_tokens"] - content - after["unique_tokens"])
+    assert len(framing) == 1 and 0 < framing.pop() < 16
+    figures = case["workload"]
+    rows = figures["turns"]
+    assert [row["turn"] for row in rows] == [1, 2, 3, 4] and all(row["n_ok"] == 3 for row in rows)
+    assert rows[3]["cached_tokens"] > rows[2]["cached_tokens"] > rows[1]["cached_tokens"]
+    assert figures["reuse"]["reported_tokens"] == sum(truth[r["request_id"]]["cached_tokens"] for r in measured(case))
+    assert figures["eviction"] is None and figures["leakage"] is None
+    assert not codes(results) & {
+        "cache_eviction",
+        "cache_leakage",
+        "cache_not_reused",
+        "prefix_cache_hit",
+        "server_cache_hit",
+    }
+    assert case["server"]["counters"]["cache_hits"] > 0  # the server saw the hits (/metrics), as meant
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "TTFT by turn" in report and (tmp_path / "out" / "figures" / "workload-turns-1.png").is_file()
+
+
+def test_eviction_warning_fires_at_the_turn_the_truth_shows(start_sim, tmp_path):
+    """Three conversations through a 120-block cache: their histories outgrow it by turn 4 or
+    5, and the first turn that loses reuse in the truth log is the one the warning names."""
+    sim = start_sim(*FAST, "--cache-blocks", "120")
+    results = run_cli(sim, tmp_path / "out", "--turns", "6", "-c", "3", "--pp", "150", "--tg", "16")
+    [case] = results["cases"]
+    truth = truth_of(sim, case)
+    ours = {r["request_id"] for r in measured(case)}
+    lost = sorted(
+        (t for rid, t in truth.items() if rid in ours and t["cache_lost_tokens"]), key=lambda t: t["arrival_s"]
+    )
+    assert lost, "the cache was meant to be too small for this load"
+    first = next(r for r in measured(case) if r["request_id"] == lost[0]["request_id"])
+    [warning] = [w for w in results["warnings"] if w["code"] == "cache_eviction"]
+    assert warning["details"]["request_id"] == first["request_id"]
+    assert (warning["details"]["turn"], warning["details"]["conversation"]) == (first["turn"], first["conversation"])
+    assert f"turn {first['turn']}" in warning["message"]
+    # Every request that lost reuse in the truth is counted, and only those.
+    assert warning["details"]["requests"] == len(lost)
+    assert warning["details"]["lost_tokens"] >= sum(t["cache_lost_tokens"] for t in lost)
+
+
+def test_broken_nonce_shows_as_leakage(start_sim, tmp_path):
+    """--no-nonce makes every conversation the same text: the second one's first turn finds the
+    first one's message cached, more than a conversation could share."""
+    sim = start_sim(*FAST)
+    results = run_cli(sim, tmp_path / "out", "--turns", "2", "-c", "2", "--pp", "100", "--tg", "8", "--no-nonce")
+    assert "cache_leakage" in codes(results)
+    results = run_cli(sim, tmp_path / "nonce", "--turns", "2", "-c", "2", "--pp", "100", "--tg", "8")
+    assert "cache_leakage" not in codes(results)
+
+
+# ------------------------------------------------------------------ shared prefix
+
+
+def test_shared_prefix_hit_rates_equal_the_truth(start_sim, tmp_path):
+    sim = start_sim("--prefill-tps", "20000", "--decode-tps", "3000", "--max-running", "64")
+    results = run_cli(
+        sim, tmp_path / "out", "--shared-prefix", "0.5", "0.9", "--groups", "2", "--pp", "2000", "--tg", "4", "-c", "2",
+        "--runs", "3", "--warmup", "0",
+    )  # fmt: skip
+    cases = {c["workload"]["spec"]["fraction"]: c for c in results["cases"]}
+    assert sorted(cases) == [0.0, 0.5, 0.9]
+    truth = {t["request_id"]: t for t in sim.truth(expect=sum(len(c["requests"]) for c in cases.values()))}
+    for fraction, case in cases.items():
+        rows = [truth[r["request_id"]] for r in measured(case)]
+        reuse = case["workload"]["reuse"]
+        assert reuse["reported_hit_rate"] == pytest.approx(
+            sum(t["cached_tokens"] for t in rows) / sum(t["prompt_tokens"] for t in rows)
+        )
+        # Each group's prefix is served whole (to its last full block), plus the template head.
+        assert reuse["reported_hit_rate"] >= fraction * 0.95
+        assert {r["group"] for r in measured(case)} == ({0, 1} if fraction else {None})
+    for fraction in (0.5, 0.9):
+        gain = cases[fraction]["workload"]["ttft_gain"]
+        assert gain["baseline"] == cases[0.0]["label"] and gain["speedup"] > 1
+    assert cases[0.9]["workload"]["ttft_gain"]["speedup"] > cases[0.5]["workload"]["ttft_gain"]["speedup"]
+    # The prefixes (and the chat template's head) are all that was served from cache.
+    assert not codes(results) & {"cache_leakage", "depth_cache_miss", "prefix_cache_hit"}
+    assert "TTFT by shared fraction" in (tmp_path / "out" / "report.md").read_text()
+
+
+# ------------------------------------------------------------------ trace replay
+
+
+def test_sample_trace_replays_its_lengths_times_and_reuse(start_sim, tmp_path):
+    sim = start_sim(*FAST)
+    speed = 2.0
+    results = run_cli(sim, tmp_path / "out", "--trace", "sample", "--speed", str(speed), "--endpoint", "completions")
+    [case] = results["cases"]
+    requests = trace.load("sample")
+    truth = truth_of(sim, case)
+    sent = sorted(measured(case), key=lambda r: r["index"])
+    assert len(sent) == len(requests) == case["n_ok"]
+    expected = trace.expected_reuse(requests)
+    first = min(truth[r["request_id"]]["arrival_s"] for r in sent)
+    span = requests[-1].offset_s / speed
+    for r, req, reuse in zip(sent, requests, expected):
+        t = truth[r["request_id"]]
+        assert t["prompt_tokens"] == req.input_tokens and t["completion_tokens"] == req.output_tokens
+        assert abs((t["arrival_s"] - first) - req.offset_s / speed) <= 0.05 * span
+        # Without a chat template, blocks align with the cache's: the expected reuse is what
+        # the simulator served, to the last full 16-token block.
+        assert t["cached_tokens"] == reuse // BLOCK * BLOCK
+    figures = case["workload"]
+    assert figures["reuse"]["expected_tokens"] == sum(expected)
+    assert figures["reuse"]["reported_tokens"] == sum(truth[r["request_id"]]["cached_tokens"] for r in sent)
+    assert case["mode"] == "open" and not codes(results) & {"cache_eviction", "cache_leakage"}
+    assert (tmp_path / "out" / "figures" / "workload-reuse-1.png").is_file()
+
+
+@pytest.mark.parametrize(
+    "sim_flag, code",
+    [("--no-prefix-cache", "cache_not_reused"), ("--no-prompt-details", "cache_not_reported")],
+)
+def test_a_server_that_does_not_reuse_or_does_not_say_is_named(start_sim, tmp_path, sim_flag, code):
+    sim = start_sim(*FAST, sim_flag)
+    results = run_cli(sim, tmp_path / "out", "--turns", "3", "-c", "2", "--pp", "100", "--tg", "8", "--warmup", "0")
+    [case] = results["cases"]
+    truth = truth_of(sim, case)
+    if sim_flag == "--no-prefix-cache":
+        assert all(truth[r["request_id"]]["cached_tokens"] == 0 for r in measured(case))
+    else:
+        assert all(r["cached_tokens"] is None for r in measured(case))
+    assert code in codes(results) and "cache_eviction" not in codes(results)
+
+
+def test_cold_baseline_sends_each_turns_length_with_nothing_shared(start_sim, tmp_path):
+    sim = start_sim("--prefill-tps", "10000", "--decode-tps", "3000", "--max-running", "64")
+    results = run_cli(sim, tmp_path / "out", "--turns", "3", "-c", "2", "--pp", "400", "--tg", "8", "--cold-baseline")
+    [case] = results["cases"]
+    assert case["n_ok"] == 6  # the controls are not the case's requests
+    truth = truth_of(sim, case)
+    controls = [r for r in case["requests"] if r["control"]]
+    turns = {row["turn"]: row for row in case["workload"]["turns"]}
+    assert sorted(r["turn"] for r in controls) == [1, 1, 2, 2, 3, 3]
+    for r in controls:
+        t = truth[r["request_id"]]
+        assert abs(t["prompt_tokens"] - turns[r["turn"]]["prompt_tokens"]) <= 0.02 * t["prompt_tokens"]
+        assert t["cached_tokens"] <= 32  # the chat template's head at most: nothing else shared
+    # Turn 3 reuses two turns of history; its cold control prefills all of it.
+    assert turns[3]["ttft_gain"] > 1.5 and turns[3]["cold_ttft_s"] > turns[3]["ttft_s"]
+    assert "cache_leakage" not in codes(results)
+    assert "cold TTFT ms" in (tmp_path / "out" / "report.md").read_text()
