@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-realserver test-vllm lint bench-client schema clean
+.PHONY: install demo test test-fast test-realserver test-ray test-vllm lint bench-client schema clean
 
 install: $(STAMP)
 
@@ -26,6 +26,12 @@ test-fast: install
 
 test-realserver: install
 	$(BIN)/python -m pytest -q -m realserver
+
+# --ray on a two-node local Ray cluster (tests/test_ray.py, about 1.5 min on 2 cores). Not in CI:
+# `make install` leaves the ray extra out, so `make test` skips these; this target adds it.
+test-ray: install
+	$(BIN)/python -m pip install --quiet -e '.[test,ray]'
+	$(BIN)/python -m pytest -q -m ray tests/test_ray.py
 
 # Opt-in, never in CI: benchy against a real vLLM server on CPU (tests/vllmserver). Installs
 # vLLM's CPU build into its own venv (several GB and ~15 minutes the first time; needs Python >= 3.11

@@ -792,7 +792,7 @@ def ceiling_unknown(run: RunResult) -> Iterable[CheckWarning]:
 @case_check
 def client_overloaded(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     client = case.client or {}
-    reasons = _overload_reasons(client) + _late_sends(case, run)
+    reasons = _overloaded_workers(client) + _late_sends(case, run)
     if reasons:
         yield Warning_(
             "client_overloaded",
@@ -806,6 +806,20 @@ def client_overloaded(case: CaseResult, run: RunResult) -> Iterable[CheckWarning
             metrics=("ttft_s", "decode_tps", "itl_s", "prefill_tps"),
             details=dict(client),
         )
+
+
+def _overloaded_workers(client: dict) -> list[str]:
+    """Each worker judged on its own figures (workers.py, cluster.py); one that fell behind is
+    named with its node, so the host to relieve is known."""
+    per_worker = client.get("per_worker") or [client]
+    found = []
+    for entry in per_worker:
+        reasons = _overload_reasons(entry)
+        if reasons and len(per_worker) > 1:
+            found.append(f"worker {entry['worker']} on {entry['node']}: {', '.join(reasons)}")
+        else:
+            found += reasons
+    return found
 
 
 def _overload_reasons(client: dict) -> list[str]:

@@ -254,8 +254,9 @@ CASE_OPTIONS = (
         "trace_file",
         default=None,
         metavar="FILE",
-        help="Replay a trace (Mooncake JSONL with hash_ids, or JSONL of timestamp/input_length/output_length) "
-        "at its own times; `sample` is the shipped sample. --requests N replays the first N.",
+        help="Replay a trace (Mooncake JSONL with hash_ids, JSONL of timestamp/input_length/output_length, "
+        "or an Azure / BurstGPT CSV) at its own times; `sample` is the shipped sample. --requests N "
+        "replays the first N.",
     ),
     click.option(
         "--speed",
@@ -332,6 +333,23 @@ LOAD_OPTIONS = (
         "(default: one per 64 streams, at most one per core).",
     ),
     click.option(
+        "--ray",
+        "ray",
+        is_flag=False,
+        flag_value="auto",
+        default=None,
+        metavar="[ADDRESS]",
+        help="Spread each case over Ray actors across a cluster (pip install 'benchy[ray]'): ADDRESS of the "
+        "cluster (host:port, ray://host:10001), 'local' for a new local instance; none: this machine's cluster.",
+    ),
+    click.option(
+        "--ray-workers-per-node",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="With --ray: N actors on each node (default 1; at most one per core).",
+    ),
+    click.option(
         "--slo",
         default=None,
         metavar="SPEC",
@@ -341,16 +359,29 @@ LOAD_OPTIONS = (
 )
 
 
-def _load_settings(max_inflight, n_requests, duration, seed, workers, slo):
+def _load_settings(max_inflight, n_requests, duration, seed, workers, ray, ray_workers_per_node, slo):
+    from benchy import cluster
     from benchy.loadgen import LoadSettings
     from benchy.metrics import parse_slo
+
+    if ray is not None and not cluster.ray_installed():
+        raise click.UsageError(cluster.RAY_MISSING)
+    if ray_workers_per_node is not None and ray is None:
+        raise click.UsageError("--ray-workers-per-node needs --ray")
 
     try:
         slo_targets = parse_slo(slo) if slo is not None else None
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     return LoadSettings(
-        requests=n_requests, duration_s=duration, max_inflight=max_inflight, seed=seed, workers=workers, slo=slo_targets
+        requests=n_requests,
+        duration_s=duration,
+        max_inflight=max_inflight,
+        seed=seed,
+        workers=workers,
+        slo=slo_targets,
+        ray=ray,
+        ray_workers_per_node=ray_workers_per_node,
     )
 
 
@@ -508,6 +539,7 @@ def run(
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
     from benchy.client import ServerError
+    from benchy.cluster import ClusterError
     from benchy.prompts import PromptError
     from benchy.report import table
     from benchy.workloads.cases import check_workload_endpoints
@@ -552,6 +584,8 @@ def run(
             render.write_report(results, output)
     except (ServerError, PromptError) as exc:
         raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
+    except ClusterError as exc:
+        raise click.ClickException(str(exc)) from None
     except run_mod.NothingMeasured as exc:
         raise _Interrupted(str(exc)) from None
     except OSError as exc:  # an output folder that cannot be written

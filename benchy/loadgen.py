@@ -38,6 +38,8 @@ class LoadSettings:
     seed: int = 0  # --seed of the Poisson schedules
     workers: int | None = None  # --workers; None: what each case needs (workers.auto_workers)
     slo: dict[str, float] | None = None  # --slo, for goodput: {metric: threshold}
+    ray: str | None = None  # --ray [ADDRESS]: every case on Ray actors (cluster.py)
+    ray_workers_per_node: int | None = None  # --ray-workers-per-node (None: 1)
 
     def to_dict(self) -> dict:
         return {
@@ -47,6 +49,11 @@ class LoadSettings:
             "seed": self.seed,
             "workers": self.workers,
             "slo": self.slo,
+            **(
+                {"ray": self.ray, "ray_workers_per_node": self.ray_workers_per_node or 1}
+                if self.ray is not None
+                else {}
+            ),
         }
 
     def check(self, cases: list[Case]) -> None:

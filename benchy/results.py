@@ -17,7 +17,9 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        request conversation, turn, group, expected_cached_tokens, unique_tokens, control
   1.3  case planned_requests; run not_measured (planned cases without a measured request);
        stopped.by server-gone (issue 16)
-  1.4  request token_count (the completion count's witnesses: usage, the local count of the
+  1.4  setup.load.ray and ray_workers_per_node (--ray, issue 19); case.client (a free dict) gains
+       per_worker, busiest, clock_uncertainty_s and lost_workers
+  1.5  request token_count (the completion count's witnesses: usage, the local count of the
        streamed text, the events; which one the figures use, and why usage was doubted);
        metrics itl_event_s and reasoning_tokens (issue 15)
 
@@ -44,7 +46,7 @@ from benchy.records import RequestRecord
 from benchy.scenario import Case
 from benchy.workloads.figures import WorkloadFigures, case_figures, ttft_gains
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 4
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 5
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 SCHEMA_FILE = Path(__file__).parent / "data" / "results.schema.json"
@@ -117,6 +119,8 @@ class LoadSetup(Saved):
     seed: int = 0
     workers: int | None = None
     slo: dict[str, float] | None = None
+    ray: str | None = _opt("--ray: the Ray cluster's address as given (auto, local, host:port)", omit=True)
+    ray_workers_per_node: int | None = _opt("--ray-workers-per-node: actors on each node", omit=True)
 
 
 @dataclass
@@ -166,7 +170,7 @@ class RequestResult(Saved, RequestRecord):
     unavailable_codes: dict[str, str] = _opt("metric → reason code (1.1)", factory=dict, omit=True)
     withheld: dict[str, float] = _opt("metric → the value withheld (audit only)", factory=dict, omit=True)
     token_count: dict[str, Any] | None = _opt(
-        "(1.4) the completion count's evidence: {tokens, source, estimate, usage, local, events, mismatch}",
+        "(1.5) the completion count's evidence: {tokens, source, estimate, usage, local, events, mismatch}",
         omit=True,
     )
 

@@ -267,8 +267,13 @@ async def _measure(settings: RunSettings, state: RunState, writer: RecordWriter,
 
 
 def _start_pool(settings: RunSettings):
-    """The local processes the busiest case needs; None when every case runs in this process."""
+    """Ray actors (--ray), or the local processes the busiest case needs; None when every case
+    runs in this process."""
     load = settings.load
+    if load.ray is not None:
+        from benchy import cluster
+
+        return cluster.RayPool.connect(load.ray, load.ray_workers_per_node)
     n = max((case_workers(c, load.workers, load.max_inflight) for c in settings.cases if not c.workload), default=1)
     return ProcessPool(n).start() if n > 1 else None
 
@@ -286,7 +291,7 @@ async def _run_one_case(state, settings, client, plan, calibrations, salt, pool,
     # and a trace's or a group's reuse spans all of its requests.
     calibration = calibrations[plan.endpoint]
     k = 1 if plan.case.workload or pool is None else pool.workers_for(plan.case, settings.load)
-    if k > 1:
+    if k > 1 or settings.load.ray is not None:
         state.client[plan.case.label] = await _run_in_workers(
             pool, plan, k, client.settings, calibration, settings.nonce, on_record, stop, start
         )

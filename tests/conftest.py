@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,11 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchy.sim.process import SimProcess, child_env  # noqa: E402  (after the path is set)
+
+# benchy takes a proxy from HTTP_PROXY / HTTPS_PROXY: the suite's servers are all on loopback,
+# and a developer's proxy must not stand between them and benchy (test_transport sets its own).
+for _var in ("NO_PROXY", "no_proxy"):
+    os.environ[_var] = ",".join(filter(None, [os.environ.get(_var), "127.0.0.1", "localhost", "::1", "[::1]"]))
 
 # Warnings about the machine the test runs on, not about the server or benchy's figures: a busy
 # (CI) machine legitimately adds them to any run. A test about something else ignores them.

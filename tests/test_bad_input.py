@@ -43,6 +43,13 @@ def benchy(capsys, *argv: str) -> tuple[int, str]:
         (["probe-cache", "--stall-timeout", "soon"], "--stall-timeout"),
         (["sim", "--fault", "meteor:0.5"], "meteor"),
         (["sim", "--preset", "no-such-preset"], "no-such-preset"),
+        (["run", "--groups", "2"], "--groups needs --shared-prefix"),
+        (["run", "--turns", "2", "--trace", "sample"], "cannot be combined"),
+        (["run", "--turns", "2", "--endpoint", "completions"], "--turns needs --endpoint chat"),
+        (["run", "--trace", "nope.jsonl"], "trace file not found"),
+        (["run", "--turns", "2", "--think-time", "soon"], "not a duration"),
+        (["run", "--trace", "sample", "--pp", "100"], "drop --pp"),
+        (["run", "--shared-prefix", "1.5"], "[0, 1)"),
     ],
 )
 def test_bad_flags_are_usage_errors(capsys, argv, words):

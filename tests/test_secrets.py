@@ -353,3 +353,32 @@ def test_tls_is_verified_unless_insecure(start_sim, tmp_path, capsys):
 
 def test_sim_listens_on_loopback_by_default(start_sim):
     assert start_sim("--instant").url.startswith("http://127.0.0.1:")
+
+
+# ---- redact.py: what the saved command line and URLs keep -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, kept, hidden",
+    [
+        (["-H", f"api-key: {KEY}"], "-H 'api-key: ***'", KEY),
+        ([f"--header=X-Token: Bearer {KEY}"], "'--header=X-Token: ***'", KEY),
+        ([f"-HX-Token: {KEY}"], "'-HX-Token: ***'", KEY),
+        (["--api-key", KEY], "--api-key '***'", KEY),
+        ([f"--api-key={KEY}"], "--api-key=***", KEY),
+        (["--base-url", f"https://{USER}:{KEY}@h/v1?api-version=2024-02-01&sig={KEY}"], "api-version=2024-02-01", KEY),
+    ],
+)
+def test_the_saved_command_line_keeps_header_names_and_drops_every_secret(argv, kept, hidden):
+    from benchy.redact import redacted_command_line
+
+    line = redacted_command_line(["run", *argv])
+    assert kept in line and hidden not in line
+
+
+def test_urls_keep_their_query_but_not_its_secrets():
+    from benchy.redact import redact_url, url_secrets
+
+    url = f"https://{USER}:{KEY}@x.openai.azure.com/openai/deployments/d?api-version=2024-02-01&api-key={KEY}"
+    assert redact_url(url) == "https://x.openai.azure.com/openai/deployments/d?api-version=2024-02-01&api-key=***"
+    assert set(url_secrets(url)) == {USER, KEY}

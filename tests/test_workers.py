@@ -108,3 +108,18 @@ def test_clock_handshake_on_one_kernel_finds_no_offset(start_sim, tmp_path):
         assert clock["same_clock"] and clock["offset_s"] == 0 and clock["uncertainty_s"] == 0
         assert abs(clock["measured_offset_s"]) <= clock["rtt_s"] / 2
     assert sum(e["requests"] for e in per_worker) == case["n_ok"] == 160
+
+
+def test_ray_without_ray_installed_is_one_line_saying_how_to_install():
+    blocked = "import sys; sys.modules['ray'] = None; from benchy.cli import main; main()"
+    proc = subprocess.run(
+        [sys.executable, "-c", blocked, "run", "--base-url", "http://127.0.0.1:9/v1", "--ray", "-q"],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "--ray needs Ray" in line and "pip install 'benchy[ray]'" in line

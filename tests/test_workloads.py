@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +16,6 @@ from benchy.scenario import ScenarioError, load_scenario
 from benchy.workloads import cases, trace
 from benchy.workloads.multi_turn import assistant_message
 from benchy.workloads.spec import ThinkTime, WorkloadError
-
-from .conftest import REPO_ROOT, sim_env
 
 # ------------------------------------------------------------------ think time
 
@@ -195,25 +191,26 @@ def test_workload_scenarios(tmp_path):
         load_scenario(str(stray))
 
 
-@pytest.mark.parametrize(
-    "args, message",
-    [
-        (["--groups", "2"], "--groups needs --shared-prefix"),
-        (["--turns", "2", "--trace", "sample"], "cannot be combined"),
-        (["--turns", "2", "--endpoint", "completions"], "--turns needs --endpoint chat"),
-        (["--trace", "nope.jsonl"], "trace file not found"),
-        (["--turns", "2", "--think-time", "soon"], "not a duration"),
-        (["--trace", "sample", "--pp", "100"], "drop --pp"),
-    ],
-)
-def test_bad_workload_flags_are_one_line(args, message):
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchy", "run", "--base-url", "http://127.0.0.1:9/v1", *args],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=60,
+def test_csv_traces_of_azure_and_burstgpt(tmp_path):
+    azure = tmp_path / "azure.csv"
+    azure.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.6805900,374,44\n"
+        "2023-11-16 18:15:50.9951690,396,109\n"
     )
-    assert proc.returncode == 2, proc.stderr
-    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    first, second = trace.load(str(azure))
+    assert (first.input_tokens, first.output_tokens, first.hash_ids) == (374, 44, None)
+    assert second.offset_s == pytest.approx(4.314579, abs=1e-5)
+    burst = tmp_path / "burst.csv"
+    burst.write_text(
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5,ChatGPT,472,18,490,Conversation log\n"
+        "45,ChatGPT,1087,0,1087,Conversation log\n"
+        "118,GPT-4,417,276,693,API log\n"
+    )
+    requests = trace.load(str(burst))
+    assert [(r.offset_s, r.input_tokens) for r in requests] == [(0.0, 472), (113.0, 417)]  # a 0-token failure skipped
+    bad = tmp_path / "other.csv"
+    bad.write_text("a,b,c\n1,2,3\n")
+    with pytest.raises(WorkloadError, match="columns"):
+        trace.load(str(bad))

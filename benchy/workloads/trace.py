@@ -7,6 +7,9 @@ Formats (JSON Lines, one request per line, detected per line):
                       stands for its whole prefix
   plain               {"timestamp": ms, "input_length": n, "output_length": m} (or the keys
                       `input` / `output`): no block ids, so nothing is shared
+CSV (a `.csv` file): Azure's LLM inference traces (TIMESTAMP, ContextTokens, GeneratedTokens)
+and BurstGPT (Timestamp in s, Request tokens, Response tokens; rows of 0 output tokens, its
+failed requests, are skipped): no block ids either.
 
 Prompts are synthesised block by block (prompts.PromptFactory.blocks): equal ids give identical
 token blocks, different ids never share a block, and the ids are salted per invocation so two
@@ -20,10 +23,13 @@ BurstGPT) and how to turn them into this format. benchy ships a small generated 
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
+import io
 import json
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -81,9 +87,9 @@ def load(name: str, limit: int | None = None) -> list[TraceRequest]:
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"trace {name}: not UTF-8 text (byte {exc.start})") from None
     rows = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            rows.append(_row(name, number, line))
+    parse = _csv_rows(name, text) if name.lower().endswith(".csv") else _jsonl_rows(name, text)
+    for row in parse:
+        rows.append(row)
         if limit is not None and len(rows) >= limit:
             break
     if not rows:
@@ -93,7 +99,53 @@ def load(name: str, limit: int | None = None) -> list[TraceRequest]:
     return [TraceRequest((t - start) / 1000.0, n, m, ids) for t, n, m, ids in rows]
 
 
-def _row(name: str, number: int, line: str) -> tuple[float, int, int, tuple | None]:
+Row = tuple[float, int, int, tuple | None]  # (timestamp ms, input tokens, output tokens, block ids)
+
+
+def _jsonl_rows(name: str, text: str) -> Iterator[Row]:
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            yield _row(name, number, line)
+
+
+# CSV traces (no block ids): Azure's LLM inference traces and BurstGPT, by their own columns.
+_CSV_COLUMNS = (
+    ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),  # Azure LLM inference trace 2023/2024
+    ("Timestamp", "Request tokens", "Response tokens"),  # BurstGPT (timestamp in seconds)
+)
+
+
+def _csv_rows(name: str, text: str) -> Iterator[Row]:
+    """Azure's (TIMESTAMP as a date-time) or BurstGPT's (Timestamp in s) CSV. A row with 0
+    output tokens is a request that failed in the trace (BurstGPT keeps those): skipped."""
+    reader = csv.DictReader(io.StringIO(text))
+    columns = next((c for c in _CSV_COLUMNS if set(c) <= set(reader.fieldnames or ())), None)
+    if columns is None:
+        known = "; ".join(", ".join(c) for c in _CSV_COLUMNS)
+        raise WorkloadError(f"trace {name}: a CSV trace needs the columns of one of: {known}")
+    when, tokens_in, tokens_out = columns
+    for number, row in enumerate(reader, 2):
+        where = f"trace {name}:{number}"
+        try:
+            n, m = int(row[tokens_in]), int(row[tokens_out])
+            t = _csv_time_ms(row[when])
+        except (TypeError, ValueError):
+            raise WorkloadError(f"{where}: expected a time and two token counts, got {dict(row)!r}") from None
+        if n >= 1 and m >= 1:
+            yield t, n, m, None
+
+
+def _csv_time_ms(text: str) -> float:
+    """Seconds (BurstGPT) or an ISO date-time with up to 7 decimals (Azure) → ms."""
+    try:
+        return float(text) * 1000
+    except ValueError:
+        head, _, fraction = text.strip().partition(".")
+        moment = dt.datetime.fromisoformat(head).replace(tzinfo=dt.timezone.utc)
+        return moment.timestamp() * 1000 + (float("0." + fraction) * 1000 if fraction else 0.0)
+
+
+def _row(name: str, number: int, line: str) -> Row:
     where = f"trace {name}:{number}"
     try:
         obj = json.loads(line)

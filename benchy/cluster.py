@@ -1,0 +1,216 @@
+"""`--ray [ADDRESS]`: every case's shares on Ray actors, one or more per node, merged into one result.
+
+One client host runs out before a large deployment does: past some load its cores (and its
+event loops) delay the very timestamps benchy reports. Ray spreads the load over the hosts
+of a cluster without a protocol of benchy's own: each actor runs the same worker side as a
+local `--workers` process (workers.Share: its own event loop and Client), and this process
+(the driver) merges their records through the same code (workers.run_split): one clock (a
+round-trip handshake per actor and case, the fastest of several kept; an actor on another
+kernel gets its records moved onto the driver's clock and the uncertainty recorded), one
+shared start, records back in batches (one item of a Ray streaming generator per batch,
+never per token), and `worker_lost` records for what an actor had in flight when it (or its
+node) died.
+
+Ray is an optional extra (`pip install 'benchy[ray]'`), imported here only when --ray is given.
+ADDRESS: none or "auto" = the cluster this machine belongs to (RAY_ADDRESS, or one started
+with `ray start`), else a new local instance; "local" = always a new local instance (small:
+no dashboard, an 80 MB object store); anything else is handed to `ray.init(address=...)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from benchy import workers
+
+RAY_MISSING = "--ray needs Ray, an optional extra: pip install 'benchy[ray]'"
+START_LEAD_S = 0.25  # an actor call takes milliseconds: the shared start lies this far ahead
+READY_TIMEOUT_S = 120.0  # actors must answer their first clock reading within this
+OBJECT_STORE_BYTES = 80 * 1024 * 1024  # a new local instance: batches are small (Ray's minimum is 75 MB)
+NAMESPACE = "benchy"
+
+
+class ClusterError(Exception):
+    """Ray cannot be used as asked; one line."""
+
+
+def ray_installed() -> bool:
+    try:
+        return importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):  # a broken or blocked install counts as none
+        return False
+
+
+class ShareActor:
+    """One benchy worker on a Ray node: an async actor, so every method runs on its one event
+    loop, beside the share it is sending."""
+
+    def __init__(self) -> None:
+        from benchy import tokenizer
+        from benchy.client import Client
+
+        tokenizer.count("warm")  # load the vocabulary now, not while a case's lag is sampled
+        self._clients = workers._Clients(Client)
+        self._share: workers.Share | None = None
+
+    async def clock(self) -> dict:
+        import ray
+
+        reading = workers.clock_reading()
+        reading["node"] = f"{reading['node']} (Ray node {ray.get_runtime_context().get_node_id()[:8]})"
+        return reading
+
+    async def run(self, plan, settings, calibration, nonce: bool):
+        """A streaming generator: the share's batches as they come."""
+        self._share = workers.Share(await self._clients.get(settings), plan, calibration, nonce)
+        async for batch in self._share.batches():
+            yield batch
+
+    async def go(self, start_s: float) -> None:
+        if self._share is not None:
+            self._share.go(start_s)
+
+    async def stop(self) -> None:
+        if self._share is not None:
+            self._share.stop.set()
+
+    async def pid(self) -> int:
+        return os.getpid()
+
+
+class RayPool:
+    """The actors of a run, created once and reused by every case; an actor that died is
+    left out of later cases."""
+
+    start_lead_s = START_LEAD_S
+
+    def __init__(self, ray: Any, actors: list, nodes: int, address: str) -> None:
+        self._ray = ray
+        self._live = actors
+        self.nodes = nodes
+        self.address = address
+        self._case: list = []
+        self._settings = None
+        self._pumps: set[asyncio.Task] = set()
+
+    @classmethod
+    def connect(cls, address: str, per_node: int | None) -> RayPool:
+        ray = _import_ray()
+        _init(ray, address, per_node or 1)
+        nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= 1]
+        if not nodes:
+            raise ClusterError("the Ray cluster has no live node with a CPU to run benchy on")
+        actors = _place(ray, nodes, per_node or 1)
+        return cls(ray, actors, len(nodes), address)
+
+    @property
+    def n(self) -> int:
+        return len(self._live)
+
+    def workers_for(self, case, load) -> int:
+        return max(1, min(self.n, workers.case_workers(case, self.n, load.max_inflight)))
+
+    async def run_case(
+        self, plan, k: int, client_settings, calibration, nonce: bool, on_record: Callable, stop, on_start=None
+    ) -> dict:
+        if not self._live:
+            raise workers.WorkerError("ClusterError", "every Ray actor of this run has been lost")
+        self._case, self._settings = self._live[:k], client_settings
+        try:  # the first case waits here for the actors to start
+            await asyncio.wait_for(asyncio.gather(*(a.clock.remote() for a in self._case)), READY_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise workers.WorkerError("ClusterError", f"no Ray actor answered within {READY_TIMEOUT_S:g} s") from None
+        return await workers.run_split(self, workers.split(plan, k), calibration, nonce, on_record, stop, on_start)
+
+    async def read_clock(self, w: int) -> dict:
+        return await self._case[w].clock.remote()
+
+    def begin(self, plans: list, calibration, nonce: bool, events: asyncio.Queue) -> None:
+        for w, plan in enumerate(plans):
+            stream = self._case[w].run.options(num_returns="streaming").remote(plan, self._settings, calibration, nonce)
+            pump = asyncio.ensure_future(self._pump(w, stream, events))
+            self._pumps.add(pump)
+            pump.add_done_callback(self._pumps.discard)
+
+    async def _pump(self, w: int, stream, events: asyncio.Queue) -> None:
+        """Actor w's batches into the events queue; its death as a "lost" event."""
+        actor_died = self._ray.exceptions.RayActorError
+        try:
+            async for ref in stream:
+                events.put_nowait((w, "batch", await ref))
+        except actor_died as exc:
+            self._forget(self._case[w])
+            events.put_nowait((w, "lost", f"Ray actor {w} died: {_first_line(exc)}"))
+        except self._ray.exceptions.RayError as exc:  # the share itself failed in a way Ray reports
+            events.put_nowait((w, "batch", {"error": [type(exc).__name__, _first_line(exc)]}))
+
+    def _forget(self, actor) -> None:
+        if actor in self._live:
+            self._live.remove(actor)
+
+    def go(self, w: int, start_s: float) -> None:
+        self._case[w].go.remote(start_s)
+
+    def stop(self, w: int) -> None:
+        self._case[w].stop.remote()
+
+    def close(self) -> None:
+        for pump in self._pumps:
+            pump.cancel()
+        for actor in self._live:
+            self._ray.kill(actor)
+        self._ray.shutdown()
+
+
+def _import_ray():
+    if not ray_installed():
+        raise ClusterError(RAY_MISSING)
+    import ray
+
+    return ray
+
+
+def _init(ray, address: str, per_node: int) -> None:
+    quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
+    local = {"num_cpus": max(per_node, workers._usable_cores()), "object_store_memory": OBJECT_STORE_BYTES}
+    try:
+        if address == "local":
+            ray.init(address="local", namespace=NAMESPACE, **quiet, **local)
+        elif address in ("", "auto"):
+            try:
+                ray.init(address="auto", namespace=NAMESPACE, **quiet)
+            except ConnectionError:
+                ray.init(address="local", namespace=NAMESPACE, **quiet, **local)
+        else:
+            ray.init(address=address, namespace=NAMESPACE, **quiet)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise ClusterError(f"cannot reach the Ray cluster at {address!r}: {_first_line(exc)}") from None
+
+
+def _place(ray, nodes: list[dict], per_node: int) -> list:
+    """per_node actors pinned to each node (a CPU each), created node by node in turn, so that
+    a case on k < all actors still spreads over as many nodes as it can."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    short = [n for n in nodes if n["Resources"]["CPU"] < per_node]
+    if short:
+        cpus = int(short[0]["Resources"]["CPU"])
+        raise ClusterError(
+            f"--ray-workers-per-node {per_node}: node {short[0]['NodeManagerAddress']} has {cpus} CPU(s) for Ray"
+        )
+    remote = ray.remote(num_cpus=1, max_restarts=0)(ShareActor)
+    return [
+        remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote()
+        for _ in range(per_node)
+        for node in nodes
+    ]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
