@@ -463,6 +463,9 @@ def _short_output_cause(short: list[RequestResult], stop: list[str]) -> tuple[st
     )
 
 
+COUNTED_METRICS = ("e2e_tps", "decode_tps", "itl_s", "tokens_per_event")  # built on the token count
+
+
 @case_check
 def no_usage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """Only where the count is then an estimate: one token per event, which the locally counted
@@ -481,7 +484,7 @@ def no_usage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "ratio calibration measured), so token counts and the rates built on them are estimates.",
             "Ask the server for usage (benchy sends stream_options include_usage; some proxies "
             "drop it) or measure the server directly.",
-            metrics=("e2e_tps", "decode_tps", "itl_s", "tokens_per_event"),
+            metrics=COUNTED_METRICS,
             details={"requests": len(guessed), "scale": scale},
         )
 
@@ -509,7 +512,7 @@ def usage_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         f"{len(doubted)} of {len(ok)} requests: {first['mismatch']}. The figures use the streamed "
         f"text's count ({first['tokens']} tokens, from the {first['source']}), not usage.",
         USAGE_HINT,
-        metrics=("e2e_tps", "decode_tps", "itl_s", "tokens_per_event"),
+        metrics=COUNTED_METRICS,
         details={"requests": len(doubted), "usage_median": usage, "counted_median": counted},
         evidence=(Evidence("usage_to_stream_ratio", usage / counted if counted else None, 1.0, "ratio"),),
     )
