@@ -139,6 +139,7 @@ def troubled_run(tmp_path_factory):
             sim.base_url,
             "--pp",
             "64",
+            "96",  # two prompt lengths: a "vs prompt length" figure has a line to draw
             "--tg",
             "16",
             "48",
@@ -258,14 +259,11 @@ def test_open_loop_and_depth_cases_get_their_own_lines_and_a_rate_figure(open_lo
     md = (open_loop_run / "report.md").read_text()
     assert [Path(f).name for f in embedded_figures(md)] == [
         "server_view.png",  # in the Server view section, before the Figures
-        "throughput_vs_prompt.png",
-        "ttft_vs_prompt.png",
-        "rate.png",
+        "rate.png",  # one prompt length: no "vs prompt length" figure of one point per line
         "requests_e2e.png",
     ]
     drawn = capture_figures(monkeypatch)
     render.write_report(results, tmp_path)
-    assert "10 requests/s (open loop)" in drawn["throughput_vs_prompt.png"].texts[0].get_text()
     per_request = drawn["rate.png"].axes[1]
     lines = {c.get_label(): list(zip(*c.lines[0].get_data())) for c in per_request.containers}
     assert set(lines) == {"pp64 tg16", "pp64 tg16 @ depth 64 cached"}
@@ -296,7 +294,7 @@ def test_report_with_unavailable_metrics_failures_and_warnings(troubled_run):
     # TTFT cannot be drawn at all, so no empty chart: a sentence says why
     assert "ttft_vs_prompt.png" not in md and not (folder / "figures" / "ttft_vs_prompt.png").exists()
     assert "Not drawn, because benchy could not measure any of its values" in md
-    assert "decode t/s of pp64 tg16, pp64 tg48 (SSE buffering)" in md
+    assert "decode t/s of pp64 tg16, pp96 tg16, pp64 tg48, pp96 tg48 (SSE buffering)" in md
     for rel in embedded_figures(md):
         assert_sensible_png(folder / rel)
 

@@ -173,6 +173,13 @@ def comparability_warnings(a: dict, b: dict, a_name: str, b_name: str, force: bo
             "Neither run used the prompt nonce: prefix caching may have served both; prefill and "
             "TTFT figures may be inflated alike."
         )
+    shared = _request_ids(a) & _request_ids(b)
+    if shared:  # ids carry a random per-run salt: shared ids mean one run read twice (or a copy)
+        out.append(
+            f"SAME RUN: {a_name} and {b_name} hold the same requests ({len(shared)} request ids in "
+            "common): every change below is zero by construction, not a sign that nothing changed. "
+            "Compare two separate runs."
+        )
     for name, results in ((a_name, a), (b_name, b)):
         if results.get("partial"):
             out.append(f"{name} is a partial run (interrupted or stopped early).")
@@ -180,6 +187,12 @@ def comparability_warnings(a: dict, b: dict, a_name: str, b_name: str, force: bo
             codes = sorted({w["code"] for w in results["warnings"]})
             out.append(f"{name} has {len(results['warnings'])} warnings ({', '.join(codes)}); see its report.")
     return out
+
+
+def _request_ids(results: dict) -> set[str]:
+    return {
+        r["request_id"] for case in results.get("cases", []) for r in case.get("requests", []) if r.get("request_id")
+    }
 
 
 def _on_off(value) -> str:
@@ -400,9 +413,10 @@ def write_png(comparisons: list[Comparison], path: Path) -> Path:
     axes[0].set_yticklabels(cases)
     axes[0].set_ylim(len(cases) - 0.5, -0.5)  # first case on top
     _legend(axes[-1], comparisons)
+    others = ", ".join(c.b_name for c in comparisons)
     fig.suptitle(
-        "Change per case with 95% CI (green: significantly faster, red: significantly slower, "
-        "grey: no significant or only a negligible difference)",
+        f"{others} against {comparisons[0].a_name}: change per case with 95% CI\n"
+        "green: significantly faster · red: significantly slower · grey: no significant or only a negligible difference",
         fontsize=10,
     )
     return plots._save(fig, path)

@@ -8,6 +8,7 @@ Error bars are ± one sample standard deviation over a case's measured requests.
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,13 +17,17 @@ import matplotlib
 matplotlib.use("Agg")  # headless: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
 from benchy import metrics  # noqa: E402
+from benchy.report.table import case_name  # noqa: E402
 from benchy.results import measured_values, reason_code, summary_of, unavailable_reason  # noqa: E402
 
 DPI = 100  # small PNGs that stay sharp on screen
 WIDE = (11.0, 4.6)
-ANNOTATE_MAX_POINTS = 6  # beyond this, value labels clutter more than they help
+ANNOTATE_MAX_POINTS = 8  # beyond this, value labels clutter more than they help
+BOX_MIN_REQUESTS = 10  # fewer requests than this: dots and their median, no quartile box
+LABEL_FONT = 8
 CEILING_STYLE = dict(linestyle="--", linewidth=1.2, alpha=0.8)
 # boxplot's `vert` is deprecated from matplotlib 3.10, which added `orientation`
 _MPL_VERSION = tuple(int(p) for p in re.findall(r"\d+", matplotlib.__version__)[:2])
@@ -82,11 +87,21 @@ def _depth_text(case: dict) -> str:
 
 
 def _series_by_output(cases: list[dict]) -> dict[str, list[dict]]:
-    """One line per output length (and context depth), its cases sorted by prompt length."""
+    """One line per output length (and context depth), its cases sorted by prompt length; the
+    scenarios a line's points come from are named in its legend entry."""
     series: dict[str, list[dict]] = {}
     for case in sorted(cases, key=lambda c: (c.get("depth", 0), c.get("depth_mode") or "", c["tg"], c["pp"])):
         series.setdefault(f"{case['tg']} output tokens{_depth_text(case)}", []).append(case)
-    return series
+    return {_with_scenarios(name, group): group for name, group in series.items()}
+
+
+def _with_scenarios(name: str, cases: list[dict]) -> str:
+    scenarios = list(dict.fromkeys(c["scenario"] for c in cases if c.get("scenario")))
+    return f"{name} ({', '.join(scenarios)})" if scenarios else name
+
+
+def _prompt_lengths(cases: list[dict]) -> int:
+    return len({c["pp"] for c in cases})
 
 
 # ------------------------------------------------------------------ drawing helpers
@@ -112,36 +127,106 @@ def _x_axis(ax, values: list[float], label: str) -> None:
 def _plot_metric_vs(
     ax, series: dict[str, list[dict]], metric: str, x_key: str, title: str, fmt: str = "{:.1f}"
 ) -> list[LeftOut]:
-    """Draws one line per series with error bars; returns the points left out."""
+    """Draws one line per series with error bars (in the registry's display unit: TTFT in ms, as
+    in the tables); returns the points left out. Value labels are placed once the axes are laid
+    out (_place_value_labels), where they collide with nothing."""
+    scale = metrics.METRICS[metric].scale if metric in metrics.METRICS else 1.0
     left_out: list[LeftOut] = []
     points = sum(len(cases) for cases in series.values())
-    for i, (name, cases) in enumerate(series.items()):
+    for name, cases in series.items():
         xs, ys, errs = [], [], []
         for case in cases:
             value = summary_of(case, metric)
             if value is None:
                 left_out.append(
-                    LeftOut(title, case["label"], unavailable_reason(case, metric), reason_code(case, metric))
+                    LeftOut(title, case_name(case), unavailable_reason(case, metric), reason_code(case, metric))
                 )
                 continue
             xs.append(case[x_key])
-            ys.append(value[0])
-            errs.append(value[1])
+            ys.append(value[0] * scale)
+            errs.append(value[1] * scale)
         if not xs:
             continue
         line = ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=4, label=name)
         if points <= ANNOTATE_MAX_POINTS:
-            for x, y in zip(xs, ys):
-                ax.annotate(
-                    fmt.format(y),
-                    (x, y),
-                    textcoords="offset points",
-                    ha="center",
-                    xytext=(0, 7 if i % 2 == 0 else -15),  # alternate so close lines stay legible
-                    fontsize=8,
-                    color=line.lines[0].get_color(),
-                )
+            color = line.lines[0].get_color()
+            _PENDING_LABELS.setdefault(ax.figure, []).extend(
+                (ax, x, y, err, fmt.format(y), color) for x, y, err in zip(xs, ys, errs)
+            )
     return left_out
+
+
+# Value labels waiting for their figure's layout: placed by _save, where pixel positions are final.
+_PENDING_LABELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _place_value_labels(fig) -> None:
+    """Each value label goes above its point, else below it, else nowhere: never over another
+    label, another point or the axes' edge (a missing label is better than an unreadable one;
+    the table has every number)."""
+    pending = _PENDING_LABELS.pop(fig, [])
+    if not pending:
+        return
+    fig.canvas.draw()  # final transforms
+    by_axes: dict = {}
+    for ax, x, y, err, text, color in pending:
+        by_axes.setdefault(ax, []).append((x, y, err, text, color))
+    for ax, labels in by_axes.items():
+        points = [ax.transData.transform((x, y)) for x, y, _, _, _ in labels]
+        box = ax.get_window_extent()
+        taken = [_rect(px, py, 12, 12) for px, py in points]  # every marker, with a margin
+        taken += [_error_bar(ax, x, y, err) for x, y, err, _, _ in labels if err]
+        taken += _line_pixels(ax)
+        for (x, y, err, text, color), (px, py) in zip(labels, points):
+            width, height = 5.2 * len(text) + 4, 12.0
+            side = width / 2 + 9
+            bar = _error_bar(ax, x, y, err) if err else (px, py, px, py)
+            up, down = max(7.0, bar[3] - py + 2), max(7.0, py - bar[1] + 2)  # clear of the error bar
+            # (centre, bottom) of the text in pixels from the point: above, below, right, left
+            for dx, dy in ((0.0, up), (0.0, -down - height), (side, -height / 2), (-side, -height / 2)):
+                rect = _rect(px + dx, py + dy + height / 2, width, height)
+                inside = box.x0 <= rect[0] and rect[2] <= box.x1 and box.y0 <= rect[1] and rect[3] <= box.y1
+                if inside and not any(_overlap(rect, other) for other in taken):
+                    ax.annotate(
+                        text,
+                        (x, y),
+                        textcoords="offset points",
+                        xytext=(dx * 72 / fig.dpi, dy * 72 / fig.dpi),
+                        ha="center",
+                        va="bottom",
+                        fontsize=LABEL_FONT,
+                        color=color,
+                    )
+                    taken.append(rect)
+                    break
+
+
+def _line_pixels(ax, step: float = 4.0) -> list[tuple[float, float, float, float]]:
+    """Small boxes along every drawn line (series, ceilings, references), so no label sits on one."""
+    boxes = []
+    for line in ax.get_lines():
+        if line.get_linestyle() in ("None", "none", "", " "):
+            continue
+        pts = ax.transData.transform(np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float))
+        for (x0, y0), (x1, y1) in zip(pts[:-1], pts[1:]):
+            n = max(1, int(np.hypot(x1 - x0, y1 - y0) / step))
+            boxes += [_rect(x0 + (x1 - x0) * k / n, y0 + (y1 - y0) * k / n, 3, 3) for k in range(n + 1)]
+    return boxes
+
+
+def _error_bar(ax, x: float, y: float, err: float) -> tuple[float, float, float, float]:
+    """The pixels an error bar covers, caps included."""
+    bottom = max(y - err, 1e-12) if ax.get_yscale() == "log" else y - err
+    (x0, y0), (_, y1) = ax.transData.transform([(x, bottom), (x, y + err)])
+    return (x0 - 5, y0 - 1, x0 + 5, y1 + 1)
+
+
+def _rect(cx: float, cy: float, width: float, height: float) -> tuple[float, float, float, float]:
+    return (cx - width / 2, cy - height / 2, cx + width / 2, cy + height / 2)
+
+
+def _overlap(a: tuple, b: tuple) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def _ceiling_lines(ax, series: dict[str, list[dict]]) -> bool:
@@ -194,6 +279,7 @@ def _wrap(text: str, width: int = 60) -> str:
 def _save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
+    _place_value_labels(fig)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
@@ -222,9 +308,7 @@ def _finish_axis(
     ax.set_title(title)
     if ax.get_lines() or ax.containers:
         if log_if_wide and _spread(ax) >= 10:
-            ax.set_yscale("log")
-            low, high = _positive_range(ax)
-            ax.set_ylim(low / 2, high * 2)  # room for the value labels above and below
+            _log_axis(ax)
             ylabel += " (log scale)"
         else:
             ax.set_ylim(0, ax.get_ylim()[1] * 1.1)  # from zero, so ratios read true; room for labels
@@ -234,6 +318,21 @@ def _finish_axis(
     ax.set_ylabel(ylabel)
     if not _has_data(ax):
         _mark_unavailable(ax, metric_title, notes)
+
+
+def _log_axis(ax) -> None:
+    """A log y axis that reads like a linear one: ticks at 1, 2 and 5 of each decade, written
+    as plain numbers (20, 50, 100 ms), never as 10⁻¹ with two labels for the whole axis."""
+    ax.set_yscale("log")
+    low, high = _positive_range(ax)
+    ax.set_ylim(low / 1.6, high * 1.6)  # room for the value labels above and below
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+
+
+def _thousands(ax) -> None:
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
 
 
 def _positive_range(ax) -> tuple[float, float]:
@@ -271,6 +370,8 @@ def throughput_vs_prompt(results: dict, directory: Path) -> Figure | None:
     if not cases:
         return None
     chosen, load = _lightest_load_cases(cases)
+    if _prompt_lengths(chosen) < 2:
+        return None  # one prompt length is no curve: the table has its numbers
     series = _series_by_output(chosen)
     fig, (left, right) = plt.subplots(1, 2, figsize=WIDE)
     e2e_notes = _plot_metric_vs(left, series, "e2e_tps", "pp", "e2e t/s")
@@ -305,14 +406,17 @@ def ttft_vs_prompt(results: dict, directory: Path) -> Figure | None:
     if not cases:
         return None
     chosen, load = _lightest_load_cases(cases)
+    if _prompt_lengths(chosen) < 2:
+        return None
     series = _series_by_output(chosen)
     fig, (left, right) = plt.subplots(1, 2, figsize=WIDE)
-    ttft_notes = _plot_metric_vs(left, series, "ttft_s", "pp", "TTFT", fmt="{:.2f}")
+    ttft_notes = _plot_metric_vs(left, series, "ttft_s", "pp", "TTFT", fmt="{:,.0f}")
     prefill_notes = _plot_metric_vs(right, series, "prefill_tps", "pp", "prefill t/s", fmt="{:,.0f}")
     for ax in (left, right):
         _x_axis(ax, [c["pp"] for c in chosen], "prompt length (tokens)")
-    _finish_axis(left, "Time to first token", "seconds", "TTFT", ttft_notes, log_if_wide=True)
+    _finish_axis(left, "Time to first token", "milliseconds", "TTFT", ttft_notes, log_if_wide=True)
     _finish_axis(right, "Prefill rate", "uncached prompt tokens/s", "prefill t/s", prefill_notes)
+    _thousands(right)
     notes = ttft_notes + prefill_notes
     fig.suptitle(f"Prefill cost vs prompt length, {load}")
     caption = (
@@ -386,6 +490,10 @@ def _scaling(
         if pts:
             xs, ys, measured = zip(*pts)
             left.errorbar(xs, ys, marker="o", color=f"C{i}", label=name)
+            if len(cases) <= ANNOTATE_MAX_POINTS:
+                _PENDING_LABELS.setdefault(fig, []).extend(
+                    (left, x, y, 0.0, f"{y:,.0f}", f"C{i}") for x, y in zip(xs, ys)
+                )
             if reference:
                 left.plot(
                     xs,
@@ -416,7 +524,8 @@ def _single_stream(case: dict) -> bool:
 
 
 def _shape_label(case: dict) -> str:
-    return f"pp{case['pp']} tg{case['tg']}{_depth_text(case)}"
+    shape = f"pp{case['pp']} tg{case['tg']}{_depth_text(case)}"
+    return f"{case['scenario']} ({shape})" if case.get("scenario") else shape
 
 
 DISTRIBUTION_TITLE = "Every request's end-to-end throughput"
@@ -434,38 +543,46 @@ def request_distribution(results: dict, directory: Path) -> Figure | None:
     path = directory / "requests_e2e.png"
     if not positions:
         return _figure(fig, [], path, DISTRIBUTION_TITLE, "", [])
-    ax.boxplot(
-        [data[i] for i in positions],
-        positions=positions,
-        widths=0.55,
-        showfliers=False,
-        medianprops=dict(color="black"),
-        **HORIZONTAL_BOX,
-    )
+    boxed = [i for i in positions if len(data[i]) >= BOX_MIN_REQUESTS]  # quartiles of 3 dots say nothing
+    if boxed:
+        ax.boxplot(
+            [data[i] for i in boxed],
+            positions=boxed,
+            widths=0.55,
+            showfliers=False,
+            medianprops=dict(color="black"),
+            **HORIZONTAL_BOX,
+        )
     for i, case in enumerate(rows):
         values = data[i]
         ax.scatter(values, i + rng.uniform(-0.15, 0.15, len(values)), s=14, alpha=0.7, color="C0", zorder=3)
+        if values and i not in boxed:
+            ax.plot([np.median(values)] * 2, [i - 0.3, i + 0.3], color="black", linewidth=1.5, zorder=4)
         ceiling = case_ceiling_tps(case) if _single_stream(case) else None
         if ceiling:
             ax.plot([ceiling], [i], marker="|", markersize=18, color="C3", zorder=4)
         _row_note(ax, i, case, values)
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([c["label"] for c in rows])
+    ax.set_yticklabels([case_name(c) for c in rows])
     ax.set_ylim(-0.6, len(rows) - 0.4)
-    ax.set_xlim(left=0)
+    highest = max(
+        [v for values in data for v in values] + [case_ceiling_tps(c) or 0 for c in rows if _single_stream(c)]
+    )
+    ax.set_xlim(0, highest * 1.06)  # from zero, so ratios read true; the fastest dot fully inside
     ax.set_xlabel("end-to-end throughput per request (tokens/s)")
     ax.grid(True, axis="x", alpha=0.3)
     ax.scatter([], [], s=14, color="C0", label="one measured request")
+    ax.plot([], [], color="black", linewidth=1.5, label="median")
     if any(case_ceiling_tps(c) for c in cases if _single_stream(c)):
         ax.plot([], [], marker="|", markersize=12, linestyle="none", color="C3", label="bandwidth ceiling")
-    ax.legend(
-        fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.5 / (1 + 0.3 * len(cases))), ncol=2, frameon=False
-    )  # below the axes: never on top of a dot
-    ax.set_title("Every measured request, per case (box: quartiles and median)")
+    # below the axes, never on top of a dot; anchored in font sizes, not in a share of the height
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, 0.0), borderaxespad=4.2, ncol=3, frameon=False)
+    ax.set_title("Every measured request, per case" + (" (box: quartiles)" if boxed else ""))
     caption = (
-        "Each dot is one measured request (warmups excluded); the box spans the middle half of "
-        "a case's requests with its median as the line. A dot far from its box is an outlier worth "
-        "a look in requests.jsonl. Failed requests have no throughput and are counted at the left."
+        "Each dot is one measured request (warmups excluded), the black line its case's median"
+        + (f"; cases of {BOX_MIN_REQUESTS} or more requests get a box spanning their middle half" if boxed else "")
+        + ". A dot far from the rest is an outlier worth a look in requests.jsonl. Failed requests "
+        "have no throughput and are counted at the left."
     )
     return Figure(DISTRIBUTION_TITLE, _save(fig, path), caption)
 

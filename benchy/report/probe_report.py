@@ -1,6 +1,6 @@
-"""The prefix-cache probe's report, from a probe dict only: a Markdown table like field report
-003's (shared prefix: first, then repeats; unique prefix; speed-up; cached tokens; verdict), a
-PNG of every TTFT, and probe.json / probe.md / probe.png in an output folder."""
+"""The prefix-cache probe's report, from a probe dict only: a Markdown table (shared prefix:
+first, then repeats; unique prefix; speed-up; cached tokens; verdict), a PNG of every TTFT, and
+probe.json / probe.md / probe.png in an output folder."""
 
 from __future__ import annotations
 
@@ -109,34 +109,63 @@ def markdown(probe: dict, figure: str | None = None) -> str:
 
 
 def plot(probe: dict, path: Path) -> Path:
-    import matplotlib
+    """Every TTFT of the probe, in ms on a log axis (a cache hit is 10-100x faster), one column
+    per length: the first shared-prefix request, its repeats, the unique-prefix requests. A
+    length whose requests failed says how many and why in its column; the legend sits below
+    the axes, never on a point."""
+    from benchy.report import plots  # the headless backend and the axis helpers
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    groups = (("first shared", "#d62728", "o"), ("shared repeats", "#1f77b4", "s"), ("unique", "#7f7f7f", "^"))
-    for i, e in enumerate(probe["lengths"]):
+    plt = plots.plt
+    lengths = probe["lengths"]
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    groups = (
+        ("first shared prefix", "#d62728", "o"),
+        ("shared prefix, repeats", "#1f77b4", "s"),
+        ("unique prefix", "#7f7f7f", "^"),
+    )
+    for i, e in enumerate(lengths):
         shared = e["shared"]["ttft_s"]
         values = (shared[:1], shared[1:], e["unique"]["ttft_s"])
         for j, ((label, color, marker), ys) in enumerate(zip(groups, values)):
-            ys = [y for y in ys if y is not None]
-            xs = [i + (j - 1) * 0.22] * len(ys)
-            ax.scatter(xs, ys, color=color, marker=marker, s=28, label=label if i == 0 else None, zorder=3)
-    ax.set_xticks(range(len(probe["lengths"])))
-    ax.set_xticklabels([f"{e['length']:,} tok\n{VERDICT_TEXT[e['verdict']]}" for e in probe["lengths"]])
-    if any(t is not None for e in probe["lengths"] for side in ("shared", "unique") for t in e[side]["ttft_s"]):
+            ms = [y * 1000 for y in ys if y is not None]
+            xs = [i + (j - 1) * 0.22] * len(ms)
+            ax.scatter(xs, ms, color=color, marker=marker, s=30, label=label if i == 0 else None, zorder=3)
+        if e.get("n_failed"):
+            ax.annotate(
+                _failed_text(e),
+                (i, 0.03),
+                xycoords=("data", "axes fraction"),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                color="#d62728",
+            )
+    ax.set_xticks(range(len(lengths)))
+    ax.set_xticklabels([f"{e['length']:,} tokens\n{VERDICT_TEXT[e['verdict']]}" for e in lengths])
+    ax.set_xlim(-0.6, len(lengths) - 0.4)
+    measured = [t for e in lengths for side in ("shared", "unique") for t in e[side]["ttft_s"] if t is not None]
+    if measured:
         ax.set_yscale("log")
-    else:  # every TTFT unavailable (e.g. a buffered stream): say so rather than plot nothing
+        low, high = min(measured) * 1000, max(measured) * 1000
+        ax.set_ylim(low / 3, high * 2)  # room below for the failure notes
+        ax.yaxis.set_major_locator(plots.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_minor_locator(plots.NullLocator())
+        ax.yaxis.set_major_formatter(plots.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+        ax.set_ylabel("TTFT, ms (log scale)")
+    else:  # every TTFT unavailable: say so rather than draw empty axes
+        ax.set_yticks([])
         ax.text(0.5, 0.5, "no TTFT could be measured", transform=ax.transAxes, ha="center")
-    ax.set_ylabel("TTFT (s, log scale)")
     ax.set_title(f"Prefix-cache probe: {probe['setup']['model']}")
-    ax.grid(True, which="both", axis="y", alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize=8, frameon=False)
+    return plots._save(fig, path)
+
+
+def _failed_text(entry: dict) -> str:
+    """ "4 of 6 failed: timeout" (the kinds, most frequent first)."""
+    total = entry["n_ok"] + entry["n_failed"]
+    kinds = ", ".join(k for k, _ in sorted(entry.get("errors", {}).items(), key=lambda kv: -kv[1]))
+    return f"{entry['n_failed']} of {total} failed" + (f": {kinds}" if kinds else "")
 
 
 def write(probe: dict, directory: Path) -> list[Path]:

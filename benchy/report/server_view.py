@@ -223,7 +223,7 @@ def figure(results: dict, directory: Path):
     from benchy.report import plots
 
     plt = plots.plt
-    labels = [c["label"] for c, _ in rows]
+    labels = [table.case_name(c) for c, _ in rows]
     y = list(range(len(rows)))
     fig, (left, mid, right) = plt.subplots(1, 3, figsize=(plots.WIDE[0] * 1.2, 2.6 + 0.5 * len(rows)), sharey=True)
     _ttft_split(left, y, [r for _, r in rows])
@@ -271,7 +271,11 @@ def _pair(ax, y: list[int], rows: list, client_key: str, server_key: str, title:
 
 def _legend_below(ax, columns: int) -> None:
     """Under the axis, so that no bar is hidden behind it."""
-    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=columns, frameon=False)
+    # anchored in font sizes below the axes, not in a share of their height: as close under a
+    # tall chart as under a short one
+    ax.legend(
+        fontsize="small", loc="upper center", bbox_to_anchor=(0.5, 0.0), borderaxespad=3.6, ncol=columns, frameon=False
+    )
 
 
 def write_csv(results: dict, directory: Path) -> Path:

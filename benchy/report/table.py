@@ -7,7 +7,7 @@ import io
 
 from tabulate import tabulate
 
-from benchy.metrics import METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
+from benchy.metrics import CASE, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
 
 LOAD_COLUMNS = (METRICS["aggregate_tps"], METRICS["request_rate"])  # when a case ran under load
 FLAG = "⚠"  # on a cell a warning qualifies (impossible, inflated by a cache, client-delayed…)
@@ -55,13 +55,21 @@ def flagged_metrics(warnings: list[dict]) -> set[str]:
     return {name for w in warnings for name in w.get("metrics", ())}
 
 
+def case_name(case: dict, label: str | None = None) -> str:
+    """How a case is shown in tables and figures: its scenario's name, when it has one, beside
+    the llama-bench-style label (`chat_short (pp167 tg256)`)."""
+    label = label or case["label"]
+    return f"{case['scenario']} ({label})" if case.get("scenario") else label
+
+
 def row_label(case: dict, warnings: list[dict]) -> str:
-    """The case label, but never claiming an output length the server did not deliver."""
+    """The case's name, but never claiming an output length the server did not deliver."""
     for w in warnings:
         if w["code"] == "output_length_mismatch":
             got = w["details"]["delivered_median"]
-            return case["label"].replace(f"tg{case['tg']}", f"tg{got}", 1) + f" {FLAG} (asked {case['tg']})"
-    return case["label"]
+            label = case["label"].replace(f"tg{case['tg']}", f"tg{got}", 1)
+            return case_name(case, label) + f" {FLAG} (asked {case['tg']})"
+    return case_name(case)
 
 
 def ceiling_cells(case: dict) -> list[str]:
@@ -120,7 +128,7 @@ def rows(results: dict, notes: Footnotes) -> tuple[list[str], list[list[str]]]:
 
 
 def markdown(results: dict) -> str:
-    """The table plus its footnotes, as Markdown."""
+    """The table plus its footnotes, as Markdown; under load, a second table of percentiles."""
     notes = Footnotes()
     headers, body = rows(results, notes)
     text = tabulate(body, headers=headers, tablefmt="pipe", stralign="right", disable_numparse=True)
@@ -128,24 +136,89 @@ def markdown(results: dict) -> str:
         text += "\n\n" + "\n".join(notes.lines())
     if any(FLAG in c for row in body for c in row):
         text += "\n\n" + FLAG_LEGEND
-    return text
+    loaded = load_markdown(results)
+    return text + ("\n\n" + loaded if loaded else "")
 
 
-# Stable CSV columns (README, "Results file"): one row per case and metric. The last four
-# carry what the Markdown report shows beside a number, so no flag is lost in a spreadsheet.
+# ------------------------------------------------------------------ loaded cases: percentiles
+
+PERCENTILE_METRICS = (METRICS["ttft_s"], METRICS["itl_s"], METRICS["e2e_s"])
+LOAD_HEAD = (
+    "Under load, median ± std hides the tail: p50 / p90 / p99 of the measured requests "
+    "(the value 50 / 90 / 99% of them stayed under)."
+)
+
+
+def is_loaded(case: dict) -> bool:
+    return case["concurrency"] > 1 or case.get("rate") is not None
+
+
+def percentiles_cell(summary: dict | None, metric: Metric) -> str:
+    if not summary:
+        return "n/a"
+    values = [summary.get(k) for k in ("median", "p90", "p99")]
+    return " / ".join("n/a" if v is None else _short(v * metric.scale) for v in values)
+
+
+def _short(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+
+
+def load_markdown(results: dict) -> str | None:
+    """Percentiles of the loaded cases (concurrency > 1 or open loop), and for open loops the
+    rate asked, the rate offered and how late sends left their schedule. None without one."""
+    cases = [c for c in results.get("cases", []) if is_loaded(c)]
+    if not cases:
+        return None
+    opened = any(c.get("rate") is not None for c in cases)
+    lag, offered = METRICS["send_lag_s"], METRICS["achieved_rate"]
+    headers = ["test", "n"] + [f"{m.title} p50 / p90 / p99" for m in PERCENTILE_METRICS]
+    if opened:
+        headers += ["asked req/s", offered.title, f"{lag.title} p50 / p90 / p99"]
+    body = []
+    for case in cases:
+        row = [case_name(case), str(case["n_ok"])]
+        row += [percentiles_cell(case["summary"].get(m.name), m) for m in PERCENTILE_METRICS]
+        if opened:
+            open_loop = case.get("rate") is not None
+            row += [
+                f"{case['rate']:g}" if open_loop else "closed loop",
+                number(case.get("achieved_rate"), offered) if open_loop else "",
+                percentiles_cell(case.get("send_lag"), lag) if open_loop else "",
+            ]
+        body.append(row)
+    table = tabulate(body, headers=headers, tablefmt="pipe", stralign="right", disable_numparse=True)
+    return LOAD_HEAD + "\n\n" + table
+
+
+# ------------------------------------------------------------------ CSV
+
+# Stable CSV columns (docs/results.md): one row per case and per-request metric, with every
+# statistic results.json holds for it; then the case's own figures (its CASE-level metrics from
+# the registry, a summary as p50/p90/p99), repeated on each of its rows; the last four carry what
+# the Markdown report shows beside a number, so no flag is lost in a spreadsheet.
+CASE_KEYS = ("label", "scenario", "pp", "tg", "concurrency", "mode", "rate", "depth")
+STAT_COLUMNS = ("median", "std", "n", "ci95_low", "ci95_high", "p90", "p99", "mean", "min", "max")
+CASE_METRICS = tuple(m for m in METRICS.values() if m.level == CASE)
+SUMMARIZED_CASE_METRICS = ("send_lag_s",)  # stored as a summary: p50 / p90 / p99 columns
+
+
+def _case_metric_columns() -> tuple[str, ...]:
+    out: list[str] = []
+    for m in CASE_METRICS:
+        out += [f"{m.name}_{p}" for p in ("p50", "p90", "p99")] if m.name in SUMMARIZED_CASE_METRICS else [m.name]
+    return tuple(out)
+
+
 CSV_COLUMNS = (
-    "label",
-    "pp",
-    "tg",
-    "concurrency",
-    "depth",
+    *CASE_KEYS,
     "metric",
-    "median",
-    "std",
-    "n",
-    "ci95_low",
-    "ci95_high",
+    "unit",
+    *STAT_COLUMNS,
     "unavailable_reason",
+    "n_ok",
+    "n_failed",
+    *_case_metric_columns(),
     "ceiling_tps",
     "flagged_by",
     "case_warnings",
@@ -160,12 +233,37 @@ def codes_cell(warnings) -> str:
 
 
 def summary_cells(summary: dict | None, reason: str) -> list:
-    """median, std, n, ci95_low, ci95_high, unavailable_reason: all empty but the reason when
+    """The statistics of STAT_COLUMNS, then unavailable_reason: all empty but the reason when
     the metric could not be measured (never a made-up number)."""
     if not summary:
-        return ["", "", "", "", "", reason]
+        return [""] * len(STAT_COLUMNS) + [reason]
     ci = summary.get("ci95") or [None, None]
-    return [summary["median"], summary["std"], summary["n"], ci[0], ci[1], ""]
+    stats = {**summary, "ci95_low": ci[0], "ci95_high": ci[1]}
+    return [_blank(stats.get(k)) for k in STAT_COLUMNS] + [""]
+
+
+def case_metric_cells(case: dict) -> list:
+    """The case's CASE-level figures in CSV_COLUMNS order; empty where the case has none."""
+    goodput = case.get("goodput") or {}
+    stored = {
+        "aggregate_tps": case.get("aggregate_tps"),
+        "request_rate": case.get("request_rate"),
+        "achieved_rate": case.get("achieved_rate"),
+        "goodput": goodput.get("fraction"),
+        "goodput_rate": goodput.get("rate"),
+    }
+    cells: list = []
+    for m in CASE_METRICS:
+        if m.name in SUMMARIZED_CASE_METRICS:
+            summary = case.get("send_lag") or {}
+            cells += [_blank(summary.get(k)) for k in ("median", "p90", "p99")]
+        else:
+            cells.append(_blank(stored.get(m.name)))
+    return cells
+
+
+def _blank(value) -> object:
+    return "" if value is None else value
 
 
 def csv_text(results: dict) -> str:
@@ -181,13 +279,26 @@ def csv_text(results: dict) -> str:
         label = case["label"]
         ceiling = (case.get("ceiling") or {}).get("tokens_per_s")
         of_case = codes_cell(w for w in warnings if w.get("case") == label)
+        open_loop = case.get("rate") is not None
+        keys = [
+            label,
+            case.get("scenario") or "",
+            case["pp"],
+            case["tg"],
+            "" if open_loop else case["concurrency"],  # an open loop has a rate, not a concurrency
+            case.get("mode") or ("open" if open_loop else "closed"),
+            _blank(case.get("rate")),
+            case["depth"],
+        ]
+        own = [case["n_ok"], case["n_failed"], *case_metric_cells(case)]
         for metric in (m for m in REQUEST_METRICS if m in case["summary"]):  # registry order
             summary = case["summary"][metric]
-            key = [label, case["pp"], case["tg"], case["concurrency"], case["depth"], metric]
             flagged = [w for w in flagging.get(label, []) if summary and metric in w.get("metrics", ())]
             writer.writerow(
-                key
+                keys
+                + [metric, METRICS[metric].unit]
                 + summary_cells(summary, case["unavailable"].get(metric, ""))
+                + own
                 + ["" if ceiling is None else ceiling, codes_cell(flagged), of_case, run_wide]
             )
     return out.getvalue()
