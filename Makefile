@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-realserver test-ray test-vllm lint bench-client schema clean
+.PHONY: install demo test test-fast test-realserver test-ray test-vllm lint bench-client bench-ray schema clean
 
 install: $(STAMP)
 
@@ -63,6 +63,12 @@ lint: install
 # side by side; BENCH_CLIENT_ARGS="--sims 8 --sim-cores 2-15" on a machine with cores to spare.
 bench-client: install
 	$(BIN)/python benchmarks/bench_client.py $(BENCH_CLIENT_ARGS)
+
+# Aggregate tokens/s of 1, 2 and 4 Ray actors against pump servers, with each actor's CPU per
+# token (benchmarks/bench_ray.py); BENCH_RAY_ARGS="--pumps 6 --pump-cores 0-5" on a large machine.
+bench-ray: install
+	$(BIN)/python -m pip install --quiet -e '.[ray]'
+	$(BIN)/python benchmarks/bench_ray.py $(BENCH_RAY_ARGS)
 
 # The JSON Schema of results.json, generated from the typed results (tests/test_schema.py checks it).
 schema: install

@@ -179,9 +179,10 @@ def test_two_or_three_tokens_per_event_is_tolerated_and_decode_matches_truth(sta
 
 
 def test_ttft_growing_with_output_length_is_a_buffer_even_without_usage(start_sim):
-    # No usage in the stream (as behind a proxy that drops stream_options): benchy counts one
-    # token per event, so no single request looks buffered; but the 'TTFT' of the 2-event
-    # stream follows the output length (the report's 3,970 ms at 256 → 16,900 ms at 1,024).
+    # No usage in the stream (as behind a proxy that drops stream_options): the 'TTFT' of the
+    # 2-event stream follows the output length (the report's 3,970 ms at 256 → 16,900 ms at
+    # 1,024), and benchy's own count of the streamed text shows the first event carrying half
+    # the output. Either piece of evidence withholds the stream timings.
     sim = start_sim("--events-per-response", "2", "--decode-tps", "200", *FAST)
     results = bench(sim, tg=(16, 64), extra_body={"stream_options": {"include_usage": False}})
     assert codes(results) == {"sse_buffering", "no_usage"}
@@ -190,8 +191,8 @@ def test_ttft_growing_with_output_length_is_a_buffer_even_without_usage(start_si
         assert "sse_buffering" in codes(results, case["label"])
         for name in ("ttft_s", "decode_tps", "itl_s", "prefill_tps"):
             assert case["summary"][name] is None
-            assert "grows with output length" in case["unavailable"][name]
-        assert case["withheld"]["ttft_s"]["median"] > 0  # kept for audit, never shown
+            reason = case["unavailable"][name]
+            assert "grows with output length" in reason or f"first arrival carried {case['tg'] // 2} tokens" in reason
         for req in measured(case):
             assert req["metrics"]["ttft_s"] is None
             t = truth[req["request_id"]]

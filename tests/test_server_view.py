@@ -84,6 +84,8 @@ def test_server_counting_other_tokens_than_the_client(start_sim):
     truth = measured_truth(sim, results["cases"][0])
     assert w["details"]["client_tokens"] == sum(t["completion_tokens"] for t in truth)
     assert w["details"]["server_generation_tokens"] == pytest.approx(1.5 * w["details"]["client_tokens"])
+    evidence = {e["name"]: e for e in w["evidence"]}
+    assert evidence["token_difference"]["observed"] > evidence["token_difference"]["threshold"]
 
 
 def test_ttft_held_outside_the_server(start_sim):
