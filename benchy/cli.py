@@ -503,7 +503,7 @@ def _template(template, reasoning_effort):
     show_default=True,
     help="What to print on stdout.",
 )
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--quiet", "-q", is_flag=True, help="Nothing on stderr but errors and warnings (no progress).")
 @click.option("--strict", is_flag=True, help="Exit non-zero on any warning (for CI).")
 @option_group("limits", ERROR_LIMIT_OPTIONS, dict)
 @option_group("ceiling", CEILING_OPTIONS, _ceiling_inputs)
