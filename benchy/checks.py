@@ -9,7 +9,8 @@ Codes (severity): sse_buffering (warning), above_bandwidth_ceiling (error), ceil
 output_length_mismatch (warning), no_usage (warning), request_errors (warning; error when
 most requests of the case failed), client_overloaded (warning), first_chunk_before_prefill (info),
 dangerous_stop (warning; error when most requests of the case failed), special_tokens_stripped
-(warning).
+(warning), usage_mismatch (warning), prompt_length_mismatch (warning), ttft_not_prefill
+(warning), prefill_holds_queueing (warning).
 
 What is withheld is decided where the results are built (results.py: a buffered stream, a
 TTFT trend, stripped Harmony markers), with a reason code; a check reports it by that code and
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from benchy import metrics, profiles, server_checks
+from benchy import evidence, metrics, profiles, server_checks
 from benchy.metrics import OUTPUT_FAILURES
 from benchy.results import CaseResult, CheckWarning, Evidence, RequestResult, RunResult, Setup
 from benchy.workloads.figures import WorkloadFigures
@@ -118,9 +119,10 @@ def sse_buffering(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             f"{why.message}. TTFT, inter-token latency, decode and prefill rates are unavailable; "
             "end-to-end throughput is still valid.",
             BUFFERING_HINT,
+            withheld=metrics.STREAM_TIMING_METRICS,
             details={"tokens_per_event_median": per_event},
             evidence=(
-                Evidence("tokens_per_event_median", per_event, metrics.BUFFERED_TOKENS_PER_EVENT, "tokens/event"),
+                Evidence("tokens_per_event_median", per_event, evidence.FIRST_ARRIVAL_MAX_TOKENS, "tokens/event"),
             ),
         )
 
@@ -132,16 +134,39 @@ def request_errors(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     if errors:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items(), key=str))
         total = case.n_ok + case.n_failed
+        first = _first_errors(case, errors)
+        said = "".join(f" First {kind}: {message}" for kind, message in first.items())
         yield Warning_(
             "request_errors",
             _failure_severity(case),
             case.label,
             f"{sum(errors.values())} of {total} requests failed ({kinds}); statistics cover "
-            f"only the {case.n_ok} that succeeded.",
-            "See each request's `error` in requests.jsonl; lower the concurrency or raise "
-            "--timeout if the server is overloaded.",
-            details={"errors": errors},
+            f"only the {case.n_ok} that succeeded.{said}",
+            _errors_hint(errors),
+            details={"errors": errors, "first_errors": first},
         )
+
+
+def _first_errors(case: CaseResult, errors: dict[str, int]) -> dict[str, str]:
+    """The first failure of each kind, in the server's own words (its HTTP error body)."""
+    first: dict[str, str] = {}
+    for r in case.requests:
+        kind = str(r.error_kind)
+        if not r.warmup and kind in errors and kind not in first:
+            first[kind] = (r.error or "")[:300]
+    return first
+
+
+def _errors_hint(errors: dict[str, int]) -> str:
+    if any(k.startswith("http_4") and k != "http_429" for k in errors):
+        return (
+            "The server refused requests (its message is above): a prompt longer than its context, "
+            "or a parameter it does not take. Lower --pp/--depth/--tg, or fix the option."
+        )
+    return (
+        "See each request's `error` in requests.jsonl; lower the concurrency or raise "
+        "--timeout if the server is overloaded."
+    )
 
 
 @case_check
@@ -359,7 +384,11 @@ def zero_tokens(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
 @case_check
 def reasoning_only(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     ok = case.measured_ok()
-    only = [r for r in ok if not r.content_chars and r.reasoning_chars]
+    only = [
+        r
+        for r in ok
+        if (not r.content_chars and r.reasoning_chars) or r.unavailable_codes.get("ttfc_s") == metrics.THINK_UNCLOSED
+    ]
     if only:
         yield Warning_(
             "reasoning_only",
@@ -378,10 +407,10 @@ def reasoning_only(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
 def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     # Without usage the token count is a lower bound: it cannot show a short output.
     counted = [r for r in case.measured_ok() if r.usage_reported]
-    short = [r for r in counted if (r.completion_tokens or 0) < r.target_output_tokens]
+    short = [r for r in counted if _believed_tokens(r) < r.target_output_tokens]
     if not short:
         return
-    got = [r.completion_tokens or 0 for r in counted]
+    got = [_believed_tokens(r) for r in counted]
     delivered = int(np.median(got))
     cause, hint = _short_output_cause(short, run.setup.stop)
     yield Warning_(
@@ -406,6 +435,12 @@ def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
     )
 
 
+def _believed_tokens(req: RequestResult) -> int:
+    """The completion count the figures use: usage, unless the stream contradicts it."""
+    count = req.token_count or {}
+    return int(count.get("tokens", req.completion_tokens or 0))
+
+
 def _short_output_cause(short: list[RequestResult], stop: list[str]) -> tuple[str, str]:
     """Why outputs came back short, by what the server said (finish_reason) and what was sent."""
     reasons = {r.finish_reason for r in short}
@@ -428,23 +463,107 @@ def _short_output_cause(short: list[RequestResult], stop: list[str]) -> tuple[st
     )
 
 
+COUNTED_METRICS = ("e2e_tps", "decode_tps", "itl_s", "tokens_per_event")  # built on the token count
+
+
 @case_check
 def no_usage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """Only where the count is then an estimate: one token per event, which the locally counted
+    text confirms, needs no usage."""
     ok = case.measured_ok()
     missing = [r for r in ok if not r.usage_reported]
-    if missing:
+    guessed = [r for r in missing if (r.token_count or {"estimate": True}).get("estimate")]
+    if guessed:
+        scale = (run.setup.calibration or {}).get("scale") or 1.0
         yield Warning_(
             "no_usage",
             WARNING,
             case.label,
-            f"{len(missing)} of {len(ok)} requests carried no token usage: benchy counts one "
-            "token per text event, a lower bound, so e2e t/s is a floor, and a buffered "
-            "stream cannot be told apart request by request.",
-            "Ask the server for usage (vLLM: stream_options include_usage is sent; some "
-            "proxies drop it) or measure the server directly.",
-            metrics=("e2e_tps", "decode_tps"),
-            details={"requests": len(missing)},
+            f"{len(guessed)} of {len(ok)} requests carried no token usage and several tokens per "
+            f"event: benchy counted the streamed text with its own tokenizer (× {scale:.3g}, the "
+            "ratio calibration measured), so token counts and the rates built on them are estimates.",
+            "Ask the server for usage (benchy sends stream_options include_usage; some proxies "
+            "drop it) or measure the server directly.",
+            metrics=COUNTED_METRICS,
+            details={"requests": len(guessed), "scale": scale},
         )
+
+
+USAGE_HINT = (
+    "A backend or proxy miscounts usage. The figures use the count of the streamed text; check the "
+    "server's usage with one curl request against the text it returned."
+)
+
+
+@case_check
+def usage_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """usage against an independent count: the events and the streamed text counted locally."""
+    ok = case.measured_ok()
+    doubted = [r for r in ok if (r.token_count or {}).get("mismatch")]
+    if not doubted:
+        return
+    first = doubted[0].token_count or {}
+    usage = float(np.median([(r.token_count or {}).get("usage") or 0 for r in doubted]))
+    counted = float(np.median([(r.token_count or {}).get("tokens") or 0 for r in doubted]))
+    yield Warning_(
+        "usage_mismatch",
+        WARNING,
+        case.label,
+        f"{len(doubted)} of {len(ok)} requests: {first['mismatch']}. The figures use the streamed "
+        f"text's count ({first['tokens']} tokens, from the {first['source']}), not usage.",
+        USAGE_HINT,
+        metrics=COUNTED_METRICS,
+        details={"requests": len(doubted), "usage_median": usage, "counted_median": counted},
+        evidence=(Evidence("usage_to_stream_ratio", usage / counted if counted else None, 1.0, "ratio"),),
+    )
+
+
+PROMPT_LENGTH_HINT = (
+    "The server keeps only part of long prompts (Ollama's num_ctx default, "
+    "truncate_prompt_tokens, context shifting): raise its context, or lower --pp/--depth."
+)
+
+
+@case_check
+def prompt_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    ok = case.measured_ok()
+    missed = [r for r in ok if r.unavailable_codes.get("prefill_tps") == metrics.PROMPT_LENGTH_MISSED]
+    if not missed:
+        return
+    counted = int(np.median([r.prompt_tokens or 0 for r in missed]))
+    target = missed[0].target_prompt_tokens
+    yield Warning_(
+        "prompt_length_mismatch",
+        WARNING,
+        case.label,
+        f"{len(missed)} of {len(ok)} requests: the server counted {counted} prompt tokens (median) "
+        f"for a {target}-token prompt, so the row is not the prompt length it is labelled with: "
+        "prefill t/s is withheld, and TTFT and end-to-end figures are those of another prompt.",
+        PROMPT_LENGTH_HINT,
+        metrics=("ttft_s", "e2e_tps", "e2e_s"),
+        withheld=("prefill_tps",),
+        details={"requests": len(missed), "target_tokens": target, "server_tokens_median": counted},
+        evidence=(Evidence("server_prompt_tokens_median", counted, target, "tokens"),),
+    )
+
+
+@run_check
+def prompt_length_at_calibration(run: RunResult) -> Iterable[CheckWarning]:
+    """calibration's length_check (prompts.check_length): the run's longest prompt, counted."""
+    for endpoint, cal in sorted(run.setup.calibrations.items()):
+        found = (cal or {}).get("length_check") or {}
+        if found.get("missed"):
+            yield Warning_(
+                "prompt_length_mismatch",
+                WARNING,
+                None,
+                f"At calibration ({endpoint}) the server counted {found['server_tokens']} prompt tokens "
+                f"of the run's longest prompt ({found['target_tokens']} tokens): it does not read long "
+                "prompts whole, so rows above that length are not what their labels say.",
+                PROMPT_LENGTH_HINT,
+                details={"endpoint": endpoint, **found},
+                evidence=(Evidence("server_prompt_tokens", found["server_tokens"], found["target_tokens"], "tokens"),),
+            )
 
 
 def _measured(case: CaseResult) -> int:
@@ -482,6 +601,119 @@ def first_chunk_before_prefill(case: CaseResult, run: RunResult) -> Iterable[Che
                 ),
             ),
         )
+
+
+# Where the server reports its own prompt time, TTFT minus it beyond this share of TTFT (and
+# this many seconds) is time that is not prefill: queueing, a host cache copy, scheduling.
+NOT_PREFILL_SHARE = 0.25
+NOT_PREFILL_MIN_S = 0.02
+# Without server timings: TTFT at concurrency c above this multiple of the c=1 TTFT (and this
+# many seconds more) is time spent queueing.
+QUEUE_TTFT_GROWTH = 1.5
+QUEUE_TTFT_MIN_S = 0.02
+NOT_PREFILL_HINT = (
+    "TTFT is what a user waits; prefill t/s taken from it is not the server's prefill speed. "
+    "For llama.cpp, --cache-ram 0 removes the host-RAM cache copy; no more requests in flight "
+    "than slots removes the queueing."
+)
+
+
+def _ttft_and_prompt(req: RequestResult) -> tuple[float, float] | None:
+    """(TTFT, the server's own prompt seconds) of a request with llama.cpp's timings."""
+    ttft = req.metrics.get("ttft_s")
+    prompt_ms = (req.server_timings or {}).get("prompt_ms")
+    if ttft is None or not isinstance(prompt_ms, (int, float)):
+        return None
+    return ttft, prompt_ms / 1000
+
+
+@case_check
+def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """Time inside TTFT that the server's own prompt time does not hold."""
+    pairs = [p for p in map(_ttft_and_prompt, case.measured_ok()) if p]
+    if not pairs:
+        return
+    ttft = float(np.median([t for t, _ in pairs]))
+    prompt = float(np.median([p for _, p in pairs]))
+    gap = float(np.median([t - p for t, p in pairs]))
+    limit = max(NOT_PREFILL_MIN_S, NOT_PREFILL_SHARE * ttft)
+    if gap < limit:
+        return
+    client, server = case.median("prefill_tps"), case.median("server_prefill_tps")
+    rates = ""
+    if client is not None and server is not None:
+        rates = f" Prefill: {client:,.0f} t/s from TTFT, against the server's own {server:,.0f} t/s."
+    yield Warning_(
+        "ttft_not_prefill",
+        WARNING,
+        case.label,
+        f"TTFT is {ttft * 1000:,.0f} ms (median) but the server's own prompt time is "
+        f"{prompt * 1000:,.0f} ms: {gap * 1000:,.0f} ms ({gap / ttft:.0%}) of TTFT is not prefill "
+        f"({_not_prefill_cause(case, run)}).{rates}",
+        NOT_PREFILL_HINT,
+        metrics=("prefill_tps", "ttft_s"),
+        details={"ttft_s_median": ttft, "server_prompt_s_median": prompt, "not_prefill_s_median": gap},
+        evidence=(Evidence("not_prefill_s_median", gap, limit, "s"),),
+    )
+
+
+def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
+    slots = _slots(run)
+    if slots is not None and case.concurrency > slots:
+        return f"{case.concurrency} requests in flight on {slots} slots: they queue"
+    if case.concurrency > 1:
+        return "queueing behind the other requests in flight, or work before prefill"
+    return "work before prefill, e.g. llama.cpp's host-RAM prompt cache copying slots"
+
+
+def _slots(run: RunResult) -> int | None:
+    slots = (run.setup.server or {}).get("slots")
+    return slots if isinstance(slots, int) and slots > 0 else None
+
+
+@run_check
+def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
+    """Without server timings: TTFT that grows with concurrency, or more requests in flight than
+    the server's slots, means prefill t/s holds queue time."""
+    cases = [c for c in run.cases if c.rate is None and c.figure("ttft_s")]
+    slots = _slots(run)
+    for case in cases:
+        if case.concurrency <= 1 or any(_ttft_and_prompt(r) for r in case.measured_ok()):
+            continue  # ttft_not_prefill speaks where the server reports its own prompt time
+        base = next((c for c in cases if c.concurrency == 1 and _same_shape(c, case)), None)
+        why = _queue_evidence(case, base, slots)
+        if why:
+            yield Warning_(
+                "prefill_holds_queueing",
+                WARNING,
+                case.label,
+                f"{why}: requests wait for a free slot, and that wait is in TTFT, so prefill t/s "
+                "here holds queue time; it is not the server's prefill speed.",
+                "Compare prefill at concurrency 1, or keep requests in flight at or below the "
+                "server's slots (llama.cpp -np, vLLM --max-num-seqs).",
+                metrics=("prefill_tps", "ttft_s"),
+                details={"concurrency": case.concurrency, "slots": slots},
+            )
+
+
+def _same_shape(a: CaseResult, b: CaseResult) -> bool:
+    return (a.pp, a.tg, a.depth, a.depth_mode, a.endpoint) == (b.pp, b.tg, b.depth, b.depth_mode, b.endpoint)
+
+
+def _queue_evidence(case: CaseResult, base: CaseResult | None, slots: int | None) -> str | None:
+    if slots is not None and case.concurrency > slots:
+        return f"{case.concurrency} requests in flight on a server with {slots} slots"
+    if base is None:
+        return None
+    ttft, ttft_1 = case.figure("ttft_s"), base.figure("ttft_s")
+    if ttft is None or ttft_1 is None:
+        return None
+    if ttft.median > QUEUE_TTFT_GROWTH * ttft_1.median and ttft.median - ttft_1.median > QUEUE_TTFT_MIN_S:
+        return (
+            f"TTFT grows with concurrency ({ttft_1.median * 1000:,.0f} ms at c1, "
+            f"{ttft.median * 1000:,.0f} ms at c{case.concurrency})"
+        )
+    return None
 
 
 @run_check
@@ -692,5 +924,6 @@ def server_disagreement(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
     """The server's /metrics against the client's figures (server_checks.py reads saved dicts)."""
     if not case.server:
         return
-    for code, message, hint, affected, details in server_checks.messages(case.to_dict(), run.setup.to_dict()):
-        yield Warning_(code, WARNING, case.label, message, hint, metrics=affected, details=details)
+    for f in server_checks.findings(case.to_dict(), run.setup.to_dict()):
+        evidence = tuple(Evidence(*e) for e in f.evidence)
+        yield Warning_(f.code, WARNING, case.label, f.message, f.hint, f.metrics, details=f.details, evidence=evidence)

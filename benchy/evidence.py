@@ -13,10 +13,11 @@ answer. Each function here weighs one question with two or more independent witn
                         token are one arrival (a burst); ITL is measured between arrivals,
                         per arrival and per token (gap ÷ tokens in the arrival) → `arrivals`
   buffered or live?     decided by timing: a first arrival carrying many tokens (it waited for
-                        the rest), or most tokens arriving in bursts larger than any draft
-                        length. Speculative decoding (vLLM: steps of 1-8 tokens per event;
-                        llama.cpp: bursts of one-token events no longer than the draft, after
-                        a first token that arrives alone) is not buffering      → `buffering`
+                        the rest) where lumps are the server's habit, not one late read; or
+                        most tokens arriving in bursts larger than any draft length.
+                        Speculative decoding (vLLM: steps of 1-8 tokens per event; llama.cpp:
+                        bursts of one-token events no longer than the draft, after a first
+                        token that arrives alone) is not buffering              → `buffering`
   reasoning or answer?  `<think>…</think>` leading the content is reasoning    → `split_think`
 
 Functions take plain values (times, per-event texts, counts), so they hold for records, saved
@@ -32,9 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from benchy import tokenizer
-
-# Event kinds as records store them (records.CONTENT / records.REASONING).
-CONTENT, REASONING = "c", "r"
+from benchy.records import CONTENT, REASONING
 
 # Two events are one arrival when the gap between them is below this share of the stream's
 # mean time per token (a live stream's gaps are about 1×; bursts are microseconds apart) or
@@ -49,7 +48,9 @@ FIRST_ARRIVAL_MAX_TOKENS = 4.0
 FIRST_ARRIVAL_HIDDEN_SHARE = 0.05
 FIRST_ARRIVAL_HIDDEN_MIN_S = 0.005
 # Speculative decoding delivers at most draft + 1 tokens at once (llama.cpp's default
-# --draft-max is 16; EAGLE/MTP drafts up to 7). Bursts beyond it carrying most tokens are a buffer.
+# --draft-max is 16; EAGLE/MTP drafts up to 7). Bursts beyond it carrying most tokens are a
+# buffer, when the largest took more than FIRST_ARRIVAL_HIDDEN_MIN_S to make (an instant
+# server's whole answer in one read hides nothing).
 SPEC_MAX_ARRIVAL_TOKENS = 17
 BURSTY_TOKEN_SHARE = 0.5
 # usage and the independent count agree within this ratio, or this many tokens (a chat
@@ -296,7 +297,8 @@ def buffering(arr: list[Arrival], ttft_s: float | None) -> Buffering:
             f"{hidden * 1000:.0f} ms for the ones after it"
         )
         return Buffering(True, why, **figures)
-    if bursty >= BURSTY_TOKEN_SHARE:
+    burst_hides = (largest - 1) / rate if rate else 0.0  # how long the largest burst took to make
+    if bursty >= BURSTY_TOKEN_SHARE and burst_hides >= FIRST_ARRIVAL_HIDDEN_MIN_S:
         why = (
             f"{bursty:.0%} of the tokens arrived in bursts of more than {SPEC_MAX_ARRIVAL_TOKENS} "
             f"(up to {largest:.0f}), longer than any speculative draft"

@@ -8,16 +8,19 @@ Notation for one request (times in seconds, relative to the moment it was sent):
   t_end        end of the response stream
   t_1 … t_m    arrival times of the m SSE events that carried generated text
                (reasoning or content; a role-only or empty chunk is not a token)
-  N            completion tokens, from the server's `usage` (see `completion_tokens`)
-  k_1          tokens carried by the first text event ≈ N × chars(event 1) / chars(all)
+  N            completion tokens: usage where the events or the streamed text counted locally
+               confirm it, else that local count (reading.py, evidence.py)
+  arrivals     events joined when they arrive together (a burst); a_1 … a_j, each carrying K_i
+               tokens (per-chunk usage, else the local count of its text, scaled to N)
   P, C         prompt tokens and cached prompt tokens, from the server's `usage`
 Each formula is the `definition` of its entry in METRICS.
 
 A figure that cannot be measured honestly is `Unavailable(code, message)`: the code is stable
 (checks and reports match on it), the message says why in words. When the server buffers its
-stream (tokens_per_event above BUFFERED_TOKENS_PER_EVENT), the event times measure the buffer
-flushing, not the model: every stream-timing metric is then Unavailable with code `buffered`;
-e2e_s and e2e_tps stay valid.
+stream — decided by timing (evidence.buffering: a first arrival carrying many tokens, bursts
+longer than any speculative draft), for most of a case's requests (case_buffering) — the event
+times measure the buffer flushing, not the model: every stream-timing metric is then
+Unavailable with code `buffered`; e2e_s and e2e_tps stay valid.
 """
 
 from __future__ import annotations
@@ -25,14 +28,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-import numpy as np
-
-from benchy.records import CONTENT, RequestRecord
-
-# vLLM merges 2-3 tokens into one event under load; beyond this the stream is buffered.
-BUFFERED_TOKENS_PER_EVENT = 4.0
+from benchy import evidence, reading
+from benchy.records import RequestRecord
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class Unavailable:
 NOT_FINISHED = "not_finished"
 NO_TEXT_EVENT = "no_text_event"
 NO_CONTENT_EVENT = "no_content_event"
-TOO_FEW_EVENTS = "too_few_events"
+TOO_FEW_EVENTS = "too_few_events"  # (files of earlier versions; now TOO_FEW_ARRIVALS)
 NO_PROMPT_TOKENS = "no_prompt_tokens"
 NO_CACHED_TOKENS = "no_cached_tokens"
 NO_SERVER_TIMINGS = "no_server_timings"
@@ -68,6 +67,9 @@ NO_REQUEST = "no_request"
 SLO_UNJUDGED = "slo_unjudged"
 LEGACY = "legacy"  # read from a file written before reason codes existed
 SPECIAL_TOKENS_STRIPPED = "special_tokens_stripped"  # Harmony text without its markers
+THINK_UNCLOSED = "think_unclosed"  # an inline <think> block that never closed: all reasoning
+PROMPT_LENGTH_MISSED = "prompt_length_missed"  # the server counted another prompt length
+TOO_FEW_ARRIVALS = "too_few_arrivals"
 
 # A few words per code, where a report groups figures by why they are missing.
 REASON_TITLES = {
@@ -81,6 +83,9 @@ REASON_TITLES = {
     NO_SERVER_TIMINGS: "no server timings",
     NO_SUCCESS: "no request succeeded",
     SPECIAL_TOKENS_STRIPPED: "Harmony special tokens stripped",
+    THINK_UNCLOSED: "<think> never closed",
+    PROMPT_LENGTH_MISSED: "prompt truncated or padded",
+    TOO_FEW_ARRIVALS: "fewer than two text arrivals",
 }
 
 OUTPUT_FAILURES = ("empty_output", "zero_tokens")  # error kinds `classify` gives
@@ -95,7 +100,8 @@ def output_failure(rec: RequestRecord) -> tuple[str, str] | None:
     """(error kind, message) when a request that ended normally delivered no output, else None."""
     if not rec.ok:
         return None
-    claimed = completion_tokens(rec)
+    # usage, else the events: cheap, since this runs as each request ends, inside the run's loop
+    claimed = rec.completion_tokens if rec.completion_tokens is not None else len(rec.token_event_s)
     if claimed == 0:
         said = "completion_tokens 0" if rec.usage_reported else "no text and no usage"
         return "zero_tokens", f"the server generated nothing ({said}, finish_reason {rec.finish_reason!r})"
@@ -115,11 +121,10 @@ def classify(rec: RequestRecord) -> RequestRecord:
 
 
 def completion_tokens(rec: RequestRecord) -> int:
-    """The server's usage count; without usage, the number of text events, which is a lower
-    bound (every event carries at least one token), so rates are never inflated."""
-    if rec.completion_tokens is not None:
-        return rec.completion_tokens
-    return len(rec.token_event_s)
+    """The count the figures use (reading.py): usage when the events or the local count of the
+    streamed text confirm it; else the events where the text shows one token each; else the
+    local count × calibration scale (an estimate); else the events (a floor)."""
+    return reading.read(rec).count.tokens
 
 
 def tokens_per_event(rec: RequestRecord) -> float | Unavailable:
@@ -129,15 +134,28 @@ def tokens_per_event(rec: RequestRecord) -> float | Unavailable:
 
 
 def is_buffered(rec: RequestRecord) -> bool:
-    tpe = tokens_per_event(rec)
-    return not isinstance(tpe, Unavailable) and tpe > BUFFERED_TOKENS_PER_EVENT
+    """Decided by timing (evidence.buffering), not by tokens per event alone: speculative
+    decoding's multi-token events and bursts no longer than a draft are a live stream."""
+    return reading.read(rec).buffering.buffered
 
 
 def buffering_reason(rec: RequestRecord) -> str:
     return (
-        f"SSE buffering: {completion_tokens(rec)} tokens arrived in "
-        f"{len(rec.token_event_s)} events, so event times measure the buffer, not the model"
+        f"SSE buffering: {completion_tokens(rec)} tokens arrived in {len(rec.token_event_s)} events; "
+        f"{reading.read(rec).buffering.reason}, so event times measure the buffer, not the model"
     )
+
+
+def case_buffering(records: list[RequestRecord]) -> Unavailable | None:
+    """A case's verdict: buffered (code BUFFERED) when at least half its successful requests
+    show it. One request that a busy client read late looks lumpy; a buffer does not pick one
+    request in two."""
+    ok = [r for r in records if r.ok]
+    shown = [r for r in ok if is_buffered(r)]
+    if not ok or 2 * len(shown) < len(ok):
+        return None
+    reason = buffering_reason(shown[0])
+    return Unavailable(BUFFERED, reason if len(shown) == len(ok) else f"{len(shown)} of {len(ok)} requests: {reason}")
 
 
 def e2e_s(rec: RequestRecord) -> float | Unavailable:
@@ -166,24 +184,20 @@ def ttfc_s(rec: RequestRecord) -> float | Unavailable:
             "the response came back as Harmony text without its special tokens, so reasoning and "
             "answer cannot be told apart",
         )
-    first = rec.token_event_kinds.find(CONTENT)
+    read = reading.read(rec)  # an inline <think> block is reasoning
+    first = read.first_content_event
     if first < 0:
+        if read.think.opened and not read.think.closed:
+            return Unavailable(THINK_UNCLOSED, "the <think> block never closed: every token was reasoning")
         return Unavailable(NO_CONTENT_EVENT, "no content token arrived (empty or reasoning-only output)")
     return rec.token_event_s[first]
 
 
-def first_event_tokens(rec: RequestRecord) -> float:
-    total_chars = sum(rec.token_event_chars)
-    if total_chars <= 0:
-        return 1.0
-    return completion_tokens(rec) * rec.token_event_chars[0] / total_chars
-
-
 def decode_tps(rec: RequestRecord) -> float | Unavailable:
-    times = rec.token_event_s
-    if len(times) < 2 or times[-1] <= times[0]:
-        return Unavailable(TOO_FEW_EVENTS, "fewer than two text events: no decode interval to measure")
-    return (completion_tokens(rec) - first_event_tokens(rec)) / (times[-1] - times[0])
+    rate = evidence.decode_rate(reading.read(rec).arrivals)
+    if rate is None:
+        return Unavailable(TOO_FEW_ARRIVALS, "fewer than two text arrivals: no decode interval to measure")
+    return rate
 
 
 def prefill_tps(rec: RequestRecord) -> float | Unavailable:
@@ -192,6 +206,12 @@ def prefill_tps(rec: RequestRecord) -> float | Unavailable:
         return first
     if rec.prompt_tokens is None:
         return Unavailable(NO_PROMPT_TOKENS, "server reported no prompt token count")
+    if rec.target_prompt_tokens and evidence.prompt_length_missed(rec.target_prompt_tokens, rec.prompt_tokens):
+        return Unavailable(
+            PROMPT_LENGTH_MISSED,
+            f"the server counted {rec.prompt_tokens} prompt tokens of the {rec.target_prompt_tokens} sent "
+            "(truncated?): a prefill rate of another prompt than the row's",
+        )
     if rec.reused_context_tokens and rec.cached_tokens is None:
         # Counting the reused context as prefilled would inflate the rate by depth / pp.
         return Unavailable(
@@ -202,13 +222,18 @@ def prefill_tps(rec: RequestRecord) -> float | Unavailable:
 
 
 def itl_s(rec: RequestRecord) -> float | Unavailable:
-    times = rec.token_event_s
-    if len(times) < 2:
-        return Unavailable(TOO_FEW_EVENTS, "fewer than two text events")
-    tokens_per_char = completion_tokens(rec) / max(1, sum(rec.token_event_chars))
-    gaps = np.diff(np.asarray(times))
-    tokens = np.maximum(1.0, np.asarray(rec.token_event_chars[1:]) * tokens_per_char)
-    return float(np.median(gaps / tokens))
+    value = evidence.itl_per_token(reading.read(rec).arrivals)
+    return Unavailable(TOO_FEW_ARRIVALS, "fewer than two text arrivals") if value is None else value
+
+
+def itl_event_s(rec: RequestRecord) -> float | Unavailable:
+    value = evidence.itl_per_arrival(reading.read(rec).arrivals)
+    return Unavailable(TOO_FEW_ARRIVALS, "fewer than two text arrivals") if value is None else value
+
+
+def reasoning_tokens(rec: RequestRecord) -> float | Unavailable:
+    value = reading.read(rec).reasoning_tokens
+    return 0.0 if value is None else value
 
 
 def ttft_gap_s(rec: RequestRecord) -> float | Unavailable:
@@ -444,10 +469,10 @@ _REGISTRY = (
         in_table=True,
         glossary=True,
         stream_timing=True,
-        definition="(completion tokens − tokens of the first event) ÷ (last text event − first text event)",
-        explanation="the decode rate after the first token.",
+        definition="(completion tokens − tokens of the first arrival) ÷ (last arrival − first arrival)",
+        explanation="the decode rate after the first token; events arriving together (a burst) are one arrival.",
         slo="decode_tps",
-        depends=("completion_tokens", "token_event_s", "token_event_chars"),
+        depends=("completion_tokens", "token_event_s", "token_event_text", "token_event_usage"),
         formula=decode_tps,
         in_compare=True,
     ),
@@ -465,13 +490,24 @@ _REGISTRY = (
     ),
     _time(
         "itl_s",
-        "ITL ms",
+        "ITL/token ms",
         stream_timing=True,
-        definition="median gap between text events, per token",
-        explanation="inter-token latency.",
+        definition="median over arrivals of (gap to the previous arrival ÷ tokens it carried): per token",
+        explanation="inter-token latency per token: an event of 4 tokens 20 ms after the last is 5 ms a token, "
+        "and a burst of one-token events (llama.cpp speculation) counts as one arrival, not as 0 ms gaps.",
         slo="itl",
-        depends=("token_event_s", "token_event_chars", "completion_tokens"),
+        depends=("token_event_s", "token_event_text", "token_event_usage", "completion_tokens"),
         formula=itl_s,
+    ),
+    _time(
+        "itl_event_s",
+        "ITL/event ms",
+        stream_timing=True,
+        definition="median gap between arrivals (an event, or a burst of events arriving together): per event",
+        explanation="inter-token latency per event, as a reader sees text appear; above ITL per token when "
+        "events carry several tokens (speculative decoding, stream intervals).",
+        depends=("token_event_s",),
+        formula=itl_event_s,
     ),
     _time(
         "e2e_s",
@@ -519,6 +555,20 @@ _REGISTRY = (
         explanation="decode as the server clocked it.",
         depends=("server_timings",),
         formula=server_decode_tps,
+    ),
+    Metric(
+        "reasoning_tokens",
+        "reasoning tokens",
+        unit="tokens",
+        scale=1.0,
+        decimals=0,
+        higher_is_better=False,
+        definition="usage's reasoning_tokens, else the reasoning text (reasoning_content, a Harmony analysis "
+        "channel, an inline <think> block) counted with benchy's o200k tokenizer × calibration scale",
+        explanation="tokens spent reasoning; the local count is exact for o200k models (gpt-oss), an "
+        "estimate for others.",
+        depends=("reasoning_tokens", "token_event_text", "token_event_kinds", "local_token_scale"),
+        formula=reasoning_tokens,
     ),
     _token_rate(
         "aggregate_tps",
@@ -579,14 +629,19 @@ SLO_METRICS = {m.slo: m for m in _REGISTRY if m.slo}  # --slo name → metric
 _FORMULAS: dict[str, Callable] = {m.name: m.formula for m in _REGISTRY if m.formula is not None}
 
 
-def request_metrics(rec: RequestRecord) -> dict[str, float | Unavailable]:
-    """Every per-request metric of one request; stream-timing metrics are Unavailable when buffered."""
+def request_metrics(
+    rec: RequestRecord, buffered: Unavailable | Literal[False] | None = None
+) -> dict[str, float | Unavailable]:
+    """Every per-request metric of one request. Stream-timing metrics are Unavailable when the
+    stream is buffered: by the case's verdict when given (`buffered`: case_buffering's reason,
+    or False for a live case), else by this request's own evidence."""
     if not rec.ok:
         failed = Unavailable(REQUEST_FAILED, f"request failed ({rec.error_kind})")
         return {name: failed for name in REQUEST_METRICS}
     values = {name: _FORMULAS[name](rec) for name in REQUEST_METRICS}
-    if is_buffered(rec):
+    if buffered is None and is_buffered(rec):
         buffered = Unavailable(BUFFERED, buffering_reason(rec))
+    if buffered:
         values.update({name: buffered for name in STREAM_TIMING_METRICS})
     return values
 

@@ -19,6 +19,9 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        stopped.by server-gone (issue 16)
   1.4  setup.load.ray and ray_workers_per_node (--ray, issue 19); case.client (a free dict) gains
        per_worker, busiest, clock_uncertainty_s and lost_workers
+  1.5  request token_count (the completion count's witnesses: usage, the local count of the
+       streamed text, the events; which one the figures use, and why usage was doubted);
+       metrics itl_event_s and reasoning_tokens (issue 15)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -33,9 +36,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from benchy import jsontypes, metrics, stats
+from benchy import jsontypes, metrics, reading, stats
 from benchy.ceiling import CeilingSetup, case_ceiling
 from benchy.jsontypes import Saved
 from benchy.metrics import Unavailable
@@ -43,7 +46,7 @@ from benchy.records import RequestRecord
 from benchy.scenario import Case
 from benchy.workloads.figures import WorkloadFigures, case_figures, ttft_gains
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 4
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 5
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 SCHEMA_FILE = Path(__file__).parent / "data" / "results.schema.json"
@@ -166,14 +169,20 @@ class RequestResult(Saved, RequestRecord):
     unavailable: dict[str, str] = _opt("metric → why (successful requests only)", factory=dict, omit=True)
     unavailable_codes: dict[str, str] = _opt("metric → reason code (1.1)", factory=dict, omit=True)
     withheld: dict[str, float] = _opt("metric → the value withheld (audit only)", factory=dict, omit=True)
+    token_count: dict[str, Any] | None = _opt(
+        "(1.5) the completion count's evidence: {tokens, source, estimate, usage, local, events, mismatch}",
+        omit=True,
+    )
 
     @classmethod
-    def of(cls, rec: RequestRecord) -> RequestResult:
-        values = metrics.request_metrics(rec)
+    def of(cls, rec: RequestRecord, buffered: Unavailable | Literal[False] | None = None) -> RequestResult:
+        """`buffered`: the case's verdict (metrics.case_buffering), None to judge the request alone."""
+        values = metrics.request_metrics(rec, buffered)
         gone = {k: v for k, v in values.items() if isinstance(v, Unavailable)} if rec.ok else {}
         saved = {k: v for k, v in rec.to_dict().items() if k not in cls._NOT_SAVED}
         return cls(
             **saved,
+            token_count=reading.count_entry(rec) if rec.ok else None,
             events=len(rec.token_event_s),
             metrics={k: (None if isinstance(v, Unavailable) else v) for k, v in values.items()},
             unavailable={k: v.message for k, v in gone.items()},
@@ -332,7 +341,8 @@ def case_result(
     controls = [r for r in records if r.control]
     measured = [r for r in records if not r.warmup and not r.control]
     ok = [r for r in measured if r.ok]
-    summary, unavailable = _summaries(ok)
+    buffered: Unavailable | Literal[False] = metrics.case_buffering(ok) or False  # one late read is no buffer
+    summary, unavailable = _summaries(ok, buffered)
     lags = [v for v in (metrics.send_lag_s(r) for r in measured) if not isinstance(v, Unavailable)]
     return CaseResult(
         label=case.label,
@@ -360,7 +370,7 @@ def case_result(
         request_rate=_value(metrics.request_rate(measured)),
         send_lag=MetricSummary.of(lags) if lags else None,
         goodput=_goodput(measured, slo) if slo else None,
-        requests=[RequestResult.of(r) for r in records],
+        requests=[RequestResult.of(r, buffered) for r in records],
         client=client,
         server=server,
         planned_requests=planned_requests,
@@ -458,12 +468,14 @@ def _value(value: float | Unavailable) -> float | None:
     return None if isinstance(value, Unavailable) else value
 
 
-def _summaries(ok: list[RequestRecord]) -> tuple[dict[str, MetricSummary | None], dict[str, Unavailable]]:
+def _summaries(
+    ok: list[RequestRecord], buffered: Unavailable | Literal[False] | None = None
+) -> tuple[dict[str, MetricSummary | None], dict[str, Unavailable]]:
     """A metric is summarized only if every successful request has it: averaging the subset
     that happened to be measurable would hide the rest."""
     summary: dict[str, MetricSummary | None] = {}
     unavailable: dict[str, Unavailable] = {}
-    per_request = [metrics.request_metrics(r) for r in ok]
+    per_request = [metrics.request_metrics(r, buffered) for r in ok]
     for name in metrics.REQUEST_METRICS:
         values = [m[name] for m in per_request]
         missing = [v for v in values if isinstance(v, Unavailable)]

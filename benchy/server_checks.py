@@ -16,6 +16,7 @@ from /metrics, beside its requests), like every check.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 # Tokens a request may legitimately find cached beyond its template: vLLM's cache blocks are 16
 # tokens, so a template prefix rounds to a block either way.
@@ -87,7 +88,13 @@ def token_mismatch_finding(case: dict) -> dict | None:
     slack = max(TOKEN_SLACK_PER_REQUEST * len(requests), TOKEN_SLACK_SHARE * client)
     if abs(generated - client) <= slack:
         return None
-    return {"server_generation_tokens": generated, "client_tokens": client, "requests": len(requests)}
+    return {
+        "server_generation_tokens": generated,
+        "client_tokens": client,
+        "requests": len(requests),
+        "difference": abs(generated - client),
+        "slack": slack,
+    }
 
 
 def outside_finding(case: dict) -> dict | None:
@@ -101,7 +108,13 @@ def outside_finding(case: dict) -> dict | None:
     bound = max(OUTSIDE_MIN_S, OUTSIDE_RTTS * rtt)
     if gap <= bound or gap <= OUTSIDE_SHARE * client_ttft:
         return None
-    return {"client_ttft_s": client_ttft, "server_ttft_s": server_ttft, "outside_s": gap, "rtt_s": rtt}
+    return {
+        "client_ttft_s": client_ttft,
+        "server_ttft_s": server_ttft,
+        "outside_s": gap,
+        "rtt_s": rtt,
+        "bound_s": bound,
+    }
 
 
 def queue_finding(case: dict) -> dict | None:
@@ -133,8 +146,22 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
 
-def messages(case: dict, setup: dict) -> Iterable[tuple[str, str, str, tuple[str, ...], dict]]:
-    """(code, message, hint, affected metrics, details) of every disagreement in the case."""
+@dataclass(frozen=True)
+class Finding:
+    """One disagreement: checks.py turns it into a CheckWarning (severity warning)."""
+
+    code: str
+    message: str
+    hint: str
+    metrics: tuple[str, ...]  # the case's figures it qualifies
+    details: dict
+    evidence: list[tuple[str, float | None, float | None, str]] = field(
+        default_factory=list
+    )  # name, observed, threshold, unit
+
+
+def findings(case: dict, setup: dict) -> Iterable[Finding]:
+    """Every disagreement between the server's figures and the client's in the case."""
     found = cache_hit_finding(case, setup)
     if found:
         rate = found["server_cache_hit_rate"]
@@ -143,7 +170,7 @@ def messages(case: dict, setup: dict) -> Iterable[tuple[str, str, str, tuple[str
             if found["usage_cached_tokens"] is None
             else f"usage reported {found['usage_cached_tokens']} cached tokens"
         )
-        yield (
+        yield Finding(
             "server_cache_hit",
             f"The server counted {found['server_cache_hits']:.0f} prefix-cache hit tokens"
             + (f" ({rate:.0%} of the prompt tokens)" if rate is not None else "")
@@ -154,10 +181,11 @@ def messages(case: dict, setup: dict) -> Iterable[tuple[str, str, str, tuple[str
             "prompt?); compare with --no-nonce, or disable the server's prefix cache to measure cold prefill.",
             ("ttft_s", "prefill_tps", "e2e_tps"),
             found,
+            [("server_cache_hits", found["server_cache_hits"], found["explained_hits"], "tokens")],
         )
     found = token_mismatch_finding(case)
     if found:
-        yield (
+        yield Finding(
             "server_token_mismatch",
             f"The server's metrics counted {found['server_generation_tokens']:.0f} generated tokens for "
             f"this case's {found['requests']} requests; their responses' usage, which benchy's rates "
@@ -166,10 +194,15 @@ def messages(case: dict, setup: dict) -> Iterable[tuple[str, str, str, tuple[str
             "the server counts tokens it did not stream (drafts, hidden text) or its usage is wrong.",
             ("e2e_tps", "decode_tps"),
             found,
+            [
+                ("server_generation_tokens", found["server_generation_tokens"], None, "tokens"),
+                ("usage_completion_tokens", found["client_tokens"], None, "tokens"),
+                ("token_difference", found["difference"], found["slack"], "tokens"),
+            ],
         )
     found = outside_finding(case)
     if found:
-        yield (
+        yield Finding(
             "ttft_outside_server",
             f"Client TTFT averaged {ms(found['client_ttft_s'])}, the server's own "
             f"{ms(found['server_ttft_s'])}: {ms(found['outside_s'])} passed outside the server, far "
@@ -179,10 +212,14 @@ def messages(case: dict, setup: dict) -> Iterable[tuple[str, str, str, tuple[str
             "connections alive.",
             ("ttft_s", "prefill_tps"),
             found,
+            [
+                ("ttft_outside_server_s", found["outside_s"], found["bound_s"], "s"),
+                ("rtt_s", found["rtt_s"], None, "s"),
+            ],
         )
     found = queue_finding(case)
     if found:
-        yield (
+        yield Finding(
             "queue_dominates_ttft",
             f"At {load_text(case)}, requests waited {ms(found['queue_s'])} on average in the server's "
             f"queue, {found['queue_share']:.0%} of its {ms(found['ttft_s'])} TTFT: the server is "
@@ -191,4 +228,8 @@ def messages(case: dict, setup: dict) -> Iterable[tuple[str, str, str, tuple[str
             "read this case as a capacity figure.",
             ("ttft_s", "prefill_tps"),
             found,
+            [
+                ("queue_share", found["queue_share"], QUEUE_SHARE, "fraction"),
+                ("queue_s", found["queue_s"], QUEUE_MIN_S, "s"),
+            ],
         )

@@ -26,6 +26,7 @@ from benchy.progress import Progress
 from benchy.report import table
 from benchy.scenario import sweep
 from tests.conftest import warning_codes as codes
+from tests.conftest import without_environment_warnings
 
 FAST = ("--prefill-tps", "50000")  # timing is not the point unless a test says so
 # The truth log stamps a token when the simulator makes it and an event just after its write
@@ -129,9 +130,11 @@ def test_clean_run_prints_no_warning_exits_0_and_reports_its_ceiling_share(start
         str(tmp_path / "r"),
     )
     results = json.loads((tmp_path / "r" / "results.json").read_text())
-    assert code == 0, err
+    quiet = without_environment_warnings(results)
+    assert outcome.exit_code(quiet) == 0 and code == outcome.exit_code(results), err
     assert codes(results) == set()
-    assert "No warnings: every case is clean." in out
+    if quiet == results:  # else the machine was busy, and the table says so
+        assert "No warnings: every case is clean." in out
     case = results["cases"][0]
     truth = truth_of(sim, results)
     for req in measured(case):
@@ -176,9 +179,10 @@ def test_two_or_three_tokens_per_event_is_tolerated_and_decode_matches_truth(sta
 
 
 def test_ttft_growing_with_output_length_is_a_buffer_even_without_usage(start_sim):
-    # No usage in the stream (as behind a proxy that drops stream_options): benchy counts one
-    # token per event, so no single request looks buffered; but the 'TTFT' of the 2-event
-    # stream follows the output length (the report's 3,970 ms at 256 → 16,900 ms at 1,024).
+    # No usage in the stream (as behind a proxy that drops stream_options): the 'TTFT' of the
+    # 2-event stream follows the output length (the report's 3,970 ms at 256 → 16,900 ms at
+    # 1,024), and benchy's own count of the streamed text shows the first event carrying half
+    # the output. Either piece of evidence withholds the stream timings.
     sim = start_sim("--events-per-response", "2", "--decode-tps", "200", *FAST)
     results = bench(sim, tg=(16, 64), extra_body={"stream_options": {"include_usage": False}})
     assert codes(results) == {"sse_buffering", "no_usage"}
@@ -187,8 +191,8 @@ def test_ttft_growing_with_output_length_is_a_buffer_even_without_usage(start_si
         assert "sse_buffering" in codes(results, case["label"])
         for name in ("ttft_s", "decode_tps", "itl_s", "prefill_tps"):
             assert case["summary"][name] is None
-            assert "grows with output length" in case["unavailable"][name]
-        assert case["withheld"]["ttft_s"]["median"] > 0  # kept for audit, never shown
+            reason = case["unavailable"][name]
+            assert "grows with output length" in reason or f"first arrival carried {case['tg'] // 2} tokens" in reason
         for req in measured(case):
             assert req["metrics"]["ttft_s"] is None
             t = truth[req["request_id"]]
@@ -497,8 +501,9 @@ def test_role_chunk_long_before_the_first_token_is_a_note_and_ttft_is_the_tokens
     sim = start_sim("--role-chunk-first", "--prefill-tps", "4000", "--decode-tps", "400")
     results = bench(sim, pp=(1024,), tg=(8,), runs=2)
     w = warning(results, "first_chunk_before_prefill")
-    assert w["severity"] == "info" and checks.is_clean(results["warnings"])
-    assert outcome.exit_code(results, strict=True) == 0  # a note never fails --strict
+    quiet = without_environment_warnings(results)
+    assert w["severity"] == "info" and checks.is_clean(quiet["warnings"])
+    assert outcome.exit_code(quiet, strict=True) == 0  # a note never fails --strict
     truth = truth_of(sim, results)
     for req in measured(results["cases"][0]):
         t = truth[req["request_id"]]

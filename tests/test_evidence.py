@@ -152,7 +152,8 @@ def test_llamacpp_speculation_bursts_are_not_buffering_and_itl_does_not_collapse
     assert [a.tokens for a in arr] == sizes
     assert not evidence.buffering(arr, 0.1).buffered
     assert evidence.itl_per_token(arr) >= 0.999 * step / (draft + 1)
-    assert evidence.decode_rate(arr) == pytest.approx((n - 1) / (times[-1] - 0.1), rel=0.01)
+    last_step = 0.1 + (len(sizes) - 1) * step  # an arrival is timed by its first event
+    assert evidence.decode_rate(arr) == pytest.approx((n - 1) / (last_step - 0.1), rel=0.01)
 
 
 @settings(max_examples=60)
@@ -212,3 +213,8 @@ def test_split_think_only_ever_turns_content_into_reasoning(texts):
 
 def test_think_tags_count_one_token_each_as_in_the_vocabularies_that_emit_them():
     assert evidence.local_event_tokens(["<think>", " so", "</think>", " The"]) == [1, 1, 1, 1]
+
+
+def test_an_instant_server_read_in_a_few_large_chunks_is_not_buffering():
+    times = [0.01] * 100 + [0.0105] * 100 + [0.011] * 56  # 256 tokens within 1 ms
+    assert not evidence.buffering(evidence.arrivals(times, [1.0] * 256), 0.01).buffered

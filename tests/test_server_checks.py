@@ -68,14 +68,11 @@ def test_queueing_dominates_only_past_half_and_ten_ms():
     assert sc.queue_finding(case(server(histograms={"queue_s": hist(0.04), "ttft_s": hist(0.1)}))) is None
     found = sc.queue_finding(case(server(histograms={"queue_s": hist(0.06), "ttft_s": hist(0.1)})))
     assert found["queue_share"] == 0.6 and found["concurrency"] == 4
-    message = next(
-        m
-        for code, m, *_ in sc.messages(case(server(histograms={"queue_s": hist(0.06), "ttft_s": hist(0.1)})), SETUP)
-        if code == "queue_dominates_ttft"
-    )
-    assert "At concurrency 4" in message
+    (finding,) = sc.findings(case(server(histograms={"queue_s": hist(0.06), "ttft_s": hist(0.1)})), SETUP)
+    assert finding.code == "queue_dominates_ttft" and "At concurrency 4" in finding.message
+    assert ("queue_share", 0.6, sc.QUEUE_SHARE, "fraction") in finding.evidence
 
 
 def test_no_server_figures_no_findings():
-    assert list(sc.messages(case(None, [request()]), SETUP)) == []
-    assert list(sc.messages(case({"unavailable": "GET /metrics answered HTTP 404"}, [request()]), SETUP)) == []
+    assert list(sc.findings(case(None, [request()]), SETUP)) == []
+    assert list(sc.findings(case({"unavailable": "GET /metrics answered HTTP 404"}, [request()]), SETUP)) == []

@@ -410,3 +410,20 @@ def test_server_identity_metrics_and_server_view(llama_server, tmp_path):
     report = (tmp_path / "report.md").read_text()
     assert "## Server view" in report and "| Slots (requests run at once) | 4 (/props total_slots) |" in report
     assert (tmp_path / "server.csv").read_text().count("/metrics (llama.cpp)") == 2
+
+
+def test_requests_in_flight_beyond_the_slots_qualify_the_prefill_figure(llama_server_factory):
+    """4 requests in flight on a 1-slot server: three wait while one prefills, and that wait is in
+    their TTFT. llama.cpp reports its own prompt time with every response, so benchy names the
+    share of TTFT that is not prefill and qualifies prefill t/s; at concurrency 1 it does not."""
+    server = llama_server_factory(parallel=1)
+    results = run_results(server, "--pp", "512", "--tg", "16", "-c", "1", "4", "--runs", "2")
+    one, four = results["cases"]
+    about = {(w["case"], w["code"]): w for w in results["warnings"] if "prefill_tps" in w["metrics"]}
+    queued = about.get((four["label"], "ttft_not_prefill"))
+    assert queued, results["warnings"]
+    assert "4 requests in flight on 1 slots" in queued["message"]
+    assert (one["label"], "ttft_not_prefill") not in about
+    server_rate = four["summary"]["server_prefill_tps"]["median"]
+    assert four["summary"]["prefill_tps"]["median"] < server_rate / 2
+    print(f"\n[realserver] c4 on 1 slot: {queued['message']}")
