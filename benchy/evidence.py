@@ -11,7 +11,7 @@ answer. Each function here weighs one question with two or more independent witn
                         of each event's text, scaled to the chosen total       → `event_tokens`
   when did they arrive? events arriving within a small share of the stream's mean gap per
                         token are one arrival (a burst); ITL is measured between arrivals,
-                        per arrival and per token (gap ÷ tokens in the arrival) → `arrivals`
+                        per arrival (median gap) and per token (gaps ÷ tokens)  → `arrivals`
   buffered or live?     decided by timing: a first arrival carrying many tokens (it waited for
                         the rest) where lumps are the server's habit, not one late read; or
                         most tokens arriving in bursts larger than any draft length.
@@ -188,25 +188,40 @@ def per_chunk_tokens(cumulative: list[int]) -> list[int] | None:
 
 def event_tokens(texts: list[str], total: int, cumulative: list[int] | None = None) -> EventTokens:
     """Tokens per event: the server's own per-chunk counts when it gave them for every event
-    and they sum to `total`, else the local per-event count scaled to `total`."""
-    server = per_chunk_tokens(cumulative or [])
-    if server is not None and len(server) == len(texts) and sum(server) == total:
-        return EventTokens([float(c) for c in server], "per-chunk usage")
-    local = local_event_tokens(texts)
-    scale = total / sum(local) if local and sum(local) else 1.0
-    return EventTokens([c * scale for c in local], "local tokenizer")
+    and they sum to `total`; else one each and the rest of `total` shared by the local count
+    of each event's text beyond its first token (so `total` = events means one token each)."""
+    server = _per_chunk(cumulative, len(texts), total)
+    if server is not None:
+        return server
+    return EventTokens(_at_least_one_each([c - 1 for c in local_event_tokens(texts)], total), "local tokenizer")
 
 
 def event_tokens_by_chars(chars: list[int], total: int, cumulative: list[int] | None = None) -> EventTokens:
-    """Tokens per event without the text: per-chunk usage, else each event's share of the
-    characters (at least a token each where it can be)."""
+    """Tokens per event without the text: per-chunk usage, else one each and the rest shared by
+    each event's characters."""
+    server = _per_chunk(cumulative, len(chars), total)
+    if server is not None:
+        return server
+    return EventTokens(_at_least_one_each([float(c) for c in chars], total), "characters")
+
+
+def _per_chunk(cumulative: list[int] | None, events: int, total: int) -> EventTokens | None:
     server = per_chunk_tokens(cumulative or [])
-    if server is not None and len(server) == len(chars) and sum(server) == total:
+    if server is not None and len(server) == events and sum(server) == total:
         return EventTokens([float(c) for c in server], "per-chunk usage")
-    all_chars = sum(chars)
-    if not chars or all_chars <= 0:
-        return EventTokens([total / len(chars)] * len(chars) if chars else [], "even split")
-    return EventTokens([total * c / all_chars for c in chars], "characters")
+    return None
+
+
+def _at_least_one_each(weights: list[float], total: int) -> list[float]:
+    """`total` tokens over len(weights) events: every event carried at least one token; the
+    tokens beyond that go by weight (evenly when no event weighs anything)."""
+    n = len(weights)
+    if not n:
+        return []
+    extra, weight = max(0, total - n), sum(weights)
+    if weight <= 0:
+        return [1 + extra / n] * n
+    return [1 + extra * w / weight for w in weights]
 
 
 # ---------------------------------------------------------------- arrivals and buffering
@@ -239,10 +254,12 @@ def arrivals(times: list[float], tokens: list[float]) -> list[Arrival]:
 
 
 def itl_per_token(arr: list[Arrival]) -> float | None:
-    """Median over arrivals after the first of (gap to the previous arrival ÷ its tokens)."""
-    if len(arr) < 2:
-        return None
-    return float(np.median([(b.t_s - a.t_s) / max(b.tokens, 1e-9) for a, b in zip(arr, arr[1:])]))
+    """Per token: the gaps between arrivals ÷ the tokens they brought (each arrival's gap ÷ its
+    tokens, weighted by its tokens), i.e. (last arrival − first) ÷ tokens after the first. A
+    median of per-arrival ratios would lean to the longest steps of speculative decoding, and
+    a burst read in two parts would halve it."""
+    rate = decode_rate(arr)
+    return 1 / rate if rate else None
 
 
 def itl_per_arrival(arr: list[Arrival]) -> float | None:

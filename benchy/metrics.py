@@ -492,7 +492,8 @@ _REGISTRY = (
         "itl_s",
         "ITL/token ms",
         stream_timing=True,
-        definition="median over arrivals of (gap to the previous arrival ÷ tokens it carried): per token",
+        definition="gaps between arrivals ÷ the tokens they carried, (last arrival − first) ÷ tokens after "
+        "the first: per token",
         explanation="inter-token latency per token: an event of 4 tokens 20 ms after the last is 5 ms a token, "
         "and a burst of one-token events (llama.cpp speculation) counts as one arrival, not as 0 ms gaps.",
         slo="itl",
