@@ -47,6 +47,10 @@ $(VLLM_VENV)/.installed:
 	$(VLLM_PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VLLM_VENV)/bin/python -m pip install $(VLLM_PIP_ARGS) '$(VLLM_SPEC)'
+	@# A torchvision built for another torch (PyPI's, beside a +cpu torch) breaks transformers'
+	@# imports; the text-only test model needs none of the media packages.
+	$(VLLM_VENV)/bin/python -c "import torchvision" 2>/dev/null || \
+		$(VLLM_VENV)/bin/python -m pip uninstall --yes --quiet torchvision torchaudio torchcodec
 	touch $@
 
 test-vllm: install $(VLLM_VENV)/.installed

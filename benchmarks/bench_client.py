@@ -445,9 +445,7 @@ def _from_results(stdout: str, sims: Sims, client: str, streams: int, workers: i
     # The client's stamp of the first event (the instant sim sends no role chunk, so it is the
     # first token's), not ttft_s: benchy withholds stream timings of a server that writes a
     # whole answer at once, but the stamping error is what this harness measures.
-    matched = [
-        (r, truth[r["request_id"]]) for r in reqs if r["request_id"] in truth and r["first_chunk_s"] is not None
-    ]
+    matched = [(r, truth[r["request_id"]]) for r in reqs if r["request_id"] in truth and r["first_chunk_s"] is not None]
     total = [r["first_chunk_s"] - (t["first_token_event_s"] - t["arrival_s"]) for r, t in matched]
     own = [r["sent_mono_s"] + r["first_chunk_s"] - t["first_token_event_s"] for r, t in matched]
     streamed = sum(r["completion_tokens"] or 0 for r in reqs)

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_client import PP, TG, Sims, _cores, _window, run_sampled  # noqa: E402
 
 STREAMS_PER_ACTOR = 128
-ROUNDS = 4  # requests per stream
+ROUNDS = 20  # requests per stream: a run of a few seconds, so start-up and tail are a small part
 TARGET_SCALING = 1.8
 
 
@@ -48,10 +48,10 @@ class Run:
     failed: int
 
 
-def measure(pumps: Sims, actors: int, cores: set[int]) -> Run:
+def measure(pumps: Sims, actors: int, cores: set[int], rounds: int = ROUNDS) -> Run:
     streams = STREAMS_PER_ACTOR * actors
     cmd = [sys.executable, "-m", "benchy", "run", "--base-url", pumps.base_url, "--pp", str(PP), "--tg", str(TG)]
-    cmd += ["-c", str(streams), "--runs", str(ROUNDS), "--warmup", "0", "--quiet", "--format", "json"]
+    cmd += ["-c", str(streams), "--runs", str(rounds), "--warmup", "0", "--quiet", "--format", "json"]
     cmd += ["--ray", "local", "--ray-workers-per-node", str(actors), "--no-server-metrics"]
     run = run_sampled(cmd, cores, [p.pid for p in pumps.procs])
     (case,) = json.loads(run.proc.stdout)["cases"]
@@ -89,14 +89,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pump-cores", default="0", help="cores for the pumps, e.g. 0-5 (default 0)")
     ap.add_argument("--client-cores", default=None, help="cores for benchy and Ray (default: all the others)")
     ap.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4])
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each actor count, interleaved; the best is kept")
+    ap.add_argument("--rounds", type=int, default=ROUNDS, help=f"requests per stream (default {ROUNDS})")
     args = ap.parse_args(argv)
     pump_cores = _cores(args.pump_cores)
     all_cores = set(os.sched_getaffinity(0))
     client_cores = set(_cores(args.client_cores)) if args.client_cores else (all_cores - set(pump_cores)) or all_cores
     print(
         f"{args.pumps} pump(s) on core(s) {args.pump_cores}; benchy + Ray on core(s) "
-        f"{','.join(map(str, sorted(client_cores)))}; pp{PP} tg{TG}, {STREAMS_PER_ACTOR} streams per actor",
+        f"{','.join(map(str, sorted(client_cores)))}; pp{PP} tg{TG}, {STREAMS_PER_ACTOR} streams per actor, {args.rounds} requests each",
         flush=True,
     )
     best: dict[int, Run] = {}
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for _ in range(args.repeat):
                 for n in args.actors:
-                    run = measure(pumps, n, client_cores)
+                    run = measure(pumps, n, client_cores, args.rounds)
                     print(f"  {n} actor(s): {run.served_tok_s:,.0f} tok/s", file=sys.stderr, flush=True)
                     if n not in best or run.served_tok_s > best[n].served_tok_s:
                         best[n] = run

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from benchy import __version__
-from benchy.outcome import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, exit_code, measured_lines
+from benchy.outcome import EXIT_INTERRUPTED, EXIT_USAGE, exit_code, measured_lines, probe_exit_code
 from benchy.redact import URL_USERINFO, redacted_command_line
 
 
@@ -422,6 +422,35 @@ def _ceiling_inputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_tok
     return inputs
 
 
+# When a run stops early, keeping what it measured: RunSettings' fields of the same names.
+ERROR_LIMIT_OPTIONS = (
+    click.option(
+        "--max-errors",
+        type=click.IntRange(min=0),
+        default=None,
+        metavar="N",
+        help="Stop the run once more than N requests have failed (exit 5); what was measured is kept.",
+    ),
+    click.option(
+        "--max-error-rate",
+        type=click.FloatRange(0, 1),
+        default=None,
+        metavar="X",
+        help="Stop the run once more than this fraction of its requests has failed, judged from "
+        "the 10th finished request on (exit 5); what was measured is kept.",
+    ),
+    click.option(
+        "--max-connect-failures",
+        type=click.IntRange(min=0),
+        default=3,
+        show_default=True,
+        metavar="N",
+        help="Stop the run once N requests in a row could not connect: the server is gone (exit 6); "
+        "what was measured is kept. 0: never stop for this.",
+    ),
+)
+
+
 TEMPLATE_OPTIONS = (
     click.option(
         "--template",
@@ -476,30 +505,7 @@ def _template(template, reasoning_effort):
 )
 @click.option("--quiet", "-q", is_flag=True, help="Nothing on stderr but errors and warnings (no progress).")
 @click.option("--strict", is_flag=True, help="Exit non-zero on any warning (for CI).")
-@click.option(
-    "--max-errors",
-    type=click.IntRange(min=0),
-    default=None,
-    metavar="N",
-    help="Stop the run once more than N requests have failed (exit 5); what was measured is kept.",
-)
-@click.option(
-    "--max-error-rate",
-    type=click.FloatRange(0, 1),
-    default=None,
-    metavar="X",
-    help="Stop the run once more than this fraction of its requests has failed, judged from "
-    "the 10th finished request on (exit 5); what was measured is kept.",
-)
-@click.option(
-    "--max-connect-failures",
-    type=click.IntRange(min=0),
-    default=3,
-    show_default=True,
-    metavar="N",
-    help="Stop the run once N requests in a row could not connect: the server is gone (exit 6); "
-    "what was measured is kept. 0: never stop for this.",
-)
+@option_group("limits", ERROR_LIMIT_OPTIONS, dict)
 @option_group("ceiling", CEILING_OPTIONS, _ceiling_inputs)
 @option_group("template", TEMPLATE_OPTIONS, _template)
 @click.option(
@@ -528,9 +534,7 @@ def run(
     fmt,
     quiet,
     strict,
-    max_errors,
-    max_error_rate,
-    max_connect_failures,
+    limits,
     ceiling,
     template,
     stop,
@@ -567,14 +571,12 @@ def run(
         command_line=redacted_command_line(sys.argv[1:]),
         progress=False if quiet else None,
         ceiling=ceiling,
-        max_errors=max_errors,
-        max_error_rate=max_error_rate,
-        max_connect_failures=max_connect_failures,
         template=template,
         stop=tuple(stop),
         load=load,
         server_metrics=not no_server_metrics,
         announce=None if quiet else lambda line: click.echo(line, err=True),
+        **limits,
     )
     try:
         results = run_mod.execute(settings)
@@ -859,7 +861,7 @@ def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet):
         click.echo(json.dumps(result, indent=1))
     else:
         click.echo(probe_report.table(result) + "\n\n" + "\n".join(probe_report.reasons(result)))
-    return EXIT_CHECK_FAILED if any(e["n_ok"] == 0 for e in result["lengths"]) else 0
+    return probe_exit_code(result)
 
 
 def _register_subcommands() -> None:

@@ -49,6 +49,11 @@ def exit_code(results: dict, strict: bool = False) -> int:
     return EXIT_INTERRUPTED if results.get("partial") else EXIT_OK
 
 
+def probe_exit_code(result: dict) -> int:
+    """A cache probe fails when some length got no answer at all: it has no verdict."""
+    return EXIT_CHECK_FAILED if any(e["n_ok"] == 0 for e in result["lengths"]) else EXIT_OK
+
+
 def measured_lines(results: dict) -> list[str]:
     """For a run that did not finish: each case measured (and whether it was cut short), each
     case not measured and why. Empty for a complete run."""

@@ -341,7 +341,7 @@ def case_result(
     controls = [r for r in records if r.control]
     measured = [r for r in records if not r.warmup and not r.control]
     ok = [r for r in measured if r.ok]
-    buffered = metrics.case_buffering(ok) or False  # the case decides: one late read is no buffer
+    buffered: Unavailable | Literal[False] = metrics.case_buffering(ok) or False  # one late read is no buffer
     summary, unavailable = _summaries(ok, buffered)
     lags = [v for v in (metrics.send_lag_s(r) for r in measured) if not isinstance(v, Unavailable)]
     return CaseResult(

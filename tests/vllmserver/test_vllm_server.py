@@ -79,7 +79,19 @@ def test_identity_metrics_and_server_view(vllm_server, tmp_path):
 
 
 def test_repeated_prompts_are_cache_hits_on_the_server(vllm_server, tmp_path):
-    """--no-nonce: the same prompt again; vLLM's prefix cache (on by default) counts the hits."""
+    """--no-nonce: the same prompt again; vLLM's prefix cache (on by default) counts the hits, the
+    same tokens its responses report cached (whole blocks: 128 tokens on the CPU backend)."""
     results = benchy_run(vllm_server, "--pp", "256", "--tg", "4", "--runs", "3", "--no-nonce", out=tmp_path)
-    server = results["cases"][0]["server"]
-    assert server["counters"]["cache_hits"] > 0 and server["derived"]["cache_hit_rate"] > 0.5
+    case = results["cases"][0]
+    hits = case["server"]["counters"]["cache_hits"]
+    assert hits > 0 and hits == sum(r["cached_tokens"] for r in measured(case))
+    assert case["server"]["derived"]["cache_hit_rate"] == hits / case["server"]["counters"]["prompt_tokens"]
+
+
+def test_requests_beyond_max_num_seqs_wait_in_the_servers_queue(vllm_server, tmp_path):
+    """8 in flight on a server that runs 4 sequences: half of them wait, and vLLM's queue
+    histogram says so; at 1 in flight nobody waits."""
+    results = benchy_run(vllm_server, "--pp", "64", "--tg", "64", "-c", "1", "-c", "8", "--runs", "2", out=tmp_path)
+    alone, crowded = (c["server"]["histograms"]["queue_s"] for c in results["cases"])
+    assert crowded["count"] == 16 and crowded["mean"] > 10 * max(alone["mean"], 1e-4)
+    print(f"[vllm] queue at c1 {alone['mean'] * 1000:.2f} ms, at c8 on 4 sequences {crowded['mean'] * 1000:.1f} ms")
