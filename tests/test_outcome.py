@@ -66,9 +66,11 @@ def test_a_server_that_dies_mid_run_stops_the_run_and_keeps_what_was_measured(st
     assert len(ok) >= 6 and set(ok) <= served and len(served - set(ok)) <= 2
     for rid, r in ok.items():
         assert r["completion_tokens"] == truth[rid]["completion_tokens"] == 25
-    # it stopped at the third connection failure in a row, not after 800 requests
-    tail = [r["error_kind"] for r in case["requests"][-3:]]
-    assert tail == ["connect"] * 3, tail
+    # it stopped at the third connection failure in a row (the other stream in flight may still
+    # finish and be kept), not after 800 requests
+    kinds = [r["error_kind"] for r in case["requests"]]
+    third = next(i for i in range(2, len(kinds)) if kinds[i - 2 : i + 1] == ["connect"] * 3)
+    assert len(kinds) - 1 - third <= 1, kinds
     assert case["n_ok"] + case["n_failed"] < 50 and stopped_after_s < 30
     assert results["not_measured"] == [{"case": "pp64 tg25 c4", "reason": "not started"}]
     assert "the server is gone: 3 requests in a row could not connect" in stderr

@@ -177,5 +177,5 @@ def test_multi_value_flags_make_every_combination(start_sim, tmp_path):
     assert proc.returncode == 0, proc.stderr
     labels = [c["label"] for c in json.loads((out / "results.json").read_text())["cases"]]
     assert labels == ["pp64 tg2", "pp64 tg4", "pp128 tg2", "pp128 tg4", "pp256 tg2", "pp256 tg4"]
-    assert proc.stdout.startswith("label,pp,tg,concurrency")
+    assert proc.stdout.startswith("label,scenario,pp,tg,concurrency")
     assert (out / "report.md").is_file() and (out / "requests.jsonl").is_file()
