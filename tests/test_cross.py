@@ -29,7 +29,6 @@ from tests.test_checks import (
     truth_of,
     warning,
 )
-from tests.test_sim_behaviours import steps_of
 
 
 def stream_once(sim, endpoint="chat", extra=None, harmony=False, max_tokens=32, prompt="hello") -> RequestRecord:
@@ -92,9 +91,17 @@ def alarms(results: dict) -> set[str]:
     return codes(results) - NOT_AN_ALARM
 
 
+def true_steps(t: dict) -> list[list[float]]:
+    """The token times of each decode step as the simulator planned them (speculative steps,
+    else one token a step), not as grouped by timing that a busy machine blurs."""
+    times, sizes = t["token_times_s"], t.get("spec_steps") or [1] * len(t["token_times_s"])
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return [times[s : s + n] for s, n in zip(starts, sizes)]
+
+
 def true_stream(t: dict) -> dict:
     """What the simulator really did for one request, in the metrics' own terms."""
-    steps = steps_of(t["token_times_s"])
+    steps = true_steps(t)
     gaps = [b[0] - a[0] for a, b in zip(steps, steps[1:])]
     return {
         "decode_tps": sum(len(s) for s in steps[1:]) / (steps[-1][0] - steps[0][0]),

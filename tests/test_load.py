@@ -196,10 +196,21 @@ def test_goodput_formula_failed_requests_never_meet_the_slo():
 # ---------------------------------------------------------------- several worker processes
 
 
+FIGURES = ("summary", "metrics")  # metric name -> figure, or null when unavailable
+REASONS = ("unavailable", "unavailable_codes")
+
+
 def _form(value):
-    """The shape of a results value: its keys, at every depth (a list: the union of its items')."""
+    """The shape of a results value: its keys, at every depth (a list: the union of its items').
+    Which figures could be measured is not shape: on a busy machine one stall can deliver a
+    whole short stream in one read, leaving no decode interval. So figures keep only their
+    metric names, and the reasons for the unavailable ones are left out."""
     if isinstance(value, dict):
-        return {k: _form(v) for k, v in value.items()}
+        return {
+            k: sorted(v) if k in FIGURES and isinstance(v, dict) else _form(v)
+            for k, v in value.items()
+            if k not in REASONS
+        }
     if isinstance(value, list):
         merged: dict = {}
         for item in value:
@@ -210,7 +221,7 @@ def _form(value):
 
 
 def test_workers_results_are_identical_in_form_to_one_workers(start_sim, tmp_path):
-    # 1 ms between tokens: every metric is measurable, so no request carries `unavailable`.
+    # 1 ms between tokens: quick, and every metric measurable on a quiet machine.
     sim = start_sim("--decode-tps", "1000", "--prefill-tps", "1000000", "--max-running", "64")
     args = ("--pp", "64", "--tg", "16", "-c", "4", "--runs", "3", "--warmup", "1")
     one = run_results(sim, tmp_path / "one", *args, "--workers", "1")

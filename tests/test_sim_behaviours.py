@@ -21,17 +21,6 @@ FAST_PREFILL = ("--prefill-tps", "200000")
 STEP_S = 0.001  # tokens of one speculative step are made within this of each other
 
 
-def steps_of(token_times: list[float]) -> list[list[float]]:
-    """Token times grouped into decode steps (tokens made together)."""
-    steps: list[list[float]] = []
-    for t in token_times:
-        if steps and t - steps[-1][-1] < STEP_S:
-            steps[-1].append(t)
-        else:
-            steps.append([t])
-    return steps
-
-
 def one(sim, body: dict, endpoint: str = "chat/completions"):
     obs = post(f"{sim.base_url}/{endpoint}", body)
     (truth,) = sim.truth(expect=1)

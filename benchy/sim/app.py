@@ -586,6 +586,7 @@ class Simulator:
         job = parse_job(self.cfg, body, endpoint, trace.id)
         trace.model, trace.prompt_tokens = job.model, len(job.prompt_ids)
         trace.prompt_tokens_sent = job.prompt_tokens_sent
+        trace.spec_steps = job.steps
         trace.stop = stop_strings(body) if body.get("stop") is not None else None
         trace.reasoning_effort = requested_effort(body, endpoint)
         trace.skip_special_tokens = job.skip_special_tokens

@@ -388,6 +388,7 @@ class Trace:
     reasoning_tokens: int = 0
     finish_reason: str | None = None
     token_times_s: list[float] = field(default_factory=list)
+    spec_steps: list[int] | None = None  # --spec-draft: tokens per decode step, as planned
     events: list[dict] = field(default_factory=list)
     first_token_event_s: float | None = None
     last_token_event_s: float | None = None
