@@ -146,6 +146,8 @@ def test_report_has_the_server_view_section_figure_and_csv(start_sim, tmp_path):
     rows = (out / "server.csv").read_text().splitlines()
     header, row = rows[0].split(","), rows[1].split(",")
     server = results["cases"][0]["server"]
+    keys = {k: row[header.index(k)] for k in ("label", "pp", "tg", "concurrency", "depth")}
+    assert keys == {"label": "pp100 tg8 c2", "pp": "100", "tg": "8", "concurrency": "2", "depth": "0"}  # as results.csv
     assert float(row[header.index("server_queue_s")]) == pytest.approx(server["histograms"]["queue_s"]["mean"])
     assert float(row[header.index("server_generation_tokens")]) == server["counters"]["generation_tokens"]
 

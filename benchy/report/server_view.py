@@ -27,7 +27,7 @@ SECTION_INTRO = (
     "the time the request waited for a slot, prefill from then to the first token. Client TTFT "
     "minus server TTFT passed outside the server (network, proxies, the client)."
 )
-CASE_COLUMNS = table.CSV_COLUMNS[:5]  # label, pp, tg, concurrency, depth: as results.csv keys a case
+CASE_COLUMNS = table.CASE_KEYS  # as results.csv keys a case
 CSV_COLUMNS = (
     *CASE_COLUMNS,
     "server_source",
@@ -208,8 +208,9 @@ def csv_text(results: dict) -> str:
     writer.writerow(CSV_COLUMNS)
     for case in results.get("cases", []):
         row = case_row(results, case)
-        key = [case["label"], case["pp"], case["tg"], case["concurrency"], case.get("depth", 0)]
-        writer.writerow(key + ["" if row[c] is None else row[c] for c in CSV_COLUMNS[len(CASE_COLUMNS) :]])
+        writer.writerow(
+            table.case_key_cells(case) + ["" if row[c] is None else row[c] for c in CSV_COLUMNS[len(CASE_COLUMNS) :]]
+        )
     return out.getvalue()
 
 

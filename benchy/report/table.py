@@ -198,6 +198,23 @@ def load_markdown(results: dict) -> str | None:
 # the registry, a summary as p50/p90/p99), repeated on each of its rows; the last four carry what
 # the Markdown report shows beside a number, so no flag is lost in a spreadsheet.
 CASE_KEYS = ("label", "scenario", "pp", "tg", "concurrency", "mode", "rate", "depth")
+
+
+def case_key_cells(case: dict) -> list:
+    """The CASE_KEYS cells of a case, as every CSV benchy writes keys it."""
+    open_loop = case.get("rate") is not None
+    return [
+        case["label"],
+        case.get("scenario") or "",
+        case["pp"],
+        case["tg"],
+        "" if open_loop else case["concurrency"],  # an open loop has a rate, not a concurrency
+        case.get("mode") or ("open" if open_loop else "closed"),
+        _blank(case.get("rate")),
+        case.get("depth", 0),
+    ]
+
+
 STAT_COLUMNS = ("median", "std", "n", "ci95_low", "ci95_high", "p90", "p99", "mean", "min", "max")
 CASE_METRICS = tuple(m for m in METRICS.values() if m.level == CASE)
 SUMMARIZED_CASE_METRICS = ("send_lag_s",)  # stored as a summary: p50 / p90 / p99 columns
@@ -279,17 +296,7 @@ def csv_text(results: dict) -> str:
         label = case["label"]
         ceiling = (case.get("ceiling") or {}).get("tokens_per_s")
         of_case = codes_cell(w for w in warnings if w.get("case") == label)
-        open_loop = case.get("rate") is not None
-        keys = [
-            label,
-            case.get("scenario") or "",
-            case["pp"],
-            case["tg"],
-            "" if open_loop else case["concurrency"],  # an open loop has a rate, not a concurrency
-            case.get("mode") or ("open" if open_loop else "closed"),
-            _blank(case.get("rate")),
-            case["depth"],
-        ]
+        keys = case_key_cells(case)
         own = [case["n_ok"], case["n_failed"], *case_metric_cells(case)]
         for metric in (m for m in REQUEST_METRICS if m in case["summary"]):  # registry order
             summary = case["summary"][metric]
