@@ -54,10 +54,13 @@ def test_a_log_gets_a_line_every_few_seconds_and_an_eta_that_holds_per_case(star
     assert {p["total"] for p in long} == {6}  # 5 measured + 1 warmup
     assert len(long) >= 6  # about 6 s at one line per 0.5 s, whether or not a request ended
     assert [p["done"] for p in long] == sorted(p["done"] for p in long) and long[-1]["done"] == 6
-    end = long[-1]["elapsed"]
     for p in long:
         if 2 <= p["done"] < 6:  # the estimate, once a couple of requests have set the pace
-            assert abs(p["eta"] - (end - p["elapsed"])) <= 2, (p, end)
+            # It follows this case's own pace (seconds per request so far, within tqdm's smoothing
+            # and whole-second display), which a busy machine may slow; a run-wide pace mixing in
+            # the 0.1 s requests would come out about 3x lower.
+            pace, remaining = p["elapsed"] / p["done"], p["total"] - p["done"]
+            assert remaining * pace / 2 - 1 <= p["eta"] <= remaining * pace * 2 + 1, p
 
 
 def test_a_closed_loop_bounded_by_duration_shows_no_total_and_no_eta(start_sim, capsys, monkeypatch):
