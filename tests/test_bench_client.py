@@ -1,6 +1,7 @@
 """`make bench-client` still runs from benchmarks/ (outside the package): a tiny configuration,
 2 streams, against the instant simulator. A smoke test of the harness, not of its figures:
-on a busy machine the CPU verdict may legitimately read FAIL."""
+on a busy machine the CPU verdict may legitimately read FAIL, or NOT SHOWN when even the floor
+(a reader that only counts events) is above the target."""
 
 from __future__ import annotations
 
@@ -34,4 +35,4 @@ def test_bench_client_measures_benchy_and_the_floor():
     for cells in rows.values():
         assert cells[3] == "2"  # streams
         assert float(cells[7].replace(",", "")) > 0  # aggregate tok/s: tokens were measured
-    assert re.search(r"^(PASS|FAIL): client CPU per token", done.stdout, re.M), done.stdout
+    assert re.search(r"^(PASS|FAIL|NOT SHOWN): client CPU per token", done.stdout, re.M), done.stdout
