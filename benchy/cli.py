@@ -546,6 +546,7 @@ def run(
     from benchy.cluster import ClusterError
     from benchy.prompts import PromptError
     from benchy.report import table
+    from benchy.results import RunResult
     from benchy.workloads.cases import check_workload_endpoints
 
     try:
@@ -580,10 +581,11 @@ def run(
     )
     try:
         results = run_mod.execute(settings)
+        typed = RunResult.from_dict(results)  # the report stage reads the typed results
         if output is not None:
             from benchy.report import render
 
-            render.write_report(results, output)
+            render.write_report(typed, output)
     except (ServerError, PromptError) as exc:
         raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
     except ClusterError as exc:
@@ -596,9 +598,9 @@ def run(
     if fmt == "json":
         click.echo(json.dumps(results, indent=1))
     elif fmt == "csv":
-        click.echo(table.csv_text(results), nl=False)
-    elif results["cases"]:
-        click.echo(table.markdown(results))
+        click.echo(table.csv_text(typed), nl=False)
+    elif typed.cases:
+        click.echo(table.markdown(typed))
         _echo_warnings(results)
     else:
         click.echo("No case was measured.")

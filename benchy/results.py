@@ -245,6 +245,10 @@ class CaseResult(Saved):
     def measured_ok(self) -> list[RequestResult]:
         return [r for r in self.requests if not r.warmup and r.ok]
 
+    def measured_values(self, metric: str) -> list[float]:
+        """Per-request values of `metric` over the measured (not warmup), successful requests."""
+        return [v for v in (r.metrics.get(metric) for r in self.measured_ok()) if v is not None]
+
     def withhold(self, names: tuple[str, ...], why: Unavailable) -> None:
         """Makes `names` unavailable for `why`, in the case and its requests; a figure already
         computed moves to `withheld` (audit only, never shown). Only results.py calls this,
@@ -500,35 +504,6 @@ _LEGACY_CODES = (("SSE buffering", metrics.BUFFERED), ("'TTFT' grows with output
 
 def legacy_code(message: str) -> str:
     return next((code for words, code in _LEGACY_CODES if words in message), metrics.LEGACY)
-
-
-# ------------------------------------------------------------------ reading a saved case (reports)
-
-
-def summary_of(case: dict, metric: str) -> tuple[float, float] | None:
-    """(median, std) of a case's metric, std 0 for a single value; None when unavailable."""
-    summary = case.get("summary", {}).get(metric)
-    if not summary:
-        return None
-    return summary["median"], summary.get("std") or 0.0
-
-
-def unavailable_reason(case: dict, metric: str) -> str:
-    return case.get("unavailable", {}).get(metric) or "not measured"
-
-
-def reason_code(case: dict, metric: str) -> str:
-    """The code of why `metric` is unavailable in a saved case (legacy files: from its words)."""
-    return (case.get("unavailable_codes") or {}).get(metric) or legacy_code(unavailable_reason(case, metric))
-
-
-def measured_values(case: dict, metric: str) -> list[float]:
-    """Per-request values of the measured (not warmup), successful requests."""
-    return [
-        r["metrics"][metric]
-        for r in case.get("requests", [])
-        if not r.get("warmup") and r.get("status") == "ok" and (r.get("metrics") or {}).get(metric) is not None
-    ]
 
 
 # ------------------------------------------------------------------ saving and loading

@@ -311,7 +311,7 @@ def test_prefix_cache_hit_is_counted_from_the_servers_cached_tokens(start_sim, c
         assert req["cached_tokens"] == t["cached_tokens"] >= 480  # 16-token blocks of 512
         assert_e2e_matches_truth(req, t)
     assert w["details"]["cached_tokens_max"] == max(truth[r["request_id"]]["cached_tokens"] for r in measured(case))
-    assert "⚠" in table.markdown(results)
+    assert "⚠" in table.markdown(results_mod.RunResult.from_dict(results))
 
 
 # ------------------------------------------------------------------ 4. empty, reasoning-only, zero
@@ -390,7 +390,7 @@ def test_short_outputs_are_labelled_with_the_tokens_delivered(start_sim):
     assert details["finish_reasons"] == ["stop"] and "ignored ignore_eos" in found["message"]
     for req in measured(case):
         assert_e2e_matches_truth(req, truth[req["request_id"]])
-    text = table.markdown(results)
+    text = table.markdown(results_mod.RunResult.from_dict(results))
     assert f"pp64 tg{details['delivered_median']} ⚠ (asked 32)" in text
     assert "pp64 tg32 " not in text
 

@@ -13,6 +13,7 @@ from scipy import stats as sps
 
 from benchy import cli, metrics, stats
 from benchy.report import compare as compare_mod
+from benchy.results import RunResult
 from benchy.sim.process import SimProcess
 from tests.test_report import assert_sensible_png, benchy_here
 
@@ -53,6 +54,10 @@ def load(path):
     return json.loads(path.read_text())
 
 
+def typed(results: dict) -> RunResult:
+    return RunResult.from_dict(results)
+
+
 def truth_decode_tps(truth: list[dict], results: dict) -> float:
     """Median decode rate the simulator really delivered to the run's measured requests."""
     measured = {r["request_id"] for c in results["cases"] for r in c["requests"] if not r["warmup"]}
@@ -80,10 +85,10 @@ def verdicts(comparison, metric=None):
 
 def test_faster_decode_is_significant_in_the_right_direction(runs):
     slow, fast = load(runs["slow"]), load(runs["fast"])
-    comp = compare_mod.compare(slow, fast, "slow", "fast")
+    comp = compare_mod.compare(typed(slow), typed(fast), "slow", "fast")
     for metric in ("e2e_tps", "decode_tps"):
         assert set(verdicts(comp, metric).values()) == {compare_mod.FASTER}, verdicts(comp, metric)
-    backwards = compare_mod.compare(fast, slow, "fast", "slow")
+    backwards = compare_mod.compare(typed(fast), typed(slow), "fast", "slow")
     assert set(verdicts(backwards, "decode_tps").values()) == {compare_mod.SLOWER}
     # the measured change matches what the simulator really did, and its CI excludes "no change"
     true_ratio = truth_decode_tps(runs["truth"]["fast"], fast) / truth_decode_tps(runs["truth"]["slow"], slow)
@@ -95,7 +100,7 @@ def test_faster_decode_is_significant_in_the_right_direction(runs):
 
 
 def test_identical_configurations_show_no_significant_difference(runs):
-    comp = compare_mod.compare(load(runs["slow"]), load(runs["slow_again"]), "slow", "slow_again")
+    comp = compare_mod.compare(typed(load(runs["slow"])), typed(load(runs["slow_again"])), "slow", "slow_again")
     flagged = {k: v for k, v in verdicts(comp).items() if v in (compare_mod.FASTER, compare_mod.SLOWER)}
     assert not flagged, flagged
     assert all(c.p_adjusted is not None for c in comp.changes)  # tested, not skipped
@@ -132,7 +137,7 @@ def test_unmatched_cases_are_reported_and_no_common_case_is_refused(runs, capsys
     slow, other = load(runs["slow"]), load(runs["other_cases"])
     other["cases"] = [c for c in other["cases"] if c["pp"] == 800]
     with pytest.raises(compare_mod.CompareError, match="no case in common"):
-        compare_mod.compare(slow, other)
+        compare_mod.compare(typed(slow), typed(other))
 
 
 def test_compare_needs_two_readable_files(runs, tmp_path, capsys):
@@ -147,7 +152,7 @@ def test_compare_needs_two_readable_files(runs, tmp_path, capsys):
 
 def test_welch_option_uses_welchs_t_test_on_the_per_request_values(runs):
     slow, fast = load(runs["slow"]), load(runs["fast"])
-    comp = compare_mod.compare(slow, fast, test="welch")
+    comp = compare_mod.compare(typed(slow), typed(fast), test="welch")
     change = next(c for c in comp.changes if c.metric == "decode_tps")
     case_a = next(c for c in slow["cases"] if c["label"] == change.case)
     case_b = next(c for c in fast["cases"] if c["label"] == change.case)
@@ -175,6 +180,6 @@ def test_three_requests_a_side_are_too_few_for_mann_whitney(runs):
         for case in results["cases"]:
             measured = [r for r in case["requests"] if not r["warmup"]]
             case["requests"] = measured[:3]  # as if run with --runs 3
-    comp = compare_mod.compare(slow, fast)
+    comp = compare_mod.compare(typed(slow), typed(fast))
     assert set(verdicts(comp).values()) == {compare_mod.TOO_FEW}
     assert all("use more --runs" in c.reason for c in comp.changes)

@@ -93,7 +93,7 @@ def test_scenario_names_appear_in_the_table_and_the_figures(runs, tmp_path, monk
     assert "chat_short (pp167 tg256)" in proc.stdout
     assert "chat_short (pp167 tg256)" in (out / "report.md").read_text()
     drawn = capture_figures(monkeypatch)
-    render.write_report(load(out), tmp_path)
+    render.write_report(results_mod.read(out / "results.json"), tmp_path)
     ticks = [t.get_text() for t in drawn["requests_e2e.png"].axes[0].get_yticklabels()]
     assert ticks == ["chat_short (pp167 tg256)"]
 
@@ -123,7 +123,7 @@ def test_sweep_figures_are_fit_for_a_slide(runs, tmp_path, monkeypatch):
     out, _ = runs["sweep"]
     results = load(out)
     drawn = capture_figures(monkeypatch)
-    render.write_report(results, tmp_path)
+    render.write_report(results_mod.RunResult.from_dict(results), tmp_path)
     assert {"throughput_vs_prompt.png", "ttft_vs_prompt.png", "requests_e2e.png"} <= set(drawn)
     for name, fig in drawn.items():  # no value label on another, nor on a point
         boxes = [box.extents for _, box in text_boxes(fig)]
@@ -147,7 +147,7 @@ def test_sweep_figures_are_fit_for_a_slide(runs, tmp_path, monkeypatch):
 def test_one_prompt_length_draws_no_curve_and_many_requests_get_a_box(runs, tmp_path, monkeypatch):
     out, _ = runs["load"]
     drawn = capture_figures(monkeypatch)
-    render.write_report(load(out), tmp_path)
+    render.write_report(results_mod.read(out / "results.json"), tmp_path)
     assert "throughput_vs_prompt.png" not in drawn and "ttft_vs_prompt.png" not in drawn
     assert "concurrency.png" in drawn
     dots = drawn["requests_e2e.png"].axes[0]  # 12 requests a case: quartile boxes

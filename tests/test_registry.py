@@ -9,6 +9,7 @@ import pytest
 from benchy import metrics
 from benchy.metrics import METRICS
 from benchy.report import compare, markdown, table
+from benchy.results import RunResult
 from tests.conftest import REPO_ROOT
 
 
@@ -37,7 +38,7 @@ def test_every_request_metric_has_a_formula_and_every_other_none():
 
 
 def test_views_are_made_from_the_registry():
-    headers, _ = table.rows({"cases": []}, table.Footnotes())
+    headers, _ = table.rows(RunResult(), table.Footnotes())
     assert headers[2 : 2 + len(metrics.TABLE_METRICS)] == [m.title for m in metrics.TABLE_METRICS]
     assert [m.name for m in metrics.COMPARE_METRICS] == ["e2e_tps", "ttft_s", "decode_tps"]
     assert not hasattr(compare, "METRICS") or compare.METRICS is METRICS

@@ -16,6 +16,7 @@ import pytest
 
 from benchy import cli
 from benchy.report import plots, probe_report, render
+from benchy.results import RunResult
 from tests.conftest import REPO_ROOT, sim_env
 
 SECRET = "sk-report-sentinel-4242"
@@ -241,7 +242,7 @@ def test_figures_draw_the_saved_medians_and_the_recorded_ceiling(clean_run, tmp_
     out, _ = clean_run
     results = json.loads((out / "run" / "results.json").read_text())
     drawn = capture_figures(monkeypatch)
-    render.write_report(results, tmp_path)
+    render.write_report(RunResult.from_dict(results), tmp_path)
     single = [c for c in results["cases"] if c["concurrency"] == 1]
     left, right = drawn["throughput_vs_prompt.png"].axes[:2]
     points = {(x, round(y, 6)) for cont in left.containers for x, y in zip(*cont.lines[0].get_data())}
@@ -263,7 +264,7 @@ def test_open_loop_and_depth_cases_get_their_own_lines_and_a_rate_figure(open_lo
         "requests_e2e.png",
     ]
     drawn = capture_figures(monkeypatch)
-    render.write_report(results, tmp_path)
+    render.write_report(RunResult.from_dict(results), tmp_path)
     per_request = drawn["rate.png"].axes[1]
     lines = {c.get_label(): list(zip(*c.lines[0].get_data())) for c in per_request.containers}
     assert set(lines) == {"pp64 tg16", "pp64 tg16 @ depth 64 cached"}

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from benchy.results import RunResult
 from benchy.sim.metrics import intervals
 from tests.conftest import warning_codes
 from tests.test_run import benchy
@@ -159,9 +160,10 @@ def test_report_says_why_there_is_no_server_view():
         "setup": {"server_metrics": {"available": False, "reason": "GET /metrics answered HTTP 404"}},
         "cases": [{"label": "pp1 tg1", "pp": 1, "tg": 1, "concurrency": 1, "summary": {}, "requests": []}],
     }
-    lines = "\n".join(server_view.section_lines(results))
+    run = RunResult.from_dict(results)
+    lines = "\n".join(server_view.section_lines(run))
     assert "No server figures: GET /metrics answered HTTP 404." in lines
-    assert server_view.csv_text(results).splitlines()[1].endswith("GET /metrics answered HTTP 404")
+    assert server_view.csv_text(run).splitlines()[1].endswith("GET /metrics answered HTTP 404")
 
 
 def test_without_metrics_the_per_response_timings_give_the_servers_rates(start_sim):
@@ -182,6 +184,7 @@ def test_without_metrics_the_per_response_timings_give_the_servers_rates(start_s
         decode = t["completion_tokens"] / (t["token_times_s"][-1] - t["prefill_end_s"])
         assert req["metrics"]["server_prefill_tps"] == pytest.approx(prefill, rel=1e-6)
         assert req["metrics"]["server_decode_tps"] == pytest.approx(decode, rel=1e-6)
-    row = server_view.case_row(results, case)
+    typed = RunResult.from_dict(results)
+    row = server_view.case_row(typed, typed.cases[0])
     assert row["server_source"] == "response timings" and row["server_ttft_s"] is None
     assert row["server_prefill_tps"] == pytest.approx(case["summary"]["server_prefill_tps"]["mean"])

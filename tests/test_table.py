@@ -110,7 +110,7 @@ def test_csv_from_the_saved_results_equals_what_run_printed(impossible_buffered_
     # The run folder's results.csv, and the one `benchy report` re-makes from results.json
     # alone (no server), hold the same bytes `run --format csv` printed.
     out, proc = impossible_buffered_run
-    saved = table.csv_text(results_mod.load(out / "results.json"))
+    saved = table.csv_text(results_mod.read(out / "results.json"))
     assert saved == proc.stdout and saved.count("\n") == 1 + 2 * len(metrics.REQUEST_METRICS)
     assert (out / "results.csv").read_bytes().decode() == proc.stdout
     remade = subprocess.run(

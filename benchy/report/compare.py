@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from benchy.metrics import COMPARE_METRICS, METRICS
-from benchy.results import measured_values, unavailable_reason
+from benchy.results import CaseResult, MetricSummary, RunResult
 from benchy.stats import benjamini_hochberg, median_difference_ci, p_value, smallest_possible_p
 
 TESTS = ("mannwhitney", "welch")
@@ -83,30 +83,28 @@ class Comparison:
 # ------------------------------------------------------------------ matching and comparing
 
 
-def case_key(case: dict) -> tuple:
+def case_key(case: CaseResult) -> tuple:
     """What must agree for two cases to be the same measurement."""
-    return (
-        case["pp"],
-        case["tg"],
-        case["concurrency"],
-        case.get("rate"),
-        case.get("depth", 0),
-        case.get("depth_mode"),
-        case.get("endpoint"),
-    )
+    return (case.pp, case.tg, case.concurrency, case.rate, case.depth, case.depth_mode, case.endpoint)
 
 
 def compare_metric(
-    case_a: dict, case_b: dict, metric: str, title: str, test: str, alpha: float, names: tuple[str, str] = ("A", "B")
+    case_a: CaseResult,
+    case_b: CaseResult,
+    metric: str,
+    title: str,
+    test: str,
+    alpha: float,
+    names: tuple[str, str] = ("A", "B"),
 ) -> MetricChange:
     """Medians, change, CI and the raw p of one metric of one case; the verdict comes later,
     once p is adjusted across cases."""
-    out = MetricChange(case=case_a["label"], metric=metric, title=title, verdict=UNAVAILABLE)
+    out = MetricChange(case=case_a.label, metric=metric, title=title, verdict=UNAVAILABLE)
     missing = [(name, c) for name, c in zip(names, (case_a, case_b)) if not case_summary(c, metric)]
     if missing:
-        out.reason = "; ".join(f"{name}: {unavailable_reason(c, metric)}" for name, c in missing)
+        out.reason = "; ".join(f"{name}: {c.reason(metric).message}" for name, c in missing)
         return out
-    a, b = measured_values(case_a, metric), measured_values(case_b, metric)
+    a, b = case_a.measured_values(metric), case_b.measured_values(metric)
     out.n_a, out.n_b = len(a), len(b)
     out.a_median, out.b_median = float(np.median(a)), float(np.median(b))
     out.change = out.b_median - out.a_median
@@ -122,8 +120,8 @@ def compare_metric(
     return out
 
 
-def case_summary(case: dict, metric: str) -> dict | None:
-    return case.get("summary", {}).get(metric)
+def case_summary(case: CaseResult, metric: str) -> MetricSummary | None:
+    return case.summary.get(metric)
 
 
 def verdict(change: MetricChange, higher_better: bool, alpha: float, min_effect: float) -> str:
@@ -150,15 +148,15 @@ _SETUP_FIELDS = (
 )
 
 
-def setup_differences(a: dict, b: dict) -> list[tuple[str, str, str]]:
-    sa, sb = a.get("setup", {}), b.get("setup", {})
-    return [(title, str(sa.get(key)), str(sb.get(key))) for key, title in _SETUP_FIELDS if sa.get(key) != sb.get(key)]
+def setup_differences(a: RunResult, b: RunResult) -> list[tuple[str, str, str]]:
+    pairs = ((title, getattr(a.setup, key), getattr(b.setup, key)) for key, title in _SETUP_FIELDS)
+    return [(title, str(va), str(vb)) for title, va, vb in pairs if va != vb]
 
 
-def comparability_warnings(a: dict, b: dict, a_name: str, b_name: str, force: bool) -> list[str]:
+def comparability_warnings(a: RunResult, b: RunResult, a_name: str, b_name: str, force: bool) -> list[str]:
     """Raises CompareError for results that must not be compared (unless forced)."""
     out = []
-    nonce_a, nonce_b = a.get("prompt_nonce"), b.get("prompt_nonce")
+    nonce_a, nonce_b = a.prompt_nonce, b.prompt_nonce
     if nonce_a != nonce_b:
         message = (
             f"prompt nonce differs ({a_name}: {_on_off(nonce_a)}, {b_name}: {_on_off(nonce_b)}): "
@@ -181,18 +179,16 @@ def comparability_warnings(a: dict, b: dict, a_name: str, b_name: str, force: bo
             "Compare two separate runs."
         )
     for name, results in ((a_name, a), (b_name, b)):
-        if results.get("partial"):
+        if results.partial:
             out.append(f"{name} is a partial run (interrupted or stopped early).")
-        if results.get("warnings"):
-            codes = sorted({w["code"] for w in results["warnings"]})
-            out.append(f"{name} has {len(results['warnings'])} warnings ({', '.join(codes)}); see its report.")
+        if results.warnings:
+            codes = sorted({w.code for w in results.warnings})
+            out.append(f"{name} has {len(results.warnings)} warnings ({', '.join(codes)}); see its report.")
     return out
 
 
-def _request_ids(results: dict) -> set[str]:
-    return {
-        r["request_id"] for case in results.get("cases", []) for r in case.get("requests", []) if r.get("request_id")
-    }
+def _request_ids(results: RunResult) -> set[str]:
+    return {r.request_id for case in results.cases for r in case.requests if r.request_id}
 
 
 def _on_off(value) -> str:
@@ -200,8 +196,8 @@ def _on_off(value) -> str:
 
 
 def compare(
-    a: dict,
-    b: dict,
+    a: RunResult,
+    b: RunResult,
     a_name: str = "A",
     b_name: str = "B",
     test: str = "mannwhitney",
@@ -217,11 +213,11 @@ def compare(
     result = Comparison(a_name, b_name, test, alpha, min_effect)
     result.warnings = comparability_warnings(a, b, a_name, b_name, force)
     result.setup_differences = setup_differences(a, b)
-    by_key_b = {case_key(c): c for c in b.get("cases", [])}
-    keys_a = {case_key(c) for c in a.get("cases", [])}
-    result.only_in_a = [c["label"] for c in a.get("cases", []) if case_key(c) not in by_key_b]
-    result.only_in_b = [c["label"] for c in b.get("cases", []) if case_key(c) not in keys_a]
-    pairs = [(c, by_key_b[case_key(c)]) for c in a.get("cases", []) if case_key(c) in by_key_b]
+    by_key_b = {case_key(c): c for c in b.cases}
+    keys_a = {case_key(c) for c in a.cases}
+    result.only_in_a = [c.label for c in a.cases if case_key(c) not in by_key_b]
+    result.only_in_b = [c.label for c in b.cases if case_key(c) not in keys_a]
+    pairs = [(c, by_key_b[case_key(c)]) for c in a.cases if case_key(c) in by_key_b]
     if not pairs:
         raise CompareError(
             f"{a_name} and {b_name} have no case in common (same prompt and output length, "
@@ -243,17 +239,17 @@ def compare(
             change.p_adjusted = adjusted
             change.verdict = verdict(change, higher_better, alpha, min_effect)
         result.changes += changes
-    order = {label: i for i, label in enumerate(c["label"] for c, _ in pairs)}
+    order = {label: i for i, label in enumerate(c.label for c, _ in pairs)}
     result.changes.sort(key=lambda c: order[c.case])  # stable: metrics stay in registry order
     return result
 
 
-def qualifying_warnings(results: dict, case_label: str, metric: str, name: str) -> list[str]:
+def qualifying_warnings(results: RunResult, case_label: str, metric: str, name: str) -> list[str]:
     """`code (run)` of each warning of this case that qualifies or withholds this metric."""
     return [
-        f"{w['code']} ({name})"
-        for w in results.get("warnings", [])
-        if w.get("case") == case_label and metric in (w.get("metrics") or []) + (w.get("withheld") or [])
+        f"{w.code} ({name})"
+        for w in results.warnings
+        if w.case == case_label and (metric in w.metrics or metric in w.withheld)
     ]
 
 
@@ -280,7 +276,7 @@ def compare_files(paths: list[Path], **options) -> list[Comparison]:
 
     if len(paths) < 2:
         raise CompareError("compare needs at least two results files")
-    loaded = [results_mod.load(p) for p in paths]
+    loaded = [results_mod.read(p) for p in paths]
     names = run_names(paths)
     return [compare(loaded[0], other, names[0], name, **options) for other, name in zip(loaded[1:], names[1:])]
 

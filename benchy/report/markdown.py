@@ -2,63 +2,67 @@
 
 from __future__ import annotations
 
+from benchy.ceiling import CeilingSetup
 from benchy.metrics import METRICS
 from benchy.report import server_view, table, workloads
+from benchy.results import MetricSummary, RunResult
 
 
-def setup_lines(results: dict) -> list[str]:
-    setup = results.get("setup", {})
-    cal = setup.get("calibration") or {}
+def setup_lines(results: RunResult) -> list[str]:
+    setup = results.setup
+    cal = setup.calibration or {}
     rows = [
-        ("Server", setup.get("base_url")),
-        ("Model", setup.get("model")),
-        ("Server version", server_version_text(setup.get("server_version"))),
-        ("Endpoint", setup.get("endpoint")),
+        ("Server", setup.base_url),
+        ("Model", setup.model),
+        ("Server version", server_version_text(setup.server_version)),
+        ("Endpoint", setup.endpoint),
         *server_view.setup_rows(results),
-        ("Hardware profile", setup.get("hardware")),
-        ("Model profile", setup.get("model_profile")),
-        ("Decode ceiling", ceiling_text(setup.get("ceiling"))),
+        ("Hardware profile", setup.hardware),
+        ("Model profile", setup.model_profile),
+        ("Decode ceiling", ceiling_text(setup.ceiling)),
         (
             "Prompt nonce",
             "yes (no prefix cache can serve a request)"
-            if results.get("prompt_nonce")
+            if results.prompt_nonce
             else "NO (--no-nonce: requests share prefixes; the server's cache may serve them)",
         ),
-        ("Runs per case", f"{setup.get('runs')} (+{setup.get('warmup')} warmup, not counted)"),
+        ("Runs per case", f"{setup.runs} (+{setup.warmup} warmup, not counted)"),
         ("Chat template", f"{cal.get('overhead_tokens', 0):.0f} tokens (calibrated from the server's usage)"),
-        ("benchy", setup.get("benchy_version")),
-        ("Command", f"`{setup.get('command_line')}`" if setup.get("command_line") else None),
-        ("Started (UTC)", setup.get("started_utc")),
-        ("Host", setup.get("host")),
+        ("benchy", setup.benchy_version),
+        ("Command", f"`{setup.command_line}`" if setup.command_line else None),
+        ("Started (UTC)", setup.started_utc),
+        ("Host", setup.host),
     ]
     return [f"| {k} | {v} |" for k, v in rows if v is not None]
 
 
-def ceiling_text(ceiling: dict | None) -> str | None:
+def ceiling_text(ceiling: CeilingSetup | None) -> str | None:
     """How the bandwidth ceiling was set, and that it is a conservative bound."""
     if not ceiling:
         return None
-    if ceiling.get("missing"):
-        return f"none: {ceiling['missing']}"
-    source = ceiling.get("model_profile_source")
-    profile = f"{ceiling['model_profile']} ({source})" if ceiling.get("model_profile") else "custom"
+    if ceiling.missing:
+        return f"none: {ceiling.missing}"
+    if ceiling.bandwidth_gbs is None or ceiling.active_bytes_per_token is None:
+        raise ValueError("setup.ceiling has neither its bandwidth and weights nor why they are missing")
+    source = ceiling.model_profile_source
+    profile = f"{ceiling.model_profile} ({source})" if ceiling.model_profile else "custom"
     return (
-        f"{ceiling['bandwidth_gbs']:g} GB/s ÷ ({ceiling['active_bytes_per_token'] / 1e9:.2f} GB of "
+        f"{ceiling.bandwidth_gbs:g} GB/s ÷ ({ceiling.active_bytes_per_token / 1e9:.2f} GB of "
         f"weights + the KV cache) per token, {profile}: a conservative upper bound on one "
         "stream's decode rate (peak bandwidth, weights at their smallest); a rate above it is "
         "impossible"
     )
 
 
-def warning_lines(results: dict) -> list[str]:
-    warnings = results.get("warnings", [])
-    if all(w["severity"] == "info" for w in warnings):
+def warning_lines(results: RunResult) -> list[str]:
+    warnings = results.warnings
+    if all(w.severity == "info" for w in warnings):
         out = ["No warnings: every case is clean."] + ([""] if warnings else [])
     else:
         out = []
     for w in warnings:
-        where = f" ({w['case']})" if w.get("case") else ""
-        out.append(f"- **{w['severity']}: `{w['code']}`**{where}: {w['message']}  \n  Hint: {w['hint']}")
+        where = f" ({w.case})" if w.case else ""
+        out.append(f"- **{w.severity}: `{w.code}`**{where}: {w.message}  \n  Hint: {w.hint}")
     return out
 
 
@@ -70,11 +74,11 @@ def server_version_text(version: str | None) -> str:
     return version
 
 
-def overview_line(results: dict) -> str:
-    cases = results.get("cases", [])
-    ok = sum(c["n_ok"] for c in cases)
-    failed = sum(c["n_failed"] for c in cases)
-    scenarios = list(dict.fromkeys(c["scenario"] for c in cases if c.get("scenario")))
+def overview_line(results: RunResult) -> str:
+    cases = results.cases
+    ok = sum(c.n_ok for c in cases)
+    failed = sum(c.n_failed for c in cases)
+    scenarios = list(dict.fromkeys(c.scenario for c in cases if c.scenario))
     text = f"{len(cases)} cases" + (f" (scenarios: {', '.join(scenarios)})" if scenarios else "")
     text += f", {ok} measured requests succeeded"
     text += f", {failed} failed." if failed else ", none failed."
@@ -96,21 +100,22 @@ def figure_lines(figures: list[tuple]) -> list[str]:
     return out
 
 
-def _ms(summary: dict | None, key: str) -> str:
-    if not summary or summary.get(key) is None:
+def _ms(summary: MetricSummary | None, key: str) -> str:
+    value = getattr(summary, key) if summary else None
+    if value is None:
         return "n/a"
-    ms = summary[key] * 1000
+    ms = value * 1000
     return f"{ms:,.0f}" if ms >= 100 else f"{ms:.1f}"
 
 
-def _ci(summary: dict | None) -> str:
-    ci = (summary or {}).get("ci95")
+def _ci(summary: MetricSummary | None) -> str:
+    ci = summary.ci95 if summary else None
     return f"{ci[0]:.1f} – {ci[1]:.1f}" if ci else "n/a (n < 3)" if summary else "n/a"
 
 
-def detail_lines(results: dict) -> list[str]:
+def detail_lines(results: RunResult) -> list[str]:
     """Spread and tails: what a median ± std hides."""
-    cases = results.get("cases", [])
+    cases = results.cases
     if not cases:
         return []
     out = [
@@ -125,13 +130,13 @@ def detail_lines(results: dict) -> list[str]:
         "|---|---|---|---|---|",
     ]
     for case in cases:
-        summary = case.get("summary", {})
+        summary = case.summary
         ttft, e2e, tpe = summary.get("ttft_s"), summary.get("e2e_s"), summary.get("tokens_per_event")
         out.append(
-            f"| {case['label']} | {_ci(summary.get('e2e_tps'))} | "
+            f"| {case.label} | {_ci(summary.get('e2e_tps'))} | "
             f"{_ms(ttft, 'median')} / {_ms(ttft, 'p90')} / {_ms(ttft, 'p99')} | "
             f"{_ms(e2e, 'median')} / {_ms(e2e, 'p90')} / {_ms(e2e, 'p99')} | "
-            + (f"{tpe['median']:.1f} |" if tpe else "n/a |")
+            + (f"{tpe.median:.1f} |" if tpe else "n/a |")
         )
     return out + [""]
 
@@ -172,12 +177,12 @@ def glossary() -> str:
     return "\n".join([GLOSSARY_HEAD, *metric_lines(), GLOSSARY_TAIL])
 
 
-def render(results: dict, figures: list[tuple] | None = None, server_figure: tuple | None = None) -> str:
+def render(results: RunResult, figures: list[tuple] | None = None, server_figure: tuple | None = None) -> str:
     """figures: (title, relative path[, caption]) tuples to embed; server_figure: the same for
     the server view's figure, embedded in its section."""
-    title = f"# benchy report: {results.get('setup', {}).get('model', 'unknown model')}"
+    title = f"# benchy report: {results.setup.model}"
     parts = [title, "", overview_line(results), ""]
-    if results.get("partial"):
+    if results.partial:
         parts += ["> **Partial run**: interrupted or stopped early; only finished requests are shown.", ""]
     parts += ["## Setup", "", "| | |", "|---|---|", *setup_lines(results), ""]
     parts += [

@@ -1,6 +1,6 @@
 """PNG figures of a run, drawn from its saved results only (matplotlib, headless Agg backend).
 
-Each figure function takes the results dict and a folder, writes one PNG and returns a
+Each figure function takes the results (RunResult) and a folder, writes one PNG and returns a
 `Figure` (title, path, caption), or None when the run holds nothing that figure could show.
 Error bars are ± one sample standard deviation over a case's measured requests.
 """
@@ -21,7 +21,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E4
 
 from benchy import metrics  # noqa: E402
 from benchy.report.table import case_name  # noqa: E402
-from benchy.results import measured_values, reason_code, summary_of, unavailable_reason  # noqa: E402
+from benchy.results import CaseResult, RunResult  # noqa: E402
 
 DPI = 100  # small PNGs that stay sharp on screen
 WIDE = (11.0, 4.6)
@@ -58,50 +58,56 @@ class LeftOut:
 # ------------------------------------------------------------------ reading saved results
 
 
-def case_ceiling_tps(case: dict) -> float | None:
+def case_ceiling_tps(case: CaseResult) -> float | None:
     """Single-stream decode ceiling (tok/s) of a case, as results.py stored it; None without one."""
-    stored = (case.get("ceiling") or {}).get("tokens_per_s")
+    stored = case.ceiling.tokens_per_s if case.ceiling else None
     return float(stored) if stored else None
 
 
-def is_open_loop(case: dict) -> bool:
-    return case.get("rate") is not None
+def is_open_loop(case: CaseResult) -> bool:
+    return case.rate is not None
 
 
-def _lightest_load_cases(cases: list[dict]) -> tuple[list[dict], str]:
+def _rate(case: CaseResult) -> float:
+    """An open-loop case's arrival rate."""
+    assert case.rate is not None
+    return case.rate
+
+
+def _lightest_load_cases(cases: list[CaseResult]) -> tuple[list[CaseResult], str]:
     """The cases at the lightest load, and that load in words: closed loop at the lowest
     concurrency, else (an open-loop-only run) the lowest arrival rate."""
     closed = [c for c in cases if not is_open_loop(c)]
     if closed:
-        lowest = min(c["concurrency"] for c in closed)
-        return [c for c in closed if c["concurrency"] == lowest], f"concurrency {lowest}"
-    lowest = min(c["rate"] for c in cases)
-    return [c for c in cases if c["rate"] == lowest], f"{lowest:g} requests/s (open loop)"
+        lowest = min(c.concurrency for c in closed)
+        return [c for c in closed if c.concurrency == lowest], f"concurrency {lowest}"
+    lowest_rate = min(_rate(c) for c in cases)
+    return [c for c in cases if c.rate == lowest_rate], f"{lowest_rate:g} requests/s (open loop)"
 
 
-def _depth_text(case: dict) -> str:
-    if not case.get("depth"):
+def _depth_text(case: CaseResult) -> str:
+    if not case.depth:
         return ""
-    mode = f" {case['depth_mode']}" if case.get("depth_mode") else ""
-    return f" @ depth {case['depth']}{mode}"
+    mode = f" {case.depth_mode}" if case.depth_mode else ""
+    return f" @ depth {case.depth}{mode}"
 
 
-def _series_by_output(cases: list[dict]) -> dict[str, list[dict]]:
+def _series_by_output(cases: list[CaseResult]) -> dict[str, list[CaseResult]]:
     """One line per output length (and context depth), its cases sorted by prompt length; the
     scenarios a line's points come from are named in its legend entry."""
-    series: dict[str, list[dict]] = {}
-    for case in sorted(cases, key=lambda c: (c.get("depth", 0), c.get("depth_mode") or "", c["tg"], c["pp"])):
-        series.setdefault(f"{case['tg']} output tokens{_depth_text(case)}", []).append(case)
+    series: dict[str, list[CaseResult]] = {}
+    for case in sorted(cases, key=lambda c: (c.depth, c.depth_mode or "", c.tg, c.pp)):
+        series.setdefault(f"{case.tg} output tokens{_depth_text(case)}", []).append(case)
     return {_with_scenarios(name, group): group for name, group in series.items()}
 
 
-def _with_scenarios(name: str, cases: list[dict]) -> str:
-    scenarios = list(dict.fromkeys(c["scenario"] for c in cases if c.get("scenario")))
+def _with_scenarios(name: str, cases: list[CaseResult]) -> str:
+    scenarios = list(dict.fromkeys(c.scenario for c in cases if c.scenario))
     return f"{name} ({', '.join(scenarios)})" if scenarios else name
 
 
-def _prompt_lengths(cases: list[dict]) -> int:
-    return len({c["pp"] for c in cases})
+def _prompt_lengths(cases: list[CaseResult]) -> int:
+    return len({c.pp for c in cases})
 
 
 # ------------------------------------------------------------------ drawing helpers
@@ -125,7 +131,7 @@ def _x_axis(ax, values: list[float], label: str) -> None:
 
 
 def _plot_metric_vs(
-    ax, series: dict[str, list[dict]], metric: str, x_key: str, title: str, fmt: str = "{:.1f}"
+    ax, series: dict[str, list[CaseResult]], metric: str, x_key: str, title: str, fmt: str = "{:.1f}"
 ) -> list[LeftOut]:
     """Draws one line per series with error bars (in the registry's display unit: TTFT in ms, as
     in the tables); returns the points left out. Value labels are placed once the axes are laid
@@ -136,15 +142,14 @@ def _plot_metric_vs(
     for name, cases in series.items():
         xs, ys, errs = [], [], []
         for case in cases:
-            value = summary_of(case, metric)
-            if value is None:
-                left_out.append(
-                    LeftOut(title, case_name(case), unavailable_reason(case, metric), reason_code(case, metric))
-                )
+            summary = case.summary.get(metric)
+            if summary is None:
+                why = case.reason(metric)
+                left_out.append(LeftOut(title, case_name(case), why.message, why.code))
                 continue
-            xs.append(case[x_key])
-            ys.append(value[0] * scale)
-            errs.append(value[1] * scale)
+            xs.append(getattr(case, x_key))
+            ys.append(summary.median * scale)
+            errs.append((summary.std or 0.0) * scale)
         if not xs:
             continue
         line = ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=4, label=name)
@@ -229,10 +234,10 @@ def _overlap(a: tuple, b: tuple) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
-def _ceiling_lines(ax, series: dict[str, list[dict]]) -> bool:
+def _ceiling_lines(ax, series: dict[str, list[CaseResult]]) -> bool:
     drawn = False
     for i, (_name, cases) in enumerate(series.items()):
-        pts = [(c["pp"], case_ceiling_tps(c)) for c in cases]
+        pts = [(c.pp, case_ceiling_tps(c)) for c in cases]
         pts = [(x, y) for x, y in pts if y]
         if not pts:
             continue
@@ -365,8 +370,8 @@ def _left_out_sentence(notes: list[LeftOut]) -> str:
 # ------------------------------------------------------------------ the figures
 
 
-def throughput_vs_prompt(results: dict, directory: Path) -> Figure | None:
-    cases = results.get("cases", [])
+def throughput_vs_prompt(results: RunResult, directory: Path) -> Figure | None:
+    cases = results.cases
     if not cases:
         return None
     chosen, load = _lightest_load_cases(cases)
@@ -379,7 +384,7 @@ def throughput_vs_prompt(results: dict, directory: Path) -> Figure | None:
     ceiling = _ceiling_lines(right, series)
     _ceiling_lines(left, series)
     for ax in (left, right):
-        _x_axis(ax, [c["pp"] for c in chosen], "prompt length (tokens)")
+        _x_axis(ax, [c.pp for c in chosen], "prompt length (tokens)")
     _finish_axis(left, "End-to-end throughput", "tokens/s per request (output ÷ total time)", "e2e t/s", e2e_notes)
     _finish_axis(right, "Decode throughput (after first token)", "tokens/s per request", "decode t/s", decode_notes)
     notes = e2e_notes + decode_notes
@@ -401,8 +406,8 @@ def throughput_vs_prompt(results: dict, directory: Path) -> Figure | None:
     )
 
 
-def ttft_vs_prompt(results: dict, directory: Path) -> Figure | None:
-    cases = results.get("cases", [])
+def ttft_vs_prompt(results: RunResult, directory: Path) -> Figure | None:
+    cases = results.cases
     if not cases:
         return None
     chosen, load = _lightest_load_cases(cases)
@@ -413,7 +418,7 @@ def ttft_vs_prompt(results: dict, directory: Path) -> Figure | None:
     ttft_notes = _plot_metric_vs(left, series, "ttft_s", "pp", "TTFT", fmt="{:,.0f}")
     prefill_notes = _plot_metric_vs(right, series, "prefill_tps", "pp", "prefill t/s", fmt="{:,.0f}")
     for ax in (left, right):
-        _x_axis(ax, [c["pp"] for c in chosen], "prompt length (tokens)")
+        _x_axis(ax, [c.pp for c in chosen], "prompt length (tokens)")
     _finish_axis(left, "Time to first token", "milliseconds", "TTFT", ttft_notes, log_if_wide=True)
     _finish_axis(right, "Prefill rate", "uncached prompt tokens/s", "prefill t/s", prefill_notes)
     _thousands(right)
@@ -431,9 +436,9 @@ def ttft_vs_prompt(results: dict, directory: Path) -> Figure | None:
     )
 
 
-def concurrency_scaling(results: dict, directory: Path) -> Figure | None:
-    closed = [c for c in results.get("cases", []) if not is_open_loop(c)]
-    if len({c["concurrency"] for c in closed}) < 2:
+def concurrency_scaling(results: RunResult, directory: Path) -> Figure | None:
+    closed = [c for c in results.cases if not is_open_loop(c)]
+    if len({c.concurrency for c in closed}) < 2:
         return None
     caption = (
         "Left: all output tokens the server delivered per second of wall time while the case ran "
@@ -453,9 +458,9 @@ def concurrency_scaling(results: dict, directory: Path) -> Figure | None:
     )
 
 
-def rate_scaling(results: dict, directory: Path) -> Figure | None:
-    opened = [c for c in results.get("cases", []) if is_open_loop(c)]
-    if len({c["rate"] for c in opened}) < 2:
+def rate_scaling(results: RunResult, directory: Path) -> Figure | None:
+    opened = [c for c in results.cases if is_open_loop(c)]
+    if len({c.rate for c in opened}) < 2:
         return None
     caption = (
         "Open loop: requests arrive at the given rate (Poisson) whether or not earlier ones "
@@ -477,16 +482,23 @@ def rate_scaling(results: dict, directory: Path) -> Figure | None:
 
 
 def _scaling(
-    cases: list[dict], x_key: str, x_label: str, reference, reference_label: str, title: str, caption: str, path: Path
+    cases: list[CaseResult],
+    x_key: str,
+    x_label: str,
+    reference,
+    reference_label: str,
+    title: str,
+    caption: str,
+    path: Path,
 ) -> Figure:
     """Aggregate (left) and per-request (right) throughput against the load, one line per shape;
     `reference(x, first x, first y, case)` draws a dotted comparison line when given."""
-    groups: dict[str, list[dict]] = {}
-    for case in sorted(cases, key=lambda c: c[x_key]):
+    groups: dict[str, list[CaseResult]] = {}
+    for case in sorted(cases, key=lambda c: getattr(c, x_key)):
         groups.setdefault(_shape_label(case), []).append(case)
     fig, (left, right) = plt.subplots(1, 2, figsize=WIDE)
     for i, (name, group) in enumerate(groups.items()):
-        pts = [(c[x_key], c["aggregate_tps"], c) for c in group if c.get("aggregate_tps") is not None]
+        pts = [(getattr(c, x_key), c.aggregate_tps, c) for c in group if c.aggregate_tps is not None]
         if pts:
             xs, ys, measured = zip(*pts)
             left.errorbar(xs, ys, marker="o", color=f"C{i}", label=name)
@@ -504,7 +516,7 @@ def _scaling(
                 )
     notes = _plot_metric_vs(right, groups, "e2e_tps", x_key, "e2e t/s")
     for ax in (left, right):
-        _x_axis(ax, [c[x_key] for c in cases], x_label)
+        _x_axis(ax, [getattr(c, x_key) for c in cases], x_label)
     if reference:
         left.plot([], [], color="0.4", linestyle=":", label=reference_label)
     _finish_axis(
@@ -519,26 +531,26 @@ def _scaling(
     return _figure(fig, (left, right), path, title, caption, notes)
 
 
-def _single_stream(case: dict) -> bool:
-    return case["concurrency"] == 1 and not is_open_loop(case)
+def _single_stream(case: CaseResult) -> bool:
+    return case.concurrency == 1 and not is_open_loop(case)
 
 
-def _shape_label(case: dict) -> str:
-    shape = f"pp{case['pp']} tg{case['tg']}{_depth_text(case)}"
-    return f"{case['scenario']} ({shape})" if case.get("scenario") else shape
+def _shape_label(case: CaseResult) -> str:
+    shape = f"pp{case.pp} tg{case.tg}{_depth_text(case)}"
+    return f"{case.scenario} ({shape})" if case.scenario else shape
 
 
 DISTRIBUTION_TITLE = "Every request's end-to-end throughput"
 
 
-def request_distribution(results: dict, directory: Path) -> Figure | None:
-    cases = results.get("cases", [])
+def request_distribution(results: RunResult, directory: Path) -> Figure | None:
+    cases = results.cases
     if not cases:
         return None
     fig, ax = plt.subplots(figsize=(WIDE[0], max(3.2, 1.6 + 0.45 * len(cases))))
     rng = np.random.default_rng(0)  # fixed jitter: the same results always draw the same figure
     rows = list(reversed(cases))  # first case on top
-    data = [measured_values(c, "e2e_tps") for c in rows]
+    data = [c.measured_values("e2e_tps") for c in rows]
     positions = [i for i, values in enumerate(data) if values]
     path = directory / "requests_e2e.png"
     if not positions:
@@ -587,10 +599,10 @@ def request_distribution(results: dict, directory: Path) -> Figure | None:
     return Figure(DISTRIBUTION_TITLE, _save(fig, path), caption)
 
 
-def _row_note(ax, row: int, case: dict, values: list[float]) -> None:
+def _row_note(ax, row: int, case: CaseResult, values: list[float]) -> None:
     notes = []
-    if case.get("n_failed"):
-        notes.append(f"{case['n_failed']} failed")
+    if case.n_failed:
+        notes.append(f"{case.n_failed} failed")
     if not values:
         notes.append("no successful request")
     if notes:
@@ -610,10 +622,10 @@ def _row_note(ax, row: int, case: dict, values: list[float]) -> None:
 FIGURES = (throughput_vs_prompt, ttft_vs_prompt, concurrency_scaling, rate_scaling, request_distribution)
 
 
-def write_figures(results: dict, directory: Path) -> list[Figure]:
+def write_figures(results: RunResult, directory: Path) -> list[Figure]:
     """Every figure that applies to these results, written as PNGs under `directory`."""
     from benchy.report import workloads
 
     sweep = workloads.sweep_results(results)  # a conversation or a trace has no prompt-length axis
-    made = [make(sweep, directory) for make in FIGURES if sweep["cases"]]
+    made = [make(sweep, directory) for make in FIGURES if sweep.cases]
     return [fig for fig in made if fig is not None] + workloads.figures(results, directory)

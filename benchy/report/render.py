@@ -10,9 +10,10 @@ from pathlib import Path
 
 from benchy.folders import FIGURES_DIR, clear_figures
 from benchy.report import markdown, server_view, table
+from benchy.results import RunResult
 
 
-def write_report(results: dict, directory: Path) -> Path:
+def write_report(results: RunResult, directory: Path) -> Path:
     from benchy.report import plots  # matplotlib is imported only when a report is drawn
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -48,7 +49,7 @@ def write_from_file(path: Path, directory: Path | None = None) -> Path:
     directory = Path(directory) if directory is not None else path.parent
     probe = None
     try:
-        data = results_mod.load(path)
+        data = results_mod.read(path)
     except results_mod.ResultsError:
         probe = _probe_data(path)
         if probe is None:

@@ -19,6 +19,7 @@ import io
 from pathlib import Path
 
 from benchy.report import table
+from benchy.results import CaseResult, RunResult
 
 SECTION_INTRO = (
     "What the server itself reported for each case (Prometheus /metrics, scraped before and after "
@@ -49,23 +50,23 @@ CSV_COLUMNS = (
 )
 
 
-def _server(case: dict) -> dict | None:
-    server = case.get("server")
+def _server(case: CaseResult) -> dict | None:
+    server = case.server
     return server if isinstance(server, dict) and server.get("engine") else None
 
 
-def absent_reason(results: dict, case: dict) -> str:
+def absent_reason(results: RunResult, case: CaseResult) -> str:
     """Why a case has no server figures."""
-    server = case.get("server") or {}
+    server = case.server or {}
     if server.get("unavailable"):
         return server["unavailable"]
-    status = results.get("setup", {}).get("server_metrics") or {}
+    status = results.setup.server_metrics or {}
     return status.get("reason") or "the run recorded no server metrics (an older benchy?)"
 
 
-def _mean(case: dict, metric: str) -> float | None:
-    summary = (case.get("summary") or {}).get(metric)
-    return summary.get("mean") if summary else None
+def _mean(case: CaseResult, metric: str) -> float | None:
+    summary = case.summary.get(metric)
+    return summary.mean if summary else None
 
 
 def _hist_mean(server: dict, name: str) -> float | None:
@@ -78,12 +79,12 @@ def _gauge_max(server: dict, name: str) -> float | None:
     return g.get("max") if g else None
 
 
-def _client_tokens(case: dict) -> int | None:
-    counts = [r.get("completion_tokens") for r in case.get("requests", []) if not r.get("warmup")]
-    return None if not counts or any(c is None for c in counts) else sum(counts)
+def _client_tokens(case: CaseResult) -> int | None:
+    counts = [r.completion_tokens for r in case.requests if not r.warmup]
+    return None if not counts or any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
-def case_row(results: dict, case: dict) -> dict:
+def case_row(results: RunResult, case: CaseResult) -> dict:
     """The section's figures of one case (None where unavailable)."""
     server = _server(case) or {}
     derived, counters = server.get("derived") or {}, server.get("counters") or {}
@@ -113,14 +114,14 @@ def case_row(results: dict, case: dict) -> dict:
     return row
 
 
-def setup_rows(results: dict) -> list[tuple[str, str | None]]:
+def setup_rows(results: RunResult) -> list[tuple[str, str | None]]:
     """Rows for the report's Setup table: engine, context, slots, model path, metrics."""
-    ident = results.get("setup", {}).get("server") or {}
+    ident = results.setup.server or {}
     if not ident:
         return []
     why = ident.get("unavailable") or {}
     engine = " ".join(p for p in (ident.get("engine"), ident.get("version") or ident.get("build")) if p)
-    status = results.get("setup", {}).get("server_metrics") or {}
+    status = results.setup.server_metrics or {}
     return [
         ("Engine", engine or f"unknown: {why.get('engine', 'not identified')}"),
         ("Build", ident.get("build")),
@@ -165,9 +166,9 @@ def _count(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f}"
 
 
-def section_lines(results: dict, figure: tuple[str, str | None, str] | None = None) -> list[str]:
+def section_lines(results: RunResult, figure: tuple[str, str | None, str] | None = None) -> list[str]:
     """The "Server view" section of report.md."""
-    cases = results.get("cases", [])
+    cases = results.cases
     if not cases:
         return []
     out = ["## Server view", "", SECTION_INTRO, ""]
@@ -182,10 +183,10 @@ def section_lines(results: dict, figure: tuple[str, str | None, str] | None = No
     ]
     for case, row in rows:
         if not row["server_source"]:
-            out.append(f"| {case['label']} | {_ms(row['client_ttft_s'])} | n/a: {row['unavailable']} ||||||||")
+            out.append(f"| {case.label} | {_ms(row['client_ttft_s'])} | n/a: {row['unavailable']} ||||||||")
             continue
         out.append(
-            f"| {case['label']} | {_ms(row['client_ttft_s'])} | {_ms(row['server_ttft_s'])} | "
+            f"| {case.label} | {_ms(row['client_ttft_s'])} | {_ms(row['server_ttft_s'])} | "
             f"{_ms(row['server_queue_s'])} | {_ms(row['server_prefill_s'])} | "
             f"{_rate(row['client_prefill_tps'])} / {_rate(row['server_prefill_tps'])} | "
             f"{_rate(row['client_decode_tps'])} / {_rate(row['server_decode_tps'])} | "
@@ -201,12 +202,12 @@ def section_lines(results: dict, figure: tuple[str, str | None, str] | None = No
     return out
 
 
-def csv_text(results: dict) -> str:
+def csv_text(results: RunResult) -> str:
     """server.csv: one row per case, the section's columns, unformatted (empty: unavailable)."""
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
-    for case in results.get("cases", []):
+    for case in results.cases:
         row = case_row(results, case)
         writer.writerow(
             table.case_key_cells(case) + ["" if row[c] is None else row[c] for c in CSV_COLUMNS[len(CASE_COLUMNS) :]]
@@ -214,10 +215,10 @@ def csv_text(results: dict) -> str:
     return out.getvalue()
 
 
-def figure(results: dict, directory: Path):
+def figure(results: RunResult, directory: Path):
     """server_view.png: per case, client TTFT beside the server's queue + prefill; prefill and
     decode rates of both sides. None when no case has server figures."""
-    rows = [(c, case_row(results, c)) for c in results.get("cases", [])]
+    rows = [(c, case_row(results, c)) for c in results.cases]
     rows = [(c, r) for c, r in rows if r["server_source"]]
     if not rows:
         return None
@@ -279,7 +280,7 @@ def _legend_below(ax, columns: int) -> None:
     )
 
 
-def write_csv(results: dict, directory: Path) -> Path:
+def write_csv(results: RunResult, directory: Path) -> Path:
     path = directory / "server.csv"
     path.write_text(csv_text(results), encoding="utf-8")
     return path

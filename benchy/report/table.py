@@ -8,6 +8,7 @@ import io
 from tabulate import tabulate
 
 from benchy.metrics import CASE, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
+from benchy.results import CaseResult, CheckWarning, Goodput, MetricSummary, RunResult
 
 LOAD_COLUMNS = (METRICS["aggregate_tps"], METRICS["request_rate"])  # when a case ran under load
 FLAG = "⚠"  # on a cell a warning qualifies (impossible, inflated by a cache, client-delayed…)
@@ -29,10 +30,10 @@ class Footnotes:
         return [f"[{i}] {reason}" for i, reason in enumerate(self.reasons, 1)]
 
 
-def cell(summary: dict, metric: Metric) -> str:
+def cell(summary: MetricSummary, metric: Metric) -> str:
     scale, decimals = metric.scale, metric.decimals
-    median = summary["median"] * scale
-    std = summary.get("std")
+    median = summary.median * scale
+    std = summary.std
     if std is None:
         return f"{median:.{decimals}f}"
     return f"{median:.{decimals}f} ± {std * scale:.{decimals}f}"
@@ -42,61 +43,61 @@ def number(value: float | None, metric: Metric) -> str:
     return "n/a" if value is None else f"{value * metric.scale:.{metric.decimals}f}"
 
 
-def case_warnings(results: dict) -> dict[str, list[dict]]:
+def case_warnings(results: RunResult) -> dict[str, list[CheckWarning]]:
     """Warnings and errors (not info notes) by case label."""
-    out: dict[str, list[dict]] = {}
-    for w in results.get("warnings", []):
-        if w.get("case") and w["severity"] != "info":
-            out.setdefault(w["case"], []).append(w)
+    out: dict[str, list[CheckWarning]] = {}
+    for w in results.warnings:
+        if w.case and w.severity != "info":
+            out.setdefault(w.case, []).append(w)
     return out
 
 
-def flagged_metrics(warnings: list[dict]) -> set[str]:
-    return {name for w in warnings for name in w.get("metrics", ())}
+def flagged_metrics(warnings: list[CheckWarning]) -> set[str]:
+    return {name for w in warnings for name in w.metrics}
 
 
-def case_name(case: dict, label: str | None = None) -> str:
+def case_name(case: CaseResult, label: str | None = None) -> str:
     """How a case is shown in tables and figures: its scenario's name, when it has one, beside
     the llama-bench-style label (`chat_short (pp167 tg256)`)."""
-    label = label or case["label"]
-    return f"{case['scenario']} ({label})" if case.get("scenario") else label
+    label = label or case.label
+    return f"{case.scenario} ({label})" if case.scenario else label
 
 
-def row_label(case: dict, warnings: list[dict]) -> str:
+def row_label(case: CaseResult, warnings: list[CheckWarning]) -> str:
     """The case's name, but never claiming an output length the server did not deliver."""
     for w in warnings:
-        if w["code"] == "output_length_mismatch":
-            got = w["details"]["delivered_median"]
-            label = case["label"].replace(f"tg{case['tg']}", f"tg{got}", 1)
-            return case_name(case, label) + f" {FLAG} (asked {case['tg']})"
+        if w.code == "output_length_mismatch":
+            got = w.details["delivered_median"]
+            label = case.label.replace(f"tg{case.tg}", f"tg{got}", 1)
+            return case_name(case, label) + f" {FLAG} (asked {case.tg})"
     return case_name(case)
 
 
-def ceiling_cells(case: dict) -> list[str]:
-    ceiling = case.get("ceiling")
+def ceiling_cells(case: CaseResult) -> list[str]:
+    ceiling = case.ceiling
     if not ceiling:
         return ["n/a", "n/a"]
-    pcts = [ceiling.get("decode_pct"), ceiling.get("e2e_pct")]
+    pcts = [ceiling.decode_pct, ceiling.e2e_pct]
     shown = " / ".join("n/a" if p is None else f"{p:.0f}%" for p in pcts)
     impossible = any(p is not None and p > 100 for p in pcts)
-    return [f"{ceiling['tokens_per_s']:.1f}", shown + (f" {FLAG}" if impossible else "")]
+    return [f"{ceiling.tokens_per_s:.1f}", shown + (f" {FLAG}" if impossible else "")]
 
 
-def goodput_cell(goodput: dict | None, notes: Footnotes) -> str:
+def goodput_cell(goodput: Goodput | None, notes: Footnotes) -> str:
     """Share of requests meeting every --slo target (and their rate), or why it is unknown."""
     if not goodput:
         return "n/a"
-    if goodput.get("fraction") is None:
-        return notes.mark(goodput.get("unavailable", "not measured"))
-    rate = goodput.get("rate")
-    return f"{goodput['fraction']:.0%}" + (f" ({rate:.2f}/s)" if rate is not None else "")
+    if goodput.fraction is None:
+        return notes.mark(goodput.unavailable or "not measured")
+    rate = goodput.rate
+    return f"{goodput.fraction:.0%}" + (f" ({rate:.2f}/s)" if rate is not None else "")
 
 
-def rows(results: dict, notes: Footnotes) -> tuple[list[str], list[list[str]]]:
-    cases = results.get("cases", [])
-    loaded = any(c["concurrency"] > 1 or c.get("rate") for c in cases)
-    with_goodput = any(c.get("goodput") for c in cases)
-    with_ceiling = any(c.get("ceiling") for c in cases)
+def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str]]]:
+    cases = results.cases
+    loaded = any(c.concurrency > 1 or c.rate for c in cases)
+    with_goodput = any(c.goodput for c in cases)
+    with_ceiling = any(c.ceiling for c in cases)
     warned = case_warnings(results)
     headers = ["test", "n"] + [m.title for m in TABLE_METRICS]
     if loaded:
@@ -108,26 +109,24 @@ def rows(results: dict, notes: Footnotes) -> tuple[list[str], list[list[str]]]:
     headers.append("errors")
     body = []
     for case in cases:
-        flagged = flagged_metrics(warned.get(case["label"], []))
-        row = [row_label(case, warned.get(case["label"], [])), str(case["n_ok"])]
+        flagged = flagged_metrics(warned.get(case.label, []))
+        row = [row_label(case, warned.get(case.label, [])), str(case.n_ok)]
         for metric in TABLE_METRICS:
-            summary = case["summary"].get(metric.name)
-            text = (
-                cell(summary, metric) if summary else notes.mark(case["unavailable"].get(metric.name, "not measured"))
-            )
+            summary = case.summary.get(metric.name)
+            text = cell(summary, metric) if summary else notes.mark(case.unavailable.get(metric.name, "not measured"))
             row.append(f"{text} {FLAG}" if summary and metric.name in flagged else text)
         if loaded:
-            row += [number(case.get(m.name), m) for m in LOAD_COLUMNS]
+            row += [number(getattr(case, m.name), m) for m in LOAD_COLUMNS]
         if with_goodput:
-            row.append(goodput_cell(case.get("goodput"), notes))
+            row.append(goodput_cell(case.goodput, notes))
         if with_ceiling:
             row += ceiling_cells(case)
-        row.append(str(case["n_failed"]))
+        row.append(str(case.n_failed))
         body.append(row)
     return headers, body
 
 
-def markdown(results: dict) -> str:
+def markdown(results: RunResult) -> str:
     """The table plus its footnotes, as Markdown; under load, a second table of percentiles."""
     notes = Footnotes()
     headers, body = rows(results, notes)
@@ -149,14 +148,14 @@ LOAD_HEAD = (
 )
 
 
-def is_loaded(case: dict) -> bool:
-    return case["concurrency"] > 1 or case.get("rate") is not None
+def is_loaded(case: CaseResult) -> bool:
+    return case.concurrency > 1 or case.rate is not None
 
 
-def percentiles_cell(summary: dict | None, metric: Metric) -> str:
+def percentiles_cell(summary: MetricSummary | None, metric: Metric) -> str:
     if not summary:
         return "n/a"
-    values = [summary.get(k) for k in ("median", "p90", "p99")]
+    values = [summary.median, summary.p90, summary.p99]
     return " / ".join("n/a" if v is None else _short(v * metric.scale) for v in values)
 
 
@@ -164,27 +163,27 @@ def _short(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
 
 
-def load_markdown(results: dict) -> str | None:
+def load_markdown(results: RunResult) -> str | None:
     """Percentiles of the loaded cases (concurrency > 1 or open loop), and for open loops the
     rate asked, the rate offered and how late sends left their schedule. None without one."""
-    cases = [c for c in results.get("cases", []) if is_loaded(c)]
+    cases = [c for c in results.cases if is_loaded(c)]
     if not cases:
         return None
-    opened = any(c.get("rate") is not None for c in cases)
+    opened = any(c.rate is not None for c in cases)
     lag, offered = METRICS["send_lag_s"], METRICS["achieved_rate"]
     headers = ["test", "n"] + [f"{m.title} p50 / p90 / p99" for m in PERCENTILE_METRICS]
     if opened:
         headers += ["asked req/s", offered.title, f"{lag.title} p50 / p90 / p99"]
     body = []
     for case in cases:
-        row = [case_name(case), str(case["n_ok"])]
-        row += [percentiles_cell(case["summary"].get(m.name), m) for m in PERCENTILE_METRICS]
+        row = [case_name(case), str(case.n_ok)]
+        row += [percentiles_cell(case.summary.get(m.name), m) for m in PERCENTILE_METRICS]
         if opened:
-            open_loop = case.get("rate") is not None
+            open_loop = case.rate is not None
             row += [
-                f"{case['rate']:g}" if open_loop else "closed loop",
-                number(case.get("achieved_rate"), offered) if open_loop else "",
-                percentiles_cell(case.get("send_lag"), lag) if open_loop else "",
+                f"{case.rate:g}" if open_loop else "closed loop",
+                number(case.achieved_rate, offered) if open_loop else "",
+                percentiles_cell(case.send_lag, lag) if open_loop else "",
             ]
         body.append(row)
     table = tabulate(body, headers=headers, tablefmt="pipe", stralign="right", disable_numparse=True)
@@ -200,18 +199,18 @@ def load_markdown(results: dict) -> str | None:
 CASE_KEYS = ("label", "scenario", "pp", "tg", "concurrency", "mode", "rate", "depth")
 
 
-def case_key_cells(case: dict) -> list:
+def case_key_cells(case: CaseResult) -> list:
     """The CASE_KEYS cells of a case, as every CSV benchy writes keys it."""
-    open_loop = case.get("rate") is not None
+    open_loop = case.rate is not None
     return [
-        case["label"],
-        case.get("scenario") or "",
-        case["pp"],
-        case["tg"],
-        "" if open_loop else case["concurrency"],  # an open loop has a rate, not a concurrency
-        case.get("mode") or ("open" if open_loop else "closed"),
-        _blank(case.get("rate")),
-        case.get("depth", 0),
+        case.label,
+        case.scenario or "",
+        case.pp,
+        case.tg,
+        "" if open_loop else case.concurrency,  # an open loop has a rate, not a concurrency
+        case.mode or ("open" if open_loop else "closed"),
+        _blank(case.rate),
+        case.depth,
     ]
 
 
@@ -246,34 +245,34 @@ CODE_SEPARATOR = ";"
 
 def codes_cell(warnings) -> str:
     """Distinct warning codes in the results' order (errors first), as one cell."""
-    return CODE_SEPARATOR.join(dict.fromkeys(w["code"] for w in warnings))
+    return CODE_SEPARATOR.join(dict.fromkeys(w.code for w in warnings))
 
 
-def summary_cells(summary: dict | None, reason: str) -> list:
+def summary_cells(summary: MetricSummary | None, reason: str) -> list:
     """The statistics of STAT_COLUMNS, then unavailable_reason: all empty but the reason when
     the metric could not be measured (never a made-up number)."""
     if not summary:
         return [""] * len(STAT_COLUMNS) + [reason]
-    ci = summary.get("ci95") or [None, None]
-    stats = {**summary, "ci95_low": ci[0], "ci95_high": ci[1]}
+    low, high = summary.ci95 or (None, None)
+    stats = {**summary.to_dict(), "ci95_low": low, "ci95_high": high}
     return [_blank(stats.get(k)) for k in STAT_COLUMNS] + [""]
 
 
-def case_metric_cells(case: dict) -> list:
+def case_metric_cells(case: CaseResult) -> list:
     """The case's CASE-level figures in CSV_COLUMNS order; empty where the case has none."""
-    goodput = case.get("goodput") or {}
+    goodput = case.goodput
     stored = {
-        "aggregate_tps": case.get("aggregate_tps"),
-        "request_rate": case.get("request_rate"),
-        "achieved_rate": case.get("achieved_rate"),
-        "goodput": goodput.get("fraction"),
-        "goodput_rate": goodput.get("rate"),
+        "aggregate_tps": case.aggregate_tps,
+        "request_rate": case.request_rate,
+        "achieved_rate": case.achieved_rate,
+        "goodput": goodput.fraction if goodput else None,
+        "goodput_rate": goodput.rate if goodput else None,
     }
     cells: list = []
     for m in CASE_METRICS:
         if m.name in SUMMARIZED_CASE_METRICS:
-            summary = case.get("send_lag") or {}
-            cells += [_blank(summary.get(k)) for k in ("median", "p90", "p99")]
+            lag = case.send_lag
+            cells += [_blank(getattr(lag, k) if lag else None) for k in ("median", "p90", "p99")]
         else:
             cells.append(_blank(stored.get(m.name)))
     return cells
@@ -283,28 +282,28 @@ def _blank(value) -> object:
     return "" if value is None else value
 
 
-def csv_text(results: dict) -> str:
+def csv_text(results: RunResult) -> str:
     """One row per case and metric: machine-friendly, no formatting. A figure the Markdown
     table marks with ⚠ names the warnings behind it in `flagged_by`."""
-    warnings = results.get("warnings", [])
+    warnings = results.warnings
     flagging = case_warnings(results)  # the same warnings that put ⚠ on a Markdown cell
-    run_wide = codes_cell(w for w in warnings if not w.get("case"))
+    run_wide = codes_cell(w for w in warnings if not w.case)
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
-    for case in results.get("cases", []):
-        label = case["label"]
-        ceiling = (case.get("ceiling") or {}).get("tokens_per_s")
-        of_case = codes_cell(w for w in warnings if w.get("case") == label)
+    for case in results.cases:
+        label = case.label
+        ceiling = case.ceiling.tokens_per_s if case.ceiling else None
+        of_case = codes_cell(w for w in warnings if w.case == label)
         keys = case_key_cells(case)
-        own = [case["n_ok"], case["n_failed"], *case_metric_cells(case)]
-        for metric in (m for m in REQUEST_METRICS if m in case["summary"]):  # registry order
-            summary = case["summary"][metric]
-            flagged = [w for w in flagging.get(label, []) if summary and metric in w.get("metrics", ())]
+        own = [case.n_ok, case.n_failed, *case_metric_cells(case)]
+        for metric in (m for m in REQUEST_METRICS if m in case.summary):  # registry order
+            summary = case.summary[metric]
+            flagged = [w for w in flagging.get(label, []) if summary and metric in w.metrics]
             writer.writerow(
                 keys
                 + [metric, METRICS[metric].unit]
-                + summary_cells(summary, case["unavailable"].get(metric, ""))
+                + summary_cells(summary, case.unavailable.get(metric, ""))
                 + own
                 + ["" if ceiling is None else ceiling, codes_cell(flagged), of_case, run_wide]
             )

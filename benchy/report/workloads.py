@@ -5,12 +5,16 @@ tokens reported vs expected, turn by turn, and a figure of TTFT and reuse by tur
 shared_prefix: TTFT and hit rates by shared fraction, the gain against the same lengths with
 nothing shared, and a figure of TTFT by shared fraction. trace: expected vs reported reuse
 (and a figure of it per request) and how closely the sends kept the trace's times.
-Everything here is read from `case["workload"]` (benchy/workloads/figures.py) and the requests.
+Everything here is read from `case.workload` (benchy/workloads/figures.py) and the requests.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+
+from benchy.results import CaseResult, RunResult
+from benchy.workloads.figures import Reuse, WorkloadFigures
 
 SECTION_TITLES = {
     "multi_turn": "Multi-turn conversations",
@@ -19,14 +23,14 @@ SECTION_TITLES = {
 }
 
 
-def cases_of(results: dict, kind: str) -> list[dict]:
-    return [c for c in results.get("cases", []) if c.get("kind") == kind and c.get("workload")]
+def cases_of(results: RunResult, kind: str) -> list[CaseResult]:
+    return [c for c in results.cases if c.kind == kind and c.workload]
 
 
-def sweep_results(results: dict) -> dict:
+def sweep_results(results: RunResult) -> RunResult:
     """The results without workload cases, for the sweep's own figures (prompt-length axes
     mean nothing for a conversation or a trace)."""
-    return {**results, "cases": [c for c in results.get("cases", []) if c.get("kind", "sweep") == "sweep"]}
+    return dataclasses.replace(results, cases=[c for c in results.cases if c.kind == "sweep"])
 
 
 def _num(value, fmt: str = ",.0f") -> str:
@@ -44,54 +48,59 @@ def _pct(value) -> str:
     return "n/a" if value is None else f"{value:.1%}"
 
 
-def _reuse_line(reuse: dict) -> str:
+def _reuse_line(reuse: Reuse) -> str:
     return (
-        f"Reuse over {reuse['requests']} requests: an ideal prefix cache would have served "
-        f"{reuse['expected_tokens']:,} of {reuse['prompt_tokens']:,} prompt tokens "
-        f"({_pct(reuse['expected_hit_rate'])}); the server reported {reuse['reported_tokens']:,} cached "
-        f"({_pct(reuse['reported_hit_rate'])})."
-        + (f" {reuse['unreported']} requests reported no cached tokens at all." if reuse.get("unreported") else "")
+        f"Reuse over {reuse.requests} requests: an ideal prefix cache would have served "
+        f"{reuse.expected_tokens:,} of {reuse.prompt_tokens:,} prompt tokens "
+        f"({_pct(reuse.expected_hit_rate)}); the server reported {reuse.reported_tokens:,} cached "
+        f"({_pct(reuse.reported_hit_rate)})."
+        + (f" {reuse.unreported} requests reported no cached tokens at all." if reuse.unreported else "")
     )
 
 
-def _problem_lines(figures: dict) -> list[str]:
+def _problem_lines(figures: WorkloadFigures) -> list[str]:
     out = []
-    ev = figures.get("eviction")
+    ev = figures.eviction
     if ev:
-        where = f"turn {ev['turn']}" if ev.get("turn") else f"{ev['after_s']:.1f} s in"
+        where = f"turn {ev.turn}" if ev.turn else f"{ev.after_s:.1f} s in"
         out.append(
-            f"**Eviction** from {where} ({ev['in_flight']} in flight, {ev['held_tokens']:,} prompt tokens held): "
-            f"{ev['requests']} of {ev['of_requests']} requests reused less than expected (warning `cache_eviction`)."
+            f"**Eviction** from {where} ({ev.in_flight} in flight, {ev.held_tokens:,} prompt tokens held): "
+            f"{ev.requests} of {ev.of_requests} requests reused less than expected (warning `cache_eviction`)."
         )
-    if figures.get("no_reuse"):
+    if figures.no_reuse:
         out.append("**No reuse**: the server reported none of the resent tokens as cached (`cache_not_reused`).")
-    if figures.get("leakage"):
-        leak = figures["leakage"]
+    if figures.leakage:
+        leak = figures.leakage
         out.append(
-            f"**Leakage**: {leak['requests']} requests reported more cached tokens than they could share "
-            "(`cache_leakage`)."
+            f"**Leakage**: {leak.requests} requests reported more cached tokens than they could share (`cache_leakage`)."
         )
     return out
 
 
-def multi_turn_lines(case: dict) -> list[str]:
-    figures = case["workload"]
-    spec = figures["spec"]
+def _figures(case: CaseResult) -> WorkloadFigures:
+    """A workload case's figures (cases_of keeps only cases that have them)."""
+    assert case.workload is not None
+    return case.workload
+
+
+def multi_turn_lines(case: CaseResult) -> list[str]:
+    figures = _figures(case)
+    spec = figures.spec
     think = spec["think"]
     think_text = (
         f"{think['mean_s']:g} s" if think["kind"] == "fixed" else f"{think['kind']}, mean {think['mean_s']:g} s"
     )
     out = [
-        f"### TTFT by turn: {case['label']}",
+        f"### TTFT by turn: {case.label}",
         "",
-        f"{case['concurrency']} conversations of {spec['turns']} turns; each turn resends the history "
-        f"and adds a {case['pp']}-token message (the first: {spec['first_tokens'] or case['pp']}), answered "
-        f"in {case['tg']} tokens; think time {think_text}; earlier reasoning "
+        f"{case.concurrency} conversations of {spec['turns']} turns; each turn resends the history "
+        f"and adds a {case.pp}-token message (the first: {spec['first_tokens'] or case.pp}), answered "
+        f"in {case.tg} tokens; think time {think_text}; earlier reasoning "
         f"{'sent back' if spec['keep_reasoning'] else 'dropped'}. Medians per turn; *expected* is the history "
         "the server had already prefilled (the previous turn's prompt).",
     ]
-    rows = figures.get("turns", [])
-    cold = spec.get("cold_baseline") and any(row.get("cold_ttft_s") for row in rows)
+    rows = figures.turns
+    cold = spec.get("cold_baseline") and any(row.cold_ttft_s for row in rows)
     header = (
         "| turn | n | TTFT ms | prefill t/s (new tokens) | new tokens | cached reported | cached expected | e2e ms |"
     )
@@ -103,23 +112,23 @@ def multi_turn_lines(case: dict) -> list[str]:
         header += " cold TTFT ms | gain |"
     out += ["", header, "|" + "---:|" * (header.count("|") - 1)]
     for row in rows:
-        failed = f" ({row['n_failed']} failed)" if row["n_failed"] else ""
+        failed = f" ({row.n_failed} failed)" if row.n_failed else ""
         line = (
-            f"| {row['turn']} | {row['n_ok']}{failed} | {_ms(row['ttft_s'])} | {_num(row['prefill_tps'])} | "
-            f"{_num(row['new_tokens'])} | {_num(row['cached_tokens'])} | {_num(row['expected_cached_tokens'])} | "
-            f"{_ms(row['e2e_s'])} |"
+            f"| {row.turn} | {row.n_ok}{failed} | {_ms(row.ttft_s)} | {_num(row.prefill_tps)} | "
+            f"{_num(row.new_tokens)} | {_num(row.cached_tokens)} | {_num(row.expected_cached_tokens)} | "
+            f"{_ms(row.e2e_s)} |"
         )
         if cold:
-            gain = row.get("ttft_gain")
-            line += f" {_ms(row.get('cold_ttft_s'))} | {f'{gain:.2f}×' if gain else 'n/a'} |"
+            gain = row.ttft_gain
+            line += f" {_ms(row.cold_ttft_s)} | {f'{gain:.2f}×' if gain else 'n/a'} |"
         out.append(line)
-    out += ["", _reuse_line(figures["reuse"])]
-    if figures.get("conversations_cut"):
-        out.append(f"{figures['conversations_cut']} conversations ended early at a failed turn.")
+    out += ["", _reuse_line(figures.reuse)]
+    if figures.conversations_cut:
+        out.append(f"{figures.conversations_cut} conversations ended early at a failed turn.")
     return out + _problem_lines(figures) + [""]
 
 
-def shared_prefix_lines(cases: list[dict]) -> list[str]:
+def shared_prefix_lines(cases: list[CaseResult]) -> list[str]:
     out = [
         "### TTFT by shared fraction",
         "",
@@ -130,42 +139,42 @@ def shared_prefix_lines(cases: list[dict]) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for case in cases:
-        figures = case["workload"]
-        gain = figures.get("ttft_gain") or {}
-        ttft = (case.get("summary") or {}).get("ttft_s") or {}
-        reuse = figures["reuse"]
+        figures = _figures(case)
+        speedup = figures.ttft_gain.speedup if figures.ttft_gain else None
+        ttft = case.summary.get("ttft_s")
+        reuse = figures.reuse
         out.append(
-            f"| {case['label']} | {case.get('depth') or 0:,} | {case['pp']:,} | {figures['spec']['groups']} | "
-            f"{_ms(ttft.get('median'))} | {_num(gain.get('speedup'), '.2f') + '×' if gain.get('speedup') else '—'} | "
-            f"{_pct(reuse['expected_hit_rate'])} | {_pct(reuse['reported_hit_rate'])} |"
+            f"| {case.label} | {case.depth or 0:,} | {case.pp:,} | {figures.spec['groups']} | "
+            f"{_ms(ttft.median if ttft else None)} | {_num(speedup, '.2f') + '×' if speedup else '—'} | "
+            f"{_pct(reuse.expected_hit_rate)} | {_pct(reuse.reported_hit_rate)} |"
         )
     for case in cases:
-        out += [f"{case['label']}: {line}" for line in _problem_lines(case["workload"])]
+        out += [f"{case.label}: {line}" for line in _problem_lines(_figures(case))]
     return out + [""]
 
 
-def trace_lines(case: dict) -> list[str]:
-    figures = case["workload"]
-    spec = figures["spec"]
-    lag = case.get("send_lag") or {}
+def trace_lines(case: CaseResult) -> list[str]:
+    figures = _figures(case)
+    spec = figures.spec
+    lag = case.send_lag
     out = [
-        f"### {case['label']}",
+        f"### {case.label}",
         "",
         f"Trace `{spec['path']}` at {spec['speed']:g}× its own times"
         + (f", first {spec['limit']} requests" if spec.get("limit") else "")
-        + f": {case['n_ok']} requests succeeded, {case['n_failed']} failed.",
+        + f": {case.n_ok} requests succeeded, {case.n_failed} failed.",
         "",
-        _reuse_line(figures["reuse"]),
+        _reuse_line(figures.reuse),
     ]
     if lag:
         out.append(
-            f"Sends kept the trace's times to a median of {_ms(lag.get('median'))} ms late "
-            f"(p99 {_ms(lag.get('p99'))} ms, worst {_ms(lag.get('max'))} ms)."
+            f"Sends kept the trace's times to a median of {_ms(lag.median)} ms late "
+            f"(p99 {_ms(lag.p99)} ms, worst {_ms(lag.max)} ms)."
         )
     return out + _problem_lines(figures) + [""]
 
 
-def section_lines(results: dict) -> list[str]:
+def section_lines(results: RunResult) -> list[str]:
     """The workload sections of report.md (nothing when the run has no workload case)."""
     out: list[str] = []
     for kind, title in SECTION_TITLES.items():
@@ -187,7 +196,7 @@ def section_lines(results: dict) -> list[str]:
 # ------------------------------------------------------------------ figures
 
 
-def figures(results: dict, directory: Path) -> list:
+def figures(results: RunResult, directory: Path) -> list:
     from benchy.report import plots
 
     made = []
@@ -201,70 +210,70 @@ def figures(results: dict, directory: Path) -> list:
     return [fig for fig in made if fig is not None]
 
 
-def _turns_figure(plots, case: dict, path: Path):
-    rows = case["workload"].get("turns") or []
-    rows = [r for r in rows if r["ttft_s"] is not None]
+def _turns_figure(plots, case: CaseResult, path: Path):
+    rows = [r for r in _figures(case).turns if r.ttft_s is not None]
     if not rows:
         return None
     fig, (left, right) = plots.plt.subplots(1, 2, figsize=plots.WIDE)
-    turns = [r["turn"] for r in rows]
-    left.plot(turns, [r["ttft_s"] * 1000 for r in rows], marker="o", label="TTFT (median)")
-    cold = [(r["turn"], r["cold_ttft_s"] * 1000) for r in rows if r.get("cold_ttft_s")]
+    turns = [r.turn for r in rows]
+    ttft_ms = [r.ttft_s * 1000 for r in rows if r.ttft_s is not None]  # every row (mypy narrows here)
+    left.plot(turns, ttft_ms, marker="o", label="TTFT (median)")
+    cold = [(r.turn, r.cold_ttft_s * 1000) for r in rows if r.cold_ttft_s]
     if cold:
         left.plot(*zip(*cold), marker="x", linestyle="--", label="same length, nothing shared")
     left.set_xlabel("turn")
     left.set_ylabel("ms")
     left.set_title("TTFT by turn")
-    left.set_ylim(0, max([r["ttft_s"] * 1000 for r in rows] + [ms for _, ms in cold]) * 1.15)
-    right.plot(turns, [r["cached_tokens"] or 0 for r in rows], marker="o", label="cached, reported")
+    left.set_ylim(0, max(ttft_ms + [ms for _, ms in cold]) * 1.15)
+    right.plot(turns, [r.cached_tokens or 0 for r in rows], marker="o", label="cached, reported")
     right.plot(
-        turns, [r["expected_cached_tokens"] or 0 for r in rows], marker="x", linestyle="--", label="expected (history)"
+        turns, [r.expected_cached_tokens or 0 for r in rows], marker="x", linestyle="--", label="expected (history)"
     )
-    right.plot(turns, [r["prompt_tokens"] or 0 for r in rows], color="grey", alpha=0.5, label="prompt")
+    right.plot(turns, [r.prompt_tokens or 0 for r in rows], color="grey", alpha=0.5, label="prompt")
     right.set_xlabel("turn")
     right.set_ylabel("tokens")
     right.set_title("Cached tokens by turn")
     for ax in (left, right):
         ax.set_xticks(turns)
         ax.legend(fontsize=8)
-    fig.suptitle(case["label"])
+    fig.suptitle(case.label)
     caption = (
         "Left: median TTFT of each turn. Right: median cached tokens the server reported beside the "
         "history it had already prefilled (expected) and the whole prompt; reported below expected "
         "is eviction, above the prompt's shareable part is leakage."
     )
-    return plots.Figure(f"TTFT and reuse by turn: {case['label']}", plots._save(fig, path), caption)
+    return plots.Figure(f"TTFT and reuse by turn: {case.label}", plots._save(fig, path), caption)
 
 
-def _shared_figure(plots, cases: list[dict], path: Path):
-    series: dict[tuple, list[dict]] = {}
+def _fraction(case: CaseResult) -> float:
+    return _figures(case).spec["fraction"]
+
+
+def _shared_figure(plots, cases: list[CaseResult], path: Path):
+    series: dict[tuple, list[CaseResult]] = {}
     for case in cases:
-        key = (case["pp"] + (case.get("depth") or 0), case["tg"], case["concurrency"])
+        key = (case.pp + (case.depth or 0), case.tg, case.concurrency)
         series.setdefault(key, []).append(case)
     fig, (left, right) = plots.plt.subplots(1, 2, figsize=plots.WIDE)
     drawn = False
     for (total, tg, c), group in series.items():
-        group.sort(key=lambda x: x["workload"]["spec"]["fraction"])
-        points = [
-            (x["workload"]["spec"]["fraction"], x["summary"]["ttft_s"]["median"] * 1000)
-            for x in group
-            if (x.get("summary") or {}).get("ttft_s")
-        ]
+        group.sort(key=_fraction)
+        points = [(_fraction(x), ttft.median * 1000) for x in group if (ttft := x.summary.get("ttft_s"))]
         if not points:
             continue
         drawn = True
         name = f"pp{total} tg{tg}" + (f" c{c}" if c != 1 else "")
         left.plot(*zip(*points), marker="o", label=name)
-        fractions = [x["workload"]["spec"]["fraction"] for x in group]
+        fractions = [_fraction(x) for x in group]
         right.plot(
             fractions,
-            [x["workload"]["reuse"]["reported_hit_rate"] or 0 for x in group],
+            [_figures(x).reuse.reported_hit_rate or 0 for x in group],
             marker="o",
             label=f"{name} reported",
         )
         right.plot(
             fractions,
-            [x["workload"]["reuse"]["expected_hit_rate"] or 0 for x in group],
+            [_figures(x).reuse.expected_hit_rate or 0 for x in group],
             marker="x",
             linestyle="--",
             label=f"{name} expected",
@@ -288,11 +297,11 @@ def _shared_figure(plots, cases: list[dict], path: Path):
     return plots.Figure("TTFT by shared fraction", plots._save(fig, path), caption)
 
 
-def _reuse_figure(plots, case: dict, path: Path):
+def _reuse_figure(plots, case: CaseResult, path: Path):
     points = [
-        (r["expected_cached_tokens"], r["cached_tokens"])
-        for r in case.get("requests", [])
-        if not r.get("warmup") and r.get("expected_cached_tokens") is not None and r.get("cached_tokens") is not None
+        (r.expected_cached_tokens, r.cached_tokens)
+        for r in case.requests
+        if not r.warmup and r.expected_cached_tokens is not None and r.cached_tokens is not None
     ]
     if not points:
         return None
@@ -303,11 +312,11 @@ def _reuse_figure(plots, case: dict, path: Path):
     ax.plot([0, top], [0, top], linestyle="--", color="grey", label="reported = expected")
     ax.set_xlabel("expected cached tokens (from the trace's block ids)")
     ax.set_ylabel("cached tokens the server reported")
-    ax.set_title(f"Expected vs reported reuse: {case['label']}")
+    ax.set_title(f"Expected vs reported reuse: {case.label}")
     ax.legend(fontsize=8)
     caption = (
         "One point per request: the reuse an unbounded prefix cache would give it (earlier requests' "
         "identical blocks) against what the server reported. Below the line: the cache had evicted "
         "(or never held) those blocks; above: a chat template's shared head, or leakage."
     )
-    return plots.Figure(f"Expected vs reported reuse: {case['label']}", plots._save(fig, path), caption)
+    return plots.Figure(f"Expected vs reported reuse: {case.label}", plots._save(fig, path), caption)
