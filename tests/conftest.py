@@ -55,10 +55,13 @@ def sim_env() -> dict:
     return child_env()
 
 
+BENCHY = (sys.executable, "-m", "benchy")  # the command line of a child benchy
+
+
 def run_benchy(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m benchy ARGS` from the repo root, output captured as text."""
     return subprocess.run(
-        [sys.executable, "-m", "benchy", *args],
+        [*BENCHY, *args],
         capture_output=True,
         text=True,
         env=env or sim_env(),

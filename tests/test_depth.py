@@ -9,8 +9,6 @@ the prompt, which grows with load on a shared machine; a slow prefill rate on sh
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -23,7 +21,7 @@ from benchy.prompts import Calibration, PromptFactory
 from benchy.records import RequestRecord
 from benchy.results import CaseResult, RequestResult, RunResult
 from benchy.scenario import ScenarioError, load_scenario, sweep
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import run_benchy
 
 SIM_FLAGS = ("--prefill-tps", "500", "--decode-tps", "5000")
 PP, DEPTH, TG = 500, 500, 4
@@ -44,31 +42,12 @@ def measured(case: dict) -> list[dict]:
 
 
 def run_cli(sim, *flags: str) -> dict:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchy",
-            "run",
-            "--base-url",
-            sim.base_url,
-            "--pp",
-            str(PP),
-            "--tg",
-            str(TG),
-            "--runs",
-            "3",
-            "--warmup",
-            "0",
-            "-q",
-            "--format",
-            "json",
-            *flags,
-        ],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
+    proc = run_benchy(
+        "run",
+        "--base-url",
+        sim.base_url,
+        *f"--pp {PP} --tg {TG} --runs 3 --warmup 0 -q --format json".split(),
+        *flags,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
@@ -178,14 +157,7 @@ def test_prefill_rate_is_unavailable_when_a_reused_context_is_not_confirmed():
 
 def test_bad_depth_input_is_one_line_usage_error():
     for flags in (["--depth-mode", "warm"], ["--depth", "-5"]):
-        proc = subprocess.run(
-            [sys.executable, "-m", "benchy", "run", *flags],
-            capture_output=True,
-            text=True,
-            env=sim_env(),
-            cwd=REPO_ROOT,
-            timeout=60,
-        )
+        proc = run_benchy("run", *flags, timeout=60)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith("benchy: error:") and proc.stderr.strip().count("\n") == 0
 

@@ -7,7 +7,6 @@ import asyncio
 import json
 import socket
 import subprocess
-import sys
 import time
 from collections import Counter
 
@@ -17,7 +16,7 @@ from aiohttp import web
 from benchy.client import Client, ClientSettings
 from benchy.records import RequestRecord, read_records
 from benchy.sim.config import FAULT_KINDS
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import run_benchy
 
 FAST = ("--decode-tps", "4000", "--prefill-tps", "200000")
 
@@ -223,32 +222,10 @@ def test_run_with_30_percent_faults_counts_every_kind_exactly(start_sim, tmp_pat
     flags = [f for k, v in SOME_FAULTS.items() for f in ("--fault", f"{k}:{v}")]
     sim = start_sim(*FAST, "--seed", "3", "--stall-s", "1.0", *flags)
     out = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchy",
-            "run",
-            "--base-url",
-            sim.base_url,
-            "--pp",
-            "64",
-            "--tg",
-            "24",
-            "-c",
-            "4",
-            "--runs",
-            "40",
-            "-o",
-            str(out),
-            "--stall-timeout",
-            "0.3",
-            "-q",
-        ],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
+    proc = run_benchy(
+        *f"run --base-url {sim.base_url} --pp 64 --tg 24 -c 4 --runs 40 --stall-timeout 0.3 -q".split(),
+        "-o",
+        str(out),
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
@@ -281,31 +258,11 @@ def test_run_with_30_percent_faults_counts_every_kind_exactly(start_sim, tmp_pat
 
 def run_with_limit(sim, tmp_path, *flags: str) -> tuple[subprocess.CompletedProcess, dict, list[dict]]:
     out = tmp_path / "limited"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchy",
-            "run",
-            "--base-url",
-            sim.base_url,
-            "--pp",
-            "64",
-            "--tg",
-            "8",
-            "-c",
-            "2",
-            "--runs",
-            "50",
-            "-o",
-            str(out),
-            "-q",
-            *flags,
-        ],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
+    proc = run_benchy(
+        *f"run --base-url {sim.base_url} --pp 64 --tg 8 -c 2 --runs 50 -q".split(),
+        "-o",
+        str(out),
+        *flags,
         timeout=120,
     )
     results = json.loads((out / "results.json").read_text())
@@ -340,12 +297,5 @@ def test_max_error_rate_stops_early(start_sim, tmp_path):
 
 @pytest.mark.parametrize("flag", ["--max-errors=-1", "--max-error-rate=1.5"])
 def test_error_limits_reject_nonsense(flag):
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchy", "run", flag],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=60,
-    )
+    proc = run_benchy("run", flag, timeout=60)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1

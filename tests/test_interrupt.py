@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,29 +14,12 @@ import pytest
 
 from benchy.cli import main
 from benchy.records import is_header, read_records
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import BENCHY, REPO_ROOT, sim_env
 
 
-def start_run(sim, out: Path, tg: int = 25, concurrency: int = 4) -> subprocess.Popen:
-    cmd = [
-        sys.executable,
-        "-m",
-        "benchy",
-        "run",
-        "--base-url",
-        sim.base_url,
-        "--pp",
-        "64",
-        "--tg",
-        str(tg),
-        "-c",
-        str(concurrency),
-        "--runs",
-        "500",
-        "-o",
-        str(out),
-        "-q",
-    ]
+def start_run(sim, out: Path, tg: int = 25, concurrency: int = 4, *flags: str) -> subprocess.Popen:
+    run = f"run --base-url {sim.base_url} --pp 64 --tg {tg} -c {concurrency} --runs 500 -q"
+    cmd = [*BENCHY, *run.split(), *flags, "-o", str(out)]
     return subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sim_env(), cwd=REPO_ROOT
     )
@@ -126,30 +108,7 @@ def test_interrupt_keeps_what_worker_processes_finished(start_sim, tmp_path):
     server had finished before it (with 50 ms for the worker to read and send it)."""
     sim = start_sim("--decode-tps", "500", "--prefill-tps", "100000")
     out = tmp_path / "workers"
-    cmd = [
-        sys.executable,
-        "-m",
-        "benchy",
-        "run",
-        "--base-url",
-        sim.base_url,
-        "--pp",
-        "64",
-        "--tg",
-        "25",
-        "-c",
-        "8",
-        "--runs",
-        "500",
-        "--workers",
-        "2",
-        "-o",
-        str(out),
-        "-q",
-    ]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sim_env(), cwd=REPO_ROOT
-    )
+    proc = start_run(sim, out, 25, 8, "--workers", "2")
     wait_for_lines(out / "requests.jsonl", 20, proc)
     stopped_at = time.perf_counter()
     proc.send_signal(signal.SIGINT)

@@ -16,18 +16,11 @@ from hypothesis import strategies as st
 
 from benchy import arrivals, metrics
 from benchy.records import RequestRecord, read_records
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import REPO_ROOT, run_benchy, sim_env
 
 
 def benchy(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "benchy", *args],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=timeout,
-    )
+    return run_benchy(*args, timeout=timeout)
 
 
 def run_results(sim, out, *args: str) -> dict:

@@ -16,7 +16,7 @@ import pytest
 
 from benchy import workers
 from benchy.records import read_records
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import REPO_ROOT, run_benchy, sim_env
 from tests.test_interrupt import wait_for_lines
 from tests.test_load import _form
 
@@ -85,14 +85,7 @@ def test_merged_result_has_exactly_the_servers_requests_in_one_process_form(star
 
 
 def _run_here(sim, out: Path, *args: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, *args, "-o", str(out), "-q"],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=300,
-    )
+    proc = run_benchy("run", "--base-url", sim.base_url, *args, "-o", str(out), "-q")
     assert proc.returncode == 0, proc.stderr
     return (out / "results.json").read_text()
 

@@ -1,8 +1,6 @@
 """Scenario files and sweeps: the shipped ones load, bad ones fail with one line naming the file."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -18,7 +16,7 @@ from benchy.scenario import (
     shipped_names,
     sweep,
 )
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import run_benchy
 
 
 def test_shipped_scenarios_match_the_field_report():
@@ -216,30 +214,15 @@ def test_scenario_rate_runs_open_loop_against_the_simulator(start_sim, tmp_path)
     sim = start_sim("--preset", "instant")
     path = _scenario(tmp_path, "name = 'open'\npp = 64\ntg = 4\nrate = 40\n")
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchy",
-            "run",
-            "--base-url",
-            sim.base_url,
-            "--quiet",
-            "--scenario",
-            str(path),
-            "--requests",
-            "30",
-            "--warmup",
-            "0",
-            "--max-inflight",
-            "8",
-            "--output",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
+    proc = run_benchy(
+        "run",
+        "--base-url",
+        sim.base_url,
+        *"--quiet --requests 30 --warmup 0 --max-inflight 8".split(),
+        "--scenario",
+        str(path),
+        "--output",
+        str(out),
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr

@@ -24,7 +24,7 @@ from benchy.cli import main
 from benchy.client import Client, ClientSettings, ServerError
 from benchy.records import RequestRecord
 from benchy.scenario import Case
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import BENCHY, REPO_ROOT, run_benchy, sim_env
 from tests.netservers import Relay
 
 KEY = "sk-SENTINEL-4f9c2a7e1b93d"
@@ -93,25 +93,8 @@ def test_key_goes_only_to_the_authorization_header(start_sim, tmp_path, how):
         args = ["-H", f"api-key: {KEY}", "--header", f"Authorization: Bearer {KEY}"]
     out = tmp_path / "out"
     with Relay(int(sim.url.rsplit(":", 1)[1])) as relay:  # to see what went over the wire
-        cmd = [
-            sys.executable,
-            "-m",
-            "benchy",
-            "run",
-            "--base-url",
-            base_url.replace(sim.url.split("//")[1], f"127.0.0.1:{relay.port}"),
-            *args,
-            "--pp",
-            "64",
-            "--tg",
-            "8",
-            "-c",
-            "2",
-            "--runs",
-            "6",
-            "-o",
-            str(out),
-        ]
+        relayed = base_url.replace(sim.url.split("//")[1], f"127.0.0.1:{relay.port}")
+        cmd = [*BENCHY, "run", "--base-url", relayed, *args, *"--pp 64 --tg 8 -c 2 --runs 6".split(), "-o", str(out)]
         code, terminal = run_on_a_terminal(cmd, env, tmp_path / "stdout")
     assert code == 0, terminal.decode(errors="replace")
     if how == "header":
@@ -340,14 +323,7 @@ def test_tls_is_verified_unless_insecure(start_sim, tmp_path, capsys):
         assert code == 1 and "certificate" in line and "--insecure" in line
         assert run("--insecure")[0] == 0
         # verification is real: once the certificate is trusted, the same server passes
-        trusted = subprocess.run(
-            [sys.executable, "-m", "benchy", *argv],
-            capture_output=True,
-            text=True,
-            cwd=REPO_ROOT,
-            env={**sim_env(), "SSL_CERT_FILE": str(cert)},
-            timeout=120,
-        )
+        trusted = run_benchy(*argv, env={**sim_env(), "SSL_CERT_FILE": str(cert)}, timeout=120)
         assert trusted.returncode == 0, trusted.stderr
 
 
