@@ -44,6 +44,11 @@ def runs(tmp_path_factory):
     return done
 
 
+def same(cell: str, value: float | None) -> bool:
+    """A CSV cell holds the saved figure, and is blank where the figure is unavailable."""
+    return cell == "" if value is None else float(cell) == pytest.approx(value)
+
+
 def load(folder) -> dict:
     return results_mod.load(folder / "results.json")
 
@@ -80,11 +85,12 @@ def test_the_csv_has_a_column_for_every_figure_and_open_loops_say_so(runs):
             assert float(row["achieved_rate"]) == pytest.approx(case["achieved_rate"])
             assert float(row["send_lag_s_p50"]) == pytest.approx(case["send_lag"]["median"])
             assert float(row["send_lag_s_p99"]) == pytest.approx(case["send_lag"]["p99"])
-            assert float(row["goodput"]) == pytest.approx(case["goodput"]["fraction"])
-            assert float(row["goodput_rate"]) == pytest.approx(case["goodput"]["rate"])
+            # on a busy machine a request's TTFT may be withheld, and the SLO then cannot be judged
+            assert same(row["goodput"], case["goodput"]["fraction"])
+            assert same(row["goodput_rate"], case["goodput"]["rate"])
         ttft = next(r for r in mine if r["metric"] == "ttft_s")
-        summary = case["summary"]["ttft_s"]
-        assert (float(ttft["p90"]), float(ttft["p99"])) == pytest.approx((summary["p90"], summary["p99"]))
+        summary = case["summary"]["ttft_s"] or {}
+        assert same(ttft["p90"], summary.get("p90")) and same(ttft["p99"], summary.get("p99"))
         assert ttft["unit"] == "s"
 
 
