@@ -11,7 +11,7 @@ import pytest
 
 from benchy.results import RunResult
 from benchy.sim.metrics import intervals
-from tests.conftest import warning_codes
+from tests.conftest import REPO_ROOT, warning_codes
 from tests.test_run import benchy
 
 FAST = ("--prefill-tps", "20000", "--decode-tps", "400", "--natural-min", "8", "--natural-max", "24")
@@ -188,3 +188,16 @@ def test_without_metrics_the_per_response_timings_give_the_servers_rates(start_s
     row = server_view.case_row(typed, typed.cases[0])
     assert row["server_source"] == "response timings" and row["server_ttft_s"] is None
     assert row["server_prefill_tps"] == pytest.approx(case["summary"]["server_prefill_tps"]["mean"])
+
+
+def test_the_server_view_names_each_case_as_the_runs_table_does():
+    """A scenario case is `chat_short (pp167 tg256)` in the run's table: the server view beside it
+    says the same (the shipped dgx-spark-sim report runs four scenarios)."""
+    from benchy import results as results_mod
+    from benchy.report import server_view, table
+
+    run = results_mod.read(REPO_ROOT / "reports" / "dgx-spark-sim" / "results.json")
+    lines = server_view.section_lines(run)
+    named = [line.split(" | ")[0].removeprefix("| ") for line in lines if line.startswith("| ") and "|---" not in line]
+    assert named[1:] == [table.case_name(c) for c in run.cases] and named[0] == "test"
+    assert all(c.scenario and name.startswith(c.scenario + " (") for c, name in zip(run.cases, named[1:]))

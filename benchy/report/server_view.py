@@ -182,11 +182,12 @@ def section_lines(results: RunResult, figure: tuple[str, str | None, str] | None
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for case, row in rows:
+        name = table.case_name(case)  # as the run's table names it: the scenario beside the label
         if not row["server_source"]:
-            out.append(f"| {case.label} | {_ms(row['client_ttft_s'])} | n/a: {row['unavailable']} ||||||||")
+            out.append(f"| {name} | {_ms(row['client_ttft_s'])} | n/a: {row['unavailable']} ||||||||")
             continue
         out.append(
-            f"| {case.label} | {_ms(row['client_ttft_s'])} | {_ms(row['server_ttft_s'])} | "
+            f"| {name} | {_ms(row['client_ttft_s'])} | {_ms(row['server_ttft_s'])} | "
             f"{_ms(row['server_queue_s'])} | {_ms(row['server_prefill_s'])} | "
             f"{_rate(row['client_prefill_tps'])} / {_rate(row['server_prefill_tps'])} | "
             f"{_rate(row['client_decode_tps'])} / {_rate(row['server_decode_tps'])} | "
