@@ -102,9 +102,9 @@ def run_checks(results: dict) -> list[dict]:
     return [w.to_dict() for w in check(RunResult.from_dict(results))]
 
 
-def is_clean(warnings: list[dict]) -> bool:
+def is_clean(warnings: list[CheckWarning]) -> bool:
     """No error and no warning (notes of severity info do not make a run unclean)."""
-    return all(w["severity"] == INFO for w in warnings)
+    return all(w.severity == INFO for w in warnings)
 
 
 @case_check

@@ -11,12 +11,16 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from benchy import __version__
 from benchy.outcome import EXIT_INTERRUPTED, EXIT_USAGE, exit_code, measured_lines, probe_exit_code
 from benchy.redact import URL_USERINFO, redacted_command_line
+
+if TYPE_CHECKING:
+    from benchy.results import RunResult
 
 
 class MultiValueCommand(click.Command):
@@ -581,7 +585,7 @@ def run(
     )
     try:
         results = run_mod.execute(settings)
-        typed = RunResult.from_dict(results)  # the report stage reads the typed results
+        typed = RunResult.from_dict(results)  # what follows reads the typed results
         if output is not None:
             from benchy.report import render
 
@@ -594,17 +598,17 @@ def run(
         raise _Interrupted(str(exc)) from None
     except OSError as exc:  # an output folder that cannot be written
         raise click.ClickException(f"cannot write {exc.filename or output}: {exc.strerror or exc}") from None
-    _echo_stop(results, output)
+    _echo_stop(typed, output)
     if fmt == "json":
-        click.echo(json.dumps(results, indent=1))
+        click.echo(json.dumps(results, indent=1))  # as saved
     elif fmt == "csv":
         click.echo(table.csv_text(typed), nl=False)
     elif typed.cases:
         click.echo(table.markdown(typed))
-        _echo_warnings(results)
+        _echo_warnings(typed)
     else:
         click.echo("No case was measured.")
-    return exit_code(results, strict)
+    return exit_code(typed, strict)
 
 
 class _Interrupted(click.ClickException):
@@ -770,27 +774,25 @@ def _check_url(url: str) -> None:
         raise click.UsageError(f"--base-url {shown!r} names no host")
 
 
-def _echo_stop(results: dict, output: Path | None) -> None:
+def _echo_stop(results: RunResult, output: Path | None) -> None:
     """On stderr, when the run ended early: why, what was and was not measured, where it is."""
-    stopped = results.get("stopped")
-    if stopped:
-        click.echo(f"benchy: stopped early: {stopped['reason']}", err=True)
+    if results.stopped:
+        click.echo(f"benchy: stopped early: {results.stopped.reason}", err=True)
     for line in measured_lines(results):
         click.echo(f"  {line}", err=True)
-    if results.get("partial") and output is not None:
+    if results.partial and output is not None:
         click.echo(f"  partial results saved in {output}", err=True)
 
 
-def _echo_warnings(results: dict) -> None:
+def _echo_warnings(results: RunResult) -> None:
     from benchy.checks import is_clean
 
-    warnings = results.get("warnings", [])
-    if is_clean(warnings):
-        every = "every case measured" if results.get("partial") else "every case"
+    if is_clean(results.warnings):
+        every = "every case measured" if results.partial else "every case"
         click.echo(f"\nNo warnings: {every} is clean.")
-    for w in warnings:
-        where = f" [{w['case']}]" if w.get("case") else ""
-        click.echo(f"\n{w['severity']}: {w['code']}{where}: {w['message']}\n  hint: {w['hint']}")
+    for w in results.warnings:
+        where = f" [{w.case}]" if w.case else ""
+        click.echo(f"\n{w.severity}: {w.code}{where}: {w.message}\n  hint: {w.hint}")
 
 
 class ProbeCommand(MultiValueCommand):

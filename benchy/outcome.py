@@ -16,6 +16,11 @@ Exit codes (docs/exit-codes.md holds the same table for users):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only read: the CLI imports this module before any result exists
+    from benchy.results import CaseResult, RunResult
+
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -34,19 +39,18 @@ _EXIT_BY_STOP = {
 }
 
 
-def exit_code(results: dict, strict: bool = False) -> int:
+def exit_code(results: RunResult, strict: bool = False) -> int:
     """A stop outranks a failed check, which outranks --strict warnings."""
-    stopped_by = (results.get("stopped") or {}).get("by")
+    stopped_by = results.stopped.by if results.stopped else None
     if stopped_by in _EXIT_BY_STOP:
         return _EXIT_BY_STOP[stopped_by]
-    if results.get("partial") and not results.get("cases"):
+    if results.partial and not results.cases:
         return EXIT_INTERRUPTED
-    warnings = results.get("warnings", [])
-    if any(w["severity"] == "error" for w in warnings):
+    if any(w.severity == "error" for w in results.warnings):
         return EXIT_CHECK_FAILED
-    if strict and any(w["severity"] != "info" for w in warnings):
+    if strict and any(w.severity != "info" for w in results.warnings):
         return EXIT_STRICT_WARNINGS
-    return EXIT_INTERRUPTED if results.get("partial") else EXIT_OK
+    return EXIT_INTERRUPTED if results.partial else EXIT_OK
 
 
 def probe_exit_code(result: dict) -> int:
@@ -54,22 +58,22 @@ def probe_exit_code(result: dict) -> int:
     return EXIT_CHECK_FAILED if any(e["n_ok"] == 0 for e in result["lengths"]) else EXIT_OK
 
 
-def measured_lines(results: dict) -> list[str]:
+def measured_lines(results: RunResult) -> list[str]:
     """For a run that did not finish: each case measured (and whether it was cut short), each
     case not measured and why. Empty for a complete run."""
-    if not results.get("partial"):
+    if not results.partial:
         return []
-    lines = [f"measured: {_measured(case)}" for case in results.get("cases", [])]
+    lines = [f"measured: {_measured(case)}" for case in results.cases]
     if not lines:
         lines.append("measured: nothing (no measured request finished)")
-    lines += [f"not measured: {item['case']} ({item['reason']})" for item in results.get("not_measured", [])]
+    lines += [f"not measured: {item.case} ({item.reason})" for item in results.not_measured]
     return lines
 
 
-def _measured(case: dict) -> str:
-    done = case["n_ok"] + case["n_failed"]
-    planned = case.get("planned_requests")
+def _measured(case: CaseResult) -> str:
+    done = case.n_ok + case.n_failed
+    planned = case.planned_requests
     counts = f"{done} of {planned} requests" if planned else f"{done} requests"
-    failed = f", {case['n_failed']} failed" if case["n_failed"] else ""
+    failed = f", {case.n_failed} failed" if case.n_failed else ""
     cut = "; cut short" if planned and done < planned else ""
-    return f"{case['label']} ({counts}{failed}{cut})"
+    return f"{case.label} ({counts}{failed}{cut})"

@@ -36,6 +36,11 @@ EARLY_S = 0.001
 LATE_S = 0.05
 
 
+def exit_code(results: dict, strict: bool = False) -> int:
+    """The exit code `benchy run` gives these saved results."""
+    return outcome.exit_code(results_mod.RunResult.from_dict(results), strict)
+
+
 def bench(
     sim,
     pp=(64,),
@@ -131,7 +136,7 @@ def test_clean_run_prints_no_warning_exits_0_and_reports_its_ceiling_share(start
     )
     results = json.loads((tmp_path / "r" / "results.json").read_text())
     quiet = without_environment_warnings(results)
-    assert outcome.exit_code(quiet) == 0 and code == outcome.exit_code(results), err
+    assert exit_code(quiet) == 0 and code == exit_code(results), err
     assert codes(results) == set()
     if quiet == results:  # else the machine was busy, and the table says so
         assert "No warnings: every case is clean." in out
@@ -502,8 +507,8 @@ def test_role_chunk_long_before_the_first_token_is_a_note_and_ttft_is_the_tokens
     results = bench(sim, pp=(1024,), tg=(8,), runs=2)
     w = warning(results, "first_chunk_before_prefill")
     quiet = without_environment_warnings(results)
-    assert w["severity"] == "info" and checks.is_clean(quiet["warnings"])
-    assert outcome.exit_code(quiet, strict=True) == 0  # a note never fails --strict
+    assert w["severity"] == "info" and checks.is_clean(results_mod.RunResult.from_dict(quiet).warnings)
+    assert exit_code(quiet, strict=True) == 0  # a note never fails --strict
     truth = truth_of(sim, results)
     for req in measured(results["cases"][0]):
         t = truth[req["request_id"]]
