@@ -132,6 +132,18 @@ class CasePlan:
 
 
 @dataclass(frozen=True)
+class CaseIO:
+    """What a workload's own runner (benchy/workloads) sends through and reports to: the client,
+    the prompt maker, where each finished record goes, and `start()`, the measured start that
+    workers share (None: now)."""
+
+    client: Client
+    prompts: PromptFactory
+    on_record: Callable[[RequestRecord], None]
+    start: Callable[[], Awaitable[float]] | None = None
+
+
+@dataclass(frozen=True)
 class Send:
     """One request to send: its record (filled as it runs) and its prompt."""
 
@@ -257,10 +269,11 @@ async def _run_case(
     start: Callable[[], Awaitable[float]] | None,
     stop: asyncio.Event,
 ) -> None:
-    if plan.case.kind in ("multi_turn", "trace"):
-        from benchy.workloads.runners import runner_for
+    from benchy.workloads.runners import runner_for
 
-        await runner_for(plan)(client, plan, prompts, on_record, start)
+    workload_runner = runner_for(plan)
+    if workload_runner is not None:
+        await workload_runner(plan, CaseIO(client, prompts, on_record, start))
         return
     contexts = _context_sends(plan, prompts)
     warmups, measured = _sends(plan, prompts, [c.prompt for c in contexts])

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from benchy.client import Client
-from benchy.loadgen import CasePlan, request_options
+from benchy.loadgen import CaseIO, CasePlan, request_options
 from benchy.prompts import PromptError, PromptFactory
 from benchy.records import CONTENT, REASONING, RequestRecord
 from benchy.workloads.spec import MultiTurn
@@ -45,14 +45,9 @@ def planned_requests(plan: CasePlan) -> int:
     return plan.case.concurrency * spec_of(plan).turns
 
 
-async def run_conversations(
-    client: Client,
-    plan: CasePlan,
-    prompts: PromptFactory,
-    on_record: Callable[[RequestRecord], None],
-    start: Callable[[], Awaitable[float]] | None = None,
-) -> None:
+async def run_conversations(plan: CasePlan, case_io: CaseIO) -> None:
     """Warmups (one-message conversations, not counted), then every conversation at once."""
+    client, prompts, on_record, start = case_io.client, case_io.prompts, case_io.on_record, case_io.start
     if plan.endpoint != "chat":
         raise PromptError("a multi-turn case needs --endpoint chat: the server's chat template renders the history")
     spec = spec_of(plan)

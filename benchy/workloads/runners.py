@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from benchy.loadgen import CasePlan, run_case
+from collections.abc import Awaitable, Callable
+
+from benchy.loadgen import CaseIO, CasePlan
 
 
-def runner_for(plan: CasePlan):
-    """run(client, plan, prompts, on_record) for this case. A shared-prefix case is a cached-depth
-    case of the load generator (one context per group); a conversation needs a dependent loop
-    (the next turn waits for the answer); a trace leaves at its own times."""
+def runner_for(plan: CasePlan) -> Callable[[CasePlan, CaseIO], Awaitable[None]] | None:
+    """The workload's own loop for this case, or None: the load generator sends it. A
+    shared-prefix case is a cached-depth case of the load generator (one context per group); a
+    conversation needs a dependent loop (the next turn waits for the answer); a trace leaves at
+    its own times."""
     if plan.case.kind == "multi_turn":
         from benchy.workloads.multi_turn import run_conversations
 
@@ -17,7 +20,7 @@ def runner_for(plan: CasePlan):
         from benchy.workloads.trace import replay
 
         return replay
-    return run_case
+    return None
 
 
 def planned_requests(plan: CasePlan) -> int:

@@ -29,7 +29,7 @@ import io
 import json
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -38,9 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from benchy import arrivals
-from benchy.client import Client
-from benchy.loadgen import CasePlan, Send, request_options, send_request
-from benchy.prompts import PromptFactory
+from benchy.loadgen import CaseIO, CasePlan, Send, request_options, send_request
 from benchy.records import RequestRecord
 from benchy.workloads.spec import TraceReplay, WorkloadError
 
@@ -275,17 +273,12 @@ def replay_limit(plan: CasePlan) -> int | None:
     return spec_of(plan).limit or plan.requests
 
 
-async def replay(
-    client: Client,
-    plan: CasePlan,
-    prompts: PromptFactory,
-    on_record: Callable[[RequestRecord], None],
-    start: Callable[[], Awaitable[float]] | None = None,
-) -> None:
+async def replay(plan: CasePlan, case_io: CaseIO) -> None:
     """Every request at its trace time ÷ speed, with its own lengths; arrivals.open_loop does
     the sending, so a send held back by --max-inflight is measured as queue delay (as for a
     --rate case). Prompts are made as they are due (a long trace would not fit in memory),
     from block texts that need no tokenizing. No warmups: the trace says what comes first."""
+    client, prompts, on_record, start = case_io.client, case_io.prompts, case_io.on_record, case_io.start
     spec = spec_of(plan)
     requests = load(spec.path, replay_limit(plan))
     reuse = expected_reuse(requests)
