@@ -17,7 +17,7 @@ import click
 
 from benchy import __version__
 from benchy.outcome import EXIT_INTERRUPTED, EXIT_USAGE, exit_code, measured_lines, probe_exit_code
-from benchy.redact import URL_USERINFO, redacted_command_line
+from benchy.redact import URL_USERINFO, redact_url, redacted_command_line
 
 if TYPE_CHECKING:
     from benchy.results import RunResult
@@ -627,13 +627,15 @@ def _claim_folder(directory: Path, force: bool) -> None:
 
 
 def _with_url_hint(message: str, base_url: str) -> str:
-    """A 404 from the API root usually means the /v1 was left out of --base-url."""
+    """A 404 from the API root usually means the /v1 was left out of --base-url. The suggestion
+    puts /v1 in the path (before any query string) and shows no secret (redact_url)."""
     from urllib.parse import urlsplit
 
-    path = urlsplit(base_url).path.rstrip("/")
+    parts = urlsplit(base_url)
+    path = parts.path.rstrip("/")
     if "HTTP 404" in message and not path.endswith("/v1"):
-        root = URL_USERINFO.sub(r"\1***@", base_url.rstrip("/"))
-        return f"{message} (OpenAI-compatible servers serve the API under /v1: try --base-url {root}/v1)"
+        suggested = redact_url(parts._replace(path=f"{path}/v1").geturl())
+        return f"{message} (OpenAI-compatible servers serve the API under /v1: try --base-url {suggested})"
     return message
 
 

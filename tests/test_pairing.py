@@ -67,3 +67,14 @@ def test_a_base_url_without_v1_gets_the_v1_form_as_a_hint(start_sim):
     [line] = proc.stderr.strip().splitlines()
     assert "HTTP 404" in line and f"try --base-url {sim.url}/v1" in line
     assert not [t for t in sim.truth() if t["request_id"]]  # nothing was measured against the wrong URL
+
+
+def test_the_v1_hint_goes_in_the_path_and_shows_no_secret(start_sim):
+    """An Azure-style base URL carries its key in the query: the suggested URL puts /v1 before the
+    query and masks the key, as results and logs do."""
+    sim = start_sim()
+    proc = benchy("run", "--base-url", f"{sim.url}?api-version=1&api-key=SECRET-42", "--pp", "64", "--tg", "4", "-q")
+    assert proc.returncode == 1
+    [line] = proc.stderr.strip().splitlines()
+    assert f"try --base-url {sim.url}/v1?api-version=1&api-key=***)" in line, line
+    assert "SECRET-42" not in proc.stderr + proc.stdout
