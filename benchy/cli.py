@@ -17,7 +17,7 @@ import click
 
 from benchy import __version__
 from benchy.outcome import EXIT_INTERRUPTED, EXIT_USAGE, exit_code, measured_lines, probe_exit_code
-from benchy.redact import URL_USERINFO, redact_url, redacted_command_line
+from benchy.redact import URL_USERINFO, redact_query, redact_url, redacted_command_line
 
 if TYPE_CHECKING:
     from benchy.results import RunResult
@@ -764,7 +764,7 @@ def compare(results_files, output, test, alpha, min_effect, force):
 def _check_url(url: str) -> None:
     from urllib.parse import urlsplit
 
-    shown = URL_USERINFO.sub(r"\1***@", url) if "://" in url else url.rpartition("@")[2]
+    shown = redact_query(URL_USERINFO.sub(r"\1***@", url) if "://" in url else url.rpartition("@")[2])
     if not url.startswith(("http://", "https://")):
         raise click.UsageError(f"--base-url must start with http:// or https://, got {shown!r}")
     try:

@@ -57,6 +57,12 @@ def test_bad_flags_are_usage_errors(capsys, argv, words):
     assert code == 2 and words in line
 
 
+def test_a_bad_base_url_is_shown_without_its_secrets(capsys):
+    code, line = benchy(capsys, "run", "--base-url", "http://me:pw@localhost:notaport/v1?api-key=SECRET-7")
+    assert code == 2 and "port" in line and "api-key=***" in line
+    assert "SECRET-7" not in line and "pw" not in line
+
+
 SCENARIOS = {
     "syntax.toml": (b'name = "x"\npp = [512,\ntg = \n', ":", "line 3"),
     "unknown_key.toml": (b'name = "x"\npp = [512]\ntg = 128\nrunz = 3\n', ":4:", "runz"),
