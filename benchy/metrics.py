@@ -340,32 +340,39 @@ def meets_slo(values: dict[str, float | Unavailable], slo: dict[str, float]) -> 
     return True
 
 
-def _good_requests(records: list[RequestRecord], slo: dict[str, float]) -> int | Unavailable:
+def _good_requests(
+    records: list[RequestRecord], slo: dict[str, float], buffered: Unavailable | Literal[False] | None
+) -> int | Unavailable:
     good = 0
     for rec in records:
         if not rec.ok:
             continue
-        verdict = meets_slo(request_metrics(rec), slo)
+        verdict = meets_slo(request_metrics(rec, buffered), slo)
         if isinstance(verdict, Unavailable):
             return Unavailable(SLO_UNJUDGED, f"cannot judge the SLO: {verdict.message}")
         good += verdict
     return good
 
 
-def goodput(records: list[RequestRecord], slo: dict[str, float]) -> float | Unavailable:
-    """Fraction of the measured requests that succeeded and met every SLO."""
+def goodput(
+    records: list[RequestRecord], slo: dict[str, float], buffered: Unavailable | Literal[False] | None = None
+) -> float | Unavailable:
+    """Fraction of the measured requests that succeeded and met every SLO. `buffered`: the case's
+    verdict (case_buffering), so each request is judged on the figures its case reports."""
     if not records:
         return Unavailable(NO_REQUEST, "no request was measured")
-    good = _good_requests(records, slo)
+    good = _good_requests(records, slo, buffered)
     if isinstance(good, Unavailable):
         return good
     return good / len(records)
 
 
-def goodput_rate(records: list[RequestRecord], slo: dict[str, float]) -> float | Unavailable:
+def goodput_rate(
+    records: list[RequestRecord], slo: dict[str, float], buffered: Unavailable | Literal[False] | None = None
+) -> float | Unavailable:
     """Requests that succeeded and met every SLO ÷ (last end − first send) of the successful
     ones: the request rate that counts. 0 when none met them."""
-    good = _good_requests(records, slo) if records else Unavailable(NO_REQUEST, "no request was measured")
+    good = _good_requests(records, slo, buffered) if records else Unavailable(NO_REQUEST, "no request was measured")
     if isinstance(good, Unavailable) or good == 0:
         return good
     window = _success_window(records)

@@ -373,7 +373,7 @@ def case_result(
         achieved_rate=_value(metrics.achieved_rate(measured)),
         request_rate=_value(metrics.request_rate(measured)),
         send_lag=MetricSummary.of(lags) if lags else None,
-        goodput=_goodput(measured, slo) if slo else None,
+        goodput=_goodput(measured, slo, buffered) if slo else None,
         requests=[RequestResult.of(r, buffered) for r in records],
         client=client,
         server=server,
@@ -461,11 +461,12 @@ def _case_ceiling(case: CaseResult, setup: CeilingSetup | None) -> CaseCeiling |
     )
 
 
-def _goodput(measured: list[RequestRecord], slo: dict[str, float]) -> Goodput:
-    fraction = metrics.goodput(measured, slo)
+def _goodput(measured: list[RequestRecord], slo: dict[str, float], buffered: Unavailable | Literal[False]) -> Goodput:
+    """Each request judged on the figures the case reports: by the case's buffering verdict."""
+    fraction = metrics.goodput(measured, slo, buffered)
     if isinstance(fraction, Unavailable):
         return Goodput(slo=slo, unavailable=fraction.message)
-    return Goodput(slo=slo, fraction=fraction, rate=_value(metrics.goodput_rate(measured, slo)))
+    return Goodput(slo=slo, fraction=fraction, rate=_value(metrics.goodput_rate(measured, slo, buffered)))
 
 
 def _value(value: float | Unavailable) -> float | None:

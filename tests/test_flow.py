@@ -122,3 +122,19 @@ def test_reports_read_results_only_and_statistics_need_no_plotting():
     )
     proc = subprocess.run([sys.executable, "-c", code], env=sim_env(), cwd=REPO_ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_goodput_judges_each_request_by_its_cases_buffering_verdict():
+    """One request in four read as a lump (a busy client's late read) does not make the case
+    buffered: the case reports its TTFT, and the SLO on TTFT is judged for every request, that
+    one included, as the summaries are. A case that is buffered withholds TTFT: no verdict."""
+    live = [record(i, 32, 0.05) for i in range(3)]
+    lumpy = record(3, 32, 0.05, tokens_per_event=8)
+    assert metrics.is_buffered(lumpy) and not any(metrics.is_buffered(r) for r in live)
+    case = results_mod.case_result(Case(pp=64, tg=32), "chat", 4, [*live, lumpy], slo={"ttft_s": 1.0})
+    assert case.summary["ttft_s"] is not None and case.goodput is not None
+    assert case.goodput.fraction == 1.0 and case.goodput.unavailable is None
+    lumps = [record(i, 32, 0.05, tokens_per_event=8) for i in range(4)]
+    buffered = results_mod.case_result(Case(pp=64, tg=32), "chat", 4, lumps, slo={"ttft_s": 1.0})
+    assert buffered.summary.get("ttft_s") is None and buffered.goodput is not None
+    assert buffered.goodput.fraction is None and "cannot judge the SLO" in str(buffered.goodput.unavailable)
