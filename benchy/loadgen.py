@@ -115,8 +115,12 @@ class CasePlan:
         loop is bounded only by --duration."""
         if self.case.rate is None and self.requests is None and self.duration_s is not None:
             return None
-        context = self.case.depth_mode == "cached" and bool(self.case.depth)
-        return self.warmup + self.measured + context
+        return self.warmup + self.measured + self.contexts
+
+    @property
+    def contexts(self) -> int:
+        """Shared contexts sent alone first: one per group of a cached-depth case; none in cold mode."""
+        return self.case.groups if self.case.depth_mode == "cached" and self.case.depth else 0
 
     @property
     def streams(self) -> int:
@@ -178,10 +182,8 @@ def _context_sends(plan: CasePlan, prompts: PromptFactory) -> list[Send]:
     """The shared contexts of a cached-depth case (one; a shared-prefix case: one per group),
     each sent alone first; none in cold mode."""
     case = plan.case
-    if case.depth_mode != "cached" or not case.depth:
-        return []
     sends = []
-    for group in range(case.groups):
+    for group in range(plan.contexts):
         context = prompts.context(case.depth)
         rec = RequestRecord(
             case=case.label,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchy import tokenizer
+from benchy.loadgen import CasePlan, _context_sends
 from benchy.prompts import Calibration, PromptFactory
 from benchy.records import CONTENT, REASONING, RequestRecord
 from benchy.scenario import ScenarioError, load_scenario
@@ -151,6 +152,16 @@ def test_assistant_message_drops_reasoning_unless_kept():
 
 
 # ------------------------------------------------------------------ cases
+
+
+def test_a_shared_prefix_case_expects_the_context_of_each_group():
+    """The progress total (expected_records) counts what the load generator sends first: one
+    context per group of a shared fraction, none for the unshared baseline."""
+    for case in cases.shared_prefix_cases([2048], [32], [4], [0.5], groups=3):
+        plan = CasePlan(case, 0, runs=2, warmup=1, endpoint="chat", salt="s")
+        sent = _context_sends(plan, PromptFactory(salt="s"))
+        assert len(sent) == plan.contexts == (3 if case.depth else 0)
+        assert plan.expected_records == 1 + 2 * 4 + len(sent)
 
 
 def test_shared_prefix_sweep_includes_the_unshared_baseline():
