@@ -113,7 +113,7 @@ class RayPool:
         return len(self._live)
 
     def workers_for(self, case, load) -> int:
-        return max(1, min(self.n, workers.case_workers(case, self.n, load.max_inflight)))
+        return workers.case_workers(case, self.n, load.max_inflight)  # 1 … n
 
     async def run_case(
         self, plan, k: int, client_settings, calibration, nonce: bool, on_record: Callable, stop, on_start=None

@@ -108,6 +108,7 @@ def clock_reading() -> dict:
     return {"t": time.perf_counter(), "boot_id": boot_id(), "node": platform.node()}
 
 
+@functools.cache  # read once: every clock handshake sample carries it
 def boot_id() -> str | None:
     """This kernel's boot id: processes that share it share CLOCK_MONOTONIC (perf_counter)."""
     try:

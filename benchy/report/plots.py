@@ -536,8 +536,7 @@ def _single_stream(case: CaseResult) -> bool:
 
 
 def _shape_label(case: CaseResult) -> str:
-    shape = f"pp{case.pp} tg{case.tg}{_depth_text(case)}"
-    return f"{case.scenario} ({shape})" if case.scenario else shape
+    return case_name(case, f"pp{case.pp} tg{case.tg}{_depth_text(case)}")
 
 
 DISTRIBUTION_TITLE = "Every request's end-to-end throughput"

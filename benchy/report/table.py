@@ -95,7 +95,7 @@ def goodput_cell(goodput: Goodput | None, notes: Footnotes) -> str:
 
 def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str]]]:
     cases = results.cases
-    loaded = any(c.concurrency > 1 or c.rate for c in cases)
+    loaded = any(is_loaded(c) for c in cases)
     with_goodput = any(c.goodput for c in cases)
     with_ceiling = any(c.ceiling for c in cases)
     warned = case_warnings(results)
@@ -208,7 +208,7 @@ def case_key_cells(case: CaseResult) -> list:
         case.pp,
         case.tg,
         "" if open_loop else case.concurrency,  # an open loop has a rate, not a concurrency
-        case.mode or ("open" if open_loop else "closed"),
+        case.mode,
         _blank(case.rate),
         case.depth,
     ]
