@@ -108,7 +108,7 @@ def serve_pump(port: int, truth_log: str) -> None:
     one-line truth record, and 8 events per write and turn of its event loop rather than one
     (the first token alone): on loopback each write costs the sender a wake-up of the reader.
     Non-streamed requests (benchy's calibration) get usage counted by benchy's tokenizer."""
-    from benchy import tokenizer
+    from benchy.measure import tokenizer
 
     log = open(truth_log, "a", encoding="utf-8")
     responses: dict[int, list[bytes]] = {}

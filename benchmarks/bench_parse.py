@@ -1,4 +1,4 @@
-"""The streamed client's parsing cost alone: CPU per token of benchy.http1's exchange (httptools)
+"""The streamed client's parsing cost alone: CPU per token of benchy.client.http1's exchange (httptools)
 and the SSE reader, fed a pre-rendered 256-token chunked stream, one event per read, no sockets.
 
 A developer benchmark, not a test. It isolates what benchy adds per token on top of reading the
@@ -38,9 +38,9 @@ def reads() -> list[bytes]:
 
 
 async def one_stream(stream: list[bytes]) -> None:
-    from benchy.client import _StreamReader
-    from benchy.http1 import Response, _Connection, _Exchange
-    from benchy.records import RequestRecord
+    from benchy.client.http1 import Response, _Connection, _Exchange
+    from benchy.client.stream import _StreamReader
+    from benchy.measure.records import RequestRecord
 
     rec = RequestRecord(
         case="c", run=0, index=0, warmup=False, request_id="r", nonce=None, target_prompt_tokens=1,

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 import click
 
 from benchy import __version__
+from benchy.client.redact import URL_USERINFO, redact_query, redact_url, redacted_command_line
 from benchy.outcome import EXIT_INTERRUPTED, EXIT_USAGE, exit_code, measured_lines, probe_exit_code
-from benchy.redact import URL_USERINFO, redact_query, redact_url, redacted_command_line
 
 if TYPE_CHECKING:
-    from benchy.results import RunResult
+    from benchy.results.types import RunResult
 
 
 class MultiValueCommand(click.Command):
@@ -136,7 +136,7 @@ CLIENT_OPTIONS = (
 
 
 def _client_settings(base_url, model, api_key, timeout, stall_timeout, insecure, transport, headers, no_env_proxy):
-    from benchy.client import ClientSettings, parse_header
+    from benchy.client.stream import ClientSettings, parse_header
 
     _check_url(base_url)
     try:
@@ -290,7 +290,8 @@ def _cases(
     trace_file,
     speed,
 ):
-    from benchy.scenario import CaseSelection, ScenarioError, WorkloadSelection, select_cases
+    from benchy.workloads.case import ScenarioError
+    from benchy.workloads.scenario import CaseSelection, WorkloadSelection, select_cases
     from benchy.workloads.spec import WorkloadError
 
     workload = WorkloadSelection(
@@ -364,9 +365,9 @@ LOAD_OPTIONS = (
 
 
 def _load_settings(max_inflight, n_requests, duration, seed, workers, ray, ray_workers_per_node, slo):
-    from benchy import cluster
-    from benchy.loadgen import LoadSettings
-    from benchy.metrics import parse_slo
+    from benchy.load import cluster
+    from benchy.load.plan import LoadSettings
+    from benchy.measure.metrics import parse_slo
 
     if ray is not None and not cluster.ray_installed():
         raise click.UsageError(cluster.RAY_MISSING)
@@ -415,8 +416,8 @@ CEILING_OPTIONS = (
 
 
 def _ceiling_inputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_token):
-    from benchy.ceiling import CeilingInputs
-    from benchy.profiles import ProfileError
+    from benchy.measure.ceiling import CeilingInputs
+    from benchy.measure.profiles import ProfileError
 
     inputs = CeilingInputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_token)
     try:
@@ -476,7 +477,7 @@ TEMPLATE_OPTIONS = (
 
 
 def _template(template, reasoning_effort):
-    from benchy.prompts import Template
+    from benchy.load.prompts import Template
 
     return Template(template, reasoning_effort)
 
@@ -546,11 +547,11 @@ def run(
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
-    from benchy.client import ServerError
-    from benchy.cluster import ClusterError
-    from benchy.prompts import PromptError
+    from benchy.client.stream import ServerError
+    from benchy.load.cluster import ClusterError
+    from benchy.load.prompts import PromptError
     from benchy.report import table
-    from benchy.results import RunResult
+    from benchy.results.types import RunResult
     from benchy.workloads.cases import check_workload_endpoints
 
     try:
@@ -694,7 +695,7 @@ def report(results_file, output, force):
     probe.json). Needs no server."""
     from benchy.folders import copy_run
     from benchy.report import render
-    from benchy.results import ResultsError
+    from benchy.results.types import ResultsError
 
     source = render.results_path(Path(results_file))
     if output is not None and source.is_file() and output.resolve() != source.parent.resolve():
@@ -741,7 +742,7 @@ def compare(results_files, output, test, alpha, min_effect, force):
     """Compare runs case by case: the first file is the baseline, each other one is set against it."""
     from benchy.report import compare as compare_mod
     from benchy.report import render
-    from benchy.results import ResultsError
+    from benchy.results.types import ResultsError
 
     if len(results_files) < 2:
         raise click.UsageError("compare needs at least two results files (the first is the baseline)")
@@ -787,7 +788,7 @@ def _echo_stop(results: RunResult, output: Path | None) -> None:
 
 
 def _echo_warnings(results: RunResult) -> None:
-    from benchy.checks import is_clean
+    from benchy.checks.warnings import is_clean
 
     if is_clean(results.warnings):
         every = "every case measured" if results.partial else "every case"
@@ -840,8 +841,8 @@ class ProbeCommand(MultiValueCommand):
 def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet):
     """Does the server cache prompt prefixes? Shared- vs unique-prefix TTFTs and a verdict per length."""
     from benchy import probe
-    from benchy.client import ServerError
-    from benchy.prompts import PromptError
+    from benchy.client.stream import ServerError
+    from benchy.load.prompts import PromptError
     from benchy.report import probe_report
 
     if n < 3 or tg < 1 or any(length < 1 for length in lengths):

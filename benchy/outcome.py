@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only read: the CLI imports this module before any result exists
-    from benchy.results import CaseResult, RunResult
+    from benchy.results.types import CaseResult, RunResult
 
 EXIT_OK = 0
 EXIT_ERROR = 1

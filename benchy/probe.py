@@ -31,14 +31,15 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats as sps
 
-from benchy import __version__, metrics
-from benchy import server as server_mod
-from benchy.client import Client, ClientSettings, redact_url
-from benchy.loadgen import exact_length_options
-from benchy.metrics import Unavailable
-from benchy.prompts import Prompt, PromptFactory, calibrate
-from benchy.records import RequestRecord
-from benchy.results import PROBE_SCHEMA
+from benchy import __version__
+from benchy.client.stream import Client, ClientSettings, redact_url
+from benchy.load.plan import exact_length_options
+from benchy.load.prompts import Prompt, PromptFactory, calibrate
+from benchy.measure import metrics
+from benchy.measure.metrics import Unavailable
+from benchy.measure.records import RequestRecord
+from benchy.results.types import PROBE_SCHEMA
+from benchy.server import identity as server_mod
 
 SCHEMA = PROBE_SCHEMA  # results.py names every saved schema
 DEFAULT_LENGTHS = (2000, 8000, 27000)

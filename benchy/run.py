@@ -20,18 +20,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from benchy import __version__, checks, metrics, server_metrics
-from benchy import results as results_mod
-from benchy import server as server_mod
-from benchy.ceiling import CeilingInputs
-from benchy.client import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
-from benchy.loadgen import CasePlan, LoadSettings, run_case
-from benchy.monitor import LoopMonitor
-from benchy.progress import Progress
-from benchy.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
-from benchy.records import RecordWriter, RequestRecord
-from benchy.scenario import Case
-from benchy.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
+from benchy import __version__
+from benchy.checks import warnings as checks
+from benchy.client.stream import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
+from benchy.load.generator import run_case
+from benchy.load.monitor import LoopMonitor
+from benchy.load.plan import CasePlan, LoadSettings
+from benchy.load.progress import Progress
+from benchy.load.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
+from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
+from benchy.measure import metrics
+from benchy.measure.ceiling import CeilingInputs
+from benchy.measure.records import RecordWriter, RequestRecord
+from benchy.results import types as results_mod
+from benchy.server import identity as server_mod
+from benchy.server import metrics as server_metrics
+from benchy.workloads.case import Case
 
 
 @dataclass
@@ -271,7 +275,7 @@ def _start_pool(settings: RunSettings):
     runs in this process."""
     load = settings.load
     if load.ray is not None:
-        from benchy import cluster
+        from benchy.load import cluster
 
         return cluster.RayPool.connect(load.ray, load.ray_workers_per_node)
     n = max((case_workers(c, load.workers, load.max_inflight) for c in settings.cases if not c.workload), default=1)

@@ -15,16 +15,18 @@ import time
 import numpy as np
 import pytest
 
-from benchy import checks, cli, outcome, profiles
-from benchy import results as results_mod
+from benchy import cli, outcome
 from benchy import run as run_mod
-from benchy.ceiling import CeilingInputs
-from benchy.client import ClientSettings
-from benchy.loadgen import LoadSettings
-from benchy.monitor import INTERVAL_S, LoopMonitor
-from benchy.progress import Progress
+from benchy.checks import warnings as checks
+from benchy.client.stream import ClientSettings
+from benchy.load.monitor import INTERVAL_S, LoopMonitor
+from benchy.load.plan import LoadSettings
+from benchy.load.progress import Progress
+from benchy.measure import profiles
+from benchy.measure.ceiling import CeilingInputs
 from benchy.report import table
-from benchy.scenario import sweep
+from benchy.results import types as results_mod
+from benchy.workloads.scenario import sweep
 from tests.conftest import warning_codes as codes
 from tests.conftest import without_environment_warnings
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchy import cli, probe
-from benchy.client import ClientSettings, ServerError
+from benchy.client.stream import ClientSettings, ServerError
 
 SERVER_COMMANDS = ("run", "probe-cache")
 

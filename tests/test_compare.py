@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from benchy import cli, metrics, stats
+from benchy import cli
+from benchy.measure import metrics, stats
 from benchy.report import compare as compare_mod
-from benchy.results import RunResult
+from benchy.results.types import RunResult
 from benchy.sim.process import SimProcess
 from tests.test_report import assert_sensible_png, benchy_here
 

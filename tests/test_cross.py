@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchy import evidence, metrics, tokenizer
 from benchy import run as run_mod
-from benchy.client import Client, ClientSettings
-from benchy.prompts import Template
-from benchy.records import REASONING, RequestRecord, read_records
-from benchy.scenario import sweep
+from benchy.client.stream import Client, ClientSettings
+from benchy.load.prompts import Template
+from benchy.measure import evidence, metrics, tokenizer
+from benchy.measure.records import REASONING, RequestRecord, read_records
+from benchy.workloads.scenario import sweep
 from tests.conftest import ENVIRONMENT_WARNINGS
 from tests.test_checks import (
     assert_between_truth as assert_between,

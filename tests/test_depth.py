@@ -13,14 +13,16 @@ import json
 import numpy as np
 import pytest
 
-from benchy import checks, tokenizer
 from benchy import run as run_mod
-from benchy.client import ClientSettings
-from benchy.metrics import Unavailable, prefill_tps
-from benchy.prompts import Calibration, PromptFactory
-from benchy.records import RequestRecord
-from benchy.results import CaseResult, RequestResult, RunResult
-from benchy.scenario import ScenarioError, load_scenario, sweep
+from benchy.checks import warnings as checks
+from benchy.client.stream import ClientSettings
+from benchy.load.prompts import Calibration, PromptFactory
+from benchy.measure import tokenizer
+from benchy.measure.metrics import Unavailable, prefill_tps
+from benchy.measure.records import RequestRecord
+from benchy.results.types import CaseResult, RequestResult, RunResult
+from benchy.workloads.case import ScenarioError
+from benchy.workloads.scenario import load_scenario, sweep
 from tests.conftest import run_benchy
 
 SIM_FLAGS = ("--prefill-tps", "500", "--decode-tps", "5000")

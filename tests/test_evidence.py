@@ -1,4 +1,4 @@
-"""Properties of benchy.evidence: counting, arrivals, the buffering verdict and think splitting."""
+"""Properties of benchy.measure.evidence: counting, arrivals, the buffering verdict and think splitting."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchy import evidence, tokenizer
-from benchy.evidence import CONTENT, REASONING
+from benchy.measure import evidence, tokenizer
+from benchy.measure.evidence import CONTENT, REASONING
 
 WORDS = [" the", " of", " and", " to", " in", " is", " was", " for"]
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from benchy import metrics
-from benchy import results as results_mod
+from benchy.measure import metrics
 from benchy.report import plots, probe_report, render, table
+from benchy.results import types as results_mod
 from benchy.sim.process import SimProcess
 from tests.conftest import run_benchy
 from tests.test_report import capture_figures

@@ -8,10 +8,11 @@ import copy
 import subprocess
 import sys
 
-from benchy import checks, metrics
-from benchy import results as results_mod
-from benchy.records import RequestRecord
-from benchy.scenario import Case
+from benchy.checks import warnings as checks
+from benchy.measure import metrics
+from benchy.measure.records import RequestRecord
+from benchy.results import types as results_mod
+from benchy.workloads.case import Case
 from tests.conftest import REPO_ROOT, sim_env
 
 EXAMPLE = REPO_ROOT / "reports" / "dgx-spark-sim" / "results.json"
@@ -115,9 +116,9 @@ def imports_of(module: str) -> set[str]:
 def test_reports_read_results_only_and_statistics_need_no_plotting():
     """compare draws with plots inside write_png only: its statistics (stats.py) import no matplotlib."""
     assert not {m for m in imports_of("benchy/report/render.py") if m.startswith("benchy.probe")}
-    assert not {m for m in imports_of("benchy/checks.py") if m.startswith("benchy.report")}
+    assert not {m for m in imports_of("benchy/checks/warnings.py") if m.startswith("benchy.report")}
     code = (
-        "import sys, benchy.report.compare, benchy.stats, benchy.checks, benchy.results;"
+        "import sys, benchy.report.compare, benchy.measure.stats, benchy.checks.warnings, benchy.results.types;"
         "assert 'matplotlib' not in sys.modules, 'matplotlib imported'"
     )
     proc = subprocess.run([sys.executable, "-c", code], env=sim_env(), cwd=REPO_ROOT, capture_output=True, text=True)

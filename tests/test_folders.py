@@ -9,7 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from benchy.records import read_records
+from benchy.measure.records import read_records
 from tests.conftest import run_benchy as benchy
 
 FAST = ("--decode-tps", "2000", "--prefill-tps", "200000")

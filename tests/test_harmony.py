@@ -4,8 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchy import tokenizer
-from benchy.harmony import (
+from benchy.client.harmony import (
     MARKERS,
     RESPONSE_END_STOPS,
     HarmonyStream,
@@ -16,6 +15,7 @@ from benchy.harmony import (
     render_prompt,
     render_response,
 )
+from benchy.measure import tokenizer
 
 EXPECTED_PROMPT = (
     "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"

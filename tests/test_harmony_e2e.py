@@ -17,10 +17,10 @@ import pytest
 
 from benchy import cli
 from benchy import run as run_mod
-from benchy.client import Client, ClientSettings, _StreamReader
-from benchy.prompts import Template
-from benchy.records import CONTENT, REASONING, RequestRecord, read_records
-from benchy.scenario import sweep
+from benchy.client.stream import Client, ClientSettings, _StreamReader
+from benchy.load.prompts import Template
+from benchy.measure.records import CONTENT, REASONING, RequestRecord, read_records
+from benchy.workloads.scenario import sweep
 from tests.conftest import warning_codes as codes
 from tests.test_harmony import EXPECTED_PROMPT
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchy.cli import main
-from benchy.records import is_header, read_records
+from benchy.measure.records import is_header, read_records
 from tests.conftest import BENCHY, REPO_ROOT, sim_env
 
 

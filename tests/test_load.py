@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchy import arrivals, metrics
-from benchy.records import RequestRecord, read_records
+from benchy.load import arrivals
+from benchy.measure import metrics
+from benchy.measure.records import RequestRecord, read_records
 from tests.conftest import REPO_ROOT, run_benchy, sim_env
 
 
@@ -279,7 +280,7 @@ def _stream(contents: list[str]) -> bytes:
 
 
 def _read(body: bytes, cuts: list[int], plain: bool) -> dict:
-    from benchy.client import _StreamReader
+    from benchy.client.stream import _StreamReader
 
     rec = RequestRecord(
         case="x",
@@ -321,7 +322,7 @@ def test_reader_fast_paths_record_exactly_what_a_full_json_parse_does(contents, 
 
 
 def test_plain_content_events_skip_the_json_parse():
-    from benchy.client import _StreamReader
+    from benchy.client.stream import _StreamReader
 
     class Counting(_StreamReader):
         __slots__ = ("plain_bytes",)

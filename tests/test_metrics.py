@@ -2,9 +2,9 @@
 
 import pytest
 
-from benchy import metrics
-from benchy.metrics import Unavailable
-from benchy.records import RequestRecord
+from benchy.measure import metrics
+from benchy.measure.metrics import Unavailable
+from benchy.measure.records import RequestRecord
 
 
 def record(times, chars=None, kinds=None, completion=None, prompt=1000, cached=0, end=None, **kw):

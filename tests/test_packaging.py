@@ -24,8 +24,9 @@ SOURCES = ("pyproject.toml", "README.md", "LICENSE", "benchy")
 PROBE = textwrap.dedent(
     """
     import json, benchy
-    from benchy import profiles, tokenizer
-    from benchy.scenario import load_scenario, shipped_names
+    from benchy.measure import profiles
+    from benchy.measure import tokenizer
+    from benchy.workloads.scenario import load_scenario, shipped_names
     names = shipped_names()
     print(json.dumps({
         "file": benchy.__file__,

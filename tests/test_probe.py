@@ -17,11 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchy import run as run_mod
-from benchy.client import ClientSettings
+from benchy.client.stream import ClientSettings
+from benchy.measure.records import RequestRecord
 from benchy.probe import MIN_SPEEDUP, SCHEMA, VERDICTS, ProbeSettings, capped_lengths, decide, length_entry, run_probe
-from benchy.records import RequestRecord
 from benchy.report import probe_report
-from benchy.scenario import sweep
+from benchy.workloads.scenario import sweep
 from tests.conftest import LATE_S, run_benchy
 
 SIM_FLAGS = ("--prefill-tps", "20000", "--decode-tps", "5000", "--header-delay-s", "0.2")

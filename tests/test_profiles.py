@@ -12,7 +12,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 import pytest
 
-from benchy.profiles import (
+from benchy.measure.profiles import (
     Ceiling,
     ProfileError,
     case_ceiling,

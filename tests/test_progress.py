@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from benchy import progress
 from benchy.cli import main
+from benchy.load import progress
 
 LINE = re.compile(r"^\[(\d+)/(\d+)\] (.+?): (\d+)(?:/(\d+))? requests.*?\[(\d+):(\d+)(?:<(\d+):(\d+))?")
 

@@ -1,7 +1,7 @@
 """Prompts: exact token counts, a unique nonce at the very start, calibration arithmetic."""
 
-from benchy import tokenizer
-from benchy.prompts import Calibration, PromptFactory
+from benchy.load.prompts import Calibration, PromptFactory
+from benchy.measure import tokenizer
 
 
 def test_prompts_have_exact_length_and_start_with_unique_nonce():

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from benchy import metrics
-from benchy.metrics import METRICS
+from benchy.measure import metrics
+from benchy.measure.metrics import METRICS
 from benchy.report import compare, markdown, table
-from benchy.results import RunResult
+from benchy.results.types import RunResult
 from tests.conftest import REPO_ROOT
 
 

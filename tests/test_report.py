@@ -16,7 +16,7 @@ import pytest
 
 from benchy import cli
 from benchy.report import plots, probe_report, render
-from benchy.results import RunResult
+from benchy.results.types import RunResult
 from tests.conftest import REPO_ROOT, sim_env
 
 SECRET = "sk-report-sentinel-4242"
@@ -65,13 +65,13 @@ def assert_sensible_png(path: Path) -> None:
 def capture_figures(monkeypatch) -> dict:
     """{file name: matplotlib figure} of every figure saved while it is active (still saved)."""
     drawn = {}
-    real_save = plots._save
+    real_save = plots.save
 
     def spy(fig, path):
         drawn[path.name] = fig
         return real_save(fig, path)
 
-    monkeypatch.setattr(plots, "_save", spy)
+    monkeypatch.setattr(plots, "save", spy)
     return drawn
 
 

@@ -4,18 +4,10 @@ import json
 
 import pytest
 
-from benchy import arrivals
 from benchy.cli import main
-from benchy.scenario import (
-    Case,
-    CaseSelection,
-    ScenarioError,
-    load_scenario,
-    rate_sweep,
-    select_cases,
-    shipped_names,
-    sweep,
-)
+from benchy.load import arrivals
+from benchy.workloads.case import Case, ScenarioError
+from benchy.workloads.scenario import CaseSelection, load_scenario, rate_sweep, select_cases, shipped_names, sweep
 from tests.conftest import run_benchy
 
 

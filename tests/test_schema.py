@@ -10,8 +10,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from benchy import results as results_mod
-from benchy.records import REQUESTS_SCHEMA, RecordsError, read_records
+from benchy.measure.records import REQUESTS_SCHEMA, RecordsError, read_records
+from benchy.results import types as results_mod
 from tests.conftest import REPO_ROOT, sim_env
 
 SHIPPED_REPORTS = sorted((REPO_ROOT / "reports").glob("*/results.json"))

@@ -21,9 +21,9 @@ from aiohttp import web
 
 from benchy import run as run_mod
 from benchy.cli import main
-from benchy.client import Client, ClientSettings, ServerError
-from benchy.records import RequestRecord
-from benchy.scenario import Case
+from benchy.client.stream import Client, ClientSettings, ServerError
+from benchy.measure.records import RequestRecord
+from benchy.workloads.case import Case
 from tests.conftest import BENCHY, REPO_ROOT, run_benchy, sim_env
 from tests.netservers import Relay
 
@@ -346,14 +346,14 @@ def test_sim_listens_on_loopback_by_default(start_sim):
     ],
 )
 def test_the_saved_command_line_keeps_header_names_and_drops_every_secret(argv, kept, hidden):
-    from benchy.redact import redacted_command_line
+    from benchy.client.redact import redacted_command_line
 
     line = redacted_command_line(["run", *argv])
     assert kept in line and hidden not in line
 
 
 def test_urls_keep_their_query_but_not_its_secrets():
-    from benchy.redact import redact_url, url_secrets
+    from benchy.client.redact import redact_url, url_secrets
 
     url = f"https://{USER}:{KEY}@x.openai.azure.com/openai/deployments/d?api-version=2024-02-01&api-key={KEY}"
     assert redact_url(url) == "https://x.openai.azure.com/openai/deployments/d?api-version=2024-02-01&api-key=***"

@@ -1,4 +1,4 @@
-"""Server identity (benchy/server.py): against the simulator over real HTTP in both flavours,
+"""Server identity (benchy/server/identity.py): against the simulator over real HTTP in both flavours,
 and from the answers real engines give (recorded shapes of vLLM, SGLang, Ollama, llama.cpp)."""
 
 from __future__ import annotations
@@ -8,7 +8,18 @@ import asyncio
 import aiohttp
 
 from benchy import __version__
-from benchy.server import LLAMACPP, OLLAMA, SGLANG, SIM, VLLM, _Answer, banner, identify, read_identity, root_url
+from benchy.server.identity import (
+    LLAMACPP,
+    OLLAMA,
+    SGLANG,
+    SIM,
+    VLLM,
+    _Answer,
+    banner,
+    identify,
+    read_identity,
+    root_url,
+)
 
 
 def _identify(base_url: str, model: str | None = "benchy-sim"):

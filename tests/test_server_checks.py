@@ -1,9 +1,9 @@
-"""The server-vs-client disagreement rules (benchy/server_checks.py) at their boundaries, on
+"""The server-vs-client disagreement rules (benchy/checks/server.py) at their boundaries, on
 hand-made cases: each fires past its threshold and stays quiet at it."""
 
 from __future__ import annotations
 
-from benchy import server_checks as sc
+from benchy.checks import server as sc
 
 
 def case(server: dict | None = None, requests: list[dict] | None = None, **more) -> dict:

@@ -1,4 +1,4 @@
-"""Prometheus /metrics scraping (benchy/server_metrics.py): the parser on real engines' text,
+"""Prometheus /metrics scraping (benchy/server/metrics.py): the parser on real engines' text,
 bucket interpolation, and per-case figures scraped from `benchy sim` over real HTTP, judged
 against its truth log."""
 
@@ -11,7 +11,7 @@ import re
 import aiohttp
 import pytest
 
-from benchy.server_metrics import (
+from benchy.server.metrics import (
     LLAMACPP,
     VLLM,
     MetricsScraper,

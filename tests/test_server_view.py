@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from benchy.results import RunResult
+from benchy.results.types import RunResult
 from benchy.sim.metrics import intervals
 from tests.conftest import REPO_ROOT, warning_codes
 from tests.test_run import benchy
@@ -193,8 +193,8 @@ def test_without_metrics_the_per_response_timings_give_the_servers_rates(start_s
 def test_the_server_view_names_each_case_as_the_runs_table_does():
     """A scenario case is `chat_short (pp167 tg256)` in the run's table: the server view beside it
     says the same (the shipped dgx-spark-sim report runs four scenarios)."""
-    from benchy import results as results_mod
     from benchy.report import server_view, table
+    from benchy.results import types as results_mod
 
     run = results_mod.read(REPO_ROOT / "reports" / "dgx-spark-sim" / "results.json")
     lines = server_view.section_lines(run)

@@ -21,7 +21,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from multidict import CIMultiDict
 
-from benchy import __version__, tokenizer
+from benchy import __version__
+from benchy.measure import tokenizer
 from benchy.sim.app import event_groups
 from benchy.sim.cache import PrefixCache
 from benchy.sim.config import PRESET_HELP, build_config

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchy import tokenizer
+from benchy.measure import tokenizer
 from benchy.sim.config import ConfigError, build_config
 from benchy.sim.engine import prompt_hash, spec_steps, think_inline
 from tests.test_sim import chat, content_of, post, stream_chat, token_events, tokenize, usage_of

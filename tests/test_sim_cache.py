@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import urllib.request
 
-from benchy import tokenizer
+from benchy.measure import tokenizer
 from benchy.sim.cache import PrefixCache
 
 

@@ -5,7 +5,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchy.sse import SSEParser
+from benchy.client.sse import SSEParser
 
 
 def parse_in_chunks(data: bytes, cuts: list[int]) -> list[str]:
@@ -135,8 +135,8 @@ def test_multiline_data_with_comments_and_fields_reassembles(events, eol, cuts):
 def test_stream_reader_never_raises_on_any_json_shape(values, cuts):
     """The JSON half of the parser: whatever shape each event has, the request is recorded,
     and every event that is not an object is counted as malformed."""
-    from benchy.client import _StreamReader
-    from benchy.records import RequestRecord
+    from benchy.client.stream import _StreamReader
+    from benchy.measure.records import RequestRecord
 
     rec = RequestRecord(
         case="c",
@@ -189,8 +189,8 @@ def test_stream_reader_never_raises_on_any_json_shape(values, cuts):
 def test_stream_reader_survives_hostile_shapes(payloads):
     """Shapes that once raised inside the reader (and would have ended the run): wrong types
     where lists, objects and counts belong, nesting deeper than json's recursion limit."""
-    from benchy.client import _StreamReader
-    from benchy.records import RequestRecord
+    from benchy.client.stream import _StreamReader
+    from benchy.measure.records import RequestRecord
 
     rec = RequestRecord(
         case="c",
@@ -212,8 +212,8 @@ def test_stream_reader_survives_hostile_shapes(payloads):
 
 def test_reader_output_does_not_depend_on_chunking():
     """The same well-formed stream, whole or one byte at a time, fills the same record."""
-    from benchy.client import _StreamReader
-    from benchy.records import RequestRecord
+    from benchy.client.stream import _StreamReader
+    from benchy.measure.records import RequestRecord
 
     events = [
         {"choices": [{"delta": {"role": "assistant", "content": "héllo ✓"}}]},

@@ -12,9 +12,10 @@ import sys
 
 import pytest
 
-from benchy import checks, metrics, profiles
-from benchy import results as results_mod
+from benchy.checks import warnings as checks
+from benchy.measure import metrics, profiles
 from benchy.report import table
+from benchy.results import types as results_mod
 from benchy.sim.process import SimProcess
 from tests.conftest import REPO_ROOT, sim_env
 

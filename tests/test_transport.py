@@ -1,4 +1,4 @@
-"""Both transports (benchy.http1, the default, and aiohttp) end to end on 127.0.0.1 / ::1: against
+"""Both transports (benchy.client.http1, the default, and aiohttp) end to end on 127.0.0.1 / ::1: against
 `benchy sim` judged by its truth log, through a relay and a proxy that log what went over the
 wire, and against scripted servers for the framing edge cases (chunks split at every byte, a
 body read until close, a keep-alive connection the server closed, 100 Continue, redirects)."""
@@ -12,10 +12,10 @@ import socket
 import pytest
 
 from benchy import run as run_mod
-from benchy.client import Client, ClientSettings
-from benchy.http1 import Response, _Connection, _Exchange
-from benchy.records import RequestRecord
-from benchy.scenario import Case
+from benchy.client.http1 import Response, _Connection, _Exchange
+from benchy.client.stream import Client, ClientSettings
+from benchy.measure.records import RequestRecord
+from benchy.workloads.case import Case
 from tests.netservers import LoggingProxy, Relay, Scripted, Seen
 from tests.test_faults import new_record as record
 from tests.test_secrets import self_signed, tls_server_context
@@ -302,7 +302,7 @@ def test_the_lean_parser_gives_the_same_record_for_every_split_of_the_response()
     fed to the exchange as two reads, and all of it one byte per read."""
 
     async def parse(pieces: list[bytes]) -> RequestRecord:
-        from benchy.client import _StreamReader
+        from benchy.client.stream import _StreamReader
 
         rec = record(0)
         reader = _StreamReader(rec)

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from benchy import tokenizer
-from benchy.loadgen import CasePlan, _context_sends
-from benchy.prompts import Calibration, PromptFactory
-from benchy.records import CONTENT, REASONING, RequestRecord
-from benchy.scenario import ScenarioError, load_scenario
+from benchy.load.conversations import assistant_message
+from benchy.load.generator import _context_sends
+from benchy.load.plan import CasePlan
+from benchy.load.prompts import Calibration, PromptFactory
+from benchy.measure import tokenizer
+from benchy.measure.records import CONTENT, REASONING, RequestRecord
 from benchy.workloads import cases, trace
-from benchy.workloads.multi_turn import assistant_message
+from benchy.workloads.case import ScenarioError
+from benchy.workloads.scenario import load_scenario
 from benchy.workloads.spec import ThinkTime, WorkloadError
 
 # ------------------------------------------------------------------ think time

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from benchy.metrics import COMPARE_METRICS, METRICS
-from benchy.results import CaseResult, MetricSummary, RunResult
-from benchy.stats import benjamini_hochberg, median_difference_ci, p_value, smallest_possible_p
+from benchy.measure.metrics import COMPARE_METRICS, METRICS
+from benchy.measure.stats import benjamini_hochberg, median_difference_ci, p_value, smallest_possible_p
+from benchy.results.types import CaseResult, MetricSummary, RunResult
 
 TESTS = ("mannwhitney", "welch")
 # Smallest change called faster/slower: repeated runs of one deployment drift by a percent or two
@@ -272,7 +272,7 @@ def run_names(paths: list[Path]) -> list[str]:
 
 def compare_files(paths: list[Path], **options) -> list[Comparison]:
     """Every file after the first against the first. Raises ResultsError or CompareError."""
-    from benchy import results as results_mod
+    from benchy.results import types as results_mod
 
     if len(paths) < 2:
         raise CompareError("compare needs at least two results files")
@@ -415,7 +415,7 @@ def write_png(comparisons: list[Comparison], path: Path) -> Path:
         "green: significantly faster · red: significantly slower · grey: no significant or only a negligible difference",
         fontsize=10,
     )
-    return plots._save(fig, path)
+    return plots.save(fig, path)
 
 
 def _draw_changes(ax, comp: Comparison, metric: str, cases: list[str], offset: float, marker: str) -> None:

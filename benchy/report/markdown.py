@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from benchy.ceiling import CeilingSetup
-from benchy.metrics import METRICS
+from benchy.measure.ceiling import CeilingSetup
+from benchy.measure.metrics import METRICS
 from benchy.report import server_view, table, workloads
-from benchy.results import MetricSummary, RunResult
+from benchy.results.types import MetricSummary, RunResult
 
 
 def setup_lines(results: RunResult) -> list[str]:

@@ -19,9 +19,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
-from benchy import metrics  # noqa: E402
+from benchy.measure import metrics  # noqa: E402
 from benchy.report.table import case_name  # noqa: E402
-from benchy.results import CaseResult, RunResult  # noqa: E402
+from benchy.results.types import CaseResult, RunResult  # noqa: E402
 
 DPI = 100  # small PNGs that stay sharp on screen
 WIDE = (11.0, 4.6)
@@ -161,7 +161,7 @@ def _plot_metric_vs(
     return left_out
 
 
-# Value labels waiting for their figure's layout: placed by _save, where pixel positions are final.
+# Value labels waiting for their figure's layout: placed by save, where pixel positions are final.
 _PENDING_LABELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -281,7 +281,7 @@ def _wrap(text: str, width: int = 60) -> str:
     return "\n".join(lines + [line])
 
 
-def _save(fig, path: Path) -> Path:
+def save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     _place_value_labels(fig)
@@ -294,7 +294,7 @@ def _figure(fig, axes, path: Path, title: str, caption: str, notes: list[LeftOut
     """Saves the figure, or none when no panel has a measured point (an empty chart says less
     than the sentence that replaces it)."""
     if any(_has_data(ax) for ax in axes):
-        return Figure(title, _save(fig, path), caption + _left_out_sentence(notes))
+        return Figure(title, save(fig, path), caption + _left_out_sentence(notes))
     plt.close(fig)
     path.unlink(missing_ok=True)  # a stale PNG from an earlier report of this folder
     why = f" (the results table's footnotes say why): {_left_out_clauses(notes)}" if notes else ""
@@ -595,7 +595,7 @@ def request_distribution(results: RunResult, directory: Path) -> Figure | None:
         + ". A dot far from the rest is an outlier worth a look in requests.jsonl. Failed requests "
         "have no throughput and are counted at the left."
     )
-    return Figure(DISTRIBUTION_TITLE, _save(fig, path), caption)
+    return Figure(DISTRIBUTION_TITLE, save(fig, path), caption)
 
 
 def _row_note(ax, row: int, case: CaseResult, values: list[float]) -> None:
@@ -621,10 +621,8 @@ def _row_note(ax, row: int, case: CaseResult, values: list[float]) -> None:
 FIGURES = (throughput_vs_prompt, ttft_vs_prompt, concurrency_scaling, rate_scaling, request_distribution)
 
 
-def write_figures(results: RunResult, directory: Path) -> list[Figure]:
-    """Every figure that applies to these results, written as PNGs under `directory`."""
-    from benchy.report import workloads
-
-    sweep = workloads.sweep_results(results)  # a conversation or a trace has no prompt-length axis
+def write_figures(sweep: RunResult, directory: Path) -> list[Figure]:
+    """Every figure that applies to these sweep results, written as PNGs under `directory`
+    (a conversation or a trace has no prompt-length axis: report/workloads.py draws those)."""
     made = [make(sweep, directory) for make in FIGURES if sweep.cases]
-    return [fig for fig in made if fig is not None] + workloads.figures(results, directory)
+    return [fig for fig in made if fig is not None]

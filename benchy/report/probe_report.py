@@ -158,7 +158,7 @@ def plot(probe: dict, path: Path) -> Path:
     ax.set_title(f"Prefix-cache probe: {probe['setup']['model']}")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize=8, frameon=False)
-    return plots._save(fig, path)
+    return plots.save(fig, path)
 
 
 def _failed_text(entry: dict) -> str:

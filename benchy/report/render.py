@@ -10,15 +10,19 @@ from pathlib import Path
 
 from benchy.folders import FIGURES_DIR, clear_figures
 from benchy.report import markdown, server_view, table
-from benchy.results import RunResult
+from benchy.results.types import RunResult
 
 
 def write_report(results: RunResult, directory: Path) -> Path:
-    from benchy.report import plots  # matplotlib is imported only when a report is drawn
+    from benchy.report import (
+        plots,  # matplotlib is imported only when a report is drawn
+        workloads,
+    )
 
     directory.mkdir(parents=True, exist_ok=True)
     clear_figures(directory / FIGURES_DIR)  # no figure of an earlier report stays beside this one
-    figures = plots.write_figures(results, directory / FIGURES_DIR)
+    figures = plots.write_figures(workloads.sweep_results(results), directory / FIGURES_DIR)
+    figures += workloads.figures(results, directory / FIGURES_DIR)
     embedded = [(f.title, f"{FIGURES_DIR}/{f.path.name}" if f.path else None, f.caption) for f in figures]
     server = server_view.figure(results, directory / FIGURES_DIR)
     server_embedded = (server.title, f"{FIGURES_DIR}/{server.path.name}", server.caption) if server else None
@@ -43,7 +47,7 @@ def write_from_file(path: Path, directory: Path | None = None) -> Path:
     """Re-makes the report of a saved run (results.json) or cache probe (probe.json) in
     `directory` (default: beside the file); returns the Markdown file written. Raises
     results.ResultsError for a file benchy cannot read."""
-    from benchy import results as results_mod
+    from benchy.results import types as results_mod
 
     path = results_path(Path(path))
     directory = Path(directory) if directory is not None else path.parent
@@ -68,7 +72,7 @@ def write_from_file(path: Path, directory: Path | None = None) -> Path:
 def _probe_data(path: Path) -> dict | None:
     import json
 
-    from benchy.results import PROBE_SCHEMA
+    from benchy.results.types import PROBE_SCHEMA
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

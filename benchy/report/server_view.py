@@ -19,7 +19,7 @@ import io
 from pathlib import Path
 
 from benchy.report import table
-from benchy.results import CaseResult, RunResult
+from benchy.results.types import CaseResult, RunResult
 
 SECTION_INTRO = (
     "What the server itself reported for each case (Prometheus /metrics, scraped before and after "
@@ -241,7 +241,7 @@ def figure(results: RunResult, directory: Path):
         "prefill and decode rates as the client measured them and as the server reported them. A "
         "missing bar: that side does not publish the figure."
     )
-    path = plots._save(fig, directory / "server_view.png")
+    path = plots.save(fig, directory / "server_view.png")
     return plots.Figure("Server view", path, caption)
 
 

@@ -7,8 +7,8 @@ import io
 
 from tabulate import tabulate
 
-from benchy.metrics import CASE, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
-from benchy.results import CaseResult, CheckWarning, Goodput, MetricSummary, RunResult
+from benchy.measure.metrics import CASE, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
+from benchy.results.types import CaseResult, CheckWarning, Goodput, MetricSummary, RunResult
 
 LOAD_COLUMNS = (METRICS["aggregate_tps"], METRICS["request_rate"])  # when a case ran under load
 FLAG = "⚠"  # on a cell a warning qualifies (impossible, inflated by a cache, client-delayed…)

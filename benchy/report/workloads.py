@@ -5,7 +5,7 @@ tokens reported vs expected, turn by turn, and a figure of TTFT and reuse by tur
 shared_prefix: TTFT and hit rates by shared fraction, the gain against the same lengths with
 nothing shared, and a figure of TTFT by shared fraction. trace: expected vs reported reuse
 (and a figure of it per request) and how closely the sends kept the trace's times.
-Everything here is read from `case.workload` (benchy/workloads/figures.py) and the requests.
+Everything here is read from `case.workload` (benchy/measure/workloads.py) and the requests.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from benchy.results import CaseResult, RunResult
-from benchy.workloads.figures import Reuse, WorkloadFigures
+from benchy.measure.workloads import Reuse, WorkloadFigures
+from benchy.results.types import CaseResult, RunResult
 
 SECTION_TITLES = {
     "multi_turn": "Multi-turn conversations",
@@ -242,7 +242,7 @@ def _turns_figure(plots, case: CaseResult, path: Path):
         "history it had already prefilled (expected) and the whole prompt; reported below expected "
         "is eviction, above the prompt's shareable part is leakage."
     )
-    return plots.Figure(f"TTFT and reuse by turn: {case.label}", plots._save(fig, path), caption)
+    return plots.Figure(f"TTFT and reuse by turn: {case.label}", plots.save(fig, path), caption)
 
 
 def _fraction(case: CaseResult) -> float:
@@ -294,7 +294,7 @@ def _shared_figure(plots, cases: list[CaseResult], path: Path):
         "Left: median TTFT as more of each prompt is a shared prefix (fraction 0: nothing shared). "
         "Right: the share of prompt tokens the server reported cached beside the shared fraction."
     )
-    return plots.Figure("TTFT by shared fraction", plots._save(fig, path), caption)
+    return plots.Figure("TTFT by shared fraction", plots.save(fig, path), caption)
 
 
 def _reuse_figure(plots, case: CaseResult, path: Path):
@@ -319,4 +319,4 @@ def _reuse_figure(plots, case: CaseResult, path: Path):
         "identical blocks) against what the server reported. Below the line: the cache had evicted "
         "(or never held) those blocks; above: a chat template's shared head, or leakage."
     )
-    return plots.Figure(f"Expected vs reported reuse: {case.label}", plots._save(fig, path), caption)
+    return plots.Figure(f"Expected vs reported reuse: {case.label}", plots.save(fig, path), caption)

@@ -1,4 +1,4 @@
 """benchy sim: an embedded OpenAI-compatible server whose timing is known exactly.
 
-Imports nothing from benchy's client side: only benchy.tokenizer and benchy.__version__.
+Imports nothing from benchy's client side: only benchy.measure.tokenizer and benchy.__version__.
 """

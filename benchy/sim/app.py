@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from benchy import __version__, tokenizer
+from benchy import __version__
+from benchy.measure import tokenizer
 from benchy.sim.config import SimConfig
 from benchy.sim.engine import (
     CHAT_TEMPLATE,

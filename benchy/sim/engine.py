@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from benchy import tokenizer
+from benchy.measure import tokenizer
 from benchy.sim.cache import Lookup, PrefixCache
 from benchy.sim.config import BLOCK_SIZE, SimConfig
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from benchy.scenario import Case, ScenarioError
+from benchy.workloads.case import Case, ScenarioError
 from benchy.workloads.spec import MultiTurn, SharedPrefix, ThinkTime, TraceReplay, WorkloadError
 
 

@@ -1,4 +1,6 @@
-"""Trace replay: requests leave at a trace's own times with its own lengths and block reuse.
+"""Trace files: a trace's requests (times, lengths, block ids) read from JSON Lines or CSV, before anything is sent.
+
+The replay itself (load/replay.py) sends them at the trace's own times with its own lengths and block reuse.
 
 Formats (JSON Lines, one request per line, detected per line):
   Mooncake (FAST'25)  {"timestamp": ms, "input_length": n, "output_length": m, "hash_ids": [...]}
@@ -28,7 +30,6 @@ import datetime as dt
 import io
 import json
 import math
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -37,10 +38,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from benchy import arrivals
-from benchy.loadgen import CaseIO, CasePlan, Send, request_options, send_request
-from benchy.records import RequestRecord
-from benchy.workloads.spec import TraceReplay, WorkloadError
+from benchy.workloads.spec import WorkloadError
 
 if TYPE_CHECKING:
     from importlib.abc import Traversable
@@ -257,61 +255,3 @@ def _sample_row(t_s: float, ids: list[int], tail: int, output: int) -> dict:
 
 def sample_text(rows: list[dict]) -> str:
     return "".join(json.dumps(row, separators=(", ", ": ")) + "\n" for row in rows)
-
-
-# ------------------------------------------------------------------ replay
-
-
-def spec_of(plan: CasePlan) -> TraceReplay:
-    workload = plan.case.workload
-    assert isinstance(workload, TraceReplay), "not a trace case"
-    return workload
-
-
-def replay_limit(plan: CasePlan) -> int | None:
-    """The trace's first N requests: the scenario's max_requests, else --requests."""
-    return spec_of(plan).limit or plan.requests
-
-
-async def replay(plan: CasePlan, case_io: CaseIO) -> None:
-    """Every request at its trace time ÷ speed, with its own lengths; arrivals.open_loop does
-    the sending, so a send held back by --max-inflight is measured as queue delay (as for a
-    --rate case). Prompts are made as they are due (a long trace would not fit in memory),
-    from block texts that need no tokenizing. No warmups: the trace says what comes first."""
-    client, prompts, on_record, start = case_io.client, case_io.prompts, case_io.on_record, case_io.start
-    spec = spec_of(plan)
-    requests = load(spec.path, replay_limit(plan))
-    reuse = expected_reuse(requests)
-    template = max(0, round(prompts.calibration.overhead))
-    records = [_record(plan, i, req, reuse[i], template) for i, req in enumerate(requests)]
-    start_s = await start() if start else time.perf_counter()
-    deadline = arrivals.duration_deadline(start_s, plan.duration_s)
-    items = [(req.offset_s / spec.speed, i) for i, req in enumerate(requests)]
-    items = [(offset, i) for offset, i in items if start_s + offset < deadline]
-
-    async def send(i: int, due: float) -> None:
-        rec, req = records[i], requests[i]
-        prompt = prompts.blocks(list(req.block_ids(i)), req.input_tokens, BLOCK_TOKENS)
-        rec.scheduled_mono_s = due
-        rec.local_token_scale = prompts.calibration.scale
-        await send_request(client, plan, Send(rec, prompt), req.output_tokens, request_options(plan, req.output_tokens))
-        on_record(rec)
-
-    await arrivals.open_loop(items, start_s, plan.inflight_cap, send)
-
-
-def _record(plan: CasePlan, index: int, req: TraceRequest, reuse: int, template: int) -> RequestRecord:
-    """The request's record before it is sent. Its unique tokens leave room for the chat
-    template too (its head may be cached with the shared blocks behind it)."""
-    return RequestRecord(
-        case=plan.case.label,
-        run=0,
-        index=index,
-        warmup=False,
-        request_id=f"benchy-{plan.salt}-{plan.index}t{index}",
-        nonce=None,
-        target_prompt_tokens=req.input_tokens,
-        target_output_tokens=req.output_tokens,
-        expected_cached_tokens=reuse,
-        unique_tokens=max(0, req.input_tokens - reuse - template),
-    )

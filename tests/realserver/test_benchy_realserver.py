@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from benchy.client import Client, ClientSettings
+from benchy.client.stream import Client, ClientSettings
+from benchy.measure.records import RequestRecord
 from benchy.probe import VERDICTS
-from benchy.records import RequestRecord
 
 pytestmark = pytest.mark.realserver
 

@@ -18,164 +18,14 @@ import itertools
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 
-from benchy import arrivals
-from benchy.client import Client
-from benchy.prompts import Prompt, PromptFactory, Template
-from benchy.records import RequestRecord
-from benchy.scenario import Case
-
-
-@dataclass(frozen=True)
-class LoadSettings:
-    """How each case's load is bounded and spread (arrivals.py, workers.py): the run's flags that
-    every CasePlan is made with."""
-
-    requests: int | None = None  # --requests: measured requests per case
-    duration_s: float | None = None  # --duration: no request is sent after this many seconds
-    max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
-    seed: int = 0  # --seed of the Poisson schedules
-    workers: int | None = None  # --workers; None: what each case needs (workers.auto_workers)
-    slo: dict[str, float] | None = None  # --slo, for goodput: {metric: threshold}
-    ray: str | None = None  # --ray [ADDRESS]: every case on Ray actors (cluster.py)
-    ray_workers_per_node: int | None = None  # --ray-workers-per-node (None: 1)
-
-    def to_dict(self) -> dict:
-        return {
-            "requests": self.requests,
-            "duration_s": self.duration_s,
-            "max_inflight": self.max_inflight,
-            "seed": self.seed,
-            "workers": self.workers,
-            "slo": self.slo,
-            **(
-                {"ray": self.ray, "ray_workers_per_node": self.ray_workers_per_node or 1}
-                if self.ray is not None
-                else {}
-            ),
-        }
-
-    def check(self, cases: list[Case]) -> None:
-        """ValueError for a setting that none of the cases can use."""
-        if self.max_inflight is not None and all(c.rate is None and c.kind != "trace" for c in cases):
-            raise ValueError(
-                "--max-inflight needs --rate, --trace or a scenario with rate or trace "
-                "(a closed loop keeps exactly --concurrency in flight)"
-            )
-
-    def streams(self, case: Case) -> int:
-        """Connections a case may hold open at once (an uncapped open loop: no fixed bound)."""
-        if case.rate is None and case.kind != "trace":
-            return case.concurrency
-        return self.max_inflight or UNCAPPED_CONNECTIONS
-
-
-UNCAPPED_CONNECTIONS = 100_000  # an open loop without --max-inflight: never queue inside the client
-
-
-@dataclass(frozen=True)
-class CasePlan:
-    """A case with everything the load generator needs to send it."""
-
-    case: Case
-    index: int
-    runs: int
-    warmup: int
-    endpoint: str
-    salt: str
-    template: Template = Template()  # --template / --reasoning-effort
-    stop: tuple[str, ...] = ()  # --stop
-    requests: int | None = None  # --requests: measured requests of the case
-    duration_s: float | None = None  # --duration: no request is sent after this many seconds
-    max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
-    seed: int = 0  # --seed of the arrival schedule (a rate case's own: seed + index)
-    worker: int = 0  # this process sends share `worker` of `workers` (workers.py)
-    workers: int = 1
-
-    @property
-    def measured(self) -> int:
-        """Measured requests of the whole case, every worker's; 0 for a closed loop bounded
-        only by --duration, which sends until the time is up."""
-        if self.case.kind in ("multi_turn", "trace"):
-            from benchy.workloads.runners import planned_requests
-
-            return planned_requests(self)
-        if self.case.rate is not None:
-            return arrivals.rate_requests(self.case.rate, self.requests, self.duration_s)
-        if self.requests is not None:
-            return self.requests
-        if self.duration_s is not None:
-            return 0
-        return self.runs * self.case.concurrency
-
-    @property
-    def expected_records(self) -> int | None:
-        """Records the whole case will write (context, warmups, measured); None when a closed
-        loop is bounded only by --duration."""
-        if self.case.rate is None and self.requests is None and self.duration_s is not None:
-            return None
-        return self.warmup + self.measured + self.contexts
-
-    @property
-    def contexts(self) -> int:
-        """Shared contexts sent alone first: one per group of a cached-depth case; none in cold mode."""
-        return self.case.groups if self.case.depth_mode == "cached" and self.case.depth else 0
-
-    @property
-    def streams(self) -> int:
-        """This worker's share of the requests kept in flight (closed loop)."""
-        return len(arrivals.share(self.case.concurrency, self.worker, self.workers))
-
-    @property
-    def inflight_cap(self) -> int | None:
-        """This worker's share of --max-inflight (open loop)."""
-        if self.max_inflight is None:
-            return None
-        return max(1, len(arrivals.share(self.max_inflight, self.worker, self.workers)))
-
-
-@dataclass(frozen=True)
-class CaseIO:
-    """What a workload's own runner (benchy/workloads) sends through and reports to: the client,
-    the prompt maker, where each finished record goes, and `start()`, the measured start that
-    workers share (None: now)."""
-
-    client: Client
-    prompts: PromptFactory
-    on_record: Callable[[RequestRecord], None]
-    start: Callable[[], Awaitable[float]] | None = None
-
-
-@dataclass(frozen=True)
-class Send:
-    """One request to send: its record (filled as it runs) and its prompt."""
-
-    record: RequestRecord
-    prompt: Prompt
-
-
-def exact_length_options(tg: int) -> dict:
-    """Ask for exactly tg tokens: servers differ in which of these they honour."""
-    return {"ignore_eos": True, "min_tokens": tg}
-
-
-def request_options(plan: CasePlan, tg: int) -> dict:
-    """Exact-length options, the template's options and the user's stop strings. A stop list
-    replaces min_tokens: vLLM (and benchy sim) ignore stop strings until min_tokens are out,
-    and a stop that never acts would hide the very trap it sets (report 000: 0-token answers)."""
-    options = exact_length_options(tg)
-    if plan.stop:
-        del options["min_tokens"]
-        options["stop"] = list(plan.stop)
-    options.update(plan.template.request_options(plan.endpoint))
-    return options
-
-
-async def send_request(client: Client, plan: CasePlan, send: Send, tg: int, extra: dict) -> None:
-    """Sends one request of the case (its template rendered), filling send.record."""
-    text = plan.template.render(send.prompt.text, plan.endpoint)
-    await client.stream(send.record, text, tg, plan.endpoint, extra, harmony=plan.template.parses(plan.endpoint))
+from benchy.client.stream import Client
+from benchy.load import arrivals
+from benchy.load.conversations import run_conversations
+from benchy.load.plan import CaseIO, CasePlan, Send, request_options, send_request
+from benchy.load.prompts import Prompt, PromptFactory
+from benchy.load.replay import replay
+from benchy.measure.records import RequestRecord
 
 
 def _context_sends(plan: CasePlan, prompts: PromptFactory) -> list[Send]:
@@ -236,6 +86,18 @@ def _sends(
     return warmups, [make(i, False) for i in arrivals.share(plan.measured, plan.worker, plan.workers)]
 
 
+def runner_for(plan: CasePlan) -> Callable[[CasePlan, CaseIO], Awaitable[None]] | None:
+    """The workload's own loop for this case, or None: the load generator sends it. A
+    shared-prefix case is a cached-depth case of the load generator (one context per group); a
+    conversation needs a dependent loop (the next turn waits for the answer); a trace leaves at
+    its own times."""
+    if plan.case.kind == "multi_turn":
+        return run_conversations
+    if plan.case.kind == "trace":
+        return replay
+    return None
+
+
 async def run_case(
     client: Client,
     plan: CasePlan,
@@ -271,8 +133,6 @@ async def _run_case(
     start: Callable[[], Awaitable[float]] | None,
     stop: asyncio.Event,
 ) -> None:
-    from benchy.workloads.runners import runner_for
-
     workload_runner = runner_for(plan)
     if workload_runner is not None:
         await workload_runner(plan, CaseIO(client, prompts, on_record, start))

@@ -24,10 +24,11 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from benchy import evidence, metrics, profiles, server_checks
-from benchy.metrics import OUTPUT_FAILURES
-from benchy.results import CaseResult, CheckWarning, Evidence, RequestResult, RunResult, Setup
-from benchy.workloads.figures import WorkloadFigures
+from benchy.checks import server as server_checks
+from benchy.measure import evidence, metrics, profiles
+from benchy.measure.metrics import OUTPUT_FAILURES
+from benchy.measure.workloads import WorkloadFigures
+from benchy.results.types import CaseResult, CheckWarning, Evidence, RequestResult, RunResult, Setup
 
 ERROR = "error"  # the number is wrong or missing: a hard failure
 WARNING = "warning"  # the number is real but qualified
@@ -228,7 +229,7 @@ def depth_cache_miss(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
     )
 
 
-# Cache-aware workloads (benchy/workloads/figures.py finds these; a shared-prefix case's miss is
+# Cache-aware workloads (benchy/measure/workloads.py finds these; a shared-prefix case's miss is
 # depth_cache_miss's, since its prefixes are cached contexts).
 CACHE_HINT = (
     "The server's prefix cache is smaller than what the load keeps alive: give it more room "

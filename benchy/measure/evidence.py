@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchy import tokenizer
-from benchy.records import CONTENT, REASONING
+from benchy.measure import tokenizer
+from benchy.measure.records import CONTENT, REASONING
 
 # Two events are one arrival when the gap between them is below this share of the stream's
 # mean time per token (a live stream's gaps are about 1×; bursts are microseconds apart) or

@@ -29,9 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from benchy import jsontypes, metrics
-from benchy.metrics import Unavailable
-from benchy.records import RequestRecord
+from benchy import jsontypes
+from benchy.measure import metrics
+from benchy.measure.metrics import Unavailable
+from benchy.measure.records import RequestRecord
 
 MAX_GRANULARITY = 256
 TOKEN_TOLERANCE = 0.01  # token-granular servers: a shortfall up to 1% of the history is noise

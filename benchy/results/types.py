@@ -13,7 +13,7 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.0  the first typed version (`benchy/results/1`)
   1.1  unavailable_codes (case and request): the stable code of each unavailable figure;
        setup.server, setup.server_metrics, case.server (issue 17); request local_token_scale
-  1.2  cache-aware workloads (issue 18): case kind and workload (benchy/workloads/figures.py);
+  1.2  cache-aware workloads (issue 18): case kind and workload (benchy/measure/workloads.py);
        request conversation, turn, group, expected_cached_tokens, unique_tokens, control
   1.3  case planned_requests; run not_measured (planned cases without a measured request);
        stopped.by server-gone (issue 16)
@@ -38,18 +38,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from benchy import jsontypes, metrics, reading, stats
-from benchy.ceiling import CeilingSetup, case_ceiling
+from benchy import jsontypes
 from benchy.jsontypes import Saved
-from benchy.metrics import Unavailable
-from benchy.records import RequestRecord
-from benchy.scenario import Case
-from benchy.workloads.figures import WorkloadFigures, case_figures, ttft_gains
+from benchy.measure import metrics, reading, stats
+from benchy.measure.ceiling import CeilingSetup, case_ceiling
+from benchy.measure.metrics import Unavailable
+from benchy.measure.records import RequestRecord
+from benchy.measure.workloads import WorkloadFigures, case_figures, ttft_gains
+from benchy.workloads.case import Case
 
 SCHEMA_MAJOR, SCHEMA_MINOR = 1, 5
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
-SCHEMA_FILE = Path(__file__).parent / "data" / "results.schema.json"
+SCHEMA_FILE = Path(__file__).parent.parent / "data" / "results.schema.json"
 _SCHEMA_ID = re.compile(r"benchy/results/(\d+)(?:\.(\d+))?")
 
 

@@ -12,8 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from benchy import profiles
 from benchy.jsontypes import Saved
+from benchy.measure import profiles
 
 
 @dataclass

@@ -25,7 +25,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay, Workload
+from benchy.workloads import cases as workload_cases
+from benchy.workloads.case import DEPTH_MODES, ENDPOINTS, Case, ScenarioError
+from benchy.workloads.spec import ThinkTime
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,62 +37,7 @@ else:  # pragma: no cover
 if TYPE_CHECKING:
     from importlib.abc import Traversable  # a file in the package: a Path unless zipped
 
-ENDPOINTS = ("chat", "completions")
-DEPTH_MODES = ("cold", "cached")
 SHIPPED = resources.files("benchy") / "scenarios"  # package data: found after any kind of install
-
-
-class ScenarioError(ValueError):
-    """Bad scenario input; the message is one line, fit for the user."""
-
-
-@dataclass(frozen=True)
-class Case:
-    pp: int
-    tg: int
-    concurrency: int = 1
-    depth: int = 0
-    scenario: str | None = None
-    runs: int | None = None  # None: the run's --runs
-    endpoint: str | None = None  # None: the run's --endpoint
-    depth_mode: str = "cold"  # "cold" | "cached" (see the module docstring)
-    rate: float | None = None  # requests/s, open loop (Poisson arrivals); None: closed loop
-    # A cache-aware workload (benchy/workloads): multi-turn, shared prefix or trace replay;
-    # None for a plain sweep case.
-    workload: Workload | None = None
-
-    @property
-    def kind(self) -> str:
-        """ "sweep", or the workload's kind: "multi_turn", "shared_prefix", "trace"."""
-        return self.workload.kind if self.workload is not None else "sweep"
-
-    @property
-    def groups(self) -> int:
-        """Shared contexts sent ahead: one per group of a shared-prefix case, else one."""
-        return self.workload.groups if isinstance(self.workload, SharedPrefix) else 1
-
-    @property
-    def label(self) -> str:
-        """llama-bench style: `pp512 tg32`, `pp512 tg32 c4`, `pp512 tg32 @ d4096`; a rate case
-        reads `pp512 tg32 r4` (4 requests/s); a cached-context case `… @ d4096 cached`.
-        Workloads: `multi-turn u4 x8 pp256 tg64`, `shared 75% of pp2048 g4 tg32 c4`,
-        `trace sample.jsonl x2`."""
-        if isinstance(self.workload, TraceReplay):
-            return self.workload.label()
-        if isinstance(self.workload, SharedPrefix):
-            return self.workload.label(self.depth + self.pp, self.tg, self.concurrency)
-        if isinstance(self.workload, MultiTurn):
-            return self.workload.label(self.pp, self.tg, self.concurrency)
-        text = f"pp{self.pp} tg{self.tg}"
-        if self.rate is not None:
-            text += f" r{self.rate:g}"
-        elif self.concurrency != 1:
-            text += f" c{self.concurrency}"
-        if self.depth:
-            text += f" @ d{self.depth}"
-            if self.depth_mode == "cached":
-                text += " cached"  # distinct from a cold case of the same sizes
-        return text
 
 
 def sweep(
@@ -243,9 +190,6 @@ def select_cases(chosen: CaseSelection) -> list[Case]:
 def workload_selection(chosen: CaseSelection) -> list[Case]:
     """The cases of --turns, --shared-prefix or --trace: -c is the conversations (--turns) or
     the load, --pp the new message (--turns) or the whole prompt (--shared-prefix)."""
-    from benchy.workloads import cases as workload_cases
-    from benchy.workloads.spec import ThinkTime
-
     flags = chosen.workload
     what = flags.chosen()[0]
     if chosen.scenarios:
@@ -415,9 +359,6 @@ def _cases_from_table(path: Path | Traversable, data: dict) -> list[Case]:
 
 def _workload_cases(path: Path | Traversable, data: dict, kind: str, name: str) -> list[Case]:
     """A `kind = "multi_turn" | "shared_prefix" | "trace"` table (see the README)."""
-    from benchy.workloads import cases as workload_cases
-    from benchy.workloads.spec import ThinkTime
-
     if kind not in _WORKLOAD_KEYS:
         raise ScenarioError(f"kind must be one of sweep, {', '.join(_WORKLOAD_KEYS)}, got {kind!r}")
     foreign = sorted((set(data) & set().union(*_WORKLOAD_KEYS.values())) - _WORKLOAD_KEYS[kind])

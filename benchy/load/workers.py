@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
 
 if TYPE_CHECKING:
-    from benchy.client import Client
+    from benchy.client.stream import Client
 
 STREAMS_PER_WORKER = 64  # one event loop keeps this many streams well within its means
 BATCH_S = 0.05  # a worker's finished records reach the parent at most this late
@@ -220,9 +220,9 @@ class Share:
         return batch
 
     async def _run(self) -> dict:
-        from benchy.loadgen import run_case
-        from benchy.monitor import LoopMonitor
-        from benchy.prompts import PromptFactory
+        from benchy.load.generator import run_case
+        from benchy.load.monitor import LoopMonitor
+        from benchy.load.prompts import PromptFactory
 
         plan = self.plan
         factory = PromptFactory(self.calibration, nonce=self.nonce, salt=f"{plan.salt}c{plan.index}w{plan.worker}")
@@ -284,7 +284,7 @@ class Merge:
         self.on_record = on_record
 
     def take(self, w: int, batch: dict) -> None:
-        from benchy.records import RequestRecord
+        from benchy.measure.records import RequestRecord
 
         worker = self.workers[w]
         for sent in batch.get("sent", ()):
@@ -309,7 +309,7 @@ class Merge:
 
     def lose(self, w: int, reason: str) -> None:
         """Worker w is gone: each request it had in flight is recorded as failed (`worker_lost`)."""
-        from benchy.records import RequestRecord
+        from benchy.measure.records import RequestRecord
 
         worker, now = self.workers[w], time.perf_counter()
         worker.lost = reason
@@ -598,8 +598,8 @@ def worker_main(conn: Connection) -> None:
 
 
 async def _serve(conn: Connection) -> None:
-    from benchy import tokenizer
-    from benchy.client import Client
+    from benchy.client.stream import Client
+    from benchy.measure import tokenizer
 
     tokenizer.count("warm")  # load the vocabulary now, not while a case's lag is sampled
     loop = asyncio.get_running_loop()

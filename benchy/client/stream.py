@@ -1,7 +1,7 @@
 """The HTTP/SSE client: sends one request and records what arrived, when. No statistics here.
 
 Every chunk is timestamped (`time.perf_counter`) the moment it is read, before any parsing, so
-parsing cost never shifts a timestamp. Two transports carry the same requests: benchy.http1
+parsing cost never shifts a timestamp. Two transports carry the same requests: benchy.client.http1
 (the default, "lean": httptools on asyncio's buffered protocol) and aiohttp (`--transport
 aiohttp`, 20-40% more CPU per streamed token; the reference to compare against; the figures
 are in docs/network.md). Both
@@ -37,8 +37,8 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import aiohttp
 import orjson
 
-from benchy.harmony import HarmonyStream, markers_missing
-from benchy.http1 import (
+from benchy.client.harmony import HarmonyStream, markers_missing
+from benchy.client.http1 import (
     PEEK_BYTES,
     Http1Pool,
     HttpFailure,
@@ -50,9 +50,9 @@ from benchy.http1 import (
     env_proxy,
     ssl_context,
 )
-from benchy.records import CONTENT, REASONING, RequestRecord
-from benchy.redact import header_secrets, redact_url, scrub, scrub_list, url_secrets
-from benchy.sse import SSEParser
+from benchy.client.redact import header_secrets, redact_url, scrub, scrub_list, url_secrets
+from benchy.client.sse import SSEParser
+from benchy.measure.records import CONTENT, REASONING, RequestRecord
 
 __all__ = ["Client", "ClientSettings", "ServerError", "TransientError", "parse_header", "redact_url", "scrub"]
 
@@ -87,7 +87,7 @@ class ClientSettings:
     extra_body: dict | None = None
     headers: tuple[tuple[str, str], ...] = ()  # --header (name, value): values are secrets
     env_proxy: bool = True  # a proxy from HTTP_PROXY / HTTPS_PROXY / NO_PROXY (--no-env-proxy: never)
-    transport: str = "lean"  # benchy.http1, or "aiohttp"
+    transport: str = "lean"  # benchy.client.http1, or "aiohttp"
 
 
 # Headers whose value the transport decides (framing, the connection); --header may not set them.
@@ -163,7 +163,7 @@ _FAILURES: tuple[tuple[type | tuple[type, ...], str, Callable[[Any, ClientSettin
 
 def failure_of(exc: BaseException, settings: ClientSettings, began: bool) -> tuple[str, str]:
     """(error kind, message) of an exception either transport raised; `began`: the response
-    head had arrived. benchy.http1 names its own kinds."""
+    head had arrived. benchy.client.http1 names its own kinds."""
     if isinstance(exc, HttpFailure):
         return exc.kind, exc.message
     for types, kind, message in _FAILURES:

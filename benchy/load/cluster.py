@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from benchy import workers
+from benchy.load import workers
 
 RAY_MISSING = "--ray needs Ray, an optional extra: pip install 'benchy[ray]'"
 START_LEAD_S = 0.25  # an actor call takes milliseconds: the shared start lies this far ahead
@@ -51,8 +51,8 @@ class ShareActor:
     loop, beside the share it is sending."""
 
     def __init__(self) -> None:
-        from benchy import tokenizer
-        from benchy.client import Client
+        from benchy.client.stream import Client
+        from benchy.measure import tokenizer
 
         tokenizer.count("warm")  # load the vocabulary now, not while a case's lag is sampled
         self._clients = workers._Clients(Client)

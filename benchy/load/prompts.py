@@ -27,8 +27,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from benchy import harmony, tokenizer
-from benchy.evidence import prompt_length_missed
+from benchy.client import harmony
+from benchy.measure import tokenizer
+from benchy.measure.evidence import prompt_length_missed
 
 CONTEXT_SEED = 2  # depth context filler differs from the pp filler (seed 0)
 # Between a shared context and what follows it: a piece of its own, so the context's last
@@ -253,7 +254,7 @@ def block_text(key: str, tokens: int) -> str:
 async def calibrate(client, endpoint: str, salt: str, template: Template = Template()) -> Calibration:
     """Fits the server's token count of our prompts (chat template and tokenizer included; a
     client-side --template is rendered first, so its tokens count as overhead too). `client`:
-    a benchy.client.Client (its usage_of sends a one-token request and returns the usage)."""
+    a benchy.client.stream.Client (its usage_of sends a one-token request and returns the usage)."""
     prompts = PromptFactory(salt=f"{salt}cal{endpoint}").calibration_prompts()
     usages = [
         await client.usage_of(template.render(p.text, endpoint), endpoint, template.request_options(endpoint))
@@ -273,7 +274,7 @@ async def check_length(
     kept in the server's words, not raised: the run's own requests will say the same."""
     if calibration.covers(longest):
         return calibration
-    from benchy.client import ServerError  # not at import time: workers load prompts without aiohttp use
+    from benchy.client.stream import ServerError  # not at import time: workers load prompts without aiohttp use
 
     prompt = PromptFactory(calibration, salt=f"{salt}len{endpoint}").build(longest)
     options = template.request_options(endpoint)

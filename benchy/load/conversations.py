@@ -27,22 +27,10 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 
-from benchy.client import Client
-from benchy.loadgen import CaseIO, CasePlan, request_options
-from benchy.prompts import PromptError, PromptFactory
-from benchy.records import CONTENT, REASONING, RequestRecord
-from benchy.workloads.spec import MultiTurn
-
-
-def spec_of(plan: CasePlan) -> MultiTurn:
-    workload = plan.case.workload
-    assert isinstance(workload, MultiTurn), "not a multi-turn case"
-    return workload
-
-
-def planned_requests(plan: CasePlan) -> int:
-    """Turns of all conversations (--cold-baseline's controls are not the case's requests)."""
-    return plan.case.concurrency * spec_of(plan).turns
+from benchy.client.stream import Client
+from benchy.load.plan import CaseIO, CasePlan, multi_turn_spec, request_options
+from benchy.load.prompts import PromptError, PromptFactory
+from benchy.measure.records import CONTENT, REASONING, RequestRecord
 
 
 async def run_conversations(plan: CasePlan, case_io: CaseIO) -> None:
@@ -50,7 +38,7 @@ async def run_conversations(plan: CasePlan, case_io: CaseIO) -> None:
     client, prompts, on_record, start = case_io.client, case_io.prompts, case_io.on_record, case_io.start
     if plan.endpoint != "chat":
         raise PromptError("a multi-turn case needs --endpoint chat: the server's chat template renders the history")
-    spec = spec_of(plan)
+    spec = multi_turn_spec(plan)
     extra = request_options(plan, plan.case.tg)
     for i in range(plan.warmup):
         message = prompts.message(spec.first_tokens or plan.case.pp)
@@ -108,7 +96,7 @@ async def _cold_baseline(
 def _turn_lengths(plan: CasePlan, records: list[RequestRecord]) -> list[int | None]:
     """The median prompt tokens of each turn, as the server counted them."""
     out = []
-    for turn in range(1, spec_of(plan).turns + 1):
+    for turn in range(1, multi_turn_spec(plan).turns + 1):
         counts = sorted(r.prompt_tokens for r in records if r.turn == turn and r.ok and r.prompt_tokens)
         out.append(counts[len(counts) // 2] if counts else None)
     return out
@@ -143,7 +131,7 @@ async def _conversation(
     on_record: Callable[[RequestRecord], None],
     deadline: float,
 ) -> None:
-    spec = spec_of(plan)
+    spec = multi_turn_spec(plan)
     pauses = spec.think.draws(plan.seed * 100_003 + plan.index * 1_009 + conversation)
     history: list[dict] = []
     previous: RequestRecord | None = None
@@ -177,7 +165,7 @@ def _record(plan: CasePlan, tag: str, conversation: int, turn: int, nonce: str |
     return RequestRecord(
         case=plan.case.label,
         run=0 if not warmup else -1,
-        index=-1 if warmup else conversation * spec_of(plan).turns + turn - 1,
+        index=-1 if warmup else conversation * multi_turn_spec(plan).turns + turn - 1,
         warmup=warmup,
         request_id=f"benchy-{plan.salt}-{plan.index}{tag}",
         nonce=nonce,

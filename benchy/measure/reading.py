@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from benchy import evidence
-from benchy.records import CONTENT, REASONING, RequestRecord
+from benchy.measure import evidence
+from benchy.measure.records import CONTENT, REASONING, RequestRecord
 
 _CACHE_SIZE = 4096
 _cache: OrderedDict[int, tuple[RequestRecord, Reading]] = OrderedDict()

@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from benchy import evidence, reading
-from benchy.records import RequestRecord
+from benchy.measure import evidence, reading
+from benchy.measure.records import RequestRecord
 
 
 @dataclass(frozen=True)

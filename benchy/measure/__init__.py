@@ -1,0 +1,1 @@
+"""Records to figures: evidence weighed once, every metric computed once in the registry, statistics."""

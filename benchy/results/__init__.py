@@ -1,0 +1,1 @@
+"""results.json: typed result classes, the one builder that makes them, the schema and the files."""

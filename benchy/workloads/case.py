@@ -1,0 +1,67 @@
+"""A case: one (prompt length × output length × load × depth) combination, or one workload's run.
+
+Cases are made by scenario.py (flags and scenario files) and cases.py (workloads), and are the
+unit every later stage reports by; the case's label is llama-bench's (`pp512 tg32 @ d4096`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay, Workload
+
+ENDPOINTS = ("chat", "completions")
+DEPTH_MODES = ("cold", "cached")
+
+
+class ScenarioError(ValueError):
+    """Bad scenario input; the message is one line, fit for the user."""
+
+
+@dataclass(frozen=True)
+class Case:
+    pp: int
+    tg: int
+    concurrency: int = 1
+    depth: int = 0
+    scenario: str | None = None
+    runs: int | None = None  # None: the run's --runs
+    endpoint: str | None = None  # None: the run's --endpoint
+    depth_mode: str = "cold"  # "cold" | "cached" (see the module docstring)
+    rate: float | None = None  # requests/s, open loop (Poisson arrivals); None: closed loop
+    # A cache-aware workload (benchy/workloads): multi-turn, shared prefix or trace replay;
+    # None for a plain sweep case.
+    workload: Workload | None = None
+
+    @property
+    def kind(self) -> str:
+        """ "sweep", or the workload's kind: "multi_turn", "shared_prefix", "trace"."""
+        return self.workload.kind if self.workload is not None else "sweep"
+
+    @property
+    def groups(self) -> int:
+        """Shared contexts sent ahead: one per group of a shared-prefix case, else one."""
+        return self.workload.groups if isinstance(self.workload, SharedPrefix) else 1
+
+    @property
+    def label(self) -> str:
+        """llama-bench style: `pp512 tg32`, `pp512 tg32 c4`, `pp512 tg32 @ d4096`; a rate case
+        reads `pp512 tg32 r4` (4 requests/s); a cached-context case `… @ d4096 cached`.
+        Workloads: `multi-turn u4 x8 pp256 tg64`, `shared 75% of pp2048 g4 tg32 c4`,
+        `trace sample.jsonl x2`."""
+        if isinstance(self.workload, TraceReplay):
+            return self.workload.label()
+        if isinstance(self.workload, SharedPrefix):
+            return self.workload.label(self.depth + self.pp, self.tg, self.concurrency)
+        if isinstance(self.workload, MultiTurn):
+            return self.workload.label(self.pp, self.tg, self.concurrency)
+        text = f"pp{self.pp} tg{self.tg}"
+        if self.rate is not None:
+            text += f" r{self.rate:g}"
+        elif self.concurrency != 1:
+            text += f" c{self.concurrency}"
+        if self.depth:
+            text += f" @ d{self.depth}"
+            if self.depth_mode == "cached":
+                text += " cached"  # distinct from a cold case of the same sizes
+        return text
