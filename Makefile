@@ -76,7 +76,7 @@ bench-ray: install
 
 # The JSON Schema of results.json, generated from the typed results (tests/test_schema.py checks it).
 schema: install
-	$(BIN)/python -c "from benchy.results.types import write_schema; print(write_schema())"
+	$(BIN)/python -c "from benchy.results.files import write_schema; print(write_schema())"
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info .pytest_cache reports/demo

@@ -695,7 +695,7 @@ def report(results_file, output, force):
     probe.json). Needs no server."""
     from benchy.folders import copy_run
     from benchy.report import render
-    from benchy.results.types import ResultsError
+    from benchy.results.files import ResultsError
 
     source = render.results_path(Path(results_file))
     if output is not None and source.is_file() and output.resolve() != source.parent.resolve():
@@ -742,7 +742,7 @@ def compare(results_files, output, test, alpha, min_effect, force):
     """Compare runs case by case: the first file is the baseline, each other one is set against it."""
     from benchy.report import compare as compare_mod
     from benchy.report import render
-    from benchy.results.types import ResultsError
+    from benchy.results.files import ResultsError
 
     if len(results_files) < 2:
         raise click.UsageError("compare needs at least two results files (the first is the baseline)")

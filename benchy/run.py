@@ -32,6 +32,8 @@ from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_work
 from benchy.measure import metrics
 from benchy.measure.ceiling import CeilingInputs
 from benchy.measure.records import RecordWriter, RequestRecord
+from benchy.results import build as results_build
+from benchy.results import files as results_files
 from benchy.results import types as results_mod
 from benchy.server import identity as server_mod
 from benchy.server import metrics as server_metrics
@@ -155,7 +157,7 @@ def _stop_on_sigterm(state: RunState) -> None:
 def finish(state: RunState, settings: RunSettings) -> dict:
     results = build_results(state)
     if settings.output_dir is not None:
-        results_mod.save(results, settings.output_dir)
+        results_files.save(results, settings.output_dir)
     return results
 
 
@@ -166,7 +168,7 @@ def build_results(state: RunState) -> dict:
     slo = state.setup.get("load", {}).get("slo")
     measured = [p for p in state.plans if any(not r.warmup for r in by_case.get(p.case.label, []))]
     cases = [
-        results_mod.case_result(
+        results_build.case_result(
             p.case,
             p.endpoint,
             p.runs,
@@ -182,7 +184,7 @@ def build_results(state: RunState) -> dict:
     not_measured = [
         results_mod.NotMeasured(p.case.label, _why_not_measured(p, by_case)) for p in state.plans if p not in measured
     ]
-    run = results_mod.run_result(state.setup, cases, partial, state.stopped, __version__, not_measured)
+    run = results_build.run_result(state.setup, cases, partial, state.stopped, __version__, not_measured)
     run.warnings = checks.check(run)  # after every metric; checks only read
     return run.to_dict()
 

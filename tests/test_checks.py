@@ -25,6 +25,7 @@ from benchy.load.progress import Progress
 from benchy.measure import profiles
 from benchy.measure.ceiling import CeilingInputs
 from benchy.report import table
+from benchy.results import build as results_build
 from benchy.results import types as results_mod
 from benchy.workloads.scenario import sweep
 from tests.conftest import warning_codes as codes
@@ -232,7 +233,7 @@ def test_ttft_noise_on_a_live_stream_is_not_called_buffering(start_sim):
 def trend_codes(saved: dict) -> set[str]:
     """The warnings of saved results after results.py's cross-case withholding ran again."""
     run = results_mod.RunResult.from_dict(saved)
-    results_mod.withhold_buffered_trend(run.cases)
+    results_build.withhold_buffered_trend(run.cases)
     return {w.code for w in checks.check(run)}
 
 

@@ -15,6 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from benchy.measure import metrics
 from benchy.report import plots, probe_report, render, table
+from benchy.results import files as results_files
 from benchy.results import types as results_mod
 from benchy.sim.process import SimProcess
 from tests.conftest import run_benchy
@@ -50,7 +51,7 @@ def same(cell: str, value: float | None) -> bool:
 
 
 def load(folder) -> dict:
-    return results_mod.load(folder / "results.json")
+    return results_files.load(folder / "results.json")
 
 
 def test_loaded_cases_show_percentiles_on_the_terminal(runs):
@@ -99,7 +100,7 @@ def test_scenario_names_appear_in_the_table_and_the_figures(runs, tmp_path, monk
     assert "chat_short (pp167 tg256)" in proc.stdout
     assert "chat_short (pp167 tg256)" in (out / "report.md").read_text()
     drawn = capture_figures(monkeypatch)
-    render.write_report(results_mod.read(out / "results.json"), tmp_path)
+    render.write_report(results_files.read(out / "results.json"), tmp_path)
     ticks = [t.get_text() for t in drawn["requests_e2e.png"].axes[0].get_yticklabels()]
     assert ticks == ["chat_short (pp167 tg256)"]
 
@@ -153,7 +154,7 @@ def test_sweep_figures_are_fit_for_a_slide(runs, tmp_path, monkeypatch):
 def test_one_prompt_length_draws_no_curve_and_many_requests_get_a_box(runs, tmp_path, monkeypatch):
     out, _ = runs["load"]
     drawn = capture_figures(monkeypatch)
-    render.write_report(results_mod.read(out / "results.json"), tmp_path)
+    render.write_report(results_files.read(out / "results.json"), tmp_path)
     assert "throughput_vs_prompt.png" not in drawn and "ttft_vs_prompt.png" not in drawn
     assert "concurrency.png" in drawn
     dots = drawn["requests_e2e.png"].axes[0]  # 12 requests a case: quartile boxes

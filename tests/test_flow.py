@@ -11,6 +11,8 @@ import sys
 from benchy.checks import warnings as checks
 from benchy.measure import metrics
 from benchy.measure.records import RequestRecord
+from benchy.results import build as results_build
+from benchy.results import files as results_files
 from benchy.results import types as results_mod
 from benchy.workloads.case import Case
 from tests.conftest import REPO_ROOT, sim_env
@@ -44,17 +46,17 @@ def record(i: int, tg: int, ttft: float, tokens_per_event: int = 1, usage: bool 
 
 def run_of(cases: list[results_mod.CaseResult], ceiling: dict | None = None) -> results_mod.RunResult:
     setup = {"ceiling": ceiling} if ceiling else {}
-    run = results_mod.run_result(setup, cases, partial=False, stopped=None, version="test")
+    run = results_build.run_result(setup, cases, partial=False, stopped=None, version="test")
     run.warnings = checks.check(run)
     return run
 
 
 def case_of(tg: int, ttft: float, **kw) -> results_mod.CaseResult:
-    return results_mod.case_result(Case(pp=64, tg=tg), "chat", 3, [record(i, tg, ttft, **kw) for i in range(3)])
+    return results_build.case_result(Case(pp=64, tg=tg), "chat", 3, [record(i, tg, ttft, **kw) for i in range(3)])
 
 
 def test_checks_only_read_what_they_check():
-    run = results_mod.read(EXAMPLE)
+    run = results_files.read(EXAMPLE)
     before = copy.deepcopy(run.to_dict())
     found = checks.check(run)
     assert run.to_dict() == before
@@ -99,7 +101,7 @@ def test_ceilings_are_stored_once_when_results_are_built():
 def test_an_empty_output_is_a_failure_before_any_statistic():
     empty = record(0, 16, 0.05)
     empty.content_chars, empty.completion_tokens = 0, 16
-    case = results_mod.case_result(Case(pp=64, tg=16), "chat", 1, [empty, record(1, 16, 0.05)])
+    case = results_build.case_result(Case(pp=64, tg=16), "chat", 1, [empty, record(1, 16, 0.05)])
     assert (case.n_ok, case.n_failed, case.errors) == (1, 1, {"empty_output": 1})
     assert case.summary["e2e_tps"].n == 1
 
@@ -132,10 +134,10 @@ def test_goodput_judges_each_request_by_its_cases_buffering_verdict():
     live = [record(i, 32, 0.05) for i in range(3)]
     lumpy = record(3, 32, 0.05, tokens_per_event=8)
     assert metrics.is_buffered(lumpy) and not any(metrics.is_buffered(r) for r in live)
-    case = results_mod.case_result(Case(pp=64, tg=32), "chat", 4, [*live, lumpy], slo={"ttft_s": 1.0})
+    case = results_build.case_result(Case(pp=64, tg=32), "chat", 4, [*live, lumpy], slo={"ttft_s": 1.0})
     assert case.summary["ttft_s"] is not None and case.goodput is not None
     assert case.goodput.fraction == 1.0 and case.goodput.unavailable is None
     lumps = [record(i, 32, 0.05, tokens_per_event=8) for i in range(4)]
-    buffered = results_mod.case_result(Case(pp=64, tg=32), "chat", 4, lumps, slo={"ttft_s": 1.0})
+    buffered = results_build.case_result(Case(pp=64, tg=32), "chat", 4, lumps, slo={"ttft_s": 1.0})
     assert buffered.summary.get("ttft_s") is None and buffered.goodput is not None
     assert buffered.goodput.fraction is None and "cannot judge the SLO" in str(buffered.goodput.unavailable)

@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 
 from benchy.measure.records import REQUESTS_SCHEMA, RecordsError, read_records
+from benchy.results import files as results_files
 from benchy.results import types as results_mod
 from tests.conftest import REPO_ROOT, sim_env
 
@@ -18,15 +19,15 @@ SHIPPED_REPORTS = sorted((REPO_ROOT / "reports").glob("*/results.json"))
 
 
 def validator() -> jsonschema.protocols.Validator:
-    schema = json.loads(results_mod.SCHEMA_FILE.read_text(encoding="utf-8"))
+    schema = json.loads(results_files.SCHEMA_FILE.read_text(encoding="utf-8"))
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
 
 
 def test_shipped_schema_is_generated_from_the_classes():
-    shipped = json.loads(results_mod.SCHEMA_FILE.read_text(encoding="utf-8"))
-    assert shipped == results_mod.json_schema(), "stale: run `make schema` (results.write_schema())"
+    shipped = json.loads(results_files.SCHEMA_FILE.read_text(encoding="utf-8"))
+    assert shipped == results_files.json_schema(), "stale: run `make schema` (results.write_schema())"
     assert shipped["$id"] == results_mod.SCHEMA
 
 
@@ -34,7 +35,7 @@ def test_shipped_schema_is_generated_from_the_classes():
 def test_every_shipped_example_report_validates_and_loads(path):
     data = json.loads(path.read_text(encoding="utf-8"))
     validator().validate(data)
-    loaded = results_mod.load(path)
+    loaded = results_files.load(path)
     validator().validate(loaded)
     assert loaded["schema"] == results_mod.SCHEMA and len(loaded["cases"]) == len(data["cases"])
     assert [c["summary"] for c in loaded["cases"]] == [c["summary"] for c in data["cases"]]
@@ -82,7 +83,7 @@ def example() -> dict:
     "schema", ["benchy/results/1", "benchy/results/1.0", f"benchy/results/1.{results_mod.SCHEMA_MINOR}"]
 )
 def test_any_minor_of_this_major_loads(tmp_path, schema):
-    loaded = results_mod.load(write(tmp_path, {**example(), "schema": schema}))
+    loaded = results_files.load(write(tmp_path, {**example(), "schema": schema}))
     assert loaded["schema"] == results_mod.SCHEMA
 
 
@@ -97,16 +98,16 @@ def test_any_minor_of_this_major_loads(tmp_path, schema):
     ],
 )
 def test_other_versions_fail_with_one_line(tmp_path, schema, needle):
-    with pytest.raises(results_mod.ResultsError) as err:
-        results_mod.load(write(tmp_path, {**example(), "schema": schema}))
+    with pytest.raises(results_files.ResultsError) as err:
+        results_files.load(write(tmp_path, {**example(), "schema": schema}))
     assert needle in str(err.value) and "\n" not in str(err.value)
 
 
 def test_a_malformed_file_names_the_field(tmp_path):
     data = example()
     data["cases"][0]["pp"] = "512"
-    with pytest.raises(results_mod.ResultsError, match=r"malformed: cases\[0\]\.pp: expected an integer"):
-        results_mod.load(write(tmp_path, data))
+    with pytest.raises(results_files.ResultsError, match=r"malformed: cases\[0\]\.pp: expected an integer"):
+        results_files.load(write(tmp_path, data))
 
 
 def test_old_reason_strings_get_their_code_once_at_load():

@@ -194,9 +194,9 @@ def test_the_server_view_names_each_case_as_the_runs_table_does():
     """A scenario case is `chat_short (pp167 tg256)` in the run's table: the server view beside it
     says the same (the shipped dgx-spark-sim report runs four scenarios)."""
     from benchy.report import server_view, table
-    from benchy.results import types as results_mod
+    from benchy.results import files as results_files
 
-    run = results_mod.read(REPO_ROOT / "reports" / "dgx-spark-sim" / "results.json")
+    run = results_files.read(REPO_ROOT / "reports" / "dgx-spark-sim" / "results.json")
     lines = server_view.section_lines(run)
     named = [line.split(" | ")[0].removeprefix("| ") for line in lines if line.startswith("| ") and "|---" not in line]
     assert named[1:] == [table.case_name(c) for c in run.cases] and named[0] == "test"

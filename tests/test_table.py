@@ -15,7 +15,7 @@ import pytest
 from benchy.checks import warnings as checks
 from benchy.measure import metrics, profiles
 from benchy.report import table
-from benchy.results import types as results_mod
+from benchy.results import files as results_files
 from benchy.sim.process import SimProcess
 from tests.conftest import REPO_ROOT, sim_env
 
@@ -81,7 +81,7 @@ def impossible_buffered_run(tmp_path_factory):
 def test_csv_carries_the_ceiling_and_the_warnings_of_each_case(impossible_buffered_run):
     out, proc = impossible_buffered_run
     assert proc.returncode == 3, proc.stderr  # an impossible rate is a hard check failure
-    results = results_mod.load(out / "results.json")
+    results = results_files.load(out / "results.json")
     assert checks.run_checks(copy.deepcopy(results)) == results["warnings"]  # what checks produce
     rows = parse(proc.stdout)
     model = profiles.model_profile("gpt-oss-120b")
@@ -111,7 +111,7 @@ def test_csv_from_the_saved_results_equals_what_run_printed(impossible_buffered_
     # The run folder's results.csv, and the one `benchy report` re-makes from results.json
     # alone (no server), hold the same bytes `run --format csv` printed.
     out, proc = impossible_buffered_run
-    saved = table.csv_text(results_mod.read(out / "results.json"))
+    saved = table.csv_text(results_files.read(out / "results.json"))
     assert saved == proc.stdout and saved.count("\n") == 1 + 2 * len(metrics.REQUEST_METRICS)
     assert (out / "results.csv").read_bytes().decode() == proc.stdout
     remade = subprocess.run(
@@ -129,7 +129,7 @@ def test_run_wide_warnings_and_a_missing_ceiling_leave_no_made_up_figure(tmp_pat
     with SimProcess("--decode-tps", "2000", "--prefill-tps", "50000") as sim:
         proc = benchy_run(sim.base_url, tmp_path / "run", "--tg", "8", "--runs", "2", "--hardware", "gb10")
     assert proc.returncode == 0, proc.stderr
-    results = results_mod.load(tmp_path / "run" / "results.json")
+    results = results_files.load(tmp_path / "run" / "results.json")
     assert case_codes(results, None) == ["ceiling_unknown"]
     rows = parse(proc.stdout)
     assert {r["ceiling_tps"] for r in rows} == {""}

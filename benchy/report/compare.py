@@ -272,11 +272,11 @@ def run_names(paths: list[Path]) -> list[str]:
 
 def compare_files(paths: list[Path], **options) -> list[Comparison]:
     """Every file after the first against the first. Raises ResultsError or CompareError."""
-    from benchy.results import types as results_mod
+    from benchy.results import files as results_files
 
     if len(paths) < 2:
         raise CompareError("compare needs at least two results files")
-    loaded = [results_mod.read(p) for p in paths]
+    loaded = [results_files.read(p) for p in paths]
     names = run_names(paths)
     return [compare(loaded[0], other, names[0], name, **options) for other, name in zip(loaded[1:], names[1:])]
 

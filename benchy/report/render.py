@@ -47,14 +47,14 @@ def write_from_file(path: Path, directory: Path | None = None) -> Path:
     """Re-makes the report of a saved run (results.json) or cache probe (probe.json) in
     `directory` (default: beside the file); returns the Markdown file written. Raises
     results.ResultsError for a file benchy cannot read."""
-    from benchy.results import types as results_mod
+    from benchy.results import files as results_files
 
     path = results_path(Path(path))
     directory = Path(directory) if directory is not None else path.parent
     probe = None
     try:
-        data = results_mod.read(path)
-    except results_mod.ResultsError:
+        data = results_files.read(path)
+    except results_files.ResultsError:
         probe = _probe_data(path)
         if probe is None:
             raise
@@ -66,7 +66,7 @@ def write_from_file(path: Path, directory: Path | None = None) -> Path:
             return directory / "probe.md"
         return write_report(data, directory)
     except (KeyError, IndexError, TypeError, ValueError) as exc:  # right schema, wrong content
-        raise results_mod.ResultsError(f"{path}: malformed ({type(exc).__name__}: {exc})") from None
+        raise results_files.ResultsError(f"{path}: malformed ({type(exc).__name__}: {exc})") from None
 
 
 def _probe_data(path: Path) -> dict | None:

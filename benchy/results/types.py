@@ -1,10 +1,10 @@
 """results.json: the one saved form of a run, from which every report is made.
 
 The file is the JSON form of `RunResult` and the classes it holds (Setup, CaseResult,
-RequestResult, MetricSummary, Goodput, CheckWarning, …): they are built here, in one place,
-from the records and the metrics, and written and read through `to_dict` / `from_dict`. The JSON
+RequestResult, MetricSummary, Goodput, CheckWarning, …): they are built once, by build.py,
+from the records and the metrics, and written and read (files.py) through `to_dict` / `from_dict`. The JSON
 Schema shipped as benchy/data/results.schema.json is generated from these classes
-(`write_schema`; tests/test_schema.py fails when it is stale).
+(files.write_schema; tests/test_schema.py fails when it is stale).
 
 Version policy: the schema id is `benchy/results/MAJOR.MINOR`. A field added is a new MINOR
 (older files still load: the field takes its default); a field renamed, removed or changing
@@ -31,31 +31,20 @@ keeps the raw status the client saw.
 
 from __future__ import annotations
 
-import json
-import re
-from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from benchy import jsontypes
 from benchy.jsontypes import Saved
 from benchy.measure import metrics, reading, stats
-from benchy.measure.ceiling import CeilingSetup, case_ceiling
+from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
-from benchy.measure.workloads import WorkloadFigures, case_figures, ttft_gains
-from benchy.workloads.case import Case
+from benchy.measure.workloads import WorkloadFigures
 
 SCHEMA_MAJOR, SCHEMA_MINOR = 1, 5
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
-SCHEMA_FILE = Path(__file__).parent.parent / "data" / "results.schema.json"
-_SCHEMA_ID = re.compile(r"benchy/results/(\d+)(?:\.(\d+))?")
-
-
-class ResultsError(ValueError):
-    """A results file benchy cannot read; one line."""
 
 
 def _opt(doc: str, default: Any = None, factory: Any = None, omit: bool = False) -> Any:
@@ -327,178 +316,6 @@ class RunResult(Saved):
         return {**jsontypes.to_json(self), "schema": SCHEMA}
 
 
-# ------------------------------------------------------------------ building from records
-
-
-def case_result(
-    case: Case,
-    endpoint: str,
-    runs: int,
-    records: list[RequestRecord],
-    slo: dict[str, float] | None = None,
-    client: dict | None = None,
-    server: dict | None = None,
-    planned_requests: int | None = None,
-) -> CaseResult:
-    records = [metrics.classify(r) for r in records]  # an empty output is a failure, not a success
-    # A workload's cold controls (multi-turn --cold-baseline) are figures of its own, never
-    # mixed into the case's statistics.
-    controls = [r for r in records if r.control]
-    measured = [r for r in records if not r.warmup and not r.control]
-    ok = [r for r in measured if r.ok]
-    buffered: Unavailable | Literal[False] = metrics.case_buffering(ok) or False  # one late read is no buffer
-    summary, unavailable = _summaries(ok, buffered)
-    lags = [v for v in (metrics.send_lag_s(r) for r in measured) if not isinstance(v, Unavailable)]
-    return CaseResult(
-        label=case.label,
-        scenario=case.scenario,
-        pp=case.pp,
-        tg=case.tg,
-        concurrency=case.concurrency,
-        depth=case.depth,
-        endpoint=endpoint,
-        runs=runs,
-        depth_mode=case.depth_mode if case.depth else None,
-        n_ok=len(ok),
-        n_failed=len(measured) - len(ok),
-        n_warmup=sum(r.warmup for r in records),
-        errors=dict(Counter(str(r.error_kind) for r in measured if not r.ok)),
-        anomalies=dict(Counter(a.split(":")[0] for r in ok for a in r.anomalies)),
-        retried=dict(Counter(r.retried.split(":")[0] for r in measured if r.retried)),
-        summary=summary,
-        unavailable={k: v.message for k, v in unavailable.items()},
-        unavailable_codes={k: v.code for k, v in unavailable.items()},
-        aggregate_tps=_value(metrics.aggregate_output_tps(measured)),
-        mode="open" if case.rate is not None or case.kind == "trace" else "closed",
-        rate=case.rate,
-        achieved_rate=_value(metrics.achieved_rate(measured)),
-        request_rate=_value(metrics.request_rate(measured)),
-        send_lag=MetricSummary.of(lags) if lags else None,
-        goodput=_goodput(measured, slo, buffered) if slo else None,
-        requests=[RequestResult.of(r, buffered) for r in records],
-        client=client,
-        server=server,
-        planned_requests=planned_requests,
-        kind=case.kind,
-        workload=case_figures(case.kind, case.workload.to_dict(), measured, controls) if case.workload else None,
-    )
-
-
-def run_result(
-    setup: dict,
-    cases: list[CaseResult],
-    partial: bool,
-    stopped: dict | None,
-    version: str,
-    not_measured: list[NotMeasured] | None = None,
-) -> RunResult:
-    """The run's results, complete but for the warnings (checks.py adds those): what no single
-    case can decide (a TTFT trend across output lengths) is withheld here, then each case's
-    ceiling is stored, and each shared-prefix case's TTFT gain."""
-    run = RunResult(
-        benchy_version=version,
-        prompt_nonce=setup.get("prompt_nonce"),
-        partial=partial,
-        stopped=Stopped(**stopped) if stopped else None,
-        setup=Setup.from_dict(setup, strict=True),  # an unknown key: a field someone forgot
-        cases=cases,
-        not_measured=not_measured or [],
-    )
-    withhold_buffered_trend(run.cases)
-    for case in run.cases:
-        case.ceiling = _case_ceiling(case, run.setup.ceiling)
-    ttft_gains(run.cases)  # shared prefix: each against the same lengths with nothing shared
-    return run
-
-
-def withhold_buffered_trend(cases: list[CaseResult]) -> None:
-    """Single-stream cases at one prompt whose TTFT grows with the output length (metrics.
-    buffered_trend) lose their stream timings, unless usage shows one token per event."""
-    groups: dict[tuple, list[CaseResult]] = {}
-    for case in cases:
-        if case.concurrency == 1 and case.summary.get("ttft_s") and case.summary.get("e2e_s"):
-            groups.setdefault((case.pp, case.depth, case.depth_mode, case.endpoint), []).append(case)
-    for group in groups.values():
-        short, long = min(group, key=lambda c: c.tg), max(group, key=lambda c: c.tg)
-        if short.tg == long.tg or (_streams_token_by_token(short) and _streams_token_by_token(long)):
-            continue
-        why = metrics.buffered_trend(_trend_point(short), _trend_point(long))
-        if why is not None:
-            for case in group:
-                case.withhold(metrics.STREAM_TIMING_METRICS, why)
-
-
-def _trend_point(case: CaseResult) -> tuple[int, float, float]:
-    return case.tg, case.summary["ttft_s"].median, case.summary["e2e_s"].median  # type: ignore[union-attr]
-
-
-def _streams_token_by_token(case: CaseResult) -> bool:
-    """The server's own usage shows about one token per event: direct evidence of a live
-    stream, which outweighs a TTFT trend (on a fast small model, load noise in TTFT can
-    rival the whole decode time)."""
-    requests = case.measured_ok()
-    per_event = case.median("tokens_per_event")
-    return (
-        bool(requests)
-        and all(r.usage_reported for r in requests)
-        and per_event is not None
-        and per_event <= metrics.LIVE_STREAM_TOKENS_PER_EVENT
-    )
-
-
-def _case_ceiling(case: CaseResult, setup: CeilingSetup | None) -> CaseCeiling | None:
-    """The case's decode ceiling and its measured medians as a % of it."""
-    found = case_ceiling(case.pp, case.tg, case.depth or 0, setup)
-    if found is None:
-        return None
-    decode, e2e = case.median("decode_tps"), case.median("e2e_tps")
-    return CaseCeiling(
-        tokens_per_s=found.tokens_per_s,
-        context_tokens=found.context_tokens,
-        weight_bytes_per_token=found.weight_bytes_per_token,
-        kv_bytes_per_token=found.kv_bytes_per_token,
-        decode_pct=None if decode is None else found.percent_of(decode),
-        e2e_pct=None if e2e is None else found.percent_of(e2e),
-    )
-
-
-def _goodput(measured: list[RequestRecord], slo: dict[str, float], buffered: Unavailable | Literal[False]) -> Goodput:
-    """Each request judged on the figures the case reports: by the case's buffering verdict."""
-    fraction = metrics.goodput(measured, slo, buffered)
-    if isinstance(fraction, Unavailable):
-        return Goodput(slo=slo, unavailable=fraction.message)
-    return Goodput(slo=slo, fraction=fraction, rate=_value(metrics.goodput_rate(measured, slo, buffered)))
-
-
-def _value(value: float | Unavailable) -> float | None:
-    return None if isinstance(value, Unavailable) else value
-
-
-def _summaries(
-    ok: list[RequestRecord], buffered: Unavailable | Literal[False] | None = None
-) -> tuple[dict[str, MetricSummary | None], dict[str, Unavailable]]:
-    """A metric is summarized only if every successful request has it: averaging the subset
-    that happened to be measurable would hide the rest."""
-    summary: dict[str, MetricSummary | None] = {}
-    unavailable: dict[str, Unavailable] = {}
-    per_request = [metrics.request_metrics(r, buffered) for r in ok]
-    for name in metrics.REQUEST_METRICS:
-        values = [m[name] for m in per_request]
-        missing = [v for v in values if isinstance(v, Unavailable)]
-        measured = [v for v in values if not isinstance(v, Unavailable)]
-        summary[name] = None
-        if not values:
-            unavailable[name] = Unavailable(metrics.NO_SUCCESS, "no request succeeded")
-        elif missing:
-            (code, message), _ = Counter((v.code, v.message) for v in missing).most_common(1)[0]
-            if len(missing) < len(values):
-                message = f"{len(missing)} of {len(values)} requests: {message}"
-            unavailable[name] = Unavailable(code, message)
-        else:
-            summary[name] = MetricSummary.of(measured)
-    return summary, unavailable
-
-
 # Old files (1.0) carry no reason codes: the few reasons that decide something are recognised
 # once, here, by the words benchy 1.0 wrote.
 _LEGACY_CODES = (("SSE buffering", metrics.BUFFERED), ("'TTFT' grows with output length", metrics.BUFFERED_TREND))
@@ -506,61 +323,3 @@ _LEGACY_CODES = (("SSE buffering", metrics.BUFFERED), ("'TTFT' grows with output
 
 def legacy_code(message: str) -> str:
     return next((code for words, code in _LEGACY_CODES if words in message), metrics.LEGACY)
-
-
-# ------------------------------------------------------------------ saving and loading
-
-
-def save(results: dict | RunResult, directory: Path) -> Path:
-    data = results.to_dict() if isinstance(results, RunResult) else results
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "results.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)  # atomic: a reader never sees half a file
-    return path
-
-
-def check_schema(schema: object, where: str) -> None:
-    """Raises ResultsError (one line) unless this benchy reads `schema`."""
-    match = _SCHEMA_ID.fullmatch(schema) if isinstance(schema, str) else None
-    if match is None:
-        raise ResultsError(f"{where}: schema {schema!r} is not a benchy results schema ({SCHEMA})")
-    major, minor = int(match.group(1)), int(match.group(2) or 0)
-    if major != SCHEMA_MAJOR:
-        raise ResultsError(
-            f"{where}: schema {schema} is major version {major}; this benchy reads "
-            f"benchy/results/{SCHEMA_MAJOR}.x only (up to {SCHEMA})"
-        )
-    if minor > SCHEMA_MINOR:
-        raise ResultsError(f"{where}: schema {schema} is newer than this benchy understands ({SCHEMA}): upgrade benchy")
-
-
-def read(path: Path) -> RunResult:
-    """A results file as RunResult; raises ResultsError (one line) for one benchy cannot read."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ResultsError(f"{path}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    check_schema(data.get("schema") if isinstance(data, dict) else None, str(path))
-    try:
-        return RunResult.from_dict(data)
-    except jsontypes.ShapeError as exc:
-        raise ResultsError(f"{path}: malformed: {exc}") from None
-
-
-def load(path: Path) -> dict:
-    """A results file as the dict of the current schema (older minors filled with defaults)."""
-    return read(path).to_dict()
-
-
-def json_schema() -> dict:
-    return jsontypes.json_schema(RunResult, SCHEMA, "benchy results.json")
-
-
-def write_schema(path: Path = SCHEMA_FILE) -> Path:
-    """Regenerates the shipped JSON Schema (`make schema`)."""
-    path.write_text(json.dumps(json_schema(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path

@@ -1,0 +1,198 @@
+"""The one builder of results: records and metrics in, typed results out, made once.
+
+What each figure is, and whether it is withheld, is decided here (with the case's buffering
+verdict), then each case's ceiling and each shared-prefix case's TTFT gain; nothing changes a
+result after it is built but the warnings, which checks/ adds beside it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Literal
+
+from benchy.measure import metrics
+from benchy.measure.ceiling import CeilingSetup, case_ceiling
+from benchy.measure.metrics import Unavailable
+from benchy.measure.records import RequestRecord
+from benchy.measure.workloads import case_figures, ttft_gains
+from benchy.results.types import (
+    CaseCeiling,
+    CaseResult,
+    Goodput,
+    MetricSummary,
+    NotMeasured,
+    RequestResult,
+    RunResult,
+    Setup,
+    Stopped,
+)
+from benchy.workloads.case import Case
+
+
+def case_result(
+    case: Case,
+    endpoint: str,
+    runs: int,
+    records: list[RequestRecord],
+    slo: dict[str, float] | None = None,
+    client: dict | None = None,
+    server: dict | None = None,
+    planned_requests: int | None = None,
+) -> CaseResult:
+    records = [metrics.classify(r) for r in records]  # an empty output is a failure, not a success
+    # A workload's cold controls (multi-turn --cold-baseline) are figures of its own, never
+    # mixed into the case's statistics.
+    controls = [r for r in records if r.control]
+    measured = [r for r in records if not r.warmup and not r.control]
+    ok = [r for r in measured if r.ok]
+    buffered: Unavailable | Literal[False] = metrics.case_buffering(ok) or False  # one late read is no buffer
+    summary, unavailable = _summaries(ok, buffered)
+    lags = [v for v in (metrics.send_lag_s(r) for r in measured) if not isinstance(v, Unavailable)]
+    return CaseResult(
+        label=case.label,
+        scenario=case.scenario,
+        pp=case.pp,
+        tg=case.tg,
+        concurrency=case.concurrency,
+        depth=case.depth,
+        endpoint=endpoint,
+        runs=runs,
+        depth_mode=case.depth_mode if case.depth else None,
+        n_ok=len(ok),
+        n_failed=len(measured) - len(ok),
+        n_warmup=sum(r.warmup for r in records),
+        errors=dict(Counter(str(r.error_kind) for r in measured if not r.ok)),
+        anomalies=dict(Counter(a.split(":")[0] for r in ok for a in r.anomalies)),
+        retried=dict(Counter(r.retried.split(":")[0] for r in measured if r.retried)),
+        summary=summary,
+        unavailable={k: v.message for k, v in unavailable.items()},
+        unavailable_codes={k: v.code for k, v in unavailable.items()},
+        aggregate_tps=_value(metrics.aggregate_output_tps(measured)),
+        mode="open" if case.rate is not None or case.kind == "trace" else "closed",
+        rate=case.rate,
+        achieved_rate=_value(metrics.achieved_rate(measured)),
+        request_rate=_value(metrics.request_rate(measured)),
+        send_lag=MetricSummary.of(lags) if lags else None,
+        goodput=_goodput(measured, slo, buffered) if slo else None,
+        requests=[RequestResult.of(r, buffered) for r in records],
+        client=client,
+        server=server,
+        planned_requests=planned_requests,
+        kind=case.kind,
+        workload=case_figures(case.kind, case.workload.to_dict(), measured, controls) if case.workload else None,
+    )
+
+
+def run_result(
+    setup: dict,
+    cases: list[CaseResult],
+    partial: bool,
+    stopped: dict | None,
+    version: str,
+    not_measured: list[NotMeasured] | None = None,
+) -> RunResult:
+    """The run's results, complete but for the warnings (checks.py adds those): what no single
+    case can decide (a TTFT trend across output lengths) is withheld here, then each case's
+    ceiling is stored, and each shared-prefix case's TTFT gain."""
+    run = RunResult(
+        benchy_version=version,
+        prompt_nonce=setup.get("prompt_nonce"),
+        partial=partial,
+        stopped=Stopped(**stopped) if stopped else None,
+        setup=Setup.from_dict(setup, strict=True),  # an unknown key: a field someone forgot
+        cases=cases,
+        not_measured=not_measured or [],
+    )
+    withhold_buffered_trend(run.cases)
+    for case in run.cases:
+        case.ceiling = _case_ceiling(case, run.setup.ceiling)
+    ttft_gains(run.cases)  # shared prefix: each against the same lengths with nothing shared
+    return run
+
+
+def withhold_buffered_trend(cases: list[CaseResult]) -> None:
+    """Single-stream cases at one prompt whose TTFT grows with the output length (metrics.
+    buffered_trend) lose their stream timings, unless usage shows one token per event."""
+    groups: dict[tuple, list[CaseResult]] = {}
+    for case in cases:
+        if case.concurrency == 1 and case.summary.get("ttft_s") and case.summary.get("e2e_s"):
+            groups.setdefault((case.pp, case.depth, case.depth_mode, case.endpoint), []).append(case)
+    for group in groups.values():
+        short, long = min(group, key=lambda c: c.tg), max(group, key=lambda c: c.tg)
+        if short.tg == long.tg or (_streams_token_by_token(short) and _streams_token_by_token(long)):
+            continue
+        why = metrics.buffered_trend(_trend_point(short), _trend_point(long))
+        if why is not None:
+            for case in group:
+                case.withhold(metrics.STREAM_TIMING_METRICS, why)
+
+
+def _trend_point(case: CaseResult) -> tuple[int, float, float]:
+    return case.tg, case.summary["ttft_s"].median, case.summary["e2e_s"].median  # type: ignore[union-attr]
+
+
+def _streams_token_by_token(case: CaseResult) -> bool:
+    """The server's own usage shows about one token per event: direct evidence of a live
+    stream, which outweighs a TTFT trend (on a fast small model, load noise in TTFT can
+    rival the whole decode time)."""
+    requests = case.measured_ok()
+    per_event = case.median("tokens_per_event")
+    return (
+        bool(requests)
+        and all(r.usage_reported for r in requests)
+        and per_event is not None
+        and per_event <= metrics.LIVE_STREAM_TOKENS_PER_EVENT
+    )
+
+
+def _case_ceiling(case: CaseResult, setup: CeilingSetup | None) -> CaseCeiling | None:
+    """The case's decode ceiling and its measured medians as a % of it."""
+    found = case_ceiling(case.pp, case.tg, case.depth or 0, setup)
+    if found is None:
+        return None
+    decode, e2e = case.median("decode_tps"), case.median("e2e_tps")
+    return CaseCeiling(
+        tokens_per_s=found.tokens_per_s,
+        context_tokens=found.context_tokens,
+        weight_bytes_per_token=found.weight_bytes_per_token,
+        kv_bytes_per_token=found.kv_bytes_per_token,
+        decode_pct=None if decode is None else found.percent_of(decode),
+        e2e_pct=None if e2e is None else found.percent_of(e2e),
+    )
+
+
+def _goodput(measured: list[RequestRecord], slo: dict[str, float], buffered: Unavailable | Literal[False]) -> Goodput:
+    """Each request judged on the figures the case reports: by the case's buffering verdict."""
+    fraction = metrics.goodput(measured, slo, buffered)
+    if isinstance(fraction, Unavailable):
+        return Goodput(slo=slo, unavailable=fraction.message)
+    return Goodput(slo=slo, fraction=fraction, rate=_value(metrics.goodput_rate(measured, slo, buffered)))
+
+
+def _value(value: float | Unavailable) -> float | None:
+    return None if isinstance(value, Unavailable) else value
+
+
+def _summaries(
+    ok: list[RequestRecord], buffered: Unavailable | Literal[False] | None = None
+) -> tuple[dict[str, MetricSummary | None], dict[str, Unavailable]]:
+    """A metric is summarized only if every successful request has it: averaging the subset
+    that happened to be measurable would hide the rest."""
+    summary: dict[str, MetricSummary | None] = {}
+    unavailable: dict[str, Unavailable] = {}
+    per_request = [metrics.request_metrics(r, buffered) for r in ok]
+    for name in metrics.REQUEST_METRICS:
+        values = [m[name] for m in per_request]
+        missing = [v for v in values if isinstance(v, Unavailable)]
+        measured = [v for v in values if not isinstance(v, Unavailable)]
+        summary[name] = None
+        if not values:
+            unavailable[name] = Unavailable(metrics.NO_SUCCESS, "no request succeeded")
+        elif missing:
+            (code, message), _ = Counter((v.code, v.message) for v in missing).most_common(1)[0]
+            if len(missing) < len(values):
+                message = f"{len(missing)} of {len(values)} requests: {message}"
+            unavailable[name] = Unavailable(code, message)
+        else:
+            summary[name] = MetricSummary.of(measured)
+    return summary, unavailable
