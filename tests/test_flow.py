@@ -141,3 +141,28 @@ def test_goodput_judges_each_request_by_its_cases_buffering_verdict():
     buffered = results_build.case_result(Case(pp=64, tg=32), "chat", 4, lumps, slo={"ttft_s": 1.0})
     assert buffered.summary.get("ttft_s") is None and buffered.goodput is not None
     assert buffered.goodput.fraction is None and "cannot judge the SLO" in str(buffered.goodput.unavailable)
+
+
+def test_turn_rows_withhold_what_their_case_withholds():
+    """Three turn-1 requests, two buffered: the case's verdict (half or more buffered) withholds
+    its TTFT, so the turn row must too; judged alone, the one live request gave 0.2 s."""
+    from benchy.workloads.spec import MultiTurn
+
+    records = [record(i, 64, 0.2) for i in range(3)]
+    for i, rec in enumerate(records):
+        rec.conversation, rec.turn, rec.request_id = i, 1, f"t1-{i}"
+    made = [0.05 + 0.02 * k for k in range(64)]  # a token every 20 ms, delivered 16 at a time
+    for rec in records[1:]:
+        rec.token_event_s = [made[min(63, (k // 16 + 1) * 16 - 1)] + (k % 16) * 2e-6 for k in range(64)]
+        rec.end_s = rec.token_event_s[-1] + 0.001
+    assert [metrics.is_buffered(r) for r in records] == [False, True, True]
+    case = results_build.case_result(Case(pp=64, tg=64, concurrency=3, workload=MultiTurn(turns=1)), "chat", 1, records)
+    run = results_build.run_result({}, [case], partial=False, stopped=None, version="test")
+    (case,) = run.cases
+    assert case.summary["ttft_s"] is None and case.unavailable_codes["ttft_s"] == metrics.BUFFERED
+    (row,) = case.workload.turns
+    assert row.ttft_s is None and row.prefill_tps is None
+    assert row.unavailable["ttft_s"] == case.unavailable["ttft_s"]
+    assert row.e2e_s is not None  # not a stream timing: kept
+    saved = results_mod.RunResult.from_dict(run.to_dict()).cases[0].workload.turns[0]
+    assert saved.ttft_s is None and "ttft_s" in saved.unavailable

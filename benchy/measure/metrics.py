@@ -637,6 +637,9 @@ SLO_METRICS = {m.slo: m for m in _REGISTRY if m.slo}  # --slo name → metric
 _FORMULAS: dict[str, Callable] = {m.name: m.formula for m in _REGISTRY if m.formula is not None}
 
 
+PerRequest = dict[str, dict[str, "float | Unavailable"]]  # request_id → its metrics, computed once
+
+
 def request_metrics(
     rec: RequestRecord, buffered: Unavailable | Literal[False] | None = None
 ) -> dict[str, float | Unavailable]:

@@ -31,7 +31,7 @@ import numpy as np
 
 from benchy import jsontypes
 from benchy.measure import metrics
-from benchy.measure.metrics import Unavailable
+from benchy.measure.metrics import PerRequest, Unavailable
 from benchy.measure.records import RequestRecord
 
 MAX_GRANULARITY = 256
@@ -117,6 +117,7 @@ class TurnRow(_Saved):
     expected_cached_tokens: float | None = None
     cold_ttft_s: float | None = None  # --cold-baseline: the same length with nothing shared
     ttft_gain: float | None = None  # cold_ttft_s ÷ ttft_s
+    unavailable: dict[str, str] = field(default_factory=dict)  # metric → why this turn has no figure
 
 
 @dataclass
@@ -136,11 +137,17 @@ class WorkloadFigures(_Saved):
 
 
 def case_figures(
-    kind: str, spec: dict, measured: list[RequestRecord], controls: Sequence[RequestRecord] = ()
+    kind: str,
+    spec: dict,
+    measured: list[RequestRecord],
+    controls: Sequence[RequestRecord] = (),
+    values: PerRequest | None = None,
 ) -> WorkloadFigures:
     """Figures of one workload case from its measured requests (failed included: they are
     counted, never used for reuse) and its cold controls (multi-turn --cold-baseline: same
-    lengths, nothing shared; judged for leakage, and set beside each turn's TTFT)."""
+    lengths, nothing shared; judged for leakage, and set beside each turn's TTFT). `values`:
+    each request's metrics as the builder computed them, with the case's verdicts (a request
+    missing from it is computed here, by its own evidence)."""
     ok = [r for r in measured if r.ok]
     granularity = cache_granularity(ok)
     out = WorkloadFigures(kind, spec, reuse(ok), granularity, leakage=leakage(ok + [r for r in controls if r.ok]))
@@ -151,7 +158,7 @@ def case_figures(
     elif short:
         out.eviction = eviction(ok, short, len(judged))
     if kind == "multi_turn":
-        out.turns = turn_figures(measured, controls)
+        out.turns = turn_figures(measured, controls, values)
         out.conversations_cut = conversations_cut(measured, spec.get("turns"))
     return out
 
@@ -257,16 +264,21 @@ def leakage(ok: list[RequestRecord]) -> Leakage | None:
 TURN_METRICS = ("ttft_s", "prefill_tps", "e2e_s")
 
 
-def turn_figures(measured: list[RequestRecord], controls: Iterable[RequestRecord] = ()) -> list[TurnRow]:
-    """Per turn index: requests, failures, and medians over the successful ones; with cold
-    controls, their median TTFT and the turn's gain against it (cold TTFT ÷ TTFT)."""
+def turn_figures(
+    measured: list[RequestRecord], controls: Iterable[RequestRecord] = (), values: PerRequest | None = None
+) -> list[TurnRow]:
+    """Per turn index: requests, failures, and medians over the successful ones, each metric
+    only where every one of them has it (as a case's summary: the measurable subset would hide
+    the rest), with the reason where not; with cold controls, their median TTFT and the turn's
+    gain against it (cold TTFT ÷ TTFT)."""
+    values = values if values is not None else {}
     cold = [r for r in controls if r.ok]
     out = []
     for turn in sorted({r.turn for r in measured if r.turn is not None}):
         at = [r for r in measured if r.turn == turn]
         ok = [r for r in at if r.ok]
-        values = [metrics.request_metrics(r) for r in ok]
-        medians = {name: _median(v[name] for v in values) for name in TURN_METRICS}
+        per = [values.get(r.request_id) or metrics.request_metrics(r) for r in ok]
+        medians, unavailable = _turn_medians(per)
         new = (
             r.prompt_tokens - r.cached_tokens for r in ok if r.prompt_tokens is not None and r.cached_tokens is not None
         )
@@ -280,13 +292,40 @@ def turn_figures(measured: list[RequestRecord], controls: Iterable[RequestRecord
                 new_tokens=_median(new),
                 cached_tokens=_median(r.cached_tokens for r in ok),
                 expected_cached_tokens=_median(r.expected_cached_tokens for r in ok),
-                cold_ttft_s=_median(metrics.request_metrics(r)["ttft_s"] for r in cold if r.turn == turn),
+                cold_ttft_s=_median(
+                    (values.get(r.request_id) or metrics.request_metrics(r))["ttft_s"] for r in cold if r.turn == turn
+                ),
+                unavailable=unavailable,
             )
         )
     for row in out:
         if row.cold_ttft_s and row.ttft_s:
             row.ttft_gain = row.cold_ttft_s / row.ttft_s
     return out
+
+
+def _turn_medians(per: list[dict]) -> tuple[dict[str, float | None], dict[str, str]]:
+    medians: dict[str, float | None] = {}
+    unavailable: dict[str, str] = {}
+    for name in TURN_METRICS:
+        found = [v[name] for v in per]
+        missing = [v for v in found if isinstance(v, Unavailable)]
+        medians[name] = None if missing or not found else _median(found)
+        if missing:
+            unavailable[name] = missing[0].message
+    return medians, unavailable
+
+
+def withhold_turns(figures: WorkloadFigures, withheld: dict[str, str]) -> None:
+    """A turn shows no figure its case withholds (a buffered stream, a TTFT trend): the
+    builder calls this with the case's reasons once the case is final."""
+    for row in figures.turns:
+        for name in TURN_METRICS:
+            if name in withheld:
+                setattr(row, name, None)
+                row.unavailable[name] = withheld[name]
+        if "ttft_s" in withheld:
+            row.ttft_gain = None
 
 
 def conversations_cut(measured: list[RequestRecord], turns: int | None) -> int:

@@ -122,10 +122,21 @@ def multi_turn_lines(case: CaseResult) -> list[str]:
             gain = row.ttft_gain
             line += f" {_ms(row.cold_ttft_s)} | {f'{gain:.2f}×' if gain else 'n/a'} |"
         out.append(line)
+    out += _withheld_turn_lines(rows)
     out += ["", _reuse_line(figures.reuse)]
     if figures.conversations_cut:
         out.append(f"{figures.conversations_cut} conversations ended early at a failed turn.")
     return out + _problem_lines(figures) + [""]
+
+
+def _withheld_turn_lines(rows: list) -> list[str]:
+    """Why a turn's figure reads n/a: each reason once, with the metrics it took."""
+    reasons: dict[str, list[str]] = {}
+    for row in rows:
+        for name, why in row.unavailable.items():
+            if name not in reasons.setdefault(why, []):
+                reasons[why].append(name)
+    return ["", *(f"n/a ({', '.join(names)}): {why}." for why, names in reasons.items())] if reasons else []
 
 
 def shared_prefix_lines(cases: list[CaseResult]) -> list[str]:

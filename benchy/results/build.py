@@ -14,7 +14,7 @@ from benchy.measure import metrics
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
-from benchy.measure.workloads import case_figures, ttft_gains
+from benchy.measure.workloads import case_figures, ttft_gains, withhold_turns
 from benchy.results.types import (
     CaseCeiling,
     CaseResult,
@@ -46,7 +46,8 @@ def case_result(
     measured = [r for r in records if not r.warmup and not r.control]
     ok = [r for r in measured if r.ok]
     buffered: Unavailable | Literal[False] = metrics.case_buffering(ok) or False  # one late read is no buffer
-    summary, unavailable = _summaries(ok, buffered)
+    values = {r.request_id: metrics.request_metrics(r, buffered) for r in ok + [c for c in controls if c.ok]}
+    summary, unavailable = _summaries([values[r.request_id] for r in ok])
     lags = [v for v in (metrics.send_lag_s(r) for r in measured) if not isinstance(v, Unavailable)]
     return CaseResult(
         label=case.label,
@@ -74,12 +75,16 @@ def case_result(
         request_rate=_value(metrics.request_rate(measured)),
         send_lag=MetricSummary.of(lags) if lags else None,
         goodput=_goodput(measured, slo, buffered) if slo else None,
-        requests=[RequestResult.of(r, buffered) for r in records],
+        requests=[
+            RequestResult.of(r, values.get(r.request_id) or metrics.request_metrics(r, buffered)) for r in records
+        ],
         client=client,
         server=server,
         planned_requests=planned_requests,
         kind=case.kind,
-        workload=case_figures(case.kind, case.workload.to_dict(), measured, controls) if case.workload else None,
+        workload=case_figures(case.kind, case.workload.to_dict(), measured, controls, values)
+        if case.workload
+        else None,
     )
 
 
@@ -106,6 +111,8 @@ def run_result(
     withhold_buffered_trend(run.cases)
     for case in run.cases:
         case.ceiling = _case_ceiling(case, run.setup.ceiling)
+        if case.workload is not None:
+            withhold_turns(case.workload, case.unavailable)
     ttft_gains(run.cases)  # shared prefix: each against the same lengths with nothing shared
     return run
 
@@ -174,13 +181,12 @@ def _value(value: float | Unavailable) -> float | None:
 
 
 def _summaries(
-    ok: list[RequestRecord], buffered: Unavailable | Literal[False] | None = None
+    per_request: list[dict[str, float | Unavailable]],
 ) -> tuple[dict[str, MetricSummary | None], dict[str, Unavailable]]:
     """A metric is summarized only if every successful request has it: averaging the subset
     that happened to be measurable would hide the rest."""
     summary: dict[str, MetricSummary | None] = {}
     unavailable: dict[str, Unavailable] = {}
-    per_request = [metrics.request_metrics(r, buffered) for r in ok]
     for name in metrics.REQUEST_METRICS:
         values = [m[name] for m in per_request]
         missing = [v for v in values if isinstance(v, Unavailable)]

@@ -22,6 +22,7 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.5  request token_count (the completion count's witnesses: usage, the local count of the
        streamed text, the events; which one the figures use, and why usage was doubted);
        metrics itl_event_s and reasoning_tokens (issue 15)
+  1.6  workload turns[].unavailable: a turn withholds what its case withholds, with the reason (issue 22)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -32,7 +33,7 @@ keeps the raw status the client saw.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from benchy import jsontypes
 from benchy.jsontypes import Saved
@@ -42,7 +43,7 @@ from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import WorkloadFigures
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 5
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 6
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -165,9 +166,10 @@ class RequestResult(Saved, RequestRecord):
     )
 
     @classmethod
-    def of(cls, rec: RequestRecord, buffered: Unavailable | Literal[False] | None = None) -> RequestResult:
-        """`buffered`: the case's verdict (metrics.case_buffering), None to judge the request alone."""
-        values = metrics.request_metrics(rec, buffered)
+    def of(cls, rec: RequestRecord, values: dict[str, float | Unavailable] | None = None) -> RequestResult:
+        """`values`: the request's metrics as the builder computed them with its case's verdicts
+        (None: computed here, the request judged alone)."""
+        values = values if values is not None else metrics.request_metrics(rec)
         gone = {k: v for k, v in values.items() if isinstance(v, Unavailable)} if rec.ok else {}
         saved = {k: v for k, v in rec.to_dict().items() if k not in cls._NOT_SAVED}
         return cls(
