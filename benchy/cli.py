@@ -551,7 +551,6 @@ def run(
     from benchy.load.cluster import ClusterError
     from benchy.load.prompts import PromptError
     from benchy.report import table
-    from benchy.results.types import RunResult
     from benchy.workloads.cases import check_workload_endpoints
 
     try:
@@ -585,12 +584,7 @@ def run(
         **limits,
     )
     try:
-        results = run_mod.execute(settings)
-        typed = RunResult.from_dict(results)  # what follows reads the typed results
-        if output is not None:
-            from benchy.report import render
-
-            render.write_report(typed, output)
+        typed = run_mod.execute(settings)  # saved with its report in `output`
     except (ServerError, PromptError) as exc:
         raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
     except ClusterError as exc:
@@ -601,7 +595,7 @@ def run(
         raise click.ClickException(f"cannot write {exc.filename or output}: {exc.strerror or exc}") from None
     _echo_stop(typed, output)
     if fmt == "json":
-        click.echo(json.dumps(results, indent=1))  # as saved
+        click.echo(json.dumps(typed.to_dict(), indent=1))  # as saved
     elif fmt == "csv":
         click.echo(table.csv_text(typed), nl=False)
     elif typed.cases:

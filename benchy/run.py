@@ -60,6 +60,7 @@ class RunSettings:
     load: LoadSettings = field(default_factory=lambda: LoadSettings())  # --requests, --rate … (issue 9)
     server_metrics: bool = True  # scrape /metrics around each case (--no-server-metrics: off)
     announce: Callable[[str], None] | None = None  # gets the one-line start banner
+    report: bool = True  # with output_dir: report.md, figures and results.csv beside results.json
 
 
 @dataclass
@@ -78,9 +79,10 @@ class RunState:
     phase: str = "connecting to the server"  # what an interruption cut short, before the cases
 
 
-def execute(settings: RunSettings) -> dict:
-    """Runs the benchmark; returns the results (also saved under output_dir). Raises
-    ServerError when the server cannot be used at all."""
+def execute(settings: RunSettings) -> results_mod.RunResult:
+    """Runs the benchmark; returns the typed results, also saved under output_dir with their
+    report (report.md, figures, results.csv) when settings.report. Raises ServerError when the
+    server cannot be used at all."""
     state = RunState()
     writer = RecordWriter(settings.output_dir / "requests.jsonl" if settings.output_dir else None)
     try:
@@ -154,14 +156,21 @@ def _stop_on_sigterm(state: RunState) -> None:
         pass  # not the main thread (or no signals here): the default action stays
 
 
-def finish(state: RunState, settings: RunSettings) -> dict:
-    results = build_results(state)
+def finish(state: RunState, settings: RunSettings) -> results_mod.RunResult:
+    """Builds, saves and reports the results. What is returned, printed and reported is the
+    saved form read back, so a report made now and `benchy report` later are the same."""
+    saved = build_results(state).to_dict()
+    results = results_mod.RunResult.from_dict(saved)
     if settings.output_dir is not None:
-        results_files.save(results, settings.output_dir)
+        results_files.save(saved, settings.output_dir)
+        if settings.report:
+            from benchy.report import render  # matplotlib is imported only when a report is drawn
+
+            render.write_report(results, settings.output_dir)
     return results
 
 
-def build_results(state: RunState) -> dict:
+def build_results(state: RunState) -> results_mod.RunResult:
     by_case: dict[str, list[RequestRecord]] = {}
     for rec in state.records:
         by_case.setdefault(rec.case, []).append(rec)
@@ -186,7 +195,7 @@ def build_results(state: RunState) -> dict:
     ]
     run = results_build.run_result(state.setup, cases, partial, state.stopped, __version__, not_measured)
     run.warnings = checks.check(run)  # after every metric; checks only read
-    return run.to_dict()
+    return run
 
 
 def _why_not_measured(plan: CasePlan, by_case: dict[str, list[RequestRecord]]) -> str:

@@ -68,7 +68,7 @@ def bench(
         ceiling=ceiling,
         load=LoadSettings(workers=workers),
     )
-    return run_mod.execute(settings)
+    return run_mod.execute(settings).to_dict()
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:

@@ -255,7 +255,7 @@ def test_harmony_reasoning_tokens_are_counted_per_request(start_sim):
         progress=False,
         template=Template("harmony"),
     )
-    results = run_mod.execute(settings)
+    results = run_mod.execute(settings).to_dict()
     (case,) = results["cases"]
     truth = truth_of(sim, results)
     for req in measured(case):

@@ -92,7 +92,7 @@ def test_cold_depth_prefills_depth_plus_pp_at_the_true_rate(start_sim):
     cases = sweep([PP], [TG], [1], [DEPTH], depth_mode="cold")
     results = run_mod.execute(
         run_mod.RunSettings(client=ClientSettings(base_url=sim.base_url), cases=cases, runs=3, warmup=0, progress=False)
-    )
+    ).to_dict()
     case = depth_case(results)
     assert case["label"] == f"pp{PP} tg{TG} @ d{DEPTH}" and case["depth_mode"] == "cold"
     assert len(case["requests"]) == 3  # no context sent ahead

@@ -53,7 +53,7 @@ def bench(
         template=template,
         stop=stop,
     )
-    results = run_mod.execute(settings)
+    results = run_mod.execute(settings).to_dict()
     return results, {r.request_id: r for r in read_records(out / "requests.jsonl")}
 
 

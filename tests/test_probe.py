@@ -66,7 +66,7 @@ def test_cache_on_is_detected_with_the_truths_speedup_and_leaves_no_reusable_pre
         run_mod.RunSettings(
             client=ClientSettings(base_url=sim.base_url), cases=cases, runs=1, warmup=0, nonce=False, progress=False
         )
-    )
+    ).to_dict()
     first_id = later["cases"][0]["requests"][0]["request_id"]
     assert sim.truth(expect=len(truth) + 3)  # calibration ×2 + the request
     assert {t["request_id"]: t for t in sim.truth()}[first_id]["cached_tokens"] <= TEMPLATE_BLOCKS

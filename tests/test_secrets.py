@@ -247,7 +247,7 @@ def test_a_key_echoed_by_the_server_is_scrubbed_from_records_and_errors(transpor
             progress=False,
         )
         with pytest.raises(ServerError) as err:  # calibration gets the 401: the run cannot start
-            run_mod.execute(settings)
+            run_mod.execute(settings).to_dict()
     assert "HTTP 401" in str(err.value) and "Bearer ***" in str(err.value)
     assert_no_secret("the error", str(err.value).encode() + json.dumps(rec.to_dict()).encode())
 

@@ -50,7 +50,7 @@ def execute(base_url: str, transport: str, concurrency: int = 2, runs: int = 2, 
         warmup=1,
         progress=False,
     )
-    return run_mod.execute(settings)
+    return run_mod.execute(settings).to_dict()
 
 
 def measured_records(results: dict) -> list[dict]:
