@@ -30,9 +30,9 @@ def test_readme_metric_table_is_the_registry():
     assert readme_metric_table() == {m.name: m.definition for m in METRICS.values()}
 
 
-def test_every_request_metric_has_a_formula_and_every_other_none():
+def test_every_request_metric_has_a_formula():
     for m in METRICS.values():
-        assert (m.formula is not None) == (m.level == metrics.REQUEST), m.name
+        assert m.formula is not None or m.level == metrics.CASE, m.name
         assert m.definition and m.title and m.unit, m.name
     assert set(metrics.STREAM_TIMING_METRICS) <= set(metrics.REQUEST_METRICS)
 
@@ -62,3 +62,25 @@ def test_slo_direction_follows_higher_is_better():
     assert metrics.meets_slo(fast, {"e2e_tps": 20.0, "ttft_s": 0.2}) is True
     assert metrics.meets_slo(fast, {"e2e_tps": 40.0}) is False
     assert metrics.meets_slo(fast, {"ttft_s": 0.05}) is False
+
+
+def test_every_dependency_is_a_record_field_or_a_metric():
+    """`depends` is read (a withheld metric takes those computed from it along): a name in it
+    that is neither a record field nor a metric would silently propagate nothing."""
+    from dataclasses import fields
+
+    from benchy.measure.records import RequestRecord
+
+    known = {f.name for f in fields(RequestRecord)} | set(metrics.METRICS) | {"slo"}
+    for m in metrics.METRICS.values():
+        assert set(m.depends) <= known, (m.name, set(m.depends) - known)
+
+
+def test_withholding_ttft_takes_what_is_computed_from_it_along():
+    taken = metrics.with_dependents(("ttft_s",))
+    assert taken[0] == "ttft_s" and {"prefill_tps", "ttft_gap_s"} <= set(taken)
+    assert "e2e_tps" not in taken and "server_decode_tps" not in taken
+
+
+def test_case_level_formulas_are_the_registrys():
+    assert set(metrics.CASE_FORMULA_METRICS) == {"aggregate_tps", "request_rate", "achieved_rate"}

@@ -26,7 +26,7 @@ Unavailable with code `buffered`; e2e_s and e2e_tps stay valid.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -401,9 +401,11 @@ class Metric:
     stream_timing: bool = False  # taken from event arrival times: withheld when the stream is buffered
     explanation: str = ""  # what it means, in words (report glossary)
     slo: str | None = None  # name in --slo (ttft=2s)
-    depends: tuple[str, ...] = ()  # the record fields (or metrics) it is computed from
+    depends: tuple[str, ...] = ()  # the record fields (or metrics) it is computed from: a metric
+    # withheld takes those computed from it along (with_dependents)
     level: str = REQUEST
-    formula: Callable | None = None  # RequestRecord → value | Unavailable (REQUEST level)
+    formula: Callable | None = None  # RequestRecord (REQUEST level) or the case's measured records
+    # (CASE level) → value | Unavailable; None: computed with more than records (goodput: the SLO)
     in_table: bool = False  # a column of the results table
     in_compare: bool = False  # compared by `benchy compare`
     glossary: bool = False  # explained in the report's "How to read this report"
@@ -587,6 +589,7 @@ _REGISTRY = (
         explanation="(concurrency > 1, or open loop) every generated token of the case ÷ the wall time the "
         "case took: what the server delivered in total.",
         depends=("completion_tokens", "sent_mono_s", "end_s"),
+        formula=aggregate_output_tps,
     ),
     _request_rate(
         "request_rate",
@@ -594,6 +597,7 @@ _REGISTRY = (
         level=CASE,
         definition="successful requests ÷ (last end − first send) of the case",
         depends=("sent_mono_s", "end_s"),
+        formula=request_rate,
     ),
     _request_rate(
         "achieved_rate",
@@ -601,6 +605,7 @@ _REGISTRY = (
         level=CASE,
         definition="(sent requests − 1) ÷ (last send − first send): the arrival rate offered",
         depends=("sent_mono_s",),
+        formula=achieved_rate,
     ),
     _time(
         "send_lag_s",
@@ -635,6 +640,20 @@ TABLE_METRICS = tuple(m for m in _REGISTRY if m.in_table)
 COMPARE_METRICS = tuple(m for m in _REGISTRY if m.in_compare)
 SLO_METRICS = {m.slo: m for m in _REGISTRY if m.slo}  # --slo name → metric
 _FORMULAS: dict[str, Callable] = {m.name: m.formula for m in _REGISTRY if m.formula is not None}
+CASE_FORMULA_METRICS = tuple(m.name for m in _REGISTRY if m.level == CASE and m.formula is not None)
+
+
+def with_dependents(names: Iterable[str]) -> tuple[str, ...]:
+    """`names` and every metric computed from them, directly or not (by the registry's depends)."""
+    found = list(dict.fromkeys(names))
+    for name in found:  # grows while it is read: a breadth-first closure
+        found += [m.name for m in _REGISTRY if name in m.depends and m.name not in found]
+    return tuple(found)
+
+
+def case_metrics(measured: list[RequestRecord]) -> dict[str, float | Unavailable]:
+    """Every case-level metric the registry computes from the case's measured records alone."""
+    return {name: _FORMULAS[name](measured) for name in CASE_FORMULA_METRICS}
 
 
 PerRequest = dict[str, dict[str, "float | Unavailable"]]  # request_id → its metrics, computed once

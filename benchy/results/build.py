@@ -49,6 +49,7 @@ def case_result(
     values = {r.request_id: metrics.request_metrics(r, buffered) for r in ok + [c for c in controls if c.ok]}
     summary, unavailable = _summaries([values[r.request_id] for r in ok])
     lags = [v for v in (metrics.send_lag_s(r) for r in measured) if not isinstance(v, Unavailable)]
+    per_case = metrics.case_metrics(measured)
     return CaseResult(
         label=case.label,
         scenario=case.scenario,
@@ -68,11 +69,11 @@ def case_result(
         summary=summary,
         unavailable={k: v.message for k, v in unavailable.items()},
         unavailable_codes={k: v.code for k, v in unavailable.items()},
-        aggregate_tps=_value(metrics.aggregate_output_tps(measured)),
+        aggregate_tps=_value(per_case["aggregate_tps"]),
         mode="open" if case.rate is not None or case.kind == "trace" else "closed",
         rate=case.rate,
-        achieved_rate=_value(metrics.achieved_rate(measured)),
-        request_rate=_value(metrics.request_rate(measured)),
+        achieved_rate=_value(per_case["achieved_rate"]),
+        request_rate=_value(per_case["request_rate"]),
         send_lag=MetricSummary.of(lags) if lags else None,
         goodput=_goodput(measured, slo, buffered) if slo else None,
         requests=[

@@ -243,9 +243,9 @@ class CaseResult(Saved):
 
     def withhold(self, names: tuple[str, ...], why: Unavailable) -> None:
         """Makes `names` unavailable for `why`, in the case and its requests; a figure already
-        computed moves to `withheld` (audit only, never shown). Only results.py calls this,
-        while it builds the results."""
-        for name in names:
+        computed moves to `withheld` (audit only, never shown), and so do the metrics computed
+        from them (the registry's `depends`). Only the builder (build.py) calls this."""
+        for name in metrics.with_dependents(names):
             summary = self.summary.get(name)
             if summary is not None:
                 self.withheld[name] = summary
