@@ -1,0 +1,130 @@
+"""The house shows the pipeline: one package per stage, imports that only point upstream.
+
+Read from the code's own imports (module level and inside functions alike: a lazy import
+still closes a circle), so a newcomer's map of benchy/ cannot drift from what the code does.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "benchy"
+MAX_TOP_LEVEL = 10
+# A stage may import those it names here and nothing else of benchy (besides benchy itself,
+# for __version__, and jsontypes, the saved-file helper every stage's dataclasses use).
+MAY_IMPORT = {
+    "workloads": set(),
+    "measure": set(),
+    "client": {"measure"},
+    "load": {"client", "measure", "workloads"},
+    "server": {"measure"},
+    "results": {"measure", "workloads"},
+    "checks": {"measure", "results"},
+    "report": {"measure", "results", "folders"},
+    "sim": set(),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO_ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imported(path: Path) -> set[str]:
+    """Every benchy module `path` imports, anywhere in it."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names}
+    return {_known(m) for m in found if m.startswith("benchy")} - {name, ""}
+
+
+def _known(name: str) -> str:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name
+
+
+GRAPH = {name: imported(path) for name, path in MODULES.items()}
+
+
+def stage(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_itself_round_a_circle():
+    assert cycles(GRAPH) == []
+
+
+def test_no_stage_imports_itself_round_a_circle():
+    stages: dict[str, set[str]] = defaultdict(set)
+    for module, targets in GRAPH.items():
+        stages[stage(module)] |= {stage(t) for t in targets} - {stage(module)}
+    assert cycles(stages) == []
+
+
+def test_each_stage_imports_only_upstream():
+    wrong = {
+        (module, target)
+        for module, targets in GRAPH.items()
+        if stage(module) in MAY_IMPORT
+        for target in targets
+        if stage(target) not in MAY_IMPORT[stage(module)] | {stage(module), "", "jsontypes"}
+    }
+    assert not wrong, sorted(wrong)
+
+
+def test_the_top_level_holds_few_modules_and_every_stage_is_a_package():
+    top = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL, top
+    for name in MAY_IMPORT:
+        assert (PACKAGE / name / "__init__.py").is_file(), name
+        assert ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text())), f"{name}/ says what it holds"
