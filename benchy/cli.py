@@ -476,6 +476,33 @@ TEMPLATE_OPTIONS = (
 )
 
 
+def _check_gpu_metrics(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A bad --gpu-metrics (neither a URL nor nvml, or nvml without nvidia-ml-py) fails here,
+    before anything is sent."""
+    if value is None:
+        return None
+    from benchy.server.gpu import GpuError, check_spec
+
+    try:
+        check_spec(value)
+    except GpuError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--gpu-metrics "), ctx, param) from None
+    return value
+
+
+# Reusable by any command that sends load (run, probe-cache, capacity): the value goes to
+# server/gpu.py's source_for / GpuSampler.
+gpu_metrics_option = click.option(
+    "--gpu-metrics",
+    "gpu_metrics",
+    metavar="URL|nvml",
+    default=None,
+    callback=_check_gpu_metrics,
+    help="Sample the GPUs beside each case: a dcgm-exporter URL (http://HOST:9400/metrics) or nvml "
+    "(this host's GPUs; pip install 'benchy[gpu]'): power, energy per token, bandwidth use (docs/gpu.md).",
+)
+
+
 def _template(template, reasoning_effort):
     from benchy.load.prompts import Template
 
@@ -526,6 +553,7 @@ def _template(template, reasoning_effort):
     is_flag=True,
     help="Do not scrape the server's Prometheus /metrics around each case (on when it answers).",
 )
+@gpu_metrics_option
 def run(
     client,
     endpoint,
@@ -544,6 +572,7 @@ def run(
     template,
     stop,
     no_server_metrics,
+    gpu_metrics,
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
@@ -552,6 +581,7 @@ def run(
     from benchy.load.prompts import PromptError
     from benchy.report import table
     from benchy.results.types import RunResult
+    from benchy.server.gpu import GpuError
     from benchy.workloads.cases import check_workload_endpoints
 
     try:
@@ -581,6 +611,7 @@ def run(
         stop=tuple(stop),
         load=load,
         server_metrics=not no_server_metrics,
+        gpu_metrics=gpu_metrics,
         announce=None if quiet else lambda line: click.echo(line, err=True),
         **limits,
     )
@@ -593,7 +624,7 @@ def run(
             render.write_report(typed, output)
     except (ServerError, PromptError) as exc:
         raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
-    except ClusterError as exc:
+    except (ClusterError, GpuError) as exc:
         raise click.ClickException(str(exc)) from None
     except run_mod.NothingMeasured as exc:
         raise _Interrupted(str(exc)) from None
