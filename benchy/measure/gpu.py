@@ -103,6 +103,7 @@ class GpuBaseline(Saved):
     samples: int = 0
     gpus: dict[str, float | None] = field(default_factory=dict)  # GPU → W
     unavailable: str | None = None
+    failed_samples: int = 0
 
 
 @dataclass

@@ -283,6 +283,7 @@ class GpuSampler:
         await asyncio.sleep(seconds)
         samples = await window.stop()
         self.setup.baseline = figures.baseline(samples)
+        self.setup.baseline.failed_samples = window.failed
         return self.setup.baseline
 
     def window(self) -> GpuWindow:
