@@ -4,6 +4,8 @@ against the power its truth log records (every change of draw, per GPU)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -123,7 +125,7 @@ def gpu_run(start_sim, tmp_path, *sim_flags: str, run_flags: tuple[str, ...] = (
 
 
 def test_two_gpus_at_350_w_give_joules_per_token_within_ten_percent_of_the_truth(start_sim, tmp_path):
-    sim, results, _ = gpu_run(start_sim, tmp_path, "--gpu-watts", "350", "--gpu-idle-watts", "350")
+    sim, results, out = gpu_run(start_sim, tmp_path, "--gpu-watts", "350", "--gpu-idle-watts", "350")
     case = results["cases"][0]
     gpu = case["gpu"]
     truth, first, last = case_truth(sim, case)
@@ -135,6 +137,18 @@ def test_two_gpus_at_350_w_give_joules_per_token_within_ten_percent_of_the_truth
     assert all(d["power_w"] == pytest.approx(350, rel=0.10) for d in gpu["gpus"].values())
     assert gpu["output_tokens"] == tokens and gpu["requests"] == len(truth)
     assert gpu["joules_per_request"] == pytest.approx(gpu["joules_per_token"] * tokens / len(truth))
+    assert_reports_show(out, gpu["joules_per_token"])
+
+
+def assert_reports_show(out, joules_per_token: float) -> None:
+    """The table's column, the CSV's, the report's section and figure, and compare's table."""
+    rows = list(csv.DictReader(io.StringIO((out / "results.csv").read_text())))
+    assert rows and all(float(r["gpu_joules_per_token"]) == pytest.approx(joules_per_token) for r in rows)
+    report = (out / "report.md").read_text()
+    assert "J/token (GPU W)" in report and "## GPU" in report and (out / "figures" / "gpu_power.png").is_file()
+    proc = run_benchy("compare", str(out / "results.json"), str(out / "results.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert "GPU figures" in proc.stdout and f"{joules_per_token:.3g}" in proc.stdout
 
 
 def test_the_idle_baseline_and_the_marginal_cost_match_the_truth(start_sim, tmp_path):
