@@ -869,12 +869,14 @@ class ProbeCommand(MultiValueCommand):
     help="What to print on stdout.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
-def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet):
+@gpu_metrics_option
+def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet, gpu_metrics):
     """Does the server cache prompt prefixes? Shared- vs unique-prefix TTFTs and a verdict per length."""
     from benchy import probe
     from benchy.client.stream import ServerError
     from benchy.load.prompts import PromptError
     from benchy.report import probe_report
+    from benchy.server.gpu import GpuError
 
     if n < 3 or tg < 1 or any(length < 1 for length in lengths):
         raise click.UsageError("--requests must be ≥ 3, --tg ≥ 1 and --lengths ≥ 1")
@@ -888,11 +890,14 @@ def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet):
         endpoint=endpoint,
         command_line=redacted_command_line(sys.argv[1:]),
         on_length=None if quiet else lambda length: click.echo(f"probing {length:,}-token prompts …", err=True),
+        gpu_metrics=gpu_metrics,
     )
     try:
         result = probe.run_probe(settings)
     except (ServerError, PromptError) as exc:
         raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
+    except GpuError as exc:
+        raise click.ClickException(str(exc)) from None
     if output is not None:
         probe_report.write(result, output)
     if fmt == "json":

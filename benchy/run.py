@@ -234,13 +234,7 @@ async def _gpu_sampler(settings: RunSettings, model: str) -> gpu_mod.GpuSampler 
         return None
     ceiling = settings.ceiling.resolve(model)
     peak = (ceiling.bandwidth_gbs, ceiling.bandwidth_source) if ceiling else (None, None)
-    sampler = gpu_mod.GpuSampler(gpu_mod.source_for(settings.gpu_metrics), peak=peak)
-    setup = await sampler.probe()
-    if not setup.available:
-        await sampler.close()
-        raise gpu_mod.GpuError(f"--gpu-metrics: {setup.reason}")
-    await sampler.sample_baseline()
-    return sampler
+    return await gpu_mod.start_sampler(settings.gpu_metrics, peak)
 
 
 async def _measure_with(settings, state, writer, client, model, gpus, pool) -> None:

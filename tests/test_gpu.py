@@ -225,3 +225,19 @@ def test_nvml_without_nvidia_ml_py_is_one_line():
         pass
     proc = run_benchy("run", "--pp", "64", "--tg", "8", "--gpu-metrics", "nvml")
     assert proc.returncode == 2 and "nvidia-ml-py" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_probe_cache_samples_the_gpus_over_each_length(start_sim, tmp_path):
+    sim = start_sim("--gpus", "1", "--gpu-watts", "300", "--gpu-idle-watts", "300", "--prefill-tps", "20000")
+    proc = run_benchy(
+        "probe-cache", "--base-url", sim.base_url, "--quiet", "--lengths", "2000", "-n", "3", "--format", "json",
+        "--gpu-metrics", sim.base_url.removesuffix("/v1") + "/dcgm/metrics",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    probe = json.loads(proc.stdout)
+    assert probe["setup"]["gpu"]["baseline"]["power_w"] == pytest.approx(300, rel=0.10)
+    (entry,) = probe["lengths"]
+    ids = set(entry["shared"]["request_ids"] + entry["unique"]["request_ids"])
+    truth = [t for t in sim.truth(expect=len(ids)) if t.get("request_id") in ids]
+    span = max(t["token_times_s"][-1] for t in truth) - min(t["arrival_s"] for t in truth)
+    assert entry["gpu"]["joules_per_request"] == pytest.approx(300 * span / len(truth), rel=0.10)

@@ -293,6 +293,19 @@ class GpuSampler:
         await self.source.close()
 
 
+async def start_sampler(spec: str, peak: tuple = (None, None), baseline_s: float = BASELINE_S) -> GpuSampler:
+    """A probed sampler for --gpu-metrics SPEC, its idle baseline taken (nothing is sent
+    meanwhile): what every command that sends load calls first. GpuError (one line) when the
+    GPUs cannot be read at all."""
+    sampler = GpuSampler(source_for(spec), peak=peak)
+    setup = await sampler.probe()
+    if not setup.available:
+        await sampler.close()
+        raise GpuError(f"--gpu-metrics: {setup.reason}")
+    await sampler.sample_baseline(baseline_s)
+    return sampler
+
+
 class GpuWindow:
     """One case's samples: one at `open()`, one every interval, one at `close()`; `result` is
     the case's GpuCase (its `unavailable` says what could not be measured, and why)."""
