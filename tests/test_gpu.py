@@ -241,3 +241,41 @@ def test_probe_cache_samples_the_gpus_over_each_length(start_sim, tmp_path):
     truth = [t for t in sim.truth(expect=len(ids)) if t.get("request_id") in ids]
     span = max(t["token_times_s"][-1] for t in truth) - min(t["arrival_s"] for t in truth)
     assert entry["gpu"]["joules_per_request"] == pytest.approx(300 * span / len(truth), rel=0.10)
+
+
+class _FakeNvml:
+    """NVML's calls as nvidia-ml-py names them, for one GPU that lacks the energy counter."""
+
+    class NVMLError(Exception):
+        pass
+
+    @staticmethod
+    def nvmlDeviceGetUtilizationRates(handle):
+        return type("Util", (), {"gpu": 87, "memory": 41})()
+
+    @staticmethod
+    def nvmlDeviceGetMemoryInfo(handle):
+        return type("Mem", (), {"used": 3 * 2**30})()
+
+    @staticmethod
+    def nvmlDeviceGetPowerUsage(handle):
+        return 412_345  # mW
+
+    @classmethod
+    def nvmlDeviceGetTotalEnergyConsumption(cls, handle):
+        raise cls.NVMLError("Not Supported")
+
+    @staticmethod
+    def nvmlDeviceGetName(handle):
+        return b"NVIDIA H200"
+
+
+def test_nvml_readings_are_converted_and_an_unsupported_field_is_absent_not_zero():
+    from benchy.server.gpu import NvmlSource
+
+    source = NvmlSource.__new__(NvmlSource)  # without loading the real library
+    source.nvml, source.handles = _FakeNvml, ["h0"]
+    reading = source.read_now().gpus["0"]
+    assert reading.power_w == pytest.approx(412.345) and reading.energy_j is None
+    assert reading.util_pct == 87 and reading.dram_active == pytest.approx(0.41)
+    assert reading.fb_used_mib == 3 * 1024 and reading.name == "NVIDIA H200"

@@ -119,6 +119,7 @@ class GpuSetup(Saved):
     missing: dict[str, str] = field(default_factory=dict)  # field → why absent
     peak_bandwidth_gbs: float | None = None  # per GPU
     peak_source: str | None = None
+    bandwidth_basis: str | None = None  # what the source's memory activity measures
     baseline: GpuBaseline | None = None
 
 

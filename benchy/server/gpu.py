@@ -59,6 +59,7 @@ class Source(Protocol):
     kind: str
     where: str | None
     names: dict[str, str]
+    bandwidth_basis: str
 
     async def read(self) -> GpuSample: ...
 
@@ -100,6 +101,7 @@ class DcgmSource:
 
     kind = "dcgm"
     names = {field: name for field, (name, _) in DCGM_FIELDS.items()}
+    bandwidth_basis = "DCGM_FI_PROF_DRAM_ACTIVE: the share of cycles the memory interface moved data"
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -138,6 +140,10 @@ class NvmlSource:
     kind = "nvml"
     where: str | None = None
     names = NVML_FIELDS
+    bandwidth_basis = (
+        "NVML memory utilization: the share of time memory was read or written, not of its bandwidth "
+        "(an upper bound on bandwidth use; dcgm-exporter's DRAM_ACTIVE is the closer figure)"
+    )
 
     def __init__(self) -> None:
         self.nvml = load_nvml()
@@ -149,9 +155,9 @@ class NvmlSource:
             nvml.nvmlInit()
             count = nvml.nvmlDeviceGetCount()
         except nvml.NVMLError as exc:
-            raise GpuError(f"--gpu-metrics nvml: NVML cannot start here ({exc}): no NVIDIA GPU or driver?") from None
+            raise GpuError(f"NVML cannot start here ({exc}): no NVIDIA GPU or driver?") from None
         if count == 0:
-            raise GpuError("--gpu-metrics nvml: NVML sees no GPU on this host")
+            raise GpuError("NVML sees no GPU on this host")
         self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
 
     async def read(self) -> GpuSample:
@@ -273,6 +279,7 @@ class GpuSampler:
             missing=figures.missing_fields(sample, self.source.names),
             peak_bandwidth_gbs=peak,
             peak_source=note,
+            bandwidth_basis=self.source.bandwidth_basis,
         )
         return self.setup
 
