@@ -13,7 +13,7 @@ import pytest
 from benchy.measure import gpu as figures
 from benchy.measure.gpu import GpuReading, GpuSample
 from benchy.server.gpu import GpuError, parse_dcgm, source_for
-from tests.conftest import run_benchy
+from tests.conftest import run_benchy, warning_codes
 
 # dcgm-exporter 3.3 (default counters plus DCGM_FI_PROF_DRAM_ACTIVE), abridged: two GPUs of one host.
 DCGM_TEXT = """\
@@ -137,6 +137,7 @@ def test_two_gpus_at_350_w_give_joules_per_token_within_ten_percent_of_the_truth
     assert all(d["power_w"] == pytest.approx(350, rel=0.10) for d in gpu["gpus"].values())
     assert gpu["output_tokens"] == tokens and gpu["requests"] == len(truth)
     assert gpu["joules_per_request"] == pytest.approx(gpu["joules_per_token"] * tokens / len(truth))
+    assert "gpu_idle_dominates" in warning_codes(results, case["label"])  # idle = busy: all of it is idle draw
     assert_reports_show(out, gpu["joules_per_token"])
 
 
@@ -169,6 +170,7 @@ def test_the_idle_baseline_and_the_marginal_cost_match_the_truth(start_sim, tmp_
     marginal = (energy - baseline["power_w"] * (last - first)) / tokens
     assert gpu["marginal_joules_per_token"] == pytest.approx(marginal, rel=0.10)
     assert gpu["marginal_joules_per_token"] < gpu["joules_per_token"]
+    assert "gpu_idle_dominates" not in warning_codes(results)  # 200 W idle of a 700 W case
     busy = sum(t["token_times_s"][-1] - t["admitted_s"] for t in truth) / gpu["window_s"]  # one at a time
     assert gpu["util_pct"] == pytest.approx(100 * busy, rel=0.10)
     assert gpu["bandwidth_gbs"] == pytest.approx(2 * 4800 * 0.6 * busy, rel=0.10)  # the h200 profile's peak
@@ -191,6 +193,8 @@ def test_failed_scrapes_are_counted_and_said_never_a_silent_zero(start_sim, tmp_
     assert failed, "every third scrape fails: some case must have seen one"
     for gpu in failed:
         assert any("HTTP 500" in e for e in gpu["sample_errors"])
+    for case in (c for c in results["cases"] if c["gpu"]["failed_samples"]):
+        assert "gpu_samples_failed" in warning_codes(results, case["label"])
     for case in results["cases"]:
         gpu = case["gpu"]
         assert gpu["energy_j"] is None or gpu["energy_j"] > 0
