@@ -7,7 +7,7 @@
 # nvidia-ml-py wheel, which run_device.sh installs into /tmp/site with the others:
 #   BUDGET_S=570 bash benchmarks/gpu_h200.sh [llama|oss]
 # Steps: build (or unpack) llama-server, make the random-weight model, start llama-server
-# (--cache-ram 0, 1 slot), then benchy run --gpu-metrics nvml at one stream and at 4, with
+# (--cache-ram 0, 4 slots), then benchy run --gpu-metrics nvml at one stream and at 4, with
 # nvidia-smi sampling the same GPU beside it as an independent witness of the power.
 # Outputs in $OUT: summary.txt (benchmarks/gpu_summary.py's table), results.tar.gz.
 set -u
