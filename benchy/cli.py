@@ -476,6 +476,33 @@ TEMPLATE_OPTIONS = (
 )
 
 
+def _check_gpu_metrics(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A bad --gpu-metrics (neither a URL nor nvml, or nvml without nvidia-ml-py) fails here,
+    before anything is sent."""
+    if value is None:
+        return None
+    from benchy.server.gpu import GpuError, check_spec
+
+    try:
+        check_spec(value)
+    except GpuError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--gpu-metrics "), ctx, param) from None
+    return value
+
+
+# Reusable by any command that sends load (run, probe-cache, capacity): the value goes to
+# server/gpu.py's source_for / GpuSampler.
+gpu_metrics_option = click.option(
+    "--gpu-metrics",
+    "gpu_metrics",
+    metavar="URL|nvml",
+    default=None,
+    callback=_check_gpu_metrics,
+    help="Sample the GPUs beside each case: a dcgm-exporter URL (http://HOST:9400/metrics) or nvml "
+    "(this host's GPUs; pip install 'benchy[gpu]'): power, energy per token, bandwidth use (docs/gpu.md).",
+)
+
+
 def _template(template, reasoning_effort):
     from benchy.load.prompts import Template
 
@@ -526,6 +553,7 @@ def _template(template, reasoning_effort):
     is_flag=True,
     help="Do not scrape the server's Prometheus /metrics around each case (on when it answers).",
 )
+@gpu_metrics_option
 def run(
     client,
     endpoint,
@@ -544,6 +572,7 @@ def run(
     template,
     stop,
     no_server_metrics,
+    gpu_metrics,
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
@@ -551,6 +580,7 @@ def run(
     from benchy.load.cluster import ClusterError
     from benchy.load.prompts import PromptError
     from benchy.report import table
+    from benchy.server.gpu import GpuError
     from benchy.workloads.cases import check_workload_endpoints
 
     try:
@@ -580,6 +610,7 @@ def run(
         stop=tuple(stop),
         load=load,
         server_metrics=not no_server_metrics,
+        gpu_metrics=gpu_metrics,
         announce=None if quiet else lambda line: click.echo(line, err=True),
         **limits,
     )
@@ -587,7 +618,7 @@ def run(
         typed = run_mod.execute(settings)  # saved with its report in `output`
     except (ServerError, PromptError) as exc:
         raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
-    except ClusterError as exc:
+    except (ClusterError, GpuError) as exc:
         raise click.ClickException(str(exc)) from None
     except run_mod.NothingMeasured as exc:
         raise _Interrupted(str(exc)) from None
@@ -832,12 +863,14 @@ class ProbeCommand(MultiValueCommand):
     help="What to print on stdout.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
-def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet):
+@gpu_metrics_option
+def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet, gpu_metrics):
     """Does the server cache prompt prefixes? Shared- vs unique-prefix TTFTs and a verdict per length."""
     from benchy import probe
     from benchy.client.stream import ServerError
     from benchy.load.prompts import PromptError
     from benchy.report import probe_report
+    from benchy.server.gpu import GpuError
 
     if n < 3 or tg < 1 or any(length < 1 for length in lengths):
         raise click.UsageError("--requests must be ≥ 3, --tg ≥ 1 and --lengths ≥ 1")
@@ -851,11 +884,14 @@ def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet):
         endpoint=endpoint,
         command_line=redacted_command_line(sys.argv[1:]),
         on_length=None if quiet else lambda length: click.echo(f"probing {length:,}-token prompts …", err=True),
+        gpu_metrics=gpu_metrics,
     )
     try:
         result = probe.run_probe(settings)
     except (ServerError, PromptError) as exc:
         raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
+    except GpuError as exc:
+        raise click.ClickException(str(exc)) from None
     if output is not None:
         probe_report.write(result, output)
     if fmt == "json":

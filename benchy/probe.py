@@ -35,10 +35,13 @@ from benchy import __version__
 from benchy.client.stream import Client, ClientSettings, redact_url
 from benchy.load.plan import exact_length_options
 from benchy.load.prompts import Prompt, PromptFactory, calibrate
+from benchy.measure import gpu as gpu_figures
 from benchy.measure import metrics
+from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.results.types import PROBE_SCHEMA
+from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
 
 SCHEMA = PROBE_SCHEMA  # results.py names every saved schema
@@ -59,6 +62,7 @@ class ProbeSettings:
     endpoint: str = "chat"
     command_line: str = ""
     on_length: object = None  # callable(length) before each length is probed, for progress
+    gpu_metrics: str | None = None  # --gpu-metrics: the GPUs sampled over each length (server/gpu.py)
 
 
 @dataclass(frozen=True)
@@ -249,24 +253,51 @@ async def _probe_length(
 
 
 async def _probe(settings: ProbeSettings) -> dict:
-    async with Client(settings.client) as client:
-        model = await client.choose_model()
-        # The context one request may hold (llama.cpp: per slot, from /props): longer prompts
-        # would only come back as HTTP 400s.
-        identity = await server_mod.identify(client.session, client.base, model)
-        context = identity.context_length
-        salt = secrets.token_hex(6)
-        calibration = await calibrate(client, settings.endpoint, salt)
-        prompts = PromptFactory(calibration, salt=f"{salt}probe")
-        setup = _setup(settings, model, await client.server_version(), context, calibration.to_dict())
-        setup["context_source"] = identity.context_source
-        entries = []
-        for length, asked in capped_lengths(settings.lengths, context, settings.tg):
-            if callable(settings.on_length):
-                settings.on_length(length)
-            records = await _probe_length(client, settings, length, prompts, salt)
-            entries.append(length_entry(length, asked, records))
+    gpus = None
+    try:
+        async with Client(settings.client) as client:
+            model = await client.choose_model()
+            if settings.gpu_metrics is not None:
+                gpus = await gpu_mod.start_sampler(settings.gpu_metrics)
+            return await _probe_with(settings, client, model, gpus)
+    finally:
+        if gpus is not None:
+            await gpus.close()
+
+
+async def _probe_with(settings: ProbeSettings, client: Client, model: str, gpus) -> dict:
+    # The context one request may hold (llama.cpp: per slot, from /props): longer prompts
+    # would only come back as HTTP 400s.
+    identity = await server_mod.identify(client.session, client.base, model)
+    context = identity.context_length
+    salt = secrets.token_hex(6)
+    calibration = await calibrate(client, settings.endpoint, salt)
+    prompts = PromptFactory(calibration, salt=f"{salt}probe")
+    setup = _setup(settings, model, await client.server_version(), context, calibration.to_dict())
+    setup["context_source"] = identity.context_source
+    if gpus is not None:
+        setup["gpu"] = gpus.setup.to_dict()
+    entries = []
+    for length, asked in capped_lengths(settings.lengths, context, settings.tg):
+        if callable(settings.on_length):
+            settings.on_length(length)
+        window = gpus.window() if gpus is not None else None
+        if window is not None:
+            await window.open()
+        records = await _probe_length(client, settings, length, prompts, salt)
+        entries.append(length_entry(length, asked, records))
+        if window is not None:
+            await window.close()
+            entries[-1]["gpu"] = _gpu_entry(window.result, records, gpus)
     return {"schema": SCHEMA, "benchy_version": __version__, "setup": setup, "lengths": entries}
+
+
+def _gpu_entry(gpu: GpuCase, records: list[RequestRecord], gpus) -> dict:
+    """The GPUs over one length's requests (both sides): energy per request and per output token."""
+    ok = [r for r in records if metrics.classify(r).ok]
+    idle = gpus.setup.baseline.power_w if gpus.setup.baseline else None
+    gpu_figures.per_token(gpu, sum(metrics.completion_tokens(r) for r in ok), len(ok), idle)
+    return gpu.to_dict()
 
 
 def run_probe(settings: ProbeSettings) -> dict:

@@ -35,6 +35,7 @@ from benchy.measure.records import RecordWriter, RequestRecord
 from benchy.results import build as results_build
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
+from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
 from benchy.server import metrics as server_metrics
 from benchy.workloads.case import Case
@@ -59,6 +60,7 @@ class RunSettings:
     stop: tuple[str, ...] = ()  # --stop, sent with every measured request
     load: LoadSettings = field(default_factory=lambda: LoadSettings())  # --requests, --rate … (issue 9)
     server_metrics: bool = True  # scrape /metrics around each case (--no-server-metrics: off)
+    gpu_metrics: str | None = None  # --gpu-metrics: a dcgm-exporter URL or "nvml" (server/gpu.py)
     announce: Callable[[str], None] | None = None  # gets the one-line start banner
     report: bool = True  # with output_dir: report.md, figures and results.csv beside results.json
 
@@ -76,6 +78,7 @@ class RunState:
     connect_failures_in_a_row: int = 0
     client: dict = field(default_factory=dict)  # case label → LoopMonitor figures
     server: dict = field(default_factory=dict)  # case label → the server's figures, or why there are none
+    gpu: dict = field(default_factory=dict)  # case label → GpuCase (--gpu-metrics)
     phase: str = "connecting to the server"  # what an interruption cut short, before the cases
 
 
@@ -186,6 +189,8 @@ def build_results(state: RunState) -> results_mod.RunResult:
             client=state.client.get(p.case.label),
             server=state.server.get(p.case.label),
             planned_requests=p.measured or None,  # None: as many as --duration allowed
+            gpu=state.gpu.get(p.case.label),
+            idle_power_w=_idle_power(state.setup),
         )
         for p in measured
     ]
@@ -196,6 +201,10 @@ def build_results(state: RunState) -> results_mod.RunResult:
     run = results_build.run_result(state.setup, cases, partial, state.stopped, __version__, not_measured)
     run.warnings = checks.check(run)  # after every metric; checks only read
     return run
+
+
+def _idle_power(setup: dict) -> float | None:
+    return ((setup.get("gpu") or {}).get("baseline") or {}).get("power_w")
 
 
 def _why_not_measured(plan: CasePlan, by_case: dict[str, list[RequestRecord]]) -> str:
@@ -216,69 +225,98 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
 
 
 async def _measure(settings: RunSettings, state: RunState, writer: RecordWriter, client_settings, pool) -> None:
+    gpus = None
+    try:
+        async with Client(client_settings) as client:
+            model = await client.choose_model()
+            gpus = await _gpu_sampler(settings, model)
+            await _measure_with(settings, state, writer, client, model, gpus, pool)
+    finally:
+        if gpus is not None:
+            await gpus.close()
+
+
+async def _gpu_sampler(settings: RunSettings, model: str) -> gpu_mod.GpuSampler | None:
+    """--gpu-metrics: the sampler, probed, with the idle baseline taken before anything is sent
+    (calibration included); GpuError when the GPUs cannot be read at all."""
+    if settings.gpu_metrics is None:
+        return None
+    ceiling = settings.ceiling.resolve(model)
+    peak = (ceiling.bandwidth_gbs, ceiling.bandwidth_source) if ceiling else (None, None)
+    return await gpu_mod.start_sampler(settings.gpu_metrics, peak)
+
+
+async def _measure_with(settings, state, writer, client, model, gpus, pool) -> None:
     progress = Progress(len(settings.cases), settings.progress)
-    async with Client(client_settings) as client:
-        model = await client.choose_model()
-        salt = secrets.token_hex(6)
-        endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})
-        identity = await server_mod.identify(client.session, client.base, model)
-        scraper, metrics_status = await _metrics_scraper(client, model, settings.server_metrics)
-        if settings.announce:
-            settings.announce(_banner(identity, settings, metrics_status))
-        state.phase = "calibrating prompt lengths (before the first case)"
-        progress.note(f"calibrating prompt lengths against {model} …")
-        calibrations = {ep: await calibrate(client, ep, salt, settings.template) for ep in endpoints}
-        for ep, longest in _longest_prompts(settings).items():
-            calibrations[ep] = await check_length(client, ep, calibrations[ep], salt, longest, settings.template)
-        state.setup = _setup(settings, model, _version_text(identity), calibrations)
-        state.setup["server"] = identity.to_dict()
-        state.setup["server_metrics"] = metrics_status.to_dict()
-        state.setup["calibration_failures"] = client.calibration_failures
-        state.plans = [
-            CasePlan(
-                case=c,
-                index=i,
-                runs=c.runs or settings.runs,
-                warmup=settings.warmup,
-                endpoint=c.endpoint or settings.endpoint,
-                salt=salt,
-                template=settings.template,
-                stop=settings.stop,
-                **_load_plan(settings.load),
-            )
-            for i, c in enumerate(settings.cases)
-        ]
-        stop = asyncio.Event()  # set once an error limit is passed: the run ends
+    salt = secrets.token_hex(6)
+    endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})
+    identity = await server_mod.identify(client.session, client.base, model)
+    scraper, metrics_status = await _metrics_scraper(client, model, settings.server_metrics)
+    if settings.announce:
+        settings.announce(_banner(identity, settings, metrics_status, gpus))
+    state.phase = "calibrating prompt lengths (before the first case)"
+    progress.note(f"calibrating prompt lengths against {model} …")
+    calibrations = {ep: await calibrate(client, ep, salt, settings.template) for ep in endpoints}
+    for ep, longest in _longest_prompts(settings).items():
+        calibrations[ep] = await check_length(client, ep, calibrations[ep], salt, longest, settings.template)
+    state.setup = _setup(settings, model, _version_text(identity), calibrations)
+    state.setup["server"] = identity.to_dict()
+    state.setup["server_metrics"] = metrics_status.to_dict()
+    state.setup["calibration_failures"] = client.calibration_failures
+    if gpus is not None:
+        state.setup["gpu"] = gpus.setup.to_dict()
+    state.plans = [
+        CasePlan(
+            case=c,
+            index=i,
+            runs=c.runs or settings.runs,
+            warmup=settings.warmup,
+            endpoint=c.endpoint or settings.endpoint,
+            salt=salt,
+            template=settings.template,
+            stop=settings.stop,
+            **_load_plan(settings.load),
+        )
+        for i, c in enumerate(settings.cases)
+    ]
+    stop = asyncio.Event()  # set once an error limit is passed: the run ends
 
-        def on_record(rec: RequestRecord) -> None:
-            state.records.append(rec)
-            writer.write(rec)
-            progress.request_done()
-            count_failure(state, rec)  # counted as results.json counts it
-            passed = None if stop.is_set() else error_limit_passed(state, settings)
-            if passed:
-                state.stopped = passed
-                stop.set()
+    def on_record(rec: RequestRecord) -> None:
+        state.records.append(rec)
+        writer.write(rec)
+        progress.request_done()
+        count_failure(state, rec)  # counted as results.json counts it
+        passed = None if stop.is_set() else error_limit_passed(state, settings)
+        if passed:
+            state.stopped = passed
+            stop.set()
 
-        try:
-            for plan in state.plans:
-                if stop.is_set():
-                    break
-                progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
-                window = scraper.window() if scraper else None
-                try:
-                    await _run_one_case(
-                        state, settings, client, plan, calibrations, salt, pool, on_record, stop, window
-                    )
-                except BaseException:
-                    if window is not None:  # a stopped run saves at once: no last scrape
-                        window.abort()
-                        state.server[plan.case.label] = {"unavailable": window.result}
-                    raise
-                if window is not None:
-                    await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
-        finally:
-            progress.finish()
+    try:
+        for plan in state.plans:
+            if stop.is_set():
+                break
+            progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
+            window = scraper.window() if scraper else None
+            gpu_window = gpus.window() if gpus else None
+            try:
+                await _run_one_case(
+                    state, settings, client, plan, calibrations, salt, pool, on_record, stop, window, gpu_window
+                )
+            except BaseException:
+                if gpu_window is not None:
+                    gpu_window.abort()
+                    state.gpu[plan.case.label] = gpu_window.result
+                if window is not None:  # a stopped run saves at once: no last scrape
+                    window.abort()
+                    state.server[plan.case.label] = {"unavailable": window.result}
+                raise
+            if gpu_window is not None:  # first: the server's settling wait is not the case's
+                await gpu_window.close()
+                state.gpu[plan.case.label] = gpu_window.result
+            if window is not None:
+                await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
+    finally:
+        progress.finish()
 
 
 def _start_pool(settings: RunSettings):
@@ -293,13 +331,17 @@ def _start_pool(settings: RunSettings):
     return ProcessPool(n).start() if n > 1 else None
 
 
-async def _run_one_case(state, settings, client, plan, calibrations, salt, pool, on_record, stop, window) -> None:
-    """One case, in this process, in worker processes or on Ray actors; the server's window
-    opens once the warmups are done, so its figures cover the measured requests only."""
+async def _run_one_case(
+    state, settings, client, plan, calibrations, salt, pool, on_record, stop, window, gpu_window=None
+) -> None:
+    """One case, in this process, in worker processes or on Ray actors; the server's and the
+    GPUs' windows open once the warmups are done, so their figures cover the measured requests only."""
 
     async def start() -> float:
         if window is not None:
             await window.open()
+        if gpu_window is not None:
+            await gpu_window.open()
         return time.perf_counter()
 
     # Workloads run in one process (or actor): a conversation's turns depend on each other,
@@ -351,9 +393,17 @@ def _version_text(identity: server_mod.ServerIdentity) -> str | None:
     return identity.engine_version if known else None
 
 
-def _banner(identity: server_mod.ServerIdentity, settings: RunSettings, status: server_metrics.MetricsStatus) -> str:
+def _banner(
+    identity: server_mod.ServerIdentity,
+    settings: RunSettings,
+    status: server_metrics.MetricsStatus,
+    gpus: gpu_mod.GpuSampler | None = None,
+) -> str:
     where = redact_url(settings.client.base_url)
     note = f"server metrics: {status.engine}" if status.available else "no server metrics"
+    if gpus is not None:
+        idle = gpus.setup.baseline.power_w if gpus.setup.baseline else None
+        note += f"; {len(gpus.setup.gpus)} GPU(s) via {gpus.setup.source}" + (f", idle {idle:.0f} W" if idle else "")
     return server_mod.banner(identity, where, str(settings.output_dir) if settings.output_dir else None, note)
 
 

@@ -10,7 +10,8 @@ output_length_mismatch (warning), no_usage (warning), request_errors (warning; e
 most requests of the case failed), client_overloaded (warning), first_chunk_before_prefill (info),
 dangerous_stop (warning; error when most requests of the case failed), special_tokens_stripped
 (warning), usage_mismatch (warning), prompt_length_mismatch (warning), ttft_not_prefill
-(warning), prefill_holds_queueing (warning).
+(warning), prefill_holds_queueing (warning), gpu_samples_failed (warning), gpu_idle_dominates
+(info).
 
 What is withheld is decided where the results are built (results.py: a buffered stream, a
 TTFT trend, stripped Harmony markers), with a reason code; a check reports it by that code and
@@ -788,6 +789,51 @@ def ceiling_unknown(run: RunResult) -> Iterable[CheckWarning]:
             f"Known hardware: {', '.join(profiles.hardware_names())}; known models: "
             f"{', '.join(profiles.model_names())}.",
         )
+
+
+# ------------------------------------------------------------------ the GPUs (--gpu-metrics)
+
+IDLE_SHARE_NOTE = 0.5  # the idle draw is over half the case's: J/token is mostly idle power
+
+
+@case_check
+def gpu_samples_failed(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    gpu = case.gpu
+    if gpu is None or not gpu.failed_samples:
+        return
+    tried = gpu.samples + gpu.failed_samples
+    yield Warning_(
+        "gpu_samples_failed",
+        WARNING,
+        case.label,
+        f"{gpu.failed_samples} of {tried} GPU samples failed ({'; '.join(gpu.sample_errors)}); the GPU "
+        "figures cover the samples that were taken" + ("" if gpu.energy_j is not None else ", and give no energy"),
+        "Check the exporter's health and load (a scrape times out after 5 s); a failed sample is never "
+        "counted as zero.",
+        evidence=(Evidence("failed_samples", gpu.failed_samples, 0, "samples"),),
+    )
+
+
+@case_check
+def gpu_idle_dominates(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    gpu = case.gpu
+    if gpu is None or not gpu.power_w or gpu.idle_power_w is None:
+        return
+    share = gpu.idle_power_w / gpu.power_w
+    if share <= IDLE_SHARE_NOTE:
+        return
+    marginal = gpu.marginal_joules_per_token
+    yield Warning_(
+        "gpu_idle_dominates",
+        INFO,
+        case.label,
+        f"The GPUs' idle draw ({gpu.idle_power_w:,.0f} W) is {share:.0%} of their draw in this case "
+        f"({gpu.power_w:,.0f} W): its J/token is mostly idle power spread over its tokens"
+        + (f"; the load added {marginal:.3g} J/token" if marginal is not None else ""),
+        "Compare marginal J/token across servers at low load, or load the server more (concurrency, "
+        "rate) to see the energy a token costs when the GPU is busy.",
+        evidence=(Evidence("idle_share", share, IDLE_SHARE_NOTE, "ratio"),),
+    )
 
 
 # ------------------------------------------------------------------ the client itself

@@ -62,6 +62,25 @@ class MetricChange:
 
 
 @dataclass
+class GpuChange:
+    """One case's GPU figures in A and B (--gpu-metrics): one number per case, so no test."""
+
+    case: str
+    figure: str  # joules_per_token | marginal_joules_per_token | power_w | bandwidth_gbs
+    a: float | None
+    b: float | None
+    change_pct: float | None = None
+
+
+GPU_FIGURES = (
+    ("joules_per_token", "J/token", ".3g"),
+    ("marginal_joules_per_token", "marginal J/token", ".3g"),
+    ("power_w", "GPU W", ",.0f"),
+    ("bandwidth_gbs", "bandwidth GB/s", ",.0f"),
+)
+
+
+@dataclass
 class Comparison:
     """B against the baseline A."""
 
@@ -75,6 +94,7 @@ class Comparison:
     only_in_b: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     setup_differences: list[tuple[str, str, str]] = field(default_factory=list)
+    gpu: list[GpuChange] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -241,7 +261,22 @@ def compare(
         result.changes += changes
     order = {label: i for i, label in enumerate(c.label for c, _ in pairs)}
     result.changes.sort(key=lambda c: order[c.case])  # stable: metrics stay in registry order
+    result.gpu = gpu_changes(pairs)
     return result
+
+
+def gpu_changes(pairs: list[tuple[CaseResult, CaseResult]]) -> list[GpuChange]:
+    """The GPU figures of each matched case where either run sampled its GPUs."""
+    out = []
+    for a, b in pairs:
+        if a.gpu is None and b.gpu is None:
+            continue
+        for name, _, _ in GPU_FIGURES:
+            va = getattr(a.gpu, name) if a.gpu else None
+            vb = getattr(b.gpu, name) if b.gpu else None
+            pct = 100 * (vb - va) / va if va and vb is not None else None
+            out.append(GpuChange(a.label, name, va, vb, pct))
+    return out
 
 
 def qualifying_warnings(results: RunResult, case_label: str, metric: str, name: str) -> list[str]:
@@ -346,9 +381,30 @@ def markdown(comparisons: list[Comparison], figure: str | None = None) -> str:
         rows = [change_row(c) for c in comp.changes]
         parts += [tabulate(rows, headers=headers, tablefmt="pipe", disable_numparse=True), ""]
         parts += [method_note(comp), ""]
+        parts += gpu_lines(comp)
     if figure:
         parts += [f"![change per case]({figure})", ""]
     return "\n".join(parts)
+
+
+def gpu_lines(comp: Comparison) -> list[str]:
+    """The GPU figures side by side (one per case and run: a change, never a verdict)."""
+    if not comp.gpu:
+        return []
+    titles = {name: (title, fmt) for name, title, fmt in GPU_FIGURES}
+    out = [
+        "GPU figures (--gpu-metrics; one number per case and run, so no test; lower J/token is better):",
+        "",
+        f"| test | figure | {comp.a_name} | {comp.b_name} | change |",
+        "|---|---|---|---|---|",
+    ]
+    for change in comp.gpu:
+        title, fmt = titles[change.figure]
+        a = "n/a" if change.a is None else format(change.a, fmt)
+        b = "n/a" if change.b is None else format(change.b, fmt)
+        pct = "n/a" if change.change_pct is None else f"{change.change_pct:+.1f}%"
+        out.append(f"| {change.case} | {title} | {a} | {b} | {pct} |")
+    return out + [""]
 
 
 def summary_lines(comp: Comparison) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.metrics import METRICS
-from benchy.report import server_view, table, workloads
+from benchy.report import gpu_view, server_view, table, workloads
 from benchy.results.types import MetricSummary, RunResult
 
 
@@ -17,6 +17,7 @@ def setup_lines(results: RunResult) -> list[str]:
         ("Server version", server_version_text(setup.server_version)),
         ("Endpoint", setup.endpoint),
         *server_view.setup_rows(results),
+        *gpu_view.setup_rows(results),
         ("Hardware profile", setup.hardware),
         ("Model profile", setup.model_profile),
         ("Decode ceiling", ceiling_text(setup.ceiling)),
@@ -177,9 +178,14 @@ def glossary() -> str:
     return "\n".join([GLOSSARY_HEAD, *metric_lines(), GLOSSARY_TAIL])
 
 
-def render(results: RunResult, figures: list[tuple] | None = None, server_figure: tuple | None = None) -> str:
-    """figures: (title, relative path[, caption]) tuples to embed; server_figure: the same for
-    the server view's figure, embedded in its section."""
+def render(
+    results: RunResult,
+    figures: list[tuple] | None = None,
+    server_figure: tuple | None = None,
+    gpu_figure: tuple | None = None,
+) -> str:
+    """figures: (title, relative path[, caption]) tuples to embed; server_figure and gpu_figure:
+    the same for the server view's and the GPUs' figures, embedded in their sections."""
     title = f"# benchy report: {results.setup.model}"
     parts = [title, "", overview_line(results), ""]
     if results.partial:
@@ -197,6 +203,7 @@ def render(results: RunResult, figures: list[tuple] | None = None, server_figure
     parts += workloads.section_lines(results)
     parts += ["## Warnings", "", *warning_lines(results), ""]
     parts += server_view.section_lines(results, server_figure)
+    parts += gpu_view.section_lines(results, gpu_figure)
     parts += figure_lines(figures or [])
     parts += detail_lines(results)
     parts += [glossary()]

@@ -43,6 +43,9 @@ def table(probe: dict) -> str:
         "cached tokens (repeats / unique)",
         "verdict",
     ]
+    with_gpu = any(e.get("gpu") for e in probe["lengths"])
+    if with_gpu:
+        headers.append("GPU J/request (W)")
     rows = []
     for e in probe["lengths"]:
         shared = e["shared"]["ttft_s"]
@@ -59,8 +62,21 @@ def table(probe: dict) -> str:
                 cached,
                 VERDICT_TEXT[e["verdict"]],
             ]
+            + ([gpu_cell(e.get("gpu"))] if with_gpu else [])
         )
     return tabulate(rows, headers=headers, tablefmt="pipe", disable_numparse=True)
+
+
+def gpu_cell(gpu: dict | None) -> str:
+    """Energy per request over both sides of a length (--gpu-metrics), or why there is none."""
+    if not gpu:
+        return "n/a"
+    per_request = gpu.get("joules_per_request")
+    if per_request is None:
+        why = (gpu.get("unavailable") or {}).get("joules_per_request", "not measured")
+        return f"n/a ({why})"
+    watts = gpu.get("power_w")
+    return f"{per_request:.3g}" + (f" ({watts:,.0f} W)" if watts is not None else "")
 
 
 def reasons(probe: dict) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchy.folders import FIGURES_DIR, clear_figures
-from benchy.report import markdown, server_view, table
+from benchy.report import gpu_view, markdown, server_view, table
 from benchy.results.types import RunResult
 
 
@@ -26,8 +26,11 @@ def write_report(results: RunResult, directory: Path) -> Path:
     embedded = [(f.title, f"{FIGURES_DIR}/{f.path.name}" if f.path else None, f.caption) for f in figures]
     server = server_view.figure(results, directory / FIGURES_DIR)
     server_embedded = (server.title, f"{FIGURES_DIR}/{server.path.name}", server.caption) if server else None
+    gpu = gpu_view.figure(results, directory / FIGURES_DIR)
+    gpu_embedded = (gpu.title, f"{FIGURES_DIR}/{gpu.path.name}", gpu.caption) if gpu else None
     path = directory / "report.md"
-    path.write_text(markdown.render(results, figures=embedded, server_figure=server_embedded), encoding="utf-8")
+    text = markdown.render(results, figures=embedded, server_figure=server_embedded, gpu_figure=gpu_embedded)
+    path.write_text(text, encoding="utf-8")
     (directory / "results.csv").write_text(table.csv_text(results), encoding="utf-8")
     server_view.write_csv(results, directory)
     return path

@@ -8,6 +8,7 @@ import io
 from tabulate import tabulate
 
 from benchy.measure.metrics import CASE, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
+from benchy.report import gpu_view
 from benchy.results.types import CaseResult, CheckWarning, Goodput, MetricSummary, RunResult
 
 LOAD_COLUMNS = (METRICS["aggregate_tps"], METRICS["request_rate"])  # when a case ran under load
@@ -98,6 +99,7 @@ def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str
     loaded = any(is_loaded(c) for c in cases)
     with_goodput = any(c.goodput for c in cases)
     with_ceiling = any(c.ceiling for c in cases)
+    with_gpu = gpu_view.has_gpu(results)
     warned = case_warnings(results)
     headers = ["test", "n"] + [m.title for m in TABLE_METRICS]
     if loaded:
@@ -106,6 +108,8 @@ def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str
         headers.append("goodput")
     if with_ceiling:
         headers += ["ceiling t/s", "% of ceiling (decode / e2e)"]
+    if with_gpu:
+        headers.append("J/token (GPU W)")
     headers.append("errors")
     body = []
     for case in cases:
@@ -121,6 +125,8 @@ def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str
             row.append(goodput_cell(case.goodput, notes))
         if with_ceiling:
             row += ceiling_cells(case)
+        if with_gpu:
+            row.append(gpu_view.table_cell(case, notes.mark))
         row.append(str(case.n_failed))
         body.append(row)
     return headers, body
@@ -235,6 +241,7 @@ CSV_COLUMNS = (
     "n_ok",
     "n_failed",
     *_case_metric_columns(),
+    *gpu_view.CSV_COLUMNS,
     "ceiling_tps",
     "flagged_by",
     "case_warnings",
@@ -296,7 +303,7 @@ def csv_text(results: RunResult) -> str:
         ceiling = case.ceiling.tokens_per_s if case.ceiling else None
         of_case = codes_cell(w for w in warnings if w.case == label)
         keys = case_key_cells(case)
-        own = [case.n_ok, case.n_failed, *case_metric_cells(case)]
+        own = [case.n_ok, case.n_failed, *case_metric_cells(case), *gpu_view.csv_cells(case)]
         for metric in (m for m in REQUEST_METRICS if m in case.summary):  # registry order
             summary = case.summary[metric]
             flagged = [w for w in flagging.get(label, []) if summary and metric in w.metrics]

@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Literal
 
+from benchy.measure import gpu as gpu_figures
 from benchy.measure import metrics
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
+from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import case_figures, ttft_gains, withhold_turns
@@ -38,6 +40,8 @@ def case_result(
     client: dict | None = None,
     server: dict | None = None,
     planned_requests: int | None = None,
+    gpu: GpuCase | None = None,
+    idle_power_w: float | None = None,
 ) -> CaseResult:
     records = [metrics.classify(r) for r in records]  # an empty output is a failure, not a success
     # A workload's cold controls (multi-turn --cold-baseline) are figures of its own, never
@@ -86,7 +90,18 @@ def case_result(
         workload=case_figures(case.kind, case.workload.to_dict(), measured, controls, values)
         if case.workload
         else None,
+        gpu=_gpu(gpu, ok, idle_power_w),
     )
+
+
+def _gpu(gpu: GpuCase | None, ok: list[RequestRecord], idle_power_w: float | None) -> GpuCase | None:
+    """The case's GPU figures with the per-token ones: the energy of the measured window ÷ the
+    output tokens of its successful requests (failed ones' tokens are not known)."""
+    if gpu is None:
+        return None
+    tokens = sum(metrics.completion_tokens(r) for r in ok)
+    gpu_figures.per_token(gpu, tokens, len(ok), idle_power_w)
+    return gpu
 
 
 def run_result(

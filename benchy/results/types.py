@@ -23,6 +23,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        streamed text, the events; which one the figures use, and why usage was doubted);
        metrics itl_event_s and reasoning_tokens (issue 15)
   1.6  workload turns[].unavailable: a turn withholds what its case withholds, with the reason (issue 22)
+  1.7  setup.gpu and case.gpu (--gpu-metrics, issue 28): power, energy, joules per output
+       token and per request, utilization, measured memory bandwidth (measure/gpu.py)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -39,11 +41,12 @@ from benchy import jsontypes
 from benchy.jsontypes import Saved
 from benchy.measure import metrics, reading, stats
 from benchy.measure.ceiling import CeilingSetup
+from benchy.measure.gpu import GpuCase, GpuSetup
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import WorkloadFigures
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 6
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 7
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -146,6 +149,7 @@ class Setup(Saved):
     )
     server: dict[str, Any] | None = _opt("the server's identity (server.py)", omit=True)
     server_metrics: dict[str, Any] | None = _opt("what /metrics offered (server_metrics.py)", omit=True)
+    gpu: GpuSetup | None = _opt("(1.7) --gpu-metrics: the GPUs, their peak bandwidth, the idle baseline", omit=True)
 
 
 @dataclass
@@ -219,6 +223,7 @@ class CaseResult(Saved):
     withheld: dict[str, MetricSummary] = _opt("metric → a withheld summary (audit only)", factory=dict, omit=True)
     kind: str = _opt('"sweep" | "multi_turn" | "shared_prefix" | "trace" (1.2)', "sweep")
     workload: WorkloadFigures | None = _opt("a cache-aware workload's own figures (1.2)", omit=True)
+    gpu: GpuCase | None = _opt("(1.7) the GPUs during the case: power, energy, J/token, bandwidth", omit=True)
 
     def reason(self, metric: str) -> Unavailable:
         """Why `metric` is null in this case (code and message)."""

@@ -38,6 +38,7 @@ from benchy.sim.engine import (
     spec_steps,
     think_tokens,
 )
+from benchy.sim.gpu import SimGpus
 from benchy.sim.metrics import CONTENT_TYPE as METRICS_TYPE
 from benchy.sim.metrics import SimMetrics
 
@@ -466,6 +467,7 @@ class Simulator:
         self.truth = TruthLog(cfg.truth_log)
         self.metrics = SimMetrics(cfg.flavor, cfg.model, cfg.metrics_token_factor)
         self._fault_rng = random.Random(cfg.seed)
+        self.gpus = SimGpus(cfg, clock(), self.truth.note) if cfg.gpus else None
         self._ids = itertools.count(1)
 
     def app(self) -> web.Application:
@@ -478,6 +480,8 @@ class Simulator:
             app.router.add_get("/metrics", self.prometheus)
         if self.cfg.flavor == "llamacpp":
             app.router.add_get("/props", self.props)
+        if self.gpus is not None:
+            app.router.add_get("/dcgm/metrics", self.dcgm)
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
@@ -527,6 +531,14 @@ class Simulator:
         kv_usage = len(engine.cache) / engine.cache.capacity if engine.cache is not None else 0.0
         body = self.metrics.exposition(engine.slots.running, engine.slots.waiting, kv_usage)
         return web.Response(body=body, headers={"Content-Type": METRICS_TYPE})
+
+    async def dcgm(self, request: web.Request) -> web.Response:
+        """dcgm-exporter's text for the simulated GPUs (sim/gpu.py)."""
+        assert self.gpus is not None
+        text = self.gpus.scrape(clock())
+        if text is None:
+            return web.Response(status=500, text="simulated exporter failure\n")
+        return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
     async def tokenize(self, request: web.Request) -> web.Response:
         try:
@@ -678,10 +690,16 @@ class Simulator:
         trace.queued_s = clock()
         await self.engine.slots.acquire()
         trace.admitted_s = clock()
+        self._gpus_running()
         try:
             yield
         finally:
             self.engine.slots.release()
+            self._gpus_running()
+
+    def _gpus_running(self) -> None:
+        if self.gpus is not None:
+            self.gpus.running(clock(), self.engine.slots.running)
 
     async def _prefill(self, job: Job, trace: Trace) -> Decoder:
         done = await self.engine.prefill(job.prompt_ids)

@@ -97,6 +97,18 @@ and the truth log: docs/sim.md.
     help="usage.prompt_tokens_details.cached_tokens (vLLM omits it by default).",
 )
 @click.option("--proxy-delay-s", type=float, help="A proxy holds each request this long before the engine sees it.")
+@click.option("--gpus", type=int, help="Simulated GPUs behind a dcgm-exporter at /dcgm/metrics (0: none).")
+@click.option("--gpu-watts", type=float, help="Each GPU's draw while a request runs, W (default 350).")
+@click.option("--gpu-idle-watts", type=float, help="Each GPU's draw while none runs, W (default 80).")
+@click.option("--gpu-dram-active", type=float, help="DCGM_FI_PROF_DRAM_ACTIVE while busy, 0-1 (default 0.5).")
+@click.option("--gpu-model", help='modelName label of the GPUs (default "NVIDIA H200").')
+@click.option(
+    "--gpu-omit",
+    multiple=True,
+    metavar="FIELD",
+    help="Leave a field out of /dcgm/metrics: power, energy, util, dram, fb.",
+)
+@click.option("--gpu-fail-every", type=int, help="Every Nth /dcgm/metrics scrape answers HTTP 500.")
 @click.option(
     "--fault",
     "faults",
@@ -110,8 +122,10 @@ and the truth log: docs/sim.md.
 @click.option("--port", type=int, help="Port to bind; 0 picks a free one (default 8000).")
 @click.option("--truth-log", type=click.Path(dir_okay=False), help="Append the truth log here.")
 @click.pass_context
-def sim(ctx: click.Context, preset: str, faults: tuple[str, ...], **options) -> None:
+def sim(ctx: click.Context, preset: str, faults: tuple[str, ...], gpu_omit: tuple[str, ...], **options) -> None:
     explicit = {name: value for name, value in options.items() if _given(ctx, name)}
+    if gpu_omit:
+        explicit["gpu_omit"] = tuple(gpu_omit)
     try:
         if faults:
             explicit["faults"] = tuple(parse_fault(spec) for spec in faults)

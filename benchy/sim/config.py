@@ -79,6 +79,14 @@ class SimConfig:
     cache_despite_nonce: bool = False  # the prefix cache serves every prompt, unique or not
     prompt_details: bool = True  # usage.prompt_tokens_details (vLLM leaves it out by default)
     proxy_delay_s: float = 0.0  # a proxy holds each request this long before the engine sees it
+    # dcgm-exporter-shaped GPU metrics at /dcgm/metrics (issue 28; sim/gpu.py): 0 GPUs: none.
+    gpus: int = 0
+    gpu_watts: float = 350.0  # each GPU's draw while a request runs
+    gpu_idle_watts: float = 80.0  # each GPU's draw while none does
+    gpu_dram_active: float = 0.5  # DCGM_FI_PROF_DRAM_ACTIVE while a request runs (0 idle)
+    gpu_model: str = "NVIDIA H200"
+    gpu_omit: tuple[str, ...] = ()  # fields left out of the exporter's text (power, energy, …)
+    gpu_fail_every: int = 0  # every Nth GPU scrape answers HTTP 500 (0: never)
 
 
 _DGX_SPARK = dict(
@@ -238,8 +246,24 @@ def _validate_behaviours(cfg: SimConfig) -> None:
         )
     if cfg.usage_scale <= 0:
         raise ConfigError("--usage-scale must be positive")
+    _validate_gpus(cfg)
     if cfg.think_inline and cfg.harmony:
         raise ConfigError("--think-inline and --harmony cannot be combined")
+
+
+GPU_FIELDS = ("power", "energy", "util", "dram", "fb")
+
+
+def _validate_gpus(cfg: SimConfig) -> None:
+    _require_at_least(cfg, "gpus", 0)
+    _require_at_least(cfg, "gpu_fail_every", 0)
+    if cfg.gpu_watts < 0 or cfg.gpu_idle_watts < 0:
+        raise ConfigError("--gpu-watts and --gpu-idle-watts must not be negative")
+    if not 0.0 <= cfg.gpu_dram_active <= 1.0:
+        raise ConfigError("--gpu-dram-active must be between 0 and 1")
+    unknown = [f for f in cfg.gpu_omit if f not in GPU_FIELDS]
+    if unknown:
+        raise ConfigError(f"--gpu-omit: unknown field {unknown[0]!r} (choose from: {', '.join(GPU_FIELDS)})")
 
 
 def _require_at_least(cfg: SimConfig, name: str, minimum: int) -> None:

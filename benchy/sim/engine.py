@@ -434,6 +434,12 @@ class TruthLog:
             self._file.flush()
         return True
 
+    def note(self, record: dict) -> None:
+        """A line that is not a request's (the GPUs' draw, sim/gpu.py)."""
+        if self._file and not self._file.closed:
+            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+            self._file.flush()
+
     def close(self) -> None:
         if self._file:
             self._file.close()

@@ -1,0 +1,358 @@
+"""The GPU's side of a case: power, energy, utilization and memory-bandwidth use, from samples.
+
+Why: a rate alone does not say what a token costs or how close the server runs to the memory
+bandwidth it has. dcgm-exporter (or NVML on the server's own host) reads both from the GPUs;
+this module turns the samples taken during a case into figures for exactly that case. It is
+pure (no I/O): server/gpu.py takes the samples, results/build.py divides by the case's tokens.
+
+Definitions, for a case window from the first sample t_0 to the last t_n, over every GPU g:
+  energy_j       Σ_g (counter_g(t_n) − counter_g(t_0)) where every GPU has the energy counter
+                 (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, mJ; NVML's total energy), else the
+                 trapezoid integral of the sampled power: `energy_source` says which
+  power_w        energy_j ÷ (t_n − t_0): the average draw of all GPUs; per GPU the same
+  util_pct, dram_active   time-weighted means of the samples, each standing for the interval
+                 before it, as the sources average them (dram_active: share of cycles the
+                 memory interface was busy, 0…1; NVML's memory utilization ÷ 100)
+  bandwidth_gbs  Σ_g dram_active_g × the GPU's peak bandwidth (hardware profile): measured use
+  joules_per_token   energy_j ÷ output tokens of the case's measured requests (build.py)
+  marginal_joules_per_token   (energy_j − idle power × window) ÷ output tokens: what the load
+                 added above the baseline sampled before the run, so an idle GPU's draw is not
+                 mistaken for the cost of a token
+A figure a source does not publish is Unavailable with the reason; a sample that failed is
+counted, never taken as zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from benchy.jsontypes import Saved
+from benchy.measure import profiles
+
+FIELDS = ("power_w", "energy_j", "util_pct", "dram_active", "fb_used_mib")
+MAX_SERIES_POINTS = 2000  # the power-over-time series kept per case (for the report figure)
+
+
+@dataclass
+class GpuReading:
+    """One GPU at one moment; None where the source does not publish the field."""
+
+    name: str | None = None  # the GPU's model name, e.g. "NVIDIA H200"
+    power_w: float | None = None
+    energy_j: float | None = None  # cumulative since the driver loaded
+    util_pct: float | None = None
+    dram_active: float | None = None  # 0…1
+    fb_used_mib: float | None = None
+
+
+@dataclass
+class GpuSample:
+    """Every GPU at perf_counter time `t_s`."""
+
+    t_s: float
+    gpus: dict[str, GpuReading] = field(default_factory=dict)
+
+
+@dataclass
+class GpuDevice(Saved):
+    """One GPU's figures for a case."""
+
+    name: str | None = None
+    power_w: float | None = None
+    energy_j: float | None = None
+    util_pct: float | None = None
+    dram_active: float | None = None
+    bandwidth_gbs: float | None = None
+    fb_used_mib_max: float | None = None
+
+
+@dataclass
+class GpuCase(Saved):
+    """A case's GPU figures (the `gpu` entry of a case in results.json, 1.6)."""
+
+    source: str = ""  # "dcgm" | "nvml" | "sim"
+    window_s: float = 0.0
+    samples: int = 0
+    failed_samples: int = 0
+    sample_errors: list[str] = field(default_factory=list)  # the distinct reasons, first few
+    gpus: dict[str, GpuDevice] = field(default_factory=dict)
+    power_w: float | None = None
+    energy_j: float | None = None
+    energy_source: str | None = None  # "counter" | "power integral"
+    util_pct: float | None = None
+    dram_active: float | None = None
+    bandwidth_gbs: float | None = None
+    peak_bandwidth_gbs: float | None = None  # all GPUs together
+    bandwidth_pct: float | None = None  # measured use as a % of the peak
+    idle_power_w: float | None = None  # the baseline sampled before the run
+    output_tokens: int | None = None
+    requests: int | None = None
+    joules_per_token: float | None = None
+    joules_per_request: float | None = None
+    marginal_joules_per_token: float | None = None
+    series: list[list[float]] = field(default_factory=list)  # [s since the run's first sample, W]
+    unavailable: dict[str, str] = field(default_factory=dict)  # figure → why
+
+
+@dataclass
+class GpuBaseline(Saved):
+    """The GPUs' draw with benchy sending nothing, sampled before the first case."""
+
+    power_w: float | None = None
+    window_s: float = 0.0
+    samples: int = 0
+    gpus: dict[str, float | None] = field(default_factory=dict)  # GPU → W
+    unavailable: str | None = None
+    failed_samples: int = 0
+
+
+@dataclass
+class GpuSetup(Saved):
+    """What the GPU source offered for this run (setup.gpu, 1.6)."""
+
+    source: str = ""  # "dcgm" | "nvml"
+    url: str | None = None  # dcgm-exporter's endpoint, credentials removed
+    available: bool = False
+    reason: str | None = None  # why there are no GPU figures
+    interval_s: float = 0.0
+    gpus: dict[str, str | None] = field(default_factory=dict)  # GPU → model name
+    missing: dict[str, str] = field(default_factory=dict)  # field → why absent
+    peak_bandwidth_gbs: float | None = None  # per GPU
+    peak_source: str | None = None
+    bandwidth_basis: str | None = None  # what the source's memory activity measures
+    baseline: GpuBaseline | None = None
+
+
+# ------------------------------------------------------------------ figures
+
+
+def missing_fields(sample: GpuSample, source_names: dict[str, str]) -> dict[str, str]:
+    """{field: why} for the fields no GPU of the sample has; `source_names` names them."""
+    out = {}
+    for name in FIELDS:
+        if all(getattr(r, name) is None for r in sample.gpus.values()):
+            out[name] = f"{source_names.get(name, name)} is not published"
+    return out
+
+
+def peak_bandwidth(hardware_gbs: float | None, hardware_note: str | None, names: list[str | None]) -> tuple:
+    """(GB/s per GPU, where it came from): the run's --hardware / --bandwidth-gbs, else the
+    profile the GPU's own model name matches; (None, why) when neither is known."""
+    if hardware_gbs:
+        return hardware_gbs, hardware_note or "--hardware"
+    for name in names:
+        found = profile_for(name)
+        if found is not None:
+            return found.bandwidth_gbs, f"profile {found.name} (the GPU reports {name!r})"
+    said = ", ".join(sorted({n for n in names if n})) or "no model name"
+    return None, f"no hardware profile matches the GPU ({said}): pass --hardware or --bandwidth-gbs"
+
+
+def profile_for(name: str | None) -> profiles.Hardware | None:
+    """The hardware profile a GPU model name matches ("NVIDIA H200" → h200), or None."""
+    if not name:
+        return None
+    key = name.strip()
+    for candidate in (key, key.removeprefix("NVIDIA ").removeprefix("nvidia ")):
+        try:
+            return profiles.hardware(candidate)
+        except profiles.ProfileError:
+            continue
+    return None
+
+
+def baseline(samples: list[GpuSample]) -> GpuBaseline:
+    """The idle draw: the mean of the sampled power (counter-derived where it exists)."""
+    if not samples:
+        return GpuBaseline(unavailable="no sample could be taken before the run")
+    ids = sorted({g for s in samples for g in s.gpus})
+    per_gpu = {g: _gpu_power(samples, g) for g in ids}
+    known = [w for w in per_gpu.values() if w is not None]
+    window = samples[-1].t_s - samples[0].t_s
+    if len(known) < len(ids) or not known:
+        return GpuBaseline(None, window, len(samples), per_gpu, "the source publishes no power for every GPU")
+    return GpuBaseline(sum(known), window, len(samples), per_gpu)
+
+
+def case_figures(
+    samples: list[GpuSample],
+    source: str,
+    failed: int = 0,
+    errors: list[str] | None = None,
+    peak_gbs: float | None = None,
+    origin_s: float | None = None,
+) -> GpuCase:
+    """A case's figures from its samples (the first and last bound the window)."""
+    out = GpuCase(source=source, samples=len(samples), failed_samples=failed, sample_errors=list(errors or []))
+    if len(samples) < 2:
+        out.unavailable["power_w"] = f"{len(samples)} GPU sample(s) in the case: two are needed (one before, one after)"
+        return out
+    window = samples[-1].t_s - samples[0].t_s
+    out.window_s = round(window, 6)
+    ids = sorted({g for s in samples for g in s.gpus})
+    for g in ids:
+        out.gpus[g] = _device(samples, g, window, peak_gbs)
+    _totals(out, ids, peak_gbs)
+    if out.energy_j is not None:
+        out.energy_source = energy_source(samples, ids)
+    start = samples[0].t_s if origin_s is None else origin_s
+    out.series = _series(samples, start)
+    if len(samples) >= 3 and all(s.gpus == samples[0].gpus for s in samples):
+        stale(out)
+    return out
+
+
+def _device(samples: list[GpuSample], g: str, window: float, peak_gbs: float | None) -> GpuDevice:
+    readings = [s.gpus.get(g) for s in samples]
+    name = next((r.name for r in readings if r is not None and r.name), None)
+    energy, _ = _gpu_energy(samples, g)
+    dram = _mean(samples, g, "dram_active")
+    fb = [r.fb_used_mib for r in readings if r is not None and r.fb_used_mib is not None]
+    return GpuDevice(
+        name=name,
+        power_w=None if energy is None or window <= 0 else energy / window,
+        energy_j=energy,
+        util_pct=_mean(samples, g, "util_pct"),
+        dram_active=dram,
+        bandwidth_gbs=None if dram is None or not peak_gbs else dram * peak_gbs,
+        fb_used_mib_max=max(fb) if fb else None,
+    )
+
+
+def _totals(out: GpuCase, ids: list[str], peak_gbs: float | None) -> None:
+    devices = [out.gpus[g] for g in ids]
+    energies = [d.energy_j for d in devices]
+    if ids and all(e is not None for e in energies):
+        out.energy_j = sum(e for e in energies if e is not None)
+        out.power_w = out.energy_j / out.window_s if out.window_s > 0 else None
+    else:
+        out.unavailable["power_w"] = out.unavailable["energy_j"] = "the source publishes no power for every GPU"
+    utils = [d.util_pct for d in devices]
+    if ids and all(u is not None for u in utils):
+        out.util_pct = sum(u for u in utils if u is not None) / len(utils)
+    else:
+        out.unavailable["util_pct"] = "the source publishes no GPU utilization"
+    _bandwidth(out, devices, peak_gbs)
+
+
+def _bandwidth(out: GpuCase, devices: list[GpuDevice], peak_gbs: float | None) -> None:
+    drams = [d.dram_active for d in devices]
+    if not devices or any(d is None for d in drams):
+        out.unavailable["bandwidth_gbs"] = "the source publishes no memory activity (DCGM_FI_PROF_DRAM_ACTIVE)"
+        return
+    out.dram_active = sum(d for d in drams if d is not None) / len(drams)
+    if not peak_gbs:
+        out.unavailable["bandwidth_gbs"] = "no peak bandwidth for the GPU: pass --hardware or --bandwidth-gbs"
+        return
+    out.peak_bandwidth_gbs = peak_gbs * len(devices)
+    out.bandwidth_gbs = sum(d.bandwidth_gbs or 0.0 for d in devices)
+    out.bandwidth_pct = 100.0 * out.bandwidth_gbs / out.peak_bandwidth_gbs
+
+
+def _gpu_energy(samples: list[GpuSample], g: str) -> tuple[float | None, str | None]:
+    """(joules, source) of one GPU over the samples: the counter, else the power integral."""
+    first, last = samples[0].gpus.get(g), samples[-1].gpus.get(g)
+    if first is not None and last is not None and first.energy_j is not None and last.energy_j is not None:
+        delta = last.energy_j - first.energy_j
+        if delta >= 0:
+            return delta, "counter"
+    points = _points(samples, g, "power_w")
+    if len(points) < 2:
+        return None, None
+    return sum((t1 - t0) * (w0 + w1) / 2 for (t0, w0), (t1, w1) in zip(points, points[1:])), "power integral"
+
+
+def energy_source(samples: list[GpuSample], ids: list[str]) -> str | None:
+    """Counter, power integral, or both when the GPUs differ."""
+    sources = {_gpu_energy(samples, g)[1] for g in ids}
+    sources.discard(None)
+    return sources.pop() if len(sources) == 1 else ("counter and power integral" if sources else None)
+
+
+def _gpu_power(samples: list[GpuSample], g: str) -> float | None:
+    window = samples[-1].t_s - samples[0].t_s
+    energy, _ = _gpu_energy(samples, g) if len(samples) >= 2 else (None, None)
+    if energy is not None and window > 0:
+        return energy / window
+    powers = [w for _, w in _points(samples, g, "power_w")]
+    return sum(powers) / len(powers) if powers else None
+
+
+def _points(samples: list[GpuSample], g: str, name: str) -> list[tuple[float, float]]:
+    """(t, value) of one GPU's field, where the sample has it."""
+    out = []
+    for s in samples:
+        value = getattr(s.gpus[g], name) if g in s.gpus else None
+        if value is not None:
+            out.append((s.t_s, float(value)))
+    return out
+
+
+def _mean(samples: list[GpuSample], g: str, name: str) -> float | None:
+    """Time-weighted mean of a gauge that the source averages over the time since its last
+    reading (NVML's and DCGM's utilization and DRAM activity are): each sample stands for the
+    interval before it, so the first one, which describes time before the window, is left out.
+    The plain mean when fewer than two samples carry it."""
+    points = _points(samples, g, name)
+    if not points:
+        return None
+    span = points[-1][0] - points[0][0]
+    if len(points) == 1 or span <= 0:
+        return sum(v for _, v in points) / len(points)
+    return sum((t1 - t0) * v1 for (t0, _), (t1, v1) in zip(points, points[1:])) / span
+
+
+def _series(samples: list[GpuSample], origin_s: float) -> list[list[float]]:
+    """[t since origin, total W] at each sample with every GPU's power, thinned to a bound."""
+    points = []
+    for s in samples:
+        watts = [r.power_w for r in s.gpus.values()]
+        if watts and all(w is not None for w in watts):
+            points.append([round(s.t_s - origin_s, 4), round(sum(w for w in watts if w is not None), 3)])
+    step = max(1, len(points) // MAX_SERIES_POINTS + (len(points) % MAX_SERIES_POINTS > 0))
+    return points[::step]
+
+
+def per_token(out: GpuCase, output_tokens: int, requests: int, idle_power_w: float | None) -> None:
+    """Joules per output token and per request, and the marginal cost above the idle baseline."""
+    out.output_tokens, out.requests, out.idle_power_w = output_tokens, requests, idle_power_w
+    if out.energy_j is None:
+        reason = out.unavailable.get("energy_j", "no energy figure for the case")
+        for name in ("joules_per_token", "joules_per_request", "marginal_joules_per_token"):
+            out.unavailable[name] = reason
+        return
+    if output_tokens > 0:
+        out.joules_per_token = out.energy_j / output_tokens
+    else:
+        out.unavailable["joules_per_token"] = "no output token was counted in the case"
+    if requests > 0:
+        out.joules_per_request = out.energy_j / requests
+    else:
+        out.unavailable["joules_per_request"] = "no request succeeded in the case"
+    if idle_power_w is None:
+        out.unavailable["marginal_joules_per_token"] = "no idle baseline was sampled before the run"
+    elif output_tokens > 0:
+        out.marginal_joules_per_token = (out.energy_j - idle_power_w * out.window_s) / output_tokens
+
+
+ENERGY_FIGURES = ("energy_j", "joules_per_token", "joules_per_request", "marginal_joules_per_token")
+
+
+def partial_window(out: GpuCase, edges: list[str]) -> None:
+    """The sample before or after the case failed: the samples cover only part of it, so no
+    energy figure is given (the average power of the part sampled stays)."""
+    which = " and ".join(edges)
+    out.energy_j = None
+    for name in ENERGY_FIGURES:
+        out.unavailable[name] = f"the GPU sample {which} the case failed: the energy would cover only part of it"
+
+
+def stale(out: GpuCase) -> None:
+    """An exporter whose values never changed during a case has not collected in that time
+    (dcgm-exporter collects every 30 s unless told otherwise): its figures are not the case's."""
+    out.energy_j = out.power_w = out.bandwidth_gbs = out.bandwidth_pct = None
+    for device in out.gpus.values():
+        device.power_w = device.energy_j = device.bandwidth_gbs = None
+    why = "the GPU figures did not change during the case: the exporter collects less often than that (-c 1000)"
+    for name in ("power_w", *ENERGY_FIGURES, "util_pct", "bandwidth_gbs"):
+        out.unavailable[name] = why
