@@ -719,17 +719,37 @@ CAPACITY_OPTIONS = (
         show_default=True,
         help="--by rate: bisect until the failing rate is within this fraction of the passing one.",
     ),
+    click.option(
+        "--client-retries",
+        type=click.IntRange(min=0),
+        default=1,
+        show_default=True,
+        help="Rounds at one load that may be thrown away because benchy itself fell behind "
+        "(client_overloaded) before the search stops there (exit 9).",
+    ),
 )
 
 
-def _search_settings(by, goodput, confidence, interval, start, limit, min_requests, max_requests, resolution):
+def _search_settings(
+    by, goodput, confidence, interval, start, limit, min_requests, max_requests, resolution, client_retries
+):
     from benchy.capacity.search import BY_RATE, SearchSettings
 
     start = start if start is not None else 1.0
     limit = limit if limit is not None else (64.0 if by == BY_RATE else 256.0)
     floor = start / 16 if by == BY_RATE else 1.0
     settings = SearchSettings(
-        by, goodput, confidence, interval, start, limit, min(floor, start), min_requests, max_requests, resolution
+        by,
+        goodput,
+        confidence,
+        interval,
+        start,
+        limit,
+        min(floor, start),
+        min_requests,
+        max_requests,
+        resolution,
+        client_retries,
     )
     try:
         settings.check()
@@ -893,6 +913,8 @@ def report(results_file, output, force):
     from benchy.report import render
     from benchy.results.files import ResultsError
 
+    if _report_capacity(Path(results_file), output):
+        return
     source = render.results_path(Path(results_file))
     if output is not None and source.is_file() and output.resolve() != source.parent.resolve():
         _claim_folder(output, force)
@@ -942,6 +964,8 @@ def compare(results_files, output, test, alpha, min_effect, force):
 
     if len(results_files) < 2:
         raise click.UsageError("compare needs at least two results files (the first is the baseline)")
+    if _compare_capacities(results_files, output):
+        return
     paths = [render.results_path(p) for p in results_files]
     try:
         comparisons = compare_mod.compare_files(paths, test=test, alpha=alpha, min_effect=min_effect / 100, force=force)
@@ -956,6 +980,53 @@ def compare(results_files, output, test, alpha, min_effect, force):
         except OSError as exc:
             raise click.ClickException(f"cannot write the comparison: {exc}") from None
     click.echo(compare_mod.markdown(comparisons))
+
+
+def _report_capacity(path: Path, output: Path | None) -> bool:
+    """`benchy report` of a capacity.json (or its folder); False when it is not one."""
+    from benchy.capacity import types as capacity_types
+    from benchy.report import capacity as capacity_report
+
+    if not capacity_types.is_capacity_file(path):
+        return False
+    try:
+        result = capacity_types.read(path)
+        folder = output or (path if path.is_dir() else path.parent)
+        click.echo(str(capacity_report.write(result, folder)))
+    except capacity_types.CapacityFileError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot write the report: {exc}") from None
+    return True
+
+
+def _compare_capacities(files: tuple[Path, ...], output: Path | None) -> bool:
+    """`benchy compare` of capacity.json files (before/after a server flag); False when none is one."""
+    from benchy.capacity import types as capacity_types
+    from benchy.report import capacity as capacity_report
+
+    kinds = [capacity_types.is_capacity_file(Path(f)) for f in files]
+    if not any(kinds):
+        return False
+    if not all(kinds):
+        raise click.UsageError("compare takes results files or capacity files, not both")
+    try:
+        results = [capacity_types.read(Path(f)) for f in files]
+    except capacity_types.CapacityFileError as exc:
+        raise click.ClickException(str(exc)) from None
+    paths = [Path(f) / capacity_types.CAPACITY_FILE if Path(f).is_dir() else Path(f) for f in files]
+    names = [p.parent.name or p.stem for p in paths]
+    if len(set(names)) < len(names):
+        names = [str(p) for p in paths]
+    text = capacity_report.compare_markdown(results, names)
+    if output is not None:
+        try:
+            output.mkdir(parents=True, exist_ok=True)
+            (output / "compare.md").write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise click.ClickException(f"cannot write the comparison: {exc}") from None
+    click.echo(text, nl=False)
+    return True
 
 
 def _check_url(url: str) -> None:

@@ -171,3 +171,111 @@ def markdown(result: CapacityResult, figure: str | None) -> str:
     else:
         lines.append("No point has both a total and a per-user throughput, so there is no Pareto figure.")
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ benchy compare of two searches
+
+
+def setup_differences(a: CapacityResult, b: CapacityResult) -> list[str]:
+    """What makes two answers answer different questions (a flag of the server may differ: that
+    is the point of comparing; the case, the SLO and the target may not, silently)."""
+    fields = ("case", "by", "slo", "goodput", "confidence", "interval", "endpoint")
+    return [
+        f"{name} differs: {getattr(a.setup, name)!r} vs {getattr(b.setup, name)!r}"
+        for name in fields
+        if name != "case" and getattr(a.setup, name) != getattr(b.setup, name)
+    ] + ([f"case differs: {a.setup.case!r} vs {b.setup.case!r}"] if _case_key(a) != _case_key(b) else [])
+
+
+def _case_key(result: CapacityResult) -> tuple:
+    s = result.setup
+    return (s.kind, s.pp, s.tg, s.depth, str(s.workload))
+
+
+def verdict(a: CapacityResult, b: CapacityResult) -> str:
+    """More, less or the same, by the brackets: B serves more when its highest pass is at or above
+    A's lowest failure (and the other way round); adjacent brackets overlap, so: the same."""
+    ca, cb = (r.answer.capacity if r.answer else None for r in (a, b))
+    fa, fb = (r.answer.failing if r.answer else None for r in (a, b))
+    by = a.setup.by
+    if ca == cb:
+        return f"the same capacity ({load_text(by, ca)})"
+    if cb is not None and (ca is None or (fa is not None and cb >= fa)):
+        return f"more: {load_text(by, cb)} against {load_text(by, ca)}"
+    if ca is not None and (cb is None or (fb is not None and ca >= fb)):
+        return f"less: {load_text(by, cb)} against {load_text(by, ca)}"
+    return f"not told apart: {load_text(by, cb)} against {load_text(by, ca)} (their brackets overlap)"
+
+
+def compare_markdown(results: list[CapacityResult], names: list[str]) -> str:
+    """The first search is the baseline; each other one is set against it."""
+    base, base_name = results[0], names[0]
+    lines: list[str] = []
+    for other, name in zip(results[1:], names[1:]):
+        lines += [f"## Capacity: {base_name} → {name}", "", f"**{name} serves {verdict(base, other)}.**", ""]
+        lines += [f"- {n}: {r.answer.line if r.answer else 'no answer'}" for n, r in ((base_name, base), (name, other))]
+        lines += [""] + [
+            f"Warning: {d}: these answers are to different questions." for d in setup_differences(base, other)
+        ]
+        lines += ["", f"| | {base_name} | {name} | change |", "|---|---|---|---|"]
+        lines += [_row(label, fa, fb, scale, digits) for label, fa, fb, scale, digits in _compared(base, other)]
+        lines += ["", _common_loads(base, other, base_name, name), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _compared(a: CapacityResult, b: CapacityResult) -> list[tuple[str, float | None, float | None, float, int]]:
+    pa, pb = (r.point(r.answer.capacity) if r.answer else None for r in (a, b))
+
+    def at(point: CapacityPoint | None, name: str) -> float | None:
+        if point is None:
+            return None
+        value = getattr(point, name)
+        return getattr(value, "p90", None) if name == "ttft" else value
+
+    return [
+        ("capacity (highest passing load)", _cap(a), _cap(b), 1.0, 3),
+        ("lowest failing load", _fail(a), _fail(b), 1.0, 3),
+        ("total output tokens/s at capacity", at(pa, "throughput_tps"), at(pb, "throughput_tps"), 1.0, 0),
+        ("per-user tokens/s at capacity", at(pa, "per_user_tps"), at(pb, "per_user_tps"), 1.0, 1),
+        ("TTFT p90 at capacity, ms", at(pa, "ttft"), at(pb, "ttft"), 1000.0, 0),
+        ("requests spent", _spent(a), _spent(b), 1.0, 0),
+    ]
+
+
+def _cap(r: CapacityResult) -> float | None:
+    return r.answer.capacity if r.answer else None
+
+
+def _fail(r: CapacityResult) -> float | None:
+    return r.answer.failing if r.answer else None
+
+
+def _spent(r: CapacityResult) -> float:
+    return float(sum(rnd.requests for p in r.points for rnd in p.rounds))
+
+
+def _row(label: str, a: float | None, b: float | None, scale: float, digits: int) -> str:
+    def shown(v: float | None) -> str:
+        return "n/a" if v is None else f"{v * scale:,.{digits}g}" if digits == 3 else f"{v * scale:,.{digits}f}"
+
+    change = f"{(b - a) / a:+.0%}" if a and b is not None else "n/a"
+    return f"| {label} | {shown(a)} | {shown(b)} | {change} |"
+
+
+def _common_loads(a: CapacityResult, b: CapacityResult, a_name: str, b_name: str) -> str:
+    """Goodput at the loads both probed."""
+    shared = sorted({p.load for p in a.points} & {p.load for p in b.points})
+    if not shared:
+        return "No load was probed by both."
+    rows = [f"| load | goodput {a_name} | goodput {b_name} |", "|---|---|---|"]
+    for load in shared:
+        pa, pb = a.point(load), b.point(load)
+        rows.append(f"| {_short(a, load)} | {_share(pa)} | {_share(pb)} |")
+    return "\n".join(rows)
+
+
+def _share(p: CapacityPoint | None) -> str:
+    if p is None or p.goodput is None:
+        return "n/a"
+    mark = "" if p.clear else " (uncertain)"
+    return f"{p.goodput:.0%} ({p.good}/{p.requests}){mark}"
