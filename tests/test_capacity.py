@@ -15,6 +15,7 @@ import jsonschema
 import pytest
 
 from benchy.capacity import types as capacity_types
+from benchy.cli import main
 from tests.conftest import run_benchy
 
 # The issue's example, 4× faster: pp256 at 8,000 t/s (32 ms; 28 ms once the chat template's
@@ -208,8 +209,10 @@ def test_honest_edges_have_their_exit_codes(start_sim, tmp_path):
         (["--slo", "nope=1"], "--slo 'nope=1'"),
     ],
 )
-def test_bad_input_is_one_line(args, needle):
-    proc = run_benchy("capacity", "--base-url", "http://127.0.0.1:9/v1", *args)
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in proc.stderr
+def test_bad_input_is_one_line(capsys, args, needle):
+    """In-process, through the real entry point (as test_bad_input.py does): exit 2, one line."""
+    with pytest.raises(SystemExit) as done:
+        main(["capacity", "--base-url", "http://127.0.0.1:9/v1", *args])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert done.value.code == 2 and len(lines) == 1 and needle in lines[0], err
