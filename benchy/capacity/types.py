@@ -79,7 +79,7 @@ class CapacityPoint(Saved):
     """One load probed, its counted rounds merged."""
 
     load: float
-    label: str = _opt("the case's label at this load")
+    label: str = _opt("the case's label at this load", "")
     verdict: str = _opt('"pass" | "fail": the side of the target its goodput is on', "fail")
     clear: bool = _opt("the goodput interval is wholly on that side (else: decided by the estimate)", False)
     requests: int = _opt("counted requests (failed ones included)", 0)
@@ -129,10 +129,12 @@ class CapacityResult(Saved):
 
 
 def save(result: CapacityResult, directory: Path) -> Path:
+    data = result.to_dict()
+    CapacityResult.from_dict(data, strict=True)  # what is written must read back: a wrong type fails here
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / CAPACITY_FILE
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     tmp.replace(path)  # atomic: a reader never sees half a file
     return path
 
