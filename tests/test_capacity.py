@@ -84,7 +84,7 @@ def test_the_issues_example_answers_exactly_four(start_sim, tmp_path):
         assert point_at(result, load)["good"] == sum(truth_ttft(t) <= ISSUE_SLO_S for t in truth)
     # The two ends are clear of the target; loads below were probed once (one round each).
     assert point_at(result, 4)["interval"][0] >= 0.9 > point_at(result, 5)["interval"][1]
-    assert all(len(p["rounds"]) == 1 for p in result["points"] if p["load"] < 4)
+    assert all(sum(r["counted"] for r in p["rounds"]) == 1 for p in result["points"] if p["load"] < 4)
     schema = json.loads(capacity_types.SCHEMA_FILE.read_text(encoding="utf-8"))
     jsonschema.validate(result, schema)
     assert schema == capacity_types.json_schema(), "stale: run capacity.types.write_schema()"
@@ -139,10 +139,13 @@ def test_rate_search_brackets_the_servers_throughput(start_sim, tmp_path):
 
 def test_a_shared_prefix_moves_the_answer(start_sim, tmp_path):
     """A prefill-bound server (prefills serialized, decode ~2 ms): with c requests in flight the
-    last one's prefill waits for the c − 1 before it, so TTFT ≈ c × P, P the uncached prefill.
-    Cold, P is ~50 ms (1,024 tokens at 20,000 t/s): 5 × 50 ≤ 275 ms < 6 × 50, capacity 5. With
-    half of every prompt a shared prefix the server has cached, only ~512 tokens are prefilled:
-    P halves and the capacity about doubles. Both are judged against the truth log's P."""
+    last one's prefill waits for the c − 1 before it, so TTFT ≥ c × P − 2 ms, P the uncached
+    prefill, and c can be at most ⌊275 ms ÷ P⌋ (+1 for that slack). Cold, P is ~50 ms (1,024
+    tokens at 20,000 t/s), far from that bound's edges: 5 × 50 ≤ 275 < 6 × 50, capacity exactly 5.
+    With half of every prompt a shared prefix the server has cached, ~512 tokens are prefilled:
+    P halves and the capacity about doubles (below its bound by the sim's own per-request work,
+    which a busy machine makes larger). Both are judged against the truth log's P, and benchy never
+    counts a request as in time that the server did not deliver in time."""
     sim = start_sim(*PREFILL_SIM)
     common = ("--pp", "1024", "--tg", "4", "--slo", "ttft=275ms", "--min-requests", "10", "--client-retries", "3")
     cold_out, shared_out = tmp_path / "cold", tmp_path / "shared"
@@ -157,8 +160,10 @@ def test_a_shared_prefix_moves_the_answer(start_sim, tmp_path):
         prefill.append(statistics.median(t["prefill_end_s"] - t["prefill_start_s"] for t in truth))
     cold_answer, shared_answer = (r["answer"]["capacity"] for r in results)
     assert cold_answer == math.floor(PREFILL_SLO_S / prefill[0])
-    assert abs(shared_answer - math.floor(PREFILL_SLO_S / prefill[1])) <= 1
-    assert shared_answer >= 1.6 * cold_answer
+    assert 1.6 * cold_answer <= shared_answer <= math.floor(PREFILL_SLO_S / prefill[1]) + 1
+    for out, result in zip((cold_out, shared_out), results):
+        for p in result["points"]:  # the client's TTFT includes the server's: never fewer misses
+            assert p["good"] <= sum(truth_ttft(t) <= PREFILL_SLO_S for t in truth_of(sim, rounds(out, p)))
     assert point_at(results[1], shared_answer)["cache_hit"] >= 0.45  # the server's usage says so
     assert results[1]["setup"]["kind"] == "shared_prefix" and results[1]["setup"]["workload"]["fraction"] == 0.5
     compared = run_benchy("compare", str(cold_out), str(shared_out))
