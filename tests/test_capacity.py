@@ -82,6 +82,10 @@ def test_the_issues_example_answers_exactly_four(start_sim, tmp_path):
     assert sum(truth_ttft(t) > ISSUE_SLO_S for t in five) > 0.1 * len(five)
     for load, truth in ((4, four), (5, five)):  # benchy counted exactly the requests the server served in time
         assert point_at(result, load)["good"] == sum(truth_ttft(t) <= ISSUE_SLO_S for t in truth)
+    # A round's burst: at c4 its 4 requests all get a slot; at c5 the fifth waits a whole request
+    # (~350 ms > 200 ms), a miss in every counted round's start.
+    assert point_at(result, 4)["start_misses"] == 0
+    assert point_at(result, 5)["start_misses"] >= sum(r["counted"] for r in point_at(result, 5)["rounds"])
     # The two ends are clear of the target; loads below were probed once (one round each).
     assert point_at(result, 4)["interval"][0] >= 0.9 > point_at(result, 5)["interval"][1]
     assert all(sum(r["counted"] for r in p["rounds"]) == 1 for p in result["points"] if p["load"] < 4)

@@ -32,9 +32,12 @@ from benchy.capacity.types import (
 from benchy.client.stream import ClientSettings, redact_url
 from benchy.load.plan import LoadSettings
 from benchy.load.prompts import Template
-from benchy.results.types import CaseResult, MetricSummary, RunResult, Stopped
+from benchy.measure import metrics
+from benchy.measure.metrics import Unavailable
+from benchy.results.types import CaseResult, MetricSummary, RequestResult, RunResult, Stopped
 from benchy.workloads.case import Case
 
+UNJUDGED = "unjudged"  # a request whose SLO figure is null
 ROUNDS_DIR = "rounds"  # each round's results.json and requests.jsonl, under -o
 
 
@@ -221,6 +224,8 @@ def _point(s: SearchSettings, finder: Search, progress: _Progress, load: float) 
     per_user = _pooled(cases, "decode_tps", point.unavailable)
     point.per_user_tps = per_user.median if per_user else None
     point.cache_hit = _cache_hit(cases)
+    if s.by != BY_RATE and cases:
+        point.start_misses = sum(_start_misses(c, int(load)) for c in cases)
     return point
 
 
@@ -241,6 +246,20 @@ def _weighted_throughput(cases: list[CaseResult]) -> float | None:
     pairs = [(c.aggregate_tps, c.n_ok + c.n_failed) for c in cases if c.aggregate_tps is not None]
     total = sum(n for _, n in pairs)
     return sum(tps * n for tps, n in pairs) / total if total else None
+
+
+def _start_misses(case: CaseResult, streams: int) -> int:
+    """Requests missing the SLO among the round's first `streams`, which left together."""
+    slo = case.goodput.slo if case.goodput else {}
+    first = sorted((r for r in case.requests if not r.warmup), key=lambda r: r.index)[:streams]
+    return sum(not _met(r, slo) for r in first)
+
+
+def _met(req: RequestResult, slo: dict[str, float]) -> bool:
+    if not req.ok:
+        return False
+    values = {k: Unavailable(UNJUDGED, "no value") if v is None else v for k, v in req.metrics.items()}
+    return metrics.meets_slo(values, slo) is True
 
 
 def _cache_hit(cases: list[CaseResult]) -> float | None:

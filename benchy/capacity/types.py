@@ -93,6 +93,11 @@ class CapacityPoint(Saved):
     throughput_tps: float | None = _opt("output tokens/s of the whole server (rounds weighted by requests)")
     per_user_tps: float | None = _opt("median decode rate of one request, tokens/s: what each user sees")
     cache_hit: float | None = _opt("cached prompt tokens ÷ prompt tokens, from the server's usage", omit=True)
+    start_misses: int | None = _opt(
+        "concurrency: of the requests missing the SLO, those among each round's first `load`, sent together as "
+        "the round began (a burst that steady traffic does not have)",
+        omit=True,
+    )
     unavailable: dict[str, str] = _opt("figure → why it is null", factory=dict, omit=True)
 
 

@@ -115,9 +115,9 @@ def points_table(result: CapacityResult) -> str:
     """Every point, in the order probed."""
     head = (
         "| # | load | verdict | requests | goodput | interval | TTFT p50 / p90 / p99 ms | ITL p50 / p99 ms "
-        "| total tok/s | per-user tok/s | cache hit | rounds not counted |"
+        "| total tok/s | per-user tok/s | cache hit | misses at round start | rounds not counted |"
     )
-    rows = [head, "|" + "---|" * 12]
+    rows = [head, "|" + "---|" * 13]
     for i, p in enumerate(result.points, 1):
         interval = f"{p.interval[0]:.0%}–{p.interval[1]:.0%}" if p.interval else "n/a"
         verdict = p.verdict if p.clear else f"{p.verdict} (uncertain)"
@@ -126,9 +126,10 @@ def points_table(result: CapacityResult) -> str:
         itl = f"{_ms(p.itl)} / {_ms(p.itl, 'p99')}"
         hit = "n/a" if p.cache_hit is None else f"{p.cache_hit:.0%}"
         skipped = sum(not r.counted for r in p.rounds)
+        start = "n/a" if p.start_misses is None else f"{p.start_misses} of {p.requests - p.good}"
         rows.append(
             f"| {i} | {_short(result, p.load)} | {verdict} | {p.requests} | {goodput} | {interval} | {ttft} | {itl} "
-            f"| {_number(p.throughput_tps)} | {_number(p.per_user_tps, 1)} | {hit} | {skipped} |"
+            f"| {_number(p.throughput_tps)} | {_number(p.per_user_tps, 1)} | {hit} | {start} | {skipped} |"
         )
     return "\n".join(rows)
 
@@ -156,6 +157,13 @@ def markdown(result: CapacityResult, figure: str | None) -> str:
         points_table(result),
         "",
     ]
+    if result.setup.by != "rate":
+        lines += [
+            "Each round is a closed loop whose streams all send their first request at once: *misses at round "
+            "start* counts the SLO misses among those first requests, a burst steady traffic does not have (longer "
+            "rounds, --min-requests, dilute it).",
+            "",
+        ]
     if result.stopped is not None:
         lines += [f"Stopped early: {result.stopped.reason}.", ""]
     lines += [f"Note: {n}" for n in result.notes]
