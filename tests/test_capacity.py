@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import statistics
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import jsonschema
@@ -16,7 +20,7 @@ import pytest
 
 from benchy.capacity import types as capacity_types
 from benchy.cli import main
-from tests.conftest import run_benchy
+from tests.conftest import REPO_ROOT, run_benchy, sim_env
 
 # The issue's example, 4× faster: pp256 at 8,000 t/s (32 ms; 28 ms once the chat template's
 # first block is served from the prefix cache), tg64 at 200 t/s (320 ms), 4 slots, no batch
@@ -225,3 +229,31 @@ def test_bad_input_is_one_line(capsys, args, needle):
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert done.value.code == 2 and len(lines) == 1 and needle in lines[0], err
+
+
+def test_an_interrupted_search_keeps_what_it_measured(start_sim, tmp_path):
+    """Ctrl-C once the first round is saved: exit 130, capacity.json partial, every round measured
+    so far kept, and the line says it stopped early."""
+    sim = start_sim(*ISSUE_SIM)
+    out = tmp_path / "cut"
+    args = ["capacity", "--base-url", sim.base_url, "-o", str(out), "--pp", "256", "--tg", "64"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchy", *args, "--slo", "ttft=200ms", "--min-requests", "10"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+    )
+    deadline = time.monotonic() + 120
+    while not (out / "capacity.json").exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)  # waits for a condition: the first round's save
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    result = json.loads((out / "capacity.json").read_text())
+    assert result["partial"] and result["stopped"]["by"] == "SIGINT"
+    assert result["points"] and all(
+        (out / r["folder"] / "results.json").exists() for p in result["points"] for r in p["rounds"]
+    )
+    assert "stopped early" in stdout and "Traceback" not in stderr
