@@ -12,6 +12,11 @@ Exit codes (docs/exit-codes.md holds the same table for users):
   6   stopped because the server is gone: --max-connect-failures requests in a row could not
       connect (what was measured is saved)
   130 interrupted by Ctrl-C or SIGTERM (what was measured is saved)
+`benchy capacity` (its answer is found, 0, or one of these; capacity.json is saved either way):
+  7   even the lowest load fails the SLO: no capacity
+  8   every load passed up to --max: the capacity is at least that
+  9   benchy itself fell behind before a failing load was found: the capacity is at least the
+      highest passing load (client_overloaded rounds are no evidence about the server)
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only read: the CLI imports this module before any result exists
+    from benchy.capacity.types import CapacityResult
     from benchy.results.types import CaseResult, RunResult
 
 EXIT_OK = 0
@@ -28,6 +34,9 @@ EXIT_CHECK_FAILED = 3
 EXIT_STRICT_WARNINGS = 4
 EXIT_TOO_MANY_ERRORS = 5
 EXIT_SERVER_GONE = 6
+EXIT_CAPACITY_NONE = 7
+EXIT_CAPACITY_AT_LIMIT = 8
+EXIT_CAPACITY_CLIENT_LIMITED = 9
 EXIT_INTERRUPTED = 130
 
 _EXIT_BY_STOP = {
@@ -51,6 +60,23 @@ def exit_code(results: RunResult, strict: bool = False) -> int:
     if strict and any(w.severity != "info" for w in results.warnings):
         return EXIT_STRICT_WARNINGS
     return EXIT_INTERRUPTED if results.partial else EXIT_OK
+
+
+_EXIT_BY_ANSWER = {
+    "found": EXIT_OK,
+    "none_pass": EXIT_CAPACITY_NONE,
+    "all_pass": EXIT_CAPACITY_AT_LIMIT,
+    "client_limited": EXIT_CAPACITY_CLIENT_LIMITED,
+}
+
+
+def capacity_exit_code(result: CapacityResult) -> int:
+    """A stopped search exits as a stopped run does; else the answer's kind decides."""
+    if result.stopped is not None:
+        return _EXIT_BY_STOP.get(result.stopped.by, EXIT_INTERRUPTED)
+    if result.answer is None:
+        return EXIT_INTERRUPTED
+    return _EXIT_BY_ANSWER[result.answer.kind]
 
 
 def probe_exit_code(result: dict) -> int:

@@ -8,7 +8,7 @@ import pytest
 from benchy import cli, probe
 from benchy.client.stream import ClientSettings, ServerError
 
-SERVER_COMMANDS = ("run", "probe-cache")
+SERVER_COMMANDS = ("run", "probe-cache", "capacity")
 
 
 def _params(command: str) -> set[str]:

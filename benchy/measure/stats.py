@@ -104,3 +104,19 @@ def median_difference_ci(a: list[float], b: list[float]) -> list[float]:
         diffs.append(med_b - med_a)
     low, high = np.percentile(np.concatenate(diffs), [2.5, 97.5])
     return [float(low), float(high)]
+
+
+# ------------------------------------------------------------------ a proportion (benchy capacity)
+
+INTERVAL_METHODS = ("wilson", "exact")  # exact: Clopper–Pearson
+
+
+def proportion_interval(successes: int, n: int, confidence: float = 0.95, method: str = "wilson") -> list[float]:
+    """Two-sided `confidence` interval of a success probability from `successes` of `n`
+    Bernoulli trials: Wilson's score interval (good coverage at small n, never outside [0, 1])
+    or Clopper–Pearson's exact one (never below its confidence; wider). Both from scipy's
+    binomtest. ValueError for n < 1 or successes outside 0..n."""
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"proportion_interval needs 0 ≤ successes ≤ n and n ≥ 1, got {successes} of {n}")
+    ci = sps.binomtest(successes, n).proportion_ci(confidence_level=confidence, method=method)
+    return [float(ci.low), float(ci.high)]

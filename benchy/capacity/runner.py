@@ -1,0 +1,349 @@
+"""Runs a capacity search against a server: each probe of search.py is one `benchy run` of the
+searched case at that load (run.py's execute, so every request is measured, recorded and checked
+exactly as `benchy run` does), and capacity.json is saved after every round, so an interrupted
+search keeps what it measured.
+
+A round's goodput comes from its results' Goodput (the --slo verdict of each measured request,
+failed ones counted as not good); a round whose results carry a `client_overloaded` warning is
+kept but not counted (search.py says why).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchy import __version__
+from benchy import run as run_mod
+from benchy.capacity import search as search_mod
+from benchy.capacity.search import BY_RATE, Observation, Probe, Search, SearchSettings
+from benchy.capacity.types import (
+    CapacityAnswer,
+    CapacityPoint,
+    CapacityResult,
+    CapacityRound,
+    CapacitySetup,
+    save,
+)
+from benchy.client.stream import ClientSettings, redact_url
+from benchy.load.plan import LoadSettings
+from benchy.load.prompts import Template
+from benchy.measure import metrics
+from benchy.measure.metrics import Unavailable
+from benchy.results.types import CaseResult, MetricSummary, RequestResult, RunResult, Stopped
+from benchy.workloads.case import Case
+
+UNJUDGED = "unjudged"  # a request whose SLO figure is null
+ROUNDS_DIR = "rounds"  # each round's results.json and requests.jsonl, under -o
+
+
+class CapacityError(Exception):
+    """The search cannot go on (the SLO cannot be judged); one line."""
+
+
+@dataclass
+class CapacitySettings:
+    client: ClientSettings
+    case: Case  # the case searched; its concurrency or rate is what the search sets
+    search: SearchSettings
+    load: LoadSettings  # --slo (required), --workers, --seed …; requests set per round
+    endpoint: str = "chat"
+    warmup: int = 1
+    template: Template = field(default_factory=Template)
+    stop: tuple[str, ...] = ()
+    server_metrics: bool = True
+    output_dir: Path | None = None
+    command_line: str = ""
+    announce: Callable[[str], None] | None = None  # the banner and one line per round, on stderr
+
+
+@dataclass
+class _Progress:
+    """What the search has measured so far: the rounds' results per load, for the figures."""
+
+    result: CapacityResult
+    cases: dict[float, list[CaseResult]] = field(default_factory=dict)
+    rounds: dict[float, list[CapacityRound]] = field(default_factory=dict)
+
+
+def case_at(case: Case, by: str, load: float) -> Case:
+    """The searched case at one load: `load` requests in flight, or arriving per second."""
+    if by == BY_RATE:
+        return dataclasses.replace(case, concurrency=1, rate=load)
+    return dataclasses.replace(case, concurrency=int(load), rate=None)
+
+
+def search(settings: CapacitySettings) -> CapacityResult:
+    """The whole search; returns capacity.json's content (also saved in output_dir)."""
+    finder = Search(settings.search)
+    progress = _Progress(CapacityResult(benchy_version=__version__, setup=_setup(settings), partial=True))
+    try:
+        while (probe := finder.next_probe()) is not None:
+            results = _measure(settings, probe, _rounds_done(progress))
+            stopped = _record(settings, finder, progress, probe, results)
+            _save(settings, progress, finder)
+            if stopped is not None:
+                progress.result.stopped = stopped
+                return _finish(settings, progress, finder, partial=True)
+    except KeyboardInterrupt:
+        progress.result.stopped = Stopped("SIGINT", "interrupted (Ctrl-C)")
+        return _finish(settings, progress, finder, partial=True)
+    except run_mod.NothingMeasured as exc:
+        progress.result.stopped = Stopped("SIGINT", str(exc))
+        return _finish(settings, progress, finder, partial=True)
+    return _finish(settings, progress, finder, partial=False)
+
+
+def _rounds_done(progress: _Progress) -> int:
+    return sum(len(r) for r in progress.rounds.values())
+
+
+def _measure(settings: CapacitySettings, probe: Probe, n_round: int) -> RunResult:
+    case = case_at(settings.case, settings.search.by, probe.load)
+    folder = _round_folder(settings, n_round, case)
+    run_settings = run_mod.RunSettings(
+        client=settings.client,
+        cases=[case],
+        runs=1,
+        warmup=settings.warmup,
+        endpoint=settings.endpoint,
+        output_dir=folder,
+        command_line=settings.command_line,
+        progress=False,
+        template=settings.template,
+        stop=settings.stop,
+        load=dataclasses.replace(settings.load, requests=probe.requests, duration_s=None),
+        server_metrics=settings.server_metrics,
+        announce=settings.announce if n_round == 0 else None,
+    )
+    return RunResult.from_dict(run_mod.execute(run_settings))
+
+
+def _round_folder(settings: CapacitySettings, n_round: int, case: Case) -> Path | None:
+    if settings.output_dir is None:
+        return None
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", case.label).strip("-")
+    return settings.output_dir / ROUNDS_DIR / f"{n_round + 1:02d}-{slug}"
+
+
+def _record(
+    settings: CapacitySettings, finder: Search, progress: _Progress, probe: Probe, results: RunResult
+) -> Stopped | None:
+    """Hands the round to the search; returns why the search must stop (a stopped run)."""
+    case = results.cases[0] if results.cases else None
+    _fill_identity(progress.result.setup, results)
+    seen = _observation(case, results)
+    finder.record(probe.load, seen)
+    folder = _round_folder(settings, _rounds_done(progress), case_at(settings.case, settings.search.by, probe.load))
+    where = str(folder.relative_to(settings.output_dir)) if folder and settings.output_dir else None
+    rnd = CapacityRound(seen.requests, seen.good, seen.overloaded is None and seen.requests > 0, seen.overloaded, where)
+    progress.rounds.setdefault(probe.load, []).append(rnd)
+    if case is not None and rnd.counted:
+        progress.cases.setdefault(probe.load, []).append(case)
+    if settings.announce:
+        settings.announce(_round_line(settings, finder, probe.load, rnd))
+    if results.stopped is not None:
+        return results.stopped
+    return None
+
+
+def _fill_identity(setup: CapacitySetup, results: RunResult) -> None:
+    """The model and server, as the first round's results name them."""
+    if setup.model is None:
+        setup.model = results.setup.model
+        setup.server_version = results.setup.server_version
+        setup.server = results.setup.server
+
+
+def _observation(case: CaseResult | None, results: RunResult) -> Observation:
+    if case is None:
+        return Observation(0, 0, None)
+    n = case.n_ok + case.n_failed
+    goodput = case.goodput
+    if goodput is None or goodput.fraction is None:
+        why = goodput.unavailable if goodput else "no --slo"
+        raise CapacityError(f"cannot judge the SLO at {case.label}: {why}")
+    overloaded = next((w.message for w in results.warnings if w.code == "client_overloaded"), None)
+    return Observation(n, round(goodput.fraction * n), overloaded)
+
+
+def _round_line(settings: CapacitySettings, finder: Search, load: float, rnd: CapacityRound) -> str:
+    point = finder.points[load]
+    name = load_text(settings.search.by, load)
+    if not rnd.counted:
+        return f"capacity: {name}: round not counted: benchy fell behind ({rnd.overloaded})"
+    low, high = point.interval(settings.search) or (0.0, 0.0)
+    verdict = point.verdict(settings.search)
+    return (
+        f"capacity: {name}: {point.good}/{point.requests} within SLO ({point.goodput:.0%}, "
+        f"{settings.search.confidence:.0%} interval {low:.0%}–{high:.0%}): {verdict}"
+    )
+
+
+def _save(settings: CapacitySettings, progress: _Progress, finder: Search) -> None:
+    progress.result.points = [_point(settings.search, finder, progress, load) for load in finder.order]
+    progress.result.answer = _answer(settings.search, finder, progress.result)
+    if settings.output_dir is not None:
+        save(progress.result, settings.output_dir)
+
+
+def _finish(settings: CapacitySettings, progress: _Progress, finder: Search, partial: bool) -> CapacityResult:
+    progress.result.partial = partial
+    _save(settings, progress, finder)
+    progress.result.notes = _notes(settings.search, progress.result)
+    if settings.output_dir is not None:
+        save(progress.result, settings.output_dir)
+    return progress.result
+
+
+# ------------------------------------------------------------------ the saved figures
+
+
+def _point(s: SearchSettings, finder: Search, progress: _Progress, load: float) -> CapacityPoint:
+    seen = finder.points[load]
+    cases = progress.cases.get(load, [])
+    verdict = seen.verdict(s)
+    point = CapacityPoint(
+        load=load,
+        label=_label(cases, load, s.by),
+        verdict="pass" if seen.leans_pass(s) else "fail",
+        clear=verdict != search_mod.UNDECIDED,
+        requests=seen.requests,
+        good=seen.good,
+        goodput=seen.goodput,
+        interval=seen.interval(s),
+        rounds=progress.rounds.get(load, []),
+    )
+    for metric, name in (("ttft_s", "ttft"), ("itl_s", "itl"), ("e2e_s", "e2e")):
+        setattr(point, name, _pooled(cases, metric, point.unavailable))
+    point.throughput_tps = _weighted_throughput(cases)
+    per_user = _pooled(cases, "decode_tps", point.unavailable)
+    point.per_user_tps = per_user.median if per_user else None
+    point.cache_hit = _cache_hit(cases)
+    if s.by != BY_RATE and cases:
+        point.start_misses = sum(_start_misses(c, int(load)) for c in cases)
+    return point
+
+
+def _label(cases: list[CaseResult], load: float, by: str) -> str:
+    return cases[0].label if cases else load_text(by, load)
+
+
+def _pooled(cases: list[CaseResult], metric: str, unavailable: dict[str, str]) -> MetricSummary | None:
+    values = [v for c in cases for v in c.measured_values(metric)]
+    if values:
+        return MetricSummary.of(values)
+    why = next((c.unavailable[metric] for c in cases if metric in c.unavailable), "no counted request")
+    unavailable[metric] = why
+    return None
+
+
+def _weighted_throughput(cases: list[CaseResult]) -> float | None:
+    pairs = [(c.aggregate_tps, c.n_ok + c.n_failed) for c in cases if c.aggregate_tps is not None]
+    total = sum(n for _, n in pairs)
+    return sum(tps * n for tps, n in pairs) / total if total else None
+
+
+def _start_misses(case: CaseResult, streams: int) -> int:
+    """Requests missing the SLO among the round's first `streams`, which left together."""
+    slo = case.goodput.slo if case.goodput else {}
+    first = sorted((r for r in case.requests if not r.warmup), key=lambda r: r.index)[:streams]
+    return sum(not _met(r, slo) for r in first)
+
+
+def _met(req: RequestResult, slo: dict[str, float]) -> bool:
+    if not req.ok:
+        return False
+    values = {k: Unavailable(UNJUDGED, "no value") if v is None else v for k, v in req.metrics.items()}
+    return metrics.meets_slo(values, slo) is True
+
+
+def _cache_hit(cases: list[CaseResult]) -> float | None:
+    done = [r for c in cases for r in c.measured_ok() if r.prompt_tokens and r.cached_tokens is not None]
+    prompt = sum(r.prompt_tokens or 0 for r in done)
+    return sum(r.cached_tokens or 0 for r in done) / prompt if prompt else None
+
+
+# ------------------------------------------------------------------ the answer in words
+
+
+def load_text(by: str, load: float | None) -> str:
+    if load is None:
+        return "none"
+    return f"rate {load:g} req/s" if by == BY_RATE else f"concurrency {int(load)}"
+
+
+def _answer(s: SearchSettings, finder: Search, result: CapacityResult) -> CapacityAnswer:
+    found = finder.answer()
+    answer = CapacityAnswer(found.kind, found.capacity, found.failing, found.confident, found.client_limited_at)
+    answer.line = answer_line(s, answer, result)
+    return answer
+
+
+def answer_line(s: SearchSettings, answer: CapacityAnswer, result: CapacityResult) -> str:
+    """The one line on stdout, e.g. `capacity: concurrency 12 (13 fails: 84% within SLO)`."""
+    failing = result.point(answer.failing)
+    fails = f"{failing.goodput:.0%} within SLO" if failing and failing.goodput is not None else ""
+    unsure = "" if answer.confident else "; not clear of the target after --max-requests: uncertain"
+    if result.partial and result.stopped is not None:
+        unsure += f"; stopped early: {result.stopped.reason}"
+    if answer.kind == search_mod.FOUND:
+        short = load_text(s.by, answer.failing).split(" ", 1)[1]
+        return f"capacity: {load_text(s.by, answer.capacity)} ({short} fails: {fails}{unsure})"
+    if answer.kind == search_mod.ALL_PASS:
+        return (
+            f"capacity: at least {load_text(s.by, answer.capacity)}: every point passed up to the limit "
+            f"you allowed (--max {s.limit:g}){unsure}"
+        )
+    if answer.kind == search_mod.NONE_PASS:
+        return f"capacity: none: even {load_text(s.by, answer.failing)} fails ({fails}{unsure})"
+    at = load_text(s.by, answer.client_limited_at)
+    below = f"at least {load_text(s.by, answer.capacity)}" if answer.capacity is not None else "unknown"
+    return (
+        f"capacity: {below}: benchy itself fell behind at {at}, which is no evidence about the server "
+        f"(spread the load with --workers, or run benchy on another machine){unsure}"
+    )
+
+
+def _notes(s: SearchSettings, result: CapacityResult) -> list[str]:
+    """Loads that passed above a failing one: goodput was assumed to fall with load."""
+    answer = result.answer
+    if answer is None or answer.failing is None:
+        return []
+    above = [p for p in result.points if p.load > answer.failing and p.verdict == "pass"]
+    return [
+        f"{load_text(s.by, p.load)} passed ({p.goodput:.0%}) above the failing {load_text(s.by, answer.failing)}: "
+        "goodput did not fall steadily with load here, so the answer is the lowest failure's"
+        for p in above
+    ]
+
+
+def _setup(settings: CapacitySettings) -> CapacitySetup:
+    case, s = settings.case, settings.search
+    return CapacitySetup(
+        base_url=redact_url(settings.client.base_url),
+        endpoint=case.endpoint or settings.endpoint,
+        benchy_version=__version__,
+        command_line=settings.command_line,
+        started_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        case=case_at(case, s.by, s.start).label,
+        kind=case.kind,
+        pp=case.pp,
+        tg=case.tg,
+        depth=case.depth,
+        workload=case.workload.to_dict() if case.workload is not None else None,
+        by=s.by,
+        slo=dict(settings.load.slo or {}),
+        goodput=s.target,
+        confidence=s.confidence,
+        interval=s.method,
+        start=s.start,
+        limit=s.limit,
+        min_requests=s.min_requests,
+        max_requests=s.max_requests,
+        resolution=s.resolution if s.by == BY_RATE else None,
+    )

@@ -1,0 +1,259 @@
+"""`benchy capacity` end to end, over real HTTP, against simulators whose answer is known, judged
+against their ground-truth logs; plus its honest edges (exit codes) and bad input.
+
+Sim speeds are the issue's, made faster (every duration divided alike, so every ratio the answer
+depends on stays), so that each point takes about a second."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from benchy.capacity import types as capacity_types
+from benchy.cli import main
+from tests.conftest import REPO_ROOT, run_benchy, sim_env
+
+# The issue's example, 4× faster: pp256 at 8,000 t/s (32 ms; 28 ms once the chat template's
+# first block is served from the prefix cache), tg64 at 200 t/s (320 ms), 4 slots, no batch
+# slowdown.
+ISSUE_SIM = ("--max-running", "4", "--prefill-tps", "8000", "--decode-tps", "200", "--batch-slowdown", "0")
+ISSUE_SLO_S = 0.2
+
+# A prefill-bound server: prefills are serialized (sim/engine.py), decode is almost free.
+PREFILL_SIM = ("--max-running", "64", "--prefill-tps", "20000", "--decode-tps", "2000", "--batch-slowdown", "0")
+PREFILL_SLO_S = 0.275
+
+
+def capacity(sim, out: Path, *args: str):
+    return run_benchy("capacity", "--base-url", sim.base_url, "-o", str(out), *args, timeout=400)
+
+
+def rounds(out: Path, point: dict) -> list[dict]:
+    """The measured requests of a point's counted rounds, from their saved results."""
+    found = []
+    for rnd in point["rounds"]:
+        if rnd["counted"]:
+            results = json.loads((out / rnd["folder"] / "results.json").read_text())
+            found += [r for c in results["cases"] for r in c["requests"] if not r["warmup"]]
+    return found
+
+
+def truth_of(sim, requests: list[dict]) -> list[dict]:
+    by_id = {t["request_id"]: t for t in sim.truth()}
+    return [by_id[r["request_id"]] for r in requests]
+
+
+def truth_ttft(t: dict) -> float:
+    return t["first_token_event_s"] - t["arrival_s"]
+
+
+def point_at(result: dict, load: float) -> dict:
+    return next(p for p in result["points"] if p["load"] == load)
+
+
+def test_the_issues_example_answers_exactly_four(start_sim, tmp_path):
+    """4 slots. At c ≤ 4 no request ever waits for a slot: the worst TTFT is the start of a round,
+    when c requests arrive together and their prefills run one after another, ≤ 4 × 28 ms ≈ 115 ms.
+    At c = 5 one client is always waiting: each time a slot frees, the waiting request takes it,
+    and the slots' ends are bunched by the start (28 ms apart, then a gap of most of a request),
+    so about one request in four waits ~250 ms for a slot: goodput ≈ 0.78 < 0.9. Every SLO between
+    the two (here 200 ms; the issue's 500 ms sits at 4 × 128 ms, the same place before the 4×
+    speed-up, less than a busy machine's margin away) must answer exactly 4, with 5 failing."""
+    sim = start_sim(*ISSUE_SIM)
+    out = tmp_path / "cap"
+    proc = capacity(
+        sim, out, "--pp", "256", "--tg", "64", "--slo", "ttft=200ms", "--min-requests", "10", "--client-retries", "3"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("capacity: concurrency 4 (5 fails: "), proc.stdout
+    result = json.loads((out / "capacity.json").read_text())
+    answer = result["answer"]
+    assert (answer["kind"], answer["capacity"], answer["failing"], answer["confident"]) == ("found", 4, 5, True)
+    # The server's own account agrees with each verdict: at c4 nobody waited for a slot and every
+    # TTFT was within the SLO; at c5 more than 10% of the requests missed it.
+    four, five = truth_of(sim, rounds(out, point_at(result, 4))), truth_of(sim, rounds(out, point_at(result, 5)))
+    assert max(t["admitted_s"] - t["queued_s"] for t in four) < 0.01
+    assert max(truth_ttft(t) for t in four) < ISSUE_SLO_S
+    assert sum(truth_ttft(t) > ISSUE_SLO_S for t in five) > 0.1 * len(five)
+    for load, truth in ((4, four), (5, five)):  # benchy counted exactly the requests the server served in time
+        assert point_at(result, load)["good"] == sum(truth_ttft(t) <= ISSUE_SLO_S for t in truth)
+    # A round's burst: at c4 its 4 requests all get a slot; at c5 the fifth waits a whole request
+    # (~350 ms > 200 ms), a miss in every counted round's start.
+    assert point_at(result, 4)["start_misses"] == 0
+    assert point_at(result, 5)["start_misses"] >= sum(r["counted"] for r in point_at(result, 5)["rounds"])
+    # The two ends are clear of the target; loads below were probed once (one round each).
+    assert point_at(result, 4)["interval"][0] >= 0.9 > point_at(result, 5)["interval"][1]
+    assert all(sum(r["counted"] for r in p["rounds"]) == 1 for p in result["points"] if p["load"] < 4)
+    schema = json.loads(capacity_types.SCHEMA_FILE.read_text(encoding="utf-8"))
+    jsonschema.validate(result, schema)
+    assert schema == capacity_types.json_schema(), "stale: run capacity.types.write_schema()"
+    report = (out / "capacity.md").read_text()
+    assert answer["line"] in report and (out / "figures" / "capacity-pareto.png").stat().st_size > 0
+
+
+def test_rate_search_brackets_the_servers_throughput(start_sim, tmp_path):
+    """Open loop on the same 4-slot server. A request holds a slot for S ≈ 350 ms (the truth
+    log's median), so the server serves at most 4/S requests/s. At 1/S (a quarter of that) four
+    arrivals within one S are rare (Poisson), so nearly nobody waits: the answer is at least 1/S.
+    At 8/S arrivals come twice as fast as they can be served: half of each round queues, for
+    far longer than the SLO, so the lowest failing rate is at most 8/S. Each verdict agrees with
+    the truth log."""
+    sim = start_sim(*ISSUE_SIM)
+    out = tmp_path / "rate"
+    proc = capacity(
+        sim,
+        out,
+        "--by",
+        "rate",
+        "--start",
+        "2",
+        "--max",
+        "32",
+        "--resolution",
+        "0.2",
+        "--pp",
+        "256",
+        "--tg",
+        "64",
+        "--slo",
+        "ttft=200ms",
+        "--min-requests",
+        "10",
+        "--client-retries",
+        "3",
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((out / "capacity.json").read_text())
+    answer = result["answer"]
+    assert proc.stdout.startswith(f"capacity: rate {answer['capacity']:g} req/s (")
+    served = [t for p in result["points"] for t in truth_of(sim, rounds(out, p))]
+    s = statistics.median(t["last_token_event_s"] - t["admitted_s"] for t in served)
+    assert 1 / s <= answer["capacity"] < answer["failing"] <= 8 / s
+    assert answer["failing"] - answer["capacity"] <= 0.2 * answer["failing"]
+    for load in (answer["capacity"], answer["failing"]):
+        truth = truth_of(sim, rounds(out, point_at(result, load)))
+        in_time = sum(truth_ttft(t) <= ISSUE_SLO_S for t in truth) / len(truth)
+        assert (in_time >= 0.9) == (point_at(result, load)["verdict"] == "pass")
+
+
+def test_a_shared_prefix_moves_the_answer(start_sim, tmp_path):
+    """A prefill-bound server (prefills serialized, decode ~2 ms): with c requests in flight the
+    last one's prefill waits for the c − 1 before it, so TTFT ≥ c × P − 2 ms, P the uncached
+    prefill, and c can be at most ⌊275 ms ÷ P⌋ (+1 for that slack). Cold, P is ~50 ms (1,024
+    tokens at 20,000 t/s), far from that bound's edges: 5 × 50 ≤ 275 < 6 × 50, capacity exactly 5.
+    With half of every prompt a shared prefix the server has cached, ~512 tokens are prefilled:
+    P halves and the capacity about doubles (below its bound by the sim's own per-request work,
+    which a busy machine makes larger). Both are judged against the truth log's P, and benchy never
+    counts a request as in time that the server did not deliver in time."""
+    sim = start_sim(*PREFILL_SIM)
+    common = ("--pp", "1024", "--tg", "4", "--slo", "ttft=275ms", "--min-requests", "10", "--client-retries", "3")
+    cold_out, shared_out = tmp_path / "cold", tmp_path / "shared"
+    cold = capacity(sim, cold_out, *common)
+    assert cold.returncode == 0, cold.stderr
+    shared = capacity(sim, shared_out, *common, "--shared-prefix", "0.5")
+    assert shared.returncode == 0, shared.stderr
+    results = [json.loads((o / "capacity.json").read_text()) for o in (cold_out, shared_out)]
+    prefill = []
+    for out, result in zip((cold_out, shared_out), results):
+        truth = [t for p in result["points"] for t in truth_of(sim, rounds(out, p))]
+        prefill.append(statistics.median(t["prefill_end_s"] - t["prefill_start_s"] for t in truth))
+    cold_answer, shared_answer = (r["answer"]["capacity"] for r in results)
+    assert cold_answer == math.floor(PREFILL_SLO_S / prefill[0])
+    assert 1.6 * cold_answer <= shared_answer <= math.floor(PREFILL_SLO_S / prefill[1]) + 1
+    for out, result in zip((cold_out, shared_out), results):
+        for p in result["points"]:  # the client's TTFT includes the server's: never fewer misses
+            assert p["good"] <= sum(truth_ttft(t) <= PREFILL_SLO_S for t in truth_of(sim, rounds(out, p)))
+    assert point_at(results[1], shared_answer)["cache_hit"] >= 0.45  # the server's usage says so
+    assert results[1]["setup"]["kind"] == "shared_prefix" and results[1]["setup"]["workload"]["fraction"] == 0.5
+    compared = run_benchy("compare", str(cold_out), str(shared_out))
+    assert compared.returncode == 0, compared.stderr
+    assert f"shared serves more: concurrency {int(shared_answer)} against concurrency {int(cold_answer)}" in (
+        compared.stdout
+    )
+    assert "case differs" in compared.stdout  # said, not hidden: a different workload
+
+
+def test_honest_edges_have_their_exit_codes(start_sim, tmp_path):
+    """Cold prefill takes ~50 ms, so a 20 ms TTFT fails even alone (exit 7); 275 ms holds at c ≤ 5,
+    so with --max 2 every point passes up to the limit (exit 8). Both are answers, said plainly."""
+    sim = start_sim(*PREFILL_SIM)
+    none = capacity(sim, tmp_path / "none", "--pp", "1024", "--tg", "4", "--slo", "ttft=20ms", "--min-requests", "10")
+    assert none.returncode == 7, none.stderr
+    assert none.stdout.startswith("capacity: none: even concurrency 1 fails (0% within SLO")
+    limit = capacity(
+        sim,
+        tmp_path / "limit",
+        "--pp",
+        "1024",
+        "--tg",
+        "4",
+        "--slo",
+        "ttft=275ms",
+        "--max",
+        "2",
+        "--min-requests",
+        "10",
+        "--client-retries",
+        "3",
+    )
+    assert limit.returncode == 8, limit.stderr
+    assert limit.stdout.startswith("capacity: at least concurrency 2: every point passed up to the limit you allowed")
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--pp", "512"], "needs --slo"),
+        (["--slo", "ttft=1s", "-c", "4"], "chooses the load itself"),
+        (["--slo", "ttft=1s", "--requests", "10"], "sizes each point itself"),
+        (["--slo", "ttft=1s", "--pp", "256", "512"], "one case at a time"),
+        (["--slo", "ttft=1s", "--trace", "sample"], "replays its own arrival times"),
+        (["--slo", "ttft=1s", "--shared-prefix", "0.5", "--by", "rate"], "--by rate needs a plain case"),
+        (["--slo", "ttft=1s", "--start", "2.5"], "whole numbers"),
+        (["--slo", "nope=1"], "--slo 'nope=1'"),
+    ],
+)
+def test_bad_input_is_one_line(capsys, args, needle):
+    """In-process, through the real entry point (as test_bad_input.py does): exit 2, one line."""
+    with pytest.raises(SystemExit) as done:
+        main(["capacity", "--base-url", "http://127.0.0.1:9/v1", *args])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert done.value.code == 2 and len(lines) == 1 and needle in lines[0], err
+
+
+def test_an_interrupted_search_keeps_what_it_measured(start_sim, tmp_path):
+    """Ctrl-C once the first round is saved: exit 130, capacity.json partial, every round measured
+    so far kept, and the line says it stopped early."""
+    sim = start_sim(*ISSUE_SIM)
+    out = tmp_path / "cut"
+    args = ["capacity", "--base-url", sim.base_url, "-o", str(out), "--pp", "256", "--tg", "64"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchy", *args, "--slo", "ttft=200ms", "--min-requests", "10"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+    )
+    deadline = time.monotonic() + 120
+    while not (out / "capacity.json").exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)  # waits for a condition: the first round's save
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    result = json.loads((out / "capacity.json").read_text())
+    assert result["partial"] and result["stopped"]["by"] == "SIGINT"
+    assert result["points"] and all(
+        (out / r["folder"] / "results.json").exists() for p in result["points"] for r in p["rounds"]
+    )
+    assert "stopped early" in stdout and "Traceback" not in stderr

@@ -1,0 +1,56 @@
+"""capacity.json's shape and the capacity report's pure parts: the shipped schema, reading files
+back (and refusing others in one line), the Pareto front and compare's verdict by the brackets."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchy.capacity import types as capacity_types
+from benchy.capacity.types import CapacityAnswer, CapacityPoint, CapacityResult, CapacitySetup
+from benchy.report import capacity as report
+
+
+def test_shipped_schema_is_generated_from_the_classes():
+    shipped = json.loads(capacity_types.SCHEMA_FILE.read_text(encoding="utf-8"))
+    assert shipped == capacity_types.json_schema(), "stale: run capacity.types.write_schema()"
+
+
+def point(load, total, per_user, verdict="pass") -> CapacityPoint:
+    return CapacityPoint(load=load, throughput_tps=total, per_user_tps=per_user, verdict=verdict)
+
+
+def test_pareto_front_keeps_the_points_no_other_beats_on_both_axes():
+    pts = [point(1, 100, 50), point(2, 190, 48), point(4, 350, 44), point(8, 340, 30), point(16, 400, 20)]
+    assert [p.load for p in report.pareto_front(pts)] == [16, 4, 2, 1]  # c8 is beaten by c4 on both
+
+
+def result(capacity, failing, kind="found") -> CapacityResult:
+    return CapacityResult(setup=CapacitySetup(case="pp512 tg128"), answer=CapacityAnswer(kind, capacity, failing))
+
+
+@pytest.mark.parametrize(
+    "a, b, words",
+    [
+        ((4, 5), (8, 9), "more: concurrency 8 against concurrency 4"),
+        ((8, 9), (4, 5), "less: concurrency 4 against concurrency 8"),
+        ((4, 5), (4, 5), "the same capacity"),
+        ((None, 1), (2, 3), "more: concurrency 2 against none"),
+    ],
+)
+def test_compare_says_more_only_when_the_brackets_part(a, b, words):
+    assert report.verdict(result(*a), result(*b)).startswith(words)
+
+
+def test_a_file_round_trips_and_others_are_refused_in_one_line(tmp_path):
+    saved = result(4, 5)
+    saved.points = [point(4, 700, 200)]
+    capacity_types.save(saved, tmp_path)
+    assert capacity_types.read(tmp_path).to_dict() == saved.to_dict()
+    (tmp_path / "capacity.json").write_text(json.dumps({"schema": "benchy/capacity/2.0"}))
+    with pytest.raises(capacity_types.CapacityFileError, match="not one this benchy reads"):
+        capacity_types.read(tmp_path)
+    (tmp_path / "capacity.json").write_text(json.dumps({"schema": "benchy/capacity/1.0", "points": [{}]}))
+    with pytest.raises(capacity_types.CapacityFileError, match="malformed: points\\[0\\]: missing field 'load'"):
+        capacity_types.read(tmp_path)
