@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from benchy.capacity.types import read
+from benchy.results.capacity import read
 
 
 def main(folder: str) -> None:

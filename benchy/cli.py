@@ -1009,8 +1009,8 @@ def compare(results_files, output, test, alpha, min_effect, force):
 
 def _report_capacity(path: Path, output: Path | None) -> bool:
     """`benchy report` of a capacity.json (or its folder); False when it is not one."""
-    from benchy.capacity import types as capacity_types
     from benchy.report import capacity as capacity_report
+    from benchy.results import capacity as capacity_types
 
     if not capacity_types.is_capacity_file(path):
         return False
@@ -1027,8 +1027,8 @@ def _report_capacity(path: Path, output: Path | None) -> bool:
 
 def _compare_capacities(files: tuple[Path, ...], output: Path | None) -> bool:
     """`benchy compare` of capacity.json files (before/after a server flag); False when none is one."""
-    from benchy.capacity import types as capacity_types
     from benchy.report import capacity as capacity_report
+    from benchy.results import capacity as capacity_types
 
     kinds = [capacity_types.is_capacity_file(Path(f)) for f in files]
     if not any(kinds):

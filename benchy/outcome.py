@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only read: the CLI imports this module before any result exists
-    from benchy.capacity.types import CapacityResult
+    from benchy.results.capacity import CapacityResult
     from benchy.results.types import CaseResult, RunResult
 
 EXIT_OK = 0

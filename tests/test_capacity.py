@@ -18,8 +18,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from benchy.capacity import types as capacity_types
 from benchy.cli import main
+from benchy.results import capacity as capacity_types
 from tests.conftest import REPO_ROOT, run_benchy, sim_env
 
 # The issue's example, 4× faster: pp256 at 8,000 t/s (32 ms; 28 ms once the chat template's
@@ -95,7 +95,7 @@ def test_the_issues_example_answers_exactly_four(start_sim, tmp_path):
     assert all(sum(r["counted"] for r in p["rounds"]) == 1 for p in result["points"] if p["load"] < 4)
     schema = json.loads(capacity_types.SCHEMA_FILE.read_text(encoding="utf-8"))
     jsonschema.validate(result, schema)
-    assert schema == capacity_types.json_schema(), "stale: run capacity.types.write_schema()"
+    assert schema == capacity_types.json_schema(), "stale: run benchy.results.capacity.write_schema()"
     report = (out / "capacity.md").read_text()
     assert answer["line"] in report and (out / "figures" / "capacity-pareto.png").stat().st_size > 0
 

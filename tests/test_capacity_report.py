@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from benchy.capacity import types as capacity_types
-from benchy.capacity.types import CapacityAnswer, CapacityPoint, CapacityResult, CapacitySetup
 from benchy.report import capacity as report
+from benchy.results import capacity as capacity_types
+from benchy.results.capacity import CapacityAnswer, CapacityPoint, CapacityResult, CapacitySetup
 
 
 def test_shipped_schema_is_generated_from_the_classes():
     shipped = json.loads(capacity_types.SCHEMA_FILE.read_text(encoding="utf-8"))
-    assert shipped == capacity_types.json_schema(), "stale: run capacity.types.write_schema()"
+    assert shipped == capacity_types.json_schema(), "stale: run benchy.results.capacity.write_schema()"
 
 
 def point(load, total, per_user, verdict="pass") -> CapacityPoint:

@@ -21,19 +21,20 @@ from benchy import __version__
 from benchy import run as run_mod
 from benchy.capacity import search as search_mod
 from benchy.capacity.search import BY_RATE, Observation, Probe, Search, SearchSettings
-from benchy.capacity.types import (
-    CapacityAnswer,
-    CapacityPoint,
-    CapacityResult,
-    CapacityRound,
-    CapacitySetup,
-    save,
-)
 from benchy.client.stream import ClientSettings, redact_url
 from benchy.load.plan import LoadSettings
 from benchy.load.prompts import Template
 from benchy.measure import metrics
 from benchy.measure.metrics import Unavailable
+from benchy.results.capacity import (
+    CapacityAnswer,
+    CapacityPoint,
+    CapacityResult,
+    CapacityRound,
+    CapacitySetup,
+    load_text,
+    save,
+)
 from benchy.results.types import CaseResult, MetricSummary, RequestResult, RunResult, Stopped
 from benchy.workloads.case import Case
 
@@ -119,8 +120,9 @@ def _measure(settings: CapacitySettings, probe: Probe, n_round: int) -> RunResul
         load=dataclasses.replace(settings.load, requests=probe.requests, duration_s=None),
         server_metrics=settings.server_metrics,
         announce=settings.announce if n_round == 0 else None,
+        report=False,  # a round's results.json is kept; the search's own report is capacity.md
     )
-    return RunResult.from_dict(run_mod.execute(run_settings))
+    return run_mod.execute(run_settings)
 
 
 def _round_folder(settings: CapacitySettings, n_round: int, case: Case) -> Path | None:
@@ -269,12 +271,6 @@ def _cache_hit(cases: list[CaseResult]) -> float | None:
 
 
 # ------------------------------------------------------------------ the answer in words
-
-
-def load_text(by: str, load: float | None) -> str:
-    if load is None:
-        return "none"
-    return f"rate {load:g} req/s" if by == BY_RATE else f"concurrency {int(load)}"
 
 
 def _answer(s: SearchSettings, finder: Search, result: CapacityResult) -> CapacityAnswer:

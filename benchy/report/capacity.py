@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchy.capacity.runner import load_text
-from benchy.capacity.types import CapacityPoint, CapacityResult
 from benchy.folders import FIGURES_DIR
+from benchy.results.capacity import CapacityPoint, CapacityResult, load_text
 
 FIGURE_NAME = "capacity-pareto.png"
 REPORT_NAME = "capacity.md"

@@ -9,15 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchy.folders import FIGURES_DIR, clear_figures
-from benchy.report import gpu_view, markdown, server_view, table
+from benchy.report import markdown, server_view, table
 from benchy.results.types import RunResult
 
 
 def write_report(results: RunResult, directory: Path) -> Path:
-    from benchy.report import (
-        plots,  # matplotlib is imported only when a report is drawn
-        workloads,
-    )
+    # matplotlib is imported only when a report is drawn
+    from benchy.report import gpu_plot, plots, workloads
 
     directory.mkdir(parents=True, exist_ok=True)
     clear_figures(directory / FIGURES_DIR)  # no figure of an earlier report stays beside this one
@@ -26,7 +24,7 @@ def write_report(results: RunResult, directory: Path) -> Path:
     embedded = [(f.title, f"{FIGURES_DIR}/{f.path.name}" if f.path else None, f.caption) for f in figures]
     server = server_view.figure(results, directory / FIGURES_DIR)
     server_embedded = (server.title, f"{FIGURES_DIR}/{server.path.name}", server.caption) if server else None
-    gpu = gpu_view.figure(results, directory / FIGURES_DIR)
+    gpu = gpu_plot.figure(results, directory / FIGURES_DIR)
     gpu_embedded = (gpu.title, f"{FIGURES_DIR}/{gpu.path.name}", gpu.caption) if gpu else None
     path = directory / "report.md"
     text = markdown.render(results, figures=embedded, server_figure=server_embedded, gpu_figure=gpu_embedded)

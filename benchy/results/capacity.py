@@ -183,3 +183,9 @@ def write_schema(path: Path = SCHEMA_FILE) -> Path:
     """Regenerates the shipped JSON Schema of capacity.json."""
     path.write_text(json.dumps(json_schema(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
+
+
+def load_text(by: str, load: float | None) -> str:
+    if load is None:
+        return "none"
+    return f"rate {load:g} req/s" if by == "rate" else f"concurrency {int(load)}"
