@@ -252,3 +252,13 @@ def test_think_tags_count_one_token_each_as_in_the_vocabularies_that_emit_them()
 def test_an_instant_server_read_in_a_few_large_chunks_is_not_buffering():
     times = [0.01] * 100 + [0.0105] * 100 + [0.011] * 56  # 256 tokens within 1 ms
     assert not evidence.buffering(evidence.arrivals(times, [1.0] * 256), 0.01).buffered
+
+
+@pytest.mark.parametrize("events", [1, 64])
+def test_the_whole_answer_in_one_arrival_is_buffered(events):
+    # One event at the end, or 64 one-token events in one read (a compressing proxy): the
+    # first token waited for all the others, and nothing is left to time.
+    tokens = [64.0 / events] * events
+    verdict = evidence.buffering(evidence.arrivals([0.371] * events, tokens), 0.371)
+    assert verdict.buffered and "at once" in verdict.reason
+    assert not evidence.buffering(evidence.arrivals([0.05], [1.0]), 0.05).buffered  # one token: nothing hidden

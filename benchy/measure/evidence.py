@@ -19,8 +19,10 @@ answer. Each function here weighs one question with two or more independent witn
   when did they arrive? events arriving within a small share of the stream's mean gap per
                         token are one arrival (a burst); ITL is measured between arrivals,
                         per arrival (median gap) and per token (gaps ÷ tokens)  → `arrivals`
-  buffered or live?     decided by timing: a first arrival carrying many tokens (it waited for
-                        the rest) where lumps are the server's habit, not one late read; or
+  buffered or live?     decided by timing: the whole answer in one arrival (one event, or one
+                        read: a compressing proxy), with nothing left to time; a first arrival
+                        carrying many tokens (it waited for the rest) where lumps are the
+                        server's habit, not one late read; or
                         most tokens arriving in bursts larger than any draft length.
                         Speculative decoding (vLLM: steps of 1-8 tokens per event; llama.cpp:
                         bursts of one-token events no longer than the draft, after a first
@@ -422,6 +424,12 @@ def buffering(arr: list[Arrival], ttft_s: float | None) -> Buffering:
     bursty = sum(a.tokens for a in arr[1:] if a.tokens > SPEC_MAX_ARRIVAL_TOKENS) / total if total else 0.0
     material = hidden >= max(FIRST_ARRIVAL_HIDDEN_MIN_S, FIRST_ARRIVAL_HIDDEN_SHARE * (ttft_s or 0.0))
     figures = dict(first_tokens=first, hidden_s=hidden, largest_arrival=largest, bursty_share=bursty)
+    if len(arr) == 1 and first > FIRST_ARRIVAL_MAX_TOKENS:
+        why = (
+            f"all {first:.0f} tokens arrived at once (one event or one read), so the first token "
+            "waited for all the others and there is no interval to time"
+        )
+        return Buffering(True, why, **figures)
     if first > FIRST_ARRIVAL_MAX_TOKENS and material and _lumps_by_habit(arr):
         why = (
             f"the first arrival carried {first:.0f} tokens, so the first token waited about "
