@@ -20,7 +20,8 @@ the stream), client_error, internal (a benchy bug; report it). A successful requ
 anomalies: no_done, no_usage, malformed_events:N, redirected:N (each request was sent N times
 before the URL that answered), and with a Harmony template special_tokens_stripped (the server
 dropped <|channel|> & co. from the text, so analysis and final cannot be told apart: all of it
-counts as content).
+counts as content). A completion whose text opens with a Harmony marker is read as Harmony
+without the template too (gpt-oss on a raw endpoint): its analysis channel is reasoning.
 """
 
 from __future__ import annotations
@@ -886,6 +887,8 @@ class _StreamReader:
         if delta is None:  # /v1/completions streams `text`; non-chat servers may too
             delta = choice
             content = choice.get("text")
+            if self.harmony is None and not self.rec.token_event_s and _opens_harmony(content):
+                self.harmony = HarmonyStream()  # raw Harmony without --template harmony: read it as such
         elif isinstance(delta, dict):
             content = delta.get("content")
         else:
@@ -975,6 +978,14 @@ class _StreamReader:
         self.rec.status = "error"
         self.rec.error_kind = kind
         self.rec.error = self.scrub(message)
+
+
+_HARMONY_OPENERS = ("<|channel|>", "<|start|>assistant")
+
+
+def _opens_harmony(text: object) -> bool:
+    """Whether a completion's first text is gpt-oss's raw Harmony (its special tokens kept)."""
+    return isinstance(text, str) and text.lstrip().startswith(_HARMONY_OPENERS)
 
 
 def _by_channel(pieces: list[tuple[str, str]]) -> tuple[str, str]:
