@@ -11,6 +11,7 @@ from benchy import run as run_mod
 from benchy.client.stream import ClientSettings
 from benchy.load.plan import LoadSettings
 from benchy.workloads.scenario import sweep
+from tests.conftest import without_environment_warnings
 from tests.test_checks import assert_e2e_matches_truth, codes, measured, truth_of
 
 FAST_PREFILL = ("--prefill-tps", "100000")
@@ -130,3 +131,14 @@ def test_harmony_on_raw_completions_counts_its_analysis_channel_as_reasoning(sta
         assert t["reasoning_tokens"] == 24 and req["completion_tokens"] == t["completion_tokens"] == 64
         assert req["metrics"]["reasoning_tokens"] == pytest.approx(t["reasoning_tokens"], abs=1)
         assert req["metrics"]["ttfc_s"] > req["metrics"]["ttft_s"]  # the answer comes after the analysis
+
+
+@pytest.mark.parametrize("preset", ["default", "spec-vllm", "spec-llamacpp", "llamacpp-silent-eos"])
+def test_healthy_streams_in_a_foreign_vocabulary_raise_no_warning(start_sim, preset):
+    sim = start_sim("--preset", preset, *FAST_PREFILL, "--decode-tps", "200")
+    results = bench(sim, tg=(64,))
+    loud = [w for w in without_environment_warnings(results)["warnings"] if w["severity"] != "info"]
+    assert loud == []
+    truth = truth_of(sim, results)
+    for req in measured(only_case(results)):
+        assert req["token_count"]["tokens"] == truth[req["request_id"]]["completion_tokens"] == 64
