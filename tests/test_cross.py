@@ -15,6 +15,7 @@ from benchy.client.stream import Client, ClientSettings
 from benchy.load.prompts import Template
 from benchy.measure import evidence, metrics, tokenizer
 from benchy.measure.records import REASONING, RequestRecord, read_records
+from benchy.sim import vocab
 from benchy.workloads.scenario import sweep
 from tests.conftest import ENVIRONMENT_WARNINGS
 from tests.test_checks import (
@@ -65,8 +66,9 @@ def test_the_streamed_text_is_kept_and_cut_per_event(start_sim, flags, endpoint,
     assert len(reasoning) == rec.reasoning_chars
     assert rec.token_event_usage == []  # no per-chunk usage unless asked
     (truth,) = sim.truth(expect=1)
-    if not harmony:  # one-token words: the local count is exact
-        assert tokenizer.count(rec.token_event_text) == truth["completion_tokens"]
+    if not harmony:  # the server's own tokenizer counts what it made; benchy's does not
+        assert vocab.count(rec.token_event_text) == truth["completion_tokens"]
+        assert tokenizer.count(rec.token_event_text) > 1.5 * truth["completion_tokens"]
 
 
 def test_continuous_usage_stats_are_recorded_per_event(start_sim):
@@ -152,7 +154,8 @@ def test_usage_that_disagrees_with_the_stream_is_named_and_the_stream_is_counted
     sim = start_sim("--usage-scale", scale, "--decode-tps", "200", *FAST_PREFILL)
     results = bench(sim, tg=(48,))
     w = warning(results, "usage_mismatch")
-    assert {"e2e_tps", "decode_tps"} <= set(w["metrics"]) and "streamed text" in w["message"]
+    assert {"e2e_tps", "decode_tps"} <= set(w["metrics"]) and "usage claims" in w["message"]
+    assert "events count" in w["message"]  # the witness the figures use instead
     (case,) = results["cases"]
     truth = truth_of(sim, results)
     for req in measured(case):

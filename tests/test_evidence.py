@@ -55,16 +55,51 @@ def test_local_event_tokens_cover_the_text_and_never_drop_an_event(text, cuts):
     assert sum(counts) <= tokenizer.count(text) + len(texts)
 
 
-@given(st.integers(1, 500), st.floats(0.25, 4.0))
-def test_token_count_believes_usage_that_the_text_confirms_and_not_otherwise(true, claim_ratio):
-    events = max(1, true // 3)
-    claimed = round(true * claim_ratio)
-    count = evidence.token_count(claimed, float(true), events)
-    if (evidence.agree(claimed, true) and claimed >= events) or claimed == events:
-        assert count.source == "usage" and count.tokens == claimed and count.mismatch is None
-    else:
-        assert count.tokens == true and count.mismatch
-        assert count.estimate == (count.source == evidence.LOCAL)
+@given(st.integers(1, 500), st.floats(0.25, 4.0), st.integers(2, 8))
+def test_the_local_count_alone_never_overrules_usage(usage, local_ratio, per_event):
+    # Several tokens an event and no server timings: the local count is the only other
+    # witness, and an estimate (no real server's tokenizer is o200k).
+    events, local = max(1, usage // per_event), usage * local_ratio
+    count = evidence.token_count(usage, local, events)
+    if evidence.agree(events, local) and local <= events * 1.2 and not evidence.agree(usage, local):
+        assert count.source == evidence.EVENTS and count.mismatch  # two witnesses: one token an event
+        return
+    assert count.source == evidence.USAGE and count.tokens == usage and count.mismatch is None
+    if not evidence.agree(usage, local):
+        assert count.local_mismatch and evidence.LOCAL in count.disagreed
+
+
+def test_h200_usage_backed_by_predicted_n_beats_the_local_count():
+    # The H200 llama-server (random-weight gpt-oss-20b): one token made no event, the local
+    # tokenizer reads the noise as 393 tokens; the server's own timings say 128.
+    count = evidence.token_count(128, 393.0, 127, predicted_n=128)
+    assert (count.tokens, count.source, count.mismatch) == (128, evidence.USAGE, None)
+    assert {evidence.PREDICTED_N, evidence.EVENTS} <= set(count.backed_by)
+    assert count.disagreed == (evidence.LOCAL,) and "does not match" in count.local_mismatch
+
+
+def test_speculative_bursts_in_a_foreign_vocabulary_keep_usage():
+    count = evidence.token_count(128, 181.0, 31)  # 2-7 tokens an event, words not o200k's
+    assert (count.tokens, count.source, count.mismatch) == (128, evidence.USAGE, None)
+    assert count.local_mismatch
+
+
+def test_usage_mismatch_needs_two_witnesses_agreeing_against_usage():
+    doubled = evidence.token_count(200, 104.0, 100)  # one token an event, and the text agrees
+    assert (doubled.tokens, doubled.source) == (100, evidence.EVENTS) and doubled.mismatch
+    assert set(doubled.backed_by) == {evidence.EVENTS, evidence.LOCAL}
+    timed = evidence.token_count(256, 130.0, 40, predicted_n=128)  # the server's timings and the text
+    assert (timed.tokens, timed.source) == (128, evidence.PREDICTED_N) and "agree on 128" in timed.mismatch
+    alone = evidence.token_count(256, 500.0, 40, predicted_n=128)  # predicted_n alone: usage stands
+    assert (alone.tokens, alone.source, alone.mismatch) == (256, evidence.USAGE, None)
+    assert evidence.PREDICTED_N in alone.disagreed
+
+
+def test_without_usage_the_servers_own_counts_come_before_the_estimate():
+    timed = evidence.token_count(None, 300.0, 20, predicted_n=96)
+    assert (timed.tokens, timed.source, timed.estimate) == (96, evidence.PREDICTED_N, False)
+    chunked = evidence.token_count(None, 300.0, 20, per_chunk=90)
+    assert (chunked.tokens, chunked.source) == (90, evidence.PER_CHUNK)
 
 
 def test_token_count_one_token_per_event_confirms_usage_without_the_local_count():
@@ -217,3 +252,13 @@ def test_think_tags_count_one_token_each_as_in_the_vocabularies_that_emit_them()
 def test_an_instant_server_read_in_a_few_large_chunks_is_not_buffering():
     times = [0.01] * 100 + [0.0105] * 100 + [0.011] * 56  # 256 tokens within 1 ms
     assert not evidence.buffering(evidence.arrivals(times, [1.0] * 256), 0.01).buffered
+
+
+@pytest.mark.parametrize("events", [1, 64])
+def test_the_whole_answer_in_one_arrival_is_buffered(events):
+    # One event at the end, or 64 one-token events in one read (a compressing proxy): the
+    # first token waited for all the others, and nothing is left to time.
+    tokens = [64.0 / events] * events
+    verdict = evidence.buffering(evidence.arrivals([0.371] * events, tokens), 0.371)
+    assert verdict.buffered and "at once" in verdict.reason
+    assert not evidence.buffering(evidence.arrivals([0.05], [1.0]), 0.05).buffered  # one token: nothing hidden

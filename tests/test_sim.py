@@ -23,6 +23,7 @@ from multidict import CIMultiDict
 
 from benchy import __version__
 from benchy.measure import tokenizer
+from benchy.sim import vocab
 from benchy.sim.app import event_groups
 from benchy.sim.cache import PrefixCache
 from benchy.sim.config import PRESET_HELP, build_config
@@ -151,7 +152,7 @@ def test_streamed_chat_matches_truth(start_sim):
     assert first["delta"]["role"] == "assistant"
     content = content_of(obs)
     usage = usage_of(obs)
-    assert tokenizer.count(content) == usage["completion_tokens"] == 12
+    assert vocab.count(content) == usage["completion_tokens"] == 12
     assert obs.chunks[-2]["choices"][0]["finish_reason"] == "length"
     rendered_count = tokenize(sim, {"model": MODEL, "messages": chat()["messages"]})["count"]
     assert usage["prompt_tokens"] == rendered_count
@@ -184,13 +185,13 @@ def test_non_stream_chat_and_completions(start_sim):
     body = chat_obs.json()
     assert body["object"] == "chat.completion"
     message = body["choices"][0]["message"]
-    assert message["role"] == "assistant" and tokenizer.count(message["content"]) == 7
+    assert message["role"] == "assistant" and vocab.count(message["content"]) == 7
     assert body["usage"]["completion_tokens"] == 7
     assert body["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
     cmpl = cmpl_obs.json()
     assert cmpl["object"] == "text_completion"
-    assert tokenizer.count(cmpl["choices"][0]["text"]) == 9
-    assert cmpl["usage"]["prompt_tokens"] == tokenizer.count(prompt)
+    assert vocab.count(cmpl["choices"][0]["text"]) == 9
+    assert cmpl["usage"]["prompt_tokens"] == vocab.count(prompt)
     # /v1/completions caps at 16 tokens by default, like OpenAI and vLLM.
     assert default_obs.json()["usage"]["completion_tokens"] == 16
     records = sim.truth(expect=3)
@@ -212,9 +213,9 @@ def test_streamed_completions(start_sim):
         },
     )
     text = "".join(c["choices"][0]["text"] for c in obs.chunks if c["choices"])
-    assert tokenizer.count(text) == 6 and obs.done
+    assert vocab.count(text) == 6 and obs.done
     assert obs.chunks[0]["object"] == "text_completion"
-    assert usage_of(obs)["prompt_tokens"] == tokenizer.count("one two three")
+    assert usage_of(obs)["prompt_tokens"] == vocab.count("one two three")
     no_usage = post(sim.base_url + "/completions", {"model": MODEL, "prompt": "x", "max_tokens": 3, "stream": True})
     assert all(c["choices"] for c in no_usage.chunks) and no_usage.done
 
@@ -246,12 +247,12 @@ def test_tokenize_both_styles(start_sim):
     sim = start_sim(truth_log=False)
     text = "Hello there, general Kenobi"
     vllm = tokenize(sim, {"model": MODEL, "prompt": text})
-    assert vllm == {"count": tokenizer.count(text), "tokens": tokenizer.encode(text), "max_model_len": 32768}
-    assert tokenize(sim, {"content": text}) == {"tokens": tokenizer.encode(text)}
+    assert vllm == {"count": vocab.count(text), "tokens": vocab.encode(text), "max_model_len": 32768}
+    assert tokenize(sim, {"content": text}) == {"tokens": vocab.encode(text)}
     messages = tokenize(sim, {"model": MODEL, "messages": [{"role": "user", "content": text}]})
     # The chat template adds a system preamble longer than one 16-token cache block.
-    assert messages["count"] > tokenizer.count(text) + 16
-    assert messages["tokens"][0] == tokenizer.encode("<|start|>")[0]
+    assert messages["count"] > vocab.count(text) + 16
+    assert messages["tokens"][0] == vocab.encode("<|start|>")[0]
 
 
 # --- output length ---
@@ -291,7 +292,7 @@ def test_stop_strings(start_sim):
     url = sim.base_url + "/chat/completions"
     full = post(url, chat("stop me", max_tokens=30, ignore_eos=True)).json()
     text = full["choices"][0]["message"]["content"]
-    tokens = [tokenizer.decode([t]) for t in tokenizer.encode(text)]
+    tokens = vocab.pieces(text)
     stop = tokens[10]
     expected = text[: text.find(stop)]
     streamed, whole = post_many(
@@ -302,7 +303,7 @@ def test_stop_strings(start_sim):
         ],
     )
     assert content_of(streamed) == expected == whole.json()["choices"][0]["message"]["content"]
-    assert usage_of(streamed)["completion_tokens"] == tokenizer.count(expected)
+    assert usage_of(streamed)["completion_tokens"] == vocab.count(expected)
     assert streamed.chunks[-2]["choices"][0]["finish_reason"] == "stop"
     assert whole.json()["choices"][0]["finish_reason"] == "stop"
     # A stop string starting inside a token ends the output before that whole token.
@@ -474,7 +475,7 @@ def test_tokens_per_event_buffering(start_sim):
     obs = post(sim.base_url + "/chat/completions", stream_chat(max_tokens=10, ignore_eos=True))
     token_chunks = [c for c in obs.chunks if c["choices"]]
     assert len(token_chunks) == math.ceil(10 / 4)
-    assert [tokenizer.count(c["choices"][0]["delta"]["content"]) for c in token_chunks] == [4, 4, 2]
+    assert [vocab.count(c["choices"][0]["delta"]["content"]) for c in token_chunks] == [4, 4, 2]
     [record] = sim.truth(expect=1)
     assert [e["tokens"] for e in token_events(record)] == [4, 4, 2]
     # each event goes out once its last token exists
@@ -519,12 +520,12 @@ def test_reasoning_split(start_sim):
     sim = start_sim(*FAST, "--reasoning-tokens", "5")
     url = sim.base_url + "/chat/completions"
     obs = post(url, stream_chat(max_tokens=12, ignore_eos=True))
-    assert tokenizer.count(content_of(obs, "reasoning_content")) == 5
-    assert tokenizer.count(content_of(obs)) == 7
+    assert vocab.count(content_of(obs, "reasoning_content")) == 5
+    assert vocab.count(content_of(obs)) == 7
     assert usage_of(obs)["completion_tokens_details"]["reasoning_tokens"] == 5
     assert usage_of(obs)["completion_tokens"] == 12
     whole = post(url, chat(max_tokens=12, ignore_eos=True)).json()
-    assert tokenizer.count(whole["choices"][0]["message"]["reasoning_content"]) == 5
+    assert vocab.count(whole["choices"][0]["message"]["reasoning_content"]) == 5
     record = sim.truth(expect=2)[0]
     assert [e["kind"] for e in token_events(record)] == ["reasoning"] * 5 + ["content"] * 7
     assert record["reasoning_tokens"] == 5
@@ -781,6 +782,18 @@ def sim_env() -> dict:
     return env
 
 
+def test_the_simulator_has_a_tokenizer_of_its_own():
+    """No real server counts with benchy's o200k: nor may the simulator, or benchy's local count
+    would always agree with its usage. Its outputs must count differently in o200k."""
+    for path in (REPO_ROOT / "benchy" / "sim").glob("*.py"):
+        text = path.read_text()
+        assert "benchy.measure" not in text and "tiktoken" not in text, path.name
+    output = "".join(vocab.words(200, seed=1))
+    assert vocab.count(output) == 200 and tokenizer.count(output) == 2 * 200  # two each, as chosen
+    prompt = tokenizer.filler(300)  # benchy's filler counts alike in both, as on most servers
+    assert vocab.count(prompt) == tokenizer.count(prompt) == 300
+
+
 def test_help_is_short_and_the_docs_document_every_behaviour():
     proc = subprocess.run(
         [sys.executable, "-m", "benchy", "sim", "--help"],
@@ -822,6 +835,9 @@ def test_help_is_short_and_the_docs_document_every_behaviour():
         "--think-inline",
         "--host-copy-tps",
         "--timings",
+        "--hold-open-s",
+        "--silent-tokens",
+        "own tokenizer",
         *ALL_FAULTS,
         *PRESET_HELP,
         "/tokenize",

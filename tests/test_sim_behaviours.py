@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchy.measure import tokenizer
+from benchy.sim import vocab
 from benchy.sim.config import ConfigError, build_config
 from benchy.sim.engine import prompt_hash, spec_steps, think_inline
 from tests.test_sim import chat, content_of, post, stream_chat, token_events, tokenize, usage_of
@@ -52,7 +52,7 @@ def test_spec_vllm_events_carry_one_step_each(start_sim):
     assert sizes == spec_steps(build_config("spec-vllm"), 120, prompt_hash(ids))
     made, starts = truth["token_times_s"], [sum(sizes[:i]) for i in range(len(sizes))]
     assert all(made[i + 1] - made[i] < STEP_S for s, n in zip(starts, sizes) for i in range(s, s + n - 1))
-    assert tokenizer.count(content_of(obs)) == 120
+    assert vocab.count(content_of(obs)) == 120
 
 
 def test_spec_llamacpp_sends_a_step_as_a_burst_of_one_token_events(start_sim):

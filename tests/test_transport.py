@@ -78,10 +78,11 @@ def test_query_string_of_the_base_url_is_on_every_request(start_sim, transport):
     sim = start_sim("--instant")
     with Relay(int(sim.url.rsplit(":", 1)[1])) as relay:
         results = execute(f"{relay.url}/v1?api-version=2024-02-01", transport)
-    # The client's own requests (the model list, calibration, the streams); server.py's identity
-    # probes (/props, /metrics, …) go through Client.session and build their own URLs.
+    # The client's own requests (the model list, calibration and its /tokenize of an answer, the
+    # streams); server.py's identity probes (/props, /metrics, …) go through Client.session and
+    # build their own URLs.
     own = [r.target for r in relay.requests if r.method == "POST"] + [relay.requests[0].target]
-    assert {t.split("?")[0] for t in own} == {"/v1/models", "/v1/chat/completions"}
+    assert {t.split("?")[0] for t in own} == {"/v1/models", "/v1/chat/completions", "/tokenize"}
     assert all(t.endswith("?api-version=2024-02-01") for t in own), own
     assert results["setup"]["base_url"].endswith("/v1?api-version=2024-02-01")
     assert all(r["status"] == "ok" for r in measured_records(results))

@@ -9,9 +9,9 @@ Codes (severity): sse_buffering (warning), above_bandwidth_ceiling (error), ceil
 output_length_mismatch (warning), no_usage (warning), request_errors (warning; error when
 most requests of the case failed), client_overloaded (warning), first_chunk_before_prefill (info),
 dangerous_stop (warning; error when most requests of the case failed), special_tokens_stripped
-(warning), usage_mismatch (warning), prompt_length_mismatch (warning), ttft_not_prefill
-(warning), prefill_holds_queueing (warning), gpu_samples_failed (warning), gpu_idle_dominates
-(info).
+(warning), usage_mismatch (warning), local_tokenizer_mismatch (info), prompt_length_mismatch (warning),
+ttft_not_prefill (warning), prefill_holds_queueing (warning), gpu_samples_failed (warning),
+gpu_idle_dominates (info).
 
 What is withheld is decided where the results are built (results.py: a buffered stream, a
 TTFT trend, stripped Harmony markers), with a reason code; a check reports it by that code and
@@ -439,8 +439,7 @@ def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
 
 def _believed_tokens(req: RequestResult) -> int:
     """The completion count the figures use: usage, unless the stream contradicts it."""
-    count = req.token_count or {}
-    return int(count.get("tokens", req.completion_tokens or 0))
+    return req.token_count.tokens if req.token_count else int(req.completion_tokens or 0)
 
 
 def _short_output_cause(short: list[RequestResult], stop: list[str]) -> tuple[str, str]:
@@ -474,7 +473,7 @@ def no_usage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     text confirms, needs no usage."""
     ok = case.measured_ok()
     missing = [r for r in ok if not r.usage_reported]
-    guessed = [r for r in missing if (r.token_count or {"estimate": True}).get("estimate")]
+    guessed = [r for r in missing if r.token_count is None or r.token_count.estimate]
     if guessed:
         scale = (run.setup.calibration or {}).get("scale") or 1.0
         yield Warning_(
@@ -499,24 +498,50 @@ USAGE_HINT = (
 
 @case_check
 def usage_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
-    """usage against an independent count: the events and the streamed text counted locally."""
+    """usage against two independent witnesses that agree on another count (evidence.token_count),
+    or usage below the event count."""
     ok = case.measured_ok()
-    doubted = [r for r in ok if (r.token_count or {}).get("mismatch")]
+    doubted = [(r, r.token_count) for r in ok if r.token_count and r.token_count.mismatch]
     if not doubted:
         return
-    first = doubted[0].token_count or {}
-    usage = float(np.median([(r.token_count or {}).get("usage") or 0 for r in doubted]))
-    counted = float(np.median([(r.token_count or {}).get("tokens") or 0 for r in doubted]))
+    first = doubted[0][1]
+    usage = float(np.median([c.usage or 0 for _, c in doubted]))
+    counted = float(np.median([c.tokens for _, c in doubted]))
     yield Warning_(
         "usage_mismatch",
         WARNING,
         case.label,
-        f"{len(doubted)} of {len(ok)} requests: {first['mismatch']}. The figures use the streamed "
-        f"text's count ({first['tokens']} tokens, from the {first['source']}), not usage.",
+        f"{len(doubted)} of {len(ok)} requests: {first.mismatch}. The figures use the {first.source} "
+        f"count ({first.tokens} tokens), not usage.",
         USAGE_HINT,
         metrics=COUNTED_METRICS,
         details={"requests": len(doubted), "usage_median": usage, "counted_median": counted},
         evidence=(Evidence("usage_to_stream_ratio", usage / counted if counted else None, 1.0, "ratio"),),
+    )
+
+
+LOCAL_TOKENIZER_HINT = (
+    "Nothing to fix: usage is used. The local count is benchy's o200k tokenizer, an estimate "
+    "for any model whose vocabulary is not o200k (and for random-weight models, whose text is noise)."
+)
+
+
+@case_check
+def local_tokenizer_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """A note, not a warning: the local count alone disagreed with usage and was outvoted."""
+    ok = case.measured_ok()
+    odd = [c for r in ok if (c := r.token_count) and c.local_mismatch and c.local is not None]
+    if not odd:
+        return
+    ratio = float(np.median([(c.local or 0.0) / c.tokens for c in odd if c.tokens]))
+    yield Warning_(
+        "local_tokenizer_mismatch",
+        INFO,
+        case.label,
+        f"{len(odd)} of {len(ok)} requests: {odd[0].local_mismatch}.",
+        LOCAL_TOKENIZER_HINT,
+        details={"requests": len(odd), "backed_by": sorted({b for c in odd for b in c.backed_by})},
+        evidence=(Evidence("local_to_usage_ratio", ratio, 1.0, "ratio"),),
     )
 
 

@@ -61,9 +61,11 @@ class Response:
         self.__dict__.update(Response().__dict__)
 
 
-# on_head(response) → stream the body to the sink? ; sink(bytes, perf_counter of the read)
+# on_head(response) → stream the body to the sink? ; sink(bytes, perf_counter of the read) →
+# None to read on, or seconds to wait at most for the body's end (the answer is whole: a body
+# still open then is left, and its connection closed)
 OnHead = Callable[[Response], bool]
-Sink = Callable[[bytes, float], None]
+Sink = Callable[[bytes, float], float | None]
 
 
 @dataclass(frozen=True)
@@ -388,6 +390,7 @@ class _Exchange:
         self.streaming = False  # body bytes go to the sink (on_body's one test, per event)
         self.now = self.last_read = time.perf_counter()
         self.reusable = False
+        self._grace: asyncio.TimerHandle | None = None  # the sink's answer is whole: the body's last chance
 
     async def wait(self, deadline: float, timeout_s: float) -> None:
         self._stall_handle = self.loop.call_at(self._loop_time(self.last_read + self.stall_s), self._check_stall)
@@ -399,6 +402,8 @@ class _Exchange:
         finally:
             self._stall_handle.cancel()
             total.cancel()
+            if self._grace is not None:
+                self._grace.cancel()
             self.conn.exchange = None
 
     def _loop_time(self, perf_time: float) -> float:
@@ -462,7 +467,9 @@ class _Exchange:
 
     def on_body(self, body: bytes) -> None:
         if self.streaming:
-            self.sink(body, self.now)
+            wait = self.sink(body, self.now)
+            if wait is not None:
+                self._answered(wait)
             return
         resp = self.response
         if not self.done.done() and len(resp.peek) < PEEK_BYTES:
@@ -473,6 +480,16 @@ class _Exchange:
     def on_message_complete(self) -> None:
         if self.in_body and not self.done.done():
             self._finish(self.now, reusable=self.parser.should_keep_alive())
+
+    def _answered(self, wait_s: float) -> None:
+        """The sink has the whole answer: the body may end within wait_s, or it is left."""
+        if self._grace is not None:
+            self._grace.cancel()
+        self._grace = self.loop.call_at(self._loop_time(self.now + wait_s), self._leave)
+
+    def _leave(self) -> None:
+        if not self.done.done():
+            self._finish(self.last_read, reusable=False)  # mid-body: the connection cannot be reused
 
     # ---- endings ----
     def _finish(self, now: float, reusable: bool = False) -> None:

@@ -20,7 +20,8 @@ the stream), client_error, internal (a benchy bug; report it). A successful requ
 anomalies: no_done, no_usage, malformed_events:N, redirected:N (each request was sent N times
 before the URL that answered), and with a Harmony template special_tokens_stripped (the server
 dropped <|channel|> & co. from the text, so analysis and final cannot be told apart: all of it
-counts as content).
+counts as content). A completion whose text opens with a Harmony marker is read as Harmony
+without the template too (gpt-oss on a raw endpoint): its analysis channel is reasoning.
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ from benchy.client.http1 import (
 from benchy.client.redact import header_secrets, redact_url, scrub, scrub_list, url_secrets
 from benchy.client.sse import SSEParser
 from benchy.measure.records import CONTENT, REASONING, RequestRecord
+
+# Once finish_reason and usage are in, [DONE] and the body's end get this long (they follow in
+# the same write on every server seen); finish_reason without usage waits this long for usage.
+# Neither delays a figure: the request's end is when the answer was whole.
+DONE_GRACE_S = 0.25
+USAGE_GRACE_S = 1.0
 
 __all__ = ["Client", "ClientSettings", "ServerError", "TransientError", "parse_header", "redact_url", "scrub"]
 
@@ -403,10 +410,46 @@ class Client:
                 await asyncio.sleep(min(exc.retry_after_s or 0.05 * 2**attempt, 5.0))
         raise AssertionError("unreachable")
 
+    async def answer_of(
+        self, prompt: str, endpoint: str, max_tokens: int, extra: dict | None = None
+    ) -> tuple[str, dict]:
+        """A non-streamed request of max_tokens: (the answer's text, usage). For calibrating the
+        local count of output text; raises ServerError or TransientError."""
+        obj = await self._post_once(prompt, endpoint, max_tokens, extra)
+        choice = (obj.get("choices") or [{}])[0]
+        if not isinstance(choice, dict):
+            return "", obj["usage"]
+        message = choice.get("message")
+        held: dict = message if isinstance(message, dict) else choice
+        parts = [held.get(key) for key in ("reasoning_content", "reasoning", "content", "text")]
+        return "".join(p for p in parts if isinstance(p, str)), obj["usage"]
+
+    async def server_token_count(self, text: str) -> int | None:
+        """The server's own count of `text` (its /tokenize: llama.cpp's {content}, else vLLM's
+        and SGLang's {model, prompt}), without special tokens; None where none answers."""
+        bodies = (
+            {"content": text, "add_special": False},
+            {"model": self.settings.model, "prompt": text, "add_special_tokens": False},
+        )
+        for body in bodies:
+            try:
+                status, _, data = await self._fetch("POST", self.url_of("/tokenize", root=True), orjson.dumps(body))
+            except Exception:
+                return None
+            obj = _loads(data) if status == 200 else None
+            tokens = obj.get("tokens") if isinstance(obj, dict) else None
+            if isinstance(tokens, list):
+                return len(tokens)
+        return None
+
     async def _usage_once(self, prompt: str, endpoint: str, extra: dict | None = None) -> dict:
+        return (await self._post_once(prompt, endpoint, 1, extra))["usage"]
+
+    async def _post_once(self, prompt: str, endpoint: str, max_tokens: int, extra: dict | None = None) -> dict:
+        """One non-streamed request; its JSON body, which has usage.prompt_tokens."""
         url = self.url(endpoint)
         where = redact_url(url)
-        body = orjson.dumps(self.payload(prompt, 1, endpoint, stream=False, extra=extra))
+        body = orjson.dumps(self.payload(prompt, max_tokens, endpoint, stream=False, extra=extra))
         try:
             status, headers, data = await self._fetch("POST", url, body)
         except Exception as exc:
@@ -422,7 +465,8 @@ class Client:
         usage = obj.get("usage") if isinstance(obj, dict) else None
         if not isinstance(usage, dict) or not isinstance(usage.get("prompt_tokens"), int):
             raise TransientError(f"{where}: response has no usage.prompt_tokens")
-        return usage
+        assert isinstance(obj, dict)  # it has usage
+        return obj
 
     async def stream(
         self,
@@ -567,8 +611,7 @@ class _Aiohttp:
             response.headers = {k.lower(): v for k, v in resp.headers.items()}
             response.streamed = req.on_head(response)
             if response.streamed:
-                async for chunk in resp.content.iter_any():
-                    req.sink(chunk, time.perf_counter())
+                await _read_body(resp, req.sink)
             else:
                 response.peek = await resp.content.read(PEEK_BYTES)
             response.end_s = time.perf_counter()
@@ -613,6 +656,23 @@ class _Aiohttp:
                 await session.close()
 
 
+async def _read_body(resp: aiohttp.ClientResponse, sink: Sink) -> None:
+    """Every read to the sink until the body ends, or until the sink's grace runs out once it
+    has the whole answer (the connection is then closed, not reused)."""
+    wait: float | None = None
+    while True:
+        try:
+            read = resp.content.readany()
+            chunk = await (read if wait is None else asyncio.wait_for(read, wait))
+        except asyncio.TimeoutError:
+            resp.close()
+            return
+        if not chunk:
+            return
+        got = sink(chunk, time.perf_counter())
+        wait = got if got is not None else wait
+
+
 async def _note_reused_connection(session, trace_config_ctx, params) -> None:
     if isinstance(trace_config_ctx.trace_request_ctx, Response):
         trace_config_ctx.trace_request_ctx.reused = True
@@ -638,6 +698,8 @@ class _StreamReader:
         "texts",
         "kinds",
         "t0",
+        "finished_s",
+        "answered_s",
     )
 
     def __init__(self, rec: RequestRecord, scrub: Callable[[str], str] = str, harmony: bool = False) -> None:
@@ -653,14 +715,20 @@ class _StreamReader:
         self.texts: list[str] = []  # each token event's text, joined into rec.token_event_text
         self.kinds: list[str] = []  # and its kind, into rec.token_event_kinds (a str += per event is O(n²))
         self.t0 = 0.0  # feed()'s `now` minus this is the record's time (the transport's sink is feed itself)
+        self.finished_s: float | None = None  # when finish_reason came
+        self.answered_s: float | None = None  # when finish_reason and usage had both come: the end
 
-    def feed(self, chunk: bytes, now: float) -> None:
+    def feed(self, chunk: bytes, now: float) -> float | None:
+        """Books one read. Returns how much longer the transport should wait for the body to
+        end once the answer is whole (finish_reason and usage; finish_reason alone: a grace for
+        the usage), None to read on: a request ends with its answer, not with [DONE] or the
+        connection's close (some gateways send neither)."""
         now -= self.t0
         rec = self.rec
         if self.plain_prefix and self.parser.idle():
             done = self._plain_events(chunk, now)
             if done == len(chunk):
-                return
+                return None
             chunk = chunk[done:]
         for data in self.parser.feed(chunk):
             rec.sse_events += 1
@@ -671,12 +739,26 @@ class _StreamReader:
                 self._event(data, now)
             else:
                 self._text_event(now, content, "")
+        return self._grace(now)
+
+    def _grace(self, now: float) -> float | None:
+        rec = self.rec
+        if rec.status != "ok":
+            return None
+        if rec.finish_reason is not None:
+            self.finished_s = now if self.finished_s is None else self.finished_s
+            if rec.usage_reported and self.answered_s is None:
+                self.answered_s = now
+        if self.done or self.answered_s is not None:  # after [DONE] only the body's end can follow
+            return DONE_GRACE_S
+        return USAGE_GRACE_S if self.finished_s is not None else None
 
     def close(self, now: float) -> None:
         for data in self.parser.close():
             self._event(data, now)
         rec = self.rec
-        rec.end_s = now
+        # The answer's end: finish_reason with usage, else finish_reason (no usage came).
+        rec.end_s = self.answered_s or self.finished_s or now
         self._settle()
         if rec.status != "ok":
             return
@@ -805,6 +887,8 @@ class _StreamReader:
         if delta is None:  # /v1/completions streams `text`; non-chat servers may too
             delta = choice
             content = choice.get("text")
+            if self.harmony is None and not self.rec.token_event_s and _opens_harmony(content):
+                self.harmony = HarmonyStream()  # raw Harmony without --template harmony: read it as such
         elif isinstance(delta, dict):
             content = delta.get("content")
         else:
@@ -894,6 +978,14 @@ class _StreamReader:
         self.rec.status = "error"
         self.rec.error_kind = kind
         self.rec.error = self.scrub(message)
+
+
+_HARMONY_OPENERS = ("<|channel|>", "<|start|>assistant")
+
+
+def _opens_harmony(text: object) -> bool:
+    """Whether a completion's first text is gpt-oss's raw Harmony (its special tokens kept)."""
+    return isinstance(text, str) and text.lstrip().startswith(_HARMONY_OPENERS)
 
 
 def _by_channel(pieces: list[tuple[str, str]]) -> tuple[str, str]:

@@ -43,7 +43,7 @@ async def run_conversations(plan: CasePlan, case_io: CaseIO) -> None:
     for i in range(plan.warmup):
         message = prompts.message(spec.first_tokens or plan.case.pp)
         rec = _record(plan, f"w{i}", -1, i, message.nonce, warmup=True)
-        rec.local_token_scale = prompts.calibration.scale
+        rec.local_token_scale = prompts.calibration.text_scale
         await _send(client, plan, rec, [_user(message.text)], extra)
         on_record(rec)
     start_s = await start() if start else time.perf_counter()
@@ -115,7 +115,7 @@ async def _control(
     prompt = prompts.build(length)
     rec = _record(plan, f"cold{turn}u{u}", u, turn, prompt.nonce)
     rec.conversation, rec.control, rec.index = None, True, -1
-    rec.local_token_scale = prompts.calibration.scale
+    rec.local_token_scale = prompts.calibration.text_scale
     rec.target_prompt_tokens, rec.expected_cached_tokens = length, 0
     rec.unique_tokens = round((prompt.unique_local_tokens or prompt.local_tokens) * prompts.calibration.scale)
     await _send(client, plan, rec, [_user(prompt.text)], extra)
@@ -141,7 +141,7 @@ async def _conversation(
         tokens = spec.first_tokens if turn == 1 and spec.first_tokens else plan.case.pp
         message = prompts.message(tokens)
         rec = _record(plan, f"c{conversation}t{turn}", conversation, turn, message.nonce)
-        rec.local_token_scale = prompts.calibration.scale
+        rec.local_token_scale = prompts.calibration.text_scale
         rec.unique_tokens = round(message.local_tokens * prompts.calibration.scale)
         rec.expected_cached_tokens = _history_tokens(previous)
         rec.target_prompt_tokens = _target_prompt(previous, rec.unique_tokens, prompts)

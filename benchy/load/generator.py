@@ -75,7 +75,7 @@ def _sends(
             unique_tokens=round((prompt.unique_local_tokens or prompt.local_tokens) * prompts.calibration.scale)
             if shared
             else None,
-            local_token_scale=prompts.calibration.scale,
+            local_token_scale=prompts.calibration.text_scale,
         )
         return Send(rec, prompt)
 

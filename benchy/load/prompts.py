@@ -105,6 +105,15 @@ class Calibration:
     method: str = "none"
     # check_length's finding: {target_tokens, server_tokens, missed} or {target_tokens, error}
     length_check: dict | None = None
+    # Server tokens per local token of *output* text (a model's words are not the filler's):
+    # from the server's /tokenize of an answer, else from its usage; None: not measured.
+    output_scale: float | None = None
+    output_method: str | None = None  # "tokenize" | "usage"
+
+    @property
+    def text_scale(self) -> float:
+        """The scale for counting streamed output locally: the output's, else the prompts'."""
+        return self.output_scale or self.scale
 
     @classmethod
     def fit(cls, local: tuple[int, int], server: tuple[int, int]) -> Calibration:
@@ -123,6 +132,8 @@ class Calibration:
         out = {"overhead_tokens": round(self.overhead, 2), "scale": round(self.scale, 5), "method": self.method}
         if self.length_check is not None:
             out["length_check"] = dict(self.length_check)
+        if self.output_scale is not None:
+            out["output_scale"], out["output_method"] = round(self.output_scale, 5), self.output_method
         return out
 
     def covers(self, server_tokens: int) -> bool:
@@ -260,9 +271,39 @@ async def calibrate(client, endpoint: str, salt: str, template: Template = Templ
         await client.usage_of(template.render(p.text, endpoint), endpoint, template.request_options(endpoint))
         for p in prompts
     ]
-    return Calibration.fit(
+    fitted = Calibration.fit(
         (prompts[0].local_tokens, prompts[1].local_tokens), (usages[0]["prompt_tokens"], usages[1]["prompt_tokens"])
     )
+    found = await output_scale(client, endpoint, template.render(prompts[0].text, endpoint), template)
+    return replace(fitted, output_scale=found[0], output_method=found[1]) if found else fitted
+
+
+OUTPUT_CALIBRATION_TOKENS = 64
+OUTPUT_CALIBRATION_MIN_LOCAL = 16  # fewer local tokens of answer: too little text to take a ratio
+
+
+async def output_scale(client, endpoint: str, prompt: str, template: Template) -> tuple[float, str] | None:
+    """Server tokens per local token of an answer's text: the server's /tokenize of it where it
+    has one (independent of usage), else usage's completion count. A failure only leaves the
+    prompts' scale in place (None): the local count is an estimate either way."""
+    from benchy.client.stream import ServerError, TransientError  # not at import time (see check_length)
+
+    try:
+        text, usage = await client.answer_of(
+            prompt, endpoint, OUTPUT_CALIBRATION_TOKENS, template.request_options(endpoint)
+        )
+    except (ServerError, TransientError):
+        return None
+    local = tokenizer.count(text)
+    if local < OUTPUT_CALIBRATION_MIN_LOCAL:
+        return None
+    counted = await client.server_token_count(text)
+    if counted:
+        return counted / local, "tokenize"
+    completion = usage.get("completion_tokens")
+    if isinstance(completion, int) and completion > 0:
+        return completion / local, "usage"
+    return None
 
 
 async def check_length(

@@ -34,7 +34,7 @@ async def replay(plan: CasePlan, case_io: CaseIO) -> None:
         rec, req = records[i], requests[i]
         prompt = prompts.blocks(list(req.block_ids(i)), req.input_tokens, BLOCK_TOKENS)
         rec.scheduled_mono_s = due
-        rec.local_token_scale = prompts.calibration.scale
+        rec.local_token_scale = prompts.calibration.text_scale
         await send_request(client, plan, Send(rec, prompt), req.output_tokens, request_options(plan, req.output_tokens))
         on_record(rec)
 

@@ -4,16 +4,25 @@ A server's `usage` can be wrong or missing, its events can carry one token or ei
 can hold its bytes back, and a model without a reasoning parser puts its thinking in the
 answer. Each function here weighs one question with two or more independent witnesses:
 
-  how many tokens?      usage (the server's claim), the streamed text counted with benchy's
-                        own tokenizer scaled by the ratio calibration measured, and the number
-                        of events (each carries at least one token)            → `token_count`
+  how many tokens?      witnesses ranked by what they know. The server's own counts first:
+                        usage, llama.cpp's timings.predicted_n, vLLM's per-chunk usage, the
+                        server's /tokenize of the streamed text; the events (each carries at
+                        least one token; they count tokens only where usage or another exact
+                        witness shows one token an event); last benchy's own tokenizer, scaled
+                        by calibration: an estimate, since no real server's tokenizer is
+                        o200k. usage backed by one exact witness is the count; usage stands
+                        unless two independent witnesses agree against it; the local count
+                        alone never overrules it (it is then noted as not this model's)
+                                                                       → `token_count`
   how many per event?   vLLM's per-chunk usage (continuous_usage_stats), else the local count
                         of each event's text, scaled to the chosen total       → `event_tokens`
   when did they arrive? events arriving within a small share of the stream's mean gap per
                         token are one arrival (a burst); ITL is measured between arrivals,
                         per arrival (median gap) and per token (gaps ÷ tokens)  → `arrivals`
-  buffered or live?     decided by timing: a first arrival carrying many tokens (it waited for
-                        the rest) where lumps are the server's habit, not one late read; or
+  buffered or live?     decided by timing: the whole answer in one arrival (one event, or one
+                        read: a compressing proxy), with nothing left to time; a first arrival
+                        carrying many tokens (it waited for the rest) where lumps are the
+                        server's habit, not one late read; or
                         most tokens arriving in bursts larger than any draft length.
                         Speculative decoding (vLLM: steps of 1-8 tokens per event; llama.cpp:
                         bursts of one-token events no longer than the draft, after a first
@@ -29,6 +38,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -120,14 +130,23 @@ def _token_offsets(text: str) -> list[int]:
 
 @dataclass(frozen=True)
 class TokenCount:
-    """The completion token count the figures use, and how it was reached."""
+    """The completion token count the figures use, which witness it came from, who backed it
+    and who disagreed (witness names: USAGE, EVENTS, PREDICTED_N, PER_CHUNK, SERVER_TOKENIZE,
+    LOCAL)."""
 
     tokens: int
-    source: str  # USAGE | EVENTS (one token per event, the text agrees) | LOCAL | EVENT_FLOOR
+    source: str  # USAGE | EVENTS | PREDICTED_N | PER_CHUNK | SERVER_TOKENIZE | LOCAL | EVENT_FLOOR
     usage: int | None  # what the server claimed
     local: float | None  # the streamed text counted locally × calibration scale
     events: int
     mismatch: str | None = None  # why usage was not believed (None: it was, or there was none)
+    predicted_n: int | None = None  # llama.cpp's timings.predicted_n
+    per_chunk: int | None = None  # the last cumulative count of continuous_usage_stats
+    server_tokenize: int | None = None  # the server's own /tokenize of the streamed text
+    backed_by: tuple[str, ...] = ()  # witnesses that agree with the count used
+    disagreed: tuple[str, ...] = ()  # witnesses that disagree with it
+    # The local count alone disagreed and was outvoted: benchy's tokenizer does not match this model's.
+    local_mismatch: str | None = None
 
     @property
     def estimate(self) -> bool:
@@ -136,34 +155,131 @@ class TokenCount:
 
 
 USAGE, EVENTS, LOCAL, EVENT_FLOOR = "usage", "events", "local", "events (a floor)"
+PREDICTED_N, PER_CHUNK, SERVER_TOKENIZE = "timings.predicted_n", "per-chunk usage", "server tokenize"
+# Tokens that make no event (an end-of-sequence or special token the server counts but does
+# not send): usage may exceed the events by this many, or this share, and still be one token
+# an event.
+EVENT_SLACK_TOKENS = 2
+EVENT_SLACK_SHARE = 0.03
 
 
-def token_count(usage: int | None, local: float | None, events: int) -> TokenCount:
-    """Which completion count to believe. usage is confirmed by one token per event (the
-    common stream), or by the local count within USAGE_*_TOLERANCE; a usage below the event
-    count is impossible. Without believable usage: the event count where the local count is
-    no more than USAGE_RATIO_TOLERANCE above it (one token per event, the text agrees), else
-    the local count, else the events alone (a floor)."""
-    why = None
-    if usage is not None:
-        why = _usage_doubt(usage, max(local, events) if local is not None else None, events)
-        if why is None:
-            return TokenCount(usage, USAGE, usage, local, events)
+def token_count(
+    usage: int | None,
+    local: float | None,
+    events: int,
+    *,
+    predicted_n: int | None = None,
+    per_chunk: int | None = None,
+    server_tokenize: int | None = None,
+) -> TokenCount:
+    """Which completion count to believe, by what each witness knows (module docstring):
+
+    - usage backed by an exact witness (timings.predicted_n, per-chunk usage, the server's
+      /tokenize, or the events when usage is about one token an event) is the count;
+    - usage below the event count is impossible (each event carried at least one token);
+    - otherwise usage stands unless two independent witnesses agree against it
+      (`usage_mismatch`); the local count alone never overrules it (`local_mismatch`).
+    Without believable usage: the server's own counts, then one token an event where the
+    local count agrees, then the local count, then the events alone (a floor)."""
+    given = {PREDICTED_N: predicted_n, PER_CHUNK: per_chunk, SERVER_TOKENIZE: server_tokenize}
+    exact = {name: n for name, n in given.items() if n is not None}
+    said = _Said(usage, local, events, exact)
+    if usage is not None and usage >= events:
+        backers = [name for name, n in exact.items() if _same(n, usage)]
+        if _about_one_per_event(usage, events):
+            backers.append(EVENTS)
+        against = _agreeing_alternative(usage, local, events, exact)
+        local_agrees = local is not None and agree(usage, local)
+        if backers or against is None:
+            disagreed = [name for name, n in exact.items() if not _same(n, usage)]
+            if not local_agrees and local is not None:
+                disagreed.append(LOCAL)
+            note = _local_note(usage, local, backers) if local is not None and not local_agrees else None
+            backed = (*backers, LOCAL) if local_agrees else tuple(backers)
+            return said.count(usage, USAGE, backed_by=backed, disagreed=tuple(disagreed), local_mismatch=note)
+        value, source, names = against
+        doubt = f"usage claims {usage} tokens; {' and '.join(names)} agree on {value:.0f} ({events} events)"
+        return said.count(round(value), source, mismatch=doubt, backed_by=names, disagreed=(USAGE,))
+    impossible = None
+    if usage is not None:  # below the events
+        impossible = f"usage claims {usage} tokens but {events} events carried text (each at least one)"
+    return _without_usage(said, impossible)
+
+
+@dataclass(frozen=True)
+class _Said:
+    """What the witnesses said; `count` writes the verdict with all of it."""
+
+    usage: int | None
+    local: float | None
+    events: int
+    exact: dict[str, int]  # the server's own counts besides usage, by witness name
+
+    def count(self, tokens: int, source: str, **verdict: Any) -> TokenCount:
+        return TokenCount(
+            tokens,
+            source,
+            self.usage,
+            self.local,
+            self.events,
+            predicted_n=self.exact.get(PREDICTED_N),
+            per_chunk=self.exact.get(PER_CHUNK),
+            server_tokenize=self.exact.get(SERVER_TOKENIZE),
+            **verdict,
+        )
+
+
+def _same(a: float, b: float) -> bool:
+    """Two exact counts of the same tokens: equal but for a token that made no event."""
+    return abs(a - b) <= max(EVENT_SLACK_TOKENS, EVENT_SLACK_SHARE * max(a, b))
+
+
+def _about_one_per_event(count: float, events: int) -> bool:
+    return events > 0 and 0 <= count - events <= max(EVENT_SLACK_TOKENS, EVENT_SLACK_SHARE * count)
+
+
+def _agreeing_alternative(
+    usage: int, local: float | None, events: int, exact: dict[str, int]
+) -> tuple[float, str, tuple[str, ...]] | None:
+    """A count other than usage that two independent witnesses agree on: (value, the witness
+    the figure takes it from, the names of both). Exact witnesses come before the events,
+    the events (one token each) before the local estimate."""
+    candidates: list[tuple[str, float]] = [(name, float(n)) for name, n in exact.items() if not _same(n, usage)]
+    if events and not _about_one_per_event(usage, events):
+        candidates.append((EVENTS, float(events)))
+    if local is not None and not agree(usage, local):
+        candidates.append((LOCAL, local))
+    for i, (name, value) in enumerate(candidates):
+        for other, second in candidates[i + 1 :]:
+            if _alternative_agrees(name, value, other, second):
+                return max(value, events), name, (name, other)
+    return None
+
+
+def _alternative_agrees(name: str, value: float, other: str, second: float) -> bool:
+    if LOCAL in (name, other):  # an estimate: the looser tolerance
+        return agree(value, second) and (EVENTS not in (name, other) or second <= value * (1 + USAGE_RATIO_TOLERANCE))
+    return _same(value, second)
+
+
+def _local_note(usage: int, local: float, backers: list[str]) -> str:
+    backing = f"backed by {' and '.join(backers)}" if backers else "no other witness contradicts it"
+    return (
+        f"the streamed text counts {local:.0f} tokens locally against usage {usage} ({backing}): "
+        "benchy's tokenizer does not match this model's, so usage is used"
+    )
+
+
+def _without_usage(said: _Said, why: str | None) -> TokenCount:
+    local, events = said.local, said.events
+    for name, n in said.exact.items():
+        if n >= events:
+            return said.count(n, name, mismatch=why)
     if local is None:
-        return TokenCount(events, EVENT_FLOOR, usage, local, events, why)
+        return said.count(events, EVENT_FLOOR, mismatch=why)
     if local <= events * (1 + USAGE_RATIO_TOLERANCE):  # about one token per event
-        return TokenCount(events, EVENTS, usage, local, events, why)
-    return TokenCount(round(max(local, events)), LOCAL, usage, local, events, why)
-
-
-def _usage_doubt(usage: int, independent: float | None, events: int) -> str | None:
-    if usage < events:
-        return f"usage claims {usage} tokens but {events} events carried text (each at least one)"
-    if usage == events or independent is None:
-        return None
-    if agree(usage, independent):
-        return None
-    return f"usage claims {usage} tokens; the streamed text counts {independent:.0f} locally ({events} events)"
+        return said.count(events, EVENTS, mismatch=why, backed_by=(LOCAL,))
+    return said.count(round(max(local, events)), LOCAL, mismatch=why)
 
 
 def agree(a: float, b: float) -> bool:
@@ -308,6 +424,12 @@ def buffering(arr: list[Arrival], ttft_s: float | None) -> Buffering:
     bursty = sum(a.tokens for a in arr[1:] if a.tokens > SPEC_MAX_ARRIVAL_TOKENS) / total if total else 0.0
     material = hidden >= max(FIRST_ARRIVAL_HIDDEN_MIN_S, FIRST_ARRIVAL_HIDDEN_SHARE * (ttft_s or 0.0))
     figures = dict(first_tokens=first, hidden_s=hidden, largest_arrival=largest, bursty_share=bursty)
+    if len(arr) == 1 and first > FIRST_ARRIVAL_MAX_TOKENS:
+        why = (
+            f"all {first:.0f} tokens arrived at once (one event or one read), so the first token "
+            "waited for all the others and there is no interval to time"
+        )
+        return Buffering(True, why, **figures)
     if first > FIRST_ARRIVAL_MAX_TOKENS and material and _lumps_by_habit(arr):
         why = (
             f"the first arrival carried {first:.0f} tokens, so the first token waited about "

@@ -573,10 +573,11 @@ _REGISTRY = (
         scale=1.0,
         decimals=0,
         higher_is_better=False,
-        definition="usage's reasoning_tokens, else the reasoning text (reasoning_content, a Harmony analysis "
-        "channel, an inline <think> block) counted with benchy's o200k tokenizer × calibration scale",
-        explanation="tokens spent reasoning; the local count is exact for o200k models (gpt-oss), an "
-        "estimate for others.",
+        definition="usage's reasoning_tokens, else the reasoning events' share of the believed completion "
+        "count (reasoning_content, a Harmony analysis channel — also in raw completion text without "
+        "`--template harmony` — an inline <think> block; each event weighed by benchy's o200k count of "
+        "its text; exact at one token an event)",
+        explanation="tokens spent reasoning; exact at one token an event, an estimate otherwise.",
         depends=("reasoning_tokens", "token_event_text", "token_event_kinds", "local_token_scale"),
         formula=reasoning_tokens,
     ),

@@ -3,13 +3,14 @@
 A record holds what arrived (event times, each event's text, usage, the server's timings); a
 `Reading` is benchy's verdict on it (evidence.py explains each rule):
 
-  count        the completion tokens the figures use: usage when the events or the locally
-               counted text confirm it, else the local count (an estimate), else the events
+  count        the completion tokens the figures use, by witnesses ranked by what they know:
+               usage, backed by timings.predicted_n, per-chunk usage or one token an event;
+               the local count (an estimate) never overrules usage alone
   per_event    tokens per token-bearing event: per-chunk usage, else local counts scaled to `count`
   arrivals     events joined into arrivals (bursts); ITL and decode are measured between them
   buffering    whether the event times show a buffer rather than the model
   kinds        event kinds once an inline <think>…</think> block is read as reasoning
-  reasoning    reasoning tokens: usage's, else the reasoning text counted locally
+  reasoning    reasoning tokens: usage's, else the reasoning events' share of `count`
 
 The local count is scaled by the record's `local_token_scale` (server tokens per o200k token,
 from calibration). `read` keeps the last readings, so the metrics of one record share one.
@@ -60,8 +61,9 @@ def read(rec: RequestRecord) -> Reading:
 
 
 def count_entry(rec: RequestRecord) -> dict:
-    """The token count's evidence for results.json: what each witness said, which one the
-    figures use and why usage was disbelieved (checks read it: usage_mismatch, no_usage)."""
+    """The token count's evidence for results.json (results.types.TokenCountEntry): what each
+    witness said, which one the figures use, who backed it and who disagreed, and why usage
+    was disbelieved (checks read it: usage_mismatch, no_usage, local_tokenizer_mismatch)."""
     count = read(rec).count
     return {
         "tokens": count.tokens,
@@ -70,7 +72,13 @@ def count_entry(rec: RequestRecord) -> dict:
         "usage": count.usage,
         "local": None if count.local is None else round(count.local, 1),
         "events": count.events,
+        "predicted_n": count.predicted_n,
+        "per_chunk": count.per_chunk,
+        "server_tokenize": count.server_tokenize,
+        "backed_by": list(count.backed_by),
+        "disagreed": list(count.disagreed),
         "mismatch": count.mismatch,
+        "local_mismatch": count.local_mismatch,
     }
 
 
@@ -80,7 +88,11 @@ def _read(rec: RequestRecord) -> Reading:
     local = evidence.local_event_tokens(texts) if texts else []
     has_text = bool(rec.token_event_text)
     count = evidence.token_count(
-        rec.completion_tokens, scale * sum(local) if has_text else None, len(rec.token_event_s)
+        rec.completion_tokens,
+        scale * sum(local) if has_text else None,
+        len(rec.token_event_s),
+        predicted_n=_predicted_n(rec.server_timings),
+        per_chunk=rec.token_event_usage[-1] if rec.token_event_usage else None,
     )
     if has_text:
         tokens = evidence.event_tokens(texts, count.tokens, rec.token_event_usage)
@@ -90,7 +102,8 @@ def _read(rec: RequestRecord) -> Reading:
     arrivals = evidence.arrivals(rec.token_event_s, per_event)
     ttft = rec.token_event_s[0] if rec.token_event_s else None
     think = evidence.split_think(texts, rec.token_event_kinds) if has_text else _no_think(rec.token_event_kinds)
-    reasoning, source = _reasoning(rec, think.kinds, per_event, local, scale)
+    streamed = _streamed_tokens(count, per_event, tokens.source, local, scale)
+    reasoning, source = _reasoning(rec, think.kinds, streamed, local)
     return Reading(
         count=count,
         per_event=per_event,
@@ -104,6 +117,12 @@ def _read(rec: RequestRecord) -> Reading:
     )
 
 
+def _predicted_n(timings: dict | None) -> int | None:
+    """llama.cpp's own count of the tokens it generated (timings.predicted_n)."""
+    value = (timings or {}).get("predicted_n")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def _event_texts(rec: RequestRecord) -> list[str]:
     """Each event's text; records from before the text was kept give empty texts."""
     if len(rec.token_event_text) != sum(rec.token_event_chars):
@@ -115,8 +134,22 @@ def _no_think(kinds: str) -> evidence.ThinkSplit:
     return evidence.ThinkSplit(kinds, 0, False, False)
 
 
+def _streamed_tokens(
+    count: evidence.TokenCount, per_event: list[float], source: str, local: list[int], scale: float
+) -> list[float]:
+    """Tokens each event carried. per_event spreads the whole count over the events (the rates
+    need every generated token), but where the local count shows one token an event, the
+    tokens beyond the events made no event (Harmony's markers, an end-of-sequence token):
+    then each event carried one."""
+    if source == "per-chunk usage" or not local or count.tokens <= len(per_event):
+        return per_event
+    if scale * sum(local) <= len(per_event) * (1 + evidence.USAGE_RATIO_TOLERANCE):
+        return [1.0] * len(per_event)
+    return per_event
+
+
 def _reasoning(
-    rec: RequestRecord, kinds: str, per_event: list[float], local: list[int], scale: float
+    rec: RequestRecord, kinds: str, per_event: list[float], local: list[int]
 ) -> tuple[float | None, str | None]:
     """usage's reasoning_tokens when the server counted some (a server without a reasoning
     parser, or a raw Harmony completion, reports 0); else the reasoning events' tokens."""
@@ -125,6 +158,6 @@ def _reasoning(
     if REASONING not in kinds:
         return (0.0, "usage") if rec.reasoning_tokens == 0 else (None, None)
     mine = [i for i, k in enumerate(kinds) if k == REASONING]
-    if per_event and not local:
-        return sum(per_event[i] for i in mine), "events"
-    return scale * sum(local[i] for i in mine), "local"
+    # The reasoning events' share of the believed count (per_event sums to it): one token an
+    # event is exact, and a tokenizer that is not the model's only weighs the events.
+    return sum(per_event[i] for i in mine), "local" if local else "events"

@@ -56,8 +56,9 @@ class RequestRecord:
     # vLLM's stream_options.continuous_usage_stats: the cumulative completion_tokens that came
     # with each token-bearing event; empty when the server sends no per-chunk usage.
     token_event_usage: list[int] = field(default_factory=list)
-    # Server tokens per benchy-local (o200k) token, from calibration: scales the local count of
-    # the streamed text (None: not calibrated, e.g. a probe).
+    # Server tokens per benchy-local (o200k) token, from calibration (of an answer's text where
+    # the server let benchy measure it, else of the prompts): scales the local count of the
+    # streamed text (None: not calibrated, e.g. a probe).
     local_token_scale: float | None = None
     sse_events: int = 0  # every data event, token-bearing or not
     prompt_tokens: int | None = None  # from the server's usage

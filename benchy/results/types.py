@@ -25,6 +25,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.6  workload turns[].unavailable: a turn withholds what its case withholds, with the reason (issue 22)
   1.7  setup.gpu and case.gpu (--gpu-metrics, issue 28): power, energy, joules per output
        token and per request, utilization, measured memory bandwidth (measure/gpu.py)
+  1.8  request token_count is typed (TokenCountEntry) and gains the server's other witnesses
+       (predicted_n, per_chunk, server_tokenize), backed_by, disagreed and local_mismatch (issue 23)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -46,7 +48,7 @@ from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import WorkloadFigures
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 7
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 8
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -153,6 +155,26 @@ class Setup(Saved):
 
 
 @dataclass
+class TokenCountEntry(Saved):
+    """(1.5, typed in 1.8) A request's completion count and its witnesses (evidence.token_count):
+    what each said, which one the figures use, who backed it and who disagreed."""
+
+    tokens: int
+    source: str = _opt("the witness the figures use: usage, timings.predicted_n, per-chunk usage, events, local…")
+    estimate: bool = _opt("the count rests on benchy's own tokenizer or the events alone", False)
+    usage: int | None = _opt("usage.completion_tokens as the server claimed")
+    local: float | None = _opt("the streamed text counted with benchy's tokenizer × calibration scale")
+    events: int = _opt("text events", 0)
+    predicted_n: int | None = _opt("(1.8) llama.cpp's timings.predicted_n")
+    per_chunk: int | None = _opt("(1.8) the last cumulative count of per-chunk usage (continuous_usage_stats)")
+    server_tokenize: int | None = _opt("(1.8) the server's own /tokenize of the streamed text")
+    backed_by: list[str] = _opt("(1.8) witnesses that agree with the count used", factory=list)
+    disagreed: list[str] = _opt("(1.8) witnesses that disagree with it", factory=list)
+    mismatch: str | None = _opt("why usage was not believed (two witnesses agreed against it, or it was impossible)")
+    local_mismatch: str | None = _opt("(1.8) the local count alone disagreed: benchy's tokenizer is not this model's")
+
+
+@dataclass
 class RequestResult(Saved, RequestRecord):
     """One request: every RequestRecord field but the per-event arrays (those stay in
     requests.jsonl), plus its event count and metrics."""
@@ -164,10 +186,7 @@ class RequestResult(Saved, RequestRecord):
     unavailable: dict[str, str] = _opt("metric → why (successful requests only)", factory=dict, omit=True)
     unavailable_codes: dict[str, str] = _opt("metric → reason code (1.1)", factory=dict, omit=True)
     withheld: dict[str, float] = _opt("metric → the value withheld (audit only)", factory=dict, omit=True)
-    token_count: dict[str, Any] | None = _opt(
-        "(1.5) the completion count's evidence: {tokens, source, estimate, usage, local, events, mismatch}",
-        omit=True,
-    )
+    token_count: TokenCountEntry | None = _opt("(1.5) the completion count's evidence", omit=True)
 
     @classmethod
     def of(cls, rec: RequestRecord, values: dict[str, float | Unavailable] | None = None) -> RequestResult:
@@ -178,7 +197,7 @@ class RequestResult(Saved, RequestRecord):
         saved = {k: v for k, v in rec.to_dict().items() if k not in cls._NOT_SAVED}
         return cls(
             **saved,
-            token_count=reading.count_entry(rec) if rec.ok else None,
+            token_count=TokenCountEntry(**reading.count_entry(rec)) if rec.ok else None,
             events=len(rec.token_event_s),
             metrics={k: (None if isinstance(v, Unavailable) else v) for k, v in values.items()},
             unavailable={k: v.message for k, v in gone.items()},

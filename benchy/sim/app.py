@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from benchy import __version__
-from benchy.measure import tokenizer
+from benchy.sim import vocab
 from benchy.sim.config import SimConfig
 from benchy.sim.engine import (
     CHAT_TEMPLATE,
@@ -178,7 +178,7 @@ def bool_field(body: dict, name: str, default: bool) -> bool:
 
 def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Job:
     model = check_model(cfg, body)
-    prompt_ids = tokenizer.encode(prompt_text(body, endpoint))
+    prompt_ids = vocab.encode(prompt_text(body, endpoint))
     sent = len(prompt_ids)
     if cfg.truncate_prompt and sent > cfg.truncate_prompt:
         prompt_ids = prompt_ids[-cfg.truncate_prompt :]  # the last N tokens, as Ollama keeps them
@@ -199,7 +199,7 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
     planner = plan_harmony if cfg.harmony else plan_output
     plan = planner(
         cfg,
-        tokenizer.encode(user_text(body, endpoint)) if cfg.harmony else prompt_ids,
+        vocab.encode(user_text(body, endpoint)) if cfg.harmony else prompt_ids,
         max_tokens,
         min_tokens=0 if cfg.ignore_ignore_eos else int_field(body, "min_tokens", 0, 0),
         ignore_eos=bool(body.get("ignore_eos", False)) and not cfg.ignore_ignore_eos,
@@ -258,6 +258,26 @@ def event_groups(n: int, reasoning: int, cfg: SimConfig, steps: list[int] | None
     return groups or [("content", 0)]  # nothing generated: one event carries finish_reason
 
 
+SILENT = "silent"  # tokens that make no event (an end-of-sequence token): usage counts them
+
+
+def silence_last(groups: list[tuple[str, int]], silent: int) -> list[tuple[str, int]]:
+    """The last `silent` tokens split off into one group that sends no text (--silent-tokens);
+    the tokens before them keep their events."""
+    total = sum(n for _, n in groups)
+    silent = min(silent, total - 1) if total > 1 else 0
+    if silent <= 0:
+        return groups
+    out, left = list(groups), silent
+    while left:
+        kind, n = out.pop()
+        if n > left:
+            out.append((kind, n - left))
+            break
+        left -= n
+    return [*out, (SILENT, silent)]
+
+
 def harmony_groups(kinds: list[str], cfg: SimConfig, split: bool) -> list[tuple[str, int]]:
     """(kind, tokens) per SSE group of a --harmony output; `split` (chat) cuts each group where
     the channel changes, otherwise a group is named by its most telling token."""
@@ -306,10 +326,10 @@ class Renderer:
         if self.job.plan.kinds is not None:
             return self._harmony_events(cfg)
         job, texts, pos = self.job, self.job.plan.texts, 0
-        groups = event_groups(job.plan.n, job.reasoning, cfg, job.steps)
+        groups = silence_last(event_groups(job.plan.n, job.reasoning, cfg, job.steps), cfg.silent_tokens)
         events: list[tuple[str, int, bytes | None]] = []
         for i, (kind, tokens) in enumerate(groups):
-            text = "".join(texts[pos : pos + tokens])
+            text = "" if kind == SILENT else "".join(texts[pos : pos + tokens])
             finish = job.plan.finish_reason if i == len(groups) - 1 else None
             pos += tokens
             events.append((kind, tokens, self._token_event(kind, text, i == 0, finish, pos)))
@@ -340,7 +360,7 @@ class Renderer:
         if self.job.endpoint == "chat":
             return [text for text, kind in zip(texts, kinds) if kind != MARKER]
         if self.job.skip_special_tokens:
-            return [text for text in texts if text not in tokenizer.SPECIAL_TOKENS]
+            return [text for text in texts if text not in vocab.SPECIAL]
         return texts
 
     def _harmony_whole(self) -> tuple[str, str]:
@@ -544,10 +564,10 @@ class Simulator:
         try:
             body = await read_json(request)
             if "content" in body:  # llama.cpp style
-                return web.json_response({"tokens": tokenizer.encode(str(body["content"]))})
+                return web.json_response({"tokens": vocab.encode(str(body["content"]))})
             check_model(self.cfg, body)
             endpoint = "chat" if "messages" in body else "completions"
-            ids = tokenizer.encode(prompt_text(body, endpoint))
+            ids = vocab.encode(prompt_text(body, endpoint))
         except ApiError as exc:
             return web.Response(status=exc.status, body=error_body(exc.status, exc.message), content_type=JSON_TYPE)
         return web.json_response({"count": len(ids), "tokens": ids, "max_model_len": self.cfg.context_length})
@@ -768,9 +788,14 @@ class Simulator:
             await out.send("timings", 0, renderer.timings_event(self._timings(job, trace)))
         if job.include_usage and trace.fault != "no_usage":
             await out.send("usage", 0, renderer.usage_event(self._usage(job, trace)))
-        if trace.fault != "no_done":
+        trace.done_sent = trace.fault != "no_done" and not self.cfg.hold_open_s
+        if trace.done_sent:
             await out.send("done", 0, DONE)
         await out.flush()
+        if self.cfg.hold_open_s:  # a gateway that keeps the body open: the answer is all there
+            trace.held_open_s = self.cfg.hold_open_s
+            self._log(trace)
+            await asyncio.sleep(self.cfg.hold_open_s)
         return await self._finish(resp, trace)
 
     async def _stream_tokens(self, request, out, job, trace, decoder, events, renderer) -> None:
@@ -818,8 +843,8 @@ class Simulator:
 
 
 def warm_up() -> None:
-    """Load the vocabulary before listening, so the first request is not the slow one."""
-    tokenizer.encode(tokenizer.filler(16, 0))
+    """Build the output vocabulary before listening, so the first request is not the slow one."""
+    vocab.words(16, 0)
 
 
 def listen_url(runner: web.AppRunner) -> str:

@@ -63,6 +63,9 @@ class SimConfig:
     think_inline: bool = False  # reasoning inside content as <think>…</think> (no reasoning parser)
     host_copy_tps: float = 0.0  # llama.cpp host-RAM prompt cache copy before each prefill (tokens/s)
     timings: bool = False  # llama.cpp's `timings` object at the end of every response
+    # --- servers benchy did not write (issue 23) ---
+    hold_open_s: float = 0.0  # no [DONE]: after finish_reason and usage the body stays open this long
+    silent_tokens: int = 0  # the last N tokens of a response make no event (usage counts them)
     instant: bool = False
     faults: tuple[tuple[str, float], ...] = ()
     seed: int = 0
@@ -137,6 +140,16 @@ PRESETS: dict[str, dict] = {
         "max_running": 1,
         "context_length": 16384,
     },
+    # A gateway that sends finish_reason and usage, no [DONE], and keeps the connection open.
+    "no-done-open": {"hold_open_s": 8.0, "decode_tps": 150.0},
+    # The whole answer as one event at the end (a server that buffers everything).
+    "one-event": {"events_per_response": 1, "decode_tps": 200.0},
+    # The whole body in one read (a compressing proxy: gzip on for event streams).
+    "one-read": {"proxy_buffer_bytes": 1 << 30, "decode_tps": 200.0},
+    # The H200 llama-server: one token an event but the last token makes none; timings.
+    "llamacpp-silent-eos": {"silent_tokens": 1, "timings": True, "flavor": "llamacpp", "decode_tps": 150.0},
+    # An R1-style model without a reasoning parser whose budget is spent in thought.
+    "think-unclosed": {"think_inline": True, "reasoning_tokens": 1 << 20},
     # For measuring the client's own CPU cost: no sleeps, no queueing.
     "instant": {"instant": True, "max_running": 100000},
 }
@@ -160,6 +173,11 @@ PRESET_HELP = {
     "think-inline": "32 reasoning tokens inline in content as <think>…</think>",
     "llamacpp-ram-cache": "llama.cpp timings, a host-RAM cache copy of 4,000 tok/s before each "
     "prefill (outside prompt_ms), prefill 10,000 tok/s, 1 slot, context 16384",
+    "no-done-open": "finish_reason and usage, then no [DONE] and the connection held open 8 s; decode 150 tok/s",
+    "one-event": "the whole answer as one SSE event at the end; decode 200 tok/s",
+    "one-read": "the whole body delivered in one read at the end (a compressing proxy); decode 200 tok/s",
+    "llamacpp-silent-eos": "llama.cpp flavor and timings, one token an event, the last token makes no event",
+    "think-unclosed": "<think> opened inline and never closed: the whole output is thought",
     "instant": "no sleeps at all, effectively unlimited max_running",
 }
 
@@ -202,6 +220,7 @@ def validate(cfg: SimConfig) -> None:
         "stall_s",
         "host_copy_tps",
         "proxy_delay_s",
+        "hold_open_s",
     ):
         if getattr(cfg, name) < 0:
             raise ConfigError(f"--{_flag(name)} must not be negative")
@@ -234,7 +253,7 @@ def validate(cfg: SimConfig) -> None:
 
 
 def _validate_behaviours(cfg: SimConfig) -> None:
-    for name in ("spec_draft", "proxy_buffer_bytes", "truncate_prompt"):
+    for name in ("spec_draft", "proxy_buffer_bytes", "truncate_prompt", "silent_tokens"):
         _require_at_least(cfg, name, 0)
     if not 0.0 <= cfg.spec_accept <= 1.0:
         raise ConfigError("--spec-accept must be between 0 and 1")

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from benchy.measure import tokenizer
+from benchy.sim import vocab
 from benchy.sim.cache import Lookup, PrefixCache
 from benchy.sim.config import BLOCK_SIZE, SimConfig
 
@@ -195,19 +195,9 @@ def _led_by(first: str, n: int, seed: int) -> list[str]:
 
 
 def token_texts(n: int, seed: int) -> list[str]:
-    """n one-token words, each decoded on its own so every token's text is known."""
-    ids = tokenizer.encode(tokenizer.filler(n, seed))
-    return [_token_text(i) for i in ids]
-
-
-_TEXT_CACHE: dict[int, str] = {}
-
-
-def _token_text(token_id: int) -> str:
-    text = _TEXT_CACHE.get(token_id)
-    if text is None:
-        text = _TEXT_CACHE[token_id] = tokenizer.decode([token_id])
-    return text
+    """n generated tokens' texts: made-up words, one token each in the simulator's own
+    vocabulary (vocab.py) and several in benchy's o200k, as on a real server."""
+    return vocab.words(n, seed)
 
 
 def tokens_before_stop(texts: list[str], stop: Sequence[str], min_tokens: int) -> int:
@@ -393,6 +383,8 @@ class Trace:
     first_token_event_s: float | None = None
     last_token_event_s: float | None = None
     fault: str | None = None
+    done_sent: bool | None = None  # data: [DONE] was sent (a stream; not with --hold-open-s)
+    held_open_s: float | None = None  # --hold-open-s: the body stayed open this long after usage
     status: int | None = None
     error: str | None = None
     # What the request asked for: the stop strings, the reasoning effort (chat: the body field;
@@ -407,7 +399,7 @@ class Trace:
 
     def event(self, kind: str, tokens: int, t: float) -> None:
         self.events.append({"t_s": t, "tokens": tokens, "kind": kind})
-        if tokens:
+        if tokens and kind != "silent":  # silent tokens (--silent-tokens) make no event a client sees
             if self.first_token_event_s is None:
                 self.first_token_event_s = t
             self.last_token_event_s = t

@@ -431,3 +431,28 @@ def test_requests_in_flight_beyond_the_slots_qualify_the_prefill_figure(llama_se
     server_rate = four["summary"]["server_prefill_tps"]["median"]
     assert four["summary"]["prefill_tps"]["median"] < server_rate / 2
     print(f"\n[realserver] c4 on 1 slot: {queued['message']}")
+
+
+def test_a_local_tokenizer_that_is_not_the_models_never_overrules_usage(llama_server, tmp_path):
+    """The tiny model's 2,048-token BPE is not o200k, and its random text is noise: benchy's
+    local count of what streamed is far from usage. usage, backed by the server's own
+    timings.predicted_n (and one token an event), is the count: no usage_mismatch."""
+    from benchy.measure import tokenizer
+    from benchy.measure.records import read_records
+
+    results = run_results(llama_server, "--pp", "128", "--tg", "64", "--runs", "3", out=tmp_path)
+    assert "usage_mismatch" not in {w["code"] for w in results["warnings"]}
+    texts = {r.request_id: r.token_event_text for r in read_records(tmp_path / "requests.jsonl")}
+    (case,) = results["cases"]
+    for r in measured(case):
+        count, timings = r["token_count"], r["server_timings"]
+        assert count["tokens"] == count["usage"] == timings["predicted_n"] == 64, count
+        assert count["source"] == "usage" and count["mismatch"] is None
+        assert "timings.predicted_n" in count["backed_by"]
+        local = tokenizer.count(texts[r["request_id"]])  # o200k, unscaled: not the model's count
+        assert abs(local - 64) > 0.1 * 64, local
+    calibration = results["setup"]["calibration"]
+    print(
+        f"\n[realserver] o200k counts of 64-token outputs: {sorted(tokenizer.count(t) for t in texts.values())}; "
+        f"output scale {calibration.get('output_scale')} ({calibration.get('output_method')})"
+    )
