@@ -13,6 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchy import run as run_mod
+from benchy.client.stream import ClientSettings
+from benchy.workloads.scenario import sweep
 from tests.conftest import client_slack_s
 from tests.test_checks import bench, codes, measured, truth_of, warning
 
@@ -33,9 +36,20 @@ def alone_requests(case: dict) -> list[dict]:
     return [r for r in case["requests"] if r.get("alone")]
 
 
-def test_one_request_at_a_time_withholds_prefill_and_qualifies_ttft(start_sim):
+def bench_over(sim, transport: str, pp: int, tg: int, concurrency: int, runs: int) -> dict:
+    settings = run_mod.RunSettings(
+        client=ClientSettings(base_url=sim.base_url, transport=transport),
+        cases=sweep([pp], [tg], [concurrency]),
+        runs=runs,
+        progress=False,
+    )
+    return run_mod.execute(settings)
+
+
+@pytest.mark.parametrize("transport", ["lean", "aiohttp"])
+def test_one_request_at_a_time_withholds_prefill_and_qualifies_ttft(start_sim, transport):
     sim = start_sim("--max-running", "1", "--decode-tps", "400", *NO_SERVER_TIMINGS)
-    results = bench(sim, pp=(512,), tg=(24,), concurrency=(4,), runs=2)
+    results = bench_over(sim, transport, pp=512, tg=24, concurrency=4, runs=2)
     (case,) = results["cases"]
     truth = truth_of(sim, results)
     alone = [truth[r["request_id"]] for r in alone_requests(case)]
