@@ -62,7 +62,7 @@ def case_result(
         depth_mode=case.depth_mode if case.depth else None,
         n_ok=len(ok),
         n_failed=len(measured) - len(ok),
-        n_warmup=sum(r.warmup and not r.alone for r in records),
+        n_warmup=sum(r.warmup for r in records),  # the requests sent alone first too
         errors=dict(Counter(str(r.error_kind) for r in measured if not r.ok)),
         anomalies=dict(Counter(a.split(":")[0] for r in ok for a in r.anomalies)),
         retried=dict(Counter(r.retried.split(":")[0] for r in measured if r.retried)),
