@@ -300,7 +300,8 @@ def test_concurrency_shares_the_servers_decode_steps(llama_server):
         after = server_metrics(llama_server)
         (case,) = results["cases"]
         assert case["n_ok"] == c * n and case["n_failed"] == 0 and case["concurrency"] == c
-        assert all(r["completion_tokens"] == 256 for r in case["requests"])
+        # (at c4 also the 3 one-token requests sent alone first: 3 of ~800 tokens in the counters)
+        assert all(r["completion_tokens"] == (1 if r["alone"] else 256) for r in case["requests"])
         tokens = after["llamacpp:tokens_predicted_total"] - before["llamacpp:tokens_predicted_total"]
         decodes = after["llamacpp:n_decode_total"] - before["llamacpp:n_decode_total"]
         runs[c] = {
