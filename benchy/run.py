@@ -23,6 +23,7 @@ from pathlib import Path
 from benchy import __version__
 from benchy.checks import warnings as checks
 from benchy.client.stream import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
+from benchy.load.alone import alone_requests, send_alone
 from benchy.load.generator import run_case
 from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
@@ -275,6 +276,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
             salt=salt,
             template=settings.template,
             stop=settings.stop,
+            alone=alone_requests(c, settings.cases),
             **_load_plan(settings.load),
         )
         for i, c in enumerate(settings.cases)
@@ -347,6 +349,7 @@ async def _run_one_case(
     # Workloads run in one process (or actor): a conversation's turns depend on each other,
     # and a trace's or a group's reuse spans all of its requests.
     calibration = calibrations[plan.endpoint]
+    await send_alone(client, plan, calibration, settings.nonce, on_record)  # before the case, from here
     k = 1 if plan.case.workload or pool is None else pool.workers_for(plan.case, settings.load)
     if k > 1 or settings.load.ray is not None:
         state.client[plan.case.label] = await _run_in_workers(

@@ -155,7 +155,7 @@ def test_goodput_counts_requests_meeting_every_slo(start_sim, tmp_path):
     case = run_results(sim, tmp_path / "out", *args, "--slo", "ttft=5s,e2e_tps=1")["cases"][0]
     assert case["goodput"]["fraction"] == 1.0 and case["goodput"]["slo"] == {"ttft_s": 5.0, "e2e_tps": 1.0}
     assert case["goodput"]["rate"] == pytest.approx(case["request_rate"])
-    reqs = case["requests"]
+    reqs = [r for r in case["requests"] if not r["warmup"]]  # the requests sent alone first are not measured
     window = max(r["sent_mono_s"] + r["end_s"] for r in reqs) - min(r["sent_mono_s"] for r in reqs)
     assert case["request_rate"] == pytest.approx(10 / window)
 
@@ -226,13 +226,13 @@ def test_workers_results_are_identical_in_form_to_one_workers(start_sim, tmp_pat
     assert _form({**one, "warnings": []}) == _form({**two, "warnings": []})
     assert (case2["n_ok"], case2["n_failed"]) == (case1["n_ok"], case1["n_failed"]) == (12, 0)
     ids = [r["request_id"] for r in case2["requests"]]
-    assert len(ids) == len(set(ids)) == 13
+    assert len(ids) == len(set(ids)) == 3 + 13  # 3 sent alone first (load/alone.py), 1 warmup, 12
     records = read_records(tmp_path / "two" / "requests.jsonl")
     assert sorted(r.request_id for r in records) == sorted(ids)
-    truth = {t["request_id"]: t for t in sim.truth(expect=26)}
+    truth = {t["request_id"]: t for t in sim.truth(expect=32)}
     for req in case2["requests"]:  # each worker's records carry times the server agrees with
         t = truth[req["request_id"]]
-        assert req["completion_tokens"] == t["completion_tokens"] == 16
+        assert req["completion_tokens"] == t["completion_tokens"] == (1 if req["alone"] else 16)
         assert req["sent_mono_s"] <= t["arrival_s"] <= req["sent_mono_s"] + req["end_s"]
 
 

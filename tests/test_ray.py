@@ -61,13 +61,15 @@ def test_merged_result_has_exactly_the_servers_requests_in_one_process_form(star
     [case] = spread["cases"]
     per_worker = case["client"]["per_worker"]
     assert len(per_worker) == 4 and len({e["node"] for e in per_worker}) == 2  # two actors per node
-    assert sum(e["requests"] for e in per_worker) == len(case["requests"]) == 42
+    # The actors sent the warmups and the case; this process first sent 3 alone (load/alone.py).
+    alone = [r for r in case["requests"] if r["alone"]]
+    assert len(alone) == 3 and sum(e["requests"] for e in per_worker) == len(case["requests"]) - 3 == 42
     # Exactly the requests the server saw: every one, once, with the server's token count.
-    truth = {t["request_id"]: t for t in sim.truth(expect=42) if t["request_id"]}  # (calibration has none)
+    truth = {t["request_id"]: t for t in sim.truth(expect=45) if t["request_id"]}  # (calibration has none)
     assert sorted(r["request_id"] for r in case["requests"]) == sorted(truth)
     for req in case["requests"]:
         t = truth[req["request_id"]]
-        assert req["completion_tokens"] == t["completion_tokens"] == 16
+        assert req["completion_tokens"] == t["completion_tokens"] == (1 if req["alone"] else 16)
         assert req["sent_mono_s"] <= t["arrival_s"] <= req["sent_mono_s"] + req["end_s"]  # one clock
     on_disk = [r.request_id for r in read_records(tmp_path / "ray" / "requests.jsonl")]
     assert sorted(on_disk) == sorted(truth)
@@ -172,5 +174,7 @@ def test_a_local_instance_runs_a_case(start_sim, tmp_path):
     [case] = finish(proc, out)["cases"]
     assert case["n_ok"] == 6 and case["client"]["workers"] == 1
     assert {r["request_id"] for r in case["requests"]} == {
-        t["request_id"] for t in sim.truth(expect=7) if t["request_id"]
+        t["request_id"]
+        for t in sim.truth(expect=10)
+        if t["request_id"]  # 3 alone, 1 warmup, 6
     }

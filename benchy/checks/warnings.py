@@ -634,10 +634,10 @@ def first_chunk_before_prefill(case: CaseResult, run: RunResult) -> Iterable[Che
 # this many seconds) is time that is not prefill: queueing, a host cache copy, scheduling.
 NOT_PREFILL_SHARE = 0.25
 NOT_PREFILL_MIN_S = 0.02
-# Without server timings: TTFT at concurrency c above this multiple of the c=1 TTFT (and this
-# many seconds more) is time spent queueing.
-QUEUE_TTFT_GROWTH = 1.5
-QUEUE_TTFT_MIN_S = 0.02
+# Files without a queueing judgment (before 1.6): TTFT at concurrency c above this multiple of
+# the c=1 TTFT (and this many seconds more) is time spent queueing (metrics.queued's thresholds).
+QUEUE_TTFT_GROWTH = metrics.QUEUE_TTFT_GROWTH
+QUEUE_TTFT_MIN_S = metrics.QUEUE_TTFT_MIN_S
 NOT_PREFILL_HINT = (
     "TTFT is what a user waits; prefill t/s taken from it is not the server's prefill speed. "
     "For llama.cpp, --cache-ram 0 removes the host-RAM cache copy; no more requests in flight "
@@ -700,11 +700,15 @@ def _slots(run: RunResult) -> int | None:
 
 @run_check
 def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
-    """Without server timings: TTFT that grows with concurrency, or more requests in flight than
-    the server's slots, means prefill t/s holds queue time."""
+    """TTFT under load past the same prompt alone (results/build.py judged it and withheld the
+    prefill rate), or, in files without that judgment, TTFT growing with concurrency or more
+    requests in flight than the server's slots."""
     cases = [c for c in run.cases if c.rate is None and c.figure("ttft_s")]
     slots = _slots(run)
     for case in cases:
+        if case.queueing is not None:
+            yield from _queued(case, run)
+            continue
         if case.concurrency <= 1 or any(_ttft_and_prompt(r) for r in case.measured_ok()):
             continue  # ttft_not_prefill speaks where the server reports its own prompt time
         base = next((c for c in cases if c.concurrency == 1 and _same_shape(c, case)), None)
@@ -716,11 +720,71 @@ def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
                 case.label,
                 f"{why}: requests wait for a free slot, and that wait is in TTFT, so prefill t/s "
                 "here holds queue time; it is not the server's prefill speed.",
-                "Compare prefill at concurrency 1, or keep requests in flight at or below the "
-                "server's slots (llama.cpp -np, vLLM --max-num-seqs).",
+                QUEUE_HINT,
                 metrics=("prefill_tps", "ttft_s"),
                 details={"concurrency": case.concurrency, "slots": slots},
             )
+
+
+QUEUE_HINT = (
+    "TTFT under load is what a user waits, queue included. For the server's prefill speed, "
+    "measure at concurrency 1, or keep requests in flight at or below the server's slots "
+    "(llama.cpp -np, vLLM --max-num-seqs, OLLAMA_NUM_PARALLEL)."
+)
+
+
+def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    q = case.queueing
+    if q is None or not q.queued or q.alone_ttft is None or q.excess_s is None or q.loaded_ttft_s is None:
+        return
+    against = "the same prompt sent alone" if q.source == "alone" else f"the same prompt at concurrency 1 ({q.source})"
+    yield Warning_(
+        "prefill_holds_queueing",
+        WARNING,
+        case.label,
+        f"TTFT at concurrency {case.concurrency} is {q.loaded_ttft_s * 1000:,.0f} ms (median), "
+        f"{q.excess_s * 1000:,.0f} ms more than {against} ({q.alone_ttft.median * 1000:,.0f} ms): "
+        f"requests waited for the server ({_queue_cause(case, run)}). TTFT holds that wait; "
+        f"prefill t/s is withheld.{_server_prefill_text(case)}",
+        QUEUE_HINT,
+        metrics=("ttft_s",),
+        withheld=("prefill_tps",),
+        details={
+            "concurrency": case.concurrency,
+            "slots": _slots(run),
+            "source": q.source,
+            "alone_ttft_s_median": q.alone_ttft.median,
+            "ttft_s_median": q.loaded_ttft_s,
+            "server_prefill_tps": _server_prefill(case),
+        },
+        evidence=(Evidence("ttft_excess_s", q.excess_s, q.threshold_s, "s"),),
+    )
+
+
+def _queue_cause(case: CaseResult, run: RunResult) -> str:
+    slots = _slots(run)
+    if slots is not None and case.concurrency > slots:
+        return f"{case.concurrency} requests in flight on {slots} slots"
+    return "it serves fewer requests at once than were in flight, or slows each prefill under load"
+
+
+def _server_prefill(case: CaseResult) -> float | None:
+    """The server's own prefill rate: its per-response timings (llama.cpp), else its /metrics."""
+    own = case.median("server_prefill_tps")
+    if own is not None:
+        return own
+    derived = (case.server or {}).get("derived") or {}
+    rate = derived.get("prefill_tps")
+    return float(rate) if isinstance(rate, (int, float)) else None
+
+
+def _server_prefill_text(case: CaseResult) -> str:
+    rate = _server_prefill(case)
+    return (
+        f" The server's own prefill: {rate:,.0f} t/s."
+        if rate is not None
+        else " The server reports no prefill time of its own."
+    )
 
 
 def _same_shape(a: CaseResult, b: CaseResult) -> bool:

@@ -84,6 +84,7 @@ class CasePlan:
     seed: int = 0  # --seed of the arrival schedule (a rate case's own: seed + index)
     worker: int = 0  # this process sends share `worker` of `workers` (workers.py)
     workers: int = 1
+    alone: int = 0  # requests of the case's shape sent alone before it (load/alone.py)
 
     @property
     def measured(self) -> int:
@@ -112,7 +113,7 @@ class CasePlan:
         loop is bounded only by --duration."""
         if self.case.rate is None and self.requests is None and self.duration_s is not None:
             return None
-        return self.warmup + self.measured + self.contexts
+        return self.alone + self.warmup + self.measured + self.contexts
 
     @property
     def contexts(self) -> int:

@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from benchy.measure import evidence, reading
 from benchy.measure.records import RequestRecord
 
@@ -70,6 +72,7 @@ SPECIAL_TOKENS_STRIPPED = "special_tokens_stripped"  # Harmony text without its 
 THINK_UNCLOSED = "think_unclosed"  # an inline <think> block that never closed: all reasoning
 PROMPT_LENGTH_MISSED = "prompt_length_missed"  # the server counted another prompt length
 TOO_FEW_ARRIVALS = "too_few_arrivals"
+QUEUED = "queued"  # TTFT under load holds a wait for the server, seen against the same request alone
 
 # A few words per code, where a report groups figures by why they are missing.
 REASON_TITLES = {
@@ -86,6 +89,7 @@ REASON_TITLES = {
     THINK_UNCLOSED: "<think> never closed",
     PROMPT_LENGTH_MISSED: "prompt truncated or padded",
     TOO_FEW_ARRIVALS: "fewer than two text arrivals",
+    QUEUED: "TTFT holds queueing",
 }
 
 OUTPUT_FAILURES = ("empty_output", "zero_tokens")  # error kinds `classify` gives
@@ -326,6 +330,33 @@ def buffered_trend(short: tuple[int, float, float], long: tuple[int, float, floa
         f"tg{tg_short}, {t_long * 1000:,.0f} ms at tg{tg_long}): the first event waits for "
         "a buffer to flush, so TTFT, inter-token latency, decode and prefill rates are "
         "withheld; end-to-end throughput is still valid",
+    )
+
+
+# TTFT under load counts as queued when its median passes the same prompt's alone median by
+# more than the noise: half the alone TTFT (QUEUE_TTFT_GROWTH 1.5×), 20 ms, and the spread of
+# the alone TTFTs themselves (a server whose TTFT wobbles that much alone proves nothing by it).
+QUEUE_TTFT_GROWTH = 1.5
+QUEUE_TTFT_MIN_S = 0.02
+
+
+def queue_threshold_s(alone: list[float]) -> float:
+    """How far the loaded TTFT median may pass the alone median before it is queueing."""
+    median = float(np.median(alone))
+    return max(QUEUE_TTFT_MIN_S, (QUEUE_TTFT_GROWTH - 1) * median, max(alone) - min(alone))
+
+
+def queued(loaded_median_s: float, alone: list[float], concurrency: int) -> Unavailable | None:
+    """Unavailable(QUEUED) for the prefill rate of a loaded case whose TTFT median passes the
+    alone TTFTs (same prompt, nothing else in flight) by more than the noise, else None."""
+    alone_median = float(np.median(alone))
+    if loaded_median_s - alone_median <= queue_threshold_s(alone):
+        return None
+    return Unavailable(
+        QUEUED,
+        f"TTFT at concurrency {concurrency} ({loaded_median_s * 1000:,.0f} ms, median) passes the same "
+        f"prompt's alone ({alone_median * 1000:,.0f} ms) by {(loaded_median_s - alone_median) * 1000:,.0f} ms: "
+        "requests waited for the server, so a prefill rate from TTFT would count the wait",
     )
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO
 
-REQUESTS_SCHEMA = "benchy/requests/1.0"
+REQUESTS_SCHEMA = "benchy/requests/1.1"  # 1.1: alone
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
 CONTENT = "c"
@@ -92,6 +92,10 @@ class RequestRecord:
     # A cold control of a workload (multi-turn --cold-baseline): the same length as a turn,
     # nothing shared, so that turn's TTFT can be set against it.
     control: bool = False
+    # Sent with nothing else in flight, just before a loaded case (the case's prompt shape, one
+    # output token): its TTFT is what the server takes unloaded, the baseline that queueing is
+    # judged against (load/alone.py). Also marked warmup: never in the case's statistics.
+    alone: bool = False
 
     @property
     def ok(self) -> bool:

@@ -1,8 +1,9 @@
 """The one builder of results: records and metrics in, typed results out, made once.
 
 What each figure is, and whether it is withheld, is decided here (with the case's buffering
-verdict), then each case's ceiling and each shared-prefix case's TTFT gain; nothing changes a
-result after it is built but the warnings, which checks/ adds beside it.
+verdict, and a loaded case's queueing: its TTFT against the same prompt alone), then each
+case's ceiling and each shared-prefix case's TTFT gain; nothing changes a result after it is
+built but the warnings, which checks/ adds beside it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from benchy.results.types import (
     Goodput,
     MetricSummary,
     NotMeasured,
+    Queueing,
     RequestResult,
     RunResult,
     Setup,
@@ -54,7 +56,7 @@ def case_result(
     summary, unavailable = _summaries([values[r.request_id] for r in ok])
     lags = [v for v in (metrics.send_lag_s(r) for r in measured) if not isinstance(v, Unavailable)]
     per_case = metrics.case_metrics(measured)
-    return CaseResult(
+    result = CaseResult(
         label=case.label,
         scenario=case.scenario,
         pp=case.pp,
@@ -66,7 +68,7 @@ def case_result(
         depth_mode=case.depth_mode if case.depth else None,
         n_ok=len(ok),
         n_failed=len(measured) - len(ok),
-        n_warmup=sum(r.warmup for r in records),
+        n_warmup=sum(r.warmup for r in records),  # the requests sent alone first too
         errors=dict(Counter(str(r.error_kind) for r in measured if not r.ok)),
         anomalies=dict(Counter(a.split(":")[0] for r in ok for a in r.anomalies)),
         retried=dict(Counter(r.retried.split(":")[0] for r in measured if r.retried)),
@@ -92,6 +94,10 @@ def case_result(
         else None,
         gpu=_gpu(gpu, ok, idle_power_w),
     )
+    alone = [v for v in (metrics.ttft_s(r) for r in records if r.alone and r.ok) if not isinstance(v, Unavailable)]
+    if alone:
+        judge_queueing(result, alone, "alone")
+    return result
 
 
 def _gpu(gpu: GpuCase | None, ok: list[RequestRecord], idle_power_w: float | None) -> GpuCase | None:
@@ -125,6 +131,7 @@ def run_result(
         not_measured=not_measured or [],
     )
     withhold_buffered_trend(run.cases)
+    queueing_against_concurrency_1(run.cases)
     for case in run.cases:
         case.ceiling = _case_ceiling(case, run.setup.ceiling)
         if case.workload is not None:
@@ -148,6 +155,43 @@ def withhold_buffered_trend(cases: list[CaseResult]) -> None:
         if why is not None:
             for case in group:
                 case.withhold(metrics.STREAM_TIMING_METRICS, why)
+
+
+def judge_queueing(case: CaseResult, alone: list[float], source: str) -> None:
+    """Sets case.queueing from the TTFTs of the same prompt with nothing else in flight; a loaded
+    TTFT past them by more than the noise (metrics.queued) withholds the prefill rate, which
+    would count the wait. TTFT stays: it is what a user waits (checks qualify it)."""
+    loaded = case.summary.get("ttft_s")
+    if loaded is None:  # buffered or failed: nothing to judge (the prefill rate is gone already)
+        return
+    excess = loaded.median - MetricSummary.of(alone).median
+    why = metrics.queued(loaded.median, alone, case.concurrency)
+    case.queueing = Queueing(
+        source=source,
+        alone_ttft=MetricSummary.of(alone),
+        loaded_ttft_s=loaded.median,
+        excess_s=excess,
+        threshold_s=metrics.queue_threshold_s(alone),
+        queued=why is not None,
+    )
+    if why is not None:
+        case.withhold(("prefill_tps",), why)
+
+
+def queueing_against_concurrency_1(cases: list[CaseResult]) -> None:
+    """A loaded closed-loop case with no alone requests of its own is judged against the run's
+    concurrency-1 case of the same prompt (load/alone.py sends none when there is one)."""
+    for case in cases:
+        if case.queueing is not None or case.concurrency <= 1 or case.rate is not None or case.kind != "sweep":
+            continue
+        base = next((c for c in cases if c.concurrency == 1 and c.rate is None and _same_prompt(c, case)), None)
+        alone = base.measured_values("ttft_s") if base is not None and base.kind == "sweep" else []
+        if base is not None and alone:
+            judge_queueing(case, alone, base.label)
+
+
+def _same_prompt(a: CaseResult, b: CaseResult) -> bool:
+    return (a.pp, a.depth, a.depth_mode, a.endpoint) == (b.pp, b.depth, b.depth_mode, b.endpoint)
 
 
 def _trend_point(case: CaseResult) -> tuple[int, float, float]:

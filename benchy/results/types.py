@@ -27,6 +27,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        token and per request, utilization, measured memory bandwidth (measure/gpu.py)
   1.8  request token_count is typed (TokenCountEntry) and gains the server's other witnesses
        (predicted_n, per_chunk, server_tokenize), backed_by, disagreed and local_mismatch (issue 23)
+  1.9  case queueing (the loaded TTFT against the same prompt alone; prefill_tps withheld with
+       code `queued`); request alone (issue 23)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -48,7 +50,7 @@ from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import WorkloadFigures
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 8
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 9
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -103,6 +105,19 @@ class CaseCeiling(Saved):
     kv_bytes_per_token: float | None = None
     decode_pct: float | None = None
     e2e_pct: float | None = None
+
+
+@dataclass
+class Queueing(Saved):
+    """A loaded case's TTFT against the same prompt with nothing else in flight (1.9): where the
+    loaded median passes the alone one by more than threshold_s, requests queued."""
+
+    source: str = _opt('"alone" (requests sent alone before the case) or the concurrency-1 case\'s label', "")
+    alone_ttft: MetricSummary | None = _opt("TTFT of the baseline requests")
+    loaded_ttft_s: float | None = _opt("the case's TTFT median")
+    excess_s: float | None = _opt("loaded median − alone median")
+    threshold_s: float | None = _opt("noise: max(20 ms, half the alone median, the alone spread)")
+    queued: bool = False
 
 
 @dataclass
@@ -243,6 +258,9 @@ class CaseResult(Saved):
     kind: str = _opt('"sweep" | "multi_turn" | "shared_prefix" | "trace" (1.2)', "sweep")
     workload: WorkloadFigures | None = _opt("a cache-aware workload's own figures (1.2)", omit=True)
     gpu: GpuCase | None = _opt("(1.7) the GPUs during the case: power, energy, J/token, bandwidth", omit=True)
+    queueing: Queueing | None = _opt(
+        "closed loop, concurrency > 1: TTFT against the same prompt alone (1.9)", omit=True
+    )
 
     def reason(self, metric: str) -> Unavailable:
         """Why `metric` is null in this case (code and message)."""

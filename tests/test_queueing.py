@@ -1,0 +1,112 @@
+"""Issue 23, item 5: queueing on a server that reports no timings of its own.
+
+`-c 4` on a server that runs one request at a time (vLLM --max-num-seqs 1, Ollama
+OLLAMA_NUM_PARALLEL=1) and has no /metrics: TTFT holds the wait for the other requests, so a
+prefill rate taken from it is no prefill speed. benchy sends the case's prompt alone first
+(load/alone.py) and judges the loaded TTFT against it (results/build.py). Every verdict here is
+judged against the simulator's truth log: how long each request really waited before its
+prefill began.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchy import run as run_mod
+from benchy.client.stream import ClientSettings
+from benchy.workloads.scenario import sweep
+from tests.conftest import client_slack_s
+from tests.test_checks import bench, codes, measured, truth_of, warning
+
+NO_SERVER_TIMINGS = ("--no-metrics", "--no-timings")  # the sim's only server-side accounts, off
+
+
+def waited_s(truth: dict) -> float:
+    """What the server knows and a timing-less server does not tell: the time from a request's
+    arrival to the start of its prefill (a slot, then the serial prefill queue)."""
+    return truth["prefill_start_s"] - truth["arrival_s"]
+
+
+def prefill_s(truth: dict) -> float:
+    return truth["prefill_end_s"] - truth["prefill_start_s"]
+
+
+def alone_requests(case: dict) -> list[dict]:
+    return [r for r in case["requests"] if r.get("alone")]
+
+
+def bench_over(sim, transport: str, pp: int, tg: int, concurrency: int, runs: int) -> dict:
+    settings = run_mod.RunSettings(
+        client=ClientSettings(base_url=sim.base_url, transport=transport),
+        cases=sweep([pp], [tg], [concurrency]),
+        runs=runs,
+        progress=False,
+    )
+    return run_mod.execute(settings)
+
+
+@pytest.mark.parametrize("transport", ["lean", "aiohttp"])
+def test_one_request_at_a_time_withholds_prefill_and_qualifies_ttft(start_sim, transport):
+    sim = start_sim("--max-running", "1", "--decode-tps", "400", *NO_SERVER_TIMINGS)
+    results = bench_over(sim, transport, pp=512, tg=24, concurrency=4, runs=2)
+    (case,) = results["cases"]
+    truth = truth_of(sim, results)
+    alone = [truth[r["request_id"]] for r in alone_requests(case)]
+    loaded = [truth[r["request_id"]] for r in measured(case)]
+    assert len(alone) == 3 and all(waited_s(t) < 0.005 for t in alone)  # really alone: no wait
+    wait = float(np.median([waited_s(t) for t in loaded]))
+    q = case["queueing"]
+    assert q["source"] == "alone" and q["queued"]
+    assert wait > q["threshold_s"]  # the truth says they queued, by more than the noise
+    # The excess over alone is the wait the truth log shows (the prefill is the same).
+    slack = 2 * client_slack_s(case) + 0.01
+    assert q["excess_s"] == pytest.approx(wait, abs=slack)
+    # Prefill t/s is withheld with its reason; TTFT stays (a user waits it) and is qualified.
+    assert case["summary"]["prefill_tps"] is None and case["unavailable_codes"]["prefill_tps"] == "queued"
+    assert case["summary"]["ttft_s"] is not None
+    w = warning(results, "prefill_holds_queueing")
+    assert "ttft_s" in w["metrics"] and "prefill_tps" in w["withheld"]
+    (evidence,) = w["evidence"]
+    assert evidence["observed"] > evidence["threshold"]
+    # What would have been printed: far below the server's real prefill rate.
+    true_prefill = float(np.median([(t["prompt_tokens"] - t["cached_tokens"]) / prefill_s(t) for t in loaded]))
+    assert case["withheld"]["prefill_tps"]["median"] < 0.5 * true_prefill
+
+
+def test_a_server_that_batches_raises_no_queueing(start_sim):
+    # Eight slots for four streams; a prefill (0.1 s) short beside the decode (1.3 s), so the
+    # serial prefill queue is empty after the first wave.
+    sim = start_sim("--max-running", "8", "--decode-tps", "50", *NO_SERVER_TIMINGS)
+    results = bench(sim, pp=(512,), tg=(64,), concurrency=(4,), runs=3)
+    (case,) = results["cases"]
+    truth = truth_of(sim, results)
+    wait = float(np.median([waited_s(truth[r["request_id"]]) for r in measured(case)]))
+    q = case["queueing"]
+    assert wait < q["threshold_s"]  # the truth: no queueing beyond the noise
+    assert not q["queued"] and "prefill_holds_queueing" not in codes(results)
+    assert case["summary"]["prefill_tps"] is not None
+
+
+def test_a_concurrency_1_case_of_the_same_prompt_is_the_baseline(start_sim):
+    sim = start_sim("--max-running", "1", "--decode-tps", "400", *NO_SERVER_TIMINGS)
+    results = bench(sim, pp=(512,), tg=(24,), concurrency=(1, 4), runs=2)
+    single, loaded = results["cases"]
+    assert not alone_requests(single) and not alone_requests(loaded)  # nothing sent twice
+    assert loaded["queueing"]["source"] == single["label"] and loaded["queueing"]["queued"]
+    assert single["summary"]["prefill_tps"] is not None and "queueing" not in single
+    assert loaded["unavailable_codes"]["prefill_tps"] == "queued"
+    (w,) = [w for w in results["warnings"] if w["code"] == "prefill_holds_queueing"]
+    assert w["case"] == loaded["label"]
+
+
+def test_the_servers_own_prefill_is_shown_where_it_reports_one(start_sim):
+    sim = start_sim("--max-running", "1", "--decode-tps", "400", "--no-metrics", "--timings")
+    results = bench(sim, pp=(512,), tg=(24,), concurrency=(4,), runs=2)
+    (case,) = results["cases"]
+    truth = truth_of(sim, results)
+    loaded = [truth[r["request_id"]] for r in measured(case)]
+    own = float(np.median([(t["prompt_tokens"] - t["cached_tokens"]) / prefill_s(t) for t in loaded]))
+    w = warning(results, "prefill_holds_queueing")
+    assert w["details"]["server_prefill_tps"] == pytest.approx(own, rel=0.05)
+    assert case["summary"]["server_prefill_tps"] is not None and case["summary"]["prefill_tps"] is None
