@@ -43,7 +43,7 @@ def bench_over(sim, transport: str, pp: int, tg: int, concurrency: int, runs: in
         runs=runs,
         progress=False,
     )
-    return run_mod.execute(settings)
+    return run_mod.execute(settings).to_dict()
 
 
 @pytest.mark.parametrize("transport", ["lean", "aiohttp"])

@@ -30,7 +30,7 @@ def bench(sim, transport="lean", pp=(64,), tg=(32,), runs=3, endpoint="chat", **
             load=LoadSettings(),
             **settings,
         )
-    )
+    ).to_dict()
 
 
 def only_case(results: dict) -> dict:
@@ -123,7 +123,7 @@ def test_harmony_on_raw_completions_counts_its_analysis_channel_as_reasoning(sta
             endpoint="completions",
             progress=False,
         )
-    )
+    ).to_dict()
     case = only_case(results)
     truth = truth_of(sim, results)
     for req in measured(case):

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# benchy's truth claims on a real CUDA llama-server (the H200 GPU testbed), one step a word:
+#   truth     default flags (-np 4): benchy run --pp 512 2048 8192 --tg 32 128 --runs 3 --gpu-metrics nvml,
+#             then benchy's figures beside the server's own timings (issues 23, 28)
+#   capacity  -np 16 --cache-ram 0: benchy capacity, cold and with a 75% shared prefix, then compare (issue 25)
+#   probecap  benchy probe-cache --capacity on -np 1 --cache-ram 0, and on a default server (issue 24)
+# Run from the repository root on the device, with ../shared/gpu-testbed copied to .gpu-testbed
+# (prebuilt binaries in .gpu-testbed/bin/ save the 5-minute build):
+#   BUDGET_S=570 bash benchmarks/h200.sh oss truth capacity
+# MODEL: oss (random gpt-oss-20b, MXFP4) | llama (random llama3-8b, Q8_0). Outputs in $OUT: summary.txt, results.tar.gz.
+set -u
+ROOT=$(pwd); TB=${TB:-$ROOT/.gpu-testbed}
+W=${W:-/tmp/tb}; OUT=${OUT:-$W/out}; PORT=${PORT:-8080}; BUDGET_S=${BUDGET_S:-560}
+RES=$W/res; mkdir -p "$RES" "$W/models" "$OUT"
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }; left() { echo $(( BUDGET_S - $(el) )); }
+log() { echo "[t=$(el)s] $*" | tee -a "$RES/summary.txt"; }
+snap() { cp "$RES/summary.txt" "$OUT/summary.txt"; tar czf "$OUT/results.tar.gz" -C "$W" res 2>/dev/null; }
+
+MODEL=${1:-oss}; shift
+case $MODEL in
+  llama) PRESET=llama3-8b; PROFILE=llama-3-8b ;;
+  oss)   PRESET=gpt-oss-20b; PROFILE=gpt-oss-20b ;;
+  *) echo "unknown model $MODEL (llama | oss)"; exit 2 ;;
+esac
+bash "$TB/run_device.sh" build >"$RES/build_phase.log" 2>&1; log "build: $(tail -2 "$RES/build_phase.log" | head -1)"
+BIN=$W/bin; export LD_LIBRARY_PATH=$BIN:${LD_LIBRARY_PATH:-}
+[ -x "$BIN/llama-server" ] || { log "no llama-server"; snap; exit 1; }
+export PYTHONPATH=/tmp/site:$ROOT
+FILE=$PRESET-random.gguf
+[ -s "$W/models/$FILE" ] || PYTHONPATH=$TB/data/gguf-py:$PYTHONPATH python3 "$TB/gen_gguf.py" --preset "$PRESET" \
+    --vocab "$TB/data/llama3_vocab.json.gz" --out "$W/models/$FILE" >"$RES/gen.log" 2>&1 || { log "gen failed"; snap; exit 1; }
+U=http://127.0.0.1:$PORT/v1
+
+serve() {  # NP FLAGS...: starts llama-server, sets SP
+  local np=$1; shift
+  "$BIN/llama-server" -m "$W/models/$FILE" -ngl 99 -c 65536 -np "$np" -fa on --host 127.0.0.1 --port $PORT \
+      --metrics --slots -a "random-$PRESET" "$@" >"$RES/server_np${np}_$(el)s.log" 2>&1 &
+  SP=$!
+  for _ in $(seq 240); do
+    python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$PORT/health', timeout=2)" 2>/dev/null && { log "llama-server -np $np $*"; return 0; }
+    kill -0 $SP 2>/dev/null || break; sleep 0.5
+  done
+  log "llama-server -np $np $* did not come up"; return 1
+}
+unserve() { kill $SP 2>/dev/null; wait $SP 2>/dev/null; }
+bench() {  # TAG ARGS...: python3 -m benchy ARGS within the budget, its stdout into the summary
+  local tag=$1; shift
+  timeout $(( $(left) - 15 )) python3 -m benchy "$@" >"$RES/$tag.txt" 2>"$RES/$tag.err"
+  log "$tag rc=$?"; tee -a "$RES/summary.txt" <"$RES/$tag.txt"; snap
+}
+
+truth() {
+  serve 4 || return
+  bench truth run --base-url $U --pp 512 2048 8192 --tg 32 128 --runs 3 --warmup 1 --hardware h200 \
+      --model-profile $PROFILE --gpu-metrics nvml -o "$RES/truth"
+  python3 "$TB/summarize_benchy.py" "$RES/truth" 2>&1 | tee -a "$RES/summary.txt"
+  python3 "$ROOT/benchmarks/gpu_summary.py" "$RES/truth/results.json" 2>&1 | tee -a "$RES/summary.txt"
+  unserve
+}
+
+capacity() {
+  serve 16 --cache-ram 0 || return
+  local w extra
+  for w in cold shared; do
+    extra=(); [ $w = shared ] && extra=(--shared-prefix 0.75)
+    bench capacity_$w capacity --base-url $U --pp 2048 --tg 128 "${extra[@]}" --slo "${CAP_SLO:-ttft=1s,itl=30ms}" \
+        --goodput 0.9 --max 64 --max-requests 120 -o "$RES/capacity_$w"
+    python3 "$ROOT/benchmarks/capacity_summary.py" "$RES/capacity_$w" 2>&1 | tee -a "$RES/summary.txt"
+  done
+  python3 -m benchy compare "$RES/capacity_cold" "$RES/capacity_shared" 2>&1 | tee -a "$RES/summary.txt"
+  unserve
+}
+
+probecap() {
+  local name
+  for name in np1 default; do
+    if [ $name = np1 ]; then serve 1 --cache-ram 0 || continue; else serve 4 || continue; fi
+    bench probecap_$name probe-cache --base-url $U --capacity --capacity-prefix-tokens ${CAP_PREFIX:-2048} \
+        --cache-reset -o "$RES/probecap_$name"
+    unserve
+  done
+}
+
+for step in "${@:-truth}"; do
+  [ "$(left)" -gt 60 ] || { log "skip $step (left $(left)s)"; continue; }
+  "$step"
+done
+log "done; total $(el)s"; snap
