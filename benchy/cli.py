@@ -526,6 +526,12 @@ def _template(template, reasoning_effort):
     is_flag=True,
     help="Do not scrape the server's Prometheus /metrics around each case (on when it answers).",
 )
+@click.option(
+    "--cache-reset",
+    is_flag=True,
+    help="Empty the server's prefix cache before each case through the engine's own endpoint (vLLM "
+    "POST /reset_prefix_cache, SGLang POST /flush_cache, llama.cpp slot erase); says so when it has none.",
+)
 def run(
     client,
     endpoint,
@@ -544,6 +550,7 @@ def run(
     template,
     stop,
     no_server_metrics,
+    cache_reset,
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
@@ -581,6 +588,7 @@ def run(
         stop=tuple(stop),
         load=load,
         server_metrics=not no_server_metrics,
+        cache_reset=cache_reset,
         announce=None if quiet else lambda line: click.echo(line, err=True),
         **limits,
     )

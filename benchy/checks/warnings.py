@@ -567,6 +567,25 @@ def prompt_length_at_calibration(run: RunResult) -> Iterable[CheckWarning]:
             )
 
 
+@run_check
+def cache_reset_unavailable(run: RunResult) -> Iterable[CheckWarning]:
+    """--cache-reset asked for, and the server offers no way to empty its cache."""
+    failed = [c for c in run.cases if c.cache_reset and not c.cache_reset.get("ok")]
+    if not failed:
+        return
+    first = failed[0].cache_reset or {}
+    yield Warning_(
+        "cache_reset_unavailable",
+        WARNING,
+        None,
+        f"--cache-reset could not empty the server's prefix cache: {first.get('message')}. "
+        "The run went on without resets: its cases started on whatever the cache held.",
+        "vLLM answers POST /reset_prefix_cache, SGLang POST /flush_cache, llama-server the slot erase "
+        "only when started with --slot-save-path DIR; otherwise restart the server for a cold cache.",
+        details={"cases": [c.label for c in failed], **first},
+    )
+
+
 def _measured(case: CaseResult) -> int:
     return case.n_ok + case.n_failed
 

@@ -22,6 +22,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.5  request token_count (the completion count's witnesses: usage, the local count of the
        streamed text, the events; which one the figures use, and why usage was doubted);
        metrics itl_event_s and reasoning_tokens (issue 15)
+  1.6  setup.cache_reset and case.cache_reset (--cache-reset, issue 24); workload reuse gains
+       hit_requests, partial_requests, missed_requests, pattern (partial reuse)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -42,7 +44,7 @@ from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import WorkloadFigures
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 5
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 6
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -145,6 +147,9 @@ class Setup(Saved):
     )
     server: dict[str, Any] | None = _opt("the server's identity (server.py)", omit=True)
     server_metrics: dict[str, Any] | None = _opt("what /metrics offered (server_metrics.py)", omit=True)
+    cache_reset: dict[str, Any] | None = _opt(
+        "(1.6) --cache-reset: {endpoint, ok, message} of the last reset (server/cache_reset.py)", omit=True
+    )
 
 
 @dataclass
@@ -217,6 +222,9 @@ class CaseResult(Saved):
     withheld: dict[str, MetricSummary] = _opt("metric → a withheld summary (audit only)", factory=dict, omit=True)
     kind: str = _opt('"sweep" | "multi_turn" | "shared_prefix" | "trace" (1.2)', "sweep")
     workload: WorkloadFigures | None = _opt("a cache-aware workload's own figures (1.2)", omit=True)
+    cache_reset: dict[str, Any] | None = _opt(
+        "(1.6) --cache-reset before this case: {ok, endpoint, message, calls}", omit=True
+    )
 
     def reason(self, metric: str) -> Unavailable:
         """Why `metric` is null in this case (code and message)."""

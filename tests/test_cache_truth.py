@@ -1,0 +1,127 @@
+"""Cache truth in deployments (issue 24): a cache that reuses blocks wherever they sit, judged
+by the simulator's truth log. A measured prompt must be unique in its body, not only in its
+first tokens, or such a cache serves a "cold" prompt from cache, reported or not."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchy.load.prompts import PromptFactory
+from benchy.measure import tokenizer
+from benchy.sim.cache import PrefixCache
+from benchy.sim.engine import render_chat
+from tests.conftest import REPO_ROOT, sim_env
+from tests.test_sim_cache import post_chat
+
+FAST = ("--prefill-tps", "100000", "--decode-tps", "3000", "--max-running", "64")
+BLOCK = 16
+
+
+def run_cli(sim, out: Path, *flags: str, command: str = "run", expect_rc: int | None = 0) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchy", command, "--base-url", sim.base_url, "-q", "-o", str(out), *flags],
+        capture_output=True,
+        text=True,
+        env=sim_env(),
+        cwd=REPO_ROOT,
+        timeout=300,
+    )
+    if expect_rc is not None:
+        assert proc.returncode == expect_rc, proc.stderr
+    name = "results.json" if command == "run" else "probe.json"
+    return json.loads((out / name).read_text())
+
+
+def template_tokens() -> int:
+    """The chat template's tokens before the user's text: every chat prompt shares them, so
+    any cache may serve their full blocks."""
+    head = render_chat([{"role": "user", "content": "\x00"}]).split("\x00")[0]
+    return len(tokenizer.encode(head)) // BLOCK * BLOCK
+
+
+def test_anywhere_cache_reuses_blocks_wherever_they_sit():
+    cache = PrefixCache(capacity_blocks=64, anywhere=True)
+    body = list(range(1000, 1000 + 8 * BLOCK))
+    cache.insert(list(range(BLOCK)) + body)
+    found = cache.lookup_detail(list(range(500, 500 + BLOCK)) + body + [1])
+    assert found.cached_tokens == 8 * BLOCK and found.prefix_tokens == 0
+    assert PrefixCache(64).lookup_detail(list(range(500, 500 + BLOCK)) + body + [1]).cached_tokens == 0
+
+
+def test_every_prompt_body_is_its_own():
+    """Distinct per request and per invocation beyond the nonce, at exact lengths."""
+    first, second = PromptFactory(salt="a"), PromptFactory(salt="b")
+    prompts = [first.build(600) for _ in range(3)] + [second.build(600)] + [first.message(300)]
+    bodies = [tokenizer.encode(p.text)[8:] for p in prompts]
+    for i, a in enumerate(bodies):
+        blocks_a = {tuple(a[j : j + BLOCK]) for j in range(0, len(a) - BLOCK + 1)}
+        for b in bodies[i + 1 :]:
+            assert not blocks_a & {tuple(b[j : j + BLOCK]) for j in range(0, len(b) - BLOCK + 1, BLOCK)}
+    assert [p.local_tokens for p in prompts[:4]] == [600] * 4
+
+
+@pytest.mark.parametrize("reported", [True, False], ids=["reported", "unreported"])
+def test_cold_prompts_run_cold_under_an_anywhere_cache(start_sim, tmp_path, reported):
+    flags = () if reported else ("--no-report-cache-hits",)
+    sim = start_sim(*FAST, "--cache-match", "anywhere", *flags)
+    # The control: this cache does serve one body behind two nonces (benchy's old prompts).
+    body, nonces = tokenizer.filler(600, seed=7), PromptFactory()
+    post_chat(sim.base_url, nonces.next_nonce() + body, "control-a")
+    post_chat(sim.base_url, nonces.next_nonce() + body, "control-b")
+    control = {t["request_id"]: t for t in sim.truth(expect=2)}["control-b"]
+    assert control["cached_tokens"] >= 500
+    results = run_cli(sim, tmp_path / "out", "--pp", "512", "2048", "--tg", "4", "--runs", "3")
+    ids = {r["request_id"] for case in results["cases"] for r in case["requests"]}
+    truth = [t for t in sim.truth(expect=len(ids) + 2) if t["request_id"] in ids]
+    assert len(truth) == len(ids) >= 6
+    limit = template_tokens()
+    # Calibration, warm-up and measured prompts alike: nothing beyond the template was reused.
+    assert all(t["cached_tokens"] <= limit for t in truth), sorted(t["cached_tokens"] for t in truth)
+
+
+# ------------------------------------------------------------------ --cache-reset
+
+
+def resets(truth: list[dict]) -> list[dict]:
+    return [t for t in truth if t["endpoint"] in ("reset_prefix_cache", "slot_erase")]
+
+
+@pytest.mark.parametrize("flavor", ["vllm", "llamacpp"])
+def test_cache_reset_reaches_the_engine_once_per_case(start_sim, tmp_path, flavor):
+    """vLLM's reset is one call per case; llama.cpp's erase one per slot (/props total_slots)."""
+    sim = start_sim(*FAST, "--flavor", flavor, "--max-running", "2")
+    results = run_cli(sim, tmp_path / "out", "--pp", "256", "512", "--tg", "4", "--runs", "2", "--cache-reset")
+    cases = results["cases"]
+    ids = {r["request_id"] for case in cases for r in case["requests"]}
+    truth = sim.truth(expect=len(ids))
+    per_case = 1 if flavor == "vllm" else 2
+    done = sorted(resets(truth), key=lambda t: t["arrival_s"])
+    assert len(done) == per_case * len(cases) == 2 * per_case
+    assert all(c["cache_reset"]["ok"] and c["cache_reset"]["calls"] == per_case for c in cases)
+    # Each case's resets came after the previous case's last request and before its own first.
+    spans = []
+    for case in cases:
+        mine = {r["request_id"] for r in case["requests"]}
+        times = [t["arrival_s"] for t in truth if t["request_id"] in mine]
+        spans.append((min(times), max(times)))
+    for i, (first, _) in enumerate(spans):
+        before = done[i * per_case : (i + 1) * per_case]
+        assert all(t["arrival_s"] < first for t in before)
+        assert i == 0 or all(t["arrival_s"] > spans[i - 1][1] for t in before)
+    assert "cache_reset_unavailable" not in {w["code"] for w in results["warnings"]}
+
+
+@pytest.mark.parametrize("flavor", ["vllm", "llamacpp"])
+def test_cache_reset_says_when_the_server_has_none(start_sim, tmp_path, flavor):
+    sim = start_sim(*FAST, "--flavor", flavor, "--no-cache-reset")
+    results = run_cli(sim, tmp_path / "out", "--pp", "256", "512", "--tg", "4", "--runs", "2", "--cache-reset")
+    assert not resets(sim.truth())
+    [warning] = [w for w in results["warnings"] if w["code"] == "cache_reset_unavailable"]
+    assert ("501" if flavor == "llamacpp" else "404") in warning["message"]
+    assert results["setup"]["cache_reset"]["ok"] is False
+    assert all(c["n_ok"] == 2 for c in results["cases"])  # the run went on without resets
