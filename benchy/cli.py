@@ -846,7 +846,47 @@ class ProbeCommand(MultiValueCommand):
     help="What to print on stdout.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
-def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet):
+@click.option(
+    "--capacity",
+    is_flag=True,
+    help="Measure how many prompt tokens the cache holds for reuse: grow the number of distinct cached "
+    "prefixes (each re-used after all others) until hits fall, beside the size the server states.",
+)
+@click.option(
+    "--capacity-prefix-tokens",
+    type=click.IntRange(min=32),
+    default=1024,
+    show_default=True,
+    help="--capacity: the length of each prefix.",
+)
+@click.option(
+    "--capacity-max-tokens",
+    type=click.IntRange(min=64),
+    default=262144,
+    show_default=True,
+    help="--capacity: stop growing the working set past this many tokens.",
+)
+@click.option(
+    "--cache-reset",
+    is_flag=True,
+    help="Empty the server's prefix cache before each length (each --capacity pass) through the engine's "
+    "own endpoint; says so when it has none.",
+)
+def probe_cache(
+    client,
+    endpoint,
+    lengths,
+    n,
+    tg,
+    output,
+    force,
+    fmt,
+    quiet,
+    capacity,
+    capacity_prefix_tokens,
+    capacity_max_tokens,
+    cache_reset,
+):
     """Does the server cache prompt prefixes? Shared- vs unique-prefix TTFTs and a verdict per length."""
     from benchy import probe
     from benchy.client.stream import ServerError
@@ -864,7 +904,11 @@ def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet):
         tg=tg,
         endpoint=endpoint,
         command_line=redacted_command_line(sys.argv[1:]),
-        on_length=None if quiet else lambda length: click.echo(f"probing {length:,}-token prompts …", err=True),
+        on_length=None if quiet else _probe_progress,
+        capacity=capacity,
+        capacity_prefix_tokens=capacity_prefix_tokens,
+        capacity_max_tokens=capacity_max_tokens,
+        cache_reset=cache_reset,
     )
     try:
         result = probe.run_probe(settings)
@@ -875,8 +919,12 @@ def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet):
     if fmt == "json":
         click.echo(json.dumps(result, indent=1))
     else:
-        click.echo(probe_report.table(result) + "\n\n" + "\n".join(probe_report.reasons(result)))
+        click.echo(probe_report.text(result))
     return probe_exit_code(result)
+
+
+def _probe_progress(step: int | str) -> None:
+    click.echo(f"probing {step:,}-token prompts …" if isinstance(step, int) else f"probing {step} …", err=True)
 
 
 def _register_subcommands() -> None:

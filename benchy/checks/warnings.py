@@ -291,6 +291,35 @@ def cache_not_reused(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
 
 
 @case_check
+def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """Some requests reused what they should have, others not: a finding of its own, never
+    "reported none" when some were reported."""
+    figures = _workload(case, judged=True)
+    part = figures.partial_reuse if figures else None
+    if part is None:
+        return
+    cause = (
+        f" The pattern: {part.pattern}."
+        if part.pattern
+        else " Hits and misses alternate, which eviction alone (hits, then misses) does not do."
+    )
+    yield Warning_(
+        "cache_partial_reuse",
+        WARNING,
+        case.label,
+        f"Partial reuse: {part.hit_requests} of {part.requests} requests ({part.hit_fraction:.0%}) reused all the "
+        f"history the server had prefilled, {part.partial_requests} reused part of it and {part.missed_requests} "
+        f"none; the server reported {part.reported_tokens:,} of {part.expected_tokens:,} expected tokens "
+        f"cached.{cause} TTFT mixes hits and misses.",
+        "Behind a router, give it cache affinity (session or prefix-aware routing: SGLang router, llm-d, "
+        "nginx hash on a session key), or measure one replica directly; otherwise see cache_eviction's hint.",
+        metrics=("ttft_s", "prefill_tps"),
+        details=part.to_dict(),
+        evidence=(Evidence("hit_fraction", round(part.hit_fraction, 4), 1.0, "requests"),),
+    )
+
+
+@case_check
 def cache_not_reported(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """A workload whose server never says how many tokens it served from cache."""
     figures = _workload(case)

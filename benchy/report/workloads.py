@@ -67,6 +67,14 @@ def _problem_lines(figures: WorkloadFigures) -> list[str]:
             f"**Eviction** from {where} ({ev.in_flight} in flight, {ev.held_tokens:,} prompt tokens held): "
             f"{ev.requests} of {ev.of_requests} requests reused less than expected (warning `cache_eviction`)."
         )
+    part = figures.partial_reuse
+    if part:
+        out.append(
+            f"**Partial reuse**: {part.hit_requests} of {part.requests} requests reused all they should have "
+            f"({part.hit_fraction:.0%}), {part.partial_requests} part of it, {part.missed_requests} none"
+            + (f"; {part.pattern}" if part.pattern else "")
+            + " (`cache_partial_reuse`)."
+        )
     if figures.no_reuse:
         out.append("**No reuse**: the server reported none of the resent tokens as cached (`cache_not_reused`).")
     if figures.leakage:
