@@ -247,3 +247,25 @@ def test_probe_through_random_replicas_gives_partial_hits(start_sim, tmp_path):
     assert entry["hit_fraction"] == pytest.approx(sum(served) / len(served))
     assert entry["gain_on_hits"] > 2
     assert "cache hit on some repeats" in (tmp_path / "out" / "probe.md").read_text()
+
+
+# ------------------------------------------------------------------ expected against observed
+
+
+def test_table_sets_implied_reported_and_gain_side_by_side(start_sim, tmp_path):
+    sim = start_sim("--prefill-tps", "20000", "--decode-tps", "3000", "--max-running", "8")
+    results = run_cli(
+        sim, tmp_path / "out", "--shared-prefix", "0.75", "--pp", "2000", "--tg", "4", "--runs", "3", "--warmup", "0"
+    )
+    truth = {t["request_id"]: t for t in sim.truth()}
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "Cache, expected against observed" in report
+    [shared] = [c for c in results["cases"] if c["workload"]["spec"]["fraction"] == 0.75]
+    rows = [truth[r["request_id"]] for r in shared["requests"] if not r["warmup"]]
+    reported = sum(t["cached_tokens"] for t in rows) / sum(t["prompt_tokens"] for t in rows)
+    implied = shared["workload"]["reuse"]["expected_hit_rate"]
+    gain = shared["workload"]["ttft_gain"]["speedup"]
+    line = next(line for line in report.splitlines() if line.startswith(f"| {shared['label']} ") and "×" in line)
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[1:4] == [f"{implied:.1%}", f"{reported:.1%}", f"{gain:.2f}×"]
+    assert 0.6 < reported <= implied + 0.01  # the sim served what the workload shares, no more

@@ -23,7 +23,7 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        streamed text, the events; which one the figures use, and why usage was doubted);
        metrics itl_event_s and reasoning_tokens (issue 15)
   1.6  setup.cache_reset and case.cache_reset (--cache-reset, issue 24); workload reuse gains
-       hit_requests, partial_requests, missed_requests, pattern (partial reuse)
+       partial_reuse (hit, partial and missed requests, the replica pattern); case.cache_reuse
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
