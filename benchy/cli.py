@@ -849,8 +849,9 @@ class ProbeCommand(MultiValueCommand):
 @click.option(
     "--capacity",
     is_flag=True,
-    help="Measure how many prompt tokens the cache holds for reuse: grow the number of distinct cached "
-    "prefixes (each re-used after all others) until hits fall, beside the size the server states.",
+    help="Instead of the per-length probe, measure how many prompt tokens the cache holds for reuse: grow "
+    "the number of distinct cached prefixes (each re-used after all others) until hits fall, beside the "
+    "size the server states (docs/cache.md).",
 )
 @click.option(
     "--capacity-prefix-tokens",
@@ -895,6 +896,10 @@ def probe_cache(
 
     if n < 3 or tg < 1 or any(length < 1 for length in lengths):
         raise click.UsageError("--requests must be ≥ 3, --tg ≥ 1 and --lengths ≥ 1")
+    if capacity and lengths:
+        raise click.UsageError("--capacity replaces the per-length probe: give --capacity-prefix-tokens, not --lengths")
+    if capacity_prefix_tokens > capacity_max_tokens:
+        raise click.UsageError("--capacity-prefix-tokens must not exceed --capacity-max-tokens")
     if output is not None:
         _claim_folder(output, force)
     settings = probe.ProbeSettings(
