@@ -463,7 +463,6 @@ class Simulator:
     def __init__(self, cfg: SimConfig):
         self.cfg = cfg
         self.engines = [Engine(cfg) for _ in range(cfg.replicas)]
-        self.engine = self.engines[0]
         self._route_rng = random.Random(cfg.seed)
         self._next_replica = itertools.count()
         self.cache_resets = 0
