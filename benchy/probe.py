@@ -24,7 +24,8 @@ the same length once each, then each again in the same order, so that every one 
 after all the others were sent: an LRU cache that holds the K of them hits on every re-use, one
 that does not hits on none. K doubles from 1 until fewer than CAPACITY_HIT_SHARE of the re-uses
 hit, then bisects between the last K that fitted and the first that did not. The cliff is
-reported in prompt tokens (K × the prefix's server-counted length) as the midpoint of that
+reported in prompt tokens (K × the prefix's server-counted length, what all prefixes share, the
+chat template as the first sends found it cached, counted once) as the midpoint of that
 bracket, ± half its width, beside what the server says its KV cache holds (server/capacity.py).
 A hit is the server's cached_tokens (≥ SERVED_SHARE of the prompt) where it reports them for
 every re-use, else a re-use TTFT TIMING_HIT_SPEEDUP× faster than the same prefix's first send.
@@ -355,12 +356,17 @@ def capacity_point(k: int, firsts: list[RequestRecord], reuses: list[RequestReco
     prompt = [b.prompt_tokens for _, b in pairs if b.prompt_tokens]
     prompt_tokens = int(np.median(prompt)) if prompt else None
     hits, evidence = _pair_hits(pairs, prompt_tokens)
+    # What every prefix shares with the others (the chat template), as the first sends found it
+    # cached: held once, so the working set counts it once.
+    first_cached = [a.cached_tokens for a, _ in pairs if a.cached_tokens is not None]
+    shared = min(int(np.median(first_cached)), prompt_tokens or 0) if first_cached else 0
     first_ttft = [t for t in (_ttft(a) for a, _ in pairs) if not isinstance(t, Unavailable)]
     reuse_ttft = [t for t in (_ttft(b) for _, b in pairs) if not isinstance(t, Unavailable)]
     return {
         "prefixes": k,
         "prompt_tokens": prompt_tokens,
-        "working_set_tokens": k * prompt_tokens if prompt_tokens else None,
+        "shared_tokens": shared,
+        "working_set_tokens": k * (prompt_tokens - shared) + shared if prompt_tokens else None,
         "judged": len(hits),
         "hits": sum(hits),
         "hit_fraction": sum(hits) / len(hits) if hits else None,
@@ -425,6 +431,11 @@ async def _capacity(client: Client, settings: ProbeSettings, prompts: PromptFact
     return capacity_result(settings, sorted(points, key=lambda p: p["prefixes"]), fits, falls)
 
 
+def _working_set(points: list[dict], k: int | None) -> int | None:
+    """The working set, in tokens, of the pass with k prefixes (None: no such pass)."""
+    return next((p["working_set_tokens"] for p in points if p["prefixes"] == k), None)
+
+
 def capacity_result(settings: ProbeSettings, points: list[dict], fits: int | None, falls: int | None) -> dict:
     sizes = [p["prompt_tokens"] for p in points if p["prompt_tokens"]]
     prompt = int(np.median(sizes)) if sizes else None
@@ -444,7 +455,7 @@ def capacity_result(settings: ProbeSettings, points: list[dict], fits: int | Non
     elif falls is None:
         out.update(
             verdict="beyond_max",
-            reason=f"re-uses still hit with {fits or 0} prefixes ({(fits or 0) * prompt:,} tokens): the cache "
+            reason=f"re-uses still hit with {fits or 0} prefixes ({_working_set(points, fits) or 0:,} tokens): the cache "
             f"holds at least that (--capacity-max-tokens {settings.capacity_max_tokens:,} stopped the sweep)",
         )
     elif not fits:
@@ -456,7 +467,7 @@ def capacity_result(settings: ProbeSettings, points: list[dict], fits: int | Non
             "prefix for reuse, or it is off",
         )
     else:
-        low, high = fits * prompt, falls * prompt
+        low, high = _working_set(points, fits) or fits * prompt, _working_set(points, falls) or falls * prompt
         out.update(
             verdict="found",
             cliff_tokens=(low + high) / 2,
