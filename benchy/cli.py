@@ -561,6 +561,12 @@ def _template(template, reasoning_effort):
     help="Do not scrape the server's Prometheus /metrics around each case (on when it answers).",
 )
 @gpu_metrics_option
+@click.option(
+    "--cache-reset",
+    is_flag=True,
+    help="Empty the server's prefix cache before each case through the engine's own endpoint (vLLM "
+    "POST /reset_prefix_cache, SGLang POST /flush_cache, llama.cpp slot erase); says so when it has none.",
+)
 def run(
     client,
     endpoint,
@@ -580,6 +586,7 @@ def run(
     stop,
     no_server_metrics,
     gpu_metrics,
+    cache_reset,
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
@@ -618,6 +625,7 @@ def run(
         load=load,
         server_metrics=not no_server_metrics,
         gpu_metrics=gpu_metrics,
+        cache_reset=cache_reset,
         announce=None if quiet else lambda line: click.echo(line, err=True),
         **limits,
     )
@@ -1131,7 +1139,49 @@ class ProbeCommand(MultiValueCommand):
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
 @gpu_metrics_option
-def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet, gpu_metrics):
+@click.option(
+    "--capacity",
+    is_flag=True,
+    help="Instead of the per-length probe, measure how many prompt tokens the cache holds for reuse: grow "
+    "the number of distinct cached prefixes (each re-used after all others) until hits fall, beside the "
+    "size the server states (docs/cache.md).",
+)
+@click.option(
+    "--capacity-prefix-tokens",
+    type=click.IntRange(min=32),
+    default=1024,
+    show_default=True,
+    help="--capacity: the length of each prefix.",
+)
+@click.option(
+    "--capacity-max-tokens",
+    type=click.IntRange(min=64),
+    default=262144,
+    show_default=True,
+    help="--capacity: stop growing the working set past this many tokens.",
+)
+@click.option(
+    "--cache-reset",
+    is_flag=True,
+    help="Empty the server's prefix cache before each length (each --capacity pass) through the engine's "
+    "own endpoint; says so when it has none.",
+)
+def probe_cache(
+    client,
+    endpoint,
+    lengths,
+    n,
+    tg,
+    output,
+    force,
+    fmt,
+    quiet,
+    capacity,
+    capacity_prefix_tokens,
+    capacity_max_tokens,
+    cache_reset,
+    gpu_metrics,
+):
     """Does the server cache prompt prefixes? Shared- vs unique-prefix TTFTs and a verdict per length."""
     from benchy import probe
     from benchy.client.stream import ServerError
@@ -1141,6 +1191,10 @@ def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet, gpu
 
     if n < 3 or tg < 1 or any(length < 1 for length in lengths):
         raise click.UsageError("--requests must be ≥ 3, --tg ≥ 1 and --lengths ≥ 1")
+    if capacity and lengths:
+        raise click.UsageError("--capacity replaces the per-length probe: give --capacity-prefix-tokens, not --lengths")
+    if capacity_prefix_tokens > capacity_max_tokens:
+        raise click.UsageError("--capacity-prefix-tokens must not exceed --capacity-max-tokens")
     if output is not None:
         _claim_folder(output, force)
     settings = probe.ProbeSettings(
@@ -1150,7 +1204,11 @@ def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet, gpu
         tg=tg,
         endpoint=endpoint,
         command_line=redacted_command_line(sys.argv[1:]),
-        on_length=None if quiet else lambda length: click.echo(f"probing {length:,}-token prompts …", err=True),
+        on_length=None if quiet else _probe_progress,
+        capacity=capacity,
+        capacity_prefix_tokens=capacity_prefix_tokens,
+        capacity_max_tokens=capacity_max_tokens,
+        cache_reset=cache_reset,
         gpu_metrics=gpu_metrics,
     )
     try:
@@ -1164,8 +1222,12 @@ def probe_cache(client, endpoint, lengths, n, tg, output, force, fmt, quiet, gpu
     if fmt == "json":
         click.echo(json.dumps(result, indent=1))
     else:
-        click.echo(probe_report.table(result) + "\n\n" + "\n".join(probe_report.reasons(result)))
+        click.echo(probe_report.text(result))
     return probe_exit_code(result)
+
+
+def _probe_progress(step: int | str) -> None:
+    click.echo(f"probing {step:,}-token prompts …" if isinstance(step, int) else f"probing {step} …", err=True)
 
 
 def _register_subcommands() -> None:

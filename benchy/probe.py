@@ -10,10 +10,25 @@ Welch t-tests on log TTFT, repeats (shared after the first) against unique:
   cache_hit_no_gain  not detected by timing, yet the server reports most of every repeat's
                 prompt cached: the cache works but something outside prefill (llama.cpp's
                 host-RAM prompt cache copying slots, queueing) takes the time it saves
+  partial_hits  some repeats were served from cache and the others took as long as unique
+                prefixes (bimodal): a hit fraction and the gain on hits, not one blurred
+                speed-up; the likely cause is a router spreading requests over replicas that
+                each hold their own cache (no cache affinity), or eviction between repeats
   inconclusive  neither; or fewer than 2 TTFTs a side; or the Mann–Whitney U rank test (used
                 where n lets it reach ALPHA) disagrees; or the server's cached_tokens
                 contradict a detected speed-up
 Every prompt starts with a nonce of this probe, so its shared prefix cannot serve a later run.
+
+--capacity: how much the cache really holds for reuse. A pass sends K distinct prefixes of
+the same length once each, then each again in the same order, so that every one is re-used only
+after all the others were sent: an LRU cache that holds the K of them hits on every re-use, one
+that does not hits on none. K doubles from 1 until fewer than CAPACITY_HIT_SHARE of the re-uses
+hit, then bisects between the last K that fitted and the first that did not. The cliff is
+reported in prompt tokens (K × the prefix's server-counted length, what all prefixes share, the
+chat template as the first sends found it cached, counted once) as the midpoint of that
+bracket, ± half its width, beside what the server says its KV cache holds (server/capacity.py).
+A hit is the server's cached_tokens (≥ SERVED_SHARE of the prompt) where it reports them for
+every re-use, else a re-use TTFT TIMING_HIT_SPEEDUP× faster than the same prefix's first send.
 """
 
 from __future__ import annotations
@@ -41,6 +56,8 @@ from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.results.types import PROBE_SCHEMA
+from benchy.server import cache_reset
+from benchy.server import capacity as capacity_mod
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
 
@@ -49,13 +66,19 @@ DEFAULT_LENGTHS = (2000, 8000, 27000)
 ALPHA = 0.05
 MIN_SPEEDUP = 1.2  # a cache that saves less than this is not worth calling one
 CONTEXT_MARGIN = 0.02  # calibration is within ±1%: keep prompts clear of the context limit
-VERDICTS = ("detected", "not_detected", "cache_hit_no_gain", "inconclusive")
+VERDICTS = ("detected", "not_detected", "cache_hit_no_gain", "partial_hits", "inconclusive")
+# Judged by timing alone (no cached_tokens), a hit must beat every unique-prefix TTFT by this much.
+TIMING_HIT_SPEEDUP = 2.0
 SERVED_SHARE = 0.5  # a repeat with this share of its prompt reported cached was served from cache
 
 
 @dataclass
 class ProbeSettings:
     client: ClientSettings
+    capacity: bool = False  # --capacity: the capacity sweep instead of the per-length probe
+    capacity_prefix_tokens: int = 1024
+    capacity_max_tokens: int = 262144
+    cache_reset: bool = False  # --cache-reset: empty the cache before each length (each capacity pass)
     lengths: list[int] = field(default_factory=lambda: list(DEFAULT_LENGTHS))
     n: int = 5  # requests per side and length
     tg: int = 8  # output tokens: only the first one matters
@@ -73,6 +96,8 @@ class Verdict:
     p_faster: float | None = None  # Welch: repeats faster than unique
     p_below_min: float | None = None  # Welch: speed-up below MIN_SPEEDUP
     rank_p: float | None = None  # Mann–Whitney U for the hypothesis the verdict rests on
+    hit_fraction: float | None = None  # partial_hits: the share of repeats served from cache
+    gain_on_hits: float | None = None  # partial_hits: median unique TTFT ÷ median TTFT of the hits
 
 
 # ---- statistics ---------------------------------------------------------------------------
@@ -105,6 +130,9 @@ def decide(
 ) -> Verdict:
     """The verdict for one length from the repeat and unique TTFTs (seconds), weighed with the
     server's own cached_tokens (and llama.cpp's timings.prompt_ms) for the repeats."""
+    partial = _partial_hits(repeats, unique, repeat_cached, prompt_tokens)
+    if partial is not None:
+        return partial
     verdict = _timing_verdict(repeats, unique, repeat_cached, prompt_tokens)
     gained = verdict.p_faster is not None and verdict.p_faster < ALPHA and (verdict.speedup or 0) >= MIN_SPEEDUP
     if verdict.verdict in ("not_detected", "inconclusive") and verdict.speedup is not None and not gained:
@@ -112,6 +140,48 @@ def decide(
         if served is not None and prompt_tokens:
             return _no_gain(verdict, served, prompt_tokens, repeats, repeat_prompt_ms)
     return verdict
+
+
+def repeat_hits(
+    repeats: list[float], unique: list[float], cached: Sequence[int | None], prompt_tokens: int | None
+) -> tuple[list[bool], str] | None:
+    """Which repeats were served from cache, and by what evidence: the server's cached_tokens
+    where it reports them for every repeat, else a TTFT that beats every unique prefix by
+    TIMING_HIT_SPEEDUP; None when neither can tell."""
+    if cached and len(cached) == len(repeats) and all(c is not None for c in cached) and prompt_tokens:
+        return [(c or 0) >= SERVED_SHARE * prompt_tokens for c in cached], "the server's cached_tokens"
+    if len(unique) < 2 or not repeats:
+        return None
+    fastest_unique = min(unique)
+    return [t * TIMING_HIT_SPEEDUP < fastest_unique for t in repeats], "TTFT"
+
+
+def _partial_hits(
+    repeats: list[float], unique: list[float], cached: Sequence[int | None], prompt_tokens: int | None
+) -> Verdict | None:
+    """The bimodal case: some repeats hit, the rest were no faster than unique prefixes."""
+    judged = repeat_hits(repeats, unique, cached, prompt_tokens)
+    if judged is None or len(unique) < 2:
+        return None
+    flags, evidence = judged
+    hits = [t for t, hit in zip(repeats, flags) if hit]
+    misses = [t for t, hit in zip(repeats, flags) if not hit]
+    if not hits or not misses:
+        return None
+    u = float(np.median(unique))
+    gain, miss_gain = u / float(np.median(hits)), u / float(np.median(misses))
+    if miss_gain >= MIN_SPEEDUP or gain < MIN_SPEEDUP:
+        return None  # the misses were faster too, or the hits no faster: not two modes
+    fraction = len(hits) / len(repeats)
+    reason = (
+        f"{len(hits)} of {len(repeats)} repeats ({fraction:.0%}) were served from cache (by {evidence}), "
+        f"{gain:.1f}× faster than unique prefixes; the other {len(misses)} took as long as unique ones "
+        f"({miss_gain:.2f}×): the likely cause is a router spreading requests over replicas that each "
+        "hold their own cache (no cache affinity), or eviction between repeats"
+    )
+    return Verdict(
+        "partial_hits", reason, speedup=u / float(np.median(repeats)), hit_fraction=fraction, gain_on_hits=gain
+    )
 
 
 def _served(cached: Sequence[int | None], prompt_tokens: int | None) -> float | None:
@@ -252,6 +322,167 @@ async def _probe_length(
     return [s.record for s in sends]
 
 
+CAPACITY_HIT_SHARE = 0.5  # a working set whose re-uses hit at least this often still fits
+CAPACITY_PRECISION = 0.1  # bisect until the bracket's half-width is this share of its middle
+CAPACITY_MAX_PASSES = 14
+
+
+async def _send_capacity(client: Client, settings: ProbeSettings, record: RequestRecord, prompt: Prompt) -> None:
+    await client.stream(record, prompt.text, settings.tg, settings.endpoint, exact_length_options(settings.tg))
+
+
+async def _capacity_pass(client: Client, settings: ProbeSettings, prompts: PromptFactory, k: int, salt: str) -> dict:
+    """K distinct prefixes, each sent once, then each again in the same order: the point
+    {prefixes, hits, judged, hit_fraction, …} of this working set."""
+    length = settings.capacity_prefix_tokens
+    sent = [prompts.build(length) for _ in range(k)]
+    firsts: list[RequestRecord] = []
+    reuses: list[RequestRecord] = []
+    for side, out in (("first", firsts), ("reuse", reuses)):
+        for i, prompt in enumerate(sent):
+            rec = RequestRecord(
+                case=f"capacity {k} {side}",
+                run=0,
+                index=i,
+                warmup=False,
+                request_id=f"benchy-capacity-{salt}-{k}-{side[0]}{i}",
+                nonce=prompt.nonce,
+                target_prompt_tokens=length,
+                target_output_tokens=settings.tg,
+            )
+            await _send_capacity(client, settings, rec, prompt)
+            out.append(rec)
+    return capacity_point(k, firsts, reuses)
+
+
+def capacity_point(k: int, firsts: list[RequestRecord], reuses: list[RequestRecord]) -> dict:
+    pairs = [(a, b) for a, b in zip(firsts, reuses) if a.ok and b.ok]
+    prompt = [b.prompt_tokens for _, b in pairs if b.prompt_tokens]
+    prompt_tokens = int(np.median(prompt)) if prompt else None
+    hits, evidence = _pair_hits(pairs, prompt_tokens)
+    # What every prefix shares with the others (the chat template), as the first sends found it
+    # cached: held once, so the working set counts it once.
+    first_cached = [a.cached_tokens for a, _ in pairs if a.cached_tokens is not None]
+    shared = min(int(np.median(first_cached)), prompt_tokens or 0) if first_cached else 0
+    first_ttft = [t for t in (_ttft(a) for a, _ in pairs) if not isinstance(t, Unavailable)]
+    reuse_ttft = [t for t in (_ttft(b) for _, b in pairs) if not isinstance(t, Unavailable)]
+    return {
+        "prefixes": k,
+        "prompt_tokens": prompt_tokens,
+        "shared_tokens": shared,
+        "working_set_tokens": k * (prompt_tokens - shared) + shared if prompt_tokens else None,
+        "judged": len(hits),
+        "hits": sum(hits),
+        "hit_fraction": sum(hits) / len(hits) if hits else None,
+        "evidence": evidence,
+        "first_ttft_s": float(np.median(first_ttft)) if first_ttft else None,
+        "reuse_ttft_s": float(np.median(reuse_ttft)) if reuse_ttft else None,
+        "n_failed": sum(not r.ok for r in firsts + reuses),
+        "reuse_cached_tokens": [b.cached_tokens for _, b in pairs],
+        "request_ids": [b.request_id for _, b in pairs],
+    }
+
+
+def _pair_hits(pairs: list[tuple[RequestRecord, RequestRecord]], prompt_tokens: int | None) -> tuple[list[bool], str]:
+    """Per (first, re-use) pair, whether the re-use was served from cache, and by what."""
+    if pairs and prompt_tokens and all(b.cached_tokens is not None for _, b in pairs):
+        return [(b.cached_tokens or 0) >= SERVED_SHARE * prompt_tokens for _, b in pairs], "cached_tokens"
+    timed = [
+        (ta, tb)
+        for ta, tb in ((_ttft(a), _ttft(b)) for a, b in pairs)
+        if isinstance(ta, float) and isinstance(tb, float)
+    ]
+    if not timed:
+        return [], "ttft"
+    typical_first = float(np.median([ta for ta, _ in timed]))
+    # Faster than its own first send and than the pass's typical first send: one slow first
+    # send (a busy client) does not make a miss look like a hit.
+    out = [tb * TIMING_HIT_SPEEDUP < min(ta, typical_first) for ta, tb in timed]
+    return out, "ttft"
+
+
+async def _capacity(client: Client, settings: ProbeSettings, prompts: PromptFactory, salt: str, reset) -> dict:
+    """The capacity sweep (see the module docstring); `reset`: an async callable or None."""
+    points: list[dict] = []
+    fits = falls = None
+
+    async def measure(k: int) -> dict | None:
+        nonlocal fits, falls
+        if reset is not None:
+            await reset()
+        if callable(settings.on_length):
+            settings.on_length(f"capacity: {k} prefix(es)")
+        point = await _capacity_pass(client, settings, prompts, k, salt)
+        points.append(point)
+        if point["hit_fraction"] is None:
+            return None
+        if point["hit_fraction"] >= CAPACITY_HIT_SHARE:
+            fits = k
+        else:
+            falls = k
+        return point
+
+    k = 1
+    while k * settings.capacity_prefix_tokens <= settings.capacity_max_tokens and falls is None:
+        if await measure(k) is None:
+            break
+        k *= 2
+    while fits and falls and falls - fits > 1 and len(points) < CAPACITY_MAX_PASSES:
+        if (falls - fits) / (falls + fits) <= CAPACITY_PRECISION:
+            break
+        if await measure((fits + falls) // 2) is None:
+            break
+    return capacity_result(settings, sorted(points, key=lambda p: p["prefixes"]), fits, falls)
+
+
+def _working_set(points: list[dict], k: int | None) -> int | None:
+    """The working set, in tokens, of the pass with k prefixes (None: no such pass)."""
+    return next((p["working_set_tokens"] for p in points if p["prefixes"] == k), None)
+
+
+def capacity_result(settings: ProbeSettings, points: list[dict], fits: int | None, falls: int | None) -> dict:
+    sizes = [p["prompt_tokens"] for p in points if p["prompt_tokens"]]
+    prompt = int(np.median(sizes)) if sizes else None
+    out: dict = {
+        "prefix_tokens_asked": settings.capacity_prefix_tokens,
+        "prefix_tokens": prompt,
+        "max_tokens": settings.capacity_max_tokens,
+        "hit_share": CAPACITY_HIT_SHARE,
+        "points": points,
+        "fits_prefixes": fits,
+        "falls_prefixes": falls,
+        "cliff_tokens": None,
+        "uncertainty_tokens": None,
+    }
+    if prompt is None:
+        out.update(verdict="unmeasured", reason="no prefix and its re-use both succeeded: nothing to judge")
+    elif falls is None:
+        out.update(
+            verdict="beyond_max",
+            reason=f"re-uses still hit with {fits or 0} prefixes ({_working_set(points, fits) or 0:,} tokens): the cache "
+            f"holds at least that (--capacity-max-tokens {settings.capacity_max_tokens:,} stopped the sweep)",
+        )
+    elif not fits:
+        out.update(
+            verdict="below_one_prefix",
+            cliff_tokens=prompt / 2,
+            uncertainty_tokens=prompt / 2,
+            reason=f"even one {prompt:,}-token prefix was not served again: the cache holds less than one "
+            "prefix for reuse, or it is off",
+        )
+    else:
+        low, high = _working_set(points, fits) or fits * prompt, _working_set(points, falls) or falls * prompt
+        out.update(
+            verdict="found",
+            cliff_tokens=(low + high) / 2,
+            uncertainty_tokens=(high - low) / 2,
+            reason=f"re-uses hit with {fits} prefixes ({low:,} tokens) and fell below "
+            f"{CAPACITY_HIT_SHARE:.0%} with {falls} ({high:,} tokens): the cache holds about "
+            f"{(low + high) / 2:,.0f} ± {(high - low) / 2:,.0f} prompt tokens for reuse",
+        )
+    return out
+
+
 async def _probe(settings: ProbeSettings) -> dict:
     gpus = None
     try:
@@ -277,8 +508,12 @@ async def _probe_with(settings: ProbeSettings, client: Client, model: str, gpus)
     setup["context_source"] = identity.context_source
     if gpus is not None:
         setup["gpu"] = gpus.setup.to_dict()
+    reset, resets = _resetter(client, identity, settings.cache_reset)
     entries = []
-    for length, asked in capped_lengths(settings.lengths, context, settings.tg):
+    lengths = [] if settings.capacity else capped_lengths(settings.lengths, context, settings.tg)
+    for length, asked in lengths:
+        if reset is not None:
+            await reset()
         if callable(settings.on_length):
             settings.on_length(length)
         window = gpus.window() if gpus is not None else None
@@ -289,7 +524,30 @@ async def _probe_with(settings: ProbeSettings, client: Client, model: str, gpus)
         if window is not None:
             await window.close()
             entries[-1]["gpu"] = _gpu_entry(window.result, records, gpus)
-    return {"schema": SCHEMA, "benchy_version": __version__, "setup": setup, "lengths": entries}
+    out: dict = {"schema": SCHEMA, "benchy_version": __version__, "setup": setup, "lengths": entries}
+    if settings.capacity:
+        out["capacity"] = await _capacity(client, settings, prompts, salt, reset)
+        out["capacity"]["stated"] = (
+            await capacity_mod.stated_capacity(client.session, client.base, identity)
+        ).to_dict()
+    if settings.cache_reset:
+        setup["cache_reset"] = {"calls": len(resets), "last": resets[-1] if resets else None}
+    return out
+
+
+def _resetter(client: Client, identity, wanted: bool):
+    """(an async reset, the list its outcomes go to), or (None, []) without --cache-reset. A
+    server that has no reset is asked once: its answer is kept, and no more calls are made."""
+    outcomes: list[dict] = []
+    if not wanted:
+        return None, outcomes
+
+    async def reset() -> None:
+        if outcomes and not outcomes[-1]["ok"]:
+            return
+        outcomes.append((await cache_reset.reset(client.session, client.base, identity)).to_dict())
+
+    return reset, outcomes
 
 
 def _gpu_entry(gpu: GpuCase, records: list[RequestRecord], gpus) -> dict:
@@ -368,6 +626,8 @@ def length_entry(length: int, asked: int, records: list[RequestRecord]) -> dict:
         "p_faster": verdict.p_faster,
         "p_below_min": verdict.p_below_min,
         "rank_p": verdict.rank_p,
+        "hit_fraction": verdict.hit_fraction,
+        "gain_on_hits": verdict.gain_on_hits,
         "verdict": verdict.verdict,
         "reason": _with_unavailable(verdict.reason, s, u),
         "requests": [r.to_dict() for r in records],

@@ -36,6 +36,7 @@ from benchy.measure.records import RecordWriter, RequestRecord
 from benchy.results import build as results_build
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
+from benchy.server import cache_reset
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
 from benchy.server import metrics as server_metrics
@@ -62,6 +63,7 @@ class RunSettings:
     load: LoadSettings = field(default_factory=lambda: LoadSettings())  # --requests, --rate … (issue 9)
     server_metrics: bool = True  # scrape /metrics around each case (--no-server-metrics: off)
     gpu_metrics: str | None = None  # --gpu-metrics: a dcgm-exporter URL or "nvml" (server/gpu.py)
+    cache_reset: bool = False  # --cache-reset: empty the server's prefix cache before each case
     announce: Callable[[str], None] | None = None  # gets the one-line start banner
     report: bool = True  # with output_dir: report.md, figures and results.csv beside results.json
 
@@ -80,6 +82,7 @@ class RunState:
     client: dict = field(default_factory=dict)  # case label → LoopMonitor figures
     server: dict = field(default_factory=dict)  # case label → the server's figures, or why there are none
     gpu: dict = field(default_factory=dict)  # case label → GpuCase (--gpu-metrics)
+    cache_resets: dict = field(default_factory=dict)  # case label → its --cache-reset outcome
     phase: str = "connecting to the server"  # what an interruption cut short, before the cases
 
 
@@ -195,6 +198,8 @@ def build_results(state: RunState) -> results_mod.RunResult:
         )
         for p in measured
     ]
+    for case in cases:
+        case.cache_reset = state.cache_resets.get(case.label)
     partial = state.interrupted or state.stopped is not None or len(cases) < len(state.plans)
     not_measured = [
         results_mod.NotMeasured(p.case.label, _why_not_measured(p, by_case)) for p in state.plans if p not in measured
@@ -293,10 +298,13 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
             state.stopped = passed
             stop.set()
 
+    resetting = settings.cache_reset
     try:
         for plan in state.plans:
             if stop.is_set():
                 break
+            if resetting:
+                resetting = await _reset_cache(state, settings, client, identity, plan.case.label, progress)
             progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
             window = scraper.window() if scraper else None
             gpu_window = gpus.window() if gpus else None
@@ -319,6 +327,18 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
                 await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
     finally:
         progress.finish()
+
+
+async def _reset_cache(state: RunState, settings: RunSettings, client, identity, label: str, progress) -> bool:
+    """--cache-reset before one case; False once the server has shown it has no way to (the
+    rest of the run goes on without, as setup.cache_reset says)."""
+    outcome = await cache_reset.reset(client.session, client.base, identity)
+    state.cache_resets[label] = outcome.to_dict()
+    state.setup["cache_reset"] = {"endpoint": outcome.endpoint, "ok": outcome.ok, "message": outcome.message}
+    if not outcome.ok:
+        line = f"benchy: --cache-reset: {outcome.message}"
+        settings.announce(line) if settings.announce else progress.note(line)
+    return outcome.ok
 
 
 def _start_pool(settings: RunSettings):

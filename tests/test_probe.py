@@ -19,7 +19,17 @@ from hypothesis import strategies as st
 from benchy import run as run_mod
 from benchy.client.stream import ClientSettings
 from benchy.measure.records import RequestRecord
-from benchy.probe import MIN_SPEEDUP, SCHEMA, VERDICTS, ProbeSettings, capped_lengths, decide, length_entry, run_probe
+from benchy.probe import (
+    MIN_SPEEDUP,
+    SCHEMA,
+    VERDICTS,
+    ProbeSettings,
+    _timing_verdict,
+    capped_lengths,
+    decide,
+    length_entry,
+    run_probe,
+)
 from benchy.report import probe_report
 from benchy.workloads.scenario import sweep
 from tests.conftest import LATE_S, run_benchy
@@ -124,12 +134,26 @@ def test_server_cached_tokens_that_contradict_the_timing_make_it_inconclusive():
     assert decide(*fast, repeat_cached=[None, None, None], prompt_tokens=2000).verdict == "detected"
 
 
-def test_rank_test_disagreeing_makes_it_inconclusive():
+def test_rank_test_disagreeing_makes_the_timing_verdict_inconclusive():
     # Three repeats 1000× faster, two slower than every unique request: log means differ
     # (Welch p ≈ 0.04), ranks barely do (Mann–Whitney p ≈ 0.35).
-    v = decide([0.001, 0.001, 0.0011, 1.05, 1.06], [1.0, 1.01, 1.02, 1.03, 1.04])
+    v = _timing_verdict([0.001, 0.001, 0.0011, 1.05, 1.06], [1.0, 1.01, 1.02, 1.03, 1.04], (), None)
     assert v.p_faster < 0.05 and v.rank_p > 0.05
     assert v.verdict == "inconclusive" and "Mann–Whitney" in v.reason
+
+
+def test_bimodal_repeats_are_partial_hits():
+    """The same TTFTs are two modes (issue 24): 3 of 5 repeats hit, ~1000× faster, the others as
+    slow as unique prefixes: a hit fraction and the gain on hits, not one blurred verdict."""
+    v = decide([0.001, 0.001, 0.0011, 1.05, 1.06], [1.0, 1.01, 1.02, 1.03, 1.04])
+    assert v.verdict == "partial_hits" and v.hit_fraction == 0.6
+    assert v.gain_on_hits == pytest.approx(1.02 / 0.001)
+    assert "3 of 5 repeats" in v.reason and "replicas" in v.reason
+    # Where the server reports cached_tokens for every repeat, they say which ones hit.
+    cached = decide([0.01, 0.5, 0.01, 0.52], [0.5, 0.51, 0.5, 0.49], [1990, 0, 1990, 0], 2000)
+    assert cached.verdict == "partial_hits" and cached.hit_fraction == 0.5 and "cached_tokens" in cached.reason
+    # All hits, or none, is no partial verdict.
+    assert decide([0.01, 0.01, 0.011], [0.5, 0.51, 0.5], [1990] * 3, 2000).verdict == "detected"
 
 
 @settings(max_examples=200, deadline=None)

@@ -292,6 +292,35 @@ def cache_not_reused(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
 
 
 @case_check
+def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """Some requests reused what they should have, others not: a finding of its own, never
+    "reported none" when some were reported."""
+    figures = _workload(case, judged=True)
+    part = figures.partial_reuse if figures else None
+    if part is None:
+        return
+    cause = (
+        f" The pattern: {part.pattern}."
+        if part.pattern
+        else " Hits and misses alternate, which eviction alone (hits, then misses) does not do."
+    )
+    yield Warning_(
+        "cache_partial_reuse",
+        WARNING,
+        case.label,
+        f"Partial reuse: {part.hit_requests} of {part.requests} requests ({part.hit_fraction:.0%}) reused all the "
+        f"history the server had prefilled, {part.partial_requests} reused part of it and {part.missed_requests} "
+        f"none; the server reported {part.reported_tokens:,} of {part.expected_tokens:,} expected tokens "
+        f"cached.{cause} TTFT mixes hits and misses.",
+        "Behind a router, give it cache affinity (session or prefix-aware routing: SGLang router, llm-d, "
+        "nginx hash on a session key), or measure one replica directly; otherwise see cache_eviction's hint.",
+        metrics=("ttft_s", "prefill_tps"),
+        details=part.to_dict(),
+        evidence=(Evidence("hit_fraction", round(part.hit_fraction, 4), 1.0, "requests"),),
+    )
+
+
+@case_check
 def cache_not_reported(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """A workload whose server never says how many tokens it served from cache."""
     figures = _workload(case)
@@ -593,6 +622,25 @@ def prompt_length_at_calibration(run: RunResult) -> Iterable[CheckWarning]:
             )
 
 
+@run_check
+def cache_reset_unavailable(run: RunResult) -> Iterable[CheckWarning]:
+    """--cache-reset asked for, and the server offers no way to empty its cache."""
+    failed = [c for c in run.cases if c.cache_reset and not c.cache_reset.get("ok")]
+    if not failed:
+        return
+    first = failed[0].cache_reset or {}
+    yield Warning_(
+        "cache_reset_unavailable",
+        WARNING,
+        None,
+        f"--cache-reset could not empty the server's prefix cache: {first.get('message')}. "
+        "The run went on without resets: its cases started on whatever the cache held.",
+        "vLLM answers POST /reset_prefix_cache, SGLang POST /flush_cache, llama-server the slot erase "
+        "only when started with --slot-save-path DIR; otherwise restart the server for a cold cache.",
+        details={"cases": [c.label for c in failed], **first},
+    )
+
+
 def _measured(case: CaseResult) -> int:
     return case.n_ok + case.n_failed
 
@@ -634,7 +682,7 @@ def first_chunk_before_prefill(case: CaseResult, run: RunResult) -> Iterable[Che
 # this many seconds) is time that is not prefill: queueing, a host cache copy, scheduling.
 NOT_PREFILL_SHARE = 0.25
 NOT_PREFILL_MIN_S = 0.02
-# Files without a queueing judgment (before 1.6): TTFT at concurrency c above this multiple of
+# Files without a queueing judgment (before 1.9): TTFT at concurrency c above this multiple of
 # the c=1 TTFT (and this many seconds more) is time spent queueing (metrics.queued's thresholds).
 QUEUE_TTFT_GROWTH = metrics.QUEUE_TTFT_GROWTH
 QUEUE_TTFT_MIN_S = metrics.QUEUE_TTFT_MIN_S

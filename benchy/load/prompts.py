@@ -10,6 +10,13 @@ prompt length wobble by several tokens on a server whose tokenizer is not o200k;
 are one token each nearly everywhere. The nonce comes first, so two requests share no prefix
 beyond what the server's chat template puts before the user's text.
 
+The body after the nonce is each request's own too (words drawn from a hash of the salt, the
+counter and the part), not one filler behind every nonce: a server that reuses cached blocks
+wherever they sit in a prompt (position-independent reuse, KV shared by content) would
+otherwise serve nearly all of a "cold" prompt from cache, and say so or not. Only what a
+workload means to share is shared: a --depth cached context, a shared prefix, a conversation's
+history, a trace's equal block ids.
+
 Lengths are counted with benchy's offline o200k_base tokenizer, then calibrated against the
 server's own count: the server sees `scale × local + overhead` tokens, where overhead is the
 chat template and scale absorbs a different tokenizer. Two calibration requests (short and
@@ -31,7 +38,6 @@ from benchy.client import harmony
 from benchy.measure import tokenizer
 from benchy.measure.evidence import prompt_length_missed
 
-CONTEXT_SEED = 2  # depth context filler differs from the pp filler (seed 0)
 # Between a shared context and what follows it: a piece of its own, so the context's last
 # token is the same whether the context is sent alone or with a request after it.
 CONTEXT_SEPARATOR = "\n\n"
@@ -181,15 +187,14 @@ class PromptFactory:
         if context is not None:
             head = context.text + CONTEXT_SEPARATOR + head
         elif depth:
-            head += tokenizer.filler(self._context_local(depth), seed=CONTEXT_SEED)
+            head += self._own_text("depth", self._context_local(depth))
         body = local - (tokenizer.count(head) if head else 0)
         if body < 1:
             raise PromptError(
                 f"a {server_tokens}-token prompt is too short: the chat template and nonce "
                 f"alone take about {server_tokens - body} tokens"
             )
-        # Without a nonce every request gets the same text: that is what --no-nonce shows.
-        text = head + tokenizer.filler(body, seed=0)
+        text = head + self._body(body)
         total = tokenizer.count(text)
         unique = (tokenizer.count(nonce) if nonce else 0) + body if context is not None else total
         return Prompt(text=text, nonce=nonce, local_tokens=total, unique_local_tokens=unique)
@@ -201,7 +206,7 @@ class PromptFactory:
         body = self._context_local(depth) - tokenizer.count(nonce)
         if body < 1:
             raise PromptError(f"--depth {depth} is too short for a context led by its own nonce")
-        text = nonce + tokenizer.filler(body, seed=CONTEXT_SEED)
+        text = nonce + self._own_text("context", body)
         return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))
 
     def message(self, server_tokens: int) -> Prompt:
@@ -213,7 +218,7 @@ class PromptFactory:
         body = local - (tokenizer.count(nonce) if nonce else 0)
         if body < 1:
             raise PromptError(f"a {server_tokens}-token message is too short for its nonce (8 tokens)")
-        text = (nonce or "") + tokenizer.filler(body, seed=0)
+        text = (nonce or "") + self._body(body)
         return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))
 
     def blocks(self, block_ids: list, server_tokens: int, block_tokens: int) -> Prompt:
@@ -236,6 +241,17 @@ class PromptFactory:
         text = "".join(pieces)
         return Prompt(text=text, nonce=None, local_tokens=total)
 
+    def _body(self, tokens: int) -> str:
+        """The text after the nonce: this request's own (see _own_text); without a nonce
+        every request gets the same text, which is what --no-nonce shows."""
+        return self._own_text("body", tokens) if self.nonce else tokenizer.filler(tokens, seed=0)
+
+    def _own_text(self, part: str, tokens: int) -> str:
+        """`tokens` words no other prompt holds: drawn from a hash of this invocation's salt,
+        the request's counter and the part, so that a cache that reuses blocks wherever they sit
+        (position-independent, by content) finds nothing of one request in any other's."""
+        return block_text(f"{self.salt}/{part}/{self._counter}", tokens)
+
     def _block(self, block_id, tokens: int) -> str:
         return block_text(f"{self.salt}/{block_id!r}", tokens)
 
@@ -248,7 +264,7 @@ class PromptFactory:
 
     def _raw(self, local: int) -> Prompt:
         nonce = self.next_nonce()
-        text = nonce + tokenizer.filler(local, seed=0)  # the measured prompts' filler: same scale
+        text = nonce + self._own_text("cal", local)  # the measured prompts' kind of text: same scale
         return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))
 
 

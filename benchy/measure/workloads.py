@@ -10,6 +10,13 @@
               expected by more than the server's cache granularity, after reuse had worked;
               with its turn, the requests then in flight and the history held
   no_reuse    reuse was expected but never reported (the cache is off, or not reporting)
+  partial     some requests reused what they should have and others not, again and again (not
+              the hits-then-misses of eviction), or none reused all of it but some reused part:
+              the fraction of each, and the pattern where one shows. A conversation's turn that
+              reused the history of the turn d before, not of the last one, again and again
+              with the same d, is a router rotating over d replicas that each hold their own
+              cache; hits on a fraction f of requests, with no steady d, is one spreading them
+              over about 1/f replicas at random
   leakage     requests that report more cached tokens than could be shared: beyond
               prompt − unique_tokens, where the unique part is nonce-led or new
   ttft_gain   shared prefix: TTFT against the case with the same lengths and nothing shared
@@ -76,6 +83,22 @@ class Eviction(_Saved):
 
 
 @dataclass
+class PartialReuse(_Saved):
+    """Reuse on some requests only (see the module docstring): counts, tokens and the pattern."""
+
+    requests: int  # requests expected to reuse something
+    hit_requests: int  # reused all of it
+    partial_requests: int  # reused some of it
+    missed_requests: int  # reused none of it (beyond what every prompt shares)
+    hit_fraction: float
+    expected_tokens: int
+    reported_tokens: int
+    replicas: int | None = None  # the replicas the pattern points to, when one shows
+    pattern: str | None = None  # that pattern in words
+    turn_lag: int | None = None  # multi-turn: the steady distance to the turn whose history was reused
+
+
+@dataclass
 class NoReuse(_Saved):
     requests: int
     expected_tokens: int
@@ -130,6 +153,7 @@ class WorkloadFigures(_Saved):
     granularity_tokens: int = 1
     eviction: Eviction | None = None
     no_reuse: NoReuse | None = None
+    partial_reuse: PartialReuse | None = None
     leakage: Leakage | None = None
     ttft_gain: TtftGain | None = None
     turns: list[TurnRow] = field(default_factory=list)
@@ -153,7 +177,10 @@ def case_figures(
     out = WorkloadFigures(kind, spec, reuse(ok), granularity, leakage=leakage(ok + [r for r in controls if r.ok]))
     judged = reuse_verdicts(ok, granularity)
     short = [r for r, fine in judged if not fine]
-    if short and len(short) == len(judged):
+    partial = partial_reuse(ok, judged, granularity)
+    if partial is not None:
+        out.partial_reuse = partial
+    elif short and len(short) == len(judged):
         out.no_reuse = NoReuse(len(short), sum(_expected(r) for r in short))
     elif short:
         out.eviction = eviction(ok, short, len(judged))
@@ -208,6 +235,77 @@ def reuse_verdicts(ok: list[RequestRecord], granularity: int) -> list[tuple[Requ
         for r in sorted(ok, key=lambda r: r.sent_mono_s)
         if r.expected_cached_tokens and r.cached_tokens is not None
     ]
+
+
+INTERMITTENT_SHARE = 0.25  # hits among the requests after the first miss: partial, not eviction
+STEADY_LAG_SHARE = 0.6  # partial hits that reused the same turn distance: a rotation
+
+
+def baseline_cached(ok: list[RequestRecord]) -> float:
+    """The most a request with nothing to reuse reported cached (the chat template's blocks)."""
+    cold = [r.cached_tokens for r in ok if not r.expected_cached_tokens and r.cached_tokens is not None]
+    return float(max(cold)) if cold else 0.0
+
+
+def partial_reuse(
+    ok: list[RequestRecord], judged: list[tuple[RequestRecord, bool]], granularity: int
+) -> PartialReuse | None:
+    """The partial-reuse finding, or None when reuse was all or nothing, or hits then misses."""
+    base = baseline_cached(ok)
+    short = [r for r, fine in judged if not fine]
+    some = [r for r in short if (r.cached_tokens or 0) > base]
+    hits = len(judged) - len(short)
+    if not short or (not hits and not some):
+        return None
+    first_miss = next(i for i, (_, fine) in enumerate(judged) if not fine)
+    after = [fine for _, fine in judged[first_miss + 1 :]]
+    if hits and (not after or sum(after) < INTERMITTENT_SHARE * len(after)):
+        return None  # reuse worked, then (mostly) stopped: eviction's finding
+    fraction = hits / len(judged)
+    lag = steady_turn_lag(ok, some, granularity)
+    found = PartialReuse(
+        requests=len(judged),
+        hit_requests=hits,
+        partial_requests=len(some),
+        missed_requests=len(short) - len(some),
+        hit_fraction=fraction,
+        expected_tokens=sum(_expected(r) for r, _ in judged),
+        reported_tokens=sum(r.cached_tokens or 0 for r, _ in judged),
+    )
+    if lag is not None and lag >= 2:
+        found.replicas, found.turn_lag = lag, lag
+        found.pattern = (
+            f"the turns that reused part of their history reused the turn {lag} before, not the last one: "
+            f"requests rotate over {lag} replicas (round robin), each with its own cache"
+        )
+    elif 0 < fraction <= 0.75:
+        found.replicas = max(2, round(1 / fraction))
+        found.pattern = (
+            f"{fraction:.0%} of requests found their history: consistent with routing over about "
+            f"{found.replicas} replicas without cache affinity, each with its own cache"
+        )
+    return found
+
+
+def steady_turn_lag(ok: list[RequestRecord], some: list[RequestRecord], granularity: int = 1) -> int | None:
+    """Multi-turn: how many turns back the history reused by partial hits reached, when most of
+    them agree (None: no conversations, or no steady distance)."""
+    lags = []
+    for r in some:
+        if r.conversation is None or r.turn is None:
+            continue
+        earlier = [o for o in ok if o.conversation == r.conversation and o.turn is not None and o.turn < r.turn]
+        served = [
+            o.turn
+            for o in earlier
+            if o.turn is not None and o.prompt_tokens and o.prompt_tokens <= (r.cached_tokens or 0) + granularity
+        ]
+        if served:
+            lags.append(r.turn - max(served))
+    if len(lags) < 2:  # one partial hit is no pattern
+        return None
+    lag, count = max(((v, lags.count(v)) for v in set(lags)), key=lambda item: item[1])
+    return lag if count >= STEADY_LAG_SHARE * len(lags) else None
 
 
 def eviction(ok: list[RequestRecord], short: list[RequestRecord], judged: int) -> Eviction:

@@ -1,6 +1,8 @@
 """The prefix-cache probe's report, from a probe dict only: a Markdown table (shared prefix:
 first, then repeats; unique prefix; speed-up; cached tokens; verdict), a PNG of every TTFT, and
-probe.json / probe.md / probe.png in an output folder."""
+probe.json / probe.md / probe.png in an output folder. With --capacity: the cliff beside the
+size the server states, a table of every working set tried, and capacity.png (hit rate against
+working set)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ VERDICT_TEXT = {
     "detected": "cache detected",
     "not_detected": "not detected",
     "cache_hit_no_gain": "cache hit reported, no TTFT gain",
+    "partial_hits": "cache hit on some repeats",
     "inconclusive": "inconclusive",
 }
 
@@ -51,6 +54,8 @@ def table(probe: dict) -> str:
         shared = e["shared"]["ttft_s"]
         first, repeats = (shared[0], shared[1:]) if shared else (None, [])
         speedup = f"{e['speedup']:.2f}×" if e.get("speedup") else "n/a"
+        if e.get("hit_fraction") is not None:
+            speedup = f"{e['gain_on_hits']:.1f}× on hits ({e['hit_fraction']:.0%} of repeats)"
         tokens = f"{e['prompt_tokens']:,}" if e.get("prompt_tokens") else f"~{e['length']:,}"
         cached = f"{_cached({'cached_tokens': e['shared']['cached_tokens'][1:]})} / {_cached(e['unique'])}"
         rows.append(
@@ -95,7 +100,103 @@ def _kinds(errors: dict) -> str:
     return ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
 
 
-def markdown(probe: dict, figure: str | None = None) -> str:
+def text(probe: dict) -> str:
+    """What the terminal shows: the length table and verdicts, and the capacity finding."""
+    parts = []
+    if probe["lengths"]:
+        parts.append(table(probe) + "\n\n" + "\n".join(reasons(probe)))
+    if probe.get("capacity"):
+        parts.append("\n".join(capacity_lines(probe["capacity"])))
+    return "\n\n".join(parts)
+
+
+def _tokens(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
+
+
+def capacity_lines(cap: dict) -> list[str]:
+    """The capacity finding, the server's stated size, and one row per working set tried."""
+    stated = cap.get("stated") or {}
+    found = (
+        f"**{_tokens(cap['cliff_tokens'])} ± {_tokens(cap['uncertainty_tokens'])} tokens**"
+        if cap.get("cliff_tokens") is not None
+        else "**not found**"
+    )
+    says = (
+        f"{stated['tokens']:,} tokens ({stated['source']}{'; ' + stated['reason'] if stated.get('reason') else ''})"
+        if stated.get("tokens")
+        else f"not stated ({stated.get('reason') or 'not asked'})"
+    )
+    rows = [
+        [
+            p["prefixes"],
+            _tokens(p["working_set_tokens"]),
+            f"{p['hits']} / {p['judged']}",
+            "n/a" if p["hit_fraction"] is None else f"{p['hit_fraction']:.0%}",
+            p["evidence"],
+            seconds(p["first_ttft_s"]),
+            seconds(p["reuse_ttft_s"]),
+            p["n_failed"],
+        ]
+        for p in cap["points"]
+    ]
+    headers = [
+        "prefixes",
+        "working set (tokens)",
+        "re-uses hit",
+        "hit rate",
+        "judged by",
+        "first TTFT",
+        "re-use TTFT",
+        "failed",
+    ]
+    return [
+        "## Cache capacity for reuse",
+        "",
+        f"Prefixes of {_tokens(cap['prefix_tokens'])} tokens, each re-used after all the others were sent; "
+        f"the cliff is where fewer than {cap['hit_share']:.0%} of re-uses hit.",
+        "",
+        f"- Measured: {found}: {cap['reason']}",
+        f"- The server says its KV cache holds: {says}",
+        "",
+        tabulate(rows, headers=headers, tablefmt="pipe", disable_numparse=True),
+        "",
+    ]
+
+
+def plot_capacity(cap: dict, path: Path) -> Path:
+    """Hit rate against working set (log2 tokens): the cliff's bracket shaded, the server's
+    stated size as a line."""
+    from benchy.report import plots
+
+    plt = plots.plt
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    points = [p for p in cap["points"] if p["hit_fraction"] is not None and p["working_set_tokens"]]
+    ax.plot(
+        [p["working_set_tokens"] for p in points],
+        [100 * p["hit_fraction"] for p in points],
+        marker="o",
+        color="#1f77b4",
+        label="re-uses that hit",
+    )
+    if cap.get("cliff_tokens") is not None and cap.get("uncertainty_tokens") is not None:
+        low, high = cap["cliff_tokens"] - cap["uncertainty_tokens"], cap["cliff_tokens"] + cap["uncertainty_tokens"]
+        ax.axvspan(max(low, 1), high, color="#ff7f0e", alpha=0.2, label="measured cliff")
+    stated = (cap.get("stated") or {}).get("tokens")
+    if stated:
+        ax.axvline(stated, color="#d62728", linestyle="--", label="the server's stated KV cache")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(plots.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_xlabel("working set: distinct prefixes × prompt tokens")
+    ax.set_ylabel("re-uses served from cache, %")
+    ax.set_ylim(-5, 105)
+    ax.set_title("Prefix-cache capacity for reuse")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, fontsize=8, frameon=False)
+    return plots.save(fig, path)
+
+
+def markdown(probe: dict, figure: str | None = None, capacity_figure: str | None = None) -> str:
     setup = probe["setup"]
     lines = [
         f"# benchy prefix-cache probe: {setup['model']}",
@@ -111,16 +212,27 @@ def markdown(probe: dict, figure: str | None = None) -> str:
         "to count as a cache; Mann–Whitney U where n allows |",
         f"| Started (UTC) | {setup['started_utc']} |",
         "",
-        "The first shared-prefix request pays for prefill; the repeats may be served from cache. "
-        "Speed-up = median unique TTFT ÷ median repeat TTFT.",
-        "",
-        table(probe),
-        "",
-        *reasons(probe),
-        "",
     ]
-    if figure:
-        lines += [f"![TTFT, shared vs unique prefix]({figure})", ""]
+    reset = setup.get("cache_reset")
+    if reset:
+        last = reset.get("last") or {}
+        lines[-1:-1] = [f"| --cache-reset | {reset['calls']} call(s); {last.get('message', 'none made')} |"]
+    if probe["lengths"]:
+        lines += [
+            "The first shared-prefix request pays for prefill; the repeats may be served from cache. "
+            "Speed-up = median unique TTFT ÷ median repeat TTFT.",
+            "",
+            table(probe),
+            "",
+            *reasons(probe),
+            "",
+        ]
+        if figure:
+            lines += [f"![TTFT, shared vs unique prefix]({figure})", ""]
+    if probe.get("capacity"):
+        lines += capacity_lines(probe["capacity"])
+        if capacity_figure:
+            lines += [f"![hit rate against working set]({capacity_figure})", ""]
     return "\n".join(lines)
 
 
@@ -191,7 +303,9 @@ def write(probe: dict, directory: Path) -> list[Path]:
     tmp = data.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(probe, indent=1) + "\n", encoding="utf-8")
     tmp.replace(data)
-    png = plot(probe, directory / "probe.png")
+    written = [data]
+    png = plot(probe, directory / "probe.png") if probe["lengths"] else None
+    cap = plot_capacity(probe["capacity"], directory / "capacity.png") if probe.get("capacity") else None
     md = directory / "probe.md"
-    md.write_text(markdown(probe, png.name), encoding="utf-8")
-    return [data, png, md]
+    md.write_text(markdown(probe, png.name if png else None, cap.name if cap else None), encoding="utf-8")
+    return written + [p for p in (png, cap) if p] + [md]

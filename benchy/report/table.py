@@ -142,7 +142,20 @@ def markdown(results: RunResult) -> str:
     if any(FLAG in c for row in body for c in row):
         text += "\n\n" + FLAG_LEGEND
     loaded = load_markdown(results)
-    return text + ("\n\n" + loaded if loaded else "")
+    cache = cache_markdown(results)
+    return text + ("\n\n" + loaded if loaded else "") + ("\n\n" + cache if cache else "")
+
+
+def cache_markdown(results: RunResult) -> str | None:
+    """Workload cases: the hit rate implied, the one reported, the TTFT gain (None without one)."""
+    from benchy.report import workloads
+
+    rows = workloads.cache_rows(results)
+    if not rows:
+        return None
+    headers = ["test", "hit rate implied", "hit rate reported", "TTFT gain", "finding"]
+    table = tabulate(rows, headers=headers, tablefmt="pipe", stralign="right", disable_numparse=True)
+    return workloads.CACHE_HEAD + "\n\n" + table
 
 
 # ------------------------------------------------------------------ loaded cases: percentiles

@@ -67,6 +67,14 @@ def _problem_lines(figures: WorkloadFigures) -> list[str]:
             f"**Eviction** from {where} ({ev.in_flight} in flight, {ev.held_tokens:,} prompt tokens held): "
             f"{ev.requests} of {ev.of_requests} requests reused less than expected (warning `cache_eviction`)."
         )
+    part = figures.partial_reuse
+    if part:
+        out.append(
+            f"**Partial reuse**: {part.hit_requests} of {part.requests} requests reused all they should have "
+            f"({part.hit_fraction:.0%}), {part.partial_requests} part of it, {part.missed_requests} none"
+            + (f"; {part.pattern}" if part.pattern else "")
+            + " (`cache_partial_reuse`)."
+        )
     if figures.no_reuse:
         out.append("**No reuse**: the server reported none of the resent tokens as cached (`cache_not_reused`).")
     if figures.leakage:
@@ -183,6 +191,65 @@ def trace_lines(case: CaseResult) -> list[str]:
             f"(p99 {_ms(lag.p99)} ms, worst {_ms(lag.max)} ms)."
         )
     return out + _problem_lines(figures) + [""]
+
+
+CACHE_HEAD = (
+    "Cache, expected against observed: the hit rate the workload implies (what an ideal prefix "
+    "cache would serve of all prompt tokens), the hit rate the server reported, and the TTFT gain "
+    "measured (shared prefix: against the same lengths with nothing shared; multi-turn: against "
+    "--cold-baseline's cold prompts, median over turns 2 on)."
+)
+
+
+def cache_rows(results: RunResult) -> list[list[str]]:
+    """One row per workload case: test, implied, reported, gain, finding."""
+    rows = []
+    for case in results.cases:
+        figures = case.workload
+        if figures is None or case.kind == "sweep":
+            continue
+        reuse = figures.reuse
+        rows.append(
+            [
+                case.label,
+                _pct(reuse.expected_hit_rate),
+                _pct(reuse.reported_hit_rate) if reuse.requests else "not reported",
+                _gain_text(figures),
+                _finding(figures),
+            ]
+        )
+    return rows
+
+
+def _gain_text(figures: WorkloadFigures) -> str:
+    if figures.kind == "shared_prefix":
+        gain = figures.ttft_gain.speedup if figures.ttft_gain else None
+        if figures.spec.get("fraction") == 0:
+            return "baseline"
+        return f"{gain:.2f}×" if gain else "n/a (no baseline case)"
+    if figures.kind == "multi_turn":
+        gains = sorted(row.ttft_gain for row in figures.turns if row.turn > 1 and row.ttft_gain)
+        if not gains:
+            return "n/a (needs --cold-baseline)"
+        return f"{gains[len(gains) // 2]:.2f}×"
+    return "n/a"
+
+
+def _finding(figures: WorkloadFigures) -> str:
+    if figures.partial_reuse:
+        part = figures.partial_reuse
+        return f"partial reuse: {part.hit_fraction:.0%} of requests hit" + (
+            f", ~{part.replicas} replicas" if part.replicas else ""
+        )
+    if figures.no_reuse:
+        return "no reuse reported"
+    if figures.eviction:
+        return f"eviction: {figures.eviction.requests} of {figures.eviction.of_requests} short"
+    if figures.leakage:
+        return "leakage"
+    if not figures.reuse.requests:
+        return "not reported" if figures.reuse.unreported else "—"
+    return "as implied"
 
 
 def section_lines(results: RunResult) -> list[str]:

@@ -29,6 +29,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        (predicted_n, per_chunk, server_tokenize), backed_by, disagreed and local_mismatch (issue 23)
   1.9  case queueing (the loaded TTFT against the same prompt alone; prefill_tps withheld with
        code `queued`); request alone (issue 23)
+  1.10 setup.cache_reset and case.cache_reset (--cache-reset, issue 24); workload reuse gains
+       partial_reuse (hit, partial and missed requests, the replica pattern); case.cache_reuse
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -50,7 +52,7 @@ from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import WorkloadFigures
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 9
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 10
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -167,6 +169,9 @@ class Setup(Saved):
     server: dict[str, Any] | None = _opt("the server's identity (server.py)", omit=True)
     server_metrics: dict[str, Any] | None = _opt("what /metrics offered (server_metrics.py)", omit=True)
     gpu: GpuSetup | None = _opt("(1.7) --gpu-metrics: the GPUs, their peak bandwidth, the idle baseline", omit=True)
+    cache_reset: dict[str, Any] | None = _opt(
+        "(1.10) --cache-reset: {endpoint, ok, message} of the last reset (server/cache_reset.py)", omit=True
+    )
 
 
 @dataclass
@@ -260,6 +265,9 @@ class CaseResult(Saved):
     gpu: GpuCase | None = _opt("(1.7) the GPUs during the case: power, energy, J/token, bandwidth", omit=True)
     queueing: Queueing | None = _opt(
         "closed loop, concurrency > 1: TTFT against the same prompt alone (1.9)", omit=True
+    )
+    cache_reset: dict[str, Any] | None = _opt(
+        "(1.10) --cache-reset before this case: {ok, endpoint, message, calls}", omit=True
     )
 
     def reason(self, metric: str) -> Unavailable:

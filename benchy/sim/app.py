@@ -18,7 +18,7 @@ from aiohttp import web
 
 from benchy import __version__
 from benchy.sim import vocab
-from benchy.sim.config import SimConfig
+from benchy.sim.config import BLOCK_SIZE, SimConfig
 from benchy.sim.engine import (
     CHAT_TEMPLATE,
     CONTENT,
@@ -483,9 +483,13 @@ class Outlet:
 class Simulator:
     def __init__(self, cfg: SimConfig):
         self.cfg = cfg
-        self.engine = Engine(cfg)
+        self.engines = [Engine(cfg) for _ in range(cfg.replicas)]
+        self._route_rng = random.Random(cfg.seed)
+        self._next_replica = itertools.count()
+        self.cache_resets = 0
         self.truth = TruthLog(cfg.truth_log)
-        self.metrics = SimMetrics(cfg.flavor, cfg.model, cfg.metrics_token_factor)
+        blocks = cfg.cache_blocks if cfg.prefix_cache else None
+        self.metrics = SimMetrics(cfg.flavor, cfg.model, cfg.metrics_token_factor, blocks)
         self._fault_rng = random.Random(cfg.seed)
         self.gpus = SimGpus(cfg, clock(), self.truth.note) if cfg.gpus else None
         self._ids = itertools.count(1)
@@ -500,6 +504,9 @@ class Simulator:
             app.router.add_get("/metrics", self.prometheus)
         if self.cfg.flavor == "llamacpp":
             app.router.add_get("/props", self.props)
+            app.router.add_post("/slots/{slot}", self.slot_action)
+        elif self.cfg.cache_reset:
+            app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache)
         if self.gpus is not None:
             app.router.add_get("/dcgm/metrics", self.dcgm)
         app.router.add_post("/tokenize", self.tokenize)
@@ -546,10 +553,48 @@ class Simulator:
             }
         )
 
+    def route(self) -> int:
+        """The replica a router sends the next request to (round robin, or at random)."""
+        if self.cfg.route == "random":
+            return self._route_rng.randrange(self.cfg.replicas)
+        return next(self._next_replica) % self.cfg.replicas
+
+    async def reset_prefix_cache(self, request: web.Request) -> web.Response:
+        """vLLM's POST /reset_prefix_cache: empties the cache of the replica it is routed to
+        (behind a router, one of them), and leaves a truth record of the reset."""
+        return self._reset(request, "reset_prefix_cache", web.Response(text=""))
+
+    async def slot_action(self, request: web.Request) -> web.Response:
+        """llama.cpp's POST /slots/{id}?action=erase: the sim's slots share one cache, so
+        erasing any slot empties it."""
+        if not self.cfg.cache_reset:
+            message = "This server does not support slots action. Start it with `--slot-save-path`"
+            return web.Response(status=501, body=error_body(501, message), content_type=JSON_TYPE)
+        if request.query.get("action") != "erase":
+            return web.Response(
+                status=400, body=error_body(400, "only action=erase is simulated"), content_type=JSON_TYPE
+            )
+        slot = request.match_info["slot"]
+        if not slot.isdigit() or int(slot) >= self.cfg.max_running:
+            return web.Response(status=400, body=error_body(400, f"invalid slot id {slot}"), content_type=JSON_TYPE)
+        return self._reset(request, "slot_erase", None, int(slot))
+
+    def _reset(self, request: web.Request, endpoint: str, answer: web.Response | None, slot: int = 0) -> web.Response:
+        replica = self.route()
+        held = self.engines[replica].reset_cache()
+        self.cache_resets += 1
+        trace = Trace(id=f"reset-{self.cache_resets:06d}", request_id=None, endpoint=endpoint, arrival_s=clock())
+        trace.replica, trace.status, trace.cache_used_blocks = replica, 200, 0
+        trace.cache_evicted_blocks = held
+        self.truth.write(trace)  # not a generation: /metrics does not count it
+        return answer or web.json_response({"id_slot": slot, "n_erased": held * BLOCK_SIZE})
+
     async def prometheus(self, request: web.Request) -> web.Response:
-        engine = self.engine
-        kv_usage = len(engine.cache) / engine.cache.capacity if engine.cache is not None else 0.0
-        body = self.metrics.exposition(engine.slots.running, engine.slots.waiting, kv_usage)
+        engines = self.engines
+        caches = [e.cache for e in engines if e.cache is not None]
+        kv_usage = sum(len(c) / c.capacity for c in caches) / len(caches) if caches else 0.0
+        running, waiting = sum(e.slots.running for e in engines), sum(e.slots.waiting for e in engines)
+        body = self.metrics.exposition(running, waiting, kv_usage)
         return web.Response(body=body, headers={"Content-Type": METRICS_TYPE})
 
     async def dcgm(self, request: web.Request) -> web.Response:
@@ -591,6 +636,7 @@ class Simulator:
             arrival_s=clock(),
         )
         trace.authorization_sha256 = authorization_digest(request)
+        trace.replica = self.route()
         try:
             try:
                 return await self._serve(request, endpoint, trace)
@@ -707,27 +753,30 @@ class Simulator:
     @contextlib.asynccontextmanager
     async def _running(self, trace: Trace):
         """Holds one of max_running slots (queueing FIFO for it) for the body of the block."""
+        slots = self.engines[trace.replica].slots
         trace.queued_s = clock()
-        await self.engine.slots.acquire()
+        await slots.acquire()
         trace.admitted_s = clock()
         self._gpus_running()
         try:
             yield
         finally:
-            self.engine.slots.release()
+            slots.release()
             self._gpus_running()
 
     def _gpus_running(self) -> None:
         if self.gpus is not None:
-            self.gpus.running(clock(), self.engine.slots.running)
+            self.gpus.running(clock(), sum(engine.slots.running for engine in self.engines))
 
     async def _prefill(self, job: Job, trace: Trace) -> Decoder:
-        done = await self.engine.prefill(job.prompt_ids)
+        engine = self.engines[trace.replica]
+        done = await engine.prefill(job.prompt_ids)
         trace.prefill_start_s, trace.prefill_end_s, trace.cached_tokens = done.start_s, done.end_s, done.cached_tokens
+        trace.reported_cached_tokens = done.reported_cached_tokens
         trace.cache_lost_tokens, trace.cache_evicted_blocks = done.lost_tokens, done.evicted_blocks
         trace.cache_used_blocks = done.cache_used_blocks
-        trace.host_copy_s = self.engine.host_copy_seconds(len(job.prompt_ids))
-        return self.engine.decoder(done.end_s, job.steps)
+        trace.host_copy_s = engine.host_copy_seconds(len(job.prompt_ids))
+        return engine.decoder(done.end_s, job.steps)
 
     def _record_tokens(self, trace: Trace, job: Job, times: list[float]) -> None:
         start = len(trace.token_times_s)
@@ -747,19 +796,20 @@ class Simulator:
         reasoning = trace.reasoning_tokens if job.endpoint == "chat" and not job.think else 0
         claimed = round(trace.completion_tokens * self.cfg.usage_scale)
         trace.usage_completion_tokens = claimed
-        cached = trace.cached_tokens or 0 if self.cfg.prompt_details else None
+        cached = trace.reported_cached_tokens or 0 if self.cfg.prompt_details else None
         return usage(job, cached, claimed, reasoning)
 
     def _timings(self, job: Job, trace: Trace) -> dict:
         """llama.cpp's per-response timings: prompt_ms is the prefill alone (no queueing, no
         host cache copy); predicted_ms runs from the end of prefill to the last token."""
         assert trace.prefill_start_s is not None and trace.prefill_end_s is not None  # timings follow prefill
-        prompt_n = len(job.prompt_ids) - (trace.cached_tokens or 0)
+        cache_n = trace.reported_cached_tokens or 0
+        prompt_n = len(job.prompt_ids) - cache_n
         prompt_ms = 1000 * (trace.prefill_end_s - trace.prefill_start_s)
         predicted_n = trace.completion_tokens
         predicted_ms = 1000 * (trace.token_times_s[-1] - trace.prefill_end_s) if trace.token_times_s else 0.0
         return {
-            "cache_n": trace.cached_tokens or 0,
+            "cache_n": cache_n,
             "prompt_n": prompt_n,
             "prompt_ms": prompt_ms,
             "prompt_per_second": 1000 * prompt_n / prompt_ms if prompt_ms > 0 else None,

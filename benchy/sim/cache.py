@@ -24,14 +24,17 @@ from benchy.sim.config import BLOCK_SIZE
 EVICTED_MEMORY = 16
 
 
-def block_hashes(ids: list[int], block_size: int = BLOCK_SIZE) -> list[bytes]:
-    """One hash per full block; each covers its block and, through the chain, all before it."""
+def block_hashes(ids: list[int], block_size: int = BLOCK_SIZE, chained: bool = True) -> list[bytes]:
+    """One hash per full block; chained, each covers its block and, through the chain, all
+    before it (a prefix cache); not chained, its block's content alone (a cache that reuses a
+    block wherever it sits in the prompt)."""
     hashes = []
     prev = b""
     for start in range(0, len(ids) - block_size + 1, block_size):
         block = array("I", ids[start : start + block_size]).tobytes()
-        prev = hashlib.blake2b(prev + block, digest_size=16).digest()
-        hashes.append(prev)
+        digest = hashlib.blake2b(prev + block, digest_size=16).digest()
+        prev = digest if chained else b""
+        hashes.append(digest)
     return hashes
 
 
@@ -42,12 +45,24 @@ class Lookup:
 
     cached_tokens: int
     lost_tokens: int = 0
+    leading_tokens: int | None = None  # anywhere-matching: the hits before the first miss (None: all of them)
+
+    @property
+    def prefix_tokens(self) -> int:
+        """What a prefix cache would have served of it: the hits before the first miss."""
+        return self.cached_tokens if self.leading_tokens is None else self.leading_tokens
 
 
 class PrefixCache:
-    def __init__(self, capacity_blocks: int, block_size: int = BLOCK_SIZE):
+    """LRU blocks of prompt tokens. anywhere=False: a prefix cache (vLLM's, SGLang's radix
+    tree): a prompt reuses its leading blocks up to the first miss. anywhere=True: a
+    position-independent cache (LMCache/CacheBlend-style, KV shared by content): every block of
+    the prompt whose content is cached is reused, wherever it sits."""
+
+    def __init__(self, capacity_blocks: int, block_size: int = BLOCK_SIZE, anywhere: bool = False):
         self.capacity = capacity_blocks
         self.block_size = block_size
+        self.anywhere = anywhere
         self._blocks: OrderedDict[bytes, None] = OrderedDict()
         self._evicted: OrderedDict[bytes, None] = OrderedDict()
         self.evicted_total = 0  # blocks evicted since the start
@@ -62,7 +77,9 @@ class PrefixCache:
 
     def lookup_detail(self, ids: list[int]) -> Lookup:
         """As lookup, and how many usable tokens after the hits had been evicted."""
-        usable = block_hashes(ids, self.block_size)[: (len(ids) - 1) // self.block_size]
+        usable = block_hashes(ids, self.block_size, chained=not self.anywhere)[: (len(ids) - 1) // self.block_size]
+        if self.anywhere:
+            return self._lookup_anywhere(usable)
         hits = 0
         for h in usable:
             if h not in self._blocks:
@@ -76,9 +93,22 @@ class PrefixCache:
             lost += 1
         return Lookup(hits * self.block_size, lost * self.block_size)
 
+    def _lookup_anywhere(self, usable: list[bytes]) -> Lookup:
+        found = [h in self._blocks for h in usable]
+        leading = found.index(False) if False in found else len(found)
+        self._touch([h for h, hit in zip(usable, found) if hit])
+        return Lookup(sum(found) * self.block_size, 0, leading * self.block_size)
+
+    def clear(self) -> int:
+        """Forgets every block (a reset_prefix_cache); returns how many were held."""
+        held = len(self._blocks)
+        self._blocks.clear()
+        self._evicted.clear()
+        return held
+
     def insert(self, ids: list[int]) -> int:
         """Adds the prompt's full blocks (most recently used); returns how many blocks that evicted."""
-        hashes = block_hashes(ids, self.block_size)
+        hashes = block_hashes(ids, self.block_size, chained=not self.anywhere)
         for h in hashes:
             self._blocks[h] = None
             self._evicted.pop(h, None)

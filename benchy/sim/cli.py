@@ -7,7 +7,17 @@ import errno
 import click
 from click.core import ParameterSource
 
-from benchy.sim.config import FAULT_KINDS, FLAVORS, PRESET_HELP, SPEC_STYLES, ConfigError, build_config, parse_fault
+from benchy.sim.config import (
+    CACHE_MATCHES,
+    FAULT_KINDS,
+    FLAVORS,
+    PRESET_HELP,
+    ROUTES,
+    SPEC_STYLES,
+    ConfigError,
+    build_config,
+    parse_fault,
+)
 
 HELP = """Run a simulated OpenAI-compatible LLM server whose timing is known exactly.
 
@@ -111,6 +121,25 @@ and the truth log: docs/sim.md.
     help="Leave a field out of /dcgm/metrics: power, energy, util, dram, fb.",
 )
 @click.option("--gpu-fail-every", type=int, help="Every Nth /dcgm/metrics scrape answers HTTP 500.")
+@click.option(
+    "--cache-match",
+    type=click.Choice(CACHE_MATCHES),
+    help="prefix: a prompt reuses its leading cached blocks; anywhere: every cached block, wherever it sits "
+    "(position-independent reuse, as LMCache/CacheBlend). Default prefix.",
+)
+@click.option(
+    "--report-cache-hits/--no-report-cache-hits",
+    default=True,
+    help="Report every cache hit in usage (--no-report-cache-hits: only the leading ones a prefix cache would).",
+)
+@click.option(
+    "--cache-reset/--no-cache-reset",
+    default=True,
+    help="Serve the flavor's cache reset (vLLM POST /reset_prefix_cache; llama.cpp slot erase, else HTTP 501 "
+    "as llama-server without --slot-save-path).",
+)
+@click.option("--replicas", type=int, help="Replicas behind one router, each with its own slots and cache (default 1).")
+@click.option("--route", type=click.Choice(ROUTES), help="How the router picks a replica: rr or random (default rr).")
 @click.option(
     "--fault",
     "faults",

@@ -23,6 +23,8 @@ FAULT_KINDS = (
 )
 
 FLAVORS = ("vllm", "llamacpp")
+CACHE_MATCHES = ("prefix", "anywhere")  # a prefix cache; a position-independent block cache
+ROUTES = ("rr", "random")  # how a router in front of --replicas picks one
 SPEC_STYLES = ("vllm", "llamacpp")
 
 BLOCK_SIZE = 16  # tokens per prefix-cache block, as vLLM's default
@@ -90,6 +92,13 @@ class SimConfig:
     gpu_model: str = "NVIDIA H200"
     gpu_omit: tuple[str, ...] = ()  # fields left out of the exporter's text (power, energy, …)
     gpu_fail_every: int = 0  # every Nth GPU scrape answers HTTP 500 (0: never)
+    # Deployments (issue 24): a cache that reuses blocks wherever they sit, whether its hits
+    # are reported, and a router over replicas that each hold their own cache.
+    cache_match: str = "prefix"  # "prefix" | "anywhere" (position-independent, by content)
+    report_cache_hits: bool = True  # False: usage counts only the leading hits a prefix cache would
+    replicas: int = 1
+    route: str = "rr"  # "rr" (round robin) | "random" (seeded by --seed)
+    cache_reset: bool = True  # False: no reset endpoint (vLLM: 404; llama.cpp: 501, no --slot-save-path)
 
 
 _DGX_SPARK = dict(
@@ -235,6 +244,11 @@ def validate(cfg: SimConfig) -> None:
     _require_at_least(cfg, "tokens_per_event", 1)
     _require_at_least(cfg, "events_per_response", 0)
     _require_at_least(cfg, "reasoning_tokens", 0)
+    _require_at_least(cfg, "replicas", 1)
+    if cfg.cache_match not in CACHE_MATCHES:
+        raise ConfigError(f"--cache-match must be one of: {', '.join(CACHE_MATCHES)}")
+    if cfg.route not in ROUTES:
+        raise ConfigError(f"--route must be one of: {', '.join(ROUTES)}")
     if cfg.natural_max < cfg.natural_min:
         raise ConfigError("--natural-max must be at least --natural-min")
     if cfg.events_per_response and cfg.tokens_per_event != 1:

@@ -226,6 +226,7 @@ class Prefill:
     lost_tokens: int = 0  # prefix tokens that had been cached but were evicted before this lookup
     evicted_blocks: int = 0  # blocks this prompt's insert pushed out of the cache
     cache_used_blocks: int | None = None  # blocks held after the insert (None: no cache)
+    reported_cached_tokens: int = 0  # what usage and timings say (--no-report-cache-hits: fewer)
 
 
 class Slots:
@@ -267,7 +268,8 @@ class Slots:
 class Engine:
     def __init__(self, cfg: SimConfig):
         self.cfg = cfg
-        self.cache = PrefixCache(cfg.cache_blocks) if cfg.prefix_cache else None
+        anywhere = cfg.cache_match == "anywhere"
+        self.cache = PrefixCache(cfg.cache_blocks, anywhere=anywhere) if cfg.prefix_cache else None
         self.slots = Slots(cfg.max_running)
         self._prefill_lock = asyncio.Lock()
         self._prefill_free_at = 0.0
@@ -292,7 +294,12 @@ class Engine:
             await self.wait_until(end)
             evicted = self.cache.insert(ids) if self.cache is not None else 0
         used = len(self.cache) if self.cache is not None else None
-        return Prefill(start, end, found.cached_tokens, found.lost_tokens, evicted, used)
+        reported = found.cached_tokens if self.cfg.report_cache_hits else found.prefix_tokens
+        return Prefill(start, end, found.cached_tokens, found.lost_tokens, evicted, used, reported)
+
+    def reset_cache(self) -> int:
+        """Empties the prefix cache (vLLM's POST /reset_prefix_cache); returns the blocks it held."""
+        return self.cache.clear() if self.cache is not None else 0
 
     def host_copy_seconds(self, tokens: int) -> float:
         return tokens / self.cfg.host_copy_tps if self.cfg.host_copy_tps and not self.cfg.instant else 0.0
@@ -365,7 +372,9 @@ class Trace:
     prefill_end_s: float | None = None
     prompt_tokens: int | None = None  # what the server kept (after --truncate-prompt)
     prompt_tokens_sent: int | None = None  # what the request held
-    cached_tokens: int | None = None
+    cached_tokens: int | None = None  # served from cache, truly
+    reported_cached_tokens: int | None = None  # what usage said (--no-report-cache-hits: fewer)
+    replica: int = 0  # --replicas: which one the router sent it to
     # The prefix cache's side (issue 18): prefix tokens this request would have reused had
     # they not been evicted, blocks its insert evicted, and blocks held after it.
     cache_lost_tokens: int | None = None

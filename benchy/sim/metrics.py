@@ -28,7 +28,7 @@ from __future__ import annotations
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from benchy.sim.config import FLAVORS
+from benchy.sim.config import BLOCK_SIZE, FLAVORS
 
 prometheus_client.disable_created_metrics()  # neither vLLM's nor llama.cpp's text has _created samples
 
@@ -54,15 +54,22 @@ def intervals(trace) -> dict[str, float] | None:
     }
 
 
+def reported_cached(trace) -> int:
+    """The cached tokens the server admits to (usage's count), as its counters would."""
+    reported = trace.reported_cached_tokens
+    return reported if reported is not None else trace.cached_tokens or 0
+
+
 class SimMetrics:
     """The registry behind GET /metrics; `observe` each truth record once, as it is logged."""
 
-    def __init__(self, flavor: str, model: str, token_factor: float = 1.0) -> None:
+    def __init__(self, flavor: str, model: str, token_factor: float = 1.0, cache_blocks: int | None = None) -> None:
         if flavor not in FLAVORS:
             raise ValueError(f"unknown metrics flavor {flavor!r}")
         self.flavor = flavor
         self.model = model
         self.token_factor = token_factor
+        self.cache_blocks = cache_blocks  # vLLM's cache_config_info num_gpu_blocks (None: no cache)
         self.registry = CollectorRegistry()
         if flavor == "vllm":
             self._build_vllm()
@@ -110,6 +117,14 @@ class SimMetrics:
         self.running = gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
         self.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
         self.kv_usage: Gauge | None = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
+        if self.cache_blocks is not None:  # vLLM's info gauge: the KV cache's size, one replica's
+            info = Gauge(
+                "vllm:cache_config_info",
+                "Information of the LLMEngine CacheConfig",
+                ["block_size", "num_gpu_blocks", "enable_prefix_caching"],
+                registry=reg,
+            )
+            info.labels(str(BLOCK_SIZE), str(self.cache_blocks), "True").set(1)
 
     def _observe_vllm(self, trace, spans: dict[str, float]) -> None:
         for name, value in spans.items():
@@ -118,7 +133,7 @@ class SimMetrics:
         self.prompt_tokens.inc(prompt)
         self.generation_tokens.inc(trace.completion_tokens * self.token_factor)
         self.cache_queries.inc(prompt)
-        self.cache_hits.inc(trace.cached_tokens or 0)
+        self.cache_hits.inc(reported_cached(trace))
         self.success.labels(self.model, "0", trace.finish_reason or "abort").inc()
 
     # --- llama.cpp ---
@@ -143,7 +158,7 @@ class SimMetrics:
         self.kv_usage = None
 
     def _observe_llamacpp(self, trace) -> None:
-        prompt, cached = trace.prompt_tokens or 0, trace.cached_tokens or 0
+        prompt, cached = trace.prompt_tokens or 0, reported_cached(trace)
         self.prompt_tokens.inc(prompt - cached)
         self.cached_tokens.inc(cached)
         self.prompt_seconds.inc(trace.prefill_end_s - trace.prefill_start_s)
