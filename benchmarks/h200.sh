@@ -3,7 +3,8 @@
 #   truth     default flags (-np 4): benchy run --pp 512 2048 8192 --tg 32 128 --runs 3 --gpu-metrics nvml,
 #             then benchy's figures beside the server's own timings (issues 23, 28)
 #   capacity  -np 16 --cache-ram 0: benchy capacity, cold and with a 75% shared prefix, then compare (issue 25)
-#   probecap  benchy probe-cache --capacity on -np 1 --cache-ram 0, and on a default server (issue 24)
+#   probecap  benchy probe-cache --capacity --cache-reset on -np 1 --cache-ram 0, -np 4 --cache-ram 0 and a
+#             default server (-np 4, host-RAM cache on); PROBES picks among np1 nocache default (issue 24)
 # Run from the repository root on the device, with ../shared/gpu-testbed copied to .gpu-testbed
 # (prebuilt binaries in .gpu-testbed/bin/ save the 5-minute build):
 #   BUDGET_S=570 bash benchmarks/h200.sh oss truth capacity
@@ -73,10 +74,15 @@ capacity() {
 
 probecap() {
   local name
-  for name in np1 default; do
-    if [ $name = np1 ]; then serve 1 --cache-ram 0 || continue; else serve 4 || continue; fi
-    bench probecap_$name probe-cache --base-url $U --capacity --capacity-prefix-tokens ${CAP_PREFIX:-2048} \
-        --cache-reset -o "$RES/probecap_$name"
+  mkdir -p /tmp/slots  # --slot-save-path: llama.cpp's slot erase, which --cache-reset calls
+  for name in ${PROBES:-np1 nocache default}; do
+    case $name in
+      np1) serve 1 --cache-ram 0 --slot-save-path /tmp/slots || continue ;;
+      nocache) serve 4 --cache-ram 0 --slot-save-path /tmp/slots || continue ;;
+      *) serve 4 --slot-save-path /tmp/slots || continue ;;
+    esac
+    bench probecap_${MODEL}_$name probe-cache --base-url $U --capacity --capacity-prefix-tokens ${CAP_PREFIX:-2048} \
+        --capacity-max-tokens ${CAP_MAX:-262144} --tg 2 --cache-reset -o "$RES/probecap_${MODEL}_$name"
     unserve
   done
 }

@@ -183,8 +183,12 @@ def test_multi_turn_through_random_replicas_never_says_none(start_sim, tmp_path)
         assert figures["no_reuse"] is not None
         return
     assert "cache_not_reused" not in codes
-    if missed + partial:  # some fell short: partial reuse, with the truth's counts
+    if missed + partial:  # some fell short: partial reuse with the truth's counts, or, where the
+        # random routes happened to give hits first and then mostly misses, eviction's finding
         part = figures["partial_reuse"]
+        if part is None:
+            assert figures["eviction"] is not None and "cache_eviction" in codes
+            return
         assert (part["hit_requests"], part["partial_requests"], part["missed_requests"]) == (hit, partial, missed)
         assert "cache_partial_reuse" in codes
 

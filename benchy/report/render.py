@@ -15,12 +15,12 @@ from benchy.results.types import RunResult
 
 def write_report(results: RunResult, directory: Path) -> Path:
     # matplotlib is imported only when a report is drawn
-    from benchy.report import gpu_plot, plots, workloads
+    from benchy.report import gpu_plot, plots, workload_plots, workloads
 
     directory.mkdir(parents=True, exist_ok=True)
     clear_figures(directory / FIGURES_DIR)  # no figure of an earlier report stays beside this one
     figures = plots.write_figures(workloads.sweep_results(results), directory / FIGURES_DIR)
-    figures += workloads.figures(results, directory / FIGURES_DIR)
+    figures += workload_plots.figures(results, directory / FIGURES_DIR)
     embedded = [(f.title, f"{FIGURES_DIR}/{f.path.name}" if f.path else None, f.caption) for f in figures]
     server = server_view.figure(results, directory / FIGURES_DIR)
     server_embedded = (server.title, f"{FIGURES_DIR}/{server.path.name}", server.caption) if server else None

@@ -11,7 +11,6 @@ Everything here is read from `case.workload` (benchy/measure/workloads.py) and t
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 from benchy.measure.workloads import Reuse, WorkloadFigures
 from benchy.results.types import CaseResult, RunResult
@@ -85,14 +84,14 @@ def _problem_lines(figures: WorkloadFigures) -> list[str]:
     return out
 
 
-def _figures(case: CaseResult) -> WorkloadFigures:
+def figures_of(case: CaseResult) -> WorkloadFigures:
     """A workload case's figures (cases_of keeps only cases that have them)."""
     assert case.workload is not None
     return case.workload
 
 
 def multi_turn_lines(case: CaseResult) -> list[str]:
-    figures = _figures(case)
+    figures = figures_of(case)
     spec = figures.spec
     think = spec["think"]
     think_text = (
@@ -158,7 +157,7 @@ def shared_prefix_lines(cases: list[CaseResult]) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for case in cases:
-        figures = _figures(case)
+        figures = figures_of(case)
         speedup = figures.ttft_gain.speedup if figures.ttft_gain else None
         ttft = case.summary.get("ttft_s")
         reuse = figures.reuse
@@ -168,12 +167,12 @@ def shared_prefix_lines(cases: list[CaseResult]) -> list[str]:
             f"{_pct(reuse.expected_hit_rate)} | {_pct(reuse.reported_hit_rate)} |"
         )
     for case in cases:
-        out += [f"{case.label}: {line}" for line in _problem_lines(_figures(case))]
+        out += [f"{case.label}: {line}" for line in _problem_lines(figures_of(case))]
     return out + [""]
 
 
 def trace_lines(case: CaseResult) -> list[str]:
-    figures = _figures(case)
+    figures = figures_of(case)
     spec = figures.spec
     lag = case.send_lag
     out = [
@@ -269,132 +268,3 @@ def section_lines(results: RunResult) -> list[str]:
             for case in cases:
                 out += trace_lines(case)
     return out
-
-
-# ------------------------------------------------------------------ figures
-
-
-def figures(results: RunResult, directory: Path) -> list:
-    from benchy.report import plots
-
-    made = []
-    for i, case in enumerate(cases_of(results, "multi_turn"), 1):
-        made.append(_turns_figure(plots, case, directory / f"workload-turns-{i}.png"))
-    shared = cases_of(results, "shared_prefix")
-    if shared:
-        made.append(_shared_figure(plots, shared, directory / "workload-shared.png"))
-    for i, case in enumerate(cases_of(results, "trace"), 1):
-        made.append(_reuse_figure(plots, case, directory / f"workload-reuse-{i}.png"))
-    return [fig for fig in made if fig is not None]
-
-
-def _turns_figure(plots, case: CaseResult, path: Path):
-    rows = [r for r in _figures(case).turns if r.ttft_s is not None]
-    if not rows:
-        return None
-    fig, (left, right) = plots.plt.subplots(1, 2, figsize=plots.WIDE)
-    turns = [r.turn for r in rows]
-    ttft_ms = [r.ttft_s * 1000 for r in rows if r.ttft_s is not None]  # every row (mypy narrows here)
-    left.plot(turns, ttft_ms, marker="o", label="TTFT (median)")
-    cold = [(r.turn, r.cold_ttft_s * 1000) for r in rows if r.cold_ttft_s]
-    if cold:
-        left.plot(*zip(*cold), marker="x", linestyle="--", label="same length, nothing shared")
-    left.set_xlabel("turn")
-    left.set_ylabel("ms")
-    left.set_title("TTFT by turn")
-    left.set_ylim(0, max(ttft_ms + [ms for _, ms in cold]) * 1.15)
-    right.plot(turns, [r.cached_tokens or 0 for r in rows], marker="o", label="cached, reported")
-    right.plot(
-        turns, [r.expected_cached_tokens or 0 for r in rows], marker="x", linestyle="--", label="expected (history)"
-    )
-    right.plot(turns, [r.prompt_tokens or 0 for r in rows], color="grey", alpha=0.5, label="prompt")
-    right.set_xlabel("turn")
-    right.set_ylabel("tokens")
-    right.set_title("Cached tokens by turn")
-    for ax in (left, right):
-        ax.set_xticks(turns)
-        ax.legend(fontsize=8)
-    fig.suptitle(case.label)
-    caption = (
-        "Left: median TTFT of each turn. Right: median cached tokens the server reported beside the "
-        "history it had already prefilled (expected) and the whole prompt; reported below expected "
-        "is eviction, above the prompt's shareable part is leakage."
-    )
-    return plots.Figure(f"TTFT and reuse by turn: {case.label}", plots.save(fig, path), caption)
-
-
-def _fraction(case: CaseResult) -> float:
-    return _figures(case).spec["fraction"]
-
-
-def _shared_figure(plots, cases: list[CaseResult], path: Path):
-    series: dict[tuple, list[CaseResult]] = {}
-    for case in cases:
-        key = (case.pp + (case.depth or 0), case.tg, case.concurrency)
-        series.setdefault(key, []).append(case)
-    fig, (left, right) = plots.plt.subplots(1, 2, figsize=plots.WIDE)
-    drawn = False
-    for (total, tg, c), group in series.items():
-        group.sort(key=_fraction)
-        points = [(_fraction(x), ttft.median * 1000) for x in group if (ttft := x.summary.get("ttft_s"))]
-        if not points:
-            continue
-        drawn = True
-        name = f"pp{total} tg{tg}" + (f" c{c}" if c != 1 else "")
-        left.plot(*zip(*points), marker="o", label=name)
-        fractions = [_fraction(x) for x in group]
-        right.plot(
-            fractions,
-            [_figures(x).reuse.reported_hit_rate or 0 for x in group],
-            marker="o",
-            label=f"{name} reported",
-        )
-        right.plot(
-            fractions,
-            [_figures(x).reuse.expected_hit_rate or 0 for x in group],
-            marker="x",
-            linestyle="--",
-            label=f"{name} expected",
-        )
-    if not drawn:
-        plots.plt.close(fig)
-        return None
-    left.set_xlabel("shared fraction of the prompt")
-    left.set_ylabel("TTFT ms (median)")
-    left.set_title("TTFT by shared fraction")
-    left.set_ylim(0, left.get_ylim()[1] * 1.1)
-    right.set_xlabel("shared fraction of the prompt")
-    right.set_ylabel("cached ÷ prompt tokens")
-    right.set_title("Hit rate, reported vs expected")
-    for ax in (left, right):
-        ax.legend(fontsize=8)
-    caption = (
-        "Left: median TTFT as more of each prompt is a shared prefix (fraction 0: nothing shared). "
-        "Right: the share of prompt tokens the server reported cached beside the shared fraction."
-    )
-    return plots.Figure("TTFT by shared fraction", plots.save(fig, path), caption)
-
-
-def _reuse_figure(plots, case: CaseResult, path: Path):
-    points = [
-        (r.expected_cached_tokens, r.cached_tokens)
-        for r in case.requests
-        if not r.warmup and r.expected_cached_tokens is not None and r.cached_tokens is not None
-    ]
-    if not points:
-        return None
-    fig, ax = plots.plt.subplots(figsize=(6.0, 4.6))
-    xs, ys = zip(*points)
-    ax.scatter(xs, ys, s=14, alpha=0.7, label="requests")
-    top = max(max(xs), max(ys), 1)
-    ax.plot([0, top], [0, top], linestyle="--", color="grey", label="reported = expected")
-    ax.set_xlabel("expected cached tokens (from the trace's block ids)")
-    ax.set_ylabel("cached tokens the server reported")
-    ax.set_title(f"Expected vs reported reuse: {case.label}")
-    ax.legend(fontsize=8)
-    caption = (
-        "One point per request: the reuse an unbounded prefix cache would give it (earlier requests' "
-        "identical blocks) against what the server reported. Below the line: the cache had evicted "
-        "(or never held) those blocks; above: a chat template's shared head, or leakage."
-    )
-    return plots.Figure(f"Expected vs reported reuse: {case.label}", plots.save(fig, path), caption)

@@ -141,8 +141,9 @@ class NvmlSource:
     where: str | None = None
     names = NVML_FIELDS
     bandwidth_basis = (
-        "NVML memory utilization: the share of time memory was read or written, not of its bandwidth "
-        "(an upper bound on bandwidth use; dcgm-exporter's DRAM_ACTIVE is the closer figure)"
+        "NVML memory utilization: the share of time memory was read or written, not of its bandwidth, "
+        "so the GB/s derived from it is a rough indication, neither bound (on an H200 llama-server it read "
+        "17-41% of peak where the decode rate implied 68-72%); dcgm-exporter's DRAM_ACTIVE is the closer figure"
     )
 
     def __init__(self) -> None:
