@@ -139,6 +139,7 @@ def _client_settings(base_url, model, api_key, timeout, stall_timeout, insecure,
     from benchy.client.stream import ClientSettings, parse_header
 
     _check_url(base_url)
+    base_url = _api_root(base_url)
     try:
         parsed = tuple(parse_header(h) for h in headers)
     except ValueError as exc:
@@ -775,6 +776,26 @@ def _check_url(url: str) -> None:
         raise click.UsageError(f"--base-url {shown!r}: {exc}") from None
     if not parts.hostname:
         raise click.UsageError(f"--base-url {shown!r} names no host")
+
+
+# Endpoint paths people paste from a server's docs or a curl line; benchy appends them itself.
+PASTED_ENDPOINTS = ("/chat/completions", "/completions")
+
+
+def _api_root(url: str) -> str:
+    """--base-url is the API root (…/v1). The most common paste is a whole endpoint URL
+    (…/v1/chat/completions): it is cut back to the root, with a note saying so, rather than
+    sent as …/v1/chat/completions/chat/completions and answered with a 404."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    pasted = next((end for end in PASTED_ENDPOINTS if path.endswith(end)), None)
+    if pasted is None:
+        return url
+    root = parts._replace(path=path[: -len(pasted)]).geturl()
+    click.echo(f"benchy: note: --base-url is the API root: using {redact_url(root)} (dropped {pasted})", err=True)
+    return root
 
 
 def _echo_stop(results: RunResult, output: Path | None) -> None:
