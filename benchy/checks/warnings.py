@@ -659,10 +659,12 @@ def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
 
 
 def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
-    slots = _slots(run)
-    if slots is not None and case.concurrency > slots:
-        return f"{case.concurrency} requests in flight on {slots} slots: they queue"
-    if case.concurrency > 1:
+    slots, in_flight = _slots(run), case.concurrency
+    if in_flight is None:  # a trace replay: its arrivals set the load
+        return "queueing behind the replay's other requests in flight, or work before prefill"
+    if slots is not None and in_flight > slots:
+        return f"{in_flight} requests in flight on {slots} slots: they queue"
+    if in_flight > 1:
         return "queueing behind the other requests in flight, or work before prefill"
     return "work before prefill, e.g. llama.cpp's host-RAM prompt cache copying slots"
 
@@ -676,10 +678,10 @@ def _slots(run: RunResult) -> int | None:
 def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
     """Without server timings: TTFT that grows with concurrency, or more requests in flight than
     the server's slots, means prefill t/s holds queue time."""
-    cases = [c for c in run.cases if c.rate is None and c.figure("ttft_s")]
+    cases = [c for c in run.cases if c.rate is None and c.concurrency is not None and c.figure("ttft_s")]
     slots = _slots(run)
     for case in cases:
-        if case.concurrency <= 1 or any(_ttft_and_prompt(r) for r in case.measured_ok()):
+        if (case.concurrency or 1) <= 1 or any(_ttft_and_prompt(r) for r in case.measured_ok()):
             continue  # ttft_not_prefill speaks where the server reports its own prompt time
         base = next((c for c in cases if c.concurrency == 1 and _same_shape(c, case)), None)
         why = _queue_evidence(case, base, slots)
@@ -702,7 +704,7 @@ def _same_shape(a: CaseResult, b: CaseResult) -> bool:
 
 
 def _queue_evidence(case: CaseResult, base: CaseResult | None, slots: int | None) -> str | None:
-    if slots is not None and case.concurrency > slots:
+    if slots is not None and (case.concurrency or 1) > slots:
         return f"{case.concurrency} requests in flight on a server with {slots} slots"
     if base is None:
         return None

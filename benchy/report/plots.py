@@ -79,7 +79,7 @@ def _lightest_load_cases(cases: list[CaseResult]) -> tuple[list[CaseResult], str
     concurrency, else (an open-loop-only run) the lowest arrival rate."""
     closed = [c for c in cases if not is_open_loop(c)]
     if closed:
-        lowest = min(c.concurrency for c in closed)
+        lowest = min(c.concurrency or 1 for c in closed)
         return [c for c in closed if c.concurrency == lowest], f"concurrency {lowest}"
     lowest_rate = min(_rate(c) for c in cases)
     return [c for c in cases if c.rate == lowest_rate], f"{lowest_rate:g} requests/s (open loop)"

@@ -149,7 +149,8 @@ LOAD_HEAD = (
 
 
 def is_loaded(case: CaseResult) -> bool:
-    return case.concurrency > 1 or case.rate is not None
+    """More than one request in flight, or open loop (a --rate or a trace replay)."""
+    return case.mode == "open" or case.rate is not None or (case.concurrency or 1) > 1
 
 
 def percentiles_cell(summary: MetricSummary | None, metric: Metric) -> str:
@@ -169,7 +170,7 @@ def load_markdown(results: RunResult) -> str | None:
     cases = [c for c in results.cases if is_loaded(c)]
     if not cases:
         return None
-    opened = any(c.rate is not None for c in cases)
+    opened = any(c.mode == "open" for c in cases)
     lag, offered = METRICS["send_lag_s"], METRICS["achieved_rate"]
     headers = ["test", "n"] + [f"{m.title} p50 / p90 / p99" for m in PERCENTILE_METRICS]
     if opened:
@@ -179,15 +180,41 @@ def load_markdown(results: RunResult) -> str | None:
         row = [case_name(case), str(case.n_ok)]
         row += [percentiles_cell(case.summary.get(m.name), m) for m in PERCENTILE_METRICS]
         if opened:
-            open_loop = case.rate is not None
+            open_loop = case.mode == "open"
             row += [
-                f"{case.rate:g}" if open_loop else "closed loop",
+                asked_rate(case),
                 number(case.achieved_rate, offered) if open_loop else "",
                 percentiles_cell(case.send_lag, lag) if open_loop else "",
             ]
         body.append(row)
     table = tabulate(body, headers=headers, tablefmt="pipe", stralign="right", disable_numparse=True)
-    return LOAD_HEAD + "\n\n" + table
+    replayed = [replayed_line(c) for c in cases if c.kind == "trace"]
+    return LOAD_HEAD + "\n\n" + table + "".join(f"\n\n{line}" for line in replayed)
+
+
+def asked_rate(case: CaseResult) -> str:
+    if case.kind == "trace":
+        return "the trace's times"
+    return f"{case.rate:g}" if case.rate is not None else "closed loop"
+
+
+def replayed_line(case: CaseResult) -> str:
+    """The lengths a trace replay asked for: it has no single pp or tg."""
+    sent = [r for r in case.requests if not r.warmup]
+    prompts = [r.target_prompt_tokens for r in sent]
+    outputs = [r.target_output_tokens for r in sent]
+    if not sent:
+        return f"{case_name(case)} replayed no request."
+    return (
+        f"{case_name(case)} replayed {len(sent)} requests: prompts of {_spread(prompts)}, "
+        f"outputs of {_spread(outputs)} (as the trace asked)."
+    )
+
+
+def _spread(values: list[int]) -> str:
+    low, high = min(values), max(values)
+    middle = sorted(values)[len(values) // 2]
+    return f"{low:,} tokens" if low == high else f"{low:,}–{high:,} tokens (median {middle:,})"
 
 
 # ------------------------------------------------------------------ CSV
@@ -201,12 +228,13 @@ CASE_KEYS = ("label", "scenario", "pp", "tg", "concurrency", "mode", "rate", "de
 
 def case_key_cells(case: CaseResult) -> list:
     """The CASE_KEYS cells of a case, as every CSV benchy writes keys it."""
-    open_loop = case.rate is not None
+    open_loop = case.mode == "open" or case.rate is not None
+    replay = case.kind == "trace"  # its lengths are each request's own (requests.jsonl)
     return [
         case.label,
         case.scenario or "",
-        case.pp,
-        case.tg,
+        "" if replay else case.pp,
+        "" if replay else case.tg,
         "" if open_loop else case.concurrency,  # an open loop has a rate, not a concurrency
         case.mode,
         _blank(case.rate),

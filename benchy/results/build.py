@@ -53,7 +53,7 @@ def case_result(
         scenario=case.scenario,
         pp=case.pp,
         tg=case.tg,
-        concurrency=case.concurrency,
+        concurrency=None if case.kind == "trace" else case.concurrency,  # its arrivals set its load
         depth=case.depth,
         endpoint=endpoint,
         runs=runs,

@@ -22,6 +22,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.5  request token_count (the completion count's witnesses: usage, the local count of the
        streamed text, the events; which one the figures use, and why usage was doubted);
        metrics itl_event_s and reasoning_tokens (issue 15)
+  1.6  case.concurrency is null for a trace replay (it was 1: the replay's arrivals set its
+       load, not a concurrency; issue 27)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -42,7 +44,7 @@ from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import WorkloadFigures
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 5
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 6
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -187,7 +189,9 @@ class CaseResult(Saved):
     label: str
     pp: int
     tg: int
-    concurrency: int
+    concurrency: int | None = _opt(
+        "requests in flight (closed loop); null for a trace replay (1.6), whose arrivals set the load"
+    )
     scenario: str | None = None
     depth: int = 0
     endpoint: str | None = None
