@@ -930,3 +930,24 @@ def server_disagreement(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
     for f in server_checks.findings(case.to_dict(), run.setup.to_dict()):
         evidence = tuple(Evidence(*e) for e in f.evidence)
         yield Warning_(f.code, WARNING, case.label, f.message, f.hint, f.metrics, details=f.details, evidence=evidence)
+
+
+@case_check
+def case_cut_short(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """The run stopped inside this case (results withheld its rates): say so wherever the
+    case's figures are read, not only in report.md's banner."""
+    why = case.reason("aggregate_tps")
+    if why.code != metrics.CUT_SHORT:
+        return
+    yield Warning_(
+        "case_cut_short",
+        WARNING,
+        case.label,
+        f"The run stopped inside this case: {why.message}. Aggregate t/s and req/s are "
+        "withheld; the per-request figures are those of the requests that finished, which favour "
+        "the ones that finished first.",
+        "Run the case to its end for figures of the whole case.",
+        metrics=tuple(m.name for m in metrics.TABLE_METRICS),
+        withheld=("aggregate_tps", "request_rate"),
+        details={"measured": case.n_ok + case.n_failed, "planned": case.planned_requests},
+    )

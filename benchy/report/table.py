@@ -7,7 +7,7 @@ import io
 
 from tabulate import tabulate
 
-from benchy.measure.metrics import CASE, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
+from benchy.measure.metrics import CASE, CUT_SHORT, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
 from benchy.results.types import CaseResult, CheckWarning, Goodput, MetricSummary, RunResult
 
 LOAD_COLUMNS = (METRICS["aggregate_tps"], METRICS["request_rate"])  # when a case ran under load
@@ -39,6 +39,14 @@ def cell(summary: MetricSummary, metric: Metric) -> str:
     return f"{median:.{decimals}f} ± {std * scale:.{decimals}f}"
 
 
+def load_cell(case: CaseResult, metric: Metric, notes: Footnotes) -> str:
+    """A case-level rate, or why it is withheld (a case cut short has no rate)."""
+    value = getattr(case, metric.name)
+    if value is None and metric.name in case.unavailable:
+        return notes.mark(case.unavailable[metric.name])
+    return number(value, metric)
+
+
 def number(value: float | None, metric: Metric) -> str:
     return "n/a" if value is None else f"{value * metric.scale:.{metric.decimals}f}"
 
@@ -64,7 +72,13 @@ def case_name(case: CaseResult, label: str | None = None) -> str:
 
 
 def row_label(case: CaseResult, warnings: list[CheckWarning]) -> str:
-    """The case's name, but never claiming an output length the server did not deliver."""
+    """The case's name, but never claiming an output length the server did not deliver, and
+    saying when the run stopped inside it."""
+    cut = f" {FLAG} (cut short)" if case.reason("aggregate_tps").code == CUT_SHORT else ""
+    return _shape_label(case, warnings) + cut
+
+
+def _shape_label(case: CaseResult, warnings: list[CheckWarning]) -> str:
     for w in warnings:
         if w.code == "output_length_mismatch":
             got = w.details["delivered_median"]
@@ -116,7 +130,7 @@ def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str
             text = cell(summary, metric) if summary else notes.mark(case.unavailable.get(metric.name, "not measured"))
             row.append(f"{text} {FLAG}" if summary and metric.name in flagged else text)
         if loaded:
-            row += [number(getattr(case, m.name), m) for m in LOAD_COLUMNS]
+            row += [load_cell(case, m, notes) for m in LOAD_COLUMNS]
         if with_goodput:
             row.append(goodput_cell(case.goodput, notes))
         if with_ceiling:

@@ -48,6 +48,13 @@ def case_result(
     buffered: Unavailable | Literal[False] = metrics.case_buffering(ok) or False  # one late read is no buffer
     summary, unavailable = _summaries(ok, buffered)
     lags = [v for v in (metrics.send_lag_s(r) for r in measured) if not isinstance(v, Unavailable)]
+    cut = metrics.cut_short(len(measured), planned_requests)
+    rates = {
+        "aggregate_tps": cut or metrics.aggregate_output_tps(measured),
+        "request_rate": cut or metrics.request_rate(measured),
+    }
+    if cut:
+        unavailable |= dict.fromkeys(rates, cut)
     return CaseResult(
         label=case.label,
         scenario=case.scenario,
@@ -67,11 +74,11 @@ def case_result(
         summary=summary,
         unavailable={k: v.message for k, v in unavailable.items()},
         unavailable_codes={k: v.code for k, v in unavailable.items()},
-        aggregate_tps=_value(metrics.aggregate_output_tps(measured)),
+        aggregate_tps=_value(rates["aggregate_tps"]),
         mode="open" if case.rate is not None or case.kind == "trace" else "closed",
         rate=case.rate,
         achieved_rate=_value(metrics.achieved_rate(measured)),
-        request_rate=_value(metrics.request_rate(measured)),
+        request_rate=_value(rates["request_rate"]),
         send_lag=MetricSummary.of(lags) if lags else None,
         goodput=_goodput(measured, slo, buffered) if slo else None,
         requests=[RequestResult.of(r, buffered) for r in records],

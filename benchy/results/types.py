@@ -23,7 +23,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        streamed text, the events; which one the figures use, and why usage was doubted);
        metrics itl_event_s and reasoning_tokens (issue 15)
   1.6  case.concurrency is null for a trace replay (it was 1: the replay's arrivals set its
-       load, not a concurrency; issue 27)
+       load, not a concurrency; issue 27); a case the run stopped inside has aggregate_tps and
+       request_rate null, code cut_short in unavailable
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
