@@ -596,6 +596,8 @@ def run(
         raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from None
+    except run_mod.PromptTooLong as exc:
+        raise click.UsageError(str(exc)) from None
     except run_mod.NothingMeasured as exc:
         raise _Interrupted(str(exc)) from None
     except OSError as exc:  # an output folder that cannot be written

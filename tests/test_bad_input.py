@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 import sys
+from urllib.request import urlopen
 
 import pytest
 
@@ -137,3 +138,14 @@ def test_a_real_process_prints_one_line_and_no_traceback(tmp_path):
     )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr and str(bad) in proc.stderr
+
+
+def test_a_prompt_longer_than_the_servers_context_is_refused_before_sending(capsys, start_sim):
+    """The server said how long its context is: a prompt that cannot fit is a usage error, not
+    a run of HTTP 400s (and no request, calibration included, is sent for it)."""
+    sim = start_sim("--instant")
+    facts = json.loads(urlopen(f"{sim.base_url}/models", timeout=10).read())  # what benchy reads too
+    context = facts["data"][0]["max_model_len"]
+    code, line = benchy(capsys, "run", "--base-url", sim.base_url, "--pp", "64", str(context + 10), "--tg", "4")
+    assert code == 2 and f"{context + 10:,}-token prompt" in line and f"context is {context:,} tokens" in line
+    assert not [t for t in sim.truth() if t["request_id"]]
