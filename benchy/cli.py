@@ -619,11 +619,11 @@ class _Interrupted(click.ClickException):
     exit_code = EXIT_INTERRUPTED
 
 
-def _claim_folder(directory: Path, force: bool) -> None:
+def _claim_folder(directory: Path, force: bool, keep: tuple[Path, ...] = ()) -> None:
     from benchy.folders import FolderInUse, claim
 
     try:
-        claim(directory, force)
+        claim(directory, force, keep)
     except FolderInUse as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
@@ -723,7 +723,7 @@ def report(results_file, output, force):
     "-o",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Folder for compare.md, compare.png and compare.json.",
+    help="Folder for compare.md, compare.png and compare.json; refused if it holds files, unless --force.",
 )
 @click.option(
     "--test",
@@ -740,8 +740,13 @@ def report(results_file, output, force):
     show_default=True,
     help="Smallest change (%) called faster/slower; smaller significant changes are 'negligible'.",
 )
-@click.option("--force", is_flag=True, help="Compare even when the prompt nonce differs (warned loudly).")
-def compare(results_files, output, test, alpha, min_effect, force):
+@click.option(
+    "--allow-nonce-mismatch",
+    is_flag=True,
+    help="Compare even when one run sent a prompt nonce and the other did not (warned loudly).",
+)
+@click.option("--force", is_flag=True, help="Replace benchy's files in a non-empty --output folder.")
+def compare(results_files, output, test, alpha, min_effect, allow_nonce_mismatch, force):
     """Compare runs case by case: the first file is the baseline, each other one is set against it."""
     from benchy.report import compare as compare_mod
     from benchy.report import render
@@ -751,13 +756,16 @@ def compare(results_files, output, test, alpha, min_effect, force):
         raise click.UsageError("compare needs at least two results files (the first is the baseline)")
     paths = [render.results_path(p) for p in results_files]
     try:
-        comparisons = compare_mod.compare_files(paths, test=test, alpha=alpha, min_effect=min_effect / 100, force=force)
+        comparisons = compare_mod.compare_files(
+            paths, test=test, alpha=alpha, min_effect=min_effect / 100, force=allow_nonce_mismatch
+        )
     except (ResultsError, compare_mod.CompareError) as exc:
         raise click.ClickException(str(exc)) from None
     for comp in comparisons:
         for warning in comp.warnings:
             click.echo(f"benchy: warning: {warning}", err=True)
     if output is not None:
+        _claim_folder(output, force, keep=tuple(paths))  # one rule for every output folder
         try:
             compare_mod.write(comparisons, output)
         except OSError as exc:

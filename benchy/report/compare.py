@@ -164,7 +164,7 @@ def comparability_warnings(a: RunResult, b: RunResult, a_name: str, b_name: str,
             "prefill and TTFT are not comparable"
         )
         if not force:
-            raise CompareError(message + "; pass --force to compare anyway")
+            raise CompareError(message + "; pass --allow-nonce-mismatch to compare anyway")
         out.append(f"NOT COMPARABLE: {message}.")
     elif nonce_a is False:
         out.append(
