@@ -441,6 +441,7 @@ def test_a_blocked_event_loop_is_caught_while_requests_are_in_flight(start_sim, 
     assert warning(results, "client_overloaded"), client
     assert client["stalled_share"] > 0.05 and client["loop_lag_ms_max"] >= 50
     assert "the event loop was stalled" in warning(results, "client_overloaded")["message"]
+    assert "Lower --concurrency" in warning(results, "client_overloaded")["hint"]  # c4: the load can drop
     truth = truth_of(sim, results)
     for req in measured(case):  # the counts stay right; only the timestamps are late
         assert req["completion_tokens"] == truth[req["request_id"]]["completion_tokens"] == 24
@@ -470,10 +471,19 @@ def test_sends_behind_an_open_loop_schedule_say_so(start_sim, capsys):
     case = results["cases"][0]
     w = warning(results, "client_overloaded")
     assert "sends fell behind their schedule" in w["message"], case["send_lag"]
+    assert "Lower --rate" in w["hint"] and "--concurrency" not in w["hint"]  # an open loop's knob
     truth = truth_of(sim, results)
     late = [truth[r["request_id"]]["arrival_s"] - r["scheduled_mono_s"] for r in measured(case)]
     assert np.percentile(late, 90) > 0.02  # the server saw them arrive late too
     assert sum(r["completion_tokens"] for r in measured(case)) == 500 * 16
+
+
+def test_client_overloaded_at_one_request_in_flight_blames_the_machine_not_the_load():
+    from benchy.checks.warnings import _overloaded_hint
+    from benchy.results.types import CaseResult
+
+    hint = _overloaded_hint(CaseResult(label="pp64 tg16", pp=64, tg=16, concurrency=1))
+    assert "--concurrency" not in hint and "idle machine" in hint
 
 
 def test_loop_monitor_sees_a_blocked_loop_only_while_requests_are_in_flight():

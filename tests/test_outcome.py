@@ -73,6 +73,9 @@ def test_a_server_that_dies_mid_run_stops_the_run_and_keeps_what_was_measured(st
     assert len(kinds) - 1 - third <= 1, kinds
     assert case["n_ok"] + case["n_failed"] < 50 and stopped_after_s < 30
     assert results["not_measured"] == [{"case": "pp64 tg25 c4", "reason": "not started"}]
+    # the hint fits a dead server: restart it, not "raise --timeout"
+    [errors] = [w for w in results["warnings"] if w["code"] == "request_errors"]
+    assert "down or unreachable" in errors["hint"] and "--timeout" not in errors["hint"]
     assert "the server is gone: 3 requests in a row could not connect" in stderr
     assert "not measured: pp64 tg25 c4 (not started)" in stderr
     assert "measured: pp64 tg25 c2" in stderr and "cut short" in stderr

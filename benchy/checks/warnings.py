@@ -143,7 +143,7 @@ def request_errors(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             case.label,
             f"{sum(errors.values())} of {total} requests failed ({kinds}); statistics cover "
             f"only the {case.n_ok} that succeeded.{said}",
-            _errors_hint(errors),
+            _errors_hint(errors, run),
             details={"errors": errors, "first_errors": first},
         )
 
@@ -158,15 +158,27 @@ def _first_errors(case: CaseResult, errors: dict[str, int]) -> dict[str, str]:
     return first
 
 
-def _errors_hint(errors: dict[str, int]) -> str:
+def _errors_hint(errors: dict[str, int], run: RunResult) -> str:
+    """What to do about the failures the case saw, by their kinds: a dead server is not fixed
+    by a longer --timeout, nor a refused parameter by a lower load."""
     if any(k.startswith("http_4") and k != "http_429" for k in errors):
         return (
             "The server refused requests (its message is above): a prompt longer than its context, "
             "or a parameter it does not take. Lower --pp/--depth/--tg, or fix the option."
         )
+    if "connect" in errors or (run.stopped and run.stopped.by == "server-gone"):
+        return (
+            "Connections were refused or never made: the server was down or unreachable (it may "
+            "have died during the run: see its log). Restart it, check --base-url, and run again."
+        )
+    if errors.keys() & {"timeout", "stall"}:
+        return (
+            "Requests ran past --timeout or went silent past --stall-timeout: the server is "
+            "overloaded or stuck. Lower the load, or raise the limit if such waits are expected."
+        )
     return (
-        "See each request's `error` in requests.jsonl; lower the concurrency or raise "
-        "--timeout if the server is overloaded."
+        "See each request's `error` in requests.jsonl; connections the server dropped or reset "
+        "usually mean it is overloaded or restarting: lower the load."
     )
 
 
@@ -807,11 +819,25 @@ def client_overloaded(case: CaseResult, run: RunResult) -> Iterable[CheckWarning
             f"benchy itself fell behind while requests were in flight ({'; '.join(reasons)}): "
             "chunks were timestamped late, so TTFT, inter-token latency and decode rate "
             "include client delay.",
-            "Lower --concurrency, run benchy on an idle machine (not beside the server), or "
-            "split the load over several benchy processes.",
+            _overloaded_hint(case),
             metrics=("ttft_s", "decode_tps", "itl_s", "prefill_tps"),
             details=dict(client),
         )
+
+
+def _overloaded_hint(case: CaseResult) -> str:
+    """At one request in flight the load is not what overloads benchy: the machine is."""
+    elsewhere = "run benchy on an idle machine (not beside the server)"
+    if case.kind == "trace":
+        return f"Replay the trace slower (--speed below 1), {elsewhere}, or split the load over --workers."
+    if case.rate is not None:
+        return f"Lower --rate, {elsewhere}, or split the load over several benchy processes (--workers)."
+    if (case.concurrency or 1) > 1:
+        return f"Lower --concurrency, {elsewhere}, or split the load over several benchy processes (--workers)."
+    return (
+        "At one request in flight the load is light: the machine benchy runs on is busy. "
+        f"{elsewhere[0].upper()}{elsewhere[1:]}, or give it a core of its own."
+    )
 
 
 def _overloaded_workers(client: dict) -> list[str]:
