@@ -30,6 +30,25 @@ class Footnotes:
         return [f"[{i}] {reason}" for i, reason in enumerate(self.reasons, 1)]
 
 
+# A rate whose spread is more than this many times its median is shown as n/a: "105 ± 931" reads as a
+# figure but says only that the requests disagree (prefill t/s of requests that queued, beside
+# ones that did not). The statistics stay in results.json and the CSV.
+NOISE_RATIO = 2.0
+
+
+def too_noisy(summary: MetricSummary, metric: Metric) -> str | None:
+    """Why a rate's median ± std is not shown, or None when it is a figure."""
+    std, median = summary.std, summary.median
+    if metric.unit != "tokens/s" or std is None or median <= 0 or std <= NOISE_RATIO * median:
+        return None
+    scale, decimals = metric.scale, metric.decimals
+    return (
+        f"{metric.title}: the spread (± {std * scale:,.{decimals}f}) is {std / median:.0f}× the median "
+        f"({median * scale:,.{decimals}f}): the requests disagree too much for one figure "
+        "(see the warnings, and each request in requests.jsonl)"
+    )
+
+
 def cell(summary: MetricSummary, metric: Metric) -> str:
     scale, decimals = metric.scale, metric.decimals
     median = summary.median * scale
@@ -127,8 +146,14 @@ def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str
         row = [row_label(case, warned.get(case.label, [])), str(case.n_ok)]
         for metric in TABLE_METRICS:
             summary = case.summary.get(metric.name)
-            text = cell(summary, metric) if summary else notes.mark(case.unavailable.get(metric.name, "not measured"))
-            row.append(f"{text} {FLAG}" if summary and metric.name in flagged else text)
+            noise = too_noisy(summary, metric) if summary else None
+            if summary and noise:
+                text = notes.mark(noise)
+            elif summary:
+                text = cell(summary, metric)
+            else:
+                text = notes.mark(case.unavailable.get(metric.name, "not measured"))
+            row.append(f"{text} {FLAG}" if summary and not noise and metric.name in flagged else text)
         if loaded:
             row += [load_cell(case, m, notes) for m in LOAD_COLUMNS]
         if with_goodput:
