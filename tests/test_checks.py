@@ -422,6 +422,10 @@ def test_failed_requests_are_counted_by_kind_against_the_truth(start_sim):
     w = warning(results, "request_errors")
     assert w["details"]["errors"] == expected and "statistics cover only" in w["message"]
     assert case["summary"]["e2e_tps"]["n"] == case["n_ok"] == 10 - sum(expected.values())
+    # each kind's first failure in a sentence of its own, the kinds apart: not run together
+    said = w["message"].split("The first of each kind: ", 1)[1]
+    assert said.endswith(".") and said.count(": ") >= len(expected) and (len(expected) < 2 or "; " in said)
+    assert ") First" not in w["message"]
     for req in measured(case):
         if req["status"] == "ok":
             assert_e2e_matches_truth(req, truth[req["request_id"]])

@@ -199,3 +199,10 @@ def test_three_requests_a_side_are_too_few_for_mann_whitney(runs):
     comp = compare_mod.compare(typed(slow), typed(fast))
     assert set(verdicts(comp).values()) == {compare_mod.TOO_FEW}
     assert all("use more --runs" in c.reason for c in comp.changes)
+
+
+def test_a_single_warning_is_counted_in_the_singular(runs):
+    one = load(runs["fast"])
+    one["warnings"] = [{"code": "client_overloaded", "severity": "warning", "case": None, "message": "m", "hint": "h"}]
+    comp = compare_mod.compare(typed(load(runs["slow"])), typed(one), "slow", "fast")
+    assert "fast has 1 warning (client_overloaded)" in "\n".join(comp.warnings)

@@ -136,7 +136,7 @@ def request_errors(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items(), key=str))
         total = case.n_ok + case.n_failed
         first = _first_errors(case, errors)
-        said = "".join(f" First {kind}: {message}" for kind, message in first.items())
+        said = _first_errors_text(first)
         yield Warning_(
             "request_errors",
             _failure_severity(case),
@@ -146,6 +146,14 @@ def request_errors(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             _errors_hint(errors, run),
             details={"errors": errors, "first_errors": first},
         )
+
+
+def _first_errors_text(first: dict[str, str]) -> str:
+    """The first failure of each kind as one sentence of its own, the kinds apart by `;`."""
+    if not first:
+        return ""
+    said = "; ".join(f"{kind}: {message.strip().rstrip('.')}" for kind, message in first.items())
+    return f" The first of each kind: {said}."
 
 
 def _first_errors(case: CaseResult, errors: dict[str, int]) -> dict[str, str]:

@@ -597,8 +597,8 @@ _REGISTRY = (
         level=CASE,
         glossary=True,
         definition="all completion tokens of the successful requests ÷ (last end − first send) of the case",
-        explanation="(concurrency > 1, or open loop) every generated token of the case ÷ the wall time the "
-        "case took: what the server delivered in total.",
+        explanation="what the server delivered in total, over every request in flight; shown for cases "
+        "under load (concurrency > 1, an open loop, a trace replay), withheld for a case the run stopped inside.",
         depends=("completion_tokens", "sent_mono_s", "end_s"),
     ),
     _request_rate(

@@ -183,7 +183,8 @@ def comparability_warnings(a: RunResult, b: RunResult, a_name: str, b_name: str,
             out.append(f"{name} is a partial run (interrupted or stopped early).")
         if results.warnings:
             codes = sorted({w.code for w in results.warnings})
-            out.append(f"{name} has {len(results.warnings)} warnings ({', '.join(codes)}); see its report.")
+            count = len(results.warnings)
+            out.append(f"{name} has {count} warning{'' if count == 1 else 's'} ({', '.join(codes)}); see its report.")
     return out
 
 

@@ -206,7 +206,7 @@ def _short(value: float) -> str:
 def load_markdown(results: RunResult) -> str | None:
     """Percentiles of the loaded cases (concurrency > 1 or open loop), and for open loops the
     rate asked, the rate offered and how late sends left their schedule. None without one."""
-    cases = [c for c in results.cases if is_loaded(c)]
+    cases = [c for c in results.cases if is_loaded(c) and c.n_ok]  # no success: no tail to show
     if not cases:
         return None
     opened = any(c.mode == "open" for c in cases)
