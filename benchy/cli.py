@@ -18,6 +18,7 @@ import click
 from benchy import __version__
 from benchy.client.redact import URL_USERINFO, redact_query, redact_url, redacted_command_line
 from benchy.outcome import EXIT_INTERRUPTED, EXIT_USAGE, exit_code, measured_lines, probe_exit_code
+from benchy.sim.config import PRESETS as SIM_PRESETS
 
 if TYPE_CHECKING:
     from benchy.results.types import RunResult
@@ -160,7 +161,12 @@ def _client_settings(base_url, model, api_key, timeout, stall_timeout, insecure,
 # Which server to talk to and how, on every command that talks to one: `client`, a ClientSettings.
 client_options = option_group("client", CLIENT_OPTIONS, _client_settings)
 endpoint_option = click.option(
-    "--endpoint", type=click.Choice(["chat", "completions"]), default="chat", show_default=True
+    "--endpoint",
+    type=click.Choice(["chat", "completions"]),
+    default="chat",
+    show_default=True,
+    help="API to send to: /v1/chat/completions (messages, the server's chat template) or "
+    "/v1/completions (a raw prompt, no template).",
 )
 
 
@@ -179,9 +185,13 @@ class RunCommand(MultiValueCommand):
 
 
 CASE_OPTIONS = (
-    click.option("--pp", type=int, multiple=True, help="Prompt lengths in tokens, e.g. --pp 512 2048 8192."),
-    click.option("--tg", type=int, multiple=True, help="Output lengths in tokens, e.g. --tg 32 128."),
-    click.option("--concurrency", "-c", type=int, multiple=True, help="Requests in flight, e.g. -c 1 4 16."),
+    click.option(
+        "--pp", type=int, multiple=True, help="Prompt lengths in tokens, e.g. --pp 512 2048 8192  [default: 512]."
+    ),
+    click.option("--tg", type=int, multiple=True, help="Output lengths in tokens, e.g. --tg 32 128  [default: 128]."),
+    click.option(
+        "--concurrency", "-c", type=int, multiple=True, help="Requests in flight, e.g. -c 1 4 16  [default: 1]."
+    ),
     click.option(
         "--rate",
         type=float,
@@ -630,13 +640,21 @@ def _claim_folder(directory: Path, force: bool, keep: tuple[Path, ...] = ()) -> 
         raise click.ClickException(f"cannot use {directory}: {exc.strerror or exc}") from None
 
 
+# What OpenSSL says when a TLS handshake meets a server speaking plain HTTP.
+PLAIN_HTTP_ANSWERS = ("WRONG_VERSION_NUMBER", "wrong version number", "record layer failure", "PACKET_LENGTH_TOO_LONG")
+
+
 def _with_url_hint(message: str, base_url: str) -> str:
-    """A 404 from the API root usually means the /v1 was left out of --base-url. The suggestion
-    puts /v1 in the path (before any query string) and shows no secret (redact_url)."""
+    """A 404 from the API root usually means the /v1 was left out of --base-url, and a TLS
+    'wrong version number' that https:// was given to a plain-http server. The suggestion shows
+    the fixed URL (/v1 before any query string) and no secret (redact_url)."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(base_url)
     path = parts.path.rstrip("/")
+    if parts.scheme == "https" and any(sign in message for sign in PLAIN_HTTP_ANSWERS):
+        suggested = redact_url(parts._replace(scheme="http").geturl())
+        return f"{message} (the server answered in plain HTTP, not TLS: try --base-url {suggested})"
     if "HTTP 404" in message and not path.endswith("/v1"):
         suggested = redact_url(parts._replace(path=f"{path}/v1").geturl())
         return f"{message} (OpenAI-compatible servers serve the API under /v1: try --base-url {suggested})"
@@ -648,12 +666,24 @@ class DemoCommand(MultiValueCommand):
 
 
 @cli.command(cls=DemoCommand)
-@click.option("--preset", default="dgx-spark-gpt-oss-120b", show_default=True, help="Simulator preset.")
-@click.option("--pp", type=int, multiple=True, help="Prompt lengths (default 512 2048 8192).")
-@click.option("--tg", type=int, multiple=True, help="Output lengths (default 32 128).")
-@click.option("--runs", type=int, default=3, show_default=True)
 @click.option(
-    "--output", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/demo"), show_default=True
+    "--preset",
+    type=click.Choice(list(SIM_PRESETS)),
+    metavar="NAME",
+    default="dgx-spark-gpt-oss-120b",
+    show_default=True,
+    help=f"Simulator preset (docs/sim.md says what each simulates): {', '.join(SIM_PRESETS)}.",
+)
+@click.option("--pp", type=int, multiple=True, help="Prompt lengths  [default: 512 2048 8192].")
+@click.option("--tg", type=int, multiple=True, help="Output lengths  [default: 32 128].")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="Measured runs per case.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("reports/demo"),
+    show_default=True,
+    help="Folder for the demo's report; the demo owns it and replaces its files each time.",
 )
 @click.pass_context
 def demo(ctx, preset, pp, tg, runs, output):
