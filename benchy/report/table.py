@@ -7,6 +7,7 @@ import io
 
 from tabulate import tabulate
 
+from benchy.measure import stats
 from benchy.measure.metrics import CASE, CUT_SHORT, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
 from benchy.results.types import CaseResult, CheckWarning, Goodput, MetricSummary, RunResult
 
@@ -183,7 +184,8 @@ def markdown(results: RunResult) -> str:
 PERCENTILE_METRICS = (METRICS["ttft_s"], METRICS["itl_s"], METRICS["e2e_s"])
 LOAD_HEAD = (
     "Under load, median ± std hides the tail: p50 / p90 / p99 of the measured requests "
-    "(the value 50 / 90 / 99% of them stayed under)."
+    f"(the value 50 / 90 / 99% of them stayed under; '{stats.TOO_FEW}': a p90 needs 10 requests, "
+    "a p99 100)."
 )
 
 
@@ -193,10 +195,17 @@ def is_loaded(case: CaseResult) -> bool:
 
 
 def percentiles_cell(summary: MetricSummary | None, metric: Metric) -> str:
+    """p50 / p90 / p99, each only from as many requests as it needs (stats.SHOWN_FROM)."""
     if not summary:
         return "n/a"
-    values = [summary.median, summary.p90, summary.p99]
-    return " / ".join("n/a" if v is None else _short(v * metric.scale) for v in values)
+    values = {"median": summary.median, "p90": summary.p90, "p99": summary.p99}
+    return " / ".join(_percentile_text(k, v, summary.n, metric) for k, v in values.items())
+
+
+def _percentile_text(statistic: str, value: float | None, n: int, metric: Metric) -> str:
+    if value is None:
+        return "n/a"
+    return _short(value * metric.scale) if stats.enough_for(statistic, n) else stats.TOO_FEW
 
 
 def _short(value: float) -> str:
