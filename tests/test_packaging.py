@@ -5,8 +5,8 @@ the offline vocabulary, the hardware profiles): an editable checkout hides a mis
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import site
 import subprocess
