@@ -18,11 +18,16 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/benchy demo --output reports/demo
 
+# Spread over the machine's cores (pytest-xdist): each test module stays on one worker with its
+# module-scoped fixtures, and every real-server test on one worker with its one llama.cpp server
+# (tests/conftest.py). Serially: make test PARALLEL=
+PARALLEL ?= -n auto --dist loadgroup
+
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PARALLEL)
 
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not realserver"
+	$(BIN)/python -m pytest -q $(PARALLEL) -m "not realserver"
 
 test-realserver: install
 	$(BIN)/python -m pytest -q -m realserver
