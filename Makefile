@@ -18,10 +18,10 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/benchy demo --output reports/demo
 
-# Spread over the machine's cores (pytest-xdist): each test module stays on one worker with its
-# module-scoped fixtures, and every real-server test on one worker with its one llama.cpp server
-# (tests/conftest.py). Serially: make test PARALLEL=
-PARALLEL ?= -n auto --dist loadgroup
+# Spread over the machine's cores (pytest-xdist): each test module stays on one worker, so its
+# module-scoped fixtures are built once (loadfile; loadgroup cannot group under pytest 9.2, whose
+# node ids xdist 3.8 no longer rewrites). Serially: make test PARALLEL=
+PARALLEL ?= -n auto --dist loadfile
 
 test: install
 	$(BIN)/python -m pytest -q $(PARALLEL)

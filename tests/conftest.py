@@ -86,13 +86,3 @@ def start_sim(tmp_path):
     for sim in started:
         sim.stop()
 
-
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`), a group runs on one
-    worker: each module is a group, so its module-scoped fixtures (a set of runs, a simulator)
-    are built once, and every real-server module is one group, so the llama.cpp server (session
-    scoped) is started once, not once per worker. Without xdist the marks do nothing."""
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        group = "realserver" if module.startswith(("tests/realserver/", "realserver/")) else module
-        item.add_marker(pytest.mark.xdist_group(group))
