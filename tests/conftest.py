@@ -85,4 +85,3 @@ def start_sim(tmp_path):
     yield start
     for sim in started:
         sim.stop()
-
