@@ -25,6 +25,7 @@ from benchy.outcome import (
     measured_lines,
     probe_exit_code,
 )
+from benchy.sim.config import PRESETS as SIM_PRESETS
 
 if TYPE_CHECKING:
     from benchy.results.types import RunResult
@@ -146,6 +147,7 @@ def _client_settings(base_url, model, api_key, timeout, stall_timeout, insecure,
     from benchy.client.stream import ClientSettings, parse_header
 
     _check_url(base_url)
+    base_url = _api_root(base_url)
     try:
         parsed = tuple(parse_header(h) for h in headers)
     except ValueError as exc:
@@ -166,7 +168,12 @@ def _client_settings(base_url, model, api_key, timeout, stall_timeout, insecure,
 # Which server to talk to and how, on every command that talks to one: `client`, a ClientSettings.
 client_options = option_group("client", CLIENT_OPTIONS, _client_settings)
 endpoint_option = click.option(
-    "--endpoint", type=click.Choice(["chat", "completions"]), default="chat", show_default=True
+    "--endpoint",
+    type=click.Choice(["chat", "completions"]),
+    default="chat",
+    show_default=True,
+    help="API to send to: /v1/chat/completions (messages, the server's chat template) or "
+    "/v1/completions (a raw prompt, no template).",
 )
 
 
@@ -185,9 +192,13 @@ class RunCommand(MultiValueCommand):
 
 
 CASE_OPTIONS = (
-    click.option("--pp", type=int, multiple=True, help="Prompt lengths in tokens, e.g. --pp 512 2048 8192."),
-    click.option("--tg", type=int, multiple=True, help="Output lengths in tokens, e.g. --tg 32 128."),
-    click.option("--concurrency", "-c", type=int, multiple=True, help="Requests in flight, e.g. -c 1 4 16."),
+    click.option(
+        "--pp", type=int, multiple=True, help="Prompt lengths in tokens, e.g. --pp 512 2048 8192  [default: 512]."
+    ),
+    click.option("--tg", type=int, multiple=True, help="Output lengths in tokens, e.g. --tg 32 128  [default: 128]."),
+    click.option(
+        "--concurrency", "-c", type=int, multiple=True, help="Requests in flight, e.g. -c 1 4 16  [default: 1]."
+    ),
     click.option(
         "--rate",
         type=float,
@@ -635,6 +646,8 @@ def run(
         raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
     except (ClusterError, GpuError) as exc:
         raise click.ClickException(str(exc)) from None
+    except run_mod.PromptTooLong as exc:
+        raise click.UsageError(str(exc)) from None
     except run_mod.NothingMeasured as exc:
         raise _Interrupted(str(exc)) from None
     except OSError as exc:  # an output folder that cannot be written
@@ -656,24 +669,32 @@ class _Interrupted(click.ClickException):
     exit_code = EXIT_INTERRUPTED
 
 
-def _claim_folder(directory: Path, force: bool) -> None:
+def _claim_folder(directory: Path, force: bool, keep: tuple[Path, ...] = ()) -> None:
     from benchy.folders import FolderInUse, claim
 
     try:
-        claim(directory, force)
+        claim(directory, force, keep)
     except FolderInUse as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         raise click.ClickException(f"cannot use {directory}: {exc.strerror or exc}") from None
 
 
+# What OpenSSL says when a TLS handshake meets a server speaking plain HTTP.
+PLAIN_HTTP_ANSWERS = ("WRONG_VERSION_NUMBER", "wrong version number", "record layer failure", "PACKET_LENGTH_TOO_LONG")
+
+
 def _with_url_hint(message: str, base_url: str) -> str:
-    """A 404 from the API root usually means the /v1 was left out of --base-url. The suggestion
-    puts /v1 in the path (before any query string) and shows no secret (redact_url)."""
+    """A 404 from the API root usually means the /v1 was left out of --base-url, and a TLS
+    'wrong version number' that https:// was given to a plain-http server. The suggestion shows
+    the fixed URL (/v1 before any query string) and no secret (redact_url)."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(base_url)
     path = parts.path.rstrip("/")
+    if parts.scheme == "https" and any(sign in message for sign in PLAIN_HTTP_ANSWERS):
+        suggested = redact_url(parts._replace(scheme="http").geturl())
+        return f"{message} (the server answered in plain HTTP, not TLS: try --base-url {suggested})"
     if "HTTP 404" in message and not path.endswith("/v1"):
         suggested = redact_url(parts._replace(path=f"{path}/v1").geturl())
         return f"{message} (OpenAI-compatible servers serve the API under /v1: try --base-url {suggested})"
@@ -894,12 +915,24 @@ class DemoCommand(MultiValueCommand):
 
 
 @cli.command(cls=DemoCommand)
-@click.option("--preset", default="dgx-spark-gpt-oss-120b", show_default=True, help="Simulator preset.")
-@click.option("--pp", type=int, multiple=True, help="Prompt lengths (default 512 2048 8192).")
-@click.option("--tg", type=int, multiple=True, help="Output lengths (default 32 128).")
-@click.option("--runs", type=int, default=3, show_default=True)
 @click.option(
-    "--output", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/demo"), show_default=True
+    "--preset",
+    type=click.Choice(list(SIM_PRESETS)),
+    metavar="NAME",
+    default="dgx-spark-gpt-oss-120b",
+    show_default=True,
+    help=f"Simulator preset (docs/sim.md says what each simulates): {', '.join(SIM_PRESETS)}.",
+)
+@click.option("--pp", type=int, multiple=True, help="Prompt lengths  [default: 512 2048 8192].")
+@click.option("--tg", type=int, multiple=True, help="Output lengths  [default: 32 128].")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="Measured runs per case.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("reports/demo"),
+    show_default=True,
+    help="Folder for the demo's report; the demo owns it and replaces its files each time.",
 )
 @click.pass_context
 def demo(ctx, preset, pp, tg, runs, output):
@@ -971,7 +1004,7 @@ def report(results_file, output, force):
     "-o",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Folder for compare.md, compare.png and compare.json.",
+    help="Folder for compare.md, compare.png and compare.json; refused if it holds files, unless --force.",
 )
 @click.option(
     "--test",
@@ -988,8 +1021,13 @@ def report(results_file, output, force):
     show_default=True,
     help="Smallest change (%) called faster/slower; smaller significant changes are 'negligible'.",
 )
-@click.option("--force", is_flag=True, help="Compare even when the prompt nonce differs (warned loudly).")
-def compare(results_files, output, test, alpha, min_effect, force):
+@click.option(
+    "--allow-nonce-mismatch",
+    is_flag=True,
+    help="Compare even when one run sent a prompt nonce and the other did not (warned loudly).",
+)
+@click.option("--force", is_flag=True, help="Replace benchy's files in a non-empty --output folder.")
+def compare(results_files, output, test, alpha, min_effect, allow_nonce_mismatch, force):
     """Compare runs case by case: the first file is the baseline, each other one is set against it."""
     from benchy.report import compare as compare_mod
     from benchy.report import render
@@ -1001,13 +1039,16 @@ def compare(results_files, output, test, alpha, min_effect, force):
         return
     paths = [render.results_path(p) for p in results_files]
     try:
-        comparisons = compare_mod.compare_files(paths, test=test, alpha=alpha, min_effect=min_effect / 100, force=force)
+        comparisons = compare_mod.compare_files(
+            paths, test=test, alpha=alpha, min_effect=min_effect / 100, force=allow_nonce_mismatch
+        )
     except (ResultsError, compare_mod.CompareError) as exc:
         raise click.ClickException(str(exc)) from None
     for comp in comparisons:
         for warning in comp.warnings:
             click.echo(f"benchy: warning: {warning}", err=True)
     if output is not None:
+        _claim_folder(output, force, keep=tuple(paths))  # one rule for every output folder
         try:
             compare_mod.write(comparisons, output)
         except OSError as exc:
@@ -1075,6 +1116,26 @@ def _check_url(url: str) -> None:
         raise click.UsageError(f"--base-url {shown!r}: {exc}") from None
     if not parts.hostname:
         raise click.UsageError(f"--base-url {shown!r} names no host")
+
+
+# Endpoint paths people paste from a server's docs or a curl line; benchy appends them itself.
+PASTED_ENDPOINTS = ("/chat/completions", "/completions")
+
+
+def _api_root(url: str) -> str:
+    """--base-url is the API root (…/v1). The most common paste is a whole endpoint URL
+    (…/v1/chat/completions): it is cut back to the root, with a note saying so, rather than
+    sent as …/v1/chat/completions/chat/completions and answered with a 404."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    pasted = next((end for end in PASTED_ENDPOINTS if path.endswith(end)), None)
+    if pasted is None:
+        return url
+    root = parts._replace(path=path[: -len(pasted)]).geturl()
+    click.echo(f"benchy: note: --base-url is the API root: using {redact_url(root)} (dropped {pasted})", err=True)
+    return root
 
 
 def _echo_stop(results: RunResult, output: Path | None) -> None:

@@ -100,6 +100,9 @@ def _measured(case: CaseResult) -> str:
     done = case.n_ok + case.n_failed
     planned = case.planned_requests
     counts = f"{done} of {planned} requests" if planned else f"{done} requests"
-    failed = f", {case.n_failed} failed" if case.n_failed else ""
+    if case.n_ok == 0:
+        failed = ", all failed: no figure" if done else ""
+    else:
+        failed = f", {case.n_failed} failed" if case.n_failed else ""
     cut = "; cut short" if planned and done < planned else ""
     return f"{case.label} ({counts}{failed}{cut})"

@@ -109,6 +109,27 @@ def execute(settings: RunSettings) -> results_mod.RunResult:
     return finish(state, settings)
 
 
+class PromptTooLong(Exception):
+    """A case asks for a prompt the server's context cannot hold: a usage error, raised before
+    anything is sent (the server would answer each request with an HTTP 400)."""
+
+
+def refuse_too_long(cases: list[Case], identity) -> None:
+    """Refuses a sweep case whose prompt (depth + pp) fills the context the server reported."""
+    context = identity.context_length
+    if not context:
+        return
+    for case in cases:
+        prompt = case.depth + case.pp
+        if case.kind == "sweep" and prompt >= context:
+            depth = f" (--depth {case.depth} + --pp {case.pp})" if case.depth else ""
+            raise PromptTooLong(
+                f"{case.label} asks for a {prompt:,}-token prompt{depth}, but the server's context is "
+                f"{context:,} tokens ({identity.context_source}): lower --pp/--depth so that prompt "
+                f"and output (--tg {case.tg}) fit in {context:,}"
+            )
+
+
 class NothingMeasured(Exception):
     """The run was stopped before its first case began (while connecting or calibrating)."""
 
@@ -257,6 +278,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
     salt = secrets.token_hex(6)
     endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})
     identity = await server_mod.identify(client.session, client.base, model)
+    refuse_too_long(settings.cases, identity)
     scraper, metrics_status = await _metrics_scraper(client, model, settings.server_metrics)
     if settings.announce:
         settings.announce(_banner(identity, settings, metrics_status, gpus))

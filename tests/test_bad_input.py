@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 import sys
+from urllib.request import urlopen
 
 import pytest
 
@@ -49,6 +50,7 @@ def benchy(capsys, *argv: str) -> tuple[int, str]:
         (["sim", "--cache-match", "suffix"], "--cache-match"),
         (["sim", "--fault", "meteor:0.5"], "meteor"),
         (["sim", "--preset", "no-such-preset"], "no-such-preset"),
+        (["demo", "--preset", "no-such-preset"], "no-such-preset"),
         (["run", "--groups", "2"], "--groups needs --shared-prefix"),
         (["run", "--turns", "2", "--trace", "sample"], "cannot be combined"),
         (["run", "--turns", "2", "--endpoint", "completions"], "--turns needs --endpoint chat"),
@@ -87,10 +89,62 @@ def test_invalid_scenario_names_file_and_line(capsys, tmp_path, name):
     assert code == 2 and f"{path}{where}" in line and words in line
 
 
-def test_scenario_path_that_is_a_folder(capsys, tmp_path):
-    (tmp_path / "dir.toml").mkdir()
-    code, line = benchy(capsys, "run", "--scenario", str(tmp_path / "dir.toml"))
-    assert code == 2 and "dir.toml" in line
+@pytest.mark.parametrize("name", ["dir.toml", "scenarios"])
+def test_scenario_path_that_is_a_folder(capsys, tmp_path, name):
+    (tmp_path / name).mkdir()
+    code, line = benchy(capsys, "run", "--scenario", str(tmp_path / name))
+    assert code == 2 and name in line and "is a folder" in line and "not found" not in line
+
+
+@pytest.mark.parametrize("key, value", [("pp", "-3"), ("tg", "0"), ("concurrency", "[2, 0]"), ("depth", "-1")])
+def test_a_bad_scenario_value_is_blamed_on_its_toml_key_not_a_flag(capsys, tmp_path, key, value):
+    path = tmp_path / "bad.toml"
+    lines = {"pp": "512", "tg": "32", key: value}
+    path.write_text("".join(f"{k} = {v}\n" for k, v in lines.items()))
+    code, line = benchy(capsys, "run", "--scenario", str(path))
+    assert code == 2 and f"{key} must be" in line and f"--{key}" not in line, line
+
+
+def test_https_against_a_plain_http_server_suggests_http(capsys, start_sim):
+    sim = start_sim("--instant")
+    tls_url = sim.base_url.replace("http://", "https://", 1)
+    code, line = benchy(capsys, "run", "--base-url", tls_url, "--pp", "64", "--tg", "4")
+    assert code == 1 and f"try --base-url {sim.base_url})" in line
+    assert not [t for t in sim.truth() if t["request_id"]]
+
+
+@pytest.mark.parametrize(
+    "command, option",
+    [("run", "--endpoint"), ("probe-cache", "--endpoint"), ("demo", "--runs"), ("demo", "--output")],
+)
+def test_every_option_has_help_text(command, option):
+    from benchy.cli import cli
+
+    [param] = [p for p in cli.commands[command].params if option in p.opts]
+    assert param.help and len(param.help) > 10
+
+
+def test_run_help_shows_the_lengths_a_bare_run_measures(capsys):
+    """A bare `benchy run` measures pp512 tg128 at c1, 5 runs: --help says so."""
+    from benchy.workloads.scenario import CaseSelection, select_cases
+
+    [bare] = select_cases(CaseSelection())  # what a bare run plans
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    shown = (("--pp", bare.pp), ("--tg", bare.tg), ("--concurrency", bare.concurrency), ("--runs", 5))
+    for flag, default in shown:
+        after = text.split(f"{flag} INTEGER", 1)[1][:200]
+        assert f"[default: {default}" in after, (flag, after)
+
+
+def test_demo_help_lists_the_presets(capsys):
+    from benchy.sim.config import PRESETS
+
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    text = "".join(capsys.readouterr().out.split())
+    assert all(name.replace(" ", "") in text for name in PRESETS)
 
 
 def test_results_of_another_schema_and_broken_results(capsys, tmp_path):
@@ -143,3 +197,14 @@ def test_a_real_process_prints_one_line_and_no_traceback(tmp_path):
     )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr and str(bad) in proc.stderr
+
+
+def test_a_prompt_longer_than_the_servers_context_is_refused_before_sending(capsys, start_sim):
+    """The server said how long its context is: a prompt that cannot fit is a usage error, not
+    a run of HTTP 400s (and no request, calibration included, is sent for it)."""
+    sim = start_sim("--instant")
+    facts = json.loads(urlopen(f"{sim.base_url}/models", timeout=10).read())  # what benchy reads too
+    context = facts["data"][0]["max_model_len"]
+    code, line = benchy(capsys, "run", "--base-url", sim.base_url, "--pp", "64", str(context + 10), "--tg", "4")
+    assert code == 2 and f"{context + 10:,}-token prompt" in line and f"context is {context:,} tokens" in line
+    assert not [t for t in sim.truth() if t["request_id"]]

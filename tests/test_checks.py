@@ -422,6 +422,10 @@ def test_failed_requests_are_counted_by_kind_against_the_truth(start_sim):
     w = warning(results, "request_errors")
     assert w["details"]["errors"] == expected and "statistics cover only" in w["message"]
     assert case["summary"]["e2e_tps"]["n"] == case["n_ok"] == 10 - sum(expected.values())
+    # each kind's first failure in a sentence of its own, the kinds apart: not run together
+    said = w["message"].split("The first of each kind: ", 1)[1]
+    assert said.endswith(".") and said.count(": ") >= len(expected) and (len(expected) < 2 or "; " in said)
+    assert ") First" not in w["message"]
     for req in measured(case):
         if req["status"] == "ok":
             assert_e2e_matches_truth(req, truth[req["request_id"]])
@@ -441,6 +445,7 @@ def test_a_blocked_event_loop_is_caught_while_requests_are_in_flight(start_sim, 
     assert warning(results, "client_overloaded"), client
     assert client["stalled_share"] > 0.05 and client["loop_lag_ms_max"] >= 50
     assert "the event loop was stalled" in warning(results, "client_overloaded")["message"]
+    assert "Lower --concurrency" in warning(results, "client_overloaded")["hint"]  # c4: the load can drop
     truth = truth_of(sim, results)
     for req in measured(case):  # the counts stay right; only the timestamps are late
         assert req["completion_tokens"] == truth[req["request_id"]]["completion_tokens"] == 24
@@ -470,10 +475,19 @@ def test_sends_behind_an_open_loop_schedule_say_so(start_sim, capsys):
     case = results["cases"][0]
     w = warning(results, "client_overloaded")
     assert "sends fell behind their schedule" in w["message"], case["send_lag"]
+    assert "Lower --rate" in w["hint"] and "--concurrency" not in w["hint"]  # an open loop's knob
     truth = truth_of(sim, results)
     late = [truth[r["request_id"]]["arrival_s"] - r["scheduled_mono_s"] for r in measured(case)]
     assert np.percentile(late, 90) > 0.02  # the server saw them arrive late too
     assert sum(r["completion_tokens"] for r in measured(case)) == 500 * 16
+
+
+def test_client_overloaded_at_one_request_in_flight_blames_the_machine_not_the_load():
+    from benchy.checks.warnings import _overloaded_hint
+    from benchy.results.types import CaseResult
+
+    hint = _overloaded_hint(CaseResult(label="pp64 tg16", pp=64, tg=16, concurrency=1))
+    assert "--concurrency" not in hint and "idle machine" in hint
 
 
 def test_loop_monitor_sees_a_blocked_loop_only_while_requests_are_in_flight():

@@ -122,10 +122,25 @@ def test_compare_cli_writes_markdown_and_one_png(runs, tmp_path, capsys):
 def test_different_prompt_nonce_is_refused_unless_forced(runs, capsys):
     code, _, err = benchy_here(capsys, "compare", str(runs["slow"]), str(runs["no_nonce"]))
     assert code == 1 and err.startswith("benchy: error: prompt nonce differs")
-    assert err.count("\n") == 1 and "--force" in err
-    code, out, err = benchy_here(capsys, "compare", str(runs["slow"]), str(runs["no_nonce"]), "--force")
+    assert err.count("\n") == 1 and "--allow-nonce-mismatch" in err
+    code, out, err = benchy_here(capsys, "compare", str(runs["slow"]), str(runs["no_nonce"]), "--allow-nonce-mismatch")
     assert code == 0
     assert "warning: NOT COMPARABLE" in err and "> **Warning:** NOT COMPARABLE" in out
+
+
+def test_compare_output_folder_follows_the_one_folder_rule(runs, tmp_path, capsys):
+    """compare -o refuses a folder that holds files, as run -o and report -o do; --force replaces
+    benchy's own files there and leaves the user's."""
+    out = tmp_path / "cmp"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    (out / "compare.md").write_text("an older comparison")
+    code, _, err = benchy_here(capsys, "compare", str(runs["slow"]), str(runs["fast"]), "-o", str(out))
+    assert code == 1 and "not empty" in err and "--force" in err and err.count("\n") == 1
+    assert (out / "compare.md").read_text() == "an older comparison"
+    code, _, err = benchy_here(capsys, "compare", str(runs["slow"]), str(runs["fast"]), "-o", str(out), "--force")
+    assert code == 0, err
+    assert "## fast vs slow" in (out / "compare.md").read_text() and (out / "notes.txt").read_text() == "mine"
 
 
 def test_unmatched_cases_are_reported_and_no_common_case_is_refused(runs, capsys):
@@ -184,3 +199,10 @@ def test_three_requests_a_side_are_too_few_for_mann_whitney(runs):
     comp = compare_mod.compare(typed(slow), typed(fast))
     assert set(verdicts(comp).values()) == {compare_mod.TOO_FEW}
     assert all("use more --runs" in c.reason for c in comp.changes)
+
+
+def test_a_single_warning_is_counted_in_the_singular(runs):
+    one = load(runs["fast"])
+    one["warnings"] = [{"code": "client_overloaded", "severity": "warning", "case": None, "message": "m", "hint": "h"}]
+    comp = compare_mod.compare(typed(load(runs["slow"])), typed(one), "slow", "fast")
+    assert "fast has 1 warning (client_overloaded)" in "\n".join(comp.warnings)

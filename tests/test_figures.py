@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from benchy.measure import metrics
+from benchy.measure import metrics, stats
 from benchy.report import plots, probe_report, render, table
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
 from benchy.sim.process import SimProcess
-from tests.conftest import run_benchy
+from tests.conftest import REPO_ROOT, run_benchy
 from tests.test_report import capture_figures
 
 FAST = ("--decode-tps", "1000", "--prefill-tps", "50000")
@@ -66,7 +66,14 @@ def test_loaded_cases_show_percentiles_on_the_terminal(runs):
     p50, p90, p99 = (float(np.percentile(ttft, q)) * 1000 for q in (50, 90, 99))
     assert p50 <= p90 <= p99
     cells = rows[0].split("|")[3].strip()
-    assert cells == " / ".join(table._short(v) for v in (p50, p90, p99))
+    # each percentile only from as many requests as it needs; "too few" otherwise
+    n = len(ttft)
+    shown = [
+        table._short(v) if stats.enough_for(k, n) else stats.TOO_FEW
+        for k, v in zip(("median", "p90", "p99"), (p50, p90, p99))
+    ]
+    assert cells == " / ".join(shown)
+    assert (stats.TOO_FEW in cells) == (n < stats.SHOWN_FROM["p99"])
 
 
 def test_the_csv_has_a_column_for_every_figure_and_open_loops_say_so(runs):
@@ -197,3 +204,34 @@ def test_ttft_labels_and_axes_come_from_the_registry():
     # the figure's unit is the tables' unit: one place says TTFT is shown in ms
     assert metrics.METRICS["ttft_s"].scale == 1000 and "ms" in metrics.METRICS["ttft_s"].title
     assert plots.BOX_MIN_REQUESTS >= 5
+
+
+EXAMPLE = REPO_ROOT / "reports" / "dgx-spark-sim" / "results.json"  # a scenario run, saved
+
+
+def test_a_scenario_run_draws_lone_points_and_no_rule_that_cannot_apply(tmp_path, monkeypatch):
+    """Four scenarios, each its own lengths: an output length measured at one prompt length is a
+    point with no line, and the buffered-stream rule (lines that differ by output length at one
+    prompt length) is not stated where no two output lengths meet. The title is the heading."""
+    results = results_files.read(EXAMPLE)
+    drawn = {}
+    monkeypatch.setattr(plots, "save", lambda fig, path: drawn.setdefault("fig", fig) and path)
+    figure = plots.ttft_vs_prompt(results, tmp_path)
+    assert drawn["fig"].texts[0].get_text().startswith(figure.title)  # suptitle = the report's heading
+    assert "point to a buffered stream" not in figure.caption and "A lone point" in figure.caption
+    left = drawn["fig"].axes[0]
+    by_label = {c.get_label(): c for c in left.containers}
+    lone = [c for c in by_label.values() if len(c.lines[0].get_xdata()) == 1]
+    assert lone and all(c.lines[0].get_linestyle() == "None" for c in lone)
+
+
+def test_statistics_from_too_few_requests_say_so_and_the_engine_is_not_repeated():
+    from benchy.report import markdown
+
+    results = results_files.read(EXAMPLE)
+    assert all(c.n_ok == 3 for c in results.cases)
+    details = "\n".join(markdown.detail_lines(results))
+    assert details.count("too few (n = 3)") == len(results.cases)  # no bootstrap CI from 3 values
+    assert " / too few / too few |" in details  # nor a p90 or p99
+    setup = "\n".join(markdown.setup_lines(results))
+    assert setup.count("benchy-sim 0.1.0") == 1, setup

@@ -85,7 +85,10 @@ def test_interrupt_saves_and_prints_partial_results(start_sim, tmp_path, sig, by
     assert first.startswith("benchy: stopped early:")
     assert any(line.strip().startswith("measured: pp64 tg25 c4") and "cut short" in line for line in rest), stderr
     assert rest[-1].strip() == f"partial results saved in {out}"
-    assert "pp64 tg25 c4" in stdout  # the partial table is printed
+    assert "pp64 tg25 c4 ⚠ (cut short)" in stdout  # the partial table is printed, the cut case marked
+    row = next(line for line in stdout.splitlines() if line.startswith("| pp64 tg25 c4"))
+    assert row.count("n/a [") == 2 and "the case was cut short" in stdout  # aggregate t/s, req/s
+    assert "case_cut_short" in stdout
 
     results = json.loads((out / "results.json").read_text())
     assert results["partial"] is True and results["stopped"]["by"] == by
@@ -94,6 +97,11 @@ def test_interrupt_saves_and_prints_partial_results(start_sim, tmp_path, sig, by
     assert [r["request_id"] for r in case["requests"]] == [r["request_id"] for r in on_disk]
     assert len(on_disk) >= 12 and case["n_ok"] + case["n_failed"] == len(on_disk) - case["n_warmup"]
     assert case["n_failed"] == 0  # requests cut short by the stop are not passed off as failures
+    # a rate over part of a case is not the case's rate: withheld, with the reason, everywhere
+    assert case["aggregate_tps"] is None and case["unavailable_codes"]["aggregate_tps"] == "cut_short"
+    assert case["request_rate"] is None and "case_cut_short" in {w["code"] for w in results["warnings"]}
+    csv_row = (out / "results.csv").read_text().splitlines()[1]
+    assert "case_cut_short" in csv_row
     assert "Partial run" in (out / "report.md").read_text()
 
     (out / "report.md").unlink()

@@ -74,6 +74,9 @@ def test_a_server_that_dies_mid_run_stops_the_run_and_keeps_what_was_measured(st
     assert len(kinds) - 1 - third <= 1, kinds
     assert case["n_ok"] + case["n_failed"] < 50 and stopped_after_s < 30
     assert results["not_measured"] == [{"case": "pp64 tg25 c4", "reason": "not started"}]
+    # the hint fits a dead server: restart it, not "raise --timeout"
+    [errors] = [w for w in results["warnings"] if w["code"] == "request_errors"]
+    assert "down or unreachable" in errors["hint"] and "--timeout" not in errors["hint"]
     assert "the server is gone: 3 requests in a row could not connect" in stderr
     assert "not measured: pp64 tg25 c4 (not started)" in stderr
     assert "measured: pp64 tg25 c2" in stderr and "cut short" in stderr
@@ -164,3 +167,16 @@ def test_every_exit_code_is_in_the_one_table_of_the_docs():
     for code in codes:
         assert f"| {code} |" in table, code
     assert "exit-codes.md" in (REPO_ROOT / "README.md").read_text()
+
+
+def test_a_cut_case_where_nothing_succeeded_says_so_and_shows_no_tail_table():
+    """'11 of 12 requests, 11 failed' read as if something was measured; a case without one
+    success has no percentiles to tabulate either."""
+    from benchy.report import table
+    from benchy.results.types import CaseResult, RunResult
+
+    lost = CaseResult(label="pp64 tg4 c4", pp=64, tg=4, concurrency=4, n_ok=0, n_failed=11, planned_requests=12)
+    run = RunResult(partial=True, cases=[lost])
+    [line] = outcome.measured_lines(run)
+    assert line == "measured: pp64 tg4 c4 (11 of 12 requests, all failed: no figure; cut short)"
+    assert table.load_markdown(run) is None and "p50 / p90 / p99" not in table.markdown(run)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import site
 import subprocess
@@ -107,3 +108,24 @@ def test_top_level_scenarios_is_the_shipped_folder():
     top = REPO_ROOT / "scenarios"
     assert top.resolve() == (REPO_ROOT / "benchy" / "scenarios").resolve()
     assert sorted(top.glob("*.toml"))
+
+
+def test_every_benchy_command_in_the_engine_recipes_parses():
+    """docs/engines.md is pasted as it is: each `benchy` line must be a command benchy takes,
+    every flag known (parsed by the real command, nothing sent), and the README links the page."""
+    import shlex
+
+    from benchy.cli import cli
+
+    root = Path(__file__).resolve().parent.parent
+    assert "(docs/engines.md)" in (root / "README.md").read_text()
+    text = (root / "docs" / "engines.md").read_text()
+    code = "\n".join(re.findall(r"```sh\n(.*?)```", text, re.S))
+    lines = [
+        line.split("benchy ", 1)[1] for line in code.splitlines() if re.match(r"(OPENAI_API_KEY=\S+ )?benchy ", line)
+    ]
+    assert len(lines) >= 6
+    for line in lines:
+        name, *args = shlex.split(line.replace('"$KEY"', "k"))
+        with cli.commands[name].make_context(name, list(args)) as ctx:
+            assert ctx.params["output"] is not None, line  # each recipe keeps its results

@@ -78,3 +78,15 @@ def test_the_v1_hint_goes_in_the_path_and_shows_no_secret(start_sim):
     [line] = proc.stderr.strip().splitlines()
     assert f"try --base-url {sim.url}/v1?api-version=1&api-key=***)" in line, line
     assert "SECRET-42" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.parametrize("pasted", ["/chat/completions", "/completions/"])
+def test_a_pasted_endpoint_url_is_cut_back_to_the_api_root(start_sim, pasted):
+    """The most common paste, a whole endpoint URL, measures against the API root with a note,
+    rather than 404ing on …/v1/chat/completions/chat/completions."""
+    sim = start_sim("--instant")
+    proc = benchy("run", "--base-url", f"{sim.base_url}{pasted}", "--pp", "64", "--tg", "4", "--runs", "1", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert f"using {sim.base_url} (dropped {pasted.rstrip('/')})" in proc.stderr
+    served = [t for t in sim.truth() if t["request_id"]]
+    assert served and all(t["completion_tokens"] == 4 for t in served)

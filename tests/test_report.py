@@ -358,3 +358,11 @@ def test_report_bad_file_is_one_line_error(tmp_path, capsys, content, message):
     assert code == 1
     assert err.startswith("benchy: error:") and message in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_glossary_defines_each_metric_once():
+    """A definition, then what it means: the explanation does not restate the formula."""
+    from benchy.report.markdown import glossary
+
+    [line] = [g for g in glossary().splitlines() if g.startswith("- **aggregate t/s**")]
+    assert line.count("÷") == 1 and line.count("last end") == 1, line

@@ -76,3 +76,18 @@ def test_queueing_dominates_only_past_half_and_ten_ms():
 def test_no_server_figures_no_findings():
     assert list(sc.findings(case(None, [request()]), SETUP)) == []
     assert list(sc.findings(case({"unavailable": "GET /metrics answered HTTP 404"}, [request()]), SETUP)) == []
+
+
+def test_the_queue_hint_names_the_flag_that_sets_the_load():
+    """A closed loop lowers its concurrency, an open loop its --rate, a trace replay its speed:
+    the warning names the case's own load and the knob that lowers it."""
+    queued = server(histograms={"queue_s": hist(0.06), "ttft_s": hist(0.1)})
+    loads = {
+        "closed": ({}, "At concurrency 4", "lower the concurrency"),
+        "open": ({"rate": 4.0, "mode": "open"}, "At 4 requests/s", "lower --rate"),
+        "trace": ({"kind": "trace", "concurrency": None, "mode": "open"}, "the trace's arrival", "--speed below 1"),
+    }
+    for more, where, knob in loads.values():
+        (finding,) = sc.findings(case(queued, **more), SETUP)
+        assert where in finding.message and knob in finding.hint, finding
+        assert "concurrency" not in finding.hint or not more

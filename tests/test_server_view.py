@@ -201,3 +201,46 @@ def test_the_server_view_names_each_case_as_the_runs_table_does():
     named = [line.split(" | ")[0].removeprefix("| ") for line in lines if line.startswith("| ") and "|---" not in line]
     assert named[1:] == [table.case_name(c) for c in run.cases] and named[0] == "test"
     assert all(c.scenario and name.startswith(c.scenario + " (") for c, name in zip(run.cases, named[1:]))
+
+
+def _drawn(monkeypatch, results: RunResult, directory):
+    """The server view's figure object (before it is saved) and its caption."""
+    from benchy.report import plots, server_view
+
+    drawn = {}
+    monkeypatch.setattr(plots, "save", lambda fig, path: drawn.setdefault("fig", fig) and path)
+    figure = server_view.figure(results, directory)
+    drawn["fig"].canvas.draw()
+    return drawn["fig"], figure.caption
+
+
+def test_the_figure_draws_what_the_table_shows(start_sim, tmp_path, monkeypatch):
+    """A single stream never queues: no 'server: queue' entry for a bar nobody can see; the
+    client's rate bars are the results table's medians; every axis starts at a labelled 0 and
+    has no '1e6' offset (a million-t/s prefill reads as 1M, not 1)."""
+    from benchy.report import server_view
+
+    sim = start_sim("--prefill-tps", "2000000", "--decode-tps", "400", "--max-running", "4")
+    results = RunResult.from_dict(run(sim, "--pp", "2000", "--tg", "12", "--runs", "3"))
+    [case] = results.cases
+    fig, _ = _drawn(monkeypatch, results, tmp_path)
+    left, mid, right = fig.axes
+    legend = [t.get_text() for t in left.get_legend().get_texts()]
+    server_ttft = case.server["histograms"]["ttft_s"]["mean"]
+    assert case.server["histograms"]["queue_s"]["mean"] < server_view.VISIBLE_SHARE * server_ttft
+    assert "server: queue" not in legend and "server: prefill" in legend
+    for ax in (left, mid, right):
+        assert ax.get_xlim()[0] == 0 and ax.xaxis.get_offset_text().get_text() == ""
+        assert "0" in [t.get_text() for t in ax.get_xticklabels()]
+    for ax, metric in ((mid, "prefill_tps"), (right, "decode_tps")):
+        assert ax.patches[0].get_width() == pytest.approx(case.summary[metric].median)
+
+
+def test_a_withheld_client_bar_says_why(start_sim, tmp_path, monkeypatch):
+    sim = start_sim("--preset", "buffered", "--decode-tps", "2000", "--prefill-tps", "100000")
+    results = RunResult.from_dict(run(sim, "--pp", "500", "--tg", "32", "--runs", "3"))
+    [case] = results.cases
+    assert case.summary["decode_tps"] is None  # withheld: the stream was buffered
+    _, caption = _drawn(monkeypatch, results, tmp_path)
+    assert "client Decode t/s of" in caption and "(SSE buffering)" in caption
+    assert "does not publish" not in caption

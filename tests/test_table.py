@@ -137,3 +137,29 @@ def test_run_wide_warnings_and_a_missing_ceiling_leave_no_made_up_figure(tmp_pat
     assert {r["case_warnings"] for r in rows} == {";".join(case_codes(results, "pp64 tg8"))}
     ttft = next(r for r in rows if r["metric"] == "ttft_s")
     assert float(ttft["median"]) == results["cases"][0]["summary"]["ttft_s"]["median"]
+
+
+def test_a_rate_whose_spread_dwarfs_its_median_is_na_with_the_reason(tmp_path):
+    """Two slots, eight streams: two requests prefill at once, six queue, so prefill t/s from
+    TTFT spreads far beyond its median. The table says n/a and why; the statistics stay saved."""
+    with SimProcess("--prefill-tps", "1000000", "--decode-tps", "50", "--max-running", "2") as sim:
+        proc = subprocess.run(
+            [sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "--pp", "512", "--tg", "8"]
+            + ["-c", "8", "--runs", "1", "--warmup", "0", "-q", "-o", str(tmp_path / "out")],
+            **{"capture_output": True, "text": True, "env": sim_env(), "cwd": REPO_ROOT, "timeout": 300},
+        )
+    assert proc.returncode == 0, proc.stderr
+    saved = results_files.read(tmp_path / "out" / "results.json")
+    [case] = saved.cases
+    for metric in table.TABLE_METRICS:
+        summary = case.summary.get(metric.name)
+        if not summary:
+            continue
+        noisy = metric.unit == "tokens/s" and summary.std > table.NOISE_RATIO * summary.median
+        shown = f"{summary.median * metric.scale:.{metric.decimals}f} ± " in proc.stdout
+        assert shown != noisy, (metric.name, summary)
+        assert not noisy or f"{metric.title}: the spread" in proc.stdout
+    prefill = case.summary["prefill_tps"]
+    assert prefill.std > table.NOISE_RATIO * prefill.median  # the queue made it noise
+    row = next(r for r in csv.DictReader(io.StringIO(table.csv_text(saved))) if r["metric"] == "prefill_tps")
+    assert float(row["median"]) == prefill.median  # the CSV keeps the statistics

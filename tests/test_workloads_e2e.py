@@ -7,6 +7,7 @@ cached tokens it served and the tokens it would have served had they not been ev
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -196,6 +197,31 @@ def test_sample_trace_replays_its_lengths_times_and_reuse(start_sim, tmp_path):
     assert figures["reuse"]["reported_tokens"] == sum(truth[r["request_id"]]["cached_tokens"] for r in sent)
     assert case["mode"] == "open" and not codes(results) & {"cache_eviction", "cache_leakage"}
     assert (tmp_path / "out" / "figures" / "workload-reuse-1.png").is_file()
+
+
+def test_a_trace_replay_is_shown_as_its_own_load_not_concurrency_1(start_sim, tmp_path):
+    """A replay has arrivals, not a concurrency: results record none, the CSV leaves
+    concurrency, pp and tg empty, and stdout shows its load figures and the lengths it replayed
+    (held to the lengths the simulator was sent)."""
+    sim = start_sim(*FAST)
+    out = tmp_path / "out"
+    flags = ("--trace", "sample", "--speed", "4", "--requests", "12", "--endpoint", "completions", "--warmup", "0")
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "-q", "-o", str(out), *flags],
+        **{"capture_output": True, "text": True, "env": sim_env(), "cwd": REPO_ROOT, "timeout": 300},
+    )
+    assert proc.returncode == 0, proc.stderr
+    [case] = json.loads((out / "results.json").read_text())["cases"]
+    assert case["concurrency"] is None and case["mode"] == "open"
+    sent = [t["prompt_tokens"] for t in sim.truth(expect=12) if t["request_id"]]
+    outputs = [t["completion_tokens"] for t in sim.truth(expect=12) if t["request_id"]]
+    assert len(sent) == 12
+    assert "aggregate t/s" in proc.stdout and "the trace's times" in proc.stdout
+    assert f"replayed 12 requests: prompts of {min(sent):,}–{max(sent):,} tokens" in proc.stdout
+    assert f"outputs of {min(outputs):,}–{max(outputs):,} tokens" in proc.stdout
+    assert "concurrency 1" not in proc.stdout + proc.stderr
+    row = next(csv.DictReader((out / "results.csv").read_text().splitlines()))
+    assert (row["concurrency"], row["pp"], row["tg"], row["mode"]) == ("", "", "", "open")
 
 
 @pytest.mark.parametrize(

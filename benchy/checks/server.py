@@ -137,9 +137,23 @@ def queue_finding(case: dict) -> dict | None:
 
 
 def load_text(case: dict) -> str:
+    """The case's load in words: a trace replay has arrivals, not a concurrency."""
+    if case.get("kind") == "trace":
+        return "the trace's arrival times"
     if case.get("rate") is not None:
         return f"{case['rate']:g} requests/s"
     return f"concurrency {case.get('concurrency')}"
+
+
+def queue_hint(case: dict) -> str:
+    """What lowers the queue for this case's kind of load: the flag that sets it."""
+    if case.get("kind") == "trace":
+        way = "replay the trace slower (--speed below 1) or cap it (--max-inflight)"
+    elif case.get("rate") is not None:
+        way = "lower --rate below what the server sustains"
+    else:
+        way = "lower the concurrency to the requests the server runs at once"
+    return f"To measure prefill, {way}; or read this case as a capacity figure."
 
 
 def ms(seconds: float) -> str:
@@ -224,8 +238,7 @@ def findings(case: dict, setup: dict) -> Iterable[Finding]:
             f"At {load_text(case)}, requests waited {ms(found['queue_s'])} on average in the server's "
             f"queue, {found['queue_share']:.0%} of its {ms(found['ttft_s'])} TTFT: the server is "
             "saturated, and TTFT and prefill t/s hold queue time.",
-            "Lower the concurrency to the requests the server runs at once to measure prefill, or "
-            "read this case as a capacity figure.",
+            queue_hint(case),
             ("ttft_s", "prefill_tps"),
             found,
             [

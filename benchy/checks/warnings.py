@@ -137,16 +137,24 @@ def request_errors(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items(), key=str))
         total = case.n_ok + case.n_failed
         first = _first_errors(case, errors)
-        said = "".join(f" First {kind}: {message}" for kind, message in first.items())
+        said = _first_errors_text(first)
         yield Warning_(
             "request_errors",
             _failure_severity(case),
             case.label,
             f"{sum(errors.values())} of {total} requests failed ({kinds}); statistics cover "
             f"only the {case.n_ok} that succeeded.{said}",
-            _errors_hint(errors),
+            _errors_hint(errors, run),
             details={"errors": errors, "first_errors": first},
         )
+
+
+def _first_errors_text(first: dict[str, str]) -> str:
+    """The first failure of each kind as one sentence of its own, the kinds apart by `;`."""
+    if not first:
+        return ""
+    said = "; ".join(f"{kind}: {message.strip().rstrip('.')}" for kind, message in first.items())
+    return f" The first of each kind: {said}."
 
 
 def _first_errors(case: CaseResult, errors: dict[str, int]) -> dict[str, str]:
@@ -159,15 +167,27 @@ def _first_errors(case: CaseResult, errors: dict[str, int]) -> dict[str, str]:
     return first
 
 
-def _errors_hint(errors: dict[str, int]) -> str:
+def _errors_hint(errors: dict[str, int], run: RunResult) -> str:
+    """What to do about the failures the case saw, by their kinds: a dead server is not fixed
+    by a longer --timeout, nor a refused parameter by a lower load."""
     if any(k.startswith("http_4") and k != "http_429" for k in errors):
         return (
             "The server refused requests (its message is above): a prompt longer than its context, "
             "or a parameter it does not take. Lower --pp/--depth/--tg, or fix the option."
         )
+    if "connect" in errors or (run.stopped and run.stopped.by == "server-gone"):
+        return (
+            "Connections were refused or never made: the server was down or unreachable (it may "
+            "have died during the run: see its log). Restart it, check --base-url, and run again."
+        )
+    if errors.keys() & {"timeout", "stall"}:
+        return (
+            "Requests ran past --timeout or went silent past --stall-timeout: the server is "
+            "overloaded or stuck. Lower the load, or raise the limit if such waits are expected."
+        )
     return (
-        "See each request's `error` in requests.jsonl; lower the concurrency or raise "
-        "--timeout if the server is overloaded."
+        "See each request's `error` in requests.jsonl; connections the server dropped or reset "
+        "usually mean it is overloaded or restarting: lower the load."
     )
 
 
@@ -733,10 +753,12 @@ def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
 
 
 def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
-    slots = _slots(run)
-    if slots is not None and case.concurrency > slots:
-        return f"{case.concurrency} requests in flight on {slots} slots: they queue"
-    if case.concurrency > 1:
+    slots, in_flight = _slots(run), case.concurrency
+    if in_flight is None:  # a trace replay: its arrivals set the load
+        return "queueing behind the replay's other requests in flight, or work before prefill"
+    if slots is not None and in_flight > slots:
+        return f"{in_flight} requests in flight on {slots} slots: they queue"
+    if in_flight > 1:
         return "queueing behind the other requests in flight, or work before prefill"
     return "work before prefill, e.g. llama.cpp's host-RAM prompt cache copying slots"
 
@@ -751,13 +773,13 @@ def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
     """TTFT under load past the same prompt alone (results/build.py judged it and withheld the
     prefill rate), or, in files without that judgment, TTFT growing with concurrency or more
     requests in flight than the server's slots."""
-    cases = [c for c in run.cases if c.rate is None and c.figure("ttft_s")]
+    cases = [c for c in run.cases if c.rate is None and c.concurrency is not None and c.figure("ttft_s")]
     slots = _slots(run)
     for case in cases:
         if case.queueing is not None:
             yield from _queued(case, run)
             continue
-        if case.concurrency <= 1 or any(_ttft_and_prompt(r) for r in case.measured_ok()):
+        if (case.concurrency or 1) <= 1 or any(_ttft_and_prompt(r) for r in case.measured_ok()):
             continue  # ttft_not_prefill speaks where the server reports its own prompt time
         base = next((c for c in cases if c.concurrency == 1 and _same_shape(c, case)), None)
         why = _queue_evidence(case, base, slots)
@@ -811,7 +833,7 @@ def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
 
 def _queue_cause(case: CaseResult, run: RunResult) -> str:
     slots = _slots(run)
-    if slots is not None and case.concurrency > slots:
+    if slots is not None and case.concurrency is not None and case.concurrency > slots:
         return f"{case.concurrency} requests in flight on {slots} slots"
     return "it serves fewer requests at once than were in flight, or slows each prefill under load"
 
@@ -840,7 +862,7 @@ def _same_shape(a: CaseResult, b: CaseResult) -> bool:
 
 
 def _queue_evidence(case: CaseResult, base: CaseResult | None, slots: int | None) -> str | None:
-    if slots is not None and case.concurrency > slots:
+    if slots is not None and (case.concurrency or 1) > slots:
         return f"{case.concurrency} requests in flight on a server with {slots} slots"
     if base is None:
         return None
@@ -988,11 +1010,25 @@ def client_overloaded(case: CaseResult, run: RunResult) -> Iterable[CheckWarning
             f"benchy itself fell behind while requests were in flight ({'; '.join(reasons)}): "
             "chunks were timestamped late, so TTFT, inter-token latency and decode rate "
             "include client delay.",
-            "Lower --concurrency, run benchy on an idle machine (not beside the server), or "
-            "split the load over several benchy processes.",
+            _overloaded_hint(case),
             metrics=("ttft_s", "decode_tps", "itl_s", "prefill_tps"),
             details=dict(client),
         )
+
+
+def _overloaded_hint(case: CaseResult) -> str:
+    """At one request in flight the load is not what overloads benchy: the machine is."""
+    elsewhere = "run benchy on an idle machine (not beside the server)"
+    if case.kind == "trace":
+        return f"Replay the trace slower (--speed below 1), {elsewhere}, or split the load over --workers."
+    if case.rate is not None:
+        return f"Lower --rate, {elsewhere}, or split the load over several benchy processes (--workers)."
+    if (case.concurrency or 1) > 1:
+        return f"Lower --concurrency, {elsewhere}, or split the load over several benchy processes (--workers)."
+    return (
+        "At one request in flight the load is light: the machine benchy runs on is busy. "
+        f"{elsewhere[0].upper()}{elsewhere[1:]}, or give it a core of its own."
+    )
 
 
 def _overloaded_workers(client: dict) -> list[str]:
@@ -1111,3 +1147,24 @@ def server_disagreement(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
     for f in server_checks.findings(case.to_dict(), run.setup.to_dict()):
         evidence = tuple(Evidence(*e) for e in f.evidence)
         yield Warning_(f.code, WARNING, case.label, f.message, f.hint, f.metrics, details=f.details, evidence=evidence)
+
+
+@case_check
+def case_cut_short(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """The run stopped inside this case (results withheld its rates): say so wherever the
+    case's figures are read, not only in report.md's banner."""
+    why = case.reason("aggregate_tps")
+    if why.code != metrics.CUT_SHORT:
+        return
+    yield Warning_(
+        "case_cut_short",
+        WARNING,
+        case.label,
+        f"The run stopped inside this case: {why.message}. Aggregate t/s and req/s are "
+        "withheld; the per-request figures are those of the requests that finished, which favour "
+        "the ones that finished first.",
+        "Run the case to its end for figures of the whole case.",
+        metrics=tuple(m.name for m in metrics.TABLE_METRICS),
+        withheld=("aggregate_tps", "request_rate"),
+        details={"measured": case.n_ok + case.n_failed, "planned": case.planned_requests},
+    )

@@ -73,6 +73,7 @@ THINK_UNCLOSED = "think_unclosed"  # an inline <think> block that never closed: 
 PROMPT_LENGTH_MISSED = "prompt_length_missed"  # the server counted another prompt length
 TOO_FEW_ARRIVALS = "too_few_arrivals"
 QUEUED = "queued"  # TTFT under load holds a wait for the server, seen against the same request alone
+CUT_SHORT = "cut_short"  # the run stopped before the case sent all it planned: no rate over part of it
 
 # A few words per code, where a report groups figures by why they are missing.
 REASON_TITLES = {
@@ -299,6 +300,18 @@ def aggregate_output_tps(records: list[RequestRecord]) -> float | Unavailable:
         return window
     done, seconds = window
     return sum(completion_tokens(r) for r in done) / seconds
+
+
+def cut_short(measured: int, planned: int | None) -> Unavailable | None:
+    """A case the run stopped inside: its rates cover the ramp-up and miss the rest, so they
+    understate what the server delivers over a whole case (a SIGINT at 11 of 12 requests
+    showed half the case's t/s). Per-request figures stay, qualified by case_cut_short."""
+    if not planned or measured >= planned:
+        return None
+    return Unavailable(
+        CUT_SHORT,
+        f"the case was cut short ({measured} of {planned} requests): a rate over part of a case is not the case's rate",
+    )
 
 
 def achieved_rate(records: list[RequestRecord]) -> float | Unavailable:
@@ -618,8 +631,8 @@ _REGISTRY = (
         level=CASE,
         glossary=True,
         definition="all completion tokens of the successful requests ÷ (last end − first send) of the case",
-        explanation="(concurrency > 1, or open loop) every generated token of the case ÷ the wall time the "
-        "case took: what the server delivered in total.",
+        explanation="what the server delivered in total, over every request in flight; shown for cases "
+        "under load (concurrency > 1, an open loop, a trace replay), withheld for a case the run stopped inside.",
         depends=("completion_tokens", "sent_mono_s", "end_s"),
         formula=aggregate_output_tps,
     ),

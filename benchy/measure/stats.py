@@ -10,6 +10,18 @@ import warnings
 import numpy as np
 from scipy import stats as sps
 
+# The fewest values a report shows a statistic from (results.json keeps every one): a p90 needs
+# ten values for one to lie above it, a p99 a hundred; a bootstrap interval of the median from
+# fewer than ten resamples so few distinct values that it says nothing. Below: "too few".
+SHOWN_FROM = {"p90": 10, "p99": 100, "ci95": 10}
+TOO_FEW = "too few"
+
+
+def enough_for(statistic: str, n: int) -> bool:
+    """Whether `n` values carry `statistic` (p90, p99, ci95) in a report; others always do."""
+    return n >= SHOWN_FROM.get(statistic, 1)
+
+
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0  # fixed: the same results file always yields the same interval
 

@@ -184,7 +184,7 @@ def comparability_warnings(a: RunResult, b: RunResult, a_name: str, b_name: str,
             "prefill and TTFT are not comparable"
         )
         if not force:
-            raise CompareError(message + "; pass --force to compare anyway")
+            raise CompareError(message + "; pass --allow-nonce-mismatch to compare anyway")
         out.append(f"NOT COMPARABLE: {message}.")
     elif nonce_a is False:
         out.append(
@@ -203,7 +203,8 @@ def comparability_warnings(a: RunResult, b: RunResult, a_name: str, b_name: str,
             out.append(f"{name} is a partial run (interrupted or stopped early).")
         if results.warnings:
             codes = sorted({w.code for w in results.warnings})
-            out.append(f"{name} has {len(results.warnings)} warnings ({', '.join(codes)}); see its report.")
+            count = len(results.warnings)
+            out.append(f"{name} has {count} warning{'' if count == 1 else 's'} ({', '.join(codes)}); see its report.")
     return out
 
 

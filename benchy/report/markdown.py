@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from benchy.measure import stats
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.metrics import METRICS
 from benchy.report import gpu_view, server_view, table, workloads
@@ -34,7 +35,14 @@ def setup_lines(results: RunResult) -> list[str]:
         ("Started (UTC)", setup.started_utc),
         ("Host", setup.host),
     ]
-    return [f"| {k} | {v} |" for k, v in rows if v is not None]
+    return [f"| {k} | {v} |" for k, v in _without_repeats(rows) if v is not None]
+
+
+def _without_repeats(rows: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
+    """The Engine row drops when the Server version row already says the same (benchy-sim
+    0.1.0 twice); an engine that adds something (vllm 0.11 beside a server header) stays."""
+    version = next((v for k, v in rows if k == "Server version"), None) or ""
+    return [(k, v) for k, v in rows if not (k == "Engine" and v and version.startswith(v))]
 
 
 def ceiling_text(ceiling: CeilingSetup | None) -> str | None:
@@ -105,13 +113,19 @@ def _ms(summary: MetricSummary | None, key: str) -> str:
     value = getattr(summary, key) if summary else None
     if value is None:
         return "n/a"
+    if summary and not stats.enough_for(key, summary.n):
+        return stats.TOO_FEW
     ms = value * 1000
     return f"{ms:,.0f}" if ms >= 100 else f"{ms:.1f}"
 
 
 def _ci(summary: MetricSummary | None) -> str:
-    ci = summary.ci95 if summary else None
-    return f"{ci[0]:.1f} – {ci[1]:.1f}" if ci else "n/a (n < 3)" if summary else "n/a"
+    if not summary:
+        return "n/a"
+    if not stats.enough_for("ci95", summary.n) or not summary.ci95:
+        return f"{stats.TOO_FEW} (n = {summary.n})"
+    low, high = summary.ci95
+    return f"{low:.1f} – {high:.1f}"
 
 
 def detail_lines(results: RunResult) -> list[str]:
@@ -124,6 +138,7 @@ def detail_lines(results: RunResult) -> list[str]:
         "",
         "95% CI: a bootstrap confidence interval of the median e2e t/s (the range that likely holds "
         "the true median). p50/p90/p99: the latency that 50/90/99% of requests stayed under. "
+        f"'{stats.TOO_FEW}': fewer requests than the figure needs (a CI or p90 10, a p99 100). "
         "tokens/event: generated tokens per streamed event (about 1 when the stream is live; "
         "much more means the server buffers its output).",
         "",

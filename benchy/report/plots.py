@@ -79,7 +79,7 @@ def _lightest_load_cases(cases: list[CaseResult]) -> tuple[list[CaseResult], str
     concurrency, else (an open-loop-only run) the lowest arrival rate."""
     closed = [c for c in cases if not is_open_loop(c)]
     if closed:
-        lowest = min(c.concurrency for c in closed)
+        lowest = min(c.concurrency or 1 for c in closed)
         return [c for c in closed if c.concurrency == lowest], f"concurrency {lowest}"
     lowest_rate = min(_rate(c) for c in cases)
     return [c for c in cases if c.rate == lowest_rate], f"{lowest_rate:g} requests/s (open loop)"
@@ -104,6 +104,29 @@ def _series_by_output(cases: list[CaseResult]) -> dict[str, list[CaseResult]]:
 def _with_scenarios(name: str, cases: list[CaseResult]) -> str:
     scenarios = list(dict.fromkeys(c.scenario for c in cases if c.scenario))
     return f"{name} ({', '.join(scenarios)})" if scenarios else name
+
+
+def _output_lengths_meet(series: dict[str, list[CaseResult]]) -> bool:
+    """Two series (output lengths) measured at one prompt length: only then can a TTFT that
+    differs by output length be seen."""
+    seen: dict[int, int] = {}
+    for cases in series.values():
+        for pp in {c.pp for c in cases}:
+            seen[pp] = seen.get(pp, 0) + 1
+    return any(count > 1 for count in seen.values())
+
+
+def _series_words(series: dict[str, list[CaseResult]]) -> str:
+    if all(len(cases) == 1 for cases in series.values()):
+        return "one point per case (each scenario has its own lengths: nothing was swept)"
+    return "one line per output length"
+
+
+def _points_sentence(series: dict[str, list[CaseResult]]) -> str:
+    alone = [name for name, cases in series.items() if len(cases) == 1]
+    if not alone or len(alone) == len(series):
+        return ""
+    return " A lone point (no line) is one case: its output length was measured at one prompt length only."
 
 
 def _prompt_lengths(cases: list[CaseResult]) -> int:
@@ -152,7 +175,8 @@ def _plot_metric_vs(
             errs.append((summary.std or 0.0) * scale)
         if not xs:
             continue
-        line = ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=4, label=name)
+        alone = len(xs) == 1  # one case is a point, not a line: nothing was swept
+        line = ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=4, label=name, linestyle="none" if alone else "-")
         if points <= ANNOTATE_MAX_POINTS:
             color = line.lines[0].get_color()
             _PENDING_LABELS.setdefault(ax.figure, []).extend(
@@ -166,8 +190,8 @@ _PENDING_LABELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _place_value_labels(fig) -> None:
-    """Each value label goes above its point, else below it, else nowhere: never over another
-    label, another point or the axes' edge (a missing label is better than an unreadable one;
+    """Each value label goes above its point, else below it, beside it or on a diagonal, else
+    nowhere: never over another label, another point, a line or the axes' edge (a missing label is better than an unreadable one;
     the table has every number)."""
     pending = _PENDING_LABELS.pop(fig, [])
     if not pending:
@@ -187,8 +211,11 @@ def _place_value_labels(fig) -> None:
             side = width / 2 + 9
             bar = _error_bar(ax, x, y, err) if err else (px, py, px, py)
             up, down = max(7.0, bar[3] - py + 2), max(7.0, py - bar[1] + 2)  # clear of the error bar
-            # (centre, bottom) of the text in pixels from the point: above, below, right, left
-            for dx, dy in ((0.0, up), (0.0, -down - height), (side, -height / 2), (-side, -height / 2)):
+            # (centre, bottom) of the text in pixels from the point: above, below, right, left,
+            # then the diagonals, which a steep line through the point leaves free
+            places = [(0.0, up), (0.0, -down - height), (side, -height / 2), (-side, -height / 2)]
+            places += [(-side, up), (side, -down - height), (side, up), (-side, -down - height)]
+            for dx, dy in places:
                 rect = _rect(px + dx, py + dy + height / 2, width, height)
                 inside = box.x0 <= rect[0] and rect[2] <= box.x1 and box.y0 <= rect[1] and rect[3] <= box.y1
                 if inside and not any(_overlap(rect, other) for other in taken):
@@ -297,7 +324,7 @@ def _figure(fig, axes, path: Path, title: str, caption: str, notes: list[LeftOut
         return Figure(title, save(fig, path), caption + _left_out_sentence(notes))
     plt.close(fig)
     path.unlink(missing_ok=True)  # a stale PNG from an earlier report of this folder
-    why = f" (the results table's footnotes say why): {_left_out_clauses(notes)}" if notes else ""
+    why = f" (the results table's footnotes say why): {left_out_clauses(notes)}" if notes else ""
     return Figure(title, None, f"Not drawn, because benchy could not measure any of its values{why}.")
 
 
@@ -350,7 +377,7 @@ def _spread(ax) -> float:
     return high / low
 
 
-def _left_out_clauses(notes: list[LeftOut]) -> str:
+def left_out_clauses(notes: list[LeftOut]) -> str:
     """One clause per (metric, reason), e.g. "decode t/s of pp128 tg16, pp512 tg16 (SSE buffering)"."""
     groups: dict[tuple[str, str], list[str]] = {}
     for note in notes:
@@ -363,7 +390,7 @@ def _left_out_sentence(notes: list[LeftOut]) -> str:
         return ""
     return (
         " Not plotted, because benchy could not measure them (the results table's footnotes say "
-        f"why): {_left_out_clauses(notes)}."
+        f"why): {left_out_clauses(notes)}."
     )
 
 
@@ -390,11 +417,12 @@ def throughput_vs_prompt(results: RunResult, directory: Path) -> Figure | None:
     notes = e2e_notes + decode_notes
     fig.suptitle(f"Throughput vs prompt length, {load}")
     caption = (
-        f"Per-request output speed at {load}, one line per output length; points are "
+        f"Per-request output speed at {load}, {_series_words(series)}; points are "
         "medians, error bars ± one standard deviation. End-to-end throughput counts the whole "
         "request (queueing, prefill and decode); decode throughput only the tokens after the "
         "first one."
     )
+    caption += _points_sentence(series)
     if ceiling:
         caption += (
             " Dashed lines: the memory-bandwidth ceiling of single-stream decode for the "
@@ -423,14 +451,18 @@ def ttft_vs_prompt(results: RunResult, directory: Path) -> Figure | None:
     _finish_axis(right, "Prefill rate", "uncached prompt tokens/s", "prefill t/s", prefill_notes)
     _thousands(right)
     notes = ttft_notes + prefill_notes
-    fig.suptitle(f"Prefill cost vs prompt length, {load}")
+    fig.suptitle(f"Time to first token vs prompt length, {load}")  # as the report's heading
     caption = (
         "Time from sending a request to its first generated token (left), and the uncached "
         "prompt tokens processed per second of that time (right; TTFT includes queueing and "
-        "one decode step, so this is a floor on the true prefill speed). TTFT should grow with "
-        "prompt length and not with output length: lines that differ by output length point to "
-        "a buffered stream."
+        "one decode step, so this is a floor on the true prefill speed)."
     )
+    if _output_lengths_meet(series):  # the rule needs two output lengths at one prompt length
+        caption += (
+            " TTFT should grow with prompt length and not with output length: lines that differ "
+            "by output length point to a buffered stream."
+        )
+    caption += _points_sentence(series)
     return _figure(
         fig, (left, right), directory / "ttft_vs_prompt.png", "Time to first token vs prompt length", caption, notes
     )

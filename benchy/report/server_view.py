@@ -4,9 +4,11 @@ section, a figure and server.csv. A figure the server did not publish is left em
 reason; nothing is estimated here.
 
 The columns, the same in the section's table and in server.csv (server_source: /metrics, or,
-without it, llama.cpp's per-response timings, which give the two rates only) (times are means over the
-case's measured requests, on both sides, so that they compare; the server's medians come from
-histogram buckets and are too coarse to set beside the client's):
+without it, llama.cpp's per-response timings, which give the two rates only). Times are means over
+the case's measured requests, on both sides, so that they compare (the server's medians come from
+histogram buckets and are too coarse to set beside the client's); the client's rates are its
+medians, the figures of the results table (a mean of per-request prefill t/s is pulled far above
+the median by the few requests that did not queue):
   client TTFT | server TTFT | queue | prefill | client prefill t/s | server prefill t/s |
   client decode t/s | server decode t/s | cache hit rate | generated tokens (server / client)
   | running max | waiting max
@@ -18,14 +20,16 @@ import csv
 import io
 from pathlib import Path
 
+from benchy.measure.metrics import METRICS
 from benchy.report import table
 from benchy.results.types import CaseResult, RunResult
 
 SECTION_INTRO = (
     "What the server itself reported for each case (Prometheus /metrics, scraped before and after "
     "the case's measured requests), beside what benchy measured. Times are means over the measured "
-    "requests on both sides. The server's TTFT runs from when it received a request; queue is "
-    "the time the request waited for a slot, prefill from then to the first token. Client TTFT "
+    "requests on both sides; the client's rates are its medians, as in the results table. The "
+    "server's TTFT runs from when it received a request; queue is the time the request waited "
+    "for a slot, prefill from then to the first token. Client TTFT "
     "minus server TTFT passed outside the server (network, proxies, the client)."
 )
 CASE_COLUMNS = table.CASE_KEYS  # as results.csv keys a case
@@ -69,6 +73,29 @@ def _mean(case: CaseResult, metric: str) -> float | None:
     return summary.mean if summary else None
 
 
+def _shown_median(case: CaseResult, metric: str):
+    """The client's rate as the results table shows it: its median, unless withheld or noise."""
+    summary = case.summary.get(metric)
+    return None if summary is None or table.too_noisy(summary, METRICS[metric]) else summary
+
+
+def _client_left_out(case: CaseResult, metric: str, title: str):
+    """Why the client's bar is missing: withheld (its reason code, as the figures caption it),
+    or too noisy for one figure."""
+    from benchy.report import plots
+
+    summary = case.summary.get(metric)
+    if summary is not None:  # shown as n/a for its spread
+        return plots.LeftOut(title, table.case_name(case), "too noisy for one figure")
+    why = case.reason(metric)
+    return plots.LeftOut(title, table.case_name(case), why.message, why.code)
+
+
+def _median(case: CaseResult, metric: str) -> float | None:
+    summary = _shown_median(case, metric)
+    return summary.median if summary else None
+
+
 def _hist_mean(server: dict, name: str) -> float | None:
     h = (server.get("histograms") or {}).get(name)
     return h.get("mean") if h and h.get("count") else None
@@ -94,9 +121,9 @@ def case_row(results: RunResult, case: CaseResult) -> dict:
         "server_ttft_s": _hist_mean(server, "ttft_s"),
         "server_queue_s": _hist_mean(server, "queue_s"),
         "server_prefill_s": _hist_mean(server, "prefill_s"),
-        "client_prefill_tps": _mean(case, "prefill_tps"),
+        "client_prefill_tps": _median(case, "prefill_tps"),  # as the results table shows it
         "server_prefill_tps": derived.get("prefill_tps"),
-        "client_decode_tps": _mean(case, "decode_tps"),
+        "client_decode_tps": _median(case, "decode_tps"),
         "server_decode_tps": derived.get("decode_tps"),
         "server_cache_hit_rate": derived.get("cache_hit_rate"),
         "server_generation_tokens": counters.get("generation_tokens"),
@@ -195,7 +222,12 @@ def section_lines(results: RunResult, figure: tuple[str, str | None, str] | None
             f"{_count(row['server_generation_tokens'])} / {_count(row['client_output_tokens'])} | "
             f"{_count(row['server_running_max'])} / {_count(row['server_waiting_max'])} |"
         )
-    out += ["", "– : the server does not publish that figure (see Server metrics in Setup for what it lacks).", ""]
+    out += [
+        "",
+        "– : a server figure the server does not publish (see Server metrics in Setup for what it lacks), "
+        "or a client figure the results table withholds or shows as n/a (its footnotes say why).",
+        "",
+    ]
     if figure:
         title, path, caption = figure
         out += [f"![{title}]({path})", ""] if path else []
@@ -218,7 +250,8 @@ def csv_text(results: RunResult) -> str:
 
 def figure(results: RunResult, directory: Path):
     """server_view.png: per case, client TTFT beside the server's queue + prefill; prefill and
-    decode rates of both sides. None when no case has server figures."""
+    decode rates of both sides (the client's as the results table shows them: medians). None
+    when no case has server figures."""
     rows = [(c, case_row(results, c)) for c in results.cases]
     rows = [(c, r) for c, r in rows if r["server_source"]]
     if not rows:
@@ -230,22 +263,31 @@ def figure(results: RunResult, directory: Path):
     y = list(range(len(rows)))
     fig, (left, mid, right) = plt.subplots(1, 3, figsize=(plots.WIDE[0] * 1.2, 2.6 + 0.5 * len(rows)), sharey=True)
     _ttft_split(left, y, [r for _, r in rows])
-    _pair(mid, y, rows, "client_prefill_tps", "server_prefill_tps", "Prefill t/s")
-    _pair(right, y, rows, "client_decode_tps", "server_decode_tps", "Decode t/s")
+    missing = _pair(mid, y, rows, "prefill_tps", "Prefill t/s")
+    missing += _pair(right, y, rows, "decode_tps", "Decode t/s")
     left.set_yticks(y, labels)
     left.invert_yaxis()
     fig.suptitle("Server view: the server's own figures beside the client's")
     caption = (
-        "Left: client TTFT (mean) against the server's own split of it: queue (waiting for a slot) "
-        "and prefill (to the first token); the rest passed outside the server. Middle and right: "
-        "prefill and decode rates as the client measured them and as the server reported them. A "
-        "missing bar: that side does not publish the figure."
+        "Left: client TTFT (mean, as the server's histograms give means) against the server's own "
+        "split of it: queue (waiting for a slot) and prefill (to the first token); the rest passed "
+        "outside the server (a part too small to see in every case is left out; the table has it). Middle and right: prefill and decode rates, the client's as the results "
+        "table shows them (medians), the server's as it reported them."
     )
+    if missing:
+        caption += f" No bar (the results table's footnotes say why): {plots.left_out_clauses(missing)}."
     path = plots.save(fig, directory / "server_view.png")
     return plots.Figure("Server view", path, caption)
 
 
+# A part of the server's TTFT below this share of the axis for every case is no bar a reader
+# could see: it gets none, and no legend entry (the section's table has its number).
+VISIBLE_SHARE = 0.005
+
+
 def _ttft_split(ax, y: list[int], rows: list[dict]) -> None:
+    """Client TTFT beside the server's split of it; a part too small to see in every case (zero,
+    or not reported) gets no bar and no legend entry."""
     height = 0.38
     client = [(r["client_ttft_s"] or 0) * 1000 for r in rows]
     queue = [(r["server_queue_s"] or 0) * 1000 for r in rows]
@@ -253,23 +295,64 @@ def _ttft_split(ax, y: list[int], rows: list[dict]) -> None:
     other = [max(0.0, (r["server_ttft_s"] or 0) * 1000 - q - p) for r, q, p in zip(rows, queue, prefill)]
     ax.barh([v - height / 2 for v in y], client, height, color="C0", label="client TTFT")
     lower = [v + height / 2 for v in y]
-    ax.barh(lower, queue, height, color="C3", label="server: queue")
-    ax.barh(lower, prefill, height, left=queue, color="C1", label="server: prefill")
-    ax.barh(lower, other, height, left=[q + p for q, p in zip(queue, prefill)], color="C7", label="server: other")
+    start = [0.0] * len(rows)
+    visible = VISIBLE_SHARE * max([*client, *(q + p + o for q, p, o in zip(queue, prefill, other))], default=0.0)
+    for part, color, label in (
+        (queue, "C3", "server: queue"),
+        (prefill, "C1", "server: prefill"),
+        (other, "C7", "server: other"),
+    ):
+        if max(part, default=0.0) > visible:
+            ax.barh(lower, part, height, left=start, color=color, label=label)
+            start = [a + b for a, b in zip(start, part)]
     ax.set_xlabel("ms (mean)")
     ax.set_title("TTFT: client vs server split")
+    _from_zero(ax)
     _legend_below(ax, 2)
 
 
-def _pair(ax, y: list[int], rows: list, client_key: str, server_key: str, title: str) -> None:
+def _pair(ax, y: list[int], rows: list, metric: str, title: str) -> list:
+    """The client's median (the results table's figure) beside the server's rate; returns why
+    each missing bar is missing."""
+    from benchy.report import plots
+
     height = 0.38
-    client = [r[client_key] or 0 for _, r in rows]
-    server = [r[server_key] or 0 for _, r in rows]
-    ax.barh([v - height / 2 for v in y], client, height, color="C0", label="client")
-    ax.barh([v + height / 2 for v in y], server, height, color="C2", label="server")
+    client = [_shown_median(case, metric) for case, _ in rows]
+    server = [r[f"server_{metric}"] for _, r in rows]
+    ax.barh(
+        [v - height / 2 for v in y], [s.median if s else 0 for s in client], height, color="C0", label="client (median)"
+    )
+    ax.barh([v + height / 2 for v in y], [v or 0 for v in server], height, color="C2", label="server")
     ax.set_xlabel("tokens/s")
     ax.set_title(title)
+    _from_zero(ax)
     _legend_below(ax, 2)
+    missing = []
+    for (case, _), summary, value in zip(rows, client, server):
+        name = table.case_name(case)
+        if summary is None:
+            missing.append(_client_left_out(case, metric, f"client {title}"))
+        if value is None:
+            missing.append(plots.LeftOut(f"server {title}", name, "the server does not publish it"))
+    return missing
+
+
+def _from_zero(ax) -> None:
+    """A value axis that starts at a labelled 0 and writes each tick in full (2.5M, never a
+    '1e6' offset that makes 3.5 read as the rate)."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_xlim(left=0)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick(v)))
+
+
+def _tick(value: float) -> str:
+    """2.5M, 40k, 2,500: short enough that a rate axis's labels never run together."""
+    if value >= 1e6:
+        return f"{value / 1e6:g}M"
+    if value >= 1e4:
+        return f"{value / 1e3:g}k"
+    return f"{value:,.0f}"
 
 
 def _legend_below(ax, columns: int) -> None:

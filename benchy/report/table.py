@@ -7,7 +7,8 @@ import io
 
 from tabulate import tabulate
 
-from benchy.measure.metrics import CASE, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
+from benchy.measure import stats
+from benchy.measure.metrics import CASE, CUT_SHORT, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
 from benchy.report import gpu_view
 from benchy.results.types import CaseResult, CheckWarning, Goodput, MetricSummary, RunResult
 
@@ -31,6 +32,25 @@ class Footnotes:
         return [f"[{i}] {reason}" for i, reason in enumerate(self.reasons, 1)]
 
 
+# A rate whose spread is more than this many times its median is shown as n/a: "105 ± 931" reads as a
+# figure but says only that the requests disagree (prefill t/s of requests that queued, beside
+# ones that did not). The statistics stay in results.json and the CSV.
+NOISE_RATIO = 2.0
+
+
+def too_noisy(summary: MetricSummary, metric: Metric) -> str | None:
+    """Why a rate's median ± std is not shown, or None when it is a figure."""
+    std, median = summary.std, summary.median
+    if metric.unit != "tokens/s" or std is None or median <= 0 or std <= NOISE_RATIO * median:
+        return None
+    scale, decimals = metric.scale, metric.decimals
+    return (
+        f"{metric.title}: the spread (± {std * scale:,.{decimals}f}) is {std / median:.0f}× the median "
+        f"({median * scale:,.{decimals}f}): the requests disagree too much for one figure "
+        "(see the warnings, and each request in requests.jsonl)"
+    )
+
+
 def cell(summary: MetricSummary, metric: Metric) -> str:
     scale, decimals = metric.scale, metric.decimals
     median = summary.median * scale
@@ -38,6 +58,14 @@ def cell(summary: MetricSummary, metric: Metric) -> str:
     if std is None:
         return f"{median:.{decimals}f}"
     return f"{median:.{decimals}f} ± {std * scale:.{decimals}f}"
+
+
+def load_cell(case: CaseResult, metric: Metric, notes: Footnotes) -> str:
+    """A case-level rate, or why it is withheld (a case cut short has no rate)."""
+    value = getattr(case, metric.name)
+    if value is None and metric.name in case.unavailable:
+        return notes.mark(case.unavailable[metric.name])
+    return number(value, metric)
 
 
 def number(value: float | None, metric: Metric) -> str:
@@ -65,7 +93,13 @@ def case_name(case: CaseResult, label: str | None = None) -> str:
 
 
 def row_label(case: CaseResult, warnings: list[CheckWarning]) -> str:
-    """The case's name, but never claiming an output length the server did not deliver."""
+    """The case's name, but never claiming an output length the server did not deliver, and
+    saying when the run stopped inside it."""
+    cut = f" {FLAG} (cut short)" if case.reason("aggregate_tps").code == CUT_SHORT else ""
+    return _shape_label(case, warnings) + cut
+
+
+def _shape_label(case: CaseResult, warnings: list[CheckWarning]) -> str:
     for w in warnings:
         if w.code == "output_length_mismatch":
             got = w.details["delivered_median"]
@@ -117,10 +151,16 @@ def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str
         row = [row_label(case, warned.get(case.label, [])), str(case.n_ok)]
         for metric in TABLE_METRICS:
             summary = case.summary.get(metric.name)
-            text = cell(summary, metric) if summary else notes.mark(case.unavailable.get(metric.name, "not measured"))
-            row.append(f"{text} {FLAG}" if summary and metric.name in flagged else text)
+            noise = too_noisy(summary, metric) if summary else None
+            if summary and noise:
+                text = notes.mark(noise)
+            elif summary:
+                text = cell(summary, metric)
+            else:
+                text = notes.mark(case.unavailable.get(metric.name, "not measured"))
+            row.append(f"{text} {FLAG}" if summary and not noise and metric.name in flagged else text)
         if loaded:
-            row += [number(getattr(case, m.name), m) for m in LOAD_COLUMNS]
+            row += [load_cell(case, m, notes) for m in LOAD_COLUMNS]
         if with_goodput:
             row.append(goodput_cell(case.goodput, notes))
         if with_ceiling:
@@ -163,19 +203,28 @@ def cache_markdown(results: RunResult) -> str | None:
 PERCENTILE_METRICS = (METRICS["ttft_s"], METRICS["itl_s"], METRICS["e2e_s"])
 LOAD_HEAD = (
     "Under load, median ± std hides the tail: p50 / p90 / p99 of the measured requests "
-    "(the value 50 / 90 / 99% of them stayed under)."
+    f"(the value 50 / 90 / 99% of them stayed under; '{stats.TOO_FEW}': a p90 needs 10 requests, "
+    "a p99 100)."
 )
 
 
 def is_loaded(case: CaseResult) -> bool:
-    return case.concurrency > 1 or case.rate is not None
+    """More than one request in flight, or open loop (a --rate or a trace replay)."""
+    return case.mode == "open" or case.rate is not None or (case.concurrency or 1) > 1
 
 
 def percentiles_cell(summary: MetricSummary | None, metric: Metric) -> str:
+    """p50 / p90 / p99, each only from as many requests as it needs (stats.SHOWN_FROM)."""
     if not summary:
         return "n/a"
-    values = [summary.median, summary.p90, summary.p99]
-    return " / ".join("n/a" if v is None else _short(v * metric.scale) for v in values)
+    values = {"median": summary.median, "p90": summary.p90, "p99": summary.p99}
+    return " / ".join(_percentile_text(k, v, summary.n, metric) for k, v in values.items())
+
+
+def _percentile_text(statistic: str, value: float | None, n: int, metric: Metric) -> str:
+    if value is None:
+        return "n/a"
+    return _short(value * metric.scale) if stats.enough_for(statistic, n) else stats.TOO_FEW
 
 
 def _short(value: float) -> str:
@@ -185,10 +234,10 @@ def _short(value: float) -> str:
 def load_markdown(results: RunResult) -> str | None:
     """Percentiles of the loaded cases (concurrency > 1 or open loop), and for open loops the
     rate asked, the rate offered and how late sends left their schedule. None without one."""
-    cases = [c for c in results.cases if is_loaded(c)]
+    cases = [c for c in results.cases if is_loaded(c) and c.n_ok]  # no success: no tail to show
     if not cases:
         return None
-    opened = any(c.rate is not None for c in cases)
+    opened = any(c.mode == "open" for c in cases)
     lag, offered = METRICS["send_lag_s"], METRICS["achieved_rate"]
     headers = ["test", "n"] + [f"{m.title} p50 / p90 / p99" for m in PERCENTILE_METRICS]
     if opened:
@@ -198,15 +247,41 @@ def load_markdown(results: RunResult) -> str | None:
         row = [case_name(case), str(case.n_ok)]
         row += [percentiles_cell(case.summary.get(m.name), m) for m in PERCENTILE_METRICS]
         if opened:
-            open_loop = case.rate is not None
+            open_loop = case.mode == "open"
             row += [
-                f"{case.rate:g}" if open_loop else "closed loop",
+                asked_rate(case),
                 number(case.achieved_rate, offered) if open_loop else "",
                 percentiles_cell(case.send_lag, lag) if open_loop else "",
             ]
         body.append(row)
     table = tabulate(body, headers=headers, tablefmt="pipe", stralign="right", disable_numparse=True)
-    return LOAD_HEAD + "\n\n" + table
+    replayed = [replayed_line(c) for c in cases if c.kind == "trace"]
+    return LOAD_HEAD + "\n\n" + table + "".join(f"\n\n{line}" for line in replayed)
+
+
+def asked_rate(case: CaseResult) -> str:
+    if case.kind == "trace":
+        return "the trace's times"
+    return f"{case.rate:g}" if case.rate is not None else "closed loop"
+
+
+def replayed_line(case: CaseResult) -> str:
+    """The lengths a trace replay asked for: it has no single pp or tg."""
+    sent = [r for r in case.requests if not r.warmup]
+    prompts = [r.target_prompt_tokens for r in sent]
+    outputs = [r.target_output_tokens for r in sent]
+    if not sent:
+        return f"{case_name(case)} replayed no request."
+    return (
+        f"{case_name(case)} replayed {len(sent)} requests: prompts of {_spread(prompts)}, "
+        f"outputs of {_spread(outputs)} (as the trace asked)."
+    )
+
+
+def _spread(values: list[int]) -> str:
+    low, high = min(values), max(values)
+    middle = sorted(values)[len(values) // 2]
+    return f"{low:,} tokens" if low == high else f"{low:,}–{high:,} tokens (median {middle:,})"
 
 
 # ------------------------------------------------------------------ CSV
@@ -220,12 +295,13 @@ CASE_KEYS = ("label", "scenario", "pp", "tg", "concurrency", "mode", "rate", "de
 
 def case_key_cells(case: CaseResult) -> list:
     """The CASE_KEYS cells of a case, as every CSV benchy writes keys it."""
-    open_loop = case.rate is not None
+    open_loop = case.mode == "open" or case.rate is not None
+    replay = case.kind == "trace"  # its lengths are each request's own (requests.jsonl)
     return [
         case.label,
         case.scenario or "",
-        case.pp,
-        case.tg,
+        "" if replay else case.pp,
+        "" if replay else case.tg,
         "" if open_loop else case.concurrency,  # an open loop has a rate, not a concurrency
         case.mode,
         _blank(case.rate),

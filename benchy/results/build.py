@@ -56,12 +56,16 @@ def case_result(
     summary, unavailable = _summaries([values[r.request_id] for r in ok])
     lags = [v for v in (metrics.send_lag_s(r) for r in measured) if not isinstance(v, Unavailable)]
     per_case = metrics.case_metrics(measured)
+    cut = metrics.cut_short(len(measured), planned_requests)
+    rates = {name: cut or per_case[name] for name in ("aggregate_tps", "request_rate")}
+    if cut:
+        unavailable |= dict.fromkeys(rates, cut)
     result = CaseResult(
         label=case.label,
         scenario=case.scenario,
         pp=case.pp,
         tg=case.tg,
-        concurrency=case.concurrency,
+        concurrency=None if case.kind == "trace" else case.concurrency,  # its arrivals set its load
         depth=case.depth,
         endpoint=endpoint,
         runs=runs,
@@ -75,11 +79,11 @@ def case_result(
         summary=summary,
         unavailable={k: v.message for k, v in unavailable.items()},
         unavailable_codes={k: v.code for k, v in unavailable.items()},
-        aggregate_tps=_value(per_case["aggregate_tps"]),
+        aggregate_tps=_value(rates["aggregate_tps"]),
         mode="open" if case.rate is not None or case.kind == "trace" else "closed",
         rate=case.rate,
         achieved_rate=_value(per_case["achieved_rate"]),
-        request_rate=_value(per_case["request_rate"]),
+        request_rate=_value(rates["request_rate"]),
         send_lag=MetricSummary.of(lags) if lags else None,
         goodput=_goodput(measured, slo, buffered) if slo else None,
         requests=[
@@ -165,7 +169,7 @@ def judge_queueing(case: CaseResult, alone: list[float], source: str) -> None:
     if loaded is None:  # buffered or failed: nothing to judge (the prefill rate is gone already)
         return
     excess = loaded.median - MetricSummary.of(alone).median
-    why = metrics.queued(loaded.median, alone, case.concurrency)
+    why = metrics.queued(loaded.median, alone, case.concurrency or 1)
     case.queueing = Queueing(
         source=source,
         alone_ttft=MetricSummary.of(alone),
@@ -182,7 +186,7 @@ def queueing_against_concurrency_1(cases: list[CaseResult]) -> None:
     """A loaded closed-loop case with no alone requests of its own is judged against the run's
     concurrency-1 case of the same prompt (load/alone.py sends none when there is one)."""
     for case in cases:
-        if case.queueing is not None or case.concurrency <= 1 or case.rate is not None or case.kind != "sweep":
+        if case.queueing is not None or (case.concurrency or 1) <= 1 or case.rate is not None or case.kind != "sweep":
             continue
         base = next((c for c in cases if c.concurrency == 1 and c.rate is None and _same_prompt(c, case)), None)
         alone = base.measured_values("ttft_s") if base is not None and base.kind == "sweep" else []

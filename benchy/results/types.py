@@ -31,6 +31,9 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        code `queued`); request alone (issue 23)
   1.10 setup.cache_reset and case.cache_reset (--cache-reset, issue 24); workload reuse gains
        partial_reuse (hit, partial and missed requests, the replica pattern); case.cache_reuse
+  1.11 case.concurrency is null for a trace replay (it was 1: the replay's arrivals set its
+       load, not a concurrency; issue 27); a case the run stopped inside has aggregate_tps and
+       request_rate null, code cut_short in unavailable
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -52,7 +55,7 @@ from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import WorkloadFigures
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 10
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 11
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -232,7 +235,9 @@ class CaseResult(Saved):
     label: str
     pp: int
     tg: int
-    concurrency: int
+    concurrency: int | None = _opt(
+        "requests in flight (closed loop); null for a trace replay (1.11), whose arrivals set the load"
+    )
     scenario: str | None = None
     depth: int = 0
     endpoint: str | None = None

@@ -230,6 +230,8 @@ def _is_rate(value) -> bool:
 def find_scenario(name_or_file: str) -> Path | Traversable:
     path = Path(name_or_file)
     if path.suffix == ".toml" or path.exists():
+        if path.is_dir():
+            raise ScenarioError(f"--scenario {name_or_file} is a folder: give a .toml file in it, or a shipped name")
         if not path.is_file():
             raise ScenarioError(f"scenario file not found: {name_or_file}")
         return path
@@ -320,10 +322,10 @@ def _cases_from_table(path: Path | Traversable, data: dict) -> list[Case]:
     stray = sorted(set(data) & set().union(*_WORKLOAD_KEYS.values()))
     if stray:
         raise ScenarioError(f'{path}: {stray[0]!r} needs a workload kind (kind = "multi_turn", ...)')
-    pp = _int_list(path, data, "pp", "prompt_tokens")
-    tg = _int_list(path, data, "tg", "output_tokens")
-    concurrency = _int_list(path, data, "concurrency", default=[1])
-    depth = _int_list(path, data, "depth", default=[0])
+    pp = _int_list(path, data, "pp", "prompt_tokens", low=1)
+    tg = _int_list(path, data, "tg", "output_tokens", low=1)
+    concurrency = _int_list(path, data, "concurrency", default=[1], low=1)
+    depth = _int_list(path, data, "depth", default=[0], low=0)
     runs = data.get("runs")
     if runs is not None and (not isinstance(runs, int) or runs < 1):
         raise ScenarioError(f"{path}: runs must be a whole number ≥ 1, got {runs!r}")
@@ -381,9 +383,9 @@ def _workload_cases(path: Path | Traversable, data: dict, kind: str, name: str) 
                 scenario=name,
             )
         ]
-    pp = _int_list(path, data, "pp", "prompt_tokens")
-    tg = _int_list(path, data, "tg", "output_tokens")
-    concurrency = _int_list(path, data, "concurrency", default=[1])
+    pp = _int_list(path, data, "pp", "prompt_tokens", low=1)
+    tg = _int_list(path, data, "tg", "output_tokens", low=1)
+    concurrency = _int_list(path, data, "concurrency", default=[1], low=1)
     if kind == "multi_turn":
         keep, cold = data.get("keep_reasoning", False), data.get("cold_baseline", False)
         for key, value in (("keep_reasoning", keep), ("cold_baseline", cold)):
@@ -415,8 +417,15 @@ def _workload_cases(path: Path | Traversable, data: dict, kind: str, name: str) 
 
 
 def _int_list(
-    path: Path | Traversable, data: dict, key: str, alias: str | None = None, default: list[int] | None = None
+    path: Path | Traversable,
+    data: dict,
+    key: str,
+    alias: str | None = None,
+    default: list[int] | None = None,
+    low: int | None = None,
 ) -> list[int]:
+    """A whole number or a list of them, each ≥ `low`, named by its TOML key (not a flag)."""
+    named = key if key in data or not alias else alias
     value = data.get(key, data.get(alias) if alias else None)
     if value is None:
         if default is not None:
@@ -424,7 +433,10 @@ def _int_list(
         raise ScenarioError(f"{path}: missing {key!r}" + (f" (or {alias!r})" if alias else ""))
     values = value if isinstance(value, list) else [value]
     if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        raise ScenarioError(f"{path}: {key} must be a whole number or a list of them, got {value!r}")
+        raise ScenarioError(f"{path}: {named} must be a whole number or a list of them, got {value!r}")
+    below = [v for v in values if low is not None and v < low]
+    if below:
+        raise ScenarioError(f"{path}: {named} must be ≥ {low}, got {below[0]!r}")
     return values
 
 
