@@ -35,23 +35,20 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import math
 import platform
 import secrets
-import warnings
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats as sps
 
 from benchy import __version__
 from benchy.client.stream import Client, ClientSettings, redact_url
 from benchy.load.plan import exact_length_options
 from benchy.load.prompts import Prompt, PromptFactory, calibrate
 from benchy.measure import gpu as gpu_figures
-from benchy.measure import metrics
+from benchy.measure import metrics, stats
 from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
@@ -103,24 +100,6 @@ class Verdict:
 # ---- statistics ---------------------------------------------------------------------------
 
 
-def welch_less(a: np.ndarray, b: np.ndarray) -> float:
-    """One-sided p-value that log a is smaller on average than log b (Welch's t-test)."""
-    la, lb = np.log(a), np.log(b)
-    if np.ptp(la) == 0 and np.ptp(lb) == 0:  # no spread at all: the t statistic is undefined
-        return 0.0 if la[0] < lb[0] else 1.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # near-identical samples: scipy warns, the p-value stands
-        return float(sps.ttest_ind(la, lb, equal_var=False, alternative="less").pvalue)
-
-
-def rank_less(a: np.ndarray, b: np.ndarray) -> float | None:
-    """Exact one-sided Mann–Whitney U p-value that a is smaller; None when the samples are too
-    small for any outcome to reach ALPHA (then the test says nothing)."""
-    if 1 / math.comb(a.size + b.size, a.size) >= ALPHA:
-        return None
-    return float(sps.mannwhitneyu(a, b, alternative="less", method="exact").pvalue)
-
-
 def decide(
     repeats: list[float],
     unique: list[float],
@@ -168,8 +147,8 @@ def _partial_hits(
     misses = [t for t, hit in zip(repeats, flags) if not hit]
     if not hits or not misses:
         return None
-    u = float(np.median(unique))
-    gain, miss_gain = u / float(np.median(hits)), u / float(np.median(misses))
+    u = stats.median(unique)
+    gain, miss_gain = u / stats.median(hits), u / stats.median(misses)
     if miss_gain >= MIN_SPEEDUP or gain < MIN_SPEEDUP:
         return None  # the misses were faster too, or the hits no faster: not two modes
     fraction = len(hits) / len(repeats)
@@ -179,9 +158,7 @@ def _partial_hits(
         f"({miss_gain:.2f}×): the likely cause is a router spreading requests over replicas that each "
         "hold their own cache (no cache affinity), or eviction between repeats"
     )
-    return Verdict(
-        "partial_hits", reason, speedup=u / float(np.median(repeats)), hit_fraction=fraction, gain_on_hits=gain
-    )
+    return Verdict("partial_hits", reason, speedup=u / stats.median(repeats), hit_fraction=fraction, gain_on_hits=gain)
 
 
 def _served(cached: Sequence[int | None], prompt_tokens: int | None) -> float | None:
@@ -189,7 +166,7 @@ def _served(cached: Sequence[int | None], prompt_tokens: int | None) -> float | 
     reported = [c for c in cached if c is not None]
     if not cached or len(reported) < len(cached) or not prompt_tokens:
         return None
-    median = float(np.median(reported))
+    median = stats.median(reported)
     return median if median >= SERVED_SHARE * prompt_tokens else None
 
 
@@ -214,7 +191,7 @@ def _no_gain_cause(repeats: list[float], prompt_ms: Sequence[float | None]) -> s
     )
     if not known:
         return cause
-    server_ms, ttft_ms = float(np.median(known)), 1000 * float(np.median(repeats))
+    server_ms, ttft_ms = stats.median(known), 1000 * stats.median(repeats)
     return f"the server's own prompt time for them is {server_ms:,.0f} ms of a {ttft_ms:,.0f} ms TTFT, so {cause}"
 
 
@@ -229,14 +206,14 @@ def _timing_verdict(
             "were measured; the test needs at least 2 of each",
         )
     r, u = np.asarray(repeats, float), np.asarray(unique, float)
-    speedup = float(np.median(u) / np.median(r))
-    p_faster, p_below = welch_less(r, u), welch_less(u / MIN_SPEEDUP, r)
-    stats = dict(speedup=speedup, p_faster=p_faster, p_below_min=p_below)
+    speedup = stats.median(u) / stats.median(r)
+    p_faster, p_below = stats.log_welch_less(r, u), stats.log_welch_less(u / MIN_SPEEDUP, r)
+    figures = dict(speedup=speedup, p_faster=p_faster, p_below_min=p_below)
     if p_faster < ALPHA and speedup >= MIN_SPEEDUP:
-        verdict, rank_p = "detected", rank_less(r, u)
+        verdict, rank_p = "detected", stats.exact_rank_less(r, u)
         reason = f"repeats {speedup:.2f}× faster than unique prefixes (Welch p = {p_faster:.2g})"
     elif p_below < ALPHA:
-        verdict, rank_p = "not_detected", rank_less(u / MIN_SPEEDUP, r)
+        verdict, rank_p = "not_detected", stats.exact_rank_less(u / MIN_SPEEDUP, r)
         reason = f"speed-up {speedup:.2f}× is significantly below {MIN_SPEEDUP}× (Welch p = {p_below:.2g})"
     else:
         return Verdict(
@@ -244,21 +221,21 @@ def _timing_verdict(
             f"speed-up {speedup:.2f}× is neither significantly ≥ "
             f"{MIN_SPEEDUP}× (p = {p_faster:.2g}) nor below it (p = {p_below:.2g}); "
             "send more requests (-n)",
-            **stats,
+            **figures,
         )
     if rank_p is not None and rank_p >= ALPHA:
         return Verdict(
             "inconclusive",
             f"{reason}, but the Mann–Whitney U test disagrees (p = {rank_p:.2g}): outliers?",
             rank_p=rank_p,
-            **stats,
+            **figures,
         )
     if rank_p is not None:
         reason += f"; Mann–Whitney U p = {rank_p:.2g}"
     conflict = _cache_report_conflict(verdict, repeat_cached, prompt_tokens)
     if conflict:
-        return Verdict("inconclusive", f"{reason}, but {conflict}", rank_p=rank_p, **stats)
-    return Verdict(verdict, reason, rank_p=rank_p, **stats)
+        return Verdict("inconclusive", f"{reason}, but {conflict}", rank_p=rank_p, **figures)
+    return Verdict(verdict, reason, rank_p=rank_p, **figures)
 
 
 def _cache_report_conflict(verdict: str, cached: Sequence[int | None], prompt_tokens: int | None) -> str | None:
@@ -266,7 +243,7 @@ def _cache_report_conflict(verdict: str, cached: Sequence[int | None], prompt_to
     reported = [c for c in cached if c is not None]
     if not cached or len(reported) < len(cached) or not prompt_tokens:
         return None
-    median = float(np.median(reported))
+    median = stats.median(reported)
     served = median >= 0.5 * prompt_tokens
     if verdict == "detected" and not served:
         return f"the server reports only {median:.0f} of {prompt_tokens} prompt tokens cached"
@@ -358,12 +335,12 @@ async def _capacity_pass(client: Client, settings: ProbeSettings, prompts: Promp
 def capacity_point(k: int, firsts: list[RequestRecord], reuses: list[RequestRecord]) -> dict:
     pairs = [(a, b) for a, b in zip(firsts, reuses) if a.ok and b.ok]
     prompt = [b.prompt_tokens for _, b in pairs if b.prompt_tokens]
-    prompt_tokens = int(np.median(prompt)) if prompt else None
+    prompt_tokens = int(stats.median(prompt)) if prompt else None
     hits, evidence = _pair_hits(pairs, prompt_tokens)
     # What every prefix shares with the others (the chat template), as the first sends found it
     # cached: held once, so the working set counts it once.
     first_cached = [a.cached_tokens for a, _ in pairs if a.cached_tokens is not None]
-    shared = min(int(np.median(first_cached)), prompt_tokens or 0) if first_cached else 0
+    shared = min(int(stats.median(first_cached)), prompt_tokens or 0) if first_cached else 0
     first_ttft = [t for t in (_ttft(a) for a, _ in pairs) if not isinstance(t, Unavailable)]
     reuse_ttft = [t for t in (_ttft(b) for _, b in pairs) if not isinstance(t, Unavailable)]
     return {
@@ -375,8 +352,8 @@ def capacity_point(k: int, firsts: list[RequestRecord], reuses: list[RequestReco
         "hits": sum(hits),
         "hit_fraction": sum(hits) / len(hits) if hits else None,
         "evidence": evidence,
-        "first_ttft_s": float(np.median(first_ttft)) if first_ttft else None,
-        "reuse_ttft_s": float(np.median(reuse_ttft)) if reuse_ttft else None,
+        "first_ttft_s": stats.median(first_ttft) if first_ttft else None,
+        "reuse_ttft_s": stats.median(reuse_ttft) if reuse_ttft else None,
         "n_failed": sum(not r.ok for r in firsts + reuses),
         "reuse_cached_tokens": [b.cached_tokens for _, b in pairs],
         "request_ids": [b.request_id for _, b in pairs],
@@ -394,7 +371,7 @@ def _pair_hits(pairs: list[tuple[RequestRecord, RequestRecord]], prompt_tokens: 
     ]
     if not timed:
         return [], "ttft"
-    typical_first = float(np.median([ta for ta, _ in timed]))
+    typical_first = stats.median(ta for ta, _ in timed)
     # Faster than its own first send and than the pass's typical first send: one slow first
     # send (a busy client) does not make a miss look like a hit.
     out = [tb * TIMING_HIT_SPEEDUP < min(ta, typical_first) for ta, tb in timed]
@@ -442,7 +419,7 @@ def _working_set(points: list[dict], k: int | None) -> int | None:
 
 def capacity_result(settings: ProbeSettings, points: list[dict], fits: int | None, falls: int | None) -> dict:
     sizes = [p["prompt_tokens"] for p in points if p["prompt_tokens"]]
-    prompt = int(np.median(sizes)) if sizes else None
+    prompt = int(stats.median(sizes)) if sizes else None
     out: dict = {
         "prefix_tokens_asked": settings.capacity_prefix_tokens,
         "prefix_tokens": prompt,
@@ -608,7 +585,7 @@ def length_entry(length: int, asked: int, records: list[RequestRecord]) -> dict:
     repeats = [t for t in s["ttft_s"][1:] if t is not None]
     uniques = [t for t in u["ttft_s"] if t is not None]
     reported = [p for p in s["prompt_tokens"] + u["prompt_tokens"] if p is not None]
-    prompt_tokens = int(np.median(reported)) if reported else None
+    prompt_tokens = int(stats.median(reported)) if reported else None
     prompt_ms = [(r.server_timings or {}).get("prompt_ms") for r in shared[1:] if r.ok]
     verdict = decide(repeats, uniques, s["cached_tokens"][1:], prompt_tokens, prompt_ms)
     failed = [r for r in records if not r.ok]

@@ -23,10 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-import numpy as np
-
 from benchy.checks import server as server_checks
-from benchy.measure import evidence, metrics, profiles
+from benchy.measure import evidence, metrics, profiles, stats
 from benchy.measure.metrics import OUTPUT_FAILURES
 from benchy.measure.workloads import WorkloadFigures
 from benchy.results.types import CaseResult, CheckWarning, Evidence, RequestResult, RunResult, Setup
@@ -397,7 +395,7 @@ def _failed_as(case: CaseResult, kind: str) -> list[RequestResult]:
 def empty_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     bad = _failed_as(case, "empty_output")
     if bad:
-        claimed = int(np.median([r.completion_tokens or 0 for r in bad]))
+        claimed = int(stats.median([r.completion_tokens or 0 for r in bad]))
         nulls = sum(r.content_null_events or 0 for r in bad)
         yield Warning_(
             "empty_output",
@@ -462,7 +460,7 @@ def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
     if not short:
         return
     got = [_believed_tokens(r) for r in counted]
-    delivered = int(np.median(got))
+    delivered = int(stats.median(got))
     cause, hint = _short_output_cause(short, run.setup.stop)
     yield Warning_(
         "output_length_mismatch",
@@ -554,8 +552,8 @@ def usage_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     if not doubted:
         return
     first = doubted[0][1]
-    usage = float(np.median([c.usage or 0 for _, c in doubted]))
-    counted = float(np.median([c.tokens for _, c in doubted]))
+    usage = stats.median([c.usage or 0 for _, c in doubted])
+    counted = stats.median([c.tokens for _, c in doubted])
     yield Warning_(
         "usage_mismatch",
         WARNING,
@@ -582,7 +580,7 @@ def local_tokenizer_mismatch(case: CaseResult, run: RunResult) -> Iterable[Check
     odd = [c for r in ok if (c := r.token_count) and c.local_mismatch and c.local is not None]
     if not odd:
         return
-    ratio = float(np.median([(c.local or 0.0) / c.tokens for c in odd if c.tokens]))
+    ratio = stats.median([(c.local or 0.0) / c.tokens for c in odd if c.tokens])
     yield Warning_(
         "local_tokenizer_mismatch",
         INFO,
@@ -606,7 +604,7 @@ def prompt_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
     missed = [r for r in ok if r.unavailable_codes.get("prefill_tps") == metrics.PROMPT_LENGTH_MISSED]
     if not missed:
         return
-    counted = int(np.median([r.prompt_tokens or 0 for r in missed]))
+    counted = int(stats.median([r.prompt_tokens or 0 for r in missed]))
     target = missed[0].target_prompt_tokens
     yield Warning_(
         "prompt_length_mismatch",
@@ -677,8 +675,8 @@ def first_chunk_before_prefill(case: CaseResult, run: RunResult) -> Iterable[Che
     ]
     if not pairs:
         return
-    lead = float(np.median([ttft - first for first, ttft in pairs]))
-    ttft = float(np.median([t for _, t in pairs]))
+    lead = stats.median([ttft - first for first, ttft in pairs])
+    ttft = stats.median([t for _, t in pairs])
     if lead >= max(FIRST_CHUNK_LEAD_MIN_S, FIRST_CHUNK_LEAD_SHARE * ttft):
         yield Warning_(
             "first_chunk_before_prefill",
@@ -728,9 +726,11 @@ def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
     pairs = [p for p in map(_ttft_and_prompt, case.measured_ok()) if p]
     if not pairs:
         return
-    ttft = float(np.median([t for t, _ in pairs]))
-    prompt = float(np.median([p for _, p in pairs]))
-    gap = float(np.median([t - p for t, p in pairs]))
+    ttft = stats.median(t for t, _ in pairs)
+    prompt = stats.median(p for _, p in pairs)
+    gap = case.median("ttft_gap_s")  # the registry's TTFT − prompt_ms, summarized with the case
+    if gap is None:
+        return
     limit = max(NOT_PREFILL_MIN_S, NOT_PREFILL_SHARE * ttft)
     if gap < limit:
         return

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterable
 
 import numpy as np
 from scipy import stats as sps
@@ -24,6 +25,11 @@ def enough_for(statistic: str, n: int) -> bool:
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0  # fixed: the same results file always yields the same interval
+
+
+def median(values: Iterable[float]) -> float:
+    """The median of a non-empty collection, as a float (every check's middle value)."""
+    return float(np.median(list(values)))
 
 
 def summarize(values: list[float]) -> dict:
@@ -132,3 +138,24 @@ def proportion_interval(successes: int, n: int, confidence: float = 0.95, method
         raise ValueError(f"proportion_interval needs 0 ≤ successes ≤ n and n ≥ 1, got {successes} of {n}")
     ci = sps.binomtest(successes, n).proportion_ci(confidence_level=confidence, method=method)
     return [float(ci.low), float(ci.high)]
+
+
+# ------------------------------------------------------------------ probe-cache's one-sided tests
+
+
+def log_welch_less(a: np.ndarray, b: np.ndarray) -> float:
+    """One-sided p-value that log a is smaller on average than log b (Welch's t-test)."""
+    la, lb = np.log(a), np.log(b)
+    if np.ptp(la) == 0 and np.ptp(lb) == 0:  # no spread at all: the t statistic is undefined
+        return 0.0 if la[0] < lb[0] else 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # near-identical samples: scipy warns, the p-value stands
+        return float(sps.ttest_ind(la, lb, equal_var=False, alternative="less").pvalue)
+
+
+def exact_rank_less(a: np.ndarray, b: np.ndarray, alpha: float = 0.05) -> float | None:
+    """Exact one-sided Mann–Whitney U p-value that a is smaller; None when the samples are too
+    small for any outcome to reach `alpha` (then the test says nothing)."""
+    if 1 / math.comb(a.size + b.size, a.size) >= alpha:
+        return None
+    return float(sps.mannwhitneyu(a, b, alternative="less", method="exact").pvalue)

@@ -34,10 +34,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from benchy import jsontypes
-from benchy.measure import metrics
+from benchy.measure import metrics, stats
 from benchy.measure.metrics import PerRequest, Unavailable
 from benchy.measure.records import RequestRecord
 
@@ -433,7 +431,7 @@ def conversations_cut(measured: list[RequestRecord], turns: int | None) -> int:
 
 def _median(values: Iterable) -> float | None:
     kept = [v for v in values if v is not None and not isinstance(v, Unavailable)]
-    return float(np.median(kept)) if kept else None
+    return stats.median(kept) if kept else None
 
 
 def ttft_gains(cases: list) -> None:
