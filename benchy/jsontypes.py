@@ -28,6 +28,8 @@ class ShapeError(ValueError):
 class Saved:
     """Base of a dataclass saved as JSON: `to_dict()` and `from_dict(data, strict=False)`."""
 
+    __slots__ = ()  # so that a slotted dataclass (RequestResult) has no __dict__ either
+
     def to_dict(self) -> dict:
         return to_json(self)
 

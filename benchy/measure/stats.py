@@ -12,6 +12,14 @@ from scipy import stats as sps
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0  # fixed: the same results file always yields the same interval
+# Resamples drawn at once: bounds memory for cases with many requests (all 2,000 of 20,000
+# values at once held 640 MB) and is faster; the interval is the same (one random stream).
+BOOTSTRAP_CHUNK = 250
+BOOTSTRAP_CHUNK_VALUES = 500_000  # at most this many resampled values at once (4 MB of floats)
+
+
+def _resamples_at_once(n: int) -> int:
+    return max(1, min(BOOTSTRAP_CHUNK, BOOTSTRAP_CHUNK_VALUES // max(n, 1)))
 
 
 def summarize(values: list[float]) -> dict:
@@ -48,13 +56,12 @@ def median_ci95(arr: np.ndarray) -> list[float] | None:
             n_resamples=BOOTSTRAP_RESAMPLES,
             method="percentile",
             rng=np.random.default_rng(BOOTSTRAP_SEED),
+            batch=_resamples_at_once(arr.size),
         )
     return [float(res.confidence_interval.low), float(res.confidence_interval.high)]
 
 
 # ------------------------------------------------------------------ comparing two samples (benchy compare)
-
-BOOTSTRAP_CHUNK = 250  # resamples drawn at once; bounds memory for cases with many requests
 
 
 def p_value(a: list[float], b: list[float], test: str) -> float:
