@@ -35,7 +35,6 @@ results and tests alike. Nothing here reads a file or the network.
 
 from __future__ import annotations
 
-import bisect
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -103,10 +102,9 @@ def local_event_tokens(texts: list[str]) -> list[int]:
     if not whole:
         return [1] * len(texts)
     starts = np.cumsum([0] + [len(t) for t in texts[:-1]])
-    counts = [0] * len(texts)
-    for offset in _token_offsets(whole):
-        counts[bisect.bisect_right(starts, offset) - 1] += 1
-    return [max(1, c) for c in counts]
+    holders = np.searchsorted(starts, _token_offsets(whole), side="right") - 1  # one search, not one a token
+    counts = np.bincount(holders, minlength=len(texts))
+    return [max(1, int(c)) for c in counts]
 
 
 _THINK_TAG = re.compile(f"{re.escape(THINK_OPEN)}|{re.escape(THINK_CLOSE)}")
