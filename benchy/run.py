@@ -36,9 +36,9 @@ from benchy.measure.records import RecordWriter, RequestRecord
 from benchy.results import build as results_build
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
+from benchy.results.build import CaseRows
 from benchy.server import cache_reset
 from benchy.server import gpu as gpu_mod
-from benchy.results.build import CaseRows
 from benchy.server import identity as server_mod
 from benchy.server import metrics as server_metrics
 from benchy.workloads.case import Case
