@@ -95,7 +95,7 @@ def _read(rec: RequestRecord) -> Reading:
         per_chunk=rec.token_event_usage[-1] if rec.token_event_usage else None,
     )
     if has_text:
-        tokens = evidence.event_tokens(texts, count.tokens, rec.token_event_usage)
+        tokens = evidence.event_tokens(texts, count.tokens, rec.token_event_usage, local)
     else:  # a record without its text (an older one): each event's share of the characters
         tokens = evidence.event_tokens_by_chars(rec.token_event_chars, count.tokens, rec.token_event_usage)
     per_event = tokens.counts
