@@ -129,5 +129,7 @@ def proportion_interval(successes: int, n: int, confidence: float = 0.95, method
     binomtest. ValueError for n < 1 or successes outside 0..n."""
     if n < 1 or not 0 <= successes <= n:
         raise ValueError(f"proportion_interval needs 0 ≤ successes ≤ n and n ≥ 1, got {successes} of {n}")
+    from scipy import stats as sps
+
     ci = sps.binomtest(successes, n).proportion_ci(confidence_level=confidence, method=method)
     return [float(ci.low), float(ci.high)]

@@ -175,7 +175,7 @@ def _judge_buffered(row: RequestResult, why: Unavailable) -> None:
 
 def _row_tokens(row: RequestResult) -> int:
     """The completion count the figures use (reading.count_entry, kept on every successful row)."""
-    return (row.token_count or {}).get("tokens") or 0
+    return row.token_count.tokens if row.token_count is not None else 0
 
 
 def _row_values(row: RequestResult) -> dict[str, float | Unavailable]:
