@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-realserver test-ray test-vllm lint bench-client bench-ray schema clean
+.PHONY: install demo test test-fast test-realserver test-ray test-vllm lint bench bench-scale bench-client bench-ray schema clean
 
 install: $(STAMP)
 
@@ -66,6 +66,15 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy benchy
+
+# How benchy scales, beside llama-benchy where LLAMA_BENCHY names it (docs/scale.md): peak RSS of
+# a 2,000- and a 20,000-request run, `benchy report` CPU on each, CPU-seconds of a 512-request
+# 256-stream run; then bench-client's cost per streamed token. Medians of BENCH_REPEAT runs.
+BENCH_REPEAT ?= 3
+bench: bench-scale bench-client
+
+bench-scale: install
+	$(BIN)/python benchmarks/bench_scale.py --repeat $(BENCH_REPEAT) $(if $(LLAMA_BENCHY),--llama-benchy '$(LLAMA_BENCHY)')
 
 # benchy's own cost per streamed token, TTFT accuracy and --workers scaling against the instant
 # simulator (a benchmark, not a test; a few minutes). LLAMA_BENCHY=path/to/llama-benchy adds it

@@ -36,6 +36,7 @@ from benchy.measure.records import RecordWriter, RequestRecord
 from benchy.results import build as results_build
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
+from benchy.results.build import CaseRows
 from benchy.server import cache_reset
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
@@ -73,12 +74,16 @@ class RunState:
     """What a run has gathered so far; survives an interruption."""
 
     setup: dict = field(default_factory=dict)
-    records: list[RequestRecord] = field(default_factory=list)
+    # case label → its requests as results keep them (build.CaseRows): the records themselves
+    # are written to requests.jsonl and let go, so memory does not grow with their streams
+    rows: dict[str, CaseRows] = field(default_factory=dict)
+    n_done: int = 0  # requests finished, every case
     plans: list[CasePlan] = field(default_factory=list)
     interrupted: bool = False
     stopped: dict | None = None  # {"by": "SIGINT" | "SIGTERM" | "max-errors" | "max-error-rate", "reason"}
     n_failed: int = 0
     connect_failures_in_a_row: int = 0
+    last_connect_error: str | None = None
     client: dict = field(default_factory=dict)  # case label → LoopMonitor figures
     server: dict = field(default_factory=dict)  # case label → the server's figures, or why there are none
     gpu: dict = field(default_factory=dict)  # case label → GpuCase (--gpu-metrics)
@@ -139,9 +144,12 @@ MIN_REQUESTS_FOR_RATE = 10  # --max-error-rate is judged from this many finished
 
 def count_failure(state: RunState, rec: RequestRecord) -> None:
     """Counts a finished record as results.json will, and the connection failures in a row."""
+    state.n_done += 1
     state.n_failed += not metrics.classify(rec).ok
     gone = rec.status == "error" and rec.error_kind == "connect"
     state.connect_failures_in_a_row = state.connect_failures_in_a_row + 1 if gone else 0
+    if gone:
+        state.last_connect_error = rec.error
 
 
 def error_limit_passed(state: RunState, settings: RunSettings) -> dict | None:
@@ -149,10 +157,10 @@ def error_limit_passed(state: RunState, settings: RunSettings) -> dict | None:
     not as many), or once the server is gone: requests in a row that found nothing listening
     (or no route) mean every later one would fail alike, so sending them only lengthens a dead
     run (--max-connect-failures). None while the run may go on."""
-    failed, done = state.n_failed, len(state.records)
+    failed, done = state.n_failed, state.n_done
     limit = settings.max_connect_failures
     if limit and state.connect_failures_in_a_row >= limit:
-        last = next(r.error for r in reversed(state.records) if r.error_kind == "connect")
+        last = state.last_connect_error
         in_a_row = state.connect_failures_in_a_row
         return {
             "by": "server-gone",
@@ -186,11 +194,14 @@ def _stop_on_sigterm(state: RunState) -> None:
 
 def finish(state: RunState, settings: RunSettings) -> results_mod.RunResult:
     """Builds, saves and reports the results. What is returned, printed and reported is the
-    saved form read back, so a report made now and `benchy report` later are the same."""
-    saved = build_results(state).to_dict()
-    results = results_mod.RunResult.from_dict(saved)
+    saved form read back, so a report made now and `benchy report` later are the same: all but
+    the requests go through their saved form; the requests are kept as built (their saved form
+    is themselves, less the event arrays they no longer hold), so no dict of every request is
+    made and memory stays flat in the run's length."""
+    built = build_results(state)
+    results = _as_saved(built)
     if settings.output_dir is not None:
-        results_files.save(saved, settings.output_dir)
+        results_files.save(built, settings.output_dir)  # a request at a time
         if settings.report:
             from benchy.report import render  # matplotlib is imported only when a report is drawn
 
@@ -198,12 +209,19 @@ def finish(state: RunState, settings: RunSettings) -> results_mod.RunResult:
     return results
 
 
+def _as_saved(run: results_mod.RunResult) -> results_mod.RunResult:
+    """`run` as results.json will read back, its requests (the rows) carried over as they are."""
+    bare = replace(run, cases=[replace(c, requests=[]) for c in run.cases])
+    saved = results_mod.RunResult.from_dict(bare.to_dict())
+    for case, built in zip(saved.cases, run.cases):
+        case.requests = built.requests
+    return saved
+
+
 def build_results(state: RunState) -> results_mod.RunResult:
-    by_case: dict[str, list[RequestRecord]] = {}
-    for rec in state.records:
-        by_case.setdefault(rec.case, []).append(rec)
+    by_case = state.rows
     slo = state.setup.get("load", {}).get("slo")
-    measured = [p for p in state.plans if any(not r.warmup for r in by_case.get(p.case.label, []))]
+    measured = [p for p in state.plans if any(not r.warmup for r in _rows(by_case, p.case.label))]
     cases = [
         results_build.case_result(
             p.case,
@@ -234,7 +252,12 @@ def _idle_power(setup: dict) -> float | None:
     return ((setup.get("gpu") or {}).get("baseline") or {}).get("power_w")
 
 
-def _why_not_measured(plan: CasePlan, by_case: dict[str, list[RequestRecord]]) -> str:
+def _rows(by_case: dict[str, CaseRows], label: str) -> list[results_mod.RequestResult]:
+    rows = by_case.get(label)
+    return rows.rows if rows is not None else []
+
+
+def _why_not_measured(plan: CasePlan, by_case: dict[str, CaseRows]) -> str:
     """A planned case without a measured request: never started, or stopped in its warmup."""
     return "stopped during its warmup" if plan.case.label in by_case else "not started"
 
@@ -311,7 +334,10 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
     stop = asyncio.Event()  # set once an error limit is passed: the run ends
 
     def on_record(rec: RequestRecord) -> None:
-        state.records.append(rec)
+        rows = state.rows.get(rec.case)
+        if rows is None:  # each plan's rows are made when its case starts
+            rows = state.rows[rec.case] = CaseRows()
+        rows.add(rec)
         writer.write(rec)
         progress.request_done()
         count_failure(state, rec)  # counted as results.json counts it
@@ -328,6 +354,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
             if resetting:
                 resetting = await _reset_cache(state, settings, client, identity, plan.case.label, progress)
             progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
+            state.rows[plan.case.label] = CaseRows(keep_records=bool(plan.case.workload))
             window = scraper.window() if scraper else None
             gpu_window = gpus.window() if gpus else None
             try:
@@ -401,9 +428,9 @@ async def _run_one_case(
     factory = PromptFactory(calibration, nonce=settings.nonce, salt=f"{salt}c{plan.index}")
     async with LoopMonitor() as monitor:
         await run_case(client, plan, factory, on_record, start, stop=stop)
-    mine = [r for r in state.records if r.case == plan.case.label]
+    mine = _rows(state.rows, plan.case.label)
     spans = [(r.sent_mono_s, r.sent_mono_s + (r.end_s or 0.0)) for r in mine]
-    tokens = sum(r.completion_tokens or len(r.token_event_s) for r in mine)
+    tokens = sum(r.completion_tokens or r.events for r in mine)
     state.client[plan.case.label] = client_figures(
         [worker_entry(0, LOCAL_CLOCK, monitor.figures(spans), len(mine), tokens)]
     )
@@ -426,7 +453,8 @@ async def _close_window(state: RunState, label: str, window: server_metrics.Wind
     if cut_short:
         window.abort()
     else:
-        window.expected_requests = sum(1 for r in state.records if r.case == label and not r.warmup and r.ok)
+        rows = state.rows.get(label)
+        window.expected_requests = rows.served if rows is not None else 0
         await window.close()
     result = window.result
     state.server[label] = result.to_dict() if not isinstance(result, str) else {"unavailable": result}

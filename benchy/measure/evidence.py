@@ -35,7 +35,7 @@ results and tests alike. Nothing here reads a file or the network.
 
 from __future__ import annotations
 
-import bisect
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -103,13 +103,23 @@ def local_event_tokens(texts: list[str]) -> list[int]:
     if not whole:
         return [1] * len(texts)
     starts = np.cumsum([0] + [len(t) for t in texts[:-1]])
-    counts = [0] * len(texts)
-    for offset in _token_offsets(whole):
-        counts[bisect.bisect_right(starts, offset) - 1] += 1
-    return [max(1, c) for c in counts]
+    holders = np.searchsorted(starts, _token_offsets(whole), side="right") - 1  # one search, not one a token
+    counts = np.bincount(holders, minlength=len(texts))
+    return [max(1, int(c)) for c in counts]
 
 
 _THINK_TAG = re.compile(f"{re.escape(THINK_OPEN)}|{re.escape(THINK_CLOSE)}")
+
+
+def _offsets(enc, text: str) -> list[int]:
+    """Where each token of `text` starts. ASCII text (the usual case) needs no character
+    arithmetic: a token's start is the bytes before it (tiktoken's decode_with_offsets walks
+    every byte in Python, most of this function's cost on a 256-token answer)."""
+    ids = enc.encode(text, allowed_special="all")
+    if not text.isascii():
+        return enc.decode_with_offsets(ids)[1]
+    lengths = [len(b) for b in enc.decode_tokens_bytes(ids)]
+    return [0, *itertools.accumulate(lengths[:-1])] if lengths else []
 
 
 def _token_offsets(text: str) -> list[int]:
@@ -120,8 +130,7 @@ def _token_offsets(text: str) -> list[int]:
     for match in [*_THINK_TAG.finditer(text), None]:
         end = match.start() if match else len(text)
         if end > pos:
-            _, found = enc.decode_with_offsets(enc.encode(text[pos:end], allowed_special="all"))
-            offsets += [pos + o for o in found]
+            offsets += [pos + o for o in _offsets(enc, text[pos:end])]
         if match:
             offsets.append(match.start())
             pos = match.end()
@@ -302,14 +311,18 @@ def per_chunk_tokens(cumulative: list[int]) -> list[int] | None:
     return [int(c) for c in counts] if all(c >= 0 for c in counts) else None
 
 
-def event_tokens(texts: list[str], total: int, cumulative: list[int] | None = None) -> EventTokens:
+def event_tokens(
+    texts: list[str], total: int, cumulative: list[int] | None = None, local: list[int] | None = None
+) -> EventTokens:
     """Tokens per event: the server's own per-chunk counts when it gave them for every event
     and they sum to `total`; else one each and the rest of `total` shared by the local count
-    of each event's text beyond its first token (so `total` = events means one token each)."""
+    of each event's text beyond its first token (so `total` = events means one token each).
+    `local`: local_event_tokens(texts), when the caller has it already."""
     server = _per_chunk(cumulative, len(texts), total)
     if server is not None:
         return server
-    return EventTokens(_at_least_one_each([c - 1 for c in local_event_tokens(texts)], total), "local tokenizer")
+    local = local if local is not None else local_event_tokens(texts)
+    return EventTokens(_at_least_one_each([c - 1 for c in local], total), "local tokenizer")
 
 
 def event_tokens_by_chars(chars: list[int], total: int, cumulative: list[int] | None = None) -> EventTokens:

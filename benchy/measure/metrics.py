@@ -156,11 +156,17 @@ def case_buffering(records: list[RequestRecord]) -> Unavailable | None:
     show it. One request that a busy client read late looks lumpy; a buffer does not pick one
     request in two."""
     ok = [r for r in records if r.ok]
-    shown = [r for r in ok if is_buffered(r)]
-    if not ok or 2 * len(shown) < len(ok):
+    return buffering_verdict([buffering_reason(r) if is_buffered(r) else None for r in ok])
+
+
+def buffering_verdict(reasons: list[str | None]) -> Unavailable | None:
+    """case_buffering from each successful request's own buffering reason (None: a live
+    stream), so that a case's verdict can be reached without holding its records."""
+    shown = [r for r in reasons if r is not None]
+    if not reasons or 2 * len(shown) < len(reasons):
         return None
-    reason = buffering_reason(shown[0])
-    return Unavailable(BUFFERED, reason if len(shown) == len(ok) else f"{len(shown)} of {len(ok)} requests: {reason}")
+    n, of = len(shown), len(reasons)
+    return Unavailable(BUFFERED, shown[0] if n == of else f"{n} of {of} requests: {shown[0]}")
 
 
 def e2e_s(rec: RequestRecord) -> float | Unavailable:
@@ -292,14 +298,18 @@ def _success_window(records: list[RequestRecord]) -> tuple[list[RequestRecord], 
     return done, end - start
 
 
-def aggregate_output_tps(records: list[RequestRecord]) -> float | Unavailable:
+def aggregate_output_tps(
+    records: list[RequestRecord], tokens: Callable[[RequestRecord], int] | None = None
+) -> float | Unavailable:
     """All completion tokens of successful requests ÷ (last end − first send), over the case's
-    measured requests: the throughput a loaded server delivers."""
+    measured requests: the throughput a loaded server delivers. `tokens`: each request's count
+    where the records no longer hold their streams (default: completion_tokens)."""
     window = _success_window(records)
     if isinstance(window, Unavailable):
         return window
     done, seconds = window
-    return sum(completion_tokens(r) for r in done) / seconds
+    count = tokens or completion_tokens
+    return sum(count(r) for r in done) / seconds
 
 
 def cut_short(measured: int, planned: int | None) -> Unavailable | None:
@@ -384,14 +394,20 @@ def meets_slo(values: dict[str, float | Unavailable], slo: dict[str, float]) -> 
     return True
 
 
+Values = Callable[[RequestRecord], dict[str, "float | Unavailable"]]  # a request's metrics
+
+
 def _good_requests(
-    records: list[RequestRecord], slo: dict[str, float], buffered: Unavailable | Literal[False] | None
+    records: list[RequestRecord],
+    slo: dict[str, float],
+    buffered: Unavailable | Literal[False] | None,
+    values: Values | None = None,
 ) -> int | Unavailable:
     good = 0
     for rec in records:
         if not rec.ok:
             continue
-        verdict = meets_slo(request_metrics(rec, buffered), slo)
+        verdict = meets_slo(values(rec) if values else request_metrics(rec, buffered), slo)
         if isinstance(verdict, Unavailable):
             return Unavailable(SLO_UNJUDGED, f"cannot judge the SLO: {verdict.message}")
         good += verdict
@@ -399,24 +415,33 @@ def _good_requests(
 
 
 def goodput(
-    records: list[RequestRecord], slo: dict[str, float], buffered: Unavailable | Literal[False] | None = None
+    records: list[RequestRecord],
+    slo: dict[str, float],
+    buffered: Unavailable | Literal[False] | None = None,
+    values: Values | None = None,
 ) -> float | Unavailable:
     """Fraction of the measured requests that succeeded and met every SLO. `buffered`: the case's
-    verdict (case_buffering), so each request is judged on the figures its case reports."""
+    verdict (case_buffering), so each request is judged on the figures its case reports;
+    `values`: each request's metrics already made with that verdict (instead of `buffered`)."""
     if not records:
         return Unavailable(NO_REQUEST, "no request was measured")
-    good = _good_requests(records, slo, buffered)
+    good = _good_requests(records, slo, buffered, values)
     if isinstance(good, Unavailable):
         return good
     return good / len(records)
 
 
 def goodput_rate(
-    records: list[RequestRecord], slo: dict[str, float], buffered: Unavailable | Literal[False] | None = None
+    records: list[RequestRecord],
+    slo: dict[str, float],
+    buffered: Unavailable | Literal[False] | None = None,
+    values: Values | None = None,
 ) -> float | Unavailable:
     """Requests that succeeded and met every SLO ÷ (last end − first send) of the successful
     ones: the request rate that counts. 0 when none met them."""
-    good = _good_requests(records, slo, buffered) if records else Unavailable(NO_REQUEST, "no request was measured")
+    if not records:
+        return Unavailable(NO_REQUEST, "no request was measured")
+    good = _good_requests(records, slo, buffered, values)
     if isinstance(good, Unavailable) or good == 0:
         return good
     window = _success_window(records)
@@ -696,9 +721,17 @@ def with_dependents(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def case_metrics(measured: list[RequestRecord]) -> dict[str, float | Unavailable]:
-    """Every case-level metric the registry computes from the case's measured records alone."""
-    return {name: _FORMULAS[name](measured) for name in CASE_FORMULA_METRICS}
+def case_metrics(
+    measured: list[RequestRecord], tokens: Callable[[RequestRecord], int] | None = None
+) -> dict[str, float | Unavailable]:
+    """Every case-level metric the registry computes from the case's measured records alone.
+    `tokens`: each request's completion count, where the records no longer hold their streams
+    (results/build.py's rows)."""
+    out: dict[str, float | Unavailable] = {}
+    for name in CASE_FORMULA_METRICS:
+        formula = _FORMULAS[name]
+        out[name] = formula(measured, tokens) if formula is aggregate_output_tps else formula(measured)
+    return out
 
 
 PerRequest = dict[str, dict[str, "float | Unavailable"]]  # request_id → its metrics, computed once

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from benchy.measure import evidence
 from benchy.measure.records import CONTENT, REASONING, RequestRecord
 
-_CACHE_SIZE = 4096
+_CACHE_SIZE = 64  # metrics read a record as it finishes (results/build.py CaseRows): a few suffice
 _cache: OrderedDict[int, tuple[RequestRecord, Reading]] = OrderedDict()
 
 
@@ -95,7 +95,7 @@ def _read(rec: RequestRecord) -> Reading:
         per_chunk=rec.token_event_usage[-1] if rec.token_event_usage else None,
     )
     if has_text:
-        tokens = evidence.event_tokens(texts, count.tokens, rec.token_event_usage)
+        tokens = evidence.event_tokens(texts, count.tokens, rec.token_event_usage, local)
     else:  # a record without its text (an older one): each event's share of the characters
         tokens = evidence.event_tokens_by_chars(rec.token_event_chars, count.tokens, rec.token_event_usage)
     per_event = tokens.counts

@@ -9,6 +9,7 @@ built but the warnings, which checks/ adds beside it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import Literal
 
 from benchy.measure import gpu as gpu_figures
@@ -33,11 +34,51 @@ from benchy.results.types import (
 from benchy.workloads.case import Case
 
 
+class CaseRows:
+    """A case's requests as results.json keeps them, made as each record finishes: its
+    RequestResult (no per-event arrays: requests.jsonl keeps those) and its own buffering
+    reason. Holding these, not the records, keeps a run's memory small per request; a
+    workload case also keeps its records (its figures re-read the streams)."""
+
+    def __init__(self, keep_records: bool = False) -> None:
+        self.rows: list[RequestResult] = []
+        self.buffer_reasons: list[str | None] = []  # per row: why its own stream looks buffered
+        self.records: list[RequestRecord] | None = [] if keep_records else None
+        self.served = 0  # measured requests that ended ok as the client saw them (the server's count)
+        self.alone_ttft_s: list[float] = []  # TTFTs of the requests sent alone (load/alone.py), as measured
+
+    @classmethod
+    def of(cls, records: Iterable[RequestRecord], keep_records: bool = False) -> CaseRows:
+        rows = cls(keep_records)
+        for rec in records:
+            rows.add(rec)
+        return rows
+
+    def add(self, rec: RequestRecord) -> RequestResult:
+        """The record as the case counts it (metrics.classify); judged live until the case's
+        buffering verdict is known (case_result applies it)."""
+        self.served += rec.ok and not rec.warmup
+        rec = metrics.classify(rec)  # an empty output is a failure, not a success
+        values = metrics.request_metrics(rec, False)
+        row = RequestResult.of(rec, values)
+        ttft = values["ttft_s"]
+        if rec.alone and rec.ok and not isinstance(ttft, Unavailable):
+            self.alone_ttft_s.append(ttft)
+        self.rows.append(row)
+        self.buffer_reasons.append(metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None)
+        if self.records is not None:
+            self.records.append(rec)
+        return row
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
 def case_result(
     case: Case,
     endpoint: str,
     runs: int,
-    records: list[RequestRecord],
+    records: list[RequestRecord] | CaseRows,
     slo: dict[str, float] | None = None,
     client: dict | None = None,
     server: dict | None = None,
@@ -45,17 +86,20 @@ def case_result(
     gpu: GpuCase | None = None,
     idle_power_w: float | None = None,
 ) -> CaseResult:
-    records = [metrics.classify(r) for r in records]  # an empty output is a failure, not a success
-    # A workload's cold controls (multi-turn --cold-baseline) are figures of its own, never
+    made = records if isinstance(records, CaseRows) else CaseRows.of(records, keep_records=bool(case.workload))
+    rows = made.rows
+    # A workload's cold controls (multi-turn --cold-baseline): figures of their own, never
     # mixed into the case's statistics.
-    controls = [r for r in records if r.control]
-    measured = [r for r in records if not r.warmup and not r.control]
+    measured = [r for r in rows if not r.warmup and not r.control]
     ok = [r for r in measured if r.ok]
-    buffered: Unavailable | Literal[False] = metrics.case_buffering(ok) or False  # one late read is no buffer
-    values = {r.request_id: metrics.request_metrics(r, buffered) for r in ok + [c for c in controls if c.ok]}
-    summary, unavailable = _summaries([values[r.request_id] for r in ok])
+    reasons = [why for r, why in zip(rows, made.buffer_reasons) if r.ok and not r.warmup and not r.control]
+    buffered: Unavailable | Literal[False] = metrics.buffering_verdict(reasons) or False  # one late read is no buffer
+    if buffered:
+        for row in rows:
+            _judge_buffered(row, buffered)
+    summary, unavailable = _summaries([_row_values(r) for r in ok])
     lags = [v for v in (metrics.send_lag_s(r) for r in measured) if not isinstance(v, Unavailable)]
-    per_case = metrics.case_metrics(measured)
+    per_case = metrics.case_metrics(measured, _row_tokens)  # type: ignore[arg-type]
     cut = metrics.cut_short(len(measured), planned_requests)
     rates = {name: cut or per_case[name] for name in ("aggregate_tps", "request_rate")}
     if cut:
@@ -72,7 +116,7 @@ def case_result(
         depth_mode=case.depth_mode if case.depth else None,
         n_ok=len(ok),
         n_failed=len(measured) - len(ok),
-        n_warmup=sum(r.warmup for r in records),  # the requests sent alone first too
+        n_warmup=sum(r.warmup for r in rows),  # the requests sent alone first too
         errors=dict(Counter(str(r.error_kind) for r in measured if not r.ok)),
         anomalies=dict(Counter(a.split(":")[0] for r in ok for a in r.anomalies)),
         retried=dict(Counter(r.retried.split(":")[0] for r in measured if r.retried)),
@@ -85,33 +129,67 @@ def case_result(
         achieved_rate=_value(per_case["achieved_rate"]),
         request_rate=_value(rates["request_rate"]),
         send_lag=MetricSummary.of(lags) if lags else None,
-        goodput=_goodput(measured, slo, buffered) if slo else None,
-        requests=[
-            RequestResult.of(r, values.get(r.request_id) or metrics.request_metrics(r, buffered)) for r in records
-        ],
+        goodput=_goodput(measured, slo) if slo else None,
+        requests=rows,
         client=client,
         server=server,
         planned_requests=planned_requests,
         kind=case.kind,
-        workload=case_figures(case.kind, case.workload.to_dict(), measured, controls, values)
-        if case.workload
-        else None,
+        workload=_workload_figures(case, made) if case.workload else None,
         gpu=_gpu(gpu, ok, idle_power_w),
     )
-    alone = [v for v in (metrics.ttft_s(r) for r in records if r.alone and r.ok) if not isinstance(v, Unavailable)]
+    alone = made.alone_ttft_s
     if alone:
         judge_queueing(result, alone, "alone")
     return result
 
 
-def _gpu(gpu: GpuCase | None, ok: list[RequestRecord], idle_power_w: float | None) -> GpuCase | None:
+def _gpu(gpu: GpuCase | None, ok: list[RequestResult], idle_power_w: float | None) -> GpuCase | None:
     """The case's GPU figures with the per-token ones: the energy of the measured window ÷ the
     output tokens of its successful requests (failed ones' tokens are not known)."""
     if gpu is None:
         return None
-    tokens = sum(metrics.completion_tokens(r) for r in ok)
+    tokens = sum(_row_tokens(r) for r in ok)
     gpu_figures.per_token(gpu, tokens, len(ok), idle_power_w)
     return gpu
+
+
+def _workload_figures(case: Case, made: CaseRows):
+    """The workload's own figures from its records, each request's metrics as its row has
+    them (with the case's verdict)."""
+    records = made.records if made.records is not None else []
+    measured = [r for r in records if not r.warmup and not r.control]
+    controls = [r for r in records if r.control]
+    values = {r.request_id: _row_values(r) for r in made.rows if r.ok and not r.warmup}
+    return case_figures(case.kind, case.workload.to_dict(), measured, controls, values)  # type: ignore[union-attr]
+
+
+def _judge_buffered(row: RequestResult, why: Unavailable) -> None:
+    """The case's buffering verdict on one successful request: its stream timings are
+    unavailable for the case's reason, as RequestResult.of(rec, verdict) makes them."""
+    if not row.ok:
+        return
+    for name in metrics.STREAM_TIMING_METRICS:
+        row.metrics[name] = None
+        row.unavailable[name], row.unavailable_codes[name] = why.message, why.code
+    order = {name: i for i, name in enumerate(metrics.REQUEST_METRICS)}
+    row.unavailable = dict(sorted(row.unavailable.items(), key=lambda kv: order.get(kv[0], 0)))
+    row.unavailable_codes = dict(sorted(row.unavailable_codes.items(), key=lambda kv: order.get(kv[0], 0)))
+
+
+def _row_tokens(row: RequestResult) -> int:
+    """The completion count the figures use (reading.count_entry, kept on every successful row)."""
+    return row.token_count.tokens if row.token_count is not None else 0
+
+
+def _row_values(row: RequestResult) -> dict[str, float | Unavailable]:
+    """A row's metrics as metrics.request_metrics returned them: a value, or why there is none."""
+    return {
+        name: Unavailable(row.unavailable_codes.get(name, metrics.LEGACY), row.unavailable.get(name, "not measured"))
+        if value is None
+        else value
+        for name, value in row.metrics.items()
+    }
 
 
 def run_result(
@@ -232,12 +310,14 @@ def _case_ceiling(case: CaseResult, setup: CeilingSetup | None) -> CaseCeiling |
     )
 
 
-def _goodput(measured: list[RequestRecord], slo: dict[str, float], buffered: Unavailable | Literal[False]) -> Goodput:
-    """Each request judged on the figures the case reports: by the case's buffering verdict."""
-    fraction = metrics.goodput(measured, slo, buffered)
+def _goodput(measured: list[RequestResult], slo: dict[str, float]) -> Goodput:
+    """Each request judged on the figures the case reports: by the case's buffering verdict,
+    which its rows already carry."""
+    fraction = metrics.goodput(measured, slo, values=_row_values)  # type: ignore[arg-type]
     if isinstance(fraction, Unavailable):
         return Goodput(slo=slo, unavailable=fraction.message)
-    return Goodput(slo=slo, fraction=fraction, rate=_value(metrics.goodput_rate(measured, slo, buffered)))
+    rate = metrics.goodput_rate(measured, slo, values=_row_values)  # type: ignore[arg-type]
+    return Goodput(slo=slo, fraction=fraction, rate=_value(rate))
 
 
 def _value(value: float | Unavailable) -> float | None:

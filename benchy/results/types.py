@@ -197,7 +197,7 @@ class TokenCountEntry(Saved):
     local_mismatch: str | None = _opt("(1.8) the local count alone disagreed: benchy's tokenizer is not this model's")
 
 
-@dataclass
+@dataclass(slots=True)  # one per request, held for the whole run
 class RequestResult(Saved, RequestRecord):
     """One request: every RequestRecord field but the per-event arrays (those stay in
     requests.jsonl), plus its event count and metrics."""

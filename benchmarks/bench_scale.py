@@ -1,0 +1,194 @@
+"""`make bench`: how benchy scales with a run's length, and what a run costs beside llama-benchy.
+
+A benchmark, not a test (issue 26): it starts `benchy sim --preset instant` (no sleeps: the
+server is never the bottleneck) and measures, each the median of --repeat runs (the machine may
+be shared and noisy; every run is printed):
+
+  peak RSS        of `benchy run --pp 64 --tg 8 -c 32 --requests N` at N = 2,000 and 20,000
+                  (os.wait4's ru_maxrss of that process: its largest resident size), and the
+                  ratio 20k ÷ 2k; target at most 1.5 (memory flat in the number of requests)
+  report CPU      user + system seconds of `benchy report` on each of those saved runs, and the
+                  ratio; target at most 2 (figures from summaries, not re-read records)
+  512x256 run     CPU-seconds (user + system, the process and the workers it waited for) of a
+                  512-request, 256-stream run (pp 64, tg 256, report drawn) beside llama-benchy's
+                  for the same requests (--runs 2 --concurrency 256), when --llama-benchy or
+                  $LLAMA_BENCHY names it; target: benchy's at most llama-benchy's
+
+The client's cost per streamed token, against llama-benchy's, is benchmarks/bench_client.py's
+(`make bench` runs it after this one): CPU between the first request's arrival and the last
+token written, by the simulator's truth log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SELF = Path(__file__).resolve()
+ROOT = SELF.parent.parent
+sys.path.insert(0, str(SELF.parent))  # bench_client's llama-benchy helpers
+
+TARGET_RSS_RATIO = 1.5
+TARGET_REPORT_RATIO = 2.0
+TARGET_CPU_RATIO = 1.0
+SHORT, LONG = 2_000, 20_000
+
+
+@dataclass
+class Usage:
+    """What one finished process used: its peak resident size and CPU seconds."""
+
+    rss_mb: float
+    cpu_s: float
+    wall_s: float
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def measure(cmd: list[str]) -> Usage:
+    """Runs `cmd` to its end; raises when it fails."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env())
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.returncode not in (0, 4):  # 4: finished with warnings (docs/exit-codes.md)
+        raise RuntimeError(f"{shlex.join(cmd[:4])} … exited {proc.returncode}: {err.strip()[-400:]}")
+    return Usage(usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, time.perf_counter() - t0)
+
+
+class Sim:
+    """`benchy sim --preset instant` on a free port, for the length of a `with`."""
+
+    def __enter__(self) -> Sim:
+        cmd = [sys.executable, "-m", "benchy", "sim", "--preset", "instant", "--port", "0"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env())
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if "listening on" in line:
+                self.base_url = line.split("listening on", 1)[1].strip() + "/v1"
+                return self
+        raise RuntimeError("benchy sim did not start")
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def benchy_run(url: str, out: Path, load: list[str]) -> list[str]:
+    return [sys.executable, "-m", "benchy", "run", "--base-url", url, *load, "--output", str(out), "--force", "--quiet"]
+
+
+def long_run_figures(sim: Sim, folder: Path, repeat: int) -> dict[int, list[tuple[Usage, Usage]]]:
+    """(run, report) usage per request count, `repeat` times, the counts alternating."""
+    found: dict[int, list[tuple[Usage, Usage]]] = {SHORT: [], LONG: []}
+    for i in range(repeat):
+        for n in (SHORT, LONG):
+            out = folder / f"run{n}"
+            load = ["--pp", "64", "--tg", "8", "-c", "32", "--requests", str(n)]
+            run = measure(benchy_run(sim.base_url, out, load))
+            report = measure([sys.executable, "-m", "benchy", "report", str(out), "--force"])
+            found[n].append((run, report))
+            print(
+                f"  round {i + 1}: {n:>6,} requests: run peak RSS {run.rss_mb:6.0f} MB, report {report.cpu_s:5.2f} CPU-s"
+            )
+    return found
+
+
+def cpu_run_figures(sim: Sim, folder: Path, repeat: int, llama_benchy: str | None) -> tuple[list[float], list[float]]:
+    """CPU-seconds of the 512-request, 256-stream run: benchy's and llama-benchy's, alternating."""
+    ours: list[float] = []
+    theirs: list[float] = []
+    book = None
+    if llama_benchy:
+        from bench_client import llama_benchy_files
+
+        book = llama_benchy_files(folder)
+    for i in range(repeat):
+        load = ["--pp", "64", "--tg", "256", "-c", "256", "--requests", "512"]
+        ours.append(measure(benchy_run(sim.base_url, folder / "run512", load)).cpu_s)
+        line = f"  round {i + 1}: 512x256: benchy {ours[-1]:5.2f} CPU-s"
+        if llama_benchy and book is not None:
+            theirs.append(measure(llama_benchy_cmd(llama_benchy, sim.base_url, book[0], book[1])).cpu_s)
+            line += f", llama-benchy {theirs[-1]:5.2f} CPU-s"
+        print(line)
+    if book is not None:
+        book[2].shutdown()
+    return ours, theirs
+
+
+def llama_benchy_cmd(exe: str, url: str, tokenizer: Path, book: str) -> list[str]:
+    return [
+        *shlex.split(exe),
+        *("--base-url", url, "--model", "benchy-sim", "--tokenizer", str(tokenizer), "--book-url", book),
+        *("--pp", "64", "--tg", "256", "--exact-tg", "--runs", "2", "--concurrency", "256"),
+        *("--no-warmup", "--skip-coherence", "--latency-mode", "none"),
+    ]
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def summary(long: dict[int, list[tuple[Usage, Usage]]], ours: list[float], theirs: list[float]) -> list[str]:
+    lines = _long_lines(long) if long else []
+    mine = statistics.median(ours)
+    if theirs:
+        other = statistics.median(theirs)
+        ratio = mine / other
+        lines.append(
+            f"512-request 256-stream run: benchy {mine:.2f} CPU-s, llama-benchy {other:.2f} CPU-s: "
+            f"ratio {ratio:.2f} (target <= {TARGET_CPU_RATIO})  {_verdict(ratio <= TARGET_CPU_RATIO)}"
+        )
+    else:
+        lines.append(f"512-request 256-stream run: benchy {mine:.2f} CPU-s (no llama-benchy given: --llama-benchy)")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each figure; the median is reported")
+    parser.add_argument(
+        "--llama-benchy",
+        default=os.environ.get("LLAMA_BENCHY"),
+        help="llama-benchy command, e.g. /tmp/lbvenv/bin/llama-benchy ($LLAMA_BENCHY)",
+    )
+    parser.add_argument("--skip-long", action="store_true", help="only the 512x256 run")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp, Sim() as sim:
+        folder = Path(tmp)
+        print(f"benchy sim --preset instant at {sim.base_url}; {os.cpu_count()} CPUs; medians of {args.repeat}")
+        long = {} if args.skip_long else long_run_figures(sim, folder, args.repeat)
+        ours, theirs = cpu_run_figures(sim, folder, args.repeat, args.llama_benchy)
+    lines = summary(long, ours, theirs)
+    print("\n".join(lines))
+    return 0
+
+
+def _long_lines(long: dict[int, list[tuple[Usage, Usage]]]) -> list[str]:
+    rss = {n: statistics.median(r.rss_mb for r, _ in runs) for n, runs in long.items()}
+    report = {n: statistics.median(p.cpu_s for _, p in runs) for n, runs in long.items()}
+    rss_ratio, report_ratio = rss[LONG] / rss[SHORT], report[LONG] / report[SHORT]
+    return [
+        f"{'figure':<34}{'2,000':>12}{'20,000':>12}{'ratio':>9}{'target':>9}",
+        f"{'peak RSS of benchy run, MB':<34}{rss[SHORT]:>12.0f}{rss[LONG]:>12.0f}{rss_ratio:>9.2f}"
+        f"{'<= ' + str(TARGET_RSS_RATIO):>9}  {_verdict(rss_ratio <= TARGET_RSS_RATIO)}",
+        f"{'benchy report, CPU-s':<34}{report[SHORT]:>12.2f}{report[LONG]:>12.2f}{report_ratio:>9.2f}"
+        f"{'<= ' + str(TARGET_REPORT_RATIO):>9}  {_verdict(report_ratio <= TARGET_REPORT_RATIO)}",
+    ]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
