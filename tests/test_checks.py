@@ -476,14 +476,16 @@ def test_sends_behind_an_open_loop_schedule_say_so(start_sim, capsys):
     truth = truth_of(sim, results)
     late = [truth[r["request_id"]]["arrival_s"] - r["scheduled_mono_s"] for r in measured(case)]
     assert sum(r["completion_tokens"] for r in measured(case)) == 500 * 16
-    # Judged by the truth: where the server saw the requests arrive well behind their schedule,
-    # benchy must say its sends fell behind (how late one process falls varies with the machine).
-    if np.percentile(late, 90) > 2 * checks.SEND_LAG_P90_LIMIT_S:
-        w = warning(results, "client_overloaded")
-        assert "sends fell behind their schedule" in w["message"], (case["send_lag"], np.percentile(late, 90))
-        assert "Lower --rate" in w["hint"] and "--concurrency" not in w["hint"]  # an open loop's knob
-    # a request is sent before the server sees it arrive: benchy's lag never exceeds the truth's
-    assert case["send_lag"]["p90"] <= np.percentile(late, 90) + 1e-3
+    # A request is sent before the server sees it arrive: benchy's lag never exceeds the truth's
+    # (the truth's can be larger: a busy server accepts late, which is no fault of the sends).
+    lag = case["send_lag"]["p90"]
+    assert lag <= np.percentile(late, 90) + 1e-3
+    # How late one process falls varies with the machine; whenever its sends fell behind past
+    # the limit, it says so with the open loop's own knob, and never claims it when they did not.
+    said = [w for w in results["warnings"] if w["code"] == "client_overloaded" and "sends fell behind" in w["message"]]
+    assert bool(said) == (lag > checks.SEND_LAG_P90_LIMIT_S), (case["send_lag"], said)
+    for w in said:
+        assert "Lower --rate" in w["hint"] and "--concurrency" not in w["hint"]
 
 
 def test_client_overloaded_at_one_request_in_flight_blames_the_machine_not_the_load():
