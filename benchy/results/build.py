@@ -166,7 +166,7 @@ def _workload_figures(case: Case, made: CaseRows):
 
 def _judge_buffered(row: RequestResult, why: Unavailable) -> None:
     """The case's buffering verdict on one successful request: its stream timings are
-    unavailable for the case's reason, as RequestResult.of(rec, verdict) makes them."""
+    unavailable for the case's reason, as metrics.request_metrics(rec, verdict) makes them."""
     if not row.ok:
         return
     for name in metrics.STREAM_TIMING_METRICS:

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 NGINX_CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
 START_TIMEOUT_S = 15.0
 
@@ -133,8 +135,6 @@ def nginx_proxy(upstreams: list[str], directives: str = "") -> Iterator[str]:
     Stopped on exit, also when the body raises. NginxError when it does not start."""
     binary = nginx_binary()
     if binary is None:
-        import pytest
-
         pytest.skip(missing_nginx() or "nginx is not installed")
     if not upstreams:
         raise ValueError("nginx_proxy needs at least one upstream host:port")

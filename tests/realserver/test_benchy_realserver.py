@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import statistics
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -27,6 +25,7 @@ import pytest
 from benchy.client.stream import Client, ClientSettings
 from benchy.measure.records import RequestRecord
 from benchy.probe import VERDICTS
+from tests.conftest import run_benchy
 
 pytestmark = pytest.mark.realserver
 
@@ -52,11 +51,8 @@ PP_TOLERANCE = 0.01
 
 
 def benchy(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "benchy", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT, env=env
-    )
+    """`python -m benchy ARGS` of this checkout (tests/conftest.py's one way to start a child benchy)."""
+    return run_benchy(*args, timeout=timeout)
 
 
 def run_results(server, *args: str, out: Path | None = None) -> dict:

@@ -5,12 +5,12 @@ model): one slot without a host-RAM cache holds one prompt for reuse, not two, b
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import run_benchy
 
 pytestmark = pytest.mark.realserver
 
@@ -18,11 +18,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def benchy(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "benchy", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT, env=env
-    )
+    """`python -m benchy ARGS` of this checkout (tests/conftest.py's one way to start a child benchy)."""
+    return run_benchy(*args, timeout=timeout)
 
 
 def test_capacity_of_one_slot_without_ram_cache(llama_server_factory):

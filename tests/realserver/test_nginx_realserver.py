@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import statistics
-import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import run_benchy
 
 pytestmark = pytest.mark.realserver
 
@@ -45,10 +45,7 @@ DECODE_RATIO_TOLERANCE = 0.10
 
 def run_results(base_url: str, *args: str) -> dict:
     """`python -m benchy run` against `base_url`, its results from stdout (JSON)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    cmd = [sys.executable, "-m", "benchy", "run", "--base-url", base_url, "--quiet", "--format", "json", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, env=env)
+    proc = run_benchy("run", "--base-url", base_url, "--quiet", "--format", "json", *args)
     assert proc.returncode == 0, f"rc={proc.returncode}\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr
     return json.loads(proc.stdout)

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import run_benchy
 
 pytestmark = pytest.mark.realserver
 
@@ -23,11 +23,8 @@ _spec.loader.exec_module(nginx)
 
 
 def benchy(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "benchy", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT, env=env
-    )
+    """`python -m benchy ARGS` of this checkout (tests/conftest.py's one way to start a child benchy)."""
+    return run_benchy(*args, timeout=timeout)
 
 
 def test_multi_turn_through_round_robin_is_partial_reuse(llama_server_factory):
