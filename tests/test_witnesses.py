@@ -70,6 +70,24 @@ def test_h200_a_token_that_makes_no_event_keeps_usage_backed_by_the_servers_timi
     assert case["summary"]["decode_tps"]["median"] == pytest.approx(server, rel=0.02)
 
 
+def test_h200_a_first_token_without_text_starts_the_decode_window_at_its_role_chunk(start_sim):
+    # The H200 gpt-oss llama-server: the first token was a byte of a split character, its role
+    # chunk came alone, the next event brought both tokens' text (usage 32, events 31). Timing
+    # 31 tokens from the second token overstated decode by 31/30; short answers show it most.
+    sim = start_sim("--preset", "llamacpp-textless-first", *FAST_PREFILL)
+    results = bench(sim, pp=(512,), tg=(16,))
+    assert "usage_mismatch" not in codes(results)
+    case = only_case(results)
+    truth = truth_of(sim, results)
+    for req in measured(case):
+        t, count = truth[req["request_id"]], req["token_count"]
+        assert count["tokens"] == t["completion_tokens"] == 16 and count["events"] == 15
+        made = t["token_times_s"]
+        true_decode = (len(made) - 1) / (made[-1] - made[0])
+        assert req["metrics"]["decode_tps"] == pytest.approx(true_decode, rel=0.02)
+        assert_e2e_matches_truth(req, t)
+
+
 def test_speculative_bursts_in_a_foreign_vocabulary_raise_no_usage_mismatch(start_sim):
     sim = start_sim("--preset", "spec-vllm", *FAST_PREFILL)
     results = bench(sim, tg=(128,))
@@ -133,7 +151,9 @@ def test_harmony_on_raw_completions_counts_its_analysis_channel_as_reasoning(sta
         assert req["metrics"]["ttfc_s"] > req["metrics"]["ttft_s"]  # the answer comes after the analysis
 
 
-@pytest.mark.parametrize("preset", ["default", "spec-vllm", "spec-llamacpp", "llamacpp-silent-eos"])
+@pytest.mark.parametrize(
+    "preset", ["default", "spec-vllm", "spec-llamacpp", "llamacpp-silent-eos", "llamacpp-textless-first"]
+)
 def test_healthy_streams_in_a_foreign_vocabulary_raise_no_warning(start_sim, preset):
     sim = start_sim("--preset", preset, *FAST_PREFILL, "--decode-tps", "200")
     results = bench(sim, tg=(64,))

@@ -19,6 +19,10 @@ answer. Each function here weighs one question with two or more independent witn
   when did they arrive? events arriving within a small share of the stream's mean gap per
                         token are one arrival (a burst); ITL is measured between arrivals,
                         per arrival (median gap) and per token (gaps ÷ tokens)  → `arrivals`
+  a first token with    llama.cpp holds the bytes of a character split across tokens: when the
+  no text?              first token is such a byte, its role chunk goes out alone at that
+                        token's time and the next event brings both tokens' text. The decode
+                        window then starts at that chunk                     → `textless_first`
   buffered or live?     decided by timing: the whole answer in one arrival (one event, or one
                         read: a compressing proxy), with nothing left to time; a first arrival
                         carrying many tokens (it waited for the rest) where lumps are the
@@ -396,6 +400,22 @@ def itl_per_arrival(arr: list[Arrival]) -> float | None:
     if len(arr) < 2:
         return None
     return float(np.median([b.t_s - a.t_s for a, b in zip(arr, arr[1:])]))
+
+
+# A role-only chunk stands for a first token without text when it came between these
+# multiples of the stream's median gap between events before the first text (one token's
+# time); one sent at once (before prefill) or with the first text is no token.
+TEXTLESS_FIRST_GAP = (0.5, 2.0)
+
+
+def textless_first(first_chunk_s: float | None, times: list[float], tokens: int) -> bool:
+    """Whether the first token made a chunk without text (see the module docstring): the
+    stream has more tokens than events, and a chunk came one token's time before the first text."""
+    if first_chunk_s is None or len(times) < 3 or tokens <= len(times):
+        return False
+    gap, typical = times[0] - first_chunk_s, float(np.median(np.diff(times)))
+    low, high = TEXTLESS_FIRST_GAP
+    return typical > 0 and low * typical <= gap <= high * typical
 
 
 def decode_rate(arr: list[Arrival]) -> float | None:

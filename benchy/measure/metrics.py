@@ -548,9 +548,10 @@ _REGISTRY = (
         glossary=True,
         stream_timing=True,
         definition="(completion tokens − tokens of the first arrival) ÷ (last arrival − first arrival)",
-        explanation="the decode rate after the first token; events arriving together (a burst) are one arrival.",
+        explanation="the decode rate after the first token; events arriving together (a burst) are one arrival; "
+        "a first token whose role chunk came without text (llama.cpp, a split character) is the first arrival.",
         slo="decode_tps",
-        depends=("completion_tokens", "token_event_s", "token_event_text", "token_event_usage"),
+        depends=("completion_tokens", "token_event_s", "token_event_text", "token_event_usage", "first_chunk_s"),
         formula=decode_tps,
         in_compare=True,
     ),

@@ -7,7 +7,8 @@ A record holds what arrived (event times, each event's text, usage, the server's
                usage, backed by timings.predicted_n, per-chunk usage or one token an event;
                the local count (an estimate) never overrules usage alone
   per_event    tokens per token-bearing event: per-chunk usage, else local counts scaled to `count`
-  arrivals     events joined into arrivals (bursts); ITL and decode are measured between them
+  arrivals     events joined into arrivals (bursts); ITL and decode are measured between them;
+               a first token that came as a chunk without text is an arrival of its own
   buffering    whether the event times show a buffer rather than the model
   kinds        event kinds once an inline <think>…</think> block is read as reasoning
   reasoning    reasoning tokens: usage's, else the reasoning events' share of `count`
@@ -94,12 +95,16 @@ def _read(rec: RequestRecord) -> Reading:
         predicted_n=_predicted_n(rec.server_timings),
         per_chunk=rec.token_event_usage[-1] if rec.token_event_usage else None,
     )
+    textless = evidence.textless_first(rec.first_chunk_s, rec.token_event_s, count.tokens)
+    in_events = count.tokens - 1 if textless else count.tokens
     if has_text:
-        tokens = evidence.event_tokens(texts, count.tokens, rec.token_event_usage, local)
+        tokens = evidence.event_tokens(texts, in_events, rec.token_event_usage, local)
     else:  # a record without its text (an older one): each event's share of the characters
-        tokens = evidence.event_tokens_by_chars(rec.token_event_chars, count.tokens, rec.token_event_usage)
+        tokens = evidence.event_tokens_by_chars(rec.token_event_chars, in_events, rec.token_event_usage)
     per_event = tokens.counts
     arrivals = evidence.arrivals(rec.token_event_s, per_event)
+    if textless and rec.first_chunk_s is not None:
+        arrivals.insert(0, evidence.Arrival(rec.first_chunk_s, 1, 1.0))
     ttft = rec.token_event_s[0] if rec.token_event_s else None
     think = evidence.split_think(texts, rec.token_event_kinds) if has_text else _no_think(rec.token_event_kinds)
     streamed = _streamed_tokens(count, per_event, tokens.source, local, scale)

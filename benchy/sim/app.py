@@ -259,6 +259,7 @@ def event_groups(n: int, reasoning: int, cfg: SimConfig, steps: list[int] | None
 
 
 SILENT = "silent"  # tokens that make no event (an end-of-sequence token): usage counts them
+TEXTLESS = "textless"  # a first token whose text is held (a split character): a role chunk only
 
 
 def silence_last(groups: list[tuple[str, int]], silent: int) -> list[tuple[str, int]]:
@@ -276,6 +277,12 @@ def silence_last(groups: list[tuple[str, int]], silent: int) -> list[tuple[str, 
             break
         left -= n
     return [*out, (SILENT, silent)]
+
+
+def _without_first_token(groups: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The event groups after the first token went out as a textless role chunk."""
+    (kind, n), rest = groups[0], groups[1:]
+    return [(kind, n - 1), *rest] if n > 1 else rest
 
 
 def harmony_groups(kinds: list[str], cfg: SimConfig, split: bool) -> list[tuple[str, int]]:
@@ -328,11 +335,17 @@ class Renderer:
         job, texts, pos = self.job, self.job.plan.texts, 0
         groups = silence_last(event_groups(job.plan.n, job.reasoning, cfg, job.steps), cfg.silent_tokens)
         events: list[tuple[str, int, bytes | None]] = []
+        textless = cfg.textless_first and job.plan.n > 1
+        if textless:
+            events.append((TEXTLESS, 1, self.role_event()))
+            groups, pos = _without_first_token(groups), 1
         for i, (kind, tokens) in enumerate(groups):
-            text = "" if kind == SILENT else "".join(texts[pos : pos + tokens])
+            start = 0 if textless and i == 0 else pos  # the held first token's text comes now
+            text = "" if kind == SILENT else "".join(texts[start : pos + tokens])
             finish = job.plan.finish_reason if i == len(groups) - 1 else None
             pos += tokens
-            events.append((kind, tokens, self._token_event(kind, text, i == 0, finish, pos)))
+            with_role = i == 0 and not textless
+            events.append((kind, tokens, self._token_event(kind, text, with_role, finish, pos)))
         return events
 
     def _harmony_events(self, cfg: SimConfig) -> list[tuple[str, int, bytes | None]]:

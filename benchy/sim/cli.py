@@ -89,6 +89,11 @@ and the truth log: docs/sim.md.
 @click.option("--host-copy-tps", type=float, help="Host cache copy before each prefill, prompt tokens/s (0: none).")
 @click.option("--hold-open-s", type=float, help="No [DONE]: the body stays open this long after usage.")
 @click.option("--silent-tokens", type=int, help="The last N tokens of a response make no event.")
+@click.option(
+    "--textless-first/--no-textless-first",
+    default=False,
+    help="The first token makes a role chunk without text (a split character); the next event has both.",
+)
 @click.option("--timings/--no-timings", default=False, help="llama.cpp-style `timings` in every response.")
 @click.option("--instant/--no-instant", default=False, help="No sleeps: infinitely fast model.")
 @click.option(

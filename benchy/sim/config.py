@@ -68,6 +68,7 @@ class SimConfig:
     # --- servers benchy did not write (issue 23) ---
     hold_open_s: float = 0.0  # no [DONE]: after finish_reason and usage the body stays open this long
     silent_tokens: int = 0  # the last N tokens of a response make no event (usage counts them)
+    textless_first: bool = False  # the first token's text is held: its role chunk goes out alone
     instant: bool = False
     faults: tuple[tuple[str, float], ...] = ()
     seed: int = 0
@@ -157,6 +158,9 @@ PRESETS: dict[str, dict] = {
     "one-read": {"proxy_buffer_bytes": 1 << 30, "decode_tps": 200.0},
     # The H200 llama-server: one token an event but the last token makes none; timings.
     "llamacpp-silent-eos": {"silent_tokens": 1, "timings": True, "flavor": "llamacpp", "decode_tps": 150.0},
+    # The H200 gpt-oss llama-server: the first token is a byte of a split character, so its
+    # role chunk goes out alone and the next event brings both tokens' text; timings.
+    "llamacpp-textless-first": {"textless_first": True, "timings": True, "flavor": "llamacpp", "decode_tps": 150.0},
     # An R1-style model without a reasoning parser whose budget is spent in thought.
     "think-unclosed": {"think_inline": True, "reasoning_tokens": 1 << 20},
     # For measuring the client's own CPU cost: no sleeps, no queueing.
@@ -186,6 +190,8 @@ PRESET_HELP = {
     "one-event": "the whole answer as one SSE event at the end; decode 200 tok/s",
     "one-read": "the whole body delivered in one read at the end (a compressing proxy); decode 200 tok/s",
     "llamacpp-silent-eos": "llama.cpp flavor and timings, one token an event, the last token makes no event",
+    "llamacpp-textless-first": "llama.cpp flavor and timings, the first token makes a role chunk without "
+    "text, the second event brings both tokens' text",
     "think-unclosed": "<think> opened inline and never closed: the whole output is thought",
     "instant": "no sleeps at all, effectively unlimited max_running",
 }
@@ -282,6 +288,8 @@ def _validate_behaviours(cfg: SimConfig) -> None:
     _validate_gpus(cfg)
     if cfg.think_inline and cfg.harmony:
         raise ConfigError("--think-inline and --harmony cannot be combined")
+    if cfg.textless_first and (cfg.harmony or cfg.spec_draft):
+        raise ConfigError("--textless-first cannot be combined with --harmony or --spec-draft")
 
 
 GPU_FIELDS = ("power", "energy", "util", "dram", "fb")

@@ -408,7 +408,9 @@ class Trace:
 
     def event(self, kind: str, tokens: int, t: float) -> None:
         self.events.append({"t_s": t, "tokens": tokens, "kind": kind})
-        if tokens and kind != "silent":  # silent tokens (--silent-tokens) make no event a client sees
+        # silent tokens (--silent-tokens) make no event a client sees; a textless first token's
+        # role chunk (--textless-first) carries no text
+        if tokens and kind not in ("silent", "textless"):
             if self.first_token_event_s is None:
                 self.first_token_event_s = t
             self.last_token_event_s = t
