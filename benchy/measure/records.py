@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO
 
-REQUESTS_SCHEMA = "benchy/requests/1.1"  # 1.1: alone
+REQUESTS_SCHEMA = "benchy/requests/1.2"  # 1.1: alone; 1.2: server_tokenize
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
 CONTENT = "c"
@@ -96,6 +96,10 @@ class RequestRecord:
     # output token): its TTFT is what the server takes unloaded, the baseline that queueing is
     # judged against (load/alone.py). Also marked warmup: never in the case's statistics.
     alone: bool = False
+    # The server's own token count of token_event_text (its /tokenize), asked after the case
+    # for a request whose count was disputed, or a few to corroborate (load/tokenize.py); None:
+    # not asked, or the server has no /tokenize.
+    server_tokenize: int | None = None
 
     @property
     def ok(self) -> bool:

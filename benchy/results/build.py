@@ -70,6 +70,15 @@ class CaseRows:
             self.records.append(rec)
         return row
 
+    def redo(self, position: int, rec: RequestRecord) -> None:
+        """Remakes the row at `position` from its record, which has gained a witness since it
+        was added (the server's tokenization, asked after the case: load/tokenize.py)."""
+        rec = metrics.classify(rec)
+        self.rows[position] = RequestResult.of(rec, metrics.request_metrics(rec, False))
+        self.buffer_reasons[position] = metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None
+        if self.records is not None:
+            self.records[position] = rec
+
     def __len__(self) -> int:
         return len(self.rows)
 

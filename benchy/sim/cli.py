@@ -90,6 +90,16 @@ and the truth log: docs/sim.md.
 @click.option("--hold-open-s", type=float, help="No [DONE]: the body stays open this long after usage.")
 @click.option("--silent-tokens", type=int, help="The last N tokens of a response make no event.")
 @click.option("--timings/--no-timings", default=False, help="llama.cpp-style `timings` in every response.")
+@click.option(
+    "--tokenize/--no-tokenize",
+    default=True,
+    help="Serve POST /tokenize with the sim's own vocabulary (--no-tokenize: 404, as servers without one).",
+)
+@click.option(
+    "--note-tokenize/--no-note-tokenize",
+    default=False,
+    help="Note each /tokenize call in the truth log (when it came, how many tokens).",
+)
 @click.option("--instant/--no-instant", default=False, help="No sleeps: infinitely fast model.")
 @click.option(
     "--flavor",
