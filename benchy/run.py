@@ -341,8 +341,8 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         if rows is None:  # each plan's rows are made when its case starts
             rows = state.rows[rec.case] = CaseRows()
         rows.add(rec)
-        if not server_tokenize.hold(rec, functools.partial(rows.redo, len(rows) - 1)):
-            writer.write(rec)  # else once the server has tokenized it, after the case
+        writer.write(rec)
+        server_tokenize.hold(rec, functools.partial(rows.redo, len(rows) - 1))  # asked after the case
         progress.request_done()
         count_failure(state, rec)  # counted as results.json counts it
         passed = None if stop.is_set() else error_limit_passed(state, settings)
@@ -378,11 +378,8 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
                 state.gpu[plan.case.label] = gpu_window.result
             if window is not None:
                 await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
-            for rec in await server_tokenize.settle(client.server_token_count):  # off the case's clock
-                writer.write(rec)
+            await server_tokenize.settle(client.server_token_count)  # off the case's clock
     finally:
-        for rec in server_tokenize.release():  # a stopped run: written as they are
-            writer.write(rec)
         progress.finish()
 
 

@@ -14,8 +14,10 @@ the streamed text is an exact, server-side witness that needs no guess about its
   - each within TOKENIZE_TIMEOUT_S; a server that does not answer (404, no such endpoint) is
     not asked again in the run, silently: the witness is unavailable there.
 
-Only the held requests' records (their text) wait in memory for it, and they are written to
-requests.jsonl once asked; every other record is written and let go at once (issue 26).
+Every record is written to requests.jsonl as it finishes, in order; only the held ones (their
+text) stay in memory until asked, the rest are let go at once (issue 26). The witness goes
+into the request's row (results.json's token_count), not into requests.jsonl: the record was
+written before it was asked.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class ServerTokenize:
 
     def hold(self, rec: RequestRecord, redo: Callable[[RequestRecord], None]) -> bool:
         """Keeps `rec` to be tokenized after its case (`redo` then remakes its row); False when
-        it is not wanted (the caller writes it at once)."""
+        it is not wanted."""
         if not self.available or not rec.ok or rec.warmup or not rec.token_event_text:
             return False
         doubt = disputed(rec)
@@ -66,26 +68,23 @@ class ServerTokenize:
         self._held.append(_Held(rec, redo))
         return True
 
-    async def settle(self, count_of: Callable) -> list[RequestRecord]:
+    async def settle(self, count_of: Callable) -> int:
         """Asks the server for each held record's count (`count_of`: Client.server_token_count),
-        remakes its row with the new witness and returns the records, ready to be written."""
+        remakes its row with the new witness and lets the records go; how many it counted."""
         held, self._held = self._held, []
+        counted = 0
         for item in held:
             if not self.available:
                 break
-            counted = await _ask(count_of, item.rec.token_event_text)
-            if counted is None:
+            n = await _ask(count_of, item.rec.token_event_text)
+            if n is None:
                 self.available = False
                 continue
-            item.rec.server_tokenize = counted
+            item.rec.server_tokenize = n
             reading.forget(item.rec)
             item.redo(item.rec)
-        return [item.rec for item in held]
-
-    def release(self) -> list[RequestRecord]:
-        """The held records as they are, without asking (a run that stops)."""
-        held, self._held = self._held, []
-        return [item.rec for item in held]
+            counted += 1
+        return counted
 
 
 async def _ask(count_of: Callable, text: str) -> int | None:

@@ -369,15 +369,26 @@ def queue_threshold_s(alone: list[float]) -> float:
     return max(QUEUE_TTFT_MIN_S, (QUEUE_TTFT_GROWTH - 1) * median, max(alone) - min(alone))
 
 
-def queued(loaded_median_s: float, alone: list[float], concurrency: int) -> Unavailable | None:
+def load_words(kind: str, concurrency: int | None, rate: float | None) -> str:
+    """The load a case put on the server, in words: 'at concurrency 4', 'at 2 requests/s',
+    'with 4 conversations at once' (a TTFT under it is judged against the same prompt alone)."""
+    if kind == "multi_turn":
+        return f"with {concurrency} conversations at once (their first turns)"
+    if rate is not None:
+        return f"at {rate:g} requests/s"
+    return f"at concurrency {concurrency}"
+
+
+def queued(loaded_median_s: float, alone: list[float], load: str) -> Unavailable | None:
     """Unavailable(QUEUED) for the prefill rate of a loaded case whose TTFT median passes the
-    alone TTFTs (same prompt, nothing else in flight) by more than the noise, else None."""
+    alone TTFTs (same prompt, nothing else in flight) by more than the noise, else None.
+    `load`: load_words of the case."""
     alone_median = float(np.median(alone))
     if loaded_median_s - alone_median <= queue_threshold_s(alone):
         return None
     return Unavailable(
         QUEUED,
-        f"TTFT at concurrency {concurrency} ({loaded_median_s * 1000:,.0f} ms, median) passes the same "
+        f"TTFT {load} ({loaded_median_s * 1000:,.0f} ms, median) passes the same "
         f"prompt's alone ({alone_median * 1000:,.0f} ms) by {(loaded_median_s - alone_median) * 1000:,.0f} ms: "
         "requests waited for the server, so a prefill rate from TTFT would count the wait",
     )

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO
 
-REQUESTS_SCHEMA = "benchy/requests/1.2"  # 1.1: alone; 1.2: server_tokenize
+REQUESTS_SCHEMA = "benchy/requests/1.1"  # 1.1: alone
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
 CONTENT = "c"
@@ -98,7 +98,8 @@ class RequestRecord:
     alone: bool = False
     # The server's own token count of token_event_text (its /tokenize), asked after the case
     # for a request whose count was disputed, or a few to corroborate (load/tokenize.py); None:
-    # not asked, or the server has no /tokenize.
+    # not asked, or the server has no /tokenize. Not in requests.jsonl: the record is written
+    # as it finishes, before this is asked (results.json's token_count keeps it).
     server_tokenize: int | None = None
 
     @property
@@ -125,7 +126,7 @@ class RequestRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-_FIELD_NAMES = tuple(f.name for f in fields(RequestRecord))
+_FIELD_NAMES = tuple(f.name for f in fields(RequestRecord) if f.name != "server_tokenize")  # see the field
 
 
 class RecordWriter:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 from benchy.measure import gpu as gpu_figures
-from benchy.measure import metrics
+from benchy.measure import metrics, stats
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
@@ -149,8 +149,17 @@ def case_result(
     )
     alone = made.alone_ttft_s
     if alone:
-        judge_queueing(result, alone, "alone")
+        judge_queueing(result, alone, "alone", _same_shape_ttfts(result))
     return result
+
+
+def _same_shape_ttfts(case: CaseResult) -> list[float]:
+    """The measured TTFTs of the requests shaped as the alone ones (load/alone.py): a
+    conversation's first turns, or every request of a sweep case."""
+    if case.kind == "multi_turn":
+        first = [r for r in case.measured_ok() if r.turn == 1 and not r.control]
+        return [v for v in (r.metrics.get("ttft_s") for r in first) if v is not None]
+    return case.measured_values("ttft_s")
 
 
 def _gpu(gpu: GpuCase | None, ok: list[RequestResult], idle_power_w: float | None) -> GpuCase | None:
@@ -248,19 +257,20 @@ def withhold_buffered_trend(cases: list[CaseResult]) -> None:
                 case.withhold(metrics.STREAM_TIMING_METRICS, why)
 
 
-def judge_queueing(case: CaseResult, alone: list[float], source: str) -> None:
-    """Sets case.queueing from the TTFTs of the same prompt with nothing else in flight; a loaded
-    TTFT past them by more than the noise (metrics.queued) withholds the prefill rate, which
-    would count the wait. TTFT stays: it is what a user waits (checks qualify it)."""
-    loaded = case.summary.get("ttft_s")
-    if loaded is None:  # buffered or failed: nothing to judge (the prefill rate is gone already)
+def judge_queueing(case: CaseResult, alone: list[float], source: str, loaded_ttfts: list[float]) -> None:
+    """Sets case.queueing from the TTFTs of the same prompt with nothing else in flight against
+    `loaded_ttfts` (the case's requests of that shape); a loaded TTFT past them by more than the
+    noise (metrics.queued) withholds the prefill rate, which would count the wait. TTFT stays:
+    it is what a user waits (checks qualify it)."""
+    if case.summary.get("ttft_s") is None or not loaded_ttfts:  # buffered or failed: nothing to judge
         return
-    excess = loaded.median - MetricSummary.of(alone).median
-    why = metrics.queued(loaded.median, alone, case.concurrency or 1)
+    loaded = stats.median(loaded_ttfts)
+    excess = loaded - MetricSummary.of(alone).median
+    why = metrics.queued(loaded, alone, metrics.load_words(case.kind, case.concurrency, case.rate))
     case.queueing = Queueing(
         source=source,
         alone_ttft=MetricSummary.of(alone),
-        loaded_ttft_s=loaded.median,
+        loaded_ttft_s=loaded,
         excess_s=excess,
         threshold_s=metrics.queue_threshold_s(alone),
         queued=why is not None,
@@ -270,15 +280,21 @@ def judge_queueing(case: CaseResult, alone: list[float], source: str) -> None:
 
 
 def queueing_against_concurrency_1(cases: list[CaseResult]) -> None:
-    """A loaded closed-loop case with no alone requests of its own is judged against the run's
-    concurrency-1 case of the same prompt (load/alone.py sends none when there is one)."""
+    """A loaded sweep case (closed loop with several streams, or an open loop) with no alone
+    requests of its own is judged against the run's closed-loop concurrency-1 case of the same
+    prompt (load/alone.py sends none when there is one)."""
     for case in cases:
-        if case.queueing is not None or (case.concurrency or 1) <= 1 or case.rate is not None or case.kind != "sweep":
+        loaded = (case.concurrency or 1) > 1 or case.rate is not None
+        if case.queueing is not None or not loaded or case.kind != "sweep":
             continue
-        base = next((c for c in cases if c.concurrency == 1 and c.rate is None and _same_prompt(c, case)), None)
-        alone = base.measured_values("ttft_s") if base is not None and base.kind == "sweep" else []
+        base = next((c for c in cases if _single_stream(c) and _same_prompt(c, case)), None)
+        alone = base.measured_values("ttft_s") if base is not None else []
         if base is not None and alone:
-            judge_queueing(case, alone, base.label)
+            judge_queueing(case, alone, base.label, case.measured_values("ttft_s"))
+
+
+def _single_stream(case: CaseResult) -> bool:
+    return case.kind == "sweep" and case.concurrency == 1 and case.rate is None
 
 
 def _same_prompt(a: CaseResult, b: CaseResult) -> bool:
