@@ -17,7 +17,7 @@ from benchy import run as run_mod
 from benchy.client.stream import ClientSettings
 from benchy.load.plan import LoadSettings
 from benchy.workloads.case import Case
-from benchy.workloads.cases import multi_turn_cases
+from benchy.workloads.cases import multi_turn_cases, trace_case
 from benchy.workloads.scenario import sweep
 from tests.conftest import client_slack_s
 from tests.test_checks import bench, codes, measured, truth_of, warning
@@ -29,6 +29,12 @@ def waited_s(truth: dict) -> float:
     """What the server knows and a timing-less server does not tell: the time from a request's
     arrival to the start of its prefill (a slot, then the serial prefill queue)."""
     return truth["prefill_start_s"] - truth["arrival_s"]
+
+
+def waited_for_others_s(truth: dict) -> float:
+    """The wait for other requests alone: from parsed and tokenized (a 4,000-token prompt takes
+    the simulator a few ms, alone or not) to the start of its prefill."""
+    return truth["prefill_start_s"] - truth["queued_s"]
 
 
 def prefill_s(truth: dict) -> float:
@@ -183,3 +189,24 @@ def test_a_single_conversation_sends_nothing_alone(start_sim):
     results = run_cases(sim, multi_turn_cases([256], [16], [1], turns=2), warmup=0)
     (case,) = results["cases"]
     assert not alone_requests(case) and "queueing" not in case
+
+
+def test_a_trace_on_a_server_that_runs_one_request_at_a_time_is_judged_against_the_alone_line(start_sim):
+    # Twelve requests of 1,300-4,800 tokens in 1.1 s on one slot: each waits for those before it.
+    sim = start_sim("--max-running", "1", "--decode-tps", "400", *NO_SERVER_TIMINGS)
+    results = run_cases(sim, [trace_case("sample", speed=2.0, limit=12)])
+    (case,) = results["cases"]
+    truth = truth_of(sim, results)
+    alone = [truth[r["request_id"]] for r in alone_requests(case)]
+    loaded = [truth[r["request_id"]] for r in measured(case)]
+    # A short and a long prompt, each three times, with nothing else in flight.
+    assert len(alone) == 6 and len({t["prompt_tokens"] for t in alone}) >= 2
+    assert all(waited_for_others_s(t) < 0.005 for t in alone)
+    wait = float(np.median([waited_for_others_s(t) for t in loaded]))
+    q = case["queueing"]
+    assert q["source"] == "alone" and q["queued"] and wait > q["threshold_s"]
+    # Each request against the alone line at its own uncached length: the excess is its wait.
+    assert q["excess_s"] == pytest.approx(wait, abs=2 * client_slack_s(case) + 0.02)
+    assert case["summary"]["prefill_tps"] is None and case["unavailable_codes"]["prefill_tps"] == "queued"
+    w = warning(results, "prefill_holds_queueing")
+    assert "trace" in w["message"] and "prefill_tps" in w["withheld"]

@@ -13,22 +13,29 @@ figures, and sent before the case's warmups and outside its server-metrics windo
 Loaded cases: a closed loop with several streams (`-c 4`); an open loop (`--rate`), whose
 arrivals overlap whenever requests outlast the gap between them; a multi-turn workload with
 several conversations, whose first turns (one nonce-led message each, all sent at once) are
-the shape sent alone. A trace's requests each have their own lengths and reuse, and a
-shared-prefix case's TTFT is judged by its own unshared control: neither has one shape to send.
+the shape sent alone; a trace replay, whose requests each have their own length: there three
+are sent alone at a short and three at a long length of the trace (its 10th and 90th
+percentiles), so that results/build.py can judge each request against the TTFT its uncached
+tokens take alone (a line through the two). A shared-prefix case's TTFT is judged by its own
+unshared control.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from benchy.client.stream import Client
-from benchy.load.plan import CasePlan, Send, request_options, send_request
+from benchy.load.plan import CasePlan, Send, request_options, send_request, trace_spec
 from benchy.load.prompts import Calibration, Prompt, PromptFactory
 from benchy.measure.records import RequestRecord
+from benchy.workloads import trace
 from benchy.workloads.case import Case
 from benchy.workloads.spec import MultiTurn
 
 ALONE_REQUESTS = 3  # the median of three is robust to one slow (cold) request
+TRACE_PERCENTILES = (10, 90)  # a trace's short and long prompt lengths, sent alone
 
 
 def same_shape(a: Case, b: Case) -> bool:
@@ -42,7 +49,7 @@ def loaded(case: Case) -> bool:
         return False
     if case.kind == "sweep":
         return case.rate is not None or case.concurrency > 1
-    return case.kind == "multi_turn" and case.concurrency > 1
+    return case.kind == "trace" or (case.kind == "multi_turn" and case.concurrency > 1)
 
 
 def alone_requests(case: Case, cases: Sequence[Case]) -> int:
@@ -53,7 +60,7 @@ def alone_requests(case: Case, cases: Sequence[Case]) -> int:
         return 0
     if case.kind == "sweep" and any(single_stream(c) and same_shape(c, case) for c in cases):
         return 0
-    return ALONE_REQUESTS
+    return 2 * ALONE_REQUESTS if case.kind == "trace" else ALONE_REQUESTS
 
 
 def single_stream(case: Case) -> bool:
@@ -71,8 +78,9 @@ async def send_alone(
     case = plan.case
     prompts = PromptFactory(calibration, nonce=nonce, salt=f"{plan.salt}a{plan.index}")
     options = request_options(plan, 1)
+    lengths = _trace_lengths(plan) if case.kind == "trace" else []
     for i in range(plan.alone):
-        prompt = _shape(case, prompts)
+        prompt = prompts.build(lengths[i % 2]) if lengths else _shape(case, prompts)
         rec = RequestRecord(
             case=case.label,
             run=-1,
@@ -80,7 +88,7 @@ async def send_alone(
             warmup=True,
             request_id=f"benchy-{plan.salt}-{plan.index}a{i}",
             nonce=prompt.nonce,
-            target_prompt_tokens=0 if case.workload else case.depth + case.pp,  # a message's is the template's too
+            target_prompt_tokens=_target(case, lengths, i),
             target_output_tokens=1,
             local_token_scale=calibration.scale,
             alone=True,
@@ -95,3 +103,16 @@ def _shape(case: Case, prompts: PromptFactory) -> Prompt:
     if isinstance(case.workload, MultiTurn):
         return prompts.message(case.workload.first_tokens or case.pp)
     return prompts.build(case.pp, case.depth)
+
+
+def _trace_lengths(plan: CasePlan) -> list[int]:
+    """A short and a long prompt of the trace: its 10th and 90th percentile input lengths."""
+    requests = trace.load(trace_spec(plan).path, plan.trace_limit)
+    lengths = [r.input_tokens for r in requests]
+    return [round(float(np.percentile(lengths, q))) for q in TRACE_PERCENTILES]
+
+
+def _target(case: Case, lengths: list[int], i: int) -> int:
+    if lengths:
+        return lengths[i % 2]
+    return 0 if case.workload else case.depth + case.pp  # a message's count is the template's too

@@ -46,6 +46,7 @@ class CaseRows:
         self.records: list[RequestRecord] | None = [] if keep_records else None
         self.served = 0  # measured requests that ended ok as the client saw them (the server's count)
         self.alone_ttft_s: list[float] = []  # TTFTs of the requests sent alone (load/alone.py), as measured
+        self.alone_points: list[tuple[float, float]] = []  # their (uncached prompt tokens, TTFT)
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], keep_records: bool = False) -> CaseRows:
@@ -64,6 +65,8 @@ class CaseRows:
         ttft = values["ttft_s"]
         if rec.alone and rec.ok and not isinstance(ttft, Unavailable):
             self.alone_ttft_s.append(ttft)
+            if rec.prompt_tokens is not None:
+                self.alone_points.append((rec.prompt_tokens - (rec.cached_tokens or 0), ttft))
         self.rows.append(row)
         self.buffer_reasons.append(metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None)
         if self.records is not None:
@@ -148,9 +151,36 @@ def case_result(
         gpu=_gpu(gpu, ok, idle_power_w),
     )
     alone = made.alone_ttft_s
-    if alone:
+    if alone and case.kind == "trace":
+        judge_trace_queueing(result, made.alone_points)
+    elif alone:
         judge_queueing(result, alone, "alone", _same_shape_ttfts(result))
     return result
+
+
+def judge_trace_queueing(case: CaseResult, alone: list[tuple[float, float]]) -> None:
+    """A trace's requests, each of its own length, against the line the alone requests of a
+    short and a long prompt draw (metrics.queued_against_line): the uncached tokens a request
+    prefilled say what it would take alone. A server that reports no cached tokens makes every
+    request look longer, so the verdict errs toward no queueing."""
+    loaded: list[tuple[float, float]] = [
+        (r.prompt_tokens - (r.cached_tokens or 0), ttft)
+        for r in case.measured_ok()
+        if r.prompt_tokens is not None and (ttft := r.metrics.get("ttft_s")) is not None
+    ]
+    if case.summary.get("ttft_s") is None or not loaded or len(alone) < 2:
+        return
+    judged = metrics.queued_against_line(loaded, alone)
+    case.queueing = Queueing(
+        source="alone",
+        alone_ttft=MetricSummary.of([t for _, t in alone]),
+        loaded_ttft_s=stats.median([t for _, t in loaded]),
+        excess_s=judged.excess_s,
+        threshold_s=judged.threshold_s,
+        queued=judged.why is not None,
+    )
+    if judged.why is not None:
+        case.withhold(("prefill_tps",), judged.why)
 
 
 def _same_shape_ttfts(case: CaseResult) -> list[float]:
