@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import platform
 import secrets
 import signal
@@ -29,6 +30,7 @@ from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
 from benchy.load.progress import Progress
 from benchy.load.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
+from benchy.load.tokenize import ServerTokenize
 from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
 from benchy.measure import metrics
 from benchy.measure.ceiling import CeilingInputs
@@ -332,6 +334,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         for i, c in enumerate(settings.cases)
     ]
     stop = asyncio.Event()  # set once an error limit is passed: the run ends
+    server_tokenize = ServerTokenize()  # a witness asked after each case (load/tokenize.py)
 
     def on_record(rec: RequestRecord) -> None:
         rows = state.rows.get(rec.case)
@@ -339,6 +342,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
             rows = state.rows[rec.case] = CaseRows()
         rows.add(rec)
         writer.write(rec)
+        server_tokenize.hold(rec, functools.partial(rows.redo, len(rows) - 1))  # asked after the case
         progress.request_done()
         count_failure(state, rec)  # counted as results.json counts it
         passed = None if stop.is_set() else error_limit_passed(state, settings)
@@ -374,6 +378,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
                 state.gpu[plan.case.label] = gpu_window.result
             if window is not None:
                 await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
+            await server_tokenize.settle(client.server_token_count)  # off the case's clock
     finally:
         progress.finish()
 

@@ -262,3 +262,24 @@ def test_the_whole_answer_in_one_arrival_is_buffered(events):
     verdict = evidence.buffering(evidence.arrivals([0.371] * events, tokens), 0.371)
     assert verdict.buffered and "at once" in verdict.reason
     assert not evidence.buffering(evidence.arrivals([0.05], [1.0]), 0.05).buffered  # one token: nothing hidden
+
+
+def test_the_servers_tokenization_backs_usage_or_outvotes_it_with_another_witness():
+    # Speculative events (31 for 128 tokens): the server's /tokenize of the text backs usage.
+    backed = evidence.token_count(128, 181.0, 31, server_tokenize=128)
+    assert backed.source == evidence.USAGE and evidence.SERVER_TOKENIZE in backed.backed_by
+    # usage doubled: the server's tokenization and one token an event agree against it.
+    doubled = evidence.token_count(200, 104.0, 100, server_tokenize=100)
+    assert doubled.tokens == 100 and doubled.source == evidence.SERVER_TOKENIZE and doubled.mismatch
+    # No usage: the server's tokenization is the count, not an estimate.
+    missing = evidence.token_count(None, 300.0, 20, server_tokenize=96)
+    assert missing.tokens == 96 and missing.source == evidence.SERVER_TOKENIZE and not missing.estimate
+
+
+def test_the_servers_tokenization_and_the_local_count_are_one_witness_not_two():
+    # A random-weight model's tokens merge when its text is tokenized again: /tokenize and the
+    # local count (calibrated on /tokenize) both count that text, and agree against usage.
+    # Counting the same text twice is no second witness: usage stands, both are noted.
+    count = evidence.token_count(128, 90.0, 31, server_tokenize=90)
+    assert count.tokens == 128 and count.source == evidence.USAGE and count.mismatch is None
+    assert {evidence.SERVER_TOKENIZE, evidence.LOCAL} <= set(count.disagreed)

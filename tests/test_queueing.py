@@ -15,6 +15,9 @@ import pytest
 
 from benchy import run as run_mod
 from benchy.client.stream import ClientSettings
+from benchy.load.plan import LoadSettings
+from benchy.workloads.case import Case
+from benchy.workloads.cases import multi_turn_cases, trace_case
 from benchy.workloads.scenario import sweep
 from tests.conftest import client_slack_s
 from tests.test_checks import bench, codes, measured, truth_of, warning
@@ -26,6 +29,12 @@ def waited_s(truth: dict) -> float:
     """What the server knows and a timing-less server does not tell: the time from a request's
     arrival to the start of its prefill (a slot, then the serial prefill queue)."""
     return truth["prefill_start_s"] - truth["arrival_s"]
+
+
+def waited_for_others_s(truth: dict) -> float:
+    """The wait for other requests alone: from parsed and tokenized (a 4,000-token prompt takes
+    the simulator a few ms, alone or not) to the start of its prefill."""
+    return truth["prefill_start_s"] - truth["queued_s"]
 
 
 def prefill_s(truth: dict) -> float:
@@ -110,3 +119,94 @@ def test_the_servers_own_prefill_is_shown_where_it_reports_one(start_sim):
     w = warning(results, "prefill_holds_queueing")
     assert w["details"]["server_prefill_tps"] == pytest.approx(own, rel=0.05)
     assert case["summary"]["server_prefill_tps"] is not None and case["summary"]["prefill_tps"] is None
+
+
+# ------------------------------------------------------- open loops and workloads (issue 23)
+
+
+def run_cases(sim, cases, **settings) -> dict:
+    return run_mod.execute(
+        run_mod.RunSettings(
+            client=ClientSettings(base_url=sim.base_url), cases=cases, progress=False, endpoint="chat", **settings
+        )
+    ).to_dict()
+
+
+def assert_queued_as_the_truth_says(case: dict, loaded: list[dict], alone: list[dict]) -> None:
+    """The verdict and its figures against the truth: the alone requests waited for nothing, the
+    loaded ones waited more than the noise, and the excess over alone is that wait."""
+    assert len(alone) == 3 and all(waited_s(t) < 0.005 for t in alone)
+    wait = float(np.median([waited_s(t) for t in loaded]))
+    q = case["queueing"]
+    assert q["source"] == "alone" and q["queued"] and wait > q["threshold_s"]
+    same_prefill = float(np.median([prefill_s(t) for t in loaded])) - float(np.median([prefill_s(t) for t in alone]))
+    assert q["excess_s"] == pytest.approx(wait + same_prefill, abs=2 * client_slack_s(case) + 0.01)
+    assert case["summary"]["prefill_tps"] is None and case["unavailable_codes"]["prefill_tps"] == "queued"
+    assert case["summary"]["ttft_s"] is not None  # what a user waits: kept, and qualified
+
+
+def test_an_open_loop_on_a_server_that_runs_one_request_at_a_time_is_judged_against_alone(start_sim):
+    # One slot, about 0.17 s a request (0.1 s prefill, 0.06 s decode): 20 requests/s overlap.
+    sim = start_sim("--max-running", "1", "--decode-tps", "400", *NO_SERVER_TIMINGS)
+    results = run_cases(sim, [Case(pp=512, tg=24, rate=20.0)], load=LoadSettings(requests=12), warmup=1)
+    (case,) = results["cases"]
+    truth = truth_of(sim, results)
+    alone = [truth[r["request_id"]] for r in alone_requests(case)]
+    assert_queued_as_the_truth_says(case, [truth[r["request_id"]] for r in measured(case)], alone)
+    w = warning(results, "prefill_holds_queueing")
+    assert "20 requests/s" in w["message"] and "prefill_tps" in w["withheld"]
+
+
+def test_an_open_loop_the_server_keeps_up_with_raises_no_queueing(start_sim):
+    sim = start_sim("--max-running", "8", "--decode-tps", "400", *NO_SERVER_TIMINGS)
+    results = run_cases(sim, [Case(pp=512, tg=24, rate=2.0)], load=LoadSettings(requests=6), warmup=1)
+    (case,) = results["cases"]
+    truth = truth_of(sim, results)
+    wait = float(np.median([waited_s(truth[r["request_id"]]) for r in measured(case)]))
+    q = case["queueing"]
+    assert q["source"] == "alone" and wait < q["threshold_s"] and not q["queued"]
+    assert "prefill_holds_queueing" not in codes(results) and case["summary"]["prefill_tps"] is not None
+
+
+def test_a_multi_turn_workload_is_judged_by_its_first_turns_against_the_first_message_alone(start_sim):
+    # Four conversations start at once on one slot: their first turns wait for each other.
+    sim = start_sim("--max-running", "1", "--decode-tps", "400", *NO_SERVER_TIMINGS)
+    results = run_cases(sim, multi_turn_cases([256], [16], [4], turns=2), warmup=0)
+    (case,) = results["cases"]
+    truth = truth_of(sim, results)
+    alone = [truth[r["request_id"]] for r in alone_requests(case)]
+    first = [truth[r["request_id"]] for r in measured(case) if r["turn"] == 1]
+    # The same shape: the first message alone is the first turn's prompt, to a few tokens.
+    assert abs(np.median([t["prompt_tokens"] for t in alone]) - np.median([t["prompt_tokens"] for t in first])) <= 4
+    assert_queued_as_the_truth_says(case, first, alone)
+    assert all(turn["prefill_tps"] is None for turn in case["workload"]["turns"])  # withheld per turn too
+    w = warning(results, "prefill_holds_queueing")
+    assert "4 conversations at once" in w["message"]
+
+
+def test_a_single_conversation_sends_nothing_alone(start_sim):
+    sim = start_sim("--max-running", "1", "--decode-tps", "400", *NO_SERVER_TIMINGS)
+    results = run_cases(sim, multi_turn_cases([256], [16], [1], turns=2), warmup=0)
+    (case,) = results["cases"]
+    assert not alone_requests(case) and "queueing" not in case
+
+
+def test_a_trace_on_a_server_that_runs_one_request_at_a_time_is_judged_against_the_alone_line(start_sim):
+    # Twelve requests of 1,300-4,800 tokens in 1.1 s on one slot: each waits for those before it.
+    sim = start_sim("--max-running", "1", "--decode-tps", "400", *NO_SERVER_TIMINGS)
+    results = run_cases(sim, [trace_case("sample", speed=2.0, limit=12)])
+    (case,) = results["cases"]
+    truth = truth_of(sim, results)
+    alone = [truth[r["request_id"]] for r in alone_requests(case)]
+    loaded = [truth[r["request_id"]] for r in measured(case)]
+    # A short and a long prompt, each three times, with nothing else in flight.
+    assert len(alone) == 6 and len({t["prompt_tokens"] for t in alone}) >= 2
+    assert all(waited_for_others_s(t) < 0.005 for t in alone)
+    wait = float(np.median([waited_for_others_s(t) for t in loaded]))
+    q = case["queueing"]
+    assert q["source"] == "alone" and q["queued"] and wait > q["threshold_s"]
+    # Each request against the alone line at its own uncached length: the excess is its wait.
+    assert q["excess_s"] == pytest.approx(wait, abs=2 * client_slack_s(case) + 0.02)
+    assert case["summary"]["prefill_tps"] is None and case["unavailable_codes"]["prefill_tps"] == "queued"
+    w = warning(results, "prefill_holds_queueing")
+    assert "trace" in w["message"] and "prefill_tps" in w["withheld"]

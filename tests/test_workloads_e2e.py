@@ -213,8 +213,10 @@ def test_a_trace_replay_is_shown_as_its_own_load_not_concurrency_1(start_sim, tm
     assert proc.returncode == 0, proc.stderr
     [case] = json.loads((out / "results.json").read_text())["cases"]
     assert case["concurrency"] is None and case["mode"] == "open"
-    sent = [t["prompt_tokens"] for t in sim.truth(expect=12) if t["request_id"]]
-    outputs = [t["completion_tokens"] for t in sim.truth(expect=12) if t["request_id"]]
+    replayed = {r["request_id"] for r in case["requests"] if not r["warmup"]}  # not those sent alone first
+    truth = [t for t in sim.truth(expect=12) if t["request_id"] in replayed]
+    sent = [t["prompt_tokens"] for t in truth]
+    outputs = [t["completion_tokens"] for t in truth]
     assert len(sent) == 12
     assert "aggregate t/s" in proc.stdout and "the trace's times" in proc.stdout
     assert f"replayed 12 requests: prompts of {min(sent):,}–{max(sent):,} tokens" in proc.stdout

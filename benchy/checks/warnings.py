@@ -773,11 +773,13 @@ def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
     """TTFT under load past the same prompt alone (results/build.py judged it and withheld the
     prefill rate), or, in files without that judgment, TTFT growing with concurrency or more
     requests in flight than the server's slots."""
+    for judged in run.cases:  # closed and open loops, workloads: results/build.py judged them
+        if judged.queueing is not None:
+            yield from _queued(judged, run)
     cases = [c for c in run.cases if c.rate is None and c.concurrency is not None and c.figure("ttft_s")]
     slots = _slots(run)
     for case in cases:
         if case.queueing is not None:
-            yield from _queued(case, run)
             continue
         if (case.concurrency or 1) <= 1 or any(_ttft_and_prompt(r) for r in case.measured_ok()):
             continue  # ttft_not_prefill speaks where the server reports its own prompt time
@@ -808,11 +810,12 @@ def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     if q is None or not q.queued or q.alone_ttft is None or q.excess_s is None or q.loaded_ttft_s is None:
         return
     against = "the same prompt sent alone" if q.source == "alone" else f"the same prompt at concurrency 1 ({q.source})"
+    load = metrics.load_words(case.kind, case.concurrency, case.rate)
     yield Warning_(
         "prefill_holds_queueing",
         WARNING,
         case.label,
-        f"TTFT at concurrency {case.concurrency} is {q.loaded_ttft_s * 1000:,.0f} ms (median), "
+        f"TTFT {load} is {q.loaded_ttft_s * 1000:,.0f} ms (median), "
         f"{q.excess_s * 1000:,.0f} ms more than {against} ({q.alone_ttft.median * 1000:,.0f} ms): "
         f"requests waited for the server ({_queue_cause(case, run)}). TTFT holds that wait; "
         f"prefill t/s is withheld.{_server_prefill_text(case)}",

@@ -4,25 +4,38 @@ Why: under load, TTFT holds whatever a request waited before its prefill began. 
 reports its own timings (llama.cpp's `prompt_ms`, vLLM's queue-time histogram) says how much;
 one that does not (vLLM without /metrics, Ollama) leaves only the client's clock, and a prefill
 rate taken from a queued TTFT is no prefill speed at all (issue 23: 221 t/s printed where the
-server prefilled 5,000). So before a closed-loop case with several streams, and only where the
-run has no concurrency-1 case of the same shape to compare with, benchy sends a few requests of
-that prompt shape one at a time, one output token each. Their TTFT is the baseline that
-results/build.py judges the loaded TTFT against. They are recorded (warmup and `alone`), never
-counted in the case's figures, and sent before the case's warmups and outside its server-metrics
-window.
+server prefilled 5,000). So before a loaded case, and only where the run has no concurrency-1
+case of the same shape to compare with, benchy sends a few requests of that prompt shape one at
+a time, one output token each. Their TTFT is the baseline that results/build.py judges the
+loaded TTFT against. They are recorded (warmup and `alone`), never counted in the case's
+figures, and sent before the case's warmups and outside its server-metrics window.
+
+Loaded cases: a closed loop with several streams (`-c 4`); an open loop (`--rate`), whose
+arrivals overlap whenever requests outlast the gap between them; a multi-turn workload with
+several conversations, whose first turns (one nonce-led message each, all sent at once) are
+the shape sent alone; a trace replay, whose requests each have their own length: there three
+are sent alone at a short and three at a long length of the trace (its 10th and 90th
+percentiles), so that results/build.py can judge each request against the TTFT its uncached
+tokens take alone (a line through the two). A shared-prefix case's TTFT is judged by its own
+unshared control.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from benchy.client.stream import Client
-from benchy.load.plan import CasePlan, Send, request_options, send_request
-from benchy.load.prompts import Calibration, PromptFactory
+from benchy.load.plan import CasePlan, Send, request_options, send_request, trace_spec
+from benchy.load.prompts import Calibration, Prompt, PromptFactory
 from benchy.measure.records import RequestRecord
+from benchy.workloads import trace
 from benchy.workloads.case import Case
+from benchy.workloads.spec import MultiTurn
 
 ALONE_REQUESTS = 3  # the median of three is robust to one slow (cold) request
+TRACE_PERCENTILES = (10, 90)  # a trace's short and long prompt lengths, sent alone
 
 
 def same_shape(a: Case, b: Case) -> bool:
@@ -30,15 +43,28 @@ def same_shape(a: Case, b: Case) -> bool:
     return (a.pp, a.depth, a.depth_mode, a.endpoint) == (b.pp, b.depth, b.depth_mode, b.endpoint)
 
 
+def loaded(case: Case) -> bool:
+    """Whether the case's requests can wait for one another at the server (module docstring)."""
+    if case.depth_mode == "cached":  # its context is cached: alone, the first one would not be
+        return False
+    if case.kind == "sweep":
+        return case.rate is not None or case.concurrency > 1
+    return case.kind == "trace" or (case.kind == "multi_turn" and case.concurrency > 1)
+
+
 def alone_requests(case: Case, cases: Sequence[Case]) -> int:
-    """How many alone requests `case` needs: none unless it is a closed-loop sweep case with more
-    than one stream (an open loop's queueing is its arrivals'; a workload's TTFT is judged by its
-    own controls), and none where the run has a concurrency-1 case of the same shape."""
-    if case.concurrency <= 1 or case.rate is not None or case.kind != "sweep" or case.depth_mode == "cached":
+    """How many alone requests `case` needs: none unless it is loaded, and none for a sweep case
+    where the run has a closed-loop concurrency-1 case of the same shape (results/build.py takes
+    that one's TTFTs)."""
+    if not loaded(case):
         return 0
-    if any(c.concurrency == 1 and c.rate is None and c.kind == "sweep" and same_shape(c, case) for c in cases):
+    if case.kind == "sweep" and any(single_stream(c) and same_shape(c, case) for c in cases):
         return 0
-    return ALONE_REQUESTS
+    return 2 * ALONE_REQUESTS if case.kind == "trace" else ALONE_REQUESTS
+
+
+def single_stream(case: Case) -> bool:
+    return case.kind == "sweep" and case.concurrency == 1 and case.rate is None
 
 
 async def send_alone(
@@ -52,8 +78,9 @@ async def send_alone(
     case = plan.case
     prompts = PromptFactory(calibration, nonce=nonce, salt=f"{plan.salt}a{plan.index}")
     options = request_options(plan, 1)
+    lengths = _trace_lengths(plan) if case.kind == "trace" else []
     for i in range(plan.alone):
-        prompt = prompts.build(case.pp, case.depth)
+        prompt = prompts.build(lengths[i % 2]) if lengths else _shape(case, prompts)
         rec = RequestRecord(
             case=case.label,
             run=-1,
@@ -61,10 +88,31 @@ async def send_alone(
             warmup=True,
             request_id=f"benchy-{plan.salt}-{plan.index}a{i}",
             nonce=prompt.nonce,
-            target_prompt_tokens=case.depth + case.pp,
+            target_prompt_tokens=_target(case, lengths, i),
             target_output_tokens=1,
             local_token_scale=calibration.scale,
             alone=True,
         )
         await send_request(client, plan, Send(rec, prompt), 1, options)
         on_record(rec)
+
+
+def _shape(case: Case, prompts: PromptFactory) -> Prompt:
+    """The prompt the case's loaded requests have: a sweep case's, or a conversation's first
+    message (load/conversations.py sends it as the one user message)."""
+    if isinstance(case.workload, MultiTurn):
+        return prompts.message(case.workload.first_tokens or case.pp)
+    return prompts.build(case.pp, case.depth)
+
+
+def _trace_lengths(plan: CasePlan) -> list[int]:
+    """A short and a long prompt of the trace: its 10th and 90th percentile input lengths."""
+    requests = trace.load(trace_spec(plan).path, plan.trace_limit)
+    lengths = [r.input_tokens for r in requests]
+    return [round(float(np.percentile(lengths, q))) for q in TRACE_PERCENTILES]
+
+
+def _target(case: Case, lengths: list[int], i: int) -> int:
+    if lengths:
+        return lengths[i % 2]
+    return 0 if case.workload else case.depth + case.pp  # a message's count is the template's too

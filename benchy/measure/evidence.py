@@ -11,8 +11,10 @@ answer. Each function here weighs one question with two or more independent witn
                         witness shows one token an event); last benchy's own tokenizer, scaled
                         by calibration: an estimate, since no real server's tokenizer is
                         o200k. usage backed by one exact witness is the count; usage stands
-                        unless two independent witnesses agree against it; the local count
-                        alone never overrules it (it is then noted as not this model's)
+                        unless two independent witnesses agree against it (the server's
+                        /tokenize and the local count are one: both count the streamed
+                        text); the local count alone never overrules it (it is then noted
+                        as not this model's)
                                                                        → `token_count`
   how many per event?   vLLM's per-chunk usage (continuous_usage_stats), else the local count
                         of each event's text, scaled to the chosen total       → `event_tokens`
@@ -264,9 +266,18 @@ def _agreeing_alternative(
         candidates.append((LOCAL, local))
     for i, (name, value) in enumerate(candidates):
         for other, second in candidates[i + 1 :]:
+            if {name, other} == _SAME_TEXT:  # one witness twice: both count the streamed text
+                continue
             if _alternative_agrees(name, value, other, second):
                 return max(value, events), name, (name, other)
     return None
+
+
+# The server's /tokenize and the local count both count the streamed text (and the local scale
+# is calibrated on the server's /tokenize where it has one): text re-tokenized is not what was
+# generated (a random-weight model's tokens merge; special tokens are not streamed), so the two
+# agreeing against usage are one witness, not two.
+_SAME_TEXT = {SERVER_TOKENIZE, LOCAL}
 
 
 def _alternative_agrees(name: str, value: float, other: str, second: float) -> bool:
@@ -276,7 +287,7 @@ def _alternative_agrees(name: str, value: float, other: str, second: float) -> b
 
 
 def _local_note(usage: int, local: float, backers: list[str]) -> str:
-    backing = f"backed by {' and '.join(backers)}" if backers else "no other witness contradicts it"
+    backing = f"backed by {' and '.join(backers)}" if backers else "no two independent witnesses agree against it"
     return (
         f"the streamed text counts {local:.0f} tokens locally against usage {usage} ({backing}): "
         "benchy's tokenizer does not match this model's, so usage is used"

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from benchy.measure import evidence, reading
+from benchy.measure import evidence, reading, stats
 from benchy.measure.records import RequestRecord
 
 
@@ -369,15 +369,56 @@ def queue_threshold_s(alone: list[float]) -> float:
     return max(QUEUE_TTFT_MIN_S, (QUEUE_TTFT_GROWTH - 1) * median, max(alone) - min(alone))
 
 
-def queued(loaded_median_s: float, alone: list[float], concurrency: int) -> Unavailable | None:
+def load_words(kind: str, concurrency: int | None, rate: float | None) -> str:
+    """The load a case put on the server, in words: 'at concurrency 4', 'at 2 requests/s',
+    'with 4 conversations at once' (a TTFT under it is judged against the same prompt alone)."""
+    if kind == "multi_turn":
+        return f"with {concurrency} conversations at once (their first turns)"
+    if kind == "trace":
+        return "in the trace replay"
+    if rate is not None:
+        return f"at {rate:g} requests/s"
+    return f"at concurrency {concurrency}"
+
+
+@dataclass(frozen=True)
+class LineJudgment:
+    """Loaded TTFTs of many prompt lengths against the line the alone ones draw (a trace)."""
+
+    excess_s: float  # median over the loaded requests of TTFT − the alone line at its uncached tokens
+    threshold_s: float  # noise: QUEUE_TTFT_MIN_S, half the line's median TTFT, the alone residuals' spread
+    why: Unavailable | None  # QUEUED when the excess passes the noise
+
+
+def queued_against_line(loaded: list[tuple[float, float]], alone: list[tuple[float, float]]) -> LineJudgment:
+    """(uncached prompt tokens, TTFT) of each loaded and each alone request: the alone TTFT
+    at a request's length is read off the line through the alone points, so that requests of
+    every length are judged by one rule."""
+    intercept, slope = stats.line_through([x for x, _ in alone], [y for _, y in alone])
+    residuals = [y - (intercept + slope * x) for x, y in alone]
+    expected = [intercept + slope * x for x, _ in loaded]
+    excess = stats.median([y - e for (_, y), e in zip(loaded, expected)])
+    threshold = max(QUEUE_TTFT_MIN_S, (QUEUE_TTFT_GROWTH - 1) * stats.median(expected), max(residuals) - min(residuals))
+    if excess <= threshold:
+        return LineJudgment(excess, threshold, None)
+    why = Unavailable(
+        QUEUED,
+        f"TTFT in the trace replay passes what the same prompt lengths take alone by {excess * 1000:,.0f} ms "
+        "(median): requests waited for the server, so a prefill rate from TTFT would count the wait",
+    )
+    return LineJudgment(excess, threshold, why)
+
+
+def queued(loaded_median_s: float, alone: list[float], load: str) -> Unavailable | None:
     """Unavailable(QUEUED) for the prefill rate of a loaded case whose TTFT median passes the
-    alone TTFTs (same prompt, nothing else in flight) by more than the noise, else None."""
+    alone TTFTs (same prompt, nothing else in flight) by more than the noise, else None.
+    `load`: load_words of the case."""
     alone_median = float(np.median(alone))
     if loaded_median_s - alone_median <= queue_threshold_s(alone):
         return None
     return Unavailable(
         QUEUED,
-        f"TTFT at concurrency {concurrency} ({loaded_median_s * 1000:,.0f} ms, median) passes the same "
+        f"TTFT {load} ({loaded_median_s * 1000:,.0f} ms, median) passes the same "
         f"prompt's alone ({alone_median * 1000:,.0f} ms) by {(loaded_median_s - alone_median) * 1000:,.0f} ms: "
         "requests waited for the server, so a prefill rate from TTFT would count the wait",
     )

@@ -4,7 +4,8 @@ A record holds what arrived (event times, each event's text, usage, the server's
 `Reading` is benchy's verdict on it (evidence.py explains each rule):
 
   count        the completion tokens the figures use, by witnesses ranked by what they know:
-               usage, backed by timings.predicted_n, per-chunk usage or one token an event;
+               usage, backed by timings.predicted_n, per-chunk usage, the server's /tokenize of
+               the streamed text (asked after the case: load/tokenize.py) or one token an event;
                the local count (an estimate) never overrules usage alone
   per_event    tokens per token-bearing event: per-chunk usage, else local counts scaled to `count`
   arrivals     events joined into arrivals (bursts); ITL and decode are measured between them;
@@ -61,6 +62,13 @@ def read(rec: RequestRecord) -> Reading:
     return reading
 
 
+def forget(rec: RequestRecord) -> None:
+    """Drops `rec`'s reading: a witness came after it was read (its server tokenization)."""
+    hit = _cache.get(id(rec))
+    if hit is not None and hit[0] is rec:
+        del _cache[id(rec)]
+
+
 def count_entry(rec: RequestRecord) -> dict:
     """The token count's evidence for results.json (results.types.TokenCountEntry): what each
     witness said, which one the figures use, who backed it and who disagreed, and why usage
@@ -94,6 +102,7 @@ def _read(rec: RequestRecord) -> Reading:
         len(rec.token_event_s),
         predicted_n=_predicted_n(rec.server_timings),
         per_chunk=rec.token_event_usage[-1] if rec.token_event_usage else None,
+        server_tokenize=rec.server_tokenize,
     )
     textless = evidence.textless_first(rec.first_chunk_s, rec.token_event_s, count.tokens)
     in_events = count.tokens - 1 if textless else count.tokens

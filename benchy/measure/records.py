@@ -96,6 +96,11 @@ class RequestRecord:
     # output token): its TTFT is what the server takes unloaded, the baseline that queueing is
     # judged against (load/alone.py). Also marked warmup: never in the case's statistics.
     alone: bool = False
+    # The server's own token count of token_event_text (its /tokenize), asked after the case
+    # for a request whose count was disputed, or a few to corroborate (load/tokenize.py); None:
+    # not asked, or the server has no /tokenize. Not in requests.jsonl: the record is written
+    # as it finishes, before this is asked (results.json's token_count keeps it).
+    server_tokenize: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -121,7 +126,7 @@ class RequestRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-_FIELD_NAMES = tuple(f.name for f in fields(RequestRecord))
+_FIELD_NAMES = tuple(f.name for f in fields(RequestRecord) if f.name != "server_tokenize")  # see the field
 
 
 class RecordWriter:

@@ -176,3 +176,12 @@ def exact_rank_less(a: np.ndarray, b: np.ndarray, alpha: float = 0.05) -> float 
     from scipy import stats as sps
 
     return float(sps.mannwhitneyu(a, b, alternative="less", method="exact").pvalue)
+
+
+def line_through(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through the points; a flat line at the
+    median when the xs do not differ (no slope to take)."""
+    if len(set(xs)) < 2:
+        return median(ys), 0.0
+    slope, intercept = np.polyfit(np.asarray(xs, dtype=float), np.asarray(ys, dtype=float), 1)
+    return float(intercept), float(slope)

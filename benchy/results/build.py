@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 from benchy.measure import gpu as gpu_figures
-from benchy.measure import metrics
+from benchy.measure import metrics, stats
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
@@ -46,6 +46,7 @@ class CaseRows:
         self.records: list[RequestRecord] | None = [] if keep_records else None
         self.served = 0  # measured requests that ended ok as the client saw them (the server's count)
         self.alone_ttft_s: list[float] = []  # TTFTs of the requests sent alone (load/alone.py), as measured
+        self.alone_points: list[tuple[float, float]] = []  # their (uncached prompt tokens, TTFT)
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], keep_records: bool = False) -> CaseRows:
@@ -64,11 +65,22 @@ class CaseRows:
         ttft = values["ttft_s"]
         if rec.alone and rec.ok and not isinstance(ttft, Unavailable):
             self.alone_ttft_s.append(ttft)
+            if rec.prompt_tokens is not None:
+                self.alone_points.append((rec.prompt_tokens - (rec.cached_tokens or 0), ttft))
         self.rows.append(row)
         self.buffer_reasons.append(metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None)
         if self.records is not None:
             self.records.append(rec)
         return row
+
+    def redo(self, position: int, rec: RequestRecord) -> None:
+        """Remakes the row at `position` from its record, which has gained a witness since it
+        was added (the server's tokenization, asked after the case: load/tokenize.py)."""
+        rec = metrics.classify(rec)
+        self.rows[position] = RequestResult.of(rec, metrics.request_metrics(rec, False))
+        self.buffer_reasons[position] = metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None
+        if self.records is not None:
+            self.records[position] = rec
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -139,9 +151,45 @@ def case_result(
         gpu=_gpu(gpu, ok, idle_power_w),
     )
     alone = made.alone_ttft_s
-    if alone:
-        judge_queueing(result, alone, "alone")
+    if alone and case.kind == "trace":
+        judge_trace_queueing(result, made.alone_points)
+    elif alone:
+        judge_queueing(result, alone, "alone", _same_shape_ttfts(result))
     return result
+
+
+def judge_trace_queueing(case: CaseResult, alone: list[tuple[float, float]]) -> None:
+    """A trace's requests, each of its own length, against the line the alone requests of a
+    short and a long prompt draw (metrics.queued_against_line): the uncached tokens a request
+    prefilled say what it would take alone. A server that reports no cached tokens makes every
+    request look longer, so the verdict errs toward no queueing."""
+    loaded: list[tuple[float, float]] = [
+        (r.prompt_tokens - (r.cached_tokens or 0), ttft)
+        for r in case.measured_ok()
+        if r.prompt_tokens is not None and (ttft := r.metrics.get("ttft_s")) is not None
+    ]
+    if case.summary.get("ttft_s") is None or not loaded or len(alone) < 2:
+        return
+    judged = metrics.queued_against_line(loaded, alone)
+    case.queueing = Queueing(
+        source="alone",
+        alone_ttft=MetricSummary.of([t for _, t in alone]),
+        loaded_ttft_s=stats.median([t for _, t in loaded]),
+        excess_s=judged.excess_s,
+        threshold_s=judged.threshold_s,
+        queued=judged.why is not None,
+    )
+    if judged.why is not None:
+        case.withhold(("prefill_tps",), judged.why)
+
+
+def _same_shape_ttfts(case: CaseResult) -> list[float]:
+    """The measured TTFTs of the requests shaped as the alone ones (load/alone.py): a
+    conversation's first turns, or every request of a sweep case."""
+    if case.kind == "multi_turn":
+        first = [r for r in case.measured_ok() if r.turn == 1 and not r.control]
+        return [v for v in (r.metrics.get("ttft_s") for r in first) if v is not None]
+    return case.measured_values("ttft_s")
 
 
 def _gpu(gpu: GpuCase | None, ok: list[RequestResult], idle_power_w: float | None) -> GpuCase | None:
@@ -239,19 +287,20 @@ def withhold_buffered_trend(cases: list[CaseResult]) -> None:
                 case.withhold(metrics.STREAM_TIMING_METRICS, why)
 
 
-def judge_queueing(case: CaseResult, alone: list[float], source: str) -> None:
-    """Sets case.queueing from the TTFTs of the same prompt with nothing else in flight; a loaded
-    TTFT past them by more than the noise (metrics.queued) withholds the prefill rate, which
-    would count the wait. TTFT stays: it is what a user waits (checks qualify it)."""
-    loaded = case.summary.get("ttft_s")
-    if loaded is None:  # buffered or failed: nothing to judge (the prefill rate is gone already)
+def judge_queueing(case: CaseResult, alone: list[float], source: str, loaded_ttfts: list[float]) -> None:
+    """Sets case.queueing from the TTFTs of the same prompt with nothing else in flight against
+    `loaded_ttfts` (the case's requests of that shape); a loaded TTFT past them by more than the
+    noise (metrics.queued) withholds the prefill rate, which would count the wait. TTFT stays:
+    it is what a user waits (checks qualify it)."""
+    if case.summary.get("ttft_s") is None or not loaded_ttfts:  # buffered or failed: nothing to judge
         return
-    excess = loaded.median - MetricSummary.of(alone).median
-    why = metrics.queued(loaded.median, alone, case.concurrency or 1)
+    loaded = stats.median(loaded_ttfts)
+    excess = loaded - MetricSummary.of(alone).median
+    why = metrics.queued(loaded, alone, metrics.load_words(case.kind, case.concurrency, case.rate))
     case.queueing = Queueing(
         source=source,
         alone_ttft=MetricSummary.of(alone),
-        loaded_ttft_s=loaded.median,
+        loaded_ttft_s=loaded,
         excess_s=excess,
         threshold_s=metrics.queue_threshold_s(alone),
         queued=why is not None,
@@ -261,15 +310,21 @@ def judge_queueing(case: CaseResult, alone: list[float], source: str) -> None:
 
 
 def queueing_against_concurrency_1(cases: list[CaseResult]) -> None:
-    """A loaded closed-loop case with no alone requests of its own is judged against the run's
-    concurrency-1 case of the same prompt (load/alone.py sends none when there is one)."""
+    """A loaded sweep case (closed loop with several streams, or an open loop) with no alone
+    requests of its own is judged against the run's closed-loop concurrency-1 case of the same
+    prompt (load/alone.py sends none when there is one)."""
     for case in cases:
-        if case.queueing is not None or (case.concurrency or 1) <= 1 or case.rate is not None or case.kind != "sweep":
+        loaded = (case.concurrency or 1) > 1 or case.rate is not None
+        if case.queueing is not None or not loaded or case.kind != "sweep":
             continue
-        base = next((c for c in cases if c.concurrency == 1 and c.rate is None and _same_prompt(c, case)), None)
-        alone = base.measured_values("ttft_s") if base is not None and base.kind == "sweep" else []
+        base = next((c for c in cases if _single_stream(c) and _same_prompt(c, case)), None)
+        alone = base.measured_values("ttft_s") if base is not None else []
         if base is not None and alone:
-            judge_queueing(case, alone, base.label)
+            judge_queueing(case, alone, base.label, case.measured_values("ttft_s"))
+
+
+def _single_stream(case: CaseResult) -> bool:
+    return case.kind == "sweep" and case.concurrency == 1 and case.rate is None
 
 
 def _same_prompt(a: CaseResult, b: CaseResult) -> bool:

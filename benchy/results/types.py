@@ -202,7 +202,15 @@ class RequestResult(Saved, RequestRecord):
     """One request: every RequestRecord field but the per-event arrays (those stay in
     requests.jsonl), plus its event count and metrics."""
 
-    _NOT_SAVED = ("token_event_s", "token_event_chars", "token_event_kinds", "token_event_text", "token_event_usage")
+    # server_tokenize is saved in token_count, beside the other witnesses.
+    _NOT_SAVED = (
+        "token_event_s",
+        "token_event_chars",
+        "token_event_kinds",
+        "token_event_text",
+        "token_event_usage",
+        "server_tokenize",
+    )
 
     events: int = _opt("text events (len of token_event_s)", 0)
     metrics: dict[str, float | None] = _opt("metric → value, null when unavailable", factory=dict)

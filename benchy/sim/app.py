@@ -522,7 +522,8 @@ class Simulator:
             app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache)
         if self.gpus is not None:
             app.router.add_get("/dcgm/metrics", self.dcgm)
-        app.router.add_post("/tokenize", self.tokenize)
+        if self.cfg.tokenize:
+            app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
         return app
@@ -619,16 +620,26 @@ class Simulator:
         return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
     async def tokenize(self, request: web.Request) -> web.Response:
+        """The sim's own vocabulary (sim/vocab.py), never benchy's: llama.cpp's {content} →
+        {tokens}, vLLM's {model, prompt | messages} → {count, tokens}. --note-tokenize notes each
+        call in the truth log (when it came, how many tokens): tests see it was off the hot path."""
         try:
             body = await read_json(request)
             if "content" in body:  # llama.cpp style
-                return web.json_response({"tokens": vocab.encode(str(body["content"]))})
+                ids = vocab.encode(str(body["content"]))
+                self._note_tokenize(len(ids))
+                return web.json_response({"tokens": ids})
             check_model(self.cfg, body)
             endpoint = "chat" if "messages" in body else "completions"
             ids = vocab.encode(prompt_text(body, endpoint))
         except ApiError as exc:
             return web.Response(status=exc.status, body=error_body(exc.status, exc.message), content_type=JSON_TYPE)
+        self._note_tokenize(len(ids))
         return web.json_response({"count": len(ids), "tokens": ids, "max_model_len": self.cfg.context_length})
+
+    def _note_tokenize(self, tokens: int) -> None:
+        if self.cfg.note_tokenize:
+            self.truth.note({"request_id": None, "tokenize": {"t_s": clock(), "tokens": tokens}})
 
     # --- generation ---
 

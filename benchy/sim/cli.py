@@ -95,6 +95,16 @@ and the truth log: docs/sim.md.
     help="The first token makes a role chunk without text (a split character); the next event has both.",
 )
 @click.option("--timings/--no-timings", default=False, help="llama.cpp-style `timings` in every response.")
+@click.option(
+    "--tokenize/--no-tokenize",
+    default=True,
+    help="Serve POST /tokenize with the sim's own vocabulary (--no-tokenize: 404, as servers without one).",
+)
+@click.option(
+    "--note-tokenize/--no-note-tokenize",
+    default=False,
+    help="Note each /tokenize call in the truth log (when it came, how many tokens).",
+)
 @click.option("--instant/--no-instant", default=False, help="No sleeps: infinitely fast model.")
 @click.option(
     "--flavor",

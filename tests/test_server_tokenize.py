@@ -1,0 +1,105 @@
+"""Issue 23: the server's own tokenization of the streamed text as a token-count witness.
+
+benchy asks the server's /tokenize (load/tokenize.py) after each case, for the requests whose
+count is disputed and a few others to corroborate. The simulator answers /tokenize with its
+own word-level vocabulary (sim/vocab.py), not benchy's o200k, so every count here is judged
+against the truth log: the tokens the server really generated.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchy.load.tokenize import TOKENIZE_SAMPLE_PER_CASE
+from benchy.measure import evidence
+from tests.conftest import warning_codes
+from tests.test_checks import measured, truth_of
+from tests.test_witnesses import FAST_PREFILL, TRANSPORTS, bench, only_case
+
+NO_USAGE = ("--preset", "no-usage-8-per-event", *FAST_PREFILL)
+
+
+def tokenize_calls(sim) -> list[dict]:
+    """The /tokenize calls the simulator noted (--note-tokenize): when, how many tokens."""
+    return [t["tokenize"] for t in sim.truth() if "tokenize" in t]
+
+
+def in_flight(truth: dict, t_s: float) -> bool:
+    """Whether a request was in flight at t_s: from its arrival to its last write."""
+    return truth["arrival_s"] <= t_s <= truth["events"][-1]["t_s"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_without_usage_the_count_is_the_servers_own_tokenization(start_sim, transport):
+    sim = start_sim(*NO_USAGE, "--note-tokenize")
+    results = bench(sim, transport, tg=(64,), runs=3)
+    case = only_case(results)
+    truth = truth_of(sim, results)
+    for req in measured(case):
+        t, count = truth[req["request_id"]], req["token_count"]
+        assert count["usage"] is None  # the witness benchy would otherwise lack
+        assert count["server_tokenize"] == t["completion_tokens"] == count["tokens"]
+        assert count["source"] == evidence.SERVER_TOKENIZE and not count["estimate"]
+        assert req["metrics"]["e2e_tps"] == pytest.approx(t["completion_tokens"] / req["metrics"]["e2e_s"])
+        assert req["metrics"]["tokens_per_event"] == pytest.approx(t["completion_tokens"] / req["events"])
+    assert "no_usage" not in warning_codes(results)  # the count is the server's, not an estimate
+    # Off the hot path: no /tokenize came while any of benchy's requests was in flight.
+    calls = tokenize_calls(sim)
+    assert len(calls) >= len(measured(case))  # calibration asks once too
+    assert not [c for c in calls for t in truth.values() if in_flight(t, c["t_s"])]
+
+
+def test_a_server_without_tokenize_leaves_the_witness_unavailable_silently(start_sim, tmp_path):
+    sim = start_sim(*NO_USAGE, "--no-tokenize")
+    results = bench(sim, tg=(64,), runs=3, output_dir=tmp_path)
+    case = only_case(results)
+    assert case["n_failed"] == 0 and case["n_ok"] == 3
+    truth = truth_of(sim, results)
+    for req in measured(case):
+        count = req["token_count"]
+        assert count["server_tokenize"] is None and evidence.SERVER_TOKENIZE not in count["disagreed"]
+        assert count["source"] != evidence.SERVER_TOKENIZE
+        # Without it the count is benchy's estimate, near the truth but not the server's word.
+        assert count["estimate"] and count["tokens"] == pytest.approx(
+            truth[req["request_id"]]["completion_tokens"], rel=0.2
+        )
+    # The estimate is said (no_usage), the missing endpoint is not: it is no fault of the server's.
+    assert "no_usage" in warning_codes(results)
+    assert not [w for w in results["warnings"] if evidence.SERVER_TOKENIZE in json.dumps(w)]
+    lines = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()[1:]]
+    assert [line["request_id"] for line in lines] == [r["request_id"] for r in case["requests"]]  # all, in order
+
+
+def test_undisputed_counts_are_corroborated_by_a_small_sample(start_sim, tmp_path):
+    sim = start_sim(*FAST_PREFILL, "--decode-tps", "400")
+    results = bench(sim, tg=(32,), runs=5, output_dir=tmp_path)
+    case = only_case(results)
+    truth = truth_of(sim, results)
+    asked = [r for r in measured(case) if r["token_count"]["server_tokenize"] is not None]
+    assert len(asked) == TOKENIZE_SAMPLE_PER_CASE  # not every request: bounded cost
+    for req in measured(case):
+        count = req["token_count"]
+        assert count["source"] == evidence.USAGE and count["tokens"] == truth[req["request_id"]]["completion_tokens"]
+    for req in asked:
+        assert req["token_count"]["server_tokenize"] == truth[req["request_id"]]["completion_tokens"]
+        assert evidence.SERVER_TOKENIZE in req["token_count"]["backed_by"]
+    # requests.jsonl is what the client saw, every record in order as it finished.
+    lines = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()[1:]]
+    assert [line["request_id"] for line in lines] == [r["request_id"] for r in case["requests"]]
+    assert all("server_tokenize" not in line for line in lines)
+
+
+def test_usage_that_claims_double_is_outvoted_by_the_servers_tokenization_and_the_events(start_sim):
+    sim = start_sim("--preset", "usage-double", *FAST_PREFILL, "--decode-tps", "400")
+    results = bench(sim, tg=(48,), runs=3)
+    assert "usage_mismatch" in warning_codes(results)
+    case = only_case(results)
+    truth = truth_of(sim, results)
+    for req in measured(case):
+        t, count = truth[req["request_id"]], req["token_count"]
+        assert count["usage"] == t["usage_completion_tokens"] == 2 * t["completion_tokens"]
+        assert count["tokens"] == count["server_tokenize"] == t["completion_tokens"]
+        assert count["source"] == evidence.SERVER_TOKENIZE and evidence.EVENTS in count["backed_by"]
+        assert count["disagreed"] == [evidence.USAGE]
