@@ -3,6 +3,7 @@
 #   truth     default flags (-np 4): benchy run --pp 512 2048 8192 --tg 32 128 --runs 3 --gpu-metrics nvml,
 #             then benchy's figures beside the server's own timings (issues 23, 28)
 #   capacity  -np 16 --cache-ram 0: benchy capacity, cold and with a 75% shared prefix, then compare (issue 25)
+#   queue     -np 1 --cache-ram 0: benchy run --rate 8 (an open loop on one slot): queueing qualified (issue 23)
 #   probecap  benchy probe-cache --capacity --cache-reset on -np 1 --cache-ram 0, -np 4 --cache-ram 0 and a
 #             default server (-np 4, host-RAM cache on); PROBES picks among np1 nocache default (issue 24)
 # Run from the repository root on the device, with ../shared/gpu-testbed copied to .gpu-testbed
@@ -85,6 +86,14 @@ probecap() {
         --capacity-max-tokens ${CAP_MAX:-262144} --tg 2 --cache-reset -o "$RES/probecap_${MODEL}_$name"
     unserve
   done
+}
+
+queue() {  # an open loop on one slot: TTFT under load against the same shape sent alone
+  serve 1 --cache-ram 0 || return
+  bench queue_$MODEL run --base-url $U --pp 2048 --tg 32 --rate 8 --requests 16 --model-profile $PROFILE \
+      -o "$RES/queue_$MODEL"
+  python3 "$TB/summarize_benchy.py" "$RES/queue_$MODEL" 2>&1 | tee -a "$RES/summary.txt"
+  unserve
 }
 
 for step in "${@:-truth}"; do
