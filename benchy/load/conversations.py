@@ -1,11 +1,11 @@
 """Multi-turn conversations: each turn resends the whole history, as chat and agent clients do.
 
-U conversations (the case's concurrency) run at once, each a dependent loop: turn k sends the
-earlier user messages and the server's own answers (as it streamed them) plus a new user
-message of the case's pp tokens, waits for the whole answer (tg tokens), pauses a think time
-(fixed or seeded exponential/lognormal), then sends turn k+1. Reasoning of earlier turns is
-dropped from the history, as gpt-oss's chat format does (`keep_reasoning` sends it back as
-`reasoning_content`).
+U conversations (the case's concurrency) run at once, each a dependent chain of the send loop
+(send.py): turn k sends the earlier user messages and the server's own answers (as it
+streamed them) plus a new user message of the case's pp tokens, waits for the whole answer
+(tg tokens), pauses a think time (fixed or seeded exponential/lognormal), then sends turn k+1.
+Reasoning of earlier turns is dropped from the history, as gpt-oss's chat format does
+(`keep_reasoning` sends it back as `reasoning_content`).
 
 Each new user message is led by its own nonce, so a cache can hold the history and nothing of
 the new message. A turn's record says what an ideal cache would serve it

@@ -1,6 +1,7 @@
-"""The load generator: sends a case's requests, keeping exactly N in flight (closed loop), or on
-a seeded Poisson schedule (open loop, `--rate`: arrivals.py); `--requests` / `--duration` bound
-a case, and workers.py runs one share of it per process (CasePlan.worker of .workers).
+"""The load generator: plans a case's requests and runs them in order — contexts, warmups, the
+measured ones — through the one send loop (send.py), keeping exactly N in flight (closed loop),
+or on a seeded Poisson schedule (open loop, `--rate`: arrivals.py); `--requests` / `--duration`
+bound a case, and workers.py runs one share of it per process (CasePlan.worker of .workers).
 
 Prompts are built before the first request of a case is sent, so tokenizing an 8k-token prompt
 never delays a send. Warmups go first, are recorded (marked `warmup`) and never counted.

@@ -149,14 +149,6 @@ class CaseIO:
     start: Callable[[], Awaitable[float]] | None = None
 
 
-@dataclass(frozen=True)
-class Send:
-    """One request to send: its record (filled as it runs) and its prompt."""
-
-    record: RequestRecord
-    prompt: Prompt
-
-
 @dataclass(slots=True)
 class PlannedRequest:
     """One request of a plan: what to send (the record it fills, the prompt as the endpoint
@@ -214,12 +206,6 @@ def request_options(plan: CasePlan, tg: int) -> dict:
         options["stop"] = list(plan.stop)
     options.update(plan.template.request_options(plan.endpoint))
     return options
-
-
-async def send_request(client: Client, plan: CasePlan, send: Send, tg: int, extra: dict) -> None:
-    """Sends one request of the case (its template rendered), filling send.record."""
-    text = plan.template.render(send.prompt.text, plan.endpoint)
-    await client.stream(send.record, text, tg, plan.endpoint, extra, harmony=plan.template.parses(plan.endpoint))
 
 
 def multi_turn_spec(plan: CasePlan) -> MultiTurn:
