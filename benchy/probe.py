@@ -45,8 +45,9 @@ import numpy as np
 
 from benchy import __version__
 from benchy.client.stream import Client, ClientSettings, redact_url
-from benchy.load.plan import exact_length_options
+from benchy.load.plan import PlannedRequest, exact_length_options
 from benchy.load.prompts import Prompt, PromptFactory, calibrate
+from benchy.load.send import Closed, send
 from benchy.measure import gpu as gpu_figures
 from benchy.measure import metrics, stats
 from benchy.measure.gpu import GpuCase
@@ -262,17 +263,17 @@ def capped_lengths(lengths: list[int], context: int | None, tg: int) -> list[tup
     return list(out.items())
 
 
-@dataclass(frozen=True)
-class _Send:
-    record: RequestRecord
-    prompt: Prompt
+def _request(settings: ProbeSettings, record: RequestRecord, prompt: Prompt, body: dict) -> PlannedRequest:
+    """One probe request: the prompt as it is (no template), a few exact output tokens."""
+    return PlannedRequest(record, prompt.text, settings.tg, settings.endpoint, body)
 
 
-def _plan(length: int, n: int, tg: int, prompts: PromptFactory, salt: str) -> list[_Send]:
+def _plan(settings: ProbeSettings, length: int, prompts: PromptFactory, salt: str) -> list[PlannedRequest]:
     """shared 1, unique 1, shared 2, unique 2, …: one shared prompt text, N unique ones."""
     shared = prompts.build(length)
-    sends = []
-    for i in range(n):
+    body = exact_length_options(settings.tg)
+    requests = []
+    for i in range(settings.n):
         for side, prompt in (("shared", shared), ("unique", prompts.build(length))):
             rec = RequestRecord(
                 case=f"probe {length} {side}",
@@ -282,21 +283,26 @@ def _plan(length: int, n: int, tg: int, prompts: PromptFactory, salt: str) -> li
                 request_id=f"benchy-probe-{salt}-{length}-{side[0]}{i}",
                 nonce=prompt.nonce,
                 target_prompt_tokens=length,
-                target_output_tokens=tg,
+                target_output_tokens=settings.tg,
             )
-            sends.append(_Send(rec, prompt))
-    return sends
+            requests.append(_request(settings, rec, prompt, body))
+    return requests
+
+
+async def _one_at_a_time(client: Client, requests: list[PlannedRequest]) -> list[RequestRecord]:
+    """The requests in turn (a queue would add its wait to the TTFT); their records."""
+    await send(client, requests, _ignore, Closed(1))
+    return [r.record for r in requests]
+
+
+def _ignore(record: RequestRecord) -> None:
+    """probe-cache judges the records once all of them are in."""
 
 
 async def _probe_length(
     client: Client, settings: ProbeSettings, length: int, prompts: PromptFactory, salt: str
 ) -> list[RequestRecord]:
-    sends = _plan(length, settings.n, settings.tg, prompts, salt)
-    for send in sends:  # one at a time: a queue would add its wait to the TTFT
-        await client.stream(
-            send.record, send.prompt.text, settings.tg, settings.endpoint, exact_length_options(settings.tg)
-        )
-    return [s.record for s in sends]
+    return await _one_at_a_time(client, _plan(settings, length, prompts, salt))
 
 
 CAPACITY_HIT_SHARE = 0.5  # a working set whose re-uses hit at least this often still fits
@@ -304,18 +310,14 @@ CAPACITY_PRECISION = 0.1  # bisect until the bracket's half-width is this share 
 CAPACITY_MAX_PASSES = 14
 
 
-async def _send_capacity(client: Client, settings: ProbeSettings, record: RequestRecord, prompt: Prompt) -> None:
-    await client.stream(record, prompt.text, settings.tg, settings.endpoint, exact_length_options(settings.tg))
-
-
 async def _capacity_pass(client: Client, settings: ProbeSettings, prompts: PromptFactory, k: int, salt: str) -> dict:
     """K distinct prefixes, each sent once, then each again in the same order: the point
     {prefixes, hits, judged, hit_fraction, …} of this working set."""
     length = settings.capacity_prefix_tokens
     sent = [prompts.build(length) for _ in range(k)]
-    firsts: list[RequestRecord] = []
-    reuses: list[RequestRecord] = []
-    for side, out in (("first", firsts), ("reuse", reuses)):
+    body = exact_length_options(settings.tg)
+    requests = []
+    for side in ("first", "reuse"):
         for i, prompt in enumerate(sent):
             rec = RequestRecord(
                 case=f"capacity {k} {side}",
@@ -327,9 +329,9 @@ async def _capacity_pass(client: Client, settings: ProbeSettings, prompts: Promp
                 target_prompt_tokens=length,
                 target_output_tokens=settings.tg,
             )
-            await _send_capacity(client, settings, rec, prompt)
-            out.append(rec)
-    return capacity_point(k, firsts, reuses)
+            requests.append(_request(settings, rec, prompt, body))
+    records = await _one_at_a_time(client, requests)
+    return capacity_point(k, records[:k], records[k:])
 
 
 def capacity_point(k: int, firsts: list[RequestRecord], reuses: list[RequestRecord]) -> dict:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchy.load.conversations import assistant_message
-from benchy.load.generator import _context_sends
+from benchy.load.generator import shared_contexts
 from benchy.load.plan import CasePlan
 from benchy.load.prompts import Calibration, PromptFactory
 from benchy.measure import tokenizer
@@ -161,7 +161,7 @@ def test_a_shared_prefix_case_expects_the_context_of_each_group():
     context per group of a shared fraction, none for the unshared baseline."""
     for case in cases.shared_prefix_cases([2048], [32], [4], [0.5], groups=3):
         plan = CasePlan(case, 0, runs=2, warmup=1, endpoint="chat", salt="s")
-        sent = _context_sends(plan, PromptFactory(salt="s"))
+        sent = shared_contexts(plan, PromptFactory(salt="s"))
         assert len(sent) == plan.contexts == (3 if case.depth else 0)
         assert plan.expected_records == 1 + 2 * 4 + len(sent)
 

@@ -27,8 +27,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from benchy.client.stream import Client
-from benchy.load.plan import CasePlan, Send, request_options, send_request, trace_spec
+from benchy.load.plan import CasePlan, PlannedRequest, planned, request_options, trace_spec
 from benchy.load.prompts import Calibration, Prompt, PromptFactory
+from benchy.load.send import Closed, send
 from benchy.measure.records import RequestRecord
 from benchy.workloads import trace
 from benchy.workloads.case import Case
@@ -75,10 +76,16 @@ async def send_alone(
     on_record: Callable[[RequestRecord], None],
 ) -> None:
     """The plan's alone requests, one after another (nothing else of benchy's in flight)."""
+    await send(client, alone_plan(plan, calibration, nonce), on_record, Closed(1))
+
+
+def alone_plan(plan: CasePlan, calibration: Calibration, nonce: bool) -> list[PlannedRequest]:
+    """The case's prompt shape, plan.alone times, one output token each, recorded as warmups."""
     case = plan.case
     prompts = PromptFactory(calibration, nonce=nonce, salt=f"{plan.salt}a{plan.index}")
-    options = request_options(plan, 1)
+    body = request_options(plan, 1)
     lengths = _trace_lengths(plan) if case.kind == "trace" else []
+    requests = []
     for i in range(plan.alone):
         prompt = prompts.build(lengths[i % 2]) if lengths else _shape(case, prompts)
         rec = RequestRecord(
@@ -93,8 +100,8 @@ async def send_alone(
             local_token_scale=calibration.scale,
             alone=True,
         )
-        await send_request(client, plan, Send(rec, prompt), 1, options)
-        on_record(rec)
+        requests.append(planned(plan, rec, prompt, 1, body))
+    return requests
 
 
 def _shape(case: Case, prompts: PromptFactory) -> Prompt:

@@ -1,30 +1,24 @@
 """Open-loop load (`--rate R`): requests arrive on a seeded Poisson schedule, whatever the server does.
 
-A closed loop (loadgen.py) sends the next request when one ends, so a slow server slows its own
+A closed loop (generator.py) sends the next request when one ends, so a slow server slows its own
 load. An open loop sends on a schedule made before the case starts: n arrival times drawn
 uniformly over n / R seconds and sorted. That is a Poisson process conditioned on its count, so
 the gaps are exponential (bursts included) while the case offers exactly R requests/s on
 average over its window, and the same seed gives the same schedule in every worker process.
 
-Each record keeps when the schedule wanted it sent (`scheduled_mono_s`); a send that falls
-behind (the --max-inflight cap was full, or the event loop was late) is measured as queue delay
-(metrics.send_lag_s), never hidden.
+The send loop (send.py) sends on it. Each record keeps when the schedule wanted it sent
+(`scheduled_mono_s`); a send that falls behind (the --max-inflight cap was full, or the event
+loop was late) is measured as queue delay (metrics.send_lag_s), never hidden.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
-import time
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TypeVar
 
 import numpy as np
 
 DEFAULT_RATE_SECONDS = 10.0  # a rate case with neither --requests nor --duration: 10 s of arrivals
 MIN_RATE_REQUESTS = 10
-
-T = TypeVar("T")
 
 
 def rate_requests(rate: float, requests: int | None, duration_s: float | None) -> int:
@@ -47,55 +41,6 @@ def share(total: int, worker: int, workers: int) -> range:
     """The global indices worker `worker` of `workers` takes of `total` (round robin), so the
     workers' shares are disjoint, cover everything and differ in size by one at most."""
     return range(worker, total, workers)
-
-
-async def open_loop(
-    items: Iterable[tuple[float, T]],
-    start_s: float,
-    max_inflight: int | None,
-    send: Callable[[T, float], Awaitable[None]],
-) -> None:
-    """Calls send(item, scheduled_mono_s) at start_s + offset for each (offset, item), without
-    waiting for earlier sends to end; with max_inflight, a send waits for a free slot (and is
-    then late: that is the queue delay its record shows). Ends when every send has ended."""
-    slots = asyncio.Semaphore(max_inflight) if max_inflight else None
-    tasks: set[asyncio.Task] = set()
-    failure: list[BaseException] = []
-
-    async def one(item: T, due: float) -> None:
-        try:
-            await send(item, due)
-        finally:
-            if slots is not None:
-                slots.release()
-
-    def done(task: asyncio.Task) -> None:
-        tasks.discard(task)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            failure.append(exc)
-
-    try:
-        for offset, item in items:
-            due = start_s + offset
-            delay = due - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if slots is not None:
-                await slots.acquire()
-            if failure:
-                raise failure[0]  # a send that failed ends the schedule
-            task = asyncio.ensure_future(one(item, due))
-            tasks.add(task)
-            task.add_done_callback(done)
-        while tasks:
-            await asyncio.wait(set(tasks))
-            if failure:
-                raise failure[0]
-    finally:
-        for task in list(tasks):
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def duration_deadline(start_s: float, duration_s: float | None) -> float:

@@ -1,11 +1,11 @@
 """Multi-turn conversations: each turn resends the whole history, as chat and agent clients do.
 
-U conversations (the case's concurrency) run at once, each a dependent loop: turn k sends the
-earlier user messages and the server's own answers (as it streamed them) plus a new user
-message of the case's pp tokens, waits for the whole answer (tg tokens), pauses a think time
-(fixed or seeded exponential/lognormal), then sends turn k+1. Reasoning of earlier turns is
-dropped from the history, as gpt-oss's chat format does (`keep_reasoning` sends it back as
-`reasoning_content`).
+U conversations (the case's concurrency) run at once, each a dependent chain of the send loop
+(send.py): turn k sends the earlier user messages and the server's own answers (as it
+streamed them) plus a new user message of the case's pp tokens, waits for the whole answer
+(tg tokens), pauses a think time (fixed or seeded exponential/lognormal), then sends turn k+1.
+Reasoning of earlier turns is dropped from the history, as gpt-oss's chat format does
+(`keep_reasoning` sends it back as `reasoning_content`).
 
 Each new user message is led by its own nonce, so a cache can hold the history and nothing of
 the new message. A turn's record says what an ideal cache would serve it
@@ -23,29 +23,22 @@ turn's TTFT is set against (records marked `control`).
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable, Sequence
 
-from benchy.client.stream import Client
-from benchy.load.plan import CaseIO, CasePlan, multi_turn_spec, request_options
+from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, multi_turn_spec, request_options
 from benchy.load.prompts import PromptError, PromptFactory
+from benchy.load.send import Closed, send
 from benchy.measure.records import CONTENT, REASONING, RequestRecord
 
 
 async def run_conversations(plan: CasePlan, case_io: CaseIO) -> None:
-    """Warmups (one-message conversations, not counted), then every conversation at once."""
+    """Warmups (one-message conversations, not counted, one at a time), then every
+    conversation at once: a dependent load, each turn made from the answer before it."""
     client, prompts, on_record, start = case_io.client, case_io.prompts, case_io.on_record, case_io.start
     if plan.endpoint != "chat":
         raise PromptError("a multi-turn case needs --endpoint chat: the server's chat template renders the history")
-    spec = multi_turn_spec(plan)
-    extra = request_options(plan, plan.case.tg)
-    for i in range(plan.warmup):
-        message = prompts.message(spec.first_tokens or plan.case.pp)
-        rec = _record(plan, f"w{i}", -1, i, message.nonce, warmup=True)
-        rec.local_token_scale = prompts.calibration.text_scale
-        await _send(client, plan, rec, [_user(message.text)], extra)
-        on_record(rec)
+    body = request_options(plan, plan.case.tg)
+    await send(client, warmup_requests(plan, prompts, body), on_record, Closed(1))
     start_s = await start() if start else time.perf_counter()
     deadline = start_s + plan.duration_s if plan.duration_s is not None else float("inf")
     sent: list[RequestRecord] = []  # every turn's record, for the cold baseline's lengths
@@ -54,43 +47,65 @@ async def run_conversations(plan: CasePlan, case_io: CaseIO) -> None:
         sent.append(rec)
         on_record(rec)
 
-    tasks = [
-        asyncio.ensure_future(_conversation(client, plan, prompts, c, extra, keep, deadline))
-        for c in range(plan.case.concurrency)
-    ]
-    await _all(tasks)
-    if spec.cold_baseline:
-        await _cold_baseline(client, plan, prompts, extra, on_record, sent, deadline)
+    firsts = [Conversation(plan, prompts, c, body).first() for c in range(plan.case.concurrency)]
+    await send(client, firsts, keep, Closed(len(firsts), deadline))
+    if multi_turn_spec(plan).cold_baseline:
+        for turn, length in enumerate(_turn_lengths(plan, sent), 1):
+            if length is None or time.perf_counter() >= deadline:
+                continue
+            controls = [_control(plan, prompts, turn, length, u, body) for u in range(plan.case.concurrency)]
+            await send(client, controls, on_record, Closed(len(controls)))  # U at once, nothing shared
 
 
-async def _all(tasks: Sequence[asyncio.Future]) -> None:
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        # A task that raised (a stop on too many errors) ends the others.
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+def warmup_requests(plan: CasePlan, prompts: PromptFactory, body: dict) -> list[PlannedRequest]:
+    """One-message conversations of the first turn's length, recorded as warmups."""
+    spec = multi_turn_spec(plan)
+    requests = []
+    for i in range(plan.warmup):
+        message = prompts.message(spec.first_tokens or plan.case.pp)
+        rec = _record(plan, f"w{i}", -1, i, message.nonce, warmup=True)
+        rec.local_token_scale = prompts.calibration.text_scale
+        requests.append(_chat(plan, rec, [_user(message.text)], body))
+    return requests
 
 
-async def _cold_baseline(
-    client: Client,
-    plan: CasePlan,
-    prompts: PromptFactory,
-    extra: dict,
-    on_record: Callable[[RequestRecord], None],
-    sent: list[RequestRecord],
-    deadline: float,
-) -> None:
-    """Each turn's median prompt length again, U requests at once, nothing shared."""
-    for turn, length in enumerate(_turn_lengths(plan, sent), 1):
-        if length is None or time.perf_counter() >= deadline:
-            continue
-        tasks = [
-            asyncio.ensure_future(_control(client, plan, prompts, turn, length, u, extra, on_record))
-            for u in range(plan.case.concurrency)
-        ]
-        await _all(tasks)
+class Conversation:
+    """One conversation's turns, each planned from the record of the turn before it (the
+    server's answer goes into the history): `first()` is turn 1, and every turn's `then`
+    plans the next, a think-time pause after it, or None (the last turn, or a failed one:
+    the history has no answer to go on with, so the conversation ends there)."""
+
+    def __init__(self, plan: CasePlan, prompts: PromptFactory, index: int, body: dict) -> None:
+        self.plan, self.prompts, self.index, self.body = plan, prompts, index, body
+        self.spec = multi_turn_spec(plan)
+        self.pauses = self.spec.think.draws(plan.seed * 100_003 + plan.index * 1_009 + index)
+        self.messages: list[dict] = []  # the history as the last turn sent it
+
+    def first(self) -> PlannedRequest:
+        return self._turn(1, None)
+
+    def next_turn(self, previous: RequestRecord) -> PlannedRequest | None:
+        turn = previous.turn or 0
+        if not previous.ok or turn >= self.spec.turns:
+            return None
+        self.messages = [*self.messages, assistant_message(previous, self.spec.keep_reasoning)]
+        request = self._turn(turn + 1, previous)
+        request.pause_s = next(self.pauses)
+        return request
+
+    def _turn(self, turn: int, previous: RequestRecord | None) -> PlannedRequest:
+        plan, prompts = self.plan, self.prompts
+        tokens = self.spec.first_tokens if turn == 1 and self.spec.first_tokens else plan.case.pp
+        message = prompts.message(tokens)
+        rec = _record(plan, f"c{self.index}t{turn}", self.index, turn, message.nonce)
+        rec.local_token_scale = prompts.calibration.text_scale
+        rec.unique_tokens = round(message.local_tokens * prompts.calibration.scale)
+        rec.expected_cached_tokens = _history_tokens(previous)
+        rec.target_prompt_tokens = _target_prompt(previous, rec.unique_tokens, prompts)
+        self.messages = [*self.messages, _user(message.text)]
+        request = _chat(plan, rec, self.messages, self.body)
+        request.then = self.next_turn
+        return request
 
 
 def _turn_lengths(plan: CasePlan, records: list[RequestRecord]) -> list[int | None]:
@@ -102,63 +117,20 @@ def _turn_lengths(plan: CasePlan, records: list[RequestRecord]) -> list[int | No
     return out
 
 
-async def _control(
-    client: Client,
-    plan: CasePlan,
-    prompts: PromptFactory,
-    turn: int,
-    length: int,
-    u: int,
-    extra: dict,
-    on_record: Callable[[RequestRecord], None],
-) -> None:
+def _control(plan: CasePlan, prompts: PromptFactory, turn: int, length: int, u: int, body: dict) -> PlannedRequest:
+    """A cold-baseline request: a single nonce-led message as long as the turn's median prompt."""
     prompt = prompts.build(length)
     rec = _record(plan, f"cold{turn}u{u}", u, turn, prompt.nonce)
     rec.conversation, rec.control, rec.index = None, True, -1
     rec.local_token_scale = prompts.calibration.text_scale
     rec.target_prompt_tokens, rec.expected_cached_tokens = length, 0
     rec.unique_tokens = round((prompt.unique_local_tokens or prompt.local_tokens) * prompts.calibration.scale)
-    await _send(client, plan, rec, [_user(prompt.text)], extra)
-    on_record(rec)
+    return _chat(plan, rec, [_user(prompt.text)], body)
 
 
-async def _conversation(
-    client: Client,
-    plan: CasePlan,
-    prompts: PromptFactory,
-    conversation: int,
-    extra: dict,
-    on_record: Callable[[RequestRecord], None],
-    deadline: float,
-) -> None:
-    spec = multi_turn_spec(plan)
-    pauses = spec.think.draws(plan.seed * 100_003 + plan.index * 1_009 + conversation)
-    history: list[dict] = []
-    previous: RequestRecord | None = None
-    for turn in range(1, spec.turns + 1):
-        if time.perf_counter() >= deadline:
-            return
-        tokens = spec.first_tokens if turn == 1 and spec.first_tokens else plan.case.pp
-        message = prompts.message(tokens)
-        rec = _record(plan, f"c{conversation}t{turn}", conversation, turn, message.nonce)
-        rec.local_token_scale = prompts.calibration.text_scale
-        rec.unique_tokens = round(message.local_tokens * prompts.calibration.scale)
-        rec.expected_cached_tokens = _history_tokens(previous)
-        rec.target_prompt_tokens = _target_prompt(previous, rec.unique_tokens, prompts)
-        messages = [*history, _user(message.text)]
-        await _send(client, plan, rec, messages, extra)
-        on_record(rec)
-        if not rec.ok:
-            return  # the history has no answer to go on with: this conversation ends here
-        history = [*messages, assistant_message(rec, spec.keep_reasoning)]
-        previous = rec
-        if turn < spec.turns:
-            await asyncio.sleep(next(pauses))
-
-
-async def _send(client: Client, plan: CasePlan, rec: RequestRecord, messages: list[dict], extra: dict) -> None:
-    body = {**extra, "messages": messages}  # the conversation in place of a one-message prompt
-    await client.stream(rec, "", plan.case.tg, "chat", body)
+def _chat(plan: CasePlan, rec: RequestRecord, messages: list[dict], body: dict) -> PlannedRequest:
+    """The conversation in place of a one-message prompt."""
+    return PlannedRequest(rec, "", plan.case.tg, "chat", {**body, "messages": messages})
 
 
 def _record(plan: CasePlan, tag: str, conversation: int, turn: int, nonce: str | None, warmup=False) -> RequestRecord:

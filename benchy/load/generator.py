@@ -1,6 +1,7 @@
-"""The load generator: sends a case's requests, keeping exactly N in flight (closed loop), or on
-a seeded Poisson schedule (open loop, `--rate`: arrivals.py); `--requests` / `--duration` bound
-a case, and workers.py runs one share of it per process (CasePlan.worker of .workers).
+"""The load generator: plans a case's requests and runs them in order — contexts, warmups, the
+measured ones — through the one send loop (send.py), keeping exactly N in flight (closed loop),
+or on a seeded Poisson schedule (open loop, `--rate`: arrivals.py); `--requests` / `--duration`
+bound a case, and workers.py runs one share of it per process (CasePlan.worker of .workers).
 
 Prompts are built before the first request of a case is sent, so tokenizing an 8k-token prompt
 never delays a send. Warmups go first, are recorded (marked `warmup`) and never counted.
@@ -15,24 +16,24 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from benchy.client.stream import Client
 from benchy.load import arrivals
 from benchy.load.conversations import run_conversations
-from benchy.load.plan import CaseIO, CasePlan, Send, request_options, send_request
+from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options
 from benchy.load.prompts import Prompt, PromptFactory
 from benchy.load.replay import replay
+from benchy.load.send import Closed, Open, send
 from benchy.measure.records import RequestRecord
 
 
-def _context_sends(plan: CasePlan, prompts: PromptFactory) -> list[Send]:
+def shared_contexts(plan: CasePlan, prompts: PromptFactory) -> list[tuple[RequestRecord, Prompt]]:
     """The shared contexts of a cached-depth case (one; a shared-prefix case: one per group),
     each sent alone first; none in cold mode."""
     case = plan.case
-    sends = []
+    contexts = []
     for group in range(plan.contexts):
         context = prompts.context(case.depth)
         rec = RequestRecord(
@@ -46,17 +47,21 @@ def _context_sends(plan: CasePlan, prompts: PromptFactory) -> list[Send]:
             target_output_tokens=1,
             group=group if case.kind == "shared_prefix" else None,
         )
-        sends.append(Send(rec, context))
-    return sends
+        contexts.append((rec, context))
+    return contexts
 
 
-def _sends(
+def case_requests(
     plan: CasePlan, prompts: PromptFactory, contexts: Sequence[Prompt] = ()
-) -> tuple[list[Send], Iterable[Send]]:
+) -> tuple[list[PlannedRequest], Iterable[PlannedRequest]]:
+    """This worker's warmups and measured requests; a rate case's measured ones carry their
+    arrival times (arrivals.py: the same seeded schedule in every worker)."""
     case = plan.case
     shared = case.kind == "shared_prefix"
+    body = request_options(plan, case.tg)
+    offsets = None if case.rate is None else arrivals.arrival_offsets(plan.measured, case.rate, plan.seed + plan.index)
 
-    def make(i: int, warm: bool) -> Send:
+    def make(i: int, warm: bool) -> PlannedRequest:
         context = contexts[i % len(contexts)] if contexts else None
         prompt = prompts.build(case.pp, case.depth, context)
         tag = "w" if warm else "m"
@@ -77,7 +82,7 @@ def _sends(
             else None,
             local_token_scale=prompts.calibration.text_scale,
         )
-        return Send(rec, prompt)
+        return planned(plan, rec, prompt, case.tg, body, None if warm or offsets is None else offsets[i])
 
     warmups = [make(i, True) for i in arrivals.share(plan.warmup, plan.worker, plan.workers)]
     if plan.case.rate is None and plan.requests is None and plan.duration_s is not None:
@@ -137,74 +142,14 @@ async def _run_case(
     if workload_runner is not None:
         await workload_runner(plan, CaseIO(client, prompts, on_record, start))
         return
-    contexts = _context_sends(plan, prompts)
-    warmups, measured = _sends(plan, prompts, [c.prompt for c in contexts])
-    extra = request_options(plan, plan.case.tg)
-    for context in contexts:
-        await send_request(client, plan, context, 1, request_options(plan, 1))
-        on_record(context.record)
-    await _closed_loop(client, plan, warmups, extra, on_record, stop)
+    contexts = shared_contexts(plan, prompts)
+    warmups, measured = case_requests(plan, prompts, [prompt for _, prompt in contexts])
+    one_token = request_options(plan, 1)
+    context_requests = [planned(plan, rec, prompt, 1, one_token) for rec, prompt in contexts]
+    await send(client, context_requests, on_record, Closed(1), stop)  # each alone, in turn
+    await send(client, warmups, on_record, Closed(plan.streams), stop)  # a rate case's: one at a time
     await client.warm(plan.inflight_cap or plan.streams)  # a connection per stream, before any is timed
     start_s = await start() if start else time.perf_counter()
     deadline = arrivals.duration_deadline(start_s, plan.duration_s)
-    if plan.case.rate is not None:
-        await _open_loop(client, plan, measured, extra, on_record, stop, start_s, deadline)
-    else:
-        await _closed_loop(client, plan, measured, extra, on_record, stop, deadline)
-
-
-async def _open_loop(
-    client: Client,
-    plan: CasePlan,
-    sends: Iterable[Send],
-    extra: dict,
-    on_record: Callable[[RequestRecord], None],
-    stop: asyncio.Event,
-    start_s: float,
-    deadline: float,
-) -> None:
-    """Each request at its arrival time (arrivals.py); arrivals after --duration are not sent."""
-    assert plan.case.rate is not None  # an open-loop case
-    offsets = arrivals.arrival_offsets(plan.measured, plan.case.rate, plan.seed + plan.index)
-    items = [(offsets[s.record.index], s) for s in sends if start_s + offsets[s.record.index] < deadline]
-
-    async def send(item: Send, due: float) -> None:
-        if stop.is_set():
-            return
-        item.record.scheduled_mono_s = due
-        await send_request(client, plan, item, plan.case.tg, extra)
-        on_record(item.record)
-
-    await arrivals.open_loop(items, start_s, plan.inflight_cap, send)
-
-
-async def _closed_loop(
-    client: Client,
-    plan: CasePlan,
-    sends: Iterable[Send],
-    extra: dict,
-    on_record: Callable[[RequestRecord], None],
-    stop: asyncio.Event,
-    deadline: float = math.inf,
-) -> None:
-    """N workers, each sending its next request the moment its last one ends, until `deadline`."""
-    queue = iter(sends)
-
-    async def worker() -> None:
-        for send in queue:
-            if stop.is_set() or time.perf_counter() >= deadline:
-                return
-            await send_request(client, plan, send, plan.case.tg, extra)
-            on_record(send.record)
-
-    streams = max(1, plan.streams)  # a rate case's warmups: one at a time, in every worker
-    n = streams if not isinstance(sends, list) else min(streams, len(sends))
-    workers = [asyncio.ensure_future(worker()) for _ in range(n)]
-    try:
-        await asyncio.gather(*workers)
-    finally:
-        # A worker that raised ends the others: none may go on sending, nor record a request
-        # that the failure cut short.
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+    pace = Open(start_s, plan.inflight_cap, deadline) if plan.case.rate is not None else Closed(plan.streams, deadline)
+    await send(client, measured, on_record, pace, stop)

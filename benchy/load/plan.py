@@ -3,6 +3,10 @@
 A CasePlan is a case (workloads/) with the run's settings that shape its load: runs, warmups,
 --requests / --duration, the seed of its arrivals and this process's share of it. Every sender
 (the load generator, a conversation, a trace replay) takes one, with a CaseIO to send through.
+
+What each of them makes of it is a list (or a lazy stream) of PlannedRequests: what to send and
+when, which load/send.py, the one send loop, sends. Each request's record says which case, run,
+turn and group it belongs to.
 """
 
 from __future__ import annotations
@@ -145,12 +149,46 @@ class CaseIO:
     start: Callable[[], Awaitable[float]] | None = None
 
 
-@dataclass(frozen=True)
-class Send:
-    """One request to send: its record (filled as it runs) and its prompt."""
+@dataclass(slots=True)
+class PlannedRequest:
+    """One request of a plan: what to send (the record it fills, the prompt as the endpoint
+    takes it, the body's options) and when — as soon as a stream is free (a closed loop), at
+    `at_s` seconds after the start (an open loop), or made by its predecessor's `then` from that
+    one's record, `pause_s` after it (a conversation's next turn)."""
 
     record: RequestRecord
-    prompt: Prompt
+    prompt: str  # the template rendered; "" where the body carries the messages
+    max_tokens: int
+    endpoint: str
+    body: dict  # request options (shared by the case's requests: never changed per request)
+    harmony: bool = False  # split the completion's Harmony channels
+    at_s: float | None = None  # open loop: due this long after the start
+    pause_s: float = 0.0  # dependent: sent this long after its predecessor ended
+    then: Callable[[RequestRecord], PlannedRequest | None] | None = None  # the next request, or None
+
+    @property
+    def case(self) -> str:
+        return self.record.case
+
+    @property
+    def run(self) -> int:
+        return self.record.run
+
+    @property
+    def turn(self) -> int | None:
+        return self.record.turn
+
+    @property
+    def group(self) -> int | None:
+        return self.record.group
+
+
+def planned(
+    plan: CasePlan, record: RequestRecord, prompt: Prompt, tg: int, body: dict, at_s: float | None = None
+) -> PlannedRequest:
+    """A request of the case's endpoint, its template rendered around the prompt."""
+    text = plan.template.render(prompt.text, plan.endpoint)
+    return PlannedRequest(record, text, tg, plan.endpoint, body, plan.template.parses(plan.endpoint), at_s)
 
 
 def exact_length_options(tg: int) -> dict:
@@ -168,12 +206,6 @@ def request_options(plan: CasePlan, tg: int) -> dict:
         options["stop"] = list(plan.stop)
     options.update(plan.template.request_options(plan.endpoint))
     return options
-
-
-async def send_request(client: Client, plan: CasePlan, send: Send, tg: int, extra: dict) -> None:
-    """Sends one request of the case (its template rendered), filling send.record."""
-    text = plan.template.render(send.prompt.text, plan.endpoint)
-    await client.stream(send.record, text, tg, plan.endpoint, extra, harmony=plan.template.parses(plan.endpoint))
 
 
 def multi_turn_spec(plan: CasePlan) -> MultiTurn:

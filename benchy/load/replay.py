@@ -7,38 +7,44 @@ this module sends it.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 from benchy.load import arrivals
-from benchy.load.plan import CaseIO, CasePlan, Send, request_options, send_request, trace_spec
+from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options, trace_spec
+from benchy.load.prompts import PromptFactory
+from benchy.load.send import Open, send
 from benchy.measure.records import RequestRecord
 from benchy.workloads.trace import BLOCK_TOKENS, TraceRequest, expected_reuse, load
 
 
 async def replay(plan: CasePlan, case_io: CaseIO) -> None:
-    """Every request at its trace time ÷ speed, with its own lengths; arrivals.open_loop does
-    the sending, so a send held back by --max-inflight is measured as queue delay (as for a
-    --rate case). Prompts are made as they are due (a long trace would not fit in memory),
-    from block texts that need no tokenizing. No warmups: the trace says what comes first."""
-    client, prompts, on_record, start = case_io.client, case_io.prompts, case_io.on_record, case_io.start
-    spec = trace_spec(plan)
-    requests = load(spec.path, plan.trace_limit)
+    """Every request at its trace time ÷ speed, with its own lengths, as an open loop, so a
+    send held back by --max-inflight is measured as queue delay (as for a --rate case). No
+    warmups: the trace says what comes first."""
+    planned_requests = trace_requests(plan, load(trace_spec(plan).path, plan.trace_limit), case_io.prompts)
+    start_s = await case_io.start() if case_io.start else time.perf_counter()
+    pace = Open(start_s, plan.inflight_cap, arrivals.duration_deadline(start_s, plan.duration_s))
+    await send(case_io.client, planned_requests, case_io.on_record, pace)
+
+
+def trace_requests(plan: CasePlan, requests: list[TraceRequest], prompts: PromptFactory) -> Iterator[PlannedRequest]:
+    """The trace's planned requests, each made as the send loop takes it (just ahead of its
+    time: a long trace's prompts would not fit in memory at once), from block texts that need
+    no tokenizing. The reuse of every request is worked out here, before the first is sent."""
+    speed = trace_spec(plan).speed
     reuse = expected_reuse(requests)
     template = max(0, round(prompts.calibration.overhead))
-    records = [_record(plan, i, req, reuse[i], template) for i, req in enumerate(requests)]
-    start_s = await start() if start else time.perf_counter()
-    deadline = arrivals.duration_deadline(start_s, plan.duration_s)
-    items = [(req.offset_s / spec.speed, i) for i, req in enumerate(requests)]
-    items = [(offset, i) for offset, i in items if start_s + offset < deadline]
+    bodies: dict[int, dict] = {}  # one body per output length, shared by its requests
 
-    async def send(i: int, due: float) -> None:
-        rec, req = records[i], requests[i]
-        prompt = prompts.blocks(list(req.block_ids(i)), req.input_tokens, BLOCK_TOKENS)
-        rec.scheduled_mono_s = due
-        rec.local_token_scale = prompts.calibration.text_scale
-        await send_request(client, plan, Send(rec, prompt), req.output_tokens, request_options(plan, req.output_tokens))
-        on_record(rec)
+    def made() -> Iterator[PlannedRequest]:
+        for i, req in enumerate(requests):
+            rec = _record(plan, i, req, reuse[i], template)
+            rec.local_token_scale = prompts.calibration.text_scale
+            prompt = prompts.blocks(list(req.block_ids(i)), req.input_tokens, BLOCK_TOKENS)
+            body = bodies.setdefault(req.output_tokens, request_options(plan, req.output_tokens))
+            yield planned(plan, rec, prompt, req.output_tokens, body, req.offset_s / speed)
 
-    await arrivals.open_loop(items, start_s, plan.inflight_cap, send)
+    return made()
 
 
 def _record(plan: CasePlan, index: int, req: TraceRequest, reuse: int, template: int) -> RequestRecord:

@@ -1,0 +1,174 @@
+"""The one send loop: every request benchy sends goes out through `send`, whatever its workload.
+
+Why one: a workload says *what* to send and *when* (load/plan.py's PlannedRequest); how it is
+sent — a stream per request in flight, the schedule kept, a stop obeyed, a failure ending the
+others, a record handed on the moment it is filled — is the same for all of them, and written
+once here, so a sweep, a conversation, a trace, the alone baselines and probe-cache cannot
+drift apart in how they measure.
+
+Three paces, all of one loop:
+  closed     `Closed(streams)`: that many requests in flight, each stream sending its next
+             request the moment its last one ends (until `deadline`)
+  open       `Open(start_s)`: each request at start_s + its `at_s`, whatever is in flight (with
+             `inflight_cap`, a send waits for a free slot and is late: its record shows the
+             queue delay, metrics.send_lag_s); requests come in time order
+  dependent  a request whose `then` makes the next one from its record (a conversation's next
+             turn, `pause_s` after the answer): the stream that sent it sends its successor,
+             under either pace, until `then` says None
+
+Once `stop` is set nothing more is sent; the requests in flight finish (run_case cancels them
+when it stops a case). A failure of one send (never a failed request: the client records
+those) ends the others, none of them recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from benchy.client.stream import Client
+from benchy.load.plan import PlannedRequest
+from benchy.measure.records import RequestRecord
+
+
+@dataclass(frozen=True)
+class Closed:
+    """A closed loop of `streams` requests in flight; none is sent after `deadline` (perf_counter)."""
+
+    streams: int
+    deadline: float = math.inf
+
+
+@dataclass(frozen=True)
+class Open:
+    """An open loop from `start_s` (perf_counter): each request at start_s + at_s; arrivals
+    due at or after `deadline` are not sent; at most `inflight_cap` in flight (None: no cap)."""
+
+    start_s: float
+    inflight_cap: int | None = None
+    deadline: float = math.inf
+
+
+async def send(
+    client: Client,
+    requests: Iterable[PlannedRequest],
+    on_record: Callable[[RequestRecord], None],
+    pace: Closed | Open,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Sends `requests` at `pace`, calling on_record(record) as each one ends."""
+    stop = stop or asyncio.Event()
+    if isinstance(pace, Open):
+        await _open(client, requests, on_record, pace, stop)
+    else:
+        await _closed(client, requests, on_record, pace, stop)
+
+
+async def _chain(
+    client: Client,
+    request: PlannedRequest | None,
+    on_record: Callable[[RequestRecord], None],
+    deadline: float,
+    stop: asyncio.Event,
+) -> None:
+    """Sends `request`, then each successor its `then` makes from the record before it."""
+    while request is not None:
+        rec = request.record
+        await client.stream(rec, request.prompt, request.max_tokens, request.endpoint, request.body, request.harmony)
+        on_record(rec)
+        if request.then is None:
+            return
+        request = request.then(rec)
+        if request is None:
+            return
+        if request.pause_s:
+            await asyncio.sleep(request.pause_s)
+        if stop.is_set() or time.perf_counter() >= deadline:
+            return
+
+
+async def _closed(
+    client: Client,
+    requests: Iterable[PlannedRequest],
+    on_record: Callable[[RequestRecord], None],
+    pace: Closed,
+    stop: asyncio.Event,
+) -> None:
+    queue = iter(requests)
+
+    async def stream() -> None:
+        for request in queue:
+            if stop.is_set() or time.perf_counter() >= pace.deadline:
+                return
+            await _chain(client, request, on_record, pace.deadline, stop)
+
+    n = max(1, pace.streams)
+    if isinstance(requests, (list, tuple)):
+        n = min(n, len(requests))
+    streams = [asyncio.ensure_future(stream()) for _ in range(n)]
+    try:
+        await asyncio.gather(*streams)
+    finally:
+        # A stream that raised ends the others: none may go on sending, nor record a request
+        # that the failure cut short.
+        for task in streams:
+            task.cancel()
+        await asyncio.gather(*streams, return_exceptions=True)
+
+
+async def _open(
+    client: Client,
+    requests: Iterable[PlannedRequest],
+    on_record: Callable[[RequestRecord], None],
+    pace: Open,
+    stop: asyncio.Event,
+) -> None:
+    """Each request at its time without waiting for earlier ones to end; a request is taken
+    from `requests` only when the one before it has left, so a lazily made plan builds each
+    prompt ahead of its time, never all at once."""
+    slots = asyncio.Semaphore(pace.inflight_cap) if pace.inflight_cap else None
+    tasks: set[asyncio.Task] = set()
+    failure: list[BaseException] = []
+
+    async def one(request: PlannedRequest) -> None:
+        try:
+            if not stop.is_set():
+                await _chain(client, request, on_record, pace.deadline, stop)
+        finally:
+            if slots is not None:
+                slots.release()
+
+    def done(task: asyncio.Task) -> None:
+        tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            failure.append(exc)
+
+    try:
+        for request in requests:
+            assert request.at_s is not None, "an open-loop request without a send time"
+            due = pace.start_s + request.at_s
+            if due >= pace.deadline:
+                break  # in time order: every later one is past the deadline too
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if slots is not None:
+                await slots.acquire()
+            if failure:
+                raise failure[0]  # a send that failed ends the schedule
+            request.record.scheduled_mono_s = due
+            task = asyncio.ensure_future(one(request))
+            tasks.add(task)
+            task.add_done_callback(done)
+        while tasks:
+            await asyncio.wait(set(tasks))
+            if failure:
+                raise failure[0]
+    finally:
+        for task in list(tasks):
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)

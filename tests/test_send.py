@@ -1,0 +1,132 @@
+"""The one send loop (load/send.py), driven directly over real HTTP against `benchy sim` and
+judged by its ground-truth log: how many requests the server really had at once, when each
+really arrived, and that a dependent request left only after the answer it was made from."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from benchy.client.stream import Client, ClientSettings
+from benchy.load.plan import PlannedRequest
+from benchy.load.send import Closed, Open, send
+from benchy.measure.records import RequestRecord
+
+TG = 4
+BODY = {"ignore_eos": True, "min_tokens": TG}
+
+
+def request(request_id: str, at_s: float | None = None) -> PlannedRequest:
+    rec = RequestRecord("t", 0, 0, False, request_id, None, 0, TG)
+    return PlannedRequest(rec, f"question {request_id}", TG, "chat", BODY, at_s=at_s)
+
+
+def run(sim, requests, pace, on_record=None, stop=None) -> list[RequestRecord]:
+    done: list[RequestRecord] = []
+
+    def keep(rec: RequestRecord) -> None:
+        done.append(rec)
+        if on_record:
+            on_record(rec)
+
+    async def go() -> None:
+        async with Client(ClientSettings(base_url=sim.base_url, model="benchy-sim", connections=8)) as client:
+            await send(client, requests, keep, pace() if callable(pace) else pace, stop)
+
+    asyncio.run(go())
+    return done
+
+
+def most_at_once(truth: list[dict]) -> int:
+    spans = [(t["arrival_s"], t["last_token_event_s"]) for t in truth]
+    return max(sum(a <= s < b for a, b in spans) for s, _ in spans)
+
+
+def test_a_closed_loop_keeps_its_streams_busy_and_never_more(start_sim):
+    sim = start_sim("--decode-tps", "100", "--prefill-tps", "100000")
+    done = run(sim, [request(f"c{i}") for i in range(12)], Closed(3))
+    assert len(done) == 12 and all(r.ok for r in done)
+    truth = sim.truth(expect=12)
+    assert {t["request_id"] for t in truth} == {r.request_id for r in done}
+    assert most_at_once(truth) == 3
+
+
+def test_a_dependent_request_leaves_after_the_answer_it_is_made_from(start_sim):
+    sim = start_sim("--decode-tps", "100", "--prefill-tps", "100000")
+    pause_s, turns = 0.05, 4
+    given: list[tuple[str, bool, int | None]] = []  # what each `then` saw of its predecessor
+
+    def chain(name: str, turn: int) -> PlannedRequest:
+        req = request(f"{name}t{turn}")
+
+        def then(rec: RequestRecord) -> PlannedRequest | None:
+            given.append((rec.request_id, rec.ok, rec.completion_tokens))
+            if turn == turns:
+                return None
+            successor = chain(name, turn + 1)
+            successor.pause_s = pause_s
+            return successor
+
+        req.then = then
+        return req
+
+    done = run(sim, [chain(f"u{u}", 1) for u in range(3)], Closed(3))
+    assert len(done) == 3 * turns
+    assert sorted(given) == sorted((r.request_id, True, TG) for r in done)  # made from the filled record
+    truth = {t["request_id"]: t for t in sim.truth(expect=3 * turns)}
+    for u in range(3):
+        for turn in range(2, turns + 1):
+            before, after = truth[f"u{u}t{turn - 1}"], truth[f"u{u}t{turn}"]
+            assert after["arrival_s"] >= before["last_token_event_s"] + pause_s
+    assert most_at_once(list(truth.values())) <= 3
+
+
+def test_a_stop_set_by_a_record_ends_the_closed_loop(start_sim):
+    sim = start_sim("--decode-tps", "200", "--prefill-tps", "100000")
+    stop = asyncio.Event()
+    seen: list[RequestRecord] = []
+
+    def on_record(rec: RequestRecord) -> None:
+        seen.append(rec)
+        if len(seen) == 3:
+            stop.set()
+
+    done = run(sim, [request(f"s{i}") for i in range(20)], Closed(2), on_record, stop)
+    # Two streams: the one in flight when the stop came still ends and is recorded.
+    assert 3 <= len(done) <= 4
+    assert {t["request_id"] for t in sim.truth(expect=len(done))} == {r.request_id for r in done}
+
+
+def test_an_open_loop_sends_each_at_its_time_and_none_past_the_deadline(start_sim):
+    sim = start_sim("--decode-tps", "100", "--prefill-tps", "100000")
+    offsets = [0.0, 0.05, 0.1, 0.3, 0.35, 0.6, 5.0, 6.0]  # the last two past the deadline
+    starts: list[float] = []
+
+    def pace() -> Open:
+        starts.append(time.perf_counter() + 0.05)
+        return Open(starts[0], None, starts[0] + 1.0)
+
+    done = run(sim, [request(f"o{i}", at_s) for i, at_s in enumerate(offsets)], pace)
+    assert sorted(r.request_id for r in done) == [f"o{i}" for i in range(6)]
+    truth = {t["request_id"]: t for t in sim.truth(expect=6)}
+    assert len(truth) == 6
+    for i, rec in enumerate(sorted(done, key=lambda r: r.request_id)):
+        assert rec.scheduled_mono_s == starts[0] + offsets[i]
+        assert rec.scheduled_mono_s <= rec.sent_mono_s <= truth[rec.request_id]["arrival_s"]
+
+
+def test_an_open_loop_cap_holds_the_server_load_and_the_late_sends_show_it(start_sim):
+    sim = start_sim("--decode-tps", "20", "--prefill-tps", "100000")
+    start: list[float] = []
+
+    def pace() -> Open:
+        start.append(time.perf_counter())
+        return Open(start[0], 2)
+
+    done = run(sim, [request(f"k{i}", 0.0) for i in range(8)], pace)
+    truth = sim.truth(expect=8)
+    assert len(done) == 8 and most_at_once(truth) == 2
+    lags = sorted(r.sent_mono_s - r.scheduled_mono_s for r in done)
+    # The last one waited for the three before it on its slot to end.
+    one_request_s = min(t["last_token_event_s"] - t["arrival_s"] for t in truth)
+    assert lags[-1] >= 3 * one_request_s
