@@ -37,6 +37,18 @@ def waited_for_others_s(truth: dict) -> float:
     return truth["prefill_start_s"] - truth["queued_s"]
 
 
+def assert_really_alone(alone: list[dict], loaded: list[dict], n: int = 3) -> None:
+    """The alone requests waited for no other request: each far less than the loaded ones did
+    (a busy machine slows the simulator's own parsing, alone or not: that is no queueing)."""
+    loaded_wait = float(np.median([waited_for_others_s(t) for t in loaded]))
+    assert len(alone) == n and all(waited_for_others_s(t) < 0.1 * loaded_wait for t in alone)
+
+
+def median_wait_over_alone(loaded: list[dict], alone: list[dict]) -> float:
+    """How much longer the loaded requests waited before their prefill than the alone ones."""
+    return float(np.median([waited_s(t) for t in loaded]) - np.median([waited_s(t) for t in alone]))
+
+
 def prefill_s(truth: dict) -> float:
     return truth["prefill_end_s"] - truth["prefill_start_s"]
 
@@ -63,14 +75,14 @@ def test_one_request_at_a_time_withholds_prefill_and_qualifies_ttft(start_sim, t
     truth = truth_of(sim, results)
     alone = [truth[r["request_id"]] for r in alone_requests(case)]
     loaded = [truth[r["request_id"]] for r in measured(case)]
-    assert len(alone) == 3 and all(waited_s(t) < 0.005 for t in alone)  # really alone: no wait
+    assert_really_alone(alone, loaded)
     wait = float(np.median([waited_s(t) for t in loaded]))
     q = case["queueing"]
     assert q["source"] == "alone" and q["queued"]
     assert wait > q["threshold_s"]  # the truth says they queued, by more than the noise
     # The excess over alone is the wait the truth log shows (the prefill is the same).
     slack = 2 * client_slack_s(case) + 0.01
-    assert q["excess_s"] == pytest.approx(wait, abs=slack)
+    assert q["excess_s"] == pytest.approx(median_wait_over_alone(loaded, alone), abs=slack)
     # Prefill t/s is withheld with its reason; TTFT stays (a user waits it) and is qualified.
     assert case["summary"]["prefill_tps"] is None and case["unavailable_codes"]["prefill_tps"] == "queued"
     assert case["summary"]["ttft_s"] is not None
@@ -135,12 +147,13 @@ def run_cases(sim, cases, **settings) -> dict:
 def assert_queued_as_the_truth_says(case: dict, loaded: list[dict], alone: list[dict]) -> None:
     """The verdict and its figures against the truth: the alone requests waited for nothing, the
     loaded ones waited more than the noise, and the excess over alone is that wait."""
-    assert len(alone) == 3 and all(waited_s(t) < 0.005 for t in alone)
+    assert_really_alone(alone, loaded)
     wait = float(np.median([waited_s(t) for t in loaded]))
     q = case["queueing"]
     assert q["source"] == "alone" and q["queued"] and wait > q["threshold_s"]
     same_prefill = float(np.median([prefill_s(t) for t in loaded])) - float(np.median([prefill_s(t) for t in alone]))
-    assert q["excess_s"] == pytest.approx(wait + same_prefill, abs=2 * client_slack_s(case) + 0.01)
+    expected = median_wait_over_alone(loaded, alone) + same_prefill
+    assert q["excess_s"] == pytest.approx(expected, abs=2 * client_slack_s(case) + 0.01)
     assert case["summary"]["prefill_tps"] is None and case["unavailable_codes"]["prefill_tps"] == "queued"
     assert case["summary"]["ttft_s"] is not None  # what a user waits: kept, and qualified
 
@@ -200,8 +213,8 @@ def test_a_trace_on_a_server_that_runs_one_request_at_a_time_is_judged_against_t
     alone = [truth[r["request_id"]] for r in alone_requests(case)]
     loaded = [truth[r["request_id"]] for r in measured(case)]
     # A short and a long prompt, each three times, with nothing else in flight.
-    assert len(alone) == 6 and len({t["prompt_tokens"] for t in alone}) >= 2
-    assert all(waited_for_others_s(t) < 0.005 for t in alone)
+    assert len({t["prompt_tokens"] for t in alone}) >= 2
+    assert_really_alone(alone, loaded, n=6)
     wait = float(np.median([waited_for_others_s(t) for t in loaded]))
     q = case["queueing"]
     assert q["source"] == "alone" and q["queued"] and wait > q["threshold_s"]
