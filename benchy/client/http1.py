@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
+import os
 import ssl
 import time
 import urllib.request
@@ -162,7 +164,7 @@ class Http1Pool:
     ) -> None:
         self.headers = {"Accept-Encoding": "identity", **(headers or {})}
         self.proxy_for = proxy_for
-        self._ssl = ssl_context(insecure)
+        self._insecure = insecure
         self._routes: dict[str, _Route] = {}
         self._idle: dict[str, list[_Connection]] = {}
 
@@ -229,7 +231,7 @@ class Http1Pool:
     async def _connect(self, route: _Route, deadline: float, timeout_s: float) -> _Connection:
         loop = asyncio.get_running_loop()
         host, port = (route.proxy_host, route.proxy_port) if route.proxy_host else (route.host, route.port)
-        direct_tls = self._ssl if route.tls and not route.proxy_host else None
+        direct_tls = ssl_context(self._insecure) if route.tls and not route.proxy_host else None
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(
@@ -272,7 +274,7 @@ class Http1Pool:
             conn.transport = await loop.start_tls(
                 conn.transport,
                 conn,
-                self._ssl,
+                ssl_context(self._insecure),
                 server_hostname=route.host,
                 ssl_handshake_timeout=max(0.001, deadline - time.perf_counter()),
             )
@@ -301,6 +303,15 @@ def _ignore(data: bytes, now: float) -> None:
 
 
 def ssl_context(insecure: bool) -> ssl.SSLContext:
+    """The TLS context of a client, made when a TLS connection first needs it and shared by
+    the process's clients: loading the system's certificates costs about 40 ms of CPU, which a
+    run over plain http (and each of its worker processes) need not pay."""
+    return _context(insecure, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.lru_cache(maxsize=8)
+def _context(insecure: bool, cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    """One context per verification setting and certificate store ($SSL_CERT_FILE/DIR)."""
     ctx = ssl.create_default_context()  # the system store, or $SSL_CERT_FILE
     if insecure:
         ctx.check_hostname = False
