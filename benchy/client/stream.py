@@ -725,7 +725,8 @@ async def _note_reused_connection(session, trace_config_ctx, params) -> None:
 class _StreamReader:
     """Turns SSE payloads into the record's fields. Kept lean: it runs once per event.
 
-    Every event that carries text ends in `_text_event`, whichever way it was read: the plain
+    Every event that carries text is booked as `_text_event` books it (a read's run of plain
+    events inline in `_plain_events`), whichever way it was read: the plain
     shape located without a JSON parse (`_plain`, on the raw chunk or on a parsed payload),
     the usual chat delta, or the general path."""
 
@@ -877,19 +878,29 @@ class _StreamReader:
 
     def _plain_events(self, chunk: bytes, now: float) -> int:
         """The whole plain `data: …` events the raw chunk starts with, booked before SSE
-        parsing: how many bytes were read so (the rest goes the usual way)."""
+        parsing: how many bytes were read so (the rest goes the usual way). Each is booked as
+        `_text_event(now, content, "")` books it, inline: a read may bring dozens."""
         rec = self.rec
-        pos = 0
+        times, chars, kinds, texts = rec.token_event_s, rec.token_event_chars, self.kinds, self.texts
+        pos = booked = total = 0
         while chunk.startswith(b"data: ", pos):
             end = chunk.find(b"\n\n", pos)
             content = self._plain(chunk, pos + 6, end) if end > 0 else None
             if content is None:
                 break
-            rec.sse_events += 1
+            n = len(content)
+            times.append(now)
+            chars.append(n)
+            kinds.append(CONTENT)
+            texts.append(content)
+            booked += 1
+            total += n
+            pos = end + 2
+        if booked:
+            rec.sse_events += booked
+            rec.content_chars += total
             if rec.first_chunk_s is None:
                 rec.first_chunk_s = now
-            self._text_event(now, content, "")
-            pos = end + 2
         return pos
 
     def _plain(self, buf: bytes, start: int, end: int) -> str | None:
