@@ -196,7 +196,7 @@ def _failures() -> Failures:
     return _aiohttp_failures() if "aiohttp" in sys.modules else _TIMEOUT + _INTERNAL
 
 
-def _client_errors() -> tuple[type, ...]:
+def _client_errors() -> tuple[type[BaseException], ...]:
     """aiohttp.ClientError where aiohttp was imported: what a request of either transport raises."""
     aiohttp = sys.modules.get("aiohttp")
     return (aiohttp.ClientError,) if aiohttp is not None else ()
@@ -387,9 +387,10 @@ class Client:
 
     async def server_version(self) -> str | None:
         """From /version (vLLM, SGLang, the simulator), else the Server header."""
+        failures: tuple[type[BaseException], ...] = (HttpFailure, *_client_errors(), asyncio.TimeoutError, OSError)
         try:
             status, headers, body = await self._fetch("GET", self.url_of("/version", root=True), None)
-        except (HttpFailure, *_client_errors(), asyncio.TimeoutError, OSError):
+        except failures:
             return None
         data = _loads(body) if status == 200 else None
         if isinstance(data, dict) and data.get("version"):
