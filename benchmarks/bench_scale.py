@@ -10,9 +10,12 @@ be shared and noisy; every run is printed):
   report CPU      user + system seconds of `benchy report` on each of those saved runs, and the
                   ratio; target at most 2 (figures from summaries, not re-read records)
   512x256 run     CPU-seconds (user + system, the process and the workers it waited for) of a
-                  512-request, 256-stream run (pp 64, tg 256, report drawn) beside llama-benchy's
-                  for the same requests (--runs 2 --concurrency 256), when --llama-benchy or
-                  $LLAMA_BENCHY names it; target: benchy's at most llama-benchy's
+                  512-request, 256-stream run (pp 64, tg 256) beside llama-benchy's for the same
+                  requests (--runs 2 --concurrency 256), when --llama-benchy or $LLAMA_BENCHY
+                  names it; target: benchy's at most llama-benchy's. benchy is measured twice:
+                  with --output (results.json, requests.jsonl, report.md and its PNG figures
+                  drawn) and without (the table printed, no file written: what llama-benchy
+                  does by default; it draws no figure and saves nothing unless --save-result)
 
 The client's cost per streamed token, against llama-benchy's, is benchmarks/bench_client.py's
 (`make bench` runs it after this one): CPU between the first request's arrival and the last
@@ -87,8 +90,10 @@ class Sim:
         self.proc.wait(timeout=10)
 
 
-def benchy_run(url: str, out: Path, load: list[str]) -> list[str]:
-    return [sys.executable, "-m", "benchy", "run", "--base-url", url, *load, "--output", str(out), "--force", "--quiet"]
+def benchy_run(url: str, out: Path | None, load: list[str]) -> list[str]:
+    """`benchy run`; out None: no --output (nothing saved, no report drawn)."""
+    files = ["--output", str(out), "--force"] if out is not None else []
+    return [sys.executable, "-m", "benchy", "run", "--base-url", url, *load, *files, "--quiet"]
 
 
 def long_run_figures(sim: Sim, folder: Path, repeat: int) -> dict[int, list[tuple[Usage, Usage]]]:
@@ -107,26 +112,35 @@ def long_run_figures(sim: Sim, folder: Path, repeat: int) -> dict[int, list[tupl
     return found
 
 
-def cpu_run_figures(sim: Sim, folder: Path, repeat: int, llama_benchy: str | None) -> tuple[list[float], list[float]]:
-    """CPU-seconds of the 512-request, 256-stream run: benchy's and llama-benchy's, alternating."""
-    ours: list[float] = []
-    theirs: list[float] = []
+@dataclass
+class CpuRuns:
+    """CPU-seconds of each round of the 512-request, 256-stream run."""
+
+    drawn: list[float]  # benchy run --output: files written, report drawn
+    table: list[float]  # benchy run without --output: the table only
+    theirs: list[float]  # llama-benchy (empty when not given)
+
+
+def cpu_run_figures(sim: Sim, folder: Path, repeat: int, llama_benchy: str | None) -> CpuRuns:
+    """CPU-seconds of the 512-request, 256-stream run: benchy's both ways and llama-benchy's, alternating."""
+    runs = CpuRuns([], [], [])
     book = None
     if llama_benchy:
         from bench_client import llama_benchy_files
 
         book = llama_benchy_files(folder)
+    load = ["--pp", "64", "--tg", "256", "-c", "256", "--requests", "512"]
     for i in range(repeat):
-        load = ["--pp", "64", "--tg", "256", "-c", "256", "--requests", "512"]
-        ours.append(measure(benchy_run(sim.base_url, folder / "run512", load)).cpu_s)
-        line = f"  round {i + 1}: 512x256: benchy {ours[-1]:5.2f} CPU-s"
+        runs.drawn.append(measure(benchy_run(sim.base_url, folder / "run512", load)).cpu_s)
+        runs.table.append(measure(benchy_run(sim.base_url, None, load)).cpu_s)
+        line = f"  round {i + 1}: 512x256: benchy {runs.drawn[-1]:5.2f} CPU-s (report drawn), {runs.table[-1]:5.2f} (table only)"
         if llama_benchy and book is not None:
-            theirs.append(measure(llama_benchy_cmd(llama_benchy, sim.base_url, book[0], book[1])).cpu_s)
-            line += f", llama-benchy {theirs[-1]:5.2f} CPU-s"
+            runs.theirs.append(measure(llama_benchy_cmd(llama_benchy, sim.base_url, book[0], book[1])).cpu_s)
+            line += f", llama-benchy {runs.theirs[-1]:5.2f} CPU-s"
         print(line)
     if book is not None:
         book[2].shutdown()
-    return ours, theirs
+    return runs
 
 
 def llama_benchy_cmd(exe: str, url: str, tokenizer: Path, book: str) -> list[str]:
@@ -142,18 +156,21 @@ def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-def summary(long: dict[int, list[tuple[Usage, Usage]]], ours: list[float], theirs: list[float]) -> list[str]:
+def summary(long: dict[int, list[tuple[Usage, Usage]]], runs: CpuRuns) -> list[str]:
     lines = _long_lines(long) if long else []
-    mine = statistics.median(ours)
-    if theirs:
-        other = statistics.median(theirs)
-        ratio = mine / other
-        lines.append(
-            f"512-request 256-stream run: benchy {mine:.2f} CPU-s, llama-benchy {other:.2f} CPU-s: "
-            f"ratio {ratio:.2f} (target <= {TARGET_CPU_RATIO})  {_verdict(ratio <= TARGET_CPU_RATIO)}"
-        )
-    else:
-        lines.append(f"512-request 256-stream run: benchy {mine:.2f} CPU-s (no llama-benchy given: --llama-benchy)")
+    for name, ours in (("report drawn", runs.drawn), ("table only", runs.table)):
+        mine = statistics.median(ours)
+        line = f"512-request 256-stream run ({name}): benchy {mine:.2f} CPU-s"
+        if runs.theirs:
+            other = statistics.median(runs.theirs)
+            ratio = mine / other
+            line += (
+                f", llama-benchy {other:.2f} CPU-s: ratio {ratio:.2f} (target <= {TARGET_CPU_RATIO})"
+                f"  {_verdict(ratio <= TARGET_CPU_RATIO)}"
+            )
+        else:
+            line += " (no llama-benchy given: --llama-benchy)"
+        lines.append(line)
     return lines
 
 
@@ -171,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         print(f"benchy sim --preset instant at {sim.base_url}; {os.cpu_count()} CPUs; medians of {args.repeat}")
         long = {} if args.skip_long else long_run_figures(sim, folder, args.repeat)
-        ours, theirs = cpu_run_figures(sim, folder, args.repeat, args.llama_benchy)
-    lines = summary(long, ours, theirs)
+        runs = cpu_run_figures(sim, folder, args.repeat, args.llama_benchy)
+    lines = summary(long, runs)
     print("\n".join(lines))
     return 0
 

@@ -48,9 +48,22 @@ def test_a_bad_value_deep_in_a_request_is_still_named_by_its_path(tmp_path):
         results_files.read(tmp_path / "results.json")
 
 
-@pytest.mark.parametrize("n", [5, 400, 9000])
-def test_the_bootstrap_in_batches_gives_the_interval_of_one_draw(n):
-    values = np.random.default_rng(n).lognormal(size=n)
+SAMPLES = {
+    "lognormal 5": np.random.default_rng(5).lognormal(size=5),
+    "lognormal 400": np.random.default_rng(400).lognormal(size=400),
+    "lognormal 9000": np.random.default_rng(9000).lognormal(size=9000),
+    "three values": np.array([0.1, 0.2, 0.7]),
+    "ties (rounded ms)": np.round(np.random.default_rng(1).exponential(size=300), 2),
+    "few distinct": np.random.default_rng(2).integers(0, 4, size=51).astype(float),
+    "tiny and huge": np.random.default_rng(3).normal(size=512) * 1e-6 + 1e6,
+}
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_the_bootstrap_is_scipys_interval_of_one_draw_bit_for_bit(name):
+    """benchy draws the bootstrap with numpy alone (no scipy import in a run): the interval must
+    be exactly scipy.stats.bootstrap's, drawn at once, for the same seed."""
+    values = SAMPLES[name]
     whole = sps.bootstrap(
         (values,),
         np.median,

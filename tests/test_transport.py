@@ -326,6 +326,40 @@ def test_the_lean_parser_gives_the_same_record_for_every_split_of_the_response()
         assert_whole(asyncio.run(parse(pieces)))
 
 
+def test_a_reads_events_reach_the_reader_in_one_call_stamped_with_that_reads_time():
+    """One HTTP chunk per SSE event, several chunks a read (a server writing faster than the
+    client reads): the sink gets each read once, and every event keeps the time of the read that
+    brought it, the same record as one event a read would give."""
+    events = [b"data: " + e for e in sse_body().split(b"data: ")[1:]]  # 4 contents, usage, [DONE]
+    per_event = [b"%x\r\n%s\r\n" % (len(e), e) for e in events] + [b"0\r\n\r\n"]
+    head = SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n"
+    reads = [head + b"".join(per_event[:3]), b"".join(per_event[3:5]), b"".join(per_event[5:])]
+    times = [0.25, 0.5, 0.75]
+
+    async def parse() -> tuple[RequestRecord, list[float]]:
+        from benchy.client.stream import _StreamReader
+
+        rec, calls = record(0), []
+        reader = _StreamReader(rec)
+
+        def sink(data: bytes, now: float):
+            calls.append(now)
+            return reader.feed(data, now)
+
+        exchange = _Exchange(_Connection(), Response(), lambda r: True, sink, stall_s=60)
+        for data, now in zip(reads, times):
+            exchange.received(data, now)
+        assert exchange.done.done() and exchange.reusable
+        reader.close(1.0)
+        return rec, calls
+
+    rec, calls = asyncio.run(parse())
+    assert_whole(rec)
+    assert calls == times  # one call a read
+    assert rec.token_event_s == [times[0]] * 3 + [times[1]]  # three contents in the first read, one in the second
+    assert rec.first_chunk_s == times[0] and rec.sse_events == len(events)
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_keep_alive_connection_the_server_closed_is_sent_again_on_a_fresh_one(transport):
     """The server closes each connection right after its answer without saying so: the next

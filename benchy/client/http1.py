@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
+import os
 import ssl
 import time
 import urllib.request
@@ -162,7 +164,7 @@ class Http1Pool:
     ) -> None:
         self.headers = {"Accept-Encoding": "identity", **(headers or {})}
         self.proxy_for = proxy_for
-        self._ssl = ssl_context(insecure)
+        self._insecure = insecure
         self._routes: dict[str, _Route] = {}
         self._idle: dict[str, list[_Connection]] = {}
 
@@ -229,7 +231,7 @@ class Http1Pool:
     async def _connect(self, route: _Route, deadline: float, timeout_s: float) -> _Connection:
         loop = asyncio.get_running_loop()
         host, port = (route.proxy_host, route.proxy_port) if route.proxy_host else (route.host, route.port)
-        direct_tls = self._ssl if route.tls and not route.proxy_host else None
+        direct_tls = ssl_context(self._insecure) if route.tls and not route.proxy_host else None
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(
@@ -272,7 +274,7 @@ class Http1Pool:
             conn.transport = await loop.start_tls(
                 conn.transport,
                 conn,
-                self._ssl,
+                ssl_context(self._insecure),
                 server_hostname=route.host,
                 ssl_handshake_timeout=max(0.001, deadline - time.perf_counter()),
             )
@@ -301,6 +303,15 @@ def _ignore(data: bytes, now: float) -> None:
 
 
 def ssl_context(insecure: bool) -> ssl.SSLContext:
+    """The TLS context of a client, made when a TLS connection first needs it and shared by
+    the process's clients: loading the system's certificates costs about 40 ms of CPU, which a
+    run over plain http (and each of its worker processes) need not pay."""
+    return _context(insecure, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.lru_cache(maxsize=8)
+def _context(insecure: bool, cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    """One context per verification setting and certificate store ($SSL_CERT_FILE/DIR)."""
     ctx = ssl.create_default_context()  # the system store, or $SSL_CERT_FILE
     if insecure:
         ctx.check_hostname = False
@@ -388,6 +399,7 @@ class _Exchange:
         self.in_body = False
         self.until_close = False  # no Content-Length, not chunked: the body ends with the connection
         self.streaming = False  # body bytes go to the sink (on_body's one test, per event)
+        self.pending: list[bytes] = []  # this read's body pieces, for the sink in one call
         self.now = self.last_read = time.perf_counter()
         self.reusable = False
         self._grace: asyncio.TimerHandle | None = None  # the sink's answer is whole: the body's last chance
@@ -423,17 +435,41 @@ class _Exchange:
             return
         try:
             self.parser.feed_data(data)
+            pending = self.pending
+            if pending:  # _to_sink, inline: it runs once a read
+                wait = self.sink(b"".join(pending) if len(pending) > 1 else pending[0], now)
+                pending.clear()
+                if wait is not None:
+                    self._answered(wait)
         except httptools.HttpParserCallbackError as exc:  # a bug in a sink fails its request, not the loop
-            cause = exc.__context__ or exc
-            if isinstance(cause, HttpFailure):
-                self._fail(cause.kind, cause.message)
-            else:
-                self._fail("internal", f"{type(cause).__name__}: {cause}")
+            self._sink_failed(exc.__context__ or exc)
         except httptools.HttpParserError as exc:
             if self.in_body:
                 self._fail("disconnect", f"malformed response body: {exc}")
             else:
                 self._fail("client_error", f"not an HTTP/1.1 response: {exc}")
+        except Exception as exc:  # the sink's own, called after the parser
+            self._sink_failed(exc)
+
+    def _to_sink(self) -> None:
+        """The body pieces of this read, to the sink in one call: they share one timestamp (the
+        read's), and a chunked SSE stream brings one piece per event, so one call a read
+        instead of one an event saves a sink's whole per-call overhead on every event."""
+        pending = self.pending
+        if not pending:
+            return
+        body = b"".join(pending) if len(pending) > 1 else pending[0]
+        pending.clear()
+        wait = self.sink(body, self.now)
+        if wait is not None:
+            self._answered(wait)
+
+    def _sink_failed(self, cause: BaseException) -> None:
+        self.pending.clear()
+        if isinstance(cause, HttpFailure):
+            self._fail(cause.kind, cause.message)
+        else:
+            self._fail("internal", f"{type(cause).__name__}: {cause}")
 
     # ---- httptools callbacks ----
     def on_message_begin(self) -> None:
@@ -467,9 +503,7 @@ class _Exchange:
 
     def on_body(self, body: bytes) -> None:
         if self.streaming:
-            wait = self.sink(body, self.now)
-            if wait is not None:
-                self._answered(wait)
+            self.pending.append(body)  # to the sink once the read is parsed (_to_sink)
             return
         resp = self.response
         if not self.done.done() and len(resp.peek) < PEEK_BYTES:
@@ -479,6 +513,7 @@ class _Exchange:
 
     def on_message_complete(self) -> None:
         if self.in_body and not self.done.done():
+            self._to_sink()  # the body's last pieces, before the response ends
             self._finish(self.now, reusable=self.parser.should_keep_alive())
 
     def _answered(self, wait_s: float) -> None:

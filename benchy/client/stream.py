@@ -27,15 +27,16 @@ without the template too (gpt-oss on a raw endpoint): its analysis channel is re
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
-import aiohttp
 import orjson
 
 from benchy.client.harmony import HarmonyStream, markers_missing
@@ -54,6 +55,9 @@ from benchy.client.http1 import (
 from benchy.client.redact import header_secrets, redact_url, scrub, scrub_list, url_secrets
 from benchy.client.sse import SSEParser
 from benchy.measure.records import CONTENT, REASONING, RequestRecord
+
+if TYPE_CHECKING:
+    import aiohttp  # imported when used: the lean transport never needs it (a quarter second a process)
 
 # Once finish_reason and usage are in, [DONE] and the body's end get this long (they follow in
 # the same write on every server seen); finish_reason without usage waits this long for usage.
@@ -154,18 +158,48 @@ def _named(exc: BaseException, settings: ClientSettings) -> str:
 
 
 # (exception type, error kind, message), first match wins: subclasses before their bases.
-_FAILURES: tuple[tuple[type | tuple[type, ...], str, Callable[[Any, ClientSettings], str]], ...] = (
-    (aiohttp.ConnectionTimeoutError, "connect", lambda e, s: f"no connection within {s.timeout_s:g} s"),
-    (aiohttp.ServerTimeoutError, "stall", lambda e, s: f"no data for {s.stall_timeout_s:g} s (--stall-timeout)"),
+Failures = tuple[tuple[type | tuple[type, ...], str, Callable[[Any, ClientSettings], str]], ...]
+_TIMEOUT: Failures = (
     (asyncio.TimeoutError, "timeout", lambda e, s: f"request exceeded {s.timeout_s:g} s (--timeout)"),
-    (aiohttp.ClientConnectorCertificateError, "tls", lambda e, s: f"certificate not trusted: {e.certificate_error}"),
-    (aiohttp.ClientProxyConnectionError, "proxy", lambda e, s: f"proxy {e.host}:{e.port}: {e.os_error.strerror or e}"),
-    (aiohttp.ClientHttpProxyError, "proxy", lambda e, s: f"proxy refused the tunnel: HTTP {e.status}"),
-    (aiohttp.ClientConnectorError, "connect", lambda e, s: str(e.os_error.strerror or e)),
-    ((aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError), _DROPPED, _named),
-    (aiohttp.ClientError, "client_error", _named),
-    (Exception, "internal", _named),  # a benchy bug must not end the run nor lose the request
 )
+_INTERNAL: Failures = ((Exception, "internal", _named),)  # a benchy bug must not end the run nor lose the request
+
+
+@functools.lru_cache(maxsize=1)
+def _aiohttp_failures() -> Failures:
+    import aiohttp
+
+    return (
+        (aiohttp.ConnectionTimeoutError, "connect", lambda e, s: f"no connection within {s.timeout_s:g} s"),
+        (aiohttp.ServerTimeoutError, "stall", lambda e, s: f"no data for {s.stall_timeout_s:g} s (--stall-timeout)"),
+        *_TIMEOUT,
+        (
+            aiohttp.ClientConnectorCertificateError,
+            "tls",
+            lambda e, s: f"certificate not trusted: {e.certificate_error}",
+        ),
+        (
+            aiohttp.ClientProxyConnectionError,
+            "proxy",
+            lambda e, s: f"proxy {e.host}:{e.port}: {e.os_error.strerror or e}",
+        ),
+        (aiohttp.ClientHttpProxyError, "proxy", lambda e, s: f"proxy refused the tunnel: HTTP {e.status}"),
+        (aiohttp.ClientConnectorError, "connect", lambda e, s: str(e.os_error.strerror or e)),
+        ((aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError), _DROPPED, _named),
+        (aiohttp.ClientError, "client_error", _named),
+        *_INTERNAL,
+    )
+
+
+def _failures() -> Failures:
+    """The table: aiohttp's exceptions only where aiohttp was imported (none can exist else)."""
+    return _aiohttp_failures() if "aiohttp" in sys.modules else _TIMEOUT + _INTERNAL
+
+
+def _client_errors() -> tuple[type[BaseException], ...]:
+    """aiohttp.ClientError where aiohttp was imported: what a request of either transport raises."""
+    aiohttp = sys.modules.get("aiohttp")
+    return (aiohttp.ClientError,) if aiohttp is not None else ()
 
 
 def failure_of(exc: BaseException, settings: ClientSettings, began: bool) -> tuple[str, str]:
@@ -173,7 +207,7 @@ def failure_of(exc: BaseException, settings: ClientSettings, began: bool) -> tup
     head had arrived. benchy.client.http1 names its own kinds."""
     if isinstance(exc, HttpFailure):
         return exc.kind, exc.message
-    for types, kind, message in _FAILURES:
+    for types, kind, message in _failures():
         if isinstance(exc, types):
             if kind == _DROPPED:
                 kind = "disconnect" if began else "reset"
@@ -228,6 +262,8 @@ class Client:
         server_metrics.py) with what every request of this client has: the credentials, the
         TLS verification, the proxy from the environment unless --no-env-proxy."""
         if self._session is None:
+            import aiohttp
+
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=ssl_context(self.settings.insecure)),
                 headers={"User-Agent": "benchy", **self._credentials},
@@ -351,9 +387,10 @@ class Client:
 
     async def server_version(self) -> str | None:
         """From /version (vLLM, SGLang, the simulator), else the Server header."""
+        failures: tuple[type[BaseException], ...] = (HttpFailure, *_client_errors(), asyncio.TimeoutError, OSError)
         try:
             status, headers, body = await self._fetch("GET", self.url_of("/version", root=True), None)
-        except (HttpFailure, aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        except failures:
             return None
         data = _loads(body) if status == 200 else None
         if isinstance(data, dict) and data.get("version"):
@@ -573,6 +610,8 @@ class _Aiohttp:
     """The same requests over aiohttp (`--transport aiohttp`), behind Http1Pool's interface."""
 
     def __init__(self, settings: ClientSettings, proxy_for: Callable[[str], str | None]) -> None:
+        import aiohttp
+
         self.settings = settings
         self.proxy_for = proxy_for
         # Our own TLS context, as the lean transport's: aiohttp's is made once, at its import.
@@ -581,6 +620,8 @@ class _Aiohttp:
         self._fresh: aiohttp.ClientSession | None = None
 
     def _new_session(self, connector: aiohttp.TCPConnector) -> aiohttp.ClientSession:
+        import aiohttp
+
         trace = aiohttp.TraceConfig()
         trace.on_connection_reuseconn.append(_note_reused_connection)
         # read_bufsize: SSE lines of a buffered server can be long; we parse them ourselves.
@@ -592,6 +633,8 @@ class _Aiohttp:
         )
 
     async def request(self, req: Request, response: Response) -> None:
+        import aiohttp
+
         session = self._session
         if req.fresh:  # a new connection for every request (for the one retry)
             if self._fresh is None:
@@ -632,6 +675,8 @@ class _Aiohttp:
 
     async def warm(self, url: str, n: int, timeout_s: float, headers: dict[str, str]) -> None:
         """n GETs of `url` held open at once: aiohttp opens a connection only for a request."""
+        import aiohttp
+
         arrived, all_in = 0, asyncio.Event()
 
         async def hold() -> None:
@@ -681,7 +726,8 @@ async def _note_reused_connection(session, trace_config_ctx, params) -> None:
 class _StreamReader:
     """Turns SSE payloads into the record's fields. Kept lean: it runs once per event.
 
-    Every event that carries text ends in `_text_event`, whichever way it was read: the plain
+    Every event that carries text is booked as `_text_event` books it (a read's run of plain
+    events inline in `_plain_events`), whichever way it was read: the plain
     shape located without a JSON parse (`_plain`, on the raw chunk or on a parsed payload),
     the usual chat delta, or the general path."""
 
@@ -833,19 +879,29 @@ class _StreamReader:
 
     def _plain_events(self, chunk: bytes, now: float) -> int:
         """The whole plain `data: …` events the raw chunk starts with, booked before SSE
-        parsing: how many bytes were read so (the rest goes the usual way)."""
+        parsing: how many bytes were read so (the rest goes the usual way). Each is booked as
+        `_text_event(now, content, "")` books it, inline: a read may bring dozens."""
         rec = self.rec
-        pos = 0
+        times, chars, kinds, texts = rec.token_event_s, rec.token_event_chars, self.kinds, self.texts
+        pos = booked = total = 0
         while chunk.startswith(b"data: ", pos):
             end = chunk.find(b"\n\n", pos)
             content = self._plain(chunk, pos + 6, end) if end > 0 else None
             if content is None:
                 break
-            rec.sse_events += 1
+            n = len(content)
+            times.append(now)
+            chars.append(n)
+            kinds.append(CONTENT)
+            texts.append(content)
+            booked += 1
+            total += n
+            pos = end + 2
+        if booked:
+            rec.sse_events += booked
+            rec.content_chars += total
             if rec.first_chunk_s is None:
                 rec.first_chunk_s = now
-            self._text_event(now, content, "")
-            pos = end + 2
         return pos
 
     def _plain(self, buf: bytes, start: int, end: int) -> str | None:

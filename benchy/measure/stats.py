@@ -1,7 +1,8 @@
 """Statistics, all of benchy's: a case's median ± sample std, n, bootstrap 95% CI and
 percentiles, and the tests `benchy compare` uses (Mann–Whitney U / Welch, Benjamini–Hochberg,
 bootstrap interval of a difference in medians). Imports no plotting library, and scipy (a
-third of a second) only when a statistic needs it: a run's workers never do."""
+third of a second) only for `benchy compare`'s tests: a run's summaries draw their bootstrap
+with numpy alone."""
 
 from __future__ import annotations
 
@@ -61,24 +62,37 @@ def summarize(values: list[float]) -> dict:
 
 
 def median_ci95(arr: np.ndarray) -> list[float] | None:
+    """The percentile-bootstrap 95% interval of the median: scipy.stats.bootstrap's (method
+    "percentile", our seed), drawn the same way — rng.integers resamples, their medians, the
+    linear (Hyndman–Fan 7) quantiles of those — without importing scipy (a third of a second
+    of every run's CPU). tests/test_scale.py holds it equal to scipy's, bit for bit."""
     if arr.size < 3:
         return None
     if np.all(arr == arr[0]):
         return [float(arr[0]), float(arr[0])]
-    from scipy import stats as sps
+    n = int(arr.size)
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    at_once = _resamples_at_once(n)
+    medians = [
+        np.median(arr[rng.integers(0, n, (min(at_once, BOOTSTRAP_RESAMPLES - k), n))], axis=-1)
+        for k in range(0, BOOTSTRAP_RESAMPLES, at_once)
+    ]
+    alpha = (1 - 0.95) / 2
+    low, high = _linear_quantiles(np.concatenate(medians), np.array([alpha, 1 - alpha]))
+    return [float(low), float(high)]
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # degenerate resamples are expected for tiny n
-        res = sps.bootstrap(
-            (arr,),
-            np.median,
-            confidence_level=0.95,
-            n_resamples=BOOTSTRAP_RESAMPLES,
-            method="percentile",
-            rng=np.random.default_rng(BOOTSTRAP_SEED),
-            batch=_resamples_at_once(arr.size),
-        )
-    return [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+
+def _linear_quantiles(values: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """scipy.stats.quantile(values, p) with its default method ("linear"), in its arithmetic:
+    index j = p·n + (1 − p) − 1, weight g = its fraction, (1 − g)·y[j] + g·y[j + 1]."""
+    y = np.sort(values)
+    n = y.size
+    jg = p * n + (1 - p)
+    upper = jg // 1
+    lower = upper - 1
+    g = np.where(lower < 0, 0.0, jg % 1)
+    lower, upper = np.clip(lower, 0.0, n - 1).astype(np.int64), np.clip(upper, 0.0, n - 1).astype(np.int64)
+    return (1 - g) * y[lower] + g * y[upper]
 
 
 # ------------------------------------------------------------------ comparing two samples (benchy compare)
