@@ -10,10 +10,22 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 from benchy.jsontypes import Saved
 from benchy.measure import profiles
+
+
+@dataclass
+class KvShape(Saved):
+    """(1.12) The model profile's KV-cache shape (profiles.ModelProfile): what each decoded token
+    reads of the context."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    kv_bytes_per_element: float = 2
+    sliding_window: int | None = None
+    sliding_window_layer_fraction: float = 0.0
 
 
 @dataclass
@@ -28,7 +40,7 @@ class CeilingSetup(Saved):
     model_profile_source: str | None = None
     active_bytes_per_token: float | None = None
     weights_source: str | None = None
-    kv_shape: dict[str, Any] | None = None
+    kv_shape: KvShape | None = None
     missing: str | None = None
 
 
@@ -88,15 +100,15 @@ class CeilingInputs:
         )
 
 
-def _kv_shape(model: profiles.ModelProfile) -> dict:
-    return {
-        "layers": model.layers,
-        "kv_heads": model.kv_heads,
-        "head_dim": model.head_dim,
-        "kv_bytes_per_element": model.kv_bytes_per_element,
-        "sliding_window": model.sliding_window,
-        "sliding_window_layer_fraction": model.sliding_window_layer_fraction,
-    }
+def _kv_shape(model: profiles.ModelProfile) -> KvShape:
+    return KvShape(
+        model.layers,
+        model.kv_heads,
+        model.head_dim,
+        model.kv_bytes_per_element,
+        model.sliding_window,
+        model.sliding_window_layer_fraction,
+    )
 
 
 def _missing(bandwidth: float | None, weights: float | None, served_model: str) -> str | None:
@@ -119,6 +131,6 @@ def case_ceiling(pp: int, tg: int, depth: int, ceiling: CeilingSetup | None) -> 
     if not ceiling.kv_shape:
         return profiles.custom_ceiling(bandwidth, weights, pp, tg, depth)
     model = profiles.ModelProfile(
-        name=ceiling.model_profile or "custom", active_bytes_per_token=weights, **ceiling.kv_shape
+        name=ceiling.model_profile or "custom", active_bytes_per_token=weights, **ceiling.kv_shape.to_dict()
     )
     return profiles.case_ceiling(bandwidth, model, pp, tg, depth)

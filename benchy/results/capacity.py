@@ -20,7 +20,7 @@ from typing import Any
 
 from benchy import jsontypes
 from benchy.jsontypes import Saved
-from benchy.results.types import MetricSummary, Stopped, _opt
+from benchy.results.types import MetricSummary, ServerIdentity, Stopped, _opt
 
 CAPACITY_MAJOR, CAPACITY_MINOR = 1, 0
 CAPACITY_SCHEMA = f"benchy/capacity/{CAPACITY_MAJOR}.{CAPACITY_MINOR}"
@@ -40,7 +40,7 @@ class CapacitySetup(Saved):
     base_url: str | None = _opt("the server, without credentials")
     model: str | None = None
     server_version: str | None = None
-    server: dict[str, Any] | None = _opt("the server's identity (server/identity.py)", omit=True)
+    server: ServerIdentity | None = _opt("the server's identity (server/identity.py)", omit=True)
     endpoint: str | None = None
     benchy_version: str | None = None
     command_line: str | None = _opt("secrets redacted")
