@@ -16,19 +16,6 @@ from benchy.measure import profiles
 
 
 @dataclass
-class KvShape(Saved):
-    """(1.12) The model profile's KV-cache shape (profiles.ModelProfile): what each decoded token
-    reads of the context."""
-
-    layers: int
-    kv_heads: int
-    head_dim: int
-    kv_bytes_per_element: float = 2
-    sliding_window: int | None = None
-    sliding_window_layer_fraction: float = 0.0
-
-
-@dataclass
 class CeilingSetup(Saved):
     """What the decode ceiling is computed from (--hardware, --model-profile, …); `missing`
     says why there is none."""
@@ -40,7 +27,7 @@ class CeilingSetup(Saved):
     model_profile_source: str | None = None
     active_bytes_per_token: float | None = None
     weights_source: str | None = None
-    kv_shape: KvShape | None = None
+    kv_shape: profiles.KvShape | None = None
     missing: str | None = None
 
 
@@ -95,20 +82,9 @@ class CeilingInputs:
             weights_source="--active-bytes-per-token"
             if self.active_bytes_per_token
             else (model.weights if model else None),
-            kv_shape=_kv_shape(model) if model else None,
+            kv_shape=model.kv if model else None,
             missing=_missing(bandwidth, weights, served_model),
         )
-
-
-def _kv_shape(model: profiles.ModelProfile) -> KvShape:
-    return KvShape(
-        model.layers,
-        model.kv_heads,
-        model.head_dim,
-        model.kv_bytes_per_element,
-        model.sliding_window,
-        model.sliding_window_layer_fraction,
-    )
 
 
 def _missing(bandwidth: float | None, weights: float | None, served_model: str) -> str | None:
@@ -131,6 +107,6 @@ def case_ceiling(pp: int, tg: int, depth: int, ceiling: CeilingSetup | None) -> 
     if not ceiling.kv_shape:
         return profiles.custom_ceiling(bandwidth, weights, pp, tg, depth)
     model = profiles.ModelProfile(
-        name=ceiling.model_profile or "custom", active_bytes_per_token=weights, **ceiling.kv_shape.to_dict()
+        name=ceiling.model_profile or "custom", active_bytes_per_token=weights, kv=ceiling.kv_shape
     )
     return profiles.case_ceiling(bandwidth, model, pp, tg, depth)

@@ -123,8 +123,8 @@ def case_result(
         n_failed=len(measured) - len(ok),
         n_warmup=sum(r.warmup for r in rows),  # the requests sent alone first too
         errors=dict(Counter(str(r.error_kind) for r in measured if not r.ok)),
-        anomalies=dict(Counter(a.split(":")[0] for r in ok for a in r.anomalies)),
-        retried=dict(Counter(r.retried.split(":")[0] for r in measured if r.retried)),
+        anomalies=dict(Counter(a for r in ok for a in r.anomalies)),
+        retried=dict(Counter(r.retried_kind for r in measured if r.retried_kind)),
         summary=summary,
         unavailable={k: v.message for k, v in unavailable.items()},
         unavailable_codes={k: v.code for k, v in unavailable.items()},

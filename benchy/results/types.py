@@ -39,7 +39,9 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        (CacheReset, with calls), setup.dangerous_stops, setup.ceiling.kv_shape, case.client
        (ClientHealth, per_worker WorkerHealth), case.server (ServerCaseMetrics, or NoServerFigures:
        why none), workload spec (WorkloadSpec: a kind's settings only), warning details
-       (WarningDetails: only the figures its check set; client_overloaded's under `client`)
+       (WarningDetails: only the figures its check set; client_overloaded's under `client`);
+       request anomalies are codes (records.Anomaly) with their counts apart in anomaly_counts,
+       and retried_kind; metric first_chunk_lead_s
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -336,7 +338,9 @@ class CaseResult(Saved):
     n_failed: int = 0
     n_warmup: int = 0
     errors: dict[str, int] = _opt("error kind → failed measured requests", factory=dict)
-    anomalies: dict[str, int] = _opt("no_done | no_usage | malformed_events … → successful requests", factory=dict)
+    anomalies: dict[str, int] = _opt(
+        "anomaly code (records.Anomaly: no_done, no_usage, malformed_events …) → successful requests", factory=dict
+    )
     retried: dict[str, int] = _opt("kind → requests sent again after a reused connection dropped", factory=dict)
     summary: dict[str, MetricSummary | None] = _opt("metric → statistics, null when unavailable", factory=dict)
     unavailable: dict[str, str] = _opt("metric → why it is null", factory=dict)
