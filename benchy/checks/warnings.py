@@ -93,7 +93,7 @@ def sse_buffering(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "end-to-end throughput is still valid.",
             BUFFERING_HINT,
             withheld=metrics.STREAM_TIMING_METRICS,
-            details={"tokens_per_event_median": per_event},
+            details=WarningDetails(tokens_per_event_median=per_event),
             evidence=(
                 Evidence("tokens_per_event_median", per_event, evidence.FIRST_ARRIVAL_MAX_TOKENS, "tokens/event"),
             ),
@@ -116,7 +116,7 @@ def request_errors(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             f"{sum(errors.values())} of {total} requests failed ({kinds}); statistics cover "
             f"only the {case.n_ok} that succeeded.{said}",
             _errors_hint(errors, run),
-            details={"errors": errors, "first_errors": first},
+            details=WarningDetails(errors=errors, first_errors=first),
         )
 
 
@@ -185,7 +185,7 @@ def prefix_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
             "inflated.",
             "Keep the nonce on (no --no-nonce) so no request shares a prefix with another.",
             metrics=("ttft_s", "prefill_tps", "e2e_tps"),
-            details={"requests": len(hits), "cached_tokens_max": most, "template_tokens": template},
+            details=WarningDetails(requests=len(hits), cached_tokens_max=most, template_tokens=template),
             evidence=(Evidence("cached_tokens_max", most, template, "tokens"),),
         )
 
@@ -331,7 +331,7 @@ def cache_not_reported(case: CaseResult, run: RunResult) -> Iterable[CheckWarnin
         "verified, and eviction or leakage would go unseen. TTFT is measured all the same.",
         "vLLM: start it with --enable-prompt-tokens-details; other servers: check that usage "
         "carries prompt_tokens_details.cached_tokens.",
-        details={"requests": figures.reuse.unreported},
+        details=WarningDetails(requests=figures.reuse.unreported),
     )
 
 
@@ -385,7 +385,7 @@ def empty_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "A broken kernel can generate tokens and print nothing (vLLM's CUTLASS FP4 path on "
             "SM121/GB10 returns content: null; VLLM_MXFP4_BACKEND=marlin fixes it). Check one "
             "answer with curl before benchmarking.",
-            details={"requests": len(bad), "claimed_tokens_median": claimed, "content_null_events": nulls},
+            details=WarningDetails(requests=len(bad), claimed_tokens_median=claimed, content_null_events=nulls),
         )
 
 
@@ -404,7 +404,7 @@ def zero_tokens(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "The server stopped at once: a stop string or EOS token that matches immediately "
             "(e.g. <|message|> or <|end|> in a Harmony model's stop list) or a wrong chat "
             "template. Check the stop list and generation_config.",
-            details={"requests": len(bad), "finish_reasons": reasons},
+            details=WarningDetails(requests=len(bad), finish_reasons=reasons),
         )
 
 
@@ -426,7 +426,7 @@ def reasoning_only(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "count reasoning tokens.",
             "Raise --tg so the model reaches its answer, or lower its reasoning effort.",
             metrics=("ttfc_s",),
-            details={"requests": len(only)},
+            details=WarningDetails(requests=len(only)),
         )
 
 
@@ -450,14 +450,14 @@ def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
         f"not comparable with tg{case.tg} elsewhere.",
         hint,
         metrics=("e2e_tps", "decode_tps"),
-        details={
-            "asked": case.tg,
-            "delivered_median": delivered,
-            "delivered_min": min(got),
-            "delivered_max": max(got),
-            "short_requests": len(short),
-            "finish_reasons": sorted({str(r.finish_reason) for r in short}),
-        },
+        details=WarningDetails(
+            asked=case.tg,
+            delivered_median=delivered,
+            delivered_min=min(got),
+            delivered_max=max(got),
+            short_requests=len(short),
+            finish_reasons=sorted({str(r.finish_reason) for r in short}),
+        ),
         evidence=(Evidence("delivered_median", delivered, case.tg, "tokens"),),
     )
 
@@ -511,7 +511,7 @@ def no_usage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "Ask the server for usage (benchy sends stream_options include_usage; some proxies "
             "drop it) or measure the server directly.",
             metrics=COUNTED_METRICS,
-            details={"requests": len(guessed), "scale": scale},
+            details=WarningDetails(requests=len(guessed), scale=scale),
         )
 
 
@@ -540,7 +540,7 @@ def usage_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         f"count ({first.tokens} tokens), not usage.",
         USAGE_HINT,
         metrics=COUNTED_METRICS,
-        details={"requests": len(doubted), "usage_median": usage, "counted_median": counted},
+        details=WarningDetails(requests=len(doubted), usage_median=usage, counted_median=counted),
         evidence=(Evidence("usage_to_stream_ratio", usage / counted if counted else None, 1.0, "ratio"),),
     )
 
@@ -565,7 +565,7 @@ def local_tokenizer_mismatch(case: CaseResult, run: RunResult) -> Iterable[Check
         case.label,
         f"{len(odd)} of {len(ok)} requests: {odd[0].local_mismatch}.",
         LOCAL_TOKENIZER_HINT,
-        details={"requests": len(odd), "backed_by": sorted({b for c in odd for b in c.backed_by})},
+        details=WarningDetails(requests=len(odd), backed_by=sorted({b for c in odd for b in c.backed_by})),
         evidence=(Evidence("local_to_usage_ratio", ratio, 1.0, "ratio"),),
     )
 
@@ -594,7 +594,7 @@ def prompt_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
         PROMPT_LENGTH_HINT,
         metrics=("ttft_s", "e2e_tps", "e2e_s"),
         withheld=("prefill_tps",),
-        details={"requests": len(missed), "target_tokens": target, "server_tokens_median": counted},
+        details=WarningDetails(requests=len(missed), target_tokens=target, server_tokens_median=counted),
         evidence=(Evidence("server_prompt_tokens_median", counted, target, "tokens"),),
     )
 
@@ -661,7 +661,7 @@ def first_chunk_before_prefill(case: CaseResult, run: RunResult) -> Iterable[Che
             "not from that chunk.",
             "Nothing to fix; tools that time the first chunk report a TTFT this much too low.",
             metrics=("ttft_s",),
-            details={"lead_s_median": lead, "ttft_s_median": ttft},
+            details=WarningDetails(lead_s_median=lead, ttft_s_median=ttft),
             evidence=(
                 Evidence(
                     "first_chunk_lead_s_median", lead, max(FIRST_CHUNK_LEAD_MIN_S, FIRST_CHUNK_LEAD_SHARE * ttft), "s"
@@ -721,7 +721,7 @@ def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
         f"({_not_prefill_cause(case, run)}).{rates}",
         NOT_PREFILL_HINT,
         metrics=("prefill_tps", "ttft_s"),
-        details={"ttft_s_median": ttft, "server_prompt_s_median": prompt, "not_prefill_s_median": gap},
+        details=WarningDetails(ttft_s_median=ttft, server_prompt_s_median=prompt, not_prefill_s_median=gap),
         evidence=(Evidence("not_prefill_s_median", gap, limit, "s"),),
     )
 
@@ -766,7 +766,7 @@ def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
                 "here holds queue time; it is not the server's prefill speed.",
                 QUEUE_HINT,
                 metrics=("prefill_tps", "ttft_s"),
-                details={"concurrency": case.concurrency, "slots": slots},
+                details=WarningDetails(concurrency=case.concurrency, slots=slots),
             )
 
 
@@ -793,14 +793,14 @@ def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         QUEUE_HINT,
         metrics=("ttft_s",),
         withheld=("prefill_tps",),
-        details={
-            "concurrency": case.concurrency,
-            "slots": _slots(run),
-            "source": q.source,
-            "alone_ttft_s_median": q.alone_ttft.median,
-            "ttft_s_median": q.loaded_ttft_s,
-            "server_prefill_tps": _server_prefill(case),
-        },
+        details=WarningDetails(
+            concurrency=case.concurrency,
+            slots=_slots(run),
+            source=q.source,
+            alone_ttft_s_median=q.alone_ttft.median,
+            ttft_s_median=q.loaded_ttft_s,
+            server_prefill_tps=_server_prefill(case),
+        ),
         evidence=(Evidence("ttft_excess_s", q.excess_s, q.threshold_s, "s"),),
     )
 
@@ -864,7 +864,7 @@ def ttft_grows_with_output(run: RunResult) -> Iterable[CheckWarning]:
             case.unavailable["ttft_s"],
             BUFFERING_HINT,
             withheld=metrics.STREAM_TIMING_METRICS,
-            details={"ttft_s_by_tg": {f"tg{c.tg}": c.withheld["ttft_s"].median for c in group}},
+            details=WarningDetails(ttft_s_by_tg={f"tg{c.tg}": c.withheld["ttft_s"].median for c in group}),
         )
 
 
@@ -1090,7 +1090,7 @@ def harmony_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "proxy or server may drop it), or use --endpoint chat, where the server splits "
             "the channels.",
             withheld=("ttfc_s",),
-            details={"requests": len(stripped)},
+            details=WarningDetails(requests=len(stripped)),
         )
 
 
@@ -1128,5 +1128,5 @@ def case_cut_short(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         "Run the case to its end for figures of the whole case.",
         metrics=tuple(m.name for m in metrics.TABLE_METRICS),
         withheld=("aggregate_tps", "request_rate"),
-        details={"measured": case.n_ok + case.n_failed, "planned": case.planned_requests},
+        details=WarningDetails(measured=case.n_ok + case.n_failed, planned=case.planned_requests),
     )

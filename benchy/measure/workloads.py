@@ -172,6 +172,11 @@ class WorkloadSpec(_Saved):
     speed: float | None = _given("trace: times faster than recorded")
     limit: int | None = _given("trace: only the first N requests")
 
+    @classmethod
+    def of(cls, settings: dict | WorkloadSpec) -> WorkloadSpec:
+        """A workload's to_dict() typed; an unknown key is a setting someone forgot to add here."""
+        return settings if isinstance(settings, WorkloadSpec) else jsontypes.from_json(cls, settings, strict=True)
+
 
 @dataclass
 class WorkloadFigures(_Saved):
@@ -202,9 +207,7 @@ def case_figures(
     lengths, nothing shared; judged for leakage, and set beside each turn's TTFT). `values`:
     each request's metrics as the builder computed them, with the case's verdicts (a request
     missing from it is computed here, by its own evidence)."""
-    settings: WorkloadSpec = (
-        spec if isinstance(spec, WorkloadSpec) else jsontypes.from_json(WorkloadSpec, spec, strict=True)
-    )  # an unknown key: a setting someone forgot to add
+    settings = WorkloadSpec.of(spec)
     ok = [r for r in measured if r.ok]
     granularity = cache_granularity(ok)
     out = WorkloadFigures(kind, settings, reuse(ok), granularity, leakage=leakage(ok + [r for r in controls if r.ok]))
