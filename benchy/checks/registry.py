@@ -1,7 +1,8 @@
 """The one check mechanism: every check, in checks/warnings.py and checks/server.py alike, is a
 function of saved results registered here, yielding typed CheckWarnings with their figures
 (WarningDetails) and Evidence(observed, threshold, unit); `check(run)` runs them all, in the
-order they were registered.
+order they were registered (checks/warnings.py registers every check, checks/server.py's in
+its place: call check through it).
 """
 
 from __future__ import annotations
