@@ -87,9 +87,13 @@ class RunState:
     connect_failures_in_a_row: int = 0
     last_connect_error: str | None = None
     client: dict = field(default_factory=dict)  # case label → LoopMonitor figures
-    server: dict = field(default_factory=dict)  # case label → the server's figures, or why there are none
+    server: dict[str, server_metrics.ServerCaseMetrics | server_metrics.NoServerFigures] = field(
+        default_factory=dict
+    )  # case label → the server's figures, or why there are none
     gpu: dict = field(default_factory=dict)  # case label → GpuCase (--gpu-metrics)
-    cache_resets: dict = field(default_factory=dict)  # case label → its --cache-reset outcome
+    cache_resets: dict[str, cache_reset.CacheReset] = field(
+        default_factory=dict
+    )  # case label → its --cache-reset outcome
     phase: str = "connecting to the server"  # what an interruption cut short, before the cases
 
 
@@ -236,11 +240,10 @@ def build_results(state: RunState) -> results_mod.RunResult:
             planned_requests=p.measured or None,  # None: as many as --duration allowed
             gpu=state.gpu.get(p.case.label),
             idle_power_w=_idle_power(state.setup),
+            cache_reset=state.cache_resets.get(p.case.label),
         )
         for p in measured
     ]
-    for case in cases:
-        case.cache_reset = state.cache_resets.get(case.label)
     partial = state.interrupted or state.stopped is not None or len(cases) < len(state.plans)
     not_measured = [
         results_mod.NotMeasured(p.case.label, _why_not_measured(p, by_case)) for p in state.plans if p not in measured
@@ -313,7 +316,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
     for ep, longest in _longest_prompts(settings).items():
         calibrations[ep] = await check_length(client, ep, calibrations[ep], salt, longest, settings.template)
     state.setup = _setup(settings, model, _version_text(identity), calibrations)
-    state.setup["server"] = identity.to_dict()
+    state.setup["server"] = identity.to_dict()  # typed again by the builder (results/build.run_result)
     state.setup["server_metrics"] = metrics_status.to_dict()
     state.setup["calibration_failures"] = client.calibration_failures
     if gpus is not None:
@@ -387,7 +390,7 @@ async def _reset_cache(state: RunState, settings: RunSettings, client, identity,
     """--cache-reset before one case; False once the server has shown it has no way to (the
     rest of the run goes on without, as setup.cache_reset says)."""
     outcome = await cache_reset.reset(client.session, client.base, identity)
-    state.cache_resets[label] = outcome.to_dict()
+    state.cache_resets[label] = outcome
     state.setup["cache_reset"] = {"endpoint": outcome.endpoint, "ok": outcome.ok, "message": outcome.message}
     if not outcome.ok:
         line = f"benchy: --cache-reset: {outcome.message}"
@@ -462,7 +465,7 @@ async def _close_window(state: RunState, label: str, window: server_metrics.Wind
         window.expected_requests = rows.served if rows is not None else 0
         await window.close()
     result = window.result
-    state.server[label] = result.to_dict() if not isinstance(result, str) else {"unavailable": result}
+    state.server[label] = result if not isinstance(result, str) else server_metrics.NoServerFigures(result)
 
 
 def _version_text(identity: server_mod.ServerIdentity) -> str | None:

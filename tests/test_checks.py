@@ -542,6 +542,9 @@ def test_role_chunk_long_before_the_first_token_is_a_note_and_ttft_is_the_tokens
         assert_between_truth(req["first_chunk_s"], t["headers_s"], role, req["sent_mono_s"])
         assert_ttft_matches_truth(req, t)
         assert req["metrics"]["ttft_s"] - req["first_chunk_s"] > 0.2  # ≈ 1,000 tokens at 4,000 tok/s
+        assert req["metrics"]["first_chunk_lead_s"] == pytest.approx(req["metrics"]["ttft_s"] - req["first_chunk_s"])
+    lead = results["cases"][0]["summary"]["first_chunk_lead_s"]["median"]  # the note reads the registry's figure
+    assert w["details"]["lead_s_median"] == lead and w["evidence"][0]["observed"] == lead
 
 
 # ------------------------------------------------------------------ command line

@@ -41,7 +41,8 @@ def observed(rec: RequestRecord | dict) -> str:
     r = rec if isinstance(rec, dict) else rec.to_dict()
     if r["status"] != "ok":
         return r["error_kind"]
-    marks = list(r["anomalies"])
+    counts = r["anomaly_counts"]  # a count stays apart from its anomaly's code
+    marks = [f"{a}:{counts[a]}" if a in counts else a for a in r["anomalies"]]
     if r["content_null_events"] and not r["content_chars"]:
         marks.append("null_content")
     return "+".join(["ok"] + marks)
@@ -200,7 +201,8 @@ def test_error_event_empty_stream_and_bad_shapes_from_a_real_socket():
     assert recs["fault-1"].error_kind == "bad_stream"
     garbage = recs["fault-2"]
     assert garbage.ok and garbage.content_chars == 2 and garbage.prompt_tokens is None
-    assert garbage.completion_tokens == 1 and "malformed_events:2" in garbage.anomalies
+    assert garbage.completion_tokens == 1 and "malformed_events" in garbage.anomalies
+    assert garbage.anomaly_counts == {"malformed_events": 2}
 
 
 SOME_FAULTS = {

@@ -85,7 +85,7 @@ def test_a_ttft_trend_is_withheld_where_results_are_built_and_reported_once_per_
         assert all(r.metrics["ttft_s"] is None and "ttft_s" in r.withheld for r in case.requests)
     trend = [w for w in run.warnings if w.code == "sse_buffering"]
     assert [w.case for w in trend] == [short.label, long.label]
-    assert trend[0].details["ttft_s_by_tg"] == {"tg16": 0.05, "tg256": 1.5}
+    assert trend[0].details.ttft_s_by_tg == {"tg16": 0.05, "tg256": 1.5}
 
 
 def test_ceilings_are_stored_once_when_results_are_built():

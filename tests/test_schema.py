@@ -128,3 +128,66 @@ def test_request_logs_without_a_header_are_read_and_other_majors_refused(tmp_pat
     newer.write_text(json.dumps({"schema": "benchy/requests/2.0"}) + "\n" + json.dumps(record) + "\n", encoding="utf-8")
     with pytest.raises(RecordsError, match="reads benchy/requests/1.x only"):
         list(read_records(newer))
+
+
+# ------------------------------------------------------------------ typed all the way down
+
+
+def free_form_places(schema: dict) -> set[str]:
+    """`Class.field` of every property whose value may be any JSON object (no properties named,
+    nor a typed map): a reader of such a field can only guess."""
+
+    def free(prop: dict) -> bool:
+        if "anyOf" in prop:
+            return any(free(p) for p in prop["anyOf"])
+        if prop.get("type") == "array":
+            return free(prop.get("items", {}))
+        if prop.get("type") == "object" and "properties" not in prop:
+            return prop.get("additionalProperties", {}) in ({}, True) or free(prop["additionalProperties"])
+        return prop == {} or {k for k in prop if k != "description"} == set()
+
+    return {
+        f"{name}.{field}"
+        for name, cls in schema["$defs"].items()
+        for field, prop in cls.get("properties", {}).items()
+        if free(prop)
+    }
+
+
+def test_every_object_in_results_names_its_properties():
+    """Every object benchy writes has a class, so the schema says what it holds; the one object
+    left free is llama.cpp's own `timings`, kept verbatim."""
+    assert free_form_places(results_files.json_schema()) == {"RequestResult.server_timings"}
+
+
+def old_shapes() -> dict:
+    """The example report with the objects of files before 1.12 as they were written."""
+    data = example()
+    case = data["cases"][0]
+    case["server"] = {"unavailable": "the case was cut short before its last snapshot"}
+    case["cache_reset"] = {"ok": False, "endpoint": None, "message": "no reset endpoint"}
+    case["requests"][0]["anomalies"] = ["malformed_events:2", "no_done"]
+    data["setup"]["cache_reset"] = {"endpoint": None, "ok": False, "message": "no reset endpoint"}
+    client = {k: v for k, v in case["client"].items() if k != "per_worker"}
+    data["warnings"] = [
+        {"code": "client_overloaded", "case": case["label"], "message": "m", "details": client},
+        {"code": "output_length_mismatch", "case": case["label"], "details": {"asked": 8, "delivered_median": 5}},
+    ]
+    return data
+
+
+def test_old_shapes_of_the_objects_now_typed_still_load(tmp_path):
+    run = results_files.read(write(tmp_path, old_shapes()))
+    case = run.cases[0]
+    assert isinstance(case.server, results_mod.NoServerFigures) and case.server_figures() is None
+    assert case.cache_reset is not None and not case.cache_reset.ok and case.cache_reset.calls == 0
+    assert case.requests[0].anomalies == ["malformed_events:2", "no_done"]  # kept as written
+    assert run.setup.calibration is not None and run.setup.calibration.overhead_tokens == 36.0
+    length = run.setup.calibrations["chat"].length_check
+    assert length is not None and length.server_tokens == length.target_tokens and not length.missed
+    assert run.setup.server is not None and run.setup.server.context_length == 131072
+    overloaded, short = run.warnings
+    assert overloaded.details.client is None  # its figures were flat: the case's client keeps them
+    assert short.details.delivered_median == 5 and short.details.asked == 8
+    assert case.client is not None and case.client.per_worker[0].clock is not None
+    validator().validate(run.to_dict())

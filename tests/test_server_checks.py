@@ -1,21 +1,45 @@
 """The server-vs-client disagreement rules (benchy/checks/server.py) at their boundaries, on
-hand-made cases: each fires past its threshold and stays quiet at it."""
+hand-made cases read as saved results are: each fires past its threshold and stays quiet at it."""
 
 from __future__ import annotations
 
 from benchy.checks import server as sc
+from benchy.results.types import CaseResult, CheckWarning, RunResult
 
 
-def case(server: dict | None = None, requests: list[dict] | None = None, **more) -> dict:
-    return {"label": "pp1 tg1", "concurrency": 4, "rate": None, "server": server, "requests": requests or [], **more}
+def case(server: dict | None = None, requests: list[dict] | None = None, **more) -> CaseResult:
+    saved = {"label": "pp1 tg1", "pp": 1, "tg": 1, "concurrency": 4, "rate": None, "server": server, **more}
+    return CaseResult.from_dict(
+        {**saved, "requests": [{"request_id": str(i), **r} for i, r in enumerate(requests or [])]}
+    )
+
+
+def run(setup: dict) -> RunResult:
+    return RunResult.from_dict({"setup": setup})
+
+
+def findings(case: CaseResult, setup: dict) -> list[CheckWarning]:
+    """Every server check's warnings about the case (as checks/warnings.py registers them)."""
+    return [w for found in sc.CASE_CHECKS for w in found(case, run(setup))]
 
 
 def request(**fields) -> dict:
-    return {"warmup": False, "status": "ok", "metrics": {}, "cached_tokens": 0, "completion_tokens": 10, **fields}
+    planned = {"case": "pp1 tg1", "run": 0, "index": 0, "nonce": None, "target_prompt_tokens": 1}
+    return {
+        **planned,
+        "target_output_tokens": 1,
+        "warmup": False,
+        "status": "ok",
+        "metrics": {},
+        "cached_tokens": 0,
+        "completion_tokens": 10,
+        **fields,
+    }
 
 
 def server(**parts) -> dict:
-    return {"engine": "vllm", "counters": {}, "histograms": {}, "gauges": {}, "derived": {}, "rtt_s": 0.001, **parts}
+    figures = {"engine": "vllm", "window_s": 1.0, "counters": {}, "histograms": {}, "gauges": {}, "derived": {}}
+    return {**figures, "rtt_s": 0.001, **parts}
 
 
 def hist(mean: float, count: int = 4) -> dict:
@@ -28,11 +52,11 @@ SETUP = {"prompt_nonce": True, "calibration": {"overhead_tokens": 20}}
 def test_cache_hits_within_the_template_allowance_are_quiet():
     reqs = [request() for _ in range(4)]
     allowed = 4 * (20 + sc.CACHE_BLOCK_SLACK)
-    assert sc.cache_hit_finding(case(server(counters={"cache_hits": allowed}), reqs), SETUP) is None
-    found = sc.cache_hit_finding(case(server(counters={"cache_hits": allowed + 1}), reqs), SETUP)
-    assert found["explained_hits"] == allowed and found["usage_cached_tokens"] == 0
+    assert sc.cache_hit_figures(case(server(counters={"cache_hits": allowed}), reqs), run(SETUP)) is None
+    found = sc.cache_hit_figures(case(server(counters={"cache_hits": allowed + 1}), reqs), run(SETUP))
+    assert found is not None and found.explained_hits == allowed and found.usage_cached_tokens == 0
     assert (
-        sc.cache_hit_finding(case(server(counters={"cache_hits": 10**6}), reqs), {**SETUP, "prompt_nonce": False})
+        sc.cache_hit_figures(case(server(counters={"cache_hits": 10**6}), reqs), run({**SETUP, "prompt_nonce": False}))
         is None
     )
 
@@ -40,42 +64,50 @@ def test_cache_hits_within_the_template_allowance_are_quiet():
 def test_a_context_sent_ahead_is_an_explained_hit():
     reqs = [request(reused_context_tokens=4096) for _ in range(2)]
     hits = 2 * 4096
-    assert sc.cache_hit_finding(case(server(counters={"cache_hits": hits}), reqs), SETUP) is None
+    assert sc.cache_hit_figures(case(server(counters={"cache_hits": hits}), reqs), run(SETUP)) is None
 
 
 def test_token_counts_within_one_a_request_agree():
     reqs = [request(completion_tokens=10) for _ in range(4)]
-    assert sc.token_mismatch_finding(case(server(counters={"generation_tokens": 44}), reqs)) is None
-    assert sc.token_mismatch_finding(case(server(counters={"generation_tokens": 45}), reqs))["client_tokens"] == 40
+    assert sc.token_mismatch_figures(case(server(counters={"generation_tokens": 44}), reqs)) is None
+    assert sc.token_mismatch_figures(case(server(counters={"generation_tokens": 45}), reqs)).client_tokens == 40  # type: ignore[union-attr]
     failed = [*reqs[:3], request(status="error")]
-    assert sc.token_mismatch_finding(case(server(counters={"generation_tokens": 99}), failed)) is None
+    assert sc.token_mismatch_figures(case(server(counters={"generation_tokens": 99}), failed)) is None
     no_usage = [*reqs[:3], request(completion_tokens=None)]
-    assert sc.token_mismatch_finding(case(server(counters={"generation_tokens": 99}), no_usage)) is None
+    assert sc.token_mismatch_figures(case(server(counters={"generation_tokens": 99}), no_usage)) is None
 
 
 def test_ttft_outside_the_server_needs_more_than_round_trips_and_a_share():
     reqs = [request(metrics={"ttft_s": 0.100}) for _ in range(4)]
     near = server(histograms={"ttft_s": hist(0.085)})  # 15 ms outside: under the 20 ms floor
-    assert sc.outside_finding(case(near, reqs)) is None
+    assert sc.outside_figures(case(near, reqs)) is None
     far = server(histograms={"ttft_s": hist(0.050)})
-    assert sc.outside_finding(case(far, reqs))["outside_s"] == 0.05
+    assert sc.outside_figures(case(far, reqs)).outside_s == 0.05  # type: ignore[union-attr]
     slow_link = server(histograms={"ttft_s": hist(0.050)}, rtt_s=0.02)  # 3 round trips = 60 ms
-    assert sc.outside_finding(case(slow_link, reqs)) is None
+    assert sc.outside_figures(case(slow_link, reqs)) is None
 
 
 def test_queueing_dominates_only_past_half_and_ten_ms():
-    assert sc.queue_finding(case(server(histograms={"queue_s": hist(0.006), "ttft_s": hist(0.008)}))) is None
-    assert sc.queue_finding(case(server(histograms={"queue_s": hist(0.04), "ttft_s": hist(0.1)}))) is None
-    found = sc.queue_finding(case(server(histograms={"queue_s": hist(0.06), "ttft_s": hist(0.1)})))
-    assert found["queue_share"] == 0.6 and found["concurrency"] == 4
-    (finding,) = sc.findings(case(server(histograms={"queue_s": hist(0.06), "ttft_s": hist(0.1)})), SETUP)
+    assert sc.queue_figures(case(server(histograms={"queue_s": hist(0.006), "ttft_s": hist(0.008)}))) is None
+    assert sc.queue_figures(case(server(histograms={"queue_s": hist(0.04), "ttft_s": hist(0.1)}))) is None
+    found = sc.queue_figures(case(server(histograms={"queue_s": hist(0.06), "ttft_s": hist(0.1)})))
+    assert found is not None and found.queue_share == 0.6 and found.concurrency == 4
+    (finding,) = findings(case(server(histograms={"queue_s": hist(0.06), "ttft_s": hist(0.1)})), SETUP)
     assert finding.code == "queue_dominates_ttft" and "At concurrency 4" in finding.message
-    assert ("queue_share", 0.6, sc.QUEUE_SHARE, "fraction") in finding.evidence
+    assert [(e.name, e.observed, e.threshold, e.unit) for e in finding.evidence][0] == (
+        "queue_share",
+        0.6,
+        sc.QUEUE_SHARE,
+        "fraction",
+    )
+    assert finding.severity == "warning" and finding.details.queue_share == 0.6
 
 
 def test_no_server_figures_no_findings():
-    assert list(sc.findings(case(None, [request()]), SETUP)) == []
-    assert list(sc.findings(case({"unavailable": "GET /metrics answered HTTP 404"}, [request()]), SETUP)) == []
+    assert findings(case(None, [request()]), SETUP) == []
+    lost = case({"unavailable": "GET /metrics answered HTTP 404"}, [request()])  # the shape of every minor
+    assert lost.server is not None and lost.server_figures() is None
+    assert findings(lost, SETUP) == []
 
 
 def test_the_queue_hint_names_the_flag_that_sets_the_load():
@@ -88,6 +120,6 @@ def test_the_queue_hint_names_the_flag_that_sets_the_load():
         "trace": ({"kind": "trace", "concurrency": None, "mode": "open"}, "the trace's arrival", "--speed below 1"),
     }
     for more, where, knob in loads.values():
-        (finding,) = sc.findings(case(queued, **more), SETUP)
+        (finding,) = findings(case(queued, **more), SETUP)
         assert where in finding.message and knob in finding.hint, finding
         assert "concurrency" not in finding.hint or not more

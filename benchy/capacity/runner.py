@@ -26,6 +26,7 @@ from benchy.load.plan import LoadSettings
 from benchy.load.prompts import Template
 from benchy.measure import metrics
 from benchy.measure.metrics import Unavailable
+from benchy.measure.workloads import WorkloadSpec
 from benchy.results.capacity import (
     CapacityAnswer,
     CapacityPoint,
@@ -331,7 +332,7 @@ def _setup(settings: CapacitySettings) -> CapacitySetup:
         pp=case.pp,
         tg=case.tg,
         depth=case.depth,
-        workload=case.workload.to_dict() if case.workload is not None else None,
+        workload=WorkloadSpec.of(case.workload.to_dict()) if case.workload is not None else None,
         by=s.by,
         slo=dict(settings.load.slo or {}),
         goodput=s.target,

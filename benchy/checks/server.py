@@ -1,6 +1,7 @@
-"""Where the server's account of a case disagrees with the client's (issue 17): typed warnings,
-each with the figures of both sides. They read saved results only (the case's `server` entry,
-from /metrics, beside its requests), like every check.
+"""Where the server's account of a case disagrees with the client's (issue 17): checks of the
+one registry (checks/registry.py), each a typed warning with the figures of both sides. They
+read saved results only (the case's `server` entry, from /metrics, beside its requests), like
+every check; checks/warnings.py registers them in its order.
 
   server_cache_hit      the server counted prefix-cache hits beyond what the chat template
                         (and a context sent ahead) explains, in a case whose prompts were all
@@ -16,7 +17,17 @@ from /metrics, beside its requests), like every check.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+
+from benchy.checks.registry import WARNING, Warning_
+from benchy.results.types import (
+    CaseResult,
+    CheckWarning,
+    Evidence,
+    RequestResult,
+    RunResult,
+    ServerCaseMetrics,
+    WarningDetails,
+)
 
 # Tokens a request may legitimately find cached beyond its template: vLLM's cache blocks are 16
 # tokens, so a template prefix rounds to a block either way.
@@ -30,126 +41,114 @@ OUTSIDE_MIN_S, OUTSIDE_RTTS, OUTSIDE_SHARE = 0.02, 3.0, 0.2
 QUEUE_SHARE, QUEUE_MIN_S = 0.5, 0.01
 
 
-def server_figures(case: dict) -> dict | None:
-    """The case's server figures from /metrics, or None."""
-    server = case.get("server")
-    return server if isinstance(server, dict) and server.get("engine") else None
+def measured(case: CaseResult) -> list[RequestResult]:
+    return [r for r in case.requests if not r.warmup]
 
 
-def measured(case: dict) -> list[dict]:
-    return [r for r in case.get("requests", []) if not r.get("warmup")]
+def histogram_mean(server: ServerCaseMetrics, name: str) -> float | None:
+    h = server.histograms.get(name)
+    return h.mean if h and h.count else None
 
 
-def histogram_mean(server: dict, name: str) -> float | None:
-    h = (server.get("histograms") or {}).get(name)
-    return h.get("mean") if h and h.get("count") else None
-
-
-def client_mean(case: dict, metric: str) -> float | None:
-    values = [r["metrics"][metric] for r in measured(case) if (r.get("metrics") or {}).get(metric) is not None]
+def client_mean(case: CaseResult, metric: str) -> float | None:
+    values = [v for r in measured(case) if (v := r.metrics.get(metric)) is not None]
     return sum(values) / len(values) if values else None
 
 
-def cache_hit_finding(case: dict, setup: dict) -> dict | None:
+def cache_hit_figures(case: CaseResult, run: RunResult) -> WarningDetails | None:
     """The figures of a server_cache_hit warning, or None (prompts not unique, or hits explained)."""
-    if case.get("kind", "sweep") != "sweep":
+    if case.kind != "sweep":
         return None  # a cache-aware workload means to hit; its own checks judge its reuse
-    server = server_figures(case)
-    hits = server.get("counters", {}).get("cache_hits") if server else None
-    if server is None or not setup.get("prompt_nonce") or hits is None:
+    server = case.server_figures()
+    hits = server.counters.get("cache_hits") if server else None
+    if server is None or not run.setup.prompt_nonce or hits is None:
         return None
-    template = (setup.get("calibration") or {}).get("overhead_tokens") or 0
+    template = run.setup.calibration.overhead_tokens if run.setup.calibration else 0.0
     requests = measured(case)
-    allowed = sum(template + CACHE_BLOCK_SLACK + (r.get("reused_context_tokens") or 0) for r in requests)
+    allowed = sum(template + CACHE_BLOCK_SLACK + (r.reused_context_tokens or 0) for r in requests)
     if hits <= allowed:
         return None
-    reported = [r["cached_tokens"] for r in requests if r.get("cached_tokens") is not None]
-    return {
-        "server_cache_hits": hits,
-        "explained_hits": allowed,
-        "server_cache_hit_rate": (server.get("derived") or {}).get("cache_hit_rate"),
-        "requests": len(requests),
-        "usage_cached_tokens": sum(reported) if len(reported) == len(requests) else None,
-    }
+    reported = [r.cached_tokens for r in requests if r.cached_tokens is not None]
+    return WarningDetails(
+        server_cache_hits=hits,
+        explained_hits=allowed,
+        server_cache_hit_rate=server.derived.get("cache_hit_rate"),
+        requests=len(requests),
+        usage_cached_tokens=sum(reported) if len(reported) == len(requests) else None,
+    )
 
 
-def token_mismatch_finding(case: dict) -> dict | None:
+def token_mismatch_figures(case: CaseResult) -> WarningDetails | None:
     """The figures of a server_token_mismatch warning, or None. Only when every measured request
     succeeded: a failed one may have generated tokens the client never saw."""
-    server = server_figures(case)
-    generated = server.get("counters", {}).get("generation_tokens") if server else None
+    server = case.server_figures()
+    generated = server.counters.get("generation_tokens") if server else None
     requests = measured(case)
-    if generated is None or not requests or any(r.get("status") != "ok" for r in requests):
+    if generated is None or not requests or any(r.status != "ok" for r in requests):
         return None
-    counts = [r["completion_tokens"] for r in requests if r.get("completion_tokens") is not None]
+    counts = [r.completion_tokens for r in requests if r.completion_tokens is not None]
     if len(counts) < len(requests):  # without usage the client's count is a floor (no_usage says so)
         return None
     client = sum(counts)
     slack = max(TOKEN_SLACK_PER_REQUEST * len(requests), TOKEN_SLACK_SHARE * client)
     if abs(generated - client) <= slack:
         return None
-    return {
-        "server_generation_tokens": generated,
-        "client_tokens": client,
-        "requests": len(requests),
-        "difference": abs(generated - client),
-        "slack": slack,
-    }
+    return WarningDetails(
+        server_generation_tokens=generated,
+        client_tokens=client,
+        requests=len(requests),
+        difference=abs(generated - client),
+        slack=slack,
+    )
 
 
-def outside_finding(case: dict) -> dict | None:
+def outside_figures(case: CaseResult) -> WarningDetails | None:
     """The figures of a ttft_outside_server warning, or None."""
-    server = server_figures(case)
+    server = case.server_figures()
     server_ttft = histogram_mean(server, "ttft_s") if server else None
     client_ttft = client_mean(case, "ttft_s")
     if server is None or server_ttft is None or client_ttft is None:
         return None
-    gap, rtt = client_ttft - server_ttft, server.get("rtt_s") or 0.0
+    gap, rtt = client_ttft - server_ttft, server.rtt_s or 0.0
     bound = max(OUTSIDE_MIN_S, OUTSIDE_RTTS * rtt)
     if gap <= bound or gap <= OUTSIDE_SHARE * client_ttft:
         return None
-    return {
-        "client_ttft_s": client_ttft,
-        "server_ttft_s": server_ttft,
-        "outside_s": gap,
-        "rtt_s": rtt,
-        "bound_s": bound,
-    }
+    return WarningDetails(client_ttft_s=client_ttft, server_ttft_s=server_ttft, outside_s=gap, rtt_s=rtt, bound_s=bound)
 
 
-def queue_finding(case: dict) -> dict | None:
+def queue_figures(case: CaseResult) -> WarningDetails | None:
     """The figures of a queue_dominates_ttft warning, or None."""
-    server = server_figures(case)
+    server = case.server_figures()
     queue = histogram_mean(server, "queue_s") if server else None
     ttft = histogram_mean(server, "ttft_s") if server else None
     ttft = ttft if ttft is not None else client_mean(case, "ttft_s")
     if server is None or queue is None or not ttft or queue <= max(QUEUE_SHARE * ttft, QUEUE_MIN_S):
         return None
-    running = (server.get("gauges") or {}).get("running") or {}
-    return {
-        "queue_s": queue,
-        "ttft_s": ttft,
-        "queue_share": queue / ttft,
-        "concurrency": case.get("concurrency"),
-        "rate": case.get("rate"),
-        "running_max": running.get("max"),
-    }
+    running = server.gauges.get("running")
+    return WarningDetails(
+        queue_s=queue,
+        ttft_s=ttft,
+        queue_share=queue / ttft,
+        concurrency=case.concurrency,
+        rate=case.rate,
+        running_max=running.max if running else None,
+    )
 
 
-def load_text(case: dict) -> str:
+def load_text(case: CaseResult) -> str:
     """The case's load in words: a trace replay has arrivals, not a concurrency."""
-    if case.get("kind") == "trace":
+    if case.kind == "trace":
         return "the trace's arrival times"
-    if case.get("rate") is not None:
-        return f"{case['rate']:g} requests/s"
-    return f"concurrency {case.get('concurrency')}"
+    if case.rate is not None:
+        return f"{case.rate:g} requests/s"
+    return f"concurrency {case.concurrency}"
 
 
-def queue_hint(case: dict) -> str:
+def queue_hint(case: CaseResult) -> str:
     """What lowers the queue for this case's kind of load: the flag that sets it."""
-    if case.get("kind") == "trace":
+    if case.kind == "trace":
         way = "replay the trace slower (--speed below 1) or cap it (--max-inflight)"
-    elif case.get("rate") is not None:
+    elif case.rate is not None:
         way = "lower --rate below what the server sustains"
     else:
         way = "lower the concurrency to the requests the server runs at once"
@@ -160,89 +159,103 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One disagreement: checks.py turns it into a CheckWarning (severity warning)."""
-
-    code: str
-    message: str
-    hint: str
-    metrics: tuple[str, ...]  # the case's figures it qualifies
-    details: dict
-    evidence: list[tuple[str, float | None, float | None, str]] = field(
-        default_factory=list
-    )  # name, observed, threshold, unit
+def _num(value: float | int | None) -> float:
+    """A figure its check has set (WarningDetails holds every figure as optional)."""
+    assert value is not None
+    return float(value)
 
 
-def findings(case: dict, setup: dict) -> Iterable[Finding]:
-    """Every disagreement between the server's figures and the client's in the case."""
-    found = cache_hit_finding(case, setup)
-    if found:
-        rate = found["server_cache_hit_rate"]
-        seen = (
-            "usage reported no cached_tokens, so only the server's metrics show it"
-            if found["usage_cached_tokens"] is None
-            else f"usage reported {found['usage_cached_tokens']} cached tokens"
-        )
-        yield Finding(
-            "server_cache_hit",
-            f"The server counted {found['server_cache_hits']:.0f} prefix-cache hit tokens"
-            + (f" ({rate:.0%} of the prompt tokens)" if rate is not None else "")
-            + f" during this case, more than the {found['explained_hits']:.0f} its chat template explains, "
-            f"although every prompt was unique; {seen}. Cache busting failed: TTFT, prefill and "
-            "end-to-end figures include work the server did not redo.",
-            "Something before benchy's nonce is shared (a proxy or server cache keyed on part of the "
-            "prompt?); compare with --no-nonce, or disable the server's prefix cache to measure cold prefill.",
-            ("ttft_s", "prefill_tps", "e2e_tps"),
-            found,
-            [("server_cache_hits", found["server_cache_hits"], found["explained_hits"], "tokens")],
-        )
-    found = token_mismatch_finding(case)
-    if found:
-        yield Finding(
-            "server_token_mismatch",
-            f"The server's metrics counted {found['server_generation_tokens']:.0f} generated tokens for "
-            f"this case's {found['requests']} requests; their responses' usage, which benchy's rates "
-            f"count, adds up to {found['client_tokens']}. One of the two is wrong.",
-            "Another client sharing the server during the run would explain extra tokens; otherwise "
-            "the server counts tokens it did not stream (drafts, hidden text) or its usage is wrong.",
-            ("e2e_tps", "decode_tps"),
-            found,
-            [
-                ("server_generation_tokens", found["server_generation_tokens"], None, "tokens"),
-                ("usage_completion_tokens", found["client_tokens"], None, "tokens"),
-                ("token_difference", found["difference"], found["slack"], "tokens"),
-            ],
-        )
-    found = outside_finding(case)
-    if found:
-        yield Finding(
-            "ttft_outside_server",
-            f"Client TTFT averaged {ms(found['client_ttft_s'])}, the server's own "
-            f"{ms(found['server_ttft_s'])}: {ms(found['outside_s'])} passed outside the server, far "
-            f"more than a round trip to it ({ms(found['rtt_s'])}): a proxy, the client or connection "
-            "set-up holds it.",
-            "Benchmark the server directly (not through a gateway), check client_overloaded, or keep "
-            "connections alive.",
-            ("ttft_s", "prefill_tps"),
-            found,
-            [
-                ("ttft_outside_server_s", found["outside_s"], found["bound_s"], "s"),
-                ("rtt_s", found["rtt_s"], None, "s"),
-            ],
-        )
-    found = queue_finding(case)
-    if found:
-        yield Finding(
-            "queue_dominates_ttft",
-            f"At {load_text(case)}, requests waited {ms(found['queue_s'])} on average in the server's "
-            f"queue, {found['queue_share']:.0%} of its {ms(found['ttft_s'])} TTFT: the server is "
-            "saturated, and TTFT and prefill t/s hold queue time.",
-            queue_hint(case),
-            ("ttft_s", "prefill_tps"),
-            found,
-            [
-                ("queue_share", found["queue_share"], QUEUE_SHARE, "fraction"),
-                ("queue_s", found["queue_s"], QUEUE_MIN_S, "s"),
-            ],
-        )
+def server_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    found = cache_hit_figures(case, run)
+    if found is None:
+        return
+    rate = found.server_cache_hit_rate
+    seen = (
+        "usage reported no cached_tokens, so only the server's metrics show it"
+        if found.usage_cached_tokens is None
+        else f"usage reported {found.usage_cached_tokens} cached tokens"
+    )
+    yield Warning_(
+        "server_cache_hit",
+        WARNING,
+        case.label,
+        f"The server counted {_num(found.server_cache_hits):.0f} prefix-cache hit tokens"
+        + (f" ({rate:.0%} of the prompt tokens)" if rate is not None else "")
+        + f" during this case, more than the {_num(found.explained_hits):.0f} its chat template explains, "
+        f"although every prompt was unique; {seen}. Cache busting failed: TTFT, prefill and "
+        "end-to-end figures include work the server did not redo.",
+        "Something before benchy's nonce is shared (a proxy or server cache keyed on part of the "
+        "prompt?); compare with --no-nonce, or disable the server's prefix cache to measure cold prefill.",
+        ("ttft_s", "prefill_tps", "e2e_tps"),
+        details=found,
+        evidence=(Evidence("server_cache_hits", found.server_cache_hits, found.explained_hits, "tokens"),),
+    )
+
+
+def server_token_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    found = token_mismatch_figures(case)
+    if found is None:
+        return
+    yield Warning_(
+        "server_token_mismatch",
+        WARNING,
+        case.label,
+        f"The server's metrics counted {_num(found.server_generation_tokens):.0f} generated tokens for "
+        f"this case's {found.requests} requests; their responses' usage, which benchy's rates "
+        f"count, adds up to {found.client_tokens}. One of the two is wrong.",
+        "Another client sharing the server during the run would explain extra tokens; otherwise "
+        "the server counts tokens it did not stream (drafts, hidden text) or its usage is wrong.",
+        ("e2e_tps", "decode_tps"),
+        details=found,
+        evidence=(
+            Evidence("server_generation_tokens", found.server_generation_tokens, None, "tokens"),
+            Evidence("usage_completion_tokens", found.client_tokens, None, "tokens"),
+            Evidence("token_difference", found.difference, found.slack, "tokens"),
+        ),
+    )
+
+
+def ttft_outside_server(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    found = outside_figures(case)
+    if found is None:
+        return
+    yield Warning_(
+        "ttft_outside_server",
+        WARNING,
+        case.label,
+        f"Client TTFT averaged {ms(_num(found.client_ttft_s))}, the server's own "
+        f"{ms(_num(found.server_ttft_s))}: {ms(_num(found.outside_s))} passed outside the server, far "
+        f"more than a round trip to it ({ms(_num(found.rtt_s))}): a proxy, the client or connection "
+        "set-up holds it.",
+        "Benchmark the server directly (not through a gateway), check client_overloaded, or keep connections alive.",
+        ("ttft_s", "prefill_tps"),
+        details=found,
+        evidence=(
+            Evidence("ttft_outside_server_s", found.outside_s, found.bound_s, "s"),
+            Evidence("rtt_s", found.rtt_s, None, "s"),
+        ),
+    )
+
+
+def queue_dominates_ttft(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    found = queue_figures(case)
+    if found is None:
+        return
+    yield Warning_(
+        "queue_dominates_ttft",
+        WARNING,
+        case.label,
+        f"At {load_text(case)}, requests waited {ms(_num(found.queue_s))} on average in the server's "
+        f"queue, {_num(found.queue_share):.0%} of its {ms(_num(found.ttft_s))} TTFT: the server is "
+        "saturated, and TTFT and prefill t/s hold queue time.",
+        queue_hint(case),
+        ("ttft_s", "prefill_tps"),
+        details=found,
+        evidence=(
+            Evidence("queue_share", found.queue_share, QUEUE_SHARE, "fraction"),
+            Evidence("queue_s", found.queue_s, QUEUE_MIN_S, "s"),
+        ),
+    )
+
+
+CASE_CHECKS = (server_cache_hit, server_token_mismatch, ttft_outside_server, queue_dominates_ttft)

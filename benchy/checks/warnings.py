@@ -21,18 +21,34 @@ lists the metrics in `withheld`. Requests whose output is empty or zero tokens a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from benchy.checks import server as server_checks
+from benchy.checks.registry import (
+    ERROR,
+    INFO,
+    WARNING,
+    Warning_,
+    case_check,
+    check,
+    run_check,
+)
 from benchy.measure import evidence, metrics, profiles, stats
 from benchy.measure.metrics import OUTPUT_FAILURES
+from benchy.measure.records import Anomaly
 from benchy.measure.workloads import WorkloadFigures
-from benchy.results.types import CaseResult, CheckWarning, Evidence, RequestResult, RunResult, Setup
-
-ERROR = "error"  # the number is wrong or missing: a hard failure
-WARNING = "warning"  # the number is real but qualified
-INFO = "info"  # worth knowing; the numbers are right (never fatal, even under --strict)
-SEVERITY_ORDER = (ERROR, WARNING, INFO)
+from benchy.results.types import (
+    CaseResult,
+    CheckWarning,
+    ClientHealth,
+    Evidence,
+    LoopHealth,
+    RequestResult,
+    RunResult,
+    Setup,
+    WarningDetails,
+    WorkerHealth,
+)
 
 BUFFERING_HINT = (
     "The server sends several tokens per event (vLLM buffers Harmony output, for "
@@ -52,49 +68,6 @@ STALLED_SHARE_LIMIT = 0.05
 SEND_LAG_P90_LIMIT_S = 0.02
 CPU_SHARE_LIMIT = 0.9
 MIN_LAG_SAMPLES = 10
-
-
-def Warning_(  # noqa: N802  (the name checks have always used)
-    code: str,
-    severity: str,
-    case: str | None,
-    message: str,
-    hint: str,
-    metrics: tuple[str, ...] = (),
-    withheld: tuple[str, ...] = (),
-    details: dict | None = None,
-    evidence: tuple[Evidence, ...] = (),
-) -> CheckWarning:
-    """A CheckWarning; `metrics` it qualifies (the table marks them), `withheld` the metrics
-    results.py made unavailable for the reason it reports, `details` the figures behind the
-    message, `evidence` the observed figure against its threshold."""
-    return CheckWarning(
-        code, severity, case, message, hint, list(metrics), list(withheld), dict(details or {}), list(evidence)
-    )
-
-
-CaseCheck = Callable[[CaseResult, RunResult], Iterable[CheckWarning]]
-RunCheck = Callable[[RunResult], Iterable[CheckWarning]]
-_CASE_CHECKS: list[CaseCheck] = []
-_RUN_CHECKS: list[RunCheck] = []
-
-
-def case_check(fn: CaseCheck) -> CaseCheck:
-    _CASE_CHECKS.append(fn)
-    return fn
-
-
-def run_check(fn: RunCheck) -> RunCheck:
-    """A check across cases (e.g. a TTFT trend across output lengths)."""
-    _RUN_CHECKS.append(fn)
-    return fn
-
-
-def check(run: RunResult) -> list[CheckWarning]:
-    """Every warning about `run`, errors first. Reads `run`, never writes into it."""
-    found = [w for run_level in _RUN_CHECKS for w in run_level(run)]
-    found += [w for case in run.cases for case_level in _CASE_CHECKS for w in case_level(case, run)]
-    return sorted(found, key=lambda w: SEVERITY_ORDER.index(w.severity))
 
 
 def run_checks(results: dict) -> list[dict]:
@@ -120,7 +93,7 @@ def sse_buffering(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "end-to-end throughput is still valid.",
             BUFFERING_HINT,
             withheld=metrics.STREAM_TIMING_METRICS,
-            details={"tokens_per_event_median": per_event},
+            details=WarningDetails(tokens_per_event_median=per_event),
             evidence=(
                 Evidence("tokens_per_event_median", per_event, evidence.FIRST_ARRIVAL_MAX_TOKENS, "tokens/event"),
             ),
@@ -143,7 +116,7 @@ def request_errors(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             f"{sum(errors.values())} of {total} requests failed ({kinds}); statistics cover "
             f"only the {case.n_ok} that succeeded.{said}",
             _errors_hint(errors, run),
-            details={"errors": errors, "first_errors": first},
+            details=WarningDetails(errors=errors, first_errors=first),
         )
 
 
@@ -191,7 +164,7 @@ def _errors_hint(errors: dict[str, int], run: RunResult) -> str:
 
 @case_check
 def prefix_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
-    template = (run.setup.calibration or {}).get("overhead_tokens", 0) or 0
+    template = template_tokens(run.setup)
     # A cached --depth context is meant to hit (depth_cache_miss checks it); only the rest counts.
     # Requests of a cache-aware workload (they carry unique_tokens) are meant to hit: the
     # workload checks judge their reuse instead.
@@ -212,9 +185,14 @@ def prefix_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
             "inflated.",
             "Keep the nonce on (no --no-nonce) so no request shares a prefix with another.",
             metrics=("ttft_s", "prefill_tps", "e2e_tps"),
-            details={"requests": len(hits), "cached_tokens_max": most, "template_tokens": template},
+            details=WarningDetails(requests=len(hits), cached_tokens_max=most, template_tokens=template),
             evidence=(Evidence("cached_tokens_max", most, template, "tokens"),),
         )
+
+
+def template_tokens(setup: Setup) -> float:
+    """The chat template's tokens, as calibration measured them (0 without a calibration)."""
+    return setup.calibration.overhead_tokens if setup.calibration else 0.0
 
 
 def _context_served(cached: int | None, context: int) -> bool:
@@ -353,7 +331,7 @@ def cache_not_reported(case: CaseResult, run: RunResult) -> Iterable[CheckWarnin
         "verified, and eviction or leakage would go unseen. TTFT is measured all the same.",
         "vLLM: start it with --enable-prompt-tokens-details; other servers: check that usage "
         "carries prompt_tokens_details.cached_tokens.",
-        details={"requests": figures.reuse.unreported},
+        details=WarningDetails(requests=figures.reuse.unreported),
     )
 
 
@@ -407,7 +385,7 @@ def empty_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "A broken kernel can generate tokens and print nothing (vLLM's CUTLASS FP4 path on "
             "SM121/GB10 returns content: null; VLLM_MXFP4_BACKEND=marlin fixes it). Check one "
             "answer with curl before benchmarking.",
-            details={"requests": len(bad), "claimed_tokens_median": claimed, "content_null_events": nulls},
+            details=WarningDetails(requests=len(bad), claimed_tokens_median=claimed, content_null_events=nulls),
         )
 
 
@@ -426,7 +404,7 @@ def zero_tokens(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "The server stopped at once: a stop string or EOS token that matches immediately "
             "(e.g. <|message|> or <|end|> in a Harmony model's stop list) or a wrong chat "
             "template. Check the stop list and generation_config.",
-            details={"requests": len(bad), "finish_reasons": reasons},
+            details=WarningDetails(requests=len(bad), finish_reasons=reasons),
         )
 
 
@@ -448,7 +426,7 @@ def reasoning_only(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "count reasoning tokens.",
             "Raise --tg so the model reaches its answer, or lower its reasoning effort.",
             metrics=("ttfc_s",),
-            details={"requests": len(only)},
+            details=WarningDetails(requests=len(only)),
         )
 
 
@@ -472,14 +450,14 @@ def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
         f"not comparable with tg{case.tg} elsewhere.",
         hint,
         metrics=("e2e_tps", "decode_tps"),
-        details={
-            "asked": case.tg,
-            "delivered_median": delivered,
-            "delivered_min": min(got),
-            "delivered_max": max(got),
-            "short_requests": len(short),
-            "finish_reasons": sorted({str(r.finish_reason) for r in short}),
-        },
+        details=WarningDetails(
+            asked=case.tg,
+            delivered_median=delivered,
+            delivered_min=min(got),
+            delivered_max=max(got),
+            short_requests=len(short),
+            finish_reasons=sorted({str(r.finish_reason) for r in short}),
+        ),
         evidence=(Evidence("delivered_median", delivered, case.tg, "tokens"),),
     )
 
@@ -522,7 +500,7 @@ def no_usage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     missing = [r for r in ok if not r.usage_reported]
     guessed = [r for r in missing if r.token_count is None or r.token_count.estimate]
     if guessed:
-        scale = (run.setup.calibration or {}).get("scale") or 1.0
+        scale = run.setup.calibration.scale if run.setup.calibration else 1.0
         yield Warning_(
             "no_usage",
             WARNING,
@@ -533,7 +511,7 @@ def no_usage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "Ask the server for usage (benchy sends stream_options include_usage; some proxies "
             "drop it) or measure the server directly.",
             metrics=COUNTED_METRICS,
-            details={"requests": len(guessed), "scale": scale},
+            details=WarningDetails(requests=len(guessed), scale=scale),
         )
 
 
@@ -562,7 +540,7 @@ def usage_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         f"count ({first.tokens} tokens), not usage.",
         USAGE_HINT,
         metrics=COUNTED_METRICS,
-        details={"requests": len(doubted), "usage_median": usage, "counted_median": counted},
+        details=WarningDetails(requests=len(doubted), usage_median=usage, counted_median=counted),
         evidence=(Evidence("usage_to_stream_ratio", usage / counted if counted else None, 1.0, "ratio"),),
     )
 
@@ -587,7 +565,7 @@ def local_tokenizer_mismatch(case: CaseResult, run: RunResult) -> Iterable[Check
         case.label,
         f"{len(odd)} of {len(ok)} requests: {odd[0].local_mismatch}.",
         LOCAL_TOKENIZER_HINT,
-        details={"requests": len(odd), "backed_by": sorted({b for c in odd for b in c.backed_by})},
+        details=WarningDetails(requests=len(odd), backed_by=sorted({b for c in odd for b in c.backed_by})),
         evidence=(Evidence("local_to_usage_ratio", ratio, 1.0, "ratio"),),
     )
 
@@ -616,7 +594,7 @@ def prompt_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
         PROMPT_LENGTH_HINT,
         metrics=("ttft_s", "e2e_tps", "e2e_s"),
         withheld=("prefill_tps",),
-        details={"requests": len(missed), "target_tokens": target, "server_tokens_median": counted},
+        details=WarningDetails(requests=len(missed), target_tokens=target, server_tokens_median=counted),
         evidence=(Evidence("server_prompt_tokens_median", counted, target, "tokens"),),
     )
 
@@ -625,37 +603,37 @@ def prompt_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
 def prompt_length_at_calibration(run: RunResult) -> Iterable[CheckWarning]:
     """calibration's length_check (prompts.check_length): the run's longest prompt, counted."""
     for endpoint, cal in sorted(run.setup.calibrations.items()):
-        found = (cal or {}).get("length_check") or {}
-        if found.get("missed"):
+        found = cal.length_check
+        if found is not None and found.missed:
             yield Warning_(
                 "prompt_length_mismatch",
                 WARNING,
                 None,
-                f"At calibration ({endpoint}) the server counted {found['server_tokens']} prompt tokens "
-                f"of the run's longest prompt ({found['target_tokens']} tokens): it does not read long "
+                f"At calibration ({endpoint}) the server counted {found.server_tokens} prompt tokens "
+                f"of the run's longest prompt ({found.target_tokens} tokens): it does not read long "
                 "prompts whole, so rows above that length are not what their labels say.",
                 PROMPT_LENGTH_HINT,
-                details={"endpoint": endpoint, **found},
-                evidence=(Evidence("server_prompt_tokens", found["server_tokens"], found["target_tokens"], "tokens"),),
+                details={"endpoint": endpoint, **found.to_dict()},
+                evidence=(Evidence("server_prompt_tokens", found.server_tokens, found.target_tokens, "tokens"),),
             )
 
 
 @run_check
 def cache_reset_unavailable(run: RunResult) -> Iterable[CheckWarning]:
     """--cache-reset asked for, and the server offers no way to empty its cache."""
-    failed = [c for c in run.cases if c.cache_reset and not c.cache_reset.get("ok")]
-    if not failed:
+    failed = [c for c in run.cases if c.cache_reset and not c.cache_reset.ok]
+    first = failed[0].cache_reset if failed else None
+    if first is None:
         return
-    first = failed[0].cache_reset or {}
     yield Warning_(
         "cache_reset_unavailable",
         WARNING,
         None,
-        f"--cache-reset could not empty the server's prefix cache: {first.get('message')}. "
+        f"--cache-reset could not empty the server's prefix cache: {first.message}. "
         "The run went on without resets: its cases started on whatever the cache held.",
         "vLLM answers POST /reset_prefix_cache, SGLang POST /flush_cache, llama-server the slot erase "
         "only when started with --slot-save-path DIR; otherwise restart the server for a cold cache.",
-        details={"cases": [c.label for c in failed], **first},
+        details={"cases": [c.label for c in failed], **first.to_dict()},
     )
 
 
@@ -668,15 +646,11 @@ def _measured(case: CaseResult) -> int:
 
 @case_check
 def first_chunk_before_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
-    pairs = [
-        (first, ttft)
-        for r in case.measured_ok()
-        if (first := r.first_chunk_s) is not None and (ttft := r.metrics.get("ttft_s")) is not None
-    ]
-    if not pairs:
+    """The registry's first_chunk_lead_s against TTFT, both summarized with the case (files
+    before 1.12 carry no lead: no note for them)."""
+    lead, ttft = case.median("first_chunk_lead_s"), case.median("ttft_s")
+    if lead is None or ttft is None:
         return
-    lead = stats.median([ttft - first for first, ttft in pairs])
-    ttft = stats.median([t for _, t in pairs])
     if lead >= max(FIRST_CHUNK_LEAD_MIN_S, FIRST_CHUNK_LEAD_SHARE * ttft):
         yield Warning_(
             "first_chunk_before_prefill",
@@ -687,7 +661,7 @@ def first_chunk_before_prefill(case: CaseResult, run: RunResult) -> Iterable[Che
             "not from that chunk.",
             "Nothing to fix; tools that time the first chunk report a TTFT this much too low.",
             metrics=("ttft_s",),
-            details={"lead_s_median": lead, "ttft_s_median": ttft},
+            details=WarningDetails(lead_s_median=lead, ttft_s_median=ttft),
             evidence=(
                 Evidence(
                     "first_chunk_lead_s_median", lead, max(FIRST_CHUNK_LEAD_MIN_S, FIRST_CHUNK_LEAD_SHARE * ttft), "s"
@@ -747,7 +721,7 @@ def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
         f"({_not_prefill_cause(case, run)}).{rates}",
         NOT_PREFILL_HINT,
         metrics=("prefill_tps", "ttft_s"),
-        details={"ttft_s_median": ttft, "server_prompt_s_median": prompt, "not_prefill_s_median": gap},
+        details=WarningDetails(ttft_s_median=ttft, server_prompt_s_median=prompt, not_prefill_s_median=gap),
         evidence=(Evidence("not_prefill_s_median", gap, limit, "s"),),
     )
 
@@ -764,8 +738,8 @@ def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
 
 
 def _slots(run: RunResult) -> int | None:
-    slots = (run.setup.server or {}).get("slots")
-    return slots if isinstance(slots, int) and slots > 0 else None
+    slots = run.setup.server.slots if run.setup.server else None
+    return slots if slots is not None and slots > 0 else None
 
 
 @run_check
@@ -794,7 +768,7 @@ def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
                 "here holds queue time; it is not the server's prefill speed.",
                 QUEUE_HINT,
                 metrics=("prefill_tps", "ttft_s"),
-                details={"concurrency": case.concurrency, "slots": slots},
+                details=WarningDetails(concurrency=case.concurrency, slots=slots),
             )
 
 
@@ -822,14 +796,14 @@ def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         QUEUE_HINT,
         metrics=("ttft_s",),
         withheld=("prefill_tps",),
-        details={
-            "concurrency": case.concurrency,
-            "slots": _slots(run),
-            "source": q.source,
-            "alone_ttft_s_median": q.alone_ttft.median,
-            "ttft_s_median": q.loaded_ttft_s,
-            "server_prefill_tps": _server_prefill(case),
-        },
+        details=WarningDetails(
+            concurrency=case.concurrency,
+            slots=_slots(run),
+            source=q.source,
+            alone_ttft_s_median=q.alone_ttft.median,
+            ttft_s_median=q.loaded_ttft_s,
+            server_prefill_tps=_server_prefill(case),
+        ),
         evidence=(Evidence("ttft_excess_s", q.excess_s, q.threshold_s, "s"),),
     )
 
@@ -846,9 +820,8 @@ def _server_prefill(case: CaseResult) -> float | None:
     own = case.median("server_prefill_tps")
     if own is not None:
         return own
-    derived = (case.server or {}).get("derived") or {}
-    rate = derived.get("prefill_tps")
-    return float(rate) if isinstance(rate, (int, float)) else None
+    server = case.server_figures()
+    return server.derived.get("prefill_tps") if server else None
 
 
 def _server_prefill_text(case: CaseResult) -> str:
@@ -894,7 +867,7 @@ def ttft_grows_with_output(run: RunResult) -> Iterable[CheckWarning]:
             case.unavailable["ttft_s"],
             BUFFERING_HINT,
             withheld=metrics.STREAM_TIMING_METRICS,
-            details={"ttft_s_by_tg": {f"tg{c.tg}": c.withheld["ttft_s"].median for c in group}},
+            details=WarningDetails(ttft_s_by_tg={f"tg{c.tg}": c.withheld["ttft_s"].median for c in group}),
         )
 
 
@@ -1003,7 +976,7 @@ def gpu_idle_dominates(case: CaseResult, run: RunResult) -> Iterable[CheckWarnin
 
 @case_check
 def client_overloaded(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
-    client = case.client or {}
+    client = case.client or ClientHealth()
     reasons = _overloaded_workers(client) + _late_sends(case, run)
     if reasons:
         yield Warning_(
@@ -1015,7 +988,7 @@ def client_overloaded(case: CaseResult, run: RunResult) -> Iterable[CheckWarning
             "include client delay.",
             _overloaded_hint(case),
             metrics=("ttft_s", "decode_tps", "itl_s", "prefill_tps"),
-            details=dict(client),
+            details=WarningDetails(client=case.client),
         )
 
 
@@ -1034,35 +1007,31 @@ def _overloaded_hint(case: CaseResult) -> str:
     )
 
 
-def _overloaded_workers(client: dict) -> list[str]:
+def _overloaded_workers(client: ClientHealth) -> list[str]:
     """Each worker judged on its own figures (workers.py, cluster.py); one that fell behind is
     named with its node, so the host to relieve is known."""
-    per_worker = client.get("per_worker") or [client]
+    per_worker: list[LoopHealth] = list(client.per_worker) or [client]
     found = []
     for entry in per_worker:
         reasons = _overload_reasons(entry)
-        if reasons and len(per_worker) > 1:
-            found.append(f"worker {entry['worker']} on {entry['node']}: {', '.join(reasons)}")
+        if reasons and isinstance(entry, WorkerHealth) and len(per_worker) > 1:
+            found.append(f"worker {entry.worker} on {entry.node}: {', '.join(reasons)}")
         else:
             found += reasons
     return found
 
 
-def _overload_reasons(client: dict) -> list[str]:
+def _overload_reasons(loop: LoopHealth) -> list[str]:
     reasons = []
     # Results merged from several worker processes may carry no p95: their worst p99 stands in.
-    p95 = client.get("loop_lag_ms_p95", client.get("loop_lag_ms_p99"))
-    if (client.get("lag_samples") or 0) >= MIN_LAG_SAMPLES and p95 is not None and p95 > LAG_P95_LIMIT_MS:
-        reasons.append(
-            f"event-loop lag p95 {p95:.0f} ms > {LAG_P95_LIMIT_MS:.0f} ms, max {client['loop_lag_ms_max']:.0f} ms"
-        )
-    if (client.get("stalled_share") or 0) > STALLED_SHARE_LIMIT:
-        reasons.append(
-            f"the event loop was stalled {client['stalled_share']:.0%} of the time "
-            f"(stalls up to {client['loop_lag_ms_max']:.0f} ms)"
-        )
-    if (client.get("cpu_share") or 0) > CPU_SHARE_LIMIT:
-        reasons.append(f"benchy used {client['cpu_share']:.0%} of a CPU core")
+    p95 = loop.loop_lag_ms_p95 if loop.loop_lag_ms_p95 is not None else loop.loop_lag_ms_p99
+    most = loop.loop_lag_ms_max or 0.0
+    if (loop.lag_samples or 0) >= MIN_LAG_SAMPLES and p95 is not None and p95 > LAG_P95_LIMIT_MS:
+        reasons.append(f"event-loop lag p95 {p95:.0f} ms > {LAG_P95_LIMIT_MS:.0f} ms, max {most:.0f} ms")
+    if (loop.stalled_share or 0) > STALLED_SHARE_LIMIT:
+        reasons.append(f"the event loop was stalled {loop.stalled_share:.0%} of the time (stalls up to {most:.0f} ms)")
+    if (loop.cpu_share or 0) > CPU_SHARE_LIMIT:
+        reasons.append(f"benchy used {loop.cpu_share:.0%} of a CPU core")
     return reasons
 
 
@@ -1106,13 +1075,11 @@ def harmony_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             f"answer text: {_stop_cause(setup)}.",
             STOP_HINT,
             metrics=("e2e_tps", "ttfc_s"),
-            details={
-                "requests": len(cut),
-                "stop": list(setup.stop),
-                "dangerous_stops": list(setup.dangerous_stops),
-            },
+            details=WarningDetails(
+                requests=len(cut), stop=list(setup.stop), dangerous_stops=list(setup.dangerous_stops)
+            ),
         )
-    stripped = [r for r in case.measured_ok() if metrics.SPECIAL_TOKENS_STRIPPED in r.anomalies]
+    stripped = [r for r in case.measured_ok() if Anomaly.SPECIAL_TOKENS_STRIPPED in r.anomalies]
     if stripped:
         yield Warning_(
             "special_tokens_stripped",
@@ -1126,14 +1093,14 @@ def harmony_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "proxy or server may drop it), or use --endpoint chat, where the server splits "
             "the channels.",
             withheld=("ttfc_s",),
-            details={"requests": len(stripped)},
+            details=WarningDetails(requests=len(stripped)),
         )
 
 
 def _stop_cause(setup: Setup) -> str:
     if setup.dangerous_stops:
         first = setup.dangerous_stops[0]
-        return f"--stop {first['stop']!r} occurs inside every Harmony response ({first['reason']})"
+        return f"--stop {first.stop!r} occurs inside every Harmony response ({first.reason})"
     if setup.stop:
         return f"a --stop string ({', '.join(map(repr, setup.stop))}) matched before the answer"
     return (
@@ -1142,14 +1109,9 @@ def _stop_cause(setup: Setup) -> str:
     )
 
 
-@case_check
-def server_disagreement(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
-    """The server's /metrics against the client's figures (server_checks.py reads saved dicts)."""
-    if not case.server:
-        return
-    for f in server_checks.findings(case.to_dict(), run.setup.to_dict()):
-        evidence = tuple(Evidence(*e) for e in f.evidence)
-        yield Warning_(f.code, WARNING, case.label, f.message, f.hint, f.metrics, details=f.details, evidence=evidence)
+# The server's /metrics against the client's figures (checks/server.py), in this place of the order.
+for _server_check in server_checks.CASE_CHECKS:
+    case_check(_server_check)
 
 
 @case_check
@@ -1169,5 +1131,5 @@ def case_cut_short(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         "Run the case to its end for figures of the whole case.",
         metrics=tuple(m.name for m in metrics.TABLE_METRICS),
         withheld=("aggregate_tps", "request_rate"),
-        details={"measured": case.n_ok + case.n_failed, "planned": case.planned_requests},
+        details=WarningDetails(measured=case.n_ok + case.n_failed, planned=case.planned_requests),
     )

@@ -17,8 +17,8 @@ disconnect (dropped mid-response), stall (silence > --stall-timeout), timeout (>
 redirect (too many, or a POST moved by 301/302/303), not_sse (a body that is not an event
 stream), bad_stream (an event stream without a single event), server_error (an `error` event in
 the stream), client_error, internal (a benchy bug; report it). A successful request may carry
-anomalies: no_done, no_usage, malformed_events:N, redirected:N (each request was sent N times
-before the URL that answered), and with a Harmony template special_tokens_stripped (the server
+anomalies (records.Anomaly): no_done, no_usage, malformed_events (count: how many), redirected
+(count: each request was sent that many times before the URL that answered), and with a Harmony template special_tokens_stripped (the server
 dropped <|channel|> & co. from the text, so analysis and final cannot be told apart: all of it
 counts as content). A completion whose text opens with a Harmony marker is read as Harmony
 without the template too (gpt-oss on a raw endpoint): its analysis channel is reasoning.
@@ -54,7 +54,7 @@ from benchy.client.http1 import (
 )
 from benchy.client.redact import header_secrets, redact_url, scrub, scrub_list, url_secrets
 from benchy.client.sse import SSEParser
-from benchy.measure.records import CONTENT, REASONING, RequestRecord
+from benchy.measure.records import CONTENT, REASONING, Anomaly, RequestRecord
 
 if TYPE_CHECKING:
     import aiohttp  # imported when used: the lean transport never needs it (a quarter second a process)
@@ -527,7 +527,7 @@ class Client:
         body = orjson.dumps(self.payload(prompt, max_tokens, endpoint, extra=extra))
         reused = await self._send(rec, body, endpoint, False, harmony)
         if reused and rec.error_kind == "reset":
-            rec.retried = f"{rec.error_kind}: {rec.error}"
+            rec.retried, rec.retried_kind = f"{rec.error_kind}: {rec.error}", rec.error_kind
             rec.status, rec.error_kind, rec.error, rec.end_s = "ok", None, None, None
             await self._send(rec, body, endpoint, True, harmony)
         return rec
@@ -560,7 +560,7 @@ class Client:
             if response.streamed:
                 reader.close(response.end_s - t0)
                 if hops and rec.status == "ok":
-                    rec.anomalies.append(f"redirected:{hops}")
+                    rec.note(Anomaly.REDIRECTED, hops)
             elif response.status != 200:
                 reader.http_failure(response.status, response.headers.get("retry-after"), response.peek)
             else:
@@ -812,11 +812,11 @@ class _StreamReader:
             self._harmony_close(self.harmony)
             self._settle()
         if self.bad_events:
-            rec.anomalies.append(f"malformed_events:{self.bad_events}")
+            rec.note(Anomaly.MALFORMED_EVENTS, self.bad_events)
         if not self.done:
-            rec.anomalies.append("no_done")
+            rec.note(Anomaly.NO_DONE)
         if not rec.usage_reported:
-            rec.anomalies.append("no_usage")
+            rec.note(Anomaly.NO_USAGE)
         if rec.sse_events == 0:
             self.fail("bad_stream", "the stream ended without a single event")
 
@@ -991,7 +991,7 @@ class _StreamReader:
             if content:
                 self.kinds[-1] = CONTENT
         if not harmony.saw_markers and markers_missing("".join(self.unmarked)):
-            rec.anomalies.append("special_tokens_stripped")
+            rec.note(Anomaly.SPECIAL_TOKENS_STRIPPED)
 
     def _usage(self, usage: dict) -> None:
         """Counts that are not whole numbers are dropped (metrics must never do sums on them)

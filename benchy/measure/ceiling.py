@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 from benchy.jsontypes import Saved
 from benchy.measure import profiles
@@ -28,7 +27,7 @@ class CeilingSetup(Saved):
     model_profile_source: str | None = None
     active_bytes_per_token: float | None = None
     weights_source: str | None = None
-    kv_shape: dict[str, Any] | None = None
+    kv_shape: profiles.KvShape | None = None
     missing: str | None = None
 
 
@@ -83,20 +82,9 @@ class CeilingInputs:
             weights_source="--active-bytes-per-token"
             if self.active_bytes_per_token
             else (model.weights if model else None),
-            kv_shape=_kv_shape(model) if model else None,
+            kv_shape=model.kv if model else None,
             missing=_missing(bandwidth, weights, served_model),
         )
-
-
-def _kv_shape(model: profiles.ModelProfile) -> dict:
-    return {
-        "layers": model.layers,
-        "kv_heads": model.kv_heads,
-        "head_dim": model.head_dim,
-        "kv_bytes_per_element": model.kv_bytes_per_element,
-        "sliding_window": model.sliding_window,
-        "sliding_window_layer_fraction": model.sliding_window_layer_fraction,
-    }
 
 
 def _missing(bandwidth: float | None, weights: float | None, served_model: str) -> str | None:
@@ -119,6 +107,6 @@ def case_ceiling(pp: int, tg: int, depth: int, ceiling: CeilingSetup | None) -> 
     if not ceiling.kv_shape:
         return profiles.custom_ceiling(bandwidth, weights, pp, tg, depth)
     model = profiles.ModelProfile(
-        name=ceiling.model_profile or "custom", active_bytes_per_token=weights, **ceiling.kv_shape
+        name=ceiling.model_profile or "custom", active_bytes_per_token=weights, kv=ceiling.kv_shape
     )
     return profiles.case_ceiling(bandwidth, model, pp, tg, depth)

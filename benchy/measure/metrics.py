@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 
 from benchy.measure import evidence, reading, stats
-from benchy.measure.records import RequestRecord
+from benchy.measure.records import Anomaly, RequestRecord
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ TOO_FEW_EVENTS = "too_few_events"  # (files of earlier versions; now TOO_FEW_ARR
 NO_PROMPT_TOKENS = "no_prompt_tokens"
 NO_CACHED_TOKENS = "no_cached_tokens"
 NO_SERVER_TIMINGS = "no_server_timings"
+NO_FIRST_CHUNK = "no_first_chunk"  # no SSE event was timed before the first token
 BUFFERED = "buffered"  # several tokens per event: event times show the buffer
 BUFFERED_TREND = "buffered_trend"  # TTFT grows with output length at a fixed prompt (results.py)
 REQUEST_FAILED = "request_failed"
@@ -189,7 +190,7 @@ def ttft_s(rec: RequestRecord) -> float | Unavailable:
 
 
 def ttfc_s(rec: RequestRecord) -> float | Unavailable:
-    if SPECIAL_TOKENS_STRIPPED in rec.anomalies:
+    if Anomaly.SPECIAL_TOKENS_STRIPPED in rec.anomalies:
         return Unavailable(
             SPECIAL_TOKENS_STRIPPED,
             "the response came back as Harmony text without its special tokens, so reasoning and "
@@ -245,6 +246,17 @@ def itl_event_s(rec: RequestRecord) -> float | Unavailable:
 def reasoning_tokens(rec: RequestRecord) -> float | Unavailable:
     value = reading.read(rec).reasoning_tokens
     return 0.0 if value is None else value
+
+
+def first_chunk_lead_s(rec: RequestRecord) -> float | Unavailable:
+    """TTFT minus the first SSE event of any kind: how far a role-only or empty first chunk ran
+    ahead of the first token (what a tool that times the first chunk leaves out of TTFT)."""
+    first = ttft_s(rec)
+    if isinstance(first, Unavailable):
+        return first
+    if rec.first_chunk_s is None:
+        return Unavailable(NO_FIRST_CHUNK, "no SSE event was timed")
+    return first - rec.first_chunk_s
 
 
 def ttft_gap_s(rec: RequestRecord) -> float | Unavailable:
@@ -650,6 +662,16 @@ _REGISTRY = (
         explanation="stream granularity.",
         depends=("completion_tokens", "token_event_s"),
         formula=tokens_per_event,
+    ),
+    _time(
+        "first_chunk_lead_s",
+        "first-chunk lead ms",
+        stream_timing=True,
+        definition="TTFT − the first SSE event of any kind (a role-only or empty chunk)",
+        explanation="how much sooner than the first token a first chunk came: TTFT timed from that chunk "
+        "is this much too low.",
+        depends=("ttft_s", "first_chunk_s"),
+        formula=first_chunk_lead_s,
     ),
     _time(
         "ttft_gap_s",

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
+from benchy.jsontypes import Saved
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -40,17 +42,25 @@ class Hardware:
 
 
 @dataclass(frozen=True)
-class ModelProfile:
-    """What one decoded token reads: weights (bytes) and the KV-cache shape."""
+class KvShape(Saved):
+    """The KV cache's shape: what each decoded token reads of the context (saved as
+    setup.ceiling.kv_shape, so a report re-makes the ceiling from results.json alone)."""
 
-    name: str
-    active_bytes_per_token: float
     layers: int
     kv_heads: int
     head_dim: int
     kv_bytes_per_element: float = 2
     sliding_window: int | None = None
     sliding_window_layer_fraction: float = 0.0
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """What one decoded token reads: weights (bytes) and the KV-cache shape."""
+
+    name: str
+    active_bytes_per_token: float
+    kv: KvShape
     aliases: tuple[str, ...] = ()
     weights: str = ""
 
@@ -90,10 +100,10 @@ def kv_bytes_per_token(model: ModelProfile, context_tokens: float) -> float:
     most ``sliding_window`` tokens. Result in bytes.
     """
     _require(context_tokens >= 0, f"context must be >= 0 tokens, got {context_tokens}")
-    per_layer_token = KV_TENSORS * model.kv_heads * model.head_dim * model.kv_bytes_per_element
-    sliding_layers = model.layers * model.sliding_window_layer_fraction
-    full_layers = model.layers - sliding_layers
-    window = context_tokens if model.sliding_window is None else model.sliding_window
+    per_layer_token = KV_TENSORS * model.kv.kv_heads * model.kv.head_dim * model.kv.kv_bytes_per_element
+    sliding_layers = model.kv.layers * model.kv.sliding_window_layer_fraction
+    full_layers = model.kv.layers - sliding_layers
+    window = context_tokens if model.kv.sliding_window is None else model.kv.sliding_window
     attended = full_layers * context_tokens + sliding_layers * min(window, context_tokens)
     return per_layer_token * attended
 
@@ -245,12 +255,14 @@ def _model_from(name: str, entry: dict) -> ModelProfile:
         return ModelProfile(
             name=name,
             active_bytes_per_token=float(entry["active_bytes_per_token"]),
-            layers=int(entry["layers"]),
-            kv_heads=int(entry["kv_heads"]),
-            head_dim=int(entry["head_dim"]),
-            kv_bytes_per_element=float(entry["kv_bytes_per_element"]),
-            sliding_window=entry.get("sliding_window"),
-            sliding_window_layer_fraction=float(entry.get("sliding_window_layer_fraction", 0.0)),
+            kv=KvShape(
+                layers=int(entry["layers"]),
+                kv_heads=int(entry["kv_heads"]),
+                head_dim=int(entry["head_dim"]),
+                kv_bytes_per_element=float(entry["kv_bytes_per_element"]),
+                sliding_window=entry.get("sliding_window"),
+                sliding_window_layer_fraction=float(entry.get("sliding_window_layer_fraction", 0.0)),
+            ),
             aliases=tuple(entry.get("aliases", ())),
             weights=entry.get("weights", ""),
         )

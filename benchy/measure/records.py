@@ -15,14 +15,26 @@ import copy
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
+from enum import Enum
 from pathlib import Path
 from typing import IO
 
-REQUESTS_SCHEMA = "benchy/requests/1.1"  # 1.1: alone
+REQUESTS_SCHEMA = "benchy/requests/1.2"  # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
 CONTENT = "c"
 REASONING = "r"
+
+
+class Anomaly(str, Enum):
+    """What a successful request's stream got wrong (the client notes it; a case counts each).
+    A count that goes with one (bad events, redirect hops) is kept apart, in anomaly_counts."""
+
+    NO_DONE = "no_done"  # the stream ended without [DONE]
+    NO_USAGE = "no_usage"  # no usage came with it
+    MALFORMED_EVENTS = "malformed_events"  # events that were not JSON (count: how many)
+    REDIRECTED = "redirected"  # sent again to the URL a redirect named (count: the hops)
+    SPECIAL_TOKENS_STRIPPED = "special_tokens_stripped"  # Harmony text without its markers
 
 
 @dataclass(slots=True)  # no __dict__ per record: a long run holds one row per request
@@ -43,6 +55,7 @@ class RequestRecord:
     # "kind: message" of a first attempt that failed on a reused keep-alive connection before
     # any response byte; the request was sent again on a fresh one (timestamps are the retry's).
     retried: str | None = None
+    retried_kind: str | None = None  # (1.2) that first failure's error kind, apart from its message
     http_status: int | None = None
     headers_s: float | None = None  # response headers received
     first_chunk_s: float | None = None  # first SSE event of any kind (a role-only chunk counts)
@@ -70,7 +83,9 @@ class RequestRecord:
     reasoning_chars: int = 0
     content_null_events: int = 0  # deltas that said content: null with no other text
     finish_reason: str | None = None
-    anomalies: list[str] = field(default_factory=list)  # no_done, no_usage, malformed_events:N
+    # Anomaly codes (files before requests 1.2 wrote a count after the code: malformed_events:N)
+    anomalies: list[str] = field(default_factory=list)
+    anomaly_counts: dict[str, int] = field(default_factory=dict)  # (1.2) code → its count, where one goes
     server_timings: dict | None = None  # llama.cpp's per-response `timings`, verbatim
     # --depth-mode cached: tokens of a context sent ahead that this request reuses, so the
     # server should report them as cached (0: nothing was sent ahead).
@@ -105,6 +120,12 @@ class RequestRecord:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    def note(self, anomaly: Anomaly, count: int | None = None) -> None:
+        """Notes an anomaly of the stream, with its count where one goes with it."""
+        self.anomalies.append(anomaly.value)
+        if count is not None:
+            self.anomaly_counts[anomaly.value] = count
 
     def to_dict(self) -> dict:
         # Not dataclasses.asdict: it copies each list element through its recursion, 1-2 ms for

@@ -141,12 +141,49 @@ class TurnRow(_Saved):
     unavailable: dict[str, str] = field(default_factory=dict)  # metric → why this turn has no figure
 
 
+def _given(doc: str) -> Any:
+    """A setting of one workload kind: left out of the file for the others."""
+    return field(default=None, metadata={"doc": doc, "omit_none": True})
+
+
+@dataclass
+class ThinkSpec(_Saved):
+    """Multi-turn think time (workloads/spec.ThinkTime): fixed, exponential or lognormal."""
+
+    kind: str = "fixed"
+    mean_s: float = 0.0
+    sigma: float | None = None  # lognormal only
+
+
+@dataclass
+class WorkloadSpec(_Saved):
+    """(1.12) A workload's settings as the case ran it (workloads/spec.py's to_dict): multi-turn
+    turns, think, first_tokens, keep_reasoning, cold_baseline; shared-prefix fraction, groups;
+    trace path, speed, limit. Each kind sets its own."""
+
+    turns: int | None = _given("multi-turn: turns per conversation")
+    think: ThinkSpec | None = _given("multi-turn: the pause before each next message")
+    first_tokens: int | None = _given("multi-turn: the first message's tokens (null: pp)")
+    keep_reasoning: bool | None = _given("multi-turn: earlier turns' reasoning sent back")
+    cold_baseline: bool | None = _given("multi-turn: each turn's length again with nothing shared")
+    fraction: float | None = _given("shared prefix: the share of the prompt shared")
+    groups: int | None = _given("shared prefix: groups with a prefix of their own")
+    path: str | None = _given("trace: the file replayed")
+    speed: float | None = _given("trace: times faster than recorded")
+    limit: int | None = _given("trace: only the first N requests")
+
+    @classmethod
+    def of(cls, settings: dict | WorkloadSpec) -> WorkloadSpec:
+        """A workload's to_dict() typed; an unknown key is a setting someone forgot to add here."""
+        return settings if isinstance(settings, WorkloadSpec) else jsontypes.from_json(cls, settings, strict=True)
+
+
 @dataclass
 class WorkloadFigures(_Saved):
     """A workload case's own figures (see the module docstring)."""
 
     kind: str
-    spec: dict[str, Any] = field(default_factory=dict)
+    spec: WorkloadSpec = field(default_factory=WorkloadSpec)
     reuse: Reuse = field(default_factory=Reuse)
     granularity_tokens: int = 1
     eviction: Eviction | None = None
@@ -160,7 +197,7 @@ class WorkloadFigures(_Saved):
 
 def case_figures(
     kind: str,
-    spec: dict,
+    spec: dict | WorkloadSpec,
     measured: list[RequestRecord],
     controls: Sequence[RequestRecord] = (),
     values: PerRequest | None = None,
@@ -170,9 +207,10 @@ def case_figures(
     lengths, nothing shared; judged for leakage, and set beside each turn's TTFT). `values`:
     each request's metrics as the builder computed them, with the case's verdicts (a request
     missing from it is computed here, by its own evidence)."""
+    settings = WorkloadSpec.of(spec)
     ok = [r for r in measured if r.ok]
     granularity = cache_granularity(ok)
-    out = WorkloadFigures(kind, spec, reuse(ok), granularity, leakage=leakage(ok + [r for r in controls if r.ok]))
+    out = WorkloadFigures(kind, settings, reuse(ok), granularity, leakage=leakage(ok + [r for r in controls if r.ok]))
     judged = reuse_verdicts(ok, granularity)
     short = [r for r, fine in judged if not fine]
     partial = partial_reuse(ok, judged, granularity)
@@ -184,7 +222,7 @@ def case_figures(
         out.eviction = eviction(ok, short, len(judged))
     if kind == "multi_turn":
         out.turns = turn_figures(measured, controls, values)
-        out.conversations_cut = conversations_cut(measured, spec.get("turns"))
+        out.conversations_cut = conversations_cut(measured, settings.turns)
     return out
 
 
@@ -453,7 +491,7 @@ def ttft_gains(cases: list) -> None:
 def _shared_fraction(case) -> float | None:
     if case.workload is None or case.workload.kind != "shared_prefix":
         return None
-    return case.workload.spec["fraction"]
+    return case.workload.spec.fraction
 
 
 def _gain_key(case) -> tuple:

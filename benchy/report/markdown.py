@@ -11,7 +11,7 @@ from benchy.results.types import MetricSummary, RunResult
 
 def setup_lines(results: RunResult) -> list[str]:
     setup = results.setup
-    cal = setup.calibration or {}
+    template = setup.calibration.overhead_tokens if setup.calibration else 0.0
     rows = [
         ("Server", setup.base_url),
         ("Model", setup.model),
@@ -29,7 +29,7 @@ def setup_lines(results: RunResult) -> list[str]:
             else "NO (--no-nonce: requests share prefixes; the server's cache may serve them)",
         ),
         ("Runs per case", f"{setup.runs} (+{setup.warmup} warmup, not counted)"),
-        ("Chat template", f"{cal.get('overhead_tokens', 0):.0f} tokens (calibrated from the server's usage)"),
+        ("Chat template", f"{template:.0f} tokens (calibrated from the server's usage)"),
         ("benchy", setup.benchy_version),
         ("Command", f"`{setup.command_line}`" if setup.command_line else None),
         ("Started (UTC)", setup.started_utc),

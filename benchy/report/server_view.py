@@ -22,7 +22,14 @@ from pathlib import Path
 
 from benchy.measure.metrics import METRICS
 from benchy.report import table
-from benchy.results.types import CaseResult, RunResult
+from benchy.results.types import (
+    CaseResult,
+    MetricsStatus,
+    NoServerFigures,
+    RunResult,
+    ServerCaseMetrics,
+    ServerIdentity,
+)
 
 SECTION_INTRO = (
     "What the server itself reported for each case (Prometheus /metrics, scraped before and after "
@@ -54,18 +61,16 @@ CSV_COLUMNS = (
 )
 
 
-def _server(case: CaseResult) -> dict | None:
-    server = case.server
-    return server if isinstance(server, dict) and server.get("engine") else None
+def _server(case: CaseResult) -> ServerCaseMetrics | None:
+    return case.server_figures()
 
 
 def absent_reason(results: RunResult, case: CaseResult) -> str:
     """Why a case has no server figures."""
-    server = case.server or {}
-    if server.get("unavailable"):
-        return server["unavailable"]
-    status = results.setup.server_metrics or {}
-    return status.get("reason") or "the run recorded no server metrics (an older benchy?)"
+    if isinstance(case.server, NoServerFigures):
+        return case.server.unavailable
+    status = results.setup.server_metrics
+    return (status.reason if status else None) or "the run recorded no server metrics (an older benchy?)"
 
 
 def _mean(case: CaseResult, metric: str) -> float | None:
@@ -96,14 +101,14 @@ def _median(case: CaseResult, metric: str) -> float | None:
     return summary.median if summary else None
 
 
-def _hist_mean(server: dict, name: str) -> float | None:
-    h = (server.get("histograms") or {}).get(name)
-    return h.get("mean") if h and h.get("count") else None
+def _hist_mean(server: ServerCaseMetrics | None, name: str) -> float | None:
+    h = server.histograms.get(name) if server else None
+    return h.mean if h and h.count else None
 
 
-def _gauge_max(server: dict, name: str) -> float | None:
-    g = (server.get("gauges") or {}).get(name)
-    return g.get("max") if g else None
+def _gauge_max(server: ServerCaseMetrics | None, name: str) -> float | None:
+    g = server.gauges.get(name) if server else None
+    return g.max if g else None
 
 
 def _client_tokens(case: CaseResult) -> int | None:
@@ -113,10 +118,10 @@ def _client_tokens(case: CaseResult) -> int | None:
 
 def case_row(results: RunResult, case: CaseResult) -> dict:
     """The section's figures of one case (None where unavailable)."""
-    server = _server(case) or {}
-    derived, counters = server.get("derived") or {}, server.get("counters") or {}
+    server = _server(case)
+    derived, counters = (server.derived, server.counters) if server else ({}, {})
     row = {
-        "server_source": f"/metrics ({server['engine']})" if server else None,
+        "server_source": f"/metrics ({server.engine})" if server else None,
         "client_ttft_s": _mean(case, "ttft_s"),
         "server_ttft_s": _hist_mean(server, "ttft_s"),
         "server_queue_s": _hist_mean(server, "queue_s"),
@@ -143,38 +148,36 @@ def case_row(results: RunResult, case: CaseResult) -> dict:
 
 def setup_rows(results: RunResult) -> list[tuple[str, str | None]]:
     """Rows for the report's Setup table: engine, context, slots, model path, metrics."""
-    ident = results.setup.server or {}
-    if not ident:
+    ident = results.setup.server
+    if ident is None:
         return []
-    why = ident.get("unavailable") or {}
-    engine = " ".join(p for p in (ident.get("engine"), ident.get("version") or ident.get("build")) if p)
-    status = results.setup.server_metrics or {}
+    engine = " ".join(p for p in (ident.engine, ident.version or ident.build) if p)
     return [
-        ("Engine", engine or f"unknown: {why.get('engine', 'not identified')}"),
-        ("Build", ident.get("build")),
-        ("Context length", _fact(ident, "context_length", "context_source", "tokens per request")),
-        ("Slots (requests run at once)", _fact(ident, "slots", "slots_source", "")),
-        ("Model path", ident.get("model_path")),
-        ("Server metrics", _metrics_text(status)),
+        ("Engine", engine or f"unknown: {ident.unavailable.get('engine', 'not identified')}"),
+        ("Build", ident.build),
+        (
+            "Context length",
+            _fact(ident, ident.context_length, "context_length", ident.context_source, "tokens per request"),
+        ),
+        ("Slots (requests run at once)", _fact(ident, ident.slots, "slots", ident.slots_source, "")),
+        ("Model path", ident.model_path),
+        ("Server metrics", _metrics_text(results.setup.server_metrics)),
     ]
 
 
-def _fact(ident: dict, key: str, source: str, unit: str) -> str:
-    value = ident.get(key)
+def _fact(ident: ServerIdentity, value: int | None, key: str, source: str | None, unit: str) -> str:
     if value is None:
-        return f"unknown: {(ident.get('unavailable') or {}).get(key, 'not reported')}"
-    return f"{value:,} {unit}".strip() + f" ({ident.get(source)})"
+        return f"unknown: {ident.unavailable.get(key, 'not reported')}"
+    return f"{value:,} {unit}".strip() + f" ({source})"
 
 
-def _metrics_text(status: dict) -> str | None:
-    if not status:
+def _metrics_text(status: MetricsStatus | None) -> str | None:
+    if status is None:
         return None
-    if not status.get("available"):
-        return f"none: {status.get('reason')}"
-    missing = sorted(status.get("missing") or {})
-    return f"{status.get('engine')} names at {status.get('url')}" + (
-        f"; not published: {', '.join(missing)}" if missing else ""
-    )
+    if not status.available:
+        return f"none: {status.reason}"
+    missing = sorted(status.missing)
+    return f"{status.engine} names at {status.url}" + (f"; not published: {', '.join(missing)}" if missing else "")
 
 
 def _ms(value: float | None) -> str:

@@ -102,7 +102,7 @@ def row_label(case: CaseResult, warnings: list[CheckWarning]) -> str:
 def _shape_label(case: CaseResult, warnings: list[CheckWarning]) -> str:
     for w in warnings:
         if w.code == "output_length_mismatch":
-            got = w.details["delivered_median"]
+            got = w.details.delivered_median
             label = case.label.replace(f"tg{case.tg}", f"tg{got}", 1)
             return case_name(case, label) + f" {FLAG} (asked {case.tg})"
     return case_name(case)

@@ -57,7 +57,8 @@ def _turns_figure(plots, case: CaseResult, path: Path):
 
 
 def _fraction(case: CaseResult) -> float:
-    return workloads.figures_of(case).spec["fraction"]
+    """A shared-prefix case's shared fraction (its spec always has one)."""
+    return workloads.figures_of(case).spec.fraction or 0.0
 
 
 def _shared_figure(plots, cases: list[CaseResult], path: Path):

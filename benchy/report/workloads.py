@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from benchy.measure.workloads import Reuse, WorkloadFigures
+from benchy.measure.workloads import Reuse, ThinkSpec, WorkloadFigures
 from benchy.results.types import CaseResult, RunResult
 
 SECTION_TITLES = {
@@ -93,21 +93,19 @@ def figures_of(case: CaseResult) -> WorkloadFigures:
 def multi_turn_lines(case: CaseResult) -> list[str]:
     figures = figures_of(case)
     spec = figures.spec
-    think = spec["think"]
-    think_text = (
-        f"{think['mean_s']:g} s" if think["kind"] == "fixed" else f"{think['kind']}, mean {think['mean_s']:g} s"
-    )
+    think = spec.think or ThinkSpec()
+    think_text = f"{think.mean_s:g} s" if think.kind == "fixed" else f"{think.kind}, mean {think.mean_s:g} s"
     out = [
         f"### TTFT by turn: {case.label}",
         "",
-        f"{case.concurrency} conversations of {spec['turns']} turns; each turn resends the history "
-        f"and adds a {case.pp}-token message (the first: {spec['first_tokens'] or case.pp}), answered "
+        f"{case.concurrency} conversations of {spec.turns} turns; each turn resends the history "
+        f"and adds a {case.pp}-token message (the first: {spec.first_tokens or case.pp}), answered "
         f"in {case.tg} tokens; think time {think_text}; earlier reasoning "
-        f"{'sent back' if spec['keep_reasoning'] else 'dropped'}. Medians per turn; *expected* is the history "
+        f"{'sent back' if spec.keep_reasoning else 'dropped'}. Medians per turn; *expected* is the history "
         "the server had already prefilled (the previous turn's prompt).",
     ]
     rows = figures.turns
-    cold = spec.get("cold_baseline") and any(row.cold_ttft_s for row in rows)
+    cold = spec.cold_baseline and any(row.cold_ttft_s for row in rows)
     header = (
         "| turn | n | TTFT ms | prefill t/s (new tokens) | new tokens | cached reported | cached expected | e2e ms |"
     )
@@ -162,7 +160,7 @@ def shared_prefix_lines(cases: list[CaseResult]) -> list[str]:
         ttft = case.summary.get("ttft_s")
         reuse = figures.reuse
         out.append(
-            f"| {case.label} | {case.depth or 0:,} | {case.pp:,} | {figures.spec['groups']} | "
+            f"| {case.label} | {case.depth or 0:,} | {case.pp:,} | {figures.spec.groups} | "
             f"{_ms(ttft.median if ttft else None)} | {_num(speedup, '.2f') + '×' if speedup else '—'} | "
             f"{_pct(reuse.expected_hit_rate)} | {_pct(reuse.reported_hit_rate)} |"
         )
@@ -178,8 +176,8 @@ def trace_lines(case: CaseResult) -> list[str]:
     out = [
         f"### {case.label}",
         "",
-        f"Trace `{spec['path']}` at {spec['speed']:g}× its own times"
-        + (f", first {spec['limit']} requests" if spec.get("limit") else "")
+        f"Trace `{spec.path}` at {spec.speed or 1:g}× its own times"
+        + (f", first {spec.limit} requests" if spec.limit else "")
         + f": {case.n_ok} requests succeeded, {case.n_failed} failed.",
         "",
         _reuse_line(figures.reuse),
@@ -223,7 +221,7 @@ def cache_rows(results: RunResult) -> list[list[str]]:
 def _gain_text(figures: WorkloadFigures) -> str:
     if figures.kind == "shared_prefix":
         gain = figures.ttft_gain.speedup if figures.ttft_gain else None
-        if figures.spec.get("fraction") == 0:
+        if figures.spec.fraction == 0:
             return "baseline"
         return f"{gain:.2f}×" if gain else "n/a (no baseline case)"
     if figures.kind == "multi_turn":

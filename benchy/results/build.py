@@ -20,14 +20,18 @@ from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import case_figures, ttft_gains, withhold_turns
 from benchy.results.types import (
+    CacheReset,
     CaseCeiling,
     CaseResult,
+    ClientHealth,
     Goodput,
     MetricSummary,
+    NoServerFigures,
     NotMeasured,
     Queueing,
     RequestResult,
     RunResult,
+    ServerCaseMetrics,
     Setup,
     Stopped,
 )
@@ -93,10 +97,11 @@ def case_result(
     records: list[RequestRecord] | CaseRows,
     slo: dict[str, float] | None = None,
     client: dict | None = None,
-    server: dict | None = None,
+    server: ServerCaseMetrics | NoServerFigures | None = None,
     planned_requests: int | None = None,
     gpu: GpuCase | None = None,
     idle_power_w: float | None = None,
+    cache_reset: CacheReset | None = None,
 ) -> CaseResult:
     made = records if isinstance(records, CaseRows) else CaseRows.of(records, keep_records=bool(case.workload))
     rows = made.rows
@@ -130,8 +135,8 @@ def case_result(
         n_failed=len(measured) - len(ok),
         n_warmup=sum(r.warmup for r in rows),  # the requests sent alone first too
         errors=dict(Counter(str(r.error_kind) for r in measured if not r.ok)),
-        anomalies=dict(Counter(a.split(":")[0] for r in ok for a in r.anomalies)),
-        retried=dict(Counter(r.retried.split(":")[0] for r in measured if r.retried)),
+        anomalies=dict(Counter(a for r in ok for a in r.anomalies)),
+        retried=dict(Counter(r.retried_kind for r in measured if r.retried_kind)),
         summary=summary,
         unavailable={k: v.message for k, v in unavailable.items()},
         unavailable_codes={k: v.code for k, v in unavailable.items()},
@@ -143,12 +148,13 @@ def case_result(
         send_lag=MetricSummary.of(lags) if lags else None,
         goodput=_goodput(measured, slo) if slo else None,
         requests=rows,
-        client=client,
+        client=ClientHealth.from_dict(client, strict=True) if client else None,  # an unknown key: a field forgot
         server=server,
         planned_requests=planned_requests,
         kind=case.kind,
         workload=_workload_figures(case, made) if case.workload else None,
         gpu=_gpu(gpu, ok, idle_power_w),
+        cache_reset=cache_reset,
     )
     alone = made.alone_ttft_s
     if alone and case.kind == "trace":

@@ -4,7 +4,8 @@ Typed like results.json (results/types.py, jsontypes): written and read through 
 `from_dict`, its JSON Schema (benchy/data/capacity.schema.json) generated from these classes
 (`write_schema`; tests fail when it is stale). The schema id is `benchy/capacity/MAJOR.MINOR`
 with results.json's version policy: a field added is a new MINOR, older files still load.
-  1.0  the first version (issue 25)
+  1.0  the first version (issue 25); setup.server and the workload settings typed since (issue
+       22: the schema names their properties; a workload's null settings are left out)
 
 Every point probed is kept in the order it was probed, with each round it was sent in, also the
 rounds that were not counted because benchy itself fell behind (`overloaded` says why).
@@ -16,11 +17,11 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from benchy import jsontypes
 from benchy.jsontypes import Saved
-from benchy.results.types import MetricSummary, Stopped, _opt
+from benchy.measure.workloads import WorkloadSpec
+from benchy.results.types import MetricSummary, ServerIdentity, Stopped, _opt
 
 CAPACITY_MAJOR, CAPACITY_MINOR = 1, 0
 CAPACITY_SCHEMA = f"benchy/capacity/{CAPACITY_MAJOR}.{CAPACITY_MINOR}"
@@ -40,7 +41,7 @@ class CapacitySetup(Saved):
     base_url: str | None = _opt("the server, without credentials")
     model: str | None = None
     server_version: str | None = None
-    server: dict[str, Any] | None = _opt("the server's identity (server/identity.py)", omit=True)
+    server: ServerIdentity | None = _opt("the server's identity (server/identity.py)", omit=True)
     endpoint: str | None = None
     benchy_version: str | None = None
     command_line: str | None = _opt("secrets redacted")
@@ -50,7 +51,7 @@ class CapacitySetup(Saved):
     pp: int | None = None
     tg: int | None = None
     depth: int = 0
-    workload: dict[str, Any] | None = _opt("the workload's settings (shared fraction, groups, turns …)", omit=True)
+    workload: WorkloadSpec | None = _opt("the workload's settings (shared fraction, groups, turns …)", omit=True)
     by: str = _opt('"concurrency" | "rate" (requests/s, open loop)', "concurrency")
     slo: dict[str, float] = _opt("metric → threshold (--slo)", factory=dict)
     goodput: float = _opt("--goodput: the share of requests that must meet every target", 0.9)

@@ -34,6 +34,14 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.11 case.concurrency is null for a trace replay (it was 1: the replay's arrivals set its
        load, not a concurrency; issue 27); a case the run stopped inside has aggregate_tps and
        request_rate null, code cut_short in unavailable
+  1.12 every object typed (issue 22): setup.calibration(s) (Calibration, LengthCheck), setup.server
+       (ServerIdentity), setup.server_metrics (MetricsStatus), setup.cache_reset and case.cache_reset
+       (CacheReset, with calls), setup.dangerous_stops, setup.ceiling.kv_shape, case.client
+       (ClientHealth, per_worker WorkerHealth), case.server (ServerCaseMetrics, or NoServerFigures:
+       why none), workload spec (WorkloadSpec: a kind's settings only), warning details
+       (WarningDetails: only the figures its check set; client_overloaded's under `client`);
+       request anomalies are codes (records.Anomaly) with their counts apart in anomaly_counts,
+       and retried_kind; metric first_chunk_lead_s
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -54,8 +62,11 @@ from benchy.measure.gpu import GpuCase, GpuSetup
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import WorkloadFigures
+from benchy.server.cache_reset import CacheReset
+from benchy.server.identity import ServerIdentity
+from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 11
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 12
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -140,6 +151,89 @@ class LoadSetup(Saved):
 
 
 @dataclass
+class LengthCheck(Saved):
+    """Calibration's count of the run's longest prompt (prompts.check_length): a server that
+    does not read long prompts whole shows here."""
+
+    target_tokens: int | None = None
+    server_tokens: int | None = _opt("what the server counted; absent when the request failed", omit=True)
+    missed: bool | None = _opt("the count fell short of the target", omit=True)
+    error: str | None = _opt("why the check request failed", omit=True)
+
+
+@dataclass
+class Calibration(Saved):
+    """How benchy's own token counts map onto the server's for one endpoint (prompts.py)."""
+
+    overhead_tokens: float = _opt("server tokens added around the user text (the chat template)", 0.0)
+    scale: float = _opt("server tokens per local (o200k) token", 1.0)
+    method: str = _opt("usage | none", "none")
+    length_check: LengthCheck | None = _opt("the run's longest prompt, counted by the server", omit=True)
+    output_scale: float | None = _opt("server tokens per local token of output text", omit=True)
+    output_method: str | None = _opt("tokenize | usage", omit=True)
+
+
+@dataclass
+class DangerousStop(Saved):
+    """A --stop string that occurs inside a Harmony response, and why."""
+
+    stop: str
+    reason: str = ""
+
+
+@dataclass
+class WorkerClock(Saved):
+    """A worker's perf_counter against the parent's (workers.Clock)."""
+
+    offset_s: float = 0.0
+    uncertainty_s: float = _opt("± around offset_s: half the best round trip; 0 on one kernel", 0.0)
+    measured_offset_s: float | None = None
+    rtt_s: float | None = None
+    same_clock: bool = True
+    samples: int | None = None
+
+
+@dataclass
+class LoopHealth(Saved):
+    """benchy's event loop while requests were in flight (monitor.LoopMonitor.figures): lag in
+    ms, the share of time stalled, CPU time against wall time (cpu_share 1.0: one core busy)."""
+
+    loop_lag_ms_max: float | None = None
+    loop_lag_ms_p99: float | None = None
+    loop_lag_ms_p95: float | None = None
+    stalled_share: float | None = None
+    loop_lag_ms_median: float | None = None
+    lag_samples: int | None = None
+    cpu_s: float | None = None
+    wall_s: float | None = None
+    cpu_share: float | None = None
+
+
+@dataclass
+class WorkerHealth(LoopHealth):
+    """One worker process's line in case.client.per_worker (workers.worker_entry)."""
+
+    worker: int = 0
+    node: str = ""
+    clock: WorkerClock | None = None
+    requests: int = 0
+    tokens: int = 0
+    lost: str | None = _opt("why the worker was lost (it died mid-case); null when it finished")
+
+
+@dataclass
+class ClientHealth(LoopHealth):
+    """benchy's own health during a case (monitor.py; over several workers, workers.py merges
+    them: CPU time and samples summed, every other figure the worst worker's)."""
+
+    workers: int | None = _opt("(1.4) worker processes", omit=True)
+    busiest: str | None = _opt("(1.4) the busiest worker and its node", omit=True)
+    clock_uncertainty_s: float | None = _opt("(1.4) the largest worker clock uncertainty", omit=True)
+    lost_workers: int | None = _opt("(1.4) workers lost mid-case", omit=True)
+    per_worker: list[WorkerHealth] = _opt("(1.4) each worker's own figures", factory=list, omit=True)
+
+
+@dataclass
 class Setup(Saved):
     """What was measured, with what, and how (credentials never included)."""
 
@@ -155,8 +249,8 @@ class Setup(Saved):
     prompt_nonce: bool | None = None
     runs: int | None = None
     warmup: int | None = None
-    calibration: dict[str, Any] | None = _opt("the main endpoint's {overhead_tokens, scale, method}")
-    calibrations: dict[str, dict[str, Any]] = _opt("endpoint → calibration", factory=dict)
+    calibration: Calibration | None = _opt("the main endpoint's calibration")
+    calibrations: dict[str, Calibration] = _opt("endpoint → calibration", factory=dict)
     calibration_failures: list[str] = _opt("calibration attempts that failed and were retried", factory=list)
     tokenizer: str | None = None
     load: LoadSetup | None = None
@@ -166,15 +260,11 @@ class Setup(Saved):
     template: str | None = _opt("none | harmony")
     reasoning_effort: str | None = None
     stop: list[str] = field(default_factory=list)
-    dangerous_stops: list[dict[str, str]] = _opt(
-        "{stop, reason}: stops that fire inside a Harmony response", factory=list
-    )
-    server: dict[str, Any] | None = _opt("the server's identity (server.py)", omit=True)
-    server_metrics: dict[str, Any] | None = _opt("what /metrics offered (server_metrics.py)", omit=True)
+    dangerous_stops: list[DangerousStop] = _opt("stops that fire inside a Harmony response", factory=list)
+    server: ServerIdentity | None = _opt("the server's identity (server/identity.py)", omit=True)
+    server_metrics: MetricsStatus | None = _opt("what /metrics offered (server/metrics.py)", omit=True)
     gpu: GpuSetup | None = _opt("(1.7) --gpu-metrics: the GPUs, their peak bandwidth, the idle baseline", omit=True)
-    cache_reset: dict[str, Any] | None = _opt(
-        "(1.10) --cache-reset: {endpoint, ok, message} of the last reset (server/cache_reset.py)", omit=True
-    )
+    cache_reset: CacheReset | None = _opt("(1.10) --cache-reset: the last reset (server/cache_reset.py)", omit=True)
 
 
 @dataclass
@@ -256,7 +346,9 @@ class CaseResult(Saved):
     n_failed: int = 0
     n_warmup: int = 0
     errors: dict[str, int] = _opt("error kind → failed measured requests", factory=dict)
-    anomalies: dict[str, int] = _opt("no_done | no_usage | malformed_events … → successful requests", factory=dict)
+    anomalies: dict[str, int] = _opt(
+        "anomaly code (records.Anomaly: no_done, no_usage, malformed_events …) → successful requests", factory=dict
+    )
     retried: dict[str, int] = _opt("kind → requests sent again after a reused connection dropped", factory=dict)
     summary: dict[str, MetricSummary | None] = _opt("metric → statistics, null when unavailable", factory=dict)
     unavailable: dict[str, str] = _opt("metric → why it is null", factory=dict)
@@ -269,9 +361,11 @@ class CaseResult(Saved):
     send_lag: MetricSummary | None = _opt("open loop: how late sends left their schedule, s")
     goodput: Goodput | None = None
     requests: list[RequestResult] = field(default_factory=list)
-    client: dict[str, Any] | None = _opt("benchy's own health while it ran (monitor.py)", omit=True)
+    client: ClientHealth | None = _opt("benchy's own health while it ran (monitor.py)", omit=True)
     ceiling: CaseCeiling | None = _opt("with a ceiling setup", omit=True)
-    server: dict[str, Any] | None = _opt("the server's own figures for the case (server_metrics.py)", omit=True)
+    server: ServerCaseMetrics | NoServerFigures | None = _opt(
+        "the server's own figures for the case (server/metrics.py), or why there are none", omit=True
+    )
     withheld: dict[str, MetricSummary] = _opt("metric → a withheld summary (audit only)", factory=dict, omit=True)
     kind: str = _opt('"sweep" | "multi_turn" | "shared_prefix" | "trace" (1.2)', "sweep")
     workload: WorkloadFigures | None = _opt("a cache-aware workload's own figures (1.2)", omit=True)
@@ -279,9 +373,11 @@ class CaseResult(Saved):
     queueing: Queueing | None = _opt(
         "closed loop, concurrency > 1: TTFT against the same prompt alone (1.9)", omit=True
     )
-    cache_reset: dict[str, Any] | None = _opt(
-        "(1.10) --cache-reset before this case: {ok, endpoint, message, calls}", omit=True
-    )
+    cache_reset: CacheReset | None = _opt("(1.10) --cache-reset before this case", omit=True)
+
+    def server_figures(self) -> ServerCaseMetrics | None:
+        """The server's /metrics figures for the case, or None (none scraped, or the window lost)."""
+        return self.server if isinstance(self.server, ServerCaseMetrics) and self.server.engine else None
 
     def reason(self, metric: str) -> Unavailable:
         """Why `metric` is null in this case (code and message)."""
@@ -348,6 +444,109 @@ class Evidence(Saved):
     unit: str = ""
 
 
+def _n(doc: str) -> Any:
+    """A figure of WarningDetails: null (and left out of the file) unless its check set it."""
+    return _opt(doc, omit=True)
+
+
+@dataclass
+class WarningDetails(Saved):
+    """(1.12) The figures behind a warning's message, each named once across all checks
+    (checks/warnings.py, checks/server.py); a check sets only its own, the rest stay null."""
+
+    requests: int | None = _n("requests the finding is about")
+    of_requests: int | None = _n("requests it could have been about")
+    # outputs and errors
+    errors: dict[str, int] | None = _n("error kind → failed measured requests")
+    first_errors: dict[str, str] | None = _n("error kind → the first failure's message")
+    finish_reasons: list[str] | None = _n("finish_reason of the requests concerned")
+    claimed_tokens_median: int | None = _n("empty outputs: completion tokens the server claimed (median)")
+    content_null_events: int | None = _n("`content: null` deltas")
+    asked: int | None = _n("output tokens asked (tg)")
+    delivered_median: int | None = _n("output tokens delivered (median)")
+    delivered_min: int | None = _n("output tokens delivered (least)")
+    delivered_max: int | None = _n("output tokens delivered (most)")
+    short_requests: int | None = _n("requests that got fewer tokens than asked")
+    stop: list[str] | None = _n("--stop strings")
+    dangerous_stops: list[DangerousStop] | None = _n("stops that fire inside a Harmony response")
+    # token counts
+    scale: float | None = _n("calibration's server tokens per local token")
+    usage_median: float | None = _n("usage's completion count (median)")
+    counted_median: float | None = _n("the count the figures use (median)")
+    backed_by: list[str] | None = _n("witnesses that agreed with usage")
+    # prompts and calibration
+    template_tokens: float | None = _n("chat template tokens (calibration's overhead)")
+    cached_tokens_max: int | None = _n("most cached prompt tokens of a request")
+    target_tokens: int | None = _n("prompt tokens sent")
+    server_tokens: int | None = _n("prompt tokens the server counted")
+    server_tokens_median: int | None = _n("prompt tokens the server counted (median)")
+    missed: bool | None = _n("the server counted fewer prompt tokens than sent")
+    error: str | None = _n("why a check request failed")
+    endpoint: str | None = _n("the endpoint (or reset call) concerned")
+    # cache-aware workloads (measure/workloads.py: Eviction, NoReuse, PartialReuse, Leakage)
+    request_id: str | None = _n("the first request concerned")
+    turn: int | None = _n("its turn")
+    conversation: int | None = _n("its conversation")
+    after_s: float | None = _n("seconds into the case")
+    in_flight: int | None = _n("requests in flight then")
+    held_tokens: int | None = _n("prompt tokens held across conversations or requests")
+    expected_tokens: int | None = _n("cached tokens expected")
+    reported_tokens: int | None = _n("cached tokens reported")
+    lost_tokens: int | None = _n("tokens prefilled again")
+    hit_requests: int | None = _n("requests that reused all they could")
+    partial_requests: int | None = _n("requests that reused part of it")
+    missed_requests: int | None = _n("requests that reused none of it")
+    hit_fraction: float | None = _n("hit_requests ÷ requests")
+    replicas: int | None = _n("replicas the reuse pattern points to")
+    pattern: str | None = _n("that pattern in words")
+    turn_lag: int | None = _n("the steady distance to the turn whose history was reused")
+    max_excess_tokens: float | None = _n("cached tokens beyond what could be shared (most)")
+    # --cache-reset
+    cases: list[str] | None = _n("cases concerned")
+    ok: bool | None = _n("the reset worked")
+    message: str | None = _n("the reset's outcome in words")
+    calls: int | None = _n("HTTP calls the reset made")
+    # stream timing and queueing
+    tokens_per_event_median: float | None = _n("tokens per streamed event (median)")
+    ttft_s_by_tg: dict[str, float] | None = _n("tg<N> → TTFT median, s, of cases at one prompt")
+    lead_s_median: float | None = _n("first chunk ahead of the first token (median), s")
+    ttft_s_median: float | None = _n("TTFT (median), s")
+    server_prompt_s_median: float | None = _n("the server's own prompt time (median), s")
+    not_prefill_s_median: float | None = _n("TTFT − the server's prompt time (median), s")
+    concurrency: int | None = _n("the case's concurrency")
+    rate: float | None = _n("the case's arrival rate, requests/s")
+    slots: int | None = _n("requests the server runs at once")
+    source: str | None = _n('the queueing baseline: "alone" or the concurrency-1 case')
+    alone_ttft_s_median: float | None = _n("TTFT of the same prompt alone (median), s")
+    server_prefill_tps: float | None = _n("the server's own prefill rate, tokens/s")
+    # bandwidth ceiling
+    ceiling_tps: float | None = _n("the decode ceiling, tokens/s")
+    decode_pct: float | None = _n("decode median as % of the ceiling")
+    e2e_pct: float | None = _n("end-to-end median as % of the ceiling")
+    # benchy itself
+    client: ClientHealth | None = _n("benchy's own health in the case")
+    measured: int | None = _n("measured requests")
+    planned: int | None = _n("measured requests planned")
+    # the server's /metrics against the client (checks/server.py)
+    server_cache_hits: float | None = _n("prefix-cache hit tokens the server counted")
+    explained_hits: float | None = _n("hit tokens the chat template (and contexts sent ahead) explain")
+    server_cache_hit_rate: float | None = _n("the server's cache hit rate")
+    usage_cached_tokens: int | None = _n("cached tokens usage reported, summed (null: not every request said)")
+    server_generation_tokens: float | None = _n("tokens the server counted as generated")
+    client_tokens: int | None = _n("completion tokens of the responses' usage, summed")
+    difference: float | None = _n("|server − client| tokens")
+    slack: float | None = _n("difference allowed, tokens")
+    client_ttft_s: float | None = _n("client TTFT (mean), s")
+    server_ttft_s: float | None = _n("server TTFT (mean), s")
+    outside_s: float | None = _n("client − server TTFT, s")
+    rtt_s: float | None = _n("the quickest /metrics round trip, s")
+    bound_s: float | None = _n("the gap allowed, s")
+    queue_s: float | None = _n("server queue time (mean), s")
+    ttft_s: float | None = _n("server (else client) TTFT (mean), s")
+    queue_share: float | None = _n("queue_s ÷ ttft_s")
+    running_max: float | None = _n("most requests the server ran at once")
+
+
 @dataclass
 class CheckWarning(Saved):
     """A finding of checks.py about these results."""
@@ -359,7 +558,7 @@ class CheckWarning(Saved):
     hint: str = ""
     metrics: list[str] = _opt("metrics it qualifies (the table marks them)", factory=list)
     withheld: list[str] = _opt("metrics made unavailable for the reason it reports", factory=list)
-    details: dict[str, Any] = _opt("the figures behind the message", factory=dict)
+    details: WarningDetails = _opt("the figures behind the message", factory=WarningDetails)
     evidence: list[Evidence] = _opt("typed figures behind the message", factory=list, omit=True)
 
 

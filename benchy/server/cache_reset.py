@@ -22,10 +22,11 @@ endpoint, never a promise that every replica was emptied.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import aiohttp
 
+from benchy.jsontypes import Saved
 from benchy.server.identity import LLAMACPP, SGLANG, SIM, VLLM, ServerIdentity, root_url
 
 RESET_TIMEOUT_S = 30.0
@@ -33,16 +34,13 @@ VLLM_RESET, SGLANG_RESET = "/reset_prefix_cache", "/flush_cache"
 
 
 @dataclass
-class CacheReset:
+class CacheReset(Saved):
     """One reset (or the finding that the server offers none)."""
 
     ok: bool
     endpoint: str | None  # "POST /reset_prefix_cache", or None when there is none
     message: str
     calls: int = 0  # HTTP calls made (llama.cpp: one per slot)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def endpoints_for(identity: ServerIdentity) -> list[str] | None:

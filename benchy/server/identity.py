@@ -23,9 +23,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import aiohttp
+
+from benchy.jsontypes import Saved
 
 PROBE_TIMEOUT_S = 5.0
 LLAMACPP, VLLM, SGLANG, OLLAMA, SIM = "llama.cpp", "vLLM", "SGLang", "Ollama", "benchy-sim"
@@ -34,8 +36,9 @@ _OWNERS = {"vllm": VLLM, "sglang": SGLANG, "llamacpp": LLAMACPP, "library": OLLA
 
 
 @dataclass
-class ServerIdentity:
-    """What the server said about itself; each None has its reason in `unavailable`."""
+class ServerIdentity(Saved):
+    """What the server said about itself; each None has its reason in `unavailable`
+    (setup.server in results.json)."""
 
     engine: str | None = None
     version: str | None = None
@@ -51,14 +54,6 @@ class ServerIdentity:
     chat_template: str | None = None
     answered: dict[str, int | str] = field(default_factory=dict)  # endpoint → HTTP status or error
     unavailable: dict[str, str] = field(default_factory=dict)  # field → why it is unknown
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ServerIdentity:
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
 
     @property
     def engine_version(self) -> str:

@@ -30,10 +30,12 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
+
+from benchy.jsontypes import Saved
 
 SCRAPE_TIMEOUT_S = 5.0
 GAUGE_INTERVAL_S = 1.0
@@ -192,20 +194,17 @@ MAX_BUCKET_SPREAD = 0.5
 
 
 @dataclass
-class HistogramDelta:
+class HistogramDelta(Saved):
     """A histogram's observations during the case: count, exact mean, interpolated quantiles
     (None, with the reason in `quantile_note`, when their bucket is too coarse to place them)."""
 
     count: float
     sum: float
-    mean: float | None
-    median: float | None
-    median_bounds: list[float | None] | None  # the bucket the median lies in (None above: +Inf)
-    p90: float | None
+    mean: float | None = None
+    median: float | None = None
+    median_bounds: list[float | None] | None = None  # the bucket the median lies in (None above: +Inf)
+    p90: float | None = None
     quantile_note: str | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def histogram_delta(before: Snapshot, after: Snapshot, name: str) -> HistogramDelta:
@@ -257,14 +256,13 @@ def bucket_quantile(cumulative: list[tuple[float, float]], q: float) -> tuple[fl
 
 
 @dataclass
-class GaugeStats:
+class GaugeStats(Saved):
+    """A gauge over the case's scrapes."""
+
     min: float
     mean: float
     max: float
     samples: int
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def gauge_stats(snaps: list[Snapshot], name: str, share: bool) -> GaugeStats | None:
@@ -276,7 +274,7 @@ def gauge_stats(snaps: list[Snapshot], name: str, share: bool) -> GaugeStats | N
 
 
 @dataclass
-class ServerCaseMetrics:
+class ServerCaseMetrics(Saved):
     """The server's figures for one case (the `server` entry of a case in results.json)."""
 
     engine: str
@@ -288,17 +286,13 @@ class ServerCaseMetrics:
     derived: dict[str, float] = field(default_factory=dict)  # cache_hit_rate, prefill_tps, decode_tps
     unavailable: dict[str, str] = field(default_factory=dict)  # figure → reason
 
-    def to_dict(self) -> dict:
-        return {
-            "engine": self.engine,
-            "window_s": self.window_s,
-            "rtt_s": self.rtt_s,
-            "counters": dict(self.counters),
-            "histograms": {k: v.to_dict() for k, v in self.histograms.items()},
-            "gauges": {k: v.to_dict() for k, v in self.gauges.items()},
-            "derived": dict(self.derived),
-            "unavailable": dict(self.unavailable),
-        }
+
+@dataclass
+class NoServerFigures(Saved):
+    """A case whose /metrics window was given up (the case ended before its measured requests
+    began, no snapshot came, or an error limit cut it short): why it has no server figures."""
+
+    unavailable: str
 
 
 def case_metrics(
@@ -382,7 +376,7 @@ def _derive_decode(out: ServerCaseMetrics, requests: float | None) -> None:
 
 
 @dataclass
-class MetricsStatus:
+class MetricsStatus(Saved):
     """Whether /metrics can be used for this run, and what it holds (setup.server_metrics)."""
 
     url: str
@@ -391,9 +385,6 @@ class MetricsStatus:
     found: dict[str, str] = field(default_factory=dict)  # figure → metric name
     missing: dict[str, str] = field(default_factory=dict)
     reason: str | None = None  # why it is unavailable (off, 404, unknown names…)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 class MetricsScraper:
