@@ -77,14 +77,32 @@ def test_token_counts_within_one_a_request_agree():
     assert sc.token_mismatch_figures(case(server(counters={"generation_tokens": 99}), no_usage)) is None
 
 
+def summary(mean: float, n: int = 4) -> dict:
+    return {"median": mean, "mean": mean, "n": n}
+
+
 def test_ttft_outside_the_server_needs_more_than_round_trips_and_a_share():
     reqs = [request(metrics={"ttft_s": 0.100}) for _ in range(4)]
+    figures = {"summary": {"ttft_s": summary(0.100)}}
     near = server(histograms={"ttft_s": hist(0.085)})  # 15 ms outside: under the 20 ms floor
-    assert sc.outside_figures(case(near, reqs)) is None
+    assert sc.outside_figures(case(near, reqs, **figures)) is None
     far = server(histograms={"ttft_s": hist(0.050)})
-    assert sc.outside_figures(case(far, reqs)).outside_s == 0.05  # type: ignore[union-attr]
+    assert sc.outside_figures(case(far, reqs, **figures)).outside_s == 0.05  # type: ignore[union-attr]
     slow_link = server(histograms={"ttft_s": hist(0.050)}, rtt_s=0.02)  # 3 round trips = 60 ms
-    assert sc.outside_figures(case(slow_link, reqs)) is None
+    assert sc.outside_figures(case(slow_link, reqs, **figures)) is None
+
+
+def test_the_warning_quotes_the_ttft_the_table_and_server_view_show():
+    # A multi-turn case's cold controls (--cold-baseline) are no part of its figures: the
+    # warning's client TTFT is the case's mean, as the server view draws it, not theirs too.
+    reqs = [request(metrics={"ttft_s": 0.100}) for _ in range(4)]
+    controls = [request(metrics={"ttft_s": 1.0}, control=True) for _ in range(2)]
+    found = sc.outside_figures(
+        case(server(histograms={"ttft_s": hist(0.050)}), reqs + controls, summary={"ttft_s": summary(0.100)})
+    )
+    assert found is not None and found.client_ttft_s == 0.100
+    withheld = case(server(histograms={"ttft_s": hist(0.050)}), reqs, summary={})  # e.g. buffered: no TTFT
+    assert sc.outside_figures(withheld) is None
 
 
 def test_queueing_dominates_only_past_half_and_ten_ms():

@@ -25,7 +25,6 @@ from benchy.results.types import (
     Evidence,
     RequestResult,
     RunResult,
-    ServerCaseMetrics,
     WarningDetails,
 )
 
@@ -43,16 +42,6 @@ QUEUE_SHARE, QUEUE_MIN_S = 0.5, 0.01
 
 def measured(case: CaseResult) -> list[RequestResult]:
     return [r for r in case.requests if not r.warmup]
-
-
-def histogram_mean(server: ServerCaseMetrics, name: str) -> float | None:
-    h = server.histograms.get(name)
-    return h.mean if h and h.count else None
-
-
-def client_mean(case: CaseResult, metric: str) -> float | None:
-    values = [v for r in measured(case) if (v := r.metrics.get(metric)) is not None]
-    return sum(values) / len(values) if values else None
 
 
 def cache_hit_figures(case: CaseResult, run: RunResult) -> WarningDetails | None:
@@ -105,8 +94,8 @@ def token_mismatch_figures(case: CaseResult) -> WarningDetails | None:
 def outside_figures(case: CaseResult) -> WarningDetails | None:
     """The figures of a ttft_outside_server warning, or None."""
     server = case.server_figures()
-    server_ttft = histogram_mean(server, "ttft_s") if server else None
-    client_ttft = client_mean(case, "ttft_s")
+    server_ttft = server.histogram_mean("ttft_s") if server else None
+    client_ttft = case.mean("ttft_s")
     if server is None or server_ttft is None or client_ttft is None:
         return None
     gap, rtt = client_ttft - server_ttft, server.rtt_s or 0.0
@@ -119,9 +108,9 @@ def outside_figures(case: CaseResult) -> WarningDetails | None:
 def queue_figures(case: CaseResult) -> WarningDetails | None:
     """The figures of a queue_dominates_ttft warning, or None."""
     server = case.server_figures()
-    queue = histogram_mean(server, "queue_s") if server else None
-    ttft = histogram_mean(server, "ttft_s") if server else None
-    ttft = ttft if ttft is not None else client_mean(case, "ttft_s")
+    queue = server.histogram_mean("queue_s") if server else None
+    ttft = server.histogram_mean("ttft_s") if server else None
+    ttft = ttft if ttft is not None else case.mean("ttft_s")
     if server is None or queue is None or not ttft or queue <= max(QUEUE_SHARE * ttft, QUEUE_MIN_S):
         return None
     running = server.gauges.get("running")

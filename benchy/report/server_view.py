@@ -73,11 +73,6 @@ def absent_reason(results: RunResult, case: CaseResult) -> str:
     return (status.reason if status else None) or "the run recorded no server metrics (an older benchy?)"
 
 
-def _mean(case: CaseResult, metric: str) -> float | None:
-    summary = case.summary.get(metric)
-    return summary.mean if summary else None
-
-
 def _shown_median(case: CaseResult, metric: str):
     """The client's rate as the results table shows it: its median, unless withheld or noise."""
     summary = case.summary.get(metric)
@@ -101,11 +96,6 @@ def _median(case: CaseResult, metric: str) -> float | None:
     return summary.median if summary else None
 
 
-def _hist_mean(server: ServerCaseMetrics | None, name: str) -> float | None:
-    h = server.histograms.get(name) if server else None
-    return h.mean if h and h.count else None
-
-
 def _gauge_max(server: ServerCaseMetrics | None, name: str) -> float | None:
     g = server.gauges.get(name) if server else None
     return g.max if g else None
@@ -122,10 +112,10 @@ def case_row(results: RunResult, case: CaseResult) -> dict:
     derived, counters = (server.derived, server.counters) if server else ({}, {})
     row = {
         "server_source": f"/metrics ({server.engine})" if server else None,
-        "client_ttft_s": _mean(case, "ttft_s"),
-        "server_ttft_s": _hist_mean(server, "ttft_s"),
-        "server_queue_s": _hist_mean(server, "queue_s"),
-        "server_prefill_s": _hist_mean(server, "prefill_s"),
+        "client_ttft_s": case.mean("ttft_s"),
+        "server_ttft_s": server.histogram_mean("ttft_s") if server else None,
+        "server_queue_s": server.histogram_mean("queue_s") if server else None,
+        "server_prefill_s": server.histogram_mean("prefill_s") if server else None,
         "client_prefill_tps": _median(case, "prefill_tps"),  # as the results table shows it
         "server_prefill_tps": derived.get("prefill_tps"),
         "client_decode_tps": _median(case, "decode_tps"),
@@ -139,7 +129,7 @@ def case_row(results: RunResult, case: CaseResult) -> dict:
     }
     for rate in ("server_prefill_tps", "server_decode_tps"):  # else llama.cpp's per-response timings
         if row[rate] is None:
-            row[rate] = _mean(case, rate)
+            row[rate] = case.mean(rate)
     row["unavailable"] = "" if server else absent_reason(results, case)
     if not server and any(row[rate] is not None for rate in ("server_prefill_tps", "server_decode_tps")):
         row["server_source"] = "response timings"  # no /metrics, but the server's own clock per response

@@ -389,6 +389,12 @@ class CaseResult(Saved):
         summary = self.summary.get(metric)
         return summary.median if summary else None
 
+    def mean(self, metric: str) -> float | None:
+        """The mean of the case's measured requests (cold controls apart), as the server's
+        histograms give means; None where the figure is withheld."""
+        summary = self.summary.get(metric)
+        return summary.mean if summary else None
+
     def figure(self, metric: str) -> MetricSummary | None:
         """The summary of `metric`, or the one withheld (for the checks that judge why)."""
         return self.summary.get(metric) or self.withheld.get(metric)

@@ -286,6 +286,11 @@ class ServerCaseMetrics(Saved):
     derived: dict[str, float] = field(default_factory=dict)  # cache_hit_rate, prefill_tps, decode_tps
     unavailable: dict[str, str] = field(default_factory=dict)  # figure → reason
 
+    def histogram_mean(self, name: str) -> float | None:
+        """The exact mean of a histogram's observations in the case, or None (none observed)."""
+        h = self.histograms.get(name)
+        return h.mean if h and h.count else None
+
 
 @dataclass
 class NoServerFigures(Saved):
