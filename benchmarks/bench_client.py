@@ -51,6 +51,7 @@ ROUNDS = 4  # of `streams` requests each
 TARGET_CPU_US = 9.0  # issue 9: about half of llama-benchy 0.4's 18-20 µs on a 2-core machine
 TARGET_TTFT_ERR_MS = 5.0
 TARGET_WORKER_SCALING = 1.8
+TARGET_PER_TOKEN_SHARE = 0.5  # issue 26: at most half llama-benchy's CPU per token, every round
 PACED_TPS = 32.0  # 256 streams × 32 tok/s: a fraction of what one simulator core can write
 PACED_SECONDS = 12.0  # of arrivals
 
@@ -143,7 +144,8 @@ def serve_pump(port: int, truth_log: str) -> None:
                 request = json.loads(body)
                 n = int(request.get("max_tokens") or 16)
                 if not request.get("stream"):
-                    prompt = tokenizer.count(request["messages"][0]["content"])
+                    messages = request.get("messages") or [{"content": str(request.get("prompt") or "")}]
+                    prompt = tokenizer.count(str(messages[0].get("content") or ""))
                     data = json.dumps(
                         {
                             "choices": [
@@ -674,7 +676,7 @@ def verdicts(rows: list[Row], client_cores: set[int]) -> list[str]:
         return _pick(rows, client, streams, workers, server)
 
     lines = [line for streams in sorted({r.streams for r in rows}) for line in _cpu_verdict(rows, streams)]
-    ours, theirs = pick("benchy (lean)", 256, server="pump"), pick(LLAMA_BENCHY, 256, server="pump")
+    ours, theirs = pick("benchy (lean)", 256, server="pump"), pick(LLAMA_BENCHY, 256, server="pump-pair")
     if ours and theirs and ours.cpu_us and theirs.cpu_us and ours.tok_s:
         busy = ours.tok_s * ours.cpu_us * 1e-6
         verdict = _verdict(ours.cpu_us <= theirs.cpu_us / 2) if busy >= 0.8 else "NOT SHOWN"
@@ -683,6 +685,7 @@ def verdicts(rows: list[Row], client_cores: set[int]) -> list[str]:
             f"{theirs.cpu_us:.1f} µs; benchy kept {busy:.0%} of its core busy"
             + ("" if busy >= 0.8 else ", so the servers, not the client, were the limit (give them more cores)")
         )
+    lines += _pump_cost_verdicts(rows, sorted({r.streams for r in rows if r.server == "pump-pair"}))
     paced = next((r for r in rows if "paced" in r.client), None)
     if paced and paced.ttft_err_ms:
         lines.append(
@@ -920,10 +923,34 @@ def _against_pumps(args, rows: list[Row], cores: list[int], client_cores: set[in
         for _ in range(args.repeat):
             for workers in (1, 2):
                 _add(rows, measure_benchy(pumps, 256, workers, "lean", client_cores), "pump")
-        if book:
-            _add(rows, _llama_benchy(args.llama_benchy, pumps, 256, client_cores, book), "pump")
+        if book:  # the cost per token beside llama-benchy's: one round each, alternately
+            for _ in range(args.repeat):
+                for streams in args.streams:
+                    _add(rows, measure_benchy(pumps, streams, 1, "lean", client_cores), "pump-pair")
+                    _add(rows, _llama_benchy(args.llama_benchy, pumps, streams, client_cores, book), "pump-pair")
     finally:
         pumps.stop()
+
+
+def _pump_cost_verdicts(rows: list[Row], streams_list: list[int]) -> list[str]:
+    """benchy's CPU per token against llama-benchy's where the pumps (pre-rendered streams) are
+    never the limit, round by round: the issue's target is at most half, every round."""
+    lines = []
+    for streams in streams_list:
+        ours = [r.cpu_us for r in rows if (r.client, r.streams, r.server) == ("benchy (lean)", streams, "pump-pair")]
+        theirs = [r.cpu_us for r in rows if (r.client, r.streams, r.server) == (LLAMA_BENCHY, streams, "pump-pair")]
+        pairs = [(a, b) for a, b in zip(ours, theirs) if a and b]
+        if not pairs:
+            continue
+        ratios = [a / b for a, b in pairs]
+        verdict = "PASS" if max(ratios) <= TARGET_PER_TOKEN_SHARE else "FAIL"
+        lines.append(
+            f"{verdict}: client CPU per token against pump servers at {streams} streams, benchy ÷ llama-benchy "
+            f"per round: {', '.join(f'{x:.2f}' for x in ratios)} (median {statistics.median(ratios):.2f}; "
+            f"benchy {statistics.median(a for a, _ in pairs):.1f} µs, llama-benchy "
+            f"{statistics.median(b for _, b in pairs):.1f} µs; target ≤ {TARGET_PER_TOKEN_SHARE} every round)"
+        )
+    return lines
 
 
 def _llama_benchy(command: str, sims: Sims, streams: int, cores: set[int], book) -> Row | None:
