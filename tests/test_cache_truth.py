@@ -5,8 +5,6 @@ first tokens, or such a cache serves a "cold" prompt from cache, reported or not
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ from benchy.load.prompts import PromptFactory
 from benchy.measure import tokenizer
 from benchy.sim.cache import PrefixCache
 from benchy.sim.engine import render_chat
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import run_benchy_here
 from tests.test_sim_cache import post_chat
 
 FAST = ("--prefill-tps", "100000", "--decode-tps", "3000", "--max-running", "64")
@@ -23,14 +21,7 @@ BLOCK = 16
 
 
 def run_cli(sim, out: Path, *flags: str, command: str = "run", expect_rc: int | None = 0) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchy", command, "--base-url", sim.base_url, "-q", "-o", str(out), *flags],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=300,
-    )
+    proc = run_benchy_here(command, "--base-url", sim.base_url, "-q", "-o", str(out), *flags)
     if expect_rc is not None:
         assert proc.returncode == expect_rc, proc.stderr
     name = "results.json" if command == "run" else "probe.json"
