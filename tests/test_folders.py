@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from benchy.measure.records import read_records
-from tests.conftest import run_benchy as benchy
+from tests.conftest import run_benchy_here as benchy
 
 FAST = ("--decode-tps", "2000", "--prefill-tps", "200000")
 

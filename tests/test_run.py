@@ -6,24 +6,16 @@ import json
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, client_slack_s, sim_env, warning_codes
+from tests.conftest import client_slack_s, run_benchy_here, warning_codes
 
 
-def benchy(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "benchy", *args],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=timeout,
-    )
+def benchy(*args: str) -> subprocess.CompletedProcess:
+    return run_benchy_here(*args)
 
 
 def run_json(sim, tmp_path, *args: str) -> dict:
