@@ -224,6 +224,7 @@ def test_run_with_30_percent_faults_counts_every_kind_exactly(start_sim, tmp_pat
     out = tmp_path / "run"
     proc = run_benchy_here(
         *f"run --base-url {sim.base_url} --pp 64 --tg 24 -c 4 --runs 40 --stall-timeout 0.3 -q".split(),
+        "--no-report",
         "-o",
         str(out),
     )
@@ -259,6 +260,7 @@ def run_with_limit(sim, tmp_path, *flags: str) -> tuple[subprocess.CompletedProc
     out = tmp_path / "limited"
     proc = run_benchy_here(
         *f"run --base-url {sim.base_url} --pp 64 --tg 8 -c 2 --runs 50 -q".split(),
+        "--no-report",
         "-o",
         str(out),
         *flags,

@@ -113,9 +113,10 @@ def case_truth(sim, case: dict) -> tuple[list[dict], float, float]:
     return mine, min(t["arrival_s"] for t in mine), max(t["token_times_s"][-1] for t in mine)
 
 
-def gpu_run(start_sim, tmp_path, *sim_flags: str, run_flags: tuple[str, ...] = ()) -> tuple:
+def gpu_run(start_sim, tmp_path, *sim_flags: str, run_flags: tuple[str, ...] = (), report=False) -> tuple:
     sim = start_sim("--decode-tps", "200", "--gpus", "2", *sim_flags)
     out = tmp_path / "out"
+    run_flags = run_flags if report else (*run_flags, "--no-report")  # most read results.json only
     proc = run_benchy_here(
         "run", "--base-url", sim.base_url, "--quiet", "--output", str(out), "--pp", "256", "--tg", "128",
         "--runs", "4", "--gpu-metrics", sim.base_url.removesuffix("/v1") + "/dcgm/metrics", *run_flags,
@@ -125,7 +126,7 @@ def gpu_run(start_sim, tmp_path, *sim_flags: str, run_flags: tuple[str, ...] = (
 
 
 def test_two_gpus_at_350_w_give_joules_per_token_within_ten_percent_of_the_truth(start_sim, tmp_path):
-    sim, results, out = gpu_run(start_sim, tmp_path, "--gpu-watts", "350", "--gpu-idle-watts", "350")
+    sim, results, out = gpu_run(start_sim, tmp_path, "--gpu-watts", "350", "--gpu-idle-watts", "350", report=True)
     case = results["cases"][0]
     gpu = case["gpu"]
     truth, first, last = case_truth(sim, case)

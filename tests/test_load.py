@@ -25,7 +25,7 @@ def benchy(*args: str) -> subprocess.CompletedProcess:
 
 
 def run_results(sim, out, *args: str) -> dict:
-    proc = benchy("run", "--base-url", sim.base_url, "--quiet", "--output", str(out), *args)
+    proc = benchy("run", "--base-url", sim.base_url, "--quiet", "--output", str(out), "--no-report", *args)
     assert proc.returncode == 0, proc.stderr
     return json.loads((out / "results.json").read_text())
 

@@ -20,7 +20,7 @@ def benchy(*args: str) -> subprocess.CompletedProcess:
 
 def run_json(sim, tmp_path, *args: str) -> dict:
     out = Path(tempfile.mkdtemp(dir=tmp_path))  # a fresh folder per run: -o refuses one in use
-    proc = benchy("run", "--base-url", sim.base_url, "--quiet", "--output", str(out), *args)
+    proc = benchy("run", "--base-url", sim.base_url, "--quiet", "--output", str(out), "--no-report", *args)
     assert proc.returncode == 0, proc.stderr
     return json.loads((out / "results.json").read_text())
 
