@@ -546,6 +546,12 @@ def _template(template, reasoning_effort):
 )
 @click.option("--force", is_flag=True, help="Replace benchy's files in a non-empty --output folder.")
 @click.option(
+    "--no-report",
+    is_flag=True,
+    help="With --output: save results.json and requests.jsonl only (no report.md, figures or results.csv); "
+    "`benchy report DIR` draws them later.",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(["md", "json", "csv"]),
@@ -588,6 +594,7 @@ def run(
     no_nonce,
     output,
     force,
+    no_report,
     fmt,
     quiet,
     strict,
@@ -638,6 +645,7 @@ def run(
         gpu_metrics=gpu_metrics,
         cache_reset=cache_reset,
         announce=None if quiet else lambda line: click.echo(line, err=True),
+        report=not no_report,
         **limits,
     )
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -68,6 +70,27 @@ def run_benchy(*args: str, env: dict | None = None, timeout: float = 300) -> sub
         cwd=REPO_ROOT,
         timeout=timeout,
     )
+
+
+def run_benchy_here(*args: str) -> subprocess.CompletedProcess:
+    """What run_benchy gives, through the same entry point (cli.main) but in this process: no
+    interpreter start-up, and the imports and vocabulary a child loads again every time (the
+    tokenizer, matplotlib) are loaded once per test process. For every test that needs no
+    process of its own (a signal, an environment, a kill)."""
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(REPO_ROOT)  # as run_benchy's child: relative paths mean the same
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            from benchy import cli
+
+            cli.main(list(args))
+        code = 0
+    except SystemExit as exited:
+        code = exited.code if isinstance(exited.code, int) else (0 if exited.code is None else 1)
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess([*BENCHY, *args], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture

@@ -5,8 +5,6 @@ first tokens, or such a cache serves a "cold" prompt from cache, reported or not
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,22 +13,22 @@ from benchy.load.prompts import PromptFactory
 from benchy.measure import tokenizer
 from benchy.sim.cache import PrefixCache
 from benchy.sim.engine import render_chat
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import run_benchy, run_benchy_here
 from tests.test_sim_cache import post_chat
 
 FAST = ("--prefill-tps", "100000", "--decode-tps", "3000", "--max-running", "64")
 BLOCK = 16
 
 
-def run_cli(sim, out: Path, *flags: str, command: str = "run", expect_rc: int | None = 0) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchy", command, "--base-url", sim.base_url, "-q", "-o", str(out), *flags],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=300,
-    )
+def run_cli(sim, out: Path, *flags: str, command: str = "run", expect_rc: int | None = 0, report=False) -> dict:
+    """A run in this process (its report drawn only where the test reads it); probe-cache in a
+    child of its own, as benchy capacity: its verdicts time TTFTs, which the test process's
+    larger heap can stall (a --capacity judged by TTFT counted misses the truth called hits)."""
+    if command != "run":
+        proc = run_benchy(command, "--base-url", sim.base_url, "-q", "-o", str(out), *flags)
+    else:
+        drawn = () if report else ("--no-report",)  # most read results.json only
+        proc = run_benchy_here(command, "--base-url", sim.base_url, "-q", "-o", str(out), *drawn, *flags)
     if expect_rc is not None:
         assert proc.returncode == expect_rc, proc.stderr
     name = "results.json" if command == "run" else "probe.json"
@@ -152,7 +150,9 @@ def test_multi_turn_through_round_robin_replicas_is_partial_reuse(start_sim, tmp
     """One conversation of 7 turns over 3 round-robin replicas: each turn lands on the replica
     that served the turn 3 before, so turns 4-7 reuse part of their history and 2-3 none."""
     sim = start_sim(*FAST, "--replicas", "3", "--route", "rr")
-    results = run_cli(sim, tmp_path / "out", "--turns", "7", "-c", "1", "--pp", "100", "--tg", "16", "--warmup", "0")
+    results = run_cli(
+        sim, tmp_path / "out", "--turns", "7", "-c", "1", "--pp", "100", "--tg", "16", "--warmup", "0", report=True
+    )
     [case] = results["cases"]
     truth = {t["request_id"]: t for t in sim.truth(expect=len(case["requests"]))}
     part = case["workload"]["partial_reuse"]
@@ -265,7 +265,7 @@ def test_probe_through_random_replicas_gives_partial_hits(start_sim, tmp_path):
 def test_table_sets_implied_reported_and_gain_side_by_side(start_sim, tmp_path):
     sim = start_sim("--prefill-tps", "20000", "--decode-tps", "3000", "--max-running", "8")
     results = run_cli(
-        sim, tmp_path / "out", "--shared-prefix", "0.75", "--pp", "2000", "--tg", "4", "--runs", "3", "--warmup", "0"
+        sim, tmp_path / "out", *"--shared-prefix 0.75 --pp 2000 --tg 4 --runs 3 --warmup 0".split(), report=True
     )
     truth = {t["request_id"]: t for t in sim.truth()}
     report = (tmp_path / "out" / "report.md").read_text()

@@ -60,6 +60,7 @@ def point_at(result: dict, load: float) -> dict:
     return next(p for p in result["points"] if p["load"] == load)
 
 
+@pytest.mark.slow
 def test_the_issues_example_answers_exactly_four(start_sim, tmp_path):
     """4 slots. At c ≤ 4 no request ever waits for a slot: the worst TTFT is the start of a round,
     when c requests arrive together and their prefills run one after another, ≤ 4 × 28 ms ≈ 115 ms.
@@ -100,6 +101,7 @@ def test_the_issues_example_answers_exactly_four(start_sim, tmp_path):
     assert answer["line"] in report and (out / "figures" / "capacity-pareto.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_rate_search_brackets_the_servers_throughput(start_sim, tmp_path):
     """Open loop on the same 4-slot server. A request holds a slot for S ≈ 350 ms (the truth
     log's median), so the server serves at most 4/S requests/s. At 1/S (a quarter of that) four
@@ -145,6 +147,7 @@ def test_rate_search_brackets_the_servers_throughput(start_sim, tmp_path):
         assert (in_time >= 0.9) == (point_at(result, load)["verdict"] == "pass")
 
 
+@pytest.mark.slow
 def test_a_shared_prefix_moves_the_answer(start_sim, tmp_path):
     """A prefill-bound server (prefills serialized, decode ~2 ms): with c requests in flight the
     last one's prefill waits for the c − 1 before it, so TTFT ≥ c × P − 2 ms, P the uncached

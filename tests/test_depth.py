@@ -23,7 +23,7 @@ from benchy.measure.records import RequestRecord
 from benchy.results.types import CaseResult, RequestResult, RunResult
 from benchy.workloads.case import ScenarioError
 from benchy.workloads.scenario import load_scenario, sweep
-from tests.conftest import run_benchy
+from tests.conftest import run_benchy_here
 
 SIM_FLAGS = ("--prefill-tps", "500", "--decode-tps", "5000")
 PP, DEPTH, TG = 500, 500, 4
@@ -44,13 +44,12 @@ def measured(case: dict) -> list[dict]:
 
 
 def run_cli(sim, *flags: str) -> dict:
-    proc = run_benchy(
+    proc = run_benchy_here(
         "run",
         "--base-url",
         sim.base_url,
         *f"--pp {PP} --tg {TG} --runs 3 --warmup 0 -q --format json".split(),
         *flags,
-        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -159,7 +158,7 @@ def test_prefill_rate_is_unavailable_when_a_reused_context_is_not_confirmed():
 
 def test_bad_depth_input_is_one_line_usage_error():
     for flags in (["--depth-mode", "warm"], ["--depth", "-5"]):
-        proc = run_benchy("run", *flags, timeout=60)
+        proc = run_benchy_here("run", *flags)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith("benchy: error:") and proc.stderr.strip().count("\n") == 0
 

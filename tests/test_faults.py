@@ -16,7 +16,7 @@ from aiohttp import web
 from benchy.client.stream import Client, ClientSettings
 from benchy.measure.records import RequestRecord, read_records
 from benchy.sim.config import FAULT_KINDS
-from tests.conftest import run_benchy
+from tests.conftest import run_benchy_here
 
 FAST = ("--decode-tps", "4000", "--prefill-tps", "200000")
 
@@ -224,11 +224,11 @@ def test_run_with_30_percent_faults_counts_every_kind_exactly(start_sim, tmp_pat
     flags = [f for k, v in SOME_FAULTS.items() for f in ("--fault", f"{k}:{v}")]
     sim = start_sim(*FAST, "--seed", "3", "--stall-s", "1.0", *flags)
     out = tmp_path / "run"
-    proc = run_benchy(
+    proc = run_benchy_here(
         *f"run --base-url {sim.base_url} --pp 64 --tg 24 -c 4 --runs 40 --stall-timeout 0.3 -q".split(),
+        "--no-report",
         "-o",
         str(out),
-        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -260,12 +260,12 @@ def test_run_with_30_percent_faults_counts_every_kind_exactly(start_sim, tmp_pat
 
 def run_with_limit(sim, tmp_path, *flags: str) -> tuple[subprocess.CompletedProcess, dict, list[dict]]:
     out = tmp_path / "limited"
-    proc = run_benchy(
+    proc = run_benchy_here(
         *f"run --base-url {sim.base_url} --pp 64 --tg 8 -c 2 --runs 50 -q".split(),
+        "--no-report",
         "-o",
         str(out),
         *flags,
-        timeout=120,
     )
     results = json.loads((out / "results.json").read_text())
     lines = [r.to_dict() for r in read_records(out / "requests.jsonl")]
@@ -299,5 +299,5 @@ def test_max_error_rate_stops_early(start_sim, tmp_path):
 
 @pytest.mark.parametrize("flag", ["--max-errors=-1", "--max-error-rate=1.5"])
 def test_error_limits_reject_nonsense(flag):
-    proc = run_benchy("run", flag, timeout=60)
+    proc = run_benchy_here("run", flag)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1

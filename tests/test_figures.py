@@ -18,7 +18,7 @@ from benchy.report import plots, probe_report, render, table
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
 from benchy.sim.process import SimProcess
-from tests.conftest import REPO_ROOT, run_benchy
+from tests.conftest import REPO_ROOT, run_benchy_here
 from tests.test_report import capture_figures
 
 FAST = ("--decode-tps", "1000", "--prefill-tps", "50000")
@@ -39,7 +39,7 @@ def runs(tmp_path_factory):
     with SimProcess(*FAST) as sim:
         for name, args in plans.items():
             out = root / name
-            proc = run_benchy("run", "--base-url", sim.base_url, "-q", "-o", str(out), *args)
+            proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(out), *args)
             assert proc.returncode == 0, proc.stderr
             done[name] = (out, proc)
     return done
@@ -171,7 +171,7 @@ def test_one_prompt_length_draws_no_curve_and_many_requests_get_a_box(runs, tmp_
 def test_the_probe_figure_says_why_a_length_failed_and_keeps_its_legend_off_the_points(tmp_path, monkeypatch):
     # 8,000-token prompts need 0.4 s of prefill; a 0.3 s timeout fails all but the cached repeats
     with SimProcess("--decode-tps", "1000", "--prefill-tps", "20000") as sim:
-        proc = run_benchy(
+        proc = run_benchy_here(
             "probe-cache", "--base-url", sim.base_url, "--lengths", "1000", "8000", "-n", "3",
             "--timeout", "0.3", "-q", "--format", "json",
         )  # fmt: skip
@@ -194,9 +194,9 @@ def test_the_probe_figure_says_why_a_length_failed_and_keeps_its_legend_off_the_
 
 def test_comparing_a_run_with_itself_warns(runs):
     sweep, _ = runs["sweep"]
-    same = run_benchy("compare", str(sweep), str(sweep))
+    same = run_benchy_here("compare", str(sweep), str(sweep))
     assert same.returncode == 0 and "SAME RUN" in same.stderr
-    other = run_benchy("compare", str(sweep), str(runs["load"][0]))
+    other = run_benchy_here("compare", str(sweep), str(runs["load"][0]))
     assert "SAME RUN" not in other.stderr
 
 

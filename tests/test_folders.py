@@ -1,5 +1,5 @@
 """One folder, one run: `-o DIR` refuses a folder that holds files unless --force, --force leaves
-no file (figures included) that the new results did not make, and `benchy report -o OTHER`
+no file (figures included) that the new results did not make, `--no-report` draws nothing, and `benchy report -o OTHER`
 copies the results its report says are beside it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from benchy.measure.records import read_records
-from tests.conftest import run_benchy as benchy
+from tests.conftest import run_benchy_here as benchy
 
 FAST = ("--decode-tps", "2000", "--prefill-tps", "200000")
 
@@ -58,7 +58,8 @@ def test_a_folder_with_an_earlier_run_is_refused_then_replaced_with_force(start_
 def test_report_elsewhere_copies_the_results_it_reports(start_sim, tmp_path):
     sim = start_sim(*FAST)
     run_dir, other = tmp_path / "run", tmp_path / "other"
-    assert run_into(sim, run_dir).returncode == 0
+    assert run_into(sim, run_dir, "--no-report").returncode == 0
+    assert {p.name for p in run_dir.iterdir()} == {"results.json", "requests.jsonl"}  # nothing drawn
 
     made = benchy("report", str(run_dir / "results.json"), "-o", str(other))
     assert made.returncode == 0, made.stderr
@@ -74,3 +75,4 @@ def test_report_elsewhere_copies_the_results_it_reports(start_sim, tmp_path):
     assert benchy("report", str(run_dir), "-o", str(other), "--force").returncode == 0
     in_place = benchy("report", str(run_dir))  # beside its own results: no copy, no refusal
     assert in_place.returncode == 0, in_place.stderr
+    assert (run_dir / "report.md").is_file() and (run_dir / "results.csv").is_file()  # drawn later

@@ -13,7 +13,7 @@ import pytest
 from benchy.measure import gpu as figures
 from benchy.measure.gpu import GpuReading, GpuSample
 from benchy.server.gpu import GpuError, parse_dcgm, source_for
-from tests.conftest import run_benchy, warning_codes
+from tests.conftest import run_benchy_here, warning_codes
 
 # dcgm-exporter 3.3 (default counters plus DCGM_FI_PROF_DRAM_ACTIVE), abridged: two GPUs of one host.
 DCGM_TEXT = """\
@@ -113,10 +113,11 @@ def case_truth(sim, case: dict) -> tuple[list[dict], float, float]:
     return mine, min(t["arrival_s"] for t in mine), max(t["token_times_s"][-1] for t in mine)
 
 
-def gpu_run(start_sim, tmp_path, *sim_flags: str, run_flags: tuple[str, ...] = ()) -> tuple:
+def gpu_run(start_sim, tmp_path, *sim_flags: str, run_flags: tuple[str, ...] = (), report=False) -> tuple:
     sim = start_sim("--decode-tps", "200", "--gpus", "2", *sim_flags)
     out = tmp_path / "out"
-    proc = run_benchy(
+    run_flags = run_flags if report else (*run_flags, "--no-report")  # most read results.json only
+    proc = run_benchy_here(
         "run", "--base-url", sim.base_url, "--quiet", "--output", str(out), "--pp", "256", "--tg", "128",
         "--runs", "4", "--gpu-metrics", sim.base_url.removesuffix("/v1") + "/dcgm/metrics", *run_flags,
     )  # fmt: skip
@@ -125,7 +126,7 @@ def gpu_run(start_sim, tmp_path, *sim_flags: str, run_flags: tuple[str, ...] = (
 
 
 def test_two_gpus_at_350_w_give_joules_per_token_within_ten_percent_of_the_truth(start_sim, tmp_path):
-    sim, results, out = gpu_run(start_sim, tmp_path, "--gpu-watts", "350", "--gpu-idle-watts", "350")
+    sim, results, out = gpu_run(start_sim, tmp_path, "--gpu-watts", "350", "--gpu-idle-watts", "350", report=True)
     case = results["cases"][0]
     gpu = case["gpu"]
     truth, first, last = case_truth(sim, case)
@@ -147,7 +148,7 @@ def assert_reports_show(out, joules_per_token: float) -> None:
     assert rows and all(float(r["gpu_joules_per_token"]) == pytest.approx(joules_per_token) for r in rows)
     report = (out / "report.md").read_text()
     assert "J/token (GPU W)" in report and "## GPU" in report and (out / "figures" / "gpu_power.png").is_file()
-    proc = run_benchy("compare", str(out / "results.json"), str(out / "results.json"))
+    proc = run_benchy_here("compare", str(out / "results.json"), str(out / "results.json"))
     assert proc.returncode == 0, proc.stderr
     assert "GPU figures" in proc.stdout and f"{joules_per_token:.3g}" in proc.stdout
 
@@ -208,7 +209,9 @@ def test_failed_scrapes_are_counted_and_said_never_a_silent_zero(start_sim, tmp_
 )
 def test_gpu_metrics_that_cannot_be_read_stop_the_run_with_one_line(start_sim, value, words):
     sim = start_sim(truth_log=False)
-    proc = run_benchy("run", "--base-url", sim.base_url, "--quiet", "--pp", "64", "--tg", "8", "--gpu-metrics", value)
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "--quiet", "--pp", "64", "--tg", "8", "--gpu-metrics", value
+    )
     assert proc.returncode != 0 and words in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
@@ -216,7 +219,9 @@ def test_gpu_metrics_that_cannot_be_read_stop_the_run_with_one_line(start_sim, v
 def test_a_prometheus_endpoint_that_is_not_dcgm_is_named_as_such(start_sim):
     sim = start_sim(truth_log=False)
     metrics = sim.base_url.removesuffix("/v1") + "/metrics"  # vLLM's names, no DCGM_FI_
-    proc = run_benchy("run", "--base-url", sim.base_url, "--quiet", "--pp", "64", "--tg", "8", "--gpu-metrics", metrics)
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "--quiet", "--pp", "64", "--tg", "8", "--gpu-metrics", metrics
+    )
     assert proc.returncode != 0 and "no DCGM_FI_ field" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -227,13 +232,13 @@ def test_nvml_without_nvidia_ml_py_is_one_line():
         pytest.skip("nvidia-ml-py is installed here")
     except ImportError:
         pass
-    proc = run_benchy("run", "--pp", "64", "--tg", "8", "--gpu-metrics", "nvml")
+    proc = run_benchy_here("run", "--pp", "64", "--tg", "8", "--gpu-metrics", "nvml")
     assert proc.returncode == 2 and "nvidia-ml-py" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_probe_cache_samples_the_gpus_over_each_length(start_sim, tmp_path):
     sim = start_sim("--gpus", "1", "--gpu-watts", "300", "--gpu-idle-watts", "300", "--prefill-tps", "20000")
-    proc = run_benchy(
+    proc = run_benchy_here(
         "probe-cache", "--base-url", sim.base_url, "--quiet", "--lengths", "2000", "-n", "3", "--format", "json",
         "--gpu-metrics", sim.base_url.removesuffix("/v1") + "/dcgm/metrics",
     )  # fmt: skip

@@ -111,6 +111,7 @@ def test_interrupt_saves_and_prints_partial_results(start_sim, tmp_path, sig, by
     assert "Partial run" in (out / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_interrupt_keeps_what_worker_processes_finished(start_sim, tmp_path):
     """With --workers 2 the records come back from other processes: a stop keeps every one the
     server had finished before it (with 50 ms for the worker to read and send it)."""

@@ -17,15 +17,15 @@ from hypothesis import strategies as st
 from benchy.load import arrivals
 from benchy.measure import metrics
 from benchy.measure.records import RequestRecord, read_records
-from tests.conftest import REPO_ROOT, run_benchy, sim_env
+from tests.conftest import REPO_ROOT, run_benchy_here, sim_env
 
 
-def benchy(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return run_benchy(*args, timeout=timeout)
+def benchy(*args: str) -> subprocess.CompletedProcess:
+    return run_benchy_here(*args)
 
 
 def run_results(sim, out, *args: str) -> dict:
-    proc = benchy("run", "--base-url", sim.base_url, "--quiet", "--output", str(out), *args)
+    proc = benchy("run", "--base-url", sim.base_url, "--quiet", "--output", str(out), "--no-report", *args)
     assert proc.returncode == 0, proc.stderr
     return json.loads((out / "results.json").read_text())
 

@@ -32,7 +32,7 @@ from benchy.probe import (
 )
 from benchy.report import probe_report
 from benchy.workloads.scenario import sweep
-from tests.conftest import LATE_S, run_benchy
+from tests.conftest import LATE_S, run_benchy_here
 
 SIM_FLAGS = ("--prefill-tps", "20000", "--decode-tps", "5000", "--header-delay-s", "0.2")
 LENGTHS = [2000, 6000]
@@ -85,7 +85,7 @@ def test_cache_on_is_detected_with_the_truths_speedup_and_leaves_no_reusable_pre
 def test_cache_off_is_not_detected_and_the_cli_writes_probe_files(start_sim, tmp_path):
     sim = start_sim(*SIM_FLAGS, "--no-prefix-cache")
     out = tmp_path / "probe"
-    proc = run_benchy(
+    proc = run_benchy_here(
         "probe-cache",
         "--base-url",
         sim.base_url,
@@ -94,7 +94,6 @@ def test_cache_off_is_not_detected_and_the_cli_writes_probe_files(start_sim, tmp
         *"-n 5 --tg 4 -q".split(),
         "-o",
         str(out),
-        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert "not detected" in proc.stdout and "cache detected" not in proc.stdout
@@ -175,7 +174,7 @@ def test_lengths_are_capped_by_the_context():
 
 
 def test_bad_probe_input_is_one_line_usage_error():
-    proc = run_benchy("probe-cache", "-n", "2", timeout=60)
+    proc = run_benchy_here("probe-cache", "-n", "2")
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--requests must be ≥ 3" in proc.stderr
 
@@ -236,7 +235,7 @@ def test_probe_cache_on_a_host_copying_server_says_cache_hit_no_gain(start_sim, 
     # prefill, 10x slower than prefill) hides most of what the prefix cache saves; its usage
     # still reports the hits.
     sim = start_sim("--preset", "llamacpp-ram-cache", "--prefill-tps", "40000", "--decode-tps", "500")
-    proc = run_benchy("probe-cache", "--base-url", sim.base_url, *"--lengths 1500 -n 4 --format json".split())
+    proc = run_benchy_here("probe-cache", "--base-url", sim.base_url, *"--lengths 1500 -n 4 --format json".split())
     assert proc.returncode == 0, proc.stderr
     (entry,) = json.loads(proc.stdout)["lengths"]
     assert entry["verdict"] == "cache_hit_no_gain", entry["reason"]

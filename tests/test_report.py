@@ -7,7 +7,6 @@ import json
 import re
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import matplotlib.image
@@ -17,21 +16,14 @@ import pytest
 from benchy import cli
 from benchy.report import plots, probe_report, render
 from benchy.results.types import RunResult
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import run_benchy_here
 
 SECRET = "sk-report-sentinel-4242"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def benchy(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchy", *args],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=120,
-    )
+    proc = run_benchy_here(*args)
     if check and proc.returncode not in (0, 3, 4):
         raise AssertionError(f"benchy {' '.join(args)} → {proc.returncode}: {proc.stderr}")
     return proc

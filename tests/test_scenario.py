@@ -8,7 +8,7 @@ from benchy.cli import main
 from benchy.load import arrivals
 from benchy.workloads.case import Case, ScenarioError
 from benchy.workloads.scenario import CaseSelection, load_scenario, rate_sweep, select_cases, shipped_names, sweep
-from tests.conftest import run_benchy
+from tests.conftest import run_benchy_here
 
 
 def test_shipped_scenarios_match_the_field_report():
@@ -206,7 +206,7 @@ def test_scenario_rate_runs_open_loop_against_the_simulator(start_sim, tmp_path)
     sim = start_sim("--preset", "instant")
     path = _scenario(tmp_path, "name = 'open'\npp = 64\ntg = 4\nrate = 40\n")
     out = tmp_path / "out"
-    proc = run_benchy(
+    proc = run_benchy_here(
         "run",
         "--base-url",
         sim.base_url,
@@ -215,7 +215,6 @@ def test_scenario_rate_runs_open_loop_against_the_simulator(start_sim, tmp_path)
         str(path),
         "--output",
         str(out),
-        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     results = json.loads((out / "results.json").read_text())

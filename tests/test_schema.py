@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -13,7 +11,7 @@ import pytest
 from benchy.measure.records import REQUESTS_SCHEMA, RecordsError, read_records
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import REPO_ROOT, run_benchy_here
 
 SHIPPED_REPORTS = sorted((REPO_ROOT / "reports").glob("*/results.json"))
 
@@ -47,14 +45,7 @@ def test_a_fresh_run_validates_and_starts_its_request_log_with_a_header(start_si
     out = tmp_path / "out"
     args = ["--pp", "64", "--tg", "16", "--rate", "20", "--requests", "4", "--warmup", "1", "--quiet"]
     args += ["--slo", "e2e=5s", "--hardware", "gb10", "--model-profile", "gpt-oss-120b"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "--output", str(out), *args],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=300,
-    )
+    proc = run_benchy_here("run", "--base-url", sim.base_url, "--output", str(out), "--no-report", *args)
     assert proc.returncode in (0, 3, 4), proc.stderr
     data = json.loads((out / "results.json").read_text(encoding="utf-8"))
     validator().validate(data)

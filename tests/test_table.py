@@ -17,7 +17,7 @@ from benchy.measure import metrics, profiles
 from benchy.report import table
 from benchy.results import files as results_files
 from benchy.sim.process import SimProcess
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import REPO_ROOT, run_benchy_here, sim_env
 
 STREAM_TIMINGS = ("ttft_s", "decode_tps", "itl_s", "prefill_tps")
 VALUE_CELLS = ("median", "std", "n", "ci95_low", "ci95_high")
@@ -145,10 +145,9 @@ def test_a_rate_whose_spread_dwarfs_its_median_is_na_with_the_reason(tmp_path):
     statistics stay saved. (An open loop: a closed loop's queueing is judged against the prompt
     sent alone, which withholds prefill t/s outright.)"""
     with SimProcess("--prefill-tps", "1000000", "--decode-tps", "50", "--max-running", "2") as sim:
-        proc = subprocess.run(
-            [sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "--pp", "512", "--tg", "8"]
-            + ["--rate", "40", "--requests", "16", "--warmup", "0", "-q", "-o", str(tmp_path / "out")],
-            **{"capture_output": True, "text": True, "env": sim_env(), "cwd": REPO_ROOT, "timeout": 300},
+        proc = run_benchy_here(
+            *["run", "--base-url", sim.base_url, "--pp", "512", "--tg", "8"],
+            *["--rate", "40", "--requests", "16", "--warmup", "0", "-q", "-o", str(tmp_path / "out")],
         )
     assert proc.returncode == 0, proc.stderr
     saved = results_files.read(tmp_path / "out" / "results.json")

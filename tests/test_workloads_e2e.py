@@ -9,28 +9,19 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from benchy.workloads import trace
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import run_benchy_here
 
 FAST = ("--prefill-tps", "100000", "--decode-tps", "3000", "--max-running", "64")
 BLOCK = 16
 
 
 def run_cli(sim, out: Path, *flags: str, expect_rc: int = 0) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "-q", "-o", str(out), *flags],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=300,
-    )
+    proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(out), *flags)
     assert proc.returncode == expect_rc, proc.stderr
     return json.loads((out / "results.json").read_text())
 
@@ -206,10 +197,7 @@ def test_a_trace_replay_is_shown_as_its_own_load_not_concurrency_1(start_sim, tm
     sim = start_sim(*FAST)
     out = tmp_path / "out"
     flags = ("--trace", "sample", "--speed", "4", "--requests", "12", "--endpoint", "completions", "--warmup", "0")
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, "-q", "-o", str(out), *flags],
-        **{"capture_output": True, "text": True, "env": sim_env(), "cwd": REPO_ROOT, "timeout": 300},
-    )
+    proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(out), *flags)
     assert proc.returncode == 0, proc.stderr
     [case] = json.loads((out / "results.json").read_text())["cases"]
     assert case["concurrency"] is None and case["mode"] == "open"
