@@ -239,7 +239,7 @@ def test_stripped_special_tokens_are_detected_and_ttfc_withheld(start_sim, tmp_p
         sim, "completions", Template("harmony"), tmp_path, extra_body={"skip_special_tokens": True}
     )
     case = results["cases"][0]
-    assert codes(results) == {"special_tokens_stripped"}
+    assert codes(results) == {"special_tokens_stripped"}, results["warnings"]
     assert case["summary"]["ttfc_s"] is None
     assert "without its special tokens" in case["unavailable"]["ttfc_s"]
     assert case["summary"]["e2e_tps"] is not None

@@ -265,6 +265,7 @@ def _agreeing_alternative(
         candidates.append((EVENTS, float(events)))
     if local is not None and not agree(usage, local):
         candidates.append((LOCAL, local))
+    candidates = [(name, n) for name, n in candidates if not _hidden_tokens_explain(name, n, usage)]
     for i, (name, value) in enumerate(candidates):
         for other, second in candidates[i + 1 :]:
             if {name, other} == _SAME_TEXT:  # one witness twice: both count the streamed text
@@ -272,6 +273,18 @@ def _agreeing_alternative(
             if _alternative_agrees(name, value, other, second):
                 return max(value, events), name, (name, other)
     return None
+
+
+# A server generates tokens it does not stream: the end-of-sequence token, a reasoning
+# parser's <think> and </think>, Harmony's channel headers (gpt-oss: about ten an answer).
+HIDDEN_TOKENS_MAX = 16
+STREAMED_TEXT = {EVENTS, LOCAL, SERVER_TOKENIZE}
+
+
+def _hidden_tokens_explain(name: str, value: float, usage: int) -> bool:
+    """A count of the streamed text (its events, its tokens) a few below usage shows tokens
+    the server made and did not stream, not a wrong usage."""
+    return name in STREAMED_TEXT and 0 < usage - value <= HIDDEN_TOKENS_MAX
 
 
 # The server's /tokenize and the local count both count the streamed text (and the local scale
