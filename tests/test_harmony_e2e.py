@@ -26,7 +26,9 @@ from tests.test_harmony import EXPECTED_PROMPT
 
 R = 12  # analysis tokens
 HEAD, MARKERS = 3, 10  # marker tokens before the analysis text, and in all
-FAST = ("--harmony", "--reasoning-tokens", str(R), "--decode-tps", "2000", "--prefill-tps", "100000")
+# 400 tokens/s: a 40-token answer lasts 100 ms, so a busy client reading late (tens of ms) still
+# sees a stream, not the whole answer in one read (which is buffering: nothing to time)
+FAST = ("--harmony", "--reasoning-tokens", str(R), "--decode-tps", "400", "--prefill-tps", "100000")
 EARLY_S, LATE_S = 0.001, 0.05  # as tests/test_checks.py: a busy 2-core machine delays writes
 
 
