@@ -167,7 +167,8 @@ def test_kv_bytes_for_dense_llama():
 
 def test_sliding_window_halves_kv_growth_for_gpt_oss():
     gpt_oss = model_profile("gpt-oss-120b")
-    all_full = dataclasses.replace(gpt_oss, sliding_window=None, sliding_window_layer_fraction=0.0)
+    full_kv = dataclasses.replace(gpt_oss.kv, sliding_window=None, sliding_window_layer_fraction=0.0)
+    all_full = dataclasses.replace(gpt_oss, kv=full_kv)
 
     def growth(model):
         return kv_bytes_per_token(model, 20_000) - kv_bytes_per_token(model, 10_000)
