@@ -128,7 +128,9 @@ def assert_live_and_right(results: dict) -> None:
 def test_proxy_buffering_passes_the_stream_live_and_benchy_says_so(upstream, transport, directives):
     with nginx.nginx_proxy([upstream], directives) as url:
         _, reads = streamed_reads(url, "identity")
-        assert reads > 10  # the proxy's own behaviour, seen without benchy: chunk by chunk
+        # the proxy's own behaviour, seen without benchy: chunk by chunk, not the answer at once
+        # (a busy machine reads late, several chunks a read; a buffering proxy gives one or two)
+        assert reads > 2
         results = bench(url, transport)
     assert "nginx" in (results["setup"]["server"].get("server_header") or "")  # really through the proxy
     assert_live_and_right(results)
@@ -139,7 +141,7 @@ def test_proxy_buffering_passes_the_stream_live_and_benchy_says_so(upstream, tra
 def test_gzip_with_a_flush_per_chunk_stays_live(upstream, transport):
     with nginx.nginx_proxy([upstream], GZIP) as url:
         encoding, reads = streamed_reads(url, "gzip")
-        assert encoding == "gzip" and reads > 10  # compressed, a deflate block per chunk
+        assert encoding == "gzip" and reads > 2  # compressed, a deflate block per chunk (see above)
         results = bench(url, transport)
     assert_live_and_right(results)
     assert_counts_are_the_servers(results["cases"][0])
