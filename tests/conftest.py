@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,11 @@ from benchy.sim.process import SimProcess, child_env  # noqa: E402  (after the p
 # and a developer's proxy must not stand between them and benchy (test_transport sets its own).
 for _var in ("NO_PROXY", "no_proxy"):
     os.environ[_var] = ",".join(filter(None, [os.environ.get(_var), "127.0.0.1", "localhost", "::1", "[::1]"]))
+
+# A suite started in the background (`make test &` in a script) inherits Ctrl-C ignored, and
+# so would every benchy it starts: the tests that interrupt one would find it deaf.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Warnings about the machine the test runs on, not about the server or benchy's figures: a busy
 # (CI) machine legitimately adds them to any run (benchy's own loop falling behind; TTFT time
