@@ -74,7 +74,9 @@ def test_h200_a_first_token_without_text_starts_the_decode_window_at_its_role_ch
     # The H200 gpt-oss llama-server: the first token was a byte of a split character, its role
     # chunk came alone, the next event brought both tokens' text (usage 32, events 31). Timing
     # 31 tokens from the second token overstated decode by 31/30; short answers show it most.
-    sim = start_sim("--preset", "llamacpp-textless-first", *FAST_PREFILL)
+    # 50 tokens/s: 16 tokens last 300 ms, so a busy client's late reads (a few ms) stay within
+    # the 3% judged, while the old reading is 15/14 (7%) over
+    sim = start_sim("--preset", "llamacpp-textless-first", *FAST_PREFILL, "--decode-tps", "50")
     results = bench(sim, pp=(512,), tg=(16,))
     assert "usage_mismatch" not in codes(results)
     case = only_case(results)
@@ -84,7 +86,7 @@ def test_h200_a_first_token_without_text_starts_the_decode_window_at_its_role_ch
         assert count["tokens"] == t["completion_tokens"] == 16 and count["events"] == 15
         made = t["token_times_s"]
         true_decode = (len(made) - 1) / (made[-1] - made[0])
-        assert req["metrics"]["decode_tps"] == pytest.approx(true_decode, rel=0.02)
+        assert req["metrics"]["decode_tps"] == pytest.approx(true_decode, rel=0.03)
         assert_e2e_matches_truth(req, t)
 
 
