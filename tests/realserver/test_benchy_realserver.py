@@ -449,13 +449,14 @@ def test_a_local_tokenizer_that_is_not_the_models_never_overrules_usage(llama_se
     assert "usage_mismatch" not in {w["code"] for w in results["warnings"]}
     texts = {r.request_id: r.token_event_text for r in read_records(tmp_path / "requests.jsonl")}
     (case,) = results["cases"]
+    locals_ = []
     for r in measured(case):
         count, timings = r["token_count"], r["server_timings"]
         assert count["tokens"] == count["usage"] == timings["predicted_n"] == 64, count
         assert count["source"] == "usage" and count["mismatch"] is None
         assert "timings.predicted_n" in count["backed_by"]
-        local = tokenizer.count(texts[r["request_id"]])  # o200k, unscaled: not the model's count
-        assert abs(local - 64) > 0.1 * 64, local
+        locals_.append(tokenizer.count(texts[r["request_id"]]))  # o200k, unscaled: not the model's count
+    assert any(abs(local - 64) > 0.1 * 64 for local in locals_), locals_  # the test's premise: noise text
     calibration = results["setup"]["calibration"]
     print(
         f"\n[realserver] o200k counts of 64-token outputs: {sorted(tokenizer.count(t) for t in texts.values())}; "
