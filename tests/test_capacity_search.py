@@ -9,6 +9,7 @@ import random
 import pytest
 from scipy import stats as sps
 
+from benchy.capacity.runner import passed_despite_client_delay
 from benchy.capacity.search import (
     ALL_PASS,
     CLIENT_LIMITED,
@@ -148,3 +149,17 @@ def test_bad_settings_are_one_line():
             bad.check()
     with pytest.raises(ValueError):
         proportion_interval(3, 2)
+
+
+def test_a_late_round_proves_a_pass_only_for_figures_a_late_client_can_only_worsen():
+    """benchy fell behind: its timestamps are late, so a TTFT, a latency or an e2e rate it measured
+    within the SLO was delivered within it; a pass counts. A decode rate or an ITL can look better
+    for a late read (gaps squeezed after a stall), and a failure may be benchy's own: neither counts."""
+    late = Observation(10, 9, "loop lag")
+    for slo in ({"ttft_s": 0.2}, {"e2e_s": 1.0, "e2e_tps": 20.0}, {"ttfc_s": 0.3}):
+        assert passed_despite_client_delay(slo, 0.9, late)
+    assert not passed_despite_client_delay({"ttft_s": 0.2, "decode_tps": 30.0}, 0.9, late)
+    assert not passed_despite_client_delay({"itl_s": 0.05}, 0.9, late)
+    assert not passed_despite_client_delay({"ttft_s": 0.2}, 0.9, Observation(10, 8, "loop lag"))
+    assert not passed_despite_client_delay({"ttft_s": 0.2}, 0.9, Observation(10, 9, None))  # not late: counted anyway
+    assert not passed_despite_client_delay({}, 0.9, late)

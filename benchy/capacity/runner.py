@@ -39,6 +39,7 @@ from benchy.results.capacity import (
 from benchy.results.types import CaseResult, MetricSummary, RequestResult, RunResult, Stopped
 from benchy.workloads.case import Case
 
+NOT_TIMED = "no counted round in which benchy kept up"
 UNJUDGED = "unjudged"  # a request whose SLO figure is null
 ROUNDS_DIR = "rounds"  # each round's results.json and requests.jsonl, under -o
 
@@ -68,7 +69,8 @@ class _Progress:
     """What the search has measured so far: the rounds' results per load, for the figures."""
 
     result: CapacityResult
-    cases: dict[float, list[CaseResult]] = field(default_factory=dict)
+    cases: dict[float, list[CaseResult]] = field(default_factory=dict)  # the counted rounds'
+    late: set[int] = field(default_factory=set)  # id() of those in which benchy fell behind
     rounds: dict[float, list[CapacityRound]] = field(default_factory=dict)
 
 
@@ -140,13 +142,17 @@ def _record(
     case = results.cases[0] if results.cases else None
     _fill_identity(progress.result.setup, results)
     seen = _observation(case, results)
-    finder.record(probe.load, seen)
+    late_but_passed = passed_despite_client_delay(settings.load.slo or {}, settings.search.target, seen)
+    finder.record(probe.load, dataclasses.replace(seen, overloaded=None) if late_but_passed else seen)
     folder = _round_folder(settings, _rounds_done(progress), case_at(settings.case, settings.search.by, probe.load))
     where = str(folder.relative_to(settings.output_dir)) if folder and settings.output_dir else None
-    rnd = CapacityRound(seen.requests, seen.good, seen.overloaded is None and seen.requests > 0, seen.overloaded, where)
+    counted = (seen.overloaded is None or late_but_passed) and seen.requests > 0
+    rnd = CapacityRound(seen.requests, seen.good, counted, seen.overloaded, where)
     progress.rounds.setdefault(probe.load, []).append(rnd)
     if case is not None and rnd.counted:
         progress.cases.setdefault(probe.load, []).append(case)
+        if late_but_passed:
+            progress.late.add(id(case))
     if settings.announce:
         settings.announce(_round_line(settings, finder, probe.load, rnd))
     if results.stopped is not None:
@@ -174,6 +180,16 @@ def _observation(case: CaseResult | None, results: RunResult) -> Observation:
     return Observation(n, round(goodput.fraction * n), overloaded)
 
 
+def passed_despite_client_delay(slo: dict[str, float], target: float, seen: Observation) -> bool:
+    """A round in which benchy fell behind still proves a pass when every SLO figure is one a late
+    timestamp can only worsen (TTFT, latency, e2e rate): what was measured in time was delivered in
+    time. Its failures may be benchy's own, so a round that leans fail stays uncounted."""
+    if seen.overloaded is None or not seen.requests or not slo:
+        return False
+    only_worsens = all(metrics.METRICS[name].late_only_worsens for name in slo)
+    return only_worsens and seen.good >= target * seen.requests
+
+
 def _round_line(settings: CapacitySettings, finder: Search, load: float, rnd: CapacityRound) -> str:
     point = finder.points[load]
     name = load_text(settings.search.by, load)
@@ -181,9 +197,10 @@ def _round_line(settings: CapacitySettings, finder: Search, load: float, rnd: Ca
         return f"capacity: {name}: round not counted: benchy fell behind ({rnd.overloaded})"
     low, high = point.interval(settings.search) or (0.0, 0.0)
     verdict = point.verdict(settings.search)
+    late = " (benchy fell behind, but a late client only worsens these figures: the pass counts)"
     return (
         f"capacity: {name}: {point.good}/{point.requests} within SLO ({point.goodput:.0%}, "
-        f"{settings.search.confidence:.0%} interval {low:.0%}–{high:.0%}): {verdict}"
+        f"{settings.search.confidence:.0%} interval {low:.0%}–{high:.0%}): {verdict}" + (late if rnd.overloaded else "")
     )
 
 
@@ -221,10 +238,11 @@ def _point(s: SearchSettings, finder: Search, progress: _Progress, load: float) 
         interval=seen.interval(s),
         rounds=progress.rounds.get(load, []),
     )
+    timed = [c for c in cases if id(c) not in progress.late]  # a late client's times are not the server's
     for metric, name in (("ttft_s", "ttft"), ("itl_s", "itl"), ("e2e_s", "e2e")):
-        setattr(point, name, _pooled(cases, metric, point.unavailable))
-    point.throughput_tps = _weighted_throughput(cases)
-    per_user = _pooled(cases, "decode_tps", point.unavailable)
+        setattr(point, name, _pooled(timed, metric, point.unavailable))
+    point.throughput_tps = _weighted_throughput(timed)
+    per_user = _pooled(timed, "decode_tps", point.unavailable)
     point.per_user_tps = per_user.median if per_user else None
     point.cache_hit = _cache_hit(cases)
     if s.by != BY_RATE and cases:
@@ -240,7 +258,7 @@ def _pooled(cases: list[CaseResult], metric: str, unavailable: dict[str, str]) -
     values = [v for c in cases for v in c.measured_values(metric)]
     if values:
         return MetricSummary.of(values)
-    why = next((c.unavailable[metric] for c in cases if metric in c.unavailable), "no counted request")
+    why = next((c.unavailable[metric] for c in cases if metric in c.unavailable), NOT_TIMED)
     unavailable[metric] = why
     return None
 

@@ -20,7 +20,8 @@ at the bracket's lower end speaks for them.
 
 A round in which benchy itself fell behind (the `client_overloaded` check) is no evidence about
 the server: it is kept, marked, and not counted; a load whose rounds keep falling behind ends the
-search there (`client_limited`), since a higher one would only fall further behind.
+search there (`client_limited`), since a higher one would only fall further behind. (The runner
+hands over as evidence a late round that passed an SLO a late client can only worsen.)
 """
 
 from __future__ import annotations

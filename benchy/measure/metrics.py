@@ -523,6 +523,8 @@ class Metric:
     stream_timing: bool = False  # taken from event arrival times: withheld when the stream is buffered
     explanation: str = ""  # what it means, in words (report glossary)
     slo: str | None = None  # name in --slo (ttft=2s)
+    late_only_worsens: bool = False  # a late client timestamp can only make it worse (a later
+    # TTFT, a longer latency, a lower e2e rate): a value within its SLO holds even when benchy fell behind
     depends: tuple[str, ...] = ()  # the record fields (or metrics) it is computed from: a metric
     # withheld takes those computed from it along (with_dependents)
     level: str = REQUEST
@@ -561,6 +563,7 @@ _REGISTRY = (
     _token_rate(
         "e2e_tps",
         "e2e t/s",
+        late_only_worsens=True,
         in_table=True,
         glossary=True,
         definition="completion tokens ÷ (end of stream − send)",
@@ -574,6 +577,7 @@ _REGISTRY = (
     _time(
         "ttft_s",
         "TTFT ms",
+        late_only_worsens=True,
         in_table=True,
         glossary=True,
         stream_timing=True,
@@ -587,6 +591,7 @@ _REGISTRY = (
     _time(
         "ttfc_s",
         "TTFC ms",
+        late_only_worsens=True,
         stream_timing=True,
         definition="send → first event carrying content (not reasoning)",
         explanation="time to first content: the first token of the answer, after any reasoning.",
@@ -645,6 +650,7 @@ _REGISTRY = (
     _time(
         "e2e_s",
         "total latency ms",
+        late_only_worsens=True,
         definition="end of stream − send",
         explanation="the request's total time.",
         slo="e2e",

@@ -148,7 +148,8 @@ def markdown(result: CapacityResult, figure: str | None) -> str:
         f"SLO {_slo_text(result)}; a point passes when at least {setup.goodput:.0%} of its requests meet every "
         f"target, judged by the {setup.confidence:.0%} {'Wilson' if setup.interval == 'wilson' else 'Clopper–Pearson'}"
         " interval of its goodput (decided by the estimate, and marked uncertain, when the interval still straddles "
-        f"the target after {setup.max_requests} requests). Rounds in which benchy itself fell behind are not counted.",
+        f"the target after {setup.max_requests} requests). Rounds in which benchy itself fell behind are not counted, unless they passed an SLO that a late "
+        "client can only worsen (TTFT, latency, e2e rate); their times are left out of the figures.",
         "",
         f"Server: {setup.server_version or 'unknown'} · model {setup.model or 'unknown'} · {setup.base_url or ''} · "
         f"{sum(p.requests for p in result.points)} requests counted over {len(result.points)} points.",

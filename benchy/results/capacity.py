@@ -70,8 +70,12 @@ class CapacityRound(Saved):
 
     requests: int
     good: int
-    counted: bool = _opt("false: benchy fell behind (client_overloaded), so not evidence", True)
-    overloaded: str | None = _opt("why the round was not counted", omit=True)
+    counted: bool = _opt(
+        "false: benchy fell behind (client_overloaded), so not evidence; a round that passed an SLO a "
+        "late client can only worsen (ttft, ttfc, e2e, e2e_tps) counts all the same",
+        True,
+    )
+    overloaded: str | None = _opt("why benchy fell behind in this round (client_overloaded)", omit=True)
     folder: str | None = _opt("the round's results folder, relative to capacity.json", omit=True)
 
 
