@@ -14,7 +14,7 @@ from scipy import stats as sps
 from benchy import cli
 from benchy.measure import metrics, stats
 from benchy.report import compare as compare_mod
-from benchy.results.types import RunResult
+from benchy.results.types import CheckWarning, ClientHealth, RunResult
 from benchy.sim.process import SimProcess
 from tests.test_report import assert_sensible_png, benchy_here
 
@@ -105,6 +105,28 @@ def test_identical_configurations_show_no_significant_difference(runs):
     flagged = {k: v for k, v in verdicts(comp).items() if v in (compare_mod.FASTER, compare_mod.SLOWER)}
     assert not flagged, flagged
     assert all(c.p_adjusted is not None for c in comp.changes)  # tested, not skipped
+
+
+def fell_behind(results: RunResult, lag_s: float) -> RunResult:
+    """These results as if benchy had fallen behind in every case, its loop late by up to lag_s."""
+    for case in results.cases:
+        case.client = ClientHealth(loop_lag_ms_max=lag_s * 1000)
+        results.warnings.append(CheckWarning("client_overloaded", case=case.label, metrics=["ttft_s", "decode_tps"]))
+    return results
+
+
+def test_a_change_benchy_own_delay_could_make_is_no_verdict(runs):
+    """Where benchy fell behind, each timestamp may be late by up to its loop's longest lag. A
+    change that lag can explain is not the server's; one far beyond it still is."""
+    slow, fast = load(runs["slow"]), load(runs["fast"])
+    span = min(
+        c["summary"]["e2e_s"]["median"] - c["summary"]["ttft_s"]["median"] for c in slow["cases"] + fast["cases"]
+    )
+    late = compare_mod.compare(typed(slow), fell_behind(typed(fast), lag_s=span), "slow", "fast")
+    assert set(verdicts(late, "decode_tps").values()) == {compare_mod.CLIENT_DELAY}
+    assert all("client_overloaded" in c.reason for c in late.changes if c.verdict == compare_mod.CLIENT_DELAY)
+    barely = compare_mod.compare(typed(slow), fell_behind(typed(fast), lag_s=span / 100), "slow", "fast")
+    assert set(verdicts(barely, "decode_tps").values()) == {compare_mod.FASTER}
 
 
 def test_compare_cli_writes_markdown_and_one_png(runs, tmp_path, capsys):

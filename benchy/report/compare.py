@@ -17,6 +17,7 @@ been served from a prefix cache): compare() refuses them unless forced.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,7 @@ MIN_EFFECT = 0.02
 FASTER, SLOWER = "faster", "slower"
 NO_DIFFERENCE = "no significant difference"
 NEGLIGIBLE = "negligible"
+CLIENT_DELAY = "within benchy's own delay"
 TOO_FEW = "too few requests"
 UNAVAILABLE = "n/a"
 
@@ -138,6 +140,45 @@ def compare_metric(
         return out
     out.p_value = p_value(a, b, test)
     return out
+
+
+def client_delay_bound(a: tuple[RunResult, CaseResult], b: tuple[RunResult, CaseResult], metric: str) -> float | None:
+    """How far (relative) benchy's own late timestamps could move this metric's median, where it
+    fell behind in either case (client_overloaded): each stamp is late by at most the event loop's
+    longest lag, which moves a time by that much and a rate by twice that over its decode span.
+    None where benchy kept up in both."""
+    behind = [c for run, c in (a, b) if any(w.code == "client_overloaded" and w.case == c.label for w in run.warnings)]
+    lags = [c.client.loop_lag_ms_max for c in behind if c.client and c.client.loop_lag_ms_max is not None]
+    if not behind:
+        return None
+    if not lags:
+        return math.inf  # fell behind, by an unknown amount
+    lag_s = max(lags) / 1000
+    if METRICS[metric].is_time:
+        medians = [s.median for _, c in (a, b) if (s := case_summary(c, metric))]
+        return lag_s / min(medians) if medians and min(medians) > 0 else math.inf
+    spans = [_decode_span(c) for _, c in (a, b)]
+    known = [s for s in spans if s]
+    return 2 * lag_s / min(known) if known else math.inf
+
+
+def _decode_span(case: CaseResult) -> float | None:
+    e2e, ttft = case_summary(case, "e2e_s"), case_summary(case, "ttft_s")
+    if e2e is None:
+        return None
+    return e2e.median - (ttft.median if ttft else 0.0)
+
+
+def _unless_client_delay(change: MetricChange, bound: float | None) -> None:
+    """A faster/slower no larger than benchy's own delay could make is no verdict on the server."""
+    if bound is None or change.verdict not in (FASTER, SLOWER) or change.change_pct is None:
+        return
+    if abs(change.change_pct) <= 100 * bound:
+        change.verdict = CLIENT_DELAY
+        change.reason = (
+            f"benchy fell behind (client_overloaded): its own late timestamps could move this figure by "
+            f"{'any amount' if math.isinf(bound) else f'{100 * bound:.0f}%'}, more than the {change.change_pct:+.1f}% measured"
+        )
 
 
 def case_summary(case: CaseResult, metric: str) -> MetricSummary | None:
@@ -259,6 +300,8 @@ def compare(
         for (change, _), adjusted in zip(tested, benjamini_hochberg([p for _, p in tested])):
             change.p_adjusted = adjusted
             change.verdict = verdict(change, higher_better, alpha, min_effect)
+        for change, (case_a, case_b) in zip(changes, pairs):
+            _unless_client_delay(change, client_delay_bound((a, case_a), (b, case_b), metric))
         result.changes += changes
     order = {label: i for i, label in enumerate(c.label for c, _ in pairs)}
     result.changes.sort(key=lambda c: order[c.case])  # stable: metrics stay in registry order
