@@ -800,7 +800,9 @@ class Simulator:
         trace.cache_lost_tokens, trace.cache_evicted_blocks = done.lost_tokens, done.evicted_blocks
         trace.cache_used_blocks = done.cache_used_blocks
         trace.host_copy_s = engine.host_copy_seconds(len(job.prompt_ids))
-        return engine.decoder(done.end_s, job.steps)
+        decoder = engine.decoder(done.end_s, job.steps)
+        trace.token_due_s = decoder.dues
+        return decoder
 
     def _record_tokens(self, trace: Trace, job: Job, times: list[float]) -> None:
         start = len(trace.token_times_s)

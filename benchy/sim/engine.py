@@ -335,6 +335,7 @@ class Decoder:
         self._steps = list(reversed(steps)) if steps else None
         self._left_in_step = 0
         self._step_scale = spec_mean_step(engine.cfg) if steps else 1.0
+        self.dues: list[float] = []  # each token's deadline: the timing model's, however late it came
 
     async def next_token(self) -> float:
         """Waits for the next token and returns the time it was produced."""
@@ -346,6 +347,7 @@ class Decoder:
         if self._steps is not None:
             self._left_in_step = max(0, self._left_in_step - 1)
         self._started = True
+        self.dues.append(self._due)
         if not self._engine.cfg.instant:
             await self._engine.wait_until(self._due)
         return clock()
@@ -386,7 +388,9 @@ class Trace:
     first_content_token_s: float | None = None  # the first answer token (after </think> inline)
     reasoning_tokens: int = 0
     finish_reason: str | None = None
-    token_times_s: list[float] = field(default_factory=list)
+    token_times_s: list[float] = field(default_factory=list)  # when each token was produced
+    token_due_s: list[float] = field(default_factory=list)  # when the timing model had it due (a busy
+    # machine makes token_times_s late; the model's own properties are judged on these)
     spec_steps: list[int] | None = None  # --spec-draft: tokens per decode step, as planned
     events: list[dict] = field(default_factory=list)
     first_token_event_s: float | None = None
