@@ -28,8 +28,8 @@ from benchy.report import table
 from benchy.results import build as results_build
 from benchy.results import types as results_mod
 from benchy.workloads.scenario import sweep
+from tests.conftest import client_slack_s, without_environment_warnings
 from tests.conftest import warning_codes as codes
-from tests.conftest import without_environment_warnings
 
 FAST = ("--prefill-tps", "50000")  # timing is not the point unless a test says so
 # The truth log stamps a token when the simulator makes it and an event just after its write
@@ -271,8 +271,9 @@ def test_rate_above_the_bandwidth_ceiling_is_an_error_and_exit_3(start_sim, tmp_
     truth = truth_of(sim, results)
     for req in measured(case):
         t = truth[req["request_id"]]
-        true_decode = (t["completion_tokens"] - 1) / (t["last_token_event_s"] - t["first_token_event_s"])
-        assert req["metrics"]["decode_tps"] == pytest.approx(true_decode, rel=0.1)
+        span = t["last_token_event_s"] - t["first_token_event_s"]
+        late = client_slack_s(case) / span  # either end stamped late by up to benchy's measured lag
+        assert req["metrics"]["decode_tps"] == pytest.approx((t["completion_tokens"] - 1) / span, rel=0.05 + 2 * late)
     row = next(line for line in out.splitlines() if "pp64 tg32 |" in line)
     assert row.count("⚠") >= 3  # e2e, decode and the % of ceiling
 
