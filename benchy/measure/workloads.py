@@ -11,7 +11,8 @@
               with its turn, the requests then in flight and the history held
   no_reuse    reuse was expected but never reported (the cache is off, or not reporting)
   partial     some requests reused what they should have and others not, again and again (not
-              the hits-then-misses of eviction), or none reused all of it but some reused part:
+              the hits-then-misses of eviction: at least half of them, and 3, full hits before the
+              first miss, whether or not hits came back), or none reused all of it but some reused part:
               the fraction of each, and the pattern where one shows. A conversation's turn that
               reused the history of the turn d before, not of the last one, again and again
               with the same d, is a router rotating over d replicas that each hold their own
@@ -274,6 +275,10 @@ def reuse_verdicts(ok: list[RequestRecord], granularity: int) -> list[tuple[Requ
 
 
 INTERMITTENT_SHARE = 0.25  # hits among the requests after the first miss: partial, not eviction
+# ...unless reuse had worked for this many requests in a row first: a router without affinity
+# misses from the start, a cache that filled up misses once the histories outgrew it, and hits
+# again when a conversation ends and frees room (the truth log's cache_lost_tokens shows it)
+EVICTION_LEAD_MIN, EVICTION_LEAD_SHARE = 3, 0.5
 STEADY_LAG_SHARE = 0.6  # partial hits that reused the same turn distance: a rotation
 
 
@@ -297,6 +302,8 @@ def partial_reuse(
     after = [fine for _, fine in judged[first_miss + 1 :]]
     if hits and (not after or sum(after) < INTERMITTENT_SHARE * len(after)):
         return None  # reuse worked, then (mostly) stopped: eviction's finding
+    if first_miss >= max(EVICTION_LEAD_MIN, EVICTION_LEAD_SHARE * len(judged)):
+        return None  # reuse worked for most, then fell short: eviction, even if it came back later
     fraction = hits / len(judged)
     lag = steady_turn_lag(ok, some, granularity)
     found = PartialReuse(
