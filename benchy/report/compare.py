@@ -157,16 +157,17 @@ def client_delay_bound(a: tuple[RunResult, CaseResult], b: tuple[RunResult, Case
     if METRICS[metric].is_time:
         medians = [s.median for _, c in (a, b) if (s := case_summary(c, metric))]
         return lag_s / min(medians) if medians and min(medians) > 0 else math.inf
-    spans = [_decode_span(c) for _, c in (a, b)]
+    spans = [_rate_span(c, metric) for _, c in (a, b)]
     known = [s for s in spans if s]
     return 2 * lag_s / min(known) if known else math.inf
 
 
-def _decode_span(case: CaseResult) -> float | None:
+def _rate_span(case: CaseResult, metric: str) -> float | None:
+    """The time a rate is taken over: send to end for e2e t/s, first to last arrival for decode."""
     e2e, ttft = case_summary(case, "e2e_s"), case_summary(case, "ttft_s")
     if e2e is None:
         return None
-    return e2e.median - (ttft.median if ttft else 0.0)
+    return e2e.median - (ttft.median if ttft and metric == "decode_tps" else 0.0)
 
 
 def _unless_client_delay(change: MetricChange, bound: float | None) -> None:
