@@ -770,13 +770,36 @@ class _StreamReader:
         the usage), None to read on: a request ends with its answer, not with [DONE] or the
         connection's close (some gateways send neither)."""
         now -= self.t0
-        rec = self.rec
+        general = False  # events went the usual way: finish_reason or usage may have come
+        if not self.plain_prefix and self.harmony is None and self.rec.sse_events < PLAIN_LEARN_EVENTS:
+            rest = self._until_plain(chunk, now)
+            general, chunk = len(rest) < len(chunk), rest
         if self.plain_prefix and self.parser.idle():
             done = self._plain_events(chunk, now)
             if done == len(chunk):
-                return None
+                return self._grace(now) if general else None
             chunk = chunk[done:]
-        for data in self.parser.feed(chunk):
+        self._events(self.parser.feed(chunk), now)
+        return self._grace(now)
+
+    def _until_plain(self, chunk: bytes, now: float) -> bytes:
+        """The events a read starts with, the usual way and one at a time, until the plain shape
+        is learnt (see _plain): returns the rest of the read, which can then go the plain way.
+        A server faster than its reader sends the whole answer in one read, which would
+        otherwise go all the usual way. The SSE parser takes any chunking, so cutting the read
+        at its events' ends changes nothing it reads."""
+        while not self.plain_prefix and self.rec.sse_events < PLAIN_LEARN_EVENTS:
+            end = chunk.find(b"\n\n")
+            if end < 0:
+                break
+            self._events(self.parser.feed(chunk[: end + 2]), now)
+            chunk = chunk[end + 2 :]
+        return chunk
+
+    def _events(self, payloads: list[bytes], now: float) -> None:
+        """Parsed SSE payloads of one read, each booked: the plain shape without a JSON parse."""
+        rec = self.rec
+        for data in payloads:
             rec.sse_events += 1
             if rec.first_chunk_s is None:
                 rec.first_chunk_s = now
@@ -785,7 +808,6 @@ class _StreamReader:
                 self._event(data, now)
             else:
                 self._text_event(now, content, "")
-        return self._grace(now)
 
     def _grace(self, now: float) -> float | None:
         rec = self.rec
@@ -1051,6 +1073,7 @@ def _by_channel(pieces: list[tuple[str, str]]) -> tuple[str, str]:
 
 # _StreamReader._plain: the one event shape read without a JSON parse (vLLM's and benchy
 # sim's content deltas; other servers' events take the general path).
+PLAIN_LEARN_EVENTS = 4  # the plain shape is learnt from a stream's first events, or not at all
 _PLAIN_CHOICE = b'"choices":[{"index":0,"delta":{"content":"'
 _PLAIN_TAILS = frozenset(
     {b'"},"logprobs":null,"finish_reason":null}]}', b'"},"logprobs":null,"finish_reason":null}],"usage":null}'}
