@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from itertools import islice
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -385,8 +386,10 @@ def _at_least_one_each(weights: list[float], total: int) -> list[float]:
 # ---------------------------------------------------------------- arrivals and buffering
 
 
-@dataclass(frozen=True)
-class Arrival:
+class Arrival(NamedTuple):
+    """Events that arrived together. A named tuple, not a frozen dataclass: a record makes
+    one an event of a live stream, and a frozen dataclass's __init__ costs three times as much."""
+
     t_s: float  # when its first event arrived
     events: int
     tokens: float
@@ -401,14 +404,17 @@ def arrivals(times: list[float], tokens: list[float]) -> list[Arrival]:
     span = times[-1] - times[0]
     per_token = span / (total - tokens[0]) if total > tokens[0] else 0.0
     join = max(ARRIVAL_TINY_S, ARRIVAL_GAP_SHARE * per_token)
-    groups = [[times[0], 1, tokens[0]]]
-    for prev, t, k in zip(times, times[1:], tokens[1:]):
+    out: list[Arrival] = []
+    start, events, carried = times[0], 1, tokens[0]
+    for prev, t, k in zip(times, islice(times, 1, None), islice(tokens, 1, None)):
         if t - prev <= join:
-            groups[-1][1] += 1
-            groups[-1][2] += k
+            events += 1
+            carried += k
         else:
-            groups.append([t, 1, k])
-    return [Arrival(t, int(n), k) for t, n, k in groups]
+            out.append(Arrival(start, events, carried))
+            start, events, carried = t, 1, k
+    out.append(Arrival(start, events, carried))
+    return out
 
 
 def itl_per_token(arr: list[Arrival]) -> float | None:
@@ -424,7 +430,15 @@ def itl_per_arrival(arr: list[Arrival]) -> float | None:
     """Median gap between arrivals (an event, or a burst of events arriving together)."""
     if len(arr) < 2:
         return None
-    return float(np.median([b.t_s - a.t_s for a, b in zip(arr, arr[1:])]))
+    return _median([b.t_s - a.t_s for a, b in zip(arr, islice(arr, 1, None))])
+
+
+def _median(values: list[float]) -> float:
+    """numpy's median of a short list, bit for bit ((a + b) / 2 of the middle two), without
+    the cost of an array for each request."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return float(ordered[mid]) if len(ordered) % 2 else float((ordered[mid - 1] + ordered[mid]) / 2)
 
 
 # A role-only chunk stands for a first token without text when it came between these
