@@ -902,14 +902,23 @@ class _StreamReader:
     def _plain_events(self, chunk: bytes, now: float) -> int:
         """The whole plain `data: …` events the raw chunk starts with, booked before SSE
         parsing: how many bytes were read so (the rest goes the usual way). Each is booked as
-        `_text_event(now, content, "")` books it, inline: a read may bring dozens."""
+        `_text_event(now, content, "")` books it, and each is read as `_plain` reads one, both
+        inline: a read may bring hundreds."""
         rec = self.rec
         times, chars, kinds, texts = rec.token_event_s, rec.token_event_chars, self.kinds, self.texts
+        head = b"data: " + self.plain_prefix
+        skip = len(head)
         pos = booked = total = 0
-        while chunk.startswith(b"data: ", pos):
-            end = chunk.find(b"\n\n", pos)
-            content = self._plain(chunk, pos + 6, end) if end > 0 else None
-            if content is None:
+        match = _PLAIN_REST.match
+        while chunk.startswith(head, pos):
+            found = match(chunk, pos + skip)
+            if found is None:
+                break
+            try:
+                content = found.group(1).decode()
+            except UnicodeDecodeError:
+                break
+            if not content.isprintable():
                 break
             n = len(content)
             times.append(now)
@@ -918,7 +927,7 @@ class _StreamReader:
             texts.append(content)
             booked += 1
             total += n
-            pos = end + 2
+            pos = found.end()
         if booked:
             rec.sse_events += booked
             rec.content_chars += total
@@ -1078,6 +1087,9 @@ _PLAIN_CHOICE = b'"choices":[{"index":0,"delta":{"content":"'
 _PLAIN_TAILS = frozenset(
     {b'"},"logprobs":null,"finish_reason":null}]}', b'"},"logprobs":null,"finish_reason":null}],"usage":null}'}
 )
+# What follows the plain head in a plain event, to its end: the content (no quote, no escape,
+# no control character: each would need the JSON parse) and a known tail. _plain's test, in C.
+_PLAIN_REST = re.compile(rb'([^"\\\x00-\x1f]+)(?:' + b"|".join(re.escape(t) for t in sorted(_PLAIN_TAILS)) + rb")\n\n")
 
 
 def _loads(data: bytes) -> object:
