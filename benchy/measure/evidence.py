@@ -105,12 +105,18 @@ def local_event_tokens(texts: list[str]) -> list[int]:
     first character. <think> and </think> count one token each, as in the R1/Qwen vocabularies
     that emit them (o200k splits each into three). An event never counts less than one: every
     event carried a token."""
-    whole = "".join(texts)
+    return local_tokens_of("".join(texts), [len(t) for t in texts])
+
+
+def local_tokens_of(whole: str, chars: list[int]) -> list[int]:
+    """local_event_tokens of the events whose texts, `chars[i]` characters each, make `whole`
+    (a record's token_event_text and token_event_chars: no text cut and joined again)."""
     if not whole:
-        return [1] * len(texts)
-    starts = np.cumsum([0] + [len(t) for t in texts[:-1]])
+        return [1] * len(chars)
+    starts = np.zeros(len(chars), dtype=np.int64)
+    np.cumsum(chars[:-1], out=starts[1:])
     holders = np.searchsorted(starts, _token_offsets(whole), side="right") - 1  # one search, not one a token
-    counts = np.bincount(holders, minlength=len(texts))
+    counts = np.bincount(holders, minlength=len(chars))
     return np.maximum(counts, 1).tolist()
 
 
@@ -348,10 +354,14 @@ def event_tokens(
     and they sum to `total`; else one each and the rest of `total` shared by the local count
     of each event's text beyond its first token (so `total` = events means one token each).
     `local`: local_event_tokens(texts), when the caller has it already."""
-    server = _per_chunk(cumulative, len(texts), total)
+    return event_tokens_of(local if local is not None else local_event_tokens(texts), total, cumulative)
+
+
+def event_tokens_of(local: list[int], total: int, cumulative: list[int] | None = None) -> EventTokens:
+    """event_tokens from each event's local count (local_event_tokens), without the texts."""
+    server = _per_chunk(cumulative, len(local), total)
     if server is not None:
         return server
-    local = local if local is not None else local_event_tokens(texts)
     return EventTokens(_at_least_one_each([c - 1 for c in local], total), "local tokenizer")
 
 
