@@ -741,6 +741,7 @@ class _StreamReader:
         "unmarked",
         "last_text_s",
         "plain_prefix",
+        "plain_event",
         "texts",
         "kinds",
         "t0",
@@ -758,6 +759,7 @@ class _StreamReader:
         self.unmarked: list[str] = []  # Harmony text until its first marker (markers_missing)
         self.last_text_s = 0.0
         self.plain_prefix = b""  # the known head + the plain choice (see _plain); empty: not learnt yet
+        self.plain_event = b""  # b"data: " + plain_prefix: how a plain event starts in a raw read
         self.texts: list[str] = []  # each token event's text, joined into rec.token_event_text
         self.kinds: list[str] = []  # and its kind, into rec.token_event_kinds (a str += per event is O(n²))
         self.t0 = 0.0  # feed()'s `now` minus this is the record's time (the transport's sink is feed itself)
@@ -898,6 +900,7 @@ class _StreamReader:
         cut = data.find(_PLAIN_CHOICE)
         if cut > 0 and not any(key in data[:cut] for key in (b'"error"', b'"usage"', b'"timings"')):
             self.plain_prefix = data[:cut] + _PLAIN_CHOICE
+            self.plain_event = b"data: " + self.plain_prefix
 
     def _plain_events(self, chunk: bytes, now: float) -> int:
         """The whole plain `data: …` events the raw chunk starts with, booked before SSE
@@ -906,7 +909,7 @@ class _StreamReader:
         inline: a read may bring hundreds."""
         rec = self.rec
         times, chars, kinds, texts = rec.token_event_s, rec.token_event_chars, self.kinds, self.texts
-        head = b"data: " + self.plain_prefix
+        head = self.plain_event
         skip = len(head)
         pos = booked = total = 0
         match = _PLAIN_REST.match
