@@ -354,6 +354,39 @@ def test_plain_content_events_skip_the_json_parse():
     assert reader.plain_bytes > 0.9 * len(body) * 48 / 54  # all but the first content event and the ends
 
 
+def test_an_answer_in_one_read_takes_the_plain_path_after_its_first_content_event():
+    # A server faster than its reader: the whole stream arrives in one read. Once the first
+    # content event has taught the plain shape, the rest of that read goes the plain way too.
+    from benchy.client.stream import _StreamReader
+
+    class Counting(_StreamReader):
+        __slots__ = ("plain_bytes",)
+
+        def _plain_events(self, chunk: bytes, now: float) -> int:
+            done = super()._plain_events(chunk, now)
+            self.plain_bytes += done
+            return done
+
+    rec = RequestRecord(
+        case="x",
+        run=0,
+        index=0,
+        warmup=False,
+        request_id="r",
+        nonce=None,
+        target_prompt_tokens=5,
+        target_output_tokens=50,
+    )
+    reader = Counting(rec)
+    reader.plain_bytes = 0
+    body = _stream([f" w{i}" for i in range(50)])
+    reader.feed(body, 0.5)
+    reader.close(1.0)
+    assert rec.token_event_s == [0.5] * 50 and rec.completion_tokens == 50 and rec.finish_reason == "length"
+    assert reader.plain_bytes > 0.9 * len(body) * 48 / 54
+    assert _read(body, [], True) == _read(body, [], False)  # what the JSON parse of every event gives
+
+
 def _children(pid: int) -> set[int]:
     kids = set()
     for task in (Path(f"/proc/{pid}/task")).iterdir():

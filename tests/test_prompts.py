@@ -53,3 +53,40 @@ def test_consecutive_nonces_differ_at_their_first_token():
 def test_prompt_length_is_exact_for_any_nonce():
     factory = PromptFactory()
     assert {factory.build(300).local_tokens for _ in range(200)} == {300}
+
+
+def test_filler_words_are_counted_as_the_encoder_counts_them():
+    # tokenizer.count takes a text of filler words as one token a word without encoding it
+    # (workers never load the vocabulary); the encoder must agree on every prompt kind built
+    # of them, and on anything else count must be the encoder's.
+    for word in tokenizer.filler_words():
+        assert len(tokenizer.encode(" " + word)) == 1, word
+    factory = PromptFactory(Calibration(overhead=7.0, scale=1.1), salt="words")
+    texts = [factory.build(n).text for n in (24, 64, 333, 2048)]
+    texts += [factory.build(64, depth=512).text, factory.message(100).text, factory.next_nonce()]
+    texts += [PromptFactory(nonce=False).build(200).text, tokenizer.filler(77, seed=3)]
+    texts += [p.text for p in factory.calibration_prompts()]
+    for text in texts:
+        assert tokenizer._filler_word_count(text) is not None
+        assert tokenizer.count(text) == len(tokenizer.encode(text))
+    for other in (
+        "",
+        " ",
+        "the of",
+        " the  of",
+        " the of ",
+        " the\nof",
+        " The of",
+        " the of.",
+        " vonlan bonsun",
+        "warm",
+    ):
+        assert tokenizer._filler_word_count(other) is None
+        assert tokenizer.count(other) == len(tokenizer.encode(other))
+
+
+def test_filler_text_is_the_decoded_filler_tokens():
+    # filler() joins the words; it must be exactly the text their tokens decode to.
+    text = tokenizer.filler(300, seed=5)
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+    assert tokenizer.count(text) == len(tokenizer.encode(text)) == 300

@@ -741,6 +741,7 @@ class _StreamReader:
         "unmarked",
         "last_text_s",
         "plain_prefix",
+        "plain_event",
         "texts",
         "kinds",
         "t0",
@@ -758,6 +759,7 @@ class _StreamReader:
         self.unmarked: list[str] = []  # Harmony text until its first marker (markers_missing)
         self.last_text_s = 0.0
         self.plain_prefix = b""  # the known head + the plain choice (see _plain); empty: not learnt yet
+        self.plain_event = b""  # b"data: " + plain_prefix: how a plain event starts in a raw read
         self.texts: list[str] = []  # each token event's text, joined into rec.token_event_text
         self.kinds: list[str] = []  # and its kind, into rec.token_event_kinds (a str += per event is O(n²))
         self.t0 = 0.0  # feed()'s `now` minus this is the record's time (the transport's sink is feed itself)
@@ -770,13 +772,36 @@ class _StreamReader:
         the usage), None to read on: a request ends with its answer, not with [DONE] or the
         connection's close (some gateways send neither)."""
         now -= self.t0
-        rec = self.rec
+        general = False  # events went the usual way: finish_reason or usage may have come
+        if not self.plain_prefix and self.harmony is None and self.rec.sse_events < PLAIN_LEARN_EVENTS:
+            rest = self._until_plain(chunk, now)
+            general, chunk = len(rest) < len(chunk), rest
         if self.plain_prefix and self.parser.idle():
             done = self._plain_events(chunk, now)
             if done == len(chunk):
-                return None
+                return self._grace(now) if general else None
             chunk = chunk[done:]
-        for data in self.parser.feed(chunk):
+        self._events(self.parser.feed(chunk), now)
+        return self._grace(now)
+
+    def _until_plain(self, chunk: bytes, now: float) -> bytes:
+        """The events a read starts with, the usual way and one at a time, until the plain shape
+        is learnt (see _plain): returns the rest of the read, which can then go the plain way.
+        A server faster than its reader sends the whole answer in one read, which would
+        otherwise go all the usual way. The SSE parser takes any chunking, so cutting the read
+        at its events' ends changes nothing it reads."""
+        while not self.plain_prefix and self.rec.sse_events < PLAIN_LEARN_EVENTS:
+            end = chunk.find(b"\n\n")
+            if end < 0:
+                break
+            self._events(self.parser.feed(chunk[: end + 2]), now)
+            chunk = chunk[end + 2 :]
+        return chunk
+
+    def _events(self, payloads: list[bytes], now: float) -> None:
+        """Parsed SSE payloads of one read, each booked: the plain shape without a JSON parse."""
+        rec = self.rec
+        for data in payloads:
             rec.sse_events += 1
             if rec.first_chunk_s is None:
                 rec.first_chunk_s = now
@@ -785,7 +810,6 @@ class _StreamReader:
                 self._event(data, now)
             else:
                 self._text_event(now, content, "")
-        return self._grace(now)
 
     def _grace(self, now: float) -> float | None:
         rec = self.rec
@@ -876,18 +900,28 @@ class _StreamReader:
         cut = data.find(_PLAIN_CHOICE)
         if cut > 0 and not any(key in data[:cut] for key in (b'"error"', b'"usage"', b'"timings"')):
             self.plain_prefix = data[:cut] + _PLAIN_CHOICE
+            self.plain_event = b"data: " + self.plain_prefix
 
     def _plain_events(self, chunk: bytes, now: float) -> int:
         """The whole plain `data: …` events the raw chunk starts with, booked before SSE
         parsing: how many bytes were read so (the rest goes the usual way). Each is booked as
-        `_text_event(now, content, "")` books it, inline: a read may bring dozens."""
+        `_text_event(now, content, "")` books it, and each is read as `_plain` reads one, both
+        inline: a read may bring hundreds."""
         rec = self.rec
         times, chars, kinds, texts = rec.token_event_s, rec.token_event_chars, self.kinds, self.texts
+        head = self.plain_event
+        skip = len(head)
         pos = booked = total = 0
-        while chunk.startswith(b"data: ", pos):
-            end = chunk.find(b"\n\n", pos)
-            content = self._plain(chunk, pos + 6, end) if end > 0 else None
-            if content is None:
+        match = _PLAIN_REST.match
+        while chunk.startswith(head, pos):
+            found = match(chunk, pos + skip)
+            if found is None:
+                break
+            try:
+                content = found.group(1).decode()
+            except UnicodeDecodeError:
+                break
+            if not content.isprintable():
                 break
             n = len(content)
             times.append(now)
@@ -896,7 +930,7 @@ class _StreamReader:
             texts.append(content)
             booked += 1
             total += n
-            pos = end + 2
+            pos = found.end()
         if booked:
             rec.sse_events += booked
             rec.content_chars += total
@@ -1051,10 +1085,14 @@ def _by_channel(pieces: list[tuple[str, str]]) -> tuple[str, str]:
 
 # _StreamReader._plain: the one event shape read without a JSON parse (vLLM's and benchy
 # sim's content deltas; other servers' events take the general path).
+PLAIN_LEARN_EVENTS = 4  # the plain shape is learnt from a stream's first events, or not at all
 _PLAIN_CHOICE = b'"choices":[{"index":0,"delta":{"content":"'
 _PLAIN_TAILS = frozenset(
     {b'"},"logprobs":null,"finish_reason":null}]}', b'"},"logprobs":null,"finish_reason":null}],"usage":null}'}
 )
+# What follows the plain head in a plain event, to its end: the content (no quote, no escape,
+# no control character: each would need the JSON parse) and a known tail. _plain's test, in C.
+_PLAIN_REST = re.compile(rb'([^"\\\x00-\x1f]+)(?:' + b"|".join(re.escape(t) for t in sorted(_PLAIN_TAILS)) + rb")\n\n")
 
 
 def _loads(data: bytes) -> object:

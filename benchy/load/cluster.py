@@ -52,9 +52,9 @@ class ShareActor:
 
     def __init__(self) -> None:
         from benchy.client.stream import Client
-        from benchy.measure import tokenizer
 
-        tokenizer.count("warm")  # load the vocabulary now, not while a case's lag is sampled
+        # No tokenizer: the prompts a worker builds are filler words, counted without it
+        # (tokenizer.count); the parent counts the streamed text.
         self._clients = workers._Clients(Client)
         self._share: workers.Share | None = None
 

@@ -599,9 +599,9 @@ def worker_main(conn: Connection) -> None:
 
 async def _serve(conn: Connection) -> None:
     from benchy.client.stream import Client
-    from benchy.measure import tokenizer
 
-    tokenizer.count("warm")  # load the vocabulary now, not while a case's lag is sampled
+    # No tokenizer: the prompts a worker builds are filler words, counted without it
+    # (tokenizer.count); the parent counts the streamed text.
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue = asyncio.Queue()
     loop.add_reader(conn.fileno(), _read_into, conn, inbox)

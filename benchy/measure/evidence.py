@@ -43,7 +43,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from itertools import islice
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -104,12 +106,18 @@ def local_event_tokens(texts: list[str]) -> list[int]:
     first character. <think> and </think> count one token each, as in the R1/Qwen vocabularies
     that emit them (o200k splits each into three). An event never counts less than one: every
     event carried a token."""
-    whole = "".join(texts)
+    return local_tokens_of("".join(texts), [len(t) for t in texts])
+
+
+def local_tokens_of(whole: str, chars: list[int]) -> list[int]:
+    """local_event_tokens of the events whose texts, `chars[i]` characters each, make `whole`
+    (a record's token_event_text and token_event_chars: no text cut and joined again)."""
     if not whole:
-        return [1] * len(texts)
-    starts = np.cumsum([0] + [len(t) for t in texts[:-1]])
+        return [1] * len(chars)
+    starts = np.zeros(len(chars), dtype=np.int64)
+    np.cumsum(chars[:-1], out=starts[1:])
     holders = np.searchsorted(starts, _token_offsets(whole), side="right") - 1  # one search, not one a token
-    counts = np.bincount(holders, minlength=len(texts))
+    counts = np.bincount(holders, minlength=len(chars))
     return np.maximum(counts, 1).tolist()
 
 
@@ -347,10 +355,14 @@ def event_tokens(
     and they sum to `total`; else one each and the rest of `total` shared by the local count
     of each event's text beyond its first token (so `total` = events means one token each).
     `local`: local_event_tokens(texts), when the caller has it already."""
-    server = _per_chunk(cumulative, len(texts), total)
+    return event_tokens_of(local if local is not None else local_event_tokens(texts), total, cumulative)
+
+
+def event_tokens_of(local: list[int], total: int, cumulative: list[int] | None = None) -> EventTokens:
+    """event_tokens from each event's local count (local_event_tokens), without the texts."""
+    server = _per_chunk(cumulative, len(local), total)
     if server is not None:
         return server
-    local = local if local is not None else local_event_tokens(texts)
     return EventTokens(_at_least_one_each([c - 1 for c in local], total), "local tokenizer")
 
 
@@ -385,8 +397,10 @@ def _at_least_one_each(weights: list[float], total: int) -> list[float]:
 # ---------------------------------------------------------------- arrivals and buffering
 
 
-@dataclass(frozen=True)
-class Arrival:
+class Arrival(NamedTuple):
+    """Events that arrived together. A named tuple, not a frozen dataclass: a record makes
+    one an event of a live stream, and a frozen dataclass's __init__ costs three times as much."""
+
     t_s: float  # when its first event arrived
     events: int
     tokens: float
@@ -401,14 +415,17 @@ def arrivals(times: list[float], tokens: list[float]) -> list[Arrival]:
     span = times[-1] - times[0]
     per_token = span / (total - tokens[0]) if total > tokens[0] else 0.0
     join = max(ARRIVAL_TINY_S, ARRIVAL_GAP_SHARE * per_token)
-    groups = [[times[0], 1, tokens[0]]]
-    for prev, t, k in zip(times, times[1:], tokens[1:]):
+    out: list[Arrival] = []
+    start, events, carried = times[0], 1, tokens[0]
+    for prev, t, k in zip(times, islice(times, 1, None), islice(tokens, 1, None)):
         if t - prev <= join:
-            groups[-1][1] += 1
-            groups[-1][2] += k
+            events += 1
+            carried += k
         else:
-            groups.append([t, 1, k])
-    return [Arrival(t, int(n), k) for t, n, k in groups]
+            out.append(Arrival(start, events, carried))
+            start, events, carried = t, 1, k
+    out.append(Arrival(start, events, carried))
+    return out
 
 
 def itl_per_token(arr: list[Arrival]) -> float | None:
@@ -424,7 +441,15 @@ def itl_per_arrival(arr: list[Arrival]) -> float | None:
     """Median gap between arrivals (an event, or a burst of events arriving together)."""
     if len(arr) < 2:
         return None
-    return float(np.median([b.t_s - a.t_s for a, b in zip(arr, arr[1:])]))
+    return _median([b.t_s - a.t_s for a, b in zip(arr, islice(arr, 1, None))])
+
+
+def _median(values: list[float]) -> float:
+    """numpy's median of a short list, bit for bit ((a + b) / 2 of the middle two), without
+    the cost of an array for each request."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return float(ordered[mid]) if len(ordered) % 2 else float((ordered[mid - 1] + ordered[mid]) / 2)
 
 
 # A role-only chunk stands for a first token without text when it came between these
@@ -447,7 +472,10 @@ def decode_rate(arr: list[Arrival]) -> float | None:
     """Tokens after the first arrival ÷ time from the first arrival to the last."""
     if len(arr) < 2 or arr[-1].t_s <= arr[0].t_s:
         return None
-    return sum(a.tokens for a in arr[1:]) / (arr[-1].t_s - arr[0].t_s)
+    return sum(map(_TOKENS, islice(arr, 1, None))) / (arr[-1].t_s - arr[0].t_s)
+
+
+_TOKENS = itemgetter(2)  # an Arrival's tokens, for sums run in C (a record's metrics take three)
 
 
 @dataclass(frozen=True)
@@ -474,12 +502,13 @@ def buffering(arr: list[Arrival], ttft_s: float | None) -> Buffering:
     """Buffering by timing, not by tokens per event alone (see the module docstring)."""
     if not arr:
         return Buffering(False, "no event carried text", 0.0, 0.0, 0.0, 0.0)
-    total = sum(a.tokens for a in arr)
+    tokens = list(map(_TOKENS, arr))
+    total = sum(tokens)
     rate = decode_rate(arr)
-    first = arr[0].tokens
+    first = tokens[0]
     hidden = (first - 1) / rate if rate and first > 1 else 0.0
-    largest = max(a.tokens for a in arr)
-    bursty = sum(a.tokens for a in arr[1:] if a.tokens > SPEC_MAX_ARRIVAL_TOKENS) / total if total else 0.0
+    largest = max(tokens)
+    bursty = sum(t for t in islice(tokens, 1, None) if t > SPEC_MAX_ARRIVAL_TOKENS) / total if total else 0.0
     material = hidden >= max(FIRST_ARRIVAL_HIDDEN_MIN_S, FIRST_ARRIVAL_HIDDEN_SHARE * (ttft_s or 0.0))
     figures = dict(first_tokens=first, hidden_s=hidden, largest_arrival=largest, bursty_share=bursty)
     if len(arr) == 1 and first > FIRST_ARRIVAL_MAX_TOKENS:

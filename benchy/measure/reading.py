@@ -92,9 +92,8 @@ def count_entry(rec: RequestRecord) -> dict:
 
 
 def _read(rec: RequestRecord) -> Reading:
-    texts = _event_texts(rec)
     scale = rec.local_token_scale or 1.0
-    local = evidence.local_event_tokens(texts) if texts else []
+    local = _local_tokens(rec)
     has_text = bool(rec.token_event_text)
     count = evidence.token_count(
         rec.completion_tokens,
@@ -107,7 +106,7 @@ def _read(rec: RequestRecord) -> Reading:
     textless = evidence.textless_first(rec.first_chunk_s, rec.token_event_s, count.tokens)
     in_events = count.tokens - 1 if textless else count.tokens
     if has_text:
-        tokens = evidence.event_tokens(texts, in_events, rec.token_event_usage, local)
+        tokens = evidence.event_tokens_of(local, in_events, rec.token_event_usage)
     else:  # a record without its text (an older one): each event's share of the characters
         tokens = evidence.event_tokens_by_chars(rec.token_event_chars, in_events, rec.token_event_usage)
     per_event = tokens.counts
@@ -115,7 +114,7 @@ def _read(rec: RequestRecord) -> Reading:
     if textless and rec.first_chunk_s is not None:
         arrivals.insert(0, evidence.Arrival(rec.first_chunk_s, 1, 1.0))
     ttft = rec.token_event_s[0] if rec.token_event_s else None
-    think = evidence.split_think(texts, rec.token_event_kinds) if has_text else _no_think(rec.token_event_kinds)
+    think = _think(rec) if has_text else _no_think(rec.token_event_kinds)
     streamed = _streamed_tokens(count, per_event, tokens.source, local, scale)
     reasoning, source = _reasoning(rec, think.kinds, streamed, local)
     return Reading(
@@ -135,6 +134,24 @@ def _predicted_n(timings: dict | None) -> int | None:
     """llama.cpp's own count of the tokens it generated (timings.predicted_n)."""
     value = (timings or {}).get("predicted_n")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _local_tokens(rec: RequestRecord) -> list[int]:
+    """Each event's local token count (evidence.local_event_tokens of _event_texts), straight
+    from the record's text and per-event lengths."""
+    chars = rec.token_event_chars
+    if len(rec.token_event_text) != sum(chars):  # no text kept: empty texts, one token each
+        return [1] * len(rec.token_event_s)
+    return evidence.local_tokens_of(rec.token_event_text, chars) if chars else []
+
+
+def _think(rec: RequestRecord) -> evidence.ThinkSplit:
+    """evidence.split_think of the record's events. An answer of content events only, without
+    a "<" and not opening with blanks, holds no think block: that needs no texts cut."""
+    text, kinds, chars = rec.token_event_text, rec.token_event_kinds, rec.token_event_chars
+    if REASONING not in kinds and "<" not in text and text[: sum(chars[:8])].strip():
+        return _no_think(kinds)
+    return evidence.split_think(_event_texts(rec), kinds)
 
 
 def _event_texts(rec: RequestRecord) -> list[str]:
