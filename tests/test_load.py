@@ -323,7 +323,8 @@ def test_reader_fast_paths_record_exactly_what_a_full_json_parse_does(contents, 
     assert fast["completion_tokens"] == len(contents) and fast["anomalies"] == []
 
 
-def test_plain_content_events_skip_the_json_parse():
+def _counting_reader():
+    """A record and a stream reader for it that counts the bytes its plain path booked."""
     from benchy.client.stream import _StreamReader
 
     class Counting(_StreamReader):
@@ -346,6 +347,11 @@ def test_plain_content_events_skip_the_json_parse():
     )
     reader = Counting(rec)
     reader.plain_bytes = 0
+    return rec, reader
+
+
+def test_plain_content_events_skip_the_json_parse():
+    rec, reader = _counting_reader()
     body = _stream([f" w{i}" for i in range(50)])
     for event in body.split(b"\n\n")[:-1]:  # one event per read, as a fast server sends them
         reader.feed(event + b"\n\n", 0.0)
@@ -357,28 +363,7 @@ def test_plain_content_events_skip_the_json_parse():
 def test_an_answer_in_one_read_takes_the_plain_path_after_its_first_content_event():
     # A server faster than its reader: the whole stream arrives in one read. Once the first
     # content event has taught the plain shape, the rest of that read goes the plain way too.
-    from benchy.client.stream import _StreamReader
-
-    class Counting(_StreamReader):
-        __slots__ = ("plain_bytes",)
-
-        def _plain_events(self, chunk: bytes, now: float) -> int:
-            done = super()._plain_events(chunk, now)
-            self.plain_bytes += done
-            return done
-
-    rec = RequestRecord(
-        case="x",
-        run=0,
-        index=0,
-        warmup=False,
-        request_id="r",
-        nonce=None,
-        target_prompt_tokens=5,
-        target_output_tokens=50,
-    )
-    reader = Counting(rec)
-    reader.plain_bytes = 0
+    rec, reader = _counting_reader()
     body = _stream([f" w{i}" for i in range(50)])
     reader.feed(body, 0.5)
     reader.close(1.0)
