@@ -16,7 +16,7 @@ import platform
 import secrets
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -37,6 +37,7 @@ from benchy.results import build as results_build
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
 from benchy.results.build import CaseRows
+from benchy.results.rows import WARMUP
 from benchy.server import cache_reset
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
@@ -221,7 +222,7 @@ def _as_saved(run: results_mod.RunResult) -> results_mod.RunResult:
 def build_results(state: RunState) -> results_mod.RunResult:
     by_case = state.rows
     slo = state.setup.get("load", {}).get("slo")
-    measured = [p for p in state.plans if any(not r.warmup for r in _rows(by_case, p.case.label))]
+    measured = [p for p in state.plans if _has_measured(by_case, p.case.label)]
     cases = [
         results_build.case_result(
             p.case,
@@ -252,9 +253,14 @@ def _idle_power(setup: dict) -> float | None:
     return ((setup.get("gpu") or {}).get("baseline") or {}).get("power_w")
 
 
-def _rows(by_case: dict[str, CaseRows], label: str) -> list[results_mod.RequestResult]:
+def _rows(by_case: dict[str, CaseRows], label: str) -> Sequence[results_mod.RequestResult]:
     rows = by_case.get(label)
     return rows.rows if rows is not None else []
+
+
+def _has_measured(by_case: dict[str, CaseRows], label: str) -> bool:
+    rows = by_case.get(label)
+    return rows is not None and rows.rows.count(lambda flags: not flags & WARMUP) > 0
 
 
 def _why_not_measured(plan: CasePlan, by_case: dict[str, CaseRows]) -> str:
@@ -336,7 +342,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
     def on_record(rec: RequestRecord) -> None:
         rows = state.rows.get(rec.case)
         if rows is None:  # each plan's rows are made when its case starts
-            rows = state.rows[rec.case] = CaseRows()
+            rows = state.rows[rec.case] = CaseRows(spill_dir=settings.output_dir)
         rows.add(rec)
         writer.write(rec)
         progress.request_done()
@@ -354,7 +360,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
             if resetting:
                 resetting = await _reset_cache(state, settings, client, identity, plan.case.label, progress)
             progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
-            state.rows[plan.case.label] = CaseRows(keep_records=bool(plan.case.workload))
+            state.rows[plan.case.label] = CaseRows(bool(plan.case.workload), settings.output_dir)
             window = scraper.window() if scraper else None
             gpu_window = gpus.window() if gpus else None
             try:

@@ -60,3 +60,59 @@ def test_the_bootstrap_in_batches_gives_the_interval_of_one_draw(n):
         rng=np.random.default_rng(stats.BOOTSTRAP_SEED),
     ).confidence_interval
     assert stats.median_ci95(values) == [float(whole.low), float(whole.high)]
+
+
+def _records_of(out):
+    """The run's records from requests.jsonl, by case label, and the run's setup."""
+    from benchy.measure.records import read_records
+
+    by_case: dict[str, list] = {}
+    for rec in read_records(out / "requests.jsonl"):
+        by_case.setdefault(rec.case, []).append(rec)
+    return by_case, results_files.read(out / "results.json")
+
+
+def _built(saved, by_case, spill_dir=None):
+    """The run built again from its records, as run.finish builds it (checks included)."""
+    from benchy.checks import warnings as checks
+    from benchy.results import build
+    from benchy.workloads.case import Case
+
+    cases = []
+    for c in saved.cases:
+        rows = build.CaseRows(spill_dir=spill_dir)
+        for rec in by_case[c.label]:
+            rows.add(rec)
+        case = Case(pp=c.pp, tg=c.tg, concurrency=c.concurrency or 1)
+        cases.append(build.case_result(case, c.endpoint, c.runs, rows, saved.setup.load.slo, client=c.client))
+    run = build.run_result(saved.setup.to_dict(), cases, saved.partial, None, saved.benchy_version)
+    run.warnings = checks.check(run)
+    return run
+
+
+@pytest.mark.parametrize("preset", ["instant", "proxy-buffered"])
+def test_rows_spilled_to_disk_build_the_results_they_build_in_memory(start_sim, tmp_path, monkeypatch, preset):
+    """A long case's rows go to a file (results/rows.py) and come back a line at a time: the
+    case's figures, its requests as saved (with the case's buffering verdict and what the
+    run withheld) and its warnings are those of the same records held in memory."""
+    from benchy.results import rows as rows_mod
+    from tests.conftest import run_benchy
+
+    sim = start_sim("--preset", preset)
+    out = tmp_path / "run"
+    done = run_benchy(
+        "run", "--base-url", sim.base_url, "--pp", "64", "--tg", "8", "-c", "1", "-c", "4", "--requests", "40",
+        "--slo", "ttft=5s", "--output", str(out), "--quiet",
+    )  # fmt: skip
+    assert done.returncode in (0, 4), done.stderr
+    by_case, saved = _records_of(out)
+    held = _built(saved, by_case)
+    monkeypatch.setattr(rows_mod, "IN_MEMORY", 5)
+    spilled = _built(saved, by_case, spill_dir=tmp_path)
+    assert all(isinstance(c.requests, rows_mod.Rows) and c.requests.spilled for c in spilled.cases)
+    assert all(not c.requests.spilled for c in held.cases)  # type: ignore[attr-defined]
+    assert spilled.to_dict() == held.to_dict()
+    a, b = results_files.save(held, tmp_path / "held"), results_files.save(spilled, tmp_path / "spilled")
+    assert a.read_bytes() == b.read_bytes()
+    if preset == "proxy-buffered":  # the verdict reached every row read back from disk
+        assert all(r.unavailable_codes.get("ttft_s") for c in spilled.cases for r in c.measured_ok())

@@ -1,6 +1,7 @@
 """Where the server's account of a case disagrees with the client's (issue 17): typed warnings,
 each with the figures of both sides. They read saved results only (the case's `server` entry,
-from /metrics, beside its requests), like every check.
+from /metrics, beside its requests), like every check; each reads a case's requests once, a
+request at a time (a long case's are on disk: results/rows.py).
 
   server_cache_hit      the server counted prefix-cache hits beyond what the chat template
                         (and a context sent ahead) explains, in a case whose prompts were all
@@ -15,7 +16,7 @@ from /metrics, beside its requests), like every check.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 # Tokens a request may legitimately find cached beyond its template: vLLM's cache blocks are 16
@@ -36,8 +37,9 @@ def server_figures(case: dict) -> dict | None:
     return server if isinstance(server, dict) and server.get("engine") else None
 
 
-def measured(case: dict) -> list[dict]:
-    return [r for r in case.get("requests", []) if not r.get("warmup")]
+def measured(case: dict) -> Iterator[dict]:
+    """The measured requests, one at a time: a long case's are read from disk as they come."""
+    return (r for r in case.get("requests", []) if not r.get("warmup"))
 
 
 def histogram_mean(server: dict, name: str) -> float | None:
@@ -46,8 +48,12 @@ def histogram_mean(server: dict, name: str) -> float | None:
 
 
 def client_mean(case: dict, metric: str) -> float | None:
-    values = [r["metrics"][metric] for r in measured(case) if (r.get("metrics") or {}).get(metric) is not None]
-    return sum(values) / len(values) if values else None
+    total, n = 0.0, 0
+    for r in measured(case):
+        value = (r.get("metrics") or {}).get(metric)
+        if value is not None:
+            total, n = total + value, n + 1
+    return total / n if n else None
 
 
 def cache_hit_finding(case: dict, setup: dict) -> dict | None:
@@ -59,17 +65,20 @@ def cache_hit_finding(case: dict, setup: dict) -> dict | None:
     if server is None or not setup.get("prompt_nonce") or hits is None:
         return None
     template = (setup.get("calibration") or {}).get("overhead_tokens") or 0
-    requests = measured(case)
-    allowed = sum(template + CACHE_BLOCK_SLACK + (r.get("reused_context_tokens") or 0) for r in requests)
+    n = allowed = cached = n_cached = 0
+    for r in measured(case):
+        n += 1
+        allowed += template + CACHE_BLOCK_SLACK + (r.get("reused_context_tokens") or 0)
+        if r.get("cached_tokens") is not None:
+            cached, n_cached = cached + r["cached_tokens"], n_cached + 1
     if hits <= allowed:
         return None
-    reported = [r["cached_tokens"] for r in requests if r.get("cached_tokens") is not None]
     return {
         "server_cache_hits": hits,
         "explained_hits": allowed,
         "server_cache_hit_rate": (server.get("derived") or {}).get("cache_hit_rate"),
-        "requests": len(requests),
-        "usage_cached_tokens": sum(reported) if len(reported) == len(requests) else None,
+        "requests": n,
+        "usage_cached_tokens": cached if n_cached == n else None,
     }
 
 
@@ -78,20 +87,22 @@ def token_mismatch_finding(case: dict) -> dict | None:
     succeeded: a failed one may have generated tokens the client never saw."""
     server = server_figures(case)
     generated = server.get("counters", {}).get("generation_tokens") if server else None
-    requests = measured(case)
-    if generated is None or not requests or any(r.get("status") != "ok" for r in requests):
+    if generated is None:
         return None
-    counts = [r["completion_tokens"] for r in requests if r.get("completion_tokens") is not None]
-    if len(counts) < len(requests):  # without usage the client's count is a floor (no_usage says so)
-        return None
-    client = sum(counts)
-    slack = max(TOKEN_SLACK_PER_REQUEST * len(requests), TOKEN_SLACK_SHARE * client)
-    if abs(generated - client) <= slack:
+    n = client = 0
+    for r in measured(case):
+        n += 1
+        # a failed one, or one without usage (the client's count is a floor: no_usage says so)
+        if r.get("status") != "ok" or r.get("completion_tokens") is None:
+            return None
+        client += r["completion_tokens"]
+    slack = max(TOKEN_SLACK_PER_REQUEST * n, TOKEN_SLACK_SHARE * client)
+    if not n or abs(generated - client) <= slack:
         return None
     return {
         "server_generation_tokens": generated,
         "client_tokens": client,
-        "requests": len(requests),
+        "requests": n,
         "difference": abs(generated - client),
         "slack": slack,
     }

@@ -21,7 +21,8 @@ lists the metrics in `withheld`. Requests whose output is empty or zero tokens a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 
 from benchy.checks import server as server_checks
 from benchy.measure import evidence, metrics, profiles, stats
@@ -1139,12 +1140,32 @@ def _stop_cause(setup: Setup) -> str:
     )
 
 
+class _ServerView:
+    """A case's requests as server_checks reads them (dicts of the few fields it compares),
+    made one at a time as it iterates: never the dict of every request at once."""
+
+    def __init__(self, requests: Iterable[RequestResult]) -> None:
+        self.requests = requests
+
+    def __iter__(self) -> Iterator[dict]:
+        for r in self.requests:
+            yield {
+                "warmup": r.warmup,
+                "status": r.status,
+                "metrics": r.metrics,
+                "cached_tokens": r.cached_tokens,
+                "completion_tokens": r.completion_tokens,
+                "reused_context_tokens": r.reused_context_tokens,
+            }
+
+
 @case_check
 def server_disagreement(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """The server's /metrics against the client's figures (server_checks.py reads saved dicts)."""
     if not case.server:
         return
-    for f in server_checks.findings(case.to_dict(), run.setup.to_dict()):
+    saved = {**replace(case, requests=[]).to_dict(), "requests": _ServerView(case.requests)}
+    for f in server_checks.findings(saved, run.setup.to_dict()):
         evidence = tuple(Evidence(*e) for e in f.evidence)
         yield Warning_(f.code, WARNING, case.label, f.message, f.hint, f.metrics, details=f.details, evidence=evidence)
 

@@ -1,0 +1,166 @@
+"""A case's requests (RequestResult rows) without holding them all: memory flat in a run's length.
+
+A 200,000-request soak held each request's row (about 5 KB) for the whole run: 1.45 GB. `Rows`
+keeps the first `IN_MEMORY` rows of a case as objects (a short case costs nothing more), and
+beyond that writes every row, one JSON line each, to a temporary file (in the run's output
+folder, deleted when the run's process ends); what stays per request is its line's offset and
+three flags (warmup, ok, control). Iterating re-reads the rows a line at a time, so a
+reader holds one row at once. results.json (files.py) keeps one request a line too, so a
+saved run reads back the same way: `Rows.of_file` indexes those lines and reads none of them.
+
+A row read back is a fresh object: changing it changes nothing stored. What the builder
+decides for every row of a case (its buffering verdict, a withheld figure) is given as a
+function to `apply`, which rows read later go through, in order.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any, overload
+
+from benchy.measure import records
+
+IN_MEMORY = int(os.environ.get("BENCHY_ROWS_IN_MEMORY", "4096"))  # rows per case held as objects
+
+WARMUP, OK, CONTROL = 1, 2, 4  # a row's flags
+
+
+def flags_of(row: Any) -> int:
+    return (WARMUP if row.warmup else 0) | (OK if row.ok else 0) | (CONTROL if row.control else 0)
+
+
+def _parse_row(line: bytes) -> Any:
+    from benchy.results.files import _parse  # orjson, else json
+    from benchy.results.types import RequestResult
+
+    return RequestResult.from_dict(_parse(line.rstrip(b",\r\n \t")))
+
+
+class Rows(Sequence):
+    """A case's rows: objects up to `in_memory`, then lines of a file (see the module's doc)."""
+
+    def __init__(self, spill_dir: Path | None = None, in_memory: int | None = None) -> None:
+        self._objects: list[Any] | None = []
+        self._spill_dir = spill_dir
+        self._in_memory = IN_MEMORY if in_memory is None else in_memory
+        self._file: IO[bytes] | None = None
+        self._offsets = array("q")  # where each row's line starts
+        self._ends = array("q")  # and ends
+        self._flags = bytearray()
+        self._changes: list[Callable[[Any], None]] = []  # applied to each row read from the file
+
+    @classmethod
+    def of_file(cls, fh: IO[bytes], spans: Iterable[tuple[int, int]]) -> Rows:
+        """Rows already on disk, a JSON object in each (start, end) span of `fh` (results.json's
+        requests, a line each); their flags are read once, here, and no row is kept."""
+        rows = cls()
+        rows._objects, rows._file = None, fh
+        for start, end in spans:
+            rows._offsets.append(start)
+            rows._ends.append(end)
+        rows._flags = bytearray(flags_of(row) for row in rows._read(range(len(rows._offsets))))
+        return rows
+
+    @property
+    def spilled(self) -> bool:
+        return self._objects is None
+
+    def append(self, row: Any) -> None:
+        self._flags.append(flags_of(row))
+        if self._objects is not None:
+            self._objects.append(row)
+            if len(self._objects) > self._in_memory:
+                self._spill()
+            return
+        self._write(row)
+
+    def apply(self, change: Callable[[Any], None]) -> None:
+        """`change` made to every row, those held now and those read later."""
+        if self._objects is not None:
+            for row in self._objects:
+                change(row)
+        else:
+            self._changes.append(change)
+
+    def count(self, want: Callable[[int], bool]) -> int:  # type: ignore[override]
+        """How many rows' flags satisfy `want`, reading none."""
+        return sum(1 for f in self._flags if want(f))
+
+    def where(self, want: Callable[[int], bool]) -> Sequence:
+        """The rows whose flags satisfy `want`: a list when held, else a view that reads them."""
+        if self._objects is not None:
+            return [row for row, f in zip(self._objects, self._flags) if want(f)]
+        return _View(self, [i for i, f in enumerate(self._flags) if want(f)])
+
+    def __len__(self) -> int:
+        return len(self._flags)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._objects is not None:
+            return iter(self._objects)
+        return self._read(range(len(self._offsets)))
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Any]: ...
+    def __getitem__(self, i):
+        if self._objects is not None:
+            return self._objects[i]
+        if isinstance(i, slice):
+            return list(self._read(range(len(self))[i]))
+        return next(self._read([range(len(self))[i]]))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _spill(self) -> None:
+        held, self._objects = self._objects or [], None
+        self._file = tempfile.TemporaryFile(prefix=".benchy-rows-", dir=self._spill_dir, buffering=0)
+        for row in held:
+            self._write(row)
+
+    def _write(self, row: Any) -> None:
+        """One line at the file's end (pwrite/pread: no shared position, so a write between
+        two reads of an iteration moves nothing)."""
+        assert self._file is not None
+        line = records.dumps(row.to_dict()).encode() + b"\n"
+        start = self._ends[-1] if self._ends else 0
+        os.pwrite(self._file.fileno(), line, start)
+        self._offsets.append(start)
+        self._ends.append(start + len(line))
+
+    def _read(self, indices: Iterable[int]) -> Iterator[Any]:
+        """The rows at `indices`, each read and parsed as it is reached, changes applied."""
+        assert self._file is not None
+        fd = self._file.fileno()
+        for i in indices:
+            start = self._offsets[i]
+            row = _parse_row(os.pread(fd, self._ends[i] - start, start))
+            for change in self._changes:
+                change(row)
+            yield row
+
+
+class _View(Sequence):
+    """Some of a spilled case's rows, by index: read when iterated, counted without reading."""
+
+    def __init__(self, rows: Rows, indices: list[int]) -> None:
+        self._rows, self._indices = rows, indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._rows._read(self._indices)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return list(self._rows._read(self._indices[i]))
+        return next(self._rows._read([self._indices[i]]))
