@@ -116,3 +116,24 @@ def test_rows_spilled_to_disk_build_the_results_they_build_in_memory(start_sim, 
     assert a.read_bytes() == b.read_bytes()
     if preset == "proxy-buffered":  # the verdict reached every row read back from disk
         assert all(r.unavailable_codes.get("ttft_s") for c in spilled.cases for r in c.measured_ok())
+
+
+def test_a_saved_run_reads_back_a_request_a_line_without_holding_long_cases(tmp_path, monkeypatch):
+    """results.json keeps a request a line: a long case's requests read back as rows on disk
+    (indexed, not held), the same run as the whole file parsed at once, twice over; a file
+    not laid out that way (an older writer's) is read whole."""
+    from benchy.results import rows as rows_mod
+
+    run = results_files.read(SHIPPED[0])
+    longest = max(len(c.requests) for c in run.cases)
+    saved = results_files.save(run, tmp_path)
+    monkeypatch.setattr(rows_mod, "IN_MEMORY", longest - 1)
+    lazy = results_files.read(saved)
+    assert any(isinstance(c.requests, rows_mod.Rows) for c in lazy.cases)
+    whole = results_files._read_whole(saved).to_dict()
+    assert lazy.to_dict() == whole and lazy.to_dict() == whole  # iterating again reads again
+    assert [len(c.measured_ok()) for c in lazy.cases] == [len(c["requests"]) - sum(
+        r["warmup"] or r["status"] != "ok" for r in c["requests"]) for c in whole["cases"]]  # fmt: skip
+    (tmp_path / "indented.json").write_text(json.dumps(whole, indent=1), encoding="utf-8")
+    old = results_files.read(tmp_path / "indented.json")
+    assert all(isinstance(c.requests, list) for c in old.cases) and old.to_dict() == whole

@@ -46,6 +46,7 @@ class CaseRows:
     def __init__(self, keep_records: bool = False, spill_dir: Path | None = None) -> None:
         self.rows = Rows(spill_dir)  # past rows.IN_MEMORY, on disk: a line each
         self.buffer_reasons: list[str | None] = []  # per row: why its own stream looks buffered
+        self._reasons: dict[str, str] = {}  # the distinct reasons: a long buffered case repeats a few
         self.records: list[RequestRecord] | None = [] if keep_records else None
         self.served = 0  # measured requests that ended ok as the client saw them (the server's count)
         self.alone_ttft_s: list[float] = []  # TTFTs of the requests sent alone (load/alone.py), as measured
@@ -68,7 +69,8 @@ class CaseRows:
         if rec.alone and rec.ok and not isinstance(ttft, Unavailable):
             self.alone_ttft_s.append(ttft)
         self.rows.append(row)
-        self.buffer_reasons.append(metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None)
+        why = metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None
+        self.buffer_reasons.append(None if why is None else self._reasons.setdefault(why, why))  # one copy each
         if self.records is not None:
             self.records.append(rec)
         return row
@@ -163,8 +165,10 @@ class _Light:
     def __init__(self, row: RequestResult, slo: dict[str, float] | None) -> None:
         self.ok, self.sent_mono_s, self.end_s = row.ok, row.sent_mono_s, row.end_s
         self.tokens = _row_tokens(row)
-        values = _row_values(row) if slo and row.ok else {}
-        self.slo_values = {name: values[name] for name in slo or () if name in values}
+        self.slo_values = None  # what goodput judges, with --slo only
+        if slo and row.ok:
+            values = _row_values(row)
+            self.slo_values = {name: values[name] for name in slo if name in values}
 
 
 def _light_tokens(light: _Light) -> int:
@@ -396,7 +400,7 @@ def _goodput(measured: list[_Light], slo: dict[str, float]) -> Goodput:
 
 
 def _slo_values(light: _Light) -> dict[str, float | Unavailable]:
-    return light.slo_values
+    return light.slo_values or {}
 
 
 def _value(value: float | Unavailable) -> float | None:

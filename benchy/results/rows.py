@@ -33,7 +33,8 @@ def flags_of(row: Any) -> int:
     return (WARMUP if row.warmup else 0) | (OK if row.ok else 0) | (CONTROL if row.control else 0)
 
 
-def _parse_row(line: bytes) -> Any:
+def parse_row(line: bytes) -> Any:
+    """One saved request (a line of results.json's or of a spill file) as RequestResult."""
     from benchy.results.files import _parse  # orjson, else json
     from benchy.results.types import RequestResult
 
@@ -142,7 +143,7 @@ class Rows(Sequence):
         fd = self._file.fileno()
         for i in indices:
             start = self._offsets[i]
-            row = _parse_row(os.pread(fd, self._ends[i] - start, start))
+            row = parse_row(os.pread(fd, self._ends[i] - start, start))
             for change in self._changes:
                 change(row)
             yield row
