@@ -258,6 +258,14 @@ def _rows(by_case: dict[str, CaseRows], label: str) -> Sequence[results_mod.Requ
     return rows.rows if rows is not None else []
 
 
+def release_streams(rec: RequestRecord) -> None:
+    """Empties a finished record's per-event arrays (requests.jsonl has them, its row the
+    figures made of them): load/generator.py keeps a case's records until the case ends, and
+    their streams were most of a long run's memory."""
+    for name in results_mod.RequestResult._NOT_SAVED:
+        setattr(rec, name, type(getattr(rec, name))())  # an empty list or str
+
+
 def _has_measured(by_case: dict[str, CaseRows], label: str) -> bool:
     rows = by_case.get(label)
     return rows is not None and rows.rows.count(lambda flags: not flags & WARMUP) > 0
@@ -345,6 +353,8 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
             rows = state.rows[rec.case] = CaseRows(spill_dir=settings.output_dir)
         rows.add(rec)
         writer.write(rec)
+        if rows.records is None:  # written and counted: its streams are let go (the sender may hold it)
+            release_streams(rec)
         progress.request_done()
         count_failure(state, rec)  # counted as results.json counts it
         passed = None if stop.is_set() else error_limit_passed(state, settings)
