@@ -64,6 +64,7 @@ class Rows(Sequence):
         self._ends = array("q")  # and ends
         self._flags = bytearray()
         self._changes: list[Callable[[Any], None]] = []  # applied to each row read from the file
+        self._memo: dict[str, Any] = {}  # figures a reader asked for, made in one pass each
 
     @classmethod
     def of_file(cls, fh: IO[bytes], spans: Iterable[tuple[int, int]]) -> Rows:
@@ -84,6 +85,7 @@ class Rows(Sequence):
         return self._objects is None
 
     def append(self, row: Any) -> None:
+        self._memo.clear()
         self._flags.append(flags_of(row))
         if self._objects is not None:
             self._objects.append(row)
@@ -92,8 +94,16 @@ class Rows(Sequence):
             return
         self._write(row)
 
+    def once(self, key: str, compute: Callable[[Rows], Any]) -> Any:
+        """compute(self), made once until a row is added or changed: a figure that several
+        parts of a report read costs one pass over a long case, not one each."""
+        if key not in self._memo:
+            self._memo[key] = compute(self)
+        return self._memo[key]
+
     def apply(self, change: Callable[[Any], None]) -> None:
         """`change` made to every row, those held now and those read later."""
+        self._memo.clear()
         if self._objects is not None:
             for row in self._objects:
                 change(row)
