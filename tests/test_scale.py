@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import numpy as np
 import pytest
@@ -137,3 +138,18 @@ def test_a_saved_run_reads_back_a_request_a_line_without_holding_long_cases(tmp_
     (tmp_path / "indented.json").write_text(json.dumps(whole, indent=1), encoding="utf-8")
     old = results_files.read(tmp_path / "indented.json")
     assert all(isinstance(c.requests, list) for c in old.cases) and old.to_dict() == whole
+
+
+def test_a_bad_request_in_a_long_case_read_from_disk_is_one_line(tmp_path):
+    """A long case's requests are read when iterated, not when the file is opened: a bad value
+    among them still ends `benchy report` with one line naming the file, not a traceback."""
+    from tests.conftest import run_benchy, sim_env
+
+    saved = results_files.save(results_files.read(SHIPPED[0]), tmp_path)
+    lines = saved.read_text(encoding="utf-8").splitlines(keepends=True)
+    row = next(i for i, line in enumerate(lines) if line.startswith("  {") and '"ttft_s":' in line)
+    lines[row] = re.sub(r'"ttft_s":(null|[-0-9.e+]+)', '"ttft_s":"fast"', lines[row], count=1)
+    saved.write_text("".join(lines), encoding="utf-8")
+    done = run_benchy("report", str(saved), "--force", env={**sim_env(), "BENCHY_ROWS_IN_MEMORY": "1"})
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and str(saved) in done.stderr, done.stderr
