@@ -19,12 +19,14 @@ import os
 import tempfile
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from copy import deepcopy
 from pathlib import Path
 from typing import IO, Any, overload
 
 from benchy.measure import records
 
-IN_MEMORY = int(os.environ.get("BENCHY_ROWS_IN_MEMORY", "4096"))  # rows per case held as objects
+_SET = os.environ.get("BENCHY_ROWS_IN_MEMORY", "")  # a tuning knob (tests spill with 1)
+IN_MEMORY = int(_SET) if _SET.isdigit() else 4096  # rows per case held as objects
 
 WARMUP, OK, CONTROL = 1, 2, 4  # a row's flags
 
@@ -143,6 +145,14 @@ class Rows(Sequence):
         return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
 
     __hash__ = None  # type: ignore[assignment]
+
+    def __deepcopy__(self, memo: dict) -> Rows:
+        """An independent copy: the rows as read now (changes applied), in a file of its own
+        when they are past in_memory."""
+        copy = Rows(self._spill_dir, self._in_memory)
+        for row in self:
+            copy.append(row if self.spilled else deepcopy(row, memo))  # a row read back is already new
+        return copy
 
     def _spill(self) -> None:
         held, self._objects = self._objects or [], None
