@@ -107,6 +107,7 @@ def test_rows_spilled_to_disk_build_the_results_they_build_in_memory(start_sim, 
     )  # fmt: skip
     assert done.returncode in (0, 4), done.stderr
     by_case, saved = _records_of(out)
+    monkeypatch.setattr(rows_mod, "IN_MEMORY", 10**9)
     held = _built(saved, by_case)
     monkeypatch.setattr(rows_mod, "IN_MEMORY", 5)
     spilled = _built(saved, by_case, spill_dir=tmp_path)
