@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable
 from pathlib import Path
 
 from benchy.measure.metrics import METRICS
 from benchy.report import table
+from benchy.results.rows import Rows
 from benchy.results.types import (
     CaseResult,
     MetricsStatus,
     NoServerFigures,
+    RequestResult,
     RunResult,
     ServerCaseMetrics,
     ServerIdentity,
@@ -102,8 +105,23 @@ def _gauge_max(server: ServerCaseMetrics | None, name: str) -> float | None:
 
 
 def _client_tokens(case: CaseResult) -> int | None:
-    counts = [r.completion_tokens for r in case.requests if not r.warmup]
-    return None if not counts or any(c is None for c in counts) else sum(c for c in counts if c is not None)
+    """The completion tokens the client counted over the measured requests; None unless every
+    one has a count. Of a long case's rows on disk, counted once (three parts read it)."""
+    requests = case.requests
+    if isinstance(requests, Rows):
+        return requests.once("client_tokens", _tokens_of)
+    return _tokens_of(requests)
+
+
+def _tokens_of(requests: Iterable[RequestResult]) -> int | None:
+    total, n = 0, 0
+    for r in requests:
+        if r.warmup:
+            continue
+        if r.completion_tokens is None:
+            return None
+        total, n = total + r.completion_tokens, n + 1
+    return total if n else None
 
 
 def case_row(results: RunResult, case: CaseResult) -> dict:

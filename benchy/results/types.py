@@ -51,6 +51,8 @@ keeps the raw status the client saw.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +64,7 @@ from benchy.measure.gpu import GpuCase, GpuSetup
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import WorkloadFigures
+from benchy.results.rows import OK, WARMUP, Rows
 from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
@@ -97,7 +100,7 @@ class MetricSummary(Saved):
     p99: float | None = None
 
     @classmethod
-    def of(cls, values: list[float]) -> MetricSummary:
+    def of(cls, values: Sequence[float]) -> MetricSummary:
         return cls(**stats.summarize(values))
 
 
@@ -399,7 +402,11 @@ class CaseResult(Saved):
         """The summary of `metric`, or the one withheld (for the checks that judge why)."""
         return self.summary.get(metric) or self.withheld.get(metric)
 
-    def measured_ok(self) -> list[RequestResult]:
+    def measured_ok(self) -> Sequence[RequestResult]:
+        """The measured (not warmup), successful requests; of a long case's rows on disk
+        (rows.Rows), a view that reads them as it is iterated."""
+        if isinstance(self.requests, Rows):
+            return self.requests.where(_measured_ok)
         return [r for r in self.requests if not r.warmup and r.ok]
 
     def measured_values(self, metric: str) -> list[float]:
@@ -416,12 +423,24 @@ class CaseResult(Saved):
                 self.withheld[name] = summary
             self.summary[name] = None
             self.unavailable[name], self.unavailable_codes[name] = why.message, why.code
-            for req in self.requests:
-                value = req.metrics.get(name)
-                if value is not None:
-                    req.withheld[name] = value
-                    req.metrics[name] = None
-                    req.unavailable[name], req.unavailable_codes[name] = why.message, why.code
+            change = functools.partial(_withhold_request, name=name, why=why)
+            if isinstance(self.requests, Rows):
+                self.requests.apply(change)  # rows on disk change as they are read
+            else:
+                for req in self.requests:
+                    change(req)
+
+
+def _withhold_request(req: RequestResult, name: str, why: Unavailable) -> None:
+    value = req.metrics.get(name)
+    if value is not None:
+        req.withheld[name] = value
+        req.metrics[name] = None
+        req.unavailable[name], req.unavailable_codes[name] = why.message, why.code
+
+
+def _measured_ok(flags: int) -> bool:
+    return flags & (WARMUP | OK) == OK
 
 
 @dataclass
