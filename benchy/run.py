@@ -265,8 +265,8 @@ def _rows(by_case: dict[str, CaseRows], label: str) -> Sequence[results_mod.Requ
 
 def release_streams(rec: RequestRecord) -> None:
     """Empties a finished record's per-event arrays (requests.jsonl has them, its row the
-    figures made of them): load/generator.py keeps a case's records until the case ends, and
-    their streams were most of a long run's memory."""
+    figures made of them): whoever still holds the record (a sender's plan, a worker's pipe)
+    then holds a few numbers, not its stream, which was most of a long run's memory."""
     for name in results_mod.RequestResult._NOT_SAVED:
         setattr(rec, name, type(getattr(rec, name))())  # an empty list or str
 

@@ -168,3 +168,66 @@ def test_a_bad_request_in_a_long_case_read_from_disk_is_one_line(tmp_path):
     done = run_benchy("report", str(saved), "--force", env={**sim_env(), "BENCHY_ROWS_IN_MEMORY": "1"})
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and str(saved) in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("rate", [None, 400.0], ids=["closed", "open"])
+def test_a_long_case_builds_its_requests_a_window_ahead_of_the_sends(start_sim, monkeypatch, rate):
+    """A case longer than its window (load/generator.py Ahead) never holds more than the window
+    of built requests ahead of those sent, and still sends every planned request once, in
+    order; a case within the window is built whole before its first send, as before."""
+    from benchy import run as run_mod
+    from benchy.client.stream import Client, ClientSettings
+    from benchy.load import generator
+    from benchy.load.plan import LoadSettings
+    from benchy.workloads.case import Case
+
+    monkeypatch.setattr(generator, "PREBUILT", 1)  # the window: 4 per stream
+    built: list[int] = []
+    sent: list[int] = []
+    ahead: list[int] = []  # built but not yet sent, as each measured request is built
+    plain_planned, plain_stream = generator.planned, Client.stream
+
+    def counting_planned(plan, rec, *args, **kwargs):
+        if not rec.warmup:
+            built.append(rec.index)
+            ahead.append(len(built) - len(sent))
+        return plain_planned(plan, rec, *args, **kwargs)
+
+    async def counting_stream(self, rec, *args, **kwargs):
+        if not rec.warmup and rec.index >= 0:
+            sent.append(rec.index)
+        return await plain_stream(self, rec, *args, **kwargs)
+
+    monkeypatch.setattr(generator, "planned", counting_planned)
+    monkeypatch.setattr(Client, "stream", counting_stream)
+    sim = start_sim("--preset", "instant")
+    n, streams = 40, 2
+    results = run_mod.execute(
+        run_mod.RunSettings(
+            client=ClientSettings(base_url=sim.base_url),
+            cases=[Case(pp=64, tg=4, concurrency=streams, rate=rate)],
+            warmup=0,
+            progress=False,
+            load=LoadSettings(requests=n, max_inflight=streams if rate else None, workers=1),
+        )
+    )
+    window = 4 * streams
+    assert sent == built == list(range(n))  # each once, in order
+    assert max(ahead) <= window + 1 and max(ahead) >= window  # a window ahead, never all of them
+    (case,) = results.cases
+    assert case.n_ok + case.n_failed == n
+    truth_ids = {t.get("request_id") for t in sim.truth()}
+    measured_ids = {r.request_id for r in case.requests if not r.warmup}
+    assert len(measured_ids) == n and measured_ids <= truth_ids  # the server got each of them
+    built.clear(), sent.clear(), ahead.clear()
+    short = run_mod.execute(
+        run_mod.RunSettings(
+            client=ClientSettings(base_url=sim.base_url),
+            cases=[Case(pp=64, tg=4, concurrency=streams, rate=rate)],
+            warmup=0,
+            progress=False,
+            load=LoadSettings(requests=window, max_inflight=streams if rate else None, workers=1),
+        )
+    )
+    assert ahead[-1] == window and sent == list(range(window))  # all built before the first send
+    assert short.cases[0].n_ok + short.cases[0].n_failed == window
