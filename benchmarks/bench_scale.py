@@ -117,7 +117,7 @@ def long_run_figures(sim: Sim, folder: Path, repeat: int) -> dict[int, list[tupl
     return found
 
 
-def soak_figures(sim: Sim, folder: Path, n: int) -> tuple[Usage, Usage, float]:
+def soak_figures(sim: Sim, folder: Path, n: int, keep: bool = False) -> tuple[Usage, Usage, float]:
     """(run, report, results.json MB) of one run of `n` requests: the long-run load, soaked."""
     out = folder / f"soak{n}"
     load = ["--pp", "64", "--tg", "8", "-c", "32", "--requests", str(n)]
@@ -128,7 +128,8 @@ def soak_figures(sim: Sim, folder: Path, n: int) -> tuple[Usage, Usage, float]:
         f"  soak: {n:>,} requests: run peak RSS {run.rss_mb:6.0f} MB, {run.cpu_s:.0f} CPU-s, {run.wall_s:.0f} s; "
         f"results.json {size_mb:.0f} MB; report peak RSS {report.rss_mb:.0f} MB, {report.cpu_s:.1f} CPU-s"
     )
-    shutil.rmtree(out, ignore_errors=True)  # hundreds of MB
+    if not keep:
+        shutil.rmtree(out, ignore_errors=True)  # hundreds of MB
     return run, report, size_mb
 
 
@@ -206,13 +207,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--skip-long", action="store_true", help="only the 512x256 run")
     parser.add_argument("--skip-cpu", action="store_true", help="no 512x256 run")
+    parser.add_argument(
+        "--keep", type=Path, metavar="DIR", help="save the runs in DIR and keep them (re-render them later)"
+    )
     parser.add_argument("--soak", type=int, metavar="N", help="also a run of N requests (200000), once: not for CI")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp, Sim() as sim:
-        folder = Path(tmp)
+        folder = args.keep or Path(tmp)
         print(f"benchy sim --preset instant at {sim.base_url}; {os.cpu_count()} CPUs; medians of {args.repeat}")
         long = {} if args.skip_long else long_run_figures(sim, folder, args.repeat)
-        soak = soak_figures(sim, folder, args.soak) if args.soak else None
+        soak = soak_figures(sim, folder, args.soak, args.keep is not None) if args.soak else None
         runs = CpuRuns([], [], []) if args.skip_cpu else cpu_run_figures(sim, folder, args.repeat, args.llama_benchy)
     lines = summary(long, runs)
     if soak is not None:

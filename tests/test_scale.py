@@ -15,7 +15,7 @@ import pytest
 from scipy import stats as sps
 
 from benchy import jsontypes
-from benchy.measure import stats
+from benchy.measure import metrics, stats
 from benchy.results import files as results_files
 from benchy.results.types import RunResult
 from tests.conftest import REPO_ROOT
@@ -150,6 +150,11 @@ def test_a_saved_run_reads_back_a_request_a_line_without_holding_long_cases(tmp_
     assert lazy.to_dict() == whole and lazy.to_dict() == whole  # iterating again reads again
     assert [len(c.measured_ok()) for c in lazy.cases] == [len(c["requests"]) - sum(
         r["warmup"] or r["status"] != "ok" for r in c["requests"]) for c in whole["cases"]]  # fmt: skip
+    held = results_files._read_whole(saved)
+    for a, b in zip(lazy.cases, held.cases):  # the figures the report reads, from its one pass
+        assert a.columns().completion_tokens == b.columns().completion_tokens
+        assert all(a.measured_values(m) == b.measured_values(m) for m in metrics.REQUEST_METRICS)
+    assert any(held.cases[0].measured_values(m) for m in metrics.REQUEST_METRICS)
     (tmp_path / "indented.json").write_text(json.dumps(whole, indent=1), encoding="utf-8")
     old = results_files.read(tmp_path / "indented.json")
     assert all(isinstance(c.requests, list) for c in old.cases) and old.to_dict() == whole

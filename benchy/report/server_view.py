@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable
 from pathlib import Path
 
 from benchy.measure.metrics import METRICS
 from benchy.report import table
-from benchy.results.rows import Rows
 from benchy.results.types import (
     CaseResult,
     MetricsStatus,
     NoServerFigures,
-    RequestResult,
     RunResult,
     ServerCaseMetrics,
     ServerIdentity,
@@ -106,22 +103,8 @@ def _gauge_max(server: ServerCaseMetrics | None, name: str) -> float | None:
 
 def _client_tokens(case: CaseResult) -> int | None:
     """The completion tokens the client counted over the measured requests; None unless every
-    one has a count. Of a long case's rows on disk, counted once (three parts read it)."""
-    requests = case.requests
-    if isinstance(requests, Rows):
-        return requests.once("client_tokens", _tokens_of)
-    return _tokens_of(requests)
-
-
-def _tokens_of(requests: Iterable[RequestResult]) -> int | None:
-    total, n = 0, 0
-    for r in requests:
-        if r.warmup:
-            continue
-        if r.completion_tokens is None:
-            return None
-        total, n = total + r.completion_tokens, n + 1
-    return total if n else None
+    one has a count (of a long case's rows on disk, counted in the one pass the report makes)."""
+    return case.columns().completion_tokens
 
 
 def case_row(results: RunResult, case: CaseResult) -> dict:

@@ -52,7 +52,8 @@ keeps the raw status the client saw.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -411,7 +412,16 @@ class CaseResult(Saved):
 
     def measured_values(self, metric: str) -> list[float]:
         """Per-request values of `metric` over the measured (not warmup), successful requests."""
+        if isinstance(self.requests, Rows) and self.requests.spilled:
+            return list(self.columns().values.get(metric, ()))
         return [v for v in (r.metrics.get(metric) for r in self.measured_ok()) if v is not None]
+
+    def columns(self) -> RequestColumns:
+        """What the reports read of every request, gathered in one pass over them (made once:
+        a long case's rows on disk are parsed once, not once per figure that reads them)."""
+        if isinstance(self.requests, Rows) and self.requests.spilled:  # rows held may be changed in place
+            return self.requests.once("columns", RequestColumns.of)
+        return RequestColumns.of(self.requests)
 
     def withhold(self, names: tuple[str, ...], why: Unavailable) -> None:
         """Makes `names` unavailable for `why`, in the case and its requests; a figure already
@@ -429,6 +439,31 @@ class CaseResult(Saved):
             else:
                 for req in self.requests:
                     change(req)
+
+
+@dataclass
+class RequestColumns:
+    """A case's per-request figures as the reports read them, a compact array each."""
+
+    values: dict[str, array]  # metric → its values over the measured, successful requests, in order
+    completion_tokens: int | None  # summed over the measured requests; None unless each has a count
+
+    @classmethod
+    def of(cls, requests: Iterable[RequestResult]) -> RequestColumns:
+        values: dict[str, array] = {}
+        tokens: int | None = 0
+        counted = 0
+        for r in requests:
+            if r.warmup:
+                continue
+            counted += 1
+            tokens = None if tokens is None or r.completion_tokens is None else tokens + r.completion_tokens
+            if not r.ok:
+                continue
+            for name, value in r.metrics.items():
+                if value is not None:
+                    values.setdefault(name, array("d")).append(value)
+        return cls(values, tokens if counted else None)
 
 
 def _withhold_request(req: RequestResult, name: str, why: Unavailable) -> None:
