@@ -17,6 +17,10 @@ be shared and noisy; every run is printed):
                   drawn) and without (the table printed, no file written: what llama-benchy
                   does by default; it draws no figure and saves nothing unless --save-result)
 
+  soak            --soak N (not for CI: minutes): the same load at N requests (200,000), once:
+                  its peak RSS against the 2,000-request run's (target at most 1.5), its CPU,
+                  results.json's size, and `benchy report` on it
+
 The client's cost per streamed token, against llama-benchy's, is benchmarks/bench_client.py's
 (`make bench` runs it after this one): CPU between the first request's arrival and the last
 token written, by the simulator's truth log.
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -112,6 +117,22 @@ def long_run_figures(sim: Sim, folder: Path, repeat: int) -> dict[int, list[tupl
     return found
 
 
+def soak_figures(sim: Sim, folder: Path, n: int, keep: bool = False) -> tuple[Usage, Usage, float]:
+    """(run, report, results.json MB) of one run of `n` requests: the long-run load, soaked."""
+    out = folder / f"soak{n}"
+    load = ["--pp", "64", "--tg", "8", "-c", "32", "--requests", str(n)]
+    run = measure(benchy_run(sim.base_url, out, load))
+    size_mb = (out / "results.json").stat().st_size / 1e6
+    report = measure([sys.executable, "-m", "benchy", "report", str(out), "--force"])
+    print(
+        f"  soak: {n:>,} requests: run peak RSS {run.rss_mb:6.0f} MB, {run.cpu_s:.0f} CPU-s, {run.wall_s:.0f} s; "
+        f"results.json {size_mb:.0f} MB; report peak RSS {report.rss_mb:.0f} MB, {report.cpu_s:.1f} CPU-s"
+    )
+    if not keep:
+        shutil.rmtree(out, ignore_errors=True)  # hundreds of MB
+    return run, report, size_mb
+
+
 @dataclass
 class CpuRuns:
     """CPU-seconds of each round of the 512-request, 256-stream run."""
@@ -158,6 +179,8 @@ def _verdict(ok: bool) -> str:
 
 def summary(long: dict[int, list[tuple[Usage, Usage]]], runs: CpuRuns) -> list[str]:
     lines = _long_lines(long) if long else []
+    if not runs.drawn:
+        return lines
     for name, ours in (("report drawn", runs.drawn), ("table only", runs.table)):
         mine = statistics.median(ours)
         line = f"512-request 256-stream run ({name}): benchy {mine:.2f} CPU-s"
@@ -183,15 +206,33 @@ def main(argv: list[str] | None = None) -> int:
         help="llama-benchy command, e.g. /tmp/lbvenv/bin/llama-benchy ($LLAMA_BENCHY)",
     )
     parser.add_argument("--skip-long", action="store_true", help="only the 512x256 run")
+    parser.add_argument("--skip-cpu", action="store_true", help="no 512x256 run")
+    parser.add_argument(
+        "--keep", type=Path, metavar="DIR", help="save the runs in DIR and keep them (re-render them later)"
+    )
+    parser.add_argument("--soak", type=int, metavar="N", help="also a run of N requests (200000), once: not for CI")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp, Sim() as sim:
-        folder = Path(tmp)
+        folder = args.keep or Path(tmp)
         print(f"benchy sim --preset instant at {sim.base_url}; {os.cpu_count()} CPUs; medians of {args.repeat}")
         long = {} if args.skip_long else long_run_figures(sim, folder, args.repeat)
-        runs = cpu_run_figures(sim, folder, args.repeat, args.llama_benchy)
+        soak = soak_figures(sim, folder, args.soak, args.keep is not None) if args.soak else None
+        runs = CpuRuns([], [], []) if args.skip_cpu else cpu_run_figures(sim, folder, args.repeat, args.llama_benchy)
     lines = summary(long, runs)
+    if soak is not None:
+        lines += _soak_lines(args.soak, soak, long)
     print("\n".join(lines))
     return 0
+
+
+def _soak_lines(n: int, soak: tuple[Usage, Usage, float], long: dict[int, list[tuple[Usage, Usage]]]) -> list[str]:
+    run, report, size_mb = soak
+    line = f"soak of {n:,} requests: run peak RSS {run.rss_mb:.0f} MB, report peak RSS {report.rss_mb:.0f} MB"
+    if long:
+        short = statistics.median(r.rss_mb for r, _ in long[SHORT])
+        ratio = run.rss_mb / short
+        line += f"; ÷ 2,000's {ratio:.2f} (target <= {TARGET_RSS_RATIO})  {_verdict(ratio <= TARGET_RSS_RATIO)}"
+    return [line, f"  run {run.cpu_s:.0f} CPU-s, report {report.cpu_s:.1f} CPU-s, results.json {size_mb:.0f} MB"]
 
 
 def _long_lines(long: dict[int, list[tuple[Usage, Usage]]]) -> list[str]:

@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import types
 import typing
+from collections.abc import Sequence
 from typing import Any, Union
 
 
@@ -67,6 +68,8 @@ def to_json(value: Any) -> Any:
         return [to_json(v) for v in value]
     if isinstance(value, dict):
         return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):  # rows on disk (results/rows.py)
+        return [to_json(v) for v in value]
     return value
 
 

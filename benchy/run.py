@@ -17,7 +17,7 @@ import platform
 import secrets
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -39,6 +39,7 @@ from benchy.results import build as results_build
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
 from benchy.results.build import CaseRows
+from benchy.results.rows import WARMUP
 from benchy.server import cache_reset
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
@@ -227,7 +228,7 @@ def _as_saved(run: results_mod.RunResult) -> results_mod.RunResult:
 def build_results(state: RunState) -> results_mod.RunResult:
     by_case = state.rows
     slo = state.setup.get("load", {}).get("slo")
-    measured = [p for p in state.plans if any(not r.warmup for r in _rows(by_case, p.case.label))]
+    measured = [p for p in state.plans if _has_measured(by_case, p.case.label)]
     cases = [
         results_build.case_result(
             p.case,
@@ -257,9 +258,22 @@ def _idle_power(setup: dict) -> float | None:
     return ((setup.get("gpu") or {}).get("baseline") or {}).get("power_w")
 
 
-def _rows(by_case: dict[str, CaseRows], label: str) -> list[results_mod.RequestResult]:
+def _rows(by_case: dict[str, CaseRows], label: str) -> Sequence[results_mod.RequestResult]:
     rows = by_case.get(label)
     return rows.rows if rows is not None else []
+
+
+def release_streams(rec: RequestRecord) -> None:
+    """Empties a finished record's per-event arrays (requests.jsonl has them, its row the
+    figures made of them): whoever still holds the record (a sender's plan, a worker's pipe)
+    then holds a few numbers, not its stream, which was most of a long run's memory."""
+    for name in results_mod.RequestResult._NOT_SAVED:
+        setattr(rec, name, type(getattr(rec, name))())  # an empty list or str
+
+
+def _has_measured(by_case: dict[str, CaseRows], label: str) -> bool:
+    rows = by_case.get(label)
+    return rows is not None and rows.rows.count(lambda flags: not flags & WARMUP) > 0
 
 
 def _why_not_measured(plan: CasePlan, by_case: dict[str, CaseRows]) -> str:
@@ -342,10 +356,12 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
     def on_record(rec: RequestRecord) -> None:
         rows = state.rows.get(rec.case)
         if rows is None:  # each plan's rows are made when its case starts
-            rows = state.rows[rec.case] = CaseRows()
+            rows = state.rows[rec.case] = CaseRows(spill_dir=settings.output_dir)
         rows.add(rec)
         writer.write(rec)
-        server_tokenize.hold(rec, functools.partial(rows.redo, len(rows) - 1))  # asked after the case
+        held = server_tokenize.hold(rec, functools.partial(rows.redo, len(rows) - 1))  # asked after the case
+        if not held and rows.records is None:  # written and counted: its streams are let go (the sender may hold it)
+            release_streams(rec)
         progress.request_done()
         count_failure(state, rec)  # counted as results.json counts it
         passed = None if stop.is_set() else error_limit_passed(state, settings)
@@ -361,7 +377,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
             if resetting:
                 resetting = await _reset_cache(state, settings, client, identity, plan.case.label, progress)
             progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
-            state.rows[plan.case.label] = CaseRows(keep_records=bool(plan.case.workload))
+            state.rows[plan.case.label] = CaseRows(bool(plan.case.workload), settings.output_dir)
             window = scraper.window() if scraper else None
             gpu_window = gpus.window() if gpus else None
             try:

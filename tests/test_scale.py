@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import numpy as np
 import pytest
 from scipy import stats as sps
 
 from benchy import jsontypes
-from benchy.measure import stats
+from benchy.measure import metrics, stats
 from benchy.results import files as results_files
 from benchy.results.types import RunResult
 from tests.conftest import REPO_ROOT
@@ -73,3 +74,165 @@ def test_the_bootstrap_is_scipys_interval_of_one_draw_bit_for_bit(name):
         rng=np.random.default_rng(stats.BOOTSTRAP_SEED),
     ).confidence_interval
     assert stats.median_ci95(values) == [float(whole.low), float(whole.high)]
+
+
+def _records_of(out):
+    """The run's records from requests.jsonl, by case label, and the run's setup."""
+    from benchy.measure.records import read_records
+
+    by_case: dict[str, list] = {}
+    for rec in read_records(out / "requests.jsonl"):
+        by_case.setdefault(rec.case, []).append(rec)
+    return by_case, results_files.read(out / "results.json")
+
+
+def _built(saved, by_case, spill_dir=None):
+    """The run built again from its records, as run.finish builds it (checks included)."""
+    from benchy.checks import warnings as checks
+    from benchy.results import build
+    from benchy.workloads.case import Case
+
+    cases = []
+    for c in saved.cases:
+        rows = build.CaseRows(spill_dir=spill_dir)
+        for rec in by_case[c.label]:
+            rows.add(rec)
+        case = Case(pp=c.pp, tg=c.tg, concurrency=c.concurrency or 1)
+        client = c.client.to_dict() if c.client else None
+        cases.append(build.case_result(case, c.endpoint, c.runs, rows, saved.setup.load.slo, client=client))
+    run = build.run_result(saved.setup.to_dict(), cases, saved.partial, None, saved.benchy_version)
+    run.warnings = checks.check(run)
+    return run
+
+
+@pytest.mark.parametrize("preset", ["instant", "proxy-buffered"])
+def test_rows_spilled_to_disk_build_the_results_they_build_in_memory(start_sim, tmp_path, monkeypatch, preset):
+    """A long case's rows go to a file (results/rows.py) and come back a line at a time: the
+    case's figures, its requests as saved (with the case's buffering verdict and what the
+    run withheld) and its warnings are those of the same records held in memory."""
+    from benchy.results import rows as rows_mod
+    from tests.conftest import run_benchy
+
+    sim = start_sim("--preset", preset)
+    out = tmp_path / "run"
+    done = run_benchy(
+        "run", "--base-url", sim.base_url, "--pp", "64", "--tg", "8", "-c", "1", "-c", "4", "--requests", "40",
+        "--slo", "ttft=5s", "--output", str(out), "--quiet",
+    )  # fmt: skip
+    assert done.returncode in (0, 4), done.stderr
+    by_case, saved = _records_of(out)
+    monkeypatch.setattr(rows_mod, "IN_MEMORY", 10**9)
+    held = _built(saved, by_case)
+    monkeypatch.setattr(rows_mod, "IN_MEMORY", 5)
+    spilled = _built(saved, by_case, spill_dir=tmp_path)
+    assert all(isinstance(c.requests, rows_mod.Rows) and c.requests.spilled for c in spilled.cases)
+    assert all(not c.requests.spilled for c in held.cases)  # type: ignore[attr-defined]
+    assert spilled.to_dict() == held.to_dict()
+    a, b = results_files.save(held, tmp_path / "held"), results_files.save(spilled, tmp_path / "spilled")
+    assert a.read_bytes() == b.read_bytes()
+    if preset == "proxy-buffered":  # the verdict reached every row read back from disk
+        assert all(r.unavailable_codes.get("ttft_s") for c in spilled.cases for r in c.measured_ok())
+
+
+def test_a_saved_run_reads_back_a_request_a_line_without_holding_long_cases(tmp_path, monkeypatch):
+    """results.json keeps a request a line: a long case's requests read back as rows on disk
+    (indexed, not held), the same run as the whole file parsed at once, twice over; a file
+    not laid out that way (an older writer's) is read whole."""
+    from benchy.results import rows as rows_mod
+
+    run = results_files.read(SHIPPED[0])
+    longest = max(len(c.requests) for c in run.cases)
+    saved = results_files.save(run, tmp_path)
+    monkeypatch.setattr(rows_mod, "IN_MEMORY", longest - 1)
+    lazy = results_files.read(saved)
+    assert any(isinstance(c.requests, rows_mod.Rows) for c in lazy.cases)
+    whole = results_files._read_whole(saved).to_dict()
+    assert lazy.to_dict() == whole and lazy.to_dict() == whole  # iterating again reads again
+    assert [len(c.measured_ok()) for c in lazy.cases] == [len(c["requests"]) - sum(
+        r["warmup"] or r["status"] != "ok" for r in c["requests"]) for c in whole["cases"]]  # fmt: skip
+    held = results_files._read_whole(saved)
+    for a, b in zip(lazy.cases, held.cases):  # the figures the report reads, from its one pass
+        assert a.columns().completion_tokens == b.columns().completion_tokens
+        assert all(a.measured_values(m) == b.measured_values(m) for m in metrics.REQUEST_METRICS)
+    assert any(held.cases[0].measured_values(m) for m in metrics.REQUEST_METRICS)
+    (tmp_path / "indented.json").write_text(json.dumps(whole, indent=1), encoding="utf-8")
+    old = results_files.read(tmp_path / "indented.json")
+    assert all(isinstance(c.requests, list) for c in old.cases) and old.to_dict() == whole
+
+
+def test_a_bad_request_in_a_long_case_read_from_disk_is_one_line(tmp_path):
+    """A long case's requests are read when iterated, not when the file is opened: a bad value
+    among them still ends `benchy report` with one line naming the file, not a traceback."""
+    from tests.conftest import run_benchy, sim_env
+
+    saved = results_files.save(results_files.read(SHIPPED[0]), tmp_path)
+    lines = saved.read_text(encoding="utf-8").splitlines(keepends=True)
+    row = next(i for i, line in enumerate(lines) if line.startswith("  {") and '"ttft_s":' in line)
+    lines[row] = re.sub(r'"ttft_s":(null|[-0-9.e+]+)', '"ttft_s":"fast"', lines[row], count=1)
+    saved.write_text("".join(lines), encoding="utf-8")
+    done = run_benchy("report", str(saved), "--force", env={**sim_env(), "BENCHY_ROWS_IN_MEMORY": "1"})
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and str(saved) in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("rate", [None, 400.0], ids=["closed", "open"])
+def test_a_long_case_builds_its_requests_a_window_ahead_of_the_sends(start_sim, monkeypatch, rate):
+    """A case longer than its window (load/generator.py Ahead) never holds more than the window
+    of built requests ahead of those sent, and still sends every planned request once, in
+    order; a case within the window is built whole before its first send, as before."""
+    from benchy import run as run_mod
+    from benchy.client.stream import Client, ClientSettings
+    from benchy.load import generator
+    from benchy.load.plan import LoadSettings
+    from benchy.workloads.case import Case
+
+    monkeypatch.setattr(generator, "PREBUILT", 1)  # the window: 4 per stream
+    built: list[int] = []
+    sent: list[int] = []
+    ahead: list[int] = []  # built but not yet sent, as each measured request is built
+    plain_planned, plain_stream = generator.planned, Client.stream
+
+    def counting_planned(plan, rec, *args, **kwargs):
+        if not rec.warmup:
+            built.append(rec.index)
+            ahead.append(len(built) - len(sent))
+        return plain_planned(plan, rec, *args, **kwargs)
+
+    async def counting_stream(self, rec, *args, **kwargs):
+        if not rec.warmup and rec.index >= 0:
+            sent.append(rec.index)
+        return await plain_stream(self, rec, *args, **kwargs)
+
+    monkeypatch.setattr(generator, "planned", counting_planned)
+    monkeypatch.setattr(Client, "stream", counting_stream)
+    sim = start_sim("--preset", "instant")
+    n, streams = 40, 2
+    results = run_mod.execute(
+        run_mod.RunSettings(
+            client=ClientSettings(base_url=sim.base_url),
+            cases=[Case(pp=64, tg=4, concurrency=streams, rate=rate)],
+            warmup=0,
+            progress=False,
+            load=LoadSettings(requests=n, max_inflight=streams if rate else None, workers=1),
+        )
+    )
+    window = 4 * streams
+    assert sent == built == list(range(n))  # each once, in order
+    assert max(ahead) <= window + 1 and max(ahead) >= window  # a window ahead, never all of them
+    (case,) = results.cases
+    assert case.n_ok + case.n_failed == n
+    truth_ids = {t.get("request_id") for t in sim.truth()}
+    measured_ids = {r.request_id for r in case.requests if not r.warmup}
+    assert len(measured_ids) == n and measured_ids <= truth_ids  # the server got each of them
+    built.clear(), sent.clear(), ahead.clear()
+    short = run_mod.execute(
+        run_mod.RunSettings(
+            client=ClientSettings(base_url=sim.base_url),
+            cases=[Case(pp=64, tg=4, concurrency=streams, rate=rate)],
+            warmup=0,
+            progress=False,
+            load=LoadSettings(requests=window, max_inflight=streams if rate else None, workers=1),
+        )
+    )
+    assert ahead[-1] == window and sent == list(range(window))  # all built before the first send
+    assert short.cases[0].n_ok + short.cases[0].n_failed == window

@@ -1,7 +1,8 @@
 """Where the server's account of a case disagrees with the client's (issue 17): checks of the
 one registry (checks/registry.py), each a typed warning with the figures of both sides. They
 read saved results only (the case's `server` entry, from /metrics, beside its requests), like
-every check; checks/warnings.py registers them in its order.
+every check; checks/warnings.py registers them in its order. Each reads a case's requests
+once, a request at a time (a long case's are on disk: results/rows.py).
 
   server_cache_hit      the server counted prefix-cache hits beyond what the chat template
                         (and a context sent ahead) explains, in a case whose prompts were all
@@ -16,7 +17,7 @@ every check; checks/warnings.py registers them in its order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from benchy.checks.registry import WARNING, Warning_
 from benchy.results.types import (
@@ -40,8 +41,9 @@ OUTSIDE_MIN_S, OUTSIDE_RTTS, OUTSIDE_SHARE = 0.02, 3.0, 0.2
 QUEUE_SHARE, QUEUE_MIN_S = 0.5, 0.01
 
 
-def measured(case: CaseResult) -> list[RequestResult]:
-    return [r for r in case.requests if not r.warmup]
+def measured(case: CaseResult) -> Iterator[RequestResult]:
+    """The measured requests, one at a time: a long case's are read from disk as they come."""
+    return (r for r in case.requests if not r.warmup)
 
 
 def cache_hit_figures(case: CaseResult, run: RunResult) -> WarningDetails | None:
@@ -53,17 +55,21 @@ def cache_hit_figures(case: CaseResult, run: RunResult) -> WarningDetails | None
     if server is None or not run.setup.prompt_nonce or hits is None:
         return None
     template = run.setup.calibration.overhead_tokens if run.setup.calibration else 0.0
-    requests = measured(case)
-    allowed = sum(template + CACHE_BLOCK_SLACK + (r.reused_context_tokens or 0) for r in requests)
+    n = n_cached = cached = 0
+    allowed = 0.0
+    for r in measured(case):
+        n += 1
+        allowed += template + CACHE_BLOCK_SLACK + (r.reused_context_tokens or 0)
+        if r.cached_tokens is not None:
+            cached, n_cached = cached + r.cached_tokens, n_cached + 1
     if hits <= allowed:
         return None
-    reported = [r.cached_tokens for r in requests if r.cached_tokens is not None]
     return WarningDetails(
         server_cache_hits=hits,
         explained_hits=allowed,
         server_cache_hit_rate=server.derived.get("cache_hit_rate"),
-        requests=len(requests),
-        usage_cached_tokens=sum(reported) if len(reported) == len(requests) else None,
+        requests=n,
+        usage_cached_tokens=cached if n_cached == n else None,
     )
 
 
@@ -72,20 +78,22 @@ def token_mismatch_figures(case: CaseResult) -> WarningDetails | None:
     succeeded: a failed one may have generated tokens the client never saw."""
     server = case.server_figures()
     generated = server.counters.get("generation_tokens") if server else None
-    requests = measured(case)
-    if generated is None or not requests or any(r.status != "ok" for r in requests):
+    if generated is None:
         return None
-    counts = [r.completion_tokens for r in requests if r.completion_tokens is not None]
-    if len(counts) < len(requests):  # without usage the client's count is a floor (no_usage says so)
-        return None
-    client = sum(counts)
-    slack = max(TOKEN_SLACK_PER_REQUEST * len(requests), TOKEN_SLACK_SHARE * client)
-    if abs(generated - client) <= slack:
+    n = client = 0
+    for r in measured(case):
+        n += 1
+        # a failed one, or one without usage (the client's count is a floor: no_usage says so)
+        if r.status != "ok" or r.completion_tokens is None:
+            return None
+        client += r.completion_tokens
+    slack = max(TOKEN_SLACK_PER_REQUEST * n, TOKEN_SLACK_SHARE * client)
+    if not n or abs(generated - client) <= slack:
         return None
     return WarningDetails(
         server_generation_tokens=generated,
         client_tokens=client,
-        requests=len(requests),
+        requests=n,
         difference=abs(generated - client),
         slack=slack,
     )

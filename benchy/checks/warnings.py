@@ -433,18 +433,22 @@ def reasoning_only(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
 @case_check
 def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     # Without usage the token count is a lower bound: it cannot show a short output.
-    counted = [r for r in case.measured_ok() if r.usage_reported]
-    short = [r for r in counted if _believed_tokens(r) < r.target_output_tokens]
+    got: list[int] = []  # each request's count: a number each, not its row (a long case's are on disk)
+    short: list[RequestResult] = []
+    for r in case.measured_ok():
+        if r.usage_reported:
+            got.append(_believed_tokens(r))
+            if got[-1] < r.target_output_tokens:
+                short.append(r)
     if not short:
         return
-    got = [_believed_tokens(r) for r in counted]
     delivered = int(stats.median(got))
     cause, hint = _short_output_cause(short, run.setup.stop)
     yield Warning_(
         "output_length_mismatch",
         WARNING,
         case.label,
-        f"{len(short)} of {len(counted)} requests got fewer tokens than the {case.tg} asked "
+        f"{len(short)} of {len(got)} requests got fewer tokens than the {case.tg} asked "
         f"(median {delivered}, min {min(got)}): {cause}. "
         f"The row is labelled with the tokens delivered; its rates are real for those, but "
         f"not comparable with tg{case.tg} elsewhere.",
@@ -1060,18 +1064,19 @@ def harmony_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     stop list holding <|message|> cut every answer to 0 tokens); special_tokens_stripped: the
     server dropped Harmony's markers, so reasoning and answer cannot be told apart."""
     setup = run.setup
-    measured = [r for r in case.requests if not r.warmup]
-    cut = [
-        r
-        for r in measured
-        if r.finish_reason == "stop" and not r.content_chars and r.error_kind in (None,) + OUTPUT_FAILURES
-    ]
+    n_measured, cut = 0, []  # counted as they are read: a long case's rows are on disk
+    for r in case.requests:
+        if r.warmup:
+            continue
+        n_measured += 1
+        if r.finish_reason == "stop" and not r.content_chars and r.error_kind in (None,) + OUTPUT_FAILURES:
+            cut.append(r)
     if cut and (setup.stop or setup.template == "harmony"):
         yield Warning_(
             "dangerous_stop",
             _failure_severity(case),
             case.label,
-            f"{len(cut)} of {len(measured)} requests stopped (finish_reason stop) before any "
+            f"{len(cut)} of {n_measured} requests stopped (finish_reason stop) before any "
             f"answer text: {_stop_cause(setup)}.",
             STOP_HINT,
             metrics=("e2e_tps", "ttfc_s"),

@@ -4,7 +4,11 @@ or on a seeded Poisson schedule (open loop, `--rate`: arrivals.py); `--requests`
 bound a case, and workers.py runs one share of it per process (CasePlan.worker of .workers).
 
 Prompts are built before the first request of a case is sent, so tokenizing an 8k-token prompt
-never delays a send. Warmups go first, are recorded (marked `warmup`) and never counted.
+never delays a send: all of a case's up to PREBUILT requests (fewer of long prompts), and of a
+longer one a window that far ahead of the send loop (`Ahead`), each request taken replaced by a
+later one built once the taken one has gone out. A 200,000-request soak so holds a window of
+prompts and records, not 200,000 of them (issue 26). Warmups go first, are recorded (marked
+`warmup`) and never counted.
 
 `--depth-mode cached`: before anything else the case's shared context is sent alone (one output
 token, recorded as a warmup with index -1), so every later request of the case finds it in the
@@ -17,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 
 from benchy.client.stream import Client
 from benchy.load import arrivals
@@ -27,6 +32,45 @@ from benchy.load.prompts import Prompt, PromptFactory
 from benchy.load.replay import replay
 from benchy.load.send import Closed, Open, send
 from benchy.measure.records import RequestRecord
+
+PREBUILT = 4096  # measured requests built ahead of the send loop, at most
+PREBUILT_TOKENS = 4_000_000  # and at most about this many prompt tokens (an 8k prompt: 488 of them)
+
+
+class Ahead(Iterator[PlannedRequest]):
+    """A case's measured requests made `window` ahead of the send loop that takes them: the
+    first `window` are built at once (before the case starts), and each one taken is replaced
+    by the next, built on the event loop's next turn, once the taken one is on its way (built
+    at once when no loop runs, or when the sender caught up with the window)."""
+
+    def __init__(self, make: Callable[[int], PlannedRequest], indices: Iterable[int], window: int) -> None:
+        self._make = make
+        self._indices = iter(indices)
+        self._ready: deque[PlannedRequest] = deque()
+        self._top_up(max(1, window))
+
+    def __next__(self) -> PlannedRequest:
+        if not self._ready:
+            self._top_up(1)
+            if not self._ready:
+                raise StopIteration
+        request = self._ready.popleft()
+        try:
+            asyncio.get_running_loop().call_soon(self._top_up, 1)
+        except RuntimeError:  # no loop: iterated outside the send loop
+            self._top_up(1)
+        return request
+
+    def _top_up(self, n: int) -> None:
+        for i in itertools.islice(self._indices, n):
+            self._ready.append(self._make(i))
+
+
+def window(plan: CasePlan) -> int:
+    """How many of a case's measured requests are built ahead: PREBUILT, fewer of long prompts,
+    never fewer than a few per stream."""
+    tokens = max(1, plan.case.depth + plan.case.pp)
+    return max(4 * plan.streams, min(PREBUILT, PREBUILT_TOKENS // tokens))
 
 
 def shared_contexts(plan: CasePlan, prompts: PromptFactory) -> list[tuple[RequestRecord, Prompt]]:
@@ -88,7 +132,9 @@ def case_requests(
     if plan.case.rate is None and plan.requests is None and plan.duration_s is not None:
         # Sent until the time is up, so built as sent: a few ms per prompt, in a closed loop.
         return warmups, (make(i, False) for i in itertools.count(plan.worker, plan.workers))
-    return warmups, [make(i, False) for i in arrivals.share(plan.measured, plan.worker, plan.workers)]
+    return warmups, Ahead(
+        lambda i: make(i, False), arrivals.share(plan.measured, plan.worker, plan.workers), window(plan)
+    )
 
 
 def runner_for(plan: CasePlan) -> Callable[[CasePlan, CaseIO], Awaitable[None]] | None:

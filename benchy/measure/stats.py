@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -41,7 +41,7 @@ def median(values: Iterable[float]) -> float:
     return float(np.median(list(values)))
 
 
-def summarize(values: list[float]) -> dict:
+def summarize(values: Sequence[float]) -> dict:
     """{median, std, n, ci95, mean, min, max, p90, p99}. std is the sample std (n − 1);
     ci95 is a percentile-bootstrap interval of the median (None below 3 values)."""
     arr = np.asarray(values, dtype=float)

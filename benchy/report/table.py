@@ -267,9 +267,9 @@ def asked_rate(case: CaseResult) -> str:
 
 def replayed_line(case: CaseResult) -> str:
     """The lengths a trace replay asked for: it has no single pp or tg."""
-    sent = [r for r in case.requests if not r.warmup]
-    prompts = [r.target_prompt_tokens for r in sent]
-    outputs = [r.target_output_tokens for r in sent]
+    sent = [(r.target_prompt_tokens, r.target_output_tokens) for r in case.requests if not r.warmup]
+    prompts = [p for p, _ in sent]
+    outputs = [o for _, o in sent]
     if not sent:
         return f"{case_name(case)} replayed no request."
     return (

@@ -8,8 +8,10 @@ built but the warnings, which checks/ adds beside it.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Literal
 
 from benchy.measure import gpu as gpu_figures
@@ -19,6 +21,7 @@ from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import case_figures, ttft_gains, withhold_turns
+from benchy.results.rows import CONTROL, OK, WARMUP, Rows
 from benchy.results.types import (
     CacheReset,
     CaseCeiling,
@@ -44,9 +47,10 @@ class CaseRows:
     reason. Holding these, not the records, keeps a run's memory small per request; a
     workload case also keeps its records (its figures re-read the streams)."""
 
-    def __init__(self, keep_records: bool = False) -> None:
-        self.rows: list[RequestResult] = []
+    def __init__(self, keep_records: bool = False, spill_dir: Path | None = None) -> None:
+        self.rows = Rows(spill_dir)  # past rows.IN_MEMORY, on disk: a line each
         self.buffer_reasons: list[str | None] = []  # per row: why its own stream looks buffered
+        self._reasons: dict[str, str] = {}  # the distinct reasons: a long buffered case repeats a few
         self.records: list[RequestRecord] | None = [] if keep_records else None
         self.served = 0  # measured requests that ended ok as the client saw them (the server's count)
         self.alone_ttft_s: list[float] = []  # TTFTs of the requests sent alone (load/alone.py), as measured
@@ -72,7 +76,8 @@ class CaseRows:
             if rec.prompt_tokens is not None:
                 self.alone_points.append((rec.prompt_tokens - (rec.cached_tokens or 0), ttft))
         self.rows.append(row)
-        self.buffer_reasons.append(metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None)
+        why = metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None
+        self.buffer_reasons.append(None if why is None else self._reasons.setdefault(why, why))  # one copy each
         if self.records is not None:
             self.records.append(rec)
         return row
@@ -105,18 +110,16 @@ def case_result(
 ) -> CaseResult:
     made = records if isinstance(records, CaseRows) else CaseRows.of(records, keep_records=bool(case.workload))
     rows = made.rows
-    # A workload's cold controls (multi-turn --cold-baseline): figures of their own, never
-    # mixed into the case's statistics.
-    measured = [r for r in rows if not r.warmup and not r.control]
-    ok = [r for r in measured if r.ok]
-    reasons = [why for r, why in zip(rows, made.buffer_reasons) if r.ok and not r.warmup and not r.control]
+    reasons = [why for f, why in zip(rows._flags, made.buffer_reasons) if f & (WARMUP | OK | CONTROL) == OK]
     buffered: Unavailable | Literal[False] = metrics.buffering_verdict(reasons) or False  # one late read is no buffer
     if buffered:
-        for row in rows:
-            _judge_buffered(row, buffered)
-    summary, unavailable = _summaries([_row_values(r) for r in ok])
-    lags = [v for v in (metrics.send_lag_s(r) for r in measured) if not isinstance(v, Unavailable)]
-    per_case = metrics.case_metrics(measured, _row_tokens)  # type: ignore[arg-type]
+        rows.apply(lambda row: _judge_buffered(row, buffered))
+    tally = _Tally(slo)
+    for row in rows:  # one pass: a spilled case is read a row at a time
+        tally.add(row)
+    summary, unavailable = tally.summaries()
+    measured = tally.measured
+    per_case = metrics.case_metrics(measured, _light_tokens)  # type: ignore[arg-type]
     cut = metrics.cut_short(len(measured), planned_requests)
     rates = {name: cut or per_case[name] for name in ("aggregate_tps", "request_rate")}
     if cut:
@@ -131,12 +134,12 @@ def case_result(
         endpoint=endpoint,
         runs=runs,
         depth_mode=case.depth_mode if case.depth else None,
-        n_ok=len(ok),
-        n_failed=len(measured) - len(ok),
-        n_warmup=sum(r.warmup for r in rows),  # the requests sent alone first too
-        errors=dict(Counter(str(r.error_kind) for r in measured if not r.ok)),
-        anomalies=dict(Counter(a for r in ok for a in r.anomalies)),
-        retried=dict(Counter(r.retried_kind for r in measured if r.retried_kind)),
+        n_ok=tally.n_ok,
+        n_failed=len(measured) - tally.n_ok,
+        n_warmup=tally.n_warmup,  # the requests sent alone first too
+        errors=dict(tally.errors),
+        anomalies=dict(tally.anomalies),
+        retried=dict(tally.retried),
         summary=summary,
         unavailable={k: v.message for k, v in unavailable.items()},
         unavailable_codes={k: v.code for k, v in unavailable.items()},
@@ -145,15 +148,15 @@ def case_result(
         rate=case.rate,
         achieved_rate=_value(per_case["achieved_rate"]),
         request_rate=_value(rates["request_rate"]),
-        send_lag=MetricSummary.of(lags) if lags else None,
+        send_lag=MetricSummary.of(tally.lags) if tally.lags else None,
         goodput=_goodput(measured, slo) if slo else None,
-        requests=rows,
+        requests=rows,  # type: ignore[arg-type]  # a Sequence: on disk past rows.IN_MEMORY
         client=ClientHealth.from_dict(client, strict=True) if client else None,  # an unknown key: a field forgot
         server=server,
         planned_requests=planned_requests,
         kind=case.kind,
         workload=_workload_figures(case, made) if case.workload else None,
-        gpu=_gpu(gpu, ok, idle_power_w),
+        gpu=_gpu(gpu, tally.ok_tokens, tally.n_ok, idle_power_w),
         cache_reset=cache_reset,
     )
     alone = made.alone_ttft_s
@@ -198,14 +201,90 @@ def _same_shape_ttfts(case: CaseResult) -> list[float]:
     return case.measured_values("ttft_s")
 
 
-def _gpu(gpu: GpuCase | None, ok: list[RequestResult], idle_power_w: float | None) -> GpuCase | None:
+def _gpu(gpu: GpuCase | None, tokens: int, n_ok: int, idle_power_w: float | None) -> GpuCase | None:
     """The case's GPU figures with the per-token ones: the energy of the measured window ÷ the
     output tokens of its successful requests (failed ones' tokens are not known)."""
     if gpu is None:
         return None
-    tokens = sum(_row_tokens(r) for r in ok)
-    gpu_figures.per_token(gpu, tokens, len(ok), idle_power_w)
+    gpu_figures.per_token(gpu, tokens, n_ok, idle_power_w)
     return gpu
+
+
+class _Light:
+    """What the case-level figures (metrics.case_metrics, goodput) read of a measured request:
+    a few numbers in place of its row, so that a long case's rows need not be held."""
+
+    __slots__ = ("ok", "sent_mono_s", "end_s", "tokens", "slo_values")
+
+    def __init__(self, row: RequestResult, slo: dict[str, float] | None) -> None:
+        self.ok, self.sent_mono_s, self.end_s = row.ok, row.sent_mono_s, row.end_s
+        self.tokens = _row_tokens(row)
+        self.slo_values = None  # what goodput judges, with --slo only
+        if slo and row.ok:
+            values = _row_values(row)
+            self.slo_values = {name: values[name] for name in slo if name in values}
+
+
+def _light_tokens(light: _Light) -> int:
+    return light.tokens
+
+
+class _Tally:
+    """A case's counts and per-metric values, gathered in one pass over its rows: its
+    summaries are made from compact float arrays, never from every row held at once."""
+
+    def __init__(self, slo: dict[str, float] | None) -> None:
+        self.slo = slo
+        self.measured: list[_Light] = []
+        self.n_ok = self.n_warmup = self.ok_tokens = 0
+        self.errors: Counter[str] = Counter()
+        self.anomalies: Counter[str] = Counter()
+        self.retried: Counter[str] = Counter()
+        self.lags = array("d")
+        self.values = {name: array("d") for name in metrics.REQUEST_METRICS}
+        self.missing: dict[str, Counter[tuple[str, str]]] = {name: Counter() for name in metrics.REQUEST_METRICS}
+
+    def add(self, row: RequestResult) -> None:
+        self.n_warmup += row.warmup
+        if row.warmup or row.control:  # a workload's cold controls: figures of their own
+            return
+        self.measured.append(_Light(row, self.slo))
+        lag = metrics.send_lag_s(row)
+        if not isinstance(lag, Unavailable):
+            self.lags.append(lag)
+        if row.retried_kind:
+            self.retried[row.retried_kind] += 1
+        if not row.ok:
+            self.errors[str(row.error_kind)] += 1
+            return
+        self.n_ok += 1
+        self.ok_tokens += _row_tokens(row)
+        self.anomalies.update(row.anomalies)
+        for name, value in _row_values(row).items():
+            if isinstance(value, Unavailable):
+                self.missing[name][(value.code, value.message)] += 1
+            else:
+                self.values[name].append(value)
+
+    def summaries(self) -> tuple[dict[str, MetricSummary | None], dict[str, Unavailable]]:
+        """A metric is summarized only if every successful request has it: averaging the subset
+        that happened to be measurable would hide the rest."""
+        summary: dict[str, MetricSummary | None] = {}
+        unavailable: dict[str, Unavailable] = {}
+        for name in metrics.REQUEST_METRICS:
+            missing, measured = self.missing[name], self.values[name]
+            n_missing = sum(missing.values())
+            summary[name] = None
+            if not self.n_ok:
+                unavailable[name] = Unavailable(metrics.NO_SUCCESS, "no request succeeded")
+            elif n_missing or len(measured) < self.n_ok:
+                (code, message), _ = missing.most_common(1)[0] if missing else ((metrics.LEGACY, "not measured"), 0)
+                if n_missing < self.n_ok:
+                    message = f"{n_missing} of {self.n_ok} requests: {message}"
+                unavailable[name] = Unavailable(code, message)
+            else:
+                summary[name] = MetricSummary.of(measured)  # type: ignore[arg-type]
+        return summary, unavailable
 
 
 def _workload_figures(case: Case, made: CaseRows):
@@ -371,39 +450,19 @@ def _case_ceiling(case: CaseResult, setup: CeilingSetup | None) -> CaseCeiling |
     )
 
 
-def _goodput(measured: list[RequestResult], slo: dict[str, float]) -> Goodput:
+def _goodput(measured: list[_Light], slo: dict[str, float]) -> Goodput:
     """Each request judged on the figures the case reports: by the case's buffering verdict,
     which its rows already carry."""
-    fraction = metrics.goodput(measured, slo, values=_row_values)  # type: ignore[arg-type]
+    fraction = metrics.goodput(measured, slo, values=_slo_values)  # type: ignore[arg-type]
     if isinstance(fraction, Unavailable):
         return Goodput(slo=slo, unavailable=fraction.message)
-    rate = metrics.goodput_rate(measured, slo, values=_row_values)  # type: ignore[arg-type]
+    rate = metrics.goodput_rate(measured, slo, values=_slo_values)  # type: ignore[arg-type]
     return Goodput(slo=slo, fraction=fraction, rate=_value(rate))
+
+
+def _slo_values(light: _Light) -> dict[str, float | Unavailable]:
+    return light.slo_values or {}
 
 
 def _value(value: float | Unavailable) -> float | None:
     return None if isinstance(value, Unavailable) else value
-
-
-def _summaries(
-    per_request: list[dict[str, float | Unavailable]],
-) -> tuple[dict[str, MetricSummary | None], dict[str, Unavailable]]:
-    """A metric is summarized only if every successful request has it: averaging the subset
-    that happened to be measurable would hide the rest."""
-    summary: dict[str, MetricSummary | None] = {}
-    unavailable: dict[str, Unavailable] = {}
-    for name in metrics.REQUEST_METRICS:
-        values = [m[name] for m in per_request]
-        missing = [v for v in values if isinstance(v, Unavailable)]
-        measured = [v for v in values if not isinstance(v, Unavailable)]
-        summary[name] = None
-        if not values:
-            unavailable[name] = Unavailable(metrics.NO_SUCCESS, "no request succeeded")
-        elif missing:
-            (code, message), _ = Counter((v.code, v.message) for v in missing).most_common(1)[0]
-            if len(missing) < len(values):
-                message = f"{len(missing)} of {len(values)} requests: {message}"
-            unavailable[name] = Unavailable(code, message)
-        else:
-            summary[name] = MetricSummary.of(measured)
-    return summary, unavailable

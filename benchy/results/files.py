@@ -5,6 +5,7 @@ JSON Schema generated from the typed classes (benchy/data/results.schema.json, `
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +13,8 @@ from typing import IO, Any
 
 from benchy import jsontypes
 from benchy.measure import records
+from benchy.results import rows as rows_mod
+from benchy.results.rows import Rows
 from benchy.results.types import SCHEMA, SCHEMA_MAJOR, SCHEMA_MINOR, RunResult
 
 SCHEMA_FILE = Path(__file__).parent.parent / "data" / "results.schema.json"
@@ -73,13 +76,82 @@ def check_schema(schema: object, where: str) -> None:
 
 
 def read(path: Path) -> RunResult:
-    """A results file as RunResult; raises ResultsError (one line) for one benchy cannot read."""
+    """A results file as RunResult; raises ResultsError (one line) for one benchy cannot read.
+    A file written a request a line (save) is read without holding its long cases' requests:
+    those stay on disk (rows.Rows), read again each time they are iterated."""
+    try:
+        lazy = _read_by_lines(Path(path))
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read: {exc.strerror}") from None
+    return lazy if lazy is not None else _read_whole(path)
+
+
+def _read_whole(path: Path) -> RunResult:
     try:
         data = _parse(Path(path).read_bytes())
     except OSError as exc:
         raise ResultsError(f"{path}: cannot read: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    check_schema(data.get("schema") if isinstance(data, dict) else None, str(path))
+    try:
+        return RunResult.from_dict(data)
+    except jsontypes.ShapeError as exc:
+        raise ResultsError(f"{path}: malformed: {exc}") from None
+
+
+_OPEN_ROWS = b'   "requests": [\n'  # a case's requests as save writes them: a row a line, then
+_CLOSE_ROWS = (b"  ]\n", b"  ],\n")  # the closing bracket alone on its line
+
+
+def _read_by_lines(path: Path) -> RunResult | None:
+    """The file read a line at a time, each case's request lines indexed, not kept: None when
+    it is not laid out as save writes it (an older benchy's file, or one written by hand).
+    Cases of up to rows.IN_MEMORY requests are read whole."""
+    # long cases' rows are read from it for as long as they live: not a `with`
+    fh = open(path, "rb")  # noqa: SIM115
+    skeleton: list[bytes] = []
+    spans: list[list[tuple[int, int]]] = []
+    inside = False
+    offset = 0
+    for line in fh:
+        end = offset + len(line)
+        if inside and line.startswith(b"  {"):
+            spans[-1].append((offset, end))
+        elif inside and line not in _CLOSE_ROWS:
+            fh.close()
+            return None
+        else:
+            inside = line == _OPEN_ROWS
+            if inside:
+                spans.append([])
+            skeleton.append(line)
+        offset = end
+    try:
+        run = _typed(_parse(b"".join(skeleton)), path)
+    except (ValueError, ResultsError):
+        fh.close()
+        return None  # the whole file's reading words what is wrong
+    if len(spans) != len(run.cases) or any(c.requests for c in run.cases):
+        fh.close()
+        return None
+    lazy = False
+    try:
+        for case, where in zip(run.cases, spans):
+            if len(where) > rows_mod.IN_MEMORY:
+                case.requests, lazy = Rows.of_file(fh, where), True  # type: ignore[assignment]
+            else:
+                case.requests = [rows_mod.parse_row(os.pread(fh.fileno(), end - start, start)) for start, end in where]
+    except (ValueError, jsontypes.ShapeError):
+        lazy = False
+        return None  # a bad request: the whole file's reading names its path
+    finally:
+        if not lazy:
+            fh.close()
+    return run
+
+
+def _typed(data: Any, path: Path) -> RunResult:
     check_schema(data.get("schema") if isinstance(data, dict) else None, str(path))
     try:
         return RunResult.from_dict(data)

@@ -51,6 +51,9 @@ keeps the raw status the client saw.
 
 from __future__ import annotations
 
+import functools
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +65,7 @@ from benchy.measure.gpu import GpuCase, GpuSetup
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import WorkloadFigures
+from benchy.results.rows import OK, WARMUP, Rows
 from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
@@ -97,7 +101,7 @@ class MetricSummary(Saved):
     p99: float | None = None
 
     @classmethod
-    def of(cls, values: list[float]) -> MetricSummary:
+    def of(cls, values: Sequence[float]) -> MetricSummary:
         return cls(**stats.summarize(values))
 
 
@@ -399,12 +403,25 @@ class CaseResult(Saved):
         """The summary of `metric`, or the one withheld (for the checks that judge why)."""
         return self.summary.get(metric) or self.withheld.get(metric)
 
-    def measured_ok(self) -> list[RequestResult]:
+    def measured_ok(self) -> Sequence[RequestResult]:
+        """The measured (not warmup), successful requests; of a long case's rows on disk
+        (rows.Rows), a view that reads them as it is iterated."""
+        if isinstance(self.requests, Rows):
+            return self.requests.where(_measured_ok)
         return [r for r in self.requests if not r.warmup and r.ok]
 
     def measured_values(self, metric: str) -> list[float]:
         """Per-request values of `metric` over the measured (not warmup), successful requests."""
+        if isinstance(self.requests, Rows) and self.requests.spilled:
+            return list(self.columns().values.get(metric, ()))
         return [v for v in (r.metrics.get(metric) for r in self.measured_ok()) if v is not None]
+
+    def columns(self) -> RequestColumns:
+        """What the reports read of every request, gathered in one pass over them (made once:
+        a long case's rows on disk are parsed once, not once per figure that reads them)."""
+        if isinstance(self.requests, Rows) and self.requests.spilled:  # rows held may be changed in place
+            return self.requests.once("columns", RequestColumns.of)
+        return RequestColumns.of(self.requests)
 
     def withhold(self, names: tuple[str, ...], why: Unavailable) -> None:
         """Makes `names` unavailable for `why`, in the case and its requests; a figure already
@@ -416,12 +433,49 @@ class CaseResult(Saved):
                 self.withheld[name] = summary
             self.summary[name] = None
             self.unavailable[name], self.unavailable_codes[name] = why.message, why.code
-            for req in self.requests:
-                value = req.metrics.get(name)
+            change = functools.partial(_withhold_request, name=name, why=why)
+            if isinstance(self.requests, Rows):
+                self.requests.apply(change)  # rows on disk change as they are read
+            else:
+                for req in self.requests:
+                    change(req)
+
+
+@dataclass
+class RequestColumns:
+    """A case's per-request figures as the reports read them, a compact array each."""
+
+    values: dict[str, array]  # metric → its values over the measured, successful requests, in order
+    completion_tokens: int | None  # summed over the measured requests; None unless each has a count
+
+    @classmethod
+    def of(cls, requests: Iterable[RequestResult]) -> RequestColumns:
+        values: dict[str, array] = {}
+        tokens: int | None = 0
+        counted = 0
+        for r in requests:
+            if r.warmup:
+                continue
+            counted += 1
+            tokens = None if tokens is None or r.completion_tokens is None else tokens + r.completion_tokens
+            if not r.ok:
+                continue
+            for name, value in r.metrics.items():
                 if value is not None:
-                    req.withheld[name] = value
-                    req.metrics[name] = None
-                    req.unavailable[name], req.unavailable_codes[name] = why.message, why.code
+                    values.setdefault(name, array("d")).append(value)
+        return cls(values, tokens if counted else None)
+
+
+def _withhold_request(req: RequestResult, name: str, why: Unavailable) -> None:
+    value = req.metrics.get(name)
+    if value is not None:
+        req.withheld[name] = value
+        req.metrics[name] = None
+        req.unavailable[name], req.unavailable_codes[name] = why.message, why.code
+
+
+def _measured_ok(flags: int) -> bool:
+    return flags & (WARMUP | OK) == OK
 
 
 @dataclass
