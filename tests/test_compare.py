@@ -89,10 +89,17 @@ def behind(*results: dict) -> set[str]:
     return {w["case"] for r in results for w in r["warnings"] if w["code"] == "client_overloaded"}
 
 
-def expected(verdict: str, case: str, late: set[str]) -> set[str]:
+def expected(verdict: str, case: str, late: set[str], withheld: set[str] = frozenset()) -> set[str]:
     """The verdict a real change earns; where benchy fell behind it may instead say the change
-    is within its own delay (judged on its own in test_a_change_benchy_own_delay_could_make_is_no_verdict)."""
-    return {verdict, compare_mod.CLIENT_DELAY} if case in late else {verdict}
+    is within its own delay (judged on its own in test_a_change_benchy_own_delay_could_make_is_no_verdict),
+    and where either run withheld the figure (a late client's reads look bursty) there is none."""
+    allowed = {verdict, compare_mod.CLIENT_DELAY} if case in late else {verdict}
+    return allowed | {compare_mod.UNAVAILABLE} if case in withheld else allowed
+
+
+def withheld(metric: str, *results: dict) -> set[str]:
+    """Cases whose figure either run withheld (its summary is null)."""
+    return {c["label"] for r in results for c in r["cases"] if c["summary"].get(metric) is None}
 
 
 def test_faster_decode_is_significant_in_the_right_direction(runs):
@@ -101,10 +108,10 @@ def test_faster_decode_is_significant_in_the_right_direction(runs):
     comp = compare_mod.compare(typed(slow), typed(fast), "slow", "fast")
     for metric in ("e2e_tps", "decode_tps"):
         for (case, _), seen in verdicts(comp, metric).items():
-            assert seen in expected(compare_mod.FASTER, case, late), (case, metric, seen)
+            assert seen in expected(compare_mod.FASTER, case, late, withheld(metric, slow, fast)), (case, metric, seen)
     backwards = compare_mod.compare(typed(fast), typed(slow), "fast", "slow")
     for (case, _), seen in verdicts(backwards, "decode_tps").items():
-        assert seen in expected(compare_mod.SLOWER, case, late), (case, seen)
+        assert seen in expected(compare_mod.SLOWER, case, late, withheld("decode_tps", slow, fast)), (case, seen)
     # the measured change matches what the simulator really did, and its CI excludes "no change"
     true_ratio = truth_decode_tps(runs["truth"]["fast"], fast) / truth_decode_tps(runs["truth"]["slow"], slow)
     for change in comp.changes:
@@ -156,11 +163,15 @@ def test_a_change_benchy_own_delay_could_make_is_no_verdict(runs):
     span = min(
         c["summary"]["e2e_s"]["median"] - c["summary"]["ttft_s"]["median"] for c in slow["cases"] + fast["cases"]
     )
+    judged = set(verdicts(compare_mod.compare(typed(slow), typed(fast)), "decode_tps").values()) - {
+        compare_mod.UNAVAILABLE
+    }
+    assert judged, "no case has a decode rate in both runs"
     late = compare_mod.compare(typed(slow), fell_behind(typed(fast), lag_s=span), "slow", "fast")
-    assert set(verdicts(late, "decode_tps").values()) == {compare_mod.CLIENT_DELAY}
+    assert set(verdicts(late, "decode_tps").values()) - {compare_mod.UNAVAILABLE} == {compare_mod.CLIENT_DELAY}
     assert all("client_overloaded" in c.reason for c in late.changes if c.verdict == compare_mod.CLIENT_DELAY)
     barely = compare_mod.compare(typed(slow), fell_behind(typed(fast), lag_s=span / 100), "slow", "fast")
-    assert set(verdicts(barely, "decode_tps").values()) == {compare_mod.FASTER}
+    assert set(verdicts(barely, "decode_tps").values()) - {compare_mod.UNAVAILABLE} == {compare_mod.FASTER}
 
 
 def test_compare_cli_writes_markdown_and_one_png(runs, tmp_path, capsys):
@@ -223,14 +234,19 @@ def test_compare_needs_two_readable_files(runs, tmp_path, capsys):
 # ------------------------------------------------------------------ the statistics themselves
 
 
+def measured_ok(case: dict) -> list[dict]:
+    """The requests whose figures a comparison tests: measured, with a value (a late read may
+    withhold one request's decode rate)."""
+    return [r for r in case["requests"] if not r["warmup"] and r["metrics"]["decode_tps"] is not None]
+
+
 def test_welch_option_uses_welchs_t_test_on_the_per_request_values(runs):
     slow, fast = load(runs["slow"]), load(runs["fast"])
     comp = compare_mod.compare(typed(slow), typed(fast), test="welch")
-    change = next(c for c in comp.changes if c.metric == "decode_tps")
+    change = next(c for c in comp.changes if c.metric == "decode_tps" and c.p_value is not None)
     case_a = next(c for c in slow["cases"] if c["label"] == change.case)
     case_b = next(c for c in fast["cases"] if c["label"] == change.case)
-    a = [r["metrics"]["decode_tps"] for r in case_a["requests"] if not r["warmup"]]
-    b = [r["metrics"]["decode_tps"] for r in case_b["requests"] if not r["warmup"]]
+    a, b = ([r["metrics"]["decode_tps"] for r in measured_ok(case)] for case in (case_a, case_b))
     assert change.p_value == pytest.approx(sps.ttest_ind(a, b, equal_var=False).pvalue)
     assert "Welch t-test" in compare_mod.markdown([comp])
 
@@ -254,8 +270,12 @@ def test_three_requests_a_side_are_too_few_for_mann_whitney(runs):
             measured = [r for r in case["requests"] if not r["warmup"]]
             case["requests"] = measured[:3]  # as if run with --runs 3
     comp = compare_mod.compare(typed(slow), typed(fast))
-    assert set(verdicts(comp).values()) == {compare_mod.TOO_FEW}
-    assert all("use more --runs" in c.reason for c in comp.changes)
+    judged = [c for c in comp.changes if c.verdict != compare_mod.UNAVAILABLE]  # n/a: a figure withheld
+    assert judged and {c.verdict for c in judged} == {compare_mod.TOO_FEW}
+    assert all("use more --runs" in c.reason for c in judged)
+    names = [m.name for m in metrics.COMPARE_METRICS]
+    gone = {(c["label"], m) for r in (slow, fast) for c in r["cases"] for m in names if c["summary"].get(m) is None}
+    assert {(c.case, c.metric) for c in comp.changes if c.verdict == compare_mod.UNAVAILABLE} <= gone
 
 
 def test_a_single_warning_is_counted_in_the_singular(runs):

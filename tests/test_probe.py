@@ -96,12 +96,16 @@ def test_cache_off_is_not_detected_and_the_cli_writes_probe_files(start_sim, tmp
         str(out),
     )
     assert proc.returncode == 0, proc.stderr
-    assert "not detected" in proc.stdout and "cache detected" not in proc.stdout
+    assert "cache detected" not in proc.stdout
     probe = json.loads((out / "probe.json").read_text())
     assert probe["schema"] == SCHEMA
     truth = {t["request_id"]: t for t in sim.truth()}
     for e in probe["lengths"]:
-        assert e["verdict"] == "not_detected", e["reason"]
+        # Never "detected". On a loaded machine a TTFT outlier can split the two tests, which
+        # benchy then calls inconclusive, saying so, rather than choosing one.
+        noisy = e["verdict"] == "inconclusive" and "disagrees" in e["reason"]
+        assert e["verdict"] == "not_detected" or noisy, e["reason"]
+        assert ("not detected" if e["verdict"] == "not_detected" else "inconclusive") in proc.stdout
         assert len(e["shared"]["ttft_s"]) == len(e["unique"]["ttft_s"]) == 5
         assert all(truth[i]["cached_tokens"] == 0 for i in e["shared"]["request_ids"])
         assert_ttfts_match_truth(e, *([truth[i] for i in e[side]["request_ids"]] for side in ("shared", "unique")))
