@@ -114,3 +114,34 @@ def start_sim(tmp_path):
     yield start
     for sim in started:
         sim.stop()
+
+
+class SimSince:
+    """A simulator shared by a module's tests, seen from one test: `truth()` holds only the
+    records written since the test began (a module's tests run one after another on one
+    worker, and each waits for its own requests), everything else is the shared SimProcess.
+    Starting a simulator costs a child interpreter and aiohttp's imports (~0.4 CPU-s); a
+    module whose tests all use the same flags starts one."""
+
+    def __init__(self, sim: SimProcess) -> None:
+        self._sim = sim
+        self._before = len(sim.truth())
+
+    def __getattr__(self, name: str):
+        return getattr(self._sim, name)
+
+    def truth(self, expect: int | None = None, timeout: float = 10.0) -> list[dict]:
+        wanted = None if expect is None else self._before + expect
+        return self._sim.truth(expect=wanted, timeout=timeout)[self._before :]
+
+
+def shared_sim(*flags: str):
+    """A module-scoped fixture: one simulator with these flags for the whole module. Tests take
+    `SimSince(that_fixture)` so that each reads only its own part of the truth log."""
+
+    @pytest.fixture(scope="module")
+    def fixture(tmp_path_factory):
+        with SimProcess(*flags, truth_log=tmp_path_factory.mktemp("shared-sim") / "truth.jsonl") as sim:
+            yield sim
+
+    return fixture
