@@ -19,14 +19,10 @@ from benchy.load.plan import LoadSettings
 from benchy.workloads.case import Case
 from benchy.workloads.cases import multi_turn_cases, trace_case
 from benchy.workloads.scenario import sweep
-from tests.conftest import SimSince, client_slack_s, shared_sim
+from tests.conftest import client_slack_s
 from tests.test_checks import bench, codes, measured, truth_of, warning
 
 NO_SERVER_TIMINGS = ("--no-metrics", "--no-timings")  # the sim's only server-side accounts, off
-
-# The server that runs one request at a time, shared by the module's tests that need it (each
-# test reads only its own part of the truth log, and waits for its own requests).
-serial_sim = shared_sim("--max-running", "1", "--decode-tps", "400", *NO_SERVER_TIMINGS)
 
 
 def waited_s(truth: dict) -> float:
@@ -72,8 +68,8 @@ def bench_over(sim, transport: str, pp: int, tg: int, concurrency: int, runs: in
 
 
 @pytest.mark.parametrize("transport", ["lean", "aiohttp"])
-def test_one_request_at_a_time_withholds_prefill_and_qualifies_ttft(serial_sim, transport):
-    sim = SimSince(serial_sim)
+def test_one_request_at_a_time_withholds_prefill_and_qualifies_ttft(start_sim, transport):
+    sim = start_sim("--max-running", "1", "--decode-tps", "400", *NO_SERVER_TIMINGS)
     results = bench_over(sim, transport, pp=512, tg=24, concurrency=4, runs=2)
     (case,) = results["cases"]
     truth = truth_of(sim, results)
@@ -113,8 +109,8 @@ def test_a_server_that_batches_raises_no_queueing(start_sim):
     assert case["summary"]["prefill_tps"] is not None
 
 
-def test_a_concurrency_1_case_of_the_same_prompt_is_the_baseline(serial_sim):
-    sim = SimSince(serial_sim)
+def test_a_concurrency_1_case_of_the_same_prompt_is_the_baseline(start_sim):
+    sim = start_sim("--max-running", "1", "--decode-tps", "400", *NO_SERVER_TIMINGS)
     results = bench(sim, pp=(512,), tg=(24,), concurrency=(1, 4), runs=2)
     single, loaded = results["cases"]
     assert not alone_requests(single) and not alone_requests(loaded)  # nothing sent twice
@@ -162,9 +158,9 @@ def assert_queued_as_the_truth_says(case: dict, loaded: list[dict], alone: list[
     assert case["summary"]["ttft_s"] is not None  # what a user waits: kept, and qualified
 
 
-def test_an_open_loop_on_a_server_that_runs_one_request_at_a_time_is_judged_against_alone(serial_sim):
+def test_an_open_loop_on_a_server_that_runs_one_request_at_a_time_is_judged_against_alone(start_sim):
     # One slot, about 0.17 s a request (0.1 s prefill, 0.06 s decode): 20 requests/s overlap.
-    sim = SimSince(serial_sim)
+    sim = start_sim("--max-running", "1", "--decode-tps", "400", *NO_SERVER_TIMINGS)
     results = run_cases(sim, [Case(pp=512, tg=24, rate=20.0)], load=LoadSettings(requests=12), warmup=1)
     (case,) = results["cases"]
     truth = truth_of(sim, results)
@@ -185,9 +181,9 @@ def test_an_open_loop_the_server_keeps_up_with_raises_no_queueing(start_sim):
     assert "prefill_holds_queueing" not in codes(results) and case["summary"]["prefill_tps"] is not None
 
 
-def test_a_multi_turn_workload_is_judged_by_its_first_turns_against_the_first_message_alone(serial_sim):
+def test_a_multi_turn_workload_is_judged_by_its_first_turns_against_the_first_message_alone(start_sim):
     # Four conversations start at once on one slot: their first turns wait for each other.
-    sim = SimSince(serial_sim)
+    sim = start_sim("--max-running", "1", "--decode-tps", "400", *NO_SERVER_TIMINGS)
     results = run_cases(sim, multi_turn_cases([256], [16], [4], turns=2), warmup=0)
     (case,) = results["cases"]
     truth = truth_of(sim, results)
@@ -201,16 +197,16 @@ def test_a_multi_turn_workload_is_judged_by_its_first_turns_against_the_first_me
     assert "4 conversations at once" in w["message"]
 
 
-def test_a_single_conversation_sends_nothing_alone(serial_sim):
-    sim = SimSince(serial_sim)
+def test_a_single_conversation_sends_nothing_alone(start_sim):
+    sim = start_sim("--max-running", "1", "--decode-tps", "400", *NO_SERVER_TIMINGS)
     results = run_cases(sim, multi_turn_cases([256], [16], [1], turns=2), warmup=0)
     (case,) = results["cases"]
     assert not alone_requests(case) and "queueing" not in case
 
 
-def test_a_trace_on_a_server_that_runs_one_request_at_a_time_is_judged_against_the_alone_line(serial_sim):
+def test_a_trace_on_a_server_that_runs_one_request_at_a_time_is_judged_against_the_alone_line(start_sim):
     # Twelve requests of 1,300-4,800 tokens in 1.1 s on one slot: each waits for those before it.
-    sim = SimSince(serial_sim)
+    sim = start_sim("--max-running", "1", "--decode-tps", "400", *NO_SERVER_TIMINGS)
     results = run_cases(sim, [trace_case("sample", speed=2.0, limit=12)])
     (case,) = results["cases"]
     truth = truth_of(sim, results)
