@@ -20,8 +20,11 @@ demo: install
 
 # Spread over the machine's cores (pytest-xdist): each test module stays on one worker, so its
 # module-scoped fixtures are built once (loadfile; loadgroup cannot group under pytest 9.2, whose
-# node ids xdist 3.8 no longer rewrites). Serially: make test PARALLEL=
-PARALLEL ?= -n auto --dist loadfile
+# node ids xdist 3.8 no longer rewrites). Two workers a core, at most 8: most of a test's time is
+# real time spent waiting on a simulator's sleeps, which another worker fills (test-fast on two
+# busy cores: 557 s with 2 workers, 425 s with 4; docs/testing.md). Serially: make test PARALLEL=
+WORKERS ?= $(shell $(PYTHON) -c "import os; n = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count(); print(min(8, 2 * (n or 1)))")
+PARALLEL ?= -n $(WORKERS) --dist loadfile
 
 test: install
 	$(BIN)/python -m pytest -q $(PARALLEL)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import io
 import os
@@ -114,3 +115,43 @@ def start_sim(tmp_path):
     yield start
     for sim in started:
         sim.stop()
+
+
+class SimSince:
+    """A simulator shared by a module's tests, seen from one test: `truth()` holds only the
+    records written since the test began (a module's tests run one after another on one
+    worker, and each waits for its own requests), everything else is the shared SimProcess.
+    Starting a simulator costs a child interpreter and aiohttp's imports (~0.4 CPU-s); a
+    module whose tests all use the same flags starts one."""
+
+    def __init__(self, sim: SimProcess) -> None:
+        self._sim = sim
+        self._before = len(sim.truth())
+
+    def __getattr__(self, name: str):
+        return getattr(self._sim, name)
+
+    def truth(self, expect: int | None = None, timeout: float = 10.0) -> list[dict]:
+        wanted = None if expect is None else self._before + expect
+        return self._sim.truth(expect=wanted, timeout=timeout)[self._before :]
+
+
+def shared_sim(*flags: str):
+    """A module-scoped fixture: one simulator with these flags for the whole module. Tests take
+    `SimSince(that_fixture)` so that each reads only its own part of the truth log."""
+
+    @pytest.fixture(scope="module")
+    def fixture(tmp_path_factory):
+        with SimProcess(*flags, truth_log=tmp_path_factory.mktemp("shared-sim") / "truth.jsonl") as sim:
+            yield sim
+
+    return fixture
+
+
+def pytest_configure(config):
+    """This checkout's modules compiled once, before any worker starts: where bytecode is not
+    written (PYTHONDONTWRITEBYTECODE), every child benchy (each simulator, each run with a
+    process of its own) would compile them again from source, ~0.2 CPU-s for a run's imports.
+    compileall writes only what is out of date, into the usual (ignored) __pycache__ folders."""
+    if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
+        compileall.compile_dir(REPO_ROOT / "benchy", quiet=1)

@@ -11,7 +11,7 @@ from urllib.request import urlopen
 import pytest
 
 from benchy.cli import main
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import REPO_ROOT, SimSince, shared_sim, sim_env
 
 
 def benchy(capsys, *argv: str) -> tuple[int, str]:
@@ -105,8 +105,12 @@ def test_a_bad_scenario_value_is_blamed_on_its_toml_key_not_a_flag(capsys, tmp_p
     assert code == 2 and f"{key} must be" in line and f"--{key}" not in line, line
 
 
-def test_https_against_a_plain_http_server_suggests_http(capsys, start_sim):
-    sim = start_sim("--instant")
+# One instant simulator for the tests that need a server to answer (each reads its own truth).
+instant_sim = shared_sim("--instant")
+
+
+def test_https_against_a_plain_http_server_suggests_http(capsys, instant_sim):
+    sim = SimSince(instant_sim)
     tls_url = sim.base_url.replace("http://", "https://", 1)
     code, line = benchy(capsys, "run", "--base-url", tls_url, "--pp", "64", "--tg", "4")
     assert code == 1 and f"try --base-url {sim.base_url})" in line
@@ -160,8 +164,8 @@ def test_results_of_another_schema_and_broken_results(capsys, tmp_path):
     assert code == 1 and "absent.json" in line
 
 
-def test_model_not_served_lists_the_served_ones(capsys, start_sim):
-    sim = start_sim("--instant")
+def test_model_not_served_lists_the_served_ones(capsys, instant_sim):
+    sim = SimSince(instant_sim)
     code, line = benchy(capsys, "run", "--base-url", sim.base_url, "--model", "gpt-17", "--pp", "64")
     assert code == 1 and "'gpt-17' is not served" in line and "benchy-sim" in line
 
@@ -174,8 +178,8 @@ def test_server_not_listening(capsys):
     assert code == 1 and "cannot reach the server" in line
 
 
-def test_output_folder_that_cannot_be_written(capsys, start_sim, tmp_path):
-    sim = start_sim("--instant")
+def test_output_folder_that_cannot_be_written(capsys, instant_sim, tmp_path):
+    sim = SimSince(instant_sim)
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     code, line = benchy(
@@ -199,10 +203,10 @@ def test_a_real_process_prints_one_line_and_no_traceback(tmp_path):
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr and str(bad) in proc.stderr
 
 
-def test_a_prompt_longer_than_the_servers_context_is_refused_before_sending(capsys, start_sim):
+def test_a_prompt_longer_than_the_servers_context_is_refused_before_sending(capsys, instant_sim):
     """The server said how long its context is: a prompt that cannot fit is a usage error, not
     a run of HTTP 400s (and no request, calibration included, is sent for it)."""
-    sim = start_sim("--instant")
+    sim = SimSince(instant_sim)
     facts = json.loads(urlopen(f"{sim.base_url}/models", timeout=10).read())  # what benchy reads too
     context = facts["data"][0]["max_model_len"]
     code, line = benchy(capsys, "run", "--base-url", sim.base_url, "--pp", "64", str(context + 10), "--tg", "4")

@@ -18,7 +18,7 @@ from benchy.measure import evidence, metrics, tokenizer
 from benchy.measure.records import REASONING, RequestRecord, read_records
 from benchy.sim import vocab
 from benchy.workloads.scenario import sweep
-from tests.conftest import ENVIRONMENT_WARNINGS
+from tests.conftest import ENVIRONMENT_WARNINGS, SimSince, shared_sim
 from tests.test_checks import (
     assert_between_truth as assert_between,
 )
@@ -266,18 +266,22 @@ def test_harmony_reasoning_tokens_are_counted_per_request(start_sim):
         assert req["metrics"]["reasoning_tokens"] == pytest.approx(truth[req["request_id"]]["reasoning_tokens"], abs=1)
 
 
-def test_a_prompt_over_the_context_the_server_reported_is_refused_before_sending(start_sim):
-    sim = start_sim("--context-length", "1500", *FAST_PREFILL)
+# A 1,500-token context for both tests of prompts that do not fit (each reads its own truth).
+short_context_sim = shared_sim("--context-length", "1500", *FAST_PREFILL)
+
+
+def test_a_prompt_over_the_context_the_server_reported_is_refused_before_sending(short_context_sim):
+    sim = SimSince(short_context_sim)
     with pytest.raises(run_mod.PromptTooLong, match=r"pp2000 tg8 asks for a 2,000-token prompt.*1,500 tokens"):
         bench(sim, pp=(64, 2000), tg=(8,), runs=2)
     assert not [t for t in sim.truth() if t["request_id"]]  # nothing was sent, not even calibration
 
 
-def test_a_prompt_over_a_context_the_server_did_not_report_fails_in_its_own_words(start_sim, monkeypatch):
+def test_a_prompt_over_a_context_the_server_did_not_report_fails_in_its_own_words(short_context_sim, monkeypatch):
     """Where benchy does not know the context (the server does not say it), the server's HTTP
     400 is the evidence: recorded, counted, and shown in the server's own words."""
     monkeypatch.setattr(run_mod, "refuse_too_long", lambda cases, identity: None)  # as if unreported
-    sim = start_sim("--context-length", "1500", *FAST_PREFILL)
+    sim = SimSince(short_context_sim)
     results = bench(sim, pp=(64, 2000), tg=(8,), runs=2)
     (w,) = [w for w in results["warnings"] if w["code"] == "request_errors"]
     assert w["case"] == "pp2000 tg8" and "maximum context length is 1500 tokens" in w["message"]

@@ -10,9 +10,11 @@ import subprocess
 from pathlib import Path
 
 from benchy.measure.records import read_records
+from tests.conftest import SimSince, shared_sim
 from tests.conftest import run_benchy_here as benchy
 
 FAST = ("--decode-tps", "2000", "--prefill-tps", "200000")
+fast_sim = shared_sim(*FAST)  # one for the module (each test reads its own part of the truth log)
 
 
 def run_into(sim, out: Path, *args: str) -> subprocess.CompletedProcess:
@@ -25,8 +27,8 @@ def figures_named_in(report: Path) -> set[str]:
     return set(re.findall(r"figures/([\w.-]+\.png)", report.read_text()))
 
 
-def test_a_folder_with_an_earlier_run_is_refused_then_replaced_with_force(start_sim, tmp_path):
-    sim = start_sim(*FAST)
+def test_a_folder_with_an_earlier_run_is_refused_then_replaced_with_force(fast_sim, tmp_path):
+    sim = SimSince(fast_sim)
     out = tmp_path / "out"
     first = run_into(sim, out, "-c", "1", "2")
     assert first.returncode == 0, first.stderr
@@ -55,8 +57,8 @@ def test_a_folder_with_an_earlier_run_is_refused_then_replaced_with_force(start_
     assert (out / "notes.txt").read_text() == "mine"  # only benchy's own files are replaced
 
 
-def test_report_elsewhere_copies_the_results_it_reports(start_sim, tmp_path):
-    sim = start_sim(*FAST)
+def test_report_elsewhere_copies_the_results_it_reports(fast_sim, tmp_path):
+    sim = SimSince(fast_sim)
     run_dir, other = tmp_path / "run", tmp_path / "other"
     assert run_into(sim, run_dir, "--no-report").returncode == 0
     assert {p.name for p in run_dir.iterdir()} == {"results.json", "requests.jsonl"}  # nothing drawn

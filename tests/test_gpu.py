@@ -13,7 +13,7 @@ import pytest
 from benchy.measure import gpu as figures
 from benchy.measure.gpu import GpuReading, GpuSample
 from benchy.server.gpu import GpuError, parse_dcgm, source_for
-from tests.conftest import run_benchy_here, warning_codes
+from tests.conftest import run_benchy_here, shared_sim, warning_codes
 
 # dcgm-exporter 3.3 (default counters plus DCGM_FI_PROF_DRAM_ACTIVE), abridged: two GPUs of one host.
 DCGM_TEXT = """\
@@ -203,12 +203,16 @@ def test_failed_scrapes_are_counted_and_said_never_a_silent_zero(start_sim, tmp_
             assert "failed" in gpu["unavailable"]["energy_j"]
 
 
+# A simulator without GPUs for the tests of --gpu-metrics that cannot be read (no truth read).
+plain_sim = shared_sim()
+
+
 @pytest.mark.parametrize(
     ("value", "words"),
     [("localhost:9400", "dcgm-exporter URL"), ("http://127.0.0.1:9/metrics", "--gpu-metrics: GET")],
 )
-def test_gpu_metrics_that_cannot_be_read_stop_the_run_with_one_line(start_sim, value, words):
-    sim = start_sim(truth_log=False)
+def test_gpu_metrics_that_cannot_be_read_stop_the_run_with_one_line(plain_sim, value, words):
+    sim = plain_sim
     proc = run_benchy_here(
         "run", "--base-url", sim.base_url, "--quiet", "--pp", "64", "--tg", "8", "--gpu-metrics", value
     )
@@ -216,8 +220,8 @@ def test_gpu_metrics_that_cannot_be_read_stop_the_run_with_one_line(start_sim, v
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_a_prometheus_endpoint_that_is_not_dcgm_is_named_as_such(start_sim):
-    sim = start_sim(truth_log=False)
+def test_a_prometheus_endpoint_that_is_not_dcgm_is_named_as_such(plain_sim):
+    sim = plain_sim
     metrics = sim.base_url.removesuffix("/v1") + "/metrics"  # vLLM's names, no DCGM_FI_
     proc = run_benchy_here(
         "run", "--base-url", sim.base_url, "--quiet", "--pp", "64", "--tg", "8", "--gpu-metrics", metrics

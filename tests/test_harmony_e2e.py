@@ -21,6 +21,7 @@ from benchy.client.stream import Client, ClientSettings, _StreamReader
 from benchy.load.prompts import Template
 from benchy.measure.records import CONTENT, REASONING, RequestRecord, read_records
 from benchy.workloads.scenario import sweep
+from tests.conftest import SimSince, shared_sim
 from tests.conftest import warning_codes as codes
 from tests.test_harmony import EXPECTED_PROMPT
 
@@ -29,6 +30,9 @@ HEAD, MARKERS = 3, 10  # marker tokens before the analysis text, and in all
 # 400 tokens/s: a 40-token answer lasts 100 ms, so a busy client reading late (tens of ms) still
 # sees a stream, not the whole answer in one read (which is buffering: nothing to time)
 FAST = ("--harmony", "--reasoning-tokens", str(R), "--decode-tps", "400", "--prefill-tps", "100000")
+
+# One Harmony simulator for the tests that use it as is (each reads its own part of the truth log).
+harmony_sim = shared_sim(*FAST)
 EARLY_S, LATE_S = 0.001, 0.05  # as tests/test_checks.py: a busy 2-core machine delays writes
 
 
@@ -94,8 +98,8 @@ def test_benchy_renders_the_pinned_harmony_prompt_for_completions_only():
     assert Template("none", "low").request_options("chat") == {"reasoning_effort": "low"}
 
 
-def test_completions_with_harmony_template_count_reasoning_and_content_as_chat_does(start_sim, tmp_path):
-    sim = start_sim(*FAST)
+def test_completions_with_harmony_template_count_reasoning_and_content_as_chat_does(harmony_sim, tmp_path):
+    sim = SimSince(harmony_sim)
     tg = 40
     chat, chat_records = bench(sim, "chat", Template("none", "high"), tmp_path, tg)
     raw, raw_records = bench(sim, "completions", Template("harmony", "high"), tmp_path, tg)
@@ -170,8 +174,8 @@ def test_same_question_gives_the_same_split_on_both_endpoints_with_straddling_ev
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
-def test_message_stop_is_detected_as_zero_token_answers(start_sim, tmp_path, endpoint):
-    sim = start_sim(*FAST)
+def test_message_stop_is_detected_as_zero_token_answers(harmony_sim, tmp_path, endpoint):
+    sim = SimSince(harmony_sim)
     template = Template("harmony" if endpoint == "completions" else "none")
     results, _ = bench(sim, endpoint, template, tmp_path, runs=2, stop=("<|message|>",))
     case = results["cases"][0]
@@ -191,8 +195,8 @@ def test_message_stop_is_detected_as_zero_token_answers(start_sim, tmp_path, end
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
-def test_end_stop_leaves_reasoning_only_on_both_endpoints(start_sim, tmp_path, endpoint):
-    sim = start_sim(*FAST)
+def test_end_stop_leaves_reasoning_only_on_both_endpoints(harmony_sim, tmp_path, endpoint):
+    sim = SimSince(harmony_sim)
     template = Template("harmony" if endpoint == "completions" else "none")
     results, records = bench(sim, endpoint, template, tmp_path, runs=2, stop=("<|end|>",))
     case = results["cases"][0]
@@ -234,8 +238,8 @@ def test_dangerous_stop_is_warned_before_anything_is_sent(capsys):
     assert err[2].startswith("benchy: error: cannot reach the server") and len(err) == 3
 
 
-def test_stripped_special_tokens_are_detected_and_ttfc_withheld(start_sim, tmp_path):
-    sim = start_sim(*FAST)
+def test_stripped_special_tokens_are_detected_and_ttfc_withheld(harmony_sim, tmp_path):
+    sim = SimSince(harmony_sim)
     # A proxy that forces skip_special_tokens back on: "analysisWe …assistantfinalThe …".
     results, records = bench(
         sim, "completions", Template("harmony"), tmp_path, extra_body={"skip_special_tokens": True}
@@ -252,8 +256,8 @@ def test_stripped_special_tokens_are_detected_and_ttfc_withheld(start_sim, tmp_p
         assert set(records[req["request_id"]].token_event_kinds) == {CONTENT}
 
 
-def test_template_none_sends_the_prompt_as_is(start_sim, tmp_path):
-    sim = start_sim(*FAST)
+def test_template_none_sends_the_prompt_as_is(harmony_sim, tmp_path):
+    sim = SimSince(harmony_sim)
     results, records = bench(sim, "completions", Template("none"), tmp_path, runs=2)
     truth = truth_by_id(sim, results)
     for req in measured(results):

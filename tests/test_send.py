@@ -11,9 +11,13 @@ from benchy.client.stream import Client, ClientSettings
 from benchy.load.plan import PlannedRequest
 from benchy.load.send import Closed, Open, send
 from benchy.measure.records import RequestRecord
+from tests.conftest import SimSince, shared_sim
 
 TG = 4
 BODY = {"ignore_eos": True, "min_tokens": TG}
+
+# A simulator at 100 tokens/s for the tests that use it (each reads its own part of the truth log).
+sim_100 = shared_sim("--decode-tps", "100", "--prefill-tps", "100000")
 
 
 def request(request_id: str, at_s: float | None = None) -> PlannedRequest:
@@ -42,8 +46,8 @@ def most_at_once(truth: list[dict]) -> int:
     return max(sum(a <= s < b for a, b in spans) for s, _ in spans)
 
 
-def test_a_closed_loop_keeps_its_streams_busy_and_never_more(start_sim):
-    sim = start_sim("--decode-tps", "100", "--prefill-tps", "100000")
+def test_a_closed_loop_keeps_its_streams_busy_and_never_more(sim_100):
+    sim = SimSince(sim_100)
     done = run(sim, [request(f"c{i}") for i in range(12)], Closed(3))
     assert len(done) == 12 and all(r.ok for r in done)
     truth = sim.truth(expect=12)
@@ -51,8 +55,8 @@ def test_a_closed_loop_keeps_its_streams_busy_and_never_more(start_sim):
     assert most_at_once(truth) == 3
 
 
-def test_a_dependent_request_leaves_after_the_answer_it_is_made_from(start_sim):
-    sim = start_sim("--decode-tps", "100", "--prefill-tps", "100000")
+def test_a_dependent_request_leaves_after_the_answer_it_is_made_from(sim_100):
+    sim = SimSince(sim_100)
     pause_s, turns = 0.05, 4
     given: list[tuple[str, bool, int | None]] = []  # what each `then` saw of its predecessor
 
@@ -97,8 +101,8 @@ def test_a_stop_set_by_a_record_ends_the_closed_loop(start_sim):
     assert {t["request_id"] for t in sim.truth(expect=len(done))} == {r.request_id for r in done}
 
 
-def test_an_open_loop_sends_each_at_its_time_and_none_past_the_deadline(start_sim):
-    sim = start_sim("--decode-tps", "100", "--prefill-tps", "100000")
+def test_an_open_loop_sends_each_at_its_time_and_none_past_the_deadline(sim_100):
+    sim = SimSince(sim_100)
     offsets = [0.0, 0.05, 0.1, 0.3, 0.35, 0.6, 5.0, 6.0]  # the last two past the deadline
     starts: list[float] = []
 

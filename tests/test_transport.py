@@ -16,12 +16,16 @@ from benchy.client.http1 import Response, _Connection, _Exchange
 from benchy.client.stream import Client, ClientSettings
 from benchy.measure.records import RequestRecord
 from benchy.workloads.case import Case
+from tests.conftest import SimSince, shared_sim
 from tests.netservers import LoggingProxy, Relay, Scripted, Seen
 from tests.test_faults import new_record as record
 from tests.test_secrets import self_signed, tls_server_context
 
 TRANSPORTS = ["lean", "aiohttp"]
 PROXY_VARS = ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
+
+# One instant simulator for the module's tests (each reads its own part of the truth log).
+instant_sim = shared_sim("--instant")
 
 
 @pytest.fixture(autouse=True)
@@ -61,8 +65,8 @@ def measured_records(results: dict) -> list[dict]:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_each_transport_records_what_the_simulator_sent(start_sim, transport):
-    sim = start_sim("--instant", "--seed", "3")
+def test_each_transport_records_what_the_simulator_sent(instant_sim, transport):
+    sim = SimSince(instant_sim)
     recs = stream(ClientSettings(base_url=sim.base_url, model="benchy-sim", transport=transport), n=3, tg=12)
     truth = {t["request_id"]: t for t in sim.truth(expect=3)}
     for rec in recs:
@@ -74,8 +78,8 @@ def test_each_transport_records_what_the_simulator_sent(start_sim, transport):
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_query_string_of_the_base_url_is_on_every_request(start_sim, transport):
-    sim = start_sim("--instant")
+def test_query_string_of_the_base_url_is_on_every_request(instant_sim, transport):
+    sim = SimSince(instant_sim)
     with Relay(int(sim.url.rsplit(":", 1)[1])) as relay:
         results = execute(f"{relay.url}/v1?api-version=2024-02-01", transport)
     # The client's own requests (the model list, calibration and its /tokenize of an answer, the
@@ -89,13 +93,13 @@ def test_query_string_of_the_base_url_is_on_every_request(start_sim, transport):
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_one_connection_per_stream_is_open_before_the_first_measured_request(start_sim, tmp_path, transport):
+def test_one_connection_per_stream_is_open_before_the_first_measured_request(instant_sim, tmp_path, transport):
     """TLS handshakes that the server starts only 0.3 s after each connection: every connection
     that carries a measured request was ready before the first measured request arrived, so no
     measured TTFT paid for one."""
     cert, key = self_signed(tmp_path)
     tls = tls_server_context(cert, key)
-    sim = start_sim("--instant")
+    sim = SimSince(instant_sim)
     with Relay(int(sim.url.rsplit(":", 1)[1]), tls=tls, handshake_delay_s=0.3) as relay:
         results = execute(f"{relay.url}/v1", transport, concurrency=4, runs=2, insecure=True)
     measured_ids = {r["request_id"] for r in measured_records(results)}
@@ -108,14 +112,14 @@ def test_one_connection_per_stream_is_open_before_the_first_measured_request(sta
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_ipv6_loopback(start_sim, transport):
+def test_ipv6_loopback(instant_sim, transport):
     if not socket.has_ipv6:
         pytest.skip("this Python has no IPv6")
     try:
         socket.socket(socket.AF_INET6).bind(("::1", 0))
     except OSError as exc:
         pytest.skip(f"no IPv6 loopback on this machine: {exc}")
-    sim = start_sim("--instant")
+    sim = SimSince(instant_sim)
     with Relay(int(sim.url.rsplit(":", 1)[1]), host="::1") as relay:
         assert relay.url.startswith("http://[::1]:")
         recs = stream(ClientSettings(base_url=f"{relay.url}/v1", model="benchy-sim", transport=transport), n=2)
@@ -127,8 +131,8 @@ def test_ipv6_loopback(start_sim, transport):
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_http_proxy_from_the_environment_carries_every_request(start_sim, monkeypatch, transport):
-    sim = start_sim("--instant")
+def test_http_proxy_from_the_environment_carries_every_request(instant_sim, monkeypatch, transport):
+    sim = SimSince(instant_sim)
     with LoggingProxy() as proxy:
         monkeypatch.setenv("HTTP_PROXY", f"http://user:pw-SECRET@127.0.0.1:{proxy.port}")
         results = execute(sim.base_url, transport)
@@ -143,8 +147,8 @@ def test_http_proxy_from_the_environment_carries_every_request(start_sim, monkey
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("how", ["no_proxy", "flag"])
-def test_a_proxy_is_bypassed_by_no_proxy_or_the_flag(start_sim, monkeypatch, transport, how):
-    sim = start_sim("--instant")
+def test_a_proxy_is_bypassed_by_no_proxy_or_the_flag(instant_sim, monkeypatch, transport, how):
+    sim = SimSince(instant_sim)
     with LoggingProxy() as proxy:
         monkeypatch.setenv("http_proxy", proxy.url)
         if how == "no_proxy":
@@ -157,9 +161,9 @@ def test_a_proxy_is_bypassed_by_no_proxy_or_the_flag(start_sim, monkeypatch, tra
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_https_goes_through_the_proxy_in_a_connect_tunnel(start_sim, tmp_path, monkeypatch, transport):
+def test_https_goes_through_the_proxy_in_a_connect_tunnel(instant_sim, tmp_path, monkeypatch, transport):
     cert, key = self_signed(tmp_path)
-    sim = start_sim("--instant")
+    sim = SimSince(instant_sim)
     with Relay(int(sim.url.rsplit(":", 1)[1]), tls=tls_server_context(cert, key)) as tls, LoggingProxy() as proxy:
         monkeypatch.setenv("HTTPS_PROXY", proxy.url)
         base = f"https://127.0.0.1:{tls.port}/v1"
@@ -174,8 +178,8 @@ def test_https_goes_through_the_proxy_in_a_connect_tunnel(start_sim, tmp_path, m
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_a_proxy_that_refuses_is_named_in_the_error(start_sim, monkeypatch, transport):
-    sim = start_sim("--instant")
+def test_a_proxy_that_refuses_is_named_in_the_error(instant_sim, monkeypatch, transport):
+    sim = SimSince(instant_sim)
     with LoggingProxy(refuse=407) as proxy:
         monkeypatch.setenv("HTTPS_PROXY", proxy.url)
         [rec] = stream(ClientSettings(base_url=sim.base_url.replace("http:", "https:"), model="m", transport=transport))
@@ -198,8 +202,8 @@ def redirector(sim_url: str, status: int = 307) -> Scripted:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_redirects_are_followed_and_credentials_stay_with_their_origin(start_sim, transport):
-    sim = start_sim("--instant")
+def test_redirects_are_followed_and_credentials_stay_with_their_origin(instant_sim, transport):
+    sim = SimSince(instant_sim)
     with redirector(sim.url) as front:
         results = execute(f"{front.url}/v1", transport, api_key="sk-REDIRECT-KEY")
         seen = front.requests
@@ -213,8 +217,8 @@ def test_redirects_are_followed_and_credentials_stay_with_their_origin(start_sim
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("status", [301, 302, 303])
-def test_a_post_moved_by_301_302_303_is_an_error_naming_the_new_url(start_sim, transport, status):
-    sim = start_sim("--instant")
+def test_a_post_moved_by_301_302_303_is_an_error_naming_the_new_url(instant_sim, transport, status):
+    sim = SimSince(instant_sim)
     with redirector(sim.url, status) as front:
         [rec] = stream(ClientSettings(base_url=f"{front.url}/v1", model="m", transport=transport))
     assert rec.error_kind == "redirect" and f"{sim.url}/v1/chat/completions" in rec.error
@@ -389,9 +393,9 @@ def test_a_stream_cut_mid_body_is_a_disconnect(transport):
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_tls_verification_and_insecure(start_sim, tmp_path, transport):
+def test_tls_verification_and_insecure(instant_sim, tmp_path, transport):
     cert, key = self_signed(tmp_path)
-    sim = start_sim("--instant")
+    sim = SimSince(instant_sim)
     with Relay(int(sim.url.rsplit(":", 1)[1]), tls=tls_server_context(cert, key)) as tls:
         base = f"https://127.0.0.1:{tls.port}/v1"
         [refused] = stream(ClientSettings(base_url=base, model="benchy-sim", transport=transport))
