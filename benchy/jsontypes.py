@@ -16,10 +16,26 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import types
 import typing
 from collections.abc import Sequence
 from typing import Any, Union
+
+
+def loads(text: bytes) -> Any:
+    """JSON through orjson (a long run's results.json parses 3x faster), else json, which also
+    reads what orjson refuses (NaN, written by benchy before 1.7) and words the errors."""
+    try:
+        return _orjson_loads(text)
+    except ValueError:
+        return json.loads(text.decode("utf-8"))
+
+
+try:
+    from orjson import loads as _orjson_loads
+except ImportError:  # pragma: no cover
+    _orjson_loads = json.loads  # type: ignore[assignment]
 
 
 class ShapeError(ValueError):

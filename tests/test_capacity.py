@@ -173,7 +173,7 @@ def test_a_shared_prefix_moves_the_answer(start_sim, tmp_path):
     """A prefill-bound server (prefills serialized, decode ~2 ms): with c requests in flight the
     last one's prefill waits for the c − 1 before it, so TTFT ≥ c × P − 2 ms, P the uncached
     prefill, and c can be at most ⌊275 ms ÷ P⌋ (+1 for that slack). Cold, P is ~50 ms (1,024
-    tokens at 20,000 t/s), far from that bound's edges: 5 × 50 ≤ 275 < 6 × 50, capacity exactly 5.
+    tokens at 20,000 t/s), far from that bound's edges: 5 × 50 ≤ 275 < 6 × 50, capacity 5 (on an idle machine).
     With half of every prompt a shared prefix the server has cached, ~512 tokens are prefilled:
     P halves and the capacity about doubles (below its bound by the sim's own per-request work,
     which a busy machine makes larger). Both are judged against the truth log's P, and benchy never
@@ -193,7 +193,13 @@ def test_a_shared_prefix_moves_the_answer(start_sim, tmp_path):
         truth = [t for p in result["points"] for t in truth_of(sim, rounds(out, p))]
         prefill.append(statistics.median(t["prefill_end_s"] - t["prefill_start_s"] for t in truth))
     cold_answer, shared_answer = (r["answer"]["capacity"] for r in results)
-    assert cold_answer == math.floor(PREFILL_SLO_S / prefill[0])
+    # 5 on an idle machine. A loaded one slows the simulator's own work per request, and c = 5
+    # can miss the SLO as the server delivered it; benchy's answer is never above the bound, and
+    # the load it calls failing failed in the truth log too (never its own delay taken for the server's).
+    assert cold_answer <= math.floor(PREFILL_SLO_S / prefill[0])
+    failing = point_at(results[0], results[0]["answer"]["failing"])
+    served = truth_of(sim, rounds(cold_out, failing))
+    assert sum(truth_ttft(t) <= PREFILL_SLO_S for t in served) < 0.9 * len(served)
     assert 1.6 * cold_answer <= shared_answer <= math.floor(PREFILL_SLO_S / prefill[1]) + 1
     for out, result in zip((cold_out, shared_out), results):
         for p in result["points"]:  # the client's TTFT includes the server's: never fewer misses

@@ -15,7 +15,7 @@ from benchy import jsontypes
 from benchy.measure import records
 from benchy.results import rows as rows_mod
 from benchy.results.rows import Rows
-from benchy.results.types import SCHEMA, SCHEMA_MAJOR, SCHEMA_MINOR, RunResult
+from benchy.results.types import SCHEMA, SCHEMA_MAJOR, SCHEMA_MINOR, RequestResult, RunResult
 
 SCHEMA_FILE = Path(__file__).parent.parent / "data" / "results.schema.json"
 _SCHEMA_ID = re.compile(r"benchy/results/(\d+)(?:\.(\d+))?")
@@ -88,7 +88,7 @@ def read(path: Path) -> RunResult:
 
 def _read_whole(path: Path) -> RunResult:
     try:
-        data = _parse(Path(path).read_bytes())
+        data = jsontypes.loads(Path(path).read_bytes())
     except OSError as exc:
         raise ResultsError(f"{path}: cannot read: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
@@ -128,7 +128,7 @@ def _read_by_lines(path: Path) -> RunResult | None:
             skeleton.append(line)
         offset = end
     try:
-        run = _typed(_parse(b"".join(skeleton)), path)
+        run = _typed(jsontypes.loads(b"".join(skeleton)), path)
     except (ValueError, ResultsError):
         fh.close()
         return None  # the whole file's reading words what is wrong
@@ -139,9 +139,11 @@ def _read_by_lines(path: Path) -> RunResult | None:
     try:
         for case, where in zip(run.cases, spans):
             if len(where) > rows_mod.IN_MEMORY:
-                case.requests, lazy = Rows.of_file(fh, where), True  # type: ignore[assignment]
+                case.requests, lazy = Rows.of_file(fh, where, parse=RequestResult.of_line), True  # type: ignore[assignment]
             else:
-                case.requests = [rows_mod.parse_row(os.pread(fh.fileno(), end - start, start)) for start, end in where]
+                case.requests = [
+                    RequestResult.of_line(os.pread(fh.fileno(), end - start, start)) for start, end in where
+                ]
     except (ValueError, jsontypes.ShapeError):
         lazy = False
         return None  # a bad request: the whole file's reading names its path
@@ -157,21 +159,6 @@ def _typed(data: Any, path: Path) -> RunResult:
         return RunResult.from_dict(data)
     except jsontypes.ShapeError as exc:
         raise ResultsError(f"{path}: malformed: {exc}") from None
-
-
-def _parse(text: bytes) -> Any:
-    """JSON through orjson (a long run's results.json parses 3x faster), else json, which also
-    reads what orjson refuses (NaN, written by benchy before 1.7) and words the errors."""
-    try:
-        return _orjson_loads(text)
-    except ValueError:
-        return json.loads(text.decode("utf-8"))
-
-
-try:
-    from orjson import loads as _orjson_loads
-except ImportError:  # pragma: no cover
-    _orjson_loads = json.loads  # type: ignore[assignment]
 
 
 def load(path: Path) -> dict:

@@ -46,18 +46,13 @@ def _flags_of_line(line: bytes) -> int:
     return sum(flag for key, flag in _FLAGS if key in line)
 
 
-def parse_row(line: bytes) -> Any:
-    """One saved request (a line of results.json's or of a spill file) as RequestResult."""
-    from benchy.results.files import _parse  # orjson, else json
-    from benchy.results.types import RequestResult
-
-    return RequestResult.from_dict(_parse(line.rstrip(b",\r\n \t")))
-
-
 class Rows(Sequence):
     """A case's rows: objects up to `in_memory`, then lines of a file (see the module's doc)."""
 
-    def __init__(self, spill_dir: Path | None = None, in_memory: int | None = None) -> None:
+    def __init__(
+        self, spill_dir: Path | None = None, in_memory: int | None = None, *, parse: Callable[[bytes], Any]
+    ) -> None:
+        self._parse = parse  # a saved row's line → its row (RequestResult.of_line)
         self._objects: list[Any] | None = []
         self._spill_dir = spill_dir
         self._in_memory = IN_MEMORY if in_memory is None else in_memory
@@ -70,11 +65,11 @@ class Rows(Sequence):
         self._memo: dict[str, Any] = {}  # figures a reader asked for, made in one pass each
 
     @classmethod
-    def of_file(cls, fh: IO[bytes], spans: Iterable[tuple[int, int]]) -> Rows:
+    def of_file(cls, fh: IO[bytes], spans: Iterable[tuple[int, int]], *, parse: Callable[[bytes], Any]) -> Rows:
         """Rows already on disk, a JSON object in each (start, end) span of `fh` (results.json's
         requests, a line each); their flags are found in the lines' bytes (no row is built:
         a bad value is found when its row is read) and no row is kept."""
-        rows = cls()
+        rows = cls(parse=parse)
         rows._objects, rows._file = None, fh
         for start, end in spans:
             rows._offsets.append(start)
@@ -160,7 +155,7 @@ class Rows(Sequence):
     def __deepcopy__(self, memo: dict) -> Rows:
         """An independent copy: the rows as read now (changes applied), in a file of its own
         when they are past in_memory."""
-        copy = Rows(self._spill_dir, self._in_memory)
+        copy = Rows(self._spill_dir, self._in_memory, parse=self._parse)
         for row in self:
             copy.append(row if self.spilled else deepcopy(row, memo))  # a row read back is already new
         return copy
@@ -191,7 +186,7 @@ class Rows(Sequence):
         fd = self._file.fileno()
         for i in indices:
             start = self._offsets[i]
-            row = parse_row(os.pread(fd, self._ends[i] - start, start))
+            row = self._parse(os.pread(fd, self._ends[i] - start, start))
             for change in self._changes:
                 change(row)
             yield row

@@ -314,6 +314,11 @@ class RequestResult(Saved, RequestRecord):
     token_count: TokenCountEntry | None = _opt("(1.5) the completion count's evidence", omit=True)
 
     @classmethod
+    def of_line(cls, line: bytes) -> RequestResult:
+        """One saved request: a line of results.json's requests (its comma too) or of a spill file."""
+        return cls.from_dict(jsontypes.loads(line.rstrip(b",\r\n \t")))
+
+    @classmethod
     def of(cls, rec: RequestRecord, values: dict[str, float | Unavailable] | None = None) -> RequestResult:
         """`values`: the request's metrics as the builder computed them with its case's verdicts
         (None: computed here, the request judged alone)."""
