@@ -404,9 +404,11 @@ def test_server_identity_metrics_and_server_view(llama_server, tmp_path):
         assert counters["decode_seconds"] == pytest.approx(decode_s, rel=0.01)  # one clock, read twice
         if case["concurrency"] == 1:  # with prompts batched together the counter held 40% of the sum
             prompt_s = sum(r["server_timings"]["prompt_ms"] for r in requests) / 1000
-            # Two of the server's own figures (its counter, its per-request timings): 5% apart at
-            # most on an idle machine, 7% (63.2 against 67.7 ms) once on a loaded one.
-            assert counters["prompt_seconds"] == pytest.approx(prompt_s, rel=0.1)
+            # Two of the server's own figures (its counter, its per-request timings), the counter
+            # lower: 5% at most on an idle machine, 7% and 11% (68.3 against 76.6 ms) on a loaded
+            # one. Never above (no other request's prompt in the case's window), and far from a
+            # request missing from it (half, with two requests).
+            assert 0.75 * prompt_s <= counters["prompt_seconds"] <= 1.05 * prompt_s, (counters, prompt_s)
         assert server["derived"]["prefill_tps"] > 0 and server["derived"]["decode_tps"] > 0
     codes = {w["code"] for w in results["warnings"]}
     assert not codes & {"server_cache_hit", "server_token_mismatch"}
