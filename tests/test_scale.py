@@ -207,15 +207,19 @@ def test_a_long_case_builds_its_requests_a_window_ahead_of_the_sends(start_sim, 
     monkeypatch.setattr(Client, "stream", counting_stream)
     sim = start_sim("--preset", "instant")
     n, streams = 40, 2
-    results = run_mod.execute(
-        run_mod.RunSettings(
-            client=ClientSettings(base_url=sim.base_url),
-            cases=[Case(pp=64, tg=4, concurrency=streams, rate=rate)],
-            warmup=0,
-            progress=False,
-            load=LoadSettings(requests=n, max_inflight=streams if rate else None, workers=1),
+
+    def execute(requests: int):
+        return run_mod.execute(
+            run_mod.RunSettings(
+                client=ClientSettings(base_url=sim.base_url),
+                cases=[Case(pp=64, tg=4, concurrency=streams, rate=rate)],
+                warmup=0,
+                progress=False,
+                load=LoadSettings(requests=requests, max_inflight=streams if rate else None, workers=1),
+            )
         )
-    )
+
+    results = execute(n)
     window = 4 * streams
     assert sent == built == list(range(n))  # each once, in order
     assert max(ahead) <= window + 1 and max(ahead) >= window  # a window ahead, never all of them
@@ -225,14 +229,6 @@ def test_a_long_case_builds_its_requests_a_window_ahead_of_the_sends(start_sim, 
     measured_ids = {r.request_id for r in case.requests if not r.warmup}
     assert len(measured_ids) == n and measured_ids <= truth_ids  # the server got each of them
     built.clear(), sent.clear(), ahead.clear()
-    short = run_mod.execute(
-        run_mod.RunSettings(
-            client=ClientSettings(base_url=sim.base_url),
-            cases=[Case(pp=64, tg=4, concurrency=streams, rate=rate)],
-            warmup=0,
-            progress=False,
-            load=LoadSettings(requests=window, max_inflight=streams if rate else None, workers=1),
-        )
-    )
+    short = execute(window)
     assert ahead[-1] == window and sent == list(range(window))  # all built before the first send
     assert short.cases[0].n_ok + short.cases[0].n_failed == window
