@@ -110,7 +110,7 @@ def case_result(
 ) -> CaseResult:
     made = records if isinstance(records, CaseRows) else CaseRows.of(records, keep_records=bool(case.workload))
     rows = made.rows
-    reasons = [why for f, why in zip(rows._flags, made.buffer_reasons) if f & (WARMUP | OK | CONTROL) == OK]
+    reasons = [why for f, why in zip(rows.flags, made.buffer_reasons) if f & (WARMUP | OK | CONTROL) == OK]
     buffered: Unavailable | Literal[False] = metrics.buffering_verdict(reasons) or False  # one late read is no buffer
     if buffered:
         rows.apply(lambda row: _judge_buffered(row, buffered))

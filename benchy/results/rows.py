@@ -79,6 +79,11 @@ class Rows(Sequence):
         return rows
 
     @property
+    def flags(self) -> bytes:
+        """Each row's flags (WARMUP, OK, CONTROL), in order, read from no row."""
+        return bytes(self._flags)
+
+    @property
     def spilled(self) -> bool:
         return self._objects is None
 
