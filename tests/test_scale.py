@@ -128,10 +128,48 @@ def test_rows_spilled_to_disk_build_the_results_they_build_in_memory(start_sim, 
     assert all(isinstance(c.requests, rows_mod.Rows) and c.requests.spilled for c in spilled.cases)
     assert all(not c.requests.spilled for c in held.cases)  # type: ignore[attr-defined]
     assert spilled.to_dict() == held.to_dict()
+    for a_case, b_case in zip(spilled.cases, held.cases):  # what the checks read, gathered in the build's pass
+        assert a_case.facts() == b_case.facts() and a_case.facts().n_measured == len(b_case.measured_ok()) + sum(
+            not r.warmup and not r.ok for r in b_case.requests
+        )
+        assert a_case.requests.lines() is not None  # type: ignore[attr-defined]  # changes written: saved by copy
     a, b = results_files.save(held, tmp_path / "held"), results_files.save(spilled, tmp_path / "spilled")
     assert a.read_bytes() == b.read_bytes()
     if preset == "proxy-buffered":  # the verdict reached every row read back from disk
         assert all(r.unavailable_codes.get("ttft_s") for c in spilled.cases for r in c.measured_ok())
+
+
+def test_spilled_rows_changed_are_written_out_by_the_first_whole_pass(tmp_path):
+    """A change to a spilled case's rows (the buffering verdict, a withheld figure) is applied
+    to each row read; the first whole pass writes the changed rows out, after which their
+    lines are copied (Rows.lines) as the rows would be written. A pass cut short, or one the
+    rows changed during, writes nothing out: the change still reaches every row read."""
+    from benchy.measure import records
+    from benchy.results import rows as rows_mod
+    from benchy.results.types import RequestResult
+
+    run = results_files.read(SHIPPED[0])
+    source = [r for c in run.cases for r in c.requests][:12]
+    rows = rows_mod.Rows(tmp_path, in_memory=3, parse=RequestResult.of_line)
+    for r in source:
+        rows.append(copy.deepcopy(r))
+    assert rows.spilled and rows.lines() is not None  # nothing to apply: copied as written
+    rows.apply(lambda r: r.metrics.__setitem__("e2e_s", None))
+    assert rows.lines() is None
+    next(iter(rows))  # a pass cut short
+    assert rows.lines() is None and all(r.metrics.get("e2e_s") is None for r in rows.where(lambda f: True))
+    passing = iter(rows)
+    next(passing)
+    rows.apply(lambda r: r.metrics.__setitem__("ttft_s", None))  # the rows change during a pass
+    list(passing)
+    assert rows.lines() is None
+    read = list(rows)  # a whole pass: written out
+    assert all(r.metrics.get("e2e_s") is None and r.metrics.get("ttft_s") is None for r in read)
+    lines = rows.lines()
+    assert lines is not None and [line.decode() for line in lines] == [records.dumps(r.to_dict()) for r in read]
+    assert list(rows) == read and len(rows) == len(source)
+    read[0].metrics["e2e_s"] = 1.0  # a row read back is the reader's own
+    assert rows[0].metrics.get("e2e_s") is None
 
 
 def test_a_saved_run_reads_back_a_request_a_line_without_holding_long_cases(tmp_path, monkeypatch):

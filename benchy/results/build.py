@@ -33,6 +33,7 @@ from benchy.results.types import (
     NotMeasured,
     Queueing,
     RequestResult,
+    RowScan,
     RunResult,
     ServerCaseMetrics,
     Setup,
@@ -115,8 +116,13 @@ def case_result(
     if buffered:
         rows.apply(lambda row: _judge_buffered(row, buffered))
     tally = _Tally(slo)
+    scan = RowScan() if rows.spilled else None  # what the checks and reports read, in the same pass
     for row in rows:  # one pass: a spilled case is read a row at a time
         tally.add(row)
+        if scan is not None:
+            scan.add(row)
+    if scan is not None:
+        rows.remember(RowScan.KEY, scan)  # until a row changes (a withheld figure: read again)
     summary, unavailable = tally.summaries()
     measured = tally.measured
     per_case = metrics.case_metrics(measured, _light_tokens)  # type: ignore[arg-type]
@@ -424,11 +430,11 @@ def _streams_token_by_token(case: CaseResult) -> bool:
     """The server's own usage shows about one token per event: direct evidence of a live
     stream, which outweighs a TTFT trend (on a fast small model, load noise in TTFT can
     rival the whole decode time)."""
-    requests = case.measured_ok()
+    facts = case.facts()
     per_event = case.median("tokens_per_event")
     return (
-        bool(requests)
-        and all(r.usage_reported for r in requests)
+        bool(facts.n_ok)
+        and facts.n_usage_reported == facts.n_ok  # every one carried usage
         and per_event is not None
         and per_event <= metrics.LIVE_STREAM_TOKENS_PER_EVENT
     )

@@ -65,6 +65,7 @@ from benchy.measure.gpu import GpuCase, GpuSetup
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import WorkloadFigures
+from benchy.results.facts import CaseFacts
 from benchy.results.rows import OK, WARMUP, Rows
 from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
@@ -424,9 +425,16 @@ class CaseResult(Saved):
     def columns(self) -> RequestColumns:
         """What the reports read of every request, gathered in one pass over them (made once:
         a long case's rows on disk are parsed once, not once per figure that reads them)."""
+        return self._scan().columns
+
+    def facts(self) -> CaseFacts:
+        """What the checks read of every request (results/facts.py), from the same one pass."""
+        return self._scan().facts
+
+    def _scan(self) -> RowScan:
         if isinstance(self.requests, Rows) and self.requests.spilled:  # rows held may be changed in place
-            return self.requests.once("columns", RequestColumns.of)
-        return RequestColumns.of(self.requests)
+            return self.requests.once(RowScan.KEY, RowScan.of)
+        return RowScan.of(self.requests)
 
     def withhold(self, names: tuple[str, ...], why: Unavailable) -> None:
         """Makes `names` unavailable for `why`, in the case and its requests; a figure already
@@ -455,20 +463,44 @@ class RequestColumns:
 
     @classmethod
     def of(cls, requests: Iterable[RequestResult]) -> RequestColumns:
-        values: dict[str, array] = {}
-        tokens: int | None = 0
-        counted = 0
+        return RowScan.of(requests).columns
+
+
+class RowScan:
+    """One pass over a case's rows: the reports' columns and the checks' facts at once."""
+
+    KEY = "scan"  # its name among a Rows' figures made once (Rows.once, Rows.remember)
+
+    def __init__(self) -> None:
+        self.facts = CaseFacts()
+        self._values: dict[str, array] = {}
+        self._tokens: int | None = 0
+        self._counted = 0
+
+    @classmethod
+    def of(cls, requests: Iterable[RequestResult]) -> RowScan:
+        scan = cls()
         for r in requests:
-            if r.warmup:
-                continue
-            counted += 1
-            tokens = None if tokens is None or r.completion_tokens is None else tokens + r.completion_tokens
-            if not r.ok:
-                continue
-            for name, value in r.metrics.items():
-                if value is not None:
-                    values.setdefault(name, array("d")).append(value)
-        return cls(values, tokens if counted else None)
+            scan.add(r)
+        return scan
+
+    def add(self, r: RequestResult) -> None:
+        self.facts.add(r)
+        if r.warmup:
+            return
+        self._counted += 1
+        tokens = self._tokens
+        self._tokens = None if tokens is None or r.completion_tokens is None else tokens + r.completion_tokens
+        if not r.ok:
+            return
+        values = self._values
+        for name, value in r.metrics.items():
+            if value is not None:
+                values.setdefault(name, array("d")).append(value)
+
+    @property
+    def columns(self) -> RequestColumns:
+        return RequestColumns(self._values, self._tokens if self._counted else None)
 
 
 def _withhold_request(req: RequestResult, name: str, why: Unavailable) -> None:
