@@ -49,7 +49,7 @@ class CaseRows:
     workload case also keeps its records (its figures re-read the streams)."""
 
     def __init__(self, keep_records: bool = False, spill_dir: Path | None = None) -> None:
-        self.rows = Rows(spill_dir, parse=RequestResult.of_line)  # past rows.IN_MEMORY, on disk: a line each
+        self.rows = Rows(spill_dir, parse=RequestResult.of_own_line)  # past rows.IN_MEMORY, on disk: a line each
         self.buffer_reasons: list[str | None] = []  # per row: why its own stream looks buffered
         self._reasons: dict[str, str] = {}  # the distinct reasons: a long buffered case repeats a few
         self.records: list[RequestRecord] | None = [] if keep_records else None

@@ -320,6 +320,17 @@ class RequestResult(Saved, RequestRecord):
         return cls.from_dict(jsontypes.loads(line.rstrip(b",\r\n \t")))
 
     @classmethod
+    def of_own_line(cls, line: bytes) -> RequestResult:
+        """A line this process wrote from a row's to_dict (a spill file, rows.py), built without
+        checking each value's type as of_line does a saved file's: the same row, in about half
+        the time (each spilled row is read again at the run's end)."""
+        data = jsontypes.loads(line)
+        count = data.get("token_count")
+        if count is not None:
+            data["token_count"] = TokenCountEntry(**count)  # the one dataclass a row holds
+        return cls(**data)
+
+    @classmethod
     def of(cls, rec: RequestRecord, values: dict[str, float | Unavailable] | None = None) -> RequestResult:
         """`values`: the request's metrics as the builder computed them with its case's verdicts
         (None: computed here, the request judged alone)."""
