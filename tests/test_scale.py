@@ -76,6 +76,20 @@ def test_the_bootstrap_is_scipys_interval_of_one_draw_bit_for_bit(name):
     assert stats.median_ci95(values) == [float(whole.low), float(whole.high)]
 
 
+@pytest.mark.parametrize("n", [20_000, 20_001, 4, 5])
+def test_the_bootstrap_by_counting_draws_the_medians_of_np_median(n):
+    """The resamples' medians found from each one's counts of the sorted values (stats.py) are
+    np.median's of the same draws, bit for bit: even and odd lengths, ties, a long case's
+    length (scipy's own bootstrap of 20,000 values is too slow for a test)."""
+    for values in (
+        np.random.default_rng(n).lognormal(size=n),
+        np.round(np.random.default_rng(n).exponential(size=n), 1),
+    ):
+        counted = stats._medians_by_counting(values, np.random.default_rng(stats.BOOTSTRAP_SEED))
+        partitioned = stats._medians_by_partition(values, np.random.default_rng(stats.BOOTSTRAP_SEED))
+        assert all(np.array_equal(a, b) for a, b in zip(counted, partitioned, strict=True))
+
+
 def _records_of(out):
     """The run's records from requests.jsonl, by case label, and the run's setup."""
     from benchy.measure.records import read_records

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -70,16 +70,49 @@ def median_ci95(arr: np.ndarray) -> list[float] | None:
         return None
     if np.all(arr == arr[0]):
         return [float(arr[0]), float(arr[0])]
-    n = int(arr.size)
     rng = np.random.default_rng(BOOTSTRAP_SEED)
-    at_once = _resamples_at_once(n)
-    medians = [
-        np.median(arr[rng.integers(0, n, (min(at_once, BOOTSTRAP_RESAMPLES - k), n))], axis=-1)
-        for k in range(0, BOOTSTRAP_RESAMPLES, at_once)
-    ]
+    medians = _medians_by_partition(arr, rng) if np.isnan(arr).any() else _medians_by_counting(arr, rng)
     alpha = (1 - 0.95) / 2
     low, high = _linear_quantiles(np.concatenate(medians), np.array([alpha, 1 - alpha]))
     return [float(low), float(high)]
+
+
+def _batches(n: int) -> Iterator[int]:
+    """How many resamples each draw makes, in order (bounded memory, one random stream)."""
+    at_once = _resamples_at_once(n)
+    for k in range(0, BOOTSTRAP_RESAMPLES, at_once):
+        yield min(at_once, BOOTSTRAP_RESAMPLES - k)
+
+
+def _medians_by_partition(arr: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+    """Each resample's np.median: scipy's arithmetic, with its NaN (a NaN makes the median one)."""
+    n = int(arr.size)
+    return [np.median(arr[rng.integers(0, n, (rows, n))], axis=-1) for rows in _batches(n)]
+
+
+def _medians_by_counting(arr: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+    """The same medians, bit for bit, from the same draws, without partitioning each resample
+    (5 of the 6.6 s that 200,000 values took: a soak's end waited for it, a metric at a time).
+    A resample's k-th smallest value is the sorted values' entry at the first rank whose
+    cumulative count of draws passes k; the median is that entry (odd n), or the mean of the
+    two middle ones as np.median takes it, (a + b) / 2."""
+    n = int(arr.size)
+    order = np.argsort(arr, kind="stable")
+    ordered = arr[order]
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n)
+    lo, hi = (n - 1) // 2, n // 2
+    medians = []
+    for rows in _batches(n):
+        ranks = rank[rng.integers(0, n, (rows, n))]
+        ranks += (np.arange(rows) * n)[:, None]  # one bincount for the batch: row i's ranks offset by i·n
+        below = np.cumsum(np.bincount(ranks.ravel(), minlength=rows * n).reshape(rows, n), axis=1)
+        low = ordered[[np.searchsorted(row, lo, side="right") for row in below]]
+        if lo == hi:
+            medians.append(low)
+        else:
+            medians.append((low + ordered[[np.searchsorted(row, hi, side="right") for row in below]]) / 2)
+    return medians
 
 
 def _linear_quantiles(values: np.ndarray, p: np.ndarray) -> np.ndarray:
