@@ -93,6 +93,8 @@ def to_json(value: Any) -> Any:
         return value
     if cls is dict:
         return {str(k): v if v.__class__ in _SCALARS else to_json(v) for k, v in value.items()}
+    if cls is list:
+        return [v if v.__class__ in _SCALARS else to_json(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = {}
         getter, fields = _saved_fields(cls)

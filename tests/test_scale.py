@@ -153,7 +153,7 @@ def test_rows_spilled_to_disk_build_the_results_they_build_in_memory(start_sim, 
         assert all(r.unavailable_codes.get("ttft_s") for c in spilled.cases for r in c.measured_ok())
 
 
-def test_spilled_rows_changed_are_written_out_by_the_first_whole_pass(tmp_path):
+def test_spilled_rows_changed_are_written_out_by_the_first_whole_pass(tmp_path, monkeypatch):
     """A change to a spilled case's rows (the buffering verdict, a withheld figure) is applied
     to each row read; the first whole pass writes the changed rows out, after which their
     lines are copied (Rows.lines) as the rows would be written. A pass cut short, or one the
@@ -162,9 +162,10 @@ def test_spilled_rows_changed_are_written_out_by_the_first_whole_pass(tmp_path):
     from benchy.results import rows as rows_mod
     from benchy.results.types import RequestResult
 
+    monkeypatch.setattr(rows_mod, "_WRITE_AT", 5000)  # written out a few rows at a time, the last ones at the end
     run = results_files.read(SHIPPED[0])
     source = [r for c in run.cases for r in c.requests][:12]
-    rows = rows_mod.Rows(tmp_path, in_memory=3, parse=RequestResult.of_line)
+    rows = rows_mod.Rows(tmp_path, in_memory=3, parse=RequestResult.of_own_line)
     for r in source:
         rows.append(copy.deepcopy(r))
     assert rows.spilled and rows.lines() is not None  # nothing to apply: copied as written

@@ -266,9 +266,10 @@ class _Tally:
         self.n_ok += 1
         self.ok_tokens += _row_tokens(row)
         self.anomalies.update(row.anomalies)
-        for name, value in _row_values(row).items():
-            if isinstance(value, Unavailable):
-                self.missing[name][(value.code, value.message)] += 1
+        codes, why = row.unavailable_codes, row.unavailable  # _row_values, without an Unavailable a value
+        for name, value in row.metrics.items():
+            if value is None:
+                self.missing[name][(codes.get(name, metrics.LEGACY), why.get(name, "not measured"))] += 1
             else:
                 self.values[name].append(value)
 
@@ -311,9 +312,15 @@ def _judge_buffered(row: RequestResult, why: Unavailable) -> None:
     for name in metrics.STREAM_TIMING_METRICS:
         row.metrics[name] = None
         row.unavailable[name], row.unavailable_codes[name] = why.message, why.code
-    order = {name: i for i, name in enumerate(metrics.REQUEST_METRICS)}
-    row.unavailable = dict(sorted(row.unavailable.items(), key=lambda kv: order.get(kv[0], 0)))
-    row.unavailable_codes = dict(sorted(row.unavailable_codes.items(), key=lambda kv: order.get(kv[0], 0)))
+    row.unavailable = dict(sorted(row.unavailable.items(), key=_in_metric_order))
+    row.unavailable_codes = dict(sorted(row.unavailable_codes.items(), key=_in_metric_order))
+
+
+_METRIC_ORDER = {name: i for i, name in enumerate(metrics.REQUEST_METRICS)}
+
+
+def _in_metric_order(item: tuple[str, str]) -> int:
+    return _METRIC_ORDER.get(item[0], 0)
 
 
 def _row_tokens(row: RequestResult) -> int:

@@ -31,6 +31,7 @@ _SET = os.environ.get("BENCHY_ROWS_IN_MEMORY", "")  # a tuning knob (tests spill
 IN_MEMORY = int(_SET) if _SET.isdigit() else 4096  # rows per case held as objects
 
 WARMUP, OK, CONTROL = 1, 2, 4  # a row's flags
+_WRITE_AT = 1 << 20  # rows written out are written a megabyte at a time
 
 
 def flags_of(row: Any) -> int:
@@ -208,14 +209,19 @@ class Rows(Sequence):
         the changes are done (a pass cut short, or rows changed during it, replace nothing)."""
         generation, new = self._generation, self._new_file()
         offsets, ends, size = array("q"), array("q"), 0
+        pending = bytearray()  # lines not yet written: one write a megabyte, not one a row
         try:
             for row in self._read(range(len(self._offsets))):
                 line = records.dumps(row.to_dict()).encode() + b"\n"  # before a reader changes the row
-                os.pwrite(new.fileno(), line, size)
                 offsets.append(size)
                 size += len(line)
                 ends.append(size)
+                pending += line
+                if len(pending) >= _WRITE_AT:
+                    os.pwrite(new.fileno(), pending, size - len(pending))
+                    pending.clear()
                 yield row
+            os.pwrite(new.fileno(), pending, size - len(pending))
         except BaseException:
             new.close()
             raise
