@@ -51,9 +51,10 @@ keeps the raw status the client saw.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -445,7 +446,13 @@ class CaseResult(Saved):
     def _scan(self) -> RowScan:
         if isinstance(self.requests, Rows) and self.requests.spilled:  # rows held may be changed in place
             return self.requests.once(RowScan.KEY, RowScan.of)
-        return RowScan.of(self.requests)
+        if _held is None:
+            return RowScan.of(self.requests)
+        case, scan = _held.get(id(self), (None, None))
+        if case is not self or scan is None:
+            scan = RowScan.of(self.requests)
+            _held[id(self)] = (self, scan)
+        return scan
 
     def withhold(self, names: tuple[str, ...], why: Unavailable) -> None:
         """Makes `names` unavailable for `why`, in the case and its requests; a figure already
@@ -463,6 +470,22 @@ class CaseResult(Saved):
             else:
                 for req in self.requests:
                     change(req)
+
+
+_held: dict[int, tuple[CaseResult, RowScan]] | None = None  # scans_held's, by case
+
+
+@contextlib.contextmanager
+def scans_held() -> Iterator[None]:
+    """Within it, a case whose rows are held is scanned once however many readers ask (the
+    checks: nothing changes a result while they read it); a spilled case's scan is kept by
+    its rows (Rows.once) until they change."""
+    global _held
+    outer, _held = _held, {}
+    try:
+        yield
+    finally:
+        _held = outer
 
 
 @dataclass
