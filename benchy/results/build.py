@@ -56,6 +56,9 @@ class CaseRows:
         self.served = 0  # measured requests that ended ok as the client saw them (the server's count)
         self.alone_ttft_s: list[float] = []  # TTFTs of the requests sent alone (load/alone.py), as measured
         self.alone_points: list[tuple[float, float]] = []  # their (uncached prompt tokens, TTFT)
+        self._sent = array("d")  # per row: when it was sent (monotonic s), when it ended, its tokens
+        self._ended = array("d")  # (the client's figures: load/monitor.py, read without the rows)
+        self._tokens = array("q")
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], keep_records: bool = False) -> CaseRows:
@@ -77,6 +80,9 @@ class CaseRows:
             if rec.prompt_tokens is not None:
                 self.alone_points.append((rec.prompt_tokens - (rec.cached_tokens or 0), ttft))
         self.rows.append(row)
+        self._sent.append(row.sent_mono_s)
+        self._ended.append(row.sent_mono_s + (row.end_s or 0.0))
+        self._tokens.append(row.completion_tokens or row.events)
         why = metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None
         self.buffer_reasons.append(None if why is None else self._reasons.setdefault(why, why))  # one copy each
         if self.records is not None:
@@ -87,13 +93,23 @@ class CaseRows:
         """Remakes the row at `position` from its record, which has gained a witness since it
         was added (the server's tokenization, asked after the case: load/tokenize.py)."""
         rec = metrics.classify(rec)
-        self.rows[position] = RequestResult.of(rec, metrics.request_metrics(rec, False))
+        row = self.rows[position] = RequestResult.of(rec, metrics.request_metrics(rec, False))
+        self._sent[position], self._ended[position] = row.sent_mono_s, row.sent_mono_s + (row.end_s or 0.0)
+        self._tokens[position] = row.completion_tokens or row.events
         self.buffer_reasons[position] = metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None
         if self.records is not None:
             self.records[position] = rec
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def spans(self) -> list[tuple[float, float]]:
+        """Each row's (sent, ended) on the monotonic clock, read from no row."""
+        return list(zip(self._sent, self._ended))
+
+    def client_tokens(self) -> int:
+        """The tokens of every row as the client's figures count them (usage, else events)."""
+        return sum(self._tokens)
 
 
 def case_result(
