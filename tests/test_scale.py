@@ -90,6 +90,18 @@ def test_the_bootstrap_by_counting_draws_the_medians_of_np_median(n):
         assert all(np.array_equal(a, b) for a, b in zip(counted, partitioned, strict=True))
 
 
+def test_the_bootstraps_drawn_together_are_each_ones_own():
+    """A case's metrics share their requests: their bootstraps draw the indices once
+    (stats.summarize_all), and each summary is still the one its sample gives alone."""
+    rng = np.random.default_rng(7)
+    samples = [rng.lognormal(size=3001), rng.exponential(size=3001), np.round(rng.normal(size=3001), 1),
+               rng.random(500), np.full(3001, 0.25), np.array([1.0, np.nan, 3.0]), rng.random(2)]  # fmt: skip
+    together = stats.summarize_all(samples)
+    alone = [stats.summarize(values) for values in samples]
+    assert json.dumps(together) == json.dumps(alone)  # NaN-safe, bit for bit
+    assert together[0]["ci95"] != together[1]["ci95"]
+
+
 def _records_of(out):
     """The run's records from requests.jsonl, by case label, and the run's setup."""
     from benchy.measure.records import read_records

@@ -139,7 +139,7 @@ def case_result(
             scan.add(row)
     if scan is not None:
         rows.remember(RowScan.KEY, scan)  # until a row changes (a withheld figure: read again)
-    summary, unavailable = tally.summaries()
+    summary, unavailable, send_lag = tally.summaries()
     measured = tally.measured
     per_case = metrics.case_metrics(measured, _light_tokens)  # type: ignore[arg-type]
     cut = metrics.cut_short(len(measured), planned_requests)
@@ -170,7 +170,7 @@ def case_result(
         rate=case.rate,
         achieved_rate=_value(per_case["achieved_rate"]),
         request_rate=_value(rates["request_rate"]),
-        send_lag=MetricSummary.of(tally.lags) if tally.lags else None,
+        send_lag=send_lag,
         goodput=_goodput(measured, slo) if slo else None,
         requests=rows,  # type: ignore[arg-type]  # a Sequence: on disk past rows.IN_MEMORY
         client=ClientHealth.from_dict(client, strict=True) if client else None,  # an unknown key: a field forgot
@@ -289,11 +289,13 @@ class _Tally:
             else:
                 self.values[name].append(value)
 
-    def summaries(self) -> tuple[dict[str, MetricSummary | None], dict[str, Unavailable]]:
+    def summaries(self) -> tuple[dict[str, MetricSummary | None], dict[str, Unavailable], MetricSummary | None]:
         """A metric is summarized only if every successful request has it: averaging the subset
-        that happened to be measurable would hide the rest."""
+        that happened to be measurable would hide the rest. Then the send lags' summary. The
+        bootstraps of all of them are drawn together (MetricSummary.of_all)."""
         summary: dict[str, MetricSummary | None] = {}
         unavailable: dict[str, Unavailable] = {}
+        complete: list[str] = []
         for name in metrics.REQUEST_METRICS:
             missing, measured = self.missing[name], self.values[name]
             n_missing = sum(missing.values())
@@ -306,8 +308,10 @@ class _Tally:
                     message = f"{n_missing} of {self.n_ok} requests: {message}"
                 unavailable[name] = Unavailable(code, message)
             else:
-                summary[name] = MetricSummary.of(measured)  # type: ignore[arg-type]
-        return summary, unavailable
+                complete.append(name)
+        made = MetricSummary.of_all([self.values[name] for name in complete] + ([self.lags] if self.lags else []))
+        summary.update(zip(complete, made))  # in the registry's order, as before
+        return summary, unavailable, made[-1] if self.lags else None
 
 
 def _workload_figures(case: Case, made: CaseRows):

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -105,6 +106,11 @@ class MetricSummary(Saved):
     @classmethod
     def of(cls, values: Sequence[float]) -> MetricSummary:
         return cls(**stats.summarize(values))
+
+    @classmethod
+    def of_all(cls, samples: Sequence[Sequence[float]]) -> list[MetricSummary]:
+        """`of` each sample, their bootstraps drawn together (stats.summarize_all)."""
+        return [cls(**found) for found in stats.summarize_all(samples)]
 
 
 @dataclass
@@ -325,7 +331,7 @@ class RequestResult(Saved, RequestRecord):
         """A line this process wrote from a row's to_dict (a spill file, rows.py), built without
         checking each value's type as of_line does a saved file's: the same row, in about half
         the time (each spilled row is read again at the run's end)."""
-        data = jsontypes.loads(line)
+        data = {sys.intern(k): v for k, v in jsontypes.loads(line).items()}  # interned: ** matches them at once
         count = data.get("token_count")
         if count is not None:
             data["token_count"] = TokenCountEntry(**count)  # the one dataclass a row holds
