@@ -332,15 +332,18 @@ def _judge_buffered(row: RequestResult, why: Unavailable) -> None:
     for name in metrics.STREAM_TIMING_METRICS:
         row.metrics[name] = None
         row.unavailable[name], row.unavailable_codes[name] = why.message, why.code
-    row.unavailable = dict(sorted(row.unavailable.items(), key=_in_metric_order))
-    row.unavailable_codes = dict(sorted(row.unavailable_codes.items(), key=_in_metric_order))
+    row.unavailable = _in_metric_order(row.unavailable)
+    row.unavailable_codes = _in_metric_order(row.unavailable_codes)
 
 
 _METRIC_ORDER = {name: i for i, name in enumerate(metrics.REQUEST_METRICS)}
 
 
-def _in_metric_order(item: tuple[str, str]) -> int:
-    return _METRIC_ORDER.get(item[0], 0)
+def _in_metric_order(by_metric: dict[str, str]) -> dict[str, str]:
+    """`by_metric` in the registry's order (a name it does not know sorts with its first)."""
+    if by_metric.keys() <= _METRIC_ORDER.keys():  # every name known: picked in order, not sorted
+        return {name: by_metric[name] for name in _METRIC_ORDER if name in by_metric}
+    return dict(sorted(by_metric.items(), key=lambda kv: _METRIC_ORDER.get(kv[0], 0)))
 
 
 def _row_tokens(row: RequestResult) -> int:
