@@ -17,14 +17,16 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchy.measure import metrics
 from benchy.measure.metrics import OUTPUT_FAILURES
 from benchy.measure.records import Anomaly
 
-if TYPE_CHECKING:
-    from benchy.results.types import RequestResult, TokenCountEntry
+# A row is a results.types.RequestResult, its token_count a TokenCountEntry: named, not
+# imported (types.py imports this module; the house keeps imports free of circles).
+RequestResult = Any
+TokenCountEntry = Any
 
 
 def context_served(cached: int | None, context: int) -> bool:
