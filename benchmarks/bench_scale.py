@@ -23,6 +23,9 @@ be shared and noisy; every run is printed):
   soak            --soak N (not for CI: minutes): the same load at N requests (200,000), once:
                   its peak RSS against the 2,000-request run's (target at most 1.5), its CPU,
                   results.json's size, and `benchy report` on it
+  end phase       of each long run and the soak: seconds from its last record (requests.jsonl's
+                  last write: the writer closes it as the load ends) to the process's exit (the
+                  results built, checked, saved, the report drawn); the soak's target: 30 s
 
 The client's cost per streamed token, against llama-benchy's, is benchmarks/bench_client.py's
 (`make bench` runs it after this one): CPU between the first request's arrival and the last
@@ -50,6 +53,7 @@ sys.path.insert(0, str(SELF.parent))  # bench_client's llama-benchy helpers
 TARGET_RSS_RATIO = 1.5
 TARGET_REPORT_RATIO = 2.0
 TARGET_CPU_RATIO = 1.0
+TARGET_SOAK_END_S = 30.0  # the soak's last record → exit
 SHORT, LONG = 2_000, 20_000
 
 
@@ -60,6 +64,12 @@ class Usage:
     rss_mb: float
     cpu_s: float
     wall_s: float
+    exited_at: float  # time.time() once it had exited
+
+
+def end_phase_s(run: Usage, out: Path) -> float:
+    """Seconds from the run's last record written (requests.jsonl's mtime) to its exit."""
+    return run.exited_at - (out / "requests.jsonl").stat().st_mtime
 
 
 def _env() -> dict:
@@ -77,7 +87,7 @@ def measure(cmd: list[str]) -> Usage:
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode not in (0, 4):  # 4: finished with warnings (docs/exit-codes.md)
         raise RuntimeError(f"{shlex.join(cmd[:4])} … exited {proc.returncode}: {err.strip()[-400:]}")
-    return Usage(usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, time.perf_counter() - t0)
+    return Usage(usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, time.perf_counter() - t0, time.time())
 
 
 class Sim:
@@ -115,25 +125,36 @@ def long_run_figures(sim: Sim, folder: Path, repeat: int) -> dict[int, list[tupl
             report = measure([sys.executable, "-m", "benchy", "report", str(out), "--force"])
             found[n].append((run, report))
             print(
-                f"  round {i + 1}: {n:>6,} requests: run peak RSS {run.rss_mb:6.0f} MB, report {report.cpu_s:5.2f} CPU-s"
+                f"  round {i + 1}: {n:>6,} requests: run peak RSS {run.rss_mb:6.0f} MB, report {report.cpu_s:5.2f} CPU-s, "
+                f"end phase {end_phase_s(run, out):5.2f} s"
             )
     return found
 
 
-def soak_figures(sim: Sim, folder: Path, n: int, keep: bool = False) -> tuple[Usage, Usage, float]:
-    """(run, report, results.json MB) of one run of `n` requests: the long-run load, soaked."""
+@dataclass
+class Soak:
+    run: Usage
+    report: Usage
+    size_mb: float  # results.json's
+    end_phase_s: float  # last record → exit
+
+
+def soak_figures(sim: Sim, folder: Path, n: int, keep: bool = False) -> Soak:
+    """One run of `n` requests: the long-run load, soaked."""
     out = folder / f"soak{n}"
     load = ["--pp", "64", "--tg", "8", "-c", "32", "--requests", str(n)]
     run = measure(benchy_run(sim.base_url, out, load))
+    end = end_phase_s(run, out)
     size_mb = (out / "results.json").stat().st_size / 1e6
     report = measure([sys.executable, "-m", "benchy", "report", str(out), "--force"])
     print(
-        f"  soak: {n:>,} requests: run peak RSS {run.rss_mb:6.0f} MB, {run.cpu_s:.0f} CPU-s, {run.wall_s:.0f} s; "
-        f"results.json {size_mb:.0f} MB; report peak RSS {report.rss_mb:.0f} MB, {report.cpu_s:.1f} CPU-s"
+        f"  soak: {n:>,} requests: run peak RSS {run.rss_mb:6.0f} MB, {run.cpu_s:.0f} CPU-s, {run.wall_s:.0f} s "
+        f"(end phase {end:.1f} s); results.json {size_mb:.0f} MB; report peak RSS {report.rss_mb:.0f} MB, "
+        f"{report.cpu_s:.1f} CPU-s"
     )
     if not keep:
         shutil.rmtree(out, ignore_errors=True)  # hundreds of MB
-    return run, report, size_mb
+    return Soak(run, report, size_mb, end)
 
 
 @dataclass
@@ -238,14 +259,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _soak_lines(n: int, soak: tuple[Usage, Usage, float], long: dict[int, list[tuple[Usage, Usage]]]) -> list[str]:
-    run, report, size_mb = soak
+def _soak_lines(n: int, soak: Soak, long: dict[int, list[tuple[Usage, Usage]]]) -> list[str]:
+    run, report, size_mb = soak.run, soak.report, soak.size_mb
     line = f"soak of {n:,} requests: run peak RSS {run.rss_mb:.0f} MB, report peak RSS {report.rss_mb:.0f} MB"
     if long:
         short = statistics.median(r.rss_mb for r, _ in long[SHORT])
         ratio = run.rss_mb / short
         line += f"; ÷ 2,000's {ratio:.2f} (target <= {TARGET_RSS_RATIO})  {_verdict(ratio <= TARGET_RSS_RATIO)}"
-    return [line, f"  run {run.cpu_s:.0f} CPU-s, report {report.cpu_s:.1f} CPU-s, results.json {size_mb:.0f} MB"]
+    end = soak.end_phase_s
+    return [
+        line,
+        f"  end phase (last record -> exit) {end:.1f} s (target <= {TARGET_SOAK_END_S:g})  "
+        f"{_verdict(end <= TARGET_SOAK_END_S)}",
+        f"  run {run.cpu_s:.0f} CPU-s, report {report.cpu_s:.1f} CPU-s, results.json {size_mb:.0f} MB",
+    ]
 
 
 def _long_lines(long: dict[int, list[tuple[Usage, Usage]]]) -> list[str]:

@@ -17,9 +17,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import operator
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Union
 
 
@@ -70,15 +71,37 @@ def _empty(value: Any) -> bool:
     return value is None or (isinstance(value, (dict, list, tuple)) and not value)
 
 
+_SCALARS = frozenset((str, int, float, bool, type(None)))  # exactly these classes: already JSON
+
+
+@functools.cache
+def _saved_fields(cls: type) -> tuple[Callable[[Any], tuple], tuple[tuple[str, bool], ...]]:
+    """A getter of a dataclass's serialized values (a tuple, in order), and each one's name and
+    whether it is left out when empty: made once a class."""
+    fields = serialized_fields(cls)
+    names = [f.name for f in fields]
+    getter = operator.attrgetter(*names) if len(names) > 1 else (lambda v: tuple(getattr(v, n) for n in names))
+    return getter, tuple((f.name, bool(f.metadata.get("omit_none"))) for f in fields)
+
+
 def to_json(value: Any) -> Any:
-    """A dataclass (or list/dict of them) as plain JSON values."""
+    """A dataclass (or list/dict of them) as plain JSON values. A saved row holds about a
+    hundred values, most of them scalars: those are passed at once, and a dataclass's fields
+    are looked up once per class (a spilled case's rows are written out at the run's end)."""
+    cls = value.__class__
+    if cls in _SCALARS:
+        return value
+    if cls is dict:
+        return {str(k): v if v.__class__ in _SCALARS else to_json(v) for k, v in value.items()}
+    if cls is list:
+        return [v if v.__class__ in _SCALARS else to_json(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = {}
-        for f in serialized_fields(type(value)):
-            item = getattr(value, f.name)
-            if f.metadata.get("omit_none") and _empty(item):
+        getter, fields = _saved_fields(cls)
+        for (name, omit), item in zip(fields, getter(value)):
+            if omit and _empty(item):
                 continue
-            out[f.name] = to_json(item)
+            out[name] = item if item.__class__ in _SCALARS else to_json(item)
         return out
     if isinstance(value, (list, tuple)):
         return [to_json(v) for v in value]

@@ -17,7 +17,7 @@ import platform
 import secrets
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -258,11 +258,6 @@ def _idle_power(setup: dict) -> float | None:
     return ((setup.get("gpu") or {}).get("baseline") or {}).get("power_w")
 
 
-def _rows(by_case: dict[str, CaseRows], label: str) -> Sequence[results_mod.RequestResult]:
-    rows = by_case.get(label)
-    return rows.rows if rows is not None else []
-
-
 def release_streams(rec: RequestRecord) -> None:
     """Empties a finished record's per-event arrays (requests.jsonl has them, its row the
     figures made of them): whoever still holds the record (a sender's plan, a worker's pipe)
@@ -452,11 +447,10 @@ async def _run_one_case(
     factory = PromptFactory(calibration, nonce=settings.nonce, salt=f"{salt}c{plan.index}")
     async with LoopMonitor() as monitor:
         await run_case(client, plan, factory, on_record, start, stop=stop)
-    mine = _rows(state.rows, plan.case.label)
-    spans = [(r.sent_mono_s, r.sent_mono_s + (r.end_s or 0.0)) for r in mine]
-    tokens = sum(r.completion_tokens or r.events for r in mine)
+    mine = state.rows.get(plan.case.label)  # its spans and tokens kept as they came: no pass over its rows
+    spans, tokens = (mine.spans(), mine.client_tokens()) if mine is not None else ([], 0)
     state.client[plan.case.label] = client_figures(
-        [worker_entry(0, LOCAL_CLOCK, monitor.figures(spans), len(mine), tokens)]
+        [worker_entry(0, LOCAL_CLOCK, monitor.figures(spans), len(mine) if mine is not None else 0, tokens)]
     )
 
 

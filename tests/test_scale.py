@@ -76,6 +76,32 @@ def test_the_bootstrap_is_scipys_interval_of_one_draw_bit_for_bit(name):
     assert stats.median_ci95(values) == [float(whole.low), float(whole.high)]
 
 
+@pytest.mark.parametrize("n", [20_000, 20_001, 4, 5])
+def test_the_bootstrap_by_counting_draws_the_medians_of_np_median(n):
+    """The resamples' medians found from each one's counts of the sorted values (stats.py) are
+    np.median's of the same draws, bit for bit: even and odd lengths, ties, a long case's
+    length (scipy's own bootstrap of 20,000 values is too slow for a test)."""
+    for values in (
+        np.random.default_rng(n).lognormal(size=n),
+        np.round(np.random.default_rng(n).exponential(size=n), 1),
+    ):
+        counted = stats._medians_by_counting(values, np.random.default_rng(stats.BOOTSTRAP_SEED))
+        partitioned = stats._medians_by_partition(values, np.random.default_rng(stats.BOOTSTRAP_SEED))
+        assert all(np.array_equal(a, b) for a, b in zip(counted, partitioned, strict=True))
+
+
+def test_the_bootstraps_drawn_together_are_each_ones_own():
+    """A case's metrics share their requests: their bootstraps draw the indices once
+    (stats.summarize_all), and each summary is still the one its sample gives alone."""
+    rng = np.random.default_rng(7)
+    samples = [rng.lognormal(size=3001), rng.exponential(size=3001), np.round(rng.normal(size=3001), 1),
+               rng.random(500), np.full(3001, 0.25), np.array([1.0, np.nan, 3.0]), rng.random(2)]  # fmt: skip
+    together = stats.summarize_all(samples)
+    alone = [stats.summarize(values) for values in samples]
+    assert json.dumps(together) == json.dumps(alone)  # NaN-safe, bit for bit
+    assert together[0]["ci95"] != together[1]["ci95"]
+
+
 def _records_of(out):
     """The run's records from requests.jsonl, by case label, and the run's setup."""
     from benchy.measure.records import read_records
@@ -128,10 +154,71 @@ def test_rows_spilled_to_disk_build_the_results_they_build_in_memory(start_sim, 
     assert all(isinstance(c.requests, rows_mod.Rows) and c.requests.spilled for c in spilled.cases)
     assert all(not c.requests.spilled for c in held.cases)  # type: ignore[attr-defined]
     assert spilled.to_dict() == held.to_dict()
+    for a_case, b_case in zip(spilled.cases, held.cases):  # what the checks read, gathered in the build's pass
+        assert a_case.facts() == b_case.facts() and a_case.facts().n_measured == len(b_case.measured_ok()) + sum(
+            not r.warmup and not r.ok for r in b_case.requests
+        )
+        assert a_case.requests.lines() is not None  # type: ignore[attr-defined]  # changes written: saved by copy
     a, b = results_files.save(held, tmp_path / "held"), results_files.save(spilled, tmp_path / "spilled")
     assert a.read_bytes() == b.read_bytes()
     if preset == "proxy-buffered":  # the verdict reached every row read back from disk
         assert all(r.unavailable_codes.get("ttft_s") for c in spilled.cases for r in c.measured_ok())
+
+
+def test_spilled_rows_changed_are_written_out_by_the_first_whole_pass(tmp_path, monkeypatch):
+    """A change to a spilled case's rows (the buffering verdict, a withheld figure) is applied
+    to each row read; the first whole pass writes the changed rows out, after which their
+    lines are copied (Rows.lines) as the rows would be written. A pass cut short, or one the
+    rows changed during, writes nothing out: the change still reaches every row read."""
+    from benchy.measure import records
+    from benchy.results import rows as rows_mod
+    from benchy.results.types import RequestResult
+
+    monkeypatch.setattr(rows_mod, "_WRITE_AT", 5000)  # written out a few rows at a time, the last ones at the end
+    run = results_files.read(SHIPPED[0])
+    source = [r for c in run.cases for r in c.requests][:12]
+    rows = rows_mod.Rows(tmp_path, in_memory=3, parse=RequestResult.of_own_line)
+    for r in source:
+        rows.append(copy.deepcopy(r))
+    assert rows.spilled and rows.lines() is not None  # nothing to apply: copied as written
+    rows.apply(lambda r: r.metrics.__setitem__("e2e_s", None))
+    assert rows.lines() is None
+    next(iter(rows))  # a pass cut short
+    assert rows.lines() is None and all(r.metrics.get("e2e_s") is None for r in rows.where(lambda f: True))
+    passing = iter(rows)
+    next(passing)
+    rows.apply(lambda r: r.metrics.__setitem__("ttft_s", None))  # the rows change during a pass
+    list(passing)
+    assert rows.lines() is None
+    read = list(rows)  # a whole pass: written out
+    assert all(r.metrics.get("e2e_s") is None and r.metrics.get("ttft_s") is None for r in read)
+    lines = rows.lines()
+    assert lines is not None and [line.decode() for line in lines] == [records.dumps(r.to_dict()) for r in read]
+    assert list(rows) == read and len(rows) == len(source)
+    read[0].metrics["e2e_s"] = 1.0  # a row read back is the reader's own
+    assert rows[0].metrics.get("e2e_s") is None
+
+
+def test_a_case_keeps_its_spans_and_tokens_as_its_rows_come(tmp_path, monkeypatch):
+    """The client's figures of a case (run.py) read each row's send and end times and its
+    tokens from what CaseRows kept as the rows came, not from another pass over a long case's
+    rows: the same numbers as the rows', spilled or held, and after a row is made again."""
+    from benchy.measure.records import read_records
+    from benchy.results import build
+    from benchy.results import rows as rows_mod
+
+    records = list(read_records(SHIPPED[0].parent / "requests.jsonl"))[:40]
+    for in_memory in (10**9, 5):
+        monkeypatch.setattr(rows_mod, "IN_MEMORY", in_memory)
+        made = build.CaseRows(spill_dir=tmp_path)
+        for rec in records:
+            made.add(rec)
+        records[3].completion_tokens = (records[3].completion_tokens or 0) + 7
+        made.redo(3, records[3])
+        rows = list(made.rows)
+        assert made.spans() == [(r.sent_mono_s, r.sent_mono_s + (r.end_s or 0.0)) for r in rows]
+        assert made.client_tokens() == sum(r.completion_tokens or r.events for r in rows)
+        assert made.rows.spilled == (in_memory == 5)
 
 
 def test_a_saved_run_reads_back_a_request_a_line_without_holding_long_cases(tmp_path, monkeypatch):

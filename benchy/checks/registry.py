@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult, WarningDetails
+from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult, WarningDetails, scans_held
 
 ERROR = "error"  # the number is wrong or missing: a hard failure
 WARNING = "warning"  # the number is real but qualified
@@ -57,6 +57,7 @@ def run_check(fn: RunCheck) -> RunCheck:
 
 def check(run: RunResult) -> list[CheckWarning]:
     """Every warning about `run`, errors first. Reads `run`, never writes into it."""
-    found = [w for run_level in _RUN_CHECKS for w in run_level(run)]
-    found += [w for case in run.cases for case_level in _CASE_CHECKS for w in case_level(case, run)]
+    with scans_held():  # each case's rows read once for all the checks (results/facts.py)
+        found = [w for run_level in _RUN_CHECKS for w in run_level(run)]
+        found += [w for case in run.cases for case_level in _CASE_CHECKS for w in case_level(case, run)]
     return sorted(found, key=lambda w: SEVERITY_ORDER.index(w.severity))

@@ -17,14 +17,13 @@ once, a request at a time (a long case's are on disk: results/rows.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from benchy.checks.registry import WARNING, Warning_
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
     Evidence,
-    RequestResult,
     RunResult,
     WarningDetails,
 )
@@ -41,11 +40,6 @@ OUTSIDE_MIN_S, OUTSIDE_RTTS, OUTSIDE_SHARE = 0.02, 3.0, 0.2
 QUEUE_SHARE, QUEUE_MIN_S = 0.5, 0.01
 
 
-def measured(case: CaseResult) -> Iterator[RequestResult]:
-    """The measured requests, one at a time: a long case's are read from disk as they come."""
-    return (r for r in case.requests if not r.warmup)
-
-
 def cache_hit_figures(case: CaseResult, run: RunResult) -> WarningDetails | None:
     """The figures of a server_cache_hit warning, or None (prompts not unique, or hits explained)."""
     if case.kind != "sweep":
@@ -55,13 +49,11 @@ def cache_hit_figures(case: CaseResult, run: RunResult) -> WarningDetails | None
     if server is None or not run.setup.prompt_nonce or hits is None:
         return None
     template = run.setup.calibration.overhead_tokens if run.setup.calibration else 0.0
-    n = n_cached = cached = 0
+    facts = case.facts()  # the measured requests' contexts and cached tokens, gathered once
+    n, n_cached, cached = facts.n_measured, facts.n_usage_cached, facts.usage_cached
     allowed = 0.0
-    for r in measured(case):
-        n += 1
-        allowed += template + CACHE_BLOCK_SLACK + (r.reused_context_tokens or 0)
-        if r.cached_tokens is not None:
-            cached, n_cached = cached + r.cached_tokens, n_cached + 1
+    for reused in facts.reused_context:
+        allowed += template + CACHE_BLOCK_SLACK + reused
     if hits <= allowed:
         return None
     return WarningDetails(
@@ -80,13 +72,11 @@ def token_mismatch_figures(case: CaseResult) -> WarningDetails | None:
     generated = server.counters.get("generation_tokens") if server else None
     if generated is None:
         return None
-    n = client = 0
-    for r in measured(case):
-        n += 1
-        # a failed one, or one without usage (the client's count is a floor: no_usage says so)
-        if r.status != "ok" or r.completion_tokens is None:
-            return None
-        client += r.completion_tokens
+    facts = case.facts()
+    # a failed one, or one without usage (the client's count is a floor: no_usage says so)
+    if not facts.all_ok_counted:
+        return None
+    n, client = facts.n_measured, facts.completion_sum
     slack = max(TOKEN_SLACK_PER_REQUEST * n, TOKEN_SLACK_SHARE * client)
     if not n or abs(generated - client) <= slack:
         return None

@@ -35,7 +35,6 @@ from benchy.checks.registry import (
 )
 from benchy.measure import evidence, metrics, profiles, stats
 from benchy.measure.metrics import OUTPUT_FAILURES
-from benchy.measure.records import Anomaly
 from benchy.measure.workloads import WorkloadFigures
 from benchy.results.types import (
     CaseResult,
@@ -43,7 +42,6 @@ from benchy.results.types import (
     ClientHealth,
     Evidence,
     LoopHealth,
-    RequestResult,
     RunResult,
     Setup,
     WarningDetails,
@@ -130,12 +128,7 @@ def _first_errors_text(first: dict[str, str]) -> str:
 
 def _first_errors(case: CaseResult, errors: dict[str, int]) -> dict[str, str]:
     """The first failure of each kind, in the server's own words (its HTTP error body)."""
-    first: dict[str, str] = {}
-    for r in case.requests:
-        kind = str(r.error_kind)
-        if not r.warmup and kind in errors and kind not in first:
-            first[kind] = (r.error or "")[:300]
-    return first
+    return {kind: message for kind, message in case.facts().first_errors.items() if kind in errors}
 
 
 def _errors_hint(errors: dict[str, int], run: RunResult) -> str:
@@ -168,18 +161,16 @@ def prefix_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
     # A cached --depth context is meant to hit (depth_cache_miss checks it); only the rest counts.
     # Requests of a cache-aware workload (they carry unique_tokens) are meant to hit: the
     # workload checks judge their reuse instead.
-    hits = [
-        r
-        for r in case.measured_ok()
-        if r.unique_tokens is None and (r.cached_tokens or 0) - (r.reused_context_tokens or 0) > max(template, 0) + 0.5
-    ]
+    facts = case.facts()
+    threshold = max(template, 0) + 0.5
+    hits = [cached for excess, cached in zip(facts.cache_excess, facts.cache_excess_cached) if excess > threshold]
     if hits:
-        most = max(r.cached_tokens or 0 for r in hits)
+        most = max(hits)
         yield Warning_(
             "prefix_cache_hit",
             WARNING,
             case.label,
-            f"{len(hits)} of {len(case.measured_ok())} requests were partly served from the "
+            f"{len(hits)} of {facts.n_ok} requests were partly served from the "
             f"server's prefix cache (up to {most} cached prompt tokens beyond the "
             f"{template:.0f}-token chat template): TTFT, prefill and end-to-end figures are "
             "inflated.",
@@ -195,23 +186,17 @@ def template_tokens(setup: Setup) -> float:
     return setup.calibration.overhead_tokens if setup.calibration else 0.0
 
 
-def _context_served(cached: int | None, context: int) -> bool:
-    """Cache blocks round down (vLLM 16 tokens, TensorRT-LLM up to 64), so allow a little."""
-    return cached is not None and cached >= context - max(64, 0.1 * context)
-
-
 @case_check
 def depth_cache_miss(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """--depth-mode cached: the server must report the context it was sent ahead as cached."""
-    reusing = [r for r in case.measured_ok() if r.reused_context_tokens]
-    missed = [r for r in reusing if not _context_served(r.cached_tokens, r.reused_context_tokens)]
-    if not missed:
+    facts = case.facts()  # context_served judged each request that reused one
+    if not facts.n_context_missed:
         return
-    depth = missed[0].reused_context_tokens
-    if all(r.cached_tokens is None for r in missed):
+    depth = facts.missed_context
+    if not facts.missed_cached_known:
         what = "the server reports no cached_tokens, so benchy cannot verify it; prefill t/s is unavailable"
     else:
-        most = max(r.cached_tokens or 0 for r in missed)
+        most = facts.missed_cached_max
         what = (
             f"the server reported at most {most} cached tokens, so it prefilled the context again: "
             "prefill t/s covers depth + pp there, not the pp tokens alone"
@@ -220,7 +205,7 @@ def depth_cache_miss(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
         "depth_cache_miss",
         WARNING,
         case.label,
-        f"{len(missed)} of {len(reusing)} requests reused a {depth}-token context sent ahead, but {what}.",
+        f"{facts.n_context_missed} of {facts.n_reusing} requests reused a {depth}-token context sent ahead, but {what}.",
         "Enable the server's prefix cache (vLLM --enable-prefix-caching, llama.cpp cache_prompt) "
         "or a larger cache, or measure with --depth-mode cold.",
     )
@@ -365,90 +350,76 @@ def _failure_severity(case: CaseResult) -> str:
     return ERROR if case.n_failed > case.n_ok else WARNING
 
 
-def _failed_as(case: CaseResult, kind: str) -> list[RequestResult]:
-    return [r for r in case.requests if not r.warmup and r.error_kind == kind]
-
-
 @case_check
 def empty_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
-    bad = _failed_as(case, "empty_output")
-    if bad:
-        claimed = int(stats.median([r.completion_tokens or 0 for r in bad]))
-        nulls = sum(r.content_null_events or 0 for r in bad)
+    bad = case.facts().failed_as["empty_output"]
+    if bad.count:
+        claimed = int(stats.median(bad.claimed_tokens))
+        nulls = bad.content_null_events
         yield Warning_(
             "empty_output",
             _failure_severity(case),
             case.label,
-            f"{len(bad)} of {_measured(case)} requests returned no content although the server "
+            f"{bad.count} of {_measured(case)} requests returned no content although the server "
             f"claimed {claimed} completion tokens (median; {nulls} `content: null` deltas): "
             f"they count as failed; statistics cover only the {case.n_ok} that succeeded.",
             "A broken kernel can generate tokens and print nothing (vLLM's CUTLASS FP4 path on "
             "SM121/GB10 returns content: null; VLLM_MXFP4_BACKEND=marlin fixes it). Check one "
             "answer with curl before benchmarking.",
-            details=WarningDetails(requests=len(bad), claimed_tokens_median=claimed, content_null_events=nulls),
+            details=WarningDetails(requests=bad.count, claimed_tokens_median=claimed, content_null_events=nulls),
         )
 
 
 @case_check
 def zero_tokens(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
-    bad = _failed_as(case, "zero_tokens")
-    if bad:
-        reasons = sorted({str(r.finish_reason) for r in bad})
+    bad = case.facts().failed_as["zero_tokens"]
+    if bad.count:
+        reasons = sorted(bad.finish_reasons)
         yield Warning_(
             "zero_tokens",
             _failure_severity(case),
             case.label,
-            f"{len(bad)} of {_measured(case)} requests generated 0 tokens (finish_reason "
+            f"{bad.count} of {_measured(case)} requests generated 0 tokens (finish_reason "
             f"{', '.join(reasons)}): they count as failed; statistics cover only the "
             f"{case.n_ok} that succeeded.",
             "The server stopped at once: a stop string or EOS token that matches immediately "
             "(e.g. <|message|> or <|end|> in a Harmony model's stop list) or a wrong chat "
             "template. Check the stop list and generation_config.",
-            details=WarningDetails(requests=len(bad), finish_reasons=reasons),
+            details=WarningDetails(requests=bad.count, finish_reasons=reasons),
         )
 
 
 @case_check
 def reasoning_only(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
-    ok = case.measured_ok()
-    only = [
-        r
-        for r in ok
-        if (not r.content_chars and r.reasoning_chars) or r.unavailable_codes.get("ttfc_s") == metrics.THINK_UNCLOSED
-    ]
-    if only:
+    facts = case.facts()  # no content but reasoning, or a think block never closed
+    if facts.n_reasoning_only:
         yield Warning_(
             "reasoning_only",
             WARNING,
             case.label,
-            f"{len(only)} of {len(ok)} requests spent every output token on reasoning and "
+            f"{facts.n_reasoning_only} of {facts.n_ok} requests spent every output token on reasoning and "
             "gave no final answer: time to first content is unavailable, and the rates "
             "count reasoning tokens.",
             "Raise --tg so the model reaches its answer, or lower its reasoning effort.",
             metrics=("ttfc_s",),
-            details=WarningDetails(requests=len(only)),
+            details=WarningDetails(requests=facts.n_reasoning_only),
         )
 
 
 @case_check
 def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     # Without usage the token count is a lower bound: it cannot show a short output.
-    got: list[int] = []  # each request's count: a number each, not its row (a long case's are on disk)
-    short: list[RequestResult] = []
-    for r in case.measured_ok():
-        if r.usage_reported:
-            got.append(_believed_tokens(r))
-            if got[-1] < r.target_output_tokens:
-                short.append(r)
-    if not short:
+    facts = case.facts()
+    got = facts.delivered  # the believed count of each request with usage
+    if not facts.n_short:
         return
     delivered = int(stats.median(got))
-    cause, hint = _short_output_cause(short, run.setup.stop)
+    cause, hint = _short_output_cause(facts.short_finish_reasons, run.setup.stop)
     yield Warning_(
         "output_length_mismatch",
         WARNING,
         case.label,
-        f"{len(short)} of {len(got)} requests got fewer tokens than the {case.tg} asked "
+        f"{facts.n_short} of {len(got)} requests got fewer tokens than the {case.tg} asked "
         f"(median {delivered}, min {min(got)}): {cause}. "
         f"The row is labelled with the tokens delivered; its rates are real for those, but "
         f"not comparable with tg{case.tg} elsewhere.",
@@ -459,21 +430,15 @@ def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
             delivered_median=delivered,
             delivered_min=min(got),
             delivered_max=max(got),
-            short_requests=len(short),
-            finish_reasons=sorted({str(r.finish_reason) for r in short}),
+            short_requests=facts.n_short,
+            finish_reasons=sorted({str(reason) for reason in facts.short_finish_reasons}),
         ),
         evidence=(Evidence("delivered_median", delivered, case.tg, "tokens"),),
     )
 
 
-def _believed_tokens(req: RequestResult) -> int:
-    """The completion count the figures use: usage, unless the stream contradicts it."""
-    return req.token_count.tokens if req.token_count else int(req.completion_tokens or 0)
-
-
-def _short_output_cause(short: list[RequestResult], stop: list[str]) -> tuple[str, str]:
-    """Why outputs came back short, by what the server said (finish_reason) and what was sent."""
-    reasons = {r.finish_reason for r in short}
+def _short_output_cause(reasons: set, stop: list[str]) -> tuple[str, str]:
+    """Why outputs came back short, by what the server said (their finish_reasons) and what was sent."""
     if reasons == {"length"}:
         return (
             "the server ended them at a length limit below the one asked (finish_reason length)",
@@ -500,22 +465,20 @@ COUNTED_METRICS = ("e2e_tps", "decode_tps", "itl_s", "tokens_per_event")  # buil
 def no_usage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """Only where the count is then an estimate: one token per event, which the locally counted
     text confirms, needs no usage."""
-    ok = case.measured_ok()
-    missing = [r for r in ok if not r.usage_reported]
-    guessed = [r for r in missing if r.token_count is None or r.token_count.estimate]
-    if guessed:
+    facts = case.facts()  # without usage, and counted by estimate
+    if facts.n_guessed:
         scale = run.setup.calibration.scale if run.setup.calibration else 1.0
         yield Warning_(
             "no_usage",
             WARNING,
             case.label,
-            f"{len(guessed)} of {len(ok)} requests carried no token usage and several tokens per "
+            f"{facts.n_guessed} of {facts.n_ok} requests carried no token usage and several tokens per "
             f"event: benchy counted the streamed text with its own tokenizer (× {scale:.3g}, the "
             "ratio calibration measured), so token counts and the rates built on them are estimates.",
             "Ask the server for usage (benchy sends stream_options include_usage; some proxies "
             "drop it) or measure the server directly.",
             metrics=COUNTED_METRICS,
-            details=WarningDetails(requests=len(guessed), scale=scale),
+            details=WarningDetails(requests=facts.n_guessed, scale=scale),
         )
 
 
@@ -529,22 +492,21 @@ USAGE_HINT = (
 def usage_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """usage against two independent witnesses that agree on another count (evidence.token_count),
     or usage below the event count."""
-    ok = case.measured_ok()
-    doubted = [(r, r.token_count) for r in ok if r.token_count and r.token_count.mismatch]
-    if not doubted:
+    facts = case.facts()
+    first = facts.first_doubted
+    if first is None:
         return
-    first = doubted[0][1]
-    usage = stats.median([c.usage or 0 for _, c in doubted])
-    counted = stats.median([c.tokens for _, c in doubted])
+    usage = stats.median(facts.doubted_usage)
+    counted = stats.median(facts.doubted_tokens)
     yield Warning_(
         "usage_mismatch",
         WARNING,
         case.label,
-        f"{len(doubted)} of {len(ok)} requests: {first.mismatch}. The figures use the {first.source} "
+        f"{facts.n_doubted} of {facts.n_ok} requests: {first.mismatch}. The figures use the {first.source} "
         f"count ({first.tokens} tokens), not usage.",
         USAGE_HINT,
         metrics=COUNTED_METRICS,
-        details=WarningDetails(requests=len(doubted), usage_median=usage, counted_median=counted),
+        details=WarningDetails(requests=facts.n_doubted, usage_median=usage, counted_median=counted),
         evidence=(Evidence("usage_to_stream_ratio", usage / counted if counted else None, 1.0, "ratio"),),
     )
 
@@ -558,18 +520,17 @@ LOCAL_TOKENIZER_HINT = (
 @case_check
 def local_tokenizer_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """A note, not a warning: the local count alone disagreed with usage and was outvoted."""
-    ok = case.measured_ok()
-    odd = [c for r in ok if (c := r.token_count) and c.local_mismatch and c.local is not None]
-    if not odd:
+    facts = case.facts()
+    if not facts.n_local_odd:
         return
-    ratio = stats.median([(c.local or 0.0) / c.tokens for c in odd if c.tokens])
+    ratio = stats.median(facts.local_ratios)
     yield Warning_(
         "local_tokenizer_mismatch",
         INFO,
         case.label,
-        f"{len(odd)} of {len(ok)} requests: {odd[0].local_mismatch}.",
+        f"{facts.n_local_odd} of {facts.n_ok} requests: {facts.first_local_mismatch}.",
         LOCAL_TOKENIZER_HINT,
-        details=WarningDetails(requests=len(odd), backed_by=sorted({b for c in odd for b in c.backed_by})),
+        details=WarningDetails(requests=facts.n_local_odd, backed_by=sorted(facts.local_backed_by)),
         evidence=(Evidence("local_to_usage_ratio", ratio, 1.0, "ratio"),),
     )
 
@@ -582,23 +543,22 @@ PROMPT_LENGTH_HINT = (
 
 @case_check
 def prompt_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
-    ok = case.measured_ok()
-    missed = [r for r in ok if r.unavailable_codes.get("prefill_tps") == metrics.PROMPT_LENGTH_MISSED]
-    if not missed:
+    facts = case.facts()  # prefill_tps unavailable as PROMPT_LENGTH_MISSED
+    if not facts.n_prompt_missed:
         return
-    counted = int(stats.median([r.prompt_tokens or 0 for r in missed]))
-    target = missed[0].target_prompt_tokens
+    counted = int(stats.median(facts.prompt_missed_tokens))
+    target = facts.prompt_missed_target
     yield Warning_(
         "prompt_length_mismatch",
         WARNING,
         case.label,
-        f"{len(missed)} of {len(ok)} requests: the server counted {counted} prompt tokens (median) "
+        f"{facts.n_prompt_missed} of {facts.n_ok} requests: the server counted {counted} prompt tokens (median) "
         f"for a {target}-token prompt, so the row is not the prompt length it is labelled with: "
         "prefill t/s is withheld, and TTFT and end-to-end figures are those of another prompt.",
         PROMPT_LENGTH_HINT,
         metrics=("ttft_s", "e2e_tps", "e2e_s"),
         withheld=("prefill_tps",),
-        details=WarningDetails(requests=len(missed), target_tokens=target, server_tokens_median=counted),
+        details=WarningDetails(requests=facts.n_prompt_missed, target_tokens=target, server_tokens_median=counted),
         evidence=(Evidence("server_prompt_tokens_median", counted, target, "tokens"),),
     )
 
@@ -689,23 +649,14 @@ NOT_PREFILL_HINT = (
 )
 
 
-def _ttft_and_prompt(req: RequestResult) -> tuple[float, float] | None:
-    """(TTFT, the server's own prompt seconds) of a request with llama.cpp's timings."""
-    ttft = req.metrics.get("ttft_s")
-    prompt_ms = (req.server_timings or {}).get("prompt_ms")
-    if ttft is None or not isinstance(prompt_ms, (int, float)):
-        return None
-    return ttft, prompt_ms / 1000
-
-
 @case_check
 def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """Time inside TTFT that the server's own prompt time does not hold."""
-    pairs = [p for p in map(_ttft_and_prompt, case.measured_ok()) if p]
-    if not pairs:
+    facts = case.facts()  # (TTFT, prompt_ms) of each request with llama.cpp's timings
+    if not facts.pair_ttft:
         return
-    ttft = stats.median(t for t, _ in pairs)
-    prompt = stats.median(p for _, p in pairs)
+    ttft = stats.median(facts.pair_ttft)
+    prompt = stats.median(facts.pair_prompt_s)
     gap = case.median("ttft_gap_s")  # the registry's TTFT − prompt_ms, summarized with the case
     if gap is None:
         return
@@ -759,7 +710,7 @@ def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
     for case in cases:
         if case.queueing is not None:
             continue
-        if (case.concurrency or 1) <= 1 or any(_ttft_and_prompt(r) for r in case.measured_ok()):
+        if (case.concurrency or 1) <= 1 or case.facts().pair_ttft:
             continue  # ttft_not_prefill speaks where the server reports its own prompt time
         base = next((c for c in cases if c.concurrency == 1 and _same_shape(c, case)), None)
         why = _queue_evidence(case, base, slots)
@@ -1064,33 +1015,26 @@ def harmony_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     stop list holding <|message|> cut every answer to 0 tokens); special_tokens_stripped: the
     server dropped Harmony's markers, so reasoning and answer cannot be told apart."""
     setup = run.setup
-    n_measured, cut = 0, []  # counted as they are read: a long case's rows are on disk
-    for r in case.requests:
-        if r.warmup:
-            continue
-        n_measured += 1
-        if r.finish_reason == "stop" and not r.content_chars and r.error_kind in (None,) + OUTPUT_FAILURES:
-            cut.append(r)
-    if cut and (setup.stop or setup.template == "harmony"):
+    facts = case.facts()  # finish_reason stop, no content, and not another failure
+    if facts.n_stop_cut and (setup.stop or setup.template == "harmony"):
         yield Warning_(
             "dangerous_stop",
             _failure_severity(case),
             case.label,
-            f"{len(cut)} of {n_measured} requests stopped (finish_reason stop) before any "
+            f"{facts.n_stop_cut} of {facts.n_measured} requests stopped (finish_reason stop) before any "
             f"answer text: {_stop_cause(setup)}.",
             STOP_HINT,
             metrics=("e2e_tps", "ttfc_s"),
             details=WarningDetails(
-                requests=len(cut), stop=list(setup.stop), dangerous_stops=list(setup.dangerous_stops)
+                requests=facts.n_stop_cut, stop=list(setup.stop), dangerous_stops=list(setup.dangerous_stops)
             ),
         )
-    stripped = [r for r in case.measured_ok() if Anomaly.SPECIAL_TOKENS_STRIPPED in r.anomalies]
-    if stripped:
+    if facts.n_stripped:  # Anomaly.SPECIAL_TOKENS_STRIPPED
         yield Warning_(
             "special_tokens_stripped",
             WARNING,
             case.label,
-            f"{len(stripped)} of {len(case.measured_ok())} requests came back as Harmony text "
+            f"{facts.n_stripped} of {facts.n_ok} requests came back as Harmony text "
             "without its special tokens ('analysisWe need…assistantfinal…'): reasoning and "
             "answer cannot be told apart, so all of it counts as content and time to first "
             "content is withheld.",
@@ -1098,7 +1042,7 @@ def harmony_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "proxy or server may drop it), or use --endpoint chat, where the server splits "
             "the channels.",
             withheld=("ttfc_s",),
-            details=WarningDetails(requests=len(stripped)),
+            details=WarningDetails(requests=facts.n_stripped),
         )
 
 

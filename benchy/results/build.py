@@ -33,6 +33,7 @@ from benchy.results.types import (
     NotMeasured,
     Queueing,
     RequestResult,
+    RowScan,
     RunResult,
     ServerCaseMetrics,
     Setup,
@@ -48,13 +49,16 @@ class CaseRows:
     workload case also keeps its records (its figures re-read the streams)."""
 
     def __init__(self, keep_records: bool = False, spill_dir: Path | None = None) -> None:
-        self.rows = Rows(spill_dir, parse=RequestResult.of_line)  # past rows.IN_MEMORY, on disk: a line each
+        self.rows = Rows(spill_dir, parse=RequestResult.of_own_line)  # past rows.IN_MEMORY, on disk: a line each
         self.buffer_reasons: list[str | None] = []  # per row: why its own stream looks buffered
         self._reasons: dict[str, str] = {}  # the distinct reasons: a long buffered case repeats a few
         self.records: list[RequestRecord] | None = [] if keep_records else None
         self.served = 0  # measured requests that ended ok as the client saw them (the server's count)
         self.alone_ttft_s: list[float] = []  # TTFTs of the requests sent alone (load/alone.py), as measured
         self.alone_points: list[tuple[float, float]] = []  # their (uncached prompt tokens, TTFT)
+        self._sent = array("d")  # per row: when it was sent (monotonic s), when it ended, its tokens
+        self._ended = array("d")  # (the client's figures: load/monitor.py, read without the rows)
+        self._tokens = array("q")
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], keep_records: bool = False) -> CaseRows:
@@ -76,6 +80,9 @@ class CaseRows:
             if rec.prompt_tokens is not None:
                 self.alone_points.append((rec.prompt_tokens - (rec.cached_tokens or 0), ttft))
         self.rows.append(row)
+        self._sent.append(row.sent_mono_s)
+        self._ended.append(row.sent_mono_s + (row.end_s or 0.0))
+        self._tokens.append(row.completion_tokens or row.events)
         why = metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None
         self.buffer_reasons.append(None if why is None else self._reasons.setdefault(why, why))  # one copy each
         if self.records is not None:
@@ -86,13 +93,23 @@ class CaseRows:
         """Remakes the row at `position` from its record, which has gained a witness since it
         was added (the server's tokenization, asked after the case: load/tokenize.py)."""
         rec = metrics.classify(rec)
-        self.rows[position] = RequestResult.of(rec, metrics.request_metrics(rec, False))
+        row = self.rows[position] = RequestResult.of(rec, metrics.request_metrics(rec, False))
+        self._sent[position], self._ended[position] = row.sent_mono_s, row.sent_mono_s + (row.end_s or 0.0)
+        self._tokens[position] = row.completion_tokens or row.events
         self.buffer_reasons[position] = metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None
         if self.records is not None:
             self.records[position] = rec
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def spans(self) -> list[tuple[float, float]]:
+        """Each row's (sent, ended) on the monotonic clock, read from no row."""
+        return list(zip(self._sent, self._ended))
+
+    def client_tokens(self) -> int:
+        """The tokens of every row as the client's figures count them (usage, else events)."""
+        return sum(self._tokens)
 
 
 def case_result(
@@ -115,9 +132,14 @@ def case_result(
     if buffered:
         rows.apply(lambda row: _judge_buffered(row, buffered))
     tally = _Tally(slo)
+    scan = RowScan() if rows.spilled else None  # what the checks and reports read, in the same pass
     for row in rows:  # one pass: a spilled case is read a row at a time
         tally.add(row)
-    summary, unavailable = tally.summaries()
+        if scan is not None:
+            scan.add(row)
+    if scan is not None:
+        rows.remember(RowScan.KEY, scan)  # until a row changes (a withheld figure: read again)
+    summary, unavailable, send_lag = tally.summaries()
     measured = tally.measured
     per_case = metrics.case_metrics(measured, _light_tokens)  # type: ignore[arg-type]
     cut = metrics.cut_short(len(measured), planned_requests)
@@ -148,7 +170,7 @@ def case_result(
         rate=case.rate,
         achieved_rate=_value(per_case["achieved_rate"]),
         request_rate=_value(rates["request_rate"]),
-        send_lag=MetricSummary.of(tally.lags) if tally.lags else None,
+        send_lag=send_lag,
         goodput=_goodput(measured, slo) if slo else None,
         requests=rows,  # type: ignore[arg-type]  # a Sequence: on disk past rows.IN_MEMORY
         client=ClientHealth.from_dict(client, strict=True) if client else None,  # an unknown key: a field forgot
@@ -260,17 +282,20 @@ class _Tally:
         self.n_ok += 1
         self.ok_tokens += _row_tokens(row)
         self.anomalies.update(row.anomalies)
-        for name, value in _row_values(row).items():
-            if isinstance(value, Unavailable):
-                self.missing[name][(value.code, value.message)] += 1
+        codes, why = row.unavailable_codes, row.unavailable  # _row_values, without an Unavailable a value
+        for name, value in row.metrics.items():
+            if value is None:
+                self.missing[name][(codes.get(name, metrics.LEGACY), why.get(name, "not measured"))] += 1
             else:
                 self.values[name].append(value)
 
-    def summaries(self) -> tuple[dict[str, MetricSummary | None], dict[str, Unavailable]]:
+    def summaries(self) -> tuple[dict[str, MetricSummary | None], dict[str, Unavailable], MetricSummary | None]:
         """A metric is summarized only if every successful request has it: averaging the subset
-        that happened to be measurable would hide the rest."""
+        that happened to be measurable would hide the rest. Then the send lags' summary. The
+        bootstraps of all of them are drawn together (MetricSummary.of_all)."""
         summary: dict[str, MetricSummary | None] = {}
         unavailable: dict[str, Unavailable] = {}
+        complete: list[str] = []
         for name in metrics.REQUEST_METRICS:
             missing, measured = self.missing[name], self.values[name]
             n_missing = sum(missing.values())
@@ -283,8 +308,10 @@ class _Tally:
                     message = f"{n_missing} of {self.n_ok} requests: {message}"
                 unavailable[name] = Unavailable(code, message)
             else:
-                summary[name] = MetricSummary.of(measured)  # type: ignore[arg-type]
-        return summary, unavailable
+                complete.append(name)
+        made = MetricSummary.of_all([self.values[name] for name in complete] + ([self.lags] if self.lags else []))
+        summary.update(zip(complete, made))  # in the registry's order, as before
+        return summary, unavailable, made[-1] if self.lags else None
 
 
 def _workload_figures(case: Case, made: CaseRows):
@@ -305,9 +332,18 @@ def _judge_buffered(row: RequestResult, why: Unavailable) -> None:
     for name in metrics.STREAM_TIMING_METRICS:
         row.metrics[name] = None
         row.unavailable[name], row.unavailable_codes[name] = why.message, why.code
-    order = {name: i for i, name in enumerate(metrics.REQUEST_METRICS)}
-    row.unavailable = dict(sorted(row.unavailable.items(), key=lambda kv: order.get(kv[0], 0)))
-    row.unavailable_codes = dict(sorted(row.unavailable_codes.items(), key=lambda kv: order.get(kv[0], 0)))
+    row.unavailable = _in_metric_order(row.unavailable)
+    row.unavailable_codes = _in_metric_order(row.unavailable_codes)
+
+
+_METRIC_ORDER = {name: i for i, name in enumerate(metrics.REQUEST_METRICS)}
+
+
+def _in_metric_order(by_metric: dict[str, str]) -> dict[str, str]:
+    """`by_metric` in the registry's order (a name it does not know sorts with its first)."""
+    if by_metric.keys() <= _METRIC_ORDER.keys():  # every name known: picked in order, not sorted
+        return {name: by_metric[name] for name in _METRIC_ORDER if name in by_metric}
+    return dict(sorted(by_metric.items(), key=lambda kv: _METRIC_ORDER.get(kv[0], 0)))
 
 
 def _row_tokens(row: RequestResult) -> int:
@@ -424,11 +460,11 @@ def _streams_token_by_token(case: CaseResult) -> bool:
     """The server's own usage shows about one token per event: direct evidence of a live
     stream, which outweighs a TTFT trend (on a fast small model, load noise in TTFT can
     rival the whole decode time)."""
-    requests = case.measured_ok()
+    facts = case.facts()
     per_event = case.median("tokens_per_event")
     return (
-        bool(requests)
-        and all(r.usage_reported for r in requests)
+        bool(facts.n_ok)
+        and facts.n_usage_reported == facts.n_ok  # every one carried usage
         and per_event is not None
         and per_event <= metrics.LIVE_STREAM_TOKENS_PER_EVENT
     )

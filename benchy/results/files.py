@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
@@ -51,10 +52,19 @@ def _write_run(run: RunResult, fh: IO[str]) -> None:
     for i, case in enumerate(run.cases):
         before, text = text.split(json.dumps(_ROWS.format(i)), 1)
         fh.write(before + "[")
-        for n, row in enumerate(case.requests):
-            fh.write(("," if n else "") + "\n  " + records.dumps(row.to_dict()))
+        for n, line in enumerate(_row_lines(case.requests)):
+            fh.write(("," if n else "") + "\n  " + line)
         fh.write("\n  ]" if case.requests else "]")
     fh.write(text)
+
+
+def _row_lines(requests: Sequence[RequestResult]) -> Iterator[str]:
+    """Each request's compact JSON: a spilled case's lines as its spill file holds them (the
+    same text, rows.Rows.lines: a long case is copied, not parsed again), else each row's."""
+    lines = requests.lines() if isinstance(requests, Rows) else None
+    if lines is not None:
+        return (line.decode() for line in lines)
+    return (records.dumps(row.to_dict()) for row in requests)
 
 
 _ROWS = "\u0000requests of case {}\u0000"  # a placeholder no saved string holds (a NUL)

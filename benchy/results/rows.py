@@ -10,7 +10,9 @@ saved run reads back the same way: `Rows.of_file` indexes those lines and reads 
 
 A row read back is a fresh object: changing it changes nothing stored. What the builder
 decides for every row of a case (its buffering verdict, a withheld figure) is given as a
-function to `apply`, which rows read later go through, in order.
+function to `apply`, which rows read later go through, in order. The first whole pass after
+a change writes the changed rows to a new spill file as it reads them, so later passes (and
+results.json, which `lines` copies from that file without parsing a row) need no change.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ _SET = os.environ.get("BENCHY_ROWS_IN_MEMORY", "")  # a tuning knob (tests spill
 IN_MEMORY = int(_SET) if _SET.isdigit() else 4096  # rows per case held as objects
 
 WARMUP, OK, CONTROL = 1, 2, 4  # a row's flags
+_WRITE_AT = 1 << 20  # rows written out are written a megabyte at a time
 
 
 def flags_of(row: Any) -> int:
@@ -63,6 +66,8 @@ class Rows(Sequence):
         self._size = 0  # the spill file's length: where the next line goes
         self._changes: list[Callable[[Any], None]] = []  # applied to each row read from the file
         self._memo: dict[str, Any] = {}  # figures a reader asked for, made in one pass each
+        self._own = False  # the file is this Rows' spill file (not a saved results.json)
+        self._generation = 0  # bumped by every change to the rows: a pass spans one generation
 
     @classmethod
     def of_file(cls, fh: IO[bytes], spans: Iterable[tuple[int, int]], *, parse: Callable[[bytes], Any]) -> Rows:
@@ -70,7 +75,7 @@ class Rows(Sequence):
         requests, a line each); their flags are found in the lines' bytes (no row is built:
         a bad value is found when its row is read) and no row is kept."""
         rows = cls(parse=parse)
-        rows._objects, rows._file = None, fh
+        rows._objects, rows._file = None, fh  # not its own: never baked nor copied (lines)
         for start, end in spans:
             rows._offsets.append(start)
             rows._ends.append(end)
@@ -88,7 +93,7 @@ class Rows(Sequence):
         return self._objects is None
 
     def append(self, row: Any) -> None:
-        self._memo.clear()
+        self._changed()
         self._flags.append(flags_of(row))
         if self._objects is not None:
             self._objects.append(row)
@@ -100,7 +105,7 @@ class Rows(Sequence):
     def __setitem__(self, i: int, row: Any) -> None:
         """Row `i` made again (a witness that came after the case: load/tokenize.py); on disk,
         its new line goes at the file's end and the old one is never read again."""
-        self._memo.clear()
+        self._changed()
         self._flags[i] = flags_of(row)
         if self._objects is not None:
             self._objects[i] = row
@@ -114,9 +119,14 @@ class Rows(Sequence):
             self._memo[key] = compute(self)
         return self._memo[key]
 
+    def remember(self, key: str, value: Any) -> None:
+        """`value` as once(key, …) would make it now: a figure gathered in a pass its maker
+        made anyway (the builder's), so that no reader makes one more."""
+        self._memo[key] = value
+
     def apply(self, change: Callable[[Any], None]) -> None:
         """`change` made to every row, those held now and those read later."""
-        self._memo.clear()
+        self._changed()
         if self._objects is not None:
             for row in self._objects:
                 change(row)
@@ -139,7 +149,22 @@ class Rows(Sequence):
     def __iter__(self) -> Iterator[Any]:
         if self._objects is not None:
             return iter(self._objects)
+        if self._changes and self._own:
+            return self._read_and_bake()
         return self._read(range(len(self._offsets)))
+
+    def lines(self) -> Iterator[bytes] | None:
+        """Each row's saved line (records.dumps of its to_dict, no newline), read without
+        parsing: a spilled case whose rows have no change pending; else None (iterate it)."""
+        if self._objects is not None or self._changes or not self._own:
+            return None
+        return self._lines()
+
+    def _lines(self) -> Iterator[bytes]:
+        assert self._file is not None
+        fd = self._file.fileno()
+        for start, end in zip(self._offsets, self._ends):
+            yield os.pread(fd, end - start - 1, start)  # less its newline
 
     @overload
     def __getitem__(self, i: int) -> Any: ...
@@ -165,11 +190,48 @@ class Rows(Sequence):
             copy.append(row if self.spilled else deepcopy(row, memo))  # a row read back is already new
         return copy
 
+    def _changed(self) -> None:
+        self._memo.clear()
+        self._generation += 1
+
     def _spill(self) -> None:
         held, self._objects = self._objects or [], None
-        self._file = tempfile.TemporaryFile(prefix=".benchy-rows-", dir=self._spill_dir, buffering=0)
+        self._file, self._own = self._new_file(), True
         for row in held:
             self._write(row)
+
+    def _new_file(self) -> IO[bytes]:
+        return tempfile.TemporaryFile(prefix=".benchy-rows-", dir=self._spill_dir, buffering=0)
+
+    def _read_and_bake(self) -> Iterator[Any]:
+        """Every row, changes applied, each written to a new spill file as it is read; once
+        the pass ends with the rows unchanged meanwhile, that file replaces the old one and
+        the changes are done (a pass cut short, or rows changed during it, replace nothing)."""
+        generation, new = self._generation, self._new_file()
+        offsets, ends, size = array("q"), array("q"), 0
+        pending = bytearray()  # lines not yet written: one write a megabyte, not one a row
+        try:
+            for row in self._read(range(len(self._offsets))):
+                line = records.dumps(row.to_dict()).encode() + b"\n"  # before a reader changes the row
+                offsets.append(size)
+                size += len(line)
+                ends.append(size)
+                pending += line
+                if len(pending) >= _WRITE_AT:
+                    os.pwrite(new.fileno(), pending, size - len(pending))
+                    pending.clear()
+                yield row
+            os.pwrite(new.fileno(), pending, size - len(pending))
+        except BaseException:
+            new.close()
+            raise
+        if generation != self._generation or len(offsets) != len(self._offsets):
+            new.close()
+            return
+        old, self._file = self._file, new
+        self._offsets, self._ends, self._size, self._changes = offsets, ends, size, []
+        if old is not None:
+            old.close()
 
     def _write(self, row: Any) -> None:
         start, end = self._write_line(row)

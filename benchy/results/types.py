@@ -51,9 +51,11 @@ keeps the raw status the client saw.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import sys
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +67,7 @@ from benchy.measure.gpu import GpuCase, GpuSetup
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import WorkloadFigures
+from benchy.results.facts import CaseFacts
 from benchy.results.rows import OK, WARMUP, Rows
 from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
@@ -103,6 +106,11 @@ class MetricSummary(Saved):
     @classmethod
     def of(cls, values: Sequence[float]) -> MetricSummary:
         return cls(**stats.summarize(values))
+
+    @classmethod
+    def of_all(cls, samples: Sequence[Sequence[float]]) -> list[MetricSummary]:
+        """`of` each sample, their bootstraps drawn together (stats.summarize_all)."""
+        return [cls(**found) for found in stats.summarize_all(samples)]
 
 
 @dataclass
@@ -319,6 +327,17 @@ class RequestResult(Saved, RequestRecord):
         return cls.from_dict(jsontypes.loads(line.rstrip(b",\r\n \t")))
 
     @classmethod
+    def of_own_line(cls, line: bytes) -> RequestResult:
+        """A line this process wrote from a row's to_dict (a spill file, rows.py), built without
+        checking each value's type as of_line does a saved file's: the same row, in about half
+        the time (each spilled row is read again at the run's end)."""
+        data = {sys.intern(k): v for k, v in jsontypes.loads(line).items()}  # interned: ** matches them at once
+        count = data.get("token_count")
+        if count is not None:
+            data["token_count"] = TokenCountEntry(**count)  # the one dataclass a row holds
+        return cls(**data)
+
+    @classmethod
     def of(cls, rec: RequestRecord, values: dict[str, float | Unavailable] | None = None) -> RequestResult:
         """`values`: the request's metrics as the builder computed them with its case's verdicts
         (None: computed here, the request judged alone)."""
@@ -424,9 +443,22 @@ class CaseResult(Saved):
     def columns(self) -> RequestColumns:
         """What the reports read of every request, gathered in one pass over them (made once:
         a long case's rows on disk are parsed once, not once per figure that reads them)."""
+        return self._scan().columns
+
+    def facts(self) -> CaseFacts:
+        """What the checks read of every request (results/facts.py), from the same one pass."""
+        return self._scan().facts
+
+    def _scan(self) -> RowScan:
         if isinstance(self.requests, Rows) and self.requests.spilled:  # rows held may be changed in place
-            return self.requests.once("columns", RequestColumns.of)
-        return RequestColumns.of(self.requests)
+            return self.requests.once(RowScan.KEY, RowScan.of)
+        if _held is None:
+            return RowScan.of(self.requests)
+        case, scan = _held.get(id(self), (None, None))
+        if case is not self or scan is None:
+            scan = RowScan.of(self.requests)
+            _held[id(self)] = (self, scan)
+        return scan
 
     def withhold(self, names: tuple[str, ...], why: Unavailable) -> None:
         """Makes `names` unavailable for `why`, in the case and its requests; a figure already
@@ -446,6 +478,22 @@ class CaseResult(Saved):
                     change(req)
 
 
+_held: dict[int, tuple[CaseResult, RowScan]] | None = None  # scans_held's, by case
+
+
+@contextlib.contextmanager
+def scans_held() -> Iterator[None]:
+    """Within it, a case whose rows are held is scanned once however many readers ask (the
+    checks: nothing changes a result while they read it); a spilled case's scan is kept by
+    its rows (Rows.once) until they change."""
+    global _held
+    outer, _held = _held, {}
+    try:
+        yield
+    finally:
+        _held = outer
+
+
 @dataclass
 class RequestColumns:
     """A case's per-request figures as the reports read them, a compact array each."""
@@ -455,20 +503,44 @@ class RequestColumns:
 
     @classmethod
     def of(cls, requests: Iterable[RequestResult]) -> RequestColumns:
-        values: dict[str, array] = {}
-        tokens: int | None = 0
-        counted = 0
+        return RowScan.of(requests).columns
+
+
+class RowScan:
+    """One pass over a case's rows: the reports' columns and the checks' facts at once."""
+
+    KEY = "scan"  # its name among a Rows' figures made once (Rows.once, Rows.remember)
+
+    def __init__(self) -> None:
+        self.facts = CaseFacts()
+        self._values: dict[str, array] = {}
+        self._tokens: int | None = 0
+        self._counted = 0
+
+    @classmethod
+    def of(cls, requests: Iterable[RequestResult]) -> RowScan:
+        scan = cls()
         for r in requests:
-            if r.warmup:
-                continue
-            counted += 1
-            tokens = None if tokens is None or r.completion_tokens is None else tokens + r.completion_tokens
-            if not r.ok:
-                continue
-            for name, value in r.metrics.items():
-                if value is not None:
-                    values.setdefault(name, array("d")).append(value)
-        return cls(values, tokens if counted else None)
+            scan.add(r)
+        return scan
+
+    def add(self, r: RequestResult) -> None:
+        self.facts.add(r)
+        if r.warmup:
+            return
+        self._counted += 1
+        tokens = self._tokens
+        self._tokens = None if tokens is None or r.completion_tokens is None else tokens + r.completion_tokens
+        if not r.ok:
+            return
+        values = self._values
+        for name, value in r.metrics.items():
+            if value is not None:
+                values.setdefault(name, array("d")).append(value)
+
+    @property
+    def columns(self) -> RequestColumns:
+        return RequestColumns(self._values, self._tokens if self._counted else None)
 
 
 def _withhold_request(req: RequestResult, name: str, why: Unavailable) -> None:
