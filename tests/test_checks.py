@@ -245,7 +245,7 @@ def trend_codes(saved: dict) -> set[str]:
 
 def test_rate_above_the_bandwidth_ceiling_is_an_error_and_exit_3(start_sim, tmp_path, capsys):
     sim = start_sim("--model", "openai/gpt-oss-120b", "--decode-tps", "400", *FAST)
-    code, out, _ = run_cli(
+    code, out, err = run_cli(
         capsys,
         "--base-url",
         sim.base_url,
@@ -261,7 +261,8 @@ def test_rate_above_the_bandwidth_ceiling_is_an_error_and_exit_3(start_sim, tmp_
         str(tmp_path / "r"),
     )
     results = json.loads((tmp_path / "r" / "results.json").read_text())
-    assert code == outcome.EXIT_CHECK_FAILED
+    found = [(w["code"], w["severity"]) for w in results["warnings"]]
+    assert code == outcome.EXIT_CHECK_FAILED, (code, found, results["cases"][0].get("ceiling"), err[-1500:])
     assert results["setup"]["model_profile"] == "gpt-oss-120b"  # guessed from the served id
     w = warning(results, "above_bandwidth_ceiling")
     assert w["severity"] == "error" and set(w["metrics"]) == {"decode_tps", "e2e_tps"}
