@@ -18,6 +18,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchy.sim.process import SimProcess, child_env  # noqa: E402  (after the path is set)
+from tests.simfork import ForkedSim  # noqa: E402
 
 # benchy takes a proxy from HTTP_PROXY / HTTPS_PROXY: the suite's servers are all on loopback,
 # and a developer's proxy must not stand between them and benchy (test_transport sets its own).
@@ -103,12 +104,13 @@ def run_benchy_here(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture
 def start_sim(tmp_path):
     """start_sim(*flags, truth_log=True) -> SimProcess (`.base_url`, `.truth()`, `.stderr()`,
-    `.proc`); every sim is stopped at teardown, also when the test fails."""
+    `.proc`); every sim is stopped at teardown, also when the test fails. Each is a process of
+    its own, forked from a warm one (tests/simfork.py: no interpreter start-up per simulator)."""
     started: list[SimProcess] = []
 
     def start(*flags: str, truth_log: bool = True) -> SimProcess:
         truth_path = tmp_path / f"truth-{len(started)}.jsonl" if truth_log else None
-        sim = SimProcess(*flags, truth_log=truth_path)
+        sim = ForkedSim(*flags, truth_log=truth_path)
         started.append(sim)
         return sim.start()
 
@@ -142,7 +144,7 @@ def shared_sim(*flags: str):
 
     @pytest.fixture(scope="module")
     def fixture(tmp_path_factory):
-        with SimProcess(*flags, truth_log=tmp_path_factory.mktemp("shared-sim") / "truth.jsonl") as sim:
+        with ForkedSim(*flags, truth_log=tmp_path_factory.mktemp("shared-sim") / "truth.jsonl") as sim:
             yield sim
 
     return fixture
