@@ -12,7 +12,7 @@ import pytest
 from benchy.results.types import RunResult
 from benchy.sim.metrics import intervals
 from tests.conftest import REPO_ROOT, warning_codes
-from tests.conftest import run_benchy as benchy
+from tests.conftest import run_benchy_here as benchy  # none of these needs a process of its own
 
 FAST = ("--prefill-tps", "20000", "--decode-tps", "400", "--natural-min", "8", "--natural-max", "24")
 SERVER_CODES = {"server_cache_hit", "server_token_mismatch", "ttft_outside_server", "queue_dominates_ttft"}
