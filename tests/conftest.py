@@ -18,7 +18,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchy.sim.process import SimProcess, child_env  # noqa: E402  (after the path is set)
-from tests.simfork import ForkedSim  # noqa: E402
+from tests.forkserver import ForkedSim, run_forked  # noqa: E402
 
 # benchy takes a proxy from HTTP_PROXY / HTTPS_PROXY: the suite's servers are all on loopback,
 # and a developer's proxy must not stand between them and benchy (test_transport sets its own).
@@ -69,15 +69,9 @@ BENCHY = (sys.executable, "-m", "benchy")  # the command line of a child benchy
 
 
 def run_benchy(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m benchy ARGS` from the repo root, output captured as text."""
-    return subprocess.run(
-        [*BENCHY, *args],
-        capture_output=True,
-        text=True,
-        env=env or sim_env(),
-        cwd=REPO_ROOT,
-        timeout=timeout,
-    )
+    """`python -m benchy ARGS` from the repo root, output captured as text: a process of its own
+    (its signals, environment, exit status), forked from a warm one (tests/forkserver.py)."""
+    return run_forked(list(args), env=env or sim_env(), timeout=timeout)
 
 
 def run_benchy_here(*args: str) -> subprocess.CompletedProcess:
@@ -105,7 +99,7 @@ def run_benchy_here(*args: str) -> subprocess.CompletedProcess:
 def start_sim(tmp_path):
     """start_sim(*flags, truth_log=True) -> SimProcess (`.base_url`, `.truth()`, `.stderr()`,
     `.proc`); every sim is stopped at teardown, also when the test fails. Each is a process of
-    its own, forked from a warm one (tests/simfork.py: no interpreter start-up per simulator)."""
+    its own, forked from a warm one (tests/forkserver.py: no interpreter start-up per simulator)."""
     started: list[SimProcess] = []
 
     def start(*flags: str, truth_log: bool = True) -> SimProcess:

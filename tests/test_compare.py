@@ -15,7 +15,7 @@ from benchy import cli
 from benchy.measure import metrics, stats
 from benchy.report import compare as compare_mod
 from benchy.results.types import CheckWarning, ClientHealth, RunResult
-from tests.simfork import ForkedSim as SimProcess
+from tests.forkserver import ForkedSim as SimProcess
 from tests.test_report import assert_sensible_png, benchy_here
 
 FAST, SLOW = "200", "100"  # simulated decode rates, tok/s

@@ -17,7 +17,7 @@ from benchy.measure import metrics, profiles
 from benchy.report import table
 from benchy.results import files as results_files
 from tests.conftest import REPO_ROOT, run_benchy_here, sim_env
-from tests.simfork import ForkedSim as SimProcess
+from tests.forkserver import ForkedSim as SimProcess
 
 STREAM_TIMINGS = ("ttft_s", "decode_tps", "itl_s", "prefill_tps")
 VALUE_CELLS = ("median", "std", "n", "ci95_low", "ci95_high")
