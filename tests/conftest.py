@@ -18,7 +18,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchy.sim.process import SimProcess, child_env  # noqa: E402  (after the path is set)
-from tests.forkserver import ForkedSim, run_forked  # noqa: E402
+from tests.forkserver import ForkedPopen, ForkedSim, run_forked  # noqa: E402
 
 # benchy takes a proxy from HTTP_PROXY / HTTPS_PROXY: the suite's servers are all on loopback,
 # and a developer's proxy must not stand between them and benchy (test_transport sets its own).
@@ -72,6 +72,12 @@ def run_benchy(*args: str, env: dict | None = None, timeout: float = 300) -> sub
     """`python -m benchy ARGS` from the repo root, output captured as text: a process of its own
     (its signals, environment, exit status), forked from a warm one (tests/forkserver.py)."""
     return run_forked(list(args), env=env or sim_env(), timeout=timeout)
+
+
+def start_benchy(*args: str, **popen) -> ForkedPopen:
+    """subprocess.Popen(python -m benchy ARGS, **popen) from the repo root (stdin, stdout,
+    stderr, text, env as Popen takes them; env defaults to sim_env()), forked from a warm process."""
+    return ForkedPopen(list(args), **{"env": sim_env(), **popen})
 
 
 def run_benchy_here(*args: str) -> subprocess.CompletedProcess:

@@ -14,15 +14,12 @@ import pytest
 
 from benchy.cli import main
 from benchy.measure.records import is_header, read_records
-from tests.conftest import BENCHY, REPO_ROOT, sim_env
+from tests.conftest import start_benchy
 
 
 def start_run(sim, out: Path, tg: int = 25, concurrency: int = 4, *flags: str) -> subprocess.Popen:
     run = f"run --base-url {sim.base_url} --pp 64 --tg {tg} -c {concurrency} --runs 500 -q"
-    cmd = [*BENCHY, *run.split(), *flags, "-o", str(out)]
-    return subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sim_env(), cwd=REPO_ROOT
-    )
+    return start_benchy(*run.split(), *flags, "-o", str(out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for_lines(path: Path, k: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
