@@ -1,4 +1,6 @@
-"""Shared fixtures: `start_sim` launches `benchy sim` subprocesses whose truth log tests read."""
+"""Shared fixtures: `start_sim` launches `benchy sim` processes whose truth log tests read, and
+`run_benchy` / `start_benchy` a benchy of its own (both forked from a warm process:
+tests/forkserver.py), or `run_benchy_here` benchy in the test process."""
 
 from __future__ import annotations
 
@@ -123,8 +125,8 @@ class SimSince:
     """A simulator shared by a module's tests, seen from one test: `truth()` holds only the
     records written since the test began (a module's tests run one after another on one
     worker, and each waits for its own requests), everything else is the shared SimProcess.
-    Starting a simulator costs a child interpreter and aiohttp's imports (~0.4 CPU-s); a
-    module whose tests all use the same flags starts one."""
+    Even forked (tests/forkserver.py), each simulator is a process, a port and its /health
+    wait; a module whose tests all use the same flags starts one."""
 
     def __init__(self, sim: SimProcess) -> None:
         self._sim = sim
