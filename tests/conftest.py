@@ -156,6 +156,30 @@ def pytest_configure(config):
     """This checkout's modules compiled once, before any worker starts: where bytecode is not
     written (PYTHONDONTWRITEBYTECODE), every child benchy (each simulator, each run with a
     process of its own) would compile them again from source, ~0.2 CPU-s for a run's imports.
-    compileall writes only what is out of date, into the usual (ignored) __pycache__ folders."""
+    compileall writes only what is out of date, into the usual (ignored) __pycache__ folders.
+    The test modules likewise: pytest caches its assert-rewritten code only where bytecode is
+    written, so each worker would rewrite all of them again (~4 CPU-s a worker)."""
     if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
         compileall.compile_dir(REPO_ROOT / "benchy", quiet=1)
+        compileall.compile_dir(REPO_ROOT / "tests", quiet=1)
+        _cache_rewritten_test_modules(config)
+
+
+def _cache_rewritten_test_modules(config) -> None:
+    """Writes pytest's own cache of the rewritten test modules (what it writes itself where
+    bytecode is written), which every worker reads even when it writes none. Leans on pytest's
+    rewrite module: with another pytest, the workers rewrite as they did."""
+    try:
+        from _pytest.assertion import rewrite
+
+        state = config.stash[rewrite.assertstate_key]
+        for path in sorted((REPO_ROOT / "tests").rglob("*.py")):
+            if not (path.name.startswith("test_") or path.name == "conftest.py"):
+                continue
+            cache_dir = rewrite.get_cache_dir(path)
+            pyc = cache_dir / (path.name[:-3] + rewrite.PYC_TAIL)
+            if rewrite._read_pyc(path, pyc) is None and rewrite.try_makedirs(cache_dir):
+                source_hash, code = rewrite._rewrite_test(path, config)
+                rewrite._write_pyc(state, code, source_hash, pyc)
+    except (ImportError, AttributeError, KeyError, TypeError):
+        return
