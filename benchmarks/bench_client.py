@@ -554,10 +554,36 @@ FLOOR = "floor: a reader that only counts events"
 # ---------------------------------------------------------------- llama-benchy, side by side
 
 
-def llama_benchy_files(folder: Path) -> tuple[Path, str, http.server.HTTPServer]:
-    """An offline tokenizer folder and a book served on 127.0.0.1, as llama-benchy needs."""
+def llama_benchy_files(folder: Path, real_vocabulary: bool = False) -> tuple[Path, str, http.server.HTTPServer]:
+    """An offline tokenizer folder and a book served on 127.0.0.1, as llama-benchy needs. The
+    tokenizer: a 2,000-word toy (per-token figures: loading it is no part of them), or with
+    `real_vocabulary` o200k as a model's tokenizer.json (a whole run's CPU: hf_vocab.py)."""
     words = [f"w{i}" for i in range(2000)]
     vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(words)}}
+    if real_vocabulary:
+        from hf_vocab import o200k_tokenizer_json
+
+        tok = o200k_tokenizer_json(folder)
+    else:
+        tok = _toy_tokenizer(folder, vocab)
+    book = " ".join(words[i * 7 % 2000] for i in range(50_000)).encode()
+
+    class Book(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(book)))
+            self.end_headers()
+            self.wfile.write(book)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Book)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return tok, f"http://127.0.0.1:{server.server_port}/book-{os.getpid()}.txt", server
+
+
+def _toy_tokenizer(folder: Path, vocab: dict[str, int]) -> Path:
     tok = folder / "tokenizer"
     tok.mkdir(exist_ok=True)
     (tok / "tokenizer.json").write_text(
@@ -575,21 +601,7 @@ def llama_benchy_files(folder: Path) -> tuple[Path, str, http.server.HTTPServer]
             }
         )
     )
-    book = " ".join(words[i * 7 % 2000] for i in range(50_000)).encode()
-
-    class Book(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(book)))
-            self.end_headers()
-            self.wfile.write(book)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Book)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return tok, f"http://127.0.0.1:{server.server_port}/book-{os.getpid()}.txt", server
+    return tok
 
 
 def measure_llama_benchy(exe: str, sims: Sims, streams: int, cores: set[int], tok: Path, book: str) -> Row:

@@ -12,7 +12,10 @@ be shared and noisy; every run is printed):
   512x256 run     CPU-seconds (user + system, the process and the workers it waited for) of a
                   512-request, 256-stream run (pp 64, tg 256) beside llama-benchy's for the same
                   requests (--runs 2 --concurrency 256), when --llama-benchy or $LLAMA_BENCHY
-                  names it; target: benchy's at most llama-benchy's. benchy is measured twice:
+                  names it; target: benchy's at most llama-benchy's. llama-benchy loads the
+                  model's tokenizer to cut its prompts, benchy o200k to count: llama-benchy is
+                  given o200k as a tokenizer.json (hf_vocab.py, as gpt-oss's), and the figure
+                  with a 2,000-word toy tokenizer is printed beside it. benchy is measured twice:
                   with --output (results.json, requests.jsonl, report.md and its PNG figures
                   drawn) and without (the table printed, no file written: what llama-benchy
                   does by default; it draws no figure and saves nothing unless --save-result)
@@ -139,28 +142,31 @@ class CpuRuns:
 
     drawn: list[float]  # benchy run --output: files written, report drawn
     table: list[float]  # benchy run without --output: the table only
-    theirs: list[float]  # llama-benchy (empty when not given)
+    theirs: list[float]  # llama-benchy with a model's tokenizer (o200k's, as benchy's; empty when not given)
+    theirs_toy: list[float]  # llama-benchy with a 2,000-word toy tokenizer (what no model loads)
 
 
 def cpu_run_figures(sim: Sim, folder: Path, repeat: int, llama_benchy: str | None) -> CpuRuns:
     """CPU-seconds of the 512-request, 256-stream run: benchy's both ways and llama-benchy's, alternating."""
-    runs = CpuRuns([], [], [])
-    book = None
+    runs = CpuRuns([], [], [], [])
+    book = toy = None
     if llama_benchy:
         from bench_client import llama_benchy_files
 
-        book = llama_benchy_files(folder)
+        book = llama_benchy_files(folder, real_vocabulary=True)
+        toy = llama_benchy_files(folder)
     load = ["--pp", "64", "--tg", "256", "-c", "256", "--requests", "512"]
     for i in range(repeat):
         runs.drawn.append(measure(benchy_run(sim.base_url, folder / "run512", load)).cpu_s)
         runs.table.append(measure(benchy_run(sim.base_url, None, load)).cpu_s)
         line = f"  round {i + 1}: 512x256: benchy {runs.drawn[-1]:5.2f} CPU-s (report drawn), {runs.table[-1]:5.2f} (table only)"
-        if llama_benchy and book is not None:
+        if llama_benchy and book is not None and toy is not None:
             runs.theirs.append(measure(llama_benchy_cmd(llama_benchy, sim.base_url, book[0], book[1])).cpu_s)
-            line += f", llama-benchy {runs.theirs[-1]:5.2f} CPU-s"
+            runs.theirs_toy.append(measure(llama_benchy_cmd(llama_benchy, sim.base_url, toy[0], toy[1])).cpu_s)
+            line += f", llama-benchy {runs.theirs[-1]:5.2f} CPU-s ({runs.theirs_toy[-1]:5.2f} with a toy tokenizer)"
         print(line)
-    if book is not None:
-        book[2].shutdown()
+    for files in filter(None, (book, toy)):
+        files[2].shutdown()
     return runs
 
 
@@ -194,6 +200,13 @@ def summary(long: dict[int, list[tuple[Usage, Usage]]], runs: CpuRuns) -> list[s
         else:
             line += " (no llama-benchy given: --llama-benchy)"
         lines.append(line)
+    if runs.theirs_toy:
+        toy = statistics.median(runs.theirs_toy)
+        lines.append(
+            f"  llama-benchy with a 2,000-word toy tokenizer instead of o200k's: {toy:.2f} CPU-s (table only: "
+            f"ratio {statistics.median(runs.table) / toy:.2f}); a model's tokenizer costs it "
+            f"{statistics.median(runs.theirs) - toy:+.2f} CPU-s, as o200k costs benchy"
+        )
     return lines
 
 

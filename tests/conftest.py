@@ -82,6 +82,36 @@ def start_benchy(*args: str, **popen) -> ForkedPopen:
     return ForkedPopen(list(args), **{"env": sim_env(), **popen})
 
 
+def worker_pids(pid: int) -> list[int]:
+    """The worker processes of the benchy process `pid`: the children of its fork server
+    (load/workers.py forks every worker from one), or children it spawned itself."""
+    found: list[int] = []
+    for kid in _child_pids(pid):
+        line = cmdline(kid)
+        if b"multiprocessing.forkserver" in line:
+            found += _child_pids(kid)
+        elif b"spawn_main" in line:
+            found.append(kid)
+    return found
+
+
+def _child_pids(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            kids += [int(k) for k in (task / "children").read_text().split()]
+    except OSError:  # gone meanwhile
+        pass
+    return kids
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def run_benchy_here(*args: str) -> subprocess.CompletedProcess:
     """What run_benchy gives, through the same entry point (cli.main) but in this process: no
     interpreter start-up, and the imports and vocabulary a child loads again every time (the

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from benchy.load import arrivals
 from benchy.measure import metrics
 from benchy.measure.records import RequestRecord, read_records
-from tests.conftest import run_benchy_here, start_benchy
+from tests.conftest import cmdline, run_benchy_here, start_benchy, worker_pids
 
 
 def benchy(*args: str) -> subprocess.CompletedProcess:
@@ -371,20 +371,6 @@ def test_an_answer_in_one_read_takes_the_plain_path_after_its_first_content_even
     assert _read(body, [], True) == _read(body, [], False)  # what the JSON parse of every event gives
 
 
-def _children(pid: int) -> set[int]:
-    kids = set()
-    for task in (Path(f"/proc/{pid}/task")).iterdir():
-        kids |= {int(k) for k in (task / "children").read_text().split()}
-    return kids
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_text()
-    except OSError:
-        return ""
-
-
 def test_sigterm_stops_every_worker_and_keeps_what_they_finished(start_sim, tmp_path):
     sim = start_sim("--decode-tps", "100", "--prefill-tps", "100000", "--max-running", "64")
     out = tmp_path / "out"
@@ -395,12 +381,12 @@ def test_sigterm_stops_every_worker_and_keeps_what_they_finished(start_sim, tmp_
     while not (jsonl.exists() and jsonl.read_bytes().count(b"\n") >= 11):  # the header and 10 records
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.05)
-    workers = {kid for kid in _children(proc.pid) if "spawn_main" in _cmdline(kid)}
-    assert len(workers) == 2  # the two worker processes (beside multiprocessing's resource tracker)
+    workers = set(worker_pids(proc.pid))
+    assert len(workers) == 2  # the two worker processes (not the fork server, nor the resource tracker)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "Traceback" not in err
-    assert not any(Path(f"/proc/{w}").exists() and "multiprocessing" in _cmdline(w) for w in workers)
+    assert not any(Path(f"/proc/{w}").exists() and b"multiprocessing" in cmdline(w) for w in workers)
     results = json.loads((out / "results.json").read_text())
     assert results["partial"] and results["stopped"]["by"] == "SIGTERM"
     saved = {r["request_id"] for c in results["cases"] for r in c["requests"]}

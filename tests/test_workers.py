@@ -15,27 +15,8 @@ import pytest
 
 from benchy.load import workers
 from benchy.measure.records import read_records
-from tests.conftest import REPO_ROOT, sim_env, start_benchy
+from tests.conftest import REPO_ROOT, sim_env, start_benchy, worker_pids
 from tests.test_interrupt import wait_for_lines
-
-
-def _children(pid: int) -> list[int]:
-    kids: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        kids += [int(k) for k in (task / "children").read_text().split()]
-    return kids
-
-
-def _worker_processes(pid: int) -> list[int]:
-    """The spawned worker processes of a benchy run (not multiprocessing's resource tracker)."""
-    found = []
-    for kid in _children(pid):
-        try:
-            if b"spawn_main" in Path(f"/proc/{kid}/cmdline").read_bytes():
-                found.append(kid)
-        except OSError:
-            pass
-    return found
 
 
 def _start(sim, out: Path, *flags: str) -> subprocess.Popen:
@@ -57,7 +38,7 @@ def _start(sim, out: Path, *flags: str) -> subprocess.Popen:
 
 def _kill_one_worker(proc: subprocess.Popen, out: Path) -> float:
     wait_for_lines(out / "requests.jsonl", 16, proc)
-    victim = _worker_processes(proc.pid)[0]
+    victim = worker_pids(proc.pid)[0]
     killed_at = time.perf_counter()
     os.kill(victim, signal.SIGKILL)
     return killed_at
