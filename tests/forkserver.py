@@ -22,13 +22,38 @@ import sys
 import tempfile
 import threading
 import time
-from multiprocessing import reduction
+from multiprocessing import context as mp_context
+from multiprocessing import forkserver as mp_forkserver
+from multiprocessing import popen_forkserver, reduction
 from pathlib import Path
 
 from benchy.sim.process import _LISTEN, REPO_ROOT, SimProcess, child_env
 
-_CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["tests.forkserver_preload"])
+# The suite's own fork server, not multiprocessing's shared one: benchy's worker pool stops
+# that one when it closes (load/workers.py), which, in a test process running benchy in
+# process, would take these simulators' exit statuses with it.
+_SERVER = mp_forkserver.ForkServer()
+_SERVER.set_forkserver_preload(["tests.forkserver_preload"])
+
+
+class _Popen(popen_forkserver.Popen):
+    """multiprocessing's fork-server start, from the suite's own server."""
+
+    def _launch(self, process_obj) -> None:
+        shared = mp_forkserver.connect_to_new_process
+        mp_forkserver.connect_to_new_process = _SERVER.connect_to_new_process
+        try:
+            super()._launch(process_obj)
+        finally:
+            mp_forkserver.connect_to_new_process = shared
+
+
+class _Process(mp_context.ForkServerProcess):
+    @staticmethod
+    def _Popen(process_obj):
+        return _Popen(process_obj)
+
+
 # Read by a benchy module when it is imported, so a fork would keep the forkserver's value: a
 # child given another value is exec'd afresh (python -m benchy, same pid and streams) instead.
 READ_AT_IMPORT = ("BENCHY_ROWS_IN_MEMORY",)
@@ -112,7 +137,7 @@ class ForkedPopen:
         ends = [_fd_of(stdin, "r"), _fd_of(stdout, "w"), _fd_of(stderr, "w")]
         fds = tuple(None if fd is None else _Fd(fd) for fd, _, _ in ends)
         environ = dict(child_env() if env is None else env)
-        self._process = _CONTEXT.Process(target=_main, args=(list(argv), fds, environ, str(cwd)))
+        self._process = _Process(target=_main, args=(list(argv), fds, environ, str(cwd)))
         try:
             self._process.start()
         finally:
@@ -215,9 +240,7 @@ class ForkedSim(SimProcess):
             argv += ["--truth-log", str(self.truth_path)]
         self._stdout_path, self._stderr_path = _new_file("out"), _new_file("err")
         self._stderr = open(self._stderr_path, "w+")  # noqa: SIM115  (read by stderr(), closed by stop())
-        process = _CONTEXT.Process(
-            target=_serve, args=(argv, self._stdout_path, self._stderr_path, child_env()), daemon=True
-        )
+        process = _Process(target=_serve, args=(argv, self._stdout_path, self._stderr_path, child_env()), daemon=True)
         process.start()
         self.proc = _Exits(process)  # type: ignore[assignment]
         try:
