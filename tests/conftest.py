@@ -1,4 +1,6 @@
-"""Shared fixtures: `start_sim` launches `benchy sim` subprocesses whose truth log tests read."""
+"""Shared fixtures: `start_sim` launches `benchy sim` processes whose truth log tests read, and
+`run_benchy` / `start_benchy` a benchy of its own (both forked from a warm process:
+tests/forkserver.py), or `run_benchy_here` benchy in the test process."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchy.sim.process import SimProcess, child_env  # noqa: E402  (after the path is set)
+from tests.forkserver import ForkedPopen, ForkedSim, run_forked  # noqa: E402
 
 # benchy takes a proxy from HTTP_PROXY / HTTPS_PROXY: the suite's servers are all on loopback,
 # and a developer's proxy must not stand between them and benchy (test_transport sets its own).
@@ -68,15 +71,15 @@ BENCHY = (sys.executable, "-m", "benchy")  # the command line of a child benchy
 
 
 def run_benchy(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m benchy ARGS` from the repo root, output captured as text."""
-    return subprocess.run(
-        [*BENCHY, *args],
-        capture_output=True,
-        text=True,
-        env=env or sim_env(),
-        cwd=REPO_ROOT,
-        timeout=timeout,
-    )
+    """`python -m benchy ARGS` from the repo root, output captured as text: a process of its own
+    (its signals, environment, exit status), forked from a warm one (tests/forkserver.py)."""
+    return run_forked(list(args), env=env or sim_env(), timeout=timeout)
+
+
+def start_benchy(*args: str, **popen) -> ForkedPopen:
+    """subprocess.Popen(python -m benchy ARGS, **popen) from the repo root (stdin, stdout,
+    stderr, text, env as Popen takes them; env defaults to sim_env()), forked from a warm process."""
+    return ForkedPopen(list(args), **{"env": sim_env(), **popen})
 
 
 def worker_pids(pid: int) -> list[int]:
@@ -133,12 +136,13 @@ def run_benchy_here(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture
 def start_sim(tmp_path):
     """start_sim(*flags, truth_log=True) -> SimProcess (`.base_url`, `.truth()`, `.stderr()`,
-    `.proc`); every sim is stopped at teardown, also when the test fails."""
+    `.proc`); every sim is stopped at teardown, also when the test fails. Each is a process of
+    its own, forked from a warm one (tests/forkserver.py: no interpreter start-up per simulator)."""
     started: list[SimProcess] = []
 
     def start(*flags: str, truth_log: bool = True) -> SimProcess:
         truth_path = tmp_path / f"truth-{len(started)}.jsonl" if truth_log else None
-        sim = SimProcess(*flags, truth_log=truth_path)
+        sim = ForkedSim(*flags, truth_log=truth_path)
         started.append(sim)
         return sim.start()
 
@@ -151,8 +155,8 @@ class SimSince:
     """A simulator shared by a module's tests, seen from one test: `truth()` holds only the
     records written since the test began (a module's tests run one after another on one
     worker, and each waits for its own requests), everything else is the shared SimProcess.
-    Starting a simulator costs a child interpreter and aiohttp's imports (~0.4 CPU-s); a
-    module whose tests all use the same flags starts one."""
+    Even forked (tests/forkserver.py), each simulator is a process, a port and its /health
+    wait; a module whose tests all use the same flags starts one."""
 
     def __init__(self, sim: SimProcess) -> None:
         self._sim = sim
@@ -172,7 +176,7 @@ def shared_sim(*flags: str):
 
     @pytest.fixture(scope="module")
     def fixture(tmp_path_factory):
-        with SimProcess(*flags, truth_log=tmp_path_factory.mktemp("shared-sim") / "truth.jsonl") as sim:
+        with ForkedSim(*flags, truth_log=tmp_path_factory.mktemp("shared-sim") / "truth.jsonl") as sim:
             yield sim
 
     return fixture
@@ -182,6 +186,30 @@ def pytest_configure(config):
     """This checkout's modules compiled once, before any worker starts: where bytecode is not
     written (PYTHONDONTWRITEBYTECODE), every child benchy (each simulator, each run with a
     process of its own) would compile them again from source, ~0.2 CPU-s for a run's imports.
-    compileall writes only what is out of date, into the usual (ignored) __pycache__ folders."""
+    compileall writes only what is out of date, into the usual (ignored) __pycache__ folders.
+    The test modules likewise: pytest caches its assert-rewritten code only where bytecode is
+    written, so each worker would rewrite all of them again (~4 CPU-s a worker)."""
     if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
         compileall.compile_dir(REPO_ROOT / "benchy", quiet=1)
+        compileall.compile_dir(REPO_ROOT / "tests", quiet=1)
+        _cache_rewritten_test_modules(config)
+
+
+def _cache_rewritten_test_modules(config) -> None:
+    """Writes pytest's own cache of the rewritten test modules (what it writes itself where
+    bytecode is written), which every worker reads even when it writes none. Leans on pytest's
+    rewrite module: with another pytest, the workers rewrite as they did."""
+    try:
+        from _pytest.assertion import rewrite
+
+        state = config.stash[rewrite.assertstate_key]
+        for path in sorted((REPO_ROOT / "tests").rglob("*.py")):
+            if not (path.name.startswith("test_") or path.name == "conftest.py"):
+                continue
+            cache_dir = rewrite.get_cache_dir(path)
+            pyc = cache_dir / (path.name[:-3] + rewrite.PYC_TAIL)
+            if rewrite._read_pyc(path, pyc) is None and rewrite.try_makedirs(cache_dir):
+                source_hash, code = rewrite._rewrite_test(path, config)
+                rewrite._write_pyc(state, code, source_hash, pyc)
+    except (ImportError, AttributeError, KeyError, TypeError):
+        return

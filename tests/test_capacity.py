@@ -11,7 +11,6 @@ import math
 import signal
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 
 from benchy.cli import main
 from benchy.results import capacity as capacity_types
-from tests.conftest import REPO_ROOT, run_benchy, sim_env
+from tests.conftest import run_benchy, start_benchy
 
 # The issue's example, 4× faster: pp256 at 8,000 t/s (32 ms; 28 ms once the chat template's
 # first block is served from the prefix cache), tg64 at 200 t/s (320 ms), 4 slots, no batch
@@ -272,13 +271,8 @@ def test_an_interrupted_search_keeps_what_it_measured(start_sim, tmp_path):
     sim = start_sim(*ISSUE_SIM)
     out = tmp_path / "cut"
     args = ["capacity", "--base-url", sim.base_url, "-o", str(out), "--pp", "256", "--tg", "64"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "benchy", *args, "--slo", "ttft=200ms", "--min-requests", "10"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
+    proc = start_benchy(
+        *args, "--slo", "ttft=200ms", "--min-requests", "10", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     deadline = time.monotonic() + 120
     while not (out / "capacity.json").exists() and time.monotonic() < deadline and proc.poll() is None:

@@ -4,18 +4,18 @@ the simulator's configured rates and ground-truth log."""
 from __future__ import annotations
 
 import contextlib
-import io
 import json
+import subprocess
 
 import numpy as np
 import pytest
 from scipy import stats as sps
 
-from benchy import cli
 from benchy.measure import metrics, stats
 from benchy.report import compare as compare_mod
 from benchy.results.types import CheckWarning, ClientHealth, RunResult
-from benchy.sim.process import SimProcess
+from tests.conftest import start_benchy
+from tests.forkserver import ForkedSim as SimProcess
 from tests.test_report import assert_sensible_png, benchy_here
 
 FAST, SLOW = "200", "100"  # simulated decode rates, tok/s
@@ -24,29 +24,57 @@ FAST, SLOW = "200", "100"  # simulated decode rates, tok/s
 SIM = ("--prefill-tps", "4000", "--max-running", "4")
 
 
-def run_into(folder, base_url, *flags):
-    """`benchy run` through its real entry point, in this process (no interpreter start-up)."""
-    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(SystemExit) as exited:
-        cli.main(["run", "--base-url", base_url, "--tg", "24", "--runs", "5", "--output", str(folder), "-q", *flags])
-    assert exited.value.code in (0, 4), f"benchy run exited {exited.value.code}"
-    return folder / "results.json"
+RUNS = {  # name: (decode rate, flags); each against a simulator of its own, all at once
+    "slow": (SLOW, ("--pp", "400", "600")),
+    "slow_again": (SLOW, ("--pp", "400", "600")),
+    "no_nonce": (SLOW, ("--pp", "400", "--no-nonce")),
+    "other_cases": (SLOW, ("--pp", "400", "800")),
+    "fast": (FAST, ("--pp", "400", "600")),
+}
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """slow, slow_again (same configuration), fast, no_nonce, other_cases: results paths + truth."""
+    """slow, slow_again (same configuration), fast, no_nonce, other_cases: results paths + truth.
+    The five runs are real time spent waiting on decodes (tg24 at 100 t/s), so they run at
+    once, each a benchy process of its own against a simulator of its own: each run's requests
+    are still one at a time on a server that serves only them, judged against its truth log."""
     root = tmp_path_factory.mktemp("compare")
-    out = {}
-    with SimProcess("--decode-tps", SLOW, *SIM, truth_log=root / "slow-truth.jsonl") as sim:
-        out["slow"] = run_into(root / "slow", sim.base_url, "--pp", "400", "600")
-        out["slow_again"] = run_into(root / "slow_again", sim.base_url, "--pp", "400", "600")
-        out["no_nonce"] = run_into(root / "no_nonce", sim.base_url, "--pp", "400", "--no-nonce")
-        out["other_cases"] = run_into(root / "other_cases", sim.base_url, "--pp", "400", "800")
-    with SimProcess("--decode-tps", FAST, *SIM, truth_log=root / "fast-truth.jsonl") as sim:
-        out["fast"] = run_into(root / "fast", sim.base_url, "--pp", "400", "600")
+    with contextlib.ExitStack() as stack:
+        sims = {
+            name: stack.enter_context(SimProcess("--decode-tps", rate, *SIM, truth_log=root / f"{name}-truth.jsonl"))
+            for name, (rate, _) in RUNS.items()
+        }
+        procs = {
+            name: start_benchy(
+                "run",
+                "--base-url",
+                sims[name].base_url,
+                "--tg",
+                "24",
+                "--runs",
+                "5",
+                "--output",
+                str(root / name),
+                "-q",
+                "--no-report",
+                *flags,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name, (_, flags) in RUNS.items()
+        }
+        for name, proc in procs.items():
+            _, err = proc.communicate(timeout=300)
+            assert proc.returncode in (0, 4), f"benchy run ({name}) exited {proc.returncode}: {err}"
+    out = {name: root / name / "results.json" for name in RUNS}
+    truth = {
+        name: [json.loads(line) for line in (root / f"{name}-truth.jsonl").read_text().splitlines()] for name in RUNS
+    }
     out["truth"] = {
-        name: [json.loads(line) for line in (root / f"{name}-truth.jsonl").read_text().splitlines()]
-        for name in ("slow", "fast")
+        "slow": [t for name, (rate, _) in RUNS.items() if rate == SLOW for t in truth[name]],
+        "fast": truth["fast"],
     }
     return out
 

@@ -17,8 +17,8 @@ from benchy.measure import metrics, stats
 from benchy.report import plots, probe_report, render, table
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
-from benchy.sim.process import SimProcess
 from tests.conftest import REPO_ROOT, run_benchy_here
+from tests.forkserver import ForkedSim as SimProcess
 from tests.test_report import capture_figures
 
 FAST = ("--decode-tps", "1000", "--prefill-tps", "50000")

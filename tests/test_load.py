@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from hypothesis import strategies as st
 from benchy.load import arrivals
 from benchy.measure import metrics
 from benchy.measure.records import RequestRecord, read_records
-from tests.conftest import REPO_ROOT, cmdline, run_benchy_here, sim_env, worker_pids
+from tests.conftest import cmdline, run_benchy_here, start_benchy, worker_pids
 
 
 def benchy(*args: str) -> subprocess.CompletedProcess:
@@ -375,34 +374,8 @@ def test_an_answer_in_one_read_takes_the_plain_path_after_its_first_content_even
 def test_sigterm_stops_every_worker_and_keeps_what_they_finished(start_sim, tmp_path):
     sim = start_sim("--decode-tps", "100", "--prefill-tps", "100000", "--max-running", "64")
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "benchy",
-            "run",
-            "--base-url",
-            sim.base_url,
-            "--pp",
-            "64",
-            "--tg",
-            "20",
-            "-c",
-            "4",
-            "--runs",
-            "500",
-            "--workers",
-            "2",
-            "-o",
-            str(out),
-            "-q",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-    )
+    args = ["--base-url", sim.base_url, "--pp", "64", "--tg", "20", "-c", "4", "--runs", "500", "--workers", "2"]
+    proc = start_benchy("run", *args, "-o", str(out), "-q", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     jsonl = out / "requests.jsonl"
     while not (jsonl.exists() and jsonl.read_bytes().count(b"\n") >= 11):  # the header and 10 records

@@ -7,25 +7,18 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from benchy import outcome
-from tests.conftest import REPO_ROOT, sim_env
+from tests import conftest
+from tests.conftest import REPO_ROOT
 
 DOCS = REPO_ROOT / "docs"
 
 
 def start_benchy(*args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "benchy", "run", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-    )
+    return conftest.start_benchy("run", *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_until(condition, proc: subprocess.Popen, what: str, timeout: float = 60.0) -> None:

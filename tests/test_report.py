@@ -75,7 +75,7 @@ def embedded_figures(markdown: str) -> list[str]:
 def clean_run(tmp_path_factory):
     """A clean sweep over 2 prompt × 2 output lengths × concurrency 1 and 2, with a ceiling."""
     out = tmp_path_factory.mktemp("clean")
-    from benchy.sim.process import SimProcess
+    from tests.forkserver import ForkedSim as SimProcess
 
     with SimProcess("--decode-tps", "400", "--prefill-tps", "40000", "--max-running", "4") as sim:
         proc = benchy(
@@ -111,7 +111,7 @@ def troubled_run(tmp_path_factory):
     """A buffered stream (29 tokens in 2 events, as in field report 003) with injected HTTP 500s."""
     out = tmp_path_factory.mktemp("troubled")
     truth = out / "truth.jsonl"
-    from benchy.sim.process import SimProcess
+    from tests.forkserver import ForkedSim as SimProcess
 
     with SimProcess(
         "--events-per-response",
@@ -149,7 +149,7 @@ def troubled_run(tmp_path_factory):
 def open_loop_run(tmp_path_factory):
     """Open-loop arrivals at two rates, with and without cached context depth."""
     out = tmp_path_factory.mktemp("open")
-    from benchy.sim.process import SimProcess
+    from tests.forkserver import ForkedSim as SimProcess
 
     with SimProcess("--decode-tps", "400", "--prefill-tps", "40000") as sim:
         benchy(
@@ -305,7 +305,7 @@ def test_report_of_a_partial_run_says_so(troubled_run, tmp_path, capsys):
 
 
 def test_probe_results_render_the_same_way(tmp_path, capsys):
-    from benchy.sim.process import SimProcess
+    from tests.forkserver import ForkedSim as SimProcess
 
     with SimProcess("--decode-tps", "400", "--prefill-tps", "40000") as sim:
         proc = benchy(

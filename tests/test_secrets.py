@@ -12,7 +12,6 @@ import pty
 import shutil
 import ssl
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from benchy.cli import main
 from benchy.client.stream import Client, ClientSettings, ServerError
 from benchy.measure.records import RequestRecord
 from benchy.workloads.case import Case
-from tests.conftest import BENCHY, REPO_ROOT, run_benchy, sim_env
+from tests.conftest import run_benchy, sim_env, start_benchy
 from tests.netservers import Relay
 
 KEY = "sk-SENTINEL-4f9c2a7e1b93d"
@@ -45,7 +44,7 @@ def run_on_a_terminal(cmd: list[str], env: dict, stdout_path: Path) -> tuple[int
     """Runs benchy with stderr on a pseudo-terminal, so the progress display is really drawn."""
     master, slave = pty.openpty()
     with open(stdout_path, "wb") as stdout:
-        proc = subprocess.Popen(cmd, stdout=stdout, stderr=slave, env=env, cwd=REPO_ROOT)
+        proc = start_benchy(*cmd, stdout=stdout, stderr=slave, env=env)
     os.close(slave)
     terminal = bytearray()
     while True:
@@ -94,7 +93,7 @@ def test_key_goes_only_to_the_authorization_header(start_sim, tmp_path, how):
     out = tmp_path / "out"
     with Relay(int(sim.url.rsplit(":", 1)[1])) as relay:  # to see what went over the wire
         relayed = base_url.replace(sim.url.split("//")[1], f"127.0.0.1:{relay.port}")
-        cmd = [*BENCHY, "run", "--base-url", relayed, *args, *"--pp 64 --tg 8 -c 2 --runs 6".split(), "-o", str(out)]
+        cmd = ["run", "--base-url", relayed, *args, *"--pp 64 --tg 8 -c 2 --runs 6".split(), "-o", str(out)]
         code, terminal = run_on_a_terminal(cmd, env, tmp_path / "stdout")
     assert code == 0, terminal.decode(errors="replace")
     if how == "header":
@@ -163,13 +162,8 @@ def test_without_a_key_no_authorization_header_is_sent(start_sim):
     ],
 )
 def test_error_messages_never_carry_the_key(argv):
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchy", "run", "--pp", "64", *argv],
-        capture_output=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=60,
-    )
+    proc = start_benchy("run", "--pp", "64", *argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout, proc.stderr = proc.communicate(timeout=60)
     assert proc.returncode in (1, 2)
     assert len(proc.stderr.strip().splitlines()) == 1 and b"Traceback" not in proc.stderr
     assert_no_secret("stderr", proc.stderr + proc.stdout)

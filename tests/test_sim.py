@@ -28,7 +28,7 @@ from benchy.sim import vocab
 from benchy.sim.app import event_groups
 from benchy.sim.cache import PrefixCache
 from benchy.sim.config import PRESET_HELP, build_config
-from tests.conftest import LATE_S
+from tests.conftest import LATE_S, run_benchy
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -765,14 +765,7 @@ def test_sigterm_right_after_the_listening_line_is_clean():
     ],
 )
 def test_bad_flags_fail_in_one_line(flags, fragment):
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchy", "sim", *flags],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=30,
-    )
+    proc = run_benchy("sim", *flags, timeout=30)
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and fragment in proc.stderr
@@ -798,14 +791,7 @@ def test_the_simulator_has_a_tokenizer_of_its_own():
 
 
 def test_help_is_short_and_the_docs_document_every_behaviour():
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchy", "sim", "--help"],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=30,
-    )
+    proc = run_benchy("sim", "--help", timeout=30)
     assert proc.returncode == 0
     help_text = proc.stdout
     prose = help_text.split("Options:")[0]

@@ -8,7 +8,6 @@ import copy
 import csv
 import io
 import subprocess
-import sys
 
 import pytest
 
@@ -16,8 +15,8 @@ from benchy.checks import warnings as checks
 from benchy.measure import metrics, profiles
 from benchy.report import table
 from benchy.results import files as results_files
-from benchy.sim.process import SimProcess
-from tests.conftest import REPO_ROOT, run_benchy_here, sim_env
+from tests.conftest import run_benchy, run_benchy_here, start_benchy
+from tests.forkserver import ForkedSim as SimProcess
 
 STREAM_TIMINGS = ("ttft_s", "decode_tps", "itl_s", "prefill_tps")
 VALUE_CELLS = ("median", "std", "n", "ci95_low", "ci95_high")
@@ -26,32 +25,10 @@ VALUE_CELLS = ("median", "std", "n", "ci95_low", "ci95_high")
 def benchy_run(base_url: str, out, *flags: str) -> subprocess.CompletedProcess:
     """`benchy run --format csv` as a user types it: stdout is the CSV (its bytes as printed,
     line ends untranslated), -o saves the run."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchy",
-            "run",
-            "--base-url",
-            base_url,
-            "--pp",
-            "64",
-            "--warmup",
-            "0",
-            "--format",
-            "csv",
-            "-q",
-            "-o",
-            str(out),
-            *flags,
-        ],
-        capture_output=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=120,
-    )
-    proc.stdout, proc.stderr = proc.stdout.decode(), proc.stderr.decode(errors="replace")
-    return proc
+    args = ["--base-url", base_url, "--pp", "64", "--warmup", "0", "--format", "csv", "-q", "-o", str(out), *flags]
+    proc = start_benchy("run", *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stdout, stderr = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout.decode(), stderr.decode(errors="replace"))
 
 
 def parse(text: str) -> list[dict]:
@@ -114,12 +91,7 @@ def test_csv_from_the_saved_results_equals_what_run_printed(impossible_buffered_
     saved = table.csv_text(results_files.read(out / "results.json"))
     assert saved == proc.stdout and saved.count("\n") == 1 + 2 * len(metrics.REQUEST_METRICS)
     assert (out / "results.csv").read_bytes().decode() == proc.stdout
-    remade = subprocess.run(
-        [sys.executable, "-m", "benchy", "report", str(out / "results.json"), "-o", str(tmp_path / "remade")],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-    )
+    remade = run_benchy("report", str(out / "results.json"), "-o", str(tmp_path / "remade"))
     assert remade.returncode == 0, remade.stderr
     assert (tmp_path / "remade" / "results.csv").read_bytes().decode() == proc.stdout
 

@@ -15,19 +15,24 @@ import pytest
 
 from benchy.load import workers
 from benchy.measure.records import read_records
-from tests.conftest import REPO_ROOT, sim_env, worker_pids
+from tests.conftest import REPO_ROOT, sim_env, start_benchy, worker_pids
 from tests.test_interrupt import wait_for_lines
 
 
 def _start(sim, out: Path, *flags: str) -> subprocess.Popen:
     args = ["--pp", "64", "--tg", "20", "-c", "4", "--runs", "40", "--warmup", "0", "--workers", "2"]
-    return subprocess.Popen(
-        [sys.executable, "-m", "benchy", "run", "--base-url", sim.base_url, *args, "-o", str(out), "-q", *flags],
+    return start_benchy(
+        "run",
+        "--base-url",
+        sim.base_url,
+        *args,
+        "-o",
+        str(out),
+        "-q",
+        *flags,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
     )
 
 
