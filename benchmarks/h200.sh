@@ -4,6 +4,7 @@
 #             then benchy's figures beside the server's own timings (issues 23, 28)
 #   capacity  -np 16 --cache-ram 0: benchy capacity, cold and with a 75% shared prefix, then compare (issue 25)
 #   queue     -np 1 --cache-ram 0: benchy run --rate 8 (an open loop on one slot): queueing qualified (issue 23)
+#   workers   -np 8: benchy run -c 8 --workers 2 (the fork server's two worker processes), beside the server's timings (issue 26)
 #   probecap  benchy probe-cache --capacity --cache-reset on -np 1 --cache-ram 0, -np 4 --cache-ram 0 and a
 #             default server (-np 4, host-RAM cache on); PROBES picks among np1 nocache default (issue 24)
 # Run from the repository root on the device, with ../shared/gpu-testbed copied to .gpu-testbed
@@ -93,6 +94,16 @@ queue() {  # an open loop on one slot: TTFT under load against the same shape se
   bench queue_$MODEL run --base-url $U --pp 2048 --tg 32 --rate 8 --requests 16 --model-profile $PROFILE \
       -o "$RES/queue_$MODEL"
   python3 "$TB/summarize_benchy.py" "$RES/queue_$MODEL" 2>&1 | tee -a "$RES/summary.txt"
+  unserve
+}
+
+workers() {  # the load split over two worker processes, each request's figures beside the server's own
+  serve 8 || return
+  bench workers_$MODEL run --base-url $U --pp 512 --tg 128 -c 8 --runs 2 --workers 2 --model-profile $PROFILE \
+      -o "$RES/workers_$MODEL"
+  python3 "$TB/summarize_benchy.py" "$RES/workers_$MODEL" 2>&1 | tee -a "$RES/summary.txt"
+  python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['cases'][0]['client']; print('workers', c['workers'], [(w['requests'], w['tokens']) for w in c['per_worker']])" \
+      "$RES/workers_$MODEL/results.json" 2>&1 | tee -a "$RES/summary.txt"
   unserve
 }
 
