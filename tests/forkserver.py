@@ -234,22 +234,12 @@ class ForkedSim(SimProcess):
     """SimProcess, started as a fork of the warm process: the same flags, truth log, `.proc`
     (signals, wait, exit status), `.stderr()` and start-up checks."""
 
-    def start(self) -> ForkedSim:
-        argv = ["--port", "0", *self.flags]
-        if self.truth_path is not None:
-            argv += ["--truth-log", str(self.truth_path)]
+    def _launch(self, argv: list[str]) -> None:
         self._stdout_path, self._stderr_path = _new_file("out"), _new_file("err")
         self._stderr = open(self._stderr_path, "w+")  # noqa: SIM115  (read by stderr(), closed by stop())
         process = _Process(target=_serve, args=(argv, self._stdout_path, self._stderr_path, child_env()), daemon=True)
         process.start()
         self.proc = _Exits(process)  # type: ignore[assignment]
-        try:
-            self.url = self._listening_url()
-            self._wait_healthy()
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
     def _listening_url(self) -> str:
         deadline = time.monotonic() + self.start_timeout_s

@@ -40,14 +40,10 @@ class SimProcess:
         return f"{self.url}/v1"
 
     def start(self) -> SimProcess:
-        cmd = [sys.executable, "-m", "benchy", "sim", "--port", "0", *self.flags]
+        argv = ["--port", "0", *self.flags]
         if self.truth_path is not None:
-            cmd += ["--truth-log", str(self.truth_path)]
-        # stderr to a file, not a pipe: a chatty child must never block on a full pipe.
-        self._stderr = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=child_env(), cwd=REPO_ROOT
-        )
+            argv += ["--truth-log", str(self.truth_path)]
+        self._launch(argv)
         try:
             self.url = self._listening_url()
             self._wait_healthy()
@@ -55,6 +51,19 @@ class SimProcess:
             self.stop()
             raise
         return self
+
+    def _launch(self, argv: list[str]) -> None:
+        """`benchy sim ARGV` as a child process, into self.proc (and its stderr's file)."""
+        # stderr to a file, not a pipe: a chatty child must never block on a full pipe.
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "benchy", "sim", *argv],
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            env=child_env(),
+            cwd=REPO_ROOT,
+        )
 
     def _listening_url(self) -> str:
         assert self.proc is not None and self.proc.stdout is not None  # started with a stdout pipe
