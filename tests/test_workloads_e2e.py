@@ -174,12 +174,18 @@ def test_sample_trace_replays_its_lengths_times_and_reuse(start_sim, tmp_path):
     sent = sorted(measured(case), key=lambda r: r["index"])
     assert len(sent) == len(requests) == case["n_ok"]
     expected = trace.expected_reuse(requests)
-    first = min(truth[r["request_id"]]["arrival_s"] for r in sent)
     span = requests[-1].offset_s / speed
+    start = sent[0]["scheduled_mono_s"] - requests[0].offset_s / speed
+    first = truth[sent[0]["request_id"]]["arrival_s"] - (sent[0]["sent_mono_s"] - sent[0]["scheduled_mono_s"])
     for r, req, reuse in zip(sent, requests, expected):
         t = truth[r["request_id"]]
         assert t["prompt_tokens"] == req.input_tokens and t["completion_tokens"] == req.output_tokens
-        assert abs((t["arrival_s"] - first) - req.offset_s / speed) <= 0.05 * span
+        # Each request is due at its trace time ÷ speed; one that left late (a busy machine can
+        # hold a send back) says so in its record, and arrived that much later.
+        assert r["scheduled_mono_s"] - start == pytest.approx(req.offset_s / speed, abs=1e-6)
+        late = r["sent_mono_s"] - r["scheduled_mono_s"]
+        assert late >= 0 and late <= case["send_lag"]["max"] + 1e-9
+        assert abs((t["arrival_s"] - first) - (req.offset_s / speed + late)) <= 0.05 * span
         # Without a chat template, blocks align with the cache's: the expected reuse is what
         # the simulator served, to the last full 16-token block.
         assert t["cached_tokens"] == reuse // BLOCK * BLOCK
