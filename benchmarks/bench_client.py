@@ -554,19 +554,20 @@ FLOOR = "floor: a reader that only counts events"
 # ---------------------------------------------------------------- llama-benchy, side by side
 
 
+BOOK_WORDS = [f"w{i}" for i in range(2000)]  # the book's words, and the toy tokenizer's vocabulary
+
+
 def llama_benchy_files(folder: Path, real_vocabulary: bool = False) -> tuple[Path, str, http.server.HTTPServer]:
     """An offline tokenizer folder and a book served on 127.0.0.1, as llama-benchy needs. The
     tokenizer: a 2,000-word toy (per-token figures: loading it is no part of them), or with
     `real_vocabulary` o200k as a model's tokenizer.json (a whole run's CPU: hf_vocab.py)."""
-    words = [f"w{i}" for i in range(2000)]
-    vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(words)}}
     if real_vocabulary:
         from hf_vocab import o200k_tokenizer_json
 
         tok = o200k_tokenizer_json(folder)
     else:
-        tok = _toy_tokenizer(folder, vocab)
-    book = " ".join(words[i * 7 % 2000] for i in range(50_000)).encode()
+        tok = toy_tokenizer(folder)
+    book = " ".join(BOOK_WORDS[i * 7 % 2000] for i in range(50_000)).encode()
 
     class Book(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -583,7 +584,9 @@ def llama_benchy_files(folder: Path, real_vocabulary: bool = False) -> tuple[Pat
     return tok, f"http://127.0.0.1:{server.server_port}/book-{os.getpid()}.txt", server
 
 
-def _toy_tokenizer(folder: Path, vocab: dict[str, int]) -> Path:
+def toy_tokenizer(folder: Path) -> Path:
+    """A folder holding a WordLevel tokenizer.json of the book's 2,000 words."""
+    vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(BOOK_WORDS)}}
     tok = folder / "tokenizer"
     tok.mkdir(exist_ok=True)
     (tok / "tokenizer.json").write_text(

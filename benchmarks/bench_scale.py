@@ -172,10 +172,10 @@ def cpu_run_figures(sim: Sim, folder: Path, repeat: int, llama_benchy: str | Non
     runs = CpuRuns([], [], [], [])
     book = toy = None
     if llama_benchy:
-        from bench_client import llama_benchy_files
+        from bench_client import llama_benchy_files, toy_tokenizer
 
         book = llama_benchy_files(folder, real_vocabulary=True)
-        toy = llama_benchy_files(folder)
+        toy = toy_tokenizer(folder)
     load = ["--pp", "64", "--tg", "256", "-c", "256", "--requests", "512"]
     for i in range(repeat):
         runs.drawn.append(measure(benchy_run(sim.base_url, folder / "run512", load)).cpu_s)
@@ -183,11 +183,11 @@ def cpu_run_figures(sim: Sim, folder: Path, repeat: int, llama_benchy: str | Non
         line = f"  round {i + 1}: 512x256: benchy {runs.drawn[-1]:5.2f} CPU-s (report drawn), {runs.table[-1]:5.2f} (table only)"
         if llama_benchy and book is not None and toy is not None:
             runs.theirs.append(measure(llama_benchy_cmd(llama_benchy, sim.base_url, book[0], book[1])).cpu_s)
-            runs.theirs_toy.append(measure(llama_benchy_cmd(llama_benchy, sim.base_url, toy[0], toy[1])).cpu_s)
+            runs.theirs_toy.append(measure(llama_benchy_cmd(llama_benchy, sim.base_url, toy, book[1])).cpu_s)
             line += f", llama-benchy {runs.theirs[-1]:5.2f} CPU-s ({runs.theirs_toy[-1]:5.2f} with a toy tokenizer)"
         print(line)
-    for files in filter(None, (book, toy)):
-        files[2].shutdown()
+    if book is not None:
+        book[2].shutdown()
     return runs
 
 
