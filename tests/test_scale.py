@@ -85,7 +85,7 @@ def test_the_bootstrap_by_counting_draws_the_medians_of_np_median(n):
         np.random.default_rng(n).lognormal(size=n),
         np.round(np.random.default_rng(n).exponential(size=n), 1),
     ):
-        counted = stats._medians_by_counting(values, np.random.default_rng(stats.BOOTSTRAP_SEED))
+        (counted,) = stats._medians_by_counting_all([values], n, np.random.default_rng(stats.BOOTSTRAP_SEED))
         partitioned = stats._medians_by_partition(values, np.random.default_rng(stats.BOOTSTRAP_SEED))
         assert all(np.array_equal(a, b) for a, b in zip(counted, partitioned, strict=True))
 

@@ -51,9 +51,7 @@ def cache_hit_figures(case: CaseResult, run: RunResult) -> WarningDetails | None
     template = run.setup.calibration.overhead_tokens if run.setup.calibration else 0.0
     facts = case.facts()  # the measured requests' contexts and cached tokens, gathered once
     n, n_cached, cached = facts.n_measured, facts.n_usage_cached, facts.usage_cached
-    allowed = 0.0
-    for reused in facts.reused_context:
-        allowed += template + CACHE_BLOCK_SLACK + reused
+    allowed = sum((template + CACHE_BLOCK_SLACK + reused for reused in facts.reused_context), 0.0)
     if hits <= allowed:
         return None
     return WarningDetails(

@@ -120,17 +120,12 @@ def _medians_by_partition(arr: np.ndarray, rng: np.random.Generator) -> list[np.
     return [np.median(arr[rng.integers(0, n, (rows, n))], axis=-1) for rows in _batches(n)]
 
 
-def _medians_by_counting(arr: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
-    """The same medians as _medians_by_partition, bit for bit, from the same draws, without
-    partitioning each resample (5 of the 6.6 s that 200,000 values took: a soak's end waited
-    for it, a metric at a time)."""
-    return _medians_by_counting_all([arr], int(arr.size), rng)[0]
-
-
 def _medians_by_counting_all(
     arrays: list[np.ndarray], n: int, rng: np.random.Generator | None = None
 ) -> list[list[np.ndarray]]:
-    """Each array's resampled medians (all of length n), the resamples drawn once for all. A
+    """Each array's resampled medians (all of length n), the resamples drawn once for all: the
+    same medians as _medians_by_partition, bit for bit, from the same draws, without
+    partitioning each resample (5 of the 6.6 s that 200,000 values took). A
     resample's k-th smallest value is the sorted values' entry at the first rank whose
     cumulative count of draws passes k; the median is that entry (odd n), or the mean of the
     two middle ones as np.median takes it, (a + b) / 2."""

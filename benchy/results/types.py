@@ -501,10 +501,6 @@ class RequestColumns:
     values: dict[str, array]  # metric → its values over the measured, successful requests, in order
     completion_tokens: int | None  # summed over the measured requests; None unless each has a count
 
-    @classmethod
-    def of(cls, requests: Iterable[RequestResult]) -> RequestColumns:
-        return RowScan.of(requests).columns
-
 
 class RowScan:
     """One pass over a case's rows: the reports' columns and the checks' facts at once."""
