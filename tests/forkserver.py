@@ -15,7 +15,6 @@ own port of 127.0.0.1 and writing its own truth log.
 from __future__ import annotations
 
 import io
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -132,12 +131,13 @@ class ForkedPopen:
         text: bool = False,
         env: dict | None = None,
         cwd: Path | str = REPO_ROOT,
+        daemon: bool = False,
     ) -> None:
         self.args = ["python", "-m", "benchy", *argv]
         ends = [_fd_of(stdin, "r"), _fd_of(stdout, "w"), _fd_of(stderr, "w")]
         fds = tuple(None if fd is None else _Fd(fd) for fd, _, _ in ends)
         environ = dict(child_env() if env is None else env)
-        self._process = _Process(target=_main, args=(list(argv), fds, environ, str(cwd)))
+        self._process = _Process(target=_main, args=(list(argv), fds, environ, str(cwd)), daemon=daemon)
         try:
             self._process.start()
         finally:
@@ -216,20 +216,6 @@ def run_forked(argv: list[str], *, env: dict | None = None, timeout: float = 300
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def _serve(argv: list[str], stdout_path: str, stderr_path: str, environ: dict[str, str]) -> None:
-    """In the fork: the test's environment as it is now (the forkserver's is as it was when it
-    started), stdout and stderr to the simulator's own files, then `benchy sim`."""
-    os.environ.clear()
-    os.environ.update(environ)
-    for fd, path in ((1, stdout_path), (2, stderr_path)):
-        with open(path, "w") as file:
-            os.dup2(file.fileno(), fd)
-    os.chdir(REPO_ROOT)
-    from benchy import cli
-
-    cli.main(["sim", *argv])
-
-
 class ForkedSim(SimProcess):
     """SimProcess, started as a fork of the warm process: the same flags, truth log, `.proc`
     (signals, wait, exit status), `.stderr()` and start-up checks."""
@@ -237,9 +223,10 @@ class ForkedSim(SimProcess):
     def _launch(self, argv: list[str]) -> None:
         self._stdout_path, self._stderr_path = _new_file("out"), _new_file("err")
         self._stderr = open(self._stderr_path, "w+")  # noqa: SIM115  (read by stderr(), closed by stop())
-        process = _Process(target=_serve, args=(argv, self._stdout_path, self._stderr_path, child_env()), daemon=True)
-        process.start()
-        self.proc = _Exits(process)  # type: ignore[assignment]
+        # Files of the fork's own (its copies of these descriptors), apart from the one stderr()
+        # reads; daemon: a simulator a failed test left running never holds up the test's exit.
+        with open(self._stdout_path, "w") as out, open(self._stderr_path, "w") as err:
+            self.proc = ForkedPopen(["sim", *argv], stdout=out, stderr=err, daemon=True)  # type: ignore[assignment]
 
     def _listening_url(self) -> str:
         deadline = time.monotonic() + self.start_timeout_s
@@ -260,16 +247,6 @@ class ForkedSim(SimProcess):
             if os.path.exists(path):
                 os.unlink(path)  # stderr() still reads the open file
         return code
-
-
-class _Exits(ForkedPopen):
-    """A ForkedPopen's exit status and signals, for a process started elsewhere."""
-
-    def __init__(self, process: multiprocessing.process.BaseProcess) -> None:
-        self._process = process
-        self.pid = process.pid
-        self.args = ["python", "-m", "benchy", "sim"]
-        self.stdin = self.stdout = self.stderr = None
 
 
 def _first_line(path: str) -> str:
