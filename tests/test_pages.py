@@ -201,6 +201,29 @@ def test_a_page_that_never_answers_is_a_timeout_not_an_exception():
     assert (page.failure, page.status) == ("timeout", 0) and "0.3 s" in page.message
 
 
+def test_a_kept_alive_connection_dropped_before_the_answer_is_tried_once_more_on_a_fresh_one():
+    """The server closes its kept-alive connection as the second page goes out on it (llama.cpp
+    drops idle ones after 5 s): that page is sent again on a new connection, and answered."""
+    answered: list[int] = []
+
+    async def script(seen: Seen, writer) -> bool:
+        if seen.connection == 0 and answered:  # the second request on the first connection
+            return False  # closed without a byte of answer
+        answered.append(seen.connection)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        return True
+
+    with Scripted(script) as server:
+
+        async def twice(client: Client):
+            return [await client.page("GET", f"{server.url}/props") for _ in range(2)]
+
+        pages = on_client(ClientSettings(f"{server.url}/v1"), twice)
+        seen = [r.connection for r in server.requests]
+    assert [(p.failure, p.status, p.body) for p in pages] == [(None, 200, b"ok")] * 2
+    assert seen == [0, 0, 1] and answered == [0, 1]
+
+
 @pytest.mark.parametrize("transport", ["lean", "aiohttp"])
 def test_a_scrape_never_takes_a_connection_of_the_streams(instant_sim, transport):
     sim = SimSince(instant_sim)

@@ -381,11 +381,21 @@ class Client:
         whole over connections of its own, so that a scrape during a case never takes one of
         those warmed for the measured streams, whichever transport carries them. Redirects,
         credentials (to the base URL's origin only), TLS and proxy as for every request of this
-        client; an empty POST sends Content-Length: 0. Never raises for a transport failure:
-        the Page names it."""
+        client; an empty POST sends Content-Length: 0. A kept-alive connection the server had
+        closed while idle (reset before any answer) is tried once more on a fresh one, as a
+        stream is. Never raises for a transport failure: the Page names it."""
         if self._pages is None:
             self._pages = self._lean_pool()
         body = orjson.dumps(payload) if payload is not None else (b"" if method == "POST" else None)
+        page, reused = await self._page_once(self._pages, method, url, body, timeout_s, fresh=False)
+        if page.failure == "reset" and reused:
+            page, _ = await self._page_once(self._pages, method, url, body, timeout_s, fresh=True)
+        return page
+
+    async def _page_once(
+        self, pool: Http1Pool, method: str, url: str, body: bytes | None, timeout_s: float, fresh: bool
+    ) -> tuple[Page, bool]:
+        """(the page, whether it went over a kept-alive connection)."""
         collected = bytearray()
         response = Response()
 
@@ -395,13 +405,13 @@ class Client:
                 raise HttpFailure("too_large", f"the answer exceeded {MAX_PAGE_BYTES // 2**20} MiB")
 
         try:
-            await self._request(method, url, body, response, lambda r: True, sink, timeout_s=timeout_s, via=self._pages)
+            await self._request(method, url, body, response, lambda r: True, sink, None, fresh, timeout_s, pool)
         except Exception as exc:  # noqa: BLE001 - a page that did not come is an answer too
             kind, message = failure_of(exc, self.settings, began=response.status != 0)
             if kind in ("stall", "timeout"):  # one bound for a page: its whole answer within timeout_s
                 kind, message = "timeout", f"no answer within {timeout_s:g} s"
-            return Page(response.status, response.headers, failure=kind, message=self.scrub(message))
-        return Page(response.status, response.headers, bytes(collected))
+            return Page(response.status, response.headers, failure=kind, message=self.scrub(message)), response.reused
+        return Page(response.status, response.headers, bytes(collected)), response.reused
 
     # ---- server facts -------------------------------------------------------------------
     async def list_models(self) -> list[dict]:
