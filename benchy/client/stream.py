@@ -9,6 +9,9 @@ take a proxy from the environment (HTTP_PROXY / HTTPS_PROXY / NO_PROXY, unless
 `env_proxy=False`), keep the base URL's query string (`?api-version=…`) on every request, send
 the extra `--header`s, and follow redirects by one policy (`redirect_target`). Secrets (the API
 key, URL credentials, every --header value) go into requests and nowhere else: see redact.py.
+The server's side pages (benchy.server: identity, /metrics, the stated capacity, a cache
+reset) go through `Client.page`, on an Http1Pool of their own whichever transport carries the
+streams, so that reading them costs no aiohttp import and takes no warmed connection.
 
 Error kinds a failed request is recorded with (one table, `failure_of`, for both transports):
 http_<status>, connect (nothing listens / DNS), proxy (the proxy is unreachable or refused),
