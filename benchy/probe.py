@@ -478,7 +478,7 @@ async def _probe(settings: ProbeSettings) -> dict:
 async def _probe_with(settings: ProbeSettings, client: Client, model: str, gpus) -> dict:
     # The context one request may hold (llama.cpp: per slot, from /props): longer prompts
     # would only come back as HTTP 400s.
-    identity = await server_mod.identify(client.session, client.base, model)
+    identity = await server_mod.identify(client, client.base, model)
     context = identity.context_length
     salt = secrets.token_hex(6)
     calibration = await calibrate(client, settings.endpoint, salt)
@@ -506,9 +506,7 @@ async def _probe_with(settings: ProbeSettings, client: Client, model: str, gpus)
     out: dict = {"schema": SCHEMA, "benchy_version": __version__, "setup": setup, "lengths": entries}
     if settings.capacity:
         out["capacity"] = await _capacity(client, settings, prompts, salt, reset)
-        out["capacity"]["stated"] = (
-            await capacity_mod.stated_capacity(client.session, client.base, identity)
-        ).to_dict()
+        out["capacity"]["stated"] = (await capacity_mod.stated_capacity(client, client.base, identity)).to_dict()
     if settings.cache_reset:
         setup["cache_reset"] = {"calls": len(resets), "last": resets[-1] if resets else None}
     return out
@@ -524,7 +522,7 @@ def _resetter(client: Client, identity, wanted: bool):
     async def reset() -> None:
         if outcomes and not outcomes[-1]["ok"]:
             return
-        outcomes.append((await cache_reset.reset(client.session, client.base, identity)).to_dict())
+        outcomes.append((await cache_reset.reset(client, client.base, identity)).to_dict())
 
     return reset, outcomes
 

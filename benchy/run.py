@@ -314,7 +314,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
     progress = Progress(len(settings.cases), settings.progress)
     salt = secrets.token_hex(6)
     endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})
-    identity = await server_mod.identify(client.session, client.base, model)
+    identity = await server_mod.identify(client, client.base, model)
     refuse_too_long(settings.cases, identity)
     scraper, metrics_status = await _metrics_scraper(client, model, settings.server_metrics)
     if settings.announce:
@@ -400,7 +400,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
 async def _reset_cache(state: RunState, settings: RunSettings, client, identity, label: str, progress) -> bool:
     """--cache-reset before one case; False once the server has shown it has no way to (the
     rest of the run goes on without, as setup.cache_reset says)."""
-    outcome = await cache_reset.reset(client.session, client.base, identity)
+    outcome = await cache_reset.reset(client, client.base, identity)
     state.cache_resets[label] = outcome
     state.setup["cache_reset"] = {"endpoint": outcome.endpoint, "ok": outcome.ok, "message": outcome.message}
     if not outcome.ok:
@@ -460,7 +460,7 @@ async def _metrics_scraper(
     url = f"{server_mod.root_url(client.base)}/metrics"
     if not wanted:
         return None, server_metrics.MetricsStatus(url, False, reason="turned off with --no-server-metrics")
-    scraper = server_metrics.MetricsScraper(client.session, url, model)
+    scraper = server_metrics.MetricsScraper(client, url, model)
     status = await scraper.probe()
     return (scraper if status.available else None), status
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-import aiohttp
-
 from benchy import __version__
+from benchy.client.stream import Client, ClientSettings
 from benchy.server.identity import (
     LLAMACPP,
     OLLAMA,
@@ -24,8 +23,8 @@ from benchy.server.identity import (
 
 def _identify(base_url: str, model: str | None = "benchy-sim"):
     async def go():
-        async with aiohttp.ClientSession() as session:
-            return await identify(session, base_url, model)
+        async with Client(ClientSettings(base_url)) as client:
+            return await identify(client, base_url, model)
 
     return asyncio.run(go())
 
@@ -63,6 +62,7 @@ def test_unreachable_server_is_unknown_not_an_error():
     ident = _identify("http://127.0.0.1:9/v1")  # discard port: nothing listens
     assert ident.engine is None and ident.context_length is None
     assert set(ident.unavailable) >= {"engine", "version", "context_length", "slots"}
+    assert set(ident.answered.values()) == {"connect"}  # the transport's failure kind, one word
 
 
 def _answers(**bodies) -> dict:

@@ -11,6 +11,7 @@ import re
 import aiohttp
 import pytest
 
+from benchy.client.stream import Client, ClientSettings
 from benchy.server.metrics import (
     LLAMACPP,
     VLLM,
@@ -140,8 +141,8 @@ async def _requests(base_url: str, prompts: list[str], concurrency: int) -> None
 
 def _window(base_url: str, root: str, prompts: list[str], concurrency: int):
     async def go():
-        async with aiohttp.ClientSession() as session:
-            scraper = MetricsScraper(session, f"{root}/metrics", "benchy-sim")
+        async with Client(ClientSettings(base_url)) as client:
+            scraper = MetricsScraper(client, f"{root}/metrics", "benchy-sim")
             status = await scraper.probe()
             win = scraper.window(interval_s=0.05)
             await win.open()
@@ -191,8 +192,8 @@ def test_metrics_off_gives_the_reason(start_sim):
     sim = start_sim("--no-metrics", truth_log=False)
 
     async def go():
-        async with aiohttp.ClientSession() as session:
-            return await MetricsScraper(session, f"{sim.url}/metrics", None).probe()
+        async with Client(ClientSettings(sim.base_url)) as client:
+            return await MetricsScraper(client, f"{sim.url}/metrics", None).probe()
 
     status = asyncio.run(go())
     assert not status.available and "HTTP 404" in status.reason and "--metrics" in status.reason

@@ -83,7 +83,7 @@ def test_query_string_of_the_base_url_is_on_every_request(instant_sim, transport
     with Relay(int(sim.url.rsplit(":", 1)[1])) as relay:
         results = execute(f"{relay.url}/v1?api-version=2024-02-01", transport)
     # The client's own requests (the model list, calibration and its /tokenize of an answer, the
-    # streams); server.py's identity probes (/props, /metrics, …) go through Client.session and
+    # streams); benchy.server's identity probes (/props, /metrics, …) go through Client.page and
     # build their own URLs.
     own = [r.target for r in relay.requests if r.method == "POST"] + [relay.requests[0].target]
     assert {t.split("?")[0] for t in own} == {"/v1/models", "/v1/chat/completions", "/tokenize"}

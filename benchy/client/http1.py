@@ -293,8 +293,10 @@ class Http1Pool:
             lines.append(f"Proxy-Authorization: {route.proxy_auth}")
         if any("\r" in line or "\n" in line for line in lines):  # never let a value add a header
             raise HttpFailure("client_error", "a request header value holds a line break")
-        if body is not None:
-            lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+        if body:
+            lines.append("Content-Type: application/json")
+        if body is not None:  # an empty POST too: a server may wait for a body it is not told is empty
+            lines.append(f"Content-Length: {len(body)}")
         return "\r\n".join([*lines, "", ""]).encode("utf-8") + (body or b"")
 
 

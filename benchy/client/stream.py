@@ -9,6 +9,9 @@ take a proxy from the environment (HTTP_PROXY / HTTPS_PROXY / NO_PROXY, unless
 `env_proxy=False`), keep the base URL's query string (`?api-version=…`) on every request, send
 the extra `--header`s, and follow redirects by one policy (`redirect_target`). Secrets (the API
 key, URL credentials, every --header value) go into requests and nowhere else: see redact.py.
+The server's side pages (benchy.server: identity, /metrics, the stated capacity, a cache
+reset) go through `Client.page`, on an Http1Pool of their own whichever transport carries the
+streams, so that reading them costs no aiohttp import and takes no warmed connection.
 
 Error kinds a failed request is recorded with (one table, `failure_of`, for both transports):
 http_<status>, connect (nothing listens / DNS), proxy (the proxy is unreachable or refused),
@@ -33,7 +36,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -84,6 +87,24 @@ class TransientError(ServerError):
 # flaky answer must not sink a whole run.
 CALIBRATION_ATTEMPTS = 5
 MAX_REDIRECTS = 5  # per request; a loop or a long chain is an error (kind redirect)
+# A side page (identity, /metrics, a cache reset) is read whole up to this size; a larger one
+# is a failure of kind too_large, never a cut text: a Prometheus page cut short parses as one
+# that lacks the metrics it lost. vLLM's /metrics is a few hundred KiB to a few MiB.
+MAX_PAGE_BYTES = 32 * 2**20
+PAGE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Page:
+    """A side page's answer: the status, lower-case headers and the whole body; or, where no
+    answer came, `failure` (the transport's error kind: connect, timeout, reset, tls, proxy,
+    redirect, too_large…) and a one-line message with every secret scrubbed."""
+
+    status: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    failure: str | None = None
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -240,36 +261,27 @@ class Client:
         self.calibration_failures: list[str] = []  # retried calibration attempts, scrubbed
         self._credentials = self._credential_headers(basic)
         self._transport: Http1Pool | _Aiohttp | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._pages: Http1Pool | None = None  # the side pages' own connections (page())
 
     async def __aenter__(self) -> Client:
-        proxy_for = env_proxy if self.settings.env_proxy else _no_proxy
         if self.settings.transport == "aiohttp":
-            self._transport = _Aiohttp(self.settings, proxy_for)
+            self._transport = _Aiohttp(self.settings, self._proxy_for)
         else:
-            self._transport = Http1Pool(self.settings.insecure, {"User-Agent": "benchy"}, proxy_for)
+            self._transport = self._lean_pool()
         return self
 
     async def __aexit__(self, *exc) -> None:
         if self._transport is not None:
             await _closed(self._transport)
-        if self._session is not None:
-            await self._session.close()
+        if self._pages is not None:
+            self._pages.close()
 
     @property
-    def session(self) -> aiohttp.ClientSession:
-        """An aiohttp session for the server's other pages (identity, /metrics: server.py,
-        server_metrics.py) with what every request of this client has: the credentials, the
-        TLS verification, the proxy from the environment unless --no-env-proxy."""
-        if self._session is None:
-            import aiohttp
+    def _proxy_for(self) -> Callable[[str], str | None]:
+        return env_proxy if self.settings.env_proxy else _no_proxy
 
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=ssl_context(self.settings.insecure)),
-                headers={"User-Agent": "benchy", **self._credentials},
-                trust_env=self.settings.env_proxy,
-            )
-        return self._session
+    def _lean_pool(self) -> Http1Pool:
+        return Http1Pool(self.settings.insecure, {"User-Agent": "benchy"}, self._proxy_for)
 
     def _credential_headers(self, basic: str | None) -> dict[str, str]:
         """The API key (else the URL's user:password as Basic auth), then every --header: a
@@ -320,14 +332,18 @@ class Client:
         extra_headers: dict[str, str] | None = None,
         fresh: bool = False,
         timeout_s: float | None = None,
+        via: Http1Pool | None = None,
     ) -> int:
         """Sends the request, following redirects (redirect_target); fills `response` with the
         answer that was not one. Returns how many redirects were followed. Raises what the
-        transport raises, or HttpFailure("redirect")."""
+        transport raises, or HttpFailure("redirect"). `via`: another pool than the streams'
+        (with timeout_s as its stall bound too)."""
         timeout_s = timeout_s or self.settings.timeout_s
+        stall_s = timeout_s if via is not None else self.settings.stall_timeout_s
+        transport = via or self.transport
         hops = 0
         while True:
-            await self.transport.request(
+            await transport.request(
                 Request(
                     method,
                     url,
@@ -336,7 +352,7 @@ class Client:
                     lambda r: False if _is_redirect(r.status) else on_head(r),
                     sink,
                     timeout_s,
-                    self.settings.stall_timeout_s,
+                    stall_s,
                     fresh,
                 ),
                 response,
@@ -361,6 +377,44 @@ class Client:
             await self.transport.warm(url, n, self.settings.timeout_s, self._headers_for(url))
         except Exception:  # noqa: BLE001 - recorded by the requests that follow
             pass
+
+    # ---- the server's side pages -----------------------------------------------------------
+    async def page(self, method: str, url: str, payload: dict | None = None, timeout_s: float = PAGE_TIMEOUT_S) -> Page:
+        """One side page (identity, /metrics, a cache reset: benchy.server's PageSource), read
+        whole over connections of its own, so that a scrape during a case never takes one of
+        those warmed for the measured streams, whichever transport carries them. Redirects,
+        credentials (to the base URL's origin only), TLS and proxy as for every request of this
+        client; an empty POST sends Content-Length: 0. A kept-alive connection the server had
+        closed while idle (reset before any answer) is tried once more on a fresh one, as a
+        stream is. Never raises for a transport failure: the Page names it."""
+        if self._pages is None:
+            self._pages = self._lean_pool()
+        body = orjson.dumps(payload) if payload is not None else (b"" if method == "POST" else None)
+        page, reused = await self._page_once(self._pages, method, url, body, timeout_s, fresh=False)
+        if page.failure == "reset" and reused:
+            page, _ = await self._page_once(self._pages, method, url, body, timeout_s, fresh=True)
+        return page
+
+    async def _page_once(
+        self, pool: Http1Pool, method: str, url: str, body: bytes | None, timeout_s: float, fresh: bool
+    ) -> tuple[Page, bool]:
+        """(the page, whether it went over a kept-alive connection)."""
+        collected = bytearray()
+        response = Response()
+
+        def sink(data: bytes, now: float) -> None:
+            collected.extend(data)
+            if len(collected) > MAX_PAGE_BYTES:
+                raise HttpFailure("too_large", f"the answer exceeded {MAX_PAGE_BYTES // 2**20} MiB")
+
+        try:
+            await self._request(method, url, body, response, lambda r: True, sink, None, fresh, timeout_s, pool)
+        except Exception as exc:  # noqa: BLE001 - a page that did not come is an answer too
+            kind, message = failure_of(exc, self.settings, began=response.status != 0)
+            if kind in ("stall", "timeout"):  # one bound for a page: its whole answer within timeout_s
+                kind, message = "timeout", f"no answer within {timeout_s:g} s"
+            return Page(response.status, response.headers, failure=kind, message=self.scrub(message)), response.reused
+        return Page(response.status, response.headers, bytes(collected)), response.reused
 
     # ---- server facts -------------------------------------------------------------------
     async def list_models(self) -> list[dict]:

@@ -24,10 +24,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-import aiohttp
-
 from benchy.jsontypes import Saved
 from benchy.server.identity import LLAMACPP, SGLANG, SIM, VLLM, ServerIdentity, root_url
+from benchy.server.pages import PageSource, outcome
 
 RESET_TIMEOUT_S = 30.0
 VLLM_RESET, SGLANG_RESET = "/reset_prefix_cache", "/flush_cache"
@@ -54,15 +53,15 @@ def endpoints_for(identity: ServerIdentity) -> list[str] | None:
     return [VLLM_RESET, SGLANG_RESET]
 
 
-async def reset(session: aiohttp.ClientSession, base_url: str, identity: ServerIdentity) -> CacheReset:
+async def reset(pages: PageSource, base_url: str, identity: ServerIdentity) -> CacheReset:
     """Empties the prefix cache once; never raises for a server that cannot."""
     root = root_url(base_url)
     paths = endpoints_for(identity)
     if paths is None:
-        return await _erase_slots(session, root, identity.slots or 1)
+        return await _erase_slots(pages, root, identity.slots or 1)
     answers: list[str] = []
     for path in paths:
-        status = await _post(session, root + path)
+        status = await _post(pages, root + path)
         if status == 200:
             return CacheReset(True, f"POST {path}", f"prefix cache emptied by POST {path}", len(answers) + 1)
         answers.append(f"POST {path}: {status}")
@@ -75,8 +74,8 @@ async def reset(session: aiohttp.ClientSession, base_url: str, identity: ServerI
     )
 
 
-async def _erase_slots(session: aiohttp.ClientSession, root: str, slots: int) -> CacheReset:
-    statuses = await asyncio.gather(*(_post(session, f"{root}/slots/{i}?action=erase") for i in range(slots)))
+async def _erase_slots(pages: PageSource, root: str, slots: int) -> CacheReset:
+    statuses = await asyncio.gather(*(_post(pages, f"{root}/slots/{i}?action=erase") for i in range(slots)))
     endpoint = "POST /slots/{id}?action=erase"
     failed = [f"slot {i}: {s}" for i, s in enumerate(statuses) if s != 200]
     if not failed:
@@ -90,13 +89,6 @@ async def _erase_slots(session: aiohttp.ClientSession, root: str, slots: int) ->
     )
 
 
-async def _post(session: aiohttp.ClientSession, url: str) -> int | str:
-    """The HTTP status of an empty POST, or a short error."""
-    try:
-        async with session.post(url, timeout=aiohttp.ClientTimeout(total=RESET_TIMEOUT_S)) as resp:
-            await resp.read()
-            return resp.status
-    except asyncio.TimeoutError:
-        return "timeout"
-    except aiohttp.ClientError as exc:
-        return type(exc).__name__
+async def _post(pages: PageSource, url: str) -> int | str:
+    """The HTTP status of an empty POST, or the failure's kind (connect, timeout, reset…)."""
+    return outcome(await pages.page("POST", url, None, RESET_TIMEOUT_S))

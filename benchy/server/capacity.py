@@ -13,13 +13,12 @@ Nothing here raises: a size nobody states is None, with the reason.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 
-import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchy.server.identity import LLAMACPP, PROBE_TIMEOUT_S, SGLANG, ServerIdentity, root_url
+from benchy.server.pages import PageSource, json_of, text_of
 
 
 @dataclass
@@ -66,14 +65,14 @@ def from_sglang_info(info: dict) -> StatedCapacity | None:
     return StatedCapacity(tokens, "/get_server_info max_total_num_tokens") if isinstance(tokens, int) else None
 
 
-async def stated_capacity(session: aiohttp.ClientSession, base_url: str, identity: ServerIdentity) -> StatedCapacity:
+async def stated_capacity(pages: PageSource, base_url: str, identity: ServerIdentity) -> StatedCapacity:
     root = root_url(base_url)
     if identity.engine == LLAMACPP or identity.answered.get("/props") == 200:
-        found = from_llamacpp_props(await _json(session, f"{root}/props"))
+        found = from_llamacpp_props(await _json(pages, f"{root}/props"))
     elif identity.engine == SGLANG:
-        found = from_sglang_info(await _json(session, f"{root}/get_server_info"))
+        found = from_sglang_info(await _json(pages, f"{root}/get_server_info"))
     else:
-        found = from_vllm_metrics(await _text(session, f"{root}/metrics"))
+        found = from_vllm_metrics(text_of(await pages.page("GET", f"{root}/metrics", None, PROBE_TIMEOUT_S)) or "")
     if found is not None:
         return found
     return StatedCapacity(
@@ -83,17 +82,6 @@ async def stated_capacity(session: aiohttp.ClientSession, base_url: str, identit
     )
 
 
-async def _text(session: aiohttp.ClientSession, url: str) -> str:
-    try:
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S)) as resp:
-            return await resp.text() if resp.status == 200 else ""
-    except (aiohttp.ClientError, TimeoutError):
-        return ""
-
-
-async def _json(session: aiohttp.ClientSession, url: str) -> dict:
-    try:
-        value = json.loads(await _text(session, url) or "{}")
-    except ValueError:
-        return {}
+async def _json(pages: PageSource, url: str) -> dict:
+    value = json_of(await pages.page("GET", url, None, PROBE_TIMEOUT_S))
     return value if isinstance(value, dict) else {}

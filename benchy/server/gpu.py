@@ -19,14 +19,16 @@ import asyncio
 import importlib
 import math
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchy.measure import gpu as figures
 from benchy.measure.gpu import GpuBaseline, GpuCase, GpuReading, GpuSample, GpuSetup
+
+if TYPE_CHECKING:
+    import aiohttp  # imported by DcgmSource when one is read: a run without --gpu-metrics URL never needs it
 
 INTERVAL_S = 0.5
 BASELINE_S = 2.0
@@ -96,8 +98,11 @@ def parse_dcgm(text: str, t_s: float) -> GpuSample:
 
 
 class DcgmSource:
-    """dcgm-exporter's endpoint, read through a session of its own (no API key, no proxy
-    headers of the server)."""
+    """dcgm-exporter's endpoint, read through an aiohttp session of its own: no API key, no
+    --header of the server, no proxy from the environment (trust_env off). aiohttp is imported
+    only here, when a --gpu-metrics URL is read: the exporter is not the server, so the
+    client's page source (whose credentials and proxy are the server's) is not for it, and
+    benchy.server may not import benchy.client for a second, credential-free one."""
 
     kind = "dcgm"
     names = {field: name for field, (name, _) in DCGM_FIELDS.items()}
@@ -109,6 +114,8 @@ class DcgmSource:
         self._session: aiohttp.ClientSession | None = None
 
     async def read(self) -> GpuSample:
+        import aiohttp
+
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_S))
         try:

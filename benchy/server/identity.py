@@ -21,13 +21,11 @@ precondition of the run.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from dataclasses import dataclass, field
 
-import aiohttp
-
 from benchy.jsontypes import Saved
+from benchy.server.pages import PageSource, json_of, outcome
 
 PROBE_TIMEOUT_S = 5.0
 LLAMACPP, VLLM, SGLANG, OLLAMA, SIM = "llama.cpp", "vLLM", "SGLang", "Ollama", "benchy-sim"
@@ -70,7 +68,7 @@ def root_url(base_url: str) -> str:
 
 @dataclass
 class _Answer:
-    status: int | str  # HTTP status, or a short error ("timeout", "refused")
+    status: int | str  # HTTP status, or a short error: the failure's kind ("timeout", "connect"), "not JSON"
     body: object = None  # parsed JSON, or None
     server: str | None = None  # the Server header
 
@@ -79,24 +77,16 @@ class _Answer:
         return self.status == 200 and self.body is not None
 
 
-async def _fetch(session: aiohttp.ClientSession, method: str, url: str, payload: dict | None = None) -> _Answer:
-    timeout = aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S)
-    try:
-        async with session.request(method, url, json=payload, timeout=timeout) as resp:
-            server = resp.headers.get("Server")
-            if resp.status != 200:
-                return _Answer(resp.status, None, server)
-            try:
-                return _Answer(200, json.loads(await resp.read()), server)
-            except ValueError:
-                return _Answer("not JSON", None, server)
-    except asyncio.TimeoutError:
-        return _Answer("timeout")
-    except aiohttp.ClientError as exc:
-        return _Answer(type(exc).__name__)
+async def _fetch(pages: PageSource, method: str, url: str, payload: dict | None = None) -> _Answer:
+    page = await pages.page(method, url, payload, PROBE_TIMEOUT_S)
+    server = page.headers.get("server")
+    if page.failure is not None or page.status != 200:
+        return _Answer(outcome(page), None, server)
+    body = json_of(page)
+    return _Answer(200, body, server) if body is not None else _Answer("not JSON", None, server)
 
 
-async def identify(session: aiohttp.ClientSession, base_url: str, model: str | None) -> ServerIdentity:
+async def identify(pages: PageSource, base_url: str, model: str | None) -> ServerIdentity:
     """Asks every engine's endpoints at once (a few 404s cost nothing) and reads what answered."""
     root = root_url(base_url)
     paths = {
@@ -106,9 +96,9 @@ async def identify(session: aiohttp.ClientSession, base_url: str, model: str | N
         "/get_server_info": ("GET", f"{root}/get_server_info"),
         "/api/version": ("GET", f"{root}/api/version"),
     }
-    answers = dict(zip(paths, await asyncio.gather(*(_fetch(session, m, u) for m, u in paths.values()))))
+    answers = dict(zip(paths, await asyncio.gather(*(_fetch(pages, m, u) for m, u in paths.values()))))
     if answers["/api/version"].ok and model:
-        answers["/api/show"] = await _fetch(session, "POST", f"{root}/api/show", {"model": model})
+        answers["/api/show"] = await _fetch(pages, "POST", f"{root}/api/show", {"model": model})
     return read_identity(answers, model)
 
 

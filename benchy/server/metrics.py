@@ -32,10 +32,10 @@ import math
 import time
 from dataclasses import dataclass, field
 
-import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchy.jsontypes import Saved
+from benchy.server.pages import PageSource
 
 SCRAPE_TIMEOUT_S = 5.0
 GAUGE_INTERVAL_S = 1.0
@@ -393,13 +393,14 @@ class MetricsStatus(Saved):
 
 
 class MetricsScraper:
-    """Reads /metrics through the client's HTTP session (its auth headers, its TLS settings).
-    `probe()` once before the run; then for each case a `window()`: `open()` before its
-    measured requests, `close()` after, and `result` is a ServerCaseMetrics or the reason
-    there is none."""
+    """Reads /metrics through the client's page source (its credentials, TLS and proxy
+    settings, its redirect policy: vLLM answers /metrics with a 307 to /metrics/, on
+    connections of its own, never the measured streams'). `probe()` once before the run; then
+    for each case a `window()`: `open()` before its measured requests, `close()` after, and
+    `result` is a ServerCaseMetrics or the reason there is none."""
 
-    def __init__(self, session: aiohttp.ClientSession, url: str, model: str | None) -> None:
-        self.session = session
+    def __init__(self, pages: PageSource, url: str, model: str | None) -> None:
+        self.pages = pages
         self.url = url
         self.model = model
         self.engine: EngineNames | None = None
@@ -410,19 +411,16 @@ class MetricsScraper:
         return parse(await self.fetch_text(), time.perf_counter(), self.model)
 
     async def fetch_text(self) -> str:
-        timeout = aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_S)
         sent = time.perf_counter()
-        try:
-            async with self.session.get(self.url, timeout=timeout) as resp:
-                if resp.status != 200:
-                    raise ScrapeError(f"GET /metrics answered HTTP {resp.status}{_enable_hint(resp.status)}")
-                text = await resp.text()
-                self.round_trips.append(time.perf_counter() - sent)
-                return text
-        except asyncio.TimeoutError:
-            raise ScrapeError(f"GET /metrics gave no answer within {SCRAPE_TIMEOUT_S:g} s") from None
-        except aiohttp.ClientError as exc:
-            raise ScrapeError(f"GET /metrics failed: {type(exc).__name__}") from None
+        page = await self.pages.page("GET", self.url, None, SCRAPE_TIMEOUT_S)
+        if page.failure == "timeout":
+            raise ScrapeError(f"GET /metrics gave no answer within {SCRAPE_TIMEOUT_S:g} s")
+        if page.failure is not None:
+            raise ScrapeError(f"GET /metrics failed: {page.failure} ({page.message})")
+        if page.status != 200:
+            raise ScrapeError(f"GET /metrics answered HTTP {page.status}{_enable_hint(page.status)}")
+        self.round_trips.append(time.perf_counter() - sent)
+        return page.body.decode("utf-8", errors="replace")
 
     async def probe(self) -> MetricsStatus:
         try:
