@@ -33,7 +33,6 @@ every re-use, else a re-use TTFT TIMING_HIT_SPEEDUP× faster than the same prefi
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import platform
 import secrets
@@ -44,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from benchy import __version__
+from benchy.client import loop as event_loop
 from benchy.client.stream import Client, ClientSettings, redact_url
 from benchy.load.plan import PlannedRequest, exact_length_options
 from benchy.load.prompts import Prompt, PromptFactory, calibrate
@@ -538,7 +538,7 @@ def _gpu_entry(gpu: GpuCase, records: list[RequestRecord], gpus) -> dict:
 def run_probe(settings: ProbeSettings) -> dict:
     """Probes the server; returns the probe dict (schema benchy/probe/1). Raises ServerError
     when the server cannot be used at all."""
-    return asyncio.run(_probe(settings))
+    return event_loop.run(_probe(settings))
 
 
 def _setup(settings: ProbeSettings, model: str, version: str | None, context: int | None, calibration: dict) -> dict:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from benchy import __version__
 from benchy.checks import warnings as checks
+from benchy.client import loop as event_loop
 from benchy.client.stream import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
 from benchy.load.alone import alone_requests, send_alone
 from benchy.load.generator import run_case
@@ -105,7 +106,7 @@ def execute(settings: RunSettings) -> results_mod.RunResult:
     state = RunState()
     writer = RecordWriter(settings.output_dir / "requests.jsonl" if settings.output_dir else None)
     try:
-        asyncio.run(_execute(settings, state, writer))
+        event_loop.run(_execute(settings, state, writer))
     except KeyboardInterrupt:
         state.interrupted = True
         state.stopped = {"by": "SIGINT", "reason": "interrupted (Ctrl-C)"}
@@ -547,6 +548,7 @@ def _setup(settings: RunSettings, model: str, version: str | None, calibrations:
         "benchy_version": __version__,
         "host": platform.node(),
         "python": platform.python_version(),
+        "event_loop": event_loop.name(),
         "command_line": settings.command_line,
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "prompt_nonce": settings.nonce,

@@ -152,8 +152,7 @@ async def _open(
             due = pace.start_s + request.at_s
             if due >= pace.deadline:
                 break  # in time order: every later one is past the deadline too
-            delay = due - time.perf_counter()
-            if delay > 0:
+            while (delay := due - time.perf_counter()) > 0:  # a timer may fire early (client/loop.py)
                 await asyncio.sleep(delay)
             if slots is not None:
                 await slots.acquire()

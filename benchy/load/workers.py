@@ -50,6 +50,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
 
+from benchy.client import loop as event_loop
+
 if TYPE_CHECKING:
     from benchy.client.stream import Client
 
@@ -59,7 +61,7 @@ CLOCK_SAMPLES = 8  # round trips per clock handshake; the fastest one is kept
 STOP_GRACE_S = 3.0  # on a stop, how long the parent waits for the workers' last batches
 LOST = "worker_lost"  # error kind of a request whose worker was lost while it was in flight
 # What a worker runs, imported once by the fork server (every worker forked from it has them).
-WORKER_MODULES = ("benchy.load.workers", "benchy.client.stream", "benchy.load.generator", "benchy.load.monitor")
+WORKER_MODULES = ("benchy.load.workers", "benchy.client.stream", "benchy.load.generator", "benchy.load.monitor", "uvloop")
 
 
 class WorkerError(Exception):
@@ -503,7 +505,7 @@ class ProcessPool:
         proc.start()
         theirs.close()
         self._procs[w], self._conns[w] = proc, ours
-        asyncio.get_running_loop().add_reader(ours.fileno(), self._drain, w)
+        event_loop.watch(ours, self._drain, w)
 
     def workers_for(self, case, load) -> int:
         return min(self.n, case_workers(case, load.workers, load.max_inflight))
@@ -617,7 +619,7 @@ def _sigint_ignored():
 def worker_main(conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a run stops
     try:
-        asyncio.run(_serve(conn))
+        event_loop.run(_serve(conn))
     except (EOFError, OSError, KeyboardInterrupt):
         pass  # the parent went away or stopped us: nothing left to report to
     finally:
@@ -630,9 +632,8 @@ async def _serve(conn: Connection) -> None:
 
     # No tokenizer: the prompts a worker builds are filler words, counted without it
     # (tokenizer.count); the parent counts the streamed text.
-    loop = asyncio.get_running_loop()
     inbox: asyncio.Queue = asyncio.Queue()
-    loop.add_reader(conn.fileno(), _read_into, conn, inbox)
+    event_loop.watch(conn, _read_into, conn, inbox)
     clients = _Clients(Client)
     share: Share | None = None
     running: set[asyncio.Task] = set()

@@ -42,6 +42,7 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        (WarningDetails: only the figures its check set; client_overloaded's under `client`);
        request anomalies are codes (records.Anomaly) with their counts apart in anomaly_counts,
        and retried_kind; metric first_chunk_lead_s
+  1.13 setup.event_loop: the event loop the requests ran on ('uvloop 0.23.0' or 'asyncio')
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -73,7 +74,7 @@ from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 12
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 13
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -256,6 +257,7 @@ class Setup(Saved):
     benchy_version: str | None = None
     host: str | None = None
     python: str | None = None
+    event_loop: str | None = _opt("the event loop the requests ran on: 'uvloop 0.23.0' or 'asyncio' (client/loop.py)")
     command_line: str | None = _opt("secrets redacted")
     started_utc: str | None = None
     prompt_nonce: bool | None = None
