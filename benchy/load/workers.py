@@ -61,7 +61,13 @@ CLOCK_SAMPLES = 8  # round trips per clock handshake; the fastest one is kept
 STOP_GRACE_S = 3.0  # on a stop, how long the parent waits for the workers' last batches
 LOST = "worker_lost"  # error kind of a request whose worker was lost while it was in flight
 # What a worker runs, imported once by the fork server (every worker forked from it has them).
-WORKER_MODULES = ("benchy.load.workers", "benchy.client.stream", "benchy.load.generator", "benchy.load.monitor", "uvloop")
+WORKER_MODULES = (
+    "benchy.load.workers",
+    "benchy.client.stream",
+    "benchy.load.generator",
+    "benchy.load.monitor",
+    "uvloop",
+)
 
 
 class WorkerError(Exception):
