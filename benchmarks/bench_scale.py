@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 SELF = Path(__file__).resolve()
@@ -161,15 +161,16 @@ def soak_figures(sim: Sim, folder: Path, n: int, keep: bool = False) -> Soak:
 class CpuRuns:
     """CPU-seconds of each round of the 512-request, 256-stream run."""
 
-    drawn: list[float]  # benchy run --output: files written, report drawn
-    table: list[float]  # benchy run without --output: the table only
-    theirs: list[float]  # llama-benchy with a model's tokenizer (o200k's, as benchy's; empty when not given)
-    theirs_toy: list[float]  # llama-benchy with a 2,000-word toy tokenizer (what no model loads)
+    drawn: list[float] = field(default_factory=list)  # benchy run --output: files written, report drawn
+    table: list[float] = field(default_factory=list)  # benchy run without --output: the table only
+    # llama-benchy with a model's tokenizer (o200k's, as benchy's; empty when not given)
+    theirs: list[float] = field(default_factory=list)
+    theirs_toy: list[float] = field(default_factory=list)  # with a 2,000-word toy tokenizer (what no model loads)
 
 
 def cpu_run_figures(sim: Sim, folder: Path, repeat: int, llama_benchy: str | None) -> CpuRuns:
     """CPU-seconds of the 512-request, 256-stream run: benchy's both ways and llama-benchy's, alternating."""
-    runs = CpuRuns([], [], [], [])
+    runs = CpuRuns()
     book = toy = None
     if llama_benchy:
         from bench_client import llama_benchy_files, toy_tokenizer
@@ -251,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchy sim --preset instant at {sim.base_url}; {os.cpu_count()} CPUs; medians of {args.repeat}")
         long = {} if args.skip_long else long_run_figures(sim, folder, args.repeat)
         soak = soak_figures(sim, folder, args.soak, args.keep is not None) if args.soak else None
-        runs = CpuRuns([], [], []) if args.skip_cpu else cpu_run_figures(sim, folder, args.repeat, args.llama_benchy)
+        runs = CpuRuns() if args.skip_cpu else cpu_run_figures(sim, folder, args.repeat, args.llama_benchy)
     lines = summary(long, runs)
     if soak is not None:
         lines += _soak_lines(args.soak, soak, long)
