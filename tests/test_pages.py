@@ -167,6 +167,27 @@ def test_a_failed_reset_names_the_transports_failure_kind():
     assert KEY not in outcome.message
 
 
+def test_the_server_version_is_a_side_page_read_whole_or_none(instant_sim):
+    """probe-cache's setup.server_version: /version's version, else its Server header, else None."""
+    sim = SimSince(instant_sim)
+
+    async def sims_own() -> str:
+        async with aiohttp.ClientSession() as session, session.get(f"{sim.url}/version") as resp:
+            return (await resp.json())["version"]
+
+    assert on_client(ClientSettings(sim.base_url), lambda c: c.server_version()) == asyncio.run(sims_own())
+
+    def routes(app: App, web_app: web.Application) -> None:
+        async def no_version(request: web.Request) -> web.Response:
+            return web.Response(status=404, headers={"Server": "some-engine/1.2"})
+
+        web_app.router.add_get("/version", no_version)
+
+    with App(routes) as server:
+        assert on_client(ClientSettings(f"{server.url}/v1"), lambda c: c.server_version()) == "some-engine/1.2"
+    assert on_client(ClientSettings("http://127.0.0.1:9/v1"), lambda c: c.server_version()) is None
+
+
 def test_a_page_past_the_size_cap_is_a_failure_not_a_cut_text(monkeypatch):
     cap = 64 * 1024
     monkeypatch.setattr(stream_mod, "MAX_PAGE_BYTES", cap)

@@ -217,12 +217,6 @@ def _failures() -> Failures:
     return _aiohttp_failures() if "aiohttp" in sys.modules else _TIMEOUT + _INTERNAL
 
 
-def _client_errors() -> tuple[type[BaseException], ...]:
-    """aiohttp.ClientError where aiohttp was imported: what a request of either transport raises."""
-    aiohttp = sys.modules.get("aiohttp")
-    return (aiohttp.ClientError,) if aiohttp is not None else ()
-
-
 def failure_of(exc: BaseException, settings: ClientSettings, began: bool) -> tuple[str, str]:
     """(error kind, message) of an exception either transport raised; `began`: the response
     head had arrived. benchy.client.http1 names its own kinds."""
@@ -440,16 +434,14 @@ class Client:
         return wanted
 
     async def server_version(self) -> str | None:
-        """From /version (vLLM, SGLang, the simulator), else the Server header."""
-        failures: tuple[type[BaseException], ...] = (HttpFailure, *_client_errors(), asyncio.TimeoutError, OSError)
-        try:
-            status, headers, body = await self._fetch("GET", self.url_of("/version", root=True), None)
-        except failures:
+        """From /version (vLLM, SGLang, the simulator), else the Server header: a side page."""
+        page = await self.page("GET", self.url_of("/version", root=True), timeout_s=self.settings.timeout_s)
+        if page.failure is not None:
             return None
-        data = _loads(body) if status == 200 else None
+        data = _loads(page.body) if page.status == 200 else None
         if isinstance(data, dict) and data.get("version"):
             return str(data["version"])
-        return headers.get("server")
+        return page.headers.get("server")
 
     async def _fetch(self, method: str, url: str, body: bytes | None) -> tuple[int, dict[str, str], bytes]:
         """A request no measurement rides on: (status, headers, body; of an error, its start)."""
