@@ -25,7 +25,7 @@ import pytest
 from benchy.client.stream import Client, ClientSettings
 from benchy.measure.records import RequestRecord
 from benchy.probe import VERDICTS
-from tests.conftest import run_benchy
+from tests.conftest import run_benchy, sim_env
 
 pytestmark = pytest.mark.realserver
 
@@ -50,16 +50,16 @@ PP_TOLERANCE = 0.01
 # ---------------------------------------------------------------------------- helpers
 
 
-def benchy(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def benchy(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     """`python -m benchy ARGS` of this checkout (tests/conftest.py's one way to start a child benchy)."""
-    return run_benchy(*args, timeout=timeout)
+    return run_benchy(*args, timeout=timeout, env=env)
 
 
-def run_results(server, *args: str, out: Path | None = None) -> dict:
+def run_results(server, *args: str, out: Path | None = None, env: dict | None = None) -> dict:
     """`benchy run` against `server`; its results (from --output, else its JSON on stdout).
     Without --output no report is drawn: matplotlib would cost seconds per run here."""
     where = ["--output", str(out)] if out else ["--format", "json"]
-    proc = benchy("run", "--base-url", server.base_url, "--quiet", *where, *args)
+    proc = benchy("run", "--base-url", server.base_url, "--quiet", *where, *args, env=env)
     assert proc.returncode == 0, f"rc={proc.returncode}\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr
     return json.loads((out / "results.json").read_text() if out else proc.stdout)
@@ -165,15 +165,21 @@ def test_sweep_counts_match_the_servers_usage(llama_server, tmp_path):
     )
 
 
-def test_ttft_and_decode_agree_with_server_timings(llama_server, record_property):
-    """benchy's TTFT and decode rate against llama.cpp's own clock, request by request.
+@pytest.mark.parametrize("event_loop", ["uvloop", "asyncio"])
+def test_ttft_and_decode_agree_with_server_timings(llama_server, record_property, event_loop):
+    """benchy's TTFT and decode rate against llama.cpp's own clock, request by request, on
+    either event loop (benchy/client/loop.py: uvloop by default, asyncio's when asked).
 
     Exact: the tokens behind benchy's prefill rate are the ones the server prefilled, and the
     client cannot see the first token before the server finished the prompt (TTFT > prompt_ms,
     so benchy's prefill rate <= the server's), nor the end before prompt_ms + predicted_ms.
     Within measured tolerance (see the constants): median TTFT - median prompt_ms and the
     median decode rates."""
-    results = run_results(llama_server, "--pp", "512", "--tg", "128", "--runs", "7")
+    if event_loop == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+    env = {**sim_env(), "BENCHY_EVENT_LOOP": event_loop}
+    results = run_results(llama_server, "--pp", "512", "--tg", "128", "--runs", "7", env=env)
+    assert results["setup"]["event_loop"] == (f"uvloop {uvloop.__version__}" if event_loop == "uvloop" else "asyncio")
     (case,) = results["cases"]
     assert case["n_ok"] == 7 and not case["unavailable"]
     reqs = measured(case)
