@@ -80,9 +80,10 @@ class CaseRows:
             if rec.prompt_tokens is not None:
                 self.alone_points.append((rec.prompt_tokens - (rec.cached_tokens or 0), ttft))
         self.rows.append(row)
-        self._sent.append(row.sent_mono_s)
-        self._ended.append(row.sent_mono_s + (row.end_s or 0.0))
-        self._tokens.append(row.completion_tokens or row.events)
+        sent, ended, tokens = _client_view(row)
+        self._sent.append(sent)
+        self._ended.append(ended)
+        self._tokens.append(tokens)
         why = metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None
         self.buffer_reasons.append(None if why is None else self._reasons.setdefault(why, why))  # one copy each
         if self.records is not None:
@@ -94,8 +95,7 @@ class CaseRows:
         was added (the server's tokenization, asked after the case: load/tokenize.py)."""
         rec = metrics.classify(rec)
         row = self.rows[position] = RequestResult.of(rec, metrics.request_metrics(rec, False))
-        self._sent[position], self._ended[position] = row.sent_mono_s, row.sent_mono_s + (row.end_s or 0.0)
-        self._tokens[position] = row.completion_tokens or row.events
+        self._sent[position], self._ended[position], self._tokens[position] = _client_view(row)
         self.buffer_reasons[position] = metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None
         if self.records is not None:
             self.records[position] = rec
@@ -110,6 +110,12 @@ class CaseRows:
     def client_tokens(self) -> int:
         """The tokens of every row as the client's figures count them (usage, else events)."""
         return sum(self._tokens)
+
+
+def _client_view(row: RequestResult) -> tuple[float, float, int]:
+    """A row as the client's figures see it (load/monitor.py): sent and ended (monotonic s), and
+    its tokens (usage, else events)."""
+    return row.sent_mono_s, row.sent_mono_s + (row.end_s or 0.0), row.completion_tokens or row.events
 
 
 def case_result(
