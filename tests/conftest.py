@@ -76,6 +76,14 @@ def run_benchy(*args: str, env: dict | None = None, timeout: float = 300) -> sub
     return run_forked(list(args), env=env or sim_env(), timeout=timeout)
 
 
+def run_python(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python ARGS` (a benchmark script, a `-c` program) from the repo root, this checkout
+    importable, output captured as text: a fresh interpreter, not a fork."""
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=sim_env(), cwd=REPO_ROOT, timeout=timeout
+    )
+
+
 def start_benchy(*args: str, **popen) -> ForkedPopen:
     """subprocess.Popen(python -m benchy ARGS, **popen) from the repo root (stdin, stdout,
     stderr, text, env as Popen takes them; env defaults to sim_env()), forked from a warm process."""

@@ -6,25 +6,17 @@ on a busy machine the CPU verdict may legitimately read FAIL, or NOT SHOWN when 
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import REPO_ROOT, run_python
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bench_client reads /proc (Linux)")
 
 
 def test_bench_client_measures_benchy_and_the_floor():
-    done = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_client.py"), "--streams", "2", "--no-aiohttp"],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=300,
-    )
+    done = run_python(str(REPO_ROOT / "benchmarks" / "bench_client.py"), "--streams", "2", "--no-aiohttp")
     assert done.returncode == 0, done.stderr[-2000:]
     rows = {
         cells[2]: cells

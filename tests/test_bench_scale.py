@@ -3,20 +3,10 @@ start: the benchmark's own paths must not rot between the sittings that run it w
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import REPO_ROOT, run_python
 
 
 def test_bench_scale_with_the_runs_skipped_starts_a_simulator_and_ends_cleanly():
-    done = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_scale.py"), "--skip-long", "--skip-cpu"],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=120,
-    )
+    done = run_python(str(REPO_ROOT / "benchmarks" / "bench_scale.py"), "--skip-long", "--skip-cpu", timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "benchy sim --preset instant at http://127.0.0.1:" in done.stdout

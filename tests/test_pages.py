@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
 
@@ -22,7 +20,7 @@ from benchy.client.stream import Client, ClientSettings
 from benchy.server import cache_reset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsScraper, parse
-from tests.conftest import REPO_ROOT, SimSince, shared_sim, sim_env
+from tests.conftest import SimSince, run_python, shared_sim
 from tests.netservers import Relay, Scripted, Seen
 from tests.test_faults import new_record as record
 
@@ -283,14 +281,7 @@ print(json.dumps({"modules": sorted(sys.modules), "setup": results["setup"]}))
 
 def test_a_run_reads_identity_metrics_and_resets_without_importing_aiohttp(instant_sim):
     sim = SimSince(instant_sim)
-    done = subprocess.run(
-        [sys.executable, "-c", RUN_AND_LIST_MODULES, sim.base_url],
-        capture_output=True,
-        text=True,
-        env=sim_env(),
-        cwd=REPO_ROOT,
-        timeout=120,
-    )
+    done = run_python("-c", RUN_AND_LIST_MODULES, sim.base_url, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     setup = out["setup"]
