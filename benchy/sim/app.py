@@ -241,6 +241,9 @@ def event_sizes(n: int, cfg: SimConfig, steps: list[int] | None = None) -> list[
         parts = min(cfg.events_per_response, n)
         base, extra = divmod(n, parts) if parts else (0, 0)
         return [base + (1 if i < extra else 0) for i in range(parts)]
+    if cfg.stream_interval and n:  # the first token alone when prefill ends, then N a step's interval
+        k = cfg.stream_interval
+        return [1, *(min(k, n - start) for start in range(1, n, k))]
     k = cfg.tokens_per_event
     return [min(k, n - start) for start in range(0, n, k)]
 
@@ -256,6 +259,12 @@ def event_groups(n: int, reasoning: int, cfg: SimConfig, steps: list[int] | None
             groups.append(("reasoning" if end <= reasoning else "content", size))
         pos = end
     return groups or [("content", 0)]  # nothing generated: one event carries finish_reason
+
+
+def reasoning_fields(field: str) -> tuple[str, ...]:
+    """The delta or message keys that carry reasoning text (--reasoning-field both: vLLM around
+    the reasoning_content -> reasoning rename, the same text in each)."""
+    return ("reasoning_content", "reasoning") if field == "both" else (field,)
 
 
 SILENT = "silent"  # tokens that make no event (an end-of-sequence token): usage counts them
@@ -317,8 +326,16 @@ def usage(job: Job, cached: int | None, completion: int, reasoning: int) -> dict
 class Renderer:
     """Pre-encodes every SSE event of a response, so streaming is little more than writes."""
 
-    def __init__(self, job: Job, null_content: bool, role_in_first: bool, usage_scale: float = 1.0):
+    def __init__(
+        self,
+        job: Job,
+        null_content: bool,
+        role_in_first: bool,
+        usage_scale: float = 1.0,
+        reasoning_field: str = "reasoning_content",
+    ):
         self.job = job
+        self.reasoning_field = reasoning_field
         self.usage_scale = usage_scale
         self.null_content = null_content
         self.role_in_first = role_in_first
@@ -399,9 +416,11 @@ class Renderer:
             tail = f',"logprobs":null,"finish_reason":{json.dumps(finish)}}}],"usage":{{{counts}}}}}\n\n'
         if self.job.endpoint == "completions":
             return f'{self._head}"text":{value}{tail}'.encode()
-        field = "reasoning_content" if kind == "reasoning" else "content"
         role = '"role":"assistant",' if first and self.role_in_first else ""
-        return f'{self._head}"delta":{{{role}"{field}":{value}}}{tail}'.encode()
+        if kind == "reasoning":
+            fields = ",".join(f'"{name}":{value}' for name in reasoning_fields(self.reasoning_field))
+            return f'{self._head}"delta":{{{role}{fields}}}{tail}'.encode()
+        return f'{self._head}"delta":{{{role}"content":{value}}}{tail}'.encode()
 
     def role_event(self) -> bytes:
         return (
@@ -436,7 +455,8 @@ class Renderer:
             reasoning_text, content = self._harmony_whole()
             content = None if self.null_content else content
         if job.endpoint == "chat":
-            message = {"role": "assistant", "content": content, "reasoning_content": reasoning_text or None}
+            message = {"role": "assistant", "content": content}
+            message |= {name: reasoning_text or None for name in reasoning_fields(self.reasoning_field)}
             choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": job.plan.finish_reason}
             obj = "chat.completion"
         else:
@@ -846,7 +866,8 @@ class Simulator:
 
     def _renderer(self, job: Job, trace: Trace) -> Renderer:
         null_content = self.cfg.null_content or trace.fault == "null_content"
-        return Renderer(job, null_content, not self.cfg.role_chunk_first, self.cfg.usage_scale)
+        cfg = self.cfg
+        return Renderer(job, null_content, not cfg.role_chunk_first, cfg.usage_scale, cfg.reasoning_field)
 
     async def _stream(self, request: web.Request, job: Job, trace: Trace) -> web.StreamResponse:
         renderer = self._renderer(job, trace)

@@ -4,6 +4,9 @@ As in vLLM, a prompt's blocks are touched last block first, so that its first bl
 most recently used: when the cache is full a chain loses its tail before its head, and a later
 prompt still reuses what is left of its prefix.
 
+With a lifetime (`ttl_s`, a hosted API's 5-10 minute prompt cache, an LMCache TTL), a block
+not used for that long is gone: the next lookup finds it evicted.
+
 The cache holds at most `capacity` blocks; inserting past that evicts the least recently used
 ones. Eviction is what a cache-aware workload must see under load, so the cache also remembers
 which blocks it evicted: a lookup says how many prompt tokens it would have served had they
@@ -13,6 +16,7 @@ stayed (`lost_tokens`), and the truth log records both that and the blocks each 
 from __future__ import annotations
 
 import hashlib
+import time
 from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -59,11 +63,20 @@ class PrefixCache:
     position-independent cache (LMCache/CacheBlend-style, KV shared by content): every block of
     the prompt whose content is cached is reused, wherever it sits."""
 
-    def __init__(self, capacity_blocks: int, block_size: int = BLOCK_SIZE, anywhere: bool = False):
+    def __init__(
+        self,
+        capacity_blocks: int,
+        block_size: int = BLOCK_SIZE,
+        anywhere: bool = False,
+        ttl_s: float = 0.0,
+        clock=time.perf_counter,
+    ):
         self.capacity = capacity_blocks
         self.block_size = block_size
         self.anywhere = anywhere
-        self._blocks: OrderedDict[bytes, None] = OrderedDict()
+        self.ttl_s = ttl_s  # 0: blocks live until evicted for room
+        self._clock = clock
+        self._blocks: OrderedDict[bytes, float] = OrderedDict()  # block → when last used
         self._evicted: OrderedDict[bytes, None] = OrderedDict()
         self.evicted_total = 0  # blocks evicted since the start
 
@@ -78,6 +91,7 @@ class PrefixCache:
     def lookup_detail(self, ids: list[int]) -> Lookup:
         """As lookup, and how many usable tokens after the hits had been evicted."""
         usable = block_hashes(ids, self.block_size, chained=not self.anywhere)[: (len(ids) - 1) // self.block_size]
+        self._expire()
         if self.anywhere:
             return self._lookup_anywhere(usable)
         hits = 0
@@ -109,8 +123,9 @@ class PrefixCache:
     def insert(self, ids: list[int]) -> int:
         """Adds the prompt's full blocks (most recently used); returns how many blocks that evicted."""
         hashes = block_hashes(ids, self.block_size, chained=not self.anywhere)
+        self._expire()
         for h in hashes:
-            self._blocks[h] = None
+            self._blocks[h] = 0.0
             self._evicted.pop(h, None)
         self._touch(hashes)
         evicted = 0
@@ -125,5 +140,21 @@ class PrefixCache:
 
     def _touch(self, hashes: list[bytes]) -> None:
         """Most recently used, the first block last: eviction takes a chain's tail first."""
+        now = self._clock()
         for h in reversed(hashes):
+            self._blocks[h] = now
             self._blocks.move_to_end(h)
+
+    def _expire(self) -> None:
+        """Drops the blocks unused for longer than the lifetime (the least recently used come
+        first, so the scan stops at the first one still alive)."""
+        if not self.ttl_s:
+            return
+        oldest = self._clock() - self.ttl_s
+        while self._blocks:
+            h, used = next(iter(self._blocks.items()))
+            if used >= oldest:
+                break
+            del self._blocks[h]
+            self._evicted[h] = None
+            self.evicted_total += 1

@@ -12,6 +12,7 @@ from benchy.sim.config import (
     FAULT_KINDS,
     FLAVORS,
     PRESET_HELP,
+    REASONING_FIELDS,
     ROUTES,
     SPEC_STYLES,
     ConfigError,
@@ -58,6 +59,16 @@ and the truth log: docs/sim.md.
     help="Role-only chunk right after the headers, before prefill (vLLM).",
 )
 @click.option("--reasoning-tokens", type=int, help="First R chat tokens are reasoning_content.")
+@click.option(
+    "--reasoning-field",
+    type=click.Choice(REASONING_FIELDS),
+    help="The delta key of reasoning text; both: the same text in each (default reasoning_content).",
+)
+@click.option(
+    "--stream-interval",
+    type=int,
+    help="The first token alone, then N tokens an event at N steps' interval (vLLM, TensorRT-LLM; 0: off).",
+)
 @click.option(
     "--harmony/--no-harmony",
     default=False,
@@ -153,6 +164,7 @@ and the truth log: docs/sim.md.
     help="Serve the flavor's cache reset (vLLM POST /reset_prefix_cache; llama.cpp slot erase, else HTTP 501 "
     "as llama-server without --slot-save-path).",
 )
+@click.option("--cache-ttl-s", type=float, help="A cached block unused this long expires (0: never; default 0).")
 @click.option("--replicas", type=int, help="Replicas behind one router, each with its own slots and cache (default 1).")
 @click.option("--route", type=click.Choice(ROUTES), help="How the router picks a replica: rr or random (default rr).")
 @click.option(

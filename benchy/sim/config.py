@@ -24,6 +24,7 @@ FAULT_KINDS = (
 
 FLAVORS = ("vllm", "llamacpp")
 CACHE_MATCHES = ("prefix", "anywhere")  # a prefix cache; a position-independent block cache
+REASONING_FIELDS = ("reasoning_content", "reasoning", "both")  # both: one text in each (vLLM mid-rename)
 ROUTES = ("rr", "random")  # how a router in front of --replicas picks one
 SPEC_STYLES = ("vllm", "llamacpp")
 
@@ -50,6 +51,9 @@ class SimConfig:
     events_per_response: int = 0  # 0: shaping by tokens_per_event instead
     role_chunk_first: bool = False
     reasoning_tokens: int = 0
+    reasoning_field: str = "reasoning_content"  # REASONING_FIELDS: which delta key carries reasoning
+    # TensorRT-LLM's stream_interval, vLLM's --stream-interval: the first token alone, then N an event
+    stream_interval: int = 0
     harmony: bool = False  # gpt-oss output: analysis then final channel (see engine.plan_harmony)
     null_content: bool = False
     ignore_ignore_eos: bool = False  # a server without ignore_eos/min_tokens
@@ -101,6 +105,7 @@ class SimConfig:
     report_cache_hits: bool = True  # False: usage counts only the leading hits a prefix cache would
     replicas: int = 1
     route: str = "rr"  # "rr" (round robin) | "random" (seeded by --seed)
+    cache_ttl_s: float = 0.0  # a cached block unused this long is gone (hosted prompt caches, LMCache TTL); 0: never
     cache_reset: bool = True  # False: no reset endpoint (vLLM: 404; llama.cpp: 501, no --slot-save-path)
 
 
@@ -165,6 +170,12 @@ PRESETS: dict[str, dict] = {
     "llamacpp-textless-first": {"textless_first": True, "timings": True, "flavor": "llamacpp", "decode_tps": 150.0},
     # An R1-style model without a reasoning parser whose budget is spent in thought.
     "think-unclosed": {"think_inline": True, "reasoning_tokens": 1 << 20},
+    # vLLM --stream-interval 20 / TensorRT-LLM stream_interval 20: first token alone, then 20 an event.
+    "stream-interval-20": {"stream_interval": 20, "decode_tps": 200.0},
+    # vLLM around the reasoning_content -> reasoning rename: the same reasoning text in both fields.
+    "reasoning-both": {"reasoning_field": "both", "reasoning_tokens": 32},
+    # A prompt cache with a lifetime (hosted APIs keep 5-10 minutes, LMCache a TTL), scaled down.
+    "cache-ttl": {"cache_ttl_s": 0.5, "prefill_tps": 100000.0, "decode_tps": 3000.0, "max_running": 64},
     # For measuring the client's own CPU cost: no sleeps, no queueing.
     "instant": {"instant": True, "max_running": 100000},
 }
@@ -195,6 +206,11 @@ PRESET_HELP = {
     "llamacpp-textless-first": "llama.cpp flavor and timings, the first token makes a role chunk without "
     "text, the second event brings both tokens' text",
     "think-unclosed": "<think> opened inline and never closed: the whole output is thought",
+    "stream-interval-20": "the first token alone when prefill ends, then 20 tokens an event at 20 steps' "
+    "interval (vLLM --stream-interval, TensorRT-LLM stream_interval); decode 200 tok/s",
+    "reasoning-both": "32 reasoning tokens sent in both reasoning_content and reasoning (the same text)",
+    "cache-ttl": "cached blocks unused for 0.5 s expire (a hosted prompt cache's lifetime, scaled down); "
+    "prefill 100,000 tok/s, decode 3,000 tok/s",
     "instant": "no sleeps at all, effectively unlimited max_running",
 }
 
@@ -238,6 +254,7 @@ def validate(cfg: SimConfig) -> None:
         "host_copy_tps",
         "proxy_delay_s",
         "hold_open_s",
+        "cache_ttl_s",
     ):
         if getattr(cfg, name) < 0:
             raise ConfigError(f"--{_flag(name)} must not be negative")
@@ -252,6 +269,13 @@ def validate(cfg: SimConfig) -> None:
     _require_at_least(cfg, "tokens_per_event", 1)
     _require_at_least(cfg, "events_per_response", 0)
     _require_at_least(cfg, "reasoning_tokens", 0)
+    _require_at_least(cfg, "stream_interval", 0)
+    if cfg.reasoning_field not in REASONING_FIELDS:
+        raise ConfigError(f"--reasoning-field must be one of: {', '.join(REASONING_FIELDS)}")
+    if cfg.stream_interval and (cfg.events_per_response or cfg.tokens_per_event != 1 or cfg.spec_draft):
+        raise ConfigError(
+            "--stream-interval sets the events itself: no --tokens-per-event, --events-per-response or --spec-draft"
+        )
     _require_at_least(cfg, "replicas", 1)
     if cfg.cache_match not in CACHE_MATCHES:
         raise ConfigError(f"--cache-match must be one of: {', '.join(CACHE_MATCHES)}")

@@ -269,7 +269,11 @@ class Engine:
     def __init__(self, cfg: SimConfig):
         self.cfg = cfg
         anywhere = cfg.cache_match == "anywhere"
-        self.cache = PrefixCache(cfg.cache_blocks, anywhere=anywhere) if cfg.prefix_cache else None
+        self.cache = (
+            PrefixCache(cfg.cache_blocks, anywhere=anywhere, ttl_s=cfg.cache_ttl_s, clock=clock)
+            if cfg.prefix_cache
+            else None
+        )
         self.slots = Slots(cfg.max_running)
         self._prefill_lock = asyncio.Lock()
         self._prefill_free_at = 0.0
