@@ -504,7 +504,10 @@ class Client:
             return "", obj["usage"]
         message = choice.get("message")
         held: dict = message if isinstance(message, dict) else choice
-        parts = [held.get(key) for key in ("reasoning_content", "reasoning", "content", "text")]
+        # One reasoning text, as a stream is read: a server between the two names (vLLM around
+        # the reasoning_content -> reasoning rename) sends the same text in both.
+        reasoning = _text(held.get("reasoning_content")) or _text(held.get("reasoning"))
+        parts = [reasoning, held.get("content"), held.get("text")]
         return "".join(p for p in parts if isinstance(p, str)), obj["usage"]
 
     async def server_token_count(self, text: str) -> int | None:
