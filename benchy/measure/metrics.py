@@ -71,6 +71,8 @@ SLO_UNJUDGED = "slo_unjudged"
 LEGACY = "legacy"  # read from a file written before reason codes existed
 SPECIAL_TOKENS_STRIPPED = "special_tokens_stripped"  # Harmony text without its markers
 THINK_UNCLOSED = "think_unclosed"  # an inline <think> block that never closed: all reasoning
+THINK_NO_ANSWER = "think_no_answer"  # an inline <think> block closed by the last token: no answer after it
+THINK_ONLY = (THINK_UNCLOSED, THINK_NO_ANSWER)  # every output token was thought: one verdict, reasoning_only
 PROMPT_LENGTH_MISSED = "prompt_length_missed"  # the server counted another prompt length
 TOO_FEW_ARRIVALS = "too_few_arrivals"
 QUEUED = "queued"  # TTFT under load holds a wait for the server, seen against the same request alone
@@ -89,6 +91,7 @@ REASON_TITLES = {
     NO_SUCCESS: "no request succeeded",
     SPECIAL_TOKENS_STRIPPED: "Harmony special tokens stripped",
     THINK_UNCLOSED: "<think> never closed",
+    THINK_NO_ANSWER: "no answer after </think>",
     PROMPT_LENGTH_MISSED: "prompt truncated or padded",
     TOO_FEW_ARRIVALS: "fewer than two text arrivals",
     QUEUED: "TTFT holds queueing",
@@ -201,6 +204,8 @@ def ttfc_s(rec: RequestRecord) -> float | Unavailable:
     if first < 0:
         if read.think.opened and not read.think.closed:
             return Unavailable(THINK_UNCLOSED, "the <think> block never closed: every token was reasoning")
+        if read.think.opened:  # </think> was the last token: the answer never started either
+            return Unavailable(THINK_NO_ANSWER, "the <think> block closed with the last token: no answer followed")
         return Unavailable(NO_CONTENT_EVENT, "no content token arrived (empty or reasoning-only output)")
     return rec.token_event_s[first]
 
@@ -299,12 +304,15 @@ def send_lag_s(rec: RequestRecord) -> float | Unavailable:
 
 
 def _success_window(records: list[RequestRecord]) -> tuple[list[RequestRecord], float] | Unavailable:
-    """The successful requests and the wall time from the first one's send to the last one's end."""
+    """The successful requests and the case's wall time: from the first send to the last end of
+    any request, failed ones included. The server was busy with a failure too; a window that
+    stopped at the last success would leave out the time a late failure held it."""
     done = [r for r in records if r.ok and r.end_s is not None]
     if not done:
         return Unavailable(NO_SUCCESS, "no request succeeded")
-    start = min(r.sent_mono_s for r in done)
-    end = max(r.sent_mono_s + (r.end_s or 0.0) for r in done)
+    ended = [r for r in records if r.end_s is not None]
+    start = min(r.sent_mono_s for r in ended)
+    end = max(r.sent_mono_s + (r.end_s or 0.0) for r in ended)
     if end <= start:
         return Unavailable(ZERO_WALL_TIME, "zero wall time")
     return done, end - start
@@ -725,7 +733,7 @@ _REGISTRY = (
         "aggregate t/s",
         level=CASE,
         glossary=True,
-        definition="all completion tokens of the successful requests ÷ (last end − first send) of the case",
+        definition="all completion tokens of the successful requests ÷ (last end − first send) of the case, failed requests included",
         explanation="what the server delivered in total, over every request in flight; shown for cases "
         "under load (concurrency > 1, an open loop, a trace replay), withheld for a case the run stopped inside.",
         depends=("completion_tokens", "sent_mono_s", "end_s"),
@@ -735,7 +743,7 @@ _REGISTRY = (
         "request_rate",
         "req/s",
         level=CASE,
-        definition="successful requests ÷ (last end − first send) of the case",
+        definition="successful requests ÷ (last end − first send) of the case, failed requests included",
         depends=("sent_mono_s", "end_s"),
         formula=request_rate,
     ),
@@ -769,7 +777,7 @@ _REGISTRY = (
         "goodput_rate",
         "goodput req/s",
         level=CASE,
-        definition="requests that succeeded and met every `--slo` target ÷ (last end − first send) of the case",
+        definition="requests that succeeded and met every `--slo` target ÷ (last end − first send) of the case, failed requests included",
         depends=("goodput", "request_rate"),
     ),
 )

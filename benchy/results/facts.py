@@ -144,7 +144,7 @@ class CaseFacts:
 
     def _ok(self, r: RequestResult) -> None:
         self._cache(r)
-        if (not r.content_chars and r.reasoning_chars) or r.unavailable_codes.get("ttfc_s") == metrics.THINK_UNCLOSED:
+        if (not r.content_chars and r.reasoning_chars) or r.unavailable_codes.get("ttfc_s") in metrics.THINK_ONLY:
             self.n_reasoning_only += 1
         self._counts(r)
         if r.unavailable_codes.get("prefill_tps") == metrics.PROMPT_LENGTH_MISSED:
