@@ -206,6 +206,46 @@ def test_a_proxy_buffer_is_buffering(n, burst, step, ttft):
     assert verdict.buffered or verdict.hidden_s < evidence.FIRST_ARRIVAL_HIDDEN_SHARE * times[0], verdict.reason
 
 
+@settings(max_examples=60)
+@given(st.integers(60, 600), st.integers(2, 64), st.floats(0.001, 0.03), st.floats(0.01, 1.0))
+def test_a_stream_interval_is_not_buffering_at_any_interval(n, interval, step, ttft):
+    # vLLM --stream-interval / TensorRT-LLM stream_interval: the first token alone when prefill
+    # ends, then `interval` tokens an event, written when the last of them is made.
+    sizes = [1] + [min(interval, n - start) for start in range(1, n, interval)]
+    made = [ttft + i * step for i in range(n)]
+    ends = [sum(sizes[: i + 1]) - 1 for i in range(len(sizes))]
+    arr = evidence.arrivals([made[e] for e in ends], [float(k) for k in sizes])
+    verdict = evidence.buffering(arr, ttft)
+    assert not verdict.buffered, verdict.reason
+    assert evidence.decode_rate(arr) == pytest.approx(1 / step, rel=1e-6)  # the model's own rate
+
+
+@settings(max_examples=60)
+@given(st.integers(18, 40), st.integers(2, 5), st.integers(3, 6), st.floats(0.002, 0.02))
+def test_a_proxy_buffer_over_a_stream_interval_is_buffering(interval, per_read, reads, step):
+    # The same events, released `per_read` at a time by a buffer: several events an arrival.
+    n = 1 + interval * per_read * reads
+    sizes = [1] + [interval] * (per_read * reads)
+    made = [0.1 + i * step for i in range(n)]
+    ends = [sum(sizes[: i + 1]) - 1 for i in range(len(sizes))]
+    released = [
+        made[ends[min(len(ends) - 1, (i // per_read + 1) * per_read - 1)]] + (i % per_read) * 2e-6
+        for i in range(len(ends))
+    ]
+    verdict = evidence.buffering(evidence.arrivals(released, [float(k) for k in sizes]), released[0])
+    assert verdict.buffered, verdict.reason
+
+
+def test_bursts_of_one_event_at_an_uneven_cadence_are_still_buffering():
+    # 20 tokens an event, but the gaps do not follow the tokens: a server releasing what it held.
+    times, tokens = [0.1], [1.0]
+    for gap in [0.01, 0.4, 0.01, 0.5, 0.02, 0.6, 0.01, 0.45]:
+        times.append(times[-1] + gap)
+        tokens.append(20.0)
+    assert not evidence.server_interval(evidence.arrivals(times, tokens))
+    assert evidence.buffering(evidence.arrivals(times, tokens), 0.1).buffered
+
+
 def test_many_tokens_in_the_first_event_is_buffering_but_two_or_three_are_not():
     for first, expected in ((3, False), (8, True), (16, True)):
         sizes = [first] * 10
@@ -277,6 +317,23 @@ def test_the_servers_tokenization_backs_usage_or_outvotes_it_with_another_witnes
     # No usage: the server's tokenization is the count, not an estimate.
     missing = evidence.token_count(None, 300.0, 20, server_tokenize=96)
     assert missing.tokens == 96 and missing.source == evidence.SERVER_TOKENIZE and not missing.estimate
+
+
+@given(st.integers(32, 2000), st.floats(0.05, 8.0), st.integers(1, 8))
+def test_usage_the_streamed_text_cannot_explain_is_overruled_whatever_the_events(tokens, claim, per_event):
+    """The server's /tokenize of the streamed text and the local count, agreeing against usage
+    where re-tokenizing cannot explain the gap (more text than usage beyond the tolerance, or
+    less than RETOKENIZED_MIN_SHARE of it), overrule usage: the count is the text's."""
+    usage = max(1, round(tokens * claim))
+    events = max(1, tokens // per_event)
+    if (
+        usage < events
+        or evidence.agree(tokens, usage)
+        or not (tokens > usage or tokens < evidence.RETOKENIZED_MIN_SHARE * usage)
+    ):
+        return  # impossible usage (its own rule), or a gap merging can explain
+    count = evidence.token_count(usage, float(tokens), events, server_tokenize=tokens)
+    assert count.tokens == tokens and count.mismatch and evidence.USAGE in count.disagreed
 
 
 def test_the_servers_tokenization_and_the_local_count_are_one_witness_not_two():

@@ -272,6 +272,16 @@ def cache_not_reused(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
     )
 
 
+ROUTING_HINT = (
+    "Behind a router, give it cache affinity (session or prefix-aware routing: SGLang router, llm-d, "
+    "nginx hash on a session key), or measure one replica directly; otherwise see cache_eviction's hint."
+)
+EXPIRY_HINT = (
+    "The cache forgets what sat idle too long (hosted prompt caches keep 5-10 minutes, LMCache a TTL): "
+    "shorten --think-time below that lifetime to measure reuse, or raise the lifetime if the server lets you."
+)
+
+
 @case_check
 def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """Some requests reused what they should have, others not: a finding of its own, never
@@ -293,8 +303,7 @@ def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
         f"history the server had prefilled, {part.partial_requests} reused part of it and {part.missed_requests} "
         f"none; the server reported {part.reported_tokens:,} of {part.expected_tokens:,} expected tokens "
         f"cached.{cause} TTFT mixes hits and misses.",
-        "Behind a router, give it cache affinity (session or prefix-aware routing: SGLang router, llm-d, "
-        "nginx hash on a session key), or measure one replica directly; otherwise see cache_eviction's hint.",
+        EXPIRY_HINT if part.cause == "expiry" else ROUTING_HINT,
         metrics=("ttft_s", "prefill_tps"),
         details=part.to_dict(),
         evidence=(Evidence("hit_fraction", round(part.hit_fraction, 4), 1.0, "requests"),),

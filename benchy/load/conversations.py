@@ -64,7 +64,7 @@ def warmup_requests(plan: CasePlan, prompts: PromptFactory, body: dict) -> list[
     for i in range(plan.warmup):
         message = prompts.message(spec.first_tokens or plan.case.pp)
         rec = _record(plan, f"w{i}", -1, i, message.nonce, warmup=True)
-        rec.local_token_scale = prompts.calibration.text_scale
+        prompts.calibration.stamp(rec)
         requests.append(_chat(plan, rec, [_user(message.text)], body))
     return requests
 
@@ -98,7 +98,7 @@ class Conversation:
         tokens = self.spec.first_tokens if turn == 1 and self.spec.first_tokens else plan.case.pp
         message = prompts.message(tokens)
         rec = _record(plan, f"c{self.index}t{turn}", self.index, turn, message.nonce)
-        rec.local_token_scale = prompts.calibration.text_scale
+        prompts.calibration.stamp(rec)
         rec.unique_tokens = round(message.local_tokens * prompts.calibration.scale)
         rec.expected_cached_tokens = _history_tokens(previous)
         rec.target_prompt_tokens = _target_prompt(previous, rec.unique_tokens, prompts)
@@ -122,7 +122,7 @@ def _control(plan: CasePlan, prompts: PromptFactory, turn: int, length: int, u: 
     prompt = prompts.build(length)
     rec = _record(plan, f"cold{turn}u{u}", u, turn, prompt.nonce)
     rec.conversation, rec.control, rec.index = None, True, -1
-    rec.local_token_scale = prompts.calibration.text_scale
+    prompts.calibration.stamp(rec)
     rec.target_prompt_tokens, rec.expected_cached_tokens = length, 0
     rec.unique_tokens = round((prompt.unique_local_tokens or prompt.local_tokens) * prompts.calibration.scale)
     return _chat(plan, rec, [_user(prompt.text)], body)

@@ -37,6 +37,7 @@ import numpy as np
 from benchy.client import harmony
 from benchy.measure import tokenizer
 from benchy.measure.evidence import prompt_length_missed
+from benchy.measure.records import RequestRecord
 
 # Between a shared context and what follows it: a piece of its own, so the context's last
 # token is the same whether the context is sent alone or with a request after it.
@@ -120,6 +121,16 @@ class Calibration:
     def text_scale(self) -> float:
         """The scale for counting streamed output locally: the output's, else the prompts'."""
         return self.output_scale or self.scale
+
+    @property
+    def text_scale_from_usage(self) -> bool:
+        """Whether text_scale was fitted on usage's completion count (no /tokenize answered)."""
+        return self.output_scale is not None and self.output_method == "usage"
+
+    def stamp(self, rec: RequestRecord) -> None:
+        """Gives a record the scale of its local count, and says whether usage fitted it."""
+        rec.local_token_scale = self.text_scale
+        rec.local_scale_from_usage = self.text_scale_from_usage
 
     @classmethod
     def fit(cls, local: tuple[int, int], server: tuple[int, int]) -> Calibration:

@@ -39,7 +39,7 @@ def trace_requests(plan: CasePlan, requests: list[TraceRequest], prompts: Prompt
     def made() -> Iterator[PlannedRequest]:
         for i, req in enumerate(requests):
             rec = _record(plan, i, req, reuse[i], template)
-            rec.local_token_scale = prompts.calibration.text_scale
+            prompts.calibration.stamp(rec)
             prompt = prompts.blocks(list(req.block_ids(i)), req.input_tokens, BLOCK_TOKENS)
             body = bodies.setdefault(req.output_tokens, request_options(plan, req.output_tokens))
             yield planned(plan, rec, prompt, req.output_tokens, body, req.offset_s / speed)

@@ -32,7 +32,9 @@ answer. Each function here weighs one question with two or more independent witn
                         most tokens arriving in bursts larger than any draft length.
                         Speculative decoding (vLLM: steps of 1-8 tokens per event; llama.cpp:
                         bursts of one-token events no longer than the draft, after a first
-                        token that arrives alone) is not buffering              → `buffering`
+                        token that arrives alone) is not buffering; nor is a server's stream
+                        interval (the first token alone, then N tokens an event, one event an
+                        arrival, at a steady cadence per token)   → `buffering`, `server_interval`
   reasoning or answer?  `<think>…</think>` leading the content is reasoning    → `split_think`
 
 Functions take plain values (times, per-event texts, counts), so they hold for records, saved
@@ -210,7 +212,7 @@ def token_count(
     said = _Said(usage, local, events, exact)
     if usage is not None and usage >= events:
         backers = [name for name, n in exact.items() if _same(n, usage)]
-        if _about_one_per_event(usage, events):
+        if _about_one_per_event(usage, events) and not _text_exceeds(server_tokenize, usage):
             backers.append(EVENTS)
         against = _agreeing_alternative(usage, local, events, exact)
         local_agrees = local is not None and agree(usage, local)
@@ -253,6 +255,13 @@ class _Said:
         )
 
 
+def _text_exceeds(server_tokenize: int | None, usage: int) -> bool:
+    """The server's own count of the streamed text is beyond usage by more than the loose
+    tolerance: the events held more than one token each, so their count backs nothing
+    (re-tokenizing text merges tokens, it does not make more of them)."""
+    return server_tokenize is not None and server_tokenize > usage and not agree(server_tokenize, usage)
+
+
 def _same(a: float, b: float) -> bool:
     """Two exact counts of the same tokens: equal but for a token that made no event."""
     return abs(a - b) <= max(EVENT_SLACK_TOKENS, EVENT_SLACK_SHARE * max(a, b))
@@ -276,8 +285,8 @@ def _agreeing_alternative(
     candidates = [(name, n) for name, n in candidates if not _hidden_tokens_explain(name, n, usage)]
     for i, (name, value) in enumerate(candidates):
         for other, second in candidates[i + 1 :]:
-            if {name, other} == _SAME_TEXT:  # one witness twice: both count the streamed text
-                continue
+            if {name, other} == _SAME_TEXT and not _text_contradicts(exact[SERVER_TOKENIZE], usage):
+                continue  # within what re-tokenizing the text can differ from generating it
             if _alternative_agrees(name, value, other, second):
                 return max(value, events), name, (name, other)
     return None
@@ -296,10 +305,18 @@ def _hidden_tokens_explain(name: str, value: float, usage: int) -> bool:
 
 
 # The server's /tokenize and the local count both count the streamed text (and the local scale
-# is calibrated on the server's /tokenize where it has one): text re-tokenized is not what was
-# generated (a random-weight model's tokens merge; special tokens are not streamed), so the two
-# agreeing against usage are one witness, not two.
+# is calibrated on the server's /tokenize where it has one). Text re-tokenized is not quite what
+# was generated: tokens merge (a random-weight model's 128 tokens came back as 90), special
+# tokens are not streamed; both only ever lower the count. So the two agreeing against usage
+# overrule it only where merging cannot explain the gap: the text counts more than usage (beyond
+# `agree`), or less than RETOKENIZED_MIN_SHARE of it (usage claiming twice what streamed).
 _SAME_TEXT = {SERVER_TOKENIZE, LOCAL}
+RETOKENIZED_MIN_SHARE = 0.6
+
+
+def _text_contradicts(text: int, usage: int) -> bool:
+    """The server's count of the streamed text is one re-tokenizing cannot have made of usage's."""
+    return _text_exceeds(text, usage) or text < RETOKENIZED_MIN_SHARE * usage
 
 
 def _alternative_agrees(name: str, value: float, other: str, second: float) -> bool:
@@ -318,14 +335,15 @@ def _local_note(usage: int, local: float, backers: list[str]) -> str:
 
 def _without_usage(said: _Said, why: str | None) -> TokenCount:
     local, events = said.local, said.events
+    against = (USAGE,) if said.usage is not None else ()  # usage given but impossible
     for name, n in said.exact.items():
         if n >= events:
-            return said.count(n, name, mismatch=why)
+            return said.count(n, name, mismatch=why, disagreed=against)
     if local is None:
-        return said.count(events, EVENT_FLOOR, mismatch=why)
+        return said.count(events, EVENT_FLOOR, mismatch=why, disagreed=against)
     if local <= events * (1 + USAGE_RATIO_TOLERANCE):  # about one token per event
-        return said.count(events, EVENTS, mismatch=why, backed_by=(LOCAL,))
-    return said.count(round(max(local, events)), LOCAL, mismatch=why)
+        return said.count(events, EVENTS, mismatch=why, backed_by=(LOCAL,), disagreed=against)
+    return said.count(round(max(local, events)), LOCAL, mismatch=why, disagreed=against)
 
 
 def agree(a: float, b: float) -> bool:
@@ -498,6 +516,35 @@ def _lumps_by_habit(arr: list[Arrival]) -> bool:
     return sum(a.tokens for a in later) / len(later) > FIRST_ARRIVAL_MAX_TOKENS
 
 
+# A server's stream interval (vLLM --stream-interval, TensorRT-LLM stream_interval) writes the
+# first token alone and then each event when its last token is made: every later arrival is one
+# event, and the gaps follow the tokens (a gap ÷ its arrival's tokens is one step). At least
+# CADENCE_SHARE of the later arrivals keep within CADENCE_SPREAD× of the median step.
+CADENCE_SPREAD = 2.0
+CADENCE_SHARE = 0.8
+CADENCE_MIN_ARRIVALS = 3  # fewer later arrivals: no cadence to judge, one event each suffices
+
+
+def server_interval(arr: list[Arrival]) -> bool:
+    """Whether large arrivals are the server's own stream interval, not a buffer: the first
+    token came alone, every later arrival is one event, and they come at a steady cadence per
+    token. Such a stream loses no time: the first token is on time and each event leaves when
+    its last token is made, so TTFT and decode (first arrival to last) stand."""
+    first, later = arr[0], arr[1:]
+    if first.events != 1 or first.tokens > FIRST_ARRIVAL_MAX_TOKENS or not later:
+        return False
+    if any(a.events != 1 for a in later):  # several events read at once: a buffer released them
+        return False
+    if len(later) < CADENCE_MIN_ARRIVALS:
+        return True
+    steps = [(b.t_s - a.t_s) / b.tokens for a, b in zip(arr, later) if b.tokens > 0]
+    typical = _median(steps)
+    if typical <= 0:
+        return False
+    steady = sum(typical / CADENCE_SPREAD <= step <= typical * CADENCE_SPREAD for step in steps)
+    return steady >= CADENCE_SHARE * len(steps)
+
+
 def buffering(arr: list[Arrival], ttft_s: float | None) -> Buffering:
     """Buffering by timing, not by tokens per event alone (see the module docstring)."""
     if not arr:
@@ -524,7 +571,7 @@ def buffering(arr: list[Arrival], ttft_s: float | None) -> Buffering:
         )
         return Buffering(True, why, **figures)
     burst_hides = (largest - 1) / rate if rate else 0.0  # how long the largest burst took to make
-    if bursty >= BURSTY_TOKEN_SHARE and burst_hides >= FIRST_ARRIVAL_HIDDEN_MIN_S:
+    if bursty >= BURSTY_TOKEN_SHARE and burst_hides >= FIRST_ARRIVAL_HIDDEN_MIN_S and not server_interval(arr):
         why = (
             f"{bursty:.0%} of the tokens arrived in bursts of more than {SPEC_MAX_ARRIVAL_TOKENS} "
             f"(up to {largest:.0f}), longer than any speculative draft"

@@ -15,7 +15,8 @@ A record holds what arrived (event times, each event's text, usage, the server's
   reasoning    reasoning tokens: usage's, else the reasoning events' share of `count`
 
 The local count is scaled by the record's `local_token_scale` (server tokens per o200k token,
-from calibration). `read` keeps the last readings, so the metrics of one record share one.
+from calibration; where that scale was fitted on usage, the local count is no witness on usage).
+`read` keeps the last readings, so the metrics of one record share one.
 """
 
 from __future__ import annotations
@@ -95,9 +96,11 @@ def _read(rec: RequestRecord) -> Reading:
     scale = rec.local_token_scale or 1.0
     local = _local_tokens(rec)
     has_text = bool(rec.token_event_text)
+    # A scale fitted on usage makes the local count an echo of usage: no witness on it.
+    witness = has_text and not (rec.local_scale_from_usage and rec.completion_tokens is not None)
     count = evidence.token_count(
         rec.completion_tokens,
-        scale * sum(local) if has_text else None,
+        scale * sum(local) if witness else None,
         len(rec.token_event_s),
         predicted_n=_predicted_n(rec.server_timings),
         per_chunk=rec.token_event_usage[-1] if rec.token_event_usage else None,

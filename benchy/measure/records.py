@@ -19,7 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import IO
 
-REQUESTS_SCHEMA = "benchy/requests/1.2"  # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind
+REQUESTS_SCHEMA = "benchy/requests/1.3"  # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind; 1.3: local_scale_from_usage
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
 CONTENT = "c"
@@ -73,6 +73,10 @@ class RequestRecord:
     # the server let benchy measure it, else of the prompts): scales the local count of the
     # streamed text (None: not calibrated, e.g. a probe).
     local_token_scale: float | None = None
+    # (1.3) That scale came from usage.completion_tokens of a calibration answer (the server had
+    # no /tokenize): the local count then estimates a count without usage, but is no witness on
+    # usage, being fitted on it.
+    local_scale_from_usage: bool = False
     sse_events: int = 0  # every data event, token-bearing or not
     prompt_tokens: int | None = None  # from the server's usage
     completion_tokens: int | None = None

@@ -16,8 +16,10 @@
               the fraction of each, and the pattern where one shows. A conversation's turn that
               reused the history of the turn d before, not of the last one, again and again
               with the same d, is a router rotating over d replicas that each hold their own
-              cache; hits on a fraction f of requests, with no steady d, is one spreading them
-              over about 1/f replicas at random
+              cache; misses that all came after idle gaps longer than any gap before a hit
+              (by a margin) are a cache lifetime expiring (hosted prompt caches, LMCache TTLs),
+              not routing; hits on a fraction f of requests, with neither, is one spreading
+              them over about 1/f replicas at random
   leakage     requests that report more cached tokens than could be shared: beyond
               prompt − unique_tokens, where the unique part is nonce-led or new
   ttft_gain   shared prefix: TTFT against the case with the same lengths and nothing shared
@@ -95,6 +97,11 @@ class PartialReuse(_Saved):
     replicas: int | None = None  # the replicas the pattern points to, when one shows
     pattern: str | None = None  # that pattern in words
     turn_lag: int | None = None  # multi-turn: the steady distance to the turn whose history was reused
+    cause: str | None = None  # "rotation" | "expiry" | "routing": what the pattern points to
+    # Idle time before a request (since the end of the last one that left what it should reuse):
+    # the shortest before a miss and the longest before a hit, where known
+    miss_idle_min_s: float | None = None
+    hit_idle_max_s: float | None = None
 
 
 @dataclass
@@ -280,6 +287,10 @@ INTERMITTENT_SHARE = 0.25  # hits among the requests after the first miss: parti
 # again when a conversation ends and frees room (the truth log's cache_lost_tokens shows it)
 EVICTION_LEAD_MIN, EVICTION_LEAD_SHARE = 3, 0.5
 STEADY_LAG_SHARE = 0.6  # partial hits that reused the same turn distance: a rotation
+# Misses whose idle gaps all exceed every hit's by this factor and this many seconds (a busy
+# client's timer and the answer's own decode time blur a gap by less) point to a cache lifetime.
+EXPIRY_GAP_RATIO, EXPIRY_GAP_MIN_S = 1.25, 0.05
+EXPIRY_MIN_MISSES = 2
 
 
 def baseline_cached(ok: list[RequestRecord]) -> float:
@@ -315,19 +326,59 @@ def partial_reuse(
         expected_tokens=sum(_expected(r) for r, _ in judged),
         reported_tokens=sum(r.cached_tokens or 0 for r, _ in judged),
     )
+    idle = _idle_split(ok, judged)
+    if idle is not None:
+        found.miss_idle_min_s, found.hit_idle_max_s = idle
     if lag is not None and lag >= 2:
-        found.replicas, found.turn_lag = lag, lag
+        found.replicas, found.turn_lag, found.cause = lag, lag, "rotation"
         found.pattern = (
             f"the turns that reused part of their history reused the turn {lag} before, not the last one: "
             f"requests rotate over {lag} replicas (round robin), each with its own cache"
         )
+    elif idle is not None and _expired(*idle):
+        found.cause = "expiry"
+        found.pattern = (
+            f"every miss came after at least {idle[0]:.2f} s idle, every hit after at most {idle[1]:.2f} s: "
+            "the server's cache lets entries expire after a lifetime between the two, not routing"
+        )
     elif 0 < fraction <= 0.75:
-        found.replicas = max(2, round(1 / fraction))
+        found.replicas, found.cause = max(2, round(1 / fraction)), "routing"
         found.pattern = (
             f"{fraction:.0%} of requests found their history: consistent with routing over about "
             f"{found.replicas} replicas without cache affinity, each with its own cache"
         )
     return found
+
+
+def _expired(miss_min_s: float, hit_max_s: float) -> bool:
+    return miss_min_s >= max(EXPIRY_GAP_RATIO * hit_max_s, hit_max_s + EXPIRY_GAP_MIN_S)
+
+
+def _idle_split(ok: list[RequestRecord], judged: list[tuple[RequestRecord, bool]]) -> tuple[float, float] | None:
+    """(shortest idle before a miss, longest idle before a hit), each request's idle time being
+    since the end of the last request that left what it reuses (its conversation's previous
+    turn, else its group's latest); None without EXPIRY_MIN_MISSES misses and a hit to set apart."""
+    miss: list[float] = []
+    hit: list[float] = []
+    for r, fine in judged:
+        gap = _idle_before(ok, r)
+        if gap is not None:
+            (hit if fine else miss).append(gap)
+    if len(miss) < EXPIRY_MIN_MISSES or not hit:
+        return None
+    return min(miss), max(hit)
+
+
+def _idle_before(ok: list[RequestRecord], r: RequestRecord) -> float | None:
+    if r.conversation is not None and r.turn is not None:
+        sources = [o for o in ok if o.conversation == r.conversation and o.turn == r.turn - 1]
+    elif r.group is not None:
+        sources = [o for o in ok if o.group == r.group and o is not r]
+    else:
+        return None
+    ends = [o.sent_mono_s + o.end_s for o in sources if o.end_s is not None]
+    ends = [t for t in ends if t <= r.sent_mono_s]
+    return r.sent_mono_s - max(ends) if ends else None
 
 
 def steady_turn_lag(ok: list[RequestRecord], some: list[RequestRecord], granularity: int = 1) -> int | None:

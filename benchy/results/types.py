@@ -43,6 +43,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        request anomalies are codes (records.Anomaly) with their counts apart in anomaly_counts,
        and retried_kind; metric first_chunk_lead_s
   1.13 setup.event_loop: the event loop the requests ran on ('uvloop 0.23.0' or 'asyncio')
+  1.14 request local_scale_from_usage: its local count's scale was fitted on usage (no witness on it);
+       workload partial_reuse (and its warning's details) cause, miss_idle_min_s, hit_idle_max_s
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -74,7 +76,7 @@ from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 13
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 14
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -635,6 +637,9 @@ class WarningDetails(Saved):
     replicas: int | None = _n("replicas the reuse pattern points to")
     pattern: str | None = _n("that pattern in words")
     turn_lag: int | None = _n("the steady distance to the turn whose history was reused")
+    cause: str | None = _n("what the reuse pattern points to: rotation | expiry | routing")
+    miss_idle_min_s: float | None = _n("the shortest idle time before a miss, seconds")
+    hit_idle_max_s: float | None = _n("the longest idle time before a hit, seconds")
     max_excess_tokens: float | None = _n("cached tokens beyond what could be shared (most)")
     # --cache-reset
     cases: list[str] | None = _n("cases concerned")
