@@ -259,3 +259,51 @@ def test_misses_after_long_idle_gaps_are_a_cache_lifetime_not_routing(start_sim,
     (w,) = [w for w in results["warnings"] if w["code"] == "cache_partial_reuse"]
     assert "replicas" not in w["message"] and "expire" in w["message"]
     assert "router" not in w["hint"]
+
+
+# ------------------------------------------------------------------ controls: healthy servers
+
+
+THESE_VERDICTS = {"sse_buffering", "usage_mismatch", "reasoning_only", "local_tokenizer_mismatch"}
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        (),
+        ("--no-tokenize",),
+        ("--preset", "spec-vllm"),
+        ("--preset", "spec-llamacpp"),
+        ("--preset", "llamacpp-silent-eos"),
+        ("--tokens-per-event", "4"),
+        ("--preset", "reasoning-both", "--no-tokenize"),
+    ],
+    ids=["default", "no-tokenize", "spec-vllm", "spec-llamacpp", "silent-eos", "4-per-event", "reasoning-both"],
+)
+def test_healthy_servers_raise_none_of_these_verdicts(start_sim, flags):
+    sim = start_sim(*flags, *FAST_PREFILL, "--decode-tps", "400")
+    results = bench(sim, tg=(96,))
+    assert not THESE_VERDICTS & codes(results)
+    case = only_case(results)
+    truth = truth_of(sim, results)
+    for req in measured(case):
+        assert req["token_count"]["tokens"] == truth[req["request_id"]]["completion_tokens"]
+
+
+def test_misses_spread_by_a_router_are_not_called_expiry(start_sim, tmp_path):
+    # The control of the lifetime test: no lifetime, two replicas picked at random, the same
+    # think times. Hits and misses follow the router, not the idle gaps.
+    sim = start_sim(
+        "--preset", "cache-ttl", "--cache-ttl-s", "0", "--replicas", "2", "--route", "random", "--seed", "5"
+    )
+    out = tmp_path / "out"
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "-q", "-o", str(out), "--no-report",
+        "--turns", "8", "-c", "2", "--pp", "100", "--tg", "16", "--think-time", "exp:0.5s", "--warmup", "0",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    case = only_case(json.loads((out / "results.json").read_text()))
+    truth = {t["request_id"]: t for t in sim.truth(expect=len(case["requests"]))}
+    assert not any(t["cache_lost_tokens"] for t in truth.values())  # nothing expired or was evicted
+    part = case["workload"]["partial_reuse"]
+    assert part is None or part["cause"] != "expiry"
