@@ -20,6 +20,7 @@ from benchy.client.stream import Client, ClientSettings
 from benchy.load.plan import LoadSettings
 from benchy.measure import evidence
 from benchy.sim import vocab
+from benchy.sim.config import ConfigError, build_config
 from benchy.sim.process import SimProcess
 from benchy.workloads.scenario import sweep
 from tests.conftest import run_benchy_here
@@ -307,3 +308,17 @@ def test_misses_spread_by_a_router_are_not_called_expiry(start_sim, tmp_path):
     assert not any(t["cache_lost_tokens"] for t in truth.values())  # nothing expired or was evicted
     part = case["workload"]["partial_reuse"]
     assert part is None or part["cause"] != "expiry"
+
+
+@pytest.mark.parametrize(
+    "overrides, fragment",
+    [
+        ({"stream_interval": 20, "tokens_per_event": 2}, "--stream-interval"),
+        ({"stream_interval": -1}, "--stream-interval"),
+        ({"reasoning_field": "thoughts"}, "--reasoning-field"),
+        ({"cache_ttl_s": -1.0}, "--cache-ttl-s"),
+    ],
+)
+def test_this_rounds_sim_settings_refuse_what_cannot_be_simulated(overrides, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        build_config(**overrides)

@@ -37,6 +37,24 @@ def test_evicted_memory_is_bounded():
     assert cache.evicted_total == 2 * 199
 
 
+def test_a_lifetime_expires_what_sat_unused_and_keeps_what_was_used():
+    now = [0.0]
+    cache = PrefixCache(capacity_blocks=100, ttl_s=10.0, clock=lambda: now[0])
+    a, b = blocks(0, 3), blocks(1000, 3)
+    cache.insert(a)
+    cache.insert(b)
+    now[0] = 8.0
+    assert cache.lookup_detail(a + [1]).cached_tokens == 48  # used at 8 s: alive until 18 s
+    now[0] = 12.0
+    assert cache.lookup_detail(a + [1]).cached_tokens == 48
+    found = cache.lookup_detail(b + [1])  # unused for 12 s: expired, and says so
+    assert (found.cached_tokens, found.lost_tokens) == (0, 48) and cache.evicted_total == 3
+    forever = PrefixCache(capacity_blocks=100, clock=lambda: now[0])
+    forever.insert(a)
+    now[0] = 1e9
+    assert forever.lookup_detail(a + [1]).cached_tokens == 48  # no lifetime: never expires
+
+
 def post_chat(base_url: str, text: str, request_id: str) -> dict:
     body = {
         "model": "benchy-sim",
