@@ -278,8 +278,20 @@ THESE_VERDICTS = {"sse_buffering", "usage_mismatch", "reasoning_only", "local_to
         ("--preset", "llamacpp-silent-eos"),
         ("--tokens-per-event", "4"),
         ("--preset", "reasoning-both", "--no-tokenize"),
+        ("--preset", "gpt-oss-harmony"),
+        ("--preset", "think-inline"),
     ],
-    ids=["default", "no-tokenize", "spec-vllm", "spec-llamacpp", "silent-eos", "4-per-event", "reasoning-both"],
+    ids=[
+        "default",
+        "no-tokenize",
+        "spec-vllm",
+        "spec-llamacpp",
+        "silent-eos",
+        "4-per-event",
+        "reasoning-both",
+        "harmony",
+        "think-inline",
+    ],
 )
 def test_healthy_servers_raise_none_of_these_verdicts(start_sim, flags):
     sim = start_sim(*flags, *FAST_PREFILL, "--decode-tps", "400")
