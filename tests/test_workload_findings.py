@@ -7,6 +7,8 @@ conversation had ended and freed room."""
 
 from __future__ import annotations
 
+import pytest
+
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import case_figures
 
@@ -56,3 +58,47 @@ def test_misses_from_the_start_with_hits_between_stay_partial_reuse():
     shuffled = EVICTED_THEN_FREED[:3] + judged[9:13] + judged[:9] + judged[13:]
     figures = case_figures("multi_turn", {"turns": 6}, records(shuffled))
     assert figures.eviction is None and figures.partial_reuse is not None
+
+
+def conversation_records(turns: list[tuple[int, float, bool]]) -> list[RequestRecord]:
+    """One conversation: (turn, idle seconds before it, reused its history), each answer 0.2 s."""
+    out, t = [], 100.0
+    for turn, idle, hit in turns:
+        t += idle
+        expected = 0 if turn == 1 else 160 * (turn - 1)
+        out.append(
+            RequestRecord(
+                case="multi",
+                run=0,
+                index=turn,
+                warmup=False,
+                request_id=f"t{turn}",
+                nonce="n",
+                target_prompt_tokens=150,
+                target_output_tokens=16,
+                sent_mono_s=t,
+                end_s=0.2,
+                prompt_tokens=expected + 160,
+                cached_tokens=expected if hit else 0,
+                expected_cached_tokens=expected,
+                conversation=0,
+                turn=turn,
+            )
+        )
+        t += 0.2
+    return out
+
+
+def test_misses_after_the_longest_idle_gaps_are_a_cache_lifetime():
+    # Misses early and late, each after more than 2 s idle; every hit after less than 1 s.
+    turns = [(1, 0, False), (2, 3.0, False), (3, 0.4, True), (4, 2.5, False), (5, 0.8, True), (6, 0.3, True)]
+    part = case_figures("multi_turn", {"turns": 6}, conversation_records(turns)).partial_reuse
+    assert part is not None and part.cause == "expiry" and part.replicas is None
+    assert (part.miss_idle_min_s, part.hit_idle_max_s) == pytest.approx((2.5, 0.8))
+
+
+def test_misses_among_hits_at_the_same_idle_gaps_are_not_a_lifetime():
+    # The same hits and misses, the idle gaps mixed: the lifetime has no evidence.
+    turns = [(1, 0, False), (2, 0.4, False), (3, 3.0, True), (4, 0.8, False), (5, 2.5, True), (6, 0.3, True)]
+    part = case_figures("multi_turn", {"turns": 6}, conversation_records(turns)).partial_reuse
+    assert part is not None and part.cause != "expiry"
