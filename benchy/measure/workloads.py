@@ -32,6 +32,7 @@ cached counts, at most 256), so rounding to a block is never taken for eviction.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -358,10 +359,11 @@ def _idle_split(ok: list[RequestRecord], judged: list[tuple[RequestRecord, bool]
     """(shortest idle before a miss, longest idle before a hit), each request's idle time being
     since the end of the last request that left what it reuses (its conversation's previous
     turn, else its group's latest); None without EXPIRY_MIN_MISSES misses and a hit to set apart."""
+    idle = _IdleTimes(ok)
     miss: list[float] = []
     hit: list[float] = []
     for r, fine in judged:
-        gap = _idle_before(ok, r)
+        gap = idle.before(r)
         if gap is not None:
             (hit if fine else miss).append(gap)
     if len(miss) < EXPIRY_MIN_MISSES or not hit:
@@ -369,16 +371,32 @@ def _idle_split(ok: list[RequestRecord], judged: list[tuple[RequestRecord, bool]
     return min(miss), max(hit)
 
 
-def _idle_before(ok: list[RequestRecord], r: RequestRecord) -> float | None:
-    if r.conversation is not None and r.turn is not None:
-        sources = [o for o in ok if o.conversation == r.conversation and o.turn == r.turn - 1]
-    elif r.group is not None:
-        sources = [o for o in ok if o.group == r.group and o is not r]
-    else:
-        return None
-    ends = [o.sent_mono_s + o.end_s for o in sources if o.end_s is not None]
-    ends = [t for t in ends if t <= r.sent_mono_s]
-    return r.sent_mono_s - max(ends) if ends else None
+class _IdleTimes:
+    """When each conversation's turns and each group's requests ended, indexed once (a case may
+    hold thousands of requests)."""
+
+    def __init__(self, ok: list[RequestRecord]) -> None:
+        self._turn_end: dict[tuple[int, int], float] = {}
+        by_group: dict[int, list[float]] = {}
+        for o in ok:
+            if o.end_s is None:
+                continue
+            end = o.sent_mono_s + o.end_s
+            if o.conversation is not None and o.turn is not None:
+                self._turn_end[(o.conversation, o.turn)] = end
+            elif o.group is not None:
+                by_group.setdefault(o.group, []).append(end)
+        self._group_ends = {g: sorted(ends) for g, ends in by_group.items()}
+
+    def before(self, r: RequestRecord) -> float | None:
+        if r.conversation is not None and r.turn is not None:
+            end = self._turn_end.get((r.conversation, r.turn - 1))
+            return r.sent_mono_s - end if end is not None and end <= r.sent_mono_s else None
+        ends = self._group_ends.get(r.group) if r.group is not None else None
+        if not ends:
+            return None
+        i = bisect.bisect_right(ends, r.sent_mono_s)
+        return r.sent_mono_s - ends[i - 1] if i else None
 
 
 def steady_turn_lag(ok: list[RequestRecord], some: list[RequestRecord], granularity: int = 1) -> int | None:
