@@ -134,9 +134,10 @@ def test_reasoning_in_both_fields_keeps_the_no_usage_rate_true(start_sim):
 
 
 ONE_PER_EVENT_CLAIMS = [0.25, 0.5, 0.7, 1.3, 2.0, 3.0]
-# Several tokens an event leave only the text: re-tokenizing it may merge tokens (never make
-# more), so a claim above the text is overruled from 1 / RETOKENIZED_MIN_SHARE times it.
-SEVERAL_PER_EVENT_CLAIMS = [0.25, 0.5, 0.7, 1 / evidence.RETOKENIZED_MIN_SHARE + 0.1, 2.0, 3.0]
+# Several tokens an event leave only the text, which re-tokenizing may shrink or grow: a claim
+# is overruled from RETOKENIZED_MIN_SHARE of the text down, and from 1 / it up.
+SHARE = evidence.RETOKENIZED_MIN_SHARE
+SEVERAL_PER_EVENT_CLAIMS = [0.25, SHARE - 0.1, 1 / SHARE + 0.1, 2.0, 3.0]
 TG = 128
 
 

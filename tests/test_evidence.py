@@ -322,16 +322,13 @@ def test_the_servers_tokenization_backs_usage_or_outvotes_it_with_another_witnes
 @given(st.integers(32, 2000), st.floats(0.05, 8.0), st.integers(1, 8))
 def test_usage_the_streamed_text_cannot_explain_is_overruled_whatever_the_events(tokens, claim, per_event):
     """The server's /tokenize of the streamed text and the local count, agreeing against usage
-    where re-tokenizing cannot explain the gap (more text than usage beyond the tolerance, or
-    less than RETOKENIZED_MIN_SHARE of it), overrule usage: the count is the text's."""
+    where re-tokenizing cannot explain the gap (the text's count under RETOKENIZED_MIN_SHARE of
+    usage, or over usage ÷ it), overrule usage: the count is the text's."""
     usage = max(1, round(tokens * claim))
     events = max(1, tokens // per_event)
-    if (
-        usage < events
-        or evidence.agree(tokens, usage)
-        or not (tokens > usage or tokens < evidence.RETOKENIZED_MIN_SHARE * usage)
-    ):
-        return  # impossible usage (its own rule), or a gap merging can explain
+    share = evidence.RETOKENIZED_MIN_SHARE
+    if usage < events or evidence.agree(tokens, usage) or share * usage <= tokens <= usage / share:
+        return  # impossible usage (its own rule), or a gap re-tokenizing can explain
     count = evidence.token_count(usage, float(tokens), events, server_tokenize=tokens)
     assert count.tokens == tokens and count.mismatch and evidence.USAGE in count.disagreed
 

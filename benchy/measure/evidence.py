@@ -256,11 +256,10 @@ class _Said:
 
 
 def _text_exceeds(server_tokenize: int | None, usage: int) -> bool:
-    """The server's own count of the streamed text is beyond usage by more than the loose
-    tolerance: the events held more than one token each, so their count backs nothing
-    (re-tokenizing text merges tokens, and splits a few at most: llama.cpp's random-weight
-    model made 32 that came back as 34)."""
-    return server_tokenize is not None and server_tokenize > usage and not agree(server_tokenize, usage)
+    """The server's own count of the streamed text is more than re-tokenizing can make of
+    usage's (see RETOKENIZED_MIN_SHARE): the events held more than one token each, so their
+    count backs nothing."""
+    return server_tokenize is not None and server_tokenize * RETOKENIZED_MIN_SHARE > usage
 
 
 def _same(a: float, b: float) -> bool:
@@ -308,16 +307,17 @@ def _hidden_tokens_explain(name: str, value: float, usage: int) -> bool:
 # The server's /tokenize and the local count both count the streamed text (and the local scale
 # is calibrated on the server's /tokenize where it has one). Text re-tokenized is not quite what
 # was generated: tokens merge (a random-weight model's 128 tokens came back as 90), special
-# tokens are not streamed, a few split (32 came back as 34). So the two agreeing against usage
-# overrule it only where that cannot explain the gap: the text counts more than usage beyond
-# `agree`, or less than RETOKENIZED_MIN_SHARE of it (usage claiming twice what streamed).
+# tokens are not streamed, a few split (llama.cpp's 32 came back as 34; a random model's
+# bytes can split more). So the two agreeing against usage overrule it only where that cannot
+# explain the gap: the text counts less than RETOKENIZED_MIN_SHARE of usage, or more than usage
+# ÷ RETOKENIZED_MIN_SHARE (usage claiming twice, or half, what streamed).
 _SAME_TEXT = {SERVER_TOKENIZE, LOCAL}
 RETOKENIZED_MIN_SHARE = 0.6
 
 
 def _text_contradicts(text: int, usage: int) -> bool:
     """The server's count of the streamed text is one re-tokenizing cannot have made of usage's."""
-    return _text_exceeds(text, usage) or text < RETOKENIZED_MIN_SHARE * usage
+    return text < RETOKENIZED_MIN_SHARE * usage or _text_exceeds(text, usage)
 
 
 def _alternative_agrees(name: str, value: float, other: str, second: float) -> bool:
