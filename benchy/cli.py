@@ -169,11 +169,12 @@ def _client_settings(base_url, model, api_key, timeout, stall_timeout, insecure,
 client_options = option_group("client", CLIENT_OPTIONS, _client_settings)
 endpoint_option = click.option(
     "--endpoint",
-    type=click.Choice(["chat", "completions"]),
+    type=click.Choice(["chat", "completions", "responses", "messages"]),
     default="chat",
     show_default=True,
-    help="API to send to: /v1/chat/completions (messages, the server's chat template) or "
-    "/v1/completions (a raw prompt, no template).",
+    help="API to send to: /v1/chat/completions (messages, the server's chat template), "
+    "/v1/completions (a raw prompt, no template), /v1/responses (OpenAI's Responses API) or "
+    "/v1/messages (Anthropic's Messages API); docs/engines.md says which engine serves which.",
 )
 
 
@@ -1128,7 +1129,7 @@ def _check_url(url: str) -> None:
 
 
 # Endpoint paths people paste from a server's docs or a curl line; benchy appends them itself.
-PASTED_ENDPOINTS = ("/chat/completions", "/completions")
+PASTED_ENDPOINTS = ("/chat/completions", "/completions", "/responses", "/messages")
 
 
 def _api_root(url: str) -> str:

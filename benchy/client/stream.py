@@ -302,7 +302,7 @@ class Client:
         return f"{base}{path}?{self.query}" if self.query else f"{base}{path}"
 
     def url(self, endpoint: str) -> str:
-        return self.url_of("/chat/completions" if endpoint == "chat" else "/completions")
+        return self.url_of(PATHS[endpoint])
 
     def _headers_for(self, url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
         """Credentials go to the base URL's origin only, never to one a redirect names."""
@@ -469,7 +469,12 @@ class Client:
     def payload(
         self, prompt: str, max_tokens: int, endpoint: str, stream: bool = True, extra: dict | None = None
     ) -> dict:
-        body: dict = {"model": self.settings.model, "max_tokens": max_tokens, "temperature": 0, "stream": stream}
+        api = _api(endpoint)
+        if api is not None:
+            body = api.payload(self.settings.model, prompt, max_tokens, stream, extra)
+            body.update(self.settings.extra_body or {})
+            return body
+        body = {"model": self.settings.model, "max_tokens": max_tokens, "temperature": 0, "stream": stream}
         if endpoint == "chat":
             body["messages"] = [{"role": "user", "content": prompt}]
         else:
@@ -545,6 +550,8 @@ class Client:
         obj = _loads(data)
         if obj is None:
             raise TransientError(f"{where}: the response is not valid JSON")
+        api = _api(endpoint)
+        obj = api.as_chat(obj) if api is not None else obj
         usage = obj.get("usage") if isinstance(obj, dict) else None
         if not isinstance(usage, dict) or not isinstance(usage.get("prompt_tokens"), int):
             raise TransientError(f"{where}: response has no usage.prompt_tokens")
@@ -581,7 +588,8 @@ class Client:
     async def _send(self, rec: RequestRecord, body: bytes, endpoint: str, fresh: bool, harmony: bool) -> bool:
         """One attempt; returns whether it went over a reused keep-alive connection. Body bytes
         reach the reader as they are read, stamped before parsing."""
-        reader = _StreamReader(rec, self.scrub, harmony)
+        api = _api(endpoint)
+        reader = (api.Reader if api is not None else _StreamReader)(rec, self.scrub, harmony)
         response = Response()
         rec.sent_unix_s = time.time()
         t0 = reader.t0 = time.perf_counter()
@@ -616,6 +624,24 @@ class Client:
         if rec.end_s is None:
             rec.end_s = time.perf_counter() - t0
         return response.reused
+
+
+# The path of each --endpoint under the base URL; responses and messages have modules of their own.
+PATHS = {"chat": "/chat/completions", "completions": "/completions", "responses": "/responses", "messages": "/messages"}
+
+
+def _api(endpoint: str):
+    """The module of an API other than OpenAI's chat and completions (its payload, as_chat and
+    Reader), else None. Imported when used: each subclasses this module's reader."""
+    if endpoint == "responses":
+        from benchy.client import responses
+
+        return responses
+    if endpoint == "messages":
+        from benchy.client import messages
+
+        return messages
+    return None
 
 
 def _no_proxy(url: str) -> None:

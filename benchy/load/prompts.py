@@ -69,7 +69,7 @@ class Template:
         return harmony.render_prompt(text, reasoning_effort=self.reasoning_effort or "medium")
 
     def request_options(self, endpoint: str) -> dict:
-        if endpoint == "chat":
+        if endpoint in ("chat", "responses"):  # the Responses client sends it as reasoning.effort
             return {"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {}
         return {"skip_special_tokens": False} if self.parses(endpoint) else {}
 
@@ -79,7 +79,7 @@ class Template:
             raise ValueError(
                 "--template harmony is for --endpoint completions: the chat endpoint applies the server's own template"
             )
-        if self.reasoning_effort and self.name == "none" and "chat" not in endpoints:
+        if self.reasoning_effort and self.name == "none" and not endpoints & {"chat", "responses"}:
             raise ValueError(
                 "--reasoning-effort with --endpoint completions needs --template harmony: a raw prompt has no place for it"
             )

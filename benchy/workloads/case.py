@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay, Workload
 
-ENDPOINTS = ("chat", "completions")
+ENDPOINTS = ("chat", "completions", "responses", "messages")
 DEPTH_MODES = ("cold", "cached")
 
 
