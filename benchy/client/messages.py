@@ -90,6 +90,8 @@ class MessagesReader(_StreamReader):
             self._counts(message.get("usage") if isinstance(message, dict) else None)
         elif kind == "message_delta":
             self._stop(obj)
+            if isinstance(obj.get("timings"), dict):  # a llama.cpp that sends its own
+                self.rec.server_timings = obj["timings"]
         elif kind == "message_stop":
             self.done = True
         elif kind == "error":

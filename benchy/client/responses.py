@@ -25,10 +25,12 @@ _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"
 
 def payload(model: str | None, prompt: str, max_tokens: int, stream: bool, extra: dict | None) -> dict:
     """The Responses body. A conversation (extra `messages`, as multi-turn sends it) becomes
-    `input`; chat's `reasoning_effort` becomes `reasoning.effort`; other options go as they are."""
+    `input`, a list of message items; chat's `reasoning_effort` becomes `reasoning.effort`; other options go as they are."""
     options = dict(extra or {})
     messages = options.pop("messages", None)
-    body: dict = {"model": model, "input": messages if messages is not None else prompt}
+    # Each item typed: OpenAI infers a bare {role, content}, llama.cpp's server refuses it.
+    items = [{"type": "message", **m} for m in messages] if messages is not None else None
+    body: dict = {"model": model, "input": items if items is not None else prompt}
     body.update({"max_output_tokens": max_tokens, "temperature": 0, "stream": stream})
     effort = options.pop("reasoning_effort", None)
     if effort:
@@ -101,6 +103,8 @@ class ResponsesReader(_StreamReader):
                 self._text_event(now, text, "") if kind == TEXT else self._text_event(now, "", text)
         elif kind in ENDS:
             self._end(obj.get("response"))
+            if isinstance(obj.get("timings"), dict):  # llama.cpp's, beside the response
+                self.rec.server_timings = obj["timings"]
         elif kind in FAILURES:
             self._failure(obj)
         elif not isinstance(kind, str):
