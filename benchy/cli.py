@@ -140,16 +140,28 @@ CLIENT_OPTIONS = (
         is_flag=True,
         help="Ignore HTTP_PROXY / HTTPS_PROXY / NO_PROXY (by default a proxy they name is used).",
     ),
+    click.option(
+        "--extra-body",
+        metavar="JSON|@FILE",
+        default=None,
+        help="Fields merged into every request body: sampling options, chat_template_kwargs, "
+        "response_format… A field benchy sets itself is refused; a credential-named key's value "
+        "is never written.",
+    ),
 )
 
 
-def _client_settings(base_url, model, api_key, timeout, stall_timeout, insecure, transport, headers, no_env_proxy):
+def _client_settings(
+    base_url, model, api_key, timeout, stall_timeout, insecure, transport, headers, no_env_proxy, extra_body
+):
+    from benchy.client.extra_body import load as load_extra_body
     from benchy.client.stream import ClientSettings, parse_header
 
     _check_url(base_url)
     base_url = _api_root(base_url)
     try:
         parsed = tuple(parse_header(h) for h in headers)
+        extra = load_extra_body(extra_body) if extra_body is not None else None
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     return ClientSettings(
@@ -162,6 +174,7 @@ def _client_settings(base_url, model, api_key, timeout, stall_timeout, insecure,
         transport=transport,
         headers=parsed,
         env_proxy=not no_env_proxy,
+        extra_body=extra,
     )
 
 

@@ -42,6 +42,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import orjson
 
+from benchy.client.extra_body import secrets as extra_body_secrets
 from benchy.client.harmony import HarmonyStream, markers_missing
 from benchy.client.http1 import (
     PEEK_BYTES,
@@ -164,6 +165,7 @@ def secrets_of(settings: ClientSettings) -> list[str]:
     """Every secret the settings hold, in every form it takes in a message, for scrubbing."""
     found: list[str | None] = [settings.api_key, *url_secrets(settings.base_url)]
     found += [s for _, value in settings.headers for s in header_secrets(value)]
+    found += extra_body_secrets(settings.extra_body)
     proxy = env_proxy(settings.base_url) if settings.env_proxy else None
     found += url_secrets(proxy) if proxy else []
     return scrub_list(found)
