@@ -99,3 +99,25 @@ def test_extra_body_from_a_file_is_merged_and_named_by_its_path(sim, tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert results["setup"]["extra_body"] == {"reasoning_effort": "low", "token": "***"}
     assert [t["reasoning_effort"] for t in sim.truth()][-1] == "low"
+
+
+def test_a_scenario_file_takes_endpoint_and_extra_body(sim, tmp_path):
+    path = tmp_path / "agents.toml"
+    path.write_text('pp = 64\ntg = 8\nruns = 1\nendpoint = "messages"\n\n[extra_body]\nreasoning_effort = "medium"\n')
+    out = tmp_path / "out"
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "--scenario", str(path), "--warmup", "0", "-q", "-o", str(out),
+        "--extra-body", '{"top_k": 3}',
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    [rid] = [r["request_id"] for c in results["cases"] for r in c["requests"]]
+    [trace] = [t for t in sim.truth() if t["request_id"] == rid]
+    assert trace["endpoint"] == "messages" and trace["reasoning_effort"] == "medium"
+
+
+def test_a_scenario_extra_body_that_sets_what_benchy_owns_names_the_file(capsys, tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text("pp = 64\ntg = 8\n\n[extra_body]\nmax_tokens = 5\n")
+    code, line = one_line_error(capsys, "run", "--scenario", str(path))
+    assert code == 2 and str(path) in line and "'max_tokens'" in line

@@ -63,6 +63,11 @@ def load(text: str) -> dict:
         body = json.loads(text)
     except ValueError as exc:
         raise ExtraBodyError(f"{where} is not valid JSON: {str(exc).splitlines()[0]}") from None
+    return check(body, where)
+
+
+def check(body: object, where: str = "--extra-body") -> dict:
+    """`body` if it is an object that sets no field benchy owns; ExtraBodyError (one line) else."""
     if not isinstance(body, dict):
         raise ExtraBodyError(f'{where} must be a JSON object ({{"name": value, …}}), not {type(body).__name__}')
     owned = [name for name in body if name in OWNED]

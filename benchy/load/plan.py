@@ -205,6 +205,7 @@ def request_options(plan: CasePlan, tg: int) -> dict:
         del options["min_tokens"]
         options["stop"] = list(plan.stop)
     options.update(plan.template.request_options(plan.endpoint))
+    options.update(plan.case.extra_fields())  # a scenario's extra_body
     return options
 
 

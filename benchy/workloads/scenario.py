@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import re
 import sys
 from collections.abc import Iterable
@@ -300,6 +301,7 @@ _KNOWN_KEYS = {
     "trace",
     "speed",
     "max_requests",
+    "extra_body",  # a table merged into every request body (client/extra_body.py)
 }
 _WORKLOAD_KEYS = {
     "multi_turn": {"turns", "first_tokens", "think_time", "keep_reasoning", "cold_baseline"},
@@ -309,9 +311,25 @@ _WORKLOAD_KEYS = {
 
 
 def _cases_from_table(path: Path | Traversable, data: dict) -> list[Case]:
+    """The table's cases, each with the table's extra_body (checked as --extra-body is)."""
     unknown = sorted(set(data) - _KNOWN_KEYS)
     if unknown:
         raise ScenarioError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KNOWN_KEYS))})")
+    extra = data.get("extra_body")
+    data = {k: v for k, v in data.items() if k != "extra_body"}
+    cases = _table_cases(path, data)
+    if extra is None:
+        return cases
+    from benchy.client.extra_body import ExtraBodyError, check
+
+    try:
+        text = json.dumps(check(extra, "extra_body"), sort_keys=True, separators=(",", ":"))
+    except ExtraBodyError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
+    return [dataclasses.replace(c, extra_body=text) for c in cases]
+
+
+def _table_cases(path: Path | Traversable, data: dict) -> list[Case]:
     name = data.get("name", Path(path.name).stem)
     kind = data.get("kind", "sweep")
     if kind != "sweep":
