@@ -552,6 +552,12 @@ def _template(template, reasoning_effort):
 )
 @click.option("--no-nonce", is_flag=True, help="Send identical prompts (shows what prefix caching does).")
 @click.option(
+    "--no-stream",
+    is_flag=True,
+    help="Ask for whole answers, not streams (a server or gateway that streams nothing): e2e, output "
+    "t/s, goodput and load figures; TTFT, inter-token latency and decode are withheld, saying why.",
+)
+@click.option(
     "--output",
     "-o",
     type=click.Path(file_okay=False, path_type=Path),
@@ -606,6 +612,7 @@ def run(
     runs,
     warmup,
     no_nonce,
+    no_stream,
     output,
     force,
     no_report,
@@ -641,6 +648,10 @@ def run(
         )
     if output is not None:
         _claim_folder(output, force)
+    if no_stream:
+        from dataclasses import replace
+
+        client = replace(client, stream=False)
     settings = run_mod.RunSettings(
         client=client,
         cases=cases,

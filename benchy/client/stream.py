@@ -121,6 +121,7 @@ class ClientSettings:
     headers: tuple[tuple[str, str], ...] = ()  # --header (name, value): values are secrets
     env_proxy: bool = True  # a proxy from HTTP_PROXY / HTTPS_PROXY / NO_PROXY (--no-env-proxy: never)
     transport: str = "lean"  # benchy.client.http1, or "aiohttp"
+    stream: bool = True  # False: --no-stream, each answer read whole (client/whole.py)
 
 
 # Headers whose value the transport decides (framing, the connection); --header may not set them.
@@ -485,6 +486,8 @@ class Client:
             body["stream_options"] = {"include_usage": True}
         body.update(extra or {})
         body.update(self.settings.extra_body or {})
+        if not body.get("stream"):  # a scenario's stream = false: vLLM refuses stream_options then
+            body.pop("stream_options", None)
         return body
 
     async def usage_of(self, prompt: str, endpoint: str, extra: dict | None = None) -> dict:
@@ -579,7 +582,9 @@ class Client:
 
         harmony: the completion text is raw Harmony; its analysis channel counts as reasoning,
         its final channel as content, and marker-only deltas carry no token."""
-        body = orjson.dumps(self.payload(prompt, max_tokens, endpoint, extra=extra))
+        payload = self.payload(prompt, max_tokens, endpoint, self.settings.stream, extra)
+        rec.streamed = bool(payload.get("stream"))
+        body = orjson.dumps(payload)
         reused = await self._send(rec, body, endpoint, False, harmony)
         if reused and rec.error_kind == "reset":
             rec.retried, rec.retried_kind = f"{rec.error_kind}: {rec.error}", rec.error_kind
@@ -591,7 +596,12 @@ class Client:
         """One attempt; returns whether it went over a reused keep-alive connection. Body bytes
         reach the reader as they are read, stamped before parsing."""
         api = _api(endpoint)
-        reader = (api.Reader if api is not None else _StreamReader)(rec, self.scrub, harmony)
+        if rec.streamed:
+            reader = (api.Reader if api is not None else _StreamReader)(rec, self.scrub, harmony)
+        else:
+            from benchy.client.whole import WholeReader
+
+            reader = WholeReader(rec, self.scrub, api=api)
         response = Response()
         rec.sent_unix_s = time.time()
         t0 = reader.t0 = time.perf_counter()
@@ -600,7 +610,8 @@ class Client:
         def on_head(resp: Response) -> bool:
             rec.headers_s = resp.head_s - t0
             rec.http_status = resp.status
-            return resp.status == 200 and "text/event-stream" in resp.headers.get("content-type", "")
+            wanted = "text/event-stream" if rec.streamed else "json"
+            return resp.status == 200 and wanted in resp.headers.get("content-type", "")
 
         try:
             hops = await self._request(

@@ -206,6 +206,8 @@ def request_options(plan: CasePlan, tg: int) -> dict:
         options["stop"] = list(plan.stop)
     options.update(plan.template.request_options(plan.endpoint))
     options.update(plan.case.extra_fields())  # a scenario's extra_body
+    if not plan.case.stream:  # a scenario's stream = false (the client reads the answer whole)
+        options["stream"] = False
     return options
 
 

@@ -43,7 +43,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        request anomalies are codes (records.Anomaly) with their counts apart in anomaly_counts,
        and retried_kind; metric first_chunk_lead_s
   1.13 setup.event_loop: the event loop the requests ran on ('uvloop 0.23.0' or 'asyncio')
-  1.14 setup.extra_body (--extra-body, secrets as ***); setup.endpoint may be responses or messages
+  1.14 setup.extra_body (--extra-body, secrets as ***); setup.endpoint may be responses or messages;
+       request streamed (false: --no-stream, stream-timing figures withheld with code not_streamed)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output

@@ -37,6 +37,7 @@ class Case:
     # A scenario's `extra_body` table, as canonical JSON (a Case stays hashable): fields merged
     # into each of its requests' bodies (the run's --extra-body goes over them).
     extra_body: str | None = None
+    stream: bool = True  # a scenario's `stream = false`: whole answers (client/whole.py), as --no-stream
 
     def extra_fields(self) -> dict:
         return _fields(self.extra_body) if self.extra_body else {}

@@ -302,6 +302,7 @@ _KNOWN_KEYS = {
     "speed",
     "max_requests",
     "extra_body",  # a table merged into every request body (client/extra_body.py)
+    "stream",  # false: whole answers, as --no-stream
 }
 _WORKLOAD_KEYS = {
     "multi_turn": {"turns", "first_tokens", "think_time", "keep_reasoning", "cold_baseline"},
@@ -311,13 +312,18 @@ _WORKLOAD_KEYS = {
 
 
 def _cases_from_table(path: Path | Traversable, data: dict) -> list[Case]:
-    """The table's cases, each with the table's extra_body (checked as --extra-body is)."""
+    """The table's cases, each with the table's extra_body (checked as --extra-body is) and
+    stream (false: whole answers)."""
     unknown = sorted(set(data) - _KNOWN_KEYS)
     if unknown:
         raise ScenarioError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KNOWN_KEYS))})")
-    extra = data.get("extra_body")
-    data = {k: v for k, v in data.items() if k != "extra_body"}
+    extra, stream = data.get("extra_body"), data.get("stream", True)
+    if not isinstance(stream, bool):
+        raise ScenarioError(f"{path}: stream must be true or false, got {stream!r}")
+    data = {k: v for k, v in data.items() if k not in ("extra_body", "stream")}
     cases = _table_cases(path, data)
+    if not stream:
+        cases = [dataclasses.replace(c, stream=False) for c in cases]
     if extra is None:
         return cases
     from benchy.client.extra_body import ExtraBodyError, check

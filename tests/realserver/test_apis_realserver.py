@@ -146,3 +146,21 @@ def test_sweep_runs_on_every_endpoint_with_no_error(llama_server):
         results = run_results(llama_server, "--endpoint", api, *"--pp 128 --tg 16 -c 1 2 --runs 2".split())
         assert [c["n_failed"] for c in results["cases"]] == [0, 0]
         assert all(r["completion_tokens"] == 16 for c in results["cases"] for r in c["requests"])
+
+
+@pytest.mark.parametrize("endpoint", ["chat", *APIS])
+def test_no_stream_on_each_endpoint_keeps_e2e_and_withholds_stream_figures(llama_server, endpoint):
+    """--no-stream against llama-server: whole answers of exactly tg tokens, e2e and output rates
+    kept, the stream figures withheld as not_streamed; where the answer carries llama.cpp's
+    timings (chat), the answer cannot have ended before the server's prefill and decode did."""
+    results = run_results(llama_server, "--endpoint", endpoint, "--no-stream", *"--pp 256 --tg 32 --runs 3".split())
+    (case,) = results["cases"]
+    assert case["n_ok"] == 3 and case["unavailable_codes"]["ttft_s"] == "not_streamed"
+    assert case["summary"]["e2e_tps"]["n"] == 3
+    for r in measured(case):
+        assert r["streamed"] is False and r["completion_tokens"] == 32 and r["metrics"]["ttft_s"] is None
+        t = r["server_timings"]
+        if t is not None:
+            assert r["end_s"] > (t["prompt_ms"] + t["predicted_ms"]) / 1000
+    if endpoint == "chat":
+        assert all(r["server_timings"] for r in measured(case))
