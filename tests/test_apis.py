@@ -216,3 +216,12 @@ def test_probe_cache_on_each_api_detects_the_sims_cache(sim, api):
     repeats = [truth[i] for i in entry["shared"]["request_ids"][1:]]
     assert all(t["endpoint"] == api and t["cached_tokens"] >= t["prompt_tokens"] - 16 for t in repeats)
     assert entry["shared"]["cached_tokens"][1:] == [t["reported_cached_tokens"] for t in repeats]
+
+
+def test_reasoning_effort_on_messages_is_a_usage_error(capsys):
+    from benchy.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["run", "--endpoint", "messages", "--reasoning-effort", "high"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert done.value.code == 2 and len(err) == 1 and "Messages API has no such field" in err[0]

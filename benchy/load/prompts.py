@@ -82,6 +82,8 @@ class Template:
         if self.reasoning_effort and self.name == "none" and not endpoints & {"chat", "responses"}:
             raise ValueError(
                 "--reasoning-effort with --endpoint completions needs --template harmony: a raw prompt has no place for it"
+                if "completions" in endpoints
+                else "--reasoning-effort needs --endpoint chat or responses: Anthropic's Messages API has no such field"
             )
         if any(not s for s in stops):
             raise ValueError("--stop strings must not be empty")
