@@ -225,3 +225,20 @@ def test_reasoning_effort_on_messages_is_a_usage_error(capsys):
         main(["run", "--endpoint", "messages", "--reasoning-effort", "high"])
     err = capsys.readouterr().err.strip().splitlines()
     assert done.value.code == 2 and len(err) == 1 and "Messages API has no such field" in err[0]
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_buffering_and_queueing_checks_work_on_each_api(start_sim, tmp_path, api):
+    """The checks read the same records on every API: a buffering proxy (the sim's `buffered`
+    preset, several tokens per event in its truth log) withholds TTFT as on chat, and requests
+    that the truth log shows waiting for the one slot are said to hold queueing."""
+    buffered = start_sim("--preset", "buffered")
+    results = run_json(buffered, tmp_path, "--endpoint", api, *"--pp 128 --tg 64 --runs 3".split())
+    assert any(e["tokens"] > 1 for t in buffered.truth() for e in t["events"])
+    assert "sse_buffering" in warning_codes(results)
+    assert results["cases"][0]["unavailable_codes"]["ttft_s"] == "buffered"
+
+    one_slot = start_sim("--max-running", "1", "--decode-tps", "300")
+    results = run_json(one_slot, tmp_path, "--endpoint", api, *"--pp 128 --tg 32 -c 4 --runs 2".split())
+    waited = [t for t in one_slot.truth() if t["admitted_s"] - t["queued_s"] > 0.05]
+    assert waited and {"prefill_holds_queueing", "queue_dominates_ttft"} & warning_codes(results)
