@@ -629,6 +629,7 @@ def run(
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
+    from benchy.client.extra_body import check_cases as check_extra_bodies
     from benchy.client.stream import ServerError
     from benchy.load.cluster import ClusterError
     from benchy.load.prompts import PromptError
@@ -640,6 +641,7 @@ def run(
         load.check(cases)
         template.check({c.endpoint or endpoint for c in cases}, stop)
         check_workload_endpoints(cases, endpoint)
+        check_extra_bodies(cases)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     for text, reason in template.risky_stops(stop):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchy.client.messages import MessagesReader
-from benchy.client.responses import ResponsesReader
+from benchy.client import messages, responses
+from benchy.client.stream import _StreamReader
 from benchy.measure.records import RequestRecord
 from tests.conftest import SimSince, client_slack_s, run_benchy_here, shared_sim, warning_codes
 
@@ -41,10 +41,10 @@ def events(*objs: dict) -> bytes:
     return b"".join(f"event: {o['type']}\ndata: {json.dumps(o)}\n\n".encode() for o in objs)
 
 
-def read(reader_class, stream: bytes, cut: int = 7) -> RequestRecord:
-    """The record a reader makes of `stream`, fed in `cut`-byte reads (chunking must not matter)."""
+def read(api, stream: bytes, cut: int = 7) -> RequestRecord:
+    """The record the reader of `api` makes of `stream`, fed in `cut`-byte reads (chunking must not matter)."""
     rec = record()
-    reader = reader_class(rec)
+    reader = _StreamReader(rec, api=api)
     for start in range(0, len(stream), cut):
         reader.feed(stream[start : start + cut], 0.1 + start / 1000)
     reader.close(5.0)
@@ -75,7 +75,7 @@ def responses_stream(end: str = "response.completed", status: str = "completed")
 
 def test_responses_reader_tells_reasoning_from_text_and_reads_usage_from_the_end_event():
     for cut in (1, 7, 4096):
-        rec = read(ResponsesReader, events(*responses_stream()), cut)
+        rec = read(responses, events(*responses_stream()), cut)
         assert rec.ok and rec.token_event_kinds == "rcc" and rec.token_event_text == "hmmHello"
         assert (rec.reasoning_chars, rec.content_chars) == (3, 5)
         assert (rec.prompt_tokens, rec.cached_tokens, rec.completion_tokens, rec.reasoning_tokens) == (40, 32, 3, 1)
@@ -84,9 +84,9 @@ def test_responses_reader_tells_reasoning_from_text_and_reads_usage_from_the_end
 
 
 def test_responses_reader_incomplete_is_length_and_a_stream_without_its_end_event_says_so():
-    rec = read(ResponsesReader, events(*responses_stream("response.incomplete", "incomplete")))
+    rec = read(responses, events(*responses_stream("response.incomplete", "incomplete")))
     assert rec.ok and rec.finish_reason == "length" and rec.completion_tokens == 3
-    cut_short = read(ResponsesReader, events(*responses_stream()[:-1]))
+    cut_short = read(responses, events(*responses_stream()[:-1]))
     assert cut_short.ok and {"no_done", "no_usage"} <= set(cut_short.anomalies)
 
 
@@ -98,7 +98,7 @@ def test_responses_reader_incomplete_is_length_and_a_stream_without_its_end_even
     ],
 )
 def test_responses_reader_counts_an_error_in_the_stream_as_a_failure(failure):
-    rec = read(ResponsesReader, events(*responses_stream()[:3], failure))
+    rec = read(responses, events(*responses_stream()[:3], failure))
     assert rec.status == "error" and rec.error_kind == "server_error" and "engine died" in (rec.error or "")
 
 
@@ -122,7 +122,7 @@ def messages_stream(stop: str = "end_turn") -> list[dict]:
 
 def test_messages_reader_tells_thinking_from_text_and_sums_anthropic_usage():
     for cut in (1, 7, 4096):
-        rec = read(MessagesReader, events(*messages_stream()), cut)
+        rec = read(messages, events(*messages_stream()), cut)
         assert rec.ok and rec.token_event_kinds == "rcc" and rec.token_event_text == "hmmHello"
         # Anthropic's input_tokens leaves the cache read out: the prompt is both.
         assert (rec.prompt_tokens, rec.cached_tokens, rec.completion_tokens) == (40, 32, 3)
@@ -130,19 +130,19 @@ def test_messages_reader_tells_thinking_from_text_and_sums_anthropic_usage():
 
 
 def test_messages_reader_max_tokens_is_length_and_a_stream_without_message_stop_says_so():
-    assert read(MessagesReader, events(*messages_stream("max_tokens"))).finish_reason == "length"
-    cut_short = read(MessagesReader, events(*messages_stream()[:-1]))
+    assert read(messages, events(*messages_stream("max_tokens"))).finish_reason == "length"
+    cut_short = read(messages, events(*messages_stream()[:-1]))
     assert cut_short.ok and "no_done" in cut_short.anomalies and cut_short.completion_tokens == 3
 
 
 def test_messages_reader_counts_an_error_in_the_stream_as_a_failure():
     failure = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
-    rec = read(MessagesReader, events(*messages_stream()[:8], failure))
+    rec = read(messages, events(*messages_stream()[:8], failure))
     assert rec.status == "error" and rec.error_kind == "server_error" and rec.error == "Overloaded"
 
 
 def test_readers_count_garbage_as_malformed_never_raise():
-    for reader in (ResponsesReader, MessagesReader):
+    for reader in (responses, messages):
         junk = b'data: [1,2]\n\ndata: {"type": 3}\n\ndata: {"type": "content_block_delta", "delta": 4}\n\n'
         rec = read(reader, junk + b'data: {"type": "response.output_text.delta", "delta": 5}\n\n')
         assert rec.ok and rec.anomaly_counts.get("malformed_events", 0) >= 2

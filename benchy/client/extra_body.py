@@ -131,3 +131,11 @@ def redacted_body(body: dict | None) -> dict | None:
     kept = redacted(body)
     assert isinstance(kept, dict)
     return kept
+
+
+def check_cases(cases: list) -> None:
+    """ExtraBodyError (one line, naming the scenario) for a case whose scenario's extra_body
+    sets a field benchy sets itself (workloads.case.Case.extra_fields)."""
+    for case in cases:
+        if case.extra_body:
+            check(case.extra_fields(), f"scenario {case.scenario or '?'}: extra_body")

@@ -15,8 +15,7 @@ cached tokens are cache_read_input_tokens.
 
 from __future__ import annotations
 
-from benchy.client.stream import _loads, _StreamReader
-from benchy.measure.records import RequestRecord
+from benchy.client.booking import Booker
 
 # Anthropic's stop reasons in chat's words: the checks read finish_reason as chat names it.
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
@@ -64,72 +63,57 @@ def as_chat(obj: object) -> object:
     return {"id": obj.get("id"), "choices": [choice], "usage": chat_usage(obj.get("usage"))}
 
 
-class MessagesReader(_StreamReader):
-    """The Messages stream's events into the record (see the module docstring)."""
-
-    __slots__ = ("usage_seen",)
-
-    def __init__(self, rec: RequestRecord, *args, **kwargs) -> None:
-        super().__init__(rec, *args, **kwargs)
-        self.usage_seen: dict = {}  # message_start's counts, updated by message_delta's
-
-    def _event(self, data: bytes, now: float) -> None:
-        if data == b"[DONE]":  # not the API's, but a gateway may add it
-            self.done = True
-            return
-        obj = _loads(data)
-        if obj.__class__ is not dict:
-            self.bad_events += 1
-            return
-        assert isinstance(obj, dict)
-        kind = obj.get("type")
-        if kind == "content_block_delta":
-            self._delta(obj.get("delta"), now)
-        elif kind == "message_start":
-            message = obj.get("message")
-            self._counts(message.get("usage") if isinstance(message, dict) else None)
-        elif kind == "message_delta":
-            self._stop(obj)
-            if isinstance(obj.get("timings"), dict):  # a llama.cpp that sends its own
-                self.rec.server_timings = obj["timings"]
-        elif kind == "message_stop":
-            self.done = True
-        elif kind == "error":
-            err = obj.get("error")
-            self.fail("server_error", str(err.get("message", err) if isinstance(err, dict) else err)[:300])
-        elif not isinstance(kind, str):
-            self.bad_events += 1
-
-    def _delta(self, delta: object, now: float) -> None:
-        if not isinstance(delta, dict):
-            self.bad_events += 1
-            return
-        kind = delta.get("type")
-        key = "text" if kind == "text_delta" else "thinking" if kind == "thinking_delta" else None
-        if key is None:
-            return  # a signature or a tool call's JSON: no text
-        text = delta.get(key)
-        if not isinstance(text, str):
-            self.bad_events += 1
-        elif text:
-            self._text_event(now, text, "") if key == "text" else self._text_event(now, "", text)
-
-    def _counts(self, usage: object) -> None:
-        if usage is None:
-            return
-        if not isinstance(usage, dict):
-            self.bad_events += 1
-            return
-        self.usage_seen.update({k: usage[k] for k in _USAGE_KEYS if usage.get(k) is not None})
-
-    def _stop(self, obj: dict) -> None:
-        delta = obj.get("delta")
-        reason = delta.get("stop_reason") if isinstance(delta, dict) else None
-        if isinstance(reason, str):
-            self.rec.finish_reason = STOP_REASONS.get(reason, reason)
-        self._counts(obj.get("usage"))
-        if "input_tokens" in self.usage_seen or "output_tokens" in self.usage_seen:
-            self._usage(chat_usage(self.usage_seen))  # type: ignore[arg-type]
+def book(reader: Booker, obj: dict, now: float) -> None:
+    """One parsed event of a Messages stream into the record (see the module docstring)."""
+    kind = obj.get("type")
+    if kind == "content_block_delta":
+        _delta(reader, obj.get("delta"), now)
+    elif kind == "message_start":
+        message = obj.get("message")
+        _counts(reader, message.get("usage") if isinstance(message, dict) else None)
+    elif kind == "message_delta":
+        _stop(reader, obj)
+        if isinstance(obj.get("timings"), dict):  # a llama.cpp that sends its own
+            reader.rec.server_timings = obj["timings"]
+    elif kind == "message_stop":
+        reader.done = True
+    elif kind == "error":
+        err = obj.get("error")
+        reader.fail("server_error", str(err.get("message", err) if isinstance(err, dict) else err)[:300])
+    elif not isinstance(kind, str):
+        reader.bad_events += 1
 
 
-Reader = MessagesReader
+def _delta(reader: Booker, delta: object, now: float) -> None:
+    if not isinstance(delta, dict):
+        reader.bad_events += 1
+        return
+    kind = delta.get("type")
+    key = "text" if kind == "text_delta" else "thinking" if kind == "thinking_delta" else None
+    if key is None:
+        return  # a signature or a tool call's JSON: no text
+    text = delta.get(key)
+    if not isinstance(text, str):
+        reader.bad_events += 1
+    elif text:
+        reader._text_event(now, text, "") if key == "text" else reader._text_event(now, "", text)
+
+
+def _counts(reader: Booker, usage: object) -> None:
+    """message_start's usage, updated by message_delta's (cumulative), kept in reader.state."""
+    if usage is None:
+        return
+    if not isinstance(usage, dict):
+        reader.bad_events += 1
+        return
+    reader.state.update({k: usage[k] for k in _USAGE_KEYS if usage.get(k) is not None})
+
+
+def _stop(reader: Booker, obj: dict) -> None:
+    delta = obj.get("delta")
+    reason = delta.get("stop_reason") if isinstance(delta, dict) else None
+    if isinstance(reason, str):
+        reader.rec.finish_reason = STOP_REASONS.get(reason, reason)
+    _counts(reader, obj.get("usage"))
+    if "input_tokens" in reader.state or "output_tokens" in reader.state:
+        reader._usage(chat_usage(reader.state))  # type: ignore[arg-type]

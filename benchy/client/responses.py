@@ -13,7 +13,7 @@ in_progress, output_item.added, *.done) carry no text: they count as events, not
 
 from __future__ import annotations
 
-from benchy.client.stream import _loads, _StreamReader
+from benchy.client.booking import Booker
 
 TEXT = "response.output_text.delta"
 REASONING = frozenset({"response.reasoning_text.delta", "response.reasoning_summary_text.delta"})
@@ -80,54 +80,41 @@ def as_chat(obj: object) -> object:
     return {"id": obj.get("id"), "choices": [choice], "usage": chat_usage(obj.get("usage"))}
 
 
-class ResponsesReader(_StreamReader):
-    """The Responses stream's events into the record (see the module docstring)."""
-
-    __slots__ = ()
-
-    def _event(self, data: bytes, now: float) -> None:
-        if data == b"[DONE]":  # not the API's, but a gateway may add it
-            self.done = True
-            return
-        obj = _loads(data)
-        if obj.__class__ is not dict:
-            self.bad_events += 1
-            return
-        assert isinstance(obj, dict)
-        kind = obj.get("type")
-        if kind == TEXT or kind in REASONING:
-            text = obj.get("delta")
-            if not isinstance(text, str):
-                self.bad_events += 1
-            elif text:
-                self._text_event(now, text, "") if kind == TEXT else self._text_event(now, "", text)
-        elif kind in ENDS:
-            self._end(obj.get("response"))
-            if isinstance(obj.get("timings"), dict):  # llama.cpp's, beside the response
-                self.rec.server_timings = obj["timings"]
-        elif kind in FAILURES:
-            self._failure(obj)
-        elif not isinstance(kind, str):
-            self.bad_events += 1
-
-    def _end(self, response: object) -> None:
-        self.done = True
-        if not isinstance(response, dict):
-            self.bad_events += 1
-            return
-        self.rec.finish_reason = finish_reason(response)
-        usage = response.get("usage")
-        if usage is not None:
-            if isinstance(usage, dict):
-                self._usage(chat_usage(usage))  # type: ignore[arg-type]
-            else:
-                self.bad_events += 1
-
-    def _failure(self, obj: dict) -> None:
-        response = obj.get("response")
-        err = response.get("error") if isinstance(response, dict) else obj.get("error", obj)
-        message = err.get("message", err) if isinstance(err, dict) else err
-        self.fail("server_error", str(message or obj.get("message") or obj)[:300])
+def book(reader: Booker, obj: dict, now: float) -> None:
+    """One parsed event of a Responses stream into the record (see the module docstring)."""
+    kind = obj.get("type")
+    if kind == TEXT or kind in REASONING:
+        text = obj.get("delta")
+        if not isinstance(text, str):
+            reader.bad_events += 1
+        elif text:
+            reader._text_event(now, text, "") if kind == TEXT else reader._text_event(now, "", text)
+    elif kind in ENDS:
+        _end(reader, obj.get("response"))
+        if isinstance(obj.get("timings"), dict):  # llama.cpp's, beside the response
+            reader.rec.server_timings = obj["timings"]
+    elif kind in FAILURES:
+        _failure(reader, obj)
+    elif not isinstance(kind, str):
+        reader.bad_events += 1
 
 
-Reader = ResponsesReader
+def _end(reader: Booker, response: object) -> None:
+    reader.done = True
+    if not isinstance(response, dict):
+        reader.bad_events += 1
+        return
+    reader.rec.finish_reason = finish_reason(response)
+    usage = response.get("usage")
+    if usage is not None:
+        if isinstance(usage, dict):
+            reader._usage(chat_usage(usage))  # type: ignore[arg-type]
+        else:
+            reader.bad_events += 1
+
+
+def _failure(reader: Booker, obj: dict) -> None:
+    response = obj.get("response")
+    err = response.get("error") if isinstance(response, dict) else obj.get("error", obj)
+    message = err.get("message", err) if isinstance(err, dict) else err
+    reader.fail("server_error", str(message or obj.get("message") or obj)[:300])

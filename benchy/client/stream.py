@@ -42,6 +42,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import orjson
 
+from benchy.client import messages, responses, whole
 from benchy.client.extra_body import secrets as extra_body_secrets
 from benchy.client.harmony import HarmonyStream, markers_missing
 from benchy.client.http1 import (
@@ -595,13 +596,7 @@ class Client:
     async def _send(self, rec: RequestRecord, body: bytes, endpoint: str, fresh: bool, harmony: bool) -> bool:
         """One attempt; returns whether it went over a reused keep-alive connection. Body bytes
         reach the reader as they are read, stamped before parsing."""
-        api = _api(endpoint)
-        if rec.streamed:
-            reader = (api.Reader if api is not None else _StreamReader)(rec, self.scrub, harmony)
-        else:
-            from benchy.client.whole import WholeReader
-
-            reader = WholeReader(rec, self.scrub, api=api)
+        reader = _StreamReader(rec, self.scrub, harmony, _api(endpoint), whole=not rec.streamed)
         response = Response()
         rec.sent_unix_s = time.time()
         t0 = reader.t0 = time.perf_counter()
@@ -641,20 +636,12 @@ class Client:
 
 # The path of each --endpoint under the base URL; responses and messages have modules of their own.
 PATHS = {"chat": "/chat/completions", "completions": "/completions", "responses": "/responses", "messages": "/messages"}
+_APIS = {"responses": responses, "messages": messages}  # each: payload, as_chat, book (its event reader)
 
 
 def _api(endpoint: str):
-    """The module of an API other than OpenAI's chat and completions (its payload, as_chat and
-    Reader), else None. Imported when used: each subclasses this module's reader."""
-    if endpoint == "responses":
-        from benchy.client import responses
-
-        return responses
-    if endpoint == "messages":
-        from benchy.client import messages
-
-        return messages
-    return None
+    """The module of an API other than OpenAI's chat and completions, else None."""
+    return _APIS.get(endpoint)
 
 
 def _no_proxy(url: str) -> None:
@@ -832,10 +819,26 @@ class _StreamReader:
         "t0",
         "finished_s",
         "answered_s",
+        "api",
+        "state",
+        "whole",
     )
 
-    def __init__(self, rec: RequestRecord, scrub: Callable[[str], str] = str, harmony: bool = False) -> None:
+    def __init__(
+        self,
+        rec: RequestRecord,
+        scrub: Callable[[str], str] = str,
+        harmony: bool = False,
+        api: Any = None,
+        whole: bool = False,
+    ) -> None:
+        """api: responses.py or messages.py, whose `book` reads each payload (None: chat and
+        completions, read here); whole: a non-streamed answer, its body read whole (whole.py)."""
         self.rec = rec
+        self.api = api
+        self.state: dict = {}  # what the API's reader keeps between events
+        self.whole = bytearray() if whole else None
+        rec.streamed = not whole
         self.parser = SSEParser()
         self.done = False
         self.bad_events = 0
@@ -857,6 +860,10 @@ class _StreamReader:
         the usage), None to read on: a request ends with its answer, not with [DONE] or the
         connection's close (some gateways send neither)."""
         now -= self.t0
+        if self.whole is not None:  # a whole answer: read on to the body's end
+            self.rec.first_chunk_s = now if self.rec.first_chunk_s is None else self.rec.first_chunk_s
+            self.whole.extend(chunk)
+            return None
         general = False  # events went the usual way: finish_reason or usage may have come
         if not self.plain_prefix and self.harmony is None and self.rec.sse_events < PLAIN_LEARN_EVENTS:
             rest = self._until_plain(chunk, now)
@@ -909,6 +916,10 @@ class _StreamReader:
         return USAGE_GRACE_S if self.finished_s is not None else None
 
     def close(self, now: float) -> None:
+        if self.whole is not None:
+            answer = _loads(bytes(self.whole))
+            whole.read(self, self.api.as_chat(answer) if self.api is not None else answer, now)
+            return
         for data in self.parser.close():
             self._event(data, now)
         rec = self.rec
@@ -952,6 +963,9 @@ class _StreamReader:
         obj = _loads(data)
         if obj.__class__ is not dict:
             self.bad_events += 1
+            return
+        if self.api is not None:  # a Responses or Messages event: its own module reads it
+            self.api.book(self, obj, now)
             return
         if not self.plain_prefix and self.harmony is None:
             self._learn_head(data)
