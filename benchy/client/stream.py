@@ -25,6 +25,10 @@ anomalies (records.Anomaly): no_done, no_usage, malformed_events (count: how man
 dropped <|channel|> & co. from the text, so analysis and final cannot be told apart: all of it
 counts as content). A completion whose text opens with a Harmony marker is read as Harmony
 without the template too (gpt-oss on a raw endpoint): its analysis channel is reasoning.
+
+Chat and completions events are read here; Responses' and Anthropic Messages' by their own
+modules (responses.py, messages.py: the body, the events, a whole answer as chat's), and a
+non-streamed answer (`--no-stream`) by whole.py: all into the same record.
 """
 
 from __future__ import annotations
