@@ -242,3 +242,32 @@ def test_buffering_and_queueing_checks_work_on_each_api(start_sim, tmp_path, api
     results = run_json(one_slot, tmp_path, "--endpoint", api, *"--pp 128 --tg 32 -c 4 --runs 2".split())
     waited = [t for t in one_slot.truth() if t["admitted_s"] - t["queued_s"] > 0.05]
     assert waited and {"prefill_holds_queueing", "queue_dominates_ttft"} & warning_codes(results)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_faults_on_each_api_are_recorded_as_on_chat(start_sim, tmp_path, api):
+    """The sim's faults, drawn per request and named in its truth log: a stream cut halfway is a
+    failed request (disconnect); a stream without its end event (Messages: no message_stop;
+    Responses: no response.completed, which carries the usage) is an anomaly of a request that
+    counts."""
+    missing = "no_usage" if api == "responses" else "no_done"
+    expected = {"no_usage", "no_done"} if api == "responses" else {"no_done"}
+    sim = start_sim("--fault", "cut_stream:0.3", "--fault", f"{missing}:0.3", "--seed", "3", "--decode-tps", "2000")
+    out = tmp_path / "out"
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "--endpoint", api, *"--pp 64 --tg 16 --runs 12 --warmup 0 -q".split(),
+        "--no-report", "-o", str(out),
+    )  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    truth = {t["request_id"]: t for t in sim.truth()}
+    reqs = [r for c in results["cases"] for r in c["requests"]]
+    assert {"cut_stream", missing} <= {truth[r["request_id"]]["fault"] for r in reqs}  # the seed draws both
+    for r in reqs:
+        fault = truth[r["request_id"]]["fault"]
+        if fault == "cut_stream":
+            assert r["status"] == "error" and r["error_kind"] == "disconnect"
+        elif fault == missing:
+            assert r["status"] == "ok" and expected <= set(r["anomalies"]), r["anomalies"]
+        else:
+            assert r["status"] == "ok" and r["anomalies"] == []
