@@ -140,16 +140,28 @@ CLIENT_OPTIONS = (
         is_flag=True,
         help="Ignore HTTP_PROXY / HTTPS_PROXY / NO_PROXY (by default a proxy they name is used).",
     ),
+    click.option(
+        "--extra-body",
+        metavar="JSON|@FILE",
+        default=None,
+        help="Fields merged into every request body: sampling options, chat_template_kwargs, "
+        "response_format… A field benchy sets itself is refused; a credential-named key's value "
+        "is never written.",
+    ),
 )
 
 
-def _client_settings(base_url, model, api_key, timeout, stall_timeout, insecure, transport, headers, no_env_proxy):
+def _client_settings(
+    base_url, model, api_key, timeout, stall_timeout, insecure, transport, headers, no_env_proxy, extra_body
+):
+    from benchy.client.extra_body import load as load_extra_body
     from benchy.client.stream import ClientSettings, parse_header
 
     _check_url(base_url)
     base_url = _api_root(base_url)
     try:
         parsed = tuple(parse_header(h) for h in headers)
+        extra = load_extra_body(extra_body) if extra_body is not None else None
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     return ClientSettings(
@@ -162,6 +174,7 @@ def _client_settings(base_url, model, api_key, timeout, stall_timeout, insecure,
         transport=transport,
         headers=parsed,
         env_proxy=not no_env_proxy,
+        extra_body=extra,
     )
 
 
@@ -169,11 +182,12 @@ def _client_settings(base_url, model, api_key, timeout, stall_timeout, insecure,
 client_options = option_group("client", CLIENT_OPTIONS, _client_settings)
 endpoint_option = click.option(
     "--endpoint",
-    type=click.Choice(["chat", "completions"]),
+    type=click.Choice(["chat", "completions", "responses", "messages"]),
     default="chat",
     show_default=True,
-    help="API to send to: /v1/chat/completions (messages, the server's chat template) or "
-    "/v1/completions (a raw prompt, no template).",
+    help="API to send to: /v1/chat/completions (messages, the server's chat template), "
+    "/v1/completions (a raw prompt, no template), /v1/responses (OpenAI's Responses API) or "
+    "/v1/messages (Anthropic's Messages API); docs/engines.md says which engine serves which.",
 )
 
 
@@ -538,6 +552,12 @@ def _template(template, reasoning_effort):
 )
 @click.option("--no-nonce", is_flag=True, help="Send identical prompts (shows what prefix caching does).")
 @click.option(
+    "--no-stream",
+    is_flag=True,
+    help="Ask for whole answers, not streams (a server or gateway that streams nothing): e2e, output "
+    "t/s, goodput and load figures; TTFT, inter-token latency and decode are withheld, saying why.",
+)
+@click.option(
     "--output",
     "-o",
     type=click.Path(file_okay=False, path_type=Path),
@@ -592,6 +612,7 @@ def run(
     runs,
     warmup,
     no_nonce,
+    no_stream,
     output,
     force,
     no_report,
@@ -608,6 +629,7 @@ def run(
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
+    from benchy.client.extra_body import check_cases as check_extra_bodies
     from benchy.client.stream import ServerError
     from benchy.load.cluster import ClusterError
     from benchy.load.prompts import PromptError
@@ -619,6 +641,7 @@ def run(
         load.check(cases)
         template.check({c.endpoint or endpoint for c in cases}, stop)
         check_workload_endpoints(cases, endpoint)
+        check_extra_bodies(cases)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     for text, reason in template.risky_stops(stop):
@@ -627,6 +650,10 @@ def run(
         )
     if output is not None:
         _claim_folder(output, force)
+    if no_stream:
+        from dataclasses import replace
+
+        client = replace(client, stream=False)
     settings = run_mod.RunSettings(
         client=client,
         cases=cases,
@@ -1128,7 +1155,7 @@ def _check_url(url: str) -> None:
 
 
 # Endpoint paths people paste from a server's docs or a curl line; benchy appends them itself.
-PASTED_ENDPOINTS = ("/chat/completions", "/completions")
+PASTED_ENDPOINTS = ("/chat/completions", "/completions", "/responses", "/messages")
 
 
 def _api_root(url: str) -> str:

@@ -24,6 +24,7 @@ from pathlib import Path
 from benchy import __version__
 from benchy.checks import warnings as checks
 from benchy.client import loop as event_loop
+from benchy.client.extra_body import redacted_body as redacted_extra_body
 from benchy.client.stream import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
 from benchy.load.alone import alone_requests, send_alone
 from benchy.load.generator import run_case
@@ -550,6 +551,7 @@ def _setup(settings: RunSettings, model: str, version: str | None, calibrations:
         "python": platform.python_version(),
         "event_loop": event_loop.name(),
         "command_line": settings.command_line,
+        "extra_body": redacted_extra_body(settings.client.extra_body),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "prompt_nonce": settings.nonce,
         "runs": settings.runs,

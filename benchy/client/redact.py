@@ -2,7 +2,8 @@
 
 A secret is: the API key; the user and password of a URL (the base URL's or a proxy's); the
 value of every `--header` (an Azure `api-key`, a gateway token: benchy cannot tell which extra
-header is a credential, so none is ever written); and the value of a URL's query parameter whose
+header is a credential, so none is ever written); the value of a credential-named key of
+`--extra-body` (extra_body.py); and the value of a URL's query parameter whose
 name says it is one (`key`, `token`, `sig`, …). They go into requests and nowhere else: the
 saved command line and URLs show `***` in their place, and every message benchy keeps (errors,
 a server's echo of a header) is scrubbed of them, as written and percent-encoded.
@@ -17,6 +18,7 @@ import shlex
 from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 SECRET_FLAGS = ("--api-key",)
+BODY_FLAGS = ("--extra-body",)  # JSON: credential-named keys' values are secrets (extra_body.py)
 HEADER_FLAGS = ("--header", "-H")  # `Name: value`: the name stays, the value is a secret
 URL_USERINFO = re.compile(r"(://)[^/@\s]*@")  # user:password@ in any URL of a command line
 SECRET_PARAM = re.compile(r"key|token|secret|sig|passw|auth|credential", re.IGNORECASE)
@@ -68,10 +70,10 @@ def redacted_command_line(argv: list[str]) -> str:
         if hide is not None:
             out.append(_hidden_value(hide, arg))
             hide = None
-        elif arg in SECRET_FLAGS or arg in HEADER_FLAGS:
+        elif arg in SECRET_FLAGS or arg in HEADER_FLAGS or arg in BODY_FLAGS:
             out.append(arg)
             hide = arg
-        elif arg.startswith(tuple(f"{f}=" for f in SECRET_FLAGS + HEADER_FLAGS)):
+        elif arg.startswith(tuple(f"{f}=" for f in SECRET_FLAGS + HEADER_FLAGS + BODY_FLAGS)):
             flag, _, value = arg.partition("=")
             out.append(f"{flag}={_hidden_value(flag, value)}")
         elif arg.startswith("-H") and len(arg) > 2:  # -H'Name: value', click's attached form
@@ -82,6 +84,10 @@ def redacted_command_line(argv: list[str]) -> str:
 
 
 def _hidden_value(flag: str, value: str) -> str:
+    if flag in BODY_FLAGS:
+        from benchy.client.extra_body import redacted_argument
+
+        return redacted_argument(value)
     if flag in HEADER_FLAGS and ":" in value:
         return f"{value.partition(':')[0]}: ***"
     return "***"

@@ -25,6 +25,10 @@ anomalies (records.Anomaly): no_done, no_usage, malformed_events (count: how man
 dropped <|channel|> & co. from the text, so analysis and final cannot be told apart: all of it
 counts as content). A completion whose text opens with a Harmony marker is read as Harmony
 without the template too (gpt-oss on a raw endpoint): its analysis channel is reasoning.
+
+Chat and completions events are read here; Responses' and Anthropic Messages' by their own
+modules (responses.py, messages.py: the body, the events, a whole answer as chat's), and a
+non-streamed answer (`--no-stream`) by whole.py: all into the same record.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import orjson
 
+from benchy.client import messages, responses, whole
+from benchy.client.extra_body import secrets as extra_body_secrets
 from benchy.client.harmony import HarmonyStream, markers_missing
 from benchy.client.http1 import (
     PEEK_BYTES,
@@ -120,6 +126,7 @@ class ClientSettings:
     headers: tuple[tuple[str, str], ...] = ()  # --header (name, value): values are secrets
     env_proxy: bool = True  # a proxy from HTTP_PROXY / HTTPS_PROXY / NO_PROXY (--no-env-proxy: never)
     transport: str = "lean"  # benchy.client.http1, or "aiohttp"
+    stream: bool = True  # False: --no-stream, each answer read whole (client/whole.py)
 
 
 # Headers whose value the transport decides (framing, the connection); --header may not set them.
@@ -164,6 +171,7 @@ def secrets_of(settings: ClientSettings) -> list[str]:
     """Every secret the settings hold, in every form it takes in a message, for scrubbing."""
     found: list[str | None] = [settings.api_key, *url_secrets(settings.base_url)]
     found += [s for _, value in settings.headers for s in header_secrets(value)]
+    found += extra_body_secrets(settings.extra_body)
     proxy = env_proxy(settings.base_url) if settings.env_proxy else None
     found += url_secrets(proxy) if proxy else []
     return scrub_list(found)
@@ -302,7 +310,7 @@ class Client:
         return f"{base}{path}?{self.query}" if self.query else f"{base}{path}"
 
     def url(self, endpoint: str) -> str:
-        return self.url_of("/chat/completions" if endpoint == "chat" else "/completions")
+        return self.url_of(PATHS[endpoint])
 
     def _headers_for(self, url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
         """Credentials go to the base URL's origin only, never to one a redirect names."""
@@ -469,7 +477,12 @@ class Client:
     def payload(
         self, prompt: str, max_tokens: int, endpoint: str, stream: bool = True, extra: dict | None = None
     ) -> dict:
-        body: dict = {"model": self.settings.model, "max_tokens": max_tokens, "temperature": 0, "stream": stream}
+        api = _api(endpoint)
+        if api is not None:
+            body = api.payload(self.settings.model, prompt, max_tokens, stream, extra)
+            body.update(self.settings.extra_body or {})
+            return body
+        body = {"model": self.settings.model, "max_tokens": max_tokens, "temperature": 0, "stream": stream}
         if endpoint == "chat":
             body["messages"] = [{"role": "user", "content": prompt}]
         else:
@@ -478,6 +491,8 @@ class Client:
             body["stream_options"] = {"include_usage": True}
         body.update(extra or {})
         body.update(self.settings.extra_body or {})
+        if not body.get("stream"):  # a scenario's stream = false: vLLM refuses stream_options then
+            body.pop("stream_options", None)
         return body
 
     async def usage_of(self, prompt: str, endpoint: str, extra: dict | None = None) -> dict:
@@ -548,6 +563,8 @@ class Client:
         obj = _loads(data)
         if obj is None:
             raise TransientError(f"{where}: the response is not valid JSON")
+        api = _api(endpoint)
+        obj = api.as_chat(obj) if api is not None else obj
         usage = obj.get("usage") if isinstance(obj, dict) else None
         if not isinstance(usage, dict) or not isinstance(usage.get("prompt_tokens"), int):
             raise TransientError(f"{where}: response has no usage.prompt_tokens")
@@ -573,7 +590,9 @@ class Client:
 
         harmony: the completion text is raw Harmony; its analysis channel counts as reasoning,
         its final channel as content, and marker-only deltas carry no token."""
-        body = orjson.dumps(self.payload(prompt, max_tokens, endpoint, extra=extra))
+        payload = self.payload(prompt, max_tokens, endpoint, self.settings.stream, extra)
+        rec.streamed = bool(payload.get("stream"))
+        body = orjson.dumps(payload)
         reused = await self._send(rec, body, endpoint, False, harmony)
         if reused and rec.error_kind == "reset":
             rec.retried, rec.retried_kind = f"{rec.error_kind}: {rec.error}", rec.error_kind
@@ -584,7 +603,7 @@ class Client:
     async def _send(self, rec: RequestRecord, body: bytes, endpoint: str, fresh: bool, harmony: bool) -> bool:
         """One attempt; returns whether it went over a reused keep-alive connection. Body bytes
         reach the reader as they are read, stamped before parsing."""
-        reader = _StreamReader(rec, self.scrub, harmony)
+        reader = _StreamReader(rec, self.scrub, harmony, _api(endpoint), whole=not rec.streamed)
         response = Response()
         rec.sent_unix_s = time.time()
         t0 = reader.t0 = time.perf_counter()
@@ -593,7 +612,8 @@ class Client:
         def on_head(resp: Response) -> bool:
             rec.headers_s = resp.head_s - t0
             rec.http_status = resp.status
-            return resp.status == 200 and "text/event-stream" in resp.headers.get("content-type", "")
+            wanted = "text/event-stream" if rec.streamed else "json"
+            return resp.status == 200 and wanted in resp.headers.get("content-type", "")
 
         try:
             hops = await self._request(
@@ -619,6 +639,16 @@ class Client:
         if rec.end_s is None:
             rec.end_s = time.perf_counter() - t0
         return response.reused
+
+
+# The path of each --endpoint under the base URL; responses and messages have modules of their own.
+PATHS = {"chat": "/chat/completions", "completions": "/completions", "responses": "/responses", "messages": "/messages"}
+_APIS = {"responses": responses, "messages": messages}  # each: payload, as_chat, book (its event reader)
+
+
+def _api(endpoint: str):
+    """The module of an API other than OpenAI's chat and completions, else None."""
+    return _APIS.get(endpoint)
 
 
 def _no_proxy(url: str) -> None:
@@ -796,10 +826,26 @@ class _StreamReader:
         "t0",
         "finished_s",
         "answered_s",
+        "api",
+        "state",
+        "whole",
     )
 
-    def __init__(self, rec: RequestRecord, scrub: Callable[[str], str] = str, harmony: bool = False) -> None:
+    def __init__(
+        self,
+        rec: RequestRecord,
+        scrub: Callable[[str], str] = str,
+        harmony: bool = False,
+        api: Any = None,
+        whole: bool = False,
+    ) -> None:
+        """api: responses.py or messages.py, whose `book` reads each payload (None: chat and
+        completions, read here); whole: a non-streamed answer, its body read whole (whole.py)."""
         self.rec = rec
+        self.api = api
+        self.state: dict = {}  # what the API's reader keeps between events
+        self.whole = bytearray() if whole else None
+        rec.streamed = not whole
         self.parser = SSEParser()
         self.done = False
         self.bad_events = 0
@@ -821,6 +867,10 @@ class _StreamReader:
         the usage), None to read on: a request ends with its answer, not with [DONE] or the
         connection's close (some gateways send neither)."""
         now -= self.t0
+        if self.whole is not None:  # a whole answer: read on to the body's end
+            self.rec.first_chunk_s = now if self.rec.first_chunk_s is None else self.rec.first_chunk_s
+            self.whole.extend(chunk)
+            return None
         general = False  # events went the usual way: finish_reason or usage may have come
         if not self.plain_prefix and self.harmony is None and self.rec.sse_events < PLAIN_LEARN_EVENTS:
             rest = self._until_plain(chunk, now)
@@ -873,6 +923,10 @@ class _StreamReader:
         return USAGE_GRACE_S if self.finished_s is not None else None
 
     def close(self, now: float) -> None:
+        if self.whole is not None:
+            answer = _loads(bytes(self.whole))
+            whole.read(self, self.api.as_chat(answer) if self.api is not None else answer, now)
+            return
         for data in self.parser.close():
             self._event(data, now)
         rec = self.rec
@@ -916,6 +970,9 @@ class _StreamReader:
         obj = _loads(data)
         if obj.__class__ is not dict:
             self.bad_events += 1
+            return
+        if self.api is not None:  # a Responses or Messages event: its own module reads it
+            self.api.book(self, obj, now)
             return
         if not self.plain_prefix and self.harmony is None:
             self._learn_head(data)

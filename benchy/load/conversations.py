@@ -35,8 +35,10 @@ async def run_conversations(plan: CasePlan, case_io: CaseIO) -> None:
     """Warmups (one-message conversations, not counted, one at a time), then every
     conversation at once: a dependent load, each turn made from the answer before it."""
     client, prompts, on_record, start = case_io.client, case_io.prompts, case_io.on_record, case_io.start
-    if plan.endpoint != "chat":
-        raise PromptError("a multi-turn case needs --endpoint chat: the server's chat template renders the history")
+    if plan.endpoint == "completions":
+        raise PromptError(
+            "a multi-turn case needs a chat-templated endpoint: the server's template renders the history"
+        )
     body = request_options(plan, plan.case.tg)
     await send(client, warmup_requests(plan, prompts, body), on_record, Closed(1))
     start_s = await start() if start else time.perf_counter()
@@ -130,7 +132,7 @@ def _control(plan: CasePlan, prompts: PromptFactory, turn: int, length: int, u: 
 
 def _chat(plan: CasePlan, rec: RequestRecord, messages: list[dict], body: dict) -> PlannedRequest:
     """The conversation in place of a one-message prompt."""
-    return PlannedRequest(rec, "", plan.case.tg, "chat", {**body, "messages": messages})
+    return PlannedRequest(rec, "", plan.case.tg, plan.endpoint, {**body, "messages": messages})
 
 
 def _record(plan: CasePlan, tag: str, conversation: int, turn: int, nonce: str | None, warmup=False) -> RequestRecord:

@@ -205,6 +205,9 @@ def request_options(plan: CasePlan, tg: int) -> dict:
         del options["min_tokens"]
         options["stop"] = list(plan.stop)
     options.update(plan.template.request_options(plan.endpoint))
+    options.update(plan.case.extra_fields())  # a scenario's extra_body
+    if not plan.case.stream:  # a scenario's stream = false (the client reads the answer whole)
+        options["stream"] = False
     return options
 
 

@@ -70,7 +70,7 @@ class Template:
         return harmony.render_prompt(text, reasoning_effort=self.reasoning_effort or "medium")
 
     def request_options(self, endpoint: str) -> dict:
-        if endpoint == "chat":
+        if endpoint in ("chat", "responses"):  # the Responses client sends it as reasoning.effort
             return {"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {}
         return {"skip_special_tokens": False} if self.parses(endpoint) else {}
 
@@ -80,9 +80,11 @@ class Template:
             raise ValueError(
                 "--template harmony is for --endpoint completions: the chat endpoint applies the server's own template"
             )
-        if self.reasoning_effort and self.name == "none" and "chat" not in endpoints:
+        if self.reasoning_effort and self.name == "none" and not endpoints & {"chat", "responses"}:
             raise ValueError(
                 "--reasoning-effort with --endpoint completions needs --template harmony: a raw prompt has no place for it"
+                if "completions" in endpoints
+                else "--reasoning-effort needs --endpoint chat or responses: Anthropic's Messages API has no such field"
             )
         if any(not s for s in stops):
             raise ValueError("--stop strings must not be empty")

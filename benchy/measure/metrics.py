@@ -77,6 +77,7 @@ PROMPT_LENGTH_MISSED = "prompt_length_missed"  # the server counted another prom
 TOO_FEW_ARRIVALS = "too_few_arrivals"
 QUEUED = "queued"  # TTFT under load holds a wait for the server, seen against the same request alone
 CUT_SHORT = "cut_short"  # the run stopped before the case sent all it planned: no rate over part of it
+NOT_STREAMED = "not_streamed"  # --no-stream: the answer came whole, no token's arrival was seen
 
 # A few words per code, where a report groups figures by why they are missing.
 REASON_TITLES = {
@@ -95,7 +96,13 @@ REASON_TITLES = {
     PROMPT_LENGTH_MISSED: "prompt truncated or padded",
     TOO_FEW_ARRIVALS: "fewer than two text arrivals",
     QUEUED: "TTFT holds queueing",
+    NOT_STREAMED: "not streamed (--no-stream)",
 }
+NOT_STREAMED_WHY = Unavailable(
+    NOT_STREAMED,
+    "--no-stream: each answer came whole, so no token's arrival was seen (TTFT, inter-token latency and the "
+    "decode and prefill rates are stream figures; e2e and output rates stand)",
+)
 
 OUTPUT_FAILURES = ("empty_output", "zero_tokens")  # error kinds `classify` gives
 # TTFT that grows with output length by at least this share of the growth in total time, and
@@ -144,8 +151,9 @@ def tokens_per_event(rec: RequestRecord) -> float | Unavailable:
 
 def is_buffered(rec: RequestRecord) -> bool:
     """Decided by timing (evidence.buffering), not by tokens per event alone: speculative
-    decoding's multi-token events and bursts no longer than a draft are a live stream."""
-    return reading.read(rec).buffering.buffered
+    decoding's multi-token events and bursts no longer than a draft are a live stream. A
+    non-streamed answer is no buffered stream: its figures are withheld as not_streamed."""
+    return rec.streamed and reading.read(rec).buffering.buffered
 
 
 def buffering_reason(rec: RequestRecord) -> str:
@@ -829,6 +837,8 @@ def request_metrics(
         buffered = Unavailable(BUFFERED, buffering_reason(rec))
     if buffered:
         values.update({name: buffered for name in STREAM_TIMING_METRICS})
+    if not rec.streamed:
+        values.update({name: NOT_STREAMED_WHY for name in STREAM_TIMING_METRICS})
     return values
 
 

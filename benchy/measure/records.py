@@ -19,7 +19,9 @@ from enum import Enum
 from pathlib import Path
 from typing import IO
 
-REQUESTS_SCHEMA = "benchy/requests/1.3"  # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind; 1.3: local_scale_from_usage
+# 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind; 1.3: local_scale_from_usage;
+# 1.4: streamed
+REQUESTS_SCHEMA = "benchy/requests/1.4"
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
 CONTENT = "c"
@@ -120,6 +122,9 @@ class RequestRecord:
     # not asked, or the server has no /tokenize. Not in requests.jsonl: the record is written
     # as it finishes, before this is asked (results.json's token_count keeps it).
     server_tokenize: int | None = None
+    # (1.3) False: sent with --no-stream, the answer read whole (client/whole.py); its one text
+    # event is the answer's end, so no stream-timing figure is taken from it (metrics.py).
+    streamed: bool = True
 
     @property
     def ok(self) -> bool:

@@ -45,6 +45,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.13 setup.event_loop: the event loop the requests ran on ('uvloop 0.23.0' or 'asyncio')
   1.14 request local_scale_from_usage: its local count's scale was fitted on usage (no witness on it);
        workload partial_reuse (and its warning's details) cause, miss_idle_min_s, hit_idle_max_s
+  1.15 setup.extra_body (--extra-body, secrets as ***); setup.endpoint may be responses or messages;
+       request streamed (false: --no-stream, stream-timing figures withheld with code not_streamed)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -76,7 +78,7 @@ from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 14
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 15
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -261,6 +263,7 @@ class Setup(Saved):
     python: str | None = None
     event_loop: str | None = _opt("the event loop the requests ran on: 'uvloop 0.23.0' or 'asyncio' (client/loop.py)")
     command_line: str | None = _opt("secrets redacted")
+    extra_body: dict | None = _opt("(1.15) --extra-body, its credential-named keys' values as ***")
     started_utc: str | None = None
     prompt_nonce: bool | None = None
     runs: int | None = None

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from benchy import __version__
 from benchy.sim import vocab
+from benchy.sim.apis import APIS, ID_PREFIX, BadRequest, renderer_class, to_chat
 from benchy.sim.config import BLOCK_SIZE, SimConfig
 from benchy.sim.engine import (
     CHAT_TEMPLATE,
@@ -444,6 +445,9 @@ class Renderer:
         chunk = {"id": self.job.response_id, "object": "chat.completion.chunk", "choices": [], "timings": timings}
         return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
+    def done_event(self) -> bytes:
+        return DONE
+
     def malformed_event(self) -> bytes:
         return f'data: {{"id":"{self.job.response_id}","choices":[{{"delta":{{"content":\n\n'.encode()
 
@@ -468,6 +472,9 @@ class Renderer:
         if timings is not None:
             body["timings"] = timings
         return json.dumps(body).encode()
+
+
+RENDERERS = {api: renderer_class(Renderer, api) for api in APIS}
 
 
 def authorization_digest(request: web.Request) -> str | None:
@@ -546,6 +553,8 @@ class Simulator:
             app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/responses", self.responses)
+        app.router.add_post("/v1/messages", self.messages)
         return app
 
     def close(self) -> None:
@@ -669,10 +678,16 @@ class Simulator:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, "completions")
 
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "responses")
+
+    async def messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "messages")
+
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
         if self.cfg.proxy_delay_s:  # before the engine's clock starts: its own times never hold it
             await asyncio.sleep(self.cfg.proxy_delay_s)
-        prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
+        prefix = "chatcmpl" if endpoint == "chat" else ID_PREFIX.get(endpoint, "cmpl")
         trace = Trace(
             id=f"{prefix}-sim-{next(self._ids):06d}",
             endpoint=endpoint,
@@ -705,6 +720,11 @@ class Simulator:
 
     async def _serve(self, request: web.Request, endpoint: str, trace: Trace) -> web.StreamResponse:
         body = await read_json(request)
+        if endpoint in APIS:  # planned, served and logged as the chat request it amounts to
+            try:
+                body, endpoint = to_chat(body, endpoint), "chat"
+            except BadRequest as exc:
+                raise ApiError(400, str(exc)) from None
         trace.stream, trace.model = bool(body.get("stream", False)), body.get("model")
         job = parse_job(self.cfg, body, endpoint, trace.id)
         trace.model, trace.prompt_tokens = job.model, len(job.prompt_ids)
@@ -777,7 +797,8 @@ class Simulator:
 
     async def _write(self, resp: web.StreamResponse, trace: Trace, kind: str, tokens: int, data: bytes) -> None:
         try:
-            await resp.write(data)
+            if data:  # an API with nothing to say here (no [DONE]) writes nothing, logs the event
+                await resp.write(data)
         except ConnectionError:
             raise ClientGone() from None
         trace.event(kind, tokens, clock())
@@ -866,8 +887,9 @@ class Simulator:
 
     def _renderer(self, job: Job, trace: Trace) -> Renderer:
         null_content = self.cfg.null_content or trace.fault == "null_content"
+        kind = RENDERERS.get(trace.endpoint, Renderer)
         cfg = self.cfg
-        return Renderer(job, null_content, not cfg.role_chunk_first, cfg.usage_scale, cfg.reasoning_field)
+        return kind(job, null_content, not cfg.role_chunk_first, cfg.usage_scale, cfg.reasoning_field)
 
     async def _stream(self, request: web.Request, job: Job, trace: Trace) -> web.StreamResponse:
         renderer = self._renderer(job, trace)
@@ -887,7 +909,7 @@ class Simulator:
             await out.send("usage", 0, renderer.usage_event(self._usage(job, trace)))
         trace.done_sent = trace.fault != "no_done" and not self.cfg.hold_open_s
         if trace.done_sent:
-            await out.send("done", 0, DONE)
+            await out.send("done", 0, renderer.done_event())
         await out.flush()
         if self.cfg.hold_open_s:  # a gateway that keeps the body open: the answer is all there
             trace.held_open_s = self.cfg.hold_open_s

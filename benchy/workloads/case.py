@@ -6,11 +6,13 @@ unit every later stage reports by; the case's label is llama-bench's (`pp512 tg3
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass
 
 from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay, Workload
 
-ENDPOINTS = ("chat", "completions")
+ENDPOINTS = ("chat", "completions", "responses", "messages")
 DEPTH_MODES = ("cold", "cached")
 
 
@@ -32,6 +34,13 @@ class Case:
     # A cache-aware workload (benchy/workloads): multi-turn, shared prefix or trace replay;
     # None for a plain sweep case.
     workload: Workload | None = None
+    # A scenario's `extra_body` table, as canonical JSON (a Case stays hashable): fields merged
+    # into each of its requests' bodies (the run's --extra-body goes over them).
+    extra_body: str | None = None
+    stream: bool = True  # a scenario's `stream = false`: whole answers (client/whole.py), as --no-stream
+
+    def extra_fields(self) -> dict:
+        return _fields(self.extra_body) if self.extra_body else {}
 
     @property
     def kind(self) -> str:
@@ -65,3 +74,8 @@ class Case:
             if self.depth_mode == "cached":
                 text += " cached"  # distinct from a cold case of the same sizes
         return text
+
+
+@functools.lru_cache(maxsize=64)
+def _fields(text: str) -> dict:
+    return json.loads(text)

@@ -100,10 +100,12 @@ def trace_case(path: str, speed: float = 1.0, limit: int | None = None, scenario
 
 
 def check_workload_endpoints(cases: list[Case], endpoint: str) -> None:
-    """ValueError for a multi-turn case on /v1/completions: only a chat template renders a history."""
-    if any(c.kind == "multi_turn" and (c.endpoint or endpoint) != "chat" for c in cases):
+    """ValueError for a multi-turn case on /v1/completions: only a chat template renders a
+    history (chat, responses and messages all send the conversation as messages)."""
+    if any(c.kind == "multi_turn" and (c.endpoint or endpoint) == "completions" for c in cases):
         raise ValueError(
-            "--turns needs --endpoint chat: the server's chat template renders the history (a multi_turn case)"
+            "--turns needs --endpoint chat, responses or messages: the server's chat template renders the history "
+            "(a multi_turn case)"
         )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import re
 import sys
 from collections.abc import Iterable
@@ -300,6 +301,8 @@ _KNOWN_KEYS = {
     "trace",
     "speed",
     "max_requests",
+    "extra_body",  # a table merged into every request body (client/extra_body.py)
+    "stream",  # false: whole answers, as --no-stream
 }
 _WORKLOAD_KEYS = {
     "multi_turn": {"turns", "first_tokens", "think_time", "keep_reasoning", "cold_baseline"},
@@ -309,9 +312,26 @@ _WORKLOAD_KEYS = {
 
 
 def _cases_from_table(path: Path | Traversable, data: dict) -> list[Case]:
+    """The table's cases, each with the table's extra_body and stream (false: whole answers)."""
     unknown = sorted(set(data) - _KNOWN_KEYS)
     if unknown:
         raise ScenarioError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KNOWN_KEYS))})")
+    extra, stream = data.get("extra_body"), data.get("stream", True)
+    if not isinstance(stream, bool):
+        raise ScenarioError(f"{path}: stream must be true or false, got {stream!r}")
+    data = {k: v for k, v in data.items() if k not in ("extra_body", "stream")}
+    cases = _table_cases(path, data)
+    if not stream:
+        cases = [dataclasses.replace(c, stream=False) for c in cases]
+    if extra is None:
+        return cases
+    if not isinstance(extra, dict):  # the fields it sets are checked where the client is known (cli)
+        raise ScenarioError(f"{path}: extra_body must be a table of fields, got {extra!r}")
+    text = json.dumps(extra, sort_keys=True, separators=(",", ":"))
+    return [dataclasses.replace(c, extra_body=text) for c in cases]
+
+
+def _table_cases(path: Path | Traversable, data: dict) -> list[Case]:
     name = data.get("name", Path(path.name).stem)
     kind = data.get("kind", "sweep")
     if kind != "sweep":

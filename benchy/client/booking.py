@@ -1,0 +1,25 @@
+"""What an API's event reader may do with the record reader it books into (stream.py's
+_StreamReader): the Responses and Messages readers (responses.py, messages.py) and the whole
+answer's (whole.py) are functions of a parsed payload and this reader, so that stream.py
+imports them and none of them imports stream.py."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from benchy.measure.records import RequestRecord
+
+
+class Booker(Protocol):
+    rec: RequestRecord
+    done: bool  # the API's end event came
+    bad_events: int  # payloads of a shape the API does not have
+    state: dict  # what an API's reader keeps between events (Messages: usage so far)
+
+    def _text_event(self, now: float, content: str, reasoning: str) -> None: ...
+
+    def _usage(self, usage: dict) -> None: ...  # chat-named usage
+
+    def fail(self, kind: str, message: str) -> None: ...
+
+    def _settle(self) -> None: ...
