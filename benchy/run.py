@@ -27,6 +27,7 @@ from benchy.client import loop as event_loop
 from benchy.client.stream import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
 from benchy.load.alone import alone_requests, send_alone
 from benchy.load.generator import run_case
+from benchy.load.lengths import fit_lengths
 from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
 from benchy.load.progress import Progress
@@ -69,6 +70,7 @@ class RunSettings:
     server_metrics: bool = True  # scrape /metrics around each case (--no-server-metrics: off)
     gpu_metrics: str | None = None  # --gpu-metrics: a dcgm-exporter URL or "nvml" (server/gpu.py)
     cache_reset: bool = False  # --cache-reset: empty the server's prefix cache before each case
+    tokenizer: str | None = None  # --tokenizer: the model's tokenizer.json (or its folder), for exact lengths
     announce: Callable[[str], None] | None = None  # gets the one-line start banner
     report: bool = True  # with output_dir: report.md, figures and results.csv beside results.json
 
@@ -322,7 +324,8 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         settings.announce(_banner(identity, settings, metrics_status, gpus))
     state.phase = "calibrating prompt lengths (before the first case)"
     progress.note(f"calibrating prompt lengths against {model} …")
-    calibrations = {ep: await calibrate(client, ep, salt, settings.template) for ep in endpoints}
+    lengths = await fit_lengths(client, settings.tokenizer)  # which words are one server token
+    calibrations = {ep: await calibrate(client, ep, salt, settings.template, lengths) for ep in endpoints}
     for ep, longest in _longest_prompts(settings).items():
         calibrations[ep] = await check_length(client, ep, calibrations[ep], salt, longest, settings.template)
     state.setup = _setup(settings, model, _version_text(identity), calibrations)

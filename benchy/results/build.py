@@ -391,10 +391,17 @@ def run_result(
     queueing_against_concurrency_1(run.cases)
     for case in run.cases:
         case.ceiling = _case_ceiling(case, run.setup.ceiling)
+        case.prompt_lengths = _prompt_lengths(run.setup, case.endpoint)
         if case.workload is not None:
             withhold_turns(case.workload, case.unavailable)
     ttft_gains(run.cases)  # shared prefix: each against the same lengths with nothing shared
     return run
+
+
+def _prompt_lengths(setup: Setup, endpoint: str | None) -> str | None:
+    """The case's length method: its endpoint's calibration's (load/lengths.py)."""
+    cal = setup.calibrations.get(endpoint or "") or setup.calibration
+    return cal.lengths.method if cal is not None and cal.lengths is not None else None
 
 
 def withhold_buffered_trend(cases: list[CaseResult]) -> None:

@@ -951,5 +951,6 @@ async def serve(cfg: SimConfig) -> None:
 
 
 def run(cfg: SimConfig) -> None:
+    vocab.use(cfg.vocab)
     warm_up()
     asyncio.run(serve(cfg))

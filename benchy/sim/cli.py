@@ -7,6 +7,7 @@ import errno
 import click
 from click.core import ParameterSource
 
+from benchy.sim import vocab
 from benchy.sim.config import (
     CACHE_MATCHES,
     FAULT_KINDS,
@@ -95,6 +96,12 @@ and the truth log: docs/sim.md.
     help="The first token makes a role chunk without text (a split character); the next event has both.",
 )
 @click.option("--timings/--no-timings", default=False, help="llama.cpp-style `timings` in every response.")
+@click.option(
+    "--vocab",
+    type=click.Choice(vocab.VOCABS),
+    help="The sim's tokenizer: word (a word one token, default) or syllable (a word cut into "
+    "pieces of up to 3 letters: several tokens, unlike o200k).",
+)
 @click.option(
     "--tokenize/--no-tokenize",
     default=True,
