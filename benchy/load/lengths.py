@@ -33,11 +33,7 @@ from typing import Protocol
 import numpy as np
 
 from benchy.measure import tokenizer
-
-SERVER_TOKENIZE = "server_tokenize"  # the server's /tokenize
-TOKENIZER_FILE = "tokenizer_file"  # --tokenizer
-O200K_CALIBRATED = "o200k_calibrated"  # benchy's o200k, scaled by two usage counts
-METHODS = (SERVER_TOKENIZE, TOKENIZER_FILE, O200K_CALIBRATED)
+from benchy.measure.evidence import O200K_CALIBRATED, SERVER_TOKENIZE, TOKENIZER_FILE
 
 # Fewer one-token words than these and the fit is not used: nonces would repeat too soon, and
 # bodies drawn from too few words would share cache blocks.
@@ -54,7 +50,7 @@ class LengthSourceError(ValueError):
 class TokenCounter(Protocol):
     """Counts texts in the server's tokens (no special tokens)."""
 
-    method: str  # one of METHODS
+    method: str  # one of evidence.LENGTH_METHODS
 
     async def count(self, texts: Sequence[str]) -> list[int] | None:
         """Each text's token count, in order; None when the source cannot answer."""

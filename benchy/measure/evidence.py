@@ -82,6 +82,13 @@ THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 PROMPT_LENGTH_TOLERANCE = 0.1
 PROMPT_LENGTH_SLACK = 8
 
+# How a run's prompt lengths were made (load/lengths.py): counted by the server's /tokenize or
+# by --tokenizer (exact), else benchy's o200k count calibrated on usage (an estimate).
+SERVER_TOKENIZE = "server_tokenize"
+TOKENIZER_FILE = "tokenizer_file"
+O200K_CALIBRATED = "o200k_calibrated"
+LENGTH_METHODS = (SERVER_TOKENIZE, TOKENIZER_FILE, O200K_CALIBRATED)
+
 
 # ---------------------------------------------------------------- texts and local counts
 

@@ -308,6 +308,8 @@ class _Tally:
             summary[name] = None
             if not self.n_ok:
                 unavailable[name] = Unavailable(metrics.NO_SUCCESS, "no request succeeded")
+            elif _few_missed_lengths(missing, self.n_ok):  # the case's figure is the others'
+                complete.append(name)
             elif n_missing or len(measured) < self.n_ok:
                 (code, message), _ = missing.most_common(1)[0] if missing else ((metrics.LEGACY, "not measured"), 0)
                 if n_missing < self.n_ok:
@@ -318,6 +320,14 @@ class _Tally:
         made = MetricSummary.of_all([self.values[name] for name in complete] + ([self.lags] if self.lags else []))
         summary.update(zip(complete, made))  # in the registry's order, as before
         return summary, unavailable, made[-1] if self.lags else None
+
+
+def _few_missed_lengths(missing, n_ok: int) -> bool:
+    """Whether the only requests without the figure are a minority the server counted at
+    another prompt length: they are another prompt's, so they are left out, and the case's
+    figure is that of the requests it was labelled for (prompt_length_mismatch says so)."""
+    codes = {code for code, _ in missing}
+    return codes == {metrics.PROMPT_LENGTH_MISSED} and 2 * sum(missing.values()) < n_ok
 
 
 def _workload_figures(case: Case, made: CaseRows):

@@ -84,6 +84,12 @@ and the truth log: docs/sim.md.
     "--ignore-stream-options/--no-ignore-stream-options", default=False, help="No usage in streamed responses."
 )
 @click.option("--truncate-prompt", type=int, help="Keep only the last N prompt tokens (0: never).")
+@click.option("--hidden-prompt-tokens", type=int, help="A hidden system prompt of N tokens before some prompts.")
+@click.option(
+    "--hidden-prompt-every",
+    type=click.IntRange(min=1),
+    help="The hidden prompt goes before one completion request in K (the K-th, 2K-th …; default 1: all).",
+)
 @click.option(
     "--think-inline/--no-think-inline", default=False, help="Reasoning inline in content as <think>…</think>."
 )
