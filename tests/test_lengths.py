@@ -17,7 +17,7 @@ from benchy import run as run_mod
 from benchy.client.stream import ClientSettings
 from benchy.load import lengths
 from benchy.load.plan import LoadSettings
-from benchy.measure import evidence, metrics, tokenizer
+from benchy.measure import metrics, tokenizer
 from benchy.sim import vocab
 from benchy.workloads.scenario import sweep
 from tests.test_checks import measured, run_cli, truth_of
@@ -69,10 +69,10 @@ def test_with_the_servers_tokenize_every_request_is_its_target(start_sim):
     sim = start_sim("--vocab", "syllable", "--instant")
     results = bench(sim)
     for case in results["cases"]:
-        assert case["prompt_lengths"] == evidence.SERVER_TOKENIZE
+        assert case["prompt_lengths"] == lengths.SERVER_TOKENIZE
         assert counted_by_server(sim, results)[case["label"]] == [case["pp"]] * 3
     fit = results["setup"]["calibration"]["lengths"]
-    assert fit["method"] == evidence.SERVER_TOKENIZE
+    assert fit["method"] == lengths.SERVER_TOKENIZE
     assert lengths.MIN_BODY_WORDS <= fit["words"] < len(tokenizer.filler_words())  # the splitting words left out
     assert "prompt_length_mismatch" not in {w["code"] for w in results["warnings"]}
 
@@ -82,7 +82,7 @@ def test_without_tokenize_the_tokenizer_file_makes_every_request_its_target(star
     sim = start_sim("--vocab", "syllable", "--no-tokenize", "--instant")
     results = bench(sim, tokenizer_file=str(tmp_path))  # a model folder holding tokenizer.json
     for case in results["cases"]:
-        assert case["prompt_lengths"] == evidence.TOKENIZER_FILE
+        assert case["prompt_lengths"] == lengths.TOKENIZER_FILE
         assert counted_by_server(sim, results)[case["label"]] == [case["pp"]] * 3
     fit = results["setup"]["calibration"]["lengths"]
     assert fit["tokenizer_sha256"] == lengths.FileTokenizer(file).sha256
@@ -92,8 +92,8 @@ def test_without_either_the_lengths_are_an_estimate_and_say_why(start_sim):
     sim = start_sim("--vocab", "syllable", "--no-tokenize", "--instant")
     results = bench(sim, pp=(128, 1000))
     fit = results["setup"]["calibration"]["lengths"]
-    assert fit["method"] == evidence.O200K_CALIBRATED and "did not answer" in fit["reason"]
-    assert {c["prompt_lengths"] for c in results["cases"]} == {evidence.O200K_CALIBRATED}
+    assert fit["method"] == lengths.O200K_CALIBRATED and "did not answer" in fit["reason"]
+    assert {c["prompt_lengths"] for c in results["cases"]} == {lengths.O200K_CALIBRATED}
     spread = {n for counts in counted_by_server(sim, results).values() for n in counts}
     assert spread - {128, 1000}  # the estimate misses on this vocabulary: what --tokenizer is for
 

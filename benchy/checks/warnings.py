@@ -561,7 +561,7 @@ def prompt_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
     if not missed:
         return
     longer = facts.n_prompt_longer
-    estimate = case.prompt_lengths == evidence.O200K_CALIBRATED
+    estimate = case.prompt_lengths == evidence.LENGTHS_O200K
     if estimate and 0 < longer < missed:
         return
     counted = int(stats.median(facts.prompt_missed_tokens))

@@ -33,7 +33,9 @@ from typing import Protocol
 import numpy as np
 
 from benchy.measure import tokenizer
-from benchy.measure.evidence import O200K_CALIBRATED, SERVER_TOKENIZE, TOKENIZER_FILE
+from benchy.measure.evidence import LENGTHS_O200K as O200K_CALIBRATED
+from benchy.measure.evidence import LENGTHS_SERVER_TOKENIZE as SERVER_TOKENIZE
+from benchy.measure.evidence import LENGTHS_TOKENIZER_FILE as TOKENIZER_FILE
 
 # Fewer one-token words than these and the fit is not used: nonces would repeat too soon, and
 # bodies drawn from too few words would share cache blocks.

@@ -84,10 +84,10 @@ PROMPT_LENGTH_SLACK = 8
 
 # How a run's prompt lengths were made (load/lengths.py): counted by the server's /tokenize or
 # by --tokenizer (exact), else benchy's o200k count calibrated on usage (an estimate).
-SERVER_TOKENIZE = "server_tokenize"
-TOKENIZER_FILE = "tokenizer_file"
-O200K_CALIBRATED = "o200k_calibrated"
-LENGTH_METHODS = (SERVER_TOKENIZE, TOKENIZER_FILE, O200K_CALIBRATED)
+LENGTHS_SERVER_TOKENIZE = "server_tokenize"
+LENGTHS_TOKENIZER_FILE = "tokenizer_file"
+LENGTHS_O200K = "o200k_calibrated"
+LENGTH_METHODS = (LENGTHS_SERVER_TOKENIZE, LENGTHS_TOKENIZER_FILE, LENGTHS_O200K)
 
 
 # ---------------------------------------------------------------- texts and local counts
