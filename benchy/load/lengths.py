@@ -41,6 +41,10 @@ from benchy.measure.evidence import LENGTHS_TOKENIZER_FILE as TOKENIZER_FILE
 # bodies drawn from too few words would share cache blocks.
 MIN_BODY_WORDS = 24
 MIN_NONCE_WORDS = 16
+# Each word is counted after this one, less this one's count: a word inside a text, as in a
+# prompt (a SentencePiece vocabulary adds a space before a text's first piece, so " the" alone
+# is two tokens there and one after another word).
+ANCHOR = "the"
 STABILITY_SAMPLE_WORDS = 256  # a joined text of this many fitted words must count as many tokens
 SERVER_CONCURRENCY = 8  # /tokenize requests in flight at once
 
@@ -137,10 +141,10 @@ async def fit_words(counter: TokenCounter) -> LengthFit:
     when joined (a long text of them counts as many tokens as it has words); the o200k fit
     with the reason when there are too few, or the counter cannot answer."""
     candidates = tokenizer.filler_words()
-    costs = await counter.count([" " + w for w in candidates])
-    if costs is None:
+    counts = await counter.count([ANCHOR] + [ANCHOR + " " + w for w in candidates])
+    if counts is None:
         return LengthFit(reason=f"{counter.method} did not answer")
-    ones = tuple(w for w, c in zip(candidates, costs) if c == 1)
+    ones = tuple(w for w, c in zip(candidates, counts[1:]) if c - counts[0] == 1)
     nonce = tuple(w for w in tokenizer.nonce_words() if w in ones)
     if len(ones) < MIN_BODY_WORDS or len(nonce) < MIN_NONCE_WORDS:
         return LengthFit(
@@ -149,9 +153,9 @@ async def fit_words(counter: TokenCounter) -> LengthFit:
         )
     picks = np.random.default_rng(0).integers(0, len(ones), size=STABILITY_SAMPLE_WORDS)
     sample = "".join(" " + ones[i] for i in picks)
-    joined = await counter.count([sample])
-    if joined is None or joined[0] != STABILITY_SAMPLE_WORDS:
-        got = "no answer" if joined is None else f"{joined[0]} tokens"
+    joined = await counter.count([ANCHOR, ANCHOR + sample])
+    if joined is None or joined[1] - joined[0] != STABILITY_SAMPLE_WORDS:
+        got = "no answer" if joined is None else f"{joined[1] - joined[0]} tokens"
         return LengthFit(reason=f"{STABILITY_SAMPLE_WORDS} one-token words joined counted {got}: not stable")
     return LengthFit(
         method=counter.method, words=ones, nonce_words=nonce, tokenizer_sha256=getattr(counter, "sha256", None)
