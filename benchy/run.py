@@ -324,7 +324,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         settings.announce(_banner(identity, settings, metrics_status, gpus))
     state.phase = "calibrating prompt lengths (before the first case)"
     progress.note(f"calibrating prompt lengths against {model} …")
-    lengths = await fit_lengths(client, settings.tokenizer)  # which words are one server token
+    lengths = await fit_lengths(client, settings.tokenizer, settings.endpoint)  # which words are one server token
     calibrations = {ep: await calibrate(client, ep, salt, settings.template, lengths) for ep in endpoints}
     for ep, longest in _longest_prompts(settings).items():
         calibrations[ep] = await check_length(client, ep, calibrations[ep], salt, longest, settings.template)

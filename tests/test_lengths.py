@@ -88,14 +88,27 @@ def test_without_tokenize_the_tokenizer_file_makes_every_request_its_target(star
     assert fit["tokenizer_sha256"] == lengths.FileTokenizer(file).sha256
 
 
-def test_without_either_the_lengths_are_an_estimate_and_say_why(start_sim):
+def test_without_tokenize_the_servers_usage_fits_the_words(start_sim):
     sim = start_sim("--vocab", "syllable", "--no-tokenize", "--instant")
     results = bench(sim, pp=(128, 1000))
+    assert results["setup"]["calibration"]["lengths"]["method"] == lengths.SERVER_USAGE
+    for case in results["cases"]:
+        assert case["prompt_lengths"] == lengths.SERVER_USAGE
+        assert counted_by_server(sim, results)[case["label"]] == [case["pp"]] * 3
+
+
+def test_a_tokenizer_that_keeps_no_word_whole_leaves_the_estimate_and_says_why(start_sim, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Split(tokenizers.Regex("."), behavior="isolated")  # a character each
+    tok.save(str(tmp_path / "tokenizer.json"))
+    sim = start_sim("--vocab", "syllable", "--no-tokenize", "--instant")
+    results = bench(sim, pp=(128, 1000), tokenizer_file=str(tmp_path / "tokenizer.json"))
     fit = results["setup"]["calibration"]["lengths"]
-    assert fit["method"] == lengths.O200K_CALIBRATED and "did not answer" in fit["reason"]
+    assert fit["method"] == lengths.O200K_CALIBRATED and fit["reason"].startswith("only 0 of")
     assert {c["prompt_lengths"] for c in results["cases"]} == {lengths.O200K_CALIBRATED}
     spread = {n for counts in counted_by_server(sim, results).values() for n in counts}
-    assert spread - {128, 1000}  # the estimate misses on this vocabulary: what --tokenizer is for
+    assert spread - {128, 1000}  # the estimate misses on this server's vocabulary
 
 
 def test_a_minority_counted_longer_qualifies_those_requests_not_the_case(start_sim):

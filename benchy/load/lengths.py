@@ -35,6 +35,7 @@ import numpy as np
 from benchy.measure import tokenizer
 from benchy.measure.evidence import LENGTHS_O200K as O200K_CALIBRATED
 from benchy.measure.evidence import LENGTHS_SERVER_TOKENIZE as SERVER_TOKENIZE
+from benchy.measure.evidence import LENGTHS_SERVER_USAGE as SERVER_USAGE
 from benchy.measure.evidence import LENGTHS_TOKENIZER_FILE as TOKENIZER_FILE
 
 # Fewer one-token words than these and the fit is not used: nonces would repeat too soon, and
@@ -76,6 +77,37 @@ class ServerTokenizer:
         async def one(text: str) -> int | None:
             async with gate:
                 return await self.client.server_token_count(text)  # type: ignore[attr-defined]
+
+        counts = await asyncio.gather(*(one(t) for t in texts))
+        if any(c is None for c in counts):
+            return None
+        return [int(c) for c in counts if c is not None]
+
+
+@dataclass
+class UsageCounter:
+    """The server's usage.prompt_tokens of one-token requests, for a server without /tokenize:
+    each count includes the chat template's tokens, the same for every text, which fit_words
+    takes away (it only reads differences). Costs a request a text: fit_words asks two when
+    every word is one token, one a word otherwise."""
+
+    client: object
+    endpoint: str
+    method: str = SERVER_USAGE
+
+    async def count(self, texts: Sequence[str]) -> list[int] | None:
+        from benchy.client.stream import ServerError  # not at import time: workers load this module
+
+        gate = asyncio.Semaphore(SERVER_CONCURRENCY)
+
+        async def one(text: str) -> int | None:
+            async with gate:
+                try:
+                    usage = await self.client.usage_of(text, self.endpoint)  # type: ignore[attr-defined]
+                except (ServerError, KeyError, TypeError):
+                    return None
+            counted = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+            return counted if isinstance(counted, int) else None
 
         counts = await asyncio.gather(*(one(t) for t in texts))
         if any(c is None for c in counts):
@@ -141,10 +173,16 @@ async def fit_words(counter: TokenCounter) -> LengthFit:
     when joined (a long text of them counts as many tokens as it has words); the o200k fit
     with the reason when there are too few, or the counter cannot answer."""
     candidates = tokenizer.filler_words()
-    counts = await counter.count([ANCHOR] + [ANCHOR + " " + w for w in candidates])
-    if counts is None:
+    whole = await counter.count([ANCHOR, ANCHOR + "".join(" " + w for w in candidates)])
+    if whole is None:
         return LengthFit(reason=f"{counter.method} did not answer")
-    ones = tuple(w for w, c in zip(candidates, counts[1:]) if c - counts[0] == 1)
+    if whole[1] - whole[0] == len(candidates):  # every word one token: no need to ask each
+        ones = candidates
+    else:
+        counts = await counter.count([ANCHOR + " " + w for w in candidates])
+        if counts is None:
+            return LengthFit(reason=f"{counter.method} did not answer")
+        ones = tuple(w for w, c in zip(candidates, counts) if c - whole[0] == 1)
     nonce = tuple(w for w in tokenizer.nonce_words() if w in ones)
     if len(ones) < MIN_BODY_WORDS or len(nonce) < MIN_NONCE_WORDS:
         return LengthFit(
@@ -162,8 +200,12 @@ async def fit_words(counter: TokenCounter) -> LengthFit:
     )
 
 
-async def fit_lengths(client, tokenizer_file: str | None) -> LengthFit:
+async def fit_lengths(client, tokenizer_file: str | None, endpoint: str = "chat") -> LengthFit:
     """The run's length source: --tokenizer when given, else the server's /tokenize, else
-    (None answered, or too few words fit) the calibrated o200k count."""
-    counter: TokenCounter = FileTokenizer(tokenizer_file) if tokenizer_file else ServerTokenizer(client)
-    return await fit_words(counter)
+    its usage of tiny requests, else (too few words fit) the calibrated o200k count."""
+    if tokenizer_file:
+        return await fit_words(FileTokenizer(tokenizer_file))
+    fit = await fit_words(ServerTokenizer(client))
+    if fit.words is None and fit.reason == f"{SERVER_TOKENIZE} did not answer":
+        fit = await fit_words(UsageCounter(client, endpoint))
+    return fit

@@ -86,8 +86,9 @@ PROMPT_LENGTH_SLACK = 8
 # by --tokenizer (exact), else benchy's o200k count calibrated on usage (an estimate).
 LENGTHS_SERVER_TOKENIZE = "server_tokenize"
 LENGTHS_TOKENIZER_FILE = "tokenizer_file"
+LENGTHS_SERVER_USAGE = "server_usage"  # words fitted on the usage of tiny requests
 LENGTHS_O200K = "o200k_calibrated"
-LENGTH_METHODS = (LENGTHS_SERVER_TOKENIZE, LENGTHS_TOKENIZER_FILE, LENGTHS_O200K)
+LENGTH_METHODS = (LENGTHS_SERVER_TOKENIZE, LENGTHS_TOKENIZER_FILE, LENGTHS_SERVER_USAGE, LENGTHS_O200K)
 
 
 # ---------------------------------------------------------------- texts and local counts
