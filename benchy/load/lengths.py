@@ -1,4 +1,4 @@
-"""Where a prompt's length in the *server's* tokens comes from: one small interface, three sources.
+"""Where a prompt's length in the *server's* tokens comes from: one small interface, four sources.
 
 Why: benchy's prompts are made of common English words, each one o200k token; a server whose
 vocabulary splits some of them (a small BPE, a 32k SentencePiece, a non-English-first one)
@@ -7,18 +7,22 @@ server's own tokenizer, before the case, shows which words are one token there; 
 only of those are exactly as long as they are words, on that server, with no fitting error.
 
 `TokenCounter` is the interface: `await counter.count(texts)` → each text's length in the
-server's tokens (no special tokens added), or None when the source cannot answer. Its sources,
-best first:
+server's tokens (no special tokens added; UsageCounter's include the chat template's, the same
+for every text), or None when the source cannot answer. Its sources, best first:
 
-  - `ServerTokenizer`: the server's own POST /tokenize (llama.cpp, vLLM, SGLang), the texts
-    asked concurrently, before the case (never on the hot path);
   - `FileTokenizer`: `--tokenizer FILE|DIR`, a Hugging Face tokenizer.json (or a local model
     folder holding one) read with the `tokenizers` library (the `benchy[tokenizer]` extra,
-    imported only here and only when asked; offline);
-  - neither: benchy's o200k count, calibrated on the server's usage (prompts.calibrate).
+    imported only here and only when asked; offline); `count_now` counts without a loop;
+  - `ServerTokenizer`: the server's own POST /tokenize (llama.cpp, vLLM, SGLang), the texts
+    asked concurrently, before the case (never on the hot path);
+  - `UsageCounter`: a server without /tokenize, through the usage of one-token requests;
+  - none fits: benchy's o200k count, calibrated on the server's usage (prompts.calibrate).
 
 `fit_words` asks a counter for the cost of each filler word and keeps the ones that are one
-token there; `LengthFit` is what a run keeps of it (which source, how many words, which).
+token there; `LengthFit` is what a run keeps of it (which source, how many words, which), and
+prompts.Calibration carries it to every PromptFactory. A dataset's "fitted" mode can cut real
+text to a length with the same counter: count candidate cuts in one batch, keep the one at the
+target.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        and retried_kind; metric first_chunk_lead_s
   1.13 setup.event_loop: the event loop the requests ran on ('uvloop 0.23.0' or 'asyncio')
   1.14 setup.calibration(s).lengths and case.prompt_lengths: how prompt lengths were made
-       (server_tokenize | tokenizer_file | o200k_calibrated; load/lengths.py, issue 35)
+       (server_tokenize | tokenizer_file | server_usage | o200k_calibrated; load/lengths.py, issue 35)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -178,10 +178,11 @@ class LengthCheck(Saved):
 
 @dataclass
 class PromptLengths(Saved):
-    """Where prompt lengths came from (load/lengths.py): the server's /tokenize or --tokenizer
-    (each word one server token: exact), else benchy's o200k count calibrated on usage."""
+    """Where prompt lengths came from (load/lengths.py): the server's /tokenize, --tokenizer or
+    the server's usage of tiny requests (each word one server token: exact), else benchy's o200k
+    count calibrated on usage (an estimate)."""
 
-    method: str = _opt("server_tokenize | tokenizer_file | o200k_calibrated", "o200k_calibrated")
+    method: str = _opt("server_tokenize | tokenizer_file | server_usage | o200k_calibrated", "o200k_calibrated")
     words: int | None = _opt("filler words found one server token each (exact methods)", omit=True)
     reason: str | None = _opt("why a tokenizer's fit was not used", omit=True)
     tokenizer_sha256: str | None = _opt("--tokenizer's file", omit=True)
@@ -419,7 +420,8 @@ class CaseResult(Saved):
     )
     cache_reset: CacheReset | None = _opt("(1.10) --cache-reset before this case", omit=True)
     prompt_lengths: str | None = _opt(
-        "(1.14) how this case's prompt lengths were made: server_tokenize | tokenizer_file | o200k_calibrated",
+        "(1.14) how this case's prompt lengths were made: server_tokenize | tokenizer_file | server_usage "
+        "| o200k_calibrated",
         omit=True,
     )
 
