@@ -559,11 +559,18 @@ def _setup(settings: RunSettings, model: str, version: str | None, calibrations:
         "warmup": settings.warmup,
         "calibration": main_cal.to_dict(),
         "calibrations": {ep: c.to_dict() for ep, c in calibrations.items()},
-        "tokenizer": "o200k_base (offline), calibrated to the server's usage counts",
+        "tokenizer": _tokenizer_text(main_cal),
         "load": settings.load.to_dict(),
         **_ceiling_setup(settings.ceiling, model),
         **_template_setup(settings),
     }
+
+
+def _tokenizer_text(cal: Calibration) -> str:
+    """setup.tokenizer: what counted the prompts (load/lengths.py)."""
+    if cal.lengths.words is None:
+        return "o200k_base (offline), calibrated to the server's usage counts"
+    return f"o200k_base (offline), on words one token each by {cal.lengths.method}"
 
 
 def _template_setup(settings: RunSettings) -> dict:

@@ -25,7 +25,7 @@ from tests.test_checks import measured, run_cli, truth_of
 PP = (64, 128, 300, 1000)
 
 
-def bench(sim, pp=PP, runs=3, tokenizer_file=None) -> dict:
+def bench(sim, pp=PP, runs=3, tokenizer_file=None, output=None) -> dict:
     settings = run_mod.RunSettings(
         client=ClientSettings(base_url=sim.base_url),
         cases=sweep(list(pp), [4], [1]),
@@ -33,6 +33,7 @@ def bench(sim, pp=PP, runs=3, tokenizer_file=None) -> dict:
         warmup=1,
         progress=False,
         tokenizer=tokenizer_file,
+        output_dir=output,
         load=LoadSettings(),
     )
     return run_mod.execute(settings).to_dict()
@@ -65,9 +66,9 @@ def test_the_syllable_vocabulary_is_unlike_o200k():
         vocab.use("word")
 
 
-def test_with_the_servers_tokenize_every_request_is_its_target(start_sim):
+def test_with_the_servers_tokenize_every_request_is_its_target(start_sim, tmp_path):
     sim = start_sim("--vocab", "syllable", "--instant")
-    results = bench(sim)
+    results = bench(sim, output=tmp_path)
     for case in results["cases"]:
         assert case["prompt_lengths"] == lengths.SERVER_TOKENIZE
         assert counted_by_server(sim, results)[case["label"]] == [case["pp"]] * 3
@@ -75,6 +76,7 @@ def test_with_the_servers_tokenize_every_request_is_its_target(start_sim):
     assert fit["method"] == lengths.SERVER_TOKENIZE
     assert lengths.MIN_BODY_WORDS <= fit["words"] < len(tokenizer.filler_words())  # the splitting words left out
     assert "prompt_length_mismatch" not in {w["code"] for w in results["warnings"]}
+    assert "| Prompt lengths | exact: counted by the server's /tokenize" in (tmp_path / "report.md").read_text()
 
 
 def test_without_tokenize_the_tokenizer_file_makes_every_request_its_target(start_sim, tmp_path):
