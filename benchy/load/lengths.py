@@ -62,6 +62,8 @@ class TokenCounter(Protocol):
     """Counts texts in the server's tokens (no special tokens)."""
 
     method: str  # one of evidence.LENGTH_METHODS
+    # True: each count also holds the chat template's tokens, the same for every text (usage)
+    includes_template: bool
 
     async def count(self, texts: Sequence[str]) -> list[int] | None:
         """Each text's token count, in order; None when the source cannot answer."""
@@ -74,6 +76,7 @@ class ServerTokenizer:
 
     client: object
     method: str = SERVER_TOKENIZE
+    includes_template: bool = False
 
     async def count(self, texts: Sequence[str]) -> list[int] | None:
         gate = asyncio.Semaphore(SERVER_CONCURRENCY)
@@ -98,6 +101,7 @@ class UsageCounter:
     client: object
     endpoint: str
     method: str = SERVER_USAGE
+    includes_template: bool = True
 
     async def count(self, texts: Sequence[str]) -> list[int] | None:
         from benchy.client.stream import ServerError  # not at import time: workers load this module
@@ -123,6 +127,7 @@ class FileTokenizer:
     """A Hugging Face tokenizer.json (or a folder holding one), read offline."""
 
     method = TOKENIZER_FILE
+    includes_template = False
 
     def __init__(self, path: str | Path) -> None:
         try:
@@ -207,9 +212,15 @@ async def fit_words(counter: TokenCounter) -> LengthFit:
 async def fit_lengths(client, tokenizer_file: str | None, endpoint: str = "chat") -> LengthFit:
     """The run's length source: --tokenizer when given, else the server's /tokenize, else
     its usage of tiny requests, else (too few words fit) the calibrated o200k count."""
+    return await fit_words(await best_counter(client, tokenizer_file, endpoint))
+
+
+async def best_counter(client, tokenizer_file: str | None, endpoint: str = "chat") -> TokenCounter:
+    """The best counter this server allows: --tokenizer when given, else its /tokenize when it
+    answers, else its usage (`client`: a benchy.client.stream.Client, model chosen)."""
     if tokenizer_file:
-        return await fit_words(FileTokenizer(tokenizer_file))
-    fit = await fit_words(ServerTokenizer(client))
-    if fit.words is None and fit.reason == f"{SERVER_TOKENIZE} did not answer":
-        fit = await fit_words(UsageCounter(client, endpoint))
-    return fit
+        return FileTokenizer(tokenizer_file)
+    server = ServerTokenizer(client)
+    if await server.count([ANCHOR]) is not None:
+        return server
+    return UsageCounter(client, endpoint)
