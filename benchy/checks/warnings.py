@@ -544,8 +544,8 @@ PROMPT_LONGER_HINT = (
     "system prompt, a chat template that differs from the one calibration measured)."
 )
 ESTIMATE_HINT = (
-    " benchy's lengths here are an o200k estimate (no /tokenize): give the model's tokenizer with "
-    "--tokenizer FILE|DIR to make every prompt exact."
+    " benchy's lengths here are an o200k estimate (setup.calibration.lengths says why no exact "
+    "source fit); the model's own tokenizer, --tokenizer FILE|DIR, may fit where the server's did not."
 )
 
 

@@ -21,7 +21,8 @@ Lengths are counted with benchy's offline o200k_base tokenizer, then calibrated 
 server's own count: the server sees `scale × local + overhead` tokens, where overhead is the
 chat template and scale absorbs a different tokenizer. Two calibration requests (short and
 long, each with its own nonce) fit both. Where the server's tokenizer can be asked (its
-/tokenize, or --tokenizer), the words are first cut to those that are one token there
+/tokenize, --tokenizer, or its usage of tiny requests), the words are first cut to those that
+are one token there
 (lengths.fit_words): every word is then one token on both sides, the scale is 1 and each
 prompt is exactly its target; otherwise the o200k estimate stands (within a few % on an
 English BPE, more on a vocabulary that splits common words).
