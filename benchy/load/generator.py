@@ -125,6 +125,7 @@ def case_requests(
             if shared
             else None,
             local_token_scale=prompts.calibration.text_scale,
+            prompt_slack=prompts.calibration.prompt_slack,
         )
         return planned(plan, rec, prompt, case.tg, body, None if warm or offsets is None else offsets[i])
 

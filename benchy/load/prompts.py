@@ -43,7 +43,7 @@ import numpy as np
 from benchy.client import harmony
 from benchy.load.lengths import LengthFit
 from benchy.measure import tokenizer
-from benchy.measure.evidence import prompt_length_missed
+from benchy.measure.evidence import EXACT_PROMPT_SLACK, prompt_length_missed
 
 # Between a shared context and what follows it: a piece of its own, so the context's last
 # token is the same whether the context is sent alone or with a request after it.
@@ -124,6 +124,11 @@ class Calibration:
     output_method: str | None = None  # "tokenize" | "usage"
     # Where the lengths come from, and the words that are one server token each (lengths.py)
     lengths: LengthFit = LengthFit()
+
+    @property
+    def prompt_slack(self) -> int | None:
+        """How far the server's count of a prompt may be from its target (records.prompt_slack)."""
+        return EXACT_PROMPT_SLACK if self.lengths.words is not None else None
 
     @property
     def text_scale(self) -> float:
@@ -368,5 +373,6 @@ async def check_length(
     except ServerError as exc:  # the server's own answer, one line
         return replace(calibration, length_check={"target_tokens": longest, "error": str(exc)})
     counted = usage["prompt_tokens"]
-    found = {"target_tokens": longest, "server_tokens": counted, "missed": prompt_length_missed(longest, counted)}
+    missed = prompt_length_missed(longest, counted, calibration.prompt_slack)
+    found = {"target_tokens": longest, "server_tokens": counted, "missed": missed}
     return replace(calibration, length_check=found)

@@ -218,7 +218,9 @@ def prefill_tps(rec: RequestRecord) -> float | Unavailable:
         return first
     if rec.prompt_tokens is None:
         return Unavailable(NO_PROMPT_TOKENS, "server reported no prompt token count")
-    if rec.target_prompt_tokens and evidence.prompt_length_missed(rec.target_prompt_tokens, rec.prompt_tokens):
+    if rec.target_prompt_tokens and evidence.prompt_length_missed(
+        rec.target_prompt_tokens, rec.prompt_tokens, rec.prompt_slack
+    ):
         way = "more" if rec.prompt_tokens > rec.target_prompt_tokens else "fewer"
         return Unavailable(
             PROMPT_LENGTH_MISSED,

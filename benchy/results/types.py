@@ -44,7 +44,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        and retried_kind; metric first_chunk_lead_s
   1.13 setup.event_loop: the event loop the requests ran on ('uvloop 0.23.0' or 'asyncio')
   1.14 setup.calibration(s).lengths and case.prompt_lengths: how prompt lengths were made
-       (server_tokenize | tokenizer_file | server_usage | o200k_calibrated; load/lengths.py, issue 35)
+       (server_tokenize | tokenizer_file | server_usage | o200k_calibrated; load/lengths.py, issue 35);
+       request prompt_slack: how far the server's prompt count may miss the target (2 where exact)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
