@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-realserver test-ray test-vllm lint bench bench-scale bench-client bench-ray schema clean
+.PHONY: install demo test test-fast test-realserver test-ray test-vllm lint bench bench-scale bench-client bench-ray bench-prompts schema clean
 
 install: $(STAMP)
 
@@ -96,6 +96,11 @@ bench-client: install
 bench-ray: install
 	$(BIN)/python -m pip install --quiet -e '.[ray]'
 	$(BIN)/python benchmarks/bench_ray.py $(BENCH_RAY_ARGS)
+
+# Building the prompts of 10,000 requests (pp 64 … 2048), with benchy's words and with words fitted
+# to a tokenizer that splits most of them, each then counted (benchmarks/bench_prompts.py; < 5 s).
+bench-prompts: install
+	$(BIN)/python benchmarks/bench_prompts.py
 
 # The JSON Schema of results.json, generated from the typed results (tests/test_schema.py checks it).
 schema: install

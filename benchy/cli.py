@@ -558,6 +558,14 @@ def _template(template, reasoning_effort):
     "t/s, goodput and load figures; TTFT, inter-token latency and decode are withheld, saying why.",
 )
 @click.option(
+    "--tokenizer",
+    "tokenizer_file",
+    default=None,
+    metavar="FILE|DIR",
+    help="The model's Hugging Face tokenizer.json (or a local model folder holding one), for exact prompt "
+    "lengths on a server without /tokenize (needs benchy[tokenizer]; read offline).",
+)
+@click.option(
     "--output",
     "-o",
     type=click.Path(file_okay=False, path_type=Path),
@@ -626,6 +634,7 @@ def run(
     no_server_metrics,
     gpu_metrics,
     cache_reset,
+    tokenizer_file,
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
@@ -642,6 +651,10 @@ def run(
         template.check({c.endpoint or endpoint for c in cases}, stop)
         check_workload_endpoints(cases, endpoint)
         check_extra_bodies(cases)
+        if tokenizer_file is not None:
+            from benchy.load.lengths import FileTokenizer
+
+            FileTokenizer(tokenizer_file)  # read once here: a bad file is one line and exit 2
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     for text, reason in template.risky_stops(stop):
@@ -671,6 +684,7 @@ def run(
         server_metrics=not no_server_metrics,
         gpu_metrics=gpu_metrics,
         cache_reset=cache_reset,
+        tokenizer=tokenizer_file,
         announce=None if quiet else lambda line: click.echo(line, err=True),
         report=not no_report,
         **limits,

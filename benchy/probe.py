@@ -45,6 +45,7 @@ import numpy as np
 from benchy import __version__
 from benchy.client import loop as event_loop
 from benchy.client.stream import Client, ClientSettings, redact_url
+from benchy.load.lengths import fit_lengths
 from benchy.load.plan import PlannedRequest, exact_length_options
 from benchy.load.prompts import Prompt, PromptFactory, calibrate
 from benchy.load.send import Closed, send
@@ -481,7 +482,8 @@ async def _probe_with(settings: ProbeSettings, client: Client, model: str, gpus)
     identity = await server_mod.identify(client, client.base, model)
     context = identity.context_length
     salt = secrets.token_hex(6)
-    calibration = await calibrate(client, settings.endpoint, salt)
+    fit = await fit_lengths(client, None, settings.endpoint)  # the words one server token each
+    calibration = await calibrate(client, settings.endpoint, salt, lengths=fit)
     prompts = PromptFactory(calibration, salt=f"{salt}probe")
     setup = _setup(settings, model, await client.server_version(), context, calibration.to_dict())
     setup["context_source"] = identity.context_source

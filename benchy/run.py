@@ -28,6 +28,7 @@ from benchy.client.extra_body import redacted_body as redacted_extra_body
 from benchy.client.stream import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
 from benchy.load.alone import alone_requests, send_alone
 from benchy.load.generator import run_case
+from benchy.load.lengths import fit_lengths
 from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
 from benchy.load.progress import Progress
@@ -70,6 +71,7 @@ class RunSettings:
     server_metrics: bool = True  # scrape /metrics around each case (--no-server-metrics: off)
     gpu_metrics: str | None = None  # --gpu-metrics: a dcgm-exporter URL or "nvml" (server/gpu.py)
     cache_reset: bool = False  # --cache-reset: empty the server's prefix cache before each case
+    tokenizer: str | None = None  # --tokenizer: the model's tokenizer.json (or its folder), for exact lengths
     announce: Callable[[str], None] | None = None  # gets the one-line start banner
     report: bool = True  # with output_dir: report.md, figures and results.csv beside results.json
 
@@ -323,7 +325,8 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         settings.announce(_banner(identity, settings, metrics_status, gpus))
     state.phase = "calibrating prompt lengths (before the first case)"
     progress.note(f"calibrating prompt lengths against {model} …")
-    calibrations = {ep: await calibrate(client, ep, salt, settings.template) for ep in endpoints}
+    lengths = await fit_lengths(client, settings.tokenizer, settings.endpoint)  # which words are one server token
+    calibrations = {ep: await calibrate(client, ep, salt, settings.template, lengths) for ep in endpoints}
     for ep, longest in _longest_prompts(settings).items():
         calibrations[ep] = await check_length(client, ep, calibrations[ep], salt, longest, settings.template)
     state.setup = _setup(settings, model, _version_text(identity), calibrations)
@@ -558,11 +561,18 @@ def _setup(settings: RunSettings, model: str, version: str | None, calibrations:
         "warmup": settings.warmup,
         "calibration": main_cal.to_dict(),
         "calibrations": {ep: c.to_dict() for ep, c in calibrations.items()},
-        "tokenizer": "o200k_base (offline), calibrated to the server's usage counts",
+        "tokenizer": _tokenizer_text(main_cal),
         "load": settings.load.to_dict(),
         **_ceiling_setup(settings.ceiling, model),
         **_template_setup(settings),
     }
+
+
+def _tokenizer_text(cal: Calibration) -> str:
+    """setup.tokenizer: what counted the prompts (load/lengths.py)."""
+    if cal.lengths.words is None:
+        return "o200k_base (offline), calibrated to the server's usage counts"
+    return f"o200k_base (offline), on words one token each by {cal.lengths.method}"
 
 
 def _template_setup(settings: RunSettings) -> dict:

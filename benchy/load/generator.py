@@ -126,6 +126,7 @@ def case_requests(
             else None,
             local_token_scale=prompts.calibration.text_scale,
             local_scale_from_usage=prompts.calibration.text_scale_from_usage,
+            prompt_slack=prompts.calibration.prompt_slack,
         )
         return planned(plan, rec, prompt, case.tg, body, None if warm or offsets is None else offsets[i])
 

@@ -20,7 +20,12 @@ history, a trace's equal block ids.
 Lengths are counted with benchy's offline o200k_base tokenizer, then calibrated against the
 server's own count: the server sees `scale × local + overhead` tokens, where overhead is the
 chat template and scale absorbs a different tokenizer. Two calibration requests (short and
-long, each with its own nonce) fit both, so that the server sees the target within ±1%.
+long, each with its own nonce) fit both. Where the server's tokenizer can be asked (its
+/tokenize, --tokenizer, or its usage of tiny requests), the words are first cut to those that
+are one token there
+(lengths.fit_words): every word is then one token on both sides, the scale is 1 and each
+prompt is exactly its target; otherwise the o200k estimate stands (within a few % on an
+English BPE, more on a vocabulary that splits common words).
 A third (`check_length`), at the run's longest prompt, catches a server that keeps only the
 last N tokens of a prompt (Ollama's num_ctx, truncate_prompt_tokens, context shifting) before
 any figure is measured on a prompt it never read.
@@ -28,6 +33,7 @@ any figure is measured on a prompt it never read.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 from dataclasses import dataclass, replace
@@ -35,8 +41,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from benchy.client import harmony
+from benchy.load.lengths import LengthFit
 from benchy.measure import tokenizer
-from benchy.measure.evidence import prompt_length_missed
+from benchy.measure.evidence import EXACT_PROMPT_SLACK, prompt_length_missed
 from benchy.measure.records import RequestRecord
 
 # Between a shared context and what follows it: a piece of its own, so the context's last
@@ -118,6 +125,13 @@ class Calibration:
     # from the server's /tokenize of an answer, else from its usage; None: not measured.
     output_scale: float | None = None
     output_method: str | None = None  # "tokenize" | "usage"
+    # Where the lengths come from, and the words that are one server token each (lengths.py)
+    lengths: LengthFit = LengthFit()
+
+    @property
+    def prompt_slack(self) -> int | None:
+        """How far the server's count of a prompt may be from its target (records.prompt_slack)."""
+        return EXACT_PROMPT_SLACK if self.lengths.words is not None else None
 
     @property
     def text_scale(self) -> float:
@@ -153,6 +167,7 @@ class Calibration:
             out["length_check"] = dict(self.length_check)
         if self.output_scale is not None:
             out["output_scale"], out["output_method"] = round(self.output_scale, 5), self.output_method
+        out["lengths"] = self.lengths.to_dict()
         return out
 
     def covers(self, server_tokens: int) -> bool:
@@ -181,7 +196,7 @@ class PromptFactory:
     def next_nonce(self) -> str:
         self._counter += 1
         digest = hashlib.blake2b(f"{self.salt}-{self._counter}".encode(), digest_size=16).digest()
-        words = tokenizer.nonce_words()
+        words = self.calibration.lengths.nonce_words or tokenizer.nonce_words()
         # The first word steps with the counter, so consecutive requests differ at their very
         # first token (a token-level cache like llama.cpp's would otherwise reuse a shared
         # first word); the other seven come from the hash. A leading space keeps every word
@@ -208,7 +223,7 @@ class PromptFactory:
                 f"alone take about {server_tokens - body} tokens"
             )
         text = head + self._body(body)
-        total = tokenizer.count(text)
+        total = (tokenizer.count(head) if head else 0) + body  # the body's words: one token each, a piece each
         unique = (tokenizer.count(nonce) if nonce else 0) + body if context is not None else total
         return Prompt(text=text, nonce=nonce, local_tokens=total, unique_local_tokens=unique)
 
@@ -257,16 +272,19 @@ class PromptFactory:
     def _body(self, tokens: int) -> str:
         """The text after the nonce: this request's own (see _own_text); without a nonce
         every request gets the same text, which is what --no-nonce shows."""
-        return self._own_text("body", tokens) if self.nonce else tokenizer.filler(tokens, seed=0)
+        if self.nonce:
+            return self._own_text("body", tokens)
+        words = self.calibration.lengths.words
+        return block_text("filler", tokens, words) if words else tokenizer.filler(tokens, seed=0)
 
     def _own_text(self, part: str, tokens: int) -> str:
         """`tokens` words no other prompt holds: drawn from a hash of this invocation's salt,
         the request's counter and the part, so that a cache that reuses blocks wherever they sit
         (position-independent, by content) finds nothing of one request in any other's."""
-        return block_text(f"{self.salt}/{part}/{self._counter}", tokens)
+        return block_text(f"{self.salt}/{part}/{self._counter}", tokens, self.calibration.lengths.words)
 
     def _block(self, block_id, tokens: int) -> str:
-        return block_text(f"{self.salt}/{block_id!r}", tokens)
+        return block_text(f"{self.salt}/{block_id!r}", tokens, self.calibration.lengths.words)
 
     def _context_local(self, depth: int) -> int:
         return round(depth / self.calibration.scale)
@@ -281,27 +299,42 @@ class PromptFactory:
         return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))
 
 
-def block_text(key: str, tokens: int) -> str:
+def block_text(key: str, tokens: int, words: tuple[str, ...] | None = None) -> str:
     """`tokens` one-token words drawn from a hash of `key`: equal keys give equal text (a
     shorter one is a prefix of a longer one), different keys differ from the first few tokens
-    on (100 words to choose from, so two blocks share no 16-token cache block)."""
-    words = tokenizer.filler_words()
+    on (100 words to choose from, or the server's one-token ones (lengths.fit_words), at least
+    24: two blocks share no 16-token cache block)."""
+    spaced = _spaced(words or tokenizer.filler_words())
     seed = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
-    picks = np.random.default_rng(seed).integers(0, len(words), size=tokens)
-    return "".join(" " + words[i] for i in picks)
+    picks = np.random.default_rng(seed).integers(0, len(spaced), size=tokens)
+    return "".join(spaced[picks].tolist())
 
 
-async def calibrate(client, endpoint: str, salt: str, template: Template = Template()) -> Calibration:
+@functools.lru_cache(maxsize=8)
+def _spaced(words: tuple[str, ...]) -> np.ndarray:
+    """The words, each with its leading space, as an array a prompt's picks index at once (a
+    Python loop over a 2,000-word prompt's words was most of its building time)."""
+    return np.array([" " + w for w in words], dtype=object)
+
+
+async def calibrate(
+    client, endpoint: str, salt: str, template: Template = Template(), lengths: LengthFit = LengthFit()
+) -> Calibration:
     """Fits the server's token count of our prompts (chat template and tokenizer included; a
     client-side --template is rendered first, so its tokens count as overhead too). `client`:
-    a benchy.client.stream.Client (its usage_of sends a one-token request and returns the usage)."""
-    prompts = PromptFactory(salt=f"{salt}cal{endpoint}").calibration_prompts()
+    a benchy.client.stream.Client (its usage_of sends a one-token request and returns the usage).
+    With `lengths` fitted (words one server token each) the line is exact: scale 1, the
+    template's tokens as overhead."""
+    prompts = PromptFactory(Calibration(lengths=lengths), salt=f"{salt}cal{endpoint}").calibration_prompts()
     usages = [
         await client.usage_of(template.render(p.text, endpoint), endpoint, template.request_options(endpoint))
         for p in prompts
     ]
-    fitted = Calibration.fit(
-        (prompts[0].local_tokens, prompts[1].local_tokens), (usages[0]["prompt_tokens"], usages[1]["prompt_tokens"])
+    fitted = replace(
+        Calibration.fit(
+            (prompts[0].local_tokens, prompts[1].local_tokens), (usages[0]["prompt_tokens"], usages[1]["prompt_tokens"])
+        ),
+        lengths=lengths,
     )
     found = await output_scale(client, endpoint, template.render(prompts[0].text, endpoint), template)
     return replace(fitted, output_scale=found[0], output_method=found[1]) if found else fitted
@@ -353,5 +386,6 @@ async def check_length(
     except ServerError as exc:  # the server's own answer, one line
         return replace(calibration, length_check={"target_tokens": longest, "error": str(exc)})
     counted = usage["prompt_tokens"]
-    found = {"target_tokens": longest, "server_tokens": counted, "missed": prompt_length_missed(longest, counted)}
+    missed = prompt_length_missed(longest, counted, calibration.prompt_slack)
+    found = {"target_tokens": longest, "server_tokens": counted, "missed": missed}
     return replace(calibration, length_check=found)

@@ -84,13 +84,27 @@ THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 PROMPT_LENGTH_TOLERANCE = 0.1
 PROMPT_LENGTH_SLACK = 8
 
+# How a run's prompt lengths were made (load/lengths.py): counted by the server's /tokenize or
+# by --tokenizer (exact), else benchy's o200k count calibrated on usage (an estimate).
+LENGTHS_SERVER_TOKENIZE = "server_tokenize"
+LENGTHS_TOKENIZER_FILE = "tokenizer_file"
+LENGTHS_SERVER_USAGE = "server_usage"  # words fitted on the usage of tiny requests
+LENGTHS_O200K = "o200k_calibrated"
+# An exact prompt (words one server token each) may still miss by a token or two where the chat
+# template joins or trims the text's first word differently (Llama-3's `| trim`).
+EXACT_PROMPT_SLACK = 2
+LENGTH_METHODS = (LENGTHS_SERVER_TOKENIZE, LENGTHS_TOKENIZER_FILE, LENGTHS_SERVER_USAGE, LENGTHS_O200K)
+
 
 # ---------------------------------------------------------------- texts and local counts
 
 
-def prompt_length_missed(target: int, counted: int) -> bool:
-    """Whether the server's prompt count is too far from the target to label the row with it."""
-    return abs(counted - target) > max(PROMPT_LENGTH_SLACK, PROMPT_LENGTH_TOLERANCE * target)
+def prompt_length_missed(target: int, counted: int, slack: int | None = None) -> bool:
+    """Whether the server's prompt count is too far from the target to label the row with it:
+    by more than `slack` tokens for a prompt fitted to the server's tokenizer, else by more than
+    the estimate's tolerance."""
+    allowed = slack if slack is not None else max(PROMPT_LENGTH_SLACK, PROMPT_LENGTH_TOLERANCE * target)
+    return abs(counted - target) > allowed
 
 
 def event_texts(text: str, chars: list[int]) -> list[str]:

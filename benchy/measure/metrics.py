@@ -231,11 +231,14 @@ def prefill_tps(rec: RequestRecord) -> float | Unavailable:
         return first
     if rec.prompt_tokens is None:
         return Unavailable(NO_PROMPT_TOKENS, "server reported no prompt token count")
-    if rec.target_prompt_tokens and evidence.prompt_length_missed(rec.target_prompt_tokens, rec.prompt_tokens):
+    if rec.target_prompt_tokens and evidence.prompt_length_missed(
+        rec.target_prompt_tokens, rec.prompt_tokens, rec.prompt_slack
+    ):
+        way = "more" if rec.prompt_tokens > rec.target_prompt_tokens else "fewer"
         return Unavailable(
             PROMPT_LENGTH_MISSED,
-            f"the server counted {rec.prompt_tokens} prompt tokens of the {rec.target_prompt_tokens} sent "
-            "(truncated?): a prefill rate of another prompt than the row's",
+            f"the server counted {rec.prompt_tokens} prompt tokens, {way} than the {rec.target_prompt_tokens} "
+            "sent: a prefill rate of another prompt than the row's",
         )
     if rec.reused_context_tokens and rec.cached_tokens is None:
         # Counting the reused context as prefilled would inflate the rate by depth / pp.

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import IO
 
 # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind; 1.3: local_scale_from_usage;
-# 1.4: streamed
-REQUESTS_SCHEMA = "benchy/requests/1.4"
+# 1.4: streamed; 1.5: prompt_slack
+REQUESTS_SCHEMA = "benchy/requests/1.5"
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
 CONTENT = "c"
@@ -117,6 +117,10 @@ class RequestRecord:
     # output token): its TTFT is what the server takes unloaded, the baseline that queueing is
     # judged against (load/alone.py). Also marked warmup: never in the case's statistics.
     alone: bool = False
+    # (1.3) Tokens the server's prompt count may miss target_prompt_tokens by before the row is
+    # another prompt's: small where the prompt's words were fitted to the server's tokenizer
+    # (load/lengths.py; a template's join), None: the o200k estimate's wider default (evidence.py).
+    prompt_slack: int | None = None
     # The server's own token count of token_event_text (its /tokenize), asked after the case
     # for a request whose count was disputed, or a few to corroborate (load/tokenize.py); None:
     # not asked, or the server has no /tokenize. Not in requests.jsonl: the record is written

@@ -30,12 +30,31 @@ def setup_lines(results: RunResult) -> list[str]:
         ),
         ("Runs per case", f"{setup.runs} (+{setup.warmup} warmup, not counted)"),
         ("Chat template", f"{template:.0f} tokens (calibrated from the server's usage)"),
+        ("Prompt lengths", prompt_lengths_text(setup.calibration.lengths if setup.calibration else None)),
         ("benchy", setup.benchy_version),
         ("Command", f"`{setup.command_line}`" if setup.command_line else None),
         ("Started (UTC)", setup.started_utc),
         ("Host", setup.host),
     ]
     return [f"| {k} | {v} |" for k, v in _without_repeats(rows) if v is not None]
+
+
+LENGTH_SOURCES = {
+    "server_tokenize": "exact: counted by the server's /tokenize",
+    "tokenizer_file": "exact: counted by --tokenizer",
+    "server_usage": "exact: counted by the server's usage of tiny requests",
+    "o200k_calibrated": "estimated: benchy's o200k count, calibrated",
+}
+
+
+def prompt_lengths_text(lengths) -> str | None:
+    """How prompt lengths were made (load/lengths.py), with why an exact source was not used."""
+    if lengths is None:
+        return None
+    text = LENGTH_SOURCES.get(lengths.method, lengths.method)
+    if lengths.words is not None:
+        text += f" ({lengths.words} filler words one token each there)"
+    return text + (f" ({lengths.reason})" if lengths.reason else "")
 
 
 def _without_repeats(rows: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:

@@ -308,6 +308,8 @@ class _Tally:
             summary[name] = None
             if not self.n_ok:
                 unavailable[name] = Unavailable(metrics.NO_SUCCESS, "no request succeeded")
+            elif _few_missed_lengths(missing, self.n_ok):  # the case's figure is the others'
+                complete.append(name)
             elif n_missing or len(measured) < self.n_ok:
                 (code, message), _ = missing.most_common(1)[0] if missing else ((metrics.LEGACY, "not measured"), 0)
                 if n_missing < self.n_ok:
@@ -318,6 +320,14 @@ class _Tally:
         made = MetricSummary.of_all([self.values[name] for name in complete] + ([self.lags] if self.lags else []))
         summary.update(zip(complete, made))  # in the registry's order, as before
         return summary, unavailable, made[-1] if self.lags else None
+
+
+def _few_missed_lengths(missing, n_ok: int) -> bool:
+    """Whether the only requests without the figure are a minority the server counted at
+    another prompt length: they are another prompt's, so they are left out, and the case's
+    figure is that of the requests it was labelled for (prompt_length_mismatch says so)."""
+    codes = {code for code, _ in missing}
+    return codes == {metrics.PROMPT_LENGTH_MISSED} and 2 * sum(missing.values()) < n_ok
 
 
 def _workload_figures(case: Case, made: CaseRows):
@@ -391,10 +401,17 @@ def run_result(
     queueing_against_concurrency_1(run.cases)
     for case in run.cases:
         case.ceiling = _case_ceiling(case, run.setup.ceiling)
+        case.prompt_lengths = _prompt_lengths(run.setup, case.endpoint)
         if case.workload is not None:
             withhold_turns(case.workload, case.unavailable)
     ttft_gains(run.cases)  # shared prefix: each against the same lengths with nothing shared
     return run
+
+
+def _prompt_lengths(setup: Setup, endpoint: str | None) -> str | None:
+    """The case's length method: its endpoint's calibration's (load/lengths.py)."""
+    cal = setup.calibrations.get(endpoint or "") or setup.calibration
+    return cal.lengths.method if cal is not None and cal.lengths is not None else None
 
 
 def withhold_buffered_trend(cases: list[CaseResult]) -> None:

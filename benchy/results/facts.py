@@ -103,6 +103,7 @@ class CaseFacts:
     n_prompt_missed: int = 0
     prompt_missed_tokens: array = field(default_factory=lambda: array("q"))
     prompt_missed_target: int | None = None
+    n_prompt_longer: int = 0  # of the missed: counted longer than sent
     # ttft_not_prefill, prefill_holds_queueing: (TTFT, server prompt s) of ok requests with timings
     pair_ttft: array = field(default_factory=lambda: array("d"))
     pair_prompt_s: array = field(default_factory=lambda: array("d"))
@@ -152,6 +153,7 @@ class CaseFacts:
                 self.prompt_missed_target = r.target_prompt_tokens
             self.n_prompt_missed += 1
             self.prompt_missed_tokens.append(r.prompt_tokens or 0)
+            self.n_prompt_longer += (r.prompt_tokens or 0) > (r.target_prompt_tokens or 0)
         pair = ttft_and_prompt(r)
         if pair:
             self.pair_ttft.append(pair[0])

@@ -47,6 +47,9 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        workload partial_reuse (and its warning's details) cause, miss_idle_min_s, hit_idle_max_s
   1.15 setup.extra_body (--extra-body, secrets as ***); setup.endpoint may be responses or messages;
        request streamed (false: --no-stream, stream-timing figures withheld with code not_streamed)
+  1.16 setup.calibration(s).lengths and case.prompt_lengths: how prompt lengths were made
+       (server_tokenize | tokenizer_file | server_usage | o200k_calibrated; load/lengths.py, issue 35);
+       request prompt_slack: how far the server's prompt count may miss the target (2 where exact)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -78,7 +81,7 @@ from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 15
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 16
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -179,6 +182,18 @@ class LengthCheck(Saved):
 
 
 @dataclass
+class PromptLengths(Saved):
+    """Where prompt lengths came from (load/lengths.py): the server's /tokenize, --tokenizer or
+    the server's usage of tiny requests (each word one server token: exact), else benchy's o200k
+    count calibrated on usage (an estimate)."""
+
+    method: str = _opt("server_tokenize | tokenizer_file | server_usage | o200k_calibrated", "o200k_calibrated")
+    words: int | None = _opt("filler words found one server token each (exact methods)", omit=True)
+    reason: str | None = _opt("why a tokenizer's fit was not used", omit=True)
+    tokenizer_sha256: str | None = _opt("--tokenizer's file", omit=True)
+
+
+@dataclass
 class Calibration(Saved):
     """How benchy's own token counts map onto the server's for one endpoint (prompts.py)."""
 
@@ -188,6 +203,7 @@ class Calibration(Saved):
     length_check: LengthCheck | None = _opt("the run's longest prompt, counted by the server", omit=True)
     output_scale: float | None = _opt("server tokens per local token of output text", omit=True)
     output_method: str | None = _opt("tokenize | usage", omit=True)
+    lengths: PromptLengths | None = _opt("(1.16) how prompt lengths were made", omit=True)
 
 
 @dataclass
@@ -409,6 +425,11 @@ class CaseResult(Saved):
         "closed loop, concurrency > 1: TTFT against the same prompt alone (1.9)", omit=True
     )
     cache_reset: CacheReset | None = _opt("(1.10) --cache-reset before this case", omit=True)
+    prompt_lengths: str | None = _opt(
+        "(1.16) how this case's prompt lengths were made: server_tokenize | tokenizer_file | server_usage "
+        "| o200k_calibrated",
+        omit=True,
+    )
 
     def server_figures(self) -> ServerCaseMetrics | None:
         """The server's /metrics figures for the case, or None (none scraped, or the window lost)."""

@@ -147,6 +147,7 @@ def stop_strings(body: dict) -> list[str]:
     raise ApiError(400, "'stop' must be a string or a list of strings")
 
 
+_PARSED = itertools.count()  # completion requests parsed so far (--hidden-prompt-every)
 _HARMONY_USER = re.compile(r"<\|start\|>user<\|message\|>(.*?)<\|end\|>", re.S)
 _HARMONY_EFFORT = re.compile(r"\A<\|start\|>system<\|message\|>[^<]*?^Reasoning: (\w+)$", re.M)
 
@@ -180,6 +181,8 @@ def bool_field(body: dict, name: str, default: bool) -> bool:
 def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Job:
     model = check_model(cfg, body)
     prompt_ids = vocab.encode(prompt_text(body, endpoint))
+    if cfg.hidden_prompt_tokens and next(_PARSED) % cfg.hidden_prompt_every == cfg.hidden_prompt_every - 1:
+        prompt_ids = vocab.encode(" hidden" * cfg.hidden_prompt_tokens) + prompt_ids  # a prompt of its own
     sent = len(prompt_ids)
     if cfg.truncate_prompt and sent > cfg.truncate_prompt:
         prompt_ids = prompt_ids[-cfg.truncate_prompt :]  # the last N tokens, as Ollama keeps them
@@ -994,5 +997,6 @@ async def serve(cfg: SimConfig) -> None:
 
 
 def run(cfg: SimConfig) -> None:
+    vocab.use(cfg.vocab)
     warm_up()
     asyncio.run(serve(cfg))

@@ -7,6 +7,7 @@ import errno
 import click
 from click.core import ParameterSource
 
+from benchy.sim import vocab
 from benchy.sim.config import (
     CACHE_MATCHES,
     FAULT_KINDS,
@@ -94,6 +95,12 @@ and the truth log: docs/sim.md.
     "--ignore-stream-options/--no-ignore-stream-options", default=False, help="No usage in streamed responses."
 )
 @click.option("--truncate-prompt", type=int, help="Keep only the last N prompt tokens (0: never).")
+@click.option("--hidden-prompt-tokens", type=int, help="A hidden system prompt of N tokens before some prompts.")
+@click.option(
+    "--hidden-prompt-every",
+    type=click.IntRange(min=1),
+    help="The hidden prompt goes before one completion request in K (the K-th, 2K-th …; default 1: all).",
+)
 @click.option(
     "--think-inline/--no-think-inline", default=False, help="Reasoning inline in content as <think>…</think>."
 )
@@ -106,6 +113,12 @@ and the truth log: docs/sim.md.
     help="The first token makes a role chunk without text (a split character); the next event has both.",
 )
 @click.option("--timings/--no-timings", default=False, help="llama.cpp-style `timings` in every response.")
+@click.option(
+    "--vocab",
+    type=click.Choice(vocab.VOCABS),
+    help="The sim's tokenizer: word (a word one token, default) or syllable (a word cut into "
+    "pieces of up to 3 letters: several tokens, unlike o200k).",
+)
 @click.option(
     "--tokenize/--no-tokenize",
     default=True,

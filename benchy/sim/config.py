@@ -66,6 +66,8 @@ class SimConfig:
     usage_scale: float = 1.0  # usage.completion_tokens claims this multiple of the tokens generated
     ignore_stream_options: bool = False  # no usage in a stream (non-streamed bodies keep theirs)
     truncate_prompt: int = 0  # keep only the last N prompt tokens (Ollama's num_ctx), 0: never
+    hidden_prompt_tokens: int = 0  # a hidden system prompt of this many tokens, put before …
+    hidden_prompt_every: int = 1  # … one completion request in this many (the K-th, 2K-th …)
     think_inline: bool = False  # reasoning inside content as <think>…</think> (no reasoning parser)
     host_copy_tps: float = 0.0  # llama.cpp host-RAM prompt cache copy before each prefill (tokens/s)
     timings: bool = False  # llama.cpp's `timings` object at the end of every response
@@ -73,6 +75,7 @@ class SimConfig:
     hold_open_s: float = 0.0  # no [DONE]: after finish_reason and usage the body stays open this long
     silent_tokens: int = 0  # the last N tokens of a response make no event (usage counts them)
     textless_first: bool = False  # the first token's text is held: its role chunk goes out alone
+    vocab: str = "word"  # the sim's tokenizer (vocab.VOCABS): "syllable" cuts words into 3-letter pieces
     tokenize: bool = True  # POST /tokenize with the sim's own vocabulary (False: 404, as many servers)
     note_tokenize: bool = False  # a truth-log line per /tokenize call: when, how many tokens
     instant: bool = False
@@ -299,7 +302,7 @@ def validate(cfg: SimConfig) -> None:
 
 
 def _validate_behaviours(cfg: SimConfig) -> None:
-    for name in ("spec_draft", "proxy_buffer_bytes", "truncate_prompt", "silent_tokens"):
+    for name in ("spec_draft", "proxy_buffer_bytes", "truncate_prompt", "silent_tokens", "hidden_prompt_tokens"):
         _require_at_least(cfg, name, 0)
     if not 0.0 <= cfg.spec_accept <= 1.0:
         raise ConfigError("--spec-accept must be between 0 and 1")

@@ -12,6 +12,12 @@ and numbers do not. The words the simulator *generates* are made-up words of two
 syllables: one token here, two in o200k, as a random-weight model's or another
 language's output is on a real server. The truth log counts in these tokens, so tests judge
 benchy's counts against what this server says, not against benchy's own tokenizer.
+
+`--vocab syllable` is a vocabulary further from o200k: a word is cut into pieces of at most
+three letters (the first with its leading space), so " the" is one token but " between" three
+(" bet", "wee", "n"); most of benchy's filler words are then several tokens, as on a small BPE
+or a vocabulary made for another language. Its generated words are three-letter ones, one
+token each. The vocabulary is the process's (each simulator is one), chosen by `use`.
 """
 
 from __future__ import annotations
@@ -35,9 +41,20 @@ SPECIAL = (
     "</think>",
 )
 _SPECIAL_IDS = {text: i for i, text in enumerate(SPECIAL)}
-_PIECE = re.compile(
-    "|".join(re.escape(s) for s in SPECIAL) + r"| ?[A-Za-z]+| ?[0-9]| ?[^\sA-Za-z0-9]|\s+",
-)
+_SPECIALS = "|".join(re.escape(s) for s in SPECIAL)
+_PATTERNS = {
+    "word": re.compile(_SPECIALS + r"| ?[A-Za-z]+| ?[0-9]| ?[^\sA-Za-z0-9]|\s+"),
+    "syllable": re.compile(_SPECIALS + r"| ?[A-Za-z]{1,3}| ?[0-9]| ?[^\sA-Za-z0-9]|\s+"),
+}
+VOCABS = tuple(_PATTERNS)
+_PIECE = _PATTERNS["word"]
+_active = "word"
+
+
+def use(name: str) -> None:
+    """Makes `name` (one of VOCABS) this process's vocabulary: prompts, /tokenize and output."""
+    global _PIECE, _active
+    _PIECE, _active = _PATTERNS[name], name
 
 
 def pieces(text: str) -> list[str]:
@@ -90,10 +107,11 @@ def output_words() -> tuple[str, ...]:
 
 
 _WORDS = tuple(_OUTPUT_WORDS.split())
+_SHORT_WORDS = tuple(sorted({w[:3] for w in _WORDS}))  # one token each under "syllable"
 
 
 def words(n: int, seed: int) -> list[str]:
     """n generated tokens, each a made-up word with its leading space, deterministic per seed."""
-    vocab = output_words()
+    vocab = output_words() if _active == "word" else _SHORT_WORDS
     rng = random.Random(seed)
     return [" " + vocab[rng.randrange(len(vocab))] for _ in range(n)]

@@ -1,0 +1,226 @@
+"""Where a prompt's length in the *server's* tokens comes from: one small interface, four sources.
+
+Why: benchy's prompts are made of common English words, each one o200k token; a server whose
+vocabulary splits some of them (a small BPE, a 32k SentencePiece, a non-English-first one)
+counts each request differently, since every request draws its own words. Counting with the
+server's own tokenizer, before the case, shows which words are one token there; prompts made
+only of those are exactly as long as they are words, on that server, with no fitting error.
+
+`TokenCounter` is the interface: `await counter.count(texts)` → each text's length in the
+server's tokens (no special tokens added; UsageCounter's include the chat template's, the same
+for every text), or None when the source cannot answer. Its sources, best first:
+
+  - `FileTokenizer`: `--tokenizer FILE|DIR`, a Hugging Face tokenizer.json (or a local model
+    folder holding one) read with the `tokenizers` library (the `benchy[tokenizer]` extra,
+    imported only here and only when asked; offline); `count_now` counts without a loop;
+  - `ServerTokenizer`: the server's own POST /tokenize (llama.cpp, vLLM, SGLang), the texts
+    asked concurrently, before the case (never on the hot path);
+  - `UsageCounter`: a server without /tokenize, through the usage of one-token requests;
+  - none fits: benchy's o200k count, calibrated on the server's usage (prompts.calibrate).
+
+`fit_words` asks a counter for the cost of each filler word and keeps the ones that are one
+token there; `LengthFit` is what a run keeps of it (which source, how many words, which), and
+prompts.Calibration carries it to every PromptFactory. A dataset's "fitted" mode can cut real
+text to a length with the same counter: count candidate cuts in one batch, keep the one at the
+target.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from benchy.measure import tokenizer
+from benchy.measure.evidence import LENGTHS_O200K as O200K_CALIBRATED
+from benchy.measure.evidence import LENGTHS_SERVER_TOKENIZE as SERVER_TOKENIZE
+from benchy.measure.evidence import LENGTHS_SERVER_USAGE as SERVER_USAGE
+from benchy.measure.evidence import LENGTHS_TOKENIZER_FILE as TOKENIZER_FILE
+
+# Fewer one-token words than these and the fit is not used: nonces would repeat too soon, and
+# bodies drawn from too few words would share cache blocks.
+MIN_BODY_WORDS = 24
+MIN_NONCE_WORDS = 16
+# Each word is counted after this one, less this one's count: a word inside a text, as in a
+# prompt (a SentencePiece vocabulary adds a space before a text's first piece, so " the" alone
+# is two tokens there and one after another word).
+ANCHOR = "the"
+STABILITY_SAMPLE_WORDS = 256  # a joined text of this many fitted words must count as many tokens
+SERVER_CONCURRENCY = 8  # /tokenize requests in flight at once
+
+
+class LengthSourceError(ValueError):
+    """A --tokenizer that cannot be read (one line, for the CLI)."""
+
+
+class TokenCounter(Protocol):
+    """Counts texts in the server's tokens (no special tokens)."""
+
+    method: str  # one of evidence.LENGTH_METHODS
+    # True: each count also holds the chat template's tokens, the same for every text (usage)
+    includes_template: bool
+
+    async def count(self, texts: Sequence[str]) -> list[int] | None:
+        """Each text's token count, in order; None when the source cannot answer."""
+        ...
+
+
+@dataclass
+class ServerTokenizer:
+    """The server's POST /tokenize, through a benchy.client.stream.Client (server_token_count)."""
+
+    client: object
+    method: str = SERVER_TOKENIZE
+    includes_template: bool = False
+
+    async def count(self, texts: Sequence[str]) -> list[int] | None:
+        gate = asyncio.Semaphore(SERVER_CONCURRENCY)
+
+        async def one(text: str) -> int | None:
+            async with gate:
+                return await self.client.server_token_count(text)  # type: ignore[attr-defined]
+
+        counts = await asyncio.gather(*(one(t) for t in texts))
+        if any(c is None for c in counts):
+            return None
+        return [int(c) for c in counts if c is not None]
+
+
+@dataclass
+class UsageCounter:
+    """The server's usage.prompt_tokens of one-token requests, for a server without /tokenize:
+    each count includes the chat template's tokens, the same for every text, which fit_words
+    takes away (it only reads differences). Costs a request a text: fit_words asks two when
+    every word is one token, one a word otherwise."""
+
+    client: object
+    endpoint: str
+    method: str = SERVER_USAGE
+    includes_template: bool = True
+
+    async def count(self, texts: Sequence[str]) -> list[int] | None:
+        from benchy.client.stream import ServerError  # not at import time: workers load this module
+
+        gate = asyncio.Semaphore(SERVER_CONCURRENCY)
+
+        async def one(text: str) -> int | None:
+            async with gate:
+                try:
+                    usage = await self.client.usage_of(text, self.endpoint)  # type: ignore[attr-defined]
+                except (ServerError, KeyError, TypeError):
+                    return None
+            counted = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+            return counted if isinstance(counted, int) else None
+
+        counts = await asyncio.gather(*(one(t) for t in texts))
+        if any(c is None for c in counts):
+            return None
+        return [int(c) for c in counts if c is not None]
+
+
+class FileTokenizer:
+    """A Hugging Face tokenizer.json (or a folder holding one), read offline."""
+
+    method = TOKENIZER_FILE
+    includes_template = False
+
+    def __init__(self, path: str | Path) -> None:
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise LengthSourceError(
+                "--tokenizer needs the `tokenizers` package: pip install 'benchy[tokenizer]'"
+            ) from None
+        where = Path(path)
+        file = where / "tokenizer.json" if where.is_dir() else where
+        if not file.is_file():
+            raise LengthSourceError(f"--tokenizer {path}: no tokenizer.json there")
+        try:
+            self._tok = Tokenizer.from_file(str(file))
+        except Exception as exc:  # the library's own words, one line
+            raise LengthSourceError(f"--tokenizer {file}: not a Hugging Face tokenizer.json ({exc})") from None
+        self.path = str(file)
+        self.sha256 = hashlib.sha256(file.read_bytes()).hexdigest()
+
+    async def count(self, texts: Sequence[str]) -> list[int] | None:
+        return self.count_now(texts)
+
+    def count_now(self, texts: Sequence[str]) -> list[int]:
+        encoded = self._tok.encode_batch(list(texts), add_special_tokens=False)
+        return [len(e.ids) for e in encoded]
+
+
+@dataclass(frozen=True)
+class LengthFit:
+    """How a run's prompt lengths are made: the source, and the filler words that are one
+    token each on the server (None: benchy's own list, counted in o200k and calibrated)."""
+
+    method: str = O200K_CALIBRATED
+    words: tuple[str, ...] | None = None  # the body's words, each one server token
+    nonce_words: tuple[str, ...] | None = None  # the nonce's words, each one server token
+    reason: str | None = None  # why a counter's fit was not used
+    tokenizer_sha256: str | None = None  # --tokenizer's file
+
+    def to_dict(self) -> dict:
+        out: dict = {"method": self.method}
+        if self.words is not None:
+            out["words"] = len(self.words)
+        if self.reason:
+            out["reason"] = self.reason
+        if self.tokenizer_sha256:
+            out["tokenizer_sha256"] = self.tokenizer_sha256
+        return out
+
+
+async def fit_words(counter: TokenCounter) -> LengthFit:
+    """The filler words that are one token each on the counter's tokenizer, shown to stay so
+    when joined (a long text of them counts as many tokens as it has words); the o200k fit
+    with the reason when there are too few, or the counter cannot answer."""
+    candidates = tokenizer.filler_words()
+    whole = await counter.count([ANCHOR, ANCHOR + "".join(" " + w for w in candidates)])
+    if whole is None:
+        return LengthFit(reason=f"{counter.method} did not answer")
+    if whole[1] - whole[0] == len(candidates):  # every word one token: no need to ask each
+        ones = candidates
+    else:
+        counts = await counter.count([ANCHOR + " " + w for w in candidates])
+        if counts is None:
+            return LengthFit(reason=f"{counter.method} did not answer")
+        ones = tuple(w for w, c in zip(candidates, counts) if c - whole[0] == 1)
+    nonce = tuple(w for w in tokenizer.nonce_words() if w in ones)
+    if len(ones) < MIN_BODY_WORDS or len(nonce) < MIN_NONCE_WORDS:
+        return LengthFit(
+            reason=f"only {len(ones)} of benchy's {len(candidates)} filler words are one token there "
+            f"({len(nonce)} of the nonce's)"
+        )
+    picks = np.random.default_rng(0).integers(0, len(ones), size=STABILITY_SAMPLE_WORDS)
+    sample = "".join(" " + ones[i] for i in picks)
+    joined = await counter.count([ANCHOR, ANCHOR + sample])
+    if joined is None or joined[1] - joined[0] != STABILITY_SAMPLE_WORDS:
+        got = "no answer" if joined is None else f"{joined[1] - joined[0]} tokens"
+        return LengthFit(reason=f"{STABILITY_SAMPLE_WORDS} one-token words joined counted {got}: not stable")
+    return LengthFit(
+        method=counter.method, words=ones, nonce_words=nonce, tokenizer_sha256=getattr(counter, "sha256", None)
+    )
+
+
+async def fit_lengths(client, tokenizer_file: str | None, endpoint: str = "chat") -> LengthFit:
+    """The run's length source: --tokenizer when given, else the server's /tokenize, else
+    its usage of tiny requests, else (too few words fit) the calibrated o200k count."""
+    return await fit_words(await best_counter(client, tokenizer_file, endpoint))
+
+
+async def best_counter(client, tokenizer_file: str | None, endpoint: str = "chat") -> TokenCounter:
+    """The best counter this server allows: --tokenizer when given, else its /tokenize when it
+    answers, else its usage (`client`: a benchy.client.stream.Client, model chosen)."""
+    if tokenizer_file:
+        return FileTokenizer(tokenizer_file)
+    server = ServerTokenizer(client)
+    if await server.count([ANCHOR]) is not None:
+        return server
+    return UsageCounter(client, endpoint)
