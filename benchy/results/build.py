@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from benchy.measure import gpu as gpu_figures
-from benchy.measure import metrics, stats
+from benchy.measure import latency, metrics, stats
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
@@ -389,6 +389,7 @@ def run_result(
     )
     withhold_buffered_trend(run.cases)
     queueing_against_concurrency_1(run.cases)
+    latency.withhold_fixed_latency(run.cases)  # after queueing: a queued case keeps that cause
     for case in run.cases:
         case.ceiling = _case_ceiling(case, run.setup.ceiling)
         if case.workload is not None:

@@ -43,6 +43,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        request anomalies are codes (records.Anomaly) with their counts apart in anomaly_counts,
        and retried_kind; metric first_chunk_lead_s
   1.13 setup.event_loop: the event loop the requests ran on ('uvloop 0.23.0' or 'asyncio')
+  1.14 warning details for issue 36's findings (a fixed latency before the engine, drift, a
+       router's partial view); prefill_tps withheld with code `fixed_latency`
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -74,7 +76,7 @@ from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 13
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 14
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -680,6 +682,10 @@ class WarningDetails(Saved):
     ttft_s: float | None = _n("server (else client) TTFT (mean), s")
     queue_share: float | None = _n("queue_s ÷ ttft_s")
     running_max: float | None = _n("most requests the server ran at once")
+    # (1.14) a fixed latency in front of the engine (checks/latency.py)
+    fixed_s: float | None = _n("TTFT's fixed part: its intercept against prompt length, s")
+    engine_prefill_tps: float | None = _n("the engine's prefill rate: the inverse of that line's slope, tokens/s")
+    headers_s_median: float | None = _n("response headers' time (median) of the shortest prompt, s")
 
 
 @dataclass

@@ -650,6 +650,7 @@ class Simulator:
         return await self._generate(request, "completions")
 
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
+        received_s = clock()
         if self.cfg.proxy_delay_s:  # before the engine's clock starts: its own times never hold it
             await asyncio.sleep(self.cfg.proxy_delay_s)
         prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
@@ -659,6 +660,7 @@ class Simulator:
             request_id=request.headers.get("x-request-id"),
             arrival_s=clock(),
         )
+        trace.proxy_held_s = trace.arrival_s - received_s
         trace.authorization_sha256 = authorization_digest(request)
         trace.replica = self.route()
         try:

@@ -165,6 +165,9 @@ PRESETS: dict[str, dict] = {
     "llamacpp-textless-first": {"textless_first": True, "timings": True, "flavor": "llamacpp", "decode_tps": 150.0},
     # An R1-style model without a reasoning parser whose budget is spent in thought.
     "think-unclosed": {"think_inline": True, "reasoning_tokens": 1 << 20},
+    # A gateway with pre-call guardrails (or a long network path): 250 ms before the engine
+    # sees each request; the engine's own times never hold it.
+    "gateway-250ms": {"proxy_delay_s": 0.25},
     # For measuring the client's own CPU cost: no sleeps, no queueing.
     "instant": {"instant": True, "max_running": 100000},
 }
@@ -195,6 +198,7 @@ PRESET_HELP = {
     "llamacpp-textless-first": "llama.cpp flavor and timings, the first token makes a role chunk without "
     "text, the second event brings both tokens' text",
     "think-unclosed": "<think> opened inline and never closed: the whole output is thought",
+    "gateway-250ms": "a gateway holds each request 250 ms before the engine sees it (--proxy-delay-s 0.25)",
     "instant": "no sleeps at all, effectively unlimited max_running",
 }
 

@@ -367,6 +367,7 @@ class Trace:
     stream: bool | None = None
     model: str | None = None
     arrival_s: float = 0.0
+    proxy_held_s: float = 0.0  # --proxy-delay-s: how long the proxy held it before arrival_s
     headers_s: float | None = None
     queued_s: float | None = None  # parsed and tokenized: waiting for a slot from here
     admitted_s: float | None = None
