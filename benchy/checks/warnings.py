@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from benchy.checks import drift as drift_checks
 from benchy.checks import latency as latency_checks
 from benchy.checks import server as server_checks
 from benchy.checks.registry import (
@@ -1059,9 +1060,11 @@ def _stop_cause(setup: Setup) -> str:
     )
 
 
-# Findings of their own modules (checks/latency.py), in this place of the order.
+# Findings of their own modules (checks/latency.py, checks/drift.py), in this place of the order.
 for _run_check in latency_checks.RUN_CHECKS:
     run_check(_run_check)
+for _case_check in drift_checks.CASE_CHECKS:
+    case_check(_case_check)
 
 # The server's /metrics against the client's figures (checks/server.py), in this place of the order.
 for _server_check in server_checks.CASE_CHECKS:

@@ -188,7 +188,7 @@ def case_result(
         cache_reset=cache_reset,
     )
     alone = made.alone_ttft_s
-    if alone and case.kind == "trace":
+    if alone and (case.kind == "trace" or (case.kind == "shared_prefix" and case.depth > 0)):  # alone.on_a_line
         judge_trace_queueing(result, made.alone_points)
     elif alone:
         judge_queueing(result, alone, "alone", _same_shape_ttfts(result))

@@ -686,6 +686,11 @@ class WarningDetails(Saved):
     fixed_s: float | None = _n("TTFT's fixed part: its intercept against prompt length, s")
     engine_prefill_tps: float | None = _n("the engine's prefill rate: the inverse of that line's slope, tokens/s")
     headers_s_median: float | None = _n("response headers' time (median) of the shortest prompt, s")
+    # (1.14) drift over a case (checks/drift.py)
+    first_tps: float | None = _n("the rate's trend line at the first request, tokens/s")
+    last_tps: float | None = _n("the rate's trend line at the last request, tokens/s")
+    drift_pct: float | None = _n("last_tps against first_tps, %")
+    p_value: float | None = _n("Kendall's tau of the rate against send time: its p-value")
 
 
 @dataclass

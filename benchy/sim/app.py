@@ -18,6 +18,7 @@ from aiohttp import web
 
 from benchy import __version__
 from benchy.sim import vocab
+from benchy.sim.cache import PrefixCache
 from benchy.sim.config import BLOCK_SIZE, SimConfig
 from benchy.sim.engine import (
     CHAT_TEMPLATE,
@@ -499,6 +500,10 @@ class Simulator:
         self.engines = [Engine(cfg) for _ in range(cfg.replicas)]
         self._route_rng = random.Random(cfg.seed)
         self._next_replica = itertools.count()
+        # --route prefix: the router's own view of what each replica holds (it inserts a prompt
+        # as it routes it, as SGLang's approximate radix tree does) and what each has in flight.
+        self._routed = [PrefixCache(1 << 20) for _ in range(cfg.replicas)]
+        self._in_flight = [0] * cfg.replicas
         self.cache_resets = 0
         self.truth = TruthLog(cfg.truth_log)
         blocks = cfg.cache_blocks if cfg.prefix_cache else None
@@ -571,7 +576,19 @@ class Simulator:
         """The replica a router sends the next request to (round robin, or at random)."""
         if self.cfg.route == "random":
             return self._route_rng.randrange(self.cfg.replicas)
+        if self.cfg.route == "prefix":
+            return 0  # decided once the prompt is read (route_by_prefix)
         return next(self._next_replica) % self.cfg.replicas
+
+    def route_by_prefix(self, ids: list[int]) -> int:
+        """Cache-aware: the replica that shares most of this prompt's prefix when that is at least
+        half of it, else the one with the fewest requests in flight (the lowest index on a tie)."""
+        matched = [routed.lookup(ids) for routed in self._routed]
+        best = max(range(len(matched)), key=lambda r: matched[r])
+        if matched[best] * 2 < len(ids):
+            best = min(range(len(matched)), key=lambda r: self._in_flight[r])
+        self._routed[best].insert(ids)
+        return best
 
     async def reset_prefix_cache(self, request: web.Request) -> web.Response:
         """vLLM's POST /reset_prefix_cache: empties the cache of the replica it is routed to
@@ -678,6 +695,8 @@ class Simulator:
             trace.finish_reason = trace.finish_reason or "abort"
             raise
         finally:
+            if trace.routed:
+                self._in_flight[trace.replica] -= 1
             self._log(trace)  # errors and faults too; a no-op if already written
 
     def _log(self, trace: Trace) -> None:
@@ -689,6 +708,10 @@ class Simulator:
         body = await read_json(request)
         trace.stream, trace.model = bool(body.get("stream", False)), body.get("model")
         job = parse_job(self.cfg, body, endpoint, trace.id)
+        if self.cfg.route == "prefix":
+            trace.replica = self.route_by_prefix(job.prompt_ids)
+        self._in_flight[trace.replica] += 1
+        trace.routed = True
         trace.model, trace.prompt_tokens = job.model, len(job.prompt_ids)
         trace.prompt_tokens_sent = job.prompt_tokens_sent
         trace.spec_steps = job.steps

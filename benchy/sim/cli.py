@@ -124,6 +124,8 @@ and the truth log: docs/sim.md.
     help="usage.prompt_tokens_details.cached_tokens (vLLM omits it by default).",
 )
 @click.option("--proxy-delay-s", type=float, help="A proxy holds each request this long before the engine sees it.")
+@click.option("--throttle", type=float, help="Decode loses this share as the GPU heats (0-1; default 0: never).")
+@click.option("--throttle-s", type=float, help="Seconds of decoding to lose all of --throttle (default 10).")
 @click.option("--gpus", type=int, help="Simulated GPUs behind a dcgm-exporter at /dcgm/metrics (0: none).")
 @click.option("--gpu-watts", type=float, help="Each GPU's draw while a request runs, W (default 350).")
 @click.option("--gpu-idle-watts", type=float, help="Each GPU's draw while none runs, W (default 80).")
@@ -154,7 +156,11 @@ and the truth log: docs/sim.md.
     "as llama-server without --slot-save-path).",
 )
 @click.option("--replicas", type=int, help="Replicas behind one router, each with its own slots and cache (default 1).")
-@click.option("--route", type=click.Choice(ROUTES), help="How the router picks a replica: rr or random (default rr).")
+@click.option(
+    "--route",
+    type=click.Choice(ROUTES),
+    help="How the router picks a replica: rr, random or prefix (cache-aware; default rr).",
+)
 @click.option(
     "--fault",
     "faults",

@@ -24,7 +24,10 @@ FAULT_KINDS = (
 
 FLAVORS = ("vllm", "llamacpp")
 CACHE_MATCHES = ("prefix", "anywhere")  # a prefix cache; a position-independent block cache
-ROUTES = ("rr", "random")  # how a router in front of --replicas picks one
+# How a router in front of --replicas picks one: round robin, at random, or cache-aware (SGLang's
+# cache_aware policy, llm-d's prefix scorer: the replica whose prompts share the most of this
+# one's prefix, else the one with the fewest requests in flight).
+ROUTES = ("rr", "random", "prefix")
 SPEC_STYLES = ("vllm", "llamacpp")
 
 BLOCK_SIZE = 16  # tokens per prefix-cache block, as vLLM's default
@@ -100,7 +103,9 @@ class SimConfig:
     cache_match: str = "prefix"  # "prefix" | "anywhere" (position-independent, by content)
     report_cache_hits: bool = True  # False: usage counts only the leading hits a prefix cache would
     replicas: int = 1
-    route: str = "rr"  # "rr" (round robin) | "random" (seeded by --seed)
+    route: str = "rr"  # "rr" (round robin) | "random" (seeded by --seed) | "prefix" (cache-aware)
+    throttle: float = 0.0  # decode loses this share as the GPU heats (0: never)
+    throttle_s: float = 10.0  # seconds after decoding first ran that it takes to lose all of it
     cache_reset: bool = True  # False: no reset endpoint (vLLM: 404; llama.cpp: 501, no --slot-save-path)
 
 
@@ -168,6 +173,12 @@ PRESETS: dict[str, dict] = {
     # A gateway with pre-call guardrails (or a long network path): 250 ms before the engine
     # sees each request; the engine's own times never hold it.
     "gateway-250ms": {"proxy_delay_s": 0.25},
+    # A cache-aware router over four one-slot replicas: every request that shares a system
+    # prompt goes to the replica that holds it and queues there while the others idle.
+    "cache-aware-router": {"replicas": 4, "route": "prefix", "max_running": 1},
+    # A GPU that throttles under sustained load (a DGX Spark, a laptop): decode falls steadily
+    # linearly, by 40% over the first 12 s of decoding (eight 64-token requests: by a fifth).
+    "throttling": {"throttle": 0.4, "throttle_s": 12.0, "decode_tps": 100.0},
     # For measuring the client's own CPU cost: no sleeps, no queueing.
     "instant": {"instant": True, "max_running": 100000},
 }
@@ -199,6 +210,10 @@ PRESET_HELP = {
     "text, the second event brings both tokens' text",
     "think-unclosed": "<think> opened inline and never closed: the whole output is thought",
     "gateway-250ms": "a gateway holds each request 250 ms before the engine sees it (--proxy-delay-s 0.25)",
+    "cache-aware-router": "4 one-slot replicas behind a cache-aware router (--route prefix): shared "
+    "prefixes go to the replica that holds them, other prompts to the least loaded",
+    "throttling": "decode falls steadily, by 40% over the first 12 s of decoding, then stays "
+    "(--throttle 0.4 --throttle-s 12); decode 100 tok/s",
     "instant": "no sleeps at all, effectively unlimited max_running",
 }
 
@@ -289,6 +304,10 @@ def _validate_behaviours(cfg: SimConfig) -> None:
         raise ConfigError(
             "--spec-draft sets the events itself: no --tokens-per-event, --events-per-response or --harmony"
         )
+    if not 0.0 <= cfg.throttle < 1.0:
+        raise ConfigError("--throttle must be at least 0 and below 1")
+    if cfg.throttle_s <= 0:
+        raise ConfigError("--throttle-s must be positive")
     if cfg.usage_scale <= 0:
         raise ConfigError("--usage-scale must be positive")
     _validate_gpus(cfg)
