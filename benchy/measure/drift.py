@@ -6,8 +6,10 @@ and set beside cases that ran cooler. The test is on the case's own order: Kenda
 rate against each request's send time (a trend, whatever its shape, beyond chance: p below
 DRIFT_P), and the Theil–Sen line through them (robust to a stray request) for its size, from the
 first request to the last; a change past DRIFT_MIN of the first is drift. Only cases whose
-requests are alike (a sweep or shared-prefix case in a closed loop): a conversation's turns slow
-as their context grows, and an open loop's first requests run beside fewer others.
+requests are alike and run alone (a sweep or shared-prefix case at concurrency 1): a
+conversation's turns slow as their context grows, and under load each request's rates hold
+what ran beside it (the first wave, a router's misses queued behind its hits), a trend of the
+load's, not of the machine.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class Drift:
 
 
 def alike(case: CaseResult) -> bool:
-    return case.kind in ("sweep", "shared_prefix") and case.rate is None
+    return case.kind in ("sweep", "shared_prefix") and case.rate is None and case.concurrency == 1
 
 
 def drift(case: CaseResult, metric: str) -> Drift | None:
