@@ -41,7 +41,7 @@ from benchy.results import files as results_files
 from benchy.results import types as results_mod
 from benchy.results.build import CaseRows
 from benchy.results.rows import WARMUP
-from benchy.server import cache_reset
+from benchy.server import cache_reset, router
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
 from benchy.server import metrics as server_metrics
@@ -461,8 +461,10 @@ async def _metrics_scraper(
     url = f"{server_mod.root_url(client.base)}/metrics"
     if not wanted:
         return None, server_metrics.MetricsStatus(url, False, reason="turned off with --no-server-metrics")
-    scraper = server_metrics.MetricsScraper(client, url, model)
+    named_by, replicas = await router.replicas_named(client, server_mod.root_url(client.base))
+    scraper = server_metrics.MetricsScraper(client, url, model, [f"{r}/metrics" for r in replicas])
     status = await scraper.probe()
+    status.router = named_by
     return (scraper if status.available else None), status
 
 

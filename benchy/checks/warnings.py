@@ -37,7 +37,7 @@ from benchy.checks.registry import (
 )
 from benchy.measure import evidence, metrics, profiles, stats
 from benchy.measure.metrics import OUTPUT_FAILURES
-from benchy.measure.workloads import WorkloadFigures
+from benchy.measure.workloads import PartialReuse, WorkloadFigures
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -192,7 +192,7 @@ def template_tokens(setup: Setup) -> float:
 def depth_cache_miss(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """--depth-mode cached: the server must report the context it was sent ahead as cached."""
     facts = case.facts()  # context_served judged each request that reused one
-    if not facts.n_context_missed:
+    if not facts.n_context_missed or _partial(case) is not None:  # some hit: routing, not a cache that is off
         return
     depth = facts.missed_context
     if not facts.missed_cached_known:
@@ -278,8 +278,7 @@ def cache_not_reused(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
 def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """Some requests reused what they should have, others not: a finding of its own, never
     "reported none" when some were reported."""
-    figures = _workload(case, judged=True)
-    part = figures.partial_reuse if figures else None
+    part = _partial(case)
     if part is None:
         return
     cause = (
@@ -287,6 +286,7 @@ def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
         if part.pattern
         else " Hits and misses alternate, which eviction alone (hits, then misses) does not do."
     )
+    cause += _router_words(run)
     yield Warning_(
         "cache_partial_reuse",
         WARNING,
@@ -300,6 +300,26 @@ def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
         metrics=("ttft_s", "prefill_tps"),
         details=part.to_dict(),
         evidence=(Evidence("hit_fraction", round(part.hit_fraction, 4), 1.0, "requests"),),
+    )
+
+
+def _partial(case: CaseResult) -> PartialReuse | None:
+    """The case's partial reuse, a shared-prefix case's too (some of its requests found the
+    prefix and others not: the prefix was sent ahead, so the cache works where it was)."""
+    figures = _workload(case)
+    part = figures.partial_reuse if figures else None
+    if part is None or (figures is not None and figures.kind == "shared_prefix" and not part.hit_requests):
+        return None
+    return part
+
+
+def _router_words(run: RunResult) -> str:
+    status = run.setup.server_metrics
+    if status is None or not status.router:
+        return ""
+    return (
+        f" The base URL is a router: its {status.router} names {len(status.replicas)} replicas, each "
+        "with its own cache."
     )
 
 

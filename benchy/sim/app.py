@@ -508,6 +508,10 @@ class Simulator:
         self.truth = TruthLog(cfg.truth_log)
         blocks = cfg.cache_blocks if cfg.prefix_cache else None
         self.metrics = SimMetrics(cfg.flavor, cfg.model, cfg.metrics_token_factor, blocks)
+        # --router-pages: each replica's own account, beside the whole one
+        self.replica_metrics = [
+            SimMetrics(cfg.flavor, cfg.model, cfg.metrics_token_factor, blocks) for _ in range(cfg.replicas)
+        ]
         self._fault_rng = random.Random(cfg.seed)
         self.gpus = SimGpus(cfg, clock(), self.truth.note) if cfg.gpus else None
         self._ids = itertools.count(1)
@@ -520,6 +524,10 @@ class Simulator:
         app.router.add_get("/v1/models", self.models)
         if self.cfg.metrics:
             app.router.add_get("/metrics", self.prometheus)
+        if self.cfg.router_pages:
+            app.router.add_get("/list_workers", self.list_workers)
+            if self.cfg.metrics:
+                app.router.add_get("/replicas/{n}/metrics", self.replica_prometheus)
         if self.cfg.flavor == "llamacpp":
             app.router.add_get("/props", self.props)
             app.router.add_post("/slots/{slot}", self.slot_action)
@@ -582,11 +590,14 @@ class Simulator:
 
     def route_by_prefix(self, ids: list[int]) -> int:
         """Cache-aware: the replica that shares most of this prompt's prefix when that is at least
-        half of it, else the one with the fewest requests in flight (the lowest index on a tie)."""
+        half of it, else (or when it has --route-balance more requests in flight than the idlest)
+        the one with the fewest requests in flight (the lowest index on a tie)."""
         matched = [routed.lookup(ids) for routed in self._routed]
         best = max(range(len(matched)), key=lambda r: matched[r])
-        if matched[best] * 2 < len(ids):
-            best = min(range(len(matched)), key=lambda r: self._in_flight[r])
+        idlest = min(range(len(matched)), key=lambda r: self._in_flight[r])
+        balance = self.cfg.route_balance
+        if matched[best] * 2 < len(ids) or (balance and self._in_flight[best] - self._in_flight[idlest] >= balance):
+            best = idlest
         self._routed[best].insert(ids)
         return best
 
@@ -620,12 +631,31 @@ class Simulator:
         self.truth.write(trace)  # not a generation: /metrics does not count it
         return answer or web.json_response({"id_slot": slot, "n_erased": held * BLOCK_SIZE})
 
+    async def list_workers(self, request: web.Request) -> web.Response:
+        """--router-pages: the replicas by URL, as vllm-router and sglang-router list them."""
+        root = f"{request.url.scheme}://{request.host}"
+        return web.json_response({"urls": [f"{root}/replicas/{i}" for i in range(self.cfg.replicas)]})
+
+    async def replica_prometheus(self, request: web.Request) -> web.Response:
+        n = request.match_info["n"]
+        if not n.isdigit() or int(n) >= self.cfg.replicas:
+            return web.Response(status=404, body=error_body(404, f"no replica {n}"), content_type=JSON_TYPE)
+        return self._exposition(int(n))
+
     async def prometheus(self, request: web.Request) -> web.Response:
+        if self.cfg.router_pages:  # the router passes /metrics to one replica
+            return self._exposition(0)
         engines = self.engines
         caches = [e.cache for e in engines if e.cache is not None]
         kv_usage = sum(len(c) / c.capacity for c in caches) / len(caches) if caches else 0.0
         running, waiting = sum(e.slots.running for e in engines), sum(e.slots.waiting for e in engines)
         body = self.metrics.exposition(running, waiting, kv_usage)
+        return web.Response(body=body, headers={"Content-Type": METRICS_TYPE})
+
+    def _exposition(self, replica: int) -> web.Response:
+        engine = self.engines[replica]
+        kv_usage = len(engine.cache) / engine.cache.capacity if engine.cache is not None else 0.0
+        body = self.replica_metrics[replica].exposition(engine.slots.running, engine.slots.waiting, kv_usage)
         return web.Response(body=body, headers={"Content-Type": METRICS_TYPE})
 
     async def dcgm(self, request: web.Request) -> web.Response:
@@ -703,6 +733,7 @@ class Simulator:
         """The truth record and the /metrics observation of a request, once each."""
         if self.truth.write(trace):
             self.metrics.observe(trace)
+            self.replica_metrics[trace.replica].observe(trace)
 
     async def _serve(self, request: web.Request, endpoint: str, trace: Trace) -> web.StreamResponse:
         body = await read_json(request)

@@ -124,6 +124,16 @@ and the truth log: docs/sim.md.
     help="usage.prompt_tokens_details.cached_tokens (vLLM omits it by default).",
 )
 @click.option("--proxy-delay-s", type=float, help="A proxy holds each request this long before the engine sees it.")
+@click.option(
+    "--route-balance",
+    type=int,
+    help="--route prefix: the idlest replica takes a request when the prefix's has this many more in flight (0: never).",
+)
+@click.option(
+    "--router-pages/--no-router-pages",
+    default=None,
+    help="A router's pages: /list_workers names the replicas (at /replicas/N); /metrics answers for the first only.",
+)
 @click.option("--throttle", type=float, help="Decode loses this share as the GPU heats (0-1; default 0: never).")
 @click.option("--throttle-s", type=float, help="Seconds of decoding to lose all of --throttle (default 10).")
 @click.option("--gpus", type=int, help="Simulated GPUs behind a dcgm-exporter at /dcgm/metrics (0: none).")

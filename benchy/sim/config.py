@@ -104,6 +104,12 @@ class SimConfig:
     report_cache_hits: bool = True  # False: usage counts only the leading hits a prefix cache would
     replicas: int = 1
     route: str = "rr"  # "rr" (round robin) | "random" (seeded by --seed) | "prefix" (cache-aware)
+    # --route prefix: when the replica holding the prefix has this many more requests in flight
+    # than the least loaded one, the least loaded takes it (SGLang's balance_abs_threshold; 0: never)
+    route_balance: int = 0
+    # A router's own pages (vllm-router, sglang-router): GET /list_workers names each replica
+    # (served at /replicas/N), and the router's /metrics answers for the first replica only.
+    router_pages: bool = False
     throttle: float = 0.0  # decode loses this share as the GPU heats (0: never)
     throttle_s: float = 10.0  # seconds after decoding first ran that it takes to lose all of it
     cache_reset: bool = True  # False: no reset endpoint (vLLM: 404; llama.cpp: 501, no --slot-save-path)
@@ -176,6 +182,9 @@ PRESETS: dict[str, dict] = {
     # A cache-aware router over four one-slot replicas: every request that shares a system
     # prompt goes to the replica that holds it and queues there while the others idle.
     "cache-aware-router": {"replicas": 4, "route": "prefix", "max_running": 1},
+    # vllm-router (cache_aware) in front of two replicas: its /metrics is one replica's, its
+    # /list_workers names both; a replica two requests busier than the other loses the next one.
+    "vllm-router": {"replicas": 2, "route": "prefix", "route_balance": 2, "router_pages": True, "max_running": 4},
     # A GPU that throttles under sustained load (a DGX Spark, a laptop): decode falls steadily
     # linearly, by 40% over the first 12 s of decoding (eight 64-token requests: by a fifth).
     "throttling": {"throttle": 0.4, "throttle_s": 12.0, "decode_tps": 100.0},
@@ -214,6 +223,8 @@ PRESET_HELP = {
     "prefixes go to the replica that holds them, other prompts to the least loaded",
     "throttling": "decode falls steadily, by 40% over the first 12 s of decoding, then stays "
     "(--throttle 0.4 --throttle-s 12); decode 100 tok/s",
+    "vllm-router": "2 replicas of 4 slots behind a cache-aware router (--route prefix --route-balance 2) with "
+    "its pages (--router-pages): /metrics answers for one replica, /list_workers names both",
     "instant": "no sleeps at all, effectively unlimited max_running",
 }
 
@@ -272,6 +283,7 @@ def validate(cfg: SimConfig) -> None:
     _require_at_least(cfg, "events_per_response", 0)
     _require_at_least(cfg, "reasoning_tokens", 0)
     _require_at_least(cfg, "replicas", 1)
+    _require_at_least(cfg, "route_balance", 0)
     if cfg.cache_match not in CACHE_MATCHES:
         raise ConfigError(f"--cache-match must be one of: {', '.join(CACHE_MATCHES)}")
     if cfg.route not in ROUTES:
