@@ -761,13 +761,18 @@ def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     if q is None or not q.queued or q.alone_ttft is None or q.excess_s is None or q.loaded_ttft_s is None:
         return
     against = "the same prompt sent alone" if q.source == "alone" else f"the same prompt at concurrency 1 ({q.source})"
+    against += f" ({q.alone_ttft.median * 1000:,.0f} ms)"
+    if case.kind == "trace" or (case.kind == "shared_prefix" and case.depth):  # judged on a line (load/alone.py)
+        against = (
+            "what each request's uncached tokens take alone (the line through a short and a long prompt sent alone)"
+        )
     load = metrics.load_words(case.kind, case.concurrency, case.rate)
     yield Warning_(
         "prefill_holds_queueing",
         WARNING,
         case.label,
         f"TTFT {load} is {q.loaded_ttft_s * 1000:,.0f} ms (median), "
-        f"{q.excess_s * 1000:,.0f} ms more than {against} ({q.alone_ttft.median * 1000:,.0f} ms): "
+        f"{q.excess_s * 1000:,.0f} ms more than {against}: "
         f"requests waited for the server ({_queue_cause(case, run)}). TTFT holds that wait; "
         f"prefill t/s is withheld.{_server_prefill_text(case)}",
         QUEUE_HINT,
