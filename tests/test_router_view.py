@@ -18,7 +18,7 @@ from benchy import run as run_mod
 from benchy.client.stream import ClientSettings
 from benchy.load.plan import LoadSettings
 from benchy.workloads.cases import shared_prefix_cases
-from tests.conftest import shared_sim
+from tests.conftest import run_benchy, shared_sim
 from tests.test_checks import codes, measured, truth_of
 
 router = shared_sim("--preset", "vllm-router", "--prefill-tps", "20000", "--decode-tps", "400", "--seed", "3")
@@ -65,3 +65,24 @@ def test_a_routers_misses_are_partial_reuse_not_a_cache_that_is_off(run_through_
     assert "cache_partial_reuse" in found and "depth_cache_miss" not in found
     w = next(w for w in results["warnings"] if w["code"] == "cache_partial_reuse" and w["case"] == case["label"])
     assert "router" in w["message"] and "2 replicas" in w["message"]
+
+
+def test_replicas_the_user_names_are_scraped_in_place_of_the_router(router):
+    root = router.base_url.removesuffix("/v1")
+    settings = run_mod.RunSettings(
+        client=ClientSettings(base_url=router.base_url),
+        cases=shared_prefix_cases([512], [16], [4], [0.75]),
+        load=LoadSettings(requests=8),
+        progress=False,
+        replicas=(f"{root}/replicas/0", f"{root}/replicas/1/"),
+    )
+    results = run_mod.execute(settings).to_dict()
+    status = results["setup"]["server_metrics"]
+    assert status["router"] == "--replica" and status["replicas"] == [f"{root}/replicas/{i}/metrics" for i in (0, 1)]
+    assert "server_token_mismatch" not in codes(results)
+
+
+def test_a_replica_that_is_no_url_is_one_line_and_exit_2():
+    proc = run_benchy("run", "--base-url", "http://127.0.0.1:9/v1", "--replica", "replica-a:8000")
+    assert proc.returncode == 2 and "--replica 'replica-a:8000'" in proc.stderr
+    assert "Traceback" not in proc.stderr

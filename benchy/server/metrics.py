@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchy.client.redact import redact_url
 from benchy.jsontypes import Saved
 from benchy.server.pages import PageSource
 
@@ -428,7 +429,7 @@ class MetricsScraper:
         return text
 
     async def _fetch(self, url: str) -> str:
-        where = f"GET {url}" if self.replicas else "GET /metrics"
+        where = f"GET {redact_url(url)}" if self.replicas else "GET /metrics"
         page = await self.pages.page("GET", url, None, SCRAPE_TIMEOUT_S)
         if page.failure == "timeout":
             raise ScrapeError(f"{where} gave no answer within {SCRAPE_TIMEOUT_S:g} s")
