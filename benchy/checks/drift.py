@@ -1,4 +1,4 @@
-"""Drift over a case (measure/drift.py): its rates moved steadily with time, so their median is
+"""Drift over a case (results/drift.py): its rates moved steadily with time, so their median is
 no single rate; the warning qualifies the rates that moved, with the first and last."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from benchy.checks.registry import WARNING, Warning_
-from benchy.measure import drift as drift_figures
+from benchy.results import drift as drift_figures
 from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult, WarningDetails
 
 DRIFT_HINT = (

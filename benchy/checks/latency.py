@@ -1,4 +1,4 @@
-"""A fixed latency in front of the engine (measure/latency.py finds it; results/build.py
+"""A fixed latency in front of the engine (results/latency.py finds it; results/build.py
 withholds the TTFT-based prefill rate): one warning per sweep family, with the fixed part, the
 engine's own prefill rate and the response headers' time."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from benchy.checks.registry import WARNING, Warning_
-from benchy.measure import latency
+from benchy.results import latency
 from benchy.results.types import CheckWarning, Evidence, RunResult, WarningDetails
 
 FIXED_HINT = (

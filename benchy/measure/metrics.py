@@ -74,7 +74,7 @@ THINK_UNCLOSED = "think_unclosed"  # an inline <think> block that never closed: 
 PROMPT_LENGTH_MISSED = "prompt_length_missed"  # the server counted another prompt length
 TOO_FEW_ARRIVALS = "too_few_arrivals"
 QUEUED = "queued"  # TTFT under load holds a wait for the server, seen against the same request alone
-FIXED_LATENCY = "fixed_latency"  # TTFT holds a fixed part no prompt length explains (measure/latency.py)
+FIXED_LATENCY = "fixed_latency"  # TTFT holds a fixed part no prompt length explains (results/latency.py)
 CUT_SHORT = "cut_short"  # the run stopped before the case sent all it planned: no rate over part of it
 
 # A few words per code, where a report groups figures by why they are missing.

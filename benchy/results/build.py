@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Literal
 
 from benchy.measure import gpu as gpu_figures
-from benchy.measure import latency, metrics, stats
+from benchy.measure import metrics, stats
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import case_figures, ttft_gains, withhold_turns
+from benchy.results import latency
 from benchy.results.rows import CONTROL, OK, WARMUP, Rows
 from benchy.results.types import (
     CacheReset,

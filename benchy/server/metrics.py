@@ -31,10 +31,10 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchy.client.redact import redact_url
 from benchy.jsontypes import Saved
 from benchy.server.pages import PageSource
 
@@ -429,7 +429,7 @@ class MetricsScraper:
         return text
 
     async def _fetch(self, url: str) -> str:
-        where = f"GET {redact_url(url)}" if self.replicas else "GET /metrics"
+        where = f"GET {_shown(url)}" if self.replicas else "GET /metrics"
         page = await self.pages.page("GET", url, None, SCRAPE_TIMEOUT_S)
         if page.failure == "timeout":
             raise ScrapeError(f"{where} gave no answer within {SCRAPE_TIMEOUT_S:g} s")
@@ -548,6 +548,12 @@ def _requests_counted(before: Snapshot, after: Snapshot, engine: EngineNames) ->
         return None
     name = engine.histograms.get(engine.request_count, ("",))[0]
     return _delta(before, after, f"{name}_count")
+
+
+def _shown(url: str) -> str:
+    """A replica's URL fit for a message: no user:password, no query."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
 
 
 def _enable_hint(status: int) -> str:

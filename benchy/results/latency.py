@@ -9,7 +9,7 @@ Prefill time grows with the prompt; a fixed part does not. Across a single-strea
 prompt lengths, TTFT against the uncached prompt tokens is a line whose slope is the engine's
 time per token and whose intercept is the fixed part (plus one decode step and the HTTP round
 trip, which are small). An intercept past FIXED_MIN_S and past the fit's own noise is a fixed
-latency: the sweep's TTFT-based prefill rates are withheld (results/build.py) and the engine's
+latency: the sweep's TTFT-based prefill rates are withheld (build.py) and the engine's
 rate is the slope's inverse. The response headers' time is shown beside it: a gateway that holds
 the request holds its headers too. Prefill that grows faster than linearly (attention) bends the
 line upward, which lowers the intercept: the verdict errs toward no finding.
