@@ -10,9 +10,13 @@ prompt lengths, TTFT against the uncached prompt tokens is a line whose slope is
 time per token and whose intercept is the fixed part (plus one decode step and the HTTP round
 trip, which are small). An intercept past FIXED_MIN_S and past the fit's own noise is a fixed
 latency: the sweep's TTFT-based prefill rates are withheld (build.py) and the engine's
-rate is the slope's inverse. The response headers' time is shown beside it: a gateway that holds
-the request holds its headers too. Prefill that grows faster than linearly (attention) bends the
-line upward, which lowers the intercept: the verdict errs toward no finding.
+rate is the slope's inverse. The response headers' time is the second witness: a gateway that
+holds the request (or a long path) holds its headers too, while an engine that answers with its
+headers at once and then spends a fixed time of its own (a first decode step, scheduling, a big
+model's forward pass) sends them long before that time is over: an intercept after early
+headers (before HEADERS_SHARE of it) is the engine's, and no finding. Prefill that grows faster
+than linearly (attention) bends the line upward, which lowers the intercept: the verdict errs
+toward no finding.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from benchy.results.types import CaseResult
 FIXED_MIN_S = 0.05
 # The intercept must pass this many of its standard errors (the points' scatter about the line).
 FIXED_SIGMAS = 3.0
+# The headers must come this late, as a share of the fixed part, for it to lie before the engine.
+HEADERS_SHARE = 0.5
 # The sweep must span prompt lengths at least this far apart for an intercept to mean anything.
 MIN_SPAN = 2.0
 
@@ -47,7 +53,8 @@ class FixedPart:
 
     @property
     def found(self) -> bool:
-        return self.fixed_s > self.threshold_s
+        held = self.headers_s is None or self.headers_s >= HEADERS_SHARE * self.fixed_s
+        return self.fixed_s > self.threshold_s and held
 
     def why(self) -> Unavailable:
         engine = f"; the engine prefills at {self.engine_prefill_tps:,.0f} t/s" if self.engine_prefill_tps else ""
