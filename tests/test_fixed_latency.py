@@ -52,3 +52,18 @@ def test_a_healthy_sweep_has_no_fixed_part(start_sim):
     results = bench(sim, pp=SWEEP, tg=(8,), runs=3)
     assert "fixed_latency" not in codes(results)
     assert all(c["summary"]["prefill_tps"] is not None for c in results["cases"])
+
+
+def test_one_prompt_length_is_enough_where_the_headers_come_first(start_sim):
+    # No sweep to draw a line through: the headers, sent before prefill, carry the fixed part.
+    sim = start_sim("--preset", "gateway-250ms", *FAST)
+    results = bench(sim, pp=(2048,), tg=(8,), runs=3)
+    (case,) = results["cases"]
+    truth = truth_of(sim, results)
+    held = [truth[r["request_id"]] for r in measured(case)]
+    d = warning(results, "fixed_latency")["details"]
+    assert d["fixed_s"] == pytest.approx(
+        float(np.median([t["proxy_held_s"] for t in held])), abs=2 * client_slack_s(case) + 0.02
+    )
+    assert d["engine_prefill_tps"] == pytest.approx(engine_prefill_tps(held), rel=0.15)
+    assert case["unavailable_codes"]["prefill_tps"] == "fixed_latency"

@@ -23,20 +23,21 @@ def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
         if part is None or not part.found:
             continue
         engine = (
-            f" The engine prefills at {part.engine_prefill_tps:,.0f} t/s (the slope);"
+            f" The engine prefills at {part.engine_prefill_tps:,.0f} t/s (the longest prompt's tokens over "
+            "its TTFT less the fixed part)."
             if part.engine_prefill_tps
             else ""
         )
-        headers = (
-            f" the response headers came at {part.headers_s * 1000:,.0f} ms." if part.headers_s is not None else ""
-        )
+        witnesses = [f"the response headers came at {part.headers_s * 1000:,.0f} ms"] if part.headers_s else []
+        if part.intercept_s is not None:
+            witnesses.append(f"TTFT against prompt length meets zero tokens at {part.intercept_s * 1000:,.0f} ms")
         yield Warning_(
             "fixed_latency",
             WARNING,
             None,
-            f"TTFT holds a fixed {part.fixed_s * 1000:,.0f} ms that no prompt length explains (the "
-            f"intercept of TTFT against prompt length over {', '.join(part.cases)}): it is spent "
-            f"before the engine, not prefilling. Prefill t/s from TTFT is withheld.{engine}{headers}",
+            f"TTFT holds a fixed {part.fixed_s * 1000:,.0f} ms that no prompt length explains ({part.evidence()}, "
+            f"over {', '.join(part.cases)}; {' and '.join(witnesses)}): it passes before the engine takes the "
+            f"request, not prefilling. Prefill t/s from TTFT is withheld.{engine}",
             FIXED_HINT,
             metrics=("ttft_s",),
             withheld=("prefill_tps",),

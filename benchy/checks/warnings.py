@@ -38,6 +38,7 @@ from benchy.checks.registry import (
 from benchy.measure import evidence, metrics, profiles, stats
 from benchy.measure.metrics import OUTPUT_FAILURES
 from benchy.measure.workloads import PartialReuse, WorkloadFigures
+from benchy.results import latency
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -704,6 +705,9 @@ def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
 
 
 def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
+    fixed = latency.found_for(case, run.cases)
+    if fixed is not None:
+        return f"a fixed {fixed.fixed_s * 1000:,.0f} ms before the server takes the request: see fixed_latency"
     slots, in_flight = _slots(run), case.concurrency
     if in_flight is None:  # a trace replay: its arrivals set the load
         return "queueing behind the replay's other requests in flight, or work before prefill"
