@@ -152,7 +152,7 @@ class DelayingProxy:
 
         try:
             await asyncio.gather(read_client(), deliver(), answer())
-        except (ConnectionError, asyncio.CancelledError):
+        except (OSError, asyncio.CancelledError):  # a side closed: the other goes too
             pass
         finally:
             client_w.close()
