@@ -10,6 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchy import run as run_mod
+from benchy.client.stream import ClientSettings
+from benchy.workloads.scenario import sweep
 from tests.test_checks import bench, codes, measured, truth_of, warning
 
 
@@ -47,3 +50,26 @@ def test_a_steady_gpu_has_no_drift(start_sim):
     assert max(rates) == pytest.approx(min(rates), rel=1e-6)  # the truth: one rate
     assert "rate_drift" not in codes(results)
     assert np.isfinite(results["cases"][0]["summary"]["decode_tps"]["median"])
+
+
+def test_the_gpus_clock_and_temperature_are_shown_beside_the_drift(start_sim):
+    sim = start_sim("--preset", "throttling", "--gpus", "1")
+    settings = run_mod.RunSettings(
+        client=ClientSettings(base_url=sim.base_url),
+        cases=sweep([64], [64], [1]),
+        runs=8,
+        warmup=1,
+        progress=False,
+        gpu_metrics=sim.base_url.removesuffix("/v1") + "/dcgm/metrics",
+    )
+    results = run_mod.execute(settings).to_dict()
+    (case,) = results["cases"]
+    truth = {t["request_id"]: t for t in sim.truth() if t.get("request_id")}  # GPU lines have none
+    rows = sorted(measured(case), key=lambda r: r["sent_unix_s"])
+    rates = [truth_decode_tps(truth[r["request_id"]]) for r in rows]
+    d = warning(results, "rate_drift")["details"]
+    # The simulated GPU clocks down with its decode rate: the clock fell by about the share the
+    # truth's decode did over the case (the samples bracket the requests, so a little more).
+    fell = d["sm_clock_mhz_last"] / d["sm_clock_mhz_first"]
+    assert fell < 1 and fell == pytest.approx(rates[-1] / rates[0], abs=0.08)
+    assert d["temp_c_last"] > d["temp_c_first"] and "sw_thermal_slowdown" in d["throttle_reasons"]

@@ -691,6 +691,11 @@ class WarningDetails(Saved):
     last_tps: float | None = _n("the rate's trend line at the last request, tokens/s")
     drift_pct: float | None = _n("last_tps against first_tps, %")
     p_value: float | None = _n("Kendall's tau of the rate against send time: its p-value")
+    sm_clock_mhz_first: float | None = _n("--gpu-metrics: the GPUs' SM clock at the case's first sample, MHz")
+    sm_clock_mhz_last: float | None = _n("and at its last, MHz")
+    temp_c_first: float | None = _n("--gpu-metrics: the GPUs' temperature at the case's first sample, °C")
+    temp_c_last: float | None = _n("and at its last, °C")
+    throttle_reasons: list[str] | None = _n("--gpu-metrics: the clock-event (throttle) reasons any sample gave")
 
 
 @dataclass

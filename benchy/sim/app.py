@@ -513,7 +513,7 @@ class Simulator:
             SimMetrics(cfg.flavor, cfg.model, cfg.metrics_token_factor, blocks) for _ in range(cfg.replicas)
         ]
         self._fault_rng = random.Random(cfg.seed)
-        self.gpus = SimGpus(cfg, clock(), self.truth.note) if cfg.gpus else None
+        self.gpus = SimGpus(cfg, clock(), self.truth.note, self.engines[0].heat_now) if cfg.gpus else None
         self._ids = itertools.count(1)
 
     def app(self) -> web.Application:

@@ -315,6 +315,12 @@ class Engine:
         rate = self.cfg.decode_tps / (1.0 + self.cfg.batch_slowdown * (running - 1))
         return 1.0 / (rate * self.heat_factor())
 
+    def heat_now(self) -> float:
+        """The heat factor as it stands, without starting the clock (the GPU exporter's view)."""
+        if not self.cfg.throttle or self._hot_since is None:
+            return 1.0
+        return 1.0 - self.cfg.throttle * min(1.0, (clock() - self._hot_since) / self.cfg.throttle_s)
+
     def heat_factor(self) -> float:
         """--throttle: a GPU that clocks down as it heats (a DGX Spark, a laptop under sustained
         load): decode loses a share that grows linearly over --throttle-s of uptime, then stays."""
