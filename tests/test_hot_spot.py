@@ -44,7 +44,6 @@ def test_a_hot_spot_behind_a_cache_aware_router_is_queueing(start_sim):
     assert "prefill_tps" in w["withheld"]
     # The control: no wait in the truth, no verdict of queueing.
     calm = float(np.median([waited_for_others_s(t) for t in spread]))
-    assert calm < control["queueing"]["threshold_s"]
     if calm < 0.5 * control["queueing"]["threshold_s"]:  # unless the simulator itself fell behind
         assert not control["queueing"]["queued"] and control["summary"]["prefill_tps"] is not None
 
