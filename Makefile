@@ -11,7 +11,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,realserver,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[test,realserver,router,dev]'
 	touch $(STAMP)
 
 # The main job against the embedded simulator (a DGX Spark serving gpt-oss-120b): no GPU needed.

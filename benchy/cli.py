@@ -605,6 +605,14 @@ def _template(template, reasoning_effort):
     is_flag=True,
     help="Do not scrape the server's Prometheus /metrics around each case (on when it answers).",
 )
+@click.option(
+    "--replica",
+    "replicas",
+    multiple=True,
+    metavar="URL",
+    help="Behind a router, a replica's root URL (repeat for each): their /metrics are scraped and added up "
+    "in place of the router's, which answers for one. Found by itself where the router lists them (/list_workers).",
+)
 @gpu_metrics_option
 @click.option(
     "--cache-reset",
@@ -632,6 +640,7 @@ def run(
     template,
     stop,
     no_server_metrics,
+    replicas,
     gpu_metrics,
     cache_reset,
     tokenizer_file,
@@ -661,6 +670,9 @@ def run(
         click.echo(
             f"benchy: warning: --stop {text!r} occurs inside every Harmony (gpt-oss) response: {reason}", err=True
         )
+    bad = [r for r in replicas if not r.startswith(("http://", "https://"))]
+    if bad:
+        raise click.UsageError(f"--replica {bad[0]!r}: expected an http:// or https:// URL")
     if output is not None:
         _claim_folder(output, force)
     if no_stream:
@@ -682,6 +694,7 @@ def run(
         stop=tuple(stop),
         load=load,
         server_metrics=not no_server_metrics,
+        replicas=tuple(replicas),
         gpu_metrics=gpu_metrics,
         cache_reset=cache_reset,
         tokenizer=tokenizer_file,

@@ -43,7 +43,7 @@ from benchy.results import files as results_files
 from benchy.results import types as results_mod
 from benchy.results.build import CaseRows
 from benchy.results.rows import WARMUP
-from benchy.server import cache_reset
+from benchy.server import cache_reset, router
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
 from benchy.server import metrics as server_metrics
@@ -69,6 +69,7 @@ class RunSettings:
     stop: tuple[str, ...] = ()  # --stop, sent with every measured request
     load: LoadSettings = field(default_factory=lambda: LoadSettings())  # --requests, --rate … (issue 9)
     server_metrics: bool = True  # scrape /metrics around each case (--no-server-metrics: off)
+    replicas: tuple[str, ...] = ()  # --replica: the root URLs behind a router, each one's /metrics scraped
     gpu_metrics: str | None = None  # --gpu-metrics: a dcgm-exporter URL or "nvml" (server/gpu.py)
     cache_reset: bool = False  # --cache-reset: empty the server's prefix cache before each case
     tokenizer: str | None = None  # --tokenizer: the model's tokenizer.json (or its folder), for exact lengths
@@ -320,7 +321,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
     endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})
     identity = await server_mod.identify(client, client.base, model)
     refuse_too_long(settings.cases, identity)
-    scraper, metrics_status = await _metrics_scraper(client, model, settings.server_metrics)
+    scraper, metrics_status = await _metrics_scraper(client, model, settings.server_metrics, settings.replicas)
     if settings.announce:
         settings.announce(_banner(identity, settings, metrics_status, gpus))
     state.phase = "calibrating prompt lengths (before the first case)"
@@ -460,13 +461,19 @@ async def _run_one_case(
 
 
 async def _metrics_scraper(
-    client: Client, model: str, wanted: bool
+    client: Client, model: str, wanted: bool, named: tuple[str, ...] = ()
 ) -> tuple[server_metrics.MetricsScraper | None, server_metrics.MetricsStatus]:
+    """/metrics of the server, or behind a router of every replica (those the user named with
+    --replica, else those the router's own page names: server/router.py)."""
     url = f"{server_mod.root_url(client.base)}/metrics"
     if not wanted:
         return None, server_metrics.MetricsStatus(url, False, reason="turned off with --no-server-metrics")
-    scraper = server_metrics.MetricsScraper(client, url, model)
+    named_by, replicas = ("--replica", [r.rstrip("/") for r in named]) if named else (None, [])
+    if not named:
+        named_by, replicas = await router.replicas_named(client, server_mod.root_url(client.base))
+    scraper = server_metrics.MetricsScraper(client, url, model, [f"{r}/metrics" for r in replicas])
     status = await scraper.probe()
+    status.router, status.replicas = named_by, [redact_url(r) for r in status.replicas]
     return (scraper if status.available else None), status
 
 

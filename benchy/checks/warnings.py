@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from benchy.checks import drift as drift_checks
+from benchy.checks import latency as latency_checks
 from benchy.checks import server as server_checks
 from benchy.checks.registry import (
     ERROR,
@@ -35,7 +37,8 @@ from benchy.checks.registry import (
 )
 from benchy.measure import evidence, metrics, profiles, stats
 from benchy.measure.metrics import OUTPUT_FAILURES
-from benchy.measure.workloads import WorkloadFigures
+from benchy.measure.workloads import PartialReuse, WorkloadFigures
+from benchy.results import latency
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -190,7 +193,7 @@ def template_tokens(setup: Setup) -> float:
 def depth_cache_miss(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """--depth-mode cached: the server must report the context it was sent ahead as cached."""
     facts = case.facts()  # context_served judged each request that reused one
-    if not facts.n_context_missed:
+    if not facts.n_context_missed or _partial(case) is not None:  # some hit: routing, not a cache that is off
         return
     depth = facts.missed_context
     if not facts.missed_cached_known:
@@ -286,8 +289,7 @@ EXPIRY_HINT = (
 def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """Some requests reused what they should have, others not: a finding of its own, never
     "reported none" when some were reported."""
-    figures = _workload(case, judged=True)
-    part = figures.partial_reuse if figures else None
+    part = _partial(case)
     if part is None:
         return
     cause = (
@@ -295,6 +297,7 @@ def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
         if part.pattern
         else " Hits and misses alternate, which eviction alone (hits, then misses) does not do."
     )
+    cause += _router_words(run)
     yield Warning_(
         "cache_partial_reuse",
         WARNING,
@@ -307,6 +310,26 @@ def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
         metrics=("ttft_s", "prefill_tps"),
         details=part.to_dict(),
         evidence=(Evidence("hit_fraction", round(part.hit_fraction, 4), 1.0, "requests"),),
+    )
+
+
+def _partial(case: CaseResult) -> PartialReuse | None:
+    """The case's partial reuse, a shared-prefix case's too (some of its requests found the
+    prefix and others not: the prefix was sent ahead, so the cache works where it was)."""
+    figures = _workload(case)
+    part = figures.partial_reuse if figures else None
+    if part is None or (figures is not None and figures.kind == "shared_prefix" and not part.hit_requests):
+        return None
+    return part
+
+
+def _router_words(run: RunResult) -> str:
+    status = run.setup.server_metrics
+    if status is None or not status.router:
+        return ""
+    return (
+        f" The base URL is a router: its {status.router} names {len(status.replicas)} replicas, each "
+        "with its own cache."
     )
 
 
@@ -718,6 +741,9 @@ def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
 
 
 def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
+    fixed = latency.found_for(case, run.cases)
+    if fixed is not None:
+        return f"a fixed {fixed.fixed_s * 1000:,.0f} ms before the server takes the request: see fixed_latency"
     slots, in_flight = _slots(run), case.concurrency
     if in_flight is None:  # a trace replay: its arrivals set the load
         return "queueing behind the replay's other requests in flight, or work before prefill"
@@ -775,13 +801,18 @@ def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     if q is None or not q.queued or q.alone_ttft is None or q.excess_s is None or q.loaded_ttft_s is None:
         return
     against = "the same prompt sent alone" if q.source == "alone" else f"the same prompt at concurrency 1 ({q.source})"
+    against += f" ({q.alone_ttft.median * 1000:,.0f} ms)"
+    if case.kind == "trace" or (case.kind == "shared_prefix" and case.depth):  # judged on a line (load/alone.py)
+        against = (
+            "what each request's uncached tokens take alone (the line through a short and a long prompt sent alone)"
+        )
     load = metrics.load_words(case.kind, case.concurrency, case.rate)
     yield Warning_(
         "prefill_holds_queueing",
         WARNING,
         case.label,
         f"TTFT {load} is {q.loaded_ttft_s * 1000:,.0f} ms (median), "
-        f"{q.excess_s * 1000:,.0f} ms more than {against} ({q.alone_ttft.median * 1000:,.0f} ms): "
+        f"{q.excess_s * 1000:,.0f} ms more than {against}: "
         f"requests waited for the server ({_queue_cause(case, run)}). TTFT holds that wait; "
         f"prefill t/s is withheld.{_server_prefill_text(case)}",
         QUEUE_HINT,
@@ -1093,6 +1124,12 @@ def _stop_cause(setup: Setup) -> str:
         "string that occurs inside a Harmony response"
     )
 
+
+# Findings of their own modules (checks/latency.py, checks/drift.py), in this place of the order.
+for _run_check in latency_checks.RUN_CHECKS:
+    run_check(_run_check)
+for _case_check in drift_checks.CASE_CHECKS:
+    case_check(_case_check)
 
 # The server's /metrics against the client's figures (checks/server.py), in this place of the order.
 for _server_check in server_checks.CASE_CHECKS:

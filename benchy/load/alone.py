@@ -16,8 +16,10 @@ several conversations, whose first turns (one nonce-led message each, all sent a
 the shape sent alone; a trace replay, whose requests each have their own length: there three
 are sent alone at a short and three at a long length of the trace (its 10th and 90th
 percentiles), so that results/build.py can judge each request against the TTFT its uncached
-tokens take alone (a line through the two). A shared-prefix case's TTFT is judged by its own
-unshared control.
+tokens take alone (a line through the two); a shared-prefix case with several streams (a
+cache-aware router sends every request that shares a prefix to the replica that holds it, and
+they queue there): as a trace, three alone at the unique part's length (what a hit prefills)
+and three at the whole prompt's (a miss), nonce-led so that nothing of the case is warmed.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ def same_shape(a: Case, b: Case) -> bool:
 
 def loaded(case: Case) -> bool:
     """Whether the case's requests can wait for one another at the server (module docstring)."""
+    if case.kind == "shared_prefix":  # judged on the line of uncached tokens (module docstring)
+        return case.concurrency > 1 or case.rate is not None
     if case.depth_mode == "cached":  # its context is cached: alone, the first one would not be
         return False
     if case.kind == "sweep":
@@ -61,7 +65,13 @@ def alone_requests(case: Case, cases: Sequence[Case]) -> int:
         return 0
     if case.kind == "sweep" and any(single_stream(c) and same_shape(c, case) for c in cases):
         return 0
-    return 2 * ALONE_REQUESTS if case.kind == "trace" else ALONE_REQUESTS
+    return 2 * ALONE_REQUESTS if on_a_line(case) else ALONE_REQUESTS
+
+
+def on_a_line(case: Case) -> bool:
+    """Cases whose requests prefill different uncached lengths: judged against a line through
+    alone requests at a short and a long one (results/build.py)."""
+    return case.kind == "trace" or (case.kind == "shared_prefix" and case.depth > 0)
 
 
 def single_stream(case: Case) -> bool:
@@ -84,7 +94,9 @@ def alone_plan(plan: CasePlan, calibration: Calibration, nonce: bool) -> list[Pl
     case = plan.case
     prompts = PromptFactory(calibration, nonce=nonce, salt=f"{plan.salt}a{plan.index}")
     body = request_options(plan, 1)
-    lengths = _trace_lengths(plan) if case.kind == "trace" else []
+    lengths = (
+        _trace_lengths(plan) if case.kind == "trace" else [case.pp, case.depth + case.pp] if on_a_line(case) else []
+    )
     requests = []
     for i in range(plan.alone):
         prompt = prompts.build(lengths[i % 2]) if lengths else _shape(case, prompts)

@@ -43,6 +43,9 @@ class GpuReading:
     util_pct: float | None = None
     dram_active: float | None = None  # 0…1
     fb_used_mib: float | None = None
+    sm_clock_mhz: float | None = None
+    temp_c: float | None = None
+    throttle_reasons: float | None = None  # NVML's clocks-event bitmask (THROTTLE_REASONS below)
 
 
 @dataclass
@@ -64,6 +67,52 @@ class GpuDevice(Saved):
     dram_active: float | None = None
     bandwidth_gbs: float | None = None
     fb_used_mib_max: float | None = None
+
+
+# NVML's clock-event (throttle) reasons, bit by bit; gpu_idle is no slowdown under load.
+THROTTLE_REASONS = {
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+}
+
+
+@dataclass
+class GpuThermal(Saved):
+    """(1.14) The GPUs' SM clock and temperature at the case's first and last sample (mean over
+    GPUs), and the throttle reasons any sample gave: what a drift of the case's rates is set beside."""
+
+    sm_clock_mhz_first: float | None = None
+    sm_clock_mhz_last: float | None = None
+    temp_c_first: float | None = None
+    temp_c_last: float | None = None
+    throttle_reasons: list[str] = field(default_factory=list)
+
+
+def thermal(samples: list[GpuSample]) -> GpuThermal | None:
+    """None where no sample published a clock or a temperature."""
+
+    def at(sample: GpuSample, name: str) -> float | None:
+        values = [v for r in sample.gpus.values() if (v := getattr(r, name)) is not None]
+        return sum(values) / len(values) if values else None
+
+    def ends(name: str) -> tuple[float | None, float | None]:
+        seen = [v for s in samples if (v := at(s, name)) is not None]
+        return (seen[0], seen[-1]) if seen else (None, None)
+
+    clock, temp = ends("sm_clock_mhz"), ends("temp_c")
+    if clock == (None, None) and temp == (None, None):
+        return None
+    bits = 0
+    for s in samples:
+        for r in s.gpus.values():
+            bits |= int(r.throttle_reasons or 0)
+    reasons = [name for bit, name in THROTTLE_REASONS.items() if bits & bit]
+    return GpuThermal(clock[0], clock[1], temp[0], temp[1], reasons)
 
 
 @dataclass
@@ -91,6 +140,7 @@ class GpuCase(Saved):
     joules_per_request: float | None = None
     marginal_joules_per_token: float | None = None
     series: list[list[float]] = field(default_factory=list)  # [s since the run's first sample, W]
+    thermal: GpuThermal | None = None  # (1.14) clocks, temperature, throttle reasons where published
     unavailable: dict[str, str] = field(default_factory=dict)  # figure → why
 
 
@@ -197,6 +247,7 @@ def case_figures(
         out.energy_source = energy_source(samples, ids)
     start = samples[0].t_s if origin_s is None else origin_s
     out.series = _series(samples, start)
+    out.thermal = thermal(samples)
     if len(samples) >= 3 and all(s.gpus == samples[0].gpus for s in samples):
         stale(out)
     return out

@@ -76,6 +76,7 @@ THINK_ONLY = (THINK_UNCLOSED, THINK_NO_ANSWER)  # every output token was thought
 PROMPT_LENGTH_MISSED = "prompt_length_missed"  # the server counted another prompt length
 TOO_FEW_ARRIVALS = "too_few_arrivals"
 QUEUED = "queued"  # TTFT under load holds a wait for the server, seen against the same request alone
+FIXED_LATENCY = "fixed_latency"  # TTFT holds a fixed part no prompt length explains (results/latency.py)
 CUT_SHORT = "cut_short"  # the run stopped before the case sent all it planned: no rate over part of it
 NOT_STREAMED = "not_streamed"  # --no-stream: the answer came whole, no token's arrival was seen
 
@@ -97,6 +98,7 @@ REASON_TITLES = {
     TOO_FEW_ARRIVALS: "fewer than two text arrivals",
     QUEUED: "TTFT holds queueing",
     NOT_STREAMED: "not streamed (--no-stream)",
+    FIXED_LATENCY: "a fixed latency before the engine",
 }
 NOT_STREAMED_WHY = Unavailable(
     NOT_STREAMED,

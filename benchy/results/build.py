@@ -21,6 +21,7 @@ from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import case_figures, ttft_gains, withhold_turns
+from benchy.results import latency
 from benchy.results.rows import CONTROL, OK, WARMUP, Rows
 from benchy.results.types import (
     CacheReset,
@@ -188,7 +189,7 @@ def case_result(
         cache_reset=cache_reset,
     )
     alone = made.alone_ttft_s
-    if alone and case.kind == "trace":
+    if alone and (case.kind == "trace" or (case.kind == "shared_prefix" and case.depth > 0)):  # alone.on_a_line
         judge_trace_queueing(result, made.alone_points)
     elif alone:
         judge_queueing(result, alone, "alone", _same_shape_ttfts(result))
@@ -399,6 +400,7 @@ def run_result(
     )
     withhold_buffered_trend(run.cases)
     queueing_against_concurrency_1(run.cases)
+    latency.withhold_fixed_latency(run.cases)  # after queueing: a queued case keeps that cause
     for case in run.cases:
         case.ceiling = _case_ceiling(case, run.setup.ceiling)
         case.prompt_lengths = _prompt_lengths(run.setup, case.endpoint)

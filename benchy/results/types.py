@@ -50,6 +50,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.16 setup.calibration(s).lengths and case.prompt_lengths: how prompt lengths were made
        (server_tokenize | tokenizer_file | server_usage | o200k_calibrated; load/lengths.py, issue 35);
        request prompt_slack: how far the server's prompt count may miss the target (2 where exact)
+  1.17 warning details for issue 36's findings (a fixed latency before the engine, drift, a
+       router's partial view); prefill_tps withheld with code `fixed_latency`
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -81,7 +83,7 @@ from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 16
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 17
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -709,6 +711,20 @@ class WarningDetails(Saved):
     ttft_s: float | None = _n("server (else client) TTFT (mean), s")
     queue_share: float | None = _n("queue_s ÷ ttft_s")
     running_max: float | None = _n("most requests the server ran at once")
+    # (1.17) a fixed latency in front of the engine (checks/latency.py)
+    fixed_s: float | None = _n("TTFT's fixed part: its intercept against prompt length, s")
+    engine_prefill_tps: float | None = _n("the engine's prefill rate: the inverse of that line's slope, tokens/s")
+    headers_s_median: float | None = _n("response headers' time (median) of the shortest prompt, s")
+    # (1.17) drift over a case (checks/drift.py)
+    first_tps: float | None = _n("the rate's trend line at the first request, tokens/s")
+    last_tps: float | None = _n("the rate's trend line at the last request, tokens/s")
+    drift_pct: float | None = _n("last_tps against first_tps, %")
+    p_value: float | None = _n("Kendall's tau of the rate against send time: its p-value")
+    sm_clock_mhz_first: float | None = _n("--gpu-metrics: the GPUs' SM clock at the case's first sample, MHz")
+    sm_clock_mhz_last: float | None = _n("and at its last, MHz")
+    temp_c_first: float | None = _n("--gpu-metrics: the GPUs' temperature at the case's first sample, °C")
+    temp_c_last: float | None = _n("and at its last, °C")
+    throttle_reasons: list[str] | None = _n("--gpu-metrics: the clock-event (throttle) reasons any sample gave")
 
 
 @dataclass

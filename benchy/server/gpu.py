@@ -44,6 +44,14 @@ DCGM_FIELDS = {
     "dram_active": ("DCGM_FI_PROF_DRAM_ACTIVE", 1.0),  # ratio of cycles, 0…1
     "fb_used_mib": ("DCGM_FI_DEV_FB_USED", 1.0),  # MiB
 }
+# Read where the exporter publishes them, never reported missing: what a drift over the run is
+# set beside (results/drift.py). CLOCKS_EVENT_REASONS is the newer name of THROTTLE_REASONS.
+THERMAL_FIELDS = {
+    "DCGM_FI_DEV_SM_CLOCK": "sm_clock_mhz",
+    "DCGM_FI_DEV_GPU_TEMP": "temp_c",
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "throttle_reasons",
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": "throttle_reasons",
+}
 NVML_FIELDS = {
     "power_w": "nvmlDeviceGetPowerUsage",
     "energy_j": "nvmlDeviceGetTotalEnergyConsumption",
@@ -81,6 +89,7 @@ def gpu_key(labels: dict[str, str]) -> str:
 def parse_dcgm(text: str, t_s: float) -> GpuSample:
     """A sample of dcgm-exporter's text; raises GpuError when it is not Prometheus text."""
     wanted = {name: (field, scale) for field, (name, scale) in DCGM_FIELDS.items()}
+    wanted.update({name: (field, 1.0) for name, field in THERMAL_FIELDS.items()})
     sample = GpuSample(t_s)
     try:
         parsed = [s for family in text_string_to_metric_families(text) for s in family.samples]

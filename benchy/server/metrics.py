@@ -31,6 +31,7 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -390,6 +391,10 @@ class MetricsStatus(Saved):
     found: dict[str, str] = field(default_factory=dict)  # figure → metric name
     missing: dict[str, str] = field(default_factory=dict)
     reason: str | None = None  # why it is unavailable (off, 404, unknown names…)
+    # (1.14) behind a router (server/router.py): the page that named its replicas, and the
+    # replicas' /metrics that were scraped and added up in place of the router's own
+    router: str | None = None
+    replicas: list[str] = field(default_factory=list)
 
 
 class MetricsScraper:
@@ -399,9 +404,10 @@ class MetricsScraper:
     for each case a `window()`: `open()` before its measured requests, `close()` after, and
     `result` is a ServerCaseMetrics or the reason there is none."""
 
-    def __init__(self, pages: PageSource, url: str, model: str | None) -> None:
+    def __init__(self, pages: PageSource, url: str, model: str | None, replicas: list[str] | None = None) -> None:
         self.pages = pages
         self.url = url
+        self.replicas = replicas or []  # replicas' /metrics URLs: each scraped, the texts added up
         self.model = model
         self.engine: EngineNames | None = None
         self.status = MetricsStatus(url, available=False, reason="not probed")
@@ -411,15 +417,26 @@ class MetricsScraper:
         return parse(await self.fetch_text(), time.perf_counter(), self.model)
 
     async def fetch_text(self) -> str:
+        """/metrics as text; behind a router whose replicas are known, every replica's, one
+        after the other (parse adds a sample up over them as over its label sets)."""
         sent = time.perf_counter()
-        page = await self.pages.page("GET", self.url, None, SCRAPE_TIMEOUT_S)
-        if page.failure == "timeout":
-            raise ScrapeError(f"GET /metrics gave no answer within {SCRAPE_TIMEOUT_S:g} s")
-        if page.failure is not None:
-            raise ScrapeError(f"GET /metrics failed: {page.failure} ({page.message})")
-        if page.status != 200:
-            raise ScrapeError(f"GET /metrics answered HTTP {page.status}{_enable_hint(page.status)}")
+        if self.replicas:
+            texts = await asyncio.gather(*(self._fetch(url) for url in self.replicas))
+            self.round_trips.append((time.perf_counter() - sent) / len(texts))
+            return "\n".join(texts)
+        text = await self._fetch(self.url)
         self.round_trips.append(time.perf_counter() - sent)
+        return text
+
+    async def _fetch(self, url: str) -> str:
+        where = f"GET {_shown(url)}" if self.replicas else "GET /metrics"
+        page = await self.pages.page("GET", url, None, SCRAPE_TIMEOUT_S)
+        if page.failure == "timeout":
+            raise ScrapeError(f"{where} gave no answer within {SCRAPE_TIMEOUT_S:g} s")
+        if page.failure is not None:
+            raise ScrapeError(f"{where} failed: {page.failure} ({page.message})")
+        if page.status != 200:
+            raise ScrapeError(f"{where} answered HTTP {page.status}{_enable_hint(page.status)}")
         return page.body.decode("utf-8", errors="replace")
 
     async def probe(self) -> MetricsStatus:
@@ -439,7 +456,7 @@ class MetricsScraper:
             return self.status
         found, missing = found_names(snap, engine)
         self.engine = engine
-        self.status = MetricsStatus(self.url, True, engine.engine, found, missing)
+        self.status = MetricsStatus(self.url, True, engine.engine, found, missing, replicas=list(self.replicas))
         return self.status
 
     def window(self, interval_s: float = GAUGE_INTERVAL_S) -> Window:
@@ -531,6 +548,12 @@ def _requests_counted(before: Snapshot, after: Snapshot, engine: EngineNames) ->
         return None
     name = engine.histograms.get(engine.request_count, ("",))[0]
     return _delta(before, after, f"{name}_count")
+
+
+def _shown(url: str) -> str:
+    """A replica's URL fit for a message: no user:password, no query."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
 
 
 def _enable_hint(status: int) -> str:

@@ -19,6 +19,7 @@ from aiohttp import web
 from benchy import __version__
 from benchy.sim import vocab
 from benchy.sim.apis import APIS, ID_PREFIX, BadRequest, renderer_class, to_chat
+from benchy.sim.cache import PrefixCache
 from benchy.sim.config import BLOCK_SIZE, SimConfig
 from benchy.sim.engine import (
     CHAT_TEMPLATE,
@@ -529,12 +530,20 @@ class Simulator:
         self.engines = [Engine(cfg) for _ in range(cfg.replicas)]
         self._route_rng = random.Random(cfg.seed)
         self._next_replica = itertools.count()
+        # --route prefix: the router's own view of what each replica holds (it inserts a prompt
+        # as it routes it, as SGLang's approximate radix tree does) and what each has in flight.
+        self._routed = [PrefixCache(1 << 20) for _ in range(cfg.replicas)]
+        self._in_flight = [0] * cfg.replicas
         self.cache_resets = 0
         self.truth = TruthLog(cfg.truth_log)
         blocks = cfg.cache_blocks if cfg.prefix_cache else None
         self.metrics = SimMetrics(cfg.flavor, cfg.model, cfg.metrics_token_factor, blocks)
+        # --router-pages: each replica's own account, beside the whole one
+        self.replica_metrics = [
+            SimMetrics(cfg.flavor, cfg.model, cfg.metrics_token_factor, blocks) for _ in range(cfg.replicas)
+        ]
         self._fault_rng = random.Random(cfg.seed)
-        self.gpus = SimGpus(cfg, clock(), self.truth.note) if cfg.gpus else None
+        self.gpus = SimGpus(cfg, clock(), self.truth.note, self.engines[0].heat_now) if cfg.gpus else None
         self._ids = itertools.count(1)
 
     def app(self) -> web.Application:
@@ -545,6 +554,10 @@ class Simulator:
         app.router.add_get("/v1/models", self.models)
         if self.cfg.metrics:
             app.router.add_get("/metrics", self.prometheus)
+        if self.cfg.router_pages:
+            app.router.add_get("/list_workers", self.list_workers)
+            if self.cfg.metrics:
+                app.router.add_get("/replicas/{n}/metrics", self.replica_prometheus)
         if self.cfg.flavor == "llamacpp":
             app.router.add_get("/props", self.props)
             app.router.add_post("/slots/{slot}", self.slot_action)
@@ -603,7 +616,22 @@ class Simulator:
         """The replica a router sends the next request to (round robin, or at random)."""
         if self.cfg.route == "random":
             return self._route_rng.randrange(self.cfg.replicas)
+        if self.cfg.route == "prefix":
+            return 0  # decided once the prompt is read (route_by_prefix)
         return next(self._next_replica) % self.cfg.replicas
+
+    def route_by_prefix(self, ids: list[int]) -> int:
+        """Cache-aware: the replica that shares most of this prompt's prefix when that is at least
+        half of it, else (or when it has --route-balance more requests in flight than the idlest)
+        the one with the fewest requests in flight (the lowest index on a tie)."""
+        matched = [routed.lookup(ids) for routed in self._routed]
+        best = max(range(len(matched)), key=lambda r: matched[r])
+        idlest = min(range(len(matched)), key=lambda r: self._in_flight[r])
+        balance = self.cfg.route_balance
+        if matched[best] * 2 < len(ids) or (balance and self._in_flight[best] - self._in_flight[idlest] >= balance):
+            best = idlest
+        self._routed[best].insert(ids)
+        return best
 
     async def reset_prefix_cache(self, request: web.Request) -> web.Response:
         """vLLM's POST /reset_prefix_cache: empties the cache of the replica it is routed to
@@ -635,12 +663,31 @@ class Simulator:
         self.truth.write(trace)  # not a generation: /metrics does not count it
         return answer or web.json_response({"id_slot": slot, "n_erased": held * BLOCK_SIZE})
 
+    async def list_workers(self, request: web.Request) -> web.Response:
+        """--router-pages: the replicas by URL, as vllm-router and sglang-router list them."""
+        root = f"{request.url.scheme}://{request.host}"
+        return web.json_response({"urls": [f"{root}/replicas/{i}" for i in range(self.cfg.replicas)]})
+
+    async def replica_prometheus(self, request: web.Request) -> web.Response:
+        n = request.match_info["n"]
+        if not n.isdigit() or int(n) >= self.cfg.replicas:
+            return web.Response(status=404, body=error_body(404, f"no replica {n}"), content_type=JSON_TYPE)
+        return self._exposition(int(n))
+
     async def prometheus(self, request: web.Request) -> web.Response:
+        if self.cfg.router_pages:  # the router passes /metrics to one replica
+            return self._exposition(0)
         engines = self.engines
         caches = [e.cache for e in engines if e.cache is not None]
         kv_usage = sum(len(c) / c.capacity for c in caches) / len(caches) if caches else 0.0
         running, waiting = sum(e.slots.running for e in engines), sum(e.slots.waiting for e in engines)
         body = self.metrics.exposition(running, waiting, kv_usage)
+        return web.Response(body=body, headers={"Content-Type": METRICS_TYPE})
+
+    def _exposition(self, replica: int) -> web.Response:
+        engine = self.engines[replica]
+        kv_usage = len(engine.cache) / engine.cache.capacity if engine.cache is not None else 0.0
+        body = self.replica_metrics[replica].exposition(engine.slots.running, engine.slots.waiting, kv_usage)
         return web.Response(body=body, headers={"Content-Type": METRICS_TYPE})
 
     async def dcgm(self, request: web.Request) -> web.Response:
@@ -688,6 +735,7 @@ class Simulator:
         return await self._generate(request, "messages")
 
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
+        received_s = clock()
         if self.cfg.proxy_delay_s:  # before the engine's clock starts: its own times never hold it
             await asyncio.sleep(self.cfg.proxy_delay_s)
         prefix = "chatcmpl" if endpoint == "chat" else ID_PREFIX.get(endpoint, "cmpl")
@@ -697,6 +745,7 @@ class Simulator:
             request_id=request.headers.get("x-request-id"),
             arrival_s=clock(),
         )
+        trace.proxy_held_s = trace.arrival_s - received_s
         trace.authorization_sha256 = authorization_digest(request)
         trace.replica = self.route()
         try:
@@ -714,12 +763,15 @@ class Simulator:
             trace.finish_reason = trace.finish_reason or "abort"
             raise
         finally:
+            if trace.routed:
+                self._in_flight[trace.replica] -= 1
             self._log(trace)  # errors and faults too; a no-op if already written
 
     def _log(self, trace: Trace) -> None:
         """The truth record and the /metrics observation of a request, once each."""
         if self.truth.write(trace):
             self.metrics.observe(trace)
+            self.replica_metrics[trace.replica].observe(trace)
 
     async def _serve(self, request: web.Request, endpoint: str, trace: Trace) -> web.StreamResponse:
         body = await read_json(request)
@@ -730,6 +782,10 @@ class Simulator:
                 raise ApiError(400, str(exc)) from None
         trace.stream, trace.model = bool(body.get("stream", False)), body.get("model")
         job = parse_job(self.cfg, body, endpoint, trace.id)
+        if self.cfg.route == "prefix":
+            trace.replica = self.route_by_prefix(job.prompt_ids)
+        self._in_flight[trace.replica] += 1
+        trace.routed = True
         trace.model, trace.prompt_tokens = job.model, len(job.prompt_ids)
         trace.prompt_tokens_sent = job.prompt_tokens_sent
         trace.spec_steps = job.steps

@@ -148,6 +148,18 @@ and the truth log: docs/sim.md.
     help="usage.prompt_tokens_details.cached_tokens (vLLM omits it by default).",
 )
 @click.option("--proxy-delay-s", type=float, help="A proxy holds each request this long before the engine sees it.")
+@click.option(
+    "--route-balance",
+    type=int,
+    help="--route prefix: the idlest replica takes a request when the prefix's has this many more in flight (0: never).",
+)
+@click.option(
+    "--router-pages/--no-router-pages",
+    default=None,
+    help="A router's pages: /list_workers names the replicas (at /replicas/N); /metrics answers for the first only.",
+)
+@click.option("--throttle", type=float, help="Decode loses this share as the GPU heats (0-1; default 0: never).")
+@click.option("--throttle-s", type=float, help="Seconds of decoding to lose all of --throttle (default 10).")
 @click.option("--gpus", type=int, help="Simulated GPUs behind a dcgm-exporter at /dcgm/metrics (0: none).")
 @click.option("--gpu-watts", type=float, help="Each GPU's draw while a request runs, W (default 350).")
 @click.option("--gpu-idle-watts", type=float, help="Each GPU's draw while none runs, W (default 80).")
@@ -179,7 +191,11 @@ and the truth log: docs/sim.md.
 )
 @click.option("--cache-ttl-s", type=float, help="A cached block unused this long expires (0: never; default 0).")
 @click.option("--replicas", type=int, help="Replicas behind one router, each with its own slots and cache (default 1).")
-@click.option("--route", type=click.Choice(ROUTES), help="How the router picks a replica: rr or random (default rr).")
+@click.option(
+    "--route",
+    type=click.Choice(ROUTES),
+    help="How the router picks a replica: rr, random or prefix (cache-aware; default rr).",
+)
 @click.option(
     "--fault",
     "faults",

@@ -25,7 +25,10 @@ FAULT_KINDS = (
 FLAVORS = ("vllm", "llamacpp")
 CACHE_MATCHES = ("prefix", "anywhere")  # a prefix cache; a position-independent block cache
 REASONING_FIELDS = ("reasoning_content", "reasoning", "both")  # both: one text in each (vLLM mid-rename)
-ROUTES = ("rr", "random")  # how a router in front of --replicas picks one
+# How a router in front of --replicas picks one: round robin, at random, or cache-aware (SGLang's
+# cache_aware policy, llm-d's prefix scorer: the replica whose prompts share the most of this
+# one's prefix, else the one with the fewest requests in flight).
+ROUTES = ("rr", "random", "prefix")
 SPEC_STYLES = ("vllm", "llamacpp")
 
 BLOCK_SIZE = 16  # tokens per prefix-cache block, as vLLM's default
@@ -107,8 +110,16 @@ class SimConfig:
     cache_match: str = "prefix"  # "prefix" | "anywhere" (position-independent, by content)
     report_cache_hits: bool = True  # False: usage counts only the leading hits a prefix cache would
     replicas: int = 1
-    route: str = "rr"  # "rr" (round robin) | "random" (seeded by --seed)
+    route: str = "rr"  # "rr" (round robin) | "random" (seeded by --seed) | "prefix" (cache-aware)
     cache_ttl_s: float = 0.0  # a cached block unused this long is gone (hosted prompt caches, LMCache TTL); 0: never
+    # --route prefix: when the replica holding the prefix has this many more requests in flight
+    # than the least loaded one, the least loaded takes it (SGLang's balance_abs_threshold; 0: never)
+    route_balance: int = 0
+    # A router's own pages (vllm-router, sglang-router): GET /list_workers names each replica
+    # (served at /replicas/N), and the router's /metrics answers for the first replica only.
+    router_pages: bool = False
+    throttle: float = 0.0  # decode loses this share as the GPU heats (0: never)
+    throttle_s: float = 10.0  # seconds after decoding first ran that it takes to lose all of it
     cache_reset: bool = True  # False: no reset endpoint (vLLM: 404; llama.cpp: 501, no --slot-save-path)
 
 
@@ -179,6 +190,18 @@ PRESETS: dict[str, dict] = {
     "reasoning-both": {"reasoning_field": "both", "reasoning_tokens": 32},
     # A prompt cache with a lifetime (hosted APIs keep 5-10 minutes, LMCache a TTL), scaled down.
     "cache-ttl": {"cache_ttl_s": 0.5, "prefill_tps": 100000.0, "decode_tps": 3000.0, "max_running": 64},
+    # A gateway with pre-call guardrails (or a long network path): 250 ms before the engine
+    # sees each request; the engine's own times never hold it.
+    "gateway-250ms": {"proxy_delay_s": 0.25},
+    # A cache-aware router over four one-slot replicas: every request that shares a system
+    # prompt goes to the replica that holds it and queues there while the others idle.
+    "cache-aware-router": {"replicas": 4, "route": "prefix", "max_running": 1},
+    # vllm-router (cache_aware) in front of two replicas: its /metrics is one replica's, its
+    # /list_workers names both; a replica two requests busier than the other loses the next one.
+    "vllm-router": {"replicas": 2, "route": "prefix", "route_balance": 2, "router_pages": True, "max_running": 4},
+    # A GPU that throttles under sustained load (a DGX Spark, a laptop): decode falls steadily
+    # linearly, by 40% over the first 12 s of decoding (eight 64-token requests: by a fifth).
+    "throttling": {"throttle": 0.4, "throttle_s": 12.0, "decode_tps": 100.0},
     # For measuring the client's own CPU cost: no sleeps, no queueing.
     "instant": {"instant": True, "max_running": 100000},
 }
@@ -214,6 +237,13 @@ PRESET_HELP = {
     "reasoning-both": "32 reasoning tokens sent in both reasoning_content and reasoning (the same text)",
     "cache-ttl": "cached blocks unused for 0.5 s expire (a hosted prompt cache's lifetime, scaled down); "
     "prefill 100,000 tok/s, decode 3,000 tok/s",
+    "gateway-250ms": "a gateway holds each request 250 ms before the engine sees it (--proxy-delay-s 0.25)",
+    "cache-aware-router": "4 one-slot replicas behind a cache-aware router (--route prefix): shared "
+    "prefixes go to the replica that holds them, other prompts to the least loaded",
+    "throttling": "decode falls steadily, by 40% over the first 12 s of decoding, then stays "
+    "(--throttle 0.4 --throttle-s 12); decode 100 tok/s",
+    "vllm-router": "2 replicas of 4 slots behind a cache-aware router (--route prefix --route-balance 2) with "
+    "its pages (--router-pages): /metrics answers for one replica, /list_workers names both",
     "instant": "no sleeps at all, effectively unlimited max_running",
 }
 
@@ -280,6 +310,7 @@ def validate(cfg: SimConfig) -> None:
             "--stream-interval sets the events itself: no --tokens-per-event, --events-per-response or --spec-draft"
         )
     _require_at_least(cfg, "replicas", 1)
+    _require_at_least(cfg, "route_balance", 0)
     if cfg.cache_match not in CACHE_MATCHES:
         raise ConfigError(f"--cache-match must be one of: {', '.join(CACHE_MATCHES)}")
     if cfg.route not in ROUTES:
@@ -312,6 +343,10 @@ def _validate_behaviours(cfg: SimConfig) -> None:
         raise ConfigError(
             "--spec-draft sets the events itself: no --tokens-per-event, --events-per-response or --harmony"
         )
+    if not 0.0 <= cfg.throttle < 1.0:
+        raise ConfigError("--throttle must be at least 0 and below 1")
+    if cfg.throttle_s <= 0:
+        raise ConfigError("--throttle-s must be positive")
     if cfg.usage_scale <= 0:
         raise ConfigError("--usage-scale must be positive")
     _validate_gpus(cfg)

@@ -277,6 +277,7 @@ class Engine:
         self.slots = Slots(cfg.max_running)
         self._prefill_lock = asyncio.Lock()
         self._prefill_free_at = 0.0
+        self._hot_since: float | None = None  # --throttle: when decoding first ran
 
     def cached_tokens(self, ids: list[int]) -> int:
         return self.lookup(ids).cached_tokens
@@ -316,7 +317,23 @@ class Engine:
             return 0.0
         running = max(self.slots.running, 1)
         rate = self.cfg.decode_tps / (1.0 + self.cfg.batch_slowdown * (running - 1))
-        return 1.0 / rate
+        return 1.0 / (rate * self.heat_factor())
+
+    def heat_now(self) -> float:
+        """The heat factor as it stands, without starting the clock (the GPU exporter's view)."""
+        if not self.cfg.throttle or self._hot_since is None:
+            return 1.0
+        return 1.0 - self.cfg.throttle * min(1.0, (clock() - self._hot_since) / self.cfg.throttle_s)
+
+    def heat_factor(self) -> float:
+        """--throttle: a GPU that clocks down as it heats (a DGX Spark, a laptop under sustained
+        load): decode loses a share that grows linearly over --throttle-s of uptime, then stays."""
+        if not self.cfg.throttle:
+            return 1.0
+        now = clock()
+        if self._hot_since is None:
+            self._hot_since = now
+        return 1.0 - self.cfg.throttle * min(1.0, (now - self._hot_since) / self.cfg.throttle_s)
 
     async def wait_until(self, deadline: float) -> None:
         delay = deadline - clock()
@@ -371,6 +388,7 @@ class Trace:
     stream: bool | None = None
     model: str | None = None
     arrival_s: float = 0.0
+    proxy_held_s: float = 0.0  # --proxy-delay-s: how long the proxy held it before arrival_s
     headers_s: float | None = None
     queued_s: float | None = None  # parsed and tokenized: waiting for a slot from here
     admitted_s: float | None = None
@@ -381,6 +399,7 @@ class Trace:
     cached_tokens: int | None = None  # served from cache, truly
     reported_cached_tokens: int | None = None  # what usage said (--no-report-cache-hits: fewer)
     replica: int = 0  # --replicas: which one the router sent it to
+    routed: bool = False  # counted among the router's requests in flight
     # The prefix cache's side (issue 18): prefix tokens this request would have reused had
     # they not been evicted, blocks its insert evicted, and blocks held after it.
     cache_lost_tokens: int | None = None

@@ -24,13 +24,19 @@ FIELDS = (
     ("fb", "DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
 )
 FB_USED_MIB = 81920.0
+# --throttle: the SM clock falls with the engine's heat factor, the temperature rises, and the
+# exporter says why (NVML's sw_thermal_slowdown bit). Exported only with --throttle.
+BOOST_MHZ = 1980.0
+COOL_C, HOT_C = 45.0, 88.0
+SW_THERMAL_SLOWDOWN = 0x20
 
 
 class SimGpus:
     """The GPUs' state: busy while any request runs; energy integrated at every change."""
 
-    def __init__(self, cfg: SimConfig, now: float, note) -> None:
+    def __init__(self, cfg: SimConfig, now: float, note, heat=lambda: 1.0) -> None:
         self.cfg = cfg
+        self.heat = heat  # the engine's decode rate factor now (1.0: cool; sim/engine.py)
         self.note = note  # writes a truth-log line
         self.busy = False
         self.since_s = now
@@ -88,7 +94,22 @@ class SimGpus:
                 continue
             lines += [f"# HELP {name} {doc}", f"# TYPE {name} {kind}"]
             lines += [f"{name}{{{self._labels(i)}}} {_number(v)}" for i, v in enumerate(values[flag])]
+        if self.cfg.throttle:
+            lines += self._thermal()
         return "\n".join(lines) + "\n"
+
+    def _thermal(self) -> list[str]:
+        factor = self.heat()
+        lost = (1.0 - factor) / self.cfg.throttle  # 0 cool … 1 fully throttled
+        reasons = SW_THERMAL_SLOWDOWN if factor < 1.0 else 0
+        out = []
+        for name, value in (
+            ("DCGM_FI_DEV_SM_CLOCK", round(BOOST_MHZ * factor)),
+            ("DCGM_FI_DEV_GPU_TEMP", round(COOL_C + (HOT_C - COOL_C) * lost)),
+            ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", reasons),
+        ):
+            out += [f"# TYPE {name} gauge"] + [f"{name}{{{self._labels(i)}}} {value}" for i in range(self.cfg.gpus)]
+        return out
 
     def _labels(self, i: int) -> str:
         return (

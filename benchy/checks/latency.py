@@ -1,0 +1,54 @@
+"""A fixed latency in front of the engine (results/latency.py finds it; results/build.py
+withholds the TTFT-based prefill rate): one warning per sweep family, with the fixed part, the
+engine's own prefill rate and the response headers' time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from benchy.checks.registry import WARNING, Warning_
+from benchy.results import latency
+from benchy.results.types import CheckWarning, Evidence, RunResult, WarningDetails
+
+FIXED_HINT = (
+    "Something holds each request before the engine sees it: a gateway's guardrails, an API "
+    "manager, a content filter or a long network path. TTFT is what a user waits; for the "
+    "engine's prefill speed benchmark it directly, or read the engine rate given here."
+)
+
+
+def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
+    for group in latency.groups(run.cases):
+        part = latency.fixed_part(group)
+        if part is None or not part.found:
+            continue
+        engine = (
+            f" The engine prefills at {part.engine_prefill_tps:,.0f} t/s (the longest prompt's tokens over "
+            "its TTFT less the fixed part)."
+            if part.engine_prefill_tps
+            else ""
+        )
+        witnesses = [f"the response headers came at {part.headers_s * 1000:,.0f} ms"] if part.headers_s else []
+        if part.intercept_s is not None:
+            witnesses.append(f"TTFT against prompt length meets zero tokens at {part.intercept_s * 1000:,.0f} ms")
+        yield Warning_(
+            "fixed_latency",
+            WARNING,
+            None,
+            f"TTFT holds a fixed {part.fixed_s * 1000:,.0f} ms that no prompt length explains ({part.evidence()}, "
+            f"over {', '.join(part.cases)}; {' and '.join(witnesses)}): it passes before the engine takes the "
+            f"request, not prefilling. Prefill t/s from TTFT is withheld.{engine}",
+            FIXED_HINT,
+            metrics=("ttft_s",),
+            withheld=("prefill_tps",),
+            details=WarningDetails(
+                fixed_s=part.fixed_s,
+                engine_prefill_tps=part.engine_prefill_tps,
+                headers_s_median=part.headers_s,
+                cases=list(part.cases),
+            ),
+            evidence=(Evidence("fixed_s", part.fixed_s, part.threshold_s, "s"),),
+        )
+
+
+RUN_CHECKS = (fixed_latency,)

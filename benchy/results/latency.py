@@ -1,0 +1,188 @@
+"""A fixed latency in front of the engine: the part of TTFT that no prompt length explains.
+
+Why: a gateway with pre-call guardrails, an API manager, a content filter or a long network
+path adds the same time before the engine sees each request. TTFT holds it and is right (a
+user waits it), but a prefill rate taken from TTFT counts it as prefill: 250 ms in front of an
+engine that prefills 4,000 t/s prints 1,100 t/s at 512 tokens and 3,400 at 8,192.
+
+Prefill time grows with the prompt; a fixed part does not. Two witnesses, from the single-stream
+cases of one prompt family (depth, endpoint):
+
+  headers    most servers (llama.cpp, vLLM) send their response headers as soon as they take
+             the request, before prefill. Where the longest prompt's first token came well
+             after its headers (GAP_SHARE of its TTFT: this server answers before its prefill
+             ends), the headers' time is what passed before the server took the request, and
+             an engine's own fixed time (a first decode step) is not in it: the fixed part (a gateway
+             that holds the request holds its headers too; so does a long path). It needs one
+             prompt length only, and no prefill model.
+  intercept  where the headers come with the first token (the server, or a proxy, holds them),
+             TTFT against the uncached prompt tokens is a line whose intercept is the fixed part
+             (plus a decode step and the round trip). It must pass FIXED_SIGMAS standard errors,
+             and the headers must not have come before HEADERS_SHARE of it: an engine that
+             answers at once and then spends a fixed time of its own (a first decode step, a big
+             model's forward pass) is no gateway. Prefill that grows faster than linearly
+             (attention) bends the line up and lowers the intercept: it errs toward no finding.
+
+A fixed part past FIXED_MIN_S withholds the family's TTFT-based prefill rates (build.py); the
+engine's rate is the longest prompt's uncached tokens over its TTFT less the fixed part.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from benchy.measure import stats
+from benchy.measure.metrics import FIXED_LATENCY, Unavailable
+from benchy.results.types import CaseResult
+
+# An intercept below this is a decode step and HTTP, not a gateway.
+FIXED_MIN_S = 0.05
+# The intercept must pass this many of its standard errors (the points' scatter about the line).
+FIXED_SIGMAS = 3.0
+# The headers must come this late, as a share of the fixed part, for it to lie before the engine.
+HEADERS_SHARE = 0.5
+# The sweep must span prompt lengths at least this far apart for an intercept to mean anything.
+MIN_SPAN = 2.0
+MIN_HEADERS = 3  # requests whose headers were timed, for their median to be a witness
+# The server answers before its prefill ends where the longest prompt's first token came this long
+# (and this share of its TTFT) after its headers; a server that holds its headers until the first
+# token sends them a few ms before it.
+GAP_MIN_S = 0.02
+GAP_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class FixedPart:
+    """The fixed part of TTFT in one family of sweep cases (one depth and endpoint)."""
+
+    fixed_s: float  # the headers' time where they came before any prefill could end, else the intercept
+    source: str  # "headers" or "intercept"
+    threshold_s: float  # what it had to pass: FIXED_MIN_S (the intercept: FIXED_SIGMAS standard errors too)
+    intercept_s: float | None  # TTFT against uncached prompt tokens at zero (None: one prompt length)
+    engine_prefill_tps: float | None  # the longest prompt's uncached tokens over TTFT − the fixed part
+    headers_s: float | None  # response headers' time (median) of the shortest prompt's case
+    cases: tuple[str, ...]  # the single-stream cases it rests on
+
+    @property
+    def found(self) -> bool:
+        if self.source == "headers":
+            return self.fixed_s > self.threshold_s
+        held = self.headers_s is None or self.headers_s >= HEADERS_SHARE * self.fixed_s
+        return self.fixed_s > self.threshold_s and held
+
+    def why(self) -> Unavailable:
+        engine = f"; the engine prefills at {self.engine_prefill_tps:,.0f} t/s" if self.engine_prefill_tps else ""
+        return Unavailable(
+            FIXED_LATENCY,
+            f"TTFT holds a fixed {self.fixed_s * 1000:,.0f} ms before the engine ({self.evidence()}){engine}",
+        )
+
+    def evidence(self) -> str:
+        if self.source == "headers":
+            return "the response headers' time, which no prompt length moves"
+        return "the intercept of TTFT against prompt length"
+
+
+def _single_stream(case: CaseResult) -> bool:
+    return case.kind == "sweep" and case.concurrency == 1 and case.rate is None and case.depth_mode != "cached"
+
+
+def groups(cases: Sequence[CaseResult]) -> list[list[CaseResult]]:
+    """The sweep cases (any load) by prompt family: depth, depth mode and endpoint."""
+    found: dict[tuple, list[CaseResult]] = {}
+    for case in cases:
+        if case.kind == "sweep" and case.depth_mode != "cached":
+            found.setdefault((case.depth, case.depth_mode, case.endpoint), []).append(case)
+    return list(found.values())
+
+
+def _points(case: CaseResult) -> list[tuple[float, float]]:
+    points = []
+    for row in case.measured_ok():
+        ttft = row.metrics.get("ttft_s")
+        prompt = row.prompt_tokens if row.prompt_tokens is not None else case.pp + case.depth
+        if ttft is not None:
+            points.append((float(prompt - (row.cached_tokens or 0)), float(ttft)))
+    return points
+
+
+def fixed_part(group: Sequence[CaseResult]) -> FixedPart | None:
+    """The group's fixed part, from its single-stream cases: the headers' time where the
+    server answers before its prefill ends (the longest prompt's first token came well after its
+    headers), else the intercept of TTFT against uncached tokens (two prompt lengths MIN_SPAN
+    apart at least); None where neither can be read."""
+    single = [c for c in group if _single_stream(c) and c.summary.get("ttft_s") is not None]
+    if not single:
+        return None
+    shortest, longest = min(single, key=lambda c: c.pp), max(single, key=lambda c: c.pp)
+    headers = {c.label: _headers(c) for c in single}
+    shown = headers[shortest.label]
+    intercept, se = _intercept([p for c in single for p in _points(c)])
+    late = headers[longest.label]
+    ttft = longest.median("ttft_s")
+    answered_first = late is not None and ttft is not None and ttft - late >= max(GAP_MIN_S, GAP_SHARE * ttft)
+    if all(h is not None for h in headers.values()) and answered_first:
+        fixed = min(h for h in headers.values() if h is not None)
+        source, threshold = "headers", FIXED_MIN_S
+    elif intercept is not None:
+        fixed, source, threshold = intercept, "intercept", max(FIXED_MIN_S, FIXED_SIGMAS * se)
+    else:
+        return None
+    return FixedPart(
+        fixed_s=fixed,
+        source=source,
+        threshold_s=threshold,
+        intercept_s=intercept,
+        engine_prefill_tps=_engine_rate(longest, fixed),
+        headers_s=shown,
+        cases=tuple(c.label for c in single),
+    )
+
+
+def _headers(case: CaseResult) -> float | None:
+    """The median time to the response headers, over at least MIN_HEADERS requests."""
+    times = [r.headers_s for r in case.measured_ok() if r.headers_s is not None]
+    return stats.median(times) if len(times) >= MIN_HEADERS else None
+
+
+def _intercept(points: list[tuple[float, float]]) -> tuple[float | None, float]:
+    """TTFT at zero uncached tokens by least squares, and its standard error."""
+    xs = np.array([x for x, _ in points])
+    if len(points) < 4 or xs.min() <= 0 or xs.max() < MIN_SPAN * xs.min():
+        return None, math.inf
+    ys = np.array([y for _, y in points])
+    design = np.column_stack([np.ones_like(xs), xs])
+    (intercept, slope), *_ = np.linalg.lstsq(design, ys, rcond=None)
+    residual = ys - design @ np.array([intercept, slope])
+    variance = float(residual @ residual) / max(1, len(points) - 2)
+    return float(intercept), math.sqrt(variance * float(np.linalg.inv(design.T @ design)[0, 0]))
+
+
+def _engine_rate(case: CaseResult, fixed_s: float) -> float | None:
+    """The engine's prefill rate at the case's prompt: uncached tokens over TTFT less the fixed part."""
+    rates = [x / (y - fixed_s) for x, y in _points(case) if y > fixed_s]
+    return stats.median(rates) if rates else None
+
+
+def found_for(case: CaseResult, cases: Sequence[CaseResult]) -> FixedPart | None:
+    """The fixed part found in `case`'s family, if one was."""
+    for group in groups(cases):
+        if any(c is case for c in group):
+            part = fixed_part(group)
+            return part if part is not None and part.found else None
+    return None
+
+
+def withhold_fixed_latency(cases: Sequence[CaseResult]) -> None:
+    """Each sweep family whose single-stream TTFT has a fixed part loses its TTFT-based prefill
+    rate (every load of it: the fixed part is in front of every request)."""
+    for group in groups(cases):
+        part = fixed_part(group)
+        if part is not None and part.found:
+            for case in group:
+                if case.summary.get("prefill_tps") is not None:  # not already withheld for another cause
+                    case.withhold(("prefill_tps",), part.why())

@@ -1,0 +1,75 @@
+"""Issue 36, item 5: drift over a run. A GPU that throttles under sustained load (a DGX Spark,
+a laptop) decodes identical requests slower and slower: they have no single rate, and their
+median is no more "the" rate than any other. benchy tests the case's send order for a trend,
+warns, and qualifies the figures it moves. Judged against the simulator's truth log: the rate
+at which its engine produced each request's tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchy import run as run_mod
+from benchy.client.stream import ClientSettings
+from benchy.workloads.scenario import sweep
+from tests.test_checks import bench, codes, measured, truth_of, warning
+
+
+def truth_decode_tps(truth: dict) -> float:
+    """The timing model's decode rate for the request (when its tokens were due: a busy test
+    machine makes them late, and that is no property of the simulated GPU)."""
+    times = truth["token_due_s"]
+    return (len(times) - 1) / (times[-1] - times[0])
+
+
+def test_a_throttling_gpu_is_drift_not_a_rate(start_sim):
+    sim = start_sim("--preset", "throttling")
+    results = bench(sim, pp=(64,), tg=(64,), runs=8)
+    (case,) = results["cases"]
+    truth = truth_of(sim, results)
+    rows = sorted(measured(case), key=lambda r: r["sent_unix_s"])
+    rates = [truth_decode_tps(truth[r["request_id"]]) for r in rows]
+    # The truth: each request decoded slower than the one before, by a fifth or more in all.
+    assert all(b <= a for a, b in zip(rates, rates[1:], strict=False)) and rates[-1] < 0.85 * rates[0]
+    w = warning(results, "rate_drift")
+    assert w["case"] == case["label"] and "decode_tps" in w["metrics"]
+    d = w["details"]
+    assert d["first_tps"] == pytest.approx(rates[0], rel=0.1)
+    assert d["last_tps"] == pytest.approx(rates[-1], rel=0.1)
+    assert d["drift_pct"] == pytest.approx(100 * (rates[-1] / rates[0] - 1), abs=6)
+    (evidence,) = w["evidence"]
+    assert abs(evidence["observed"]) > evidence["threshold"]
+
+
+def test_a_steady_gpu_has_no_drift(start_sim):
+    sim = start_sim("--decode-tps", "100")
+    results = bench(sim, pp=(64,), tg=(64,), runs=8)
+    truth = truth_of(sim, results)
+    rates = [truth_decode_tps(truth[r["request_id"]]) for r in measured(results["cases"][0])]
+    assert max(rates) == pytest.approx(min(rates), rel=1e-6)  # the truth: one rate
+    assert "rate_drift" not in codes(results)
+    assert np.isfinite(results["cases"][0]["summary"]["decode_tps"]["median"])
+
+
+def test_the_gpus_clock_and_temperature_are_shown_beside_the_drift(start_sim):
+    sim = start_sim("--preset", "throttling", "--gpus", "1")
+    settings = run_mod.RunSettings(
+        client=ClientSettings(base_url=sim.base_url),
+        cases=sweep([64], [64], [1]),
+        runs=8,
+        warmup=1,
+        progress=False,
+        gpu_metrics=sim.base_url.removesuffix("/v1") + "/dcgm/metrics",
+    )
+    results = run_mod.execute(settings).to_dict()
+    (case,) = results["cases"]
+    truth = {t["request_id"]: t for t in sim.truth() if t.get("request_id")}  # GPU lines have none
+    rows = sorted(measured(case), key=lambda r: r["sent_unix_s"])
+    rates = [truth_decode_tps(truth[r["request_id"]]) for r in rows]
+    d = warning(results, "rate_drift")["details"]
+    # The simulated GPU clocks down with its decode rate: the clock fell by about the share the
+    # truth's decode did over the case (the samples bracket the requests, so a little more).
+    fell = d["sm_clock_mhz_last"] / d["sm_clock_mhz_first"]
+    assert fell < 1 and fell == pytest.approx(rates[-1] / rates[0], abs=0.08)
+    assert d["temp_c_last"] > d["temp_c_first"] and "sw_thermal_slowdown" in d["throttle_reasons"]

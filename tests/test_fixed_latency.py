@@ -1,0 +1,69 @@
+"""Issue 36, item 8: a fixed latency in front of the engine (a gateway's pre-call guardrails, an
+API manager, a long network path). TTFT holds it and is right; a prefill rate taken from TTFT
+is not the engine's. benchy separates the fixed part (the intercept of TTFT against prompt
+length across a single-stream sweep), shows it, withholds the TTFT-based prefill rate and gives
+the engine's (the slope). Judged against the simulator's truth log: how long its proxy held
+each request, and how fast its engine prefilled.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.conftest import client_slack_s
+from tests.test_checks import bench, codes, measured, truth_of, warning
+
+FAST = ("--prefill-tps", "20000", "--decode-tps", "400")
+SWEEP = (512, 2048, 8192)
+
+
+def engine_prefill_tps(truth: list[dict]) -> float:
+    """The engine's marginal prefill speed as the truth has it: tokens over prefill time."""
+    return float(
+        np.median(
+            [(t["prompt_tokens"] - t["cached_tokens"]) / (t["prefill_end_s"] - t["prefill_start_s"]) for t in truth]
+        )
+    )
+
+
+def test_a_gateway_delay_is_separated_from_prefill(start_sim):
+    sim = start_sim("--preset", "gateway-250ms", *FAST)
+    results = bench(sim, pp=SWEEP, tg=(8,), runs=3)
+    truth = truth_of(sim, results)
+    held = [truth[r["request_id"]] for c in results["cases"] for r in measured(c)]
+    w = warning(results, "fixed_latency")
+    d = w["details"]
+    slack = 2 * max(client_slack_s(c) for c in results["cases"]) + 0.02
+    # The fixed part is what the proxy held (the truth), not prefill.
+    assert d["fixed_s"] == pytest.approx(float(np.median([t["proxy_held_s"] for t in held])), abs=slack)
+    assert d["engine_prefill_tps"] == pytest.approx(engine_prefill_tps(held), rel=0.15)
+    (evidence,) = w["evidence"]
+    assert evidence["observed"] > evidence["threshold"]
+    for case in results["cases"]:
+        # TTFT stays (a user waits it); the TTFT-based prefill rate is withheld with its reason.
+        assert case["summary"]["ttft_s"] is not None and case["summary"]["prefill_tps"] is None
+        assert case["unavailable_codes"]["prefill_tps"] == "fixed_latency"
+        assert "prefill_tps" in w["withheld"]
+
+
+def test_a_healthy_sweep_has_no_fixed_part(start_sim):
+    sim = start_sim(*FAST)
+    results = bench(sim, pp=SWEEP, tg=(8,), runs=3)
+    assert "fixed_latency" not in codes(results)
+    assert all(c["summary"]["prefill_tps"] is not None for c in results["cases"])
+
+
+def test_one_prompt_length_is_enough_where_the_headers_come_first(start_sim):
+    # No sweep to draw a line through: the headers, sent before prefill, carry the fixed part.
+    sim = start_sim("--preset", "gateway-250ms", *FAST)
+    results = bench(sim, pp=(2048,), tg=(8,), runs=3)
+    (case,) = results["cases"]
+    truth = truth_of(sim, results)
+    held = [truth[r["request_id"]] for r in measured(case)]
+    d = warning(results, "fixed_latency")["details"]
+    assert d["fixed_s"] == pytest.approx(
+        float(np.median([t["proxy_held_s"] for t in held])), abs=2 * client_slack_s(case) + 0.02
+    )
+    assert d["engine_prefill_tps"] == pytest.approx(engine_prefill_tps(held), rel=0.15)
+    assert case["unavailable_codes"]["prefill_tps"] == "fixed_latency"
