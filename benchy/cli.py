@@ -287,6 +287,28 @@ CASE_OPTIONS = (
         metavar="X",
         help="With --trace: replay X times faster (0.5: half the rate).",
     ),
+    click.option(
+        "--dataset",
+        default=None,
+        metavar="FILE",
+        help="Real prompts (docs/datasets.md): ShareGPT .json, .jsonl, .csv, .parquet/.arrow; `sample` is the "
+        "shipped one. Alone: each entry's prompt and answer length; with --pp: real text cut to each "
+        "length; with --turns: its conversations. Sampled with --seed.",
+    ),
+    click.option(
+        "--dataset-min-tokens",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="With --dataset: skip entries whose prompt is shorter than N tokens.",
+    ),
+    click.option(
+        "--dataset-max-tokens",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="With --dataset: skip entries whose prompt is longer than N tokens.",
+    ),
 )
 
 
@@ -307,6 +329,9 @@ def _cases(
     groups,
     trace_file,
     speed,
+    dataset=None,
+    dataset_min_tokens=None,
+    dataset_max_tokens=None,
 ):
     from benchy.workloads.case import ScenarioError
     from benchy.workloads.scenario import CaseSelection, WorkloadSelection, select_cases
@@ -317,7 +342,14 @@ def _cases(
     )
     chosen = CaseSelection(scenario, pp, tg, concurrency, depth, depth_mode, rate, workload)
     try:
-        return select_cases(chosen)
+        cases = select_cases(chosen)
+        if dataset is None:
+            if dataset_min_tokens or dataset_max_tokens:
+                raise ScenarioError("--dataset-min-tokens and --dataset-max-tokens need --dataset")
+            return cases
+        from benchy.workloads import dataset_cases
+
+        return dataset_cases.apply(cases, dataset, chosen, dataset_min_tokens, dataset_max_tokens)
     except (ScenarioError, WorkloadError) as exc:
         raise click.UsageError(str(exc)) from None
 
@@ -614,6 +646,7 @@ def run(
     from benchy.report import table
     from benchy.server.gpu import GpuError
     from benchy.workloads.cases import check_workload_endpoints
+    from benchy.workloads.spec import WorkloadError
 
     try:
         load.check(cases)
@@ -654,7 +687,7 @@ def run(
         raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
     except (ClusterError, GpuError) as exc:
         raise click.ClickException(str(exc)) from None
-    except run_mod.PromptTooLong as exc:
+    except (run_mod.PromptTooLong, WorkloadError) as exc:  # WorkloadError: a --dataset with nothing to send
         raise click.UsageError(str(exc)) from None
     except run_mod.NothingMeasured as exc:
         raise _Interrupted(str(exc)) from None

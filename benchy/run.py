@@ -26,6 +26,8 @@ from benchy.checks import warnings as checks
 from benchy.client import loop as event_loop
 from benchy.client.stream import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
 from benchy.load.alone import alone_requests, send_alone
+from benchy.load.dataset_load import bind_context
+from benchy.load.dataset_load import setup as dataset_setup
 from benchy.load.generator import run_case
 from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
@@ -333,7 +335,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         state.setup["gpu"] = gpus.setup.to_dict()
     state.plans = [
         CasePlan(
-            case=c,
+            case=bind_context(c, identity.context_length),
             index=i,
             runs=c.runs or settings.runs,
             warmup=settings.warmup,
@@ -346,6 +348,8 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         )
         for i, c in enumerate(settings.cases)
     ]
+    if (data := dataset_setup(state.plans, calibrations, settings.nonce)) is not None:
+        state.setup["dataset"] = data.to_dict()  # its sampling drawn here as each case will draw it
     stop = asyncio.Event()  # set once an error limit is passed: the run ends
     server_tokenize = ServerTokenize()  # a witness asked after each case (load/tokenize.py)
 

@@ -96,7 +96,8 @@ class Conversation:
     def _turn(self, turn: int, previous: RequestRecord | None) -> PlannedRequest:
         plan, prompts = self.plan, self.prompts
         tokens = self.spec.first_tokens if turn == 1 and self.spec.first_tokens else plan.case.pp
-        message = prompts.message(tokens)
+        # --dataset: the sampled conversation's own message (dataset_load.DatasetPrompts.turn)
+        message = prompts.turn(self.index, turn) if hasattr(prompts, "turn") else prompts.message(tokens)
         rec = _record(plan, f"c{self.index}t{turn}", self.index, turn, message.nonce)
         rec.local_token_scale = prompts.calibration.text_scale
         rec.unique_tokens = round(message.local_tokens * prompts.calibration.scale)

@@ -6,8 +6,10 @@ unit every later stage reports by; the case's label is llama-bench's (`pp512 tg3
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
+from benchy.workloads.dataset import DatasetSpec
 from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay, Workload
 
 ENDPOINTS = ("chat", "completions")
@@ -32,10 +34,16 @@ class Case:
     # A cache-aware workload (benchy/workloads): multi-turn, shared prefix or trace replay;
     # None for a plain sweep case.
     workload: Workload | None = None
+    # --dataset: real text (workloads/dataset.py): a natural case of its own, or the text of a
+    # sweep (fitted) or of a multi-turn case's messages (conversations)
+    dataset: DatasetSpec | None = None
 
     @property
     def kind(self) -> str:
-        """ "sweep", or the workload's kind: "multi_turn", "shared_prefix", "trace"."""
+        """ "sweep", "dataset" (--dataset alone), or the workload's kind: "multi_turn",
+        "shared_prefix", "trace"."""
+        if self.dataset is not None and self.dataset.mode == "natural":
+            return "dataset"
         return self.workload.kind if self.workload is not None else "sweep"
 
     @property
@@ -48,7 +56,10 @@ class Case:
         """llama-bench style: `pp512 tg32`, `pp512 tg32 c4`, `pp512 tg32 @ d4096`; a rate case
         reads `pp512 tg32 r4` (4 requests/s); a cached-context case `… @ d4096 cached`.
         Workloads: `multi-turn u4 x8 pp256 tg64`, `shared 75% of pp2048 g4 tg32 c4`,
-        `trace sample.jsonl x2`."""
+        `trace sample.jsonl x2`. A dataset's name follows in brackets (`pp512 tg32 [chat.jsonl]`);
+        its natural case reads `dataset chat.jsonl c4` (`… tg128 c4` with --tg)."""
+        if self.dataset is not None:
+            return self._dataset_label(self.dataset)
         if isinstance(self.workload, TraceReplay):
             return self.workload.label()
         if isinstance(self.workload, SharedPrefix):
@@ -65,3 +76,11 @@ class Case:
             if self.depth_mode == "cached":
                 text += " cached"  # distinct from a cold case of the same sizes
         return text
+
+    def _dataset_label(self, dataset: DatasetSpec) -> str:
+        if dataset.mode == "natural":
+            tg = f" tg{self.tg}" if self.tg else ""
+            return f"dataset {dataset.name}{tg}" + (f" c{self.concurrency}" if self.concurrency != 1 else "")
+        if dataset.mode == "conversations" and isinstance(self.workload, MultiTurn):
+            return f"multi-turn u{self.concurrency} x{self.workload.turns} tg{self.tg} [{dataset.name}]"
+        return f"{dataclasses.replace(self, dataset=None).label} [{dataset.name}]"

@@ -1,0 +1,185 @@
+"""Sending a dataset's text (--dataset, workloads/dataset.py) through the load generator.
+
+DatasetPrompts is a PromptFactory whose text is the dataset's: in a fitted sweep each body is
+real text cut to the length the sweep asks (dataset.fit_text, on benchy's calibrated o200k
+count), from an entry drawn for that request; in a conversation each user message is an
+entry's own. The nonce still leads every prompt and message (unless --no-nonce), so no cache
+holds any of it before it is sent; a newline parts it from the text.
+
+run_natural sends a natural case: the sampled entries' prompts as they are, each with its own
+output length (its reference answer's, as the server would count it, or --tg), in a closed
+loop of -c streams. Entries whose prompt and answer cannot fit the server's context are
+skipped and counted (setup.dataset), never sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+
+from benchy.load import arrivals
+from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options
+from benchy.load.prompts import Prompt, PromptFactory
+from benchy.load.send import Closed, send
+from benchy.measure import tokenizer
+from benchy.measure.records import RequestRecord
+from benchy.workloads import dataset
+from benchy.workloads.case import Case
+from benchy.workloads.dataset import DatasetSetup, DatasetSpec, Entry, Selection
+
+NONCE_SEPARATOR = "\n"
+DEFAULT_TG = 128  # an entry with no reference answer, without --tg: the sweep's default
+
+
+class DatasetPrompts(PromptFactory):
+    """The run's PromptFactory (same calibration, nonce and salt), its text the dataset's."""
+
+    def __init__(self, base: PromptFactory, plan: CasePlan, count: Callable[[str], int] = tokenizer.count) -> None:
+        super().__init__(base.calibration, nonce=base.nonce, salt=base.salt)
+        assert plan.case.dataset is not None
+        self.spec, self.seed, self.count = plan.case.dataset, plan.seed, count
+        self.entries = list(dataset.load(self.spec.path).entries)
+        self._conversations: list[Entry] | None = None
+        self._concurrency = plan.case.concurrency
+
+    def server_tokens(self, text: str) -> int:
+        """A prompt's tokens as the server will count them: the calibrated local count, the
+        nonce and the chat template included."""
+        nonce = 8 + 1 if self.nonce else 0  # eight one-token words and the newline
+        return round(self.calibration.overhead + self.calibration.scale * (self.count(text) + nonce))
+
+    def output_tokens(self, entry: Entry, tg: int) -> int:
+        """--tg, else the reference answer's tokens as the server would count them."""
+        if tg:
+            return tg
+        if entry.answer is None:
+            return DEFAULT_TG
+        return max(1, round(self.count(entry.answer) * self.calibration.text_scale))
+
+    def selection(self, n: int, tg: int) -> Selection:
+        return dataset.select(self.spec, n, self.seed, self.server_tokens, lambda e: self.output_tokens(e, tg))
+
+    def natural(self, entry: Entry) -> Prompt:
+        """An entry's prompt as it is, led by this request's nonce."""
+        return self._led(entry.prompt)
+
+    def turn(self, conversation: int, turn: int) -> Prompt:
+        """Turn `turn` (from 1) of conversation `conversation`: that sampled entry's user message."""
+        if self._conversations is None:
+            self._conversations = self.selection(self._concurrency, 1).entries
+        entry = self._conversations[conversation % len(self._conversations)]
+        return self._led(entry.user_messages[turn - 1])
+
+    def _led(self, text: str) -> Prompt:
+        nonce = self.next_nonce() if self.nonce else None
+        full = (nonce + NONCE_SEPARATOR if nonce else "") + text
+        return Prompt(text=full, nonce=nonce, local_tokens=self.count(full))
+
+    def _body(self, tokens: int) -> str:
+        """Real text of `tokens` local tokens after the nonce: from an entry drawn for this
+        request (the same one for every request under --no-nonce, as the filler is)."""
+        key = self._counter if self.nonce else 0
+        digest = hashlib.blake2b(f"{self.seed}/{key}".encode(), digest_size=8).digest()
+        start = int.from_bytes(digest, "big") % len(self.entries)
+        chars = 6 * tokens + 256
+        while True:
+            text = dataset.long_text(self.entries, start, chars)
+            try:
+                return NONCE_SEPARATOR + dataset.fit_text(text, tokens, self.count, head=NONCE_SEPARATOR)
+            except ValueError:  # text of more than 6 characters a token: take more of it
+                chars *= 2
+
+
+def with_dataset(plan: CasePlan, prompts: PromptFactory) -> PromptFactory:
+    """The case's prompt maker: the dataset's, for a case that has one."""
+    if plan.case.dataset is None or isinstance(prompts, DatasetPrompts):
+        return prompts
+    return DatasetPrompts(prompts, plan)
+
+
+def bind_context(case: Case, context: int | None) -> Case:
+    """The case with the server's context in its dataset spec (entries that cannot fit it are
+    skipped); a case without a dataset as it is."""
+    if case.dataset is None or not context:
+        return case
+    return dataclasses.replace(case, dataset=dataclasses.replace(case.dataset, context=context))
+
+
+async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
+    """Warmups (entries of their own draw), then this worker's share of the sampled entries,
+    -c at a time, each with its own output length."""
+    prompts = with_dataset(plan, case_io.prompts)
+    assert isinstance(prompts, DatasetPrompts)
+    chosen = prompts.selection(plan.measured, plan.case.tg)
+    warm = (
+        dataset.select(prompts.spec, plan.warmup, plan.seed + 1, prompts.server_tokens).entries if plan.warmup else []
+    )
+    bodies: dict[int, dict] = {}
+
+    def make(i: int, entry: Entry, warmup: bool) -> PlannedRequest:
+        prompt = prompts.natural(entry)
+        tg = prompts.output_tokens(entry, plan.case.tg)
+        rec = RequestRecord(
+            case=plan.case.label,
+            run=-1 if warmup else i // max(1, plan.case.concurrency),
+            index=i,
+            warmup=warmup,
+            request_id=f"benchy-{plan.salt}-{plan.index}{'w' if warmup else 'n'}{i}",
+            nonce=prompt.nonce,
+            target_prompt_tokens=round(prompts.calibration.overhead + prompts.calibration.scale * prompt.local_tokens),
+            target_output_tokens=tg,
+            local_token_scale=prompts.calibration.text_scale,
+        )
+        body = bodies.setdefault(tg, request_options(plan, tg))
+        return planned(plan, rec, prompt, tg, body)
+
+    def measured() -> Iterator[PlannedRequest]:
+        for i in arrivals.share(len(chosen.entries), plan.worker, plan.workers):
+            yield make(i, chosen.entries[i], False)
+
+    warmups = [
+        make(i, e, True) for i, e in enumerate(warm) if i in arrivals.share(len(warm), plan.worker, plan.workers)
+    ]
+    await send(case_io.client, warmups, case_io.on_record, Closed(plan.streams))
+    await case_io.client.warm(plan.streams)
+    start_s = await case_io.start() if case_io.start else time.perf_counter()
+    await send(
+        case_io.client,
+        measured(),
+        case_io.on_record,
+        Closed(plan.streams, arrivals.duration_deadline(start_s, plan.duration_s)),
+    )
+
+
+def setup(plans: list[CasePlan], calibrations: dict, nonce: bool) -> DatasetSetup | None:
+    """results.json's setup.dataset: the file (name, sha256, format, entries), the mode and its
+    filters, and per case what its sampling sent and left out (the same seeded draw the case
+    makes); None for a run without one."""
+    with_data = [p for p in plans if p.case.dataset is not None]
+    if not with_data:
+        return None
+    spec: DatasetSpec = with_data[0].case.dataset  # type: ignore[assignment]
+    data = dataset.load(spec.path)
+    sampling = {}
+    for plan in with_data:
+        prompts = DatasetPrompts(PromptFactory(calibrations[plan.endpoint], nonce=nonce), plan)
+        if spec.mode == "natural":
+            sampling[plan.case.label] = prompts.selection(plan.measured, plan.case.tg).sampling()
+        elif spec.mode == "conversations":
+            sampling[plan.case.label] = prompts.selection(plan.case.concurrency, 1).sampling()
+    return DatasetSetup(
+        name=spec.name,
+        path=spec.path,
+        sha256=data.sha256,
+        format=data.format,
+        entries=len(data.entries),
+        entries_without_prompt=data.skipped_empty,
+        mode=spec.mode,
+        seed=with_data[0].seed,
+        min_tokens=spec.min_tokens,
+        max_tokens=spec.max_tokens,
+        context=spec.context,
+        sampling=sampling,
+    )
