@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from benchy.cli import main
 from benchy.load.dataset_load import NONCE_SEPARATOR
 from benchy.measure import tokenizer
+from benchy.report import dataset_view
 from benchy.sim import vocab
 from benchy.sim.engine import render_chat
 from benchy.workloads import dataset, dataset_sample
@@ -235,6 +236,15 @@ def test_natural_sends_each_drawn_entry_with_its_answer_length(sim, tmp_path, fm
         assert rec["target_output_tokens"] == max(1, round(tokenizer.count(entry.answer) * scale))
         assert served["completion_tokens"] == rec["target_output_tokens"]
     assert len({r["target_output_tokens"] for r in measured}) > 3  # each its own, not one --tg
+    # the report: asked and served lengths, the served ones the server's own counts
+    report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    served = dataset_view.spread([truth[r["request_id"]]["prompt_tokens"] for r in measured])
+    output = dataset_view.spread([truth[r["request_id"]]["completion_tokens"] for r in measured])
+    table = report[report.index("Lengths of the dataset's requests") :]
+    row = next(line for line in table.splitlines() if line.startswith("|") and case["label"] in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells == [case["label"], cells[1], served, cells[3], output]
+    assert (tmp_path / "out" / "figures" / "dataset-lengths.png").stat().st_size > 0
 
 
 @pytest.mark.parametrize("fmt", ["sharegpt", "parquet"])
