@@ -63,13 +63,12 @@ def markdown(results: RunResult) -> str | None:
     return HEAD + " " + source + "\n\n" + tabulate(rows, headers=headers, tablefmt="pipe", stralign="right")
 
 
-def figures(results: RunResult, directory: Path) -> list:
-    """One figure of the dataset cases' prompt and output lengths, asked against served."""
+def figures(plots, results: RunResult, directory: Path) -> list:
+    """One figure of the dataset cases' prompt and output lengths, asked against served
+    (`plots`: report/plots.py, passed in as workload_plots does, since it imports the table)."""
     cases = [c for c in dataset_cases(results) if any(_lengths(c).values())]
     if not cases:
         return []
-    from benchy.report import plots
-
     fig, axes = plots.plt.subplots(1, 2, figsize=plots.WIDE)
     for ax, what in zip(axes, ("prompt", "output")):
         for case in cases:
