@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 
 from benchy.load import arrivals
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options
-from benchy.load.prompts import Prompt, PromptFactory
+from benchy.load.prompts import CALIBRATION_LOCAL_TOKENS, Calibration, Prompt, PromptFactory, Template
 from benchy.load.send import Closed, send
 from benchy.measure import tokenizer
 from benchy.measure.records import RequestRecord
@@ -36,13 +36,24 @@ DEFAULT_TG = 128  # an entry with no reference answer, without --tg: the sweep's
 class DatasetPrompts(PromptFactory):
     """The run's PromptFactory (same calibration, nonce and salt), its text the dataset's."""
 
-    def __init__(self, base: PromptFactory, plan: CasePlan, count: Callable[[str], int] = tokenizer.count) -> None:
+    def __init__(
+        self,
+        base: PromptFactory,
+        spec: DatasetSpec,
+        seed: int,
+        concurrency: int = 1,
+        count: Callable[[str], int] = tokenizer.count,
+    ) -> None:
         super().__init__(base.calibration, nonce=base.nonce, salt=base.salt)
-        assert plan.case.dataset is not None
-        self.spec, self.seed, self.count = plan.case.dataset, plan.seed, count
-        self.entries = list(dataset.load(self.spec.path).entries)
+        self.spec, self.seed, self.count = spec, seed, count
+        self.entries = list(dataset.load(spec.path).entries)
         self._conversations: list[Entry] | None = None
-        self._concurrency = plan.case.concurrency
+        self._concurrency = concurrency
+
+    @classmethod
+    def of(cls, base: PromptFactory, plan: CasePlan) -> DatasetPrompts:
+        assert plan.case.dataset is not None
+        return cls(base, plan.case.dataset, plan.seed, plan.case.concurrency)
 
     def server_tokens(self, text: str) -> int:
         """A prompt's tokens as the server will count them: the calibrated local count, the
@@ -96,7 +107,30 @@ def with_dataset(plan: CasePlan, prompts: PromptFactory) -> PromptFactory:
     """The case's prompt maker: the dataset's, for a case that has one."""
     if plan.case.dataset is None or isinstance(prompts, DatasetPrompts):
         return prompts
-    return DatasetPrompts(prompts, plan)
+    return DatasetPrompts.of(prompts, plan)
+
+
+async def calibrate_text(
+    client, endpoint: str, calibration: Calibration, cases: list[Case], salt: str, template: Template
+) -> Calibration:
+    """The calibration refitted on the dataset's own text (a short and a long prompt of it,
+    each led by its nonce, as prompts.calibrate does with the filler): a server's tokenizer
+    splits real text otherwise than the filler (a small vocabulary: twice as many tokens for
+    the same o200k count), and every length a dataset run estimates or cuts is of real text.
+    The output scale stays; a run without a dataset keeps its calibration as it is."""
+    spec = next((c.dataset for c in cases if c.dataset is not None), None)
+    if spec is None:
+        return calibration
+    maker = DatasetPrompts(PromptFactory(calibration, salt=f"{salt}dcal{endpoint}"), spec, seed=0)
+    local, server = [], []
+    for tokens in CALIBRATION_LOCAL_TOKENS:
+        nonce = maker.next_nonce()
+        text = nonce + maker._body(tokens - maker.count(nonce))
+        usage = await client.usage_of(template.render(text, endpoint), endpoint, template.request_options(endpoint))
+        local.append(maker.count(text))
+        server.append(usage["prompt_tokens"])
+    fitted = Calibration.fit((local[0], local[1]), (server[0], server[1]))
+    return dataclasses.replace(calibration, overhead=fitted.overhead, scale=fitted.scale, method="usage, dataset text")
 
 
 def bind_context(case: Case, context: int | None) -> Case:
@@ -164,7 +198,7 @@ def setup(plans: list[CasePlan], calibrations: dict, nonce: bool) -> DatasetSetu
     data = dataset.load(spec.path)
     sampling = {}
     for plan in with_data:
-        prompts = DatasetPrompts(PromptFactory(calibrations[plan.endpoint], nonce=nonce), plan)
+        prompts = DatasetPrompts.of(PromptFactory(calibrations[plan.endpoint], nonce=nonce), plan)
         if spec.mode == "natural":
             sampling[plan.case.label] = prompts.selection(plan.measured, plan.case.tg).sampling()
         elif spec.mode == "conversations":
