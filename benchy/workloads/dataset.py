@@ -381,14 +381,39 @@ def select(
 
 
 def fit_text(text: str, tokens: int, count: Callable[[str], int], head: str = "") -> str:
-    """The longest prefix of `text` that makes `head + prefix` at most `tokens` tokens by
-    `count` (any counter: benchy's calibrated o200k count, or the server's own). Cut on a
-    character, not a word, so the count lands on `tokens` wherever one more character adds at
-    most one token; a bisection, so about log2(len(text)) counts. ValueError when even the
-    whole text is shorter."""
-    if count(head + text) < tokens:
+    """A prefix of `text` that makes `head + prefix` `tokens` tokens by `count` (any counter:
+    benchy's calibrated o200k count, or the server's own), at most that where no prefix makes
+    it exactly. Cut on a character, not a word, so the count lands on `tokens` wherever one
+    more character adds at most one token. Each count costs a pass over the prompt, so few are
+    made: a guess from the text's characters per token, two corrections by the rate seen, then
+    a bisection of the bracket left (about 8 counts for any length, not log2 of the characters).
+    ValueError when even the whole text is shorter."""
+    full = count(head + text)
+    if full < tokens:
         raise ValueError(f"the text is shorter than {tokens} tokens")
-    lo, hi = 0, len(text)  # count(head + text[:lo]) <= tokens, and text[:hi] is the upper bound
+    base = count(head)
+    if base >= tokens:
+        return ""
+    lo, hi = 0, len(text)  # count(head + text[:lo]) <= tokens < count(head + text[:hi]), or hi is the end
+    at, counted = hi, full
+    for _ in range(3):  # secant steps from the end: the tokens per character seen so far
+        rate = (counted - base) / at if at else 1.0
+        guess = round((tokens - base) / rate) if rate > 0 else lo + 1
+        guess = min(max(guess, lo + 1), hi - 1)
+        if hi - lo <= 1 or guess in (lo, hi):
+            break
+        c = count(head + text[:guess])
+        if c <= tokens:
+            lo = guess
+        else:
+            hi = guess
+        at, counted = guess, c
+        if c == tokens:
+            break
+    step = 4  # gallop up from an exact or low point, so the cut is not short of the tokens
+    while hi - lo > 1 and lo + step < hi and count(head + text[: lo + step]) <= tokens:
+        lo, step = lo + step, step * 2
+    hi = min(hi, lo + step)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if count(head + text[:mid]) <= tokens:
