@@ -321,3 +321,20 @@ def test_length_filters_leave_entries_out(tmp_path):
     assert again.entries == chosen.entries  # seeded
     assert dataset.select(spec, 20, 1, tokenizer.count).entries != chosen.entries
     assert np.unique([id(e) for e in chosen.entries[: chosen.eligible]]).size == min(20, chosen.eligible)
+
+
+def test_short_answers_of_a_natural_case_are_told_without_a_tg(start_sim, tmp_path):
+    server = start_sim(*FAST, "--ignore-ignore-eos", "--natural-min", "4", "--natural-max", "8")
+    results = run(server, tmp_path / "out", "--dataset", "sample", "--requests", "6", "--warmup", "0")
+    (case,) = results["cases"]
+    (warning,) = [w for w in results["warnings"] if w["code"] == "output_length_mismatch"]
+    assert "each request's own length" in warning["message"] and "the 0 asked" not in warning["message"]
+    truth = truth_of(server, case["requests"])
+    short = sum(truth[r["request_id"]]["completion_tokens"] < r["target_output_tokens"] for r in measured_of(case))
+    assert warning["details"]["short_requests"] == short > 0
+    report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert f"{case['label']} ⚠ (short outputs)" in report
+
+
+def measured_of(case: dict) -> list[dict]:
+    return [r for r in case["requests"] if not r["warmup"]]
