@@ -338,3 +338,19 @@ def test_short_answers_of_a_natural_case_are_told_without_a_tg(start_sim, tmp_pa
 
 def measured_of(case: dict) -> list[dict]:
     return [r for r in case["requests"] if not r["warmup"]]
+
+
+def test_a_conversation_that_would_outgrow_the_context_is_skipped(start_sim, tmp_path):
+    """Its first message is short; a later one would take the history past the context."""
+    long = " ".join(["word"] * 2500)
+    turns = lambda second: [("user", "a short question"), ("assistant", "an answer"), ("user", second)]  # noqa: E731
+    convs = [turns(long)] + [turns(f"follow-up {i}") for i in range(3)]
+    path = write(tmp_path / "convs", "messages", [c + [("assistant", "ok")] for c in convs])
+    server = start_sim(*FAST[:-2], "--context-length", "2048")
+    results = run(server, tmp_path / "out", "--dataset", str(path), "--turns", "2", "-c", "3", "--tg", "4")
+    (case,) = results["cases"]
+    sampling = results["setup"]["dataset"]["sampling"][case["label"]]
+    assert sampling == {"sampled": 3, "eligible": 3, "skipped_by_filter": 0, "skipped_over_context": 1}
+    truth = truth_of(server, case["requests"]).values()
+    assert all(t["status"] == 200 and t["prompt_tokens_sent"] < 2048 for t in truth)
+    assert case["n_failed"] == 0

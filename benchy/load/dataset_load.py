@@ -42,18 +42,19 @@ class DatasetPrompts(PromptFactory):
         spec: DatasetSpec,
         seed: int,
         concurrency: int = 1,
+        tg: int = 0,
         count: Callable[[str], int] = tokenizer.count,
     ) -> None:
         super().__init__(base.calibration, nonce=base.nonce, salt=base.salt)
         self.spec, self.seed, self.count = spec, seed, count
         self.entries = list(dataset.load(spec.path).entries)
         self._conversations: list[Entry] | None = None
-        self._concurrency = concurrency
+        self._concurrency, self._tg = concurrency, tg
 
     @classmethod
     def of(cls, base: PromptFactory, plan: CasePlan) -> DatasetPrompts:
         assert plan.case.dataset is not None
-        return cls(base, plan.case.dataset, plan.seed, plan.case.concurrency)
+        return cls(base, plan.case.dataset, plan.seed, plan.case.concurrency, plan.case.tg)
 
     def server_tokens(self, text: str) -> int:
         """A prompt's tokens as the server will count them: the calibrated local count, the
@@ -70,7 +71,18 @@ class DatasetPrompts(PromptFactory):
         return max(1, round(self.count(entry.answer) * self.calibration.text_scale))
 
     def selection(self, n: int, tg: int) -> Selection:
-        return dataset.select(self.spec, n, self.seed, self.server_tokens, lambda e: self.output_tokens(e, tg))
+        """The case's seeded draw. What must fit the context: a natural entry's prompt and its
+        output; a conversation's first message and everything its later turns add (their
+        messages and an answer of `tg` tokens a turn), since its last turn resends them all."""
+        if self.spec.mode != "conversations":
+            return dataset.select(self.spec, n, self.seed, self.server_tokens, lambda e: self.output_tokens(e, tg))
+        turns = self.spec.turns or 1
+
+        def rest(entry: Entry) -> int:
+            later = entry.user_messages[1:turns]
+            return sum(self.server_tokens(m) - round(self.calibration.overhead) for m in later) + turns * tg
+
+        return dataset.select(self.spec, n, self.seed, self.server_tokens, rest)
 
     def natural(self, entry: Entry) -> Prompt:
         """An entry's prompt as it is, led by this request's nonce."""
@@ -79,7 +91,7 @@ class DatasetPrompts(PromptFactory):
     def turn(self, conversation: int, turn: int) -> Prompt:
         """Turn `turn` (from 1) of conversation `conversation`: that sampled entry's user message."""
         if self._conversations is None:
-            self._conversations = self.selection(self._concurrency, 1).entries
+            self._conversations = self.selection(self._concurrency, self._tg).entries
         entry = self._conversations[conversation % len(self._conversations)]
         return self._led(entry.user_messages[turn - 1])
 
@@ -202,7 +214,7 @@ def setup(plans: list[CasePlan], calibrations: dict, nonce: bool) -> DatasetSetu
         if spec.mode == "natural":
             sampling[plan.case.label] = prompts.selection(plan.measured, plan.case.tg).sampling()
         elif spec.mode == "conversations":
-            sampling[plan.case.label] = prompts.selection(plan.case.concurrency, 1).sampling()
+            sampling[plan.case.label] = prompts.selection(plan.case.concurrency, plan.case.tg).sampling()
     return DatasetSetup(
         name=spec.name,
         path=spec.path,
