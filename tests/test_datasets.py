@@ -4,6 +4,7 @@ against `benchy sim` (real HTTP), each judged by the simulator's truth log and i
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import uuid
 from pathlib import Path
@@ -24,6 +25,7 @@ from benchy.sim.engine import render_chat
 from benchy.workloads import dataset, dataset_sample
 from benchy.workloads.spec import WorkloadError
 from tests.conftest import SimSince, run_benchy_here, shared_sim
+from tests.test_schema import validator
 
 FAST = ("--prefill-tps", "200000", "--decode-tps", "4000", "--max-running", "64", "--context-length", "4096")
 sim = shared_sim(*FAST)
@@ -50,6 +52,9 @@ def write(path: Path, fmt: str, convs: list[list[tuple[str, str]]]) -> Path:
     elif fmt == "prompt":
         path = path.with_suffix(".jsonl")
         path.write_text("".join(json.dumps({"prompt": c[0][1], "completion": c[1][1]}) + "\n" for c in convs))
+    elif fmt == "text":
+        path = path.with_suffix(".jsonl")
+        path.write_text("".join(json.dumps({"text": c[0][1]}) + "\n" for c in convs), encoding="utf-8")
     elif fmt == "csv":
         path = path.with_suffix(".csv")
         with path.open("w", newline="", encoding="utf-8") as f:
@@ -75,7 +80,7 @@ PAIRS = st.lists(st.tuples(TEXT, TEXT), min_size=1, max_size=3).map(
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    fmt=st.sampled_from(["sharegpt", "messages", "prompt", "csv", "parquet", "arrow"]),
+    fmt=st.sampled_from(["sharegpt", "messages", "prompt", "text", "csv", "parquet", "arrow"]),
     convs=st.lists(PAIRS, min_size=1, max_size=5),
 )
 def test_every_format_reads_back_what_was_written(tmp_path, fmt, convs):
@@ -83,9 +88,22 @@ def test_every_format_reads_back_what_was_written(tmp_path, fmt, convs):
     got = dataset.load(str(path)).entries
     if fmt in ("prompt", "csv"):  # one prompt and its answer a row
         convs = [c[:2] for c in convs]
+    if fmt == "text":  # the text alone
+        convs = [c[:1] for c in convs]
     wanted = [[(r, t) for r, t in c if t.strip()] for c in convs]
     wanted = [c for c in wanted if any(r == "user" for r, _ in c)]
     assert [list(e.turns) for e in got] == wanted if wanted else not got
+
+
+def test_a_save_to_disk_folder_reads_its_arrow_files_in_order(tmp_path):
+    folder = tmp_path / "saved"
+    folder.mkdir()
+    first = write(folder / "data-00000-of-00002", "arrow", [[("user", "one"), ("assistant", "1")]])
+    second = write(folder / "data-00001-of-00002", "arrow", [[("user", "two"), ("assistant", "2")]])
+    (folder / "dataset_info.json").write_text("{}", encoding="utf-8")
+    data = dataset.load(str(folder))
+    assert [e.prompt for e in data.entries] == ["one", "two"] and data.format == "arrow"
+    assert data.sha256 == hashlib.sha256(first.read_bytes() + second.read_bytes()).hexdigest()
 
 
 def test_shipped_sample_is_the_generated_one():
@@ -245,6 +263,7 @@ def test_natural_sends_each_drawn_entry_with_its_answer_length(sim, tmp_path, fm
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells == [case["label"], cells[1], served, cells[3], output]
     assert (tmp_path / "out" / "figures" / "dataset-lengths.png").stat().st_size > 0
+    validator().validate(results)  # setup.dataset and the kind as the shipped schema says
 
 
 @pytest.mark.parametrize("fmt", ["sharegpt", "parquet"])
