@@ -45,7 +45,10 @@ class DatasetPrompts(PromptFactory):
         tg: int = 0,
         count: Callable[[str], int] = tokenizer.count,
     ) -> None:
-        super().__init__(base.calibration, nonce=base.nonce, salt=base.salt)
+        calibration = base.calibration
+        if spec.text_fit is not None:  # the text's own scale: every length here is of real text
+            calibration = dataclasses.replace(calibration, overhead=spec.text_fit[0], scale=spec.text_fit[1])
+        super().__init__(calibration, nonce=base.nonce, salt=base.salt)
         self.spec, self.seed, self.count = spec, seed, count
         self.entries = list(dataset.load(spec.path).entries)
         self._conversations: list[Entry] | None = None
@@ -124,15 +127,16 @@ def with_dataset(plan: CasePlan, prompts: PromptFactory) -> PromptFactory:
 
 async def calibrate_text(
     client, endpoint: str, calibration: Calibration, cases: list[Case], salt: str, template: Template
-) -> Calibration:
-    """The calibration refitted on the dataset's own text (a short and a long prompt of it,
-    each led by its nonce, as prompts.calibrate does with the filler): a server's tokenizer
-    splits real text otherwise than the filler (a small vocabulary: twice as many tokens for
-    the same o200k count), and every length a dataset run estimates or cuts is of real text.
-    The output scale stays; a run without a dataset keeps its calibration as it is."""
+) -> tuple[float, float] | None:
+    """(overhead, scale) of the dataset's own text on this server, from a short and a long
+    prompt of it, each led by its nonce (as prompts.calibrate does with the filler): a server's
+    tokenizer splits real text otherwise than the filler (a small vocabulary: twice as many
+    tokens for the same o200k count), and every length a dataset case estimates or cuts is of
+    real text. The run's calibration stays the filler's (contexts, warmups); None without a
+    dataset."""
     spec = next((c.dataset for c in cases if c.dataset is not None), None)
     if spec is None:
-        return calibration
+        return None
     maker = DatasetPrompts(PromptFactory(calibration, salt=f"{salt}dcal{endpoint}"), spec, seed=0)
     local, server = [], []
     for tokens in CALIBRATION_LOCAL_TOKENS:
@@ -142,15 +146,15 @@ async def calibrate_text(
         local.append(maker.count(text))
         server.append(usage["prompt_tokens"])
     fitted = Calibration.fit((local[0], local[1]), (server[0], server[1]))
-    return dataclasses.replace(calibration, overhead=fitted.overhead, scale=fitted.scale, method="usage, dataset text")
+    return fitted.overhead, fitted.scale
 
 
-def bind_context(case: Case, context: int | None) -> Case:
-    """The case with the server's context in its dataset spec (entries that cannot fit it are
-    skipped); a case without a dataset as it is."""
-    if case.dataset is None or not context:
+def bind(case: Case, context: int | None, text_fit: tuple[float, float] | None) -> Case:
+    """The case with what the server showed in its dataset spec: its context (entries that
+    cannot fit it are skipped) and the text's calibration; a case without a dataset as it is."""
+    if case.dataset is None:
         return case
-    return dataclasses.replace(case, dataset=dataclasses.replace(case.dataset, context=context))
+    return dataclasses.replace(case, dataset=dataclasses.replace(case.dataset, context=context, text_fit=text_fit))
 
 
 async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
@@ -227,5 +231,7 @@ def setup(plans: list[CasePlan], calibrations: dict, nonce: bool) -> DatasetSetu
         min_tokens=spec.min_tokens,
         max_tokens=spec.max_tokens,
         context=spec.context,
+        text_overhead_tokens=round(spec.text_fit[0], 2) if spec.text_fit else None,
+        text_scale=round(spec.text_fit[1], 5) if spec.text_fit else None,
         sampling=sampling,
     )

@@ -99,6 +99,9 @@ class DatasetSpec:
     entries: int = 0  # usable entries in the file (known when the case is made)
     turns: int | None = None  # conversations: only entries of at least this many user messages
     context: int | None = field(default=None, compare=False)
+    # The dataset text's own calibration (server tokens = scale × o200k + overhead), fitted on
+    # two prompts of it once the server is known; None: the run's (the filler's)
+    text_fit: tuple[float, float] | None = field(default=None, compare=False)  # (overhead, scale)
 
     @property
     def name(self) -> str:
@@ -328,6 +331,8 @@ class DatasetSetup(Saved):
     min_tokens: int | None = None
     max_tokens: int | None = None
     context: int | None = None  # the server's context, entries over which were skipped
+    text_overhead_tokens: float | None = None  # the dataset text's calibration (the run's is the filler's)
+    text_scale: float | None = None  # server tokens per o200k token of the dataset's text
     sampling: dict[str, DatasetSampling] = field(default_factory=dict)  # case label → its draw
 
 
