@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 
 from benchy.load import arrivals
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options
-from benchy.load.prompts import CALIBRATION_LOCAL_TOKENS, Calibration, Prompt, PromptFactory, Template
+from benchy.load.prompts import Calibration, Prompt, PromptFactory, Template
 from benchy.load.send import Closed, send
 from benchy.measure import tokenizer
 from benchy.measure.records import RequestRecord
@@ -125,28 +125,34 @@ def with_dataset(plan: CasePlan, prompts: PromptFactory) -> PromptFactory:
     return DatasetPrompts.of(prompts, plan)
 
 
+TEXT_CALIBRATION_LOCAL_TOKENS = (512, 1024)  # two prompts of dataset text, from different entries
+
+
 async def calibrate_text(
     client, endpoint: str, calibration: Calibration, cases: list[Case], salt: str, template: Template
 ) -> tuple[float, float] | None:
-    """(overhead, scale) of the dataset's own text on this server, from a short and a long
-    prompt of it, each led by its nonce (as prompts.calibrate does with the filler): a server's
-    tokenizer splits real text otherwise than the filler (a small vocabulary: twice as many
-    tokens for the same o200k count), and every length a dataset case estimates or cuts is of
-    real text. The run's calibration stays the filler's (contexts, warmups); None without a
-    dataset."""
+    """(overhead, scale) of the dataset's own text on this server: a server's tokenizer splits
+    real text otherwise than the filler (a small vocabulary: twice as many tokens for the same
+    o200k count), and every length a dataset case estimates or cuts is of real text. The chat
+    template's overhead is the text's whatever the text, so the filler's fit keeps it; the
+    scale is read from two long prompts of the dataset (from different entries, each led by
+    its nonce): a short one would put each text's own density into the overhead. The run's
+    calibration stays the filler's (contexts, warmups); None without a dataset."""
     spec = next((c.dataset for c in cases if c.dataset is not None), None)
     if spec is None:
         return None
     maker = DatasetPrompts(PromptFactory(calibration, salt=f"{salt}dcal{endpoint}"), spec, seed=0)
-    local, server = [], []
-    for tokens in CALIBRATION_LOCAL_TOKENS:
+    local = server = 0
+    for tokens in TEXT_CALIBRATION_LOCAL_TOKENS:
         nonce = maker.next_nonce()
         text = nonce + maker._body(tokens - maker.count(nonce))
         usage = await client.usage_of(template.render(text, endpoint), endpoint, template.request_options(endpoint))
-        local.append(maker.count(text))
-        server.append(usage["prompt_tokens"])
-    fitted = Calibration.fit((local[0], local[1]), (server[0], server[1]))
-    return fitted.overhead, fitted.scale
+        local += maker.count(text)
+        server += usage["prompt_tokens"]
+    scale = (server - len(TEXT_CALIBRATION_LOCAL_TOKENS) * calibration.overhead) / local
+    if scale <= 0:
+        return None  # a server count that makes no sense: the filler's calibration stands
+    return calibration.overhead, scale
 
 
 def bind(case: Case, context: int | None, text_fit: tuple[float, float] | None) -> Case:
