@@ -95,6 +95,15 @@ def test_every_format_reads_back_what_was_written(tmp_path, fmt, convs):
     assert [list(e.turns) for e in got] == wanted if wanted else not got
 
 
+def test_jsonl_named_json_and_long_csv_fields_are_read(tmp_path):
+    lines = tmp_path / "lines.json"
+    lines.write_text('{"prompt": "one"}\n{"prompt": "two"}\n', encoding="utf-8")
+    assert [e.prompt for e in dataset.load(str(lines)).entries] == ["one", "two"]
+    long = "word " * 40_000  # 200 kB: past csv's default field limit
+    path = write(tmp_path / "long", "csv", [[("user", long), ("assistant", "ok")]])
+    assert dataset.load(str(path)).entries[0].prompt == long
+
+
 def test_a_save_to_disk_folder_reads_its_arrow_files_in_order(tmp_path):
     folder = tmp_path / "saved"
     folder.mkdir()

@@ -192,6 +192,8 @@ def _text_rows(name: str, suffix: str, text: str) -> tuple[Rows, str]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
+            if exc.msg == "Extra data":  # JSON Lines saved as .json: read as what it is
+                return _text_rows(name, ".jsonl", text)
             raise WorkloadError(f"dataset {name}: not JSON ({exc.msg}, line {exc.lineno})") from None
         if not isinstance(data, list):
             raise WorkloadError(f"dataset {name}: a .json dataset must be a list of entries (ShareGPT)")
@@ -211,16 +213,23 @@ def _text_rows(name: str, suffix: str, text: str) -> tuple[Rows, str]:
 
 
 def _csv_rows(name: str, text: str) -> Rows:
+    csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))  # a prompt may be longer than 128 kB
     reader = csv.DictReader(io.StringIO(text))
-    fields = reader.fieldnames or []
+    try:
+        fields = reader.fieldnames or []
+    except csv.Error as exc:
+        raise WorkloadError(f"dataset {name}: not CSV ({exc})") from None
     prompt = next((k for k in _PROMPT_KEYS if k in fields), None)
     if prompt is None:
         raise WorkloadError(f"dataset {name}: a CSV dataset needs a column named one of {', '.join(_PROMPT_KEYS)}")
     answer = next((k for k in _ANSWER_KEYS if k in fields), None)
-    return [
-        (f":{n}", {"prompt": row[prompt], **({"completion": row[answer]} if answer else {})})
-        for n, row in enumerate(reader, 2)
-    ]
+    try:
+        return [
+            (f":{n}", {"prompt": row[prompt], **({"completion": row[answer]} if answer else {})})
+            for n, row in enumerate(reader, 2)
+        ]
+    except csv.Error as exc:
+        raise WorkloadError(f"dataset {name}:{reader.line_num}: not CSV ({exc})") from None
 
 
 def _table_rows(name: str, path: Path) -> Iterator[tuple[str, object]]:
