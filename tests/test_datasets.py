@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchy.cli import main
+from benchy.load import arrivals
 from benchy.load.dataset_load import NONCE_SEPARATOR
 from benchy.measure import tokenizer
 from benchy.report import dataset_view
@@ -185,7 +186,8 @@ def test_missing_pyarrow_says_what_to_install(tmp_path, monkeypatch):
         (["--dataset", "sample", "--trace", "sample"], "cannot be combined"),
         (["--dataset", "sample", "--turns", "9"], "no conversation has 9 user turns"),
         (["--dataset", "sample", "--turns", "2", "--pp", "64"], "drop --pp"),
-        (["--dataset", "sample", "--depth", "512"], "need --pp"),
+        (["--dataset", "sample", "--depth", "512"], "needs --pp"),
+        (["--dataset", "sample", "--rate", "2", "-c", "2"], "cannot be combined"),
         (["--dataset-max-tokens", "100"], "need --dataset"),
     ],
 )
@@ -384,3 +386,15 @@ def test_a_conversation_that_would_outgrow_the_context_is_skipped(start_sim, tmp
     truth = truth_of(server, case["requests"]).values()
     assert all(t["status"] == 200 and t["prompt_tokens_sent"] < 2048 for t in truth)
     assert case["n_failed"] == 0
+
+
+def test_natural_at_a_rate_leaves_at_the_seeded_times(sim, tmp_path):
+    sim = SimSince(sim)
+    results = run(sim, tmp_path / "out", "--dataset", "sample", "--rate", "40", "--requests", "10", "--seed", "7")
+    (case,) = results["cases"]
+    assert case["label"] == "dataset sample r40" and case["mode"] == "open" and case["rate"] == 40
+    rows = sorted(measured_of(case), key=lambda r: r["index"])
+    assert len(rows) == 10 and all(r["status"] == "ok" for r in rows)
+    wanted = arrivals.arrival_offsets(10, 40.0, 7 + 0)  # --seed + the case's index
+    start = min(r["scheduled_mono_s"] for r in rows) - wanted[0]
+    assert [round(r["scheduled_mono_s"] - start, 6) for r in rows] == [round(w, 6) for w in wanted]

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from benchy.load import arrivals
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options
 from benchy.load.prompts import Calibration, Prompt, PromptFactory, Template
-from benchy.load.send import Closed, send
+from benchy.load.send import Closed, Open, send
 from benchy.measure import tokenizer
 from benchy.measure.records import RequestRecord
 from benchy.workloads import dataset
@@ -165,7 +165,8 @@ def bind(case: Case, context: int | None, text_fit: tuple[float, float] | None) 
 
 async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
     """Warmups (entries of their own draw), then this worker's share of the sampled entries,
-    -c at a time, each with its own output length."""
+    each with its own output length: -c at a time, or at --rate's seeded Poisson times (the
+    same schedule in every worker, as the load generator's)."""
     prompts = with_dataset(plan, case_io.prompts)
     assert isinstance(prompts, DatasetPrompts)
     chosen = prompts.selection(plan.measured, plan.case.tg)
@@ -173,6 +174,8 @@ async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
         dataset.select(prompts.spec, plan.warmup, plan.seed + 1, prompts.server_tokens).entries if plan.warmup else []
     )
     bodies: dict[int, dict] = {}
+    rate = plan.case.rate
+    offsets = arrivals.arrival_offsets(len(chosen.entries), rate, plan.seed + plan.index) if rate else None
 
     def make(i: int, entry: Entry, warmup: bool) -> PlannedRequest:
         prompt = prompts.natural(entry)
@@ -189,7 +192,7 @@ async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
             local_token_scale=prompts.calibration.text_scale,
         )
         body = bodies.setdefault(tg, request_options(plan, tg))
-        return planned(plan, rec, prompt, tg, body)
+        return planned(plan, rec, prompt, tg, body, None if warmup or offsets is None else offsets[i])
 
     def measured() -> Iterator[PlannedRequest]:
         for i in arrivals.share(len(chosen.entries), plan.worker, plan.workers):
@@ -199,14 +202,11 @@ async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
         make(i, e, True) for i, e in enumerate(warm) if i in arrivals.share(len(warm), plan.worker, plan.workers)
     ]
     await send(case_io.client, warmups, case_io.on_record, Closed(plan.streams))
-    await case_io.client.warm(plan.streams)
+    await case_io.client.warm(plan.inflight_cap or plan.streams)
     start_s = await case_io.start() if case_io.start else time.perf_counter()
-    await send(
-        case_io.client,
-        measured(),
-        case_io.on_record,
-        Closed(plan.streams, arrivals.duration_deadline(start_s, plan.duration_s)),
-    )
+    deadline = arrivals.duration_deadline(start_s, plan.duration_s)
+    pace = Open(start_s, plan.inflight_cap, deadline) if rate else Closed(plan.streams, deadline)
+    await send(case_io.client, measured(), case_io.on_record, pace)
 
 
 def setup(plans: list[CasePlan], calibrations: dict, nonce: bool) -> DatasetSetup | None:

@@ -57,7 +57,7 @@ class Case:
         reads `pp512 tg32 r4` (4 requests/s); a cached-context case `… @ d4096 cached`.
         Workloads: `multi-turn u4 x8 pp256 tg64`, `shared 75% of pp2048 g4 tg32 c4`,
         `trace sample.jsonl x2`. A dataset's name follows in brackets (`pp512 tg32 [chat.jsonl]`);
-        its natural case reads `dataset chat.jsonl c4` (`… tg128 c4` with --tg)."""
+        its natural case reads `dataset chat.jsonl c4` (`… tg128 c4` with --tg, `… r4` with --rate)."""
         if self.dataset is not None:
             return self._dataset_label(self.dataset)
         if isinstance(self.workload, TraceReplay):
@@ -80,6 +80,8 @@ class Case:
     def _dataset_label(self, dataset: DatasetSpec) -> str:
         if dataset.mode == "natural":
             tg = f" tg{self.tg}" if self.tg else ""
+            if self.rate is not None:
+                return f"dataset {dataset.name}{tg} r{self.rate:g}"
             return f"dataset {dataset.name}{tg}" + (f" c{self.concurrency}" if self.concurrency != 1 else "")
         if dataset.mode == "conversations" and isinstance(self.workload, MultiTurn):
             return f"multi-turn u{self.concurrency} x{self.workload.turns} tg{self.tg} [{dataset.name}]"

@@ -45,10 +45,11 @@ def apply(
     if chosen.pp:
         spec = dataclasses.replace(spec, mode="fitted")
         return [dataclasses.replace(c, dataset=spec) for c in cases]
-    if chosen.depth or chosen.depth_mode or chosen.rate:
-        raise ScenarioError("--dataset alone sends each entry's own prompt: --depth and --rate need --pp")
-    return [
-        Case(pp=0, tg=tg, concurrency=c, dataset=spec)
-        for tg in (list(chosen.tg) or [0])
-        for c in (list(chosen.concurrency) or [1])
-    ]
+    if chosen.depth or chosen.depth_mode:
+        raise ScenarioError("--dataset alone sends each entry's own prompt: --depth needs --pp")
+    if chosen.rate and chosen.concurrency:
+        raise ScenarioError("--rate and --concurrency cannot be combined: --rate is an open loop")
+    tgs = list(chosen.tg) or [0]
+    if chosen.rate:
+        return [Case(pp=0, tg=tg, rate=float(r), dataset=spec) for tg in tgs for r in chosen.rate]
+    return [Case(pp=0, tg=tg, concurrency=c, dataset=spec) for tg in tgs for c in (list(chosen.concurrency) or [1])]
