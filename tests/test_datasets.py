@@ -398,3 +398,14 @@ def test_natural_at_a_rate_leaves_at_the_seeded_times(sim, tmp_path):
     wanted = arrivals.arrival_offsets(10, 40.0, 7 + 0)  # --seed + the case's index
     start = min(r["scheduled_mono_s"] for r in rows) - wanted[0]
     assert [round(r["scheduled_mono_s"] - start, 6) for r in rows] == [round(w, 6) for w in wanted]
+
+
+def test_no_nonce_sends_the_bare_entries(sim, tmp_path):
+    sim = SimSince(sim)
+    results = run(sim, tmp_path / "out", "--dataset", "sample", "--requests", "4", "--no-nonce", "--seed", "9")
+    (case,) = results["cases"]
+    rows = sorted(measured_of(case), key=lambda r: r["index"])
+    truth = truth_of(sim, case["requests"])
+    for rec, entry in zip(rows, drawn("sample", 4, 9)):
+        assert rec["nonce"] is None
+        assert truth[rec["request_id"]]["prompt_tokens_sent"] == server_count(entry.prompt)

@@ -39,15 +39,29 @@ def chat_tokens(server, *messages: str) -> int:
     return len(post(server, "/tokenize", {"content": prompt, "add_special": True})["tokens"])
 
 
+@pytest.fixture(params=["sharegpt", "parquet"])
+def path(request, tmp_path) -> str:
+    """The shipped sample as it is (ShareGPT JSON), or the same conversations as Parquet."""
+    if request.param == "sharegpt":
+        return "sample"
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = json.loads(dataset.dataset_path("sample").read_text(encoding="utf-8"))
+    out = tmp_path / "sample.parquet"
+    pq.write_table(pytest.importorskip("pyarrow").Table.from_pylist(rows), out)
+    return str(out)
+
+
 def measured(case: dict) -> list[dict]:
     return sorted((r for r in case["requests"] if not r["warmup"]), key=lambda r: r["index"])
 
 
-def test_natural_sends_the_entries_text_and_their_answer_lengths(llama_server, tmp_path):
-    results = run_results(llama_server, tmp_path, "--dataset", "sample", "-c", "2", "--requests", "8", "--seed", "3")
+def test_natural_sends_the_entries_text_and_their_answer_lengths(llama_server, tmp_path, path):
+    results = run_results(
+        llama_server, tmp_path / "out", "--dataset", path, "-c", "2", "--requests", "8", "--seed", "3"
+    )
     (case,) = results["cases"]
     rows = measured(case)
-    drawn = dataset.select(dataset.DatasetSpec("sample"), 8, 3, lambda text: 1).entries
+    drawn = dataset.select(dataset.DatasetSpec(path), 8, 3, lambda text: 1).entries
     for r, entry in zip(rows, drawn):  # each carried its drawn entry's text, led by its nonce
         assert r["prompt_tokens"] == chat_tokens(llama_server, r["nonce"] + NONCE_SEPARATOR + entry.prompt)
     for r in rows:
@@ -59,9 +73,9 @@ def test_natural_sends_the_entries_text_and_their_answer_lengths(llama_server, t
     assert results["setup"]["dataset"]["sampling"][case["label"]]["sampled"] == 8
 
 
-def test_fitted_prompts_are_real_text_of_the_sweep_lengths(llama_server, tmp_path):
+def test_fitted_prompts_are_real_text_of_the_sweep_lengths(llama_server, tmp_path, path):
     results = run_results(
-        llama_server, tmp_path, "--dataset", "sample", "--pp", "64", "256", "--tg", "8", "--runs", "3"
+        llama_server, tmp_path / "out", "--dataset", path, "--pp", "64", "256", "--tg", "8", "--runs", "3"
     )
     served = {}
     for case in results["cases"]:
@@ -71,18 +85,18 @@ def test_fitted_prompts_are_real_text_of_the_sweep_lengths(llama_server, tmp_pat
             and r["prompt_tokens"] == r["server_timings"]["prompt_n"] + r["server_timings"]["cache_n"]
             for r in rows
         )
-        served[case["label"]] = [r["prompt_tokens"] for r in rows]
+        served[case["pp"]] = [r["prompt_tokens"] for r in rows]
     # benchy's o200k cut, counted by another vocabulary: the longer target is longer on the server too
-    assert max(served["pp64 tg8 [sample]"]) < min(served["pp256 tg8 [sample]"])
+    assert max(served[64]) < min(served[256])
     print(f"\n[realserver] fitted to pp64 / pp256, the server counted: {served}")
 
 
-def test_conversations_replay_the_sampled_turns(llama_server, tmp_path):
+def test_conversations_replay_the_sampled_turns(llama_server, tmp_path, path):
     results = run_results(
         llama_server,
-        tmp_path,
+        tmp_path / "out",
         "--dataset",
-        "sample",
+        path,
         "--turns",
         "3",
         "-c",
@@ -102,7 +116,7 @@ def test_conversations_replay_the_sampled_turns(llama_server, tmp_path):
     for r in turns[1:]:  # the history reused, as the server's own timings say
         assert r["cached_tokens"] >= r["expected_cached_tokens"] - 1
         assert r["server_timings"]["cache_n"] == r["cached_tokens"]
-    spec = dataset.DatasetSpec("sample", mode="conversations", turns=3)
+    spec = dataset.DatasetSpec(path, mode="conversations", turns=3)
     (entry,) = dataset.select(spec, 1, 1, lambda text: 1).entries
     assert turns[0]["prompt_tokens"] == chat_tokens(
         llama_server, turns[0]["nonce"] + NONCE_SEPARATOR + entry.user_messages[0]
