@@ -103,6 +103,8 @@ class Conversation:
         rec.unique_tokens = round(message.local_tokens * prompts.calibration.scale)
         rec.expected_cached_tokens = _history_tokens(previous)
         rec.target_prompt_tokens = _target_prompt(previous, rec.unique_tokens, prompts)
+        if hasattr(prompts, "turn"):  # a dataset's message: its own length, none asked
+            rec.target_prompt_tokens = 0
         self.messages = [*self.messages, _user(message.text)]
         request = _chat(plan, rec, self.messages, self.body)
         request.then = self.next_turn

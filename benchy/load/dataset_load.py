@@ -8,7 +8,9 @@ holds any of it before it is sent; a newline parts it from the text.
 
 run_natural sends a natural case: the sampled entries' prompts as they are, each with its own
 output length (its reference answer's, as the server would count it, or --tg), in a closed
-loop of -c streams. Entries whose prompt and answer cannot fit the server's context are
+loop of -c streams. A natural prompt (and a conversation's message) asks for no length: its
+record's target is 0, as for any prompt whose length is its text's, so benchy's estimate of
+real text on another vocabulary is never taken for a server that truncates. Entries whose prompt and answer cannot fit the server's context are
 skipped and counted (setup.dataset), never sent.
 """
 
@@ -187,7 +189,7 @@ async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
             warmup=warmup,
             request_id=f"benchy-{plan.salt}-{plan.index}{'w' if warmup else 'n'}{i}",
             nonce=prompt.nonce,
-            target_prompt_tokens=round(prompts.calibration.overhead + prompts.calibration.scale * prompt.local_tokens),
+            target_prompt_tokens=0,  # none asked: the entry's own length, as the server counts it
             target_output_tokens=tg,
             local_token_scale=prompts.calibration.text_scale,
         )

@@ -11,8 +11,9 @@ from tabulate import tabulate
 from benchy.results.types import CaseResult, RunResult
 
 HEAD = (
-    "Lengths of the dataset's requests (measured, in tokens): asked is what benchy built each "
-    "prompt for and the output it asked for; served is what the server counted (usage)."
+    "Lengths of the dataset's requests (measured, in tokens): asked is the length benchy cut each "
+    "prompt to (fitted; a natural prompt's is its own) and the output it asked for; served is what "
+    "the server counted (usage)."
 )
 
 
@@ -36,15 +37,16 @@ def _lengths(case: CaseResult) -> dict[str, list[int]]:
             ("output served", r.completion_tokens),
         )
         for key, value in pairs:
-            if value is not None:
+            if value:  # a prompt target of 0: none asked (the text's own length)
                 out[key].append(value)
     return out
 
 
 def spread(values: list[int]) -> str:
-    """`median (min–max)`, or one number when they are all equal; "" for none."""
+    """`median (min–max)`, or one number when they are all equal; "its own" for none (a
+    natural prompt or a dataset's message asks for no length)."""
     if not values:
-        return ""
+        return "its own"
     ordered = sorted(values)
     low, high, middle = ordered[0], ordered[-1], ordered[len(ordered) // 2]
     return f"{low:,}" if low == high else f"{middle:,} ({low:,}–{high:,})"
