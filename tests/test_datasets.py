@@ -9,7 +9,6 @@ import json
 import uuid
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -249,7 +248,8 @@ def test_natural_sends_each_drawn_entry_with_its_answer_length(sim, tmp_path, fm
     assert setup["mode"] == "natural" and setup["sha256"] == dataset.load(path).sha256
     assert setup["sampling"][case["label"]] == {
         "sampled": 12,
-        "eligible": 64,
+        "examined": 12,  # 12 of 64 looked at: every one fit
+        "eligible": 12,
         "skipped_by_filter": 0,
         "skipped_over_context": 0,
     }
@@ -328,7 +328,7 @@ def test_an_entry_over_the_context_is_skipped_and_counted(start_sim, tmp_path):
     results = run(server, tmp_path / "out", "--dataset", str(path), "--tg", "4", "--warmup", "0")
     (case,) = results["cases"]
     sampling = results["setup"]["dataset"]["sampling"][case["label"]]
-    assert sampling == {"sampled": 6, "eligible": 5, "skipped_by_filter": 0, "skipped_over_context": 1}
+    assert sampling == {"sampled": 6, "examined": 6, "eligible": 5, "skipped_by_filter": 0, "skipped_over_context": 1}
     truth = truth_of(server, case["requests"]).values()
     assert all(t["status"] == 200 and t["prompt_tokens_sent"] < 2048 for t in truth)
     assert case["n_failed"] == 0
@@ -339,20 +339,24 @@ def test_an_entry_over_the_context_is_skipped_and_counted(start_sim, tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_length_filters_leave_entries_out(tmp_path):
+def test_length_filters_and_the_seeded_draw(tmp_path):
     spec = dataset.DatasetSpec("sample", min_tokens=50, max_tokens=120)
-    chosen = dataset.select(spec, 20, 0, tokenizer.count)
-    counts = [tokenizer.count(e.prompt) for e in chosen.entries]
-    assert all(50 <= c <= 120 for c in counts)
-    total = len(dataset.load("sample").entries)
-    assert chosen.skipped_by_filter == sum(
-        not 50 <= tokenizer.count(e.prompt) <= 120 for e in dataset.load("sample").entries
+    entries = dataset.load("sample").entries
+    within = [e for e in entries if 50 <= tokenizer.count(e.prompt) <= 120]
+    assert 8 < len(within) < len(entries)  # the filter bites, and leaves enough to draw from
+    few = dataset.select(spec, 8, 0, tokenizer.count)  # fewer than are eligible: stops at 8
+    assert all(e in within for e in few.entries) and len({id(e) for e in few.entries}) == 8
+    assert few.eligible == 8 and few.examined == 8 + few.skipped_by_filter < len(entries)
+    assert dataset.select(spec, 8, 0, tokenizer.count).entries == few.entries  # seeded
+    assert dataset.select(spec, 8, 1, tokenizer.count).entries != few.entries
+    many = dataset.select(spec, 2 * len(within), 0, tokenizer.count)  # more: all looked at, then again
+    assert (many.examined, many.eligible, many.skipped_by_filter) == (
+        len(entries),
+        len(within),
+        len(entries) - len(within),
     )
-    assert chosen.eligible + chosen.skipped_by_filter == total
-    again = dataset.select(spec, 20, 0, tokenizer.count)
-    assert again.entries == chosen.entries  # seeded
-    assert dataset.select(spec, 20, 1, tokenizer.count).entries != chosen.entries
-    assert np.unique([id(e) for e in chosen.entries[: chosen.eligible]]).size == min(20, chosen.eligible)
+    first, second = many.entries[: len(within)], many.entries[len(within) :]
+    assert {id(e) for e in first} == {id(e) for e in second} == {id(e) for e in within}
 
 
 def test_short_answers_of_a_natural_case_are_told_without_a_tg(start_sim, tmp_path):
@@ -382,7 +386,7 @@ def test_a_conversation_that_would_outgrow_the_context_is_skipped(start_sim, tmp
     results = run(server, tmp_path / "out", "--dataset", str(path), "--turns", "2", "-c", "3", "--tg", "4")
     (case,) = results["cases"]
     sampling = results["setup"]["dataset"]["sampling"][case["label"]]
-    assert sampling == {"sampled": 3, "eligible": 3, "skipped_by_filter": 0, "skipped_over_context": 1}
+    assert sampling == {"sampled": 3, "examined": 4, "eligible": 3, "skipped_by_filter": 0, "skipped_over_context": 1}
     truth = truth_of(server, case["requests"]).values()
     assert all(t["status"] == 200 and t["prompt_tokens_sent"] < 2048 for t in truth)
     assert case["n_failed"] == 0

@@ -320,7 +320,8 @@ class DatasetSampling(Saved):
     """What one case's seeded draw sent and left out."""
 
     sampled: int  # entries sent (past `eligible` the draw starts over)
-    eligible: int  # entries within the length filters that fit the context
+    examined: int  # entries the seeded draw looked at (the whole file only when it had to)
+    eligible: int  # of those, the ones within the length filters that fit the context
     skipped_by_filter: int  # outside --dataset-min-tokens / --dataset-max-tokens
     skipped_over_context: int  # prompt and output longer than the server's context: never sent
 
@@ -347,16 +348,19 @@ class DatasetSetup(Saved):
 
 @dataclass(frozen=True)
 class Selection:
-    """The entries a case sends, in order, and what the sampling left out."""
+    """The entries a case sends, in order, and what the sampling looked at and left out."""
 
     entries: list[Entry]
     prompt_tokens: list[int]  # each entry's prompt as the server is expected to count it
-    eligible: int  # entries that passed the filters and fit the context
+    examined: int  # entries the draw looked at (all of them when fewer are eligible than sent)
+    eligible: int  # of those, the ones within the length filters that fit the context
     skipped_by_filter: int
     skipped_over_context: int
 
     def sampling(self) -> DatasetSampling:
-        return DatasetSampling(len(self.entries), self.eligible, self.skipped_by_filter, self.skipped_over_context)
+        return DatasetSampling(
+            len(self.entries), self.examined, self.eligible, self.skipped_by_filter, self.skipped_over_context
+        )
 
 
 def select(
@@ -366,14 +370,21 @@ def select(
     prompt_tokens: Callable[[str], int],
     output_tokens: Callable[[Entry], int] = lambda e: 0,
 ) -> Selection:
-    """`n` entries drawn with `seed` from those within the length filters whose prompt
-    and output fit the server's context (without replacement; past the eligible count the
-    draw starts over, reshuffled). `prompt_tokens` estimates the server's count of a prompt."""
+    """`n` entries drawn with `seed` (without replacement) from those within the length
+    filters whose prompt and output fit the server's context: the entries are looked at in a
+    seeded random order until `n` pass, so a file of 100,000 conversations costs the count of
+    what is sent, not of all of it. Fewer eligible than `n`: every one is looked at, and the
+    draw goes on over the eligible ones, reshuffled. `prompt_tokens` estimates the server's
+    count of a prompt."""
     data = load(spec.path)
     entries = [e for e in data.entries if len(e.user_messages) >= spec.turns] if spec.turns else data.entries
+    rng = np.random.default_rng(seed)
     kept: list[tuple[Entry, int]] = []
-    by_filter = over = 0
-    for entry in entries:
+    by_filter = over = examined = 0
+    for i in rng.permutation(len(entries)):
+        if len(kept) >= n:
+            break
+        entry, examined = entries[int(i)], examined + 1
         tokens = prompt_tokens(entry.prompt)
         if (spec.min_tokens and tokens < spec.min_tokens) or (spec.max_tokens and tokens > spec.max_tokens):
             by_filter += 1
@@ -386,12 +397,11 @@ def select(
             f"dataset {spec.path}: no entry is left to send ({by_filter} outside the length filters, "
             f"{over} longer than the server's context)"
         )
-    rng = np.random.default_rng(seed)
-    order: list[int] = []
-    while len(order) < n:
-        order.extend(int(i) for i in rng.permutation(len(kept)))
-    chosen = [kept[i] for i in order[:n]]
-    return Selection([e for e, _ in chosen], [t for _, t in chosen], len(kept), by_filter, over)
+    chosen = list(kept)
+    while len(chosen) < n:  # fewer eligible than asked: again over them, reshuffled
+        chosen.extend(kept[int(i)] for i in rng.permutation(len(kept)))
+    chosen = chosen[:n]
+    return Selection([e for e, _ in chosen], [t for _, t in chosen], examined, len(kept), by_filter, over)
 
 
 def fit_text(text: str, tokens: int, count: Callable[[str], int], head: str = "") -> str:
