@@ -325,7 +325,7 @@ def test_an_entry_over_the_context_is_skipped_and_counted(start_sim, tmp_path):
     ]
     path = write(tmp_path / "mixed", "messages", convs)
     server = start_sim(*FAST[:-2], "--context-length", "2048")
-    results = run(server, tmp_path / "out", "--dataset", str(path), "--tg", "4", "--warmup", "0")
+    results = run(server, tmp_path / "out", "--dataset", str(path), "--tg", "4", "--warmup", "3")
     (case,) = results["cases"]
     sampling = results["setup"]["dataset"]["sampling"][case["label"]]
     assert sampling == {"sampled": 6, "examined": 6, "eligible": 5, "skipped_by_filter": 0, "skipped_over_context": 1}

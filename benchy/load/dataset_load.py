@@ -75,19 +75,20 @@ class DatasetPrompts(PromptFactory):
             return DEFAULT_TG
         return max(1, round(self.count(entry.answer) * self.calibration.text_scale))
 
-    def selection(self, n: int, tg: int) -> Selection:
+    def selection(self, n: int, tg: int, seed: int | None = None) -> Selection:
         """The case's seeded draw. What must fit the context: a natural entry's prompt and its
         output; a conversation's first message and everything its later turns add (their
         messages and an answer of `tg` tokens a turn), since its last turn resends them all."""
+        seed = self.seed if seed is None else seed
         if self.spec.mode != "conversations":
-            return dataset.select(self.spec, n, self.seed, self.server_tokens, lambda e: self.output_tokens(e, tg))
+            return dataset.select(self.spec, n, seed, self.server_tokens, lambda e: self.output_tokens(e, tg))
         turns = self.spec.turns or 1
 
         def rest(entry: Entry) -> int:
             later = entry.user_messages[1:turns]
             return sum(self.server_tokens(m) - round(self.calibration.overhead) for m in later) + turns * tg
 
-        return dataset.select(self.spec, n, self.seed, self.server_tokens, rest)
+        return dataset.select(self.spec, n, seed, self.server_tokens, rest)
 
     def natural(self, entry: Entry) -> Prompt:
         """An entry's prompt as it is, led by this request's nonce."""
@@ -172,9 +173,7 @@ async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
     prompts = with_dataset(plan, case_io.prompts)
     assert isinstance(prompts, DatasetPrompts)
     chosen = prompts.selection(plan.measured, plan.case.tg)
-    warm = (
-        dataset.select(prompts.spec, plan.warmup, plan.seed + 1, prompts.server_tokens).entries if plan.warmup else []
-    )
+    warm = prompts.selection(plan.warmup, plan.case.tg, seed=plan.seed + 1).entries if plan.warmup else []
     bodies: dict[int, dict] = {}
     rate = plan.case.rate
     offsets = arrivals.arrival_offsets(len(chosen.entries), rate, plan.seed + plan.index) if rate else None
