@@ -123,15 +123,33 @@ def test_shipped_sample_is_the_generated_one():
     assert max(len(e.user_messages) for e in data.entries) >= 4  # enough turns for --turns 4
 
 
-@given(target=st.integers(4, 1500), start=st.integers(0, 63))  # the head alone is 3 tokens
+@given(target=st.integers(4, 3000), start=st.integers(0, 63))
 @settings(max_examples=40, deadline=None)
-def test_fit_text_cuts_real_text_to_the_count(target, start):
-    entries = list(dataset.load("sample").entries)
-    text = dataset.long_text(entries, start, 6 * target + 256)
+def test_real_text_is_cut_to_the_count(target, start):
+    texts = [e.prompt for e in dataset.load("sample").entries]
     head = " nonce words\n"
-    cut = dataset.fit_text(text, target, tokenizer.count, head=head)
-    assert text.startswith(cut)
+    cut = dataset.cut_entries(texts, start, target, tokenizer.count, head=head)
     assert tokenizer.count(head + cut) == target
+    joined = dataset.JOIN.join(texts[(start + i) % len(texts)] for i in range(len(texts)))
+    assert joined.startswith(cut)  # the entries' own text, in order from the drawn one
+    long = joined * 2
+    fitted = dataset.fit_text(long, target, tokenizer.count, head=head)
+    assert long.startswith(fitted) and tokenizer.count(head + fitted) == target
+
+
+@pytest.mark.parametrize("more", [5, 40, 900])
+def test_a_counter_that_merges_across_joins_still_cuts_exactly(more):
+    """A join before a text starting with "C" costs one more token than the pieces alone say,
+    so the pieces do not add up: the joined text is cut whole instead."""
+    texts = [e.prompt for e in dataset.load("sample").entries]
+    start = next(k for k in range(len(texts)) if texts[k + 1].startswith("C"))
+
+    def merging(text: str) -> int:
+        return tokenizer.count(text) + text.count("\n\nC")
+
+    target = tokenizer.count("\n" + texts[start] + "\n\n") + more  # past the join before a "C"
+    cut = dataset.cut_entries(texts, start, target, merging, head="\n")
+    assert cut.startswith(texts[start] + "\n\nC") and merging("\n" + cut) == target
 
 
 def test_fit_text_with_another_counter_and_too_short_a_text():

@@ -53,6 +53,8 @@ class DatasetPrompts(PromptFactory):
         super().__init__(calibration, nonce=base.nonce, salt=base.salt)
         self.spec, self.seed, self.count = spec, seed, count
         self.entries = list(dataset.load(spec.path).entries)
+        self._texts = [e.prompt for e in self.entries]  # a fitted prompt's text, entry after entry
+        self._counted: dict[int, int] = {}  # each text's count, once
         self._conversations: list[Entry] | None = None
         self._concurrency, self._tg = concurrency, tg
 
@@ -112,13 +114,9 @@ class DatasetPrompts(PromptFactory):
         key = self._counter if self.nonce else 0
         digest = hashlib.blake2b(f"{self.seed}/{key}".encode(), digest_size=8).digest()
         start = int.from_bytes(digest, "big") % len(self.entries)
-        chars = 6 * tokens + 256
-        while True:
-            text = dataset.long_text(self.entries, start, chars)
-            try:
-                return NONCE_SEPARATOR + dataset.fit_text(text, tokens, self.count, head=NONCE_SEPARATOR)
-            except ValueError:  # text of more than 6 characters a token: take more of it
-                chars *= 2
+        return NONCE_SEPARATOR + dataset.cut_entries(
+            self._texts, start, tokens, self.count, head=NONCE_SEPARATOR, counted=self._counted
+        )
 
 
 def with_dataset(plan: CasePlan, prompts: PromptFactory) -> PromptFactory:

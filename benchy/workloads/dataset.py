@@ -31,7 +31,7 @@ import csv
 import hashlib
 import io
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -447,13 +447,48 @@ def fit_text(text: str, tokens: int, count: Callable[[str], int], head: str = ""
     return text[:hi] if count(head + text[:hi]) <= tokens else text[:lo]
 
 
-def long_text(entries: list[Entry], start: int, chars: int) -> str:
-    """Entries' prompts from `start` on (wrapping), joined by blank lines, at least `chars`
-    long: the real text a fitted prompt is cut from."""
-    pieces, size, i = [], 0, start
-    while size < chars:
-        piece = entries[i % len(entries)].prompt
-        pieces.append(piece)
-        size += len(piece) + 2
+JOIN = "\n\n"  # after each entry's text in a fitted prompt
+
+
+def cut_entries(
+    texts: Sequence[str],
+    start: int,
+    tokens: int,
+    count: Callable[[str], int],
+    head: str = "",
+    counted: dict[int, int] | None = None,
+) -> str:
+    """Texts from `start` on (wrapping), each followed by a blank line, cut so that `head` and
+    they make `tokens` tokens by `count`: whole texts while they fit by the count of each with
+    its blank line (counted once, kept in `counted` for the next prompt: a join can merge with
+    the text before it, ".\n\n" is one o200k token), then the next one cut by fit_text, the
+    whole counted once to check. Where the pieces do not add up (a counter that merges across
+    a join's far side) the joined text is cut whole by fit_text: slower, as exact."""
+    counted = {} if counted is None else counted
+
+    def unit(i: int) -> int:
+        k = i % len(texts)
+        if k not in counted:
+            counted[k] = count(texts[k] + JOIN)
+        return counted[k]
+
+    pieces: list[str] = []
+    used, i = count(head), start
+    while used + unit(i) <= tokens:
+        used += unit(i)
+        pieces.append(texts[i % len(texts)] + JOIN)
         i += 1
-    return "\n\n".join(pieces)
+    left = tokens - used
+    body = "".join(pieces) + (fit_text(texts[i % len(texts)], left, count) if left > 0 else "")
+    if count(head + body) == tokens:
+        return body
+    chars, size = 6 * tokens + 256, 0
+    while True:  # the slow, exact way: the joined text cut whole
+        joined, size, k = [], 0, start
+        while size < chars:
+            joined.append(texts[k % len(texts)])
+            size, k = size + len(joined[-1]) + len(JOIN), k + 1
+        try:
+            return fit_text(JOIN.join(joined), tokens, count, head=head)
+        except ValueError:  # text of more than 6 characters a token: take more of it
+            chars *= 2
