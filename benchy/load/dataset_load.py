@@ -1,7 +1,7 @@
 """Sending a dataset's text (--dataset, workloads/dataset.py) through the load generator.
 
 DatasetPrompts is a PromptFactory whose text is the dataset's: in a fitted sweep each body is
-real text cut to the length the sweep asks (dataset.fit_text, on benchy's o200k count with the
+real text cut to the length the sweep asks (dataset.cut_entries, on benchy's o200k count with the
 text's own calibration, calibrate_text), from an entry drawn for that request; in a conversation each user message is an
 entry's own. The nonce still leads every prompt and message (unless --no-nonce), so no cache
 holds any of it before it is sent; a newline parts it from the text.

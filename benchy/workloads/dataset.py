@@ -6,7 +6,7 @@ used three ways by the flags beside it (docs/datasets.md):
 
   natural        --dataset FILE alone: each sampled entry's prompt as it is; its output length
                  from the entry's reference answer (as vLLM's sharegpt benchmark does), or --tg
-  fitted         --dataset FILE --pp N…: real text cut to each sweep length (fit_text)
+  fitted         --dataset FILE --pp N…: real text cut to each sweep length (cut_entries, fit_text)
   conversations  --dataset FILE --turns T: the entries' user messages as the turns of a
                  conversation, the server's own answers in the history
 
