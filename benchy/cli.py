@@ -301,6 +301,28 @@ CASE_OPTIONS = (
         metavar="X",
         help="With --trace: replay X times faster (0.5: half the rate).",
     ),
+    click.option(
+        "--dataset",
+        default=None,
+        metavar="FILE",
+        help="Real prompts (docs/datasets.md): ShareGPT .json, .jsonl, .csv, .parquet/.arrow; `sample` is the "
+        "shipped one. Alone: each entry's prompt and answer length; with --pp: real text cut to each "
+        "length; with --turns: its conversations. Sampled with --seed.",
+    ),
+    click.option(
+        "--dataset-min-tokens",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="With --dataset: skip entries whose prompt is shorter than N tokens.",
+    ),
+    click.option(
+        "--dataset-max-tokens",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="With --dataset: skip entries whose prompt is longer than N tokens.",
+    ),
 )
 
 
@@ -321,6 +343,9 @@ def _cases(
     groups,
     trace_file,
     speed,
+    dataset=None,
+    dataset_min_tokens=None,
+    dataset_max_tokens=None,
 ):
     from benchy.workloads.case import ScenarioError
     from benchy.workloads.scenario import CaseSelection, WorkloadSelection, select_cases
@@ -331,7 +356,14 @@ def _cases(
     )
     chosen = CaseSelection(scenario, pp, tg, concurrency, depth, depth_mode, rate, workload)
     try:
-        return select_cases(chosen)
+        cases = select_cases(chosen)
+        if dataset is None:
+            if dataset_min_tokens or dataset_max_tokens:
+                raise ScenarioError("--dataset-min-tokens and --dataset-max-tokens need --dataset")
+            return cases
+        from benchy.workloads import dataset_cases
+
+        return dataset_cases.apply(cases, dataset, chosen, dataset_min_tokens, dataset_max_tokens)
     except (ScenarioError, WorkloadError) as exc:
         raise click.UsageError(str(exc)) from None
 
@@ -654,6 +686,7 @@ def run(
     from benchy.report import table
     from benchy.server.gpu import GpuError
     from benchy.workloads.cases import check_workload_endpoints
+    from benchy.workloads.spec import WorkloadError
 
     try:
         load.check(cases)
@@ -708,7 +741,7 @@ def run(
         raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
     except (ClusterError, GpuError) as exc:
         raise click.ClickException(str(exc)) from None
-    except run_mod.PromptTooLong as exc:
+    except (run_mod.PromptTooLong, WorkloadError) as exc:  # WorkloadError: a --dataset with nothing to send
         raise click.UsageError(str(exc)) from None
     except run_mod.NothingMeasured as exc:
         raise _Interrupted(str(exc)) from None
@@ -1017,10 +1050,21 @@ def demo(ctx, preset, pp, tg, runs, output):
             output=output,
             force=True,  # the demo's folder is its own: each demo replaces the last one's files
         )
+        # Real text too: the shipped sample dataset, each entry's prompt and answer length.
+        click.echo("Benchmarking the shipped sample dataset (--dataset sample -c 4 --requests 16) …", err=True)
+        dataset_code = ctx.invoke(
+            run,
+            base_url=sim.base_url,
+            dataset="sample",
+            concurrency=(4,),
+            n_requests=16,
+            output=output / "dataset",
+            force=True,
+        )
     finally:
         sim.stop()
-    click.echo(f"\nReport: {output / 'report.md'}", err=True)
-    return code
+    click.echo(f"\nReport: {output / 'report.md'}\nDataset report: {output / 'dataset' / 'report.md'}", err=True)
+    return code or dataset_code
 
 
 @cli.command()

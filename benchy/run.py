@@ -27,6 +27,9 @@ from benchy.client import loop as event_loop
 from benchy.client.extra_body import redacted_body as redacted_extra_body
 from benchy.client.stream import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
 from benchy.load.alone import alone_requests, send_alone
+from benchy.load.dataset_load import bind as bind_dataset
+from benchy.load.dataset_load import calibrate_text
+from benchy.load.dataset_load import setup as dataset_setup
 from benchy.load.generator import run_case
 from benchy.load.lengths import fit_lengths
 from benchy.load.monitor import LoopMonitor
@@ -330,6 +333,11 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
     calibrations = {ep: await calibrate(client, ep, salt, settings.template, lengths) for ep in endpoints}
     for ep, longest in _longest_prompts(settings).items():
         calibrations[ep] = await check_length(client, ep, calibrations[ep], salt, longest, settings.template)
+    # --dataset: its lengths are of real text, which a server counts otherwise than the filler
+    text_fits = {
+        ep: await calibrate_text(client, ep, calibrations[ep], settings.cases, salt, settings.template)
+        for ep in endpoints
+    }
     state.setup = _setup(settings, model, _version_text(identity), calibrations)
     state.setup["server"] = identity.to_dict()  # typed again by the builder (results/build.run_result)
     state.setup["server_metrics"] = metrics_status.to_dict()
@@ -338,7 +346,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         state.setup["gpu"] = gpus.setup.to_dict()
     state.plans = [
         CasePlan(
-            case=c,
+            case=bind_dataset(c, identity.context_length, text_fits[c.endpoint or settings.endpoint]),
             index=i,
             runs=c.runs or settings.runs,
             warmup=settings.warmup,
@@ -351,6 +359,8 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         )
         for i, c in enumerate(settings.cases)
     ]
+    if (data := dataset_setup(state.plans, calibrations, settings.nonce)) is not None:
+        state.setup["dataset"] = data.to_dict()  # its sampling drawn here as each case will draw it
     stop = asyncio.Event()  # set once an error limit is passed: the run ends
     server_tokenize = ServerTokenize()  # a witness asked after each case (load/tokenize.py)
 

@@ -447,11 +447,12 @@ def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
         return
     delivered = int(stats.median(got))
     cause, hint = _short_output_cause(facts.short_finish_reasons, run.setup.stop)
+    asked = f"the {case.tg}" if case.tg else "each request's own length (a dataset's answers)"
     yield Warning_(
         "output_length_mismatch",
         WARNING,
         case.label,
-        f"{facts.n_short} of {len(got)} requests got fewer tokens than the {case.tg} asked "
+        f"{facts.n_short} of {len(got)} requests got fewer tokens than {asked} asked "
         f"(median {delivered}, min {min(got)}): {cause}. "
         f"The row is labelled with the tokens delivered; its rates are real for those, but "
         f"not comparable with tg{case.tg} elsewhere.",

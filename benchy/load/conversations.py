@@ -98,12 +98,15 @@ class Conversation:
     def _turn(self, turn: int, previous: RequestRecord | None) -> PlannedRequest:
         plan, prompts = self.plan, self.prompts
         tokens = self.spec.first_tokens if turn == 1 and self.spec.first_tokens else plan.case.pp
-        message = prompts.message(tokens)
+        # --dataset: the sampled conversation's own message (dataset_load.DatasetPrompts.turn)
+        message = prompts.turn(self.index, turn) if hasattr(prompts, "turn") else prompts.message(tokens)
         rec = _record(plan, f"c{self.index}t{turn}", self.index, turn, message.nonce)
         prompts.calibration.stamp(rec)
         rec.unique_tokens = round(message.local_tokens * prompts.calibration.scale)
         rec.expected_cached_tokens = _history_tokens(previous)
         rec.target_prompt_tokens = _target_prompt(previous, rec.unique_tokens, prompts)
+        if hasattr(prompts, "turn"):  # a dataset's message: its own length, none asked
+            rec.target_prompt_tokens = 0
         self.messages = [*self.messages, _user(message.text)]
         request = _chat(plan, rec, self.messages, self.body)
         request.then = self.next_turn

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from benchy.client.stream import Client
 from benchy.load import arrivals
 from benchy.load.conversations import run_conversations
+from benchy.load.dataset_load import run_natural, with_dataset
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options
 from benchy.load.prompts import Prompt, PromptFactory
 from benchy.load.replay import replay
@@ -148,6 +149,8 @@ def runner_for(plan: CasePlan) -> Callable[[CasePlan, CaseIO], Awaitable[None]] 
         return run_conversations
     if plan.case.kind == "trace":
         return replay
+    if plan.case.kind == "dataset":
+        return run_natural
     return None
 
 
@@ -186,6 +189,7 @@ async def _run_case(
     start: Callable[[], Awaitable[float]] | None,
     stop: asyncio.Event,
 ) -> None:
+    prompts = with_dataset(plan, prompts)  # --dataset: its text in place of the filler
     workload_runner = runner_for(plan)
     if workload_runner is not None:
         await workload_runner(plan, CaseIO(client, prompts, on_record, start))

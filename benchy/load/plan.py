@@ -98,6 +98,8 @@ class CasePlan:
             return self.case.concurrency * multi_turn_spec(self).turns  # cold baselines are controls
         if self.case.kind == "trace":
             return len(trace.load(trace_spec(self).path, self.trace_limit))
+        if self.case.kind == "dataset" and self.case.dataset is not None:
+            return self.requests or self.case.dataset.entries  # by default as many as the file holds
         if self.case.rate is not None:
             return arrivals.rate_requests(self.case.rate, self.requests, self.duration_s)
         if self.requests is not None:

@@ -9,7 +9,7 @@ from tabulate import tabulate
 
 from benchy.measure import stats
 from benchy.measure.metrics import CASE, CUT_SHORT, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
-from benchy.report import gpu_view
+from benchy.report import dataset_view, gpu_view
 from benchy.results.types import CaseResult, CheckWarning, Goodput, MetricSummary, RunResult
 
 LOAD_COLUMNS = (METRICS["aggregate_tps"], METRICS["request_rate"])  # when a case ran under load
@@ -102,6 +102,8 @@ def row_label(case: CaseResult, warnings: list[CheckWarning]) -> str:
 def _shape_label(case: CaseResult, warnings: list[CheckWarning]) -> str:
     for w in warnings:
         if w.code == "output_length_mismatch":
+            if not case.tg:  # a dataset's own answer lengths: no single tg to relabel
+                return case_name(case) + f" {FLAG} (short outputs)"
             got = w.details.delivered_median
             label = case.label.replace(f"tg{case.tg}", f"tg{got}", 1)
             return case_name(case, label) + f" {FLAG} (asked {case.tg})"
@@ -183,7 +185,9 @@ def markdown(results: RunResult) -> str:
         text += "\n\n" + FLAG_LEGEND
     loaded = load_markdown(results)
     cache = cache_markdown(results)
-    return text + ("\n\n" + loaded if loaded else "") + ("\n\n" + cache if cache else "")
+    lengths = dataset_view.markdown(results)  # --dataset: asked and served lengths
+    text += "".join("\n\n" + part for part in (loaded, cache, lengths) if part)
+    return text
 
 
 def cache_markdown(results: RunResult) -> str | None:
@@ -296,7 +300,7 @@ CASE_KEYS = ("label", "scenario", "pp", "tg", "concurrency", "mode", "rate", "de
 def case_key_cells(case: CaseResult) -> list:
     """The CASE_KEYS cells of a case, as every CSV benchy writes keys it."""
     open_loop = case.mode == "open" or case.rate is not None
-    replay = case.kind == "trace"  # its lengths are each request's own (requests.jsonl)
+    replay = case.kind in ("trace", "dataset")  # its lengths are each request's own (requests.jsonl)
     return [
         case.label,
         case.scenario or "",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchy.report import plots, workloads
+from benchy.report import dataset_view, plots, workloads
 from benchy.results.types import CaseResult, RunResult
 
 
@@ -18,6 +18,7 @@ def figures(results: RunResult, directory: Path) -> list:
         made.append(_shared_figure(plots, shared, directory / "workload-shared.png"))
     for i, case in enumerate(workloads.cases_of(results, "trace"), 1):
         made.append(_reuse_figure(plots, case, directory / f"workload-reuse-{i}.png"))
+    made += dataset_view.figures(plots, results, directory)  # --dataset: asked and served lengths
     return [fig for fig in made if fig is not None]
 
 

@@ -52,6 +52,7 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        request prompt_slack: how far the server's prompt count may miss the target (2 where exact)
   1.17 warning details for issue 36's findings (a fixed latency before the engine, drift, a
        router's partial view); prefill_tps withheld with code `fixed_latency`
+  1.18 setup.dataset (--dataset: name, sha256, mode, sampling; issue 35); case kind "dataset"
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -82,8 +83,9 @@ from benchy.results.rows import OK, WARMUP, Rows
 from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
+from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 17
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 18
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -302,6 +304,7 @@ class Setup(Saved):
     server_metrics: MetricsStatus | None = _opt("what /metrics offered (server/metrics.py)", omit=True)
     gpu: GpuSetup | None = _opt("(1.7) --gpu-metrics: the GPUs, their peak bandwidth, the idle baseline", omit=True)
     cache_reset: CacheReset | None = _opt("(1.10) --cache-reset: the last reset (server/cache_reset.py)", omit=True)
+    dataset: DatasetSetup | None = _opt("(1.14) --dataset: the file, its mode and sampling", omit=True)
 
 
 @dataclass
@@ -420,7 +423,7 @@ class CaseResult(Saved):
         "the server's own figures for the case (server/metrics.py), or why there are none", omit=True
     )
     withheld: dict[str, MetricSummary] = _opt("metric → a withheld summary (audit only)", factory=dict, omit=True)
-    kind: str = _opt('"sweep" | "multi_turn" | "shared_prefix" | "trace" (1.2)', "sweep")
+    kind: str = _opt('"sweep" | "multi_turn" | "shared_prefix" | "trace" (1.2) | "dataset" (1.14)', "sweep")
     workload: WorkloadFigures | None = _opt("a cache-aware workload's own figures (1.2)", omit=True)
     gpu: GpuCase | None = _opt("(1.7) the GPUs during the case: power, energy, J/token, bandwidth", omit=True)
     queueing: Queueing | None = _opt(

@@ -21,6 +21,10 @@ would serve it (`expected_cached_tokens`) and how many at its end no cache can h
 
 The specs (spec.py) are plain data for scenario.py; the runners (load/) build prompts through
 load/prompts.py and send through the same client and records as every other case.
+
+Real text (--dataset, dataset.py and dataset_cases.py; sent through load/dataset_load.py) is no
+workload of its own but the text of one: a natural case (kind "dataset": each entry's prompt),
+a sweep's prompts cut to length, or a multi-turn case's messages.
 """
 
-KINDS = ("sweep", "multi_turn", "shared_prefix", "trace")
+KINDS = ("sweep", "multi_turn", "shared_prefix", "trace", "dataset")

@@ -6,10 +6,12 @@ unit every later stage reports by; the case's label is llama-bench's (`pp512 tg3
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from dataclasses import dataclass
 
+from benchy.workloads.dataset import DatasetSpec
 from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay, Workload
 
 ENDPOINTS = ("chat", "completions", "responses", "messages")
@@ -39,12 +41,19 @@ class Case:
     extra_body: str | None = None
     stream: bool = True  # a scenario's `stream = false`: whole answers (client/whole.py), as --no-stream
 
+    # --dataset: real text (workloads/dataset.py): a natural case of its own, or the text of a
+    # sweep (fitted) or of a multi-turn case's messages (conversations)
+    dataset: DatasetSpec | None = None
+
     def extra_fields(self) -> dict:
         return _fields(self.extra_body) if self.extra_body else {}
 
     @property
     def kind(self) -> str:
-        """ "sweep", or the workload's kind: "multi_turn", "shared_prefix", "trace"."""
+        """ "sweep", "dataset" (--dataset alone), or the workload's kind: "multi_turn",
+        "shared_prefix", "trace"."""
+        if self.dataset is not None and self.dataset.mode == "natural":
+            return "dataset"
         return self.workload.kind if self.workload is not None else "sweep"
 
     @property
@@ -57,7 +66,10 @@ class Case:
         """llama-bench style: `pp512 tg32`, `pp512 tg32 c4`, `pp512 tg32 @ d4096`; a rate case
         reads `pp512 tg32 r4` (4 requests/s); a cached-context case `… @ d4096 cached`.
         Workloads: `multi-turn u4 x8 pp256 tg64`, `shared 75% of pp2048 g4 tg32 c4`,
-        `trace sample.jsonl x2`."""
+        `trace sample.jsonl x2`. A dataset's name follows in brackets (`pp512 tg32 [chat.jsonl]`);
+        its natural case reads `dataset chat.jsonl c4` (`… tg128 c4` with --tg, `… r4` with --rate)."""
+        if self.dataset is not None:
+            return self._dataset_label(self.dataset)
         if isinstance(self.workload, TraceReplay):
             return self.workload.label()
         if isinstance(self.workload, SharedPrefix):
@@ -74,6 +86,16 @@ class Case:
             if self.depth_mode == "cached":
                 text += " cached"  # distinct from a cold case of the same sizes
         return text
+
+    def _dataset_label(self, dataset: DatasetSpec) -> str:
+        if dataset.mode == "natural":
+            tg = f" tg{self.tg}" if self.tg else ""
+            if self.rate is not None:
+                return f"dataset {dataset.name}{tg} r{self.rate:g}"
+            return f"dataset {dataset.name}{tg}" + (f" c{self.concurrency}" if self.concurrency != 1 else "")
+        if dataset.mode == "conversations" and isinstance(self.workload, MultiTurn):
+            return f"multi-turn u{self.concurrency} x{self.workload.turns} tg{self.tg} [{dataset.name}]"
+        return f"{dataclasses.replace(self, dataset=None).label} [{dataset.name}]"
 
 
 @functools.lru_cache(maxsize=64)

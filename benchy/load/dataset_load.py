@@ -1,0 +1,242 @@
+"""Sending a dataset's text (--dataset, workloads/dataset.py) through the load generator.
+
+DatasetPrompts is a PromptFactory whose text is the dataset's: in a fitted sweep each body is
+real text cut to the length the sweep asks (dataset.cut_entries, on benchy's o200k count with the
+text's own calibration, calibrate_text), from an entry drawn for that request; in a conversation each user message is an
+entry's own. The nonce still leads every prompt and message (unless --no-nonce), so no cache
+holds any of it before it is sent; a newline parts it from the text.
+
+run_natural sends a natural case: the sampled entries' prompts as they are, each with its own
+output length (its reference answer's, as the server would count it, or --tg), in a closed
+loop of -c streams. A natural prompt (and a conversation's message) asks for no length: its
+record's target is 0, as for any prompt whose length is its text's, so benchy's estimate of
+real text on another vocabulary is never taken for a server that truncates. Entries whose prompt and answer cannot fit the server's context are
+skipped and counted (setup.dataset), never sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+
+from benchy.load import arrivals
+from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options
+from benchy.load.prompts import Calibration, Prompt, PromptFactory, Template
+from benchy.load.send import Closed, Open, send
+from benchy.measure import tokenizer
+from benchy.measure.records import RequestRecord
+from benchy.workloads import dataset
+from benchy.workloads.case import Case
+from benchy.workloads.dataset import DatasetSetup, DatasetSpec, Entry, Selection
+
+NONCE_SEPARATOR = "\n"
+DEFAULT_TG = 128  # an entry with no reference answer, without --tg: the sweep's default
+
+
+class DatasetPrompts(PromptFactory):
+    """The run's PromptFactory (same calibration, nonce and salt), its text the dataset's."""
+
+    def __init__(
+        self,
+        base: PromptFactory,
+        spec: DatasetSpec,
+        seed: int,
+        concurrency: int = 1,
+        tg: int = 0,
+        count: Callable[[str], int] = tokenizer.count,
+    ) -> None:
+        calibration = base.calibration
+        if spec.text_fit is not None:  # the text's own scale: every length here is of real text
+            calibration = dataclasses.replace(calibration, overhead=spec.text_fit[0], scale=spec.text_fit[1])
+        super().__init__(calibration, nonce=base.nonce, salt=base.salt)
+        self.spec, self.seed, self.count = spec, seed, count
+        self.entries = list(dataset.load(spec.path).entries)
+        self._texts = [e.prompt for e in self.entries]  # a fitted prompt's text, entry after entry
+        self._counted: dict[int, int] = {}  # each text's count, once
+        self._conversations: list[Entry] | None = None
+        self._concurrency, self._tg = concurrency, tg
+
+    @classmethod
+    def of(cls, base: PromptFactory, plan: CasePlan) -> DatasetPrompts:
+        assert plan.case.dataset is not None
+        return cls(base, plan.case.dataset, plan.seed, plan.case.concurrency, plan.case.tg)
+
+    def server_tokens(self, text: str) -> int:
+        """A prompt's tokens as the server will count them: the calibrated local count, the
+        nonce and the chat template included."""
+        nonce = 8 + 1 if self.nonce else 0  # eight one-token words and the newline
+        return round(self.calibration.overhead + self.calibration.scale * (self.count(text) + nonce))
+
+    def output_tokens(self, entry: Entry, tg: int) -> int:
+        """--tg, else the reference answer's tokens as the server would count them."""
+        if tg:
+            return tg
+        if entry.answer is None:
+            return DEFAULT_TG
+        return max(1, round(self.count(entry.answer) * self.calibration.text_scale))
+
+    def selection(self, n: int, tg: int, seed: int | None = None) -> Selection:
+        """The case's seeded draw. What must fit the context: a natural entry's prompt and its
+        output; a conversation's first message and everything its later turns add (their
+        messages and an answer of `tg` tokens a turn), since its last turn resends them all."""
+        seed = self.seed if seed is None else seed
+        if self.spec.mode != "conversations":
+            return dataset.select(self.spec, n, seed, self.server_tokens, lambda e: self.output_tokens(e, tg))
+        turns = self.spec.turns or 1
+
+        def rest(entry: Entry) -> int:
+            later = entry.user_messages[1:turns]
+            return sum(self.server_tokens(m) - round(self.calibration.overhead) for m in later) + turns * tg
+
+        return dataset.select(self.spec, n, seed, self.server_tokens, rest)
+
+    def natural(self, entry: Entry) -> Prompt:
+        """An entry's prompt as it is, led by this request's nonce."""
+        return self._led(entry.prompt)
+
+    def turn(self, conversation: int, turn: int) -> Prompt:
+        """Turn `turn` (from 1) of conversation `conversation`: that sampled entry's user message."""
+        if self._conversations is None:
+            self._conversations = self.selection(self._concurrency, self._tg).entries
+        entry = self._conversations[conversation % len(self._conversations)]
+        return self._led(entry.user_messages[turn - 1])
+
+    def _led(self, text: str) -> Prompt:
+        nonce = self.next_nonce() if self.nonce else None
+        full = (nonce + NONCE_SEPARATOR if nonce else "") + text
+        return Prompt(text=full, nonce=nonce, local_tokens=self.count(full))
+
+    def _body(self, tokens: int) -> str:
+        """Real text of `tokens` local tokens after the nonce: from an entry drawn for this
+        request (the same one for every request under --no-nonce, as the filler is)."""
+        key = self._counter if self.nonce else 0
+        digest = hashlib.blake2b(f"{self.seed}/{key}".encode(), digest_size=8).digest()
+        start = int.from_bytes(digest, "big") % len(self.entries)
+        return NONCE_SEPARATOR + dataset.cut_entries(
+            self._texts, start, tokens, self.count, head=NONCE_SEPARATOR, counted=self._counted
+        )
+
+
+def with_dataset(plan: CasePlan, prompts: PromptFactory) -> PromptFactory:
+    """The case's prompt maker: the dataset's, for a case that has one."""
+    if plan.case.dataset is None or isinstance(prompts, DatasetPrompts):
+        return prompts
+    return DatasetPrompts.of(prompts, plan)
+
+
+TEXT_CALIBRATION_LOCAL_TOKENS = (512, 1024)  # two prompts of dataset text, from different entries
+
+
+async def calibrate_text(
+    client, endpoint: str, calibration: Calibration, cases: list[Case], salt: str, template: Template
+) -> tuple[float, float] | None:
+    """(overhead, scale) of the dataset's own text on this server: a server's tokenizer splits
+    real text otherwise than the filler (a small vocabulary: twice as many tokens for the same
+    o200k count), and every length a dataset case estimates or cuts is of real text. The chat
+    template's overhead is the text's whatever the text, so the filler's fit keeps it; the
+    scale is read from two long prompts of the dataset (from different entries, each led by
+    its nonce): a short one would put each text's own density into the overhead. The run's
+    calibration stays the filler's (contexts, warmups); None without a dataset."""
+    spec = next((c.dataset for c in cases if c.dataset is not None), None)
+    if spec is None:
+        return None
+    maker = DatasetPrompts(PromptFactory(calibration, salt=f"{salt}dcal{endpoint}"), spec, seed=0)
+    local = server = 0
+    for tokens in TEXT_CALIBRATION_LOCAL_TOKENS:
+        nonce = maker.next_nonce()
+        text = nonce + maker._body(tokens - maker.count(nonce))
+        usage = await client.usage_of(template.render(text, endpoint), endpoint, template.request_options(endpoint))
+        local += maker.count(text)
+        server += usage["prompt_tokens"]
+    scale = (server - len(TEXT_CALIBRATION_LOCAL_TOKENS) * calibration.overhead) / local
+    if scale <= 0:
+        return None  # a server count that makes no sense: the filler's calibration stands
+    return calibration.overhead, scale
+
+
+def bind(case: Case, context: int | None, text_fit: tuple[float, float] | None) -> Case:
+    """The case with what the server showed in its dataset spec: its context (entries that
+    cannot fit it are skipped) and the text's calibration; a case without a dataset as it is."""
+    if case.dataset is None:
+        return case
+    return dataclasses.replace(case, dataset=dataclasses.replace(case.dataset, context=context, text_fit=text_fit))
+
+
+async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
+    """Warmups (entries of their own draw), then this worker's share of the sampled entries,
+    each with its own output length: -c at a time, or at --rate's seeded Poisson times (the
+    same schedule in every worker, as the load generator's)."""
+    prompts = with_dataset(plan, case_io.prompts)
+    assert isinstance(prompts, DatasetPrompts)
+    chosen = prompts.selection(plan.measured, plan.case.tg)
+    warm = prompts.selection(plan.warmup, plan.case.tg, seed=plan.seed + 1).entries if plan.warmup else []
+    bodies: dict[int, dict] = {}
+    rate = plan.case.rate
+    offsets = arrivals.arrival_offsets(len(chosen.entries), rate, plan.seed + plan.index) if rate else None
+
+    def make(i: int, entry: Entry, warmup: bool) -> PlannedRequest:
+        prompt = prompts.natural(entry)
+        tg = prompts.output_tokens(entry, plan.case.tg)
+        rec = RequestRecord(
+            case=plan.case.label,
+            run=-1 if warmup else i // max(1, plan.case.concurrency),
+            index=i,
+            warmup=warmup,
+            request_id=f"benchy-{plan.salt}-{plan.index}{'w' if warmup else 'n'}{i}",
+            nonce=prompt.nonce,
+            target_prompt_tokens=0,  # none asked: the entry's own length, as the server counts it
+            target_output_tokens=tg,
+            local_token_scale=prompts.calibration.text_scale,
+        )
+        body = bodies.setdefault(tg, request_options(plan, tg))
+        return planned(plan, rec, prompt, tg, body, None if warmup or offsets is None else offsets[i])
+
+    def measured() -> Iterator[PlannedRequest]:
+        for i in arrivals.share(len(chosen.entries), plan.worker, plan.workers):
+            yield make(i, chosen.entries[i], False)
+
+    warmups = [
+        make(i, e, True) for i, e in enumerate(warm) if i in arrivals.share(len(warm), plan.worker, plan.workers)
+    ]
+    await send(case_io.client, warmups, case_io.on_record, Closed(plan.streams))
+    await case_io.client.warm(plan.inflight_cap or plan.streams)
+    start_s = await case_io.start() if case_io.start else time.perf_counter()
+    deadline = arrivals.duration_deadline(start_s, plan.duration_s)
+    pace = Open(start_s, plan.inflight_cap, deadline) if rate else Closed(plan.streams, deadline)
+    await send(case_io.client, measured(), case_io.on_record, pace)
+
+
+def setup(plans: list[CasePlan], calibrations: dict, nonce: bool) -> DatasetSetup | None:
+    """results.json's setup.dataset: the file (name, sha256, format, entries), the mode and its
+    filters, and per case what its sampling sent and left out (the same seeded draw the case
+    makes); None for a run without one."""
+    with_data = [p for p in plans if p.case.dataset is not None]
+    if not with_data:
+        return None
+    spec: DatasetSpec = with_data[0].case.dataset  # type: ignore[assignment]
+    data = dataset.load(spec.path)
+    sampling = {}
+    for plan in with_data:
+        prompts = DatasetPrompts.of(PromptFactory(calibrations[plan.endpoint], nonce=nonce), plan)
+        if spec.mode == "natural":
+            sampling[plan.case.label] = prompts.selection(plan.measured, plan.case.tg).sampling()
+        elif spec.mode == "conversations":
+            sampling[plan.case.label] = prompts.selection(plan.case.concurrency, plan.case.tg).sampling()
+    return DatasetSetup(
+        name=spec.name,
+        path=spec.path,
+        sha256=data.sha256,
+        format=data.format,
+        entries=len(data.entries),
+        entries_without_prompt=data.skipped_empty,
+        mode=spec.mode,
+        seed=with_data[0].seed,
+        min_tokens=spec.min_tokens,
+        max_tokens=spec.max_tokens,
+        context=spec.context,
+        text_overhead_tokens=round(spec.text_fit[0], 2) if spec.text_fit else None,
+        text_scale=round(spec.text_fit[1], 5) if spec.text_fit else None,
+        sampling=sampling,
+    )
