@@ -5,6 +5,8 @@
 #   capacity  -np 16 --cache-ram 0: benchy capacity, cold and with a 75% shared prefix, then compare (issue 25)
 #   queue     -np 1 --cache-ram 0: benchy run --rate 8 (an open loop on one slot): queueing qualified (issue 23)
 #   workers   -np 8: benchy run -c 8 --workers 2 (the fork server's two worker processes), beside the server's timings (issue 26)
+#   lengths   -np 4 --cache-ram 0: --pp 512 2048 8192 and --dataset sample --pp 512 2048, each request's prompt count against its target
+#   apis      -np 4 --cache-ram 0: --pp 2048 --tg 128 through chat, responses and messages, and --no-stream
 #   probecap  benchy probe-cache --capacity --cache-reset on -np 1 --cache-ram 0, -np 4 --cache-ram 0 and a
 #             default server (-np 4, host-RAM cache on); PROBES picks among np1 nocache default (issue 24)
 # Run from the repository root on the device, with ../shared/gpu-testbed copied to .gpu-testbed
@@ -104,6 +106,25 @@ workers() {  # the load split over two worker processes, each request's figures 
   python3 "$TB/summarize_benchy.py" "$RES/workers_$MODEL" 2>&1 | tee -a "$RES/summary.txt"
   python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['cases'][0]['client']; print('workers', c['workers'], [(w['requests'], w['tokens']) for w in c['per_worker']])" \
       "$RES/workers_$MODEL/results.json" 2>&1 | tee -a "$RES/summary.txt"
+  unserve
+}
+
+lengths() {  # exact prompt lengths on the real Llama-3 tokenizer (issue 35), and a healthy run's warnings
+  serve 4 --cache-ram 0 || return
+  bench lengths_$MODEL run --base-url $U --pp 512 2048 8192 --tg 32 --runs 3 -o "$RES/lengths_$MODEL"
+  bench dataset_$MODEL run --base-url $U --dataset sample --pp 512 2048 --tg 32 --runs 3 -o "$RES/dataset_$MODEL"
+  python3 "$ROOT/benchmarks/h200_requests.py" "$RES/lengths_$MODEL" "$RES/dataset_$MODEL" 2>&1 | tee -a "$RES/summary.txt"
+  unserve
+}
+
+apis() {  # the same sweep through chat, Responses and Messages on one server (issue 38), then unstreamed
+  serve 4 --cache-ram 0 || return
+  local ep
+  for ep in chat responses messages; do
+    bench api_${MODEL}_$ep run --base-url $U --endpoint $ep --pp 2048 --tg 128 --runs 5 -o "$RES/api_${MODEL}_$ep"
+  done
+  bench api_${MODEL}_nostream run --base-url $U --no-stream --pp 2048 --tg 128 --runs 3 -o "$RES/api_${MODEL}_nostream"
+  python3 "$ROOT/benchmarks/h200_requests.py" "$RES"/api_${MODEL}_* 2>&1 | tee -a "$RES/summary.txt"
   unserve
 }
 
