@@ -124,7 +124,7 @@ apis() {  # the same sweep through chat, Responses and Messages on one server (i
     bench api_${MODEL}_$ep run --base-url $U --endpoint $ep --pp 2048 --tg 128 --runs 5 -o "$RES/api_${MODEL}_$ep"
   done
   bench api_${MODEL}_nostream run --base-url $U --no-stream --pp 2048 --tg 128 --runs 3 -o "$RES/api_${MODEL}_nostream"
-  python3 "$ROOT/benchmarks/h200_requests.py" "$RES"/api_${MODEL}_* 2>&1 | tee -a "$RES/summary.txt"
+  python3 "$ROOT/benchmarks/h200_requests.py" "$RES"/api_${MODEL}_*/ 2>&1 | tee -a "$RES/summary.txt"
   unserve
 }
 
