@@ -108,10 +108,16 @@ CLIENT_OPTIONS = (
         default=None,
         help="Bearer token (default from $OPENAI_API_KEY). Never written anywhere.",
     ),
-    click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds allowed per request."),
+    click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=600.0,
+        show_default=True,
+        help="Seconds allowed per request.",
+    ),
     click.option(
         "--stall-timeout",
-        type=float,
+        type=click.FloatRange(min=0, min_open=True),
         default=120.0,
         show_default=True,
         help="Seconds of silence in a stream before the request counts as stalled.",
