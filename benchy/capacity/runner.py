@@ -199,8 +199,9 @@ def _round_line(settings: CapacitySettings, finder: Search, load: float, rnd: Ca
     low, high = point.interval(settings.search) or (0.0, 0.0)
     verdict = point.verdict(settings.search)
     late = " (benchy fell behind, but a late client only worsens these figures: the pass counts)"
+    share = "n/a" if point.goodput is None else share_text(point.goodput, settings.search.target)
     return (
-        f"capacity: {name}: {point.good}/{point.requests} within SLO ({share_text(point.goodput, settings.search.target)}, "
+        f"capacity: {name}: {point.good}/{point.requests} within SLO ({share}, "
         f"{settings.search.confidence:.0%} interval {low:.0%}–{high:.0%}): {verdict}" + (late if rnd.overloaded else "")
     )
 
