@@ -691,7 +691,7 @@ def _claim_folder(directory: Path, force: bool, keep: tuple[Path, ...] = ()) -> 
     except FolderInUse as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
-        raise click.ClickException(f"cannot use {directory}: {exc.strerror or exc}") from None
+        raise click.ClickException(f"cannot write {exc.filename or directory}: {exc.strerror or exc}") from None
 
 
 # What OpenSSL says when a TLS handshake meets a server speaking plain HTTP.

@@ -115,6 +115,8 @@ def execute(settings: RunSettings) -> results_mod.RunResult:
     except ServerError as exc:  # the last guard on secrets: nothing the server echoed leaks
         raise ServerError(scrub(str(exc), secrets_of(settings.client))) from None
     finally:
+        if state.setup:  # results will be saved: their log beside them, even with no record in it
+            writer.start()
         writer.close()
     if not state.setup:  # stopped before the first case: nothing measured, nothing to save
         how = (state.stopped or {}).get("reason", "interrupted")
