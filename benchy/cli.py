@@ -590,6 +590,12 @@ def _template(template, reasoning_effort):
     help="Empty the server's prefix cache before each case through the engine's own endpoint (vLLM "
     "POST /reset_prefix_cache, SGLang POST /flush_cache, llama.cpp slot erase); says so when it has none.",
 )
+@click.option(
+    "--skip-unfit",
+    is_flag=True,
+    help="Run the cases whose prompt fits the server's context and list the others as skipped, "
+    "instead of refusing the whole sweep.",
+)
 def run(
     client,
     endpoint,
@@ -611,6 +617,7 @@ def run(
     no_server_metrics,
     gpu_metrics,
     cache_reset,
+    skip_unfit,
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
@@ -652,6 +659,7 @@ def run(
         cache_reset=cache_reset,
         announce=None if quiet else lambda line: click.echo(line, err=True),
         report=not no_report,
+        skip_unfit=skip_unfit,
         **limits,
     )
     try:
@@ -667,6 +675,9 @@ def run(
     except OSError as exc:  # an output folder that cannot be written
         raise click.ClickException(f"cannot write {exc.filename or output}: {exc.strerror or exc}") from None
     _echo_stop(typed, output)
+    if not typed.partial:  # else _echo_stop listed them
+        for item in typed.not_measured:
+            click.echo(f"benchy: not measured: {item.case} ({item.reason})", err=True)
     if fmt == "json":
         click.echo(json.dumps(typed.to_dict(), indent=1))  # as saved
     elif fmt == "csv":
