@@ -45,7 +45,9 @@ from benchy.server import cache_reset
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
 from benchy.server import metrics as server_metrics
+from benchy.workloads import trace as trace_mod
 from benchy.workloads.case import Case
+from benchy.workloads.spec import TraceReplay
 
 
 @dataclass
@@ -131,8 +133,10 @@ class PromptTooLong(Exception):
     anything is sent (the server would answer each request with an HTTP 400)."""
 
 
-def unfit_cases(cases: list[Case], identity) -> dict[str, str]:
-    """Sweep cases whose prompt (depth + pp) fills the context the server reported: label → why."""
+def unfit_cases(cases: list[Case], identity, requests: int | None = None) -> dict[str, str]:
+    """Cases with a prompt that fills the context the server reported: label → why. A sweep
+    case's prompt is depth + pp; a trace replay's are its requests' own (its first `requests`
+    where --requests limits it)."""
     context = identity.context_length
     if not context:
         return {}
@@ -145,20 +149,33 @@ def unfit_cases(cases: list[Case], identity) -> dict[str, str]:
                 f"{case.label} asks for a {prompt:,}-token prompt{depth}, but the server's context is "
                 f"{context:,} tokens ({identity.context_source})"
             )
+        elif isinstance(case.workload, TraceReplay):
+            replayed = trace_mod.load(case.workload.path, case.workload.limit or requests)
+            over = [r.input_tokens for r in replayed if r.input_tokens >= context]
+            if over:
+                unfit[case.label] = (
+                    f"{case.label}: {len(over)} of its {len(replayed)} requests ask for prompts of up to "
+                    f"{max(over):,} tokens, but the server's context is {context:,} tokens ({identity.context_source})"
+                )
     return unfit
 
 
-def refuse_too_long(cases: list[Case], identity, skip_unfit: bool = False) -> list[Case]:
+def refuse_too_long(cases: list[Case], identity, skip_unfit: bool = False, requests: int | None = None) -> list[Case]:
     """The cases to run: all of them, or (--skip-unfit) those whose prompt fits the server's
     context. PromptTooLong for a case that does not fit, unless skipped; always when none fits."""
-    unfit = unfit_cases(cases, identity)
+    unfit = unfit_cases(cases, identity, requests)
     fit = [c for c in cases if c.label not in unfit]
     if unfit and not (skip_unfit and fit):
         label, why = next(iter(unfit.items()))
-        tg = next(c.tg for c in cases if c.label == label)
+        case = next(c for c in cases if c.label == label)
         others = " or pass --skip-unfit to run only the cases that fit" if fit else ""
+        if case.kind == "trace":  # its lengths are the trace's: no flag shortens them
+            raise PromptTooLong(
+                f"{why}: the server would refuse each with an HTTP 400; replay the trace against a server "
+                f"whose context holds its prompts{others}"
+            )
         raise PromptTooLong(
-            f"{why}: lower --pp/--depth so that prompt and output (--tg {tg}) fit in "
+            f"{why}: lower --pp/--depth so that prompt and output (--tg {case.tg}) fit in "
             f"{identity.context_length:,}{others}"
         )
     return fit
@@ -335,10 +352,12 @@ async def _gpu_sampler(settings: RunSettings, model: str) -> gpu_mod.GpuSampler 
 async def _measure_with(settings, state, writer, client, model, gpus, pool) -> None:
     salt = secrets.token_hex(6)
     identity = await server_mod.identify(client, client.base, model)
-    fit = refuse_too_long(settings.cases, identity, settings.skip_unfit)
+    fit = refuse_too_long(settings.cases, identity, settings.skip_unfit, settings.load.requests)
     if len(fit) < len(settings.cases):  # --skip-unfit: the rest of the run sees only these
-        unfit = unfit_cases(settings.cases, identity)
-        state.skipped = [results_mod.NotMeasured(label, f"skipped (--skip-unfit): {why}") for label, why in unfit.items()]
+        unfit = unfit_cases(settings.cases, identity, settings.load.requests)
+        state.skipped = [
+            results_mod.NotMeasured(label, f"skipped (--skip-unfit): {why}") for label, why in unfit.items()
+        ]
         settings = replace(settings, cases=fit)
     progress = Progress(len(settings.cases), settings.progress)
     endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})

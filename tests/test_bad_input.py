@@ -216,3 +216,31 @@ def test_a_prompt_longer_than_the_servers_context_is_refused_before_sending(caps
     code, line = benchy(capsys, "run", "--base-url", sim.base_url, "--pp", "64", str(context + 10), "--tg", "4")
     assert code == 2 and f"{context + 10:,}-token prompt" in line and f"context is {context:,} tokens" in line
     assert not [t for t in sim.truth() if t["request_id"]]
+
+
+def test_a_trace_with_prompts_longer_than_the_context_is_refused_before_sending(capsys, start_sim):
+    """The sample trace's longest prompts (4 of 40, up to 4,901 tokens) against a 4,096-token
+    context: refused as a sweep's would be, in words a trace run can act on (it takes no --pp),
+    and nothing is sent (not 4 HTTP 400s and exit 0)."""
+    from benchy.workloads import trace
+
+    sample = trace.load("sample")
+    longest, over = max(r.input_tokens for r in sample), sum(r.input_tokens >= 4096 for r in sample)
+    sim = start_sim("--context-length", "4096", "--instant")
+    code, line = benchy(capsys, "run", "--base-url", sim.base_url, "--trace", "sample", "--speed", "2", "-q")
+    assert code == 2 and f"{over} of its {len(sample)} requests" in line and f"{longest:,} tokens" in line
+    assert "4,096 tokens" in line and "--pp" not in line
+    assert sim.truth() == []
+
+
+@pytest.mark.parametrize(
+    "kind, hint", [("trace", "Replay a trace whose lengths fit"), ("sweep", "Lower --pp/--depth/--tg")]
+)
+def test_refused_requests_are_hinted_with_flags_the_case_takes(kind, hint):
+    """HTTP 400s in a trace replay: its lengths are the trace's, so the hint names no --pp."""
+    from benchy.checks.warnings import request_errors
+    from benchy.results.types import CaseResult, RunResult
+
+    case = CaseResult(label="x", pp=512, tg=32, kind=kind, errors={"http_400": 4}, n_ok=36, n_failed=4)
+    [warning] = request_errors(case, RunResult(cases=[case]))
+    assert hint in warning.hint and (kind == "sweep" or "--pp" not in warning.hint)

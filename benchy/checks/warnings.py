@@ -113,7 +113,7 @@ def request_errors(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             case.label,
             f"{sum(errors.values())} of {total} requests failed ({kinds}); statistics cover "
             f"only the {case.n_ok} that succeeded.{said}",
-            _errors_hint(errors, run),
+            _errors_hint(errors, run, case),
             details=WarningDetails(errors=errors, first_errors=first),
         )
 
@@ -131,13 +131,16 @@ def _first_errors(case: CaseResult, errors: dict[str, int]) -> dict[str, str]:
     return {kind: message for kind, message in case.facts().first_errors.items() if kind in errors}
 
 
-def _errors_hint(errors: dict[str, int], run: RunResult) -> str:
+def _errors_hint(errors: dict[str, int], run: RunResult, case: CaseResult) -> str:
     """What to do about the failures the case saw, by their kinds: a dead server is not fixed
     by a longer --timeout, nor a refused parameter by a lower load."""
     if any(k.startswith("http_4") and k != "http_429" for k in errors):
+        lower = (  # a trace's lengths are its own: no flag of benchy's shortens them
+            "Replay a trace whose lengths fit the server" if case.kind == "trace" else "Lower --pp/--depth/--tg"
+        )
         return (
             "The server refused requests (its message is above): a prompt longer than its context, "
-            "or a parameter it does not take. Lower --pp/--depth/--tg, or fix the option."
+            f"or a parameter it does not take. {lower}, or fix the option."
         )
     if "connect" in errors or (run.stopped and run.stopped.by == "server-gone"):
         return (
