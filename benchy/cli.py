@@ -1300,6 +1300,8 @@ def probe_cache(
     )
     try:
         result = probe.run_probe(settings)
+    except probe.ProbeTooLong as exc:
+        raise click.UsageError(str(exc)) from None
     except (ServerError, PromptError) as exc:
         raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
     except GpuError as exc:

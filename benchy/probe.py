@@ -254,6 +254,15 @@ def _cache_report_conflict(verdict: str, cached: Sequence[int | None], prompt_to
 # ---- sending ------------------------------------------------------------------------------
 
 
+class ProbeTooLong(ValueError):
+    """--capacity-prefix-tokens longer than the server's context: a usage error, before sending."""
+
+
+def capacity_prefix_limit(context: int | None, tg: int) -> int | None:
+    """The longest capacity prefix the server's context holds with its output (None: no limit known)."""
+    return int(context * (1 - CONTEXT_MARGIN)) - tg if context else None
+
+
 def capped_lengths(lengths: list[int], context: int | None, tg: int) -> list[tuple[int, int]]:
     """(length to send, length asked) pairs, each length capped to fit the context; no repeats."""
     limit = int(context * (1 - CONTEXT_MARGIN)) - tg if context else None
@@ -480,6 +489,13 @@ async def _probe_with(settings: ProbeSettings, client: Client, model: str, gpus)
     # would only come back as HTTP 400s.
     identity = await server_mod.identify(client, client.base, model)
     context = identity.context_length
+    limit = capacity_prefix_limit(context, settings.tg)
+    if settings.capacity and limit is not None and settings.capacity_prefix_tokens > limit:
+        raise ProbeTooLong(
+            f"--capacity-prefix-tokens {settings.capacity_prefix_tokens:,} does not fit the server's context of "
+            f"{context:,} tokens ({identity.context_source}) with --tg {settings.tg}: every request would be "
+            f"refused; pass --capacity-prefix-tokens {limit:,} or less"
+        )
     salt = secrets.token_hex(6)
     calibration = await calibrate(client, settings.endpoint, salt)
     prompts = PromptFactory(calibration, salt=f"{salt}probe")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -244,3 +245,16 @@ def test_refused_requests_are_hinted_with_flags_the_case_takes(kind, hint):
     case = CaseResult(label="x", pp=512, tg=32, kind=kind, errors={"http_400": 4}, n_ok=36, n_failed=4)
     [warning] = request_errors(case, RunResult(cases=[case]))
     assert hint in warning.hint and (kind == "sweep" or "--pp" not in warning.hint)
+
+
+def test_a_capacity_prefix_longer_than_the_context_is_refused_before_sending(capsys, start_sim):
+    """probe-cache --capacity with 8,000-token prefixes on a 4,096-token server: a usage error
+    naming the longest prefix that fits, not exit 0 with "Prefixes of n/a tokens … not found"."""
+    sim = start_sim("--context-length", "4096", "--instant")
+    code, line = benchy(
+        capsys, "probe-cache", "--base-url", sim.base_url, "--capacity", "--capacity-prefix-tokens", "8000", "-q"
+    )
+    assert code == 2 and "--capacity-prefix-tokens 8,000" in line and "4,096 tokens" in line
+    limit = int(re.search(r"pass --capacity-prefix-tokens ([\d,]+) or less", line).group(1).replace(",", ""))
+    assert 3000 < limit < 4096
+    assert sim.truth() == []
