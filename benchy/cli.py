@@ -706,7 +706,13 @@ def _claim_folder(directory: Path, force: bool, keep: tuple[Path, ...] = ()) -> 
 
 
 # What OpenSSL says when a TLS handshake meets a server speaking plain HTTP.
-PLAIN_HTTP_ANSWERS = ("WRONG_VERSION_NUMBER", "wrong version number", "record layer failure", "PACKET_LENGTH_TOO_LONG")
+PLAIN_HTTP_ANSWERS = (
+    "WRONG_VERSION_NUMBER",
+    "wrong version number",
+    "record layer failure",
+    "PACKET_LENGTH_TOO_LONG",
+    "an answer in plain HTTP",  # client/http1.py: a server that waits for a request line
+)
 
 
 def _with_url_hint(message: str, base_url: str) -> str:

@@ -233,12 +233,17 @@ class Http1Pool:
         host, port = (route.proxy_host, route.proxy_port) if route.proxy_host else (route.host, route.port)
         direct_tls = ssl_context(self._insecure) if route.tls and not route.proxy_host else None
         try:
-            _, conn = await asyncio.wait_for(
+            connecting = asyncio.ensure_future(
                 loop.create_connection(
                     _Connection, host, port, ssl=direct_tls, server_hostname=route.host if direct_tls else None
-                ),
-                max(0.0, deadline - time.perf_counter()),
+                )
             )
+            try:
+                if direct_tls is not None:
+                    await _no_plain_http(connecting, host, port, deadline)
+                _, conn = await asyncio.wait_for(connecting, max(0.0, deadline - time.perf_counter()))
+            finally:
+                connecting.cancel()  # a no-op once it is done
             if route.tunnel:
                 await self._tunnel(conn, route, deadline, timeout_s)
         except asyncio.TimeoutError:
@@ -302,6 +307,32 @@ class Http1Pool:
 
 def _ignore(data: bytes, now: float) -> None:
     pass
+
+
+PLAIN_HTTP_AFTER_S = 0.5  # a TLS server answers a ClientHello in a round trip; then ask plainly
+
+
+async def _no_plain_http(connecting: asyncio.Future, host: str, port: int, deadline: float) -> None:
+    """HttpFailure("connect") when the TLS handshake has no answer soon and the port answers a
+    plain-HTTP request instead: an https:// URL given to a plain-HTTP server that waits for a
+    request line (llama-server does) would otherwise hang for asyncio's 60 s handshake timeout.
+    A TLS server that is merely slow answers the plain request with no `HTTP/` line, if at all."""
+    await asyncio.wait({connecting}, timeout=min(PLAIN_HTTP_AFTER_S, max(0.0, deadline - time.perf_counter())))
+    if connecting.done():
+        return
+    writer = None
+    try:
+        left = max(0.001, deadline - time.perf_counter())
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), left)
+        writer.write(f"HEAD / HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+        head = await asyncio.wait_for(reader.read(5), max(0.001, deadline - time.perf_counter()))
+    except (OSError, asyncio.TimeoutError):
+        return
+    finally:
+        if writer is not None:
+            writer.close()
+    if head == b"HTTP/":
+        raise HttpFailure("connect", "no answer to the TLS handshake, but an answer in plain HTTP")
 
 
 def ssl_context(insecure: bool) -> ssl.SSLContext:
