@@ -142,3 +142,17 @@ def test_a_rate_whose_spread_dwarfs_its_median_is_na_with_the_reason(tmp_path):
     assert prefill.std > table.NOISE_RATIO * prefill.median
     row = next(r for r in csv.DictReader(io.StringIO(table.csv_text(saved))) if r["metric"] == "prefill_tps")
     assert row["median"] == ""  # withheld: no figure in the CSV either
+
+
+def test_csv_leaves_out_the_percentiles_the_report_calls_too_few(impossible_buffered_run):
+    """Three requests a case: the report prints "too few" for p90, p99 and the interval, so the
+    CSV has no number there either (results.json still keeps every statistic)."""
+    out, proc = impossible_buffered_run
+    saved = results_files.read(out / "results.json")
+    rows = [r for r in parse(proc.stdout) if r["n"]]
+    assert rows
+    for row in rows:
+        summary = next(c for c in saved.cases if c.label == row["label"]).summary[row["metric"]]
+        assert int(row["n"]) == summary.n < 10 and summary.p90 is not None  # kept in results.json
+        assert row["p90"] == row["p99"] == row["ci95_low"] == row["ci95_high"] == "", row
+        assert row["median"] != ""
