@@ -689,7 +689,7 @@ def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
     if in_flight is None:  # a trace replay: its arrivals set the load
         return "queueing behind the replay's other requests in flight, or work before prefill"
     if slots is not None and in_flight > slots:
-        return f"{in_flight} requests in flight on {slots} slots: they queue"
+        return f"{in_flight} requests in flight on {_slots_text(slots)}: they queue"
     if in_flight > 1:
         return "queueing behind the other requests in flight, or work before prefill"
     return "work before prefill, e.g. llama.cpp's host-RAM prompt cache copying slots"
@@ -766,10 +766,14 @@ def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     )
 
 
+def _slots_text(slots: int) -> str:
+    return f"{slots} slot" if slots == 1 else f"{slots} slots"
+
+
 def _queue_cause(case: CaseResult, run: RunResult) -> str:
     slots = _slots(run)
     if slots is not None and case.concurrency is not None and case.concurrency > slots:
-        return f"{case.concurrency} requests in flight on {slots} slots"
+        return f"{case.concurrency} requests in flight on {_slots_text(slots)}"
     return "it serves fewer requests at once than were in flight, or slows each prefill under load"
 
 
@@ -797,7 +801,7 @@ def _same_shape(a: CaseResult, b: CaseResult) -> bool:
 
 def _queue_evidence(case: CaseResult, base: CaseResult | None, slots: int | None) -> str | None:
     if slots is not None and (case.concurrency or 1) > slots:
-        return f"{case.concurrency} requests in flight on a server with {slots} slots"
+        return f"{case.concurrency} requests in flight on a server with {_slots_text(slots)}"
     if base is None:
         return None
     ttft, ttft_1 = case.figure("ttft_s"), base.figure("ttft_s")
