@@ -506,6 +506,12 @@ async def _probe_with(settings: ProbeSettings, client: Client, model: str, gpus)
     reset, resets = _resetter(client, identity, settings.cache_reset)
     entries = []
     lengths = [] if settings.capacity else capped_lengths(settings.lengths, context, settings.tg)
+    kept = {asked for _, asked in lengths}
+    setup["lengths_not_probed"] = [  # capped to a length another asked length already probes
+        {"asked": asked, "reason": f"capped to the server's context ({context:,} tokens), as a shorter one was"}
+        for asked in ([] if settings.capacity else settings.lengths)
+        if asked not in kept
+    ]
     for length, asked in lengths:
         if reset is not None:
             await reset()

@@ -269,3 +269,19 @@ def test_probe_cache_on_a_host_copying_server_says_cache_hit_no_gain(start_sim, 
     repeats = [truth[i] for i in entry["shared"]["request_ids"][1:]]
     assert all(t["cached_tokens"] >= 0.9 * t["prompt_tokens"] for t in repeats)
     assert all(t["host_copy_s"] > t["prefill_end_s"] - t["prefill_start_s"] for t in repeats)
+
+
+def test_a_default_length_the_context_cannot_hold_is_named_not_dropped(start_sim, tmp_path):
+    """The default lengths (2,000, 8,000, 27,000) on a 4,096-token server: 8,000 is capped to
+    the context and 27,000 would be the same prompt again, so it is not probed, and says so."""
+    sim = start_sim("--context-length", "4096", "--instant")
+    proc = run_benchy_here(
+        "probe-cache", "--base-url", sim.base_url, *"-n 3 --tg 4 -q".split(), "-o", str(tmp_path / "out")
+    )
+    assert proc.returncode == 0, proc.stderr
+    probe = json.loads((tmp_path / "out" / "probe.json").read_text())
+    assert [e["length_asked"] for e in probe["lengths"]] == [2000, 8000]
+    [skipped] = probe["setup"]["lengths_not_probed"]
+    assert skipped["asked"] == 27000 and "4,096" in skipped["reason"]
+    for said in (proc.stdout, (tmp_path / "out" / "probe.md").read_text()):
+        assert "27,000 tokens: **not probed**" in said
