@@ -565,7 +565,13 @@ def _template(template, reasoning_effort):
     show_default=True,
     help="What to print on stdout.",
 )
-@click.option("--quiet", "-q", is_flag=True, help="Nothing on stderr but errors and warnings (no progress).")
+@click.option(
+    "--quiet",
+    "-q",
+    is_flag=True,
+    help="Nothing on stderr but errors and warnings (no progress); after the table, the warnings "
+    "without the notes (info).",
+)
 @click.option("--strict", is_flag=True, help="Exit non-zero on any warning (for CI).")
 @option_group("limits", ERROR_LIMIT_OPTIONS, dict)
 @option_group("ceiling", CEILING_OPTIONS, _ceiling_inputs)
@@ -684,7 +690,7 @@ def run(
         click.echo(table.csv_text(typed), nl=False)
     elif typed.cases:
         click.echo(table.markdown(typed))
-        _echo_warnings(typed)
+        _echo_warnings(typed, quiet)
     else:
         click.echo("No case was measured.")
     return exit_code(typed, strict)
@@ -1180,15 +1186,15 @@ def _echo_stop(results: RunResult, output: Path | None) -> None:
         click.echo(f"  partial results saved in {output}", err=True)
 
 
-def _echo_warnings(results: RunResult) -> None:
+def _echo_warnings(results: RunResult, quiet: bool = False) -> None:
     from benchy.checks.warnings import is_clean
+    from benchy.report.warning_lines import terminal_lines
 
     if is_clean(results.warnings):
         every = "every case measured" if results.partial else "every case"
         click.echo(f"\nNo warnings: {every} is clean.")
-    for w in results.warnings:
-        where = f" [{w.case}]" if w.case else ""
-        click.echo(f"\n{w.severity}: {w.code}{where}: {w.message}\n  hint: {w.hint}")
+    for line in terminal_lines(results.warnings, quiet):  # one per cause, the cases listed
+        click.echo(line)
 
 
 class ProbeCommand(MultiValueCommand):
