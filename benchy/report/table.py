@@ -56,8 +56,8 @@ def cell(summary: MetricSummary, metric: Metric) -> str:
     median = summary.median * scale
     std = summary.std
     if std is None:
-        return f"{median:.{decimals}f}"
-    return f"{median:.{decimals}f} ± {std * scale:.{decimals}f}"
+        return f"{median:,.{decimals}f}"
+    return f"{median:,.{decimals}f} ± {std * scale:,.{decimals}f}"
 
 
 def load_cell(case: CaseResult, metric: Metric, notes: Footnotes) -> str:
@@ -69,7 +69,7 @@ def load_cell(case: CaseResult, metric: Metric, notes: Footnotes) -> str:
 
 
 def number(value: float | None, metric: Metric) -> str:
-    return "n/a" if value is None else f"{value * metric.scale:.{metric.decimals}f}"
+    return "n/a" if value is None else f"{value * metric.scale:,.{metric.decimals}f}"
 
 
 def case_warnings(results: RunResult) -> dict[str, list[CheckWarning]]:
@@ -115,7 +115,7 @@ def ceiling_cells(case: CaseResult) -> list[str]:
     pcts = [ceiling.decode_pct, ceiling.e2e_pct]
     shown = " / ".join("n/a" if p is None else f"{p:.0f}%" for p in pcts)
     impossible = any(p is not None and p > 100 for p in pcts)
-    return [f"{ceiling.tokens_per_s:.1f}", shown + (f" {FLAG}" if impossible else "")]
+    return [f"{ceiling.tokens_per_s:,.1f}", shown + (f" {FLAG}" if impossible else "")]
 
 
 def goodput_cell(goodput: Goodput | None, notes: Footnotes) -> str:
