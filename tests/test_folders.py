@@ -94,6 +94,7 @@ REFUSED = {
     "prompt over the context": lambda url: ("--base-url", url, "--pp", "40000"),
     "unknown model": lambda url: ("--base-url", url, "--model", "no-such-model"),
     "connection refused": lambda url: ("--base-url", f"http://127.0.0.1:{_closed_port()}/v1"),
+    "GPU metrics unreadable": lambda url: ("--base-url", url, "--gpu-metrics", f"http://127.0.0.1:{_closed_port()}/m"),
 }
 
 
