@@ -366,6 +366,7 @@ def capacity_point(k: int, firsts: list[RequestRecord], reuses: list[RequestReco
         "first_ttft_s": stats.median(first_ttft) if first_ttft else None,
         "reuse_ttft_s": stats.median(reuse_ttft) if reuse_ttft else None,
         "n_failed": sum(not r.ok for r in firsts + reuses),
+        "first_errors": first_errors([r for r in firsts + reuses if not r.ok]),
         "reuse_cached_tokens": [b.cached_tokens for _, b in pairs],
         "request_ids": [b.request_id for _, b in pairs],
     }
@@ -443,7 +444,9 @@ def capacity_result(settings: ProbeSettings, points: list[dict], fits: int | Non
         "uncertainty_tokens": None,
     }
     if prompt is None:
-        out.update(verdict="unmeasured", reason="no prefix and its re-use both succeeded: nothing to judge")
+        failures = {k: v for p in points for k, v in (p.get("first_errors") or {}).items()}
+        said = "".join(f"; first {kind}: {message}" for kind, message in sorted(failures.items()))
+        out.update(verdict="unmeasured", reason=f"no prefix and its re-use both succeeded: nothing to judge{said}")
     elif falls is None:
         out.update(
             verdict="beyond_max",

@@ -285,3 +285,28 @@ def test_a_default_length_the_context_cannot_hold_is_named_not_dropped(start_sim
     assert skipped["asked"] == 27000 and "4,096" in skipped["reason"]
     for said in (proc.stdout, (tmp_path / "out" / "probe.md").read_text()):
         assert "27,000 tokens: **not probed**" in said
+
+
+def test_a_capacity_search_whose_requests_all_failed_says_why_and_what_it_asked():
+    """Every capacity request refused: the finding names the server's own words and the prefix
+    length asked, not "Prefixes of n/a tokens … not found" with no reason."""
+    from benchy.probe import capacity_point, capacity_result
+
+    def failed(i: int) -> RequestRecord:
+        rec = RequestRecord(
+            case="capacity 1 first", run=0, index=i, warmup=False, request_id=f"r{i}", nonce="n",
+            target_prompt_tokens=3000, target_output_tokens=4,
+        )  # fmt: skip
+        rec.status, rec.error_kind, rec.error = "error", "http_400", "maximum context length is 4096 tokens"
+        return rec
+
+    point = capacity_point(1, [failed(0)], [failed(1)])
+    cap = capacity_result(
+        ProbeSettings(client=ClientSettings(base_url="http://127.0.0.1:1/v1"), capacity_prefix_tokens=3000),
+        [point],
+        None,
+        None,
+    )
+    assert cap["verdict"] == "unmeasured" and "first http_400: maximum context length is 4096 tokens" in cap["reason"]
+    lines = "\n".join(probe_report.capacity_lines(cap))
+    assert "Prefixes of 3,000 tokens" in lines and "maximum context length" in lines

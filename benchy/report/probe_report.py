@@ -155,7 +155,8 @@ def capacity_lines(cap: dict) -> list[str]:
     return [
         "## Cache capacity for reuse",
         "",
-        f"Prefixes of {_tokens(cap['prefix_tokens'])} tokens, each re-used after all the others were sent; "
+        f"Prefixes of {_tokens(cap['prefix_tokens'] or cap['prefix_tokens_asked'])} tokens, each re-used after "
+        "all the others were sent; "
         f"the cliff is where fewer than {cap['hit_share']:.0%} of re-uses hit.",
         "",
         f"- Measured: {found}: {cap['reason']}",
