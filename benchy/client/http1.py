@@ -167,6 +167,7 @@ class Http1Pool:
         self._insecure = insecure
         self._routes: dict[str, _Route] = {}
         self._idle: dict[str, list[_Connection]] = {}
+        self._speaks_tls: set[tuple[str, int]] = set()  # a handshake done: no plain-HTTP check again
 
     async def request(self, req: Request, response: Response) -> None:
         """Sends the request and returns once its response has ended (filled into `response`).
@@ -239,9 +240,11 @@ class Http1Pool:
                 )
             )
             try:
-                if direct_tls is not None:
+                if direct_tls is not None and (host, port) not in self._speaks_tls:
                     await _no_plain_http(connecting, host, port, deadline)
                 _, conn = await asyncio.wait_for(connecting, max(0.0, deadline - time.perf_counter()))
+                if direct_tls is not None:
+                    self._speaks_tls.add((host, port))
             finally:
                 connecting.cancel()  # a no-op once it is done
             if route.tunnel:
