@@ -315,14 +315,36 @@ def _ignore(data: bytes, now: float) -> None:
 PLAIN_HTTP_AFTER_S = 0.5  # a TLS server answers a ClientHello in a round trip; then ask plainly
 
 
-async def _no_plain_http(connecting: asyncio.Future, host: str, port: int, deadline: float) -> None:
+PLAIN_HTTP_MESSAGE = "no answer to the TLS handshake, but an answer in plain HTTP"
+
+
+async def _no_plain_http(
+    connecting: asyncio.Future, host: str, port: int, deadline: float, answered: Callable[[], bool] = lambda: False
+) -> None:
     """HttpFailure("connect") when the TLS handshake has no answer soon and the port answers a
     plain-HTTP request instead: an https:// URL given to a plain-HTTP server that waits for a
-    request line (llama-server does) would otherwise hang for asyncio's 60 s handshake timeout.
-    A TLS server that is merely slow answers the plain request with no `HTTP/` line, if at all."""
+    request line (llama-server does) would otherwise hang for asyncio's 60 s handshake timeout."""
     await asyncio.wait({connecting}, timeout=min(PLAIN_HTTP_AFTER_S, max(0.0, deadline - time.perf_counter())))
-    if connecting.done():
-        return
+    if not connecting.done() and not answered() and await answers_plain_http(host, port, deadline):
+        raise HttpFailure("connect", PLAIN_HTTP_MESSAGE)
+
+
+async def unless_plain_http(
+    sending: asyncio.Future, host: str, port: int, deadline: float, answered: Callable[[], bool]
+) -> None:
+    """Awaits `sending` (a first request to an https origin), or raises HttpFailure("connect")
+    at once when it has no answer soon (`answered`: its head came) and the port answers in
+    plain HTTP (aiohttp's path, where the handshake is not a step of its own)."""
+    try:
+        await _no_plain_http(sending, host, port, deadline, answered)
+        await sending
+    finally:
+        sending.cancel()  # a no-op once it is done
+
+
+async def answers_plain_http(host: str, port: int, deadline: float) -> bool:
+    """Whether host:port answers a plain-HTTP request with an `HTTP/` status line. A TLS server
+    that is merely slow answers it with an alert or nothing: False, and the handshake goes on."""
     writer = None
     try:
         left = max(0.001, deadline - time.perf_counter())
@@ -330,12 +352,11 @@ async def _no_plain_http(connecting: asyncio.Future, host: str, port: int, deadl
         writer.write(f"HEAD / HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
         head = await asyncio.wait_for(reader.read(5), max(0.001, deadline - time.perf_counter()))
     except (OSError, asyncio.TimeoutError):
-        return
+        return False
     finally:
         if writer is not None:
             writer.close()
-    if head == b"HTTP/":
-        raise HttpFailure("connect", "no answer to the TLS handshake, but an answer in plain HTTP")
+    return head == b"HTTP/"
 
 
 def ssl_context(insecure: bool) -> ssl.SSLContext:
