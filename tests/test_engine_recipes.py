@@ -119,6 +119,7 @@ def test_skip_unfit_runs_the_cases_that_fit_and_names_the_others(start_sim, tmp_
     assert skipped["case"] == "pp8192 tg8" and "--skip-unfit" in skipped["reason"] and "4,096" in skipped["reason"]
     assert not results["partial"]
     assert "not measured: pp8192 tg8 (skipped (--skip-unfit)" in done.stderr
+    assert "- Not measured: pp8192 tg8 (skipped (--skip-unfit)" in (tmp_path / "run" / "report.md").read_text()
     assert max(t["prompt_tokens_sent"] or 0 for t in sim.truth()) < 4096  # nothing of pp8192 was sent
     # and when nothing fits, --skip-unfit still refuses: a run of no case is no run
     none_fit = run_benchy_here(*sweep[:4], "8192", "--tg", "8", "-q", "--skip-unfit")
