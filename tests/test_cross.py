@@ -285,7 +285,7 @@ def test_a_prompt_over_the_context_the_server_reported_is_refused_before_sending
 def test_a_prompt_over_a_context_the_server_did_not_report_fails_in_its_own_words(short_context_sim, monkeypatch):
     """Where benchy does not know the context (the server does not say it), the server's HTTP
     400 is the evidence: recorded, counted, and shown in the server's own words."""
-    monkeypatch.setattr(run_mod, "refuse_too_long", lambda cases, identity: None)  # as if unreported
+    monkeypatch.setattr(run_mod, "refuse_too_long", lambda cases, *_: list(cases))  # as if unreported
     sim = SimSince(short_context_sim)
     results = bench(sim, pp=(64, 2000), tg=(8,), runs=2)
     (w,) = [w for w in results["warnings"] if w["code"] == "request_errors"]
