@@ -2,20 +2,28 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Two stamps: benchy alone (what `make demo` needs), then the test, dev and realserver extras
+# on top (what `make test` and `make lint` need, and what CI's `make install` gets).
+BASE_STAMP := $(VENV)/.installed-benchy
 STAMP := $(VENV)/.installed
 
 .PHONY: install demo test test-fast test-realserver test-ray test-vllm lint bench bench-scale bench-client bench-ray bench-prompts schema clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(BASE_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(BASE_STAMP)
+
+$(STAMP): $(BASE_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,realserver,router,dev]'
 	touch $(STAMP)
 
-# The main job against the embedded simulator (a DGX Spark serving gpt-oss-120b): no GPU needed.
-demo: install
+# The main job against the embedded simulator (a DGX Spark serving gpt-oss-120b): no GPU needed,
+# and nothing installed but benchy and its own dependencies.
+demo: $(BASE_STAMP)
 	$(BIN)/benchy demo --output reports/demo
 
 # Spread over the machine's cores (pytest-xdist): each test module stays on one worker, so its

@@ -108,10 +108,16 @@ CLIENT_OPTIONS = (
         default=None,
         help="Bearer token (default from $OPENAI_API_KEY). Never written anywhere.",
     ),
-    click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds allowed per request."),
+    click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=600.0,
+        show_default=True,
+        help="Seconds allowed per request.",
+    ),
     click.option(
         "--stall-timeout",
-        type=float,
+        type=click.FloatRange(min=0, min_open=True),
         default=120.0,
         show_default=True,
         help="Seconds of silence in a stream before the request counts as stalled.",
@@ -619,7 +625,13 @@ def _template(template, reasoning_effort):
     show_default=True,
     help="What to print on stdout.",
 )
-@click.option("--quiet", "-q", is_flag=True, help="Nothing on stderr but errors and warnings (no progress).")
+@click.option(
+    "--quiet",
+    "-q",
+    is_flag=True,
+    help="Nothing on stderr but errors and warnings (no progress); after the table, the warnings "
+    "without the notes (info).",
+)
 @click.option("--strict", is_flag=True, help="Exit non-zero on any warning (for CI).")
 @option_group("limits", ERROR_LIMIT_OPTIONS, dict)
 @option_group("ceiling", CEILING_OPTIONS, _ceiling_inputs)
@@ -652,6 +664,12 @@ def _template(template, reasoning_effort):
     help="Empty the server's prefix cache before each case through the engine's own endpoint (vLLM "
     "POST /reset_prefix_cache, SGLang POST /flush_cache, llama.cpp slot erase); says so when it has none.",
 )
+@click.option(
+    "--skip-unfit",
+    is_flag=True,
+    help="Run the cases whose prompt fits the server's context and list the others as skipped, "
+    "instead of refusing the whole sweep.",
+)
 def run(
     client,
     endpoint,
@@ -676,6 +694,7 @@ def run(
     gpu_metrics,
     cache_reset,
     tokenizer_file,
+    skip_unfit,
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
@@ -733,6 +752,7 @@ def run(
         tokenizer=tokenizer_file,
         announce=None if quiet else lambda line: click.echo(line, err=True),
         report=not no_report,
+        skip_unfit=skip_unfit,
         **limits,
     )
     try:
@@ -748,13 +768,16 @@ def run(
     except OSError as exc:  # an output folder that cannot be written
         raise click.ClickException(f"cannot write {exc.filename or output}: {exc.strerror or exc}") from None
     _echo_stop(typed, output)
+    if not typed.partial:  # else _echo_stop listed them
+        for item in typed.not_measured:
+            click.echo(f"benchy: not measured: {item.case} ({item.reason})", err=True)
     if fmt == "json":
         click.echo(json.dumps(typed.to_dict(), indent=1))  # as saved
     elif fmt == "csv":
         click.echo(table.csv_text(typed), nl=False)
     elif typed.cases:
         click.echo(table.markdown(typed))
-        _echo_warnings(typed)
+        _echo_warnings(typed, quiet)
     else:
         click.echo("No case was measured.")
     return exit_code(typed, strict)
@@ -772,11 +795,17 @@ def _claim_folder(directory: Path, force: bool, keep: tuple[Path, ...] = ()) -> 
     except FolderInUse as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
-        raise click.ClickException(f"cannot use {directory}: {exc.strerror or exc}") from None
+        raise click.ClickException(f"cannot write {exc.filename or directory}: {exc.strerror or exc}") from None
 
 
 # What OpenSSL says when a TLS handshake meets a server speaking plain HTTP.
-PLAIN_HTTP_ANSWERS = ("WRONG_VERSION_NUMBER", "wrong version number", "record layer failure", "PACKET_LENGTH_TOO_LONG")
+PLAIN_HTTP_ANSWERS = (
+    "WRONG_VERSION_NUMBER",
+    "wrong version number",
+    "record layer failure",
+    "PACKET_LENGTH_TOO_LONG",
+    "an answer in plain HTTP",  # client/http1.py: a server that waits for a request line
+)
 
 
 def _with_url_hint(message: str, base_url: str) -> str:
@@ -1255,15 +1284,15 @@ def _echo_stop(results: RunResult, output: Path | None) -> None:
         click.echo(f"  partial results saved in {output}", err=True)
 
 
-def _echo_warnings(results: RunResult) -> None:
+def _echo_warnings(results: RunResult, quiet: bool = False) -> None:
     from benchy.checks.warnings import is_clean
+    from benchy.report.warning_lines import terminal_lines
 
     if is_clean(results.warnings):
         every = "every case measured" if results.partial else "every case"
         click.echo(f"\nNo warnings: {every} is clean.")
-    for w in results.warnings:
-        where = f" [{w.case}]" if w.case else ""
-        click.echo(f"\n{w.severity}: {w.code}{where}: {w.message}\n  hint: {w.hint}")
+    for line in terminal_lines(results.warnings, quiet):  # one per cause, the cases listed
+        click.echo(line)
 
 
 class ProbeCommand(MultiValueCommand):
@@ -1381,6 +1410,8 @@ def probe_cache(
     )
     try:
         result = probe.run_probe(settings)
+    except probe.ProbeTooLong as exc:
+        raise click.UsageError(str(exc)) from None
     except (ServerError, PromptError) as exc:
         raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
     except GpuError as exc:

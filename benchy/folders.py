@@ -9,6 +9,8 @@ written. `benchy demo` owns its folder and always replaces it.
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
 from pathlib import Path
 
@@ -41,6 +43,7 @@ def claim(directory: Path, force: bool, keep: tuple[Path, ...] = ()) -> None:
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise FolderInUse(f"{directory} is a file, not a folder")
+    _check_writable(directory)
     present = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
     if present and not force:
         shown = ", ".join(present[:4]) + (", …" if len(present) > 4 else "")
@@ -53,6 +56,19 @@ def claim(directory: Path, force: bool, keep: tuple[Path, ...] = ()) -> None:
         if path.is_file() and path.resolve() not in keep_resolved:
             path.unlink()
     clear_figures(directory / FIGURES_DIR)
+
+
+def _check_writable(directory: Path) -> None:
+    """OSError now, when the folder could not be made or written, rather than after the run
+    has calibrated and sent its first requests; creates nothing (the folder is made with the
+    first file a run saves, so a run refused before it measured anything leaves none behind)."""
+    probe = directory.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(probe))
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(probe))
 
 
 def clear_figures(figures: Path) -> None:

@@ -255,6 +255,15 @@ def _cache_report_conflict(verdict: str, cached: Sequence[int | None], prompt_to
 # ---- sending ------------------------------------------------------------------------------
 
 
+class ProbeTooLong(ValueError):
+    """--capacity-prefix-tokens longer than the server's context: a usage error, before sending."""
+
+
+def capacity_prefix_limit(context: int | None, tg: int) -> int | None:
+    """The longest capacity prefix the server's context holds with its output (None: no limit known)."""
+    return int(context * (1 - CONTEXT_MARGIN)) - tg if context else None
+
+
 def capped_lengths(lengths: list[int], context: int | None, tg: int) -> list[tuple[int, int]]:
     """(length to send, length asked) pairs, each length capped to fit the context; no repeats."""
     limit = int(context * (1 - CONTEXT_MARGIN)) - tg if context else None
@@ -358,6 +367,7 @@ def capacity_point(k: int, firsts: list[RequestRecord], reuses: list[RequestReco
         "first_ttft_s": stats.median(first_ttft) if first_ttft else None,
         "reuse_ttft_s": stats.median(reuse_ttft) if reuse_ttft else None,
         "n_failed": sum(not r.ok for r in firsts + reuses),
+        "first_errors": first_errors([r for r in firsts + reuses if not r.ok]),
         "reuse_cached_tokens": [b.cached_tokens for _, b in pairs],
         "request_ids": [b.request_id for _, b in pairs],
     }
@@ -435,7 +445,9 @@ def capacity_result(settings: ProbeSettings, points: list[dict], fits: int | Non
         "uncertainty_tokens": None,
     }
     if prompt is None:
-        out.update(verdict="unmeasured", reason="no prefix and its re-use both succeeded: nothing to judge")
+        failures = {k: v for p in points for k, v in (p.get("first_errors") or {}).items()}
+        said = "".join(f"; first {kind}: {message}" for kind, message in sorted(failures.items()))
+        out.update(verdict="unmeasured", reason=f"no prefix and its re-use both succeeded: nothing to judge{said}")
     elif falls is None:
         out.update(
             verdict="beyond_max",
@@ -481,6 +493,13 @@ async def _probe_with(settings: ProbeSettings, client: Client, model: str, gpus)
     # would only come back as HTTP 400s.
     identity = await server_mod.identify(client, client.base, model)
     context = identity.context_length
+    limit = capacity_prefix_limit(context, settings.tg)
+    if settings.capacity and limit is not None and settings.capacity_prefix_tokens > limit:
+        raise ProbeTooLong(
+            f"--capacity-prefix-tokens {settings.capacity_prefix_tokens:,} does not fit the server's context of "
+            f"{context:,} tokens ({identity.context_source}) with --tg {settings.tg}: every request would be "
+            f"refused; pass --capacity-prefix-tokens {limit:,} or less"
+        )
     salt = secrets.token_hex(6)
     fit = await fit_lengths(client, None, settings.endpoint)  # the words one server token each
     calibration = await calibrate(client, settings.endpoint, salt, lengths=fit)
@@ -492,6 +511,12 @@ async def _probe_with(settings: ProbeSettings, client: Client, model: str, gpus)
     reset, resets = _resetter(client, identity, settings.cache_reset)
     entries = []
     lengths = [] if settings.capacity else capped_lengths(settings.lengths, context, settings.tg)
+    kept = {asked for _, asked in lengths}
+    setup["lengths_not_probed"] = [  # capped to a length another asked length already probes
+        {"asked": asked, "reason": f"capped to the server's context ({context:,} tokens), as a shorter one was"}
+        for asked in ([] if settings.capacity else settings.lengths)
+        if asked not in kept
+    ]
     for length, asked in lengths:
         if reset is not None:
             await reset()

@@ -50,7 +50,9 @@ from benchy.server import cache_reset, router
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
 from benchy.server import metrics as server_metrics
+from benchy.workloads import trace as trace_mod
 from benchy.workloads.case import Case
+from benchy.workloads.spec import TraceReplay
 
 
 @dataclass
@@ -78,6 +80,7 @@ class RunSettings:
     tokenizer: str | None = None  # --tokenizer: the model's tokenizer.json (or its folder), for exact lengths
     announce: Callable[[str], None] | None = None  # gets the one-line start banner
     report: bool = True  # with output_dir: report.md, figures and results.csv beside results.json
+    skip_unfit: bool = False  # --skip-unfit: run the cases whose prompt fits the context, list the rest
 
 
 @dataclass
@@ -94,6 +97,7 @@ class RunState:
     stopped: dict | None = None  # {"by": "SIGINT" | "SIGTERM" | "max-errors" | "max-error-rate", "reason"}
     n_failed: int = 0
     connect_failures_in_a_row: int = 0
+    skipped: list[results_mod.NotMeasured] = field(default_factory=list)  # --skip-unfit's cases
     last_connect_error: str | None = None
     client: dict = field(default_factory=dict)  # case label → LoopMonitor figures
     server: dict[str, server_metrics.ServerCaseMetrics | server_metrics.NoServerFigures] = field(
@@ -122,6 +126,8 @@ def execute(settings: RunSettings) -> results_mod.RunResult:
     except ServerError as exc:  # the last guard on secrets: nothing the server echoed leaks
         raise ServerError(scrub(str(exc), secrets_of(settings.client))) from None
     finally:
+        if state.setup:  # results will be saved: their log beside them, even with no record in it
+            writer.start()
         writer.close()
     if not state.setup:  # stopped before the first case: nothing measured, nothing to save
         how = (state.stopped or {}).get("reason", "interrupted")
@@ -134,20 +140,52 @@ class PromptTooLong(Exception):
     anything is sent (the server would answer each request with an HTTP 400)."""
 
 
-def refuse_too_long(cases: list[Case], identity) -> None:
-    """Refuses a sweep case whose prompt (depth + pp) fills the context the server reported."""
+def unfit_cases(cases: list[Case], identity, requests: int | None = None) -> dict[str, str]:
+    """Cases with a prompt that fills the context the server reported: label → why. A sweep
+    case's prompt is depth + pp; a trace replay's are its requests' own (its first `requests`
+    where --requests limits it)."""
     context = identity.context_length
     if not context:
-        return
+        return {}
+    unfit = {}
     for case in cases:
         prompt = case.depth + case.pp
         if case.kind == "sweep" and prompt >= context:
             depth = f" (--depth {case.depth} + --pp {case.pp})" if case.depth else ""
-            raise PromptTooLong(
+            unfit[case.label] = (
                 f"{case.label} asks for a {prompt:,}-token prompt{depth}, but the server's context is "
-                f"{context:,} tokens ({identity.context_source}): lower --pp/--depth so that prompt "
-                f"and output (--tg {case.tg}) fit in {context:,}"
+                f"{context:,} tokens ({identity.context_source})"
             )
+        elif isinstance(case.workload, TraceReplay):
+            replayed = trace_mod.load(case.workload.path, case.workload.limit or requests)
+            over = [r.input_tokens for r in replayed if r.input_tokens >= context]
+            if over:
+                unfit[case.label] = (
+                    f"{case.label}: {len(over)} of its {len(replayed)} requests ask for prompts of up to "
+                    f"{max(over):,} tokens, but the server's context is {context:,} tokens ({identity.context_source})"
+                )
+    return unfit
+
+
+def refuse_too_long(cases: list[Case], identity, skip_unfit: bool = False, requests: int | None = None) -> list[Case]:
+    """The cases to run: all of them, or (--skip-unfit) those whose prompt fits the server's
+    context. PromptTooLong for a case that does not fit, unless skipped; always when none fits."""
+    unfit = unfit_cases(cases, identity, requests)
+    fit = [c for c in cases if c.label not in unfit]
+    if unfit and not (skip_unfit and fit):
+        label, why = next(iter(unfit.items()))
+        case = next(c for c in cases if c.label == label)
+        others = " or pass --skip-unfit to run only the cases that fit" if fit else ""
+        if case.kind == "trace":  # its lengths are the trace's: no flag shortens them
+            raise PromptTooLong(
+                f"{why}: the server would refuse each with an HTTP 400; replay the trace against a server "
+                f"whose context holds its prompts{others}"
+            )
+        raise PromptTooLong(
+            f"{why}: lower --pp/--depth so that prompt and output (--tg {case.tg}) fit in "
+            f"{identity.context_length:,}{others}"
+        )
+    return fit
 
 
 class NothingMeasured(Exception):
@@ -254,7 +292,7 @@ def build_results(state: RunState) -> results_mod.RunResult:
         for p in measured
     ]
     partial = state.interrupted or state.stopped is not None or len(cases) < len(state.plans)
-    not_measured = [
+    not_measured = state.skipped + [
         results_mod.NotMeasured(p.case.label, _why_not_measured(p, by_case)) for p in state.plans if p not in measured
     ]
     run = results_build.run_result(state.setup, cases, partial, state.stopped, __version__, not_measured)
@@ -319,11 +357,17 @@ async def _gpu_sampler(settings: RunSettings, model: str) -> gpu_mod.GpuSampler 
 
 
 async def _measure_with(settings, state, writer, client, model, gpus, pool) -> None:
-    progress = Progress(len(settings.cases), settings.progress)
     salt = secrets.token_hex(6)
-    endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})
     identity = await server_mod.identify(client, client.base, model)
-    refuse_too_long(settings.cases, identity)
+    fit = refuse_too_long(settings.cases, identity, settings.skip_unfit, settings.load.requests)
+    if len(fit) < len(settings.cases):  # --skip-unfit: the rest of the run sees only these
+        unfit = unfit_cases(settings.cases, identity, settings.load.requests)
+        state.skipped = [
+            results_mod.NotMeasured(label, f"skipped (--skip-unfit): {why}") for label, why in unfit.items()
+        ]
+        settings = replace(settings, cases=fit)
+    progress = Progress(len(settings.cases), settings.progress)
+    endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})
     scraper, metrics_status = await _metrics_scraper(client, model, settings.server_metrics, settings.replicas)
     if settings.announce:
         settings.announce(_banner(identity, settings, metrics_status, gpus))

@@ -49,11 +49,6 @@ def warning_codes(results: dict, case: str | None = None) -> set[str]:
     return {w["code"] for w in without_environment_warnings(results)["warnings"] if case is None or w["case"] == case}
 
 
-# How late a busy machine may deliver an event after the simulator wrote it (a wait for a core),
-# where benchy's own loop-lag figure is not at hand.
-LATE_S = 0.05
-
-
 def client_slack_s(case: dict) -> float:
     """How late benchy may have stamped an event of this case, measured rather than assumed:
     a few ms of the machine's scheduling, plus the longest its own event loop was seen to

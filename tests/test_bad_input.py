@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -39,6 +40,10 @@ def benchy(capsys, *argv: str) -> tuple[int, str]:
         (["run", "--hardware", "no-such-gpu"], "no-such-gpu"),
         (["run", "--hardware", "gb10", "--model-profile", "no-such-model"], "no-such-model"),
         (["run", "--timeout", "soon"], "--timeout"),
+        (["run", "--timeout", "0"], "--timeout"),
+        (["run", "--timeout", "-1"], "--timeout"),
+        (["run", "--stall-timeout", "0"], "--stall-timeout"),
+        (["probe-cache", "--timeout", "0"], "--timeout"),
         (["probe-cache", "--base-url", "localhost:8000/v1"], "http://"),
         (["probe-cache", "--transport", "h3"], "--transport"),
         (["probe-cache", "--stall-timeout", "soon"], "--stall-timeout"),
@@ -212,3 +217,65 @@ def test_a_prompt_longer_than_the_servers_context_is_refused_before_sending(caps
     code, line = benchy(capsys, "run", "--base-url", sim.base_url, "--pp", "64", str(context + 10), "--tg", "4")
     assert code == 2 and f"{context + 10:,}-token prompt" in line and f"context is {context:,} tokens" in line
     assert not [t for t in sim.truth() if t["request_id"]]
+
+
+def test_a_trace_with_prompts_longer_than_the_context_is_refused_before_sending(capsys, start_sim):
+    """The sample trace's longest prompts (4 of 40, up to 4,901 tokens) against a 4,096-token
+    context: refused as a sweep's would be, in words a trace run can act on (it takes no --pp),
+    and nothing is sent (not 4 HTTP 400s and exit 0)."""
+    from benchy.workloads import trace
+
+    sample = trace.load("sample")
+    longest, over = max(r.input_tokens for r in sample), sum(r.input_tokens >= 4096 for r in sample)
+    sim = start_sim("--context-length", "4096", "--instant")
+    code, line = benchy(capsys, "run", "--base-url", sim.base_url, "--trace", "sample", "--speed", "2", "-q")
+    assert code == 2 and f"{over} of its {len(sample)} requests" in line and f"{longest:,} tokens" in line
+    assert "4,096 tokens" in line and "--pp" not in line
+    assert sim.truth() == []
+
+
+@pytest.mark.parametrize(
+    "kind, hint", [("trace", "Replay a trace whose lengths fit"), ("sweep", "Lower --pp/--depth/--tg")]
+)
+def test_refused_requests_are_hinted_with_flags_the_case_takes(kind, hint):
+    """HTTP 400s in a trace replay: its lengths are the trace's, so the hint names no --pp."""
+    from benchy.checks.warnings import request_errors
+    from benchy.results.types import CaseResult, RunResult
+
+    case = CaseResult(label="x", pp=512, tg=32, kind=kind, errors={"http_400": 4}, n_ok=36, n_failed=4)
+    [warning] = request_errors(case, RunResult(cases=[case]))
+    assert hint in warning.hint and (kind == "sweep" or "--pp" not in warning.hint)
+
+
+def test_a_capacity_prefix_longer_than_the_context_is_refused_before_sending(capsys, start_sim):
+    """probe-cache --capacity with 8,000-token prefixes on a 4,096-token server: a usage error
+    naming the longest prefix that fits, not exit 0 with "Prefixes of n/a tokens … not found"."""
+    sim = start_sim("--context-length", "4096", "--instant")
+    code, line = benchy(
+        capsys, "probe-cache", "--base-url", sim.base_url, "--capacity", "--capacity-prefix-tokens", "8000", "-q"
+    )
+    assert code == 2 and "--capacity-prefix-tokens 8,000" in line and "4,096 tokens" in line
+    limit = int(re.search(r"pass --capacity-prefix-tokens ([\d,]+) or less", line).group(1).replace(",", ""))
+    assert 3000 < limit < 4096
+    assert sim.truth() == []
+
+
+@pytest.mark.parametrize("transport", ["lean", "aiohttp"])
+def test_https_to_a_plain_http_server_that_waits_for_a_request_line_is_named_at_once(capsys, transport):
+    """llama-server on plain HTTP reads a TLS ClientHello as the start of a request line and
+    waits for its end: the handshake got no answer for asyncio's 60 s (aiohttp: until --timeout).
+    The port answers a plain request, so benchy says so, and how to fix the URL, well inside
+    --timeout (the old wait ended as "no connection within 20 s", or "exceeded 20 s")."""
+    from tests.netservers import Scripted
+
+    async def answer(seen, writer) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+        return False
+
+    with Scripted(answer) as plain:
+        https = plain.url.replace("http://", "https://") + "/v1"
+        code, line = benchy(
+            capsys, "run", "--base-url", https, "--pp", "64", "--timeout", "20", "--transport", transport
+        )
+        assert plain.log.connections  # the handshake went to it
+    assert code == 1 and "plain HTTP" in line and f"try --base-url {plain.url}/v1" in line

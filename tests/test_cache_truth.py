@@ -243,6 +243,8 @@ def test_capacity_of_one_slot_is_one_prefix(start_sim, tmp_path):
     assert cap["stated"]["tokens"] == 32768 and "n_ctx" in cap["stated"]["source"]
     passes = len(cap["points"])
     assert probe["setup"]["cache_reset"]["calls"] == passes == len(resets(sim.truth()))
+    md = (tmp_path / "out" / "probe.md").read_text()  # says what --capacity sent, not the per-length probe
+    assert "distinct 256-token prefixes" in md and "unique-prefix per length" not in md
 
 
 def test_probe_through_random_replicas_gives_partial_hits(start_sim, tmp_path):

@@ -54,3 +54,27 @@ def test_a_file_round_trips_and_others_are_refused_in_one_line(tmp_path):
     (tmp_path / "capacity.json").write_text(json.dumps({"schema": "benchy/capacity/1.0", "points": [{}]}))
     with pytest.raises(capacity_types.CapacityFileError, match="malformed: points\\[0\\]: missing field 'load'"):
         capacity_types.read(tmp_path)
+
+
+def test_a_failing_share_is_never_rounded_up_to_the_target():
+    """179/200 = 89.5% fails a 90% target: the line, the points table and compare's table must
+    not print "90%" for it (the issue's "3 fails: 90% within SLO")."""
+    from benchy.capacity.runner import answer_line
+    from benchy.capacity.search import SearchSettings
+
+    failing = CapacityPoint(load=3, verdict="fail", clear=True, requests=200, good=179, goodput=179 / 200)
+    passing = CapacityPoint(load=2, verdict="pass", clear=True, requests=200, good=190, goodput=190 / 200)
+    found = CapacityResult(
+        setup=CapacitySetup(goodput=0.9), answer=CapacityAnswer("found", 2, 3), points=[passing, failing]
+    )
+    line = answer_line(SearchSettings(target=0.9), found.answer, found)
+    assert "3 fails: 89.5% within SLO" in line
+    assert "| 89.5% |" in report.points_table(found) and "| 95% |" in report.points_table(found)
+    assert "89.5% (179/200)" in report.compare_markdown([found, found], ["a", "b"])
+
+
+@pytest.mark.parametrize("good", range(150, 201))
+def test_a_share_and_its_text_fall_on_the_same_side_of_the_target(good):
+    share, target = good / 200, 0.9
+    text = capacity_types.share_text(share, target)
+    assert (float(text.rstrip("%")) >= 90) == (share >= target), text

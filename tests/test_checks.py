@@ -33,10 +33,10 @@ from tests.conftest import warning_codes as codes
 
 FAST = ("--prefill-tps", "50000")  # timing is not the point unless a test says so
 # The truth log stamps a token when the simulator makes it and an event just after its write
-# returns, which a busy machine can delay: the client must see it between the two, give or
-# take EARLY_S, and at most LATE_S after the write (this shared 2-core machine is busy).
+# returns: the client must see it between the two, give or take EARLY_S (clock reads), and no
+# later after the write than benchy's own loop was seen to stall in that case (a busy machine
+# delays the read; conftest.client_slack_s), not a constant a loaded machine can exceed.
 EARLY_S = 0.001
-LATE_S = 0.05
 
 
 def exit_code(results: dict, strict: bool = False) -> int:
@@ -95,24 +95,25 @@ def truth_of(sim, results: dict) -> dict[str, dict]:
     return by_id
 
 
-def assert_between_truth(measured_s: float, made_s: float, written_s: float, sent_s: float) -> None:
-    assert made_s - sent_s - EARLY_S <= measured_s <= written_s - sent_s + LATE_S
+def assert_between_truth(case: dict, measured_s: float, made_s: float, written_s: float, sent_s: float) -> None:
+    """Seen after it was made, and after its write by no more than the case's client slack."""
+    assert made_s - sent_s - EARLY_S <= measured_s <= written_s - sent_s + client_slack_s(case)
 
 
-def assert_e2e_matches_truth(req: dict, truth: dict) -> None:
+def assert_e2e_matches_truth(case: dict, req: dict, truth: dict) -> None:
     """e2e_s ends at the server's last write; e2e_tps counts the tokens it really generated."""
     assert_between_truth(
-        req["metrics"]["e2e_s"], truth["token_times_s"][-1], truth["events"][-1]["t_s"], req["sent_mono_s"]
+        case, req["metrics"]["e2e_s"], truth["token_times_s"][-1], truth["events"][-1]["t_s"], req["sent_mono_s"]
     )
     assert req["completion_tokens"] == truth["completion_tokens"]
     assert req["metrics"]["e2e_tps"] == pytest.approx(truth["completion_tokens"] / req["metrics"]["e2e_s"])
 
 
-def assert_ttft_matches_truth(req: dict, truth: dict) -> None:
+def assert_ttft_matches_truth(case: dict, req: dict, truth: dict) -> None:
     """TTFT is the first token-bearing event: after its last token was made, by its write."""
     first = next(e for e in truth["events"] if e["tokens"])
     made = truth["token_times_s"][first["tokens"] - 1]
-    assert_between_truth(req["metrics"]["ttft_s"], made, first["t_s"], req["sent_mono_s"])
+    assert_between_truth(case, req["metrics"]["ttft_s"], made, first["t_s"], req["sent_mono_s"])
 
 
 # ------------------------------------------------------------------ a clean run
@@ -146,8 +147,8 @@ def test_clean_run_prints_no_warning_exits_0_and_reports_its_ceiling_share(start
     case = results["cases"][0]
     truth = truth_of(sim, results)
     for req in measured(case):
-        assert_e2e_matches_truth(req, truth[req["request_id"]])
-        assert_ttft_matches_truth(req, truth[req["request_id"]])
+        assert_e2e_matches_truth(case, req, truth[req["request_id"]])
+        assert_ttft_matches_truth(case, req, truth[req["request_id"]])
     expected = profiles.case_ceiling(4800, profiles.model_profile("llama-3-8b"), 64, 16)
     assert case["ceiling"]["tokens_per_s"] == pytest.approx(expected.tokens_per_s)
     decode = case["summary"]["decode_tps"]["median"]
@@ -172,7 +173,7 @@ def test_buffered_stream_withholds_stream_timings_and_keeps_e2e(start_sim):
     truth = truth_of(sim, results)
     for req in measured(case):
         assert [e["tokens"] for e in truth[req["request_id"]]["events"] if e["tokens"]] == [16, 16]
-        assert_e2e_matches_truth(req, truth[req["request_id"]])
+        assert_e2e_matches_truth(case, req, truth[req["request_id"]])
 
 
 def test_two_or_three_tokens_per_event_is_tolerated_and_decode_matches_truth(start_sim):
@@ -185,7 +186,7 @@ def test_two_or_three_tokens_per_event_is_tolerated_and_decode_matches_truth(sta
         t = truth[req["request_id"]]
         true_decode = (t["completion_tokens"] - 3) / (t["last_token_event_s"] - t["first_token_event_s"])
         assert req["metrics"]["decode_tps"] == pytest.approx(true_decode, rel=0.1)
-        assert_ttft_matches_truth(req, t)
+        assert_ttft_matches_truth(case, req, t)
 
 
 def test_ttft_growing_with_output_length_is_a_buffer_even_without_usage(start_sim):
@@ -208,7 +209,7 @@ def test_ttft_growing_with_output_length_is_a_buffer_even_without_usage(start_si
             assert req["metrics"]["ttft_s"] is None
             t = truth[req["request_id"]]
             assert_between_truth(
-                req["metrics"]["e2e_s"], t["token_times_s"][-1], t["events"][-1]["t_s"], req["sent_mono_s"]
+                case, req["metrics"]["e2e_s"], t["token_times_s"][-1], t["events"][-1]["t_s"], req["sent_mono_s"]
             )
     again = copy.deepcopy(results)
     assert checks.run_checks(again) == results["warnings"]  # the saved results re-check the same
@@ -324,7 +325,7 @@ def test_prefix_cache_hit_is_counted_from_the_servers_cached_tokens(start_sim, c
     for req in measured(case):
         t = truth[req["request_id"]]
         assert req["cached_tokens"] == t["cached_tokens"] >= 480  # 16-token blocks of 512
-        assert_e2e_matches_truth(req, t)
+        assert_e2e_matches_truth(case, req, t)
     assert w["details"]["cached_tokens_max"] == max(truth[r["request_id"]]["cached_tokens"] for r in measured(case))
     assert "⚠" in table.markdown(results_mod.RunResult.from_dict(results))
 
@@ -372,8 +373,8 @@ def test_reasoning_only_output_has_no_ttfc_but_a_true_ttft(start_sim):
     truth = truth_of(sim, results)
     for req in measured(case):
         assert truth[req["request_id"]]["reasoning_tokens"] == 16
-        assert_ttft_matches_truth(req, truth[req["request_id"]])
-        assert_e2e_matches_truth(req, truth[req["request_id"]])
+        assert_ttft_matches_truth(case, req, truth[req["request_id"]])
+        assert_e2e_matches_truth(case, req, truth[req["request_id"]])
 
 
 def test_a_stop_string_that_matches_at_once_gives_zero_tokens(start_sim):
@@ -404,7 +405,7 @@ def test_short_outputs_are_labelled_with_the_tokens_delivered(start_sim):
     assert details["delivered_median"] == int(np.median(delivered)) and details["asked"] == 32
     assert details["finish_reasons"] == ["stop"] and "ignored ignore_eos" in found["message"]
     for req in measured(case):
-        assert_e2e_matches_truth(req, truth[req["request_id"]])
+        assert_e2e_matches_truth(case, req, truth[req["request_id"]])
     text = table.markdown(results_mod.RunResult.from_dict(results))
     assert f"pp64 tg{details['delivered_median']} ⚠ (asked 32)" in text
     assert "pp64 tg32 " not in text
@@ -433,7 +434,7 @@ def test_failed_requests_are_counted_by_kind_against_the_truth(start_sim):
     assert ") First" not in w["message"]
     for req in measured(case):
         if req["status"] == "ok":
-            assert_e2e_matches_truth(req, truth[req["request_id"]])
+            assert_e2e_matches_truth(case, req, truth[req["request_id"]])
 
 
 # ------------------------------------------------------------------ 7. client overload
@@ -540,11 +541,12 @@ def test_role_chunk_long_before_the_first_token_is_a_note_and_ttft_is_the_tokens
     assert w["severity"] == "info" and checks.is_clean(results_mod.RunResult.from_dict(quiet).warnings)
     assert exit_code(quiet, strict=True) == 0  # a note never fails --strict
     truth = truth_of(sim, results)
-    for req in measured(results["cases"][0]):
+    case = results["cases"][0]
+    for req in measured(case):
         t = truth[req["request_id"]]
         role = next(e["t_s"] for e in t["events"] if e["kind"] == "role")
-        assert_between_truth(req["first_chunk_s"], t["headers_s"], role, req["sent_mono_s"])
-        assert_ttft_matches_truth(req, t)
+        assert_between_truth(case, req["first_chunk_s"], t["headers_s"], role, req["sent_mono_s"])
+        assert_ttft_matches_truth(case, req, t)
         assert req["metrics"]["ttft_s"] - req["first_chunk_s"] > 0.2  # ≈ 1,000 tokens at 4,000 tok/s
         assert req["metrics"]["first_chunk_lead_s"] == pytest.approx(req["metrics"]["ttft_s"] - req["first_chunk_s"])
     lead = results["cases"][0]["summary"]["first_chunk_lead_s"]["median"]  # the note reads the registry's figure

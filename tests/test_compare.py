@@ -311,3 +311,61 @@ def test_a_single_warning_is_counted_in_the_singular(runs):
     one["warnings"] = [{"code": "client_overloaded", "severity": "warning", "case": None, "message": "m", "hint": "h"}]
     comp = compare_mod.compare(typed(load(runs["slow"])), typed(one), "slow", "fast")
     assert "fast has 1 warning (client_overloaded)" in "\n".join(comp.warnings)
+
+
+def test_the_setup_table_shows_every_difference_that_can_explain_a_change(tmp_path, capsys):
+    """Two llama-servers, 4 slots of 8,192 tokens against 1 of 4,096: the setup table says so
+    (slots, context), not only "Started (UTC)"; equal settings stay out of it."""
+    saved = {}
+    for name, slots, context in (("four", "4", "8192"), ("one", "1", "4096")):
+        with SimProcess(
+            "--flavor", "llamacpp", "--max-running", slots, "--context-length", context, "--instant"
+        ) as sim:
+            code, _, err = benchy_here(
+                capsys, "run", "--base-url", sim.base_url, "--pp", "64", "--tg", "4", "--runs", "3",
+                "-q", "--no-report", "-o", str(tmp_path / name),
+            )  # fmt: skip
+            assert code == 0, err
+        saved[name] = tmp_path / name / "results.json"
+    code, out, err = benchy_here(capsys, "compare", str(saved["four"]), str(saved["one"]))
+    assert code == 0, err
+    rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.startswith("| ")}
+    assert "| 4 | 1 |" in rows["Slots (requests run at once)"]
+    assert "| 8,192 | 4,096 |" in rows["Context (tokens a request may hold)"]
+    # the same on both: the model, the engine, the flags once the output folder and URL are set aside
+    assert not {"Model", "Engine", "Flags"} & set(rows)
+
+
+def test_the_change_axis_never_goes_below_minus_100_percent(tmp_path, monkeypatch):
+    """A noisy median's interval of the difference reaching −205% of the baseline: no time or
+    rate falls below zero, so neither the error bar nor the axis goes past −100%."""
+    from benchy.report import plots
+
+    seen = []
+
+    def keep(fig, path):
+        seen.extend(ax.get_xlim() for ax in fig.axes)
+        plots.plt.close(fig)
+        return path
+
+    monkeypatch.setattr(plots, "save", keep)
+    changes = [
+        compare_mod.MetricChange(
+            "pp64 tg4",
+            m.name,
+            m.title,
+            "slower",
+            a_median=2.0,
+            b_median=0.8,
+            n_a=20,
+            n_b=20,
+            change=-1.2,
+            change_pct=-60.0,
+            ci95=[-4.1, 0.4],
+        )  # fmt: skip
+        for m in metrics.COMPARE_METRICS
+    ]
+    comp = compare_mod.Comparison("a", "b", "mannwhitney", 0.05, 0.02, changes=changes)
+    compare_mod.write_png([comp], tmp_path / "compare.png")
+    lows = [left for left, _ in seen]
+    assert len(lows) == len(metrics.COMPARE_METRICS) and all(-105.0 <= low for low in lows), lows

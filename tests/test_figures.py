@@ -92,13 +92,18 @@ def test_the_csv_has_a_column_for_every_figure_and_open_loops_say_so(runs):
             assert float(row["request_rate"]) == pytest.approx(case["request_rate"])
             assert float(row["achieved_rate"]) == pytest.approx(case["achieved_rate"])
             assert float(row["send_lag_s_p50"]) == pytest.approx(case["send_lag"]["median"])
-            assert float(row["send_lag_s_p99"]) == pytest.approx(case["send_lag"]["p99"])
+            if stats.enough_for("p99", case["send_lag"]["n"]):
+                assert float(row["send_lag_s_p99"]) == pytest.approx(case["send_lag"]["p99"])
+            else:  # as the report: too few for a p99
+                assert row["send_lag_s_p99"] == ""
             # on a busy machine a request's TTFT may be withheld, and the SLO then cannot be judged
             assert same(row["goodput"], case["goodput"]["fraction"])
             assert same(row["goodput_rate"], case["goodput"]["rate"])
         ttft = next(r for r in mine if r["metric"] == "ttft_s")
         summary = case["summary"]["ttft_s"] or {}
-        assert same(ttft["p90"], summary.get("p90")) and same(ttft["p99"], summary.get("p99"))
+        n = summary.get("n", 0)  # too few values for a percentile: blank, as the report's "too few"
+        for name in ("p90", "p99"):
+            assert same(ttft[name], summary.get(name) if stats.enough_for(name, n) else None), name
         assert ttft["unit"] == "s"
 
 

@@ -9,6 +9,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from benchy.measure.records import read_records
 from tests.conftest import SimSince, shared_sim
 from tests.conftest import run_benchy_here as benchy
@@ -78,3 +80,33 @@ def test_report_elsewhere_copies_the_results_it_reports(fast_sim, tmp_path):
     in_place = benchy("report", str(run_dir))  # beside its own results: no copy, no refusal
     assert in_place.returncode == 0, in_place.stderr
     assert (run_dir / "report.md").is_file() and (run_dir / "results.csv").is_file()  # drawn later
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+REFUSED = {
+    "prompt over the context": lambda url: ("--base-url", url, "--pp", "40000"),
+    "unknown model": lambda url: ("--base-url", url, "--model", "no-such-model"),
+    "connection refused": lambda url: ("--base-url", f"http://127.0.0.1:{_closed_port()}/v1"),
+    "GPU metrics unreadable": lambda url: ("--base-url", url, "--gpu-metrics", f"http://127.0.0.1:{_closed_port()}/m"),
+}
+
+
+@pytest.mark.parametrize("why", list(REFUSED))
+def test_a_run_refused_before_measuring_leaves_nothing_that_blocks_its_rerun(fast_sim, tmp_path, why):
+    """A refused run (exit 1 or 2) creates nothing in -o: the corrected rerun into the same
+    folder is not told that it "is not empty (requests.jsonl): pass --force"."""
+    sim = SimSince(fast_sim)
+    out = tmp_path / "runs" / "llama"
+    refused = benchy("run", "--tg", "8", "--runs", "1", "-q", "-o", str(out), *REFUSED[why](sim.base_url))
+    assert refused.returncode in (1, 2), refused.stderr
+    assert not (out.exists() and any(out.iterdir())), sorted(p.name for p in out.iterdir())
+    rerun = run_into(sim, out, "-c", "1")
+    assert rerun.returncode == 0, rerun.stderr
+    assert {"results.json", "requests.jsonl"} <= {p.name for p in out.iterdir()}

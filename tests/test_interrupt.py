@@ -142,3 +142,26 @@ def test_interrupt_keeps_what_worker_processes_finished(start_sim, tmp_path):
     finished = {rid for rid, t in truth.items() if t["last_token_event_s"] < stopped_at - 0.05}
     assert len(finished) >= 10 and finished <= kept
     assert results["setup"]["load"]["workers"] == 2
+
+
+def test_ctrl_c_while_calibrating_leaves_the_folder_empty(start_sim, tmp_path):
+    """Ctrl-C before the first case says "nothing was measured or saved": then nothing is,
+    so the same -o takes the rerun without --force. The server holds every response's headers
+    30 s, so the interrupt lands in calibration, right after benchy's first line (the banner)."""
+    sim = start_sim("--header-delay-s", "30")
+    out = tmp_path / "calibrating"
+    proc = start_benchy(
+        *f"run --base-url {sim.base_url} --pp 64 --tg 4 --runs 1".split(),
+        "-o",
+        str(out),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    banner = proc.stderr.readline()
+    assert banner.startswith(f"benchy: {sim.base_url}"), (banner, proc.communicate())
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "nothing was measured or saved" in err
+    assert not (out.exists() and any(out.iterdir())), sorted(p.name for p in out.iterdir())

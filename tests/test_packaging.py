@@ -129,3 +129,39 @@ def test_every_benchy_command_in_the_engine_recipes_parses():
         name, *args = shlex.split(line.replace('"$KEY"', "k"))
         with cli.commands[name].make_context(name, list(args)) as ctx:
             assert ctx.params["output"] is not None, line  # each recipe keeps its results
+
+
+def _make_installs(target: str, venv: Path) -> list[str]:
+    """What `make TARGET` would pip-install into a fresh venv: the spec of each `pip install -e`
+    line of its dry run (nothing installed, nothing run but make's own parse)."""
+    done = subprocess.run(
+        ["make", "-n", "-C", str(REPO_ROOT), target, f"VENV={venv}", f"PYTHON={sys.executable}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return [
+        line.split(" -e ", 1)[1].strip()
+        for line in done.stdout.splitlines()
+        if "pip install" in line and " -e " in line
+    ]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+def test_make_demo_installs_benchy_alone_while_test_and_lint_get_their_extras(tmp_path):
+    """`make demo` needs benchy alone: pytest, mypy, ruff or llama.cpp's wheel are not a demo's
+    business; `make test` and `make lint` (CI: make install; make lint; make test) still get them."""
+    venv = tmp_path / "venv"
+    assert _make_installs("demo", venv) == ["."]
+    for target in ("test", "lint", "install"):
+        specs = _make_installs(target, venv)
+        assert any(re.search(r"\[.*\btest\b.*\]", s) and "dev" in s and "realserver" in s for s in specs), (
+            target,
+            specs,
+        )
+    # Once the base is in place (its stamp newer than pyproject.toml), only the extras are added.
+    venv.mkdir()
+    (venv / ".installed-benchy").touch()
+    assert _make_installs("demo", venv) == []
+    assert _make_installs("test", venv) == ["'.[test,realserver,dev]'"]

@@ -19,7 +19,7 @@ from benchy.load.plan import LoadSettings
 from benchy.workloads.case import Case
 from benchy.workloads.cases import multi_turn_cases, trace_case
 from benchy.workloads.scenario import sweep
-from tests.conftest import client_slack_s
+from tests.conftest import client_slack_s, run_benchy_here
 from tests.test_checks import bench, codes, measured, truth_of, warning
 
 NO_SERVER_TIMINGS = ("--no-metrics", "--no-timings")  # the sim's only server-side accounts, off
@@ -223,3 +223,15 @@ def test_a_trace_on_a_server_that_runs_one_request_at_a_time_is_judged_against_t
     assert case["summary"]["prefill_tps"] is None and case["unavailable_codes"]["prefill_tps"] == "queued"
     w = warning(results, "prefill_holds_queueing")
     assert "trace" in w["message"] and "prefill_tps" in w["withheld"]
+
+
+def test_one_slot_is_said_in_the_singular(start_sim):
+    """A llama-server with one slot (/props total_slots 1) at concurrency 4: "4 requests in
+    flight on 1 slot", in the banner's words too, never "1 slots"."""
+    sim = start_sim("--flavor", "llamacpp", "--max-running", "1", "--decode-tps", "400")
+    proc = run_benchy_here("run", "--base-url", sim.base_url, "--pp", "512", "--tg", "24", "-c", "4", "--runs", "2")
+    assert proc.returncode == 0, proc.stderr
+    said = proc.stdout + proc.stderr
+    assert "1 slots" not in said
+    assert "1 slot ·" in proc.stderr.splitlines()[0]  # the banner
+    assert "4 requests in flight on 1 slot" in said

@@ -202,7 +202,7 @@ def test_run_output_folder_holds_report_with_setup_table_and_figures(clean_run):
         e2e = case["summary"]["e2e_tps"]
         row = next(line for line in md.splitlines() if line.startswith("|") and f" {case['label']} |" in line)
         cells = [cell.strip() for cell in row.split("|")]
-        assert f"{e2e['median']:.1f} ± {e2e['std']:.1f}" in row and cells[2] == str(case["n_ok"])
+        assert f"{e2e['median']:,.1f} ± {e2e['std']:,.1f}" in row and cells[2] == str(case["n_ok"])
     figures = embedded_figures(md)
     assert [Path(f).name for f in figures] == [
         "server_view.png",  # in the Server view section, before the Figures

@@ -189,7 +189,9 @@ def test_without_metrics_the_per_response_timings_give_the_servers_rates(start_s
     typed = RunResult.from_dict(results)
     row = server_view.case_row(typed, typed.cases[0])
     assert row["server_source"] == "response timings" and row["server_ttft_s"] is None
-    assert row["server_prefill_tps"] == pytest.approx(case["summary"]["server_prefill_tps"]["mean"])
+    # like the client's rate beside it: the median of the per-request rates, not their mean
+    assert row["server_prefill_tps"] == pytest.approx(case["summary"]["server_prefill_tps"]["median"])
+    assert row["server_decode_tps"] == pytest.approx(case["summary"]["server_decode_tps"]["median"])
 
 
 def test_the_server_view_names_each_case_as_the_runs_table_does():
@@ -255,3 +257,26 @@ def test_a_withheld_client_bar_says_why(start_sim, tmp_path, monkeypatch):
     _, caption = _drawn(monkeypatch, results, tmp_path)
     assert "client Decode t/s of" in caption and "(SSE buffering)" in caption
     assert "does not publish" not in caption
+
+
+def test_llamacpp_rates_beside_the_clients_are_the_same_statistic_and_its_prompt_time_is_shown(start_sim, tmp_path):
+    """llama.cpp with --metrics and per-response timings, one request in flight: /metrics' decode
+    rate is a ratio of sums over the case, the client's a median of per-request rates; the view
+    sets the client's beside the median of the server's own timings (they then agree, as the truth
+    says), names the statistic, and fills the server's prefill time from each response's prompt_ms
+    (no "–" where the warnings quote it)."""
+    from benchy.report import server_view
+
+    sim = start_sim(*FAST, "--flavor", "llamacpp", "--timings")
+    results = run(sim, "--pp", "300", "--tg", "24", "--runs", "4")
+    typed = RunResult.from_dict(results)
+    case = typed.cases[0]
+    row = server_view.case_row(typed, case)
+    assert row["server_source"].startswith("/metrics") and row["server_rates"] == server_view.RATES_PER_RESPONSE
+    assert row["server_decode_tps"] == pytest.approx(case.median("server_decode_tps"))
+    assert row["server_prefill_tps"] == pytest.approx(case.median("server_prefill_tps"))
+    truth = measured_truth(sim, results["cases"][0])
+    prompt_s = [t["prefill_end_s"] - t["prefill_start_s"] for t in truth]
+    assert row["server_prefill_s"] == pytest.approx(sum(prompt_s) / len(prompt_s), rel=0.01)
+    section = "\n".join(server_view.section_lines(typed))
+    assert "medians of its per-response timings" in section and " Σ" not in section.split("Rates:")[0]

@@ -23,12 +23,14 @@ from multidict import CIMultiDict
 from scipy import stats as sps
 
 from benchy import __version__
+from benchy.load.monitor import INTERVAL_S as MONITOR_INTERVAL_S
+from benchy.load.monitor import LoopMonitor
 from benchy.measure import tokenizer
 from benchy.sim import vocab
 from benchy.sim.app import event_groups
 from benchy.sim.cache import PrefixCache
 from benchy.sim.config import PRESET_HELP, build_config
-from tests.conftest import LATE_S, run_benchy
+from tests.conftest import run_benchy
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -359,9 +361,24 @@ def pace(times: list[float]) -> float:
     return float(sps.theilslopes(times).slope)
 
 
+def post_watched(url: str, body, headers=None) -> tuple[Observed, float]:
+    """post(), with how late this client may have read a line: the longest its event loop was
+    seen to stall meanwhile (benchy's loop monitor) plus a few ms of scheduling, as
+    conftest.client_slack_s, rather than a constant a busy machine can exceed."""
+
+    async def watched() -> tuple[Observed, float]:
+        async with LoopMonitor() as monitor:
+            [obs] = await _fetch_all(url, [body], [headers])
+            end = time.perf_counter()
+        lag_ms = monitor.figures([(obs.sent_s, end)])["loop_lag_ms_max"] or 0.0
+        return obs, 0.010 + MONITOR_INTERVAL_S + lag_ms / 1000
+
+    return asyncio.run(watched())
+
+
 def test_client_observations_match_truth_timing(start_sim):
     sim = start_sim("--decode-tps", "100", "--prefill-tps", "2000")
-    obs = post(
+    obs, slack_s = post_watched(
         sim.base_url + "/chat/completions",
         stream_chat(filler_text(400), max_tokens=30, ignore_eos=True),
         {"x-request-id": "t"},
@@ -374,12 +391,15 @@ def test_client_observations_match_truth_timing(start_sim):
     written = [e["t_s"] for e in token_events(record)]  # stamped as each write returned
     made = record["token_times_s"]  # one token per event
     # One monotonic clock: each line is read after its token was made, and soon after its write.
-    assert all(m <= a <= w + LATE_S for a, m, w in zip(token_lines, made, written))
+    assert all(m <= a <= w + slack_s for a, m, w in zip(token_lines, made, written))
     client_ttft = token_lines[0] - obs.sent_s
-    assert made[0] - record["arrival_s"] <= client_ttft <= record["first_token_event_s"] - record["arrival_s"] + LATE_S
-    # The last token is due after prefill and 29 intervals: never sooner, later only by load.
+    assert made[0] - record["arrival_s"] <= client_ttft <= record["first_token_event_s"] - record["arrival_s"] + slack_s
+    # The last token is due after prefill and 29 intervals, and never made sooner (a busy
+    # machine makes it later: the pace above, a median slope, is what judges the rate).
+    assert record["token_due_s"][-1] - record["prefill_end_s"] == pytest.approx(29 / 100)
     truth_e2e_s = record["last_token_event_s"] - record["arrival_s"]
-    assert prefill + 29 / 100 <= truth_e2e_s <= prefill + 29 / 100 + LATE_S
+    assert prefill + 29 / 100 <= truth_e2e_s
+    assert all(m >= d for m, d in zip(made, record["token_due_s"]))
 
 
 def filler_text(n_tokens: int, seed: int = 1) -> str:
@@ -675,14 +695,14 @@ def test_client_disconnect_frees_the_slot(start_sim):
 def test_instant_mode_256_streams(start_sim):
     sim = start_sim("--preset", "instant")
     bodies = [stream_chat(f"stream {i}", max_tokens=32, ignore_eos=True) for i in range(256)]
-    started = time.perf_counter()
     observed = post_many(sim.base_url + "/chat/completions", bodies)
-    elapsed = time.perf_counter() - started
     assert all(o.done and usage_of(o)["completion_tokens"] == 32 for o in observed)
     records = sim.truth(expect=256)
     assert len(records) == 256
     assert all(r["prefill_end_s"] == r["prefill_start_s"] for r in records)
-    assert elapsed < 20
+    # No sleeps, judged by the truth log rather than by the wall time a busy machine stretches:
+    # no prefill time and every token due at once.
+    assert all(r["token_due_s"] == [r["token_due_s"][0]] * 32 for r in records)
 
 
 def test_presets_and_explicit_overrides(start_sim):

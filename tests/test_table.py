@@ -131,7 +131,7 @@ def test_a_rate_whose_spread_dwarfs_its_median_is_na_with_the_reason(tmp_path):
         if not summary:
             continue
         noisy = metric.unit == "tokens/s" and summary.std > table.NOISE_RATIO * summary.median
-        shown = f"{summary.median * metric.scale:.{metric.decimals}f} ± " in proc.stdout
+        shown = f"{summary.median * metric.scale:,.{metric.decimals}f} ± " in proc.stdout
         assert shown != noisy, (metric.name, summary)
         assert not noisy or f"{metric.title}: the spread" in proc.stdout
     # The queue made prefill t/s noise: an open loop's TTFT is now judged against the same
@@ -142,3 +142,46 @@ def test_a_rate_whose_spread_dwarfs_its_median_is_na_with_the_reason(tmp_path):
     assert prefill.std > table.NOISE_RATIO * prefill.median
     row = next(r for r in csv.DictReader(io.StringIO(table.csv_text(saved))) if r["metric"] == "prefill_tps")
     assert row["median"] == ""  # withheld: no figure in the CSV either
+
+
+def test_csv_leaves_out_the_percentiles_the_report_calls_too_few(impossible_buffered_run):
+    """Three requests a case: the report prints "too few" for p90, p99 and the interval, so the
+    CSV has no number there either (results.json still keeps every statistic)."""
+    out, proc = impossible_buffered_run
+    saved = results_files.read(out / "results.json")
+    rows = [r for r in parse(proc.stdout) if r["n"]]
+    assert rows
+    for row in rows:
+        summary = next(c for c in saved.cases if c.label == row["label"]).summary[row["metric"]]
+        assert int(row["n"]) == summary.n < 10 and summary.p90 is not None  # kept in results.json
+        assert row["p90"] == row["p99"] == row["ci95_low"] == row["ci95_high"] == "", row
+        assert row["median"] != ""
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The cells of every Markdown table row in `text`."""
+    lines = [line for line in text.splitlines() if line.startswith("|") and not line.startswith("|-")]
+    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+
+
+def test_every_table_writes_thousands_the_same_way(tmp_path):
+    """Prefill at tens of thousands of tokens/s: the main table's "20987.1" beside the next
+    table's "20,987" read as two different figures. Every number of four digits or more, in
+    every table on stdout and in report.md, carries its thousands separator."""
+    import re
+
+    with SimProcess("--prefill-tps", "50000", "--decode-tps", "2000") as sim:
+        proc = run_benchy_here(
+            *["run", "--base-url", sim.base_url, "--pp", "4096", "--tg", "8", "-c", "1", "2", "--runs", "2", "-q"],
+            *["-o", str(tmp_path / "out")],
+        )
+    assert proc.returncode == 0, proc.stderr
+    saved = results_files.read(tmp_path / "out" / "results.json")
+    assert max(c.summary["prefill_tps"].median for c in saved.cases if c.summary.get("prefill_tps")) >= 1000
+    for text in (proc.stdout, (tmp_path / "out" / "report.md").read_text()):
+        labels = tuple(c.label for c in saved.cases)
+        rows = [cells for cells in table_rows(text) if cells[0].startswith(labels)]  # a case's figures
+        assert len(rows) > len(labels)  # the main table and the next ones
+        assert any(re.search(r"\d,\d{3}", c) for cells in rows for c in cells[1:])  # thousands are there
+        for cells in rows:
+            assert not [c for c in cells[1:] if re.search(r"(?<![\w.,])\d{4,}", c)], cells

@@ -47,7 +47,7 @@ def test_a_stream_without_done_ends_at_its_answer_not_at_the_connections_close(s
     for req in measured(case):
         t = truth[req["request_id"]]
         assert t["done_sent"] is False and t["held_open_s"] > 0
-        assert_e2e_matches_truth(req, t)  # ends at the usage event, long before the body would
+        assert_e2e_matches_truth(case, req, t)  # ends at the usage event, long before the body would
         assert req["metrics"]["e2e_s"] < t["held_open_s"] / 4
         assert "no_done" in req["anomalies"]
     assert case["n_failed"] == 0
@@ -65,7 +65,7 @@ def test_h200_a_token_that_makes_no_event_keeps_usage_backed_by_the_servers_timi
         assert count["tokens"] == count["usage"] == count["predicted_n"] == t["completion_tokens"] == 128
         assert count["events"] == 127 and count["source"] == "usage" and count["mismatch"] is None
         assert {"timings.predicted_n", "events"} <= set(count["backed_by"])
-        assert_e2e_matches_truth(req, t)
+        assert_e2e_matches_truth(case, req, t)
     server = case["summary"]["server_decode_tps"]["median"]
     assert case["summary"]["decode_tps"]["median"] == pytest.approx(server, rel=0.02)
 
@@ -88,7 +88,7 @@ def test_h200_a_first_token_without_text_starts_the_decode_window_at_its_role_ch
         made = t["token_times_s"]
         true_decode = (len(made) - 1) / (made[-1] - made[0])
         assert req["metrics"]["decode_tps"] == pytest.approx(true_decode, rel=0.03)
-        assert_e2e_matches_truth(req, t)
+        assert_e2e_matches_truth(case, req, t)
 
 
 def test_speculative_bursts_in_a_foreign_vocabulary_raise_no_usage_mismatch(start_sim):
@@ -118,7 +118,7 @@ def test_the_whole_answer_in_one_arrival_is_buffered_and_counted_by_usage(start_
     for req in measured(case):
         t = truth[req["request_id"]]
         assert req["token_count"]["tokens"] == req["token_count"]["usage"] == t["completion_tokens"]
-        assert_e2e_matches_truth(req, t)
+        assert_e2e_matches_truth(case, req, t)
 
 
 def test_a_think_block_that_never_closes_is_reasoning_only(start_sim):

@@ -35,6 +35,7 @@ from benchy.results.capacity import (
     CapacitySetup,
     load_text,
     save,
+    share_text,
 )
 from benchy.results.types import CaseResult, MetricSummary, RequestResult, RunResult, Stopped
 from benchy.workloads.case import Case
@@ -198,8 +199,9 @@ def _round_line(settings: CapacitySettings, finder: Search, load: float, rnd: Ca
     low, high = point.interval(settings.search) or (0.0, 0.0)
     verdict = point.verdict(settings.search)
     late = " (benchy fell behind, but a late client only worsens these figures: the pass counts)"
+    share = "n/a" if point.goodput is None else share_text(point.goodput, settings.search.target)
     return (
-        f"capacity: {name}: {point.good}/{point.requests} within SLO ({point.goodput:.0%}, "
+        f"capacity: {name}: {point.good}/{point.requests} within SLO ({share}, "
         f"{settings.search.confidence:.0%} interval {low:.0%}–{high:.0%}): {verdict}" + (late if rnd.overloaded else "")
     )
 
@@ -302,7 +304,7 @@ def _answer(s: SearchSettings, finder: Search, result: CapacityResult) -> Capaci
 def answer_line(s: SearchSettings, answer: CapacityAnswer, result: CapacityResult) -> str:
     """The one line on stdout, e.g. `capacity: concurrency 12 (13 fails: 84% within SLO)`."""
     failing = result.point(answer.failing)
-    fails = f"{failing.goodput:.0%} within SLO" if failing and failing.goodput is not None else ""
+    fails = f"{share_text(failing.goodput, s.target)} within SLO" if failing and failing.goodput is not None else ""
     unsure = "" if answer.confident else "; not clear of the target after --max-requests: uncertain"
     if result.partial and result.stopped is not None:
         unsure += f"; stopped early: {result.stopped.reason}"

@@ -116,7 +116,7 @@ def request_errors(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             case.label,
             f"{sum(errors.values())} of {total} requests failed ({kinds}); statistics cover "
             f"only the {case.n_ok} that succeeded.{said}",
-            _errors_hint(errors, run),
+            _errors_hint(errors, run, case),
             details=WarningDetails(errors=errors, first_errors=first),
         )
 
@@ -134,13 +134,16 @@ def _first_errors(case: CaseResult, errors: dict[str, int]) -> dict[str, str]:
     return {kind: message for kind, message in case.facts().first_errors.items() if kind in errors}
 
 
-def _errors_hint(errors: dict[str, int], run: RunResult) -> str:
+def _errors_hint(errors: dict[str, int], run: RunResult, case: CaseResult) -> str:
     """What to do about the failures the case saw, by their kinds: a dead server is not fixed
     by a longer --timeout, nor a refused parameter by a lower load."""
     if any(k.startswith("http_4") and k != "http_429" for k in errors):
+        lower = (  # a trace's lengths are its own: no flag of benchy's shortens them
+            "Replay a trace whose lengths fit the server" if case.kind == "trace" else "Lower --pp/--depth/--tg"
+        )
         return (
             "The server refused requests (its message is above): a prompt longer than its context, "
-            "or a parameter it does not take. Lower --pp/--depth/--tg, or fix the option."
+            f"or a parameter it does not take. {lower}, or fix the option."
         )
     if "connect" in errors or (run.stopped and run.stopped.by == "server-gone"):
         return (
@@ -749,7 +752,7 @@ def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
     if in_flight is None:  # a trace replay: its arrivals set the load
         return "queueing behind the replay's other requests in flight, or work before prefill"
     if slots is not None and in_flight > slots:
-        return f"{in_flight} requests in flight on {slots} slots: they queue"
+        return f"{in_flight} requests in flight on {_slots_text(slots)}: they queue"
     if in_flight > 1:
         return "queueing behind the other requests in flight, or work before prefill"
     return "work before prefill, e.g. llama.cpp's host-RAM prompt cache copying slots"
@@ -831,10 +834,14 @@ def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     )
 
 
+def _slots_text(slots: int) -> str:
+    return f"{slots} slot" if slots == 1 else f"{slots} slots"
+
+
 def _queue_cause(case: CaseResult, run: RunResult) -> str:
     slots = _slots(run)
     if slots is not None and case.concurrency is not None and case.concurrency > slots:
-        return f"{case.concurrency} requests in flight on {slots} slots"
+        return f"{case.concurrency} requests in flight on {_slots_text(slots)}"
     return "it serves fewer requests at once than were in flight, or slows each prefill under load"
 
 
@@ -862,7 +869,7 @@ def _same_shape(a: CaseResult, b: CaseResult) -> bool:
 
 def _queue_evidence(case: CaseResult, base: CaseResult | None, slots: int | None) -> str | None:
     if slots is not None and (case.concurrency or 1) > slots:
-        return f"{case.concurrency} requests in flight on a server with {slots} slots"
+        return f"{case.concurrency} requests in flight on a server with {_slots_text(slots)}"
     if base is None:
         return None
     ttft, ttft_1 = case.figure("ttft_s"), base.figure("ttft_s")

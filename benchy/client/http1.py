@@ -167,6 +167,7 @@ class Http1Pool:
         self._insecure = insecure
         self._routes: dict[str, _Route] = {}
         self._idle: dict[str, list[_Connection]] = {}
+        self._speaks_tls: set[tuple[str, int]] = set()  # a handshake done: no plain-HTTP check again
 
     async def request(self, req: Request, response: Response) -> None:
         """Sends the request and returns once its response has ended (filled into `response`).
@@ -233,12 +234,19 @@ class Http1Pool:
         host, port = (route.proxy_host, route.proxy_port) if route.proxy_host else (route.host, route.port)
         direct_tls = ssl_context(self._insecure) if route.tls and not route.proxy_host else None
         try:
-            _, conn = await asyncio.wait_for(
+            connecting = asyncio.ensure_future(
                 loop.create_connection(
                     _Connection, host, port, ssl=direct_tls, server_hostname=route.host if direct_tls else None
-                ),
-                max(0.0, deadline - time.perf_counter()),
+                )
             )
+            try:
+                if direct_tls is not None and (host, port) not in self._speaks_tls:
+                    await _no_plain_http(connecting, host, port, deadline)
+                _, conn = await asyncio.wait_for(connecting, max(0.0, deadline - time.perf_counter()))
+                if direct_tls is not None:
+                    self._speaks_tls.add((host, port))
+            finally:
+                connecting.cancel()  # a no-op once it is done
             if route.tunnel:
                 await self._tunnel(conn, route, deadline, timeout_s)
         except asyncio.TimeoutError:
@@ -302,6 +310,53 @@ class Http1Pool:
 
 def _ignore(data: bytes, now: float) -> None:
     pass
+
+
+PLAIN_HTTP_AFTER_S = 0.5  # a TLS server answers a ClientHello in a round trip; then ask plainly
+
+
+PLAIN_HTTP_MESSAGE = "no answer to the TLS handshake, but an answer in plain HTTP"
+
+
+async def _no_plain_http(
+    connecting: asyncio.Future, host: str, port: int, deadline: float, answered: Callable[[], bool] = lambda: False
+) -> None:
+    """HttpFailure("connect") when the TLS handshake has no answer soon and the port answers a
+    plain-HTTP request instead: an https:// URL given to a plain-HTTP server that waits for a
+    request line (llama-server does) would otherwise hang for asyncio's 60 s handshake timeout."""
+    await asyncio.wait({connecting}, timeout=min(PLAIN_HTTP_AFTER_S, max(0.0, deadline - time.perf_counter())))
+    if not connecting.done() and not answered() and await answers_plain_http(host, port, deadline):
+        raise HttpFailure("connect", PLAIN_HTTP_MESSAGE)
+
+
+async def unless_plain_http(
+    sending: asyncio.Future, host: str, port: int, deadline: float, answered: Callable[[], bool]
+) -> None:
+    """Awaits `sending` (a first request to an https origin), or raises HttpFailure("connect")
+    at once when it has no answer soon (`answered`: its head came) and the port answers in
+    plain HTTP (aiohttp's path, where the handshake is not a step of its own)."""
+    try:
+        await _no_plain_http(sending, host, port, deadline, answered)
+        await sending
+    finally:
+        sending.cancel()  # a no-op once it is done
+
+
+async def answers_plain_http(host: str, port: int, deadline: float) -> bool:
+    """Whether host:port answers a plain-HTTP request with an `HTTP/` status line. A TLS server
+    that is merely slow answers it with an alert or nothing: False, and the handshake goes on."""
+    writer = None
+    try:
+        left = max(0.001, deadline - time.perf_counter())
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), left)
+        writer.write(f"HEAD / HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+        head = await asyncio.wait_for(reader.read(5), max(0.001, deadline - time.perf_counter()))
+    except (OSError, asyncio.TimeoutError):
+        return False
+    finally:
+        if writer is not None:
+            writer.close()
+    return head == b"HTTP/"
 
 
 def ssl_context(insecure: bool) -> ssl.SSLContext:

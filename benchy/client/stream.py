@@ -60,6 +60,7 @@ from benchy.client.http1 import (
     basic_auth,
     env_proxy,
     ssl_context,
+    unless_plain_http,
 )
 from benchy.client.redact import header_secrets, redact_url, scrub, scrub_list, url_secrets
 from benchy.client.sse import SSEParser
@@ -697,6 +698,7 @@ class _Aiohttp:
         self._ssl = ssl_context(settings.insecure)
         self._session = self._new_session(aiohttp.TCPConnector(limit=settings.connections + 4, ssl=self._ssl))
         self._fresh: aiohttp.ClientSession | None = None
+        self._speaks_tls: set[tuple[str, int]] = set()  # origins that completed a handshake
 
     def _new_session(self, connector: aiohttp.TCPConnector) -> aiohttp.ClientSession:
         import aiohttp
@@ -712,6 +714,20 @@ class _Aiohttp:
         )
 
     async def request(self, req: Request, response: Response) -> None:
+        """As Http1Pool.request; an https origin that has not yet completed a handshake is asked
+        in plain HTTP when no answer comes soon (http1.answers_plain_http), so that https:// to
+        a plain-HTTP server fails at once rather than at --timeout."""
+        parts = urlsplit(req.url)
+        origin = (parts.hostname or "", parts.port or 443)
+        if parts.scheme != "https" or origin in self._speaks_tls or self.proxy_for(req.url) is not None:
+            await self._request(req, response)
+            return
+        sending = asyncio.ensure_future(self._request(req, response))
+        deadline = time.perf_counter() + min(req.timeout_s, 5.0)
+        await unless_plain_http(sending, *origin, deadline, lambda: bool(response.status))
+        self._speaks_tls.add(origin)
+
+    async def _request(self, req: Request, response: Response) -> None:
         import aiohttp
 
         session = self._session

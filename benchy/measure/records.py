@@ -166,24 +166,36 @@ _FIELD_NAMES = tuple(f.name for f in fields(RequestRecord) if f.name != "server_
 class RecordWriter:
     """Appends each record to requests.jsonl the moment it finishes and flushes it to the OS,
     so a killed run (even SIGKILL) keeps every finished request. No fsync: that guards against
-    power loss, not a killed process, and would stall the event loop at high load."""
+    power loss, not a killed process, and would stall the event loop at high load.
+
+    The file (and its folder) is made with the first record, not before: a run refused or
+    stopped before it measured anything leaves no file that would block its own rerun."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._fh: IO[str] | None = None
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(path, "w", encoding="utf-8")  # a new run starts a new log
-            self._fh.write(dumps(header()) + "\n")
-            self._fh.flush()
+        self._done = False
+
+    def start(self) -> None:
+        """Creates the log with its header (a new run starts a new log); once per run."""
+        if self.path is None or self._fh is not None or self._done:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "w", encoding="utf-8")
+        self._fh.write(dumps(header()) + "\n")
+        self._fh.flush()
 
     def write(self, record: RequestRecord) -> None:
+        if self.path is None:
+            return
+        self.start()
         if self._fh is None:
             return
         self._fh.write(dumps(record.to_dict()) + "\n")
         self._fh.flush()
 
     def close(self) -> None:
+        self._done = True
         if self._fh is not None:
             self._fh.close()
             self._fh = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchy.folders import FIGURES_DIR
-from benchy.results.capacity import CapacityPoint, CapacityResult, load_text
+from benchy.results.capacity import CapacityPoint, CapacityResult, load_text, share_text
 
 FIGURE_NAME = "capacity-pareto.png"
 REPORT_NAME = "capacity.md"
@@ -120,7 +120,7 @@ def points_table(result: CapacityResult) -> str:
     for i, p in enumerate(result.points, 1):
         interval = f"{p.interval[0]:.0%}–{p.interval[1]:.0%}" if p.interval else "n/a"
         verdict = p.verdict if p.clear else f"{p.verdict} (uncertain)"
-        goodput = "n/a" if p.goodput is None else f"{p.goodput:.0%}"
+        goodput = "n/a" if p.goodput is None else share_text(p.goodput, result.setup.goodput)
         ttft = f"{_ms(p.ttft)} / {_ms(p.ttft, 'p90')} / {_ms(p.ttft, 'p99')}"
         itl = f"{_ms(p.itl)} / {_ms(p.itl, 'p99')}"
         hit = "n/a" if p.cache_hit is None else f"{p.cache_hit:.0%}"
@@ -278,12 +278,12 @@ def _common_loads(a: CapacityResult, b: CapacityResult, a_name: str, b_name: str
     rows = [f"| load | goodput {a_name} | goodput {b_name} |", "|---|---|---|"]
     for load in shared:
         pa, pb = a.point(load), b.point(load)
-        rows.append(f"| {_short(a, load)} | {_share(pa)} | {_share(pb)} |")
+        rows.append(f"| {_short(a, load)} | {_share(pa, a.setup.goodput)} | {_share(pb, b.setup.goodput)} |")
     return "\n".join(rows)
 
 
-def _share(p: CapacityPoint | None) -> str:
+def _share(p: CapacityPoint | None, target: float) -> str:
     if p is None or p.goodput is None:
         return "n/a"
     mark = "" if p.clear else " (uncertain)"
-    return f"{p.goodput:.0%} ({p.good}/{p.requests}){mark}"
+    return f"{share_text(p.goodput, target)} ({p.good}/{p.requests}){mark}"

@@ -25,6 +25,7 @@ import numpy as np
 
 from benchy.measure.metrics import COMPARE_METRICS, METRICS
 from benchy.measure.stats import benjamini_hochberg, median_difference_ci, p_value, smallest_possible_p
+from benchy.report import setup_diff
 from benchy.results.types import CaseResult, MetricSummary, RunResult
 
 TESTS = ("mannwhitney", "welch")
@@ -198,21 +199,9 @@ def describe_test(test: str) -> str:
     return "Welch t-test" if test == "welch" else "Mann–Whitney U test"
 
 
-_SETUP_FIELDS = (
-    ("model", "Model"),
-    ("server_version", "Server version"),
-    ("base_url", "Server"),
-    ("hardware", "Hardware profile"),
-    ("endpoint", "Endpoint"),
-    ("runs", "Runs per case"),
-    ("benchy_version", "benchy"),
-    ("started_utc", "Started (UTC)"),
-)
-
-
 def setup_differences(a: RunResult, b: RunResult) -> list[tuple[str, str, str]]:
-    pairs = ((title, getattr(a.setup, key), getattr(b.setup, key)) for key, title in _SETUP_FIELDS)
-    return [(title, str(va), str(vb)) for title, va, vb in pairs if va != vb]
+    """Every recorded setting that differs and can explain a change (report/setup_diff.py)."""
+    return setup_diff.differences(a, b)
 
 
 def comparability_warnings(a: RunResult, b: RunResult, a_name: str, b_name: str, force: bool) -> list[str]:
@@ -488,6 +477,9 @@ def method_note(comp: Comparison) -> str:
 _VERDICT_COLORS = {FASTER: "tab:green", SLOWER: "tab:red"}
 
 
+LOWEST_MARGIN_PCT = 5.0  # room left of −100% on the change axis
+
+
 def write_png(comparisons: list[Comparison], path: Path) -> Path:
     """One panel per metric: change in % of the baseline's median per case, with its 95% CI."""
     from benchy.report import plots  # sets the headless backend before pyplot
@@ -503,6 +495,8 @@ def write_png(comparisons: list[Comparison], path: Path) -> Path:
         for k, comp in enumerate(comparisons):
             _draw_changes(ax, comp, metric, cases, offsets[k], marker="osD^v"[k % 5])
         ax.axvline(0, color="0.3", linewidth=1)
+        left, right = ax.get_xlim()  # no median falls below zero: a change stops at −100%
+        ax.set_xlim(max(left, -100.0 - LOWEST_MARGIN_PCT), right)
         ax.set_title(f"{title} ({'higher' if higher_better else 'lower'} is better)")
         ax.set_xlabel(f"change vs {comparisons[0].a_name} (% of its median)")
         ax.grid(True, axis="x", alpha=0.3)
@@ -525,7 +519,9 @@ def _draw_changes(ax, comp: Comparison, metric: str, cases: list[str], offset: f
             continue
         y = cases.index(change.case) + offset
         base = change.a_median
-        low, high = (100.0 * v / base for v in change.ci95)
+        # A bootstrap interval of a difference can reach below −100% on noisy medians; the
+        # figures it bounds cannot (a time or a rate is never negative).
+        low, high = (max(-100.0, 100.0 * v / base) for v in change.ci95)
         color = _VERDICT_COLORS.get(change.verdict, "0.55")
         xerr = [[max(0.0, change.change_pct - low)], [max(0.0, high - change.change_pct)]]
         ax.errorbar([change.change_pct], [y], xerr=xerr, fmt=marker, color=color, capsize=3)

@@ -234,6 +234,8 @@ def render(
         table.markdown(results),
         "",
     ]
+    parts += [f"- Not measured: {item.case} ({item.reason})" for item in results.not_measured]
+    parts += [""] if results.not_measured else []
     parts += workloads.section_lines(results)
     parts += ["## Warnings", "", *warning_lines(results), ""]
     parts += server_view.section_lines(results, server_figure)

@@ -93,6 +93,8 @@ def reasons(probe: dict) -> list[str]:
         failed = f"; {e['n_failed']} requests failed ({_kinds(e['errors'])})" if e["n_failed"] else ""
         failed += "".join(f"; first {k}: {msg}" for k, msg in sorted((e.get("first_errors") or {}).items()))
         out.append(f"- {e['length']:,} tokens{capped}: **{VERDICT_TEXT[e['verdict']]}**: {e['reason']}{failed}")
+    for skipped in probe["setup"].get("lengths_not_probed") or []:
+        out.append(f"- {skipped['asked']:,} tokens: **not probed**: {skipped['reason']}")
     return out
 
 
@@ -153,7 +155,8 @@ def capacity_lines(cap: dict) -> list[str]:
     return [
         "## Cache capacity for reuse",
         "",
-        f"Prefixes of {_tokens(cap['prefix_tokens'])} tokens, each re-used after all the others were sent; "
+        f"Prefixes of {_tokens(cap['prefix_tokens'] or cap['prefix_tokens_asked'])} tokens, each re-used after "
+        "all the others were sent; "
         f"the cliff is where fewer than {cap['hit_share']:.0%} of re-uses hit.",
         "",
         f"- Measured: {found}: {cap['reason']}",
@@ -196,6 +199,19 @@ def plot_capacity(cap: dict, path: Path) -> Path:
     return plots.save(fig, path)
 
 
+def _requests_row(probe: dict) -> str:
+    """What was sent: the per-length probe's pairs, or --capacity's passes of distinct prefixes."""
+    setup = probe["setup"]
+    tg = f"{setup['output_tokens']} output tokens each"
+    if probe["lengths"] or not probe.get("capacity"):
+        return f"| Requests | {setup['n']} shared-prefix + {setup['n']} unique-prefix per length, interleaved, {tg} |"
+    cap = probe["capacity"]
+    return (
+        f"| Requests | passes of K distinct {cap['prefix_tokens_asked']:,}-token prefixes, each sent once and then "
+        f"again in the same order (K doubling, then bisected), {tg} |"
+    )
+
+
 def markdown(probe: dict, figure: str | None = None, capacity_figure: str | None = None) -> str:
     setup = probe["setup"]
     lines = [
@@ -206,8 +222,7 @@ def markdown(probe: dict, figure: str | None = None, capacity_figure: str | None
         f"| Server | {setup['base_url']} |",
         f"| Server version | {setup.get('server_version') or 'not reported'} |",
         f"| Context | {setup['context_length'] or 'not reported'} tokens |",
-        f"| Requests | {setup['n']} shared-prefix + {setup['n']} unique-prefix per length, interleaved, "
-        f"{setup['output_tokens']} output tokens each |",
+        _requests_row(probe),
         f"| Test | one-sided Welch t on log TTFT (α = {setup['alpha']}), speed-up ≥ {setup['min_speedup']}× "
         "to count as a cache; Mann–Whitney U where n allows |",
         f"| Started (UTC) | {setup['started_utc']} |",

@@ -4,11 +4,13 @@ section, a figure and server.csv. A figure the server did not publish is left em
 reason; nothing is estimated here.
 
 The columns, the same in the section's table and in server.csv (server_source: /metrics, or,
-without it, llama.cpp's per-response timings, which give the two rates only). Times are means over
+without it, llama.cpp's per-response timings, which give the two rates and the prefill time). Times are means over
 the case's measured requests, on both sides, so that they compare (the server's medians come from
 histogram buckets and are too coarse to set beside the client's); the client's rates are its
 medians, the figures of the results table (a mean of per-request prefill t/s is pulled far above
-the median by the few requests that did not queue):
+the median by the few requests that did not queue), and the server's rates the medians of its
+per-response timings where it sends them (llama.cpp), the same statistic; only without them
+/metrics' tokens ÷ seconds over the case (server_rates says which):
   client TTFT | server TTFT | queue | prefill | client prefill t/s | server prefill t/s |
   client decode t/s | server decode t/s | cache hit rate | generated tokens (server / client)
   | running max | waiting max
@@ -39,6 +41,8 @@ SECTION_INTRO = (
     "for a slot, prefill from then to the first token. Client TTFT "
     "minus server TTFT passed outside the server (network, proxies, the client)."
 )
+RATES_PER_RESPONSE = "per-response timings (median per request)"
+RATES_OVER_CASE = "/metrics (tokens ÷ seconds over the case)"
 CASE_COLUMNS = table.CASE_KEYS  # as results.csv keys a case
 CSV_COLUMNS = (
     *CASE_COLUMNS,
@@ -57,6 +61,7 @@ CSV_COLUMNS = (
     "server_running_max",
     "server_waiting_max",
     "server_kv_cache_usage_max",
+    "server_rates",
     "unavailable",
 )
 
@@ -128,9 +133,21 @@ def case_row(results: RunResult, case: CaseResult) -> dict:
         "server_waiting_max": _gauge_max(server, "waiting"),
         "server_kv_cache_usage_max": _gauge_max(server, "kv_cache_usage"),
     }
-    for rate in ("server_prefill_tps", "server_decode_tps"):  # else llama.cpp's per-response timings
-        if row[rate] is None:
-            row[rate] = case.mean(rate)
+    # Like with like: the client's rates are medians of per-request rates, so the server's are
+    # the medians of its per-response timings where it sends them (llama.cpp). /metrics gives a
+    # ratio of sums over the case instead (all tokens ÷ all seconds), which on a noisy host or
+    # with requests batched is another statistic: it stands in only where no timings came.
+    own = {rate: case.median(rate) for rate in ("server_prefill_tps", "server_decode_tps")}
+    if any(v is not None for v in own.values()):
+        row.update(own)
+        row["server_rates"] = RATES_PER_RESPONSE
+    elif row["server_prefill_tps"] is not None or row["server_decode_tps"] is not None:
+        row["server_rates"] = RATES_OVER_CASE
+    else:
+        row["server_rates"] = ""
+    if row["server_prefill_s"] is None:  # llama.cpp: no histogram, but each response's prompt_ms
+        prompt_s = case.facts().pair_prompt_s
+        row["server_prefill_s"] = sum(prompt_s) / len(prompt_s) if prompt_s else None
     row["unavailable"] = "" if server else absent_reason(results, case)
     if not server and any(row[rate] is not None for rate in ("server_prefill_tps", "server_decode_tps")):
         row["server_source"] = "response timings"  # no /metrics, but the server's own clock per response
@@ -169,6 +186,10 @@ def _metrics_text(status: MetricsStatus | None) -> str | None:
         return f"none: {status.reason}"
     missing = sorted(status.missing)
     return f"{status.engine} names at {status.url}" + (f"; not published: {', '.join(missing)}" if missing else "")
+
+
+def _sums(row: dict) -> str:
+    return " Σ" if row.get("server_rates") == RATES_OVER_CASE else ""
 
 
 def _ms(value: float | None) -> str:
@@ -210,8 +231,8 @@ def section_lines(results: RunResult, figure: tuple[str, str | None, str] | None
         out.append(
             f"| {name} | {_ms(row['client_ttft_s'])} | {_ms(row['server_ttft_s'])} | "
             f"{_ms(row['server_queue_s'])} | {_ms(row['server_prefill_s'])} | "
-            f"{_rate(row['client_prefill_tps'])} / {_rate(row['server_prefill_tps'])} | "
-            f"{_rate(row['client_decode_tps'])} / {_rate(row['server_decode_tps'])} | "
+            f"{_rate(row['client_prefill_tps'])} / {_rate(row['server_prefill_tps'])}{_sums(row)} | "
+            f"{_rate(row['client_decode_tps'])} / {_rate(row['server_decode_tps'])}{_sums(row)} | "
             f"{_share(row['server_cache_hit_rate'])} | "
             f"{_count(row['server_generation_tokens'])} / {_count(row['client_output_tokens'])} | "
             f"{_count(row['server_running_max'])} / {_count(row['server_waiting_max'])} |"
@@ -220,6 +241,11 @@ def section_lines(results: RunResult, figure: tuple[str, str | None, str] | None
         "",
         "– : a server figure the server does not publish (see Server metrics in Setup for what it lacks), "
         "or a client figure the results table withholds or shows as n/a (its footnotes say why).",
+        "",
+        "Rates: the client's are medians of its per-request rates; the server's are the medians of its "
+        "per-response timings where it sends them (llama.cpp), the same statistic. Σ: the server sent none, "
+        "so its rate is /metrics' tokens ÷ seconds over the whole case, a ratio of sums, which with requests "
+        "batched or a noisy host is not one request's rate.",
         "",
     ]
     if figure:

@@ -56,8 +56,8 @@ def cell(summary: MetricSummary, metric: Metric) -> str:
     median = summary.median * scale
     std = summary.std
     if std is None:
-        return f"{median:.{decimals}f}"
-    return f"{median:.{decimals}f} ± {std * scale:.{decimals}f}"
+        return f"{median:,.{decimals}f}"
+    return f"{median:,.{decimals}f} ± {std * scale:,.{decimals}f}"
 
 
 def load_cell(case: CaseResult, metric: Metric, notes: Footnotes) -> str:
@@ -69,7 +69,7 @@ def load_cell(case: CaseResult, metric: Metric, notes: Footnotes) -> str:
 
 
 def number(value: float | None, metric: Metric) -> str:
-    return "n/a" if value is None else f"{value * metric.scale:.{metric.decimals}f}"
+    return "n/a" if value is None else f"{value * metric.scale:,.{metric.decimals}f}"
 
 
 def case_warnings(results: RunResult) -> dict[str, list[CheckWarning]]:
@@ -117,7 +117,7 @@ def ceiling_cells(case: CaseResult) -> list[str]:
     pcts = [ceiling.decode_pct, ceiling.e2e_pct]
     shown = " / ".join("n/a" if p is None else f"{p:.0f}%" for p in pcts)
     impossible = any(p is not None and p > 100 for p in pcts)
-    return [f"{ceiling.tokens_per_s:.1f}", shown + (f" {FLAG}" if impossible else "")]
+    return [f"{ceiling.tokens_per_s:,.1f}", shown + (f" {FLAG}" if impossible else "")]
 
 
 def goodput_cell(goodput: Goodput | None, notes: Footnotes) -> str:
@@ -350,12 +350,16 @@ def codes_cell(warnings) -> str:
 
 def summary_cells(summary: MetricSummary | None, reason: str) -> list:
     """The statistics of STAT_COLUMNS, then unavailable_reason: all empty but the reason when
-    the metric could not be measured (never a made-up number)."""
+    the metric could not be measured (never a made-up number). A p90, p99 or interval from
+    fewer values than carry it is empty, as the report's "too few" (stats.SHOWN_FROM)."""
     if not summary:
         return [""] * len(STAT_COLUMNS) + [reason]
     low, high = summary.ci95 or (None, None)
-    stats = {**summary.to_dict(), "ci95_low": low, "ci95_high": high}
-    return [_blank(stats.get(k)) for k in STAT_COLUMNS] + [""]
+    figures = {**summary.to_dict(), "ci95_low": low, "ci95_high": high}
+    return [
+        _blank(figures.get(k) if stats.enough_for(k.removesuffix("_low").removesuffix("_high"), summary.n) else None)
+        for k in STAT_COLUMNS
+    ] + [""]
 
 
 def case_metric_cells(case: CaseResult) -> list:
@@ -372,7 +376,8 @@ def case_metric_cells(case: CaseResult) -> list:
     for m in CASE_METRICS:
         if m.name in SUMMARIZED_CASE_METRICS:
             lag = case.send_lag
-            cells += [_blank(getattr(lag, k) if lag else None) for k in ("median", "p90", "p99")]
+            shown = [k for k in ("median", "p90", "p99") if lag and stats.enough_for(k, lag.n)]
+            cells += [_blank(getattr(lag, k) if k in shown else None) for k in ("median", "p90", "p99")]
         else:
             cells.append(_blank(stored.get(m.name)))
     return cells

@@ -194,3 +194,14 @@ def load_text(by: str, load: float | None) -> str:
     if load is None:
         return "none"
     return f"rate {load:g} req/s" if by == "rate" else f"concurrency {int(load)}"
+
+
+def share_text(share: float, target: float) -> str:
+    """A goodput share as a percentage that stays on its side of the target: 179/200 against
+    90% is "89.5%", never "90%" (a failing share rounded up to the target reads as a pass). One
+    more decimal at a time until the text and the target part, as far as a tenth of a basis point."""
+    for digits in range(4):
+        text = f"{share * 100:.{digits}f}"
+        if (float(text) >= target * 100) == (share >= target):
+            return f"{text}%"
+    return f"{share * 100:.{digits}f}%"

@@ -594,10 +594,11 @@ class Stopped(Saved):
 
 @dataclass
 class NotMeasured(Saved):
-    """A planned case that has no measured request, because the run ended first."""
+    """A planned case that has no measured request: the run ended first, or --skip-unfit
+    left it out (its prompt does not fit the server's context)."""
 
     case: str
-    reason: str = _opt("not started | stopped during its warmup", "")
+    reason: str = _opt("not started | stopped during its warmup | skipped (--skip-unfit): why", "")
 
 
 @dataclass

@@ -269,7 +269,7 @@ def banner(ident: ServerIdentity, base_url: str, output: str | None, metrics_not
     parts = [base_url, ident.engine_version, f"model {ident.model or '?'}"]
     parts.append(f"context {ident.context_length}" if ident.context_length else "context unknown")
     if ident.slots:
-        parts.append(f"{ident.slots} slots")
+        parts.append(f"{ident.slots} slot" if ident.slots == 1 else f"{ident.slots} slots")
     if metrics_note:
         parts.append(metrics_note)
     parts.append(f"results → {output}" if output else "results not saved (no --output)")
