@@ -503,6 +503,9 @@ def write_png(comparisons: list[Comparison], path: Path) -> Path:
         for k, comp in enumerate(comparisons):
             _draw_changes(ax, comp, metric, cases, offsets[k], marker="osD^v"[k % 5])
         ax.axvline(0, color="0.3", linewidth=1)
+        left, right = ax.get_xlim()
+        if left < -100.0:
+            ax.set_xlim(-105.0, right)  # nothing falls below −100%: the axis stops there
         ax.set_title(f"{title} ({'higher' if higher_better else 'lower'} is better)")
         ax.set_xlabel(f"change vs {comparisons[0].a_name} (% of its median)")
         ax.grid(True, axis="x", alpha=0.3)
@@ -527,8 +530,15 @@ def _draw_changes(ax, comp: Comparison, metric: str, cases: list[str], offset: f
         base = change.a_median
         low, high = (100.0 * v / base for v in change.ci95)
         color = _VERDICT_COLORS.get(change.verdict, "0.55")
-        xerr = [[max(0.0, change.change_pct - low)], [max(0.0, high - change.change_pct)]]
-        ax.errorbar([change.change_pct], [y], xerr=xerr, fmt=marker, color=color, capsize=3)
+        # a time or a rate cannot fall by more than all of it: an interval past −100% (a bootstrap
+        # of a wide baseline) is cut there, and an arrow says it went on
+        cut = low < -100.0
+        low = max(low, -100.0)
+        pct = max(change.change_pct, -100.0)
+        xerr = [[max(0.0, pct - low)], [max(0.0, high - pct)]]
+        ax.errorbar([pct], [y], xerr=xerr, fmt=marker, color=color, capsize=0 if cut else 3)
+        if cut:
+            ax.plot([-100.0], [y], marker="<", color=color, markersize=7)
 
 
 def _legend(ax, comparisons: list[Comparison]) -> None:
