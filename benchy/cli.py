@@ -1301,9 +1301,11 @@ def _probe_progress(step: int | str) -> None:
 
 
 def _register_subcommands() -> None:
+    from benchy.report.browse_cli import browse
     from benchy.sim.cli import sim
 
     cli.add_command(sim)
+    cli.add_command(browse)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -116,14 +116,16 @@ def cache_html(results: RunResult) -> str:
     return "<h2>Cache ledger</h2>" + table_html(headers, rows, "cache")
 
 
-def page(title: str, body: str, figures: dict[str, dict]) -> str:
+def page(title: str, body: str, figures: dict[str, dict], extra_js: str = "") -> str:
     """The whole document: styles, plotly.js, the figures' specs and the page's own script, inline."""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{esc(title)}</title>'
         f"<style>{asset('page.css')}</style></head><body>{body}"
         f'<script id="figures" type="application/json">{script_json(figures)}</script>'
-        f"<script>{plotly_js()}</script><script>{asset('page.js')}</script></body></html>\n"
+        f"<script>{plotly_js()}</script><script>{asset('page.js')}</script>"
+        + (f"<script>{extra_js}</script>" if extra_js else "")
+        + "</body></html>\n"
     )
 
 
