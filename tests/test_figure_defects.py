@@ -5,9 +5,12 @@ its quantity cannot be (an error bar below zero, a change below −100%)."""
 from __future__ import annotations
 
 import copy
+import json
 
-from benchy.report import compare, plots
+from benchy.report import capacity as capacity_report
+from benchy.report import compare, plots, probe_report
 from benchy.results import files as results_files
+from benchy.results.capacity import CapacityAnswer, CapacityPoint, CapacityResult, CapacitySetup
 from tests.conftest import REPO_ROOT, run_benchy_here
 from tests.forkserver import ForkedSim
 
@@ -92,3 +95,54 @@ def test_a_change_never_reads_below_minus_100_percent(tmp_path, monkeypatch):
     assert ttft.get_xlim()[0] >= -105
     assert min(bar_ends(ttft, 0)) >= -100
     assert [line.get_marker() for line in ttft.get_lines()].count("<") == 1  # the cut is marked
+
+
+def test_a_cache_capacity_not_found_says_how_far_the_sweep_looked(start_sim, tmp_path, monkeypatch):
+    """A cache larger than the sweep: every re-use hits, and the figure was a flat 100% line
+    that did not say the cliff was not found, nor that the cache holds at least the largest set."""
+    sim = start_sim("--prefill-tps", "50000", "--decode-tps", "3000", "--cache-blocks", "256")  # 4,096 tokens
+    proc = run_benchy_here(
+        "probe-cache", "--base-url", sim.base_url, "--capacity", "--capacity-prefix-tokens", "256",
+        "--capacity-max-tokens", "2048", "--tg", "2", "-q", "--format", "json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    cap = json.loads(proc.stdout)["capacity"]
+    assert cap["cliff_tokens"] is None and all(p["hit_fraction"] == 1 for p in cap["points"])
+    largest = max(p["working_set_tokens"] for p in cap["points"])
+    drawn = drawn_figures(monkeypatch)
+    probe_report.plot_capacity(cap, tmp_path / "capacity.png")
+    words = " ".join(t.get_text() for ax in drawn["capacity.png"].axes for t in [ax.title, *ax.texts])
+    assert "not found" in words and f"≥ {largest:,}" in words, words
+
+
+def pareto_result(points: list[tuple[int, float, float, str]], capacity: int) -> CapacityResult:
+    return CapacityResult(
+        setup=CapacitySetup(case="pp512 tg128", slo={"ttft_s": 0.5}),
+        answer=CapacityAnswer("found", capacity, capacity + 1),
+        points=[CapacityPoint(load=c, throughput_tps=t, per_user_tps=u, verdict=v) for c, t, u, v in points],
+    )
+
+
+def test_the_pareto_legend_lists_only_what_is_drawn(tmp_path, monkeypatch):
+    """c2 beats c1 on both axes: the front is one point, which a dashed line cannot draw, yet the
+    legend listed a 'Pareto front'."""
+    result = pareto_result([(1, 100.0, 50.0, "pass"), (2, 200.0, 60.0, "pass"), (3, 150.0, 30.0, "fail")], 2)
+    assert len(capacity_report.pareto_front(result.points)) == 1
+    drawn = drawn_figures(monkeypatch)
+    capacity_report.write_figure(result, tmp_path / "capacity-pareto.png")
+    ax = drawn["capacity-pareto.png"].axes[0]
+    for handle, label in zip(*ax.get_legend_handles_labels()):
+        if hasattr(handle, "get_xdata"):  # a line: drawn only with two points, or with a marker
+            assert len(handle.get_xdata()) >= 2 or handle.get_marker() not in (None, "None", ""), label
+
+
+def test_a_capacity_beaten_on_both_axes_says_so(tmp_path, monkeypatch):
+    """The star (the highest passing load, c4) sat below c2, which also passes with more total and
+    per-user throughput, and nothing said why the answer is not on the front."""
+    result = pareto_result(
+        [(1, 100.0, 50.0, "pass"), (2, 300.0, 48.0, "pass"), (4, 250.0, 40.0, "pass"), (5, 260.0, 20.0, "fail")], 4
+    )
+    drawn = drawn_figures(monkeypatch)
+    capacity_report.write_figure(result, tmp_path / "capacity-pareto.png")
+    texts = " ".join(t.get_text() for t in drawn["capacity-pareto.png"].axes[0].texts)
+    assert "c2 passes too and beats the capacity on both axes" in texts, texts

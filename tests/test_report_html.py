@@ -174,3 +174,74 @@ def test_report_html_in_a_real_browser(faulty_run, tmp_path):
         assert browser.console_errors(driver) == []
     finally:
         driver.quit()
+
+
+@pytest.fixture(scope="module")
+def probe_folder(tmp_path_factory):
+    """A prefix-cache probe of two lengths and a capacity sweep of a 4,096-token cache."""
+    out = tmp_path_factory.mktemp("probe-html")
+    with ForkedSim("--prefill-tps", "50000", "--decode-tps", "3000", "--cache-blocks", "256") as sim:
+        for name, args in (
+            ("lengths", ("--lengths", "1000", "4000", "-n", "3")),
+            ("capacity", ("--capacity", "--capacity-prefix-tokens", "256", "--capacity-max-tokens", "8192")),
+        ):
+            proc = run_benchy_here(
+                "probe-cache", "--base-url", sim.base_url, "--tg", "2", "-q", "-o", str(out / name), *args
+            )
+            assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def capacity_folder(tmp_path) -> Path:
+    """A saved capacity search whose answer (c4) is beaten on both axes by c2, which also passes."""
+    from benchy.report import capacity as capacity_report
+    from benchy.results.capacity import CapacityAnswer, CapacityPoint, CapacityResult, CapacitySetup
+
+    points = [(1, 100.0, 50.0, "pass"), (2, 300.0, 48.0, "pass"), (4, 250.0, 40.0, "pass"), (5, 260.0, 20.0, "fail")]
+    result = CapacityResult(
+        setup=CapacitySetup(case="pp512 tg128", slo={"ttft_s": 0.5}),
+        answer=CapacityAnswer("found", 4, 5),
+        points=[CapacityPoint(load=c, throughput_tps=t, per_user_tps=u, verdict=v) for c, t, u, v in points],
+    )
+    capacity_report.write(result, tmp_path / "search")
+    return tmp_path / "search"
+
+
+def test_probe_and_capacity_folders_get_a_report_html_too(probe_folder, tmp_path):
+    lengths = (probe_folder / "lengths" / "report.html").read_text(encoding="utf-8")
+    probe = json.loads((probe_folder / "lengths" / "probe.json").read_text())
+    assert not FETCHES.findall(lengths)
+    ttfts = figure_specs(lengths)["probe"]["data"]
+    drawn = sorted(y for t in ttfts for y in t["y"])
+    saved = sorted(
+        round(v * 1000, 2)
+        for e in probe["lengths"]
+        for s in ("shared", "unique")
+        for v in e[s]["ttft_s"]
+        if v is not None
+    )
+    assert drawn == saved
+    cap = json.loads((probe_folder / "capacity" / "probe.json").read_text())["capacity"]
+    page = (probe_folder / "capacity" / "report.html").read_text(encoding="utf-8")
+    assert f"cliff at {cap['cliff_tokens']:,.0f}" in page
+    capacity = (capacity_folder(tmp_path) / "report.html").read_text(encoding="utf-8")
+    assert not FETCHES.findall(capacity)
+    assert "c2 beats it on both axes and also passes" in capacity
+    names = [t["name"] for t in figure_specs(capacity)["pareto"]["data"]]
+    assert "Pareto front" in names and "capacity: c4" in names
+
+
+@browser.needs_browser
+def test_probe_and_capacity_pages_in_a_real_browser(probe_folder, tmp_path):
+    driver = browser.chromium()
+    try:
+        pages = [probe_folder / "lengths", probe_folder / "capacity", capacity_folder(tmp_path)]
+        for folder in pages:
+            driver.get((folder / "report.html").as_uri())
+            assert browser.wait_drawn(driver) == 1
+            marks = driver.execute_script("return document.querySelectorAll('.scatterlayer .point').length")
+            assert marks > 0, folder
+            assert browser.console_errors(driver) == [], folder
+            browser.screenshot(driver, tmp_path / f"{folder.name}.png")
+    finally:
+        driver.quit()
