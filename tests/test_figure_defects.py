@@ -7,8 +7,10 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
+
 from benchy.report import capacity as capacity_report
-from benchy.report import compare, plots, probe_report
+from benchy.report import compare, plots, probe_report, server_view, workload_plots
 from benchy.results import files as results_files
 from benchy.results.capacity import CapacityAnswer, CapacityPoint, CapacityResult, CapacitySetup
 from tests.conftest import REPO_ROOT, run_benchy_here
@@ -146,3 +148,86 @@ def test_a_capacity_beaten_on_both_axes_says_so(tmp_path, monkeypatch):
     capacity_report.write_figure(result, tmp_path / "capacity-pareto.png")
     texts = " ".join(t.get_text() for t in drawn["capacity-pareto.png"].axes[0].texts)
     assert "c2 passes too and beats the capacity on both axes" in texts, texts
+
+
+@pytest.fixture(scope="module")
+def llamacpp_run(tmp_path_factory):
+    """A llama.cpp-like server (its /metrics has no TTFT histograms, its responses carry timings)
+    whose prefill runs at 12,000 tokens/s: an axis that crosses 10,000."""
+    out = tmp_path_factory.mktemp("llamacpp") / "run"
+    with ForkedSim("--flavor", "llamacpp", "--prefill-tps", "12000", "--decode-tps", "400") as sim:
+        proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(out),
+                               "--pp", "512", "2048", "--tg", "16", "--runs", "3")  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    return results_files.read(out / "results.json")
+
+
+def test_the_server_view_names_only_the_sides_it_draws(llamacpp_run, tmp_path, monkeypatch):
+    """llama.cpp does not split TTFT: the left panel drew client bars only, under the title
+    'client vs server split'."""
+    drawn = drawn_figures(monkeypatch)
+    server_view.figure(llamacpp_run, tmp_path)
+    left = drawn["server_view.png"].axes[0]
+    labels = left.get_legend_handles_labels()[1]
+    assert not any(label.startswith("server") for label in labels)  # nothing of the server's to draw
+    assert "server" not in left.get_title().replace("the server reports no split", ""), left.get_title()
+
+
+def test_a_value_axis_writes_its_ticks_in_one_unit(llamacpp_run, tmp_path, monkeypatch):
+    """Ticks of 7,500 beside 10k and 12.5k read as three units on one axis, crowded together."""
+    drawn = drawn_figures(monkeypatch)
+    server_view.figure(llamacpp_run, tmp_path)
+    fig = drawn["server_view.png"]
+    assert max(ax.get_xlim()[1] for ax in fig.axes) >= 10_000, "the prefill axis crosses 10,000"
+    for ax in fig.axes:
+        low, high = ax.get_xlim()
+        shown = [t.get_text() for t in ax.get_xticklabels() if low <= t.get_position()[0] <= high and t.get_text()]
+        styles = {"k" if s.endswith("k") else "M" if s.endswith("M") else "plain" for s in shown if s != "0"}
+        assert len(styles) <= 1, (ax.get_title(), shown)
+        assert len(shown) <= 7, (ax.get_title(), shown)
+
+
+def test_the_per_turn_figure_shows_each_turns_n_and_its_requests(tmp_path, monkeypatch):
+    """Two conversations: each turn's median is two requests, and the figure drew the median
+    alone, so one slow request looked like a trend."""
+    with ForkedSim("--decode-tps", "1000", "--prefill-tps", "50000") as sim:
+        proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "run"),
+                               "--turns", "3", "-c", "2", "--pp", "64", "--tg", "8")  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    results = results_files.read(tmp_path / "run" / "results.json")
+    case = next(c for c in results.cases if c.kind == "multi_turn")
+    drawn = drawn_figures(monkeypatch)
+    workload_plots.figures(results, tmp_path)
+    left = next(f for name, f in drawn.items() if name.startswith("workload-turns")).axes[0]
+    ticks = [t.get_text() for t in left.get_xticklabels()]
+    rows = {r.turn: r.n_ok for r in case.workload.turns}  # type: ignore[union-attr]
+    assert ticks == [f"{turn}\nn = {n}" for turn, n in rows.items()], ticks
+    measured = [r for r in case.requests if not r.warmup and not r.control and r.status == "ok" and r.turn]
+    dots = sum(len(c.get_offsets()) for c in left.collections)
+    assert dots == len(measured) == sum(rows.values())
+
+
+def test_the_trace_reuse_figure_hides_no_request_and_shows_the_failed(tmp_path, monkeypatch):
+    """Requests at identical (expected, reported) points were drawn on top of one another, and
+    failed requests were not drawn at all."""
+    with ForkedSim("--decode-tps", "2000", "--prefill-tps", "50000", "--fault", "http500:0.25", "--seed", "2") as sim:
+        proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "run"), "--trace", "sample",
+                               "--speed", "4", "--requests", "16", "--endpoint", "completions", "--warmup", "0")  # fmt: skip
+    assert proc.returncode in (0, 3, 4), proc.stderr
+    results = results_files.read(tmp_path / "run" / "results.json")
+    case = next(c for c in results.cases if c.kind == "trace")
+    measured = [r for r in case.requests if not r.warmup and r.expected_cached_tokens is not None]
+    ok = [r for r in measured if r.status == "ok" and r.cached_tokens is not None]
+    failed = [r for r in measured if r.status != "ok"]
+    assert failed, "the injected failures"
+    drawn = drawn_figures(monkeypatch)
+    workload_plots.figures(results, tmp_path)
+    ax = next(f for name, f in drawn.items() if name.startswith("workload-reuse")).axes[0]
+    requests, crosses = ax.collections[0], ax.collections[1]
+    positions = [tuple(p) for p in requests.get_offsets()]
+    assert len(set(positions)) == len(positions), "one marker a place"
+    shown = {p: 1 for p in positions}
+    for text in ax.texts:  # ×n beside a marker that stands for n requests
+        shown[tuple(text.xy)] = int(text.get_text().lstrip("×"))
+    assert sum(shown.values()) == len(ok)
+    assert len(crosses.get_offsets()) == len(failed)
