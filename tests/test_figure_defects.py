@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from benchy.report import capacity as capacity_report
-from benchy.report import compare, plots, probe_report, server_view, workload_plots
+from benchy.report import compare, plots, probe_report, render, server_view, workload_plots
 from benchy.results import files as results_files
 from benchy.results.capacity import CapacityAnswer, CapacityPoint, CapacityResult, CapacitySetup
 from tests.conftest import REPO_ROOT, run_benchy_here
@@ -231,3 +233,38 @@ def test_the_trace_reuse_figure_hides_no_request_and_shows_the_failed(tmp_path, 
         shown[tuple(text.xy)] = int(text.get_text().lstrip("×"))
     assert sum(shown.values()) == len(ok)
     assert len(crosses.get_offsets()) == len(failed)
+
+
+def box_distance(box, point) -> float:
+    return math.hypot(max(box.x0 - point[0], 0, point[0] - box.x1), max(box.y0 - point[1], 0, point[1] - box.y1))
+
+
+def test_every_value_label_is_nearest_its_own_point(tmp_path, monkeypatch):
+    """Two prompt lengths whose aggregate throughput at concurrency 1 is all but equal: their two
+    labels sat between the two points, each nearer the other's ("36/41" read as one label)."""
+    with ForkedSim("--decode-tps", "400", "--prefill-tps", "50000") as sim:
+        proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "run"),
+                               "--pp", "64", "256", "--tg", "16", "-c", "1", "2", "--runs", "4")  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    results = results_files.read(tmp_path / "run" / "results.json")
+    drawn = drawn_figures(monkeypatch)
+    render.write_report(results, tmp_path / "report")
+    labelled = 0
+    for name, fig in drawn.items():
+        FigureCanvasAgg(fig)  # a saved figure is closed: a canvas again, to measure it
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            points = [
+                ((x, y), ax.transData.transform((x, y)))
+                for c in ax.containers
+                if hasattr(c, "lines")
+                for x, y in zip(*c.lines[0].get_data())
+            ]
+            for label in (t for t in ax.texts if hasattr(t, "xy")):
+                box = label.get_window_extent(renderer)
+                own = box_distance(box, ax.transData.transform(label.xy))
+                closer = [xy for xy, px in points if tuple(xy) != tuple(label.xy) and box_distance(box, px) <= own]
+                assert not closer, (name, ax.get_title(), label.get_text(), closer)
+                labelled += 1
+    assert labelled >= 8  # labels are still drawn where a place is free

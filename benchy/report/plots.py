@@ -219,9 +219,14 @@ def _place_value_labels(fig) -> None:
             # then the diagonals, which a steep line through the point leaves free
             places = [(0.0, up), (0.0, -down - height), (side, -height / 2), (-side, -height / 2)]
             places += [(-side, up), (side, -down - height), (side, up), (-side, -down - height)]
+            others = [q for q in points if (q[0], q[1]) != (px, py)]
             for dx, dy in places:
                 rect = _rect(px + dx, py + dy + height / 2, width, height)
                 inside = box.x0 <= rect[0] and rect[2] <= box.x1 and box.y0 <= rect[1] and rect[3] <= box.y1
+                # a reader gives a label to the point nearest it: never closer to another point
+                own = _distance(rect, (px, py))
+                if any(_distance(rect, q) <= own for q in others):
+                    continue
                 if inside and not any(_overlap(rect, other) for other in taken):
                     ax.annotate(
                         text,
@@ -255,6 +260,13 @@ def _error_bar(ax, x: float, y: float, err: float) -> tuple[float, float, float,
     bottom = max(y - err, 1e-12) if ax.get_yscale() == "log" else max(y - err, 0.0)
     (x0, y0), (_, y1) = ax.transData.transform([(x, bottom), (x, y + err)])
     return (x0 - 5, y0 - 1, x0 + 5, y1 + 1)
+
+
+def _distance(rect: tuple[float, float, float, float], point) -> float:
+    """Pixels from a box to a point (0 inside it)."""
+    dx = max(rect[0] - point[0], 0.0, point[0] - rect[2])
+    dy = max(rect[1] - point[1], 0.0, point[1] - rect[3])
+    return float(np.hypot(dx, dy))
 
 
 def _rect(cx: float, cy: float, width: float, height: float) -> tuple[float, float, float, float]:
