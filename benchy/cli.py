@@ -965,7 +965,7 @@ def demo(ctx, preset, pp, tg, runs, output):
         )
     finally:
         sim.stop()
-    click.echo(f"\nReport: {output / 'report.md'}", err=True)
+    click.echo(f"\nReport: {output / 'report.html'} (in a browser; report.md beside it)", err=True)
     return code
 
 

@@ -245,3 +245,36 @@ def test_probe_and_capacity_pages_in_a_real_browser(probe_folder, tmp_path):
             browser.screenshot(driver, tmp_path / f"{folder.name}.png")
     finally:
         driver.quit()
+
+
+@pytest.fixture(scope="module")
+def gpu_run(tmp_path_factory):
+    """Two simulated GPUs read through the simulator's dcgm-exporter page."""
+    out = tmp_path_factory.mktemp("html-gpu") / "run"
+    with ForkedSim("--decode-tps", "200", "--gpus", "2", "--gpu-watts", "350", "--gpu-idle-watts", "100") as sim:
+        benchy("run", "--base-url", sim.base_url, "--pp", "64", "256", "--tg", "64", "--runs", "3", "-q",
+               "--gpu-metrics", sim.base_url.removesuffix("/v1") + "/dcgm/metrics", "--output", str(out))  # fmt: skip
+    return out
+
+
+def test_the_gpu_panels_draw_the_saved_power_and_energy(gpu_run, tmp_path):
+    results = results_of(gpu_run)
+    specs = figure_specs((gpu_run / "report.html").read_text(encoding="utf-8"))
+    energy = specs["energy"]["data"][0]
+    saved = {c.label: c.gpu.joules_per_token for c in results.cases if c.gpu and c.gpu.joules_per_token is not None}
+    assert saved and dict(zip(energy["x"], energy["y"])) == saved
+    power = {t["name"]: len(t["y"]) for t in specs["gpu"]["data"]}
+    assert power == {c.label: len(c.gpu.series) for c in results.cases if c.gpu and c.gpu.series}
+    if browser.MISSING:
+        pytest.skip(browser.MISSING)
+    driver = browser.chromium()
+    try:
+        driver.get((gpu_run / "report.html").as_uri())
+        assert browser.wait_drawn(driver) == len(specs)
+        for key in ("gpu", "energy"):
+            marks = driver.execute_script("return document.querySelectorAll(arguments[0]).length", f"#fig-{key} .point")
+            assert marks > 0, key
+        assert browser.console_errors(driver) == []
+        browser.screenshot(driver, tmp_path / "report-gpu.png")
+    finally:
+        driver.quit()

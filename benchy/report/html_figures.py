@@ -317,6 +317,21 @@ def gpu_power(results: RunResult) -> Panel | None:
     ]
     layout = _layout("seconds since the first GPU sample", "W, all GPUs")
     caption = "The GPUs' total draw during each case's measured requests."
+    gpu = results.setup.gpu
+    idle = gpu.baseline.power_w if gpu and gpu.baseline else None
+    if idle is not None:
+        layout["shapes"] = [
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "y0": idle,
+                "y1": idle,
+                "line": {"dash": "dash", "color": "grey"},
+            }
+        ]
+        caption += f" Dashed: {idle:,.0f} W, the draw before the run with nothing sent."
     return Panel("gpu", "GPU power", caption, {"data": traces, "layout": layout}, cases=[c.label for c in cases])
 
 
