@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchy.folders import FIGURES_DIR
+from benchy.report import html_probe
 from benchy.results.capacity import CapacityPoint, CapacityResult, load_text
 
 FIGURE_NAME = "capacity-pareto.png"
@@ -55,9 +56,16 @@ def write(result: CapacityResult, directory: Path) -> Path:
     figure = write_figure(result, directory / FIGURES_DIR / FIGURE_NAME)
     path = directory / REPORT_NAME
     path.write_text(markdown(result, f"{FIGURES_DIR}/{FIGURE_NAME}" if figure else None), encoding="utf-8")
-    from benchy.report import html_probe
-
-    html_probe.write_capacity(result, directory)
+    drawn = [p for p in result.points if p.per_user_tps is not None and p.throughput_tps is not None]
+    best = result.point(result.answer.capacity) if result.answer else None
+    text = html_probe.CapacityText(
+        markdown(result, None),
+        points_table(result),
+        pareto_front(drawn),
+        dominated_by(best, drawn) if best is not None else None,
+        {p.load: _short(result, p.load) for p in result.points},
+    )
+    html_probe.write_capacity(result, directory, text)
     return path
 
 

@@ -6,13 +6,33 @@ two reports can never disagree on a number."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchy.report import capacity as capacity_report
-from benchy.report import probe_report
 from benchy.report.html import FILE, esc, page, table_html
 from benchy.report.html_figures import Panel
-from benchy.results.capacity import CapacityResult
+from benchy.results.capacity import CapacityPoint, CapacityResult
+
+
+@dataclass
+class ProbeText:
+    """The Markdown report's own words and tables (probe_report.py), passed in, not recomputed."""
+
+    lengths_table: str = ""
+    reasons: list[str] = field(default_factory=list)
+    capacity_table: str = ""
+    finding: str = ""
+
+
+@dataclass
+class CapacityText:
+    """capacity.py's Markdown, table, Pareto front, the point that beats the answer, load labels."""
+
+    markdown: str
+    points_table: str
+    front: list[CapacityPoint]
+    better: CapacityPoint | None
+    labels: dict[float, str]
 
 
 def pipe_rows(markdown: str) -> tuple[list[str], list[list[str]]]:
@@ -40,7 +60,7 @@ def _page(title: str, parts: list[str], shown: list[Panel]) -> str:
 # ------------------------------------------------------------------ probe-cache
 
 
-def probe_ttfts(probe: dict) -> Panel | None:
+def probe_ttfts(probe: dict, text: ProbeText) -> Panel | None:
     """Every TTFT of the probe: per length, the first shared-prefix request, its repeats, the unique ones."""
     lengths = probe["lengths"]
     if not lengths:
@@ -48,7 +68,7 @@ def probe_ttfts(probe: dict) -> Panel | None:
     groups = (("first shared prefix", "#d62728"), ("shared prefix, repeats", "#1f77b4"), ("unique prefix", "#7f7f7f"))
     traces = []
     for g, (name, color) in enumerate(groups):
-        xs, ys, text = [], [], []
+        xs, ys, hover = [], [], []
         for e in lengths:
             side = e["shared"] if g < 2 else e["unique"]
             values = side["ttft_s"][:1] if g == 0 else side["ttft_s"][1:] if g == 1 else side["ttft_s"]
@@ -60,7 +80,7 @@ def probe_ttfts(probe: dict) -> Panel | None:
                     continue
                 xs.append(f"{e['length']:,} tokens")
                 ys.append(round(v * 1000, 2))
-                text.append(f"{name} #{k + 1}<br>cached tokens: {'not reported' if c is None else f'{c:,}'}")
+                hover.append(f"{name} #{k + 1}<br>cached tokens: {'not reported' if c is None else f'{c:,}'}")
         traces.append(
             {
                 "type": "scatter",
@@ -68,7 +88,7 @@ def probe_ttfts(probe: dict) -> Panel | None:
                 "name": name,
                 "x": xs,
                 "y": ys,
-                "text": text,
+                "text": hover,
                 "marker": {"color": color, "size": 9},
                 "offsetgroup": str(g),
                 "hovertemplate": "%{x}<br>%{text}<br>TTFT %{y:,.1f} ms<extra></extra>",
@@ -85,12 +105,12 @@ def probe_ttfts(probe: dict) -> Panel | None:
     }
     caption = (
         "The first shared-prefix request pays for prefill; its repeats may come from cache; unique prefixes "
-        "never can. " + " ".join(probe_report.reasons(probe)).replace("**", "").replace("- ", "")
+        "never can. " + " ".join(text.reasons).replace("**", "").replace("- ", "")
     )
     return Panel("probe", "TTFT, shared vs unique prefix", caption, {"data": traces, "layout": layout})
 
 
-def probe_capacity(cap: dict) -> Panel:
+def probe_capacity(cap: dict, text: ProbeText) -> Panel:
     points = [p for p in cap["points"] if p["hit_fraction"] is not None and p["working_set_tokens"]]
     trace = {
         "type": "scatter",
@@ -148,7 +168,7 @@ def probe_capacity(cap: dict) -> Panel:
             "y": 0.5,
             "xref": "paper",
             "yref": "paper",
-            "text": esc(probe_report.capacity_finding(cap)),
+            "text": esc(text.finding),
             "showarrow": False,
             "font": {"size": 14},
         }
@@ -171,7 +191,7 @@ def probe_capacity(cap: dict) -> Panel:
     )
 
 
-def probe_page(probe: dict) -> str:
+def probe_page(probe: dict, text: ProbeText) -> str:
     setup = probe["setup"]
     title = f"benchy prefix-cache probe: {setup.get('model')}"
     rows = [
@@ -181,43 +201,38 @@ def probe_page(probe: dict) -> str:
     parts += [f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows] + ["</table>"]
     shown = []
     if probe["lengths"]:
-        headers, body = pipe_rows(probe_report.table(probe))
+        headers, body = pipe_rows(text.lengths_table)
         parts += ["<h2>Lengths</h2>", table_html(headers, body, "lengths")]
-        parts += (
-            ["<ul>"]
-            + [f"<li>{esc(line[2:].replace('**', ''))}</li>" for line in probe_report.reasons(probe)]
-            + ["</ul>"]
-        )
-        shown.append(probe_ttfts(probe))
+        parts += ["<ul>"] + [f"<li>{esc(line[2:].replace('**', ''))}</li>" for line in text.reasons] + ["</ul>"]
+        shown.append(probe_ttfts(probe, text))
     cap = probe.get("capacity")
     if cap:
-        headers, body = pipe_rows("\n".join(probe_report.capacity_lines(cap)))
+        headers, body = pipe_rows(text.capacity_table)
         parts += [
             "<h2>Cache capacity for reuse</h2>",
-            f"<p><b>{esc(probe_report.capacity_finding(cap))}</b>: {esc(cap.get('reason'))}</p>",
+            f"<p><b>{esc(text.finding)}</b>: {esc(cap.get('reason'))}</p>",
         ]
         parts.append(table_html(headers, body, "capacity-points"))
-        shown.append(probe_capacity(cap))
+        shown.append(probe_capacity(cap, text))
     parts.append("<h2>Figures</h2>")
     return _page(title, parts, [p for p in shown if p is not None])
 
 
-def write_probe(probe: dict, directory: Path) -> Path:
+def write_probe(probe: dict, directory: Path, text: ProbeText) -> Path:
     path = Path(directory) / FILE
-    path.write_text(probe_page(probe), encoding="utf-8")
+    path.write_text(probe_page(probe, text), encoding="utf-8")
     return path
 
 
 # ------------------------------------------------------------------ capacity search
 
 
-def pareto(result: CapacityResult) -> Panel | None:
+def pareto(result: CapacityResult, text: CapacityText) -> Panel | None:
     drawn = [p for p in result.points if p.per_user_tps is not None and p.throughput_tps is not None]
     if not drawn:
         return Panel(
             "pareto", "Total vs per-user throughput", "", why="No point has both a total and a per-user throughput."
         )
-    short = capacity_report._short
     traces = []
     for verdict, symbol, color in (("pass", "circle", "#2ca02c"), ("fail", "x", "#d62728")):
         pts = [p for p in drawn if p.verdict == verdict]
@@ -229,7 +244,7 @@ def pareto(result: CapacityResult) -> Panel | None:
                     "name": verdict,
                     "x": [p.per_user_tps for p in pts],
                     "y": [p.throughput_tps for p in pts],
-                    "text": [short(result, p.load) for p in pts],
+                    "text": [text.labels[p.load] for p in pts],
                     "textposition": "top right",
                     "marker": {"symbol": symbol, "color": color, "size": 10},
                     "customdata": [
@@ -239,7 +254,7 @@ def pareto(result: CapacityResult) -> Panel | None:
                     "<br>%{y:,.0f} tok/s total, %{x:,.1f} per user<extra></extra>",
                 }
             )
-    front = capacity_report.pareto_front(drawn)
+    front = text.front
     if len(front) >= 2:  # one point is no front: the legend lists only what is drawn
         traces.append(
             {
@@ -259,16 +274,16 @@ def pareto(result: CapacityResult) -> Panel | None:
             {
                 "type": "scatter",
                 "mode": "markers",
-                "name": f"capacity: {short(result, best.load)}",
+                "name": f"capacity: {text.labels[best.load]}",
                 "x": [best.per_user_tps],
                 "y": [best.throughput_tps],
                 "marker": {"symbol": "star", "size": 20, "color": "gold", "line": {"color": "black", "width": 1}},
                 "hoverinfo": "skip",
             }
         )
-        better = capacity_report.dominated_by(best, drawn)
+        better = text.better
         caption += " The star is the capacity, the highest load that passes the SLO." + (
-            f" {short(result, better.load)} beats it on both axes and also passes: the search answers the highest "
+            f" {text.labels[better.load]} beats it on both axes and also passes: the search answers the highest "
             "passing load, not the best trade-off."
             if better
             else ""
@@ -283,19 +298,19 @@ def pareto(result: CapacityResult) -> Panel | None:
     return Panel("pareto", "Total vs per-user throughput", caption, {"data": traces, "layout": layout})
 
 
-def capacity_page(result: CapacityResult) -> str:
+def capacity_page(result: CapacityResult, text: CapacityText) -> str:
     title = f"benchy capacity: {result.setup.case or ''}"
-    md = capacity_report.markdown(result, None)
+    md = text.markdown
     lead = [line for line in md.splitlines()[2:] if line and not line.startswith(("|", "#", "No point"))]
-    headers, body = pipe_rows(capacity_report.points_table(result))
+    headers, body = pipe_rows(text.points_table)
     parts = [f"<header><h1>{esc(title)}</h1></header>"]
     parts += [f"<p>{esc(line.replace('**', ''))}</p>" for line in lead]
     parts += ["<h2>Every point</h2>", table_html(headers, body, "points"), "<h2>Figures</h2>"]
-    panel = pareto(result)
+    panel = pareto(result, text)
     return _page(title, parts, [panel] if panel else [])
 
 
-def write_capacity(result: CapacityResult, directory: Path) -> Path:
+def write_capacity(result: CapacityResult, directory: Path, text: CapacityText) -> Path:
     path = Path(directory) / FILE
-    path.write_text(capacity_page(result), encoding="utf-8")
+    path.write_text(capacity_page(result, text), encoding="utf-8")
     return path

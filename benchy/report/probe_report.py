@@ -11,6 +11,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from benchy.report import html_probe
+
 VERDICT_TEXT = {
     "detected": "cache detected",
     "not_detected": "not detected",
@@ -316,7 +318,12 @@ def write(probe: dict, directory: Path) -> list[Path]:
     cap = plot_capacity(probe["capacity"], directory / "capacity.png") if probe.get("capacity") else None
     md = directory / "probe.md"
     md.write_text(markdown(probe, png.name if png else None, cap.name if cap else None), encoding="utf-8")
-    from benchy.report import html_probe
-
-    page = html_probe.write_probe(probe, directory)
+    cap_dict = probe.get("capacity")
+    text = html_probe.ProbeText(
+        table(probe) if probe["lengths"] else "",
+        reasons(probe),
+        "\n".join(capacity_lines(cap_dict)) if cap_dict else "",
+        capacity_finding(cap_dict) if cap_dict else "",
+    )
+    page = html_probe.write_probe(probe, directory, text)
     return written + [p for p in (png, cap) if p] + [md, page]
