@@ -278,3 +278,25 @@ def test_the_gpu_panels_draw_the_saved_power_and_energy(gpu_run, tmp_path):
         browser.screenshot(driver, tmp_path / "report-gpu.png")
     finally:
         driver.quit()
+
+
+def test_the_cache_ledger_sets_the_implied_hit_rate_beside_the_reported(tmp_path):
+    """A shared-prefix workload: the ledger's bars are the saved expected and reported hit rates,
+    and the simulator's truth log says how much the cache really served."""
+    truth = tmp_path / "truth.jsonl"
+    with ForkedSim("--decode-tps", "1000", "--prefill-tps", "50000", truth_log=truth) as sim:
+        benchy("run", "--base-url", sim.base_url, "--shared-prefix", "0.5", "0.9", "--groups", "2", "--pp", "1000",
+               "--tg", "4", "-c", "2", "-q", "--output", str(tmp_path / "run"))  # fmt: skip
+    results = results_of(tmp_path / "run")
+    cases = [c for c in results.cases if c.workload is not None and c.kind != "sweep"]
+    ledger = figure_specs((tmp_path / "run" / "report.html").read_text(encoding="utf-8"))["cache"]["data"]
+    expected, reported = ({x: y for x, y in zip(t["x"], t["y"])} for t in ledger)
+    for case in cases:
+        reuse = case.workload.reuse  # type: ignore[union-attr]
+        assert expected[case.label] == pytest.approx(100 * reuse.expected_hit_rate)
+        assert reported[case.label] == pytest.approx(100 * reuse.reported_hit_rate)
+        ids = {r.request_id for r in case.requests if not r.warmup and r.status == "ok"}
+        served = [json.loads(line) for line in truth.read_text().splitlines() if line.strip()]
+        served = [t for t in served if t.get("request_id") in ids]
+        true_rate = sum(t["cached_tokens"] for t in served) / sum(t["prompt_tokens"] for t in served)
+        assert reported[case.label] == pytest.approx(100 * true_rate, abs=0.5)  # the sim reports what it served
