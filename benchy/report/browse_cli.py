@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import click
@@ -40,10 +41,16 @@ def _serve(index: Path, run_folders: list[Path], port: int) -> None:
     import functools
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
+    class Server(ThreadingHTTPServer):
+        def handle_error(self, request, client_address) -> None:
+            """A browser that stops a download (a page left, a reload) is no error to report."""
+            if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+                super().handle_error(request, client_address)
+
     root = Path(os.path.commonpath([index.parent.resolve(), *(p.resolve() for p in run_folders)]))
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(root))
     try:
-        server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        server = Server(("127.0.0.1", port), handler)
     except OSError as exc:
         raise click.ClickException(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}") from None
     url = f"http://127.0.0.1:{server.server_address[1]}/{index.resolve().relative_to(root).as_posix()}"
