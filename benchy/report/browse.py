@@ -47,9 +47,23 @@ def find_runs(roots: list[Path]) -> tuple[list[Path], list[str]]:
     return unique, []
 
 
+def run_names(paths: list[Path]) -> list[str]:
+    """Each run's folder by its shortest path tail no other run shares: 'demo', or
+    'reports/dgx-spark-sim' beside 'runs/dgx-spark-sim'."""
+    folders = [p.parent.parts if p.name == "results.json" else (*p.parent.parts, p.stem) for p in paths]
+    depth = {i: 1 for i in range(len(paths))}
+    while True:
+        names = ["/".join(f[-depth[i] :]) for i, f in enumerate(folders)]
+        clashes = [i for i, n in enumerate(names) if names.count(n) > 1 and depth[i] < len(folders[i])]
+        if not clashes:
+            return names
+        for i in clashes:
+            depth[i] += 1
+
+
 def load_runs(paths: list[Path]) -> tuple[list[Run], list[str]]:
     runs, skipped = [], []
-    names = compare.run_names(paths)
+    names = run_names(paths)
     for path, name in zip(paths, names):
         try:
             runs.append(Run(name, path, results_files.read(path)))
