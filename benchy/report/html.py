@@ -14,7 +14,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from benchy.report import markdown, table, workloads
+from benchy.report import gpu_view, markdown, server_view, table, workloads
 from benchy.report.html_figures import Panel, panels
 from benchy.results.types import CheckWarning, RunResult
 
@@ -108,6 +108,20 @@ def results_html(results: RunResult) -> str:
     return out
 
 
+@lru_cache(maxsize=1)
+def _markdown_it():
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": False}).enable("table")  # raw HTML in the text stays text
+
+
+def markdown_html(lines: list[str]) -> str:
+    """report.md's own sections (the same words and tables, made by the same code) as HTML; its
+    tables sort like the page's others. Image lines are dropped: the page draws its own figures."""
+    kept = [line for line in lines if not line.startswith("![")]
+    return _markdown_it().render("\n".join(kept)).replace("<table>", '<table class="sortable">')
+
+
 def cache_html(results: RunResult) -> str:
     rows = workloads.cache_rows(results)
     if not rows:
@@ -137,10 +151,16 @@ def render(results: RunResult) -> str:
         parts.append(
             '<p class="partial"><b>Partial run</b>: interrupted or stopped early; only finished requests are shown.</p>'
         )
-    parts += ["<h2>Results</h2>", results_html(results), cache_html(results)]
+    parts += ["<h2>Results</h2>", results_html(results)]
+    loaded = table.load_markdown(results)
+    parts += [markdown_html(loaded.splitlines()) if loaded else "", cache_html(results)]
+    parts += [markdown_html(workloads.section_lines(results))]
     parts += ["<h2>Warnings</h2>", warnings_html(results, shown)]
     parts += ["<h2>Figures</h2>", *(panel_html(p, results.warnings) for p in shown)]
+    parts += [markdown_html(server_view.section_lines(results) + gpu_view.section_lines(results))]
+    parts += [markdown_html(markdown.detail_lines(results))]
     parts += ["<h2>Setup</h2>", setup_html(results)]
+    parts += ["<details><summary>How to read this report</summary>", markdown_html([markdown.glossary()]), "</details>"]
     figures = {p.key: p.figure for p in shown if p.figure is not None}
     return page(title, "<main>" + "".join(parts) + "</main>", figures)
 
