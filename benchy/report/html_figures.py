@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from benchy.measure.metrics import METRICS, Metric
 from benchy.report import server_view, workloads
 from benchy.report.table import case_name, case_warnings
+from benchy.results.rows import Rows
 from benchy.results.types import CaseResult, RunResult
 
 WEBGL_FROM = 5_000  # more dots than this: WebGL (scattergl), else SVG, which draws fewer faster
@@ -147,31 +148,52 @@ def concurrency_scaling(results: RunResult) -> Panel | None:
     )
 
 
+Dot = tuple[str, float, bool, str | None, float | None]  # id, sent (unix s), ok, error kind, latency s
+
+
+def _dots(case: CaseResult) -> list[Dot]:
+    """The measured requests as the scatter draws them, in one pass over the case's rows (a long
+    case's rows are read back from disk: once, whatever else reads them)."""
+
+    def scan(requests) -> list[Dot]:
+        return [
+            (
+                r.request_id,
+                r.sent_unix_s,
+                r.status == "ok",
+                r.error_kind,
+                r.metrics.get("e2e_s") if r.status == "ok" else r.end_s,
+            )
+            for r in requests
+            if not r.warmup
+        ]
+
+    if isinstance(case.requests, Rows):
+        return case.requests.once("html.dots", scan)
+    return scan(case.requests)
+
+
 def requests_scatter(results: RunResult) -> Panel | None:
     """Every measured request as a dot: when it was sent against its total latency; failed
     requests in red at the time they ended. Hover: its id, case, status and the case's warnings."""
     warned = case_warnings(results)
-    starts = [r.sent_unix_s for c in results.cases for r in c.requests if r.sent_unix_s]
+    dots = {case.label: _dots(case) for case in results.cases}
+    starts = [d[1] for ds in dots.values() for d in ds if d[1]]
     if not starts:
         return None
     t0 = min(starts)
     traces = []
-    total = sum(len(c.requests) for c in results.cases)
-    kind = "scattergl" if total > WEBGL_FROM else "scatter"
+    kind = "scattergl" if sum(len(ds) for ds in dots.values()) > WEBGL_FROM else "scatter"
     for ok in (True, False):
         for case in results.cases:
-            reqs = [r for r in case.requests if not r.warmup and (r.status == "ok") == ok]
-            if not reqs:
-                continue
             codes = ", ".join(w.code for w in warned.get(case.label, [])) or "none"
             xs, ys, ids = [], [], []
-            for r in reqs:
-                latency = r.metrics.get("e2e_s") if ok else r.end_s
-                if latency is None:
+            for request_id, sent, good, error_kind, latency in dots[case.label]:
+                if good != ok or latency is None:
                     continue
-                xs.append(round(r.sent_unix_s - t0, 3))
+                xs.append(round(sent - t0, 3))
                 ys.append(round(latency * 1000, 1))
-                ids.append(r.request_id if ok else f"{r.request_id}<br>failed: {r.error_kind or 'error'}")
+                ids.append(request_id if ok else f"{request_id}<br>failed: {error_kind or 'error'}")
             if not xs:
                 continue
             marker = {"size": 7, "opacity": 0.75} if ok else {"size": 8, "symbol": "x", "color": FAILED_COLOR}
