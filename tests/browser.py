@@ -5,6 +5,7 @@ tests skip, saying so."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -59,8 +60,13 @@ def wait_drawn(driver, timeout: float = 30.0) -> int:
 
 
 def screenshot(driver, path: Path) -> Path:
-    """The whole page, not only the window: the window is stretched to the document first."""
+    """The whole page, not only the window: the window is stretched to the document first.
+    With $BENCHY_SCREENSHOTS set (a CI's artefact folder), a copy goes there too."""
     height = driver.execute_script("return document.documentElement.scrollHeight")
     driver.set_window_size(1280, min(int(height) + 40, 12000))
     driver.save_screenshot(str(path))
+    keep = os.environ.get("BENCHY_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, Path(keep) / f"{path.parent.name}-{path.name}")
     return path
