@@ -1092,7 +1092,11 @@ def demo(ctx, preset, pp, tg, runs, output):
         )
     finally:
         sim.stop()
-    click.echo(f"\nReport: {output / 'report.md'}\nDataset report: {output / 'dataset' / 'report.md'}", err=True)
+    click.echo(
+        f"\nReport: {output / 'report.html'} (in a browser; report.md beside it)"
+        f"\nDataset report: {output / 'dataset' / 'report.html'}",
+        err=True,
+    )
     return code or dataset_code
 
 
@@ -1430,9 +1434,11 @@ def _probe_progress(step: int | str) -> None:
 
 
 def _register_subcommands() -> None:
+    from benchy.report.browse_cli import browse
     from benchy.sim.cli import sim
 
     cli.add_command(sim)
+    cli.add_command(browse)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,6 +20,7 @@ OWN_FILES = (
     "results.json.tmp",
     "requests.jsonl",
     "report.md",
+    "report.html",
     "results.csv",
     "probe.json",
     "probe.json.tmp",

@@ -240,7 +240,7 @@ def test_a_length_whose_requests_all_failed_is_inconclusive_and_still_reported(t
         "lengths": [entry],
     }
     paths = probe_report.write(probe, tmp_path)
-    assert [p.name for p in paths] == ["probe.json", "probe.png", "probe.md"]
+    assert [p.name for p in paths] == ["probe.json", "probe.png", "probe.md", "report.html"]
     assert "6 requests failed (http_500: 6)" in (tmp_path / "probe.md").read_text()
 
 

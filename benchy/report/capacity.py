@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchy.folders import FIGURES_DIR
+from benchy.report import html_probe
 from benchy.results.capacity import CapacityPoint, CapacityResult, load_text, share_text
 
 FIGURE_NAME = "capacity-pareto.png"
@@ -33,11 +34,38 @@ def pareto_front(points: list[CapacityPoint]) -> list[CapacityPoint]:
     return sorted(front, key=lambda p: p.per_user_tps or 0.0)
 
 
+def dominated_by(point: CapacityPoint, points: list[CapacityPoint]) -> CapacityPoint | None:
+    """A passing point with both more total and more per-user throughput than `point`, if any."""
+    if point.per_user_tps is None or point.throughput_tps is None:
+        return None
+    beats = [
+        q
+        for q in points
+        if q.verdict == "pass"
+        and q.per_user_tps is not None
+        and q.throughput_tps is not None
+        and q.per_user_tps >= point.per_user_tps
+        and q.throughput_tps >= point.throughput_tps
+        and (q.per_user_tps, q.throughput_tps) != (point.per_user_tps, point.throughput_tps)
+    ]
+    return max(beats, key=lambda q: q.throughput_tps or 0.0) if beats else None
+
+
 def write(result: CapacityResult, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     figure = write_figure(result, directory / FIGURES_DIR / FIGURE_NAME)
     path = directory / REPORT_NAME
     path.write_text(markdown(result, f"{FIGURES_DIR}/{FIGURE_NAME}" if figure else None), encoding="utf-8")
+    drawn = [p for p in result.points if p.per_user_tps is not None and p.throughput_tps is not None]
+    best = result.point(result.answer.capacity) if result.answer else None
+    text = html_probe.CapacityText(
+        markdown(result, None),
+        points_table(result),
+        pareto_front(drawn),
+        dominated_by(best, drawn) if best is not None else None,
+        {p.load: _short(result, p.load) for p in result.points},
+    )
+    html_probe.write_capacity(result, directory, text)
     return path
 
 
@@ -62,8 +90,16 @@ def write_figure(result: CapacityResult, path: Path) -> Path | None:
             xytext=(5, 4),
             fontsize=8,
         )
-    ax.plot(*_xy(pareto_front(drawn)), "--", color="grey", label="Pareto front")
+    front = pareto_front(drawn)
+    if len(front) >= 2:  # one point is no line: the legend lists only what is drawn
+        ax.plot(*_xy(front), "--", color="grey", label="Pareto front")
     best = result.point(result.answer.capacity) if result.answer else None
+    better = dominated_by(best, drawn) if best is not None else None
+    if better is not None:  # the answer is the highest passing load, which need not be on the front
+        ax.text(
+            0.01, 0.01, f"{_short(result, better.load)} passes too and beats the capacity on both axes",
+            transform=ax.transAxes, fontsize=8, color="0.3", va="bottom",
+        )  # fmt: skip
     if best is not None and best in drawn:
         ax.scatter(
             *_xy([best]),
@@ -174,7 +210,8 @@ def markdown(result: CapacityResult, figure: str | None) -> str:
             f"![Pareto]({figure})",
             "",
             "Each point is one load; the dashed line is the Pareto front (no other point has both more total and "
-            "more per-user throughput); the star is the capacity.",
+            "more per-user throughput); the star is the capacity, the highest load that passes, which a point "
+            "of less load can beat on both axes.",
         ]
     else:
         lines.append("No point has both a total and a per-user throughput, so there is no Pareto figure.")

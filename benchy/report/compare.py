@@ -523,8 +523,15 @@ def _draw_changes(ax, comp: Comparison, metric: str, cases: list[str], offset: f
         # figures it bounds cannot (a time or a rate is never negative).
         low, high = (max(-100.0, 100.0 * v / base) for v in change.ci95)
         color = _VERDICT_COLORS.get(change.verdict, "0.55")
-        xerr = [[max(0.0, change.change_pct - low)], [max(0.0, high - change.change_pct)]]
-        ax.errorbar([change.change_pct], [y], xerr=xerr, fmt=marker, color=color, capsize=3)
+        # a time or a rate cannot fall by more than all of it: an interval past −100% (a bootstrap
+        # of a wide baseline) is cut there, and an arrow says it went on
+        cut = low < -100.0
+        low = max(low, -100.0)
+        pct = max(change.change_pct, -100.0)
+        xerr = [[max(0.0, pct - low)], [max(0.0, high - pct)]]
+        ax.errorbar([pct], [y], xerr=xerr, fmt=marker, color=color, capsize=0 if cut else 3)
+        if cut:
+            ax.plot([-100.0], [y], marker="<", color=color, markersize=7)
 
 
 def _legend(ax, comparisons: list[Comparison]) -> None:

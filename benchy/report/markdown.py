@@ -10,6 +10,11 @@ from benchy.results.types import MetricSummary, RunResult
 
 
 def setup_lines(results: RunResult) -> list[str]:
+    return [f"| {k} | {v} |" for k, v in setup_rows(results)]
+
+
+def setup_rows(results: RunResult) -> list[tuple[str, str]]:
+    """The setup table's (name, value) rows, for report.md and report.html alike."""
     setup = results.setup
     template = setup.calibration.overhead_tokens if setup.calibration else 0.0
     rows = [
@@ -36,7 +41,7 @@ def setup_lines(results: RunResult) -> list[str]:
         ("Started (UTC)", setup.started_utc),
         ("Host", setup.host),
     ]
-    return [f"| {k} | {v} |" for k, v in _without_repeats(rows) if v is not None]
+    return [(k, v) for k, v in _without_repeats(rows) if v is not None]
 
 
 LENGTH_SOURCES = {

@@ -176,7 +176,11 @@ def _plot_metric_vs(
         if not xs:
             continue
         alone = len(xs) == 1  # one case is a point, not a line: nothing was swept
-        line = ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=4, label=name, linestyle="none" if alone else "-")
+        # a rate or a time is never negative: the lower bar stops at zero instead of below the axis
+        low = [min(err, y) for err, y in zip(errs, ys)]
+        line = ax.errorbar(
+            xs, ys, yerr=[low, errs], marker="o", capsize=4, label=name, linestyle="none" if alone else "-"
+        )
         if points <= ANNOTATE_MAX_POINTS:
             color = line.lines[0].get_color()
             _PENDING_LABELS.setdefault(ax.figure, []).extend(
@@ -215,9 +219,14 @@ def _place_value_labels(fig) -> None:
             # then the diagonals, which a steep line through the point leaves free
             places = [(0.0, up), (0.0, -down - height), (side, -height / 2), (-side, -height / 2)]
             places += [(-side, up), (side, -down - height), (side, up), (-side, -down - height)]
+            others = [q for q in points if (q[0], q[1]) != (px, py)]
             for dx, dy in places:
                 rect = _rect(px + dx, py + dy + height / 2, width, height)
                 inside = box.x0 <= rect[0] and rect[2] <= box.x1 and box.y0 <= rect[1] and rect[3] <= box.y1
+                # a reader gives a label to the point nearest it: never closer to another point
+                own = _distance(rect, (px, py))
+                if any(_distance(rect, q) <= own for q in others):
+                    continue
                 if inside and not any(_overlap(rect, other) for other in taken):
                     ax.annotate(
                         text,
@@ -248,9 +257,16 @@ def _line_pixels(ax, step: float = 4.0) -> list[tuple[float, float, float, float
 
 def _error_bar(ax, x: float, y: float, err: float) -> tuple[float, float, float, float]:
     """The pixels an error bar covers, caps included."""
-    bottom = max(y - err, 1e-12) if ax.get_yscale() == "log" else y - err
+    bottom = max(y - err, 1e-12) if ax.get_yscale() == "log" else max(y - err, 0.0)
     (x0, y0), (_, y1) = ax.transData.transform([(x, bottom), (x, y + err)])
     return (x0 - 5, y0 - 1, x0 + 5, y1 + 1)
+
+
+def _distance(rect: tuple[float, float, float, float], point) -> float:
+    """Pixels from a box to a point (0 inside it)."""
+    dx = max(rect[0] - point[0], 0.0, point[0] - rect[2])
+    dy = max(rect[1] - point[1], 0.0, point[1] - rect[3])
+    return float(np.hypot(dx, dy))
 
 
 def _rect(cx: float, cy: float, width: float, height: float) -> tuple[float, float, float, float]:
@@ -356,7 +372,7 @@ def _log_axis(ax) -> None:
     """A log y axis that reads like a linear one: ticks at 1, 2 and 5 of each decade, written
     as plain numbers (20, 50, 100 ms), never as 10⁻¹ with two labels for the whole axis."""
     ax.set_yscale("log")
-    low, high = _positive_range(ax)
+    low, high = _positive_range(ax, bars=True)
     ax.set_ylim(low / 1.6, high * 1.6)  # room for the value labels above and below
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_minor_locator(NullLocator())
@@ -367,9 +383,13 @@ def _thousands(ax) -> None:
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
 
 
-def _positive_range(ax) -> tuple[float, float]:
+def _positive_range(ax, bars: bool = False) -> tuple[float, float]:
+    """The points' range; with `bars`, widened to their error bars' tops (kept on the axis)."""
     values = [y for cont in ax.containers for y in cont.lines[0].get_ydata() if y > 0]
-    return (min(values), max(values)) if values else (1.0, 1.0)
+    if not values:
+        return (1.0, 1.0)
+    tops = [p[1] for c in ax.containers for b in c.lines[2] for seg in b.get_segments() for p in seg] if bars else []
+    return min(values), max([*values, *tops])
 
 
 def _spread(ax) -> float:
@@ -545,6 +565,8 @@ def _scaling(
                     color=f"C{i}",
                     linestyle=":",
                     alpha=0.6,
+                    scalex=False,
+                    scaley=False,  # the axis is the data's: the line leaves it where it outgrows them
                 )
     notes = _plot_metric_vs(right, groups, "e2e_tps", x_key, "e2e t/s")
     for ax in (left, right):
@@ -559,6 +581,8 @@ def _scaling(
         [LeftOut("aggregate t/s", "", "no successful request")],
     )
     _finish_axis(right, "Per-request throughput", "tokens/s per request (e2e)", "e2e t/s", notes)
+    if reference and _has_data(left):
+        left.set_ylim(0, 1.25 * max(y for c in left.containers for y in c.lines[0].get_ydata()))
     fig.suptitle(title)
     return _figure(fig, (left, right), path, title, caption, notes)
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from benchy.report import html_probe
+
 VERDICT_TEXT = {
     "detected": "cache detected",
     "not_detected": "not detected",
@@ -167,6 +169,14 @@ def capacity_lines(cap: dict) -> list[str]:
     ]
 
 
+def capacity_finding(cap: dict) -> str:
+    """The finding in words; where no cliff was found, how far the sweep looked (≥ its largest set)."""
+    if cap.get("cliff_tokens") is not None:
+        return f"cliff at {cap['cliff_tokens']:,.0f} ± {cap['uncertainty_tokens'] or 0:,.0f} tokens"
+    tried = [p["working_set_tokens"] for p in cap["points"] if p["working_set_tokens"]]
+    return f"not found: ≥ {max(tried):,.0f} tokens (every working set tried was served)" if tried else "not found"
+
+
 def plot_capacity(cap: dict, path: Path) -> Path:
     """Hit rate against working set (log2 tokens): the cliff's bracket shaded, the server's
     stated size as a line."""
@@ -193,7 +203,7 @@ def plot_capacity(cap: dict, path: Path) -> Path:
     ax.set_xlabel("working set: distinct prefixes × prompt tokens")
     ax.set_ylabel("re-uses served from cache, %")
     ax.set_ylim(-5, 105)
-    ax.set_title("Prefix-cache capacity for reuse")
+    ax.set_title(f"Prefix-cache capacity for reuse: {capacity_finding(cap).split(' (')[0]}")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, fontsize=8, frameon=False)
     return plots.save(fig, path)
@@ -312,7 +322,7 @@ def _failed_text(entry: dict) -> str:
 
 
 def write(probe: dict, directory: Path) -> list[Path]:
-    """probe.json, probe.png and probe.md in `directory`."""
+    """probe.json, probe.png, probe.md and report.html in `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
     data = directory / "probe.json"
     tmp = data.with_suffix(".json.tmp")
@@ -323,4 +333,12 @@ def write(probe: dict, directory: Path) -> list[Path]:
     cap = plot_capacity(probe["capacity"], directory / "capacity.png") if probe.get("capacity") else None
     md = directory / "probe.md"
     md.write_text(markdown(probe, png.name if png else None, cap.name if cap else None), encoding="utf-8")
-    return written + [p for p in (png, cap) if p] + [md]
+    cap_dict = probe.get("capacity")
+    text = html_probe.ProbeText(
+        table(probe) if probe["lengths"] else "",
+        reasons(probe),
+        "\n".join(capacity_lines(cap_dict)) if cap_dict else "",
+        capacity_finding(cap_dict) if cap_dict else "",
+    )
+    page = html_probe.write_probe(probe, directory, text)
+    return written + [p for p in (png, cap) if p] + [md, page]

@@ -1,5 +1,5 @@
-"""Writes a run folder's report from its results: report.md, the PNG figures it embeds, and
-results.csv (the table's figures with their ceilings and warning codes, for spreadsheets).
+"""Writes a run folder's report from its results: report.md, the PNG figures it embeds,
+report.html (the same, interactive, in one file), and results.csv (the table's figures with their ceilings and warning codes, for spreadsheets).
 
 Reads saved results only, so `benchy report` can re-make the same report later, anywhere.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchy.folders import FIGURES_DIR, clear_figures
-from benchy.report import markdown, server_view, table
+from benchy.report import html, markdown, server_view, table
 from benchy.results.types import RunResult
 
 
@@ -31,6 +31,7 @@ def write_report(results: RunResult, directory: Path) -> Path:
     path.write_text(text, encoding="utf-8")
     (directory / "results.csv").write_text(table.csv_text(results), encoding="utf-8")
     server_view.write_csv(results, directory)
+    html.write(results, directory)
     return path
 
 

@@ -29,6 +29,19 @@ def _turns_figure(plots, case: CaseResult, path: Path):
     fig, (left, right) = plots.plt.subplots(1, 2, figsize=plots.WIDE)
     turns = [r.turn for r in rows]
     ttft_ms = [r.ttft_s * 1000 for r in rows if r.ttft_s is not None]  # every row (mypy narrows here)
+    # each request's own TTFT behind the median: with two conversations a turn's median is two
+    # values, and a spike of one is visible as one dot, not a trend
+    dots = [
+        (r.turn, ms * 1000)
+        for r in case.requests
+        if not r.warmup
+        and not r.control
+        and r.status == "ok"
+        and r.turn
+        and (ms := r.metrics.get("ttft_s")) is not None
+    ]
+    if dots:
+        left.scatter(*zip(*dots), s=14, color="C0", alpha=0.35, label="each request")
     left.plot(turns, ttft_ms, marker="o", label="TTFT (median)")
     cold = [(r.turn, r.cold_ttft_s * 1000) for r in rows if r.cold_ttft_s]
     if cold:
@@ -36,7 +49,7 @@ def _turns_figure(plots, case: CaseResult, path: Path):
     left.set_xlabel("turn")
     left.set_ylabel("ms")
     left.set_title("TTFT by turn")
-    left.set_ylim(0, max(ttft_ms + [ms for _, ms in cold]) * 1.15)
+    left.set_ylim(0, max(ttft_ms + [ms for _, ms in cold] + [ms for _, ms in dots]) * 1.15)
     right.plot(turns, [r.cached_tokens or 0 for r in rows], marker="o", label="cached, reported")
     right.plot(
         turns, [r.expected_cached_tokens or 0 for r in rows], marker="x", linestyle="--", label="expected (history)"
@@ -46,11 +59,12 @@ def _turns_figure(plots, case: CaseResult, path: Path):
     right.set_ylabel("tokens")
     right.set_title("Cached tokens by turn")
     for ax in (left, right):
-        ax.set_xticks(turns)
+        ax.set_xticks(turns, [f"{r.turn}\nn = {r.n_ok}" for r in rows])  # how many requests each median is
         ax.legend(fontsize=8)
     fig.suptitle(case.label)
     caption = (
-        "Left: median TTFT of each turn. Right: median cached tokens the server reported beside the "
+        "Left: each request's TTFT (dots) and the median of each turn (n under the turn: with few "
+        "conversations one slow request moves a median). Right: median cached tokens the server reported beside the "
         "history it had already prefilled (expected) and the whole prompt; reported below expected "
         "is eviction, above the prompt's shareable part is leakage."
     )
@@ -111,16 +125,28 @@ def _shared_figure(plots, cases: list[CaseResult], path: Path):
 
 
 def _reuse_figure(plots, case: CaseResult, path: Path):
-    points = [
+    from collections import Counter
+
+    measured = [r for r in case.requests if not r.warmup and r.expected_cached_tokens is not None]
+    points = Counter(
         (r.expected_cached_tokens, r.cached_tokens)
-        for r in case.requests
-        if not r.warmup and r.expected_cached_tokens is not None and r.cached_tokens is not None
-    ]
+        for r in measured
+        if r.status == "ok" and r.cached_tokens is not None
+    )
+    failed = [r.expected_cached_tokens or 0 for r in measured if r.status != "ok"]
     if not points:
         return None
     fig, ax = plots.plt.subplots(figsize=(6.0, 4.6))
     xs, ys = zip(*points)
-    ax.scatter(xs, ys, s=14, alpha=0.7, label="requests")
+    counts = list(points.values())
+    # requests at one identical point are one marker sized by how many: none hides another
+    ax.scatter(xs, ys, s=[14 + 10 * (n - 1) ** 0.75 for n in counts], alpha=0.7, label="requests (size: how many)")
+    for x, y, n in zip(xs, ys, counts):
+        if n > 1:
+            ax.annotate(f"×{n}", (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7, color="0.3")
+    if failed:  # failed requests have no cached figure: shown on the axis at their expected reuse
+        ax.scatter(failed, [0] * len(failed), marker="x", color="tab:red", s=30, clip_on=False,
+                   label=f"failed ({len(failed)}): no figure")  # fmt: skip
     top = max(max(xs), max(ys), 1)
     ax.plot([0, top], [0, top], linestyle="--", color="grey", label="reported = expected")
     ax.set_xlabel("expected cached tokens (from the trace's block ids)")
@@ -128,7 +154,8 @@ def _reuse_figure(plots, case: CaseResult, path: Path):
     ax.set_title(f"Expected vs reported reuse: {case.label}")
     ax.legend(fontsize=8)
     caption = (
-        "One point per request: the reuse an unbounded prefix cache would give it (earlier requests' "
+        "One point per request (a larger point: several at the same place, ×n); red crosses: failed requests. "
+        "The reuse an unbounded prefix cache would give a request (earlier requests' "
         "identical blocks) against what the server reported. Below the line: the cache had evicted "
         "(or never held) those blocks; above: a chat template's shared head, or leakage."
     )

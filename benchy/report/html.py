@@ -1,0 +1,171 @@
+"""report.html: the run's report as one self-contained page a browser opens offline.
+
+Made from the saved results only, like report.md, and from the same pieces (the results table,
+the setup rows, the warnings, the cache ledger); its figures are plotly.js specs
+(html_figures.py) drawn by the plotly.js bundled in plotly's wheel, inlined in the page, so
+nothing is fetched when it opens. Tables sort by a click on their header (page.js).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from benchy.report import gpu_view, markdown, server_view, table, workloads
+from benchy.report.html_figures import Panel, panels
+from benchy.results.types import CheckWarning, RunResult
+
+FILE = "report.html"
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> str:
+    """plotly.js as plotly's wheel ships it (no CDN: the page must open offline)."""
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
+@lru_cache(maxsize=1)
+def asset(name: str) -> str:
+    return resources.files("benchy.report").joinpath(f"assets/{name}").read_text(encoding="utf-8")
+
+
+def esc(value: object) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def script_json(value: object) -> str:
+    """JSON safe inside a <script> element (no '</' to close it early)."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+
+
+def table_html(headers: list[str], rows: list[list[str]], table_id: str = "", cls: str = "sortable") -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+    ident = f' id="{esc(table_id)}"' if table_id else ""
+    return f'<table{ident} class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def warning_id(index: int) -> str:
+    return f"warning-{index}"
+
+
+def qualifying(panel: Panel, warnings: list[CheckWarning]) -> list[int]:
+    """The warnings (by index) that qualify a figure: those of the cases it draws, and the run's own."""
+    drawn = set(panel.cases)
+    return [i for i, w in enumerate(warnings) if w.severity != "info" and (w.case is None or w.case in drawn)]
+
+
+def panel_html(panel: Panel, warnings: list[CheckWarning]) -> str:
+    marks = qualifying(panel, warnings) if panel.figure is not None else []
+    badge = ""
+    if marks:
+        links = ", ".join(
+            f'<a href="#{warning_id(i)}">{esc(warnings[i].code)}{" (" + esc(warnings[i].case) + ")" if warnings[i].case else ""}</a>'
+            for i in marks
+        )
+        badge = f'<p class="qualified">⚠ qualified by: {links}</p>'
+    if panel.figure is None:
+        body = f'<p class="withheld">Not drawn. {esc(panel.why)}</p>'
+    else:
+        body = f'<div class="plot" id="fig-{esc(panel.key)}" data-figure="{esc(panel.key)}"></div>'
+    caption = f'<p class="caption">{esc(panel.caption)}</p>' if panel.caption else ""
+    return f'<section class="figure" id="panel-{esc(panel.key)}"><h3>{esc(panel.title)}</h3>{badge}{body}{caption}</section>'
+
+
+def warnings_html(results: RunResult, shown: list[Panel]) -> str:
+    warnings = results.warnings
+    if not warnings:
+        return "<p>No warnings: every case is clean.</p>"
+    items = []
+    for i, w in enumerate(warnings):
+        figures = [p.title for p in shown if p.figure is not None and i in qualifying(p, warnings)]
+        qualifies = f'<div class="qualifies">Qualifies: {esc(", ".join(figures))}</div>' if figures else ""
+        items.append(
+            f'<li id="{warning_id(i)}" class="warn {esc(w.severity)}"><b>{esc(w.severity)}: <code>{esc(w.code)}</code></b>'
+            f"{' (' + esc(w.case) + ')' if w.case else ''}: {esc(w.message)}"
+            f'<div class="hint">Hint: {esc(w.hint)}</div>{qualifies}</li>'
+        )
+    return '<ul class="warnings">' + "".join(items) + "</ul>"
+
+
+def setup_html(results: RunResult) -> str:
+    rows = markdown.setup_rows(results)
+    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v.strip('`'))}</td></tr>" for k, v in rows)
+    return f'<table class="setup">{body}</table>'
+
+
+def results_html(results: RunResult) -> str:
+    notes = table.Footnotes()
+    headers, rows = table.rows(results, notes)
+    out = table_html(headers, rows, "results")
+    if notes.reasons:
+        out += '<ol class="notes">' + "".join(f"<li>{esc(r)}</li>" for r in notes.reasons) + "</ol>"
+    return out
+
+
+@lru_cache(maxsize=1)
+def _markdown_it():
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": False}).enable("table")  # raw HTML in the text stays text
+
+
+def markdown_html(lines: list[str]) -> str:
+    """report.md's own sections (the same words and tables, made by the same code) as HTML; its
+    tables sort like the page's others. Image lines are dropped: the page draws its own figures."""
+    kept = [line for line in lines if not line.startswith("![")]
+    return _markdown_it().render("\n".join(kept)).replace("<table>", '<table class="sortable">')
+
+
+def cache_html(results: RunResult) -> str:
+    rows = workloads.cache_rows(results)
+    if not rows:
+        return ""
+    headers = ["test", "implied hit rate", "reported hit rate", "TTFT gain", "finding"]
+    return "<h2>Cache ledger</h2>" + table_html(headers, rows, "cache")
+
+
+def page(title: str, body: str, figures: dict[str, dict], extra_js: str = "") -> str:
+    """The whole document: styles, plotly.js, the figures' specs and the page's own script, inline."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{esc(title)}</title>'
+        f"<style>{asset('page.css')}</style></head><body>{body}"
+        f'<script id="figures" type="application/json">{script_json(figures)}</script>'
+        f"<script>{plotly_js()}</script><script>{asset('page.js')}</script>"
+        + (f"<script>{extra_js}</script>" if extra_js else "")
+        + "</body></html>\n"
+    )
+
+
+def render(results: RunResult) -> str:
+    shown = panels(results)
+    title = f"benchy report: {results.setup.model}"
+    parts = [f"<header><h1>{esc(title)}</h1><p>{esc(markdown.overview_line(results))}</p></header>"]
+    if results.partial:
+        parts.append(
+            '<p class="partial"><b>Partial run</b>: interrupted or stopped early; only finished requests are shown.</p>'
+        )
+    parts += ["<h2>Results</h2>", results_html(results)]
+    loaded = table.load_markdown(results)
+    parts += [markdown_html(loaded.splitlines()) if loaded else "", cache_html(results)]
+    parts += [markdown_html(workloads.section_lines(results))]
+    parts += ["<h2>Warnings</h2>", warnings_html(results, shown)]
+    parts += ["<h2>Figures</h2>", *(panel_html(p, results.warnings) for p in shown)]
+    parts += [markdown_html(server_view.section_lines(results) + gpu_view.section_lines(results))]
+    parts += [markdown_html(markdown.detail_lines(results))]
+    parts += ["<h2>Setup</h2>", setup_html(results)]
+    parts += ["<details><summary>How to read this report</summary>", markdown_html([markdown.glossary()]), "</details>"]
+    figures = {p.key: p.figure for p in shown if p.figure is not None}
+    return page(title, "<main>" + "".join(parts) + "</main>", figures)
+
+
+def write(results: RunResult, directory: Path) -> Path:
+    path = Path(directory) / FILE
+    path.write_text(render(results), encoding="utf-8")
+    return path

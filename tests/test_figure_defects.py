@@ -1,0 +1,270 @@
+"""The PNG defects a new user tripped on, one test each, and the rule that keeps each fixed: axis
+limits come from the measured data (never from a reference line), and nothing is drawn where
+its quantity cannot be (an error bar below zero, a change below −100%)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from benchy.report import capacity as capacity_report
+from benchy.report import compare, plots, probe_report, render, server_view, workload_plots
+from benchy.results import files as results_files
+from benchy.results.capacity import CapacityAnswer, CapacityPoint, CapacityResult, CapacitySetup
+from tests.conftest import REPO_ROOT, run_benchy_here
+from tests.forkserver import ForkedSim
+
+EXAMPLE = REPO_ROOT / "reports" / "dgx-spark-sim" / "results.json"  # a saved scenario run
+
+
+def drawn_figures(monkeypatch) -> dict:
+    drawn: dict = {}
+    real = plots.save
+
+    def spy(fig, path):
+        fig.canvas.draw()
+        drawn[path.name] = fig
+        return real(fig, path)
+
+    monkeypatch.setattr(plots, "save", spy)
+    return drawn
+
+
+def bar_ends(ax, axis: int) -> list[float]:
+    """Both ends of every error bar drawn on `ax`, along `axis` (0: x, 1: y), in data units."""
+    ends = []
+    for container in ax.containers:
+        for bars in container.lines[2]:
+            ends += [point[axis] for segment in bars.get_segments() for point in segment]
+    return ends
+
+
+def test_error_bars_stop_at_zero(tmp_path, monkeypatch):
+    """A case whose spread is wider than its median (bimodal requests): its error bar used to run
+    below zero and be cut off by the axis, as if the rate could be negative."""
+    results = results_files.read(EXAMPLE)
+    wide = copy.deepcopy(results)
+    for case in wide.cases:
+        for name in ("e2e_tps", "decode_tps", "ttft_s"):
+            summary = case.summary.get(name)
+            if summary:
+                summary.std = 1.5 * summary.median
+    drawn = drawn_figures(monkeypatch)
+    plots.throughput_vs_prompt(wide, tmp_path)
+    plots.ttft_vs_prompt(wide, tmp_path)
+    assert drawn
+    for name, fig in drawn.items():
+        for ax in fig.axes:
+            ends = bar_ends(ax, 1)
+            if ends:
+                assert min(ends) >= 0, (name, ax.get_title(), min(ends))
+                assert max(ends) <= ax.get_ylim()[1], (name, ax.get_title())  # and none runs off the top
+
+
+def test_the_perfect_scaling_line_does_not_squash_the_measured_points(tmp_path, monkeypatch):
+    """One slot: four requests in flight get no more throughput than one, so perfect scaling
+    runs 4× above the data; it used to set the y axis and flatten the points at its foot."""
+    with ForkedSim("--decode-tps", "1000", "--prefill-tps", "50000", "--max-running", "1") as sim:
+        proc = run_benchy_here(
+            "run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "run"),
+            "--pp", "64", "--tg", "32", "-c", "1", "4", "--requests", "8",
+        )  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    results = results_files.read(tmp_path / "run" / "results.json")
+    drawn = drawn_figures(monkeypatch)
+    plots.concurrency_scaling(results, tmp_path)
+    left = drawn["concurrency.png"].axes[0]
+    measured = [c.aggregate_tps for c in results.cases]
+    assert max(measured) < 2 * min(measured), "one slot: concurrency 4 cannot scale"
+    top = left.get_ylim()[1]
+    assert max(measured) <= top <= 1.3 * max(measured), (measured, top)
+
+
+def test_a_change_never_reads_below_minus_100_percent(tmp_path, monkeypatch):
+    """The field case: a TTFT median of 359 ms whose change's interval ran −737 … −7 ms was drawn
+    down to −205%, which no time can fall by. The axis stops at −100% and the cut bar says so."""
+    change = compare.MetricChange(
+        case="pp512 tg128 c1", metric="ttft_s", title="TTFT ms", verdict=compare.FASTER,
+        a_median=0.359, b_median=0.1, n_a=10, n_b=10, change=-0.259, change_pct=-72.1, ci95=[-0.737, -0.007],
+    )  # fmt: skip
+    comparison = compare.Comparison("before", "after", "mann-whitney", 0.05, 0.02, changes=[change])
+    drawn = drawn_figures(monkeypatch)
+    compare.write_png([comparison], tmp_path / "compare.png")
+    fig = drawn["compare.png"]
+    ttft = next(ax for ax in fig.axes if ax.get_title().startswith("TTFT"))
+    assert ttft.get_xlim()[0] >= -105
+    assert min(bar_ends(ttft, 0)) >= -100
+    assert [line.get_marker() for line in ttft.get_lines()].count("<") == 1  # the cut is marked
+
+
+def test_a_cache_capacity_not_found_says_how_far_the_sweep_looked(start_sim, tmp_path, monkeypatch):
+    """A cache larger than the sweep: every re-use hits, and the figure was a flat 100% line
+    that did not say the cliff was not found, nor that the cache holds at least the largest set."""
+    sim = start_sim("--prefill-tps", "50000", "--decode-tps", "3000", "--cache-blocks", "256")  # 4,096 tokens
+    proc = run_benchy_here(
+        "probe-cache", "--base-url", sim.base_url, "--capacity", "--capacity-prefix-tokens", "256",
+        "--capacity-max-tokens", "2048", "--tg", "2", "-q", "--format", "json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    cap = json.loads(proc.stdout)["capacity"]
+    assert cap["cliff_tokens"] is None and all(p["hit_fraction"] == 1 for p in cap["points"])
+    largest = max(p["working_set_tokens"] for p in cap["points"])
+    drawn = drawn_figures(monkeypatch)
+    probe_report.plot_capacity(cap, tmp_path / "capacity.png")
+    words = " ".join(t.get_text() for ax in drawn["capacity.png"].axes for t in [ax.title, *ax.texts])
+    assert "not found" in words and f"≥ {largest:,}" in words, words
+
+
+def pareto_result(points: list[tuple[int, float, float, str]], capacity: int) -> CapacityResult:
+    return CapacityResult(
+        setup=CapacitySetup(case="pp512 tg128", slo={"ttft_s": 0.5}),
+        answer=CapacityAnswer("found", capacity, capacity + 1),
+        points=[CapacityPoint(load=c, throughput_tps=t, per_user_tps=u, verdict=v) for c, t, u, v in points],
+    )
+
+
+def test_the_pareto_legend_lists_only_what_is_drawn(tmp_path, monkeypatch):
+    """c2 beats c1 on both axes: the front is one point, which a dashed line cannot draw, yet the
+    legend listed a 'Pareto front'."""
+    result = pareto_result([(1, 100.0, 50.0, "pass"), (2, 200.0, 60.0, "pass"), (3, 150.0, 30.0, "fail")], 2)
+    assert len(capacity_report.pareto_front(result.points)) == 1
+    drawn = drawn_figures(monkeypatch)
+    capacity_report.write_figure(result, tmp_path / "capacity-pareto.png")
+    ax = drawn["capacity-pareto.png"].axes[0]
+    for handle, label in zip(*ax.get_legend_handles_labels()):
+        if hasattr(handle, "get_xdata"):  # a line: drawn only with two points, or with a marker
+            assert len(handle.get_xdata()) >= 2 or handle.get_marker() not in (None, "None", ""), label
+
+
+def test_a_capacity_beaten_on_both_axes_says_so(tmp_path, monkeypatch):
+    """The star (the highest passing load, c4) sat below c2, which also passes with more total and
+    per-user throughput, and nothing said why the answer is not on the front."""
+    result = pareto_result(
+        [(1, 100.0, 50.0, "pass"), (2, 300.0, 48.0, "pass"), (4, 250.0, 40.0, "pass"), (5, 260.0, 20.0, "fail")], 4
+    )
+    drawn = drawn_figures(monkeypatch)
+    capacity_report.write_figure(result, tmp_path / "capacity-pareto.png")
+    texts = " ".join(t.get_text() for t in drawn["capacity-pareto.png"].axes[0].texts)
+    assert "c2 passes too and beats the capacity on both axes" in texts, texts
+
+
+@pytest.fixture(scope="module")
+def llamacpp_run(tmp_path_factory):
+    """A llama.cpp-like server (its /metrics has no TTFT histograms, its responses carry timings)
+    whose prefill runs at 12,000 tokens/s: an axis that crosses 10,000."""
+    out = tmp_path_factory.mktemp("llamacpp") / "run"
+    with ForkedSim("--flavor", "llamacpp", "--prefill-tps", "12000", "--decode-tps", "400") as sim:
+        proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(out),
+                               "--pp", "512", "2048", "--tg", "16", "--runs", "3")  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    return results_files.read(out / "results.json")
+
+
+def test_the_server_view_names_only_the_sides_it_draws(llamacpp_run, tmp_path, monkeypatch):
+    """llama.cpp does not split TTFT: the left panel drew client bars only, under the title
+    'client vs server split'."""
+    drawn = drawn_figures(monkeypatch)
+    server_view.figure(llamacpp_run, tmp_path)
+    left = drawn["server_view.png"].axes[0]
+    labels = left.get_legend_handles_labels()[1]
+    assert not any(label.startswith("server") for label in labels)  # nothing of the server's to draw
+    assert "server" not in left.get_title().replace("the server reports no split", ""), left.get_title()
+
+
+def test_a_value_axis_writes_its_ticks_in_one_unit(llamacpp_run, tmp_path, monkeypatch):
+    """Ticks of 7,500 beside 10k and 12.5k read as three units on one axis, crowded together."""
+    drawn = drawn_figures(monkeypatch)
+    server_view.figure(llamacpp_run, tmp_path)
+    fig = drawn["server_view.png"]
+    assert max(ax.get_xlim()[1] for ax in fig.axes) >= 10_000, "the prefill axis crosses 10,000"
+    for ax in fig.axes:
+        low, high = ax.get_xlim()
+        shown = [t.get_text() for t in ax.get_xticklabels() if low <= t.get_position()[0] <= high and t.get_text()]
+        styles = {"k" if s.endswith("k") else "M" if s.endswith("M") else "plain" for s in shown if s != "0"}
+        assert len(styles) <= 1, (ax.get_title(), shown)
+        assert len(shown) <= 7, (ax.get_title(), shown)
+
+
+def test_the_per_turn_figure_shows_each_turns_n_and_its_requests(tmp_path, monkeypatch):
+    """Two conversations: each turn's median is two requests, and the figure drew the median
+    alone, so one slow request looked like a trend."""
+    with ForkedSim("--decode-tps", "1000", "--prefill-tps", "50000") as sim:
+        proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "run"),
+                               "--turns", "3", "-c", "2", "--pp", "64", "--tg", "8")  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    results = results_files.read(tmp_path / "run" / "results.json")
+    case = next(c for c in results.cases if c.kind == "multi_turn")
+    drawn = drawn_figures(monkeypatch)
+    workload_plots.figures(results, tmp_path)
+    left = next(f for name, f in drawn.items() if name.startswith("workload-turns")).axes[0]
+    ticks = [t.get_text() for t in left.get_xticklabels()]
+    rows = {r.turn: r.n_ok for r in case.workload.turns}  # type: ignore[union-attr]
+    assert ticks == [f"{turn}\nn = {n}" for turn, n in rows.items()], ticks
+    measured = [r for r in case.requests if not r.warmup and not r.control and r.status == "ok" and r.turn]
+    dots = sum(len(c.get_offsets()) for c in left.collections)
+    assert dots == len(measured) == sum(rows.values())
+
+
+def test_the_trace_reuse_figure_hides_no_request_and_shows_the_failed(tmp_path, monkeypatch):
+    """Requests at identical (expected, reported) points were drawn on top of one another, and
+    failed requests were not drawn at all."""
+    with ForkedSim("--decode-tps", "2000", "--prefill-tps", "50000", "--fault", "http500:0.25", "--seed", "2") as sim:
+        proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "run"), "--trace", "sample",
+                               "--speed", "4", "--requests", "16", "--endpoint", "completions", "--warmup", "0")  # fmt: skip
+    assert proc.returncode in (0, 3, 4), proc.stderr
+    results = results_files.read(tmp_path / "run" / "results.json")
+    case = next(c for c in results.cases if c.kind == "trace")
+    measured = [r for r in case.requests if not r.warmup and r.expected_cached_tokens is not None]
+    ok = [r for r in measured if r.status == "ok" and r.cached_tokens is not None]
+    failed = [r for r in measured if r.status != "ok"]
+    assert failed, "the injected failures"
+    drawn = drawn_figures(monkeypatch)
+    workload_plots.figures(results, tmp_path)
+    ax = next(f for name, f in drawn.items() if name.startswith("workload-reuse")).axes[0]
+    requests, crosses = ax.collections[0], ax.collections[1]
+    positions = [tuple(p) for p in requests.get_offsets()]
+    assert len(set(positions)) == len(positions), "one marker a place"
+    shown = {p: 1 for p in positions}
+    for text in ax.texts:  # ×n beside a marker that stands for n requests
+        shown[tuple(text.xy)] = int(text.get_text().lstrip("×"))
+    assert sum(shown.values()) == len(ok)
+    assert len(crosses.get_offsets()) == len(failed)
+
+
+def box_distance(box, point) -> float:
+    return math.hypot(max(box.x0 - point[0], 0, point[0] - box.x1), max(box.y0 - point[1], 0, point[1] - box.y1))
+
+
+def test_every_value_label_is_nearest_its_own_point(tmp_path, monkeypatch):
+    """Two prompt lengths whose aggregate throughput at concurrency 1 is all but equal: their two
+    labels sat between the two points, each nearer the other's ("36/41" read as one label)."""
+    with ForkedSim("--decode-tps", "400", "--prefill-tps", "50000") as sim:
+        proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "run"),
+                               "--pp", "64", "256", "--tg", "16", "-c", "1", "2", "--runs", "4")  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    results = results_files.read(tmp_path / "run" / "results.json")
+    drawn = drawn_figures(monkeypatch)
+    render.write_report(results, tmp_path / "report")
+    labelled = 0
+    for name, fig in drawn.items():
+        FigureCanvasAgg(fig)  # a saved figure is closed: a canvas again, to measure it
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            points = [
+                ((x, y), ax.transData.transform((x, y)))
+                for c in ax.containers
+                if hasattr(c, "lines")
+                for x, y in zip(*c.lines[0].get_data())
+            ]
+            for label in (t for t in ax.texts if hasattr(t, "xy")):
+                box = label.get_window_extent(renderer)
+                own = box_distance(box, ax.transData.transform(label.xy))
+                closer = [xy for xy, px in points if tuple(xy) != tuple(label.xy) and box_distance(box, px) <= own]
+                assert not closer, (name, ax.get_title(), label.get_text(), closer)
+                labelled += 1
+    assert labelled >= 8  # labels are still drawn where a place is free
