@@ -165,14 +165,19 @@ def llamacpp_run(tmp_path_factory):
 
 
 def test_the_server_view_names_only_the_sides_it_draws(llamacpp_run, tmp_path, monkeypatch):
-    """llama.cpp does not split TTFT: the left panel drew client bars only, under the title
-    'client vs server split'."""
+    """The left panel once drew client bars only under the title 'client vs server split'. Every
+    server part it names has a bar drawn, and the title says 'split' only when one is; llama.cpp
+    publishes its prompt time (timings.prompt_ms) but no queue, so its prefill part is drawn alone."""
     drawn = drawn_figures(monkeypatch)
     server_view.figure(llamacpp_run, tmp_path)
     left = drawn["server_view.png"].axes[0]
-    labels = left.get_legend_handles_labels()[1]
-    assert not any(label.startswith("server") for label in labels)  # nothing of the server's to draw
-    assert "server" not in left.get_title().replace("the server reports no split", ""), left.get_title()
+    bars = {c.get_label(): c for c in left.containers}
+    server_parts = [label for label in left.get_legend_handles_labels()[1] if label.startswith("server")]
+    for label in server_parts:
+        assert any(bar.get_width() > 0 for bar in bars[label]), label
+    assert server_parts == ["server: prefill"], server_parts
+    title = left.get_title()
+    assert ("no split" not in title and "split" in title) == bool(server_parts), title
 
 
 def test_a_value_axis_writes_its_ticks_in_one_unit(llamacpp_run, tmp_path, monkeypatch):

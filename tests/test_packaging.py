@@ -164,4 +164,4 @@ def test_make_demo_installs_benchy_alone_while_test_and_lint_get_their_extras(tm
     venv.mkdir()
     (venv / ".installed-benchy").touch()
     assert _make_installs("demo", venv) == []
-    assert _make_installs("test", venv) == ["'.[test,realserver,dev]'"]
+    assert _make_installs("test", venv) == ["'.[test,realserver,router,dev]'"]

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult, WarningDetails, scans_held
-
-ERROR = "error"  # the number is wrong or missing: a hard failure
-WARNING = "warning"  # the number is real but qualified
-INFO = "info"  # worth knowing; the numbers are right (never fatal, even under --strict)
-SEVERITY_ORDER = (ERROR, WARNING, INFO)
+from benchy.results.types import (  # noqa: F401  (the severities are checks' words: re-exported)
+    ERROR,
+    INFO,
+    SEVERITY_ORDER,
+    WARNING,
+    CaseResult,
+    CheckWarning,
+    Evidence,
+    RunResult,
+    WarningDetails,
+    scans_held,
+)
 
 
 def Warning_(  # noqa: N802  (the name checks have always used)

@@ -519,14 +519,12 @@ def _draw_changes(ax, comp: Comparison, metric: str, cases: list[str], offset: f
             continue
         y = cases.index(change.case) + offset
         base = change.a_median
-        # A bootstrap interval of a difference can reach below −100% on noisy medians; the
-        # figures it bounds cannot (a time or a rate is never negative).
-        low, high = (max(-100.0, 100.0 * v / base) for v in change.ci95)
+        low, high = (100.0 * v / base for v in change.ci95)
         color = _VERDICT_COLORS.get(change.verdict, "0.55")
-        # a time or a rate cannot fall by more than all of it: an interval past −100% (a bootstrap
-        # of a wide baseline) is cut there, and an arrow says it went on
+        # A time or a rate cannot fall by more than all of it: an interval past −100% (a bootstrap
+        # of a difference on noisy medians) is cut there, and an arrow says it went on.
         cut = low < -100.0
-        low = max(low, -100.0)
+        low, high = max(low, -100.0), max(high, -100.0)
         pct = max(change.change_pct, -100.0)
         xerr = [[max(0.0, pct - low)], [max(0.0, high - pct)]]
         ax.errorbar([pct], [y], xerr=xerr, fmt=marker, color=color, capsize=0 if cut else 3)

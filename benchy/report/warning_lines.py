@@ -9,8 +9,7 @@ keep each warning whole, case by case. With -q, notes (severity info) are left o
 
 from __future__ import annotations
 
-from benchy.checks.registry import INFO
-from benchy.results.types import CheckWarning
+from benchy.results.types import INFO, CheckWarning
 
 
 def grouped(warnings: list[CheckWarning]) -> list[list[CheckWarning]]:

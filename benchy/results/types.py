@@ -731,6 +731,12 @@ class WarningDetails(Saved):
     throttle_reasons: list[str] | None = _n("--gpu-metrics: the clock-event (throttle) reasons any sample gave")
 
 
+# A warning's severity: the number is wrong or missing (a hard failure); real but qualified;
+# worth knowing, the numbers right (never fatal, even under --strict).
+ERROR, WARNING, INFO = "error", "warning", "info"
+SEVERITY_ORDER = (ERROR, WARNING, INFO)
+
+
 @dataclass
 class CheckWarning(Saved):
     """A finding of checks.py about these results."""
