@@ -1,11 +1,13 @@
 """A whole benchmark run: connect, calibrate, send every case, save results as they come.
 
-Flow: cases → CasePlan (loadgen) → records (appended to requests.jsonl as each finishes) →
-results (metrics + stats) → checks → results.json. Interrupted runs keep what they measured:
-Ctrl-C (SIGINT) and SIGTERM cancel the run's task, and results.json is saved with `partial: true`
-and `stopped: {by, reason}`; so does --max-errors / --max-error-rate: the record that passes
-a limit sets the run's stop event (loadgen ends the case, workers.py its processes), and no
-later case starts.
+Flow: cases → CasePlan (loadgen) → records (appended to requests.jsonl as each finishes, with
+manifest.json beside it: the bundle, analysis/bundle.py) → analysis (analysis/analyze.py: the
+same that `benchy rebuild` runs on the bundle) → results.json and the report. Interrupted runs
+keep what they measured: Ctrl-C (SIGINT) and SIGTERM cancel the run's task, and results.json is
+saved with `partial: true` and `stopped: {by, reason}`; so does --max-errors /
+--max-error-rate: the record that passes a limit sets the run's stop event (loadgen ends the
+case, workers.py its processes), and no later case starts. A killed run leaves its bundle:
+`benchy rebuild` makes its results.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from benchy import __version__
-from benchy.checks import warnings as checks
+from benchy.analysis import analyze as analysis
+from benchy.analysis.bundle import CaseWindows, Manifest, PlannedCase, write_manifest
 from benchy.client import loop as event_loop
 from benchy.client.stream import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
 from benchy.load.alone import alone_requests, send_alone
@@ -36,11 +39,9 @@ from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_work
 from benchy.measure import metrics
 from benchy.measure.ceiling import CeilingInputs
 from benchy.measure.records import RecordWriter, RequestRecord
-from benchy.results import build as results_build
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
 from benchy.results.build import CaseRows
-from benchy.results.rows import WARMUP
 from benchy.server import cache_reset
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
@@ -97,6 +98,8 @@ class RunState:
         default_factory=dict
     )  # case label → its --cache-reset outcome
     phase: str = "connecting to the server"  # what an interruption cut short, before the cases
+    started: list[str] = field(default_factory=list)  # labels of the cases begun, in order
+    planned: list[PlannedCase] = field(default_factory=list)  # the plans as the manifest keeps them
 
 
 def execute(settings: RunSettings) -> results_mod.RunResult:
@@ -120,6 +123,35 @@ def execute(settings: RunSettings) -> results_mod.RunResult:
         how = (state.stopped or {}).get("reason", "interrupted")
         raise NothingMeasured(f"{how} while {state.phase}: nothing was measured or saved")
     return finish(state, settings)
+
+
+def manifest_of(state: RunState, finished: bool = False) -> Manifest:
+    """What the run has gathered besides its records, typed (analysis/bundle.py)."""
+    labels = dict.fromkeys([*state.started, *state.cache_resets, *state.client, *state.server, *state.gpu])
+    windows = {}
+    for label in labels:
+        client = state.client.get(label)
+        windows[label] = CaseWindows(
+            client=results_mod.ClientHealth.from_dict(client, strict=True) if client else None,
+            server=state.server.get(label),
+            gpu=state.gpu.get(label),
+            cache_reset=state.cache_resets.get(label),
+        )
+    return Manifest(
+        setup=results_mod.Setup.from_dict(state.setup, strict=True),  # an unknown key: a field someone forgot
+        cases=state.planned,
+        started=list(state.started),
+        windows={label: w for label, w in windows.items() if w != CaseWindows()},
+        interrupted=state.interrupted,
+        stopped=results_mod.Stopped(**state.stopped) if state.stopped else None,
+        finished=finished,
+    )
+
+
+def save_manifest(state: RunState, settings: RunSettings, finished: bool = False) -> None:
+    """Rewrites the run folder's manifest.json (nothing without a folder)."""
+    if settings.output_dir is not None and state.setup:
+        write_manifest(manifest_of(state, finished), settings.output_dir)
 
 
 class PromptTooLong(Exception):
@@ -201,62 +233,32 @@ def _stop_on_sigterm(state: RunState) -> None:
 
 
 def finish(state: RunState, settings: RunSettings) -> results_mod.RunResult:
-    """Builds, saves and reports the results. What is returned, printed and reported is the
-    saved form read back, so a report made now and `benchy report` later are the same: all but
-    the requests go through their saved form; the requests are kept as built (their saved form
-    is themselves, less the event arrays they no longer hold), so no dict of every request is
-    made and memory stays flat in the run's length."""
-    built = build_results(state)
-    results = _as_saved(built)
-    if settings.output_dir is not None:
-        results_files.save(built, settings.output_dir)  # a request at a time
-        if settings.report:
+    """Analyses, saves and reports the results. With a folder, the manifest is completed and
+    the results are made from the bundle on disk, as `benchy rebuild` makes them (one path);
+    without one, from the rows made as the records came, through the same analysis."""
+    if settings.output_dir is None:
+        built = analysis.analyze_rows(manifest_of(state, finished=True), state.rows)
+    else:
+        save_manifest(state, settings, finished=True)
+        state.rows.clear()  # the bundle's reading makes them again: not both at once
+        built = analysis.analyze(analysis.Bundle.read(settings.output_dir))
+    return publish(built, settings.output_dir, settings.report)
+
+
+def publish(built: results_mod.RunResult, output_dir: Path | None, report: bool = True) -> results_mod.RunResult:
+    """Saves results.json (and the report) of an analysed run; returns it as saved. What is
+    returned, printed and reported is the saved form read back, so a report made now and
+    `benchy report` later are the same: all but the requests go through their saved form; the
+    requests are kept as built, so no dict of every request is made and memory stays flat in
+    the run's length."""
+    results = analysis.saved_form(built)
+    if output_dir is not None:
+        results_files.save(built, output_dir)  # a request at a time
+        if report:
             from benchy.report import render  # matplotlib is imported only when a report is drawn
 
-            render.write_report(results, settings.output_dir)
+            render.write_report(results, output_dir)
     return results
-
-
-def _as_saved(run: results_mod.RunResult) -> results_mod.RunResult:
-    """`run` as results.json will read back, its requests (the rows) carried over as they are."""
-    bare = replace(run, cases=[replace(c, requests=[]) for c in run.cases])
-    saved = results_mod.RunResult.from_dict(bare.to_dict())
-    for case, built in zip(saved.cases, run.cases):
-        case.requests = built.requests
-    return saved
-
-
-def build_results(state: RunState) -> results_mod.RunResult:
-    by_case = state.rows
-    slo = state.setup.get("load", {}).get("slo")
-    measured = [p for p in state.plans if _has_measured(by_case, p.case.label)]
-    cases = [
-        results_build.case_result(
-            p.case,
-            p.endpoint,
-            p.runs,
-            by_case[p.case.label],
-            slo,
-            client=state.client.get(p.case.label),
-            server=state.server.get(p.case.label),
-            planned_requests=p.measured or None,  # None: as many as --duration allowed
-            gpu=state.gpu.get(p.case.label),
-            idle_power_w=_idle_power(state.setup),
-            cache_reset=state.cache_resets.get(p.case.label),
-        )
-        for p in measured
-    ]
-    partial = state.interrupted or state.stopped is not None or len(cases) < len(state.plans)
-    not_measured = [
-        results_mod.NotMeasured(p.case.label, _why_not_measured(p, by_case)) for p in state.plans if p not in measured
-    ]
-    run = results_build.run_result(state.setup, cases, partial, state.stopped, __version__, not_measured)
-    run.warnings = checks.check(run)  # after every metric; checks only read
-    return run
-
-
-def _idle_power(setup: dict) -> float | None:
-    return ((setup.get("gpu") or {}).get("baseline") or {}).get("power_w")
 
 
 def release_streams(rec: RequestRecord) -> None:
@@ -265,16 +267,6 @@ def release_streams(rec: RequestRecord) -> None:
     then holds a few numbers, not its stream, which was most of a long run's memory."""
     for name in results_mod.RequestResult._NOT_SAVED:
         setattr(rec, name, type(getattr(rec, name))())  # an empty list or str
-
-
-def _has_measured(by_case: dict[str, CaseRows], label: str) -> bool:
-    rows = by_case.get(label)
-    return rows is not None and rows.rows.count(lambda flags: not flags & WARMUP) > 0
-
-
-def _why_not_measured(plan: CasePlan, by_case: dict[str, CaseRows]) -> str:
-    """A planned case without a measured request: never started, or stopped in its warmup."""
-    return "stopped during its warmup" if plan.case.label in by_case else "not started"
 
 
 async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter) -> None:
@@ -346,6 +338,8 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         )
         for i, c in enumerate(settings.cases)
     ]
+    state.planned = [PlannedCase.of(p.case, p.endpoint, p.runs, p.measured or None) for p in state.plans]
+    save_manifest(state, settings)  # before the first request of a case: a killed run keeps it
     stop = asyncio.Event()  # set once an error limit is passed: the run ends
     server_tokenize = ServerTokenize()  # a witness asked after each case (load/tokenize.py)
 
@@ -355,7 +349,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
             rows = state.rows[rec.case] = CaseRows(spill_dir=settings.output_dir)
         rows.add(rec)
         writer.write(rec)
-        held = server_tokenize.hold(rec, functools.partial(rows.redo, len(rows) - 1))  # asked after the case
+        held = server_tokenize.hold(rec, functools.partial(_witnessed, writer, rows, len(rows) - 1))  # after the case
         if not held and rows.records is None:  # written and counted: its streams are let go (the sender may hold it)
             release_streams(rec)
         progress.request_done()
@@ -374,6 +368,8 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
                 resetting = await _reset_cache(state, settings, client, identity, plan.case.label, progress)
             progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
             state.rows[plan.case.label] = CaseRows(bool(plan.case.workload), settings.output_dir)
+            state.started.append(plan.case.label)
+            save_manifest(state, settings)
             window = scraper.window() if scraper else None
             gpu_window = gpus.window() if gpus else None
             try:
@@ -386,7 +382,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
                     state.gpu[plan.case.label] = gpu_window.result
                 if window is not None:  # a stopped run saves at once: no last scrape
                     window.abort()
-                    state.server[plan.case.label] = {"unavailable": window.result}
+                    state.server[plan.case.label] = server_metrics.NoServerFigures(str(window.result))
                 raise
             if gpu_window is not None:  # first: the server's settling wait is not the case's
                 await gpu_window.close()
@@ -394,8 +390,22 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
             if window is not None:
                 await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
             await server_tokenize.settle(client.server_token_count)  # off the case's clock
+            save_manifest(state, settings)  # the case's windows
     finally:
         progress.finish()
+
+
+def rebuild(directory: Path, report: bool = True) -> results_mod.RunResult:
+    """results.json (and the report) of a run folder, made again from its bundle alone (a run
+    killed before it saved, or one analysed again); BundleError (one line) without a bundle."""
+    return publish(analysis.analyze(analysis.Bundle.read(directory)), directory, report)
+
+
+def _witnessed(writer: RecordWriter, rows: CaseRows, position: int, rec: RequestRecord) -> None:
+    """A record that gained a witness after it was written (its server tokenization): the
+    witness goes to requests.jsonl on a line of its own, and the record's row is made again."""
+    writer.witness(rec)
+    rows.redo(position, rec)
 
 
 async def _reset_cache(state: RunState, settings: RunSettings, client, identity, label: str, progress) -> bool:

@@ -19,7 +19,8 @@ from enum import Enum
 from pathlib import Path
 from typing import IO
 
-REQUESTS_SCHEMA = "benchy/requests/1.2"  # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind
+REQUESTS_SCHEMA = "benchy/requests/1.3"  # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind;
+# 1.3: witness lines (WITNESS_OF), a late witness of a request written before it came
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
 CONTENT = "c"
@@ -113,8 +114,8 @@ class RequestRecord:
     alone: bool = False
     # The server's own token count of token_event_text (its /tokenize), asked after the case
     # for a request whose count was disputed, or a few to corroborate (load/tokenize.py); None:
-    # not asked, or the server has no /tokenize. Not in requests.jsonl: the record is written
-    # as it finishes, before this is asked (results.json's token_count keeps it).
+    # not asked, or the server has no /tokenize. The record is written as it finishes, before
+    # this is asked: requests.jsonl gets it later, on a witness line of its own (witness_line).
     server_tokenize: int | None = None
 
     @property
@@ -170,10 +171,32 @@ class RecordWriter:
         self._fh.write(dumps(record.to_dict()) + "\n")
         self._fh.flush()
 
+    def witness(self, record: RequestRecord) -> None:
+        """Appends the witnesses that came after `record` was written (witness_line)."""
+        if self._fh is None:
+            return
+        self._fh.write(dumps(witness_line(record)) + "\n")
+        self._fh.flush()
+
     def close(self) -> None:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+WITNESS_OF = "witness_of"  # a witness line's key: the request id it belongs to (it comes first)
+LATE_FIELDS = ("server_tokenize",)  # the record's fields a witness line may carry
+
+
+def witness_line(record: RequestRecord) -> dict:
+    """A line naming a request already written, with the late witnesses it has gained. Its
+    first key is WITNESS_OF, so a reader finds such lines by their first bytes; a reader of an
+    older schema skips it (it is no record)."""
+    return {WITNESS_OF: record.request_id, **{name: getattr(record, name) for name in LATE_FIELDS}}
+
+
+def is_witness_line(line: bytes) -> bool:
+    return line.startswith(b'{"' + WITNESS_OF.encode() + b'"')
 
 
 def dumps(obj: dict) -> str:
@@ -215,6 +238,8 @@ def read_records(path: Path) -> Iterator[RequestRecord]:
             if is_header(data):
                 _check_header(path, data["schema"])
                 continue
+            if isinstance(data, dict) and WITNESS_OF in data:
+                continue  # a late witness, not a record (witness_line)
             try:
                 yield RequestRecord.from_dict(data)
             except TypeError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Iterable
+from copy import deepcopy
 from pathlib import Path
 from typing import Literal
 
@@ -124,7 +125,7 @@ def case_result(
     runs: int,
     records: list[RequestRecord] | CaseRows,
     slo: dict[str, float] | None = None,
-    client: dict | None = None,
+    client: ClientHealth | dict | None = None,
     server: ServerCaseMetrics | NoServerFigures | None = None,
     planned_requests: int | None = None,
     gpu: GpuCase | None = None,
@@ -179,7 +180,7 @@ def case_result(
         send_lag=send_lag,
         goodput=_goodput(measured, slo) if slo else None,
         requests=rows,  # type: ignore[arg-type]  # a Sequence: on disk past rows.IN_MEMORY
-        client=ClientHealth.from_dict(client, strict=True) if client else None,  # an unknown key: a field forgot
+        client=_client(client),
         server=server,
         planned_requests=planned_requests,
         kind=case.kind,
@@ -193,6 +194,12 @@ def case_result(
     elif alone:
         judge_queueing(result, alone, "alone", _same_shape_ttfts(result))
     return result
+
+
+def _client(client: ClientHealth | dict | None) -> ClientHealth | None:
+    if isinstance(client, ClientHealth):
+        return deepcopy(client)  # the result's own: the analysis never writes into its inputs
+    return ClientHealth.from_dict(client, strict=True) if client else None  # an unknown key: a field forgot
 
 
 def judge_trace_queueing(case: CaseResult, alone: list[tuple[float, float]]) -> None:
@@ -234,6 +241,7 @@ def _gpu(gpu: GpuCase | None, tokens: int, n_ok: int, idle_power_w: float | None
     output tokens of its successful requests (failed ones' tokens are not known)."""
     if gpu is None:
         return None
+    gpu = deepcopy(gpu)  # the window as gathered stays as it was (a rebuild reads it again)
     gpu_figures.per_token(gpu, tokens, n_ok, idle_power_w)
     return gpu
 
