@@ -16,6 +16,7 @@ from pathlib import Path
 
 from benchy import __version__
 from benchy.analysis.bundle import KILLED, MANIFEST, BundleError, Manifest, read_manifest
+from benchy.analysis.frozen import freeze
 from benchy.checks import warnings as checks
 from benchy.measure import records as records_mod
 from benchy.measure.records import RequestRecord
@@ -151,12 +152,13 @@ def _killed_reason(manifest: Manifest, by_case: dict[str, CaseRows]) -> str:
 
 def saved_form(run: results_mod.RunResult) -> results_mod.RunResult:
     """`run` as results.json will read back, its requests (the rows) carried over as they are:
-    what is printed and reported, so that a report made now and one made later agree."""
+    what is printed and reported, so that a report made now and one made later agree. Frozen:
+    nothing after the analysis writes into it."""
     bare = replace(run, cases=[replace(c, requests=[]) for c in run.cases])
     saved = results_mod.RunResult.from_dict(bare.to_dict())
     for case, built in zip(saved.cases, run.cases):
         case.requests = built.requests
-    return saved
+    return freeze(saved)
 
 
 def _has_measured(by_case: dict[str, CaseRows], label: str) -> bool:
