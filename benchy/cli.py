@@ -1024,7 +1024,7 @@ def _rebuild_for_report(folder: Path, output: Path | None, force: bool, why: str
 @cli.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--no-report", is_flag=True, help="Write results.json (and results.csv) only: no report.md, no figures.")
-def rebuild(run_dir, no_report):
+def rebuild(run_dir: Path, no_report: bool) -> None:
     """Re-make results.json and its report from a run folder's bundle (manifest.json and
     requests.jsonl) alone: a run killed before it saved, or one analysed again. Needs no server."""
     results = _rebuild_folder(run_dir, report=not no_report)
