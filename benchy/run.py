@@ -13,18 +13,20 @@ case, workers.py its processes), and no later case starts. A killed run leaves i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
-import functools
 import platform
 import secrets
 import signal
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from benchy import __version__
 from benchy.analysis import analyze as analysis
+from benchy.analysis.analyze import REQUESTS
 from benchy.analysis.bundle import CaseWindows, Manifest, PlannedCase, write_manifest
 from benchy.client import loop as event_loop
 from benchy.client.stream import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
@@ -34,6 +36,7 @@ from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
 from benchy.load.progress import Progress
 from benchy.load.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
+from benchy.load.tally import CaseTally
 from benchy.load.tokenize import ServerTokenize
 from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
 from benchy.measure import metrics
@@ -41,7 +44,6 @@ from benchy.measure.ceiling import CeilingInputs
 from benchy.measure.records import RecordWriter, RequestRecord
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
-from benchy.results.build import CaseRows
 from benchy.server import cache_reset
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
@@ -79,9 +81,10 @@ class RunState:
     """What a run has gathered so far; survives an interruption."""
 
     setup: dict = field(default_factory=dict)
-    # case label → its requests as results keep them (build.CaseRows): the records themselves
-    # are written to requests.jsonl and let go, so memory does not grow with their streams
-    rows: dict[str, CaseRows] = field(default_factory=dict)
+    # case label → what the live run counts of its finished requests (load/tally.py): the
+    # records are written to the bundle and let go; the results are made from the bundle
+    seen: dict[str, CaseTally] = field(default_factory=dict)
+    bundle_dir: Path | None = None  # where manifest.json and requests.jsonl are written
     n_done: int = 0  # requests finished, every case
     plans: list[CasePlan] = field(default_factory=list)
     interrupted: bool = False
@@ -107,22 +110,36 @@ def execute(settings: RunSettings) -> results_mod.RunResult:
     report (report.md, figures, results.csv) when settings.report. Raises ServerError when the
     server cannot be used at all."""
     state = RunState()
-    writer = RecordWriter(settings.output_dir / "requests.jsonl" if settings.output_dir else None)
-    try:
-        event_loop.run(_execute(settings, state, writer))
-    except KeyboardInterrupt:
-        state.interrupted = True
-        state.stopped = {"by": "SIGINT", "reason": "interrupted (Ctrl-C)"}
-    except asyncio.CancelledError:  # what _stop_on_sigterm does to the run's task
-        state.interrupted = True
-    except ServerError as exc:  # the last guard on secrets: nothing the server echoed leaks
-        raise ServerError(scrub(str(exc), secrets_of(settings.client))) from None
-    finally:
-        writer.close()
-    if not state.setup:  # stopped before the first case: nothing measured, nothing to save
-        how = (state.stopped or {}).get("reason", "interrupted")
-        raise NothingMeasured(f"{how} while {state.phase}: nothing was measured or saved")
-    return finish(state, settings)
+    with _bundle_folder(settings.output_dir) as bundle_dir:
+        state.bundle_dir = bundle_dir
+        writer = RecordWriter(bundle_dir / REQUESTS)
+        try:
+            event_loop.run(_execute(settings, state, writer))
+        except KeyboardInterrupt:
+            state.interrupted = True
+            state.stopped = {"by": "SIGINT", "reason": "interrupted (Ctrl-C)"}
+        except asyncio.CancelledError:  # what _stop_on_sigterm does to the run's task
+            state.interrupted = True
+        except ServerError as exc:  # the last guard on secrets: nothing the server echoed leaks
+            raise ServerError(scrub(str(exc), secrets_of(settings.client))) from None
+        finally:
+            writer.close()
+        if not state.setup:  # stopped before the first case: nothing measured, nothing to save
+            how = (state.stopped or {}).get("reason", "interrupted")
+            raise NothingMeasured(f"{how} while {state.phase}: nothing was measured or saved")
+        return finish(state, settings)
+
+
+@contextlib.contextmanager
+def _bundle_folder(output_dir: Path | None) -> Iterator[Path]:
+    """The run folder, or, for a run that saves none, a temporary one: every run's results are
+    made from its bundle, by the one analysis (a long case's rows spill into it, as files that
+    are already unlinked: removing the folder leaves them readable while the results live)."""
+    if output_dir is not None:
+        yield output_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="benchy-bundle-") as where:
+        yield Path(where)
 
 
 def manifest_of(state: RunState, finished: bool = False) -> Manifest:
@@ -148,10 +165,10 @@ def manifest_of(state: RunState, finished: bool = False) -> Manifest:
     )
 
 
-def save_manifest(state: RunState, settings: RunSettings, finished: bool = False) -> None:
-    """Rewrites the run folder's manifest.json (nothing without a folder)."""
-    if settings.output_dir is not None and state.setup:
-        write_manifest(manifest_of(state, finished), settings.output_dir)
+def save_manifest(state: RunState, finished: bool = False) -> None:
+    """Rewrites the bundle's manifest.json."""
+    if state.bundle_dir is not None and state.setup:
+        write_manifest(manifest_of(state, finished), state.bundle_dir)
 
 
 class PromptTooLong(Exception):
@@ -233,15 +250,11 @@ def _stop_on_sigterm(state: RunState) -> None:
 
 
 def finish(state: RunState, settings: RunSettings) -> results_mod.RunResult:
-    """Analyses, saves and reports the results. With a folder, the manifest is completed and
-    the results are made from the bundle on disk, as `benchy rebuild` makes them (one path);
-    without one, from the rows made as the records came, through the same analysis."""
-    if settings.output_dir is None:
-        built = analysis.analyze_rows(manifest_of(state, finished=True), state.rows)
-    else:
-        save_manifest(state, settings, finished=True)
-        state.rows.clear()  # the bundle's reading makes them again: not both at once
-        built = analysis.analyze(analysis.Bundle.read(settings.output_dir))
+    """Completes the manifest, then analyses the bundle on disk as `benchy rebuild` does (one
+    path), saves and reports the results."""
+    assert state.bundle_dir is not None  # execute sets it first
+    save_manifest(state, finished=True)
+    built = analysis.analyze(analysis.Bundle.read(state.bundle_dir))
     return publish(built, settings.output_dir, settings.report)
 
 
@@ -339,18 +352,18 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         for i, c in enumerate(settings.cases)
     ]
     state.planned = [PlannedCase.of(p.case, p.endpoint, p.runs, p.measured or None) for p in state.plans]
-    save_manifest(state, settings)  # before the first request of a case: a killed run keeps it
+    save_manifest(state)  # before the first request of a case: a killed run keeps it
     stop = asyncio.Event()  # set once an error limit is passed: the run ends
     server_tokenize = ServerTokenize()  # a witness asked after each case (load/tokenize.py)
 
     def on_record(rec: RequestRecord) -> None:
-        rows = state.rows.get(rec.case)
-        if rows is None:  # each plan's rows are made when its case starts
-            rows = state.rows[rec.case] = CaseRows(spill_dir=settings.output_dir)
-        rows.add(rec)
+        seen = state.seen.get(rec.case)
+        if seen is None:  # each plan's tally is made when its case starts
+            seen = state.seen[rec.case] = CaseTally()
+        seen.add(rec)
         writer.write(rec)
-        held = server_tokenize.hold(rec, functools.partial(_witnessed, writer, rows, len(rows) - 1))  # after the case
-        if not held and rows.records is None:  # written and counted: its streams are let go (the sender may hold it)
+        held = server_tokenize.hold(rec, writer.witness)  # asked after the case: a witness line then
+        if not held:  # written and counted: its streams are let go (the sender may hold it)
             release_streams(rec)
         progress.request_done()
         count_failure(state, rec)  # counted as results.json counts it
@@ -367,9 +380,9 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
             if resetting:
                 resetting = await _reset_cache(state, settings, client, identity, plan.case.label, progress)
             progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
-            state.rows[plan.case.label] = CaseRows(bool(plan.case.workload), settings.output_dir)
+            state.seen[plan.case.label] = CaseTally()
             state.started.append(plan.case.label)
-            save_manifest(state, settings)
+            save_manifest(state)
             window = scraper.window() if scraper else None
             gpu_window = gpus.window() if gpus else None
             try:
@@ -390,7 +403,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
             if window is not None:
                 await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
             await server_tokenize.settle(client.server_token_count)  # off the case's clock
-            save_manifest(state, settings)  # the case's windows
+            save_manifest(state)  # the case's windows
     finally:
         progress.finish()
 
@@ -399,13 +412,6 @@ def rebuild(directory: Path, report: bool = True) -> results_mod.RunResult:
     """results.json (and the report) of a run folder, made again from its bundle alone (a run
     killed before it saved, or one analysed again); BundleError (one line) without a bundle."""
     return publish(analysis.analyze(analysis.Bundle.read(directory)), directory, report)
-
-
-def _witnessed(writer: RecordWriter, rows: CaseRows, position: int, rec: RequestRecord) -> None:
-    """A record that gained a witness after it was written (its server tokenization): the
-    witness goes to requests.jsonl on a line of its own, and the record's row is made again."""
-    writer.witness(rec)
-    rows.redo(position, rec)
 
 
 async def _reset_cache(state: RunState, settings: RunSettings, client, identity, label: str, progress) -> bool:
@@ -458,7 +464,7 @@ async def _run_one_case(
     factory = PromptFactory(calibration, nonce=settings.nonce, salt=f"{salt}c{plan.index}")
     async with LoopMonitor() as monitor:
         await run_case(client, plan, factory, on_record, start, stop=stop)
-    mine = state.rows.get(plan.case.label)  # its spans and tokens kept as they came: no pass over its rows
+    mine = state.seen.get(plan.case.label)  # its spans and tokens kept as they came
     spans, tokens = (mine.spans(), mine.client_tokens()) if mine is not None else ([], 0)
     state.client[plan.case.label] = client_figures(
         [worker_entry(0, LOCAL_CLOCK, monitor.figures(spans), len(mine) if mine is not None else 0, tokens)]
@@ -482,8 +488,8 @@ async def _close_window(state: RunState, label: str, window: server_metrics.Wind
     if cut_short:
         window.abort()
     else:
-        rows = state.rows.get(label)
-        window.expected_requests = rows.served if rows is not None else 0
+        seen = state.seen.get(label)
+        window.expected_requests = seen.served if seen is not None else 0
         await window.close()
     result = window.result
     state.server[label] = result if not isinstance(result, str) else server_metrics.NoServerFigures(result)

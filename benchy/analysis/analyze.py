@@ -1,10 +1,10 @@
 """One analysis of a run: its bundle (or the rows the live run made of the same records) in,
 its RunResult out, warnings included.
 
-Why one: `benchy rebuild` must give what the run gave. The live run, when it writes a folder,
-analyses that folder's bundle as `benchy rebuild` does; a run without a folder feeds the
-rows it made as the records came (CaseRows.add, the same step the bundle's reader takes)
-to the same analyze_rows.
+Why one: `benchy rebuild` must give what the run gave. The live run analyses its bundle as
+`benchy rebuild` does, once its requests are done (a run that saves no folder writes its bundle
+to a temporary one): nothing is analysed while requests are in flight, and there is no second
+way to make a result that could drift from the first.
 """
 
 from __future__ import annotations
