@@ -1034,10 +1034,16 @@ def rebuild(run_dir: Path, no_report: bool) -> None:
 
 def _rebuild_folder(folder: Path, report: bool) -> RunResult:
     from benchy import run as run_mod
-    from benchy.analysis.bundle import BundleError
+    from benchy.analysis import legacy
+    from benchy.analysis.bundle import MANIFEST, BundleError
     from benchy.measure.records import RecordsError
 
     try:
+        if not (folder / MANIFEST).exists() and (folder / legacy.RESULTS).is_file():
+            legacy.manifest_from_results(folder)
+            click.echo(
+                f"benchy: {folder} has no {MANIFEST} (written before bundles): made from its results.json", err=True
+            )
         return run_mod.rebuild(folder, report)
     except (BundleError, RecordsError) as exc:
         raise click.UsageError(str(exc)) from None

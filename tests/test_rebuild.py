@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from benchy.measure.records import WITNESS_OF, read_records
-from tests.conftest import SimSince, run_benchy_here, shared_sim, start_benchy
+from tests.conftest import REPO_ROOT, SimSince, run_benchy, run_benchy_here, shared_sim, sim_env, start_benchy
 from tests.test_interrupt import wait_for_lines
 
 fast_sim = shared_sim("--prefill-tps", "200000", "--decode-tps", "3000", "--max-running", "64", "--gpus", "2")
@@ -133,3 +134,56 @@ def test_the_manifest_is_on_disk_before_the_first_measured_request(start_sim, tm
     proc.communicate(timeout=30)
     assert manifest["setup"]["model"] and manifest["setup"]["calibration"]
     assert [c["pp"] for c in manifest["cases"]] == [64] and not manifest["finished"]
+
+
+SHIPPED = REPO_ROOT / "reports" / "dgx-spark-sim"
+
+
+def test_the_shipped_run_folder_is_its_bundle_rebuilt(tmp_path):
+    """reports/dgx-spark-sim's results and report are what its bundle gives today: a change to
+    the analysis that changes them shows here (`benchy rebuild reports/dgx-spark-sim` makes
+    them again, no server needed)."""
+    for name in ("manifest.json", "requests.jsonl"):
+        shutil.copyfile(SHIPPED / name, tmp_path / name)
+    made = run_benchy_here("rebuild", str(tmp_path))
+    assert made.returncode == 0, made.stderr
+    for name in (*MADE, "server.csv"):
+        assert (tmp_path / name).read_bytes() == (SHIPPED / name).read_bytes(), name
+
+
+def test_a_run_without_a_folder_is_analysed_from_a_bundle_it_then_removes(fast_sim, tmp_path):
+    """No -o: the bundle goes to a temporary folder, the results are made from it as from any
+    bundle (stdout shows them), and nothing is left behind."""
+    sim = SimSince(fast_sim)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    made = run_benchy("run", "--base-url", sim.base_url, "-q", "--pp", "64", "--tg", "8", "--runs", "3",
+                      "--format", "json", env={**sim_env(), "TMPDIR": str(scratch)})  # fmt: skip
+    assert made.returncode in (0, 3), made.stderr
+    results = json.loads(made.stdout)
+    (case,) = results["cases"]
+    ids = [r["request_id"] for r in case["requests"] if not r["warmup"]]
+    served = {t["request_id"]: t for t in sim.truth(expect=len(ids)) if t.get("request_id")}
+    assert case["n_ok"] == 3 and all(served[rid]["completion_tokens"] == 8 for rid in ids)
+    assert list(scratch.iterdir()) == []
+
+
+def test_a_folder_written_before_bundles_is_rebuilt_from_what_its_results_json_kept(fast_sim, tmp_path):
+    """No manifest, no witness lines (as benchy wrote folders before bundles): the manifest is
+    made from results.json, the /tokenize counts its rows kept become witness lines, and the
+    rebuild gives the same results.json."""
+    sim = SimSince(fast_sim)
+    out = tmp_path / "old"
+    run_into(sim, out, "--pp", "64", "--tg", "8", "16", "-c", "1", "2", "--runs", "3", "--no-report")
+    own = (out / "results.json").read_bytes()
+    (out / "manifest.json").unlink()
+    log = out / "requests.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(line for line in lines if not line.startswith(b'{"witness_of"')))
+    assert len(log.read_bytes().splitlines()) < len(lines)  # it had some, and has none now
+
+    made = run_benchy_here("rebuild", str(out), "--no-report")
+    assert made.returncode == 0, made.stderr
+    assert "made from its results.json" in made.stderr
+    assert (out / "results.json").read_bytes() == own
+    assert (out / "manifest.json").is_file()

@@ -165,6 +165,13 @@ class RecordWriter:
             self._fh.write(dumps(header()) + "\n")
             self._fh.flush()
 
+    @classmethod
+    def appending(cls, path: Path) -> RecordWriter:
+        """A writer that adds to an existing requests.jsonl (no new header)."""
+        writer = cls(None)
+        writer.path, writer._fh = path, open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        return writer
+
     def write(self, record: RequestRecord) -> None:
         if self._fh is None:
             return
@@ -210,10 +217,13 @@ def dumps(obj: dict) -> str:
 
 try:
     from orjson import dumps as _orjson_dumps
+    from orjson import loads as _loads
 except ImportError:  # pragma: no cover
 
     def _orjson_dumps(obj: dict) -> bytes:  # type: ignore[misc]  # orjson's signature is wider
         return json.dumps(obj, separators=(",", ":")).encode()
+
+    _loads = json.loads  # type: ignore[assignment]  # orjson reads bytes too
 
 
 def header() -> dict:
@@ -232,9 +242,12 @@ def read_records(path: Path) -> Iterator[RequestRecord]:
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue
+                data = _loads(line)  # orjson: a long run's analysis reads every record again
+            except ValueError:
+                try:
+                    data = json.loads(line)  # what orjson refuses (NaN) and json reads
+                except ValueError:
+                    continue  # a line cut by a kill
             if is_header(data):
                 _check_header(path, data["schema"])
                 continue
