@@ -352,6 +352,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         for i, c in enumerate(settings.cases)
     ]
     state.planned = [PlannedCase.of(p.case, p.endpoint, p.runs, p.measured or None) for p in state.plans]
+    workloads = {p.case.label for p in state.plans if p.case.workload is not None}
     save_manifest(state)  # before the first request of a case: a killed run keeps it
     stop = asyncio.Event()  # set once an error limit is passed: the run ends
     server_tokenize = ServerTokenize()  # a witness asked after each case (load/tokenize.py)
@@ -363,8 +364,8 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         seen.add(rec)
         writer.write(rec)
         held = server_tokenize.hold(rec, writer.witness)  # asked after the case: a witness line then
-        if not held:  # written and counted: its streams are let go (the sender may hold it)
-            release_streams(rec)
+        if not held and rec.case not in workloads:  # written and counted: its streams are let go
+            release_streams(rec)  # (the sender may hold it; a workload's sender reads them: its history)
         progress.request_done()
         count_failure(state, rec)  # counted as results.json counts it
         passed = None if stop.is_set() else error_limit_passed(state, settings)
