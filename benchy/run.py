@@ -121,13 +121,25 @@ def execute(settings: RunSettings) -> results_mod.RunResult:
         except asyncio.CancelledError:  # what _stop_on_sigterm does to the run's task
             state.interrupted = True
         except ServerError as exc:  # the last guard on secrets: nothing the server echoed leaks
-            raise ServerError(scrub(str(exc), secrets_of(settings.client))) from None
+            message = scrub(str(exc), secrets_of(settings.client))
+            _ended_by_error(state, message)
+            raise ServerError(message) from None
+        except Exception as exc:  # a bad prompt, a lost worker …: raised on, the bundle says so
+            _ended_by_error(state, scrub(f"{type(exc).__name__}: {exc}", secrets_of(settings.client)))
+            raise
         finally:
             writer.close()
         if not state.setup:  # stopped before the first case: nothing measured, nothing to save
             how = (state.stopped or {}).get("reason", "interrupted")
             raise NothingMeasured(f"{how} while {state.phase}: nothing was measured or saved")
         return finish(state, settings)
+
+
+def _ended_by_error(state: RunState, message: str) -> None:
+    """A run that ends by an error saves no results; its bundle says why it ended (a rebuild
+    names it), not that it was killed."""
+    state.stopped = {"by": "error", "reason": message}
+    save_manifest(state)
 
 
 @contextlib.contextmanager
