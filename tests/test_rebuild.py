@@ -187,3 +187,16 @@ def test_a_folder_written_before_bundles_is_rebuilt_from_what_its_results_json_k
     assert "made from its results.json" in made.stderr
     assert (out / "results.json").read_bytes() == own
     assert (out / "manifest.json").is_file()
+
+
+def test_a_run_ended_by_an_error_is_rebuilt_with_the_error_named_not_a_kill(fast_sim, tmp_path):
+    sim = SimSince(fast_sim)
+    out = tmp_path / "failed"
+    failed = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(out), "--pp", "16", "--tg", "8")
+    assert failed.returncode == 1 and "too short" in failed.stderr
+    assert not (out / "results.json").exists()
+    made = run_benchy_here("rebuild", str(out), "--no-report")
+    assert made.returncode == 0, made.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert results["stopped"]["by"] == "error" and "too short" in results["stopped"]["reason"]
+    assert results["cases"] == [] and results["not_measured"][0]["case"] == "pp16 tg8"
