@@ -1326,6 +1326,7 @@ def probe_cache(
         capacity_max_tokens=capacity_max_tokens,
         cache_reset=cache_reset,
         gpu_metrics=gpu_metrics,
+        records_path=output / "requests.jsonl" if output is not None else None,
     )
     try:
         result = probe.run_probe(settings)
