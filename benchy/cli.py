@@ -1130,10 +1130,56 @@ def report(results_file, output, force):
     try:
         written = render.write_from_file(source, output)
     except ResultsError as exc:
-        raise click.ClickException(str(exc)) from None
+        if not (source.parent / "manifest.json").is_file():
+            raise click.ClickException(str(exc)) from None
+        written = _rebuild_for_report(source.parent, output, force, why=str(exc))
     except OSError as exc:
         raise click.ClickException(f"cannot write the report: {exc}") from None
     click.echo(str(written))
+
+
+def _rebuild_for_report(folder: Path, output: Path | None, force: bool, why: str) -> Path:
+    """`benchy report` of a folder whose results.json is missing or unreadable but whose
+    bundle is there (a killed run): the results are made again from the bundle first."""
+    from benchy.folders import copy_bundle
+
+    click.echo(f"benchy: {why}: rebuilding the results from the run's bundle", err=True)
+    if output is not None and output.resolve() != folder.resolve():
+        _claim_folder(output, force)
+        copy_bundle(folder, output)
+        folder = output
+    _rebuild_folder(folder, report=True)
+    return folder / "report.md"
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--no-report", is_flag=True, help="Write results.json (and results.csv) only: no report.md, no figures.")
+def rebuild(run_dir: Path, no_report: bool) -> None:
+    """Re-make results.json and its report from a run folder's bundle (manifest.json and
+    requests.jsonl) alone: a run killed before it saved, or one analysed again. Needs no server."""
+    results = _rebuild_folder(run_dir, report=not no_report)
+    _echo_stop(results, run_dir)
+    click.echo(str(run_dir / "results.json"))
+
+
+def _rebuild_folder(folder: Path, report: bool) -> RunResult:
+    from benchy import run as run_mod
+    from benchy.analysis import legacy
+    from benchy.analysis.bundle import MANIFEST, BundleError
+    from benchy.measure.records import RecordsError
+
+    try:
+        if not (folder / MANIFEST).exists() and (folder / legacy.RESULTS).is_file():
+            legacy.manifest_from_results(folder)
+            click.echo(
+                f"benchy: {folder} has no {MANIFEST} (written before bundles): made from its results.json", err=True
+            )
+        return run_mod.rebuild(folder, report)
+    except (BundleError, RecordsError) as exc:
+        raise click.UsageError(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot rebuild {folder}: {exc.strerror or exc}") from None
 
 
 @cli.command()
@@ -1411,6 +1457,7 @@ def probe_cache(
         capacity_max_tokens=capacity_max_tokens,
         cache_reset=cache_reset,
         gpu_metrics=gpu_metrics,
+        records_path=output / "requests.jsonl" if output is not None else None,
     )
     try:
         result = probe.run_probe(settings)

@@ -19,6 +19,8 @@ OWN_FILES = (
     "results.json",
     "results.json.tmp",
     "requests.jsonl",
+    "manifest.json",
+    "manifest.json.tmp",
     "report.md",
     "report.html",
     "results.csv",
@@ -79,12 +81,18 @@ def clear_figures(figures: Path) -> None:
 
 
 def copy_run(source: Path, directory: Path) -> Path:
-    """Copies a saved run (results.json or probe.json, and the requests.jsonl beside it) into
-    `directory`, so that a report written there has its numbers' source beside it; returns the
-    copy of `source`."""
+    """Copies a saved run (results.json or probe.json, and the bundle beside it: requests.jsonl
+    and manifest.json) into `directory`, so that a report written there has its numbers' source
+    beside it; returns the copy of `source`."""
     directory.mkdir(parents=True, exist_ok=True)
     copied = Path(shutil.copyfile(source, directory / source.name))
-    log = source.parent / "requests.jsonl"
-    if log.is_file():
-        shutil.copyfile(log, directory / log.name)
+    copy_bundle(source.parent, directory)
     return copied
+
+
+def copy_bundle(source: Path, directory: Path) -> None:
+    """Copies a run folder's bundle (manifest.json and requests.jsonl) into `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in ("requests.jsonl", "manifest.json"):
+        if (source / name).is_file():
+            shutil.copyfile(source / name, directory / name)

@@ -33,12 +33,14 @@ every re-use, else a re-use TTFT TIMING_HIT_SPEEDUP× faster than the same prefi
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import platform
 import secrets
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -53,7 +55,7 @@ from benchy.measure import gpu as gpu_figures
 from benchy.measure import metrics, stats
 from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
-from benchy.measure.records import RequestRecord
+from benchy.measure.records import RecordWriter, RequestRecord
 from benchy.results.types import PROBE_SCHEMA
 from benchy.server import cache_reset
 from benchy.server import capacity as capacity_mod
@@ -85,6 +87,7 @@ class ProbeSettings:
     command_line: str = ""
     on_length: object = None  # callable(length) before each length is probed, for progress
     gpu_metrics: str | None = None  # --gpu-metrics: the GPUs sampled over each length (server/gpu.py)
+    records_path: Path | None = None  # -o: requests.jsonl, each probe request's record as it finishes
 
 
 @dataclass(frozen=True)
@@ -299,20 +302,19 @@ def _plan(settings: ProbeSettings, length: int, prompts: PromptFactory, salt: st
     return requests
 
 
-async def _one_at_a_time(client: Client, requests: list[PlannedRequest]) -> list[RequestRecord]:
-    """The requests in turn (a queue would add its wait to the TTFT); their records."""
-    await send(client, requests, _ignore, Closed(1))
+async def _one_at_a_time(
+    client: Client, requests: list[PlannedRequest], on_record: Callable[[RequestRecord], None]
+) -> list[RequestRecord]:
+    """The requests in turn (a queue would add its wait to the TTFT); their records (judged
+    once all are in; `on_record` gets each as it finishes, to write it down)."""
+    await send(client, requests, on_record, Closed(1))
     return [r.record for r in requests]
 
 
-def _ignore(record: RequestRecord) -> None:
-    """probe-cache judges the records once all of them are in."""
-
-
 async def _probe_length(
-    client: Client, settings: ProbeSettings, length: int, prompts: PromptFactory, salt: str
+    client: Client, settings: ProbeSettings, length: int, prompts: PromptFactory, salt: str, writer: RecordWriter
 ) -> list[RequestRecord]:
-    return await _one_at_a_time(client, _plan(settings, length, prompts, salt))
+    return await _one_at_a_time(client, _plan(settings, length, prompts, salt), writer.write)
 
 
 CAPACITY_HIT_SHARE = 0.5  # a working set whose re-uses hit at least this often still fits
@@ -320,7 +322,9 @@ CAPACITY_PRECISION = 0.1  # bisect until the bracket's half-width is this share 
 CAPACITY_MAX_PASSES = 14
 
 
-async def _capacity_pass(client: Client, settings: ProbeSettings, prompts: PromptFactory, k: int, salt: str) -> dict:
+async def _capacity_pass(
+    client: Client, settings: ProbeSettings, prompts: PromptFactory, k: int, salt: str, writer: RecordWriter
+) -> dict:
     """K distinct prefixes, each sent once, then each again in the same order: the point
     {prefixes, hits, judged, hit_fraction, …} of this working set."""
     length = settings.capacity_prefix_tokens
@@ -340,7 +344,7 @@ async def _capacity_pass(client: Client, settings: ProbeSettings, prompts: Promp
                 target_output_tokens=settings.tg,
             )
             requests.append(_request(settings, rec, prompt, body))
-    records = await _one_at_a_time(client, requests)
+    records = await _one_at_a_time(client, requests, writer.write)
     return capacity_point(k, records[:k], records[k:])
 
 
@@ -391,7 +395,9 @@ def _pair_hits(pairs: list[tuple[RequestRecord, RequestRecord]], prompt_tokens: 
     return out, "ttft"
 
 
-async def _capacity(client: Client, settings: ProbeSettings, prompts: PromptFactory, salt: str, reset) -> dict:
+async def _capacity(
+    client: Client, settings: ProbeSettings, prompts: PromptFactory, salt: str, reset, writer: RecordWriter
+) -> dict:
     """The capacity sweep (see the module docstring); `reset`: an async callable or None."""
     points: list[dict] = []
     fits = falls = None
@@ -402,7 +408,7 @@ async def _capacity(client: Client, settings: ProbeSettings, prompts: PromptFact
             await reset()
         if callable(settings.on_length):
             settings.on_length(f"capacity: {k} prefix(es)")
-        point = await _capacity_pass(client, settings, prompts, k, salt)
+        point = await _capacity_pass(client, settings, prompts, k, salt, writer)
         points.append(point)
         if point["hit_fraction"] is None:
             return None
@@ -482,13 +488,14 @@ async def _probe(settings: ProbeSettings) -> dict:
             model = await client.choose_model()
             if settings.gpu_metrics is not None:
                 gpus = await gpu_mod.start_sampler(settings.gpu_metrics)
-            return await _probe_with(settings, client, model, gpus)
+            with contextlib.closing(RecordWriter(settings.records_path)) as writer:
+                return await _probe_with(settings, client, model, gpus, writer)
     finally:
         if gpus is not None:
             await gpus.close()
 
 
-async def _probe_with(settings: ProbeSettings, client: Client, model: str, gpus) -> dict:
+async def _probe_with(settings: ProbeSettings, client: Client, model: str, gpus, writer: RecordWriter) -> dict:
     # The context one request may hold (llama.cpp: per slot, from /props): longer prompts
     # would only come back as HTTP 400s.
     identity = await server_mod.identify(client, client.base, model)
@@ -525,14 +532,14 @@ async def _probe_with(settings: ProbeSettings, client: Client, model: str, gpus)
         window = gpus.window() if gpus is not None else None
         if window is not None:
             await window.open()
-        records = await _probe_length(client, settings, length, prompts, salt)
+        records = await _probe_length(client, settings, length, prompts, salt, writer)
         entries.append(length_entry(length, asked, records))
         if window is not None:
             await window.close()
             entries[-1]["gpu"] = _gpu_entry(window.result, records, gpus)
     out: dict = {"schema": SCHEMA, "benchy_version": __version__, "setup": setup, "lengths": entries}
     if settings.capacity:
-        out["capacity"] = await _capacity(client, settings, prompts, salt, reset)
+        out["capacity"] = await _capacity(client, settings, prompts, salt, reset, writer)
         out["capacity"]["stated"] = (await capacity_mod.stated_capacity(client, client.base, identity)).to_dict()
     if settings.cache_reset:
         setup["cache_reset"] = {"calls": len(resets), "last": resets[-1] if resets else None}

@@ -1,28 +1,33 @@
 """A whole benchmark run: connect, calibrate, send every case, save results as they come.
 
-Flow: cases → CasePlan (loadgen) → records (appended to requests.jsonl as each finishes) →
-results (metrics + stats) → checks → results.json. Interrupted runs keep what they measured:
-Ctrl-C (SIGINT) and SIGTERM cancel the run's task, and results.json is saved with `partial: true`
-and `stopped: {by, reason}`; so does --max-errors / --max-error-rate: the record that passes
-a limit sets the run's stop event (loadgen ends the case, workers.py its processes), and no
-later case starts.
+Flow: cases → CasePlan (loadgen) → records (appended to requests.jsonl as each finishes, with
+manifest.json beside it: the bundle, analysis/bundle.py) → analysis (analysis/analyze.py: the
+same that `benchy rebuild` runs on the bundle) → results.json and the report. Interrupted runs
+keep what they measured: Ctrl-C (SIGINT) and SIGTERM cancel the run's task, and results.json is
+saved with `partial: true` and `stopped: {by, reason}`; so does --max-errors /
+--max-error-rate: the record that passes a limit sets the run's stop event (loadgen ends the
+case, workers.py its processes), and no later case starts. A killed run leaves its bundle:
+`benchy rebuild` makes its results.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
-import functools
 import platform
 import secrets
 import signal
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from benchy import __version__
-from benchy.checks import warnings as checks
+from benchy.analysis import analyze as analysis
+from benchy.analysis.analyze import REQUESTS
+from benchy.analysis.bundle import CaseWindows, Manifest, PlannedCase, write_manifest
 from benchy.client import loop as event_loop
 from benchy.client.extra_body import redacted_body as redacted_extra_body
 from benchy.client.stream import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
@@ -36,16 +41,14 @@ from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
 from benchy.load.progress import Progress
 from benchy.load.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
+from benchy.load.tally import CaseTally
 from benchy.load.tokenize import ServerTokenize
 from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
 from benchy.measure import metrics
 from benchy.measure.ceiling import CeilingInputs
 from benchy.measure.records import RecordWriter, RequestRecord
-from benchy.results import build as results_build
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
-from benchy.results.build import CaseRows
-from benchy.results.rows import WARMUP
 from benchy.server import cache_reset, router
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
@@ -88,9 +91,10 @@ class RunState:
     """What a run has gathered so far; survives an interruption."""
 
     setup: dict = field(default_factory=dict)
-    # case label → its requests as results keep them (build.CaseRows): the records themselves
-    # are written to requests.jsonl and let go, so memory does not grow with their streams
-    rows: dict[str, CaseRows] = field(default_factory=dict)
+    # case label → what the live run counts of its finished requests (load/tally.py): the
+    # records are written to the bundle and let go; the results are made from the bundle
+    seen: dict[str, CaseTally] = field(default_factory=dict)
+    bundle_dir: Path | None = None  # where manifest.json and requests.jsonl are written
     n_done: int = 0  # requests finished, every case
     plans: list[CasePlan] = field(default_factory=list)
     interrupted: bool = False
@@ -108,6 +112,8 @@ class RunState:
         default_factory=dict
     )  # case label → its --cache-reset outcome
     phase: str = "connecting to the server"  # what an interruption cut short, before the cases
+    started: list[str] = field(default_factory=list)  # labels of the cases begun, in order
+    planned: list[PlannedCase] = field(default_factory=list)  # the plans as the manifest keeps them
 
 
 def execute(settings: RunSettings) -> results_mod.RunResult:
@@ -115,24 +121,80 @@ def execute(settings: RunSettings) -> results_mod.RunResult:
     report (report.md, figures, results.csv) when settings.report. Raises ServerError when the
     server cannot be used at all."""
     state = RunState()
-    writer = RecordWriter(settings.output_dir / "requests.jsonl" if settings.output_dir else None)
-    try:
-        event_loop.run(_execute(settings, state, writer))
-    except KeyboardInterrupt:
-        state.interrupted = True
-        state.stopped = {"by": "SIGINT", "reason": "interrupted (Ctrl-C)"}
-    except asyncio.CancelledError:  # what _stop_on_sigterm does to the run's task
-        state.interrupted = True
-    except ServerError as exc:  # the last guard on secrets: nothing the server echoed leaks
-        raise ServerError(scrub(str(exc), secrets_of(settings.client))) from None
-    finally:
-        if state.setup:  # results will be saved: their log beside them, even with no record in it
-            writer.start()
-        writer.close()
-    if not state.setup:  # stopped before the first case: nothing measured, nothing to save
-        how = (state.stopped or {}).get("reason", "interrupted")
-        raise NothingMeasured(f"{how} while {state.phase}: nothing was measured or saved")
-    return finish(state, settings)
+    with _bundle_folder(settings.output_dir) as bundle_dir:
+        state.bundle_dir = bundle_dir
+        writer = RecordWriter(bundle_dir / REQUESTS)
+        try:
+            event_loop.run(_execute(settings, state, writer))
+        except KeyboardInterrupt:
+            state.interrupted = True
+            state.stopped = {"by": "SIGINT", "reason": "interrupted (Ctrl-C)"}
+        except asyncio.CancelledError:  # what _stop_on_sigterm does to the run's task
+            state.interrupted = True
+        except ServerError as exc:  # the last guard on secrets: nothing the server echoed leaks
+            message = scrub(str(exc), secrets_of(settings.client))
+            _ended_by_error(state, message)
+            raise ServerError(message) from None
+        except Exception as exc:  # a bad prompt, a lost worker …: raised on, the bundle says so
+            _ended_by_error(state, scrub(f"{type(exc).__name__}: {exc}", secrets_of(settings.client)))
+            raise
+        finally:
+            if state.setup:  # results will be saved: their log beside them, even with no record in it
+                writer.start()
+            writer.close()
+        if not state.setup:  # stopped before the first case: nothing measured, nothing to save
+            how = (state.stopped or {}).get("reason", "interrupted")
+            raise NothingMeasured(f"{how} while {state.phase}: nothing was measured or saved")
+        return finish(state, settings)
+
+
+def _ended_by_error(state: RunState, message: str) -> None:
+    """A run that ends by an error saves no results; its bundle says why it ended (a rebuild
+    names it), not that it was killed."""
+    state.stopped = {"by": "error", "reason": message}
+    save_manifest(state)
+
+
+@contextlib.contextmanager
+def _bundle_folder(output_dir: Path | None) -> Iterator[Path]:
+    """The run folder, or, for a run that saves none, a temporary one: every run's results are
+    made from its bundle, by the one analysis (a long case's rows spill into it, as files that
+    are already unlinked: removing the folder leaves them readable while the results live)."""
+    if output_dir is not None:
+        yield output_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="benchy-bundle-") as where:
+        yield Path(where)
+
+
+def manifest_of(state: RunState, finished: bool = False) -> Manifest:
+    """What the run has gathered besides its records, typed (analysis/bundle.py)."""
+    labels = dict.fromkeys([*state.started, *state.cache_resets, *state.client, *state.server, *state.gpu])
+    windows = {}
+    for label in labels:
+        client = state.client.get(label)
+        windows[label] = CaseWindows(
+            client=results_mod.ClientHealth.from_dict(client, strict=True) if client else None,
+            server=state.server.get(label),
+            gpu=state.gpu.get(label),
+            cache_reset=state.cache_resets.get(label),
+        )
+    return Manifest(
+        setup=results_mod.Setup.from_dict(state.setup, strict=True),  # an unknown key: a field someone forgot
+        cases=state.planned,
+        started=list(state.started),
+        skipped=list(state.skipped),
+        windows={label: w for label, w in windows.items() if w != CaseWindows()},
+        interrupted=state.interrupted,
+        stopped=results_mod.Stopped(**state.stopped) if state.stopped else None,
+        finished=finished,
+    )
+
+
+def save_manifest(state: RunState, finished: bool = False) -> None:
+    """Rewrites the bundle's manifest.json."""
+    if state.bundle_dir is not None and state.setup:
+        write_manifest(manifest_of(state, finished), state.bundle_dir)
 
 
 class PromptTooLong(Exception):
@@ -246,62 +308,28 @@ def _stop_on_sigterm(state: RunState) -> None:
 
 
 def finish(state: RunState, settings: RunSettings) -> results_mod.RunResult:
-    """Builds, saves and reports the results. What is returned, printed and reported is the
-    saved form read back, so a report made now and `benchy report` later are the same: all but
-    the requests go through their saved form; the requests are kept as built (their saved form
-    is themselves, less the event arrays they no longer hold), so no dict of every request is
-    made and memory stays flat in the run's length."""
-    built = build_results(state)
-    results = _as_saved(built)
-    if settings.output_dir is not None:
-        results_files.save(built, settings.output_dir)  # a request at a time
-        if settings.report:
+    """Completes the manifest, then analyses the bundle on disk as `benchy rebuild` does (one
+    path), saves and reports the results."""
+    assert state.bundle_dir is not None  # execute sets it first
+    save_manifest(state, finished=True)
+    built = analysis.analyze(analysis.Bundle.read(state.bundle_dir))
+    return publish(built, settings.output_dir, settings.report)
+
+
+def publish(built: results_mod.RunResult, output_dir: Path | None, report: bool = True) -> results_mod.RunResult:
+    """Saves results.json (and the report) of an analysed run; returns it as saved. What is
+    returned, printed and reported is the saved form read back, so a report made now and
+    `benchy report` later are the same: all but the requests go through their saved form; the
+    requests are kept as built, so no dict of every request is made and memory stays flat in
+    the run's length."""
+    results = analysis.saved_form(built)
+    if output_dir is not None:
+        results_files.save(built, output_dir)  # a request at a time
+        if report:
             from benchy.report import render  # matplotlib is imported only when a report is drawn
 
-            render.write_report(results, settings.output_dir)
+            render.write_report(results, output_dir)
     return results
-
-
-def _as_saved(run: results_mod.RunResult) -> results_mod.RunResult:
-    """`run` as results.json will read back, its requests (the rows) carried over as they are."""
-    bare = replace(run, cases=[replace(c, requests=[]) for c in run.cases])
-    saved = results_mod.RunResult.from_dict(bare.to_dict())
-    for case, built in zip(saved.cases, run.cases):
-        case.requests = built.requests
-    return saved
-
-
-def build_results(state: RunState) -> results_mod.RunResult:
-    by_case = state.rows
-    slo = state.setup.get("load", {}).get("slo")
-    measured = [p for p in state.plans if _has_measured(by_case, p.case.label)]
-    cases = [
-        results_build.case_result(
-            p.case,
-            p.endpoint,
-            p.runs,
-            by_case[p.case.label],
-            slo,
-            client=state.client.get(p.case.label),
-            server=state.server.get(p.case.label),
-            planned_requests=p.measured or None,  # None: as many as --duration allowed
-            gpu=state.gpu.get(p.case.label),
-            idle_power_w=_idle_power(state.setup),
-            cache_reset=state.cache_resets.get(p.case.label),
-        )
-        for p in measured
-    ]
-    partial = state.interrupted or state.stopped is not None or len(cases) < len(state.plans)
-    not_measured = state.skipped + [
-        results_mod.NotMeasured(p.case.label, _why_not_measured(p, by_case)) for p in state.plans if p not in measured
-    ]
-    run = results_build.run_result(state.setup, cases, partial, state.stopped, __version__, not_measured)
-    run.warnings = checks.check(run)  # after every metric; checks only read
-    return run
-
-
-def _idle_power(setup: dict) -> float | None:
-    return ((setup.get("gpu") or {}).get("baseline") or {}).get("power_w")
 
 
 def release_streams(rec: RequestRecord) -> None:
@@ -310,16 +338,6 @@ def release_streams(rec: RequestRecord) -> None:
     then holds a few numbers, not its stream, which was most of a long run's memory."""
     for name in results_mod.RequestResult._NOT_SAVED:
         setattr(rec, name, type(getattr(rec, name))())  # an empty list or str
-
-
-def _has_measured(by_case: dict[str, CaseRows], label: str) -> bool:
-    rows = by_case.get(label)
-    return rows is not None and rows.rows.count(lambda flags: not flags & WARMUP) > 0
-
-
-def _why_not_measured(plan: CasePlan, by_case: dict[str, CaseRows]) -> str:
-    """A planned case without a measured request: never started, or stopped in its warmup."""
-    return "stopped during its warmup" if plan.case.label in by_case else "not started"
 
 
 async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter) -> None:
@@ -405,18 +423,21 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
     ]
     if (data := dataset_setup(state.plans, calibrations, settings.nonce)) is not None:
         state.setup["dataset"] = data.to_dict()  # its sampling drawn here as each case will draw it
+    state.planned = [PlannedCase.of(p.case, p.endpoint, p.runs, p.measured or None) for p in state.plans]
+    workloads = {p.case.label for p in state.plans if p.case.workload is not None}
+    save_manifest(state)  # before the first request of a case: a killed run keeps it
     stop = asyncio.Event()  # set once an error limit is passed: the run ends
     server_tokenize = ServerTokenize()  # a witness asked after each case (load/tokenize.py)
 
     def on_record(rec: RequestRecord) -> None:
-        rows = state.rows.get(rec.case)
-        if rows is None:  # each plan's rows are made when its case starts
-            rows = state.rows[rec.case] = CaseRows(spill_dir=settings.output_dir)
-        rows.add(rec)
+        seen = state.seen.get(rec.case)
+        if seen is None:  # each plan's tally is made when its case starts
+            seen = state.seen[rec.case] = CaseTally()
+        seen.add(rec)
         writer.write(rec)
-        held = server_tokenize.hold(rec, functools.partial(rows.redo, len(rows) - 1))  # asked after the case
-        if not held and rows.records is None:  # written and counted: its streams are let go (the sender may hold it)
-            release_streams(rec)
+        held = server_tokenize.hold(rec, writer.witness)  # asked after the case: a witness line then
+        if not held and rec.case not in workloads:  # written and counted: its streams are let go
+            release_streams(rec)  # (the sender may hold it; a workload's sender reads them: its history)
         progress.request_done()
         count_failure(state, rec)  # counted as results.json counts it
         passed = None if stop.is_set() else error_limit_passed(state, settings)
@@ -432,7 +453,9 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
             if resetting:
                 resetting = await _reset_cache(state, settings, client, identity, plan.case.label, progress)
             progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
-            state.rows[plan.case.label] = CaseRows(bool(plan.case.workload), settings.output_dir)
+            state.seen[plan.case.label] = CaseTally()
+            state.started.append(plan.case.label)
+            save_manifest(state)
             window = scraper.window() if scraper else None
             gpu_window = gpus.window() if gpus else None
             try:
@@ -445,7 +468,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
                     state.gpu[plan.case.label] = gpu_window.result
                 if window is not None:  # a stopped run saves at once: no last scrape
                     window.abort()
-                    state.server[plan.case.label] = {"unavailable": window.result}
+                    state.server[plan.case.label] = server_metrics.NoServerFigures(str(window.result))
                 raise
             if gpu_window is not None:  # first: the server's settling wait is not the case's
                 await gpu_window.close()
@@ -453,8 +476,15 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
             if window is not None:
                 await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
             await server_tokenize.settle(client.server_token_count)  # off the case's clock
+            save_manifest(state)  # the case's windows
     finally:
         progress.finish()
+
+
+def rebuild(directory: Path, report: bool = True) -> results_mod.RunResult:
+    """results.json (and the report) of a run folder, made again from its bundle alone (a run
+    killed before it saved, or one analysed again); BundleError (one line) without a bundle."""
+    return publish(analysis.analyze(analysis.Bundle.read(directory)), directory, report)
 
 
 async def _reset_cache(state: RunState, settings: RunSettings, client, identity, label: str, progress) -> bool:
@@ -507,7 +537,7 @@ async def _run_one_case(
     factory = PromptFactory(calibration, nonce=settings.nonce, salt=f"{salt}c{plan.index}")
     async with LoopMonitor() as monitor:
         await run_case(client, plan, factory, on_record, start, stop=stop)
-    mine = state.rows.get(plan.case.label)  # its spans and tokens kept as they came: no pass over its rows
+    mine = state.seen.get(plan.case.label)  # its spans and tokens kept as they came
     spans, tokens = (mine.spans(), mine.client_tokens()) if mine is not None else ([], 0)
     state.client[plan.case.label] = client_figures(
         [worker_entry(0, LOCAL_CLOCK, monitor.figures(spans), len(mine) if mine is not None else 0, tokens)]
@@ -537,8 +567,8 @@ async def _close_window(state: RunState, label: str, window: server_metrics.Wind
     if cut_short:
         window.abort()
     else:
-        rows = state.rows.get(label)
-        window.expected_requests = rows.served if rows is not None else 0
+        seen = state.seen.get(label)
+        window.expected_requests = seen.served if seen is not None else 0
         await window.close()
     result = window.result
     state.server[label] = result if not isinstance(result, str) else server_metrics.NoServerFigures(result)

@@ -63,12 +63,13 @@ def test_report_elsewhere_copies_the_results_it_reports(fast_sim, tmp_path):
     sim = SimSince(fast_sim)
     run_dir, other = tmp_path / "run", tmp_path / "other"
     assert run_into(sim, run_dir, "--no-report").returncode == 0
-    assert {p.name for p in run_dir.iterdir()} == {"results.json", "requests.jsonl"}  # nothing drawn
+    assert {p.name for p in run_dir.iterdir()} == {"results.json", "requests.jsonl", "manifest.json"}  # nothing drawn
 
     made = benchy("report", str(run_dir / "results.json"), "-o", str(other))
     assert made.returncode == 0, made.stderr
     assert (other / "results.json").read_bytes() == (run_dir / "results.json").read_bytes()
     assert (other / "requests.jsonl").read_bytes() == (run_dir / "requests.jsonl").read_bytes()
+    assert (other / "manifest.json").read_bytes() == (run_dir / "manifest.json").read_bytes()  # the bundle too
     report = (other / "report.md").read_text()
     assert "results.json" in report and figures_named_in(other / "report.md")
     for name in figures_named_in(other / "report.md"):

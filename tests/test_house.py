@@ -25,6 +25,7 @@ MAY_IMPORT = {
     "results": {"measure", "workloads", "server"},  # the server's own figures are typed there
     "checks": {"measure", "results"},
     "report": {"measure", "results", "folders"},
+    "analysis": {"measure", "workloads", "server", "results", "checks"},  # the bundle in, a frozen result out
     "sim": set(),
 }
 
@@ -128,3 +129,59 @@ def test_the_top_level_holds_few_modules_and_every_stage_is_a_package():
     for name in MAY_IMPORT:
         assert (PACKAGE / name / "__init__.py").is_file(), name
         assert ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text())), f"{name}/ says what it holds"
+
+
+# A result is written by the analysis only (benchy/analysis, and the builder it runs:
+# results/ and measure/'s figures); every later stage reads it. Read from the code: an
+# assignment (or augmented one, or a deletion) into an attribute of a name that holds a result
+# by the house's naming (run, case, results, typed, saved), or into an item of one.
+RESULT_HOLDERS = {"run", "case", "results", "typed", "saved"}
+WRITES_RESULTS = {"analysis", "results", "measure"}
+
+
+def _written_results(tree: ast.AST) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        for target in targets:
+            while isinstance(target, ast.Subscript):
+                target = target.value
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                if target.value.id in RESULT_HOLDERS:
+                    found.append((node.lineno, f"{target.value.id}.{target.attr}"))
+    return found
+
+
+def test_no_stage_after_the_analysis_writes_into_a_result():
+    sample = "run.warnings = []\ncase.summary['x'] = None\nother.n = 1\ndel typed.cases[0]"
+    assert _written_results(ast.parse(sample)) == [(1, "run.warnings"), (2, "case.summary"), (4, "typed.cases")]
+    writes = {
+        f"{module}:{line} {what}"
+        for module, path in MODULES.items()
+        if stage(module) not in WRITES_RESULTS
+        for line, what in _written_results(ast.parse(path.read_text(encoding="utf-8")))
+    }
+    assert writes == set()
+
+
+def test_a_result_refuses_writes_once_the_analysis_made_it():
+    """The run-time half of the rule: what the analysis hands out is frozen (analysis/frozen.py)."""
+    import pytest
+
+    from benchy.analysis.analyze import saved_form
+    from benchy.analysis.frozen import FrozenResult
+    from benchy.results.types import CaseResult, RunResult, Setup
+
+    run = RunResult(benchy_version="0", setup=Setup(), cases=[CaseResult("pp1 tg1", 1, 1)])
+    made = saved_form(run)
+    with pytest.raises(FrozenResult):
+        made.cases[0].n_ok = 3
+    with pytest.raises(FrozenResult):
+        made.warnings = []
+    assert made == RunResult.from_dict(made.to_dict())  # still equal to its saved form

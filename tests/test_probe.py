@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from benchy import run as run_mod
 from benchy.client.stream import ClientSettings
-from benchy.measure.records import RequestRecord
+from benchy.measure.records import RequestRecord, read_records
 from benchy.probe import (
     MIN_SPEEDUP,
     SCHEMA,
@@ -134,6 +134,11 @@ def test_cache_off_is_not_detected_and_the_cli_writes_probe_files(start_sim, tmp
     assert (out / "probe.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "probe.md").read_text()
     assert "shared prefix TTFT (first, then repeats)" in md and "![" in md
+    # every probe request's record is on disk beside them, as the server served it
+    records = {r.request_id: r for r in read_records(out / "requests.jsonl")}
+    ids = [i for e in probe["lengths"] for side in ("shared", "unique") for i in e[side]["request_ids"]]
+    assert sorted(records) == sorted(ids) and len(ids) == 2 * 5 * len(LENGTHS)
+    assert all(records[i].prompt_tokens == truth[i]["prompt_tokens"] for i in ids)
 
 
 def test_field_report_003_numbers_are_detected():

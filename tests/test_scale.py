@@ -199,10 +199,11 @@ def test_spilled_rows_changed_are_written_out_by_the_first_whole_pass(tmp_path, 
     assert rows[0].metrics.get("e2e_s") is None
 
 
-def test_a_case_keeps_its_spans_and_tokens_as_its_rows_come(tmp_path, monkeypatch):
-    """The client's figures of a case (run.py) read each row's send and end times and its
-    tokens from what CaseRows kept as the rows came, not from another pass over a long case's
-    rows: the same numbers as the rows', spilled or held, and after a row is made again."""
+def test_the_live_tally_sees_each_request_as_its_row_does(tmp_path, monkeypatch):
+    """The client's figures of a case (run.py) read each request's send and end times and its
+    tokens from what the live run tallied as the records came (load/tally.py), not from the rows
+    the analysis makes later: the same numbers as the rows', spilled or held."""
+    from benchy.load.tally import CaseTally
     from benchy.measure.records import read_records
     from benchy.results import build
     from benchy.results import rows as rows_mod
@@ -210,15 +211,14 @@ def test_a_case_keeps_its_spans_and_tokens_as_its_rows_come(tmp_path, monkeypatc
     records = list(read_records(SHIPPED[0].parent / "requests.jsonl"))[:40]
     for in_memory in (10**9, 5):
         monkeypatch.setattr(rows_mod, "IN_MEMORY", in_memory)
-        made = build.CaseRows(spill_dir=tmp_path)
+        made, seen = build.CaseRows(spill_dir=tmp_path), CaseTally()
         for rec in records:
             made.add(rec)
-        records[3].completion_tokens = (records[3].completion_tokens or 0) + 7
-        made.redo(3, records[3])
+            seen.add(rec)
         rows = list(made.rows)
-        assert made.spans() == [(r.sent_mono_s, r.sent_mono_s + (r.end_s or 0.0)) for r in rows]
-        assert made.client_tokens() == sum(r.completion_tokens or r.events for r in rows)
-        assert made.rows.spilled == (in_memory == 5)
+        assert seen.spans() == [(r.sent_mono_s, r.sent_mono_s + (r.end_s or 0.0)) for r in rows]
+        assert seen.client_tokens() == sum(r.completion_tokens or r.events for r in rows)
+        assert len(seen) == len(rows) and made.rows.spilled == (in_memory == 5)
 
 
 def test_a_saved_run_reads_back_a_request_a_line_without_holding_long_cases(tmp_path, monkeypatch):

@@ -117,7 +117,7 @@ def test_key_goes_only_to_the_authorization_header(start_sim, tmp_path, how):
         "simulator stderr": sim.stderr().encode(),
     }
     outputs.update({str(p): p.read_bytes() for p in out.rglob("*") if p.is_file()})
-    assert {"results.json", "requests.jsonl", "report.md"} <= {Path(p).name for p in outputs}
+    assert {"results.json", "requests.jsonl", "manifest.json", "report.md"} <= {Path(p).name for p in outputs}
     for where, data in outputs.items():
         assert_no_secret(where, data)
 

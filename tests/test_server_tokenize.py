@@ -14,6 +14,7 @@ import pytest
 
 from benchy.load.tokenize import TOKENIZE_SAMPLE_PER_CASE
 from benchy.measure import evidence
+from benchy.measure.records import WITNESS_OF
 from tests.conftest import warning_codes
 from tests.test_checks import measured, truth_of
 from tests.test_witnesses import FAST_PREFILL, TRANSPORTS, bench, only_case
@@ -69,7 +70,8 @@ def test_a_server_without_tokenize_leaves_the_witness_unavailable_silently(start
     assert "no_usage" in warning_codes(results)
     assert not [w for w in results["warnings"] if evidence.SERVER_TOKENIZE in json.dumps(w)]
     lines = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()[1:]]
-    assert [line["request_id"] for line in lines] == [r["request_id"] for r in case["requests"]]  # all, in order
+    records = [line for line in lines if WITNESS_OF not in line]  # the server's counts: lines of their own
+    assert [line["request_id"] for line in records] == [r["request_id"] for r in case["requests"]]  # all, in order
 
 
 def test_undisputed_counts_are_corroborated_by_a_small_sample(start_sim, tmp_path):
@@ -85,10 +87,14 @@ def test_undisputed_counts_are_corroborated_by_a_small_sample(start_sim, tmp_pat
     for req in asked:
         assert req["token_count"]["server_tokenize"] == truth[req["request_id"]]["completion_tokens"]
         assert evidence.SERVER_TOKENIZE in req["token_count"]["backed_by"]
-    # requests.jsonl is what the client saw, every record in order as it finished.
+    # requests.jsonl is what the client saw, every record in order as it finished; the server's
+    # count came later, on a witness line of its own naming the request, for each one asked.
     lines = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()[1:]]
-    assert [line["request_id"] for line in lines] == [r["request_id"] for r in case["requests"]]
-    assert all("server_tokenize" not in line for line in lines)
+    records = [line for line in lines if WITNESS_OF not in line]
+    assert [line["request_id"] for line in records] == [r["request_id"] for r in case["requests"]]
+    assert all("server_tokenize" not in line for line in records)
+    witnessed = {line[WITNESS_OF]: line["server_tokenize"] for line in lines if WITNESS_OF in line}
+    assert witnessed == {r["request_id"]: r["token_count"]["server_tokenize"] for r in asked}
 
 
 def test_usage_that_claims_double_is_outvoted_by_the_servers_tokenization_and_the_events(start_sim):

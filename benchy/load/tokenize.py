@@ -15,9 +15,9 @@ the streamed text is an exact, server-side witness that needs no guess about its
     not asked again in the run, silently: the witness is unavailable there.
 
 Every record is written to requests.jsonl as it finishes, in order; only the held ones (their
-text) stay in memory until asked, the rest are let go at once (issue 26). The witness goes
-into the request's row (results.json's token_count), not into requests.jsonl: the record was
-written before it was asked.
+text) stay in memory until asked, the rest are let go at once. The record was written before
+its witness was asked: the witness follows on a line of its own (records.witness_line), and
+the analysis joins the two (results.json's token_count).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def disputed(rec: RequestRecord) -> bool:
 @dataclass
 class _Held:
     rec: RequestRecord
-    redo: Callable[[RequestRecord], None]  # remakes the request's row once a witness came
+    redo: Callable[[RequestRecord], None]  # given the record once a witness came (to write it down)
 
 
 @dataclass
@@ -55,8 +55,8 @@ class ServerTokenize:
     _taken: dict[tuple[str, bool], int] = field(default_factory=dict)  # (case, disputed) → held so far
 
     def hold(self, rec: RequestRecord, redo: Callable[[RequestRecord], None]) -> bool:
-        """Keeps `rec` to be tokenized after its case (`redo` then remakes its row); False when
-        it is not wanted."""
+        """Keeps `rec` to be tokenized after its case (`redo` is then given it, witness set);
+        False when it is not wanted."""
         if not self.available or not rec.ok or rec.warmup or not rec.token_event_text:
             return False
         doubt = disputed(rec)
@@ -70,7 +70,8 @@ class ServerTokenize:
 
     async def settle(self, count_of: Callable) -> int:
         """Asks the server for each held record's count (`count_of`: Client.server_token_count),
-        remakes its row with the new witness and lets the records go; how many it counted."""
+        hands each record with its new witness to its `redo` and lets the records go; how many
+        it counted."""
         held, self._held = self._held, []
         counted = 0
         for item in held:

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import IO
 
 # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind; 1.3: local_scale_from_usage;
-# 1.4: streamed; 1.5: prompt_slack
-REQUESTS_SCHEMA = "benchy/requests/1.5"
+# 1.4: streamed; 1.5: prompt_slack; 1.6: witness lines (WITNESS_OF), a late witness of a request written before it came
+REQUESTS_SCHEMA = "benchy/requests/1.6"
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
 CONTENT = "c"
@@ -123,8 +123,8 @@ class RequestRecord:
     prompt_slack: int | None = None
     # The server's own token count of token_event_text (its /tokenize), asked after the case
     # for a request whose count was disputed, or a few to corroborate (load/tokenize.py); None:
-    # not asked, or the server has no /tokenize. Not in requests.jsonl: the record is written
-    # as it finishes, before this is asked (results.json's token_count keeps it).
+    # not asked, or the server has no /tokenize. The record is written as it finishes, before
+    # this is asked: requests.jsonl gets it later, on a witness line of its own (witness_line).
     server_tokenize: int | None = None
     # (1.3) False: sent with --no-stream, the answer read whole (client/whole.py); its one text
     # event is the answer's end, so no stream-timing figure is taken from it (metrics.py).
@@ -185,6 +185,13 @@ class RecordWriter:
         self._fh.write(dumps(header()) + "\n")
         self._fh.flush()
 
+    @classmethod
+    def appending(cls, path: Path) -> RecordWriter:
+        """A writer that adds to an existing requests.jsonl (no new header)."""
+        writer = cls(None)
+        writer.path, writer._fh = path, open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        return writer
+
     def write(self, record: RequestRecord) -> None:
         if self.path is None:
             return
@@ -194,11 +201,33 @@ class RecordWriter:
         self._fh.write(dumps(record.to_dict()) + "\n")
         self._fh.flush()
 
+    def witness(self, record: RequestRecord) -> None:
+        """Appends the witnesses that came after `record` was written (witness_line)."""
+        if self._fh is None:
+            return
+        self._fh.write(dumps(witness_line(record)) + "\n")
+        self._fh.flush()
+
     def close(self) -> None:
         self._done = True
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+WITNESS_OF = "witness_of"  # a witness line's key: the request id it belongs to (it comes first)
+LATE_FIELDS = ("server_tokenize",)  # the record's fields a witness line may carry
+
+
+def witness_line(record: RequestRecord) -> dict:
+    """A line naming a request already written, with the late witnesses it has gained. Its
+    first key is WITNESS_OF, so a reader finds such lines by their first bytes; a reader of an
+    older schema skips it (it is no record)."""
+    return {WITNESS_OF: record.request_id, **{name: getattr(record, name) for name in LATE_FIELDS}}
+
+
+def is_witness_line(line: bytes) -> bool:
+    return line.startswith(b'{"' + WITNESS_OF.encode() + b'"')
 
 
 def dumps(obj: dict) -> str:
@@ -212,10 +241,13 @@ def dumps(obj: dict) -> str:
 
 try:
     from orjson import dumps as _orjson_dumps
+    from orjson import loads as _loads
 except ImportError:  # pragma: no cover
 
     def _orjson_dumps(obj: dict) -> bytes:  # type: ignore[misc]  # orjson's signature is wider
         return json.dumps(obj, separators=(",", ":")).encode()
+
+    _loads = json.loads  # type: ignore[assignment]  # orjson reads bytes too
 
 
 def header() -> dict:
@@ -234,12 +266,17 @@ def read_records(path: Path) -> Iterator[RequestRecord]:
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue
+                data = _loads(line)  # orjson: a long run's analysis reads every record again
+            except ValueError:
+                try:
+                    data = json.loads(line)  # what orjson refuses (NaN) and json reads
+                except ValueError:
+                    continue  # a line cut by a kill
             if is_header(data):
                 _check_header(path, data["schema"])
                 continue
+            if isinstance(data, dict) and WITNESS_OF in data:
+                continue  # a late witness, not a record (witness_line)
             try:
                 yield RequestRecord.from_dict(data)
             except TypeError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Iterable
+from copy import deepcopy
 from pathlib import Path
 from typing import Literal
 
@@ -44,22 +45,18 @@ from benchy.workloads.case import Case
 
 
 class CaseRows:
-    """A case's requests as results.json keeps them, made as each record finishes: its
-    RequestResult (no per-event arrays: requests.jsonl keeps those) and its own buffering
-    reason. Holding these, not the records, keeps a run's memory small per request; a
-    workload case also keeps its records (its figures re-read the streams)."""
+    """A case's requests as results.json keeps them, made a record at a time as the analysis
+    reads the bundle: its RequestResult (no per-event arrays: requests.jsonl keeps those) and
+    its own buffering reason. Holding these, not the records, keeps the analysis's memory small
+    per request; a workload case also keeps its records (its figures re-read the streams)."""
 
     def __init__(self, keep_records: bool = False, spill_dir: Path | None = None) -> None:
         self.rows = Rows(spill_dir, parse=RequestResult.of_own_line)  # past rows.IN_MEMORY, on disk: a line each
         self.buffer_reasons: list[str | None] = []  # per row: why its own stream looks buffered
         self._reasons: dict[str, str] = {}  # the distinct reasons: a long buffered case repeats a few
         self.records: list[RequestRecord] | None = [] if keep_records else None
-        self.served = 0  # measured requests that ended ok as the client saw them (the server's count)
         self.alone_ttft_s: list[float] = []  # TTFTs of the requests sent alone (load/alone.py), as measured
         self.alone_points: list[tuple[float, float]] = []  # their (uncached prompt tokens, TTFT)
-        self._sent = array("d")  # per row: when it was sent (monotonic s), when it ended, its tokens
-        self._ended = array("d")  # (the client's figures: load/monitor.py, read without the rows)
-        self._tokens = array("q")
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], keep_records: bool = False) -> CaseRows:
@@ -69,9 +66,8 @@ class CaseRows:
         return rows
 
     def add(self, rec: RequestRecord) -> RequestResult:
-        """The record as the case counts it (metrics.classify); judged live until the case's
+        """The record as the case counts it (metrics.classify); judged alone until the case's
         buffering verdict is known (case_result applies it)."""
-        self.served += rec.ok and not rec.warmup
         rec = metrics.classify(rec)  # an empty output is a failure, not a success
         values = metrics.request_metrics(rec, False)
         row = RequestResult.of(rec, values)
@@ -81,42 +77,14 @@ class CaseRows:
             if rec.prompt_tokens is not None:
                 self.alone_points.append((rec.prompt_tokens - (rec.cached_tokens or 0), ttft))
         self.rows.append(row)
-        sent, ended, tokens = _client_view(row)
-        self._sent.append(sent)
-        self._ended.append(ended)
-        self._tokens.append(tokens)
         why = metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None
         self.buffer_reasons.append(None if why is None else self._reasons.setdefault(why, why))  # one copy each
         if self.records is not None:
             self.records.append(rec)
         return row
 
-    def redo(self, position: int, rec: RequestRecord) -> None:
-        """Remakes the row at `position` from its record, which has gained a witness since it
-        was added (the server's tokenization, asked after the case: load/tokenize.py)."""
-        rec = metrics.classify(rec)
-        row = self.rows[position] = RequestResult.of(rec, metrics.request_metrics(rec, False))
-        self._sent[position], self._ended[position], self._tokens[position] = _client_view(row)
-        self.buffer_reasons[position] = metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None
-        if self.records is not None:
-            self.records[position] = rec
-
     def __len__(self) -> int:
         return len(self.rows)
-
-    def spans(self) -> list[tuple[float, float]]:
-        """Each row's (sent, ended) on the monotonic clock, read from no row."""
-        return list(zip(self._sent, self._ended))
-
-    def client_tokens(self) -> int:
-        """The tokens of every row as the client's figures count them (usage, else events)."""
-        return sum(self._tokens)
-
-
-def _client_view(row: RequestResult) -> tuple[float, float, int]:
-    """A row as the client's figures see it (load/monitor.py): sent and ended (monotonic s), and
-    its tokens (usage, else events)."""
-    return row.sent_mono_s, row.sent_mono_s + (row.end_s or 0.0), row.completion_tokens or row.events
 
 
 def case_result(
@@ -125,7 +93,7 @@ def case_result(
     runs: int,
     records: list[RequestRecord] | CaseRows,
     slo: dict[str, float] | None = None,
-    client: dict | None = None,
+    client: ClientHealth | dict | None = None,
     server: ServerCaseMetrics | NoServerFigures | None = None,
     planned_requests: int | None = None,
     gpu: GpuCase | None = None,
@@ -180,7 +148,7 @@ def case_result(
         send_lag=send_lag,
         goodput=_goodput(measured, slo) if slo else None,
         requests=rows,  # type: ignore[arg-type]  # a Sequence: on disk past rows.IN_MEMORY
-        client=ClientHealth.from_dict(client, strict=True) if client else None,  # an unknown key: a field forgot
+        client=_client(client),
         server=server,
         planned_requests=planned_requests,
         kind=case.kind,
@@ -194,6 +162,12 @@ def case_result(
     elif alone:
         judge_queueing(result, alone, "alone", _same_shape_ttfts(result))
     return result
+
+
+def _client(client: ClientHealth | dict | None) -> ClientHealth | None:
+    if isinstance(client, ClientHealth):
+        return deepcopy(client)  # the result's own: the analysis never writes into its inputs
+    return ClientHealth.from_dict(client, strict=True) if client else None  # an unknown key: a field forgot
 
 
 def judge_trace_queueing(case: CaseResult, alone: list[tuple[float, float]]) -> None:
@@ -235,6 +209,7 @@ def _gpu(gpu: GpuCase | None, tokens: int, n_ok: int, idle_power_w: float | None
     output tokens of its successful requests (failed ones' tokens are not known)."""
     if gpu is None:
         return None
+    gpu = deepcopy(gpu)  # the window as gathered stays as it was (a rebuild reads it again)
     gpu_figures.per_token(gpu, tokens, n_ok, idle_power_w)
     return gpu
 

@@ -1,0 +1,158 @@
+"""A run's raw bundle: manifest.json (typed) beside requests.jsonl, all the analysis reads.
+
+Why: a run killed at any moment (SIGKILL included) must still be analysable, and a run's
+results must be remade from what it saved alone (`benchy rebuild DIR`). So everything the
+analysis needs besides the records is in the manifest, written before the first measured
+request and rewritten (atomically) as each case starts and ends and when the run ends:
+the setup (identity, calibration, load), each planned case, each case's windows (the
+server's /metrics, the GPUs, benchy's own loop, a cache reset) and how the run stopped. A
+witness that comes after its request was written (the server's /tokenize count) is appended
+to requests.jsonl as a line of its own naming the request (records.witness_line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchy import jsontypes
+from benchy.jsontypes import Saved
+from benchy.measure.gpu import GpuCase
+from benchy.results.types import (
+    CacheReset,
+    ClientHealth,
+    NoServerFigures,
+    NotMeasured,
+    ServerCaseMetrics,
+    Setup,
+    Stopped,
+)
+from benchy.workloads.case import Case
+from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay
+
+MANIFEST = "manifest.json"
+MANIFEST_SCHEMA = "benchy/manifest/1"
+
+KILLED = "killed"  # Stopped.by for a run whose process ended without saving (SIGKILL, a crash)
+
+
+class BundleError(ValueError):
+    """A run folder that cannot be rebuilt; one line."""
+
+
+@dataclass
+class PlannedCase(Saved):
+    """One case as it was planned: the Case's fields, the workload's spec under its kind, and
+    what the run settled for it (endpoint, runs, measured requests planned)."""
+
+    pp: int
+    tg: int
+    endpoint: str  # the one it was sent to (the case's own, else the run's)
+    runs: int  # the case's own, else the run's --runs
+    concurrency: int = 1
+    depth: int = 0
+    scenario: str | None = None
+    case_runs: int | None = None  # Case.runs as given (None: the run's)
+    case_endpoint: str | None = None  # Case.endpoint as given
+    depth_mode: str = "cold"
+    rate: float | None = None
+    planned_requests: int | None = None  # None: --duration alone bounds it
+    multi_turn: MultiTurn | None = None
+    shared_prefix: SharedPrefix | None = None
+    trace: TraceReplay | None = None
+
+    @classmethod
+    def of(cls, case: Case, endpoint: str, runs: int, planned_requests: int | None) -> PlannedCase:
+        w = case.workload
+        return cls(
+            pp=case.pp,
+            tg=case.tg,
+            endpoint=endpoint,
+            runs=runs,
+            concurrency=case.concurrency,
+            depth=case.depth,
+            scenario=case.scenario,
+            case_runs=case.runs,
+            case_endpoint=case.endpoint,
+            depth_mode=case.depth_mode,
+            rate=case.rate,
+            planned_requests=planned_requests,
+            multi_turn=w if isinstance(w, MultiTurn) else None,
+            shared_prefix=w if isinstance(w, SharedPrefix) else None,
+            trace=w if isinstance(w, TraceReplay) else None,
+        )
+
+    def case(self) -> Case:
+        return Case(
+            pp=self.pp,
+            tg=self.tg,
+            concurrency=self.concurrency,
+            depth=self.depth,
+            scenario=self.scenario,
+            runs=self.case_runs,
+            endpoint=self.case_endpoint,
+            depth_mode=self.depth_mode,
+            rate=self.rate,
+            workload=self.multi_turn or self.shared_prefix or self.trace,
+        )
+
+
+@dataclass
+class CaseWindows(Saved):
+    """What was gathered around a case besides its records: benchy's own loop and clocks
+    (client), the server's /metrics window, the GPUs' window, the cache reset before it."""
+
+    client: ClientHealth | None = None
+    server: ServerCaseMetrics | NoServerFigures | None = None
+    gpu: GpuCase | None = None
+    cache_reset: CacheReset | None = None
+
+
+@dataclass
+class Manifest(Saved):
+    """Everything a run's analysis reads but its records (requests.jsonl)."""
+
+    setup: Setup
+    schema: str = MANIFEST_SCHEMA
+    cases: list[PlannedCase] = field(default_factory=list)
+    started: list[str] = field(default_factory=list)  # labels of the cases begun, in order
+    skipped: list[NotMeasured] = field(default_factory=list)  # cases --skip-unfit left out, and why
+    windows: dict[str, CaseWindows] = field(default_factory=dict)  # case label → its windows
+    interrupted: bool = False
+    stopped: Stopped | None = None
+    finished: bool = False  # the run saved its results; False on disk: it was killed first
+
+
+def write_manifest(manifest: Manifest, directory: Path) -> Path:
+    """Writes manifest.json atomically (a reader, or a kill, never meets half a file)."""
+    directory.mkdir(parents=True, exist_ok=True)  # the folder is made with the run's first file
+    path = directory / MANIFEST
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest.to_dict(), indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_manifest(directory: Path) -> Manifest:
+    """The folder's manifest.json; BundleError (one line) when there is none or it is unreadable."""
+    path = Path(directory) / MANIFEST
+    try:
+        data = jsontypes.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise BundleError(
+            f"{path.parent}: no {MANIFEST} (a run folder written by a benchy without bundles, or "
+            "not a run folder): nothing to rebuild from"
+        ) from None
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read: {exc.strerror}") from None
+    except ValueError as exc:
+        raise BundleError(f"{path}: not JSON ({exc})") from None
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if not isinstance(schema, str) or schema.split(".")[0] != MANIFEST_SCHEMA:
+        raise BundleError(f"{path}: schema {schema!r}: this benchy reads {MANIFEST_SCHEMA}.x only")
+    try:
+        return Manifest.from_dict(data)
+    except jsontypes.ShapeError as exc:
+        raise BundleError(f"{path}: malformed: {exc}") from None

@@ -1,0 +1,41 @@
+"""What the running process keeps of a case's finished requests: a few numbers each, no row.
+
+Why: the results are made after the run, from its bundle (analysis/), so while requests are in
+flight the process keeps only what the load stage itself needs as it goes: the requests the
+server served (the /metrics window's expected count), and each request's span and tokens as
+the client's figures count them (load/monitor.py's busy time and token rate). Nothing here is
+analysed on the event loop that times the requests.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from benchy.measure.records import RequestRecord
+
+
+class CaseTally:
+    """A case's finished requests, as the live run counts them."""
+
+    def __init__(self) -> None:
+        self.served = 0  # measured requests that ended ok as the client saw them (the server's count)
+        self._sent = array("d")  # per request: when it was sent (monotonic s), when it ended, its tokens
+        self._ended = array("d")
+        self._tokens = array("q")
+
+    def add(self, rec: RequestRecord) -> None:
+        self.served += rec.ok and not rec.warmup
+        self._sent.append(rec.sent_mono_s)
+        self._ended.append(rec.sent_mono_s + (rec.end_s or 0.0))
+        self._tokens.append(rec.completion_tokens or len(rec.token_event_s))  # usage, else the events
+
+    def __len__(self) -> int:
+        return len(self._sent)
+
+    def spans(self) -> list[tuple[float, float]]:
+        """Each request's (sent, ended) on the monotonic clock."""
+        return list(zip(self._sent, self._ended))
+
+    def client_tokens(self) -> int:
+        """The tokens of every request as the client's figures count them (usage, else events)."""
+        return sum(self._tokens)
