@@ -115,7 +115,13 @@ def _ms(summary: MetricSummary | None, key: str) -> str:
         return "n/a"
     if summary and not stats.enough_for(key, summary.n):
         return stats.TOO_FEW
-    ms = value * 1000
+    low, high = (getattr(summary, f"{key}_{end}", None) for end in ("low", "high")) if summary else (None, None)
+    bounds = f" [{_ms_text(low)}–{_ms_text(high)}]" if low is not None and high is not None else ""
+    return _ms_text(value) + bounds
+
+
+def _ms_text(seconds: float) -> str:
+    ms = seconds * 1000
     return f"{ms:,.0f}" if ms >= 100 else f"{ms:.1f}"
 
 
@@ -138,7 +144,11 @@ def detail_lines(results: RunResult) -> list[str]:
         "",
         "95% CI: a bootstrap confidence interval of the median e2e t/s (the range that likely holds "
         "the true median). p50/p90/p99: the latency that 50/90/99% of requests stayed under. "
-        f"'{stats.TOO_FEW}': fewer requests than the figure needs (a CI or p90 10, a p99 100). "
+        "[low–high] after a p90 or p99: the true percentile is at least low with 99% confidence, and "
+        "at most high, whatever the distribution (order statistics). "
+        f"'{stats.TOO_FEW}': fewer requests than the figure needs: a CI {stats.SHOWN_FROM['ci95']}; a p90 "
+        f"{stats.SHOWN_FROM['p90']} and a p99 {stats.SHOWN_FROM['p99']}, the fewest whose high end lies "
+        "below the largest value (MLPerf's early-stopping rule). "
         "tokens/event: generated tokens per streamed event (about 1 when the stream is live; "
         "much more means the server buffers its output).",
         "",

@@ -76,7 +76,7 @@ from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 14
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 15
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -105,6 +105,10 @@ class MetricSummary(Saved):
     max: float | None = None
     p90: float | None = None
     p99: float | None = None
+    p90_low: float | None = _opt("the true p90 is at least this with 99% confidence (an order statistic)", omit=True)
+    p90_high: float | None = _opt("…at most this with 99% confidence; absent: too few values (under 64)", omit=True)
+    p99_low: float | None = _opt("the true p99 is at least this with 99% confidence (an order statistic)", omit=True)
+    p99_high: float | None = _opt("…at most this with 99% confidence; absent: too few values (under 662)", omit=True)
 
     @classmethod
     def of(cls, values: Sequence[float]) -> MetricSummary:
