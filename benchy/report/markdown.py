@@ -5,7 +5,7 @@ from __future__ import annotations
 from benchy.measure import stats
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.metrics import METRICS
-from benchy.report import gpu_view, server_view, table, workloads
+from benchy.report import gpu_view, server_view, table, tails, workloads
 from benchy.results.types import MetricSummary, RunResult
 
 
@@ -231,5 +231,6 @@ def render(
     parts += gpu_view.section_lines(results, gpu_figure)
     parts += figure_lines(figures or [])
     parts += detail_lines(results)
+    parts += tails.schedule_lines(results, _ms)
     parts += [glossary()]
     return "\n".join(parts)

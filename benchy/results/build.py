@@ -177,6 +177,7 @@ def case_result(
         achieved_rate=_value(per_case["achieved_rate"]),
         request_rate=_value(rates["request_rate"]),
         send_lag=send_lag,
+        from_schedule=tally.schedule_summaries(),
         goodput=_goodput(measured, slo) if slo else None,
         requests=rows,  # type: ignore[arg-type]  # a Sequence: on disk past rows.IN_MEMORY
         client=ClientHealth.from_dict(client, strict=True) if client else None,  # an unknown key: a field forgot
@@ -269,6 +270,7 @@ class _Tally:
         self.anomalies: Counter[str] = Counter()
         self.retried: Counter[str] = Counter()
         self.lags = array("d")
+        self.from_schedule = {name: array("d") for name in FROM_SCHEDULE}
         self.values = {name: array("d") for name in metrics.REQUEST_METRICS}
         self.missing: dict[str, Counter[tuple[str, str]]] = {name: Counter() for name in metrics.REQUEST_METRICS}
 
@@ -294,6 +296,8 @@ class _Tally:
                 self.missing[name][(codes.get(name, metrics.LEGACY), why.get(name, "not measured"))] += 1
             else:
                 self.values[name].append(value)
+                if name in self.from_schedule and not isinstance(lag, Unavailable):
+                    self.from_schedule[name].append(value + lag)
 
     def summaries(self) -> tuple[dict[str, MetricSummary | None], dict[str, Unavailable], MetricSummary | None]:
         """A metric is summarized only if every successful request has it: averaging the subset
@@ -319,6 +323,13 @@ class _Tally:
         summary.update(zip(complete, made))  # in the registry's order, as before
         return summary, unavailable, made[-1] if self.lags else None
 
+    def schedule_summaries(self) -> dict[str, MetricSummary]:
+        """FROM_SCHEDULE's latencies timed from each request's intended send (open loop), where
+        every successful request has one: a stall that held sends back stays in the tail it
+        caused (no coordinated omission)."""
+        whole = [name for name, found in self.from_schedule.items() if self.n_ok and len(found) == self.n_ok]
+        return dict(zip(whole, MetricSummary.of_all([self.from_schedule[name] for name in whole]), strict=True))
+
 
 def _workload_figures(case: Case, made: CaseRows):
     """The workload's own figures from its records, each request's metrics as its row has
@@ -342,6 +353,7 @@ def _judge_buffered(row: RequestResult, why: Unavailable) -> None:
     row.unavailable_codes = _in_metric_order(row.unavailable_codes)
 
 
+FROM_SCHEDULE = ("ttft_s", "e2e_s")  # latencies an open loop also times from the schedule
 _METRIC_ORDER = {name: i for i, name in enumerate(metrics.REQUEST_METRICS)}
 
 

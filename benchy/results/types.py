@@ -395,6 +395,11 @@ class CaseResult(Saved):
     achieved_rate: float | None = None
     request_rate: float | None = None
     send_lag: MetricSummary | None = _opt("open loop: how late sends left their schedule, s")
+    from_schedule: dict[str, MetricSummary] = _opt(
+        "open loop: ttft_s, e2e_s timed from each request's intended send (its schedule), not its actual one, s",
+        factory=dict,
+        omit=True,
+    )
     goodput: Goodput | None = None
     requests: list[RequestResult] = field(default_factory=list)
     client: ClientHealth | None = _opt("benchy's own health while it ran (monitor.py)", omit=True)
