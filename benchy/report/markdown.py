@@ -232,5 +232,6 @@ def render(
     parts += figure_lines(figures or [])
     parts += detail_lines(results)
     parts += tails.schedule_lines(results, _ms)
+    parts += tails.steady_lines(results, _ms)
     parts += [glossary()]
     return "\n".join(parts)

@@ -121,6 +121,16 @@ class MetricSummary(Saved):
 
 
 @dataclass
+class SteadyState(Saved):
+    """A closed loop's span where every stream was busy (measure/steady.py) and its figures."""
+
+    start_s: float = _opt("seconds from the case's first send to the window's start (the last stream's first send)")
+    end_s: float = _opt("seconds from the case's first send to the window's end (the first end after the last send)")
+    requests: int = _opt("successful requests sent and ended inside the window", 0)
+    summary: dict[str, MetricSummary] = _opt("metric → statistics over the window's requests", factory=dict)
+
+
+@dataclass
 class Goodput(Saved):
     """--slo: the share of measured requests that succeeded and met every target, and their rate."""
 
@@ -395,6 +405,7 @@ class CaseResult(Saved):
     achieved_rate: float | None = None
     request_rate: float | None = None
     send_lag: MetricSummary | None = _opt("open loop: how late sends left their schedule, s")
+    steady: SteadyState | None = _opt("closed loop: the span where every stream was busy", omit=True)
     from_schedule: dict[str, MetricSummary] = _opt(
         "open loop: ttft_s, e2e_s timed from each request's intended send (its schedule), not its actual one, s",
         factory=dict,
