@@ -560,7 +560,16 @@ def _setup(settings: RunSettings, model: str, version: str | None, calibrations:
         "load": settings.load.to_dict(),
         **_ceiling_setup(settings.ceiling, model),
         **_template_setup(settings),
+        **_client_ceiling_setup(),
     }
+
+
+def _client_ceiling_setup() -> dict:
+    """This host's cached `benchy selftest`, when it was measured."""
+    from benchy.measure import selftest
+
+    found = selftest.cached()
+    return {"client_ceiling": found.to_dict()} if found else {}
 
 
 def _template_setup(settings: RunSettings) -> dict:

@@ -34,8 +34,20 @@ def setup_lines(results: RunResult) -> list[str]:
         ("Command", f"`{setup.command_line}`" if setup.command_line else None),
         ("Started (UTC)", setup.started_utc),
         ("Host", setup.host),
+        ("Client ceiling", client_ceiling_text(setup)),
     ]
     return [f"| {k} | {v} |" for k, v in _without_repeats(rows) if v is not None]
+
+
+def client_ceiling_text(setup) -> str | None:
+    """This host's cached `benchy selftest`, and the share a case may drive before it is flagged."""
+    found = setup.client_ceiling
+    if not found or found.requests_per_s is None or found.events_per_s is None:
+        return None
+    return (
+        f"{found.requests_per_s:,.0f} requests/s, {found.events_per_s:,.0f} SSE events/s per worker process "
+        f"(benchy selftest, {found.measured_utc}); a case driving over half of either is flagged client_bound"
+    )
 
 
 def _without_repeats(rows: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:

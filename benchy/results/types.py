@@ -45,6 +45,10 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.13 setup.event_loop: the event loop the requests ran on ('uvloop 0.23.0' or 'asyncio')
   1.14 request local_scale_from_usage: its local count's scale was fitted on usage (no witness on it);
        workload partial_reuse (and its warning's details) cause, miss_idle_min_s, hit_idle_max_s
+  1.15 summary p90_low, p90_high, p99_low, p99_high (99% order-statistic bounds; a high end absent:
+       too few); case from_schedule (open loop: latencies from the intended send); case steady
+       (closed loop: the span where every stream was busy, its figures); setup.client_ceiling
+       (`benchy selftest`)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -69,6 +73,7 @@ from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.gpu import GpuCase, GpuSetup
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
+from benchy.measure.selftest import ClientCeiling
 from benchy.measure.workloads import WorkloadFigures
 from benchy.results.facts import CaseFacts
 from benchy.results.rows import OK, WARMUP, Rows
@@ -295,6 +300,7 @@ class Setup(Saved):
     server_metrics: MetricsStatus | None = _opt("what /metrics offered (server/metrics.py)", omit=True)
     gpu: GpuSetup | None = _opt("(1.7) --gpu-metrics: the GPUs, their peak bandwidth, the idle baseline", omit=True)
     cache_reset: CacheReset | None = _opt("(1.10) --cache-reset: the last reset (server/cache_reset.py)", omit=True)
+    client_ceiling: ClientCeiling | None = _opt("(1.15) this host's `benchy selftest`, as cached", omit=True)
 
 
 @dataclass
