@@ -1175,11 +1175,12 @@ def selftest(seconds, streams):
     """This machine's client ceiling against a loopback stub: requests/s, SSE events/s and stamp
     lag, in seconds. Cached per host; every later run saves it in its setup and flags a case
     that drives more than half of it as client-bound."""
-    from benchy.measure import selftest as client_ceiling
+    from benchy.load import selftest as client_ceiling
+    from benchy.measure.selftest import save
 
     try:
         found = client_ceiling.measure(streams, seconds)
-        path = client_ceiling.save(found)
+        path = save(found)
     except (OSError, RuntimeError) as exc:
         raise click.ClickException(f"selftest: {exc}") from None
     click.echo(
