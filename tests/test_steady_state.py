@@ -40,11 +40,12 @@ def test_the_window_is_where_the_server_held_every_stream_and_its_figures_are_th
     ]
 
     # The truth: inside the window the server held all 8 streams' requests but for each resend's
-    # gap (one per send in it, each at most benchy's slack); after it (the first end after the
-    # last send), never all 8 again.
+    # gap (one per send in it: the end read at most `slack` late, the next request stamped by a
+    # server on the same busy machine at most as late); after it (the first end after the last
+    # send), never all 8 again.
     grid = np.linspace(start, end, 4000)
     resends = sum(start <= r["sent_mono_s"] <= end for r in reqs)
-    assert in_server(served, grid).mean() >= 8 - resends * slack / (end - start)
+    assert in_server(served, grid).mean() >= 8 - resends * 2 * slack / (end - start)
     drain = np.linspace(end + slack, max(b for _, b in served), 4000)
     assert in_server(served, drain).max() <= 7
     # It starts at the last stream's first send and ends as the first stream goes idle for good.
