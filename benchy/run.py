@@ -656,6 +656,7 @@ def _setup(settings: RunSettings, model: str, version: str | None, calibrations:
         "load": settings.load.to_dict(),
         **_ceiling_setup(settings.ceiling, model),
         **_template_setup(settings),
+        **_client_ceiling_setup(),
     }
 
 
@@ -664,6 +665,14 @@ def _tokenizer_text(cal: Calibration) -> str:
     if cal.lengths.words is None:
         return "o200k_base (offline), calibrated to the server's usage counts"
     return f"o200k_base (offline), on words one token each by {cal.lengths.method}"
+
+
+def _client_ceiling_setup() -> dict:
+    """This host's cached `benchy selftest`, when it was measured."""
+    from benchy.measure import selftest
+
+    found = selftest.cached()
+    return {"client_ceiling": found.to_dict()} if found else {}
 
 
 def _template_setup(settings: RunSettings) -> dict:

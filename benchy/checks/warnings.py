@@ -11,7 +11,7 @@ most requests of the case failed), client_overloaded (warning), first_chunk_befo
 dangerous_stop (warning; error when most requests of the case failed), special_tokens_stripped
 (warning), usage_mismatch (warning), local_tokenizer_mismatch (info), prompt_length_mismatch (warning),
 ttft_not_prefill (warning), prefill_holds_queueing (warning), gpu_samples_failed (warning),
-gpu_idle_dominates (info).
+gpu_idle_dominates (info), steady_state_differs (warning; checks/steady.py), client_bound (warning; checks/client_bound.py).
 
 What is withheld is decided where the results are built (results.py: a buffered stream, a
 TTFT trend, stripped Harmony markers), with a reason code; a check reports it by that code and
@@ -23,9 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from benchy.checks import client_bound as _client_bound  # noqa: F401  (registers client_bound)
 from benchy.checks import drift as drift_checks
 from benchy.checks import latency as latency_checks
 from benchy.checks import server as server_checks
+from benchy.checks import steady as _steady  # noqa: F401  (registers steady_state_differs)
 from benchy.checks.registry import (
     ERROR,
     INFO,

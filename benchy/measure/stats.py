@@ -6,21 +6,71 @@ with numpy alone."""
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-# The fewest values a report shows a statistic from (results.json keeps every one): a p90 needs
-# ten values for one to lie above it, a p99 a hundred; a bootstrap interval of the median from
-# fewer than ten resamples so few distinct values that it says nothing. Below: "too few".
-SHOWN_FROM = {"p90": 10, "p99": 100, "ci95": 10}
+# A p90 or p99 is stated with MLPerf's early-stopping confidence: 99% that the true percentile
+# lies at or above its interval's low end, 99% that it lies at or below its high end.
+PERCENTILE_CONFIDENCE = 0.99
 TOO_FEW = "too few"
 
 
+@functools.lru_cache(maxsize=256)  # a case's metrics share their n
+def percentile_ranks(n: int, q: float, confidence: float = PERCENTILE_CONFIDENCE) -> tuple[int | None, int | None]:
+    """1-based ranks (low, high) of the sorted values that bound the true q-th percentile, each
+    side at `confidence`, whatever the distribution: the count of values below the true
+    percentile is Binomial(n, q/100), so the k-th smallest lies at or above it with
+    probability P(count ≤ k − 1). high is None when only the largest value (or none) would
+    do: a single outlier sets the largest, so it bounds nothing: "too few" (MLPerf's early-
+    stopping rule: 64 values for a p90, 662 for a p99). low is None when no value would do."""
+    if n < 1:
+        return None, None
+    cdf = _binomial_cdf(n, q / 100)
+    high = int(np.searchsorted(cdf, confidence - 1e-12)) + 1  # smallest k: P(count ≤ k − 1) ≥ conf
+    low = int(np.searchsorted(cdf, 1 - confidence + 1e-12))  # largest j: P(count ≥ j) ≥ conf
+    return (low if low >= 1 else None), (high if high <= n - 1 else None)
+
+
+def _binomial_cdf(n: int, p: float) -> np.ndarray:
+    """P(Binomial(n, p) ≤ k) for k = 0..n, from the log pmf's recurrence (numpy alone: no scipy
+    on a run's path)."""
+    k = np.arange(n, dtype=float)
+    steps = np.log(n - k) - np.log(k + 1) + math.log(p / (1 - p))
+    log_pmf = n * math.log1p(-p) + np.concatenate(([0.0], np.cumsum(steps)))
+    return np.cumsum(np.exp(log_pmf))
+
+
+def percentile_interval(ordered: np.ndarray, q: float) -> tuple[float | None, float | None]:
+    """The values at percentile_ranks of sorted `ordered`: (low, high), None where none bounds."""
+    low, high = percentile_ranks(int(ordered.size), q)
+    return (
+        None if low is None else float(ordered[low - 1]),
+        None if high is None else float(ordered[high - 1]),
+    )
+
+
+def _fewest_for(q: float) -> int:
+    """The fewest values whose q-th percentile has a high bound (percentile_ranks): where
+    P(count ≥ n − 1) = p^n + n(1 − p)p^(n−1) first falls to 1 − confidence."""
+    p, n = q / 100, 2
+    while p**n + n * (1 - p) * p ** (n - 1) > 1 - PERCENTILE_CONFIDENCE:
+        n += 1
+    return n
+
+
+# The fewest values a report shows a statistic from (results.json keeps every one): a p90 or
+# p99 from the rule above (percentile_ranks); a bootstrap interval of the median from fewer
+# than ten resamples so few distinct values that it says nothing. Below: "too few".
+SHOWN_FROM = {"p90": _fewest_for(90), "p99": _fewest_for(99), "ci95": 10}
+
+
 def enough_for(statistic: str, n: int) -> bool:
-    """Whether `n` values carry `statistic` (p90, p99, ci95) in a report; others always do."""
+    """Whether `n` values carry `statistic` (p90, p99, ci95) in a report; others always do. The
+    one place that decides "too few": for a percentile, exactly when its interval has a high end."""
     return n >= SHOWN_FROM.get(statistic, 1)
 
 
@@ -42,8 +92,9 @@ def median(values: Iterable[float]) -> float:
 
 
 def summarize(values: Sequence[float]) -> dict:
-    """{median, std, n, ci95, mean, min, max, p90, p99}. std is the sample std (n − 1);
-    ci95 is a percentile-bootstrap interval of the median (None below 3 values)."""
+    """{median, std, n, ci95, mean, min, max, p90, p99, p90_low, p90_high, p99_low, p99_high}.
+    std is the sample std (n − 1); ci95 is a percentile-bootstrap interval of the median (None
+    below 3 values); pXX_low/high bound the true percentile (percentile_ranks)."""
     return summarize_all([values])[0]
 
 
@@ -68,7 +119,19 @@ def _summary(arr: np.ndarray, ci95: list[float] | None) -> dict:
         "max": float(arr.max()),
         "p90": float(np.percentile(arr, 90)),
         "p99": float(np.percentile(arr, 99)),
+        **_percentile_bounds(arr),
     }
+
+
+def _percentile_bounds(arr: np.ndarray) -> dict:
+    """p90_low, p90_high, p99_low, p99_high (percentile_interval; NaNs sort last, so a sample
+    holding one has none)."""
+    ordered = np.sort(arr)
+    found: dict = {}
+    for q in (90, 99):
+        low, high = percentile_interval(ordered, q) if not np.isnan(ordered[-1]) else (None, None)
+        found[f"p{q}_low"], found[f"p{q}_high"] = low, high
+    return found
 
 
 def median_ci95(arr: np.ndarray) -> list[float] | None:

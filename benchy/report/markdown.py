@@ -5,7 +5,7 @@ from __future__ import annotations
 from benchy.measure import stats
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.metrics import METRICS
-from benchy.report import gpu_view, server_view, table, workloads
+from benchy.report import gpu_view, server_view, table, tails, workloads
 from benchy.results.types import MetricSummary, RunResult
 
 
@@ -40,6 +40,7 @@ def setup_rows(results: RunResult) -> list[tuple[str, str]]:
         ("Command", f"`{setup.command_line}`" if setup.command_line else None),
         ("Started (UTC)", setup.started_utc),
         ("Host", setup.host),
+        ("Client ceiling", client_ceiling_text(setup)),
     ]
     return [(k, v) for k, v in _without_repeats(rows) if v is not None]
 
@@ -60,6 +61,17 @@ def prompt_lengths_text(lengths) -> str | None:
     if lengths.words is not None:
         text += f" ({lengths.words} filler words one token each there)"
     return text + (f" ({lengths.reason})" if lengths.reason else "")
+
+
+def client_ceiling_text(setup) -> str | None:
+    """This host's cached `benchy selftest`, and the share a case may drive before it is flagged."""
+    found = setup.client_ceiling
+    if not found or found.requests_per_s is None or found.events_per_s is None:
+        return None
+    return (
+        f"{found.requests_per_s:,.0f} requests/s, {found.events_per_s:,.0f} SSE events/s per worker process "
+        f"(benchy selftest, {found.measured_utc}); a case driving over half of either is flagged client_bound"
+    )
 
 
 def _without_repeats(rows: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
@@ -139,7 +151,13 @@ def _ms(summary: MetricSummary | None, key: str) -> str:
         return "n/a"
     if summary and not stats.enough_for(key, summary.n):
         return stats.TOO_FEW
-    ms = value * 1000
+    low, high = (getattr(summary, f"{key}_{end}", None) for end in ("low", "high")) if summary else (None, None)
+    bounds = f" [{_ms_text(low)}–{_ms_text(high)}]" if low is not None and high is not None else ""
+    return _ms_text(value) + bounds
+
+
+def _ms_text(seconds: float) -> str:
+    ms = seconds * 1000
     return f"{ms:,.0f}" if ms >= 100 else f"{ms:.1f}"
 
 
@@ -162,7 +180,11 @@ def detail_lines(results: RunResult) -> list[str]:
         "",
         "95% CI: a bootstrap confidence interval of the median e2e t/s (the range that likely holds "
         "the true median). p50/p90/p99: the latency that 50/90/99% of requests stayed under. "
-        f"'{stats.TOO_FEW}': fewer requests than the figure needs (a CI or p90 10, a p99 100). "
+        "[low–high] after a p90 or p99: the true percentile is at least low with 99% confidence, and "
+        "at most high, whatever the distribution (order statistics). "
+        f"'{stats.TOO_FEW}': fewer requests than the figure needs: a CI {stats.SHOWN_FROM['ci95']}; a p90 "
+        f"{stats.SHOWN_FROM['p90']} and a p99 {stats.SHOWN_FROM['p99']}, the fewest whose high end lies "
+        "below the largest value (MLPerf's early-stopping rule). "
         "tokens/event: generated tokens per streamed event (about 1 when the stream is live; "
         "much more means the server buffers its output).",
         "",
@@ -247,5 +269,7 @@ def render(
     parts += gpu_view.section_lines(results, gpu_figure)
     parts += figure_lines(figures or [])
     parts += detail_lines(results)
+    parts += tails.schedule_lines(results, _ms)
+    parts += tails.steady_lines(results, _ms)
     parts += [glossary()]
     return "\n".join(parts)

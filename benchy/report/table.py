@@ -207,8 +207,8 @@ def cache_markdown(results: RunResult) -> str | None:
 PERCENTILE_METRICS = (METRICS["ttft_s"], METRICS["itl_s"], METRICS["e2e_s"])
 LOAD_HEAD = (
     "Under load, median ± std hides the tail: p50 / p90 / p99 of the measured requests "
-    f"(the value 50 / 90 / 99% of them stayed under; '{stats.TOO_FEW}': a p90 needs 10 requests, "
-    "a p99 100)."
+    f"(the value 50 / 90 / 99% of them stayed under; '{stats.TOO_FEW}': a p90 needs "
+    f"{stats.SHOWN_FROM['p90']} requests, a p99 {stats.SHOWN_FROM['p99']}, to be bounded at 99% confidence)."
 )
 
 
@@ -313,7 +313,8 @@ def case_key_cells(case: CaseResult) -> list:
     ]
 
 
-STAT_COLUMNS = ("median", "std", "n", "ci95_low", "ci95_high", "p90", "p99", "mean", "min", "max")
+STAT_COLUMNS: tuple[str, ...] = ("median", "std", "n", "ci95_low", "ci95_high", "p90", "p99", "mean", "min", "max")
+STAT_COLUMNS += ("p90_low", "p90_high", "p99_low", "p99_high")  # each bound at 99% (stats.percentile_ranks)
 CASE_METRICS = tuple(m for m in METRICS.values() if m.level == CASE)
 SUMMARIZED_CASE_METRICS = ("send_lag_s",)  # stored as a summary: p50 / p90 / p99 columns
 

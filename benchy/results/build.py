@@ -8,6 +8,7 @@ built but the warnings, which checks/ adds beside it.
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections import Counter
 from collections.abc import Iterable
@@ -15,8 +16,10 @@ from copy import deepcopy
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
+
 from benchy.measure import gpu as gpu_figures
-from benchy.measure import metrics, stats
+from benchy.measure import metrics, stats, steady
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
@@ -39,6 +42,7 @@ from benchy.results.types import (
     RunResult,
     ServerCaseMetrics,
     Setup,
+    SteadyState,
     Stopped,
 )
 from benchy.workloads.case import Case
@@ -146,6 +150,8 @@ def case_result(
         achieved_rate=_value(per_case["achieved_rate"]),
         request_rate=_value(rates["request_rate"]),
         send_lag=send_lag,
+        from_schedule=tally.schedule_summaries(),
+        steady=tally.steady_state(case.concurrency or 1) if case.rate is None and case.kind != "trace" else None,
         goodput=_goodput(measured, slo) if slo else None,
         requests=rows,  # type: ignore[arg-type]  # a Sequence: on disk past rows.IN_MEMORY
         client=_client(client),
@@ -245,6 +251,9 @@ class _Tally:
         self.anomalies: Counter[str] = Counter()
         self.retried: Counter[str] = Counter()
         self.lags = array("d")
+        self.from_schedule = {name: array("d") for name in FROM_SCHEDULE}
+        self.ok_times = array("d")  # each successful request's send, then its end
+        self.steady_values = {name: array("d") for name in steady.STEADY_METRICS}  # NaN: none
         self.values = {name: array("d") for name in metrics.REQUEST_METRICS}
         self.missing: dict[str, Counter[tuple[str, str]]] = {name: Counter() for name in metrics.REQUEST_METRICS}
 
@@ -263,6 +272,10 @@ class _Tally:
             return
         self.n_ok += 1
         self.ok_tokens += _row_tokens(row)
+        self.ok_times.extend((row.sent_mono_s, row.sent_mono_s + (row.end_s or 0.0)))
+        for name, found in self.steady_values.items():
+            value = row.metrics.get(name)
+            found.append(math.nan if value is None else value)
         self.anomalies.update(row.anomalies)
         codes, why = row.unavailable_codes, row.unavailable  # _row_values, without an Unavailable a value
         for name, value in row.metrics.items():
@@ -270,6 +283,8 @@ class _Tally:
                 self.missing[name][(codes.get(name, metrics.LEGACY), why.get(name, "not measured"))] += 1
             else:
                 self.values[name].append(value)
+                if name in self.from_schedule and not isinstance(lag, Unavailable):
+                    self.from_schedule[name].append(value + lag)
 
     def summaries(self) -> tuple[dict[str, MetricSummary | None], dict[str, Unavailable], MetricSummary | None]:
         """A metric is summarized only if every successful request has it: averaging the subset
@@ -296,6 +311,33 @@ class _Tally:
         made = MetricSummary.of_all([self.values[name] for name in complete] + ([self.lags] if self.lags else []))
         summary.update(zip(complete, made))  # in the registry's order, as before
         return summary, unavailable, made[-1] if self.lags else None
+
+    def steady_state(self, streams: int) -> SteadyState | None:
+        """The closed loop's steady window (measure/steady.py) and each STEADY_METRICS summary
+        over its requests, where every one of them has the metric."""
+        sends = np.array([light.sent_mono_s for light in self.measured], dtype=float)
+        ends = np.array([light.sent_mono_s + light.end_s for light in self.measured if light.end_s is not None])
+        span = steady.window(sends, ends, streams)
+        if span is None or not self.n_ok:
+            return None
+        times = np.frombuffer(self.ok_times, dtype=float).reshape(-1, 2)
+        mask = steady.inside(times[:, 0], times[:, 1], span)
+        picked = {name: np.frombuffer(found, dtype=float)[mask] for name, found in self.steady_values.items()}
+        whole = [name for name, values in picked.items() if values.size and not np.isnan(values).any()]
+        first = float(sends.min())
+        return SteadyState(
+            start_s=span[0] - first,
+            end_s=span[1] - first,
+            requests=int(mask.sum()),
+            summary=dict(zip(whole, MetricSummary.of_all([picked[name] for name in whole]), strict=True)),
+        )
+
+    def schedule_summaries(self) -> dict[str, MetricSummary]:
+        """FROM_SCHEDULE's latencies timed from each request's intended send (open loop), where
+        every successful request has one: a stall that held sends back stays in the tail it
+        caused (no coordinated omission)."""
+        whole = [name for name, found in self.from_schedule.items() if self.n_ok and len(found) == self.n_ok]
+        return dict(zip(whole, MetricSummary.of_all([self.from_schedule[name] for name in whole]), strict=True))
 
 
 def _few_missed_lengths(missing, n_ok: int) -> bool:
@@ -328,6 +370,7 @@ def _judge_buffered(row: RequestResult, why: Unavailable) -> None:
     row.unavailable_codes = _in_metric_order(row.unavailable_codes)
 
 
+FROM_SCHEDULE = ("ttft_s", "e2e_s")  # latencies an open loop also times from the schedule
 _METRIC_ORDER = {name: i for i, name in enumerate(metrics.REQUEST_METRICS)}
 
 

@@ -6,6 +6,7 @@ Typed like results.json (results/types.py, jsontypes): written and read through 
 with results.json's version policy: a field added is a new MINOR, older files still load.
   1.0  the first version (issue 25); setup.server and the workload settings typed since (issue
        22: the schema names their properties; a workload's null settings are left out)
+  1.1  each latency summary's p90_low, p90_high, p99_low, p99_high (99% order-statistic bounds)
 
 Every point probed is kept in the order it was probed, with each round it was sent in, also the
 rounds that were not counted because benchy itself fell behind (`overloaded` says why).
@@ -23,7 +24,7 @@ from benchy.jsontypes import Saved
 from benchy.measure.workloads import WorkloadSpec
 from benchy.results.types import MetricSummary, ServerIdentity, Stopped, _opt
 
-CAPACITY_MAJOR, CAPACITY_MINOR = 1, 0
+CAPACITY_MAJOR, CAPACITY_MINOR = 1, 1
 CAPACITY_SCHEMA = f"benchy/capacity/{CAPACITY_MAJOR}.{CAPACITY_MINOR}"
 CAPACITY_FILE = "capacity.json"
 SCHEMA_FILE = Path(__file__).parent.parent / "data" / "capacity.schema.json"

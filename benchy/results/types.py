@@ -53,6 +53,10 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.17 warning details for issue 36's findings (a fixed latency before the engine, drift, a
        router's partial view); prefill_tps withheld with code `fixed_latency`
   1.18 setup.dataset (--dataset: name, sha256, mode, sampling; issue 35); case kind "dataset"
+  1.19 summary p90_low, p90_high, p99_low, p99_high (99% order-statistic bounds; a high end absent:
+       too few); case from_schedule (open loop: latencies from the intended send); case steady
+       (closed loop: the span where every stream was busy, its figures); setup.client_ceiling
+       (`benchy selftest`)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -77,6 +81,7 @@ from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.gpu import GpuCase, GpuSetup
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
+from benchy.measure.selftest import ClientCeiling
 from benchy.measure.workloads import WorkloadFigures
 from benchy.results.facts import CaseFacts
 from benchy.results.rows import OK, WARMUP, Rows
@@ -85,7 +90,7 @@ from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 18
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 19
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -114,6 +119,10 @@ class MetricSummary(Saved):
     max: float | None = None
     p90: float | None = None
     p99: float | None = None
+    p90_low: float | None = _opt("the true p90 is at least this with 99% confidence (an order statistic)", omit=True)
+    p90_high: float | None = _opt("…at most this with 99% confidence; absent: too few values (under 64)", omit=True)
+    p99_low: float | None = _opt("the true p99 is at least this with 99% confidence (an order statistic)", omit=True)
+    p99_high: float | None = _opt("…at most this with 99% confidence; absent: too few values (under 662)", omit=True)
 
     @classmethod
     def of(cls, values: Sequence[float]) -> MetricSummary:
@@ -123,6 +132,16 @@ class MetricSummary(Saved):
     def of_all(cls, samples: Sequence[Sequence[float]]) -> list[MetricSummary]:
         """`of` each sample, their bootstraps drawn together (stats.summarize_all)."""
         return [cls(**found) for found in stats.summarize_all(samples)]
+
+
+@dataclass
+class SteadyState(Saved):
+    """A closed loop's span where every stream was busy (measure/steady.py) and its figures."""
+
+    start_s: float = _opt("seconds from the case's first send to the window's start (the last stream's first send)")
+    end_s: float = _opt("seconds from the case's first send to the window's end (the first end after the last send)")
+    requests: int = _opt("successful requests sent and ended inside the window", 0)
+    summary: dict[str, MetricSummary] = _opt("metric → statistics over the window's requests", factory=dict)
 
 
 @dataclass
@@ -304,7 +323,8 @@ class Setup(Saved):
     server_metrics: MetricsStatus | None = _opt("what /metrics offered (server/metrics.py)", omit=True)
     gpu: GpuSetup | None = _opt("(1.7) --gpu-metrics: the GPUs, their peak bandwidth, the idle baseline", omit=True)
     cache_reset: CacheReset | None = _opt("(1.10) --cache-reset: the last reset (server/cache_reset.py)", omit=True)
-    dataset: DatasetSetup | None = _opt("(1.14) --dataset: the file, its mode and sampling", omit=True)
+    dataset: DatasetSetup | None = _opt("(1.18) --dataset: the file, its mode and sampling", omit=True)
+    client_ceiling: ClientCeiling | None = _opt("(1.19) this host's `benchy selftest`, as cached", omit=True)
 
 
 @dataclass
@@ -415,6 +435,12 @@ class CaseResult(Saved):
     achieved_rate: float | None = None
     request_rate: float | None = None
     send_lag: MetricSummary | None = _opt("open loop: how late sends left their schedule, s")
+    steady: SteadyState | None = _opt("closed loop: the span where every stream was busy", omit=True)
+    from_schedule: dict[str, MetricSummary] = _opt(
+        "open loop: ttft_s, e2e_s timed from each request's intended send (its schedule), not its actual one, s",
+        factory=dict,
+        omit=True,
+    )
     goodput: Goodput | None = None
     requests: list[RequestResult] = field(default_factory=list)
     client: ClientHealth | None = _opt("benchy's own health while it ran (monitor.py)", omit=True)

@@ -1,0 +1,55 @@
+"""Open loops without coordinated omission: every open-loop latency is also timed from the
+request's intended send (the schedule), judged against the simulator's truth log."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+from tests.conftest import client_slack_s, run_benchy_here
+
+
+def run(sim, tmp_path, *args: str) -> tuple[dict, Path]:
+    out = Path(tempfile.mkdtemp(dir=tmp_path))
+    proc = run_benchy_here("run", "--base-url", sim.base_url, "--quiet", "--output", str(out), *args)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((out / "results.json").read_text()), out
+
+
+def test_held_sends_stay_in_the_latency_timed_from_the_schedule(start_sim, tmp_path):
+    # One request in flight at 40/s against ~30 ms responses: sends fall behind their schedule,
+    # which the latency from the actual send hides and the one from the schedule keeps.
+    sim = start_sim("--prefill-tps", "100000", "--decode-tps", "1000")
+    results, out = run(
+        sim, tmp_path, "--pp", "64", "--tg", "32", "--rate", "40", "--max-inflight", "1", "--requests", "60"
+    )
+    (case,) = results["cases"]
+    truth = {t["request_id"]: t for t in sim.truth()}
+    reqs = [r for r in case["requests"] if not r["warmup"] and r["status"] == "ok"]
+    slack = client_slack_s(case)
+    held = [truth[r["request_id"]]["arrival_s"] - r["scheduled_mono_s"] for r in reqs]
+    assert statistics.median(held) > 2 * slack  # the truth: the server saw most requests late
+    for name, truth_end in (
+        ("ttft_s", lambda t: t["first_token_event_s"]),
+        ("e2e_s", lambda t: max(e["t_s"] for e in t["events"])),
+    ):
+        due = [truth_end(truth[r["request_id"]]) - r["scheduled_mono_s"] for r in reqs]
+        sent = [truth_end(truth[r["request_id"]]) - truth[r["request_id"]]["arrival_s"] for r in reqs]
+        scheduled, actual = case["from_schedule"][name], case["summary"][name]
+        assert scheduled["n"] == len(reqs) == actual["n"]
+        assert abs(scheduled["median"] - statistics.median(due)) <= slack
+        assert abs(scheduled["max"] - max(due)) <= slack
+        assert abs(actual["median"] - statistics.median(sent)) <= slack  # the other clock, beside it
+    report = (out / "report.md").read_text()
+    assert (
+        "## Open loops: latency from the schedule" in report and case["label"] in report.split("from the schedule")[1]
+    )
+
+
+def test_a_closed_loop_has_no_schedule_to_time_from(start_sim, tmp_path):
+    sim = start_sim("--instant")
+    results, out = run(sim, tmp_path, "--pp", "64", "--tg", "4", "-c", "2", "--runs", "2")
+    assert all("from_schedule" not in case for case in results["cases"])
+    assert "latency from the schedule" not in (out / "report.md").read_text()

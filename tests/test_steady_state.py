@@ -1,0 +1,86 @@
+"""A closed loop's steady state (measure/steady.py): the span where every stream was busy, found by
+rule from the sends, judged against the simulator's truth log of when each request was in it."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from tests.conftest import client_slack_s, run_benchy_here, warning_codes
+
+
+def in_server(intervals: list[tuple[float, float]], t: np.ndarray) -> np.ndarray:
+    """How many requests the server held at each time of `t` (arrival ≤ t < last event)."""
+    return sum(((t >= a) & (t < b)).astype(int) for a, b in intervals)
+
+
+def test_the_window_is_where_the_server_held_every_stream_and_its_figures_are_the_truths(start_sim, tmp_path):
+    # Prefills queue one behind another: the first round's arrivals are staggered apart, then
+    # every stream resends as its request ends, and the last sends leave a drain behind them.
+    sim = start_sim("--prefill-tps", "40000", "--decode-tps", "1000", "--max-running", "8", "--batch-slowdown", "4")
+    out = Path(tempfile.mkdtemp(dir=tmp_path))
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "--quiet", "--output", str(out),
+        "--pp", "4096", "--tg", "64", "-c", "8", "--runs", "3", "--warmup", "0",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    (case,) = results["cases"]
+    window, slack = case["steady"], client_slack_s(case)
+    truth = {t["request_id"]: t for t in sim.truth()}
+    reqs = [r for r in case["requests"] if not r["warmup"]]
+    first = min(r["sent_mono_s"] for r in reqs)
+    start, end = first + window["start_s"], first + window["end_s"]
+    served = [
+        (truth[r["request_id"]]["arrival_s"], max(e["t_s"] for e in truth[r["request_id"]]["events"])) for r in reqs
+    ]
+
+    # The truth: inside the window the server held all 8 streams' requests but for each resend's
+    # gap (one per send in it: the end read at most `slack` late, the next request stamped by a
+    # server on the same busy machine at most as late); after it (the first end after the last
+    # send), never all 8 again.
+    grid = np.linspace(start, end, 4000)
+    resends = sum(start <= r["sent_mono_s"] <= end for r in reqs)
+    assert in_server(served, grid).mean() >= 8 - resends * 2 * slack / (end - start)
+    drain = np.linspace(end + slack, max(b for _, b in served), 4000)
+    assert in_server(served, drain).max() <= 7
+    # It starts at the last stream's first send and ends as the first stream goes idle for good.
+    sends = sorted(r["sent_mono_s"] for r in reqs)
+    assert sends[7] == start and sends[-1] < end
+    assert end == min(r["sent_mono_s"] + r["end_s"] for r in reqs if r["sent_mono_s"] + r["end_s"] >= sends[-1])
+
+    # The window's figures are the truth's over the requests sent and ended inside it.
+    inside = [r for r in reqs if r["sent_mono_s"] >= start and r["sent_mono_s"] + r["end_s"] <= end]
+    assert window["requests"] == len(inside) >= 3
+    assert len(inside) < case["n_ok"]  # the ramp-up and the drain are left out
+    e2e = [b - a for (a, b), r in zip(served, reqs, strict=True) if r in inside]
+    ttft = [truth[r["request_id"]]["first_token_event_s"] - truth[r["request_id"]]["arrival_s"] for r in inside]
+    assert abs(window["summary"]["e2e_s"]["median"] - statistics.median(e2e)) <= slack
+    assert abs(window["summary"]["ttft_s"]["median"] - statistics.median(ttft)) <= slack
+    assert window["summary"]["e2e_s"]["n"] == len(inside)
+
+    # The warning follows the figures: beside the whole run's median, beyond noise or not.
+    whole, steady = case["summary"]["e2e_s"], window["summary"]["e2e_s"]
+    apart = whole["ci95"][1] < steady["ci95"][0] or steady["ci95"][1] < whole["ci95"][0]
+    assert apart == ("steady_state_differs" in warning_codes(results, case["label"]) and "e2e_s" in _qualified(results))
+    report = (out / "report.md").read_text()
+    assert "## Closed loops: steady state" in report and f"{len(inside)} of {case['n_ok']}" in report
+
+
+def _qualified(results: dict) -> set[str]:
+    return {m for w in results["warnings"] if w["code"] == "steady_state_differs" for m in w["metrics"]}
+
+
+def test_a_lone_stream_has_no_steady_window(start_sim, tmp_path):
+    sim = start_sim("--instant")
+    out = Path(tempfile.mkdtemp(dir=tmp_path))
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "--quiet", "--output", str(out), "--no-report",
+        "--pp", "64", "--tg", "4", "--runs", "3", "-c", "1",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert all("steady" not in case for case in json.loads((out / "results.json").read_text())["cases"])
