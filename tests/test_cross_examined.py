@@ -73,7 +73,7 @@ def test_a_stream_interval_is_not_buffering_and_keeps_its_timings(start_sim, int
     for req in measured(case):
         t = truth[req["request_id"]]
         assert [e["tokens"] for e in t["events"] if e["tokens"]][:2] == [1, interval]
-        assert_ttft_matches_truth(req, t)
+        assert_ttft_matches_truth(case, req, t)
         assert req["metrics"]["decode_tps"] == pytest.approx(true_decode_tps(t), rel=REL)
 
 

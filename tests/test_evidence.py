@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from benchy.measure import evidence, tokenizer
@@ -210,8 +210,11 @@ def test_a_proxy_buffer_is_buffering(n, burst, step, ttft):
 @given(st.integers(60, 600), st.integers(2, 64), st.floats(0.001, 0.03), st.floats(0.01, 1.0))
 def test_a_stream_interval_is_not_buffering_at_any_interval(n, interval, step, ttft):
     # vLLM --stream-interval / TensorRT-LLM stream_interval: the first token alone when prefill
-    # ends, then `interval` tokens an event, written when the last of them is made.
+    # ends, then `interval` tokens an event, written when the last of them is made. With a single
+    # event after the first there is no cadence to tell it from a buffer (the field report's 29
+    # tokens in 2 events): test_buffered_stream_keeps_e2e_and_drops_stream_timings holds that.
     sizes = [1] + [min(interval, n - start) for start in range(1, n, interval)]
+    assume(len(sizes) - 1 >= evidence.CADENCE_MIN_ARRIVALS)
     made = [ttft + i * step for i in range(n)]
     ends = [sum(sizes[: i + 1]) - 1 for i in range(len(sizes))]
     arr = evidence.arrivals([made[e] for e in ends], [float(k) for k in sizes])

@@ -537,7 +537,9 @@ def _lumps_by_habit(arr: list[Arrival]) -> bool:
 # CADENCE_SHARE of the later arrivals keep within CADENCE_SPREAD× of the median step.
 CADENCE_SPREAD = 2.0
 CADENCE_SHARE = 0.8
-CADENCE_MIN_ARRIVALS = 3  # fewer later arrivals: no cadence to judge, one event each suffices
+# Fewer later arrivals give no cadence to judge (one gap is no rhythm), and a stream that shows
+# none is not cleared of buffering: 29 tokens in 2 events is the buffer the field report met.
+CADENCE_MIN_ARRIVALS = 2
 
 
 def server_interval(arr: list[Arrival]) -> bool:
@@ -551,7 +553,7 @@ def server_interval(arr: list[Arrival]) -> bool:
     if any(a.events != 1 for a in later):  # several events read at once: a buffer released them
         return False
     if len(later) < CADENCE_MIN_ARRIVALS:
-        return True
+        return False
     steps = [(b.t_s - a.t_s) / b.tokens for a, b in zip(arr, later) if b.tokens > 0]
     typical = _median(steps)
     if typical <= 0:
