@@ -72,7 +72,10 @@ def write(path: Path, fmt: str, convs: list[list[tuple[str, str]]]) -> Path:
     return path
 
 
-TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x00"), min_size=1, max_size=40)
+# A message of white space alone is no message (the reader drops it: nothing to send), so each has a letter.
+TEXT = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x00"), min_size=1, max_size=40
+).filter(str.strip)
 PAIRS = st.lists(st.tuples(TEXT, TEXT), min_size=1, max_size=3).map(
     lambda pairs: [turn for u, a in pairs for turn in (("user", u), ("assistant", a))]
 )

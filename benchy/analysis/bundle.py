@@ -12,6 +12,7 @@ to requests.jsonl as a line of its own naming the request (records.witness_line)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from benchy.results.types import (
     Stopped,
 )
 from benchy.workloads.case import Case
+from benchy.workloads.dataset import DatasetSpec
 from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay
 
 MANIFEST = "manifest.json"
@@ -62,6 +64,9 @@ class PlannedCase(Saved):
     multi_turn: MultiTurn | None = None
     shared_prefix: SharedPrefix | None = None
     trace: TraceReplay | None = None
+    extra_body: str | None = None  # a scenario's extra_body, canonical JSON
+    stream: bool = True  # a scenario's `stream = false`
+    dataset: dict | None = None  # --dataset: the DatasetSpec's fields
 
     @classmethod
     def of(cls, case: Case, endpoint: str, runs: int, planned_requests: int | None) -> PlannedCase:
@@ -82,6 +87,9 @@ class PlannedCase(Saved):
             multi_turn=w if isinstance(w, MultiTurn) else None,
             shared_prefix=w if isinstance(w, SharedPrefix) else None,
             trace=w if isinstance(w, TraceReplay) else None,
+            extra_body=case.extra_body,
+            stream=case.stream,
+            dataset=dataclasses.asdict(case.dataset) if case.dataset is not None else None,
         )
 
     def case(self) -> Case:
@@ -96,7 +104,17 @@ class PlannedCase(Saved):
             depth_mode=self.depth_mode,
             rate=self.rate,
             workload=self.multi_turn or self.shared_prefix or self.trace,
+            extra_body=self.extra_body,
+            stream=self.stream,
+            dataset=_dataset_spec(self.dataset),
         )
+
+
+def _dataset_spec(fields: dict | None) -> DatasetSpec | None:
+    if fields is None:
+        return None
+    text_fit = fields.get("text_fit")
+    return DatasetSpec(**{**fields, "text_fit": tuple(text_fit) if text_fit else None})
 
 
 @dataclass
