@@ -53,6 +53,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.17 warning details for issue 36's findings (a fixed latency before the engine, drift, a
        router's partial view); prefill_tps withheld with code `fixed_latency`
   1.18 setup.dataset (--dataset: name, sha256, mode, sampling; issue 35); case kind "dataset"
+  1.19 setup.dataset.lengths: a fitted case's label → how its cuts were counted (its
+       case.prompt_lengths too: o200k_calibrated where the cuts are an estimate)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -85,7 +87,7 @@ from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 18
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 19
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 

@@ -1,0 +1,111 @@
+"""Fitted dataset prompts (--dataset FILE --pp …) at exact lengths on a vocabulary unlike
+o200k (load/dataset_fit.py): the simulator's `--vocab syllable` cuts words into pieces of up to
+three letters, so real text counts there nothing like benchy's o200k. Every request's length is
+judged against the simulator's truth log (what the server counted), never against benchy's
+own counts."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+
+import pytest
+
+from benchy.load import dataset_fit, lengths
+from benchy.load.dataset_load import DatasetPrompts
+from benchy.load.prompts import Calibration, PromptFactory
+from benchy.measure import evidence
+from benchy.workloads import dataset
+from benchy.workloads.case import Case
+from tests.conftest import run_benchy_here
+from tests.test_checks import measured, truth_of
+from tests.test_lengths import syllable_tokenizer_json
+
+PP = ("96", "700")
+
+
+def run(sim, out, *flags: str) -> dict:
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "-q", "-o", str(out), "--dataset", "sample", "--pp", *PP,
+        "--tg", "4", "--runs", "3", *flags,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((out / "results.json").read_text())
+
+
+def served(sim, results: dict) -> dict[int, list[int]]:
+    """Each case's requests (warmups too) as the simulator counted their prompts."""
+    truth = truth_of(sim, results)
+    return {
+        c["pp"]: [truth[r["request_id"]]["prompt_tokens"] for r in c["requests"] if r["status"] == "ok"]
+        for c in results["cases"]
+    }
+
+
+def assert_exact(sim, results: dict, method: str) -> None:
+    counted = served(sim, results)
+    for case in results["cases"]:
+        assert len(measured(case)) == 3
+        assert counted[case["pp"]] == [case["pp"]] * len(case["requests"]), case["label"]
+        assert case["prompt_lengths"] == method
+        assert {r["prompt_slack"] for r in case["requests"]} == {evidence.EXACT_PROMPT_SLACK}
+    assert results["setup"]["dataset"]["lengths"] == {c["label"]: method for c in results["cases"]}
+    assert "prompt_length_mismatch" not in {w["code"] for w in results["warnings"]}
+
+
+def test_with_the_servers_tokenize_every_fitted_request_is_its_target(start_sim, tmp_path):
+    sim = start_sim("--vocab", "syllable", "--instant")
+    assert_exact(sim, run(sim, tmp_path / "out"), lengths.SERVER_TOKENIZE)
+
+
+def test_with_a_tokenizer_file_and_no_tokenize_every_fitted_request_is_its_target(start_sim, tmp_path):
+    syllable_tokenizer_json(tmp_path)
+    sim = start_sim("--vocab", "syllable", "--no-tokenize", "--instant")
+    assert_exact(sim, run(sim, tmp_path / "out", "--tokenizer", str(tmp_path)), lengths.TOKENIZER_FILE)
+
+
+def test_with_only_usage_every_fitted_request_is_its_target(start_sim, tmp_path):
+    sim = start_sim("--vocab", "syllable", "--no-tokenize", "--instant")
+    assert_exact(sim, run(sim, tmp_path / "out"), lengths.SERVER_USAGE)
+
+
+def test_without_an_exact_source_the_cuts_say_they_are_an_estimate(start_sim, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Split(tokenizers.Regex("."), behavior="isolated")  # a character each
+    tok.save(str(tmp_path / "tokenizer.json"))
+    sim = start_sim("--vocab", "syllable", "--no-tokenize", "--instant")
+    results = run(sim, tmp_path / "out", "--tokenizer", str(tmp_path / "tokenizer.json"))
+    assert {c["prompt_lengths"] for c in results["cases"]} == {lengths.O200K_CALIBRATED}
+    assert set(results["setup"]["dataset"]["lengths"].values()) == {lengths.O200K_CALIBRATED}
+    # an estimate is not held to the exact slack
+    assert {r["prompt_slack"] for c in results["cases"] for r in c["requests"]} == {None}
+
+
+def test_a_body_is_a_cut_of_the_entries_from_its_start(tmp_path):
+    """The table's bodies are the entries' own text, from their start on, at the count asked
+    (counted here by the same tokenizer file, the one source that needs no server)."""
+    counter = lengths.FileTokenizer(syllable_tokenizer_json(tmp_path))
+    texts = [e.prompt for e in dataset.load("sample").entries]
+    starts = dataset_fit.start_pool(len(texts), seed=0)
+    bodies = asyncio.run(dataset_fit.fit_bodies(counter, texts, starts, [40, 900]))
+    assert len(bodies) > len(starts)  # of both lengths, from most starts
+    for (start, tokens), body in bodies.items():
+        assert counter.count_now([dataset_fit.NONCE_SEPARATOR + body]) == [tokens]
+        assert body.startswith(texts[start][:20]) and not body[-1].isspace()  # none ends at a template's join
+
+
+def test_prompts_are_led_by_their_nonce_and_take_a_tabled_body(tmp_path):
+    counter = lengths.FileTokenizer(syllable_tokenizer_json(tmp_path))
+    fit = asyncio.run(lengths.fit_words(counter))
+    base = PromptFactory(Calibration(lengths=fit), salt="t")
+    spec = dataset.DatasetSpec("sample", mode="fitted")
+    tokens = dataset_fit.body_tokens(Case(pp=300, tg=1), base.calibration, nonce=True)
+    texts = [e.prompt for e in dataset.load("sample").entries]
+    bodies = asyncio.run(dataset_fit.fit_bodies(counter, texts, dataset_fit.start_pool(len(texts), 0), [tokens]))
+    maker = DatasetPrompts(base, dataclasses.replace(spec, bodies=bodies, lengths=counter.method), seed=0)
+    prompts = [maker.build(300) for _ in range(40)]
+    assert counter.count_now([p.text for p in prompts]) == [300] * 40
+    assert len({p.nonce for p in prompts}) == 40 and all(p.text.startswith(p.nonce) for p in prompts)
+    assert len({p.text[len(p.nonce) :] for p in prompts}) > 10  # bodies from many starts
