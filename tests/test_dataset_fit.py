@@ -109,3 +109,16 @@ def test_prompts_are_led_by_their_nonce_and_take_a_tabled_body(tmp_path):
     assert counter.count_now([p.text for p in prompts]) == [300] * 40
     assert len({p.nonce for p in prompts}) == 40 and all(p.text.startswith(p.nonce) for p in prompts)
     assert len({p.text[len(p.nonce) :] for p in prompts}) > 10  # bodies from many starts
+
+
+def test_an_entry_short_of_the_rest_but_over_it_with_its_blank_line_is_still_cut_exactly():
+    """A counter whose blank line is two tokens (a small BPE's "\\n\\n" is not one): the
+    next entry alone is short of what is left, with its blank line over it."""
+
+    def count(text: str) -> int:
+        return len(text.split(" ")) + text.count("\n") if text else 0  # a word, or a newline, a token
+
+    texts = ["a b c d e", "f g h", "i j k l m n o p"]
+    for tokens in range(1, 30):
+        body = dataset.cut_entries(texts, 0, tokens, count)
+        assert count(body) == tokens, (tokens, body)

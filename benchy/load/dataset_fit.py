@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -71,7 +72,9 @@ def body_tokens(case: Case, calibration: Calibration, nonce: bool) -> int:
     return probe.asked[-1]
 
 
-def _exact_counter(counter: TokenCounter, loop: asyncio.AbstractEventLoop) -> Callable[[str], int]:
+def _exact_counter(
+    counter: TokenCounter, loop: asyncio.AbstractEventLoop, stop: threading.Event | None = None
+) -> Callable[[str], int]:
     """A blocking count of one text for the cuts (run in threads while `loop` asks the counter);
     each text counted once. UsageCounter's counts hold the chat template: taken away, as the
     count of the anchor word (one token, lengths.fit_words showed) less one."""
@@ -87,6 +90,8 @@ def _exact_counter(counter: TokenCounter, loop: asyncio.AbstractEventLoop) -> Ca
 
     def count(text: str) -> int:
         if text not in memo:
+            if stop is not None and stop.is_set():
+                raise LookupError("the cuts were stopped")
             if count_now is not None:
                 memo[text] = count_now([text])[0]
             else:
@@ -119,13 +124,19 @@ async def fit_bodies(
         count = _exact_counter(counter, loop)
         cuts = [dataset.cut_entries(texts, s, t, count, head=NONCE_SEPARATOR, counted=counted) for s, t in pairs]
     else:
-        with ThreadPoolExecutor(SERVER_CONCURRENCY, thread_name_prefix="benchy-fit") as pool:
-            count = await loop.run_in_executor(pool, _exact_counter, counter, loop)
+        # the cuts wait in threads on counts this loop asks: it must never wait on them (a
+        # failed cut stops the others at their next count, and the pool is let go unjoined)
+        pool, stop = ThreadPoolExecutor(SERVER_CONCURRENCY, thread_name_prefix="benchy-fit"), threading.Event()
+        try:
+            count = await loop.run_in_executor(pool, _exact_counter, counter, loop, stop)
 
             def cut(pair: tuple[int, int]) -> str:
                 return dataset.cut_entries(texts, pair[0], pair[1], count, head=NONCE_SEPARATOR, counted=counted)
 
             cuts = await asyncio.gather(*(loop.run_in_executor(pool, cut, p) for p in pairs))
+        finally:
+            stop.set()
+            pool.shutdown(wait=False, cancel_futures=True)
     bodies = dict(zip(pairs, cuts))
     for t in set(tokens):
         ragged = [(s, t) for s in starts if bodies[s, t][-1:].isspace()]

@@ -485,7 +485,11 @@ def cut_entries(
         pieces.append(texts[i % len(texts)] + JOIN)
         i += 1
     left = tokens - used
-    body = "".join(pieces) + (fit_text(texts[i % len(texts)], left, count) if left > 0 else "")
+    try:
+        tail = fit_text(texts[i % len(texts)], left, count) if left > 0 else ""
+    except ValueError:  # short of `left` alone, over it with its blank line: the slow way below
+        tail = texts[i % len(texts)]
+    body = "".join(pieces) + tail
     if count(head + body) == tokens:
         return body
     chars, size = 6 * tokens + 256, 0
