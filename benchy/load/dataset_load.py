@@ -1,9 +1,10 @@
 """Sending a dataset's text (--dataset, workloads/dataset.py) through the load generator.
 
 DatasetPrompts is a PromptFactory whose text is the dataset's: in a fitted sweep each body is
-real text cut to the length the sweep asks (dataset.cut_entries, on benchy's o200k count with the
-text's own calibration, calibrate_text), from an entry drawn for that request; in a conversation each user message is an
-entry's own. The nonce still leads every prompt and message (unless --no-nonce), so no cache
+real text cut to the length the sweep asks, from a start entry drawn for that request: cut
+before the case by the run's exact length source (dataset_fit.prepare), else by benchy's o200k
+count with the text's own calibration (calibrate_text), each (start, length) once; in a
+conversation each user message is an entry's own. The nonce still leads every prompt and message (unless --no-nonce), so no cache
 holds any of it before it is sent; a newline parts it from the text.
 
 run_natural sends a natural case: the sampled entries' prompts as they are, each with its own
