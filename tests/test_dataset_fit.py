@@ -18,6 +18,7 @@ from benchy.load.prompts import Calibration, PromptFactory
 from benchy.measure import evidence
 from benchy.workloads import dataset
 from benchy.workloads.case import Case
+from benchy.workloads.scenario import load_scenario
 from tests.conftest import run_benchy_here
 from tests.test_checks import measured, truth_of
 from tests.test_lengths import syllable_tokenizer_json
@@ -122,3 +123,31 @@ def test_an_entry_short_of_the_rest_but_over_it_with_its_blank_line_is_still_cut
     for tokens in range(1, 30):
         body = dataset.cut_entries(texts, 0, tokens, count)
         assert count(body) == tokens, (tokens, body)
+
+
+def test_a_scenario_file_names_its_dataset_and_its_keys_choose_the_mode(start_sim, tmp_path):
+    (tmp_path / "own.jsonl").write_text(
+        "".join(json.dumps({"prompt": e.prompt}) + "\n" for e in dataset.load("sample").entries), encoding="utf-8"
+    )
+    fitted = tmp_path / "fitted.toml"  # the file found beside the scenario, not in the working folder
+    fitted.write_text('dataset = "own.jsonl"\npp = [96, 700]\ntg = 4\nruns = 3\n', encoding="utf-8")
+    sim = start_sim("--vocab", "syllable", "--instant")
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "out"), "--scenario", str(fitted)
+    )
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["setup"]["dataset"]["mode"] == "fitted" and results["setup"]["dataset"]["name"] == "own.jsonl"
+    assert_exact(sim, results, lengths.SERVER_TOKENIZE)
+
+    natural = tmp_path / "natural.toml"
+    natural.write_text('dataset = "sample"\ntg = 4\nconcurrency = [1, 2]\n', encoding="utf-8")
+    cases = load_scenario(str(natural))
+    assert [(c.kind, c.concurrency, c.dataset.mode) for c in cases] == [
+        (k, n, "natural") for k, n in (("dataset", 1), ("dataset", 2))
+    ]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('dataset = "sample"\ndepth = 512\n', encoding="utf-8")
+    proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "--scenario", str(bad))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"benchy: error: {bad}")
