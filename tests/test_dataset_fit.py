@@ -47,10 +47,12 @@ def served(sim, results: dict) -> dict[int, list[int]]:
 def assert_exact(sim, results: dict, method: str) -> None:
     counted = served(sim, results)
     for case in results["cases"]:
-        assert len(measured(case)) == 3
-        assert counted[case["pp"]] == [case["pp"]] * len(case["requests"]), case["label"]
+        assert len(measured(case)) == 3 * case["concurrency"]
+        target = case["pp"] + case.get("depth", 0)
+        assert counted[case["pp"]] == [target] * len(case["requests"]), case["label"]
         assert case["prompt_lengths"] == method
-        assert {r["prompt_slack"] for r in case["requests"]} == {evidence.EXACT_PROMPT_SLACK}
+        # the case's own requests (the queueing check's alone ones are filler, load/alone.py)
+        assert {r["prompt_slack"] for r in case["requests"] if not r.get("alone")} == {evidence.EXACT_PROMPT_SLACK}
     assert results["setup"]["dataset"]["lengths"] == {c["label"]: method for c in results["cases"]}
     assert "prompt_length_mismatch" not in {w["code"] for w in results["warnings"]}
 
@@ -58,6 +60,13 @@ def assert_exact(sim, results: dict, method: str) -> None:
 def test_with_the_servers_tokenize_every_fitted_request_is_its_target(start_sim, tmp_path):
     sim = start_sim("--vocab", "syllable", "--instant")
     assert_exact(sim, run(sim, tmp_path / "out"), lengths.SERVER_TOKENIZE)
+
+
+def test_worker_processes_and_a_cold_depth_take_the_same_exact_bodies(start_sim, tmp_path):
+    sim = start_sim("--vocab", "syllable", "--instant")
+    results = run(sim, tmp_path / "out", "--workers", "2", "-c", "2", "--depth", "200")
+    assert {c["depth"] for c in results["cases"]} == {200}
+    assert_exact(sim, results, lengths.SERVER_TOKENIZE)
 
 
 def test_with_a_tokenizer_file_and_no_tokenize_every_fitted_request_is_its_target(start_sim, tmp_path):
