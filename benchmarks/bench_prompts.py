@@ -1,6 +1,8 @@
 """Prompt building for 10,000 requests: the time benchy's PromptFactory takes to make the
 prompts of a run, with benchy's own word list and with words fitted to a tokenizer that splits
-most of them (load/lengths.py), at the lengths a llama-bench sweep uses.
+most of them (load/lengths.py), at the lengths a llama-bench sweep uses; and the same sweep as
+fitted dataset prompts (--dataset sample --pp …), their bodies cut by that tokenizer before the
+case (load/dataset_fit.py: the cut included in the time).
 
 A developer benchmark, not a test (issue 35's budget: under 5 s for 10,000 requests). The
 fitted run also counts every prompt it built with that tokenizer and says how many were not
@@ -17,8 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchy.load import lengths
+from benchy.load import dataset_fit, lengths
+from benchy.load.dataset_load import DatasetPrompts
 from benchy.load.prompts import Calibration, PromptFactory
+from benchy.workloads import dataset
+from benchy.workloads.case import Case
 
 LENGTHS = (64, 128, 256, 512, 2048)  # cycled over the requests: 1,000 tokens a prompt on average
 
@@ -57,11 +62,30 @@ def main() -> None:
         fit_s = time.perf_counter() - start
         took, texts = build(PromptFactory(Calibration(lengths=fit), salt="bench"), n)
         counts = counter.count_now(texts)
+        missed = sum(c != LENGTHS[i % len(LENGTHS)] for i, c in enumerate(counts))
+        print(
+            f"fitted words:    {took}; "
+            f"fit {fit_s * 1000:.0f} ms ({len(fit.words or ())} words one token); {missed} of {n} not at their target"
+        )
+        base = PromptFactory(Calibration(lengths=fit), salt="bench")
+        wall, cpu = time.perf_counter(), time.process_time()
+        bodies = asyncio.run(dataset_bodies(counter, base))
+        spec = dataset.DatasetSpec("sample", mode="fitted", bodies=bodies, lengths=counter.method)
+        cut_wall, cut_cpu = time.perf_counter() - wall, time.process_time() - cpu
+        took, texts = build(DatasetPrompts(base, spec, seed=0), n)
+        counts = counter.count_now(texts)
     missed = sum(c != LENGTHS[i % len(LENGTHS)] for i, c in enumerate(counts))
     print(
-        f"fitted words:    {took}; "
-        f"fit {fit_s * 1000:.0f} ms ({len(fit.words or ())} words one token); {missed} of {n} not at their target"
+        f"dataset, fitted: {took}, after {len(bodies)} bodies cut in {cut_wall:.2f} s ({cut_cpu:.2f} CPU-s); "
+        f"{missed} of {n} not at their target"
     )
+
+
+async def dataset_bodies(counter: lengths.FileTokenizer, base: PromptFactory) -> dict:
+    """The shipped sample's bodies at each length, as a run cuts them before its cases."""
+    texts = [e.prompt for e in dataset.load("sample").entries]
+    tokens = [dataset_fit.body_tokens(Case(pp=pp, tg=1), base.calibration, nonce=True) for pp in LENGTHS]
+    return await dataset_fit.fit_bodies(counter, texts, dataset_fit.start_pool(len(texts), 0), tokens)
 
 
 if __name__ == "__main__":

@@ -31,12 +31,13 @@ from benchy.analysis.bundle import CaseWindows, Manifest, PlannedCase, write_man
 from benchy.client import loop as event_loop
 from benchy.client.extra_body import redacted_body as redacted_extra_body
 from benchy.client.stream import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
+from benchy.load import dataset_fit
 from benchy.load.alone import alone_requests, send_alone
 from benchy.load.dataset_load import bind as bind_dataset
 from benchy.load.dataset_load import calibrate_text
 from benchy.load.dataset_load import setup as dataset_setup
 from benchy.load.generator import run_case
-from benchy.load.lengths import fit_lengths
+from benchy.load.lengths import best_counter, fit_words
 from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
 from benchy.load.progress import Progress
@@ -391,7 +392,8 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         settings.announce(_banner(identity, settings, metrics_status, gpus))
     state.phase = "calibrating prompt lengths (before the first case)"
     progress.note(f"calibrating prompt lengths against {model} …")
-    lengths = await fit_lengths(client, settings.tokenizer, settings.endpoint)  # which words are one server token
+    counter = await best_counter(client, settings.tokenizer, settings.endpoint)
+    lengths = await fit_words(counter)  # which words are one server token
     calibrations = {ep: await calibrate(client, ep, salt, settings.template, lengths) for ep in endpoints}
     for ep, longest in _longest_prompts(settings).items():
         calibrations[ep] = await check_length(client, ep, calibrations[ep], salt, longest, settings.template)
@@ -400,6 +402,10 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         ep: await calibrate_text(client, ep, calibrations[ep], settings.cases, salt, settings.template)
         for ep in endpoints
     }
+    # a fitted dataset case's bodies, cut by the same exact source before any case
+    fitted = await dataset_fit.prepare(
+        settings.cases, calibrations, counter, settings.endpoint, settings.nonce, settings.load.seed
+    )
     state.setup = _setup(settings, model, _version_text(identity), calibrations)
     state.setup["server"] = identity.to_dict()  # typed again by the builder (results/build.run_result)
     state.setup["server_metrics"] = metrics_status.to_dict()
@@ -408,7 +414,7 @@ async def _measure_with(settings, state, writer, client, model, gpus, pool) -> N
         state.setup["gpu"] = gpus.setup.to_dict()
     state.plans = [
         CasePlan(
-            case=bind_dataset(c, identity.context_length, text_fits[c.endpoint or settings.endpoint]),
+            case=bind_dataset(c, identity.context_length, text_fits[c.endpoint or settings.endpoint], fitted.get(i)),
             index=i,
             runs=c.runs or settings.runs,
             warmup=settings.warmup,

@@ -310,11 +310,10 @@ def test_fitted_cuts_real_text_to_the_sweep(sim, tmp_path, fmt):
     assert results["setup"]["calibration"]["method"] == "usage"  # the run's own stays the filler's
     truth = truth_of(sim, [r for c in results["cases"] for r in c["requests"]])
     for case in results["cases"]:
+        assert case["prompt_lengths"] == "server_tokenize"  # the cuts counted by the server's /tokenize
         for rec in case["requests"]:
             served = truth[rec["request_id"]]["prompt_tokens_sent"]
-            # o200k fits the text; the simulator's own vocabulary counts it within 2%
-            assert abs(served - rec["target_prompt_tokens"]) <= max(2, 0.02 * rec["target_prompt_tokens"]), rec
-            assert served == rec["prompt_tokens"]
+            assert served == rec["target_prompt_tokens"] == rec["prompt_tokens"], rec
 
 
 @pytest.mark.parametrize("fmt", ["sharegpt", "parquet"])

@@ -1,9 +1,10 @@
 """Sending a dataset's text (--dataset, workloads/dataset.py) through the load generator.
 
 DatasetPrompts is a PromptFactory whose text is the dataset's: in a fitted sweep each body is
-real text cut to the length the sweep asks (dataset.cut_entries, on benchy's o200k count with the
-text's own calibration, calibrate_text), from an entry drawn for that request; in a conversation each user message is an
-entry's own. The nonce still leads every prompt and message (unless --no-nonce), so no cache
+real text cut to the length the sweep asks, from a start entry drawn for that request: cut
+before the case by the run's exact length source (dataset_fit.prepare), else by benchy's o200k
+count with the text's own calibration (calibrate_text), each (start, length) once; in a
+conversation each user message is an entry's own. The nonce still leads every prompt and message (unless --no-nonce), so no cache
 holds any of it before it is sent; a newline parts it from the text.
 
 run_natural sends a natural case: the sampled entries' prompts as they are, each with its own
@@ -21,17 +22,18 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator
 
-from benchy.load import arrivals
+from benchy.load import arrivals, dataset_fit
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options
 from benchy.load.prompts import Calibration, Prompt, PromptFactory, Template
 from benchy.load.send import Closed, Open, send
 from benchy.measure import tokenizer
+from benchy.measure.evidence import LENGTHS_O200K as O200K_CALIBRATED
 from benchy.measure.records import RequestRecord
 from benchy.workloads import dataset
 from benchy.workloads.case import Case
 from benchy.workloads.dataset import DatasetSetup, DatasetSpec, Entry, Selection
 
-NONCE_SEPARATOR = "\n"
+NONCE_SEPARATOR = dataset_fit.NONCE_SEPARATOR
 DEFAULT_TG = 128  # an entry with no reference answer, without --tg: the sweep's default
 
 
@@ -48,13 +50,25 @@ class DatasetPrompts(PromptFactory):
         count: Callable[[str], int] = tokenizer.count,
     ) -> None:
         calibration = base.calibration
-        if spec.text_fit is not None:  # the text's own scale: every length here is of real text
-            calibration = dataclasses.replace(calibration, overhead=spec.text_fit[0], scale=spec.text_fit[1])
+        if spec.bodies is None and spec.text_fit is not None:
+            # the o200k estimate, with the text's own scale (every length here is of real
+            # text): no exact words, so no request is held to the exact slack
+            lengths = dataclasses.replace(calibration.lengths, method=O200K_CALIBRATED, words=None)
+            calibration = dataclasses.replace(
+                calibration, overhead=spec.text_fit[0], scale=spec.text_fit[1], lengths=lengths
+            )
         super().__init__(calibration, nonce=base.nonce, salt=base.salt)
         self.spec, self.seed, self.count = spec, seed, count
         self.entries = list(dataset.load(spec.path).entries)
         self._texts = [e.prompt for e in self.entries]  # a fitted prompt's text, entry after entry
         self._counted: dict[int, int] = {}  # each text's count, once
+        # a fitted body starts at one of these entries (by its length): the exact table's, else
+        # a seeded pool, so 10,000 prompts cost a cut per (start, length), not one each
+        self._pool = dataset_fit.start_pool(len(self.entries), seed)
+        self._starts: dict[int, list[int]] = {}
+        for start, tokens in sorted(spec.bodies or {}):
+            self._starts.setdefault(tokens, []).append(start)
+        self._cuts: dict[tuple[int, int], str] = dict(spec.bodies or {})
         self._conversations: list[Entry] | None = None
         self._concurrency, self._tg = concurrency, tg
 
@@ -113,10 +127,13 @@ class DatasetPrompts(PromptFactory):
         request (the same one for every request under --no-nonce, as the filler is)."""
         key = self._counter if self.nonce else 0
         digest = hashlib.blake2b(f"{self.seed}/{key}".encode(), digest_size=8).digest()
-        start = int.from_bytes(digest, "big") % len(self.entries)
-        return NONCE_SEPARATOR + dataset.cut_entries(
-            self._texts, start, tokens, self.count, head=NONCE_SEPARATOR, counted=self._counted
-        )
+        starts = self._starts.get(tokens, self._pool)
+        start = starts[int.from_bytes(digest, "big") % len(starts)]
+        if (start, tokens) not in self._cuts:  # the estimate's cut, made once
+            self._cuts[start, tokens] = dataset.cut_entries(
+                self._texts, start, tokens, self.count, head=NONCE_SEPARATOR, counted=self._counted
+            )
+        return NONCE_SEPARATOR + self._cuts[start, tokens]
 
 
 def with_dataset(plan: CasePlan, prompts: PromptFactory) -> PromptFactory:
@@ -156,12 +173,21 @@ async def calibrate_text(
     return calibration.overhead, scale
 
 
-def bind(case: Case, context: int | None, text_fit: tuple[float, float] | None) -> Case:
+def bind(
+    case: Case,
+    context: int | None,
+    text_fit: tuple[float, float] | None,
+    fitted: dataset_fit.FittedBodies | None = None,
+) -> Case:
     """The case with what the server showed in its dataset spec: its context (entries that
-    cannot fit it are skipped) and the text's calibration; a case without a dataset as it is."""
+    cannot fit it are skipped), the text's calibration, and a fitted case's bodies cut by an
+    exact source (dataset_fit.prepare); a case without a dataset as it is."""
     if case.dataset is None:
         return case
-    return dataclasses.replace(case, dataset=dataclasses.replace(case.dataset, context=context, text_fit=text_fit))
+    spec = dataclasses.replace(case.dataset, context=context, text_fit=text_fit)
+    if fitted is not None:
+        spec = dataclasses.replace(spec, bodies=fitted.bodies, lengths=fitted.method)
+    return dataclasses.replace(case, dataset=spec)
 
 
 async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
@@ -217,13 +243,15 @@ def setup(plans: list[CasePlan], calibrations: dict, nonce: bool) -> DatasetSetu
         return None
     spec: DatasetSpec = with_data[0].case.dataset  # type: ignore[assignment]
     data = dataset.load(spec.path)
-    sampling = {}
+    sampling, lengths = {}, {}
     for plan in with_data:
         prompts = DatasetPrompts.of(PromptFactory(calibrations[plan.endpoint], nonce=nonce), plan)
         if spec.mode == "natural":
             sampling[plan.case.label] = prompts.selection(plan.measured, plan.case.tg).sampling()
         elif spec.mode == "conversations":
             sampling[plan.case.label] = prompts.selection(plan.case.concurrency, plan.case.tg).sampling()
+        else:  # fitted: cut by an exact source, or the o200k estimate
+            lengths[plan.case.label] = plan.case.dataset.lengths or O200K_CALIBRATED  # type: ignore[union-attr]
     return DatasetSetup(
         name=spec.name,
         path=spec.path,
@@ -239,4 +267,5 @@ def setup(plans: list[CasePlan], calibrations: dict, nonce: bool) -> DatasetSetu
         text_overhead_tokens=round(spec.text_fit[0], 2) if spec.text_fit else None,
         text_scale=round(spec.text_fit[1], 5) if spec.text_fit else None,
         sampling=sampling,
+        lengths=lengths,
     )

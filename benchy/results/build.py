@@ -421,15 +421,18 @@ def run_result(
     latency.withhold_fixed_latency(run.cases)  # after queueing: a queued case keeps that cause
     for case in run.cases:
         case.ceiling = _case_ceiling(case, run.setup.ceiling)
-        case.prompt_lengths = _prompt_lengths(run.setup, case.endpoint)
+        case.prompt_lengths = _prompt_lengths(run.setup, case.endpoint, case.label)
         if case.workload is not None:
             withhold_turns(case.workload, case.unavailable)
     ttft_gains(run.cases)  # shared prefix: each against the same lengths with nothing shared
     return run
 
 
-def _prompt_lengths(setup: Setup, endpoint: str | None) -> str | None:
-    """The case's length method: its endpoint's calibration's (load/lengths.py)."""
+def _prompt_lengths(setup: Setup, endpoint: str | None, label: str) -> str | None:
+    """The case's length method: a fitted dataset case's cuts' (setup.dataset.lengths), else
+    its endpoint's calibration's (load/lengths.py)."""
+    if setup.dataset is not None and label in setup.dataset.lengths:
+        return setup.dataset.lengths[label]
     cal = setup.calibrations.get(endpoint or "") or setup.calibration
     return cal.lengths.method if cal is not None and cal.lengths is not None else None
 

@@ -57,6 +57,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        too few); case from_schedule (open loop: latencies from the intended send); case steady
        (closed loop: the span where every stream was busy, its figures); setup.client_ceiling
        (`benchy selftest`)
+  1.20 setup.dataset.lengths: a fitted case's label → how its cuts were counted (its
+       case.prompt_lengths too: o200k_calibrated where the cuts are an estimate)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -90,7 +92,7 @@ from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 19
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 20
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 

@@ -102,6 +102,10 @@ class DatasetSpec:
     # The dataset text's own calibration (server tokens = scale × o200k + overhead), fitted on
     # two prompts of it once the server is known; None: the run's (the filler's)
     text_fit: tuple[float, float] | None = field(default=None, compare=False)  # (overhead, scale)
+    # fitted: bodies cut before the case by an exact source (load/dataset_fit.py), (start entry,
+    # body tokens) → text, and that source's name; None: cut on the o200k estimate
+    bodies: dict[tuple[int, int], str] | None = field(default=None, compare=False, repr=False)
+    lengths: str | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
@@ -344,6 +348,8 @@ class DatasetSetup(Saved):
     text_overhead_tokens: float | None = None  # the dataset text's calibration (the run's is the filler's)
     text_scale: float | None = None  # server tokens per o200k token of the dataset's text
     sampling: dict[str, DatasetSampling] = field(default_factory=dict)  # case label → its draw
+    # (1.20) fitted: case label → how its cuts were counted (evidence.LENGTH_METHODS)
+    lengths: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -479,7 +485,11 @@ def cut_entries(
         pieces.append(texts[i % len(texts)] + JOIN)
         i += 1
     left = tokens - used
-    body = "".join(pieces) + (fit_text(texts[i % len(texts)], left, count) if left > 0 else "")
+    try:
+        tail = fit_text(texts[i % len(texts)], left, count) if left > 0 else ""
+    except ValueError:  # short of `left` alone, over it with its blank line: the slow way below
+        tail = texts[i % len(texts)]
+    body = "".join(pieces) + tail
     if count(head + body) == tokens:
         return body
     chars, size = 6 * tokens + 256, 0

@@ -303,7 +303,12 @@ _KNOWN_KEYS = {
     "max_requests",
     "extra_body",  # a table merged into every request body (client/extra_body.py)
     "stream",  # false: whole answers, as --no-stream
+    # real prompts (docs/datasets.md): with pp, fitted; without, each entry's own (natural)
+    "dataset",
+    "dataset_min_tokens",
+    "dataset_max_tokens",
 }
+_DATASET_KEYS = ("dataset", "dataset_min_tokens", "dataset_max_tokens")
 _WORKLOAD_KEYS = {
     "multi_turn": {"turns", "first_tokens", "think_time", "keep_reasoning", "cold_baseline"},
     "shared_prefix": {"shared_fraction", "groups"},
@@ -319,8 +324,9 @@ def _cases_from_table(path: Path | Traversable, data: dict) -> list[Case]:
     extra, stream = data.get("extra_body"), data.get("stream", True)
     if not isinstance(stream, bool):
         raise ScenarioError(f"{path}: stream must be true or false, got {stream!r}")
-    data = {k: v for k, v in data.items() if k not in ("extra_body", "stream")}
-    cases = _table_cases(path, data)
+    source = {k: data[k] for k in _DATASET_KEYS if k in data}
+    data = {k: v for k, v in data.items() if k not in ("extra_body", "stream", *_DATASET_KEYS)}
+    cases = _dataset_cases(path, data, source) if source else _table_cases(path, data)
     if not stream:
         cases = [dataclasses.replace(c, stream=False) for c in cases]
     if extra is None:
@@ -329,6 +335,41 @@ def _cases_from_table(path: Path | Traversable, data: dict) -> list[Case]:
         raise ScenarioError(f"{path}: extra_body must be a table of fields, got {extra!r}")
     text = json.dumps(extra, sort_keys=True, separators=(",", ":"))
     return [dataclasses.replace(c, extra_body=text) for c in cases]
+
+
+def _dataset_cases(path: Path | Traversable, data: dict, source: dict) -> list[Case]:
+    """A table with `dataset = "FILE"` (found beside the scenario file, or "sample"): its mode
+    chosen by the table's keys as by the flags beside --dataset: with pp, the sweep's cases of
+    real text cut to length (fitted); without, each sampled entry's own prompt (natural), one
+    case per tg and concurrency (or rate)."""
+    from benchy.workloads import dataset_cases  # it reads the file: only for a table that names one
+
+    file = source.get("dataset")
+    if not isinstance(file, str) or not file:
+        raise ScenarioError(f'{path}: dataset must name a dataset file (or "sample"), got {file!r}')
+    if data.get("kind", "sweep") != "sweep":
+        raise ScenarioError(
+            f"{path}: dataset is for a sweep (with or without pp): for conversations use --dataset --turns"
+        )
+    beside = path.parent / file if isinstance(path, Path) else None
+    file = str(beside) if file != "sample" and beside is not None and beside.exists() else file
+    limits = [source.get(k) for k in ("dataset_min_tokens", "dataset_max_tokens")]
+    if any(v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1) for v in limits):
+        raise ScenarioError(f"{path}: dataset_min_tokens and dataset_max_tokens must be whole numbers ≥ 1")
+    fitted = "pp" in data or "prompt_tokens" in data
+    cases = _table_cases(path, data) if fitted else []
+    chosen = CaseSelection(
+        pp=tuple(c.pp for c in cases),
+        tg=tuple(_int_list(path, data, "tg", "output_tokens", default=[], low=1)),
+        concurrency=tuple(_int_list(path, data, "concurrency", default=[], low=1)),
+        depth=tuple(_int_list(path, data, "depth", default=[], low=0)),
+        depth_mode=data.get("depth_mode"),
+        rate=tuple(_rate_list(path, data) or ()),
+    )
+    try:
+        return dataset_cases.apply(cases, file, chosen, *limits)
+    except ValueError as exc:  # ScenarioError, WorkloadError
+        raise ScenarioError(f"{path}: {str(exc).replace('--', '')}") from None
 
 
 def _table_cases(path: Path | Traversable, data: dict) -> list[Case]:

@@ -78,21 +78,24 @@ def test_natural_sends_the_entries_text_and_their_answer_lengths(llama_server, t
 
 
 def test_fitted_prompts_are_real_text_of_the_sweep_lengths(llama_server, tmp_path, path):
+    pp = (64, 128, 256, 512, 2048)
     results = run_results(
-        llama_server, tmp_path / "out", "--dataset", path, "--pp", "64", "256", "--tg", "8", "--runs", "3"
+        llama_server, tmp_path / "out", "--dataset", path, "--pp", *map(str, pp), "--tg", "8", "--runs", "3"
     )
     served = {}
     for case in results["cases"]:
         rows = measured(case)
-        assert all(
+        assert len(rows) == 3 and all(
             r["status"] == "ok"
             and r["prompt_tokens"] == r["server_timings"]["prompt_n"] + r["server_timings"]["cache_n"]
             for r in rows
         )
+        # cut by the server's own /tokenize: every request its target, as the server counts it
+        assert case["prompt_lengths"] == "server_tokenize"
         served[case["pp"]] = [r["prompt_tokens"] for r in rows]
-    # benchy's o200k cut, counted by another vocabulary: the longer target is longer on the server too
-    assert max(served[64]) < min(served[256])
-    print(f"\n[realserver] fitted to pp64 / pp256, the server counted: {served}")
+    print(f"\n[realserver] fitted to {pp}, the server counted: {served}")
+    assert served == {n: [n] * 3 for n in pp}
+    assert "prompt_length_mismatch" not in {w["code"] for w in results["warnings"]}
 
 
 def test_conversations_replay_the_sampled_turns(llama_server, tmp_path, path):
