@@ -89,7 +89,7 @@ class PlannedCase(Saved):
             trace=w if isinstance(w, TraceReplay) else None,
             extra_body=case.extra_body,
             stream=case.stream,
-            dataset=dataclasses.asdict(case.dataset) if case.dataset is not None else None,
+            dataset=_dataset_fields(case.dataset),
         )
 
     def case(self) -> Case:
@@ -108,6 +108,13 @@ class PlannedCase(Saved):
             stream=self.stream,
             dataset=_dataset_spec(self.dataset),
         )
+
+
+def _dataset_fields(spec: DatasetSpec | None) -> dict | None:
+    """The spec as the analysis needs it: its fitted bodies (the prompts' text) are the load's alone."""
+    if spec is None:
+        return None
+    return {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name != "bodies"}
 
 
 def _dataset_spec(fields: dict | None) -> DatasetSpec | None:
