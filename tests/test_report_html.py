@@ -14,7 +14,7 @@ import pytest
 from benchy.report import html
 from benchy.results.types import RunResult
 from tests import browser
-from tests.conftest import client_slack_s, run_benchy_here
+from tests.conftest import client_slack_s, run_benchy_here, run_python
 from tests.forkserver import ForkedSim
 
 FETCHES = re.compile(
@@ -111,6 +111,22 @@ def test_benchy_report_remakes_report_html_from_results_only(faulty_run, tmp_pat
     benchy("report", str(folder / "results.json"), "--output", str(tmp_path / "again"))
     again = (tmp_path / "again" / "report.html").read_text(encoding="utf-8")
     assert figure_specs(again) == figure_specs((folder / "report.html").read_text(encoding="utf-8"))
+
+
+def test_an_install_without_plotly_still_gets_the_text_report(faulty_run, tmp_path):
+    """plotly is a dependency, but a hand-made environment (a GPU host's carried wheels) may lack
+    it: the report is made all the same, report.html left out with one line saying why."""
+    folder, _ = faulty_run
+    program = (
+        "import sys; sys.modules['plotly'] = None\n"  # an import of it then fails, as where it is missing
+        "from benchy.report import render\n"
+        f"render.write_from_file({str(folder / 'results.json')!r}, {str(tmp_path)!r})\n"
+    )
+    proc = run_python("-c", program)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "report.md").is_file() and (tmp_path / "results.csv").is_file()
+    assert not (tmp_path / "report.html").exists()
+    assert "report.html not written: plotly is not installed" in proc.stderr
 
 
 @browser.needs_browser

@@ -6,6 +6,7 @@ Reads saved results only, so `benchy report` can re-make the same report later, 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from benchy.folders import FIGURES_DIR, clear_figures
@@ -31,7 +32,11 @@ def write_report(results: RunResult, directory: Path) -> Path:
     path.write_text(text, encoding="utf-8")
     (directory / "results.csv").write_text(table.csv_text(results), encoding="utf-8")
     server_view.write_csv(results, directory)
-    html.write(results, directory)
+    try:
+        html.write(results, directory)
+    except ImportError as exc:  # plotly is a dependency: an install without it still gets the rest
+        missing = (exc.name or "a dependency").split(".")[0]
+        sys.stderr.write(f"benchy: report.html not written: {missing} is not installed (pip install benchy)\n")
     return path
 
 
