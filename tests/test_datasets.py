@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from benchy.cli import main
@@ -127,6 +127,7 @@ def test_shipped_sample_is_the_generated_one():
 
 
 @given(target=st.integers(4, 3000), start=st.integers(0, 63))
+@example(target=1646, start=30)  # one more character merges two tokens: the bisection's cut was one short
 @settings(max_examples=40, deadline=None)
 def test_real_text_is_cut_to_the_count(target, start):
     texts = [e.prompt for e in dataset.load("sample").entries]

@@ -410,6 +410,9 @@ def select(
     return Selection([e for e, _ in chosen], [t for _, t in chosen], examined, len(kept), by_filter, over)
 
 
+NEAR_CUT_CHARS = 8  # how far before a cut one short fit_text looks for an exact prefix
+
+
 def fit_text(text: str, tokens: int, count: Callable[[str], int], head: str = "") -> str:
     """A prefix of `text` that makes `head + prefix` `tokens` tokens by `count` (any counter:
     benchy's calibrated o200k count, or the server's own), at most that where no prefix makes
@@ -450,7 +453,14 @@ def fit_text(text: str, tokens: int, count: Callable[[str], int], head: str = ""
             lo = mid
         else:
             hi = mid
-    return text[:hi] if count(head + text[:hi]) <= tokens else text[:lo]
+    cut = hi if count(head + text[:hi]) <= tokens else lo
+    # A count is not monotonic in characters (one more can merge two tokens into one), so a cut
+    # one short may have an exact prefix a few characters before it: look there, briefly.
+    if count(head + text[:cut]) < tokens:
+        for shorter in range(cut - 1, max(0, cut - NEAR_CUT_CHARS), -1):
+            if count(head + text[:shorter]) == tokens:
+                return text[:shorter]
+    return text[:cut]
 
 
 JOIN = "\n\n"  # after each entry's text in a fitted prompt
