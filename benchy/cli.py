@@ -1107,13 +1107,14 @@ def demo(ctx, preset, pp, tg, runs, output):
     "-o",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Folder for report.md and figures/ (default: the results file's folder); the results "
+    help="Folder for report.md, report.html and figures/ (default: the results file's folder); the results "
     "and requests.jsonl are copied there. Refused if it holds files, unless --force.",
 )
 @click.option("--force", is_flag=True, help="Replace benchy's files in a non-empty --output folder.")
 def report(results_file, output, force):
-    """Re-make report.md and its PNG figures from a saved results.json (or a run folder, or a
-    probe.json). Needs no server."""
+    """Re-make report.md, report.html and the PNG figures from a saved results.json (or a run
+    folder, or a probe.json); a run folder without results.json is rebuilt from its bundle.
+    Needs no server."""
     from benchy.folders import copy_run
     from benchy.report import render
     from benchy.results.files import ResultsError
