@@ -49,12 +49,17 @@ def warning_codes(results: dict, case: str | None = None) -> set[str]:
     return {w["code"] for w in without_environment_warnings(results)["warnings"] if case is None or w["case"] == case}
 
 
+def loop_lag_s(case: dict) -> float:
+    """The longest benchy's own event loop was seen to stall while the case's requests were in
+    flight (monitor.py): how much later than the wire a busy machine may have stamped an event."""
+    return ((case.get("client") or {}).get("loop_lag_ms_max") or 0.0) / 1000
+
+
 def client_slack_s(case: dict) -> float:
     """How late benchy may have stamped an event of this case, measured rather than assumed:
     a few ms of the machine's scheduling, plus the longest its own event loop was seen to
     stall while the case's requests were in flight (monitor.py, in the case's results)."""
-    lag_ms = (case.get("client") or {}).get("loop_lag_ms_max") or 0.0
-    return 0.010 + lag_ms / 1000
+    return 0.010 + loop_lag_s(case)
 
 
 def sim_env() -> dict:

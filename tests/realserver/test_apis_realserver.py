@@ -18,7 +18,7 @@ import pytest
 
 from benchy.client.stream import Client, ClientSettings
 from benchy.measure.records import RequestRecord
-from tests.conftest import run_benchy
+from tests.conftest import loop_lag_s, run_benchy
 
 pytestmark = pytest.mark.realserver
 
@@ -115,7 +115,7 @@ def test_each_api_figures_agree_with_the_servers_own(llama_server, record_proper
         )
         record_property("ttft_gap_ms", round(gap * 1000, 2))
         line += f"; TTFT - server prompt_ms {gap * 1000:.1f} ms; decode / timings x{paired:.3f} (median of pairs)"
-        assert 0 < gap <= TTFT_GAP_MAX_S + TTFT_GAP_MAX_SHARE * prompt_s
+        assert 0 < gap <= TTFT_GAP_MAX_S + TTFT_GAP_MAX_SHARE * prompt_s + loop_lag_s(case)  # + its own stalls
         assert abs(paired - 1) <= DECODE_RATIO_TOLERANCE
     record_property("decode_ratio", round(ratio, 4))
     print(line)

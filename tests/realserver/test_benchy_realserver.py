@@ -25,7 +25,7 @@ import pytest
 from benchy.client.stream import Client, ClientSettings
 from benchy.measure.records import WITNESS_OF, RequestRecord
 from benchy.probe import VERDICTS
-from tests.conftest import run_benchy, sim_env
+from tests.conftest import loop_lag_s, run_benchy, sim_env
 
 pytestmark = pytest.mark.realserver
 
@@ -206,7 +206,7 @@ def test_ttft_and_decode_agree_with_server_timings(llama_server, record_property
         f"\n[realserver] pp512 tg128: TTFT {ms(ttft)} vs server prompt_ms {ms(server_prefill)} "
         f"(gap {ms(gap)}); decode {decode:.0f} vs server {server_decode:.0f} tok/s (x{ratio:.3f})"
     )
-    assert 0 < gap <= TTFT_GAP_MAX_S + TTFT_GAP_MAX_SHARE * server_prefill
+    assert 0 < gap <= TTFT_GAP_MAX_S + TTFT_GAP_MAX_SHARE * server_prefill + loop_lag_s(case)  # + its own stalls
     assert case["summary"]["ttft_gap_s"]["n"] == len(reqs)  # and summarized with the case
     assert abs(ratio - 1) <= DECODE_RATIO_TOLERANCE
 

@@ -17,7 +17,7 @@ import statistics
 
 import pytest
 
-from tests.conftest import run_benchy
+from tests.conftest import loop_lag_s, run_benchy
 
 pytestmark = pytest.mark.realserver
 
@@ -37,8 +37,10 @@ def test_an_open_loop_on_one_slot_withholds_prefill_as_the_servers_clock_says(ll
     q = case["queueing"]
     assert q["source"] == "alone" and q["queued"] and waited - alone_gap > q["threshold_s"]
     # The excess over alone is the wait the server's clock shows (HTTP and scheduling, 30 ms
-    # and 20 %, as test_benchy_realserver's TTFT gap bound allows a busy box).
-    assert q["excess_s"] == pytest.approx(waited - alone_gap, abs=0.03 + 0.2 * (waited - alone_gap))
+    # and 20 %, as test_benchy_realserver's TTFT gap bound allows a busy box, and the longest
+    # stall benchy's own loop measured in the case).
+    slack = 0.03 + 0.2 * (waited - alone_gap) + loop_lag_s(case)
+    assert q["excess_s"] == pytest.approx(waited - alone_gap, abs=slack)
     assert case["summary"]["prefill_tps"] is None and case["unavailable_codes"]["prefill_tps"] == "queued"
     assert case["summary"]["server_prefill_tps"] is not None  # the server's own prefill stays shown
     print(
