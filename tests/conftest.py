@@ -19,6 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from benchy.measure.records import RequestRecord  # noqa: E402
 from benchy.sim.process import SimProcess, child_env  # noqa: E402  (after the path is set)
 from tests.forkserver import ForkedPopen, ForkedSim, run_forked  # noqa: E402
 
@@ -47,6 +48,20 @@ def without_environment_warnings(results: dict) -> dict:
 def warning_codes(results: dict, case: str | None = None) -> set[str]:
     """The codes of the run's warnings (of one case, if given), environment warnings left out."""
     return {w["code"] for w in without_environment_warnings(results)["warnings"] if case is None or w["case"] == case}
+
+
+def bare_record() -> RequestRecord:
+    """An empty record of one request, for a reader test to fill (nothing planned but one token)."""
+    return RequestRecord(
+        case="c",
+        run=0,
+        index=0,
+        warmup=False,
+        request_id="r",
+        nonce=None,
+        target_prompt_tokens=1,
+        target_output_tokens=1,
+    )
 
 
 def loop_lag_s(case: dict) -> float:

@@ -12,7 +12,7 @@ import pytest
 from benchy.client import messages, responses
 from benchy.client.stream import _StreamReader
 from benchy.measure.records import RequestRecord
-from tests.conftest import SimSince, client_slack_s, run_benchy_here, shared_sim, warning_codes
+from tests.conftest import SimSince, bare_record, client_slack_s, run_benchy_here, shared_sim, warning_codes
 
 APIS = ("responses", "messages")
 REASONING = 5
@@ -24,26 +24,13 @@ def sim(sim_fixture):
     return SimSince(sim_fixture)
 
 
-def record() -> RequestRecord:
-    return RequestRecord(
-        case="c",
-        run=0,
-        index=0,
-        warmup=False,
-        request_id="r",
-        nonce=None,
-        target_prompt_tokens=1,
-        target_output_tokens=1,
-    )
-
-
 def events(*objs: dict) -> bytes:
     return b"".join(f"event: {o['type']}\ndata: {json.dumps(o)}\n\n".encode() for o in objs)
 
 
 def read(api, stream: bytes, cut: int = 7) -> RequestRecord:
     """The record the reader of `api` makes of `stream`, fed in `cut`-byte reads (chunking must not matter)."""
-    rec = record()
+    rec = bare_record()
     reader = _StreamReader(rec, api=api)
     for start in range(0, len(stream), cut):
         reader.feed(stream[start : start + cut], 0.1 + start / 1000)

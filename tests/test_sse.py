@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchy.client.sse import SSEParser
+from tests.conftest import bare_record
 
 
 def parse_in_chunks(data: bytes, cuts: list[int]) -> list[str]:
@@ -136,18 +137,8 @@ def test_stream_reader_never_raises_on_any_json_shape(values, cuts):
     """The JSON half of the parser: whatever shape each event has, the request is recorded,
     and every event that is not an object is counted as malformed."""
     from benchy.client.stream import _StreamReader
-    from benchy.measure.records import RequestRecord
 
-    rec = RequestRecord(
-        case="c",
-        run=0,
-        index=0,
-        warmup=False,
-        request_id="r",
-        nonce=None,
-        target_prompt_tokens=1,
-        target_output_tokens=1,
-    )
+    rec = bare_record()
     reader = _StreamReader(rec)
     stream = b"".join(b"data: " + json.dumps(v).encode() + b"\n\n" for v in values)
     last = 0
@@ -190,18 +181,8 @@ def test_stream_reader_survives_hostile_shapes(payloads):
     """Shapes that once raised inside the reader (and would have ended the run): wrong types
     where lists, objects and counts belong, nesting deeper than json's recursion limit."""
     from benchy.client.stream import _StreamReader
-    from benchy.measure.records import RequestRecord
 
-    rec = RequestRecord(
-        case="c",
-        run=0,
-        index=0,
-        warmup=False,
-        request_id="r",
-        nonce=None,
-        target_prompt_tokens=1,
-        target_output_tokens=1,
-    )
+    rec = bare_record()
     reader = _StreamReader(rec)
     reader.feed(b"".join(b"data: " + p.encode() + b"\n\n" for p in payloads), 0.1)
     reader.close(0.2)
@@ -213,7 +194,6 @@ def test_stream_reader_survives_hostile_shapes(payloads):
 def test_reader_output_does_not_depend_on_chunking():
     """The same well-formed stream, whole or one byte at a time, fills the same record."""
     from benchy.client.stream import _StreamReader
-    from benchy.measure.records import RequestRecord
 
     events = [
         {"choices": [{"delta": {"role": "assistant", "content": "héllo ✓"}}]},
@@ -228,16 +208,7 @@ def test_reader_output_does_not_depend_on_chunking():
     stream += b": done soon\r\ndata: [DONE]\r\n\r\n"
 
     def record(chunks: list[bytes]) -> dict:
-        rec = RequestRecord(
-            case="c",
-            run=0,
-            index=0,
-            warmup=False,
-            request_id="r",
-            nonce=None,
-            target_prompt_tokens=1,
-            target_output_tokens=1,
-        )
+        rec = bare_record()
         reader = _StreamReader(rec)
         for chunk in chunks:
             reader.feed(chunk, 0.5)
