@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchy.client import messages, responses
-from benchy.client.stream import _StreamReader
+from benchy.client.reader import _StreamReader
 from benchy.measure.records import RequestRecord
 from tests.conftest import SimSince, bare_record, client_slack_s, run_benchy_here, shared_sim, warning_codes
 

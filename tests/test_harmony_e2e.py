@@ -17,7 +17,9 @@ import pytest
 
 from benchy import cli
 from benchy import run as run_mod
-from benchy.client.stream import Client, ClientSettings, _StreamReader
+from benchy.client.client import Client
+from benchy.client.reader import _StreamReader
+from benchy.client.settings import ClientSettings
 from benchy.load.prompts import Template
 from benchy.measure.records import CONTENT, REASONING, RequestRecord, read_records
 from benchy.workloads.scenario import sweep

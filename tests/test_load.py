@@ -281,7 +281,7 @@ def _stream(contents: list[str]) -> bytes:
 
 
 def _read(body: bytes, cuts: list[int], plain: bool) -> dict:
-    from benchy.client.stream import _StreamReader
+    from benchy.client.reader import _StreamReader
 
     rec = RequestRecord(
         case="x",
@@ -324,7 +324,7 @@ def test_reader_fast_paths_record_exactly_what_a_full_json_parse_does(contents, 
 
 def _counting_reader():
     """A record and a stream reader for it that counts the bytes its plain path booked."""
-    from benchy.client.stream import _StreamReader
+    from benchy.client.reader import _StreamReader
 
     class Counting(_StreamReader):
         __slots__ = ("plain_bytes",)

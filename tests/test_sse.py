@@ -136,7 +136,7 @@ def test_multiline_data_with_comments_and_fields_reassembles(events, eol, cuts):
 def test_stream_reader_never_raises_on_any_json_shape(values, cuts):
     """The JSON half of the parser: whatever shape each event has, the request is recorded,
     and every event that is not an object is counted as malformed."""
-    from benchy.client.stream import _StreamReader
+    from benchy.client.reader import _StreamReader
 
     rec = bare_record()
     reader = _StreamReader(rec)
@@ -180,7 +180,7 @@ def test_stream_reader_never_raises_on_any_json_shape(values, cuts):
 def test_stream_reader_survives_hostile_shapes(payloads):
     """Shapes that once raised inside the reader (and would have ended the run): wrong types
     where lists, objects and counts belong, nesting deeper than json's recursion limit."""
-    from benchy.client.stream import _StreamReader
+    from benchy.client.reader import _StreamReader
 
     rec = bare_record()
     reader = _StreamReader(rec)
@@ -193,7 +193,7 @@ def test_stream_reader_survives_hostile_shapes(payloads):
 
 def test_reader_output_does_not_depend_on_chunking():
     """The same well-formed stream, whole or one byte at a time, fills the same record."""
-    from benchy.client.stream import _StreamReader
+    from benchy.client.reader import _StreamReader
 
     events = [
         {"choices": [{"delta": {"role": "assistant", "content": "héllo ✓"}}]},

@@ -1,7 +1,7 @@
-"""What an API's event reader may do with the record reader it books into (stream.py's
+"""What an API's event reader may do with the record reader it books into (reader.py's
 _StreamReader): the Responses and Messages readers (responses.py, messages.py) and the whole
-answer's (whole.py) are functions of a parsed payload and this reader, so that stream.py
-imports them and none of them imports stream.py."""
+answer's (whole.py) are functions of a parsed payload and this reader, so that reader.py
+imports them and none of them imports reader.py."""
 
 from __future__ import annotations
 

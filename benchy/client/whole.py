@@ -8,7 +8,7 @@ figures only a stream can give (TTFT, inter-token latency, decode and prefill ra
 withheld with the reason (measure/metrics.py, code not_streamed) rather than taken from the
 end of the answer. Responses and Messages bodies are read as chat completions (each module's
 as_chat). A body that is not a JSON answer fails with kind bad_stream, an `error` object with
-kind server_error. stream.py's reader collects the body and hands the parsed answer here.
+kind server_error. reader.py's reader collects the body and hands the parsed answer here.
 """
 
 from __future__ import annotations
