@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -145,6 +146,8 @@ async def _read_body(resp: aiohttp.ClientResponse, sink: Sink) -> None:
         wait = got if got is not None else wait
 
 
-async def _note_reused_connection(session, trace_config_ctx, params) -> None:
+async def _note_reused_connection(
+    session: aiohttp.ClientSession, trace_config_ctx: SimpleNamespace, params: aiohttp.TraceConnectionReuseconnParams
+) -> None:
     if isinstance(trace_config_ctx.trace_request_ctx, Response):
         trace_config_ctx.trace_request_ctx.reused = True

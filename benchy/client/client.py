@@ -25,6 +25,7 @@ import orjson
 
 from benchy.client import messages, responses
 from benchy.client.aiohttp_pool import _Aiohttp
+from benchy.client.booking import Api
 from benchy.client.errors import ServerError, TransientError, failure_of, server_error
 from benchy.client.http1 import Http1Pool, HttpFailure, OnHead, Request, Response, Sink, env_proxy
 from benchy.client.reader import _loads, _StreamReader, _text
@@ -85,7 +86,7 @@ class Client:
             self._transport = self._lean_pool()
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._transport is not None:
             await _closed(self._transport)
         if self._pages is not None:
@@ -456,10 +457,10 @@ class Client:
 
 # The path of each --endpoint under the base URL; responses and messages have modules of their own.
 PATHS = {"chat": "/chat/completions", "completions": "/completions", "responses": "/responses", "messages": "/messages"}
-_APIS = {"responses": responses, "messages": messages}  # each: payload, as_chat, book (its event reader)
+_APIS: dict[str, Api] = {"responses": responses, "messages": messages}
 
 
-def _api(endpoint: str):
+def _api(endpoint: str) -> Api | None:
     """The module of an API other than OpenAI's chat and completions, else None."""
     return _APIS.get(endpoint)
 

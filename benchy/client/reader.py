@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
 
 import orjson
 
 from benchy.client import whole
+from benchy.client.booking import Api
 from benchy.client.harmony import HarmonyStream, markers_missing
 from benchy.client.sse import SSEParser
 from benchy.measure.records import CONTENT, REASONING, Anomaly, RequestRecord
@@ -68,7 +68,7 @@ class _StreamReader:
         rec: RequestRecord,
         scrub: Callable[[str], str] = str,
         harmony: bool = False,
-        api: Any = None,
+        api: Api | None = None,
         whole: bool = False,
     ) -> None:
         """api: responses.py or messages.py, whose `book` reads each payload (None: chat and

@@ -8,15 +8,19 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from benchy.workloads import dataset
 from benchy.workloads.case import Case, ScenarioError
+
+if TYPE_CHECKING:
+    from benchy.workloads.scenario import CaseSelection  # scenario imports this module
 
 
 def apply(
     cases: list[Case],
     path: str,
-    chosen,
+    chosen: CaseSelection,
     min_tokens: int | None = None,
     max_tokens: int | None = None,
 ) -> list[Case]:

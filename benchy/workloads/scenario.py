@@ -223,7 +223,7 @@ def _unique(cases: Iterable[Case]) -> list[Case]:
     return list(dict.fromkeys(cases))
 
 
-def _is_rate(value) -> bool:
+def _is_rate(value: object) -> bool:
     """A finite positive number of requests/s (NaN fails both comparisons)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
 
