@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import aiohttp
 
 
-class _Aiohttp:
+class AiohttpPool:
     """The same requests over aiohttp (`--transport aiohttp`), behind Http1Pool's interface."""
 
     def __init__(self, settings: ClientSettings, proxy_for: Callable[[str], str | None]) -> None:

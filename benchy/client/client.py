@@ -24,11 +24,11 @@ from urllib.parse import urljoin
 import orjson
 
 from benchy.client import messages, responses
-from benchy.client.aiohttp_pool import _Aiohttp
+from benchy.client.aiohttp_pool import AiohttpPool
 from benchy.client.booking import Api
 from benchy.client.errors import ServerError, TransientError, failure_of, server_error
 from benchy.client.http1 import Http1Pool, HttpFailure, OnHead, Request, Response, Sink, env_proxy
-from benchy.client.reader import _loads, _StreamReader, _text
+from benchy.client.reader import StreamReader, json_or_none, str_or_none
 from benchy.client.redact import redact_url, scrub
 from benchy.client.settings import ClientSettings, secrets_of, split_credentials
 from benchy.measure.records import Anomaly, RequestRecord
@@ -76,12 +76,12 @@ class Client:
         self.secrets = secrets_of(settings)
         self.calibration_failures: list[str] = []  # retried calibration attempts, scrubbed
         self._credentials = self._credential_headers(basic)
-        self._transport: Http1Pool | _Aiohttp | None = None
+        self._transport: Http1Pool | AiohttpPool | None = None
         self._pages: Http1Pool | None = None  # the side pages' own connections (page())
 
     async def __aenter__(self) -> Client:
         if self.settings.transport == "aiohttp":
-            self._transport = _Aiohttp(self.settings, self._proxy_for)
+            self._transport = AiohttpPool(self.settings, self._proxy_for)
         else:
             self._transport = self._lean_pool()
         return self
@@ -132,7 +132,7 @@ class Client:
         return {**self._credentials, **(extra or {})} if same else dict(extra or {})
 
     @property
-    def transport(self) -> Http1Pool | _Aiohttp:
+    def transport(self) -> Http1Pool | AiohttpPool:
         assert self._transport is not None, "use Client as an async context manager"
         return self._transport
 
@@ -260,7 +260,7 @@ class Client:
         page = await self.page("GET", self.url_of("/version", root=True), timeout_s=self.settings.timeout_s)
         if page.failure is not None:
             return None
-        data = _loads(page.body) if page.status == 200 else None
+        data = json_or_none(page.body) if page.status == 200 else None
         if isinstance(data, dict) and data.get("version"):
             return str(data["version"])
         return page.headers.get("server")
@@ -282,7 +282,7 @@ class Client:
             raise ServerError(f"{where}: HTTP {status}: check --api-key / $OPENAI_API_KEY / --header")
         if status != 200:
             raise ServerError(f"{where}: HTTP {status}")
-        data = _loads(body)
+        data = json_or_none(body)
         if data is None:
             raise ServerError(f"{where}: response is not JSON")
         return data
@@ -335,7 +335,7 @@ class Client:
         held: dict = message if isinstance(message, dict) else choice
         # One reasoning text, as a stream is read: a server between the two names (vLLM around
         # the reasoning_content -> reasoning rename) sends the same text in both.
-        reasoning = _text(held.get("reasoning_content")) or _text(held.get("reasoning"))
+        reasoning = str_or_none(held.get("reasoning_content")) or str_or_none(held.get("reasoning"))
         parts = [reasoning, held.get("content"), held.get("text")]
         return "".join(p for p in parts if isinstance(p, str)), obj["usage"]
 
@@ -351,7 +351,7 @@ class Client:
                 status, _, data = await self._fetch("POST", self.url_of("/tokenize", root=True), orjson.dumps(body))
             except Exception:
                 return None
-            obj = _loads(data) if status == 200 else None
+            obj = json_or_none(data) if status == 200 else None
             tokens = obj.get("tokens") if isinstance(obj, dict) else None
             if isinstance(tokens, list):
                 return len(tokens)
@@ -374,7 +374,7 @@ class Client:
             if status == 429 or status >= 500:
                 raise TransientError(message, _retry_after_s(headers.get("retry-after")))
             raise ServerError(message)
-        obj = _loads(data)
+        obj = json_or_none(data)
         if obj is None:
             raise TransientError(f"{where}: the response is not valid JSON")
         api = _api(endpoint)
@@ -417,7 +417,7 @@ class Client:
     async def _send(self, rec: RequestRecord, body: bytes, endpoint: str, fresh: bool, harmony: bool) -> bool:
         """One attempt; returns whether it went over a reused keep-alive connection. Body bytes
         reach the reader as they are read, stamped before parsing."""
-        reader = _StreamReader(rec, self.scrub, harmony, _api(endpoint), whole=not rec.streamed)
+        reader = StreamReader(rec, self.scrub, harmony, _api(endpoint), whole=not rec.streamed)
         response = Response()
         rec.sent_unix_s = time.time()
         t0 = reader.t0 = time.perf_counter()
@@ -492,7 +492,7 @@ def _retry_after_s(value: str | None) -> float | None:
         return None  # absent, or an HTTP date: fall back to our own backoff
 
 
-async def _closed(transport: Http1Pool | _Aiohttp) -> None:
+async def _closed(transport: Http1Pool | AiohttpPool) -> None:
     if isinstance(transport, Http1Pool):
         transport.close()
     else:

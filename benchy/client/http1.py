@@ -73,7 +73,7 @@ Sink = Callable[[bytes, float], float | None]
 
 @dataclass(frozen=True)
 class Request:
-    """One request as either transport takes it (Http1Pool, client._Aiohttp)."""
+    """One request as either transport takes it (Http1Pool, aiohttp_pool.AiohttpPool)."""
 
     method: str
     url: str

@@ -34,10 +34,10 @@ DONE_GRACE_S = 0.25
 USAGE_GRACE_S = 1.0
 
 
-class _StreamReader:
+class StreamReader:
     """Turns SSE payloads into the record's fields. Kept lean: it runs once per event.
 
-    Every event that carries text is booked as `_text_event` books it (a read's run of plain
+    Every event that carries text is booked as `book_text` books it (a read's run of plain
     events inline in `_plain_events`), whichever way it was read: the plain
     shape located without a JSON parse (`_plain`, on the raw chunk or on a parsed payload),
     the usual chat delta, or the general path."""
@@ -140,7 +140,7 @@ class _StreamReader:
             if content is None:
                 self._event(data, now)
             else:
-                self._text_event(now, content, "")
+                self.book_text(now, content, "")
 
     def _grace(self, now: float) -> float | None:
         rec = self.rec
@@ -156,7 +156,7 @@ class _StreamReader:
 
     def close(self, now: float) -> None:
         if self.whole is not None:
-            answer = _loads(bytes(self.whole))
+            answer = json_or_none(bytes(self.whole))
             whole.read(self, self.api.as_chat(answer) if self.api is not None else answer, now)
             return
         for data in self.parser.close():
@@ -164,12 +164,12 @@ class _StreamReader:
         rec = self.rec
         # The answer's end: finish_reason with usage, else finish_reason (no usage came).
         rec.end_s = self.answered_s or self.finished_s or now
-        self._settle()
+        self.settle()
         if rec.status != "ok":
             return
         if self.harmony is not None:
             self._harmony_close(self.harmony)
-            self._settle()
+            self.settle()
         if self.bad_events:
             rec.note(Anomaly.MALFORMED_EVENTS, self.bad_events)
         if not self.done:
@@ -179,7 +179,7 @@ class _StreamReader:
         if rec.sse_events == 0:
             self.fail("bad_stream", "the stream ended without a single event")
 
-    def _text_event(self, now: float, content: str, reasoning: str) -> None:
+    def book_text(self, now: float, content: str, reasoning: str) -> None:
         """The one place a text event is booked: its time, its text and characters, its kind."""
         rec = self.rec
         rec.content_chars += len(content)
@@ -189,7 +189,7 @@ class _StreamReader:
         self.kinds.append(CONTENT if content else REASONING)
         self.texts.append(reasoning + content)
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """The per-event lists, joined into the record's strings."""
         self.rec.token_event_text = "".join(self.texts)
         self.rec.token_event_kinds = "".join(self.kinds)
@@ -199,7 +199,7 @@ class _StreamReader:
         if data == b"[DONE]":
             self.done = True
             return
-        obj = _loads(data)
+        obj = json_or_none(data)
         if obj.__class__ is not dict:
             self.bad_events += 1
             return
@@ -221,7 +221,7 @@ class _StreamReader:
                 self.bad_events += 1
         if usage:
             if isinstance(usage, dict):
-                self._usage(usage)
+                self.book_usage(usage)
                 if len(self.rec.token_event_s) > events_before and self.rec.completion_tokens is not None:
                     self.rec.token_event_usage.append(self.rec.completion_tokens)  # continuous_usage_stats
             else:
@@ -243,7 +243,7 @@ class _StreamReader:
     def _plain_events(self, chunk: bytes, now: float) -> int:
         """The whole plain `data: …` events the raw chunk starts with, booked before SSE
         parsing: how many bytes were read so (the rest goes the usual way). Each is booked as
-        `_text_event(now, content, "")` books it, and each is read as `_plain` reads one, both
+        `book_text(now, content, "")` books it, and each is read as `_plain` reads one, both
         inline: a read may bring hundreds."""
         rec = self.rec
         times, chars, kinds, texts = rec.token_event_s, rec.token_event_chars, self.kinds, self.texts
@@ -310,7 +310,7 @@ class _StreamReader:
                 and not delta.get("reasoning")
                 and not choice.get("finish_reason")
             ):
-                self._text_event(now, content, "")
+                self.book_text(now, content, "")
                 return
         if delta is None:  # /v1/completions streams `text`; non-chat servers may too
             delta = choice
@@ -322,14 +322,14 @@ class _StreamReader:
         else:
             self.bad_events += 1
             return
-        reasoning = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
+        reasoning = str_or_none(delta.get("reasoning_content")) or str_or_none(delta.get("reasoning"))
         if content is not None and not isinstance(content, str):
             self.bad_events += 1
             content = ""
         if self.harmony is not None and content:
             content, reasoning = self._channels(self.harmony, content, now)
         if content or reasoning:
-            self._text_event(now, content or "", reasoning or "")
+            self.book_text(now, content or "", reasoning or "")
         elif "content" in delta and content is None and not delta.get("role"):
             self.rec.content_null_events += 1
         finish = choice.get("finish_reason")
@@ -365,7 +365,7 @@ class _StreamReader:
         if not harmony.saw_markers and markers_missing("".join(self.unmarked)):
             rec.note(Anomaly.SPECIAL_TOKENS_STRIPPED)
 
-    def _usage(self, usage: dict) -> None:
+    def book_usage(self, usage: dict) -> None:
         """Counts that are not whole numbers are dropped (metrics must never do sums on them)
         and make the event count as malformed."""
         rec = self.rec
@@ -400,7 +400,7 @@ class _StreamReader:
         self.fail("not_sse", f"response is not an event stream (Content-Type: {content_type or 'none'}): {head}")
 
     def fail(self, kind: str, message: str) -> None:
-        self._settle()  # what arrived before the failure
+        self.settle()  # what arrived before the failure
         if self.rec.status == "error":
             return  # keep the first cause
         self.rec.status = "error"
@@ -421,7 +421,7 @@ def _by_channel(pieces: list[tuple[str, str]]) -> tuple[str, str]:
     return content, "".join(text for channel, text in pieces if channel == "analysis")
 
 
-# _StreamReader._plain: the one event shape read without a JSON parse (vLLM's and benchy
+# StreamReader._plain: the one event shape read without a JSON parse (vLLM's and benchy
 # sim's content deltas; other servers' events take the general path).
 PLAIN_LEARN_EVENTS = 4  # the plain shape is learnt from a stream's first events, or not at all
 _PLAIN_CHOICE = b'"choices":[{"index":0,"delta":{"content":"'
@@ -433,7 +433,7 @@ _PLAIN_TAILS = frozenset(
 _PLAIN_REST = re.compile(rb'([^"\\\x00-\x1f]+)(?:' + b"|".join(re.escape(t) for t in sorted(_PLAIN_TAILS)) + rb")\n\n")
 
 
-def _loads(data: bytes) -> object:
+def json_or_none(data: bytes) -> object:
     """The payload as JSON (orjson: bytes in, 3-4x faster than json), None if it is not JSON.
     Whatever orjson refuses (NaN, invalid UTF-8, lone surrogates) gets json's verdict on the
     text decoded as every other byte of the stream is: invalid UTF-8 as U+FFFD."""
@@ -447,5 +447,5 @@ def _loads(data: bytes) -> object:
         return None
 
 
-def _text(value: object) -> str | None:
+def str_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
