@@ -354,7 +354,8 @@ def _cases(
     dataset_max_tokens=None,
 ):
     from benchy.workloads.case import ScenarioError
-    from benchy.workloads.scenario import CaseSelection, WorkloadSelection, select_cases
+    from benchy.workloads.scenario import select_cases
+    from benchy.workloads.selection import CaseSelection, WorkloadSelection
     from benchy.workloads.spec import WorkloadError
 
     workload = WorkloadSelection(

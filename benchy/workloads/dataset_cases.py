@@ -8,13 +8,10 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 from benchy.workloads import dataset
 from benchy.workloads.case import Case, ScenarioError
-
-if TYPE_CHECKING:
-    from benchy.workloads.scenario import CaseSelection  # scenario imports this module
+from benchy.workloads.selection import CaseSelection
 
 
 def apply(
