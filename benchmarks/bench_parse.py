@@ -39,8 +39,12 @@ def reads() -> list[bytes]:
 
 async def one_stream(stream: list[bytes]) -> None:
     from benchy.client.http1 import Response, _Connection, _Exchange
-    from benchy.client.reader import StreamReader
     from benchy.measure.records import RequestRecord
+
+    try:
+        from benchy.client.reader import StreamReader
+    except ImportError:  # an older TREE, whose reader is benchy.client.stream._StreamReader
+        from benchy.client.stream import _StreamReader as StreamReader  # type: ignore[no-redef]
 
     rec = RequestRecord(
         case="c", run=0, index=0, warmup=False, request_id="r", nonce=None, target_prompt_tokens=1,
