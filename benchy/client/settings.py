@@ -15,6 +15,10 @@ from benchy.client.redact import header_secrets, scrub_list, url_secrets
 
 @dataclass(frozen=True)
 class ClientSettings:
+    """What every request of a run is sent with: where, as whom, within which bounds, over
+    which transport. Frozen, so that one value can be handed to each worker and the client
+    (which fills in `model` once /models has answered) makes a new one rather than change it."""
+
     base_url: str
     api_key: str | None = None
     model: str | None = None
