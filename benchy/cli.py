@@ -161,7 +161,7 @@ def _client_settings(
     base_url, model, api_key, timeout, stall_timeout, insecure, transport, headers, no_env_proxy, extra_body
 ):
     from benchy.client.extra_body import load as load_extra_body
-    from benchy.client.stream import ClientSettings, parse_header
+    from benchy.client.settings import ClientSettings, parse_header
 
     _check_url(base_url)
     base_url = _api_root(base_url)
@@ -354,7 +354,8 @@ def _cases(
     dataset_max_tokens=None,
 ):
     from benchy.workloads.case import ScenarioError
-    from benchy.workloads.scenario import CaseSelection, WorkloadSelection, select_cases
+    from benchy.workloads.scenario import select_cases
+    from benchy.workloads.selection import CaseSelection, WorkloadSelection
     from benchy.workloads.spec import WorkloadError
 
     workload = WorkloadSelection(
@@ -698,8 +699,8 @@ def run(
 ):
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
+    from benchy.client.errors import ServerError
     from benchy.client.extra_body import check_cases as check_extra_bodies
-    from benchy.client.stream import ServerError
     from benchy.load.cluster import ClusterError
     from benchy.load.prompts import PromptError
     from benchy.report import table
@@ -974,7 +975,7 @@ def capacity(client, endpoint, case, load, search, warmup, output, force, fmt, q
     target: a bracket-and-bisect search that stops each point once its goodput interval is clear."""
     from benchy.capacity import runner
     from benchy.capacity.search import BY_RATE
-    from benchy.client.stream import ServerError
+    from benchy.client.errors import ServerError
     from benchy.load.cluster import ClusterError
     from benchy.load.prompts import PromptError
     from benchy.outcome import capacity_exit_code
@@ -1455,7 +1456,7 @@ def probe_cache(
 ):
     """Does the server cache prompt prefixes? Shared- vs unique-prefix TTFTs and a verdict per length."""
     from benchy import probe
-    from benchy.client.stream import ServerError
+    from benchy.client.errors import ServerError
     from benchy.load.prompts import PromptError
     from benchy.report import probe_report
     from benchy.server.gpu import GpuError

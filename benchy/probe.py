@@ -46,7 +46,9 @@ import numpy as np
 
 from benchy import __version__
 from benchy.client import loop as event_loop
-from benchy.client.stream import Client, ClientSettings, redact_url
+from benchy.client.client import Client
+from benchy.client.redact import redact_url
+from benchy.client.settings import ClientSettings
 from benchy.load.lengths import fit_lengths
 from benchy.load.plan import PlannedRequest, exact_length_options
 from benchy.load.prompts import Prompt, PromptFactory, calibrate

@@ -29,8 +29,11 @@ from benchy.analysis import analyze as analysis
 from benchy.analysis.analyze import REQUESTS
 from benchy.analysis.bundle import CaseWindows, Manifest, PlannedCase, write_manifest
 from benchy.client import loop as event_loop
+from benchy.client.client import Client
+from benchy.client.errors import ServerError
 from benchy.client.extra_body import redacted_body as redacted_extra_body
-from benchy.client.stream import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
+from benchy.client.redact import redact_url, scrub
+from benchy.client.settings import ClientSettings, secrets_of
 from benchy.load import dataset_fit
 from benchy.load.alone import alone_requests, send_alone
 from benchy.load.dataset_load import bind as bind_dataset

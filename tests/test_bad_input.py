@@ -135,7 +135,8 @@ def test_every_option_has_help_text(command, option):
 
 def test_run_help_shows_the_lengths_a_bare_run_measures(capsys):
     """A bare `benchy run` measures pp512 tg128 at c1, 5 runs: --help says so."""
-    from benchy.workloads.scenario import CaseSelection, select_cases
+    from benchy.workloads.scenario import select_cases
+    from benchy.workloads.selection import CaseSelection
 
     [bare] = select_cases(CaseSelection())  # what a bare run plans
     with pytest.raises(SystemExit):

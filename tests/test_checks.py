@@ -18,7 +18,7 @@ import pytest
 from benchy import cli, outcome
 from benchy import run as run_mod
 from benchy.checks import warnings as checks
-from benchy.client.stream import ClientSettings
+from benchy.client.settings import ClientSettings
 from benchy.load.monitor import INTERVAL_S, LoopMonitor
 from benchy.load.plan import LoadSettings
 from benchy.load.progress import Progress

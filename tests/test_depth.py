@@ -15,7 +15,7 @@ import pytest
 
 from benchy import run as run_mod
 from benchy.checks import warnings as checks
-from benchy.client.stream import ClientSettings
+from benchy.client.settings import ClientSettings
 from benchy.load.prompts import Calibration, PromptFactory
 from benchy.measure import tokenizer
 from benchy.measure.metrics import Unavailable, prefill_tps

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchy import run as run_mod
-from benchy.client.stream import ClientSettings
+from benchy.client.settings import ClientSettings
 from benchy.measure.records import RequestRecord, read_records
 from benchy.probe import (
     MIN_SPEEDUP,

@@ -11,7 +11,8 @@ import re
 import aiohttp
 import pytest
 
-from benchy.client.stream import Client, ClientSettings
+from benchy.client.client import Client
+from benchy.client.settings import ClientSettings
 from benchy.server.metrics import (
     LLAMACPP,
     VLLM,

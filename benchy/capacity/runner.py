@@ -21,7 +21,8 @@ from benchy import __version__
 from benchy import run as run_mod
 from benchy.capacity import search as search_mod
 from benchy.capacity.search import BY_RATE, Observation, Probe, Search, SearchSettings
-from benchy.client.stream import ClientSettings, redact_url
+from benchy.client.redact import redact_url
+from benchy.client.settings import ClientSettings
 from benchy.load.plan import LoadSettings
 from benchy.load.prompts import Template
 from benchy.measure import metrics

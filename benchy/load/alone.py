@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from benchy.client.stream import Client
+from benchy.client.client import Client
 from benchy.load.plan import CasePlan, PlannedRequest, planned, request_options, trace_spec
 from benchy.load.prompts import Calibration, Prompt, PromptFactory
 from benchy.load.send import Closed, send
