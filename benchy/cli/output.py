@@ -1,0 +1,45 @@
+"""What every command does with its output folder and stderr: claim the folder, say why a run stopped, list warnings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from benchy.outcome import measured_lines
+
+if TYPE_CHECKING:
+    from benchy.results.types import RunResult
+
+
+def _claim_folder(directory: Path, force: bool, keep: tuple[Path, ...] = ()) -> None:
+    from benchy.folders import FolderInUse, claim
+
+    try:
+        claim(directory, force, keep)
+    except FolderInUse as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {exc.filename or directory}: {exc.strerror or exc}") from None
+
+
+def _echo_stop(results: RunResult, output: Path | None) -> None:
+    """On stderr, when the run ended early: why, what was and was not measured, where it is."""
+    if results.stopped:
+        click.echo(f"benchy: stopped early: {results.stopped.reason}", err=True)
+    for line in measured_lines(results):
+        click.echo(f"  {line}", err=True)
+    if results.partial and output is not None:
+        click.echo(f"  partial results saved in {output}", err=True)
+
+
+def _echo_warnings(results: RunResult, quiet: bool = False) -> None:
+    from benchy.checks.warnings import is_clean
+    from benchy.report.warning_lines import terminal_lines
+
+    if is_clean(results.warnings):
+        every = "every case measured" if results.partial else "every case"
+        click.echo(f"\nNo warnings: {every} is clean.")
+    for line in terminal_lines(results.warnings, quiet):  # one per cause, the cases listed
+        click.echo(line)
