@@ -1,18 +1,20 @@
 """benchy's command line: parses, calls and prints. No logic a test would want to reach.
 
+One module per command: run, capacity, demo, report, rebuild, compare, selftest, probe_cache
+(`benchy sim` is benchy/sim/cli.py, `benchy browse` benchy/report/browse_cli.py). What they
+share: options.py (client, endpoint, template and GPU flags; option_group, MultiValueCommand),
+cases.py (the flags that choose cases and load), urls.py (--base-url), output.py (output
+folders, the stop and warning lines) and errors.py (one line and an exit code per failure).
 Exit codes follow from the results (outcome.py, which tables them; docs/exit-codes.md).
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
 import click
 
 from benchy import __version__
 from benchy.cli import capacity, compare, demo, probe_cache, rebuild, report, run, selftest
-from benchy.outcome import EXIT_INTERRUPTED, EXIT_USAGE
+from benchy.cli.errors import run_to_exit
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -45,22 +47,4 @@ def _register_subcommands() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every error is one line on stderr and a non-zero exit, never a traceback."""
     _register_subcommands()
-    try:
-        rv = cli.main(args=argv, prog_name="benchy", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("benchy: interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    except click.UsageError as exc:
-        click.echo(f"benchy: error: {exc.format_message()}", err=True)
-        sys.exit(EXIT_USAGE)
-    except click.ClickException as exc:
-        click.echo(f"benchy: error: {exc.format_message()}", err=True)
-        sys.exit(exc.exit_code)
-    except Exception as exc:  # a bug of benchy's: still one line, the traceback on request
-        if os.environ.get("BENCHY_DEBUG"):
-            raise
-        click.echo(
-            f"benchy: internal error: {type(exc).__name__}: {exc} (set BENCHY_DEBUG=1 to see the traceback)", err=True
-        )
-        sys.exit(1)
-    sys.exit(rv if isinstance(rv, int) else 0)
+    run_to_exit(cli, argv)

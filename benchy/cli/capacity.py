@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from benchy.cli.cases import CASE_OPTIONS, LOAD_OPTIONS, RunCommand, _cases, _load_settings
-from benchy.cli.errors import _Unjudged
-from benchy.cli.options import TEMPLATE_OPTIONS, _template, client_options, endpoint_option, option_group
-from benchy.cli.output import _claim_folder
-from benchy.cli.urls import _with_url_hint
+from benchy.cli.cases import CASE_OPTIONS, LOAD_OPTIONS, RunCommand, cases_from_flags, load_settings
+from benchy.cli.errors import Unjudged, cannot_write
+from benchy.cli.options import TEMPLATE_OPTIONS, client_options, endpoint_option, option_group, template_settings
+from benchy.cli.output import claim_folder
+from benchy.cli.urls import with_url_hint
 from benchy.client.redact import redacted_command_line
 
 
@@ -21,7 +21,9 @@ def _capacity_cases(concurrency, rate, **flags):
     not its baseline); the search sets its load, so -c and --rate are refused."""
     if concurrency or rate:
         raise click.UsageError("capacity chooses the load itself: drop -c / --rate (use --by, --start and --max)")
-    cases = [c for c in _cases(concurrency=(), rate=(), **flags) if not (c.kind == "shared_prefix" and not c.depth)]
+    cases = [
+        c for c in cases_from_flags(concurrency=(), rate=(), **flags) if not (c.kind == "shared_prefix" and not c.depth)
+    ]
     if any(c.kind == "trace" for c in cases):
         raise click.UsageError("--trace replays its own arrival times: capacity searches a concurrency or a rate")
     if len(cases) != 1:
@@ -131,7 +133,7 @@ def _search_settings(
 @client_options
 @endpoint_option
 @option_group("case", CASE_OPTIONS, _capacity_cases)
-@option_group("load", LOAD_OPTIONS, _load_settings)
+@option_group("load", LOAD_OPTIONS, load_settings)
 @option_group("search", CAPACITY_OPTIONS, _search_settings)
 @click.option(
     "--warmup",
@@ -158,7 +160,7 @@ def _search_settings(
     help="What to print on stdout: the answer's line, or capacity.json.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="Nothing on stderr but errors (no line per round).")
-@option_group("template", TEMPLATE_OPTIONS, _template)
+@option_group("template", TEMPLATE_OPTIONS, template_settings)
 @click.option("--no-server-metrics", is_flag=True, help="Do not scrape the server's Prometheus /metrics.")
 def capacity(client, endpoint, case, load, search, warmup, output, force, fmt, quiet, template, no_server_metrics):
     """The highest concurrency (or request rate) at which --goodput of requests meet every --slo
@@ -184,7 +186,7 @@ def capacity(client, endpoint, case, load, search, warmup, output, force, fmt, q
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if output is not None:
-        _claim_folder(output, force)
+        claim_folder(output, force)
     settings = runner.CapacitySettings(
         client=client,
         case=case,
@@ -205,13 +207,13 @@ def capacity(client, endpoint, case, load, search, warmup, output, force, fmt, q
 
             capacity_report.write(result, output)
     except (ServerError, PromptError) as exc:
-        raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
+        raise click.ClickException(with_url_hint(str(exc), client.base_url)) from None
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from None
     except runner.CapacityError as exc:
-        raise _Unjudged(str(exc)) from None
+        raise Unjudged(str(exc)) from None
     except OSError as exc:
-        raise click.ClickException(f"cannot write {exc.filename or output}: {exc.strerror or exc}") from None
+        raise cannot_write(exc, output) from None
     if result.stopped is not None:
         click.echo(f"benchy: stopped early: {result.stopped.reason}", err=True)
     if fmt == "json":

@@ -142,7 +142,7 @@ CASE_OPTIONS = (
 )
 
 
-def _cases(
+def cases_from_flags(
     pp,
     tg,
     concurrency,
@@ -244,7 +244,7 @@ LOAD_OPTIONS = (
 )
 
 
-def _load_settings(max_inflight, n_requests, duration, seed, workers, ray, ray_workers_per_node, slo):
+def load_settings(max_inflight, n_requests, duration, seed, workers, ray, ray_workers_per_node, slo):
     from benchy.load import cluster
     from benchy.load.plan import LoadSettings
     from benchy.measure.metrics import parse_slo

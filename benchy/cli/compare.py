@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from benchy.cli.output import _claim_folder
+from benchy.cli.output import claim_folder
 
 
 @click.command()
@@ -57,7 +57,7 @@ def compare(results_files, output, test, alpha, min_effect, allow_nonce_mismatch
     except (ResultsError, compare_mod.CompareError) as exc:
         raise click.ClickException(str(exc)) from None
     if output is not None:  # a refused folder is the one line said, before any warning
-        _claim_folder(output, force, keep=tuple(paths))  # one rule for every output folder
+        claim_folder(output, force, keep=tuple(paths))  # one rule for every output folder
     for comp in comparisons:
         for warning in comp.warnings:
             click.echo(f"benchy: warning: {warning}", err=True)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import click
 
-from benchy.cli.urls import _api_root, _check_url
+from benchy.cli.urls import api_root, check_url
 
 
 class MultiValueCommand(click.Command):
@@ -137,8 +137,8 @@ def _client_settings(
     from benchy.client.extra_body import load as load_extra_body
     from benchy.client.stream import ClientSettings, parse_header
 
-    _check_url(base_url)
-    base_url = _api_root(base_url)
+    check_url(base_url)
+    base_url = api_root(base_url)
     try:
         parsed = tuple(parse_header(h) for h in headers)
         extra = load_extra_body(extra_body) if extra_body is not None else None
@@ -193,7 +193,7 @@ TEMPLATE_OPTIONS = (
 )
 
 
-def _template(template, reasoning_effort):
+def template_settings(template, reasoning_effort):
     from benchy.load.prompts import Template
 
     return Template(template, reasoning_effort)

@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING
 
 import click
 
+from benchy.cli.errors import cannot_write
 from benchy.outcome import measured_lines
 
 if TYPE_CHECKING:
     from benchy.results.types import RunResult
 
 
-def _claim_folder(directory: Path, force: bool, keep: tuple[Path, ...] = ()) -> None:
+def claim_folder(directory: Path, force: bool, keep: tuple[Path, ...] = ()) -> None:
     from benchy.folders import FolderInUse, claim
 
     try:
@@ -21,10 +22,10 @@ def _claim_folder(directory: Path, force: bool, keep: tuple[Path, ...] = ()) -> 
     except FolderInUse as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
-        raise click.ClickException(f"cannot write {exc.filename or directory}: {exc.strerror or exc}") from None
+        raise cannot_write(exc, directory) from None
 
 
-def _echo_stop(results: RunResult, output: Path | None) -> None:
+def echo_stop(results: RunResult, output: Path | None) -> None:
     """On stderr, when the run ended early: why, what was and was not measured, where it is."""
     if results.stopped:
         click.echo(f"benchy: stopped early: {results.stopped.reason}", err=True)
@@ -34,7 +35,7 @@ def _echo_stop(results: RunResult, output: Path | None) -> None:
         click.echo(f"  partial results saved in {output}", err=True)
 
 
-def _echo_warnings(results: RunResult, quiet: bool = False) -> None:
+def echo_warnings(results: RunResult, quiet: bool = False) -> None:
     from benchy.checks.warnings import is_clean
     from benchy.report.warning_lines import terminal_lines
 

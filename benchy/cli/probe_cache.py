@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from benchy.cli.options import MultiValueCommand, client_options, endpoint_option, gpu_metrics_option
-from benchy.cli.output import _claim_folder
-from benchy.cli.urls import _with_url_hint
+from benchy.cli.output import claim_folder
+from benchy.cli.urls import with_url_hint
 from benchy.client.redact import redacted_command_line
 from benchy.outcome import probe_exit_code
 
@@ -113,7 +113,7 @@ def probe_cache(
     if capacity_prefix_tokens > capacity_max_tokens:
         raise click.UsageError("--capacity-prefix-tokens must not exceed --capacity-max-tokens")
     if output is not None:
-        _claim_folder(output, force)
+        claim_folder(output, force)
     settings = probe.ProbeSettings(
         client=client,
         lengths=list(lengths) or list(probe.DEFAULT_LENGTHS),
@@ -134,7 +134,7 @@ def probe_cache(
     except probe.ProbeTooLong as exc:
         raise click.UsageError(str(exc)) from None
     except (ServerError, PromptError) as exc:
-        raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
+        raise click.ClickException(with_url_hint(str(exc), client.base_url)) from None
     except GpuError as exc:
         raise click.ClickException(str(exc)) from None
     if output is not None:

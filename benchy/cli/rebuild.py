@@ -9,7 +9,7 @@ import click
 
 if TYPE_CHECKING:
     from benchy.results.types import RunResult
-from benchy.cli.output import _echo_stop
+from benchy.cli.output import echo_stop
 
 
 @click.command()
@@ -18,12 +18,12 @@ from benchy.cli.output import _echo_stop
 def rebuild(run_dir: Path, no_report: bool) -> None:
     """Re-make results.json and its report from a run folder's bundle (manifest.json and
     requests.jsonl) alone: a run killed before it saved, or one analysed again. Needs no server."""
-    results = _rebuild_folder(run_dir, report=not no_report)
-    _echo_stop(results, run_dir)
+    results = rebuild_folder(run_dir, report=not no_report)
+    echo_stop(results, run_dir)
     click.echo(str(run_dir / "results.json"))
 
 
-def _rebuild_folder(folder: Path, report: bool) -> RunResult:
+def rebuild_folder(folder: Path, report: bool) -> RunResult:
     from benchy import run as run_mod
     from benchy.analysis import legacy
     from benchy.analysis.bundle import MANIFEST, BundleError

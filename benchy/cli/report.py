@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from benchy.cli.output import _claim_folder
-from benchy.cli.rebuild import _rebuild_folder
+from benchy.cli.output import claim_folder
+from benchy.cli.rebuild import rebuild_folder
 
 
 @click.command()
@@ -33,7 +33,7 @@ def report(results_file, output, force):
         return
     source = render.results_path(Path(results_file))
     if output is not None and source.is_file() and output.resolve() != source.parent.resolve():
-        _claim_folder(output, force)
+        claim_folder(output, force)
         try:
             source = copy_run(source, output)
         except OSError as exc:
@@ -56,10 +56,10 @@ def _rebuild_for_report(folder: Path, output: Path | None, force: bool, why: str
 
     click.echo(f"benchy: {why}: rebuilding the results from the run's bundle", err=True)
     if output is not None and output.resolve() != folder.resolve():
-        _claim_folder(output, force)
+        claim_folder(output, force)
         copy_bundle(folder, output)
         folder = output
-    _rebuild_folder(folder, report=True)
+    rebuild_folder(folder, report=True)
     return folder / "report.md"
 
 

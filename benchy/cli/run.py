@@ -8,18 +8,18 @@ from pathlib import Path
 
 import click
 
-from benchy.cli.cases import CASE_OPTIONS, LOAD_OPTIONS, RunCommand, _cases, _load_settings
-from benchy.cli.errors import _Interrupted
+from benchy.cli.cases import CASE_OPTIONS, LOAD_OPTIONS, RunCommand, cases_from_flags, load_settings
+from benchy.cli.errors import Interrupted, cannot_write
 from benchy.cli.options import (
     TEMPLATE_OPTIONS,
-    _template,
     client_options,
     endpoint_option,
     gpu_metrics_option,
     option_group,
+    template_settings,
 )
-from benchy.cli.output import _claim_folder, _echo_stop, _echo_warnings
-from benchy.cli.urls import _with_url_hint
+from benchy.cli.output import claim_folder, echo_stop, echo_warnings
+from benchy.cli.urls import with_url_hint
 from benchy.client.redact import redacted_command_line
 from benchy.outcome import exit_code
 
@@ -92,8 +92,8 @@ ERROR_LIMIT_OPTIONS = (
 @click.command(cls=RunCommand)
 @client_options
 @endpoint_option
-@option_group("cases", CASE_OPTIONS, _cases)
-@option_group("load", LOAD_OPTIONS, _load_settings)
+@option_group("cases", CASE_OPTIONS, cases_from_flags)
+@option_group("load", LOAD_OPTIONS, load_settings)
 @click.option("--runs", type=click.IntRange(min=1), default=5, show_default=True, help="Measured runs per case.")
 @click.option(
     "--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Warmup requests per case (not counted)."
@@ -145,7 +145,7 @@ ERROR_LIMIT_OPTIONS = (
 @click.option("--strict", is_flag=True, help="Exit non-zero on any warning (for CI).")
 @option_group("limits", ERROR_LIMIT_OPTIONS, dict)
 @option_group("ceiling", CEILING_OPTIONS, _ceiling_inputs)
-@option_group("template", TEMPLATE_OPTIONS, _template)
+@option_group("template", TEMPLATE_OPTIONS, template_settings)
 @click.option(
     "--stop",
     multiple=True,
@@ -236,7 +236,7 @@ def run(
     if bad:
         raise click.UsageError(f"--replica {bad[0]!r}: expected an http:// or https:// URL")
     if output is not None:
-        _claim_folder(output, force)
+        claim_folder(output, force)
     if no_stream:
         from dataclasses import replace
 
@@ -268,17 +268,17 @@ def run(
     try:
         typed = run_mod.execute(settings)  # saved with its report in `output`
     except (ServerError, PromptError) as exc:
-        raise click.ClickException(_with_url_hint(str(exc), client.base_url)) from None
+        raise click.ClickException(with_url_hint(str(exc), client.base_url)) from None
     except (ClusterError, GpuError) as exc:
         raise click.ClickException(str(exc)) from None
     except (run_mod.PromptTooLong, WorkloadError) as exc:  # WorkloadError: a --dataset with nothing to send
         raise click.UsageError(str(exc)) from None
     except run_mod.NothingMeasured as exc:
-        raise _Interrupted(str(exc)) from None
+        raise Interrupted(str(exc)) from None
     except OSError as exc:  # an output folder that cannot be written
-        raise click.ClickException(f"cannot write {exc.filename or output}: {exc.strerror or exc}") from None
-    _echo_stop(typed, output)
-    if not typed.partial:  # else _echo_stop listed them
+        raise cannot_write(exc, output) from None
+    echo_stop(typed, output)
+    if not typed.partial:  # else echo_stop listed them
         for item in typed.not_measured:
             click.echo(f"benchy: not measured: {item.case} ({item.reason})", err=True)
     if fmt == "json":
@@ -287,7 +287,7 @@ def run(
         click.echo(table.csv_text(typed), nl=False)
     elif typed.cases:
         click.echo(table.markdown(typed))
-        _echo_warnings(typed, quiet)
+        echo_warnings(typed, quiet)
     else:
         click.echo("No case was measured.")
     return exit_code(typed, strict)

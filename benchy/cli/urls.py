@@ -16,7 +16,7 @@ PLAIN_HTTP_ANSWERS = (
 )
 
 
-def _with_url_hint(message: str, base_url: str) -> str:
+def with_url_hint(message: str, base_url: str) -> str:
     """A 404 from the API root usually means the /v1 was left out of --base-url, and a TLS
     'wrong version number' that https:// was given to a plain-http server. The suggestion shows
     the fixed URL (/v1 before any query string) and no secret (redact_url)."""
@@ -33,7 +33,7 @@ def _with_url_hint(message: str, base_url: str) -> str:
     return message
 
 
-def _check_url(url: str) -> None:
+def check_url(url: str) -> None:
     from urllib.parse import urlsplit
 
     shown = redact_query(URL_USERINFO.sub(r"\1***@", url) if "://" in url else url.rpartition("@")[2])
@@ -52,7 +52,7 @@ def _check_url(url: str) -> None:
 PASTED_ENDPOINTS = ("/chat/completions", "/completions", "/responses", "/messages")
 
 
-def _api_root(url: str) -> str:
+def api_root(url: str) -> str:
     """--base-url is the API root (…/v1). The most common paste is a whole endpoint URL
     (…/v1/chat/completions): it is cut back to the root, with a note saying so, rather than
     sent as …/v1/chat/completions/chat/completions and answered with a 404."""
