@@ -5,20 +5,36 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from benchy.cli.cases import CASE_OPTIONS, LOAD_OPTIONS, RunCommand, cases_from_flags, load_settings
 from benchy.cli.errors import Unjudged, cannot_write
-from benchy.cli.options import TEMPLATE_OPTIONS, client_options, endpoint_option, option_group, template_settings
+from benchy.cli.options import (
+    TEMPLATE_OPTIONS,
+    Decorator,
+    client_options,
+    endpoint_option,
+    option_group,
+    template_settings,
+)
 from benchy.cli.output import claim_folder
 from benchy.cli.urls import with_url_hint
 from benchy.client.redact import redacted_command_line
 
+if TYPE_CHECKING:
+    from benchy.capacity.search import SearchSettings
+    from benchy.client.stream import ClientSettings
+    from benchy.load.plan import LoadSettings
+    from benchy.load.prompts import Template
+    from benchy.workloads.case import Case
 
-def _capacity_cases(concurrency, rate, **flags):
+
+def _capacity_cases(concurrency: tuple[int, ...], rate: tuple[float, ...], **flags: Any) -> Case:
     """The case `capacity` searches: the flags' one case (a shared-prefix sweep's shared one,
-    not its baseline); the search sets its load, so -c and --rate are refused."""
+    not its baseline); the search sets its load, so -c and --rate are refused. `flags`: the
+    other case flags, as cases_from_flags takes them."""
     if concurrency or rate:
         raise click.UsageError("capacity chooses the load itself: drop -c / --rate (use --by, --start and --max)")
     cases = [
@@ -32,7 +48,7 @@ def _capacity_cases(concurrency, rate, **flags):
     return cases[0]
 
 
-CAPACITY_OPTIONS = (
+CAPACITY_OPTIONS: tuple[Decorator, ...] = (
     click.option(
         "--by",
         type=click.Choice(["concurrency", "rate"]),
@@ -102,8 +118,17 @@ CAPACITY_OPTIONS = (
 
 
 def _search_settings(
-    by, goodput, confidence, interval, start, limit, min_requests, max_requests, resolution, client_retries
-):
+    by: str,
+    goodput: float,
+    confidence: float,
+    interval: str,
+    start: float | None,
+    limit: float | None,
+    min_requests: int,
+    max_requests: int,
+    resolution: float,
+    client_retries: int,
+) -> SearchSettings:
     from benchy.capacity.search import BY_RATE, SearchSettings
 
     start = start if start is not None else 1.0
@@ -162,7 +187,20 @@ def _search_settings(
 @click.option("--quiet", "-q", is_flag=True, help="Nothing on stderr but errors (no line per round).")
 @option_group("template", TEMPLATE_OPTIONS, template_settings)
 @click.option("--no-server-metrics", is_flag=True, help="Do not scrape the server's Prometheus /metrics.")
-def capacity(client, endpoint, case, load, search, warmup, output, force, fmt, quiet, template, no_server_metrics):
+def capacity(
+    client: ClientSettings,
+    endpoint: str,
+    case: Case,
+    load: LoadSettings,
+    search: SearchSettings,
+    warmup: int,
+    output: Path | None,
+    force: bool,
+    fmt: str,
+    quiet: bool,
+    template: Template,
+    no_server_metrics: bool,
+) -> int:
     """The highest concurrency (or request rate) at which --goodput of requests meet every --slo
     target: a bracket-and-bisect search that stops each point once its goodput interval is clear."""
     from benchy.capacity import runner

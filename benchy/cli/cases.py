@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from benchy.cli.options import MultiValueCommand
+from benchy.cli.options import Decorator, MultiValueCommand
+
+if TYPE_CHECKING:
+    from benchy.load.plan import LoadSettings
+    from benchy.workloads.case import Case
 
 
 class RunCommand(MultiValueCommand):
@@ -21,7 +27,7 @@ class RunCommand(MultiValueCommand):
     )
 
 
-CASE_OPTIONS = (
+CASE_OPTIONS: tuple[Decorator, ...] = (
     click.option(
         "--pp", type=int, multiple=True, help="Prompt lengths in tokens, e.g. --pp 512 2048 8192  [default: 512]."
     ),
@@ -143,26 +149,26 @@ CASE_OPTIONS = (
 
 
 def cases_from_flags(
-    pp,
-    tg,
-    concurrency,
-    rate,
-    depth,
-    depth_mode,
-    scenario,
-    turns,
-    first_tokens,
-    think_time,
-    keep_reasoning,
-    cold_baseline,
-    shared_prefix,
-    groups,
-    trace_file,
-    speed,
-    dataset=None,
-    dataset_min_tokens=None,
-    dataset_max_tokens=None,
-):
+    pp: tuple[int, ...],
+    tg: tuple[int, ...],
+    concurrency: tuple[int, ...],
+    rate: tuple[float, ...],
+    depth: tuple[int, ...],
+    depth_mode: str | None,
+    scenario: tuple[str, ...],
+    turns: int | None,
+    first_tokens: int | None,
+    think_time: str | None,
+    keep_reasoning: bool,
+    cold_baseline: bool,
+    shared_prefix: tuple[float, ...],
+    groups: int | None,
+    trace_file: str | None,
+    speed: float | None,
+    dataset: str | None = None,
+    dataset_min_tokens: int | None = None,
+    dataset_max_tokens: int | None = None,
+) -> list[Case]:
     from benchy.workloads.case import ScenarioError
     from benchy.workloads.scenario import CaseSelection, WorkloadSelection, select_cases
     from benchy.workloads.spec import WorkloadError
@@ -184,7 +190,7 @@ def cases_from_flags(
         raise click.UsageError(str(exc)) from None
 
 
-LOAD_OPTIONS = (
+LOAD_OPTIONS: tuple[Decorator, ...] = (
     click.option(
         "--max-inflight",
         type=click.IntRange(min=1),
@@ -244,7 +250,16 @@ LOAD_OPTIONS = (
 )
 
 
-def load_settings(max_inflight, n_requests, duration, seed, workers, ray, ray_workers_per_node, slo):
+def load_settings(
+    max_inflight: int | None,
+    n_requests: int | None,
+    duration: float | None,
+    seed: int,
+    workers: int | None,
+    ray: str | None,
+    ray_workers_per_node: int | None,
+    slo: str | None,
+) -> LoadSettings:
     from benchy.load import cluster
     from benchy.load.plan import LoadSettings
     from benchy.measure.metrics import parse_slo

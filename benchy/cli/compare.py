@@ -39,7 +39,15 @@ from benchy.cli.output import claim_folder
     help="Compare even when one run sent a prompt nonce and the other did not (warned loudly).",
 )
 @click.option("--force", is_flag=True, help="Replace benchy's files in a non-empty --output folder.")
-def compare(results_files, output, test, alpha, min_effect, allow_nonce_mismatch, force):
+def compare(
+    results_files: tuple[Path, ...],
+    output: Path | None,
+    test: str,
+    alpha: float,
+    min_effect: float,
+    allow_nonce_mismatch: bool,
+    force: bool,
+) -> None:
     """Compare runs case by case: the first file is the baseline, each other one is set against it."""
     from benchy.report import compare as compare_mod
     from benchy.report import render

@@ -36,7 +36,7 @@ class DemoCommand(MultiValueCommand):
     help="Folder for the demo's report; the demo owns it and replaces its files each time.",
 )
 @click.pass_context
-def demo(ctx, preset, pp, tg, runs, output):
+def demo(ctx: click.Context, preset: str, pp: tuple[int, ...], tg: tuple[int, ...], runs: int, output: Path) -> int:
     """Start the embedded simulator, benchmark it with `benchy run`, write a report, stop it."""
     from benchy.sim.process import SimProcess
 

@@ -5,10 +5,20 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from benchy.cli.urls import api_root, check_url
+
+if TYPE_CHECKING:
+    from benchy.client.stream import ClientSettings
+    from benchy.load.prompts import Template
+
+# A click command's callback before click.command() makes it a Command, and what decorates one:
+# click.option(...) and option_group(...) alike.
+Callback = Callable[..., Any]
+Decorator = Callable[[Callback], Callback]
 
 
 class MultiValueCommand(click.Command):
@@ -42,17 +52,17 @@ def expand_multi_values(args: list[str], flags: tuple[str, ...]) -> list[str]:
     return out
 
 
-def option_group(name: str, options: tuple, build: Callable[..., object]) -> Callable:
+def option_group(name: str, options: tuple[Decorator, ...], build: Callable[..., object]) -> Decorator:
     """A decorator that adds `options` to a command and hands the command one object made of
     their values, `build(**values)`, as the parameter `name`: commands take settings objects,
     not one parameter per flag. `build` may raise click.UsageError for values that disagree."""
 
-    def decorate(command: Callable) -> Callable:
+    def decorate(command: Callback) -> Callback:
         probe = click.command()(_apply(options, lambda **_: None))
         names = [param.name for param in probe.params]
 
         @functools.wraps(command)
-        def with_group(*args, **kwargs):
+        def with_group(*args: object, **kwargs: object) -> object:
             kwargs[name] = build(**{key: kwargs.pop(key) for key in names})
             return command(*args, **kwargs)
 
@@ -61,13 +71,13 @@ def option_group(name: str, options: tuple, build: Callable[..., object]) -> Cal
     return decorate
 
 
-def _apply(options: tuple, command: Callable) -> Callable:
+def _apply(options: tuple[Decorator, ...], command: Callback) -> Callback:
     for option in reversed(options):
         command = option(command)
     return command
 
 
-CLIENT_OPTIONS = (
+CLIENT_OPTIONS: tuple[Decorator, ...] = (
     click.option(
         "--base-url",
         envvar="OPENAI_BASE_URL",
@@ -132,8 +142,17 @@ CLIENT_OPTIONS = (
 
 
 def _client_settings(
-    base_url, model, api_key, timeout, stall_timeout, insecure, transport, headers, no_env_proxy, extra_body
-):
+    base_url: str,
+    model: str | None,
+    api_key: str | None,
+    timeout: float,
+    stall_timeout: float,
+    insecure: bool,
+    transport: str,
+    headers: tuple[str, ...],
+    no_env_proxy: bool,
+    extra_body: str | None,
+) -> ClientSettings:
     from benchy.client.extra_body import load as load_extra_body
     from benchy.client.stream import ClientSettings, parse_header
 
@@ -173,7 +192,7 @@ endpoint_option = click.option(
 )
 
 
-TEMPLATE_OPTIONS = (
+TEMPLATE_OPTIONS: tuple[Decorator, ...] = (
     click.option(
         "--template",
         type=click.Choice(["none", "harmony"]),
@@ -193,7 +212,7 @@ TEMPLATE_OPTIONS = (
 )
 
 
-def template_settings(template, reasoning_effort):
+def template_settings(template: str, reasoning_effort: str | None) -> Template:
     from benchy.load.prompts import Template
 
     return Template(template, reasoning_effort)

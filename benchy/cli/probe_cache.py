@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,6 +14,9 @@ from benchy.cli.output import claim_folder
 from benchy.cli.urls import with_url_hint
 from benchy.client.redact import redacted_command_line
 from benchy.outcome import probe_exit_code
+
+if TYPE_CHECKING:
+    from benchy.client.stream import ClientSettings
 
 
 class ProbeCommand(MultiValueCommand):
@@ -84,21 +88,21 @@ class ProbeCommand(MultiValueCommand):
     "own endpoint; says so when it has none.",
 )
 def probe_cache(
-    client,
-    endpoint,
-    lengths,
-    n,
-    tg,
-    output,
-    force,
-    fmt,
-    quiet,
-    capacity,
-    capacity_prefix_tokens,
-    capacity_max_tokens,
-    cache_reset,
-    gpu_metrics,
-):
+    client: ClientSettings,
+    endpoint: str,
+    lengths: tuple[int, ...],
+    n: int,
+    tg: int,
+    output: Path | None,
+    force: bool,
+    fmt: str,
+    quiet: bool,
+    capacity: bool,
+    capacity_prefix_tokens: int,
+    capacity_max_tokens: int,
+    cache_reset: bool,
+    gpu_metrics: str | None,
+) -> int:
     """Does the server cache prompt prefixes? Shared- vs unique-prefix TTFTs and a verdict per length."""
     from benchy import probe
     from benchy.client.stream import ServerError

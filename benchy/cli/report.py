@@ -21,7 +21,7 @@ from benchy.cli.rebuild import rebuild_folder
     "and requests.jsonl are copied there. Refused if it holds files, unless --force.",
 )
 @click.option("--force", is_flag=True, help="Replace benchy's files in a non-empty --output folder.")
-def report(results_file, output, force):
+def report(results_file: Path, output: Path | None, force: bool) -> None:
     """Re-make report.md, report.html and the PNG figures from a saved results.json (or a run
     folder, or a probe.json); a run folder without results.json is rebuilt from its bundle.
     Needs no server."""

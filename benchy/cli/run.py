@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 import click
 
@@ -12,6 +13,7 @@ from benchy.cli.cases import CASE_OPTIONS, LOAD_OPTIONS, RunCommand, cases_from_
 from benchy.cli.errors import Interrupted, cannot_write
 from benchy.cli.options import (
     TEMPLATE_OPTIONS,
+    Decorator,
     client_options,
     endpoint_option,
     gpu_metrics_option,
@@ -23,7 +25,14 @@ from benchy.cli.urls import with_url_hint
 from benchy.client.redact import redacted_command_line
 from benchy.outcome import exit_code
 
-CEILING_OPTIONS = (
+if TYPE_CHECKING:
+    from benchy.client.stream import ClientSettings
+    from benchy.load.plan import LoadSettings
+    from benchy.load.prompts import Template
+    from benchy.measure.ceiling import CeilingInputs
+    from benchy.workloads.case import Case
+
+CEILING_OPTIONS: tuple[Decorator, ...] = (
     click.option(
         "--hardware",
         default=None,
@@ -48,7 +57,9 @@ CEILING_OPTIONS = (
 )
 
 
-def _ceiling_inputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_token):
+def _ceiling_inputs(
+    hardware: str | None, model_profile: str | None, bandwidth_gbs: float | None, active_bytes_per_token: float | None
+) -> CeilingInputs:
     from benchy.measure.ceiling import CeilingInputs
     from benchy.measure.profiles import ProfileError
 
@@ -60,8 +71,16 @@ def _ceiling_inputs(hardware, model_profile, bandwidth_gbs, active_bytes_per_tok
     return inputs
 
 
+class ErrorLimits(TypedDict):
+    """The --max-errors group's values, handed on to RunSettings' fields of the same names."""
+
+    max_errors: int | None
+    max_error_rate: float | None
+    max_connect_failures: int
+
+
 # When a run stops early, keeping what it measured: RunSettings' fields of the same names.
-ERROR_LIMIT_OPTIONS = (
+ERROR_LIMIT_OPTIONS: tuple[Decorator, ...] = (
     click.option(
         "--max-errors",
         type=click.IntRange(min=0),
@@ -143,7 +162,7 @@ ERROR_LIMIT_OPTIONS = (
     "without the notes (info).",
 )
 @click.option("--strict", is_flag=True, help="Exit non-zero on any warning (for CI).")
-@option_group("limits", ERROR_LIMIT_OPTIONS, dict)
+@option_group("limits", ERROR_LIMIT_OPTIONS, ErrorLimits)
 @option_group("ceiling", CEILING_OPTIONS, _ceiling_inputs)
 @option_group("template", TEMPLATE_OPTIONS, template_settings)
 @click.option(
@@ -181,31 +200,31 @@ ERROR_LIMIT_OPTIONS = (
     "instead of refusing the whole sweep.",
 )
 def run(
-    client,
-    endpoint,
-    cases,
-    load,
-    runs,
-    warmup,
-    no_nonce,
-    no_stream,
-    output,
-    force,
-    no_report,
-    fmt,
-    quiet,
-    strict,
-    limits,
-    ceiling,
-    template,
-    stop,
-    no_server_metrics,
-    replicas,
-    gpu_metrics,
-    cache_reset,
-    tokenizer_file,
-    skip_unfit,
-):
+    client: ClientSettings,
+    endpoint: str,
+    cases: list[Case],
+    load: LoadSettings,
+    runs: int,
+    warmup: int,
+    no_nonce: bool,
+    no_stream: bool,
+    output: Path | None,
+    force: bool,
+    no_report: bool,
+    fmt: str,
+    quiet: bool,
+    strict: bool,
+    limits: ErrorLimits,
+    ceiling: CeilingInputs,
+    template: Template,
+    stop: tuple[str, ...],
+    no_server_metrics: bool,
+    replicas: tuple[str, ...],
+    gpu_metrics: str | None,
+    cache_reset: bool,
+    tokenizer_file: str | None,
+    skip_unfit: bool,
+) -> int:
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
     from benchy.client.extra_body import check_cases as check_extra_bodies

@@ -8,7 +8,7 @@ import click
 @click.command()
 @click.option("--seconds", type=click.FloatRange(0.2, 60), default=1.5, show_default=True, help="Seconds per phase.")
 @click.option("--streams", type=click.IntRange(1, 4096), default=64, show_default=True, help="Requests in flight.")
-def selftest(seconds, streams):
+def selftest(seconds: float, streams: int) -> None:
     """This machine's client ceiling against a loopback stub: requests/s, SSE events/s and stamp
     lag, in seconds. Cached per host; every later run saves it in its setup and flags a case
     that drives more than half of it as client-bound."""
