@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 
 class RunCommand(MultiValueCommand):
+    """`run` and `capacity`: the case flags that take several values after one flag."""
+
     multi_value = (
         "--pp",
         "--tg",

@@ -1,4 +1,5 @@
-"""What every command does with its output folder and stderr: claim the folder, say why a run stopped, list warnings."""
+"""What the commands share about their output: claiming the --output folder, and the lines on
+stderr and stdout that say why a run stopped and what it warns of."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
 
 
 def claim_folder(directory: Path, force: bool, keep: tuple[Path, ...] = ()) -> None:
+    """Before anything is sent: a folder benchy may not write into (folders.claim's rules, one
+    for every command) is one line and a failed exit now, not a lost run later."""
     from benchy.folders import FolderInUse, claim
 
     try:
@@ -36,6 +39,7 @@ def echo_stop(results: RunResult, output: Path | None) -> None:
 
 
 def echo_warnings(results: RunResult, quiet: bool = False) -> None:
+    """After the table on stdout: the warnings, one line per cause, or that every case is clean."""
     from benchy.checks.warnings import is_clean
     from benchy.report.warning_lines import terminal_lines
 

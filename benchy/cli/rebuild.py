@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 
 import click
 
+from benchy.cli.output import echo_stop
+
 if TYPE_CHECKING:
     from benchy.results.types import RunResult
-from benchy.cli.output import echo_stop
 
 
 @click.command()
@@ -24,6 +25,8 @@ def rebuild(run_dir: Path, no_report: bool) -> None:
 
 
 def rebuild_folder(folder: Path, report: bool) -> RunResult:
+    """The analysis run again on `folder`'s bundle (`benchy report` uses it too, for a folder
+    whose results.json is lost); a folder saved before bundles gets its manifest first."""
     from benchy import run as run_mod
     from benchy.analysis import legacy
     from benchy.analysis.bundle import MANIFEST, BundleError
