@@ -20,9 +20,10 @@ import secrets
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 from benchy import __version__
 from benchy.analysis import analyze as analysis
@@ -60,6 +61,27 @@ from benchy.server import metrics as server_metrics
 from benchy.workloads import trace as trace_mod
 from benchy.workloads.case import Case
 from benchy.workloads.spec import TraceReplay
+
+
+class CasePool(Protocol):
+    """Where a case's shares run besides this process: worker processes (load/workers.py's
+    ProcessPool) or Ray actors (load/cluster.py's RayPool); each returns the case's client figures."""
+
+    def workers_for(self, case: Case, load: LoadSettings) -> int: ...
+
+    async def run_case(
+        self,
+        plan: CasePlan,
+        k: int,
+        client_settings: ClientSettings,
+        calibration: Calibration,
+        nonce: bool,
+        on_record: Callable[[RequestRecord], None],
+        stop: asyncio.Event,
+        on_start: Callable[[], Awaitable[float]] | None = None,
+    ) -> dict: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -206,7 +228,7 @@ class PromptTooLong(Exception):
     anything is sent (the server would answer each request with an HTTP 400)."""
 
 
-def unfit_cases(cases: list[Case], identity, requests: int | None = None) -> dict[str, str]:
+def unfit_cases(cases: list[Case], identity: server_mod.ServerIdentity, requests: int | None = None) -> dict[str, str]:
     """Cases with a prompt that fills the context the server reported: label → why. A sweep
     case's prompt is depth + pp; a trace replay's are its requests' own (its first `requests`
     where --requests limits it)."""
@@ -233,7 +255,9 @@ def unfit_cases(cases: list[Case], identity, requests: int | None = None) -> dic
     return unfit
 
 
-def refuse_too_long(cases: list[Case], identity, skip_unfit: bool = False, requests: int | None = None) -> list[Case]:
+def refuse_too_long(
+    cases: list[Case], identity: server_mod.ServerIdentity, skip_unfit: bool = False, requests: int | None = None
+) -> list[Case]:
     """The cases to run: all of them, or (--skip-unfit) those whose prompt fits the server's
     context. PromptTooLong for a case that does not fit, unless skipped; always when none fits."""
     unfit = unfit_cases(cases, identity, requests)
@@ -356,7 +380,9 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
             pool.close()
 
 
-async def _measure(settings: RunSettings, state: RunState, writer: RecordWriter, client_settings, pool) -> None:
+async def _measure(
+    settings: RunSettings, state: RunState, writer: RecordWriter, client_settings: ClientSettings, pool: CasePool | None
+) -> None:
     gpus = None
     try:
         async with Client(client_settings) as client:
@@ -378,7 +404,15 @@ async def _gpu_sampler(settings: RunSettings, model: str) -> gpu_mod.GpuSampler 
     return await gpu_mod.start_sampler(settings.gpu_metrics, peak)
 
 
-async def _measure_with(settings, state, writer, client, model, gpus, pool) -> None:
+async def _measure_with(
+    settings: RunSettings,
+    state: RunState,
+    writer: RecordWriter,
+    client: Client,
+    model: str,
+    gpus: gpu_mod.GpuSampler | None,
+    pool: CasePool | None,
+) -> None:
     salt = secrets.token_hex(6)
     identity = await server_mod.identify(client, client.base, model)
     fit = refuse_too_long(settings.cases, identity, settings.skip_unfit, settings.load.requests)
@@ -496,7 +530,14 @@ def rebuild(directory: Path, report: bool = True) -> results_mod.RunResult:
     return publish(analysis.analyze(analysis.Bundle.read(directory)), directory, report)
 
 
-async def _reset_cache(state: RunState, settings: RunSettings, client, identity, label: str, progress) -> bool:
+async def _reset_cache(
+    state: RunState,
+    settings: RunSettings,
+    client: Client,
+    identity: server_mod.ServerIdentity,
+    label: str,
+    progress: Progress,
+) -> bool:
     """--cache-reset before one case; False once the server has shown it has no way to (the
     rest of the run goes on without, as setup.cache_reset says)."""
     outcome = await cache_reset.reset(client, client.base, identity)
@@ -508,7 +549,7 @@ async def _reset_cache(state: RunState, settings: RunSettings, client, identity,
     return outcome.ok
 
 
-def _start_pool(settings: RunSettings):
+def _start_pool(settings: RunSettings) -> CasePool | None:
     """Ray actors (--ray), or the local processes the busiest case needs; None when every case
     runs in this process."""
     load = settings.load
@@ -521,7 +562,17 @@ def _start_pool(settings: RunSettings):
 
 
 async def _run_one_case(
-    state, settings, client, plan, calibrations, salt, pool, on_record, stop, window, gpu_window=None
+    state: RunState,
+    settings: RunSettings,
+    client: Client,
+    plan: CasePlan,
+    calibrations: dict[str, Calibration],
+    salt: str,
+    pool: CasePool | None,
+    on_record: Callable[[RequestRecord], None],
+    stop: asyncio.Event,
+    window: server_metrics.Window | None,
+    gpu_window: gpu_mod.GpuWindow | None = None,
 ) -> None:
     """One case, in this process, in worker processes or on Ray actors; the server's and the
     GPUs' windows open once the warmups are done, so their figures cover the measured requests only."""
@@ -538,7 +589,7 @@ async def _run_one_case(
     calibration = calibrations[plan.endpoint]
     await send_alone(client, plan, calibration, settings.nonce, on_record)  # before the case, from here
     k = 1 if plan.case.workload or pool is None else pool.workers_for(plan.case, settings.load)
-    if k > 1 or settings.load.ray is not None:
+    if pool is not None and (k > 1 or settings.load.ray is not None):  # --ray: always a pool
         state.client[plan.case.label] = await _run_in_workers(
             pool, plan, k, client.settings, calibration, settings.nonce, on_record, stop, start
         )
@@ -622,15 +673,15 @@ def _load_plan(load: LoadSettings) -> dict:
 
 
 async def _run_in_workers(
-    pool,
+    pool: CasePool,
     plan: CasePlan,
     k: int,
     client_settings: ClientSettings,
     calibration: Calibration,
     nonce: bool,
-    on_record,
+    on_record: Callable[[RequestRecord], None],
     stop: asyncio.Event,
-    on_start=None,
+    on_start: Callable[[], Awaitable[float]] | None = None,
 ) -> dict:
     """The case split over k worker processes (workers.py) or Ray actors (cluster.py); returns
     the case's client figures. `on_start` is awaited once every worker is done with its warmups."""
