@@ -1159,6 +1159,16 @@ def _rebuild_for_report(folder: Path, output: Path | None, force: bool, why: str
 def rebuild(run_dir: Path, no_report: bool) -> None:
     """Re-make results.json and its report from a run folder's bundle (manifest.json and
     requests.jsonl) alone: a run killed before it saved, or one analysed again. Needs no server."""
+    from benchy.probe import rebuild_folder as probe_folder
+
+    for other in (probe_folder,):  # a probe's folder
+        try:
+            made = other(run_dir, report=not no_report)
+        except ValueError as exc:  # its bundle cannot be read: one line
+            raise click.UsageError(str(exc)) from None
+        if made is not None:
+            click.echo(str(made))
+            return
     results = _rebuild_folder(run_dir, report=not no_report)
     _echo_stop(results, run_dir)
     click.echo(str(run_dir / "results.json"))
@@ -1494,10 +1504,10 @@ def probe_cache(
     if output is not None:
         probe_report.write(result, output)
     if fmt == "json":
-        click.echo(json.dumps(result, indent=1))
+        click.echo(json.dumps(result.to_dict(), indent=1))
     else:
         click.echo(probe_report.text(result))
-    return probe_exit_code(result)
+    return probe_exit_code(result.to_dict())
 
 
 def _probe_progress(step: int | str) -> None:
