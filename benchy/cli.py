@@ -1159,9 +1159,10 @@ def _rebuild_for_report(folder: Path, output: Path | None, force: bool, why: str
 def rebuild(run_dir: Path, no_report: bool) -> None:
     """Re-make results.json and its report from a run folder's bundle (manifest.json and
     requests.jsonl) alone: a run killed before it saved, or one analysed again. Needs no server."""
+    from benchy.capacity.runner import rebuild_folder as capacity_folder
     from benchy.probe import rebuild_folder as probe_folder
 
-    for other in (probe_folder,):  # a probe's folder
+    for other in (probe_folder, capacity_folder):  # a probe's or a capacity search's folder
         try:
             made = other(run_dir, report=not no_report)
         except ValueError as exc:  # its bundle cannot be read: one line
