@@ -1158,7 +1158,8 @@ def _rebuild_for_report(folder: Path, output: Path | None, force: bool, why: str
 @click.option("--no-report", is_flag=True, help="Write results.json (and results.csv) only: no report.md, no figures.")
 def rebuild(run_dir: Path, no_report: bool) -> None:
     """Re-make results.json and its report from a run folder's bundle (manifest.json and
-    requests.jsonl) alone: a run killed before it saved, or one analysed again. Needs no server."""
+    requests.jsonl) alone: a run killed before it saved, or one analysed again; a probe-cache or
+    capacity folder gets its probe.json or capacity.json again. Needs no server."""
     from benchy.capacity.runner import rebuild_folder as capacity_folder
     from benchy.probe import rebuild_folder as probe_folder
 

@@ -73,25 +73,32 @@ def rebuilt(out: Path) -> dict[str, bytes]:
     return made
 
 
-@pytest.mark.parametrize(
-    "flags",
-    [("--lengths", "400", "900", "-n", "3", "--tg", "2"), ("--capacity", "--capacity-prefix-tokens", "256",
-     "--capacity-max-tokens", "2048", "--tg", "2")],
-    ids=["lengths", "capacity"],
-)  # fmt: skip
+PROBES = {
+    "lengths": ("--lengths", "400", "900", "-n", "3", "--tg", "2"),
+    "capacity": ("--capacity", "--capacity-prefix-tokens", "256", "--capacity-max-tokens", "2048", "--tg", "2"),
+    "GPU and cache reset": ("--lengths", "300", "-n", "3", "--tg", "2", "--gpu-metrics", "{dcgm}", "--cache-reset"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("flags", PROBES.values(), ids=PROBES.keys())
 def test_rebuild_of_a_probe_folder_remakes_probe_json_and_its_report(start_sim, tmp_path, flags):
-    sim = start_sim("--prefill-tps", "20000", "--decode-tps", "3000", "--cache-blocks", "40")
+    sim = start_sim("--prefill-tps", "20000", "--decode-tps", "3000", "--cache-blocks", "40", "--gpus", "2")
+    dcgm = sim.base_url.removesuffix("/v1") + "/dcgm/metrics"
     out = tmp_path / "probe"
-    data = probe_into(sim, out, *flags)
+    data = probe_into(sim, out, *(f.format(dcgm=dcgm) for f in flags))
+    if "--gpu-metrics" in flags:  # the per-length figures a rebuild must make again from the window
+        assert data["lengths"][0]["gpu"]["joules_per_request"] is not None
+        assert data["setup"]["cache_reset"]["calls"] == 1
     # the bundle holds every request the server saw, and the manifest says the probe ended
-    truth = {t["request_id"] for t in sim.truth()}
+    truth = {t["request_id"] for t in sim.truth() if "request_id" in t}  # besides requests: cache resets
     records = {r.request_id for r in read_records(out / "requests.jsonl")}
     assert records and records <= truth
     assert json.loads((out / PROBE_MANIFEST).read_text(encoding="utf-8"))["finished"] is True
     if data.get("capacity"):
         assert data["capacity"]["points"] and data["capacity"]["verdict"] in ("found", "beyond_max")
     else:
-        assert [e["length"] for e in data["lengths"]] == [400, 900]
+        asked = flags[flags.index("--lengths") + 1 : flags.index("-n")]
+        assert [e["length"] for e in data["lengths"]] == [int(n) for n in asked]
     made = rebuilt(out)
     for name in REMADE:
         assert (out / name).read_bytes() == made[name], name
