@@ -20,7 +20,7 @@ from benchy.analysis import analyze as analysis
 from benchy.results.types import RunResult
 from tests.conftest import REPO_ROOT, run_benchy_here, shared_sim
 
-sim = shared_sim("--prefill-tps", "200000", "--decode-tps", "3000", "--max-running", "64")
+sim = shared_sim("--prefill-tps", "200000", "--decode-tps", "3000", "--max-running", "64", "--gpus", "2")
 
 RUNS = {
     "sweep with warmup and an SLO": ("--pp", "64", "--tg", "8", "16", "-c", "1", "2", "--warmup", "1", "--slo", "e2e=5s"),
@@ -28,6 +28,7 @@ RUNS = {
     "multi-turn": ("--turns", "3", "-c", "2", "--pp", "48", "--tg", "8"),
     "shared prefix": ("--shared-prefix", "0.75", "--groups", "2", "--pp", "256", "--tg", "8", "-c", "2"),
     "no stream, cache reset": ("--pp", "64", "--tg", "8", "--requests", "3", "--no-stream", "--cache-reset"),
+    "GPU metrics": ("--pp", "64", "--tg", "8", "--requests", "3", "--gpu-metrics", "{dcgm}"),
 }  # fmt: skip
 
 
@@ -69,6 +70,8 @@ def assert_built_is_read_back_form(folder: Path) -> None:
 @pytest.mark.parametrize("flags", RUNS.values(), ids=RUNS.keys())
 def test_a_runs_built_result_is_its_read_back_form(sim, tmp_path, flags):
     out = tmp_path / "run"
+    dcgm = sim.base_url.removesuffix("/v1") + "/dcgm/metrics"
+    flags = tuple(f.format(dcgm=dcgm) for f in flags)
     proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "--no-report", "-o", str(out), *flags)
     assert proc.returncode in (0, 3), proc.stderr  # 3: the run's own warnings
     assert_built_is_read_back_form(out)
