@@ -1119,6 +1119,11 @@ def report(results_file, output, force):
     from benchy.report import render
     from benchy.results.files import ResultsError
 
+    saved = ("results.json", "probe.json", "capacity.json")
+    if output is None and Path(results_file).is_dir() and not any((Path(results_file) / n).is_file() for n in saved):
+        if (made := _rebuild_other(Path(results_file), report=True)) is not None:  # a probe or capacity bundle
+            click.echo(str(made))
+            return
     if _report_capacity(Path(results_file), output):
         return
     source = render.results_path(Path(results_file))
@@ -1160,20 +1165,28 @@ def rebuild(run_dir: Path, no_report: bool) -> None:
     """Re-make results.json and its report from a run folder's bundle (manifest.json and
     requests.jsonl) alone: a run killed before it saved, or one analysed again; a probe-cache or
     capacity folder gets its probe.json or capacity.json again. Needs no server."""
-    from benchy.capacity.runner import rebuild_folder as capacity_folder
-    from benchy.probe import rebuild_folder as probe_folder
-
-    for other in (probe_folder, capacity_folder):  # a probe's or a capacity search's folder
-        try:
-            made = other(run_dir, report=not no_report)
-        except ValueError as exc:  # its bundle cannot be read: one line
-            raise click.UsageError(str(exc)) from None
-        if made is not None:
-            click.echo(str(made))
-            return
+    if (made := _rebuild_other(run_dir, report=not no_report)) is not None:
+        click.echo(str(made))
+        return
     results = _rebuild_folder(run_dir, report=not no_report)
     _echo_stop(results, run_dir)
     click.echo(str(run_dir / "results.json"))
+
+
+def _rebuild_other(folder: Path, report: bool) -> Path | None:
+    """A probe-cache or capacity folder's probe.json / capacity.json made again from its bundle;
+    None for any other folder."""
+    from benchy.capacity.runner import rebuild_folder as capacity_folder
+    from benchy.probe import rebuild_folder as probe_folder
+
+    for other in (probe_folder, capacity_folder):
+        try:
+            made = other(folder, report=report)
+        except ValueError as exc:  # its bundle cannot be read: one line
+            raise click.UsageError(str(exc)) from None
+        if made is not None:
+            return made
+    return None
 
 
 def _rebuild_folder(folder: Path, report: bool) -> RunResult:

@@ -56,6 +56,12 @@ def test_rebuild_of_a_capacity_folder_remakes_capacity_json_and_its_report(start
     assert lost.is_file()
     assert (out / "capacity.json").read_bytes() == made["capacity.json"]
 
+    # `benchy report DIR` of a capacity folder that lost capacity.json rebuilds it, as for a run
+    (out / "capacity.json").unlink()
+    proc = run_benchy_here("report", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "capacity.json").read_bytes() == made["capacity.json"]
+
 
 def test_rebuild_of_a_capacity_folder_missing_a_round_is_one_line(start_sim, tmp_path):
     sim = start_sim(*SIM)

@@ -102,6 +102,11 @@ def test_rebuild_of_a_probe_folder_remakes_probe_json_and_its_report(start_sim, 
     made = rebuilt(out)
     for name in REMADE:
         assert (out / name).read_bytes() == made[name], name
+    # `benchy report DIR` of a probe folder that lost probe.json rebuilds it, as for a run
+    (out / "probe.json").unlink()
+    proc = run_benchy_here("report", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "probe.json").read_bytes() == made["probe.json"]
     assert (out / "probe.png" if data["lengths"] else out / "capacity.png").is_file()
 
 
