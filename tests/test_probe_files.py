@@ -8,16 +8,20 @@ Against `benchy sim` over real HTTP.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 from benchy.measure.records import read_records
+from benchy.probe import VERDICTS
 from benchy.probe.bundle import PROBE_MANIFEST
 from benchy.results import probe as probe_file
 from benchy.results.probe import ProbeResult
-from tests.conftest import REPO_ROOT, run_benchy_here
+from tests.conftest import REPO_ROOT, run_benchy_here, start_benchy
+from tests.test_interrupt import wait_for_lines
 
 # probe.json files written before the classes existed (benchy probe-cache, n 3, one length; and --capacity)
 BEFORE_TYPES = sorted((REPO_ROOT / "tests" / "data").glob("probe*-before-types.json"))
@@ -117,3 +121,30 @@ def test_rebuild_of_a_probe_folder_without_its_records_is_one_line(start_sim, tm
     (out / "requests.jsonl").unlink()
     proc = run_benchy_here("rebuild", str(out))
     assert proc.returncode == 2 and "requests.jsonl" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_probe_killed_mid_length_is_rebuilt_from_its_bundle_and_names_the_cut(start_sim, tmp_path):
+    """SIGKILL while the second length is under way: no probe.json was written, yet the bundle
+    holds every request that finished; the rebuild judges those and names where the probe was cut."""
+    sim = start_sim("--prefill-tps", "20000", "--decode-tps", "40")  # ~0.2 s a request: time to kill mid-length
+    out = tmp_path / "probe"
+    proc = start_benchy("probe-cache", "--base-url", sim.base_url, "-q", "-o", str(out),
+                        *"--lengths 200 400 -n 3 --tg 8".split(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    records = out / "requests.jsonl"
+    wait_for_lines(records, 8, proc)  # the first length's 6 and two of the second's
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    assert not (out / "probe.json").exists()
+    rebuild = run_benchy_here("rebuild", str(out))
+    assert rebuild.returncode == 0, rebuild.stderr
+    probe = json.loads((out / "probe.json").read_text(encoding="utf-8"))
+    validator().validate(probe)
+    finished = list(read_records(records))
+    assert probe["stopped"]["by"] == "killed" and "length 400" in probe["stopped"]["reason"]
+    assert f"({len(finished) - 6} of its requests had finished)" in probe["stopped"]["reason"]
+    first, cut = probe["lengths"]
+    assert first["n_ok"] == 6 and first["verdict"] in VERDICTS
+    assert cut["n_ok"] + cut["n_failed"] == len(finished) - 6
+    truth = {t["request_id"] for t in sim.truth() if "request_id" in t}
+    assert {r.request_id for r in finished} <= truth
+    assert "Stopped early" in (out / "probe.md").read_text(encoding="utf-8")

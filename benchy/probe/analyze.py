@@ -20,9 +20,11 @@ from benchy.probe.bundle import ProbeManifest
 from benchy.probe.figures import figure
 from benchy.probe.verdict import SERVED_SHARE, TIMING_HIT_SPEEDUP, decide
 from benchy.results.probe import CapacityPass, LengthEntry, ProbeCapacity, ProbeResult, ProbeSide
+from benchy.results.types import Stopped
 
 CAPACITY_HIT_SHARE = 0.5  # a working set whose re-uses hit at least this often still fits
 
+KILLED = "killed"  # Stopped.by of a probe whose process ended without saving (SIGKILL, a crash)
 LENGTH_CASE, CAPACITY_CASE = "probe", "capacity"  # a record's case: "probe 2000 shared", "capacity 4 reuse"
 
 
@@ -52,7 +54,23 @@ def analyze(manifest: ProbeManifest, records: Iterable[RequestRecord]) -> ProbeR
         plan = manifest.capacity
         result.capacity = sweep.result(plan.prefix_tokens_asked, plan.max_tokens)
         result.capacity.stated = manifest.stated
+    if not manifest.finished:
+        result.stopped = Stopped(KILLED, _killed_reason(by_length, by_pass))
     return result
+
+
+def _killed_reason(by_length: dict[int, list[RequestRecord]], by_pass: dict[int, list[RequestRecord]]) -> str:
+    """Names the cut of a probe whose process ended before it saved: the last length (or
+    capacity pass) that has records, and how many of them had finished."""
+    if by_pass:
+        k, recs = list(by_pass.items())[-1]
+        where = f"the capacity pass of {k} prefix(es) ({len(recs)} of its {2 * k} requests had finished)"
+    elif by_length:
+        length, recs = list(by_length.items())[-1]
+        where = f"length {length:,} ({len(recs)} of its requests had finished)"
+    else:
+        where = "its calibration (no probe request had finished)"
+    return f"the probe's process ended (killed) during {where}, before it saved: rebuilt from its bundle"
 
 
 def _gpu_entry(window: GpuCase, records: list[RequestRecord], manifest: ProbeManifest) -> GpuCase:

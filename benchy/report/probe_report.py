@@ -248,6 +248,8 @@ def markdown(probe: dict, figure: str | None = None, capacity_figure: str | None
         f"| Started (UTC) | {setup['started_utc']} |",
         "",
     ]
+    if probe.get("stopped"):  # a probe killed before it saved, rebuilt from its bundle
+        lines[-1:-1] = [f"| Stopped early | {probe['stopped']['reason']} |"]
     reset = setup.get("cache_reset")
     if reset:
         last = reset.get("last") or {}

@@ -20,7 +20,7 @@ from pathlib import Path
 from benchy import jsontypes
 from benchy.jsontypes import Saved
 from benchy.measure.gpu import GpuCase, GpuSetup
-from benchy.results.types import PROBE_SCHEMA, _opt
+from benchy.results.types import PROBE_SCHEMA, Stopped, _opt
 from benchy.server.cache_reset import CacheReset
 
 PROBE_FILE = "probe.json"
@@ -165,6 +165,10 @@ class ProbeResult(Saved):
     setup: ProbeSetup = field(default_factory=ProbeSetup)
     lengths: list[LengthEntry] = _opt("each length probed (none with --capacity)", factory=list)
     capacity: ProbeCapacity | None = _opt("--capacity: the capacity sweep", omit=True)
+    stopped: Stopped | None = _opt(
+        "a probe whose process ended before it saved (by: killed), rebuilt from its bundle: where it was cut",
+        omit=True,
+    )
 
 
 def save(result: ProbeResult, directory: Path) -> Path:
