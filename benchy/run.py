@@ -345,11 +345,10 @@ def finish(state: RunState, settings: RunSettings) -> results_mod.RunResult:
 
 
 def publish(built: results_mod.RunResult, output_dir: Path | None, report: bool = True) -> results_mod.RunResult:
-    """Saves results.json (and the report) of an analysed run; returns it as saved. What is
-    returned, printed and reported is the saved form read back, so a report made now and
-    `benchy report` later are the same: all but the requests go through their saved form; the
-    requests are kept as built, so no dict of every request is made and memory stays flat in
-    the run's length."""
+    """Saves results.json (and the report) of an analysed run; returns it frozen. The analysis
+    builds what results.json reads back (analysis.saved_form), so a report made now and
+    `benchy report` later are the same; the requests are written a row at a time, so memory
+    stays flat in the run's length."""
     results = analysis.saved_form(built)
     if output_dir is not None:
         results_files.save(built, output_dir)  # a request at a time

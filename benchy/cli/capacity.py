@@ -25,7 +25,7 @@ from benchy.client.redact import redacted_command_line
 
 if TYPE_CHECKING:
     from benchy.capacity.search import SearchSettings
-    from benchy.client.stream import ClientSettings
+    from benchy.client.settings import ClientSettings
     from benchy.load.plan import LoadSettings
     from benchy.load.prompts import Template
     from benchy.workloads.case import Case
@@ -205,7 +205,7 @@ def capacity(
     target: a bracket-and-bisect search that stops each point once its goodput interval is clear."""
     from benchy.capacity import runner
     from benchy.capacity.search import BY_RATE
-    from benchy.client.stream import ServerError
+    from benchy.client.errors import ServerError
     from benchy.load.cluster import ClusterError
     from benchy.load.prompts import PromptError
     from benchy.outcome import capacity_exit_code

@@ -172,7 +172,8 @@ def cases_from_flags(
     dataset_max_tokens: int | None = None,
 ) -> list[Case]:
     from benchy.workloads.case import ScenarioError
-    from benchy.workloads.scenario import CaseSelection, WorkloadSelection, select_cases
+    from benchy.workloads.scenario import select_cases
+    from benchy.workloads.selection import CaseSelection, WorkloadSelection
     from benchy.workloads.spec import WorkloadError
 
     workload = WorkloadSelection(

@@ -12,7 +12,7 @@ import click
 from benchy.cli.urls import api_root, check_url
 
 if TYPE_CHECKING:
-    from benchy.client.stream import ClientSettings
+    from benchy.client.settings import ClientSettings
     from benchy.load.prompts import Template
 
 # A click command's callback before click.command() makes it a Command, and what decorates one:
@@ -154,7 +154,7 @@ def _client_settings(
     extra_body: str | None,
 ) -> ClientSettings:
     from benchy.client.extra_body import load as load_extra_body
-    from benchy.client.stream import ClientSettings, parse_header
+    from benchy.client.settings import ClientSettings, parse_header
 
     check_url(base_url)
     base_url = api_root(base_url)

@@ -16,7 +16,7 @@ from benchy.client.redact import redacted_command_line
 from benchy.outcome import probe_exit_code
 
 if TYPE_CHECKING:
-    from benchy.client.stream import ClientSettings
+    from benchy.client.settings import ClientSettings
 
 
 class ProbeCommand(MultiValueCommand):
@@ -105,7 +105,7 @@ def probe_cache(
 ) -> int:
     """Does the server cache prompt prefixes? Shared- vs unique-prefix TTFTs and a verdict per length."""
     from benchy import probe
-    from benchy.client.stream import ServerError
+    from benchy.client.errors import ServerError
     from benchy.load.prompts import PromptError
     from benchy.report import probe_report
     from benchy.server.gpu import GpuError
@@ -144,10 +144,10 @@ def probe_cache(
     if output is not None:
         probe_report.write(result, output)
     if fmt == "json":
-        click.echo(json.dumps(result, indent=1))
+        click.echo(json.dumps(result.to_dict(), indent=1))
     else:
         click.echo(probe_report.text(result))
-    return probe_exit_code(result)
+    return probe_exit_code(result.to_dict())
 
 
 def _probe_progress(step: int | str) -> None:

@@ -18,10 +18,30 @@ if TYPE_CHECKING:
 @click.option("--no-report", is_flag=True, help="Write results.json (and results.csv) only: no report.md, no figures.")
 def rebuild(run_dir: Path, no_report: bool) -> None:
     """Re-make results.json and its report from a run folder's bundle (manifest.json and
-    requests.jsonl) alone: a run killed before it saved, or one analysed again. Needs no server."""
+    requests.jsonl) alone: a run killed before it saved, or one analysed again; a probe-cache or
+    capacity folder gets its probe.json or capacity.json again. Needs no server."""
+    if (made := rebuild_other(run_dir, report=not no_report)) is not None:
+        click.echo(str(made))
+        return
     results = rebuild_folder(run_dir, report=not no_report)
     echo_stop(results, run_dir)
     click.echo(str(run_dir / "results.json"))
+
+
+def rebuild_other(folder: Path, report: bool) -> Path | None:
+    """A probe-cache or capacity folder's probe.json / capacity.json made again from its bundle;
+    None for any other folder."""
+    from benchy.capacity.runner import rebuild_folder as capacity_folder
+    from benchy.probe import rebuild_folder as probe_folder
+
+    for other in (probe_folder, capacity_folder):
+        try:
+            made = other(folder, report=report)
+        except ValueError as exc:  # its bundle cannot be read: one line
+            raise click.UsageError(str(exc)) from None
+        if made is not None:
+            return made
+    return None
 
 
 def rebuild_folder(folder: Path, report: bool) -> RunResult:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from benchy.cli.output import claim_folder
-from benchy.cli.rebuild import rebuild_folder
+from benchy.cli.rebuild import rebuild_folder, rebuild_other
 
 
 @click.command()
@@ -29,6 +29,11 @@ def report(results_file: Path, output: Path | None, force: bool) -> None:
     from benchy.report import render
     from benchy.results.files import ResultsError
 
+    saved = ("results.json", "probe.json", "capacity.json")
+    if output is None and Path(results_file).is_dir() and not any((Path(results_file) / n).is_file() for n in saved):
+        if (made := rebuild_other(Path(results_file), report=True)) is not None:  # a probe or capacity bundle
+            click.echo(str(made))
+            return
     if _report_capacity(Path(results_file), output):
         return
     source = render.results_path(Path(results_file))

@@ -26,7 +26,7 @@ from benchy.client.redact import redacted_command_line
 from benchy.outcome import exit_code
 
 if TYPE_CHECKING:
-    from benchy.client.stream import ClientSettings
+    from benchy.client.settings import ClientSettings
     from benchy.load.plan import LoadSettings
     from benchy.load.prompts import Template
     from benchy.measure.ceiling import CeilingInputs
@@ -227,8 +227,8 @@ def run(
 ) -> int:
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
+    from benchy.client.errors import ServerError
     from benchy.client.extra_body import check_cases as check_extra_bodies
-    from benchy.client.stream import ServerError
     from benchy.load.cluster import ClusterError
     from benchy.load.prompts import PromptError
     from benchy.report import table
