@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from benchy.checks.registry import WARNING, Warning_
+from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure.gpu import GpuThermal
 from benchy.results import drift as drift_figures
 from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult, WarningDetails
@@ -27,7 +27,7 @@ def rate_drift(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     moved = ", ".join(f"{_NAMES[d.metric]} {d.first:,.1f} → {d.last:,.1f} t/s ({d.change:+.0%})" for d in found)
     heat = case.gpu.thermal if case.gpu is not None else None
     yield Warning_(
-        "rate_drift",
+        Code.RATE_DRIFT,
         WARNING,
         case.label,
         f"The case's rates moved steadily from its first request to its last ({lead.requests} requests "

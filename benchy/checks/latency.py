@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from benchy.checks.registry import WARNING, Warning_
+from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.results import latency
 from benchy.results.types import CheckWarning, Evidence, RunResult, WarningDetails
 
@@ -32,7 +32,7 @@ def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
         if part.intercept_s is not None:
             witnesses.append(f"TTFT against prompt length meets zero tokens at {part.intercept_s * 1000:,.0f} ms")
         yield Warning_(
-            "fixed_latency",
+            Code.FIXED_LATENCY,
             WARNING,
             None,
             f"TTFT holds a fixed {part.fixed_s * 1000:,.0f} ms that no prompt length explains ({part.evidence()}, "

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from benchy.results.types import (  # noqa: F401  (the severities are checks' words: re-exported)
-    ERROR,
-    INFO,
-    SEVERITY_ORDER,
-    WARNING,
+from benchy.results.types import (
     CaseResult,
     CheckWarning,
     Evidence,
@@ -21,10 +17,17 @@ from benchy.results.types import (  # noqa: F401  (the severities are checks' wo
     WarningDetails,
     scans_held,
 )
+from benchy.results.verdicts.codes import (  # noqa: F401  (the codes and severities are checks' words: re-exported)
+    ERROR,
+    INFO,
+    SEVERITY_ORDER,
+    WARNING,
+    Code,
+)
 
 
 def Warning_(  # noqa: N802  (the name checks have always used)
-    code: str,
+    code: Code,
     severity: str,
     case: str | None,
     message: str,
@@ -37,7 +40,10 @@ def Warning_(  # noqa: N802  (the name checks have always used)
     """A CheckWarning; `metrics` it qualifies (the table marks them), `withheld` the metrics
     results.py made unavailable for the reason it reports, `details` the figures behind the
     message (a dict is read strictly: a figure WarningDetails does not name is a field someone
-    forgot), `evidence` the observed figure against its threshold."""
+    forgot), `evidence` the observed figure against its threshold. A code outside the closed
+    set, or a severity its rule does not allow, is a programming error: ValueError."""
+    if not isinstance(code, Code) or not code.allows(severity):
+        raise ValueError(f"warning {code!r} of severity {severity!r}: not a Code, or not its rule's severity")
     figures: WarningDetails = (
         details if isinstance(details, WarningDetails) else WarningDetails.from_dict(details or {}, strict=True)
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from benchy.checks.registry import WARNING, Warning_
+from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -161,7 +161,7 @@ def server_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
         else f"usage reported {found.usage_cached_tokens} cached tokens"
     )
     yield Warning_(
-        "server_cache_hit",
+        Code.SERVER_CACHE_HIT,
         WARNING,
         case.label,
         f"The server counted {_num(found.server_cache_hits):.0f} prefix-cache hit tokens"
@@ -182,7 +182,7 @@ def server_token_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWar
     if found is None:
         return
     yield Warning_(
-        "server_token_mismatch",
+        Code.SERVER_TOKEN_MISMATCH,
         WARNING,
         case.label,
         f"The server's metrics counted {_num(found.server_generation_tokens):.0f} generated tokens for "
@@ -205,7 +205,7 @@ def ttft_outside_server(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
     if found is None:
         return
     yield Warning_(
-        "ttft_outside_server",
+        Code.TTFT_OUTSIDE_SERVER,
         WARNING,
         case.label,
         f"Client TTFT averaged {ms(_num(found.client_ttft_s))}, the server's own "
@@ -227,7 +227,7 @@ def queue_dominates_ttft(case: CaseResult, run: RunResult) -> Iterable[CheckWarn
     if found is None:
         return
     yield Warning_(
-        "queue_dominates_ttft",
+        Code.QUEUE_DOMINATES_TTFT,
         WARNING,
         case.label,
         f"At {load_text(case)}, requests waited {ms(_num(found.queue_s))} on average in the server's "

@@ -32,6 +32,7 @@ from benchy.checks.registry import (
     ERROR,
     INFO,
     WARNING,
+    Code,
     Warning_,
     case_check,
     check,
@@ -89,7 +90,7 @@ def sse_buffering(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     if case.summary.get("ttft_s") is None and why.code == metrics.BUFFERED:
         per_event = case.median("tokens_per_event")
         yield Warning_(
-            "sse_buffering",
+            Code.SSE_BUFFERING,
             WARNING,
             case.label,
             f"{why.message}. TTFT, inter-token latency, decode and prefill rates are unavailable; "
@@ -113,7 +114,7 @@ def request_errors(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         first = _first_errors(case, errors)
         said = _first_errors_text(first)
         yield Warning_(
-            "request_errors",
+            Code.REQUEST_ERRORS,
             _failure_severity(case),
             case.label,
             f"{sum(errors.values())} of {total} requests failed ({kinds}); statistics cover "
@@ -175,7 +176,7 @@ def prefix_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
     if hits:
         most = max(hits)
         yield Warning_(
-            "prefix_cache_hit",
+            Code.PREFIX_CACHE_HIT,
             WARNING,
             case.label,
             f"{len(hits)} of {facts.n_ok} requests were partly served from the "
@@ -210,7 +211,7 @@ def depth_cache_miss(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
             "prefill t/s covers depth + pp there, not the pp tokens alone"
         )
     yield Warning_(
-        "depth_cache_miss",
+        Code.DEPTH_CACHE_MISS,
         WARNING,
         case.label,
         f"{facts.n_context_missed} of {facts.n_reusing} requests reused a {depth}-token context sent ahead, but {what}.",
@@ -246,7 +247,7 @@ def cache_eviction(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         return
     where = f"turn {ev.turn} (conversation {ev.conversation})" if ev.turn else f"request {ev.request_id}"
     yield Warning_(
-        "cache_eviction",
+        Code.CACHE_EVICTION,
         WARNING,
         case.label,
         f"The server stopped reusing what it had already prefilled from {where}, {ev.after_s:.1f} s into "
@@ -268,7 +269,7 @@ def cache_not_reused(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
     if miss is None:
         return
     yield Warning_(
-        "cache_not_reused",
+        Code.CACHE_NOT_REUSED,
         WARNING,
         case.label,
         f"{miss.requests} requests resent {miss.expected_tokens:,} tokens the server had already "
@@ -304,7 +305,7 @@ def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
     )
     cause += _router_words(run)
     yield Warning_(
-        "cache_partial_reuse",
+        Code.CACHE_PARTIAL_REUSE,
         WARNING,
         case.label,
         f"Partial reuse: {part.hit_requests} of {part.requests} requests ({part.hit_fraction:.0%}) reused all the "
@@ -345,7 +346,7 @@ def cache_not_reported(case: CaseResult, run: RunResult) -> Iterable[CheckWarnin
     if figures is None or figures.reuse.requests or not figures.reuse.unreported:
         return
     yield Warning_(
-        "cache_not_reported",
+        Code.CACHE_NOT_REPORTED,
         WARNING,
         case.label,
         f"None of the {figures.reuse.unreported} successful requests reported cached tokens "
@@ -366,7 +367,7 @@ def cache_leakage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         return
     where = f", the first at turn {leak.turn}" if leak.turn else ""
     yield Warning_(
-        "cache_leakage",
+        Code.CACHE_LEAKAGE,
         WARNING,
         case.label,
         f"{leak.requests} of {leak.of_requests} requests reported more cached tokens than they could "
@@ -394,7 +395,7 @@ def empty_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         claimed = int(stats.median(bad.claimed_tokens))
         nulls = bad.content_null_events
         yield Warning_(
-            "empty_output",
+            Code.EMPTY_OUTPUT,
             _failure_severity(case),
             case.label,
             f"{bad.count} of {_measured(case)} requests returned no content although the server "
@@ -413,7 +414,7 @@ def zero_tokens(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     if bad.count:
         reasons = sorted(bad.finish_reasons)
         yield Warning_(
-            "zero_tokens",
+            Code.ZERO_TOKENS,
             _failure_severity(case),
             case.label,
             f"{bad.count} of {_measured(case)} requests generated 0 tokens (finish_reason "
@@ -431,7 +432,7 @@ def reasoning_only(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     facts = case.facts()  # no content but reasoning, or a think block never closed
     if facts.n_reasoning_only:
         yield Warning_(
-            "reasoning_only",
+            Code.REASONING_ONLY,
             WARNING,
             case.label,
             f"{facts.n_reasoning_only} of {facts.n_ok} requests spent every output token on reasoning and "
@@ -454,7 +455,7 @@ def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
     cause, hint = _short_output_cause(facts.short_finish_reasons, run.setup.stop)
     asked = f"the {case.tg}" if case.tg else "each request's own length (a dataset's answers)"
     yield Warning_(
-        "output_length_mismatch",
+        Code.OUTPUT_LENGTH_MISMATCH,
         WARNING,
         case.label,
         f"{facts.n_short} of {len(got)} requests got fewer tokens than {asked} asked "
@@ -507,7 +508,7 @@ def no_usage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     if facts.n_guessed:
         scale = run.setup.calibration.scale if run.setup.calibration else 1.0
         yield Warning_(
-            "no_usage",
+            Code.NO_USAGE,
             WARNING,
             case.label,
             f"{facts.n_guessed} of {facts.n_ok} requests carried no token usage and several tokens per "
@@ -537,7 +538,7 @@ def usage_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     usage = stats.median(facts.doubted_usage)
     counted = stats.median(facts.doubted_tokens)
     yield Warning_(
-        "usage_mismatch",
+        Code.USAGE_MISMATCH,
         WARNING,
         case.label,
         f"{facts.n_doubted} of {facts.n_ok} requests: {first.mismatch}. The figures use the {first.source} "
@@ -563,7 +564,7 @@ def local_tokenizer_mismatch(case: CaseResult, run: RunResult) -> Iterable[Check
         return
     ratio = stats.median(facts.local_ratios)
     yield Warning_(
-        "local_tokenizer_mismatch",
+        Code.LOCAL_TOKENIZER_MISMATCH,
         INFO,
         case.label,
         f"{facts.n_local_odd} of {facts.n_ok} requests: {facts.first_local_mismatch}.",
@@ -615,7 +616,7 @@ def prompt_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
         "end-to-end times are those of another prompt."
     )
     yield Warning_(
-        "prompt_length_mismatch",
+        Code.PROMPT_LENGTH_MISMATCH,
         WARNING,
         case.label,
         f"{missed} of {facts.n_ok} requests: the server counted {counted} prompt tokens (median), {way} than "
@@ -635,7 +636,7 @@ def prompt_length_at_calibration(run: RunResult) -> Iterable[CheckWarning]:
         found = cal.length_check
         if found is not None and found.missed:
             yield Warning_(
-                "prompt_length_mismatch",
+                Code.PROMPT_LENGTH_MISMATCH,
                 WARNING,
                 None,
                 f"At calibration ({endpoint}) the server counted {found.server_tokens} prompt tokens "
@@ -655,7 +656,7 @@ def cache_reset_unavailable(run: RunResult) -> Iterable[CheckWarning]:
     if first is None:
         return
     yield Warning_(
-        "cache_reset_unavailable",
+        Code.CACHE_RESET_UNAVAILABLE,
         WARNING,
         None,
         f"--cache-reset could not empty the server's prefix cache: {first.message}. "
@@ -682,7 +683,7 @@ def first_chunk_before_prefill(case: CaseResult, run: RunResult) -> Iterable[Che
         return
     if lead >= max(FIRST_CHUNK_LEAD_MIN_S, FIRST_CHUNK_LEAD_SHARE * ttft):
         yield Warning_(
-            "first_chunk_before_prefill",
+            Code.FIRST_CHUNK_BEFORE_PREFILL,
             INFO,
             case.label,
             f"A role-only or empty first chunk arrived {lead * 1000:.0f} ms (median) before "
@@ -733,7 +734,7 @@ def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
     if client is not None and server is not None:
         rates = f" Prefill: {client:,.0f} t/s from TTFT, against the server's own {server:,.0f} t/s."
     yield Warning_(
-        "ttft_not_prefill",
+        Code.TTFT_NOT_PREFILL,
         WARNING,
         case.label,
         f"TTFT is {ttft * 1000:,.0f} ms (median) but the server's own prompt time is "
@@ -784,7 +785,7 @@ def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
         why = _queue_evidence(case, base, slots)
         if why:
             yield Warning_(
-                "prefill_holds_queueing",
+                Code.PREFILL_HOLDS_QUEUEING,
                 WARNING,
                 case.label,
                 f"{why}: requests wait for a free slot, and that wait is in TTFT, so prefill t/s "
@@ -814,7 +815,7 @@ def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         )
     load = metrics.load_words(case.kind, case.concurrency, case.rate)
     yield Warning_(
-        "prefill_holds_queueing",
+        Code.PREFILL_HOLDS_QUEUEING,
         WARNING,
         case.label,
         f"TTFT {load} is {q.loaded_ttft_s * 1000:,.0f} ms (median), "
@@ -893,7 +894,7 @@ def ttft_grows_with_output(run: RunResult) -> Iterable[CheckWarning]:
     for case in trend:
         group = [c for c in trend if _same_prompt(c, case)]
         yield Warning_(
-            "sse_buffering",
+            Code.SSE_BUFFERING,
             WARNING,
             case.label,
             case.unavailable["ttft_s"],
@@ -925,7 +926,7 @@ def above_bandwidth_ceiling(case: CaseResult, run: RunResult) -> Iterable[CheckW
     rates = ", ".join(f"{_RATE_NAMES[n][0]} {case.median(n):.1f} tok/s = {pcts[n]:.0f}%" for n in over)
     read_gb = ((ceiling.weight_bytes_per_token or 0) + (ceiling.kv_bytes_per_token or 0)) / 1e9
     yield Warning_(
-        "above_bandwidth_ceiling",
+        Code.ABOVE_BANDWIDTH_CEILING,
         ERROR,
         case.label,
         f"Impossible rate: {rates} of the {ceiling.tokens_per_s:.1f} tok/s ceiling "
@@ -949,7 +950,7 @@ def ceiling_unknown(run: RunResult) -> Iterable[CheckWarning]:
     ceiling = run.setup.ceiling
     if ceiling and ceiling.missing:
         yield Warning_(
-            "ceiling_unknown",
+            Code.CEILING_UNKNOWN,
             WARNING,
             None,
             f"No bandwidth ceiling, so impossible rates cannot be caught: {ceiling.missing}.",
@@ -970,7 +971,7 @@ def gpu_samples_failed(case: CaseResult, run: RunResult) -> Iterable[CheckWarnin
         return
     tried = gpu.samples + gpu.failed_samples
     yield Warning_(
-        "gpu_samples_failed",
+        Code.GPU_SAMPLES_FAILED,
         WARNING,
         case.label,
         f"{gpu.failed_samples} of {tried} GPU samples failed ({'; '.join(gpu.sample_errors)}); the GPU "
@@ -991,7 +992,7 @@ def gpu_idle_dominates(case: CaseResult, run: RunResult) -> Iterable[CheckWarnin
         return
     marginal = gpu.marginal_joules_per_token
     yield Warning_(
-        "gpu_idle_dominates",
+        Code.GPU_IDLE_DOMINATES,
         INFO,
         case.label,
         f"The GPUs' idle draw ({gpu.idle_power_w:,.0f} W) is {share:.0%} of their draw in this case "
@@ -1012,7 +1013,7 @@ def client_overloaded(case: CaseResult, run: RunResult) -> Iterable[CheckWarning
     reasons = _overloaded_workers(client) + _late_sends(case, run)
     if reasons:
         yield Warning_(
-            "client_overloaded",
+            Code.CLIENT_OVERLOADED,
             WARNING,
             case.label,
             f"benchy itself fell behind while requests were in flight ({'; '.join(reasons)}): "
@@ -1095,7 +1096,7 @@ def harmony_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     facts = case.facts()  # finish_reason stop, no content, and not another failure
     if facts.n_stop_cut and (setup.stop or setup.template == "harmony"):
         yield Warning_(
-            "dangerous_stop",
+            Code.DANGEROUS_STOP,
             _failure_severity(case),
             case.label,
             f"{facts.n_stop_cut} of {facts.n_measured} requests stopped (finish_reason stop) before any "
@@ -1108,7 +1109,7 @@ def harmony_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         )
     if facts.n_stripped:  # Anomaly.SPECIAL_TOKENS_STRIPPED
         yield Warning_(
-            "special_tokens_stripped",
+            Code.SPECIAL_TOKENS_STRIPPED,
             WARNING,
             case.label,
             f"{facts.n_stripped} of {facts.n_ok} requests came back as Harmony text "
@@ -1154,7 +1155,7 @@ def case_cut_short(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     if why.code != metrics.CUT_SHORT:
         return
     yield Warning_(
-        "case_cut_short",
+        Code.CASE_CUT_SHORT,
         WARNING,
         case.label,
         f"The run stopped inside this case: {why.message}. Aggregate t/s and req/s are "

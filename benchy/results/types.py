@@ -87,6 +87,7 @@ from benchy.measure.selftest import ClientCeiling
 from benchy.measure.workloads import WorkloadFigures
 from benchy.results.facts import CaseFacts
 from benchy.results.rows import OK, WARMUP, Rows
+from benchy.results.verdicts.codes import ERROR, INFO, SEVERITY_ORDER, WARNING  # noqa: F401  (re-exported)
 from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
@@ -757,12 +758,6 @@ class WarningDetails(Saved):
     temp_c_first: float | None = _n("--gpu-metrics: the GPUs' temperature at the case's first sample, °C")
     temp_c_last: float | None = _n("and at its last, °C")
     throttle_reasons: list[str] | None = _n("--gpu-metrics: the clock-event (throttle) reasons any sample gave")
-
-
-# A warning's severity: the number is wrong or missing (a hard failure); real but qualified;
-# worth knowing, the numbers right (never fatal, even under --strict).
-ERROR, WARNING, INFO = "error", "warning", "info"
-SEVERITY_ORDER = (ERROR, WARNING, INFO)
 
 
 @dataclass
