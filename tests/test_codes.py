@@ -6,14 +6,20 @@ so a new check cannot add a code the enum, the docs or a reader of results.json 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
+import json
 import re
+import typing
 from pathlib import Path
 
 import pytest
 
 from benchy.checks.registry import Warning_
-from benchy.results.verdicts.codes import ERROR, INFO, WARNING, Code
+from benchy.results.health import ClientHealth
+from benchy.results.types import RunResult
+from benchy.results.verdicts.codes import ERROR, INFO, VERDICTS, WARNING, Code
+from benchy.results.verdicts.details import DangerousStop, Details, NoFigures, NoUsage
 from tests.conftest import REPO_ROOT
 
 MAKERS = {"Warning_", "CheckWarning"}  # the calls that make a warning
@@ -76,3 +82,51 @@ def test_the_docs_table_lists_every_code_with_its_severity_rule():
     rows = docs_table()
     assert set(rows) == {code.value for code in Code}
     assert {code: rows[code.value] for code in Code} == {code: code.rule.words() for code in Code}
+
+
+def test_every_code_has_its_rule_and_its_class_of_figures():
+    assert set(VERDICTS) == set(Code)
+    assert all(issubclass(code.details, Details) and dataclasses.is_dataclass(code.details) for code in Code)
+
+
+def filled(cls: type[Details]) -> Details:
+    """An instance of `cls` with every figure set to a value of its own type."""
+    samples = {int: 7, float: 0.25, str: "x", bool: True}
+    values: dict[str, object] = {}
+    for f in dataclasses.fields(cls):
+        kind = typing.get_args(typing.get_type_hints(cls)[f.name])[0]
+        origin = typing.get_origin(kind)
+        if origin is dict:
+            values[f.name] = {"k": samples[typing.get_args(kind)[1]]}
+        elif origin is list:
+            item = typing.get_args(kind)[0]
+            values[f.name] = [DangerousStop("<|message|>", "r")] if item is DangerousStop else [samples[item]]
+        elif kind is ClientHealth:
+            values[f.name] = ClientHealth(loop_lag_ms_p95=30.0, workers=2)
+        else:
+            values[f.name] = samples[kind]
+    return cls(**values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("code", list(Code), ids=[c.value for c in Code])
+def test_each_warning_reads_back_as_its_own_class_with_the_keys_its_check_set(code):
+    figures = filled(code.details)
+    made = Warning_(code, code.rule.severity, "c", "m", "h", details=figures)
+    saved = RunResult(warnings=[made]).to_dict()
+    assert set(saved["warnings"][0]["details"]) == {f.name for f in dataclasses.fields(code.details)}
+    again = RunResult.from_dict(json.loads(json.dumps(saved))).warnings[0]
+    assert type(again.details) is code.details and again.details == figures
+    bare = RunResult.from_dict(RunResult(warnings=[Warning_(code, code.rule.severity, "c", "m", "h")]).to_dict())
+    assert bare.to_dict()["warnings"][0]["details"] == {}  # no figure set: none written
+
+
+def test_figures_of_another_codes_class_are_refused():
+    with pytest.raises(ValueError):
+        Warning_(Code.USAGE_MISMATCH, WARNING, "c", "m", "h", details=NoUsage(requests=1, scale=1.0))
+
+
+def test_a_code_this_benchy_does_not_emit_reads_with_no_figures():
+    data = RunResult().to_dict()
+    data["warnings"] = [{"code": "retired_code", "case": None, "details": {"requests": 3}}]
+    (read,) = RunResult.from_dict(data).warnings
+    assert read.code == "retired_code" and type(read.details) is NoFigures

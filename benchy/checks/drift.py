@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure.gpu import GpuThermal
 from benchy.results import drift as drift_figures
-from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult, WarningDetails
+from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
+from benchy.results.verdicts.details import RateDrift
 
 DRIFT_HINT = (
     "The server slowed (or sped up) as the case ran: a GPU throttling as it heats (a DGX Spark, a "
@@ -34,7 +35,7 @@ def rate_drift(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         f"in send order, Kendall p = {lead.p_value:.1g}): {moved}. Their median is no single rate.{_gpu_words(heat)}",
         DRIFT_HINT,
         metrics=tuple(d.metric for d in found),
-        details=WarningDetails(
+        details=RateDrift(
             requests=lead.requests,
             first_tps=lead.first,
             last_tps=lead.last,

@@ -8,7 +8,8 @@ from collections.abc import Iterable
 
 from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.results import latency
-from benchy.results.types import CheckWarning, Evidence, RunResult, WarningDetails
+from benchy.results.types import CheckWarning, Evidence, RunResult
+from benchy.results.verdicts.details import FixedLatency
 
 FIXED_HINT = (
     "Something holds each request before the engine sees it: a gateway's guardrails, an API "
@@ -41,7 +42,7 @@ def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
             FIXED_HINT,
             metrics=("ttft_s",),
             withheld=("prefill_tps",),
-            details=WarningDetails(
+            details=FixedLatency(
                 fixed_s=part.fixed_s,
                 engine_prefill_tps=part.engine_prefill_tps,
                 headers_s_median=part.headers_s,

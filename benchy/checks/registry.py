@@ -1,7 +1,8 @@
 """The one check mechanism: every check, in checks/warnings.py and checks/server.py alike, is a
 function of saved results registered here, yielding typed CheckWarnings with their figures
-(WarningDetails) and Evidence(observed, threshold, unit); `check(run)` runs them all, in the
-order they were registered (checks/warnings.py registers every check, checks/server.py's in
+(its code's class of details, results/verdicts/details.py) and Evidence(observed, threshold,
+unit), made by Warning_ (results/verdicts/make.py); `check(run)` runs them all, in the order
+they were registered (checks/warnings.py registers every check, checks/server.py's in
 its place: call check through it).
 """
 
@@ -12,9 +13,7 @@ from collections.abc import Callable, Iterable
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
-    Evidence,
     RunResult,
-    WarningDetails,
     scans_held,
 )
 from benchy.results.verdicts.codes import (  # noqa: F401  (the codes and severities are checks' words: re-exported)
@@ -24,31 +23,7 @@ from benchy.results.verdicts.codes import (  # noqa: F401  (the codes and severi
     WARNING,
     Code,
 )
-
-
-def Warning_(  # noqa: N802  (the name checks have always used)
-    code: Code,
-    severity: str,
-    case: str | None,
-    message: str,
-    hint: str,
-    metrics: tuple[str, ...] = (),
-    withheld: tuple[str, ...] = (),
-    details: dict | WarningDetails | None = None,
-    evidence: tuple[Evidence, ...] = (),
-) -> CheckWarning:
-    """A CheckWarning; `metrics` it qualifies (the table marks them), `withheld` the metrics
-    results.py made unavailable for the reason it reports, `details` the figures behind the
-    message (a dict is read strictly: a figure WarningDetails does not name is a field someone
-    forgot), `evidence` the observed figure against its threshold. A code outside the closed
-    set, or a severity its rule does not allow, is a programming error: ValueError."""
-    if not isinstance(code, Code) or not code.allows(severity):
-        raise ValueError(f"warning {code!r} of severity {severity!r}: not a Code, or not its rule's severity")
-    figures: WarningDetails = (
-        details if isinstance(details, WarningDetails) else WarningDetails.from_dict(details or {}, strict=True)
-    )
-    return CheckWarning(code, severity, case, message, hint, list(metrics), list(withheld), figures, list(evidence))
-
+from benchy.results.verdicts.make import warning as Warning_  # noqa: F401, N812  (the name checks have always used)
 
 CaseCheck = Callable[[CaseResult, RunResult], Iterable[CheckWarning]]
 RunCheck = Callable[[RunResult], Iterable[CheckWarning]]

@@ -25,8 +25,8 @@ from benchy.results.types import (
     CheckWarning,
     Evidence,
     RunResult,
-    WarningDetails,
 )
+from benchy.results.verdicts.details import QueueDominatesTtft, ServerCacheHit, ServerTokenMismatch, TtftOutsideServer
 
 # Tokens a request may legitimately find cached beyond its template: vLLM's cache blocks are 16
 # tokens, so a template prefix rounds to a block either way.
@@ -40,7 +40,7 @@ OUTSIDE_MIN_S, OUTSIDE_RTTS, OUTSIDE_SHARE = 0.02, 3.0, 0.2
 QUEUE_SHARE, QUEUE_MIN_S = 0.5, 0.01
 
 
-def cache_hit_figures(case: CaseResult, run: RunResult) -> WarningDetails | None:
+def cache_hit_figures(case: CaseResult, run: RunResult) -> ServerCacheHit | None:
     """The figures of a server_cache_hit warning, or None (prompts not unique, or hits explained)."""
     if case.kind != "sweep":
         return None  # a cache-aware workload means to hit; its own checks judge its reuse
@@ -54,7 +54,7 @@ def cache_hit_figures(case: CaseResult, run: RunResult) -> WarningDetails | None
     allowed = sum((template + CACHE_BLOCK_SLACK + reused for reused in facts.reused_context), 0.0)
     if hits <= allowed:
         return None
-    return WarningDetails(
+    return ServerCacheHit(
         server_cache_hits=hits,
         explained_hits=allowed,
         server_cache_hit_rate=server.derived.get("cache_hit_rate"),
@@ -63,7 +63,7 @@ def cache_hit_figures(case: CaseResult, run: RunResult) -> WarningDetails | None
     )
 
 
-def token_mismatch_figures(case: CaseResult) -> WarningDetails | None:
+def token_mismatch_figures(case: CaseResult) -> ServerTokenMismatch | None:
     """The figures of a server_token_mismatch warning, or None. Only when every measured request
     succeeded: a failed one may have generated tokens the client never saw."""
     server = case.server_figures()
@@ -78,7 +78,7 @@ def token_mismatch_figures(case: CaseResult) -> WarningDetails | None:
     slack = max(TOKEN_SLACK_PER_REQUEST * n, TOKEN_SLACK_SHARE * client)
     if not n or abs(generated - client) <= slack:
         return None
-    return WarningDetails(
+    return ServerTokenMismatch(
         server_generation_tokens=generated,
         client_tokens=client,
         requests=n,
@@ -87,7 +87,7 @@ def token_mismatch_figures(case: CaseResult) -> WarningDetails | None:
     )
 
 
-def outside_figures(case: CaseResult) -> WarningDetails | None:
+def outside_figures(case: CaseResult) -> TtftOutsideServer | None:
     """The figures of a ttft_outside_server warning, or None."""
     server = case.server_figures()
     server_ttft = server.histogram_mean("ttft_s") if server else None
@@ -98,10 +98,12 @@ def outside_figures(case: CaseResult) -> WarningDetails | None:
     bound = max(OUTSIDE_MIN_S, OUTSIDE_RTTS * rtt)
     if gap <= bound or gap <= OUTSIDE_SHARE * client_ttft:
         return None
-    return WarningDetails(client_ttft_s=client_ttft, server_ttft_s=server_ttft, outside_s=gap, rtt_s=rtt, bound_s=bound)
+    return TtftOutsideServer(
+        client_ttft_s=client_ttft, server_ttft_s=server_ttft, outside_s=gap, rtt_s=rtt, bound_s=bound
+    )
 
 
-def queue_figures(case: CaseResult) -> WarningDetails | None:
+def queue_figures(case: CaseResult) -> QueueDominatesTtft | None:
     """The figures of a queue_dominates_ttft warning, or None."""
     server = case.server_figures()
     queue = server.histogram_mean("queue_s") if server else None
@@ -110,7 +112,7 @@ def queue_figures(case: CaseResult) -> WarningDetails | None:
     if server is None or queue is None or not ttft or queue <= max(QUEUE_SHARE * ttft, QUEUE_MIN_S):
         return None
     running = server.gauges.get("running")
-    return WarningDetails(
+    return QueueDominatesTtft(
         queue_s=queue,
         ttft_s=ttft,
         queue_share=queue / ttft,
@@ -145,7 +147,7 @@ def ms(seconds: float) -> str:
 
 
 def _num(value: float | int | None) -> float:
-    """A figure its check has set (WarningDetails holds every figure as optional)."""
+    """A figure its check has set (a warning's figures are optional: files may lack any)."""
     assert value is not None
     return float(value)
 

@@ -50,8 +50,33 @@ from benchy.results.types import (
     LoopHealth,
     RunResult,
     Setup,
-    WarningDetails,
     WorkerHealth,
+)
+from benchy.results.verdicts.details import (
+    AboveBandwidthCeiling,
+    CacheEviction,
+    CacheLeakage,
+    CacheNotReused,
+    CachePartialReuse,
+    CacheResetUnavailable,
+    CaseCutShort,
+    ClientOverloaded,
+    DangerousStopFound,
+    EmptyOutput,
+    FirstChunkBeforePrefill,
+    LocalTokenizerMismatch,
+    NoUsage,
+    OutputLengthMismatch,
+    PrefillHoldsQueueing,
+    PrefixCacheHit,
+    PromptLengthMismatch,
+    RequestCount,
+    RequestErrors,
+    SseBuffering,
+    TtftNotPrefill,
+    UsageMismatch,
+    ZeroTokens,
+    taken_from,
 )
 
 BUFFERING_HINT = (
@@ -97,7 +122,7 @@ def sse_buffering(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "end-to-end throughput is still valid.",
             BUFFERING_HINT,
             withheld=metrics.STREAM_TIMING_METRICS,
-            details=WarningDetails(tokens_per_event_median=per_event),
+            details=SseBuffering(tokens_per_event_median=per_event),
             evidence=(
                 Evidence("tokens_per_event_median", per_event, evidence.FIRST_ARRIVAL_MAX_TOKENS, "tokens/event"),
             ),
@@ -120,7 +145,7 @@ def request_errors(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             f"{sum(errors.values())} of {total} requests failed ({kinds}); statistics cover "
             f"only the {case.n_ok} that succeeded.{said}",
             _errors_hint(errors, run, case),
-            details=WarningDetails(errors=errors, first_errors=first),
+            details=RequestErrors(errors=errors, first_errors=first),
         )
 
 
@@ -185,7 +210,7 @@ def prefix_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
             "inflated.",
             "Keep the nonce on (no --no-nonce) so no request shares a prefix with another.",
             metrics=("ttft_s", "prefill_tps", "e2e_tps"),
-            details=WarningDetails(requests=len(hits), cached_tokens_max=most, template_tokens=template),
+            details=PrefixCacheHit(requests=len(hits), cached_tokens_max=most, template_tokens=template),
             evidence=(Evidence("cached_tokens_max", most, template, "tokens"),),
         )
 
@@ -257,7 +282,7 @@ def cache_eviction(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         "tokens prefilled again). Their TTFT includes that prefill.",
         CACHE_HINT,
         metrics=("ttft_s", "prefill_tps"),
-        details=ev.to_dict(),
+        details=taken_from(CacheEviction, ev),
         evidence=(Evidence("reported_cached_tokens", ev.reported_tokens, ev.expected_tokens, "tokens"),),
     )
 
@@ -277,7 +302,7 @@ def cache_not_reused(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
         "Enable the server's prefix cache (vLLM --enable-prefix-caching, llama.cpp cache_prompt, SGLang's "
         "radix cache is on by default) and check that it reports usage.prompt_tokens_details.cached_tokens.",
         metrics=("ttft_s", "prefill_tps"),
-        details=miss.to_dict(),
+        details=taken_from(CacheNotReused, miss),
     )
 
 
@@ -314,7 +339,7 @@ def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
         f"cached.{cause} TTFT mixes hits and misses.",
         EXPIRY_HINT if part.cause == "expiry" else ROUTING_HINT,
         metrics=("ttft_s", "prefill_tps"),
-        details=part.to_dict(),
+        details=taken_from(CachePartialReuse, part),
         evidence=(Evidence("hit_fraction", round(part.hit_fraction, 4), 1.0, "requests"),),
     )
 
@@ -354,7 +379,7 @@ def cache_not_reported(case: CaseResult, run: RunResult) -> Iterable[CheckWarnin
         "verified, and eviction or leakage would go unseen. TTFT is measured all the same.",
         "vLLM: start it with --enable-prompt-tokens-details; other servers: check that usage "
         "carries prompt_tokens_details.cached_tokens.",
-        details=WarningDetails(requests=figures.reuse.unreported),
+        details=RequestCount(requests=figures.reuse.unreported),
     )
 
 
@@ -376,7 +401,7 @@ def cache_leakage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         "miscounts cached tokens. Their TTFT is too good to be this workload's.",
         "Keep the nonce on (no --no-nonce); if it is on, the server's cached_tokens cannot be trusted.",
         metrics=("ttft_s", "prefill_tps"),
-        details=leak.to_dict(),
+        details=taken_from(CacheLeakage, leak),
     )
 
 
@@ -404,7 +429,7 @@ def empty_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "A broken kernel can generate tokens and print nothing (vLLM's CUTLASS FP4 path on "
             "SM121/GB10 returns content: null; VLLM_MXFP4_BACKEND=marlin fixes it). Check one "
             "answer with curl before benchmarking.",
-            details=WarningDetails(requests=bad.count, claimed_tokens_median=claimed, content_null_events=nulls),
+            details=EmptyOutput(requests=bad.count, claimed_tokens_median=claimed, content_null_events=nulls),
         )
 
 
@@ -423,7 +448,7 @@ def zero_tokens(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "The server stopped at once: a stop string or EOS token that matches immediately "
             "(e.g. <|message|> or <|end|> in a Harmony model's stop list) or a wrong chat "
             "template. Check the stop list and generation_config.",
-            details=WarningDetails(requests=bad.count, finish_reasons=reasons),
+            details=ZeroTokens(requests=bad.count, finish_reasons=reasons),
         )
 
 
@@ -440,7 +465,7 @@ def reasoning_only(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "count reasoning tokens.",
             "Raise --tg so the model reaches its answer, or lower its reasoning effort.",
             metrics=("ttfc_s",),
-            details=WarningDetails(requests=facts.n_reasoning_only),
+            details=RequestCount(requests=facts.n_reasoning_only),
         )
 
 
@@ -464,7 +489,7 @@ def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
         f"not comparable with tg{case.tg} elsewhere.",
         hint,
         metrics=("e2e_tps", "decode_tps"),
-        details=WarningDetails(
+        details=OutputLengthMismatch(
             asked=case.tg,
             delivered_median=delivered,
             delivered_min=min(got),
@@ -517,7 +542,7 @@ def no_usage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "Ask the server for usage (benchy sends stream_options include_usage; some proxies "
             "drop it) or measure the server directly.",
             metrics=COUNTED_METRICS,
-            details=WarningDetails(requests=facts.n_guessed, scale=scale),
+            details=NoUsage(requests=facts.n_guessed, scale=scale),
         )
 
 
@@ -545,7 +570,7 @@ def usage_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         f"count ({first.tokens} tokens), not usage.",
         USAGE_HINT,
         metrics=COUNTED_METRICS,
-        details=WarningDetails(requests=facts.n_doubted, usage_median=usage, counted_median=counted),
+        details=UsageMismatch(requests=facts.n_doubted, usage_median=usage, counted_median=counted),
         evidence=(Evidence("usage_to_stream_ratio", usage / counted if counted else None, 1.0, "ratio"),),
     )
 
@@ -569,7 +594,7 @@ def local_tokenizer_mismatch(case: CaseResult, run: RunResult) -> Iterable[Check
         case.label,
         f"{facts.n_local_odd} of {facts.n_ok} requests: {facts.first_local_mismatch}.",
         LOCAL_TOKENIZER_HINT,
-        details=WarningDetails(requests=facts.n_local_odd, backed_by=sorted(facts.local_backed_by)),
+        details=LocalTokenizerMismatch(requests=facts.n_local_odd, backed_by=sorted(facts.local_backed_by)),
         evidence=(Evidence("local_to_usage_ratio", ratio, 1.0, "ratio"),),
     )
 
@@ -624,7 +649,7 @@ def prompt_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
         hint + (ESTIMATE_HINT if estimate else ""),
         metrics=("ttft_s", "e2e_tps", "e2e_s"),
         withheld=("prefill_tps",) if whole else (),
-        details=WarningDetails(requests=missed, target_tokens=target, server_tokens_median=counted),
+        details=PromptLengthMismatch(requests=missed, target_tokens=target, server_tokens_median=counted),
         evidence=(Evidence("server_prompt_tokens_median", counted, target, "tokens"),),
     )
 
@@ -643,7 +668,7 @@ def prompt_length_at_calibration(run: RunResult) -> Iterable[CheckWarning]:
                 f"of the run's longest prompt ({found.target_tokens} tokens): it does not read long "
                 "prompts whole, so rows above that length are not what their labels say.",
                 PROMPT_LENGTH_HINT,
-                details={"endpoint": endpoint, **found.to_dict()},
+                details=taken_from(PromptLengthMismatch, found, endpoint=endpoint),
                 evidence=(Evidence("server_prompt_tokens", found.server_tokens, found.target_tokens, "tokens"),),
             )
 
@@ -663,7 +688,7 @@ def cache_reset_unavailable(run: RunResult) -> Iterable[CheckWarning]:
         "The run went on without resets: its cases started on whatever the cache held.",
         "vLLM answers POST /reset_prefix_cache, SGLang POST /flush_cache, llama-server the slot erase "
         "only when started with --slot-save-path DIR; otherwise restart the server for a cold cache.",
-        details={"cases": [c.label for c in failed], **first.to_dict()},
+        details=taken_from(CacheResetUnavailable, first, cases=[c.label for c in failed]),
     )
 
 
@@ -691,7 +716,7 @@ def first_chunk_before_prefill(case: CaseResult, run: RunResult) -> Iterable[Che
             "not from that chunk.",
             "Nothing to fix; tools that time the first chunk report a TTFT this much too low.",
             metrics=("ttft_s",),
-            details=WarningDetails(lead_s_median=lead, ttft_s_median=ttft),
+            details=FirstChunkBeforePrefill(lead_s_median=lead, ttft_s_median=ttft),
             evidence=(
                 Evidence(
                     "first_chunk_lead_s_median", lead, max(FIRST_CHUNK_LEAD_MIN_S, FIRST_CHUNK_LEAD_SHARE * ttft), "s"
@@ -742,7 +767,7 @@ def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
         f"({_not_prefill_cause(case, run)}).{rates}",
         NOT_PREFILL_HINT,
         metrics=("prefill_tps", "ttft_s"),
-        details=WarningDetails(ttft_s_median=ttft, server_prompt_s_median=prompt, not_prefill_s_median=gap),
+        details=TtftNotPrefill(ttft_s_median=ttft, server_prompt_s_median=prompt, not_prefill_s_median=gap),
         evidence=(Evidence("not_prefill_s_median", gap, limit, "s"),),
     )
 
@@ -792,7 +817,7 @@ def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
                 "here holds queue time; it is not the server's prefill speed.",
                 QUEUE_HINT,
                 metrics=("prefill_tps", "ttft_s"),
-                details=WarningDetails(concurrency=case.concurrency, slots=slots),
+                details=PrefillHoldsQueueing(concurrency=case.concurrency, slots=slots),
             )
 
 
@@ -825,7 +850,7 @@ def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         QUEUE_HINT,
         metrics=("ttft_s",),
         withheld=("prefill_tps",),
-        details=WarningDetails(
+        details=PrefillHoldsQueueing(
             concurrency=case.concurrency,
             slots=_slots(run),
             source=q.source,
@@ -900,7 +925,7 @@ def ttft_grows_with_output(run: RunResult) -> Iterable[CheckWarning]:
             case.unavailable["ttft_s"],
             BUFFERING_HINT,
             withheld=metrics.STREAM_TIMING_METRICS,
-            details=WarningDetails(ttft_s_by_tg={f"tg{c.tg}": c.withheld["ttft_s"].median for c in group}),
+            details=SseBuffering(ttft_s_by_tg={f"tg{c.tg}": c.withheld["ttft_s"].median for c in group}),
         )
 
 
@@ -911,7 +936,7 @@ def _same_prompt(a: CaseResult, b: CaseResult) -> bool:
 # ------------------------------------------------------------------ bandwidth ceiling
 
 
-_RATE_NAMES = {"decode_tps": ("decode", "decode_pct"), "e2e_tps": ("end-to-end", "e2e_pct")}
+_RATE_NAMES = {"decode_tps": "decode", "e2e_tps": "end-to-end"}
 
 
 @case_check
@@ -923,7 +948,7 @@ def above_bandwidth_ceiling(case: CaseResult, run: RunResult) -> Iterable[CheckW
     over = [name for name, pct in pcts.items() if (pct or 0) > 100.0]
     if not over:
         return
-    rates = ", ".join(f"{_RATE_NAMES[n][0]} {case.median(n):.1f} tok/s = {pcts[n]:.0f}%" for n in over)
+    rates = ", ".join(f"{_RATE_NAMES[n]} {case.median(n):.1f} tok/s = {pcts[n]:.0f}%" for n in over)
     read_gb = ((ceiling.weight_bytes_per_token or 0) + (ceiling.kv_bytes_per_token or 0)) / 1e9
     yield Warning_(
         Code.ABOVE_BANDWIDTH_CEILING,
@@ -940,7 +965,11 @@ def above_bandwidth_ceiling(case: CaseResult, run: RunResult) -> Iterable[CheckW
         "parallelism, a smaller quantization), pass --bandwidth-gbs / "
         "--active-bytes-per-token.",
         metrics=tuple(over),
-        details={"ceiling_tps": ceiling.tokens_per_s, **{_RATE_NAMES[n][1]: pcts[n] for n in over}},
+        details=AboveBandwidthCeiling(
+            ceiling_tps=ceiling.tokens_per_s,
+            decode_pct=pcts["decode_tps"] if "decode_tps" in over else None,
+            e2e_pct=pcts["e2e_tps"] if "e2e_tps" in over else None,
+        ),
         evidence=tuple(Evidence(n, case.median(n), ceiling.tokens_per_s, "tokens/s") for n in over),
     )
 
@@ -1021,7 +1050,7 @@ def client_overloaded(case: CaseResult, run: RunResult) -> Iterable[CheckWarning
             "include client delay.",
             _overloaded_hint(case),
             metrics=("ttft_s", "decode_tps", "itl_s", "prefill_tps"),
-            details=WarningDetails(client=case.client),
+            details=ClientOverloaded(client=case.client),
         )
 
 
@@ -1103,7 +1132,7 @@ def harmony_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             f"answer text: {_stop_cause(setup)}.",
             STOP_HINT,
             metrics=("e2e_tps", "ttfc_s"),
-            details=WarningDetails(
+            details=DangerousStopFound(
                 requests=facts.n_stop_cut, stop=list(setup.stop), dangerous_stops=list(setup.dangerous_stops)
             ),
         )
@@ -1120,7 +1149,7 @@ def harmony_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "proxy or server may drop it), or use --endpoint chat, where the server splits "
             "the channels.",
             withheld=("ttfc_s",),
-            details=WarningDetails(requests=facts.n_stripped),
+            details=RequestCount(requests=facts.n_stripped),
         )
 
 
@@ -1164,5 +1193,5 @@ def case_cut_short(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         "Run the case to its end for figures of the whole case.",
         metrics=tuple(m.name for m in metrics.TABLE_METRICS),
         withheld=("aggregate_tps", "request_rate"),
-        details=WarningDetails(measured=case.n_ok + case.n_failed, planned=case.planned_requests),
+        details=CaseCutShort(measured=case.n_ok + case.n_failed, planned=case.planned_requests),
     )

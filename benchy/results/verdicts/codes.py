@@ -1,12 +1,15 @@
-"""Every warning code benchy can emit, closed: a check yields a `Code`, never a bare string, and
-each code has one severity rule. tests/test_codes.py holds the set closed both ways (every code
-a check yields is here, every code here has a check that yields it) and docs/checks.md's table
-equal to it, so a reader of results.json can rely on the list."""
+"""Every warning code benchy can emit, closed: a check yields a `Code`, never a bare string,
+and each code has one severity rule and one class of figures (verdicts/details.py).
+tests/test_codes.py holds the set closed both ways (every code a check yields is here, every
+code here has a check that yields it) and docs/checks.md's table equal to it, so a reader of
+results.json can rely on the list."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+
+from benchy.results.verdicts import details as payloads
 
 # A warning's severity: the number is wrong or missing (a hard failure); real but qualified;
 # worth knowing, the numbers right (never fatal, even under --strict).
@@ -60,7 +63,12 @@ class Code(str, Enum):
 
     @property
     def rule(self) -> Rule:
-        return RULES.get(self, _PLAIN_WARNING)
+        return VERDICTS[self].rule
+
+    @property
+    def details(self) -> type[payloads.Details]:
+        """The class of the figures a warning of this code carries."""
+        return VERDICTS[self].details
 
     def allows(self, severity: str) -> bool:
         """Whether a warning of this code may have `severity` (its rule's)."""
@@ -83,16 +91,69 @@ class Rule:
         )
 
 
-_PLAIN_WARNING = Rule(WARNING)
+_WARNING = Rule(WARNING)
 _FAILURE = Rule(WARNING, error_when_most_failed=True)
-# The codes whose rule is not a plain warning.
-RULES: dict[Code, Rule] = {
-    Code.ABOVE_BANDWIDTH_CEILING: Rule(ERROR),
-    Code.EMPTY_OUTPUT: _FAILURE,
-    Code.ZERO_TOKENS: _FAILURE,
-    Code.REQUEST_ERRORS: _FAILURE,
-    Code.DANGEROUS_STOP: _FAILURE,
-    Code.LOCAL_TOKENIZER_MISMATCH: Rule(INFO),
-    Code.GPU_IDLE_DOMINATES: Rule(INFO),
-    Code.FIRST_CHUNK_BEFORE_PREFILL: Rule(INFO),
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a code is: its severity rule and the class of the figures it carries."""
+
+    rule: Rule
+    details: type[payloads.Details]
+
+
+# Every code, its severity rule and its figures (tests/test_codes.py: no code left out).
+VERDICTS: dict[Code, Verdict] = {
+    Code.SSE_BUFFERING: Verdict(_WARNING, payloads.SseBuffering),
+    Code.ABOVE_BANDWIDTH_CEILING: Verdict(Rule(ERROR), payloads.AboveBandwidthCeiling),
+    Code.CEILING_UNKNOWN: Verdict(_WARNING, payloads.NoFigures),
+    Code.PREFIX_CACHE_HIT: Verdict(_WARNING, payloads.PrefixCacheHit),
+    Code.DEPTH_CACHE_MISS: Verdict(_WARNING, payloads.NoFigures),
+    Code.CACHE_EVICTION: Verdict(_WARNING, payloads.CacheEviction),
+    Code.CACHE_NOT_REUSED: Verdict(_WARNING, payloads.CacheNotReused),
+    Code.CACHE_PARTIAL_REUSE: Verdict(_WARNING, payloads.CachePartialReuse),
+    Code.CACHE_RESET_UNAVAILABLE: Verdict(_WARNING, payloads.CacheResetUnavailable),
+    Code.CACHE_NOT_REPORTED: Verdict(_WARNING, payloads.RequestCount),
+    Code.CACHE_LEAKAGE: Verdict(_WARNING, payloads.CacheLeakage),
+    Code.EMPTY_OUTPUT: Verdict(_FAILURE, payloads.EmptyOutput),
+    Code.ZERO_TOKENS: Verdict(_FAILURE, payloads.ZeroTokens),
+    Code.REASONING_ONLY: Verdict(_WARNING, payloads.RequestCount),
+    Code.OUTPUT_LENGTH_MISMATCH: Verdict(_WARNING, payloads.OutputLengthMismatch),
+    Code.NO_USAGE: Verdict(_WARNING, payloads.NoUsage),
+    Code.USAGE_MISMATCH: Verdict(_WARNING, payloads.UsageMismatch),
+    Code.LOCAL_TOKENIZER_MISMATCH: Verdict(Rule(INFO), payloads.LocalTokenizerMismatch),
+    Code.PROMPT_LENGTH_MISMATCH: Verdict(_WARNING, payloads.PromptLengthMismatch),
+    Code.TTFT_NOT_PREFILL: Verdict(_WARNING, payloads.TtftNotPrefill),
+    Code.PREFILL_HOLDS_QUEUEING: Verdict(_WARNING, payloads.PrefillHoldsQueueing),
+    Code.FIXED_LATENCY: Verdict(_WARNING, payloads.FixedLatency),
+    Code.RATE_DRIFT: Verdict(_WARNING, payloads.RateDrift),
+    Code.REQUEST_ERRORS: Verdict(_FAILURE, payloads.RequestErrors),
+    Code.CLIENT_OVERLOADED: Verdict(_WARNING, payloads.ClientOverloaded),
+    Code.CLIENT_BOUND: Verdict(_WARNING, payloads.NoFigures),
+    Code.STEADY_STATE_DIFFERS: Verdict(_WARNING, payloads.NoFigures),
+    Code.GPU_SAMPLES_FAILED: Verdict(_WARNING, payloads.NoFigures),
+    Code.GPU_IDLE_DOMINATES: Verdict(Rule(INFO), payloads.NoFigures),
+    Code.CASE_CUT_SHORT: Verdict(_WARNING, payloads.CaseCutShort),
+    Code.FIRST_CHUNK_BEFORE_PREFILL: Verdict(Rule(INFO), payloads.FirstChunkBeforePrefill),
+    Code.DANGEROUS_STOP: Verdict(_FAILURE, payloads.DangerousStopFound),
+    Code.SPECIAL_TOKENS_STRIPPED: Verdict(_WARNING, payloads.RequestCount),
+    Code.SERVER_CACHE_HIT: Verdict(_WARNING, payloads.ServerCacheHit),
+    Code.SERVER_TOKEN_MISMATCH: Verdict(_WARNING, payloads.ServerTokenMismatch),
+    Code.TTFT_OUTSIDE_SERVER: Verdict(_WARNING, payloads.TtftOutsideServer),
+    Code.QUEUE_DOMINATES_TTFT: Verdict(_WARNING, payloads.QueueDominatesTtft),
 }
+
+
+def details_class(code: str | None) -> type[payloads.Details]:
+    """The figures' class of a warning of `code`, as read from a file; a code this benchy does
+    not emit (a file's own) reads as no figures."""
+    try:
+        return VERDICTS[Code(code)].details
+    except ValueError:
+        return payloads.NoFigures
+
+
+def details_classes() -> list[type[payloads.Details]]:
+    """Every figures' class a warning may carry, each once (the schema's choices)."""
+    return list(dict.fromkeys([*(v.details for v in VERDICTS.values()), payloads.NoFigures]))
