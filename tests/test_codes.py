@@ -22,7 +22,7 @@ from benchy.results.verdicts.codes import ERROR, INFO, VERDICTS, WARNING, Code
 from benchy.results.verdicts.details import DangerousStop, Details, NoFigures, NoUsage
 from tests.conftest import REPO_ROOT
 
-MAKERS = {"Warning_", "CheckWarning"}  # the calls that make a warning
+MAKERS = {"Warning_", "warning", "CheckWarning"}  # the calls that make a warning
 MAKER = Path(inspect.getsourcefile(Warning_) or "")  # where Warning_ checks the code it forwards
 
 
@@ -130,3 +130,19 @@ def test_a_code_this_benchy_does_not_emit_reads_with_no_figures():
     data["warnings"] = [{"code": "retired_code", "case": None, "details": {"requests": 3}}]
     (read,) = RunResult.from_dict(data).warnings
     assert read.code == "retired_code" and type(read.details) is NoFigures
+
+
+def test_the_queueing_trap_is_held_in_one_module():
+    """Its thresholds (module-level QUEUE_*) are assigned in results/verdicts/queueing.py and
+    nowhere else, so the decision and the words cannot drift apart."""
+    home = REPO_ROOT / "benchy" / "results" / "verdicts" / "queueing.py"
+    assigned = {
+        str(path.relative_to(REPO_ROOT))
+        for path in (REPO_ROOT / "benchy").rglob("*.py")
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        for name in ast.walk(target)
+        if isinstance(name, ast.Name) and name.id.startswith("QUEUE_")
+    }
+    assert assigned == {str(home.relative_to(REPO_ROOT))}

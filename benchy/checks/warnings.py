@@ -52,6 +52,7 @@ from benchy.results.types import (
     Setup,
     WorkerHealth,
 )
+from benchy.results.verdicts import queueing
 from benchy.results.verdicts.details import (
     AboveBandwidthCeiling,
     CacheEviction,
@@ -67,7 +68,6 @@ from benchy.results.verdicts.details import (
     LocalTokenizerMismatch,
     NoUsage,
     OutputLengthMismatch,
-    PrefillHoldsQueueing,
     PrefixCacheHit,
     PromptLengthMismatch,
     RequestCount,
@@ -729,10 +729,6 @@ def first_chunk_before_prefill(case: CaseResult, run: RunResult) -> Iterable[Che
 # this many seconds) is time that is not prefill: queueing, a host cache copy, scheduling.
 NOT_PREFILL_SHARE = 0.25
 NOT_PREFILL_MIN_S = 0.02
-# Files without a queueing judgment (before 1.9): TTFT at concurrency c above this multiple of
-# the c=1 TTFT (and this many seconds more) is time spent queueing (metrics.queued's thresholds).
-QUEUE_TTFT_GROWTH = metrics.QUEUE_TTFT_GROWTH
-QUEUE_TTFT_MIN_S = metrics.QUEUE_TTFT_MIN_S
 NOT_PREFILL_HINT = (
     "TTFT is what a user waits; prefill t/s taken from it is not the server's prefill speed. "
     "For llama.cpp, --cache-ram 0 removes the host-RAM cache copy; no more requests in flight "
@@ -776,139 +772,19 @@ def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
     fixed = latency.found_for(case, run.cases)
     if fixed is not None:
         return f"a fixed {fixed.fixed_s * 1000:,.0f} ms before the server takes the request: see fixed_latency"
-    slots, in_flight = _slots(run), case.concurrency
+    slots, in_flight = queueing.server_slots(run), case.concurrency
     if in_flight is None:  # a trace replay: its arrivals set the load
         return "queueing behind the replay's other requests in flight, or work before prefill"
     if slots is not None and in_flight > slots:
-        return f"{in_flight} requests in flight on {_slots_text(slots)}: they queue"
+        return f"{in_flight} requests in flight on {queueing.slots_text(slots)}: they queue"
     if in_flight > 1:
         return "queueing behind the other requests in flight, or work before prefill"
     return "work before prefill, e.g. llama.cpp's host-RAM prompt cache copying slots"
 
 
-def _slots(run: RunResult) -> int | None:
-    slots = run.setup.server.slots if run.setup.server else None
-    return slots if slots is not None and slots > 0 else None
-
-
-@run_check
-def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
-    """TTFT under load past the same prompt alone (results/build.py judged it and withheld the
-    prefill rate), or, in files without that judgment, TTFT growing with concurrency or more
-    requests in flight than the server's slots."""
-    for judged in run.cases:  # closed and open loops, workloads: results/build.py judged them
-        if judged.queueing is not None:
-            yield from _queued(judged, run)
-    cases = [c for c in run.cases if c.rate is None and c.concurrency is not None and c.figure("ttft_s")]
-    slots = _slots(run)
-    for case in cases:
-        if case.queueing is not None:
-            continue
-        if (case.concurrency or 1) <= 1 or case.facts().pair_ttft:
-            continue  # ttft_not_prefill speaks where the server reports its own prompt time
-        base = next((c for c in cases if c.concurrency == 1 and _same_shape(c, case)), None)
-        why = _queue_evidence(case, base, slots)
-        if why:
-            yield Warning_(
-                Code.PREFILL_HOLDS_QUEUEING,
-                WARNING,
-                case.label,
-                f"{why}: requests wait for a free slot, and that wait is in TTFT, so prefill t/s "
-                "here holds queue time; it is not the server's prefill speed.",
-                QUEUE_HINT,
-                metrics=("prefill_tps", "ttft_s"),
-                details=PrefillHoldsQueueing(concurrency=case.concurrency, slots=slots),
-            )
-
-
-QUEUE_HINT = (
-    "TTFT under load is what a user waits, queue included. For the server's prefill speed, "
-    "measure at concurrency 1, or keep requests in flight at or below the server's slots "
-    "(llama.cpp -np, vLLM --max-num-seqs, OLLAMA_NUM_PARALLEL)."
-)
-
-
-def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
-    q = case.queueing
-    if q is None or not q.queued or q.alone_ttft is None or q.excess_s is None or q.loaded_ttft_s is None:
-        return
-    against = "the same prompt sent alone" if q.source == "alone" else f"the same prompt at concurrency 1 ({q.source})"
-    against += f" ({q.alone_ttft.median * 1000:,.0f} ms)"
-    if case.kind == "trace" or (case.kind == "shared_prefix" and case.depth):  # judged on a line (load/alone.py)
-        against = (
-            "what each request's uncached tokens take alone (the line through a short and a long prompt sent alone)"
-        )
-    load = metrics.load_words(case.kind, case.concurrency, case.rate)
-    yield Warning_(
-        Code.PREFILL_HOLDS_QUEUEING,
-        WARNING,
-        case.label,
-        f"TTFT {load} is {q.loaded_ttft_s * 1000:,.0f} ms (median), "
-        f"{q.excess_s * 1000:,.0f} ms more than {against}: "
-        f"requests waited for the server ({_queue_cause(case, run)}). TTFT holds that wait; "
-        f"prefill t/s is withheld.{_server_prefill_text(case)}",
-        QUEUE_HINT,
-        metrics=("ttft_s",),
-        withheld=("prefill_tps",),
-        details=PrefillHoldsQueueing(
-            concurrency=case.concurrency,
-            slots=_slots(run),
-            source=q.source,
-            alone_ttft_s_median=q.alone_ttft.median,
-            ttft_s_median=q.loaded_ttft_s,
-            server_prefill_tps=_server_prefill(case),
-        ),
-        evidence=(Evidence("ttft_excess_s", q.excess_s, q.threshold_s, "s"),),
-    )
-
-
-def _slots_text(slots: int) -> str:
-    return f"{slots} slot" if slots == 1 else f"{slots} slots"
-
-
-def _queue_cause(case: CaseResult, run: RunResult) -> str:
-    slots = _slots(run)
-    if slots is not None and case.concurrency is not None and case.concurrency > slots:
-        return f"{case.concurrency} requests in flight on {_slots_text(slots)}"
-    return "it serves fewer requests at once than were in flight, or slows each prefill under load"
-
-
-def _server_prefill(case: CaseResult) -> float | None:
-    """The server's own prefill rate: its per-response timings (llama.cpp), else its /metrics."""
-    own = case.median("server_prefill_tps")
-    if own is not None:
-        return own
-    server = case.server_figures()
-    return server.derived.get("prefill_tps") if server else None
-
-
-def _server_prefill_text(case: CaseResult) -> str:
-    rate = _server_prefill(case)
-    return (
-        f" The server's own prefill: {rate:,.0f} t/s."
-        if rate is not None
-        else " The server reports no prefill time of its own."
-    )
-
-
-def _same_shape(a: CaseResult, b: CaseResult) -> bool:
-    return (a.pp, a.tg, a.depth, a.depth_mode, a.endpoint) == (b.pp, b.tg, b.depth, b.depth_mode, b.endpoint)
-
-
-def _queue_evidence(case: CaseResult, base: CaseResult | None, slots: int | None) -> str | None:
-    if slots is not None and (case.concurrency or 1) > slots:
-        return f"{case.concurrency} requests in flight on a server with {_slots_text(slots)}"
-    if base is None:
-        return None
-    ttft, ttft_1 = case.figure("ttft_s"), base.figure("ttft_s")
-    if ttft is None or ttft_1 is None:
-        return None
-    if ttft.median > QUEUE_TTFT_GROWTH * ttft_1.median and ttft.median - ttft_1.median > QUEUE_TTFT_MIN_S:
-        return (
-            f"TTFT grows with concurrency ({ttft_1.median * 1000:,.0f} ms at c1, "
-            f"{ttft.median * 1000:,.0f} ms at c{case.concurrency})"
-        )
-    return None
+# The queueing trap (results/verdicts/queueing.py: its threshold, the decision that withheld the
+# prefill rate, its words), in this place of the order.
+run_check(queueing.prefill_holds_queueing)
 
 
 @run_check
