@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from benchy.checks.registry import WARNING, Code, Warning_, case_check
+from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure.selftest import CLIENT_BOUND_SHARE
 from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
 
@@ -23,7 +23,6 @@ def driven(case: CaseResult) -> tuple[float | None, float | None]:
     return requests, events
 
 
-@case_check
 def client_bound(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     ceiling = run.setup.client_ceiling if run.setup else None
     if ceiling is None:

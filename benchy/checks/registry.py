@@ -1,9 +1,9 @@
-"""The one check mechanism: every check, in checks/warnings.py and checks/server.py alike, is a
+"""The one check mechanism: every check, in each topic module of checks/ alike, is a
 function of saved results registered here, yielding typed CheckWarnings with their figures
 (its code's class of details, results/verdicts/details.py) and Evidence(observed, threshold,
 unit), made by Warning_ (results/verdicts/make.py); `check(run)` runs them all, in the order
-they were registered (checks/warnings.py registers every check, checks/server.py's in
-its place: call check through it).
+they were registered (checks/warnings.py registers every check in its place: call check
+through it).
 """
 
 from __future__ import annotations

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from benchy.checks.registry import WARNING, Code, Warning_, case_check
+from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure import steady
 from benchy.measure.metrics import METRICS
 from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
 
 
-@case_check
 def steady_state_differs(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     window = case.steady
     if window is None:
