@@ -12,8 +12,8 @@ dict[str, X], plain `dict` (any JSON object), `Any` and nested dataclasses. Fiel
              earlier versions did, so a reader of those versions sees the same shape
   tag, variant, variants
              a field whose class another field names (a warning's figures, by its code):
-             variant(value of the field `tag`) is the class to read it as; variants() every
-             class it may be, for the schema
+             variant(value of the field `tag`) is the class to read it as; variants() each
+             tag's class, for the schema (which pins each tag's, and takes any for another tag)
 """
 
 from __future__ import annotations
@@ -344,10 +344,19 @@ def _schema_of(tp: Any, defs: dict[str, dict]) -> dict:
 
 def _dataclass_schema(cls: type, defs: dict[str, dict]) -> dict:
     hints = _hints(cls)
-    properties, required = {}, []
+    properties, required, pinned = {}, [], []
     for f in serialized_fields(cls):
         if "variants" in f.metadata:
-            prop = {"anyOf": [_schema_of(one, defs) for one in f.metadata["variants"]()]}
+            tag, by_tag = f.metadata["tag"], f.metadata["variants"]()
+            choices = dict.fromkeys([*by_tag.values(), f.metadata["variant"](None)])
+            prop = {"anyOf": [_schema_of(one, defs) for one in choices]}
+            pinned += [
+                {
+                    "if": {"properties": {tag: {"const": value}}, "required": [tag]},
+                    "then": {"properties": {f.name: _schema_of(one, defs)}},
+                }
+                for value, one in by_tag.items()
+            ]
         else:
             prop = _schema_of(hints[f.name], defs)
         if f.metadata.get("doc"):
@@ -363,4 +372,6 @@ def _dataclass_schema(cls: type, defs: dict[str, dict]) -> dict:
     if required:
         out["required"] = required
     out["additionalProperties"] = False
+    if pinned:
+        out["allOf"] = pinned
     return out

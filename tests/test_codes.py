@@ -13,6 +13,7 @@ import re
 import typing
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from benchy.checks.registry import Warning_
@@ -146,3 +147,17 @@ def test_the_queueing_trap_is_held_in_one_module():
         if isinstance(name, ast.Name) and name.id.startswith("QUEUE_")
     }
     assert assigned == {str(home.relative_to(REPO_ROOT))}
+
+
+def test_the_schema_pins_each_codes_figures():
+    """results.schema.json says which figures each code carries: a no_usage warning's figures
+    are valid as its own and refused under usage_mismatch, whose class has no `scale`."""
+    from tests.test_schema import validator
+
+    check = validator()
+    data = RunResult().to_dict()
+    data["warnings"] = [{"code": "no_usage", "details": {"requests": 2, "scale": 1.1}}]
+    check.validate(data)
+    data["warnings"][0]["code"] = "usage_mismatch"
+    with pytest.raises(jsonschema.ValidationError):
+        check.validate(data)

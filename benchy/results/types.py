@@ -95,8 +95,8 @@ from benchy.results.verdicts.codes import (  # noqa: F401  (the severities re-ex
     INFO,
     SEVERITY_ORDER,
     WARNING,
+    details_by_code,
     details_class,
-    details_classes,
 )
 from benchy.results.verdicts.details import DangerousStop, Details, NoFigures
 from benchy.server.cache_reset import CacheReset
@@ -608,7 +608,7 @@ class CheckWarning(Saved):
             "doc": "the figures behind the message: those of its code's class (1.21)",
             "tag": "code",
             "variant": details_class,
-            "variants": details_classes,
+            "variants": details_by_code,
         },
     )
     evidence: list[Evidence] = _opt("typed figures behind the message", factory=list, omit=True)

@@ -154,6 +154,6 @@ def details_class(code: str | None) -> type[payloads.Details]:
         return payloads.NoFigures
 
 
-def details_classes() -> list[type[payloads.Details]]:
-    """Every figures' class a warning may carry, each once (the schema's choices)."""
-    return list(dict.fromkeys([*(v.details for v in VERDICTS.values()), payloads.NoFigures]))
+def details_by_code() -> dict[str, type[payloads.Details]]:
+    """Each code's class of figures, by the code as files write it (the schema pins them)."""
+    return {code.value: verdict.details for code, verdict in VERDICTS.items()}
