@@ -59,7 +59,7 @@ def test_every_code_a_check_yields_is_a_member_and_every_member_is_yielded():
 
 def test_a_warning_outside_the_set_or_its_rule_is_refused():
     with pytest.raises(ValueError):
-        Warning_("sse_buffering", WARNING, None, "m", "h")  # type: ignore[arg-type]  (a bare string)
+        Warning_("sse_buffering", WARNING, None, "m", "h")  # a bare string
     with pytest.raises(ValueError):
         Warning_(Code.GPU_IDLE_DOMINATES, WARNING, None, "m", "h")  # an info code raised as a warning
     with pytest.raises(ValueError):
@@ -106,7 +106,7 @@ def filled(cls: type[Details]) -> Details:
             values[f.name] = ClientHealth(loop_lag_ms_p95=30.0, workers=2)
         else:
             values[f.name] = samples[kind]
-    return cls(**values)  # type: ignore[arg-type]
+    return cls(**values)
 
 
 @pytest.mark.parametrize("code", list(Code), ids=[c.value for c in Code])
