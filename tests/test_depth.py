@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from benchy import run as run_mod
-from benchy.checks import warnings as checks
+from benchy.checks import cache as cache_checks
 from benchy.client.settings import ClientSettings
 from benchy.load.prompts import Calibration, PromptFactory
 from benchy.measure import tokenizer
@@ -153,7 +153,7 @@ def test_prefill_rate_is_unavailable_when_a_reused_context_is_not_confirmed():
     case = CaseResult(label="pp500 tg4 @ d500", pp=PP, tg=4, concurrency=1, depth=DEPTH)
     case.requests = [RequestResult.of(rec)]
     case.requests[0].cached_tokens = None
-    (w,) = checks.depth_cache_miss(case, RunResult())
+    (w,) = cache_checks.depth_cache_miss(case, RunResult())
     assert w.code == "depth_cache_miss" and "reports no cached_tokens" in w.message
 
 

@@ -30,9 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
-
-from benchy.measure import evidence, reading, stats
+from benchy.measure import evidence, reading
 from benchy.measure.records import Anomaly, RequestRecord
 
 
@@ -386,74 +384,6 @@ def buffered_trend(short: tuple[int, float, float], long: tuple[int, float, floa
         f"tg{tg_short}, {t_long * 1000:,.0f} ms at tg{tg_long}): the first event waits for "
         "a buffer to flush, so TTFT, inter-token latency, decode and prefill rates are "
         "withheld; end-to-end throughput is still valid",
-    )
-
-
-# TTFT under load counts as queued when its median passes the same prompt's alone median by
-# more than the noise: half the alone TTFT (QUEUE_TTFT_GROWTH 1.5×), 20 ms, and the spread of
-# the alone TTFTs themselves (a server whose TTFT wobbles that much alone proves nothing by it).
-QUEUE_TTFT_GROWTH = 1.5
-QUEUE_TTFT_MIN_S = 0.02
-
-
-def queue_threshold_s(alone: list[float]) -> float:
-    """How far the loaded TTFT median may pass the alone median before it is queueing."""
-    median = float(np.median(alone))
-    return max(QUEUE_TTFT_MIN_S, (QUEUE_TTFT_GROWTH - 1) * median, max(alone) - min(alone))
-
-
-def load_words(kind: str, concurrency: int | None, rate: float | None) -> str:
-    """The load a case put on the server, in words: 'at concurrency 4', 'at 2 requests/s',
-    'with 4 conversations at once' (a TTFT under it is judged against the same prompt alone)."""
-    if kind == "multi_turn":
-        return f"with {concurrency} conversations at once (their first turns)"
-    if kind == "trace":
-        return "in the trace replay"
-    if rate is not None:
-        return f"at {rate:g} requests/s"
-    return f"at concurrency {concurrency}"
-
-
-@dataclass(frozen=True)
-class LineJudgment:
-    """Loaded TTFTs of many prompt lengths against the line the alone ones draw (a trace)."""
-
-    excess_s: float  # median over the loaded requests of TTFT − the alone line at its uncached tokens
-    threshold_s: float  # noise: QUEUE_TTFT_MIN_S, half the line's median TTFT, the alone residuals' spread
-    why: Unavailable | None  # QUEUED when the excess passes the noise
-
-
-def queued_against_line(loaded: list[tuple[float, float]], alone: list[tuple[float, float]]) -> LineJudgment:
-    """(uncached prompt tokens, TTFT) of each loaded and each alone request: the alone TTFT
-    at a request's length is read off the line through the alone points, so that requests of
-    every length are judged by one rule."""
-    intercept, slope = stats.line_through([x for x, _ in alone], [y for _, y in alone])
-    residuals = [y - (intercept + slope * x) for x, y in alone]
-    expected = [intercept + slope * x for x, _ in loaded]
-    excess = stats.median([y - e for (_, y), e in zip(loaded, expected)])
-    threshold = max(QUEUE_TTFT_MIN_S, (QUEUE_TTFT_GROWTH - 1) * stats.median(expected), max(residuals) - min(residuals))
-    if excess <= threshold:
-        return LineJudgment(excess, threshold, None)
-    why = Unavailable(
-        QUEUED,
-        f"TTFT in the trace replay passes what the same prompt lengths take alone by {excess * 1000:,.0f} ms "
-        "(median): requests waited for the server, so a prefill rate from TTFT would count the wait",
-    )
-    return LineJudgment(excess, threshold, why)
-
-
-def queued(loaded_median_s: float, alone: list[float], load: str) -> Unavailable | None:
-    """Unavailable(QUEUED) for the prefill rate of a loaded case whose TTFT median passes the
-    alone TTFTs (same prompt, nothing else in flight) by more than the noise, else None.
-    `load`: load_words of the case."""
-    alone_median = float(np.median(alone))
-    if loaded_median_s - alone_median <= queue_threshold_s(alone):
-        return None
-    return Unavailable(
-        QUEUED,
-        f"TTFT {load} ({loaded_median_s * 1000:,.0f} ms, median) passes the same "
-        f"prompt's alone ({alone_median * 1000:,.0f} ms) by {(loaded_median_s - alone_median) * 1000:,.0f} ms: "
-        "requests waited for the server, so a prefill rate from TTFT would count the wait",
     )
 
 
