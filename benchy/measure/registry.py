@@ -1,0 +1,348 @@
+"""The registry: every metric's name, unit, display and meaning, and the order it is computed in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from benchy.measure.case_formulas import achieved_rate, aggregate_output_tps, request_rate
+from benchy.measure.classify import buffering_reason, is_buffered
+from benchy.measure.records import RequestRecord
+from benchy.measure.request_formulas import (
+    decode_tps,
+    e2e_s,
+    e2e_tps,
+    first_chunk_lead_s,
+    itl_event_s,
+    itl_s,
+    prefill_tps,
+    reasoning_tokens,
+    server_decode_tps,
+    server_prefill_tps,
+    tokens_per_event,
+    ttfc_s,
+    ttft_gap_s,
+    ttft_s,
+)
+from benchy.measure.unavailable import BUFFERED, NOT_STREAMED_WHY, REQUEST_FAILED, Unavailable
+
+REQUEST = "request"  # measured per request, summarized per case (median ± std …)
+CASE = "case"  # one figure per case, from all its measured requests
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: everything the table, CSV, compare, --slo and the glossary say about it."""
+
+    name: str  # key in results.json
+    title: str  # column and axis title, in display units ("TTFT ms")
+    unit: str  # unit of the stored value ("s", "tokens/s", …)
+    scale: float  # display value = stored value × scale
+    decimals: int  # decimals shown in the table
+    higher_is_better: bool
+    definition: str  # the formula in one line (README table, report glossary)
+    stream_timing: bool = False  # taken from event arrival times: withheld when the stream is buffered
+    explanation: str = ""  # what it means, in words (report glossary)
+    slo: str | None = None  # name in --slo (ttft=2s)
+    late_only_worsens: bool = False  # a late client timestamp can only make it worse (a later
+    # TTFT, a longer latency, a lower e2e rate): a value within its SLO holds even when benchy fell behind
+    depends: tuple[str, ...] = ()  # the record fields (or metrics) it is computed from: a metric
+    # withheld takes those computed from it along (with_dependents)
+    level: str = REQUEST
+    formula: Callable | None = None  # RequestRecord (REQUEST level) or the case's measured records
+    # (CASE level) → value | Unavailable; None: computed with more than records (goodput: the SLO)
+    in_table: bool = False  # a column of the results table
+    in_compare: bool = False  # compared by `benchy compare`
+    glossary: bool = False  # explained in the report's "How to read this report"
+
+    @property
+    def summarized(self) -> bool:
+        return self.level == REQUEST
+
+    @property
+    def is_time(self) -> bool:
+        return self.unit == "s"
+
+
+# Kinds of figure: how each is stored and shown.
+
+
+def _time(name: str, title: str, **more: Any) -> Metric:
+    """Stored in seconds, shown in ms; lower is better."""
+    return Metric(name, title, unit="s", scale=1000.0, decimals=1, higher_is_better=False, **more)
+
+
+def _token_rate(name: str, title: str, decimals: int = 1, **more: Any) -> Metric:
+    return Metric(name, title, unit="tokens/s", scale=1.0, decimals=decimals, higher_is_better=True, **more)
+
+
+def _request_rate(name: str, title: str, **more: Any) -> Metric:
+    return Metric(name, title, unit="requests/s", scale=1.0, decimals=2, higher_is_better=True, **more)
+
+
+_REGISTRY = (
+    _token_rate(
+        "e2e_tps",
+        "e2e t/s",
+        late_only_worsens=True,
+        in_table=True,
+        glossary=True,
+        definition="completion tokens ÷ (end of stream − send)",
+        explanation="end-to-end throughput: it holds whatever the server did (queueing, prefill, decode), and "
+        "it stays valid however the server chunks its stream. The headline number.",
+        slo="e2e_tps",
+        depends=("completion_tokens", "end_s"),
+        formula=e2e_tps,
+        in_compare=True,
+    ),
+    _time(
+        "ttft_s",
+        "TTFT ms",
+        late_only_worsens=True,
+        in_table=True,
+        glossary=True,
+        stream_timing=True,
+        definition="send → first SSE event carrying generated text (a role-only chunk is not a token)",
+        explanation="time to first token.",
+        slo="ttft",
+        depends=("token_event_s",),
+        formula=ttft_s,
+        in_compare=True,
+    ),
+    _time(
+        "ttfc_s",
+        "TTFC ms",
+        late_only_worsens=True,
+        stream_timing=True,
+        definition="send → first event carrying content (not reasoning)",
+        explanation="time to first content: the first token of the answer, after any reasoning.",
+        slo="ttfc",
+        depends=("token_event_s", "token_event_kinds"),
+        formula=ttfc_s,
+    ),
+    _token_rate(
+        "decode_tps",
+        "decode t/s",
+        in_table=True,
+        glossary=True,
+        stream_timing=True,
+        definition="(completion tokens − tokens of the first arrival) ÷ (last arrival − first arrival)",
+        explanation="the decode rate after the first token; events arriving together (a burst) are one arrival; "
+        "a first token whose role chunk came without text (llama.cpp, a split character) is the first arrival.",
+        slo="decode_tps",
+        depends=("completion_tokens", "token_event_s", "token_event_text", "token_event_usage", "first_chunk_s"),
+        formula=decode_tps,
+        in_compare=True,
+    ),
+    _token_rate(
+        "prefill_tps",
+        "prefill t/s",
+        decimals=0,
+        in_table=True,
+        glossary=True,
+        stream_timing=True,
+        definition="(prompt tokens − cached prompt tokens) ÷ TTFT",
+        explanation="a floor on prefill speed: TTFT also holds queueing and one decode step.",
+        depends=("prompt_tokens", "cached_tokens", "reused_context_tokens", "ttft_s"),
+        formula=prefill_tps,
+    ),
+    _time(
+        "itl_s",
+        "ITL/token ms",
+        stream_timing=True,
+        definition="gaps between arrivals ÷ the tokens they carried, (last arrival − first) ÷ tokens after "
+        "the first: per token",
+        explanation="inter-token latency per token: an event of 4 tokens 20 ms after the last is 5 ms a token, "
+        "and a burst of one-token events (llama.cpp speculation) counts as one arrival, not as 0 ms gaps.",
+        slo="itl",
+        depends=("token_event_s", "token_event_text", "token_event_usage", "completion_tokens"),
+        formula=itl_s,
+    ),
+    _time(
+        "itl_event_s",
+        "ITL/event ms",
+        stream_timing=True,
+        definition="median gap between arrivals (an event, or a burst of events arriving together): per event",
+        explanation="inter-token latency per event, as a reader sees text appear; above ITL per token when "
+        "events carry several tokens (speculative decoding, stream intervals).",
+        depends=("token_event_s",),
+        formula=itl_event_s,
+    ),
+    _time(
+        "e2e_s",
+        "total latency ms",
+        late_only_worsens=True,
+        definition="end of stream − send",
+        explanation="the request's total time.",
+        slo="e2e",
+        depends=("end_s",),
+        formula=e2e_s,
+    ),
+    Metric(
+        "tokens_per_event",
+        "tokens/event",
+        unit="tokens/event",
+        scale=1.0,
+        decimals=1,
+        higher_is_better=False,
+        definition="completion tokens ÷ text events (about 1 on a live stream; more: the server buffers)",
+        explanation="stream granularity.",
+        depends=("completion_tokens", "token_event_s"),
+        formula=tokens_per_event,
+    ),
+    _time(
+        "first_chunk_lead_s",
+        "first-chunk lead ms",
+        stream_timing=True,
+        definition="TTFT − the first SSE event of any kind (a role-only or empty chunk)",
+        explanation="how much sooner than the first token a first chunk came: TTFT timed from that chunk "
+        "is this much too low.",
+        depends=("ttft_s", "first_chunk_s"),
+        formula=first_chunk_lead_s,
+    ),
+    _time(
+        "ttft_gap_s",
+        "TTFT gap ms",
+        stream_timing=True,
+        definition="TTFT − the server's own `timings.prompt_ms` (llama.cpp): what the server's figure leaves out",
+        explanation="the part of TTFT the server's own prompt time does not show.",
+        depends=("ttft_s", "server_timings"),
+        formula=ttft_gap_s,
+    ),
+    _token_rate(
+        "server_prefill_tps",
+        "server prefill t/s",
+        decimals=0,
+        definition="`timings.prompt_n` ÷ `timings.prompt_ms` (llama.cpp): the server's own prefill rate",
+        explanation="prefill as the server clocked it, without queueing or HTTP.",
+        depends=("server_timings",),
+        formula=server_prefill_tps,
+    ),
+    _token_rate(
+        "server_decode_tps",
+        "server decode t/s",
+        definition="`timings.predicted_n` ÷ `timings.predicted_ms` (llama.cpp): the server's own decode rate",
+        explanation="decode as the server clocked it.",
+        depends=("server_timings",),
+        formula=server_decode_tps,
+    ),
+    Metric(
+        "reasoning_tokens",
+        "reasoning tokens",
+        unit="tokens",
+        scale=1.0,
+        decimals=0,
+        higher_is_better=False,
+        definition="usage's reasoning_tokens, else the reasoning events' share of the believed completion "
+        "count (reasoning_content, a Harmony analysis channel — also in raw completion text without "
+        "`--template harmony` — an inline <think> block; each event weighed by benchy's o200k count of "
+        "its text; exact at one token an event)",
+        explanation="tokens spent reasoning; exact at one token an event, an estimate otherwise.",
+        depends=("reasoning_tokens", "token_event_text", "token_event_kinds", "local_token_scale"),
+        formula=reasoning_tokens,
+    ),
+    _token_rate(
+        "aggregate_tps",
+        "aggregate t/s",
+        level=CASE,
+        glossary=True,
+        definition="all completion tokens of the successful requests ÷ (last end − first send) of the case, failed requests included",
+        explanation="what the server delivered in total, over every request in flight; shown for cases "
+        "under load (concurrency > 1, an open loop, a trace replay), withheld for a case the run stopped inside.",
+        depends=("completion_tokens", "sent_mono_s", "end_s"),
+        formula=aggregate_output_tps,
+    ),
+    _request_rate(
+        "request_rate",
+        "req/s",
+        level=CASE,
+        definition="successful requests ÷ (last end − first send) of the case, failed requests included",
+        depends=("sent_mono_s", "end_s"),
+        formula=request_rate,
+    ),
+    _request_rate(
+        "achieved_rate",
+        "offered req/s",
+        level=CASE,
+        definition="(sent requests − 1) ÷ (last send − first send): the arrival rate offered",
+        depends=("sent_mono_s",),
+        formula=achieved_rate,
+    ),
+    _time(
+        "send_lag_s",
+        "send lag ms",
+        level=CASE,
+        definition="(open loop) actual send − scheduled send of a request: client-side queue delay",
+        depends=("sent_mono_s", "scheduled_mono_s"),
+    ),
+    Metric(
+        "goodput",
+        "goodput",
+        unit="fraction",
+        scale=100.0,
+        decimals=0,
+        higher_is_better=True,
+        level=CASE,
+        definition="requests that succeeded and met every `--slo` target ÷ measured requests",
+        depends=("status", "slo"),
+    ),
+    _request_rate(
+        "goodput_rate",
+        "goodput req/s",
+        level=CASE,
+        definition="requests that succeeded and met every `--slo` target ÷ (last end − first send) of the case, failed requests included",
+        depends=("goodput", "request_rate"),
+    ),
+)
+METRICS: dict[str, Metric] = {m.name: m for m in _REGISTRY}
+REQUEST_METRICS = tuple(m.name for m in _REGISTRY if m.level == REQUEST)  # summarized per case
+STREAM_TIMING_METRICS = tuple(m.name for m in _REGISTRY if m.stream_timing)
+TABLE_METRICS = tuple(m for m in _REGISTRY if m.in_table)
+COMPARE_METRICS = tuple(m for m in _REGISTRY if m.in_compare)
+SLO_METRICS = {m.slo: m for m in _REGISTRY if m.slo}  # --slo name → metric
+_FORMULAS: dict[str, Callable] = {m.name: m.formula for m in _REGISTRY if m.formula is not None}
+CASE_FORMULA_METRICS = tuple(m.name for m in _REGISTRY if m.level == CASE and m.formula is not None)
+
+
+def with_dependents(names: Iterable[str]) -> tuple[str, ...]:
+    """`names` and every metric computed from them, directly or not (by the registry's depends)."""
+    found = list(dict.fromkeys(names))
+    for name in found:  # grows while it is read: a breadth-first closure
+        found += [m.name for m in _REGISTRY if name in m.depends and m.name not in found]
+    return tuple(found)
+
+
+def case_metrics(
+    measured: list[RequestRecord], tokens: Callable[[RequestRecord], int] | None = None
+) -> dict[str, float | Unavailable]:
+    """Every case-level metric the registry computes from the case's measured records alone.
+    `tokens`: each request's completion count, where the records no longer hold their streams
+    (results/build.py's rows)."""
+    out: dict[str, float | Unavailable] = {}
+    for name in CASE_FORMULA_METRICS:
+        formula = _FORMULAS[name]
+        out[name] = formula(measured, tokens) if formula is aggregate_output_tps else formula(measured)
+    return out
+
+
+PerRequest = dict[str, dict[str, "float | Unavailable"]]  # request_id → its metrics, computed once
+
+
+def request_metrics(
+    rec: RequestRecord, buffered: Unavailable | Literal[False] | None = None
+) -> dict[str, float | Unavailable]:
+    """Every per-request metric of one request. Stream-timing metrics are Unavailable when the
+    stream is buffered: by the case's verdict when given (`buffered`: case_buffering's reason,
+    or False for a live case), else by this request's own evidence."""
+    if not rec.ok:
+        failed = Unavailable(REQUEST_FAILED, f"request failed ({rec.error_kind})")
+        return {name: failed for name in REQUEST_METRICS}
+    values = {name: _FORMULAS[name](rec) for name in REQUEST_METRICS}
+    if buffered is None and is_buffered(rec):
+        buffered = Unavailable(BUFFERED, buffering_reason(rec))
+    if buffered:
+        values.update({name: buffered for name in STREAM_TIMING_METRICS})
+    if not rec.streamed:
+        values.update({name: NOT_STREAMED_WHY for name in STREAM_TIMING_METRICS})
+    return values
