@@ -1,13 +1,24 @@
-"""The registry: every metric's name, unit, display and meaning, and the order it is computed in."""
+"""The registry: every metric's name, unit, display, meaning and source, and the order the
+metrics are computed in.
+
+A metric's `depends` names metrics only; what it reads of the record is its `reads`. The
+dependencies form a graph whose topological order is computed once, at import (a cycle or a
+name that is no metric fails the import). Per request the values are computed in that order
+and passed forward: a formula receives the values of the metrics it depends on, and a
+dependency that is Unavailable makes its dependents Unavailable for the same reason.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import graphlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal, TypeAlias
 
+from benchy.measure import reading
 from benchy.measure.case_formulas import achieved_rate, aggregate_output_tps, request_rate
 from benchy.measure.classify import buffering_reason, is_buffered
+from benchy.measure.reading import Reading
 from benchy.measure.records import RequestRecord
 from benchy.measure.request_formulas import (
     decode_tps,
@@ -30,6 +41,20 @@ from benchy.measure.unavailable import BUFFERED, NOT_STREAMED_WHY, REQUEST_FAILE
 REQUEST = "request"  # measured per request, summarized per case (median ± std …)
 CASE = "case"  # one figure per case, from all its measured requests
 
+# Where a metric's evidence comes from.
+CLIENT: Final = "client"  # benchy's own clock and the stream it read
+SERVER: Final = "server"  # the server's own account (timings, /metrics)
+GPU: Final = "gpu"  # the GPU's counters sampled during the case
+WORKLOAD: Final = "workload"  # the shape of the workload (turns of a conversation, a cache's reuse)
+CLIENT_HEALTH: Final = "client_health"  # benchy's own health: send lag, event-loop lag
+Source: TypeAlias = Literal["client", "server", "gpu", "workload", "client_health"]
+SOURCES: tuple[Source, ...] = (CLIENT, SERVER, GPU, WORKLOAD, CLIENT_HEALTH)
+
+# A request formula: (record, its reading, the values of `depends` in order) → value. Its
+# arity follows `depends`, so it is typed by the call, not by a fixed signature.
+RequestFormula: TypeAlias = Callable[..., "float | Unavailable"]
+CaseFormula: TypeAlias = Callable[..., "float | Unavailable"]  # the case's measured records (, tokens)
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -47,11 +72,14 @@ class Metric:
     slo: str | None = None  # name in --slo (ttft=2s)
     late_only_worsens: bool = False  # a late client timestamp can only make it worse (a later
     # TTFT, a longer latency, a lower e2e rate): a value within its SLO holds even when benchy fell behind
-    depends: tuple[str, ...] = ()  # the record fields (or metrics) it is computed from: a metric
-    # withheld takes those computed from it along (with_dependents)
+    depends: tuple[str, ...] = ()  # the metrics it is computed from, their values passed to the
+    # formula in this order: a metric withheld takes those computed from it along (with_dependents)
+    reads: tuple[str, ...] = ()  # the record fields it reads (documentation; never a metric)
     level: str = REQUEST
-    formula: Callable | None = None  # RequestRecord (REQUEST level) or the case's measured records
-    # (CASE level) → value | Unavailable; None: computed with more than records (goodput: the SLO)
+    formula: RequestFormula | CaseFormula | None = None  # REQUEST level: (record, reading,
+    # *depends' values); CASE level: the case's measured records → value | Unavailable;
+    # None: computed with more than records (goodput: the SLO)
+    source: Source = CLIENT
     in_table: bool = False  # a column of the results table
     in_compare: bool = False  # compared by `benchy compare`
     glossary: bool = False  # explained in the report's "How to read this report"
@@ -92,7 +120,8 @@ _REGISTRY = (
         explanation="end-to-end throughput: it holds whatever the server did (queueing, prefill, decode), and "
         "it stays valid however the server chunks its stream. The headline number.",
         slo="e2e_tps",
-        depends=("completion_tokens", "end_s"),
+        depends=("e2e_s",),
+        reads=("completion_tokens",),
         formula=e2e_tps,
         in_compare=True,
     ),
@@ -106,7 +135,7 @@ _REGISTRY = (
         definition="send → first SSE event carrying generated text (a role-only chunk is not a token)",
         explanation="time to first token.",
         slo="ttft",
-        depends=("token_event_s",),
+        reads=("token_event_s",),
         formula=ttft_s,
         in_compare=True,
     ),
@@ -118,7 +147,7 @@ _REGISTRY = (
         definition="send → first event carrying content (not reasoning)",
         explanation="time to first content: the first token of the answer, after any reasoning.",
         slo="ttfc",
-        depends=("token_event_s", "token_event_kinds"),
+        reads=("token_event_s", "token_event_kinds"),
         formula=ttfc_s,
     ),
     _token_rate(
@@ -131,7 +160,7 @@ _REGISTRY = (
         explanation="the decode rate after the first token; events arriving together (a burst) are one arrival; "
         "a first token whose role chunk came without text (llama.cpp, a split character) is the first arrival.",
         slo="decode_tps",
-        depends=("completion_tokens", "token_event_s", "token_event_text", "token_event_usage", "first_chunk_s"),
+        reads=("completion_tokens", "token_event_s", "token_event_text", "token_event_usage", "first_chunk_s"),
         formula=decode_tps,
         in_compare=True,
     ),
@@ -144,7 +173,8 @@ _REGISTRY = (
         stream_timing=True,
         definition="(prompt tokens − cached prompt tokens) ÷ TTFT",
         explanation="a floor on prefill speed: TTFT also holds queueing and one decode step.",
-        depends=("prompt_tokens", "cached_tokens", "reused_context_tokens", "ttft_s"),
+        depends=("ttft_s",),
+        reads=("prompt_tokens", "cached_tokens", "reused_context_tokens"),
         formula=prefill_tps,
     ),
     _time(
@@ -156,7 +186,7 @@ _REGISTRY = (
         explanation="inter-token latency per token: an event of 4 tokens 20 ms after the last is 5 ms a token, "
         "and a burst of one-token events (llama.cpp speculation) counts as one arrival, not as 0 ms gaps.",
         slo="itl",
-        depends=("token_event_s", "token_event_text", "token_event_usage", "completion_tokens"),
+        reads=("token_event_s", "token_event_text", "token_event_usage", "completion_tokens"),
         formula=itl_s,
     ),
     _time(
@@ -166,7 +196,7 @@ _REGISTRY = (
         definition="median gap between arrivals (an event, or a burst of events arriving together): per event",
         explanation="inter-token latency per event, as a reader sees text appear; above ITL per token when "
         "events carry several tokens (speculative decoding, stream intervals).",
-        depends=("token_event_s",),
+        reads=("token_event_s",),
         formula=itl_event_s,
     ),
     _time(
@@ -176,7 +206,7 @@ _REGISTRY = (
         definition="end of stream − send",
         explanation="the request's total time.",
         slo="e2e",
-        depends=("end_s",),
+        reads=("end_s",),
         formula=e2e_s,
     ),
     Metric(
@@ -188,7 +218,7 @@ _REGISTRY = (
         higher_is_better=False,
         definition="completion tokens ÷ text events (about 1 on a live stream; more: the server buffers)",
         explanation="stream granularity.",
-        depends=("completion_tokens", "token_event_s"),
+        reads=("completion_tokens", "token_event_s"),
         formula=tokens_per_event,
     ),
     _time(
@@ -198,7 +228,8 @@ _REGISTRY = (
         definition="TTFT − the first SSE event of any kind (a role-only or empty chunk)",
         explanation="how much sooner than the first token a first chunk came: TTFT timed from that chunk "
         "is this much too low.",
-        depends=("ttft_s", "first_chunk_s"),
+        depends=("ttft_s",),
+        reads=("first_chunk_s",),
         formula=first_chunk_lead_s,
     ),
     _time(
@@ -207,8 +238,10 @@ _REGISTRY = (
         stream_timing=True,
         definition="TTFT − the server's own `timings.prompt_ms` (llama.cpp): what the server's figure leaves out",
         explanation="the part of TTFT the server's own prompt time does not show.",
-        depends=("ttft_s", "server_timings"),
+        depends=("ttft_s",),
+        reads=("server_timings",),
         formula=ttft_gap_s,
+        source=SERVER,
     ),
     _token_rate(
         "server_prefill_tps",
@@ -216,16 +249,18 @@ _REGISTRY = (
         decimals=0,
         definition="`timings.prompt_n` ÷ `timings.prompt_ms` (llama.cpp): the server's own prefill rate",
         explanation="prefill as the server clocked it, without queueing or HTTP.",
-        depends=("server_timings",),
+        reads=("server_timings",),
         formula=server_prefill_tps,
+        source=SERVER,
     ),
     _token_rate(
         "server_decode_tps",
         "server decode t/s",
         definition="`timings.predicted_n` ÷ `timings.predicted_ms` (llama.cpp): the server's own decode rate",
         explanation="decode as the server clocked it.",
-        depends=("server_timings",),
+        reads=("server_timings",),
         formula=server_decode_tps,
+        source=SERVER,
     ),
     Metric(
         "reasoning_tokens",
@@ -239,7 +274,7 @@ _REGISTRY = (
         "`--template harmony` — an inline <think> block; each event weighed by benchy's o200k count of "
         "its text; exact at one token an event)",
         explanation="tokens spent reasoning; exact at one token an event, an estimate otherwise.",
-        depends=("reasoning_tokens", "token_event_text", "token_event_kinds", "local_token_scale"),
+        reads=("reasoning_tokens", "token_event_text", "token_event_kinds", "local_token_scale"),
         formula=reasoning_tokens,
     ),
     _token_rate(
@@ -250,7 +285,7 @@ _REGISTRY = (
         definition="all completion tokens of the successful requests ÷ (last end − first send) of the case, failed requests included",
         explanation="what the server delivered in total, over every request in flight; shown for cases "
         "under load (concurrency > 1, an open loop, a trace replay), withheld for a case the run stopped inside.",
-        depends=("completion_tokens", "sent_mono_s", "end_s"),
+        reads=("completion_tokens", "sent_mono_s", "end_s"),
         formula=aggregate_output_tps,
     ),
     _request_rate(
@@ -258,7 +293,7 @@ _REGISTRY = (
         "req/s",
         level=CASE,
         definition="successful requests ÷ (last end − first send) of the case, failed requests included",
-        depends=("sent_mono_s", "end_s"),
+        reads=("sent_mono_s", "end_s"),
         formula=request_rate,
     ),
     _request_rate(
@@ -266,7 +301,7 @@ _REGISTRY = (
         "offered req/s",
         level=CASE,
         definition="(sent requests − 1) ÷ (last send − first send): the arrival rate offered",
-        depends=("sent_mono_s",),
+        reads=("sent_mono_s",),
         formula=achieved_rate,
     ),
     _time(
@@ -274,7 +309,8 @@ _REGISTRY = (
         "send lag ms",
         level=CASE,
         definition="(open loop) actual send − scheduled send of a request: client-side queue delay",
-        depends=("sent_mono_s", "scheduled_mono_s"),
+        reads=("sent_mono_s", "scheduled_mono_s"),
+        source=CLIENT_HEALTH,
     ),
     Metric(
         "goodput",
@@ -285,7 +321,7 @@ _REGISTRY = (
         higher_is_better=True,
         level=CASE,
         definition="requests that succeeded and met every `--slo` target ÷ measured requests",
-        depends=("status", "slo"),
+        reads=("status", "slo"),
     ),
     _request_rate(
         "goodput_rate",
@@ -295,14 +331,37 @@ _REGISTRY = (
         depends=("goodput", "request_rate"),
     ),
 )
+
+
+def computing_order(registry: Sequence[Metric]) -> tuple[Metric, ...]:
+    """The metrics in an order where each comes after every metric it depends on (registry
+    order among those free to go). Raises ValueError on a name that is no metric, a metric
+    named twice, or a cycle: the registry is checked once, at import."""
+    by_name = {m.name: m for m in registry}
+    if len(by_name) != len(registry):
+        raise ValueError("metric registry: a metric is named twice")
+    for m in registry:
+        unknown = [d for d in m.depends if d not in by_name]
+        if unknown:
+            raise ValueError(f"metric registry: {m.name} depends on {', '.join(unknown)}, which is no metric")
+    sorter = graphlib.TopologicalSorter({m.name: m.depends for m in registry})
+    try:
+        names = tuple(sorter.static_order())
+    except graphlib.CycleError as cycle:
+        raise ValueError(f"metric registry: a dependency cycle: {' → '.join(cycle.args[1])}") from None
+    return tuple(by_name[name] for name in names)
+
+
+ORDER = computing_order(_REGISTRY)
 METRICS: dict[str, Metric] = {m.name: m for m in _REGISTRY}
 REQUEST_METRICS = tuple(m.name for m in _REGISTRY if m.level == REQUEST)  # summarized per case
 STREAM_TIMING_METRICS = tuple(m.name for m in _REGISTRY if m.stream_timing)
 TABLE_METRICS = tuple(m for m in _REGISTRY if m.in_table)
 COMPARE_METRICS = tuple(m for m in _REGISTRY if m.in_compare)
 SLO_METRICS = {m.slo: m for m in _REGISTRY if m.slo}  # --slo name → metric
-_FORMULAS: dict[str, Callable] = {m.name: m.formula for m in _REGISTRY if m.formula is not None}
 CASE_FORMULA_METRICS = tuple(m.name for m in _REGISTRY if m.level == CASE and m.formula is not None)
+_REQUEST_ORDER = tuple((m.name, m.depends, m.formula) for m in ORDER if m.level == REQUEST and m.formula)
+_CASE_ORDER = tuple((m.name, m.formula) for m in ORDER if m.level == CASE and m.formula)
 
 
 def with_dependents(names: Iterable[str]) -> tuple[str, ...]:
@@ -320,13 +379,23 @@ def case_metrics(
     `tokens`: each request's completion count, where the records no longer hold their streams
     (results/build.py's rows)."""
     out: dict[str, float | Unavailable] = {}
-    for name in CASE_FORMULA_METRICS:
-        formula = _FORMULAS[name]
+    for name, formula in _CASE_ORDER:
         out[name] = formula(measured, tokens) if formula is aggregate_output_tps else formula(measured)
-    return out
+    return {name: out[name] for name in CASE_FORMULA_METRICS}
 
 
 PerRequest = dict[str, dict[str, "float | Unavailable"]]  # request_id → its metrics, computed once
+
+
+def computed(rec: RequestRecord, read: Reading) -> dict[str, float | Unavailable]:
+    """Every per-request metric of one request, each computed once in the registry's order
+    with the values it depends on passed forward; keyed in registry order."""
+    values: dict[str, float | Unavailable] = {}
+    for name, depends, formula in _REQUEST_ORDER:
+        given = [values[d] for d in depends]
+        missing = next((v for v in given if isinstance(v, Unavailable)), None)
+        values[name] = missing if missing is not None else formula(rec, read, *given)
+    return {name: values[name] for name in REQUEST_METRICS}
 
 
 def request_metrics(
@@ -338,7 +407,7 @@ def request_metrics(
     if not rec.ok:
         failed = Unavailable(REQUEST_FAILED, f"request failed ({rec.error_kind})")
         return {name: failed for name in REQUEST_METRICS}
-    values = {name: _FORMULAS[name](rec) for name in REQUEST_METRICS}
+    values = computed(rec, reading.read(rec))
     if buffered is None and is_buffered(rec):
         buffered = Unavailable(BUFFERED, buffering_reason(rec))
     if buffered:

@@ -1,8 +1,13 @@
-"""Per-request formulas: one request's record → one value or Unavailable (notation: metrics.py)."""
+"""Per-request formulas: one request's record, its reading and the values of the metrics it
+depends on (the registry's `depends`, in that order) → one value or Unavailable (notation:
+metrics.py). A formula never calls another: the registry computes each metric once, in
+dependency order, and passes the values forward; a dependency that is Unavailable makes its
+dependents Unavailable for the same reason before their formula runs."""
 
 from __future__ import annotations
 
 from benchy.measure import evidence, reading
+from benchy.measure.reading import Reading
 from benchy.measure.records import Anomaly, RequestRecord
 from benchy.measure.unavailable import (
     NO_CACHED_TOKENS,
@@ -28,40 +33,36 @@ def completion_tokens(rec: RequestRecord) -> int:
     return reading.read(rec).count.tokens
 
 
-def tokens_per_event(rec: RequestRecord) -> float | Unavailable:
+def tokens_per_event(rec: RequestRecord, read: Reading) -> float | Unavailable:
     if not rec.token_event_s:
         return Unavailable(NO_TEXT_EVENT, "no event carried generated text")
-    return completion_tokens(rec) / len(rec.token_event_s)
+    return read.count.tokens / len(rec.token_event_s)
 
 
-def e2e_s(rec: RequestRecord) -> float | Unavailable:
+def e2e_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
     if rec.end_s is None or rec.end_s <= 0:
         return Unavailable(NOT_FINISHED, "request did not finish")
     return rec.end_s
 
 
-def e2e_tps(rec: RequestRecord) -> float | Unavailable:
-    total = e2e_s(rec)
-    if isinstance(total, Unavailable):
-        return total
-    return completion_tokens(rec) / total
+def e2e_tps(rec: RequestRecord, read: Reading, total_s: float) -> float | Unavailable:
+    return read.count.tokens / total_s
 
 
-def ttft_s(rec: RequestRecord) -> float | Unavailable:
+def ttft_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
     if not rec.token_event_s:
         return Unavailable(NO_TEXT_EVENT, "no event carried generated text")
     return rec.token_event_s[0]
 
 
-def ttfc_s(rec: RequestRecord) -> float | Unavailable:
+def ttfc_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
     if Anomaly.SPECIAL_TOKENS_STRIPPED in rec.anomalies:
         return Unavailable(
             SPECIAL_TOKENS_STRIPPED,
             "the response came back as Harmony text without its special tokens, so reasoning and "
             "answer cannot be told apart",
         )
-    read = reading.read(rec)  # an inline <think> block is reasoning
-    first = read.first_content_event
+    first = read.first_content_event  # an inline <think> block is reasoning
     if first < 0:
         if read.think.opened and not read.think.closed:
             return Unavailable(THINK_UNCLOSED, "the <think> block never closed: every token was reasoning")
@@ -71,17 +72,14 @@ def ttfc_s(rec: RequestRecord) -> float | Unavailable:
     return rec.token_event_s[first]
 
 
-def decode_tps(rec: RequestRecord) -> float | Unavailable:
-    rate = evidence.decode_rate(reading.read(rec).arrivals)
+def decode_tps(rec: RequestRecord, read: Reading) -> float | Unavailable:
+    rate = evidence.decode_rate(read.arrivals)
     if rate is None:
         return Unavailable(TOO_FEW_ARRIVALS, "fewer than two text arrivals: no decode interval to measure")
     return rate
 
 
-def prefill_tps(rec: RequestRecord) -> float | Unavailable:
-    first = ttft_s(rec)
-    if isinstance(first, Unavailable):
-        return first
+def prefill_tps(rec: RequestRecord, read: Reading, first: float) -> float | Unavailable:
     if rec.prompt_tokens is None:
         return Unavailable(NO_PROMPT_TOKENS, "server reported no prompt token count")
     if rec.target_prompt_tokens and evidence.prompt_length_missed(
@@ -102,50 +100,44 @@ def prefill_tps(rec: RequestRecord) -> float | Unavailable:
     return (rec.prompt_tokens - (rec.cached_tokens or 0)) / first
 
 
-def itl_s(rec: RequestRecord) -> float | Unavailable:
-    value = evidence.itl_per_token(reading.read(rec).arrivals)
+def itl_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
+    value = evidence.itl_per_token(read.arrivals)
     return Unavailable(TOO_FEW_ARRIVALS, "fewer than two text arrivals") if value is None else value
 
 
-def itl_event_s(rec: RequestRecord) -> float | Unavailable:
-    value = evidence.itl_per_arrival(reading.read(rec).arrivals)
+def itl_event_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
+    value = evidence.itl_per_arrival(read.arrivals)
     return Unavailable(TOO_FEW_ARRIVALS, "fewer than two text arrivals") if value is None else value
 
 
-def reasoning_tokens(rec: RequestRecord) -> float | Unavailable:
-    value = reading.read(rec).reasoning_tokens
+def reasoning_tokens(rec: RequestRecord, read: Reading) -> float | Unavailable:
+    value = read.reasoning_tokens
     return 0.0 if value is None else value
 
 
-def first_chunk_lead_s(rec: RequestRecord) -> float | Unavailable:
+def first_chunk_lead_s(rec: RequestRecord, read: Reading, first: float) -> float | Unavailable:
     """TTFT minus the first SSE event of any kind: how far a role-only or empty first chunk ran
     ahead of the first token (what a tool that times the first chunk leaves out of TTFT)."""
-    first = ttft_s(rec)
-    if isinstance(first, Unavailable):
-        return first
     if rec.first_chunk_s is None:
         return Unavailable(NO_FIRST_CHUNK, "no SSE event was timed")
     return first - rec.first_chunk_s
 
 
-def ttft_gap_s(rec: RequestRecord) -> float | Unavailable:
+def ttft_gap_s(rec: RequestRecord, read: Reading, first: float) -> float | Unavailable:
     """TTFT minus the server's own prompt time (llama.cpp's `timings.prompt_ms`): what the
     server's figure leaves out (HTTP, queueing, cache restores, the first decode step)."""
-    first = ttft_s(rec)
-    if isinstance(first, Unavailable):
-        return first
     prompt_ms = (rec.server_timings or {}).get("prompt_ms")
     if not isinstance(prompt_ms, (int, float)):
         return Unavailable(NO_SERVER_TIMINGS, "the server reports no timings.prompt_ms (llama.cpp does)")
     return first - prompt_ms / 1000
 
 
-def server_prefill_tps(rec: RequestRecord) -> float | Unavailable:
+def server_prefill_tps(rec: RequestRecord, read: Reading) -> float | Unavailable:
     """The server's own prefill rate from its per-response timings (llama.cpp)."""
     return _timings_rate(rec, "prompt_n", "prompt_ms")
 
 
-def server_decode_tps(rec: RequestRecord) -> float | Unavailable:
+def server_decode_tps(rec: RequestRecord, read: Reading) -> float | Unavailable:
     """The server's own decode rate from its per-response timings (llama.cpp)."""
     return _timings_rate(rec, "predicted_n", "predicted_ms")
 
