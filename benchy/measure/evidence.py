@@ -50,6 +50,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
+import tiktoken
 
 from benchy.measure import tokenizer
 from benchy.measure.records import CONTENT, REASONING
@@ -140,7 +141,7 @@ def local_tokens_of(whole: str, chars: list[int]) -> list[int]:
 _THINK_TAG = re.compile(f"{re.escape(THINK_OPEN)}|{re.escape(THINK_CLOSE)}")
 
 
-def _offsets(enc, text: str) -> np.ndarray:
+def _offsets(enc: tiktoken.Encoding, text: str) -> np.ndarray:
     """Where each token of `text` starts. ASCII text (the usual case) needs no character
     arithmetic: a token's start is the bytes before it, a cumulative sum of the tokens'
     lengths (tiktoken's decode_with_offsets walks every byte in Python)."""

@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from benchy import jsontypes
 from benchy.measure import metrics, stats
@@ -548,7 +548,33 @@ def _median(values: Iterable) -> float | None:
     return stats.median(kept) if kept else None
 
 
-def ttft_gains(cases: list) -> None:
+class _HasMedian(Protocol):
+    @property
+    def median(self) -> float: ...
+
+
+class GainCase(Protocol):
+    """What ttft_gains reads of a case (results.CaseResult, which measure/ does not import)."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def tg(self) -> int: ...
+    @property
+    def depth(self) -> int: ...
+    @property
+    def concurrency(self) -> int | None: ...
+    @property
+    def endpoint(self) -> str | None: ...
+    @property
+    def workload(self) -> WorkloadFigures | None: ...
+    @property
+    def summary(self) -> Mapping[str, _HasMedian | None]: ...
+
+
+def ttft_gains(cases: Sequence[GainCase]) -> None:
     """Shared prefix: sets each shared case's ttft_gain against the case with the same total
     prompt, output, concurrency and endpoint and nothing shared (fraction 0). `cases`: the
     run's results.CaseResult objects."""
@@ -561,19 +587,20 @@ def ttft_gains(cases: list) -> None:
         if gain.ttft_s and gain.baseline_ttft_s:
             gain.speedup = gain.baseline_ttft_s / gain.ttft_s
             gain.ttft_saved = 1 - gain.ttft_s / gain.baseline_ttft_s
-        case.workload.ttft_gain = gain
+        if case.workload is not None:
+            case.workload.ttft_gain = gain
 
 
-def _shared_fraction(case) -> float | None:
+def _shared_fraction(case: GainCase) -> float | None:
     if case.workload is None or case.workload.kind != "shared_prefix":
         return None
     return case.workload.spec.fraction
 
 
-def _gain_key(case) -> tuple:
+def _gain_key(case: GainCase) -> tuple[int, int, int | None, str | None]:
     return (case.pp + (case.depth or 0), case.tg, case.concurrency, case.endpoint)
 
 
-def _ttft(case) -> float | None:
+def _ttft(case: GainCase | None) -> float | None:
     summary = case.summary.get("ttft_s") if case is not None else None
     return summary.median if summary is not None else None
