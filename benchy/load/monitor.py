@@ -17,6 +17,8 @@ import time
 
 import numpy as np
 
+from benchy.measure import stats
+
 INTERVAL_S = 0.005
 STALL_MS = 10.0  # a wake-up this late is a stall: the loop was busy (or descheduled) that long
 
@@ -69,12 +71,12 @@ class LoopMonitor:
         have = lags_ms.size > 0
         return {
             "loop_lag_ms_max": round(float(lags_ms.max()), 3) if have else None,
-            "loop_lag_ms_p99": round(float(np.percentile(lags_ms, 99)), 3) if have else None,
-            "loop_lag_ms_p95": round(float(np.percentile(lags_ms, 95)), 3) if have else None,
+            "loop_lag_ms_p99": round(stats.percentile(lags_ms, 99), 3) if have else None,
+            "loop_lag_ms_p95": round(stats.percentile(lags_ms, 95), 3) if have else None,
             "stalled_share": round(float(lags_ms[lags_ms >= STALL_MS].sum()) / 1000 / wall_s, 4)
             if wall_s > 0
             else None,
-            "loop_lag_ms_median": round(float(np.median(lags_ms)), 3) if have else None,
+            "loop_lag_ms_median": round(stats.median(lags_ms), 3) if have else None,
             "lag_samples": int(lags_ms.size),
             "cpu_s": round(cpu_s, 4),
             "wall_s": round(wall_s, 4),

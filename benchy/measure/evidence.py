@@ -52,7 +52,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import tiktoken
 
-from benchy.measure import tokenizer
+from benchy.measure import stats, tokenizer
 from benchy.measure.records import CONTENT, REASONING
 
 # Two events are one arrival when the gap between them is below this share of the stream's
@@ -497,7 +497,7 @@ def textless_first(first_chunk_s: float | None, times: list[float], tokens: int)
     stream has more tokens than events, and a chunk came one token's time before the first text."""
     if first_chunk_s is None or len(times) < 3 or tokens <= len(times):
         return False
-    gap, typical = times[0] - first_chunk_s, float(np.median(np.diff(times)))
+    gap, typical = times[0] - first_chunk_s, stats.median(np.diff(times))
     low, high = TEXTLESS_FIRST_GAP
     return typical > 0 and low * typical <= gap <= high * typical
 

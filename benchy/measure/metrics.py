@@ -34,8 +34,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from benchy.measure import stats
 from benchy.measure.case_formulas import (
     achieved_rate as achieved_rate,
@@ -310,7 +308,7 @@ QUEUE_TTFT_MIN_S = 0.02
 
 def queue_threshold_s(alone: list[float]) -> float:
     """How far the loaded TTFT median may pass the alone median before it is queueing."""
-    median = float(np.median(alone))
+    median = stats.median(alone)
     return max(QUEUE_TTFT_MIN_S, (QUEUE_TTFT_GROWTH - 1) * median, max(alone) - min(alone))
 
 
@@ -358,7 +356,7 @@ def queued(loaded_median_s: float, alone: list[float], load: str) -> Unavailable
     """Unavailable(QUEUED) for the prefill rate of a loaded case whose TTFT median passes the
     alone TTFTs (same prompt, nothing else in flight) by more than the noise, else None.
     `load`: load_words of the case."""
-    alone_median = float(np.median(alone))
+    alone_median = stats.median(alone)
     if loaded_median_s - alone_median <= queue_threshold_s(alone):
         return None
     return Unavailable(
