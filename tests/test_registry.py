@@ -35,7 +35,7 @@ def test_readme_metric_table_is_the_registry():
 
 def test_every_request_metric_has_a_formula():
     for m in METRICS.values():
-        assert m.formula is not None or m.level == metrics.CASE, m.name
+        assert m.formula is not None or m.level != metrics.REQUEST, m.name
         assert m.definition and m.title and m.unit, m.name
     assert set(metrics.STREAM_TIMING_METRICS) <= set(metrics.REQUEST_METRICS)
 
@@ -154,3 +154,39 @@ def test_withholding_ttft_takes_what_is_computed_from_it_along():
 
 def test_case_level_formulas_are_the_registrys():
     assert set(metrics.CASE_FORMULA_METRICS) == {"aggregate_tps", "request_rate", "achieved_rate"}
+
+
+def _keys(level: str) -> set[str]:
+    return {m.key for m in registry.of_level(level)}
+
+
+def test_every_figure_beside_a_case_is_a_registered_metric_with_a_source():
+    """The figures a case keeps beside its own (turn rows, the TTFT gain, the GPU's energy,
+    benchy's event loop) are the registry's: a new one left out of it fails here."""
+    from dataclasses import fields
+
+    from benchy.load.monitor import LoopMonitor
+    from benchy.measure import gpu, workloads
+
+    counts = {"turn", "n_ok", "n_failed", "unavailable"}
+    assert {f.name for f in fields(workloads.TurnRow)} - counts == _keys(registry.TURN)
+    assert {f.name for f in fields(workloads.TtftGain)} - {"baseline"} == _keys(registry.GAIN)
+    assert {*gpu.ENERGY_FIGURES, "power_w"} == _keys(registry.GPU_WINDOW)
+    loop = set(LoopMonitor().figures([]))
+    assert _keys(registry.LOOP) <= loop
+    assert loop - _keys(registry.LOOP) == {"lag_samples", "cpu_s", "wall_s"}  # counts, not figures
+    for level in (registry.TURN, registry.GAIN, registry.GPU_WINDOW, registry.LOOP, registry.SERVER_WINDOW):
+        assert {m.source for m in registry.of_level(level)} <= set(registry.SOURCES)
+
+
+def test_energy_figures_take_the_energys_reason_along():
+    from benchy.measure.window_formulas import EnergyWindow
+
+    window = EnergyWindow(output_tokens=100, requests=4, idle_power_w=50.0, window_s=2.0)
+    values = registry.compute(registry.GPU_WINDOW, window, {"gpu_energy_j": 300.0})
+    assert values["gpu_joules_per_token"] == pytest.approx(3.0)
+    assert values["gpu_joules_per_request"] == pytest.approx(75.0)
+    assert values["gpu_marginal_joules_per_token"] == pytest.approx((300.0 - 100.0) / 100)
+    why = metrics.Unavailable("no_energy", "the exporter gave no energy")
+    withheld = registry.compute(registry.GPU_WINDOW, window, {"gpu_energy_j": why})
+    assert all(withheld[m.name] is why for m in registry.of_level(registry.GPU_WINDOW) if m.formula)

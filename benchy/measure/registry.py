@@ -11,11 +11,12 @@ dependency that is Unavailable makes its dependents Unavailable for the same rea
 from __future__ import annotations
 
 import graphlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
 from benchy.measure import reading
+from benchy.measure import window_formulas as window
 from benchy.measure.case_formulas import achieved_rate, aggregate_output_tps, request_rate
 from benchy.measure.classify import buffering_reason, is_buffered
 from benchy.measure.reading import Reading
@@ -40,6 +41,13 @@ from benchy.measure.unavailable import BUFFERED, NOT_STREAMED_WHY, REQUEST_FAILE
 
 REQUEST = "request"  # measured per request, summarized per case (median ± std …)
 CASE = "case"  # one figure per case, from all its measured requests
+# Figures kept beside a case's own (each in its own entry of results.json, under `stored_as`):
+SERVER_WINDOW = "server_window"  # the server's /metrics over the case (server/metrics.py)
+GPU_WINDOW = "gpu_window"  # the GPU's counters over the case (measure/gpu.py)
+LOOP = "loop"  # benchy's event loop while the case's requests were in flight (load/monitor.py)
+TURN = "turn"  # one turn index of a multi-turn case: medians over its requests (measure/workloads.py)
+GAIN = "gain"  # a shared-prefix case against the same lengths with nothing shared (measure/workloads.py)
+LEVELS = (REQUEST, CASE, SERVER_WINDOW, GPU_WINDOW, LOOP, TURN, GAIN)
 
 # Where a metric's evidence comes from.
 CLIENT: Final = "client"  # benchy's own clock and the stream it read
@@ -80,9 +88,16 @@ class Metric:
     # *depends' values); CASE level: the case's measured records → value | Unavailable;
     # None: computed with more than records (goodput: the SLO)
     source: Source = CLIENT
+    stored_as: str = ""  # its key in the entry that holds it, where that is not `name`
     in_table: bool = False  # a column of the results table
     in_compare: bool = False  # compared by `benchy compare`
     glossary: bool = False  # explained in the report's "How to read this report"
+
+    @property
+    def key(self) -> str:
+        """Its key in the results entry that holds it (results.json's case, its `server`,
+        `gpu`, `client` or a turn row)."""
+        return self.stored_as or self.name
 
     @property
     def summarized(self) -> bool:
@@ -109,7 +124,7 @@ def _request_rate(name: str, title: str, **more: Any) -> Metric:
     return Metric(name, title, unit="requests/s", scale=1.0, decimals=2, higher_is_better=True, **more)
 
 
-_REGISTRY = (
+_PER_CASE = (
     _token_rate(
         "e2e_tps",
         "e2e t/s",
@@ -333,6 +348,294 @@ _REGISTRY = (
 )
 
 
+def _share(name: str, title: str, **more: Any) -> Metric:
+    return Metric(name, title, unit="fraction", scale=100.0, decimals=0, **more)
+
+
+def _count(name: str, title: str, **more: Any) -> Metric:
+    return Metric(name, title, unit="tokens", scale=1.0, decimals=0, higher_is_better=False, **more)
+
+
+def _ms(name: str, title: str, **more: Any) -> Metric:
+    """Stored in milliseconds (benchy's own loop lag); lower is better."""
+    return Metric(name, title, unit="ms", scale=1.0, decimals=3, higher_is_better=False, **more)
+
+
+# Figures beside a case's own: where they come from, and how each derived one is made.
+_BESIDE = (
+    Metric(
+        "server_window_requests",
+        "server requests",
+        unit="requests",
+        scale=1.0,
+        decimals=0,
+        higher_is_better=True,
+        level=SERVER_WINDOW,
+        source=SERVER,
+        stored_as="requests",
+        definition="requests the server counted finishing during the case (its e2e latency histogram, else its request counter)",
+    ),
+    _share(
+        "server_window_cache_hit_rate",
+        "server cache hit rate",
+        higher_is_better=True,
+        level=SERVER_WINDOW,
+        source=SERVER,
+        stored_as="cache_hit_rate",
+        definition="prefix-cache hit tokens ÷ prompt tokens looked up in the cache, over the case (the server's counters)",
+    ),
+    _token_rate(
+        "server_window_prefill_tps",
+        "server prefill t/s (/metrics)",
+        decimals=0,
+        level=SERVER_WINDOW,
+        source=SERVER,
+        stored_as="prefill_tps",
+        definition="(prompt tokens − prefix-cache hits) ÷ the server's prefill seconds over the case (llama.cpp's "
+        "prompt-seconds counter, else the prefill histogram's sum)",
+    ),
+    _token_rate(
+        "server_window_decode_tps",
+        "server decode t/s (/metrics)",
+        level=SERVER_WINDOW,
+        source=SERVER,
+        stored_as="decode_tps",
+        definition="generated tokens ÷ llama.cpp's decode-seconds counter, else (generated tokens − requests) ÷ the "
+        "decode histogram's sum (vLLM's interval starts at each request's first token)",
+    ),
+    _time(
+        "server_window_ttft_s",
+        "server TTFT ms",
+        level=SERVER_WINDOW,
+        source=SERVER,
+        stored_as="ttft_s",
+        definition="the mean of the server's TTFT histogram over the case (sum ÷ count)",
+    ),
+    _time(
+        "server_window_queue_s",
+        "server queue ms",
+        level=SERVER_WINDOW,
+        source=SERVER,
+        stored_as="queue_s",
+        definition="the mean of the server's queue-time histogram over the case (sum ÷ count)",
+    ),
+    _time(
+        "server_window_prefill_s",
+        "server prefill ms",
+        level=SERVER_WINDOW,
+        source=SERVER,
+        stored_as="prefill_s",
+        definition="the mean of the server's prefill-time histogram over the case (sum ÷ count)",
+    ),
+    Metric(
+        "gpu_energy_j",
+        "energy J",
+        unit="J",
+        scale=1.0,
+        decimals=0,
+        higher_is_better=False,
+        level=GPU_WINDOW,
+        source=GPU,
+        stored_as="energy_j",
+        definition="Σ over GPUs of the energy counter's change over the case, else the integral of the sampled power",
+    ),
+    Metric(
+        "gpu_power_w",
+        "power W",
+        unit="W",
+        scale=1.0,
+        decimals=0,
+        higher_is_better=False,
+        level=GPU_WINDOW,
+        source=GPU,
+        stored_as="power_w",
+        definition="energy ÷ the sampled window: the average draw of all GPUs over the case",
+    ),
+    Metric(
+        "gpu_joules_per_token",
+        "J/token",
+        unit="J/token",
+        scale=1.0,
+        decimals=3,
+        higher_is_better=False,
+        level=GPU_WINDOW,
+        source=GPU,
+        stored_as="joules_per_token",
+        depends=("gpu_energy_j",),
+        formula=window.joules_per_token,
+        definition="energy ÷ output tokens of the case's measured requests",
+    ),
+    Metric(
+        "gpu_joules_per_request",
+        "J/request",
+        unit="J/request",
+        scale=1.0,
+        decimals=1,
+        higher_is_better=False,
+        level=GPU_WINDOW,
+        source=GPU,
+        stored_as="joules_per_request",
+        depends=("gpu_energy_j",),
+        formula=window.joules_per_request,
+        definition="energy ÷ successful measured requests of the case",
+    ),
+    Metric(
+        "gpu_marginal_joules_per_token",
+        "marginal J/token",
+        unit="J/token",
+        scale=1.0,
+        decimals=3,
+        higher_is_better=False,
+        level=GPU_WINDOW,
+        source=GPU,
+        stored_as="marginal_joules_per_token",
+        depends=("gpu_energy_j",),
+        formula=window.marginal_joules_per_token,
+        definition="(energy − idle power sampled before the run × window) ÷ output tokens: what the load cost "
+        "above idling",
+    ),
+    *(
+        _ms(
+            f"loop_lag_ms_{which}",
+            f"loop lag {which} ms",
+            level=LOOP,
+            source=CLIENT_HEALTH,
+            definition=f"the {words} of how late benchy's event-loop sampler woke, over the samples taken while a "
+            "request was in flight: the delay any timestamp taken then could have suffered",
+        )
+        for which, words in (
+            ("max", "largest"),
+            ("p99", "99th percentile"),
+            ("p95", "95th percentile"),
+            ("median", "median"),
+        )
+    ),
+    _share(
+        "stalled_share",
+        "stalled share",
+        higher_is_better=False,
+        level=LOOP,
+        source=CLIENT_HEALTH,
+        definition="the in-flight time benchy's event loop spent in stalls of 10 ms or more ÷ the in-flight time",
+    ),
+    Metric(
+        "cpu_share",
+        "client CPU share",
+        unit="cores",
+        scale=1.0,
+        decimals=3,
+        higher_is_better=False,
+        level=LOOP,
+        source=CLIENT_HEALTH,
+        definition="benchy's process CPU time ÷ wall time while requests were in flight (1.0: one core busy)",
+    ),
+    _time(
+        "turn_ttft_s",
+        "turn TTFT ms",
+        level=TURN,
+        source=WORKLOAD,
+        stored_as="ttft_s",
+        definition="the median TTFT of one turn index's successful requests",
+    ),
+    _token_rate(
+        "turn_prefill_tps",
+        "turn prefill t/s",
+        decimals=0,
+        level=TURN,
+        source=WORKLOAD,
+        stored_as="prefill_tps",
+        definition="the median prefill rate (new tokens ÷ TTFT) of one turn index's successful requests",
+    ),
+    _time(
+        "turn_e2e_s",
+        "turn latency ms",
+        level=TURN,
+        source=WORKLOAD,
+        stored_as="e2e_s",
+        definition="the median total latency of one turn index's successful requests",
+    ),
+    *(
+        _count(
+            f"turn_{key}",
+            f"turn {words}",
+            level=TURN,
+            source=WORKLOAD,
+            stored_as=key,
+            definition=f"the median {words} of one turn index's successful requests",
+        )
+        for key, words in (
+            ("prompt_tokens", "prompt tokens"),
+            ("new_tokens", "new (uncached) prompt tokens"),
+            ("cached_tokens", "cached tokens reported"),
+            ("expected_cached_tokens", "cached tokens expected (the history)"),
+        )
+    ),
+    _time(
+        "turn_cold_ttft_s",
+        "cold TTFT ms",
+        level=TURN,
+        source=WORKLOAD,
+        stored_as="cold_ttft_s",
+        definition="(--cold-baseline) the median TTFT of the same prompt length with nothing shared",
+    ),
+    Metric(
+        "turn_ttft_gain",
+        "turn TTFT gain",
+        unit="×",
+        scale=1.0,
+        decimals=2,
+        higher_is_better=True,
+        level=TURN,
+        source=WORKLOAD,
+        stored_as="ttft_gain",
+        depends=("turn_cold_ttft_s", "turn_ttft_s"),
+        formula=window.ttft_speedup,
+        definition="cold TTFT ÷ the turn's TTFT (medians)",
+    ),
+    _time(
+        "gain_baseline_ttft_s",
+        "baseline TTFT ms",
+        level=GAIN,
+        source=WORKLOAD,
+        stored_as="baseline_ttft_s",
+        definition="the median TTFT of the case with the same lengths, load and endpoint and nothing shared",
+    ),
+    _time(
+        "gain_ttft_s",
+        "shared TTFT ms",
+        level=GAIN,
+        source=WORKLOAD,
+        stored_as="ttft_s",
+        definition="the median TTFT of a shared-prefix case",
+    ),
+    Metric(
+        "ttft_speedup",
+        "TTFT speed-up",
+        unit="×",
+        scale=1.0,
+        decimals=2,
+        higher_is_better=True,
+        level=GAIN,
+        source=WORKLOAD,
+        stored_as="speedup",
+        depends=("gain_baseline_ttft_s", "gain_ttft_s"),
+        formula=window.ttft_speedup,
+        definition="baseline TTFT ÷ the shared-prefix case's TTFT (medians)",
+    ),
+    _share(
+        "ttft_saved",
+        "TTFT saved",
+        higher_is_better=True,
+        level=GAIN,
+        source=WORKLOAD,
+        depends=("gain_baseline_ttft_s", "gain_ttft_s"),
+        formula=window.ttft_saved,
+        definition="1 − the shared-prefix case's TTFT ÷ the baseline TTFT (medians)",
+    ),
+)
+_REGISTRY = _PER_CASE + _BESIDE
+
+
 def computing_order(registry: Sequence[Metric]) -> tuple[Metric, ...]:
     """The metrics in an order where each comes after every metric it depends on (registry
     order among those free to go). Raises ValueError on a name that is no metric, a metric
@@ -362,6 +665,28 @@ SLO_METRICS = {m.slo: m for m in _REGISTRY if m.slo}  # --slo name → metric
 CASE_FORMULA_METRICS = tuple(m.name for m in _REGISTRY if m.level == CASE and m.formula is not None)
 _REQUEST_ORDER = tuple((m.name, m.depends, m.formula) for m in ORDER if m.level == REQUEST and m.formula)
 _CASE_ORDER = tuple((m.name, m.formula) for m in ORDER if m.level == CASE and m.formula)
+_ORDERS = {
+    level: tuple((m.name, m.depends, m.formula) for m in ORDER if m.level == level and m.formula) for level in LEVELS
+}
+
+
+def of_level(level: str) -> tuple[Metric, ...]:
+    """The registry's metrics of one level, in registry order."""
+    return tuple(m for m in _REGISTRY if m.level == level)
+
+
+def compute(level: str, given: object, base: Mapping[str, float | Unavailable]) -> dict[str, float | Unavailable]:
+    """Every metric of `level` with a formula, in the registry's order: `base` holds the values
+    measured rather than derived (a GPU's energy), `given` what the formulas read (an
+    EnergyWindow); each formula gets `given` and the values it depends on, and a dependency
+    that is Unavailable makes its dependents Unavailable for the same reason. Returns `base`
+    with the derived values added."""
+    values = dict(base)
+    for name, depends, formula in _ORDERS[level]:
+        deps = [values[d] for d in depends]
+        missing = next((v for v in deps if isinstance(v, Unavailable)), None)
+        values[name] = missing if missing is not None else formula(given, *deps)
+    return values
 
 
 def with_dependents(names: Iterable[str]) -> tuple[str, ...]:

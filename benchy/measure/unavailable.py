@@ -49,6 +49,9 @@ QUEUED = "queued"  # TTFT under load holds a wait for the server, seen against t
 FIXED_LATENCY = "fixed_latency"  # TTFT holds a fixed part no prompt length explains (results/latency.py)
 CUT_SHORT = "cut_short"  # the run stopped before the case sent all it planned: no rate over part of it
 NOT_STREAMED = "not_streamed"  # --no-stream: the answer came whole, no token's arrival was seen
+NO_ENERGY = "no_energy"  # the GPU samples gave no energy figure for the case
+NO_OUTPUT_TOKENS = "no_output_tokens"  # no output token was counted in the case
+NO_IDLE_BASELINE = "no_idle_baseline"  # no idle draw was sampled before the run
 
 # A few words per code, where a report groups figures by why they are missing.
 REASON_TITLES = {
