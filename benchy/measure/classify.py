@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from benchy.measure import reading
+from benchy.measure.reading import Reading
 from benchy.measure.records import RequestRecord
-from benchy.measure.request_formulas import completion_tokens
 from benchy.measure.unavailable import BUFFERED, Unavailable
 
 OUTPUT_FAILURES = ("empty_output", "zero_tokens")  # error kinds `classify` gives
@@ -38,17 +38,19 @@ def classify(rec: RequestRecord) -> RequestRecord:
     return dataclasses.replace(rec, status="error", error_kind=failure[0], error=failure[1])
 
 
-def is_buffered(rec: RequestRecord) -> bool:
+def is_buffered(rec: RequestRecord, read: Reading | None = None) -> bool:
     """Decided by timing (evidence.buffering), not by tokens per event alone: speculative
     decoding's multi-token events and bursts no longer than a draft are a live stream. A
     non-streamed answer is no buffered stream: its figures are withheld as not_streamed."""
-    return rec.streamed and reading.read(rec).buffering.buffered
+    return rec.streamed and (read or reading.read(rec)).buffering.buffered
 
 
-def buffering_reason(rec: RequestRecord) -> str:
+def buffering_reason(rec: RequestRecord, read: Reading | None = None) -> str:
+    """`read`: the record's reading where the caller holds it (else it is read here)."""
+    read = read or reading.read(rec)
     return (
-        f"SSE buffering: {completion_tokens(rec)} tokens arrived in {len(rec.token_event_s)} events; "
-        f"{reading.read(rec).buffering.reason}, so event times measure the buffer, not the model"
+        f"SSE buffering: {read.count.tokens} tokens arrived in {len(rec.token_event_s)} events; "
+        f"{read.buffering.reason}, so event times measure the buffer, not the model"
     )
 
 
@@ -57,7 +59,8 @@ def case_buffering(records: list[RequestRecord]) -> Unavailable | None:
     show it. One request that a busy client read late looks lumpy; a buffer does not pick one
     request in two."""
     ok = [r for r in records if r.ok]
-    return buffering_verdict([buffering_reason(r) if is_buffered(r) else None for r in ok])
+    readings = [(r, reading.read(r)) for r in ok]
+    return buffering_verdict([buffering_reason(r, read) if is_buffered(r, read) else None for r, read in readings])
 
 
 def buffering_verdict(reasons: list[str | None]) -> Unavailable | None:

@@ -724,17 +724,19 @@ def computed(rec: RequestRecord, read: Reading) -> dict[str, float | Unavailable
 
 
 def request_metrics(
-    rec: RequestRecord, buffered: Unavailable | Literal[False] | None = None
+    rec: RequestRecord, buffered: Unavailable | Literal[False] | None = None, read: Reading | None = None
 ) -> dict[str, float | Unavailable]:
     """Every per-request metric of one request. Stream-timing metrics are Unavailable when the
     stream is buffered: by the case's verdict when given (`buffered`: case_buffering's reason,
-    or False for a live case), else by this request's own evidence."""
+    or False for a live case), else by this request's own evidence. `read`: the record's
+    reading where the caller holds it for more than its metrics."""
     if not rec.ok:
         failed = Unavailable(REQUEST_FAILED, f"request failed ({rec.error_kind})")
         return {name: failed for name in REQUEST_METRICS}
-    values = computed(rec, reading.read(rec))
-    if buffered is None and is_buffered(rec):
-        buffered = Unavailable(BUFFERED, buffering_reason(rec))
+    read = read or reading.read(rec)
+    values = computed(rec, read)
+    if buffered is None and is_buffered(rec, read):
+        buffered = Unavailable(BUFFERED, buffering_reason(rec, read))
     if buffered:
         values.update({name: buffered for name in STREAM_TIMING_METRICS})
     if not rec.streamed:

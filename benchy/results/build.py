@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 
 from benchy.measure import gpu as gpu_figures
-from benchy.measure import metrics, stats, steady
+from benchy.measure import metrics, reading, stats, steady
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
@@ -73,15 +73,16 @@ class CaseRows:
         """The record as the case counts it (metrics.classify); judged alone until the case's
         buffering verdict is known (case_result applies it)."""
         rec = metrics.classify(rec)  # an empty output is a failure, not a success
-        values = metrics.request_metrics(rec, False)
-        row = RequestResult.of(rec, values)
+        read = reading.read(rec) if rec.ok else None  # once, for its metrics and its buffering
+        values = metrics.request_metrics(rec, False, read)
+        row = RequestResult.of(rec, values, read)
         ttft = values["ttft_s"]
         if rec.alone and rec.ok and not isinstance(ttft, Unavailable):
             self.alone_ttft_s.append(ttft)
             if rec.prompt_tokens is not None:
                 self.alone_points.append((rec.prompt_tokens - (rec.cached_tokens or 0), ttft))
         self.rows.append(row)
-        why = metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None
+        why = metrics.buffering_reason(rec, read) if read and metrics.is_buffered(rec, read) else None
         self.buffer_reasons.append(None if why is None else self._reasons.setdefault(why, why))  # one copy each
         if self.records is not None:
             self.records.append(rec)
