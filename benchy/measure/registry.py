@@ -382,6 +382,7 @@ _BESIDE = (
         level=SERVER_WINDOW,
         source=SERVER,
         stored_as="cache_hit_rate",
+        formula=window.server_cache_hit_rate,
         definition="prefix-cache hit tokens ÷ prompt tokens looked up in the cache, over the case (the server's counters)",
     ),
     _token_rate(
@@ -391,6 +392,7 @@ _BESIDE = (
         level=SERVER_WINDOW,
         source=SERVER,
         stored_as="prefill_tps",
+        formula=window.server_window_prefill_tps,
         definition="(prompt tokens − prefix-cache hits) ÷ the server's prefill seconds over the case (llama.cpp's "
         "prompt-seconds counter, else the prefill histogram's sum)",
     ),
@@ -400,6 +402,7 @@ _BESIDE = (
         level=SERVER_WINDOW,
         source=SERVER,
         stored_as="decode_tps",
+        formula=window.server_window_decode_tps,
         definition="generated tokens ÷ llama.cpp's decode-seconds counter, else (generated tokens − requests) ÷ the "
         "decode histogram's sum (vLLM's interval starts at each request's first token)",
     ),
