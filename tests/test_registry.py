@@ -104,7 +104,7 @@ def _formula_names() -> set[str]:
     return {m.formula.__name__ for m in METRICS.values() if m.formula is not None}
 
 
-@pytest.mark.parametrize("module", ["request_formulas", "case_formulas"])
+@pytest.mark.parametrize("module", ["request_formulas", "case_formulas", "window_formulas"])
 def test_no_formula_calls_another_formula(module):
     """Values are passed forward in the registry's order, so a formula never recomputes what it
     depends on (prefill_tps takes TTFT's value instead of calling ttft_s)."""

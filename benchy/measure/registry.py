@@ -503,14 +503,15 @@ _BESIDE = (
             f"loop lag {which} ms",
             level=LOOP,
             source=CLIENT_HEALTH,
+            formula=formula,
             definition=f"the {words} of how late benchy's event-loop sampler woke, over the samples taken while a "
             "request was in flight: the delay any timestamp taken then could have suffered",
         )
-        for which, words in (
-            ("max", "largest"),
-            ("p99", "99th percentile"),
-            ("p95", "95th percentile"),
-            ("median", "median"),
+        for which, words, formula in (
+            ("max", "largest", window.loop_lag_ms_max),
+            ("p99", "99th percentile", window.loop_lag_ms_p99),
+            ("p95", "95th percentile", window.loop_lag_ms_p95),
+            ("median", "median", window.loop_lag_ms_median),
         )
     ),
     _share(
@@ -519,6 +520,7 @@ _BESIDE = (
         higher_is_better=False,
         level=LOOP,
         source=CLIENT_HEALTH,
+        formula=window.stalled_share,
         definition="the in-flight time benchy's event loop spent in stalls of 10 ms or more ÷ the in-flight time",
     ),
     Metric(
@@ -530,6 +532,7 @@ _BESIDE = (
         higher_is_better=False,
         level=LOOP,
         source=CLIENT_HEALTH,
+        formula=window.cpu_share,
         definition="benchy's process CPU time ÷ wall time while requests were in flight (1.0: one core busy)",
     ),
     _time(

@@ -52,6 +52,7 @@ NOT_STREAMED = "not_streamed"  # --no-stream: the answer came whole, no token's 
 NO_ENERGY = "no_energy"  # the GPU samples gave no energy figure for the case
 NO_OUTPUT_TOKENS = "no_output_tokens"  # no output token was counted in the case
 NO_IDLE_BASELINE = "no_idle_baseline"  # no idle draw was sampled before the run
+NO_LOOP_SAMPLE = "no_loop_sample"  # benchy's event loop was not sampled while requests were in flight
 NO_SERVER_FIGURE = "no_server_figure"  # the server's /metrics publish nothing to make the figure from
 
 # A few words per code, where a report groups figures by why they are missing.

@@ -1,6 +1,6 @@
 """Formulas of figures taken over a case rather than one request: the GPU's energy per output
-token and per request, the server's rates and cache hit rate over its /metrics window, and a
-shared prefix's TTFT gain. Like the request formulas, each takes
+token and per request, the server's rates and cache hit rate over its /metrics window, benchy's
+own event-loop lag and CPU share, and a shared prefix's TTFT gain. Like the request formulas, each takes
 what it reads and the values of the metrics it depends on (the registry passes them forward
 in its order), and never calls another formula."""
 
@@ -10,7 +10,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from benchy.measure.unavailable import NO_IDLE_BASELINE, NO_OUTPUT_TOKENS, NO_SERVER_FIGURE, NO_SUCCESS, Unavailable
+import numpy as np
+
+from benchy.measure import stats
+from benchy.measure.unavailable import (
+    NO_IDLE_BASELINE,
+    NO_LOOP_SAMPLE,
+    NO_OUTPUT_TOKENS,
+    NO_SERVER_FIGURE,
+    NO_SUCCESS,
+    Unavailable,
+)
 
 
 @dataclass(frozen=True)
@@ -107,3 +117,47 @@ def server_window_decode_tps(window: ServerWindow) -> float | Unavailable:
     if generated is not None and "decode_s" in h and h["decode_s"].sum > 0 and window.requests:
         return (generated - h["decode_s"].count) / h["decode_s"].sum
     return Unavailable(NO_SERVER_FIGURE, "the server publishes no decode time (or no generated tokens) for the case")
+
+
+STALL_MS = 10.0  # a wake-up this late is a stall: the loop was busy (or descheduled) that long
+
+
+@dataclass(frozen=True)
+class LoopSamples:
+    """benchy's event-loop samples taken while a request was in flight: how late each wake-up
+    came (ms), and the process's CPU and wall time over them."""
+
+    lags_ms: np.ndarray
+    cpu_s: float
+    wall_s: float
+
+
+_NO_LAG = Unavailable(NO_LOOP_SAMPLE, "no event-loop sample was taken while a request was in flight")
+_NO_WALL = Unavailable(NO_LOOP_SAMPLE, "no in-flight time was sampled")
+
+
+def loop_lag_ms_max(loop: LoopSamples) -> float | Unavailable:
+    return round(float(loop.lags_ms.max()), 3) if loop.lags_ms.size else _NO_LAG
+
+
+def loop_lag_ms_p99(loop: LoopSamples) -> float | Unavailable:
+    return round(stats.percentile(loop.lags_ms, 99), 3) if loop.lags_ms.size else _NO_LAG
+
+
+def loop_lag_ms_p95(loop: LoopSamples) -> float | Unavailable:
+    return round(stats.percentile(loop.lags_ms, 95), 3) if loop.lags_ms.size else _NO_LAG
+
+
+def loop_lag_ms_median(loop: LoopSamples) -> float | Unavailable:
+    return round(stats.median(loop.lags_ms), 3) if loop.lags_ms.size else _NO_LAG
+
+
+def stalled_share(loop: LoopSamples) -> float | Unavailable:
+    """Stalls weighed by their time: one long stall is one late sample but much lost time."""
+    if loop.wall_s <= 0:
+        return _NO_WALL
+    return round(float(loop.lags_ms[loop.lags_ms >= STALL_MS].sum()) / 1000 / loop.wall_s, 4)
+
+
+def cpu_share(loop: LoopSamples) -> float | Unavailable:
+    return round(loop.cpu_s / loop.wall_s, 3) if loop.wall_s > 0 else _NO_WALL
