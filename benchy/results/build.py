@@ -24,7 +24,7 @@ from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
-from benchy.measure.workloads import case_figures, ttft_gains, withhold_turns
+from benchy.measure.workloads import WorkloadFigures, case_figures, ttft_gains, withhold_turns
 from benchy.results import latency
 from benchy.results.rows import CONTROL, OK, WARMUP, Rows
 from benchy.results.types import (
@@ -341,7 +341,7 @@ class _Tally:
         return dict(zip(whole, MetricSummary.of_all([self.from_schedule[name] for name in whole]), strict=True))
 
 
-def _few_missed_lengths(missing, n_ok: int) -> bool:
+def _few_missed_lengths(missing: Counter[tuple[str, str]], n_ok: int) -> bool:
     """Whether the only requests without the figure are a minority the server counted at
     another prompt length: they are another prompt's, so they are left out, and the case's
     figure is that of the requests it was labelled for (prompt_length_mismatch says so)."""
@@ -349,7 +349,7 @@ def _few_missed_lengths(missing, n_ok: int) -> bool:
     return codes == {metrics.PROMPT_LENGTH_MISSED} and 2 * sum(missing.values()) < n_ok
 
 
-def _workload_figures(case: Case, made: CaseRows):
+def _workload_figures(case: Case, made: CaseRows) -> WorkloadFigures:
     """The workload's own figures from its records, each request's metrics as its row has
     them (with the case's verdict)."""
     records = made.records if made.records is not None else []
