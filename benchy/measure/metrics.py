@@ -168,6 +168,9 @@ from benchy.measure.slo import (
     goodput as goodput,
 )
 from benchy.measure.slo import (
+    goodput_figures as goodput_figures,
+)
+from benchy.measure.slo import (
     goodput_rate as goodput_rate,
 )
 from benchy.measure.slo import (

@@ -42,21 +42,37 @@ def _good_requests(
     return good
 
 
+def goodput_figures(
+    records: list[RequestRecord],
+    slo: dict[str, float],
+    buffered: Unavailable | Literal[False] | None = None,
+    values: Values | None = None,
+) -> tuple[float | Unavailable, float | Unavailable]:
+    """(goodput, goodput_rate), the requests that met every SLO counted once for both.
+    goodput: the fraction of the measured requests that succeeded and met every SLO;
+    goodput_rate: those requests ÷ (last end − first send) of the case, 0 when none met them.
+    `buffered`: the case's verdict (case_buffering), so each request is judged on the figures
+    its case reports; `values`: each request's metrics already made with that verdict."""
+    if not records:
+        none = Unavailable(NO_REQUEST, "no request was measured")
+        return none, none
+    good = _good_requests(records, slo, buffered, values)
+    if isinstance(good, Unavailable):
+        return good, good
+    if good == 0:
+        return 0.0, good
+    window = _success_window(records)
+    return good / len(records), window if isinstance(window, Unavailable) else good / window[1]
+
+
 def goodput(
     records: list[RequestRecord],
     slo: dict[str, float],
     buffered: Unavailable | Literal[False] | None = None,
     values: Values | None = None,
 ) -> float | Unavailable:
-    """Fraction of the measured requests that succeeded and met every SLO. `buffered`: the case's
-    verdict (case_buffering), so each request is judged on the figures its case reports;
-    `values`: each request's metrics already made with that verdict (instead of `buffered`)."""
-    if not records:
-        return Unavailable(NO_REQUEST, "no request was measured")
-    good = _good_requests(records, slo, buffered, values)
-    if isinstance(good, Unavailable):
-        return good
-    return good / len(records)
+    """The fraction of goodput_figures."""
+    return goodput_figures(records, slo, buffered, values)[0]
 
 
 def goodput_rate(
@@ -65,17 +81,8 @@ def goodput_rate(
     buffered: Unavailable | Literal[False] | None = None,
     values: Values | None = None,
 ) -> float | Unavailable:
-    """Requests that succeeded and met every SLO ÷ (last end − first send) of the successful
-    ones: the request rate that counts. 0 when none met them."""
-    if not records:
-        return Unavailable(NO_REQUEST, "no request was measured")
-    good = _good_requests(records, slo, buffered, values)
-    if isinstance(good, Unavailable) or good == 0:
-        return good
-    window = _success_window(records)
-    if isinstance(window, Unavailable):
-        return window
-    return good / window[1]
+    """The rate of goodput_figures."""
+    return goodput_figures(records, slo, buffered, values)[1]
 
 
 def parse_slo(text: str) -> dict[str, float]:

@@ -536,10 +536,9 @@ def _case_ceiling(case: CaseResult, setup: CeilingSetup | None) -> CaseCeiling |
 def _goodput(measured: list[_Light], slo: dict[str, float]) -> Goodput:
     """Each request judged on the figures the case reports: by the case's buffering verdict,
     which its rows already carry."""
-    fraction = metrics.goodput(measured, slo, values=_slo_values)  # type: ignore[arg-type]
+    fraction, rate = metrics.goodput_figures(measured, slo, values=_slo_values)  # type: ignore[arg-type]
     if isinstance(fraction, Unavailable):
         return Goodput(slo=slo, unavailable=fraction.message)
-    rate = metrics.goodput_rate(measured, slo, values=_slo_values)  # type: ignore[arg-type]
     return Goodput(slo=slo, fraction=fraction, rate=_value(rate))
 
 
