@@ -50,8 +50,9 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
+import tiktoken
 
-from benchy.measure import tokenizer
+from benchy.measure import stats, tokenizer
 from benchy.measure.records import CONTENT, REASONING
 
 # Two events are one arrival when the gap between them is below this share of the stream's
@@ -140,7 +141,7 @@ def local_tokens_of(whole: str, chars: list[int]) -> list[int]:
 _THINK_TAG = re.compile(f"{re.escape(THINK_OPEN)}|{re.escape(THINK_CLOSE)}")
 
 
-def _offsets(enc, text: str) -> np.ndarray:
+def _offsets(enc: tiktoken.Encoding, text: str) -> np.ndarray:
     """Where each token of `text` starts. ASCII text (the usual case) needs no character
     arithmetic: a token's start is the bytes before it, a cumulative sum of the tokens'
     lengths (tiktoken's decode_with_offsets walks every byte in Python)."""
@@ -496,7 +497,7 @@ def textless_first(first_chunk_s: float | None, times: list[float], tokens: int)
     stream has more tokens than events, and a chunk came one token's time before the first text."""
     if first_chunk_s is None or len(times) < 3 or tokens <= len(times):
         return False
-    gap, typical = times[0] - first_chunk_s, float(np.median(np.diff(times)))
+    gap, typical = times[0] - first_chunk_s, stats.median(np.diff(times))
     low, high = TEXTLESS_FIRST_GAP
     return typical > 0 and low * typical <= gap <= high * typical
 

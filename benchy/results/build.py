@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 
 from benchy.measure import gpu as gpu_figures
-from benchy.measure import metrics, steady
+from benchy.measure import metrics, reading, steady
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
@@ -73,15 +73,16 @@ class CaseRows:
         """The record as the case counts it (metrics.classify); judged alone until the case's
         buffering verdict is known (case_result applies it)."""
         rec = metrics.classify(rec)  # an empty output is a failure, not a success
-        values = metrics.request_metrics(rec, False)
-        row = RequestResult.of(rec, values)
+        read = reading.read(rec) if rec.ok else None  # once, for its metrics and its buffering
+        values = metrics.request_metrics(rec, False, read)
+        row = RequestResult.of(rec, values, read)
         ttft = values["ttft_s"]
         if rec.alone and rec.ok and not isinstance(ttft, Unavailable):
             self.alone_ttft_s.append(ttft)
             if rec.prompt_tokens is not None:
                 self.alone_points.append((rec.prompt_tokens - (rec.cached_tokens or 0), ttft))
         self.rows.append(row)
-        why = metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None
+        why = metrics.buffering_reason(rec, read) if read and metrics.is_buffered(rec, read) else None
         self.buffer_reasons.append(None if why is None else self._reasons.setdefault(why, why))  # one copy each
         if self.records is not None:
             self.records.append(rec)
@@ -453,10 +454,9 @@ def _case_ceiling(case: CaseResult, setup: CeilingSetup | None) -> CaseCeiling |
 def _goodput(measured: list[_Light], slo: dict[str, float]) -> Goodput:
     """Each request judged on the figures the case reports: by the case's buffering verdict,
     which its rows already carry."""
-    fraction = metrics.goodput(measured, slo, values=_slo_values)  # type: ignore[arg-type]
+    fraction, rate = metrics.goodput_figures(measured, slo, values=_slo_values)  # type: ignore[arg-type]
     if isinstance(fraction, Unavailable):
         return Goodput(slo=slo, unavailable=fraction.message)
-    rate = metrics.goodput_rate(measured, slo, values=_slo_values)  # type: ignore[arg-type]
     return Goodput(slo=slo, fraction=fraction, rate=_value(rate))
 
 

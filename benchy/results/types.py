@@ -84,6 +84,7 @@ from benchy.measure import metrics, reading, stats
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.gpu import GpuCase, GpuSetup
 from benchy.measure.metrics import Unavailable
+from benchy.measure.reading import Reading
 from benchy.measure.records import RequestRecord
 from benchy.measure.selftest import ClientCeiling
 from benchy.measure.workloads import WorkloadFigures
@@ -340,15 +341,18 @@ class RequestResult(Saved, RequestRecord):
         return cls(**data)
 
     @classmethod
-    def of(cls, rec: RequestRecord, values: dict[str, float | Unavailable] | None = None) -> RequestResult:
+    def of(
+        cls, rec: RequestRecord, values: dict[str, float | Unavailable] | None = None, read: Reading | None = None
+    ) -> RequestResult:
         """`values`: the request's metrics as the builder computed them with its case's verdicts
-        (None: computed here, the request judged alone)."""
+        (None: computed here, the request judged alone); `read`: the record's reading, where the
+        builder holds it."""
         values = values if values is not None else metrics.request_metrics(rec)
         gone = {k: v for k, v in values.items() if isinstance(v, Unavailable)} if rec.ok else {}
         saved = {k: v for k, v in rec.to_dict().items() if k not in cls._NOT_SAVED}
         return cls(
             **saved,
-            token_count=TokenCountEntry(**reading.count_entry(rec)) if rec.ok else None,
+            token_count=TokenCountEntry(**reading.count_entry(rec, read)) if rec.ok else None,
             events=len(rec.token_event_s),
             metrics={k: (None if isinstance(v, Unavailable) else v) for k, v in values.items()},
             unavailable={k: v.message for k, v in gone.items()},
