@@ -25,6 +25,7 @@ from collections.abc import Iterable
 
 from benchy.checks import client_bound as _client_bound  # noqa: F401  (registers client_bound)
 from benchy.checks import drift as drift_checks
+from benchy.checks import drift_across as _drift_across  # noqa: F401  (registers rate_drift_across_cases)
 from benchy.checks import latency as latency_checks
 from benchy.checks import server as server_checks
 from benchy.checks import steady as _steady  # noqa: F401  (registers steady_state_differs)
