@@ -32,7 +32,7 @@ def rate_drift_across_cases(run: RunResult) -> Iterable[CheckWarning]:
                 "rate_drift_across_cases",
                 WARNING,
                 case.label,
-                f"Cases of one request shape ({names}) slowed steadily as the run went on "
+                f"Cases of one request shape ({names}) moved steadily as the run went on "
                 f"({lead.requests} requests in send order, Kendall p = {lead.p_value:.1g}): {moved}. "
                 f"This case's median is one point on that slope, not a rate to compare with the others."
                 f"{gpu_words(heat)}",
