@@ -47,12 +47,15 @@ import re
 from dataclasses import dataclass
 from itertools import islice
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from benchy.measure import tokenizer
 from benchy.measure.records import CONTENT, REASONING
+
+if TYPE_CHECKING:
+    import tiktoken
 
 # Two events are one arrival when the gap between them is below this share of the stream's
 # mean time per token (a live stream's gaps are about 1×; bursts are microseconds apart) or
@@ -140,7 +143,7 @@ def local_tokens_of(whole: str, chars: list[int]) -> list[int]:
 _THINK_TAG = re.compile(f"{re.escape(THINK_OPEN)}|{re.escape(THINK_CLOSE)}")
 
 
-def _offsets(enc, text: str) -> np.ndarray:
+def _offsets(enc: tiktoken.Encoding, text: str) -> np.ndarray:
     """Where each token of `text` starts. ASCII text (the usual case) needs no character
     arithmetic: a token's start is the bytes before it, a cumulative sum of the tokens'
     lengths (tiktoken's decode_with_offsets walks every byte in Python)."""

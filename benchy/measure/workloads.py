@@ -36,12 +36,15 @@ import bisect
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchy import jsontypes
 from benchy.measure import metrics, stats
 from benchy.measure.metrics import PerRequest, Unavailable
 from benchy.measure.records import RequestRecord
+
+if TYPE_CHECKING:  # results.types holds these figures: the import is for the type alone
+    from benchy.results.types import CaseResult
 
 MAX_GRANULARITY = 256
 TOKEN_TOLERANCE = 0.01  # token-granular servers: a shortfall up to 1% of the history is noise
@@ -573,16 +576,16 @@ def ttft_gains(cases: list) -> None:
         case.workload.ttft_gain = gain
 
 
-def _shared_fraction(case) -> float | None:
+def _shared_fraction(case: CaseResult) -> float | None:
     if case.workload is None or case.workload.kind != "shared_prefix":
         return None
     return case.workload.spec.fraction
 
 
-def _gain_key(case) -> tuple:
+def _gain_key(case: CaseResult) -> tuple:
     return (case.pp + (case.depth or 0), case.tg, case.concurrency, case.endpoint)
 
 
-def _ttft(case) -> float | None:
+def _ttft(case: CaseResult | None) -> float | None:
     summary = case.summary.get("ttft_s") if case is not None else None
     return summary.median if summary is not None else None
