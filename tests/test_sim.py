@@ -27,9 +27,9 @@ from benchy.load.monitor import INTERVAL_S as MONITOR_INTERVAL_S
 from benchy.load.monitor import LoopMonitor
 from benchy.measure import tokenizer
 from benchy.sim import vocab
-from benchy.sim.app import event_groups
 from benchy.sim.cache import PrefixCache
 from benchy.sim.config import PRESET_HELP, build_config
+from benchy.sim.render import event_groups
 from tests.conftest import run_benchy
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -32,7 +32,7 @@ def rate_drift(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         WARNING,
         case.label,
         f"The case's rates moved steadily from its first request to its last ({lead.requests} requests "
-        f"in send order, Kendall p = {lead.p_value:.1g}): {moved}. Their median is no single rate.{_gpu_words(heat)}",
+        f"in send order, Kendall p = {lead.p_value:.1g}): {moved}. Their median is no single rate.{gpu_words(heat)}",
         DRIFT_HINT,
         metrics=tuple(d.metric for d in found),
         details=RateDrift(
@@ -51,7 +51,7 @@ def rate_drift(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     )
 
 
-def _gpu_words(heat: GpuThermal | None) -> str:
+def gpu_words(heat: GpuThermal | None) -> str:
     """The GPUs' clock, temperature and throttle reasons over the case, where --gpu-metrics gave them."""
     if heat is None:
         return ""

@@ -25,6 +25,7 @@ from benchy.checks import (
     client,
     client_bound,
     drift,
+    drift_across,
     hardware,
     latency,
     outputs,
@@ -44,6 +45,7 @@ RUN_CHECKS: tuple[RunCheck, ...] = (
     queueing.prefill_holds_queueing,
     timing.ttft_grows_with_output,
     hardware.ceiling_unknown,
+    drift_across.rate_drift_across_cases,
     *latency.RUN_CHECKS,
 )
 CASE_CHECKS: tuple[CaseCheck, ...] = (

@@ -61,4 +61,12 @@ def _record(plan: CasePlan, index: int, req: TraceRequest, reuse: int, template:
         target_output_tokens=req.output_tokens,
         expected_cached_tokens=reuse,
         unique_tokens=max(0, req.input_tokens - reuse - template),
+        group=_family(req),
     )
+
+
+def _family(req: TraceRequest) -> int | None:
+    """The request's leading block id: requests that share it share a prefix, so the latest of
+    them to end is what this one's idle time runs from (a cache lifetime: measure/workloads.py)."""
+    first = req.hash_ids[0] if req.hash_ids else None
+    return first if isinstance(first, int) else None

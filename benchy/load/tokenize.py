@@ -26,7 +26,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from benchy.measure import reading
+from benchy.measure import evidence, reading
 from benchy.measure.records import RequestRecord
 
 TOKENIZE_DISPUTED_PER_CASE = 32
@@ -35,9 +35,11 @@ TOKENIZE_TIMEOUT_S = 5.0
 
 
 def disputed(rec: RequestRecord) -> bool:
-    """Whether the request's count lacks a server-side witness that all the others back."""
+    """Whether the request's count lacks a server-side witness that all the others back (usage
+    that only benchy's local count agrees with is unbacked: that count is an estimate)."""
     count = reading.read(rec).count
-    return count.usage is None or count.mismatch is not None or bool(count.disagreed)
+    unbacked = not set(count.backed_by) - {evidence.LOCAL}
+    return count.usage is None or count.mismatch is not None or bool(count.disagreed) or unbacked
 
 
 @dataclass

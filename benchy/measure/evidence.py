@@ -47,13 +47,16 @@ import re
 from dataclasses import dataclass
 from itertools import islice
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import tiktoken
 
 from benchy.measure import stats, tokenizer
 from benchy.measure.records import CONTENT, REASONING
+
+if TYPE_CHECKING:
+    import tiktoken
 
 # Two events are one arrival when the gap between them is below this share of the stream's
 # mean time per token (a live stream's gaps are about 1×; bursts are microseconds apart) or
@@ -197,6 +200,9 @@ class TokenCount:
 
 USAGE, EVENTS, LOCAL, EVENT_FLOOR = "usage", "events", "local", "events (a floor)"
 PREDICTED_N, PER_CHUNK, SERVER_TOKENIZE = "timings.predicted_n", "per-chunk usage", "server tokenize"
+# The request ended with finish_reason "length": the server generated the max_tokens it was
+# sent, no more (it stops there) and no fewer (it says it stopped there), whatever usage says.
+MAX_TOKENS = "max_tokens reached"
 # Tokens that make no event (an end-of-sequence or special token the server counts but does
 # not send): usage may exceed the events by this many, or this share, and still be one token
 # an event.
@@ -212,17 +218,26 @@ def token_count(
     predicted_n: int | None = None,
     per_chunk: int | None = None,
     server_tokenize: int | None = None,
+    max_tokens_reached: int | None = None,
 ) -> TokenCount:
     """Which completion count to believe, by what each witness knows (module docstring):
 
     - usage backed by an exact witness (timings.predicted_n, per-chunk usage, the server's
-      /tokenize, or the events when usage is about one token an event) is the count;
-    - usage below the event count is impossible (each event carried at least one token);
+      /tokenize, the max_tokens of a request that ended by length, or the events when usage
+      is about one token an event) is the count;
+    - usage below the event count is impossible (each event carried at least one token), and
+      so is usage above the max_tokens of a request that ended by length, or below it where
+      nothing else backs usage: the figures take max_tokens;
     - otherwise usage stands unless two independent witnesses agree against it
       (`usage_mismatch`); the local count alone never overrules it (`local_mismatch`).
     Without believable usage: the server's own counts, then one token an event where the
     local count agrees, then the local count, then the events alone (a floor)."""
-    given = {PREDICTED_N: predicted_n, PER_CHUNK: per_chunk, SERVER_TOKENIZE: server_tokenize}
+    given = {
+        PREDICTED_N: predicted_n,
+        PER_CHUNK: per_chunk,
+        SERVER_TOKENIZE: server_tokenize,
+        MAX_TOKENS: max_tokens_reached,
+    }
     exact = {name: n for name, n in given.items() if n is not None}
     said = _Said(usage, local, events, exact)
     if usage is not None and usage >= events:
@@ -230,6 +245,9 @@ def token_count(
         if _about_one_per_event(usage, events) and not _text_exceeds(server_tokenize, usage):
             backers.append(EVENTS)
         against = _agreeing_alternative(usage, local, events, exact)
+        limit = exact.get(MAX_TOKENS)
+        if against is None and limit is not None and not _same(usage, limit) and (usage > limit or not backers):
+            return _at_max_tokens(said, limit)
         local_agrees = local is not None and agree(usage, local)
         if backers or against is None:
             disagreed = [name for name, n in exact.items() if not _same(n, usage)]
@@ -245,6 +263,15 @@ def token_count(
     if usage is not None:  # below the events
         impossible = f"usage claims {usage} tokens but {events} events carried text (each at least one)"
     return _without_usage(said, impossible)
+
+
+def _at_max_tokens(said: _Said, limit: int) -> TokenCount:
+    """The count of a request that ended by length, where usage contradicts its max_tokens."""
+    backers = [name for name, n in said.exact.items() if name != MAX_TOKENS and _same(n, limit)]
+    if said.events and _about_one_per_event(limit, said.events):
+        backers.append(EVENTS)
+    doubt = f"usage claims {said.usage} tokens but the request ended by length at its max_tokens, {limit}"
+    return said.count(limit, MAX_TOKENS, mismatch=doubt, backed_by=tuple(backers), disagreed=(USAGE,))
 
 
 @dataclass(frozen=True)
@@ -292,7 +319,8 @@ def _agreeing_alternative(
     """A count other than usage that two independent witnesses agree on: (value, the witness
     the figure takes it from, the names of both). Exact witnesses come before the events,
     the events (one token each) before the local estimate."""
-    candidates: list[tuple[str, float]] = [(name, float(n)) for name, n in exact.items() if not _same(n, usage)]
+    # max_tokens is weighed on its own (token_count): it says what a length finish reached.
+    candidates = [(name, float(n)) for name, n in exact.items() if name != MAX_TOKENS and not _same(n, usage)]
     if events and not _about_one_per_event(usage, events):
         candidates.append((EVENTS, float(events)))
     if local is not None and not agree(usage, local):
@@ -353,7 +381,7 @@ def _without_usage(said: _Said, why: str | None) -> TokenCount:
     local, events = said.local, said.events
     against = (USAGE,) if said.usage is not None else ()  # usage given but impossible
     for name, n in said.exact.items():
-        if n >= events:
+        if n >= events and name != MAX_TOKENS:  # without usage, the estimates say so (no_usage)
             return said.count(n, name, mismatch=why, disagreed=against)
     if local is None:
         return said.count(events, EVENT_FLOOR, mismatch=why, disagreed=against)

@@ -5,7 +5,8 @@ A record holds what arrived (event times, each event's text, usage, the server's
 
   count        the completion tokens the figures use, by witnesses ranked by what they know:
                usage, backed by timings.predicted_n, per-chunk usage, the server's /tokenize of
-               the streamed text (asked after the case: load/tokenize.py) or one token an event;
+               the streamed text (asked after the case: load/tokenize.py), max_tokens where the
+               request ended by length, or one token an event;
                the local count (an estimate) never overrules usage alone
   per_event    tokens per token-bearing event: per-chunk usage, else local counts scaled to `count`
   arrivals     events joined into arrivals (bursts); ITL and decode are measured between them;
@@ -88,6 +89,7 @@ def _read(rec: RequestRecord) -> Reading:
         predicted_n=_predicted_n(rec.server_timings),
         per_chunk=rec.token_event_usage[-1] if rec.token_event_usage else None,
         server_tokenize=rec.server_tokenize,
+        max_tokens_reached=_max_tokens_reached(rec),
     )
     textless = evidence.textless_first(rec.first_chunk_s, rec.token_event_s, count.tokens)
     in_events = count.tokens - 1 if textless else count.tokens
@@ -114,6 +116,12 @@ def _read(rec: RequestRecord) -> Reading:
         reasoning_tokens=reasoning,
         reasoning_source=source,
     )
+
+
+def _max_tokens_reached(rec: RequestRecord) -> int | None:
+    """The max_tokens sent (target_output_tokens) where the request ended by length: the count
+    the server generated, known without usage (evidence.MAX_TOKENS)."""
+    return rec.target_output_tokens if rec.finish_reason == "length" and rec.target_output_tokens > 0 else None
 
 
 def _predicted_n(timings: dict | None) -> int | None:

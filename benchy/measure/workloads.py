@@ -211,19 +211,22 @@ def case_figures(
     measured: list[RequestRecord],
     controls: Sequence[RequestRecord] = (),
     values: PerRequest | None = None,
+    ahead: Sequence[RequestRecord] = (),
 ) -> WorkloadFigures:
     """Figures of one workload case from its measured requests (failed included: they are
     counted, never used for reuse) and its cold controls (multi-turn --cold-baseline: same
     lengths, nothing shared; judged for leakage, and set beside each turn's TTFT). `values`:
     each request's metrics as the builder computed them, with the case's verdicts (a request
-    missing from it is computed here, by its own evidence)."""
+    missing from it is computed here, by its own evidence). `ahead`: the case's warmups (a shared
+    prefix sent ahead, a conversation's opening): when they ended starts the idle time of the
+    first requests that reuse them."""
     settings = WorkloadSpec.of(spec)
     ok = [r for r in measured if r.ok]
     granularity = cache_granularity(ok)
     out = WorkloadFigures(kind, settings, reuse(ok), granularity, leakage=leakage(ok + [r for r in controls if r.ok]))
     judged = reuse_verdicts(ok, granularity)
     short = [r for r, fine in judged if not fine]
-    partial = partial_reuse(ok, judged, granularity)
+    partial = partial_reuse(ok, judged, granularity, [r for r in ahead if r.ok])
     if partial is not None:
         out.partial_reuse = partial
     elif short and len(short) == len(judged):
@@ -302,20 +305,27 @@ def baseline_cached(ok: list[RequestRecord]) -> float:
 
 
 def partial_reuse(
-    ok: list[RequestRecord], judged: list[tuple[RequestRecord, bool]], granularity: int
+    ok: list[RequestRecord],
+    judged: list[tuple[RequestRecord, bool]],
+    granularity: int,
+    ahead: Sequence[RequestRecord] = (),
 ) -> PartialReuse | None:
-    """The partial-reuse finding, or None when reuse was all or nothing, or hits then misses."""
+    """The partial-reuse finding, or None when reuse was all or nothing, or hits then misses
+    (eviction's) that no cache lifetime explains: misses that all came after longer idle gaps
+    than any hit are expiry, whatever their order."""
     base = baseline_cached(ok)
     short = [r for r, fine in judged if not fine]
     some = [r for r in short if (r.cached_tokens or 0) > base]
     hits = len(judged) - len(short)
     if not short or (not hits and not some):
         return None
+    idle = _idle_split([*ahead, *ok], judged)
+    expired = idle is not None and _expired(*idle)
     first_miss = next(i for i, (_, fine) in enumerate(judged) if not fine)
     after = [fine for _, fine in judged[first_miss + 1 :]]
-    if hits and (not after or sum(after) < INTERMITTENT_SHARE * len(after)):
+    if not expired and hits and (not after or sum(after) < INTERMITTENT_SHARE * len(after)):
         return None  # reuse worked, then (mostly) stopped: eviction's finding
-    if first_miss >= max(EVICTION_LEAD_MIN, EVICTION_LEAD_SHARE * len(judged)):
+    if not expired and first_miss >= max(EVICTION_LEAD_MIN, EVICTION_LEAD_SHARE * len(judged)):
         return None  # reuse worked for most, then fell short: eviction, even if it came back later
     fraction = hits / len(judged)
     lag = steady_turn_lag(ok, some, granularity)
@@ -328,7 +338,6 @@ def partial_reuse(
         expected_tokens=sum(_expected(r) for r, _ in judged),
         reported_tokens=sum(r.cached_tokens or 0 for r, _ in judged),
     )
-    idle = _idle_split(ok, judged)
     if idle is not None:
         found.miss_idle_min_s, found.hit_idle_max_s = idle
     if lag is not None and lag >= 2:
@@ -337,7 +346,7 @@ def partial_reuse(
             f"the turns that reused part of their history reused the turn {lag} before, not the last one: "
             f"requests rotate over {lag} replicas (round robin), each with its own cache"
         )
-    elif idle is not None and _expired(*idle):
+    elif idle is not None and expired:
         found.cause = "expiry"
         found.pattern = (
             f"every miss came after at least {idle[0]:.2f} s idle, every hit after at most {idle[1]:.2f} s: "
@@ -356,11 +365,11 @@ def _expired(miss_min_s: float, hit_max_s: float) -> bool:
     return miss_min_s >= max(EXPIRY_GAP_RATIO * hit_max_s, hit_max_s + EXPIRY_GAP_MIN_S)
 
 
-def _idle_split(ok: list[RequestRecord], judged: list[tuple[RequestRecord, bool]]) -> tuple[float, float] | None:
+def _idle_split(ended: Sequence[RequestRecord], judged: list[tuple[RequestRecord, bool]]) -> tuple[float, float] | None:
     """(shortest idle before a miss, longest idle before a hit), each request's idle time being
     since the end of the last request that left what it reuses (its conversation's previous
     turn, else its group's latest); None without EXPIRY_MIN_MISSES misses and a hit to set apart."""
-    idle = _IdleTimes(ok)
+    idle = _IdleTimes(ended)
     miss: list[float] = []
     hit: list[float] = []
     for r, fine in judged:
@@ -376,7 +385,7 @@ class _IdleTimes:
     """When each conversation's turns and each group's requests ended, indexed once (a case may
     hold thousands of requests)."""
 
-    def __init__(self, ok: list[RequestRecord]) -> None:
+    def __init__(self, ok: Sequence[RequestRecord]) -> None:
         self._turn_end: dict[tuple[int, int], float] = {}
         by_group: dict[int, list[float]] = {}
         for o in ok:

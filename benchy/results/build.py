@@ -318,7 +318,8 @@ def _workload_figures(case: Case, made: CaseRows) -> WorkloadFigures:
     measured = [r for r in records if not r.warmup and not r.control]
     controls = [r for r in records if r.control]
     values = {r.request_id: _row_values(r) for r in made.rows if r.ok and not r.warmup}
-    return case_figures(case.kind, case.workload.to_dict(), measured, controls, values)  # type: ignore[union-attr]
+    ahead = [r for r in records if r.warmup and not r.alone]  # a prefix sent ahead, a conversation's opening
+    return case_figures(case.kind, case.workload.to_dict(), measured, controls, values, ahead)  # type: ignore[union-attr]
 
 
 def _judge_buffered(row: RequestResult, why: Unavailable) -> None:

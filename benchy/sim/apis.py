@@ -74,7 +74,7 @@ def _event(name: str, obj: dict) -> str:
 
 class ApiRenderer:
     """Renders a chat Renderer's token events and whole answer in a Responses or Messages
-    shape. Mixed into app.Renderer by `renderer_class` (app imports this module, not the
+    shape. Mixed into render.Renderer by `renderer_class` (render imports this module, not the
     reverse), it overrides the methods that write words on the wire."""
 
     api: str = "responses"
@@ -82,7 +82,7 @@ class ApiRenderer:
     _blocks: int
     _seq: int
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[call-arg]
         self._block, self._blocks, self._seq = None, 0, 0  # the open block, blocks opened, events typed
 
@@ -216,5 +216,5 @@ def anthropic_usage(usage: dict) -> dict:
 
 
 def renderer_class(base: type, api: str) -> type:
-    """app.Renderer with the API's words (a class per API, made once by app)."""
+    """render.Renderer with the API's words (a class per API, made once by render)."""
     return type(f"{api.title()}Renderer", (ApiRenderer, base), {"api": api})

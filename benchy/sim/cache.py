@@ -19,6 +19,7 @@ import hashlib
 import time
 from array import array
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from benchy.sim.config import BLOCK_SIZE
@@ -69,7 +70,7 @@ class PrefixCache:
         block_size: int = BLOCK_SIZE,
         anywhere: bool = False,
         ttl_s: float = 0.0,
-        clock=time.perf_counter,
+        clock: Callable[[], float] = time.perf_counter,
     ):
         self.capacity = capacity_blocks
         self.block_size = block_size

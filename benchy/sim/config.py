@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 FAULT_KINDS = (
     "http500",
@@ -263,7 +264,7 @@ def parse_fault(spec: str) -> tuple[str, float]:
     return kind, rate
 
 
-def build_config(preset: str = "default", **overrides) -> SimConfig:
+def build_config(preset: str = "default", **overrides: Any) -> SimConfig:
     """The preset's values with every given (non-None) override on top, validated."""
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r} (choose from: {', '.join(PRESETS)})")

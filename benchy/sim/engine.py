@@ -35,7 +35,7 @@ clock = time.perf_counter
 SYSTEM_PREAMBLE = "You are a helpful assistant served by benchy-sim. Knowledge cutoff: 2024-06. Reasoning: medium."
 
 
-def message_text(content) -> str:
+def message_text(content: object) -> str:
     """OpenAI message content: a string, a list of parts, or null."""
     if content is None:
         return ""

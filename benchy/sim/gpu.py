@@ -12,6 +12,8 @@ modelName, Hostname); fields can be left out and scrapes made to fail, for the h
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from benchy.sim.config import SimConfig
 
 HOSTNAME = "benchy-sim"
@@ -34,7 +36,9 @@ SW_THERMAL_SLOWDOWN = 0x20
 class SimGpus:
     """The GPUs' state: busy while any request runs; energy integrated at every change."""
 
-    def __init__(self, cfg: SimConfig, now: float, note, heat=lambda: 1.0) -> None:
+    def __init__(
+        self, cfg: SimConfig, now: float, note: Callable[[dict], None], heat: Callable[[], float] = lambda: 1.0
+    ) -> None:
         self.cfg = cfg
         self.heat = heat  # the engine's decode rate factor now (1.0: cool; sim/engine.py)
         self.note = note  # writes a truth-log line

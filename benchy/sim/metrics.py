@@ -25,10 +25,16 @@ Uses prometheus-client (the library vLLM itself uses); imports nothing from benc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from benchy.sim.config import BLOCK_SIZE, FLAVORS
+
+if TYPE_CHECKING:  # engine imports nothing from here; the import is for the type alone
+    from benchy.sim.engine import Trace
 
 prometheus_client.disable_created_metrics()  # neither vLLM's nor llama.cpp's text has _created samples
 
@@ -38,7 +44,7 @@ TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75
 REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0)
 
 
-def intervals(trace) -> dict[str, float] | None:
+def intervals(trace: Trace) -> dict[str, float] | None:
     """vLLM's per-request intervals of a truth record; None when no token was generated."""
     times = trace.token_times_s
     if not times or trace.admitted_s is None or trace.queued_s is None:
@@ -54,7 +60,7 @@ def intervals(trace) -> dict[str, float] | None:
     }
 
 
-def reported_cached(trace) -> int:
+def reported_cached(trace: Trace) -> int:
     """The cached tokens the server admits to (usage's count), as its counters would."""
     reported = trace.reported_cached_tokens
     return reported if reported is not None else trace.cached_tokens or 0
@@ -82,7 +88,7 @@ class SimMetrics:
         labels = ["model_name", "engine"]
         reg, values = self.registry, (self.model, "0")
 
-        def hist(name: str, doc: str, buckets) -> Histogram:
+        def hist(name: str, doc: str, buckets: Sequence[float]) -> Histogram:
             return Histogram(name, doc, labels, buckets=buckets, registry=reg).labels(*values)
 
         def counter(name: str, doc: str) -> Counter:
@@ -126,7 +132,7 @@ class SimMetrics:
             )
             info.labels(str(BLOCK_SIZE), str(self.cache_blocks), "True").set(1)
 
-    def _observe_vllm(self, trace, spans: dict[str, float]) -> None:
+    def _observe_vllm(self, trace: Trace, spans: dict[str, float]) -> None:
         for name, value in spans.items():
             self.hist[name].observe(value)
         prompt = trace.prompt_tokens or 0
@@ -157,7 +163,8 @@ class SimMetrics:
         self.waiting = Gauge("llamacpp:requests_deferred", "Number of requests deferred", registry=reg)
         self.kv_usage = None
 
-    def _observe_llamacpp(self, trace) -> None:
+    def _observe_llamacpp(self, trace: Trace) -> None:
+        assert trace.prefill_start_s is not None and trace.prefill_end_s is not None  # observe() checked
         prompt, cached = trace.prompt_tokens or 0, reported_cached(trace)
         self.prompt_tokens.inc(prompt - cached)
         self.cached_tokens.inc(cached)
@@ -167,7 +174,7 @@ class SimMetrics:
 
     # --- shared ---
 
-    def observe(self, trace) -> None:
+    def observe(self, trace: Trace) -> None:
         """Counts a finished request (one that got through prefill and generated a token)."""
         spans = intervals(trace)
         if spans is None or trace.prefill_end_s is None:

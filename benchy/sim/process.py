@@ -123,5 +123,5 @@ class SimProcess:
     def __enter__(self) -> SimProcess:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -43,6 +43,7 @@ class Code(str, Enum):
     PREFILL_HOLDS_QUEUEING = "prefill_holds_queueing"
     FIXED_LATENCY = "fixed_latency"
     RATE_DRIFT = "rate_drift"
+    RATE_DRIFT_ACROSS_CASES = "rate_drift_across_cases"
     REQUEST_ERRORS = "request_errors"
     CLIENT_OVERLOADED = "client_overloaded"
     CLIENT_BOUND = "client_bound"
@@ -128,6 +129,7 @@ VERDICTS: dict[Code, Verdict] = {
     Code.PREFILL_HOLDS_QUEUEING: Verdict(_WARNING, payloads.PrefillHoldsQueueing),
     Code.FIXED_LATENCY: Verdict(_WARNING, payloads.FixedLatency),
     Code.RATE_DRIFT: Verdict(_WARNING, payloads.RateDrift),
+    Code.RATE_DRIFT_ACROSS_CASES: Verdict(_WARNING, payloads.RateDriftAcrossCases),
     Code.REQUEST_ERRORS: Verdict(_FAILURE, payloads.RequestErrors),
     Code.CLIENT_OVERLOADED: Verdict(_WARNING, payloads.ClientOverloaded),
     Code.CLIENT_BOUND: Verdict(_WARNING, payloads.NoFigures),

@@ -246,6 +246,13 @@ class RateDrift(Details):
 
 
 @dataclass(frozen=True)
+class RateDriftAcrossCases(RateDrift):
+    """The same trend over the requests of several cases of one shape, pooled in send order."""
+
+    cases: list[str] | None = _n("the cases of that shape, in send order")
+
+
+@dataclass(frozen=True)
 class RequestErrors(Details):
     """Failures by kind, with the first message of each."""
 

@@ -1,0 +1,92 @@
+"""Issue 36, item 6 outside partial reuse: a prompt cache with a lifetime, in a shared-prefix
+case whose groups take turns. Each group's prefix, sent ahead, is found by the first request
+that follows it at once; every later one comes after the other groups' requests, longer than
+the lifetime, and misses. Hits then misses look like eviction (a cache too small) or, for a
+prefix sent ahead, a cache that is off: the idle time before each miss against each hit says
+expiry. Judged by the simulator's truth log: which requests lost cached blocks, with none
+evicted for room."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import run_benchy_here, warning_codes
+
+
+def test_a_cache_lifetime_is_named_expiry_when_hits_come_first(start_sim, tmp_path):
+    # 4 groups in turn, ~0.1 s a request: a group's prefix sits ~0.3 s idle, past the 0.2 s lifetime.
+    sim = start_sim("--preset", "cache-ttl", "--cache-ttl-s", "0.2")
+    out = tmp_path / "out"
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "-q", "-o", str(out), "--no-report",
+        "--shared-prefix", "0.75", "--groups", "4", "--pp", "400", "--tg", "300", "-c", "1", "--requests", "16",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    (case,) = [c for c in results["cases"] if c["workload"]["spec"].get("groups") == 4]
+    truth = {t["request_id"]: t for t in sim.truth(expect=sum(len(c["requests"]) for c in results["cases"]))}
+    judged = [r for r in case["requests"] if not r["warmup"] and r.get("expected_cached_tokens")]
+    lost = {r["request_id"] for r in judged if truth[r["request_id"]]["cache_lost_tokens"]}
+    # The truth: some requests found their prefix, the rest lost it, and nothing was evicted for room.
+    assert lost and len(lost) < len(judged)
+    assert not any(t.get("cache_evicted_blocks") for t in truth.values())
+    part = case["workload"]["partial_reuse"]
+    assert part is not None and part["cause"] == "expiry" and case["workload"]["eviction"] is None
+    assert part["missed_requests"] + part["partial_requests"] == len(lost)
+    assert part["miss_idle_min_s"] > part["hit_idle_max_s"]
+    codes = warning_codes(results, case["label"])
+    assert "cache_partial_reuse" in codes and not codes & {"depth_cache_miss", "cache_eviction", "cache_not_reused"}
+    (w,) = [w for w in results["warnings"] if w["code"] == "cache_partial_reuse"]
+    assert "expire" in w["message"] and "replicas" not in w["message"] and "router" not in w["hint"]
+
+
+def test_a_prefix_that_never_expires_is_not_called_expiry(start_sim, tmp_path):
+    # The control: the same load, no lifetime: every request finds its group's prefix.
+    sim = start_sim("--preset", "cache-ttl", "--cache-ttl-s", "0")
+    out = tmp_path / "out"
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "-q", "-o", str(out), "--no-report",
+        "--shared-prefix", "0.75", "--groups", "4", "--pp", "400", "--tg", "300", "-c", "1", "--requests", "16",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    (case,) = [c for c in results["cases"] if c["workload"]["spec"].get("groups") == 4]
+    truth = {t["request_id"]: t for t in sim.truth(expect=sum(len(c["requests"]) for c in results["cases"]))}
+    assert not any(t["cache_lost_tokens"] for t in truth.values())
+    assert case["workload"]["partial_reuse"] is None
+    assert not warning_codes(results, case["label"]) & {"cache_partial_reuse", "depth_cache_miss"}
+
+
+def trace_file(path, gaps_ms: list[int]) -> str:
+    """A Mooncake trace: every request shares two 512-token blocks and adds one of its own."""
+    t, rows = 0, []
+    for i, gap in enumerate([0, *gaps_ms]):
+        t += gap
+        rows.append({"timestamp": t, "input_length": 1100, "output_length": 8, "hash_ids": [1, 2, 100 + i]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def test_a_cache_lifetime_in_a_trace_is_expiry_not_routing(start_sim, tmp_path):
+    # Requests 50 ms apart find the shared blocks; those after 1.5 s, well past the 0.5 s lifetime
+    # (a loaded machine's late sends and slow answers stay far from it either way), not.
+    sim = start_sim("--preset", "cache-ttl")
+    trace = trace_file(tmp_path / "trace.jsonl", [50, 1500] * 5)
+    out = tmp_path / "out"
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "-q", "-o", str(out), "--no-report", "--trace", trace,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    (case,) = results["cases"]
+    truth = {t["request_id"]: t for t in sim.truth(expect=len(case["requests"]))}
+    judged = [r for r in case["requests"] if not r["warmup"] and r.get("expected_cached_tokens")]
+    lost = {r["request_id"] for r in judged if truth[r["request_id"]]["cache_lost_tokens"]}
+    assert lost and len(lost) < len(judged)  # the truth: the blocks expired before some requests
+    assert not any(t.get("cache_evicted_blocks") for t in truth.values())  # none evicted for room
+    assert {t["replica"] for t in truth.values()} == {0}  # one server: no routing at all
+    part = case["workload"]["partial_reuse"]
+    assert part is not None and part["cause"] == "expiry" and part["replicas"] is None
+    assert part["missed_requests"] + part["partial_requests"] == len(lost)
+    (w,) = [w for w in results["warnings"] if w["code"] == "cache_partial_reuse"]
+    assert "expire" in w["message"] and "replicas" not in w["message"]
