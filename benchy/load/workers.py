@@ -689,8 +689,18 @@ class _Clients:
 
 
 async def _send_batches(conn: Connection, share: Share) -> None:
-    async for batch in share.batches():
-        conn.send(("batch", batch))
+    from benchy.load.worker_trace import WorkerTrace
+
+    trace = WorkerTrace()
+    trace.install()
+    try:
+        async for batch in share.batches():
+            t0 = time.perf_counter()
+            conn.send(("batch", batch))
+            trace.handed_off(time.perf_counter() - t0, len(batch.get("records", ())))
+    finally:
+        trace.uninstall()
+        trace.write(share.plan.worker)
 
 
 def _read_into(conn: Connection, inbox: asyncio.Queue) -> None:
