@@ -21,13 +21,15 @@ class WorkerTrace:
     """GC pauses and hand-offs of one worker process, per case (`reset` between cases)."""
 
     def __init__(self) -> None:
-        self._gc_started = 0.0
+        self._gc_started = self._gc_cpu = 0.0
+        self.since = float("inf")  # pauses before this perf_counter (the measured part's start) are left out
         self.reset()
 
     def reset(self) -> None:
         self.gc_pauses = 0
         self.gc_pause_s = 0.0
         self.gc_pause_max_s = 0.0
+        self.gc_pause_max_cpu_s = 0.0  # the CPU time of that longest pause (the rest: descheduled)
         self.gc_max_generation = -1
         self.handoffs = 0
         self.handoff_s = 0.0
@@ -44,15 +46,20 @@ class WorkerTrace:
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            self._gc_started = time.perf_counter()
+            self._gc_started, self._gc_cpu = time.perf_counter(), time.thread_time()
+            return
+        if self._gc_started < self.since:
             return
         took = time.perf_counter() - self._gc_started
         self.gc_pauses += 1
         self.gc_pause_s += took
         if took > self.gc_pause_max_s:
             self.gc_pause_max_s, self.gc_max_generation = took, int(info.get("generation", -1))
+            self.gc_pause_max_cpu_s = time.thread_time() - self._gc_cpu
 
     def handed_off(self, seconds: float, records: int) -> None:
+        if time.perf_counter() - seconds < self.since:
+            return
         self.handoffs += 1
         self.handoff_s += seconds
         if seconds > self.handoff_max_s:
@@ -63,6 +70,7 @@ class WorkerTrace:
             "gc_pauses": self.gc_pauses,
             "gc_pause_ms_total": round(1000 * self.gc_pause_s, 3),
             "gc_pause_ms_max": round(1000 * self.gc_pause_max_s, 3),
+            "gc_pause_max_cpu_ms": round(1000 * self.gc_pause_max_cpu_s, 3),
             "gc_pause_max_generation": self.gc_max_generation,
             "handoffs": self.handoffs,
             "handoff_ms_total": round(1000 * self.handoff_s, 3),

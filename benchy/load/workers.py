@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
 
 from benchy.client import loop as event_loop
+from benchy.load.handoff import Sender, frozen_heap, pieces
 
 if TYPE_CHECKING:
     from benchy.client.client import Client
@@ -193,6 +194,7 @@ class Share:
         self._sent: list[dict] = []
         self._done: list[dict] = []
         self._ready = False
+        self._heap = contextlib.ExitStack()  # frozen from the start until the last batch is out
 
     def go(self, start_s: float) -> None:
         """The shared start, on this worker's clock."""
@@ -200,6 +202,11 @@ class Share:
             self._go.set_result(start_s)
 
     async def batches(self) -> AsyncIterator[dict]:
+        with self._heap:
+            async for batch in self._batches():
+                yield batch
+
+    async def _batches(self) -> AsyncIterator[dict]:
         task = asyncio.ensure_future(self._run())
         try:
             while not task.done():
@@ -251,6 +258,7 @@ class Share:
             self._done.append(rec.to_dict())
 
         async def start() -> float:
+            self._heap.enter_context(frozen_heap())  # the warmups are done: the measured part begins
             self._ready = True
             self._wake.set()
             return await self._go
@@ -640,6 +648,7 @@ async def _serve(conn: Connection) -> None:
     # (tokenizer.count); the parent counts the streamed text.
     inbox: asyncio.Queue = asyncio.Queue()
     event_loop.watch(conn, _read_into, conn, inbox)
+    sender = Sender(conn)
     clients = _Clients(Client)
     share: Share | None = None
     running: set[asyncio.Task] = set()
@@ -647,11 +656,11 @@ async def _serve(conn: Connection) -> None:
         while True:
             kind, *args = await inbox.get()
             if kind == "clock":
-                conn.send(("clock", clock_reading()))
+                sender.send(("clock", clock_reading()))
             elif kind == "case":
                 plan, settings, calibration, nonce = args
                 share = Share(await clients.get(settings), plan, calibration, nonce)
-                task = asyncio.ensure_future(_send_batches(conn, share))
+                task = asyncio.ensure_future(_send_batches(sender, share))
                 running.add(task)
                 task.add_done_callback(running.discard)
             elif kind == "go" and share is not None:
@@ -664,6 +673,7 @@ async def _serve(conn: Connection) -> None:
         for task in running:
             task.cancel()
         await clients.close()
+        sender.close()
 
 
 class _Clients:
@@ -688,16 +698,25 @@ class _Clients:
             self.client = None
 
 
-async def _send_batches(conn: Connection, share: Share) -> None:
+async def _send_batches(sender: Sender, share: Share) -> None:
+    """Hands each batch to the sender thread a piece at a time, a turn of the loop apart
+    (handoff.py), timing what each costs the loop (worker_trace.py)."""
     from benchy.load.worker_trace import WorkerTrace
 
     trace = WorkerTrace()
     trace.install()
     try:
         async for batch in share.batches():
-            t0 = time.perf_counter()
-            conn.send(("batch", batch))
-            trace.handed_off(time.perf_counter() - t0, len(batch.get("records", ())))
+            if batch.get("ready"):  # what follows is the measured part
+                trace.since = time.perf_counter()
+            if "figures" in batch or "error" in batch:  # the share's end: nothing is measured after
+                trace.uninstall()
+            for i, piece in enumerate(pieces(batch)):
+                if i:
+                    await asyncio.sleep(0)
+                t0 = time.perf_counter()
+                sender.send(("batch", piece))
+                trace.handed_off(time.perf_counter() - t0, len(piece.get("records", ())))
     finally:
         trace.uninstall()
         trace.write(share.plan.worker)
