@@ -37,7 +37,7 @@ class LoopMonitor:
         self._task = asyncio.create_task(self._sample())
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:
             self._task.cancel()
             try:

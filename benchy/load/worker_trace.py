@@ -35,6 +35,7 @@ class WorkerTrace:
         self.handoff_s = 0.0
         self.handoff_max_s = 0.0
         self.handoff_max_records = 0
+        self.handoff_max_cpu_s = 0.0
 
     def install(self) -> None:
         if self._on_gc not in gc.callbacks:
@@ -57,13 +58,15 @@ class WorkerTrace:
             self.gc_pause_max_s, self.gc_max_generation = took, int(info.get("generation", -1))
             self.gc_pause_max_cpu_s = time.thread_time() - self._gc_cpu
 
-    def handed_off(self, seconds: float, records: int) -> None:
+    def handed_off(self, seconds: float, cpu_s: float, records: int) -> None:
+        """A hand-off took `seconds` of the loop's time, `cpu_s` of it on the CPU (the rest it
+        waited: on the pipe, or descheduled)."""
         if time.perf_counter() - seconds < self.since:
             return
         self.handoffs += 1
         self.handoff_s += seconds
         if seconds > self.handoff_max_s:
-            self.handoff_max_s, self.handoff_max_records = seconds, records
+            self.handoff_max_s, self.handoff_max_records, self.handoff_max_cpu_s = seconds, records, cpu_s
 
     def figures(self) -> dict[str, float | int]:
         return {
@@ -75,6 +78,7 @@ class WorkerTrace:
             "handoffs": self.handoffs,
             "handoff_ms_total": round(1000 * self.handoff_s, 3),
             "handoff_ms_max": round(1000 * self.handoff_max_s, 3),
+            "handoff_max_cpu_ms": round(1000 * self.handoff_max_cpu_s, 3),
             "handoff_max_records": self.handoff_max_records,
         }
 
