@@ -436,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
                 started = time.perf_counter()
                 try:
                     results.append(measure(servers, streams, args, set(client_cores), folder))
+                    print(table(results[-1:]).splitlines()[-1], flush=True)  # in case a later count runs out of time
                 except (RuntimeError, OSError, ValueError, KeyError) as exc:
                     print(f"{streams} streams: not measured: {exc}", file=sys.stderr)
                     continue
