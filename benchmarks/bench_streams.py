@@ -399,6 +399,20 @@ def _default_cores() -> tuple[list[int], list[int]]:
     return cores[-1:], cores[:1]
 
 
+def _costs(args: argparse.Namespace, client_cores: list[int], server_cores: list[int]) -> int:
+    from bench_client import Sims
+    from bench_costs import measure_costs
+
+    print(f"pump servers on core(s) {server_cores}; benchy (--workers 1) on core {client_cores[0]}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="benchy-costs-") as tmp:
+        pumps = Sims(args.servers or len(server_cores), server_cores, Path(tmp), kind="pump")
+        try:
+            print("\n".join(measure_costs(pumps, {client_cores[0]}, Path(tmp), args.costs)))
+        finally:
+            pumps.stop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--serve", nargs=3, metavar=("PORT", "LOG", "TPS"), help=argparse.SUPPRESS)
@@ -411,6 +425,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--client-cores", default=None, help="cores for benchy, e.g. 0-7 (default: half)")
     ap.add_argument("--server-cores", default=None, help="cores for the servers, e.g. 8-14 (default: the rest)")
     ap.add_argument("--workers", type=int, default=None, help="benchy --workers (default: benchy's choice)")
+    ap.add_argument(
+        "--costs",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="instead: client CPU per request and per streamed token beside their floors, and one worker's "
+        "requests/s, against pump servers, the median of ROUNDS alternating rounds (bench_costs.py)",
+    )
     ap.add_argument("--keep", type=Path, default=None, help="keep the runs and server logs in this folder")
     args = ap.parse_args(argv)
     if args.serve:
@@ -419,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     client_default, server_default = _default_cores()
     client_cores = _cores(args.client_cores) if args.client_cores else client_default
     server_cores = _cores(args.server_cores) if args.server_cores else server_default
+    if args.costs:
+        return _costs(args, client_cores, server_cores)
     _raise_file_limit(max(args.streams))
     k = args.servers or len(server_cores)
     print(
