@@ -10,8 +10,9 @@
 #   probecap  benchy probe-cache --capacity --cache-reset on -np 1 --cache-ram 0, -np 4 --cache-ram 0 and a
 #             default server (-np 4, host-RAM cache on); PROBES picks among np1 nocache default (issue 24)
 #   streams   no llama-server (and no build): benchmarks/bench_streams.py, benchy's stamps against paced stream
-#             servers at 1,000-8,000 streams (issue 40); STREAMS_ARGS adds to its arguments. Alone it needs only
-#             the carried wheels: BUDGET_S=540 bash benchmarks/h200.sh oss streams
+#             servers at 1,000-8,000 streams (issue 40), then its --costs 3 (per request and per token beside their
+#             floors) if time is left; STREAMS_ARGS adds to the first's arguments. Alone it needs only the
+#             carried wheels: BUDGET_S=540 bash benchmarks/h200.sh oss streams
 # Run from the repository root on the device, with ../shared/gpu-testbed copied to .gpu-testbed
 # (prebuilt binaries in .gpu-testbed/bin/ save the 5-minute build):
 #   BUDGET_S=570 bash benchmarks/h200.sh oss truth capacity
@@ -142,6 +143,9 @@ streams() {  # benchy's stamps at 1,000-8,000 paced streams; no llama-server (be
   timeout $(( $(left) - 10 )) python3 "$ROOT/benchmarks/bench_streams.py" ${STREAMS_ARGS:-} \
       >"$RES/streams.txt" 2>"$RES/streams.err"
   log "streams rc=$?"; tee -a "$RES/summary.txt" <"$RES/streams.txt"; tail -8 "$RES/streams.err" | tee -a "$RES/summary.txt"; snap
+  [ "$(left)" -gt 150 ] || { log "skip costs (left $(left)s)"; return; }
+  timeout $(( $(left) - 10 )) python3 "$ROOT/benchmarks/bench_streams.py" --costs 3 >"$RES/costs.txt" 2>"$RES/costs.err"
+  log "costs rc=$?"; tee -a "$RES/summary.txt" <"$RES/costs.txt"; tail -4 "$RES/costs.err" | tee -a "$RES/summary.txt"; snap
 }
 
 for step in "${@:-truth}"; do
