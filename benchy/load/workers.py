@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from benchy.workloads.case import Case
 
 OnRecord = Callable[["RequestRecord"], None]
-OnStart = Callable[[], Awaitable[None]]
+OnStart = Callable[[], Awaitable[object]]  # its value is not used
 
 STREAMS_PER_WORKER = 64  # one event loop keeps this many streams well within its means
 BATCH_S = 0.05  # a worker's finished records reach the parent at most this late
