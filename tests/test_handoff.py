@@ -27,7 +27,8 @@ def test_big_batches_arrive_whole_in_pieces_and_the_trace_says_so(start_sim, tmp
     assert sorted(x["worker"] for x in lines) == [0, 1]
     for x in lines:
         # 384 records a worker, 128 streams finishing at once: more than a piece holds, cut.
-        assert 0 < x["handoff_max_records"] <= MAX_RECORDS
+        assert 0 < x["handoff_records_most"] <= MAX_RECORDS
+        assert x["handoff_max_records"] <= x["handoff_records_most"]
         assert x["handoffs"] >= 384 / MAX_RECORDS
         assert x["handoff_max_cpu_ms"] <= x["handoff_ms_max"] + 1.0  # CPU within the wall time (clock ticks)
         assert x["gc_pauses"] >= 0 and x["gc_pause_max_cpu_ms"] <= x["gc_pause_ms_max"] + 1.0

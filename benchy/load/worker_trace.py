@@ -36,6 +36,7 @@ class WorkerTrace:
         self.handoff_max_s = 0.0
         self.handoff_max_records = 0
         self.handoff_max_cpu_s = 0.0
+        self.handoff_records_most = 0  # the most records any one hand-off carried
 
     def install(self) -> None:
         if self._on_gc not in gc.callbacks:
@@ -65,6 +66,7 @@ class WorkerTrace:
             return
         self.handoffs += 1
         self.handoff_s += seconds
+        self.handoff_records_most = max(self.handoff_records_most, records)
         if seconds > self.handoff_max_s:
             self.handoff_max_s, self.handoff_max_records, self.handoff_max_cpu_s = seconds, records, cpu_s
 
@@ -80,6 +82,7 @@ class WorkerTrace:
             "handoff_ms_max": round(1000 * self.handoff_max_s, 3),
             "handoff_max_cpu_ms": round(1000 * self.handoff_max_cpu_s, 3),
             "handoff_max_records": self.handoff_max_records,
+            "handoff_records_most": self.handoff_records_most,
         }
 
     def write(self, worker: int) -> None:
