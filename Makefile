@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 BASE_STAMP := $(VENV)/.installed-benchy
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-realserver test-ray test-vllm lint bench bench-scale bench-client bench-ray bench-prompts schema clean
+.PHONY: install demo test test-fast test-realserver test-ray test-vllm lint bench bench-scale bench-client bench-streams bench-ray bench-prompts schema clean
 
 install: $(STAMP)
 
@@ -98,6 +98,12 @@ bench-scale: install
 # side by side; BENCH_CLIENT_ARGS="--sims 8 --sim-cores 2-15" on a machine with cores to spare.
 bench-client: install
 	$(BIN)/python benchmarks/bench_client.py $(BENCH_CLIENT_ARGS)
+
+# benchy's stamps against the wire at 1,000-8,000 paced streams (benchmarks/bench_streams.py): stream
+# servers on half the cores, benchy on the other half, each event's receive stamp paired with its
+# server's write by X-Request-Id. On a small machine: BENCH_STREAMS_ARGS="--streams 200 500 --tg 40".
+bench-streams: install
+	$(BIN)/python benchmarks/bench_streams.py $(BENCH_STREAMS_ARGS)
 
 # Aggregate tokens/s of 1, 2 and 4 Ray actors against pump servers, with each actor's CPU per
 # token (benchmarks/bench_ray.py); BENCH_RAY_ARGS="--pumps 6 --pump-cores 0-5" on a large machine.

@@ -9,6 +9,10 @@
 #   apis      -np 4 --cache-ram 0: --pp 2048 --tg 128 through chat, responses and messages, and --no-stream
 #   probecap  benchy probe-cache --capacity --cache-reset on -np 1 --cache-ram 0, -np 4 --cache-ram 0 and a
 #             default server (-np 4, host-RAM cache on); PROBES picks among np1 nocache default (issue 24)
+#   streams   no llama-server (and no build): benchmarks/bench_streams.py, benchy's stamps against paced stream
+#             servers at 1,000-8,000 streams (issue 40), then its --costs 3 (per request and per token beside their
+#             floors) if time is left; STREAMS_ARGS adds to the first's arguments. Alone it needs only the
+#             carried wheels: BUDGET_S=540 bash benchmarks/h200.sh oss streams
 # Run from the repository root on the device, with ../shared/gpu-testbed copied to .gpu-testbed
 # (prebuilt binaries in .gpu-testbed/bin/ save the 5-minute build):
 #   BUDGET_S=570 bash benchmarks/h200.sh oss truth capacity
@@ -27,14 +31,20 @@ case $MODEL in
   oss)   PRESET=gpt-oss-20b; PROFILE=gpt-oss-20b ;;
   *) echo "unknown model $MODEL (llama | oss)"; exit 2 ;;
 esac
-bash "$TB/run_device.sh" build >"$RES/build_phase.log" 2>&1; log "build: $(tail -2 "$RES/build_phase.log" | head -1)"
-BIN=$W/bin; export LD_LIBRARY_PATH=$BIN:${LD_LIBRARY_PATH:-}
-[ -x "$BIN/llama-server" ] || { log "no llama-server"; snap; exit 1; }
 export PYTHONPATH=/tmp/site:$ROOT
 FILE=$PRESET-random.gguf
-[ -s "$W/models/$FILE" ] || PYTHONPATH=$TB/data/gguf-py:$PYTHONPATH python3 "$TB/gen_gguf.py" --preset "$PRESET" \
-    --vocab "$TB/data/llama3_vocab.json.gz" --out "$W/models/$FILE" >"$RES/gen.log" 2>&1 || { log "gen failed"; snap; exit 1; }
 U=http://127.0.0.1:$PORT/v1
+BIN=$W/bin; export LD_LIBRARY_PATH=$BIN:${LD_LIBRARY_PATH:-}
+NEEDS_SERVER=0; for step in "${@:-truth}"; do [ "$step" = streams ] || NEEDS_SERVER=1; done
+if [ $NEEDS_SERVER = 1 ]; then
+  bash "$TB/run_device.sh" build >"$RES/build_phase.log" 2>&1; log "build: $(tail -2 "$RES/build_phase.log" | head -1)"
+  [ -x "$BIN/llama-server" ] || { log "no llama-server"; snap; exit 1; }
+  [ -s "$W/models/$FILE" ] || PYTHONPATH=$TB/data/gguf-py:$PYTHONPATH python3 "$TB/gen_gguf.py" --preset "$PRESET" \
+      --vocab "$TB/data/llama3_vocab.json.gz" --out "$W/models/$FILE" >"$RES/gen.log" 2>&1 || { log "gen failed"; snap; exit 1; }
+else  # the wheels alone (what run_device.sh's build phase installs first), no build
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      "$TB"/data/whl/*.whl >"$RES/pip.log" 2>&1 || log "pip install of the carried wheels failed (pip.log)"
+fi
 
 serve() {  # NP FLAGS...: starts llama-server, sets SP
   local np=$1; shift
@@ -126,6 +136,16 @@ apis() {  # the same sweep through chat, Responses and Messages on one server (i
   bench api_${MODEL}_nostream run --base-url $U --no-stream --pp 2048 --tg 128 --runs 3 -o "$RES/api_${MODEL}_nostream"
   python3 "$ROOT/benchmarks/h200_requests.py" "$RES"/api_${MODEL}_*/ 2>&1 | tee -a "$RES/summary.txt"
   unserve
+}
+
+streams() {  # benchy's stamps at 1,000-8,000 paced streams; no llama-server (bench_streams.py)
+  log "streams: $(nproc) cores, open files $(ulimit -Hn)"
+  timeout $(( $(left) - 10 )) python3 "$ROOT/benchmarks/bench_streams.py" ${STREAMS_ARGS:-} \
+      >"$RES/streams.txt" 2>"$RES/streams.err"
+  log "streams rc=$?"; tee -a "$RES/summary.txt" <"$RES/streams.txt"; tail -8 "$RES/streams.err" | tee -a "$RES/summary.txt"; snap
+  [ "$(left)" -gt 150 ] || { log "skip costs (left $(left)s)"; return; }
+  timeout $(( $(left) - 10 )) python3 "$ROOT/benchmarks/bench_streams.py" --costs 3 >"$RES/costs.txt" 2>"$RES/costs.err"
+  log "costs rc=$?"; tee -a "$RES/summary.txt" <"$RES/costs.txt"; tail -4 "$RES/costs.err" | tee -a "$RES/summary.txt"; snap
 }
 
 for step in "${@:-truth}"; do

@@ -23,10 +23,16 @@ import asyncio
 import importlib.util
 import logging
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from benchy.load import workers
+
+if TYPE_CHECKING:
+    from benchy.client.settings import ClientSettings
+    from benchy.load.plan import CasePlan, LoadSettings
+    from benchy.load.prompts import Calibration
+    from benchy.workloads.case import Case
 
 RAY_MISSING = "--ray needs Ray, an optional extra: pip install 'benchy[ray]'"
 START_LEAD_S = 0.25  # an actor call takes milliseconds: the shared start lies this far ahead
@@ -65,7 +71,9 @@ class ShareActor:
         reading["node"] = f"{reading['node']} (Ray node {ray.get_runtime_context().get_node_id()[:8]})"
         return reading
 
-    async def run(self, plan, settings, calibration, nonce: bool):
+    async def run(
+        self, plan: CasePlan, settings: ClientSettings, calibration: Calibration, nonce: bool
+    ) -> AsyncIterator[dict]:
         """A streaming generator: the share's batches as they come."""
         self._share = workers.Share(await self._clients.get(settings), plan, calibration, nonce)
         async for batch in self._share.batches():
@@ -95,7 +103,7 @@ class RayPool:
         self.nodes = nodes
         self.address = address
         self._case: list = []
-        self._settings = None
+        self._settings: ClientSettings | None = None
         self._pumps: set[asyncio.Task] = set()
 
     @classmethod
@@ -112,11 +120,19 @@ class RayPool:
     def n(self) -> int:
         return len(self._live)
 
-    def workers_for(self, case, load) -> int:
+    def workers_for(self, case: Case, load: LoadSettings) -> int:
         return workers.case_workers(case, self.n, load.max_inflight)  # 1 … n
 
     async def run_case(
-        self, plan, k: int, client_settings, calibration, nonce: bool, on_record: Callable, stop, on_start=None
+        self,
+        plan: CasePlan,
+        k: int,
+        client_settings: ClientSettings,
+        calibration: Calibration,
+        nonce: bool,
+        on_record: workers.OnRecord,
+        stop: asyncio.Event,
+        on_start: workers.OnStart | None = None,
     ) -> dict:
         if not self._live:
             raise workers.WorkerError("ClusterError", "every Ray actor of this run has been lost")
@@ -130,14 +146,14 @@ class RayPool:
     async def read_clock(self, w: int) -> dict:
         return await self._case[w].clock.remote()
 
-    def begin(self, plans: list, calibration, nonce: bool, events: asyncio.Queue) -> None:
+    def begin(self, plans: list[CasePlan], calibration: Calibration, nonce: bool, events: asyncio.Queue) -> None:
         for w, plan in enumerate(plans):
             stream = self._case[w].run.options(num_returns="streaming").remote(plan, self._settings, calibration, nonce)
             pump = asyncio.ensure_future(self._pump(w, stream, events))
             self._pumps.add(pump)
             pump.add_done_callback(self._pumps.discard)
 
-    async def _pump(self, w: int, stream, events: asyncio.Queue) -> None:
+    async def _pump(self, w: int, stream: AsyncIterator[Any], events: asyncio.Queue) -> None:
         """Actor w's batches into the events queue; its death as a "lost" event."""
         actor_died = self._ray.exceptions.RayActorError
         try:
@@ -149,7 +165,7 @@ class RayPool:
         except self._ray.exceptions.RayError as exc:  # the share itself failed in a way Ray reports
             events.put_nowait((w, "batch", {"error": [type(exc).__name__, _first_line(exc)]}))
 
-    def _forget(self, actor) -> None:
+    def _forget(self, actor: Any) -> None:
         if actor in self._live:
             self._live.remove(actor)
 
@@ -167,7 +183,7 @@ class RayPool:
         self._ray.shutdown()
 
 
-def _import_ray():
+def _import_ray() -> Any:
     if not ray_installed():
         raise ClusterError(RAY_MISSING)
     import ray
@@ -175,7 +191,7 @@ def _import_ray():
     return ray
 
 
-def _init(ray, address: str, per_node: int) -> None:
+def _init(ray: Any, address: str, per_node: int) -> None:
     quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
     local = {"num_cpus": max(per_node, workers._usable_cores()), "object_store_memory": OBJECT_STORE_BYTES}
     try:
@@ -192,7 +208,7 @@ def _init(ray, address: str, per_node: int) -> None:
         raise ClusterError(f"cannot reach the Ray cluster at {address!r}: {_first_line(exc)}") from None
 
 
-def _place(ray, nodes: list[dict], per_node: int) -> list:
+def _place(ray: Any, nodes: list[dict], per_node: int) -> list:
     """per_node actors pinned to each node (a CPU each), created node by node in turn, so that
     a case on k < all actors still spreads over as many nodes as it can."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

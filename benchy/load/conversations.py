@@ -138,7 +138,9 @@ def _chat(plan: CasePlan, rec: RequestRecord, messages: list[dict], body: dict) 
     return PlannedRequest(rec, "", plan.case.tg, plan.endpoint, {**body, "messages": messages})
 
 
-def _record(plan: CasePlan, tag: str, conversation: int, turn: int, nonce: str | None, warmup=False) -> RequestRecord:
+def _record(
+    plan: CasePlan, tag: str, conversation: int, turn: int, nonce: str | None, warmup: bool = False
+) -> RequestRecord:
     return RequestRecord(
         case=plan.case.label,
         run=0 if not warmup else -1,

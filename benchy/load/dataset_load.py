@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from benchy.load import arrivals, dataset_fit
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options
@@ -32,6 +33,9 @@ from benchy.measure.records import RequestRecord
 from benchy.workloads import dataset
 from benchy.workloads.case import Case
 from benchy.workloads.dataset import DatasetSetup, DatasetSpec, Entry, Selection
+
+if TYPE_CHECKING:
+    from benchy.client.client import Client
 
 NONCE_SEPARATOR = dataset_fit.NONCE_SEPARATOR
 DEFAULT_TG = 128  # an entry with no reference answer, without --tg: the sweep's default
@@ -147,7 +151,7 @@ TEXT_CALIBRATION_LOCAL_TOKENS = (512, 1024)  # two prompts of dataset text, from
 
 
 async def calibrate_text(
-    client, endpoint: str, calibration: Calibration, cases: list[Case], salt: str, template: Template
+    client: Client, endpoint: str, calibration: Calibration, cases: list[Case], salt: str, template: Template
 ) -> tuple[float, float] | None:
     """(overhead, scale) of the dataset's own text on this server: a server's tokenizer splits
     real text otherwise than the filler (a small vocabulary: twice as many tokens for the same

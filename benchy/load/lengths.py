@@ -32,7 +32,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from benchy.measure.evidence import LENGTHS_O200K as O200K_CALIBRATED
 from benchy.measure.evidence import LENGTHS_SERVER_TOKENIZE as SERVER_TOKENIZE
 from benchy.measure.evidence import LENGTHS_SERVER_USAGE as SERVER_USAGE
 from benchy.measure.evidence import LENGTHS_TOKENIZER_FILE as TOKENIZER_FILE
+
+if TYPE_CHECKING:
+    from benchy.client.client import Client
 
 # Fewer one-token words than these and the fit is not used: nonces would repeat too soon, and
 # bodies drawn from too few words would share cache blocks.
@@ -209,13 +212,13 @@ async def fit_words(counter: TokenCounter) -> LengthFit:
     )
 
 
-async def fit_lengths(client, tokenizer_file: str | None, endpoint: str = "chat") -> LengthFit:
+async def fit_lengths(client: Client, tokenizer_file: str | None, endpoint: str = "chat") -> LengthFit:
     """The run's length source: --tokenizer when given, else the server's /tokenize, else
     its usage of tiny requests, else (too few words fit) the calibrated o200k count."""
     return await fit_words(await best_counter(client, tokenizer_file, endpoint))
 
 
-async def best_counter(client, tokenizer_file: str | None, endpoint: str = "chat") -> TokenCounter:
+async def best_counter(client: Client, tokenizer_file: str | None, endpoint: str = "chat") -> TokenCounter:
     """The best counter this server allows: --tokenizer when given, else its /tokenize when it
     answers, else its usage (`client`: a benchy.client.client.Client, model chosen)."""
     if tokenizer_file:

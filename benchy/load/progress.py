@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from typing import TextIO
 
 from tqdm import tqdm
 
@@ -115,7 +116,7 @@ class _PlainLines:
     """tqdm's output made into whole lines: it redraws in place with a carriage return, which a
     log file shows as one ever-growing line."""
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self._stream = stream
         self._last = ""
 

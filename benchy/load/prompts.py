@@ -37,6 +37,7 @@ import functools
 import hashlib
 import secrets
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -45,6 +46,9 @@ from benchy.load.lengths import LengthFit
 from benchy.measure import tokenizer
 from benchy.measure.evidence import EXACT_PROMPT_SLACK, prompt_length_missed
 from benchy.measure.records import RequestRecord
+
+if TYPE_CHECKING:
+    from benchy.client.client import Client
 
 # Between a shared context and what follows it: a piece of its own, so the context's last
 # token is the same whether the context is sent alone or with a request after it.
@@ -283,7 +287,7 @@ class PromptFactory:
         (position-independent, by content) finds nothing of one request in any other's."""
         return block_text(f"{self.salt}/{part}/{self._counter}", tokens, self.calibration.lengths.words)
 
-    def _block(self, block_id, tokens: int) -> str:
+    def _block(self, block_id: object, tokens: int) -> str:
         return block_text(f"{self.salt}/{block_id!r}", tokens, self.calibration.lengths.words)
 
     def _context_local(self, depth: int) -> int:
@@ -318,7 +322,7 @@ def _spaced(words: tuple[str, ...]) -> np.ndarray:
 
 
 async def calibrate(
-    client, endpoint: str, salt: str, template: Template = Template(), lengths: LengthFit = LengthFit()
+    client: Client, endpoint: str, salt: str, template: Template = Template(), lengths: LengthFit = LengthFit()
 ) -> Calibration:
     """Fits the server's token count of our prompts (chat template and tokenizer included; a
     client-side --template is rendered first, so its tokens count as overhead too). `client`:
@@ -344,7 +348,7 @@ OUTPUT_CALIBRATION_TOKENS = 64
 OUTPUT_CALIBRATION_MIN_LOCAL = 16  # fewer local tokens of answer: too little text to take a ratio
 
 
-async def output_scale(client, endpoint: str, prompt: str, template: Template) -> tuple[float, str] | None:
+async def output_scale(client: Client, endpoint: str, prompt: str, template: Template) -> tuple[float, str] | None:
     """Server tokens per local token of an answer's text: the server's /tokenize of it where it
     has one (independent of usage), else usage's completion count. A failure only leaves the
     prompts' scale in place (None): the local count is an estimate either way."""
@@ -369,7 +373,7 @@ async def output_scale(client, endpoint: str, prompt: str, template: Template) -
 
 
 async def check_length(
-    client, endpoint: str, calibration: Calibration, salt: str, longest: int, template: Template = Template()
+    client: Client, endpoint: str, calibration: Calibration, salt: str, longest: int, template: Template = Template()
 ) -> Calibration:
     """Sends the run's longest prompt once (one output token) when it is longer than the
     calibration prompts, and keeps what the server counted in `length_check`: a server that

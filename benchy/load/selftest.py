@@ -22,6 +22,8 @@ import json
 import multiprocessing
 import platform
 import time
+from multiprocessing.connection import Connection
+from typing import cast
 
 import numpy as np
 
@@ -40,8 +42,8 @@ _SMALL = b'{"id":"s","object":"chat.completion","choices":[{"index":0,"message":
 
 
 class _Stub(asyncio.Protocol):
-    def connection_made(self, transport) -> None:  # type: ignore[override]
-        self.transport, self.buf = transport, b""
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport, self.buf = cast(asyncio.Transport, transport), b""
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
@@ -71,7 +73,7 @@ class _Stub(asyncio.Protocol):
         write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
 
 
-def _serve(port_out) -> None:
+def _serve(port_out: Connection) -> None:
     async def main() -> None:
         server = await asyncio.get_running_loop().create_server(_Stub, "127.0.0.1", 0)
         port_out.send(server.sockets[0].getsockname()[1])

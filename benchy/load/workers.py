@@ -48,12 +48,23 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from benchy.client import loop as event_loop
+from benchy.load.handoff import Sender, frozen_heap, pieces
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from benchy.client.client import Client
+    from benchy.client.settings import ClientSettings
+    from benchy.load.plan import CasePlan, LoadSettings
+    from benchy.load.prompts import Calibration
+    from benchy.measure.records import RequestRecord
+    from benchy.workloads.case import Case
+
+OnRecord = Callable[["RequestRecord"], None]
+OnStart = Callable[[], Awaitable[object]]  # its value is not used
 
 STREAMS_PER_WORKER = 64  # one event loop keeps this many streams well within its means
 BATCH_S = 0.05  # a worker's finished records reach the parent at most this late
@@ -81,7 +92,7 @@ class WorkerError(Exception):
 # ---------------------------------------------------------------- the split
 
 
-def auto_workers(case, max_inflight: int | None) -> int:
+def auto_workers(case: Case, max_inflight: int | None) -> int:
     """What the load needs: one worker per 64 streams (closed loop: the concurrency; open loop:
     --max-inflight, else one per 64 requests/s), at most one per CPU core."""
     if case.rate is None:
@@ -98,7 +109,7 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def case_workers(case, requested: int | None, max_inflight: int | None) -> int:
+def case_workers(case: Case, requested: int | None, max_inflight: int | None) -> int:
     """Processes a case runs on: --workers (or the automatic choice), never more than it has
     streams to share out; a cached-depth case stays in one process (its shared context)."""
     if case.depth_mode == "cached" and case.depth:
@@ -108,7 +119,7 @@ def case_workers(case, requested: int | None, max_inflight: int | None) -> int:
     return max(1, min(wanted, streams))
 
 
-def split(plan, k: int) -> list:
+def split(plan: CasePlan, k: int) -> list[CasePlan]:
     """The k shares of a case plan (loadgen sends share `worker` of `workers`)."""
     return [replace(plan, worker=w, workers=k) for w in range(k)]
 
@@ -185,7 +196,7 @@ class Share:
     {"sent": [record dicts of requests just sent], "records": [finished ones], "ready": bool,
     and in the last batch "figures" (LoopMonitor's) or "error": [kind, message]}."""
 
-    def __init__(self, client, plan, calibration, nonce: bool) -> None:
+    def __init__(self, client: Client, plan: CasePlan, calibration: Calibration, nonce: bool) -> None:
         self.client, self.plan, self.calibration, self.nonce = client, plan, calibration, nonce
         self.stop = asyncio.Event()
         self._go: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -193,6 +204,7 @@ class Share:
         self._sent: list[dict] = []
         self._done: list[dict] = []
         self._ready = False
+        self._heap = contextlib.ExitStack()  # frozen from the start until the last batch is out
 
     def go(self, start_s: float) -> None:
         """The shared start, on this worker's clock."""
@@ -200,6 +212,11 @@ class Share:
             self._go.set_result(start_s)
 
     async def batches(self) -> AsyncIterator[dict]:
+        with self._heap:
+            async for batch in self._batches():
+                yield batch
+
+    async def _batches(self) -> AsyncIterator[dict]:
         task = asyncio.ensure_future(self._run())
         try:
             while not task.done():
@@ -241,16 +258,17 @@ class Share:
         factory = PromptFactory(self.calibration, nonce=self.nonce, salt=f"{plan.salt}c{plan.index}w{plan.worker}")
         spans: list[tuple[float, float]] = []
 
-        def on_send(rec) -> None:
+        def on_send(rec: RequestRecord) -> None:
             self._sent.append({**rec.to_dict(), "sent_mono_s": time.perf_counter()})
 
         client = cast("Client", _NotingClient(self.client, on_send))
 
-        def on_record(rec) -> None:
+        def on_record(rec: RequestRecord) -> None:
             spans.append((rec.sent_mono_s, rec.sent_mono_s + (rec.end_s or 0.0)))
             self._done.append(rec.to_dict())
 
         async def start() -> float:
+            self._heap.enter_context(frozen_heap())  # the warmups are done: the measured part begins
             self._ready = True
             self._wake.set()
             return await self._go
@@ -264,13 +282,13 @@ class _NotingClient:
     """The worker's Client, telling on_send of each request just before it streams it, so the
     parent knows what is in flight should this worker be lost."""
 
-    def __init__(self, client, on_send: Callable) -> None:
+    def __init__(self, client: Client, on_send: OnRecord) -> None:
         self._client, self._on_send = client, on_send
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
-    async def stream(self, rec, *args, **kwargs):
+    async def stream(self, rec: RequestRecord, *args: Any, **kwargs: Any) -> RequestRecord:
         self._on_send(rec)
         return await self._client.stream(rec, *args, **kwargs)
 
@@ -404,7 +422,7 @@ class Workers(Protocol):
 
     async def read_clock(self, w: int) -> dict: ...
 
-    def begin(self, plans: list, calibration, nonce: bool, events: asyncio.Queue) -> None:
+    def begin(self, plans: list[CasePlan], calibration: Calibration, nonce: bool, events: asyncio.Queue) -> None:
         """Starts share w on worker w; puts (w, "batch", batch) and (w, "lost", reason) events."""
 
     def go(self, w: int, start_s: float) -> None: ...
@@ -413,7 +431,13 @@ class Workers(Protocol):
 
 
 async def run_split(
-    workers: Workers, plans: list, calibration, nonce: bool, on_record: Callable, stop, on_start=None
+    workers: Workers,
+    plans: list[CasePlan],
+    calibration: Calibration,
+    nonce: bool,
+    on_record: OnRecord,
+    stop: asyncio.Event,
+    on_start: OnStart | None = None,
 ) -> dict:
     """A case on len(plans) workers: clocks, start, batches merged into on_record; returns the
     case's client figures. `on_start` (a coroutine function) is awaited once every worker is
@@ -447,7 +471,9 @@ async def run_split(
     return merge.client_figures()
 
 
-def _handle(merge: Merge, w: int, kind: str, payload, running: set, waiting: set | None) -> WorkerError | None:
+def _handle(
+    merge: Merge, w: int, kind: str, payload: Any, running: set[int], waiting: set[int] | None
+) -> WorkerError | None:
     if kind == "lost":
         merge.lose(w, payload)
         running.discard(w)
@@ -466,7 +492,9 @@ def _handle(merge: Merge, w: int, kind: str, payload, running: set, waiting: set
     return None
 
 
-async def _wind_down(workers: Workers, merge: Merge, events: asyncio.Queue, running: set, waiting) -> None:
+async def _wind_down(
+    workers: Workers, merge: Merge, events: asyncio.Queue, running: set[int], waiting: set[int] | None
+) -> None:
     """Asks every running worker to stop and keeps what they send within STOP_GRACE_S."""
     for w in running:
         workers.stop(w)
@@ -496,7 +524,7 @@ class ProcessPool:
         self._conns: list = [None] * n
         self._clock_replies: list[asyncio.Queue] = [asyncio.Queue() for _ in range(n)]
         self._events: asyncio.Queue | None = None
-        self._settings = None  # the case's ClientSettings
+        self._settings: ClientSettings | None = None  # the case's
 
     def start(self) -> ProcessPool:
         with _sigint_ignored():  # a child inherits the ignored SIGINT: Ctrl-C reaches the parent only
@@ -513,11 +541,19 @@ class ProcessPool:
         self._procs[w], self._conns[w] = proc, ours
         event_loop.watch(ours, self._drain, w)
 
-    def workers_for(self, case, load) -> int:
+    def workers_for(self, case: Case, load: LoadSettings) -> int:
         return min(self.n, case_workers(case, load.workers, load.max_inflight))
 
     async def run_case(
-        self, plan, k: int, client_settings, calibration, nonce: bool, on_record: Callable, stop, on_start=None
+        self,
+        plan: CasePlan,
+        k: int,
+        client_settings: ClientSettings,
+        calibration: Calibration,
+        nonce: bool,
+        on_record: OnRecord,
+        stop: asyncio.Event,
+        on_start: OnStart | None = None,
     ) -> dict:
         for w in range(k):
             if not self._procs[w].is_alive():
@@ -531,7 +567,7 @@ class ProcessPool:
         self._send(w, ("clock",))
         return await self._clock_replies[w].get()
 
-    def begin(self, plans: list, calibration, nonce: bool, events: asyncio.Queue) -> None:
+    def begin(self, plans: list[CasePlan], calibration: Calibration, nonce: bool, events: asyncio.Queue) -> None:
         self._events = events
         for w, plan in enumerate(plans):
             self._send(w, ("case", plan, self._settings, calibration, nonce))
@@ -585,7 +621,7 @@ class ProcessPool:
 
 
 @functools.cache
-def _context():
+def _context() -> multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext:
     """Where workers come from: the fork server with WORKER_MODULES loaded, else spawn."""
     if "forkserver" not in multiprocessing.get_all_start_methods():  # pragma: no cover (Windows)
         return multiprocessing.get_context("spawn")
@@ -607,7 +643,7 @@ def _stop_fork_server() -> None:
 
 
 @contextlib.contextmanager
-def _sigint_ignored():
+def _sigint_ignored() -> Iterator[None]:
     try:
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     except ValueError:  # not the main thread: nothing to change
@@ -640,6 +676,7 @@ async def _serve(conn: Connection) -> None:
     # (tokenizer.count); the parent counts the streamed text.
     inbox: asyncio.Queue = asyncio.Queue()
     event_loop.watch(conn, _read_into, conn, inbox)
+    sender = Sender(conn)
     clients = _Clients(Client)
     share: Share | None = None
     running: set[asyncio.Task] = set()
@@ -647,11 +684,11 @@ async def _serve(conn: Connection) -> None:
         while True:
             kind, *args = await inbox.get()
             if kind == "clock":
-                conn.send(("clock", clock_reading()))
+                sender.send(("clock", clock_reading()))
             elif kind == "case":
                 plan, settings, calibration, nonce = args
                 share = Share(await clients.get(settings), plan, calibration, nonce)
-                task = asyncio.ensure_future(_send_batches(conn, share))
+                task = asyncio.ensure_future(_send_batches(sender, share))
                 running.add(task)
                 task.add_done_callback(running.discard)
             elif kind == "go" and share is not None:
@@ -664,22 +701,24 @@ async def _serve(conn: Connection) -> None:
         for task in running:
             task.cancel()
         await clients.close()
+        sender.close()
 
 
 class _Clients:
     """A worker's Client, made at its first case and again only if the settings change
     (the parent learns the model after its workers have started)."""
 
-    def __init__(self, factory) -> None:
+    def __init__(self, factory: Callable[[ClientSettings], Client]) -> None:
         self.factory = factory
-        self.settings = None
-        self.client = None
+        self.settings: ClientSettings | None = None
+        self.client: Client | None = None
 
-    async def get(self, settings):
+    async def get(self, settings: ClientSettings) -> Client:
         if settings != self.settings:
             await self.close()
             self.client = await self.factory(settings).__aenter__()
             self.settings = settings
+        assert self.client is not None  # made above when the settings changed (they start as None)
         return self.client
 
     async def close(self) -> None:
@@ -688,9 +727,28 @@ class _Clients:
             self.client = None
 
 
-async def _send_batches(conn: Connection, share: Share) -> None:
-    async for batch in share.batches():
-        conn.send(("batch", batch))
+async def _send_batches(sender: Sender, share: Share) -> None:
+    """Hands each batch to the sender thread a piece at a time, a turn of the loop apart
+    (handoff.py), timing what each costs the loop (worker_trace.py)."""
+    from benchy.load.worker_trace import WorkerTrace
+
+    trace = WorkerTrace()
+    trace.install()
+    try:
+        async for batch in share.batches():
+            if batch.get("ready"):  # what follows is the measured part
+                trace.since = time.perf_counter()
+            if "figures" in batch or "error" in batch:  # the share's end: nothing is measured after
+                trace.uninstall()
+            for i, piece in enumerate(pieces(batch)):
+                if i:
+                    await asyncio.sleep(0)
+                t0, cpu0 = time.perf_counter(), time.thread_time()
+                sender.send(("batch", piece))
+                trace.handed_off(time.perf_counter() - t0, time.thread_time() - cpu0, len(piece.get("records", ())))
+    finally:
+        trace.uninstall()
+        trace.write(share.plan.worker)
 
 
 def _read_into(conn: Connection, inbox: asyncio.Queue) -> None:

@@ -1,0 +1,83 @@
+"""What keeps a worker's event loop reading while it hands its records to the parent.
+
+A worker stamps every event it reads; any time its loop spends elsewhere delays those stamps.
+Two such places were measured (benchmarks/bench_streams.py, BENCHY_WORKER_TRACE): a blocking
+write of a big batch of finished records to the parent's pipe, which waits for the parent to
+read it (at a round's end the parent is busy with every worker's batch), and the collector's
+full passes over every object the process holds (imports, prompts: tens of thousands).
+
+- **The hand-off never blocks the loop** (`Sender`): the loop pickles a message and queues the
+  bytes; a thread writes them to the pipe (the write releases the GIL while it waits), one
+  whole message at a time and in order. A batch is cut into messages of at most MAX_RECORDS
+  records (`pieces`), pickled one per turn of the loop, so no single pickle holds it long.
+- **The collector passes over the case's own objects only** (`frozen_heap`): once a worker's
+  share is ready to start, what is alive then is collected once and frozen (gc.freeze: left
+  out of every later pass), and unfrozen when the share ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import queue
+import threading
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+MAX_RECORDS = 32  # records per message: one pickle of them is well under a millisecond
+
+
+def pieces(batch: dict[str, Any]) -> list[dict[str, Any]]:
+    """A batch as messages of at most MAX_RECORDS records, in order: the first carries the
+    sends (a request is known in flight before it is finished) and the ready flag, the last
+    the share's end (figures or error), which the parent takes as the worker's last word."""
+    records = batch.get("records", [])
+    if len(records) <= MAX_RECORDS:
+        return [batch]
+    head = {k: v for k, v in batch.items() if k in ("sent", "ready")}
+    tail = {k: v for k, v in batch.items() if k not in ("sent", "ready", "records")}
+    out = [{**head, "records": records[:MAX_RECORDS]}]
+    out += [{"records": records[i : i + MAX_RECORDS]} for i in range(MAX_RECORDS, len(records), MAX_RECORDS)]
+    out[-1].update(tail)
+    return out
+
+
+class Sender:
+    """Writes pickled messages to a Connection from a thread of its own, in order. Every
+    message of the process goes through it (a Connection is not safe for two writers)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self.failed: OSError | None = None  # the pipe broke: the parent is gone
+        self._thread = threading.Thread(target=self._write, name="benchy-sender", daemon=True)
+        self._thread.start()
+
+    def send(self, message: object) -> None:
+        self._queue.put(bytes(ForkingPickler.dumps(message)))
+
+    def _write(self) -> None:
+        while (data := self._queue.get()) is not None:
+            try:
+                self._conn.send_bytes(data)
+            except OSError as exc:
+                self.failed = exc
+                return
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Writes what is queued, then ends the thread."""
+        self._queue.put(None)
+        self._thread.join(timeout_s)
+
+
+@contextlib.contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Collects once and freezes what is alive, for the duration (see the module)."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
