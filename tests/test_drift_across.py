@@ -7,9 +7,9 @@ rate at which its engine produced each request's tokens."""
 from __future__ import annotations
 
 import pytest
-from benchy.client.settings import ClientSettings
 
 from benchy import run as run_mod
+from benchy.client.settings import ClientSettings
 from benchy.results import drift as drift_figures
 from benchy.workloads.scenario import sweep
 from tests.test_checks import codes, measured
