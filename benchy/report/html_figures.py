@@ -18,6 +18,7 @@ from benchy.results.rows import Rows
 from benchy.results.types import CaseResult, RunResult
 
 WEBGL_FROM = 5_000  # more dots than this: WebGL (scattergl), else SVG, which draws fewer faster
+MAX_DOTS = 6_000  # the scatter's dots over all cases: more cost the page seconds to open, say no more
 FAILED_COLOR = "#d62728"
 
 
@@ -173,11 +174,29 @@ def _dots(case: CaseResult) -> list[Dot]:
     return scan(case.requests)
 
 
+def thin(dots: list[Dot], keep: int) -> list[Dot]:
+    """At most `keep` of a case's dots (all of them when they fit): every failed request, the
+    slowest fifth of `keep` (the tail a reader looks for), then every n-th of the rest in send
+    order, so the shape over time stays; returned in send order."""
+    if len(dots) <= keep:
+        return dots
+    failed = [d for d in dots if not d[2]]
+    ok = sorted((d for d in dots if d[2]), key=lambda d: d[4] or 0.0, reverse=True)
+    tail = ok[: max(1, keep // 5)]
+    rest = ok[len(tail) :]
+    room = max(0, keep - len(failed) - len(tail))
+    spread = sorted(rest, key=lambda d: d[1])[:: -(-len(rest) // room)] if room and rest else []
+    return sorted(failed + tail + spread, key=lambda d: d[1])
+
+
 def requests_scatter(results: RunResult) -> Panel | None:
     """Every measured request as a dot: when it was sent against its total latency; failed
     requests in red at the time they ended. Hover: its id, case, status and the case's warnings."""
     warned = case_warnings(results)
-    dots = {case.label: _dots(case) for case in results.cases}
+    every = {case.label: _dots(case) for case in results.cases}
+    total = sum(len(ds) for ds in every.values())
+    dots = {label: thin(ds, max(1, MAX_DOTS * len(ds) // total)) for label, ds in every.items()} if total else every
+    shown = sum(len(ds) for ds in dots.values())
     starts = [d[1] for ds in dots.values() for d in ds if d[1]]
     if not starts:
         return None
@@ -222,6 +241,11 @@ def requests_scatter(results: RunResult) -> Panel | None:
         "failed requests as red crosses at the time they ended. Hover a dot for its request id, "
         "status and its case's warnings (requests.jsonl holds the rest)."
     )
+    if shown < total:
+        caption += (
+            f" {shown:,} of {total:,} requests drawn, to keep the page quick to open: every failed one, "
+            "each case's slowest, and an even sample of the rest over time."
+        )
     layout = _layout("seconds since the first request", "total latency ms")
     return Panel(
         "requests", "Every request", caption, {"data": traces, "layout": layout}, cases=[c.label for c in results.cases]
