@@ -329,3 +329,27 @@ def test_no_value_label_covers_a_marker(tmp_path, monkeypatch):
         assert labelled, "the figures carry value labels"
         for name, fig in drawn.items():
             assert marker_hits(fig) == [], name
+
+
+def test_a_server_view_rate_without_a_figure_has_no_bar_but_a_word(tmp_path, monkeypatch):
+    """The middle and right panels drew a missing rate as a zero-length bar, beside a legend entry,
+    as if the rate were 0. One output token: the client has no decode interval to measure (its
+    decode t/s is withheld), so that bar must be absent, with a word where it would be."""
+    with ForkedSim("--prefill-tps", "20000", "--decode-tps", "500") as sim:
+        proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "run"), "--no-report",
+                               "--pp", "256", "--tg", "1", "--requests", "3")  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    results = results_files.read(tmp_path / "run" / "results.json")
+    case = results.cases[0]
+    assert not case.summary.get("decode_tps"), "one output token: no client decode rate"
+    drawn = drawn_figures(monkeypatch)
+    server_view.figure(results, tmp_path)
+    fig = drawn["server_view.png"]
+    right = next(ax for ax in fig.axes if ax.get_title() == "Decode t/s")
+    for ax in fig.axes[1:]:
+        for container in ax.containers:
+            assert all(bar.get_width() > 0 for bar in container), (ax.get_title(), container.get_label())
+        labels = ax.get_legend_handles_labels()[1]
+        assert all(c.get_label() in labels for c in ax.containers)
+    assert "client (median)" not in right.get_legend_handles_labels()[1]
+    assert any("no client figure" in t.get_text() for t in right.texts)

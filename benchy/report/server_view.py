@@ -336,20 +336,31 @@ def _ttft_split(ax, y: list[int], rows: list[dict]) -> None:
 
 def _pair(ax, y: list[int], rows: list, metric: str, title: str) -> list:
     """The client's median (the results table's figure) beside the server's rate; returns why
-    each missing bar is missing."""
+    each missing bar is missing. A missing figure gets no bar (a zero-length bar reads as a rate
+    of 0) but a word where its bar would be; a side with no figure at all, no legend entry."""
     from benchy.report import plots
 
     height = 0.38
     client = [_shown_median(case, metric) for case, _ in rows]
     server = [r[f"server_{metric}"] for _, r in rows]
-    ax.barh(
-        [v - height / 2 for v in y], [s.median if s else 0 for s in client], height, color="C0", label="client (median)"
+    sides = (
+        ([s.median if s else None for s in client], -height / 2, "C0", "client (median)", "no client figure"),
+        (server, height / 2, "C2", "server", "not published"),
     )
-    ax.barh([v + height / 2 for v in y], [v or 0 for v in server], height, color="C2", label="server")
+    for values, offset, color, label, absent in sides:
+        drawn = [(v + offset, value) for v, value in zip(y, values) if value is not None]
+        if drawn:
+            ax.barh([at for at, _ in drawn], [value for _, value in drawn], height, color=color, label=label)
+        for v, value in zip(y, values):
+            if value is None:
+                ax.text(
+                    0, v + offset, f" {absent}", va="center", ha="left", fontsize="x-small", color="0.4", style="italic"
+                )
     ax.set_xlabel("tokens/s")
     ax.set_title(title)
     _from_zero(ax)
-    _legend_below(ax, 2)
+    if ax.containers:
+        _legend_below(ax, 2)
     missing = []
     for (case, _), summary, value in zip(rows, client, server):
         name = table.case_name(case)
