@@ -776,7 +776,7 @@ def run(
     elif fmt == "csv":
         click.echo(table.csv_text(typed), nl=False)
     elif typed.cases:
-        click.echo(table.markdown(typed))
+        click.echo(table.terminal(typed))
         _echo_warnings(typed, quiet)
     else:
         click.echo("No case was measured.")

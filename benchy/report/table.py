@@ -190,6 +190,16 @@ def markdown(results: RunResult) -> str:
     return text
 
 
+def terminal(results: RunResult) -> str:
+    """What `benchy run` prints: the table, then what the whole-run latencies can hide (an open
+    loop's latencies from the schedule, a closed loop's steady state), as report.md has them."""
+    from benchy.report import tails
+    from benchy.report.markdown import _ms
+
+    extra = tails.schedule_lines(results, _ms) + tails.steady_lines(results, _ms)
+    return markdown(results) + ("\n\n" + "\n".join(extra).rstrip() if extra else "")
+
+
 def cache_markdown(results: RunResult) -> str | None:
     """Workload cases: the hit rate implied, the one reported, the TTFT gain (None without one)."""
     from benchy.report import workloads
@@ -340,8 +350,18 @@ CSV_COLUMNS = (
     "flagged_by",
     "case_warnings",
     "run_warnings",
+    *(f"{part}_{k}" for part in ("from_schedule", "steady") for k in ("median", "p90", "p99", "n")),
 )
 CODE_SEPARATOR = ";"
+
+
+def tail_cells(summary: MetricSummary | None) -> list:
+    """median, p90, p99, n of a second view of a metric (from the schedule, or the steady state),
+    blank where it has none or too few values, as the report's "too few"."""
+    if not summary:
+        return [""] * 4
+    shown = [_blank(getattr(summary, k) if stats.enough_for(k, summary.n) else None) for k in ("median", "p90", "p99")]
+    return [*shown, summary.n]
 
 
 def codes_cell(warnings) -> str:
@@ -412,5 +432,7 @@ def csv_text(results: RunResult) -> str:
                 + summary_cells(summary, case.unavailable.get(metric, ""))
                 + own
                 + ["" if ceiling is None else ceiling, codes_cell(flagged), of_case, run_wide]
+                + tail_cells(case.from_schedule.get(metric))
+                + tail_cells(case.steady.summary.get(metric) if case.steady else None)
             )
     return out.getvalue()
