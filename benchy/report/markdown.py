@@ -145,6 +145,13 @@ def figure_lines(figures: list[tuple]) -> list[str]:
     return out
 
 
+def terminal(results: RunResult) -> str:
+    """What `benchy run` prints: the table, then what the whole-run latencies can hide (an open
+    loop's latencies from the schedule, a closed loop's steady state), as report.md has them."""
+    extra = tails.schedule_lines(results, _ms) + tails.steady_lines(results, _ms)
+    return table.markdown(results) + ("\n\n" + "\n".join(extra).rstrip() if extra else "")
+
+
 def _ms(summary: MetricSummary | None, key: str) -> str:
     value = getattr(summary, key) if summary else None
     if value is None:

@@ -190,16 +190,6 @@ def markdown(results: RunResult) -> str:
     return text
 
 
-def terminal(results: RunResult) -> str:
-    """What `benchy run` prints: the table, then what the whole-run latencies can hide (an open
-    loop's latencies from the schedule, a closed loop's steady state), as report.md has them."""
-    from benchy.report import tails
-    from benchy.report.markdown import _ms
-
-    extra = tails.schedule_lines(results, _ms) + tails.steady_lines(results, _ms)
-    return markdown(results) + ("\n\n" + "\n".join(extra).rstrip() if extra else "")
-
-
 def cache_markdown(results: RunResult) -> str | None:
     """Workload cases: the hit rate implied, the one reported, the TTFT gain (None without one)."""
     from benchy.report import workloads
