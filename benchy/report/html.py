@@ -13,10 +13,14 @@ import json
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchy.report import gpu_view, markdown, server_view, table, workloads
 from benchy.report.html_figures import Panel, panels
 from benchy.results.types import CheckWarning, RunResult
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 FILE = "report.html"
 
@@ -109,7 +113,7 @@ def results_html(results: RunResult) -> str:
 
 
 @lru_cache(maxsize=1)
-def _markdown_it():
+def _markdown_it() -> MarkdownIt:
     from markdown_it import MarkdownIt
 
     return MarkdownIt("commonmark", {"html": False}).enable("table")  # raw HTML in the text stays text

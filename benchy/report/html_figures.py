@@ -9,13 +9,14 @@ validated object by object costs seconds, and the page needs nothing the dict do
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from benchy.measure.metrics import METRICS, Metric
 from benchy.report import server_view, workloads
 from benchy.report.table import case_name, case_warnings
 from benchy.results.rows import Rows
-from benchy.results.types import CaseResult, RunResult
+from benchy.results.types import CaseResult, RequestResult, RunResult
 
 WEBGL_FROM = 5_000  # more dots than this: WebGL (scattergl), else SVG, which draws fewer faster
 MAX_DOTS = 6_000  # the scatter's dots over all cases: more cost the page seconds to open, say no more
@@ -34,7 +35,7 @@ class Panel:
     cases: list[str] = field(default_factory=list)  # the cases it draws: the warnings it carries
 
 
-def _layout(x_title: str, y_title: str, **more) -> dict:
+def _layout(x_title: str, y_title: str, **more: object) -> dict:
     return {
         "margin": {"l": 70, "r": 20, "t": 30, "b": 60},
         "height": 380,
@@ -156,7 +157,7 @@ def _dots(case: CaseResult) -> list[Dot]:
     """The measured requests as the scatter draws them, in one pass over the case's rows (a long
     case's rows are read back from disk: once, whatever else reads them)."""
 
-    def scan(requests) -> list[Dot]:
+    def scan(requests: Iterable[RequestResult]) -> list[Dot]:
         return [
             (
                 r.request_id,

@@ -21,17 +21,24 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchy.measure.metrics import METRICS
 from benchy.report import table
 from benchy.results.types import (
     CaseResult,
     MetricsStatus,
+    MetricSummary,
     NoServerFigures,
     RunResult,
     ServerCaseMetrics,
     ServerIdentity,
 )
+
+if TYPE_CHECKING:  # matplotlib is imported only when the figure is drawn
+    from matplotlib.axes import Axes
+
+    from benchy.report.plots import Figure, LeftOut
 
 SECTION_INTRO = (
     "What the server itself reported for each case (Prometheus /metrics, scraped before and after "
@@ -78,13 +85,13 @@ def absent_reason(results: RunResult, case: CaseResult) -> str:
     return (status.reason if status else None) or "the run recorded no server metrics (an older benchy?)"
 
 
-def _shown_median(case: CaseResult, metric: str):
+def _shown_median(case: CaseResult, metric: str) -> MetricSummary | None:
     """The client's rate as the results table shows it: its median, unless withheld or noise."""
     summary = case.summary.get(metric)
     return None if summary is None or table.too_noisy(summary, METRICS[metric]) else summary
 
 
-def _client_left_out(case: CaseResult, metric: str, title: str):
+def _client_left_out(case: CaseResult, metric: str, title: str) -> LeftOut:
     """Why the client's bar is missing: withheld (its reason code, as the figures caption it),
     or too noisy for one figure."""
     from benchy.report import plots
@@ -268,7 +275,7 @@ def csv_text(results: RunResult) -> str:
     return out.getvalue()
 
 
-def figure(results: RunResult, directory: Path):
+def figure(results: RunResult, directory: Path) -> Figure | None:
     """server_view.png: per case, client TTFT beside the server's queue + prefill; prefill and
     decode rates of both sides (the client's as the results table shows them: medians). None
     when no case has server figures."""
@@ -305,7 +312,7 @@ def figure(results: RunResult, directory: Path):
 VISIBLE_SHARE = 0.005
 
 
-def _ttft_split(ax, y: list[int], rows: list[dict]) -> None:
+def _ttft_split(ax: Axes, y: list[int], rows: list[dict]) -> None:
     """Client TTFT beside the server's split of it; a part too small to see in every case (zero,
     or not reported) gets no bar and no legend entry."""
     height = 0.38
@@ -334,7 +341,7 @@ def _ttft_split(ax, y: list[int], rows: list[dict]) -> None:
     _legend_below(ax, 2)
 
 
-def _pair(ax, y: list[int], rows: list, metric: str, title: str) -> list:
+def _pair(ax: Axes, y: list[int], rows: list[tuple[CaseResult, dict]], metric: str, title: str) -> list[LeftOut]:
     """The client's median (the results table's figure) beside the server's rate; returns why
     each missing bar is missing. A missing figure gets no bar (a zero-length bar reads as a rate
     of 0) but a word where its bar would be; a side with no figure at all, no legend entry."""
@@ -371,7 +378,7 @@ def _pair(ax, y: list[int], rows: list, metric: str, title: str) -> list:
     return missing
 
 
-def _from_zero(ax) -> None:
+def _from_zero(ax: Axes) -> None:
     """A value axis that starts at a labelled 0 and writes each tick in full (2.5M, never a
     '1e6' offset that makes 3.5 read as the rate)."""
     from matplotlib.ticker import FuncFormatter, MaxNLocator
@@ -392,7 +399,7 @@ def _tick(value: float, top: float | None = None) -> str:
     return f"{value:,.0f}"
 
 
-def _legend_below(ax, columns: int) -> None:
+def _legend_below(ax: Axes, columns: int) -> None:
     """Under the axis, so that no bar is hidden behind it."""
     # anchored in font sizes below the axes, not in a share of their height: as close under a
     # tall chart as under a short one

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable
 
 from tabulate import tabulate
 
@@ -354,7 +355,7 @@ def tail_cells(summary: MetricSummary | None) -> list:
     return [*shown, summary.n]
 
 
-def codes_cell(warnings) -> str:
+def codes_cell(warnings: Iterable[CheckWarning]) -> str:
     """Distinct warning codes in the results' order (errors first), as one cell."""
     return CODE_SEPARATOR.join(dict.fromkeys(w.code for w in warnings))
 
@@ -394,7 +395,7 @@ def case_metric_cells(case: CaseResult) -> list:
     return cells
 
 
-def _blank(value) -> object:
+def _blank(value: object) -> object:
     return "" if value is None else value
 
 
