@@ -6,14 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
 from benchy.results.types import CaseResult, RunResult
-
-if TYPE_CHECKING:  # the table imports this module: matplotlib only when a figure is drawn
-    from benchy.report.plots import Figure
 
 HEAD = (
     "Lengths of the dataset's requests (measured, in tokens): asked is the length benchy cut each "
@@ -70,7 +66,7 @@ def markdown(results: RunResult) -> str | None:
     return HEAD + " " + source + "\n\n" + tabulate(rows, headers=headers, tablefmt="pipe", stralign="right")
 
 
-def figures(plots: ModuleType, results: RunResult, directory: Path) -> list[Figure]:
+def figures(plots: ModuleType, results: RunResult, directory: Path) -> list:  # of plots.Figure
     """One figure of the dataset cases' prompt and output lengths, asked against served
     (`plots`: report/plots.py, passed in as workload_plots does, since it imports the table)."""
     cases = [c for c in dataset_cases(results) if any(_lengths(c).values())]
