@@ -39,14 +39,18 @@ def reads() -> list[bytes]:
 
 async def one_stream(stream: list[bytes]) -> None:
     from benchy.client.http1 import Response, _Connection, _Exchange
-    from benchy.client.stream import _StreamReader
     from benchy.measure.records import RequestRecord
+
+    try:
+        from benchy.client.reader import StreamReader
+    except ImportError:  # an older TREE, whose reader is benchy.client.stream._StreamReader
+        from benchy.client.stream import _StreamReader as StreamReader  # type: ignore[no-redef]
 
     rec = RequestRecord(
         case="c", run=0, index=0, warmup=False, request_id="r", nonce=None, target_prompt_tokens=1,
         target_output_tokens=TOKENS,
     )  # fmt: skip
-    reader = _StreamReader(rec)
+    reader = StreamReader(rec)
     exchange = _Exchange(_Connection(), Response(), lambda r: True, reader.feed, 60)
     for data in stream:
         exchange.received(data, time.perf_counter())

@@ -10,6 +10,10 @@ dict[str, X], plain `dict` (any JSON object), `Any` and nested dataclasses. Fiel
   doc        a description for the schema
   omit_none  leave the key out when the value is None (or an empty dict/list), as files of
              earlier versions did, so a reader of those versions sees the same shape
+  tag, variant, variants
+             a field whose class another field names (a warning's figures, by its code):
+             variant(value of the field `tag`) is the class to read it as; variants() each
+             tag's class, for the schema (which pins each tag's, and takes any for another tag)
 """
 
 from __future__ import annotations
@@ -182,14 +186,18 @@ def _dataclass_reader(cls: type) -> _Reader:
     hints = _hints(cls)
     known = serialized_fields(cls)
     names = {f.name for f in known}
-    readers = [(f.name, _reader(hints[f.name])) for f in known]
+    tagged = [(f.name, f.metadata["tag"], f.metadata["variant"]) for f in known if "variant" in f.metadata]
+    readers = [(f.name, _reader(hints[f.name])) for f in known if "variant" not in f.metadata]
     required = [f.name for f in known if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
 
     def read(value: Any, strict: bool) -> Any:
         if not isinstance(value, dict) or (strict and not names.issuperset(value)):
             raise _Misfit
         kwargs = {name: one(value[name], strict) for name, one in readers if name in value}
-        if len(kwargs) < len(readers) and any(name not in value for name in required):
+        for name, tag, variant in tagged:
+            if name in value:
+                kwargs[name] = _reader(variant(value.get(tag)))(value[name], strict)
+        if len(kwargs) < len(known) and any(name not in value for name in required):
             raise _Misfit
         return cls(**kwargs)
 
@@ -279,7 +287,8 @@ def _dataclass_from_json(cls: type, value: Any, path: str, strict: bool) -> Any:
     for f in known:
         if f.name in value:
             where = f"{path}.{f.name}" if path else f.name
-            kwargs[f.name] = _from_json_naming(hints[f.name], value[f.name], where, strict)
+            tp = f.metadata["variant"](value.get(f.metadata["tag"])) if "variant" in f.metadata else hints[f.name]
+            kwargs[f.name] = _from_json_naming(tp, value[f.name], where, strict)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ShapeError(f"{path or 'top level'}: missing field {f.name!r}")
     return cls(**kwargs)
@@ -335,9 +344,21 @@ def _schema_of(tp: Any, defs: dict[str, dict]) -> dict:
 
 def _dataclass_schema(cls: type, defs: dict[str, dict]) -> dict:
     hints = _hints(cls)
-    properties, required = {}, []
+    properties, required, pinned = {}, [], []
     for f in serialized_fields(cls):
-        prop = _schema_of(hints[f.name], defs)
+        if "variants" in f.metadata:
+            tag, by_tag = f.metadata["tag"], f.metadata["variants"]()
+            choices = dict.fromkeys([*by_tag.values(), f.metadata["variant"](None)])
+            prop = {"anyOf": [_schema_of(one, defs) for one in choices]}
+            pinned += [
+                {
+                    "if": {"properties": {tag: {"const": value}}, "required": [tag]},
+                    "then": {"properties": {f.name: _schema_of(one, defs)}},
+                }
+                for value, one in by_tag.items()
+            ]
+        else:
+            prop = _schema_of(hints[f.name], defs)
         if f.metadata.get("doc"):
             prop = {"description": f.metadata["doc"], **prop}
         properties[f.name] = prop
@@ -351,4 +372,6 @@ def _dataclass_schema(cls: type, defs: dict[str, dict]) -> dict:
     if required:
         out["required"] = required
     out["additionalProperties"] = False
+    if pinned:
+        out["allOf"] = pinned
     return out

@@ -20,17 +20,21 @@ import secrets
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 from benchy import __version__
 from benchy.analysis import analyze as analysis
 from benchy.analysis.analyze import REQUESTS
 from benchy.analysis.bundle import CaseWindows, Manifest, PlannedCase, write_manifest
 from benchy.client import loop as event_loop
+from benchy.client.client import Client
+from benchy.client.errors import ServerError
 from benchy.client.extra_body import redacted_body as redacted_extra_body
-from benchy.client.stream import Client, ClientSettings, ServerError, redact_url, scrub, secrets_of
+from benchy.client.redact import redact_url, scrub
+from benchy.client.settings import ClientSettings, secrets_of
 from benchy.load import dataset_fit
 from benchy.load.alone import alone_requests, send_alone
 from benchy.load.dataset_load import bind as bind_dataset
@@ -56,6 +60,27 @@ from benchy.server import metrics as server_metrics
 from benchy.workloads import trace as trace_mod
 from benchy.workloads.case import Case
 from benchy.workloads.spec import TraceReplay
+
+
+class CasePool(Protocol):
+    """Where a case's shares run besides this process: worker processes (load/workers.py's
+    ProcessPool) or Ray actors (load/cluster.py's RayPool); each returns the case's client figures."""
+
+    def workers_for(self, case: Case, load: LoadSettings) -> int: ...
+
+    async def run_case(
+        self,
+        plan: CasePlan,
+        k: int,
+        client_settings: ClientSettings,
+        calibration: Calibration,
+        nonce: bool,
+        on_record: Callable[[RequestRecord], None],
+        stop: asyncio.Event,
+        on_start: Callable[[], Awaitable[float]] | None = None,
+    ) -> dict: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -202,7 +227,7 @@ class PromptTooLong(Exception):
     anything is sent (the server would answer each request with an HTTP 400)."""
 
 
-def unfit_cases(cases: list[Case], identity, requests: int | None = None) -> dict[str, str]:
+def unfit_cases(cases: list[Case], identity: server_mod.ServerIdentity, requests: int | None = None) -> dict[str, str]:
     """Cases with a prompt that fills the context the server reported: label → why. A sweep
     case's prompt is depth + pp; a trace replay's are its requests' own (its first `requests`
     where --requests limits it)."""
@@ -229,7 +254,9 @@ def unfit_cases(cases: list[Case], identity, requests: int | None = None) -> dic
     return unfit
 
 
-def refuse_too_long(cases: list[Case], identity, skip_unfit: bool = False, requests: int | None = None) -> list[Case]:
+def refuse_too_long(
+    cases: list[Case], identity: server_mod.ServerIdentity, skip_unfit: bool = False, requests: int | None = None
+) -> list[Case]:
     """The cases to run: all of them, or (--skip-unfit) those whose prompt fits the server's
     context. PromptTooLong for a case that does not fit, unless skipped; always when none fits."""
     unfit = unfit_cases(cases, identity, requests)
@@ -317,11 +344,10 @@ def finish(state: RunState, settings: RunSettings) -> results_mod.RunResult:
 
 
 def publish(built: results_mod.RunResult, output_dir: Path | None, report: bool = True) -> results_mod.RunResult:
-    """Saves results.json (and the report) of an analysed run; returns it as saved. What is
-    returned, printed and reported is the saved form read back, so a report made now and
-    `benchy report` later are the same: all but the requests go through their saved form; the
-    requests are kept as built, so no dict of every request is made and memory stays flat in
-    the run's length."""
+    """Saves results.json (and the report) of an analysed run; returns it frozen. The analysis
+    builds what results.json reads back (analysis.saved_form), so a report made now and
+    `benchy report` later are the same; the requests are written a row at a time, so memory
+    stays flat in the run's length."""
     results = analysis.saved_form(built)
     if output_dir is not None:
         from benchy.report import exporters  # matplotlib is imported only when a figure is drawn
@@ -352,7 +378,9 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
             pool.close()
 
 
-async def _measure(settings: RunSettings, state: RunState, writer: RecordWriter, client_settings, pool) -> None:
+async def _measure(
+    settings: RunSettings, state: RunState, writer: RecordWriter, client_settings: ClientSettings, pool: CasePool | None
+) -> None:
     gpus = None
     try:
         async with Client(client_settings) as client:
@@ -374,7 +402,15 @@ async def _gpu_sampler(settings: RunSettings, model: str) -> gpu_mod.GpuSampler 
     return await gpu_mod.start_sampler(settings.gpu_metrics, peak)
 
 
-async def _measure_with(settings, state, writer, client, model, gpus, pool) -> None:
+async def _measure_with(
+    settings: RunSettings,
+    state: RunState,
+    writer: RecordWriter,
+    client: Client,
+    model: str,
+    gpus: gpu_mod.GpuSampler | None,
+    pool: CasePool | None,
+) -> None:
     salt = secrets.token_hex(6)
     identity = await server_mod.identify(client, client.base, model)
     fit = refuse_too_long(settings.cases, identity, settings.skip_unfit, settings.load.requests)
@@ -492,7 +528,14 @@ def rebuild(directory: Path, report: bool = True) -> results_mod.RunResult:
     return publish(analysis.analyze(analysis.Bundle.read(directory)), directory, report)
 
 
-async def _reset_cache(state: RunState, settings: RunSettings, client, identity, label: str, progress) -> bool:
+async def _reset_cache(
+    state: RunState,
+    settings: RunSettings,
+    client: Client,
+    identity: server_mod.ServerIdentity,
+    label: str,
+    progress: Progress,
+) -> bool:
     """--cache-reset before one case; False once the server has shown it has no way to (the
     rest of the run goes on without, as setup.cache_reset says)."""
     outcome = await cache_reset.reset(client, client.base, identity)
@@ -504,7 +547,7 @@ async def _reset_cache(state: RunState, settings: RunSettings, client, identity,
     return outcome.ok
 
 
-def _start_pool(settings: RunSettings):
+def _start_pool(settings: RunSettings) -> CasePool | None:
     """Ray actors (--ray), or the local processes the busiest case needs; None when every case
     runs in this process."""
     load = settings.load
@@ -517,7 +560,17 @@ def _start_pool(settings: RunSettings):
 
 
 async def _run_one_case(
-    state, settings, client, plan, calibrations, salt, pool, on_record, stop, window, gpu_window=None
+    state: RunState,
+    settings: RunSettings,
+    client: Client,
+    plan: CasePlan,
+    calibrations: dict[str, Calibration],
+    salt: str,
+    pool: CasePool | None,
+    on_record: Callable[[RequestRecord], None],
+    stop: asyncio.Event,
+    window: server_metrics.Window | None,
+    gpu_window: gpu_mod.GpuWindow | None = None,
 ) -> None:
     """One case, in this process, in worker processes or on Ray actors; the server's and the
     GPUs' windows open once the warmups are done, so their figures cover the measured requests only."""
@@ -534,7 +587,7 @@ async def _run_one_case(
     calibration = calibrations[plan.endpoint]
     await send_alone(client, plan, calibration, settings.nonce, on_record)  # before the case, from here
     k = 1 if plan.case.workload or pool is None else pool.workers_for(plan.case, settings.load)
-    if k > 1 or settings.load.ray is not None:
+    if pool is not None and (k > 1 or settings.load.ray is not None):  # --ray: always a pool
         state.client[plan.case.label] = await _run_in_workers(
             pool, plan, k, client.settings, calibration, settings.nonce, on_record, stop, start
         )
@@ -618,15 +671,15 @@ def _load_plan(load: LoadSettings) -> dict:
 
 
 async def _run_in_workers(
-    pool,
+    pool: CasePool,
     plan: CasePlan,
     k: int,
     client_settings: ClientSettings,
     calibration: Calibration,
     nonce: bool,
-    on_record,
+    on_record: Callable[[RequestRecord], None],
     stop: asyncio.Event,
-    on_start=None,
+    on_start: Callable[[], Awaitable[float]] | None = None,
 ) -> dict:
     """The case split over k worker processes (workers.py) or Ray actors (cluster.py); returns
     the case's client figures. `on_start` is awaited once every worker is done with its warmups."""

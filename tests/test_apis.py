@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchy.client import messages, responses
-from benchy.client.stream import _StreamReader
+from benchy.client.reader import StreamReader
 from benchy.measure.records import RequestRecord
 from tests.conftest import SimSince, bare_record, client_slack_s, run_benchy_here, shared_sim, warning_codes
 
@@ -31,7 +31,7 @@ def events(*objs: dict) -> bytes:
 def read(api, stream: bytes, cut: int = 7) -> RequestRecord:
     """The record the reader of `api` makes of `stream`, fed in `cut`-byte reads (chunking must not matter)."""
     rec = bare_record()
-    reader = _StreamReader(rec, api=api)
+    reader = StreamReader(rec, api=api)
     for start in range(0, len(stream), cut):
         reader.feed(stream[start : start + cut], 0.1 + start / 1000)
     reader.close(5.0)

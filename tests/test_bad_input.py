@@ -135,7 +135,8 @@ def test_every_option_has_help_text(command, option):
 
 def test_run_help_shows_the_lengths_a_bare_run_measures(capsys):
     """A bare `benchy run` measures pp512 tg128 at c1, 5 runs: --help says so."""
-    from benchy.workloads.scenario import CaseSelection, select_cases
+    from benchy.workloads.scenario import select_cases
+    from benchy.workloads.selection import CaseSelection
 
     [bare] = select_cases(CaseSelection())  # what a bare run plans
     with pytest.raises(SystemExit):
@@ -239,7 +240,7 @@ def test_a_trace_with_prompts_longer_than_the_context_is_refused_before_sending(
 )
 def test_refused_requests_are_hinted_with_flags_the_case_takes(kind, hint):
     """HTTP 400s in a trace replay: its lengths are the trace's, so the hint names no --pp."""
-    from benchy.checks.warnings import request_errors
+    from benchy.checks.outputs import request_errors
     from benchy.results.types import CaseResult, RunResult
 
     case = CaseResult(label="x", pp=512, tg=32, kind=kind, errors={"http_400": 4}, n_ok=36, n_failed=4)

@@ -17,8 +17,9 @@ import pytest
 
 from benchy import cli, outcome
 from benchy import run as run_mod
+from benchy.checks import client as client_checks
 from benchy.checks import warnings as checks
-from benchy.client.stream import ClientSettings
+from benchy.client.settings import ClientSettings
 from benchy.load.monitor import INTERVAL_S, LoopMonitor
 from benchy.load.plan import LoadSettings
 from benchy.load.progress import Progress
@@ -489,13 +490,13 @@ def test_sends_behind_an_open_loop_schedule_say_so(start_sim, capsys):
     # How late one process falls varies with the machine; whenever its sends fell behind past
     # the limit, it says so with the open loop's own knob, and never claims it when they did not.
     said = [w for w in results["warnings"] if w["code"] == "client_overloaded" and "sends fell behind" in w["message"]]
-    assert bool(said) == (lag > checks.SEND_LAG_P90_LIMIT_S), (case["send_lag"], said)
+    assert bool(said) == (lag > client_checks.SEND_LAG_P90_LIMIT_S), (case["send_lag"], said)
     for w in said:
         assert "Lower --rate" in w["hint"] and "--concurrency" not in w["hint"]
 
 
 def test_client_overloaded_at_one_request_in_flight_blames_the_machine_not_the_load():
-    from benchy.checks.warnings import _overloaded_hint
+    from benchy.checks.client import _overloaded_hint
     from benchy.results.types import CaseResult
 
     hint = _overloaded_hint(CaseResult(label="pp64 tg16", pp=64, tg=16, concurrency=1))

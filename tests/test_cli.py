@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from benchy import cli, probe
-from benchy.client.stream import ClientSettings, ServerError
+from benchy.client.errors import ServerError
+from benchy.client.settings import ClientSettings
 
 SERVER_COMMANDS = ("run", "probe-cache", "capacity")
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from benchy import run as run_mod
-from benchy.client.stream import Client, ClientSettings
+from benchy.client.client import Client
+from benchy.client.settings import ClientSettings
 from benchy.load.prompts import Template
 from benchy.measure import evidence, metrics, tokenizer
 from benchy.measure.records import REASONING, RequestRecord, read_records

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchy import run as run_mod
-from benchy.client.stream import Client, ClientSettings
+from benchy.client.client import Client
+from benchy.client.settings import ClientSettings
 from benchy.load.plan import LoadSettings
 from benchy.measure import evidence
 from benchy.sim import vocab

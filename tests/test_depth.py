@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from benchy import run as run_mod
-from benchy.checks import warnings as checks
-from benchy.client.stream import ClientSettings
+from benchy.checks import cache as cache_checks
+from benchy.client.settings import ClientSettings
 from benchy.load.prompts import Calibration, PromptFactory
-from benchy.measure import tokenizer
-from benchy.measure.metrics import Unavailable, prefill_tps
+from benchy.measure import reading, registry, tokenizer
+from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
 from benchy.results.types import CaseResult, RequestResult, RunResult
 from benchy.workloads.case import ScenarioError
@@ -147,13 +147,13 @@ def test_prefill_rate_is_unavailable_when_a_reused_context_is_not_confirmed():
         prompt_tokens=DEPTH + PP,
         reused_context_tokens=DEPTH,
     )
-    assert isinstance(prefill_tps(rec), Unavailable)
+    assert isinstance(registry.computed(rec, reading.read(rec))["prefill_tps"], Unavailable)
     rec.cached_tokens = DEPTH + 16
-    assert prefill_tps(rec) == (PP - 16) / 0.5
+    assert registry.computed(rec, reading.read(rec))["prefill_tps"] == (PP - 16) / 0.5
     case = CaseResult(label="pp500 tg4 @ d500", pp=PP, tg=4, concurrency=1, depth=DEPTH)
     case.requests = [RequestResult.of(rec)]
     case.requests[0].cached_tokens = None
-    (w,) = checks.depth_cache_miss(case, RunResult())
+    (w,) = cache_checks.depth_cache_miss(case, RunResult())
     assert w.code == "depth_cache_miss" and "reports no cached_tokens" in w.message
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from benchy import run as run_mod
-from benchy.client.stream import ClientSettings
+from benchy.client.settings import ClientSettings
 from benchy.workloads.scenario import sweep
 from tests.test_checks import bench, codes, measured, truth_of, warning
 

@@ -249,6 +249,28 @@ def test_bursts_of_one_event_at_an_uneven_cadence_are_still_buffering():
     assert evidence.buffering(evidence.arrivals(times, tokens), 0.1).buffered
 
 
+# Gaps (ms) between the events of real vLLM 0.32 CPU streams, `--stream-interval 20`, 200 tokens,
+# on a 2-core machine kept busy: the first token alone, then 20 tokens an event at an uneven pace.
+VLLM_INTERVAL_GAPS_MS = (
+    [353.9, 287.5, 719.6, 212.6, 906.0, 253.7, 1744.3, 284.0, 720.3],
+    [658.9, 464.9, 274.9, 205.4, 222.5, 95.2, 96.5, 423.3, 151.0, 282.1],
+    [412.5, 233.2, 843.2, 200.2, 156.9, 110.1, 106.4, 102.1, 127.0, 67.0],
+    [204.0, 83.0, 98.3, 88.1, 88.1, 88.9, 80.5, 467.9, 233.9, 393.6],
+)
+
+
+@pytest.mark.parametrize("gaps_ms", VLLM_INTERVAL_GAPS_MS)
+def test_a_slow_uneven_stream_interval_is_not_buffering(gaps_ms):
+    # A slow event holds nothing back: only an event sooner than its tokens take is evidence.
+    times, tokens = [0.02], [1.0]
+    for gap in gaps_ms:
+        times.append(times[-1] + gap / 1000)
+        tokens.append(20.0)
+    arr = evidence.arrivals(times, tokens)
+    assert evidence.server_interval(arr)
+    assert not evidence.buffering(arr, 0.02).buffered
+
+
 def test_many_tokens_in_the_first_event_is_buffering_but_two_or_three_are_not():
     for first, expected in ((3, False), (8, True), (16, True)):
         sizes = [first] * 10

@@ -17,7 +17,9 @@ import pytest
 
 from benchy import cli
 from benchy import run as run_mod
-from benchy.client.stream import Client, ClientSettings, _StreamReader
+from benchy.client.client import Client
+from benchy.client.reader import StreamReader
+from benchy.client.settings import ClientSettings
 from benchy.load.prompts import Template
 from benchy.measure.records import CONTENT, REASONING, RequestRecord, read_records
 from benchy.workloads.scenario import sweep
@@ -288,7 +290,7 @@ def test_bad_harmony_flags_are_one_line_usage_errors(capsys, argv, words):
 
 def test_a_split_marker_left_at_the_end_of_the_stream_still_counts():
     rec = RequestRecord("t", 0, 0, False, "x", None, 0, 4)
-    reader = _StreamReader(rec, harmony=True)
+    reader = StreamReader(rec, harmony=True)
     for i, text in enumerate(["<|channel|>final<|mess", "age|>Hi <", "|"]):
         event = {"choices": [{"index": 0, "text": text, "finish_reason": "stop" if i == 2 else None}]}
         reader.feed(f"data: {json.dumps(event)}\n\n".encode(), [0.1, 0.2, 0.3][i])

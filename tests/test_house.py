@@ -185,3 +185,18 @@ def test_a_result_refuses_writes_once_the_analysis_made_it():
     with pytest.raises(FrozenResult):
         made.warnings = []
     assert made == RunResult.from_dict(made.to_dict())  # still equal to its saved form
+
+
+def test_each_command_has_a_room_of_its_own():
+    """The command line is a package: `benchy X` is defined in benchy/cli/X.py (what commands
+    share lives beside them), and no room of it outgrows 800 lines."""
+    from benchy.cli import cli
+
+    assert (PACKAGE / "cli" / "__init__.py").is_file() and not (PACKAGE / "cli.py").exists()
+    # `sim` and `browse` live with what they serve (sim/cli.py, report/browse_cli.py); main adds them
+    elsewhere = {"sim", "browse"}
+    homes = {n: c.callback.__module__ for n, c in cli.commands.items() if c.callback and n not in elsewhere}
+    assert len(homes) >= 8, homes
+    assert {name: home for name, home in homes.items() if home != f"benchy.cli.{name.replace('-', '_')}"} == {}
+    sizes = {path.name: len(path.read_text(encoding="utf-8").splitlines()) for path in (PACKAGE / "cli").glob("*.py")}
+    assert max(sizes.values()) <= 800, sizes

@@ -14,7 +14,7 @@ import json
 import pytest
 
 from benchy import run as run_mod
-from benchy.client.stream import ClientSettings
+from benchy.client.settings import ClientSettings
 from benchy.load import lengths
 from benchy.load.plan import LoadSettings
 from benchy.measure import metrics, tokenizer

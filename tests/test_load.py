@@ -281,7 +281,7 @@ def _stream(contents: list[str]) -> bytes:
 
 
 def _read(body: bytes, cuts: list[int], plain: bool) -> dict:
-    from benchy.client.stream import _StreamReader
+    from benchy.client.reader import StreamReader
 
     rec = RequestRecord(
         case="x",
@@ -294,13 +294,13 @@ def _read(body: bytes, cuts: list[int], plain: bool) -> dict:
         target_output_tokens=1,
     )
 
-    class Reference(_StreamReader):  # every event through the JSON parse
+    class Reference(StreamReader):  # every event through the JSON parse
         __slots__ = ()
 
         def _learn_head(self, data: str) -> None:
             pass
 
-    reader = _StreamReader(rec) if plain else Reference(rec)
+    reader = StreamReader(rec) if plain else Reference(rec)
     points = sorted({min(c, len(body)) for c in cuts} | {0, len(body)})
     for i, (a, b) in enumerate(zip(points, points[1:])):
         reader.feed(body[a:b], float(i))
@@ -324,9 +324,9 @@ def test_reader_fast_paths_record_exactly_what_a_full_json_parse_does(contents, 
 
 def _counting_reader():
     """A record and a stream reader for it that counts the bytes its plain path booked."""
-    from benchy.client.stream import _StreamReader
+    from benchy.client.reader import StreamReader
 
-    class Counting(_StreamReader):
+    class Counting(StreamReader):
         __slots__ = ("plain_bytes",)
 
         def _plain_events(self, chunk: bytes, now: float) -> int:

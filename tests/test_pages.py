@@ -15,8 +15,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from benchy.client import stream as stream_mod
-from benchy.client.stream import Client, ClientSettings
+from benchy.client import client as client_mod
+from benchy.client.client import Client
+from benchy.client.settings import ClientSettings
 from benchy.server import cache_reset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsScraper, parse
@@ -188,7 +189,7 @@ def test_the_server_version_is_a_side_page_read_whole_or_none(instant_sim):
 
 def test_a_page_past_the_size_cap_is_a_failure_not_a_cut_text(monkeypatch):
     cap = 64 * 1024
-    monkeypatch.setattr(stream_mod, "MAX_PAGE_BYTES", cap)
+    monkeypatch.setattr(client_mod, "MAX_PAGE_BYTES", cap)
 
     def routes(app: App, web_app: web.Application) -> None:
         async def big(request: web.Request) -> web.Response:
@@ -268,7 +269,7 @@ def test_a_scrape_never_takes_a_connection_of_the_streams(instant_sim, transport
 RUN_AND_LIST_MODULES = """
 import json, sys
 from benchy import run
-from benchy.client.stream import ClientSettings
+from benchy.client.settings import ClientSettings
 from benchy.workloads.case import Case
 settings = run.RunSettings(
     client=ClientSettings(base_url=sys.argv[1]), cases=[Case(pp=64, tg=8, concurrency=2)],

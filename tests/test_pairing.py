@@ -15,7 +15,7 @@ from tests.conftest import sim_env
 
 
 def run_default_base_url() -> str:
-    from benchy.cli import run
+    from benchy.cli.run import run
 
     [option] = [p for p in run.params if p.name == "base_url"]
     return option.default

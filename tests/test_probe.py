@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchy import run as run_mod
-from benchy.client.stream import ClientSettings
+from benchy.client.settings import ClientSettings
 from benchy.measure.records import RequestRecord, read_records
 from benchy.probe import (
     MIN_SPEEDUP,
@@ -74,7 +74,9 @@ def assert_ttfts_match_truth(entry: dict, shared: list[dict], unique: list[dict]
 
 def test_cache_on_is_detected_with_the_truths_speedup_and_leaves_no_reusable_prefix(start_sim):
     sim = start_sim(*SIM_FLAGS)
-    result = run_probe(ProbeSettings(client=ClientSettings(base_url=sim.base_url), lengths=LENGTHS, n=5, tg=4))
+    result = run_probe(
+        ProbeSettings(client=ClientSettings(base_url=sim.base_url), lengths=LENGTHS, n=5, tg=4)
+    ).to_dict()
     returned = time.perf_counter()
     truth = {t["request_id"]: t for t in sim.truth()}
     windows = client_windows(sim.truth(), returned)
@@ -228,7 +230,7 @@ def test_a_length_whose_requests_all_failed_is_inconclusive_and_still_reported(t
         for i in range(3)
         for side in ("shared", "unique")
     ]
-    entry = length_entry(500, 500, records)
+    entry = length_entry(500, 500, records).to_dict()
     assert entry["verdict"] == "inconclusive" and entry["n_failed"] == 6 and entry["errors"] == {"http_500": 6}
     probe = {
         "schema": SCHEMA,
@@ -306,12 +308,7 @@ def test_a_capacity_search_whose_requests_all_failed_says_why_and_what_it_asked(
         return rec
 
     point = capacity_point(1, [failed(0)], [failed(1)])
-    cap = capacity_result(
-        ProbeSettings(client=ClientSettings(base_url="http://127.0.0.1:1/v1"), capacity_prefix_tokens=3000),
-        [point],
-        None,
-        None,
-    )
+    cap = capacity_result(3000, 262144, [point], None, None).to_dict()
     assert cap["verdict"] == "unmeasured" and "first http_400: maximum context length is 4096 tokens" in cap["reason"]
     lines = "\n".join(probe_report.capacity_lines(cap))
     assert "Prefixes of 3,000 tokens" in lines and "maximum context length" in lines

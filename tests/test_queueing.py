@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from benchy import run as run_mod
-from benchy.client.stream import ClientSettings
+from benchy.client.settings import ClientSettings
 from benchy.load.plan import LoadSettings
 from benchy.workloads.case import Case
 from benchy.workloads.cases import multi_turn_cases, trace_case

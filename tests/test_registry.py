@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import re
 
 import pytest
 
-from benchy.measure import metrics
+from benchy.measure import metrics, reading, registry
 from benchy.measure.metrics import METRICS
+from benchy.measure.records import RequestRecord
 from benchy.report import compare, markdown, table
 from benchy.results.types import RunResult
 from tests.conftest import REPO_ROOT
@@ -32,7 +35,7 @@ def test_readme_metric_table_is_the_registry():
 
 def test_every_request_metric_has_a_formula():
     for m in METRICS.values():
-        assert m.formula is not None or m.level == metrics.CASE, m.name
+        assert m.formula is not None or m.level != metrics.REQUEST, m.name
         assert m.definition and m.title and m.unit, m.name
     assert set(metrics.STREAM_TIMING_METRICS) <= set(metrics.REQUEST_METRICS)
 
@@ -64,16 +67,83 @@ def test_slo_direction_follows_higher_is_better():
     assert metrics.meets_slo(fast, {"ttft_s": 0.05}) is False
 
 
-def test_every_dependency_is_a_record_field_or_a_metric():
-    """`depends` is read (a withheld metric takes those computed from it along): a name in it
-    that is neither a record field nor a metric would silently propagate nothing."""
+def test_dependencies_name_metrics_and_reads_name_record_fields():
+    """`depends` is read (a withheld metric takes those computed from it along, and its value is
+    passed to the formula): a name there must be a metric; what the record gives is `reads`."""
     from dataclasses import fields
 
     from benchy.measure.records import RequestRecord
 
-    known = {f.name for f in fields(RequestRecord)} | set(metrics.METRICS) | {"slo"}
+    record_fields = {f.name for f in fields(RequestRecord)}
     for m in metrics.METRICS.values():
-        assert set(m.depends) <= known, (m.name, set(m.depends) - known)
+        assert set(m.depends) <= set(metrics.METRICS), (m.name, set(m.depends) - set(metrics.METRICS))
+        assert set(m.reads) <= record_fields | {"slo"}, (m.name, set(m.reads) - record_fields)
+        assert m.source in registry.SOURCES, m.name
+
+
+def test_computing_order_puts_each_metric_after_what_it_depends_on():
+    seen: set[str] = set()
+    for m in registry.ORDER:
+        assert set(m.depends) <= seen, m.name
+        seen.add(m.name)
+    assert seen == set(METRICS)
+
+
+def test_a_cycle_or_an_unknown_dependency_is_refused():
+    a = dataclasses.replace(METRICS["ttft_s"], name="a", depends=("b",))
+    b = dataclasses.replace(METRICS["ttft_s"], name="b", depends=("a",))
+    with pytest.raises(ValueError, match="cycle"):
+        registry.computing_order([a, b])
+    with pytest.raises(ValueError, match="no_such_metric"):
+        registry.computing_order([dataclasses.replace(a, depends=("no_such_metric",))])
+    with pytest.raises(ValueError, match="twice"):
+        registry.computing_order([a, a])
+
+
+def _formula_names() -> set[str]:
+    return {m.formula.__name__ for m in METRICS.values() if m.formula is not None}
+
+
+@pytest.mark.parametrize("module", ["request_formulas", "case_formulas", "window_formulas"])
+def test_no_formula_calls_another_formula(module):
+    """Values are passed forward in the registry's order, so a formula never recomputes what it
+    depends on (prefill_tps takes TTFT's value instead of calling ttft_s)."""
+    path = REPO_ROOT / "benchy" / "measure" / f"{module}.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    formulas = _formula_names()
+    defined = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    assert formulas & set(defined), f"{module}.py defines no registered formula"
+    for name in formulas & set(defined):
+        for node in ast.walk(defined[name]):
+            if isinstance(node, ast.Call):
+                callee = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+                assert callee not in formulas, f"{name} calls the formula {callee}"
+
+
+def test_an_unavailable_dependency_makes_its_dependents_unavailable_for_its_reason():
+    rec = RequestRecord(
+        case="pp8 tg",
+        run=0,
+        index=0,
+        warmup=False,
+        request_id="r",
+        nonce=None,
+        target_prompt_tokens=8,
+        target_output_tokens=4,
+        token_event_s=[],
+        token_event_chars=[],
+        prompt_tokens=8,
+        completion_tokens=4,
+        usage_reported=True,
+        end_s=1.0,
+        first_chunk_s=0.1,
+    )
+    values = registry.computed(rec, reading.read(rec))
+    why = values["ttft_s"]
+    assert isinstance(why, metrics.Unavailable) and why.code == metrics.NO_TEXT_EVENT
+    dependents = set(metrics.with_dependents(("ttft_s",))) - {"ttft_s"}
+    assert dependents and all(values[name] is why for name in dependents)
+    assert values["e2e_tps"] == pytest.approx(4.0)  # depends on e2e_s, which is available
 
 
 def test_withholding_ttft_takes_what_is_computed_from_it_along():
@@ -84,3 +154,39 @@ def test_withholding_ttft_takes_what_is_computed_from_it_along():
 
 def test_case_level_formulas_are_the_registrys():
     assert set(metrics.CASE_FORMULA_METRICS) == {"aggregate_tps", "request_rate", "achieved_rate"}
+
+
+def _keys(level: str) -> set[str]:
+    return {m.key for m in registry.of_level(level)}
+
+
+def test_every_figure_beside_a_case_is_a_registered_metric_with_a_source():
+    """The figures a case keeps beside its own (turn rows, the TTFT gain, the GPU's energy,
+    benchy's event loop) are the registry's: a new one left out of it fails here."""
+    from dataclasses import fields
+
+    from benchy.load.monitor import LoopMonitor
+    from benchy.measure import gpu, workloads
+
+    counts = {"turn", "n_ok", "n_failed", "unavailable"}
+    assert {f.name for f in fields(workloads.TurnRow)} - counts == _keys(registry.TURN)
+    assert {f.name for f in fields(workloads.TtftGain)} - {"baseline"} == _keys(registry.GAIN)
+    assert {*gpu.ENERGY_FIGURES, "power_w"} == _keys(registry.GPU_WINDOW)
+    loop = set(LoopMonitor().figures([]))
+    assert _keys(registry.LOOP) <= loop
+    assert loop - _keys(registry.LOOP) == {"lag_samples", "cpu_s", "wall_s"}  # counts, not figures
+    for level in (registry.TURN, registry.GAIN, registry.GPU_WINDOW, registry.LOOP, registry.SERVER_WINDOW):
+        assert {m.source for m in registry.of_level(level)} <= set(registry.SOURCES)
+
+
+def test_energy_figures_take_the_energys_reason_along():
+    from benchy.measure.window_formulas import EnergyWindow
+
+    window = EnergyWindow(output_tokens=100, requests=4, idle_power_w=50.0, window_s=2.0)
+    values = registry.compute(registry.GPU_WINDOW, window, {"gpu_energy_j": 300.0})
+    assert values["gpu_joules_per_token"] == pytest.approx(3.0)
+    assert values["gpu_joules_per_request"] == pytest.approx(75.0)
+    assert values["gpu_marginal_joules_per_token"] == pytest.approx((300.0 - 100.0) / 100)
+    why = metrics.Unavailable("no_energy", "the exporter gave no energy")
+    withheld = registry.compute(registry.GPU_WINDOW, window, {"gpu_energy_j": why})
+    assert all(withheld[m.name] is why for m in registry.of_level(registry.GPU_WINDOW) if m.formula)

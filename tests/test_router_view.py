@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from benchy import run as run_mod
-from benchy.client.stream import ClientSettings
+from benchy.client.settings import ClientSettings
 from benchy.load.plan import LoadSettings
 from benchy.workloads.cases import shared_prefix_cases
 from tests.conftest import run_benchy, shared_sim

@@ -268,7 +268,8 @@ def test_a_long_case_builds_its_requests_a_window_ahead_of_the_sends(start_sim, 
     of built requests ahead of those sent, and still sends every planned request once, in
     order; a case within the window is built whole before its first send, as before."""
     from benchy import run as run_mod
-    from benchy.client.stream import Client, ClientSettings
+    from benchy.client.client import Client
+    from benchy.client.settings import ClientSettings
     from benchy.load import generator
     from benchy.load.plan import LoadSettings
     from benchy.workloads.case import Case

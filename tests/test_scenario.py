@@ -7,7 +7,8 @@ import pytest
 from benchy.cli import main
 from benchy.load import arrivals
 from benchy.workloads.case import Case, ScenarioError
-from benchy.workloads.scenario import CaseSelection, load_scenario, rate_sweep, select_cases, shipped_names, sweep
+from benchy.workloads.scenario import load_scenario, rate_sweep, select_cases, shipped_names, sweep
+from benchy.workloads.selection import CaseSelection
 from tests.conftest import run_benchy_here
 
 

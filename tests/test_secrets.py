@@ -20,7 +20,9 @@ from aiohttp import web
 
 from benchy import run as run_mod
 from benchy.cli import main
-from benchy.client.stream import Client, ClientSettings, ServerError
+from benchy.client.client import Client
+from benchy.client.errors import ServerError
+from benchy.client.settings import ClientSettings
 from benchy.measure.records import RequestRecord
 from benchy.workloads.case import Case
 from tests.conftest import run_benchy, sim_env, start_benchy

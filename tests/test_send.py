@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from benchy.client.stream import Client, ClientSettings
+from benchy.client.client import Client
+from benchy.client.settings import ClientSettings
 from benchy.load.plan import PlannedRequest
 from benchy.load.send import Closed, Open, send
 from benchy.measure.records import RequestRecord

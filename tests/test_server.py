@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from benchy import __version__
-from benchy.client.stream import Client, ClientSettings
+from benchy.client.client import Client
+from benchy.client.settings import ClientSettings
 from benchy.server.identity import (
     LLAMACPP,
     OLLAMA,

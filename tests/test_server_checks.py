@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from benchy.checks import server as sc
 from benchy.results.types import CaseResult, CheckWarning, RunResult
+from benchy.results.verdicts import queueing
 
 
 def case(server: dict | None = None, requests: list[dict] | None = None, **more) -> CaseResult:
@@ -106,16 +107,16 @@ def test_the_warning_quotes_the_ttft_the_table_and_server_view_show():
 
 
 def test_queueing_dominates_only_past_half_and_ten_ms():
-    assert sc.queue_figures(case(server(histograms={"queue_s": hist(0.006), "ttft_s": hist(0.008)}))) is None
-    assert sc.queue_figures(case(server(histograms={"queue_s": hist(0.04), "ttft_s": hist(0.1)}))) is None
-    found = sc.queue_figures(case(server(histograms={"queue_s": hist(0.06), "ttft_s": hist(0.1)})))
+    assert queueing.queue_figures(case(server(histograms={"queue_s": hist(0.006), "ttft_s": hist(0.008)}))) is None
+    assert queueing.queue_figures(case(server(histograms={"queue_s": hist(0.04), "ttft_s": hist(0.1)}))) is None
+    found = queueing.queue_figures(case(server(histograms={"queue_s": hist(0.06), "ttft_s": hist(0.1)})))
     assert found is not None and found.queue_share == 0.6 and found.concurrency == 4
     (finding,) = findings(case(server(histograms={"queue_s": hist(0.06), "ttft_s": hist(0.1)})), SETUP)
     assert finding.code == "queue_dominates_ttft" and "At concurrency 4" in finding.message
     assert [(e.name, e.observed, e.threshold, e.unit) for e in finding.evidence][0] == (
         "queue_share",
         0.6,
-        sc.QUEUE_SHARE,
+        queueing.QUEUE_SHARE,
         "fraction",
     )
     assert finding.severity == "warning" and finding.details.queue_share == 0.6

@@ -11,7 +11,8 @@ import re
 import aiohttp
 import pytest
 
-from benchy.client.stream import Client, ClientSettings
+from benchy.client.client import Client
+from benchy.client.settings import ClientSettings
 from benchy.server.metrics import (
     LLAMACPP,
     VLLM,
@@ -237,3 +238,20 @@ def test_sglang_names_map_onto_the_same_figures():
     assert (m.counters["prompt_tokens"], m.counters["generation_tokens"], m.counters["cache_hits"]) == (800, 80, 200)
     assert m.derived["cache_hit_rate"] == 0.25 and m.histograms["ttft_s"].mean == pytest.approx(0.05)
     assert m.gauges["running"].max == 3 and "prefill_tps" in m.unavailable
+
+
+def test_the_derived_server_figures_are_registered_metrics():
+    """What /metrics gives a case beyond the server's own counters (rates, the hit rate, the
+    histograms' means the report shows) is described by the registry, source server."""
+    from benchy.measure import registry
+
+    keys = {m.key for m in registry.of_level(registry.SERVER_WINDOW)}
+    assert {m.source for m in registry.of_level(registry.SERVER_WINDOW)} == {registry.SERVER}
+    before = parse(re.sub(r" [0-9.]+$", " 0", LLAMACPP_TEXT, flags=re.M), 0.0)
+    m = case_metrics(before, parse(LLAMACPP_TEXT, 2.0), LLAMACPP)
+    s_before, s_after = _sglang(100, 10, 0, 1, 0.05), _sglang(900, 90, 200, 5, 0.25)
+    s = case_metrics(s_before, s_after, detect(s_after))
+    derived = set(m.derived) | set(s.derived) | {k for k in (*m.unavailable, *s.unavailable) if k in keys}
+    assert derived and derived <= keys
+    assert {"cache_hit_rate", "prefill_tps", "decode_tps"} <= derived
+    assert {"ttft_s", "queue_s", "prefill_s"} <= keys  # the histogram means server_view prints

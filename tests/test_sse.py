@@ -136,10 +136,10 @@ def test_multiline_data_with_comments_and_fields_reassembles(events, eol, cuts):
 def test_stream_reader_never_raises_on_any_json_shape(values, cuts):
     """The JSON half of the parser: whatever shape each event has, the request is recorded,
     and every event that is not an object is counted as malformed."""
-    from benchy.client.stream import _StreamReader
+    from benchy.client.reader import StreamReader
 
     rec = bare_record()
-    reader = _StreamReader(rec)
+    reader = StreamReader(rec)
     stream = b"".join(b"data: " + json.dumps(v).encode() + b"\n\n" for v in values)
     last = 0
     for cut in sorted(set(c % (len(stream) + 1) for c in cuts)) + [len(stream)]:
@@ -180,10 +180,10 @@ def test_stream_reader_never_raises_on_any_json_shape(values, cuts):
 def test_stream_reader_survives_hostile_shapes(payloads):
     """Shapes that once raised inside the reader (and would have ended the run): wrong types
     where lists, objects and counts belong, nesting deeper than json's recursion limit."""
-    from benchy.client.stream import _StreamReader
+    from benchy.client.reader import StreamReader
 
     rec = bare_record()
-    reader = _StreamReader(rec)
+    reader = StreamReader(rec)
     reader.feed(b"".join(b"data: " + p.encode() + b"\n\n" for p in payloads), 0.1)
     reader.close(0.2)
     assert rec.status == "ok" and reader.bad_events >= 1
@@ -193,7 +193,7 @@ def test_stream_reader_survives_hostile_shapes(payloads):
 
 def test_reader_output_does_not_depend_on_chunking():
     """The same well-formed stream, whole or one byte at a time, fills the same record."""
-    from benchy.client.stream import _StreamReader
+    from benchy.client.reader import StreamReader
 
     events = [
         {"choices": [{"delta": {"role": "assistant", "content": "héllo ✓"}}]},
@@ -209,7 +209,7 @@ def test_reader_output_does_not_depend_on_chunking():
 
     def record(chunks: list[bytes]) -> dict:
         rec = bare_record()
-        reader = _StreamReader(rec)
+        reader = StreamReader(rec)
         for chunk in chunks:
             reader.feed(chunk, 0.5)
         reader.close(1.0)

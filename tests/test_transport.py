@@ -12,8 +12,9 @@ import socket
 import pytest
 
 from benchy import run as run_mod
+from benchy.client.client import Client
 from benchy.client.http1 import Response, _Connection, _Exchange
-from benchy.client.stream import Client, ClientSettings
+from benchy.client.settings import ClientSettings
 from benchy.measure.records import RequestRecord
 from benchy.workloads.case import Case
 from tests.conftest import SimSince, shared_sim
@@ -308,10 +309,10 @@ def test_the_lean_parser_gives_the_same_record_for_every_split_of_the_response()
     fed to the exchange as two reads, and all of it one byte per read."""
 
     async def parse(pieces: list[bytes]) -> RequestRecord:
-        from benchy.client.stream import _StreamReader
+        from benchy.client.reader import StreamReader
 
         rec = record(0)
-        reader = _StreamReader(rec)
+        reader = StreamReader(rec)
         response = Response()
         conn = _Connection()
         exchange = _Exchange(conn, response, lambda r: True, lambda b, now: reader.feed(b, now), stall_s=60)
@@ -342,10 +343,10 @@ def test_a_reads_events_reach_the_reader_in_one_call_stamped_with_that_reads_tim
     times = [0.25, 0.5, 0.75]
 
     async def parse() -> tuple[RequestRecord, list[float]]:
-        from benchy.client.stream import _StreamReader
+        from benchy.client.reader import StreamReader
 
         rec, calls = record(0), []
-        reader = _StreamReader(rec)
+        reader = StreamReader(rec)
 
         def sink(data: bytes, now: float):
             calls.append(now)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from benchy import run as run_mod
-from benchy.client.stream import ClientSettings
+from benchy.client.settings import ClientSettings
 from benchy.load.plan import LoadSettings
 from benchy.workloads.scenario import sweep
 from tests.conftest import without_environment_warnings

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchy import __version__
@@ -73,8 +73,7 @@ def _witnesses(path: Path) -> dict[str, dict]:
 
 
 def analyze(bundle: Bundle) -> results_mod.RunResult:
-    """The run's results from its bundle alone (as built: saved_form gives them as read
-    back): every record through CaseRows.add, in the order the run wrote them, then
+    """The run's results from its bundle alone: every record through CaseRows.add, in the order the run wrote them, then
     analyze_rows."""
     rows = {label: _rows(bundle.manifest, label, bundle.directory) for label in bundle.manifest.started}
     for rec in bundle.records():
@@ -93,8 +92,7 @@ def _rows(manifest: Manifest, label: str, spill_dir: Path | None) -> CaseRows:
 
 def analyze_rows(manifest: Manifest, by_case: dict[str, CaseRows]) -> results_mod.RunResult:
     """The results of the cases' rows under the manifest's plans and windows: each case's
-    figures, what needs several cases, then the warnings (checks only read). saved_form gives
-    it as results.json reads back."""
+    figures, what needs several cases, then the warnings (checks only read)."""
     setup = manifest.setup
     slo = setup.load.slo if setup.load is not None else None
     idle = setup.gpu.baseline.power_w if setup.gpu is not None and setup.gpu.baseline is not None else None
@@ -151,14 +149,13 @@ def _killed_reason(manifest: Manifest, by_case: dict[str, CaseRows]) -> str:
 
 
 def saved_form(run: results_mod.RunResult) -> results_mod.RunResult:
-    """`run` as results.json will read back, its requests (the rows) carried over as they are:
-    what is printed and reported, so that a report made now and one made later agree. Frozen:
-    nothing after the analysis writes into it."""
-    bare = replace(run, cases=[replace(c, requests=[]) for c in run.cases])
-    saved = results_mod.RunResult.from_dict(bare.to_dict())
-    for case, built in zip(saved.cases, run.cases):
-        case.requests = built.requests
-    return freeze(saved)
+    """`run` as printed and reported, frozen: nothing after the analysis writes into it.
+
+    The builder makes what results.json reads back (JSON's own types: lists, not tuples;
+    Python floats, not numpy's; no key that reading fills in), so the report made now and one
+    made from the file later agree without a round trip through JSON; tests/test_analysis_form.py
+    holds the builder to `run == RunResult.from_dict(run.to_dict())`."""
+    return freeze(run)
 
 
 def _has_measured(by_case: dict[str, CaseRows], label: str) -> bool:

@@ -19,14 +19,26 @@ from pathlib import Path
 
 from benchy import __version__
 from benchy import run as run_mod
+from benchy.analysis.bundle import BundleError
 from benchy.capacity import search as search_mod
+from benchy.capacity.bundle import (
+    CapacityBundleError,
+    CapacityManifest,
+    MeasuredRound,
+    SearchPlan,
+    is_capacity_folder,
+    read_manifest,
+    write_manifest,
+)
 from benchy.capacity.search import BY_RATE, Observation, Probe, Search, SearchSettings
-from benchy.client.stream import ClientSettings, redact_url
+from benchy.client.redact import redact_url
+from benchy.client.settings import ClientSettings
 from benchy.load.plan import LoadSettings
 from benchy.load.prompts import Template
 from benchy.measure import metrics
 from benchy.measure.metrics import Unavailable
 from benchy.measure.workloads import WorkloadSpec
+from benchy.results import files as results_files
 from benchy.results.capacity import (
     CapacityAnswer,
     CapacityPoint,
@@ -83,24 +95,109 @@ def case_at(case: Case, by: str, load: float) -> Case:
 
 
 def search(settings: CapacitySettings) -> CapacityResult:
-    """The whole search; returns capacity.json's content (also saved in output_dir)."""
+    """The whole search; returns capacity.json's content (also saved in output_dir, beside the
+    bundle a rebuild remakes it from: capacity-manifest.json and the rounds' folders)."""
     finder = Search(settings.search)
-    progress = _Progress(CapacityResult(benchy_version=__version__, setup=_setup(settings), partial=True))
+    setup = _setup(settings)
+    progress = _Progress(CapacityResult(benchy_version=__version__, setup=setup, partial=True))
+    manifest = CapacityManifest(
+        CapacitySetup.from_dict(setup.to_dict()), search=SearchPlan.of(settings.search), slo=_slo(settings)
+    )
+    _save_manifest(settings, manifest)
     try:
         while (probe := finder.next_probe()) is not None:
-            results = _measure(settings, probe, _rounds_done(progress))
-            stopped = _record(settings, finder, progress, probe, results)
+            n_round = _rounds_done(progress)
+            results = _measure(settings, probe, n_round)
+            where = _round_where(settings, n_round, probe.load)
+            if where is not None:
+                manifest.rounds.append(MeasuredRound(probe.load, where))
+                _save_manifest(settings, manifest)
+            stopped = _record(settings.search, manifest.slo, settings.announce, finder, progress, probe, results, where)
             _save(settings, progress, finder)
             if stopped is not None:
-                progress.result.stopped = stopped
-                return _finish(settings, progress, finder, partial=True)
+                return _end(settings, manifest, progress, finder, stopped, partial=True)
     except KeyboardInterrupt:
-        progress.result.stopped = Stopped("SIGINT", "interrupted (Ctrl-C)")
-        return _finish(settings, progress, finder, partial=True)
+        manifest.stopped = Stopped("SIGINT", "interrupted (Ctrl-C)")
+        return _end(settings, manifest, progress, finder, manifest.stopped, partial=True)
     except run_mod.NothingMeasured as exc:
-        progress.result.stopped = Stopped("SIGINT", str(exc))
-        return _finish(settings, progress, finder, partial=True)
-    return _finish(settings, progress, finder, partial=False)
+        manifest.stopped = Stopped("SIGINT", str(exc))
+        return _end(settings, manifest, progress, finder, manifest.stopped, partial=True)
+    return _end(settings, manifest, progress, finder, None, partial=False)
+
+
+def _slo(settings: CapacitySettings) -> dict[str, float]:
+    return dict(settings.load.slo or {})
+
+
+def _end(
+    settings: CapacitySettings,
+    manifest: CapacityManifest,
+    progress: _Progress,
+    finder: Search,
+    stopped: Stopped | None,
+    partial: bool,
+) -> CapacityResult:
+    manifest.finished = True
+    _save_manifest(settings, manifest)
+    progress.result.stopped = stopped
+    result = _finish(settings.search, progress, finder, partial)
+    if settings.output_dir is not None:
+        save(result, settings.output_dir)
+    return result
+
+
+def _save_manifest(settings: CapacitySettings, manifest: CapacityManifest) -> None:
+    if settings.output_dir is not None:
+        write_manifest(manifest, settings.output_dir)
+
+
+def replay(directory: Path) -> CapacityResult:
+    """capacity.json's content made again from a capacity folder's bundle alone: every round's
+    saved results (made again from its own bundle where results.json is missing) through the
+    same search and figures, in the order they were measured. CapacityBundleError (one line)
+    when the folder has no manifest or a round's folder cannot be read."""
+    manifest = read_manifest(directory)
+    s = manifest.search.settings()
+    finder = Search(s)
+    progress = _Progress(CapacityResult(benchy_version=manifest.setup.benchy_version, setup=manifest.setup))
+    stopped = manifest.stopped
+    for rnd in manifest.rounds:
+        probe = finder.next_probe()
+        if probe is None or probe.load != rnd.load:
+            went = "ended" if probe is None else f"went to {probe.load:g}"
+            raise CapacityBundleError(f"{rnd.folder}: measured at {rnd.load:g} where the search {went}: not its round")
+        results = _round_results(Path(directory) / rnd.folder)
+        if (by_round := _record(s, manifest.slo, None, finder, progress, probe, results, rnd.folder)) is not None:
+            stopped = by_round
+            break
+    if stopped is None and not manifest.finished:
+        stopped = Stopped("killed", "the search's process ended before it saved: rebuilt from its rounds")
+    progress.result.stopped = stopped
+    return _finish(s, progress, finder, partial=stopped is not None)
+
+
+def rebuild_folder(directory: Path, report: bool = True) -> Path | None:
+    """`benchy rebuild` of a capacity folder: capacity.json (and its report) made again from the
+    bundle; returns capacity.json's path, or None when `directory` is not a capacity folder."""
+    if not is_capacity_folder(directory):
+        return None
+    result = replay(directory)
+    path = save(result, Path(directory))
+    if report:
+        from benchy.report import capacity as capacity_report
+
+        capacity_report.write(result, Path(directory))
+    return path
+
+
+def _round_results(folder: Path) -> RunResult:
+    try:
+        return results_files.read(folder / "results.json")
+    except results_files.ResultsError:
+        try:
+            return run_mod.rebuild(folder, report=False)
+        except (BundleError, OSError) as exc:
+            raise CapacityBundleError(f"{folder}: a round that cannot be read ({exc})") from None
 
 
 def _rounds_done(progress: _Progress) -> int:
@@ -137,16 +234,21 @@ def _round_folder(settings: CapacitySettings, n_round: int, case: Case) -> Path 
 
 
 def _record(
-    settings: CapacitySettings, finder: Search, progress: _Progress, probe: Probe, results: RunResult
+    s: SearchSettings,
+    slo: dict[str, float],
+    announce: Callable[[str], None] | None,
+    finder: Search,
+    progress: _Progress,
+    probe: Probe,
+    results: RunResult,
+    where: str | None,
 ) -> Stopped | None:
     """Hands the round to the search; returns why the search must stop (a stopped run)."""
     case = results.cases[0] if results.cases else None
     _fill_identity(progress.result.setup, results)
     seen = _observation(case, results)
-    late_but_passed = passed_despite_client_delay(settings.load.slo or {}, settings.search.target, seen)
+    late_but_passed = passed_despite_client_delay(slo, s.target, seen)
     finder.record(probe.load, dataclasses.replace(seen, overloaded=None) if late_but_passed else seen)
-    folder = _round_folder(settings, _rounds_done(progress), case_at(settings.case, settings.search.by, probe.load))
-    where = str(folder.relative_to(settings.output_dir)) if folder and settings.output_dir else None
     counted = (seen.overloaded is None or late_but_passed) and seen.requests > 0
     rnd = CapacityRound(seen.requests, seen.good, counted, seen.overloaded, where)
     progress.rounds.setdefault(probe.load, []).append(rnd)
@@ -154,11 +256,17 @@ def _record(
         progress.cases.setdefault(probe.load, []).append(case)
         if late_but_passed:
             progress.late.add(id(case))
-    if settings.announce:
-        settings.announce(_round_line(settings, finder, probe.load, rnd))
+    if announce:
+        announce(_round_line(s, finder, probe.load, rnd))
     if results.stopped is not None:
         return results.stopped
     return None
+
+
+def _round_where(settings: CapacitySettings, n_round: int, load: float) -> str | None:
+    """The round's folder, relative to the search's (None without -o)."""
+    folder = _round_folder(settings, n_round, case_at(settings.case, settings.search.by, load))
+    return str(folder.relative_to(settings.output_dir)) if folder and settings.output_dir else None
 
 
 def _fill_identity(setup: CapacitySetup, results: RunResult) -> None:
@@ -191,34 +299,36 @@ def passed_despite_client_delay(slo: dict[str, float], target: float, seen: Obse
     return only_worsens and seen.good >= target * seen.requests
 
 
-def _round_line(settings: CapacitySettings, finder: Search, load: float, rnd: CapacityRound) -> str:
+def _round_line(s: SearchSettings, finder: Search, load: float, rnd: CapacityRound) -> str:
     point = finder.points[load]
-    name = load_text(settings.search.by, load)
+    name = load_text(s.by, load)
     if not rnd.counted:
         return f"capacity: {name}: round not counted: benchy fell behind ({rnd.overloaded})"
-    low, high = point.interval(settings.search) or (0.0, 0.0)
-    verdict = point.verdict(settings.search)
+    low, high = point.interval(s) or (0.0, 0.0)
+    verdict = point.verdict(s)
     late = " (benchy fell behind, but a late client only worsens these figures: the pass counts)"
-    share = "n/a" if point.goodput is None else share_text(point.goodput, settings.search.target)
+    share = "n/a" if point.goodput is None else share_text(point.goodput, s.target)
     return (
         f"capacity: {name}: {point.good}/{point.requests} within SLO ({share}, "
-        f"{settings.search.confidence:.0%} interval {low:.0%}–{high:.0%}): {verdict}" + (late if rnd.overloaded else "")
+        f"{s.confidence:.0%} interval {low:.0%}–{high:.0%}): {verdict}" + (late if rnd.overloaded else "")
     )
 
 
 def _save(settings: CapacitySettings, progress: _Progress, finder: Search) -> None:
-    progress.result.points = [_point(settings.search, finder, progress, load) for load in finder.order]
-    progress.result.answer = _answer(settings.search, finder, progress.result)
+    _figures(settings.search, progress, finder)
     if settings.output_dir is not None:
         save(progress.result, settings.output_dir)
 
 
-def _finish(settings: CapacitySettings, progress: _Progress, finder: Search, partial: bool) -> CapacityResult:
+def _figures(s: SearchSettings, progress: _Progress, finder: Search) -> None:
+    progress.result.points = [_point(s, finder, progress, load) for load in finder.order]
+    progress.result.answer = _answer(s, finder, progress.result)
+
+
+def _finish(s: SearchSettings, progress: _Progress, finder: Search, partial: bool) -> CapacityResult:
     progress.result.partial = partial
-    _save(settings, progress, finder)
-    progress.result.notes = _notes(settings.search, progress.result)
-    if settings.output_dir is not None:
-        save(progress.result, settings.output_dir)
+    _figures(s, progress, finder)
+    progress.result.notes = _notes(s, progress.result)
     return progress.result
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from benchy.checks.registry import WARNING, Warning_, case_check
+from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure.selftest import CLIENT_BOUND_SHARE
 from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
 
@@ -23,7 +23,6 @@ def driven(case: CaseResult) -> tuple[float | None, float | None]:
     return requests, events
 
 
-@case_check
 def client_bound(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     ceiling = run.setup.client_ceiling if run.setup else None
     if ceiling is None:
@@ -43,7 +42,7 @@ def client_bound(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         f"{e.observed:,.0f} {e.unit} of a ceiling of {(e.threshold or 0) / CLIENT_BOUND_SHARE:,.0f}" for e in found
     )
     yield Warning_(
-        "client_bound",
+        Code.CLIENT_BOUND,
         WARNING,
         case.label,
         f"the case drove more than half of this host's client ceiling ({said}, per worker process; "

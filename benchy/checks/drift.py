@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from benchy.checks.registry import WARNING, Warning_
+from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure.gpu import GpuThermal
 from benchy.results import drift as drift_figures
-from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult, WarningDetails
+from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
+from benchy.results.verdicts.details import RateDrift
 
 DRIFT_HINT = (
     "The server slowed (or sped up) as the case ran: a GPU throttling as it heats (a DGX Spark, a "
@@ -27,14 +28,14 @@ def rate_drift(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     moved = ", ".join(f"{_NAMES[d.metric]} {d.first:,.1f} → {d.last:,.1f} t/s ({d.change:+.0%})" for d in found)
     heat = case.gpu.thermal if case.gpu is not None else None
     yield Warning_(
-        "rate_drift",
+        Code.RATE_DRIFT,
         WARNING,
         case.label,
         f"The case's rates moved steadily from its first request to its last ({lead.requests} requests "
         f"in send order, Kendall p = {lead.p_value:.1g}): {moved}. Their median is no single rate.{_gpu_words(heat)}",
         DRIFT_HINT,
         metrics=tuple(d.metric for d in found),
-        details=WarningDetails(
+        details=RateDrift(
             requests=lead.requests,
             first_tps=lead.first,
             last_tps=lead.last,

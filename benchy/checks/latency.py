@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from benchy.checks.registry import WARNING, Warning_
+from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.results import latency
-from benchy.results.types import CheckWarning, Evidence, RunResult, WarningDetails
+from benchy.results.types import CheckWarning, Evidence, RunResult
+from benchy.results.verdicts.details import FixedLatency
 
 FIXED_HINT = (
     "Something holds each request before the engine sees it: a gateway's guardrails, an API "
@@ -32,7 +33,7 @@ def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
         if part.intercept_s is not None:
             witnesses.append(f"TTFT against prompt length meets zero tokens at {part.intercept_s * 1000:,.0f} ms")
         yield Warning_(
-            "fixed_latency",
+            Code.FIXED_LATENCY,
             WARNING,
             None,
             f"TTFT holds a fixed {part.fixed_s * 1000:,.0f} ms that no prompt length explains ({part.evidence()}, "
@@ -41,7 +42,7 @@ def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
             FIXED_HINT,
             metrics=("ttft_s",),
             withheld=("prefill_tps",),
-            details=WarningDetails(
+            details=FixedLatency(
                 fixed_s=part.fixed_s,
                 engine_prefill_tps=part.engine_prefill_tps,
                 headers_s_median=part.headers_s,

@@ -1,48 +1,29 @@
-"""The one check mechanism: every check, in checks/warnings.py and checks/server.py alike, is a
+"""The one check mechanism: every check, in each topic module of checks/ alike, is a
 function of saved results registered here, yielding typed CheckWarnings with their figures
-(WarningDetails) and Evidence(observed, threshold, unit); `check(run)` runs them all, in the
-order they were registered (checks/warnings.py registers every check, checks/server.py's in
-its place: call check through it).
+(its code's class of details, results/verdicts/details.py) and Evidence(observed, threshold,
+unit), made by Warning_ (results/verdicts/make.py); `check(run)` runs them all, in the order
+they were registered (checks/warnings.py registers every check in its place: call check
+through it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from benchy.results.types import (  # noqa: F401  (the severities are checks' words: re-exported)
+from benchy.results.types import (
+    CaseResult,
+    CheckWarning,
+    RunResult,
+    scans_held,
+)
+from benchy.results.verdicts.codes import (  # noqa: F401  (the codes and severities are checks' words: re-exported)
     ERROR,
     INFO,
     SEVERITY_ORDER,
     WARNING,
-    CaseResult,
-    CheckWarning,
-    Evidence,
-    RunResult,
-    WarningDetails,
-    scans_held,
+    Code,
 )
-
-
-def Warning_(  # noqa: N802  (the name checks have always used)
-    code: str,
-    severity: str,
-    case: str | None,
-    message: str,
-    hint: str,
-    metrics: tuple[str, ...] = (),
-    withheld: tuple[str, ...] = (),
-    details: dict | WarningDetails | None = None,
-    evidence: tuple[Evidence, ...] = (),
-) -> CheckWarning:
-    """A CheckWarning; `metrics` it qualifies (the table marks them), `withheld` the metrics
-    results.py made unavailable for the reason it reports, `details` the figures behind the
-    message (a dict is read strictly: a figure WarningDetails does not name is a field someone
-    forgot), `evidence` the observed figure against its threshold."""
-    figures: WarningDetails = (
-        details if isinstance(details, WarningDetails) else WarningDetails.from_dict(details or {}, strict=True)
-    )
-    return CheckWarning(code, severity, case, message, hint, list(metrics), list(withheld), figures, list(evidence))
-
+from benchy.results.verdicts.make import warning as Warning_  # noqa: F401, N812  (the name checks have always used)
 
 CaseCheck = Callable[[CaseResult, RunResult], Iterable[CheckWarning]]
 RunCheck = Callable[[RunResult], Iterable[CheckWarning]]

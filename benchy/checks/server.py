@@ -12,21 +12,23 @@ once, a request at a time (a long case's are on disk: results/rows.py).
   ttft_outside_server   the client's TTFT exceeds the server's own by far more than a round
                         trip to it: a proxy, the client or connection set-up holds the rest.
   queue_dominates_ttft  most of the server's TTFT was queueing: the server is saturated at
-                        this concurrency, and TTFT and prefill t/s hold queue time.
+                        this concurrency, and TTFT and prefill t/s hold queue time (the
+                        queueing trap's module, results/verdicts/queueing.py, words it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from benchy.checks.registry import WARNING, Warning_
+from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
     Evidence,
     RunResult,
-    WarningDetails,
 )
+from benchy.results.verdicts import queueing
+from benchy.results.verdicts.details import ServerCacheHit, ServerTokenMismatch, TtftOutsideServer
 
 # Tokens a request may legitimately find cached beyond its template: vLLM's cache blocks are 16
 # tokens, so a template prefix rounds to a block either way.
@@ -35,12 +37,9 @@ CACHE_BLOCK_SLACK = 16
 TOKEN_SLACK_PER_REQUEST, TOKEN_SLACK_SHARE = 1, 0.02
 # TTFT outside the server: more than this, this many round trips, and this share of TTFT.
 OUTSIDE_MIN_S, OUTSIDE_RTTS, OUTSIDE_SHARE = 0.02, 3.0, 0.2
-# Queueing above this share of the server's TTFT, and this long, dominates it (a few ms of a
-# tiny TTFT are scheduling noise, not saturation).
-QUEUE_SHARE, QUEUE_MIN_S = 0.5, 0.01
 
 
-def cache_hit_figures(case: CaseResult, run: RunResult) -> WarningDetails | None:
+def cache_hit_figures(case: CaseResult, run: RunResult) -> ServerCacheHit | None:
     """The figures of a server_cache_hit warning, or None (prompts not unique, or hits explained)."""
     if case.kind != "sweep":
         return None  # a cache-aware workload means to hit; its own checks judge its reuse
@@ -54,7 +53,7 @@ def cache_hit_figures(case: CaseResult, run: RunResult) -> WarningDetails | None
     allowed = sum((template + CACHE_BLOCK_SLACK + reused for reused in facts.reused_context), 0.0)
     if hits <= allowed:
         return None
-    return WarningDetails(
+    return ServerCacheHit(
         server_cache_hits=hits,
         explained_hits=allowed,
         server_cache_hit_rate=server.derived.get("cache_hit_rate"),
@@ -63,7 +62,7 @@ def cache_hit_figures(case: CaseResult, run: RunResult) -> WarningDetails | None
     )
 
 
-def token_mismatch_figures(case: CaseResult) -> WarningDetails | None:
+def token_mismatch_figures(case: CaseResult) -> ServerTokenMismatch | None:
     """The figures of a server_token_mismatch warning, or None. Only when every measured request
     succeeded: a failed one may have generated tokens the client never saw."""
     server = case.server_figures()
@@ -78,7 +77,7 @@ def token_mismatch_figures(case: CaseResult) -> WarningDetails | None:
     slack = max(TOKEN_SLACK_PER_REQUEST * n, TOKEN_SLACK_SHARE * client)
     if not n or abs(generated - client) <= slack:
         return None
-    return WarningDetails(
+    return ServerTokenMismatch(
         server_generation_tokens=generated,
         client_tokens=client,
         requests=n,
@@ -87,7 +86,7 @@ def token_mismatch_figures(case: CaseResult) -> WarningDetails | None:
     )
 
 
-def outside_figures(case: CaseResult) -> WarningDetails | None:
+def outside_figures(case: CaseResult) -> TtftOutsideServer | None:
     """The figures of a ttft_outside_server warning, or None."""
     server = case.server_figures()
     server_ttft = server.histogram_mean("ttft_s") if server else None
@@ -98,46 +97,9 @@ def outside_figures(case: CaseResult) -> WarningDetails | None:
     bound = max(OUTSIDE_MIN_S, OUTSIDE_RTTS * rtt)
     if gap <= bound or gap <= OUTSIDE_SHARE * client_ttft:
         return None
-    return WarningDetails(client_ttft_s=client_ttft, server_ttft_s=server_ttft, outside_s=gap, rtt_s=rtt, bound_s=bound)
-
-
-def queue_figures(case: CaseResult) -> WarningDetails | None:
-    """The figures of a queue_dominates_ttft warning, or None."""
-    server = case.server_figures()
-    queue = server.histogram_mean("queue_s") if server else None
-    ttft = server.histogram_mean("ttft_s") if server else None
-    ttft = ttft if ttft is not None else case.mean("ttft_s")
-    if server is None or queue is None or not ttft or queue <= max(QUEUE_SHARE * ttft, QUEUE_MIN_S):
-        return None
-    running = server.gauges.get("running")
-    return WarningDetails(
-        queue_s=queue,
-        ttft_s=ttft,
-        queue_share=queue / ttft,
-        concurrency=case.concurrency,
-        rate=case.rate,
-        running_max=running.max if running else None,
+    return TtftOutsideServer(
+        client_ttft_s=client_ttft, server_ttft_s=server_ttft, outside_s=gap, rtt_s=rtt, bound_s=bound
     )
-
-
-def load_text(case: CaseResult) -> str:
-    """The case's load in words: a trace replay has arrivals, not a concurrency."""
-    if case.kind == "trace":
-        return "the trace's arrival times"
-    if case.rate is not None:
-        return f"{case.rate:g} requests/s"
-    return f"concurrency {case.concurrency}"
-
-
-def queue_hint(case: CaseResult) -> str:
-    """What lowers the queue for this case's kind of load: the flag that sets it."""
-    if case.kind == "trace":
-        way = "replay the trace slower (--speed below 1) or cap it (--max-inflight)"
-    elif case.rate is not None:
-        way = "lower --rate below what the server sustains"
-    else:
-        way = "lower the concurrency to the requests the server runs at once"
-    return f"To measure prefill, {way}; or read this case as a capacity figure."
 
 
 def ms(seconds: float) -> str:
@@ -145,7 +107,7 @@ def ms(seconds: float) -> str:
 
 
 def _num(value: float | int | None) -> float:
-    """A figure its check has set (WarningDetails holds every figure as optional)."""
+    """A figure its check has set (a warning's figures are optional: files may lack any)."""
     assert value is not None
     return float(value)
 
@@ -161,7 +123,7 @@ def server_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
         else f"usage reported {found.usage_cached_tokens} cached tokens"
     )
     yield Warning_(
-        "server_cache_hit",
+        Code.SERVER_CACHE_HIT,
         WARNING,
         case.label,
         f"The server counted {_num(found.server_cache_hits):.0f} prefix-cache hit tokens"
@@ -182,7 +144,7 @@ def server_token_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWar
     if found is None:
         return
     yield Warning_(
-        "server_token_mismatch",
+        Code.SERVER_TOKEN_MISMATCH,
         WARNING,
         case.label,
         f"The server's metrics counted {_num(found.server_generation_tokens):.0f} generated tokens for "
@@ -205,7 +167,7 @@ def ttft_outside_server(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
     if found is None:
         return
     yield Warning_(
-        "ttft_outside_server",
+        Code.TTFT_OUTSIDE_SERVER,
         WARNING,
         case.label,
         f"Client TTFT averaged {ms(_num(found.client_ttft_s))}, the server's own "
@@ -222,25 +184,4 @@ def ttft_outside_server(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
     )
 
 
-def queue_dominates_ttft(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
-    found = queue_figures(case)
-    if found is None:
-        return
-    yield Warning_(
-        "queue_dominates_ttft",
-        WARNING,
-        case.label,
-        f"At {load_text(case)}, requests waited {ms(_num(found.queue_s))} on average in the server's "
-        f"queue, {_num(found.queue_share):.0%} of its {ms(_num(found.ttft_s))} TTFT: the server is "
-        "saturated, and TTFT and prefill t/s hold queue time.",
-        queue_hint(case),
-        ("ttft_s", "prefill_tps"),
-        details=found,
-        evidence=(
-            Evidence("queue_share", found.queue_share, QUEUE_SHARE, "fraction"),
-            Evidence("queue_s", found.queue_s, QUEUE_MIN_S, "s"),
-        ),
-    )
-
-
-CASE_CHECKS = (server_cache_hit, server_token_mismatch, ttft_outside_server, queue_dominates_ttft)
+CASE_CHECKS = (server_cache_hit, server_token_mismatch, ttft_outside_server, queueing.queue_dominates_ttft)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from benchy.checks.registry import WARNING, Warning_, case_check
+from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure import steady
 from benchy.measure.metrics import METRICS
 from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
 
 
-@case_check
 def steady_state_differs(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     window = case.steady
     if window is None:
@@ -29,7 +28,7 @@ def steady_state_differs(case: CaseResult, run: RunResult) -> Iterable[CheckWarn
         for name, whole, inside in moved
     )
     yield Warning_(
-        "steady_state_differs",
+        Code.STEADY_STATE_DIFFERS,
         WARNING,
         case.label,
         f"the ramp-up or the drain moved the medians beyond noise ({said}; 95% intervals apart; "

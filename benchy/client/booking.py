@@ -1,7 +1,7 @@
-"""What an API's event reader may do with the record reader it books into (stream.py's
-_StreamReader): the Responses and Messages readers (responses.py, messages.py) and the whole
-answer's (whole.py) are functions of a parsed payload and this reader, so that stream.py
-imports them and none of them imports stream.py."""
+"""What an API's event reader may do with the record reader it books into (reader.py's
+StreamReader): the Responses and Messages readers (responses.py, messages.py) and the whole
+answer's (whole.py) are functions of a parsed payload and this reader, so that reader.py
+imports them and none of them imports reader.py."""
 
 from __future__ import annotations
 
@@ -16,10 +16,21 @@ class Booker(Protocol):
     bad_events: int  # payloads of a shape the API does not have
     state: dict  # what an API's reader keeps between events (Messages: usage so far)
 
-    def _text_event(self, now: float, content: str, reasoning: str) -> None: ...
+    def book_text(self, now: float, content: str, reasoning: str) -> None: ...
 
-    def _usage(self, usage: dict) -> None: ...  # chat-named usage
+    def book_usage(self, usage: dict) -> None: ...  # chat-named usage
 
     def fail(self, kind: str, message: str) -> None: ...
 
-    def _settle(self) -> None: ...
+    def settle(self) -> None: ...
+
+
+class Api(Protocol):
+    """An API other than OpenAI's chat and completions, as its module (responses.py,
+    messages.py) is: its request body, its whole answer in chat's shape, its event reader."""
+
+    def payload(self, model: str | None, prompt: str, max_tokens: int, stream: bool, extra: dict | None) -> dict: ...
+
+    def as_chat(self, obj: object) -> object: ...
+
+    def book(self, reader: Booker, obj: dict, now: float) -> None: ...

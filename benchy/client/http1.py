@@ -29,6 +29,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 from urllib.parse import unquote, urlsplit
 
 import httptools
@@ -72,7 +73,7 @@ Sink = Callable[[bytes, float], float | None]
 
 @dataclass(frozen=True)
 class Request:
-    """One request as either transport takes it (Http1Pool, client._Aiohttp)."""
+    """One request as either transport takes it (Http1Pool, aiohttp_pool.AiohttpPool)."""
 
     method: str
     url: str
@@ -394,8 +395,8 @@ class _Connection(asyncio.BufferedProtocol):
         now = time.perf_counter()  # first: parsing never shifts a timestamp
         self._deliver(self._view[:nbytes], now)  # parsed before the next read reuses the buffer
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's, plain or TLS
         self.open = True
 
     def begin(self, exchange: _Exchange, request: bytes) -> None:

@@ -15,6 +15,8 @@ cached tokens are cache_read_input_tokens.
 
 from __future__ import annotations
 
+from typing import overload
+
 from benchy.client.booking import Booker
 
 # Anthropic's stop reasons in chat's words: the checks read finish_reason as chat names it.
@@ -35,6 +37,10 @@ def payload(model: str | None, prompt: str, max_tokens: int, stream: bool, extra
     return body
 
 
+@overload
+def chat_usage(usage: dict) -> dict: ...
+@overload
+def chat_usage(usage: object) -> object: ...
 def chat_usage(usage: object) -> object:
     """Anthropic usage in chat's names (see the module docstring for the prompt's sum); what
     is not an object is returned as it is, for the reader to count as malformed."""
@@ -96,7 +102,7 @@ def _delta(reader: Booker, delta: object, now: float) -> None:
     if not isinstance(text, str):
         reader.bad_events += 1
     elif text:
-        reader._text_event(now, text, "") if key == "text" else reader._text_event(now, "", text)
+        reader.book_text(now, text, "") if key == "text" else reader.book_text(now, "", text)
 
 
 def _counts(reader: Booker, usage: object) -> None:
@@ -116,4 +122,4 @@ def _stop(reader: Booker, obj: dict) -> None:
         reader.rec.finish_reason = STOP_REASONS.get(reason, reason)
     _counts(reader, obj.get("usage"))
     if "input_tokens" in reader.state or "output_tokens" in reader.state:
-        reader._usage(chat_usage(reader.state))  # type: ignore[arg-type]
+        reader.book_usage(chat_usage(reader.state))

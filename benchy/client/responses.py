@@ -13,6 +13,8 @@ in_progress, output_item.added, *.done) carry no text: they count as events, not
 
 from __future__ import annotations
 
+from typing import overload
+
 from benchy.client.booking import Booker
 
 TEXT = "response.output_text.delta"
@@ -39,6 +41,10 @@ def payload(model: str | None, prompt: str, max_tokens: int, stream: bool, extra
     return body
 
 
+@overload
+def chat_usage(usage: dict) -> dict: ...
+@overload
+def chat_usage(usage: object) -> object: ...
 def chat_usage(usage: object) -> object:
     """A Responses usage object in chat's names (what the record's usage reader takes);
     anything that is not an object is returned as it is, for the reader to count as malformed."""
@@ -88,7 +94,7 @@ def book(reader: Booker, obj: dict, now: float) -> None:
         if not isinstance(text, str):
             reader.bad_events += 1
         elif text:
-            reader._text_event(now, text, "") if kind == TEXT else reader._text_event(now, "", text)
+            reader.book_text(now, text, "") if kind == TEXT else reader.book_text(now, "", text)
     elif kind in ENDS:
         _end(reader, obj.get("response"))
         if isinstance(obj.get("timings"), dict):  # llama.cpp's, beside the response
@@ -108,7 +114,7 @@ def _end(reader: Booker, response: object) -> None:
     usage = response.get("usage")
     if usage is not None:
         if isinstance(usage, dict):
-            reader._usage(chat_usage(usage))  # type: ignore[arg-type]
+            reader.book_usage(chat_usage(usage))
         else:
             reader.bad_events += 1
 

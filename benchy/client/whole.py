@@ -8,7 +8,7 @@ figures only a stream can give (TTFT, inter-token latency, decode and prefill ra
 withheld with the reason (measure/metrics.py, code not_streamed) rather than taken from the
 end of the answer. Responses and Messages bodies are read as chat completions (each module's
 as_chat). A body that is not a JSON answer fails with kind bad_stream, an `error` object with
-kind server_error. stream.py's reader collects the body and hands the parsed answer here.
+kind server_error. reader.py's reader collects the body and hands the parsed answer here.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ def read(reader: Booker, obj: object, now: float) -> None:
     _answer(reader, choice, now)
     usage, timings = obj.get("usage"), obj.get("timings")
     if isinstance(usage, dict):
-        reader._usage(usage)
+        reader.book_usage(usage)
     if isinstance(timings, dict):
         rec.server_timings = timings
-    reader._settle()
+    reader.settle()
 
 
 def _answer(reader: Booker, choice: dict, now: float) -> None:
@@ -49,9 +49,9 @@ def _answer(reader: Booker, choice: dict, now: float) -> None:
     reasoning = held.get("reasoning_content") or held.get("reasoning")
     content = held.get("content") if isinstance(message, dict) else choice.get("text")
     if isinstance(reasoning, str) and reasoning:
-        reader._text_event(now, "", reasoning)
+        reader.book_text(now, "", reasoning)
     if isinstance(content, str) and content:
-        reader._text_event(now, content, "")
+        reader.book_text(now, content, "")
     elif isinstance(message, dict) and "content" in message and content is None:
         reader.rec.content_null_events += 1
     finish = choice.get("finish_reason")

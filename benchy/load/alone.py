@@ -26,12 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
-from benchy.client.stream import Client
+from benchy.client.client import Client
 from benchy.load.plan import CasePlan, PlannedRequest, planned, request_options, trace_spec
 from benchy.load.prompts import Calibration, Prompt, PromptFactory
 from benchy.load.send import Closed, send
+from benchy.measure import stats
 from benchy.measure.records import RequestRecord
 from benchy.workloads import trace
 from benchy.workloads.case import Case
@@ -128,7 +127,7 @@ def _trace_lengths(plan: CasePlan) -> list[int]:
     """A short and a long prompt of the trace: its 10th and 90th percentile input lengths."""
     requests = trace.load(trace_spec(plan).path, plan.trace_limit)
     lengths = [r.input_tokens for r in requests]
-    return [round(float(np.percentile(lengths, q))) for q in TRACE_PERCENTILES]
+    return [round(stats.percentile(lengths, q)) for q in TRACE_PERCENTILES]
 
 
 def _target(case: Case, lengths: list[int], i: int) -> int:

@@ -51,7 +51,7 @@ class ShareActor:
     loop, beside the share it is sending."""
 
     def __init__(self) -> None:
-        from benchy.client.stream import Client
+        from benchy.client.client import Client
 
         # No tokenizer: the prompts a worker builds are filler words, counted without it
         # (tokenizer.count); the parent counts the streamed text.

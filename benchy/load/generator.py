@@ -24,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 
-from benchy.client.stream import Client
+from benchy.client.client import Client
 from benchy.load import arrivals
 from benchy.load.conversations import run_conversations
 from benchy.load.dataset_load import run_natural, with_dataset

@@ -72,7 +72,7 @@ class TokenCounter(Protocol):
 
 @dataclass
 class ServerTokenizer:
-    """The server's POST /tokenize, through a benchy.client.stream.Client (server_token_count)."""
+    """The server's POST /tokenize, through a benchy.client.client.Client (server_token_count)."""
 
     client: object
     method: str = SERVER_TOKENIZE
@@ -104,7 +104,7 @@ class UsageCounter:
     includes_template: bool = True
 
     async def count(self, texts: Sequence[str]) -> list[int] | None:
-        from benchy.client.stream import ServerError  # not at import time: workers load this module
+        from benchy.client.errors import ServerError  # not at import time: workers load this module
 
         gate = asyncio.Semaphore(SERVER_CONCURRENCY)
 
@@ -217,7 +217,7 @@ async def fit_lengths(client, tokenizer_file: str | None, endpoint: str = "chat"
 
 async def best_counter(client, tokenizer_file: str | None, endpoint: str = "chat") -> TokenCounter:
     """The best counter this server allows: --tokenizer when given, else its /tokenize when it
-    answers, else its usage (`client`: a benchy.client.stream.Client, model chosen)."""
+    answers, else its usage (`client`: a benchy.client.client.Client, model chosen)."""
     if tokenizer_file:
         return FileTokenizer(tokenizer_file)
     server = ServerTokenizer(client)

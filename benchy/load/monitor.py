@@ -6,7 +6,7 @@ sampler task asks to wake every INTERVAL_S and records how late it woke: that la
 delay any timestamp taken at that moment could have suffered. Only samples taken while a
 request was in flight count (building prompts before the first send delays nothing). One
 long stall is one late sample but much lost time, so `stalled_share` weighs stalls by time:
-the share of the in-flight time the loop spent in stalls of STALL_MS or more.
+the share of the in-flight time the loop spent in stalls of 10 ms or more (measure/window_formulas.py).
 checks.py's `client_overloaded` reads these figures from results.json.
 """
 
@@ -17,8 +17,11 @@ import time
 
 import numpy as np
 
+from benchy.measure import registry
+from benchy.measure.unavailable import Unavailable
+from benchy.measure.window_formulas import LoopSamples
+
 INTERVAL_S = 0.005
-STALL_MS = 10.0  # a wake-up this late is a stall: the loop was busy (or descheduled) that long
 
 
 class LoopMonitor:
@@ -37,7 +40,7 @@ class LoopMonitor:
         self._task = asyncio.create_task(self._sample())
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:
             self._task.cancel()
             try:
@@ -66,19 +69,22 @@ class LoopMonitor:
         lags_ms = np.asarray(self._lag)[mask] * 1000.0
         cpu_s = float(np.asarray(self._cpu)[mask].sum()) if lags_ms.size else 0.0
         wall_s = float(np.asarray(self._wall)[mask].sum()) if lags_ms.size else 0.0
-        have = lags_ms.size > 0
+        values = registry.compute(registry.LOOP, LoopSamples(lags_ms, cpu_s, wall_s), {})
+
+        def shown(name: str) -> float | None:
+            value = values[name]
+            return None if isinstance(value, Unavailable) else value
+
         return {
-            "loop_lag_ms_max": round(float(lags_ms.max()), 3) if have else None,
-            "loop_lag_ms_p99": round(float(np.percentile(lags_ms, 99)), 3) if have else None,
-            "loop_lag_ms_p95": round(float(np.percentile(lags_ms, 95)), 3) if have else None,
-            "stalled_share": round(float(lags_ms[lags_ms >= STALL_MS].sum()) / 1000 / wall_s, 4)
-            if wall_s > 0
-            else None,
-            "loop_lag_ms_median": round(float(np.median(lags_ms)), 3) if have else None,
+            "loop_lag_ms_max": shown("loop_lag_ms_max"),
+            "loop_lag_ms_p99": shown("loop_lag_ms_p99"),
+            "loop_lag_ms_p95": shown("loop_lag_ms_p95"),
+            "stalled_share": shown("stalled_share"),
+            "loop_lag_ms_median": shown("loop_lag_ms_median"),
             "lag_samples": int(lags_ms.size),
             "cpu_s": round(cpu_s, 4),
             "wall_s": round(wall_s, 4),
-            "cpu_share": round(cpu_s / wall_s, 3) if wall_s > 0 else None,
+            "cpu_share": shown("cpu_share"),
         }
 
 

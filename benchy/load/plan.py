@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from benchy.client.stream import Client
+from benchy.client.client import Client
 from benchy.load import arrivals
 from benchy.load.prompts import Prompt, PromptFactory, Template
 from benchy.measure.records import RequestRecord

@@ -322,7 +322,7 @@ async def calibrate(
 ) -> Calibration:
     """Fits the server's token count of our prompts (chat template and tokenizer included; a
     client-side --template is rendered first, so its tokens count as overhead too). `client`:
-    a benchy.client.stream.Client (its usage_of sends a one-token request and returns the usage).
+    a benchy.client.client.Client (its usage_of sends a one-token request and returns the usage).
     With `lengths` fitted (words one server token each) the line is exact: scale 1, the
     template's tokens as overhead."""
     prompts = PromptFactory(Calibration(lengths=lengths), salt=f"{salt}cal{endpoint}").calibration_prompts()
@@ -348,7 +348,7 @@ async def output_scale(client, endpoint: str, prompt: str, template: Template) -
     """Server tokens per local token of an answer's text: the server's /tokenize of it where it
     has one (independent of usage), else usage's completion count. A failure only leaves the
     prompts' scale in place (None): the local count is an estimate either way."""
-    from benchy.client.stream import ServerError, TransientError  # not at import time (see check_length)
+    from benchy.client.errors import ServerError, TransientError  # not at import time (see check_length)
 
     try:
         text, usage = await client.answer_of(
@@ -377,7 +377,7 @@ async def check_length(
     kept in the server's words, not raised: the run's own requests will say the same."""
     if calibration.covers(longest):
         return calibration
-    from benchy.client.stream import ServerError  # not at import time: workers load prompts without aiohttp use
+    from benchy.client.errors import ServerError  # not at import time: workers load prompts without aiohttp use
 
     prompt = PromptFactory(calibration, salt=f"{salt}len{endpoint}").build(longest)
     options = template.request_options(endpoint)

@@ -28,6 +28,7 @@ import numpy as np
 from benchy.client import loop as event_loop
 from benchy.client.http1 import Http1Pool, Request, Response
 from benchy.client.sse import SSEParser
+from benchy.measure import stats
 from benchy.measure.selftest import PHASE_S, STREAMS, ClientCeiling
 
 EVENTS = 50  # events per streamed answer
@@ -121,8 +122,8 @@ async def _measure(url: str, streams: int, phase_s: float) -> dict:
     return {
         "requests_per_s": answers / (t1 - t0),
         "events_per_s": events / (t2 - t1),
-        "stamp_lag_ms_p50": float(np.percentile(lag_ms, 50)) if lags else None,
-        "stamp_lag_ms_p99": float(np.percentile(lag_ms, 99)) if lags else None,
+        "stamp_lag_ms_p50": stats.percentile(lag_ms, 50) if lags else None,
+        "stamp_lag_ms_p99": stats.percentile(lag_ms, 99) if lags else None,
     }
 
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from benchy.client.stream import Client
+from benchy.client.client import Client
 from benchy.load.plan import PlannedRequest
 from benchy.measure.records import RequestRecord
 

@@ -82,7 +82,6 @@ class ServerTokenize:
                 self.available = False
                 continue
             item.rec.server_tokenize = n
-            reading.forget(item.rec)
             item.redo(item.rec)
             counted += 1
         return counted

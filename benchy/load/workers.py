@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 from benchy.client import loop as event_loop
 
 if TYPE_CHECKING:
-    from benchy.client.stream import Client
+    from benchy.client.client import Client
 
 STREAMS_PER_WORKER = 64  # one event loop keeps this many streams well within its means
 BATCH_S = 0.05  # a worker's finished records reach the parent at most this late
@@ -63,7 +63,7 @@ LOST = "worker_lost"  # error kind of a request whose worker was lost while it w
 # What a worker runs, imported once by the fork server (every worker forked from it has them).
 WORKER_MODULES = (
     "benchy.load.workers",
-    "benchy.client.stream",
+    "benchy.client.client",
     "benchy.load.generator",
     "benchy.load.monitor",
     "uvloop",
@@ -634,7 +634,7 @@ def worker_main(conn: Connection) -> None:
 
 
 async def _serve(conn: Connection) -> None:
-    from benchy.client.stream import Client
+    from benchy.client.client import Client
 
     # No tokenizer: the prompts a worker builds are filler words, counted without it
     # (tokenizer.count); the parent counts the streamed text.

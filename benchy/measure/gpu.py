@@ -27,7 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from benchy.jsontypes import Saved
-from benchy.measure import profiles
+from benchy.measure import profiles, registry
+from benchy.measure.unavailable import NO_ENERGY, Unavailable
+from benchy.measure.window_formulas import EnergyWindow
 
 FIELDS = ("power_w", "energy_j", "util_pct", "dram_active", "fb_used_mib")
 MAX_SERIES_POINTS = 2000  # the power-over-time series kept per case (for the report figure)
@@ -365,25 +367,24 @@ def _series(samples: list[GpuSample], origin_s: float) -> list[list[float]]:
 
 
 def per_token(out: GpuCase, output_tokens: int, requests: int, idle_power_w: float | None) -> None:
-    """Joules per output token and per request, and the marginal cost above the idle baseline."""
+    """Joules per output token and per request, and the marginal cost above the idle baseline.
+    The figures are the registry's (level gpu_window), made from the energy in its order."""
     out.output_tokens, out.requests, out.idle_power_w = output_tokens, requests, idle_power_w
-    if out.energy_j is None:
-        reason = out.unavailable.get("energy_j", "no energy figure for the case")
-        for name in ("joules_per_token", "joules_per_request", "marginal_joules_per_token"):
-            out.unavailable[name] = reason
-        return
-    if output_tokens > 0:
-        out.joules_per_token = out.energy_j / output_tokens
-    else:
-        out.unavailable["joules_per_token"] = "no output token was counted in the case"
-    if requests > 0:
-        out.joules_per_request = out.energy_j / requests
-    else:
-        out.unavailable["joules_per_request"] = "no request succeeded in the case"
-    if idle_power_w is None:
-        out.unavailable["marginal_joules_per_token"] = "no idle baseline was sampled before the run"
-    elif output_tokens > 0:
-        out.marginal_joules_per_token = (out.energy_j - idle_power_w * out.window_s) / output_tokens
+    energy: float | Unavailable = (
+        out.energy_j
+        if out.energy_j is not None
+        else Unavailable(NO_ENERGY, out.unavailable.get("energy_j", "no energy figure for the case"))
+    )
+    window = EnergyWindow(output_tokens, requests, idle_power_w, out.window_s)
+    values = registry.compute(registry.GPU_WINDOW, window, {"gpu_energy_j": energy})
+    for metric in registry.of_level(registry.GPU_WINDOW):
+        if metric.formula is None:
+            continue
+        value = values[metric.name]
+        if isinstance(value, Unavailable):
+            out.unavailable[metric.key] = value.message
+        else:
+            setattr(out, metric.key, value)
 
 
 ENERGY_FIGURES = ("energy_j", "joules_per_token", "joules_per_request", "marginal_joules_per_token")

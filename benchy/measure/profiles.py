@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
+from typing import TypeVar
 
 from benchy.jsontypes import Saved
 
@@ -139,7 +141,9 @@ def custom_ceiling(bandwidth_gbs: float, active_bytes_per_token: float, pp: int,
     return _ceiling(pp, tg, depth, context, bandwidth_gbs, active_bytes_per_token, 0.0)
 
 
-def _ceiling(pp, tg, depth, context, bandwidth_gbs, weight_bytes, kv_bytes) -> Ceiling:
+def _ceiling(
+    pp: int, tg: int, depth: int, context: float, bandwidth_gbs: float, weight_bytes: float, kv_bytes: float
+) -> Ceiling:
     tps = decode_ceiling_tps(bandwidth_gbs, weight_bytes, kv_bytes)
     return Ceiling(pp, tg, depth, context, bandwidth_gbs, weight_bytes, kv_bytes, tps)
 
@@ -203,7 +207,10 @@ def _normalize(name: str) -> str:
     return re.sub(r"[\s_]+", "-", name.strip().lower())
 
 
-def _lookup(kind: str, name: str, by_key: dict):
+_Profile = TypeVar("_Profile", "Hardware", "ModelProfile")
+
+
+def _lookup(kind: str, name: str, by_key: Mapping[str, _Profile]) -> _Profile:
     found = by_key.get(_normalize(name))
     if found is None:
         known = sorted({p.name for p in by_key.values()})

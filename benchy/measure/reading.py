@@ -16,19 +16,15 @@ A record holds what arrived (event times, each event's text, usage, the server's
 
 The local count is scaled by the record's `local_token_scale` (server tokens per o200k token,
 from calibration; where that scale was fitted on usage, the local count is no witness on usage).
-`read` keeps the last readings, so the metrics of one record share one.
+A record is read once for all its metrics: the registry passes the reading to each formula.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from benchy.measure import evidence
 from benchy.measure.records import CONTENT, REASONING, RequestRecord
-
-_CACHE_SIZE = 64  # metrics read a record as it finishes (results/build.py CaseRows): a few suffice
-_cache: OrderedDict[int, tuple[RequestRecord, Reading]] = OrderedDict()
 
 
 @dataclass(frozen=True)
@@ -50,31 +46,18 @@ class Reading:
 
 
 def read(rec: RequestRecord) -> Reading:
-    """The reading of `rec`, computed once per record (by identity) while it is recent."""
-    key = id(rec)
-    hit = _cache.get(key)
-    if hit is not None and hit[0] is rec:
-        _cache.move_to_end(key)
-        return hit[1]
-    reading = _read(rec)
-    _cache[key] = (rec, reading)
-    if len(_cache) > _CACHE_SIZE:
-        _cache.popitem(last=False)
-    return reading
+    """The reading of `rec` as it stands now. Nothing is kept: whoever reads a record for
+    several figures holds its reading and passes it on (registry.request_metrics, the
+    buffering verdict), so a witness that comes later (the server's /tokenize) is never
+    hidden behind an earlier reading."""
+    return _read(rec)
 
 
-def forget(rec: RequestRecord) -> None:
-    """Drops `rec`'s reading: a witness came after it was read (its server tokenization)."""
-    hit = _cache.get(id(rec))
-    if hit is not None and hit[0] is rec:
-        del _cache[id(rec)]
-
-
-def count_entry(rec: RequestRecord) -> dict:
+def count_entry(rec: RequestRecord, reading: Reading | None = None) -> dict:
     """The token count's evidence for results.json (results.types.TokenCountEntry): what each
     witness said, which one the figures use, who backed it and who disagreed, and why usage
     was disbelieved (checks read it: usage_mismatch, no_usage, local_tokenizer_mismatch)."""
-    count = read(rec).count
+    count = (reading or read(rec)).count
     return {
         "tokens": count.tokens,
         "source": count.source,

@@ -91,6 +91,11 @@ def median(values: Iterable[float]) -> float:
     return float(np.median(list(values)))
 
 
+def percentile(values: Iterable[float], q: float) -> float:
+    """The q-th percentile (0–100, numpy's linear interpolation) of a non-empty collection."""
+    return float(np.percentile(np.asarray(list(values), dtype=float), q))
+
+
 def summarize(values: Sequence[float]) -> dict:
     """{median, std, n, ci95, mean, min, max, p90, p99, p90_low, p90_high, p99_low, p99_high}.
     std is the sample std (n − 1); ci95 is a percentile-bootstrap interval of the median (None
@@ -333,3 +338,13 @@ def line_through(xs: list[float], ys: list[float]) -> tuple[float, float]:
         return median(ys), 0.0
     slope, intercept = np.polyfit(np.asarray(xs, dtype=float), np.asarray(ys, dtype=float), 1)
     return float(intercept), float(slope)
+
+
+def trend(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> tuple[float, float, float]:
+    """(p, intercept, slope): Kendall's tau p-value of y against x (a monotone trend, whatever
+    its shape, beyond chance) and the Theil–Sen line through the points (robust to a stray one)."""
+    from scipy import stats as sps
+
+    p_value = float(sps.kendalltau(x, y).pvalue)
+    slope, intercept, *_ = sps.theilslopes(y, x)
+    return p_value, float(intercept), float(slope)

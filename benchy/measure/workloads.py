@@ -34,14 +34,15 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from benchy import jsontypes
-from benchy.measure import metrics, stats
-from benchy.measure.metrics import PerRequest, Unavailable
+from benchy.measure import metrics, registry, stats
+from benchy.measure.metrics import NOT_MEASURED, PerRequest, Unavailable
 from benchy.measure.records import RequestRecord
+from benchy.measure.window_formulas import NOTHING
 
 MAX_GRANULARITY = 256
 TOKEN_TOLERANCE = 0.01  # token-granular servers: a shortfall up to 1% of the history is noise
@@ -509,9 +510,18 @@ def turn_figures(
             )
         )
     for row in out:
-        if row.cold_ttft_s and row.ttft_s:
-            row.ttft_gain = row.cold_ttft_s / row.ttft_s
+        base = {"turn_cold_ttft_s": _known(row.cold_ttft_s), "turn_ttft_s": _known(row.ttft_s)}
+        gain = registry.compute(registry.TURN, NOTHING, base)["turn_ttft_gain"]
+        row.ttft_gain = None if isinstance(gain, Unavailable) else gain
     return out
+
+
+_NOT_MEASURED = Unavailable(NOT_MEASURED, "no median: no request had the figure")
+
+
+def _known(value: float | None) -> float | Unavailable:
+    """A median as a metric's value; none (or zero, which no ratio can divide by) is Unavailable."""
+    return value if value else _NOT_MEASURED
 
 
 def _turn_medians(per: list[dict]) -> tuple[dict[str, float | None], dict[str, str]]:
@@ -548,7 +558,33 @@ def _median(values: Iterable) -> float | None:
     return stats.median(kept) if kept else None
 
 
-def ttft_gains(cases: list) -> None:
+class _HasMedian(Protocol):
+    @property
+    def median(self) -> float: ...
+
+
+class GainCase(Protocol):
+    """What ttft_gains reads of a case (results.CaseResult, which measure/ does not import)."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def tg(self) -> int: ...
+    @property
+    def depth(self) -> int: ...
+    @property
+    def concurrency(self) -> int | None: ...
+    @property
+    def endpoint(self) -> str | None: ...
+    @property
+    def workload(self) -> WorkloadFigures | None: ...
+    @property
+    def summary(self) -> Mapping[str, _HasMedian | None]: ...
+
+
+def ttft_gains(cases: Sequence[GainCase]) -> None:
     """Shared prefix: sets each shared case's ttft_gain against the case with the same total
     prompt, output, concurrency and endpoint and nothing shared (fraction 0). `cases`: the
     run's results.CaseResult objects."""
@@ -558,22 +594,25 @@ def ttft_gains(cases: list) -> None:
             continue
         base = baselines.get(_gain_key(case))
         gain = TtftGain(baseline=base.label if base else None, baseline_ttft_s=_ttft(base), ttft_s=_ttft(case))
-        if gain.ttft_s and gain.baseline_ttft_s:
-            gain.speedup = gain.baseline_ttft_s / gain.ttft_s
-            gain.ttft_saved = 1 - gain.ttft_s / gain.baseline_ttft_s
-        case.workload.ttft_gain = gain
+        given = {"gain_baseline_ttft_s": _known(gain.baseline_ttft_s), "gain_ttft_s": _known(gain.ttft_s)}
+        values = registry.compute(registry.GAIN, NOTHING, given)
+        speedup, saved = values["ttft_speedup"], values["ttft_saved"]
+        gain.speedup = None if isinstance(speedup, Unavailable) else speedup
+        gain.ttft_saved = None if isinstance(saved, Unavailable) else saved
+        if case.workload is not None:
+            case.workload.ttft_gain = gain
 
 
-def _shared_fraction(case) -> float | None:
+def _shared_fraction(case: GainCase) -> float | None:
     if case.workload is None or case.workload.kind != "shared_prefix":
         return None
     return case.workload.spec.fraction
 
 
-def _gain_key(case) -> tuple:
+def _gain_key(case: GainCase) -> tuple[int, int, int | None, str | None]:
     return (case.pp + (case.depth or 0), case.tg, case.concurrency, case.endpoint)
 
 
-def _ttft(case) -> float | None:
+def _ttft(case: GainCase | None) -> float | None:
     summary = case.summary.get("ttft_s") if case is not None else None
     return summary.median if summary is not None else None

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from benchy.measure import stats
 from benchy.measure.metrics import COMPARE_METRICS, METRICS
 from benchy.measure.stats import benjamini_hochberg, median_difference_ci, p_value, smallest_possible_p
 from benchy.report import setup_diff
@@ -133,7 +134,7 @@ def compare_metric(
         return out
     a, b = case_a.measured_values(metric), case_b.measured_values(metric)
     out.n_a, out.n_b = len(a), len(b)
-    out.a_median, out.b_median = float(np.median(a)), float(np.median(b))
+    out.a_median, out.b_median = stats.median(a), stats.median(b)
     out.change = out.b_median - out.a_median
     out.change_pct = 100.0 * out.change / out.a_median if out.a_median else None
     out.ci95 = median_difference_ci(a, b)

@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 from benchy.folders import FIGURES_DIR
 from benchy.report import capacity
 from benchy.results.capacity import CapacityResult
+from benchy.results.probe import ProbeResult
 from benchy.results.types import RunResult
 
 R_contra = TypeVar("R_contra", contravariant=True)
@@ -157,7 +158,7 @@ class ProbeReport:
     name = "probe report"
     file_name = "probe.md"
 
-    def export(self, result: dict[str, Any], directory: Path) -> Path:
+    def export(self, result: ProbeResult | dict[str, Any], directory: Path) -> Path:
         from benchy.report import probe_report
 
         probe_report.write(result, directory)
@@ -177,7 +178,7 @@ RUN_EXPORTERS: tuple[Exporter[RunResult], ...] = (
 )
 REPORT_EXPORTERS = tuple(e for e in RUN_EXPORTERS if e is not RESULTS_JSON)  # from a results.json already saved
 CAPACITY_EXPORTERS: tuple[Exporter[CapacityResult], ...] = capacity.CAPACITY_EXPORTERS
-PROBE_EXPORTERS: tuple[Exporter[dict[str, Any]], ...] = (ProbeReport(),)
+PROBE_EXPORTERS: tuple[Exporter[ProbeResult | dict[str, Any]], ...] = (ProbeReport(),)
 
 
 def export(result: R, directory: Path, exporters: Sequence[Exporter[R]]) -> dict[str, Path | None]:

@@ -1,4 +1,5 @@
-"""The prefix-cache probe's report, from a probe dict only: a Markdown table (shared prefix:
+"""The prefix-cache probe's report, from probe.json's content only (results/probe.py; the views
+read its saved dict, the file's own form): a Markdown table (shared prefix:
 first, then repeats; unique prefix; speed-up; cached tokens; verdict), a PNG of every TTFT, and
 probe.json / probe.md / probe.png in an output folder. With --capacity: the cliff beside the
 size the server states, a table of every working set tried, and capacity.png (hit rate against
@@ -6,12 +7,13 @@ working set)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tabulate import tabulate
 
 from benchy.report import html_probe
+from benchy.results import probe as probe_file
+from benchy.results.probe import ProbeResult
 
 VERDICT_TEXT = {
     "detected": "cache detected",
@@ -104,8 +106,16 @@ def _kinds(errors: dict) -> str:
     return ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
 
 
-def text(probe: dict) -> str:
+def saved(probe: ProbeResult | dict) -> dict:
+    """The probe as probe.json holds it: what every view here reads (a dict is checked against
+    the typed form first, so a malformed one fails here with the field's name)."""
+    typed = probe if isinstance(probe, ProbeResult) else ProbeResult.from_dict(probe)
+    return typed.to_dict()
+
+
+def text(result: ProbeResult | dict) -> str:
     """What the terminal shows: the length table and verdicts, and the capacity finding."""
+    probe = saved(result)
     parts = []
     if probe["lengths"]:
         parts.append(table(probe) + "\n\n" + "\n".join(reasons(probe)))
@@ -238,6 +248,8 @@ def markdown(probe: dict, figure: str | None = None, capacity_figure: str | None
         f"| Started (UTC) | {setup['started_utc']} |",
         "",
     ]
+    if probe.get("stopped"):  # a probe killed before it saved, rebuilt from its bundle
+        lines[-1:-1] = [f"| Stopped early | {probe['stopped']['reason']} |"]
     reset = setup.get("cache_reset")
     if reset:
         last = reset.get("last") or {}
@@ -321,14 +333,11 @@ def _failed_text(entry: dict) -> str:
     return f"{entry['n_failed']} of {total} failed" + (f": {kinds}" if kinds else "")
 
 
-def write(probe: dict, directory: Path) -> list[Path]:
+def write(result: ProbeResult | dict, directory: Path) -> list[Path]:
     """probe.json, probe.png, probe.md and report.html in `directory`."""
-    directory.mkdir(parents=True, exist_ok=True)
-    data = directory / "probe.json"
-    tmp = data.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(probe, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(data)
-    written = [data]
+    typed = result if isinstance(result, ProbeResult) else ProbeResult.from_dict(result)
+    probe = typed.to_dict()
+    written = [probe_file.save(typed, directory)]
     png = plot(probe, directory / "probe.png") if probe["lengths"] else None
     cap = plot_capacity(probe["capacity"], directory / "capacity.png") if probe.get("capacity") else None
     md = directory / "probe.md"

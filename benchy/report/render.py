@@ -56,10 +56,10 @@ def write_from_file(path: Path, directory: Path | None = None) -> Path:
 def _probe_data(path: Path) -> dict | None:
     import json
 
-    from benchy.results.types import PROBE_SCHEMA
+    from benchy.results.probe import is_probe_data
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and data.get("schema") == PROBE_SCHEMA else None
+    return data if is_probe_data(data) else None

@@ -12,6 +12,7 @@ from benchy.measure import stats
 from benchy.measure.metrics import CASE, CUT_SHORT, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
 from benchy.report import dataset_view, gpu_view
 from benchy.results.types import CaseResult, CheckWarning, Goodput, MetricSummary, RunResult
+from benchy.results.verdicts.details import OutputLengthMismatch
 
 LOAD_COLUMNS = (METRICS["aggregate_tps"], METRICS["request_rate"])  # when a case ran under load
 FLAG = "⚠"  # on a cell a warning qualifies (impossible, inflated by a cache, client-delayed…)
@@ -102,7 +103,7 @@ def row_label(case: CaseResult, warnings: list[CheckWarning]) -> str:
 
 def _shape_label(case: CaseResult, warnings: list[CheckWarning]) -> str:
     for w in warnings:
-        if w.code == "output_length_mismatch":
+        if isinstance(w.details, OutputLengthMismatch):  # the output_length_mismatch warning
             if not case.tg:  # a dataset's own answer lengths: no single tg to relabel
                 return case_name(case) + f" {FLAG} (short outputs)"
             got = w.details.delivered_median

@@ -19,12 +19,12 @@ from typing import Literal
 import numpy as np
 
 from benchy.measure import gpu as gpu_figures
-from benchy.measure import metrics, stats, steady
+from benchy.measure import metrics, reading, steady
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
 from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
-from benchy.measure.workloads import case_figures, ttft_gains, withhold_turns
+from benchy.measure.workloads import WorkloadFigures, case_figures, ttft_gains, withhold_turns
 from benchy.results import latency
 from benchy.results.rows import CONTROL, OK, WARMUP, Rows
 from benchy.results.types import (
@@ -36,7 +36,6 @@ from benchy.results.types import (
     MetricSummary,
     NoServerFigures,
     NotMeasured,
-    Queueing,
     RequestResult,
     RowScan,
     RunResult,
@@ -45,6 +44,7 @@ from benchy.results.types import (
     SteadyState,
     Stopped,
 )
+from benchy.results.verdicts import queueing
 from benchy.workloads.case import Case
 
 
@@ -73,15 +73,16 @@ class CaseRows:
         """The record as the case counts it (metrics.classify); judged alone until the case's
         buffering verdict is known (case_result applies it)."""
         rec = metrics.classify(rec)  # an empty output is a failure, not a success
-        values = metrics.request_metrics(rec, False)
-        row = RequestResult.of(rec, values)
+        read = reading.read(rec) if rec.ok else None  # once, for its metrics and its buffering
+        values = metrics.request_metrics(rec, False, read)
+        row = RequestResult.of(rec, values, read)
         ttft = values["ttft_s"]
         if rec.alone and rec.ok and not isinstance(ttft, Unavailable):
             self.alone_ttft_s.append(ttft)
             if rec.prompt_tokens is not None:
                 self.alone_points.append((rec.prompt_tokens - (rec.cached_tokens or 0), ttft))
         self.rows.append(row)
-        why = metrics.buffering_reason(rec) if rec.ok and metrics.is_buffered(rec) else None
+        why = metrics.buffering_reason(rec, read) if read and metrics.is_buffered(rec, read) else None
         self.buffer_reasons.append(None if why is None else self._reasons.setdefault(why, why))  # one copy each
         if self.records is not None:
             self.records.append(rec)
@@ -162,11 +163,7 @@ def case_result(
         gpu=_gpu(gpu, tally.ok_tokens, tally.n_ok, idle_power_w),
         cache_reset=cache_reset,
     )
-    alone = made.alone_ttft_s
-    if alone and (case.kind == "trace" or (case.kind == "shared_prefix" and case.depth > 0)):  # alone.on_a_line
-        judge_trace_queueing(result, made.alone_points)
-    elif alone:
-        judge_queueing(result, alone, "alone", _same_shape_ttfts(result))
+    queueing.judge_alone(result, made.alone_ttft_s, made.alone_points)
     return result
 
 
@@ -174,40 +171,6 @@ def _client(client: ClientHealth | dict | None) -> ClientHealth | None:
     if isinstance(client, ClientHealth):
         return deepcopy(client)  # the result's own: the analysis never writes into its inputs
     return ClientHealth.from_dict(client, strict=True) if client else None  # an unknown key: a field forgot
-
-
-def judge_trace_queueing(case: CaseResult, alone: list[tuple[float, float]]) -> None:
-    """A trace's requests, each of its own length, against the line the alone requests of a
-    short and a long prompt draw (metrics.queued_against_line): the uncached tokens a request
-    prefilled say what it would take alone. A server that reports no cached tokens makes every
-    request look longer, so the verdict errs toward no queueing."""
-    loaded: list[tuple[float, float]] = [
-        (r.prompt_tokens - (r.cached_tokens or 0), ttft)
-        for r in case.measured_ok()
-        if r.prompt_tokens is not None and (ttft := r.metrics.get("ttft_s")) is not None
-    ]
-    if case.summary.get("ttft_s") is None or not loaded or len(alone) < 2:
-        return
-    judged = metrics.queued_against_line(loaded, alone)
-    case.queueing = Queueing(
-        source="alone",
-        alone_ttft=MetricSummary.of([t for _, t in alone]),
-        loaded_ttft_s=stats.median([t for _, t in loaded]),
-        excess_s=judged.excess_s,
-        threshold_s=judged.threshold_s,
-        queued=judged.why is not None,
-    )
-    if judged.why is not None:
-        case.withhold(("prefill_tps",), judged.why)
-
-
-def _same_shape_ttfts(case: CaseResult) -> list[float]:
-    """The measured TTFTs of the requests shaped as the alone ones (load/alone.py): a
-    conversation's first turns, or every request of a sweep case."""
-    if case.kind == "multi_turn":
-        first = [r for r in case.measured_ok() if r.turn == 1 and not r.control]
-        return [v for v in (r.metrics.get("ttft_s") for r in first) if v is not None]
-    return case.measured_values("ttft_s")
 
 
 def _gpu(gpu: GpuCase | None, tokens: int, n_ok: int, idle_power_w: float | None) -> GpuCase | None:
@@ -340,7 +303,7 @@ class _Tally:
         return dict(zip(whole, MetricSummary.of_all([self.from_schedule[name] for name in whole]), strict=True))
 
 
-def _few_missed_lengths(missing, n_ok: int) -> bool:
+def _few_missed_lengths(missing: Counter[tuple[str, str]], n_ok: int) -> bool:
     """Whether the only requests without the figure are a minority the server counted at
     another prompt length: they are another prompt's, so they are left out, and the case's
     figure is that of the requests it was labelled for (prompt_length_mismatch says so)."""
@@ -348,7 +311,7 @@ def _few_missed_lengths(missing, n_ok: int) -> bool:
     return codes == {metrics.PROMPT_LENGTH_MISSED} and 2 * sum(missing.values()) < n_ok
 
 
-def _workload_figures(case: Case, made: CaseRows):
+def _workload_figures(case: Case, made: CaseRows) -> WorkloadFigures:
     """The workload's own figures from its records, each request's metrics as its row has
     them (with the case's verdict)."""
     records = made.records if made.records is not None else []
@@ -417,7 +380,7 @@ def run_result(
         not_measured=not_measured or [],
     )
     withhold_buffered_trend(run.cases)
-    queueing_against_concurrency_1(run.cases)
+    queueing.judge_against_concurrency_1(run.cases)
     latency.withhold_fixed_latency(run.cases)  # after queueing: a queued case keeps that cause
     for case in run.cases:
         case.ceiling = _case_ceiling(case, run.setup.ceiling)
@@ -452,50 +415,6 @@ def withhold_buffered_trend(cases: list[CaseResult]) -> None:
         if why is not None:
             for case in group:
                 case.withhold(metrics.STREAM_TIMING_METRICS, why)
-
-
-def judge_queueing(case: CaseResult, alone: list[float], source: str, loaded_ttfts: list[float]) -> None:
-    """Sets case.queueing from the TTFTs of the same prompt with nothing else in flight against
-    `loaded_ttfts` (the case's requests of that shape); a loaded TTFT past them by more than the
-    noise (metrics.queued) withholds the prefill rate, which would count the wait. TTFT stays:
-    it is what a user waits (checks qualify it)."""
-    if case.summary.get("ttft_s") is None or not loaded_ttfts:  # buffered or failed: nothing to judge
-        return
-    loaded = stats.median(loaded_ttfts)
-    excess = loaded - MetricSummary.of(alone).median
-    why = metrics.queued(loaded, alone, metrics.load_words(case.kind, case.concurrency, case.rate))
-    case.queueing = Queueing(
-        source=source,
-        alone_ttft=MetricSummary.of(alone),
-        loaded_ttft_s=loaded,
-        excess_s=excess,
-        threshold_s=metrics.queue_threshold_s(alone),
-        queued=why is not None,
-    )
-    if why is not None:
-        case.withhold(("prefill_tps",), why)
-
-
-def queueing_against_concurrency_1(cases: list[CaseResult]) -> None:
-    """A loaded sweep case (closed loop with several streams, or an open loop) with no alone
-    requests of its own is judged against the run's closed-loop concurrency-1 case of the same
-    prompt (load/alone.py sends none when there is one)."""
-    for case in cases:
-        loaded = (case.concurrency or 1) > 1 or case.rate is not None
-        if case.queueing is not None or not loaded or case.kind != "sweep":
-            continue
-        base = next((c for c in cases if _single_stream(c) and _same_prompt(c, case)), None)
-        alone = base.measured_values("ttft_s") if base is not None else []
-        if base is not None and alone:
-            judge_queueing(case, alone, base.label, case.measured_values("ttft_s"))
-
-
-def _single_stream(case: CaseResult) -> bool:
-    return case.kind == "sweep" and case.concurrency == 1 and case.rate is None
-
-
-def _same_prompt(a: CaseResult, b: CaseResult) -> bool:
-    return (a.pp, a.depth, a.depth_mode, a.endpoint) == (b.pp, b.depth, b.depth_mode, b.endpoint)
 
 
 def _trend_point(case: CaseResult) -> tuple[int, float, float]:
@@ -535,10 +454,9 @@ def _case_ceiling(case: CaseResult, setup: CeilingSetup | None) -> CaseCeiling |
 def _goodput(measured: list[_Light], slo: dict[str, float]) -> Goodput:
     """Each request judged on the figures the case reports: by the case's buffering verdict,
     which its rows already carry."""
-    fraction = metrics.goodput(measured, slo, values=_slo_values)  # type: ignore[arg-type]
+    fraction, rate = metrics.goodput_figures(measured, slo, values=_slo_values)  # type: ignore[arg-type]
     if isinstance(fraction, Unavailable):
         return Goodput(slo=slo, unavailable=fraction.message)
-    rate = metrics.goodput_rate(measured, slo, values=_slo_values)  # type: ignore[arg-type]
     return Goodput(slo=slo, fraction=fraction, rate=_value(rate))
 
 

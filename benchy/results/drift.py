@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scistats
 
+from benchy.measure import stats
 from benchy.results.types import CaseResult
 
 DRIFT_METRICS = ("decode_tps", "e2e_tps")  # the rates a throttling GPU moves
@@ -59,9 +59,8 @@ def drift(case: CaseResult, metric: str) -> Drift | None:
     y = np.array([v for _, v in points])
     if np.ptp(x) <= 0 or np.ptp(y) <= 0:
         return None
-    p_value = float(scistats.kendalltau(x, y).pvalue)
-    slope, intercept, *_ = scistats.theilslopes(y, x)
-    return Drift(metric, float(intercept), float(intercept + slope * x[-1]), p_value, len(points))
+    p_value, intercept, slope = stats.trend(x, y)
+    return Drift(metric, intercept, float(intercept + slope * x[-1]), p_value, len(points))
 
 
 def case_drift(case: CaseResult) -> list[Drift]:

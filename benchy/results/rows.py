@@ -170,7 +170,7 @@ class Rows(Sequence):
     def __getitem__(self, i: int) -> Any: ...
     @overload
     def __getitem__(self, i: slice) -> list[Any]: ...
-    def __getitem__(self, i):
+    def __getitem__(self, i: int | slice) -> Any:
         if self._objects is not None:
             return self._objects[i]
         if isinstance(i, slice):
@@ -271,7 +271,7 @@ class _View(Sequence):
     def __iter__(self) -> Iterator[Any]:
         return self._rows._read(self._indices)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i: int | slice) -> Any:
         if isinstance(i, slice):
             return list(self._rows._read(self._indices[i]))
         return next(self._rows._read([self._indices[i]]))

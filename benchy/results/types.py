@@ -39,7 +39,7 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        (CacheReset, with calls), setup.dangerous_stops, setup.ceiling.kv_shape, case.client
        (ClientHealth, per_worker WorkerHealth), case.server (ServerCaseMetrics, or NoServerFigures:
        why none), workload spec (WorkloadSpec: a kind's settings only), warning details
-       (WarningDetails: only the figures its check set; client_overloaded's under `client`);
+       (only the figures its check set; client_overloaded's under `client`);
        request anomalies are codes (records.Anomaly) with their counts apart in anomaly_counts,
        and retried_kind; metric first_chunk_lead_s
   1.13 setup.event_loop: the event loop the requests ran on ('uvloop 0.23.0' or 'asyncio')
@@ -59,6 +59,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        (`benchy selftest`)
   1.20 setup.dataset.lengths: a fitted case's label → how its cuts were counted (its
        case.prompt_lengths too: o200k_calibrated where the cuts are an estimate)
+  1.21 warning details: one class per code (results/verdicts/details.py) in place of one class of
+       every figure; each warning's details keeps the same keys
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -82,17 +84,28 @@ from benchy.measure import metrics, reading, stats
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.gpu import GpuCase, GpuSetup
 from benchy.measure.metrics import Unavailable
+from benchy.measure.reading import Reading
 from benchy.measure.records import RequestRecord
 from benchy.measure.selftest import ClientCeiling
 from benchy.measure.workloads import WorkloadFigures
 from benchy.results.facts import CaseFacts
+from benchy.results.health import ClientHealth, LoopHealth, WorkerClock, WorkerHealth  # noqa: F401  (re-exported)
 from benchy.results.rows import OK, WARMUP, Rows
+from benchy.results.verdicts.codes import (  # noqa: F401  (the severities re-exported)
+    ERROR,
+    INFO,
+    SEVERITY_ORDER,
+    WARNING,
+    details_by_code,
+    details_class,
+)
+from benchy.results.verdicts.details import DangerousStop, Details, NoFigures
 from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 20
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 21
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -232,66 +245,6 @@ class Calibration(Saved):
 
 
 @dataclass
-class DangerousStop(Saved):
-    """A --stop string that occurs inside a Harmony response, and why."""
-
-    stop: str
-    reason: str = ""
-
-
-@dataclass
-class WorkerClock(Saved):
-    """A worker's perf_counter against the parent's (workers.Clock)."""
-
-    offset_s: float = 0.0
-    uncertainty_s: float = _opt("± around offset_s: half the best round trip; 0 on one kernel", 0.0)
-    measured_offset_s: float | None = None
-    rtt_s: float | None = None
-    same_clock: bool = True
-    samples: int | None = None
-
-
-@dataclass
-class LoopHealth(Saved):
-    """benchy's event loop while requests were in flight (monitor.LoopMonitor.figures): lag in
-    ms, the share of time stalled, CPU time against wall time (cpu_share 1.0: one core busy)."""
-
-    loop_lag_ms_max: float | None = None
-    loop_lag_ms_p99: float | None = None
-    loop_lag_ms_p95: float | None = None
-    stalled_share: float | None = None
-    loop_lag_ms_median: float | None = None
-    lag_samples: int | None = None
-    cpu_s: float | None = None
-    wall_s: float | None = None
-    cpu_share: float | None = None
-
-
-@dataclass
-class WorkerHealth(LoopHealth):
-    """One worker process's line in case.client.per_worker (workers.worker_entry)."""
-
-    worker: int = 0
-    node: str = ""
-    clock: WorkerClock | None = None
-    requests: int = 0
-    tokens: int = 0
-    lost: str | None = _opt("why the worker was lost (it died mid-case); null when it finished")
-
-
-@dataclass
-class ClientHealth(LoopHealth):
-    """benchy's own health during a case (monitor.py; over several workers, workers.py merges
-    them: CPU time and samples summed, every other figure the worst worker's)."""
-
-    workers: int | None = _opt("(1.4) worker processes", omit=True)
-    busiest: str | None = _opt("(1.4) the busiest worker and its node", omit=True)
-    clock_uncertainty_s: float | None = _opt("(1.4) the largest worker clock uncertainty", omit=True)
-    lost_workers: int | None = _opt("(1.4) workers lost mid-case", omit=True)
-    per_worker: list[WorkerHealth] = _opt("(1.4) each worker's own figures", factory=list, omit=True)
-
-
-@dataclass
 class Setup(Saved):
     """What was measured, with what, and how (credentials never included)."""
 
@@ -388,15 +341,18 @@ class RequestResult(Saved, RequestRecord):
         return cls(**data)
 
     @classmethod
-    def of(cls, rec: RequestRecord, values: dict[str, float | Unavailable] | None = None) -> RequestResult:
+    def of(
+        cls, rec: RequestRecord, values: dict[str, float | Unavailable] | None = None, read: Reading | None = None
+    ) -> RequestResult:
         """`values`: the request's metrics as the builder computed them with its case's verdicts
-        (None: computed here, the request judged alone)."""
+        (None: computed here, the request judged alone); `read`: the record's reading, where the
+        builder holds it."""
         values = values if values is not None else metrics.request_metrics(rec)
         gone = {k: v for k, v in values.items() if isinstance(v, Unavailable)} if rec.ok else {}
         saved = {k: v for k, v in rec.to_dict().items() if k not in cls._NOT_SAVED}
         return cls(
             **saved,
-            token_count=TokenCountEntry(**reading.count_entry(rec)) if rec.ok else None,
+            token_count=TokenCountEntry(**reading.count_entry(rec, read)) if rec.ok else None,
             events=len(rec.token_event_s),
             metrics={k: (None if isinstance(v, Unavailable) else v) for k, v in values.items()},
             unavailable={k: v.message for k, v in gone.items()},
@@ -639,132 +595,6 @@ class Evidence(Saved):
     unit: str = ""
 
 
-def _n(doc: str) -> Any:
-    """A figure of WarningDetails: null (and left out of the file) unless its check set it."""
-    return _opt(doc, omit=True)
-
-
-@dataclass
-class WarningDetails(Saved):
-    """(1.12) The figures behind a warning's message, each named once across all checks
-    (checks/warnings.py, checks/server.py); a check sets only its own, the rest stay null."""
-
-    requests: int | None = _n("requests the finding is about")
-    of_requests: int | None = _n("requests it could have been about")
-    # outputs and errors
-    errors: dict[str, int] | None = _n("error kind → failed measured requests")
-    first_errors: dict[str, str] | None = _n("error kind → the first failure's message")
-    finish_reasons: list[str] | None = _n("finish_reason of the requests concerned")
-    claimed_tokens_median: int | None = _n("empty outputs: completion tokens the server claimed (median)")
-    content_null_events: int | None = _n("`content: null` deltas")
-    asked: int | None = _n("output tokens asked (tg)")
-    delivered_median: int | None = _n("output tokens delivered (median)")
-    delivered_min: int | None = _n("output tokens delivered (least)")
-    delivered_max: int | None = _n("output tokens delivered (most)")
-    short_requests: int | None = _n("requests that got fewer tokens than asked")
-    stop: list[str] | None = _n("--stop strings")
-    dangerous_stops: list[DangerousStop] | None = _n("stops that fire inside a Harmony response")
-    # token counts
-    scale: float | None = _n("calibration's server tokens per local token")
-    usage_median: float | None = _n("usage's completion count (median)")
-    counted_median: float | None = _n("the count the figures use (median)")
-    backed_by: list[str] | None = _n("witnesses that agreed with usage")
-    # prompts and calibration
-    template_tokens: float | None = _n("chat template tokens (calibration's overhead)")
-    cached_tokens_max: int | None = _n("most cached prompt tokens of a request")
-    target_tokens: int | None = _n("prompt tokens sent")
-    server_tokens: int | None = _n("prompt tokens the server counted")
-    server_tokens_median: int | None = _n("prompt tokens the server counted (median)")
-    missed: bool | None = _n("the server counted fewer prompt tokens than sent")
-    error: str | None = _n("why a check request failed")
-    endpoint: str | None = _n("the endpoint (or reset call) concerned")
-    # cache-aware workloads (measure/workloads.py: Eviction, NoReuse, PartialReuse, Leakage)
-    request_id: str | None = _n("the first request concerned")
-    turn: int | None = _n("its turn")
-    conversation: int | None = _n("its conversation")
-    after_s: float | None = _n("seconds into the case")
-    in_flight: int | None = _n("requests in flight then")
-    held_tokens: int | None = _n("prompt tokens held across conversations or requests")
-    expected_tokens: int | None = _n("cached tokens expected")
-    reported_tokens: int | None = _n("cached tokens reported")
-    lost_tokens: int | None = _n("tokens prefilled again")
-    hit_requests: int | None = _n("requests that reused all they could")
-    partial_requests: int | None = _n("requests that reused part of it")
-    missed_requests: int | None = _n("requests that reused none of it")
-    hit_fraction: float | None = _n("hit_requests ÷ requests")
-    replicas: int | None = _n("replicas the reuse pattern points to")
-    pattern: str | None = _n("that pattern in words")
-    turn_lag: int | None = _n("the steady distance to the turn whose history was reused")
-    cause: str | None = _n("what the reuse pattern points to: rotation | expiry | routing")
-    miss_idle_min_s: float | None = _n("the shortest idle time before a miss, seconds")
-    hit_idle_max_s: float | None = _n("the longest idle time before a hit, seconds")
-    max_excess_tokens: float | None = _n("cached tokens beyond what could be shared (most)")
-    # --cache-reset
-    cases: list[str] | None = _n("cases concerned")
-    ok: bool | None = _n("the reset worked")
-    message: str | None = _n("the reset's outcome in words")
-    calls: int | None = _n("HTTP calls the reset made")
-    # stream timing and queueing
-    tokens_per_event_median: float | None = _n("tokens per streamed event (median)")
-    ttft_s_by_tg: dict[str, float] | None = _n("tg<N> → TTFT median, s, of cases at one prompt")
-    lead_s_median: float | None = _n("first chunk ahead of the first token (median), s")
-    ttft_s_median: float | None = _n("TTFT (median), s")
-    server_prompt_s_median: float | None = _n("the server's own prompt time (median), s")
-    not_prefill_s_median: float | None = _n("TTFT − the server's prompt time (median), s")
-    concurrency: int | None = _n("the case's concurrency")
-    rate: float | None = _n("the case's arrival rate, requests/s")
-    slots: int | None = _n("requests the server runs at once")
-    source: str | None = _n('the queueing baseline: "alone" or the concurrency-1 case')
-    alone_ttft_s_median: float | None = _n("TTFT of the same prompt alone (median), s")
-    server_prefill_tps: float | None = _n("the server's own prefill rate, tokens/s")
-    # bandwidth ceiling
-    ceiling_tps: float | None = _n("the decode ceiling, tokens/s")
-    decode_pct: float | None = _n("decode median as % of the ceiling")
-    e2e_pct: float | None = _n("end-to-end median as % of the ceiling")
-    # benchy itself
-    client: ClientHealth | None = _n("benchy's own health in the case")
-    measured: int | None = _n("measured requests")
-    planned: int | None = _n("measured requests planned")
-    # the server's /metrics against the client (checks/server.py)
-    server_cache_hits: float | None = _n("prefix-cache hit tokens the server counted")
-    explained_hits: float | None = _n("hit tokens the chat template (and contexts sent ahead) explain")
-    server_cache_hit_rate: float | None = _n("the server's cache hit rate")
-    usage_cached_tokens: int | None = _n("cached tokens usage reported, summed (null: not every request said)")
-    server_generation_tokens: float | None = _n("tokens the server counted as generated")
-    client_tokens: int | None = _n("completion tokens of the responses' usage, summed")
-    difference: float | None = _n("|server − client| tokens")
-    slack: float | None = _n("difference allowed, tokens")
-    client_ttft_s: float | None = _n("client TTFT (mean), s")
-    server_ttft_s: float | None = _n("server TTFT (mean), s")
-    outside_s: float | None = _n("client − server TTFT, s")
-    rtt_s: float | None = _n("the quickest /metrics round trip, s")
-    bound_s: float | None = _n("the gap allowed, s")
-    queue_s: float | None = _n("server queue time (mean), s")
-    ttft_s: float | None = _n("server (else client) TTFT (mean), s")
-    queue_share: float | None = _n("queue_s ÷ ttft_s")
-    running_max: float | None = _n("most requests the server ran at once")
-    # (1.17) a fixed latency in front of the engine (checks/latency.py)
-    fixed_s: float | None = _n("TTFT's fixed part: its intercept against prompt length, s")
-    engine_prefill_tps: float | None = _n("the engine's prefill rate: the inverse of that line's slope, tokens/s")
-    headers_s_median: float | None = _n("response headers' time (median) of the shortest prompt, s")
-    # (1.17) drift over a case (checks/drift.py)
-    first_tps: float | None = _n("the rate's trend line at the first request, tokens/s")
-    last_tps: float | None = _n("the rate's trend line at the last request, tokens/s")
-    drift_pct: float | None = _n("last_tps against first_tps, %")
-    p_value: float | None = _n("Kendall's tau of the rate against send time: its p-value")
-    sm_clock_mhz_first: float | None = _n("--gpu-metrics: the GPUs' SM clock at the case's first sample, MHz")
-    sm_clock_mhz_last: float | None = _n("and at its last, MHz")
-    temp_c_first: float | None = _n("--gpu-metrics: the GPUs' temperature at the case's first sample, °C")
-    temp_c_last: float | None = _n("and at its last, °C")
-    throttle_reasons: list[str] | None = _n("--gpu-metrics: the clock-event (throttle) reasons any sample gave")
-
-
-# A warning's severity: the number is wrong or missing (a hard failure); real but qualified;
-# worth knowing, the numbers right (never fatal, even under --strict).
-ERROR, WARNING, INFO = "error", "warning", "info"
-SEVERITY_ORDER = (ERROR, WARNING, INFO)
-
-
 @dataclass
 class CheckWarning(Saved):
     """A finding of checks.py about these results."""
@@ -776,7 +606,15 @@ class CheckWarning(Saved):
     hint: str = ""
     metrics: list[str] = _opt("metrics it qualifies (the table marks them)", factory=list)
     withheld: list[str] = _opt("metrics made unavailable for the reason it reports", factory=list)
-    details: WarningDetails = _opt("the figures behind the message", factory=WarningDetails)
+    details: Details = field(
+        default_factory=NoFigures,
+        metadata={
+            "doc": "the figures behind the message: those of its code's class (1.21)",
+            "tag": "code",
+            "variant": details_class,
+            "variants": details_by_code,
+        },
+    )
     evidence: list[Evidence] = _opt("typed figures behind the message", factory=list, omit=True)
 
 

@@ -146,24 +146,24 @@ def _dict(answer: _Answer | None) -> dict:
     return answer.body if answer is not None and answer.ok and isinstance(answer.body, dict) else {}
 
 
-def _positive_int(value) -> int | None:
-    if isinstance(value, bool):
+def _positive_int(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):  # JSON's others: null, lists, objects
         return None
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a JSON Infinity
         return None
     return number if number > 0 else None
 
 
-def _set_context(ident: ServerIdentity, value, source: str) -> None:
+def _set_context(ident: ServerIdentity, value: object, source: str) -> None:
     """The first source that states a context wins (the callers go from most to least exact)."""
     number = _positive_int(value)
     if number is not None and ident.context_length is None:
         ident.context_length, ident.context_source = number, source
 
 
-def _set_slots(ident: ServerIdentity, value, source: str) -> None:
+def _set_slots(ident: ServerIdentity, value: object, source: str) -> None:
     number = _positive_int(value)
     if number is not None and ident.slots is None:
         ident.slots, ident.slots_source = number, source
@@ -260,7 +260,7 @@ def _slots_reason(engine: str | None) -> str:
     return "the server does not say how many requests it runs at once"
 
 
-def _text(value) -> str | None:
+def _text(value: object) -> str | None:
     return value.strip() or None if isinstance(value, str) else None
 
 

@@ -36,6 +36,9 @@ from urllib.parse import urlsplit, urlunsplit
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchy.jsontypes import Saved
+from benchy.measure import registry
+from benchy.measure.unavailable import Unavailable
+from benchy.measure.window_formulas import ServerWindow
 from benchy.server.pages import PageSource
 
 SCRAPE_TIMEOUT_S = 5.0
@@ -346,36 +349,21 @@ def _canonical_counters(out: ServerCaseMetrics) -> None:
 
 
 def _derive(out: ServerCaseMetrics) -> None:
+    """The requests the server counted (its own account), then the figures derived from its
+    counters: the registry's server_window metrics, made by its formulas in its order."""
     c, h, d = out.counters, out.histograms, out.derived
     requests = h["e2e_s"].count if "e2e_s" in h else c.get("requests")
     if requests is not None:
         d["requests"] = requests
-    if c.get("cache_queries"):
-        d["cache_hit_rate"] = c.get("cache_hits", 0.0) / c["cache_queries"]
-    elif "cache_queries" in c:
-        out.unavailable["cache_hit_rate"] = "no prompt token was looked up in the cache during the case"
-    else:
-        out.unavailable["cache_hit_rate"] = "the server publishes no prefix-cache counters"
-    uncached = c["prompt_tokens"] - c.get("cache_hits", 0.0) if "prompt_tokens" in c else None
-    prefill_time = c.get("prompt_seconds") or (h["prefill_s"].sum if "prefill_s" in h else None)
-    if uncached is not None and prefill_time:
-        d["prefill_tps"] = uncached / prefill_time
-    else:
-        out.unavailable["prefill_tps"] = "the server publishes no prefill time (or no prompt tokens) for the case"
-    _derive_decode(out, requests)
-
-
-def _derive_decode(out: ServerCaseMetrics, requests: float | None) -> None:
-    """Per-request decode rate: llama.cpp's tokens / its decode seconds; vLLM's decode interval
-    runs from the first token to the last, so it holds one token fewer per request."""
-    c, h, d = out.counters, out.histograms, out.derived
-    generated = c.get("generation_tokens")
-    if generated is not None and c.get("decode_seconds"):
-        d["decode_tps"] = generated / c["decode_seconds"]
-    elif generated is not None and "decode_s" in h and h["decode_s"].sum > 0 and requests:
-        d["decode_tps"] = (generated - h["decode_s"].count) / h["decode_s"].sum
-    else:
-        out.unavailable["decode_tps"] = "the server publishes no decode time (or no generated tokens) for the case"
+    values = registry.compute(registry.SERVER_WINDOW, ServerWindow(c, h, requests), {})
+    for metric in registry.of_level(registry.SERVER_WINDOW):
+        if metric.formula is None:
+            continue
+        value = values[metric.name]
+        if isinstance(value, Unavailable):
+            out.unavailable[metric.key] = value.message
+        else:
+            d[metric.key] = value
 
 
 # ------------------------------------------------------------------ scraping

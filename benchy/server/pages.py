@@ -1,7 +1,7 @@
 """What benchy.server needs to read the server's side pages (identity, /metrics, a stated
 capacity, a cache reset): a page source, declared here as a Protocol.
 
-Why a Protocol: the client (benchy.client.stream.Client.page) already has everything a side
+Why a Protocol: the client (benchy.client.client.Client.page) already has everything a side
 page needs — the redirect policy, credentials to the base URL's origin only, TLS verification,
 the proxy from the environment — over benchy's own HTTP/1.1 transport. Declared structurally,
 the Client satisfies it without either package importing the other, and the parent process of

@@ -1,5 +1,5 @@
 """The plan stage: what to measure, before anything is sent — cases from flags and scenario
-files (case.py, scenario.py), and the cache-aware workloads (spec.py, cases.py, trace.py).
+files (case.py, selection.py, scenario.py), and the cache-aware workloads (spec.py, cases.py, trace.py).
 
 Cache-aware workloads are traffic that a prefix cache is meant to help, measured honestly.
 A plain sweep (load/generator.py) makes sure no cache serves its requests. Real traffic is the other

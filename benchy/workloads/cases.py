@@ -109,7 +109,7 @@ def check_workload_endpoints(cases: list[Case], endpoint: str) -> None:
         )
 
 
-def _is_fraction(value) -> bool:
+def _is_fraction(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1
 
 

@@ -11,12 +11,13 @@ import dataclasses
 
 from benchy.workloads import dataset
 from benchy.workloads.case import Case, ScenarioError
+from benchy.workloads.selection import CaseSelection
 
 
 def apply(
     cases: list[Case],
     path: str,
-    chosen,
+    chosen: CaseSelection,
     min_tokens: int | None = None,
     max_tokens: int | None = None,
 ) -> list[Case]:

@@ -21,13 +21,13 @@ import json
 import re
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchy.workloads import cases as workload_cases
 from benchy.workloads.case import DEPTH_MODES, ENDPOINTS, Case, ScenarioError
+from benchy.workloads.selection import CaseSelection
 from benchy.workloads.spec import ThinkTime
 
 if sys.version_info >= (3, 11):
@@ -85,57 +85,6 @@ def rate_sweep(
         raise ScenarioError(f"--rate must be positive numbers (requests/s), got {bad[0]!r}")
     closed = sweep(pp, tg, [1], depth, scenario, runs, endpoint, depth_mode)
     return [dataclasses.replace(c, rate=float(r)) for c in closed for r in rates]
-
-
-@dataclass(frozen=True)
-class WorkloadSelection:
-    """The flags of the cache-aware workloads (benchy/workloads): --turns (with --first-tokens,
-    --think-time, --keep-reasoning), --shared-prefix (with --groups) or --trace (with --speed)."""
-
-    turns: int | None = None
-    first_tokens: int | None = None
-    think_time: str | None = None
-    keep_reasoning: bool = False
-    cold_baseline: bool = False
-    shared_prefix: tuple[float, ...] = ()
-    groups: int | None = None
-    trace: str | None = None
-    speed: float | None = None
-
-    def chosen(self) -> list[str]:
-        given = (("--turns", self.turns), ("--shared-prefix", self.shared_prefix), ("--trace", self.trace))
-        return [flag for flag, value in given if value]
-
-    def check(self) -> None:
-        """ScenarioError for flags that disagree (one workload at a time, each option with its own)."""
-        chosen = self.chosen()
-        if len(chosen) > 1:
-            raise ScenarioError(f"{chosen[0]} and {chosen[1]} cannot be combined: each is its own workload")
-        needs = (
-            ("--first-tokens", self.first_tokens, self.turns, "--turns"),
-            ("--think-time", self.think_time, self.turns, "--turns"),
-            ("--keep-reasoning", self.keep_reasoning, self.turns, "--turns"),
-            ("--cold-baseline", self.cold_baseline, self.turns, "--turns"),
-            ("--groups", self.groups, self.shared_prefix, "--shared-prefix"),
-            ("--speed", self.speed, self.trace, "--trace"),
-        )
-        for flag, value, owner, owner_flag in needs:
-            if value and not owner:
-                raise ScenarioError(f"{flag} needs {owner_flag}")
-
-
-@dataclass(frozen=True)
-class CaseSelection:
-    """What the command line asks to measure: scenarios, sweep flags and arrival rates."""
-
-    scenarios: tuple[str, ...] = ()  # --scenario: shipped names or .toml files
-    pp: tuple[int, ...] = ()
-    tg: tuple[int, ...] = ()
-    concurrency: tuple[int, ...] = ()
-    depth: tuple[int, ...] = ()
-    depth_mode: str | None = None  # None: cold, or each scenario's own
-    rate: tuple[float, ...] = ()  # --rate: open-loop cases in place of the closed-loop ones
-    workload: WorkloadSelection = WorkloadSelection()  # --turns, --shared-prefix, --trace
 
 
 def select_cases(chosen: CaseSelection) -> list[Case]:
@@ -223,7 +172,7 @@ def _unique(cases: Iterable[Case]) -> list[Case]:
     return list(dict.fromkeys(cases))
 
 
-def _is_rate(value) -> bool:
+def _is_rate(value: object) -> bool:
     """A finite positive number of requests/s (NaN fails both comparisons)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,7 +71,7 @@ class ThinkTime:
             raise WorkloadError(f"lognormal sigma must be positive, got {sigma!r}")
         return cls(kind, mean, sigma)
 
-    def draws(self, seed: int):
+    def draws(self, seed: int) -> Iterator[float]:
         """An endless iterator of pauses (seconds), the same for the same seed."""
         rng = np.random.default_rng(seed)
         while True:

@@ -174,7 +174,7 @@ def _length(where: str, obj: dict, key: str, alias: str) -> int:
     return value
 
 
-def _number(value) -> bool:
+def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

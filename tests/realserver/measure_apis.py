@@ -25,7 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchy.client.stream import Client, ClientSettings  # noqa: E402
+from benchy.client.client import Client  # noqa: E402
+from benchy.client.settings import ClientSettings  # noqa: E402
 from benchy.measure import metrics  # noqa: E402
 from benchy.measure.records import RequestRecord  # noqa: E402
 

@@ -16,7 +16,8 @@ import uuid
 
 import pytest
 
-from benchy.client.stream import Client, ClientSettings
+from benchy.client.client import Client
+from benchy.client.settings import ClientSettings
 from benchy.measure.records import RequestRecord
 from tests.conftest import loop_lag_s, run_benchy
 

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from benchy.client.stream import Client, ClientSettings
+from benchy.client.client import Client
+from benchy.client.settings import ClientSettings
 from benchy.measure.records import WITNESS_OF, RequestRecord
 from benchy.probe import VERDICTS
 from tests.conftest import loop_lag_s, run_benchy, sim_env

@@ -85,3 +85,22 @@ def test_shared_prefix_through_a_cache_aware_router(llama_server_factory, tmp_pa
     if part is not None and part["hit_requests"]:  # some went where the prefix was not: routing
         assert "depth_cache_miss" not in found and "cache_partial_reuse" in found
         assert "router" in found["cache_partial_reuse"]["message"]
+
+
+def test_probe_cache_through_a_cache_aware_router(llama_server_factory, tmp_path):
+    """probe-cache through the same router: the repeats of one prompt all go to the replica that
+    holds it (cache_aware), so the probe finds the cache, and the replicas' own timings say the
+    repeats prefilled about nothing while each unique prompt was prefilled whole."""
+    a, b = llama_server_factory(), llama_server_factory()
+    with vllm_router([a.root_url, b.root_url], tmp_path / "router.log") as router:
+        args = ("--lengths", "1500", "-n", "5", "--quiet", "--format", "json")
+        proc = run_benchy("probe-cache", "--base-url", router + "/v1", *args)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    (length,) = json.loads(proc.stdout)["lengths"]
+    assert length["verdict"] == "detected", length["reason"]
+    by_id = {r["request_id"]: r for r in length["requests"]}
+    repeats = [by_id[i] for i in length["shared"]["request_ids"][1:]]
+    uniques = [by_id[i] for i in length["unique"]["request_ids"]]
+    assert all(r["server_timings"]["prompt_n"] <= 2 for r in repeats), [r["server_timings"] for r in repeats]
+    assert all(r["server_timings"]["prompt_n"] > length["prompt_tokens"] / 2 for r in uniques)
+    print(f"\n[router] probe-cache through vllm-router: {length['verdict']}, {length['speedup']:.0f}x")

@@ -59,10 +59,24 @@ def _healthy(url: str) -> bool:
 
 @pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory):
+    yield from _serve(tmp_path_factory, "vllm")
+
+
+@pytest.fixture(scope="session")
+def vllm_interval_server(tmp_path_factory):
+    """The same server with `--stream-interval 20` (vLLM's answer to per-token streaming cost, as
+    TensorRT-LLM's gpt-oss guides set `stream_interval: 20`): the first token alone, then 20 an event."""
+    yield from _serve(tmp_path_factory, "vllm-interval", "--stream-interval", str(STREAM_INTERVAL))
+
+
+STREAM_INTERVAL = 20
+
+
+def _serve(tmp_path_factory, name: str, *extra: str):
     python = os.environ.get("BENCHY_VLLM_PYTHON")
     if not python:
         pytest.skip("set BENCHY_VLLM_PYTHON to a Python with vLLM installed (make test-vllm does)")
-    work = tmp_path_factory.mktemp("vllm")
+    work = tmp_path_factory.mktemp(name)
     model_dir = work / "model"
     subprocess.run([python, str(HERE / "tiny_hf_model.py"), str(model_dir)], check=True, timeout=600)
     port = _free_port()
@@ -78,6 +92,7 @@ def vllm_server(tmp_path_factory):
         "--dtype", "float32",
         "--enforce-eager",
         "--enable-prompt-tokens-details",  # usage.prompt_tokens_details.cached_tokens, to compare
+        *extra,
     ]  # fmt: skip
     env = {
         **os.environ,

@@ -1,0 +1,261 @@
+"""Checks of the server's prefix cache: hits where none were meant (prefix_cache_hit), a
+context sent ahead that was not cached (depth_cache_miss), a cache-aware workload's reuse
+(cache_eviction, cache_not_reused, cache_partial_reuse, cache_not_reported, cache_leakage;
+measure/workloads.py finds them) and a --cache-reset that could not empty it
+(cache_reset_unavailable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from benchy.checks.registry import (
+    WARNING,
+    Code,
+    Warning_,
+)
+from benchy.measure.workloads import PartialReuse, WorkloadFigures
+from benchy.results.types import (
+    CaseResult,
+    CheckWarning,
+    Evidence,
+    RunResult,
+    Setup,
+)
+from benchy.results.verdicts.details import (
+    CacheEviction,
+    CacheLeakage,
+    CacheNotReused,
+    CachePartialReuse,
+    CacheResetUnavailable,
+    PrefixCacheHit,
+    RequestCount,
+    taken_from,
+)
+
+
+def prefix_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    template = template_tokens(run.setup)
+    # A cached --depth context is meant to hit (depth_cache_miss checks it); only the rest counts.
+    # Requests of a cache-aware workload (they carry unique_tokens) are meant to hit: the
+    # workload checks judge their reuse instead.
+    facts = case.facts()
+    threshold = max(template, 0) + 0.5
+    hits = [cached for excess, cached in zip(facts.cache_excess, facts.cache_excess_cached) if excess > threshold]
+    if hits:
+        most = max(hits)
+        yield Warning_(
+            Code.PREFIX_CACHE_HIT,
+            WARNING,
+            case.label,
+            f"{len(hits)} of {facts.n_ok} requests were partly served from the "
+            f"server's prefix cache (up to {most} cached prompt tokens beyond the "
+            f"{template:.0f}-token chat template): TTFT, prefill and end-to-end figures are "
+            "inflated.",
+            "Keep the nonce on (no --no-nonce) so no request shares a prefix with another.",
+            metrics=("ttft_s", "prefill_tps", "e2e_tps"),
+            details=PrefixCacheHit(requests=len(hits), cached_tokens_max=most, template_tokens=template),
+            evidence=(Evidence("cached_tokens_max", most, template, "tokens"),),
+        )
+
+
+def template_tokens(setup: Setup) -> float:
+    """The chat template's tokens, as calibration measured them (0 without a calibration)."""
+    return setup.calibration.overhead_tokens if setup.calibration else 0.0
+
+
+def depth_cache_miss(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """--depth-mode cached: the server must report the context it was sent ahead as cached."""
+    facts = case.facts()  # context_served judged each request that reused one
+    if not facts.n_context_missed or _partial(case) is not None:  # some hit: routing, not a cache that is off
+        return
+    depth = facts.missed_context
+    if not facts.missed_cached_known:
+        what = "the server reports no cached_tokens, so benchy cannot verify it; prefill t/s is unavailable"
+    else:
+        most = facts.missed_cached_max
+        what = (
+            f"the server reported at most {most} cached tokens, so it prefilled the context again: "
+            "prefill t/s covers depth + pp there, not the pp tokens alone"
+        )
+    yield Warning_(
+        Code.DEPTH_CACHE_MISS,
+        WARNING,
+        case.label,
+        f"{facts.n_context_missed} of {facts.n_reusing} requests reused a {depth}-token context sent ahead, but {what}.",
+        "Enable the server's prefix cache (vLLM --enable-prefix-caching, llama.cpp cache_prompt) "
+        "or a larger cache, or measure with --depth-mode cold.",
+    )
+
+
+# Cache-aware workloads (benchy/measure/workloads.py finds these; a shared-prefix case's miss is
+# depth_cache_miss's, since its prefixes are cached contexts).
+CACHE_HINT = (
+    "The server's prefix cache is smaller than what the load keeps alive: give it more room "
+    "(vLLM: --gpu-memory-utilization, --num-gpu-blocks-override; llama.cpp: --cache-ram, more "
+    "--parallel slots; SGLang: --mem-fraction-static) or lower the concurrency."
+)
+
+
+def _workload(case: CaseResult, *, judged: bool = False) -> WorkloadFigures | None:
+    """The case's workload figures; judged: only where eviction and no-reuse are this module's
+    (a shared-prefix case's prefixes are cached contexts: depth_cache_miss judges those)."""
+    figures = case.workload
+    if figures is None or (judged and figures.kind == "shared_prefix"):
+        return None
+    return figures
+
+
+def cache_eviction(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """Reuse worked, then fell short of what the server had already prefilled."""
+    figures = _workload(case, judged=True)
+    ev = figures.eviction if figures else None
+    if ev is None:
+        return
+    where = f"turn {ev.turn} (conversation {ev.conversation})" if ev.turn else f"request {ev.request_id}"
+    yield Warning_(
+        Code.CACHE_EVICTION,
+        WARNING,
+        case.label,
+        f"The server stopped reusing what it had already prefilled from {where}, {ev.after_s:.1f} s into "
+        f"the case with {ev.in_flight} requests in flight and {ev.held_tokens:,} prompt tokens held "
+        f"across {'conversations' if ev.turn else 'requests'}: {ev.requests} of {ev.of_requests} "
+        f"requests that should have reused earlier tokens reported fewer cached tokens ({ev.lost_tokens:,} "
+        "tokens prefilled again). Their TTFT includes that prefill.",
+        CACHE_HINT,
+        metrics=("ttft_s", "prefill_tps"),
+        details=taken_from(CacheEviction, ev),
+        evidence=(Evidence("reported_cached_tokens", ev.reported_tokens, ev.expected_tokens, "tokens"),),
+    )
+
+
+def cache_not_reused(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    figures = _workload(case, judged=True)
+    miss = figures.no_reuse if figures else None
+    if miss is None:
+        return
+    yield Warning_(
+        Code.CACHE_NOT_REUSED,
+        WARNING,
+        case.label,
+        f"{miss.requests} requests resent {miss.expected_tokens:,} tokens the server had already "
+        "prefilled, and it reported none of them as cached: its prefix cache is off or does not report hits.",
+        "Enable the server's prefix cache (vLLM --enable-prefix-caching, llama.cpp cache_prompt, SGLang's "
+        "radix cache is on by default) and check that it reports usage.prompt_tokens_details.cached_tokens.",
+        metrics=("ttft_s", "prefill_tps"),
+        details=taken_from(CacheNotReused, miss),
+    )
+
+
+ROUTING_HINT = (
+    "Behind a router, give it cache affinity (session or prefix-aware routing: SGLang router, llm-d, "
+    "nginx hash on a session key), or measure one replica directly; otherwise see cache_eviction's hint."
+)
+EXPIRY_HINT = (
+    "The cache forgets what sat idle too long (hosted prompt caches keep 5-10 minutes, LMCache a TTL): "
+    "shorten --think-time below that lifetime to measure reuse, or raise the lifetime if the server lets you."
+)
+
+
+def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """Some requests reused what they should have, others not: a finding of its own, never
+    "reported none" when some were reported."""
+    part = _partial(case)
+    if part is None:
+        return
+    cause = (
+        f" The pattern: {part.pattern}."
+        if part.pattern
+        else " Hits and misses alternate, which eviction alone (hits, then misses) does not do."
+    )
+    cause += _router_words(run)
+    yield Warning_(
+        Code.CACHE_PARTIAL_REUSE,
+        WARNING,
+        case.label,
+        f"Partial reuse: {part.hit_requests} of {part.requests} requests ({part.hit_fraction:.0%}) reused all the "
+        f"history the server had prefilled, {part.partial_requests} reused part of it and {part.missed_requests} "
+        f"none; the server reported {part.reported_tokens:,} of {part.expected_tokens:,} expected tokens "
+        f"cached.{cause} TTFT mixes hits and misses.",
+        EXPIRY_HINT if part.cause == "expiry" else ROUTING_HINT,
+        metrics=("ttft_s", "prefill_tps"),
+        details=taken_from(CachePartialReuse, part),
+        evidence=(Evidence("hit_fraction", round(part.hit_fraction, 4), 1.0, "requests"),),
+    )
+
+
+def _partial(case: CaseResult) -> PartialReuse | None:
+    """The case's partial reuse, a shared-prefix case's too (some of its requests found the
+    prefix and others not: the prefix was sent ahead, so the cache works where it was)."""
+    figures = _workload(case)
+    part = figures.partial_reuse if figures else None
+    if part is None or (figures is not None and figures.kind == "shared_prefix" and not part.hit_requests):
+        return None
+    return part
+
+
+def _router_words(run: RunResult) -> str:
+    status = run.setup.server_metrics
+    if status is None or not status.router:
+        return ""
+    return (
+        f" The base URL is a router: its {status.router} names {len(status.replicas)} replicas, each "
+        "with its own cache."
+    )
+
+
+def cache_not_reported(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """A workload whose server never says how many tokens it served from cache."""
+    figures = _workload(case)
+    if figures is None or figures.reuse.requests or not figures.reuse.unreported:
+        return
+    yield Warning_(
+        Code.CACHE_NOT_REPORTED,
+        WARNING,
+        case.label,
+        f"None of the {figures.reuse.unreported} successful requests reported cached tokens "
+        "(usage.prompt_tokens_details.cached_tokens): the reuse this workload is about cannot be "
+        "verified, and eviction or leakage would go unseen. TTFT is measured all the same.",
+        "vLLM: start it with --enable-prompt-tokens-details; other servers: check that usage "
+        "carries prompt_tokens_details.cached_tokens.",
+        details=RequestCount(requests=figures.reuse.unreported),
+    )
+
+
+def cache_leakage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """More cached tokens than the request could share: its unique part was served from cache."""
+    figures = _workload(case)
+    leak = figures.leakage if figures else None
+    if leak is None:
+        return
+    where = f", the first at turn {leak.turn}" if leak.turn else ""
+    yield Warning_(
+        Code.CACHE_LEAKAGE,
+        WARNING,
+        case.label,
+        f"{leak.requests} of {leak.of_requests} requests reported more cached tokens than they could "
+        f"share with anything sent before (up to {leak.max_excess_tokens:,.0f} tokens into their unique, "
+        f"nonce-led part{where}): the cache served text from another conversation or run, or the server "
+        "miscounts cached tokens. Their TTFT is too good to be this workload's.",
+        "Keep the nonce on (no --no-nonce); if it is on, the server's cached_tokens cannot be trusted.",
+        metrics=("ttft_s", "prefill_tps"),
+        details=taken_from(CacheLeakage, leak),
+    )
+
+
+def cache_reset_unavailable(run: RunResult) -> Iterable[CheckWarning]:
+    """--cache-reset asked for, and the server offers no way to empty its cache."""
+    failed = [c for c in run.cases if c.cache_reset and not c.cache_reset.ok]
+    first = failed[0].cache_reset if failed else None
+    if first is None:
+        return
+    yield Warning_(
+        Code.CACHE_RESET_UNAVAILABLE,
+        WARNING,
+        None,
+        f"--cache-reset could not empty the server's prefix cache: {first.message}. "
+        "The run went on without resets: its cases started on whatever the cache held.",
+        "vLLM answers POST /reset_prefix_cache, SGLang POST /flush_cache, llama-server the slot erase "
+        "only when started with --slot-save-path DIR; otherwise restart the server for a cold cache.",
+        details=taken_from(CacheResetUnavailable, first, cases=[c.label for c in failed]),
+    )

@@ -1,0 +1,281 @@
+"""Checks of what the server sent back: failed requests and their kinds (request_errors),
+outputs that count as failures (empty_output, zero_tokens), outputs without an answer
+(reasoning_only, Harmony's dangerous_stop and special_tokens_stripped), outputs shorter than
+asked (output_length_mismatch), and a case the run stopped inside (case_cut_short).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from benchy.checks.registry import (
+    ERROR,
+    WARNING,
+    Code,
+    Warning_,
+)
+from benchy.measure import metrics, stats
+from benchy.measure.metrics import OUTPUT_FAILURES
+from benchy.results.types import (
+    CaseResult,
+    CheckWarning,
+    Evidence,
+    RunResult,
+    Setup,
+)
+from benchy.results.verdicts.details import (
+    CaseCutShort,
+    DangerousStopFound,
+    EmptyOutput,
+    OutputLengthMismatch,
+    RequestCount,
+    RequestErrors,
+    ZeroTokens,
+)
+
+
+def _failure_severity(case: CaseResult) -> str:
+    """A case that lost most of its measured requests is a failed case, not a qualified one."""
+    return ERROR if case.n_failed > case.n_ok else WARNING
+
+
+def _measured(case: CaseResult) -> int:
+    return case.n_ok + case.n_failed
+
+
+def request_errors(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    # Empty and zero-token outputs are failures too, but have checks of their own.
+    errors = {k: v for k, v in case.errors.items() if k not in OUTPUT_FAILURES}
+    if errors:
+        kinds = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items(), key=str))
+        total = case.n_ok + case.n_failed
+        first = _first_errors(case, errors)
+        said = _first_errors_text(first)
+        yield Warning_(
+            Code.REQUEST_ERRORS,
+            _failure_severity(case),
+            case.label,
+            f"{sum(errors.values())} of {total} requests failed ({kinds}); statistics cover "
+            f"only the {case.n_ok} that succeeded.{said}",
+            _errors_hint(errors, run, case),
+            details=RequestErrors(errors=errors, first_errors=first),
+        )
+
+
+def _first_errors_text(first: dict[str, str]) -> str:
+    """The first failure of each kind as one sentence of its own, the kinds apart by `;`."""
+    if not first:
+        return ""
+    said = "; ".join(f"{kind}: {message.strip().rstrip('.')}" for kind, message in first.items())
+    return f" The first of each kind: {said}."
+
+
+def _first_errors(case: CaseResult, errors: dict[str, int]) -> dict[str, str]:
+    """The first failure of each kind, in the server's own words (its HTTP error body)."""
+    return {kind: message for kind, message in case.facts().first_errors.items() if kind in errors}
+
+
+def _errors_hint(errors: dict[str, int], run: RunResult, case: CaseResult) -> str:
+    """What to do about the failures the case saw, by their kinds: a dead server is not fixed
+    by a longer --timeout, nor a refused parameter by a lower load."""
+    if any(k.startswith("http_4") and k != "http_429" for k in errors):
+        lower = (  # a trace's lengths are its own: no flag of benchy's shortens them
+            "Replay a trace whose lengths fit the server" if case.kind == "trace" else "Lower --pp/--depth/--tg"
+        )
+        return (
+            "The server refused requests (its message is above): a prompt longer than its context, "
+            f"or a parameter it does not take. {lower}, or fix the option."
+        )
+    if "connect" in errors or (run.stopped and run.stopped.by == "server-gone"):
+        return (
+            "Connections were refused or never made: the server was down or unreachable (it may "
+            "have died during the run: see its log). Restart it, check --base-url, and run again."
+        )
+    if errors.keys() & {"timeout", "stall"}:
+        return (
+            "Requests ran past --timeout or went silent past --stall-timeout: the server is "
+            "overloaded or stuck. Lower the load, or raise the limit if such waits are expected."
+        )
+    return (
+        "See each request's `error` in requests.jsonl; connections the server dropped or reset "
+        "usually mean it is overloaded or restarting: lower the load."
+    )
+
+
+def empty_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    bad = case.facts().failed_as["empty_output"]
+    if bad.count:
+        claimed = int(stats.median(bad.claimed_tokens))
+        nulls = bad.content_null_events
+        yield Warning_(
+            Code.EMPTY_OUTPUT,
+            _failure_severity(case),
+            case.label,
+            f"{bad.count} of {_measured(case)} requests returned no content although the server "
+            f"claimed {claimed} completion tokens (median; {nulls} `content: null` deltas): "
+            f"they count as failed; statistics cover only the {case.n_ok} that succeeded.",
+            "A broken kernel can generate tokens and print nothing (vLLM's CUTLASS FP4 path on "
+            "SM121/GB10 returns content: null; VLLM_MXFP4_BACKEND=marlin fixes it). Check one "
+            "answer with curl before benchmarking.",
+            details=EmptyOutput(requests=bad.count, claimed_tokens_median=claimed, content_null_events=nulls),
+        )
+
+
+def zero_tokens(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    bad = case.facts().failed_as["zero_tokens"]
+    if bad.count:
+        reasons = sorted(bad.finish_reasons)
+        yield Warning_(
+            Code.ZERO_TOKENS,
+            _failure_severity(case),
+            case.label,
+            f"{bad.count} of {_measured(case)} requests generated 0 tokens (finish_reason "
+            f"{', '.join(reasons)}): they count as failed; statistics cover only the "
+            f"{case.n_ok} that succeeded.",
+            "The server stopped at once: a stop string or EOS token that matches immediately "
+            "(e.g. <|message|> or <|end|> in a Harmony model's stop list) or a wrong chat "
+            "template. Check the stop list and generation_config.",
+            details=ZeroTokens(requests=bad.count, finish_reasons=reasons),
+        )
+
+
+def reasoning_only(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    facts = case.facts()  # no content but reasoning, or a think block never closed
+    if facts.n_reasoning_only:
+        yield Warning_(
+            Code.REASONING_ONLY,
+            WARNING,
+            case.label,
+            f"{facts.n_reasoning_only} of {facts.n_ok} requests spent every output token on reasoning and "
+            "gave no final answer: time to first content is unavailable, and the rates "
+            "count reasoning tokens.",
+            "Raise --tg so the model reaches its answer, or lower its reasoning effort.",
+            metrics=("ttfc_s",),
+            details=RequestCount(requests=facts.n_reasoning_only),
+        )
+
+
+def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    # Without usage the token count is a lower bound: it cannot show a short output.
+    facts = case.facts()
+    got = facts.delivered  # the believed count of each request with usage
+    if not facts.n_short:
+        return
+    delivered = int(stats.median(got))
+    cause, hint = _short_output_cause(facts.short_finish_reasons, run.setup.stop)
+    asked = f"the {case.tg}" if case.tg else "each request's own length (a dataset's answers)"
+    yield Warning_(
+        Code.OUTPUT_LENGTH_MISMATCH,
+        WARNING,
+        case.label,
+        f"{facts.n_short} of {len(got)} requests got fewer tokens than {asked} asked "
+        f"(median {delivered}, min {min(got)}): {cause}. "
+        f"The row is labelled with the tokens delivered; its rates are real for those, but "
+        f"not comparable with tg{case.tg} elsewhere.",
+        hint,
+        metrics=("e2e_tps", "decode_tps"),
+        details=OutputLengthMismatch(
+            asked=case.tg,
+            delivered_median=delivered,
+            delivered_min=min(got),
+            delivered_max=max(got),
+            short_requests=facts.n_short,
+            finish_reasons=sorted({str(reason) for reason in facts.short_finish_reasons}),
+        ),
+        evidence=(Evidence("delivered_median", delivered, case.tg, "tokens"),),
+    )
+
+
+def _short_output_cause(reasons: set, stop: list[str]) -> tuple[str, str]:
+    """Why outputs came back short, by what the server said (their finish_reasons) and what was sent."""
+    if reasons == {"length"}:
+        return (
+            "the server ended them at a length limit below the one asked (finish_reason length)",
+            "Check the server's own output cap (max_tokens limit, context length minus the prompt).",
+        )
+    if stop and "stop" in reasons:
+        return (
+            f"a stop string ({', '.join(map(repr, stop))}, from --stop) or the end-of-sequence "
+            "token ended them (finish_reason stop)",
+            "Drop --stop to measure a fixed output length; if they still end early, the server "
+            "ignores ignore_eos and min_tokens.",
+        )
+    return (
+        "the server stopped at its end of sequence: it ignored ignore_eos and min_tokens",
+        "Use a server that honours ignore_eos (vLLM, SGLang, llama.cpp, TensorRT-LLM do), or "
+        "compare against runs of the delivered length.",
+    )
+
+
+STOP_HINT = (
+    "Stop only at <|return|> and <|call|>, the markers a Harmony turn really ends with (servers "
+    "stop there already): drop the others from --stop and from the server's generation config."
+)
+
+
+def harmony_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """dangerous_stop: requests that a stop string ended before any answer text (report 000: a
+    stop list holding <|message|> cut every answer to 0 tokens); special_tokens_stripped: the
+    server dropped Harmony's markers, so reasoning and answer cannot be told apart."""
+    setup = run.setup
+    facts = case.facts()  # finish_reason stop, no content, and not another failure
+    if facts.n_stop_cut and (setup.stop or setup.template == "harmony"):
+        yield Warning_(
+            Code.DANGEROUS_STOP,
+            _failure_severity(case),
+            case.label,
+            f"{facts.n_stop_cut} of {facts.n_measured} requests stopped (finish_reason stop) before any "
+            f"answer text: {_stop_cause(setup)}.",
+            STOP_HINT,
+            metrics=("e2e_tps", "ttfc_s"),
+            details=DangerousStopFound(
+                requests=facts.n_stop_cut, stop=list(setup.stop), dangerous_stops=list(setup.dangerous_stops)
+            ),
+        )
+    if facts.n_stripped:  # Anomaly.SPECIAL_TOKENS_STRIPPED
+        yield Warning_(
+            Code.SPECIAL_TOKENS_STRIPPED,
+            WARNING,
+            case.label,
+            f"{facts.n_stripped} of {facts.n_ok} requests came back as Harmony text "
+            "without its special tokens ('analysisWe need…assistantfinal…'): reasoning and "
+            "answer cannot be told apart, so all of it counts as content and time to first "
+            "content is withheld.",
+            "Make the server keep special tokens (benchy sends skip_special_tokens: false; a "
+            "proxy or server may drop it), or use --endpoint chat, where the server splits "
+            "the channels.",
+            withheld=("ttfc_s",),
+            details=RequestCount(requests=facts.n_stripped),
+        )
+
+
+def _stop_cause(setup: Setup) -> str:
+    if setup.dangerous_stops:
+        first = setup.dangerous_stops[0]
+        return f"--stop {first.stop!r} occurs inside every Harmony response ({first.reason})"
+    if setup.stop:
+        return f"a --stop string ({', '.join(map(repr, setup.stop))}) matched before the answer"
+    return (
+        "the server's own stop list (generation_config, --override-generation-config) holds a "
+        "string that occurs inside a Harmony response"
+    )
+
+
+def case_cut_short(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """The run stopped inside this case (results withheld its rates): say so wherever the
+    case's figures are read, not only in report.md's banner."""
+    why = case.reason("aggregate_tps")
+    if why.code != metrics.CUT_SHORT:
+        return
+    yield Warning_(
+        Code.CASE_CUT_SHORT,
+        WARNING,
+        case.label,
+        f"The run stopped inside this case: {why.message}. Aggregate t/s and req/s are "
+        "withheld; the per-request figures are those of the requests that finished, which favour "
+        "the ones that finished first.",
+        "Run the case to its end for figures of the whole case.",
+        metrics=tuple(m.name for m in metrics.TABLE_METRICS),
+        withheld=("aggregate_tps", "request_rate"),
+        details=CaseCutShort(measured=case.n_ok + case.n_failed, planned=case.planned_requests),
+    )

@@ -1,0 +1,159 @@
+"""Checks of the stream's timing: a buffered stream (sse_buffering, by the events or by a TTFT
+that grows with the output length), a first chunk long before the first token
+(first_chunk_before_prefill) and TTFT beyond the server's own prompt time (ttft_not_prefill).
+The queueing trap has its own module (results/verdicts/queueing.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from benchy.checks.registry import (
+    INFO,
+    WARNING,
+    Code,
+    Warning_,
+)
+from benchy.measure import evidence, metrics, stats
+from benchy.results import latency
+from benchy.results.types import (
+    CaseResult,
+    CheckWarning,
+    Evidence,
+    RunResult,
+)
+from benchy.results.verdicts import queueing
+from benchy.results.verdicts.details import (
+    FirstChunkBeforePrefill,
+    SseBuffering,
+    TtftNotPrefill,
+)
+
+BUFFERING_HINT = (
+    "The server sends several tokens per event (vLLM buffers Harmony output, for "
+    "example). Compare servers by end-to-end throughput, or fix the server's streaming."
+)
+# A first chunk this much ahead of the first token (and this share of TTFT) is worth a note.
+FIRST_CHUNK_LEAD_MIN_S = 0.02
+FIRST_CHUNK_LEAD_SHARE = 0.2
+
+
+def sse_buffering(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    why = case.reason("ttft_s")
+    if case.summary.get("ttft_s") is None and why.code == metrics.BUFFERED:
+        per_event = case.median("tokens_per_event")
+        yield Warning_(
+            Code.SSE_BUFFERING,
+            WARNING,
+            case.label,
+            f"{why.message}. TTFT, inter-token latency, decode and prefill rates are unavailable; "
+            "end-to-end throughput is still valid.",
+            BUFFERING_HINT,
+            withheld=metrics.STREAM_TIMING_METRICS,
+            details=SseBuffering(tokens_per_event_median=per_event),
+            evidence=(
+                Evidence("tokens_per_event_median", per_event, evidence.FIRST_ARRIVAL_MAX_TOKENS, "tokens/event"),
+            ),
+        )
+
+
+def first_chunk_before_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """The registry's first_chunk_lead_s against TTFT, both summarized with the case (files
+    before 1.12 carry no lead: no note for them)."""
+    lead, ttft = case.median("first_chunk_lead_s"), case.median("ttft_s")
+    if lead is None or ttft is None:
+        return
+    if lead >= max(FIRST_CHUNK_LEAD_MIN_S, FIRST_CHUNK_LEAD_SHARE * ttft):
+        yield Warning_(
+            Code.FIRST_CHUNK_BEFORE_PREFILL,
+            INFO,
+            case.label,
+            f"A role-only or empty first chunk arrived {lead * 1000:.0f} ms (median) before "
+            f"the first token: TTFT ({ttft * 1000:.0f} ms) is taken from the first token, "
+            "not from that chunk.",
+            "Nothing to fix; tools that time the first chunk report a TTFT this much too low.",
+            metrics=("ttft_s",),
+            details=FirstChunkBeforePrefill(lead_s_median=lead, ttft_s_median=ttft),
+            evidence=(
+                Evidence(
+                    "first_chunk_lead_s_median", lead, max(FIRST_CHUNK_LEAD_MIN_S, FIRST_CHUNK_LEAD_SHARE * ttft), "s"
+                ),
+            ),
+        )
+
+
+# Where the server reports its own prompt time, TTFT minus it beyond this share of TTFT (and
+# this many seconds) is time that is not prefill: queueing, a host cache copy, scheduling.
+NOT_PREFILL_SHARE = 0.25
+NOT_PREFILL_MIN_S = 0.02
+NOT_PREFILL_HINT = (
+    "TTFT is what a user waits; prefill t/s taken from it is not the server's prefill speed. "
+    "For llama.cpp, --cache-ram 0 removes the host-RAM cache copy; no more requests in flight "
+    "than slots removes the queueing."
+)
+
+
+def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """Time inside TTFT that the server's own prompt time does not hold."""
+    facts = case.facts()  # (TTFT, prompt_ms) of each request with llama.cpp's timings
+    if not facts.pair_ttft:
+        return
+    ttft = stats.median(facts.pair_ttft)
+    prompt = stats.median(facts.pair_prompt_s)
+    gap = case.median("ttft_gap_s")  # the registry's TTFT − prompt_ms, summarized with the case
+    if gap is None:
+        return
+    limit = max(NOT_PREFILL_MIN_S, NOT_PREFILL_SHARE * ttft)
+    if gap < limit:
+        return
+    client, server = case.median("prefill_tps"), case.median("server_prefill_tps")
+    rates = ""
+    if client is not None and server is not None:
+        rates = f" Prefill: {client:,.0f} t/s from TTFT, against the server's own {server:,.0f} t/s."
+    yield Warning_(
+        Code.TTFT_NOT_PREFILL,
+        WARNING,
+        case.label,
+        f"TTFT is {ttft * 1000:,.0f} ms (median) but the server's own prompt time is "
+        f"{prompt * 1000:,.0f} ms: {gap * 1000:,.0f} ms ({gap / ttft:.0%}) of TTFT is not prefill "
+        f"({_not_prefill_cause(case, run)}).{rates}",
+        NOT_PREFILL_HINT,
+        metrics=("prefill_tps", "ttft_s"),
+        details=TtftNotPrefill(ttft_s_median=ttft, server_prompt_s_median=prompt, not_prefill_s_median=gap),
+        evidence=(Evidence("not_prefill_s_median", gap, limit, "s"),),
+    )
+
+
+def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
+    fixed = latency.found_for(case, run.cases)
+    if fixed is not None:
+        return f"a fixed {fixed.fixed_s * 1000:,.0f} ms before the server takes the request: see fixed_latency"
+    slots, in_flight = queueing.server_slots(run), case.concurrency
+    if in_flight is None:  # a trace replay: its arrivals set the load
+        return "queueing behind the replay's other requests in flight, or work before prefill"
+    if slots is not None and in_flight > slots:
+        return f"{in_flight} requests in flight on {queueing.slots_text(slots)}: they queue"
+    if in_flight > 1:
+        return "queueing behind the other requests in flight, or work before prefill"
+    return "work before prefill, e.g. llama.cpp's host-RAM prompt cache copying slots"
+
+
+def ttft_grows_with_output(run: RunResult) -> Iterable[CheckWarning]:
+    """The cases results.py withheld because TTFT grew with the output length (metrics.
+    buffered_trend), one warning each, with every TTFT of their group."""
+    trend = [c for c in run.cases if c.reason("ttft_s").code == metrics.BUFFERED_TREND and "ttft_s" in c.withheld]
+    for case in trend:
+        group = [c for c in trend if _same_prompt(c, case)]
+        yield Warning_(
+            Code.SSE_BUFFERING,
+            WARNING,
+            case.label,
+            case.unavailable["ttft_s"],
+            BUFFERING_HINT,
+            withheld=metrics.STREAM_TIMING_METRICS,
+            details=SseBuffering(ttft_s_by_tg={f"tg{c.tg}": c.withheld["ttft_s"].median for c in group}),
+        )
+
+
+def _same_prompt(a: CaseResult, b: CaseResult) -> bool:
+    return (a.pp, a.depth, a.depth_mode, a.endpoint) == (b.pp, b.depth, b.depth_mode, b.endpoint)

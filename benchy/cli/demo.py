@@ -1,0 +1,77 @@
+"""`benchy demo`: `benchy run` against the embedded simulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from benchy.cli.options import MultiValueCommand
+from benchy.cli.run import run
+from benchy.sim.config import PRESETS as SIM_PRESETS
+
+
+class DemoCommand(MultiValueCommand):
+    multi_value = ("--pp", "--tg")
+
+
+@click.command(cls=DemoCommand)
+@click.option(
+    "--preset",
+    type=click.Choice(list(SIM_PRESETS)),
+    metavar="NAME",
+    default="dgx-spark-gpt-oss-120b",
+    show_default=True,
+    help=f"Simulator preset (docs/sim.md says what each simulates): {', '.join(SIM_PRESETS)}.",
+)
+@click.option("--pp", type=int, multiple=True, help="Prompt lengths  [default: 512 2048 8192].")
+@click.option("--tg", type=int, multiple=True, help="Output lengths  [default: 32 128].")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="Measured runs per case.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("reports/demo"),
+    show_default=True,
+    help="Folder for the demo's report; the demo owns it and replaces its files each time.",
+)
+@click.pass_context
+def demo(ctx: click.Context, preset: str, pp: tuple[int, ...], tg: tuple[int, ...], runs: int, output: Path) -> int:
+    """Start the embedded simulator, benchmark it with `benchy run`, write a report, stop it."""
+    from benchy.sim.process import SimProcess
+
+    click.echo(f"Starting benchy sim --preset {preset} …", err=True)
+    try:
+        sim = SimProcess("--preset", preset).start()
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        click.echo(f"Benchmarking {sim.base_url} (real time: this takes a minute or two) …", err=True)
+        code = ctx.invoke(
+            run,
+            base_url=sim.base_url,
+            pp=pp or (512, 2048, 8192),
+            tg=tg or (32, 128),
+            runs=runs,
+            output=output,
+            force=True,  # the demo's folder is its own: each demo replaces the last one's files
+        )
+        # Real text too: the shipped sample dataset, each entry's prompt and answer length.
+        click.echo("Benchmarking the shipped sample dataset (--dataset sample -c 4 --requests 16) …", err=True)
+        dataset_code = ctx.invoke(
+            run,
+            base_url=sim.base_url,
+            dataset="sample",
+            concurrency=(4,),
+            n_requests=16,
+            output=output / "dataset",
+            force=True,
+        )
+    finally:
+        sim.stop()
+    click.echo(
+        f"\nReport: {output / 'report.html'} (in a browser; report.md beside it)"
+        f"\nDataset report: {output / 'dataset' / 'report.html'}",
+        err=True,
+    )
+    return code or dataset_code

@@ -1,0 +1,73 @@
+"""Request classification: which records count as failed (an empty or zero-token output) and
+which streams are buffered (decided by timing, evidence.buffering), per request and per case."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from benchy.measure import reading
+from benchy.measure.reading import Reading
+from benchy.measure.records import RequestRecord
+from benchy.measure.unavailable import BUFFERED, Unavailable
+
+OUTPUT_FAILURES = ("empty_output", "zero_tokens")  # error kinds `classify` gives
+LIVE_STREAM_TOKENS_PER_EVENT = 1.5  # usage showing about one token per event: a live stream
+
+
+def output_failure(rec: RequestRecord) -> tuple[str, str] | None:
+    """(error kind, message) when a request that ended normally delivered no output, else None."""
+    if not rec.ok:
+        return None
+    # usage, else the events: cheap, since this runs as each request ends, inside the run's loop
+    claimed = rec.completion_tokens if rec.completion_tokens is not None else len(rec.token_event_s)
+    if claimed == 0:
+        said = "completion_tokens 0" if rec.usage_reported else "no text and no usage"
+        return "zero_tokens", f"the server generated nothing ({said}, finish_reason {rec.finish_reason!r})"
+    if rec.content_chars == 0 and (rec.reasoning_chars == 0 or rec.content_null_events):
+        nulls = f"; {rec.content_null_events} deltas said content: null" if rec.content_null_events else ""
+        return "empty_output", f"the server claimed {claimed} completion tokens but sent no content{nulls}"
+    return None
+
+
+def classify(rec: RequestRecord) -> RequestRecord:
+    """The record as benchy counts it: an empty or zero-token output is a failed request
+    (requests.jsonl keeps the status the client saw; results and --max-errors count this)."""
+    failure = output_failure(rec)
+    if failure is None:
+        return rec
+    return dataclasses.replace(rec, status="error", error_kind=failure[0], error=failure[1])
+
+
+def is_buffered(rec: RequestRecord, read: Reading | None = None) -> bool:
+    """Decided by timing (evidence.buffering), not by tokens per event alone: speculative
+    decoding's multi-token events and bursts no longer than a draft are a live stream. A
+    non-streamed answer is no buffered stream: its figures are withheld as not_streamed."""
+    return rec.streamed and (read or reading.read(rec)).buffering.buffered
+
+
+def buffering_reason(rec: RequestRecord, read: Reading | None = None) -> str:
+    """`read`: the record's reading where the caller holds it (else it is read here)."""
+    read = read or reading.read(rec)
+    return (
+        f"SSE buffering: {read.count.tokens} tokens arrived in {len(rec.token_event_s)} events; "
+        f"{read.buffering.reason}, so event times measure the buffer, not the model"
+    )
+
+
+def case_buffering(records: list[RequestRecord]) -> Unavailable | None:
+    """A case's verdict: buffered (code BUFFERED) when at least half its successful requests
+    show it. One request that a busy client read late looks lumpy; a buffer does not pick one
+    request in two."""
+    ok = [r for r in records if r.ok]
+    readings = [(r, reading.read(r)) for r in ok]
+    return buffering_verdict([buffering_reason(r, read) if is_buffered(r, read) else None for r, read in readings])
+
+
+def buffering_verdict(reasons: list[str | None]) -> Unavailable | None:
+    """case_buffering from each successful request's own buffering reason (None: a live
+    stream), so that a case's verdict can be reached without holding its records."""
+    shown = [r for r in reasons if r is not None]
+    if not reasons or 2 * len(shown) < len(reasons):
+        return None
+    n, of = len(shown), len(reasons)
+    return Unavailable(BUFFERED, shown[0] if n == of else f"{n} of {of} requests: {shown[0]}")

@@ -1,0 +1,268 @@
+"""One analysis of a probe: its manifest and its records in, probe.json's ProbeResult out.
+
+Why one: `benchy rebuild` of a probe folder must give what the probe gave. The live probe sends,
+writes each record (requests.jsonl) and its plan and windows (probe-manifest.json), then
+analyses them exactly as a rebuild does: nothing here reads anything but its arguments.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from benchy.measure import gpu as gpu_figures
+from benchy.measure import metrics
+from benchy.measure.gpu import GpuCase
+from benchy.measure.metrics import Unavailable
+from benchy.measure.records import RequestRecord
+from benchy.probe.bundle import ProbeManifest
+from benchy.probe.figures import figure
+from benchy.probe.verdict import SERVED_SHARE, TIMING_HIT_SPEEDUP, decide
+from benchy.results.probe import CapacityPass, LengthEntry, ProbeCapacity, ProbeResult, ProbeSide
+from benchy.results.types import Stopped
+
+CAPACITY_HIT_SHARE = 0.5  # a working set whose re-uses hit at least this often still fits
+
+KILLED = "killed"  # Stopped.by of a probe whose process ended without saving (SIGKILL, a crash)
+LENGTH_CASE, CAPACITY_CASE = "probe", "capacity"  # a record's case: "probe 2000 shared", "capacity 4 reuse"
+
+
+def analyze(manifest: ProbeManifest, records: Iterable[RequestRecord]) -> ProbeResult:
+    """probe.json's content from the probe's plan and records (in the order they were sent)."""
+    by_length: dict[int, list[RequestRecord]] = {}
+    by_pass: dict[int, list[RequestRecord]] = {}  # in the order the passes were sent
+    for rec in records:
+        kind, size, _ = rec.case.split(" ")
+        (by_length if kind == LENGTH_CASE else by_pass).setdefault(int(size), []).append(rec)
+    entries = []
+    for planned in manifest.lengths:
+        recs = by_length.get(planned.length)
+        if recs is None:
+            continue  # not reached (the probe was stopped first)
+        entry = length_entry(planned.length, planned.asked, recs)
+        window = manifest.gpu.get(str(planned.length))
+        if window is not None:
+            entry.gpu = _gpu_entry(window, recs, manifest)
+        entries.append(entry)
+    result = ProbeResult(benchy_version=manifest.setup.benchy_version, setup=manifest.setup, lengths=entries)
+    if manifest.capacity is not None:
+        sweep = Sweep()
+        for k, recs in by_pass.items():
+            if not sweep.add(capacity_point(k, recs[:k], recs[k:])):
+                break
+        plan = manifest.capacity
+        result.capacity = sweep.result(plan.prefix_tokens_asked, plan.max_tokens)
+        result.capacity.stated = manifest.stated
+    if not manifest.finished:
+        result.stopped = Stopped(KILLED, _killed_reason(by_length, by_pass))
+    return result
+
+
+def _killed_reason(by_length: dict[int, list[RequestRecord]], by_pass: dict[int, list[RequestRecord]]) -> str:
+    """Names the cut of a probe whose process ended before it saved: the last length (or
+    capacity pass) that has records, and how many of them had finished."""
+    if by_pass:
+        k, recs = list(by_pass.items())[-1]
+        where = f"the capacity pass of {k} prefix(es) ({len(recs)} of its {2 * k} requests had finished)"
+    elif by_length:
+        length, recs = list(by_length.items())[-1]
+        where = f"length {length:,} ({len(recs)} of its requests had finished)"
+    else:
+        where = "its calibration (no probe request had finished)"
+    return f"the probe's process ended (killed) during {where}, before it saved: rebuilt from its bundle"
+
+
+def _gpu_entry(window: GpuCase, records: list[RequestRecord], manifest: ProbeManifest) -> GpuCase:
+    """The GPUs over one length's requests (both sides): energy per request and per output token."""
+    gpu = GpuCase.from_dict(window.to_dict())  # the manifest's window stays as measured
+    ok = [r for r in records if metrics.classify(r).ok]
+    setup = manifest.setup.gpu
+    idle = setup.baseline.power_w if setup is not None and setup.baseline is not None else None
+    gpu_figures.per_token(gpu, sum(metrics.completion_tokens(r) for r in ok), len(ok), idle)
+    return gpu
+
+
+# ---- one length ---------------------------------------------------------------------------
+
+
+def _ttft(rec: RequestRecord) -> float | Unavailable:
+    value = metrics.request_metrics(rec)["ttft_s"]
+    return value if isinstance(value, Unavailable) else float(value)
+
+
+def _side(records: list[RequestRecord]) -> tuple[ProbeSide, list[str]]:
+    """A side's values, and why some TTFTs are unavailable."""
+    ttfts = [_ttft(r) for r in records]
+    side = ProbeSide(
+        ttft_s=[None if isinstance(t, Unavailable) else t for t in ttfts],
+        cached_tokens=[r.cached_tokens for r in records],
+        prompt_tokens=[r.prompt_tokens for r in records],
+        request_ids=[r.request_id for r in records],
+        unavailable=sorted({t.reason for t in ttfts if isinstance(t, Unavailable)}),
+    )
+    return side, side.unavailable
+
+
+def length_entry(length: int, asked: int, records: list[RequestRecord]) -> LengthEntry:
+    shared = [r for r in records if r.case.endswith("shared")]
+    unique = [r for r in records if r.case.endswith("unique")]
+    (s, s_missing), (u, u_missing) = _side(shared), _side(unique)
+    repeats = [t for t in s.ttft_s[1:] if t is not None]
+    uniques = [t for t in u.ttft_s if t is not None]
+    reported = [p for p in s.prompt_tokens + u.prompt_tokens if p is not None]
+    prompt_tokens = int(figure("prompt_tokens", reported)) if reported else None
+    prompt_ms = [(r.server_timings or {}).get("prompt_ms") for r in shared[1:] if r.ok]
+    verdict = decide(repeats, uniques, s.cached_tokens[1:], prompt_tokens, prompt_ms)
+    failed = [r for r in records if not r.ok]
+    missing = sorted(set(s_missing) | set(u_missing))
+    return LengthEntry(
+        length=length,
+        length_asked=asked,
+        prompt_tokens=prompt_tokens,
+        shared=s,
+        unique=u,
+        n_ok=len(records) - len(failed),
+        n_failed=len(failed),
+        errors=dict(Counter(str(r.error_kind) for r in failed)),
+        first_errors=first_errors(failed),
+        speedup=verdict.speedup,
+        p_faster=verdict.p_faster,
+        p_below_min=verdict.p_below_min,
+        rank_p=verdict.rank_p,
+        hit_fraction=verdict.hit_fraction,
+        gain_on_hits=verdict.gain_on_hits,
+        verdict=verdict.verdict,
+        reason=verdict.reason + "".join(f"; TTFT unavailable: {why}" for why in missing),
+        requests=[r.to_dict() for r in records],
+    )
+
+
+def first_errors(failed: list[RequestRecord]) -> dict[str, str]:
+    """The first failure of each kind, in the server's own words (e.g. its HTTP 400 text)."""
+    first: dict[str, str] = {}
+    for rec in failed:
+        first.setdefault(str(rec.error_kind), rec.error or "")
+    return first
+
+
+# ---- the capacity sweep -------------------------------------------------------------------
+
+
+def capacity_point(k: int, firsts: list[RequestRecord], reuses: list[RequestRecord]) -> CapacityPass:
+    pairs = [(a, b) for a, b in zip(firsts, reuses) if a.ok and b.ok]
+    prompt = [b.prompt_tokens for _, b in pairs if b.prompt_tokens]
+    prompt_tokens = int(figure("prompt_tokens", prompt)) if prompt else None
+    hits, evidence = _pair_hits(pairs, prompt_tokens)
+    # What every prefix shares with the others (the chat template), as the first sends found it
+    # cached: held once, so the working set counts it once.
+    first_cached = [a.cached_tokens for a, _ in pairs if a.cached_tokens is not None]
+    shared = min(int(figure("cached_tokens", first_cached)), prompt_tokens or 0) if first_cached else 0
+    first_ttft = [t for t in (_ttft(a) for a, _ in pairs) if not isinstance(t, Unavailable)]
+    reuse_ttft = [t for t in (_ttft(b) for _, b in pairs) if not isinstance(t, Unavailable)]
+    return CapacityPass(
+        prefixes=k,
+        prompt_tokens=prompt_tokens,
+        shared_tokens=shared,
+        working_set_tokens=k * (prompt_tokens - shared) + shared if prompt_tokens else None,
+        judged=len(hits),
+        hits=sum(hits),
+        hit_fraction=sum(hits) / len(hits) if hits else None,
+        evidence=evidence,
+        first_ttft_s=figure("ttft_s", first_ttft) if first_ttft else None,
+        reuse_ttft_s=figure("ttft_s", reuse_ttft) if reuse_ttft else None,
+        n_failed=sum(not r.ok for r in firsts + reuses),
+        first_errors=first_errors([r for r in firsts + reuses if not r.ok]),
+        reuse_cached_tokens=[b.cached_tokens for _, b in pairs],
+        request_ids=[b.request_id for _, b in pairs],
+    )
+
+
+def _pair_hits(pairs: list[tuple[RequestRecord, RequestRecord]], prompt_tokens: int | None) -> tuple[list[bool], str]:
+    """Per (first, re-use) pair, whether the re-use was served from cache, and by what."""
+    if pairs and prompt_tokens and all(b.cached_tokens is not None for _, b in pairs):
+        return [(b.cached_tokens or 0) >= SERVED_SHARE * prompt_tokens for _, b in pairs], "cached_tokens"
+    timed = [
+        (ta, tb)
+        for ta, tb in ((_ttft(a), _ttft(b)) for a, b in pairs)
+        if isinstance(ta, float) and isinstance(tb, float)
+    ]
+    if not timed:
+        return [], "ttft"
+    typical_first = figure("ttft_s", [ta for ta, _ in timed])
+    # Faster than its own first send and than the pass's typical first send: one slow first
+    # send (a busy client) does not make a miss look like a hit.
+    out = [tb * TIMING_HIT_SPEEDUP < min(ta, typical_first) for ta, tb in timed]
+    return out, "ttft"
+
+
+@dataclass
+class Sweep:
+    """The capacity sweep's passes so far and its bracket: the largest K whose re-uses still hit
+    (fits) and the smallest that did not (falls). The live probe asks it where to go next; a
+    rebuild replays the passes through it in the order they were sent."""
+
+    points: list[CapacityPass] = field(default_factory=list)
+    fits: int | None = None
+    falls: int | None = None
+
+    def add(self, point: CapacityPass) -> bool:
+        """Takes a pass; False when it judged nothing (the sweep stops there)."""
+        self.points.append(point)
+        if point.hit_fraction is None:
+            return False
+        if point.hit_fraction >= CAPACITY_HIT_SHARE:
+            self.fits = point.prefixes
+        else:
+            self.falls = point.prefixes
+        return True
+
+    def result(self, prefix_tokens_asked: int, max_tokens: int) -> ProbeCapacity:
+        points = sorted(self.points, key=lambda p: p.prefixes)
+        return capacity_result(prefix_tokens_asked, max_tokens, points, self.fits, self.falls)
+
+
+def _working_set(points: list[CapacityPass], k: int | None) -> int | None:
+    """The working set, in tokens, of the pass with k prefixes (None: no such pass)."""
+    return next((p.working_set_tokens for p in points if p.prefixes == k), None)
+
+
+def capacity_result(
+    prefix_tokens_asked: int, max_tokens: int, points: list[CapacityPass], fits: int | None, falls: int | None
+) -> ProbeCapacity:
+    sizes = [p.prompt_tokens for p in points if p.prompt_tokens]
+    prompt = int(figure("prompt_tokens", sizes)) if sizes else None
+    out = ProbeCapacity(
+        prefix_tokens_asked=prefix_tokens_asked,
+        prefix_tokens=prompt,
+        max_tokens=max_tokens,
+        hit_share=CAPACITY_HIT_SHARE,
+        points=points,
+        fits_prefixes=fits,
+        falls_prefixes=falls,
+    )
+    if prompt is None:
+        failures = {k: v for p in points for k, v in p.first_errors.items()}
+        said = "".join(f"; first {kind}: {message}" for kind, message in sorted(failures.items()))
+        out.verdict, out.reason = "unmeasured", f"no prefix and its re-use both succeeded: nothing to judge{said}"
+    elif falls is None:
+        out.verdict = "beyond_max"
+        out.reason = (
+            f"re-uses still hit with {fits or 0} prefixes ({_working_set(points, fits) or 0:,} tokens): the cache "
+            f"holds at least that (--capacity-max-tokens {max_tokens:,} stopped the sweep)"
+        )
+    elif not fits:
+        out.verdict, out.cliff_tokens, out.uncertainty_tokens = "below_one_prefix", prompt / 2, prompt / 2
+        out.reason = (
+            f"even one {prompt:,}-token prefix was not served again: the cache holds less than one prefix for "
+            "reuse, or it is off"
+        )
+    else:
+        low, high = _working_set(points, fits) or fits * prompt, _working_set(points, falls) or falls * prompt
+        out.verdict, out.cliff_tokens, out.uncertainty_tokens = "found", (low + high) / 2, (high - low) / 2
+        out.reason = (
+            f"re-uses hit with {fits} prefixes ({low:,} tokens) and fell below "
+            f"{CAPACITY_HIT_SHARE:.0%} with {falls} ({high:,} tokens): the cache holds about "
+            f"{(low + high) / 2:,.0f} ± {(high - low) / 2:,.0f} prompt tokens for reuse"
+        )
+    return out

@@ -1,0 +1,94 @@
+"""A probe's raw bundle: probe-manifest.json (typed) beside requests.jsonl, all its analysis reads.
+
+Why: probe.json must be remade from what the probe saved alone (`benchy rebuild DIR`), as a run's
+results are. Besides the records, the analysis needs the setup (the server, the calibration, the
+lengths left out), the plan (each length sent and the one asked; the capacity sweep's prefix
+length and limit), the GPUs' window over each length as measured, the size the server states
+for its cache, and the cache resets: all here, written before the first request and again
+(atomically) when the probe ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchy import jsontypes
+from benchy.jsontypes import Saved
+from benchy.measure.gpu import GpuCase
+from benchy.results.probe import ProbeSetup, StatedSize
+
+PROBE_MANIFEST = "probe-manifest.json"
+PROBE_MANIFEST_SCHEMA = "benchy/probe-manifest/1"
+REQUESTS = "requests.jsonl"
+
+
+class ProbeBundleError(ValueError):
+    """A probe folder that cannot be rebuilt; one line."""
+
+
+@dataclass
+class PlannedLength(Saved):
+    """One length probed: the one sent (capped to the context) and the one asked."""
+
+    length: int
+    asked: int
+
+
+@dataclass
+class CapacityPlan(Saved):
+    """--capacity: each prefix's length asked, and the working set that stops the sweep."""
+
+    prefix_tokens_asked: int
+    max_tokens: int
+
+
+@dataclass
+class ProbeManifest(Saved):
+    """Everything a probe's analysis reads but its records (requests.jsonl)."""
+
+    setup: ProbeSetup
+    schema: str = PROBE_MANIFEST_SCHEMA
+    lengths: list[PlannedLength] = field(default_factory=list)
+    capacity: CapacityPlan | None = None
+    gpu: dict[str, GpuCase] = field(default_factory=dict)  # length sent → the GPUs' window over it, as measured
+    stated: StatedSize | None = None  # --capacity: what the server says its KV cache holds
+    finished: bool = False  # the probe ended and saved; False on disk: it was stopped first
+
+
+def is_probe_folder(directory: Path) -> bool:
+    return (Path(directory) / PROBE_MANIFEST).is_file()
+
+
+def write_manifest(manifest: ProbeManifest, directory: Path) -> Path:
+    """Writes probe-manifest.json atomically (a reader, or a kill, never meets half a file)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / PROBE_MANIFEST
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest.to_dict(), indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_manifest(directory: Path) -> ProbeManifest:
+    """The folder's probe-manifest.json; ProbeBundleError (one line) when it is missing or unreadable."""
+    path = Path(directory) / PROBE_MANIFEST
+    try:
+        data = jsontypes.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise ProbeBundleError(f"{path.parent}: no {PROBE_MANIFEST}: not a probe folder") from None
+    except OSError as exc:
+        raise ProbeBundleError(f"{path}: cannot read: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ProbeBundleError(f"{path}: not JSON ({exc})") from None
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if not isinstance(schema, str) or schema.split(".")[0] != PROBE_MANIFEST_SCHEMA:
+        raise ProbeBundleError(f"{path}: schema {schema!r}: this benchy reads {PROBE_MANIFEST_SCHEMA}.x only")
+    if not (Path(directory) / REQUESTS).is_file():
+        raise ProbeBundleError(f"{directory}: no {REQUESTS} beside {PROBE_MANIFEST}: nothing to rebuild from")
+    try:
+        return ProbeManifest.from_dict(data)
+    except jsontypes.ShapeError as exc:
+        raise ProbeBundleError(f"{path}: malformed: {exc}") from None

@@ -1,0 +1,294 @@
+"""Sends a probe: the calibration, each length's interleaved shared and unique prefixes one at a
+time, or the capacity sweep's passes; writes its bundle (bundle.py) as it goes, then analyses it
+(analyze.py) as `benchy rebuild` would."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import platform
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchy import __version__
+from benchy.client import loop as event_loop
+from benchy.client.client import Client
+from benchy.client.redact import redact_url
+from benchy.client.settings import ClientSettings
+from benchy.load.lengths import fit_lengths
+from benchy.load.plan import PlannedRequest, exact_length_options
+from benchy.load.prompts import Prompt, PromptFactory, calibrate
+from benchy.load.send import Closed, send
+from benchy.measure.records import RecordWriter, RequestRecord
+from benchy.probe.analyze import CAPACITY_CASE, LENGTH_CASE, Sweep, analyze, capacity_point
+from benchy.probe.bundle import CapacityPlan, PlannedLength, ProbeManifest, write_manifest
+from benchy.probe.verdict import ALPHA, MIN_SPEEDUP
+from benchy.results.probe import NotProbed, ProbeResult, ProbeSetup, ResetCalls, StatedSize
+from benchy.server import cache_reset
+from benchy.server import capacity as capacity_mod
+from benchy.server import gpu as gpu_mod
+from benchy.server import identity as server_mod
+from benchy.server.cache_reset import CacheReset
+from benchy.server.identity import ServerIdentity
+
+DEFAULT_LENGTHS = (2000, 8000, 27000)
+CONTEXT_MARGIN = 0.02  # calibration is within ±1%: keep prompts clear of the context limit
+CAPACITY_PRECISION = 0.1  # bisect until the bracket's half-width is this share of its middle
+CAPACITY_MAX_PASSES = 14
+
+Reset = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class ProbeSettings:
+    client: ClientSettings
+    capacity: bool = False  # --capacity: the capacity sweep instead of the per-length probe
+    capacity_prefix_tokens: int = 1024
+    capacity_max_tokens: int = 262144
+    cache_reset: bool = False  # --cache-reset: empty the cache before each length (each capacity pass)
+    lengths: list[int] = field(default_factory=lambda: list(DEFAULT_LENGTHS))
+    n: int = 5  # requests per side and length
+    tg: int = 8  # output tokens: only the first one matters
+    endpoint: str = "chat"
+    command_line: str = ""
+    on_length: Callable[[int | str], None] | None = None  # before each length (each pass), for progress
+    gpu_metrics: str | None = None  # --gpu-metrics: the GPUs sampled over each length (server/gpu.py)
+    records_path: Path | None = None  # -o: requests.jsonl, each record as it finishes (the manifest beside it)
+
+
+class ProbeTooLong(ValueError):
+    """--capacity-prefix-tokens longer than the server's context: a usage error, before sending."""
+
+
+def capacity_prefix_limit(context: int | None, tg: int) -> int | None:
+    """The longest capacity prefix the server's context holds with its output (None: no limit known)."""
+    return int(context * (1 - CONTEXT_MARGIN)) - tg if context else None
+
+
+def capped_lengths(lengths: list[int], context: int | None, tg: int) -> list[tuple[int, int]]:
+    """(length to send, length asked) pairs, each length capped to fit the context; no repeats."""
+    limit = int(context * (1 - CONTEXT_MARGIN)) - tg if context else None
+    out: dict[int, int] = {}
+    for asked in lengths:
+        out.setdefault(min(asked, limit) if limit else asked, asked)
+    return list(out.items())
+
+
+def run_probe(settings: ProbeSettings) -> ProbeResult:
+    """Probes the server; returns probe.json's content. Raises ServerError when the server
+    cannot be used at all."""
+    return event_loop.run(_probe(settings))
+
+
+class _Bundle:
+    """The probe's manifest and records: written beside each other under -o, kept in memory for
+    the analysis either way."""
+
+    def __init__(self, manifest: ProbeManifest, writer: RecordWriter, directory: Path | None) -> None:
+        self.manifest, self.writer, self.directory = manifest, writer, directory
+        self.records: list[RequestRecord] = []
+
+    def record(self, rec: RequestRecord) -> None:
+        self.records.append(rec)
+        self.writer.write(rec)
+
+    def save(self) -> None:
+        if self.directory is not None:
+            write_manifest(self.manifest, self.directory)
+
+
+async def _probe(settings: ProbeSettings) -> ProbeResult:
+    gpus = None
+    try:
+        async with Client(settings.client) as client:
+            model = await client.choose_model()
+            if settings.gpu_metrics is not None:
+                gpus = await gpu_mod.start_sampler(settings.gpu_metrics)
+            with contextlib.closing(RecordWriter(settings.records_path)) as writer:
+                return await _probe_with(settings, client, model, gpus, writer)
+    finally:
+        if gpus is not None:
+            await gpus.close()
+
+
+async def _probe_with(
+    settings: ProbeSettings, client: Client, model: str, gpus: gpu_mod.GpuSampler | None, writer: RecordWriter
+) -> ProbeResult:
+    # The context one request may hold (llama.cpp: per slot, from /props): longer prompts
+    # would only come back as HTTP 400s.
+    identity = await server_mod.identify(client, client.base, model)
+    context = identity.context_length
+    limit = capacity_prefix_limit(context, settings.tg)
+    if settings.capacity and limit is not None and settings.capacity_prefix_tokens > limit:
+        raise ProbeTooLong(
+            f"--capacity-prefix-tokens {settings.capacity_prefix_tokens:,} does not fit the server's context of "
+            f"{context:,} tokens ({identity.context_source}) with --tg {settings.tg}: every request would be "
+            f"refused; pass --capacity-prefix-tokens {limit:,} or less"
+        )
+    salt = secrets.token_hex(6)
+    fit = await fit_lengths(client, None, settings.endpoint)  # the words one server token each
+    calibration = await calibrate(client, settings.endpoint, salt, lengths=fit)
+    prompts = PromptFactory(calibration, salt=f"{salt}probe")
+    setup = _setup(settings, model, await client.server_version(), context, calibration.to_dict())
+    setup.context_source = identity.context_source
+    if gpus is not None:
+        setup.gpu = gpus.setup
+    lengths = [] if settings.capacity else capped_lengths(settings.lengths, context, settings.tg)
+    kept = {asked for _, asked in lengths}
+    setup.lengths_not_probed = [  # capped to a length another asked length already probes
+        NotProbed(asked, f"capped to the server's context ({context:,} tokens), as a shorter one was")
+        for asked in ([] if settings.capacity else settings.lengths)
+        if asked not in kept
+    ]
+    manifest = ProbeManifest(setup, lengths=[PlannedLength(length, asked) for length, asked in lengths])
+    if settings.capacity:
+        manifest.capacity = CapacityPlan(settings.capacity_prefix_tokens, settings.capacity_max_tokens)
+    bundle = _Bundle(manifest, writer, settings.records_path.parent if settings.records_path else None)
+    bundle.save()
+    reset, resets = _resetter(client, identity, settings.cache_reset)
+    for length, _ in lengths:
+        if reset is not None:
+            await reset()
+        if settings.on_length is not None:
+            settings.on_length(length)
+        window = gpus.window() if gpus is not None else None
+        if window is not None:
+            await window.open()
+        await _one_at_a_time(client, _plan(settings, length, prompts, salt), bundle.record)
+        if window is not None:
+            await window.close()
+            manifest.gpu[str(length)] = window.result
+    if settings.capacity:
+        await _capacity(client, settings, prompts, salt, reset, bundle)
+        stated = await capacity_mod.stated_capacity(client, client.base, identity)
+        manifest.stated = StatedSize(stated.tokens, stated.source, stated.reason)
+    if settings.cache_reset:
+        setup.cache_reset = ResetCalls(len(resets), resets[-1] if resets else None)
+    manifest.finished = True
+    bundle.save()
+    return analyze(manifest, bundle.records)
+
+
+def _resetter(client: Client, identity: ServerIdentity, wanted: bool) -> tuple[Reset | None, list[CacheReset]]:
+    """(an async reset, the list its outcomes go to), or (None, []) without --cache-reset. A
+    server that has no reset is asked once: its answer is kept, and no more calls are made."""
+    outcomes: list[CacheReset] = []
+    if not wanted:
+        return None, outcomes
+
+    async def reset() -> None:
+        if outcomes and not outcomes[-1].ok:
+            return
+        outcomes.append(await cache_reset.reset(client, client.base, identity))
+
+    return reset, outcomes
+
+
+def _setup(
+    settings: ProbeSettings, model: str, version: str | None, context: int | None, calibration: dict
+) -> ProbeSetup:
+    return ProbeSetup(
+        base_url=redact_url(settings.client.base_url),
+        model=model,
+        server_version=version,
+        endpoint=settings.endpoint,
+        context_length=context,
+        n=settings.n,
+        output_tokens=settings.tg,
+        alpha=ALPHA,
+        min_speedup=MIN_SPEEDUP,
+        calibration=calibration,
+        command_line=settings.command_line,
+        started_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        host=platform.node(),
+        benchy_version=__version__,
+    )
+
+
+# ---- sending ------------------------------------------------------------------------------
+
+
+def _request(settings: ProbeSettings, record: RequestRecord, prompt: Prompt, body: dict) -> PlannedRequest:
+    """One probe request: the prompt as it is (no template), a few exact output tokens."""
+    return PlannedRequest(record, prompt.text, settings.tg, settings.endpoint, body)
+
+
+def _record(case: str, i: int, request_id: str, prompt: Prompt, length: int, tg: int) -> RequestRecord:
+    return RequestRecord(
+        case=case,
+        run=i,
+        index=i,
+        warmup=False,
+        request_id=request_id,
+        nonce=prompt.nonce,
+        target_prompt_tokens=length,
+        target_output_tokens=tg,
+    )
+
+
+def _plan(settings: ProbeSettings, length: int, prompts: PromptFactory, salt: str) -> list[PlannedRequest]:
+    """shared 1, unique 1, shared 2, unique 2, …: one shared prompt text, N unique ones."""
+    shared = prompts.build(length)
+    body = exact_length_options(settings.tg)
+    requests = []
+    for i in range(settings.n):
+        for side, prompt in (("shared", shared), ("unique", prompts.build(length))):
+            rid = f"benchy-probe-{salt}-{length}-{side[0]}{i}"
+            rec = _record(f"{LENGTH_CASE} {length} {side}", i, rid, prompt, length, settings.tg)
+            requests.append(_request(settings, rec, prompt, body))
+    return requests
+
+
+async def _one_at_a_time(
+    client: Client, requests: list[PlannedRequest], on_record: Callable[[RequestRecord], None]
+) -> list[RequestRecord]:
+    """The requests in turn (a queue would add its wait to the TTFT); their records (judged
+    once all are in; `on_record` gets each as it finishes, to write it down)."""
+    await send(client, requests, on_record, Closed(1))
+    return [r.record for r in requests]
+
+
+async def _capacity_pass(
+    client: Client, settings: ProbeSettings, prompts: PromptFactory, k: int, salt: str, bundle: _Bundle
+) -> list[RequestRecord]:
+    """K distinct prefixes, each sent once, then each again in the same order."""
+    length = settings.capacity_prefix_tokens
+    sent = [prompts.build(length) for _ in range(k)]
+    body = exact_length_options(settings.tg)
+    requests = []
+    for side in ("first", "reuse"):
+        for i, prompt in enumerate(sent):
+            rid = f"benchy-capacity-{salt}-{k}-{side[0]}{i}"
+            rec = _record(f"{CAPACITY_CASE} {k} {side}", 0, rid, prompt, length, settings.tg)
+            rec.index = i
+            requests.append(_request(settings, rec, prompt, body))
+    return await _one_at_a_time(client, requests, bundle.record)
+
+
+async def _capacity(
+    client: Client, settings: ProbeSettings, prompts: PromptFactory, salt: str, reset: Reset | None, bundle: _Bundle
+) -> None:
+    """The capacity sweep (see the package docstring): its records go to the bundle; the
+    analysis judges them again, through the same Sweep."""
+    sweep = Sweep()
+
+    async def measure(k: int) -> bool:
+        if reset is not None:
+            await reset()
+        if settings.on_length is not None:
+            settings.on_length(f"capacity: {k} prefix(es)")
+        records = await _capacity_pass(client, settings, prompts, k, salt, bundle)
+        return sweep.add(capacity_point(k, records[:k], records[k:]))
+
+    k = 1
+    while k * settings.capacity_prefix_tokens <= settings.capacity_max_tokens and sweep.falls is None:
+        if not await measure(k):
+            break
+        k *= 2
+    while sweep.fits and sweep.falls and sweep.falls - sweep.fits > 1 and len(sweep.points) < CAPACITY_MAX_PASSES:
+        if (sweep.falls - sweep.fits) / (sweep.falls + sweep.fits) <= CAPACITY_PRECISION:
+            break
+        if not await measure((sweep.fits + sweep.falls) // 2):
+            break

@@ -1,0 +1,376 @@
+"""The queueing trap in one place: requests that wait for the server hold that wait in their
+TTFT, so a prefill rate taken from TTFT counts it. Here are its thresholds, the decision the
+analysis makes (results/build.py calls `judge_alone` for each case and `judge_against_
+concurrency_1` for the run: case.queueing, and prefill_tps withheld with code `queued`), and the
+words of its two warnings: prefill_holds_queueing (the client's TTFT against the same prompt
+alone, or in files before 1.9 the load against the server's slots) and queue_dominates_ttft
+(the server's own queue time, from its /metrics). checks/ registers both in their places.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from benchy.measure import stats
+from benchy.measure.metrics import QUEUED, Unavailable
+from benchy.results.types import CaseResult, CheckWarning, Evidence, MetricSummary, Queueing, RunResult
+from benchy.results.verdicts.codes import WARNING, Code
+from benchy.results.verdicts.details import PrefillHoldsQueueing, QueueDominatesTtft
+from benchy.results.verdicts.make import warning
+
+# TTFT under load counts as queued when its median passes the same prompt's alone median by
+# more than the noise: half the alone TTFT (QUEUE_TTFT_GROWTH 1.5×), 20 ms, and the spread of
+# the alone TTFTs themselves (a server whose TTFT wobbles that much alone proves nothing by it).
+QUEUE_TTFT_GROWTH = 1.5
+QUEUE_TTFT_MIN_S = 0.02
+# The server's own queue time above this share of its TTFT, and this long, dominates it (a few
+# ms of a tiny TTFT are scheduling noise, not saturation).
+QUEUE_SHARE, QUEUE_MIN_S = 0.5, 0.01
+
+
+def queue_threshold_s(alone: list[float]) -> float:
+    """How far the loaded TTFT median may pass the alone median before it is queueing."""
+    median = stats.median(alone)
+    return max(QUEUE_TTFT_MIN_S, (QUEUE_TTFT_GROWTH - 1) * median, max(alone) - min(alone))
+
+
+def load_words(kind: str, concurrency: int | None, rate: float | None) -> str:
+    """The load a case put on the server, in words: 'at concurrency 4', 'at 2 requests/s',
+    'with 4 conversations at once' (a TTFT under it is judged against the same prompt alone)."""
+    if kind == "multi_turn":
+        return f"with {concurrency} conversations at once (their first turns)"
+    if kind == "trace":
+        return "in the trace replay"
+    if rate is not None:
+        return f"at {rate:g} requests/s"
+    return f"at concurrency {concurrency}"
+
+
+@dataclass(frozen=True)
+class LineJudgment:
+    """Loaded TTFTs of many prompt lengths against the line the alone ones draw (a trace)."""
+
+    excess_s: float  # median over the loaded requests of TTFT − the alone line at its uncached tokens
+    threshold_s: float  # noise: QUEUE_TTFT_MIN_S, half the line's median TTFT, the alone residuals' spread
+    why: Unavailable | None  # QUEUED when the excess passes the noise
+
+
+def queued_against_line(loaded: list[tuple[float, float]], alone: list[tuple[float, float]]) -> LineJudgment:
+    """(uncached prompt tokens, TTFT) of each loaded and each alone request: the alone TTFT
+    at a request's length is read off the line through the alone points, so that requests of
+    every length are judged by one rule."""
+    intercept, slope = stats.line_through([x for x, _ in alone], [y for _, y in alone])
+    residuals = [y - (intercept + slope * x) for x, y in alone]
+    expected = [intercept + slope * x for x, _ in loaded]
+    excess = stats.median([y - e for (_, y), e in zip(loaded, expected)])
+    threshold = max(QUEUE_TTFT_MIN_S, (QUEUE_TTFT_GROWTH - 1) * stats.median(expected), max(residuals) - min(residuals))
+    if excess <= threshold:
+        return LineJudgment(excess, threshold, None)
+    why = Unavailable(
+        QUEUED,
+        f"TTFT in the trace replay passes what the same prompt lengths take alone by {excess * 1000:,.0f} ms "
+        "(median): requests waited for the server, so a prefill rate from TTFT would count the wait",
+    )
+    return LineJudgment(excess, threshold, why)
+
+
+def queued(loaded_median_s: float, alone: list[float], load: str) -> Unavailable | None:
+    """Unavailable(QUEUED) for the prefill rate of a loaded case whose TTFT median passes the
+    alone TTFTs (same prompt, nothing else in flight) by more than the noise, else None.
+    `load`: load_words of the case."""
+    alone_median = stats.median(alone)
+    if loaded_median_s - alone_median <= queue_threshold_s(alone):
+        return None
+    return Unavailable(
+        QUEUED,
+        f"TTFT {load} ({loaded_median_s * 1000:,.0f} ms, median) passes the same "
+        f"prompt's alone ({alone_median * 1000:,.0f} ms) by {(loaded_median_s - alone_median) * 1000:,.0f} ms: "
+        "requests waited for the server, so a prefill rate from TTFT would count the wait",
+    )
+
+
+def judge_alone(case: CaseResult, alone_ttft_s: list[float], alone_points: list[tuple[float, float]]) -> None:
+    """A case against the requests load/alone.py sent alone before it: a trace (and a
+    shared-prefix case with a context), whose requests differ in length, against the line its
+    alone points draw (alone.on_a_line); any other case against the same prompt alone."""
+    if alone_ttft_s and (case.kind == "trace" or (case.kind == "shared_prefix" and case.depth > 0)):
+        judge_trace_queueing(case, alone_points)
+    elif alone_ttft_s:
+        judge_queueing(case, alone_ttft_s, "alone", _same_shape_ttfts(case))
+
+
+def judge_trace_queueing(case: CaseResult, alone: list[tuple[float, float]]) -> None:
+    """A trace's requests, each of its own length, against the line the alone requests of a
+    short and a long prompt draw (queued_against_line): the uncached tokens a request
+    prefilled say what it would take alone. A server that reports no cached tokens makes every
+    request look longer, so the verdict errs toward no queueing."""
+    loaded: list[tuple[float, float]] = [
+        (r.prompt_tokens - (r.cached_tokens or 0), ttft)
+        for r in case.measured_ok()
+        if r.prompt_tokens is not None and (ttft := r.metrics.get("ttft_s")) is not None
+    ]
+    if case.summary.get("ttft_s") is None or not loaded or len(alone) < 2:
+        return
+    judged = queued_against_line(loaded, alone)
+    case.queueing = Queueing(
+        source="alone",
+        alone_ttft=MetricSummary.of([t for _, t in alone]),
+        loaded_ttft_s=stats.median([t for _, t in loaded]),
+        excess_s=judged.excess_s,
+        threshold_s=judged.threshold_s,
+        queued=judged.why is not None,
+    )
+    if judged.why is not None:
+        case.withhold(("prefill_tps",), judged.why)
+
+
+def _same_shape_ttfts(case: CaseResult) -> list[float]:
+    """The measured TTFTs of the requests shaped as the alone ones (load/alone.py): a
+    conversation's first turns, or every request of a sweep case."""
+    if case.kind == "multi_turn":
+        first = [r for r in case.measured_ok() if r.turn == 1 and not r.control]
+        return [v for v in (r.metrics.get("ttft_s") for r in first) if v is not None]
+    return case.measured_values("ttft_s")
+
+
+def judge_queueing(case: CaseResult, alone: list[float], source: str, loaded_ttfts: list[float]) -> None:
+    """Sets case.queueing from the TTFTs of the same prompt with nothing else in flight against
+    `loaded_ttfts` (the case's requests of that shape); a loaded TTFT past them by more than the
+    noise (queued) withholds the prefill rate, which would count the wait. TTFT stays:
+    it is what a user waits (checks qualify it)."""
+    if case.summary.get("ttft_s") is None or not loaded_ttfts:  # buffered or failed: nothing to judge
+        return
+    loaded = stats.median(loaded_ttfts)
+    excess = loaded - MetricSummary.of(alone).median
+    why = queued(loaded, alone, load_words(case.kind, case.concurrency, case.rate))
+    case.queueing = Queueing(
+        source=source,
+        alone_ttft=MetricSummary.of(alone),
+        loaded_ttft_s=loaded,
+        excess_s=excess,
+        threshold_s=queue_threshold_s(alone),
+        queued=why is not None,
+    )
+    if why is not None:
+        case.withhold(("prefill_tps",), why)
+
+
+def judge_against_concurrency_1(cases: list[CaseResult]) -> None:
+    """A loaded sweep case (closed loop with several streams, or an open loop) with no alone
+    requests of its own is judged against the run's closed-loop concurrency-1 case of the same
+    prompt (load/alone.py sends none when there is one)."""
+    for case in cases:
+        loaded = (case.concurrency or 1) > 1 or case.rate is not None
+        if case.queueing is not None or not loaded or case.kind != "sweep":
+            continue
+        base = next((c for c in cases if _single_stream(c) and _same_prompt(c, case)), None)
+        alone = base.measured_values("ttft_s") if base is not None else []
+        if base is not None and alone:
+            judge_queueing(case, alone, base.label, case.measured_values("ttft_s"))
+
+
+def _single_stream(case: CaseResult) -> bool:
+    return case.kind == "sweep" and case.concurrency == 1 and case.rate is None
+
+
+def _same_prompt(a: CaseResult, b: CaseResult) -> bool:
+    return (a.pp, a.depth, a.depth_mode, a.endpoint) == (b.pp, b.depth, b.depth_mode, b.endpoint)
+
+
+# ------------------------------------------------------------------ the warnings
+
+
+def server_slots(run: RunResult) -> int | None:
+    """The requests the server runs at once, where it says (llama.cpp's slots)."""
+    slots = run.setup.server.slots if run.setup.server else None
+    return slots if slots is not None and slots > 0 else None
+
+
+def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
+    """TTFT under load past the same prompt alone (results/build.py judged it and withheld the
+    prefill rate), or, in files without that judgment, TTFT growing with concurrency or more
+    requests in flight than the server's slots."""
+    for judged in run.cases:  # closed and open loops, workloads: results/build.py judged them
+        if judged.queueing is not None:
+            yield from _queued(judged, run)
+    cases = [c for c in run.cases if c.rate is None and c.concurrency is not None and c.figure("ttft_s")]
+    slots = server_slots(run)
+    for case in cases:
+        if case.queueing is not None:
+            continue
+        if (case.concurrency or 1) <= 1 or case.facts().pair_ttft:
+            continue  # ttft_not_prefill speaks where the server reports its own prompt time
+        base = next((c for c in cases if c.concurrency == 1 and _same_shape(c, case)), None)
+        why = _queue_evidence(case, base, slots)
+        if why:
+            yield warning(
+                Code.PREFILL_HOLDS_QUEUEING,
+                WARNING,
+                case.label,
+                f"{why}: requests wait for a free slot, and that wait is in TTFT, so prefill t/s "
+                "here holds queue time; it is not the server's prefill speed.",
+                QUEUE_HINT,
+                metrics=("prefill_tps", "ttft_s"),
+                details=PrefillHoldsQueueing(concurrency=case.concurrency, slots=slots),
+            )
+
+
+QUEUE_HINT = (
+    "TTFT under load is what a user waits, queue included. For the server's prefill speed, "
+    "measure at concurrency 1, or keep requests in flight at or below the server's slots "
+    "(llama.cpp -np, vLLM --max-num-seqs, OLLAMA_NUM_PARALLEL)."
+)
+
+
+def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    q = case.queueing
+    if q is None or not q.queued or q.alone_ttft is None or q.excess_s is None or q.loaded_ttft_s is None:
+        return
+    against = "the same prompt sent alone" if q.source == "alone" else f"the same prompt at concurrency 1 ({q.source})"
+    against += f" ({q.alone_ttft.median * 1000:,.0f} ms)"
+    if case.kind == "trace" or (case.kind == "shared_prefix" and case.depth):  # judged on a line (load/alone.py)
+        against = (
+            "what each request's uncached tokens take alone (the line through a short and a long prompt sent alone)"
+        )
+    load = load_words(case.kind, case.concurrency, case.rate)
+    yield warning(
+        Code.PREFILL_HOLDS_QUEUEING,
+        WARNING,
+        case.label,
+        f"TTFT {load} is {q.loaded_ttft_s * 1000:,.0f} ms (median), "
+        f"{q.excess_s * 1000:,.0f} ms more than {against}: "
+        f"requests waited for the server ({_queue_cause(case, run)}). TTFT holds that wait; "
+        f"prefill t/s is withheld.{_server_prefill_text(case)}",
+        QUEUE_HINT,
+        metrics=("ttft_s",),
+        withheld=("prefill_tps",),
+        details=PrefillHoldsQueueing(
+            concurrency=case.concurrency,
+            slots=server_slots(run),
+            source=q.source,
+            alone_ttft_s_median=q.alone_ttft.median,
+            ttft_s_median=q.loaded_ttft_s,
+            server_prefill_tps=_server_prefill(case),
+        ),
+        evidence=(Evidence("ttft_excess_s", q.excess_s, q.threshold_s, "s"),),
+    )
+
+
+def slots_text(slots: int) -> str:
+    return f"{slots} slot" if slots == 1 else f"{slots} slots"
+
+
+def _queue_cause(case: CaseResult, run: RunResult) -> str:
+    slots = server_slots(run)
+    if slots is not None and case.concurrency is not None and case.concurrency > slots:
+        return f"{case.concurrency} requests in flight on {slots_text(slots)}"
+    return "it serves fewer requests at once than were in flight, or slows each prefill under load"
+
+
+def _server_prefill(case: CaseResult) -> float | None:
+    """The server's own prefill rate: its per-response timings (llama.cpp), else its /metrics."""
+    own = case.median("server_prefill_tps")
+    if own is not None:
+        return own
+    server = case.server_figures()
+    return server.derived.get("prefill_tps") if server else None
+
+
+def _server_prefill_text(case: CaseResult) -> str:
+    rate = _server_prefill(case)
+    return (
+        f" The server's own prefill: {rate:,.0f} t/s."
+        if rate is not None
+        else " The server reports no prefill time of its own."
+    )
+
+
+def _same_shape(a: CaseResult, b: CaseResult) -> bool:
+    return (a.pp, a.tg, a.depth, a.depth_mode, a.endpoint) == (b.pp, b.tg, b.depth, b.depth_mode, b.endpoint)
+
+
+def _queue_evidence(case: CaseResult, base: CaseResult | None, slots: int | None) -> str | None:
+    if slots is not None and (case.concurrency or 1) > slots:
+        return f"{case.concurrency} requests in flight on a server with {slots_text(slots)}"
+    if base is None:
+        return None
+    ttft, ttft_1 = case.figure("ttft_s"), base.figure("ttft_s")
+    if ttft is None or ttft_1 is None:
+        return None
+    if ttft.median > QUEUE_TTFT_GROWTH * ttft_1.median and ttft.median - ttft_1.median > QUEUE_TTFT_MIN_S:
+        return (
+            f"TTFT grows with concurrency ({ttft_1.median * 1000:,.0f} ms at c1, "
+            f"{ttft.median * 1000:,.0f} ms at c{case.concurrency})"
+        )
+    return None
+
+
+def queue_figures(case: CaseResult) -> QueueDominatesTtft | None:
+    """The figures of a queue_dominates_ttft warning, or None."""
+    server = case.server_figures()
+    queue = server.histogram_mean("queue_s") if server else None
+    ttft = server.histogram_mean("ttft_s") if server else None
+    ttft = ttft if ttft is not None else case.mean("ttft_s")
+    if server is None or queue is None or not ttft or queue <= max(QUEUE_SHARE * ttft, QUEUE_MIN_S):
+        return None
+    running = server.gauges.get("running")
+    return QueueDominatesTtft(
+        queue_s=queue,
+        ttft_s=ttft,
+        queue_share=queue / ttft,
+        concurrency=case.concurrency,
+        rate=case.rate,
+        running_max=running.max if running else None,
+    )
+
+
+def load_text(case: CaseResult) -> str:
+    """The case's load in words: a trace replay has arrivals, not a concurrency."""
+    if case.kind == "trace":
+        return "the trace's arrival times"
+    if case.rate is not None:
+        return f"{case.rate:g} requests/s"
+    return f"concurrency {case.concurrency}"
+
+
+def queue_hint(case: CaseResult) -> str:
+    """What lowers the queue for this case's kind of load: the flag that sets it."""
+    if case.kind == "trace":
+        way = "replay the trace slower (--speed below 1) or cap it (--max-inflight)"
+    elif case.rate is not None:
+        way = "lower --rate below what the server sustains"
+    else:
+        way = "lower the concurrency to the requests the server runs at once"
+    return f"To measure prefill, {way}; or read this case as a capacity figure."
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
+def _num(value: float | int | None) -> float:
+    """A figure its check has set (a warning's figures are optional: files may lack any)."""
+    assert value is not None
+    return float(value)
+
+
+def queue_dominates_ttft(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    found = queue_figures(case)
+    if found is None:
+        return
+    yield warning(
+        Code.QUEUE_DOMINATES_TTFT,
+        WARNING,
+        case.label,
+        f"At {load_text(case)}, requests waited {_ms(_num(found.queue_s))} on average in the server's "
+        f"queue, {_num(found.queue_share):.0%} of its {_ms(_num(found.ttft_s))} TTFT: the server is "
+        "saturated, and TTFT and prefill t/s hold queue time.",
+        queue_hint(case),
+        ("ttft_s", "prefill_tps"),
+        details=found,
+        evidence=(
+            Evidence("queue_share", found.queue_share, QUEUE_SHARE, "fraction"),
+            Evidence("queue_s", found.queue_s, QUEUE_MIN_S, "s"),
+        ),
+    )
