@@ -52,7 +52,6 @@ from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_work
 from benchy.measure import metrics
 from benchy.measure.ceiling import CeilingInputs
 from benchy.measure.records import RecordWriter, RequestRecord
-from benchy.results import files as results_files
 from benchy.results import types as results_mod
 from benchy.server import cache_reset, router
 from benchy.server import gpu as gpu_mod
@@ -351,11 +350,11 @@ def publish(built: results_mod.RunResult, output_dir: Path | None, report: bool 
     stays flat in the run's length."""
     results = analysis.saved_form(built)
     if output_dir is not None:
-        results_files.save(built, output_dir)  # a request at a time
-        if report:
-            from benchy.report import render  # matplotlib is imported only when a report is drawn
+        from benchy.report import exporters  # matplotlib is imported only when a figure is drawn
 
-            render.write_report(results, output_dir)
+        exporters.RESULTS_JSON.export(built, output_dir)  # a request at a time
+        if report:
+            exporters.export(results, output_dir, exporters.REPORT_EXPORTERS)
     return results
 
 

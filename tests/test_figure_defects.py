@@ -8,8 +8,10 @@ import copy
 import json
 import math
 
+import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.text import Annotation
 
 from benchy.report import capacity as capacity_report
 from benchy.report import compare, plots, probe_report, render, server_view, workload_plots
@@ -273,3 +275,81 @@ def test_every_value_label_is_nearest_its_own_point(tmp_path, monkeypatch):
                 assert not closer, (name, ax.get_title(), label.get_text(), closer)
                 labelled += 1
     assert labelled >= 8  # labels are still drawn where a place is free
+
+
+def marker_hits(fig) -> list[tuple[str, str, str]]:
+    """Every value label whose drawn text box covers a drawn marker (of its own point or another),
+    from matplotlib's own artists: the text's window extent against each marker's pixels (a disc
+    for a point, a thin bar for an error bar's cap)."""
+    canvas = FigureCanvasAgg(fig)  # a closed figure keeps its artists, not its canvas
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    hits = []
+    for ax in fig.axes:
+        marks = []  # (x, y, half width, half height, round)
+        for line in ax.get_lines():
+            marker = line.get_marker()
+            if marker in (None, "None", "none", "", " ") or not line.get_visible():
+                continue
+            half = line.get_markersize() * fig.dpi / 72 / 2
+            edge = max(line.get_markeredgewidth() * fig.dpi / 72 / 2, 0.5)
+            w, h = {"_": (half, edge), "|": (edge, half)}.get(str(marker), (half, half))
+            xy = np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float)
+            marks += [(px, py, w, h, str(marker)) for px, py in ax.transData.transform(xy)]
+        for text in ax.texts:
+            if not isinstance(text, Annotation):
+                continue
+            box = text.get_window_extent(renderer)
+            for px, py, w, h, marker in marks:
+                dx = max(box.x0 - px, 0.0, px - box.x1)
+                dy = max(box.y0 - py, 0.0, py - box.y1)
+                covered = (dx < w and dy < h) if marker in ("_", "|") else math.hypot(dx, dy) < w
+                if covered:
+                    hits.append((ax.get_title(), text.get_text(), f"mark {marker} at {px:.0f},{py:.0f}; text {box}"))
+    return hits
+
+
+def test_no_value_label_covers_a_marker(tmp_path, monkeypatch):
+    """TTFT vs prompt: a value label sat on its own marker, hiding the point it names. Judged on
+    a run's figure from the drawn artists: each label's rendered box against every marker's disc
+    (the estimate the placement uses must not be what checks it). Two output lengths that give the
+    same TTFT put both series' markers together, the crowded case; the shipped run is the other."""
+    with ForkedSim("--decode-tps", "2000", "--prefill-tps", "20000") as sim:
+        proc = run_benchy_here(
+            "run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "run"), "--no-report",
+            "--pp", "128", "1024", "8192", "--tg", "16", "17", "-c", "1", "--requests", "3",
+        )  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    results = results_files.read(tmp_path / "run" / "results.json")
+    for run in (results, results_files.read(EXAMPLE)):
+        drawn = drawn_figures(monkeypatch)
+        plots.ttft_vs_prompt(run, tmp_path)
+        plots.throughput_vs_prompt(run, tmp_path)
+        labelled = [t for fig in drawn.values() for ax in fig.axes for t in ax.texts if isinstance(t, Annotation)]
+        assert labelled, "the figures carry value labels"
+        for name, fig in drawn.items():
+            assert marker_hits(fig) == [], name
+
+
+def test_a_server_view_rate_without_a_figure_has_no_bar_but_a_word(tmp_path, monkeypatch):
+    """The middle and right panels drew a missing rate as a zero-length bar, beside a legend entry,
+    as if the rate were 0. One output token: the client has no decode interval to measure (its
+    decode t/s is withheld), so that bar must be absent, with a word where it would be."""
+    with ForkedSim("--prefill-tps", "20000", "--decode-tps", "500") as sim:
+        proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "run"), "--no-report",
+                               "--pp", "256", "--tg", "1", "--requests", "3")  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    results = results_files.read(tmp_path / "run" / "results.json")
+    case = results.cases[0]
+    assert not case.summary.get("decode_tps"), "one output token: no client decode rate"
+    drawn = drawn_figures(monkeypatch)
+    server_view.figure(results, tmp_path)
+    fig = drawn["server_view.png"]
+    right = next(ax for ax in fig.axes if ax.get_title() == "Decode t/s")
+    for ax in fig.axes[1:]:
+        for container in ax.containers:
+            assert all(bar.get_width() > 0 for bar in container), (ax.get_title(), container.get_label())
+        labels = ax.get_legend_handles_labels()[1]
+        assert all(c.get_label() in labels for c in ax.containers)
+    assert "client (median)" not in right.get_legend_handles_labels()[1]
+    assert any("no client figure" in t.get_text() for t in right.texts)

@@ -68,7 +68,9 @@ def test_every_run_folder_gets_a_report_html_that_fetches_nothing(faulty_run):
     folder, _ = faulty_run
     page = (folder / "report.html").read_text(encoding="utf-8")
     assert not FETCHES.findall(page), "report.html must open offline: nothing linked or fetched"
-    assert "Plotly.newPlot" in page and page.count("<script") == 3  # specs, plotly.js, the page's own
+    assert (
+        "newPlot" in page and page.count("<script") == 3
+    )  # specs, plotly.js (as text, run when needed), the page's own
     results = results_of(folder)
     for case in results.cases:
         assert case.label in page
@@ -94,6 +96,24 @@ def test_the_figures_draw_the_saved_medians_and_every_request(faulty_run):
     assert {x for t in scaling for x in t["x"]} == {1, 2}
     for trace in specs["e2e_tps-vs-prompt"]["data"]:  # an error bar never reaches below zero
         assert all(y - low >= 0 for y, low in zip(trace["y"], trace["error_y"]["arrayminus"]))
+
+
+def test_a_long_case_draws_a_sample_keeping_every_failure_and_the_slowest(faulty_run):
+    """The scatter's cap (html_figures.MAX_DOTS) on the run's own requests, with a small cap: the
+    failed requests and the slowest survive, the count stays within the cap, send order is kept."""
+    from benchy.report.html_figures import _dots, thin
+
+    results = results_of(faulty_run[0])
+    dots = [d for case in results.cases for d in _dots(case)]
+    keep = max(4, len(dots) // 3)
+    kept = thin(dots, keep)
+    failed = [d for d in dots if not d[2]]
+    assert len(kept) <= max(keep, len(failed) + max(1, keep // 5)) < len(dots)
+    assert all(d in kept for d in failed)
+    slowest = max((d for d in dots if d[2]), key=lambda d: d[4] or 0.0)
+    assert slowest in kept
+    assert [d[1] for d in kept] == sorted(d[1] for d in kept)
+    assert thin(dots, len(dots)) == dots
 
 
 def test_a_withheld_metric_says_why_instead_of_a_figure(buffered_run):

@@ -3,6 +3,7 @@ rule from the sends, judged against the simulator's truth log of when each reque
 
 from __future__ import annotations
 
+import csv
 import json
 import statistics
 import tempfile
@@ -69,6 +70,15 @@ def test_the_window_is_where_the_server_held_every_stream_and_its_figures_are_th
     assert apart == ("steady_state_differs" in warning_codes(results, case["label"]) and "e2e_s" in _qualified(results))
     report = (out / "report.md").read_text()
     assert "## Closed loops: steady state" in report and f"{len(inside)} of {case['n_ok']}" in report
+    # where a user reads it too: the terminal's table and the CSV's row of each metric
+    shown = proc.stdout.split("## Closed loops: steady state")
+    assert len(shown) == 2 and f"{len(inside)} of {case['n_ok']}" in shown[1]
+    with (out / "results.csv").open(newline="") as fh:
+        rows = {row["metric"]: row for row in csv.DictReader(fh)}
+    assert abs(float(rows["e2e_s"]["steady_median"]) - statistics.median(e2e)) <= slack
+    assert abs(float(rows["ttft_s"]["steady_median"]) - statistics.median(ttft)) <= slack
+    assert int(rows["e2e_s"]["steady_n"]) == len(inside)
+    assert rows["e2e_s"]["from_schedule_median"] == ""  # a closed loop has no schedule
 
 
 def _qualified(results: dict) -> set[str]:
@@ -84,3 +94,4 @@ def test_a_lone_stream_has_no_steady_window(start_sim, tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert all("steady" not in case for case in json.loads((out / "results.json").read_text())["cases"])
+    assert "steady state" not in proc.stdout

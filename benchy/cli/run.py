@@ -305,7 +305,9 @@ def run(
     elif fmt == "csv":
         click.echo(table.csv_text(typed), nl=False)
     elif typed.cases:
-        click.echo(table.markdown(typed))
+        from benchy.report import markdown as report_md
+
+        click.echo(report_md.terminal(typed))
         echo_warnings(typed, quiet)
     else:
         click.echo("No case was measured.")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -21,7 +23,7 @@ import click
 )
 @click.option("--serve", is_flag=True, help="Then serve it over HTTP on 127.0.0.1 (python -m http.server) until ^C.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="With --serve.")
-def browse(folders, output, serve, port):
+def browse(folders: tuple[Path, ...], output: Path, serve: bool, port: int) -> None:
     """A static page over every run under FOLDERS (found recursively): sort, filter, and tick two
     or more runs to compare them. Reads saved results.json files only."""
     from benchy.report import browse as site
@@ -42,7 +44,7 @@ def _serve(index: Path, run_folders: list[Path], port: int) -> None:
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
     class Server(ThreadingHTTPServer):
-        def handle_error(self, request, client_address) -> None:
+        def handle_error(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
             """A browser that stops a download (a page left, a reload) is no error to report."""
             if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
                 super().handle_error(request, client_address)

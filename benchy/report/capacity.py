@@ -52,10 +52,43 @@ def dominated_by(point: CapacityPoint, points: list[CapacityPoint]) -> CapacityP
 
 
 def write(result: CapacityResult, directory: Path) -> Path:
+    """capacity.md, its figure and report.html (CAPACITY_EXPORTERS); returns capacity.md."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for exporter in CAPACITY_EXPORTERS:
+        exporter.export(result, directory)
+    return directory / REPORT_NAME
+
+
+class CapacityMarkdown:
+    """capacity.md with its Pareto figure (an exporter: report/exporters.py)."""
+
+    name = "capacity report"
+    file_name = REPORT_NAME
+
+    def export(self, result: CapacityResult, directory: Path) -> Path:
+        return write_markdown(result, directory)
+
+
+class CapacityHtml:
+    name = "capacity report.html"
+    file_name = html_probe.FILE
+
+    def export(self, result: CapacityResult, directory: Path) -> Path:
+        return write_html(result, directory)
+
+
+CAPACITY_EXPORTERS = (CapacityMarkdown(), CapacityHtml())
+
+
+def write_markdown(result: CapacityResult, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     figure = write_figure(result, directory / FIGURES_DIR / FIGURE_NAME)
     path = directory / REPORT_NAME
     path.write_text(markdown(result, f"{FIGURES_DIR}/{FIGURE_NAME}" if figure else None), encoding="utf-8")
+    return path
+
+
+def write_html(result: CapacityResult, directory: Path) -> Path:
     drawn = [p for p in result.points if p.per_user_tps is not None and p.throughput_tps is not None]
     best = result.point(result.answer.capacity) if result.answer else None
     text = html_probe.CapacityText(
@@ -65,8 +98,7 @@ def write(result: CapacityResult, directory: Path) -> Path:
         dominated_by(best, drawn) if best is not None else None,
         {p.load: _short(result, p.load) for p in result.points},
     )
-    html_probe.write_capacity(result, directory, text)
-    return path
+    return html_probe.write_capacity(result, directory, text)
 
 
 def write_figure(result: CapacityResult, path: Path) -> Path | None:
@@ -137,7 +169,7 @@ def _slo_text(result: CapacityResult) -> str:
     return ",".join(parts)
 
 
-def _ms(summary, field: str = "median") -> str:
+def _ms(summary: object, field: str = "median") -> str:
     value = getattr(summary, field, None) if summary is not None else None
     return "n/a" if value is None else f"{value * 1000:,.0f}"
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from benchy.measure.metrics import COMPARE_METRICS, METRICS
 from benchy.measure.stats import benjamini_hochberg, median_difference_ci, p_value, smallest_possible_p
 from benchy.report import setup_diff
 from benchy.results.types import CaseResult, MetricSummary, RunResult
+
+if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn
+    from matplotlib.axes import Axes
 
 TESTS = ("mannwhitney", "welch")
 # Smallest change called faster/slower: repeated runs of one deployment drift by a percent or two
@@ -244,7 +248,7 @@ def _request_ids(results: RunResult) -> set[str]:
     return {r.request_id for case in results.cases for r in case.requests if r.request_id}
 
 
-def _on_off(value) -> str:
+def _on_off(value: object) -> str:
     return "not recorded" if value is None else "on" if value else "off"
 
 
@@ -340,7 +344,7 @@ def run_names(paths: list[Path]) -> list[str]:
     return names
 
 
-def compare_files(paths: list[Path], **options) -> list[Comparison]:
+def compare_files(paths: list[Path], **options: Any) -> list[Comparison]:
     """Every file after the first against the first. Raises ResultsError or CompareError."""
     from benchy.results import files as results_files
 
@@ -514,7 +518,7 @@ def write_png(comparisons: list[Comparison], path: Path) -> Path:
     return plots.save(fig, path)
 
 
-def _draw_changes(ax, comp: Comparison, metric: str, cases: list[str], offset: float, marker: str) -> None:
+def _draw_changes(ax: Axes, comp: Comparison, metric: str, cases: list[str], offset: float, marker: str) -> None:
     for change in comp.changes:
         if change.metric != metric or change.change_pct is None or change.ci95 is None or not change.a_median:
             continue
@@ -533,7 +537,7 @@ def _draw_changes(ax, comp: Comparison, metric: str, cases: list[str], offset: f
             ax.plot([-100.0], [y], marker="<", color=color, markersize=7)
 
 
-def _legend(ax, comparisons: list[Comparison]) -> None:
+def _legend(ax: Axes, comparisons: list[Comparison]) -> None:
     if len(comparisons) < 2:
         return
     for k, comp in enumerate(comparisons):

@@ -9,7 +9,7 @@ from benchy.report import plots
 from benchy.results.types import RunResult
 
 
-def figure(results: RunResult, directory: Path):
+def figure(results: RunResult, directory: Path) -> plots.Figure | None:
     """gpu_power.png: the GPUs' total draw over the run, each case's window shaded and named,
     the idle baseline dashed. None without GPU samples."""
     cases = [c for c in results.cases if c.gpu and c.gpu.series]

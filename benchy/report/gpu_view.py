@@ -9,6 +9,8 @@ n/a with its footnote, as everywhere else.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from benchy.measure.gpu import GpuCase
 from benchy.results.types import CaseResult, RunResult
 
@@ -39,7 +41,7 @@ def csv_cells(case: CaseResult) -> list:
     return ["" if v is None else v for v in values]
 
 
-def table_cell(case: CaseResult, mark) -> str:
+def table_cell(case: CaseResult, mark: Callable[[str], str]) -> str:
     """The results table's `J/token (GPU W)` cell; `mark(reason)` numbers a footnote."""
     gpu = case.gpu
     if gpu is None:
@@ -105,7 +107,7 @@ def section_lines(results: RunResult, figure: tuple | None = None) -> list[str]:
     return out
 
 
-def _row(case: CaseResult, mark) -> str:
+def _row(case: CaseResult, mark: Callable[[str], str]) -> str:
     gpu = case.gpu
     assert gpu is not None
 

@@ -9,15 +9,17 @@ validated object by object costs seconds, and the page needs nothing the dict do
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from benchy.measure.metrics import METRICS, Metric
 from benchy.report import server_view, workloads
 from benchy.report.table import case_name, case_warnings
 from benchy.results.rows import Rows
-from benchy.results.types import CaseResult, RunResult
+from benchy.results.types import CaseResult, RequestResult, RunResult
 
 WEBGL_FROM = 5_000  # more dots than this: WebGL (scattergl), else SVG, which draws fewer faster
+MAX_DOTS = 6_000  # the scatter's dots over all cases: more cost the page seconds to open, say no more
 FAILED_COLOR = "#d62728"
 
 
@@ -33,7 +35,7 @@ class Panel:
     cases: list[str] = field(default_factory=list)  # the cases it draws: the warnings it carries
 
 
-def _layout(x_title: str, y_title: str, **more) -> dict:
+def _layout(x_title: str, y_title: str, **more: object) -> dict:
     return {
         "margin": {"l": 70, "r": 20, "t": 30, "b": 60},
         "height": 380,
@@ -155,7 +157,7 @@ def _dots(case: CaseResult) -> list[Dot]:
     """The measured requests as the scatter draws them, in one pass over the case's rows (a long
     case's rows are read back from disk: once, whatever else reads them)."""
 
-    def scan(requests) -> list[Dot]:
+    def scan(requests: Iterable[RequestResult]) -> list[Dot]:
         return [
             (
                 r.request_id,
@@ -173,11 +175,29 @@ def _dots(case: CaseResult) -> list[Dot]:
     return scan(case.requests)
 
 
+def thin(dots: list[Dot], keep: int) -> list[Dot]:
+    """At most `keep` of a case's dots (all of them when they fit): every failed request, the
+    slowest fifth of `keep` (the tail a reader looks for), then every n-th of the rest in send
+    order, so the shape over time stays; returned in send order."""
+    if len(dots) <= keep:
+        return dots
+    failed = [d for d in dots if not d[2]]
+    ok = sorted((d for d in dots if d[2]), key=lambda d: d[4] or 0.0, reverse=True)
+    tail = ok[: max(1, keep // 5)]
+    rest = ok[len(tail) :]
+    room = max(0, keep - len(failed) - len(tail))
+    spread = sorted(rest, key=lambda d: d[1])[:: -(-len(rest) // room)] if room and rest else []
+    return sorted(failed + tail + spread, key=lambda d: d[1])
+
+
 def requests_scatter(results: RunResult) -> Panel | None:
     """Every measured request as a dot: when it was sent against its total latency; failed
     requests in red at the time they ended. Hover: its id, case, status and the case's warnings."""
     warned = case_warnings(results)
-    dots = {case.label: _dots(case) for case in results.cases}
+    every = {case.label: _dots(case) for case in results.cases}
+    total = sum(len(ds) for ds in every.values())
+    dots = {label: thin(ds, max(1, MAX_DOTS * len(ds) // total)) for label, ds in every.items()} if total else every
+    shown = sum(len(ds) for ds in dots.values())
     starts = [d[1] for ds in dots.values() for d in ds if d[1]]
     if not starts:
         return None
@@ -222,6 +242,11 @@ def requests_scatter(results: RunResult) -> Panel | None:
         "failed requests as red crosses at the time they ended. Hover a dot for its request id, "
         "status and its case's warnings (requests.jsonl holds the rest)."
     )
+    if shown < total:
+        caption += (
+            f" {shown:,} of {total:,} requests drawn, to keep the page quick to open: every failed one, "
+            "each case's slowest, and an even sample of the rest over time."
+        )
     layout = _layout("seconds since the first request", "total latency ms")
     return Panel(
         "requests", "Every request", caption, {"data": traces, "layout": layout}, cases=[c.label for c in results.cases]

@@ -6,7 +6,7 @@ from benchy.measure import stats
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.metrics import METRICS
 from benchy.report import gpu_view, server_view, table, tails, workloads
-from benchy.results.types import MetricSummary, RunResult
+from benchy.results.types import MetricSummary, PromptLengths, RunResult, Setup
 
 
 def setup_lines(results: RunResult) -> list[str]:
@@ -53,7 +53,7 @@ LENGTH_SOURCES = {
 }
 
 
-def prompt_lengths_text(lengths) -> str | None:
+def prompt_lengths_text(lengths: PromptLengths | None) -> str | None:
     """How prompt lengths were made (load/lengths.py), with why an exact source was not used."""
     if lengths is None:
         return None
@@ -63,7 +63,7 @@ def prompt_lengths_text(lengths) -> str | None:
     return text + (f" ({lengths.reason})" if lengths.reason else "")
 
 
-def client_ceiling_text(setup) -> str | None:
+def client_ceiling_text(setup: Setup) -> str | None:
     """This host's cached `benchy selftest`, and the share a case may drive before it is flagged."""
     found = setup.client_ceiling
     if not found or found.requests_per_s is None or found.events_per_s is None:
@@ -143,6 +143,13 @@ def figure_lines(figures: list[tuple]) -> list[str]:
         if caption and caption[0]:
             out += [caption[0], ""]
     return out
+
+
+def terminal(results: RunResult) -> str:
+    """What `benchy run` prints: the table, then what the whole-run latencies can hide (an open
+    loop's latencies from the schedule, a closed loop's steady state), as report.md has them."""
+    extra = tails.schedule_lines(results, _ms) + tails.steady_lines(results, _ms)
+    return table.markdown(results) + ("\n\n" + "\n".join(extra).rstrip() if extra else "")
 
 
 def _ms(summary: MetricSummary | None, key: str) -> str:

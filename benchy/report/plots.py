@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import re
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")  # headless: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.container import ErrorbarContainer  # noqa: E402
+from matplotlib.figure import Figure as MplFigure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
 from benchy.measure import metrics, stats  # noqa: E402
@@ -28,7 +33,7 @@ WIDE = (11.0, 4.6)
 ANNOTATE_MAX_POINTS = 8  # beyond this, value labels clutter more than they help
 BOX_MIN_REQUESTS = 10  # fewer requests than this: dots and their median, no quartile box
 LABEL_FONT = 8
-CEILING_STYLE = dict(linestyle="--", linewidth=1.2, alpha=0.8)
+CEILING_STYLE: dict[str, Any] = dict(linestyle="--", linewidth=1.2, alpha=0.8)  # Line2D properties
 # boxplot's `vert` is deprecated from matplotlib 3.10, which added `orientation`
 _MPL_VERSION = tuple(int(p) for p in re.findall(r"\d+", matplotlib.__version__)[:2])
 HORIZONTAL_BOX = {"orientation": "horizontal"} if _MPL_VERSION >= (3, 10) else {"vert": False}
@@ -136,7 +141,7 @@ def _prompt_lengths(cases: list[CaseResult]) -> int:
 # ------------------------------------------------------------------ drawing helpers
 
 
-def _x_axis(ax, values: list[float], label: str) -> None:
+def _x_axis(ax: Axes, values: list[float], label: str) -> None:
     values = sorted(set(values))
     if values and values[0] > 0 and values[-1] / values[0] >= 8:
         ax.set_xscale("log")
@@ -154,7 +159,7 @@ def _x_axis(ax, values: list[float], label: str) -> None:
 
 
 def _plot_metric_vs(
-    ax, series: dict[str, list[CaseResult]], metric: str, x_key: str, title: str, fmt: str = "{:.1f}"
+    ax: Axes, series: dict[str, list[CaseResult]], metric: str, x_key: str, title: str, fmt: str = "{:.1f}"
 ) -> list[LeftOut]:
     """Draws one line per series with error bars (in the registry's display unit: TTFT in ms, as
     in the tables); returns the points left out. Value labels are placed once the axes are laid
@@ -193,7 +198,7 @@ def _plot_metric_vs(
 _PENDING_LABELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _place_value_labels(fig) -> None:
+def _place_value_labels(fig: MplFigure) -> None:
     """Each value label goes above its point, else below it, beside it or on a diagonal, else
     nowhere: never over another label, another point, a line or the axes' edge (a missing label is better than an unreadable one;
     the table has every number)."""
@@ -242,7 +247,7 @@ def _place_value_labels(fig) -> None:
                     break
 
 
-def _line_pixels(ax, step: float = 4.0) -> list[tuple[float, float, float, float]]:
+def _line_pixels(ax: Axes, step: float = 4.0) -> list[tuple[float, float, float, float]]:
     """Small boxes along every drawn line (series, ceilings, references), so no label sits on one."""
     boxes = []
     for line in ax.get_lines():
@@ -255,14 +260,14 @@ def _line_pixels(ax, step: float = 4.0) -> list[tuple[float, float, float, float
     return boxes
 
 
-def _error_bar(ax, x: float, y: float, err: float) -> tuple[float, float, float, float]:
+def _error_bar(ax: Axes, x: float, y: float, err: float) -> tuple[float, float, float, float]:
     """The pixels an error bar covers, caps included."""
     bottom = max(y - err, 1e-12) if ax.get_yscale() == "log" else max(y - err, 0.0)
     (x0, y0), (_, y1) = ax.transData.transform([(x, bottom), (x, y + err)])
     return (x0 - 5, y0 - 1, x0 + 5, y1 + 1)
 
 
-def _distance(rect: tuple[float, float, float, float], point) -> float:
+def _distance(rect: tuple[float, float, float, float], point: Sequence[float]) -> float:
     """Pixels from a box to a point (0 inside it)."""
     dx = max(rect[0] - point[0], 0.0, point[0] - rect[2])
     dy = max(rect[1] - point[1], 0.0, point[1] - rect[3])
@@ -277,7 +282,7 @@ def _overlap(a: tuple, b: tuple) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
-def _ceiling_lines(ax, series: dict[str, list[CaseResult]]) -> bool:
+def _ceiling_lines(ax: Axes, series: dict[str, list[CaseResult]]) -> bool:
     drawn = False
     for i, (_name, cases) in enumerate(series.items()):
         pts = [(c.pp, case_ceiling_tps(c)) for c in cases]
@@ -298,7 +303,7 @@ def _ceiling_lines(ax, series: dict[str, list[CaseResult]]) -> bool:
     return drawn
 
 
-def _mark_unavailable(ax, metric_title: str, notes: list[LeftOut]) -> None:
+def _mark_unavailable(ax: Axes, metric_title: str, notes: list[LeftOut]) -> None:
     reason = notes[0].reason if notes else "not measured"
     ax.text(
         0.5,
@@ -324,7 +329,7 @@ def _wrap(text: str, width: int = 60) -> str:
     return "\n".join(lines + [line])
 
 
-def save(fig, path: Path) -> Path:
+def save(fig: MplFigure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     _place_value_labels(fig)
@@ -333,7 +338,7 @@ def save(fig, path: Path) -> Path:
     return path
 
 
-def _figure(fig, axes, path: Path, title: str, caption: str, notes: list[LeftOut]) -> Figure:
+def _figure(fig: MplFigure, axes: Sequence[Axes], path: Path, title: str, caption: str, notes: list[LeftOut]) -> Figure:
     """Saves the figure, or none when no panel has a measured point (an empty chart says less
     than the sentence that replaces it)."""
     if any(_has_data(ax) for ax in axes):
@@ -344,13 +349,13 @@ def _figure(fig, axes, path: Path, title: str, caption: str, notes: list[LeftOut
     return Figure(title, None, f"Not drawn, because benchy could not measure any of its values{why}.")
 
 
-def _has_data(ax) -> bool:
+def _has_data(ax: Axes) -> bool:
     """Measured points are drawn with errorbar (a container); reference lines are plain lines."""
     return bool(ax.containers)
 
 
 def _finish_axis(
-    ax, title: str, ylabel: str, metric_title: str, notes: list[LeftOut], log_if_wide: bool = False
+    ax: Axes, title: str, ylabel: str, metric_title: str, notes: list[LeftOut], log_if_wide: bool = False
 ) -> None:
     """log_if_wide: a log y axis when values span a factor of 10 or more (TTFT from 50 ms to 5 s)."""
     ax.set_title(title)
@@ -368,7 +373,7 @@ def _finish_axis(
         _mark_unavailable(ax, metric_title, notes)
 
 
-def _log_axis(ax) -> None:
+def _log_axis(ax: Axes) -> None:
     """A log y axis that reads like a linear one: ticks at 1, 2 and 5 of each decade, written
     as plain numbers (20, 50, 100 ms), never as 10⁻¹ with two labels for the whole axis."""
     ax.set_yscale("log")
@@ -379,20 +384,21 @@ def _log_axis(ax) -> None:
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
 
 
-def _thousands(ax) -> None:
+def _thousands(ax: Axes) -> None:
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
 
 
-def _positive_range(ax, bars: bool = False) -> tuple[float, float]:
+def _positive_range(ax: Axes, bars: bool = False) -> tuple[float, float]:
     """The points' range; with `bars`, widened to their error bars' tops (kept on the axis)."""
-    values = [y for cont in ax.containers for y in cont.lines[0].get_ydata() if y > 0]
+    drawn = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]  # the measured points
+    values = [float(y) for cont in drawn for y in np.asarray(cont.lines[0].get_ydata(), dtype=float) if y > 0]
     if not values:
         return (1.0, 1.0)
-    tops = [p[1] for c in ax.containers for b in c.lines[2] for seg in b.get_segments() for p in seg] if bars else []
+    tops = [p[1] for c in drawn for b in c.lines[2] for seg in b.get_segments() for p in seg] if bars else []
     return min(values), max([*values, *tops])
 
 
-def _spread(ax) -> float:
+def _spread(ax: Axes) -> float:
     low, high = _positive_range(ax)
     return high / low
 
@@ -537,7 +543,7 @@ def _scaling(
     cases: list[CaseResult],
     x_key: str,
     x_label: str,
-    reference,
+    reference: Callable[[float, float, float, CaseResult], float] | None,
     reference_label: str,
     title: str,
     caption: str,
@@ -654,7 +660,7 @@ def request_distribution(results: RunResult, directory: Path) -> Figure | None:
     return Figure(DISTRIBUTION_TITLE, save(fig, path), caption)
 
 
-def _row_note(ax, row: int, case: CaseResult, values: list[float]) -> None:
+def _row_note(ax: Axes, row: int, case: CaseResult, values: list[float]) -> None:
     notes = []
     if case.n_failed:
         notes.append(f"{case.n_failed} failed")

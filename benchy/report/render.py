@@ -6,38 +6,17 @@ Reads saved results only, so `benchy report` can re-make the same report later, 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from benchy.folders import FIGURES_DIR, clear_figures
-from benchy.report import html, markdown, server_view, table
+from benchy.report import exporters
 from benchy.results.types import RunResult
 
 
 def write_report(results: RunResult, directory: Path) -> Path:
-    # matplotlib is imported only when a report is drawn
-    from benchy.report import gpu_plot, plots, workload_plots, workloads
-
-    directory.mkdir(parents=True, exist_ok=True)
-    clear_figures(directory / FIGURES_DIR)  # no figure of an earlier report stays beside this one
-    figures = plots.write_figures(workloads.sweep_results(results), directory / FIGURES_DIR)
-    figures += workload_plots.figures(results, directory / FIGURES_DIR)
-    embedded = [(f.title, f"{FIGURES_DIR}/{f.path.name}" if f.path else None, f.caption) for f in figures]
-    server = server_view.figure(results, directory / FIGURES_DIR)
-    server_embedded = (server.title, f"{FIGURES_DIR}/{server.path.name}", server.caption) if server else None
-    gpu = gpu_plot.figure(results, directory / FIGURES_DIR)
-    gpu_embedded = (gpu.title, f"{FIGURES_DIR}/{gpu.path.name}", gpu.caption) if gpu else None
-    path = directory / "report.md"
-    text = markdown.render(results, figures=embedded, server_figure=server_embedded, gpu_figure=gpu_embedded)
-    path.write_text(text, encoding="utf-8")
-    (directory / "results.csv").write_text(table.csv_text(results), encoding="utf-8")
-    server_view.write_csv(results, directory)
-    try:
-        html.write(results, directory)
-    except ImportError as exc:  # plotly is a dependency: an install without it still gets the rest
-        missing = (exc.name or "a dependency").split(".")[0]
-        sys.stderr.write(f"benchy: report.html not written: {missing} is not installed (pip install benchy)\n")
-    return path
+    """Every report file of a run folder whose results.json is saved (exporters.REPORT_EXPORTERS);
+    returns report.md."""
+    exporters.export(results, directory, exporters.REPORT_EXPORTERS)
+    return directory / "report.md"
 
 
 def results_path(path: Path) -> Path:
@@ -67,9 +46,7 @@ def write_from_file(path: Path, directory: Path | None = None) -> Path:
             raise
     try:
         if probe is not None:
-            from benchy.report import probe_report
-
-            probe_report.write(probe, directory)
+            exporters.export(probe, directory, exporters.PROBE_EXPORTERS)
             return directory / "probe.md"
         return write_report(data, directory)
     except (KeyError, IndexError, TypeError, ValueError) as exc:  # right schema, wrong content

@@ -21,17 +21,24 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchy.measure.metrics import METRICS
 from benchy.report import table
 from benchy.results.types import (
     CaseResult,
     MetricsStatus,
+    MetricSummary,
     NoServerFigures,
     RunResult,
     ServerCaseMetrics,
     ServerIdentity,
 )
+
+if TYPE_CHECKING:  # matplotlib is imported only when the figure is drawn
+    from matplotlib.axes import Axes
+
+    from benchy.report.plots import Figure, LeftOut
 
 SECTION_INTRO = (
     "What the server itself reported for each case (Prometheus /metrics, scraped before and after "
@@ -78,13 +85,13 @@ def absent_reason(results: RunResult, case: CaseResult) -> str:
     return (status.reason if status else None) or "the run recorded no server metrics (an older benchy?)"
 
 
-def _shown_median(case: CaseResult, metric: str):
+def _shown_median(case: CaseResult, metric: str) -> MetricSummary | None:
     """The client's rate as the results table shows it: its median, unless withheld or noise."""
     summary = case.summary.get(metric)
     return None if summary is None or table.too_noisy(summary, METRICS[metric]) else summary
 
 
-def _client_left_out(case: CaseResult, metric: str, title: str):
+def _client_left_out(case: CaseResult, metric: str, title: str) -> LeftOut:
     """Why the client's bar is missing: withheld (its reason code, as the figures caption it),
     or too noisy for one figure."""
     from benchy.report import plots
@@ -268,7 +275,7 @@ def csv_text(results: RunResult) -> str:
     return out.getvalue()
 
 
-def figure(results: RunResult, directory: Path):
+def figure(results: RunResult, directory: Path) -> Figure | None:
     """server_view.png: per case, client TTFT beside the server's queue + prefill; prefill and
     decode rates of both sides (the client's as the results table shows them: medians). None
     when no case has server figures."""
@@ -305,7 +312,7 @@ def figure(results: RunResult, directory: Path):
 VISIBLE_SHARE = 0.005
 
 
-def _ttft_split(ax, y: list[int], rows: list[dict]) -> None:
+def _ttft_split(ax: Axes, y: list[int], rows: list[dict]) -> None:
     """Client TTFT beside the server's split of it; a part too small to see in every case (zero,
     or not reported) gets no bar and no legend entry."""
     height = 0.38
@@ -334,22 +341,33 @@ def _ttft_split(ax, y: list[int], rows: list[dict]) -> None:
     _legend_below(ax, 2)
 
 
-def _pair(ax, y: list[int], rows: list, metric: str, title: str) -> list:
+def _pair(ax: Axes, y: list[int], rows: list[tuple[CaseResult, dict]], metric: str, title: str) -> list[LeftOut]:
     """The client's median (the results table's figure) beside the server's rate; returns why
-    each missing bar is missing."""
+    each missing bar is missing. A missing figure gets no bar (a zero-length bar reads as a rate
+    of 0) but a word where its bar would be; a side with no figure at all, no legend entry."""
     from benchy.report import plots
 
     height = 0.38
     client = [_shown_median(case, metric) for case, _ in rows]
     server = [r[f"server_{metric}"] for _, r in rows]
-    ax.barh(
-        [v - height / 2 for v in y], [s.median if s else 0 for s in client], height, color="C0", label="client (median)"
+    sides = (
+        ([s.median if s else None for s in client], -height / 2, "C0", "client (median)", "no client figure"),
+        (server, height / 2, "C2", "server", "not published"),
     )
-    ax.barh([v + height / 2 for v in y], [v or 0 for v in server], height, color="C2", label="server")
+    for values, offset, color, label, absent in sides:
+        drawn = [(v + offset, value) for v, value in zip(y, values) if value is not None]
+        if drawn:
+            ax.barh([at for at, _ in drawn], [value for _, value in drawn], height, color=color, label=label)
+        for v, value in zip(y, values):
+            if value is None:
+                ax.text(
+                    0, v + offset, f" {absent}", va="center", ha="left", fontsize="x-small", color="0.4", style="italic"
+                )
     ax.set_xlabel("tokens/s")
     ax.set_title(title)
     _from_zero(ax)
-    _legend_below(ax, 2)
+    if ax.containers:
+        _legend_below(ax, 2)
     missing = []
     for (case, _), summary, value in zip(rows, client, server):
         name = table.case_name(case)
@@ -360,7 +378,7 @@ def _pair(ax, y: list[int], rows: list, metric: str, title: str) -> list:
     return missing
 
 
-def _from_zero(ax) -> None:
+def _from_zero(ax: Axes) -> None:
     """A value axis that starts at a labelled 0 and writes each tick in full (2.5M, never a
     '1e6' offset that makes 3.5 read as the rate)."""
     from matplotlib.ticker import FuncFormatter, MaxNLocator
@@ -381,7 +399,7 @@ def _tick(value: float, top: float | None = None) -> str:
     return f"{value:,.0f}"
 
 
-def _legend_below(ax, columns: int) -> None:
+def _legend_below(ax: Axes, columns: int) -> None:
     """Under the axis, so that no bar is hidden behind it."""
     # anchored in font sizes below the axes, not in a share of their height: as close under a
     # tall chart as under a short one

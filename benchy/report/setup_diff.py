@@ -40,7 +40,7 @@ def flags(command_line: str | None) -> str | None:
     return " ".join(kept)
 
 
-def _server(r: RunResult, field: str):
+def _server(r: RunResult, field: str) -> object:
     return getattr(r.setup.server, field) if r.setup.server is not None else None
 
 
@@ -77,7 +77,7 @@ FIELDS: tuple[tuple[str, Callable[[RunResult], object]], ...] = (
 def differences(a: RunResult, b: RunResult) -> list[tuple[str, str, str]]:
     """(title, a's value, b's value) for each setting that differs; "not recorded" for none."""
 
-    def shown(value) -> str:
+    def shown(value: object) -> str:
         return "not recorded" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
 
     rows = ((title, get(a), get(b)) for title, get in FIELDS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable
 
 from tabulate import tabulate
 
@@ -341,11 +342,21 @@ CSV_COLUMNS = (
     "flagged_by",
     "case_warnings",
     "run_warnings",
+    *(f"{part}_{k}" for part in ("from_schedule", "steady") for k in ("median", "p90", "p99", "n")),
 )
 CODE_SEPARATOR = ";"
 
 
-def codes_cell(warnings) -> str:
+def tail_cells(summary: MetricSummary | None) -> list:
+    """median, p90, p99, n of a second view of a metric (from the schedule, or the steady state),
+    blank where it has none or too few values, as the report's "too few"."""
+    if not summary:
+        return [""] * 4
+    shown = [_blank(getattr(summary, k) if stats.enough_for(k, summary.n) else None) for k in ("median", "p90", "p99")]
+    return [*shown, summary.n]
+
+
+def codes_cell(warnings: Iterable[CheckWarning]) -> str:
     """Distinct warning codes in the results' order (errors first), as one cell."""
     return CODE_SEPARATOR.join(dict.fromkeys(w.code for w in warnings))
 
@@ -385,7 +396,7 @@ def case_metric_cells(case: CaseResult) -> list:
     return cells
 
 
-def _blank(value) -> object:
+def _blank(value: object) -> object:
     return "" if value is None else value
 
 
@@ -413,5 +424,7 @@ def csv_text(results: RunResult) -> str:
                 + summary_cells(summary, case.unavailable.get(metric, ""))
                 + own
                 + ["" if ceiling is None else ceiling, codes_cell(flagged), of_case, run_wide]
+                + tail_cells(case.from_schedule.get(metric))
+                + tail_cells(case.steady.summary.get(metric) if case.steady else None)
             )
     return out.getvalue()

@@ -4,12 +4,14 @@ apart from workloads.py, whose sections and table rows the terminal table reads 
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 from benchy.report import dataset_view, plots, workloads
+from benchy.report.plots import Figure
 from benchy.results.types import CaseResult, RunResult
 
 
-def figures(results: RunResult, directory: Path) -> list:
+def figures(results: RunResult, directory: Path) -> list[Figure]:
     made = []
     for i, case in enumerate(workloads.cases_of(results, "multi_turn"), 1):
         made.append(_turns_figure(plots, case, directory / f"workload-turns-{i}.png"))
@@ -22,7 +24,7 @@ def figures(results: RunResult, directory: Path) -> list:
     return [fig for fig in made if fig is not None]
 
 
-def _turns_figure(plots, case: CaseResult, path: Path):
+def _turns_figure(plots: ModuleType, case: CaseResult, path: Path) -> Figure | None:
     rows = [r for r in workloads.figures_of(case).turns if r.ttft_s is not None]
     if not rows:
         return None
@@ -68,7 +70,7 @@ def _turns_figure(plots, case: CaseResult, path: Path):
         "history it had already prefilled (expected) and the whole prompt; reported below expected "
         "is eviction, above the prompt's shareable part is leakage."
     )
-    return plots.Figure(f"TTFT and reuse by turn: {case.label}", plots.save(fig, path), caption)
+    return Figure(f"TTFT and reuse by turn: {case.label}", plots.save(fig, path), caption)
 
 
 def _fraction(case: CaseResult) -> float:
@@ -76,7 +78,7 @@ def _fraction(case: CaseResult) -> float:
     return workloads.figures_of(case).spec.fraction or 0.0
 
 
-def _shared_figure(plots, cases: list[CaseResult], path: Path):
+def _shared_figure(plots: ModuleType, cases: list[CaseResult], path: Path) -> Figure | None:
     series: dict[tuple, list[CaseResult]] = {}
     for case in cases:
         key = (case.pp + (case.depth or 0), case.tg, case.concurrency)
@@ -121,10 +123,10 @@ def _shared_figure(plots, cases: list[CaseResult], path: Path):
         "Left: median TTFT as more of each prompt is a shared prefix (fraction 0: nothing shared). "
         "Right: the share of prompt tokens the server reported cached beside the shared fraction."
     )
-    return plots.Figure("TTFT by shared fraction", plots.save(fig, path), caption)
+    return Figure("TTFT by shared fraction", plots.save(fig, path), caption)
 
 
-def _reuse_figure(plots, case: CaseResult, path: Path):
+def _reuse_figure(plots: ModuleType, case: CaseResult, path: Path) -> Figure | None:
     from collections import Counter
 
     measured = [r for r in case.requests if not r.warmup and r.expected_cached_tokens is not None]
@@ -159,4 +161,4 @@ def _reuse_figure(plots, case: CaseResult, path: Path):
         "identical blocks) against what the server reported. Below the line: the cache had evicted "
         "(or never held) those blocks; above: a chat template's shared head, or leakage."
     )
-    return plots.Figure(f"Expected vs reported reuse: {case.label}", plots.save(fig, path), caption)
+    return Figure(f"Expected vs reported reuse: {case.label}", plots.save(fig, path), caption)

@@ -32,18 +32,18 @@ def sweep_results(results: RunResult) -> RunResult:
     return dataclasses.replace(results, cases=[c for c in results.cases if c.kind == "sweep"])
 
 
-def _num(value, fmt: str = ",.0f") -> str:
+def _num(value: float | None, fmt: str = ",.0f") -> str:
     return "n/a" if value is None else format(value, fmt)
 
 
-def _ms(seconds) -> str:
+def _ms(seconds: float | None) -> str:
     if seconds is None:
         return "n/a"
     ms = seconds * 1000
     return f"{ms:,.0f}" if ms >= 100 else f"{ms:.1f}"
 
 
-def _pct(value) -> str:
+def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
 
 

@@ -47,7 +47,9 @@
       xaxis: { title: { text: "change vs " + pair.a + " (% of its median), 95% CI" }, zeroline: true },
       yaxis: { automargin: true, autorange: "reversed" }, hovermode: "closest"
     };
-    return Plotly.newPlot(div, traces, layout, { responsive: true, displaylogo: false });
+    return window.benchyPlotly().then(function (P) {
+      return P.newPlot(div, traces, layout, { responsive: true, displaylogo: false });
+    });
   }
   function show() {
     if (picked.length < 2) {
