@@ -25,7 +25,7 @@ import operator
 import types
 import typing
 from collections.abc import Callable, Sequence
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 
 def loads(text: bytes) -> Any:
@@ -47,6 +47,9 @@ class ShapeError(ValueError):
     """A JSON value that does not fit the dataclass; the message names the field's path."""
 
 
+_S = TypeVar("_S", bound="Saved")
+
+
 class Saved:
     """Base of a dataclass saved as JSON: `to_dict()` and `from_dict(data, strict=False)`."""
 
@@ -56,8 +59,9 @@ class Saved:
         return to_json(self)
 
     @classmethod
-    def from_dict(cls, data: dict, strict: bool = False):
-        return from_json(cls, data, strict=strict)
+    def from_dict(cls: type[_S], data: dict, strict: bool = False) -> _S:
+        made: _S = from_json(cls, data, strict=strict)
+        return made
 
 
 @functools.cache
