@@ -47,6 +47,15 @@ class ShapeError(ValueError):
     """A JSON value that does not fit the dataclass; the message names the field's path."""
 
 
+def described(doc: str, default: Any = None, factory: Any = None, omit: bool = False) -> Any:
+    """A dataclass field with a default and a description for the schema; omit: left out of
+    the JSON while it is empty."""
+    meta = {"doc": doc, "omit_none": omit}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
 _S = TypeVar("_S", bound="Saved")
 
 

@@ -21,8 +21,9 @@ from pathlib import Path
 
 from benchy import jsontypes
 from benchy.jsontypes import Saved
+from benchy.jsontypes import described as _opt
 from benchy.measure.workloads import WorkloadSpec
-from benchy.results.types import MetricSummary, ServerIdentity, Stopped, _opt
+from benchy.results.types import MetricSummary, ServerIdentity, Stopped
 
 CAPACITY_MAJOR, CAPACITY_MINOR = 1, 1
 CAPACITY_SCHEMA = f"benchy/capacity/{CAPACITY_MAJOR}.{CAPACITY_MINOR}"

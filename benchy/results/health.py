@@ -4,18 +4,10 @@ from types.py so that a warning's figures (verdicts/details.py) can carry them."
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from benchy.jsontypes import Saved
-
-
-def _opt(doc: str, default: Any = None, factory: Any = None, omit: bool = False) -> Any:
-    """A field with a default and a description for the schema; omit: left out when empty."""
-    meta = {"doc": doc, "omit_none": omit}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
+from benchy.jsontypes import described as _opt
 
 
 @dataclass

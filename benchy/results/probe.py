@@ -19,8 +19,9 @@ from pathlib import Path
 
 from benchy import jsontypes
 from benchy.jsontypes import Saved
+from benchy.jsontypes import described as _opt
 from benchy.measure.gpu import GpuCase, GpuSetup
-from benchy.results.types import PROBE_SCHEMA, Stopped, _opt
+from benchy.results.types import PROBE_SCHEMA, Stopped
 from benchy.server.cache_reset import CacheReset
 
 PROBE_FILE = "probe.json"

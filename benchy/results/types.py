@@ -76,10 +76,10 @@ import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from benchy import jsontypes
 from benchy.jsontypes import Saved
+from benchy.jsontypes import described as _opt
 from benchy.measure import metrics, reading, stats
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.gpu import GpuCase, GpuSetup
@@ -108,14 +108,6 @@ from benchy.workloads.dataset import DatasetSetup
 SCHEMA_MAJOR, SCHEMA_MINOR = 1, 21
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
-
-
-def _opt(doc: str, default: Any = None, factory: Any = None, omit: bool = False) -> Any:
-    """A field with a default, a description for the schema, and (omit) left out when empty."""
-    meta = {"doc": doc, "omit_none": omit}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 # ------------------------------------------------------------------ the classes
