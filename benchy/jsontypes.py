@@ -22,9 +22,11 @@ import dataclasses
 import functools
 import json
 import operator
+import os
 import types
 import typing
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar, Union
 
 
@@ -388,3 +390,32 @@ def _dataclass_schema(cls: type, defs: dict[str, dict]) -> dict:
     if pinned:
         out["allOf"] = pinned
     return out
+
+
+def write_manifest_file(path: Path, manifest: Saved) -> Path:
+    """Writes a bundle's manifest atomically (a reader, or a kill, never meets half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)  # the folder is made with its first file
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest.to_dict(), indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_manifest_file(path: Path, cls: type[_S], major: str, error: type[Exception], missing: str) -> _S:
+    """A bundle's manifest of schema `major`.x as `cls`; `error` (one line) when it is missing
+    (`missing` says what that means), unreadable, of another schema or malformed."""
+    try:
+        data = loads(path.read_bytes())
+    except FileNotFoundError:
+        raise error(f"{path.parent}: no {path.name}{missing}") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror}") from None
+    except ValueError as exc:
+        raise error(f"{path}: not JSON ({exc})") from None
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if not isinstance(schema, str) or schema.split(".")[0] != major:
+        raise error(f"{path}: schema {schema!r}: this benchy reads {major}.x only")
+    try:
+        return cls.from_dict(data)
+    except ShapeError as exc:
+        raise error(f"{path}: malformed: {exc}") from None

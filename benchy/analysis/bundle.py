@@ -13,8 +13,6 @@ to requests.jsonl as a line of its own naming the request (records.witness_line)
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,32 +150,10 @@ class Manifest(Saved):
 
 def write_manifest(manifest: Manifest, directory: Path) -> Path:
     """Writes manifest.json atomically (a reader, or a kill, never meets half a file)."""
-    directory.mkdir(parents=True, exist_ok=True)  # the folder is made with the run's first file
-    path = directory / MANIFEST
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest.to_dict(), indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return jsontypes.write_manifest_file(directory / MANIFEST, manifest)
 
 
 def read_manifest(directory: Path) -> Manifest:
     """The folder's manifest.json; BundleError (one line) when there is none or it is unreadable."""
-    path = Path(directory) / MANIFEST
-    try:
-        data = jsontypes.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise BundleError(
-            f"{path.parent}: no {MANIFEST} (a run folder written by a benchy without bundles, or "
-            "not a run folder): nothing to rebuild from"
-        ) from None
-    except OSError as exc:
-        raise BundleError(f"{path}: cannot read: {exc.strerror}") from None
-    except ValueError as exc:
-        raise BundleError(f"{path}: not JSON ({exc})") from None
-    schema = data.get("schema") if isinstance(data, dict) else None
-    if not isinstance(schema, str) or schema.split(".")[0] != MANIFEST_SCHEMA:
-        raise BundleError(f"{path}: schema {schema!r}: this benchy reads {MANIFEST_SCHEMA}.x only")
-    try:
-        return Manifest.from_dict(data)
-    except jsontypes.ShapeError as exc:
-        raise BundleError(f"{path}: malformed: {exc}") from None
+    missing = " (a run folder written by a benchy without bundles, or not a run folder): nothing to rebuild from"
+    return jsontypes.read_manifest_file(Path(directory) / MANIFEST, Manifest, MANIFEST_SCHEMA, BundleError, missing)

@@ -10,8 +10,6 @@ the rounds through the same search (search.py) and the same figures (runner.py).
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,29 +78,12 @@ def is_capacity_folder(directory: Path) -> bool:
 
 def write_manifest(manifest: CapacityManifest, directory: Path) -> Path:
     """Writes capacity-manifest.json atomically (a reader, or a kill, never meets half a file)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / CAPACITY_MANIFEST
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest.to_dict(), indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return jsontypes.write_manifest_file(directory / CAPACITY_MANIFEST, manifest)
 
 
 def read_manifest(directory: Path) -> CapacityManifest:
     """The folder's capacity-manifest.json; CapacityBundleError (one line) otherwise."""
     path = Path(directory) / CAPACITY_MANIFEST
-    try:
-        data = jsontypes.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise CapacityBundleError(f"{path.parent}: no {CAPACITY_MANIFEST}: not a capacity folder") from None
-    except OSError as exc:
-        raise CapacityBundleError(f"{path}: cannot read: {exc.strerror}") from None
-    except ValueError as exc:
-        raise CapacityBundleError(f"{path}: not JSON ({exc})") from None
-    schema = data.get("schema") if isinstance(data, dict) else None
-    if not isinstance(schema, str) or schema.split(".")[0] != CAPACITY_MANIFEST_SCHEMA:
-        raise CapacityBundleError(f"{path}: schema {schema!r}: this benchy reads {CAPACITY_MANIFEST_SCHEMA}.x only")
-    try:
-        return CapacityManifest.from_dict(data)
-    except jsontypes.ShapeError as exc:
-        raise CapacityBundleError(f"{path}: malformed: {exc}") from None
+    return jsontypes.read_manifest_file(
+        path, CapacityManifest, CAPACITY_MANIFEST_SCHEMA, CapacityBundleError, ": not a capacity folder"
+    )

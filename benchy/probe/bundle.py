@@ -10,8 +10,6 @@ for its cache, and the cache resets: all here, written before the first request 
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,31 +62,15 @@ def is_probe_folder(directory: Path) -> bool:
 
 def write_manifest(manifest: ProbeManifest, directory: Path) -> Path:
     """Writes probe-manifest.json atomically (a reader, or a kill, never meets half a file)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / PROBE_MANIFEST
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest.to_dict(), indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return jsontypes.write_manifest_file(directory / PROBE_MANIFEST, manifest)
 
 
 def read_manifest(directory: Path) -> ProbeManifest:
     """The folder's probe-manifest.json; ProbeBundleError (one line) when it is missing or unreadable."""
     path = Path(directory) / PROBE_MANIFEST
-    try:
-        data = jsontypes.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise ProbeBundleError(f"{path.parent}: no {PROBE_MANIFEST}: not a probe folder") from None
-    except OSError as exc:
-        raise ProbeBundleError(f"{path}: cannot read: {exc.strerror}") from None
-    except ValueError as exc:
-        raise ProbeBundleError(f"{path}: not JSON ({exc})") from None
-    schema = data.get("schema") if isinstance(data, dict) else None
-    if not isinstance(schema, str) or schema.split(".")[0] != PROBE_MANIFEST_SCHEMA:
-        raise ProbeBundleError(f"{path}: schema {schema!r}: this benchy reads {PROBE_MANIFEST_SCHEMA}.x only")
+    made = jsontypes.read_manifest_file(
+        path, ProbeManifest, PROBE_MANIFEST_SCHEMA, ProbeBundleError, ": not a probe folder"
+    )
     if not (Path(directory) / REQUESTS).is_file():
         raise ProbeBundleError(f"{directory}: no {REQUESTS} beside {PROBE_MANIFEST}: nothing to rebuild from")
-    try:
-        return ProbeManifest.from_dict(data)
-    except jsontypes.ShapeError as exc:
-        raise ProbeBundleError(f"{path}: malformed: {exc}") from None
+    return made
