@@ -61,6 +61,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        case.prompt_lengths too: o200k_calibrated where the cuts are an estimate)
   1.21 warning details: one class per code (results/verdicts/details.py) in place of one class of
        every figure; each warning's details keeps the same keys
+  1.22 case.queueing.basis: "ttft_gap_s" where the server timed every prefill (llama.cpp), so
+       the wait is judged beyond the server's own prompt time
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -105,7 +107,7 @@ from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 21
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 22
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -184,6 +186,11 @@ class Queueing(Saved):
     excess_s: float | None = _opt("loaded median − alone median")
     threshold_s: float | None = _opt("noise: max(20 ms, half the alone median, the alone spread)")
     queued: bool = False
+    basis: str = _opt(
+        '(1.22) what was compared: "ttft_s", or "ttft_gap_s" (TTFT less the server\'s own prompt time, where '
+        "the server reports it for every request of both cases: its prefill's own swings are then no noise)",
+        "ttft_s",
+    )
 
 
 @dataclass

@@ -75,16 +75,20 @@ def queued_against_line(loaded: list[tuple[float, float]], alone: list[tuple[flo
     return LineJudgment(excess, threshold, why)
 
 
-def queued(loaded_median_s: float, alone: list[float], load: str) -> Unavailable | None:
+# What a queueing judgment compared, in words.
+BASIS_WORDS = {"ttft_s": "TTFT", "ttft_gap_s": "TTFT beyond the server's own prompt time"}
+
+
+def queued(loaded_median_s: float, alone: list[float], load: str, basis: str = "ttft_s") -> Unavailable | None:
     """Unavailable(QUEUED) for the prefill rate of a loaded case whose TTFT median passes the
     alone TTFTs (same prompt, nothing else in flight) by more than the noise, else None.
-    `load`: load_words of the case."""
+    `load`: load_words of the case; `basis`: what the values are (BASIS_WORDS)."""
     alone_median = stats.median(alone)
     if loaded_median_s - alone_median <= queue_threshold_s(alone):
         return None
     return Unavailable(
         QUEUED,
-        f"TTFT {load} ({loaded_median_s * 1000:,.0f} ms, median) passes the same "
+        f"{BASIS_WORDS[basis]} {load} ({loaded_median_s * 1000:,.0f} ms, median) passes the same "
         f"prompt's alone ({alone_median * 1000:,.0f} ms) by {(loaded_median_s - alone_median) * 1000:,.0f} ms: "
         "requests waited for the server, so a prefill rate from TTFT would count the wait",
     )
@@ -134,7 +138,9 @@ def _same_shape_ttfts(case: CaseResult) -> list[float]:
     return case.measured_values("ttft_s")
 
 
-def judge_queueing(case: CaseResult, alone: list[float], source: str, loaded_ttfts: list[float]) -> None:
+def judge_queueing(
+    case: CaseResult, alone: list[float], source: str, loaded_ttfts: list[float], basis: str = "ttft_s"
+) -> None:
     """Sets case.queueing from the TTFTs of the same prompt with nothing else in flight against
     `loaded_ttfts` (the case's requests of that shape); a loaded TTFT past them by more than the
     noise (queued) withholds the prefill rate, which would count the wait. TTFT stays:
@@ -143,7 +149,7 @@ def judge_queueing(case: CaseResult, alone: list[float], source: str, loaded_ttf
         return
     loaded = stats.median(loaded_ttfts)
     excess = loaded - MetricSummary.of(alone).median
-    why = queued(loaded, alone, load_words(case.kind, case.concurrency, case.rate))
+    why = queued(loaded, alone, load_words(case.kind, case.concurrency, case.rate), basis)
     case.queueing = Queueing(
         source=source,
         alone_ttft=MetricSummary.of(alone),
@@ -151,6 +157,7 @@ def judge_queueing(case: CaseResult, alone: list[float], source: str, loaded_ttf
         excess_s=excess,
         threshold_s=queue_threshold_s(alone),
         queued=why is not None,
+        basis=basis,
     )
     if why is not None:
         case.withhold(("prefill_tps",), why)
@@ -166,8 +173,16 @@ def judge_against_concurrency_1(cases: list[CaseResult]) -> None:
             continue
         base = next((c for c in cases if _single_stream(c) and _same_prompt(c, case)), None)
         alone = base.measured_values("ttft_s") if base is not None else []
-        if base is not None and alone:
-            judge_queueing(case, alone, base.label, case.measured_values("ttft_s"))
+        if base is None or not alone:
+            continue
+        loaded_ttfts = case.measured_values("ttft_s")
+        alone_gaps, loaded_gaps = base.measured_values("ttft_gap_s"), case.measured_values("ttft_gap_s")
+        if len(alone_gaps) == len(alone) and loaded_ttfts and len(loaded_gaps) == len(loaded_ttfts):
+            # The server timed each prefill (llama.cpp): the wait is what TTFT holds beyond it, and
+            # a prefill slowed by a busy host (a CPU server's own swings) is no noise to hide it.
+            judge_queueing(case, alone_gaps, base.label, loaded_gaps, "ttft_gap_s")
+        else:
+            judge_queueing(case, alone, base.label, loaded_ttfts)
 
 
 def _single_stream(case: CaseResult) -> bool:
@@ -238,7 +253,7 @@ def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         Code.PREFILL_HOLDS_QUEUEING,
         WARNING,
         case.label,
-        f"TTFT {load} is {q.loaded_ttft_s * 1000:,.0f} ms (median), "
+        f"{BASIS_WORDS.get(q.basis, 'TTFT')} {load} is {q.loaded_ttft_s * 1000:,.0f} ms (median), "
         f"{q.excess_s * 1000:,.0f} ms more than {against}: "
         f"requests waited for the server ({_queue_cause(case, run)}). TTFT holds that wait; "
         f"prefill t/s is withheld.{_server_prefill_text(case)}",
