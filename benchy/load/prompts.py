@@ -220,14 +220,15 @@ class PromptFactory:
             head = context.text + CONTEXT_SEPARATOR + head
         elif depth:
             head += self._own_text("depth", self._context_local(depth))
-        body = local - (tokenizer.count(head) if head else 0)
+        head_tokens = tokenizer.count(head) if head else 0
+        body = local - head_tokens
         if body < 1:
             raise PromptError(
                 f"a {server_tokens}-token prompt is too short: the chat template and nonce "
                 f"alone take about {server_tokens - body} tokens"
             )
         text = head + self._body(body)
-        total = (tokenizer.count(head) if head else 0) + body  # the body's words: one token each, a piece each
+        total = head_tokens + body  # the body's words: one token each, a piece each
         unique = (tokenizer.count(nonce) if nonce else 0) + body if context is not None else total
         return Prompt(text=text, nonce=nonce, local_tokens=total, unique_local_tokens=unique)
 
