@@ -43,6 +43,7 @@ results and tests alike. Nothing here reads a file or the network.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from itertools import islice
@@ -224,6 +225,9 @@ EVENT_SLACK_TOKENS = 2
 EVENT_SLACK_SHARE = 0.03
 
 
+# Its inputs are a few scalars that repeat from request to request, and a TokenCount is frozen:
+# each verdict is weighed once, not once a record (this runs for every record as it ends).
+@functools.lru_cache(maxsize=4096)
 def token_count(
     usage: int | None,
     local: float | None,
