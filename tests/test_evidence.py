@@ -55,6 +55,18 @@ def test_local_event_tokens_cover_the_text_and_never_drop_an_event(text, cuts):
     assert sum(counts) <= tokenizer.count(text) + len(texts)
 
 
+@settings(deadline=None)
+@given(st.lists(st.sampled_from([" the", " w", "<think>", "</think>", "é", "ü ", "\n", "abc", "12"]), max_size=40))
+def test_a_one_event_count_is_the_one_of_the_same_text_among_several_events(parts):
+    # One event takes a shortcut without offsets; the text's tokens are the same ones either way
+    # (a second, empty event holds none of them and counts 1).
+    text = "".join(parts)
+    assume(text)
+    (one,) = evidence.local_tokens_of(text, [len(text)])
+    first, empty = evidence.local_tokens_of(text, [len(text), 0])
+    assert empty == 1 and one == first
+
+
 @given(st.integers(1, 500), st.floats(0.25, 4.0), st.integers(2, 8))
 def test_the_local_count_alone_never_overrules_usage(usage, local_ratio, per_event):
     # Several tokens an event and no server timings: the local count is the only other

@@ -12,9 +12,9 @@ import json
 
 import pytest
 
-from benchy.load.tokenize import TOKENIZE_SAMPLE_PER_CASE
-from benchy.measure import evidence
-from benchy.measure.records import WITNESS_OF
+from benchy.load.tokenize import TOKENIZE_SAMPLE_PER_CASE, disputed
+from benchy.measure import evidence, reading
+from benchy.measure.records import WITNESS_OF, read_records
 from tests.conftest import warning_codes
 from tests.test_checks import measured, truth_of
 from tests.test_witnesses import FAST_PREFILL, TRANSPORTS, bench, only_case
@@ -109,3 +109,20 @@ def test_usage_that_claims_double_is_outvoted_by_the_servers_tokenization_and_th
         assert count["tokens"] == count["server_tokenize"] == t["completion_tokens"]
         assert count["source"] == evidence.SERVER_TOKENIZE and evidence.EVENTS in count["backed_by"]
         assert count["disagreed"] == [evidence.USAGE]
+
+
+@pytest.mark.parametrize("flags", [(*FAST_PREFILL, "--decode-tps", "400"), NO_USAGE], ids=["usage", "no-usage"])
+def test_the_hold_decision_weighs_the_same_count_as_the_figures(start_sim, tmp_path, flags):
+    # Each record's keep-or-not for /tokenize is decided on the event loop from the count alone
+    # (reading.token_count), the figures from the whole reading: one verdict, however reached.
+    sim = start_sim(*flags)
+    results = bench(sim, tg=(32,), runs=4, output_dir=tmp_path)
+    truth = truth_of(sim, results)
+    records = [r for r in read_records(tmp_path / "requests.jsonl") if not r.warmup]
+    assert len(records) == 4
+    for rec in records:
+        count = reading.token_count(rec)
+        assert count == reading.read(rec).count
+        if rec.completion_tokens is not None:  # usage came: the sim's own count backs it
+            assert count.tokens == truth[rec.request_id]["completion_tokens"]
+    assert any(disputed(r) for r in records) == (flags is NO_USAGE)

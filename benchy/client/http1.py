@@ -463,15 +463,14 @@ class _Exchange:
         self._grace: asyncio.TimerHandle | None = None  # the sink's answer is whole: the body's last chance
 
     async def wait(self, deadline: float, timeout_s: float) -> None:
-        self._stall_handle = self.loop.call_at(self._loop_time(self.last_read + self.stall_s), self._check_stall)
-        total = self.loop.call_at(
-            self._loop_time(deadline), self._fail, "timeout", f"request exceeded {timeout_s:g} s (--timeout)"
-        )
+        # One timer for both bounds (a timer costs the loop more than the checks it runs), at
+        # the nearer of the stall's and the whole request's; it moves on while bytes come.
+        self._deadline, self._timeout_s = deadline, timeout_s
+        self._timer = self.loop.call_at(self._loop_time(min(self.last_read + self.stall_s, deadline)), self._check)
         try:
             await self.done
         finally:
-            self._stall_handle.cancel()
-            total.cancel()
+            self._timer.cancel()
             if self._grace is not None:
                 self._grace.cancel()
             self.conn.exchange = None
@@ -479,12 +478,15 @@ class _Exchange:
     def _loop_time(self, perf_time: float) -> float:
         return self.loop.time() + (perf_time - time.perf_counter())
 
-    def _check_stall(self) -> None:
+    def _check(self) -> None:
+        now = time.perf_counter()
         quiet_until = self.last_read + self.stall_s
-        if time.perf_counter() >= quiet_until:
+        if now >= self._deadline:
+            self._fail("timeout", f"request exceeded {self._timeout_s:g} s (--timeout)")
+        elif now >= quiet_until:
             self._fail("stall", f"no data for {self.stall_s:g} s (--stall-timeout)")
         else:
-            self._stall_handle = self.loop.call_at(self._loop_time(quiet_until), self._check_stall)
+            self._timer = self.loop.call_at(self._loop_time(min(quiet_until, self._deadline)), self._check)
 
     # ---- bytes in ----
     def received(self, data: bytes | memoryview, now: float) -> None:

@@ -220,14 +220,15 @@ class PromptFactory:
             head = context.text + CONTEXT_SEPARATOR + head
         elif depth:
             head += self._own_text("depth", self._context_local(depth))
-        body = local - (tokenizer.count(head) if head else 0)
+        head_tokens = tokenizer.count(head) if head else 0
+        body = local - head_tokens
         if body < 1:
             raise PromptError(
                 f"a {server_tokens}-token prompt is too short: the chat template and nonce "
                 f"alone take about {server_tokens - body} tokens"
             )
         text = head + self._body(body)
-        total = (tokenizer.count(head) if head else 0) + body  # the body's words: one token each, a piece each
+        total = head_tokens + body  # the body's words: one token each, a piece each
         unique = (tokenizer.count(nonce) if nonce else 0) + body if context is not None else total
         return Prompt(text=text, nonce=nonce, local_tokens=total, unique_local_tokens=unique)
 
@@ -309,9 +310,11 @@ def block_text(key: str, tokens: int, words: tuple[str, ...] | None = None) -> s
     on (100 words to choose from, or the server's one-token ones (lengths.fit_words), at least
     24: two blocks share no 16-token cache block)."""
     spaced = _spaced(words or tokenizer.filler_words())
-    seed = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
-    picks = np.random.default_rng(seed).integers(0, len(spaced), size=tokens)
-    return "".join(spaced[picks].tolist())
+    # SHAKE-128 of the key, 4 bytes a word: an extendable output, so a shorter draw is a prefix
+    # of a longer one, and one call however long (seeding a numpy generator a request cost more
+    # than the rest of a short prompt). The modulo's bias is below 1e-6 for any word list.
+    draws = np.frombuffer(hashlib.shake_128(key.encode()).digest(4 * tokens), dtype=">u4")
+    return "".join(spaced[draws % len(spaced)].tolist())
 
 
 @functools.lru_cache(maxsize=8)

@@ -108,8 +108,13 @@ async def _closed(
     n = max(1, pace.streams)
     if isinstance(requests, (list, tuple)):
         n = min(n, len(requests))
-    streams = [asyncio.ensure_future(stream()) for _ in range(n)]
+    streams: list[asyncio.Future[None]] = []
     try:
+        for _ in range(n):
+            streams.append(asyncio.ensure_future(stream()))
+            # A turn of the loop after each first send: the answers of those already sent are
+            # read (and stamped) while the rest go out, not once the whole first round has left.
+            await asyncio.sleep(0)
         await asyncio.gather(*streams)
     finally:
         # A stream that raised ends the others: none may go on sending, nor record a request

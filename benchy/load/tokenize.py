@@ -37,7 +37,7 @@ TOKENIZE_TIMEOUT_S = 5.0
 def disputed(rec: RequestRecord) -> bool:
     """Whether the request's count lacks a server-side witness that all the others back (usage
     that only benchy's local count agrees with is unbacked: that count is an estimate)."""
-    count = reading.read(rec).count
+    count = reading.token_count(rec)
     unbacked = not set(count.backed_by) - {evidence.LOCAL}
     return count.usage is None or count.mismatch is not None or bool(count.disagreed) or unbacked
 
@@ -61,14 +61,19 @@ class ServerTokenize:
         False when it is not wanted."""
         if not self.available or not rec.ok or rec.warmup or not rec.token_event_text:
             return False
+        if self._full(rec.case, True) and self._full(rec.case, False):
+            return False  # both quotas met: the record's reading (the costliest step) is not needed
         doubt = disputed(rec)
-        limit = TOKENIZE_DISPUTED_PER_CASE if doubt else TOKENIZE_SAMPLE_PER_CASE
         key = (rec.case, doubt)
-        if self._taken.get(key, 0) >= limit:
+        if self._full(rec.case, doubt):
             return False
         self._taken[key] = self._taken.get(key, 0) + 1
         self._held.append(_Held(rec, redo))
         return True
+
+    def _full(self, case: str, doubt: bool) -> bool:
+        limit = TOKENIZE_DISPUTED_PER_CASE if doubt else TOKENIZE_SAMPLE_PER_CASE
+        return self._taken.get((case, doubt), 0) >= limit
 
     async def settle(self, count_of: Callable) -> int:
         """Asks the server for each held record's count (`count_of`: Client.server_token_count),

@@ -43,6 +43,7 @@ results and tests alike. Nothing here reads a file or the network.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from itertools import islice
@@ -134,6 +135,8 @@ def local_tokens_of(whole: str, chars: list[int]) -> list[int]:
     (a record's token_event_text and token_event_chars: no text cut and joined again)."""
     if not whole:
         return [1] * len(chars)
+    if len(chars) == 1:  # a whole answer (non-streamed) or one event: a count, no numpy
+        return [max(1, _token_total(whole))]
     starts = np.zeros(len(chars), dtype=np.int64)
     np.cumsum(chars[:-1], out=starts[1:])
     holders = np.searchsorted(starts, _token_offsets(whole), side="right") - 1  # one search, not one a token
@@ -170,6 +173,18 @@ def _token_offsets(text: str) -> np.ndarray:
             pieces.append(np.array([match.start()], dtype=np.int64))
             pos = match.end()
     return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+
+
+def _token_total(text: str) -> int:
+    """len(_token_offsets(text)), without the offsets."""
+    enc = tokenizer.encoding()
+    total = pos = 0
+    for match in _THINK_TAG.finditer(text):
+        if match.start() > pos:
+            total += len(enc.encode(text[pos : match.start()], allowed_special="all"))
+        total += 1
+        pos = match.end()
+    return total + (len(enc.encode(text[pos:], allowed_special="all")) if pos < len(text) else 0)
 
 
 @dataclass(frozen=True)
@@ -210,6 +225,9 @@ EVENT_SLACK_TOKENS = 2
 EVENT_SLACK_SHARE = 0.03
 
 
+# Its inputs are a few scalars that repeat from request to request, and a TokenCount is frozen:
+# each verdict is weighed once, not once a record (this runs for every record as it ends).
+@functools.lru_cache(maxsize=4096)
 def token_count(
     usage: int | None,
     local: float | None,

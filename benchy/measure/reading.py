@@ -76,13 +76,18 @@ def count_entry(rec: RequestRecord, reading: Reading | None = None) -> dict:
     }
 
 
-def _read(rec: RequestRecord) -> Reading:
+def token_count(rec: RequestRecord) -> evidence.TokenCount:
+    """read(rec).count alone: what a per-record decision on the event loop needs (whether the
+    count is disputed, load/tokenize.py) without the arrivals, buffering and think split."""
+    return _count(rec, _local_tokens(rec))
+
+
+def _count(rec: RequestRecord, local: list[int]) -> evidence.TokenCount:
     scale = rec.local_token_scale or 1.0
-    local = _local_tokens(rec)
     has_text = bool(rec.token_event_text)
     # A scale fitted on usage makes the local count an echo of usage: no witness on it.
     witness = has_text and not (rec.local_scale_from_usage and rec.completion_tokens is not None)
-    count = evidence.token_count(
+    return evidence.token_count(
         rec.completion_tokens,
         scale * sum(local) if witness else None,
         len(rec.token_event_s),
@@ -91,6 +96,13 @@ def _read(rec: RequestRecord) -> Reading:
         server_tokenize=rec.server_tokenize,
         max_tokens_reached=_max_tokens_reached(rec),
     )
+
+
+def _read(rec: RequestRecord) -> Reading:
+    scale = rec.local_token_scale or 1.0
+    local = _local_tokens(rec)
+    has_text = bool(rec.token_event_text)
+    count = _count(rec, local)
     textless = evidence.textless_first(rec.first_chunk_s, rec.token_event_s, count.tokens)
     in_events = count.tokens - 1 if textless else count.tokens
     if has_text:
