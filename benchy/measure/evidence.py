@@ -264,7 +264,7 @@ def token_count(
             backers.append(EVENTS)
         against = _agreeing_alternative(usage, local, events, exact)
         limit = exact.get(MAX_TOKENS)
-        if against is None and limit is not None and not _same(usage, limit) and (usage > limit or not backers):
+        if limit is not None and not _same(usage, limit) and _limit_stands(usage, limit, backers, against):
             return _at_max_tokens(said, limit)
         local_agrees = local is not None and agree(usage, local)
         if backers or against is None:
@@ -281,6 +281,18 @@ def token_count(
     if usage is not None:  # below the events
         impossible = f"usage claims {usage} tokens but {events} events carried text (each at least one)"
     return _without_usage(said, impossible)
+
+
+def _limit_stands(usage: int, limit: int, backers: list[str], against: tuple | None) -> bool:
+    """Whether a request that ended by length made its max_tokens, against a usage that says
+    otherwise: usage above it is impossible, and a re-tokenized text that counts more (a random
+    model's text comes back a few tokens off) cannot say more were made than were asked, and one
+    that agrees with max_tokens backs it (max_tokens is exact, a re-tokenization is not); usage
+    below it stands only where a witness backs it. Witnesses that agree on fewer than max_tokens
+    (a context that ran out first) are believed over it."""
+    if against is not None:
+        return usage > limit and (against[0] >= limit or _same(round(against[0]), limit))
+    return usage > limit or not backers
 
 
 def _at_max_tokens(said: _Said, limit: int) -> TokenCount:
