@@ -215,6 +215,8 @@ def _place_value_labels(fig: MplFigure) -> None:
         taken = [_rect(px, py, 12, 12) for px, py in points]  # every marker, with a margin
         taken += [_error_bar(ax, x, y, err) for x, y, err, _, _ in labels if err]
         taken += _line_pixels(ax)
+        drawn = _drawn_points(ax)
+        renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # (Agg canvas: fig.canvas.draw() above)
         for (x, y, err, text, color), (px, py) in zip(labels, points):
             width, height = 5.2 * len(text) + 4, 12.0
             side = width / 2 + 9
@@ -224,7 +226,7 @@ def _place_value_labels(fig: MplFigure) -> None:
             # then the diagonals, which a steep line through the point leaves free
             places = [(0.0, up), (0.0, -down - height), (side, -height / 2), (-side, -height / 2)]
             places += [(-side, up), (side, -down - height), (side, up), (-side, -down - height)]
-            others = [q for q in points if (q[0], q[1]) != (px, py)]
+            others = [q for q in [*points, *drawn] if (q[0], q[1]) != (px, py)]
             for dx, dy in places:
                 rect = _rect(px + dx, py + dy + height / 2, width, height)
                 inside = box.x0 <= rect[0] and rect[2] <= box.x1 and box.y0 <= rect[1] and rect[3] <= box.y1
@@ -233,7 +235,7 @@ def _place_value_labels(fig: MplFigure) -> None:
                 if any(_distance(rect, q) <= own for q in others):
                     continue
                 if inside and not any(_overlap(rect, other) for other in taken):
-                    ax.annotate(
+                    label = ax.annotate(
                         text,
                         (x, y),
                         textcoords="offset points",
@@ -243,8 +245,26 @@ def _place_value_labels(fig: MplFigure) -> None:
                         fontsize=LABEL_FONT,
                         color=color,
                     )
-                    taken.append(rect)
+                    # the text as the font draws it, not as estimated: still nearest its own point?
+                    real = label.get_window_extent(renderer)
+                    drawn_box = (real.x0, real.y0, real.x1, real.y1)
+                    if any(_distance(drawn_box, q) <= _distance(drawn_box, (px, py)) for q in others):
+                        label.remove()
+                        continue
+                    taken.append(drawn_box)
                     break
+
+
+def _drawn_points(ax: Axes) -> list[tuple[float, float]]:
+    """Every error-bar series' point in pixels, labelled or not: a label must be nearest its own."""
+    found: list[tuple[float, float]] = []
+    for container in ax.containers:
+        lines = getattr(container, "lines", None)
+        if not lines or lines[0] is None:
+            continue
+        xs, ys = lines[0].get_data()
+        found += [(float(px), float(py)) for px, py in ax.transData.transform(np.column_stack([xs, ys]).astype(float))]
+    return found
 
 
 def _line_pixels(ax: Axes, step: float = 4.0) -> list[tuple[float, float, float, float]]:
