@@ -4,10 +4,12 @@ no single rate; the warning qualifies the rates that moved, with the first and l
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure.gpu import GpuThermal
 from benchy.results import drift as drift_figures
+from benchy.results.drift import Drift
 from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
 from benchy.results.verdicts.details import RateDrift
 
@@ -35,20 +37,29 @@ def rate_drift(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         f"in send order, Kendall p = {lead.p_value:.1g}): {moved}. Their median is no single rate.{gpu_words(heat)}",
         DRIFT_HINT,
         metrics=tuple(d.metric for d in found),
-        details=RateDrift(
-            requests=lead.requests,
-            first_tps=lead.first,
-            last_tps=lead.last,
-            drift_pct=100 * lead.change,
-            p_value=lead.p_value,
-            sm_clock_mhz_first=heat.sm_clock_mhz_first if heat else None,
-            sm_clock_mhz_last=heat.sm_clock_mhz_last if heat else None,
-            temp_c_first=heat.temp_c_first if heat else None,
-            temp_c_last=heat.temp_c_last if heat else None,
-            throttle_reasons=heat.throttle_reasons if heat else None,
-        ),
-        evidence=(Evidence(f"{lead.metric}_drift", abs(lead.change), drift_figures.DRIFT_MIN, "share"),),
+        details=RateDrift(**drift_fields(lead, heat)),
+        evidence=(drift_evidence(lead),),
     )
+
+
+def drift_fields(lead: Drift, heat: GpuThermal | None) -> dict[str, Any]:
+    """The figures of a drift warning (RateDrift's fields): the leading rate's trend and the GPUs'."""
+    return {
+        "requests": lead.requests,
+        "first_tps": lead.first,
+        "last_tps": lead.last,
+        "drift_pct": 100 * lead.change,
+        "p_value": lead.p_value,
+        "sm_clock_mhz_first": heat.sm_clock_mhz_first if heat else None,
+        "sm_clock_mhz_last": heat.sm_clock_mhz_last if heat else None,
+        "temp_c_first": heat.temp_c_first if heat else None,
+        "temp_c_last": heat.temp_c_last if heat else None,
+        "throttle_reasons": heat.throttle_reasons if heat else None,
+    }
+
+
+def drift_evidence(lead: Drift) -> Evidence:
+    return Evidence(f"{lead.metric}_drift", abs(lead.change), drift_figures.DRIFT_MIN, "share")
 
 
 def gpu_words(heat: GpuThermal | None) -> str:

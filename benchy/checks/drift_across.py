@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from benchy.checks.drift import DRIFT_HINT, gpu_words
+from benchy.checks.drift import DRIFT_HINT, drift_evidence, drift_fields, gpu_words
 from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure.gpu import GpuThermal
 from benchy.results import drift as drift_figures
-from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
+from benchy.results.types import CaseResult, CheckWarning, RunResult
 from benchy.results.verdicts.details import RateDriftAcrossCases
 
 _NAMES = {"decode_tps": "decode", "e2e_tps": "end-to-end"}
@@ -38,20 +38,8 @@ def rate_drift_across_cases(run: RunResult) -> Iterable[CheckWarning]:
                 f"{gpu_words(heat)}",
                 DRIFT_HINT,
                 metrics=tuple(d.metric for d in found.drifts),
-                details=RateDriftAcrossCases(
-                    cases=list(found.cases),
-                    requests=lead.requests,
-                    first_tps=lead.first,
-                    last_tps=lead.last,
-                    drift_pct=100 * lead.change,
-                    p_value=lead.p_value,
-                    sm_clock_mhz_first=heat.sm_clock_mhz_first if heat else None,
-                    sm_clock_mhz_last=heat.sm_clock_mhz_last if heat else None,
-                    temp_c_first=heat.temp_c_first if heat else None,
-                    temp_c_last=heat.temp_c_last if heat else None,
-                    throttle_reasons=heat.throttle_reasons if heat else None,
-                ),
-                evidence=(Evidence(f"{lead.metric}_drift", abs(lead.change), drift_figures.DRIFT_MIN, "share"),),
+                details=RateDriftAcrossCases(cases=list(found.cases), **drift_fields(lead, heat)),
+                evidence=(drift_evidence(lead),),
             )
 
 
