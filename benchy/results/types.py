@@ -63,6 +63,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        every figure; each warning's details keeps the same keys
   1.22 case.queueing.basis: "ttft_gap_s" where the server timed every prefill (llama.cpp), so
        the wait is judged beyond the server's own prompt time
+  1.23 workload.no_reuse (and cache_not_reused's details): miss_idle_min_s, hit_idle_max_s,
+       lost_idle_min_s, start_hits, cause ("expiry" when the idle gaps point to a lifetime)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -107,7 +109,7 @@ from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 22
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 23
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
