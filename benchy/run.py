@@ -703,7 +703,7 @@ def _setup(settings: RunSettings, model: str, version: str | None, calibrations:
         "host": platform.node(),
         "python": platform.python_version(),
         "event_loop": event_loop.name(),
-        "receive_stamps": kernel_stamps.described(settings.client.transport),
+        "receive_stamps": kernel_stamps.described(settings.client.transport, settings.client.stream),
         "command_line": settings.command_line,
         "extra_body": redacted_extra_body(settings.client.extra_body),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

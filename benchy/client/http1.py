@@ -171,6 +171,7 @@ class Http1Pool:
         self._routes: dict[str, _Route] = {}
         self._idle: dict[str, list[_Connection]] = {}
         self._speaks_tls: set[tuple[str, int]] = set()  # a handshake done: no plain-HTTP check again
+        self.kernel_stamps = kernel_stamps.wanted()  # plain TCP reads stamped on arrival (kernel_stamps.py)
 
     async def request(self, req: Request, response: Response) -> None:
         """Sends the request and returns once its response has ended (filled into `response`).
@@ -237,7 +238,7 @@ class Http1Pool:
         host, port = (route.proxy_host, route.proxy_port) if route.proxy_host else (route.host, route.port)
         direct_tls = ssl_context(self._insecure) if route.tls and not route.proxy_host else None
         try:
-            if not route.tls and not route.proxy_host and kernel_stamps.wanted():
+            if self.kernel_stamps and not route.tls and not route.proxy_host:
                 conn = _Connection()
                 opening = kernel_stamps.open_connection(conn, host, port)
                 await asyncio.wait_for(opening, max(0.0, deadline - time.perf_counter()))

@@ -17,8 +17,8 @@ perf_counter at the read, so the two clocks need only agree on the length of tha
 that is negative or implausibly long (the wall clock was stepped) falls back to the read's own
 stamp.
 
-Only plain TCP on Linux goes this way (the lean transport, http1.py); TLS and proxy tunnels keep
-asyncio's transports and stamp at the read. `BENCHY_RECEIVE_STAMPS=user` turns it off (A/B).
+Only streamed answers over plain TCP on Linux go this way (the lean transport, http1.py); TLS,
+proxy tunnels and --no-stream keep asyncio's transports (cheaper per read) and stamp at the read. `BENCHY_RECEIVE_STAMPS=user` turns it off (A/B).
 """
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ def wanted() -> bool:
     return sys.platform == "linux" and _ANCILLARY > 0 and os.environ.get("BENCHY_RECEIVE_STAMPS", "kernel") != "user"
 
 
-def described(transport: str) -> str:
+def described(transport: str, stream: bool) -> str:
     """What the run's receive stamps are, for its setup."""
-    if wanted() and transport == "lean":
+    if wanted() and transport == "lean" and stream:
         return "kernel (SO_TIMESTAMPNS) on plain HTTP; at the read on TLS and proxy tunnels"
     return "at the read (perf_counter)"
 
