@@ -392,6 +392,13 @@ def _dataclass_schema(cls: type, defs: dict[str, dict]) -> dict:
     return out
 
 
+def write_schema_file(path: Path, schema: dict) -> Path:
+    """Writes a shipped JSON Schema: one layout for every schema benchy ships, so that a
+    regenerated file differs from the shipped one only where the types changed."""
+    path.write_text(json.dumps(schema, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
 def write_manifest_file(path: Path, manifest: Saved) -> Path:
     """Writes a bundle's manifest atomically (a reader, or a kill, never meets half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)  # the folder is made with its first file

@@ -188,8 +188,7 @@ def json_schema() -> dict:
 
 def write_schema(path: Path = SCHEMA_FILE) -> Path:
     """Regenerates the shipped JSON Schema of capacity.json."""
-    path.write_text(json.dumps(json_schema(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
+    return jsontypes.write_schema_file(path, json_schema())
 
 
 def load_text(by: str, load: float | None) -> str:

@@ -214,5 +214,4 @@ def json_schema() -> dict:
 
 def write_schema(path: Path = SCHEMA_FILE) -> Path:
     """Regenerates the shipped JSON Schema of probe.json."""
-    path.write_text(json.dumps(json_schema(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
+    return jsontypes.write_schema_file(path, json_schema())
