@@ -400,6 +400,18 @@ def test_the_saved_command_line_keeps_header_names_and_drops_every_secret(argv, 
     assert kept in line and hidden not in line
 
 
+def test_a_message_is_scrubbed_by_place_then_by_whole_word():
+    """A URL's credentials whatever their length; a common-word password as a word, never
+    inside another; a long key anywhere; a one-letter user nowhere but its place."""
+    from benchy.client.redact import scrub, scrub_list
+
+    secrets = scrub_list(["u", WORD, KEY])
+    text = f"GET http://u:{WORD}@h/v1?token=t failed: {WORD}s refused; echo {KEY}x; bad password {WORD}."
+    assert (
+        scrub(text, secrets) == "GET http://***@h/v1?token=*** failed: sunshines refused; echo ***x; bad password ***."
+    )
+
+
 def test_urls_keep_their_query_but_not_its_secrets():
     from benchy.client.redact import redact_url, url_secrets
 
