@@ -77,6 +77,23 @@ def test_every_run_folder_gets_a_report_html_that_fetches_nothing(faulty_run):
     assert (folder / "report.html").stat().st_size < 10_000_000
 
 
+def test_the_vendored_plotly_js_is_the_file_its_note_names():
+    """assets/ carries plotly.js beside a note of its version, source, sha256 and licence: the
+    note must describe the file that ships (a bundle swapped without its note fails here)."""
+    import hashlib
+    from importlib import resources
+
+    assets = resources.files("benchy.report").joinpath("assets")
+    bundle = assets.joinpath(html.PLOTLY_JS).read_bytes()
+    note = assets.joinpath("plotly-basic.LICENSE.txt").read_text(encoding="utf-8")
+    stated = re.search(r"^sha256 ([0-9a-f]{64})  " + re.escape(html.PLOTLY_JS) + "$", note, re.M)
+    assert stated and stated.group(1) == hashlib.sha256(bundle).hexdigest()
+    version = re.search(rb"plotly\.js \(basic - minified\) v([0-9.]+)", bundle[:300])
+    assert version and f"plotly.js {version.group(1).decode()}" in note
+    assert "MIT License" in note and "Permission is hereby granted" in note
+    assert b"</script" not in bundle.lower(), "inlined in a <script> element, it would end it early"
+
+
 def test_the_figures_draw_the_saved_medians_and_every_request(faulty_run):
     folder, _ = faulty_run
     results = results_of(folder)
