@@ -71,6 +71,13 @@ class FixedPart:
     engine_prefill_tps: float | None  # the longest prompt's uncached tokens over TTFT − the fixed part
     headers_s: float | None  # response headers' time (median) of the shortest prompt's case
     cases: tuple[str, ...]  # the single-stream cases it rests on
+    lengths: int = 2  # distinct prompt lengths among them: with one, the headers cannot show they stay put
+
+    @property
+    def unsure_cause(self) -> bool:
+        """Headers at one prompt length: a hold in front of the server and the server's own work on
+        the prompt before it answers look alike (both withhold a TTFT-based prefill rate)."""
+        return self.source == "headers" and self.lengths < 2
 
     @property
     def found(self) -> bool:
@@ -87,6 +94,8 @@ class FixedPart:
         )
 
     def evidence(self) -> str:
+        if self.unsure_cause:
+            return "the response headers' time, before any prefill, at one prompt length"
         if self.source == "headers":
             return "the response headers' time, which no prompt length moves"
         return "the intercept of TTFT against prompt length"
@@ -145,6 +154,7 @@ def fixed_part(group: Sequence[CaseResult]) -> FixedPart | None:
         engine_prefill_tps=_engine_rate(longest, fixed),
         headers_s=shown,
         cases=tuple(c.label for c in single),
+        lengths=len({c.pp for c in single}),
     )
 
 
