@@ -14,8 +14,8 @@ from benchy.checks.registry import (
     Code,
     Warning_,
 )
-from benchy.measure import metrics, stats
-from benchy.measure.metrics import OUTPUT_FAILURES
+from benchy.measure import registry, stats, unavailable
+from benchy.measure.classify import OUTPUT_FAILURES
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -265,7 +265,7 @@ def case_cut_short(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """The run stopped inside this case (results withheld its rates): say so wherever the
     case's figures are read, not only in report.md's banner."""
     why = case.reason("aggregate_tps")
-    if why.code != metrics.CUT_SHORT:
+    if why.code != unavailable.CUT_SHORT:
         return
     yield Warning_(
         Code.CASE_CUT_SHORT,
@@ -275,7 +275,7 @@ def case_cut_short(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         "withheld; the per-request figures are those of the requests that finished, which favour "
         "the ones that finished first.",
         "Run the case to its end for figures of the whole case.",
-        metrics=tuple(m.name for m in metrics.TABLE_METRICS),
+        metrics=tuple(m.name for m in registry.TABLE_METRICS),
         withheld=("aggregate_tps", "request_rate"),
         details=CaseCutShort(measured=case.n_ok + case.n_failed, planned=case.planned_requests),
     )

@@ -39,9 +39,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from benchy import jsontypes
-from benchy.measure import metrics, registry, stats
-from benchy.measure.metrics import NOT_MEASURED, PerRequest, Unavailable
+from benchy.measure import registry, stats
 from benchy.measure.records import RequestRecord
+from benchy.measure.registry import PerRequest
+from benchy.measure.unavailable import NOT_MEASURED, Unavailable
 from benchy.measure.window_formulas import NOTHING
 
 MAX_GRANULARITY = 256
@@ -497,7 +498,7 @@ def turn_figures(
     for turn in sorted({r.turn for r in measured if r.turn is not None}):
         at = [r for r in measured if r.turn == turn]
         ok = [r for r in at if r.ok]
-        per = [values.get(r.request_id) or metrics.request_metrics(r) for r in ok]
+        per = [values.get(r.request_id) or registry.request_metrics(r) for r in ok]
         medians, unavailable = _turn_medians(per)
         new = (
             r.prompt_tokens - r.cached_tokens for r in ok if r.prompt_tokens is not None and r.cached_tokens is not None
@@ -513,7 +514,7 @@ def turn_figures(
                 cached_tokens=_median(r.cached_tokens for r in ok),
                 expected_cached_tokens=_median(r.expected_cached_tokens for r in ok),
                 cold_ttft_s=_median(
-                    (values.get(r.request_id) or metrics.request_metrics(r))["ttft_s"] for r in cold if r.turn == turn
+                    (values.get(r.request_id) or registry.request_metrics(r))["ttft_s"] for r in cold if r.turn == turn
                 ),
                 unavailable=unavailable,
             )

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from benchy.measure import stats
-from benchy.measure.metrics import COMPARE_METRICS, METRICS
+from benchy.measure.registry import COMPARE_METRICS, METRICS
 from benchy.measure.stats import benjamini_hochberg, median_difference_ci, p_value, smallest_possible_p
 from benchy.report import setup_diff
 from benchy.results.types import CaseResult, MetricSummary, RunResult

@@ -24,7 +24,7 @@ from matplotlib.container import ErrorbarContainer  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
-from benchy.measure import metrics, stats  # noqa: E402
+from benchy.measure import registry, stats, unavailable  # noqa: E402
 from benchy.report.table import case_name  # noqa: E402
 from benchy.results.types import CaseResult, RunResult  # noqa: E402
 
@@ -57,7 +57,7 @@ class LeftOut:
 
     @property
     def short_reason(self) -> str:
-        return metrics.REASON_TITLES.get(self.code) or self.reason
+        return unavailable.REASON_TITLES.get(self.code) or self.reason
 
 
 # ------------------------------------------------------------------ reading saved results
@@ -164,7 +164,7 @@ def _plot_metric_vs(
     """Draws one line per series with error bars (in the registry's display unit: TTFT in ms, as
     in the tables); returns the points left out. Value labels are placed once the axes are laid
     out (_place_value_labels), where they collide with nothing."""
-    scale = metrics.METRICS[metric].scale if metric in metrics.METRICS else 1.0
+    scale = registry.METRICS[metric].scale if metric in registry.METRICS else 1.0
     left_out: list[LeftOut] = []
     points = sum(len(cases) for cases in series.values())
     for name, cases in series.items():

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from benchy.measure import stats
-from benchy.measure.metrics import QUEUED, Unavailable
+from benchy.measure.unavailable import QUEUED, Unavailable
 from benchy.results.types import CaseResult, CheckWarning, Evidence, MetricSummary, Queueing, RunResult
 from benchy.results.verdicts.codes import WARNING, Code
 from benchy.results.verdicts.details import PrefillHoldsQueueing, QueueDominatesTtft
