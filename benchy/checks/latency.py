@@ -40,8 +40,6 @@ def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
             f"over {', '.join(part.cases)}; {' and '.join(witnesses)}): it passes before the engine takes the "
             f"request, not prefilling. Prefill t/s from TTFT is withheld.{engine}",
             FIXED_HINT,
-            metrics=("ttft_s",),
-            withheld=("prefill_tps",),
             details=FixedLatency(
                 fixed_s=part.fixed_s,
                 engine_prefill_tps=part.engine_prefill_tps,

@@ -226,7 +226,7 @@ def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
                 f"{why}: requests wait for a free slot, and that wait is in TTFT, so prefill t/s "
                 "here holds queue time; it is not the server's prefill speed.",
                 QUEUE_HINT,
-                metrics=("prefill_tps", "ttft_s"),
+                withheld=(),  # qualified: a cause inferred from slots, not measured
                 details=PrefillHoldsQueueing(concurrency=case.concurrency, slots=slots),
             )
 
@@ -259,7 +259,6 @@ def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         f"prefill t/s is withheld.{_server_prefill_text(case)}",
         QUEUE_HINT,
         metrics=("ttft_s",),
-        withheld=("prefill_tps",),
         details=PrefillHoldsQueueing(
             concurrency=case.concurrency,
             slots=server_slots(run),
