@@ -163,13 +163,14 @@ def test_no_check_names_a_metric_outside_its_codes_entry():
             if getattr(node.func, "id", None) not in MAKERS or node.args[0].attr not in Code.__members__:
                 continue
             entry = VERDICTS[Code[node.args[0].attr]]
-            for kw in node.keywords:
-                allowed = {"metrics": entry.qualifies, "withheld": entry.withholds}.get(kw.arg or "")
+            named = [("metrics", a) for a in node.args[5:6]] + [("withheld", a) for a in node.args[6:7]]
+            for arg, value in [*named, *((kw.arg or "", kw.value) for kw in node.keywords)]:
+                allowed = {"metrics": entry.qualifies, "withheld": entry.withholds}.get(arg)
                 literals = [
-                    c.value for c in ast.walk(kw.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                    c.value for c in ast.walk(value) if isinstance(c, ast.Constant) and isinstance(c.value, str)
                 ]
                 stray += [
-                    f"{path.name}: {node.args[0].attr} {kw.arg}={n}"
+                    f"{path.name}: {node.args[0].attr} {arg}={n}"
                     for n in literals
                     if allowed is not None and n not in allowed
                 ]

@@ -121,7 +121,7 @@ class Verdict:
 COUNTED_METRICS = ("e2e_tps", "decode_tps", "itl_s", "tokens_per_event")  # built on the token count
 DRIFT_METRICS = ("decode_tps", "e2e_tps")  # the rates a throttling GPU moves
 ACROSS_METRICS = ("decode_tps",)  # e2e holds prefill, which a cached context moves between such cases
-_CACHED = ("ttft_s", "prefill_tps")  # what a prompt cache (or its absence) moves
+_CACHED = ("ttft_s", "prefill_tps")  # what a prompt cache, or a wait before the prompt is read, moves
 
 
 # Every code: its severity rule, its figures and the metrics it names (tests/test_codes.py: no code left out).
@@ -173,10 +173,10 @@ VERDICTS: dict[Code, Verdict] = {
     Code.FIRST_CHUNK_BEFORE_PREFILL: Verdict(Rule(INFO), payloads.FirstChunkBeforePrefill, ("ttft_s",)),
     Code.DANGEROUS_STOP: Verdict(_FAILURE, payloads.DangerousStopFound, ("e2e_tps", "ttfc_s")),
     Code.SPECIAL_TOKENS_STRIPPED: Verdict(_WARNING, payloads.RequestCount, withholds=("ttfc_s",)),
-    Code.SERVER_CACHE_HIT: Verdict(_WARNING, payloads.ServerCacheHit),
-    Code.SERVER_TOKEN_MISMATCH: Verdict(_WARNING, payloads.ServerTokenMismatch),
-    Code.TTFT_OUTSIDE_SERVER: Verdict(_WARNING, payloads.TtftOutsideServer),
-    Code.QUEUE_DOMINATES_TTFT: Verdict(_WARNING, payloads.QueueDominatesTtft),
+    Code.SERVER_CACHE_HIT: Verdict(_WARNING, payloads.ServerCacheHit, (*_CACHED, "e2e_tps")),
+    Code.SERVER_TOKEN_MISMATCH: Verdict(_WARNING, payloads.ServerTokenMismatch, ("e2e_tps", "decode_tps")),
+    Code.TTFT_OUTSIDE_SERVER: Verdict(_WARNING, payloads.TtftOutsideServer, _CACHED),
+    Code.QUEUE_DOMINATES_TTFT: Verdict(_WARNING, payloads.QueueDominatesTtft, _CACHED),
 }
 
 

@@ -381,7 +381,6 @@ def queue_dominates_ttft(case: CaseResult, run: RunResult) -> Iterable[CheckWarn
         f"queue, {_num(found.queue_share):.0%} of its {_ms(_num(found.ttft_s))} TTFT: the server is "
         "saturated, and TTFT and prefill t/s hold queue time.",
         queue_hint(case),
-        ("ttft_s", "prefill_tps"),
         details=found,
         evidence=(
             Evidence("queue_share", found.queue_share, QUEUE_SHARE, "fraction"),
