@@ -104,7 +104,7 @@ def _formula_names() -> set[str]:
     return {m.formula.__name__ for m in METRICS.values() if m.formula is not None}
 
 
-@pytest.mark.parametrize("module", ["request_formulas", "case_formulas", "window_formulas"])
+@pytest.mark.parametrize("module", ["request_formulas", "case_formulas", "window_formulas", "turn_formulas"])
 def test_no_formula_calls_another_formula(module):
     """Values are passed forward in the registry's order, so a formula never recomputes what it
     depends on (prefill_tps takes TTFT's value instead of calling ttft_s)."""
@@ -190,3 +190,45 @@ def test_energy_figures_take_the_energys_reason_along():
     why = unavailable.Unavailable("no_energy", "the exporter gave no energy")
     withheld = registry.compute(registry.GPU_WINDOW, window, {"gpu_energy_j": why})
     assert all(withheld[m.name] is why for m in registry.of_level(registry.GPU_WINDOW) if m.formula)
+
+
+def test_turn_and_server_histogram_figures_are_made_by_registry_formulas():
+    """A turn row's medians and the server's histogram means are computed by the registry (its
+    TURN and SERVER_WINDOW formulas), not beside it: each such metric has a formula, every
+    histogram an engine publishes has its mean registered, and the modules that fill them take
+    no statistic of their own."""
+    import inspect
+
+    from benchy.measure import workloads
+    from benchy.server import metrics as server_metrics
+
+    assert all(m.formula is not None for m in registry.of_level(registry.TURN))
+    means = {m.key for m in registry.of_level(registry.SERVER_WINDOW) if m.definition.startswith("the mean of")}
+    published = {name for engine in server_metrics.ENGINES for name in engine.histograms}
+    assert published and published <= means
+    assert all(METRICS[f"server_window_{key}"].formula is not None for key in means)
+    for module in (workloads, server_metrics):
+        assert "stats." not in inspect.getsource(module), module.__name__
+
+
+def test_a_turns_medians_come_from_its_requests_metrics():
+    from benchy.measure.turn_formulas import NONE_OK, TurnSample
+
+    why = unavailable.Unavailable(unavailable.BUFFERED, "buffered")
+    ok = [
+        RequestRecord("c", 0, i, False, f"r{i}", None, 100, 8, prompt_tokens=100 + i, cached_tokens=10 * i)
+        for i in range(3)
+    ]
+    sample = TurnSample(
+        ok=ok,
+        values=[{"ttft_s": t, "prefill_tps": why, "e2e_s": 2 * t} for t in (0.3, 0.1, 0.2)],
+        cold_ttft=[0.8, why, 0.4],
+    )
+    found = registry.compute(registry.TURN, sample, {})
+    assert found["turn_ttft_s"] == pytest.approx(0.2) and found["turn_e2e_s"] == pytest.approx(0.4)
+    assert found["turn_prefill_tps"] is why  # one request without it: no median, its reason
+    assert found["turn_new_tokens"] == pytest.approx(91) and found["turn_prompt_tokens"] == pytest.approx(101)
+    assert found["turn_cold_ttft_s"] == pytest.approx(0.6)
+    assert found["turn_ttft_gain"] == pytest.approx(0.6 / 0.2)
+    empty = registry.compute(registry.TURN, TurnSample(ok=[], values=[], cold_ttft=[]), {})
+    assert empty["turn_ttft_s"] is NONE_OK and isinstance(empty["turn_ttft_gain"], unavailable.Unavailable)
