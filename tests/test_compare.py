@@ -149,6 +149,34 @@ def test_faster_decode_is_significant_in_the_right_direction(runs):
             assert change.p_adjusted < 0.05 and change.ci95[0] > 0
 
 
+def test_compares_medians_are_the_medians_each_run_saved(runs):
+    """compare prints each run's registered per-case figure (the summary its own table showed),
+    not a statistic of its own: every median it reports is that run's saved summary median."""
+    import ast
+    import inspect
+
+    slow, fast = load(runs["slow"]), load(runs["fast"])
+    comp = compare_mod.compare(typed(slow), typed(fast), "slow", "fast")
+    saved = {
+        (side, c["label"], m): summary["median"]
+        for side, results in (("a", slow), ("b", fast))
+        for c in results["cases"]
+        for m, summary in c["summary"].items()
+        if summary
+    }
+    shown = [c for c in comp.changes if c.a_median is not None]
+    assert shown
+    for change in shown:
+        assert change.a_median == saved["a", change.case, change.metric]
+        assert change.b_median == saved["b", change.case, change.metric]
+    calls = {
+        node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+        for node in ast.walk(ast.parse(inspect.getsource(compare_mod)))
+        if isinstance(node, ast.Call)
+    }
+    assert not calls & {"median", "mean", "nanmedian", "percentile"}
+
+
 def truth_medians(truth: list[dict], results: dict, label: str) -> dict[str, float]:
     """What the simulator really delivered to a case's measured requests, per compared metric."""
     case = next(c for c in results["cases"] if c["label"] == label)

@@ -171,7 +171,7 @@ def test_every_figure_beside_a_case_is_a_registered_metric_with_a_source():
     counts = {"turn", "n_ok", "n_failed", "unavailable"}
     assert {f.name for f in fields(workloads.TurnRow)} - counts == _keys(registry.TURN)
     assert {f.name for f in fields(workloads.TtftGain)} - {"baseline"} == _keys(registry.GAIN)
-    assert {*gpu.ENERGY_FIGURES, "power_w"} == _keys(registry.GPU_WINDOW)
+    assert {*gpu.ENERGY_FIGURES, "power_w", "bandwidth_gbs"} == _keys(registry.GPU_WINDOW)
     loop = set(LoopMonitor().figures([]))
     assert _keys(registry.LOOP) <= loop
     assert loop - _keys(registry.LOOP) == {"lag_samples", "cpu_s", "wall_s"}  # counts, not figures

@@ -455,6 +455,19 @@ _BESIDE = (
         definition="energy ÷ the sampled window: the average draw of all GPUs over the case",
     ),
     Metric(
+        "gpu_bandwidth_gbs",
+        "bandwidth GB/s",
+        unit="GB/s",
+        scale=1.0,
+        decimals=0,
+        higher_is_better=False,
+        level=GPU_WINDOW,
+        source=GPU,
+        stored_as="bandwidth_gbs",
+        definition="Σ over GPUs of the share of time its memory was active × its peak bandwidth (hardware profile): "
+        "the memory bandwidth the case used",
+    ),
+    Metric(
         "gpu_joules_per_token",
         "J/token",
         unit="J/token",
