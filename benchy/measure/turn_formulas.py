@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from benchy.measure import stats
 from benchy.measure.records import RequestRecord
-from benchy.measure.unavailable import NO_SUCCESS, NOT_MEASURED, Unavailable
+from benchy.measure.unavailable import NO_SUCCESS, Unavailable
+from benchy.measure.window_formulas import NO_MEDIAN
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,6 @@ class TurnSample:
 
 TurnFormula = Callable[[TurnSample], "float | Unavailable"]
 NONE_OK = Unavailable(NO_SUCCESS, "no request of the turn succeeded")
-_NONE_MEASURED = Unavailable(NOT_MEASURED, "no median: no request had the figure")
 
 
 def metric_median(name: str) -> TurnFormula:
@@ -43,7 +43,7 @@ def metric_median(name: str) -> TurnFormula:
 
 def _median(values: Sequence[float | None]) -> float | Unavailable:
     kept = [v for v in values if v is not None]
-    return stats.median(kept) if kept else _NONE_MEASURED
+    return stats.median(kept) if kept else NO_MEDIAN
 
 
 def prompt_tokens(turn: TurnSample) -> float | Unavailable:

@@ -63,15 +63,15 @@ class NoInput:
 NOTHING = NoInput()
 
 
-_NO_TTFT = Unavailable(NOT_MEASURED, "no median: no request had the figure")
+NO_MEDIAN = Unavailable(NOT_MEASURED, "no median: no request had the figure")
 
 
 def ttft_speedup(_: object, baseline_ttft_s: float, ttft_s: float) -> float | Unavailable:
-    return baseline_ttft_s / ttft_s if baseline_ttft_s and ttft_s else _NO_TTFT
+    return baseline_ttft_s / ttft_s if baseline_ttft_s and ttft_s else NO_MEDIAN
 
 
 def ttft_saved(_: object, baseline_ttft_s: float, ttft_s: float) -> float | Unavailable:
-    return 1 - ttft_s / baseline_ttft_s if baseline_ttft_s and ttft_s else _NO_TTFT
+    return 1 - ttft_s / baseline_ttft_s if baseline_ttft_s and ttft_s else NO_MEDIAN
 
 
 class Histogram(Protocol):

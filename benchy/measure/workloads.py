@@ -43,8 +43,8 @@ from benchy.measure import registry
 from benchy.measure.records import RequestRecord
 from benchy.measure.registry import PerRequest
 from benchy.measure.turn_formulas import NONE_OK, TurnSample
-from benchy.measure.unavailable import NOT_MEASURED, Unavailable
-from benchy.measure.window_formulas import NOTHING
+from benchy.measure.unavailable import Unavailable
+from benchy.measure.window_formulas import NO_MEDIAN, NOTHING
 
 MAX_GRANULARITY = 256
 TOKEN_TOLERANCE = 0.01  # token-granular servers: a shortfall up to 1% of the history is noise
@@ -567,12 +567,9 @@ class GainCase(Protocol):
     def summary(self) -> Mapping[str, _HasMedian | None]: ...
 
 
-_NOT_MEASURED = Unavailable(NOT_MEASURED, "no median: no request had the figure")
-
-
 def _known(value: float | None) -> float | Unavailable:
-    """A median as a metric's value; none (or zero, which no ratio can divide by) is Unavailable."""
-    return value if value else _NOT_MEASURED
+    """A median as a metric's value; none is Unavailable."""
+    return value if value is not None else NO_MEDIAN
 
 
 def ttft_gains(cases: Sequence[GainCase]) -> None:
