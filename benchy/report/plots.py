@@ -24,7 +24,7 @@ from matplotlib.container import ErrorbarContainer  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
-from benchy.measure import registry, stats, unavailable  # noqa: E402
+from benchy.measure import registry, unavailable  # noqa: E402
 from benchy.report.table import case_name  # noqa: E402
 from benchy.results.types import CaseResult, RunResult  # noqa: E402
 
@@ -649,8 +649,9 @@ def request_distribution(results: RunResult, directory: Path) -> Figure | None:
     for i, case in enumerate(rows):
         values = data[i]
         ax.scatter(values, i + rng.uniform(-0.15, 0.15, len(values)), s=14, alpha=0.7, color="C0", zorder=3)
-        if values and i not in boxed:
-            ax.plot([stats.median(values)] * 2, [i - 0.3, i + 0.3], color="black", linewidth=1.5, zorder=4)
+        median = case.median("e2e_tps")  # the registered metric's, as the table shows it
+        if values and i not in boxed and median is not None:
+            ax.plot([median] * 2, [i - 0.3, i + 0.3], color="black", linewidth=1.5, zorder=4)
         ceiling = case_ceiling_tps(case) if _single_stream(case) else None
         if ceiling:
             ax.plot([ceiling], [i], marker="|", markersize=18, color="C3", zorder=4)
