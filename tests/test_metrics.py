@@ -100,3 +100,22 @@ def test_aggregate_throughput_over_case_wall_time():
     a = record([0.1, 0.2], end=1.0, sent_mono_s=100.0)
     b = record([0.1, 0.2], end=1.0, sent_mono_s=100.5)
     assert case_formulas.aggregate_output_tps([a, b]) == pytest.approx(4 / 1.5)
+
+
+def test_each_measure_name_has_one_address():
+    """measure/metrics.py holds the notation and the TTFT-trend judgment: it passes on no name
+    from another module, so every importer names the module that defines what it uses."""
+    import ast
+
+    from tests.conftest import REPO_ROOT
+
+    tree = ast.parse((REPO_ROOT / "benchy" / "measure" / "metrics.py").read_text(encoding="utf-8"))
+    imported = {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert imported <= used | {"annotations"}, imported - used  # imported to be used, not passed on
+    passed_on = []
+    for path in (p for top in ("benchy", "tests", "benchmarks") for p in (REPO_ROOT / top).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "benchy.measure.metrics":
+                passed_on += [f"{path.name}: {a.name}" for a in node.names if a.name in imported]
+    assert not passed_on
