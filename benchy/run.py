@@ -29,6 +29,7 @@ from benchy import __version__
 from benchy.analysis import analyze as analysis
 from benchy.analysis.analyze import REQUESTS
 from benchy.analysis.bundle import CaseWindows, Manifest, PlannedCase, write_manifest
+from benchy.client import kernel_stamps
 from benchy.client import loop as event_loop
 from benchy.client.client import Client
 from benchy.client.errors import ServerError
@@ -702,6 +703,7 @@ def _setup(settings: RunSettings, model: str, version: str | None, calibrations:
         "host": platform.node(),
         "python": platform.python_version(),
         "event_loop": event_loop.name(),
+        "receive_stamps": kernel_stamps.described(settings.client.transport, settings.client.stream),
         "command_line": settings.command_line,
         "extra_body": redacted_extra_body(settings.client.extra_body),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -14,7 +14,7 @@ from benchy.checks.registry import (
     Code,
     Warning_,
 )
-from benchy.measure.workloads import PartialReuse, WorkloadFigures
+from benchy.measure.workloads import EXPIRY_GAP_MIN_S, PartialReuse, WorkloadFigures
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -132,16 +132,40 @@ def cache_not_reused(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
     miss = figures.no_reuse if figures else None
     if miss is None:
         return
+    said = f"{miss.requests} requests resent {miss.expected_tokens:,} tokens the server had already prefilled"
+    if miss.cause == "expiry" and miss.hit_idle_max_s is not None and miss.miss_idle_min_s is not None:
+        message = (
+            f"{said}, each after at least {miss.miss_idle_min_s:.2f} s idle, and it reported none of them as "
+            f"cached. Its cache works: it served the start every prompt shares to {miss.start_hits} "
+            f"request{'' if miss.start_hits == 1 else 's'} sent within {miss.hit_idle_max_s:.2f} s of another, and lost even that after "
+            f"{miss.lost_idle_min_s or 0.0:.2f} s quiet. The likely cause: the cache lets entries expire after "
+            f"a lifetime between {miss.hit_idle_max_s:.2f} and {miss.miss_idle_min_s:.2f} s."
+        )
+        hint = EXPIRY_HINT
+    elif miss.miss_idle_min_s is not None and miss.miss_idle_min_s >= EXPIRY_GAP_MIN_S:
+        message = (
+            f"{said}, each after at least {miss.miss_idle_min_s:.2f} s idle, and it reported none of them as "
+            "cached. Nothing in the case tells a prefix cache that is off (or does not report hits) from one "
+            f"that lets entries expire within {miss.miss_idle_min_s:.2f} s."
+        )
+        hint = f"{OFF_HINT} Then shorten --think-time: reuse that appears with shorter gaps means a cache lifetime."
+    else:
+        message = f"{said}, and it reported none of them as cached: its prefix cache is off or does not report hits."
+        hint = OFF_HINT
     yield Warning_(
         Code.CACHE_NOT_REUSED,
         WARNING,
         case.label,
-        f"{miss.requests} requests resent {miss.expected_tokens:,} tokens the server had already "
-        "prefilled, and it reported none of them as cached: its prefix cache is off or does not report hits.",
-        "Enable the server's prefix cache (vLLM --enable-prefix-caching, llama.cpp cache_prompt, SGLang's "
-        "radix cache is on by default) and check that it reports usage.prompt_tokens_details.cached_tokens.",
+        message,
+        hint,
         details=taken_from(CacheNotReused, miss),
     )
+
+
+OFF_HINT = (
+    "Enable the server's prefix cache (vLLM --enable-prefix-caching, llama.cpp cache_prompt, SGLang's "
+    "radix cache is on by default) and check that it reports usage.prompt_tokens_details.cached_tokens."
+)
 
 
 ROUTING_HINT = (

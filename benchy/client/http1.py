@@ -34,6 +34,8 @@ from urllib.parse import unquote, urlsplit
 
 import httptools
 
+from benchy.client import kernel_stamps
+
 PEEK_BYTES = 300  # of a body that is not streamed (an HTTP error, not an event stream)
 MAX_HEAD_BYTES = 64 * 1024
 READ_BUFFER = 64 * 1024
@@ -169,6 +171,7 @@ class Http1Pool:
         self._routes: dict[str, _Route] = {}
         self._idle: dict[str, list[_Connection]] = {}
         self._speaks_tls: set[tuple[str, int]] = set()  # a handshake done: no plain-HTTP check again
+        self.kernel_stamps = kernel_stamps.wanted()  # plain TCP reads stamped on arrival (kernel_stamps.py)
 
     async def request(self, req: Request, response: Response) -> None:
         """Sends the request and returns once its response has ended (filled into `response`).
@@ -235,6 +238,11 @@ class Http1Pool:
         host, port = (route.proxy_host, route.proxy_port) if route.proxy_host else (route.host, route.port)
         direct_tls = ssl_context(self._insecure) if route.tls and not route.proxy_host else None
         try:
+            if self.kernel_stamps and not route.tls and not route.proxy_host:
+                conn = _Connection()
+                opening = kernel_stamps.open_connection(conn, host, port)
+                await asyncio.wait_for(opening, max(0.0, deadline - time.perf_counter()))
+                return conn
             connecting = asyncio.ensure_future(
                 loop.create_connection(
                     _Connection, host, port, ssl=direct_tls, server_hostname=route.host if direct_tls else None
@@ -406,6 +414,9 @@ class _Connection(asyncio.BufferedProtocol):
 
     def data_received(self, data: bytes) -> None:  # transports that do not buffer for us
         self._deliver(data, time.perf_counter())
+
+    def received_at(self, data: memoryview, now: float) -> None:  # kernel_stamps: stamped on arrival
+        self._deliver(data, now)
 
     def _deliver(self, data: bytes | memoryview, now: float) -> None:
         exchange = self.exchange

@@ -110,8 +110,20 @@ class PartialReuse(_Saved):
 
 @dataclass
 class NoReuse(_Saved):
+    """No request reused what it should have. Where each came after an idle gap, the shortest
+    (`miss_idle_min_s`); where the server showed that its cache works, the longest gap before a
+    request it served the prompts' shared start to (`hit_idle_max_s`: the chat template, reused
+    between requests sent close together) and the shortest quiet after which even that start was
+    lost (`lost_idle_min_s`). `cause` "expiry" when both set the misses apart (see no_reuse);
+    None when the evidence cannot tell a cache that is off from one that expires."""
+
     requests: int
     expected_tokens: int
+    miss_idle_min_s: float | None = None
+    hit_idle_max_s: float | None = None
+    lost_idle_min_s: float | None = None
+    start_hits: int | None = None  # requests the server reported the shared start cached for
+    cause: str | None = None  # "expiry": what the idle gaps point to, when they do
 
 
 @dataclass
@@ -232,7 +244,7 @@ def case_figures(
     if partial is not None:
         out.partial_reuse = partial
     elif short and len(short) == len(judged):
-        out.no_reuse = NoReuse(len(short), sum(_expected(r) for r in short))
+        out.no_reuse = no_reuse(ok, short, [r for r in ahead if r.ok])
     elif short:
         out.eviction = eviction(ok, short, len(judged))
     if kind == "multi_turn":
@@ -361,6 +373,55 @@ def partial_reuse(
             f"{found.replicas} replicas without cache affinity, each with its own cache"
         )
     return found
+
+
+def no_reuse(ok: list[RequestRecord], short: list[RequestRecord], ahead: Sequence[RequestRecord] = ()) -> NoReuse:
+    """Every request missed what it should have reused. With no hit to compare with, the cause
+    is weighed on what else shows the cache at work: the start every prompt shares (the chat
+    template) reported cached when a request followed another closely, and lost after a quiet as
+    long as the history's misses waited. Both together, with every miss after a longer gap than
+    any such hit, point to a cache lifetime (expiry); a server that reported nothing cached at
+    all may simply have its cache off, and the finding says it cannot tell the two apart."""
+    found = NoReuse(len(short), sum(_expected(r) for r in short))
+    sent = sorted([*ahead, *ok], key=lambda r: r.sent_mono_s)
+    idle = _IdleTimes(sent)
+    gaps = [gap for r in short if (gap := idle.before(r)) is not None]
+    if len(gaps) < EXPIRY_MIN_MISSES:
+        return found
+    found.miss_idle_min_s = min(gaps)
+    start = _start_reuse(sent)
+    if start is None:
+        return found
+    found.start_hits, found.hit_idle_max_s, found.lost_idle_min_s = start
+    if found.lost_idle_min_s is not None and all(
+        _expired(gap, found.hit_idle_max_s) for gap in (found.miss_idle_min_s, found.lost_idle_min_s)
+    ):
+        found.cause = "expiry"
+    return found
+
+
+def _start_reuse(sent: list[RequestRecord]) -> tuple[int, float, float | None] | None:
+    """(requests that reported cached tokens, the longest gap since the previous send before
+    one of them, the shortest quiet since every earlier request ended before one that reported
+    none), over requests in send order after the first; None when none reported any. A block
+    last used no earlier than the previous send sat idle at most that long; one last used no
+    later than the latest end, at least the quiet since."""
+    hit_gaps: list[float] = []
+    lost_quiet: list[float] = []
+    latest_end: float | None = None
+    for prev, r in zip(sent, sent[1:], strict=False):
+        end = prev.sent_mono_s + prev.end_s if prev.end_s is not None else None
+        if end is not None:
+            latest_end = end if latest_end is None else max(latest_end, end)
+        if r.cached_tokens is None:
+            continue
+        if r.cached_tokens > 0:
+            hit_gaps.append(r.sent_mono_s - prev.sent_mono_s)
+        elif latest_end is not None:
+            lost_quiet.append(max(0.0, r.sent_mono_s - latest_end))
+    if not hit_gaps:
+        return None
+    return len(hit_gaps), max(hit_gaps), min(lost_quiet) if lost_quiet else None
 
 
 def _expired(miss_min_s: float, hit_max_s: float) -> bool:

@@ -63,6 +63,9 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        every figure; each warning's details keeps the same keys
   1.22 case.queueing.basis: "ttft_gap_s" where the server timed every prefill (llama.cpp), so
        the wait is judged beyond the server's own prompt time
+  1.23 workload.no_reuse (and cache_not_reused's details): miss_idle_min_s, hit_idle_max_s,
+       lost_idle_min_s, start_hits, cause ("expiry" when the idle gaps point to a lifetime)
+  1.24 setup.receive_stamps: the kernel's arrival stamp of each read (SO_TIMESTAMPNS) or the read's own
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -107,7 +110,7 @@ from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 22
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 24
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -255,6 +258,10 @@ class Setup(Saved):
     host: str | None = None
     python: str | None = None
     event_loop: str | None = _opt("the event loop the requests ran on: 'uvloop 0.23.0' or 'asyncio' (client/loop.py)")
+    receive_stamps: str | None = _opt(
+        "(1.24) where each read's time comes from: the kernel's arrival stamp or the read (client/kernel_stamps.py)",
+        omit=True,
+    )
     command_line: str | None = _opt("secrets redacted")
     extra_body: dict | None = _opt("(1.15) --extra-body, its credential-named keys' values as ***")
     started_utc: str | None = None
