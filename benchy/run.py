@@ -50,7 +50,7 @@ from benchy.load.prompts import Calibration, PromptError, PromptFactory, Templat
 from benchy.load.tally import CaseTally
 from benchy.load.tokenize import ServerTokenize
 from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
-from benchy.measure import metrics
+from benchy.measure import classify
 from benchy.measure.ceiling import CeilingInputs
 from benchy.measure.records import RecordWriter, RequestRecord
 from benchy.results import types as results_mod
@@ -288,7 +288,7 @@ MIN_REQUESTS_FOR_RATE = 10  # --max-error-rate is judged from this many finished
 def count_failure(state: RunState, rec: RequestRecord) -> None:
     """Counts a finished record as results.json will, and the connection failures in a row."""
     state.n_done += 1
-    state.n_failed += not metrics.classify(rec).ok
+    state.n_failed += not classify.classify(rec).ok
     gone = rec.status == "error" and rec.error_kind == "connect"
     state.connect_failures_in_a_row = state.connect_failures_in_a_row + 1 if gone else 0
     if gone:

@@ -53,7 +53,6 @@ def prefix_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
             f"{template:.0f}-token chat template): TTFT, prefill and end-to-end figures are "
             "inflated.",
             "Keep the nonce on (no --no-nonce) so no request shares a prefix with another.",
-            metrics=("ttft_s", "prefill_tps", "e2e_tps"),
             details=PrefixCacheHit(requests=len(hits), cached_tokens_max=most, template_tokens=template),
             evidence=(Evidence("cached_tokens_max", most, template, "tokens"),),
         )
@@ -123,7 +122,6 @@ def cache_eviction(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         f"requests that should have reused earlier tokens reported fewer cached tokens ({ev.lost_tokens:,} "
         "tokens prefilled again). Their TTFT includes that prefill.",
         CACHE_HINT,
-        metrics=("ttft_s", "prefill_tps"),
         details=taken_from(CacheEviction, ev),
         evidence=(Evidence("reported_cached_tokens", ev.reported_tokens, ev.expected_tokens, "tokens"),),
     )
@@ -160,7 +158,6 @@ def cache_not_reused(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
         case.label,
         message,
         hint,
-        metrics=("ttft_s", "prefill_tps"),
         details=taken_from(CacheNotReused, miss),
     )
 
@@ -202,7 +199,6 @@ def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
         f"none; the server reported {part.reported_tokens:,} of {part.expected_tokens:,} expected tokens "
         f"cached.{cause} TTFT mixes hits and misses.",
         EXPIRY_HINT if part.cause == "expiry" else ROUTING_HINT,
-        metrics=("ttft_s", "prefill_tps"),
         details=taken_from(CachePartialReuse, part),
         evidence=(Evidence("hit_fraction", round(part.hit_fraction, 4), 1.0, "requests"),),
     )
@@ -262,7 +258,6 @@ def cache_leakage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         f"nonce-led part{where}): the cache served text from another conversation or run, or the server "
         "miscounts cached tokens. Their TTFT is too good to be this workload's.",
         "Keep the nonce on (no --no-nonce); if it is on, the server's cached_tokens cannot be trusted.",
-        metrics=("ttft_s", "prefill_tps"),
         details=taken_from(CacheLeakage, leak),
     )
 

@@ -52,8 +52,6 @@ def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
             None,
             words,
             FIXED_HINT + (UNSURE_HINT if part.unsure_cause else ""),
-            metrics=("ttft_s",),
-            withheld=("prefill_tps",),
             details=FixedLatency(
                 fixed_s=part.fixed_s,
                 engine_prefill_tps=part.engine_prefill_tps,

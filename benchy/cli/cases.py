@@ -271,7 +271,7 @@ def load_settings(
 ) -> LoadSettings:
     from benchy.load import cluster
     from benchy.load.plan import LoadSettings
-    from benchy.measure.metrics import parse_slo
+    from benchy.measure.slo import parse_slo
 
     if ray is not None and not cluster.ray_installed():
         raise click.UsageError(cluster.RAY_MISSING)

@@ -11,7 +11,7 @@ Three paces, all of one loop:
              request the moment its last one ends (until `deadline`)
   open       `Open(start_s)`: each request at start_s + its `at_s`, whatever is in flight (with
              `inflight_cap`, a send waits for a free slot and is late: its record shows the
-             queue delay, metrics.send_lag_s); requests come in time order
+             queue delay, case_formulas.send_lag_s); requests come in time order
   dependent  a request whose `then` makes the next one from its record (a conversation's next
              turn, `pause_s` after the answer): the stream that sent it sends its successor,
              under either pace, until `then` says None

@@ -39,10 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from benchy import jsontypes
-from benchy.measure import metrics, registry, stats
-from benchy.measure.metrics import NOT_MEASURED, PerRequest, Unavailable
+from benchy.measure import registry
 from benchy.measure.records import RequestRecord
-from benchy.measure.window_formulas import NOTHING
+from benchy.measure.registry import PerRequest
+from benchy.measure.turn_formulas import NONE_OK, TurnSample
+from benchy.measure.unavailable import Unavailable
+from benchy.measure.window_formulas import NO_MEDIAN, NOTHING
 
 MAX_GRANULARITY = 256
 TOKEN_TOLERANCE = 0.01  # token-granular servers: a shortfall up to 1% of the history is noise
@@ -543,67 +545,44 @@ def leakage(ok: list[RequestRecord]) -> Leakage | None:
 
 
 TURN_METRICS = ("ttft_s", "prefill_tps", "e2e_s")
+_TURN_FIGURES = tuple(m for m in registry.of_level(registry.TURN))
 
 
 def turn_figures(
     measured: list[RequestRecord], controls: Iterable[RequestRecord] = (), values: PerRequest | None = None
 ) -> list[TurnRow]:
-    """Per turn index: requests, failures, and medians over the successful ones, each metric
-    only where every one of them has it (as a case's summary: the measurable subset would hide
-    the rest), with the reason where not; with cold controls, their median TTFT and the turn's
-    gain against it (cold TTFT ÷ TTFT)."""
+    """Per turn index: requests, failures, and the registry's TURN metrics over the successful
+    ones (medians; a per-request metric only where every one of them has it, with the reason
+    where not); with cold controls, their median TTFT and the turn's gain against it."""
     values = values if values is not None else {}
     cold = [r for r in controls if r.ok]
     out = []
-    for turn in sorted({r.turn for r in measured if r.turn is not None}):
-        at = [r for r in measured if r.turn == turn]
+    for index in sorted({r.turn for r in measured if r.turn is not None}):
+        at = [r for r in measured if r.turn == index]
         ok = [r for r in at if r.ok]
-        per = [values.get(r.request_id) or metrics.request_metrics(r) for r in ok]
-        medians, unavailable = _turn_medians(per)
-        new = (
-            r.prompt_tokens - r.cached_tokens for r in ok if r.prompt_tokens is not None and r.cached_tokens is not None
+        sample = TurnSample(
+            ok=ok,
+            values=[values.get(r.request_id) or registry.request_metrics(r) for r in ok],
+            cold_ttft=[
+                (values.get(r.request_id) or registry.request_metrics(r))["ttft_s"] for r in cold if r.turn == index
+            ],
         )
+        found = registry.compute(registry.TURN, sample, {})
+        figures = {m.key: found[m.name] for m in _TURN_FIGURES}
         out.append(
             TurnRow(
-                turn=turn,
+                turn=index,
                 n_ok=len(ok),
                 n_failed=len(at) - len(ok),
-                **medians,
-                prompt_tokens=_median(r.prompt_tokens for r in ok),
-                new_tokens=_median(new),
-                cached_tokens=_median(r.cached_tokens for r in ok),
-                expected_cached_tokens=_median(r.expected_cached_tokens for r in ok),
-                cold_ttft_s=_median(
-                    (values.get(r.request_id) or metrics.request_metrics(r))["ttft_s"] for r in cold if r.turn == turn
-                ),
-                unavailable=unavailable,
+                **{key: None if isinstance(v, Unavailable) else v for key, v in figures.items()},
+                unavailable={
+                    key: v.message
+                    for key in TURN_METRICS
+                    if isinstance(v := figures[key], Unavailable) and v is not NONE_OK
+                },
             )
         )
-    for row in out:
-        base = {"turn_cold_ttft_s": _known(row.cold_ttft_s), "turn_ttft_s": _known(row.ttft_s)}
-        gain = registry.compute(registry.TURN, NOTHING, base)["turn_ttft_gain"]
-        row.ttft_gain = None if isinstance(gain, Unavailable) else gain
     return out
-
-
-_NOT_MEASURED = Unavailable(NOT_MEASURED, "no median: no request had the figure")
-
-
-def _known(value: float | None) -> float | Unavailable:
-    """A median as a metric's value; none (or zero, which no ratio can divide by) is Unavailable."""
-    return value if value else _NOT_MEASURED
-
-
-def _turn_medians(per: list[dict]) -> tuple[dict[str, float | None], dict[str, str]]:
-    medians: dict[str, float | None] = {}
-    unavailable: dict[str, str] = {}
-    for name in TURN_METRICS:
-        found = [v[name] for v in per]
-        missing = [v for v in found if isinstance(v, Unavailable)]
-        medians[name] = None if missing or not found else _median(found)
-        if missing:
-            unavailable[name] = missing[0].message
-    return medians, unavailable
 
 
 def withhold_turns(figures: WorkloadFigures, withheld: dict[str, str]) -> None:
@@ -621,11 +600,6 @@ def withhold_turns(figures: WorkloadFigures, withheld: dict[str, str]) -> None:
 def conversations_cut(measured: list[RequestRecord], turns: int | None) -> int:
     """Conversations that ended early: a failed turn ends its conversation."""
     return len({r.conversation for r in measured if not r.ok and r.conversation is not None and r.turn != turns})
-
-
-def _median(values: Iterable) -> float | None:
-    kept = [v for v in values if v is not None and not isinstance(v, Unavailable)]
-    return stats.median(kept) if kept else None
 
 
 class _HasMedian(Protocol):
@@ -652,6 +626,11 @@ class GainCase(Protocol):
     def workload(self) -> WorkloadFigures | None: ...
     @property
     def summary(self) -> Mapping[str, _HasMedian | None]: ...
+
+
+def _known(value: float | None) -> float | Unavailable:
+    """A median as a metric's value; none is Unavailable."""
+    return value if value is not None else NO_MEDIAN
 
 
 def ttft_gains(cases: Sequence[GainCase]) -> None:

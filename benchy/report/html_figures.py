@@ -12,7 +12,7 @@ import html
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from benchy.measure.metrics import METRICS, Metric
+from benchy.measure.registry import METRICS, Metric
 from benchy.report import server_view, workloads
 from benchy.report.table import case_name, case_warnings
 from benchy.results.rows import Rows

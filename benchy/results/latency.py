@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from benchy.measure import stats
-from benchy.measure.metrics import FIXED_LATENCY, Unavailable
+from benchy.measure.unavailable import FIXED_LATENCY, Unavailable
 from benchy.results.types import CaseResult
 
 # An intercept below this is a decode step and HTTP, not a gateway.

@@ -85,13 +85,13 @@ from dataclasses import dataclass, field
 from benchy import jsontypes
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
-from benchy.measure import metrics, reading, stats
+from benchy.measure import reading, registry, stats, unavailable
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.gpu import GpuCase, GpuSetup
-from benchy.measure.metrics import Unavailable
 from benchy.measure.reading import Reading
 from benchy.measure.records import RequestRecord
 from benchy.measure.selftest import ClientCeiling
+from benchy.measure.unavailable import Unavailable
 from benchy.measure.workloads import WorkloadFigures
 from benchy.results.facts import CaseFacts
 from benchy.results.health import ClientHealth, LoopHealth, WorkerClock, WorkerHealth  # noqa: F401  (re-exported)
@@ -162,7 +162,7 @@ class Goodput(Saved):
 
     slo: dict[str, float] = _opt("metric → threshold", factory=dict)
     fraction: float | None = None
-    rate: float | None = _opt("good requests per second (metrics.goodput_rate)")
+    rate: float | None = _opt("good requests per second (slo.goodput_rate)")
     unavailable: str | None = _opt("why the fraction is unknown", omit=True)
 
 
@@ -353,7 +353,7 @@ class RequestResult(Saved, RequestRecord):
         """`values`: the request's metrics as the builder computed them with its case's verdicts
         (None: computed here, the request judged alone); `read`: the record's reading, where the
         builder holds it."""
-        values = values if values is not None else metrics.request_metrics(rec)
+        values = values if values is not None else registry.request_metrics(rec)
         gone = {k: v for k, v in values.items() if isinstance(v, Unavailable)} if rec.ok else {}
         saved = {k: v for k, v in rec.to_dict().items() if k not in cls._NOT_SAVED}
         return cls(
@@ -487,7 +487,7 @@ class CaseResult(Saved):
         """Makes `names` unavailable for `why`, in the case and its requests; a figure already
         computed moves to `withheld` (audit only, never shown), and so do the metrics computed
         from them (the registry's `depends`). Only the builder (build.py) calls this."""
-        for name in metrics.with_dependents(names):
+        for name in registry.with_dependents(names):
             summary = self.summary.get(name)
             if summary is not None:
                 self.withheld[name] = summary
@@ -644,8 +644,11 @@ class RunResult(Saved):
 
 # Old files (1.0) carry no reason codes: the few reasons that decide something are recognised
 # once, here, by the words benchy 1.0 wrote.
-_LEGACY_CODES = (("SSE buffering", metrics.BUFFERED), ("'TTFT' grows with output length", metrics.BUFFERED_TREND))
+_LEGACY_CODES = (
+    ("SSE buffering", unavailable.BUFFERED),
+    ("'TTFT' grows with output length", unavailable.BUFFERED_TREND),
+)
 
 
 def legacy_code(message: str) -> str:
-    return next((code for words, code in _LEGACY_CODES if words in message), metrics.LEGACY)
+    return next((code for words, code in _LEGACY_CODES if words in message), unavailable.LEGACY)
