@@ -51,6 +51,32 @@ class EventServer:
         self.listener.close()
 
 
+@pytest.fixture(autouse=True)
+def stamping_on():
+    """Linux turns its receive stamps on for every socket once one asks, by deferred work: until
+    that has run, a segment may come unstamped (the read's own stamp stands). A pair of sockets
+    that asks, held for the test, and a byte sent until one comes back stamped (or 10 s pass)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    a = socket.create_connection(listener.getsockname())
+    b, _ = listener.accept()
+    listener.close()
+    b.setsockopt(socket.SOL_SOCKET, kernel_stamps._SO_TIMESTAMPNS, 1)
+    b.settimeout(10)
+    deadline = time.monotonic() + 10
+    try:
+        while time.monotonic() < deadline:
+            a.send(b"x")
+            _, ancillary, _, _ = b.recvmsg(1, kernel_stamps._ANCILLARY)
+            if ancillary:
+                break
+        else:
+            pytest.fail("the kernel never stamped a received segment")
+        yield
+    finally:
+        a.close()
+        b.close()
+
+
 def stamped_event(server: EventServer) -> tuple[float, float]:
     """(the sink's stamp of the event, the end of the loop's block), in perf_counter seconds."""
     stamps: list[float] = []

@@ -17,6 +17,10 @@ perf_counter at the read, so the two clocks need only agree on the length of tha
 that is negative or implausibly long (the wall clock was stepped) falls back to the read's own
 stamp.
 
+Linux turns its receive stamps on for all sockets once one asks, through deferred work: the
+first segments after the first such socket may come unstamped, and take the read's own stamp
+(a run's warm-up connections and requests come first).
+
 Only streamed answers over plain TCP on Linux go this way (the lean transport, http1.py); TLS,
 proxy tunnels and --no-stream keep asyncio's transports (cheaper per read) and stamp at the read. `BENCHY_RECEIVE_STAMPS=user` turns it off (A/B).
 """
