@@ -176,7 +176,20 @@ def _token_offsets(text: str) -> np.ndarray:
 
 
 def _token_total(text: str) -> int:
-    """len(_token_offsets(text)), without the offsets."""
+    """len(_token_offsets(text)), without the offsets. A short text (a one-event answer, most
+    often one of a few words) is counted once per process: the same text counts the same."""
+    return _short_token_total(text) if len(text) <= SHORT_TEXT_CHARS else _tokens_of(text)
+
+
+SHORT_TEXT_CHARS = 64
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_token_total(text: str) -> int:
+    return _tokens_of(text)
+
+
+def _tokens_of(text: str) -> int:
     enc = tokenizer.encoding()
     total = pos = 0
     for match in _THINK_TAG.finditer(text):
