@@ -173,7 +173,7 @@ class RecordWriter:
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        self._fh: IO[str] | None = None
+        self._fh: IO[bytes] | None = None
         self._done = False
 
     def start(self) -> None:
@@ -181,15 +181,15 @@ class RecordWriter:
         if self.path is None or self._fh is not None or self._done:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self.path, "w", encoding="utf-8")
-        self._fh.write(dumps(header()) + "\n")
+        self._fh = open(self.path, "wb")
+        self._fh.write(line_of(header()))
         self._fh.flush()
 
     @classmethod
     def appending(cls, path: Path) -> RecordWriter:
         """A writer that adds to an existing requests.jsonl (no new header)."""
         writer = cls(None)
-        writer.path, writer._fh = path, open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        writer.path, writer._fh = path, open(path, "ab")  # noqa: SIM115 - closed by close()
         return writer
 
     def write(self, record: RequestRecord) -> None:
@@ -198,15 +198,15 @@ class RecordWriter:
         self.start()
         if self._fh is None:
             return
-        # The fields as they are, not to_dict's copies: dumps reads them at once and keeps nothing.
-        self._fh.write(dumps({name: getattr(record, name) for name in _FIELD_NAMES}) + "\n")
+        # The fields as they are, not to_dict's copies: orjson reads them at once and keeps nothing.
+        self._fh.write(line_of({name: getattr(record, name) for name in _FIELD_NAMES}))
         self._fh.flush()
 
     def witness(self, record: RequestRecord) -> None:
         """Appends the witnesses that came after `record` was written (witness_line)."""
         if self._fh is None:
             return
-        self._fh.write(dumps(witness_line(record)) + "\n")
+        self._fh.write(line_of(witness_line(record)))
         self._fh.flush()
 
     def close(self) -> None:
@@ -240,13 +240,24 @@ def dumps(obj: dict) -> str:
         return json.dumps(obj, separators=(",", ":"))
 
 
+def line_of(obj: dict) -> bytes:
+    """dumps(obj) and a newline, as bytes: what a requests.jsonl line is (orjson writes the
+    newline itself, and bytes go to the file with no text layer)."""
+    try:
+        return _orjson_dumps(obj, option=_NEWLINE)
+    except (TypeError, ValueError):
+        return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+
+
 try:
+    from orjson import OPT_APPEND_NEWLINE as _NEWLINE
     from orjson import dumps as _orjson_dumps
     from orjson import loads as _loads
 except ImportError:  # pragma: no cover
+    _NEWLINE = 1
 
-    def _orjson_dumps(obj: dict) -> bytes:  # type: ignore[misc]  # orjson's signature is wider
-        return json.dumps(obj, separators=(",", ":")).encode()
+    def _orjson_dumps(obj: dict, option: int = 0) -> bytes:  # type: ignore[misc]  # orjson's signature is wider
+        return json.dumps(obj, separators=(",", ":")).encode() + (b"\n" if option else b"")
 
     _loads = json.loads  # type: ignore[assignment]  # orjson reads bytes too
 
