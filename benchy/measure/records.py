@@ -11,6 +11,7 @@ Readers accept files without the header (written before it existed).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from collections.abc import Iterator
@@ -166,7 +167,9 @@ _FIELD_NAMES = tuple(f.name for f in fields(RequestRecord) if f.name != "server_
 class RecordWriter:
     """Appends each record to requests.jsonl the moment it finishes and flushes it to the OS,
     so a killed run (even SIGKILL) keeps every finished request. No fsync: that guards against
-    power loss, not a killed process, and would stall the event loop at high load.
+    power loss, not a killed process, and would stall the event loop at high load. On an event
+    loop the flush waits for the loop's next turn: the records that ended in one turn go to the
+    OS in one write, not one a record (a system call was a tenth of a tiny request's CPU).
 
     The file (and its folder) is made with the first record, not before: a run refused or
     stopped before it measured anything leaves no file that would block its own rerun."""
@@ -175,6 +178,7 @@ class RecordWriter:
         self.path = path
         self._fh: IO[bytes] | None = None
         self._done = False
+        self._flushing = False  # a flush is due on the loop's next turn
 
     def start(self) -> None:
         """Creates the log with its header (a new run starts a new log); once per run."""
@@ -200,14 +204,30 @@ class RecordWriter:
             return
         # The fields as they are, not to_dict's copies: orjson reads them at once and keeps nothing.
         self._fh.write(line_of({name: getattr(record, name) for name in _FIELD_NAMES}))
-        self._fh.flush()
+        self._flush_soon()
 
     def witness(self, record: RequestRecord) -> None:
         """Appends the witnesses that came after `record` was written (witness_line)."""
         if self._fh is None:
             return
         self._fh.write(line_of(witness_line(record)))
-        self._fh.flush()
+        self._flush_soon()
+
+    def _flush_soon(self) -> None:
+        if self._flushing:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop: now
+            self.flush()
+            return
+        self._flushing = True
+        loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flushing = False
+        if self._fh is not None:
+            self._fh.flush()
 
     def close(self) -> None:
         self._done = True
