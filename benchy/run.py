@@ -42,6 +42,7 @@ from benchy.load.dataset_load import bind as bind_dataset
 from benchy.load.dataset_load import calibrate_text
 from benchy.load.dataset_load import setup as dataset_setup
 from benchy.load.generator import run_case
+from benchy.load.handoff import frozen_heap
 from benchy.load.lengths import best_counter, fit_words
 from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
@@ -594,8 +595,14 @@ async def _run_one_case(
         )
         return
     factory = PromptFactory(calibration, nonce=settings.nonce, salt=f"{salt}c{plan.index}")
-    async with LoopMonitor() as monitor:
-        await run_case(client, plan, factory, on_record, start, stop=stop)
+
+    async def frozen_start() -> float:  # the warmups are done: the collector passes over the case's own objects
+        heap.enter_context(frozen_heap())
+        return await start()
+
+    with contextlib.ExitStack() as heap:
+        async with LoopMonitor() as monitor:
+            await run_case(client, plan, factory, on_record, frozen_start, stop=stop)
     mine = state.seen.get(plan.case.label)  # its spans and tokens kept as they came
     spans, tokens = (mine.spans(), mine.client_tokens()) if mine is not None else ([], 0)
     state.client[plan.case.label] = client_figures(
