@@ -111,6 +111,11 @@ class Template:
         ]
 
 
+def exact_length_options(tg: int) -> dict:
+    """Ask for exactly tg tokens: servers differ in which of these they honour."""
+    return {"ignore_eos": True, "min_tokens": tg}
+
+
 class PromptError(ValueError):
     """A prompt that cannot be built (e.g. shorter than the chat template)."""
 
