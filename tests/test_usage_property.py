@@ -7,6 +7,11 @@ truth log: wherever the claim is off the truth by more than two exact counts of 
 may differ (evidence.EVENT_SLACK_*), the run says `usage_mismatch` and e2e and decode rest on the
 stream's count. The witnesses are the server's /tokenize of the text, the events, and the
 max_tokens of a request that ended by length; none is fitted on usage.
+
+Answers that end by `stop` have no max_tokens witness: there the server's /tokenize and benchy's
+count of the text, scaled on the tokens the calibration answer was known to make, are two
+witnesses, and usage off both beyond their own spread is flagged, inside that band too; without
+/tokenize, that count alone flags usage beyond any ratio of two tokenizers (twice, or half).
 """
 
 from __future__ import annotations

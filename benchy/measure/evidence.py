@@ -12,9 +12,11 @@ answer. Each function here weighs one question with two or more independent witn
                         by calibration: an estimate, since no real server's tokenizer is
                         o200k. usage backed by one exact witness is the count; usage stands
                         unless two independent witnesses agree against it (the server's
-                        /tokenize and the local count are one: both count the streamed
-                        text); the local count alone never overrules it (it is then noted
-                        as not this model's)
+                        /tokenize and a local count scaled on /tokenize are one: both count
+                        the streamed text; scaled on tokens the server was known to generate,
+                        they are two, weighed by their own spread); the local count alone
+                        overrules it only so scaled and beyond any ratio of two tokenizers,
+                        else it is noted as not this model's
                                                                        → `token_count`
   how many per event?   vLLM's per-chunk usage (continuous_usage_stats), else the local count
                         of each event's text, scaled to the chosen total       → `event_tokens`
