@@ -9,8 +9,8 @@ the other cores, --output kept, and each of its records is paired with the serve
 
   first-token lag   benchy's stamp of the first event − the server's write of it
   event lag         the same for every token event (event i of the record ↔ write i)
-  send lag          the server's arrival of the request − benchy's "sent" stamp (the bytes
-                    leaving, plus the server's own read: an upper bound)
+  send lag          the server's arrival of the request (the kernel's stamp of its bytes, so
+                    not the server's own loop lag) − benchy's "sent" stamp
   client CPU        the CPU of benchy's process tree (sampled from /proc every 10 ms) over
                     the span the requests were in flight, in cores
   lost              requests asked for that did not come back whole (failed, or fewer events
@@ -74,6 +74,7 @@ def serve_streams(port: int, log_path: str, tps: float) -> None:
     """One server process: requests parsed by hand (HTTP/1.1 keep-alive), the first token
     written on arrival, each next one 1/tps later from a heap of due streams; the last write
     also carries the usage event, [DONE] and the chunked body's end."""
+    from benchy.client import kernel_stamps
     from benchy.measure import tokenizer
 
     log = open(log_path, "a", encoding="utf-8", buffering=1 << 20)
@@ -101,8 +102,8 @@ def serve_streams(port: int, log_path: str, tps: float) -> None:
         """Writes the stream's next event; False once it is done (or its connection gone)."""
         if stream.transport.is_closing():
             return False
+        stream.writes.append(time.perf_counter())  # before the write: the bytes reach the client within it
         stream.transport.write(stream.events[stream.i])
-        stream.writes.append(time.perf_counter())
         stream.i += 1
         if stream.i < len(stream.events):
             return True
@@ -136,12 +137,22 @@ def serve_streams(port: int, log_path: str, tps: float) -> None:
                     heapq.heappush(due, (when + stream.gap, seq, stream))
 
     class Conn(asyncio.Protocol):
+        """A request's arrival is the kernel's stamp of its bytes (kernel_stamps): this server's
+        own loop lag is not benchy's send lag."""
+
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             self.transport = transport
             self.buf = b""
+            self.view = memoryview(bytearray(65536))
 
-        def data_received(self, data: bytes) -> None:
-            arrival = time.perf_counter()
+        def get_buffer(self, sizehint: int) -> memoryview:
+            return self.view
+
+        def received_at(self, data: memoryview, arrival: float) -> None:
+            self.data_received(bytes(data), arrival)
+
+        def data_received(self, data: bytes, arrival: float | None = None) -> None:
+            arrival = time.perf_counter() if arrival is None else arrival
             self.buf += data
             while True:
                 end = self.buf.find(b"\r\n\r\n")
@@ -183,14 +194,32 @@ def serve_streams(port: int, log_path: str, tps: float) -> None:
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(("127.0.0.1", port))
-        server = await loop.create_server(Conn, sock=sock, backlog=8192)
+        sock.listen(8192)
+        sock.setblocking(False)
+        conns = []
+
+        def accept() -> None:
+            while True:
+                try:
+                    conn, _ = sock.accept()
+                except (BlockingIOError, InterruptedError):
+                    return
+                conn.setblocking(False)
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                conn.setsockopt(socket.SOL_SOCKET, kernel_stamps._SO_TIMESTAMPNS, 1)
+                conns.append(kernel_stamps.StampedTransport(loop, conn, Conn()))
+
+        loop.add_reader(sock.fileno(), accept)
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         pacer = asyncio.ensure_future(pace())
         print("ready", flush=True)
-        async with server:
-            await stop.wait()
+        await stop.wait()
+        loop.remove_reader(sock.fileno())
+        for transport in conns:
+            transport.close()
+        sock.close()
         pacer.cancel()
         log.close()
 
@@ -326,7 +355,7 @@ def table(results: list[Result]) -> str:
     def trio(values: list[float]) -> str:
         if not values:
             return "n/a"
-        return f"{statistics.median(values):.2f} / {_pct(values, 0.99):.2f} / {max(values):.1f}"
+        return f"{statistics.median(values):.3f} / {_pct(values, 0.99):.3f} / {max(values):.1f}"
 
     def num(value: float | None, fmt: str) -> str:
         return "n/a" if value is None else format(value, fmt)

@@ -392,30 +392,64 @@ def _dataclass_schema(cls: type, defs: dict[str, dict]) -> dict:
     return out
 
 
-def write_manifest_file(path: Path, manifest: Saved) -> Path:
-    """Writes a bundle's manifest atomically (a reader, or a kill, never meets half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)  # the folder is made with its first file
+def write_schema_file(path: Path, schema: dict) -> Path:
+    """Writes a shipped JSON Schema: one layout for every schema benchy ships, so that a
+    regenerated file differs from the shipped one only where the types changed."""
+    path.write_text(json.dumps(schema, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def write_json_file(path: Path, data: object) -> Path:
+    """Writes a saved file atomically (a reader, or a kill, never meets half a file); the folder
+    is made with its first file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest.to_dict(), indent=1) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
 
 
-def read_manifest_file(path: Path, cls: type[_S], major: str, error: type[Exception], missing: str) -> _S:
-    """A bundle's manifest of schema `major`.x as `cls`; `error` (one line) when it is missing
-    (`missing` says what that means), unreadable, of another schema or malformed."""
+def write_manifest_file(path: Path, manifest: Saved) -> Path:
+    """Writes a bundle's manifest atomically."""
+    return write_json_file(path, manifest.to_dict())
+
+
+def read_json_file(
+    path: Path,
+    cls: type[_S],
+    error: type[Exception],
+    refused: Callable[[object], str | None],
+    missing: str | None = None,
+) -> _S:
+    """A saved file as `cls`, or `error` with one line: unreadable, not JSON, a schema that
+    `refused` (given the file's `schema` value) says why it cannot read, or a shape that does not
+    fit. A file that is not there says `missing` after its name, where given."""
     try:
         data = loads(path.read_bytes())
-    except FileNotFoundError:
+    except FileNotFoundError as exc:
+        if missing is None:
+            raise error(f"{path}: cannot read: {exc.strerror}") from None
         raise error(f"{path.parent}: no {path.name}{missing}") from None
     except OSError as exc:
         raise error(f"{path}: cannot read: {exc.strerror}") from None
     except ValueError as exc:
         raise error(f"{path}: not JSON ({exc})") from None
-    schema = data.get("schema") if isinstance(data, dict) else None
-    if not isinstance(schema, str) or schema.split(".")[0] != major:
-        raise error(f"{path}: schema {schema!r}: this benchy reads {major}.x only")
+    why = refused(data.get("schema") if isinstance(data, dict) else None)
+    if why is not None:
+        raise error(f"{path}: {why}")
     try:
         return cls.from_dict(data)
     except ShapeError as exc:
         raise error(f"{path}: malformed: {exc}") from None
+
+
+def read_manifest_file(path: Path, cls: type[_S], major: str, error: type[Exception], missing: str) -> _S:
+    """A bundle's manifest of schema `major`.x as `cls`; `error` (one line) when it is missing
+    (`missing` says what that means), unreadable, of another schema or malformed."""
+
+    def refused(schema: object) -> str | None:
+        if isinstance(schema, str) and schema.split(".")[0] == major:
+            return None
+        return f"schema {schema!r}: this benchy reads {major}.x only"
+
+    return read_json_file(path, cls, error, refused, missing)

@@ -29,6 +29,7 @@ from benchy import __version__
 from benchy.analysis import analyze as analysis
 from benchy.analysis.analyze import REQUESTS
 from benchy.analysis.bundle import CaseWindows, Manifest, PlannedCase, write_manifest
+from benchy.client import kernel_stamps
 from benchy.client import loop as event_loop
 from benchy.client.client import Client
 from benchy.client.errors import ServerError
@@ -41,6 +42,7 @@ from benchy.load.dataset_load import bind as bind_dataset
 from benchy.load.dataset_load import calibrate_text
 from benchy.load.dataset_load import setup as dataset_setup
 from benchy.load.generator import run_case
+from benchy.load.handoff import frozen_heap
 from benchy.load.lengths import best_counter, fit_words
 from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
@@ -49,7 +51,7 @@ from benchy.load.prompts import Calibration, PromptError, PromptFactory, Templat
 from benchy.load.tally import CaseTally
 from benchy.load.tokenize import ServerTokenize
 from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
-from benchy.measure import metrics
+from benchy.measure import classify
 from benchy.measure.ceiling import CeilingInputs
 from benchy.measure.records import RecordWriter, RequestRecord
 from benchy.results import types as results_mod
@@ -287,7 +289,7 @@ MIN_REQUESTS_FOR_RATE = 10  # --max-error-rate is judged from this many finished
 def count_failure(state: RunState, rec: RequestRecord) -> None:
     """Counts a finished record as results.json will, and the connection failures in a row."""
     state.n_done += 1
-    state.n_failed += not metrics.classify(rec).ok
+    state.n_failed += not classify.classify(rec).ok
     gone = rec.status == "error" and rec.error_kind == "connect"
     state.connect_failures_in_a_row = state.connect_failures_in_a_row + 1 if gone else 0
     if gone:
@@ -593,8 +595,14 @@ async def _run_one_case(
         )
         return
     factory = PromptFactory(calibration, nonce=settings.nonce, salt=f"{salt}c{plan.index}")
-    async with LoopMonitor() as monitor:
-        await run_case(client, plan, factory, on_record, start, stop=stop)
+
+    async def frozen_start() -> float:  # the warmups are done: the collector passes over the case's own objects
+        heap.enter_context(frozen_heap())
+        return await start()
+
+    with contextlib.ExitStack() as heap:
+        async with LoopMonitor() as monitor:
+            await run_case(client, plan, factory, on_record, frozen_start, stop=stop)
     mine = state.seen.get(plan.case.label)  # its spans and tokens kept as they came
     spans, tokens = (mine.spans(), mine.client_tokens()) if mine is not None else ([], 0)
     state.client[plan.case.label] = client_figures(
@@ -702,6 +710,7 @@ def _setup(settings: RunSettings, model: str, version: str | None, calibrations:
         "host": platform.node(),
         "python": platform.python_version(),
         "event_loop": event_loop.name(),
+        "receive_stamps": kernel_stamps.described(settings.client.transport, settings.client.stream),
         "command_line": settings.command_line,
         "extra_body": redacted_extra_body(settings.client.extra_body),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

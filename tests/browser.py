@@ -70,3 +70,14 @@ def screenshot(driver, path: Path) -> Path:
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, Path(keep) / f"{path.parent.name}-{path.name}")
     return path
+
+
+def drawn_types(driver) -> dict[str, list[str]]:
+    """Each drawn figure's trace types as plotly.js took them (its full data, after defaults): a
+    type the page's plotly.js bundle does not carry is quietly drawn as a scatter, so a figure
+    drawn under another type than its spec names is a trace type missing from the bundle."""
+    return driver.execute_script(
+        "const out = {};"
+        "document.querySelectorAll('[data-figure]').forEach(d => { out[d.dataset.figure] = d._fullData.map(t => t.type); });"
+        "return out;"
+    )

@@ -17,9 +17,10 @@ import jsonschema
 import pytest
 
 from benchy.checks.registry import Warning_
+from benchy.measure.registry import METRICS
 from benchy.results.health import ClientHealth
 from benchy.results.types import RunResult
-from benchy.results.verdicts.codes import ERROR, INFO, VERDICTS, WARNING, Code
+from benchy.results.verdicts.codes import ERROR, INFO, VERDICTS, WARNING, Code, Rule, Verdict
 from benchy.results.verdicts.details import DangerousStop, Details, NoFigures, NoUsage
 from tests.conftest import REPO_ROOT
 
@@ -131,6 +132,49 @@ def test_a_code_this_benchy_does_not_emit_reads_with_no_figures():
     data["warnings"] = [{"code": "retired_code", "case": None, "details": {"requests": 3}}]
     (read,) = RunResult.from_dict(data).warnings
     assert read.code == "retired_code" and type(read.details) is NoFigures
+
+
+def test_every_metric_a_verdict_names_is_a_registered_metric():
+    named = {name: code for code, v in VERDICTS.items() for name in (*v.qualifies, *v.withholds)}
+    assert named, "no verdict names a metric"
+    assert set(named) <= set(METRICS), {n: c.value for n, c in named.items() if n not in METRICS}
+    with pytest.raises(ValueError, match="no_such_metric"):  # what the table's import would raise
+        Verdict(Rule(WARNING), NoFigures, withholds=("no_such_metric",))
+
+
+def test_a_warning_names_its_codes_metrics_or_a_part_of_them():
+    entry = VERDICTS[Code.FIXED_LATENCY]
+    made = Warning_(Code.FIXED_LATENCY, WARNING, "c", "m", "h")
+    assert (tuple(made.metrics), tuple(made.withheld)) == (entry.qualifies, entry.withholds) != ((), ())
+    part = Warning_(Code.RATE_DRIFT, WARNING, "c", "m", "h", metrics=VERDICTS[Code.RATE_DRIFT].qualifies[1:])
+    assert part.metrics == list(VERDICTS[Code.RATE_DRIFT].qualifies[1:])
+    with pytest.raises(ValueError):  # a metric its code's entry does not name
+        Warning_(Code.FIXED_LATENCY, WARNING, "c", "m", "h", withheld=("e2e_tps",))
+
+
+def test_no_check_names_a_metric_outside_its_codes_entry():
+    """Read from the calls themselves, so a check that fires rarely cannot hide a stray name:
+    each literal `metrics=`/`withheld=` of a warning-making call is within its code's entry."""
+    stray = []
+    for path in (REPO_ROOT / "benchy").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Attribute):
+                continue
+            if getattr(node.func, "id", None) not in MAKERS or node.args[0].attr not in Code.__members__:
+                continue
+            entry = VERDICTS[Code[node.args[0].attr]]
+            named = [("metrics", a) for a in node.args[5:6]] + [("withheld", a) for a in node.args[6:7]]
+            for arg, value in [*named, *((kw.arg or "", kw.value) for kw in node.keywords)]:
+                allowed = {"metrics": entry.qualifies, "withheld": entry.withholds}.get(arg)
+                literals = [
+                    c.value for c in ast.walk(value) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                ]
+                stray += [
+                    f"{path.name}: {node.args[0].attr} {arg}={n}"
+                    for n in literals
+                    if allowed is not None and n not in allowed
+                ]
+    assert not stray
 
 
 def test_the_queueing_trap_is_held_in_one_module():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from benchy.measure import metrics, stats
+from benchy.measure import registry, stats
 from benchy.report import compare as compare_mod
 from benchy.results.types import CheckWarning, ClientHealth, RunResult
 from tests.conftest import start_benchy
@@ -149,6 +149,34 @@ def test_faster_decode_is_significant_in_the_right_direction(runs):
             assert change.p_adjusted < 0.05 and change.ci95[0] > 0
 
 
+def test_compares_medians_are_the_medians_each_run_saved(runs):
+    """compare prints each run's registered per-case figure (the summary its own table showed),
+    not a statistic of its own: every median it reports is that run's saved summary median."""
+    import ast
+    import inspect
+
+    slow, fast = load(runs["slow"]), load(runs["fast"])
+    comp = compare_mod.compare(typed(slow), typed(fast), "slow", "fast")
+    saved = {
+        (side, c["label"], m): summary["median"]
+        for side, results in (("a", slow), ("b", fast))
+        for c in results["cases"]
+        for m, summary in c["summary"].items()
+        if summary
+    }
+    shown = [c for c in comp.changes if c.a_median is not None]
+    assert shown
+    for change in shown:
+        assert change.a_median == saved["a", change.case, change.metric]
+        assert change.b_median == saved["b", change.case, change.metric]
+    calls = {
+        node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+        for node in ast.walk(ast.parse(inspect.getsource(compare_mod)))
+        if isinstance(node, ast.Call)
+    }
+    assert not calls & {"median", "mean", "nanmedian", "percentile"}
+
+
 def truth_medians(truth: list[dict], results: dict, label: str) -> dict[str, float]:
     """What the simulator really delivered to a case's measured requests, per compared metric."""
     case = next(c for c in results["cases"] if c["label"] == label)
@@ -221,7 +249,7 @@ def test_compare_cli_writes_markdown_and_one_png(runs, tmp_path, capsys):
     assert "![change per case](compare.png)" in md
     assert_sensible_png(tmp_path / "compare.png")
     saved = json.loads((tmp_path / "compare.json").read_text())
-    assert len(saved["comparisons"][0]["changes"]) == 2 * len(metrics.COMPARE_METRICS)
+    assert len(saved["comparisons"][0]["changes"]) == 2 * len(registry.COMPARE_METRICS)
 
 
 def test_different_prompt_nonce_is_refused_unless_forced(runs, capsys):
@@ -310,7 +338,7 @@ def test_three_requests_a_side_are_too_few_for_mann_whitney(runs):
     judged = [c for c in comp.changes if c.verdict != compare_mod.UNAVAILABLE]  # n/a: a figure withheld
     assert judged and {c.verdict for c in judged} == {compare_mod.TOO_FEW}
     assert all("use more --runs" in c.reason for c in judged)
-    names = [m.name for m in metrics.COMPARE_METRICS]
+    names = [m.name for m in registry.COMPARE_METRICS]
     gone = {(c["label"], m) for r in (slow, fast) for c in r["cases"] for m in names if c["summary"].get(m) is None}
     assert {(c.case, c.metric) for c in comp.changes if c.verdict == compare_mod.UNAVAILABLE} <= gone
 
@@ -372,9 +400,9 @@ def test_the_change_axis_never_goes_below_minus_100_percent(tmp_path, monkeypatc
             change_pct=-60.0,
             ci95=[-4.1, 0.4],
         )  # fmt: skip
-        for m in metrics.COMPARE_METRICS
+        for m in registry.COMPARE_METRICS
     ]
     comp = compare_mod.Comparison("a", "b", "mannwhitney", 0.05, 0.02, changes=changes)
     compare_mod.write_png([comp], tmp_path / "compare.png")
     lows = [left for left, _ in seen]
-    assert len(lows) == len(metrics.COMPARE_METRICS) and all(-105.0 <= low for low in lows), lows
+    assert len(lows) == len(registry.COMPARE_METRICS) and all(-105.0 <= low for low in lows), lows

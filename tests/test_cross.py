@@ -15,7 +15,7 @@ from benchy import run as run_mod
 from benchy.client.client import Client
 from benchy.client.settings import ClientSettings
 from benchy.load.prompts import Template
-from benchy.measure import evidence, metrics, tokenizer
+from benchy.measure import classify, evidence, registry, tokenizer
 from benchy.measure.records import REASONING, RequestRecord, read_records
 from benchy.sim import vocab
 from benchy.workloads.scenario import sweep
@@ -312,11 +312,11 @@ def test_a_real_llamacpp_speculative_stream_is_live_and_its_itl_is_the_servers()
     records = [r for r in read_records(H200_SPEC)]
     assert len(records) == 6
     for rec in records:
-        assert not metrics.is_buffered(rec), metrics.buffering_reason(rec)
-        values = metrics.request_metrics(rec)
+        assert not classify.is_buffered(rec), classify.buffering_reason(rec)
+        values = registry.request_metrics(rec)
         server = rec.server_timings["predicted_per_second"]
         assert values["decode_tps"] == pytest.approx(server, rel=REL)
         assert values["itl_s"] == pytest.approx(1 / server, rel=REL)
         assert values["itl_event_s"] > 5 * values["itl_s"]  # a step of several tokens
         assert values["ttft_s"] - rec.server_timings["prompt_ms"] / 1000 < 0.02
-    assert metrics.case_buffering(records) is None
+    assert classify.case_buffering(records) is None

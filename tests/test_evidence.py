@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import random
 
 import pytest
@@ -423,3 +424,37 @@ def test_the_servers_tokenization_and_the_local_count_are_one_witness_not_two():
     count = evidence.token_count(128, 90.0, 31, server_tokenize=90)
     assert count.tokens == 128 and count.source == evidence.USAGE and count.mismatch is None
     assert {evidence.SERVER_TOKENIZE, evidence.LOCAL} <= set(count.disagreed)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([" the", " w", "ing", " hello", ",", ".", " 12", "3", "\n", "  ", "ab"]),
+        min_size=2,
+        max_size=40,
+    ),
+    st.lists(st.booleans(), min_size=40, max_size=40),
+    st.booleans(),
+)
+def test_each_events_count_is_the_tokens_that_start_in_it(words, cuts, one_token_each):
+    """A reference by hand (each token's start looked up among the events' starts) against
+    local_tokens_of, on ASCII text cut anywhere and cut at every token (the case it answers
+    from one encode, with no offsets): the same counts, an event never below one."""
+    text = "".join(words)
+    ids = tokenizer.encode(text)
+    if one_token_each:
+        texts = [tokenizer.decode([i]) for i in ids]
+    else:
+        texts, start = [], 0
+        for end in [k + 1 for k, cut in enumerate(cuts[: len(text) - 1]) if cut] + [len(text)]:
+            texts.append(text[start:end])
+            start = end
+    assume(len(texts) >= 2 and "".join(texts) == text)
+    starts = [sum(len(t) for t in texts[:k]) for k in range(len(texts))]
+    reference = [0] * len(texts)
+    for offset in evidence._token_offsets(text).tolist():
+        reference[bisect.bisect_right(starts, offset) - 1] += 1
+    reference = [max(1, n) for n in reference]
+    assert evidence.local_tokens_of(text, [len(t) for t in texts]) == reference
+    if one_token_each:
+        assert reference == [1] * len(texts)

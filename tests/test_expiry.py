@@ -90,3 +90,53 @@ def test_a_cache_lifetime_in_a_trace_is_expiry_not_routing(start_sim, tmp_path):
     assert part["missed_requests"] + part["partial_requests"] == len(lost)
     (w,) = [w for w in results["warnings"] if w["code"] == "cache_partial_reuse"]
     assert "expire" in w["message"] and "replicas" not in w["message"]
+
+
+TTL_S = 0.5  # the simulator's cache lifetime (its cache-ttl preset's)
+THINK = ("--turns", "3", "--think-time", "1s", "--pp", "400", "--tg", "50", "-c", "2")
+
+
+def conversation_case(sim, tmp_path) -> tuple[dict, dict, dict]:
+    """Two conversations whose think time (1 s) outlasts the lifetime: (results, the case, truth)."""
+    out = tmp_path / "out"
+    proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(out), "--no-report", *THINK)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    (case,) = results["cases"]
+    truth = {t["request_id"]: t for t in sim.truth(expect=len(case["requests"]))}
+    return results, case, truth
+
+
+def test_every_turn_missing_after_think_times_past_the_lifetime_is_expiry(start_sim, tmp_path):
+    # No turn finds its history, so no hit to compare with; the start every prompt shares (the
+    # chat template) shows the cache at work between requests sent close together.
+    sim = start_sim("--preset", "cache-ttl", "--cache-ttl-s", str(TTL_S))
+    results, case, truth = conversation_case(sim, tmp_path)
+    judged = [r for r in case["requests"] if not r["warmup"] and r.get("expected_cached_tokens")]
+    # The truth: every later turn lost its history to the lifetime, none evicted for room, and the
+    # server did cache (and serve) the shared start elsewhere.
+    assert judged and all(truth[r["request_id"]]["cache_lost_tokens"] for r in judged)
+    assert not any(t.get("cache_evicted_blocks") for t in truth.values())
+    assert any(t.get("cached_tokens") for t in truth.values())
+    miss = case["workload"]["no_reuse"]
+    assert miss is not None and miss["cause"] == "expiry" and miss["requests"] == len(judged)
+    assert miss["hit_idle_max_s"] < TTL_S <= miss["miss_idle_min_s"]  # the lifetime lies between
+    assert miss["lost_idle_min_s"] >= TTL_S
+    codes = warning_codes(results, case["label"])
+    assert "cache_not_reused" in codes and not codes & {"cache_partial_reuse", "cache_eviction"}
+    (w,) = [w for w in results["warnings"] if w["code"] == "cache_not_reused"]
+    assert "expire" in w["message"] and "is off" not in w["message"] and "Enable" not in w["hint"]
+    assert w["details"]["cause"] == "expiry" and w["details"]["miss_idle_min_s"] >= TTL_S
+
+
+def test_every_turn_missing_with_nothing_cached_anywhere_is_not_called_expiry(start_sim, tmp_path):
+    # The control: the same gaps, the prefix cache off. Nothing was cached, so nothing shows
+    # whether a cache is off or expires: the finding says it cannot tell.
+    sim = start_sim("--preset", "cache-ttl", "--cache-ttl-s", str(TTL_S), "--no-prefix-cache")
+    results, case, truth = conversation_case(sim, tmp_path)
+    assert not any(t.get("cached_tokens") for t in truth.values())
+    miss = case["workload"]["no_reuse"]
+    assert miss is not None and miss["cause"] is None and miss["miss_idle_min_s"] >= TTL_S
+    (w,) = [w for w in results["warnings"] if w["code"] == "cache_not_reused"]
+    assert "off" in w["message"] and "expire" in w["message"] and "likely" not in w["message"]
+    assert "Enable" in w["hint"] and "--think-time" in w["hint"]

@@ -313,7 +313,10 @@ def test_no_value_label_covers_a_marker(tmp_path, monkeypatch):
     """TTFT vs prompt: a value label sat on its own marker, hiding the point it names. Judged on
     a run's figure from the drawn artists: each label's rendered box against every marker's disc
     (the estimate the placement uses must not be what checks it). Two output lengths that give the
-    same TTFT put both series' markers together, the crowded case; the shipped run is the other."""
+    same TTFT put both series' markers together, the crowded case; the shipped run is the other.
+    Labels at fixed offsets from their points (7 pt above, or 15 pt below for every
+    other series) fail it here: a small TTFT's label covers its own error bar's cap, and each of
+    two close points' labels covers the other's marker."""
     with ForkedSim("--decode-tps", "2000", "--prefill-tps", "20000") as sim:
         proc = run_benchy_here(
             "run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "run"), "--no-report",
@@ -329,6 +332,26 @@ def test_no_value_label_covers_a_marker(tmp_path, monkeypatch):
         assert labelled, "the figures carry value labels"
         for name, fig in drawn.items():
             assert marker_hits(fig) == [], name
+
+
+def test_the_marker_witness_sees_a_label_on_its_own_marker():
+    """The witness of the test above, on a figure drawn by hand: a label centred on its point (the
+    defect as the issue saw it) and one at a fixed offset onto its error bar's cap are found; a
+    label well clear of every mark is not."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(4, 3), dpi=plots.DPI)
+    ax = fig.add_subplot()
+    ax.errorbar([1, 2, 3], [10, 20, 30], yerr=[0, 2, 0], marker="o", capsize=4)
+    ax.set_xlim(0, 4)
+    ax.set_ylim(0, 40)
+    ax.annotate("10", (1, 10), textcoords="offset points", xytext=(0, 0), ha="center", va="center")
+    ax.annotate("20", (2, 20), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8)
+    ax.annotate("30", (3, 30), textcoords="offset points", xytext=(0, 30), ha="center")
+    hits = marker_hits(fig)
+    assert {label for _, label, _ in hits} == {"10", "20"}, hits
+    assert any(label == "10" and "mark o" in where for _, label, where in hits)
+    assert any(label == "20" and "mark _" in where for _, label, where in hits)
 
 
 def test_a_server_view_rate_without_a_figure_has_no_bar_but_a_word(tmp_path, monkeypatch):

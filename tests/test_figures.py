@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from benchy.measure import metrics, stats
+from benchy.measure import registry, stats
 from benchy.report import plots, probe_report, render, table
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
@@ -80,12 +80,12 @@ def test_the_csv_has_a_column_for_every_figure_and_open_loops_say_so(runs):
     out, _ = runs["rate"]
     results = load(out)
     rows = list(csv.DictReader(io.StringIO((out / "results.csv").read_text(), newline="")))
-    case_metrics = [m.name for m in metrics.METRICS.values() if m.level == metrics.CASE]
+    case_metrics = [m.name for m in registry.METRICS.values() if m.level == registry.CASE]
     for name in case_metrics:  # from the registry: a new CASE metric gets its column
         assert any(col == name or col.startswith(name + "_") for col in table.CSV_COLUMNS), name
     for case in results["cases"]:
         mine = [r for r in rows if r["label"] == case["label"]]
-        assert len(mine) == len(metrics.REQUEST_METRICS)
+        assert len(mine) == len(registry.REQUEST_METRICS)
         for row in mine:
             assert (row["mode"], float(row["rate"]), row["concurrency"]) == ("open", case["rate"], "")
             assert float(row["aggregate_tps"]) == pytest.approx(case["aggregate_tps"])
@@ -207,7 +207,7 @@ def test_comparing_a_run_with_itself_warns(runs):
 
 def test_ttft_labels_and_axes_come_from_the_registry():
     # the figure's unit is the tables' unit: one place says TTFT is shown in ms
-    assert metrics.METRICS["ttft_s"].scale == 1000 and "ms" in metrics.METRICS["ttft_s"].title
+    assert registry.METRICS["ttft_s"].scale == 1000 and "ms" in registry.METRICS["ttft_s"].title
     assert plots.BOX_MIN_REQUESTS >= 5
 
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from benchy.checks import warnings as checks
-from benchy.measure import metrics
+from benchy.measure import classify, registry, unavailable
 from benchy.measure.records import RequestRecord
 from benchy.results import build as results_build
 from benchy.results import files as results_files
@@ -65,7 +65,7 @@ def test_checks_only_read_what_they_check():
 
 def test_buffering_is_recognised_by_its_code_not_its_words():
     buffered = case_of(64, 0.05, tokens_per_event=8)
-    assert buffered.reason("ttft_s").code == metrics.BUFFERED and buffered.summary["ttft_s"] is None
+    assert buffered.reason("ttft_s").code == unavailable.BUFFERED and buffered.summary["ttft_s"] is None
     reworded = copy.deepcopy(buffered)
     reworded.unavailable = {name: "the stream came in lumps" for name in reworded.unavailable}
     assert "sse_buffering" in {w.code for w in checks.check(run_of([reworded]))}
@@ -77,9 +77,11 @@ def test_a_ttft_trend_is_withheld_where_results_are_built_and_reported_once_per_
     short, long = case_of(16, 0.05, usage=False), case_of(256, 1.5, usage=False)
     run = run_of([short, long])
     for case in run.cases:
-        assert case.summary["ttft_s"] is None and case.reason("ttft_s").code == metrics.BUFFERED_TREND
+        assert case.summary["ttft_s"] is None and case.reason("ttft_s").code == unavailable.BUFFERED_TREND
         assert (
-            {"ttft_s", "decode_tps", "itl_s", "prefill_tps"} <= set(case.withheld) <= set(metrics.STREAM_TIMING_METRICS)
+            {"ttft_s", "decode_tps", "itl_s", "prefill_tps"}
+            <= set(case.withheld)
+            <= set(registry.STREAM_TIMING_METRICS)
         )
         assert case.summary["e2e_tps"] is not None  # end-to-end stays
         assert all(r.metrics["ttft_s"] is None and "ttft_s" in r.withheld for r in case.requests)
@@ -133,7 +135,7 @@ def test_goodput_judges_each_request_by_its_cases_buffering_verdict():
     one included, as the summaries are. A case that is buffered withholds TTFT: no verdict."""
     live = [record(i, 32, 0.05) for i in range(3)]
     lumpy = record(3, 32, 0.05, tokens_per_event=8)
-    assert metrics.is_buffered(lumpy) and not any(metrics.is_buffered(r) for r in live)
+    assert classify.is_buffered(lumpy) and not any(classify.is_buffered(r) for r in live)
     case = results_build.case_result(Case(pp=64, tg=32), "chat", 4, [*live, lumpy], slo={"ttft_s": 1.0})
     assert case.summary["ttft_s"] is not None and case.goodput is not None
     assert case.goodput.fraction == 1.0 and case.goodput.unavailable is None
@@ -155,11 +157,11 @@ def test_turn_rows_withhold_what_their_case_withholds():
     for rec in records[1:]:
         rec.token_event_s = [made[min(63, (k // 16 + 1) * 16 - 1)] + (k % 16) * 2e-6 for k in range(64)]
         rec.end_s = rec.token_event_s[-1] + 0.001
-    assert [metrics.is_buffered(r) for r in records] == [False, True, True]
+    assert [classify.is_buffered(r) for r in records] == [False, True, True]
     case = results_build.case_result(Case(pp=64, tg=64, concurrency=3, workload=MultiTurn(turns=1)), "chat", 1, records)
     run = results_build.run_result({}, [case], partial=False, stopped=None, version="test")
     (case,) = run.cases
-    assert case.summary["ttft_s"] is None and case.unavailable_codes["ttft_s"] == metrics.BUFFERED
+    assert case.summary["ttft_s"] is None and case.unavailable_codes["ttft_s"] == unavailable.BUFFERED
     (row,) = case.workload.turns
     assert row.ttft_s is None and row.prefill_tps is None
     assert row.unavailable["ttft_s"] == case.unavailable["ttft_s"]

@@ -17,7 +17,7 @@ from benchy import run as run_mod
 from benchy.client.settings import ClientSettings
 from benchy.load import lengths
 from benchy.load.plan import LoadSettings
-from benchy.measure import metrics, tokenizer
+from benchy.measure import tokenizer, unavailable
 from benchy.sim import vocab
 from benchy.workloads.scenario import sweep
 from tests.test_checks import measured, run_cli, truth_of
@@ -124,7 +124,7 @@ def test_a_minority_counted_longer_qualifies_those_requests_not_the_case(start_s
     flagged = {
         r["request_id"]
         for r in measured(case)
-        if r["unavailable_codes"].get("prefill_tps") == metrics.PROMPT_LENGTH_MISSED
+        if r["unavailable_codes"].get("prefill_tps") == unavailable.PROMPT_LENGTH_MISSED
     }
     assert longer and flagged == longer and 2 * len(longer) < len(measured(case))
     assert case["summary"]["prefill_tps"] is not None  # the others' figure stands

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchy.load import arrivals
-from benchy.measure import metrics
 from benchy.measure.records import RequestRecord, read_records
+from benchy.measure.slo import goodput, parse_slo
 from tests.conftest import cmdline, run_benchy_here, start_benchy, worker_pids
 
 
@@ -183,9 +183,9 @@ def _rec(ok: bool, ttft: float, end: float, tokens: int = 10) -> RequestRecord:
 
 
 def test_goodput_formula_failed_requests_never_meet_the_slo():
-    slo = metrics.parse_slo("ttft=200ms,e2e_tps=5")
+    slo = parse_slo("ttft=200ms,e2e_tps=5")
     records = [_rec(True, 0.1, 1.0), _rec(True, 0.3, 1.0), _rec(True, 0.1, 4.0), _rec(False, 0.1, 1.0)]
-    assert metrics.goodput(records, slo) == 0.25  # only the first meets both; the failed one counts
+    assert goodput(records, slo) == 0.25  # only the first meets both; the failed one counts
 
 
 # ---------------------------------------------------------------- several worker processes

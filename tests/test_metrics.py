@@ -2,9 +2,9 @@
 
 import pytest
 
-from benchy.measure import metrics, reading, registry
-from benchy.measure.metrics import Unavailable
+from benchy.measure import case_formulas, reading, registry, request_formulas
 from benchy.measure.records import RequestRecord
+from benchy.measure.unavailable import Unavailable
 
 
 def record(times, chars=None, kinds=None, completion=None, prompt=1000, cached=0, end=None, **kw):
@@ -39,7 +39,7 @@ def test_one_token_per_event_stream():
     # 0.5 s to the first token, then 20 ms per token: 51 tokens.
     times = [0.5 + 0.02 * i for i in range(51)]
     rec = record(times, end=1.5)
-    m = metrics.request_metrics(rec)
+    m = registry.request_metrics(rec)
     assert m["ttft_s"] == pytest.approx(0.5)
     assert m["decode_tps"] == pytest.approx(50.0)
     assert m["e2e_tps"] == pytest.approx(51 / 1.5)
@@ -56,9 +56,9 @@ def test_cached_tokens_are_not_counted_as_prefilled():
 def test_buffered_stream_keeps_e2e_and_drops_stream_timings():
     # The field report: 29 tokens in 2 events. Timing the gap between events gave 772 tok/s.
     rec = record([3.9, 3.937], chars=[8, 110], completion=29, end=3.94)
-    m = metrics.request_metrics(rec)
+    m = registry.request_metrics(rec)
     assert m["e2e_tps"] == pytest.approx(29 / 3.94)
-    for name in metrics.STREAM_TIMING_METRICS:
+    for name in registry.STREAM_TIMING_METRICS:
         assert isinstance(m[name], Unavailable), name
         assert "SSE buffering: 29 tokens arrived in 2 events" in m[name].reason
 
@@ -88,15 +88,34 @@ def test_empty_output_has_no_ttft_but_e2e_counts_claimed_tokens():
 def test_without_usage_tokens_are_a_lower_bound_from_events():
     rec = record([0.1, 0.2, 0.3], end=0.5)
     rec.completion_tokens = None
-    assert metrics.completion_tokens(rec) == 3
+    assert request_formulas.completion_tokens(rec) == 3
 
 
 def test_failed_request_has_no_metrics():
     rec = record([0.1, 0.2], status="error", error_kind="http_500")
-    assert all(isinstance(v, Unavailable) for v in metrics.request_metrics(rec).values())
+    assert all(isinstance(v, Unavailable) for v in registry.request_metrics(rec).values())
 
 
 def test_aggregate_throughput_over_case_wall_time():
     a = record([0.1, 0.2], end=1.0, sent_mono_s=100.0)
     b = record([0.1, 0.2], end=1.0, sent_mono_s=100.5)
-    assert metrics.aggregate_output_tps([a, b]) == pytest.approx(4 / 1.5)
+    assert case_formulas.aggregate_output_tps([a, b]) == pytest.approx(4 / 1.5)
+
+
+def test_each_measure_name_has_one_address():
+    """measure/metrics.py holds the notation and the TTFT-trend judgment: it passes on no name
+    from another module, so every importer names the module that defines what it uses."""
+    import ast
+
+    from tests.conftest import REPO_ROOT
+
+    tree = ast.parse((REPO_ROOT / "benchy" / "measure" / "metrics.py").read_text(encoding="utf-8"))
+    imported = {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert imported <= used | {"annotations"}, imported - used  # imported to be used, not passed on
+    passed_on = []
+    for path in (p for top in ("benchy", "tests", "benchmarks") for p in (REPO_ROOT / top).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "benchy.measure.metrics":
+                passed_on += [f"{path.name}: {a.name}" for a in node.names if a.name in imported]
+    assert not passed_on

@@ -27,6 +27,7 @@ PROBE = textwrap.dedent(
     import json, benchy
     from benchy.measure import profiles
     from benchy.measure import tokenizer
+    from benchy.report import html
     from benchy.workloads.scenario import load_scenario, shipped_names
     names = shipped_names()
     print(json.dumps({
@@ -34,6 +35,7 @@ PROBE = textwrap.dedent(
         "cases": {name: [c.label for c in load_scenario(name)] for name in names},
         "tokens": len(tokenizer.encode("hello world")),
         "profiles": len(profiles.hardware_names()),
+        "plotly_js": html.asset(html.PLOTLY_JS)[:200],
     }))
     """
 )
@@ -94,6 +96,7 @@ def test_installed_wheel_loads_every_shipped_scenario(installed):
     assert shipped and sorted(found["cases"]) == shipped
     assert all(found["cases"].values()), "a shipped scenario with no cases"
     assert found["tokens"] > 0 and found["profiles"] > 0
+    assert "plotly.js (basic - minified)" in found["plotly_js"], "report.html's plotly.js is not in the wheel"
 
 
 def test_installed_command_names_the_shipped_scenarios(installed):

@@ -1,6 +1,6 @@
 """Prompts: exact token counts, a unique nonce at the very start, calibration arithmetic."""
 
-from benchy.load.prompts import Calibration, PromptFactory
+from benchy.load.prompts import SHORT_BLOCK, Calibration, PromptFactory, block_text
 from benchy.measure import tokenizer
 
 
@@ -90,3 +90,14 @@ def test_filler_text_is_the_decoded_filler_tokens():
     text = tokenizer.filler(300, seed=5)
     assert tokenizer.decode(tokenizer.encode(text)) == text
     assert tokenizer.count(text) == len(tokenizer.encode(text)) == 300
+
+
+def test_a_short_block_is_the_prefix_of_a_long_one_across_the_two_ways_of_drawing_it():
+    """Below SHORT_BLOCK words a block is drawn by a Python loop, above it by numpy: the same
+    draws either way, so a shorter block stays a prefix of a longer one (what the shared
+    prefixes of a cache-aware case rely on), for the filler words and for a fitted list."""
+    for words in (None, ("alpha", "beta", "gamma")):
+        long = block_text("salt/body/7", 4 * SHORT_BLOCK, words)
+        for n in (1, SHORT_BLOCK - 1, SHORT_BLOCK, SHORT_BLOCK + 1):
+            short = block_text("salt/body/7", n, words)
+            assert long.startswith(short) and short.count(" ") == n

@@ -77,6 +77,23 @@ def test_every_run_folder_gets_a_report_html_that_fetches_nothing(faulty_run):
     assert (folder / "report.html").stat().st_size < 10_000_000
 
 
+def test_the_vendored_plotly_js_is_the_file_its_note_names():
+    """assets/ carries plotly.js beside a note of its version, source, sha256 and licence: the
+    note must describe the file that ships (a bundle swapped without its note fails here)."""
+    import hashlib
+    from importlib import resources
+
+    assets = resources.files("benchy.report").joinpath("assets")
+    bundle = assets.joinpath(html.PLOTLY_JS).read_bytes()
+    note = assets.joinpath("plotly-basic.LICENSE.txt").read_text(encoding="utf-8")
+    stated = re.search(r"^sha256 ([0-9a-f]{64})  " + re.escape(html.PLOTLY_JS) + "$", note, re.M)
+    assert stated and stated.group(1) == hashlib.sha256(bundle).hexdigest()
+    version = re.search(rb"plotly\.js \(basic - minified\) v([0-9.]+)", bundle[:300])
+    assert version and f"plotly.js {version.group(1).decode()}" in note
+    assert "MIT License" in note and "Permission is hereby granted" in note
+    assert b"</script" not in bundle.lower(), "inlined in a <script> element, it would end it early"
+
+
 def test_the_figures_draw_the_saved_medians_and_every_request(faulty_run):
     folder, _ = faulty_run
     results = results_of(folder)
@@ -133,20 +150,26 @@ def test_benchy_report_remakes_report_html_from_results_only(faulty_run, tmp_pat
     assert figure_specs(again) == figure_specs((folder / "report.html").read_text(encoding="utf-8"))
 
 
-def test_an_install_without_plotly_still_gets_the_text_report(faulty_run, tmp_path):
-    """plotly is a dependency, but a hand-made environment (a GPU host's carried wheels) may lack
-    it: the report is made all the same, report.html left out with one line saying why."""
+def test_report_html_needs_no_plotly_and_a_missing_dependency_leaves_out_only_it(faulty_run, tmp_path):
+    """plotly.js ships in benchy's own assets, so report.html is written without plotly.py; a
+    hand-made environment (a GPU host's carried wheels) that lacks markdown-it gets the rest of the
+    report all the same, report.html left out with one line saying why."""
     folder, _ = faulty_run
-    program = (
-        "import sys; sys.modules['plotly'] = None\n"  # an import of it then fails, as where it is missing
-        "from benchy.report import render\n"
-        f"render.write_from_file({str(folder / 'results.json')!r}, {str(tmp_path)!r})\n"
-    )
-    proc = run_python("-c", program)
-    assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "report.md").is_file() and (tmp_path / "results.csv").is_file()
-    assert not (tmp_path / "report.html").exists()
-    assert "report.html not written: plotly is not installed" in proc.stderr
+    for blocked in ("plotly", "markdown_it"):
+        out = tmp_path / blocked
+        program = (
+            f"import sys; sys.modules[{blocked!r}] = None\n"  # an import of it then fails, as where it is missing
+            "from benchy.report import render\n"
+            f"render.write_from_file({str(folder / 'results.json')!r}, {str(out)!r})\n"
+        )
+        proc = run_python("-c", program)
+        assert proc.returncode == 0, proc.stderr
+        assert (out / "report.md").is_file() and (out / "results.csv").is_file()
+        if blocked == "plotly":
+            assert figure_specs((out / "report.html").read_text(encoding="utf-8")), proc.stderr
+        else:
+            assert not (out / "report.html").exists()
+            assert "report.html not written: markdown_it is not installed" in proc.stderr
 
 
 @browser.needs_browser
@@ -169,6 +192,7 @@ def test_report_html_in_a_real_browser(faulty_run, tmp_path):
                 f"#fig-{key} .scatterlayer .point, #fig-{key} .barlayer .point, #fig-{key} .scatterlayer path.js-line",
             )
             assert marks > 0, f"figure {key} drew nothing"
+        assert browser.drawn_types(driver) == {k: [t["type"] for t in f["data"]] for k, f in specs.items()}
         browser.screenshot(driver, tmp_path / "report.png")
 
         # hover the slowest successful request of the first case: a real mouse over its dot
@@ -277,6 +301,8 @@ def test_probe_and_capacity_pages_in_a_real_browser(probe_folder, tmp_path):
             assert browser.wait_drawn(driver) == 1
             marks = driver.execute_script("return document.querySelectorAll('.scatterlayer .point').length")
             assert marks > 0, folder
+            specs = figure_specs((folder / "report.html").read_text(encoding="utf-8"))
+            assert browser.drawn_types(driver) == {k: [t["type"] for t in f["data"]] for k, f in specs.items()}
             assert browser.console_errors(driver) == [], folder
             browser.screenshot(driver, tmp_path / f"{folder.name}.png")
     finally:

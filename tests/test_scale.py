@@ -15,7 +15,7 @@ import pytest
 from scipy import stats as sps
 
 from benchy import jsontypes
-from benchy.measure import metrics, stats
+from benchy.measure import registry, stats
 from benchy.results import files as results_files
 from benchy.results.types import RunResult
 from tests.conftest import REPO_ROOT
@@ -240,8 +240,8 @@ def test_a_saved_run_reads_back_a_request_a_line_without_holding_long_cases(tmp_
     held = results_files._read_whole(saved)
     for a, b in zip(lazy.cases, held.cases):  # the figures the report reads, from its one pass
         assert a.columns().completion_tokens == b.columns().completion_tokens
-        assert all(a.measured_values(m) == b.measured_values(m) for m in metrics.REQUEST_METRICS)
-    assert any(held.cases[0].measured_values(m) for m in metrics.REQUEST_METRICS)
+        assert all(a.measured_values(m) == b.measured_values(m) for m in registry.REQUEST_METRICS)
+    assert any(held.cases[0].measured_values(m) for m in registry.REQUEST_METRICS)
     (tmp_path / "indented.json").write_text(json.dumps(whole, indent=1), encoding="utf-8")
     old = results_files.read(tmp_path / "indented.json")
     assert all(isinstance(c.requests, list) for c in old.cases) and old.to_dict() == whole

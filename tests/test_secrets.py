@@ -30,15 +30,16 @@ from tests.netservers import Relay
 
 KEY = "sk-SENTINEL-4f9c2a7e1b93d"
 USER = "benchyuser"
+WORD = "sunshine"  # a password, or a key, that is a common word
 
 
-def forms_of_secret() -> list[bytes]:
+def forms_of_secret(user: str = USER, key: str = KEY) -> list[bytes]:
     """Every way the key could leak: as is, and inside a Basic or Bearer header."""
-    return [KEY.encode(), base64.b64encode(f"{USER}:{KEY}".encode()), base64.b64encode(KEY.encode())]
+    return [key.encode(), base64.b64encode(f"{user}:{key}".encode()), base64.b64encode(key.encode())]
 
 
-def assert_no_secret(where: str, data: bytes) -> None:
-    for form in forms_of_secret():
+def assert_no_secret(where: str, data: bytes, user: str = USER, key: str = KEY) -> None:
+    for form in forms_of_secret(user, key):
         assert form not in data, f"the key leaked into {where}"
 
 
@@ -61,9 +62,11 @@ def run_on_a_terminal(cmd: list[str], env: dict, stdout_path: Path) -> tuple[int
     return proc.wait(timeout=120), bytes(terminal)
 
 
-@pytest.mark.parametrize("how", ["flag", "env", "userinfo", "header"])
+@pytest.mark.parametrize("how", ["flag", "env", "userinfo", "header", "word_userinfo", "word_env"])
 def test_key_goes_only_to_the_authorization_header(start_sim, tmp_path, how):
-    """…or, with --header, only to the headers named (Authorization replaces the key's)."""
+    """…or, with --header, only to the headers named (Authorization replaces the key's). A
+    one-letter user and a password or key that is a common word vanish the same way, and
+    mask nothing else: no message holds ***, for the simulator echoes no credential."""
     sim = start_sim(
         "--decode-tps",
         "4000",
@@ -81,8 +84,14 @@ def test_key_goes_only_to_the_authorization_header(start_sim, tmp_path, how):
     env = sim_env()
     env.pop("OPENAI_API_KEY", None)
     base_url, expected_header = sim.base_url, f"Bearer {KEY}"
+    user, key = ("u", WORD) if how.startswith("word") else (USER, KEY)
     args = []
-    if how == "flag":
+    if how == "word_env":
+        env["OPENAI_API_KEY"], expected_header = WORD, f"Bearer {WORD}"
+    elif how == "word_userinfo":
+        base_url = sim.base_url.replace("http://", f"http://{user}:{key}@")
+        expected_header = "Basic " + base64.b64encode(f"{user}:{key}".encode()).decode()
+    elif how == "flag":
         args = ["--api-key", KEY]
     elif how == "env":
         env["OPENAI_API_KEY"] = KEY
@@ -121,7 +130,12 @@ def test_key_goes_only_to_the_authorization_header(start_sim, tmp_path, how):
     outputs.update({str(p): p.read_bytes() for p in out.rglob("*") if p.is_file()})
     assert {"results.json", "requests.jsonl", "manifest.json", "report.md"} <= {Path(p).name for p in outputs}
     for where, data in outputs.items():
-        assert_no_secret(where, data)
+        assert_no_secret(where, data, user, key)
+    if how.startswith("word"):
+        messages = [json.loads(line).get("error") or "" for line in (out / "requests.jsonl").read_text().splitlines()]
+        assert any(messages), "no error message was exercised"
+        assert not [m for m in messages if "***" in m]
+        assert "***" not in (tmp_path / "stdout").read_text() + terminal.decode(errors="replace")
 
     generation = [t for t in sim.truth() if t["request_id"] is not None or t["stream"] is False]
     assert generation and all(
@@ -171,6 +185,46 @@ def test_error_messages_never_carry_the_key(argv):
     assert_no_secret("stderr", proc.stderr + proc.stdout)
 
 
+@pytest.mark.parametrize(
+    "credentials",
+    [
+        ["--base-url", f"http://u:{WORD}@127.0.0.1:9/v1"],  # a one-letter user
+        ["--base-url", "http://127.0.0.1:9/v1", "-H", "X-Priority: 1"],  # a header value of one digit
+        ["--base-url", "http://127.0.0.1:9/v1", "--api-key", "e"],
+    ],
+)
+def test_a_short_credential_masks_no_other_word(credentials):
+    """The error about an unreachable server reads the same with a credential of a letter or a
+    digit as without one: only a secret's place, or the secret as a whole word, is masked."""
+    env = sim_env()
+    env.pop("OPENAI_API_KEY", None)
+    plain = run_benchy("run", "--pp", "64", "--base-url", "http://127.0.0.1:9/v1", env=env, timeout=60)
+    given = run_benchy("run", "--pp", "64", *credentials, env=env, timeout=60)
+    assert plain.returncode == 1 and len(plain.stderr.strip().splitlines()) == 1, plain.stderr
+    assert given.returncode == plain.returncode and given.stderr == plain.stderr
+    assert "***" not in given.stderr
+
+
+def echoed(settings: ClientSettings) -> RequestRecord:
+    """One request to an EchoServer, its record as the client filled it."""
+
+    async def one() -> RequestRecord:
+        async with Client(settings) as client:
+            rec = RequestRecord(
+                case="c",
+                run=0,
+                index=0,
+                warmup=False,
+                request_id="echo",
+                nonce=None,
+                target_prompt_tokens=1,
+                target_output_tokens=4,
+            )
+            return await client.stream(rec, "hi", 4, "chat")
+
+    return asyncio.run(one())
+
+
 class EchoServer:
     """A server that echoes the Authorization header into its error bodies, as some proxies
     do: whatever benchy keeps of those bodies must have the key scrubbed out."""
@@ -218,22 +272,7 @@ def test_a_key_echoed_by_the_server_is_scrubbed_from_records_and_errors(transpor
         base = f"http://127.0.0.1:{server.port}/v1"
         headers = (("api-key", KEY),)
 
-        async def one() -> RequestRecord:
-            settings = ClientSettings(base_url=base, api_key=KEY, model="echo", headers=headers, transport=transport)
-            async with Client(settings) as client:
-                rec = RequestRecord(
-                    case="c",
-                    run=0,
-                    index=0,
-                    warmup=False,
-                    request_id="echo",
-                    nonce=None,
-                    target_prompt_tokens=1,
-                    target_output_tokens=4,
-                )
-                return await client.stream(rec, "hi", 4, "chat")
-
-        rec = asyncio.run(one())
+        rec = echoed(ClientSettings(base_url=base, api_key=KEY, model="echo", headers=headers, transport=transport))
         assert rec.error_kind == "http_500" and "bad credentials: Bearer *** ***" in rec.error
         settings = run_mod.RunSettings(
             client=ClientSettings(base_url=base, api_key=KEY, headers=headers, transport=transport),
@@ -246,6 +285,19 @@ def test_a_key_echoed_by_the_server_is_scrubbed_from_records_and_errors(transpor
             run_mod.execute(settings).to_dict()
     assert "HTTP 401" in str(err.value) and "Bearer ***" in str(err.value)
     assert_no_secret("the error", str(err.value).encode() + json.dumps(rec.to_dict()).encode())
+
+
+@pytest.mark.parametrize("transport", ["lean", "aiohttp"])
+def test_url_credentials_echoed_by_the_server_are_scrubbed(transport):
+    """A one-letter user and a common-word password go as a Basic token: a server that echoes
+    its Authorization header echoes that token, and it is scrubbed like the password itself."""
+    with EchoServer() as server:
+        settings = ClientSettings(
+            base_url=f"http://u:{WORD}@127.0.0.1:{server.port}/v1", model="echo", transport=transport
+        )
+        rec = echoed(settings)
+    assert rec.error_kind == "http_500" and "bad credentials: Basic *** None" in rec.error
+    assert_no_secret("the error", json.dumps(rec.to_dict()).encode(), "u", WORD)
 
 
 # ---- TLS ---------------------------------------------------------------------------------
@@ -346,6 +398,18 @@ def test_the_saved_command_line_keeps_header_names_and_drops_every_secret(argv, 
 
     line = redacted_command_line(["run", *argv])
     assert kept in line and hidden not in line
+
+
+def test_a_message_is_scrubbed_by_place_then_by_whole_word():
+    """A URL's credentials whatever their length; a common-word password as a word, never
+    inside another; a long key anywhere; a one-letter user nowhere but its place."""
+    from benchy.client.redact import scrub, scrub_list
+
+    secrets = scrub_list(["u", WORD, KEY])
+    text = f"GET http://u:{WORD}@h/v1?token=t failed: {WORD}s refused; echo {KEY}x; bad password {WORD}."
+    assert (
+        scrub(text, secrets) == "GET http://***@h/v1?token=*** failed: sunshines refused; echo ***x; bad password ***."
+    )
 
 
 def test_urls_keep_their_query_but_not_its_secrets():

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from benchy.measure.metrics import METRICS
+from benchy.measure.registry import METRICS
 from benchy.report import table
 from benchy.results.types import RunResult
 from benchy.sim.metrics import intervals

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from benchy.checks import warnings as checks
-from benchy.measure import metrics, profiles
+from benchy.measure import profiles, registry
 from benchy.report import table
 from benchy.results import files as results_files
 from tests.conftest import run_benchy, run_benchy_here, start_benchy
@@ -63,7 +63,7 @@ def test_csv_carries_the_ceiling_and_the_warnings_of_each_case(impossible_buffer
     rows = parse(proc.stdout)
     model = profiles.model_profile("gpt-oss-120b")
     bandwidth = profiles.hardware("gb10").bandwidth_gbs
-    assert [r["label"] for r in rows] == [c["label"] for c in results["cases"] for _ in metrics.REQUEST_METRICS]
+    assert [r["label"] for r in rows] == [c["label"] for c in results["cases"] for _ in registry.REQUEST_METRICS]
     for case in results["cases"]:
         mine = [r for r in rows if r["label"] == case["label"]]
         expected = profiles.case_ceiling(bandwidth, model, case["pp"], case["tg"]).tokens_per_s
@@ -89,7 +89,7 @@ def test_csv_from_the_saved_results_equals_what_run_printed(impossible_buffered_
     # alone (no server), hold the same bytes `run --format csv` printed.
     out, proc = impossible_buffered_run
     saved = table.csv_text(results_files.read(out / "results.json"))
-    assert saved == proc.stdout and saved.count("\n") == 1 + 2 * len(metrics.REQUEST_METRICS)
+    assert saved == proc.stdout and saved.count("\n") == 1 + 2 * len(registry.REQUEST_METRICS)
     assert (out / "results.csv").read_bytes().decode() == proc.stdout
     remade = run_benchy("report", str(out / "results.json"), "-o", str(tmp_path / "remade"))
     assert remade.returncode == 0, remade.stderr

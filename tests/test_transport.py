@@ -403,3 +403,28 @@ def test_tls_verification_and_insecure(instant_sim, tmp_path, transport):
         [insecure] = stream(ClientSettings(base_url=base, model="benchy-sim", transport=transport, insecure=True))
     assert refused.error_kind == "tls" and "certificate" in refused.error
     assert insecure.status == "ok" and insecure.completion_tokens == 4, insecure.error
+
+
+def test_a_kept_alive_connections_next_response_has_its_own_stall_bound():
+    """The lean transport carries a connection's parser and stall timer from one response to
+    the next: the second response on the connection, cut after its first chunk, still fails
+    as a stall of its own, no sooner than --stall-timeout after its last byte, and the first
+    response's record is untouched by it."""
+    stall_s = 0.4
+    whole_head = CHUNKED_RESPONSE.split(b"\r\n\r\n", 1)[0] + b"\r\n\r\n"
+    first_chunk = chunked(sse_body()).split(b"\r\n", 2)
+    cut = whole_head + first_chunk[0] + b"\r\n" + first_chunk[1] + b"\r\n"
+
+    async def script(seen: Seen, writer) -> bool:
+        writer.write(CHUNKED_RESPONSE if len(server.requests) == 1 else cut)
+        return True  # kept open: the second answer just stops
+
+    with Scripted(script) as server:
+        settings = ClientSettings(
+            base_url=f"{server.url}/v1", model="m", transport="lean", stall_timeout_s=stall_s, timeout_s=30.0
+        )
+        first, second = stream(settings, n=2)
+    assert_whole(first)
+    assert [s.connection for s in server.requests] == [0, 0]  # the second went over the kept-alive one
+    assert second.status == "error" and second.error_kind == "stall", second.error
+    assert second.headers_s is not None and second.end_s - second.headers_s >= stall_s

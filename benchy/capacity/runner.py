@@ -35,8 +35,9 @@ from benchy.client.redact import redact_url
 from benchy.client.settings import ClientSettings
 from benchy.load.plan import LoadSettings
 from benchy.load.prompts import Template
-from benchy.measure import metrics
-from benchy.measure.metrics import Unavailable
+from benchy.measure import registry
+from benchy.measure.slo import meets_slo
+from benchy.measure.unavailable import Unavailable
 from benchy.measure.workloads import WorkloadSpec
 from benchy.results import files as results_files
 from benchy.results.capacity import (
@@ -295,7 +296,7 @@ def passed_despite_client_delay(slo: dict[str, float], target: float, seen: Obse
     time. Its failures may be benchy's own, so a round that leans fail stays uncounted."""
     if seen.overloaded is None or not seen.requests or not slo:
         return False
-    only_worsens = all(metrics.METRICS[name].late_only_worsens for name in slo)
+    only_worsens = all(registry.METRICS[name].late_only_worsens for name in slo)
     return only_worsens and seen.good >= target * seen.requests
 
 
@@ -392,7 +393,7 @@ def _met(req: RequestResult, slo: dict[str, float]) -> bool:
     if not req.ok:
         return False
     values = {k: Unavailable(UNJUDGED, "no value") if v is None else v for k, v in req.metrics.items()}
-    return metrics.meets_slo(values, slo) is True
+    return meets_slo(values, slo) is True
 
 
 def _cache_hit(cases: list[CaseResult]) -> float | None:

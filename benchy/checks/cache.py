@@ -14,7 +14,7 @@ from benchy.checks.registry import (
     Code,
     Warning_,
 )
-from benchy.measure.workloads import PartialReuse, WorkloadFigures
+from benchy.measure.workloads import EXPIRY_GAP_MIN_S, PartialReuse, WorkloadFigures
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -53,7 +53,6 @@ def prefix_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
             f"{template:.0f}-token chat template): TTFT, prefill and end-to-end figures are "
             "inflated.",
             "Keep the nonce on (no --no-nonce) so no request shares a prefix with another.",
-            metrics=("ttft_s", "prefill_tps", "e2e_tps"),
             details=PrefixCacheHit(requests=len(hits), cached_tokens_max=most, template_tokens=template),
             evidence=(Evidence("cached_tokens_max", most, template, "tokens"),),
         )
@@ -123,7 +122,6 @@ def cache_eviction(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         f"requests that should have reused earlier tokens reported fewer cached tokens ({ev.lost_tokens:,} "
         "tokens prefilled again). Their TTFT includes that prefill.",
         CACHE_HINT,
-        metrics=("ttft_s", "prefill_tps"),
         details=taken_from(CacheEviction, ev),
         evidence=(Evidence("reported_cached_tokens", ev.reported_tokens, ev.expected_tokens, "tokens"),),
     )
@@ -134,17 +132,40 @@ def cache_not_reused(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
     miss = figures.no_reuse if figures else None
     if miss is None:
         return
+    said = f"{miss.requests} requests resent {miss.expected_tokens:,} tokens the server had already prefilled"
+    if miss.cause == "expiry" and miss.hit_idle_max_s is not None and miss.miss_idle_min_s is not None:
+        message = (
+            f"{said}, each after at least {miss.miss_idle_min_s:.2f} s idle, and it reported none of them as "
+            f"cached. Its cache works: it served the start every prompt shares to {miss.start_hits} "
+            f"request{'' if miss.start_hits == 1 else 's'} sent within {miss.hit_idle_max_s:.2f} s of another, and lost even that after "
+            f"{miss.lost_idle_min_s or 0.0:.2f} s quiet. The likely cause: the cache lets entries expire after "
+            f"a lifetime between {miss.hit_idle_max_s:.2f} and {miss.miss_idle_min_s:.2f} s."
+        )
+        hint = EXPIRY_HINT
+    elif miss.miss_idle_min_s is not None and miss.miss_idle_min_s >= EXPIRY_GAP_MIN_S:
+        message = (
+            f"{said}, each after at least {miss.miss_idle_min_s:.2f} s idle, and it reported none of them as "
+            "cached. Nothing in the case tells a prefix cache that is off (or does not report hits) from one "
+            f"that lets entries expire within {miss.miss_idle_min_s:.2f} s."
+        )
+        hint = f"{OFF_HINT} Then shorten --think-time: reuse that appears with shorter gaps means a cache lifetime."
+    else:
+        message = f"{said}, and it reported none of them as cached: its prefix cache is off or does not report hits."
+        hint = OFF_HINT
     yield Warning_(
         Code.CACHE_NOT_REUSED,
         WARNING,
         case.label,
-        f"{miss.requests} requests resent {miss.expected_tokens:,} tokens the server had already "
-        "prefilled, and it reported none of them as cached: its prefix cache is off or does not report hits.",
-        "Enable the server's prefix cache (vLLM --enable-prefix-caching, llama.cpp cache_prompt, SGLang's "
-        "radix cache is on by default) and check that it reports usage.prompt_tokens_details.cached_tokens.",
-        metrics=("ttft_s", "prefill_tps"),
+        message,
+        hint,
         details=taken_from(CacheNotReused, miss),
     )
+
+
+OFF_HINT = (
+    "Enable the server's prefix cache (vLLM --enable-prefix-caching, llama.cpp cache_prompt, SGLang's "
+    "radix cache is on by default) and check that it reports usage.prompt_tokens_details.cached_tokens."
+)
 
 
 ROUTING_HINT = (
@@ -178,7 +199,6 @@ def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
         f"none; the server reported {part.reported_tokens:,} of {part.expected_tokens:,} expected tokens "
         f"cached.{cause} TTFT mixes hits and misses.",
         EXPIRY_HINT if part.cause == "expiry" else ROUTING_HINT,
-        metrics=("ttft_s", "prefill_tps"),
         details=taken_from(CachePartialReuse, part),
         evidence=(Evidence("hit_fraction", round(part.hit_fraction, 4), 1.0, "requests"),),
     )
@@ -238,7 +258,6 @@ def cache_leakage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         f"nonce-led part{where}): the cache served text from another conversation or run, or the server "
         "miscounts cached tokens. Their TTFT is too good to be this workload's.",
         "Keep the nonce on (no --no-nonce); if it is on, the server's cached_tokens cannot be trusted.",
-        metrics=("ttft_s", "prefill_tps"),
         details=taken_from(CacheLeakage, leak),
     )
 

@@ -49,7 +49,6 @@ def client_overloaded(case: CaseResult, run: RunResult) -> Iterable[CheckWarning
             "chunks were timestamped late, so TTFT, inter-token latency and decode rate "
             "include client delay.",
             _overloaded_hint(case),
-            metrics=("ttft_s", "decode_tps", "itl_s", "prefill_tps"),
             details=ClientOverloaded(client=case.client),
         )
 

@@ -49,6 +49,5 @@ def client_bound(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         f"benchy selftest of {ceiling.measured_utc}): benchy's own pace and stamps may be in its figures.",
         "Spread the load over more worker processes (--workers) or hosts, or run benchy on a faster "
         "machine; `benchy selftest` measures the ceiling again.",
-        metrics=("ttft_s", "itl_s", "e2e_s", "request_rate", "aggregate_tps"),
         evidence=tuple(found),
     )

@@ -16,6 +16,7 @@ FIXED_HINT = (
     "manager, a content filter or a long network path. TTFT is what a user waits; for the "
     "engine's prefill speed benchmark it directly, or read the engine rate given here."
 )
+UNSURE_HINT = " To tell a hold from the server's own work on the prompt, add a second --pp (four times the first)."
 
 
 def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
@@ -32,16 +33,25 @@ def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
         witnesses = [f"the response headers came at {part.headers_s * 1000:,.0f} ms"] if part.headers_s else []
         if part.intercept_s is not None:
             witnesses.append(f"TTFT against prompt length meets zero tokens at {part.intercept_s * 1000:,.0f} ms")
+        if part.unsure_cause:
+            words = (
+                f"TTFT holds {part.fixed_s * 1000:,.0f} ms before the server answers ({part.evidence()}, "
+                f"over {', '.join(part.cases)}; {' and '.join(witnesses)}): a hold in front of the engine or the "
+                "server's own work on the prompt before it answers; one prompt length cannot tell which (a hold "
+                f"stays put as the prompt grows, prompt work grows with it). Prefill t/s from TTFT is withheld.{engine}"
+            )
+        else:
+            words = (
+                f"TTFT holds a fixed {part.fixed_s * 1000:,.0f} ms that no prompt length explains ({part.evidence()}, "
+                f"over {', '.join(part.cases)}; {' and '.join(witnesses)}): it passes before the engine takes the "
+                f"request, not prefilling. Prefill t/s from TTFT is withheld.{engine}"
+            )
         yield Warning_(
             Code.FIXED_LATENCY,
             WARNING,
             None,
-            f"TTFT holds a fixed {part.fixed_s * 1000:,.0f} ms that no prompt length explains ({part.evidence()}, "
-            f"over {', '.join(part.cases)}; {' and '.join(witnesses)}): it passes before the engine takes the "
-            f"request, not prefilling. Prefill t/s from TTFT is withheld.{engine}",
-            FIXED_HINT,
-            metrics=("ttft_s",),
-            withheld=("prefill_tps",),
+            words,
+            FIXED_HINT + (UNSURE_HINT if part.unsure_cause else ""),
             details=FixedLatency(
                 fixed_s=part.fixed_s,
                 engine_prefill_tps=part.engine_prefill_tps,

@@ -14,8 +14,8 @@ from benchy.checks.registry import (
     Code,
     Warning_,
 )
-from benchy.measure import metrics, stats
-from benchy.measure.metrics import OUTPUT_FAILURES
+from benchy.measure import stats, unavailable
+from benchy.measure.classify import OUTPUT_FAILURES
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -150,7 +150,6 @@ def reasoning_only(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "gave no final answer: time to first content is unavailable, and the rates "
             "count reasoning tokens.",
             "Raise --tg so the model reaches its answer, or lower its reasoning effort.",
-            metrics=("ttfc_s",),
             details=RequestCount(requests=facts.n_reasoning_only),
         )
 
@@ -173,7 +172,6 @@ def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
         f"The row is labelled with the tokens delivered; its rates are real for those, but "
         f"not comparable with tg{case.tg} elsewhere.",
         hint,
-        metrics=("e2e_tps", "decode_tps"),
         details=OutputLengthMismatch(
             asked=case.tg,
             delivered_median=delivered,
@@ -227,7 +225,6 @@ def harmony_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             f"{facts.n_stop_cut} of {facts.n_measured} requests stopped (finish_reason stop) before any "
             f"answer text: {_stop_cause(setup)}.",
             STOP_HINT,
-            metrics=("e2e_tps", "ttfc_s"),
             details=DangerousStopFound(
                 requests=facts.n_stop_cut, stop=list(setup.stop), dangerous_stops=list(setup.dangerous_stops)
             ),
@@ -244,7 +241,6 @@ def harmony_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "Make the server keep special tokens (benchy sends skip_special_tokens: false; a "
             "proxy or server may drop it), or use --endpoint chat, where the server splits "
             "the channels.",
-            withheld=("ttfc_s",),
             details=RequestCount(requests=facts.n_stripped),
         )
 
@@ -265,7 +261,7 @@ def case_cut_short(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """The run stopped inside this case (results withheld its rates): say so wherever the
     case's figures are read, not only in report.md's banner."""
     why = case.reason("aggregate_tps")
-    if why.code != metrics.CUT_SHORT:
+    if why.code != unavailable.CUT_SHORT:
         return
     yield Warning_(
         Code.CASE_CUT_SHORT,
@@ -275,7 +271,5 @@ def case_cut_short(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         "withheld; the per-request figures are those of the requests that finished, which favour "
         "the ones that finished first.",
         "Run the case to its end for figures of the whole case.",
-        metrics=tuple(m.name for m in metrics.TABLE_METRICS),
-        withheld=("aggregate_tps", "request_rate"),
         details=CaseCutShort(measured=case.n_ok + case.n_failed, planned=case.planned_requests),
     )

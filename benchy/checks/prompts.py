@@ -70,7 +70,6 @@ def prompt_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
         f"{missed} of {facts.n_ok} requests: the server counted {counted} prompt tokens (median), {way} than "
         f"the {target} sent, {effect}",
         hint + (ESTIMATE_HINT if estimate else ""),
-        metrics=("ttft_s", "e2e_tps", "e2e_s"),
         withheld=("prefill_tps",) if whole else (),
         details=PromptLengthMismatch(requests=missed, target_tokens=target, server_tokens_median=counted),
         evidence=(Evidence("server_prompt_tokens_median", counted, target, "tokens"),),
@@ -90,6 +89,8 @@ def prompt_length_at_calibration(run: RunResult) -> Iterable[CheckWarning]:
                 f"of the run's longest prompt ({found.target_tokens} tokens): it does not read long "
                 "prompts whole, so rows above that length are not what their labels say.",
                 PROMPT_LENGTH_HINT,
+                metrics=(),  # no case's figures: a setup's
+                withheld=(),
                 details=taken_from(PromptLengthMismatch, found, endpoint=endpoint),
                 evidence=(Evidence("server_prompt_tokens", found.server_tokens, found.target_tokens, "tokens"),),
             )

@@ -134,7 +134,6 @@ def server_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
         "end-to-end figures include work the server did not redo.",
         "Something before benchy's nonce is shared (a proxy or server cache keyed on part of the "
         "prompt?); compare with --no-nonce, or disable the server's prefix cache to measure cold prefill.",
-        ("ttft_s", "prefill_tps", "e2e_tps"),
         details=found,
         evidence=(Evidence("server_cache_hits", found.server_cache_hits, found.explained_hits, "tokens"),),
     )
@@ -153,7 +152,6 @@ def server_token_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWar
         f"{_what_rates_count(found)}",
         "Another client sharing the server during the run would explain extra tokens; otherwise "
         "the server counts tokens it did not stream (drafts, hidden text) or its usage is wrong.",
-        ("e2e_tps", "decode_tps"),
         details=found,
         evidence=(
             Evidence("server_generation_tokens", found.server_generation_tokens, None, "tokens"),
@@ -195,7 +193,6 @@ def ttft_outside_server(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
         f"more than a round trip to it ({ms(_num(found.rtt_s))}): a proxy, the client or connection "
         "set-up holds it.",
         "Benchmark the server directly (not through a gateway), check client_overloaded, or keep connections alive.",
-        ("ttft_s", "prefill_tps"),
         details=found,
         evidence=(
             Evidence("ttft_outside_server_s", found.outside_s, found.bound_s, "s"),

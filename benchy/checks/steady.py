@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure import steady
-from benchy.measure.metrics import METRICS
+from benchy.measure.registry import METRICS
 from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
 
 

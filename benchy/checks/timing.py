@@ -14,7 +14,7 @@ from benchy.checks.registry import (
     Code,
     Warning_,
 )
-from benchy.measure import evidence, metrics, stats
+from benchy.measure import evidence, stats, unavailable
 from benchy.results import latency
 from benchy.results.types import (
     CaseResult,
@@ -40,7 +40,7 @@ FIRST_CHUNK_LEAD_SHARE = 0.2
 
 def sse_buffering(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     why = case.reason("ttft_s")
-    if case.summary.get("ttft_s") is None and why.code == metrics.BUFFERED:
+    if case.summary.get("ttft_s") is None and why.code == unavailable.BUFFERED:
         per_event = case.median("tokens_per_event")
         yield Warning_(
             Code.SSE_BUFFERING,
@@ -49,7 +49,6 @@ def sse_buffering(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             f"{why.message}. TTFT, inter-token latency, decode and prefill rates are unavailable; "
             "end-to-end throughput is still valid.",
             BUFFERING_HINT,
-            withheld=metrics.STREAM_TIMING_METRICS,
             details=SseBuffering(tokens_per_event_median=per_event),
             evidence=(
                 Evidence("tokens_per_event_median", per_event, evidence.FIRST_ARRIVAL_MAX_TOKENS, "tokens/event"),
@@ -72,7 +71,6 @@ def first_chunk_before_prefill(case: CaseResult, run: RunResult) -> Iterable[Che
             f"the first token: TTFT ({ttft * 1000:.0f} ms) is taken from the first token, "
             "not from that chunk.",
             "Nothing to fix; tools that time the first chunk report a TTFT this much too low.",
-            metrics=("ttft_s",),
             details=FirstChunkBeforePrefill(lead_s_median=lead, ttft_s_median=ttft),
             evidence=(
                 Evidence(
@@ -118,7 +116,6 @@ def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
         f"{prompt * 1000:,.0f} ms: {gap * 1000:,.0f} ms ({gap / ttft:.0%}) of TTFT is not prefill "
         f"({_not_prefill_cause(case, run)}).{rates}",
         NOT_PREFILL_HINT,
-        metrics=("prefill_tps", "ttft_s"),
         details=TtftNotPrefill(ttft_s_median=ttft, server_prompt_s_median=prompt, not_prefill_s_median=gap),
         evidence=(Evidence("not_prefill_s_median", gap, limit, "s"),),
     )
@@ -141,7 +138,7 @@ def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
 def ttft_grows_with_output(run: RunResult) -> Iterable[CheckWarning]:
     """The cases results.py withheld because TTFT grew with the output length (metrics.
     buffered_trend), one warning each, with every TTFT of their group."""
-    trend = [c for c in run.cases if c.reason("ttft_s").code == metrics.BUFFERED_TREND and "ttft_s" in c.withheld]
+    trend = [c for c in run.cases if c.reason("ttft_s").code == unavailable.BUFFERED_TREND and "ttft_s" in c.withheld]
     for case in trend:
         group = [c for c in trend if _same_prompt(c, case)]
         yield Warning_(
@@ -150,7 +147,6 @@ def ttft_grows_with_output(run: RunResult) -> Iterable[CheckWarning]:
             case.label,
             case.unavailable["ttft_s"],
             BUFFERING_HINT,
-            withheld=metrics.STREAM_TIMING_METRICS,
             details=SseBuffering(ttft_s_by_tg={f"tg{c.tg}": c.withheld["ttft_s"].median for c in group}),
         )
 

@@ -26,8 +26,6 @@ from benchy.results.verdicts.details import (
     UsageMismatch,
 )
 
-COUNTED_METRICS = ("e2e_tps", "decode_tps", "itl_s", "tokens_per_event")  # built on the token count
-
 
 def no_usage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """Only where the count is then an estimate: one token per event, which the locally counted
@@ -44,7 +42,6 @@ def no_usage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             "ratio calibration measured), so token counts and the rates built on them are estimates.",
             "Ask the server for usage (benchy sends stream_options include_usage; some proxies "
             "drop it) or measure the server directly.",
-            metrics=COUNTED_METRICS,
             details=NoUsage(requests=facts.n_guessed, scale=scale),
         )
 
@@ -71,7 +68,6 @@ def usage_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         f"{facts.n_doubted} of {facts.n_ok} requests: {first.mismatch}. The figures use the {first.source} "
         f"count ({first.tokens} tokens), not usage.",
         USAGE_HINT,
-        metrics=COUNTED_METRICS,
         details=UsageMismatch(requests=facts.n_doubted, usage_median=usage, counted_median=counted),
         evidence=(Evidence("usage_to_stream_ratio", usage / counted if counted else None, 1.0, "ratio"),),
     )

@@ -15,7 +15,7 @@ queueing trap in results/verdicts/queueing.py. This module registers them all, i
 What is withheld is decided where the results are built (results/build.py: a buffered stream,
 a TTFT trend, stripped Harmony markers, queueing), with a reason code; a check reports it by
 that code and lists the metrics in `withheld`. Requests whose output is empty or zero tokens
-are failures (metrics.classify, before any statistic is taken).
+are failures (classify.classify, before any statistic is taken).
 """
 
 from __future__ import annotations

@@ -171,7 +171,7 @@ def cases_from_flags(
     dataset_min_tokens: int | None = None,
     dataset_max_tokens: int | None = None,
 ) -> list[Case]:
-    from benchy.workloads.case import ScenarioError
+    from benchy.workloads.case import ScenarioError, once_each
     from benchy.workloads.scenario import select_cases
     from benchy.workloads.selection import CaseSelection, WorkloadSelection
     from benchy.workloads.spec import WorkloadError
@@ -185,12 +185,18 @@ def cases_from_flags(
         if dataset is None:
             if dataset_min_tokens or dataset_max_tokens:
                 raise ScenarioError("--dataset-min-tokens and --dataset-max-tokens need --dataset")
-            return cases
-        from benchy.workloads import dataset_cases
+        else:
+            from benchy.workloads import dataset_cases
 
-        return dataset_cases.apply(cases, dataset, chosen, dataset_min_tokens, dataset_max_tokens)
+            cases = dataset_cases.apply(cases, dataset, chosen, dataset_min_tokens, dataset_max_tokens)
+        cases, repeated = once_each(cases)
     except (ScenarioError, WorkloadError) as exc:
         raise click.UsageError(str(exc)) from None
+    for label in repeated:
+        click.echo(
+            f"benchy: note: the case {label} is asked for more than once: measured once (more: --runs)", err=True
+        )
+    return cases
 
 
 LOAD_OPTIONS: tuple[Decorator, ...] = (
@@ -265,7 +271,7 @@ def load_settings(
 ) -> LoadSettings:
     from benchy.load import cluster
     from benchy.load.plan import LoadSettings
-    from benchy.measure.metrics import parse_slo
+    from benchy.measure.slo import parse_slo
 
     if ray is not None and not cluster.ray_installed():
         raise click.UsageError(cluster.RAY_MISSING)

@@ -34,6 +34,8 @@ from urllib.parse import unquote, urlsplit
 
 import httptools
 
+from benchy.client import kernel_stamps
+
 PEEK_BYTES = 300  # of a body that is not streamed (an HTTP error, not an event stream)
 MAX_HEAD_BYTES = 64 * 1024
 READ_BUFFER = 64 * 1024
@@ -71,7 +73,7 @@ OnHead = Callable[[Response], bool]
 Sink = Callable[[bytes, float], float | None]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs a setattr call a field
 class Request:
     """One request as either transport takes it (Http1Pool, aiohttp_pool.AiohttpPool)."""
 
@@ -169,6 +171,10 @@ class Http1Pool:
         self._routes: dict[str, _Route] = {}
         self._idle: dict[str, list[_Connection]] = {}
         self._speaks_tls: set[tuple[str, int]] = set()  # a handshake done: no plain-HTTP check again
+        self.kernel_stamps = kernel_stamps.wanted()  # plain TCP reads stamped on arrival (kernel_stamps.py)
+        # (method, url) → the request's lines before the caller's headers and after them: the
+        # same for every request to that URL, so they are made and checked once.
+        self._heads: dict[tuple[str, str], tuple[str, list[str]]] = {}
 
     async def request(self, req: Request, response: Response) -> None:
         """Sends the request and returns once its response has ended (filled into `response`).
@@ -180,7 +186,11 @@ class Http1Pool:
         response.reused = conn is not None
         if conn is None:
             conn = await self._connect(route, deadline, req.timeout_s)
-        exchange = _Exchange(conn, response, req.on_head, req.sink, req.stall_s)
+        exchange = conn.spare
+        if exchange is None:
+            exchange = conn.spare = _Exchange(conn, response, req.on_head, req.sink, req.stall_s)
+        else:  # the connection's own, its parser and timer kept from the response before
+            exchange.restart(response, req.on_head, req.sink, req.stall_s)
         conn.begin(exchange, request)
         try:
             await exchange.wait(deadline, req.timeout_s)
@@ -235,6 +245,11 @@ class Http1Pool:
         host, port = (route.proxy_host, route.proxy_port) if route.proxy_host else (route.host, route.port)
         direct_tls = ssl_context(self._insecure) if route.tls and not route.proxy_host else None
         try:
+            if self.kernel_stamps and not route.tls and not route.proxy_host:
+                conn = _Connection()
+                opening = kernel_stamps.open_connection(conn, host, port)
+                await asyncio.wait_for(opening, max(0.0, deadline - time.perf_counter()))
+                return conn
             connecting = asyncio.ensure_future(
                 loop.create_connection(
                     _Connection, host, port, ssl=direct_tls, server_hostname=route.host if direct_tls else None
@@ -292,21 +307,46 @@ class Http1Pool:
             raise
 
     def _request(self, method: str, url: str, route: _Route, body: bytes | None, headers: dict[str, str]) -> bytes:
+        cached = self._heads.get((method, url))
+        if cached is None:
+            if len(self._heads) >= MAX_HEADS:
+                self._heads.clear()
+            cached = self._heads[method, url] = self._head(method, url, route, self.headers)
+        head, after = cached
+        if headers.keys().isdisjoint(self.headers):
+            own = [f"{k}: {v}" for k, v in headers.items()]
+            _check_lines(own)
+        else:  # a caller's header replaces the pool's, in its place
+            head, after = self._head(method, url, route, {**self.headers, **headers})
+            own = []
+        lines = [head, *own, *after]
+        if body:
+            lines.append("Content-Type: application/json")
+        if body is not None:  # an empty POST too: a server may wait for a body it is not told is empty
+            lines.append(f"Content-Length: {len(body)}")
+        lines += ["", ""]
+        return "\r\n".join(lines).encode("utf-8") + (body or b"")
+
+    def _head(self, method: str, url: str, route: _Route, headers: dict[str, str]) -> tuple[str, list[str]]:
+        """(the request line, Host and `headers`, joined; the lines that follow the caller's
+        headers), each checked."""
         parts = urlsplit(url)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         if route.absolute_form:
             target = route.origin + target
         lines = [f"{method} {target} HTTP/1.1", f"Host: {route.authority}"]
-        lines += [f"{k}: {v}" for k, v in {**self.headers, **headers}.items()]
-        if route.absolute_form and route.proxy_auth:
-            lines.append(f"Proxy-Authorization: {route.proxy_auth}")
-        if any("\r" in line or "\n" in line for line in lines):  # never let a value add a header
-            raise HttpFailure("client_error", "a request header value holds a line break")
-        if body:
-            lines.append("Content-Type: application/json")
-        if body is not None:  # an empty POST too: a server may wait for a body it is not told is empty
-            lines.append(f"Content-Length: {len(body)}")
-        return "\r\n".join([*lines, "", ""]).encode("utf-8") + (body or b"")
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        after = [f"Proxy-Authorization: {route.proxy_auth}"] if route.absolute_form and route.proxy_auth else []
+        _check_lines(lines + after)
+        return "\r\n".join(lines), after
+
+
+MAX_HEADS = 64  # request heads kept per pool (one per URL asked; a redirect adds one)
+
+
+def _check_lines(lines: list[str]) -> None:
+    if any("\r" in line or "\n" in line for line in lines):  # never let a value add a header
+        raise HttpFailure("client_error", "a request header value holds a line break")
 
 
 def _ignore(data: bytes, now: float) -> None:
@@ -386,6 +426,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.open = False
         self.exchange: _Exchange | None = None
+        self.spare: _Exchange | None = None  # the pool's exchange of this connection, each response's in turn
         self._view = memoryview(bytearray(READ_BUFFER))
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -407,6 +448,9 @@ class _Connection(asyncio.BufferedProtocol):
     def data_received(self, data: bytes) -> None:  # transports that do not buffer for us
         self._deliver(data, time.perf_counter())
 
+    def received_at(self, data: memoryview, now: float) -> None:  # kernel_stamps: stamped on arrival
+        self._deliver(data, now)
+
     def _deliver(self, data: bytes | memoryview, now: float) -> None:
         exchange = self.exchange
         if exchange is None:  # bytes nobody asked for: the connection is not clean any more
@@ -421,10 +465,14 @@ class _Connection(asyncio.BufferedProtocol):
         self.open = False
         if self.exchange is not None:
             self.exchange.lost(exc)
+        elif self.spare is not None:  # closed while idle: its timer is not wanted
+            self.spare.stop_timer()
 
     def close(self) -> None:
         self.open = False
         self.exchange = None
+        if self.spare is not None:
+            self.spare.stop_timer()
         if self.transport is not None:
             self.transport.close()
 
@@ -432,7 +480,11 @@ class _Connection(asyncio.BufferedProtocol):
 class _Exchange:
     """One request/response on a connection: httptools parses the head and the body framing
     and calls back here (on_header, on_headers_complete, on_body, on_message_complete); body
-    bytes go to the sink, and `done` resolves when the response has ended."""
+    bytes go to the sink, and `done` resolves when the response has ended.
+
+    A kept-alive connection's next response takes the same exchange (`restart`): its parser
+    (llhttp reads one response after another) and its timer carry over, so a request costs
+    neither a parser nor a timer of its own."""
 
     def __init__(
         self,
@@ -444,14 +496,21 @@ class _Exchange:
         head_only: bool = False,
     ) -> None:
         self.conn = conn
+        self.head_only = head_only  # a CONNECT reply: the tunnel's bytes follow the head
+        self.loop = asyncio.get_running_loop()
+        self.parser = httptools.HttpResponseParser(self)
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0  # perf_counter when the timer fires
+        self._grace: asyncio.TimerHandle | None = None  # the sink's answer is whole: the body's last chance
+        self.restart(response, on_head, sink, stall_s)
+
+    def restart(self, response: Response, on_head: OnHead, sink: Sink, stall_s: float) -> None:
+        """Ready for the next response on the connection (the one before it ended whole)."""
         self.response = response
         self.on_head = on_head
         self.sink = sink
         self.stall_s = stall_s
-        self.head_only = head_only  # a CONNECT reply: the tunnel's bytes follow the head
-        self.loop = asyncio.get_running_loop()
         self.done: asyncio.Future = self.loop.create_future()
-        self.parser = httptools.HttpResponseParser(self)
         self.headers: dict[str, str] = {}
         self.head_bytes = 0
         self.in_body = False
@@ -460,25 +519,43 @@ class _Exchange:
         self.pending: list[bytes] = []  # this read's body pieces, for the sink in one call
         self.now = self.last_read = time.perf_counter()
         self.reusable = False
-        self._grace: asyncio.TimerHandle | None = None  # the sink's answer is whole: the body's last chance
 
     async def wait(self, deadline: float, timeout_s: float) -> None:
         # One timer for both bounds (a timer costs the loop more than the checks it runs), at
-        # the nearer of the stall's and the whole request's; it moves on while bytes come.
+        # the nearer of the stall's and the whole request's; it moves on while bytes come. A
+        # timer left from the connection's response before is kept where it fires no later:
+        # _check then re-arms it from this response's bounds.
         self._deadline, self._timeout_s = deadline, timeout_s
-        self._timer = self.loop.call_at(self._loop_time(min(self.last_read + self.stall_s, deadline)), self._check)
+        due = min(self.last_read + self.stall_s, deadline)
+        if self._timer is None or self._timer_at > due:
+            self.stop_timer()
+            self._arm(due)
         try:
             await self.done
         finally:
-            self._timer.cancel()
             if self._grace is not None:
                 self._grace.cancel()
+                self._grace = None
+            if not self.reusable:  # the connection is closed: its timer goes with it
+                self.stop_timer()
             self.conn.exchange = None
+
+    def _arm(self, perf_time: float) -> None:
+        self._timer_at = perf_time
+        self._timer = self.loop.call_at(self.loop.time() + (perf_time - time.perf_counter()), self._check)
+
+    def stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _loop_time(self, perf_time: float) -> float:
         return self.loop.time() + (perf_time - time.perf_counter())
 
     def _check(self) -> None:
+        self._timer = None
+        if self.done.done():  # between responses: the next one arms its own
+            return
         now = time.perf_counter()
         quiet_until = self.last_read + self.stall_s
         if now >= self._deadline:
@@ -486,7 +563,7 @@ class _Exchange:
         elif now >= quiet_until:
             self._fail("stall", f"no data for {self.stall_s:g} s (--stall-timeout)")
         else:
-            self._timer = self.loop.call_at(self._loop_time(min(quiet_until, self._deadline)), self._check)
+            self._arm(min(quiet_until, self._deadline))
 
     # ---- bytes in ----
     def received(self, data: bytes | memoryview, now: float) -> None:

@@ -244,12 +244,13 @@ class StreamReader:
         """The whole plain `data: …` events the raw chunk starts with, booked before SSE
         parsing: how many bytes were read so (the rest goes the usual way). Each is booked as
         `book_text(now, content, "")` books it, and each is read as `_plain` reads one, both
-        inline: a read may bring hundreds."""
+        inline: a read may bring hundreds. What is the same for every event of the read (its
+        time, its kind) is booked once for all of them after the loop."""
         rec = self.rec
-        times, chars, kinds, texts = rec.token_event_s, rec.token_event_chars, self.kinds, self.texts
+        chars, texts = rec.token_event_chars, self.texts
         head = self.plain_event
         skip = len(head)
-        pos = booked = total = 0
+        pos = booked = 0
         match = _PLAIN_REST.match
         while chunk.startswith(head, pos):
             found = match(chunk, pos + skip)
@@ -261,17 +262,15 @@ class StreamReader:
                 break
             if not content.isprintable():
                 break
-            n = len(content)
-            times.append(now)
-            chars.append(n)
-            kinds.append(CONTENT)
+            chars.append(len(content))
             texts.append(content)
             booked += 1
-            total += n
             pos = found.end()
         if booked:
+            rec.token_event_s += [now] * booked
+            self.kinds.append(CONTENT * booked)  # joined by settle(), as one a text
             rec.sse_events += booked
-            rec.content_chars += total
+            rec.content_chars += sum(chars[-booked:])
             if rec.first_chunk_s is None:
                 rec.first_chunk_s = now
         return pos

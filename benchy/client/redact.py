@@ -8,6 +8,13 @@ name says it is one (`key`, `token`, `sig`, …). They go into requests and nowh
 saved command line and URLs show `***` in their place, and every message benchy keeps (errors,
 a server's echo of a header) is scrubbed of them, as written and percent-encoded.
 
+A message is scrubbed by place first: a URL's user:password and its secret-named query
+values, whatever they are. Then by value, where the secret's own text stands: a secret of
+MIN_SECRET characters or more, as a whole word while it is short enough to be one (a password
+`sunshine` is masked in "bad password sunshine", never inside "sunshines"), anywhere once it
+is longer. A shorter one (a user `u`, a header value `1`) is masked only in its place: masked
+by value it would be masked in every word that holds its letters ("Connection ref***sed").
+
 Kept light (no aiohttp): the CLI imports it to redact its own command line.
 """
 
@@ -15,7 +22,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 SECRET_FLAGS = ("--api-key",)
 BODY_FLAGS = ("--extra-body",)  # JSON: credential-named keys' values are secrets (extra_body.py)
@@ -23,6 +30,9 @@ HEADER_FLAGS = ("--header", "-H")  # `Name: value`: the name stays, the value is
 URL_USERINFO = re.compile(r"(://)[^/@\s]*@")  # user:password@ in any URL of a command line
 SECRET_PARAM = re.compile(r"key|token|secret|sig|passw|auth|credential", re.IGNORECASE)
 _QUERY_PAIR = re.compile(r"([?&])([^=&#\s]*)=([^&#\s]*)")
+MIN_SECRET = 4  # shorter secrets are scrubbed by place only
+WORD_LONG = 12  # shorter secrets may be words: scrubbed where they stand as a whole word
+_WORD_CHAR = "A-Za-z0-9"
 
 
 def redact_url(url: str) -> str:
@@ -38,9 +48,10 @@ def redact_query(text: str) -> str:
 
 
 def url_secrets(url: str) -> list[str]:
-    """The user, password and secret-named query values of a URL."""
+    """The user, password (as written and decoded) and secret-named query values of a URL."""
     parts = urlsplit(url)
     found = [parts.username or "", parts.password or ""] if "@" in parts.netloc else []
+    found += [unquote(s) for s in found]
     return found + [value for name, value in parse_qsl(parts.query) if SECRET_PARAM.search(name)]
 
 
@@ -50,15 +61,25 @@ def header_secrets(value: str) -> list[str]:
 
 
 def scrub_list(secrets: list[str | None]) -> list[str]:
-    """Every form a secret takes in a message (as written, percent-encoded), longest first."""
-    forms = {form for s in secrets if s for form in (s, quote(s, safe=""))}
+    """Every form a secret takes in a message (as written, percent-encoded), longest first;
+    those shorter than MIN_SECRET left to scrubbing by place."""
+    forms = {form for s in secrets if s for form in (s, quote(s, safe="")) if len(form) >= MIN_SECRET}
     return sorted(forms, key=len, reverse=True)
 
 
 def scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
+    """`text` with every secret as ***: a URL's credentials by place, then `secrets` (from
+    scrub_list) by value."""
+    text = redact_query(URL_USERINFO.sub(r"\1***@", text))
+    if not secrets:
+        return text
+    return re.sub("|".join(_by_value(s) for s in secrets), "***", text)
+
+
+def _by_value(secret: str) -> str:
+    if len(secret) >= WORD_LONG:
+        return re.escape(secret)
+    return rf"(?<![{_WORD_CHAR}]){re.escape(secret)}(?![{_WORD_CHAR}])"
 
 
 def redacted_command_line(argv: list[str]) -> str:

@@ -64,9 +64,16 @@ def split_credentials(url: str) -> tuple[str, str | None]:
 
 def secrets_of(settings: ClientSettings) -> list[str]:
     """Every secret the settings hold, in every form it takes in a message, for scrubbing."""
-    found: list[str | None] = [settings.api_key, *url_secrets(settings.base_url)]
+    found: list[str | None] = [settings.api_key, *_credentials_of(settings.base_url)]
     found += [s for _, value in settings.headers for s in header_secrets(value)]
     found += extra_body_secrets(settings.extra_body)
     proxy = env_proxy(settings.base_url) if settings.env_proxy else None
-    found += url_secrets(proxy) if proxy else []
+    found += _credentials_of(proxy) if proxy else []
     return scrub_list(found)
+
+
+def _credentials_of(url: str) -> list[str]:
+    """A URL's secrets, and its user:password as the Basic token that is sent (a server that
+    echoes its Authorization header echoes that)."""
+    basic = split_credentials(url)[1]
+    return url_secrets(url) + ([basic.split()[-1]] if basic else [])

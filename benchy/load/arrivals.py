@@ -8,7 +8,7 @@ average over its window, and the same seed gives the same schedule in every work
 
 The send loop (send.py) sends on it. Each record keeps when the schedule wanted it sent
 (`scheduled_mono_s`); a send that falls behind (the --max-inflight cap was full, or the event
-loop was late) is measured as queue delay (metrics.send_lag_s), never hidden.
+loop was late) is measured as queue delay (case_formulas.send_lag_s), never hidden.
 """
 
 from __future__ import annotations

@@ -105,13 +105,14 @@ def case_requests(
     shared = case.kind == "shared_prefix"
     body = request_options(plan, case.tg)
     offsets = None if case.rate is None else arrivals.arrival_offsets(plan.measured, case.rate, plan.seed + plan.index)
+    label = case.label  # a property that formats it: once, not once a request
 
     def make(i: int, warm: bool) -> PlannedRequest:
         context = contexts[i % len(contexts)] if contexts else None
         prompt = prompts.build(case.pp, case.depth, context)
         tag = "w" if warm else "m"
         rec = RequestRecord(
-            case=case.label,
+            case=label,
             run=-1 if warm else i // case.concurrency,
             index=i,
             warmup=warm,

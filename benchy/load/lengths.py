@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -77,21 +77,12 @@ class TokenCounter(Protocol):
 class ServerTokenizer:
     """The server's POST /tokenize, through a benchy.client.client.Client (server_token_count)."""
 
-    client: object
+    client: Client
     method: str = SERVER_TOKENIZE
     includes_template: bool = False
 
     async def count(self, texts: Sequence[str]) -> list[int] | None:
-        gate = asyncio.Semaphore(SERVER_CONCURRENCY)
-
-        async def one(text: str) -> int | None:
-            async with gate:
-                return await self.client.server_token_count(text)  # type: ignore[attr-defined]
-
-        counts = await asyncio.gather(*(one(t) for t in texts))
-        if any(c is None for c in counts):
-            return None
-        return [int(c) for c in counts if c is not None]
+        return await _each_counted(texts, self.client.server_token_count)
 
 
 @dataclass
@@ -101,7 +92,7 @@ class UsageCounter:
     takes away (it only reads differences). Costs a request a text: fit_words asks two when
     every word is one token, one a word otherwise."""
 
-    client: object
+    client: Client
     endpoint: str
     method: str = SERVER_USAGE
     includes_template: bool = True
@@ -109,21 +100,30 @@ class UsageCounter:
     async def count(self, texts: Sequence[str]) -> list[int] | None:
         from benchy.client.errors import ServerError  # not at import time: workers load this module
 
-        gate = asyncio.Semaphore(SERVER_CONCURRENCY)
-
         async def one(text: str) -> int | None:
-            async with gate:
-                try:
-                    usage = await self.client.usage_of(text, self.endpoint)  # type: ignore[attr-defined]
-                except (ServerError, KeyError, TypeError):
-                    return None
+            try:
+                usage = await self.client.usage_of(text, self.endpoint)
+            except (ServerError, KeyError, TypeError):
+                return None
             counted = usage.get("prompt_tokens") if isinstance(usage, dict) else None
             return counted if isinstance(counted, int) else None
 
-        counts = await asyncio.gather(*(one(t) for t in texts))
-        if any(c is None for c in counts):
-            return None
-        return [int(c) for c in counts if c is not None]
+        return await _each_counted(texts, one)
+
+
+async def _each_counted(texts: Sequence[str], count: Callable[[str], Awaitable[int | None]]) -> list[int] | None:
+    """Every text's count from the server, SERVER_CONCURRENCY requests at once; None if any
+    text went uncounted (words fitted on part of the texts would be fitted on the wrong words)."""
+    gate = asyncio.Semaphore(SERVER_CONCURRENCY)
+
+    async def one(text: str) -> int | None:
+        async with gate:
+            return await count(text)
+
+    counts = await asyncio.gather(*(one(t) for t in texts))
+    if any(c is None for c in counts):
+        return None
+    return [int(c) for c in counts if c is not None]
 
 
 class FileTokenizer:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import secrets
+import struct
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -212,14 +213,14 @@ class PromptFactory:
     def next_nonce(self) -> str:
         self._counter += 1
         digest = hashlib.blake2b(f"{self.salt}-{self._counter}".encode(), digest_size=16).digest()
-        words = self.calibration.lengths.nonce_words or tokenizer.nonce_words()
+        spaced = _spaced_list(self.calibration.lengths.nonce_words or tokenizer.nonce_words())
         # The first word steps with the counter, so consecutive requests differ at their very
         # first token (a token-level cache like llama.cpp's would otherwise reuse a shared
         # first word); the other seven come from the hash. A leading space keeps every word
         # the same single token.
-        first = (self._first_word_offset + self._counter) % len(words)
-        rest = [int.from_bytes(digest[i : i + 2], "big") % len(words) for i in range(2, 16, 2)]
-        return "".join(" " + words[i] for i in [first, *rest])
+        n = len(spaced)
+        first = spaced[(self._first_word_offset + self._counter) % n]
+        return first + "".join([spaced[i % n] for i in _SEVEN_U16(digest, 2)])
 
     def build(self, server_tokens: int, depth: int = 0, context: Prompt | None = None) -> Prompt:
         """A prompt the server will count as about `depth + server_tokens` tokens: `depth`
@@ -321,19 +322,33 @@ def block_text(key: str, tokens: int, words: tuple[str, ...] | None = None) -> s
     shorter one is a prefix of a longer one), different keys differ from the first few tokens
     on (100 words to choose from, or the server's one-token ones (lengths.fit_words), at least
     24: two blocks share no 16-token cache block)."""
-    spaced = _spaced(words or tokenizer.filler_words())
+    chosen = words or tokenizer.filler_words()
     # SHAKE-128 of the key, 4 bytes a word: an extendable output, so a shorter draw is a prefix
     # of a longer one, and one call however long (seeding a numpy generator a request cost more
     # than the rest of a short prompt). The modulo's bias is below 1e-6 for any word list.
-    draws = np.frombuffer(hashlib.shake_128(key.encode()).digest(4 * tokens), dtype=">u4")
-    return "".join(spaced[draws % len(spaced)].tolist())
+    stream = hashlib.shake_128(key.encode()).digest(4 * tokens)
+    if tokens <= SHORT_BLOCK:  # numpy's fixed cost is most of a short block's
+        spaced = _spaced_list(chosen)
+        n = len(spaced)
+        return "".join([spaced[d % n] for d in struct.unpack(f">{tokens}I", stream)])
+    array = _spaced(chosen)
+    return "".join(array[np.frombuffer(stream, dtype=">u4") % len(array)].tolist())
+
+
+SHORT_BLOCK = 64  # words: below this a Python loop draws them faster than numpy
+_SEVEN_U16 = struct.Struct(">7H").unpack_from  # a nonce's seven hashed words, 2 bytes each
+
+
+@functools.lru_cache(maxsize=8)
+def _spaced_list(words: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(" " + w for w in words)
 
 
 @functools.lru_cache(maxsize=8)
 def _spaced(words: tuple[str, ...]) -> np.ndarray:
     """The words, each with its leading space, as an array a prompt's picks index at once (a
     Python loop over a 2,000-word prompt's words was most of its building time)."""
-    return np.array([" " + w for w in words], dtype=object)
+    return np.array(_spaced_list(words), dtype=object)
 
 
 async def calibrate(

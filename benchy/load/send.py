@@ -11,7 +11,7 @@ Three paces, all of one loop:
              request the moment its last one ends (until `deadline`)
   open       `Open(start_s)`: each request at start_s + its `at_s`, whatever is in flight (with
              `inflight_cap`, a send waits for a free slot and is late: its record shows the
-             queue delay, metrics.send_lag_s); requests come in time order
+             queue delay, case_formulas.send_lag_s); requests come in time order
   dependent  a request whose `then` makes the next one from its record (a conversation's next
              turn, `pause_s` after the answer): the stream that sent it sends its successor,
              under either pace, until `then` says None
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from benchy.client.client import Client
 from benchy.load.plan import PlannedRequest
+from benchy.load.turns import Turns
 from benchy.measure.records import RequestRecord
 
 
@@ -61,10 +62,11 @@ async def send(
 ) -> None:
     """Sends `requests` at `pace`, calling on_record(record) as each one ends."""
     stop = stop or asyncio.Event()
+    turns = Turns()
     if isinstance(pace, Open):
-        await _open(client, requests, on_record, pace, stop)
+        await _open(client, requests, on_record, pace, stop, turns)
     else:
-        await _closed(client, requests, on_record, pace, stop)
+        await _closed(client, requests, on_record, pace, stop, turns)
 
 
 async def _chain(
@@ -73,11 +75,14 @@ async def _chain(
     on_record: Callable[[RequestRecord], None],
     deadline: float,
     stop: asyncio.Event,
+    turns: Turns,
 ) -> None:
     """Sends `request`, then each successor its `then` makes from the record before it."""
     while request is not None:
         rec = request.record
+        await turns.share()
         await client.stream(rec, request.prompt, request.max_tokens, request.endpoint, request.body, request.harmony)
+        await turns.share()
         on_record(rec)
         if request.then is None:
             return
@@ -96,6 +101,7 @@ async def _closed(
     on_record: Callable[[RequestRecord], None],
     pace: Closed,
     stop: asyncio.Event,
+    turns: Turns,
 ) -> None:
     queue = iter(requests)
 
@@ -103,7 +109,7 @@ async def _closed(
         for request in queue:
             if stop.is_set() or time.perf_counter() >= pace.deadline:
                 return
-            await _chain(client, request, on_record, pace.deadline, stop)
+            await _chain(client, request, on_record, pace.deadline, stop, turns)
 
     n = max(1, pace.streams)
     if isinstance(requests, (list, tuple)):
@@ -130,6 +136,7 @@ async def _open(
     on_record: Callable[[RequestRecord], None],
     pace: Open,
     stop: asyncio.Event,
+    turns: Turns,
 ) -> None:
     """Each request at its time without waiting for earlier ones to end; a request is taken
     from `requests` only when the one before it has left, so a lazily made plan builds each
@@ -141,7 +148,7 @@ async def _open(
     async def one(request: PlannedRequest) -> None:
         try:
             if not stop.is_set():
-                await _chain(client, request, on_record, pace.deadline, stop)
+                await _chain(client, request, on_record, pace.deadline, stop, turns)
         finally:
             if slots is not None:
                 slots.release()

@@ -139,9 +139,17 @@ def local_tokens_of(whole: str, chars: list[int]) -> list[int]:
         return [1] * len(chars)
     if len(chars) == 1:  # a whole answer (non-streamed) or one event: a count, no numpy
         return [max(1, _token_total(whole))]
+    if whole.isascii() and "<" not in whole:  # no think tag, no special token: one encode says it
+        ids = tokenizer.encoding().encode(whole, allowed_special="all")
+        lengths = _token_length_list()
+        if len(ids) == len(chars) and [lengths[i] for i in ids] == chars:
+            return [1] * len(chars)  # each event is exactly one token (ASCII: a byte a character)
+        offsets = _ascii_offsets(ids)
+    else:
+        offsets = _token_offsets(whole)
     starts = np.zeros(len(chars), dtype=np.int64)
     np.cumsum(chars[:-1], out=starts[1:])
-    holders = np.searchsorted(starts, _token_offsets(whole), side="right") - 1  # one search, not one a token
+    holders = np.searchsorted(starts, offsets, side="right") - 1  # one search, not one a token
     counts = np.bincount(holders, minlength=len(chars))
     return np.maximum(counts, 1).tolist()
 
@@ -156,10 +164,21 @@ def _offsets(enc: tiktoken.Encoding, text: str) -> np.ndarray:
     ids = enc.encode(text, allowed_special="all")
     if not text.isascii():
         return np.asarray(enc.decode_with_offsets(ids)[1], dtype=np.int64)
+    return _ascii_offsets(ids)
+
+
+def _ascii_offsets(ids: list[int]) -> np.ndarray:
+    """Where each token of an ASCII text starts, from its ids (_offsets)."""
     lengths = tokenizer.token_lengths()[np.asarray(ids, dtype=np.int64)]
     starts = np.zeros(len(ids), dtype=np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
     return starts
+
+
+@functools.lru_cache(maxsize=1)
+def _token_length_list() -> list[int]:
+    """tokenizer.token_lengths as a list: indexed a token at a time from Python, faster than the array."""
+    return tokenizer.token_lengths().tolist()
 
 
 def _token_offsets(text: str) -> np.ndarray:
@@ -178,7 +197,20 @@ def _token_offsets(text: str) -> np.ndarray:
 
 
 def _token_total(text: str) -> int:
-    """len(_token_offsets(text)), without the offsets."""
+    """len(_token_offsets(text)), without the offsets. A short text (a one-event answer, most
+    often one of a few words) is counted once per process: the same text counts the same."""
+    return _short_token_total(text) if len(text) <= SHORT_TEXT_CHARS else _tokens_of(text)
+
+
+SHORT_TEXT_CHARS = 64
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_token_total(text: str) -> int:
+    return _tokens_of(text)
+
+
+def _tokens_of(text: str) -> int:
     enc = tokenizer.encoding()
     total = pos = 0
     for match in _THINK_TAG.finditer(text):

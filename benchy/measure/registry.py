@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
 from benchy.measure import reading
+from benchy.measure import turn_formulas as turn
 from benchy.measure import window_formulas as window
 from benchy.measure.case_formulas import achieved_rate, aggregate_output_tps, request_rate
 from benchy.measure.classify import buffering_reason, is_buffered
@@ -361,6 +362,17 @@ def _ms(name: str, title: str, **more: Any) -> Metric:
     return Metric(name, title, unit="ms", scale=1.0, decimals=3, higher_is_better=False, **more)
 
 
+# The server's histograms whose means are metrics, each kept as its histogram's `mean` in the
+# case's `server` entry: (histogram, title, words).
+SERVER_HISTOGRAMS = (
+    ("ttft_s", "server TTFT ms", "TTFT"),
+    ("queue_s", "server queue ms", "queue-time"),
+    ("prefill_s", "server prefill ms", "prefill-time"),
+    ("decode_s", "server decode ms", "decode-time"),
+    ("inference_s", "server inference ms", "inference-time"),
+    ("e2e_s", "server latency ms", "end-to-end latency"),
+)
+
 # Figures beside a case's own: where they come from, and how each derived one is made.
 _BESIDE = (
     Metric(
@@ -406,29 +418,17 @@ _BESIDE = (
         definition="generated tokens ÷ llama.cpp's decode-seconds counter, else (generated tokens − requests) ÷ the "
         "decode histogram's sum (vLLM's interval starts at each request's first token)",
     ),
-    _time(
-        "server_window_ttft_s",
-        "server TTFT ms",
-        level=SERVER_WINDOW,
-        source=SERVER,
-        stored_as="ttft_s",
-        definition="the mean of the server's TTFT histogram over the case (sum ÷ count)",
-    ),
-    _time(
-        "server_window_queue_s",
-        "server queue ms",
-        level=SERVER_WINDOW,
-        source=SERVER,
-        stored_as="queue_s",
-        definition="the mean of the server's queue-time histogram over the case (sum ÷ count)",
-    ),
-    _time(
-        "server_window_prefill_s",
-        "server prefill ms",
-        level=SERVER_WINDOW,
-        source=SERVER,
-        stored_as="prefill_s",
-        definition="the mean of the server's prefill-time histogram over the case (sum ÷ count)",
+    *(
+        _time(
+            f"server_window_{key}",
+            title,
+            level=SERVER_WINDOW,
+            source=SERVER,
+            stored_as=key,
+            formula=window.histogram_mean(key),
+            definition=f"the mean of the server's {words} histogram over the case (sum ÷ count)",
+        )
+        for key, title, words in SERVER_HISTOGRAMS
     ),
     Metric(
         "gpu_energy_j",
@@ -453,6 +453,19 @@ _BESIDE = (
         source=GPU,
         stored_as="power_w",
         definition="energy ÷ the sampled window: the average draw of all GPUs over the case",
+    ),
+    Metric(
+        "gpu_bandwidth_gbs",
+        "bandwidth GB/s",
+        unit="GB/s",
+        scale=1.0,
+        decimals=0,
+        higher_is_better=False,
+        level=GPU_WINDOW,
+        source=GPU,
+        stored_as="bandwidth_gbs",
+        definition="Σ over GPUs of the share of time its memory was active × its peak bandwidth (hardware profile): "
+        "the memory bandwidth the case used",
     ),
     Metric(
         "gpu_joules_per_token",
@@ -541,6 +554,7 @@ _BESIDE = (
         level=TURN,
         source=WORKLOAD,
         stored_as="ttft_s",
+        formula=turn.metric_median("ttft_s"),
         definition="the median TTFT of one turn index's successful requests",
     ),
     _token_rate(
@@ -550,6 +564,7 @@ _BESIDE = (
         level=TURN,
         source=WORKLOAD,
         stored_as="prefill_tps",
+        formula=turn.metric_median("prefill_tps"),
         definition="the median prefill rate (new tokens ÷ TTFT) of one turn index's successful requests",
     ),
     _time(
@@ -558,6 +573,7 @@ _BESIDE = (
         level=TURN,
         source=WORKLOAD,
         stored_as="e2e_s",
+        formula=turn.metric_median("e2e_s"),
         definition="the median total latency of one turn index's successful requests",
     ),
     *(
@@ -567,13 +583,14 @@ _BESIDE = (
             level=TURN,
             source=WORKLOAD,
             stored_as=key,
+            formula=formula,
             definition=f"the median {words} of one turn index's successful requests",
         )
-        for key, words in (
-            ("prompt_tokens", "prompt tokens"),
-            ("new_tokens", "new (uncached) prompt tokens"),
-            ("cached_tokens", "cached tokens reported"),
-            ("expected_cached_tokens", "cached tokens expected (the history)"),
+        for key, words, formula in (
+            ("prompt_tokens", "prompt tokens", turn.prompt_tokens),
+            ("new_tokens", "new (uncached) prompt tokens", turn.new_tokens),
+            ("cached_tokens", "cached tokens reported", turn.cached_tokens),
+            ("expected_cached_tokens", "cached tokens expected (the history)", turn.expected_cached_tokens),
         )
     ),
     _time(
@@ -582,6 +599,7 @@ _BESIDE = (
         level=TURN,
         source=WORKLOAD,
         stored_as="cold_ttft_s",
+        formula=turn.cold_ttft_s,
         definition="(--cold-baseline) the median TTFT of the same prompt length with nothing shared",
     ),
     Metric(

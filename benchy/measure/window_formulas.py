@@ -1,12 +1,12 @@
 """Formulas of figures taken over a case rather than one request: the GPU's energy per output
 token and per request, the server's rates and cache hit rate over its /metrics window, benchy's
-own event-loop lag and CPU share, and a shared prefix's TTFT gain. Like the request formulas, each takes
+own event-loop lag and CPU share, the means of the server's histograms, and a TTFT gain. Like the request formulas, each takes
 what it reads and the values of the metrics it depends on (the registry passes them forward
 in its order), and never calls another formula."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -19,6 +19,7 @@ from benchy.measure.unavailable import (
     NO_OUTPUT_TOKENS,
     NO_SERVER_FIGURE,
     NO_SUCCESS,
+    NOT_MEASURED,
     Unavailable,
 )
 
@@ -62,12 +63,15 @@ class NoInput:
 NOTHING = NoInput()
 
 
-def ttft_speedup(_: NoInput, baseline_ttft_s: float, ttft_s: float) -> float | Unavailable:
-    return baseline_ttft_s / ttft_s
+NO_MEDIAN = Unavailable(NOT_MEASURED, "no median: no request had the figure")
 
 
-def ttft_saved(_: NoInput, baseline_ttft_s: float, ttft_s: float) -> float | Unavailable:
-    return 1 - ttft_s / baseline_ttft_s
+def ttft_speedup(_: object, baseline_ttft_s: float, ttft_s: float) -> float | Unavailable:
+    return baseline_ttft_s / ttft_s if baseline_ttft_s and ttft_s else NO_MEDIAN
+
+
+def ttft_saved(_: object, baseline_ttft_s: float, ttft_s: float) -> float | Unavailable:
+    return 1 - ttft_s / baseline_ttft_s if baseline_ttft_s and ttft_s else NO_MEDIAN
 
 
 class Histogram(Protocol):
@@ -117,6 +121,20 @@ def server_window_decode_tps(window: ServerWindow) -> float | Unavailable:
     if generated is not None and "decode_s" in h and h["decode_s"].sum > 0 and window.requests:
         return (generated - h["decode_s"].count) / h["decode_s"].sum
     return Unavailable(NO_SERVER_FIGURE, "the server publishes no decode time (or no generated tokens) for the case")
+
+
+def histogram_mean(name: str) -> Callable[[ServerWindow], float | Unavailable]:
+    """The formula of the mean of the server's histogram `name` over the case: sum ÷ count."""
+
+    def of_histogram(window: ServerWindow) -> float | Unavailable:
+        h = window.histograms.get(name)
+        if h is None:
+            return Unavailable(NO_SERVER_FIGURE, f"the server publishes no {name} histogram")
+        if h.count <= 0:
+            return Unavailable(NO_SERVER_FIGURE, f"the server observed no {name} during the case")
+        return h.sum / h.count
+
+    return of_histogram
 
 
 STALL_MS = 10.0  # a wake-up this late is a stall: the loop was busy (or descheduled) that long

@@ -39,10 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from benchy import jsontypes
-from benchy.measure import metrics, registry, stats
-from benchy.measure.metrics import NOT_MEASURED, PerRequest, Unavailable
+from benchy.measure import registry
 from benchy.measure.records import RequestRecord
-from benchy.measure.window_formulas import NOTHING
+from benchy.measure.registry import PerRequest
+from benchy.measure.turn_formulas import NONE_OK, TurnSample
+from benchy.measure.unavailable import Unavailable
+from benchy.measure.window_formulas import NO_MEDIAN, NOTHING
 
 MAX_GRANULARITY = 256
 TOKEN_TOLERANCE = 0.01  # token-granular servers: a shortfall up to 1% of the history is noise
@@ -108,8 +110,20 @@ class PartialReuse(_Saved):
 
 @dataclass
 class NoReuse(_Saved):
+    """No request reused what it should have. Where each came after an idle gap, the shortest
+    (`miss_idle_min_s`); where the server showed that its cache works, the longest gap before a
+    request it served the prompts' shared start to (`hit_idle_max_s`: the chat template, reused
+    between requests sent close together) and the shortest quiet after which even that start was
+    lost (`lost_idle_min_s`). `cause` "expiry" when both set the misses apart (see no_reuse);
+    None when the evidence cannot tell a cache that is off from one that expires."""
+
     requests: int
     expected_tokens: int
+    miss_idle_min_s: float | None = None
+    hit_idle_max_s: float | None = None
+    lost_idle_min_s: float | None = None
+    start_hits: int | None = None  # requests the server reported the shared start cached for
+    cause: str | None = None  # "expiry": what the idle gaps point to, when they do
 
 
 @dataclass
@@ -230,7 +244,7 @@ def case_figures(
     if partial is not None:
         out.partial_reuse = partial
     elif short and len(short) == len(judged):
-        out.no_reuse = NoReuse(len(short), sum(_expected(r) for r in short))
+        out.no_reuse = no_reuse(ok, short, [r for r in ahead if r.ok])
     elif short:
         out.eviction = eviction(ok, short, len(judged))
     if kind == "multi_turn":
@@ -361,6 +375,55 @@ def partial_reuse(
     return found
 
 
+def no_reuse(ok: list[RequestRecord], short: list[RequestRecord], ahead: Sequence[RequestRecord] = ()) -> NoReuse:
+    """Every request missed what it should have reused. With no hit to compare with, the cause
+    is weighed on what else shows the cache at work: the start every prompt shares (the chat
+    template) reported cached when a request followed another closely, and lost after a quiet as
+    long as the history's misses waited. Both together, with every miss after a longer gap than
+    any such hit, point to a cache lifetime (expiry); a server that reported nothing cached at
+    all may simply have its cache off, and the finding says it cannot tell the two apart."""
+    found = NoReuse(len(short), sum(_expected(r) for r in short))
+    sent = sorted([*ahead, *ok], key=lambda r: r.sent_mono_s)
+    idle = _IdleTimes(sent)
+    gaps = [gap for r in short if (gap := idle.before(r)) is not None]
+    if len(gaps) < EXPIRY_MIN_MISSES:
+        return found
+    found.miss_idle_min_s = min(gaps)
+    start = _start_reuse(sent)
+    if start is None:
+        return found
+    found.start_hits, found.hit_idle_max_s, found.lost_idle_min_s = start
+    if found.lost_idle_min_s is not None and all(
+        _expired(gap, found.hit_idle_max_s) for gap in (found.miss_idle_min_s, found.lost_idle_min_s)
+    ):
+        found.cause = "expiry"
+    return found
+
+
+def _start_reuse(sent: list[RequestRecord]) -> tuple[int, float, float | None] | None:
+    """(requests that reported cached tokens, the longest gap since the previous send before
+    one of them, the shortest quiet since every earlier request ended before one that reported
+    none), over requests in send order after the first; None when none reported any. A block
+    last used no earlier than the previous send sat idle at most that long; one last used no
+    later than the latest end, at least the quiet since."""
+    hit_gaps: list[float] = []
+    lost_quiet: list[float] = []
+    latest_end: float | None = None
+    for prev, r in zip(sent, sent[1:], strict=False):
+        end = prev.sent_mono_s + prev.end_s if prev.end_s is not None else None
+        if end is not None:
+            latest_end = end if latest_end is None else max(latest_end, end)
+        if r.cached_tokens is None:
+            continue
+        if r.cached_tokens > 0:
+            hit_gaps.append(r.sent_mono_s - prev.sent_mono_s)
+        elif latest_end is not None:
+            lost_quiet.append(max(0.0, r.sent_mono_s - latest_end))
+    if not hit_gaps:
+        return None
+    return len(hit_gaps), max(hit_gaps), min(lost_quiet) if lost_quiet else None
+
+
 def _expired(miss_min_s: float, hit_max_s: float) -> bool:
     return miss_min_s >= max(EXPIRY_GAP_RATIO * hit_max_s, hit_max_s + EXPIRY_GAP_MIN_S)
 
@@ -482,67 +545,44 @@ def leakage(ok: list[RequestRecord]) -> Leakage | None:
 
 
 TURN_METRICS = ("ttft_s", "prefill_tps", "e2e_s")
+_TURN_FIGURES = tuple(m for m in registry.of_level(registry.TURN))
 
 
 def turn_figures(
     measured: list[RequestRecord], controls: Iterable[RequestRecord] = (), values: PerRequest | None = None
 ) -> list[TurnRow]:
-    """Per turn index: requests, failures, and medians over the successful ones, each metric
-    only where every one of them has it (as a case's summary: the measurable subset would hide
-    the rest), with the reason where not; with cold controls, their median TTFT and the turn's
-    gain against it (cold TTFT ÷ TTFT)."""
+    """Per turn index: requests, failures, and the registry's TURN metrics over the successful
+    ones (medians; a per-request metric only where every one of them has it, with the reason
+    where not); with cold controls, their median TTFT and the turn's gain against it."""
     values = values if values is not None else {}
     cold = [r for r in controls if r.ok]
     out = []
-    for turn in sorted({r.turn for r in measured if r.turn is not None}):
-        at = [r for r in measured if r.turn == turn]
+    for index in sorted({r.turn for r in measured if r.turn is not None}):
+        at = [r for r in measured if r.turn == index]
         ok = [r for r in at if r.ok]
-        per = [values.get(r.request_id) or metrics.request_metrics(r) for r in ok]
-        medians, unavailable = _turn_medians(per)
-        new = (
-            r.prompt_tokens - r.cached_tokens for r in ok if r.prompt_tokens is not None and r.cached_tokens is not None
+        sample = TurnSample(
+            ok=ok,
+            values=[values.get(r.request_id) or registry.request_metrics(r) for r in ok],
+            cold_ttft=[
+                (values.get(r.request_id) or registry.request_metrics(r))["ttft_s"] for r in cold if r.turn == index
+            ],
         )
+        found = registry.compute(registry.TURN, sample, {})
+        figures = {m.key: found[m.name] for m in _TURN_FIGURES}
         out.append(
             TurnRow(
-                turn=turn,
+                turn=index,
                 n_ok=len(ok),
                 n_failed=len(at) - len(ok),
-                **medians,
-                prompt_tokens=_median(r.prompt_tokens for r in ok),
-                new_tokens=_median(new),
-                cached_tokens=_median(r.cached_tokens for r in ok),
-                expected_cached_tokens=_median(r.expected_cached_tokens for r in ok),
-                cold_ttft_s=_median(
-                    (values.get(r.request_id) or metrics.request_metrics(r))["ttft_s"] for r in cold if r.turn == turn
-                ),
-                unavailable=unavailable,
+                **{key: None if isinstance(v, Unavailable) else v for key, v in figures.items()},
+                unavailable={
+                    key: v.message
+                    for key in TURN_METRICS
+                    if isinstance(v := figures[key], Unavailable) and v is not NONE_OK
+                },
             )
         )
-    for row in out:
-        base = {"turn_cold_ttft_s": _known(row.cold_ttft_s), "turn_ttft_s": _known(row.ttft_s)}
-        gain = registry.compute(registry.TURN, NOTHING, base)["turn_ttft_gain"]
-        row.ttft_gain = None if isinstance(gain, Unavailable) else gain
     return out
-
-
-_NOT_MEASURED = Unavailable(NOT_MEASURED, "no median: no request had the figure")
-
-
-def _known(value: float | None) -> float | Unavailable:
-    """A median as a metric's value; none (or zero, which no ratio can divide by) is Unavailable."""
-    return value if value else _NOT_MEASURED
-
-
-def _turn_medians(per: list[dict]) -> tuple[dict[str, float | None], dict[str, str]]:
-    medians: dict[str, float | None] = {}
-    unavailable: dict[str, str] = {}
-    for name in TURN_METRICS:
-        found = [v[name] for v in per]
-        missing = [v for v in found if isinstance(v, Unavailable)]
-        medians[name] = None if missing or not found else _median(found)
-        if missing:
-            unavailable[name] = missing[0].message
-    return medians, unavailable
 
 
 def withhold_turns(figures: WorkloadFigures, withheld: dict[str, str]) -> None:
@@ -560,11 +600,6 @@ def withhold_turns(figures: WorkloadFigures, withheld: dict[str, str]) -> None:
 def conversations_cut(measured: list[RequestRecord], turns: int | None) -> int:
     """Conversations that ended early: a failed turn ends its conversation."""
     return len({r.conversation for r in measured if not r.ok and r.conversation is not None and r.turn != turns})
-
-
-def _median(values: Iterable) -> float | None:
-    kept = [v for v in values if v is not None and not isinstance(v, Unavailable)]
-    return stats.median(kept) if kept else None
 
 
 class _HasMedian(Protocol):
@@ -591,6 +626,11 @@ class GainCase(Protocol):
     def workload(self) -> WorkloadFigures | None: ...
     @property
     def summary(self) -> Mapping[str, _HasMedian | None]: ...
+
+
+def _known(value: float | None) -> float | Unavailable:
+    """A median as a metric's value; none is Unavailable."""
+    return value if value is not None else NO_MEDIAN
 
 
 def ttft_gains(cases: Sequence[GainCase]) -> None:

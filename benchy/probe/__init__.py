@@ -3,7 +3,7 @@
 For each prompt length, N requests share one prefix (the first pays for prefill, the rest may
 be served from cache) and N have unique prefixes (their own nonce first). They are sent one at a
 time and interleaved (shared, unique, shared, unique, …) so that drift hits both alike, each
-with a few output tokens. TTFT is metrics.ttft_s. The verdict per length rests on one-sided
+with a few output tokens. TTFT is request_formulas.ttft_s. The verdict per length rests on one-sided
 Welch t-tests on log TTFT, repeats (shared after the first) against unique:
   detected      repeats are faster (p < ALPHA) and the median speed-up is at least MIN_SPEEDUP
   not_detected  the speed-up is significantly below MIN_SPEEDUP (p < ALPHA)

@@ -11,11 +11,11 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from benchy.measure import classify, registry, request_formulas
 from benchy.measure import gpu as gpu_figures
-from benchy.measure import metrics
 from benchy.measure.gpu import GpuCase
-from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
+from benchy.measure.unavailable import Unavailable
 from benchy.probe.bundle import ProbeManifest
 from benchy.probe.figures import figure
 from benchy.probe.verdict import SERVED_SHARE, TIMING_HIT_SPEEDUP, decide
@@ -76,10 +76,10 @@ def _killed_reason(by_length: dict[int, list[RequestRecord]], by_pass: dict[int,
 def _gpu_entry(window: GpuCase, records: list[RequestRecord], manifest: ProbeManifest) -> GpuCase:
     """The GPUs over one length's requests (both sides): energy per request and per output token."""
     gpu = GpuCase.from_dict(window.to_dict())  # the manifest's window stays as measured
-    ok = [r for r in records if metrics.classify(r).ok]
+    ok = [r for r in records if classify.classify(r).ok]
     setup = manifest.setup.gpu
     idle = setup.baseline.power_w if setup is not None and setup.baseline is not None else None
-    gpu_figures.per_token(gpu, sum(metrics.completion_tokens(r) for r in ok), len(ok), idle)
+    gpu_figures.per_token(gpu, sum(request_formulas.completion_tokens(r) for r in ok), len(ok), idle)
     return gpu
 
 
@@ -87,7 +87,7 @@ def _gpu_entry(window: GpuCase, records: list[RequestRecord], manifest: ProbeMan
 
 
 def _ttft(rec: RequestRecord) -> float | Unavailable:
-    value = metrics.request_metrics(rec)["ttft_s"]
+    value = registry.request_metrics(rec)["ttft_s"]
     return value if isinstance(value, Unavailable) else float(value)
 
 

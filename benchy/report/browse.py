@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from itertools import permutations
 from pathlib import Path
 
-from benchy.measure.metrics import METRICS
+from benchy.measure.registry import METRICS
 from benchy.report import compare, html
 from benchy.results import files as results_files
 from benchy.results.types import RunResult

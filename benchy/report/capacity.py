@@ -159,7 +159,7 @@ def _short(result: CapacityResult, load: float) -> str:
 
 
 def _slo_text(result: CapacityResult) -> str:
-    from benchy.measure.metrics import METRICS
+    from benchy.measure.registry import METRICS
 
     parts = []
     for name, limit in result.setup.slo.items():

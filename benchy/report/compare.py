@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from benchy.measure import stats
-from benchy.measure.metrics import COMPARE_METRICS, METRICS
+from benchy.measure.registry import COMPARE_METRICS, METRICS
 from benchy.measure.stats import benjamini_hochberg, median_difference_ci, p_value, smallest_possible_p
 from benchy.report import setup_diff
 from benchy.results.types import CaseResult, MetricSummary, RunResult
@@ -80,11 +79,12 @@ class GpuChange:
     change_pct: float | None = None
 
 
+# The registered GPU metrics compared, each with its number format: (metric, format).
 GPU_FIGURES = (
-    ("joules_per_token", "J/token", ".3g"),
-    ("marginal_joules_per_token", "marginal J/token", ".3g"),
-    ("power_w", "GPU W", ",.0f"),
-    ("bandwidth_gbs", "bandwidth GB/s", ",.0f"),
+    (METRICS["gpu_joules_per_token"], ".3g"),
+    (METRICS["gpu_marginal_joules_per_token"], ".3g"),
+    (METRICS["gpu_power_w"], ",.0f"),
+    (METRICS["gpu_bandwidth_gbs"], ",.0f"),
 )
 
 
@@ -126,15 +126,18 @@ def compare_metric(
     names: tuple[str, str] = ("A", "B"),
 ) -> MetricChange:
     """Medians, change, CI and the raw p of one metric of one case; the verdict comes later,
-    once p is adjusted across cases."""
+    once p is adjusted across cases. The medians are the registered metric's summaries as each
+    run saved them (the figures its own table printed); the per-request values feed the CI and
+    the test."""
     out = MetricChange(case=case_a.label, metric=metric, title=title, verdict=UNAVAILABLE)
-    missing = [(name, c) for name, c in zip(names, (case_a, case_b)) if not case_summary(c, metric)]
-    if missing:
+    summary_a, summary_b = case_summary(case_a, metric), case_summary(case_b, metric)
+    if summary_a is None or summary_b is None:
+        missing = [(name, c) for name, c in zip(names, (case_a, case_b)) if not case_summary(c, metric)]
         out.reason = "; ".join(f"{name}: {c.reason(metric).message}" for name, c in missing)
         return out
     a, b = case_a.measured_values(metric), case_b.measured_values(metric)
     out.n_a, out.n_b = len(a), len(b)
-    out.a_median, out.b_median = stats.median(a), stats.median(b)
+    out.a_median, out.b_median = summary_a.median, summary_b.median  # the metric's, as each run saved it
     out.change = out.b_median - out.a_median
     out.change_pct = 100.0 * out.change / out.a_median if out.a_median else None
     out.ci95 = median_difference_ci(a, b)
@@ -310,7 +313,8 @@ def gpu_changes(pairs: list[tuple[CaseResult, CaseResult]]) -> list[GpuChange]:
     for a, b in pairs:
         if a.gpu is None and b.gpu is None:
             continue
-        for name, _, _ in GPU_FIGURES:
+        for metric, _ in GPU_FIGURES:
+            name = metric.key
             va = getattr(a.gpu, name) if a.gpu else None
             vb = getattr(b.gpu, name) if b.gpu else None
             pct = 100 * (vb - va) / va if va and vb is not None else None
@@ -430,7 +434,7 @@ def gpu_lines(comp: Comparison) -> list[str]:
     """The GPU figures side by side (one per case and run: a change, never a verdict)."""
     if not comp.gpu:
         return []
-    titles = {name: (title, fmt) for name, title, fmt in GPU_FIGURES}
+    titles = {metric.key: (metric.title, fmt) for metric, fmt in GPU_FIGURES}
     out = [
         "GPU figures (--gpu-metrics; one number per case and run, so no test; lower J/token is better):",
         "",

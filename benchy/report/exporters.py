@@ -124,7 +124,7 @@ class ReportHtml:
             from benchy.report import html
 
             return html.write(result, directory)
-        except ImportError as exc:  # plotly is a dependency: an install without it still gets the rest
+        except ImportError as exc:  # markdown-it is a dependency: an install without it still gets the rest
             missing = (exc.name or "a dependency").split(".")[0]
             sys.stderr.write(f"benchy: report.html not written: {missing} is not installed (pip install benchy)\n")
             return None

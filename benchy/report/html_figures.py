@@ -12,14 +12,13 @@ import html
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from benchy.measure.metrics import METRICS, Metric
+from benchy.measure.registry import METRICS, Metric
 from benchy.report import server_view, workloads
 from benchy.report.table import case_name, case_warnings
 from benchy.results.rows import Rows
 from benchy.results.types import CaseResult, RequestResult, RunResult
 
-WEBGL_FROM = 5_000  # more dots than this: WebGL (scattergl), else SVG, which draws fewer faster
-MAX_DOTS = 6_000  # the scatter's dots over all cases: more cost the page seconds to open, say no more
+MAX_DOTS = 6_000  # the scatter's dots over all cases (SVG): more cost the page seconds to open
 FAILED_COLOR = "#d62728"
 
 
@@ -203,7 +202,6 @@ def requests_scatter(results: RunResult) -> Panel | None:
         return None
     t0 = min(starts)
     traces = []
-    kind = "scattergl" if sum(len(ds) for ds in dots.values()) > WEBGL_FROM else "scatter"
     for ok in (True, False):
         for case in results.cases:
             codes = ", ".join(w.code for w in warned.get(case.label, [])) or "none"
@@ -222,7 +220,7 @@ def requests_scatter(results: RunResult) -> Panel | None:
             shared = f"{html.escape(case.label)}<br>{'ok' if ok else ''}<br>warnings: {html.escape(codes)}"
             traces.append(
                 {
-                    "type": kind,
+                    "type": "scatter",
                     "mode": "markers",
                     "name": case.label if ok else f"{case.label} failed",
                     "legendgroup": case.label,

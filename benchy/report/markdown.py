@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from benchy.measure import stats
 from benchy.measure.ceiling import CeilingSetup
-from benchy.measure.metrics import METRICS
+from benchy.measure.registry import METRICS
 from benchy.report import gpu_view, server_view, table, tails, workloads
 from benchy.results.types import MetricSummary, PromptLengths, RunResult, Setup
 
@@ -211,7 +211,7 @@ def detail_lines(results: RunResult) -> list[str]:
 
 
 def metric_lines() -> list[str]:
-    """One bullet per metric the report shows, from the registry (metrics.METRICS)."""
+    """One bullet per metric the report shows, from the registry (registry.METRICS)."""
     out = []
     for m in (m for m in METRICS.values() if m.glossary):
         meaning = f" {m.explanation[0].upper()}{m.explanation[1:]}" if m.explanation else ""

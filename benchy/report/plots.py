@@ -24,7 +24,7 @@ from matplotlib.container import ErrorbarContainer  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
-from benchy.measure import metrics, stats  # noqa: E402
+from benchy.measure import registry, unavailable  # noqa: E402
 from benchy.report.table import case_name  # noqa: E402
 from benchy.results.types import CaseResult, RunResult  # noqa: E402
 
@@ -57,7 +57,7 @@ class LeftOut:
 
     @property
     def short_reason(self) -> str:
-        return metrics.REASON_TITLES.get(self.code) or self.reason
+        return unavailable.REASON_TITLES.get(self.code) or self.reason
 
 
 # ------------------------------------------------------------------ reading saved results
@@ -164,7 +164,7 @@ def _plot_metric_vs(
     """Draws one line per series with error bars (in the registry's display unit: TTFT in ms, as
     in the tables); returns the points left out. Value labels are placed once the axes are laid
     out (_place_value_labels), where they collide with nothing."""
-    scale = metrics.METRICS[metric].scale if metric in metrics.METRICS else 1.0
+    scale = registry.METRICS[metric].scale if metric in registry.METRICS else 1.0
     left_out: list[LeftOut] = []
     points = sum(len(cases) for cases in series.values())
     for name, cases in series.items():
@@ -649,8 +649,9 @@ def request_distribution(results: RunResult, directory: Path) -> Figure | None:
     for i, case in enumerate(rows):
         values = data[i]
         ax.scatter(values, i + rng.uniform(-0.15, 0.15, len(values)), s=14, alpha=0.7, color="C0", zorder=3)
-        if values and i not in boxed:
-            ax.plot([stats.median(values)] * 2, [i - 0.3, i + 0.3], color="black", linewidth=1.5, zorder=4)
+        median = case.median("e2e_tps")  # the registered metric's, as the table shows it
+        if values and i not in boxed and median is not None:
+            ax.plot([median] * 2, [i - 0.3, i + 0.3], color="black", linewidth=1.5, zorder=4)
         ceiling = case_ceiling_tps(case) if _single_stream(case) else None
         if ceiling:
             ax.plot([ceiling], [i], marker="|", markersize=18, color="C3", zorder=4)

@@ -23,7 +23,7 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchy.measure.metrics import METRICS
+from benchy.measure.registry import METRICS
 from benchy.report import table
 from benchy.results.types import (
     CaseResult,

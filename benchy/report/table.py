@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from tabulate import tabulate
 
 from benchy.measure import stats
-from benchy.measure.metrics import CASE, CUT_SHORT, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
+from benchy.measure.registry import CASE, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
+from benchy.measure.unavailable import CUT_SHORT
 from benchy.report import dataset_view, gpu_view
 from benchy.results.types import CaseResult, CheckWarning, Goodput, MetricSummary, RunResult
 from benchy.results.verdicts.details import OutputLengthMismatch

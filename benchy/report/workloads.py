@@ -75,7 +75,12 @@ def _problem_lines(figures: WorkloadFigures) -> list[str]:
             + " (`cache_partial_reuse`)."
         )
     if figures.no_reuse:
-        out.append("**No reuse**: the server reported none of the resent tokens as cached (`cache_not_reused`).")
+        expiry = figures.no_reuse.cause == "expiry"
+        out.append(
+            "**No reuse**: the server reported none of the resent tokens as cached"
+            + (f", each after at least {figures.no_reuse.miss_idle_min_s:.2f} s idle: expiry likely" if expiry else "")
+            + " (`cache_not_reused`)."
+        )
     if figures.leakage:
         leak = figures.leakage
         out.append(
@@ -239,7 +244,7 @@ def _finding(figures: WorkloadFigures) -> str:
             f", ~{part.replicas} replicas" if part.replicas else ""
         )
     if figures.no_reuse:
-        return "no reuse reported"
+        return "no reuse reported" + (": expiry likely" if figures.no_reuse.cause == "expiry" else "")
     if figures.eviction:
         return f"eviction: {figures.eviction.requests} of {figures.eviction.of_requests} short"
     if figures.leakage:

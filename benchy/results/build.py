@@ -18,12 +18,13 @@ from typing import Literal
 
 import numpy as np
 
+from benchy.measure import case_formulas, classify, metrics, reading, registry, steady
 from benchy.measure import gpu as gpu_figures
-from benchy.measure import metrics, reading, steady
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
-from benchy.measure.metrics import Unavailable
 from benchy.measure.records import RequestRecord
+from benchy.measure.slo import goodput_figures
+from benchy.measure.unavailable import LEGACY, NO_SUCCESS, PROMPT_LENGTH_MISSED, Unavailable
 from benchy.measure.workloads import WorkloadFigures, case_figures, ttft_gains, withhold_turns
 from benchy.results import latency
 from benchy.results.rows import CONTROL, OK, WARMUP, Rows
@@ -70,11 +71,11 @@ class CaseRows:
         return rows
 
     def add(self, rec: RequestRecord) -> RequestResult:
-        """The record as the case counts it (metrics.classify); judged alone until the case's
+        """The record as the case counts it (classify.classify); judged alone until the case's
         buffering verdict is known (case_result applies it)."""
-        rec = metrics.classify(rec)  # an empty output is a failure, not a success
+        rec = classify.classify(rec)  # an empty output is a failure, not a success
         read = reading.read(rec) if rec.ok else None  # once, for its metrics and its buffering
-        values = metrics.request_metrics(rec, False, read)
+        values = registry.request_metrics(rec, False, read)
         row = RequestResult.of(rec, values, read)
         ttft = values["ttft_s"]
         if rec.alone and rec.ok and not isinstance(ttft, Unavailable):
@@ -82,7 +83,7 @@ class CaseRows:
             if rec.prompt_tokens is not None:
                 self.alone_points.append((rec.prompt_tokens - (rec.cached_tokens or 0), ttft))
         self.rows.append(row)
-        why = metrics.buffering_reason(rec, read) if read and metrics.is_buffered(rec, read) else None
+        why = classify.buffering_reason(rec, read) if read and classify.is_buffered(rec, read) else None
         self.buffer_reasons.append(None if why is None else self._reasons.setdefault(why, why))  # one copy each
         if self.records is not None:
             self.records.append(rec)
@@ -108,7 +109,7 @@ def case_result(
     made = records if isinstance(records, CaseRows) else CaseRows.of(records, keep_records=bool(case.workload))
     rows = made.rows
     reasons = [why for f, why in zip(rows.flags, made.buffer_reasons) if f & (WARMUP | OK | CONTROL) == OK]
-    buffered: Unavailable | Literal[False] = metrics.buffering_verdict(reasons) or False  # one late read is no buffer
+    buffered: Unavailable | Literal[False] = classify.buffering_verdict(reasons) or False  # one late read is no buffer
     if buffered:
         rows.apply(lambda row: _judge_buffered(row, buffered))
     tally = _Tally(slo)
@@ -121,8 +122,8 @@ def case_result(
         rows.remember(RowScan.KEY, scan)  # until a row changes (a withheld figure: read again)
     summary, unavailable, send_lag = tally.summaries()
     measured = tally.measured
-    per_case = metrics.case_metrics(measured, _light_tokens)  # type: ignore[arg-type]
-    cut = metrics.cut_short(len(measured), planned_requests)
+    per_case = registry.case_metrics(measured, _light_tokens)  # type: ignore[arg-type]
+    cut = case_formulas.cut_short(len(measured), planned_requests)
     rates = {name: cut or per_case[name] for name in ("aggregate_tps", "request_rate")}
     if cut:
         unavailable |= dict.fromkeys(rates, cut)
@@ -184,7 +185,7 @@ def _gpu(gpu: GpuCase | None, tokens: int, n_ok: int, idle_power_w: float | None
 
 
 class _Light:
-    """What the case-level figures (metrics.case_metrics, goodput) read of a measured request:
+    """What the case-level figures (registry.case_metrics, goodput) read of a measured request:
     a few numbers in place of its row, so that a long case's rows need not be held."""
 
     __slots__ = ("ok", "sent_mono_s", "end_s", "tokens", "slo_values")
@@ -217,15 +218,15 @@ class _Tally:
         self.from_schedule = {name: array("d") for name in FROM_SCHEDULE}
         self.ok_times = array("d")  # each successful request's send, then its end
         self.steady_values = {name: array("d") for name in steady.STEADY_METRICS}  # NaN: none
-        self.values = {name: array("d") for name in metrics.REQUEST_METRICS}
-        self.missing: dict[str, Counter[tuple[str, str]]] = {name: Counter() for name in metrics.REQUEST_METRICS}
+        self.values = {name: array("d") for name in registry.REQUEST_METRICS}
+        self.missing: dict[str, Counter[tuple[str, str]]] = {name: Counter() for name in registry.REQUEST_METRICS}
 
     def add(self, row: RequestResult) -> None:
         self.n_warmup += row.warmup
         if row.warmup or row.control:  # a workload's cold controls: figures of their own
             return
         self.measured.append(_Light(row, self.slo))
-        lag = metrics.send_lag_s(row)
+        lag = case_formulas.send_lag_s(row)
         if not isinstance(lag, Unavailable):
             self.lags.append(lag)
         if row.retried_kind:
@@ -243,7 +244,7 @@ class _Tally:
         codes, why = row.unavailable_codes, row.unavailable  # _row_values, without an Unavailable a value
         for name, value in row.metrics.items():
             if value is None:
-                self.missing[name][(codes.get(name, metrics.LEGACY), why.get(name, "not measured"))] += 1
+                self.missing[name][(codes.get(name, LEGACY), why.get(name, "not measured"))] += 1
             else:
                 self.values[name].append(value)
                 if name in self.from_schedule and not isinstance(lag, Unavailable):
@@ -256,16 +257,16 @@ class _Tally:
         summary: dict[str, MetricSummary | None] = {}
         unavailable: dict[str, Unavailable] = {}
         complete: list[str] = []
-        for name in metrics.REQUEST_METRICS:
+        for name in registry.REQUEST_METRICS:
             missing, measured = self.missing[name], self.values[name]
             n_missing = sum(missing.values())
             summary[name] = None
             if not self.n_ok:
-                unavailable[name] = Unavailable(metrics.NO_SUCCESS, "no request succeeded")
+                unavailable[name] = Unavailable(NO_SUCCESS, "no request succeeded")
             elif _few_missed_lengths(missing, self.n_ok):  # the case's figure is the others'
                 complete.append(name)
             elif n_missing or len(measured) < self.n_ok:
-                (code, message), _ = missing.most_common(1)[0] if missing else ((metrics.LEGACY, "not measured"), 0)
+                (code, message), _ = missing.most_common(1)[0] if missing else ((LEGACY, "not measured"), 0)
                 if n_missing < self.n_ok:
                     message = f"{n_missing} of {self.n_ok} requests: {message}"
                 unavailable[name] = Unavailable(code, message)
@@ -308,7 +309,7 @@ def _few_missed_lengths(missing: Counter[tuple[str, str]], n_ok: int) -> bool:
     another prompt length: they are another prompt's, so they are left out, and the case's
     figure is that of the requests it was labelled for (prompt_length_mismatch says so)."""
     codes = {code for code, _ in missing}
-    return codes == {metrics.PROMPT_LENGTH_MISSED} and 2 * sum(missing.values()) < n_ok
+    return codes == {PROMPT_LENGTH_MISSED} and 2 * sum(missing.values()) < n_ok
 
 
 def _workload_figures(case: Case, made: CaseRows) -> WorkloadFigures:
@@ -324,10 +325,10 @@ def _workload_figures(case: Case, made: CaseRows) -> WorkloadFigures:
 
 def _judge_buffered(row: RequestResult, why: Unavailable) -> None:
     """The case's buffering verdict on one successful request: its stream timings are
-    unavailable for the case's reason, as metrics.request_metrics(rec, verdict) makes them."""
+    unavailable for the case's reason, as registry.request_metrics(rec, verdict) makes them."""
     if not row.ok:
         return
-    for name in metrics.STREAM_TIMING_METRICS:
+    for name in registry.STREAM_TIMING_METRICS:
         row.metrics[name] = None
         row.unavailable[name], row.unavailable_codes[name] = why.message, why.code
     row.unavailable = _in_metric_order(row.unavailable)
@@ -335,7 +336,7 @@ def _judge_buffered(row: RequestResult, why: Unavailable) -> None:
 
 
 FROM_SCHEDULE = ("ttft_s", "e2e_s")  # latencies an open loop also times from the schedule
-_METRIC_ORDER = {name: i for i, name in enumerate(metrics.REQUEST_METRICS)}
+_METRIC_ORDER = {name: i for i, name in enumerate(registry.REQUEST_METRICS)}
 
 
 def _in_metric_order(by_metric: dict[str, str]) -> dict[str, str]:
@@ -351,9 +352,9 @@ def _row_tokens(row: RequestResult) -> int:
 
 
 def _row_values(row: RequestResult) -> dict[str, float | Unavailable]:
-    """A row's metrics as metrics.request_metrics returned them: a value, or why there is none."""
+    """A row's metrics as registry.request_metrics returned them: a value, or why there is none."""
     return {
-        name: Unavailable(row.unavailable_codes.get(name, metrics.LEGACY), row.unavailable.get(name, "not measured"))
+        name: Unavailable(row.unavailable_codes.get(name, LEGACY), row.unavailable.get(name, "not measured"))
         if value is None
         else value
         for name, value in row.metrics.items()
@@ -415,7 +416,7 @@ def withhold_buffered_trend(cases: list[CaseResult]) -> None:
         why = metrics.buffered_trend(_trend_point(short), _trend_point(long))
         if why is not None:
             for case in group:
-                case.withhold(metrics.STREAM_TIMING_METRICS, why)
+                case.withhold(registry.STREAM_TIMING_METRICS, why)
 
 
 def _trend_point(case: CaseResult) -> tuple[int, float, float]:
@@ -432,7 +433,7 @@ def _streams_token_by_token(case: CaseResult) -> bool:
         bool(facts.n_ok)
         and facts.n_usage_reported == facts.n_ok  # every one carried usage
         and per_event is not None
-        and per_event <= metrics.LIVE_STREAM_TOKENS_PER_EVENT
+        and per_event <= classify.LIVE_STREAM_TOKENS_PER_EVENT
     )
 
 
@@ -455,7 +456,7 @@ def _case_ceiling(case: CaseResult, setup: CeilingSetup | None) -> CaseCeiling |
 def _goodput(measured: list[_Light], slo: dict[str, float]) -> Goodput:
     """Each request judged on the figures the case reports: by the case's buffering verdict,
     which its rows already carry."""
-    fraction, rate = metrics.goodput_figures(measured, slo, values=_slo_values)  # type: ignore[arg-type]
+    fraction, rate = goodput_figures(measured, slo, values=_slo_values)  # type: ignore[arg-type]
     if isinstance(fraction, Unavailable):
         return Goodput(slo=slo, unavailable=fraction.message)
     return Goodput(slo=slo, fraction=fraction, rate=_value(rate))

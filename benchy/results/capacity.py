@@ -143,12 +143,7 @@ class CapacityResult(Saved):
 def save(result: CapacityResult, directory: Path) -> Path:
     data = result.to_dict()
     CapacityResult.from_dict(data, strict=True)  # what is written must read back: a wrong type fails here
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / CAPACITY_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)  # atomic: a reader never sees half a file
-    return path
+    return jsontypes.write_json_file(directory / CAPACITY_FILE, data)
 
 
 def is_capacity_file(path: Path) -> bool:
@@ -164,22 +159,16 @@ def is_capacity_file(path: Path) -> bool:
 def read(path: Path) -> CapacityResult:
     """A capacity file (or the folder holding one); CapacityFileError (one line) otherwise."""
     path = path / CAPACITY_FILE if path.is_dir() else path
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CapacityFileError(f"{path}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise CapacityFileError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    schema = data.get("schema") if isinstance(data, dict) else None
+    return jsontypes.read_json_file(path, CapacityResult, CapacityFileError, _refused)
+
+
+def _refused(schema: object) -> str | None:
     match = _SCHEMA_ID.fullmatch(schema) if isinstance(schema, str) else None
     if match is None or int(match.group(1)) != CAPACITY_MAJOR:
-        raise CapacityFileError(f"{path}: schema {schema!r} is not one this benchy reads ({CAPACITY_SCHEMA})")
+        return f"schema {schema!r} is not one this benchy reads ({CAPACITY_SCHEMA})"
     if int(match.group(2)) > CAPACITY_MINOR:
-        raise CapacityFileError(f"{path}: schema {schema} is newer than this benchy ({CAPACITY_SCHEMA}): upgrade")
-    try:
-        return CapacityResult.from_dict(data)
-    except jsontypes.ShapeError as exc:
-        raise CapacityFileError(f"{path}: malformed: {exc}") from None
+        return f"schema {schema} is newer than this benchy ({CAPACITY_SCHEMA}): upgrade"
+    return None
 
 
 def json_schema() -> dict:
@@ -188,8 +177,7 @@ def json_schema() -> dict:
 
 def write_schema(path: Path = SCHEMA_FILE) -> Path:
     """Regenerates the shipped JSON Schema of capacity.json."""
-    path.write_text(json.dumps(json_schema(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
+    return jsontypes.write_schema_file(path, json_schema())
 
 
 def load_text(by: str, load: float | None) -> str:

@@ -26,8 +26,8 @@ import numpy as np
 
 from benchy.measure import stats
 from benchy.results.types import CaseResult
+from benchy.results.verdicts.codes import ACROSS_METRICS, DRIFT_METRICS
 
-DRIFT_METRICS = ("decode_tps", "e2e_tps")  # the rates a throttling GPU moves
 DRIFT_MIN = 0.10  # the fitted change from the first request to the last, as a share of the first
 DRIFT_P = 0.01  # Kendall's tau must be this unlikely without a trend
 MIN_REQUESTS = 6  # fewer show no trend (6 in order: p ≈ 0.003)
@@ -83,9 +83,6 @@ def case_drift(case: CaseResult) -> list[Drift]:
         return []
     found = [d for d in (drift(case, m) for m in DRIFT_METRICS) if d is not None]
     return [d for d in found if d.found]
-
-
-ACROSS_METRICS = ("decode_tps",)  # e2e holds prefill, which a cached context moves between such cases
 
 
 @dataclass(frozen=True)

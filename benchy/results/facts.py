@@ -19,8 +19,8 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchy.measure import metrics
-from benchy.measure.metrics import OUTPUT_FAILURES
+from benchy.measure import unavailable
+from benchy.measure.classify import OUTPUT_FAILURES
 from benchy.measure.records import Anomaly
 
 # A row is a results.types.RequestResult, its token_count a TokenCountEntry: named, not
@@ -50,7 +50,7 @@ def ttft_and_prompt(req: RequestResult) -> tuple[float, float] | None:
 
 @dataclass
 class FailedAs:
-    """The measured requests that failed as one output failure (metrics.OUTPUT_FAILURES)."""
+    """The measured requests that failed as one output failure (classify.OUTPUT_FAILURES)."""
 
     count: int = 0
     claimed_tokens: list[int] = field(default_factory=list)  # completion_tokens (0 when none), each
@@ -147,10 +147,10 @@ class CaseFacts:
 
     def _ok(self, r: RequestResult) -> None:
         self._cache(r)
-        if (not r.content_chars and r.reasoning_chars) or r.unavailable_codes.get("ttfc_s") in metrics.THINK_ONLY:
+        if (not r.content_chars and r.reasoning_chars) or r.unavailable_codes.get("ttfc_s") in unavailable.THINK_ONLY:
             self.n_reasoning_only += 1
         self._counts(r)
-        if r.unavailable_codes.get("prefill_tps") == metrics.PROMPT_LENGTH_MISSED:
+        if r.unavailable_codes.get("prefill_tps") == unavailable.PROMPT_LENGTH_MISSED:
             if not self.n_prompt_missed:
                 self.prompt_missed_target = r.target_prompt_tokens
             self.n_prompt_missed += 1

@@ -182,5 +182,4 @@ def json_schema() -> dict:
 
 def write_schema(path: Path = SCHEMA_FILE) -> Path:
     """Regenerates the shipped JSON Schema (`make schema`)."""
-    path.write_text(json.dumps(json_schema(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
+    return jsontypes.write_schema_file(path, json_schema())

@@ -11,7 +11,9 @@ cases of one prompt family (depth, endpoint):
   headers    most servers (llama.cpp, vLLM) send their response headers as soon as they take
              the request, before prefill. Where the longest prompt's first token came well
              after its headers (GAP_SHARE of its TTFT: this server answers before its prefill
-             ends), the headers' time is what passed before the server took the request, and
+             ends) and its headers came no later than the shortest prompt's (HEADERS_GROWTH: a
+             server that works on the prompt before it answers moves them with the prompt),
+             the headers' time is what passed before the server took the request, and
              an engine's own fixed time (a first decode step) is not in it: the fixed part (a gateway
              that holds the request holds its headers too; so does a long path). It needs one
              prompt length only, and no prefill model.
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from benchy.measure import stats
-from benchy.measure.metrics import FIXED_LATENCY, Unavailable
+from benchy.measure.unavailable import FIXED_LATENCY, Unavailable
 from benchy.results.types import CaseResult
 
 # An intercept below this is a decode step and HTTP, not a gateway.
@@ -53,6 +55,9 @@ MIN_HEADERS = 3  # requests whose headers were timed, for their median to be a w
 # token sends them a few ms before it.
 GAP_MIN_S = 0.02
 GAP_SHARE = 0.2
+# The headers of the longest prompt may come this much later than the shortest's (and GAP_MIN_S)
+# and still be a fixed part: a gateway's hold varies a little, prompt work grows with the prompt.
+HEADERS_GROWTH = 1.25
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,13 @@ class FixedPart:
     engine_prefill_tps: float | None  # the longest prompt's uncached tokens over TTFT − the fixed part
     headers_s: float | None  # response headers' time (median) of the shortest prompt's case
     cases: tuple[str, ...]  # the single-stream cases it rests on
+    lengths: int = 2  # distinct prompt lengths among them: with one, the headers cannot show they stay put
+
+    @property
+    def unsure_cause(self) -> bool:
+        """Headers at one prompt length: a hold in front of the server and the server's own work on
+        the prompt before it answers look alike (both withhold a TTFT-based prefill rate)."""
+        return self.source == "headers" and self.lengths < 2
 
     @property
     def found(self) -> bool:
@@ -82,6 +94,8 @@ class FixedPart:
         )
 
     def evidence(self) -> str:
+        if self.unsure_cause:
+            return "the response headers' time, before any prefill, at one prompt length"
         if self.source == "headers":
             return "the response headers' time, which no prompt length moves"
         return "the intercept of TTFT against prompt length"
@@ -125,7 +139,7 @@ def fixed_part(group: Sequence[CaseResult]) -> FixedPart | None:
     late = headers[longest.label]
     ttft = longest.median("ttft_s")
     answered_first = late is not None and ttft is not None and ttft - late >= max(GAP_MIN_S, GAP_SHARE * ttft)
-    if all(h is not None for h in headers.values()) and answered_first:
+    if all(h is not None for h in headers.values()) and answered_first and not _moved(shown, late):
         fixed = min(h for h in headers.values() if h is not None)
         source, threshold = "headers", FIXED_MIN_S
     elif intercept is not None:
@@ -140,7 +154,17 @@ def fixed_part(group: Sequence[CaseResult]) -> FixedPart | None:
         engine_prefill_tps=_engine_rate(longest, fixed),
         headers_s=shown,
         cases=tuple(c.label for c in single),
+        lengths=len({c.pp for c in single}),
     )
+
+
+def _moved(shortest: float | None, longest: float | None) -> bool:
+    """The headers came later for the longer prompt (beyond HEADERS_GROWTH and GAP_MIN_S): what
+    passed before them is the server's own work on the prompt (llama.cpp with its host-RAM
+    prompt cache on the H200: 76 ms at 512 tokens, 0.98 s at 8,192), not a fixed part."""
+    if shortest is None or longest is None:
+        return False
+    return longest > shortest * HEADERS_GROWTH + GAP_MIN_S
 
 
 def _headers(case: CaseResult) -> float | None:

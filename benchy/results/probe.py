@@ -12,7 +12,6 @@ figures made of them; the report reads only what is here.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,36 +175,24 @@ def save(result: ProbeResult, directory: Path) -> Path:
     """probe.json in `directory`, atomically (a reader never meets half a file)."""
     data = result.to_dict()
     ProbeResult.from_dict(data, strict=True)  # what is written must read back: a wrong type fails here
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / PROBE_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return jsontypes.write_json_file(directory / PROBE_FILE, data)
 
 
 def is_probe_data(data: object) -> bool:
-    schema = data.get("schema") if isinstance(data, dict) else None
-    match = _SCHEMA_ID.fullmatch(schema) if isinstance(schema, str) else None
-    return match is not None and int(match.group(1)) == PROBE_MAJOR
+    return _refused(data.get("schema") if isinstance(data, dict) else None) is None
 
 
 def read(path: Path) -> ProbeResult:
     """A probe file (or the folder holding one); ProbeFileError (one line) otherwise."""
     path = path / PROBE_FILE if path.is_dir() else path
-    try:
-        data = jsontypes.loads(path.read_bytes())
-    except OSError as exc:
-        raise ProbeFileError(f"{path}: cannot read: {exc.strerror}") from None
-    except ValueError as exc:
-        raise ProbeFileError(f"{path}: not JSON ({exc})") from None
-    if not is_probe_data(data):
-        schema = data.get("schema") if isinstance(data, dict) else None
-        raise ProbeFileError(f"{path}: schema {schema!r} is not one this benchy reads ({PROBE_SCHEMA})")
-    try:
-        return ProbeResult.from_dict(data)
-    except jsontypes.ShapeError as exc:
-        raise ProbeFileError(f"{path}: malformed: {exc}") from None
+    return jsontypes.read_json_file(path, ProbeResult, ProbeFileError, _refused)
+
+
+def _refused(schema: object) -> str | None:
+    match = _SCHEMA_ID.fullmatch(schema) if isinstance(schema, str) else None
+    if match is not None and int(match.group(1)) == PROBE_MAJOR:
+        return None
+    return f"schema {schema!r} is not one this benchy reads ({PROBE_SCHEMA})"
 
 
 def json_schema() -> dict:
@@ -214,5 +201,4 @@ def json_schema() -> dict:
 
 def write_schema(path: Path = SCHEMA_FILE) -> Path:
     """Regenerates the shipped JSON Schema of probe.json."""
-    path.write_text(json.dumps(json_schema(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
+    return jsontypes.write_schema_file(path, json_schema())

@@ -63,7 +63,10 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        every figure; each warning's details keeps the same keys
   1.22 case.queueing.basis: "ttft_gap_s" where the server timed every prefill (llama.cpp), so
        the wait is judged beyond the server's own prompt time
-  1.23 request local_scale_generated: its local count's scale was fitted on the tokens a
+  1.23 workload.no_reuse (and cache_not_reused's details): miss_idle_min_s, hit_idle_max_s,
+       lost_idle_min_s, start_hits, cause ("expiry" when the idle gaps point to a lifetime)
+  1.24 setup.receive_stamps: the kernel's arrival stamp of each read (SO_TIMESTAMPNS) or the read's own
+  1.25 request local_scale_generated: its local count's scale was fitted on the tokens a
        calibration answer was known to make (it ended by length), setup.calibration.output_method
        "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
 
@@ -85,13 +88,13 @@ from dataclasses import dataclass, field
 from benchy import jsontypes
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
-from benchy.measure import metrics, reading, stats
+from benchy.measure import reading, registry, stats, unavailable
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.gpu import GpuCase, GpuSetup
-from benchy.measure.metrics import Unavailable
 from benchy.measure.reading import Reading
 from benchy.measure.records import RequestRecord
 from benchy.measure.selftest import ClientCeiling
+from benchy.measure.unavailable import Unavailable
 from benchy.measure.workloads import WorkloadFigures
 from benchy.results.facts import CaseFacts
 from benchy.results.health import ClientHealth, LoopHealth, WorkerClock, WorkerHealth  # noqa: F401  (re-exported)
@@ -110,7 +113,7 @@ from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 23
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 25
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -162,7 +165,7 @@ class Goodput(Saved):
 
     slo: dict[str, float] = _opt("metric → threshold", factory=dict)
     fraction: float | None = None
-    rate: float | None = _opt("good requests per second (metrics.goodput_rate)")
+    rate: float | None = _opt("good requests per second (slo.goodput_rate)")
     unavailable: str | None = _opt("why the fraction is unknown", omit=True)
 
 
@@ -258,6 +261,10 @@ class Setup(Saved):
     host: str | None = None
     python: str | None = None
     event_loop: str | None = _opt("the event loop the requests ran on: 'uvloop 0.23.0' or 'asyncio' (client/loop.py)")
+    receive_stamps: str | None = _opt(
+        "(1.24) where each read's time comes from: the kernel's arrival stamp or the read (client/kernel_stamps.py)",
+        omit=True,
+    )
     command_line: str | None = _opt("secrets redacted")
     extra_body: dict | None = _opt("(1.15) --extra-body, its credential-named keys' values as ***")
     started_utc: str | None = None
@@ -349,7 +356,7 @@ class RequestResult(Saved, RequestRecord):
         """`values`: the request's metrics as the builder computed them with its case's verdicts
         (None: computed here, the request judged alone); `read`: the record's reading, where the
         builder holds it."""
-        values = values if values is not None else metrics.request_metrics(rec)
+        values = values if values is not None else registry.request_metrics(rec)
         gone = {k: v for k, v in values.items() if isinstance(v, Unavailable)} if rec.ok else {}
         saved = {k: v for k, v in rec.to_dict().items() if k not in cls._NOT_SAVED}
         return cls(
@@ -483,7 +490,7 @@ class CaseResult(Saved):
         """Makes `names` unavailable for `why`, in the case and its requests; a figure already
         computed moves to `withheld` (audit only, never shown), and so do the metrics computed
         from them (the registry's `depends`). Only the builder (build.py) calls this."""
-        for name in metrics.with_dependents(names):
+        for name in registry.with_dependents(names):
             summary = self.summary.get(name)
             if summary is not None:
                 self.withheld[name] = summary
@@ -640,8 +647,11 @@ class RunResult(Saved):
 
 # Old files (1.0) carry no reason codes: the few reasons that decide something are recognised
 # once, here, by the words benchy 1.0 wrote.
-_LEGACY_CODES = (("SSE buffering", metrics.BUFFERED), ("'TTFT' grows with output length", metrics.BUFFERED_TREND))
+_LEGACY_CODES = (
+    ("SSE buffering", unavailable.BUFFERED),
+    ("'TTFT' grows with output length", unavailable.BUFFERED_TREND),
+)
 
 
 def legacy_code(message: str) -> str:
-    return next((code for words, code in _LEGACY_CODES if words in message), metrics.LEGACY)
+    return next((code for words, code in _LEGACY_CODES if words in message), unavailable.LEGACY)

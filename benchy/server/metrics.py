@@ -229,7 +229,7 @@ def histogram_delta(before: Snapshot, after: Snapshot, name: str) -> HistogramDe
     if not _narrow(p90_bounds):
         p90 = None
     finite = [None if bound is None or math.isinf(bound) else bound for bound in bounds] if bounds else None
-    return HistogramDelta(count, total, total / count, median, finite, p90, note)
+    return HistogramDelta(count, total, None, median, finite, p90, note)  # its mean: a metric (_derive)
 
 
 def _narrow(bounds: tuple[float, float] | None) -> bool:
@@ -348,9 +348,13 @@ def _canonical_counters(out: ServerCaseMetrics) -> None:
         c["cache_queries"] = c["prompt_tokens"]
 
 
+_HISTOGRAM_MEANS = {key for key, _, _ in registry.SERVER_HISTOGRAMS}
+
+
 def _derive(out: ServerCaseMetrics) -> None:
     """The requests the server counted (its own account), then the figures derived from its
-    counters: the registry's server_window metrics, made by its formulas in its order."""
+    counters and histograms: the registry's server_window metrics, made by its formulas in its
+    order (a histogram's mean kept in its entry)."""
     c, h, d = out.counters, out.histograms, out.derived
     requests = h["e2e_s"].count if "e2e_s" in h else c.get("requests")
     if requests is not None:
@@ -360,7 +364,10 @@ def _derive(out: ServerCaseMetrics) -> None:
         if metric.formula is None:
             continue
         value = values[metric.name]
-        if isinstance(value, Unavailable):
+        if metric.key in _HISTOGRAM_MEANS:  # kept as its histogram's mean, where it has one
+            if metric.key in h and not isinstance(value, Unavailable):
+                h[metric.key].mean = value
+        elif isinstance(value, Unavailable):
             out.unavailable[metric.key] = value.message
         else:
             d[metric.key] = value

@@ -214,8 +214,9 @@ class Simulator:
         trace.fault = self._draw_fault()
         if trace.fault in IMMEDIATE_FAULTS:
             return await self._immediate_fault(request, trace)
-        if self.cfg.header_delay_s:
-            await asyncio.sleep(self.cfg.header_delay_s)
+        delay = self.cfg.header_delay_s + self.cfg.header_delay_per_token_s * len(job.prompt_ids)
+        if delay:
+            await asyncio.sleep(delay)
         if job.stream:
             return await self._stream(request, job, trace)
         return await self._complete(request, job, trace)

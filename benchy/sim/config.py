@@ -62,6 +62,7 @@ class SimConfig:
     null_content: bool = False
     ignore_ignore_eos: bool = False  # a server without ignore_eos/min_tokens
     header_delay_s: float = 0.0
+    header_delay_per_token_s: float = 0.0  # more before the headers per prompt token (prompt work)
     # --- real server behaviours that mislead a benchmark (issue 15; see PRESET_HELP) ---
     spec_draft: int = 0  # speculative decoding: up to this many drafted tokens per step (0: off)
     spec_accept: float = 0.8  # chance that each next drafted token is accepted
@@ -284,6 +285,7 @@ def validate(cfg: SimConfig) -> None:
         "decode_tps",
         "batch_slowdown",
         "header_delay_s",
+        "header_delay_per_token_s",
         "stall_s",
         "host_copy_tps",
         "proxy_delay_s",

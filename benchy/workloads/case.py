@@ -101,3 +101,30 @@ class Case:
 @functools.lru_cache(maxsize=64)
 def _fields(text: str) -> dict:
     return json.loads(text)
+
+
+def once_each(cases: list[Case]) -> tuple[list[Case], list[str]]:
+    """The cases with each label once, and the labels that were asked for more than once.
+
+    The table, results.json, compare and the report know a case by its label: a case asked for
+    twice (`--pp 512 512`, or a scenario's case asked again by flags) would stand there twice
+    under one name, so it is measured once (more requests: --runs). Two cases that share a label
+    but would be measured differently (another endpoint, runs, body) are a ScenarioError."""
+    kept: dict[str, Case] = {}
+    repeated: list[str] = []
+    for case in cases:
+        first = kept.setdefault(case.label, case)
+        if first is case:
+            continue
+        differ = [
+            f.name
+            for f in dataclasses.fields(Case)
+            if f.name != "scenario" and getattr(first, f.name) != getattr(case, f.name)
+        ]
+        if differ:
+            raise ScenarioError(
+                f"two cases are labelled {case.label!r} but differ in {', '.join(differ)}: "
+                "a run knows its cases by label; ask for one of them"
+            )
+        repeated += [] if case.label in repeated else [case.label]
+    return list(kept.values()), repeated

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchy.client.client import Client  # noqa: E402
 from benchy.client.settings import ClientSettings  # noqa: E402
-from benchy.measure import metrics  # noqa: E402
+from benchy.measure import registry  # noqa: E402
 from benchy.measure.records import RequestRecord  # noqa: E402
 
 ENDPOINTS = ("chat", "responses", "messages")
@@ -45,7 +45,7 @@ async def measure(base_url: str, model: str | None, rounds: int, words: int, tg:
                 await client.stream(rec, text, tg, endpoint, {"ignore_eos": True})
                 if i == 0 or not rec.ok:
                     continue
-                values = metrics.request_metrics(rec, False)
+                values = registry.request_metrics(rec, False)
                 timings = rec.server_timings or {}
                 out[endpoint].append(
                     {

@@ -25,6 +25,12 @@ from pathlib import Path
 import pytest
 
 NGINX_CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
+# The echo module (Debian's libnginx-mod-http-echo): echo_sleep holds a request in nginx itself
+ECHO_MODULE_CANDIDATES = (
+    "/usr/lib/nginx/modules/ngx_http_echo_module.so",
+    "/usr/share/nginx/modules/ngx_http_echo_module.so",
+    "/usr/local/nginx/modules/ngx_http_echo_module.so",
+)
 START_TIMEOUT_S = 15.0
 
 
@@ -47,6 +53,18 @@ def missing_nginx() -> str | None:
     return None
 
 
+def echo_module() -> str | None:
+    """The echo module's shared object, or None when it is not installed."""
+    return next((p for p in ECHO_MODULE_CANDIDATES if os.access(p, os.R_OK)), None)
+
+
+def missing_echo_module() -> str | None:
+    """Why nginx with the echo module cannot be used here, or None."""
+    if echo_module() is None:
+        return "nginx's echo module is not installed (apt-get install libnginx-mod-http-echo; .ci/run does this)"
+    return missing_nginx()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -58,11 +76,15 @@ def host_port(upstream: str) -> str:
     return upstream.split("://", 1)[-1].split("/", 1)[0]
 
 
-def render_config(folder: Path, port: int, upstreams: list[str], directives: str = "") -> str:
+def render_config(
+    folder: Path, port: int, upstreams: list[str], directives: str = "", main: str = "", server: str = ""
+) -> str:
     """The whole nginx.conf: one worker, every path under `folder`, a round-robin upstream over
     `upstreams` (host:port; no upstream keep-alive: llama.cpp closes streamed connections, and a
     POST on a reused, closed one would fail), and `directives` inside the proxying location
-    (e.g. "proxy_buffering on;" or "gzip on; gzip_types text/event-stream;")."""
+    (e.g. "proxy_buffering on;" or "gzip on; gzip_types text/event-stream;"); `main` in the main
+    context (load_module), `server` in the server block (more locations). The access log's
+    `timing` format holds nginx's own request time and its upstream's."""
     servers = "\n".join(f"        server {host_port(u)};" for u in upstreams)
     temp = {name: folder / name for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
     return f"""
@@ -71,9 +93,11 @@ master_process on;
 worker_processes 1;
 pid {folder / "nginx.pid"};
 error_log {folder / "error.log"} info;
+{main}
 events {{ worker_connections 256; }}
 http {{
-    access_log {folder / "access.log"};
+    log_format timing '$request_method $uri $status $request_time $upstream_response_time';
+    access_log {folder / "access.log"} timing;
     client_body_temp_path {temp["client_body"]};
     proxy_temp_path {temp["proxy"]};
     fastcgi_temp_path {temp["fastcgi"]};
@@ -85,6 +109,7 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         client_max_body_size 64m;
+        {server}
         location / {{
             proxy_pass http://backends;
             proxy_http_version 1.1;
@@ -129,10 +154,14 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def nginx_proxy(upstreams: list[str], directives: str = "") -> Iterator[str]:
+def nginx_proxy(
+    upstreams: list[str], directives: str = "", main: str = "", server: str = "", logs: Path | None = None
+) -> Iterator[str]:
     """nginx on a free 127.0.0.1 port, proxying to `upstreams` (host:port, round-robin) with
     `directives` in its location (upstreams may be given as URLs: their host:port is used); yields the proxy's base URL (http://127.0.0.1:PORT, no /v1).
-    Stopped on exit, also when the body raises. NginxError when it does not start."""
+    `main` and `server`: see render_config. `logs`: a folder that receives access.log and
+    error.log when nginx stops. Stopped on exit, also when the body raises. NginxError when it
+    does not start."""
     binary = nginx_binary()
     if binary is None:
         pytest.skip(missing_nginx() or "nginx is not installed")
@@ -142,7 +171,7 @@ def nginx_proxy(upstreams: list[str], directives: str = "") -> Iterator[str]:
         folder = Path(tmp)
         port = _free_port()
         conf = folder / "nginx.conf"
-        conf.write_text(render_config(folder, port, upstreams, directives))
+        conf.write_text(render_config(folder, port, upstreams, directives, main, server))
         # -p: the prefix for any relative path; -e: the startup error log, before the config's applies.
         cmd = [binary, "-p", str(folder), "-e", str(folder / "error.log"), "-c", str(conf)]
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -153,3 +182,7 @@ def nginx_proxy(upstreams: list[str], directives: str = "") -> Iterator[str]:
             _stop(proc)
             if proc.stderr:
                 proc.stderr.close()
+            if logs is not None:
+                for name in ("access.log", "error.log"):
+                    if (folder / name).exists():
+                        shutil.copyfile(folder / name, logs / name)

@@ -2,8 +2,11 @@
 must separate it from prefill (warning fixed_latency, prefill t/s from TTFT withheld) with the
 engine's rate beside llama.cpp's own; without the delay, the same sweep stays clean of it.
 
-The delay is netem in a network namespace the test makes where the kernel has sch_netem, and a
-delaying TCP proxy (tests/realserver/delay.py) everywhere: both are real hops on the wire."""
+The delay is a real API gateway (nginx with a pre-call guardrail: auth_request to a check that
+takes 250 ms, the echo module's echo_sleep, then the stream passed on unbuffered), netem in a
+network namespace the test makes where the kernel has sch_netem, and a delaying TCP proxy
+(tests/realserver/delay.py): each a real hop on the wire. One llama.cpp server and its direct
+sweep (the control) serve them all."""
 
 from __future__ import annotations
 
@@ -24,6 +27,12 @@ pytestmark = pytest.mark.realserver
 _spec = importlib.util.spec_from_file_location("benchy_realserver_delay", Path(__file__).resolve().parent / "delay.py")
 delay = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(delay)
+_nginx_spec = importlib.util.spec_from_file_location(
+    "benchy_realserver_nginx", Path(__file__).resolve().parent / "nginx.py"
+)
+nginx = importlib.util.module_from_spec(_nginx_spec)
+sys.modules[_nginx_spec.name] = nginx
+_nginx_spec.loader.exec_module(nginx)
 
 DELAY_S = 0.25
 SWEEP = ("--pp", "128", "512", "2048", "--tg", "4", "-c", "1", "--runs", "4", "--warmup", "1")
@@ -63,15 +72,55 @@ def assert_separated(results: dict, held_s: float) -> None:
         assert case["summary"]["ttft_s"] is not None
 
 
-def test_a_delaying_proxy_in_front_of_llamacpp_is_a_fixed_part(llama_server_factory):
-    server = llama_server_factory(parallel=1, cache_ram=0)
-    with delay.DelayingProxy("127.0.0.1", server.port, DELAY_S) as proxy:
+@pytest.fixture(scope="module")
+def engine(llama_server_factory):
+    """One slot, no RAM cache: every prompt prefilled in full, one at a time."""
+    return llama_server_factory(parallel=1, cache_ram=0)
+
+
+@pytest.fixture(scope="module")
+def direct(engine) -> dict:
+    """The control: the same sweep straight to llama.cpp, clean of any fixed part."""
+    control = sweep(engine.base_url)
+    assert "fixed_latency" not in {w["code"] for w in control["warnings"]}
+    assert all(c["summary"]["prefill_tps"] is not None for c in control["cases"])
+    return control
+
+
+def test_a_delaying_proxy_in_front_of_llamacpp_is_a_fixed_part(engine, direct):
+    with delay.DelayingProxy("127.0.0.1", engine.port, DELAY_S) as proxy:
         results = sweep(proxy.url + "/v1")
     held = float(np.median([delivered - arrived for arrived, delivered in proxy.held]))
     assert_separated(results, held)
-    control = sweep(server.base_url)  # the same server, no proxy: no fixed part
-    assert "fixed_latency" not in {w["code"] for w in control["warnings"]}
-    assert all(c["summary"]["prefill_tps"] is not None for c in control["cases"])
+
+
+# A pre-call guardrail as API gateways run one: every call waits for a check (here nginx's own
+# echo_sleep in an internal location) before it is passed on; SSE goes through unbuffered.
+GUARDRAIL = f"location = /_guardrail {{ internal; echo_sleep {DELAY_S}; echo allowed; }}"
+GATEWAY = "auth_request /_guardrail; proxy_buffering off;"
+
+
+def guardrail_held_s(access_log: Path) -> float:
+    """What nginx held each generation before its upstream saw it, by nginx's own clock: the
+    request's time less the upstream's (the median over the POSTs; ms resolution)."""
+    held = []
+    for line in access_log.read_text().splitlines():
+        method, uri, status, request_s, upstream_s = line.split()[:5]
+        if method == "POST" and uri.endswith("/completions") and status == "200" and upstream_s != "-":
+            held.append(float(request_s) - float(upstream_s))
+    assert held, access_log.read_text()[-2000:]
+    return float(np.median(held))
+
+
+def test_an_nginx_gateway_with_a_guardrail_in_front_of_llamacpp_is_a_fixed_part(engine, direct, tmp_path):
+    why = nginx.missing_echo_module()
+    if why:
+        pytest.skip(why)
+    module = f"load_module {nginx.echo_module()};"
+    with nginx.nginx_proxy([engine.root_url], GATEWAY, main=module, server=GUARDRAIL, logs=tmp_path) as url:
+        results = sweep(url + "/v1")
+    (tmp_path / "results.json").write_text(json.dumps(results))  # kept for a look after a failure
+    assert_separated(results, guardrail_held_s(tmp_path / "access.log"))
 
 
 def test_netem_in_a_namespace_in_front_of_llamacpp_is_a_fixed_part(llama_server_factory):

@@ -1,5 +1,7 @@
 """Every warning code benchy can emit, closed: a check yields a `Code`, never a bare string,
-and each code has one severity rule and one class of figures (verdicts/details.py).
+and each code has one entry in VERDICTS: its severity rule, its class of figures
+(verdicts/details.py) and the metrics its warning qualifies or withholds, named as the metric
+registry names them (a name that is no metric fails the import).
 tests/test_codes.py holds the set closed both ways (every code a check yields is here, every
 code here has a check that yields it) and docs/checks.md's table equal to it, so a reader of
 results.json can rely on the list."""
@@ -9,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from benchy.measure.registry import METRICS, STREAM_TIMING_METRICS, TABLE_METRICS
+from benchy.measure.steady import STEADY_METRICS
 from benchy.results.verdicts import details as payloads
 
 # A warning's severity: the number is wrong or missing (a hard failure); real but qualified;
@@ -98,52 +102,81 @@ _FAILURE = Rule(WARNING, error_when_most_failed=True)
 
 @dataclass(frozen=True)
 class Verdict:
-    """What a code is: its severity rule and the class of the figures it carries."""
+    """What a code is: its severity rule, the class of the figures it carries, and the metrics
+    its warning names: those it qualifies (the table marks them) and those the analysis makes
+    unavailable for its reason. A warning names these, or (where the evidence picks) some of them."""
 
     rule: Rule
     details: type[payloads.Details]
+    qualifies: tuple[str, ...] = ()
+    withholds: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = [name for name in (*self.qualifies, *self.withholds) if name not in METRICS]
+        if unknown:
+            raise ValueError(f"verdict table: {', '.join(unknown)}: no metric of the registry")
 
 
-# Every code, its severity rule and its figures (tests/test_codes.py: no code left out).
+# Each a class of figures that one cause moves, named once for the codes that share it.
+COUNTED_METRICS = ("e2e_tps", "decode_tps", "itl_s", "tokens_per_event")  # built on the token count
+DRIFT_METRICS = ("decode_tps", "e2e_tps")  # the rates a throttling GPU moves
+ACROSS_METRICS = ("decode_tps",)  # e2e holds prefill, which a cached context moves between such cases
+_CACHED = ("ttft_s", "prefill_tps")  # what a prompt cache, or a wait before the prompt is read, moves
+
+
+# Every code: its severity rule, its figures and the metrics it names (tests/test_codes.py: no code left out).
 VERDICTS: dict[Code, Verdict] = {
-    Code.SSE_BUFFERING: Verdict(_WARNING, payloads.SseBuffering),
-    Code.ABOVE_BANDWIDTH_CEILING: Verdict(Rule(ERROR), payloads.AboveBandwidthCeiling),
+    Code.SSE_BUFFERING: Verdict(_WARNING, payloads.SseBuffering, withholds=STREAM_TIMING_METRICS),
+    Code.ABOVE_BANDWIDTH_CEILING: Verdict(Rule(ERROR), payloads.AboveBandwidthCeiling, ("decode_tps", "e2e_tps")),
     Code.CEILING_UNKNOWN: Verdict(_WARNING, payloads.NoFigures),
-    Code.PREFIX_CACHE_HIT: Verdict(_WARNING, payloads.PrefixCacheHit),
+    Code.PREFIX_CACHE_HIT: Verdict(_WARNING, payloads.PrefixCacheHit, (*_CACHED, "e2e_tps")),
     Code.DEPTH_CACHE_MISS: Verdict(_WARNING, payloads.NoFigures),
-    Code.CACHE_EVICTION: Verdict(_WARNING, payloads.CacheEviction),
-    Code.CACHE_NOT_REUSED: Verdict(_WARNING, payloads.CacheNotReused),
-    Code.CACHE_PARTIAL_REUSE: Verdict(_WARNING, payloads.CachePartialReuse),
+    Code.CACHE_EVICTION: Verdict(_WARNING, payloads.CacheEviction, _CACHED),
+    Code.CACHE_NOT_REUSED: Verdict(_WARNING, payloads.CacheNotReused, _CACHED),
+    Code.CACHE_PARTIAL_REUSE: Verdict(_WARNING, payloads.CachePartialReuse, _CACHED),
     Code.CACHE_RESET_UNAVAILABLE: Verdict(_WARNING, payloads.CacheResetUnavailable),
     Code.CACHE_NOT_REPORTED: Verdict(_WARNING, payloads.RequestCount),
-    Code.CACHE_LEAKAGE: Verdict(_WARNING, payloads.CacheLeakage),
+    Code.CACHE_LEAKAGE: Verdict(_WARNING, payloads.CacheLeakage, _CACHED),
     Code.EMPTY_OUTPUT: Verdict(_FAILURE, payloads.EmptyOutput),
     Code.ZERO_TOKENS: Verdict(_FAILURE, payloads.ZeroTokens),
-    Code.REASONING_ONLY: Verdict(_WARNING, payloads.RequestCount),
-    Code.OUTPUT_LENGTH_MISMATCH: Verdict(_WARNING, payloads.OutputLengthMismatch),
-    Code.NO_USAGE: Verdict(_WARNING, payloads.NoUsage),
-    Code.USAGE_MISMATCH: Verdict(_WARNING, payloads.UsageMismatch),
+    Code.REASONING_ONLY: Verdict(_WARNING, payloads.RequestCount, ("ttfc_s",)),
+    Code.OUTPUT_LENGTH_MISMATCH: Verdict(_WARNING, payloads.OutputLengthMismatch, ("e2e_tps", "decode_tps")),
+    Code.NO_USAGE: Verdict(_WARNING, payloads.NoUsage, COUNTED_METRICS),
+    Code.USAGE_MISMATCH: Verdict(_WARNING, payloads.UsageMismatch, COUNTED_METRICS),
     Code.LOCAL_TOKENIZER_MISMATCH: Verdict(Rule(INFO), payloads.LocalTokenizerMismatch),
-    Code.PROMPT_LENGTH_MISMATCH: Verdict(_WARNING, payloads.PromptLengthMismatch),
-    Code.TTFT_NOT_PREFILL: Verdict(_WARNING, payloads.TtftNotPrefill),
-    Code.PREFILL_HOLDS_QUEUEING: Verdict(_WARNING, payloads.PrefillHoldsQueueing),
-    Code.FIXED_LATENCY: Verdict(_WARNING, payloads.FixedLatency),
-    Code.RATE_DRIFT: Verdict(_WARNING, payloads.RateDrift),
-    Code.RATE_DRIFT_ACROSS_CASES: Verdict(_WARNING, payloads.RateDriftAcrossCases),
+    Code.PROMPT_LENGTH_MISMATCH: Verdict(
+        _WARNING, payloads.PromptLengthMismatch, ("ttft_s", "e2e_tps", "e2e_s"), withholds=("prefill_tps",)
+    ),
+    Code.TTFT_NOT_PREFILL: Verdict(_WARNING, payloads.TtftNotPrefill, ("prefill_tps", "ttft_s")),
+    Code.PREFILL_HOLDS_QUEUEING: Verdict(
+        _WARNING, payloads.PrefillHoldsQueueing, ("prefill_tps", "ttft_s"), withholds=("prefill_tps",)
+    ),
+    Code.FIXED_LATENCY: Verdict(_WARNING, payloads.FixedLatency, ("ttft_s",), withholds=("prefill_tps",)),
+    Code.RATE_DRIFT: Verdict(_WARNING, payloads.RateDrift, DRIFT_METRICS),
+    Code.RATE_DRIFT_ACROSS_CASES: Verdict(_WARNING, payloads.RateDriftAcrossCases, ACROSS_METRICS),
     Code.REQUEST_ERRORS: Verdict(_FAILURE, payloads.RequestErrors),
-    Code.CLIENT_OVERLOADED: Verdict(_WARNING, payloads.ClientOverloaded),
-    Code.CLIENT_BOUND: Verdict(_WARNING, payloads.NoFigures),
-    Code.STEADY_STATE_DIFFERS: Verdict(_WARNING, payloads.NoFigures),
+    Code.CLIENT_OVERLOADED: Verdict(
+        _WARNING, payloads.ClientOverloaded, ("ttft_s", "decode_tps", "itl_s", "prefill_tps")
+    ),
+    Code.CLIENT_BOUND: Verdict(
+        _WARNING, payloads.NoFigures, ("ttft_s", "itl_s", "e2e_s", "request_rate", "aggregate_tps")
+    ),
+    Code.STEADY_STATE_DIFFERS: Verdict(_WARNING, payloads.NoFigures, STEADY_METRICS),
     Code.GPU_SAMPLES_FAILED: Verdict(_WARNING, payloads.NoFigures),
     Code.GPU_IDLE_DOMINATES: Verdict(Rule(INFO), payloads.NoFigures),
-    Code.CASE_CUT_SHORT: Verdict(_WARNING, payloads.CaseCutShort),
-    Code.FIRST_CHUNK_BEFORE_PREFILL: Verdict(Rule(INFO), payloads.FirstChunkBeforePrefill),
-    Code.DANGEROUS_STOP: Verdict(_FAILURE, payloads.DangerousStopFound),
-    Code.SPECIAL_TOKENS_STRIPPED: Verdict(_WARNING, payloads.RequestCount),
-    Code.SERVER_CACHE_HIT: Verdict(_WARNING, payloads.ServerCacheHit),
-    Code.SERVER_TOKEN_MISMATCH: Verdict(_WARNING, payloads.ServerTokenMismatch),
-    Code.TTFT_OUTSIDE_SERVER: Verdict(_WARNING, payloads.TtftOutsideServer),
-    Code.QUEUE_DOMINATES_TTFT: Verdict(_WARNING, payloads.QueueDominatesTtft),
+    Code.CASE_CUT_SHORT: Verdict(
+        _WARNING,
+        payloads.CaseCutShort,
+        tuple(m.name for m in TABLE_METRICS),
+        withholds=("aggregate_tps", "request_rate"),
+    ),
+    Code.FIRST_CHUNK_BEFORE_PREFILL: Verdict(Rule(INFO), payloads.FirstChunkBeforePrefill, ("ttft_s",)),
+    Code.DANGEROUS_STOP: Verdict(_FAILURE, payloads.DangerousStopFound, ("e2e_tps", "ttfc_s")),
+    Code.SPECIAL_TOKENS_STRIPPED: Verdict(_WARNING, payloads.RequestCount, withholds=("ttfc_s",)),
+    Code.SERVER_CACHE_HIT: Verdict(_WARNING, payloads.ServerCacheHit, (*_CACHED, "e2e_tps")),
+    Code.SERVER_TOKEN_MISMATCH: Verdict(_WARNING, payloads.ServerTokenMismatch, ("e2e_tps", "decode_tps")),
+    Code.TTFT_OUTSIDE_SERVER: Verdict(_WARNING, payloads.TtftOutsideServer, _CACHED),
+    Code.QUEUE_DOMINATES_TTFT: Verdict(_WARNING, payloads.QueueDominatesTtft, _CACHED),
 }
 
 

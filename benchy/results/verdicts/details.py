@@ -88,6 +88,11 @@ class CacheNotReused(Details):
 
     requests: int | None = _n("requests the finding is about")
     expected_tokens: int | None = _n("cached tokens expected")
+    miss_idle_min_s: float | None = _n("the shortest idle time before a miss, seconds")
+    hit_idle_max_s: float | None = _n("the longest gap before a request served the prompts' shared start, seconds")
+    lost_idle_min_s: float | None = _n("the shortest quiet after which even that start was lost, seconds")
+    start_hits: int | None = _n("requests the server reported the prompts' shared start cached for")
+    cause: str | None = _n("what the idle gaps point to: expiry, or null when they cannot tell")
 
 
 @dataclass(frozen=True)
@@ -310,7 +315,7 @@ class ServerTokenMismatch(Details):
     requests: int | None = _n("requests the finding is about")
     server_generation_tokens: float | None = _n("tokens the server counted as generated")
     client_tokens: int | None = _n("completion tokens of the responses' usage, summed")
-    counted_tokens: int | None = _n("(1.23) completion tokens benchy's rates counted, summed (usage where believed)")
+    counted_tokens: int | None = _n("(1.25) completion tokens benchy's rates counted, summed (usage where believed)")
     difference: float | None = _n("|server − client| tokens")
     slack: float | None = _n("difference allowed, tokens")
 

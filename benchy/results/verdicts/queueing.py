@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from benchy.measure import stats
-from benchy.measure.metrics import QUEUED, Unavailable
+from benchy.measure.unavailable import QUEUED, Unavailable
 from benchy.results.types import CaseResult, CheckWarning, Evidence, MetricSummary, Queueing, RunResult
 from benchy.results.verdicts.codes import WARNING, Code
 from benchy.results.verdicts.details import PrefillHoldsQueueing, QueueDominatesTtft
@@ -226,7 +226,7 @@ def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
                 f"{why}: requests wait for a free slot, and that wait is in TTFT, so prefill t/s "
                 "here holds queue time; it is not the server's prefill speed.",
                 QUEUE_HINT,
-                metrics=("prefill_tps", "ttft_s"),
+                withheld=(),  # qualified: a cause inferred from slots, not measured
                 details=PrefillHoldsQueueing(concurrency=case.concurrency, slots=slots),
             )
 
@@ -259,7 +259,6 @@ def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         f"prefill t/s is withheld.{_server_prefill_text(case)}",
         QUEUE_HINT,
         metrics=("ttft_s",),
-        withheld=("prefill_tps",),
         details=PrefillHoldsQueueing(
             concurrency=case.concurrency,
             slots=server_slots(run),
@@ -382,7 +381,6 @@ def queue_dominates_ttft(case: CaseResult, run: RunResult) -> Iterable[CheckWarn
         f"queue, {_num(found.queue_share):.0%} of its {_ms(_num(found.ttft_s))} TTFT: the server is "
         "saturated, and TTFT and prefill t/s hold queue time.",
         queue_hint(case),
-        ("ttft_s", "prefill_tps"),
         details=found,
         evidence=(
             Evidence("queue_share", found.queue_share, QUEUE_SHARE, "fraction"),
