@@ -116,14 +116,15 @@ def test_reasoning_in_both_fields_is_one_text_when_calibrating(start_sim):
 
 def test_reasoning_in_both_fields_keeps_the_no_usage_rate_true(start_sim):
     # No /tokenize, no usage in the stream, 4 tokens an event: the count is the local one, at
-    # the output scale fitted on the calibration answer's usage, so its text must be counted once.
+    # the output scale fitted on the calibration answer (its max_tokens: it ended by length),
+    # so its text must be counted once.
     sim = start_sim(
         "--preset", "reasoning-both", "--no-tokenize", "--ignore-stream-options", "--tokens-per-event", "4",
         *FAST_PREFILL,
     )  # fmt: skip
     results = bench(sim, tg=(64,))
     case = only_case(results)
-    assert results["setup"]["calibration"]["output_method"] == "usage"
+    assert results["setup"]["calibration"]["output_method"] == "max_tokens"
     truth = truth_of(sim, results)
     for req in measured(case):
         t = truth[req["request_id"]]
@@ -166,9 +167,11 @@ def test_usage_that_the_stream_and_tokenize_contradict_is_flagged_whatever_it_cl
 
 
 def test_a_scale_fitted_on_usage_never_backs_usage(start_sim):
-    # No /tokenize: the local count's scale comes from the calibration answer's usage, which
+    # No /tokenize, and the calibration answer stops before its max_tokens (the server ends
+    # answers where it likes): the local count's scale comes from that answer's usage, which
     # claims double. That count merely echoes usage: it must not stand as its witness.
-    sim = start_sim("--preset", "usage-double", "--no-tokenize", *FAST_PREFILL, "--decode-tps", "400")
+    natural = ("--ignore-ignore-eos", "--natural-min", "24", "--natural-max", "40")
+    sim = start_sim("--preset", "usage-double", "--no-tokenize", *natural, *FAST_PREFILL, "--decode-tps", "400")
     results = bench(sim, tg=(48,))
     assert results["setup"]["calibration"]["output_method"] == "usage"
     case = only_case(results)

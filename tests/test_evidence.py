@@ -111,6 +111,52 @@ def test_usage_mismatch_needs_two_witnesses_agreeing_against_usage():
     assert evidence.PREDICTED_N in alone.disagreed
 
 
+def test_tokenize_and_a_local_count_scaled_on_generated_tokens_are_two_witnesses():
+    # Several tokens an event, an answer that ended by stop: usage 1.3x, inside the band
+    # re-tokenizing alone cannot judge. A local count scaled on /tokenize echoes it (one
+    # witness); one scaled on tokens the server was known to make is a second.
+    echo = evidence.token_count(130, 100.0, 25, server_tokenize=100)
+    assert (echo.tokens, echo.source, echo.mismatch) == (130, evidence.USAGE, None)
+    two = evidence.token_count(130, 101.0, 25, server_tokenize=100, local_generated=True)
+    assert (two.tokens, two.source) == (100, evidence.SERVER_TOKENIZE) and two.mismatch
+    assert set(two.backed_by) == {evidence.SERVER_TOKENIZE, evidence.LOCAL} and two.disagreed == (evidence.USAGE,)
+    # Within their own spread of each other (100 and 108), usage stands.
+    near = evidence.token_count(110, 108.0, 25, server_tokenize=100, local_generated=True)
+    assert (near.tokens, near.source, near.mismatch) == (110, evidence.USAGE, None)
+
+
+def test_witnesses_that_disagree_among_themselves_leave_the_band_standing():
+    # A random-weight model: 128 tokens made, /tokenize of its text says 90, the local count
+    # scaled on generated tokens about 128. The two disagree: re-tokenizing moved the count,
+    # and honest usage stands.
+    count = evidence.token_count(128, 126.0, 32, server_tokenize=90, local_generated=True)
+    assert (count.tokens, count.source, count.mismatch) == (128, evidence.USAGE, None)
+
+
+def test_unstreamed_tokens_explain_usage_only_where_reasoning_came_apart():
+    # 50 one-token events, /tokenize 50, usage 65: a reasoning parser's markers could be the
+    # 15 (HIDDEN_TOKENS_MAX); with no reasoning only the end of sequence is unstreamed.
+    parsed = evidence.token_count(65, 50.0, 50, server_tokenize=50, hidden_max=evidence.HIDDEN_TOKENS_MAX)
+    assert (parsed.tokens, parsed.source, parsed.mismatch) == (65, evidence.USAGE, None)
+    plain = evidence.token_count(65, 50.0, 50, server_tokenize=50, hidden_max=evidence.EVENT_SLACK_TOKENS)
+    assert plain.tokens == 50 and plain.mismatch and evidence.USAGE in plain.disagreed
+    eos = evidence.token_count(51, 50.0, 50, server_tokenize=50, hidden_max=evidence.EVENT_SLACK_TOKENS)
+    assert (eos.tokens, eos.source, eos.mismatch) == (51, evidence.USAGE, None)
+
+
+def test_without_tokenize_a_local_count_scaled_on_generated_tokens_overrules_usage_beyond_the_band():
+    doubled = evidence.token_count(200, 100.0, 25, local_generated=True)
+    assert (doubled.tokens, doubled.source) == (100, evidence.LOCAL) and doubled.mismatch
+    assert "beyond any ratio of two tokenizers" in doubled.mismatch
+    inside = evidence.token_count(130, 100.0, 25, local_generated=True)  # a tokenizer ratio may do that
+    assert (inside.tokens, inside.source, inside.mismatch) == (130, evidence.USAGE, None)
+    fitted = evidence.token_count(200, 100.0, 25)  # scaled on /tokenize or prompts: an estimate alone
+    assert (fitted.tokens, fitted.source, fitted.mismatch) == (200, evidence.USAGE, None)
+    # usage a quarter of the text, equal to the events: one token an event is not what happened
+    quarter = evidence.token_count(26, 104.0, 26, local_generated=True)
+    assert (quarter.tokens, quarter.source) == (104, evidence.LOCAL) and quarter.mismatch
+
+
 def test_without_usage_the_servers_own_counts_come_before_the_estimate():
     timed = evidence.token_count(None, 300.0, 20, predicted_n=96)
     assert (timed.tokens, timed.source, timed.estimate) == (96, evidence.PREDICTED_N, False)

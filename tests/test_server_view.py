@@ -89,6 +89,24 @@ def test_server_counting_other_tokens_than_the_client(start_sim):
     assert w["details"]["server_generation_tokens"] == pytest.approx(1.5 * w["details"]["client_tokens"])
     evidence = {e["name"]: e for e in w["evidence"]}
     assert evidence["token_difference"]["observed"] > evidence["token_difference"]["threshold"]
+    # usage was believed: it is what the rates counted, and the words say so
+    assert w["details"]["counted_tokens"] == w["details"]["client_tokens"]
+    assert "usage adds up to" in w["message"] and "which benchy's rates count" in w["message"]
+
+
+def test_server_metrics_against_a_usage_the_stream_overruled_words_what_the_rates_counted(start_sim):
+    """usage claims double; the stream and the server's /tokenize overrule it (usage_mismatch),
+    so the rates count the stream, which the server's own /metrics count sides with: the
+    warning says that, not that usage is what the rates count."""
+    sim = start_sim(*FAST, "--usage-scale", "2")
+    results = run(sim, "--pp", "100", "--tg", "16", "--runs", "3")
+    assert "usage_mismatch" in codes(results)
+    w = warning(results, "server_token_mismatch")
+    made = sum(t["completion_tokens"] for t in measured_truth(sim, results["cases"][0]))
+    assert w["details"]["client_tokens"] == 2 * made and w["details"]["counted_tokens"] == made
+    assert w["details"]["server_generation_tokens"] == made
+    assert "which benchy's rates count" not in w["message"]
+    assert f"benchy's rates count {made}" in w["message"] and "sides with the stream" in w["message"]
 
 
 def test_ttft_held_outside_the_server(start_sim):

@@ -80,6 +80,7 @@ def token_mismatch_figures(case: CaseResult) -> ServerTokenMismatch | None:
     return ServerTokenMismatch(
         server_generation_tokens=generated,
         client_tokens=client,
+        counted_tokens=facts.counted_sum,
         requests=n,
         difference=abs(generated - client),
         slack=slack,
@@ -147,8 +148,8 @@ def server_token_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWar
         WARNING,
         case.label,
         f"The server's metrics counted {_num(found.server_generation_tokens):.0f} generated tokens for "
-        f"this case's {found.requests} requests; their responses' usage, which benchy's rates "
-        f"count, adds up to {found.client_tokens}. One of the two is wrong.",
+        f"this case's {found.requests} requests; their responses' usage adds up to {found.client_tokens}"
+        f"{_what_rates_count(found)}",
         "Another client sharing the server during the run would explain extra tokens; otherwise "
         "the server counts tokens it did not stream (drafts, hidden text) or its usage is wrong.",
         details=found,
@@ -157,6 +158,25 @@ def server_token_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWar
             Evidence("usage_completion_tokens", found.client_tokens, None, "tokens"),
             Evidence("token_difference", found.difference, found.slack, "tokens"),
         ),
+    )
+
+
+def _what_rates_count(found: ServerTokenMismatch) -> str:
+    """The sentence's end: what benchy's rates counted, in the words of what it was. Where usage
+    was overruled (usage_mismatch) the rates count the stream, and the server's own count may
+    side with it."""
+    counted, usage = found.counted_tokens, found.client_tokens
+    if counted is None or counted == usage:
+        return ", which benchy's rates count. One of the two is wrong."
+    generated, slack = _num(found.server_generation_tokens), _num(found.slack)
+    verdict = (
+        "The server's count sides with the stream: its usage is what is wrong."
+        if abs(generated - counted) <= slack
+        else "The server's count agrees with neither."
+    )
+    return (
+        f", but usage was overruled where the stream's witnesses agreed against it (usage_mismatch): "
+        f"benchy's rates count {counted}. {verdict}"
     )
 
 

@@ -332,20 +332,20 @@ class Client:
 
     async def answer_of(
         self, prompt: str, endpoint: str, max_tokens: int, extra: dict | None = None
-    ) -> tuple[str, dict]:
-        """A non-streamed request of max_tokens: (the answer's text, usage). For calibrating the
-        local count of output text; raises ServerError or TransientError."""
+    ) -> tuple[str, dict, str | None]:
+        """A non-streamed request of max_tokens: (the answer's text, usage, finish_reason). For
+        calibrating the local count of output text; raises ServerError or TransientError."""
         obj = await self._post_once(prompt, endpoint, max_tokens, extra)
         choice = (obj.get("choices") or [{}])[0]
         if not isinstance(choice, dict):
-            return "", obj["usage"]
+            return "", obj["usage"], None
         message = choice.get("message")
         held: dict = message if isinstance(message, dict) else choice
         # One reasoning text, as a stream is read: a server between the two names (vLLM around
         # the reasoning_content -> reasoning rename) sends the same text in both.
         reasoning = str_or_none(held.get("reasoning_content")) or str_or_none(held.get("reasoning"))
         parts = [reasoning, held.get("content"), held.get("text")]
-        return "".join(p for p in parts if isinstance(p, str)), obj["usage"]
+        return "".join(p for p in parts if isinstance(p, str)), obj["usage"], str_or_none(choice.get("finish_reason"))
 
     async def server_token_count(self, text: str) -> int | None:
         """The server's own count of `text` (its /tokenize: llama.cpp's {content}, else vLLM's

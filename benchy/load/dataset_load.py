@@ -219,6 +219,8 @@ async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
             target_prompt_tokens=0,  # none asked: the entry's own length, as the server counts it
             target_output_tokens=tg,
             local_token_scale=prompts.calibration.text_scale,
+            local_scale_from_usage=prompts.calibration.text_scale_from_usage,
+            local_scale_generated=prompts.calibration.text_scale_generated,
         )
         body = bodies.setdefault(tg, request_options(plan, tg))
         return planned(plan, rec, prompt, tg, body, None if warmup or offsets is None else offsets[i])

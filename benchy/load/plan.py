@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from benchy.client.client import Client
 from benchy.load import arrivals
-from benchy.load.prompts import Prompt, PromptFactory, Template
+from benchy.load.prompts import Prompt, PromptFactory, Template, exact_length_options
 from benchy.measure.records import RequestRecord
 from benchy.workloads import trace
 from benchy.workloads.scenario import Case
@@ -191,11 +191,6 @@ def planned(
     """A request of the case's endpoint, its template rendered around the prompt."""
     text = plan.template.render(prompt.text, plan.endpoint)
     return PlannedRequest(record, text, tg, plan.endpoint, body, plan.template.parses(plan.endpoint), at_s)
-
-
-def exact_length_options(tg: int) -> dict:
-    """Ask for exactly tg tokens: servers differ in which of these they honour."""
-    return {"ignore_eos": True, "min_tokens": tg}
 
 
 def request_options(plan: CasePlan, tg: int) -> dict:

@@ -112,6 +112,11 @@ class Template:
         ]
 
 
+def exact_length_options(tg: int) -> dict:
+    """Ask for exactly tg tokens: servers differ in which of these they honour."""
+    return {"ignore_eos": True, "min_tokens": tg}
+
+
 class PromptError(ValueError):
     """A prompt that cannot be built (e.g. shorter than the chat template)."""
 
@@ -129,7 +134,7 @@ class Calibration:
     # Server tokens per local token of *output* text (a model's words are not the filler's):
     # from the server's /tokenize of an answer, else from its usage; None: not measured.
     output_scale: float | None = None
-    output_method: str | None = None  # "tokenize" | "usage"
+    output_method: str | None = None  # "max_tokens" | "tokenize" | "usage"
     # Where the lengths come from, and the words that are one server token each (lengths.py)
     lengths: LengthFit = LengthFit()
 
@@ -148,10 +153,17 @@ class Calibration:
         """Whether text_scale was fitted on usage's completion count (no /tokenize answered)."""
         return self.output_scale is not None and self.output_method == "usage"
 
+    @property
+    def text_scale_generated(self) -> bool:
+        """Whether text_scale was fitted on the tokens a calibration answer was known to generate
+        (it ended by length at its max_tokens): neither usage nor the server's /tokenize."""
+        return self.output_scale is not None and self.output_method == "max_tokens"
+
     def stamp(self, rec: RequestRecord) -> None:
-        """Gives a record the scale of its local count, and says whether usage fitted it."""
+        """Gives a record the scale of its local count, and says what it was fitted on."""
         rec.local_token_scale = self.text_scale
         rec.local_scale_from_usage = self.text_scale_from_usage
+        rec.local_scale_generated = self.text_scale_generated
 
     @classmethod
     def fit(cls, local: tuple[int, int], server: tuple[int, int]) -> Calibration:
@@ -364,23 +376,29 @@ async def calibrate(
 
 OUTPUT_CALIBRATION_TOKENS = 64
 OUTPUT_CALIBRATION_MIN_LOCAL = 16  # fewer local tokens of answer: too little text to take a ratio
+OUTPUT_BY_MAX_TOKENS = "max_tokens"  # the calibration answer ended by length: its count is exact
 
 
 async def output_scale(client: Client, endpoint: str, prompt: str, template: Template) -> tuple[float, str] | None:
-    """Server tokens per local token of an answer's text: the server's /tokenize of it where it
-    has one (independent of usage), else usage's completion count. A failure only leaves the
-    prompts' scale in place (None): the local count is an estimate either way."""
+    """Server tokens per local token of an answer's text. The answer is asked for exactly
+    OUTPUT_CALIBRATION_TOKENS, as the run asks; where it ended by length the server made that
+    many, known without usage or re-tokenizing (OUTPUT_BY_MAX_TOKENS): the local count then
+    estimates the tokens generated, a witness independent of both usage and the server's
+    /tokenize (a random-weight model's text re-tokenizes to far fewer tokens than it made).
+    Else the server's /tokenize of the text, else usage's completion count. A failure only
+    leaves the prompts' scale in place (None): the local count is an estimate either way."""
     from benchy.client.errors import ServerError, TransientError  # not at import time (see check_length)
 
+    options = {**exact_length_options(OUTPUT_CALIBRATION_TOKENS), **template.request_options(endpoint)}
     try:
-        text, usage = await client.answer_of(
-            prompt, endpoint, OUTPUT_CALIBRATION_TOKENS, template.request_options(endpoint)
-        )
+        text, usage, finish = await client.answer_of(prompt, endpoint, OUTPUT_CALIBRATION_TOKENS, options)
     except (ServerError, TransientError):
         return None
     local = tokenizer.count(text)
     if local < OUTPUT_CALIBRATION_MIN_LOCAL:
         return None
+    if finish == "length":
+        return OUTPUT_CALIBRATION_TOKENS / local, OUTPUT_BY_MAX_TOKENS
     counted = await client.server_token_count(text)
     if counted:
         return counted / local, "tokenize"

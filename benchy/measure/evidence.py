@@ -12,9 +12,11 @@ answer. Each function here weighs one question with two or more independent witn
                         by calibration: an estimate, since no real server's tokenizer is
                         o200k. usage backed by one exact witness is the count; usage stands
                         unless two independent witnesses agree against it (the server's
-                        /tokenize and the local count are one: both count the streamed
-                        text); the local count alone never overrules it (it is then noted
-                        as not this model's)
+                        /tokenize and a local count scaled on /tokenize are one: both count
+                        the streamed text; scaled on tokens the server was known to generate,
+                        they are two, weighed by their own spread); the local count alone
+                        overrules it only so scaled and beyond any ratio of two tokenizers,
+                        else it is noted as not this model's
                                                                        → `token_count`
   how many per event?   vLLM's per-chunk usage (continuous_usage_stats), else the local count
                         of each event's text, scaled to the chosen total       → `event_tokens`
@@ -255,6 +257,11 @@ MAX_TOKENS = "max_tokens reached"
 # an event.
 EVENT_SLACK_TOKENS = 2
 EVENT_SLACK_SHARE = 0.03
+# A server generates tokens it does not stream: the end-of-sequence token, a reasoning
+# parser's <think> and </think>, Harmony's channel headers (gpt-oss: about ten an answer).
+# Where no reasoning came apart from the answer, no parser took any: the end-of-sequence
+# token alone (EVENT_SLACK_TOKENS) is unstreamed.
+HIDDEN_TOKENS_MAX = 16
 
 
 # Its inputs are a few scalars that repeat from request to request, and a TokenCount is frozen:
@@ -269,6 +276,8 @@ def token_count(
     per_chunk: int | None = None,
     server_tokenize: int | None = None,
     max_tokens_reached: int | None = None,
+    hidden_max: int = HIDDEN_TOKENS_MAX,
+    local_generated: bool = False,
 ) -> TokenCount:
     """Which completion count to believe, by what each witness knows (module docstring):
 
@@ -279,7 +288,11 @@ def token_count(
       so is usage above the max_tokens of a request that ended by length, or below it where
       nothing else backs usage: the figures take max_tokens;
     - otherwise usage stands unless two independent witnesses agree against it
-      (`usage_mismatch`); the local count alone never overrules it (`local_mismatch`).
+      (`usage_mismatch`); the local count alone never overrules it (`local_mismatch`), unless
+      it was scaled on tokens this server was known to generate (`local_generated`) and usage
+      is beyond any ratio re-tokenizing can make of it.
+    `hidden_max`: how many tokens the server may have made and not streamed (HIDDEN_TOKENS_MAX
+    where a reasoning parser took its tags or channel markers, else EVENT_SLACK_TOKENS).
     Without believable usage: the server's own counts, then one token an event where the
     local count agrees, then the local count, then the events alone (a floor)."""
     given = {
@@ -293,8 +306,11 @@ def token_count(
     if usage is not None and usage >= events:
         backers = [name for name, n in exact.items() if _same(n, usage)]
         if _about_one_per_event(usage, events) and not _text_exceeds(server_tokenize, usage):
-            backers.append(EVENTS)
-        against = _agreeing_alternative(usage, local, events, exact)
+            if not (local_generated and local is not None and _local_exceeds(local, usage)):
+                backers.append(EVENTS)
+        against = _agreeing_alternative(usage, local, events, exact, hidden_max, local_generated)
+        if against is None and not backers and local_generated and local is not None and server_tokenize is None:
+            against = _local_alone_against(usage, local, events)
         limit = exact.get(MAX_TOKENS)
         if limit is not None and not _same(usage, limit) and _limit_stands(usage, limit, backers, against):
             return _at_max_tokens(said, limit)
@@ -307,7 +323,13 @@ def token_count(
             backed = (*backers, LOCAL) if local_agrees else tuple(backers)
             return said.count(usage, USAGE, backed_by=backed, disagreed=tuple(disagreed), local_mismatch=note)
         value, source, names = against
-        doubt = f"usage claims {usage} tokens; {' and '.join(names)} agree on {value:.0f} ({events} events)"
+        doubt = (
+            f"usage claims {usage} tokens; {' and '.join(names)} agree on {value:.0f} ({events} events)"
+            if len(names) > 1
+            else f"usage claims {usage} tokens; the streamed text counts about {value:.0f} by benchy's "
+            "tokenizer scaled on tokens this server was seen to generate, beyond any ratio of two "
+            f"tokenizers ({events} events)"
+        )
         return said.count(round(value), source, mismatch=doubt, backed_by=names, disagreed=(USAGE,))
     impossible = None
     if usage is not None:  # below the events
@@ -366,6 +388,12 @@ def _text_exceeds(server_tokenize: int | None, usage: int) -> bool:
     return server_tokenize is not None and server_tokenize * RETOKENIZED_MIN_SHARE > usage
 
 
+def _local_exceeds(local: float, usage: int) -> bool:
+    """_text_exceeds for the local count scaled on generated tokens, by more than an estimate's
+    USAGE_ABS_TOLERANCE too: the events carried several tokens each."""
+    return local - usage > USAGE_ABS_TOLERANCE and _text_exceeds(round(local), usage)
+
+
 def _same(a: float, b: float) -> bool:
     """Two exact counts of the same tokens: equal but for a token that made no event."""
     return abs(a - b) <= max(EVENT_SLACK_TOKENS, EVENT_SLACK_SHARE * max(a, b))
@@ -376,7 +404,12 @@ def _about_one_per_event(count: float, events: int) -> bool:
 
 
 def _agreeing_alternative(
-    usage: int, local: float | None, events: int, exact: dict[str, int]
+    usage: int,
+    local: float | None,
+    events: int,
+    exact: dict[str, int],
+    hidden_max: int = HIDDEN_TOKENS_MAX,
+    local_generated: bool = False,
 ) -> tuple[float, str, tuple[str, ...]] | None:
     """A count other than usage that two independent witnesses agree on: (value, the witness
     the figure takes it from, the names of both). Exact witnesses come before the events,
@@ -387,26 +420,55 @@ def _agreeing_alternative(
         candidates.append((EVENTS, float(events)))
     if local is not None and not agree(usage, local):
         candidates.append((LOCAL, local))
-    candidates = [(name, n) for name, n in candidates if not _hidden_tokens_explain(name, n, usage)]
+    candidates = [(name, n) for name, n in candidates if not _hidden_tokens_explain(name, n, usage, hidden_max)]
+    told = exact.get(SERVER_TOKENIZE)
+    # The server's /tokenize and a local count scaled on generated tokens are independent
+    # counts of the text: where they agree, they are weighed by their own spread (below).
+    independent = local_generated and told is not None and local is not None and agree(told, local)
     for i, (name, value) in enumerate(candidates):
         for other, second in candidates[i + 1 :]:
-            if {name, other} == _SAME_TEXT and not _text_contradicts(exact[SERVER_TOKENIZE], usage):
+            if {name, other} == _SAME_TEXT and (independent or not _text_contradicts(exact[SERVER_TOKENIZE], usage)):
                 continue  # within what re-tokenizing the text can differ from generating it
             if _alternative_agrees(name, value, other, second):
                 return max(value, events), name, (name, other)
+    if independent:
+        assert told is not None and local is not None
+        hidden = _hidden_tokens_explain(SERVER_TOKENIZE, told, usage, hidden_max)
+        if (
+            not hidden
+            and not _hidden_tokens_explain(LOCAL, local, usage, hidden_max)
+            and _beyond_spread(usage, told, local)
+        ):
+            return max(told, events), SERVER_TOKENIZE, (SERVER_TOKENIZE, LOCAL)
     return None
 
 
-# A server generates tokens it does not stream: the end-of-sequence token, a reasoning
-# parser's <think> and </think>, Harmony's channel headers (gpt-oss: about ten an answer).
-HIDDEN_TOKENS_MAX = 16
+def _beyond_spread(usage: int, told: float, local: float) -> bool:
+    """usage off both counts of the streamed text by more than they differ from each other (or
+    than two exact counts of the same tokens may: _same). The server's /tokenize and a local
+    count scaled on generated tokens are independent: where they agree, re-tokenizing has not
+    moved the count, and the band it needs (RETOKENIZED_MIN_SHARE) does not apply."""
+    spread = max(abs(told - local), EVENT_SLACK_TOKENS, EVENT_SLACK_SHARE * max(told, local, usage))
+    return abs(usage - told) > spread and abs(usage - local) > spread
+
+
+def _local_alone_against(usage: int, local: float, events: int) -> tuple[float, str, tuple[str, ...]] | None:
+    """The local count scaled on tokens this server was known to generate, alone against usage
+    (no /tokenize, several tokens an event): two tokenizers' counts of one text differ by a
+    bounded factor (RETOKENIZED_MIN_SHARE, as a server's own re-tokenizing may), so usage beyond
+    it (twice, or half, what streamed) did not count this stream."""
+    if abs(usage - local) <= USAGE_ABS_TOLERANCE or not _text_contradicts(round(local), usage):
+        return None
+    return max(local, events), LOCAL, (LOCAL,)
+
+
 STREAMED_TEXT = {EVENTS, LOCAL, SERVER_TOKENIZE}
 
 
-def _hidden_tokens_explain(name: str, value: float, usage: int) -> bool:
+def _hidden_tokens_explain(name: str, value: float, usage: int, hidden_max: int = HIDDEN_TOKENS_MAX) -> bool:
     """A count of the streamed text (its events, its tokens) a few below usage shows tokens
     the server made and did not stream, not a wrong usage."""
-    return name in STREAMED_TEXT and 0 < usage - value <= HIDDEN_TOKENS_MAX
+    return name in STREAMED_TEXT and 0 < usage - value <= hidden_max
 
 
 # The server's /tokenize and the local count both count the streamed text (and the local scale

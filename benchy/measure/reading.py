@@ -95,6 +95,8 @@ def _count(rec: RequestRecord, local: list[int]) -> evidence.TokenCount:
         per_chunk=rec.token_event_usage[-1] if rec.token_event_usage else None,
         server_tokenize=rec.server_tokenize,
         max_tokens_reached=_max_tokens_reached(rec),
+        hidden_max=evidence.HIDDEN_TOKENS_MAX if REASONING in rec.token_event_kinds else evidence.EVENT_SLACK_TOKENS,
+        local_generated=rec.local_scale_generated,
     )
 
 

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import IO
 
 # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind; 1.3: local_scale_from_usage;
-# 1.4: streamed; 1.5: prompt_slack; 1.6: witness lines (WITNESS_OF), a late witness of a request written before it came
-REQUESTS_SCHEMA = "benchy/requests/1.6"
+# 1.4: streamed; 1.5: prompt_slack; 1.6: witness lines (WITNESS_OF), a late witness of a request written before it came;
+# 1.7: local_scale_generated
+REQUESTS_SCHEMA = "benchy/requests/1.7"
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
 CONTENT = "c"
@@ -80,6 +81,10 @@ class RequestRecord:
     # no /tokenize): the local count then estimates a count without usage, but is no witness on
     # usage, being fitted on it.
     local_scale_from_usage: bool = False
+    # (1.7) That scale came from the tokens a calibration answer was known to generate (it ended
+    # by length at its max_tokens): the local count is then a witness of its own, on usage and
+    # on the server's /tokenize alike.
+    local_scale_generated: bool = False
     sse_events: int = 0  # every data event, token-bearing or not
     prompt_tokens: int | None = None  # from the server's usage
     completion_tokens: int | None = None

@@ -18,8 +18,8 @@ from benchy.client.client import Client
 from benchy.client.redact import redact_url
 from benchy.client.settings import ClientSettings
 from benchy.load.lengths import fit_lengths
-from benchy.load.plan import PlannedRequest, exact_length_options
-from benchy.load.prompts import Prompt, PromptFactory, calibrate
+from benchy.load.plan import PlannedRequest
+from benchy.load.prompts import Prompt, PromptFactory, calibrate, exact_length_options
 from benchy.load.send import Closed, send
 from benchy.measure.records import RecordWriter, RequestRecord
 from benchy.probe.analyze import CAPACITY_CASE, LENGTH_CASE, Sweep, analyze, capacity_point

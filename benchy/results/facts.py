@@ -116,6 +116,7 @@ class CaseFacts:
     n_usage_cached: int = 0
     all_ok_counted: bool = True  # every measured one succeeded with a completion count
     completion_sum: int = 0
+    counted_sum: int = 0  # the counts the rates used (usage, or the witness that overruled it)
 
     def add(self, r: RequestResult) -> None:
         if r.warmup:
@@ -142,6 +143,7 @@ class CaseFacts:
             self.all_ok_counted = False
         else:
             self.completion_sum += r.completion_tokens
+            self.counted_sum += r.token_count.tokens if r.token_count is not None else r.completion_tokens
 
     def _ok(self, r: RequestResult) -> None:
         self._cache(r)

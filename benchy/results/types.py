@@ -66,6 +66,9 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.23 workload.no_reuse (and cache_not_reused's details): miss_idle_min_s, hit_idle_max_s,
        lost_idle_min_s, start_hits, cause ("expiry" when the idle gaps point to a lifetime)
   1.24 setup.receive_stamps: the kernel's arrival stamp of each read (SO_TIMESTAMPNS) or the read's own
+  1.25 request local_scale_generated: its local count's scale was fitted on the tokens a
+       calibration answer was known to make (it ended by length), setup.calibration.output_method
+       "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -110,7 +113,7 @@ from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 24
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 25
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -242,7 +245,7 @@ class Calibration(Saved):
     method: str = _opt("usage | none", "none")
     length_check: LengthCheck | None = _opt("the run's longest prompt, counted by the server", omit=True)
     output_scale: float | None = _opt("server tokens per local token of output text", omit=True)
-    output_method: str | None = _opt("tokenize | usage", omit=True)
+    output_method: str | None = _opt("max_tokens | tokenize | usage", omit=True)
     lengths: PromptLengths | None = _opt("(1.16) how prompt lengths were made", omit=True)
 
 

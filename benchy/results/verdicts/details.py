@@ -315,6 +315,7 @@ class ServerTokenMismatch(Details):
     requests: int | None = _n("requests the finding is about")
     server_generation_tokens: float | None = _n("tokens the server counted as generated")
     client_tokens: int | None = _n("completion tokens of the responses' usage, summed")
+    counted_tokens: int | None = _n("(1.25) completion tokens benchy's rates counted, summed (usage where believed)")
     difference: float | None = _n("|server − client| tokens")
     slack: float | None = _n("difference allowed, tokens")
 
