@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from benchy.workloads.cases import shared_prefix_cases
-from tests.conftest import client_slack_s
+from tests.conftest import client_slack_s, wrote_in_bursts
 from tests.test_checks import measured, truth_of
 from tests.test_queueing import alone_requests, run_cases, waited_for_others_s
 
@@ -21,13 +21,6 @@ QUIET_SERVER = ("--decode-tps", "400", "--no-metrics", "--no-timings")
 
 def by_fraction(results: dict) -> dict[float, dict]:
     return {c["workload"]["spec"]["fraction"]: c for c in results["cases"]}
-
-
-def wrote_in_bursts(truth: dict) -> bool:
-    """The simulator fell so far behind its own schedule (a busy machine) that it wrote the
-    request's tokens in bursts: the median gap between its writes under half the planned one.
-    Such a stream is buffered on the wire, and benchy rightly withholds its TTFT."""
-    return float(np.median(np.diff(truth["token_times_s"]))) < 0.5 * float(np.median(np.diff(truth["token_due_s"])))
 
 
 def queueing_or_bursts(case: dict, truth: dict[str, dict]) -> dict | None:
