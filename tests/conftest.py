@@ -9,6 +9,7 @@ import contextlib
 import io
 import os
 import signal
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -45,9 +46,77 @@ def without_environment_warnings(results: dict) -> dict:
     return {**results, "warnings": [w for w in results["warnings"] if w["code"] not in ENVIRONMENT_WARNINGS]}
 
 
-def warning_codes(results: dict, case: str | None = None) -> set[str]:
-    """The codes of the run's warnings (of one case, if given), environment warnings left out."""
-    return {w["code"] for w in without_environment_warnings(results)["warnings"] if case is None or w["case"] == case}
+def warning_codes(results: dict, case: str | None = None, truth: dict[str, dict] | None = None) -> set[str]:
+    """The codes of the run's warnings (of one case, if given), environment warnings left out.
+    With the simulator's truth (by request id), a warning that a busy machine makes true of the
+    simulator itself is left out too where the truth shows it: a drift (rate_drift, rate_drift_
+    across_cases: the simulator slowed steadily) or sse_buffering (it fell so far behind that it
+    wrote the tokens in bursts). Where the truth shows none, the warning stays."""
+    warnings = without_environment_warnings(results)["warnings"]
+    if truth is not None:
+        warnings = [
+            w for w in warnings if not (_drift_the_truth_shows(results, w, truth) or _bursts(results, w, truth))
+        ]
+    return {w["code"] for w in warnings if case is None or w["case"] == case}
+
+
+def wrote_in_bursts(truth: dict) -> bool:
+    """The simulator fell so far behind its own schedule (a busy machine) that it wrote the
+    request's tokens in bursts: the median gap between its writes under half the planned one.
+    On the wire such a stream is buffered, and benchy rightly withholds its stream timing."""
+    made, due = truth.get("token_times_s") or [], truth.get("token_due_s") or []
+    if len(made) < 3 or len(due) < 3:
+        return False
+    return statistics.median(b - a for a, b in zip(made, made[1:])) < 0.5 * statistics.median(
+        b - a for a, b in zip(due, due[1:])
+    )
+
+
+def _bursts(results: dict, warning: dict, truth: dict[str, dict]) -> bool:
+    """An sse_buffering warning whose case the simulator wrote in bursts, most of its requests
+    (benchy calls a case buffered when at least half its requests are)."""
+    if warning["code"] != "sse_buffering":
+        return False
+    requests = [
+        truth[r["request_id"]]
+        for c in results["cases"]
+        if c["label"] == warning["case"]
+        for r in c["requests"]
+        if not r["warmup"] and r["request_id"] in truth
+    ]
+    return bool(requests) and sum(map(wrote_in_bursts, requests)) >= len(requests) / 2
+
+
+DRIFT_CODES = ("rate_drift", "rate_drift_across_cases")
+
+
+def _drift_the_truth_shows(results: dict, warning: dict, truth: dict[str, dict]) -> bool:
+    """Whether a drift warning's rates drift in the truth too: the same trend test rate_drift
+    makes (results/drift.py), on each request's rates as the simulator wrote its tokens."""
+    if warning["code"] not in DRIFT_CODES:
+        return False
+    from benchy.results import drift
+
+    if warning["code"] == "rate_drift":
+        cases = [c for c in results["cases"] if c["label"] == warning["case"]]
+    else:  # pooled over the cases that share the drift
+        across = {w["case"] for w in results["warnings"] if w["code"] == warning["code"]}
+        cases = [c for c in results["cases"] if c["label"] in across]
+    requests = [r for c in cases for r in c["requests"] if not r["warmup"] and r["request_id"] in truth]
+    for metric in drift.DRIFT_METRICS:
+        points = [(r["sent_mono_s"], rate) for r in requests if (rate := _truth_rate(truth[r["request_id"]], metric))]
+        found = drift._trend(points, metric)
+        if found is not None and found.found:
+            return True
+    return False
+
+
+def _truth_rate(t: dict, metric: str) -> float | None:
+    """A request's decode or end-to-end rate (tokens/s) as the simulator wrote its tokens."""
+    times = t.get("token_times_s") or []
+    if metric == "decode_tps":
+        return (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else None
+    return len(times) / (times[-1] - t["arrival_s"]) if times and times[-1] > t["arrival_s"] else None
 
 
 def bare_record() -> RequestRecord:

@@ -150,7 +150,7 @@ def test_sweep_and_concurrency_on_each_api_match_the_truth(sim, tmp_path, api):
     results = run_json(sim, tmp_path, "--endpoint", api, "--pp", "256", "--tg", "24", "-c", "1", "2", "--runs", "2")
     truth = {t["request_id"]: t for t in sim.truth()}
     assert [c["label"] for c in results["cases"]] == ["pp256 tg24", "pp256 tg24 c2"]
-    assert warning_codes(results) == set()
+    assert warning_codes(results, truth=truth) == set()
     for case in results["cases"]:
         slack = client_slack_s(case)
         reqs = [r for r in case["requests"] if not r["warmup"]]
@@ -164,10 +164,14 @@ def test_sweep_and_concurrency_on_each_api_match_the_truth(sim, tmp_path, api):
             assert t["reasoning_tokens"] == REASONING
             assert r["reasoning_tokens"] == (REASONING if api == "responses" else None)
             # Reasoning came first, told apart from the answer: the first content token is later.
-            assert r["reasoning_chars"] > 0 and r["content_chars"] > 0 and m["ttfc_s"] > m["ttft_s"]
+            # (A client that a busy machine held up may read both in one read: then they tie.)
+            assert r["reasoning_chars"] > 0 and r["content_chars"] > 0 and m["ttfc_s"] >= m["ttft_s"]
             assert t["first_content_token_s"] - t["arrival_s"] <= m["ttfc_s"]
-            assert abs(m["ttft_s"] - (t["first_token_event_s"] - t["arrival_s"])) <= slack
-            assert abs(m["e2e_s"] - (max(e["t_s"] for e in t["events"]) - t["arrival_s"])) <= slack
+            # From benchy's send (the same clock as the truth's): how late the simulator read the
+            # request on a busy machine is the server's time, in both.
+            sent = r["sent_mono_s"]
+            assert abs(m["ttft_s"] - (t["first_token_event_s"] - sent)) <= slack
+            assert abs(m["e2e_s"] - (max(e["t_s"] for e in t["events"]) - sent)) <= slack
 
 
 def test_multi_turn_on_each_api_reuses_the_history_the_sim_cached(sim, tmp_path):

@@ -13,6 +13,7 @@ import pytest
 from benchy import run as run_mod
 from benchy.client.settings import ClientSettings
 from benchy.workloads.scenario import sweep
+from tests.conftest import warning_codes
 from tests.test_checks import bench, codes, measured, truth_of, warning
 
 
@@ -73,3 +74,39 @@ def test_the_gpus_clock_and_temperature_are_shown_beside_the_drift(start_sim):
     fell = d["sm_clock_mhz_last"] / d["sm_clock_mhz_first"]
     assert fell < 1 and fell == pytest.approx(rates[-1] / rates[0], abs=0.08)
     assert d["temp_c_last"] > d["temp_c_first"] and "sw_thermal_slowdown" in d["throttle_reasons"]
+
+
+def test_a_drift_warning_is_excused_in_an_exact_set_only_where_the_truth_shows_the_drift():
+    """tests/conftest.warning_codes with the truth: rate_drift is true of a simulator that a busy
+    machine slowed steadily (the test then drops it), and stays where the truth's rates held."""
+
+    def run(slowing: float) -> tuple[dict, dict]:
+        requests, truth = [], {}
+        for i in range(8):
+            step = 0.01 * (1 + slowing * i)  # seconds per token, as the simulator wrote them
+            arrival = 10.0 * i
+            truth[f"r{i}"] = {"arrival_s": arrival, "token_times_s": [arrival + 0.05 + step * k for k in range(16)]}
+            requests.append({"request_id": f"r{i}", "warmup": False, "sent_mono_s": arrival})
+        warning = {"code": "rate_drift", "case": "c"}
+        return {"cases": [{"label": "c", "requests": requests}], "warnings": [warning]}, truth
+
+    slowed, truth = run(0.1)
+    assert warning_codes(slowed) == {"rate_drift"} and warning_codes(slowed, truth=truth) == set()
+    steady, truth = run(0.0)
+    assert warning_codes(steady, truth=truth) == {"rate_drift"}
+
+
+def test_sse_buffering_is_excused_in_an_exact_set_only_where_the_simulator_wrote_bursts():
+    """tests/conftest.warning_codes with the truth: a simulator that fell behind its schedule
+    and wrote a request's tokens all at once made a buffered stream; one on schedule did not."""
+    due = [1.0 + 0.0025 * k for k in range(24)]  # 400 tokens/s
+    behind = {"token_due_s": due, "token_times_s": [1.06 + 0.00001 * k for k in range(24)]}
+    on_time = {"token_due_s": due, "token_times_s": [t + 0.0001 for t in due]}
+    for kind, expected in ((behind, set()), (on_time, {"sse_buffering"})):
+        truth = {f"r{i}": kind for i in range(4)}
+        requests = [{"request_id": f"r{i}", "warmup": False} for i in range(4)]
+        results = {
+            "cases": [{"label": "c", "requests": requests}],
+            "warnings": [{"code": "sse_buffering", "case": "c"}],
+        }
+        assert warning_codes(results, truth=truth) == expected

@@ -188,6 +188,22 @@ def test_bimodal_repeats_are_partial_hits():
     assert decide([0.01, 0.01, 0.011], [0.5, 0.51, 0.5], [1990] * 3, 2000).verdict == "detected"
 
 
+def test_misses_by_chance_faster_than_unique_on_a_loaded_machine_are_still_partial_hits():
+    """TTFTs of one probe through a weighted round robin on two busy cores (ms): the server
+    reports 2 of 7 repeats cached; the 5 misses' median is 1.34× below the unique prefixes'
+    by chance (the same full prefill, TTFTs spread 436–1946 ms), which a ratio of medians
+    took for "the misses were faster too". Welch says they are not (p ≈ 0.15)."""
+    repeats = [768.1, 71.9, 1267.7, 773.3, 225.1, 884.6, 941.1]
+    unique = [831.3, 1946.2, 1448.4, 436.3, 1740.8, 1011.8, 1189.4, 1181.3]
+    cached = [3, 511, 3, 3, 511, 3, 3]
+    v = decide([t / 1000 for t in repeats], [t / 1000 for t in unique], cached, 512)
+    assert v.verdict == "partial_hits", v.reason
+    assert v.hit_fraction == pytest.approx(2 / 7) and "not significantly faster" in v.reason
+    # Misses that are truly faster (every one, consistently) still rule the two modes out.
+    steady = decide([0.3, 0.01, 0.3, 0.31, 0.01], [0.6, 0.61, 0.6, 0.62, 0.6], [3, 511, 3, 3, 511], 512)
+    assert steady.verdict != "partial_hits", steady.reason
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(0.001, 100), min_size=0, max_size=8), st.lists(st.floats(0.001, 100), min_size=0, max_size=8))
 def test_verdict_is_always_one_of_three_and_detected_means_a_real_speedup(repeats, unique):

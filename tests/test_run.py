@@ -48,7 +48,7 @@ def test_run_matches_ground_truth(start_sim, tmp_path):
     results = run_json(sim, tmp_path, "--pp", "512", "2048", "--tg", "32", "128", "--runs", "3", "--warmup", "0")
     truth = truth_by_request(sim)
     assert [c["label"] for c in results["cases"]] == ["pp512 tg32", "pp512 tg128", "pp2048 tg32", "pp2048 tg128"]
-    assert results["prompt_nonce"] is True and warning_codes(results) == set()
+    assert results["prompt_nonce"] is True and warning_codes(results, truth=truth) == set()
     for case in results["cases"]:
         reqs = [r for r in case["requests"] if not r["warmup"]]
         assert case["n_ok"] == 3 and len(reqs) == 3

@@ -102,3 +102,36 @@ def test_misses_among_hits_at_the_same_idle_gaps_are_not_a_lifetime():
     turns = [(1, 0, False), (2, 0.4, False), (3, 3.0, True), (4, 0.8, False), (5, 2.5, True), (6, 0.3, True)]
     part = case_figures("multi_turn", {"turns": 6}, conversation_records(turns)).partial_reuse
     assert part is not None and part.cause != "expiry"
+
+
+def test_a_request_sent_while_its_group_was_in_flight_found_the_prefix_in_use_not_idle():
+    """A trace's pairs 50 ms apart every 1.5 s, the cache's lifetime 0.5 s, as a busy client sent
+    them (a run on two busy cores): the first of a pair went out 60 ms late, with its partner,
+    and missed; the partner hit. The partner's idle time is not since the pair before ended
+    (1.5 s, as long as a miss's) but none: its group's prefix was in use."""
+    # (sent, end after, cached), send order; the first request has nothing to reuse.
+    sends = [(0.0, 0.034, 0), (0.0005, 0.043, 1056), (1.5560, 0.059, 0), (1.5562, 0.068, 1056)]
+    sends += [(3.0483, 0.023, 0), (3.0975, 0.006, 1056), (4.6012, 0.031, 0), (4.6507, 0.004, 1056)]
+    made = [
+        RequestRecord(
+            case="trace",
+            run=0,
+            index=i,
+            warmup=False,
+            request_id=f"r{i}",
+            nonce="n",
+            target_prompt_tokens=1100,
+            target_output_tokens=8,
+            sent_mono_s=100.0 + sent,
+            end_s=end,
+            prompt_tokens=1100,
+            cached_tokens=cached,
+            expected_cached_tokens=1024 if i else 0,
+            group=1,
+        )
+        for i, (sent, end, cached) in enumerate(sends)
+    ]
+    part = case_figures("trace", {}, made).partial_reuse
+    assert part is not None and part.cause == "expiry", part
+    assert part.hit_idle_max_s == pytest.approx(3.0975 - (3.0483 + 0.023))
+    assert part.miss_idle_min_s == pytest.approx(3.0483 - (1.5562 + 0.068))

@@ -33,6 +33,7 @@ cached counts, at most 256), so rounding to a block is never taken for eviction.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -430,8 +431,9 @@ def _expired(miss_min_s: float, hit_max_s: float) -> bool:
 
 def _idle_split(ended: Sequence[RequestRecord], judged: list[tuple[RequestRecord, bool]]) -> tuple[float, float] | None:
     """(shortest idle before a miss, longest idle before a hit), each request's idle time being
-    since the end of the last request that left what it reuses (its conversation's previous
-    turn, else its group's latest); None without EXPIRY_MIN_MISSES misses and a hit to set apart."""
+    since the last request that left what it reuses ended (its conversation's previous turn, else
+    its group's requests sent before it; one still in flight leaves no idle time); None without
+    EXPIRY_MIN_MISSES misses and a hit to set apart."""
     idle = _IdleTimes(ended)
     miss: list[float] = []
     hit: list[float] = []
@@ -445,12 +447,14 @@ def _idle_split(ended: Sequence[RequestRecord], judged: list[tuple[RequestRecord
 
 
 class _IdleTimes:
-    """When each conversation's turns and each group's requests ended, indexed once (a case may
-    hold thousands of requests)."""
+    """When each conversation's turns ended, and for each group the requests' send times with
+    the latest end among those sent so far, indexed once (a case may hold thousands of requests).
+    A group's request sent while an earlier one was still in flight (an open loop's sends, or
+    a late one that a busy client sent together with the next) found the prefix in use, not idle."""
 
     def __init__(self, ok: Sequence[RequestRecord]) -> None:
         self._turn_end: dict[tuple[int, int], float] = {}
-        by_group: dict[int, list[float]] = {}
+        by_group: dict[int, list[tuple[float, float]]] = {}
         for o in ok:
             if o.end_s is None:
                 continue
@@ -458,18 +462,22 @@ class _IdleTimes:
             if o.conversation is not None and o.turn is not None:
                 self._turn_end[(o.conversation, o.turn)] = end
             elif o.group is not None:
-                by_group.setdefault(o.group, []).append(end)
-        self._group_ends = {g: sorted(ends) for g, ends in by_group.items()}
+                by_group.setdefault(o.group, []).append((o.sent_mono_s, end))
+        self._group_sent: dict[int, list[float]] = {}
+        self._group_latest_end: dict[int, list[float]] = {}
+        for g, spans in by_group.items():
+            spans.sort()
+            self._group_sent[g] = [sent for sent, _ in spans]
+            self._group_latest_end[g] = list(itertools.accumulate((end for _, end in spans), max))
 
     def before(self, r: RequestRecord) -> float | None:
         if r.conversation is not None and r.turn is not None:
             end = self._turn_end.get((r.conversation, r.turn - 1))
             return r.sent_mono_s - end if end is not None and end <= r.sent_mono_s else None
-        ends = self._group_ends.get(r.group) if r.group is not None else None
-        if not ends:
+        if r.group is None or not (sent := self._group_sent.get(r.group)):
             return None
-        i = bisect.bisect_right(ends, r.sent_mono_s)
-        return r.sent_mono_s - ends[i - 1] if i else None
+        i = bisect.bisect_left(sent, r.sent_mono_s)  # the group's requests sent before this one
+        return max(0.0, r.sent_mono_s - self._group_latest_end[r.group][i - 1]) if i else None
 
 
 def steady_turn_lag(ok: list[RequestRecord], some: list[RequestRecord], granularity: int = 1) -> int | None:

@@ -10,8 +10,9 @@ Welch t-tests on log TTFT, repeats (shared after the first) against unique:
   cache_hit_no_gain  not detected by timing, yet the server reports most of every repeat's
                 prompt cached: the cache works but something outside prefill (llama.cpp's
                 host-RAM prompt cache copying slots, queueing) takes the time it saves
-  partial_hits  some repeats were served from cache and the others took as long as unique
-                prefixes (bimodal): a hit fraction and the gain on hits, not one blurred
+  partial_hits  some repeats were served from cache and the others were not significantly
+                faster than unique prefixes (a one-sided Welch test, as for detected;
+                bimodal): a hit fraction and the gain on hits, not one blurred
                 speed-up; the likely cause is a router spreading requests over replicas that
                 each hold their own cache (no cache affinity), or eviction between repeats
   inconclusive  neither; or fewer than 2 TTFTs a side; or the Mann–Whitney U rank test (used
