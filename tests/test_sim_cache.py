@@ -6,7 +6,7 @@ import json
 import urllib.request
 
 from benchy.measure import tokenizer
-from benchy.sim.cache import PrefixCache
+from benchy.sim.cache import PrefixCache, block_hashes
 
 
 def blocks(first: int, n: int) -> list[int]:
@@ -53,6 +53,31 @@ def test_a_lifetime_expires_what_sat_unused_and_keeps_what_was_used():
     forever.insert(a)
     now[0] = 1e9
     assert forever.lookup_detail(a + [1]).cached_tokens == 48  # no lifetime: never expires
+
+
+def test_a_lifetime_runs_from_the_end_of_the_request_that_used_the_blocks():
+    """A request holds its prompt's blocks until it ends: they do not expire under a long
+    answer (another prompt's lookup meanwhile), and the next request finds them within the
+    lifetime of that end (a busy machine stretches answers: it must not run from their start)."""
+    now = [0.0]
+    cache = PrefixCache(capacity_blocks=100, ttl_s=0.2, clock=lambda: now[0])
+    a, other = blocks(0, 3), blocks(1000, 3)
+    cache.insert(a)
+    cache.hold(a + [1])  # prefilled at 0 s, decoding until 0.5 s
+    now[0] = 0.3
+    cache.insert(other)  # expires what sat unused, not what is in use
+    now[0] = 0.5
+    cache.release(a + [1])
+    now[0] = 0.65
+    assert cache.lookup_detail(a + [1]).cached_tokens == 48
+    now[0] = 0.9  # 0.25 s since that lookup, no request holding them: gone
+    assert cache.lookup_detail(a + [1]).cached_tokens == 0
+    lru = PrefixCache(capacity_blocks=10)  # no lifetime: the LRU order is the lookups' and inserts'
+    lru.insert(a)
+    lru.hold(a + [1])
+    lru.insert(other)
+    lru.release(a + [1])
+    assert list(lru._blocks)[-1] == block_hashes(other)[0]
 
 
 def post_chat(base_url: str, text: str, request_id: str) -> dict:

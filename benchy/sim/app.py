@@ -295,17 +295,20 @@ class Simulator:
         return resp
 
     @contextlib.asynccontextmanager
-    async def _running(self, trace: Trace) -> AsyncIterator[None]:
-        """Holds one of max_running slots (queueing FIFO for it) for the body of the block."""
-        slots = self.engines[trace.replica].slots
+    async def _running(self, trace: Trace, job: Job) -> AsyncIterator[None]:
+        """Holds one of max_running slots (queueing FIFO for it) for the body of the block, and
+        from its prefill on the prompt's cached blocks (engine.release)."""
+        engine = self.engines[trace.replica]
         trace.queued_s = clock()
-        await slots.acquire()
+        await engine.slots.acquire()
         trace.admitted_s = clock()
         self._gpus_running()
         try:
             yield
         finally:
-            slots.release()
+            if trace.prefill_end_s is not None:
+                engine.release(job.prompt_ids)
+            engine.slots.release()
             self._gpus_running()
 
     def _gpus_running(self) -> None:
@@ -378,7 +381,7 @@ class Simulator:
         out = Outlet(self, resp, trace)
         if self.cfg.role_chunk_first:
             await out.send("role", 0, renderer.role_event())
-        async with self._running(trace):
+        async with self._running(trace, job):
             decoder = await self._prefill(job, trace)
             await self._stream_tokens(request, out, job, trace, decoder, events, renderer)
         trace.finish_reason = job.plan.finish_reason
@@ -430,7 +433,7 @@ class Simulator:
 
     async def _complete(self, request: web.Request, job: Job, trace: Trace) -> web.StreamResponse:
         renderer = self._renderer(job, trace)
-        async with self._running(trace):
+        async with self._running(trace, job):
             decoder = await self._prefill(job, trace)
             await self._decode_all(request, job, trace, decoder)
         trace.finish_reason = job.plan.finish_reason

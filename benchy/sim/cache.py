@@ -5,7 +5,9 @@ most recently used: when the cache is full a chain loses its tail before its hea
 prompt still reuses what is left of its prefix.
 
 With a lifetime (`ttl_s`, a hosted API's 5-10 minute prompt cache, an LMCache TTL), a block
-not used for that long is gone: the next lookup finds it evicted.
+not used for that long is gone: the next lookup finds it evicted. A running request uses its
+prompt's blocks until it ends, so the lifetime runs from the end of the last one (as the
+client sees the idle time), not from its prefill.
 
 The cache holds at most `capacity` blocks; inserting past that evicts the least recently used
 ones. Eviction is what a cache-aware workload must see under load, so the cache also remembers
@@ -80,6 +82,7 @@ class PrefixCache:
         self._blocks: OrderedDict[bytes, float] = OrderedDict()  # block → when last used
         self._evicted: OrderedDict[bytes, None] = OrderedDict()
         self.evicted_total = 0  # blocks evicted since the start
+        self._held: dict[bytes, int] = {}  # with a lifetime: blocks running requests use, how many
 
     def __len__(self) -> int:
         return len(self._blocks)
@@ -139,6 +142,30 @@ class PrefixCache:
         self.evicted_total += evicted
         return evicted
 
+    def hold(self, ids: list[int]) -> None:
+        """With a lifetime: a request now runs on this prompt's cached blocks, which do not
+        expire under it (a server does not drop what a running request uses)."""
+        if self.ttl_s:
+            for h in self._held_hashes(ids):
+                self._held[h] = self._held.get(h, 0) + 1
+
+    def release(self, ids: list[int]) -> None:
+        """With a lifetime: the request that held this prompt's blocks ended; their lifetime
+        runs from now. Without one, the LRU order stays as lookups and inserts left it."""
+        if not self.ttl_s:
+            return
+        hashes = self._held_hashes(ids)
+        for h in hashes:
+            count = self._held.get(h, 0) - 1
+            if count > 0:
+                self._held[h] = count
+            else:
+                self._held.pop(h, None)
+        self._touch(hashes)
+
+    def _held_hashes(self, ids: list[int]) -> list[bytes]:
+        return [h for h in block_hashes(ids, self.block_size, chained=not self.anywhere) if h in self._blocks]
+
     def _touch(self, hashes: list[bytes]) -> None:
         """Most recently used, the first block last: eviction takes a chain's tail first."""
         now = self._clock()
@@ -151,11 +178,16 @@ class PrefixCache:
         first, so the scan stops at the first one still alive)."""
         if not self.ttl_s:
             return
-        oldest = self._clock() - self.ttl_s
+        now = self._clock()
+        oldest = now - self.ttl_s
         while self._blocks:
             h, used = next(iter(self._blocks.items()))
             if used >= oldest:
                 break
+            if h in self._held:  # in use: used now
+                self._blocks[h] = now
+                self._blocks.move_to_end(h)
+                continue
             del self._blocks[h]
             self._evicted[h] = None
             self.evicted_total += 1

@@ -298,9 +298,16 @@ class Engine:
             self._prefill_free_at = end
             await self.wait_until(end)
             evicted = self.cache.insert(ids) if self.cache is not None else 0
+            if self.cache is not None:
+                self.cache.hold(ids)
         used = len(self.cache) if self.cache is not None else None
         reported = found.cached_tokens if self.cfg.report_cache_hits else found.prefix_tokens
         return Prefill(start, end, found.cached_tokens, found.lost_tokens, evicted, used, reported)
+
+    def release(self, ids: list[int]) -> None:
+        """This prompt's request ended: the blocks it held may expire from now (cache.release)."""
+        if self.cache is not None:
+            self.cache.release(ids)
 
     def reset_cache(self) -> int:
         """Empties the prefix cache (vLLM's POST /reset_prefix_cache); returns the blocks it held."""
