@@ -198,13 +198,15 @@ def test_multi_turn_through_random_replicas_never_says_none(start_sim, tmp_path)
 
 @pytest.mark.parametrize("reported", [True, False], ids=["cached_tokens", "ttft"])
 def test_capacity_finds_the_configured_cache_size(start_sim, tmp_path, reported):
-    """A 256-block (4,096-token) cache: the cliff lies within 30% of it, every re-use judged a
-    hit exactly when the truth log says the cache served it, beside the size /metrics states."""
+    """A 256-block (4,096-token) cache: the cliff lies within 30% of it, beside the size /metrics
+    states; a re-use judged a hit only where the truth log says the cache served it, and every
+    served one so judged unless the truth log shows the server itself late with it."""
     blocks = 256
     flags = () if reported else ("--no-prompt-details",)  # without cached_tokens: judged by TTFT
-    # Judged by TTFT: a 256-token prefix's prefill takes 51 ms, a hit's 16 tokens 3 ms, far apart
-    # on a busy machine. Judged by cached_tokens, the speed plays no part: ten times faster.
-    prefill_tps = "50000" if reported else "5000"
+    # Judged by TTFT: a 256-token prefix's prefill takes 90 ms, a hit's 16 tokens 6 ms, apart by
+    # more than the tens of ms a busy machine adds to a hit (the first pass is one re-use alone).
+    # Judged by cached_tokens, the speed plays no part: twenty times faster.
+    prefill_tps = "50000" if reported else "2500"
     sim = start_sim("--prefill-tps", prefill_tps, "--decode-tps", "3000", "--cache-blocks", str(blocks), *flags)
     probe = run_cli(
         sim, tmp_path / "out", "--capacity", "--capacity-prefix-tokens", "256", "--capacity-max-tokens", "32768",
@@ -224,10 +226,26 @@ def test_capacity_finds_the_configured_cache_size(start_sim, tmp_path, reported)
     assert cap["stated"]["tokens"] == size  # vllm:cache_config_info: blocks × block size
     truth = {t["request_id"]: t for t in sim.truth()}
     for point in cap["points"]:
-        served = [truth[rid]["cached_tokens"] >= truth[rid]["prompt_tokens"] / 2 for rid in point["request_ids"]]
-        assert point["hits"] == sum(served) and point["evidence"] == ("cached_tokens" if reported else "ttft")
+        reuses = [truth[rid] for rid in point["request_ids"]]
+        served = [t for t in reuses if t["cached_tokens"] >= t["prompt_tokens"] / 2]
+        assert point["evidence"] == ("cached_tokens" if reported else "ttft")
+        if reported:
+            assert point["hits"] == len(served)
+            continue
+        # Timed at the client, a hit shows only as fast as the server delivered it: a served
+        # re-use the server itself held up may read as a miss, nothing else may be misjudged.
+        held_up = sum(server_held_up(t) for t in served)
+        assert len(served) - held_up <= point["hits"] <= len(served), (point, held_up)
     md = (tmp_path / "out" / "probe.md").read_text()
     assert "Cache capacity for reuse" in md and (tmp_path / "out" / "capacity.png").is_file()
+
+
+def server_held_up(t: dict) -> bool:
+    """The truth log's own account of a request the server was late with: from reading it to
+    writing its first token it spent longer beyond its modelled prefill (parsing, tokenizing,
+    its event loop behind on a busy machine) than that prefill itself took."""
+    prefill_s = t["prefill_end_s"] - t["prefill_start_s"]
+    return t["first_token_event_s"] - t["arrival_s"] - prefill_s > prefill_s
 
 
 def test_capacity_of_one_slot_is_one_prefix(start_sim, tmp_path):
