@@ -12,6 +12,8 @@ import pytest
 
 from benchy import run as run_mod
 from benchy.client.settings import ClientSettings
+from benchy.measure import stats
+from benchy.results import drift as drift_mod
 from benchy.workloads.scenario import sweep
 from tests.conftest import warning_codes
 from tests.test_checks import bench, codes, measured, truth_of, warning
@@ -24,15 +26,30 @@ def truth_decode_tps(truth: dict) -> float:
     return (len(times) - 1) / (times[-1] - times[0])
 
 
+def delivered_drift(truth: dict, rows: list[dict]) -> bool:
+    """Whether the rates the simulator truly delivered (its tokens' send times, which a busy
+    machine's stalls bend) drift by benchy's own test: a stall of a fifth of a request makes one
+    rate an outlier, and where that hides the trend from Kendall's tau, no warning is owed."""
+    x = [r["sent_unix_s"] - rows[0]["sent_unix_s"] for r in rows]
+    sent = [truth[r["request_id"]]["token_times_s"] for r in rows]
+    y = [(len(t) - 1) / (t[-1] - t[0]) for t in sent]
+    p_value, intercept, slope = stats.trend(x, y)
+    return p_value < drift_mod.DRIFT_P and abs(slope * x[-1] / intercept) > drift_mod.DRIFT_MIN
+
+
 def test_a_throttling_gpu_is_drift_not_a_rate(start_sim):
-    sim = start_sim("--preset", "throttling")
-    results = bench(sim, pp=(64,), tg=(64,), runs=8)
+    # 16 requests, so that one a stall bent cannot hide the trend; heating over 20 s, so that
+    # they all fall on the slope rather than the plateau.
+    sim = start_sim("--preset", "throttling", "--throttle-s", "20")
+    results = bench(sim, pp=(64,), tg=(64,), runs=16)
     (case,) = results["cases"]
     truth = truth_of(sim, results)
     rows = sorted(measured(case), key=lambda r: r["sent_unix_s"])
     rates = [truth_decode_tps(truth[r["request_id"]]) for r in rows]
     # The truth: each request decoded slower than the one before, by a fifth or more in all.
     assert all(b <= a for a, b in zip(rates, rates[1:], strict=False)) and rates[-1] < 0.85 * rates[0]
+    if not delivered_drift(truth, rows):
+        pytest.skip("the simulator's stalls on this busy machine hid its own trend")
     w = warning(results, "rate_drift")
     assert w["case"] == case["label"] and "decode_tps" in w["metrics"]
     d = w["details"]

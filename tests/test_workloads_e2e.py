@@ -173,10 +173,11 @@ def test_sample_trace_replays_its_lengths_times_and_reuse(start_sim, tmp_path):
     truth = truth_of(sim, case)
     sent = sorted(measured(case), key=lambda r: r["index"])
     assert len(sent) == len(requests) == case["n_ok"]
-    expected = trace.expected_reuse(requests)
-    span = requests[-1].offset_s / speed
+    # The reuse the simulator could serve, in the order it got the requests: a busy machine can
+    # deliver two requests due close together swapped, and the later one then finds the prefix.
+    arrived = sorted(range(len(sent)), key=lambda i: truth[sent[i]["request_id"]]["arrival_s"])
+    expected = trace.expected_reuse(requests, arrived)
     start = sent[0]["scheduled_mono_s"] - requests[0].offset_s / speed
-    first = truth[sent[0]["request_id"]]["arrival_s"] - (sent[0]["sent_mono_s"] - sent[0]["scheduled_mono_s"])
     for r, req, reuse in zip(sent, requests, expected):
         t = truth[r["request_id"]]
         assert t["prompt_tokens"] == req.input_tokens and t["completion_tokens"] == req.output_tokens
@@ -185,14 +186,19 @@ def test_sample_trace_replays_its_lengths_times_and_reuse(start_sim, tmp_path):
         assert r["scheduled_mono_s"] - start == pytest.approx(req.offset_s / speed, abs=1e-6)
         late = r["sent_mono_s"] - r["scheduled_mono_s"]
         assert late >= 0 and late <= case["send_lag"]["max"] + 1e-9
-        assert abs((t["arrival_s"] - first) - (req.offset_s / speed + late)) <= 0.05 * span
+        # It reached the simulator (the same clock) after benchy sent it and before benchy
+        # saw the answer's headers: a busy machine's late read is bounded by the record itself.
+        assert r["sent_mono_s"] <= t["arrival_s"] <= r["sent_mono_s"] + r["headers_s"]
         # Without a chat template, blocks align with the cache's: the expected reuse is what
         # the simulator served, to the last full 16-token block.
         assert t["cached_tokens"] == reuse // BLOCK * BLOCK
     figures = case["workload"]
-    assert figures["reuse"]["expected_tokens"] == sum(expected)
+    assert figures["reuse"]["expected_tokens"] == sum(trace.expected_reuse(requests))
     assert figures["reuse"]["reported_tokens"] == sum(truth[r["request_id"]]["cached_tokens"] for r in sent)
-    assert case["mode"] == "open" and not codes(results) & {"cache_eviction", "cache_leakage"}
+    # Reuse beyond the trace's order is what benchy reports as leakage; where the simulator
+    # truly got requests swapped, that reuse happened (the truth), so only eviction is ruled out.
+    ruled_out = {"cache_eviction"} if arrived != sorted(arrived) else {"cache_eviction", "cache_leakage"}
+    assert case["mode"] == "open" and not codes(results) & ruled_out
     assert (tmp_path / "out" / "figures" / "workload-reuse-1.png").is_file()
 
 

@@ -3,8 +3,10 @@
 Every chunk is timestamped when the event loop gets round to reading it, so a loop that is
 busy elsewhere (parsing, another stream, the garbage collector) delays the timestamps. A
 sampler task asks to wake every INTERVAL_S and records how late it woke: that lateness is the
-delay any timestamp taken at that moment could have suffered. Only samples taken while a
-request was in flight count (building prompts before the first send delays nothing). One
+delay any timestamp taken at that moment could have suffered. Only samples whose wait overlapped
+a request in flight count (building prompts before the first send delays nothing); a stall
+that ends a request is seen by a sampler that wakes just after the request's end was stamped,
+in the same turn of the loop, so its wait, not its wake, must fall in the request. One
 long stall is one late sample but much lost time, so `stalled_share` weighs stalls by time:
 the share of the in-flight time the loop spent in stalls of 10 ms or more (measure/window_formulas.py).
 checks.py's `client_overloaded` reads these figures from results.json.
@@ -65,7 +67,8 @@ class LoopMonitor:
         `in_flight` was open: {loop_lag_ms_max, loop_lag_ms_p99, loop_lag_ms_p95,
         stalled_share, loop_lag_ms_median, lag_samples, cpu_s, wall_s, cpu_share}; cpu_share
         1.0 = one core saturated."""
-        mask = _inside(np.asarray(self._woke), in_flight)
+        woke = np.asarray(self._woke)
+        mask = _overlapping(woke - np.asarray(self._lag) - self.interval_s, woke, in_flight)
         lags_ms = np.asarray(self._lag)[mask] * 1000.0
         cpu_s = float(np.asarray(self._cpu)[mask].sum()) if lags_ms.size else 0.0
         wall_s = float(np.asarray(self._wall)[mask].sum()) if lags_ms.size else 0.0
@@ -88,11 +91,11 @@ class LoopMonitor:
         }
 
 
-def _inside(times: np.ndarray, intervals: list[tuple[float, float]]) -> np.ndarray:
-    """Which times fall inside the union of the intervals."""
-    mask = np.zeros(times.shape, dtype=bool)
+def _overlapping(begins: np.ndarray, ends: np.ndarray, intervals: list[tuple[float, float]]) -> np.ndarray:
+    """Which spans [begins, ends] overlap the union of the intervals."""
+    mask = np.zeros(begins.shape, dtype=bool)
     for start, end in _merged(intervals):
-        mask |= (times >= start) & (times <= end)
+        mask |= (ends >= start) & (begins <= end)
     return mask
 
 

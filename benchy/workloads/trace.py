@@ -30,7 +30,7 @@ import datetime as dt
 import io
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -178,13 +178,16 @@ def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def expected_reuse(requests: list[TraceRequest]) -> list[int]:
+def expected_reuse(requests: list[TraceRequest], order: Sequence[int] | None = None) -> list[int]:
     """Prompt tokens an unbounded prefix cache would serve each request, in send order: the
     leading blocks whose whole prefix an earlier request already sent (a partial last block
-    counts as far as both go), never the whole prompt (its last token is always computed)."""
+    counts as far as both go), never the whole prompt (its last token is always computed).
+    `order`: the requests' indices in the order the server got them, where that is known (two
+    requests due close together can reach it swapped); the trace's order by default."""
     seen: dict[int, int] = {}  # prefix of ids (chained hash) → the most tokens of its last block sent
-    out = []
-    for index, req in enumerate(requests):
+    out = [0] * len(requests)
+    for index in range(len(requests)) if order is None else order:
+        req = requests[index]
         ids = req.block_ids(index)
         reuse, reusing, prefix = 0, True, 0
         for b, block_id in enumerate(ids):
@@ -195,7 +198,7 @@ def expected_reuse(requests: list[TraceRequest]) -> list[int]:
                 reuse += min(had, length)
                 reusing = had >= length
             seen[prefix] = max(seen.get(prefix, 0), length)
-        out.append(min(reuse, req.input_tokens - 1))
+        out[index] = min(reuse, req.input_tokens - 1)
     return out
 
 
