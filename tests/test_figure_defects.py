@@ -216,6 +216,26 @@ def test_the_per_turn_figure_shows_each_turns_n_and_its_requests(tmp_path, monke
     assert dots == len(measured) == sum(rows.values())
 
 
+def test_a_per_turn_figure_with_every_ttft_withheld_says_why_in_its_place(tmp_path, monkeypatch):
+    """A buffered stream withholds TTFT in every turn: the figure was silently left out, and a
+    reader could not tell it from a run without turns."""
+    with ForkedSim("--preset", "buffered", "--decode-tps", "1000", "--prefill-tps", "50000") as sim:
+        proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "run"),
+                               "--turns", "2", "-c", "2", "--pp", "64", "--tg", "16")  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    results = results_files.read(tmp_path / "run" / "results.json")
+    case = next(c for c in results.cases if c.kind == "multi_turn")
+    turns = case.workload.turns  # type: ignore[union-attr]
+    assert turns and all(r.ttft_s is None for r in turns)  # the premise: every turn's TTFT withheld
+    reasons = {r.unavailable["ttft_s"] for r in turns}
+    drawn = drawn_figures(monkeypatch)
+    made = workload_plots.figures(results, tmp_path)
+    assert not any(name.startswith("workload-turns") for name in drawn)
+    (placeholder,) = [f for f in made if f.title.startswith("TTFT and reuse by turn")]
+    assert placeholder.path is None and placeholder.caption.startswith("Not drawn")
+    assert all(reason in placeholder.caption for reason in reasons)
+
+
 def test_the_trace_reuse_figure_hides_no_request_and_shows_the_failed(tmp_path, monkeypatch):
     """Requests at identical (expected, reported) points were drawn on top of one another, and
     failed requests were not drawn at all."""

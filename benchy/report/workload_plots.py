@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
+from benchy.measure.workloads import TurnRow
 from benchy.report import dataset_view, plots, workloads
 from benchy.report.plots import Figure
 from benchy.results.types import CaseResult, RunResult
@@ -25,9 +26,10 @@ def figures(results: RunResult, directory: Path) -> list[Figure]:
 
 
 def _turns_figure(plots: ModuleType, case: CaseResult, path: Path) -> Figure | None:
-    rows = [r for r in workloads.figures_of(case).turns if r.ttft_s is not None]
+    every = workloads.figures_of(case).turns
+    rows = [r for r in every if r.ttft_s is not None]
     if not rows:
-        return None
+        return _turns_not_drawn(case, every)
     fig, (left, right) = plots.plt.subplots(1, 2, figsize=plots.WIDE)
     turns = [r.turn for r in rows]
     ttft_ms = [r.ttft_s * 1000 for r in rows if r.ttft_s is not None]  # every row (mypy narrows here)
@@ -71,6 +73,16 @@ def _turns_figure(plots: ModuleType, case: CaseResult, path: Path) -> Figure | N
         "is eviction, above the prompt's shareable part is leakage."
     )
     return Figure(f"TTFT and reuse by turn: {case.label}", plots.save(fig, path), caption)
+
+
+def _turns_not_drawn(case: CaseResult, rows: list[TurnRow]) -> Figure | None:
+    """No turn has a TTFT (withheld, or none measured): the figure's place says why, rather
+    than a reader finding it gone."""
+    reasons = sorted({r.unavailable["ttft_s"] for r in rows if r.unavailable.get("ttft_s")})
+    if not rows:
+        return None
+    why = f": {'; '.join(reasons)}" if reasons else ""
+    return Figure(f"TTFT and reuse by turn: {case.label}", None, f"Not drawn, because no turn has a TTFT{why}.")
 
 
 def _fraction(case: CaseResult) -> float:
