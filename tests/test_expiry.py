@@ -14,12 +14,14 @@ from tests.conftest import run_benchy_here, warning_codes
 
 
 def test_a_cache_lifetime_is_named_expiry_when_hits_come_first(start_sim, tmp_path):
-    # 4 groups in turn, ~0.1 s a request: a group's prefix sits ~0.3 s idle, past the 0.2 s lifetime.
-    sim = start_sim("--preset", "cache-ttl", "--cache-ttl-s", "0.2")
+    # 4 groups, ~0.5 s a request: a group's prefix idle behind three others sits ~1.5 s, past the
+    # 1 s lifetime, while the next request of the same group follows within a turnaround (a lifetime
+    # this long against the gaps keeps the hits on a machine whose simulator lags by a fraction of it).
+    sim = start_sim("--preset", "cache-ttl", "--cache-ttl-s", "1.0")
     out = tmp_path / "out"
     proc = run_benchy_here(
         "run", "--base-url", sim.base_url, "-q", "-o", str(out), "--no-report",
-        "--shared-prefix", "0.75", "--groups", "4", "--pp", "400", "--tg", "300", "-c", "1", "--requests", "16",
+        "--shared-prefix", "0.75", "--groups", "4", "--pp", "400", "--tg", "1500", "-c", "1", "--requests", "16",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     results = json.loads((out / "results.json").read_text())
