@@ -23,7 +23,7 @@ from urllib.parse import urljoin
 
 import orjson
 
-from benchy.client import kernel_stamps, messages, responses
+from benchy.client import messages, responses
 from benchy.client.aiohttp_pool import AiohttpPool
 from benchy.client.booking import Api
 from benchy.client.errors import ServerError, TransientError, failure_of, server_error
@@ -102,10 +102,7 @@ class Client:
         return env_proxy if self.settings.env_proxy else _no_proxy
 
     def _lean_pool(self) -> Http1Pool:
-        # Kernel stamps where streams are read: a whole answer needs no token's time, and costs less without.
-        pool = Http1Pool(self.settings.insecure, {"User-Agent": "benchy"}, self._proxy_for)
-        pool.kernel_stamps = self.settings.stream and kernel_stamps.wanted()
-        return pool
+        return Http1Pool(self.settings.insecure, {"User-Agent": "benchy"}, self._proxy_for, self.settings.stream)
 
     def _credential_headers(self, basic: str | None) -> dict[str, str]:
         """The API key (else the URL's user:password as Basic auth), then every --header: a

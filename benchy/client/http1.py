@@ -164,6 +164,7 @@ class Http1Pool:
         insecure: bool = False,
         headers: dict[str, str] | None = None,
         proxy_for: Callable[[str], str | None] = lambda url: None,
+        streamed: bool = True,
     ) -> None:
         self.headers = {"Accept-Encoding": "identity", **(headers or {})}
         self.proxy_for = proxy_for
@@ -171,7 +172,9 @@ class Http1Pool:
         self._routes: dict[str, _Route] = {}
         self._idle: dict[str, list[_Connection]] = {}
         self._speaks_tls: set[tuple[str, int]] = set()  # a handshake done: no plain-HTTP check again
-        self.kernel_stamps = kernel_stamps.wanted()  # plain TCP reads stamped on arrival (kernel_stamps.py)
+        # Plain TCP reads stamped on arrival (kernel_stamps.py) where streams are read: a whole
+        # answer needs no token's time, and its reads cost less through asyncio's transport.
+        self.kernel_stamps = streamed and kernel_stamps.wanted()
         # (method, url) → the request's lines before the caller's headers and after them: the
         # same for every request to that URL, so they are made and checked once.
         self._heads: dict[tuple[str, str], tuple[str, list[str]]] = {}
