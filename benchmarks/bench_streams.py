@@ -206,7 +206,7 @@ def serve_streams(port: int, log_path: str, tps: float) -> None:
                     return
                 conn.setblocking(False)
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                conn.setsockopt(socket.SOL_SOCKET, kernel_stamps._SO_TIMESTAMPNS, 1)
+                kernel_stamps.ask_stamps(conn)
                 conns.append(kernel_stamps.StampedTransport(loop, conn, Conn()))
 
         loop.add_reader(sock.fileno(), accept)

@@ -60,13 +60,13 @@ def stamping_on():
     a = socket.create_connection(listener.getsockname())
     b, _ = listener.accept()
     listener.close()
-    b.setsockopt(socket.SOL_SOCKET, kernel_stamps._SO_TIMESTAMPNS, 1)
+    kernel_stamps.ask_stamps(b)
     b.settimeout(10)
     deadline = time.monotonic() + 10
     try:
         while time.monotonic() < deadline:
             a.send(b"x")
-            _, ancillary, _, _ = b.recvmsg(1, kernel_stamps._ANCILLARY)
+            _, ancillary, _, _ = b.recvmsg(1, kernel_stamps.ANCILLARY_BYTES)
             if ancillary:
                 break
         else:
@@ -149,3 +149,60 @@ def test_a_stamp_whose_age_makes_no_sense_is_the_reads_own():
     assert kernel_stamps.stamp_of(stamped(-5.0), now, time.time()) == now
     assert kernel_stamps.stamp_of(stamped(3600.0), now, time.time()) == now
     assert kernel_stamps.stamp_of(stamped(0.25), now, time.time()) == pytest.approx(now - 0.25, abs=0.01)
+
+
+def test_a_write_the_socket_cannot_take_at_once_arrives_whole_and_in_order():
+    """A request body larger than the socket's send buffer, to a peer that reads only after a
+    while: the transport keeps what the kernel did not take and sends it when it can, so the
+    peer gets every byte once, in order, and the writer's own buffer may be reused at once."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    got = bytearray()
+    size = 8 * 1024 * 1024  # far above a loopback socket's send and receive buffers
+
+    def peer() -> None:
+        conn, _ = listener.accept()
+        time.sleep(0.2)  # the writer has met a full buffer by now
+        while len(got) < size:
+            data = conn.recv(1 << 20)
+            if not data:
+                break
+            got.extend(data)
+        conn.close()
+
+    reader = threading.Thread(target=peer)
+    reader.start()
+
+    class Sink:
+        def get_buffer(self, sizehint: int) -> memoryview:
+            return memoryview(bytearray(65536))
+
+        def received_at(self, data: memoryview, now: float) -> None:
+            pass
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            pass
+
+        def eof_received(self) -> bool | None:
+            return None
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            pass
+
+    payload = bytearray(i % 251 for i in range(size))
+    expected = bytes(payload)
+
+    async def go() -> None:
+        transport = await kernel_stamps.open_connection(Sink(), "127.0.0.1", port)
+        transport.write(payload)
+        payload[:] = b"\0" * size  # the caller's buffer, reused: what was sent must not change
+        while len(got) < size and reader.is_alive():
+            await asyncio.sleep(0.01)
+        transport.close()
+
+    try:
+        asyncio.run(go())
+    finally:
+        reader.join(10)
+        listener.close()
+    assert bytes(got) == expected

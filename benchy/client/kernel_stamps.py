@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; Python names it from 3.12 on some builds
 _SCM_TIMESTAMPNS = _SO_TIMESTAMPNS
-_ANCILLARY = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
+ANCILLARY_BYTES = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0  # room for one stamp
 _TIMESPEC = struct.Struct("qq")
 MAX_AGE_S = 60.0  # an older stamp means the wall clock stepped: use the read's own
 
@@ -55,7 +55,14 @@ class Receiver(Protocol):
 
 def wanted() -> bool:
     """Kernel receive stamps are used: Linux, and not turned off."""
-    return sys.platform == "linux" and _ANCILLARY > 0 and os.environ.get("BENCHY_RECEIVE_STAMPS", "kernel") != "user"
+    return (
+        sys.platform == "linux" and ANCILLARY_BYTES > 0 and os.environ.get("BENCHY_RECEIVE_STAMPS", "kernel") != "user"
+    )
+
+
+def ask_stamps(sock: socket.socket) -> None:
+    """Asks the kernel to stamp each segment that `sock` receives (read back by recvmsg)."""
+    sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
 
 
 def described(transport: str, stream: bool) -> str:
@@ -90,7 +97,7 @@ async def open_connection(receiver: Receiver, host: str, port: int) -> StampedTr
         try:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            ask_stamps(sock)
             await loop.sock_connect(sock, address)
         except OSError as exc:
             sock.close()
@@ -144,9 +151,9 @@ class StampedTransport(asyncio.Transport):
                 return
             if sent == len(data):
                 return
-            data = bytes(data[sent:])
+            data = memoryview(data)[sent:]  # the rest, not yet copied
             self._loop.add_writer(self._fd, self._write_ready)
-        self._unsent.append(bytes(data))
+        self._unsent.append(bytes(data))  # one copy: the caller may reuse its buffer
 
     def _write_ready(self) -> None:
         while self._unsent:
@@ -167,7 +174,7 @@ class StampedTransport(asyncio.Transport):
     def _read_ready(self) -> None:
         view = self._receiver.get_buffer(-1)
         try:
-            nbytes, ancillary, _, _ = self._sock.recvmsg_into((view,), _ANCILLARY)
+            nbytes, ancillary, _, _ = self._sock.recvmsg_into((view,), ANCILLARY_BYTES)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
