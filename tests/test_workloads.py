@@ -3,6 +3,7 @@ block id and by turn, cases from flags and scenario files."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 from pathlib import Path
@@ -13,6 +14,7 @@ from benchy.load.conversations import assistant_message
 from benchy.load.generator import shared_contexts
 from benchy.load.plan import CasePlan
 from benchy.load.prompts import Calibration, PromptFactory
+from benchy.load.replay import trace_requests
 from benchy.measure import tokenizer
 from benchy.measure.records import CONTENT, REASONING, RequestRecord
 from benchy.workloads import cases, trace
@@ -71,6 +73,40 @@ def test_mooncake_trace_expected_reuse(tmp_path):
     assert trace.expected_reuse(requests) == [0, 0, 1024, 1099]
     info = trace.summary(requests)
     assert info["expected_reused_tokens"] == 2123 and info["block_ids"]
+
+
+def test_what_a_trace_request_could_share_bounds_its_reuse_in_any_order(tmp_path):
+    """A request's cached tokens are leakage only above what it could take from any other
+    request of the trace: the first request of a pair that reaches the server swapped finds the
+    second's blocks, and that is no leakage (a loaded run flagged it as such)."""
+    rows = [
+        {"timestamp": 1000, "input_length": 1100, "output_length": 5, "hash_ids": [1, 2, 3]},
+        {"timestamp": 1500, "input_length": 1600, "output_length": 6, "hash_ids": [1, 2, 4, 5]},
+        {"timestamp": 1200, "input_length": 700, "output_length": 7, "hash_ids": [9, 2]},
+        {"timestamp": 2500, "input_length": 1100, "output_length": 8, "hash_ids": [1, 2, 3]},
+        {"timestamp": 2600, "input_length": 300, "output_length": 8},  # no ids: a prefix of its own
+    ]
+    requests = trace.load(str(write_lines(tmp_path / "t.jsonl", rows)))
+    could = trace.shareable(requests)
+    # The first shares all but its last token with its repeat, wherever the repeat comes; the
+    # one behind 9 and the one without ids share nothing with anyone.
+    assert could == [1099, 0, 1024, 1099, 0]
+    for order in itertools.permutations(range(len(requests))):
+        reuse = trace.expected_reuse(requests, order)
+        assert all(r <= c for r, c in zip(reuse, could)), order
+
+
+def test_a_replayed_requests_unique_part_is_what_no_other_request_has(tmp_path):
+    rows = [
+        {"timestamp": 0, "input_length": 1100, "output_length": 5, "hash_ids": [1, 2, 3]},
+        {"timestamp": 1, "input_length": 1100, "output_length": 5, "hash_ids": [1, 2, 3]},
+    ]
+    path = write_lines(tmp_path / "pair.jsonl", rows)
+    requests = trace.load(str(path))
+    plan = CasePlan(case=cases.trace_case(str(path)), index=0, runs=1, warmup=0, endpoint="chat", salt="s")
+    planned = list(trace_requests(plan, requests, PromptFactory(Calibration(overhead=0.0, scale=1.0))))
+    assert [p.record.expected_cached_tokens for p in planned] == [0, 1099]  # the trace's order
+    assert [p.record.unique_tokens for p in planned] == [1, 1]  # either may come first
 
 
 def test_plain_trace_shares_nothing(tmp_path):

@@ -14,7 +14,7 @@ from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_
 from benchy.load.prompts import PromptFactory
 from benchy.load.send import Open, send
 from benchy.measure.records import RequestRecord
-from benchy.workloads.trace import BLOCK_TOKENS, TraceRequest, expected_reuse, load
+from benchy.workloads.trace import BLOCK_TOKENS, TraceRequest, expected_reuse, load, shareable
 
 
 async def replay(plan: CasePlan, case_io: CaseIO) -> None:
@@ -32,13 +32,13 @@ def trace_requests(plan: CasePlan, requests: list[TraceRequest], prompts: Prompt
     time: a long trace's prompts would not fit in memory at once), from block texts that need
     no tokenizing. The reuse of every request is worked out here, before the first is sent."""
     speed = trace_spec(plan).speed
-    reuse = expected_reuse(requests)
+    reuse, could_share = expected_reuse(requests), shareable(requests)
     template = max(0, round(prompts.calibration.overhead))
     bodies: dict[int, dict] = {}  # one body per output length, shared by its requests
 
     def made() -> Iterator[PlannedRequest]:
         for i, req in enumerate(requests):
-            rec = _record(plan, i, req, reuse[i], template)
+            rec = _record(plan, i, req, reuse[i], could_share[i], template)
             prompts.calibration.stamp(rec)
             prompt = prompts.blocks(list(req.block_ids(i)), req.input_tokens, BLOCK_TOKENS)
             body = bodies.setdefault(req.output_tokens, request_options(plan, req.output_tokens))
@@ -47,9 +47,14 @@ def trace_requests(plan: CasePlan, requests: list[TraceRequest], prompts: Prompt
     return made()
 
 
-def _record(plan: CasePlan, index: int, req: TraceRequest, reuse: int, template: int) -> RequestRecord:
-    """The request's record before it is sent. Its unique tokens leave room for the chat
-    template too (its head may be cached with the shared blocks behind it)."""
+def _record(
+    plan: CasePlan, index: int, req: TraceRequest, reuse: int, could_share: int, template: int
+) -> RequestRecord:
+    """The request's record before it is sent. It expects the reuse of the trace's order, but
+    its unique tokens are those no other request of the trace has (`shareable`): two requests
+    due close together may reach the server swapped, and the earlier then finds the later's
+    prefix, which is no leakage. They leave room for the chat template too (its head may be
+    cached with the shared blocks behind it)."""
     return RequestRecord(
         case=plan.case.label,
         run=0,
@@ -60,7 +65,7 @@ def _record(plan: CasePlan, index: int, req: TraceRequest, reuse: int, template:
         target_prompt_tokens=req.input_tokens,
         target_output_tokens=req.output_tokens,
         expected_cached_tokens=reuse,
-        unique_tokens=max(0, req.input_tokens - reuse - template),
+        unique_tokens=max(0, req.input_tokens - could_share - template),
         group=_family(req),
     )
 

@@ -202,6 +202,34 @@ def expected_reuse(requests: list[TraceRequest], order: Sequence[int] | None = N
     return out
 
 
+def shareable(requests: list[TraceRequest]) -> list[int]:
+    """Prompt tokens each request could take from a cache holding every other request of the
+    trace, whatever their order: the leading blocks whose whole prefix some other request has
+    (a partial last block as far as both go), never the whole prompt. A cached count above this
+    is leakage in any order; above `expected_reuse` alone it may be two requests that reached
+    the server swapped (due close together, sent on two connections)."""
+    holders: dict[int, dict[int, int]] = {}  # prefix of ids (chained hash) → request → its tokens of the last block
+    chains = []
+    for index, req in enumerate(requests):
+        chain, prefix = [], 0
+        for b, block_id in enumerate(req.block_ids(index)):
+            prefix = hash((prefix, block_id))
+            length = min(BLOCK_TOKENS, req.input_tokens - b * BLOCK_TOKENS)
+            chain.append((prefix, length))
+            holders.setdefault(prefix, {})[index] = length
+        chains.append(chain)
+    out = []
+    for index, chain in enumerate(chains):
+        reuse = 0
+        for prefix, length in chain:
+            other = max((n for i, n in holders[prefix].items() if i != index), default=0)
+            reuse += min(other, length)
+            if other < length:
+                break
+        out.append(min(reuse, requests[index].input_tokens - 1))
+    return out
+
+
 def summary(requests: list[TraceRequest]) -> dict:
     """What the trace asks for, before anything is sent."""
     reuse = expected_reuse(requests)
