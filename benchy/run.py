@@ -478,8 +478,7 @@ async def _measure_with(
             seen = state.seen[rec.case] = CaseTally()
         seen.add(rec)
         writer.write(rec)
-        held = server_tokenize.hold(rec, writer.witness)  # asked after the case: a witness line then
-        if not held and rec.case not in workloads:  # written and counted: its streams are let go
+        if rec.case not in workloads:  # written and counted: its streams are let go
             release_streams(rec)  # (the sender may hold it; a workload's sender reads them: its history)
         progress.request_done()
         count_failure(state, rec)  # counted as results.json counts it
@@ -499,6 +498,7 @@ async def _measure_with(
             state.seen[plan.case.label] = CaseTally()
             state.started.append(plan.case.label)
             save_manifest(state)
+            written = writer.mark()  # the case's records follow: read back for /tokenize after it
             window = scraper.window() if scraper else None
             gpu_window = gpus.window() if gpus else None
             try:
@@ -518,7 +518,8 @@ async def _measure_with(
                 state.gpu[plan.case.label] = gpu_window.result
             if window is not None:
                 await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
-            await server_tokenize.settle(client.server_token_count)  # off the case's clock
+            # off the case's clock, from the case's records as written
+            await server_tokenize.settle(client.server_token_count, writer.records_since(written), writer.witness)
             save_manifest(state)  # the case's windows
     finally:
         progress.finish()

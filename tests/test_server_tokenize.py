@@ -12,9 +12,9 @@ import json
 
 import pytest
 
-from benchy.load.tokenize import TOKENIZE_SAMPLE_PER_CASE, disputed
+from benchy.load.tokenize import TOKENIZE_DISPUTED_PER_CASE, TOKENIZE_SAMPLE_PER_CASE, chosen, disputed
 from benchy.measure import evidence, reading
-from benchy.measure.records import WITNESS_OF, read_records
+from benchy.measure.records import WITNESS_OF, RecordWriter, RequestRecord, read_records
 from tests.conftest import warning_codes
 from tests.test_checks import measured, truth_of
 from tests.test_witnesses import FAST_PREFILL, TRANSPORTS, bench, only_case
@@ -115,7 +115,7 @@ def test_usage_that_claims_double_is_outvoted_by_the_servers_tokenization_and_th
 
 @pytest.mark.parametrize("flags", [(*FAST_PREFILL, "--decode-tps", "400"), NO_USAGE], ids=["usage", "no-usage"])
 def test_the_hold_decision_weighs_the_same_count_as_the_figures(start_sim, tmp_path, flags):
-    # Each record's keep-or-not for /tokenize is decided on the event loop from the count alone
+    # Each record's keep-or-not for /tokenize is decided after its case from the count alone
     # (reading.token_count), the figures from the whole reading: one verdict, however reached.
     sim = start_sim(*flags)
     results = bench(sim, tg=(32,), runs=4, output_dir=tmp_path)
@@ -128,3 +128,59 @@ def test_the_hold_decision_weighs_the_same_count_as_the_figures(start_sim, tmp_p
         if rec.completion_tokens is not None:  # usage came: the sim's own count backs it
             assert count.tokens == truth[rec.request_id]["completion_tokens"]
     assert any(disputed(r) for r in records) == (flags is NO_USAGE)
+
+
+def _record(case: str, index: int, usage: int | None, text: str = "one two three", **kw) -> RequestRecord:
+    words = text.split(" ")
+    return RequestRecord(
+        case=case,
+        run=0,
+        index=index,
+        warmup=kw.pop("warmup", False),
+        request_id=f"{case}-{index}",
+        nonce=None,
+        target_prompt_tokens=8,
+        target_output_tokens=len(words),
+        token_event_s=[0.1 * (i + 1) for i in range(len(words))],
+        token_event_chars=[len(w) + (i > 0) for i, w in enumerate(words)],
+        token_event_kinds="c" * len(words),
+        token_event_text=text,
+        completion_tokens=usage,
+        usage_reported=usage is not None,
+        local_token_scale=1.0,
+        **kw,
+    )
+
+
+def test_the_records_asked_about_are_the_first_of_each_quota_in_finish_order():
+    """chosen() keeps per case the first TOKENIZE_DISPUTED_PER_CASE disputed records (here: no
+    usage) and the first TOKENIZE_SAMPLE_PER_CASE others, in the order they finished; warmups,
+    failures and empty answers are never asked about."""
+    records = [_record("a", 0, None, warmup=True), _record("a", 1, 3, status="error"), _record("a", 2, 0, text="")]
+    records += [_record("a", 3 + i, None if i % 2 else 3) for i in range(2 * TOKENIZE_DISPUTED_PER_CASE + 8)]
+    records += [_record("b", i, 3) for i in range(5)]
+    picked = chosen(records)
+    doubted = [r for r in picked if r.case == "a" and disputed(r)]
+    sure = [r for r in picked if r.case == "a" and not disputed(r)]
+    assert len(doubted) == TOKENIZE_DISPUTED_PER_CASE and len(sure) == TOKENIZE_SAMPLE_PER_CASE
+    assert [r.index for r in sure] == [3, 5]  # the first undisputed ones
+    assert [r.index for r in doubted] == [4 + 2 * i for i in range(TOKENIZE_DISPUTED_PER_CASE)]
+    assert [r.index for r in picked if r.case == "b"] == [0, 1]
+    assert picked == sorted(picked, key=lambda r: records.index(r))  # asked in finish order
+
+
+def test_a_cases_records_are_read_back_from_where_it_began(tmp_path):
+    """The writer reads back exactly the records written since a mark (the case's), whole, in
+    the order written: what the /tokenize choice is made from once the case is over."""
+    writer = RecordWriter(tmp_path / "requests.jsonl")
+    assert list(writer.records_since(writer.mark())) == []  # no file yet: nothing
+    writer.write(_record("a", 0, 3))
+    mark = writer.mark()
+    later = [_record("b", i, None, text="x y") for i in range(3)]
+    for rec in later:
+        writer.write(rec)
+    back = list(writer.records_since(mark))
+    assert back == later
+    writer.witness(later[0])  # a witness line after them is no record
+    assert list(writer.records_since(mark)) == later
+    writer.close()

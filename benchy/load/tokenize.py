@@ -14,17 +14,19 @@ the streamed text is an exact, server-side witness that needs no guess about its
   - each within TOKENIZE_TIMEOUT_S; a server that does not answer (404, no such endpoint) is
     not asked again in the run, silently: the witness is unavailable there.
 
-Every record is written to requests.jsonl as it finishes, in order; only the held ones (their
-text) stay in memory until asked, the rest are let go at once. The record was written before
-its witness was asked: the witness follows on a line of its own (records.witness_line), and
-the analysis joins the two (results.json's token_count).
+Which to ask is decided after the case too, from the case's lines in requests.jsonl read back
+(RecordWriter.records_since): the decision reads each answer's token count, tens of
+microseconds of a long record, which on the event loop were a tenth of a streamed token's
+client CPU while the case's requests were in flight. No record is held in memory for it. The
+record was written before its witness was asked: the witness follows on a line of its own
+(records.witness_line), and the analysis joins the two (results.json's token_count).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from benchy.measure import evidence, reading
 from benchy.measure.records import RequestRecord
@@ -43,55 +45,55 @@ def disputed(rec: RequestRecord) -> bool:
 
 
 @dataclass
-class _Held:
-    rec: RequestRecord
-    redo: Callable[[RequestRecord], None]  # given the record once a witness came (to write it down)
-
-
-@dataclass
 class ServerTokenize:
-    """Per run: the records waiting for the server's tokenization, and whether it has one."""
+    """Per run: whether the server has a /tokenize, and asking it after each case."""
 
     available: bool = True  # False once the server did not answer: asked no more this run
-    _held: list[_Held] = field(default_factory=list)
-    _taken: dict[tuple[str, bool], int] = field(default_factory=dict)  # (case, disputed) → held so far
 
-    def hold(self, rec: RequestRecord, redo: Callable[[RequestRecord], None]) -> bool:
-        """Keeps `rec` to be tokenized after its case (`redo` is then given it, witness set);
-        False when it is not wanted."""
-        if not self.available or not rec.ok or rec.warmup or not rec.token_event_text:
-            return False
-        if self._full(rec.case, True) and self._full(rec.case, False):
-            return False  # both quotas met: the record's reading (the costliest step) is not needed
-        doubt = disputed(rec)
-        key = (rec.case, doubt)
-        if self._full(rec.case, doubt):
-            return False
-        self._taken[key] = self._taken.get(key, 0) + 1
-        self._held.append(_Held(rec, redo))
-        return True
-
-    def _full(self, case: str, doubt: bool) -> bool:
-        limit = TOKENIZE_DISPUTED_PER_CASE if doubt else TOKENIZE_SAMPLE_PER_CASE
-        return self._taken.get((case, doubt), 0) >= limit
-
-    async def settle(self, count_of: Callable) -> int:
-        """Asks the server for each held record's count (`count_of`: Client.server_token_count),
-        hands each record with its new witness to its `redo` and lets the records go; how many
-        it counted."""
-        held, self._held = self._held, []
+    async def settle(
+        self,
+        count_of: Callable,
+        records: Iterable[RequestRecord],
+        redo: Callable[[RequestRecord], None],
+    ) -> int:
+        """Asks the server for the count of each chosen record of a case (`count_of`:
+        Client.server_token_count; `records`: the case's, in the order they finished) and hands
+        each with its new witness to `redo` (the writer's witness line); how many it counted."""
+        if not self.available:
+            return 0
         counted = 0
-        for item in held:
-            if not self.available:
-                break
-            n = await _ask(count_of, item.rec.token_event_text)
+        for rec in chosen(records):
+            n = await _ask(count_of, rec.token_event_text)
             if n is None:
                 self.available = False
-                continue
-            item.rec.server_tokenize = n
-            item.redo(item.rec)
+                break
+            rec.server_tokenize = n
+            redo(rec)
             counted += 1
         return counted
+
+
+def chosen(records: Iterable[RequestRecord]) -> list[RequestRecord]:
+    """Of a case's records in the order they finished, those to ask about: per case the first
+    TOKENIZE_DISPUTED_PER_CASE disputed ones and the first TOKENIZE_SAMPLE_PER_CASE others."""
+    taken: dict[tuple[str, bool], int] = {}
+    out = []
+    for rec in records:
+        if not rec.ok or rec.warmup or not rec.token_event_text:
+            continue
+        if _full(taken, rec.case, True) and _full(taken, rec.case, False):
+            continue  # both quotas met: its reading (the costliest step) is not needed
+        doubt = disputed(rec)
+        if _full(taken, rec.case, doubt):
+            continue
+        taken[rec.case, doubt] = taken.get((rec.case, doubt), 0) + 1
+        out.append(rec)
+    return out
+
+
+def _full(taken: dict[tuple[str, bool], int], case: str, doubt: bool) -> bool:
+    limit = TOKENIZE_DISPUTED_PER_CASE if doubt else TOKENIZE_SAMPLE_PER_CASE
+    return taken.get((case, doubt), 0) >= limit
 
 
 async def _ask(count_of: Callable, text: str) -> int | None:

@@ -211,6 +211,19 @@ class RecordWriter:
         self._fh.write(line_of({name: getattr(record, name) for name in _FIELD_NAMES}))
         self._flush_soon()
 
+    def mark(self) -> int:
+        """Where the next record will be written (records_since reads from there)."""
+        self.flush()
+        return self._fh.tell() if self._fh is not None else 0
+
+    def records_since(self, mark: int) -> Iterator[RequestRecord]:
+        """The records written since `mark`, read back from the file, in the order they were
+        written; none where nothing was."""
+        self.flush()
+        if self._fh is None or self.path is None:
+            return iter(())
+        return read_records(self.path, mark)
+
     def witness(self, record: RequestRecord) -> None:
         """Appends the witnesses that came after `record` was written (witness_line)."""
         if self._fh is None:
@@ -297,10 +310,12 @@ class RecordsError(ValueError):
     """A requests.jsonl of a schema this benchy cannot read; one line."""
 
 
-def read_records(path: Path) -> Iterator[RequestRecord]:
-    """Records from a requests.jsonl; a last line cut by a kill is skipped, not fatal. The
-    header line is checked (another major version: RecordsError) and not returned."""
-    with open(path, encoding="utf-8") as fh:
+def read_records(path: Path, offset: int = 0) -> Iterator[RequestRecord]:
+    """Records from a requests.jsonl (from byte `offset`, a line's start); a last line cut by a
+    kill is skipped, not fatal. The header line is checked (another major version:
+    RecordsError) and not returned."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
         for line in fh:
             try:
                 data = _loads(line)  # orjson: a long run's analysis reads every record again
