@@ -310,7 +310,9 @@ def test_a_long_case_builds_its_requests_a_window_ahead_of_the_sends(start_sim, 
     results = execute(n)
     window = 4 * streams
     assert sent == built == list(range(n))  # each once, in order
-    assert max(ahead) <= window + 1 and max(ahead) >= window  # a window ahead, never all of them
+    # A window ahead, never all of them: the window built, and at most one taken request a stream
+    # on its way to its send (it may wait for a turn of a busy loop: load/turns.py).
+    assert window <= max(ahead) <= window + streams
     (case,) = results.cases
     assert case.n_ok + case.n_failed == n
     truth_ids = {t.get("request_id") for t in sim.truth()}
