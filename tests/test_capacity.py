@@ -86,6 +86,27 @@ def earliest_ttft(t: dict) -> float:
     return t["token_times_s"][first["tokens"] - 1] - t["arrival_s"] - EARLY_S
 
 
+def delivered_with_room(sim, out: Path, point: dict, slo_s: float) -> tuple[int, int]:
+    """(the point's measured requests in counted rounds, those the truth log has in time by more
+    than their round's loop_lag_ms_max). A client's TTFT is the server's plus the client's own
+    delay, which benchy's loop monitor bounds and records (an independent timer, not a TTFT): at
+    the SLO's edge a request the server made in 272 ms may be read at 277 (a loaded CI run: 180 of
+    200 in time by the truth log, 169 by benchy, every one of the 11 within its round's lag). So a
+    load benchy calls failing must fail in the truth log once that recorded delay is allowed for;
+    a delay benchy did not record would still fail this."""
+    served = with_room = 0
+    for rnd in point["rounds"]:
+        if not rnd["counted"]:
+            continue
+        results = json.loads((out / rnd["folder"] / "results.json").read_text())
+        for case in results["cases"]:
+            lag_s = (case["client"]["loop_lag_ms_max"] or 0.0) / 1000.0
+            truth = truth_of(sim, [r for r in case["requests"] if not r["warmup"]])
+            served += len(truth)
+            with_room += sum(truth_ttft(t) <= slo_s - lag_s for t in truth)
+    return served, with_room
+
+
 def in_time_at_most(truth: list[dict], slo_s: float) -> int:
     """How many of these requests a client could have seen within the SLO: benchy's count of
     good requests is never above it (its TTFT holds the server's)."""
@@ -177,9 +198,13 @@ def test_rate_search_brackets_the_servers_throughput(start_sim, tmp_path):
     assert 1 / s <= answer["capacity"] < answer["failing"] <= 8 / s
     assert answer["failing"] - answer["capacity"] <= 0.2 * answer["failing"]
     for load in (answer["capacity"], answer["failing"]):
-        truth = truth_of(sim, rounds(out, point_at(result, load)))
-        in_time = sum(truth_ttft(t) <= ISSUE_SLO_S for t in truth) / len(truth)
-        assert (in_time >= 0.9) == (point_at(result, load)["verdict"] == "pass")
+        point = point_at(result, load)
+        if point["verdict"] == "pass":  # benchy's TTFT holds the server's: its pass is the server's
+            truth = truth_of(sim, rounds(out, point))
+            assert sum(truth_ttft(t) <= ISSUE_SLO_S for t in truth) >= 0.9 * len(truth)
+        else:  # and its fail is the server's beyond benchy's own recorded delay
+            served, with_room = delivered_with_room(sim, out, point, ISSUE_SLO_S)
+            assert with_room < 0.9 * served
 
 
 @pytest.mark.slow
@@ -209,11 +234,11 @@ def test_a_shared_prefix_moves_the_answer(start_sim, tmp_path):
     cold_answer, shared_answer = (r["answer"]["capacity"] for r in results)
     # 5 on an idle machine. A loaded one slows the simulator's own work per request, and c = 5
     # can miss the SLO as the server delivered it; benchy's answer is never above the bound, and
-    # the load it calls failing failed in the truth log too (never its own delay taken for the server's).
+    # the load it calls failing failed in the truth log too, beyond benchy's own recorded delay.
     assert cold_answer <= math.floor(PREFILL_SLO_S / prefill[0])
     failing = point_at(results[0], results[0]["answer"]["failing"])
-    served = truth_of(sim, rounds(cold_out, failing))
-    assert sum(truth_ttft(t) <= PREFILL_SLO_S for t in served) < 0.9 * len(served)
+    served, with_room = delivered_with_room(sim, cold_out, failing, PREFILL_SLO_S)
+    assert with_room < 0.9 * served
     assert 1.6 * cold_answer <= shared_answer <= math.floor(PREFILL_SLO_S / prefill[1]) + 1
     for out, result in zip((cold_out, shared_out), results):
         for p in result["points"]:  # the client's TTFT includes the server's: never fewer misses

@@ -167,12 +167,16 @@ def table_rows(text: str) -> list[list[str]]:
 def test_every_table_writes_thousands_the_same_way(tmp_path):
     """Prefill at tens of thousands of tokens/s: the main table's "20987.1" beside the next
     table's "20,987" read as two different figures. Every number of four digits or more, in
-    every table on stdout and in report.md, carries its thousands separator."""
+    every table on stdout and in report.md, carries its thousands separator.
+
+    The answer's 16 tokens come 20 ms apart: a busy machine's client, stalled for 100 ms or more,
+    read a whole 8-token answer at 2,000 t/s in one read, and benchy rightly withheld every
+    stream-timed figure (SSE buffering), the prefill rate this test needs among them."""
     import re
 
-    with SimProcess("--prefill-tps", "50000", "--decode-tps", "2000") as sim:
+    with SimProcess("--prefill-tps", "50000", "--decode-tps", "50") as sim:
         proc = run_benchy_here(
-            *["run", "--base-url", sim.base_url, "--pp", "4096", "--tg", "8", "-c", "1", "2", "--runs", "2", "-q"],
+            *["run", "--base-url", sim.base_url, "--pp", "4096", "--tg", "16", "-c", "1", "2", "--runs", "2", "-q"],
             *["-o", str(tmp_path / "out")],
         )
     assert proc.returncode == 0, proc.stderr
