@@ -30,13 +30,20 @@ def test_a_cache_lifetime_is_named_expiry_when_hits_come_first(start_sim, tmp_pa
     judged = [r for r in case["requests"] if not r["warmup"] and r.get("expected_cached_tokens")]
     lost = {r["request_id"] for r in judged if truth[r["request_id"]]["cache_lost_tokens"]}
     # The truth: some requests found their prefix, the rest lost it, and nothing was evicted for room.
-    assert lost and len(lost) < len(judged)
-    assert not any(t.get("cache_evicted_blocks") for t in truth.values())
+    assert lost and not any(t.get("cache_evicted_blocks") for t in truth.values())
+    codes = warning_codes(results, case["label"])
+    if len(lost) == len(judged):
+        # The one hit is the first measured request, right after its group's warmup: on a loaded
+        # machine benchy's own start of the case (the collector's pass, the server's metrics window
+        # opened) kept it past the lifetime too (a CI run: 1.0 s), and the truth log has every
+        # request losing its prefix. With no hit to set against the misses, benchy must say what
+        # it saw, a context prefilled again, and claim neither a partial reuse nor an eviction.
+        assert "depth_cache_miss" in codes and not codes & {"cache_partial_reuse", "cache_eviction"}
+        return
     part = case["workload"]["partial_reuse"]
     assert part is not None and part["cause"] == "expiry" and case["workload"]["eviction"] is None
     assert part["missed_requests"] + part["partial_requests"] == len(lost)
     assert part["miss_idle_min_s"] > part["hit_idle_max_s"]
-    codes = warning_codes(results, case["label"])
     assert "cache_partial_reuse" in codes and not codes & {"depth_cache_miss", "cache_eviction", "cache_not_reused"}
     (w,) = [w for w in results["warnings"] if w["code"] == "cache_partial_reuse"]
     assert "expire" in w["message"] and "replicas" not in w["message"] and "router" not in w["hint"]
