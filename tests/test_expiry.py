@@ -118,11 +118,15 @@ def conversation_case(sim, tmp_path) -> tuple[dict, dict, dict]:
 
 def server_quiet_before_lost_starts(truth: dict, case: dict) -> list[float]:
     """On the simulator's clock, for each of the case's requests that got nothing cached after
-    the first: the quiet since every earlier request's last write."""
+    the first: the quiet since every earlier request's last token was written. benchy's end of a
+    request is no earlier than its read of that token (the answer is whole there when usage rides
+    on the token events); the server's last write may come later (a loaded CI run: its usage
+    event and [DONE] 2.3 ms after the last token, and a quiet taken from them 1.4 ms shorter than
+    benchy's)."""
     arrived = sorted((truth[r["request_id"]] for r in case["requests"]), key=lambda t: t["arrival_s"])
     quiet, latest = [], None
     for prev, t in zip(arrived, arrived[1:]):
-        end = prev["events"][-1]["t_s"]
+        end = prev["last_token_event_s"]
         latest = end if latest is None else max(latest, end)
         if t.get("cached_tokens") == 0:
             quiet.append(t["arrival_s"] - latest)
@@ -149,10 +153,10 @@ def test_every_turn_missing_after_think_times_past_the_lifetime_is_expiry(start_
     assert miss["hit_idle_max_s"] < min(miss["miss_idle_min_s"], miss["lost_idle_min_s"])
     assert miss["miss_idle_min_s"] >= TTL_S
     # A lost start's quiet, as benchy saw it, is a lower bound of the server's (from every earlier
-    # request's last write to its arrival), which the truth shows past the lifetime.
+    # request's last token written to its arrival), which the truth shows past the lifetime.
     quiet = server_quiet_before_lost_starts(truth, case)
     assert quiet and min(quiet) >= TTL_S
-    assert miss["lost_idle_min_s"] <= min(quiet) + 0.001
+    assert miss["lost_idle_min_s"] <= min(quiet)
     codes = warning_codes(results, case["label"])
     assert "cache_not_reused" in codes and not codes & {"cache_partial_reuse", "cache_eviction"}
     (w,) = [w for w in results["warnings"] if w["code"] == "cache_not_reused"]

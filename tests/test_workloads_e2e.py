@@ -42,7 +42,10 @@ def codes(results: dict) -> set[str]:
 
 
 def test_multi_turn_reports_the_history_the_sim_reused(start_sim, tmp_path):
-    sim = start_sim(*FAST, "--reasoning-tokens", "5")
+    # Tokens 20 ms apart: at FAST's 3,000 t/s a loaded CI run's client read 14 of an answer's 24
+    # tokens in its first read, benchy rightly withheld TTFT for SSE buffering, and the TTFT-by-turn
+    # figure this test reads was not drawn.
+    sim = start_sim("--prefill-tps", "100000", "--decode-tps", "50", "--max-running", "64", "--reasoning-tokens", "5")
     results = run_cli(
         sim,
         tmp_path / "out",
