@@ -119,8 +119,8 @@ def conversation_case(sim, tmp_path) -> tuple[dict, dict, dict]:
 def server_quiet_before_lost_starts(truth: dict, case: dict) -> list[float]:
     """On the simulator's clock, for each of the case's requests that got nothing cached after
     the first: the quiet since every earlier request's last token was written. benchy's end of a
-    request is no earlier than its read of that token (the answer is whole there when usage rides
-    on the token events); the server's last write may come later (a loaded CI run: its usage
+    request is no earlier than its read of that token (where the answer can be whole); the
+    server's last write may come later (a loaded CI run: its usage
     event and [DONE] 2.3 ms after the last token, and a quiet taken from them 1.4 ms shorter than
     benchy's)."""
     arrived = sorted((truth[r["request_id"]] for r in case["requests"]), key=lambda t: t["arrival_s"])
