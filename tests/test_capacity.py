@@ -59,14 +59,19 @@ def capacity(sim, out: Path, *args: str):
     return run_benchy("capacity", "--base-url", sim.base_url, "-o", str(out), *args, timeout=400)
 
 
+def counted_cases(out: Path, point: dict) -> list[dict]:
+    """The cases of a point's counted rounds, from their saved results."""
+    return [
+        case
+        for rnd in point["rounds"]
+        if rnd["counted"]
+        for case in json.loads((out / rnd["folder"] / "results.json").read_text())["cases"]
+    ]
+
+
 def rounds(out: Path, point: dict) -> list[dict]:
     """The measured requests of a point's counted rounds, from their saved results."""
-    found = []
-    for rnd in point["rounds"]:
-        if rnd["counted"]:
-            results = json.loads((out / rnd["folder"] / "results.json").read_text())
-            found += [r for c in results["cases"] for r in c["requests"] if not r["warmup"]]
-    return found
+    return [r for c in counted_cases(out, point) for r in c["requests"] if not r["warmup"]]
 
 
 def truth_of(sim, requests: list[dict]) -> list[dict]:
@@ -95,15 +100,11 @@ def delivered_with_room(sim, out: Path, point: dict, slo_s: float) -> tuple[int,
     load benchy calls failing must fail in the truth log once that recorded delay is allowed for;
     a delay benchy did not record would still fail this."""
     served = with_room = 0
-    for rnd in point["rounds"]:
-        if not rnd["counted"]:
-            continue
-        results = json.loads((out / rnd["folder"] / "results.json").read_text())
-        for case in results["cases"]:
-            lag_s = (case["client"]["loop_lag_ms_max"] or 0.0) / 1000.0
-            truth = truth_of(sim, [r for r in case["requests"] if not r["warmup"]])
-            served += len(truth)
-            with_room += sum(truth_ttft(t) <= slo_s - lag_s for t in truth)
+    for case in counted_cases(out, point):
+        lag_s = (case["client"]["loop_lag_ms_max"] or 0.0) / 1000.0
+        truth = truth_of(sim, [r for r in case["requests"] if not r["warmup"]])
+        served += len(truth)
+        with_room += sum(truth_ttft(t) <= slo_s - lag_s for t in truth)
     return served, with_room
 
 
