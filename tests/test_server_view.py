@@ -114,8 +114,14 @@ def test_ttft_held_outside_the_server(start_sim):
     sim = start_sim(*FAST, "--proxy-delay-s", str(delay))
     results = run(sim, "--pp", "100", "--tg", "8", "--runs", "3")
     w = warning(results, "ttft_outside_server")
-    assert w["details"]["outside_s"] >= delay  # the whole proxy delay, and the HTTP around it
-    assert w["details"]["outside_s"] > 10 * w["details"]["rtt_s"]
+    d = w["details"]
+    assert d["outside_s"] >= delay  # the whole proxy delay, and the HTTP around it
+    # the server's part is what the simulator did, so the rest is outside it; no constant
+    # bound on the round trip, which a loaded host stretches (27 ms seen with both cores busy)
+    spans = [intervals(_Trace(t)) for t in measured_truth(sim, results["cases"][0])]
+    assert d["server_ttft_s"] == pytest.approx(sum(s["ttft_s"] for s in spans) / len(spans), rel=1e-6)
+    assert d["outside_s"] == pytest.approx(d["client_ttft_s"] - d["server_ttft_s"], rel=1e-9)
+    assert d["outside_s"] > d["bound_s"] >= d["rtt_s"] > 0  # beyond a round trip, not one
 
 
 def test_queue_dominating_ttft_names_the_concurrency(start_sim):
