@@ -322,6 +322,36 @@ def test_reader_fast_paths_record_exactly_what_a_full_json_parse_does(contents, 
     assert fast["completion_tokens"] == len(contents) and fast["anomalies"] == []
 
 
+_HEAD = b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+_TAIL = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+# Raw events a read of plain events may hold: plain ones, and ones the plain path must leave to
+# the JSON parse (an escape, a NUL or a control byte, a line led by a NUL, a bare quote, a cut multi-byte character,
+# a line separator, a head inside a string, a non-plain tail, a comment), as a server could send.
+_RAW_EVENTS = [
+    _HEAD + b'[{"index":0,"delta":{"content":"' + text + b'"' + _TAIL
+    for text in (b"a", b" word", "é世".encode(), b"x\\ny", b"nul\x00", b"bell\x07", "\u2028".encode(), b"\xe4\xb8")
+] + [
+    _HEAD + b'[{"index":0,"delta":{"content":"q\\"' + _HEAD[6:] + b'"' + _TAIL,
+    _HEAD + b'[{"index":0,"delta":{"content":"end"},"logprobs":null,"finish_reason":"stop"}]}\n\n',
+    b": keep-alive\n\n",
+    b"\x00\n\n",
+    b'\x00not a head"' + _TAIL,  # a line of no field: ignored, unless a NUL were taken for a head
+]
+
+
+@settings(deadline=None)
+@given(
+    events=st.lists(st.sampled_from(_RAW_EVENTS), min_size=1, max_size=40),
+    cuts=st.lists(st.integers(0, 6000), max_size=10),
+)
+def test_a_read_of_many_events_books_what_the_json_parse_does(events, cuts):
+    """The plain path takes a read's run of plain events at once: whatever raw bytes follow or
+    hide among them, and however the reads cut them, the record is the general path's."""
+    learnt = _HEAD + b'[{"index":0,"delta":{"content":"first"' + _TAIL  # teaches the plain shape
+    body = learnt + b"".join(events) + b"data: [DONE]\n\n"
+    assert _read(body, cuts, True) == _read(body, cuts, False)
+
+
 def _counting_reader():
     """A record and a stream reader for it that counts the bytes its plain path booked."""
     from benchy.client.reader import StreamReader
