@@ -261,9 +261,13 @@ def test_bad_load_flags_fail_in_one_line(args, words):
 # ---------------------------------------------------------------- the client's fast paths
 
 
+# How each event of a vLLM-shaped chat stream starts, up to its choices.
+_HEAD = b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+
+
 def _stream(contents: list[str]) -> bytes:
     """A vLLM-shaped chat stream: role chunk, content deltas, a finish, usage, [DONE]."""
-    head = '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+    head = _HEAD.removeprefix(b"data: ").decode()
     events = [head + '[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}']
     events += [
         head
@@ -322,7 +326,6 @@ def test_reader_fast_paths_record_exactly_what_a_full_json_parse_does(contents, 
     assert fast["completion_tokens"] == len(contents) and fast["anomalies"] == []
 
 
-_HEAD = b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
 _TAIL = b'},"logprobs":null,"finish_reason":null}]}\n\n'
 # Raw events a read of plain events may hold: plain ones, and ones the plain path must leave to
 # the JSON parse (an escape, a NUL or a control byte, a line led by a NUL, a bare quote, a cut multi-byte character,
@@ -331,7 +334,7 @@ _RAW_EVENTS = [
     _HEAD + b'[{"index":0,"delta":{"content":"' + text + b'"' + _TAIL
     for text in (b"a", b" word", "é世".encode(), b"x\\ny", b"nul\x00", b"bell\x07", "\u2028".encode(), b"\xe4\xb8")
 ] + [
-    _HEAD + b'[{"index":0,"delta":{"content":"q\\"' + _HEAD[6:] + b'"' + _TAIL,
+    _HEAD + b'[{"index":0,"delta":{"content":"q\\"' + _HEAD.removeprefix(b"data: ") + b'"' + _TAIL,
     _HEAD + b'[{"index":0,"delta":{"content":"end"},"logprobs":null,"finish_reason":"stop"}]}\n\n',
     b": keep-alive\n\n",
     b"\x00\n\n",
