@@ -369,10 +369,20 @@ def run_sampled(cmd: list[str], cores: set[int], servers: list[int] = ()) -> Sam
     return Sampled(proc, samples, start, time.perf_counter())
 
 
-def streaming_cpu_us(run: Sampled, truth: list[dict]) -> tuple[float | None, list[dict]]:
+def streaming_cpu_us(
+    run: Sampled, truth: list[dict], measured: set[str] | None = None
+) -> tuple[float | None, list[dict]]:
     """µs of client CPU per token while the server streamed this run's requests: CPU between
-    the first request's arrival and the last token written, ÷ the tokens written."""
-    mine = [t for t in truth if t["stream"] and run.start_s <= t["arrival_s"] <= run.end_s and t["last_token_event_s"]]
+    the first request's arrival and the last token written, ÷ the tokens written. measured:
+    the request ids that count (None: every streamed request of the run)."""
+    mine = [
+        t
+        for t in truth
+        if t["stream"]
+        and run.start_s <= t["arrival_s"] <= run.end_s
+        and t["last_token_event_s"]
+        and (measured is None or t["request_id"] in measured)
+    ]
     if not mine:
         return None, mine
     t0, t1 = _window(mine)
@@ -533,8 +543,8 @@ def _floor_request(port: int, i: int) -> bytes:
     ).encode() + body
 
 
-def measure_floor(sims: Sims, streams: int, cores: set[int]) -> Row:
-    cmd = [sys.executable, str(SELF), "--floor-client", str(sims.port), str(streams), str(ROUNDS)]
+def measure_floor(sims: Sims, streams: int, cores: set[int], rounds: int = ROUNDS) -> Row:
+    cmd = [sys.executable, str(SELF), "--floor-client", str(sims.port), str(streams), str(rounds)]
     return _sampled_row(FLOOR, cmd, sims, streams, cores)
 
 
