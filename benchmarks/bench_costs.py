@@ -12,7 +12,7 @@ one sitting, the median of each figure:
   requests/s    the per-request run's requests ÷ that span
   per token     `benchy run --pp 64 --tg 256 -c 64 --runs 16` streamed, CPU between the first
                 measured request's arrival and the last token written (the pump's log; benchy
-                reads it within 0.1-4 ms) ÷ tokens. Like the per-request window, it leaves out
+                reads it 0.0-4.4 ms later) ÷ tokens. Like the per-request window, it leaves out
                 what a case does once before its first measured send: its alone requests
                 (three 1-token streams, which arrive first), its prompts built and one full
                 collection (run.py frozen_start), 37-65 ms on the 2-core VM: 0.6-1.0 µs a token
