@@ -39,7 +39,7 @@ def reads() -> list[bytes]:
 
 async def one_stream(stream: list[bytes]) -> None:
     from benchy.client.http1 import Response, _Connection, _Exchange
-    from benchy.measure.records import RequestRecord
+    from benchy.records import RequestRecord
 
     try:
         from benchy.client.reader import StreamReader

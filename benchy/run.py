@@ -53,7 +53,7 @@ from benchy.load.tokenize import ServerTokenize
 from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
 from benchy.measure import classify
 from benchy.measure.ceiling import CeilingInputs
-from benchy.measure.records import RecordWriter, RequestRecord
+from benchy.records import RecordWriter, RequestRecord
 from benchy.results import types as results_mod
 from benchy.server import cache_reset, router
 from benchy.server import gpu as gpu_mod

@@ -20,7 +20,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchy.measure.records import RequestRecord  # noqa: E402
+from benchy.records import RequestRecord  # noqa: E402
 from benchy.sim.process import SimProcess, child_env  # noqa: E402  (after the path is set)
 from tests.forkserver import ForkedPopen, ForkedSim, run_forked  # noqa: E402
 

@@ -11,7 +11,7 @@ import pytest
 
 from benchy.client import messages, responses
 from benchy.client.reader import StreamReader
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 from tests.conftest import SimSince, bare_record, client_slack_s, run_benchy_here, shared_sim, warning_codes
 
 APIS = ("responses", "messages")

@@ -16,7 +16,7 @@ from benchy.client.client import Client
 from benchy.client.settings import ClientSettings
 from benchy.load.prompts import Template
 from benchy.measure import classify, evidence, registry, tokenizer
-from benchy.measure.records import REASONING, RequestRecord, read_records
+from benchy.records import REASONING, RequestRecord, read_records
 from benchy.sim import vocab
 from benchy.workloads.scenario import sweep
 from tests.conftest import ENVIRONMENT_WARNINGS, SimSince, client_slack_s, shared_sim

@@ -18,8 +18,8 @@ from benchy.checks import cache as cache_checks
 from benchy.client.settings import ClientSettings
 from benchy.load.prompts import Calibration, PromptFactory
 from benchy.measure import reading, registry, tokenizer
-from benchy.measure.records import RequestRecord
 from benchy.measure.unavailable import Unavailable
+from benchy.records import RequestRecord
 from benchy.results.types import CaseResult, RequestResult, RunResult
 from benchy.workloads.case import ScenarioError
 from benchy.workloads.scenario import load_scenario, sweep

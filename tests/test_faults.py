@@ -15,7 +15,7 @@ from aiohttp import web
 
 from benchy.client.client import Client
 from benchy.client.settings import ClientSettings
-from benchy.measure.records import RequestRecord, read_records
+from benchy.records import RequestRecord, read_records
 from benchy.sim.config import FAULT_KINDS
 from tests.conftest import run_benchy_here
 

@@ -10,7 +10,7 @@ import sys
 
 from benchy.checks import warnings as checks
 from benchy.measure import classify, registry, unavailable
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 from benchy.results import build as results_build
 from benchy.results import files as results_files
 from benchy.results import types as results_mod

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchy.measure.records import read_records
+from benchy.records import read_records
 from tests.conftest import SimSince, shared_sim
 from tests.conftest import run_benchy_here as benchy
 

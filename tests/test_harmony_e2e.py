@@ -21,7 +21,7 @@ from benchy.client.client import Client
 from benchy.client.reader import StreamReader
 from benchy.client.settings import ClientSettings
 from benchy.load.prompts import Template
-from benchy.measure.records import CONTENT, REASONING, RequestRecord, read_records
+from benchy.records import CONTENT, REASONING, RequestRecord, read_records
 from benchy.workloads.scenario import sweep
 from tests.conftest import SimSince, client_slack_s, shared_sim
 from tests.conftest import warning_codes as codes

@@ -17,15 +17,17 @@ MAX_TOP_LEVEL = 10
 # A stage may import those it names here and nothing else of benchy (besides benchy itself,
 # for __version__, and jsontypes, the saved-file helper every stage's dataclasses use).
 MAY_IMPORT = {
+    "records": set(),  # the exchange record: the bottom of the house, below client and measure
     "workloads": set(),
-    "measure": set(),
-    "client": {"measure"},
-    "load": {"client", "measure", "workloads"},
+    "measure": {"records"},
+    "client": {"records"},
+    "load": {"client", "measure", "workloads", "records"},
     "server": {"measure"},
-    "results": {"measure", "workloads", "server"},  # the server's own figures are typed there
+    "results": {"measure", "workloads", "server", "records"},  # the server's own figures are typed there
     "checks": {"measure", "results"},
     "report": {"measure", "results", "folders"},
-    "analysis": {"measure", "workloads", "server", "results", "checks"},  # the bundle in, a frozen result out
+    # the bundle in, a frozen result out
+    "analysis": {"measure", "workloads", "server", "results", "checks", "records"},
     "sim": set(),
 }
 

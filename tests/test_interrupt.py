@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchy.cli import main
-from benchy.measure.records import is_header, read_records
+from benchy.records import is_header, read_records
 from tests.conftest import start_benchy
 
 

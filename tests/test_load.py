@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchy.load import arrivals
-from benchy.measure.records import RequestRecord, read_records
 from benchy.measure.slo import goodput, parse_slo
+from benchy.records import RequestRecord, read_records
 from tests.conftest import cmdline, run_benchy_here, start_benchy, worker_pids
 
 

@@ -3,8 +3,8 @@
 import pytest
 
 from benchy.measure import case_formulas, reading, registry, request_formulas
-from benchy.measure.records import RequestRecord
 from benchy.measure.unavailable import Unavailable
+from benchy.records import RequestRecord
 
 
 def record(times, chars=None, kinds=None, completion=None, prompt=1000, cached=0, end=None, **kw):

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from benchy import run as run_mod
 from benchy.client.settings import ClientSettings
-from benchy.measure.records import RequestRecord, read_records
 from benchy.probe import (
     MIN_SPEEDUP,
     SCHEMA,
@@ -31,6 +30,7 @@ from benchy.probe import (
     length_entry,
     run_probe,
 )
+from benchy.records import RequestRecord, read_records
 from benchy.report import probe_report
 from benchy.workloads.scenario import sweep
 from tests.conftest import run_benchy_here

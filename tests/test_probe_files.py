@@ -15,9 +15,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from benchy.measure.records import read_records
 from benchy.probe import VERDICTS
 from benchy.probe.bundle import PROBE_MANIFEST
+from benchy.records import read_records
 from benchy.results import probe as probe_file
 from benchy.results.probe import ProbeResult
 from tests.conftest import REPO_ROOT, run_benchy_here, start_benchy

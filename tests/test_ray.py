@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from benchy.load import workers
-from benchy.measure.records import read_records
+from benchy.records import read_records
 from tests.conftest import REPO_ROOT, run_benchy, sim_env
 from tests.test_interrupt import wait_for_lines
 from tests.test_load import _form

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchy.measure.records import WITNESS_OF, read_records
+from benchy.records import WITNESS_OF, read_records
 from tests.conftest import REPO_ROOT, SimSince, run_benchy, run_benchy_here, shared_sim, sim_env, start_benchy
 from tests.test_interrupt import wait_for_lines
 

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from benchy.measure import reading, registry, slo, unavailable
-from benchy.measure.records import RequestRecord
 from benchy.measure.registry import METRICS
+from benchy.records import RequestRecord
 from benchy.report import compare, markdown, table
 from benchy.results.types import RunResult
 from tests.conftest import REPO_ROOT
@@ -72,7 +72,7 @@ def test_dependencies_name_metrics_and_reads_name_record_fields():
     passed to the formula): a name there must be a metric; what the record gives is `reads`."""
     from dataclasses import fields
 
-    from benchy.measure.records import RequestRecord
+    from benchy.records import RequestRecord
 
     record_fields = {f.name for f in fields(RequestRecord)}
     for m in registry.METRICS.values():

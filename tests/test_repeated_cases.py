@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from benchy.measure.records import read_records
+from benchy.records import read_records
 from tests.conftest import run_benchy
 
 

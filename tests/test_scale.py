@@ -104,7 +104,7 @@ def test_the_bootstraps_drawn_together_are_each_ones_own():
 
 def _records_of(out):
     """The run's records from requests.jsonl, by case label, and the run's setup."""
-    from benchy.measure.records import read_records
+    from benchy.records import read_records
 
     by_case: dict[str, list] = {}
     for rec in read_records(out / "requests.jsonl"):
@@ -170,7 +170,7 @@ def test_spilled_rows_changed_are_written_out_by_the_first_whole_pass(tmp_path, 
     to each row read; the first whole pass writes the changed rows out, after which their
     lines are copied (Rows.lines) as the rows would be written. A pass cut short, or one the
     rows changed during, writes nothing out: the change still reaches every row read."""
-    from benchy.measure import records
+    from benchy import records
     from benchy.results import rows as rows_mod
     from benchy.results.types import RequestResult
 
@@ -204,7 +204,7 @@ def test_the_live_tally_sees_each_request_as_its_row_does(tmp_path, monkeypatch)
     tokens from what the live run tallied as the records came (load/tally.py), not from the rows
     the analysis makes later: the same numbers as the rows', spilled or held."""
     from benchy.load.tally import CaseTally
-    from benchy.measure.records import read_records
+    from benchy.records import read_records
     from benchy.results import build
     from benchy.results import rows as rows_mod
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from benchy.measure.records import REQUESTS_SCHEMA, RecordsError, read_records
+from benchy.records import REQUESTS_SCHEMA, RecordsError, read_records
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
 from tests.conftest import REPO_ROOT, run_benchy_here

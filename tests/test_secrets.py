@@ -23,7 +23,7 @@ from benchy.cli import main
 from benchy.client.client import Client
 from benchy.client.errors import ServerError
 from benchy.client.settings import ClientSettings
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 from benchy.workloads.case import Case
 from tests.conftest import run_benchy, sim_env, start_benchy
 from tests.netservers import Relay

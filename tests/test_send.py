@@ -11,7 +11,7 @@ from benchy.client.client import Client
 from benchy.client.settings import ClientSettings
 from benchy.load.plan import PlannedRequest
 from benchy.load.send import Closed, Open, send
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 from tests.conftest import SimSince, shared_sim
 
 TG = 4

@@ -14,7 +14,7 @@ import pytest
 
 from benchy.load.tokenize import TOKENIZE_DISPUTED_PER_CASE, TOKENIZE_SAMPLE_PER_CASE, chosen, disputed
 from benchy.measure import evidence, reading
-from benchy.measure.records import WITNESS_OF, RecordWriter, RequestRecord, read_records
+from benchy.records import WITNESS_OF, RecordWriter, RequestRecord, read_records
 from tests.conftest import warning_codes
 from tests.test_checks import measured, truth_of
 from tests.test_witnesses import FAST_PREFILL, TRANSPORTS, bench, only_case

@@ -15,7 +15,7 @@ from benchy import run as run_mod
 from benchy.client.client import Client
 from benchy.client.http1 import Response, _Connection, _Exchange
 from benchy.client.settings import ClientSettings
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 from benchy.workloads.case import Case
 from tests.conftest import SimSince, shared_sim
 from tests.netservers import LoggingProxy, Relay, Scripted, Seen

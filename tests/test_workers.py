@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchy.load import workers
-from benchy.measure.records import read_records
+from benchy.records import read_records
 from tests.conftest import REPO_ROOT, sim_env, start_benchy, worker_pids
 from tests.test_interrupt import wait_for_lines
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchy.measure.records import RequestRecord
 from benchy.measure.workloads import case_figures
+from benchy.records import RequestRecord
 
 # (conversation, turn, expected cached, reported cached), in send order
 EVICTED_THEN_FREED = [

@@ -16,7 +16,7 @@ from benchy.load.plan import CasePlan
 from benchy.load.prompts import Calibration, PromptFactory
 from benchy.load.replay import trace_requests
 from benchy.measure import tokenizer
-from benchy.measure.records import CONTENT, REASONING, RequestRecord
+from benchy.records import CONTENT, REASONING, RequestRecord
 from benchy.workloads import cases, trace
 from benchy.workloads.case import ScenarioError
 from benchy.workloads.scenario import load_scenario

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchy import __version__
+from benchy import records as records_mod
 from benchy.analysis.bundle import KILLED, MANIFEST, BundleError, Manifest, read_manifest
 from benchy.analysis.frozen import freeze
 from benchy.checks import warnings as checks
-from benchy.measure import records as records_mod
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 from benchy.results import build as results_build
 from benchy.results import types as results_mod
 from benchy.results.build import CaseRows

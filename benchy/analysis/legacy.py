@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchy.analysis.bundle import BundleError, CaseWindows, Manifest, PlannedCase, write_manifest
-from benchy.measure.records import RecordWriter, RequestRecord, read_records
+from benchy.records import RecordWriter, RequestRecord, read_records
 from benchy.results import files as results_files
 from benchy.results.types import CaseResult, RunResult
 from benchy.workloads.case import Case

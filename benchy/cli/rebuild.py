@@ -50,7 +50,7 @@ def rebuild_folder(folder: Path, report: bool) -> RunResult:
     from benchy import run as run_mod
     from benchy.analysis import legacy
     from benchy.analysis.bundle import MANIFEST, BundleError
-    from benchy.measure.records import RecordsError
+    from benchy.records import RecordsError
 
     try:
         if not (folder / MANIFEST).exists() and (folder / legacy.RESULTS).is_file():

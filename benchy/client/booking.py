@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 
 
 class Booker(Protocol):

@@ -31,7 +31,7 @@ from benchy.client.http1 import Http1Pool, HttpFailure, OnHead, Request, Respons
 from benchy.client.reader import StreamReader, json_or_none, str_or_none
 from benchy.client.redact import redact_url, scrub
 from benchy.client.settings import ClientSettings, secrets_of, split_credentials
-from benchy.measure.records import Anomaly, RequestRecord
+from benchy.records import Anomaly, RequestRecord
 
 # A non-streamed calibration request is retried this often: no measurement rides on it, and one
 # flaky answer must not sink a whole run.

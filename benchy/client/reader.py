@@ -25,7 +25,7 @@ from benchy.client import whole
 from benchy.client.booking import Api
 from benchy.client.harmony import HarmonyStream, markers_missing
 from benchy.client.sse import SSEParser
-from benchy.measure.records import CONTENT, REASONING, Anomaly, RequestRecord
+from benchy.records import CONTENT, REASONING, Anomaly, RequestRecord
 
 # Once finish_reason and usage are in, [DONE] and the body's end get this long (they follow in
 # the same write on every server seen); finish_reason without usage waits this long for usage.

@@ -31,7 +31,7 @@ from benchy.load.plan import CasePlan, PlannedRequest, planned, request_options,
 from benchy.load.prompts import Calibration, Prompt, PromptFactory
 from benchy.load.send import Closed, send
 from benchy.measure import stats
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 from benchy.workloads import trace
 from benchy.workloads.case import Case
 from benchy.workloads.spec import MultiTurn

@@ -28,7 +28,7 @@ import time
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, multi_turn_spec, request_options
 from benchy.load.prompts import PromptError, PromptFactory
 from benchy.load.send import Closed, send
-from benchy.measure.records import CONTENT, REASONING, RequestRecord
+from benchy.records import CONTENT, REASONING, RequestRecord
 
 
 async def run_conversations(plan: CasePlan, case_io: CaseIO) -> None:

@@ -29,7 +29,7 @@ from benchy.load.prompts import Calibration, Prompt, PromptFactory, Template
 from benchy.load.send import Closed, Open, send
 from benchy.measure import tokenizer
 from benchy.measure.evidence import LENGTHS_O200K as O200K_CALIBRATED
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 from benchy.workloads import dataset
 from benchy.workloads.case import Case
 from benchy.workloads.dataset import DatasetSetup, DatasetSpec, Entry, Selection

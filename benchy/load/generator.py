@@ -32,7 +32,7 @@ from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_
 from benchy.load.prompts import Prompt, PromptFactory
 from benchy.load.replay import replay
 from benchy.load.send import Closed, Open, send
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 
 PREBUILT = 4096  # measured requests built ahead of the send loop, at most
 PREBUILT_TOKENS = 4_000_000  # and at most about this many prompt tokens (an 8k prompt: 488 of them)

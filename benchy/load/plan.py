@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from benchy.client.client import Client
 from benchy.load import arrivals
 from benchy.load.prompts import Prompt, PromptFactory, Template, exact_length_options
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 from benchy.workloads import trace
 from benchy.workloads.scenario import Case
 from benchy.workloads.spec import MultiTurn, TraceReplay

@@ -46,7 +46,7 @@ from benchy.client import harmony
 from benchy.load.lengths import LengthFit
 from benchy.measure import tokenizer
 from benchy.measure.evidence import EXACT_PROMPT_SLACK, prompt_length_missed
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 
 if TYPE_CHECKING:
     from benchy.client.client import Client

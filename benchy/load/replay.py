@@ -13,7 +13,7 @@ from benchy.load import arrivals
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options, trace_spec
 from benchy.load.prompts import PromptFactory
 from benchy.load.send import Open, send
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 from benchy.workloads.trace import BLOCK_TOKENS, TraceRequest, expected_reuse, load, shareable
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from benchy.client.client import Client
 from benchy.load.plan import PlannedRequest
 from benchy.load.turns import Turns
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 
 
 @dataclass(frozen=True)

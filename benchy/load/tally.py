@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from array import array
 
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 
 
 class CaseTally:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from benchy.measure import evidence, reading
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 
 TOKENIZE_DISPUTED_PER_CASE = 32
 TOKENIZE_SAMPLE_PER_CASE = 2

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from benchy.client.settings import ClientSettings
     from benchy.load.plan import CasePlan, LoadSettings
     from benchy.load.prompts import Calibration
-    from benchy.measure.records import RequestRecord
+    from benchy.records import RequestRecord
     from benchy.workloads.case import Case
 
 OnRecord = Callable[["RequestRecord"], None]
@@ -315,7 +315,7 @@ class Merge:
         self.on_record = on_record
 
     def take(self, w: int, batch: dict) -> None:
-        from benchy.measure.records import RequestRecord
+        from benchy.records import RequestRecord
 
         worker = self.workers[w]
         for sent in batch.get("sent", ()):
@@ -340,7 +340,7 @@ class Merge:
 
     def lose(self, w: int, reason: str) -> None:
         """Worker w is gone: each request it had in flight is recorded as failed (`worker_lost`)."""
-        from benchy.measure.records import RequestRecord
+        from benchy.records import RequestRecord
 
         worker, now = self.workers[w], time.perf_counter()
         worker.lost = reason

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from benchy.measure.records import RequestRecord
 from benchy.measure.request_formulas import completion_tokens
 from benchy.measure.unavailable import CLOSED_LOOP, CUT_SHORT, NO_SUCCESS, TOO_FEW_SENDS, ZERO_WALL_TIME, Unavailable
+from benchy.records import RequestRecord
 
 
 def send_lag_s(rec: RequestRecord) -> float | Unavailable:

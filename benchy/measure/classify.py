@@ -7,8 +7,8 @@ import dataclasses
 
 from benchy.measure import reading
 from benchy.measure.reading import Reading
-from benchy.measure.records import RequestRecord
 from benchy.measure.unavailable import BUFFERED, Unavailable
+from benchy.records import RequestRecord
 
 OUTPUT_FAILURES = ("empty_output", "zero_tokens")  # error kinds `classify` gives
 LIVE_STREAM_TOKENS_PER_EVENT = 1.5  # usage showing about one token per event: a live stream

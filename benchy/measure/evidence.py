@@ -56,7 +56,7 @@ import numpy as np
 import tiktoken
 
 from benchy.measure import stats, tokenizer
-from benchy.measure.records import CONTENT, REASONING
+from benchy.records import CONTENT, REASONING
 
 if TYPE_CHECKING:
     import tiktoken

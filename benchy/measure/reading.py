@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchy.measure import evidence
-from benchy.measure.records import CONTENT, REASONING, RequestRecord
+from benchy.records import CONTENT, REASONING, RequestRecord
 
 
 @dataclass(frozen=True)

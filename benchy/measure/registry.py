@@ -21,7 +21,6 @@ from benchy.measure import window_formulas as window
 from benchy.measure.case_formulas import achieved_rate, aggregate_output_tps, request_rate
 from benchy.measure.classify import buffering_reason, is_buffered
 from benchy.measure.reading import Reading
-from benchy.measure.records import RequestRecord
 from benchy.measure.request_formulas import (
     decode_tps,
     e2e_s,
@@ -39,6 +38,7 @@ from benchy.measure.request_formulas import (
     ttft_s,
 )
 from benchy.measure.unavailable import BUFFERED, NOT_STREAMED_WHY, REQUEST_FAILED, Unavailable
+from benchy.records import RequestRecord
 
 REQUEST = "request"  # measured per request, summarized per case (median ± std …)
 CASE = "case"  # one figure per case, from all its measured requests

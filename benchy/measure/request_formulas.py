@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from benchy.measure import evidence, reading
 from benchy.measure.reading import Reading
-from benchy.measure.records import Anomaly, RequestRecord
 from benchy.measure.unavailable import (
     NO_CACHED_TOKENS,
     NO_CONTENT_EVENT,
@@ -24,6 +23,7 @@ from benchy.measure.unavailable import (
     TOO_FEW_ARRIVALS,
     Unavailable,
 )
+from benchy.records import Anomaly, RequestRecord
 
 
 def completion_tokens(rec: RequestRecord) -> int:

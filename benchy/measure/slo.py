@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import Literal
 
 from benchy.measure.case_formulas import _success_window
-from benchy.measure.records import RequestRecord
 from benchy.measure.registry import METRICS, SLO_METRICS, request_metrics
 from benchy.measure.unavailable import NO_REQUEST, SLO_UNJUDGED, Unavailable
+from benchy.records import RequestRecord
 
 
 def meets_slo(values: dict[str, float | Unavailable], slo: dict[str, float]) -> bool | Unavailable:

@@ -8,9 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from benchy.measure import stats
-from benchy.measure.records import RequestRecord
 from benchy.measure.unavailable import NO_SUCCESS, Unavailable
 from benchy.measure.window_formulas import NO_MEDIAN
+from benchy.records import RequestRecord
 
 
 @dataclass(frozen=True)

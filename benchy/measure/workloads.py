@@ -41,11 +41,11 @@ from typing import Any, Protocol
 
 from benchy import jsontypes
 from benchy.measure import registry
-from benchy.measure.records import RequestRecord
 from benchy.measure.registry import PerRequest
 from benchy.measure.turn_formulas import NONE_OK, TurnSample
 from benchy.measure.unavailable import Unavailable
 from benchy.measure.window_formulas import NO_MEDIAN, NOTHING
+from benchy.records import RequestRecord
 
 MAX_GRANULARITY = 256
 TOKEN_TOLERANCE = 0.01  # token-granular servers: a shortfall up to 1% of the history is noise

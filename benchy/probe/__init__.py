@@ -41,7 +41,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchy.measure.records import read_records
 from benchy.probe.analyze import (
     CAPACITY_HIT_SHARE,
     analyze,
@@ -74,6 +73,7 @@ from benchy.probe.verdict import (
     decide,
     repeat_hits,
 )
+from benchy.records import read_records
 from benchy.results.probe import ProbeResult
 from benchy.results.types import PROBE_SCHEMA
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from benchy.measure import classify, registry, request_formulas
 from benchy.measure import gpu as gpu_figures
 from benchy.measure.gpu import GpuCase
-from benchy.measure.records import RequestRecord
 from benchy.measure.unavailable import Unavailable
 from benchy.probe.bundle import ProbeManifest
 from benchy.probe.figures import figure
 from benchy.probe.verdict import SERVED_SHARE, TIMING_HIT_SPEEDUP, decide
+from benchy.records import RequestRecord
 from benchy.results.probe import CapacityPass, LengthEntry, ProbeCapacity, ProbeResult, ProbeSide
 from benchy.results.types import Stopped
 

@@ -21,10 +21,10 @@ from benchy.load.lengths import fit_lengths
 from benchy.load.plan import PlannedRequest
 from benchy.load.prompts import Prompt, PromptFactory, calibrate, exact_length_options
 from benchy.load.send import Closed, send
-from benchy.measure.records import RecordWriter, RequestRecord
 from benchy.probe.analyze import CAPACITY_CASE, LENGTH_CASE, Sweep, analyze, capacity_point
 from benchy.probe.bundle import CapacityPlan, PlannedLength, ProbeManifest, write_manifest
 from benchy.probe.verdict import ALPHA, MIN_SPEEDUP
+from benchy.records import RecordWriter, RequestRecord
 from benchy.results.probe import NotProbed, ProbeResult, ProbeSetup, ResetCalls, StatedSize
 from benchy.server import cache_reset
 from benchy.server import capacity as capacity_mod

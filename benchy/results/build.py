@@ -22,10 +22,10 @@ from benchy.measure import case_formulas, classify, metrics, reading, registry, 
 from benchy.measure import gpu as gpu_figures
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
-from benchy.measure.records import RequestRecord
 from benchy.measure.slo import goodput_figures
 from benchy.measure.unavailable import LEGACY, NO_SUCCESS, PROMPT_LENGTH_MISSED, Unavailable
 from benchy.measure.workloads import WorkloadFigures, case_figures, ttft_gains, withhold_turns
+from benchy.records import RequestRecord
 from benchy.results import latency
 from benchy.results.rows import CONTROL, OK, WARMUP, Rows
 from benchy.results.types import (

@@ -21,7 +21,7 @@ from typing import Any
 
 from benchy.measure import unavailable
 from benchy.measure.classify import OUTPUT_FAILURES
-from benchy.measure.records import Anomaly
+from benchy.records import Anomaly
 
 # A row is a results.types.RequestResult, its token_count a TokenCountEntry: named, not
 # imported (types.py imports this module; the house keeps imports free of circles).

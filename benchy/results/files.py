@@ -12,8 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
-from benchy import jsontypes
-from benchy.measure import records
+from benchy import jsontypes, records
 from benchy.results import rows as rows_mod
 from benchy.results.rows import Rows
 from benchy.results.types import SCHEMA, SCHEMA_MAJOR, SCHEMA_MINOR, RequestResult, RunResult

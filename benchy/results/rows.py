@@ -25,7 +25,7 @@ from copy import deepcopy
 from pathlib import Path
 from typing import IO, Any, overload
 
-from benchy.measure import records
+from benchy import records
 
 _SET = os.environ.get("BENCHY_ROWS_IN_MEMORY", "")  # a tuning knob (tests spill with 1)
 IN_MEMORY = int(_SET) if _SET.isdigit() else 4096  # rows per case held as objects

@@ -92,10 +92,10 @@ from benchy.measure import reading, registry, stats, unavailable
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.gpu import GpuCase, GpuSetup
 from benchy.measure.reading import Reading
-from benchy.measure.records import RequestRecord
 from benchy.measure.selftest import ClientCeiling
 from benchy.measure.unavailable import Unavailable
 from benchy.measure.workloads import WorkloadFigures
+from benchy.records import RequestRecord
 from benchy.results.facts import CaseFacts
 from benchy.results.health import ClientHealth, LoopHealth, WorkerClock, WorkerHealth  # noqa: F401  (re-exported)
 from benchy.results.rows import OK, WARMUP, Rows

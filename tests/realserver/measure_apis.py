@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchy.client.client import Client  # noqa: E402
 from benchy.client.settings import ClientSettings  # noqa: E402
 from benchy.measure import registry  # noqa: E402
-from benchy.measure.records import RequestRecord  # noqa: E402
+from benchy.records import RequestRecord  # noqa: E402
 
 ENDPOINTS = ("chat", "responses", "messages")
 

@@ -18,7 +18,7 @@ import pytest
 
 from benchy.client.client import Client
 from benchy.client.settings import ClientSettings
-from benchy.measure.records import RequestRecord
+from benchy.records import RequestRecord
 from tests.conftest import loop_lag_s, run_benchy
 
 pytestmark = pytest.mark.realserver

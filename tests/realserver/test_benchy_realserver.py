@@ -24,8 +24,8 @@ import pytest
 
 from benchy.client.client import Client
 from benchy.client.settings import ClientSettings
-from benchy.measure.records import WITNESS_OF, RequestRecord
 from benchy.probe import VERDICTS
+from benchy.records import WITNESS_OF, RequestRecord
 from tests.conftest import loop_lag_s, run_benchy, sim_env
 
 pytestmark = pytest.mark.realserver
@@ -454,7 +454,7 @@ def test_a_local_tokenizer_that_is_not_the_models_never_overrules_usage(llama_se
     local count of what streamed is far from usage. usage, backed by the server's own
     timings.predicted_n (and one token an event), is the count: no usage_mismatch."""
     from benchy.measure import tokenizer
-    from benchy.measure.records import read_records
+    from benchy.records import read_records
 
     results = run_results(llama_server, "--pp", "128", "--tg", "64", "--runs", "3", out=tmp_path)
     assert "usage_mismatch" not in {w["code"] for w in results["warnings"]}

@@ -16,7 +16,7 @@ import pytest
 
 from benchy.load.tokenize import TOKENIZE_SAMPLE_PER_CASE
 from benchy.measure import evidence
-from benchy.measure.records import WITNESS_OF
+from benchy.records import WITNESS_OF
 from tests.conftest import run_benchy
 
 pytestmark = pytest.mark.realserver
