@@ -12,6 +12,7 @@ from __future__ import annotations
 from array import array
 
 from benchy.records import RequestRecord
+from benchy.records.tokens import tokens_of
 
 
 class CaseTally:
@@ -27,7 +28,7 @@ class CaseTally:
         self.served += rec.ok and not rec.warmup
         self._sent.append(rec.sent_mono_s)
         self._ended.append(rec.sent_mono_s + (rec.end_s or 0.0))
-        self._tokens.append(rec.completion_tokens or len(rec.token_event_s))  # usage, else the events
+        self._tokens.append(tokens_of(rec))
 
     def __len__(self) -> int:
         return len(self._sent)
@@ -37,5 +38,5 @@ class CaseTally:
         return list(zip(self._sent, self._ended))
 
     def client_tokens(self) -> int:
-        """The tokens of every request as the client's figures count them (usage, else events)."""
+        """The tokens of every request as the live run counts them (records.tokens_of)."""
         return sum(self._tokens)

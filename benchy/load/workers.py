@@ -316,6 +316,7 @@ class Merge:
 
     def take(self, w: int, batch: dict) -> None:
         from benchy.records import RequestRecord
+        from benchy.records.tokens import tokens_of
 
         worker = self.workers[w]
         for sent in batch.get("sent", ()):
@@ -324,7 +325,7 @@ class Merge:
             worker.in_flight.pop(data["request_id"], None)
             rec = RequestRecord.from_dict(self._on_parent_clock(worker, data))
             worker.requests += 1
-            worker.tokens += rec.completion_tokens or len(rec.token_event_s)
+            worker.tokens += tokens_of(rec)
             self.on_record(rec)
         if "figures" in batch:
             worker.figures = batch["figures"]

@@ -9,6 +9,7 @@ from benchy.measure import reading
 from benchy.measure.reading import Reading
 from benchy.measure.unavailable import BUFFERED, Unavailable
 from benchy.records import RequestRecord
+from benchy.records.tokens import tokens_of
 
 OUTPUT_FAILURES = ("empty_output", "zero_tokens")  # error kinds `classify` gives
 LIVE_STREAM_TOKENS_PER_EVENT = 1.5  # usage showing about one token per event: a live stream
@@ -18,8 +19,7 @@ def output_failure(rec: RequestRecord) -> tuple[str, str] | None:
     """(error kind, message) when a request that ended normally delivered no output, else None."""
     if not rec.ok:
         return None
-    # usage, else the events: cheap, since this runs as each request ends, inside the run's loop
-    claimed = rec.completion_tokens if rec.completion_tokens is not None else len(rec.token_event_s)
+    claimed = tokens_of(rec)  # cheap: this runs as each request ends, inside the run's loop
     if claimed == 0:
         said = "completion_tokens 0" if rec.usage_reported else "no text and no usage"
         return "zero_tokens", f"the server generated nothing ({said}, finish_reason {rec.finish_reason!r})"
