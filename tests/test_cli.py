@@ -47,3 +47,22 @@ def test_probe_cache_hands_every_client_option_to_its_client(monkeypatch, capsys
             transport="aiohttp",
         )
     ]
+
+
+def test_run_help_shows_its_flags_in_sections():
+    """`benchy run --help` lists its flags under Server, Workload, Load, Output and Checks, in
+    that order; every flag of run is in one of them (none left to the catch-all)."""
+    from click.testing import CliRunner
+
+    from benchy.cli.help_sections import OTHER, section_of
+
+    command = cli.cli.commands["run"]
+    unplaced = [p.name for p in command.params if section_of(p.name) == OTHER]
+    assert unplaced == []
+    text = CliRunner().invoke(cli.cli, ["run", "--help"]).output
+    heads = [line[:-1] for line in text.splitlines() if line and not line[0].isspace() and line.endswith(":")]
+    assert heads == ["Server", "Workload", "Load", "Output", "Checks", OTHER]
+    at = {head: text.index(f"\n{head}:\n") for head in heads}
+    assert at["Server"] < text.index("--base-url") < at["Workload"] < text.index("--pp") < at["Load"]
+    assert at["Load"] < text.index("--max-errors") < at["Output"] < text.index("--output") < at["Checks"]
+    assert at["Checks"] < text.index("--strict") < at[OTHER] < text.index("--help")

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from benchy.cli.help_sections import SectionedHelp
 from benchy.cli.options import Decorator, MultiValueCommand
 
 if TYPE_CHECKING:
@@ -13,8 +14,8 @@ if TYPE_CHECKING:
     from benchy.workloads.case import Case
 
 
-class RunCommand(MultiValueCommand):
-    """`run` and `capacity`: the case flags that take several values after one flag."""
+class RunCommand(SectionedHelp, MultiValueCommand):
+    """`run` and `capacity`: the case flags that take several values after one flag, the help in sections."""
 
     multi_value = (
         "--pp",
