@@ -48,10 +48,9 @@ from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
 from benchy.load.progress import Progress
 from benchy.load.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
-from benchy.load.tally import CaseTally
+from benchy.load.sink import ErrorLimits, RecordSink
 from benchy.load.tokenize import ServerTokenize
 from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
-from benchy.measure import classify
 from benchy.measure.ceiling import CeilingInputs
 from benchy.records import RecordWriter, RequestRecord
 from benchy.results import types as results_mod
@@ -112,24 +111,24 @@ class RunSettings:
     report: bool = True  # with output_dir: report.md, figures and results.csv beside results.json
     skip_unfit: bool = False  # --skip-unfit: run the cases whose prompt fits the context, list the rest
 
+    @property
+    def limits(self) -> ErrorLimits:
+        return ErrorLimits(self.max_errors, self.max_error_rate, self.max_connect_failures)
+
 
 @dataclass
 class RunState:
     """What a run has gathered so far; survives an interruption."""
 
     setup: dict = field(default_factory=dict)
-    # case label → what the live run counts of its finished requests (load/tally.py): the
-    # records are written to the bundle and let go; the results are made from the bundle
-    seen: dict[str, CaseTally] = field(default_factory=dict)
+    # where the finished records go (load/sink.py): it tallies each case (the records are
+    # written to the bundle and let go; the results are made from the bundle) and judges the limits
+    sink: RecordSink | None = None
     bundle_dir: Path | None = None  # where manifest.json and requests.jsonl are written
-    n_done: int = 0  # requests finished, every case
     plans: list[CasePlan] = field(default_factory=list)
     interrupted: bool = False
     stopped: dict | None = None  # {"by": "SIGINT" | "SIGTERM" | "max-errors" | "max-error-rate", "reason"}
-    n_failed: int = 0
-    connect_failures_in_a_row: int = 0
     skipped: list[results_mod.NotMeasured] = field(default_factory=list)  # --skip-unfit's cases
-    last_connect_error: str | None = None
     client: dict = field(default_factory=dict)  # case label → LoopMonitor figures
     server: dict[str, server_metrics.ServerCaseMetrics | server_metrics.NoServerFigures] = field(
         default_factory=dict
@@ -213,9 +212,14 @@ def manifest_of(state: RunState, finished: bool = False) -> Manifest:
         skipped=list(state.skipped),
         windows={label: w for label, w in windows.items() if w != CaseWindows()},
         interrupted=state.interrupted,
-        stopped=results_mod.Stopped(**state.stopped) if state.stopped else None,
+        stopped=results_mod.Stopped(**stopped) if (stopped := _stopped(state)) else None,
         finished=finished,
     )
+
+
+def _stopped(state: RunState) -> dict | None:
+    """Why the run stopped: a signal or an error, else an error limit its sink judged passed."""
+    return state.stopped or (state.sink.stopped if state.sink is not None else None)
 
 
 def save_manifest(state: RunState, finished: bool = False) -> None:
@@ -283,44 +287,6 @@ class NothingMeasured(Exception):
     """The run was stopped before its first case began (while connecting or calibrating)."""
 
 
-MIN_REQUESTS_FOR_RATE = 10  # --max-error-rate is judged from this many finished requests on
-
-
-def count_failure(state: RunState, rec: RequestRecord) -> None:
-    """Counts a finished record as results.json will, and the connection failures in a row."""
-    state.n_done += 1
-    state.n_failed += not classify.classify(rec).ok
-    gone = rec.status == "error" and rec.error_kind == "connect"
-    state.connect_failures_in_a_row = state.connect_failures_in_a_row + 1 if gone else 0
-    if gone:
-        state.last_connect_error = rec.error
-
-
-def error_limit_passed(state: RunState, settings: RunSettings) -> dict | None:
-    """{by, reason} once --max-errors or --max-error-rate is passed (more errors than allowed,
-    not as many), or once the server is gone: requests in a row that found nothing listening
-    (or no route) mean every later one would fail alike, so sending them only lengthens a dead
-    run (--max-connect-failures). None while the run may go on."""
-    failed, done = state.n_failed, state.n_done
-    limit = settings.max_connect_failures
-    if limit and state.connect_failures_in_a_row >= limit:
-        last = state.last_connect_error
-        in_a_row = state.connect_failures_in_a_row
-        return {
-            "by": "server-gone",
-            "reason": f"the server is gone: {in_a_row} requests in a row could not connect ({last})",
-        }
-    if settings.max_errors is not None and failed > settings.max_errors:
-        return {"by": "max-errors", "reason": f"{failed} requests failed, more than --max-errors {settings.max_errors}"}
-    rate = settings.max_error_rate
-    if rate is not None and done >= MIN_REQUESTS_FOR_RATE and failed > rate * done:
-        return {
-            "by": "max-error-rate",
-            "reason": f"{failed} of {done} requests failed ({failed / done:.0%}), more than --max-error-rate {rate:g}",
-        }
-    return None
-
-
 def _stop_on_sigterm(state: RunState) -> None:
     """SIGTERM ends the run as Ctrl-C does: the task is cancelled, what was measured is kept."""
     task = asyncio.current_task()
@@ -358,14 +324,6 @@ def publish(built: results_mod.RunResult, output_dir: Path | None, report: bool 
         if report:
             exporters.export(results, output_dir, exporters.REPORT_EXPORTERS)
     return results
-
-
-def release_streams(rec: RequestRecord) -> None:
-    """Empties a finished record's per-event arrays (requests.jsonl has them, its row the
-    figures made of them): whoever still holds the record (a sender's plan, a worker's pipe)
-    then holds a few numbers, not its stream, which was most of a long run's memory."""
-    for name in results_mod.RequestResult._NOT_SAVED:
-        setattr(rec, name, type(getattr(rec, name))())  # an empty list or str
 
 
 async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter) -> None:
@@ -469,23 +427,10 @@ async def _measure_with(
     state.planned = [PlannedCase.of(p.case, p.endpoint, p.runs, p.measured or None) for p in state.plans]
     workloads = {p.case.label for p in state.plans if p.case.workload is not None}
     save_manifest(state)  # before the first request of a case: a killed run keeps it
-    stop = asyncio.Event()  # set once an error limit is passed: the run ends
+    # a workload's sender reads its records' streams (its history): the sink keeps them
+    sink = state.sink = RecordSink(writer, progress, settings.limits, frozenset(workloads))
+    stop = sink.stop  # set once an error limit is passed: the run ends
     server_tokenize = ServerTokenize()  # a witness asked after each case (load/tokenize.py)
-
-    def on_record(rec: RequestRecord) -> None:
-        seen = state.seen.get(rec.case)
-        if seen is None:  # each plan's tally is made when its case starts
-            seen = state.seen[rec.case] = CaseTally()
-        seen.add(rec)
-        writer.write(rec)
-        if rec.case not in workloads:  # written and counted: its streams are let go
-            release_streams(rec)  # (the sender may hold it; a workload's sender reads them: its history)
-        progress.request_done()
-        count_failure(state, rec)  # counted as results.json counts it
-        passed = None if stop.is_set() else error_limit_passed(state, settings)
-        if passed:
-            state.stopped = passed
-            stop.set()
 
     resetting = settings.cache_reset
     try:
@@ -495,7 +440,7 @@ async def _measure_with(
             if resetting:
                 resetting = await _reset_cache(state, settings, client, identity, plan.case.label, progress)
             progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
-            state.seen[plan.case.label] = CaseTally()
+            sink.open_case(plan.case.label)
             state.started.append(plan.case.label)
             save_manifest(state)
             written = writer.mark()  # the case's records follow: read back for /tokenize after it
@@ -503,7 +448,7 @@ async def _measure_with(
             gpu_window = gpus.window() if gpus else None
             try:
                 await _run_one_case(
-                    state, settings, client, plan, calibrations, salt, pool, on_record, stop, window, gpu_window
+                    state, settings, client, plan, calibrations, salt, pool, sink, window, gpu_window
                 )
             except BaseException:
                 if gpu_window is not None:
@@ -570,8 +515,7 @@ async def _run_one_case(
     calibrations: dict[str, Calibration],
     salt: str,
     pool: CasePool | None,
-    on_record: Callable[[RequestRecord], None],
-    stop: asyncio.Event,
+    sink: RecordSink,
     window: server_metrics.Window | None,
     gpu_window: gpu_mod.GpuWindow | None = None,
 ) -> None:
@@ -588,11 +532,11 @@ async def _run_one_case(
     # Workloads run in one process (or actor): a conversation's turns depend on each other,
     # and a trace's or a group's reuse spans all of its requests.
     calibration = calibrations[plan.endpoint]
-    await send_alone(client, plan, calibration, settings.nonce, on_record)  # before the case, from here
+    await send_alone(client, plan, calibration, settings.nonce, sink)  # before the case, from here
     k = 1 if plan.case.workload or pool is None else pool.workers_for(plan.case, settings.load)
     if pool is not None and (k > 1 or settings.load.ray is not None):  # --ray: always a pool
         state.client[plan.case.label] = await _run_in_workers(
-            pool, plan, k, client.settings, calibration, settings.nonce, on_record, stop, start
+            pool, plan, k, client.settings, calibration, settings.nonce, sink, sink.stop, start
         )
         return
     factory = PromptFactory(calibration, nonce=settings.nonce, salt=f"{salt}c{plan.index}")
@@ -603,8 +547,8 @@ async def _run_one_case(
 
     with contextlib.ExitStack() as heap:
         async with LoopMonitor() as monitor:
-            await run_case(client, plan, factory, on_record, frozen_start, stop=stop)
-    mine = state.seen.get(plan.case.label)  # its spans and tokens kept as they came
+            await run_case(client, plan, factory, sink, frozen_start, stop=sink.stop)
+    mine = sink.tallies.get(plan.case.label)  # its spans and tokens kept as they came
     spans, tokens = (mine.spans(), mine.client_tokens()) if mine is not None else ([], 0)
     state.client[plan.case.label] = client_figures(
         [worker_entry(0, LOCAL_CLOCK, monitor.figures(spans), len(mine) if mine is not None else 0, tokens)]
@@ -634,7 +578,7 @@ async def _close_window(state: RunState, label: str, window: server_metrics.Wind
     if cut_short:
         window.abort()
     else:
-        seen = state.seen.get(label)
+        seen = state.sink.tallies.get(label) if state.sink is not None else None
         window.expected_requests = seen.served if seen is not None else 0
         await window.close()
     result = window.result

@@ -39,3 +39,57 @@ def test_the_live_run_counts_a_requests_tokens_one_way():
     failure = classify.output_failure(records[0])
     assert failure is not None and failure[0] == "zero_tokens"
     assert classify.output_failure(records[1]) is None and classify.output_failure(records[2]) is None
+
+
+def _failed(i: int, kind: str) -> RequestRecord:
+    rec = _record(i, None, 0)
+    rec.status, rec.error_kind, rec.error = "error", kind, f"{kind} #{i}"
+    return rec
+
+
+def test_the_record_sink_writes_counts_releases_and_stops_in_order(tmp_path):
+    """Each record is tallied, written whole to requests.jsonl, then its streams let go (unless
+    its case keeps them); failures are counted as results.json counts them (an empty output is
+    one) and the limit passed sets `stop` and says why."""
+    import asyncio
+
+    from benchy.load.progress import Progress
+    from benchy.load.sink import ErrorLimits, RecordSink
+    from benchy.records import RecordWriter, read_records
+
+    async def main() -> RecordSink:
+        writer = RecordWriter(tmp_path / "requests.jsonl")
+        sink = RecordSink(writer, Progress(1, enabled=False), ErrorLimits(max_errors=1), frozenset({"kept"}))
+        sink.open_case("c")
+        kept = _record(9, 5, 5)
+        kept.case = "kept"
+        for rec in [_record(0, 5, 5), kept, _record(1, 0, 3), _failed(2, "http_500")]:
+            sink(rec)
+            assert not rec.token_event_s if rec.case != "kept" else len(rec.token_event_s) == 5
+        writer.close()
+        return sink
+
+    sink = asyncio.run(main())
+    written = list(read_records(tmp_path / "requests.jsonl"))
+    assert [len(r.token_event_s) for r in written] == [5, 5, 3, 0]  # written before they were let go
+    assert sink.tallies["c"].served == 2 and sink.tallies["c"].client_tokens() == 5 + 0
+    assert (sink.failures.done, sink.failures.failed) == (4, 2)  # the zero_tokens one counts
+    assert sink.stop.is_set() and sink.stopped is not None and sink.stopped["by"] == "max-errors"
+
+
+def test_the_record_sink_stops_a_run_whose_server_is_gone(tmp_path):
+    import asyncio
+
+    from benchy.load.progress import Progress
+    from benchy.load.sink import ErrorLimits, RecordSink
+    from benchy.records import RecordWriter
+
+    async def main() -> RecordSink:
+        sink = RecordSink(RecordWriter(None), Progress(1, enabled=False), ErrorLimits(max_connect_failures=2))
+        sink(_failed(0, "connect"))
+        assert not sink.stop.is_set()
+        sink(_failed(1, "connect"))
+        return sink
+
+    sink = asyncio.run(main())
+    assert sink.stopped is not None and sink.stopped["by"] == "server-gone" and "connect #1" in sink.stopped["reason"]

@@ -1,0 +1,116 @@
+"""Where each finished record goes while a run measures: the RecordSink.
+
+Why a class: the run's record callback tallied the case, wrote the record, let its streams go,
+moved the progress bar, counted failures and judged the error limits, all in one closure over
+the run's state. Each of those is a step here, in the order that matters (written before its
+streams are let go; counted as results.json counts it before a limit is judged), and what the
+steps keep (the tallies, the failure counts, why the run stopped) is the sink's own, typed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from benchy.load.progress import Progress
+from benchy.load.tally import CaseTally
+from benchy.measure import classify
+from benchy.records import RecordWriter, RequestRecord
+
+MIN_REQUESTS_FOR_RATE = 10  # --max-error-rate is judged from this many finished requests on
+# What requests.jsonl holds of a record and its row does not: let go once written.
+STREAM_FIELDS = ("token_event_s", "token_event_chars", "token_event_kinds", "token_event_text", "token_event_usage")
+
+
+@dataclass(frozen=True)
+class ErrorLimits:
+    """--max-errors, --max-error-rate and --max-connect-failures (0: never)."""
+
+    max_errors: int | None = None
+    max_error_rate: float | None = None
+    max_connect_failures: int = 3
+
+
+@dataclass
+class FailureCount:
+    """The run's finished requests as results.json counts them, and the connect failures in a row."""
+
+    done: int = 0
+    failed: int = 0
+    connect_in_a_row: int = 0
+    last_connect_error: str | None = None
+
+    def add(self, rec: RequestRecord) -> None:
+        self.done += 1
+        self.failed += not classify.classify(rec).ok
+        gone = rec.status == "error" and rec.error_kind == "connect"
+        self.connect_in_a_row = self.connect_in_a_row + 1 if gone else 0
+        if gone:
+            self.last_connect_error = rec.error
+
+    def passed(self, limits: ErrorLimits) -> dict[str, str] | None:
+        """{by, reason} once --max-errors or --max-error-rate is passed (more errors than allowed,
+        not as many), or once the server is gone: requests in a row that found nothing listening
+        (or no route) mean every later one would fail alike, so sending them only lengthens a
+        dead run (--max-connect-failures). None while the run may go on."""
+        failed, done = self.failed, self.done
+        limit = limits.max_connect_failures
+        if limit and self.connect_in_a_row >= limit:
+            return {
+                "by": "server-gone",
+                "reason": f"the server is gone: {self.connect_in_a_row} requests in a row could not connect "
+                f"({self.last_connect_error})",
+            }
+        if limits.max_errors is not None and failed > limits.max_errors:
+            return {"by": "max-errors", "reason": f"{failed} requests failed, more than --max-errors {limits.max_errors}"}
+        rate = limits.max_error_rate
+        if rate is not None and done >= MIN_REQUESTS_FOR_RATE and failed > rate * done:
+            return {
+                "by": "max-error-rate",
+                "reason": f"{failed} of {done} requests failed ({failed / done:.0%}), more than --max-error-rate {rate:g}",
+            }
+        return None
+
+
+@dataclass
+class RecordSink:
+    """Takes each finished record (call it): tallies its case, writes it to requests.jsonl, lets
+    its streams go, moves the progress, counts it and, once an error limit is passed, sets
+    `stop` and says why in `stopped`."""
+
+    writer: RecordWriter
+    progress: Progress
+    limits: ErrorLimits = field(default_factory=ErrorLimits)
+    keep_streams: frozenset[str] = frozenset()  # cases whose sender reads its records' streams (a workload's history)
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    tallies: dict[str, CaseTally] = field(default_factory=dict)  # case label → its finished requests
+    failures: FailureCount = field(default_factory=FailureCount)
+    stopped: dict[str, str] | None = None
+
+    def open_case(self, label: str) -> CaseTally:
+        """A fresh tally for a case about to start."""
+        self.tallies[label] = CaseTally()
+        return self.tallies[label]
+
+    def __call__(self, rec: RequestRecord) -> None:
+        tally = self.tallies.get(rec.case)
+        if tally is None:  # a record of a case not opened (an alone request sent ahead of it)
+            tally = self.open_case(rec.case)
+        tally.add(rec)
+        self.writer.write(rec)
+        if rec.case not in self.keep_streams:  # written and counted: its streams are let go
+            release_streams(rec)  # (the sender may hold it)
+        self.progress.request_done()
+        self.failures.add(rec)
+        passed = None if self.stop.is_set() else self.failures.passed(self.limits)
+        if passed:
+            self.stopped = passed
+            self.stop.set()
+
+
+def release_streams(rec: RequestRecord) -> None:
+    """Empties a finished record's per-event arrays (requests.jsonl has them, its row the
+    figures made of them): whoever still holds the record (a sender's plan, a worker's pipe)
+    then holds a few numbers, not its stream, which was most of a long run's memory."""
+    for name in STREAM_FIELDS:
+        setattr(rec, name, type(getattr(rec, name))())  # an empty list or str
