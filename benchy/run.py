@@ -447,9 +447,7 @@ async def _measure_with(
             window = scraper.window() if scraper else None
             gpu_window = gpus.window() if gpus else None
             try:
-                await _run_one_case(
-                    state, settings, client, plan, calibrations, salt, pool, sink, window, gpu_window
-                )
+                await _run_one_case(state, settings, client, plan, calibrations, salt, pool, sink, window, gpu_window)
             except BaseException:
                 if gpu_window is not None:
                     gpu_window.abort()

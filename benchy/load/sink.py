@@ -62,7 +62,10 @@ class FailureCount:
                 f"({self.last_connect_error})",
             }
         if limits.max_errors is not None and failed > limits.max_errors:
-            return {"by": "max-errors", "reason": f"{failed} requests failed, more than --max-errors {limits.max_errors}"}
+            return {
+                "by": "max-errors",
+                "reason": f"{failed} requests failed, more than --max-errors {limits.max_errors}",
+            }
         rate = limits.max_error_rate
         if rate is not None and done >= MIN_REQUESTS_FOR_RATE and failed > rate * done:
             return {
