@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
-import platform
 import secrets
 import signal
 import tempfile
@@ -25,19 +23,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from benchy import __version__
 from benchy.analysis import analyze as analysis
 from benchy.analysis.analyze import REQUESTS
 from benchy.analysis.bundle import CaseWindows, Manifest, PlannedCase, write_manifest
-from benchy.client import kernel_stamps
 from benchy.client import loop as event_loop
 from benchy.client.client import Client
 from benchy.client.errors import ServerError
-from benchy.client.extra_body import redacted_body as redacted_extra_body
 from benchy.client.redact import redact_url, scrub
 from benchy.client.settings import ClientSettings, secrets_of
 from benchy.load import dataset_fit
 from benchy.load.alone import alone_requests, send_alone
+from benchy.load.context_fit import refuse_too_long, unfit_cases
 from benchy.load.dataset_load import bind as bind_dataset
 from benchy.load.dataset_load import calibrate_text
 from benchy.load.dataset_load import setup as dataset_setup
@@ -48,6 +44,7 @@ from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
 from benchy.load.progress import Progress
 from benchy.load.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
+from benchy.load.run_setup import run_setup
 from benchy.load.sink import ErrorLimits, RecordSink
 from benchy.load.tokenize import ServerTokenize
 from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
@@ -58,9 +55,7 @@ from benchy.server import cache_reset, router
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
 from benchy.server import metrics as server_metrics
-from benchy.workloads import trace as trace_mod
 from benchy.workloads.case import Case
-from benchy.workloads.spec import TraceReplay
 
 
 class CasePool(Protocol):
@@ -228,61 +223,6 @@ def save_manifest(state: RunState, finished: bool = False) -> None:
         write_manifest(manifest_of(state, finished), state.bundle_dir)
 
 
-class PromptTooLong(Exception):
-    """A case asks for a prompt the server's context cannot hold: a usage error, raised before
-    anything is sent (the server would answer each request with an HTTP 400)."""
-
-
-def unfit_cases(cases: list[Case], identity: server_mod.ServerIdentity, requests: int | None = None) -> dict[str, str]:
-    """Cases with a prompt that fills the context the server reported: label → why. A sweep
-    case's prompt is depth + pp; a trace replay's are its requests' own (its first `requests`
-    where --requests limits it)."""
-    context = identity.context_length
-    if not context:
-        return {}
-    unfit = {}
-    for case in cases:
-        prompt = case.depth + case.pp
-        if case.kind == "sweep" and prompt >= context:
-            depth = f" (--depth {case.depth} + --pp {case.pp})" if case.depth else ""
-            unfit[case.label] = (
-                f"{case.label} asks for a {prompt:,}-token prompt{depth}, but the server's context is "
-                f"{context:,} tokens ({identity.context_source})"
-            )
-        elif isinstance(case.workload, TraceReplay):
-            replayed = trace_mod.load(case.workload.path, case.workload.limit or requests)
-            over = [r.input_tokens for r in replayed if r.input_tokens >= context]
-            if over:
-                unfit[case.label] = (
-                    f"{case.label}: {len(over)} of its {len(replayed)} requests ask for prompts of up to "
-                    f"{max(over):,} tokens, but the server's context is {context:,} tokens ({identity.context_source})"
-                )
-    return unfit
-
-
-def refuse_too_long(
-    cases: list[Case], identity: server_mod.ServerIdentity, skip_unfit: bool = False, requests: int | None = None
-) -> list[Case]:
-    """The cases to run: all of them, or (--skip-unfit) those whose prompt fits the server's
-    context. PromptTooLong for a case that does not fit, unless skipped; always when none fits."""
-    unfit = unfit_cases(cases, identity, requests)
-    fit = [c for c in cases if c.label not in unfit]
-    if unfit and not (skip_unfit and fit):
-        label, why = next(iter(unfit.items()))
-        case = next(c for c in cases if c.label == label)
-        others = " or pass --skip-unfit to run only the cases that fit" if fit else ""
-        if case.kind == "trace":  # its lengths are the trace's: no flag shortens them
-            raise PromptTooLong(
-                f"{why}: the server would refuse each with an HTTP 400; replay the trace against a server "
-                f"whose context holds its prompts{others}"
-            )
-        raise PromptTooLong(
-            f"{why}: lower --pp/--depth so that prompt and output (--tg {case.tg}) fit in "
-            f"{identity.context_length:,}{others}"
-        )
-    return fit
-
-
 class NothingMeasured(Exception):
     """The run was stopped before its first case began (while connecting or calibrating)."""
 
@@ -401,7 +341,7 @@ async def _measure_with(
     fitted = await dataset_fit.prepare(
         settings.cases, calibrations, counter, settings.endpoint, settings.nonce, settings.load.seed
     )
-    state.setup = _setup(settings, model, _version_text(identity), calibrations)
+    state.setup = run_setup(settings, model, _version_text(identity), calibrations)
     state.setup["server"] = identity.to_dict()  # typed again by the builder (results/build.run_result)
     state.setup["server_metrics"] = metrics_status.to_dict()
     state.setup["calibration_failures"] = client.calibration_failures
@@ -640,66 +580,3 @@ async def _run_in_workers(
         if exc.kind == "PromptError":
             raise PromptError(str(exc)) from None
         raise ServerError(f"a worker failed: {exc.kind}: {exc}") from None
-
-
-def _setup(settings: RunSettings, model: str, version: str | None, calibrations: dict[str, Calibration]) -> dict:
-    main_cal = calibrations.get(settings.endpoint) or next(iter(calibrations.values()))
-    return {
-        "base_url": redact_url(settings.client.base_url),
-        "model": model,
-        "server_version": version,
-        "endpoint": settings.endpoint,
-        "benchy_version": __version__,
-        "host": platform.node(),
-        "python": platform.python_version(),
-        "event_loop": event_loop.name(),
-        "receive_stamps": kernel_stamps.described(settings.client.transport, settings.client.stream),
-        "command_line": settings.command_line,
-        "extra_body": redacted_extra_body(settings.client.extra_body),
-        "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "prompt_nonce": settings.nonce,
-        "runs": settings.runs,
-        "warmup": settings.warmup,
-        "calibration": main_cal.to_dict(),
-        "calibrations": {ep: c.to_dict() for ep, c in calibrations.items()},
-        "tokenizer": _tokenizer_text(main_cal),
-        "load": settings.load.to_dict(),
-        **_ceiling_setup(settings.ceiling, model),
-        **_template_setup(settings),
-        **_client_ceiling_setup(),
-    }
-
-
-def _tokenizer_text(cal: Calibration) -> str:
-    """setup.tokenizer: what counted the prompts (load/lengths.py)."""
-    if cal.lengths.words is None:
-        return "o200k_base (offline), calibrated to the server's usage counts"
-    return f"o200k_base (offline), on words one token each by {cal.lengths.method}"
-
-
-def _client_ceiling_setup() -> dict:
-    """This host's cached `benchy selftest`, when it was measured."""
-    from benchy.measure import selftest
-
-    found = selftest.cached()
-    return {"client_ceiling": found.to_dict()} if found else {}
-
-
-def _template_setup(settings: RunSettings) -> dict:
-    """template, reasoning_effort, stop and the stops that fire inside a Harmony response."""
-    risky = settings.template.risky_stops(settings.stop)
-    return {
-        "template": settings.template.name,
-        "reasoning_effort": settings.template.reasoning_effort,
-        "stop": list(settings.stop),
-        "dangerous_stops": [{"stop": stop, "reason": reason} for stop, reason in risky],
-    }
-
-
-def _ceiling_setup(inputs: CeilingInputs, model: str) -> dict:
-    """hardware, model_profile and the figures the decode ceiling is computed from (the model
-    profile is guessed from the served id only when a bandwidth is known)."""
-    ceiling = inputs.resolve(model)
-    if ceiling is None:
-        return {}
-    return {"hardware": ceiling.hardware, "model_profile": ceiling.model_profile, "ceiling": ceiling.to_dict()}

@@ -14,6 +14,7 @@ import pytest
 from benchy import run as run_mod
 from benchy.client.client import Client
 from benchy.client.settings import ClientSettings
+from benchy.load.context_fit import PromptTooLong
 from benchy.load.prompts import Template
 from benchy.measure import classify, evidence, registry, tokenizer
 from benchy.records import REASONING, RequestRecord, read_records
@@ -279,7 +280,7 @@ short_context_sim = shared_sim("--context-length", "1500", *FAST_PREFILL)
 
 def test_a_prompt_over_the_context_the_server_reported_is_refused_before_sending(short_context_sim):
     sim = SimSince(short_context_sim)
-    with pytest.raises(run_mod.PromptTooLong, match=r"pp2000 tg8 asks for a 2,000-token prompt.*1,500 tokens"):
+    with pytest.raises(PromptTooLong, match=r"pp2000 tg8 asks for a 2,000-token prompt.*1,500 tokens"):
         bench(sim, pp=(64, 2000), tg=(8,), runs=2)
     assert not [t for t in sim.truth() if t["request_id"]]  # nothing was sent, not even calibration
 

@@ -230,6 +230,7 @@ def run(
     from benchy.client.errors import ServerError
     from benchy.client.extra_body import check_cases as check_extra_bodies
     from benchy.load.cluster import ClusterError
+    from benchy.load.context_fit import PromptTooLong
     from benchy.load.prompts import PromptError
     from benchy.report import table
     from benchy.server.gpu import GpuError
@@ -290,7 +291,7 @@ def run(
         raise click.ClickException(with_url_hint(str(exc), client.base_url)) from None
     except (ClusterError, GpuError) as exc:
         raise click.ClickException(str(exc)) from None
-    except (run_mod.PromptTooLong, WorkloadError) as exc:  # WorkloadError: a --dataset with nothing to send
+    except (PromptTooLong, WorkloadError) as exc:  # WorkloadError: a --dataset with nothing to send
         raise click.UsageError(str(exc)) from None
     except run_mod.NothingMeasured as exc:
         raise Interrupted(str(exc)) from None
