@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchy.load import workers
+from benchy.load import worker_side, workers
 from benchy.records import read_records
 from tests.conftest import REPO_ROOT, run_benchy, sim_env
 from tests.test_interrupt import wait_for_lines
@@ -138,7 +138,7 @@ def test_a_killed_actor_loses_no_finished_request_and_records_its_lost_ones(star
     survivors = [e for e in case["client"]["per_worker"] if e["lost"] is None]
     assert len(survivors) == 3 and all(e["requests"] == 40 for e in survivors)  # the run went on
     truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
-    finished = {rid for rid, t in truth.items() if t["last_token_event_s"] < killed_at - 4 * workers.BATCH_S}
+    finished = {rid for rid, t in truth.items() if t["last_token_event_s"] < killed_at - 4 * worker_side.BATCH_S}
     assert len(finished) >= 8 and all(requests[rid]["status"] == "ok" for rid in finished)
 
 
@@ -154,7 +154,9 @@ def test_ctrl_c_stops_every_actor_and_keeps_what_was_measured(start_sim, tmp_pat
     kept = {r["request_id"] for c in results["cases"] for r in c["requests"]}
     assert kept == {r.request_id for r in read_records(out / "requests.jsonl")}
     truth = {t["request_id"]: t for t in sim.truth() if t["request_id"] and t["status"] == 200}
-    finished = {rid for rid, t in truth.items() if (t["last_token_event_s"] or 1e18) < stopped_at - 4 * workers.BATCH_S}
+    finished = {
+        rid for rid, t in truth.items() if (t["last_token_event_s"] or 1e18) < stopped_at - 4 * worker_side.BATCH_S
+    }
     assert len(finished) >= 4 and finished <= kept
     deadline = time.monotonic() + 30
     while _actor_pids() and time.monotonic() < deadline:  # the driver killed its actors on the way out

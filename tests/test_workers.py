@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchy.load import workers
+from benchy.load import worker_side, workers
 from benchy.records import read_records
 from tests.conftest import REPO_ROOT, sim_env, start_benchy, worker_pids
 from tests.test_interrupt import wait_for_lines
@@ -66,7 +66,7 @@ def test_a_killed_worker_loses_no_finished_request_and_records_its_lost_ones(sta
     truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
     ended = {rid: t["last_token_event_s"] for rid, t in truth.items() if t["last_token_event_s"] is not None}
     finished = {
-        rid for rid, end in ended.items() if end < killed_at - 4 * workers.BATCH_S
+        rid for rid, end in ended.items() if end < killed_at - 4 * worker_side.BATCH_S
     }  # (None: cut before a token)
     assert len(finished) >= 4
     assert all(requests[rid]["status"] == "ok" for rid in finished)  # kept, and as they were

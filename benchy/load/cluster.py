@@ -3,7 +3,7 @@
 One client host runs out before a large deployment does: past some load its cores (and its
 event loops) delay the very timestamps benchy reports. Ray spreads the load over the hosts
 of a cluster without a protocol of benchy's own: each actor runs the same worker side as a
-local `--workers` process (workers.Share: its own event loop and Client), and this process
+local `--workers` process (worker_side.Share: its own event loop and Client), and this process
 (the driver) merges their records through the same code (workers.run_split): one clock (a
 round-trip handshake per actor and case, the fastest of several kept; an actor on another
 kernel gets its records moved onto the driver's clock and the uncertainty recorded), one
@@ -26,7 +26,7 @@ import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from benchy.load import workers
+from benchy.load import worker_side, workers
 
 if TYPE_CHECKING:
     from benchy.client.settings import ClientSettings
@@ -61,13 +61,13 @@ class ShareActor:
 
         # No tokenizer: the prompts a worker builds are filler words, counted without it
         # (tokenizer.count); the parent counts the streamed text.
-        self._clients = workers._Clients(Client)
-        self._share: workers.Share | None = None
+        self._clients = worker_side._Clients(Client)
+        self._share: worker_side.Share | None = None
 
     async def clock(self) -> dict:
         import ray
 
-        reading = workers.clock_reading()
+        reading = worker_side.clock_reading()
         reading["node"] = f"{reading['node']} (Ray node {ray.get_runtime_context().get_node_id()[:8]})"
         return reading
 
@@ -75,7 +75,7 @@ class ShareActor:
         self, plan: CasePlan, settings: ClientSettings, calibration: Calibration, nonce: bool
     ) -> AsyncIterator[dict]:
         """A streaming generator: the share's batches as they come."""
-        self._share = workers.Share(await self._clients.get(settings), plan, calibration, nonce)
+        self._share = worker_side.Share(await self._clients.get(settings), plan, calibration, nonce)
         async for batch in self._share.batches():
             yield batch
 
@@ -130,9 +130,9 @@ class RayPool:
         client_settings: ClientSettings,
         calibration: Calibration,
         nonce: bool,
-        on_record: workers.OnRecord,
+        on_record: worker_side.OnRecord,
         stop: asyncio.Event,
-        on_start: workers.OnStart | None = None,
+        on_start: worker_side.OnStart | None = None,
     ) -> dict:
         if not self._live:
             raise workers.WorkerError("ClusterError", "every Ray actor of this run has been lost")
