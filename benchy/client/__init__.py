@@ -8,7 +8,8 @@ Where things are:
 - client.py: Client, a request's life: its payload, redirects, credentials, the one retry of a
   dropped kept-alive connection, the server's side pages, calibration and /tokenize requests.
 - http1.py (the default, "lean") and aiohttp_pool.py (`--transport aiohttp`): the transports,
-  behind one interface.
+  behind one interface; connect.py what both use to reach a server (proxy routes, TLS, the
+  plain-HTTP check of an https:// URL, HttpFailure).
 - reader.py: the reader that turns a response's stamped reads into a RequestRecord; sse.py
   splits the stream into events, harmony.py reads raw Harmony text, responses.py, messages.py
   and whole.py read the other APIs' events and a non-streamed answer.

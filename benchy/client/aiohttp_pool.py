@@ -9,10 +9,11 @@ import asyncio
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from benchy.client.http1 import PEEK_BYTES, Request, Response, Sink, ssl_context, unless_plain_http
+from benchy.client.connect import ssl_context, unless_plain_http
+from benchy.client.http1 import PEEK_BYTES, Request, Response, Sink
 from benchy.client.settings import ClientSettings, split_credentials
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ class AiohttpPool:
 
     async def request(self, req: Request, response: Response) -> None:
         """As Http1Pool.request; an https origin that has not yet completed a handshake is asked
-        in plain HTTP when no answer comes soon (http1.answers_plain_http), so that https:// to
+        in plain HTTP when no answer comes soon (connect.answers_plain_http), so that https:// to
         a plain-HTTP server fails at once rather than at --timeout."""
         parts = urlsplit(req.url)
         origin = (parts.hostname or "", parts.port or 443)
@@ -87,7 +88,7 @@ class AiohttpPool:
                 response.peek = await resp.content.read(PEEK_BYTES)
             response.end_s = time.perf_counter()
 
-    def _proxy(self, url: str, headers: dict[str, str]) -> dict:
+    def _proxy(self, url: str, headers: dict[str, str]) -> dict[str, Any]:
         """request() arguments for the proxy of `url`: the proxy, and its credentials as a
         header of the CONNECT (https), or of the request itself (plain http: aiohttp sends
         proxy_headers only with a CONNECT)."""

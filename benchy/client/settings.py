@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from benchy.client.connect import basic_auth, env_proxy
 from benchy.client.extra_body import secrets as extra_body_secrets
-from benchy.client.http1 import basic_auth, env_proxy
 from benchy.client.redact import header_secrets, scrub_list, url_secrets
 
 
@@ -26,7 +27,7 @@ class ClientSettings:
     stall_timeout_s: float = 120.0  # longest silence between two reads of the stream
     insecure: bool = False  # skip TLS verification (only when asked)
     connections: int = 1
-    extra_body: dict | None = None
+    extra_body: dict[str, Any] | None = None
     headers: tuple[tuple[str, str], ...] = ()  # --header (name, value): values are secrets
     env_proxy: bool = True  # a proxy from HTTP_PROXY / HTTPS_PROXY / NO_PROXY (--no-env-proxy: never)
     transport: str = "lean"  # benchy.client.http1, or "aiohttp"
