@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from benchy import __version__
@@ -50,10 +50,7 @@ class Bundle:
         late = _witnesses(path)
         for rec in records_mod.read_records(path):
             found = late.get(rec.request_id)
-            if found:
-                for name, value in found.items():
-                    setattr(rec, name, value)
-            yield rec
+            yield replace(rec, **found) if found else rec  # joined by request id, the record not written into
 
 
 def _witnesses(path: Path) -> dict[str, dict]:
