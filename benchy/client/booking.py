@@ -5,7 +5,7 @@ imports them and none of them imports reader.py."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from benchy.records import RequestRecord
 
@@ -14,11 +14,11 @@ class Booker(Protocol):
     rec: RequestRecord
     done: bool  # the API's end event came
     bad_events: int  # payloads of a shape the API does not have
-    state: dict  # what an API's reader keeps between events (Messages: usage so far)
+    state: dict[str, Any]  # what an API's reader keeps between events (Messages: usage so far)
 
     def book_text(self, now: float, content: str, reasoning: str) -> None: ...
 
-    def book_usage(self, usage: dict) -> None: ...  # chat-named usage
+    def book_usage(self, usage: dict[str, Any]) -> None: ...  # chat-named usage
 
     def fail(self, kind: str, message: str) -> None: ...
 
@@ -29,8 +29,10 @@ class Api(Protocol):
     """An API other than OpenAI's chat and completions, as its module (responses.py,
     messages.py) is: its request body, its whole answer in chat's shape, its event reader."""
 
-    def payload(self, model: str | None, prompt: str, max_tokens: int, stream: bool, extra: dict | None) -> dict: ...
+    def payload(
+        self, model: str | None, prompt: str, max_tokens: int, stream: bool, extra: dict[str, Any] | None
+    ) -> dict[str, Any]: ...
 
     def as_chat(self, obj: object) -> object: ...
 
-    def book(self, reader: Booker, obj: dict, now: float) -> None: ...
+    def book(self, reader: Booker, obj: dict[str, Any], now: float) -> None: ...

@@ -26,9 +26,9 @@ import orjson
 from benchy.client import messages, responses
 from benchy.client.aiohttp_pool import AiohttpPool
 from benchy.client.booking import Api
-from benchy.client.connect import env_proxy
+from benchy.client.connect import HttpFailure, env_proxy
 from benchy.client.errors import ServerError, TransientError, failure_of, server_error
-from benchy.client.http1 import Http1Pool, HttpFailure, OnHead, Request, Response, Sink
+from benchy.client.http1 import Http1Pool, OnHead, Request, Response, Sink
 from benchy.client.reader import StreamReader, json_or_none, str_or_none
 from benchy.client.redact import redact_url, scrub
 from benchy.client.settings import ClientSettings, secrets_of, split_credentials

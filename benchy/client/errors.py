@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from benchy.client.http1 import HttpFailure
+from benchy.client.connect import HttpFailure
 from benchy.client.settings import ClientSettings
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 # Fields benchy sets on some endpoint, and the flag that sets each instead.
 OWNED = {
@@ -47,7 +48,7 @@ class ExtraBodyError(ValueError):
     """A bad --extra-body; the message is one line."""
 
 
-def load(text: str) -> dict:
+def load(text: str) -> dict[str, Any]:
     """The object `--extra-body` names: JSON text, or `@path` to a JSON file."""
     where = "--extra-body"
     if text.startswith("@"):
@@ -66,7 +67,7 @@ def load(text: str) -> dict:
     return check(body, where)
 
 
-def check(body: object, where: str = "--extra-body") -> dict:
+def check(body: object, where: str = "--extra-body") -> dict[str, Any]:
     """`body` if it is an object that sets no field benchy owns; ExtraBodyError (one line) else."""
     if not isinstance(body, dict):
         raise ExtraBodyError(f'{where} must be a JSON object ({{"name": value, …}}), not {type(body).__name__}')
@@ -124,7 +125,7 @@ def redacted_argument(value: str) -> str:
         return "***"
 
 
-def redacted_body(body: dict | None) -> dict | None:
+def redacted_body(body: dict[str, Any] | None) -> dict[str, Any] | None:
     """What results.json keeps of --extra-body (None: none was given)."""
     if body is None:
         return None
@@ -133,7 +134,7 @@ def redacted_body(body: dict | None) -> dict | None:
     return kept
 
 
-def check_cases(cases: list) -> None:
+def check_cases(cases: list[Any]) -> None:
     """ExtraBodyError (one line, naming the scenario) for a case whose scenario's extra_body
     sets a field benchy sets itself (workloads.case.Case.extra_fields)."""
     for case in cases:

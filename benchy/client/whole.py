@@ -13,6 +13,8 @@ kind server_error. reader.py's reader collects the body and hands the parsed ans
 
 from __future__ import annotations
 
+from typing import Any
+
 from benchy.client.booking import Booker
 
 
@@ -42,10 +44,10 @@ def read(reader: Booker, obj: object, now: float) -> None:
     reader.settle()
 
 
-def _answer(reader: Booker, choice: dict, now: float) -> None:
+def _answer(reader: Booker, choice: dict[str, Any], now: float) -> None:
     """The answer's text as events at its end: reasoning, then content, as the API split them."""
     message = choice.get("message")
-    held: dict = message if isinstance(message, dict) else choice
+    held: dict[str, Any] = message if isinstance(message, dict) else choice
     reasoning = held.get("reasoning_content") or held.get("reasoning")
     content = held.get("content") if isinstance(message, dict) else choice.get("text")
     if isinstance(reasoning, str) and reasoning:

@@ -64,7 +64,7 @@ class ShareActor:
         self._clients = worker_side._Clients(Client)
         self._share: worker_side.Share | None = None
 
-    async def clock(self) -> dict:
+    async def clock(self) -> dict[str, Any]:
         import ray
 
         reading = worker_side.clock_reading()
@@ -73,7 +73,7 @@ class ShareActor:
 
     async def run(
         self, plan: CasePlan, settings: ClientSettings, calibration: Calibration, nonce: bool
-    ) -> AsyncIterator[dict]:
+    ) -> AsyncIterator[dict[str, Any]]:
         """A streaming generator: the share's batches as they come."""
         self._share = worker_side.Share(await self._clients.get(settings), plan, calibration, nonce)
         async for batch in self._share.batches():
@@ -97,14 +97,14 @@ class RayPool:
 
     start_lead_s = START_LEAD_S
 
-    def __init__(self, ray: Any, actors: list, nodes: int, address: str) -> None:
+    def __init__(self, ray: Any, actors: list[Any], nodes: int, address: str) -> None:
         self._ray = ray
         self._live = actors
         self.nodes = nodes
         self.address = address
-        self._case: list = []
+        self._case: list[Any] = []
         self._settings: ClientSettings | None = None
-        self._pumps: set[asyncio.Task] = set()
+        self._pumps: set[asyncio.Task[Any]] = set()
 
     @classmethod
     def connect(cls, address: str, per_node: int | None) -> RayPool:
@@ -133,7 +133,7 @@ class RayPool:
         on_record: worker_side.OnRecord,
         stop: asyncio.Event,
         on_start: worker_side.OnStart | None = None,
-    ) -> dict:
+    ) -> dict[str, Any]:
         if not self._live:
             raise workers.WorkerError("ClusterError", "every Ray actor of this run has been lost")
         self._case, self._settings = self._live[:k], client_settings
@@ -143,17 +143,17 @@ class RayPool:
             raise workers.WorkerError("ClusterError", f"no Ray actor answered within {READY_TIMEOUT_S:g} s") from None
         return await workers.run_split(self, workers.split(plan, k), calibration, nonce, on_record, stop, on_start)
 
-    async def read_clock(self, w: int) -> dict:
+    async def read_clock(self, w: int) -> dict[str, Any]:
         return await self._case[w].clock.remote()
 
-    def begin(self, plans: list[CasePlan], calibration: Calibration, nonce: bool, events: asyncio.Queue) -> None:
+    def begin(self, plans: list[CasePlan], calibration: Calibration, nonce: bool, events: asyncio.Queue[Any]) -> None:
         for w, plan in enumerate(plans):
             stream = self._case[w].run.options(num_returns="streaming").remote(plan, self._settings, calibration, nonce)
             pump = asyncio.ensure_future(self._pump(w, stream, events))
             self._pumps.add(pump)
             pump.add_done_callback(self._pumps.discard)
 
-    async def _pump(self, w: int, stream: AsyncIterator[Any], events: asyncio.Queue) -> None:
+    async def _pump(self, w: int, stream: AsyncIterator[Any], events: asyncio.Queue[Any]) -> None:
         """Actor w's batches into the events queue; its death as a "lost" event."""
         actor_died = self._ray.exceptions.RayActorError
         try:
@@ -208,7 +208,7 @@ def _init(ray: Any, address: str, per_node: int) -> None:
         raise ClusterError(f"cannot reach the Ray cluster at {address!r}: {_first_line(exc)}") from None
 
 
-def _place(ray: Any, nodes: list[dict], per_node: int) -> list:
+def _place(ray: Any, nodes: list[dict[str, Any]], per_node: int) -> list[Any]:
     """per_node actors pinned to each node (a CPU each), created node by node in turn, so that
     a case on k < all actors still spreads over as many nodes as it can."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

@@ -32,7 +32,7 @@ import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -169,8 +169,8 @@ class LengthFit:
     reason: str | None = None  # why a counter's fit was not used
     tokenizer_sha256: str | None = None  # --tokenizer's file
 
-    def to_dict(self) -> dict:
-        out: dict = {"method": self.method}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"method": self.method}
         if self.words is not None:
             out["words"] = len(self.words)
         if self.reason:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ class LoopMonitor:
         self._lag: list[float] = []
         self._cpu: list[float] = []
         self._wall: list[float] = []
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
 
     async def __aenter__(self) -> LoopMonitor:
         self._task = asyncio.create_task(self._sample())
@@ -62,7 +63,7 @@ class LoopMonitor:
             self._wall.append(now - wall)
             cpu, wall = now_cpu, now
 
-    def figures(self, in_flight: list[tuple[float, float]]) -> dict:
+    def figures(self, in_flight: list[tuple[float, float]]) -> dict[str, Any]:
         """Lag (ms) and CPU share over the samples taken while some (start, end) interval of
         `in_flight` was open: {loop_lag_ms_max, loop_lag_ms_p99, loop_lag_ms_p95,
         stalled_share, loop_lag_ms_median, lag_samples, cpu_s, wall_s, cpu_share}; cpu_share

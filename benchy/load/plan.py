@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from benchy.client.client import Client
 from benchy.load import arrivals
@@ -37,7 +38,7 @@ class LoadSettings:
     ray: str | None = None  # --ray [ADDRESS]: every case on Ray actors (cluster.py)
     ray_workers_per_node: int | None = None  # --ray-workers-per-node (None: 1)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "requests": self.requests,
             "duration_s": self.duration_s,
@@ -162,7 +163,7 @@ class PlannedRequest:
     prompt: str  # the template rendered; "" where the body carries the messages
     max_tokens: int
     endpoint: str
-    body: dict  # request options (shared by the case's requests: never changed per request)
+    body: dict[str, Any]  # request options (shared by the case's requests: never changed per request)
     harmony: bool = False  # split the completion's Harmony channels
     at_s: float | None = None  # open loop: due this long after the start
     pause_s: float = 0.0  # dependent: sent this long after its predecessor ended
@@ -186,14 +187,14 @@ class PlannedRequest:
 
 
 def planned(
-    plan: CasePlan, record: RequestRecord, prompt: Prompt, tg: int, body: dict, at_s: float | None = None
+    plan: CasePlan, record: RequestRecord, prompt: Prompt, tg: int, body: dict[str, Any], at_s: float | None = None
 ) -> PlannedRequest:
     """A request of the case's endpoint, its template rendered around the prompt."""
     text = plan.template.render(prompt.text, plan.endpoint)
     return PlannedRequest(record, text, tg, plan.endpoint, body, plan.template.parses(plan.endpoint), at_s)
 
 
-def request_options(plan: CasePlan, tg: int) -> dict:
+def request_options(plan: CasePlan, tg: int) -> dict[str, Any]:
     """Exact-length options, the template's options and the user's stop strings. A stop list
     replaces min_tokens: vLLM (and benchy sim) ignore stop strings until min_tokens are out,
     and a stop that never acts would hide the very trap it sets (report 000: 0-token answers)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import TextIO
+from typing import Any, TextIO
 
 from tqdm import tqdm
 
@@ -81,7 +81,7 @@ def _plain_format(requests: int | None) -> str:
     return "{desc}: {n_fmt}/{total_fmt} requests ({percentage:.0f}%) [{elapsed}<{remaining}, {rate_fmt}]"
 
 
-def _size(terminal: bool) -> dict:
+def _size(terminal: bool) -> dict[str, Any]:
     """tqdm follows a terminal's size, but draws nothing on one that reports 0×0 (a bare
     pseudo-terminal): a fixed size there."""
     try:

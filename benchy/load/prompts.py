@@ -38,7 +38,7 @@ import hashlib
 import secrets
 import struct
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -81,7 +81,7 @@ class Template:
             return text
         return harmony.render_prompt(text, reasoning_effort=self.reasoning_effort or "medium")
 
-    def request_options(self, endpoint: str) -> dict:
+    def request_options(self, endpoint: str) -> dict[str, Any]:
         if endpoint in ("chat", "responses"):  # the Responses client sends it as reasoning.effort
             return {"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {}
         return {"skip_special_tokens": False} if self.parses(endpoint) else {}
@@ -112,7 +112,7 @@ class Template:
         ]
 
 
-def exact_length_options(tg: int) -> dict:
+def exact_length_options(tg: int) -> dict[str, Any]:
     """Ask for exactly tg tokens: servers differ in which of these they honour."""
     return {"ignore_eos": True, "min_tokens": tg}
 
@@ -130,7 +130,7 @@ class Calibration:
     scale: float = 1.0  # server tokens per local (o200k) token
     method: str = "none"
     # check_length's finding: {target_tokens, server_tokens, missed} or {target_tokens, error}
-    length_check: dict | None = None
+    length_check: dict[str, Any] | None = None
     # Server tokens per local token of *output* text (a model's words are not the filler's):
     # from the server's /tokenize of an answer, else from its usage; None: not measured.
     output_scale: float | None = None
@@ -178,7 +178,7 @@ class Calibration:
     def local_tokens_for(self, server_target: int) -> int:
         return round((server_target - self.overhead) / self.scale)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = {"overhead_tokens": round(self.overhead, 2), "scale": round(self.scale, 5), "method": self.method}
         if self.length_check is not None:
             out["length_check"] = dict(self.length_check)
@@ -267,7 +267,7 @@ class PromptFactory:
         text = (nonce or "") + self._body(body)
         return Prompt(text=text, nonce=nonce, local_tokens=tokenizer.count(text))
 
-    def blocks(self, block_ids: list, server_tokens: int, block_tokens: int) -> Prompt:
+    def blocks(self, block_ids: list[Any], server_tokens: int, block_tokens: int) -> Prompt:
         """A trace request's prompt: one text per block id, `block_tokens` server tokens each
         (the last one cut), about `server_tokens` in all with the chat template. Equal ids give
         identical blocks; the ids are salted with this invocation's salt, so different ids (and

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from benchy.load import arrivals
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options, trace_spec
@@ -34,7 +35,7 @@ def trace_requests(plan: CasePlan, requests: list[TraceRequest], prompts: Prompt
     speed = trace_spec(plan).speed
     reuse, could_share = expected_reuse(requests), shareable(requests)
     template = max(0, round(prompts.calibration.overhead))
-    bodies: dict[int, dict] = {}  # one body per output length, shared by its requests
+    bodies: dict[int, dict[str, Any]] = {}  # one body per output length, shared by its requests
 
     def made() -> Iterator[PlannedRequest]:
         for i, req in enumerate(requests):

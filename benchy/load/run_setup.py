@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import platform
-from typing import Protocol
+from typing import Any, Protocol
 
 from benchy import __version__
 from benchy.client import kernel_stamps
@@ -38,7 +38,9 @@ class SetupSource(Protocol):
     stop: tuple[str, ...]
 
 
-def run_setup(settings: SetupSource, model: str, version: str | None, calibrations: dict[str, Calibration]) -> dict:
+def run_setup(
+    settings: SetupSource, model: str, version: str | None, calibrations: dict[str, Calibration]
+) -> dict[str, Any]:
     main_cal = calibrations.get(settings.endpoint) or next(iter(calibrations.values()))
     return {
         "base_url": redact_url(settings.client.base_url),
@@ -73,7 +75,7 @@ def _tokenizer_text(cal: Calibration) -> str:
     return f"o200k_base (offline), on words one token each by {cal.lengths.method}"
 
 
-def _client_ceiling_setup() -> dict:
+def _client_ceiling_setup() -> dict[str, Any]:
     """This host's cached `benchy selftest`, when it was measured."""
     from benchy.measure import selftest
 
@@ -81,7 +83,7 @@ def _client_ceiling_setup() -> dict:
     return {"client_ceiling": found.to_dict()} if found else {}
 
 
-def _template_setup(settings: SetupSource) -> dict:
+def _template_setup(settings: SetupSource) -> dict[str, Any]:
     """template, reasoning_effort, stop and the stops that fire inside a Harmony response."""
     risky = settings.template.risky_stops(settings.stop)
     return {
@@ -92,7 +94,7 @@ def _template_setup(settings: SetupSource) -> dict:
     }
 
 
-def _ceiling_setup(inputs: CeilingInputs, model: str) -> dict:
+def _ceiling_setup(inputs: CeilingInputs, model: str) -> dict[str, Any]:
     """hardware, model_profile and the figures the decode ceiling is computed from (the model
     profile is guessed from the served id only when a bandwidth is known)."""
     ceiling = inputs.resolve(model)

@@ -23,7 +23,7 @@ import multiprocessing
 import platform
 import time
 from multiprocessing.connection import Connection
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -114,7 +114,7 @@ async def _drive(url: str, stream: bool, streams: int, phase_s: float) -> tuple[
     return done, events, lags
 
 
-async def _measure(url: str, streams: int, phase_s: float) -> dict:
+async def _measure(url: str, streams: int, phase_s: float) -> dict[str, Any]:
     t0 = time.perf_counter()
     answers, _, _ = await _drive(url, False, streams, phase_s)
     t1 = time.perf_counter()

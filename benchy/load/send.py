@@ -28,6 +28,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from benchy.client.client import Client
 from benchy.load.plan import PlannedRequest
@@ -142,7 +143,7 @@ async def _open(
     from `requests` only when the one before it has left, so a lazily made plan builds each
     prompt ahead of its time, never all at once."""
     slots = asyncio.Semaphore(pace.inflight_cap) if pace.inflight_cap else None
-    tasks: set[asyncio.Task] = set()
+    tasks: set[asyncio.Task[Any]] = set()
     failure: list[BaseException] = []
 
     async def one(request: PlannedRequest) -> None:
@@ -153,7 +154,7 @@ async def _open(
             if slots is not None:
                 slots.release()
 
-    def done(task: asyncio.Task) -> None:
+    def done(task: asyncio.Task[Any]) -> None:
         tasks.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             failure.append(exc)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from benchy.measure import evidence, reading
 from benchy.records import RequestRecord
@@ -52,7 +53,7 @@ class ServerTokenize:
 
     async def settle(
         self,
-        count_of: Callable,
+        count_of: Callable[..., Any],
         records: Iterable[RequestRecord],
         redo: Callable[[RequestRecord], None],
     ) -> int:
@@ -96,7 +97,7 @@ def _full(taken: dict[tuple[str, bool], int], case: str, doubt: bool) -> bool:
     return taken.get((case, doubt), 0) >= limit
 
 
-async def _ask(count_of: Callable, text: str) -> int | None:
+async def _ask(count_of: Callable[..., Any], text: str) -> int | None:
     try:
         counted = await asyncio.wait_for(count_of(text), TOKENIZE_TIMEOUT_S)
     except (asyncio.TimeoutError, OSError):

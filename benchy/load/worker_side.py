@@ -35,7 +35,7 @@ OnStart = Callable[[], Awaitable[object]]  # its value is not used
 BATCH_S = 0.05  # a worker's finished records reach the parent at most this late
 
 
-def clock_reading() -> dict:
+def clock_reading() -> dict[str, Any]:
     """What a worker answers to a clock handshake: its perf_counter, kernel and node."""
     return {"t": time.perf_counter(), "boot_id": boot_id(), "node": platform.node()}
 
@@ -60,10 +60,10 @@ class Share:
     def __init__(self, client: Client, plan: CasePlan, calibration: Calibration, nonce: bool) -> None:
         self.client, self.plan, self.calibration, self.nonce = client, plan, calibration, nonce
         self.stop = asyncio.Event()
-        self._go: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._go: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._wake = asyncio.Event()
-        self._sent: list[dict] = []
-        self._done: list[dict] = []
+        self._sent: list[dict[str, Any]] = []
+        self._done: list[dict[str, Any]] = []
         self._ready = False
         self._heap = contextlib.ExitStack()  # frozen from the start until the last batch is out
 
@@ -72,12 +72,12 @@ class Share:
         if not self._go.done():
             self._go.set_result(start_s)
 
-    async def batches(self) -> AsyncIterator[dict]:
+    async def batches(self) -> AsyncIterator[dict[str, Any]]:
         with self._heap:
             async for batch in self._batches():
                 yield batch
 
-    async def _batches(self) -> AsyncIterator[dict]:
+    async def _batches(self) -> AsyncIterator[dict[str, Any]]:
         task = asyncio.ensure_future(self._run())
         try:
             while not task.done():
@@ -100,8 +100,8 @@ class Share:
             last["figures"] = task.result()
         yield last
 
-    def _take(self) -> dict:
-        batch: dict = {}
+    def _take(self) -> dict[str, Any]:
+        batch: dict[str, Any] = {}
         if self._sent:
             batch["sent"], self._sent = self._sent, []
         if self._done:
@@ -110,7 +110,7 @@ class Share:
             batch["ready"], self._ready = True, False
         return batch
 
-    async def _run(self) -> dict:
+    async def _run(self) -> dict[str, Any]:
         from benchy.load.generator import run_case
         from benchy.load.monitor import LoopMonitor
         from benchy.load.prompts import PromptFactory
@@ -173,12 +173,12 @@ async def _serve(conn: Connection) -> None:
 
     # No tokenizer: the prompts a worker builds are filler words, counted without it
     # (tokenizer.count); the parent counts the streamed text.
-    inbox: asyncio.Queue = asyncio.Queue()
+    inbox: asyncio.Queue[Any] = asyncio.Queue()
     event_loop.watch(conn, _read_into, conn, inbox)
     sender = Sender(conn)
     clients = _Clients(Client)
     share: Share | None = None
-    running: set[asyncio.Task] = set()
+    running: set[asyncio.Task[Any]] = set()
     try:
         while True:
             kind, *args = await inbox.get()
@@ -250,7 +250,7 @@ async def _send_batches(sender: Sender, share: Share) -> None:
         trace.write(share.plan.worker)
 
 
-def _read_into(conn: Connection, inbox: asyncio.Queue) -> None:
+def _read_into(conn: Connection, inbox: asyncio.Queue[Any]) -> None:
     try:
         while conn.poll():
             inbox.put_nowait(conn.recv())

@@ -138,7 +138,7 @@ class Clock:
     def to_worker(self, t: float) -> float:
         return t + self.offset_s
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "offset_s": self.offset_s,
             "uncertainty_s": round(self.uncertainty_s, 9),
@@ -152,10 +152,10 @@ class Clock:
 LOCAL_CLOCK = Clock(0.0, 0.0, 0.0, 0.0, True, platform.node())  # the parent's own process
 
 
-async def measure_clock(read: Callable[[], Awaitable[dict]]) -> Clock:
+async def measure_clock(read: Callable[[], Awaitable[dict[str, Any]]]) -> Clock:
     """The handshake: CLOCK_SAMPLES readings, the one with the least round trip kept."""
     best: tuple[float, float] | None = None
-    reading: dict = {}
+    reading: dict[str, Any] = {}
     for _ in range(CLOCK_SAMPLES):
         t0 = time.perf_counter()
         reading = await read()
@@ -174,10 +174,10 @@ async def measure_clock(read: Callable[[], Awaitable[dict]]) -> Clock:
 @dataclass
 class _Worker:
     clock: Clock
-    in_flight: dict  # request_id → record dict (parent's clock) of requests sent, not yet back
+    in_flight: dict[str, Any]  # request_id → record dict[str, Any] (parent's clock) of requests sent, not yet back
     requests: int = 0
     tokens: int = 0
-    figures: dict | None = None
+    figures: dict[str, Any] | None = None
     lost: str | None = None
 
 
@@ -185,11 +185,11 @@ class Merge:
     """The parent's view of a split case: records onto the parent's clock and into on_record,
     what each worker has in flight, and its figures."""
 
-    def __init__(self, clocks: list[Clock], on_record: Callable) -> None:
+    def __init__(self, clocks: list[Clock], on_record: Callable[..., Any]) -> None:
         self.workers = [_Worker(clock, {}) for clock in clocks]
         self.on_record = on_record
 
-    def take(self, w: int, batch: dict) -> None:
+    def take(self, w: int, batch: dict[str, Any]) -> None:
         from benchy.records import RequestRecord
         from benchy.records.tokens import tokens_of
 
@@ -206,7 +206,7 @@ class Merge:
             worker.figures = batch["figures"]
 
     @staticmethod
-    def _on_parent_clock(worker: _Worker, data: dict) -> dict:
+    def _on_parent_clock(worker: _Worker, data: dict[str, Any]) -> dict[str, Any]:
         if worker.clock.offset_s == 0.0:
             return data
         shifted = {**data, "sent_mono_s": worker.clock.to_parent(data["sent_mono_s"])}
@@ -234,7 +234,7 @@ class Merge:
             self.on_record(rec)
         worker.in_flight.clear()
 
-    def client_figures(self) -> dict:
+    def client_figures(self) -> dict[str, Any]:
         return client_figures(
             [
                 worker_entry(w, x.clock, x.figures or {}, x.requests, x.tokens, x.lost)
@@ -243,7 +243,9 @@ class Merge:
         )
 
 
-def worker_entry(w: int, clock: Clock, figures: dict, requests: int, tokens: int, lost: str | None = None) -> dict:
+def worker_entry(
+    w: int, clock: Clock, figures: dict[str, Any], requests: int, tokens: int, lost: str | None = None
+) -> dict[str, Any]:
     """One worker's line in a case's `client.per_worker`."""
     return {
         "worker": w,
@@ -260,11 +262,11 @@ SUMMED_FIGURES = ("lag_samples", "cpu_s")  # other figures: the worst (largest) 
 PER_WORKER_KEYS = ("worker", "node", "clock", "requests", "tokens", "lost")
 
 
-def merge_figures(figures: list[dict]) -> dict:
+def merge_figures(figures: list[dict[str, Any]]) -> dict[str, Any]:
     """LoopMonitor figures of several processes as one: CPU time and sample counts summed,
     every other figure the worst worker's (lags; the busiest process's CPU share, since each
     process has a core of its own)."""
-    merged: dict = {}
+    merged: dict[str, Any] = {}
     for key in dict.fromkeys(k for f in figures for k in f):
         values = [f[key] for f in figures if f.get(key) is not None]
         if key in SUMMED_FIGURES:
@@ -274,7 +276,7 @@ def merge_figures(figures: list[dict]) -> dict:
     return merged
 
 
-def client_figures(per_worker: list[dict]) -> dict:
+def client_figures(per_worker: list[dict[str, Any]]) -> dict[str, Any]:
     """A case's `client` entry: the workers' monitor figures merged, the busiest worker named
     (its node: where client_overloaded should look), the clock uncertainty, every worker's line."""
     monitor = [{k: v for k, v in e.items() if k not in PER_WORKER_KEYS} for e in per_worker]
@@ -289,7 +291,7 @@ def client_figures(per_worker: list[dict]) -> dict:
     }
 
 
-def _load_of(entry: dict) -> tuple[float, float]:
+def _load_of(entry: dict[str, Any]) -> tuple[float, float]:
     return (entry.get("loop_lag_ms_p95") or 0.0, entry.get("cpu_share") or 0.0)
 
 
@@ -301,9 +303,9 @@ class Workers(Protocol):
 
     start_lead_s: float  # the shared start lies this far ahead, so every worker hears of it in time
 
-    async def read_clock(self, w: int) -> dict: ...
+    async def read_clock(self, w: int) -> dict[str, Any]: ...
 
-    def begin(self, plans: list[CasePlan], calibration: Calibration, nonce: bool, events: asyncio.Queue) -> None:
+    def begin(self, plans: list[CasePlan], calibration: Calibration, nonce: bool, events: asyncio.Queue[Any]) -> None:
         """Starts share w on worker w; puts (w, "batch", batch) and (w, "lost", reason) events."""
 
     def go(self, w: int, start_s: float) -> None: ...
@@ -319,7 +321,7 @@ async def run_split(
     on_record: OnRecord,
     stop: asyncio.Event,
     on_start: OnStart | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """A case on len(plans) workers: clocks, start, batches merged into on_record; returns the
     case's client figures. `on_start` (a coroutine function) is awaited once every worker is
     done with its warmups, just before the shared start. Once `stop` is set, or on Ctrl-C,
@@ -327,7 +329,7 @@ async def run_split(
     WorkerError when a worker failed."""
     clocks = [await measure_clock(functools.partial(workers.read_clock, w)) for w in range(len(plans))]
     merge = Merge(clocks, on_record)
-    events: asyncio.Queue = asyncio.Queue()
+    events: asyncio.Queue[Any] = asyncio.Queue()
     running = set(range(len(plans)))
     waiting: set[int] | None = set(running)  # for their warmups to end (None: started)
     workers.begin(plans, calibration, nonce, events)
@@ -374,7 +376,7 @@ def _handle(
 
 
 async def _wind_down(
-    workers: Workers, merge: Merge, events: asyncio.Queue, running: set[int], waiting: set[int] | None
+    workers: Workers, merge: Merge, events: asyncio.Queue[Any], running: set[int], waiting: set[int] | None
 ) -> None:
     """Asks every running worker to stop and keeps what they send within STOP_GRACE_S."""
     for w in running:
@@ -401,10 +403,10 @@ class ProcessPool:
 
     def __init__(self, n: int) -> None:
         self.n = n
-        self._procs: list = [None] * n
-        self._conns: list = [None] * n
-        self._clock_replies: list[asyncio.Queue] = [asyncio.Queue() for _ in range(n)]
-        self._events: asyncio.Queue | None = None
+        self._procs: list[Any] = [None] * n
+        self._conns: list[Any] = [None] * n
+        self._clock_replies: list[asyncio.Queue[Any]] = [asyncio.Queue() for _ in range(n)]
+        self._events: asyncio.Queue[Any] | None = None
         self._settings: ClientSettings | None = None  # the case's
 
     def start(self) -> ProcessPool:
@@ -435,7 +437,7 @@ class ProcessPool:
         on_record: OnRecord,
         stop: asyncio.Event,
         on_start: OnStart | None = None,
-    ) -> dict:
+    ) -> dict[str, Any]:
         for w in range(k):
             if not self._procs[w].is_alive():
                 self._forget(w)
@@ -444,11 +446,11 @@ class ProcessPool:
         self._settings = client_settings
         return await run_split(self, split(plan, k), calibration, nonce, on_record, stop, on_start)
 
-    async def read_clock(self, w: int) -> dict:
+    async def read_clock(self, w: int) -> dict[str, Any]:
         self._send(w, ("clock",))
         return await self._clock_replies[w].get()
 
-    def begin(self, plans: list[CasePlan], calibration: Calibration, nonce: bool, events: asyncio.Queue) -> None:
+    def begin(self, plans: list[CasePlan], calibration: Calibration, nonce: bool, events: asyncio.Queue[Any]) -> None:
         self._events = events
         for w, plan in enumerate(plans):
             self._send(w, ("case", plan, self._settings, calibration, nonce))
@@ -459,7 +461,7 @@ class ProcessPool:
     def stop(self, w: int) -> None:
         self._send(w, ("stop",))
 
-    def _send(self, w: int, msg: tuple) -> None:
+    def _send(self, w: int, msg: tuple[Any, ...]) -> None:
         with contextlib.suppress(OSError):  # a worker that is gone: its loss is reported by _drain
             self._conns[w].send(msg)
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind; 1.3: local_scale_from_usage;
 # 1.4: streamed; 1.5: prompt_slack; 1.6: witness lines (WITNESS_OF), a late witness of a request written before it came;
@@ -98,7 +98,7 @@ class RequestRecord:
     # Anomaly codes (files before requests 1.2 wrote a count after the code: malformed_events:N)
     anomalies: list[str] = field(default_factory=list)
     anomaly_counts: dict[str, int] = field(default_factory=dict)  # (1.2) code → its count, where one goes
-    server_timings: dict | None = None  # llama.cpp's per-response `timings`, verbatim
+    server_timings: dict[str, Any] | None = None  # llama.cpp's per-response `timings`, verbatim
     # --depth-mode cached: tokens of a context sent ahead that this request reuses, so the
     # server should report them as cached (0: nothing was sent ahead).
     reused_context_tokens: int = 0
@@ -146,7 +146,7 @@ class RequestRecord:
         if count is not None:
             self.anomaly_counts[anomaly.value] = count
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         # Not dataclasses.asdict: it copies each list element through its recursion, 1-2 ms for
         # a 256-token record, more CPU than streaming it took. Fields hold scalars, flat lists
         # and one JSON object (server_timings).
@@ -161,7 +161,7 @@ class RequestRecord:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict) -> RequestRecord:
+    def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -257,7 +257,7 @@ WITNESS_OF = "witness_of"  # a witness line's key: the request id it belongs to 
 LATE_FIELDS = ("server_tokenize",)  # the record's fields a witness line may carry
 
 
-def witness_line(record: RequestRecord) -> dict:
+def witness_line(record: RequestRecord) -> dict[str, Any]:
     """A line naming a request already written, with the late witnesses it has gained. Its
     first key is WITNESS_OF, so a reader finds such lines by their first bytes; a reader of an
     older schema skips it (it is no record)."""
@@ -268,7 +268,7 @@ def is_witness_line(line: bytes) -> bool:
     return line.startswith(b'{"' + WITNESS_OF.encode() + b'"')
 
 
-def dumps(obj: dict) -> str:
+def dumps(obj: dict[str, Any]) -> str:
     """Compact JSON, through orjson when it is installed (10x faster on a 256-token record:
     at high load this runs a thousand times a second). Anything orjson refuses gets json."""
     try:
@@ -288,7 +288,7 @@ def record_line(record: RequestRecord) -> bytes:
         return line_of({name: getattr(record, name) for name in _FIELD_NAMES})
 
 
-def line_of(obj: dict) -> bytes:
+def line_of(obj: dict[str, Any]) -> bytes:
     """dumps(obj) and a newline, as bytes: what a requests.jsonl line is (orjson writes the
     newline itself, and bytes go to the file with no text layer)."""
     try:
@@ -304,13 +304,13 @@ try:
 except ImportError:  # pragma: no cover
     _NEWLINE = 1
 
-    def _orjson_dumps(obj: dict, option: int = 0) -> bytes:  # type: ignore[misc]  # orjson's signature is wider
+    def _orjson_dumps(obj: dict[str, Any], option: int = 0) -> bytes:  # type: ignore[misc]  # orjson's signature is wider
         return json.dumps(obj, separators=(",", ":")).encode() + (b"\n" if option else b"")
 
     _loads = json.loads  # type: ignore[assignment]  # orjson reads bytes too
 
 
-def header() -> dict:
+def header() -> dict[str, Any]:
     from benchy import __version__
 
     return {"schema": REQUESTS_SCHEMA, "benchy_version": __version__}

@@ -14,6 +14,7 @@ Nothing here raises: a size nobody states is None, with the reason.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -27,7 +28,7 @@ class StatedCapacity:
     source: str | None = None
     reason: str | None = None  # why tokens is None, or what it leaves out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -48,7 +49,7 @@ def from_vllm_metrics(text: str) -> StatedCapacity | None:
     return None
 
 
-def from_llamacpp_props(props: dict) -> StatedCapacity | None:
+def from_llamacpp_props(props: dict[str, Any]) -> StatedCapacity | None:
     n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
     slots = props.get("total_slots")
     if not isinstance(n_ctx, int) or not isinstance(slots, int):
@@ -60,7 +61,7 @@ def from_llamacpp_props(props: dict) -> StatedCapacity | None:
     )
 
 
-def from_sglang_info(info: dict) -> StatedCapacity | None:
+def from_sglang_info(info: dict[str, Any]) -> StatedCapacity | None:
     tokens = info.get("max_total_num_tokens")
     return StatedCapacity(tokens, "/get_server_info max_total_num_tokens") if isinstance(tokens, int) else None
 
@@ -82,6 +83,6 @@ async def stated_capacity(pages: PageSource, base_url: str, identity: ServerIden
     )
 
 
-async def _json(pages: PageSource, url: str) -> dict:
+async def _json(pages: PageSource, url: str) -> dict[str, Any]:
     value = json_of(await pages.page("GET", url, None, PROBE_TIMEOUT_S))
     return value if isinstance(value, dict) else {}

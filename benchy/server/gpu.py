@@ -263,7 +263,7 @@ class GpuSampler:
     """Samples one source for a whole run: `probe()`, `sample_baseline()`, `window()` per case.
     `origin_s` (the first sample's time) is where every case's power series starts counting."""
 
-    def __init__(self, source: Source, interval_s: float = INTERVAL_S, peak: tuple = (None, None)) -> None:
+    def __init__(self, source: Source, interval_s: float = INTERVAL_S, peak: tuple[Any, ...] = (None, None)) -> None:
         self.source = source
         self.interval_s = interval_s
         self.hardware_gbs, self.hardware_note = peak
@@ -317,7 +317,7 @@ class GpuSampler:
         await self.source.close()
 
 
-async def start_sampler(spec: str, peak: tuple = (None, None), baseline_s: float = BASELINE_S) -> GpuSampler:
+async def start_sampler(spec: str, peak: tuple[Any, ...] = (None, None), baseline_s: float = BASELINE_S) -> GpuSampler:
     """A probed sampler for --gpu-metrics SPEC, its idle baseline taken (nothing is sent
     meanwhile): what every command that sends load calls first. GpuError (one line) when the
     GPUs cannot be read at all."""
@@ -340,7 +340,7 @@ class GpuWindow:
         self.failed = 0
         self.errors: list[str] = []
         self.edge_failed: list[str] = []
-        self._task: asyncio.Future | None = None
+        self._task: asyncio.Future[Any] | None = None
         self.result = GpuCase(sampler.source.kind, unavailable={"power_w": "the case ended before it was sampled"})
 
     async def open(self) -> None:

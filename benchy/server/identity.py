@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from benchy.jsontypes import Saved
 from benchy.server.pages import PageSource, json_of, outcome
@@ -77,7 +78,7 @@ class _Answer:
         return self.status == 200 and self.body is not None
 
 
-async def _fetch(pages: PageSource, method: str, url: str, payload: dict | None = None) -> _Answer:
+async def _fetch(pages: PageSource, method: str, url: str, payload: dict[str, Any] | None = None) -> _Answer:
     page = await pages.page(method, url, payload, PROBE_TIMEOUT_S)
     server = page.headers.get("server")
     if page.failure is not None or page.status != 200:
@@ -118,13 +119,13 @@ def read_identity(answers: dict[str, _Answer], model: str | None) -> ServerIdent
     return ident
 
 
-def _model_entry(answer: _Answer | None, model: str | None) -> dict:
+def _model_entry(answer: _Answer | None, model: str | None) -> dict[str, Any]:
     data = answer.body.get("data") if answer and answer.ok and isinstance(answer.body, dict) else None
     entries = [m for m in data or [] if isinstance(m, dict)]
     return next((m for m in entries if m.get("id") == model), entries[0] if entries else {})
 
 
-def _engine(answers: dict[str, _Answer], entry: dict, server_header: str | None) -> str | None:
+def _engine(answers: dict[str, _Answer], entry: dict[str, Any], server_header: str | None) -> str | None:
     header = (server_header or "").lower()
     if header.startswith("benchy-sim"):
         return SIM
@@ -142,7 +143,7 @@ def _engine(answers: dict[str, _Answer], entry: dict, server_header: str | None)
     return None
 
 
-def _dict(answer: _Answer | None) -> dict:
+def _dict(answer: _Answer | None) -> dict[str, Any]:
     return answer.body if answer is not None and answer.ok and isinstance(answer.body, dict) else {}
 
 
@@ -182,7 +183,7 @@ def _read_llamacpp(ident: ServerIdentity, answer: _Answer | None) -> None:
     _set_slots(ident, props.get("total_slots"), "/props total_slots")
 
 
-def _read_models_entry(ident: ServerIdentity, entry: dict) -> None:
+def _read_models_entry(ident: ServerIdentity, entry: dict[str, Any]) -> None:
     meta = entry.get("meta")
     meta = meta if isinstance(meta, dict) else {}
     ident.context_train = _positive_int(meta.get("n_ctx_train"))

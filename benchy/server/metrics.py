@@ -31,6 +31,7 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -242,7 +243,7 @@ def _bucket_text(bounds: tuple[float, float] | None) -> str:
     return f"({bounds[0]:g}, {bounds[1]:g}] s" if not math.isinf(bounds[1]) else f"above {bounds[0]:g} s"
 
 
-def bucket_quantile(cumulative: list[tuple[float, float]], q: float) -> tuple[float | None, tuple | None]:
+def bucket_quantile(cumulative: list[tuple[float, float]], q: float) -> tuple[float | None, tuple[Any, ...] | None]:
     """The q-quantile of cumulative bucket counts [(le, count)], linear within its bucket
     (the lowest bucket starts at 0); in the +Inf bucket, the last finite bound. Returns
     (value, (lower, upper) bounds of that bucket)."""
@@ -471,7 +472,7 @@ class Window:
         self.before: Snapshot | None = None
         self.texts: list[tuple[float, str]] = []  # gauge lines only, parsed after the case
         self.result: ServerCaseMetrics | str = "the case ended before its measured requests began"
-        self._sampler: asyncio.Future | None = None
+        self._sampler: asyncio.Future[Any] | None = None
 
     async def open(self) -> None:
         self.scraper.round_trips.clear()

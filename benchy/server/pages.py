@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Page(Protocol):
@@ -37,7 +37,7 @@ class Page(Protocol):
 
 
 class PageSource(Protocol):
-    async def page(self, method: str, url: str, payload: dict | None = None, timeout_s: float = ...) -> Page:
+    async def page(self, method: str, url: str, payload: dict[str, Any] | None = None, timeout_s: float = ...) -> Page:
         """The whole answer to one request (redirects followed); never raises for a transport
         failure."""
         ...
