@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from benchy.analysis import analyze as analysis
 from benchy.analysis.analyze import REQUESTS
@@ -74,7 +74,7 @@ class CasePool(Protocol):
         on_record: Callable[[RequestRecord], None],
         stop: asyncio.Event,
         on_start: Callable[[], Awaitable[float]] | None = None,
-    ) -> dict: ...
+    ) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
 
@@ -115,20 +115,22 @@ class RunSettings:
 class RunState:
     """What a run has gathered so far; survives an interruption."""
 
-    setup: dict = field(default_factory=dict)
+    # typed once the calibrate phase ends (None before: nothing measured, nothing to save); each
+    # later phase makes it anew with what it learnt (the dataset's sampling, a cache reset)
+    setup: results_mod.Setup | None = None
     # where the finished records go (load/sink.py): it tallies each case (the records are
     # written to the bundle and let go; the results are made from the bundle) and judges the limits
     sink: RecordSink | None = None
     bundle_dir: Path | None = None  # where manifest.json and requests.jsonl are written
     plans: list[CasePlan] = field(default_factory=list)
     interrupted: bool = False
-    stopped: dict | None = None  # {"by": "SIGINT" | "SIGTERM" | "max-errors" | "max-error-rate", "reason"}
+    stopped: dict[str, Any] | None = None  # {"by": "SIGINT" | "SIGTERM" | "max-errors" | "max-error-rate", "reason"}
     skipped: list[results_mod.NotMeasured] = field(default_factory=list)  # --skip-unfit's cases
-    client: dict = field(default_factory=dict)  # case label → LoopMonitor figures
+    client: dict[str, Any] = field(default_factory=dict)  # case label → LoopMonitor figures
     server: dict[str, server_metrics.ServerCaseMetrics | server_metrics.NoServerFigures] = field(
         default_factory=dict
     )  # case label → the server's figures, or why there are none
-    gpu: dict = field(default_factory=dict)  # case label → GpuCase (--gpu-metrics)
+    gpu: dict[str, Any] = field(default_factory=dict)  # case label → GpuCase (--gpu-metrics)
     cache_resets: dict[str, cache_reset.CacheReset] = field(
         default_factory=dict
     )  # case label → its --cache-reset outcome
@@ -160,10 +162,10 @@ def execute(settings: RunSettings) -> results_mod.RunResult:
             _ended_by_error(state, scrub(f"{type(exc).__name__}: {exc}", secrets_of(settings.client)))
             raise
         finally:
-            if state.setup:  # results will be saved: their log beside them, even with no record in it
+            if state.setup is not None:  # results will be saved: their log beside them, even with no record in it
                 writer.start()
             writer.close()
-        if not state.setup:  # stopped before the first case: nothing measured, nothing to save
+        if state.setup is None:  # stopped before the first case: nothing measured, nothing to save
             how = (state.stopped or {}).get("reason", "interrupted")
             raise NothingMeasured(f"{how} while {state.phase}: nothing was measured or saved")
         return finish(state, settings)
@@ -189,7 +191,8 @@ def _bundle_folder(output_dir: Path | None) -> Iterator[Path]:
 
 
 def manifest_of(state: RunState, finished: bool = False) -> Manifest:
-    """What the run has gathered besides its records, typed (analysis/bundle.py)."""
+    """What the run has gathered besides its records, typed (analysis/bundle.py); once its setup is."""
+    assert state.setup is not None  # save_manifest and finish come after the calibrate phase
     labels = dict.fromkeys([*state.started, *state.cache_resets, *state.client, *state.server, *state.gpu])
     windows = {}
     for label in labels:
@@ -201,7 +204,7 @@ def manifest_of(state: RunState, finished: bool = False) -> Manifest:
             cache_reset=state.cache_resets.get(label),
         )
     return Manifest(
-        setup=results_mod.Setup.from_dict(state.setup, strict=True),  # an unknown key: a field someone forgot
+        setup=state.setup,
         cases=state.planned,
         started=list(state.started),
         skipped=list(state.skipped),
@@ -212,14 +215,14 @@ def manifest_of(state: RunState, finished: bool = False) -> Manifest:
     )
 
 
-def _stopped(state: RunState) -> dict | None:
+def _stopped(state: RunState) -> dict[str, Any] | None:
     """Why the run stopped: a signal or an error, else an error limit its sink judged passed."""
     return state.stopped or (state.sink.stopped if state.sink is not None else None)
 
 
 def save_manifest(state: RunState, finished: bool = False) -> None:
     """Rewrites the bundle's manifest.json."""
-    if state.bundle_dir is not None and state.setup:
+    if state.bundle_dir is not None and state.setup is not None:
         write_manifest(manifest_of(state, finished), state.bundle_dir)
 
 
@@ -341,12 +344,14 @@ async def _measure_with(
     fitted = await dataset_fit.prepare(
         settings.cases, calibrations, counter, settings.endpoint, settings.nonce, settings.load.seed
     )
-    state.setup = run_setup(settings, model, _version_text(identity), calibrations)
-    state.setup["server"] = identity.to_dict()  # typed again by the builder (results/build.run_result)
-    state.setup["server_metrics"] = metrics_status.to_dict()
-    state.setup["calibration_failures"] = client.calibration_failures
-    if gpus is not None:
-        state.setup["gpu"] = gpus.setup.to_dict()
+    asked = run_setup(settings, model, _version_text(identity), calibrations)
+    state.setup = replace(
+        results_mod.Setup.from_dict(asked, strict=True),  # an unknown key: a field someone forgot
+        server=identity,
+        server_metrics=metrics_status,
+        calibration_failures=client.calibration_failures,
+        gpu=gpus.setup if gpus is not None else None,
+    )
     state.plans = [
         CasePlan(
             case=bind_dataset(c, identity.context_length, text_fits[c.endpoint or settings.endpoint], fitted.get(i)),
@@ -363,7 +368,7 @@ async def _measure_with(
         for i, c in enumerate(settings.cases)
     ]
     if (data := dataset_setup(state.plans, calibrations, settings.nonce)) is not None:
-        state.setup["dataset"] = data.to_dict()  # its sampling drawn here as each case will draw it
+        state.setup = replace(state.setup, dataset=data)  # its sampling drawn here as each case will draw it
     state.planned = [PlannedCase.of(p.case, p.endpoint, p.runs, p.measured or None) for p in state.plans]
     workloads = {p.case.label for p in state.plans if p.case.workload is not None}
     save_manifest(state)  # before the first request of a case: a killed run keeps it
@@ -426,7 +431,8 @@ async def _reset_cache(
     rest of the run goes on without, as setup.cache_reset says)."""
     outcome = await cache_reset.reset(client, client.base, identity)
     state.cache_resets[label] = outcome
-    state.setup["cache_reset"] = {"endpoint": outcome.endpoint, "ok": outcome.ok, "message": outcome.message}
+    if state.setup is not None:  # the last reset's outcome (its calls are the case's: its window)
+        state.setup = replace(state.setup, cache_reset=replace(outcome, calls=0))
     if not outcome.ok:
         line = f"benchy: --cache-reset: {outcome.message}"
         settings.announce(line) if settings.announce else progress.note(line)
@@ -552,7 +558,7 @@ def _longest_prompts(settings: RunSettings) -> dict[str, int]:
     return longest
 
 
-def _load_plan(load: LoadSettings) -> dict:
+def _load_plan(load: LoadSettings) -> dict[str, Any]:
     return {
         "requests": load.requests,
         "duration_s": load.duration_s,
@@ -571,7 +577,7 @@ async def _run_in_workers(
     on_record: Callable[[RequestRecord], None],
     stop: asyncio.Event,
     on_start: Callable[[], Awaitable[float]] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The case split over k worker processes (workers.py) or Ray actors (cluster.py); returns
     the case's client figures. `on_start` is awaited once every worker is done with its warmups."""
     try:
