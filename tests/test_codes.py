@@ -17,8 +17,8 @@ import jsonschema
 import pytest
 
 from benchy.checks.registry import Warning_
+from benchy.measure.health import ClientHealth
 from benchy.measure.registry import METRICS
-from benchy.results.health import ClientHealth
 from benchy.results.types import RunResult
 from benchy.results.verdicts.codes import ERROR, INFO, VERDICTS, WARNING, Code, Rule, Verdict
 from benchy.results.verdicts.details import DangerousStop, Details, NoFigures, NoUsage

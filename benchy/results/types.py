@@ -91,13 +91,13 @@ from benchy.jsontypes import described as _opt
 from benchy.measure import reading, registry, stats, unavailable
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.gpu import GpuCase, GpuSetup
+from benchy.measure.health import ClientHealth, LoopHealth, WorkerClock, WorkerHealth  # noqa: F401  (re-exported)
 from benchy.measure.reading import Reading
 from benchy.measure.selftest import ClientCeiling
 from benchy.measure.unavailable import Unavailable
 from benchy.measure.workloads import WorkloadFigures
 from benchy.records import RequestRecord
 from benchy.results.facts import CaseFacts
-from benchy.results.health import ClientHealth, LoopHealth, WorkerClock, WorkerHealth  # noqa: F401  (re-exported)
 from benchy.results.rows import OK, WARMUP, Rows
 from benchy.results.verdicts.codes import (  # noqa: F401  (the severities re-exported)
     ERROR,

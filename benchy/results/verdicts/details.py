@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from benchy.jsontypes import Saved
-from benchy.results.health import ClientHealth
+from benchy.measure.health import ClientHealth
 
 
 def _n(doc: str) -> Any:
