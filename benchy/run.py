@@ -74,7 +74,7 @@ class CasePool(Protocol):
         on_record: Callable[[RequestRecord], None],
         stop: asyncio.Event,
         on_start: Callable[[], Awaitable[float]] | None = None,
-    ) -> dict[str, Any]: ...
+    ) -> results_mod.ClientHealth: ...
 
     def close(self) -> None: ...
 
@@ -126,7 +126,7 @@ class RunState:
     interrupted: bool = False
     stopped: dict[str, Any] | None = None  # {"by": "SIGINT" | "SIGTERM" | "max-errors" | "max-error-rate", "reason"}
     skipped: list[results_mod.NotMeasured] = field(default_factory=list)  # --skip-unfit's cases
-    client: dict[str, Any] = field(default_factory=dict)  # case label → LoopMonitor figures
+    client: dict[str, results_mod.ClientHealth] = field(default_factory=dict)  # case label → benchy's own health
     server: dict[str, server_metrics.ServerCaseMetrics | server_metrics.NoServerFigures] = field(
         default_factory=dict
     )  # case label → the server's figures, or why there are none
@@ -196,9 +196,8 @@ def manifest_of(state: RunState, finished: bool = False) -> Manifest:
     labels = dict.fromkeys([*state.started, *state.cache_resets, *state.client, *state.server, *state.gpu])
     windows = {}
     for label in labels:
-        client = state.client.get(label)
         windows[label] = CaseWindows(
-            client=results_mod.ClientHealth.from_dict(client, strict=True) if client else None,
+            client=state.client.get(label),
             server=state.server.get(label),
             gpu=state.gpu.get(label),
             cache_reset=state.cache_resets.get(label),
@@ -577,7 +576,7 @@ async def _run_in_workers(
     on_record: Callable[[RequestRecord], None],
     stop: asyncio.Event,
     on_start: Callable[[], Awaitable[float]] | None = None,
-) -> dict[str, Any]:
+) -> results_mod.ClientHealth:
     """The case split over k worker processes (workers.py) or Ray actors (cluster.py); returns
     the case's client figures. `on_start` is awaited once every worker is done with its warmups."""
     try:

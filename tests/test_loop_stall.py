@@ -24,4 +24,4 @@ def test_a_stall_that_ends_a_request_is_counted_for_it():
 
     monitor, start, end, stalled = asyncio.run(stall_at_the_end())
     figures = monitor.figures([(start, end)])
-    assert figures["loop_lag_ms_max"] / 1000 >= stalled - INTERVAL_S
+    assert (figures.loop_lag_ms_max or 0.0) / 1000 >= stalled - INTERVAL_S

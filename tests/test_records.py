@@ -93,3 +93,36 @@ def test_the_record_sink_stops_a_run_whose_server_is_gone(tmp_path):
 
     sink = asyncio.run(main())
     assert sink.stopped is not None and sink.stopped["by"] == "server-gone" and "connect #1" in sink.stopped["reason"]
+
+
+def test_a_split_cases_client_figures_travel_typed_and_save_as_they_are():
+    """The workers' loop figures are LoopHealth from the monitor on; the merge makes the case's
+    ClientHealth (CPU and samples summed, other figures the worst worker's; a lost worker has
+    none), and what results.json saves of it reads back equal."""
+    import dataclasses
+
+    from benchy.load.workers import Clock
+    from benchy.measure.health import ClientHealth, LoopHealth
+
+    clocks = [Clock(0.0, 0.0, 0.0, 0.0, True, "here"), Clock(0.0, 0.002, 0.01, 0.004, False, "there")]
+    merge = Merge(clocks, lambda rec: None)
+    merge.take(
+        0,
+        {"records": [_record(0, 5, 5).to_dict()], "figures": LoopHealth(1.0, 0.9, 0.8, 0.0, 0.5, 40, 0.25, 1.0, 0.25)},
+    )
+    merge.take(
+        1, {"records": [_record(1, 7, 7).to_dict()], "figures": LoopHealth(3.0, 2.0, 1.5, 0.1, 0.4, 60, 0.5, 1.1, 0.45)}
+    )
+    client = merge.client_figures()
+    assert isinstance(client, ClientHealth) and client.workers == 2 and client.lost_workers == 0
+    assert (client.lag_samples, client.cpu_s, client.loop_lag_ms_max, client.cpu_share) == (100, 0.75, 3.0, 0.45)
+    assert client.busiest == "worker 1 on there" and client.clock_uncertainty_s == 0.002
+    assert [w.tokens for w in client.per_worker] == [5, 7]
+    assert ClientHealth.from_dict(client.to_dict(), strict=True) == client
+
+    lost = Merge(clocks, lambda rec: None)
+    lost.take(0, {"figures": LoopHealth(1.0, 0.9, 0.8, 0.0, 0.5, 40, 0.25, 1.0, 0.25)})
+    lost.lose(1, "gone")
+    figures = lost.client_figures()
+    assert figures.lost_workers == 1 and figures.lag_samples == 40 and figures.per_worker[1].lag_samples is None
+    assert dataclasses.replace(figures) == ClientHealth.from_dict(figures.to_dict(), strict=True)

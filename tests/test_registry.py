@@ -172,7 +172,7 @@ def test_every_figure_beside_a_case_is_a_registered_metric_with_a_source():
     assert {f.name for f in fields(workloads.TurnRow)} - counts == _keys(registry.TURN)
     assert {f.name for f in fields(workloads.TtftGain)} - {"baseline"} == _keys(registry.GAIN)
     assert {*gpu.ENERGY_FIGURES, "power_w", "bandwidth_gbs"} == _keys(registry.GPU_WINDOW)
-    loop = set(LoopMonitor().figures([]))
+    loop = {f.name for f in fields(LoopMonitor().figures([]))}
     assert _keys(registry.LOOP) <= loop
     assert loop - _keys(registry.LOOP) == {"lag_samples", "cpu_s", "wall_s"}  # counts, not figures
     for level in (registry.TURN, registry.GAIN, registry.GPU_WINDOW, registry.LOOP, registry.SERVER_WINDOW):

@@ -370,7 +370,7 @@ def post_watched(url: str, body, headers=None) -> tuple[Observed, float]:
         async with LoopMonitor() as monitor:
             [obs] = await _fetch_all(url, [body], [headers])
             end = time.perf_counter()
-        lag_ms = monitor.figures([(obs.sent_s, end)])["loop_lag_ms_max"] or 0.0
+        lag_ms = monitor.figures([(obs.sent_s, end)]).loop_lag_ms_max or 0.0
         return obs, 0.010 + MONITOR_INTERVAL_S + lag_ms / 1000
 
     return asyncio.run(watched())

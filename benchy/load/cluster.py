@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from benchy.load import worker_side, workers
+from benchy.measure.health import ClientHealth
 
 if TYPE_CHECKING:
     from benchy.client.settings import ClientSettings
@@ -133,7 +134,7 @@ class RayPool:
         on_record: worker_side.OnRecord,
         stop: asyncio.Event,
         on_start: worker_side.OnStart | None = None,
-    ) -> dict[str, Any]:
+    ) -> ClientHealth:
         if not self._live:
             raise workers.WorkerError("ClusterError", "every Ray actor of this run has been lost")
         self._case, self._settings = self._live[:k], client_settings

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from benchy.measure import registry
+from benchy.measure.health import LoopHealth
 from benchy.measure.unavailable import Unavailable
 from benchy.measure.window_formulas import LoopSamples
 
@@ -63,11 +64,9 @@ class LoopMonitor:
             self._wall.append(now - wall)
             cpu, wall = now_cpu, now
 
-    def figures(self, in_flight: list[tuple[float, float]]) -> dict[str, Any]:
+    def figures(self, in_flight: list[tuple[float, float]]) -> LoopHealth:
         """Lag (ms) and CPU share over the samples taken while some (start, end) interval of
-        `in_flight` was open: {loop_lag_ms_max, loop_lag_ms_p99, loop_lag_ms_p95,
-        stalled_share, loop_lag_ms_median, lag_samples, cpu_s, wall_s, cpu_share}; cpu_share
-        1.0 = one core saturated."""
+        `in_flight` was open; cpu_share 1.0 = one core saturated."""
         woke = np.asarray(self._woke)
         mask = _overlapping(woke - np.asarray(self._lag) - self.interval_s, woke, in_flight)
         lags_ms = np.asarray(self._lag)[mask] * 1000.0
@@ -79,17 +78,17 @@ class LoopMonitor:
             value = values[name]
             return None if isinstance(value, Unavailable) else value
 
-        return {
-            "loop_lag_ms_max": shown("loop_lag_ms_max"),
-            "loop_lag_ms_p99": shown("loop_lag_ms_p99"),
-            "loop_lag_ms_p95": shown("loop_lag_ms_p95"),
-            "stalled_share": shown("stalled_share"),
-            "loop_lag_ms_median": shown("loop_lag_ms_median"),
-            "lag_samples": int(lags_ms.size),
-            "cpu_s": round(cpu_s, 4),
-            "wall_s": round(wall_s, 4),
-            "cpu_share": shown("cpu_share"),
-        }
+        return LoopHealth(
+            loop_lag_ms_max=shown("loop_lag_ms_max"),
+            loop_lag_ms_p99=shown("loop_lag_ms_p99"),
+            loop_lag_ms_p95=shown("loop_lag_ms_p95"),
+            stalled_share=shown("stalled_share"),
+            loop_lag_ms_median=shown("loop_lag_ms_median"),
+            lag_samples=int(lags_ms.size),
+            cpu_s=round(cpu_s, 4),
+            wall_s=round(wall_s, 4),
+            cpu_share=shown("cpu_share"),
+        )
 
 
 def _overlapping(begins: np.ndarray, ends: np.ndarray, intervals: list[tuple[float, float]]) -> np.ndarray:

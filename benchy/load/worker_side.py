@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from benchy.client import loop as event_loop
 from benchy.load.handoff import Sender, frozen_heap, pieces
+from benchy.measure.health import LoopHealth
 
 if TYPE_CHECKING:
     from benchy.client.client import Client
@@ -110,7 +111,7 @@ class Share:
             batch["ready"], self._ready = True, False
         return batch
 
-    async def _run(self) -> dict[str, Any]:
+    async def _run(self) -> LoopHealth:
         from benchy.load.generator import run_case
         from benchy.load.monitor import LoopMonitor
         from benchy.load.prompts import PromptFactory

@@ -45,11 +45,12 @@ import platform
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from benchy.client import loop as event_loop
 from benchy.load.worker_side import OnRecord, OnStart, boot_id, worker_main
+from benchy.measure.health import ClientHealth, LoopHealth, WorkerClock, WorkerHealth
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -177,7 +178,7 @@ class _Worker:
     in_flight: dict[str, Any]  # request_id → record dict[str, Any] (parent's clock) of requests sent, not yet back
     requests: int = 0
     tokens: int = 0
-    figures: dict[str, Any] | None = None
+    figures: LoopHealth | None = None
     lost: str | None = None
 
 
@@ -234,65 +235,70 @@ class Merge:
             self.on_record(rec)
         worker.in_flight.clear()
 
-    def client_figures(self) -> dict[str, Any]:
+    def client_figures(self) -> ClientHealth:
         return client_figures(
             [
-                worker_entry(w, x.clock, x.figures or {}, x.requests, x.tokens, x.lost)
+                worker_entry(w, x.clock, x.figures or LoopHealth(), x.requests, x.tokens, x.lost)
                 for w, x in enumerate(self.workers)
             ]
         )
 
 
 def worker_entry(
-    w: int, clock: Clock, figures: dict[str, Any], requests: int, tokens: int, lost: str | None = None
-) -> dict[str, Any]:
+    w: int, clock: Clock, figures: LoopHealth, requests: int, tokens: int, lost: str | None = None
+) -> WorkerHealth:
     """One worker's line in a case's `client.per_worker`."""
-    return {
-        "worker": w,
-        "node": clock.node,
-        "clock": clock.to_dict(),
-        "requests": requests,
-        "tokens": tokens,
-        "lost": lost,
-        **figures,
-    }
+    return WorkerHealth(
+        **_loop_fields(figures),
+        worker=w,
+        node=clock.node,
+        clock=WorkerClock(**clock.to_dict()),
+        requests=requests,
+        tokens=tokens,
+        lost=lost,
+    )
 
 
 SUMMED_FIGURES = ("lag_samples", "cpu_s")  # other figures: the worst (largest) worker's
-PER_WORKER_KEYS = ("worker", "node", "clock", "requests", "tokens", "lost")
+LOOP_FIGURES = tuple(f.name for f in fields(LoopHealth))
 
 
-def merge_figures(figures: list[dict[str, Any]]) -> dict[str, Any]:
+def _loop_fields(figures: LoopHealth) -> dict[str, Any]:
+    return {name: getattr(figures, name) for name in LOOP_FIGURES}
+
+
+def merge_figures(figures: list[LoopHealth]) -> LoopHealth:
     """LoopMonitor figures of several processes as one: CPU time and sample counts summed,
     every other figure the worst worker's (lags; the busiest process's CPU share, since each
-    process has a core of its own)."""
+    process has a core of its own); None where no worker has one (a lost worker has none)."""
     merged: dict[str, Any] = {}
-    for key in dict.fromkeys(k for f in figures for k in f):
-        values = [f[key] for f in figures if f.get(key) is not None]
-        if key in SUMMED_FIGURES:
+    for key in LOOP_FIGURES:
+        values = [getattr(f, key) for f in figures if getattr(f, key) is not None]
+        if not values:
+            merged[key] = None
+        elif key in SUMMED_FIGURES:
             merged[key] = round(sum(values), 4)
         else:
-            merged[key] = max(values) if values else None
-    return merged
+            merged[key] = max(values)
+    return LoopHealth(**merged)
 
 
-def client_figures(per_worker: list[dict[str, Any]]) -> dict[str, Any]:
+def client_figures(per_worker: list[WorkerHealth]) -> ClientHealth:
     """A case's `client` entry: the workers' monitor figures merged, the busiest worker named
     (its node: where client_overloaded should look), the clock uncertainty, every worker's line."""
-    monitor = [{k: v for k, v in e.items() if k not in PER_WORKER_KEYS} for e in per_worker]
     busiest = max(per_worker, key=_load_of)
-    return {
-        **merge_figures(monitor),
-        "workers": len(per_worker),
-        "busiest": f"worker {busiest['worker']} on {busiest['node']}",
-        "clock_uncertainty_s": max(e["clock"]["uncertainty_s"] for e in per_worker),
-        "lost_workers": sum(e["lost"] is not None for e in per_worker),
-        "per_worker": per_worker,
-    }
+    return ClientHealth(
+        **_loop_fields(merge_figures(list(per_worker))),
+        workers=len(per_worker),
+        busiest=f"worker {busiest.worker} on {busiest.node}",
+        clock_uncertainty_s=max(e.clock.uncertainty_s if e.clock else 0.0 for e in per_worker),
+        lost_workers=sum(e.lost is not None for e in per_worker),
+        per_worker=per_worker,
+    )
 
 
-def _load_of(entry: dict[str, Any]) -> tuple[float, float]:
-    return (entry.get("loop_lag_ms_p95") or 0.0, entry.get("cpu_share") or 0.0)
+def _load_of(entry: WorkerHealth) -> tuple[float, float]:
+    return (entry.loop_lag_ms_p95 or 0.0, entry.cpu_share or 0.0)
 
 
 # ---------------------------------------------------------------- running a split case
@@ -321,7 +327,7 @@ async def run_split(
     on_record: OnRecord,
     stop: asyncio.Event,
     on_start: OnStart | None = None,
-) -> dict[str, Any]:
+) -> ClientHealth:
     """A case on len(plans) workers: clocks, start, batches merged into on_record; returns the
     case's client figures. `on_start` (a coroutine function) is awaited once every worker is
     done with its warmups, just before the shared start. Once `stop` is set, or on Ctrl-C,
@@ -437,7 +443,7 @@ class ProcessPool:
         on_record: OnRecord,
         stop: asyncio.Event,
         on_start: OnStart | None = None,
-    ) -> dict[str, Any]:
+    ) -> ClientHealth:
         for w in range(k):
             if not self._procs[w].is_alive():
                 self._forget(w)

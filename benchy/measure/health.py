@@ -1,6 +1,8 @@
 """benchy's own health while requests were in flight (results.json case.client): its event
-loop's lag and CPU time, and each worker process's, with the clock that set its stamps. Apart
-from types.py so that a warning's figures (verdicts/details.py) can carry them."""
+loop's lag and CPU time, and each worker process's, with the clock that set its stamps. One
+model: the load stage makes them (load/monitor.py, load/workers.py) and results.json saves them
+as they are, so they live below both; apart from results/types.py so that a warning's figures
+(results/verdicts/details.py) can carry them."""
 
 from __future__ import annotations
 
