@@ -3,6 +3,7 @@ defined there once."""
 
 from __future__ import annotations
 
+from benchy.load.handoff import Batch
 from benchy.load.tally import CaseTally
 from benchy.load.workers import LOCAL_CLOCK, Merge
 from benchy.measure import classify
@@ -33,7 +34,7 @@ def test_the_live_run_counts_a_requests_tokens_one_way():
 
     got: list[RequestRecord] = []
     merge = Merge([LOCAL_CLOCK], got.append)
-    merge.take(0, {"records": [r.to_dict() for r in records]})
+    merge.take(0, Batch(records=[r.to_dict() for r in records]))
     assert merge.workers[0].tokens == sum(tokens_of(r) for r in records) and len(got) == 3
 
     failure = classify.output_failure(records[0])
@@ -108,10 +109,10 @@ def test_a_split_cases_client_figures_travel_typed_and_save_as_they_are():
     merge = Merge(clocks, lambda rec: None)
     merge.take(
         0,
-        {"records": [_record(0, 5, 5).to_dict()], "figures": LoopHealth(1.0, 0.9, 0.8, 0.0, 0.5, 40, 0.25, 1.0, 0.25)},
+        Batch(records=[_record(0, 5, 5).to_dict()], figures=LoopHealth(1.0, 0.9, 0.8, 0.0, 0.5, 40, 0.25, 1.0, 0.25)),
     )
     merge.take(
-        1, {"records": [_record(1, 7, 7).to_dict()], "figures": LoopHealth(3.0, 2.0, 1.5, 0.1, 0.4, 60, 0.5, 1.1, 0.45)}
+        1, Batch(records=[_record(1, 7, 7).to_dict()], figures=LoopHealth(3.0, 2.0, 1.5, 0.1, 0.4, 60, 0.5, 1.1, 0.45))
     )
     client = merge.client_figures()
     assert isinstance(client, ClientHealth) and client.workers == 2 and client.lost_workers == 0
@@ -121,8 +122,24 @@ def test_a_split_cases_client_figures_travel_typed_and_save_as_they_are():
     assert ClientHealth.from_dict(client.to_dict(), strict=True) == client
 
     lost = Merge(clocks, lambda rec: None)
-    lost.take(0, {"figures": LoopHealth(1.0, 0.9, 0.8, 0.0, 0.5, 40, 0.25, 1.0, 0.25)})
+    lost.take(0, Batch(figures=LoopHealth(1.0, 0.9, 0.8, 0.0, 0.5, 40, 0.25, 1.0, 0.25)))
     lost.lose(1, "gone")
     figures = lost.client_figures()
     assert figures.lost_workers == 1 and figures.lag_samples == 40 and figures.per_worker[1].lag_samples is None
     assert dataclasses.replace(figures) == ClientHealth.from_dict(figures.to_dict(), strict=True)
+
+
+def test_a_big_batch_goes_in_pieces_that_keep_its_order_and_its_ends():
+    """handoff.pieces: at most MAX_RECORDS records a message, the sends and the ready flag on
+    the first piece (in flight before finished), the share's end on the last."""
+    from benchy.load.handoff import MAX_RECORDS, pieces
+    from benchy.measure.health import LoopHealth
+
+    records = [_record(i, 1, 1).to_dict() for i in range(2 * MAX_RECORDS + 3)]
+    end = LoopHealth(lag_samples=7)
+    out = pieces(Batch(sent=[records[0]], records=records, ready=True, figures=end))
+    assert [len(p.records) for p in out] == [MAX_RECORDS, MAX_RECORDS, 3]
+    assert [r for p in out for r in p.records] == records
+    assert (out[0].sent, out[0].ready, out[0].last) == ([records[0]], True, False)
+    assert not any(p.sent or p.ready for p in out[1:]) and [p.last for p in out] == [False, False, True]
+    assert out[-1].figures == end and pieces(Batch(records=records[:3])) == [Batch(records=records[:3])]

@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from benchy.load import worker_side, workers
+from benchy.load.handoff import Batch
 from benchy.measure.health import ClientHealth
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class ShareActor:
 
     async def run(
         self, plan: CasePlan, settings: ClientSettings, calibration: Calibration, nonce: bool
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[Batch]:
         """A streaming generator: the share's batches as they come."""
         self._share = worker_side.Share(await self._clients.get(settings), plan, calibration, nonce)
         async for batch in self._share.batches():
@@ -164,7 +165,7 @@ class RayPool:
             self._forget(self._case[w])
             events.put_nowait((w, "lost", f"Ray actor {w} died: {_first_line(exc)}"))
         except self._ray.exceptions.RayError as exc:  # the share itself failed in a way Ray reports
-            events.put_nowait((w, "batch", {"error": [type(exc).__name__, _first_line(exc)]}))
+            events.put_nowait((w, "batch", Batch(error=(type(exc).__name__, _first_line(exc)))))
 
     def _forget(self, actor: Any) -> None:
         if actor in self._live:

@@ -22,25 +22,45 @@ import gc
 import queue
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
+from benchy.measure.health import LoopHealth
+
 MAX_RECORDS = 32  # records per message: one pickle of them is well under a millisecond
 
 
-def pieces(batch: dict[str, Any]) -> list[dict[str, Any]]:
+@dataclass
+class Batch:
+    """What a worker sends its parent (over its pipe, or from a Ray actor): the requests just
+    sent (record dicts: the parent knows them in flight should the worker be lost), those
+    finished, whether the warmups are done (`ready`), and at the share's end its loop figures
+    or the error that ended it (kind, message)."""
+
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    ready: bool = False
+    figures: LoopHealth | None = None
+    error: tuple[str, str] | None = None
+
+    @property
+    def last(self) -> bool:
+        """The worker's last word on its share: nothing is measured after it."""
+        return self.figures is not None or self.error is not None
+
+
+def pieces(batch: Batch) -> list[Batch]:
     """A batch as messages of at most MAX_RECORDS records, in order: the first carries the
     sends (a request is known in flight before it is finished) and the ready flag, the last
     the share's end (figures or error), which the parent takes as the worker's last word."""
-    records = batch.get("records", [])
+    records = batch.records
     if len(records) <= MAX_RECORDS:
         return [batch]
-    head = {k: v for k, v in batch.items() if k in ("sent", "ready")}
-    tail = {k: v for k, v in batch.items() if k not in ("sent", "ready", "records")}
-    out = [{**head, "records": records[:MAX_RECORDS]}]
-    out += [{"records": records[i : i + MAX_RECORDS]} for i in range(MAX_RECORDS, len(records), MAX_RECORDS)]
-    out[-1].update(tail)
+    out = [Batch(records=records[i : i + MAX_RECORDS]) for i in range(0, len(records), MAX_RECORDS)]
+    out[0] = replace(out[0], sent=batch.sent, ready=batch.ready)
+    out[-1] = replace(out[-1], figures=batch.figures, error=batch.error)
     return out
 
 

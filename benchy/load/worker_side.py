@@ -16,12 +16,13 @@ import platform
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from benchy.client import loop as event_loop
-from benchy.load.handoff import Sender, frozen_heap, pieces
+from benchy.load.handoff import Batch, Sender, frozen_heap, pieces
 from benchy.measure.health import LoopHealth
 
 if TYPE_CHECKING:
@@ -54,9 +55,8 @@ def boot_id() -> str | None:
 
 
 class Share:
-    """One worker's share of a case, run on benchy's own client, its results in batches:
-    {"sent": [record dicts of requests just sent], "records": [finished ones], "ready": bool,
-    and in the last batch "figures" (LoopMonitor's) or "error": [kind, message]}."""
+    """One worker's share of a case, run on benchy's own client, its results in batches
+    (handoff.Batch), the last with the share's loop figures or the error that ended it."""
 
     def __init__(self, client: Client, plan: CasePlan, calibration: Calibration, nonce: bool) -> None:
         self.client, self.plan, self.calibration, self.nonce = client, plan, calibration, nonce
@@ -73,12 +73,12 @@ class Share:
         if not self._go.done():
             self._go.set_result(start_s)
 
-    async def batches(self) -> AsyncIterator[dict[str, Any]]:
+    async def batches(self) -> AsyncIterator[Batch]:
         with self._heap:
             async for batch in self._batches():
                 yield batch
 
-    async def _batches(self) -> AsyncIterator[dict[str, Any]]:
+    async def _batches(self) -> AsyncIterator[Batch]:
         task = asyncio.ensure_future(self._run())
         try:
             while not task.done():
@@ -91,24 +91,20 @@ class Share:
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        last = self._take() or {}
+        last = self._take() or Batch()
         if task.cancelled():
-            last["error"] = ["Cancelled", "the share was cancelled"]
-        elif task.exception() is not None:
-            exc = task.exception()
-            last["error"] = [type(exc).__name__, str(exc)]
+            yield replace(last, error=("Cancelled", "the share was cancelled"))
+        elif (exc := task.exception()) is not None:
+            yield replace(last, error=(type(exc).__name__, str(exc)))
         else:
-            last["figures"] = task.result()
-        yield last
+            yield replace(last, figures=task.result())
 
-    def _take(self) -> dict[str, Any]:
-        batch: dict[str, Any] = {}
-        if self._sent:
-            batch["sent"], self._sent = self._sent, []
-        if self._done:
-            batch["records"], self._done = self._done, []
-        if self._ready:
-            batch["ready"], self._ready = True, False
+    def _take(self) -> Batch | None:
+        """What came since the last batch; None: nothing did."""
+        if not (self._sent or self._done or self._ready):
+            return None
+        batch = Batch(self._sent, self._done, self._ready)
+        self._sent, self._done, self._ready = [], [], False
         return batch
 
     async def _run(self) -> LoopHealth:
@@ -236,16 +232,16 @@ async def _send_batches(sender: Sender, share: Share) -> None:
     trace.install()
     try:
         async for batch in share.batches():
-            if batch.get("ready"):  # what follows is the measured part
+            if batch.ready:  # what follows is the measured part
                 trace.since = time.perf_counter()
-            if "figures" in batch or "error" in batch:  # the share's end: nothing is measured after
+            if batch.last:  # the share's end: nothing is measured after
                 trace.uninstall()
             for i, piece in enumerate(pieces(batch)):
                 if i:
                     await asyncio.sleep(0)
                 t0, cpu0 = time.perf_counter(), time.thread_time()
                 sender.send(("batch", piece))
-                trace.handed_off(time.perf_counter() - t0, time.thread_time() - cpu0, len(piece.get("records", ())))
+                trace.handed_off(time.perf_counter() - t0, time.thread_time() - cpu0, len(piece.records))
     finally:
         trace.uninstall()
         trace.write(share.plan.worker)

@@ -49,6 +49,7 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from benchy.client import loop as event_loop
+from benchy.load.handoff import Batch
 from benchy.load.worker_side import OnRecord, OnStart, boot_id, worker_main
 from benchy.measure.health import ClientHealth, LoopHealth, WorkerClock, WorkerHealth
 
@@ -190,21 +191,21 @@ class Merge:
         self.workers = [_Worker(clock, {}) for clock in clocks]
         self.on_record = on_record
 
-    def take(self, w: int, batch: dict[str, Any]) -> None:
+    def take(self, w: int, batch: Batch) -> None:
         from benchy.records import RequestRecord
         from benchy.records.tokens import tokens_of
 
         worker = self.workers[w]
-        for sent in batch.get("sent", ()):
+        for sent in batch.sent:
             worker.in_flight[sent["request_id"]] = self._on_parent_clock(worker, sent)
-        for data in batch.get("records", ()):
+        for data in batch.records:
             worker.in_flight.pop(data["request_id"], None)
             rec = RequestRecord.from_dict(self._on_parent_clock(worker, data))
             worker.requests += 1
             worker.tokens += tokens_of(rec)
             self.on_record(rec)
-        if "figures" in batch:
-            worker.figures = batch["figures"]
+        if batch.figures is not None:
+            worker.figures = batch.figures
 
     @staticmethod
     def _on_parent_clock(worker: _Worker, data: dict[str, Any]) -> dict[str, Any]:
@@ -370,14 +371,14 @@ def _handle(
             waiting.discard(w)
         return None
     merge.take(w, payload)
-    if payload.get("ready") and waiting is not None:
+    if payload.ready and waiting is not None:
         waiting.discard(w)
-    if "figures" in payload or "error" in payload:
+    if payload.last:
         running.discard(w)
         if waiting is not None:
             waiting.discard(w)
-    if "error" in payload and payload["error"][0] != "Cancelled":
-        return WorkerError(*payload["error"])
+    if payload.error is not None and payload.error[0] != "Cancelled":
+        return WorkerError(*payload.error)
     return None
 
 
