@@ -49,6 +49,7 @@ from benchy.load.sink import ErrorLimits, RecordSink
 from benchy.load.tokenize import ServerTokenize
 from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
 from benchy.measure.ceiling import CeilingInputs
+from benchy.measure.health import ClientHealth
 from benchy.records import RecordWriter, RequestRecord
 from benchy.results import types as results_mod
 from benchy.server import cache_reset, router
@@ -74,7 +75,7 @@ class CasePool(Protocol):
         on_record: Callable[[RequestRecord], None],
         stop: asyncio.Event,
         on_start: Callable[[], Awaitable[float]] | None = None,
-    ) -> results_mod.ClientHealth: ...
+    ) -> ClientHealth: ...
 
     def close(self) -> None: ...
 
@@ -126,7 +127,7 @@ class RunState:
     interrupted: bool = False
     stopped: dict[str, Any] | None = None  # {"by": "SIGINT" | "SIGTERM" | "max-errors" | "max-error-rate", "reason"}
     skipped: list[results_mod.NotMeasured] = field(default_factory=list)  # --skip-unfit's cases
-    client: dict[str, results_mod.ClientHealth] = field(default_factory=dict)  # case label → benchy's own health
+    client: dict[str, ClientHealth] = field(default_factory=dict)  # case label → benchy's own health
     server: dict[str, server_metrics.ServerCaseMetrics | server_metrics.NoServerFigures] = field(
         default_factory=dict
     )  # case label → the server's figures, or why there are none
@@ -576,7 +577,7 @@ async def _run_in_workers(
     on_record: Callable[[RequestRecord], None],
     stop: asyncio.Event,
     on_start: Callable[[], Awaitable[float]] | None = None,
-) -> results_mod.ClientHealth:
+) -> ClientHealth:
     """The case split over k worker processes (workers.py) or Ray actors (cluster.py); returns
     the case's client figures. `on_start` is awaited once every worker is done with its warmups."""
     try:

@@ -146,7 +146,8 @@ class RayPool:
         return await workers.run_split(self, workers.split(plan, k), calibration, nonce, on_record, stop, on_start)
 
     async def read_clock(self, w: int) -> dict[str, Any]:
-        return await self._case[w].clock.remote()
+        reading: dict[str, Any] = await self._case[w].clock.remote()
+        return reading
 
     def begin(self, plans: list[CasePlan], calibration: Calibration, nonce: bool, events: asyncio.Queue[Any]) -> None:
         for w, plan in enumerate(plans):

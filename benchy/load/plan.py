@@ -20,7 +20,7 @@ from benchy.load import arrivals
 from benchy.load.prompts import Prompt, PromptFactory, Template, exact_length_options
 from benchy.records import RequestRecord
 from benchy.workloads import trace
-from benchy.workloads.scenario import Case
+from benchy.workloads.case import Case
 from benchy.workloads.spec import MultiTurn, TraceReplay
 
 

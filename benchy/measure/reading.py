@@ -23,6 +23,7 @@ A record is read once for all its metrics: the registry passes the reading to ea
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from benchy.measure import evidence
 from benchy.records import CONTENT, REASONING, RequestRecord
@@ -54,7 +55,7 @@ def read(rec: RequestRecord) -> Reading:
     return _read(rec)
 
 
-def count_entry(rec: RequestRecord, reading: Reading | None = None) -> dict:
+def count_entry(rec: RequestRecord, reading: Reading | None = None) -> dict[str, Any]:
     """The token count's evidence for results.json (results.types.TokenCountEntry): what each
     witness said, which one the figures use, who backed it and who disagreed, and why usage
     was disbelieved (checks read it: usage_mismatch, no_usage, local_tokenizer_mismatch)."""
@@ -138,7 +139,7 @@ def _max_tokens_reached(rec: RequestRecord) -> int | None:
     return rec.target_output_tokens if rec.finish_reason == "length" and rec.target_output_tokens > 0 else None
 
 
-def _predicted_n(timings: dict | None) -> int | None:
+def _predicted_n(timings: dict[str, Any] | None) -> int | None:
     """llama.cpp's own count of the tokens it generated (timings.predicted_n)."""
     value = (timings or {}).get("predicted_n")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
