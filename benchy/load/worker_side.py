@@ -16,7 +16,7 @@ import platform
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -32,6 +32,40 @@ if TYPE_CHECKING:
     from benchy.load.prompts import Calibration
     from benchy.records import RequestRecord
 
+
+@dataclass(frozen=True)
+class ReadClock:
+    """The parent's order: answer ("clock", clock_reading())."""
+
+
+@dataclass(frozen=True)
+class RunShare:
+    """The parent's order: run this share of a case (its batches follow as ("batch", Batch))."""
+
+    plan: CasePlan
+    settings: ClientSettings
+    calibration: Calibration
+    nonce: bool
+
+
+@dataclass(frozen=True)
+class Go:
+    """The parent's order: start the measured part at start_s (this worker's clock)."""
+
+    start_s: float
+
+
+@dataclass(frozen=True)
+class StopShare:
+    """The parent's order: stop the share (a stop, Ctrl-C, an error limit)."""
+
+
+@dataclass(frozen=True)
+class Quit:
+    """The parent's order, or its pipe's end: the worker exits."""
+
+
+Order = ReadClock | RunShare | Go | StopShare | Quit
 OnRecord = Callable[["RequestRecord"], None]
 OnStart = Callable[[], Awaitable[object]]  # its value is not used
 BATCH_S = 0.05  # a worker's finished records reach the parent at most this late
@@ -61,7 +95,7 @@ class Share:
     def __init__(self, client: Client, plan: CasePlan, calibration: Calibration, nonce: bool) -> None:
         self.client, self.plan, self.calibration, self.nonce = client, plan, calibration, nonce
         self.stop = asyncio.Event()
-        self._go: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._go: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         self._wake = asyncio.Event()
         self._sent: list[dict[str, Any]] = []
         self._done: list[dict[str, Any]] = []
@@ -170,7 +204,7 @@ async def _serve(conn: Connection) -> None:
 
     # No tokenizer: the prompts a worker builds are filler words, counted without it
     # (tokenizer.count); the parent counts the streamed text.
-    inbox: asyncio.Queue[Any] = asyncio.Queue()
+    inbox: asyncio.Queue[Order] = asyncio.Queue()
     event_loop.watch(conn, _read_into, conn, inbox)
     sender = Sender(conn)
     clients = _Clients(Client)
@@ -178,20 +212,19 @@ async def _serve(conn: Connection) -> None:
     running: set[asyncio.Task[Any]] = set()
     try:
         while True:
-            kind, *args = await inbox.get()
-            if kind == "clock":
+            order = await inbox.get()
+            if isinstance(order, ReadClock):
                 sender.send(("clock", clock_reading()))
-            elif kind == "case":
-                plan, settings, calibration, nonce = args
-                share = Share(await clients.get(settings), plan, calibration, nonce)
+            elif isinstance(order, RunShare):
+                share = Share(await clients.get(order.settings), order.plan, order.calibration, order.nonce)
                 task = asyncio.ensure_future(_send_batches(sender, share))
                 running.add(task)
                 task.add_done_callback(running.discard)
-            elif kind == "go" and share is not None:
-                share.go(args[0])
-            elif kind == "stop" and share is not None:
+            elif isinstance(order, Go) and share is not None:
+                share.go(order.start_s)
+            elif isinstance(order, StopShare) and share is not None:
                 share.stop.set()
-            elif kind in ("quit", "eof"):
+            elif isinstance(order, Quit):
                 break
     finally:
         for task in running:
@@ -247,10 +280,10 @@ async def _send_batches(sender: Sender, share: Share) -> None:
         trace.write(share.plan.worker)
 
 
-def _read_into(conn: Connection, inbox: asyncio.Queue[Any]) -> None:
+def _read_into(conn: Connection, inbox: asyncio.Queue[Order]) -> None:
     try:
         while conn.poll():
             inbox.put_nowait(conn.recv())
     except (EOFError, OSError):
         asyncio.get_running_loop().remove_reader(conn.fileno())
-        inbox.put_nowait(("eof",))
+        inbox.put_nowait(Quit())  # the parent is gone

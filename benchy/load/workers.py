@@ -27,10 +27,9 @@ The local pool runs workers as `multiprocessing` processes talking over `multipr
 event loop and threads): one fresh interpreter imports what a worker runs (WORKER_MODULES) once,
 and each worker is a fork of it, so k workers cost one import, not k (a third of a CPU-second
 each). Where there is no fork server (Windows), each worker is spawned.
-Parent → worker: ("clock",), ("case", CasePlan, ClientSettings, Calibration, nonce),
-("go", start_s), ("stop",), ("quit",). Spawned processes import the parent's main module
+Parent → worker: an Order (worker_side.py: ReadClock, RunShare, Go, StopShare, Quit). Spawned processes import the parent's main module
 unless it runs as `python -m` or a console script: a script that calls run.execute must guard
-its entry point with `if __name__ == "__main__":`, as for any multiprocessing program. Worker → parent: ("clock", reading), ("batch", batch).
+its entry point with `if __name__ == "__main__":`, as for any multiprocessing program. Worker → parent: ("clock", reading), ("batch", handoff.Batch).
 """
 
 from __future__ import annotations
@@ -50,7 +49,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from benchy.client import loop as event_loop
 from benchy.load.handoff import Batch
-from benchy.load.worker_side import OnRecord, OnStart, boot_id, worker_main
+from benchy.load.worker_side import (
+    Go,
+    OnRecord,
+    OnStart,
+    Order,
+    Quit,
+    ReadClock,
+    RunShare,
+    StopShare,
+    boot_id,
+    worker_main,
+)
 from benchy.measure.health import ClientHealth, LoopHealth, WorkerClock, WorkerHealth
 
 if TYPE_CHECKING:
@@ -412,7 +422,7 @@ class ProcessPool:
         self.n = n
         self._procs: list[Any] = [None] * n
         self._conns: list[Any] = [None] * n
-        self._clock_replies: list[asyncio.Queue[Any]] = [asyncio.Queue() for _ in range(n)]
+        self._clock_replies: list[asyncio.Queue[dict[str, Any]]] = [asyncio.Queue() for _ in range(n)]
         self._events: asyncio.Queue[Any] | None = None
         self._settings: ClientSettings | None = None  # the case's
 
@@ -454,21 +464,22 @@ class ProcessPool:
         return await run_split(self, split(plan, k), calibration, nonce, on_record, stop, on_start)
 
     async def read_clock(self, w: int) -> dict[str, Any]:
-        self._send(w, ("clock",))
+        self._send(w, ReadClock())
         return await self._clock_replies[w].get()
 
     def begin(self, plans: list[CasePlan], calibration: Calibration, nonce: bool, events: asyncio.Queue[Any]) -> None:
         self._events = events
         for w, plan in enumerate(plans):
-            self._send(w, ("case", plan, self._settings, calibration, nonce))
+            assert self._settings is not None  # run_case sets them before it begins
+            self._send(w, RunShare(plan, self._settings, calibration, nonce))
 
     def go(self, w: int, start_s: float) -> None:
-        self._send(w, ("go", start_s))
+        self._send(w, Go(start_s))
 
     def stop(self, w: int) -> None:
-        self._send(w, ("stop",))
+        self._send(w, StopShare())
 
-    def _send(self, w: int, msg: tuple[Any, ...]) -> None:
+    def _send(self, w: int, msg: Order) -> None:
         with contextlib.suppress(OSError):  # a worker that is gone: its loss is reported by _drain
             self._conns[w].send(msg)
 
@@ -499,7 +510,7 @@ class ProcessPool:
     def close(self) -> None:
         for w in range(self.n):
             self._forget(w)
-            self._send(w, ("quit",))
+            self._send(w, Quit())
         for proc in filter(None, self._procs):
             proc.join(timeout=5)
             if proc.is_alive():
