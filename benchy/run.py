@@ -18,10 +18,10 @@ import secrets
 import signal
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from benchy.analysis import analyze as analysis
 from benchy.analysis.analyze import REQUESTS
@@ -42,42 +42,22 @@ from benchy.load.handoff import frozen_heap
 from benchy.load.lengths import best_counter, fit_words
 from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
+from benchy.load.pools import CasePool, run_in_workers, start_pool
 from benchy.load.progress import Progress
-from benchy.load.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
+from benchy.load.prompts import Calibration, PromptFactory, Template, calibrate, check_length
 from benchy.load.run_setup import run_setup
 from benchy.load.sink import ErrorLimits, RecordSink
 from benchy.load.tokenize import ServerTokenize
-from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
+from benchy.load.workers import LOCAL_CLOCK, client_figures, worker_entry
 from benchy.measure.ceiling import CeilingInputs
 from benchy.measure.health import ClientHealth
-from benchy.records import RecordWriter, RequestRecord
+from benchy.records import RecordWriter
 from benchy.results import types as results_mod
 from benchy.server import cache_reset, router
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
 from benchy.server import metrics as server_metrics
 from benchy.workloads.case import Case
-
-
-class CasePool(Protocol):
-    """Where a case's shares run besides this process: worker processes (load/workers.py's
-    ProcessPool) or Ray actors (load/cluster.py's RayPool); each returns the case's client figures."""
-
-    def workers_for(self, case: Case, load: LoadSettings) -> int: ...
-
-    async def run_case(
-        self,
-        plan: CasePlan,
-        k: int,
-        client_settings: ClientSettings,
-        calibration: Calibration,
-        nonce: bool,
-        on_record: Callable[[RequestRecord], None],
-        stop: asyncio.Event,
-        on_start: Callable[[], Awaitable[float]] | None = None,
-    ) -> ClientHealth: ...
-
-    def close(self) -> None: ...
 
 
 @dataclass
@@ -273,7 +253,7 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
     max_concurrency = max(settings.load.streams(c) for c in settings.cases)
     client_settings = replace(settings.client, connections=max_concurrency)
     _stop_on_sigterm(state)
-    pool = _start_pool(settings)  # its workers start up while this process calibrates
+    pool = start_pool(settings.load, settings.cases)  # its workers start up while this process calibrates
     try:
         await _measure(settings, state, writer, client_settings, pool)
     finally:
@@ -305,6 +285,25 @@ async def _gpu_sampler(settings: RunSettings, model: str) -> gpu_mod.GpuSampler 
     return await gpu_mod.start_sampler(settings.gpu_metrics, peak)
 
 
+@dataclass(frozen=True)
+class ServerFacts:
+    """What the connect phase learnt of the server: its model, identity and /metrics (scraper: None if none)."""
+
+    model: str
+    identity: server_mod.ServerIdentity
+    metrics: server_metrics.MetricsStatus
+    scraper: server_metrics.MetricsScraper | None
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """What the calibrate phase made: by endpoint, calibrations and text fits; by case index, fitted bodies."""
+
+    calibrations: dict[str, Calibration]
+    text_fits: dict[str, tuple[float, float] | None]
+    fitted: dict[int, dataset_fit.FittedBodies]
+
+
 async def _measure_with(
     settings: RunSettings,
     state: RunState,
@@ -314,7 +313,38 @@ async def _measure_with(
     gpus: gpu_mod.GpuSampler | None,
     pool: CasePool | None,
 ) -> None:
+    """The phases: connect → server facts, calibrate → calibrations (and the setup), plan → case plans, measure."""
     salt = secrets.token_hex(6)
+    settings, facts = await _connect(settings, state, client, model, gpus)
+    progress = Progress(len(settings.cases), settings.progress)
+    calibrated = await _calibrate(settings, state, client, facts, salt, progress)
+    asked = run_setup(settings, model, _version_text(facts.identity), calibrated.calibrations)
+    state.setup = replace(
+        results_mod.Setup.from_dict(asked, strict=True),  # an unknown key: a field someone forgot
+        server=facts.identity,
+        server_metrics=facts.metrics,
+        calibration_failures=client.calibration_failures,
+        gpu=gpus.setup if gpus is not None else None,
+    )
+    state.plans = _plan(settings, facts, calibrated, salt)
+    if (data := dataset_setup(state.plans, calibrated.calibrations, settings.nonce)) is not None:
+        state.setup = replace(state.setup, dataset=data)  # its sampling drawn here as each case will draw it
+    state.planned = [PlannedCase.of(p.case, p.endpoint, p.runs, p.measured or None) for p in state.plans]
+    workloads = {p.case.label for p in state.plans if p.case.workload is not None}
+    save_manifest(state)  # before the first request of a case: a killed run keeps it
+    # a workload's sender reads its records' streams (its history): the sink keeps them
+    sink = state.sink = RecordSink(writer, progress, settings.limits, frozenset(workloads))
+    try:
+        await _measure_cases(settings, state, client, facts, calibrated, salt, pool, gpus, sink)
+    finally:
+        progress.finish()
+
+
+async def _connect(
+    settings: RunSettings, state: RunState, client: Client, model: str, gpus: gpu_mod.GpuSampler | None
+) -> tuple[RunSettings, ServerFacts]:
+    """Who the server is, which cases its context holds (--skip-unfit: the settings then hold
+    only those), what its /metrics offer; the start banner."""
     identity = await server_mod.identify(client, client.base, model)
     fit = refuse_too_long(settings.cases, identity, settings.skip_unfit, settings.load.requests)
     if len(fit) < len(settings.cases):  # --skip-unfit: the rest of the run sees only these
@@ -323,13 +353,19 @@ async def _measure_with(
             results_mod.NotMeasured(label, f"skipped (--skip-unfit): {why}") for label, why in unfit.items()
         ]
         settings = replace(settings, cases=fit)
-    progress = Progress(len(settings.cases), settings.progress)
-    endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})
     scraper, metrics_status = await _metrics_scraper(client, model, settings.server_metrics, settings.replicas)
     if settings.announce:
         settings.announce(_banner(identity, settings, metrics_status, gpus))
+    return settings, ServerFacts(model, identity, metrics_status, scraper)
+
+
+async def _calibrate(
+    settings: RunSettings, state: RunState, client: Client, facts: ServerFacts, salt: str, progress: Progress
+) -> Calibrated:
+    """How the server counts tokens, per endpoint the cases use, before anything is measured."""
+    endpoints = sorted({c.endpoint or settings.endpoint for c in settings.cases})
     state.phase = "calibrating prompt lengths (before the first case)"
-    progress.note(f"calibrating prompt lengths against {model} …")
+    progress.note(f"calibrating prompt lengths against {facts.model} …")
     counter = await best_counter(client, settings.tokenizer, settings.endpoint)
     lengths = await fit_words(counter)  # which words are one server token
     calibrations = {ep: await calibrate(client, ep, salt, settings.template, lengths) for ep in endpoints}
@@ -344,17 +380,19 @@ async def _measure_with(
     fitted = await dataset_fit.prepare(
         settings.cases, calibrations, counter, settings.endpoint, settings.nonce, settings.load.seed
     )
-    asked = run_setup(settings, model, _version_text(identity), calibrations)
-    state.setup = replace(
-        results_mod.Setup.from_dict(asked, strict=True),  # an unknown key: a field someone forgot
-        server=identity,
-        server_metrics=metrics_status,
-        calibration_failures=client.calibration_failures,
-        gpu=gpus.setup if gpus is not None else None,
-    )
-    state.plans = [
+    return Calibrated(calibrations, text_fits, fitted)
+
+
+def _plan(settings: RunSettings, facts: ServerFacts, calibrated: Calibrated, salt: str) -> list[CasePlan]:
+    """Each case's plan, in the order the cases run."""
+    return [
         CasePlan(
-            case=bind_dataset(c, identity.context_length, text_fits[c.endpoint or settings.endpoint], fitted.get(i)),
+            case=bind_dataset(
+                c,
+                facts.identity.context_length,
+                calibrated.text_fits[c.endpoint or settings.endpoint],
+                calibrated.fitted.get(i),
+            ),
             index=i,
             runs=c.runs or settings.runs,
             warmup=settings.warmup,
@@ -367,50 +405,57 @@ async def _measure_with(
         )
         for i, c in enumerate(settings.cases)
     ]
-    if (data := dataset_setup(state.plans, calibrations, settings.nonce)) is not None:
-        state.setup = replace(state.setup, dataset=data)  # its sampling drawn here as each case will draw it
-    state.planned = [PlannedCase.of(p.case, p.endpoint, p.runs, p.measured or None) for p in state.plans]
-    workloads = {p.case.label for p in state.plans if p.case.workload is not None}
-    save_manifest(state)  # before the first request of a case: a killed run keeps it
-    # a workload's sender reads its records' streams (its history): the sink keeps them
-    sink = state.sink = RecordSink(writer, progress, settings.limits, frozenset(workloads))
+
+
+async def _measure_cases(
+    settings: RunSettings,
+    state: RunState,
+    client: Client,
+    facts: ServerFacts,
+    calibrated: Calibrated,
+    salt: str,
+    pool: CasePool | None,
+    gpus: gpu_mod.GpuSampler | None,
+    sink: RecordSink,
+) -> None:
+    """Each planned case in turn, its records into the sink, its windows (the server's, the
+    GPUs') into the state; after each, off its clock, the server's /tokenize of a few records."""
+    writer, progress = sink.writer, sink.progress
     stop = sink.stop  # set once an error limit is passed: the run ends
     server_tokenize = ServerTokenize()  # a witness asked after each case (load/tokenize.py)
-
     resetting = settings.cache_reset
-    try:
-        for plan in state.plans:
-            if stop.is_set():
-                break
-            if resetting:
-                resetting = await _reset_cache(state, settings, client, identity, plan.case.label, progress)
-            progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
-            sink.open_case(plan.case.label)
-            state.started.append(plan.case.label)
-            save_manifest(state)
-            written = writer.mark()  # the case's records follow: read back for /tokenize after it
-            window = scraper.window() if scraper else None
-            gpu_window = gpus.window() if gpus else None
-            try:
-                await _run_one_case(state, settings, client, plan, calibrations, salt, pool, sink, window, gpu_window)
-            except BaseException:
-                if gpu_window is not None:
-                    gpu_window.abort()
-                    state.gpu[plan.case.label] = gpu_window.result
-                if window is not None:  # a stopped run saves at once: no last scrape
-                    window.abort()
-                    state.server[plan.case.label] = server_metrics.NoServerFigures(str(window.result))
-                raise
-            if gpu_window is not None:  # first: the server's settling wait is not the case's
-                await gpu_window.close()
+    for plan in state.plans:
+        if stop.is_set():
+            break
+        if resetting:
+            resetting = await _reset_cache(state, settings, client, facts.identity, plan.case.label, progress)
+        progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
+        sink.open_case(plan.case.label)
+        state.started.append(plan.case.label)
+        save_manifest(state)
+        written = writer.mark()  # the case's records follow: read back for /tokenize after it
+        window = facts.scraper.window() if facts.scraper else None
+        gpu_window = gpus.window() if gpus else None
+        try:
+            await _run_one_case(
+                state, settings, client, plan, calibrated.calibrations, salt, pool, sink, window, gpu_window
+            )
+        except BaseException:
+            if gpu_window is not None:
+                gpu_window.abort()
                 state.gpu[plan.case.label] = gpu_window.result
-            if window is not None:
-                await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
-            # off the case's clock, from the case's records as written
-            await server_tokenize.settle(client.server_token_count, writer.records_since(written), writer.witness)
-            save_manifest(state)  # the case's windows
-    finally:
-        progress.finish()
+            if window is not None:  # a stopped run saves at once: no last scrape
+                window.abort()
+                state.server[plan.case.label] = server_metrics.NoServerFigures(str(window.result))
+            raise
+        if gpu_window is not None:  # first: the server's settling wait is not the case's
+            await gpu_window.close()
+            state.gpu[plan.case.label] = gpu_window.result
+        if window is not None:
+            await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
+        # off the case's clock, from the case's records as written
+        await server_tokenize.settle(client.server_token_count, writer.records_since(written), writer.witness)
+        save_manifest(state)  # the case's windows
 
 
 def rebuild(directory: Path, report: bool = True) -> results_mod.RunResult:
@@ -437,18 +482,6 @@ async def _reset_cache(
         line = f"benchy: --cache-reset: {outcome.message}"
         settings.announce(line) if settings.announce else progress.note(line)
     return outcome.ok
-
-
-def _start_pool(settings: RunSettings) -> CasePool | None:
-    """Ray actors (--ray), or the local processes the busiest case needs; None when every case
-    runs in this process."""
-    load = settings.load
-    if load.ray is not None:
-        from benchy.load import cluster
-
-        return cluster.RayPool.connect(load.ray, load.ray_workers_per_node)
-    n = max((case_workers(c, load.workers, load.max_inflight) for c in settings.cases if not c.workload), default=1)
-    return ProcessPool(n).start() if n > 1 else None
 
 
 async def _run_one_case(
@@ -479,7 +512,7 @@ async def _run_one_case(
     await send_alone(client, plan, calibration, settings.nonce, sink)  # before the case, from here
     k = 1 if plan.case.workload or pool is None else pool.workers_for(plan.case, settings.load)
     if pool is not None and (k > 1 or settings.load.ray is not None):  # --ray: always a pool
-        state.client[plan.case.label] = await _run_in_workers(
+        state.client[plan.case.label] = await run_in_workers(
             pool, plan, k, client.settings, calibration, settings.nonce, sink, sink.stop, start
         )
         return
@@ -565,24 +598,3 @@ def _load_plan(load: LoadSettings) -> dict[str, Any]:
         "max_inflight": load.max_inflight,
         "seed": load.seed,
     }
-
-
-async def _run_in_workers(
-    pool: CasePool,
-    plan: CasePlan,
-    k: int,
-    client_settings: ClientSettings,
-    calibration: Calibration,
-    nonce: bool,
-    on_record: Callable[[RequestRecord], None],
-    stop: asyncio.Event,
-    on_start: Callable[[], Awaitable[float]] | None = None,
-) -> ClientHealth:
-    """The case split over k worker processes (workers.py) or Ray actors (cluster.py); returns
-    the case's client figures. `on_start` is awaited once every worker is done with its warmups."""
-    try:
-        return await pool.run_case(plan, k, client_settings, calibration, nonce, on_record, stop, on_start)
-    except WorkerError as exc:
-        if exc.kind == "PromptError":
-            raise PromptError(str(exc)) from None
-        raise ServerError(f"a worker failed: {exc.kind}: {exc}") from None
