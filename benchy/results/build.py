@@ -179,9 +179,7 @@ def _gpu(gpu: GpuCase | None, tokens: int, n_ok: int, idle_power_w: float | None
     output tokens of its successful requests (failed ones' tokens are not known)."""
     if gpu is None:
         return None
-    gpu = deepcopy(gpu)  # the window as gathered stays as it was (a rebuild reads it again)
-    gpu_figures.per_token(gpu, tokens, n_ok, idle_power_w)
-    return gpu
+    return gpu_figures.per_token(gpu, tokens, n_ok, idle_power_w)
 
 
 class _Light:
