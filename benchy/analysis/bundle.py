@@ -19,15 +19,10 @@ from pathlib import Path
 from benchy import jsontypes
 from benchy.jsontypes import Saved
 from benchy.measure.gpu import GpuCase
-from benchy.results.types import (
-    CacheReset,
-    ClientHealth,
-    NoServerFigures,
-    NotMeasured,
-    ServerCaseMetrics,
-    Setup,
-    Stopped,
-)
+from benchy.results.health import ClientHealth
+from benchy.results.types import NotMeasured, Setup, Stopped
+from benchy.server.cache_reset import CacheReset
+from benchy.server.metrics import NoServerFigures, ServerCaseMetrics
 from benchy.workloads.case import Case
 from benchy.workloads.dataset import DatasetSpec
 from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay

@@ -25,6 +25,7 @@ counted, never taken as zero.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from benchy.jsontypes import Saved
 from benchy.measure import profiles, registry
@@ -377,7 +378,7 @@ def per_token(window: GpuCase, output_tokens: int, requests: int, idle_power_w: 
     )
     inputs = EnergyWindow(output_tokens, requests, idle_power_w, window.window_s)
     values = registry.compute(registry.GPU_WINDOW, inputs, {"gpu_energy_j": energy})
-    figures: dict[str, float] = {}
+    figures: dict[str, Any] = {}  # GpuCase's fields by the registry's keys
     unavailable = dict(window.unavailable)
     for metric in registry.of_level(registry.GPU_WINDOW):
         if metric.formula is None:

@@ -113,7 +113,7 @@ def _marks_sentence(points: list[shown.Shown]) -> str:
     return (" " + "; ".join(words) + ".") if words else ""
 
 
-def _metric_trace(metric: Metric, label: str, points: list[shown.Shown], group: list[CaseResult]) -> dict:
+def _metric_trace(metric: Metric, label: str, points: list[shown.Shown], group: list[CaseResult]) -> dict[str, object]:
     """One line of metric_vs_prompt: the drawn medians, a marked symbol and text on the points a
     warning qualifies or whose requests partly failed."""
     summaries = [p.summary for p in points if p.summary is not None]

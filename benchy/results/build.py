@@ -27,25 +27,24 @@ from benchy.measure.slo import goodput_figures
 from benchy.measure.unavailable import LEGACY, NO_SUCCESS, PROMPT_LENGTH_MISSED, Unavailable
 from benchy.measure.workloads import WorkloadFigures, case_figures, ttft_gains, withhold_turns
 from benchy.results import latency
+from benchy.results.health import ClientHealth
 from benchy.results.rows import CONTROL, OK, WARMUP, Rows
 from benchy.results.types import (
-    CacheReset,
     CaseCeiling,
     CaseResult,
-    ClientHealth,
     Goodput,
     MetricSummary,
-    NoServerFigures,
     NotMeasured,
     RequestResult,
     RowScan,
     RunResult,
-    ServerCaseMetrics,
     Setup,
     SteadyState,
     Stopped,
 )
 from benchy.results.verdicts import queueing
+from benchy.server.cache_reset import CacheReset
+from benchy.server.metrics import NoServerFigures, ServerCaseMetrics
 from benchy.workloads.case import Case
 
 

@@ -23,7 +23,8 @@ from benchy import jsontypes
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
 from benchy.measure.workloads import WorkloadSpec
-from benchy.results.types import MetricSummary, ServerIdentity, Stopped
+from benchy.results.types import MetricSummary, Stopped
+from benchy.server.identity import ServerIdentity
 
 CAPACITY_MAJOR, CAPACITY_MINOR = 1, 1
 CAPACITY_SCHEMA = f"benchy/capacity/{CAPACITY_MAJOR}.{CAPACITY_MINOR}"
