@@ -122,7 +122,7 @@ def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
 
 
 def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
-    fixed = latency.found_for(case, run.cases)
+    fixed = latency.found_for(case, latency.found_in(run))
     if fixed is not None:
         return f"a fixed {fixed.fixed_s * 1000:,.0f} ms before the server takes the request: see fixed_latency"
     slots, in_flight = queueing.server_slots(run), case.concurrency

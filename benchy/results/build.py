@@ -369,6 +369,10 @@ def run_result(
     """The run's results, complete but for the warnings (checks.py adds those): what no single
     case can decide (a TTFT trend across output lengths) is withheld here, then each case's
     ceiling is stored, and each shared-prefix case's TTFT gain."""
+    withhold_buffered_trend(cases)
+    queueing.judge_against_concurrency_1(cases)
+    fixed = latency.find(cases)  # after queueing: a queued case keeps that cause
+    latency.withhold_fixed_latency(cases, fixed)
     run = RunResult(
         benchy_version=version,
         prompt_nonce=setup.get("prompt_nonce"),
@@ -377,10 +381,8 @@ def run_result(
         setup=Setup.from_dict(setup, strict=True),  # an unknown key: a field someone forgot
         cases=cases,
         not_measured=not_measured or [],
+        fixed_latency=fixed,
     )
-    withhold_buffered_trend(run.cases)
-    queueing.judge_against_concurrency_1(run.cases)
-    latency.withhold_fixed_latency(run.cases)  # after queueing: a queued case keeps that cause
     for case in run.cases:
         case.ceiling = _case_ceiling(case, run.setup.ceiling)
         case.prompt_lengths = _prompt_lengths(run.setup, case.endpoint, case.label)

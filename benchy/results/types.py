@@ -84,6 +84,7 @@ import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from benchy import jsontypes
 from benchy.jsontypes import Saved
@@ -640,6 +641,11 @@ class RunResult(Saved):
     cases: list[CaseResult] = field(default_factory=list)
     not_measured: list[NotMeasured] = _opt("planned cases the run ended before measuring (1.3)", factory=list)
     warnings: list[CheckWarning] = field(default_factory=list)
+    # results/latency.find's finding, decided once by the analysis for the checks to word; not
+    # saved (None: read from disk, judged again from the saved rows by latency.found_in)
+    fixed_latency: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)
+
+    _NOT_SAVED = ("fixed_latency",)
 
     def to_dict(self) -> dict:
         return {**jsontypes.to_json(self), "schema": SCHEMA}
