@@ -211,7 +211,6 @@ def test_each_command_has_a_room_of_its_own():
 WRITE_TRICKS_LEFT = {
     "benchy.analysis.analyze:Bundle.records setattr",  # late witnesses joined onto records (item 1)
     "benchy.analysis.frozen:freeze __class__ =",  # the class swap: results to be built frozen (item 3)
-    "benchy.measure.workloads:withhold_turns setattr",  # turns withheld after their case is made
     "benchy.results.build:case_result remember",  # the rows' scan, kept until a row changes
     "benchy.results.types:CaseResult._scan id()",  # scans_held's cache, by id(case)
     "benchy.results.types:CaseResult._scan once",  # a spilled case's scan, filled in when first read

@@ -20,6 +20,8 @@ are failures (classify.classify, before any statistic is taken).
 
 from __future__ import annotations
 
+from typing import Any
+
 from benchy.checks import (
     cache,
     client,
@@ -86,7 +88,7 @@ for _case_check in CASE_CHECKS:
     case_check(_case_check)
 
 
-def run_checks(results: dict) -> list[dict]:
+def run_checks(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The warnings of saved results (a results.json dict), as dicts."""
     return [w.to_dict() for w in check(RunResult.from_dict(results))]
 

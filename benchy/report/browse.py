@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from itertools import permutations
 from pathlib import Path
+from typing import Any
 
 from benchy.measure.registry import METRICS
 from benchy.report import compare, html, shown
@@ -100,7 +101,7 @@ def hardware_text(results: RunResult) -> str:
     return ", ".join(p for p in (setup.hardware, " + ".join(gpus), setup.host) if p) or "not recorded"
 
 
-def run_row(run: Run, site: Path) -> dict:
+def run_row(run: Run, site: Path) -> dict[str, Any]:
     """The index's figures of one run; the lightest-load TTFT is the lowest median of any case."""
     r = run.results
     cases = r.cases
@@ -140,7 +141,7 @@ HEADERS = (
 )
 
 
-def index_table(rows: list[dict]) -> str:
+def index_table(rows: list[dict[str, Any]]) -> str:
     head = "".join(f"<th>{html.esc(title)}</th>" for title, _ in HEADERS)
     body = []
     for i, row in enumerate(rows):
@@ -156,7 +157,7 @@ def index_table(rows: list[dict]) -> str:
     return f'<table id="runs" class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def change_dict(change: compare.MetricChange) -> dict:
+def change_dict(change: compare.MetricChange) -> dict[str, Any]:
     scale = METRICS[change.metric].scale
 
     def shown(value: float | None) -> float | None:

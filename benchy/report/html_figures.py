@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from benchy.measure.registry import METRICS, Metric
 from benchy.report import server_view, shown, workloads
@@ -29,12 +30,12 @@ class Panel:
     key: str
     title: str
     caption: str
-    figure: dict | None = None
+    figure: dict[str, Any] | None = None
     why: str = ""
     cases: list[str] = field(default_factory=list)  # the cases it draws: the warnings it carries
 
 
-def _layout(x_title: str, y_title: str, **more: object) -> dict:
+def _layout(x_title: str, y_title: str, **more: object) -> dict[str, Any]:
     return {
         "margin": {"l": 70, "r": 20, "t": 30, "b": 60},
         "height": 380,
@@ -298,7 +299,7 @@ def server_split(results: RunResult) -> Panel | None:
     if not shown:
         return None
     traces = []
-    axes: dict = {}
+    axes: dict[str, Any] = {}
     for i, (title, client, server, scale) in enumerate(shown):
         axis = "" if i == 0 else str(i + 1)
         both = [(label, r) for label, r in rows if r[client] is not None and r[server] is not None]

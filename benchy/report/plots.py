@@ -230,7 +230,7 @@ def _place_value_labels(fig: MplFigure) -> None:
     if not pending:
         return
     fig.canvas.draw()  # final transforms
-    by_axes: dict = {}
+    by_axes: dict[Any, Any] = {}
     for ax, x, y, err, text, color in pending:
         by_axes.setdefault(ax, []).append((x, y, err, text, color))
     for ax, labels in by_axes.items():

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from copy import deepcopy
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -98,7 +98,7 @@ def case_result(
     runs: int,
     records: list[RequestRecord] | CaseRows,
     slo: dict[str, float] | None = None,
-    client: ClientHealth | dict | None = None,
+    client: ClientHealth | dict[str, Any] | None = None,
     server: ServerCaseMetrics | NoServerFigures | None = None,
     planned_requests: int | None = None,
     gpu: GpuCase | None = None,
@@ -167,7 +167,7 @@ def case_result(
     return result
 
 
-def _client(client: ClientHealth | dict | None) -> ClientHealth | None:
+def _client(client: ClientHealth | dict[str, Any] | None) -> ClientHealth | None:
     if isinstance(client, ClientHealth):
         return deepcopy(client)  # the result's own: the analysis never writes into its inputs
     return ClientHealth.from_dict(client, strict=True) if client else None  # an unknown key: a field forgot
@@ -359,10 +359,10 @@ def _row_values(row: RequestResult) -> dict[str, float | Unavailable]:
 
 
 def run_result(
-    setup: dict,
+    setup: dict[str, Any],
     cases: list[CaseResult],
     partial: bool,
-    stopped: dict | None,
+    stopped: dict[str, Any] | None,
     version: str,
     not_measured: list[NotMeasured] | None = None,
 ) -> RunResult:
@@ -387,7 +387,7 @@ def run_result(
         case.ceiling = _case_ceiling(case, run.setup.ceiling)
         case.prompt_lengths = _prompt_lengths(run.setup, case.endpoint, case.label)
         if case.workload is not None:
-            withhold_turns(case.workload, case.unavailable)
+            case.workload = withhold_turns(case.workload, case.unavailable)
     ttft_gains(run.cases)  # shared prefix: each against the same lengths with nothing shared
     return run
 

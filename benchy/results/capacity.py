@@ -18,6 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from benchy import jsontypes
 from benchy.jsontypes import Saved
@@ -134,7 +135,7 @@ class CapacityResult(Saved):
     points: list[CapacityPoint] = _opt("every load probed, in the order first probed", factory=list)
     notes: list[str] = _opt("what the reader should know (non-monotone points …)", factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**jsontypes.to_json(self), "schema": CAPACITY_SCHEMA}
 
     def point(self, load: float | None) -> CapacityPoint | None:
@@ -172,7 +173,7 @@ def _refused(schema: object) -> str | None:
     return None
 
 
-def json_schema() -> dict:
+def json_schema() -> dict[str, Any]:
     return jsontypes.json_schema(CapacityResult, CAPACITY_SCHEMA, "benchy capacity.json")
 
 

@@ -267,7 +267,7 @@ class Setup(Saved):
         omit=True,
     )
     command_line: str | None = _opt("secrets redacted")
-    extra_body: dict | None = _opt("(1.15) --extra-body, its credential-named keys' values as ***")
+    extra_body: dict[str, Any] | None = _opt("(1.15) --extra-body, its credential-named keys' values as ***")
     started_utc: str | None = None
     prompt_nonce: bool | None = None
     runs: int | None = None
@@ -647,7 +647,7 @@ class RunResult(Saved):
 
     _NOT_SAVED = ("fixed_latency",)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**jsontypes.to_json(self), "schema": SCHEMA}
 
 
