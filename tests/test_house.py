@@ -262,3 +262,27 @@ def test_no_result_is_written_by_class_swaps_setattr_or_id_keyed_caches():
     }
     assert found - WRITE_TRICKS_LEFT == set(), "a new way to write into a result after it is made"
     assert WRITE_TRICKS_LEFT - found == set(), "paid off: strike it from WRITE_TRICKS_LEFT"
+
+
+# Inside the stages that make results, the attribute writes into a result that are left, named
+# as issue 51's debt (run.warnings, case.ceiling, case.prompt_lengths and case.workload went:
+# the analysis now makes a new result with them). Fails on a new one, and on one paid but listed.
+RESULT_WRITES_LEFT = {
+    "benchy.analysis.frozen case.__class__",  # the class swap (results to be built frozen)
+    "benchy.analysis.frozen case.__dict__",
+    "benchy.analysis.frozen run.__class__",
+    "benchy.analysis.frozen run.__dict__",
+    "benchy.results.files case.requests",  # rows read back by lines, set into the case read
+    "benchy.results.verdicts.queueing case.queueing",  # the queueing verdict, set by its judge
+}
+
+
+def test_the_writes_into_a_result_left_inside_the_analysis_are_only_those_named():
+    found = {
+        f"{module} {what}"
+        for module, path in MODULES.items()
+        if stage(module) in WRITES_RESULTS
+        for _, what in _written_results(ast.parse(path.read_text(encoding="utf-8")))
+    }
+    assert found - RESULT_WRITES_LEFT == set(), "a new write into a result after it is made"
+    assert RESULT_WRITES_LEFT - found == set(), "paid off: strike it from RESULT_WRITES_LEFT"

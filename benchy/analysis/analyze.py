@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from benchy import __version__
@@ -129,8 +129,9 @@ def analyze_rows(manifest: Manifest, by_case: dict[str, CaseRows]) -> results_mo
     run = results_build.run_result(
         setup.to_dict(), cases, partial, stopped.to_dict() if stopped else None, __version__, not_measured
     )
-    run.warnings = checks.check(run)  # after every metric; checks only read
-    return run
+    # The warnings read every metric, so they come last: a new result with them, not a write
+    # into the one the checks read.
+    return replace(run, warnings=checks.check(run))
 
 
 def _killed_reason(manifest: Manifest, by_case: dict[str, CaseRows]) -> str:

@@ -13,6 +13,7 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable
 from copy import deepcopy
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -367,29 +368,36 @@ def run_result(
     not_measured: list[NotMeasured] | None = None,
 ) -> RunResult:
     """The run's results, complete but for the warnings (checks.py adds those): what no single
-    case can decide (a TTFT trend across output lengths) is withheld here, then each case's
-    ceiling is stored, and each shared-prefix case's TTFT gain."""
+    case can decide (a TTFT trend across output lengths) is withheld here, then each case is
+    finished with what the run's setup says, and each shared-prefix case's TTFT gain."""
+    parsed = Setup.from_dict(setup, strict=True)  # an unknown key: a field someone forgot
     withhold_buffered_trend(cases)
     queueing.judge_against_concurrency_1(cases)
     fixed = latency.find(cases)  # after queueing: a queued case keeps that cause
     latency.withhold_fixed_latency(cases, fixed)
-    run = RunResult(
+    finished = [_finished(case, parsed) for case in cases]
+    ttft_gains(finished)  # shared prefix: each against the same lengths with nothing shared
+    return RunResult(
         benchy_version=version,
         prompt_nonce=setup.get("prompt_nonce"),
         partial=partial,
         stopped=Stopped(**stopped) if stopped else None,
-        setup=Setup.from_dict(setup, strict=True),  # an unknown key: a field someone forgot
-        cases=cases,
+        setup=parsed,
+        cases=finished,
         not_measured=not_measured or [],
         fixed_latency=fixed,
     )
-    for case in run.cases:
-        case.ceiling = _case_ceiling(case, run.setup.ceiling)
-        case.prompt_lengths = _prompt_lengths(run.setup, case.endpoint, case.label)
-        if case.workload is not None:
-            case.workload = withhold_turns(case.workload, case.unavailable)
-    ttft_gains(run.cases)  # shared prefix: each against the same lengths with nothing shared
-    return run
+
+
+def _finished(case: CaseResult, setup: Setup) -> CaseResult:
+    """The case with what only the run's setup says (its ceiling, its prompt-length method) and
+    its turns as its verdicts leave them: a new CaseResult, no write into the one measured."""
+    return replace(
+        case,
+        ceiling=_case_ceiling(case, setup.ceiling),
+        prompt_lengths=_prompt_lengths(setup, case.endpoint, case.label),
+        workload=withhold_turns(case.workload, case.unavailable) if case.workload is not None else None,
+    )
 
 
 def _prompt_lengths(setup: Setup, endpoint: str | None, label: str) -> str | None:
