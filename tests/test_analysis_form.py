@@ -41,6 +41,7 @@ def mismatches(built: object, read: object, path: str = "run") -> list[str]:
         return [
             m
             for f in dataclasses.fields(built)
+            if f.name not in getattr(built, "_NOT_SAVED", ())  # what no file holds: the analysis's alone
             for m in mismatches(getattr(built, f.name), getattr(read, f.name), f"{path}.{f.name}")
         ]
     if isinstance(built, dict) and isinstance(read, dict):

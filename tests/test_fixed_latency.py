@@ -88,3 +88,28 @@ def test_headers_that_come_later_for_longer_prompts_are_no_fixed_part(start_sim)
     assert min(wait) > 4 * max(t["headers_s"] - t["arrival_s"] for t in shortest)
     assert max(t["proxy_held_s"] for ts in by_case.values() for t in ts) < min(wait) / 10
     assert "fixed_latency" not in codes(results)
+
+
+def test_the_fixed_part_is_found_once_and_worded_from_that_finding(start_sim, monkeypatch):
+    """Issue 51: fixed_part was worked out by the builder (to withhold) and again by each check
+    that words it. The analysis now finds it once (latency.find, before the result is made);
+    the checks word that finding, and saved results re-checked find the same."""
+    from benchy.checks import warnings as checks
+    from benchy.results import latency
+    from benchy.results.types import RunResult
+
+    calls: list[tuple[str, ...]] = []
+    real = latency.fixed_part
+
+    def counted(group):
+        calls.append(tuple(c.label for c in group))
+        return real(group)
+
+    monkeypatch.setattr(latency, "fixed_part", counted)
+    sim = start_sim("--preset", "gateway-250ms", *FAST)
+    results = bench(sim, pp=SWEEP, tg=(8,), runs=3)
+    assert "fixed_latency" in codes(results)
+    assert len(calls) == len(set(calls)) == 1  # one sweep family, judged once
+    calls.clear()
+    again = checks.check(RunResult.from_dict(results))  # read from disk: judged again from its rows
+    assert [w.to_dict() for w in again] == results["warnings"] and len(calls) == 1

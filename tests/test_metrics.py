@@ -119,3 +119,24 @@ def test_each_measure_name_has_one_address():
             if isinstance(node, ast.ImportFrom) and node.module == "benchy.measure.metrics":
                 passed_on += [f"{path.name}: {a.name}" for a in node.names if a.name in imported]
     assert not passed_on
+
+
+def test_an_answer_that_opens_with_whitespace_events_is_no_think_block():
+    """Issue 51: a model that streams blank lines first (llama.cpp sends "\\n" events before
+    the answer) was read as an empty <think> head, so every event became reasoning and the
+    case was flagged reasoning_only. Blank events before plain text open no think block."""
+    texts = ["\n"] * 9 + [" The", " answer", " is", " four", "."]
+    rec = record([0.2 + 0.01 * i for i in range(len(texts))], chars=[len(t) for t in texts])
+    rec.token_event_text = "".join(texts)
+    assert formula_value("ttfc_s", rec) == pytest.approx(0.2)  # the first event is the answer's
+    assert not reading.read(rec).think.opened
+    assert formula_value("reasoning_tokens", rec) == 0
+
+
+def test_blank_events_before_a_real_think_block_still_open_it():
+    texts = ["\n"] * 9 + ["<think>", " so", "</think>", " Four", "."]
+    rec = record([0.2 + 0.01 * i for i in range(len(texts))], chars=[len(t) for t in texts])
+    rec.token_event_text = "".join(texts)
+    read = reading.read(rec)
+    assert read.think.opened and read.think.closed
+    assert formula_value("ttfc_s", rec) == pytest.approx(0.2 + 0.01 * 12)

@@ -135,3 +135,16 @@ def test_a_request_sent_while_its_group_was_in_flight_found_the_prefix_in_use_no
     assert part is not None and part.cause == "expiry", part
     assert part.hit_idle_max_s == pytest.approx(3.0975 - (3.0483 + 0.023))
     assert part.miss_idle_min_s == pytest.approx(3.0483 - (1.5562 + 0.068))
+
+
+def test_withheld_turns_are_new_rows_and_the_figures_given_stay():
+    """Issue 51: withhold_turns wrote None into the case's turn rows after the case was made;
+    it now returns new figures, the ones given untouched (a rebuild reads them again)."""
+    from benchy.measure.workloads import TurnRow, WorkloadFigures, withhold_turns
+
+    given = WorkloadFigures("multi_turn", turns=[TurnRow(1, 3, 0, ttft_s=0.2, e2e_s=1.0, ttft_gain=2.5)])
+    made = withhold_turns(given, {"ttft_s": "SSE buffering"})
+    (row,) = made.turns
+    assert (row.ttft_s, row.ttft_gain, row.e2e_s, row.unavailable) == (None, None, 1.0, {"ttft_s": "SSE buffering"})
+    assert given.turns[0].ttft_s == 0.2 and given.turns[0].ttft_gain == 2.5 and not given.turns[0].unavailable
+    assert withhold_turns(given, {}).turns == given.turns

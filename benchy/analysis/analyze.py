@@ -126,8 +126,9 @@ def analyze_rows(manifest: Manifest, by_case: dict[str, CaseRows]) -> results_mo
     run = results_build.run_result(
         setup.to_dict(), cases, partial, stopped.to_dict() if stopped else None, __version__, not_measured
     )
-    run.warnings = checks.check(run)  # after every metric; checks only read
-    return run
+    # The warnings read every metric, so they come last: a new result with them, not a write
+    # into the one the checks read.
+    return replace(run, warnings=checks.check(run))
 
 
 def _killed_reason(manifest: Manifest, by_case: dict[str, CaseRows]) -> str:

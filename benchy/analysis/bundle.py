@@ -15,19 +15,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from benchy import jsontypes
 from benchy.jsontypes import Saved
 from benchy.measure.gpu import GpuCase
-from benchy.results.types import (
-    CacheReset,
-    ClientHealth,
-    NoServerFigures,
-    NotMeasured,
-    ServerCaseMetrics,
-    Setup,
-    Stopped,
-)
+from benchy.results.health import ClientHealth
+from benchy.results.types import NotMeasured, Setup, Stopped
+from benchy.server.cache_reset import CacheReset
+from benchy.server.metrics import NoServerFigures, ServerCaseMetrics
 from benchy.workloads.case import Case
 from benchy.workloads.dataset import DatasetSpec
 from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay
@@ -64,7 +60,7 @@ class PlannedCase(Saved):
     trace: TraceReplay | None = None
     extra_body: str | None = None  # a scenario's extra_body, canonical JSON
     stream: bool = True  # a scenario's `stream = false`
-    dataset: dict | None = None  # --dataset: the DatasetSpec's fields
+    dataset: dict[str, Any] | None = None  # --dataset: the DatasetSpec's fields
 
     @classmethod
     def of(cls, case: Case, endpoint: str, runs: int, planned_requests: int | None) -> PlannedCase:
@@ -108,14 +104,14 @@ class PlannedCase(Saved):
         )
 
 
-def _dataset_fields(spec: DatasetSpec | None) -> dict | None:
+def _dataset_fields(spec: DatasetSpec | None) -> dict[str, Any] | None:
     """The spec as the analysis needs it: its fitted bodies (the prompts' text) are the load's alone."""
     if spec is None:
         return None
     return {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name != "bodies"}
 
 
-def _dataset_spec(fields: dict | None) -> DatasetSpec | None:
+def _dataset_spec(fields: dict[str, Any] | None) -> DatasetSpec | None:
     if fields is None:
         return None
     text_fit = fields.get("text_fit")

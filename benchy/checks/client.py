@@ -12,14 +12,8 @@ from benchy.checks.registry import (
     Code,
     Warning_,
 )
-from benchy.results.types import (
-    CaseResult,
-    CheckWarning,
-    ClientHealth,
-    LoopHealth,
-    RunResult,
-    WorkerHealth,
-)
+from benchy.results.health import ClientHealth, LoopHealth, WorkerHealth
+from benchy.results.types import CaseResult, CheckWarning, RunResult
 from benchy.results.verdicts.details import (
     ClientOverloaded,
 )

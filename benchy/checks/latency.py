@@ -20,10 +20,8 @@ UNSURE_HINT = " To tell a hold from the server's own work on the prompt, add a s
 
 
 def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
-    for group in latency.groups(run.cases):
-        part = latency.fixed_part(group)
-        if part is None or not part.found:
-            continue
+    for found in latency.found_in(run):
+        part = found.part
         engine = (
             f" The engine prefills at {part.engine_prefill_tps:,.0f} t/s (the longest prompt's tokens over "
             "its TTFT less the fixed part)."

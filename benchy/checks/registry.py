@@ -25,6 +25,10 @@ from benchy.results.verdicts.codes import (  # noqa: F401  (the codes and severi
 )
 from benchy.results.verdicts.make import warning as Warning_  # noqa: F401, N812  (the name checks have always used)
 
+# What checks import from here besides what it defines (mypy --strict: re-exported on purpose).
+__all__ = ["ERROR", "INFO", "SEVERITY_ORDER", "WARNING", "Code", "Warning_"]
+__all__ += ["CaseCheck", "RunCheck", "case_check", "run_check", "check"]
+
 CaseCheck = Callable[[CaseResult, RunResult], Iterable[CheckWarning]]
 RunCheck = Callable[[RunResult], Iterable[CheckWarning]]
 _CASE_CHECKS: list[CaseCheck] = []

@@ -94,13 +94,13 @@ NOT_PREFILL_HINT = (
 def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     """Time inside TTFT that the server's own prompt time does not hold."""
     facts = case.facts()  # (TTFT, prompt_ms) of each request with llama.cpp's timings
-    if not facts.pair_ttft:
+    if not facts.pair_ttft or case.median("ttft_gap_s") is None:  # no gap the case believes (TTFT withheld)
         return
+    # Three numbers of the same requests that subtract: the median of each request's own gap
+    # (ttft_gap_s) beside these two medians is neither's difference ("401 ms, 261 ms: 106 ms").
     ttft = stats.median(facts.pair_ttft)
     prompt = stats.median(facts.pair_prompt_s)
-    gap = case.median("ttft_gap_s")  # the registry's TTFT − prompt_ms, summarized with the case
-    if gap is None:
-        return
+    gap = ttft - prompt
     limit = max(NOT_PREFILL_MIN_S, NOT_PREFILL_SHARE * ttft)
     if gap < limit:
         return
@@ -122,7 +122,7 @@ def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
 
 
 def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
-    fixed = latency.found_for(case, run.cases)
+    fixed = latency.found_for(case, latency.found_in(run))
     if fixed is not None:
         return f"a fixed {fixed.fixed_s * 1000:,.0f} ms before the server takes the request: see fixed_latency"
     slots, in_flight = queueing.server_slots(run), case.concurrency

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import islice
 from operator import itemgetter
@@ -762,6 +763,20 @@ class ThinkSplit:
     opened: bool
 
 
+def _opens_think(texts: Iterable[str]) -> bool:
+    """Whether the content's first non-blank text is `<think>`. Blank events before it count
+    for nothing: an answer that opens with blank lines is no empty think head (issue 51: every
+    event of such an answer was read as reasoning, and its case flagged reasoning_only). A head
+    cut inside the tag (a stream that ended at "<thi") still opens one."""
+    head = ""
+    for text in texts:
+        head += text
+        if len(head.lstrip()) >= len(THINK_OPEN):
+            break
+    head = head.lstrip()
+    return bool(head) and (head.startswith(THINK_OPEN) or THINK_OPEN.startswith(head))
+
+
 def split_think(texts: list[str], kinds: str) -> ThinkSplit:
     """Content that opens with `<think>` is reasoning up to `</think>`: those events become
     REASONING. An event holding `</think>` stays reasoning unless answer text follows the tag
@@ -769,8 +784,7 @@ def split_think(texts: list[str], kinds: str) -> ThinkSplit:
     content = [i for i, k in enumerate(kinds) if k == CONTENT]
     if not content:
         return ThinkSplit(kinds, 0, False, False)
-    head = "".join(texts[i] for i in content[:8]).lstrip()
-    if not head.startswith(THINK_OPEN) and not THINK_OPEN.startswith(head):
+    if not _opens_think(texts[i] for i in content):
         return ThinkSplit(kinds, 0, False, False)
     out = list(kinds)
     seen, closed, marked = "", False, 0

@@ -24,7 +24,8 @@ counted, never taken as zero.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from benchy.jsontypes import Saved
 from benchy.measure import profiles, registry
@@ -366,25 +367,31 @@ def _series(samples: list[GpuSample], origin_s: float) -> list[list[float]]:
     return points[::step]
 
 
-def per_token(out: GpuCase, output_tokens: int, requests: int, idle_power_w: float | None) -> None:
-    """Joules per output token and per request, and the marginal cost above the idle baseline.
-    The figures are the registry's (level gpu_window), made from the energy in its order."""
-    out.output_tokens, out.requests, out.idle_power_w = output_tokens, requests, idle_power_w
+def per_token(window: GpuCase, output_tokens: int, requests: int, idle_power_w: float | None) -> GpuCase:
+    """The window's figures with joules per output token and per request, and the marginal cost
+    above the idle baseline: a new GpuCase, the window as gathered left as it was (a rebuild reads
+    it again). The figures are the registry's (level gpu_window), made from the energy in its order."""
     energy: float | Unavailable = (
-        out.energy_j
-        if out.energy_j is not None
-        else Unavailable(NO_ENERGY, out.unavailable.get("energy_j", "no energy figure for the case"))
+        window.energy_j
+        if window.energy_j is not None
+        else Unavailable(NO_ENERGY, window.unavailable.get("energy_j", "no energy figure for the case"))
     )
-    window = EnergyWindow(output_tokens, requests, idle_power_w, out.window_s)
-    values = registry.compute(registry.GPU_WINDOW, window, {"gpu_energy_j": energy})
+    inputs = EnergyWindow(output_tokens, requests, idle_power_w, window.window_s)
+    values = registry.compute(registry.GPU_WINDOW, inputs, {"gpu_energy_j": energy})
+    figures: dict[str, Any] = {}  # GpuCase's fields by the registry's keys
+    unavailable = dict(window.unavailable)
     for metric in registry.of_level(registry.GPU_WINDOW):
         if metric.formula is None:
             continue
         value = values[metric.name]
         if isinstance(value, Unavailable):
-            out.unavailable[metric.key] = value.message
+            unavailable[metric.key] = value.message
         else:
-            setattr(out, metric.key, value)
+            figures[metric.key] = value
+    made = replace(
+        window, output_tokens=output_tokens, requests=requests, idle_power_w=idle_power_w, unavailable=unavailable
+    )
+    return replace(made, **figures)
 
 
 ENERGY_FIGURES = ("energy_j", "joules_per_token", "joules_per_request", "marginal_joules_per_token")

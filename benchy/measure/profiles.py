@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from benchy.jsontypes import Saved
 
@@ -222,7 +222,7 @@ def _lookup(kind: str, name: str, by_key: Mapping[str, _Profile]) -> _Profile:
 
 
 @functools.cache
-def _catalog() -> dict:
+def _catalog() -> dict[str, Any]:
     text = resources.files("benchy").joinpath("data/profiles.toml").read_text(encoding="utf-8")
     return tomllib.loads(text)
 
@@ -239,7 +239,7 @@ def _models_by_key() -> dict[str, ModelProfile]:
     return _index({name: _model_from(name, e) for name, e in entries.items()}, entries)
 
 
-def _index(profiles: dict, entries: dict) -> dict:
+def _index(profiles: dict[str, Any], entries: dict[str, Any]) -> dict[str, Any]:
     """Map each normalized name and alias to its profile; an alias used twice is an error."""
     by_key = {}
     for name, profile in profiles.items():
@@ -250,14 +250,14 @@ def _index(profiles: dict, entries: dict) -> dict:
     return by_key
 
 
-def _hardware_from(name: str, entry: dict) -> Hardware:
+def _hardware_from(name: str, entry: dict[str, Any]) -> Hardware:
     try:
         return Hardware(name, float(entry["bandwidth_gbs"]), entry.get("note", ""))
     except KeyError as exc:
         raise ProfileError(f"profiles.toml: hardware {name!r} lacks {exc.args[0]!r}") from None
 
 
-def _model_from(name: str, entry: dict) -> ModelProfile:
+def _model_from(name: str, entry: dict[str, Any]) -> ModelProfile:
     try:
         return ModelProfile(
             name=name,

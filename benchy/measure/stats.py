@@ -10,6 +10,7 @@ import functools
 import math
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -96,14 +97,14 @@ def percentile(values: Iterable[float], q: float) -> float:
     return float(np.percentile(np.asarray(list(values), dtype=float), q))
 
 
-def summarize(values: Sequence[float]) -> dict:
+def summarize(values: Sequence[float]) -> dict[str, Any]:
     """{median, std, n, ci95, mean, min, max, p90, p99, p90_low, p90_high, p99_low, p99_high}.
     std is the sample std (n − 1); ci95 is a percentile-bootstrap interval of the median (None
     below 3 values); pXX_low/high bound the true percentile (percentile_ranks)."""
     return summarize_all([values])[0]
 
 
-def summarize_all(samples: Sequence[Sequence[float]]) -> list[dict]:
+def summarize_all(samples: Sequence[Sequence[float]]) -> list[dict[str, Any]]:
     """summarize of each sample; the bootstrap of samples of one length is drawn once for all
     of them (median_ci95_all: each interval is still the one its own draw gives)."""
     arrays = [np.asarray(values, dtype=float) for values in samples]
@@ -112,7 +113,7 @@ def summarize_all(samples: Sequence[Sequence[float]]) -> list[dict]:
     return [_summary(arr, ci95) for arr, ci95 in zip(arrays, median_ci95_all(arrays), strict=True)]
 
 
-def _summary(arr: np.ndarray, ci95: list[float] | None) -> dict:
+def _summary(arr: np.ndarray, ci95: list[float] | None) -> dict[str, Any]:
     n = int(arr.size)
     return {
         "median": float(np.median(arr)),
@@ -128,11 +129,11 @@ def _summary(arr: np.ndarray, ci95: list[float] | None) -> dict:
     }
 
 
-def _percentile_bounds(arr: np.ndarray) -> dict:
+def _percentile_bounds(arr: np.ndarray) -> dict[str, Any]:
     """p90_low, p90_high, p99_low, p99_high (percentile_interval; NaNs sort last, so a sample
     holding one has none)."""
     ordered = np.sort(arr)
-    found: dict = {}
+    found: dict[str, Any] = {}
     for q in (90, 99):
         low, high = percentile_interval(ordered, q) if not np.isnan(ordered[-1]) else (None, None)
         found[f"p{q}_low"], found[f"p{q}_high"] = low, high

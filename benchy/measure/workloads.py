@@ -36,7 +36,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from benchy import jsontypes
@@ -53,7 +53,7 @@ LEAK_TOLERANCE = 0.02  # unique parts are counted locally × scale: allow 2% of 
 
 
 class _Saved:
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return jsontypes.to_json(self)
 
 
@@ -198,7 +198,7 @@ class WorkloadSpec(_Saved):
     limit: int | None = _given("trace: only the first N requests")
 
     @classmethod
-    def of(cls, settings: dict | WorkloadSpec) -> WorkloadSpec:
+    def of(cls, settings: dict[str, Any] | WorkloadSpec) -> WorkloadSpec:
         """A workload's to_dict() typed; an unknown key is a setting someone forgot to add here."""
         return settings if isinstance(settings, WorkloadSpec) else jsontypes.from_json(cls, settings, strict=True)
 
@@ -222,7 +222,7 @@ class WorkloadFigures(_Saved):
 
 def case_figures(
     kind: str,
-    spec: dict | WorkloadSpec,
+    spec: dict[str, Any] | WorkloadSpec,
     measured: list[RequestRecord],
     controls: Sequence[RequestRecord] = (),
     values: PerRequest | None = None,
@@ -526,13 +526,13 @@ def eviction(ok: list[RequestRecord], short: list[RequestRecord], judged: int) -
 def _held_tokens(ok: list[RequestRecord], t: float) -> int:
     """Prompt tokens of the latest request of each conversation (or of every request, outside
     a conversation) sent before t: what a cache would have had to hold to serve all of them."""
-    latest: dict = {}
+    latest: dict[int | str, RequestRecord] = {}
     for r in ok:
         if r.sent_mono_s < t and r.prompt_tokens:
             key = r.conversation if r.conversation is not None else r.request_id
             if key not in latest or latest[key].sent_mono_s < r.sent_mono_s:
                 latest[key] = r
-    return sum(r.prompt_tokens for r in latest.values())
+    return sum(r.prompt_tokens or 0 for r in latest.values())
 
 
 def leakage(ok: list[RequestRecord]) -> Leakage | None:
@@ -593,16 +593,21 @@ def turn_figures(
     return out
 
 
-def withhold_turns(figures: WorkloadFigures, withheld: dict[str, str]) -> None:
-    """A turn shows no figure its case withholds (a buffered stream, a TTFT trend): the
-    builder calls this with the case's reasons once the case is final."""
-    for row in figures.turns:
-        for name in TURN_METRICS:
-            if name in withheld:
-                setattr(row, name, None)
-                row.unavailable[name] = withheld[name]
-        if "ttft_s" in withheld:
-            row.ttft_gain = None
+def withhold_turns(figures: WorkloadFigures, withheld: dict[str, str]) -> WorkloadFigures:
+    """The figures with no turn showing a figure its case withholds (a buffered stream, a TTFT
+    trend): the builder calls this with the case's reasons once the case is final. New rows:
+    the figures given stay as they were."""
+    return replace(figures, turns=[_turn_withheld(row, withheld) for row in figures.turns])
+
+
+def _turn_withheld(row: TurnRow, withheld: dict[str, str]) -> TurnRow:
+    gone = {name: withheld[name] for name in TURN_METRICS if name in withheld}
+    if not gone:
+        return row
+    cleared: dict[str, None] = dict.fromkeys(gone)
+    if "ttft_s" in gone:
+        cleared["ttft_gain"] = None  # a gain over a TTFT not shown
+    return replace(row, **cleared, unavailable={**row.unavailable, **gone})  # type: ignore[arg-type]
 
 
 def conversations_cut(measured: list[RequestRecord], turns: int | None) -> int:

@@ -79,8 +79,7 @@ def _gpu_entry(window: GpuCase, records: list[RequestRecord], manifest: ProbeMan
     ok = [r for r in records if classify.classify(r).ok]
     setup = manifest.setup.gpu
     idle = setup.baseline.power_w if setup is not None and setup.baseline is not None else None
-    gpu_figures.per_token(gpu, sum(request_formulas.completion_tokens(r) for r in ok), len(ok), idle)
-    return gpu
+    return gpu_figures.per_token(gpu, sum(request_formulas.completion_tokens(r) for r in ok), len(ok), idle)
 
 
 # ---- one length ---------------------------------------------------------------------------

@@ -14,11 +14,12 @@ import os
 from dataclasses import dataclass
 from itertools import permutations
 from pathlib import Path
+from typing import Any
 
 from benchy.measure.registry import METRICS
-from benchy.report import compare, html
+from benchy.report import compare, html, shown
 from benchy.results import files as results_files
-from benchy.results.types import RunResult
+from benchy.results.types import CaseResult, RunResult
 
 SKIP_DIRS = {".git", ".venv", "node_modules", "__pycache__", "figures"}
 MAX_PAIRED_RUNS = 60  # beyond this, pairs grow past what one page should carry (60 runs: 3,540)
@@ -78,6 +79,12 @@ def _best(values: list[float | None]) -> float | None:
     return max(real) if real else None
 
 
+def _drawn(case: CaseResult, name: str) -> float | None:
+    """The case's median as the table shows it (shown.py): none where the table withholds it."""
+    seen = shown.shown(case, METRICS[name])
+    return seen.summary.median if seen.summary else None
+
+
 def _fmt(value: float | None, scale: float = 1.0, decimals: int = 1) -> str:
     return "" if value is None else f"{value * scale:,.{decimals}f}"
 
@@ -94,7 +101,7 @@ def hardware_text(results: RunResult) -> str:
     return ", ".join(p for p in (setup.hardware, " + ".join(gpus), setup.host) if p) or "not recorded"
 
 
-def run_row(run: Run, site: Path) -> dict:
+def run_row(run: Run, site: Path) -> dict[str, Any]:
     """The index's figures of one run; the lightest-load TTFT is the lowest median of any case."""
     r = run.results
     cases = r.cases
@@ -109,8 +116,8 @@ def run_row(run: Run, site: Path) -> dict:
         "model": r.setup.model or "",
         "hardware": hardware_text(r),
         "cases": f"{len(cases)}",
-        "e2e": _fmt(_best([c.median("e2e_tps") for c in cases])),
-        "ttft": _fmt(min((v for c in cases if (v := c.median("ttft_s")) is not None), default=None), 1000.0),
+        "e2e": _fmt(_best([_drawn(c, "e2e_tps") for c in cases])),
+        "ttft": _fmt(min((v for c in cases if (v := _drawn(c, "ttft_s")) is not None), default=None), 1000.0),
         "aggregate": _fmt(_best([c.aggregate_tps for c in cases])),
         "failed": str(sum(c.n_failed for c in cases)),
         "warnings": ", ".join(warnings) + (" (partial run)" if r.partial else ""),
@@ -134,7 +141,7 @@ HEADERS = (
 )
 
 
-def index_table(rows: list[dict]) -> str:
+def index_table(rows: list[dict[str, Any]]) -> str:
     head = "".join(f"<th>{html.esc(title)}</th>" for title, _ in HEADERS)
     body = []
     for i, row in enumerate(rows):
@@ -150,7 +157,7 @@ def index_table(rows: list[dict]) -> str:
     return f'<table id="runs" class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def change_dict(change: compare.MetricChange) -> dict:
+def change_dict(change: compare.MetricChange) -> dict[str, Any]:
     scale = METRICS[change.metric].scale
 
     def shown(value: float | None) -> float | None:

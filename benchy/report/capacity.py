@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchy.folders import FIGURES_DIR
-from benchy.report import html_probe
+from benchy.report import html, html_probe
 from benchy.results.capacity import CapacityPoint, CapacityResult, load_text, share_text
 
 FIGURE_NAME = "capacity-pareto.png"
@@ -71,7 +71,7 @@ class CapacityMarkdown:
 
 class CapacityHtml:
     name = "capacity report.html"
-    file_name = html_probe.FILE
+    file_name = html.FILE
 
     def export(self, result: CapacityResult, directory: Path) -> Path:
         return write_html(result, directory)

@@ -104,7 +104,7 @@ class Comparison:
     setup_differences: list[tuple[str, str, str]] = field(default_factory=list)
     gpu: list[GpuChange] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

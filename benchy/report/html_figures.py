@@ -11,9 +11,10 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from benchy.measure.registry import METRICS, Metric
-from benchy.report import server_view, workloads
+from benchy.report import server_view, shown, workloads
 from benchy.report.table import case_name, case_warnings
 from benchy.results.rows import Rows
 from benchy.results.types import CaseResult, RequestResult, RunResult
@@ -29,12 +30,12 @@ class Panel:
     key: str
     title: str
     caption: str
-    figure: dict | None = None
+    figure: dict[str, Any] | None = None
     why: str = ""
     cases: list[str] = field(default_factory=list)  # the cases it draws: the warnings it carries
 
 
-def _layout(x_title: str, y_title: str, **more: object) -> dict:
+def _layout(x_title: str, y_title: str, **more: object) -> dict[str, Any]:
     return {
         "margin": {"l": 70, "r": 20, "t": 30, "b": 60},
         "height": 380,
@@ -70,45 +71,79 @@ def metric_vs_prompt(results: RunResult, name: str) -> Panel | None:
         return None  # one prompt length is no curve: the table has its numbers
     title = f"{metric.title} vs prompt length"
     key = f"{name}-vs-prompt"
-    drawn = [c for c in cases if c.summary.get(name)]
+    flags = shown.flags_by_case(results)
+    seen = {c.label: shown.shown(c, metric, flags.get(c.label, ())) for c in cases}
+    drawn = [c for c in cases if seen[c.label].drawn]
     if not drawn:
-        reasons = sorted({c.reason(name).message for c in cases})
+        reasons = sorted({_why(seen[c.label]) for c in cases})
         return Panel(key, title, "", why=f"{metric.title} is withheld in every case: " + "; ".join(reasons))
     series: dict[str, list[CaseResult]] = {}
     for case in sorted(drawn, key=lambda c: c.pp):
         series.setdefault(_series_key(case), []).append(case)
-    traces = []
-    for label, group in series.items():
-        y = [_display(metric, c.median(name)) for c in group]
-        std = [_display(metric, (c.summary[name].std or 0.0)) for c in group]  # type: ignore[union-attr]
-        traces.append(
-            {
-                "type": "scatter",
-                "mode": "lines+markers",
-                "name": label,
-                "x": [c.pp for c in group],
-                "y": y,
-                "error_y": {
-                    "type": "data",
-                    "array": std,
-                    "arrayminus": [min(s or 0.0, v or 0.0) for s, v in zip(std, y)],
-                    "visible": True,
-                },
-                "customdata": [[c.label, c.summary[name].n, s] for c, s in zip(group, std)],  # type: ignore[union-attr]
-                "hovertemplate": "%{customdata[0]}<br>"
-                + metric.title
-                + " %{y:,.1f} ± %{customdata[2]:,.1f}<br>n = %{customdata[1]}<extra></extra>",
-            }
-        )
-    left = [c for c in cases if not c.summary.get(name)]
+    traces = [_metric_trace(metric, label, [seen[c.label] for c in group], group) for label, group in series.items()]
+    left = [c for c in cases if not seen[c.label].drawn]
     caption = "Medians; error bars ± one standard deviation (cut at zero). Click a legend entry to hide its line."
+    caption += _marks_sentence([seen[c.label] for c in drawn])
     if left:
-        caption += " Not drawn: " + "; ".join(f"{c.label} ({c.reason(name).message})" for c in left) + "."
+        caption += " Not drawn: " + "; ".join(f"{c.label} ({_why(seen[c.label])})" for c in left) + "."
     layout = _layout("prompt tokens", metric.title)
     lengths = sorted({c.pp for c in drawn})
     if len(lengths) > 2 and lengths[-1] >= 8 * lengths[0]:  # ticks at the lengths run, not log's 2…9
         layout["xaxis"].update(type="log", tickvals=lengths, ticktext=[f"{v:,}" for v in lengths])
     return Panel(key, title, caption, {"data": traces, "layout": layout}, cases=[c.label for c in drawn])
+
+
+def _why(seen: shown.Shown) -> str:
+    return seen.why.message if seen.why else "not measured"
+
+
+def _mark(seen: shown.Shown) -> str:
+    """A point's marks: ⚠ where a warning qualifies it, ✗ where some of its requests failed."""
+    marks = [shown.FLAG] if seen.qualified else []
+    if seen.failed:
+        marks.append(f"{shown.FAILED_MARK} {seen.failed} failed")
+    return " ".join(marks)
+
+
+def _marks_sentence(points: list[shown.Shown]) -> str:
+    words = []
+    if any(p.qualified for p in points):
+        words.append(f"{shown.FLAG}: a warning qualifies the point (see Warnings)")
+    if any(p.failed for p in points):
+        words.append(f"{shown.FAILED_MARK}: some of the case's requests failed; the point is the rest")
+    return (" " + "; ".join(words) + ".") if words else ""
+
+
+def _metric_trace(metric: Metric, label: str, points: list[shown.Shown], group: list[CaseResult]) -> dict[str, object]:
+    """One line of metric_vs_prompt: the drawn medians, a marked symbol and text on the points a
+    warning qualifies or whose requests partly failed."""
+    summaries = [p.summary for p in points if p.summary is not None]
+    y = [_display(metric, s.median) for s in summaries]
+    std = [_display(metric, s.std or 0.0) for s in summaries]
+    marks = [_mark(p) for p in points]
+    return {
+        "type": "scatter",
+        "mode": "lines+markers+text" if any(marks) else "lines+markers",
+        "name": label,
+        "x": [c.pp for c in group],
+        "y": y,
+        "text": marks,
+        "textposition": "top center",
+        "marker": {
+            "symbol": ["diamond-open" if m else "circle" for m in marks],
+            "size": [11 if m else 7 for m in marks],
+        },
+        "error_y": {
+            "type": "data",
+            "array": std,
+            "arrayminus": [min(s or 0.0, v or 0.0) for s, v in zip(std, y)],
+            "visible": True,
+        },
+        "customdata": [[c.label, s.n, e, m] for c, s, e, m in zip(group, summaries, std, marks)],
+        "hovertemplate": "%{customdata[0]}<br>"
+        + metric.title
+        + " %{y:,.1f} ± %{customdata[2]:,.1f}<br>n = %{customdata[1]} %{customdata[3]}<extra></extra>",
+    }
 
 
 def concurrency_scaling(results: RunResult) -> Panel | None:
@@ -264,7 +299,7 @@ def server_split(results: RunResult) -> Panel | None:
     if not shown:
         return None
     traces = []
-    axes: dict = {}
+    axes: dict[str, Any] = {}
     for i, (title, client, server, scale) in enumerate(shown):
         axis = "" if i == 0 else str(i + 1)
         both = [(label, r) for label, r in rows if r[client] is not None and r[server] is not None]

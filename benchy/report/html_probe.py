@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from benchy.report.html import FILE, esc, page, table_html
 from benchy.report.html_figures import Panel
@@ -60,7 +61,7 @@ def _page(title: str, parts: list[str], shown: list[Panel]) -> str:
 # ------------------------------------------------------------------ probe-cache
 
 
-def probe_ttfts(probe: dict, text: ProbeText) -> Panel | None:
+def probe_ttfts(probe: dict[str, Any], text: ProbeText) -> Panel | None:
     """Every TTFT of the probe: per length, the first shared-prefix request, its repeats, the unique ones."""
     lengths = probe["lengths"]
     if not lengths:
@@ -110,7 +111,7 @@ def probe_ttfts(probe: dict, text: ProbeText) -> Panel | None:
     return Panel("probe", "TTFT, shared vs unique prefix", caption, {"data": traces, "layout": layout})
 
 
-def probe_capacity(cap: dict, text: ProbeText) -> Panel:
+def probe_capacity(cap: dict[str, Any], text: ProbeText) -> Panel:
     points = [p for p in cap["points"] if p["hit_fraction"] is not None and p["working_set_tokens"]]
     trace = {
         "type": "scatter",
@@ -191,7 +192,7 @@ def probe_capacity(cap: dict, text: ProbeText) -> Panel:
     )
 
 
-def probe_page(probe: dict, text: ProbeText) -> str:
+def probe_page(probe: dict[str, Any], text: ProbeText) -> str:
     setup = probe["setup"]
     title = f"benchy prefix-cache probe: {setup.get('model')}"
     rows = [
@@ -218,7 +219,7 @@ def probe_page(probe: dict, text: ProbeText) -> str:
     return _page(title, parts, [p for p in shown if p is not None])
 
 
-def write_probe(probe: dict, directory: Path, text: ProbeText) -> Path:
+def write_probe(probe: dict[str, Any], directory: Path, text: ProbeText) -> Path:
     path = Path(directory) / FILE
     path.write_text(probe_page(probe, text), encoding="utf-8")
     return path

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,16 +17,21 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")  # headless: never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as _pyplot  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.container import ErrorbarContainer  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter as FuncFormatter  # noqa: E402  (re-exported: figures import them here)
+from matplotlib.ticker import LogLocator as LogLocator  # noqa: E402
+from matplotlib.ticker import NullLocator as NullLocator  # noqa: E402
 
 from benchy.measure import registry, unavailable  # noqa: E402
+from benchy.report import shown  # noqa: E402
 from benchy.report.table import case_name  # noqa: E402
 from benchy.results.types import CaseResult, RunResult  # noqa: E402
+
+plt = _pyplot  # the one pyplot every figure module takes from here, after matplotlib.use("Agg")
 
 DPI = 100  # small PNGs that stay sharp on screen
 WIDE = (11.0, 4.6)
@@ -57,7 +62,7 @@ class LeftOut:
 
     @property
     def short_reason(self) -> str:
-        return unavailable.REASON_TITLES.get(self.code) or self.reason
+        return unavailable.REASON_TITLES.get(self.code) or shown.SHORT_REASONS.get(self.code) or self.reason
 
 
 # ------------------------------------------------------------------ reading saved results
@@ -159,25 +164,34 @@ def _x_axis(ax: Axes, values: list[float], label: str) -> None:
 
 
 def _plot_metric_vs(
-    ax: Axes, series: dict[str, list[CaseResult]], metric: str, x_key: str, title: str, fmt: str = "{:.1f}"
+    ax: Axes,
+    series: dict[str, list[CaseResult]],
+    metric: str,
+    x_key: str,
+    title: str,
+    fmt: str = "{:.1f}",
+    flags: Mapping[str, set[str]] | None = None,
 ) -> list[LeftOut]:
     """Draws one line per series with error bars (in the registry's display unit: TTFT in ms, as
-    in the tables); returns the points left out. Value labels are placed once the axes are laid
-    out (_place_value_labels), where they collide with nothing."""
-    scale = registry.METRICS[metric].scale if metric in registry.METRICS else 1.0
+    in the tables), what shown.py lets every view show: a point the table withholds is left
+    out, one a warning qualifies or whose requests partly failed gets a hollow diamond around
+    it. Returns the points left out. Value labels are placed once the axes are laid out
+    (_place_value_labels), where they collide with nothing."""
+    scale = registry.METRICS[metric].scale
     left_out: list[LeftOut] = []
     points = sum(len(cases) for cases in series.values())
     for name, cases in series.items():
-        xs, ys, errs = [], [], []
+        xs, ys, errs, marked = [], [], [], []
         for case in cases:
-            summary = case.summary.get(metric)
-            if summary is None:
-                why = case.reason(metric)
+            seen = shown.shown(case, registry.METRICS[metric], (flags or {}).get(case.label, ()))
+            if seen.summary is None:
+                why = seen.why or case.reason(metric)
                 left_out.append(LeftOut(title, case_name(case), why.message, why.code))
                 continue
             xs.append(getattr(case, x_key))
-            ys.append(summary.median * scale)
-            errs.append((summary.std or 0.0) * scale)
+            ys.append(seen.summary.median * scale)
+            errs.append((seen.summary.std or 0.0) * scale)
+            marked.append(seen.qualified or bool(seen.failed))
         if not xs:
             continue
         alone = len(xs) == 1  # one case is a point, not a line: nothing was swept
@@ -186,6 +200,16 @@ def _plot_metric_vs(
         line = ax.errorbar(
             xs, ys, yerr=[low, errs], marker="o", capsize=4, label=name, linestyle="none" if alone else "-"
         )
+        if any(marked):
+            ax.scatter(
+                [x for x, m in zip(xs, marked) if m],
+                [y for y, m in zip(ys, marked) if m],
+                marker="D",
+                s=110,
+                facecolors="none",
+                edgecolors=line.lines[0].get_color(),
+                zorder=3,
+            )
         if points <= ANNOTATE_MAX_POINTS:
             color = line.lines[0].get_color()
             _PENDING_LABELS.setdefault(ax.figure, []).extend(
@@ -206,7 +230,7 @@ def _place_value_labels(fig: MplFigure) -> None:
     if not pending:
         return
     fig.canvas.draw()  # final transforms
-    by_axes: dict = {}
+    by_axes: dict[Any, Any] = {}
     for ax, x, y, err, text, color in pending:
         by_axes.setdefault(ax, []).append((x, y, err, text, color))
     for ax, labels in by_axes.items():
@@ -451,9 +475,10 @@ def throughput_vs_prompt(results: RunResult, directory: Path) -> Figure | None:
     if _prompt_lengths(chosen) < 2:
         return None  # one prompt length is no curve: the table has its numbers
     series = _series_by_output(chosen)
+    flags = shown.flags_by_case(results)
     fig, (left, right) = plt.subplots(1, 2, figsize=WIDE)
-    e2e_notes = _plot_metric_vs(left, series, "e2e_tps", "pp", "e2e t/s")
-    decode_notes = _plot_metric_vs(right, series, "decode_tps", "pp", "decode t/s")
+    e2e_notes = _plot_metric_vs(left, series, "e2e_tps", "pp", "e2e t/s", flags=flags)
+    decode_notes = _plot_metric_vs(right, series, "decode_tps", "pp", "decode t/s", flags=flags)
     ceiling = _ceiling_lines(right, series)
     _ceiling_lines(left, series)
     for ax in (left, right):
@@ -468,7 +493,7 @@ def throughput_vs_prompt(results: RunResult, directory: Path) -> Figure | None:
         "request (queueing, prefill and decode); decode throughput only the tokens after the "
         "first one."
     )
-    caption += _points_sentence(series)
+    caption += _points_sentence(series) + _marks_sentence(chosen, ("e2e_tps", "decode_tps"), flags)
     if ceiling:
         caption += (
             " Dashed lines: the memory-bandwidth ceiling of single-stream decode for the "
@@ -488,9 +513,10 @@ def ttft_vs_prompt(results: RunResult, directory: Path) -> Figure | None:
     if _prompt_lengths(chosen) < 2:
         return None
     series = _series_by_output(chosen)
+    flags = shown.flags_by_case(results)
     fig, (left, right) = plt.subplots(1, 2, figsize=WIDE)
-    ttft_notes = _plot_metric_vs(left, series, "ttft_s", "pp", "TTFT", fmt="{:,.0f}")
-    prefill_notes = _plot_metric_vs(right, series, "prefill_tps", "pp", "prefill t/s", fmt="{:,.0f}")
+    ttft_notes = _plot_metric_vs(left, series, "ttft_s", "pp", "TTFT", fmt="{:,.0f}", flags=flags)
+    prefill_notes = _plot_metric_vs(right, series, "prefill_tps", "pp", "prefill t/s", fmt="{:,.0f}", flags=flags)
     for ax in (left, right):
         _x_axis(ax, [c.pp for c in chosen], "prompt length (tokens)")
     _finish_axis(left, "Time to first token", "milliseconds", "TTFT", ttft_notes, log_if_wide=True)
@@ -508,7 +534,7 @@ def ttft_vs_prompt(results: RunResult, directory: Path) -> Figure | None:
             " TTFT should grow with prompt length and not with output length: lines that differ "
             "by output length point to a buffered stream."
         )
-    caption += _points_sentence(series)
+    caption += _points_sentence(series) + _marks_sentence(chosen, ("ttft_s", "prefill_tps"), flags)
     return _figure(
         fig, (left, right), directory / "ttft_vs_prompt.png", "Time to first token vs prompt length", caption, notes
     )
@@ -533,6 +559,7 @@ def concurrency_scaling(results: RunResult, directory: Path) -> Figure | None:
         "Throughput vs concurrency",
         caption,
         directory / "concurrency.png",
+        shown.flags_by_case(results),
     )
 
 
@@ -556,6 +583,7 @@ def rate_scaling(results: RunResult, directory: Path) -> Figure | None:
         "Throughput vs arrival rate",
         caption,
         directory / "rate.png",
+        shown.flags_by_case(results),
     )
 
 
@@ -568,6 +596,7 @@ def _scaling(
     title: str,
     caption: str,
     path: Path,
+    flags: Mapping[str, set[str]] | None = None,
 ) -> Figure:
     """Aggregate (left) and per-request (right) throughput against the load, one line per shape;
     `reference(x, first x, first y, case)` draws a dotted comparison line when given."""
@@ -594,7 +623,8 @@ def _scaling(
                     scalex=False,
                     scaley=False,  # the axis is the data's: the line leaves it where it outgrows them
                 )
-    notes = _plot_metric_vs(right, groups, "e2e_tps", x_key, "e2e t/s")
+    notes = _plot_metric_vs(right, groups, "e2e_tps", x_key, "e2e t/s", flags=flags)
+    caption += _marks_sentence(cases, ("e2e_tps",), flags or {})
     for ax in (left, right):
         _x_axis(ax, [getattr(c, x_key) for c in cases], x_label)
     if reference:
@@ -611,6 +641,23 @@ def _scaling(
         left.set_ylim(0, 1.25 * max(y for c in left.containers for y in c.lines[0].get_ydata()))
     fig.suptitle(title)
     return _figure(fig, (left, right), path, title, caption, notes)
+
+
+def _marks_sentence(cases: list[CaseResult], metrics: Sequence[str], flags: Mapping[str, set[str]]) -> str:
+    """What the hollow diamonds of _plot_metric_vs mark, case by case."""
+    qualified, failed = [], []
+    for case in cases:
+        seen = [shown.shown(case, registry.METRICS[m], flags.get(case.label, ())) for m in metrics]
+        if any(p.qualified for p in seen):
+            qualified.append(case_name(case))
+        if any(p.drawn and p.failed for p in seen):
+            failed.append(f"{case_name(case)} ({case.n_failed} failed)")
+    words = []
+    if qualified:
+        words.append(f"a warning qualifies the point ({', '.join(qualified)}: see Warnings)")
+    if failed:
+        words.append(f"some of its requests failed and it rests on the rest ({', '.join(failed)})")
+    return (" Hollow diamonds: " + "; ".join(words) + ".") if words else ""
 
 
 def _single_stream(case: CaseResult) -> bool:

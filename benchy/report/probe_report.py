@@ -8,6 +8,7 @@ working set)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tabulate import tabulate
 
@@ -34,14 +35,14 @@ def _ttfts(values: list) -> str:
     return ", ".join(seconds(v) for v in values) or "none"
 
 
-def _cached(side: dict) -> str:
+def _cached(side: dict[str, Any]) -> str:
     values = [c for c in side["cached_tokens"] if c is not None]
     if not values:
         return "not reported"
     return f"{min(values):,}" if min(values) == max(values) else f"{min(values):,}–{max(values):,}"
 
 
-def table(probe: dict) -> str:
+def table(probe: dict[str, Any]) -> str:
     headers = [
         "prompt tokens",
         "shared prefix TTFT (first, then repeats)",
@@ -76,7 +77,7 @@ def table(probe: dict) -> str:
     return tabulate(rows, headers=headers, tablefmt="pipe", disable_numparse=True)
 
 
-def gpu_cell(gpu: dict | None) -> str:
+def gpu_cell(gpu: dict[str, Any] | None) -> str:
     """Energy per request over both sides of a length (--gpu-metrics), or why there is none."""
     if not gpu:
         return "n/a"
@@ -88,7 +89,7 @@ def gpu_cell(gpu: dict | None) -> str:
     return f"{per_request:.3g}" + (f" ({watts:,.0f} W)" if watts is not None else "")
 
 
-def reasons(probe: dict) -> list[str]:
+def reasons(probe: dict[str, Any]) -> list[str]:
     out = []
     for e in probe["lengths"]:
         capped = (
@@ -102,18 +103,18 @@ def reasons(probe: dict) -> list[str]:
     return out
 
 
-def _kinds(errors: dict) -> str:
+def _kinds(errors: dict[str, Any]) -> str:
     return ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
 
 
-def saved(probe: ProbeResult | dict) -> dict:
+def saved(probe: ProbeResult | dict[str, Any]) -> dict[str, Any]:
     """The probe as probe.json holds it: what every view here reads (a dict is checked against
     the typed form first, so a malformed one fails here with the field's name)."""
     typed = probe if isinstance(probe, ProbeResult) else ProbeResult.from_dict(probe)
     return typed.to_dict()
 
 
-def text(result: ProbeResult | dict) -> str:
+def text(result: ProbeResult | dict[str, Any]) -> str:
     """What the terminal shows: the length table and verdicts, and the capacity finding."""
     probe = saved(result)
     parts = []
@@ -128,7 +129,7 @@ def _tokens(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.0f}"
 
 
-def capacity_lines(cap: dict) -> list[str]:
+def capacity_lines(cap: dict[str, Any]) -> list[str]:
     """The capacity finding, the server's stated size, and one row per working set tried."""
     stated = cap.get("stated") or {}
     found = (
@@ -179,7 +180,7 @@ def capacity_lines(cap: dict) -> list[str]:
     ]
 
 
-def capacity_finding(cap: dict) -> str:
+def capacity_finding(cap: dict[str, Any]) -> str:
     """The finding in words; where no cliff was found, how far the sweep looked (≥ its largest set)."""
     if cap.get("cliff_tokens") is not None:
         return f"cliff at {cap['cliff_tokens']:,.0f} ± {cap['uncertainty_tokens'] or 0:,.0f} tokens"
@@ -187,7 +188,7 @@ def capacity_finding(cap: dict) -> str:
     return f"not found: ≥ {max(tried):,.0f} tokens (every working set tried was served)" if tried else "not found"
 
 
-def plot_capacity(cap: dict, path: Path) -> Path:
+def plot_capacity(cap: dict[str, Any], path: Path) -> Path:
     """Hit rate against working set (log2 tokens): the cliff's bracket shaded, the server's
     stated size as a line."""
     from benchy.report import plots
@@ -219,7 +220,7 @@ def plot_capacity(cap: dict, path: Path) -> Path:
     return plots.save(fig, path)
 
 
-def _requests_row(probe: dict) -> str:
+def _requests_row(probe: dict[str, Any]) -> str:
     """What was sent: the per-length probe's pairs, or --capacity's passes of distinct prefixes."""
     setup = probe["setup"]
     tg = f"{setup['output_tokens']} output tokens each"
@@ -232,7 +233,7 @@ def _requests_row(probe: dict) -> str:
     )
 
 
-def markdown(probe: dict, figure: str | None = None, capacity_figure: str | None = None) -> str:
+def markdown(probe: dict[str, Any], figure: str | None = None, capacity_figure: str | None = None) -> str:
     setup = probe["setup"]
     lines = [
         f"# benchy prefix-cache probe: {setup['model']}",
@@ -273,7 +274,7 @@ def markdown(probe: dict, figure: str | None = None, capacity_figure: str | None
     return "\n".join(lines)
 
 
-def plot(probe: dict, path: Path) -> Path:
+def plot(probe: dict[str, Any], path: Path) -> Path:
     """Every TTFT of the probe, in ms on a log axis (a cache hit is 10-100x faster), one column
     per length: the first shared-prefix request, its repeats, the unique-prefix requests. A
     length whose requests failed says how many and why in its column; the legend sits below
@@ -326,14 +327,14 @@ def plot(probe: dict, path: Path) -> Path:
     return plots.save(fig, path)
 
 
-def _failed_text(entry: dict) -> str:
+def _failed_text(entry: dict[str, Any]) -> str:
     """ "4 of 6 failed: timeout" (the kinds, most frequent first)."""
     total = entry["n_ok"] + entry["n_failed"]
     kinds = ", ".join(k for k, _ in sorted(entry.get("errors", {}).items(), key=lambda kv: -kv[1]))
     return f"{entry['n_failed']} of {total} failed" + (f": {kinds}" if kinds else "")
 
 
-def write(result: ProbeResult | dict, directory: Path) -> list[Path]:
+def write(result: ProbeResult | dict[str, Any], directory: Path) -> list[Path]:
     """probe.json, probe.png, probe.md and report.html in `directory`."""
     typed = result if isinstance(result, ProbeResult) else ProbeResult.from_dict(result)
     probe = typed.to_dict()

@@ -7,6 +7,7 @@ Reads saved results only, so `benchy report` can re-make the same report later, 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from benchy.report import exporters
 from benchy.results.types import RunResult
@@ -53,7 +54,7 @@ def write_from_file(path: Path, directory: Path | None = None) -> Path:
         raise results_files.ResultsError(f"{path}: malformed ({type(exc).__name__}: {exc})") from None
 
 
-def _probe_data(path: Path) -> dict | None:
+def _probe_data(path: Path) -> dict[str, Any] | None:
     import json
 
     from benchy.results.probe import is_probe_data

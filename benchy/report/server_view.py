@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from benchy.measure.registry import METRICS
 from benchy.report import table
@@ -119,7 +119,7 @@ def _client_tokens(case: CaseResult) -> int | None:
     return case.columns().completion_tokens
 
 
-def case_row(results: RunResult, case: CaseResult) -> dict:
+def case_row(results: RunResult, case: CaseResult) -> dict[str, Any]:
     """The section's figures of one case (None where unavailable)."""
     server = _server(case)
     derived, counters = (server.derived, server.counters) if server else ({}, {})
@@ -195,7 +195,7 @@ def _metrics_text(status: MetricsStatus | None) -> str | None:
     return f"{status.engine} names at {status.url}" + (f"; not published: {', '.join(missing)}" if missing else "")
 
 
-def _sums(row: dict) -> str:
+def _sums(row: dict[str, Any]) -> str:
     return " Σ" if row.get("server_rates") == RATES_OVER_CASE else ""
 
 
@@ -312,7 +312,7 @@ def figure(results: RunResult, directory: Path) -> Figure | None:
 VISIBLE_SHARE = 0.005
 
 
-def _ttft_split(ax: Axes, y: list[int], rows: list[dict]) -> None:
+def _ttft_split(ax: Axes, y: list[int], rows: list[dict[str, Any]]) -> None:
     """Client TTFT beside the server's split of it; a part too small to see in every case (zero,
     or not reported) gets no bar and no legend entry."""
     height = 0.38

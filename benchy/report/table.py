@@ -12,11 +12,13 @@ from benchy.measure import stats
 from benchy.measure.registry import CASE, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
 from benchy.measure.unavailable import CUT_SHORT
 from benchy.report import dataset_view, gpu_view
+from benchy.report.shown import FLAG, NOISE_RATIO, case_warnings, flagged_metrics, shown, too_noisy
 from benchy.results.types import CaseResult, CheckWarning, Goodput, MetricSummary, RunResult
+
+__all__ = ["FLAG", "NOISE_RATIO", "case_warnings", "flagged_metrics", "too_noisy"]  # their home: shown.py
 from benchy.results.verdicts.details import OutputLengthMismatch
 
 LOAD_COLUMNS = (METRICS["aggregate_tps"], METRICS["request_rate"])  # when a case ran under load
-FLAG = "⚠"  # on a cell a warning qualifies (impossible, inflated by a cache, client-delayed…)
 FLAG_LEGEND = f"{FLAG} qualified by a warning below (see Warnings)."
 
 
@@ -33,25 +35,6 @@ class Footnotes:
 
     def lines(self) -> list[str]:
         return [f"[{i}] {reason}" for i, reason in enumerate(self.reasons, 1)]
-
-
-# A rate whose spread is more than this many times its median is shown as n/a: "105 ± 931" reads as a
-# figure but says only that the requests disagree (prefill t/s of requests that queued, beside
-# ones that did not). The statistics stay in results.json and the CSV.
-NOISE_RATIO = 2.0
-
-
-def too_noisy(summary: MetricSummary, metric: Metric) -> str | None:
-    """Why a rate's median ± std is not shown, or None when it is a figure."""
-    std, median = summary.std, summary.median
-    if metric.unit != "tokens/s" or std is None or median <= 0 or std <= NOISE_RATIO * median:
-        return None
-    scale, decimals = metric.scale, metric.decimals
-    return (
-        f"{metric.title}: the spread (± {std * scale:,.{decimals}f}) is {std / median:.0f}× the median "
-        f"({median * scale:,.{decimals}f}): the requests disagree too much for one figure "
-        "(see the warnings, and each request in requests.jsonl)"
-    )
 
 
 def cell(summary: MetricSummary, metric: Metric) -> str:
@@ -73,19 +56,6 @@ def load_cell(case: CaseResult, metric: Metric, notes: Footnotes) -> str:
 
 def number(value: float | None, metric: Metric) -> str:
     return "n/a" if value is None else f"{value * metric.scale:,.{metric.decimals}f}"
-
-
-def case_warnings(results: RunResult) -> dict[str, list[CheckWarning]]:
-    """Warnings and errors (not info notes) by case label."""
-    out: dict[str, list[CheckWarning]] = {}
-    for w in results.warnings:
-        if w.case and w.severity != "info":
-            out.setdefault(w.case, []).append(w)
-    return out
-
-
-def flagged_metrics(warnings: list[CheckWarning]) -> set[str]:
-    return {name for w in warnings for name in w.metrics}
 
 
 def case_name(case: CaseResult, label: str | None = None) -> str:
@@ -155,15 +125,11 @@ def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str
         flagged = flagged_metrics(warned.get(case.label, []))
         row = [row_label(case, warned.get(case.label, [])), str(case.n_ok)]
         for metric in TABLE_METRICS:
-            summary = case.summary.get(metric.name)
-            noise = too_noisy(summary, metric) if summary else None
-            if summary and noise:
-                text = notes.mark(noise)
-            elif summary:
-                text = cell(summary, metric)
+            seen = shown(case, metric, flagged)
+            if seen.summary is None:
+                row.append(notes.mark(seen.why.message if seen.why else "not measured"))
             else:
-                text = notes.mark(case.unavailable.get(metric.name, "not measured"))
-            row.append(f"{text} {FLAG}" if summary and not noise and metric.name in flagged else text)
+                row.append(cell(seen.summary, metric) + (f" {FLAG}" if seen.qualified else ""))
         if loaded:
             row += [load_cell(case, m, notes) for m in LOAD_COLUMNS]
         if with_goodput:

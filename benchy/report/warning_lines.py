@@ -9,7 +9,8 @@ keep each warning whole, case by case. With -q, notes (severity info) are left o
 
 from __future__ import annotations
 
-from benchy.results.types import INFO, CheckWarning
+from benchy.results.types import CheckWarning
+from benchy.results.verdicts.codes import INFO
 
 
 def grouped(warnings: list[CheckWarning]) -> list[list[CheckWarning]]:

@@ -13,8 +13,9 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable
 from copy import deepcopy
+from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -27,25 +28,24 @@ from benchy.measure.unavailable import LEGACY, NO_SUCCESS, PROMPT_LENGTH_MISSED,
 from benchy.measure.workloads import WorkloadFigures, case_figures, ttft_gains, withhold_turns
 from benchy.records import RequestRecord
 from benchy.results import latency
+from benchy.results.health import ClientHealth
 from benchy.results.rows import CONTROL, OK, WARMUP, Rows
 from benchy.results.types import (
-    CacheReset,
     CaseCeiling,
     CaseResult,
-    ClientHealth,
     Goodput,
     MetricSummary,
-    NoServerFigures,
     NotMeasured,
     RequestResult,
     RowScan,
     RunResult,
-    ServerCaseMetrics,
     Setup,
     SteadyState,
     Stopped,
 )
 from benchy.results.verdicts import queueing
+from benchy.server.cache_reset import CacheReset
+from benchy.server.metrics import NoServerFigures, ServerCaseMetrics
 from benchy.workloads.case import Case
 
 
@@ -99,7 +99,7 @@ def case_result(
     runs: int,
     records: list[RequestRecord] | CaseRows,
     slo: dict[str, float] | None = None,
-    client: ClientHealth | dict | None = None,
+    client: ClientHealth | dict[str, Any] | None = None,
     server: ServerCaseMetrics | NoServerFigures | None = None,
     planned_requests: int | None = None,
     gpu: GpuCase | None = None,
@@ -168,7 +168,7 @@ def case_result(
     return result
 
 
-def _client(client: ClientHealth | dict | None) -> ClientHealth | None:
+def _client(client: ClientHealth | dict[str, Any] | None) -> ClientHealth | None:
     if isinstance(client, ClientHealth):
         return deepcopy(client)  # the result's own: the analysis never writes into its inputs
     return ClientHealth.from_dict(client, strict=True) if client else None  # an unknown key: a field forgot
@@ -179,9 +179,7 @@ def _gpu(gpu: GpuCase | None, tokens: int, n_ok: int, idle_power_w: float | None
     output tokens of its successful requests (failed ones' tokens are not known)."""
     if gpu is None:
         return None
-    gpu = deepcopy(gpu)  # the window as gathered stays as it was (a rebuild reads it again)
-    gpu_figures.per_token(gpu, tokens, n_ok, idle_power_w)
-    return gpu
+    return gpu_figures.per_token(gpu, tokens, n_ok, idle_power_w)
 
 
 class _Light:
@@ -362,35 +360,44 @@ def _row_values(row: RequestResult) -> dict[str, float | Unavailable]:
 
 
 def run_result(
-    setup: dict,
+    setup: dict[str, Any],
     cases: list[CaseResult],
     partial: bool,
-    stopped: dict | None,
+    stopped: dict[str, Any] | None,
     version: str,
     not_measured: list[NotMeasured] | None = None,
 ) -> RunResult:
     """The run's results, complete but for the warnings (checks.py adds those): what no single
-    case can decide (a TTFT trend across output lengths) is withheld here, then each case's
-    ceiling is stored, and each shared-prefix case's TTFT gain."""
-    run = RunResult(
+    case can decide (a TTFT trend across output lengths) is withheld here, then each case is
+    finished with what the run's setup says, and each shared-prefix case's TTFT gain."""
+    parsed = Setup.from_dict(setup, strict=True)  # an unknown key: a field someone forgot
+    withhold_buffered_trend(cases)
+    queueing.judge_against_concurrency_1(cases)
+    fixed = latency.find(cases)  # after queueing: a queued case keeps that cause
+    latency.withhold_fixed_latency(cases, fixed)
+    finished = [_finished(case, parsed) for case in cases]
+    ttft_gains(finished)  # shared prefix: each against the same lengths with nothing shared
+    return RunResult(
         benchy_version=version,
         prompt_nonce=setup.get("prompt_nonce"),
         partial=partial,
         stopped=Stopped(**stopped) if stopped else None,
-        setup=Setup.from_dict(setup, strict=True),  # an unknown key: a field someone forgot
-        cases=cases,
+        setup=parsed,
+        cases=finished,
         not_measured=not_measured or [],
+        fixed_latency=fixed,
     )
-    withhold_buffered_trend(run.cases)
-    queueing.judge_against_concurrency_1(run.cases)
-    latency.withhold_fixed_latency(run.cases)  # after queueing: a queued case keeps that cause
-    for case in run.cases:
-        case.ceiling = _case_ceiling(case, run.setup.ceiling)
-        case.prompt_lengths = _prompt_lengths(run.setup, case.endpoint, case.label)
-        if case.workload is not None:
-            withhold_turns(case.workload, case.unavailable)
-    ttft_gains(run.cases)  # shared prefix: each against the same lengths with nothing shared
-    return run
+
+
+def _finished(case: CaseResult, setup: Setup) -> CaseResult:
+    """The case with what only the run's setup says (its ceiling, its prompt-length method) and
+    its turns as its verdicts leave them: a new CaseResult, no write into the one measured."""
+    return replace(
+        case,
+        ceiling=_case_ceiling(case, setup.ceiling),
+        prompt_lengths=_prompt_lengths(setup, case.endpoint, case.label),
+        workload=withhold_turns(case.workload, case.unavailable) if case.workload is not None else None,
+    )
 
 
 def _prompt_lengths(setup: Setup, endpoint: str | None, label: str) -> str | None:

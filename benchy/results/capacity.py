@@ -18,12 +18,14 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from benchy import jsontypes
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
 from benchy.measure.workloads import WorkloadSpec
-from benchy.results.types import MetricSummary, ServerIdentity, Stopped
+from benchy.results.types import MetricSummary, Stopped
+from benchy.server.identity import ServerIdentity
 
 CAPACITY_MAJOR, CAPACITY_MINOR = 1, 1
 CAPACITY_SCHEMA = f"benchy/capacity/{CAPACITY_MAJOR}.{CAPACITY_MINOR}"
@@ -133,7 +135,7 @@ class CapacityResult(Saved):
     points: list[CapacityPoint] = _opt("every load probed, in the order first probed", factory=list)
     notes: list[str] = _opt("what the reader should know (non-monotone points …)", factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**jsontypes.to_json(self), "schema": CAPACITY_SCHEMA}
 
     def point(self, load: float | None) -> CapacityPoint | None:
@@ -171,7 +173,7 @@ def _refused(schema: object) -> str | None:
     return None
 
 
-def json_schema() -> dict:
+def json_schema() -> dict[str, Any]:
     return jsontypes.json_schema(CapacityResult, CAPACITY_SCHEMA, "benchy capacity.json")
 
 

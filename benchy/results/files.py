@@ -25,7 +25,7 @@ class ResultsError(ValueError):
     """A results file benchy cannot read; one line."""
 
 
-def save(results: dict | RunResult, directory: Path) -> Path:
+def save(results: dict[str, Any] | RunResult, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "results.json"
     tmp = path.with_suffix(".json.tmp")
@@ -170,12 +170,12 @@ def _typed(data: Any, path: Path) -> RunResult:
         raise ResultsError(f"{path}: malformed: {exc}") from None
 
 
-def load(path: Path) -> dict:
+def load(path: Path) -> dict[str, Any]:
     """A results file as the dict of the current schema (older minors filled with defaults)."""
     return read(path).to_dict()
 
 
-def json_schema() -> dict:
+def json_schema() -> dict[str, Any]:
     return jsontypes.json_schema(RunResult, SCHEMA, "benchy results.json")
 
 

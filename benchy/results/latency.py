@@ -39,7 +39,7 @@ import numpy as np
 
 from benchy.measure import stats
 from benchy.measure.unavailable import FIXED_LATENCY, Unavailable
-from benchy.results.types import CaseResult
+from benchy.results.types import CaseResult, RunResult
 
 # An intercept below this is a decode step and HTTP, not a gateway.
 FIXED_MIN_S = 0.05
@@ -192,21 +192,40 @@ def _engine_rate(case: CaseResult, fixed_s: float) -> float | None:
     return stats.median(rates) if rates else None
 
 
-def found_for(case: CaseResult, cases: Sequence[CaseResult]) -> FixedPart | None:
-    """The fixed part found in `case`'s family, if one was."""
-    for group in groups(cases):
-        if any(c is case for c in group):
-            part = fixed_part(group)
-            return part if part is not None and part.found else None
-    return None
+@dataclass(frozen=True)
+class Found:
+    """A fixed part found in one sweep family: what the analysis decides once (find), the
+    builder withholds by and the checks put in words (fixed_latency, ttft_not_prefill)."""
+
+    part: FixedPart
+    family: tuple[str, ...]  # every case of the family, at any load: the part is in front of each
 
 
-def withhold_fixed_latency(cases: Sequence[CaseResult]) -> None:
-    """Each sweep family whose single-stream TTFT has a fixed part loses its TTFT-based prefill
-    rate (every load of it: the fixed part is in front of every request)."""
+def find(cases: Sequence[CaseResult]) -> tuple[Found, ...]:
+    """The fixed parts found, one per sweep family that has one (past FIXED_MIN_S)."""
+    found = []
     for group in groups(cases):
         part = fixed_part(group)
         if part is not None and part.found:
-            for case in group:
-                if case.summary.get("prefill_tps") is not None:  # not already withheld for another cause
-                    case.withhold(("prefill_tps",), part.why())
+            found.append(Found(part, tuple(c.label for c in group)))
+    return tuple(found)
+
+
+def found_in(run: RunResult) -> tuple[Found, ...]:
+    """The analysis's finding (run.fixed_latency); results read from disk carry none, and are
+    judged again from the rows they saved, with the same function."""
+    return run.fixed_latency if run.fixed_latency is not None else find(run.cases)
+
+
+def found_for(case: CaseResult, found: Sequence[Found]) -> FixedPart | None:
+    """The fixed part found in `case`'s family, if one was."""
+    return next((f.part for f in found if case.label in f.family), None)
+
+
+def withhold_fixed_latency(cases: Sequence[CaseResult], found: Sequence[Found]) -> None:
+    """Each sweep family whose single-stream TTFT has a fixed part loses its TTFT-based prefill
+    rate (every load of it: the fixed part is in front of every request)."""
+    for case in cases:
+        part = found_for(case, found)
+        if part is not None and case.summary.get("prefill_tps") is not None:  # not withheld for another cause
+            case.withhold(("prefill_tps",), part.why())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from benchy import jsontypes
 from benchy.jsontypes import Saved
@@ -62,7 +63,9 @@ class ProbeSetup(Saved):
     output_tokens: int = _opt("output tokens of each request (only the first one matters)", 8)
     alpha: float = _opt("significance level of every test", 0.05)
     min_speedup: float = _opt("the least speed-up that counts as a cache", 1.2)
-    calibration: dict = _opt("the prompt-length calibration (load/prompts.py Calibration.to_dict)", factory=dict)
+    calibration: dict[str, Any] = _opt(
+        "the prompt-length calibration (load/prompts.py Calibration.to_dict)", factory=dict
+    )
     command_line: str = _opt("secrets redacted", "")
     started_utc: str | None = None
     host: str | None = None
@@ -105,7 +108,7 @@ class LengthEntry(Saved):
     gain_on_hits: float | None = _opt("partial_hits: median unique TTFT ÷ median TTFT of the hits")
     verdict: str = _opt('"detected" | "not_detected" | "cache_hit_no_gain" | "partial_hits" | "inconclusive"', "")
     reason: str = ""
-    requests: list[dict] = _opt("every request's record, as the request log holds it", factory=list)
+    requests: list[dict[str, Any]] = _opt("every request's record, as the request log holds it", factory=list)
     gpu: GpuCase | None = _opt("--gpu-metrics: the GPUs over both sides of the length", omit=True)
 
 
@@ -195,7 +198,7 @@ def _refused(schema: object) -> str | None:
     return f"schema {schema!r} is not one this benchy reads ({PROBE_SCHEMA})"
 
 
-def json_schema() -> dict:
+def json_schema() -> dict[str, Any]:
     return jsontypes.json_schema(ProbeResult, PROBE_SCHEMA, "benchy probe.json")
 
 

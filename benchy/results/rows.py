@@ -182,7 +182,7 @@ class Rows(Sequence):
 
     __hash__ = None  # type: ignore[assignment]
 
-    def __deepcopy__(self, memo: dict) -> Rows:
+    def __deepcopy__(self, memo: dict[int, Any]) -> Rows:
         """An independent copy: the rows as read now (changes applied), in a file of its own
         when they are past in_memory."""
         copy = Rows(self._spill_dir, self._in_memory, parse=self._parse)

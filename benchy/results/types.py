@@ -84,6 +84,7 @@ import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from benchy import jsontypes
 from benchy.jsontypes import Saved
@@ -266,7 +267,7 @@ class Setup(Saved):
         omit=True,
     )
     command_line: str | None = _opt("secrets redacted")
-    extra_body: dict | None = _opt("(1.15) --extra-body, its credential-named keys' values as ***")
+    extra_body: dict[str, Any] | None = _opt("(1.15) --extra-body, its credential-named keys' values as ***")
     started_utc: str | None = None
     prompt_nonce: bool | None = None
     runs: int | None = None
@@ -640,8 +641,13 @@ class RunResult(Saved):
     cases: list[CaseResult] = field(default_factory=list)
     not_measured: list[NotMeasured] = _opt("planned cases the run ended before measuring (1.3)", factory=list)
     warnings: list[CheckWarning] = field(default_factory=list)
+    # results/latency.find's finding, decided once by the analysis for the checks to word; not
+    # saved (None: read from disk, judged again from the saved rows by latency.found_in)
+    fixed_latency: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)
 
-    def to_dict(self) -> dict:
+    _NOT_SAVED = ("fixed_latency",)
+
+    def to_dict(self) -> dict[str, Any]:
         return {**jsontypes.to_json(self), "schema": SCHEMA}
 
 
