@@ -23,7 +23,8 @@ def output_failure(rec: RequestRecord) -> tuple[str, str] | None:
     if claimed == 0:
         said = "completion_tokens 0" if rec.usage_reported else "no text and no usage"
         return "zero_tokens", f"the server generated nothing ({said}, finish_reason {rec.finish_reason!r})"
-    if rec.content_chars == 0 and (rec.reasoning_chars == 0 or rec.content_null_events):
+    # A tool call is output (client/tools.py): its name and arguments are the answer.
+    if rec.content_chars == 0 and rec.tool_chars == 0 and (rec.reasoning_chars == 0 or rec.content_null_events):
         nulls = f"; {rec.content_null_events} deltas said content: null" if rec.content_null_events else ""
         return "empty_output", f"the server claimed {claimed} completion tokens but sent no content{nulls}"
     return None

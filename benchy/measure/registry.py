@@ -36,6 +36,7 @@ from benchy.measure.request_formulas import (
     tokens_per_event,
     ttfc_s,
     ttft_gap_s,
+    ttftc_s,
     ttft_s,
 )
 from benchy.measure.unavailable import BUFFERED, NOT_STREAMED_WHY, REQUEST_FAILED, Unavailable
@@ -160,11 +161,21 @@ _PER_CASE = (
         "TTFC ms",
         late_only_worsens=True,
         stream_timing=True,
-        definition="send → first event carrying content (not reasoning)",
+        definition="send → first event carrying content or a tool call (not reasoning)",
         explanation="time to first content: the first token of the answer, after any reasoning.",
         slo="ttfc",
         reads=("token_event_s", "token_event_kinds"),
         formula=ttfc_s,
+    ),
+    _time(
+        "ttftc_s",
+        "TTF tool call ms",
+        late_only_worsens=True,
+        stream_timing=True,
+        definition="send → first event of a tool call (its name or arguments)",
+        explanation="time to first tool call: when an agent could start running the tool's call.",
+        reads=("token_event_s", "token_event_kinds"),
+        formula=ttftc_s,
     ),
     _token_rate(
         "decode_tps",

@@ -133,7 +133,7 @@ class CaseFacts:
             self.first_errors[str(kind)] = (r.error or "")[:300]
         if kind in self.failed_as:
             self.failed_as[kind].add(r)
-        if r.finish_reason == "stop" and not r.content_chars and kind in (None,) + OUTPUT_FAILURES:
+        if r.finish_reason == "stop" and not r.content_chars and not r.tool_chars and kind in (None,) + OUTPUT_FAILURES:
             self.n_stop_cut += 1
         self.reused_context.append(r.reused_context_tokens or 0)
         if r.cached_tokens is not None:
@@ -147,7 +147,7 @@ class CaseFacts:
 
     def _ok(self, r: RequestResult) -> None:
         self._cache(r)
-        if (not r.content_chars and r.reasoning_chars) or r.unavailable_codes.get("ttfc_s") in unavailable.THINK_ONLY:
+        if (not r.content_chars and not r.tool_chars and r.reasoning_chars) or r.unavailable_codes.get("ttfc_s") in unavailable.THINK_ONLY:
             self.n_reasoning_only += 1
         self._counts(r)
         if r.unavailable_codes.get("prefill_tps") == unavailable.PROMPT_LENGTH_MISSED:
