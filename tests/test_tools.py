@@ -54,16 +54,19 @@ def chat_call(index: int, name: str | None = None, arguments: str = "") -> dict:
 
 
 def test_chat_reader_books_parallel_calls_as_output_and_tool_calls_as_success():
-    stream = sse(
-        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
-        chat_call(0, "search"),
-        chat_call(0, None, '{"q": "a'),
-        chat_call(1, "read_file", '{"path"'),
-        chat_call(0, None, ' b"}'),
-        chat_call(1, None, ': "x"}'),
-        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
-        {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 14}},
-    ) + b"data: [DONE]\n\n"
+    stream = (
+        sse(
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+            chat_call(0, "search"),
+            chat_call(0, None, '{"q": "a'),
+            chat_call(1, "read_file", '{"path"'),
+            chat_call(0, None, ' b"}'),
+            chat_call(1, None, ': "x"}'),
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+            {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 14}},
+        )
+        + b"data: [DONE]\n\n"
+    )
     for cut in (1, 7, 4096):
         rec = read(stream, cut=cut)
         text = 'search{"q": "aread_file{"path" b"}: "x"}'
@@ -76,7 +79,11 @@ def test_chat_reader_books_parallel_calls_as_output_and_tool_calls_as_success():
 
 def test_whole_chat_answer_of_calls_is_output():
     calls = [{"id": "a", "type": "function", "function": {"name": "search", "arguments": '{"q":"x"}'}}] * 2
-    body = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": calls}, "finish_reason": "tool_calls"}]}
+    body = {
+        "choices": [
+            {"message": {"role": "assistant", "content": None, "tool_calls": calls}, "finish_reason": "tool_calls"}
+        ]
+    }
     rec = read(json.dumps({**body, "usage": {"prompt_tokens": 3, "completion_tokens": 8}}).encode(), whole=True)
     assert rec.ok and rec.tool_calls == 2 and rec.token_event_text == 'search{"q":"x"}' * 2
     assert rec.finish_reason == "tool_calls" and classify.output_failure(rec) is None
@@ -89,11 +96,19 @@ def test_responses_reader_books_function_calls_and_their_arguments():
         {"type": "response.output_item.added", "output_index": 0, "item": item},
         {"type": "response.function_call_arguments.delta", "output_index": 0, "item_id": "fc_1", "delta": '{"q":'},
         {"type": "response.function_call_arguments.delta", "output_index": 0, "item_id": "fc_1", "delta": '"x"}'},
-        {"type": "response.function_call_arguments.done", "output_index": 0, "item_id": "fc_1", "arguments": '{"q":"x"}'},
+        {
+            "type": "response.function_call_arguments.done",
+            "output_index": 0,
+            "item_id": "fc_1",
+            "arguments": '{"q":"x"}',
+        },
         # a server that sends a call's arguments only whole, in its .done
         {"type": "response.output_item.added", "output_index": 1, "item": {**item, "id": "fc_2"}},
         {"type": "response.function_call_arguments.done", "output_index": 1, "item_id": "fc_2", "arguments": "{}"},
-        {"type": "response.completed", "response": {"status": "completed", "usage": {"input_tokens": 5, "output_tokens": 9}}},
+        {
+            "type": "response.completed",
+            "response": {"status": "completed", "usage": {"input_tokens": 5, "output_tokens": 9}},
+        },
         named=True,
     )
     rec = read(stream, responses)
@@ -187,7 +202,9 @@ def test_tool_call_answers_give_the_truths_figures_on_each_api(sim, tmp_path, ap
 def test_an_answer_that_ends_by_its_calls_succeeds_and_tool_choice_none_gets_text(start_sim, tmp_path):
     natural = start_sim("--ignore-ignore-eos", "--natural-min", "20", "--natural-max", "30", "--decode-tps", "2000")
     for api in APIS:
-        results = run_json(natural, tmp_path, "--endpoint", api, "--tools", "builtin", *"--pp 64 --tg 64 --runs 2".split())
+        results = run_json(
+            natural, tmp_path, "--endpoint", api, "--tools", "builtin", *"--pp 64 --tg 64 --runs 2".split()
+        )
         truth = {t["request_id"]: t for t in natural.truth()}
         for r in measured(results):
             assert truth[r["request_id"]]["finish_reason"] == "tool_calls" == r["finish_reason"], api
@@ -204,7 +221,11 @@ def test_a_parser_that_holds_the_arguments_is_buffering(start_sim, tmp_path, api
     results = run_json(held, tmp_path, "--endpoint", api, "--tools", "builtin", *"--pp 64 --tg 64 --runs 3".split())
     truth = held.truth()
     # the truth: each call's arguments went out in one event once the call was whole
-    assert all(max(e["tokens"] for e in t["events"] if e["kind"] == "tool") > 32 for t in truth if t["tool_calls"] and t["stream"])
+    assert all(
+        max(e["tokens"] for e in t["events"] if e["kind"] == "tool") > 32
+        for t in truth
+        if t["tool_calls"] and t["stream"]
+    )
     assert "sse_buffering" in warning_codes(results)
     [case] = results["cases"]
     assert case["unavailable_codes"]["ttft_s"] == "buffered" and case["unavailable_codes"]["ttftc_s"] == "buffered"
@@ -215,9 +236,13 @@ def test_a_scenarios_tools_and_choice_are_sent(start_sim, tmp_path):
     sim = start_sim("--decode-tps", "2000", "--tool-calls", "3")
     (tmp_path / "fns.json").write_text(json.dumps({"tools": tools.BUILTIN_TOOLS}))
     scenario = tmp_path / "agent.toml"
-    scenario.write_text('name = "agent"\npp = 64\ntg = 40\nendpoint = "messages"\ntools = "fns.json"\ntool_choice = "read_file"\n')
+    scenario.write_text(
+        'name = "agent"\npp = 64\ntg = 40\nendpoint = "messages"\ntools = "fns.json"\ntool_choice = "read_file"\n'
+    )
     out = tmp_path / "out"
-    proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "--no-report", "-o", str(out), "--scenario", str(scenario))
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "-q", "--no-report", "-o", str(out), "--scenario", str(scenario)
+    )
     assert proc.returncode == 0, proc.stderr
     truth = {t["request_id"]: t for t in sim.truth()}
     lines = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()[1:]]

@@ -142,7 +142,7 @@ CLIENT_OPTIONS: tuple[Decorator, ...] = (
         "--tools",
         metavar="FILE|builtin",
         default=None,
-        help="Send tools: a JSON file of OpenAI function definitions (a list, or {\"tools\": [...]}), "
+        help='Send tools: a JSON file of OpenAI function definitions (a list, or {"tools": [...]}), '
         "or `builtin` (search, read_file); converted for --endpoint responses and messages. "
         "Tool calls are output: docs/tools.md.",
     ),

@@ -342,10 +342,11 @@ class Client:
         # One reasoning text, as a stream is read: a server between the two names (vLLM around
         # the reasoning_content -> reasoning rename) sends the same text in both.
         reasoning = str_or_none(held.get("reasoning_content")) or str_or_none(held.get("reasoning"))
-        calls = held.get("tool_calls") if isinstance(held.get("tool_calls"), list) else []
-        fns = [c.get("function") for c in calls if isinstance(c, dict) and isinstance(c.get("function"), dict)]
         # A tool call's name and arguments are output, read as a stream reads them (tools.py).
-        parts = [reasoning, held.get("content"), held.get("text"), *(p for f in fns for p in (f.get("name"), f.get("arguments")))]
+        calls = held.get("tool_calls")
+        fns = [c["function"] for c in calls or [] if isinstance(c, dict) and isinstance(c.get("function"), dict)]
+        named = [p for f in fns for p in (f.get("name"), f.get("arguments"))]
+        parts = [reasoning, held.get("content"), held.get("text"), *named]
         return "".join(p for p in parts if isinstance(p, str)), obj["usage"], str_or_none(choice.get("finish_reason"))
 
     async def server_token_count(self, text: str) -> int | None:

@@ -19,9 +19,8 @@ cached tokens are cache_read_input_tokens.
 
 from __future__ import annotations
 
-from typing import overload
-
 import json
+from typing import overload
 
 from benchy.client import tools
 from benchy.client.booking import Booker

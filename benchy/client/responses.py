@@ -100,7 +100,7 @@ def as_chat(obj: object) -> object:
         texts = [p.get("text") for p in item.get("content") or [] if isinstance(p, dict)]
         texts += [p.get("text") for p in item.get("summary") or [] if isinstance(p, dict)]
         (reasoning if item.get("type") == "reasoning" else content).extend(t for t in texts if isinstance(t, str))
-    message = {"role": "assistant", "content": "".join(content), "reasoning_content": "".join(reasoning)}
+    message: dict = {"role": "assistant", "content": "".join(content), "reasoning_content": "".join(reasoning)}
     if calls:
         message["tool_calls"] = calls
     choice = {"index": 0, "message": message, "finish_reason": finish_reason(obj)}

@@ -194,7 +194,7 @@ def book_chat_delta(reader: Booker, calls: object, now: float) -> None:
             reader.bad_events += 1
             continue
         assert isinstance(call, dict)
-        book_piece(reader, now, call.get("index", position), "".join(p for p in parts if p))
+        book_piece(reader, now, call.get("index", position), "".join(p for p in parts if isinstance(p, str)))
 
 
 def book_chat_message(reader: Booker, calls: object, now: float) -> None:

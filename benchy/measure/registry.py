@@ -36,8 +36,8 @@ from benchy.measure.request_formulas import (
     tokens_per_event,
     ttfc_s,
     ttft_gap_s,
-    ttftc_s,
     ttft_s,
+    ttftc_s,
 )
 from benchy.measure.unavailable import BUFFERED, NOT_STREAMED_WHY, REQUEST_FAILED, Unavailable
 

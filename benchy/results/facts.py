@@ -147,7 +147,8 @@ class CaseFacts:
 
     def _ok(self, r: RequestResult) -> None:
         self._cache(r)
-        if (not r.content_chars and not r.tool_chars and r.reasoning_chars) or r.unavailable_codes.get("ttfc_s") in unavailable.THINK_ONLY:
+        no_answer = not r.content_chars and not r.tool_chars  # a tool call is an answer
+        if (no_answer and r.reasoning_chars) or r.unavailable_codes.get("ttfc_s") in unavailable.THINK_ONLY:
             self.n_reasoning_only += 1
         self._counts(r)
         if r.unavailable_codes.get("prefill_tps") == unavailable.PROMPT_LENGTH_MISSED:

@@ -156,7 +156,9 @@ class ApiRenderer:
                 start = {"type": "content_block_start", "index": index, "content_block": block}
                 return (out + _event("content_block_start", start)).encode()
             delta = {"type": "input_json_delta", "partial_json": text}
-            return (out + _event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})).encode()
+            return (
+                out + _event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+            ).encode()
         if opens:
             item = {"type": "function_call", "id": f"fc_{call}", "call_id": tools.call_id(call), "name": text}
             item.update({"arguments": "", "status": "in_progress"})
@@ -219,7 +221,9 @@ class ApiRenderer:
         )
         text: dict = {"type": "output_text", "text": content, "annotations": []}
         if not message.get("tool_calls"):
-            output.append({"type": "message", "id": "msg_0", "role": "assistant", "status": "completed", "content": [text]})
+            output.append(
+                {"type": "message", "id": "msg_0", "role": "assistant", "status": "completed", "content": [text]}
+            )
         output += [_function_call(i, c) for i, c in enumerate(message.get("tool_calls") or [])]
         return json.dumps(self._response(usage_obj, output)).encode()
 
@@ -231,7 +235,12 @@ def _stop_reason(finish: str | None) -> str:
 
 def _tool_use(call: dict) -> dict:
     fn = call["function"]
-    return {"type": "tool_use", "id": f"toolu_{call['id']}", "name": fn["name"], "input": tools.parsed_input(fn["arguments"])}
+    return {
+        "type": "tool_use",
+        "id": f"toolu_{call['id']}",
+        "name": fn["name"],
+        "input": tools.parsed_input(fn["arguments"]),
+    }
 
 
 def _function_call(i: int, call: dict) -> dict:

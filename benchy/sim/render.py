@@ -282,7 +282,7 @@ class Renderer:
         if job.tools is not None:  # an answer of tool calls: no content (sim/tools.py)
             content = None
         if job.endpoint == "chat":
-            message = {"role": "assistant", "content": content}
+            message: dict = {"role": "assistant", "content": content}
             if job.tools is not None:
                 message["tool_calls"] = tools.chat_calls(job.tools)
             message |= {name: reasoning_text or None for name in reasoning_fields(self.reasoning_field)}

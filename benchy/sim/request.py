@@ -12,7 +12,6 @@ from aiohttp import web
 
 from benchy.sim import vocab
 from benchy.sim.config import SimConfig
-from benchy.sim.tools import ToolAnswer, ToolRequestError, plan_calls, requested_calls
 from benchy.sim.engine import (
     CONTENT,
     REASONING,
@@ -25,6 +24,7 @@ from benchy.sim.engine import (
     spec_steps,
     think_tokens,
 )
+from benchy.sim.tools import ToolAnswer, ToolRequestError, plan_calls, requested_calls
 
 JSON_TYPE = "application/json"
 ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError", 500: "InternalServerError"}
@@ -207,7 +207,9 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
     )
 
 
-def _with_tool_calls(cfg: SimConfig, body: dict, endpoint: str, plan: Plan, reasoning: int) -> tuple[Plan, ToolAnswer | None]:
+def _with_tool_calls(
+    cfg: SimConfig, body: dict, endpoint: str, plan: Plan, reasoning: int
+) -> tuple[Plan, ToolAnswer | None]:
     """Sent tools, the tokens after the reasoning are calls (sim/tools.py), and an answer
     that ended on its own ends by `tool_calls`. Chat only (Responses and Messages come as
     chat); not with --harmony or --think-inline, whose answers are their own."""

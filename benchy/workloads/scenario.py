@@ -301,7 +301,9 @@ def _with_tools(path: Path | Traversable, extra: object, given: object, choice: 
     out = dict(extra or {})
     try:
         if isinstance(given, str):
-            named = given if given == tools.BUILTIN or Path(given).is_absolute() else str(Path(str(path)).parent / given)
+            named = (
+                given if given == tools.BUILTIN or Path(given).is_absolute() else str(Path(str(path)).parent / given)
+            )
             out["tools"] = tools.load(named)
         elif given is not None:
             out["tools"] = tools.checked(given, f"{path}: tools")
