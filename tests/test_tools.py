@@ -14,6 +14,7 @@ from benchy.client import messages, responses, tools
 from benchy.client.reader import StreamReader
 from benchy.measure import classify
 from benchy.measure.records import RequestRecord
+from benchy.workloads import tools as tool_defs
 from tests.conftest import SimSince, bare_record, client_slack_s, run_benchy_here, shared_sim, warning_codes
 
 APIS = ("chat", "responses", "messages")
@@ -142,7 +143,7 @@ def test_messages_reader_books_tool_use_blocks_and_input_json():
 
 
 def test_tools_go_in_each_apis_words():
-    listed = tools.load("builtin")
+    listed = tool_defs.load("builtin")
     chat = tools.request_fields(listed, "required", "chat")
     assert chat["tools"] == listed and chat["tool_choice"] == "required"
     resp = tools.request_fields(listed, "search", "responses")
@@ -234,7 +235,7 @@ def test_a_parser_that_holds_the_arguments_is_buffering(start_sim, tmp_path, api
 
 def test_a_scenarios_tools_and_choice_are_sent(start_sim, tmp_path):
     sim = start_sim("--decode-tps", "2000", "--tool-calls", "3")
-    (tmp_path / "fns.json").write_text(json.dumps({"tools": tools.BUILTIN_TOOLS}))
+    (tmp_path / "fns.json").write_text(json.dumps({"tools": tool_defs.BUILTIN_TOOLS}))
     scenario = tmp_path / "agent.toml"
     scenario.write_text(
         'name = "agent"\npp = 64\ntg = 40\nendpoint = "messages"\ntools = "fns.json"\ntool_choice = "read_file"\n'

@@ -169,9 +169,9 @@ def _client_settings(
     tools: str | None = None,
     tool_choice: str | None = None,
 ) -> ClientSettings:
-    from benchy.client import tools as tool_calls
     from benchy.client.extra_body import load as load_extra_body
     from benchy.client.settings import ClientSettings, parse_header
+    from benchy.workloads import tools as tool_calls
 
     check_url(base_url)
     base_url = api_root(base_url)

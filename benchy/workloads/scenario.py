@@ -252,7 +252,7 @@ _KNOWN_KEYS = {
     "max_requests",
     "extra_body",  # a table merged into every request body (client/extra_body.py)
     "stream",  # false: whole answers, as --no-stream
-    "tools",  # "builtin", a JSON file beside the scenario, or the definitions (client/tools.py)
+    "tools",  # "builtin", a JSON file beside the scenario, or the definitions (workloads/tools.py)
     "tool_choice",  # auto | required | none | a tool's name
     # real prompts (docs/datasets.md): with pp, fitted; without, each entry's own (natural)
     "dataset",
@@ -294,7 +294,7 @@ def _with_tools(path: Path | Traversable, extra: object, given: object, choice: 
     """The table's extra_body with its `tools` (OpenAI function definitions: "builtin", a JSON
     file named beside the scenario, or the definitions themselves) and `tool_choice`, which the
     client sends in each API's words (client/tools.py)."""
-    from benchy.client import tools
+    from benchy.workloads import tools
 
     if extra is not None and not isinstance(extra, dict):
         raise ScenarioError(f"{path}: extra_body must be a table of fields, got {extra!r}")
