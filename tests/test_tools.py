@@ -210,10 +210,23 @@ def test_an_answer_that_ends_by_its_calls_succeeds_and_tool_choice_none_gets_tex
         for r in measured(results):
             assert truth[r["request_id"]]["finish_reason"] == "tool_calls" == r["finish_reason"], api
             assert r["status"] == "ok" and r["tool_calls"] == 1 and r["completion_tokens"] < 64
+        # short of the 64 asked: said, with the cause the finish_reason shows
+        [short] = [w for w in results["warnings"] if w["code"] == "output_length_mismatch"]
+        assert "ended with their tool calls" in short["message"]
+        assert short["details"]["finish_reasons"] == ["tool_calls"]
     results = run_json(natural, tmp_path, "--tools", "builtin", "--tool-choice", "none", *"--pp 64 --tg 16".split())
     truth = {t["request_id"]: t for t in natural.truth()}
     for r in measured(results):
         assert truth[r["request_id"]]["tool_calls"] is None and r["tool_calls"] == 0 and r["content_chars"] > 0
+
+
+def test_a_request_that_forbids_parallel_calls_gets_one(start_sim, tmp_path):
+    two = start_sim("--tool-calls", "2", "--decode-tps", "2000")
+    forbid = ("--extra-body", '{"parallel_tool_calls": false}')
+    for allowed, extra in ((2, ()), (1, forbid)):
+        results = run_json(two, tmp_path, "--tools", "builtin", *extra, *"--pp 64 --tg 32".split())
+        truth = {t["request_id"]: t for t in two.truth()}
+        assert all(truth[r["request_id"]]["tool_calls"] == allowed == r["tool_calls"] for r in measured(results))
 
 
 @pytest.mark.parametrize("api", APIS)

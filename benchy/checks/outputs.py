@@ -191,6 +191,13 @@ def _short_output_cause(reasons: set, stop: list[str]) -> tuple[str, str]:
             "the server ended them at a length limit below the one asked (finish_reason length)",
             "Check the server's own output cap (max_tokens limit, context length minus the prompt).",
         )
+    if reasons == {"tool_calls"}:
+        return (
+            "the answers ended with their tool calls (finish_reason tool_calls): a call ends the "
+            "model's turn, ignore_eos or not",
+            "An agent's turn is as long as its call: compare with runs of the delivered length, "
+            "or send --tool-choice none to measure text.",
+        )
     if stop and "stop" in reasons:
         return (
             f"a stop string ({', '.join(map(repr, stop))}, from --stop) or the end-of-sequence "
