@@ -152,6 +152,18 @@ def test_tools_go_in_each_apis_words():
     assert msgs["tools"][0]["input_schema"]["required"] == ["query"] and msgs["tool_choice"] == {"type": "any"}
 
 
+def test_a_scenarios_tools_go_over_the_runs_and_an_apis_own_shape_goes_as_given():
+    listed = tool_defs.load("builtin")
+    one = [listed[1]]
+    sent = tools.with_tools({"tools": one, "temperature": 0.5}, listed, "required", "messages")
+    assert [t["name"] for t in sent["tools"]] == ["read_file"] and sent["tool_choice"] == {"type": "any"}
+    assert sent["temperature"] == 0.5
+    own = [{"name": "x", "input_schema": {"type": "object"}}]
+    assert tools.with_tools({"tools": own}, None, None, "messages") == {"tools": own}
+    extra = {"temperature": 0}
+    assert tools.with_tools(extra, None, None, "chat") is extra  # no tools: the request as it was
+
+
 # ------------------------------------------------------------------ against the simulator
 
 

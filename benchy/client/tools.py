@@ -56,6 +56,8 @@ def with_tools(extra: dict | None, listed: list | None, choice: str | None, endp
     """A request's extra fields with its tools in `endpoint`'s words: a scenario's `tools` and
     `tool_choice` (OpenAI function definitions, in `extra`) over the run's --tools and
     --tool-choice. Tools in another shape (an API's own, through --extra-body) go as given."""
+    if listed is None and choice is None and not (extra and ("tools" in extra or "tool_choice" in extra)):
+        return extra  # no tools: the request as it was (this runs for every request)
     given = dict(extra or {})
     listed = given.pop("tools", None) or listed
     choice = given.pop("tool_choice", None) or choice
