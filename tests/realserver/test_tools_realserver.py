@@ -17,6 +17,7 @@ Run alone: `pytest -m realserver tests/realserver/test_tools_realserver.py`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import urllib.request
 from pathlib import Path
@@ -27,6 +28,7 @@ from benchy.client.client import Client
 from benchy.client.settings import ClientSettings
 from benchy.measure import classify, reading
 from benchy.measure.records import TOOL, RequestRecord
+from tests.conftest import bare_record
 
 pytestmark = pytest.mark.realserver
 
@@ -57,19 +59,6 @@ def tool_server(llama_server_factory):
     return llama_server_factory(parallel=2, extra_args=("--chat-template-file", str(TEMPLATE)))
 
 
-def record(tag: str, max_tokens: int) -> RequestRecord:
-    return RequestRecord(
-        case="c",
-        run=0,
-        index=0,
-        warmup=False,
-        request_id=f"tools-{tag}",
-        nonce=None,
-        target_prompt_tokens=0,
-        target_output_tokens=max_tokens,
-    )
-
-
 def send(server, api: str, stream: bool, messages: list[dict], max_tokens: int = 160) -> RequestRecord:
     settings = ClientSettings(
         base_url=server.base_url, model=server.model, stream=stream, tools=TOOLS, tool_choice="required"
@@ -77,7 +66,9 @@ def send(server, api: str, stream: bool, messages: list[dict], max_tokens: int =
 
     async def one() -> RequestRecord:
         async with Client(settings) as client:
-            rec = record(f"{api}-{stream}", max_tokens)
+            rec = dataclasses.replace(
+                bare_record(), request_id=f"tools-{api}-{stream}", target_output_tokens=max_tokens
+            )
             return await client.stream(rec, "unused", max_tokens, api, extra={"messages": messages})
 
     return asyncio.run(one())
