@@ -700,6 +700,13 @@ async def _run_in_workers(
         raise ServerError(f"a worker failed: {exc.kind}: {exc}") from None
 
 
+def _tools_setup(client: ClientSettings) -> dict:
+    """--tools and --tool-choice as sent (absent when no tools were)."""
+    if client.tools is None and client.tool_choice is None:
+        return {}
+    return {"tools": client.tools, "tool_choice": client.tool_choice}
+
+
 def _setup(settings: RunSettings, model: str, version: str | None, calibrations: dict[str, Calibration]) -> dict:
     main_cal = calibrations.get(settings.endpoint) or next(iter(calibrations.values()))
     return {
@@ -714,6 +721,7 @@ def _setup(settings: RunSettings, model: str, version: str | None, calibrations:
         "receive_stamps": kernel_stamps.described(settings.client.transport, settings.client.stream),
         "command_line": settings.command_line,
         "extra_body": redacted_extra_body(settings.client.extra_body),
+        **_tools_setup(settings.client),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "prompt_nonce": settings.nonce,
         "runs": settings.runs,

@@ -185,6 +185,8 @@ def test_tool_call_answers_give_the_truths_figures_on_each_api(sim, tmp_path, ap
     results = run_json(sim, tmp_path, *args, *([] if stream else ["--no-stream"]))
     truth = {t["request_id"]: t for t in sim.truth()}
     assert warning_codes(results, truth=truth) == set()
+    assert results["setup"]["tool_choice"] == "required"
+    assert [t["function"]["name"] for t in results["setup"]["tools"]] == ["search", "read_file"]
     [case] = results["cases"]
     slack = client_slack_s(case)
     reqs = measured(results)

@@ -70,7 +70,7 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        calibration answer was known to make (it ended by length), setup.calibration.output_method
        "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
   1.26 request tool_chars, tool_calls (tool calls are output: client/tools.py); metric ttftc_s
-       (time to first tool call)
+       (time to first tool call); setup.tools, setup.tool_choice (--tools, --tool-choice)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -269,6 +269,8 @@ class Setup(Saved):
     )
     command_line: str | None = _opt("secrets redacted")
     extra_body: dict | None = _opt("(1.15) --extra-body, its credential-named keys' values as ***")
+    tools: list[dict] | None = _opt("(1.26) --tools: the function definitions sent (docs/tools.md)", omit=True)
+    tool_choice: str | None = _opt("(1.26) --tool-choice", omit=True)
     started_utc: str | None = None
     prompt_nonce: bool | None = None
     runs: int | None = None
