@@ -255,6 +255,8 @@ def test_a_parser_that_holds_the_arguments_is_buffering(start_sim, tmp_path, api
         if t["tool_calls"] and t["stream"]
     )
     assert "sse_buffering" in warning_codes(results)
+    [held_back] = [w for w in results["warnings"] if w["code"] == "sse_buffering"]
+    assert "tool-call parser" in held_back["message"]
     [case] = results["cases"]
     assert case["unavailable_codes"]["ttft_s"] == "buffered" and case["unavailable_codes"]["ttftc_s"] == "buffered"
     assert all(r["status"] == "ok" and r["completion_tokens"] == 64 for r in measured(results))

@@ -7,7 +7,7 @@ import dataclasses
 
 from benchy.measure import reading
 from benchy.measure.reading import Reading
-from benchy.measure.records import RequestRecord
+from benchy.measure.records import CONTENT, TOOL, RequestRecord
 from benchy.measure.unavailable import BUFFERED, Unavailable
 
 OUTPUT_FAILURES = ("empty_output", "zero_tokens")  # error kinds `classify` gives
@@ -49,10 +49,15 @@ def is_buffered(rec: RequestRecord, read: Reading | None = None) -> bool:
 def buffering_reason(rec: RequestRecord, read: Reading | None = None) -> str:
     """`read`: the record's reading where the caller holds it (else it is read here)."""
     read = read or reading.read(rec)
+    # An answer of tool calls: the usual holder is the server's tool-call parser (sglang#36272).
+    parser = TOOL_PARSER if TOOL in read.kinds and CONTENT not in read.kinds else ""
     return (
         f"SSE buffering: {read.count.tokens} tokens arrived in {len(rec.token_event_s)} events; "
-        f"{read.buffering.reason}, so event times measure the buffer, not the model"
+        f"{read.buffering.reason}, so event times measure the buffer, not the model{parser}"
     )
+
+
+TOOL_PARSER = " (the answers are tool calls: a tool-call parser that holds a call's arguments back does this)"
 
 
 def case_buffering(records: list[RequestRecord]) -> Unavailable | None:
