@@ -28,7 +28,8 @@ from benchy.client.client import Client
 from benchy.client.settings import ClientSettings
 from benchy.measure import classify, reading
 from benchy.measure.records import TOOL, RequestRecord
-from tests.conftest import bare_record
+from benchy.workloads import tools as tool_defs
+from tests.conftest import bare_record, run_benchy
 
 pytestmark = pytest.mark.realserver
 
@@ -81,6 +82,16 @@ def tokenize(server, text: str) -> int:
         return len(json.loads(r.read())["tokens"])
 
 
+def applied(server, tools: list | None) -> str:
+    """The prompt the server's chat template makes of one user message (and `tools`)."""
+    body: dict = {"messages": [{"role": "user", "content": "hello"}], **({"tools": tools} if tools else {})}
+    req = urllib.request.Request(
+        server.root_url + "/apply-template", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())["prompt"]
+
+
 def test_required_alone_does_not_make_a_random_model_call(tool_server):
     """What the module docstring says of this llama.cpp: `tool_choice: required` without the
     opened call lets the random model write text (no call): benchy then reads content."""
@@ -110,3 +121,31 @@ def test_real_tool_calls_are_output_counted_as_the_server_counts_them(tool_serve
         assert set(rec.token_event_kinds) == {TOOL} and len(rec.token_event_s) > 1
         # TTFT is the first token of any kind: here the call's, so the two figures are one
         assert read.first_tool_event == 0 and rec.token_event_s[0] > 0
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_tools_sent_by_benchy_run_are_in_the_prompt_it_fits_to_pp(tool_server, api):
+    """`--tools builtin`: the server renders the definitions into the prompt (its template's
+    <tools> block), and benchy's calibration, which sends them too, counts them: the server
+    counts exactly --pp prompt tokens on each API, with hundreds of tokens of overhead more than
+    the same run without tools."""
+
+    def run(*args: str) -> dict:
+        proc = run_benchy(
+            "run", "--base-url", tool_server.base_url, "--endpoint", api, "--quiet", "--format", "json",
+            *"--pp 1024 --tg 16 --runs 2".split(), *args, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout)
+
+    with_tools, plain = run("--tools", "builtin", "--tool-choice", "required"), run()
+    reqs = [r for c in with_tools["cases"] for r in c["requests"] if not r["warmup"]]
+    assert reqs and all(r["status"] == "ok" and r["prompt_tokens"] == 1024 for r in reqs)
+    assert all("prefill_tps" not in r["unavailable_codes"] for r in reqs)
+    grown = with_tools["setup"]["calibration"]["overhead_tokens"] - plain["setup"]["calibration"]["overhead_tokens"]
+    # the server's own account of what the definitions add: its template applied with and
+    # without them (/apply-template), each counted by its /tokenize
+    rendered = [applied(tool_server, tools) for tools in (tool_defs.BUILTIN_TOOLS, None)]
+    added = tokenize(tool_server, rendered[0]) - tokenize(tool_server, rendered[1])
+    assert added > 0 and abs(grown - added) <= 2, (grown, added)
+    assert with_tools["setup"]["tool_choice"] == "required" and len(with_tools["setup"]["tools"]) == 2
