@@ -234,6 +234,22 @@ def test_an_answer_that_ends_by_its_calls_succeeds_and_tool_choice_none_gets_tex
         assert truth[r["request_id"]]["tool_calls"] is None and r["tool_calls"] == 0 and r["content_chars"] > 0
 
 
+def test_a_server_that_ignores_tool_choice_required_is_said_to(start_sim, tmp_path):
+    """--tool-choice required, and a server that answers text all the same (the sim's
+    --tool-calls 0, as llama.cpp lets a random model do): the answers are counted as text, no
+    time to first tool call is made up, and tool_choice_ignored says why; with auto it is not."""
+    text = start_sim("--tool-calls", "0", "--decode-tps", "2000")
+    results = run_json(text, tmp_path, "--tools", "builtin", "--tool-choice", "required", *"--pp 64 --tg 16".split())
+    truth = {t["request_id"]: t for t in text.truth()}
+    reqs = measured(results)
+    assert all(truth[r["request_id"]]["tool_calls"] is None and r["tool_calls"] == 0 for r in reqs)
+    assert all(r["status"] == "ok" and r["unavailable_codes"]["ttftc_s"] == "no_tool_call" for r in reqs)
+    [ignored] = [w for w in results["warnings"] if w["code"] == "tool_choice_ignored"]
+    assert ignored["details"]["requests"] == len(reqs) and "required" in ignored["message"]
+    results = run_json(text, tmp_path, "--tools", "builtin", "--tool-choice", "auto", *"--pp 64 --tg 16".split())
+    assert "tool_choice_ignored" not in warning_codes(results)
+
+
 def test_a_request_that_forbids_parallel_calls_gets_one(start_sim, tmp_path):
     two = start_sim("--tool-calls", "2", "--decode-tps", "2000")
     forbid = ("--extra-body", '{"parallel_tool_calls": false}')

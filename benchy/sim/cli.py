@@ -119,7 +119,9 @@ and the truth log: docs/sim.md.
     default=False,
     help="The first token makes a role chunk without text (a split character); the next event has both.",
 )
-@click.option("--tool-calls", type=int, help="Sent tools, an answer holds this many calls (default 1; parallel).")
+@click.option(
+    "--tool-calls", type=int, help="Sent tools, an answer holds this many calls (default 1; parallel; 0: text anyway)."
+)
 @click.option(
     "--tool-parser-buffer/--no-tool-parser-buffer",
     default=False,

@@ -81,7 +81,7 @@ class SimConfig:
     silent_tokens: int = 0  # the last N tokens of a response make no event (usage counts them)
     textless_first: bool = False  # the first token's text is held: its role chunk goes out alone
     # --- tool calls (issue 53; sim/tools.py): sent tools, the answer is calls ---
-    tool_calls: int = 1  # calls in one answer (parallel calls), unless the request forbids them
+    tool_calls: int = 1  # calls in one answer (parallel calls), unless the request forbids them; 0: text anyway
     tool_parser_buffer: bool = False  # a tool-call parser that holds each call's arguments, sent at once
     vocab: str = "word"  # the sim's tokenizer (vocab.VOCABS): "syllable" cuts words into 3-letter pieces
     tokenize: bool = True  # POST /tokenize with the sim's own vocabulary (False: 404, as many servers)
@@ -358,7 +358,7 @@ def _validate_behaviours(cfg: SimConfig) -> None:
     _validate_gpus(cfg)
     if cfg.think_inline and cfg.harmony:
         raise ConfigError("--think-inline and --harmony cannot be combined")
-    _require_at_least(cfg, "tool_calls", 1)
+    _require_at_least(cfg, "tool_calls", 0)
     if cfg.textless_first and (cfg.harmony or cfg.spec_draft):
         raise ConfigError("--textless-first cannot be combined with --harmony or --spec-draft")
 

@@ -2,7 +2,8 @@
 
 A request that names tools (each API's shape: chat's {type, function: {name}}, Responses' flat
 {type, name}, Messages' {name, input_schema}) and does not say tool_choice none is answered with
-`--tool-calls` calls (one where the request forbids parallel calls: `parallel_tool_calls: false`,
+`--tool-calls` calls (0: text all the same, a server that ignores the tools; one where the
+request forbids parallel calls: `parallel_tool_calls: false`,
 Messages' `disable_parallel_tool_use`), each naming the forced tool or the tools in turn. The
 answer's generated tokens after any reasoning are the calls': each call its name's tokens (sent
 whole as the call opens, as every server sends a name), then its arguments, a JSON object of one
@@ -53,7 +54,7 @@ class ToolAnswer:
 def requested_calls(body: dict, parallel_calls: int) -> list[str] | None:
     """The names of the calls the answer to `body` holds; None: it answers with text."""
     tools = body.get("tools")
-    if tools is None or tools == []:
+    if tools is None or tools == [] or parallel_calls == 0:  # 0: a server that answers text anyway
         return None
     if not isinstance(tools, list):
         raise ToolRequestError("'tools' must be a list")

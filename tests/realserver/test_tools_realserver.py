@@ -149,3 +149,6 @@ def test_tools_sent_by_benchy_run_are_in_the_prompt_it_fits_to_pp(tool_server, a
     added = tokenize(tool_server, rendered[0]) - tokenize(tool_server, rendered[1])
     assert added > 0 and abs(grown - added) <= 2, (grown, added)
     assert with_tools["setup"]["tool_choice"] == "required" and len(with_tools["setup"]["tools"]) == 2
+    # the random model wrote text, as the module docstring says: benchy says the choice was ignored
+    assert all(r["tool_calls"] == 0 for r in reqs)
+    assert "tool_choice_ignored" in {w["code"] for w in with_tools["warnings"]}
