@@ -312,3 +312,24 @@ def test_bad_tools_are_a_one_line_usage_error(args, words):
     proc = run_benchy_here("run", "--base-url", "http://127.0.0.1:9/v1", *args)
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(err) == 1 and words in err[0], proc.stderr
+
+
+def test_a_conversations_turns_report_their_first_tool_call(sim, tmp_path):
+    """--turns with --tools: each turn's median time to first tool call, from each request's
+    own (the truth's first tool event), beside its TTFT; the report shows the column."""
+    out = tmp_path / "turns"
+    args = ["--tools", "builtin", "--turns", "3", "-c", "2", "--pp", "96", "--tg", "24"]
+    proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(out), *args)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    truth = {t["request_id"]: t for t in sim.truth()}
+    [case] = results["cases"]
+    slack = client_slack_s(case)
+    for row in case["workload"]["turns"]:
+        reqs = [r for r in measured(results) if r["turn"] == row["turn"]]
+        firsts = [min(e["t_s"] for e in truth[r["request_id"]]["events"] if e["kind"] == "tool") for r in reqs]
+        assert all(r["tool_calls"] == CALLS for r in reqs)
+        told = sorted(f - r["sent_mono_s"] for f, r in zip(firsts, reqs))
+        assert told[0] - slack <= row["ttftc_s"] <= told[-1] + slack  # a median of the truth's
+        assert row["ttftc_s"] >= row["ttft_s"]  # the reasoning came first
+    assert "first tool call ms" in (out / "report.md").read_text()

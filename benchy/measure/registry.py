@@ -568,6 +568,15 @@ _BESIDE = (
         formula=turn.metric_median("ttft_s"),
         definition="the median TTFT of one turn index's successful requests",
     ),
+    _time(
+        "turn_ttftc_s",
+        "turn TTF tool call ms",
+        level=TURN,
+        source=WORKLOAD,
+        stored_as="ttftc_s",
+        formula=turn.metric_median("ttftc_s"),
+        definition="the median time to first tool call of one turn index's successful requests (each called)",
+    ),
     _token_rate(
         "turn_prefill_tps",
         "turn prefill t/s",

@@ -70,8 +70,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        calibration answer was known to make (it ended by length), setup.calibration.output_method
        "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
   1.26 request tool_chars, tool_calls (tool calls are output: client/tools.py); metric ttftc_s
-       (time to first tool call); setup.tools, setup.tool_choice (--tools, --tool-choice); warning
-       tool_choice_ignored
+       (time to first tool call), workload.turns[].ttftc_s; setup.tools, setup.tool_choice (--tools,
+       --tool-choice); warning tool_choice_ignored
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
