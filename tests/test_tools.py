@@ -332,4 +332,4 @@ def test_a_conversations_turns_report_their_first_tool_call(sim, tmp_path):
         told = sorted(f - r["sent_mono_s"] for f, r in zip(firsts, reqs))
         assert told[0] - slack <= row["ttftc_s"] <= told[-1] + slack  # a median of the truth's
         assert row["ttftc_s"] >= row["ttft_s"]  # the reasoning came first
-    assert "first tool call ms" in (out / "report.md").read_text()
+    assert all("first tool call ms" in (out / name).read_text() for name in ("report.md", "report.html"))
