@@ -221,11 +221,12 @@ def test_a_turns_medians_come_from_its_requests_metrics():
     ]
     sample = TurnSample(
         ok=ok,
-        values=[{"ttft_s": t, "prefill_tps": why, "e2e_s": 2 * t} for t in (0.3, 0.1, 0.2)],
+        values=[{"ttft_s": t, "ttftc_s": t + 0.05, "prefill_tps": why, "e2e_s": 2 * t} for t in (0.3, 0.1, 0.2)],
         cold_ttft=[0.8, why, 0.4],
     )
     found = registry.compute(registry.TURN, sample, {})
     assert found["turn_ttft_s"] == pytest.approx(0.2) and found["turn_e2e_s"] == pytest.approx(0.4)
+    assert found["turn_ttftc_s"] == pytest.approx(0.25)  # the first tool call's, as TTFT's
     assert found["turn_prefill_tps"] is why  # one request without it: no median, its reason
     assert found["turn_new_tokens"] == pytest.approx(91) and found["turn_prompt_tokens"] == pytest.approx(101)
     assert found["turn_cold_ttft_s"] == pytest.approx(0.6)

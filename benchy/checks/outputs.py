@@ -154,6 +154,27 @@ def reasoning_only(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         )
 
 
+def tool_choice_ignored(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """--tool-choice required (or a function's name) asks every answer to be a call: answers
+    without one mean the server did not enforce it (llama.cpp lets text come before its first
+    <tool_call>: docs/tools.md), and the time to first tool call covers only the others."""
+    choice, facts = run.setup.tool_choice, case.facts()
+    if choice in (None, "auto", "none") or not facts.n_without_tool_call:
+        return
+    yield Warning_(
+        Code.TOOL_CHOICE_IGNORED,
+        WARNING,
+        case.label,
+        f"{facts.n_without_tool_call} of {facts.n_ok} requests held no tool call although --tool-choice "
+        f"{choice} asked for one: the server did not enforce the choice, so those answers are text and "
+        "the time to first tool call covers only the rest.",
+        "Check that the server parses tool calls for this model (vLLM --enable-auto-tool-choice and a "
+        "--tool-call-parser; llama.cpp --jinja and a template with tools) and that its grammar holds "
+        "the call from the first token.",
+        details=RequestCount(requests=facts.n_without_tool_call),
+    )
+
+
 def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     # Without usage the token count is a lower bound: it cannot show a short output.
     facts = case.facts()
@@ -190,6 +211,13 @@ def _short_output_cause(reasons: set, stop: list[str]) -> tuple[str, str]:
         return (
             "the server ended them at a length limit below the one asked (finish_reason length)",
             "Check the server's own output cap (max_tokens limit, context length minus the prompt).",
+        )
+    if reasons == {"tool_calls"}:
+        return (
+            "the answers ended with their tool calls (finish_reason tool_calls): a call ends the "
+            "model's turn, ignore_eos or not",
+            "An agent's turn is as long as its call: compare with runs of the delivered length, "
+            "or send --tool-choice none to measure text.",
         )
     if stop and "stop" in reasons:
         return (

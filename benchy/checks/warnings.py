@@ -66,6 +66,7 @@ CASE_CHECKS: tuple[CaseCheck, ...] = (
     outputs.empty_output,
     outputs.zero_tokens,
     outputs.reasoning_only,
+    outputs.tool_choice_ignored,
     outputs.output_length_mismatch,
     tokens.no_usage,
     tokens.usage_mismatch,

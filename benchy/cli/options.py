@@ -138,6 +138,20 @@ CLIENT_OPTIONS: tuple[Decorator, ...] = (
         "response_format… A field benchy sets itself is refused; a credential-named key's value "
         "is never written.",
     ),
+    click.option(
+        "--tools",
+        metavar="FILE|builtin",
+        default=None,
+        help='Send tools: a JSON file of OpenAI function definitions (a list, or {"tools": [...]}), '
+        "or `builtin` (search, read_file); converted for --endpoint responses and messages. "
+        "Tool calls are output: docs/tools.md.",
+    ),
+    click.option(
+        "--tool-choice",
+        metavar="auto|required|none|NAME",
+        default=None,
+        help="tool_choice with --tools (required: every answer a call; NAME: that function).",
+    ),
 )
 
 
@@ -152,15 +166,21 @@ def _client_settings(
     headers: tuple[str, ...],
     no_env_proxy: bool,
     extra_body: str | None,
+    tools: str | None = None,
+    tool_choice: str | None = None,
 ) -> ClientSettings:
     from benchy.client.extra_body import load as load_extra_body
     from benchy.client.settings import ClientSettings, parse_header
+    from benchy.workloads import tools as tool_calls
 
     check_url(base_url)
     base_url = api_root(base_url)
     try:
         parsed = tuple(parse_header(h) for h in headers)
         extra = load_extra_body(extra_body) if extra_body is not None else None
+        listed = tool_calls.load(tools) if tools is not None else None
+        if tool_choice is not None:
+            tool_calls.check_choice(tool_choice, listed)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     return ClientSettings(
@@ -174,6 +194,8 @@ def _client_settings(
         headers=parsed,
         env_proxy=not no_env_proxy,
         extra_body=extra,
+        tools=listed,
+        tool_choice=tool_choice,
     )
 
 

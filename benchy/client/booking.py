@@ -18,6 +18,8 @@ class Booker(Protocol):
 
     def book_text(self, now: float, content: str, reasoning: str) -> None: ...
 
+    def book_tool(self, now: float, text: str) -> None: ...  # a tool call's name or arguments
+
     def book_usage(self, usage: dict[str, Any]) -> None: ...  # chat-named usage
 
     def fail(self, kind: str, message: str) -> None: ...

@@ -23,7 +23,7 @@ from urllib.parse import urljoin
 
 import orjson
 
-from benchy.client import messages, responses
+from benchy.client import messages, responses, tools
 from benchy.client.aiohttp_pool import AiohttpPool
 from benchy.client.booking import Api
 from benchy.client.connect import HttpFailure, env_proxy
@@ -297,6 +297,7 @@ class Client:
     def payload(
         self, prompt: str, max_tokens: int, endpoint: str, stream: bool = True, extra: dict | None = None
     ) -> dict:
+        extra = tools.with_tools(extra, self.settings.tools, self.settings.tool_choice, endpoint)
         api = _api(endpoint)
         if api is not None:
             body = api.payload(self.settings.model, prompt, max_tokens, stream, extra)
@@ -342,7 +343,11 @@ class Client:
         # One reasoning text, as a stream is read: a server between the two names (vLLM around
         # the reasoning_content -> reasoning rename) sends the same text in both.
         reasoning = str_or_none(held.get("reasoning_content")) or str_or_none(held.get("reasoning"))
-        parts = [reasoning, held.get("content"), held.get("text")]
+        # A tool call's name and arguments are output, read as a stream reads them (tools.py).
+        calls = held.get("tool_calls")
+        fns = [c["function"] for c in calls or [] if isinstance(c, dict) and isinstance(c.get("function"), dict)]
+        named = [p for f in fns for p in (f.get("name"), f.get("arguments"))]
+        parts = [reasoning, held.get("content"), held.get("text"), *named]
         return "".join(p for p in parts if isinstance(p, str)), obj["usage"], str_or_none(choice.get("finish_reason"))
 
     async def server_token_count(self, text: str) -> int | None:

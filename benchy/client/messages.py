@@ -4,9 +4,13 @@ completion's.
 
 Its stream: `message_start` (the message, with the input side of usage), `content_block_start`,
 `content_block_delta` (a `text_delta`'s text is the answer, a `thinking_delta`'s thinking is
-reasoning; signatures and tool-call JSON are no text), `content_block_stop`, `message_delta`
+reasoning; a signature is no text), `content_block_stop`, `message_delta`
 (the stop reason and the output side of usage, cumulative), and `message_stop`, the stream's
 end (there is no `[DONE]`). An `error` event fails the request with kind server_error.
+
+Tool calls are output (client/tools.py): a `tool_use` block's name when it starts, its input's
+`input_json_delta` fragments as they stream; a whole answer's `tool_use` blocks as chat's
+tool_calls (the input as JSON text); stop_reason `tool_use` is chat's `tool_calls`.
 
 Usage is Anthropic's: `input_tokens` counts the prompt tokens that were NOT read from the cache,
 so the prompt is input_tokens + cache_read_input_tokens + cache_creation_input_tokens, and the
@@ -15,8 +19,10 @@ cached tokens are cache_read_input_tokens.
 
 from __future__ import annotations
 
+import json
 from typing import overload
 
+from benchy.client import tools
 from benchy.client.booking import Booker
 
 # Anthropic's stop reasons in chat's words: the checks read finish_reason as chat names it.
@@ -63,17 +69,31 @@ def as_chat(obj: object) -> object:
     blocks = [b for b in obj.get("content") or [] if isinstance(b, dict)]
     content = "".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
     thinking = "".join(b["thinking"] for b in blocks if isinstance(b.get("thinking"), str))
-    message = {"role": "assistant", "content": content, "reasoning_content": thinking}
+    message: dict = {"role": "assistant", "content": content, "reasoning_content": thinking}
+    calls = [_chat_call(b) for b in blocks if b.get("type") == "tool_use"]
+    if calls:
+        message["tool_calls"] = calls
     reason = obj.get("stop_reason")
     choice = {"index": 0, "message": message, "finish_reason": STOP_REASONS.get(str(reason), reason)}
     return {"id": obj.get("id"), "choices": [choice], "usage": chat_usage(obj.get("usage"))}
+
+
+def _chat_call(block: dict) -> dict:
+    """A whole answer's tool_use block as chat's call: its input as the JSON text it was."""
+    given = block.get("input")
+    arguments = given if isinstance(given, str) else json.dumps(given, ensure_ascii=False, separators=(",", ":"))
+    return tools.chat_call(block.get("id"), block.get("name"), arguments)
 
 
 def book(reader: Booker, obj: dict, now: float) -> None:
     """One parsed event of a Messages stream into the record (see the module docstring)."""
     kind = obj.get("type")
     if kind == "content_block_delta":
-        _delta(reader, obj.get("delta"), now)
+        _delta(reader, obj.get("delta"), now, obj.get("index"))
+    elif kind == "content_block_start":
+        block = obj.get("content_block")
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            tools.book_piece(reader, now, obj.get("index"), block.get("name"))
     elif kind == "message_start":
         message = obj.get("message")
         _counts(reader, message.get("usage") if isinstance(message, dict) else None)
@@ -90,14 +110,17 @@ def book(reader: Booker, obj: dict, now: float) -> None:
         reader.bad_events += 1
 
 
-def _delta(reader: Booker, delta: object, now: float) -> None:
+def _delta(reader: Booker, delta: object, now: float, index: object) -> None:
     if not isinstance(delta, dict):
         reader.bad_events += 1
         return
     kind = delta.get("type")
+    if kind == "input_json_delta":  # a tool call's input, streamed (its block's index names it)
+        tools.book_piece(reader, now, index, delta.get("partial_json"))
+        return
     key = "text" if kind == "text_delta" else "thinking" if kind == "thinking_delta" else None
     if key is None:
-        return  # a signature or a tool call's JSON: no text
+        return  # a signature: no text
     text = delta.get(key)
     if not isinstance(text, str):
         reader.bad_events += 1

@@ -21,11 +21,11 @@ from collections.abc import Callable
 
 import orjson
 
-from benchy.client import whole
+from benchy.client import tools, whole
 from benchy.client.booking import Api
 from benchy.client.harmony import HarmonyStream, markers_missing
 from benchy.client.sse import SSEParser
-from benchy.records import CONTENT, REASONING, Anomaly, RequestRecord
+from benchy.records import CONTENT, REASONING, TOOL, Anomaly, RequestRecord
 
 # Once finish_reason and usage are in, [DONE] and the body's end get this long (they follow in
 # the same write on every server seen); finish_reason without usage waits this long for usage.
@@ -189,6 +189,16 @@ class StreamReader:
         self.kinds.append(CONTENT if content else REASONING)
         self.texts.append(reasoning + content)
 
+    def book_tool(self, now: float, text: str) -> None:
+        """A tool call's piece (its name, a fragment of its arguments): output like content,
+        of kind TOOL (client/tools.py)."""
+        rec = self.rec
+        rec.tool_chars += len(text)
+        rec.token_event_s.append(now)
+        rec.token_event_chars.append(len(text))
+        self.kinds.append(TOOL)
+        self.texts.append(text)
+
     def settle(self) -> None:
         """The per-event lists, joined into the record's strings."""
         self.rec.token_event_text = "".join(self.texts)
@@ -308,6 +318,7 @@ class StreamReader:
                 and not delta.get("reasoning_content")
                 and not delta.get("reasoning")
                 and not choice.get("finish_reason")
+                and "tool_calls" not in delta
             ):
                 self.book_text(now, content, "")
                 return
@@ -329,7 +340,10 @@ class StreamReader:
             content, reasoning = self._channels(self.harmony, content, now)
         if content or reasoning:
             self.book_text(now, content or "", reasoning or "")
-        elif "content" in delta and content is None and not delta.get("role"):
+        calls = delta.get("tool_calls")
+        if calls:
+            tools.book_chat_delta(self, calls, now)
+        elif not (content or reasoning) and "content" in delta and content is None and not delta.get("role"):
             self.rec.content_null_events += 1
         finish = choice.get("finish_reason")
         if finish:

@@ -8,16 +8,25 @@ Its stream is typed events, not chat chunks: `response.output_text.delta` (answe
 `response.completed` (or `response.incomplete` when max_output_tokens cut it), whose `response`
 holds the usage. That end event is the stream's end (there is no `[DONE]`). An `error` event, or
 `response.failed`, fails the request with kind server_error. Other events (created,
-in_progress, output_item.added, *.done) carry no text: they count as events, nothing more.
+in_progress, *.done) carry no text: they count as events, nothing more.
+
+Tool calls are output (client/tools.py): a `function_call` item's name when it is added
+(`response.output_item.added`), its arguments' `response.function_call_arguments.delta`s (or,
+where none came, the arguments of its `.done`); an answer of function calls that completed
+ends as chat's `tool_calls`.
 """
 
 from __future__ import annotations
 
 from typing import overload
 
+from benchy.client import tools
 from benchy.client.booking import Booker
 
 TEXT = "response.output_text.delta"
+ITEM_ADDED = "response.output_item.added"
+ARGUMENTS = "response.function_call_arguments.delta"
+ARGUMENTS_DONE = "response.function_call_arguments.done"
 REASONING = frozenset({"response.reasoning_text.delta", "response.reasoning_summary_text.delta"})
 ENDS = frozenset({"response.completed", "response.incomplete"})
 FAILURES = frozenset({"error", "response.failed"})
@@ -60,11 +69,17 @@ def chat_usage(usage: object) -> object:
     return out
 
 
-def finish_reason(response: dict) -> str:
+def finish_reason(response: dict, called: bool = False) -> str:
+    """In chat's words; `called`: the answer held function calls (also where the end event's
+    `output` does not list them)."""
     details = response.get("incomplete_details")
     reason = details.get("reason") if isinstance(details, dict) else None
     if response.get("status") == "incomplete":
         return _INCOMPLETE.get(str(reason), str(reason or "length"))
+    output = response.get("output")
+    items = output if isinstance(output, list) else []
+    if called or any(isinstance(i, dict) and i.get("type") == "function_call" for i in items):
+        return "tool_calls"
     return "stop"
 
 
@@ -75,13 +90,19 @@ def as_chat(obj: object) -> object:
         return obj
     content: list[str] = []
     reasoning: list[str] = []
+    calls: list[dict] = []
     for item in obj.get("output") or []:
         if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call":
+            calls.append(tools.chat_call(item.get("call_id"), item.get("name"), item.get("arguments")))
             continue
         texts = [p.get("text") for p in item.get("content") or [] if isinstance(p, dict)]
         texts += [p.get("text") for p in item.get("summary") or [] if isinstance(p, dict)]
         (reasoning if item.get("type") == "reasoning" else content).extend(t for t in texts if isinstance(t, str))
-    message = {"role": "assistant", "content": "".join(content), "reasoning_content": "".join(reasoning)}
+    message: dict = {"role": "assistant", "content": "".join(content), "reasoning_content": "".join(reasoning)}
+    if calls:
+        message["tool_calls"] = calls
     choice = {"index": 0, "message": message, "finish_reason": finish_reason(obj)}
     return {"id": obj.get("id"), "choices": [choice], "usage": chat_usage(obj.get("usage"))}
 
@@ -95,6 +116,8 @@ def book(reader: Booker, obj: dict, now: float) -> None:
             reader.bad_events += 1
         elif text:
             reader.book_text(now, text, "") if kind == TEXT else reader.book_text(now, "", text)
+    elif kind == ITEM_ADDED or kind == ARGUMENTS or kind == ARGUMENTS_DONE:
+        _tool_call(reader, kind, obj, now)
     elif kind in ENDS:
         _end(reader, obj.get("response"))
         if isinstance(obj.get("timings"), dict):  # llama.cpp's, beside the response
@@ -110,13 +133,38 @@ def _end(reader: Booker, response: object) -> None:
     if not isinstance(response, dict):
         reader.bad_events += 1
         return
-    reader.rec.finish_reason = finish_reason(response)
+    reader.rec.finish_reason = finish_reason(response, reader.rec.tool_calls > 0)
     usage = response.get("usage")
     if usage is not None:
         if isinstance(usage, dict):
             reader.book_usage(chat_usage(usage))
         else:
             reader.bad_events += 1
+
+
+def _tool_call(reader: Booker, kind: str, obj: dict, now: float) -> None:
+    """A function call's events: its name as its item is added, its arguments as they stream
+    (a `.done` books them only where no delta came: a server that sends them whole)."""
+    if kind == ITEM_ADDED:
+        item = obj.get("item")
+        if not isinstance(item, dict):
+            reader.bad_events += 1
+        elif item.get("type") == "function_call":
+            tools.book_piece(reader, now, _call_key(obj, item), item.get("name"))
+        return
+    key = _call_key(obj, obj)
+    streamed: set = reader.state.setdefault("arguments_streamed", set())
+    if kind == ARGUMENTS:
+        streamed.add(key)
+        tools.book_piece(reader, now, key, obj.get("delta"))
+    elif key not in streamed:
+        tools.book_piece(reader, now, key, obj.get("arguments"))
+
+
+def _call_key(obj: dict, item: dict) -> object:
+    """What names a function call across its events: its output_index, else its item's id."""
+    index = obj.get("output_index")
+    return index if index is not None else item.get("item_id") or item.get("id")
 
 
 def _failure(reader: Booker, obj: dict) -> None:

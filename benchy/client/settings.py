@@ -32,6 +32,8 @@ class ClientSettings:
     env_proxy: bool = True  # a proxy from HTTP_PROXY / HTTPS_PROXY / NO_PROXY (--no-env-proxy: never)
     transport: str = "lean"  # benchy.client.http1, or "aiohttp"
     stream: bool = True  # False: --no-stream, each answer read whole (client/whole.py)
+    tools: list | None = None  # --tools: OpenAI function definitions (client/tools.py)
+    tool_choice: str | None = None  # --tool-choice: auto | required | none | a function's name
 
 
 # Headers whose value the transport decides (framing, the connection); --header may not set them.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchy.client import tools
 from benchy.client.booking import Booker
 
 
@@ -45,7 +46,8 @@ def read(reader: Booker, obj: object, now: float) -> None:
 
 
 def _answer(reader: Booker, choice: dict[str, Any], now: float) -> None:
-    """The answer's text as events at its end: reasoning, then content, as the API split them."""
+    """The answer's text as events at its end: reasoning, then content, then each tool call
+    (its name and arguments: client/tools.py), as the API split them."""
     message = choice.get("message")
     held: dict[str, Any] = message if isinstance(message, dict) else choice
     reasoning = held.get("reasoning_content") or held.get("reasoning")
@@ -54,6 +56,9 @@ def _answer(reader: Booker, choice: dict[str, Any], now: float) -> None:
         reader.book_text(now, "", reasoning)
     if isinstance(content, str) and content:
         reader.book_text(now, content, "")
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    if calls:
+        tools.book_chat_message(reader, calls, now)
     elif isinstance(message, dict) and "content" in message and content is None:
         reader.rec.content_null_events += 1
     finish = choice.get("finish_reason")

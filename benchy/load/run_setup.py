@@ -54,6 +54,7 @@ def run_setup(
         "receive_stamps": kernel_stamps.described(settings.client.transport, settings.client.stream),
         "command_line": settings.command_line,
         "extra_body": redacted_extra_body(settings.client.extra_body),
+        **_tools_setup(settings.client),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "prompt_nonce": settings.nonce,
         "runs": settings.runs,
@@ -66,6 +67,13 @@ def run_setup(
         **_template_setup(settings),
         **_client_ceiling_setup(),
     }
+
+
+def _tools_setup(client: ClientSettings) -> dict[str, Any]:
+    """--tools and --tool-choice as sent (absent when no tools were)."""
+    if client.tools is None and client.tool_choice is None:
+        return {}
+    return {"tools": client.tools, "tool_choice": client.tool_choice}
 
 
 def _tokenizer_text(cal: Calibration) -> str:

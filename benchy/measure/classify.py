@@ -8,7 +8,7 @@ import dataclasses
 from benchy.measure import reading
 from benchy.measure.reading import Reading
 from benchy.measure.unavailable import BUFFERED, Unavailable
-from benchy.records import RequestRecord
+from benchy.records import CONTENT, TOOL, RequestRecord
 from benchy.records.tokens import tokens_of
 
 OUTPUT_FAILURES = ("empty_output", "zero_tokens")  # error kinds `classify` gives
@@ -23,7 +23,8 @@ def output_failure(rec: RequestRecord) -> tuple[str, str] | None:
     if claimed == 0:
         said = "completion_tokens 0" if rec.usage_reported else "no text and no usage"
         return "zero_tokens", f"the server generated nothing ({said}, finish_reason {rec.finish_reason!r})"
-    if rec.content_chars == 0 and (rec.reasoning_chars == 0 or rec.content_null_events):
+    # A tool call is output (client/tools.py): its name and arguments are the answer.
+    if rec.content_chars == 0 and rec.tool_chars == 0 and (rec.reasoning_chars == 0 or rec.content_null_events):
         nulls = f"; {rec.content_null_events} deltas said content: null" if rec.content_null_events else ""
         return "empty_output", f"the server claimed {claimed} completion tokens but sent no content{nulls}"
     return None
@@ -48,10 +49,15 @@ def is_buffered(rec: RequestRecord, read: Reading | None = None) -> bool:
 def buffering_reason(rec: RequestRecord, read: Reading | None = None) -> str:
     """`read`: the record's reading where the caller holds it (else it is read here)."""
     read = read or reading.read(rec)
+    # An answer of tool calls: the usual holder is the server's tool-call parser (sglang#36272).
+    parser = TOOL_PARSER if TOOL in read.kinds and CONTENT not in read.kinds else ""
     return (
         f"SSE buffering: {read.count.tokens} tokens arrived in {len(rec.token_event_s)} events; "
-        f"{read.buffering.reason}, so event times measure the buffer, not the model"
+        f"{read.buffering.reason}, so event times measure the buffer, not the model{parser}"
     )
+
+
+TOOL_PARSER = " (the answers are tool calls: a tool-call parser that holds a call's arguments back does this)"
 
 
 def case_buffering(records: list[RequestRecord]) -> Unavailable | None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchy.measure import evidence
-from benchy.records import CONTENT, REASONING, RequestRecord
+from benchy.records import CONTENT, REASONING, TOOL, RequestRecord
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,14 @@ class Reading:
 
     @property
     def first_content_event(self) -> int:
-        """Index of the first event of the answer (-1: none came)."""
-        return self.kinds.find(CONTENT)
+        """Index of the first event of the answer, content or a tool call (-1: none came)."""
+        found = [i for i in (self.kinds.find(CONTENT), self.kinds.find(TOOL)) if i >= 0]
+        return min(found, default=-1)
+
+    @property
+    def first_tool_event(self) -> int:
+        """Index of the first event of a tool call (-1: none came)."""
+        return self.kinds.find(TOOL)
 
 
 def read(rec: RequestRecord) -> Reading:

@@ -36,6 +36,7 @@ from benchy.measure.request_formulas import (
     ttfc_s,
     ttft_gap_s,
     ttft_s,
+    ttftc_s,
 )
 from benchy.measure.unavailable import BUFFERED, NOT_STREAMED_WHY, REQUEST_FAILED, Unavailable
 from benchy.records import RequestRecord
@@ -121,6 +122,19 @@ def _token_rate(name: str, title: str, decimals: int = 1, **more: Any) -> Metric
     return Metric(name, title, unit="tokens/s", scale=1.0, decimals=decimals, higher_is_better=True, **more)
 
 
+def _stored_time(level: str, source: Source, key: str, title: str, formula: Callable, definition: str) -> Metric:
+    """A time of a level kept beside a case's own figures, named `{level}_{key}`, stored as `key`."""
+    return _time(
+        f"{level}_{key}", title, level=level, source=source, stored_as=key, formula=formula, definition=definition
+    )
+
+
+def _turn_median(key: str, title: str, words: str) -> Metric:
+    """One turn index's median of a per-request time."""
+    definition = f"the median {words} of one turn index's successful requests"
+    return _stored_time(TURN, WORKLOAD, key, title, turn.metric_median(key), definition)
+
+
 def _request_rate(name: str, title: str, **more: Any) -> Metric:
     return Metric(name, title, unit="requests/s", scale=1.0, decimals=2, higher_is_better=True, **more)
 
@@ -160,11 +174,21 @@ _PER_CASE = (
         "TTFC ms",
         late_only_worsens=True,
         stream_timing=True,
-        definition="send → first event carrying content (not reasoning)",
+        definition="send → first event carrying content or a tool call (not reasoning)",
         explanation="time to first content: the first token of the answer, after any reasoning.",
         slo="ttfc",
         reads=("token_event_s", "token_event_kinds"),
         formula=ttfc_s,
+    ),
+    _time(
+        "ttftc_s",
+        "TTF tool call ms",
+        late_only_worsens=True,
+        stream_timing=True,
+        definition="send → first event of a tool call (its name or arguments)",
+        explanation="time to first tool call: when an agent could start running the tool's call.",
+        reads=("token_event_s", "token_event_kinds"),
+        formula=ttftc_s,
     ),
     _token_rate(
         "decode_tps",
@@ -419,14 +443,13 @@ _BESIDE = (
         "decode histogram's sum (vLLM's interval starts at each request's first token)",
     ),
     *(
-        _time(
-            f"server_window_{key}",
+        _stored_time(
+            SERVER_WINDOW,
+            SERVER,
+            key,
             title,
-            level=SERVER_WINDOW,
-            source=SERVER,
-            stored_as=key,
-            formula=window.histogram_mean(key),
-            definition=f"the mean of the server's {words} histogram over the case (sum ÷ count)",
+            window.histogram_mean(key),
+            f"the mean of the server's {words} histogram over the case (sum ÷ count)",
         )
         for key, title, words in SERVER_HISTOGRAMS
     ),
@@ -548,15 +571,8 @@ _BESIDE = (
         formula=window.cpu_share,
         definition="benchy's process CPU time ÷ wall time while requests were in flight (1.0: one core busy)",
     ),
-    _time(
-        "turn_ttft_s",
-        "turn TTFT ms",
-        level=TURN,
-        source=WORKLOAD,
-        stored_as="ttft_s",
-        formula=turn.metric_median("ttft_s"),
-        definition="the median TTFT of one turn index's successful requests",
-    ),
+    _turn_median("ttft_s", "turn TTFT ms", "TTFT"),
+    _turn_median("ttftc_s", "turn TTF tool call ms", "time to first tool call"),
     _token_rate(
         "turn_prefill_tps",
         "turn prefill t/s",

@@ -15,6 +15,7 @@ from benchy.measure.unavailable import (
     NO_PROMPT_TOKENS,
     NO_SERVER_TIMINGS,
     NO_TEXT_EVENT,
+    NO_TOOL_CALL,
     NOT_FINISHED,
     PROMPT_LENGTH_MISSED,
     SPECIAL_TOKENS_STRIPPED,
@@ -69,6 +70,14 @@ def ttfc_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
         if read.think.opened:  # </think> was the last token: the answer never started either
             return Unavailable(THINK_NO_ANSWER, "the <think> block closed with the last token: no answer followed")
         return Unavailable(NO_CONTENT_EVENT, "no content token arrived (empty or reasoning-only output)")
+    return rec.token_event_s[first]
+
+
+def ttftc_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
+    """Time to the first tool call: the first event of a call's name or arguments."""
+    first = read.first_tool_event
+    if first < 0:
+        return Unavailable(NO_TOOL_CALL, "no tool call arrived")
     return rec.token_event_s[first]
 
 

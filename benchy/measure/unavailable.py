@@ -22,6 +22,7 @@ class Unavailable:
 NOT_FINISHED = "not_finished"
 NO_TEXT_EVENT = "no_text_event"
 NO_CONTENT_EVENT = "no_content_event"
+NO_TOOL_CALL = "no_tool_call"  # no tool call arrived: no time to the first one
 TOO_FEW_EVENTS = "too_few_events"  # (files of earlier versions; now TOO_FEW_ARRIVALS)
 NO_PROMPT_TOKENS = "no_prompt_tokens"
 NO_CACHED_TOKENS = "no_cached_tokens"
@@ -61,6 +62,7 @@ REASON_TITLES = {
     BUFFERED_TREND: "'TTFT' grows with output length",
     NO_TEXT_EVENT: "no text event",
     NO_CONTENT_EVENT: "no content token",
+    NO_TOOL_CALL: "no tool call",
     TOO_FEW_EVENTS: "fewer than two text events",
     NO_PROMPT_TOKENS: "no prompt token count",
     NO_CACHED_TOKENS: "no cached_tokens",

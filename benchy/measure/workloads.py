@@ -43,7 +43,7 @@ from benchy import jsontypes
 from benchy.measure import registry
 from benchy.measure.registry import PerRequest
 from benchy.measure.turn_formulas import NONE_OK, TurnSample
-from benchy.measure.unavailable import Unavailable
+from benchy.measure.unavailable import NO_TOOL_CALL, Unavailable
 from benchy.measure.window_formulas import NO_MEDIAN, NOTHING
 from benchy.records import RequestRecord
 
@@ -155,6 +155,7 @@ class TurnRow(_Saved):
     n_ok: int
     n_failed: int
     ttft_s: float | None = None
+    ttftc_s: float | None = None  # (results 1.26) time to first tool call, where every answer called
     prefill_tps: float | None = None
     e2e_s: float | None = None
     prompt_tokens: float | None = None
@@ -552,7 +553,7 @@ def leakage(ok: list[RequestRecord]) -> Leakage | None:
     return Leakage(len(leaks), len(ok), max(excess for _, excess in leaks), first.request_id, first.turn)
 
 
-TURN_METRICS = ("ttft_s", "prefill_tps", "e2e_s")
+TURN_METRICS = ("ttft_s", "ttftc_s", "prefill_tps", "e2e_s")
 _TURN_FIGURES = tuple(m for m in registry.of_level(registry.TURN))
 
 
@@ -586,7 +587,7 @@ def turn_figures(
                 unavailable={
                     key: v.message
                     for key in TURN_METRICS
-                    if isinstance(v := figures[key], Unavailable) and v is not NONE_OK
+                    if isinstance(v := figures[key], Unavailable) and v is not NONE_OK and v.code != NO_TOOL_CALL
                 },
             )
         )

@@ -22,12 +22,13 @@ from typing import IO, Any
 
 # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind; 1.3: local_scale_from_usage;
 # 1.4: streamed; 1.5: prompt_slack; 1.6: witness lines (WITNESS_OF), a late witness of a request written before it came;
-# 1.7: local_scale_generated
-REQUESTS_SCHEMA = "benchy/requests/1.7"
+# 1.7: local_scale_generated; 1.8: tool_chars, tool_calls (tool calls are output: TOOL events)
+REQUESTS_SCHEMA = "benchy/requests/1.8"
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
 CONTENT = "c"
 REASONING = "r"
+TOOL = "t"  # a tool call's name or arguments (client/tools.py): output like content
 
 
 class Anomaly(str, Enum):
@@ -66,7 +67,7 @@ class RequestRecord:
     end_s: float | None = None  # stream finished (or failed)
     token_event_s: list[float] = field(default_factory=list)  # events that carried text
     token_event_chars: list[int] = field(default_factory=list)
-    token_event_kinds: str = ""  # CONTENT / REASONING per token-bearing event
+    token_event_kinds: str = ""  # CONTENT / REASONING / TOOL per token-bearing event
     # The generated text as it streamed, reasoning and content in event order (token_event_chars
     # cuts it per event): metrics count it with benchy's own tokenizer (evidence.py).
     token_event_text: str = ""
@@ -94,6 +95,10 @@ class RequestRecord:
     content_chars: int = 0
     reasoning_chars: int = 0
     content_null_events: int = 0  # deltas that said content: null with no other text
+    # (1.8) Tool calls are output: the characters of their names and arguments as they came
+    # (also in token_event_text, kind TOOL), and how many calls the answer held (parallel calls).
+    tool_chars: int = 0
+    tool_calls: int = 0
     finish_reason: str | None = None
     # Anomaly codes (files before requests 1.2 wrote a count after the code: malformed_events:N)
     anomalies: list[str] = field(default_factory=list)

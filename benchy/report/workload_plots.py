@@ -50,10 +50,13 @@ def _turns_figure(plots: ModuleType, case: CaseResult, path: Path) -> Figure | N
     cold = [(r.turn, r.cold_ttft_s * 1000) for r in rows if r.cold_ttft_s]
     if cold:
         left.plot(*zip(*cold), marker="x", linestyle="--", label="same length, nothing shared")
+    called = [(r.turn, r.ttftc_s * 1000) for r in rows if r.ttftc_s]  # --tools: the first call's time
+    if called:
+        left.plot(*zip(*called), marker="^", linestyle=":", label="first tool call (median)")
     left.set_xlabel("turn")
     left.set_ylabel("ms")
     left.set_title("TTFT by turn")
-    left.set_ylim(0, max(ttft_ms + [ms for _, ms in cold] + [ms for _, ms in dots]) * 1.15)
+    left.set_ylim(0, max(ttft_ms + [ms for _, ms in cold + called] + [ms for _, ms in dots]) * 1.15)
     right.plot(turns, [r.cached_tokens or 0 for r in rows], marker="o", label="cached, reported")
     right.plot(
         turns, [r.expected_cached_tokens or 0 for r in rows], marker="x", linestyle="--", label="expected (history)"

@@ -120,6 +120,9 @@ def multi_turn_lines(case: CaseResult) -> list[str]:
             "*gain*: cold TTFT ÷ TTFT."
         )
         header += " cold TTFT ms | gain |"
+    called = any(row.ttftc_s for row in rows)  # answers of tool calls (--tools): when the first came
+    if called:
+        header += " first tool call ms |"
     out += ["", header, "|" + "---:|" * (header.count("|") - 1)]
     for row in rows:
         failed = f" ({row.n_failed} failed)" if row.n_failed else ""
@@ -131,6 +134,8 @@ def multi_turn_lines(case: CaseResult) -> list[str]:
         if cold:
             gain = row.ttft_gain
             line += f" {_ms(row.cold_ttft_s)} | {f'{gain:.2f}×' if gain else 'n/a'} |"
+        if called:
+            line += f" {_ms(row.ttftc_s)} |"
         out.append(line)
     out += _withheld_turn_lines(rows)
     out += ["", _reuse_line(figures.reuse)]

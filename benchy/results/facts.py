@@ -83,6 +83,7 @@ class CaseFacts:
     missed_cached_known: bool = False  # some missed one reported cached tokens
     missed_cached_max: int = 0
     n_reasoning_only: int = 0
+    n_without_tool_call: int = 0  # successful answers that held no tool call
     # output_length_mismatch: the believed count of each ok request with usage, and the short ones
     delivered: array = field(default_factory=lambda: array("q"))
     n_short: int = 0
@@ -133,7 +134,7 @@ class CaseFacts:
             self.first_errors[str(kind)] = (r.error or "")[:300]
         if kind in self.failed_as:
             self.failed_as[kind].add(r)
-        if r.finish_reason == "stop" and not r.content_chars and kind in (None,) + OUTPUT_FAILURES:
+        if r.finish_reason == "stop" and not r.content_chars and not r.tool_chars and kind in (None,) + OUTPUT_FAILURES:
             self.n_stop_cut += 1
         self.reused_context.append(r.reused_context_tokens or 0)
         if r.cached_tokens is not None:
@@ -147,8 +148,11 @@ class CaseFacts:
 
     def _ok(self, r: RequestResult) -> None:
         self._cache(r)
-        if (not r.content_chars and r.reasoning_chars) or r.unavailable_codes.get("ttfc_s") in unavailable.THINK_ONLY:
+        no_answer = not r.content_chars and not r.tool_chars  # a tool call is an answer
+        if (no_answer and r.reasoning_chars) or r.unavailable_codes.get("ttfc_s") in unavailable.THINK_ONLY:
             self.n_reasoning_only += 1
+        if not r.tool_calls:
+            self.n_without_tool_call += 1
         self._counts(r)
         if r.unavailable_codes.get("prefill_tps") == unavailable.PROMPT_LENGTH_MISSED:
             if not self.n_prompt_missed:

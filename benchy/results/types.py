@@ -69,6 +69,9 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.25 request local_scale_generated: its local count's scale was fitted on the tokens a
        calibration answer was known to make (it ended by length), setup.calibration.output_method
        "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
+  1.26 request tool_chars, tool_calls (tool calls are output: client/tools.py); metric ttftc_s
+       (time to first tool call), workload.turns[].ttftc_s; setup.tools, setup.tool_choice (--tools,
+       --tool-choice); warning tool_choice_ignored
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -114,7 +117,7 @@ from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 25
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 26
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -268,6 +271,10 @@ class Setup(Saved):
     )
     command_line: str | None = _opt("secrets redacted")
     extra_body: dict[str, Any] | None = _opt("(1.15) --extra-body, its credential-named keys' values as ***")
+    tools: list[dict[str, Any]] | None = _opt(
+        "(1.26) --tools: the function definitions sent (docs/tools.md)", omit=True
+    )
+    tool_choice: str | None = _opt("(1.26) --tool-choice", omit=True)
     started_utc: str | None = None
     prompt_nonce: bool | None = None
     runs: int | None = None

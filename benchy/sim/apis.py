@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 
+from benchy.sim import tools
 from benchy.sim.engine import REASONING
 
 APIS = ("responses", "messages")
@@ -141,6 +142,30 @@ class ApiRenderer:
         name = "response.reasoning_text.delta" if self._block == "reasoning" else "response.output_text.delta"
         return (out + self._typed(name, {"output_index": index, "content_index": 0, "delta": text})).encode()
 
+    def _tool_event(self, call: int, text: str, opens: bool, first: bool, finish: str | None) -> bytes:
+        """A tool call's events (sim/tools.py): as it opens, a block of its own with its name
+        (Messages' tool_use, Responses' function_call item); then its arguments' fragments."""
+        out = self._head_events() if first and self.role_in_first else ""  # type: ignore[attr-defined]
+        if opens:
+            out += self._close_block()
+            self._block, self._blocks = f"tool{call}", self._blocks + 1
+        index = self._blocks - 1
+        if self.api == "messages":
+            if opens:
+                block = {"type": "tool_use", "id": f"toolu_{call}", "name": text, "input": {}}
+                start = {"type": "content_block_start", "index": index, "content_block": block}
+                return (out + _event("content_block_start", start)).encode()
+            delta = {"type": "input_json_delta", "partial_json": text}
+            return (
+                out + _event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+            ).encode()
+        if opens:
+            item = {"type": "function_call", "id": f"fc_{call}", "call_id": tools.call_id(call), "name": text}
+            item.update({"arguments": "", "status": "in_progress"})
+            return (out + self._typed("response.output_item.added", {"output_index": index, "item": item})).encode()
+        fields = {"item_id": f"fc_{call}", "output_index": index, "delta": text}
+        return (out + self._typed("response.function_call_arguments.delta", fields)).encode()
+
     def role_event(self) -> bytes:
         return self._head_events().encode()
 
@@ -150,7 +175,7 @@ class ApiRenderer:
         self._block = None
         finish = self.job.plan.finish_reason  # type: ignore[attr-defined]
         if self.api == "messages":
-            delta = {"stop_reason": "max_tokens" if finish == "length" else "end_turn", "stop_sequence": None}
+            delta = {"stop_reason": _stop_reason(finish), "stop_sequence": None}
             message_delta = {"type": "message_delta", "delta": delta, "usage": anthropic_usage(usage_obj)}
             return (out + _event("message_delta", message_delta)).encode()
         name = "response.completed" if finish != "length" else "response.incomplete"
@@ -179,12 +204,13 @@ class ApiRenderer:
         message = chat["choices"][0]["message"]
         reasoning, content = message.get("reasoning_content") or "", message.get("content") or ""
         if self.api == "messages":
-            blocks = ([{"type": "thinking", "thinking": reasoning}] if reasoning else []) + [
-                {"type": "text", "text": content}
-            ]
+            blocks = ([{"type": "thinking", "thinking": reasoning}] if reasoning else []) + (
+                [] if message.get("tool_calls") else [{"type": "text", "text": content}]
+            )
+            blocks += [_tool_use(c) for c in message.get("tool_calls") or []]
             finish = self.job.plan.finish_reason  # type: ignore[attr-defined]
             body = {"id": chat["id"], "type": "message", "role": "assistant", "model": chat["model"], "content": blocks}
-            body.update({"stop_reason": "max_tokens" if finish == "length" else "end_turn", "stop_sequence": None})
+            body.update({"stop_reason": _stop_reason(finish), "stop_sequence": None})
             if usage_obj is not None:
                 body["usage"] = anthropic_usage(usage_obj)
             return json.dumps(body).encode()
@@ -194,8 +220,33 @@ class ApiRenderer:
             else []
         )
         text: dict = {"type": "output_text", "text": content, "annotations": []}
-        output.append({"type": "message", "id": "msg_0", "role": "assistant", "status": "completed", "content": [text]})
+        if not message.get("tool_calls"):
+            output.append(
+                {"type": "message", "id": "msg_0", "role": "assistant", "status": "completed", "content": [text]}
+            )
+        output += [_function_call(i, c) for i, c in enumerate(message.get("tool_calls") or [])]
         return json.dumps(self._response(usage_obj, output)).encode()
+
+
+def _stop_reason(finish: str | None) -> str:
+    """Messages' stop_reason of chat's finish_reason."""
+    return {"length": "max_tokens", "tool_calls": "tool_use"}.get(str(finish), "end_turn")
+
+
+def _tool_use(call: dict) -> dict:
+    fn = call["function"]
+    return {
+        "type": "tool_use",
+        "id": f"toolu_{call['id']}",
+        "name": fn["name"],
+        "input": tools.parsed_input(fn["arguments"]),
+    }
+
+
+def _function_call(i: int, call: dict) -> dict:
+    fn = call["function"]
+    item = {"type": "function_call", "id": f"fc_{i}", "call_id": call["id"], "name": fn["name"]}
+    return {**item, "arguments": fn["arguments"], "status": "completed"}
 
 
 def responses_usage(usage: dict) -> dict:

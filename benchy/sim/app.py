@@ -211,6 +211,9 @@ class Simulator:
         trace.stop = stop_strings(body) if body.get("stop") is not None else None
         trace.reasoning_effort = requested_effort(body, endpoint)
         trace.skip_special_tokens = job.skip_special_tokens
+        if job.tools is not None:
+            trace.tool_calls, trace.tool_tokens = len(job.tools.names), job.tools.tokens
+            trace.tool_argument_tokens = job.tools.argument_tokens
         trace.fault = self._draw_fault()
         if trace.fault in IMMEDIATE_FAULTS:
             return await self._immediate_fault(request, trace)

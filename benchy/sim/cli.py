@@ -119,6 +119,14 @@ and the truth log: docs/sim.md.
     default=False,
     help="The first token makes a role chunk without text (a split character); the next event has both.",
 )
+@click.option(
+    "--tool-calls", type=int, help="Sent tools, an answer holds this many calls (default 1; parallel; 0: text anyway)."
+)
+@click.option(
+    "--tool-parser-buffer/--no-tool-parser-buffer",
+    default=False,
+    help="A tool-call parser that holds each call's arguments and sends them at once.",
+)
 @click.option("--timings/--no-timings", default=False, help="llama.cpp-style `timings` in every response.")
 @click.option(
     "--vocab",

@@ -80,6 +80,9 @@ class SimConfig:
     hold_open_s: float = 0.0  # no [DONE]: after finish_reason and usage the body stays open this long
     silent_tokens: int = 0  # the last N tokens of a response make no event (usage counts them)
     textless_first: bool = False  # the first token's text is held: its role chunk goes out alone
+    # --- tool calls (issue 53; sim/tools.py): sent tools, the answer is calls ---
+    tool_calls: int = 1  # calls in one answer (parallel calls), unless the request forbids them; 0: text anyway
+    tool_parser_buffer: bool = False  # a tool-call parser that holds each call's arguments, sent at once
     vocab: str = "word"  # the sim's tokenizer (vocab.VOCABS): "syllable" cuts words into 3-letter pieces
     tokenize: bool = True  # POST /tokenize with the sim's own vocabulary (False: 404, as many servers)
     note_tokenize: bool = False  # a truth-log line per /tokenize call: when, how many tokens
@@ -355,6 +358,7 @@ def _validate_behaviours(cfg: SimConfig) -> None:
     _validate_gpus(cfg)
     if cfg.think_inline and cfg.harmony:
         raise ConfigError("--think-inline and --harmony cannot be combined")
+    _require_at_least(cfg, "tool_calls", 0)
     if cfg.textless_first and (cfg.harmony or cfg.spec_draft):
         raise ConfigError("--textless-first cannot be combined with --harmony or --spec-draft")
 

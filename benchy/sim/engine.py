@@ -438,6 +438,11 @@ class Trace:
     # SHA-256 of the Authorization header, so a test can prove which key arrived without the
     # key itself ever being written; None when no header came.
     authorization_sha256: str | None = None
+    # Sent tools (sim/tools.py): the calls the answer held, their tokens (names and arguments)
+    # and their arguments' tokens; their events are of kind "tool". None: no tool call.
+    tool_calls: int | None = None
+    tool_tokens: int | None = None
+    tool_argument_tokens: int | None = None
     logged: bool = field(default=False, init=False)  # bookkeeping, not part of the record
 
     def event(self, kind: str, tokens: int, t: float) -> None:

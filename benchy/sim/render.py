@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 
-from benchy.sim import vocab
+from benchy.sim import tools, vocab
 from benchy.sim.apis import APIS, renderer_class
 from benchy.sim.config import SimConfig
 from benchy.sim.engine import CONTENT, MARKER, REASONING
@@ -47,6 +47,24 @@ def reasoning_fields(field: str) -> tuple[str, ...]:
     """The delta or message keys that carry reasoning text (--reasoning-field both: vLLM around
     the reasoning_content -> reasoning rename, the same text in each)."""
     return ("reasoning_content", "reasoning") if field == "both" else (field,)
+
+
+TOOL = "tool"  # a tool call's tokens: its name (the call's first event), then its arguments
+
+
+def tool_groups(job: Job, cfg: SimConfig) -> list[tuple[str, int]]:
+    """(kind, tokens) per event of an answer of tool calls (sim/tools.py): the reasoning's
+    events, then per call its name whole, then its arguments K tokens an event, or all in one
+    event once the call is whole (--tool-parser-buffer)."""
+    assert job.tools is not None
+    groups = event_groups(job.reasoning, job.reasoning, cfg) if job.reasoning else []
+    for start, args, end in job.tools.spans:
+        if args > start:
+            groups.append((TOOL, args - start))
+        if end > args:
+            sizes = [end - args] if cfg.tool_parser_buffer else event_sizes(end - args, cfg)
+            groups += [(TOOL, k) for k in sizes]
+    return groups
 
 
 SILENT = "silent"  # tokens that make no event (an end-of-sequence token): usage counts them
@@ -132,9 +150,10 @@ class Renderer:
         if self.job.plan.kinds is not None:
             return self._harmony_events(cfg)
         job, texts, pos = self.job, self.job.plan.texts, 0
-        groups = silence_last(event_groups(job.plan.n, job.reasoning, cfg, job.steps), cfg.silent_tokens)
+        planned = tool_groups(job, cfg) if job.tools else event_groups(job.plan.n, job.reasoning, cfg, job.steps)
+        groups = silence_last(planned, cfg.silent_tokens)
         events: list[tuple[str, int, bytes | None]] = []
-        textless = cfg.textless_first and job.plan.n > 1
+        textless = cfg.textless_first and job.plan.n > 1 and not job.tools
         if textless:
             events.append((TEXTLESS, 1, self.role_event()))
             groups, pos = _without_first_token(groups), 1
@@ -142,10 +161,31 @@ class Renderer:
             start = 0 if textless and i == 0 else pos  # the held first token's text comes now
             text = "" if kind == SILENT else "".join(texts[start : pos + tokens])
             finish = job.plan.finish_reason if i == len(groups) - 1 else None
-            pos += tokens
             with_role = i == 0 and not textless
+            if kind == TOOL:
+                assert job.tools is not None
+                call = job.tools.call_at(pos)
+                opens = pos == job.tools.spans[call][0]
+                events.append((kind, tokens, self._tool_event(call, text, opens, with_role, finish)))
+                pos += tokens
+                continue
+            pos += tokens
             events.append((kind, tokens, self._token_event(kind, text, with_role, finish, pos)))
         return events
+
+    def _tool_event(self, call: int, text: str, opens: bool, first: bool, finish: str | None) -> bytes:
+        """A chat delta of tool call `call`: as it opens, its id and name (arguments ""); then a
+        fragment of its arguments."""
+        assert self.job.tools is not None
+        if opens:
+            fn = {"name": text, "arguments": ""}
+            entry = {"index": call, "id": tools.call_id(call), "type": "function", "function": fn}
+        else:
+            entry = {"index": call, "function": {"arguments": text}}
+        delta: dict = {"role": "assistant"} if first and self.role_in_first else {}
+        delta["tool_calls"] = [entry]
+        tail = f',"logprobs":null,"finish_reason":{json.dumps(finish)}}}]}}\n\n'
+        return f'{self._head}"delta":{json.dumps(delta)}{tail}'.encode()
 
     def _harmony_events(self, cfg: SimConfig) -> list[tuple[str, int, bytes | None]]:
         job, pos, first = self.job, 0, True
@@ -239,8 +279,12 @@ class Renderer:
         if job.plan.kinds is not None:
             reasoning_text, content = self._harmony_whole()
             content = None if self.null_content else content
+        if job.tools is not None:  # an answer of tool calls: no content (sim/tools.py)
+            content = None
         if job.endpoint == "chat":
-            message = {"role": "assistant", "content": content}
+            message: dict = {"role": "assistant", "content": content}
+            if job.tools is not None:
+                message["tool_calls"] = tools.chat_calls(job.tools)
             message |= {name: reasoning_text or None for name in reasoning_fields(self.reasoning_field)}
             choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": job.plan.finish_reason}
             obj = "chat.completion"

@@ -24,6 +24,7 @@ from benchy.sim.engine import (
     spec_steps,
     think_tokens,
 )
+from benchy.sim.tools import ToolAnswer, ToolRequestError, plan_calls, requested_calls
 
 JSON_TYPE = "application/json"
 ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError", 500: "InternalServerError"}
@@ -61,6 +62,7 @@ class Job:
     steps: list[int] | None = None  # --spec-draft: tokens per decode step
     think: int = 0  # --think-inline: tokens of the think block, its tags included
     first_content: int | None = None  # index of the first answer token (None: no answer)
+    tools: ToolAnswer | None = None  # sent tools, the answer's calls (sim/tools.py)
 
 
 async def read_json(request: web.Request) -> dict:
@@ -184,6 +186,7 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
     if plan.kinds is not None:
         reasoning = plan.kinds.count(REASONING)
         first_content = plan.kinds.index(CONTENT) if CONTENT in plan.kinds else plan.n
+    plan, answer = _with_tool_calls(cfg, body, endpoint, plan, reasoning)
     return Job(
         endpoint=endpoint,
         stream=bool(body.get("stream", False)),
@@ -200,4 +203,22 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
         steps=spec_steps(cfg, plan.n, prompt_hash(prompt_ids)) if cfg.spec_draft else None,
         think=think,
         first_content=first_content if first_content < plan.n else None,
+        tools=answer,
     )
+
+
+def _with_tool_calls(
+    cfg: SimConfig, body: dict, endpoint: str, plan: Plan, reasoning: int
+) -> tuple[Plan, ToolAnswer | None]:
+    """Sent tools, the tokens after the reasoning are calls (sim/tools.py), and an answer
+    that ended on its own ends by `tool_calls`. Chat only (Responses and Messages come as
+    chat); not with --harmony or --think-inline, whose answers are their own."""
+    try:
+        names = requested_calls(body, cfg.tool_calls) if endpoint == "chat" else None
+    except ToolRequestError as exc:
+        raise ApiError(400, str(exc)) from None
+    if not names or plan.kinds is not None or cfg.think_inline or plan.n <= reasoning:
+        return plan, None
+    texts, answer = plan_calls(names, plan.texts[reasoning:], reasoning)
+    finish = "tool_calls" if plan.finish_reason == "stop" else plan.finish_reason
+    return Plan(plan.texts[:reasoning] + texts, finish), answer

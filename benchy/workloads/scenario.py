@@ -252,6 +252,8 @@ _KNOWN_KEYS = {
     "max_requests",
     "extra_body",  # a table merged into every request body (client/extra_body.py)
     "stream",  # false: whole answers, as --no-stream
+    "tools",  # "builtin", a JSON file beside the scenario, or the definitions (workloads/tools.py)
+    "tool_choice",  # auto | required | none | a tool's name
     # real prompts (docs/datasets.md): with pp, fitted; without, each entry's own (natural)
     "dataset",
     "dataset_min_tokens",
@@ -273,8 +275,10 @@ def _cases_from_table(path: Path | Traversable, data: dict) -> list[Case]:
     extra, stream = data.get("extra_body"), data.get("stream", True)
     if not isinstance(stream, bool):
         raise ScenarioError(f"{path}: stream must be true or false, got {stream!r}")
+    if "tools" in data or "tool_choice" in data:
+        extra = _with_tools(path, extra, data.get("tools"), data.get("tool_choice"))
     source = {k: data[k] for k in _DATASET_KEYS if k in data}
-    data = {k: v for k, v in data.items() if k not in ("extra_body", "stream", *_DATASET_KEYS)}
+    data = {k: v for k, v in data.items() if k not in ("extra_body", "stream", "tools", "tool_choice", *_DATASET_KEYS)}
     cases = _dataset_cases(path, data, source) if source else _table_cases(path, data)
     if not stream:
         cases = [dataclasses.replace(c, stream=False) for c in cases]
@@ -284,6 +288,32 @@ def _cases_from_table(path: Path | Traversable, data: dict) -> list[Case]:
         raise ScenarioError(f"{path}: extra_body must be a table of fields, got {extra!r}")
     text = json.dumps(extra, sort_keys=True, separators=(",", ":"))
     return [dataclasses.replace(c, extra_body=text) for c in cases]
+
+
+def _with_tools(path: Path | Traversable, extra: object, given: object, choice: object) -> dict:
+    """The table's extra_body with its `tools` (OpenAI function definitions: "builtin", a JSON
+    file named beside the scenario, or the definitions themselves) and `tool_choice`, which the
+    client sends in each API's words (client/tools.py)."""
+    from benchy.workloads import tools
+
+    if extra is not None and not isinstance(extra, dict):
+        raise ScenarioError(f"{path}: extra_body must be a table of fields, got {extra!r}")
+    out = dict(extra or {})
+    try:
+        if isinstance(given, str):
+            named = (
+                given if given == tools.BUILTIN or Path(given).is_absolute() else str(Path(str(path)).parent / given)
+            )
+            out["tools"] = tools.load(named)
+        elif given is not None:
+            out["tools"] = tools.checked(given, f"{path}: tools")
+        if choice is not None:
+            if not isinstance(choice, str):
+                raise tools.ToolsError(f"{path}: tool_choice must be auto, required, none or a tool's name")
+            out["tool_choice"] = tools.check_choice(choice, out.get("tools"), f"{path}: tool_choice")
+    except tools.ToolsError as exc:
+        raise ScenarioError(str(exc)) from None
+    return out
 
 
 def _dataset_cases(path: Path | Traversable, data: dict, source: dict) -> list[Case]:

@@ -64,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-metrics", action="store_true", help="disable /metrics")
     p.add_argument(
+        "--chat-template-file",
+        default=None,
+        help="a Jinja chat template to use instead of the model's (tools_template.jinja: one with tool calls)",
+    )
+    p.add_argument(
         "--verbosity", type=int, default=None, help="llama.cpp log verbosity (default 3 = info; 1 = errors+warnings)"
     )
     return p
@@ -91,6 +96,9 @@ def make_params(args: argparse.Namespace):
     p.n_predict = args.n_predict
     if args.alias:
         p.model_alias = {args.alias}
+    if args.chat_template_file:
+        with open(args.chat_template_file, encoding="utf-8") as f:
+            p.chat_template = f.read()
     if args.verbosity is not None:
         p.verbosity = args.verbosity
     p.ui = False

@@ -38,6 +38,7 @@ class Code(str, Enum):
     EMPTY_OUTPUT = "empty_output"
     ZERO_TOKENS = "zero_tokens"
     REASONING_ONLY = "reasoning_only"
+    TOOL_CHOICE_IGNORED = "tool_choice_ignored"
     OUTPUT_LENGTH_MISMATCH = "output_length_mismatch"
     NO_USAGE = "no_usage"
     USAGE_MISMATCH = "usage_mismatch"
@@ -140,6 +141,7 @@ VERDICTS: dict[Code, Verdict] = {
     Code.EMPTY_OUTPUT: Verdict(_FAILURE, payloads.EmptyOutput),
     Code.ZERO_TOKENS: Verdict(_FAILURE, payloads.ZeroTokens),
     Code.REASONING_ONLY: Verdict(_WARNING, payloads.RequestCount, ("ttfc_s",)),
+    Code.TOOL_CHOICE_IGNORED: Verdict(_WARNING, payloads.RequestCount, ("ttftc_s",)),
     Code.OUTPUT_LENGTH_MISMATCH: Verdict(_WARNING, payloads.OutputLengthMismatch, ("e2e_tps", "decode_tps")),
     Code.NO_USAGE: Verdict(_WARNING, payloads.NoUsage, COUNTED_METRICS),
     Code.USAGE_MISMATCH: Verdict(_WARNING, payloads.UsageMismatch, COUNTED_METRICS),
