@@ -36,7 +36,7 @@ from benchy.client.errors import ServerError
 from benchy.client.extra_body import redacted_body as redacted_extra_body
 from benchy.client.redact import redact_url, scrub
 from benchy.client.settings import ClientSettings, secrets_of
-from benchy.load import dataset_fit
+from benchy.load import dataset_fit, reconnect
 from benchy.load.alone import alone_requests, send_alone
 from benchy.load.dataset_load import bind as bind_dataset
 from benchy.load.dataset_load import calibrate_text
@@ -128,6 +128,7 @@ class RunState:
     stopped: dict | None = None  # {"by": "SIGINT" | "SIGTERM" | "max-errors" | "max-error-rate", "reason"}
     n_failed: int = 0
     connect_failures_in_a_row: int = 0
+    gone_since: float | None = None  # perf_counter of the first of them (load/reconnect.py)
     skipped: list[results_mod.NotMeasured] = field(default_factory=list)  # --skip-unfit's cases
     last_connect_error: str | None = None
     client: dict = field(default_factory=dict)  # case label → LoopMonitor figures
@@ -290,10 +291,13 @@ def count_failure(state: RunState, rec: RequestRecord) -> None:
     """Counts a finished record as results.json will, and the connection failures in a row."""
     state.n_done += 1
     state.n_failed += not classify.classify(rec).ok
-    gone = rec.status == "error" and rec.error_kind == "connect"
+    gone = reconnect.refused(rec)
     state.connect_failures_in_a_row = state.connect_failures_in_a_row + 1 if gone else 0
     if gone:
         state.last_connect_error = rec.error
+        state.gone_since = state.gone_since or time.perf_counter()
+    else:
+        state.gone_since = None
 
 
 def error_limit_passed(state: RunState, settings: RunSettings) -> dict | None:
@@ -302,13 +306,15 @@ def error_limit_passed(state: RunState, settings: RunSettings) -> dict | None:
     (or no route) mean every later one would fail alike, so sending them only lengthens a dead
     run (--max-connect-failures). None while the run may go on."""
     failed, done = state.n_failed, state.n_done
-    limit = settings.max_connect_failures
-    if limit and state.connect_failures_in_a_row >= limit:
+    limit, window = settings.max_connect_failures, settings.client.reconnect_s
+    away_s = time.perf_counter() - state.gone_since if state.gone_since is not None else 0.0
+    if limit and state.connect_failures_in_a_row >= limit and away_s >= window:
         last = state.last_connect_error
         in_a_row = state.connect_failures_in_a_row
         return {
             "by": "server-gone",
-            "reason": f"the server is gone: {in_a_row} requests in a row could not connect ({last})",
+            "reason": f"the server is gone: {in_a_row} requests in a row could not connect over {away_s:.1f} s, "
+            f"and it did not come back within --reconnect-s {window:g} ({last})",
         }
     if settings.max_errors is not None and failed > settings.max_errors:
         return {"by": "max-errors", "reason": f"{failed} requests failed, more than --max-errors {settings.max_errors}"}

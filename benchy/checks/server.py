@@ -11,6 +11,10 @@ once, a request at a time (a long case's are on disk: results/rows.py).
                         counted for the same requests.
   ttft_outside_server   the client's TTFT exceeds the server's own by far more than a round
                         trip to it: a proxy, the client or connection set-up holds the rest.
+  server_counter_reset  the server's counters fell back during the case (it restarted): counted
+                        over every scrape as rate() does, what it counted just before is lost.
+  server_several_processes  the scrapes answer for several processes behind one address: the
+                        server view covers one a scrape, its counts are withheld.
   queue_dominates_ttft  most of the server's TTFT was queueing: the server is saturated at
                         this concurrency, and TTFT and prefill t/s hold queue time (the
                         queueing trap's module, results/verdicts/queueing.py, words it).
@@ -28,7 +32,13 @@ from benchy.results.types import (
     RunResult,
 )
 from benchy.results.verdicts import queueing
-from benchy.results.verdicts.details import ServerCacheHit, ServerTokenMismatch, TtftOutsideServer
+from benchy.results.verdicts.details import (
+    NoFigures,
+    ServerCacheHit,
+    ServerCounterReset,
+    ServerTokenMismatch,
+    TtftOutsideServer,
+)
 
 # Tokens a request may legitimately find cached beyond its template: vLLM's cache blocks are 16
 # tokens, so a template prefix rounds to a block either way.
@@ -67,8 +77,8 @@ def token_mismatch_figures(case: CaseResult) -> ServerTokenMismatch | None:
     succeeded: a failed one may have generated tokens the client never saw."""
     server = case.server_figures()
     generated = server.counters.get("generation_tokens") if server else None
-    if generated is None:
-        return None
+    if generated is None or server is None or server.counter_resets:
+        return None  # after a reset the view may fall short: server_counter_reset says so
     facts = case.facts()
     # a failed one, or one without usage (the client's count is a floor: no_usage says so)
     if not facts.all_ok_counted:
@@ -201,4 +211,53 @@ def ttft_outside_server(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
     )
 
 
-CASE_CHECKS = (server_cache_hit, server_token_mismatch, ttft_outside_server, queueing.queue_dominates_ttft)
+def server_counter_reset(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    server = case.server_figures()
+    n = server.counter_resets if server else 0
+    if server is None or not n:
+        return
+    resets = f"{n} counter reset{'s' if n != 1 else ''}"
+    counted = server.derived.get("requests")
+    facts = case.facts()
+    yield Warning_(
+        Code.SERVER_COUNTER_RESET,
+        WARNING,
+        case.label,
+        f"The server's /metrics counters fell back during this case ({resets}: the server restarted). "
+        "benchy added them up over its scrapes as Prometheus' rate() does"
+        + (f" ({counted:.0f} requests counted for {facts.n_measured} sent)" if counted is not None else "")
+        + "; what the server counted after the last scrape before a reset is lost, so its view of "
+        "this case may fall short. Statistics from /metrics may be inaccurate.",
+        "A restarted server also lost its caches: compare this case with the others; request_errors counts "
+        "the requests the restart cut or refused.",
+        details=ServerCounterReset(counter_resets=n, server_requests=counted, requests=facts.n_measured),
+        evidence=(Evidence("counter_resets", n, 0, "resets"),),
+    )
+
+
+def server_several_processes(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    server = case.server_figures()
+    why = server.several_processes if server else None
+    if why is None:
+        return
+    yield Warning_(
+        Code.SERVER_SEVERAL_PROCESSES,
+        WARNING,
+        case.label,
+        f"/metrics at this address answers for one of several server processes or replicas a scrape ({why}): "
+        "the server view covers one of them at a time, so benchy withholds its counts and histograms for "
+        "this case rather than compare them with the responses.",
+        "Name each replica's address (--replica URL, repeated) to have each one's /metrics scraped and added up, "
+        "or have the processes share their metrics (vLLM: PROMETHEUS_MULTIPROC_DIR).",
+        details=NoFigures(),
+    )
+
+
+CASE_CHECKS = (
+    server_cache_hit,
+    server_token_mismatch,
+    ttft_outside_server,
+    queueing.queue_dominates_ttft,
+    server_counter_reset,
+    server_several_processes,
+)

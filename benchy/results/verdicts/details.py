@@ -332,6 +332,15 @@ class TtftOutsideServer(Details):
 
 
 @dataclass(frozen=True)
+class ServerCounterReset(Details):
+    """The server's counters fell back during the case (a restart), and what it still counted."""
+
+    counter_resets: int | None = _n("counter resets during the case")
+    server_requests: float | None = _n("requests the server counted, resets added up as rate() does")
+    requests: int | None = _n("the case's measured requests")
+
+
+@dataclass(frozen=True)
 class QueueDominatesTtft(Details):
     """The server's queue time against its TTFT, and the load."""
 
