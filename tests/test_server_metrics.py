@@ -128,7 +128,7 @@ def test_scrapes_of_several_processes_are_no_count():
     """Two processes behind one address answer in turn: their counts fall and come back."""
     scrapes = [parse(_vllm(0, 0, 0, 0, p), t) for t, p in enumerate((50, 40, 60, 45, 70, 52))]
     m = case_metrics(scrapes[0], scrapes[-1], VLLM, scrapes[1:-1])
-    assert m.several_processes and "fell 3 times" in m.several_processes
+    assert m.several_processes and "fell 3 times" in m.several_processes and "came back 2 times" in m.several_processes
     assert "prompt_tokens" not in m.counters and "several processes" in m.unavailable["prompt_tokens"]
     assert m.counter_resets == 0
 

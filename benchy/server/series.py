@@ -69,8 +69,8 @@ def judge(scrapes: Sequence[Scrape], names: Sequence[str]) -> Series:
         falls, returns = _falls_and_returns(values)
         if falls >= 2 and returns:
             return Series(
-                several=f"{name} fell {falls} times between {len(values)} scrapes and came back "
-                f"{returns} times within {RETURN_SCRAPES} scrapes"
+                several=f"{name} fell {_times(falls)} between {len(values)} scrapes and came back "
+                f"{_times(returns)} within {RETURN_SCRAPES} scrapes"
             )
         resets = max(resets, falls)
     return Series(resets=resets)
@@ -83,3 +83,7 @@ def _falls_and_returns(values: Sequence[float]) -> tuple[int, int]:
             falls += 1
             returns += any(v >= values[i - 1] for v in values[i + 1 : i + 1 + RETURN_SCRAPES])
     return falls, returns
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
