@@ -134,8 +134,10 @@ def test_scrapes_of_several_processes_are_no_count():
 
 
 def test_a_process_label_that_changes_is_several_processes():
-    one, two = (parse(_vllm(0, 0, 0, 0, p).replace('model_name="', f'pid="{pid}",model_name="'), t)
-                for t, (pid, p) in enumerate(((7, 50), (9, 60))))
+    one, two = (
+        parse(_vllm(0, 0, 0, 0, p).replace('model_name="', f'pid="{pid}",model_name="'), t)
+        for t, (pid, p) in enumerate(((7, 50), (9, 60)))
+    )
     m = case_metrics(one, two, VLLM)
     assert "pid" in (m.several_processes or "") and "prompt_tokens" not in m.counters
 

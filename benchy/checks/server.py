@@ -10,7 +10,9 @@ once, a request at a time (a long case's are on disk: results/rows.py).
   server_token_mismatch the server generated a different number of tokens than the client
                         counted for the same requests.
   ttft_outside_server   the client's TTFT exceeds the server's own by far more than a round
-                        trip to it: a proxy, the client or connection set-up holds the rest.
+                        trip to it; the words name what the evidence shows holds the rest:
+                        benchy (its loop or send lag), the server that stopped (every stream
+                        mid-answer silent at once, benchy awake) or something in front of it.
   server_counter_reset  the server's counters fell back during the case (it restarted): counted
                         over every scrape as rate() does, what it counted just before is lost.
   server_several_processes  the scrapes answer for several processes behind one address: the
@@ -25,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from benchy.checks.registry import WARNING, Code, Warning_
+from benchy.measure.silence import Silence
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -108,9 +111,52 @@ def outside_figures(case: CaseResult) -> TtftOutsideServer | None:
     bound = max(OUTSIDE_MIN_S, OUTSIDE_RTTS * rtt)
     if gap <= bound or gap <= OUTSIDE_SHARE * client_ttft:
         return None
+    lag = client_lag_s(case)
+    silence = server_silence(case)
+    # a silence benchy's own lag explains is no server's; one it does not is, whatever its peaks
+    cause = "server_stopped" if silence else "client" if lag >= CLIENT_SHARE * gap else "in_front"
     return TtftOutsideServer(
-        client_ttft_s=client_ttft, server_ttft_s=server_ttft, outside_s=gap, rtt_s=rtt, bound_s=bound
+        client_ttft_s=client_ttft,
+        server_ttft_s=server_ttft,
+        outside_s=gap,
+        rtt_s=rtt,
+        bound_s=bound,
+        cause=cause,
+        silence_s=silence.silence_s if silence else None,
+        silent_streams=silence.streams if silence else None,
+        client_lag_s=lag,
+        loop_peak_s=_loop_peak_s(case),
     )
+
+
+# benchy itself holds the gap when its own lateness is at least this share of it.
+CLIENT_SHARE = 0.5
+# A silence on every stream mid-answer is the server's when it lasts this many of the case's
+# median inter-token gaps, and benchy's loop lagged less than this share of it.
+SILENT_ITLS, AWAKE_SHARE = 10.0, 0.5
+
+
+def client_lag_s(case: CaseResult) -> float:
+    """benchy's own sustained lateness in the case: its event loop's p95 lag, or its sends' p90
+    lag behind their schedule (an open loop), the larger, s. A mean gap over every request is
+    benchy's only if benchy was late for many of them, not at one peak (212 ms seen once on a
+    busy host, against a proxy's steady 150 ms)."""
+    loop = (case.client.loop_lag_ms_p95 or 0.0) / 1000 if case.client else 0.0
+    sends = case.send_lag.p90 if case.send_lag and case.send_lag.p90 is not None else 0.0
+    return max(loop, sends)
+
+
+def _loop_peak_s(case: CaseResult) -> float:
+    return (case.client.loop_lag_ms_max or 0.0) / 1000 if case.client else 0.0
+
+
+def server_silence(case: CaseResult) -> Silence | None:
+    """The case's silence on every stream mid-answer, where it is the server's: many inter-token
+    gaps long, while benchy's loop was awake (its worst lag under half of it)."""
+    silence, itl = case.silence, case.median("itl_s")
+    if silence is None or itl is None or silence.silence_s < SILENT_ITLS * itl:
+        return None
+    return silence if _loop_peak_s(case) < AWAKE_SHARE * silence.silence_s else None
 
 
 def ms(seconds: float) -> str:
@@ -194,20 +240,45 @@ def ttft_outside_server(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
     found = outside_figures(case)
     if found is None:
         return
+    said, hint = _outside_cause(found)
     yield Warning_(
         Code.TTFT_OUTSIDE_SERVER,
         WARNING,
         case.label,
         f"Client TTFT averaged {ms(_num(found.client_ttft_s))}, the server's own "
-        f"{ms(_num(found.server_ttft_s))}: {ms(_num(found.outside_s))} passed outside the server, far "
-        f"more than a round trip to it ({ms(_num(found.rtt_s))}): a proxy, the client or connection "
-        "set-up holds it.",
-        "Benchmark the server directly (not through a gateway), check client_overloaded, or keep connections alive.",
+        f"{ms(_num(found.server_ttft_s))}: {ms(_num(found.outside_s))} passed outside the server's own "
+        f"account, far more than a round trip to it ({ms(_num(found.rtt_s))}): {said}",
+        hint,
         details=found,
         evidence=(
             Evidence("ttft_outside_server_s", found.outside_s, found.bound_s, "s"),
             Evidence("rtt_s", found.rtt_s, None, "s"),
+            Evidence("client_lag_s", found.client_lag_s, None, "s"),
+            *((Evidence("server_silence_s", found.silence_s, None, "s"),) if found.silence_s is not None else ()),
         ),
+    )
+
+
+def _outside_cause(found: TtftOutsideServer) -> tuple[str, str]:
+    """(what holds it, in words that name only what the evidence shows; the hint)."""
+    lag, peak = ms(_num(found.client_lag_s)), ms(_num(found.loop_peak_s))
+    if found.cause == "client":
+        return (
+            f"benchy itself held it (its event loop or its sends were {lag} late at their 95th percentile).",
+            "Check client_overloaded; lower the load on this host, or spread the load (--workers).",
+        )
+    if found.cause == "server_stopped":
+        return (
+            f"the server stopped answering: for {ms(_num(found.silence_s))} nothing came on any of the "
+            f"{found.silent_streams} streams mid-answer while benchy's own loop lagged at most {peak}, so requests "
+            "sent then waited unread in its socket (a frozen process: a GC pause, a synchronous step, an engine "
+            "stall); its own TTFT starts when it reads them.",
+            "Look at the server's logs and its process around that moment; its latency figures leave that wait out.",
+        )
+    return (
+        f"something in front of the server holds requests (a proxy, a gateway, connection set-up): benchy was "
+        f"late by {lag} at its 95th percentile and no stream mid-answer fell silent.",
+        "Benchmark the server directly (not through a gateway), or keep connections alive.",
     )
 
 

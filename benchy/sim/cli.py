@@ -212,7 +212,9 @@ and the truth log: docs/sim.md.
     "caches and counters from zero (0: never).",
 )
 @click.option("--restart-down-s", type=float, help="How long a restart leaves the port closed, s (default 2).")
-@click.option("--processes", type=int, help="Server processes sharing the port, each with its own /metrics (default 1).")
+@click.option(
+    "--processes", type=int, help="Server processes sharing the port, each with its own /metrics (default 1)."
+)
 @click.option(
     "--fault",
     "faults",
