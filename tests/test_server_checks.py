@@ -199,3 +199,15 @@ def test_a_silence_on_every_stream_while_benchy_was_awake_outweighs_its_lag_peak
     against a 105 ms gap): the silence before it is still the server's."""
     found = _outside(client={"loop_lag_ms_max": 90.0}, silence={"silence_s": 1.5, "streams": 4, "after_s": 2.0})
     assert found.cause == "server_stopped"
+
+
+def test_counters_that_fell_with_no_request_cut_are_no_restart():
+    """A restart cuts the requests in flight and refuses the next ones; counters that fell while
+    every request went through are not this server's restart, and the words say so."""
+    ok = [request() for _ in range(4)]
+    fell = server(counter_resets=1, derived={"requests": 3})
+    [w] = [w for w in findings(case(fell, ok), SETUP) if w.code == "server_counter_reset"]
+    assert "no request was cut or refused" in w.message and "several processes" in w.message
+    cut = [*ok[:3], request(status="error", error_kind="disconnect", error="cut")]
+    [w] = [w for w in findings(case(fell, cut), SETUP) if w.code == "server_counter_reset"]
+    assert "1 counter reset, the server restarted" in w.message and w.details.counter_resets == 1  # type: ignore[union-attr]

@@ -71,7 +71,7 @@ def test_a_restart_mid_case_is_waited_for_and_its_counter_reset_counted(start_si
     found = codes(results)
     assert "server_counter_reset" in found and "server_token_mismatch" not in found
     [w] = [w for w in results["warnings"] if w["code"] == "server_counter_reset"]
-    assert "1 counter reset" in w["message"] and w["details"]["counter_resets"] == 1
+    assert "1 counter reset, the server restarted" in w["message"] and w["details"]["counter_resets"] == 1
 
 
 def test_a_server_that_stays_away_stops_the_run_after_its_window(start_sim):

@@ -290,11 +290,19 @@ def server_counter_reset(case: CaseResult, run: RunResult) -> Iterable[CheckWarn
     resets = f"{n} counter reset{'s' if n != 1 else ''}"
     counted = server.derived.get("requests")
     facts = case.facts()
+    # a restart cuts the requests in flight and refuses the next: without that, not this server's
+    cut = any(kind in facts.first_errors for kind in ("connect", "reset", "disconnect"))
+    why = (
+        "the server restarted: requests were cut or refused"
+        if cut
+        else "though no request was cut or refused: not a restart of the server benchy measured; several "
+        "processes behind this address answering the scrapes in turn would do it"
+    )
     yield Warning_(
         Code.SERVER_COUNTER_RESET,
         WARNING,
         case.label,
-        f"The server's /metrics counters fell back during this case ({resets}: the server restarted). "
+        f"The server's /metrics counters fell back during this case ({resets}, {why}). "
         "benchy added them up over its scrapes as Prometheus' rate() does"
         + (f" ({counted:.0f} requests counted for {facts.n_measured} sent)" if counted is not None else "")
         + "; what the server counted after the last scrape before a reset is lost, so its view of "

@@ -113,7 +113,7 @@ async def _closed(
                 return
             await _chain(client, request, on_record, pace.deadline, stop, turns)
             outage.saw(request.record)
-            await outage.wait(client.settings.base_url)  # a server that went away: its window to come back
+            await outage.wait(client)  # a server that went away: its window to come back
 
     n = max(1, pace.streams)
     if isinstance(requests, (list, tuple)):

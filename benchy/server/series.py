@@ -25,6 +25,10 @@ IDENTITY_LABELS = ("pid", "process", "instance", "pod", "hostname")
 # A fall that the series climbs back over within this many scrapes is another process' value,
 # not a reset: a restarted server does not redo all it had counted since it started in seconds.
 RETURN_SCRAPES = 3
+# A reset falls toward zero: the new process counts only since it started, a few seconds. A fall
+# that keeps this share of the value before it is another process' whole count, not a reset
+# (two llama.cpp servers behind nginx: 6,912 then 6,400 tokens).
+RESET_KEEPS = 0.5
 
 
 class Scrape(Protocol):
@@ -71,6 +75,12 @@ def judge(scrapes: Sequence[Scrape], names: Sequence[str]) -> Series:
             return Series(
                 several=f"{name} fell {_times(falls)} between {len(values)} scrapes and came back "
                 f"{_times(returns)} within {RETURN_SCRAPES} scrapes"
+            )
+        shallow = next(((a, b) for a, b in zip(values, values[1:], strict=False) if RESET_KEEPS * a <= b < a), None)
+        if shallow is not None:
+            return Series(
+                several=f"{name} fell from {shallow[0]:g} to {shallow[1]:g} between two scrapes, not toward zero "
+                "as a restarted server's counter does"
             )
         resets = max(resets, falls)
     return Series(resets=resets)
