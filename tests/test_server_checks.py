@@ -163,10 +163,12 @@ def test_ttft_outside_the_server_names_what_the_evidence_shows():
     neither: each named only where its evidence is; a silence benchy's own lag explains, or
     one of a few inter-token gaps, is no server that stopped."""
     awake = {"client": {"loop_lag_ms_max": 5.0, "loop_lag_ms_p95": 2.0}}
-    silent = {"silence": {"silence_s": 1.2, "streams": 3, "after_s": 2.0}}
+    silent = {"silence": {"silence_s": 1.2, "streams": 3, "after_s": 2.0, "unread": 2}}
     assert _outside(**awake).cause == "in_front"
     stopped = _outside(**awake, **silent)
     assert stopped.cause == "server_stopped" and stopped.silence_s == 1.2 and stopped.silent_streams == 3
+    busy = _outside(**awake, silence={"silence_s": 1.2, "streams": 3, "after_s": 2.0, "unread": 0})
+    assert busy.cause == "in_front"  # every request answered at once: an engine busy, not stopped
     assert _outside(client={"loop_lag_ms_p95": 80.0}).cause == "client"  # late over half the 150 ms gap
     assert _outside(client={"loop_lag_ms_max": 212.0, "loop_lag_ms_p95": 9.0}).cause == "in_front"  # a peak
     lagging = _outside(
@@ -184,7 +186,7 @@ def test_each_cause_is_worded_for_its_evidence():
     awake = {"client": {"loop_lag_ms_max": 5.0, "loop_lag_ms_p95": 2.0}}
     reqs = [request(metrics={"ttft_s": 0.200}) for _ in range(4)]
     summary_ = {"ttft_s": summary(0.200), "itl_s": summary(0.010)}
-    silent = {"silence": {"silence_s": 1.2, "streams": 3, "after_s": 2.0}}
+    silent = {"silence": {"silence_s": 1.2, "streams": 3, "after_s": 2.0, "unread": 2}}
     made = case(server(histograms={"ttft_s": hist(0.050)}), reqs, summary=summary_, **awake, **silent)
     [w] = [w for w in findings(made, SETUP) if w.code == "ttft_outside_server"]
     assert "the server stopped answering" in w.message and "1200 ms" in w.message
@@ -197,7 +199,9 @@ def test_each_cause_is_worded_for_its_evidence():
 def test_a_silence_on_every_stream_while_benchy_was_awake_outweighs_its_lag_peaks():
     """After a freeze the burst of answers makes benchy's loop lag (66 ms seen on a busy host
     against a 105 ms gap): the silence before it is still the server's."""
-    found = _outside(client={"loop_lag_ms_max": 90.0}, silence={"silence_s": 1.5, "streams": 4, "after_s": 2.0})
+    found = _outside(
+        client={"loop_lag_ms_max": 90.0}, silence={"silence_s": 1.5, "streams": 4, "after_s": 2.0, "unread": 5}
+    )
     assert found.cause == "server_stopped"
 
 

@@ -124,6 +124,7 @@ def outside_figures(case: CaseResult) -> TtftOutsideServer | None:
         cause=cause,
         silence_s=silence.silence_s if silence else None,
         silent_streams=silence.streams if silence else None,
+        unread=silence.unread if silence else None,
         client_lag_s=lag,
         loop_peak_s=_loop_peak_s(case),
     )
@@ -152,10 +153,11 @@ def _loop_peak_s(case: CaseResult) -> float:
 
 def server_silence(case: CaseResult) -> Silence | None:
     """The case's silence on every stream mid-answer, where it is the server's: many inter-token
-    gaps long, while benchy's loop was awake (its worst lag under half of it)."""
+    gaps long, requests sent during it answered (headers) only after it, and benchy's loop awake
+    (its worst lag under half of it)."""
     silence, itl = case.silence, case.median("itl_s")
-    if silence is None or itl is None or silence.silence_s < SILENT_ITLS * itl:
-        return None
+    if silence is None or itl is None or silence.silence_s < SILENT_ITLS * itl or not silence.unread:
+        return None  # (no request waited unread through it: a busy engine, not a stopped server)
     return silence if _loop_peak_s(case) < AWAKE_SHARE * silence.silence_s else None
 
 
@@ -270,9 +272,10 @@ def _outside_cause(found: TtftOutsideServer) -> tuple[str, str]:
     if found.cause == "server_stopped":
         return (
             f"the server stopped answering: for {ms(_num(found.silence_s))} nothing came on any of the "
-            f"{found.silent_streams} streams mid-answer while benchy's own loop lagged at most {peak}, so requests "
-            "sent then waited unread in its socket (a frozen process: a GC pause, a synchronous step, an engine "
-            "stall); its own TTFT starts when it reads them.",
+            f"{found.silent_streams} streams mid-answer and the {found.unread} requests sent meanwhile got their "
+            f"response headers only after it, while benchy's own loop lagged at most {peak}: they waited unread "
+            "(a frozen process: a GC pause, a synchronous step in its API server); its own TTFT starts when it "
+            "reads them.",
             "Look at the server's logs and its process around that moment; its latency figures leave that wait out.",
         )
     return (

@@ -5,8 +5,10 @@ Why: a server that freezes its own process (a GC pause, a synchronous step in it
 an engine stall) stops writing to every stream at once, and leaves requests sent meanwhile
 unread in its socket; its own TTFT starts when it reads them, so the client's TTFT exceeds it.
 A hold in front of the server (a proxy, a gateway) delays requests but not the answers already
-flowing; a stalled client shows in its own loop lag. A silence on every stream at once while
-benchy's loop was awake tells the first apart.
+flowing; a stalled client shows in its own loop lag; an engine busy with a long prefill stops
+its streams too, but its API server still answers new requests' headers. A silence on every
+stream at once, while benchy's loop was awake, and requests sent during it that got their
+headers only after it (they waited unread) tell a stopped server apart.
 
 Memory stays flat in the case's length: text events are kept as the BIN_S bins they fell in
 (a set, at most one entry per 10 ms of the case), each stream as its first and last event.
@@ -31,6 +33,7 @@ class Silence(Saved):
     silence_s: float = _opt("seconds in which no stream mid-answer received a text event", 0.0)
     streams: int = _opt("streams that were mid-answer through it (events before and after it)", 0)
     after_s: float = _opt("its start, seconds after the case's first send", 0.0)
+    unread: int = _opt("requests sent during it whose response headers came only after it", 0)
 
 
 class SilenceTracker:
@@ -39,11 +42,14 @@ class SilenceTracker:
     def __init__(self) -> None:
         self.bins: set[int] = set()
         self.spans: list[tuple[float, float]] = []  # each stream's first and last text event
+        self.heads: list[tuple[float, float]] = []  # each request's send and its response headers
         self.first_send: float | None = None
 
     def add(self, rec: RequestRecord) -> None:
         sent = rec.sent_mono_s
         self.first_send = sent if self.first_send is None else min(self.first_send, sent)
+        if rec.headers_s is not None:
+            self.heads.append((sent, sent + rec.headers_s))
         times = rec.token_event_s
         if len(times) < 2:
             return
@@ -61,5 +67,6 @@ class SilenceTracker:
                 continue
             through = sum(first < start and last >= end for first, last in self.spans)
             if through:
-                best = Silence(round(end - start, 3), through, round(start - (self.first_send or start), 3))
+                unread = sum(start <= sent < end <= head for sent, head in self.heads)
+                best = Silence(round(end - start, 3), through, round(start - (self.first_send or start), 3), unread)
         return best

@@ -335,6 +335,7 @@ class TtftOutsideServer(Details):
     cause: str | None = _n("client | server_stopped | in_front: what the evidence points to")
     silence_s: float | None = _n("the longest span with no text event on any stream mid-answer, s")
     silent_streams: int | None = _n("the streams mid-answer through that silence")
+    unread: int | None = _n("requests sent during that silence whose headers came only after it")
     client_lag_s: float | None = _n(
         "benchy's sustained lateness: its loop lag at p95 or send lag at p90, the larger, s"
     )
