@@ -215,3 +215,13 @@ def test_counters_that_fell_with_no_request_cut_are_no_restart():
     cut = [*ok[:3], request(status="error", error_kind="disconnect", error="cut")]
     [w] = [w for w in findings(case(fell, cut), SETUP) if w.code == "server_counter_reset"]
     assert "1 counter reset, the server restarted" in w.message and w.details.counter_resets == 1  # type: ignore[union-attr]
+
+
+def test_a_silence_benchy_slept_through_is_benchys_own():
+    """benchy's loop stalled 1.1 s (a blocking call in the client): every stream fell silent
+    because benchy read nothing; its typical lateness is small, but this silence was its own."""
+    found = _outside(
+        client={"loop_lag_ms_max": 1100.0, "loop_lag_ms_p95": 3.0},
+        silence={"silence_s": 1.2, "streams": 3, "after_s": 2.0, "unread": 2},
+    )
+    assert found.cause == "client" and found.silence_s is None

@@ -111,10 +111,16 @@ def outside_figures(case: CaseResult) -> TtftOutsideServer | None:
     bound = max(OUTSIDE_MIN_S, OUTSIDE_RTTS * rtt)
     if gap <= bound or gap <= OUTSIDE_SHARE * client_ttft:
         return None
-    lag = client_lag_s(case)
-    silence = server_silence(case)
-    # a silence benchy's own lag explains is no server's; one it does not is, whatever its peaks
-    cause = "server_stopped" if silence else "client" if lag >= CLIENT_SHARE * gap else "in_front"
+    lag, silence, peak = client_lag_s(case), long_silence(case), _loop_peak_s(case)
+    awake = silence is not None and peak < AWAKE_SHARE * silence.silence_s
+    slept = peak if silence is not None and not awake else 0.0  # benchy stalled through the silence
+    if silence is not None and awake and silence.unread:
+        cause = "server_stopped"  # whatever benchy's lag elsewhere: this silence was not its own
+    elif max(lag, slept) >= CLIENT_SHARE * gap:
+        cause = "client"  # late for much of the case, or stalled through the silence
+    else:
+        cause = "in_front"
+    silence = silence if cause == "server_stopped" else None
     return TtftOutsideServer(
         client_ttft_s=client_ttft,
         server_ttft_s=server_ttft,
@@ -132,8 +138,9 @@ def outside_figures(case: CaseResult) -> TtftOutsideServer | None:
 
 # benchy itself holds the gap when its own lateness is at least this share of it.
 CLIENT_SHARE = 0.5
-# A silence on every stream mid-answer is the server's when it lasts this many of the case's
-# median inter-token gaps, and benchy's loop lagged less than this share of it.
+# A silence on every stream mid-answer says something when it lasts this many of the case's
+# median inter-token gaps; it is the server's when benchy's loop lagged less than this share of
+# it (and a request sent during it waited unread), benchy's own when its loop lagged more.
 SILENT_ITLS, AWAKE_SHARE = 10.0, 0.5
 
 
@@ -151,14 +158,13 @@ def _loop_peak_s(case: CaseResult) -> float:
     return (case.client.loop_lag_ms_max or 0.0) / 1000 if case.client else 0.0
 
 
-def server_silence(case: CaseResult) -> Silence | None:
-    """The case's silence on every stream mid-answer, where it is the server's: many inter-token
-    gaps long, requests sent during it answered (headers) only after it, and benchy's loop awake
-    (its worst lag under half of it)."""
+def long_silence(case: CaseResult) -> Silence | None:
+    """The case's silence on every stream mid-answer, where it says something: many inter-token
+    gaps long. Whose it was (benchy's or the server's) is judged by its caller."""
     silence, itl = case.silence, case.median("itl_s")
-    if silence is None or itl is None or silence.silence_s < SILENT_ITLS * itl or not silence.unread:
-        return None  # (no request waited unread through it: a busy engine, not a stopped server)
-    return silence if _loop_peak_s(case) < AWAKE_SHARE * silence.silence_s else None
+    if silence is None or itl is None or silence.silence_s < SILENT_ITLS * itl:
+        return None
+    return silence
 
 
 def ms(seconds: float) -> str:
@@ -266,7 +272,8 @@ def _outside_cause(found: TtftOutsideServer) -> tuple[str, str]:
     lag, peak = ms(_num(found.client_lag_s)), ms(_num(found.loop_peak_s))
     if found.cause == "client":
         return (
-            f"benchy itself held it (its event loop or its sends were {lag} late at their 95th percentile).",
+            f"benchy itself held it (its event loop stalled up to {peak}; it, or its sends, were {lag} late at "
+            "their 95th percentile).",
             "Check client_overloaded; lower the load on this host, or spread the load (--workers).",
         )
     if found.cause == "server_stopped":
