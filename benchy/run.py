@@ -642,6 +642,7 @@ async def _close_window(state: RunState, label: str, window: server_metrics.Wind
     else:
         seen = state.seen.get(label)
         window.expected_requests = seen.served if seen is not None else 0
+        window.cut = bool(seen and seen.cut)  # a counter that fell is a restart only where requests were cut
         await window.close()
     result = window.result
     state.server[label] = result if not isinstance(result, str) else server_metrics.NoServerFigures(result)

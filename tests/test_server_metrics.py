@@ -279,9 +279,12 @@ def test_the_derived_server_figures_are_registered_metrics():
     assert {"ttft_s", "queue_s", "prefill_s"} <= keys  # the histogram means server_view prints
 
 
-def test_a_fall_that_keeps_most_of_the_count_is_another_process_not_a_reset():
-    """Two servers behind nginx: one scrape answers 6,912, the next (the other server) 6,400."""
+def test_a_fall_while_no_request_was_cut_is_another_process_not_a_reset():
+    """Two servers behind nginx: one scrape answers 6,912, the next (the other server) 6,400;
+    no request was cut or refused, as a restart's would be."""
     scrapes = [parse(_vllm(0, 0, 0, 0, p), t) for t, p in enumerate((6000, 6912, 6400, 6500))]
-    m = case_metrics(scrapes[0], scrapes[-1], VLLM, scrapes[1:-1])
-    assert m.counter_resets == 0 and "fell from 6912 to 6400" in (m.several_processes or "")
+    m = case_metrics(scrapes[0], scrapes[-1], VLLM, scrapes[1:-1], cut=False)
+    assert m.counter_resets == 0 and "fell once between 4 scrapes while no request" in (m.several_processes or "")
     assert "prompt_tokens" not in m.counters
+    restarted = case_metrics(scrapes[0], scrapes[-1], VLLM, scrapes[1:-1], cut=True)
+    assert restarted.counter_resets == 1 and restarted.counters["prompt_tokens"] == 912 + 6400 + 100

@@ -317,15 +317,16 @@ class NoServerFigures(Saved):
 
 
 def case_metrics(
-    before: Snapshot, after: Snapshot, engine: EngineNames, gauges: list[Snapshot] | None = None
+    before: Snapshot, after: Snapshot, engine: EngineNames, gauges: list[Snapshot] | None = None, cut: bool = True
 ) -> ServerCaseMetrics:
-    """The server's figures for the window between two snapshots (pure)."""
+    """The server's figures for the window between two snapshots (pure). `cut`: the client saw
+    requests cut or refused in the window, without which a fall of the counters is no restart."""
     found, missing = found_names(after, engine)
     out = ServerCaseMetrics(engine.engine, round(after.t_s - before.t_s, 6), unavailable=dict(missing))
     sampled = [before, *(gauges or []), after]
     counted = [found[f] for f in engine.counters if f in found]
     counted += [f"{found[f]}_count" for f in engine.histograms if f in found]
-    verdict = series.judge(sampled, counted)
+    verdict = series.judge(sampled, counted, cut)
     out.counter_resets, out.several_processes = verdict.resets, verdict.several
     for figure in (*engine.counters, *engine.histograms):
         if figure in found and verdict.several:
@@ -497,6 +498,7 @@ class Window:
         self.scraper = scraper
         self.interval_s = interval_s
         self.expected_requests = 0
+        self.cut = False  # requests were cut or refused during the case: the counters may have been reset
         self.before: Snapshot | None = None
         self.texts: list[tuple[float, str]] = []  # gauge lines only, parsed after the case
         self.result: ServerCaseMetrics | str = "the case ended before its measured requests began"
@@ -555,7 +557,7 @@ class Window:
                 gauges.append(parse(text, t_s, self.scraper.model))
             except ScrapeError:
                 continue
-        self.result = case_metrics(before, after, engine, gauges)
+        self.result = case_metrics(before, after, engine, gauges, self.cut)
         self.result.rtt_s = min(self.scraper.round_trips, default=None)
 
     async def _settled_after(self, engine: EngineNames, before: Snapshot) -> Snapshot:
