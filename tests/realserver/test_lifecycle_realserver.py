@@ -51,6 +51,24 @@ def wait_for(what: str, done, proc, timeout: float = 120.0) -> None:
         time.sleep(0.02)
 
 
+def started(base_url: str, out: Path, n: int, *args: str):
+    """`benchy run` against base_url into `out`, once it has finished n requests."""
+    proc = start_benchy(
+        "run",
+        "--base-url",
+        base_url,
+        *args,
+        "-o",
+        str(out),
+        "--quiet",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for(f"{n} finished requests", lambda: finished(out) >= n, proc)
+    return proc
+
+
 def processing(server) -> float:
     """llama.cpp's own count of the requests it is serving now."""
     text = urllib.request.urlopen(server.root_url + "/metrics", timeout=5).read().decode()
@@ -74,11 +92,7 @@ def words(results: dict) -> str:
 def test_a_frozen_llama_server_is_the_silence_benchy_measures(llama_server_factory, tmp_path):
     server = llama_server_factory()
     out = tmp_path / "out"
-    args = ("--base-url", server.base_url, "--pp", "64", "--tg", "400", "--rate", "2", "--requests", "24")
-    proc = start_benchy(
-        "run", *args, "-o", str(out), "--quiet", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    wait_for("12 finished requests", lambda: finished(out) >= 12, proc)
+    proc = started(server.base_url, out, 12, "--pp", "64", "--tg", "400", "--rate", "2", "--requests", "24")
     wait_for("a request being served", lambda: processing(server) > 0, proc)
     time.sleep(0.1)  # past its prompt (13 ms here), not past its 400 tokens (0.3 s or more): mid-answer
     stopped = time.perf_counter()
@@ -101,11 +115,7 @@ def test_a_frozen_llama_server_is_the_silence_benchy_measures(llama_server_facto
 def test_a_llama_server_restarted_on_its_port_mid_case_is_waited_for(llama_server_factory, tiny_model_path, tmp_path):
     first = llama_server_factory()
     out = tmp_path / "out"
-    args = ("--base-url", first.base_url, "--pp", "64", "--tg", "64", "-c", "2", "--runs", "30")
-    proc = start_benchy(
-        "run", *args, "-o", str(out), "--quiet", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    wait_for("20 finished requests", lambda: finished(out) >= 20, proc)
+    proc = started(first.base_url, out, 20, "--pp", "64", "--tg", "64", "-c", "2", "--runs", "30")
     first.proc.kill()  # as a pod is killed: connections cut, nothing listens
     first.proc.wait(10)
     second = llama_server_factory(extra_args=("--port", str(first.port)))
