@@ -111,16 +111,8 @@ def outside_figures(case: CaseResult) -> TtftOutsideServer | None:
     bound = max(OUTSIDE_MIN_S, OUTSIDE_RTTS * rtt)
     if gap <= bound or gap <= OUTSIDE_SHARE * client_ttft:
         return None
-    lag, silence, peak = client_lag_s(case), long_silence(case), _loop_peak_s(case)
-    awake = silence is not None and peak < AWAKE_SHARE * silence.silence_s
-    slept = peak if silence is not None and not awake else 0.0  # benchy stalled through the silence
-    if silence is not None and awake and silence.unread:
-        cause = "server_stopped"  # whatever benchy's lag elsewhere: this silence was not its own
-    elif max(lag, slept) >= CLIENT_SHARE * gap:
-        cause = "client"  # late for much of the case, or stalled through the silence
-    else:
-        cause = "in_front"
-    silence = silence if cause == "server_stopped" else None
+    lag = client_lag_s(case)
+    cause, silence = _outside_evidence(case, gap, lag)
     return TtftOutsideServer(
         client_ttft_s=client_ttft,
         server_ttft_s=server_ttft,
@@ -142,6 +134,19 @@ CLIENT_SHARE = 0.5
 # median inter-token gaps; it is the server's when benchy's loop lagged less than this share of
 # it (and a request sent during it waited unread), benchy's own when its loop lagged more.
 SILENT_ITLS, AWAKE_SHARE = 10.0, 0.5
+
+
+def _outside_evidence(case: CaseResult, gap: float, lag: float) -> tuple[str, Silence | None]:
+    """What holds a TTFT gap of `gap` s, by the evidence: "server_stopped" (with its silence),
+    "client" or "in_front"."""
+    silence, peak = long_silence(case), _loop_peak_s(case)
+    awake = silence is not None and peak < AWAKE_SHARE * silence.silence_s
+    if silence is not None and awake and silence.unread:
+        return "server_stopped", silence  # whatever benchy's lag elsewhere: this silence was not its own
+    slept = peak if silence is not None and not awake else 0.0  # benchy stalled through the silence
+    if max(lag, slept) >= CLIENT_SHARE * gap:
+        return "client", None  # late for much of the case, or stalled through the silence
+    return "in_front", None
 
 
 def client_lag_s(case: CaseResult) -> float:
