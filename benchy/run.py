@@ -89,7 +89,7 @@ class RunSettings:
 
     @property
     def limits(self) -> ErrorLimits:
-        return ErrorLimits(self.max_errors, self.max_error_rate, self.max_connect_failures)
+        return ErrorLimits(self.max_errors, self.max_error_rate, self.max_connect_failures, self.client.reconnect_s)
 
 
 @dataclass
@@ -557,6 +557,7 @@ async def _close_window(state: RunState, label: str, window: server_metrics.Wind
     else:
         seen = state.sink.tallies.get(label) if state.sink is not None else None
         window.expected_requests = seen.served if seen is not None else 0
+        window.cut = bool(seen and seen.cut)  # a counter that fell is a restart only where requests were cut
         await window.close()
     result = window.result
     state.server[label] = result if not isinstance(result, str) else server_metrics.NoServerFigures(result)

@@ -142,3 +142,86 @@ def test_the_queue_hint_names_the_flag_that_sets_the_load():
         (finding,) = findings(case(queued, **more), SETUP)
         assert where in finding.message and knob in finding.hint, finding
         assert "concurrency" not in finding.hint or not more
+
+
+def _num(value: float | None) -> float:
+    assert value is not None
+    return value
+
+
+def _outside(**more) -> sc.TtftOutsideServer:
+    """A case with 150 ms of TTFT outside the server's own, and `more` of the evidence."""
+    reqs = [request(metrics={"ttft_s": 0.200}) for _ in range(4)]
+    summary_ = {"ttft_s": summary(0.200), "itl_s": summary(0.010)}
+    found = sc.outside_figures(case(server(histograms={"ttft_s": hist(0.050)}), reqs, summary=summary_, **more))
+    assert found is not None and abs(_num(found.outside_s) - 0.15) < 1e-9
+    return found
+
+
+def test_ttft_outside_the_server_names_what_the_evidence_shows():
+    """benchy's own lateness, a silence on every stream mid-answer while benchy was awake, or
+    neither: each named only where its evidence is; a silence benchy's own lag explains, or
+    one of a few inter-token gaps, is no server that stopped."""
+    awake = {"client": {"loop_lag_ms_max": 5.0, "loop_lag_ms_p95": 2.0}}
+    silent = {"silence": {"silence_s": 1.2, "streams": 3, "after_s": 2.0, "unread": 2}}
+    assert _outside(**awake).cause == "in_front"
+    stopped = _outside(**awake, **silent)
+    assert stopped.cause == "server_stopped" and stopped.silence_s == 1.2 and stopped.silent_streams == 3
+    busy = _outside(**awake, silence={"silence_s": 1.2, "streams": 3, "after_s": 2.0, "unread": 0})
+    assert busy.cause == "in_front"  # every request answered at once: an engine busy, not stopped
+    assert _outside(client={"loop_lag_ms_p95": 80.0}).cause == "client"  # late over half the 150 ms gap
+    assert _outside(client={"loop_lag_ms_max": 212.0, "loop_lag_ms_p95": 9.0}).cause == "in_front"  # a peak
+    lagging = _outside(
+        client={"loop_lag_ms_max": 70.0, "loop_lag_ms_p95": 9.0},
+        silence={"silence_s": 0.12, "streams": 1, "after_s": 0},
+    )
+    assert lagging.cause == "in_front"  # a 120 ms silence, with benchy 70 ms late: not the server's
+    short = _outside(**awake, silence={"silence_s": 0.09, "streams": 2, "after_s": 0.0})
+    assert short.cause == "in_front"  # 9 inter-token gaps: a slow step, not a stop
+    late_sends = _outside(**awake, send_lag={"median": 0.1, "p90": 0.1})
+    assert late_sends.cause == "client" and late_sends.client_lag_s == 0.1
+
+
+def test_each_cause_is_worded_for_its_evidence():
+    awake = {"client": {"loop_lag_ms_max": 5.0, "loop_lag_ms_p95": 2.0}}
+    reqs = [request(metrics={"ttft_s": 0.200}) for _ in range(4)]
+    summary_ = {"ttft_s": summary(0.200), "itl_s": summary(0.010)}
+    silent = {"silence": {"silence_s": 1.2, "streams": 3, "after_s": 2.0, "unread": 2}}
+    made = case(server(histograms={"ttft_s": hist(0.050)}), reqs, summary=summary_, **awake, **silent)
+    [w] = [w for w in findings(made, SETUP) if w.code == "ttft_outside_server"]
+    assert "the server stopped answering" in w.message and "1200 ms" in w.message
+    assert "proxy" not in w.message and "benchy itself" not in w.message
+    made = case(server(histograms={"ttft_s": hist(0.050)}), reqs, summary=summary_, **awake)
+    [w] = [w for w in findings(made, SETUP) if w.code == "ttft_outside_server"]
+    assert "in front of the server" in w.message and "stopped" not in w.message
+
+
+def test_a_silence_on_every_stream_while_benchy_was_awake_outweighs_its_lag_peaks():
+    """After a freeze the burst of answers makes benchy's loop lag (66 ms seen on a busy host
+    against a 105 ms gap): the silence before it is still the server's."""
+    found = _outside(
+        client={"loop_lag_ms_max": 90.0}, silence={"silence_s": 1.5, "streams": 4, "after_s": 2.0, "unread": 5}
+    )
+    assert found.cause == "server_stopped"
+
+
+def test_counters_that_fell_with_no_request_cut_are_no_restart():
+    """A restart cuts the requests in flight and refuses the next ones; counters that fell while
+    every request went through are not this server's restart, and the words say so."""
+    ok = [request() for _ in range(4)]
+    fell = server(counter_resets=1, derived={"requests": 3})
+    [w] = [w for w in findings(case(fell, ok), SETUP) if w.code == "server_counter_reset"]
+    assert "no request was cut or refused" in w.message and "several processes" in w.message
+    cut = [*ok[:3], request(status="error", error_kind="disconnect", error="cut")]
+    [w] = [w for w in findings(case(fell, cut), SETUP) if w.code == "server_counter_reset"]
+    assert "1 counter reset, the server restarted" in w.message and w.details.counter_resets == 1  # type: ignore[union-attr]
+
+
+def test_a_silence_benchy_slept_through_is_benchys_own():
+    """benchy's loop stalled 1.1 s (a blocking call in the client): every stream fell silent
+    because benchy read nothing; its typical lateness is small, but this silence was its own."""
+    found = _outside(
+        client={"loop_lag_ms_max": 1100.0, "loop_lag_ms_p95": 3.0},
+        silence={"silence_s": 1.2, "streams": 3, "after_s": 2.0, "unread": 2},
+    )
+    assert found.cause == "client" and found.silence_s is None

@@ -115,9 +115,31 @@ def test_text_that_is_not_prometheus_is_a_scrape_error():
         parse("<html>502 Bad Gateway</html>\n", 0.0)
 
 
-def test_counter_that_goes_down_is_not_a_figure():
-    m = case_metrics(parse(_vllm(0, 0, 0, 0, 50), 0.0), parse(_vllm(0, 0, 0, 0, 10), 1.0), VLLM)
-    assert "prompt_tokens" not in m.counters and "restarted" in m.unavailable["prompt_tokens"]
+def test_a_counter_reset_is_counted_as_rate_counts_it():
+    """A restart between scrapes: 50 → 80 before it, 10 → 20 after; the case counted 30 + 20."""
+    scrapes = [parse(_vllm(0, 0, 0, 0, p), t) for t, p in enumerate((50, 80, 10, 20))]
+    m = case_metrics(scrapes[0], scrapes[-1], VLLM, scrapes[1:-1])
+    assert m.counters["prompt_tokens"] == 50 and m.counter_resets == 1 and m.several_processes is None
+    alone = case_metrics(scrapes[0], scrapes[-1], VLLM)  # without the scrapes between: one fall seen
+    assert alone.counters["prompt_tokens"] == 20 and alone.counter_resets == 1
+
+
+def test_scrapes_of_several_processes_are_no_count():
+    """Two processes behind one address answer in turn: their counts fall and come back."""
+    scrapes = [parse(_vllm(0, 0, 0, 0, p), t) for t, p in enumerate((50, 40, 60, 45, 70, 52))]
+    m = case_metrics(scrapes[0], scrapes[-1], VLLM, scrapes[1:-1])
+    assert m.several_processes and "fell 3 times" in m.several_processes and "came back 2 times" in m.several_processes
+    assert "prompt_tokens" not in m.counters and "several processes" in m.unavailable["prompt_tokens"]
+    assert m.counter_resets == 0
+
+
+def test_a_process_label_that_changes_is_several_processes():
+    one, two = (
+        parse(_vllm(0, 0, 0, 0, p).replace('model_name="', f'pid="{pid}",model_name="'), t)
+        for t, (pid, p) in enumerate(((7, 50), (9, 60)))
+    )
+    m = case_metrics(one, two, VLLM)
+    assert "pid" in (m.several_processes or "") and "prompt_tokens" not in m.counters
 
 
 # ------------------------------------------------------------------ against the simulator
@@ -255,3 +277,14 @@ def test_the_derived_server_figures_are_registered_metrics():
     assert derived and derived <= keys
     assert {"cache_hit_rate", "prefill_tps", "decode_tps"} <= derived
     assert {"ttft_s", "queue_s", "prefill_s"} <= keys  # the histogram means server_view prints
+
+
+def test_a_fall_while_no_request_was_cut_is_another_process_not_a_reset():
+    """Two servers behind nginx: one scrape answers 6,912, the next (the other server) 6,400;
+    no request was cut or refused, as a restart's would be."""
+    scrapes = [parse(_vllm(0, 0, 0, 0, p), t) for t, p in enumerate((6000, 6912, 6400, 6500))]
+    m = case_metrics(scrapes[0], scrapes[-1], VLLM, scrapes[1:-1], cut=False)
+    assert m.counter_resets == 0 and "fell once between 4 scrapes while no request" in (m.several_processes or "")
+    assert "prompt_tokens" not in m.counters
+    restarted = case_metrics(scrapes[0], scrapes[-1], VLLM, scrapes[1:-1], cut=True)
+    assert restarted.counter_resets == 1 and restarted.counters["prompt_tokens"] == 912 + 6400 + 100

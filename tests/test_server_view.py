@@ -122,6 +122,9 @@ def test_ttft_held_outside_the_server(start_sim):
     assert d["server_ttft_s"] == pytest.approx(sum(s["ttft_s"] for s in spans) / len(spans), rel=1e-6)
     assert d["outside_s"] == pytest.approx(d["client_ttft_s"] - d["server_ttft_s"], rel=1e-9)
     assert d["outside_s"] > d["bound_s"] >= d["rtt_s"] > 0  # beyond a round trip, not one
+    # the proxy held new requests, not the answers flowing: no stream fell silent, so the
+    # words name something in front of the server, not the server nor (awake) benchy
+    assert d["cause"] == "in_front" and "in front of the server" in w["message"], w["message"]
 
 
 def test_queue_dominating_ttft_names_the_concurrency(start_sim):

@@ -10,7 +10,13 @@ once, a request at a time (a long case's are on disk: results/rows.py).
   server_token_mismatch the server generated a different number of tokens than the client
                         counted for the same requests.
   ttft_outside_server   the client's TTFT exceeds the server's own by far more than a round
-                        trip to it: a proxy, the client or connection set-up holds the rest.
+                        trip to it; the words name what the evidence shows holds the rest:
+                        benchy (its loop or send lag), the server that stopped (every stream
+                        mid-answer silent at once, benchy awake) or something in front of it.
+  server_counter_reset  the server's counters fell back during the case (it restarted): counted
+                        over every scrape as rate() does, what it counted just before is lost.
+  server_several_processes  the scrapes answer for several processes behind one address: the
+                        server view covers one a scrape, its counts are withheld.
   queue_dominates_ttft  most of the server's TTFT was queueing: the server is saturated at
                         this concurrency, and TTFT and prefill t/s hold queue time (the
                         queueing trap's module, results/verdicts/queueing.py, words it).
@@ -21,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from benchy.checks.registry import WARNING, Code, Warning_
+from benchy.measure.silence import Silence
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -28,7 +35,13 @@ from benchy.results.types import (
     RunResult,
 )
 from benchy.results.verdicts import queueing
-from benchy.results.verdicts.details import ServerCacheHit, ServerTokenMismatch, TtftOutsideServer
+from benchy.results.verdicts.details import (
+    NoFigures,
+    ServerCacheHit,
+    ServerCounterReset,
+    ServerTokenMismatch,
+    TtftOutsideServer,
+)
 
 # Tokens a request may legitimately find cached beyond its template: vLLM's cache blocks are 16
 # tokens, so a template prefix rounds to a block either way.
@@ -67,8 +80,8 @@ def token_mismatch_figures(case: CaseResult) -> ServerTokenMismatch | None:
     succeeded: a failed one may have generated tokens the client never saw."""
     server = case.server_figures()
     generated = server.counters.get("generation_tokens") if server else None
-    if generated is None:
-        return None
+    if generated is None or server is None or server.counter_resets:
+        return None  # after a reset the view may fall short: server_counter_reset says so
     facts = case.facts()
     # a failed one, or one without usage (the client's count is a floor: no_usage says so)
     if not facts.all_ok_counted:
@@ -98,9 +111,65 @@ def outside_figures(case: CaseResult) -> TtftOutsideServer | None:
     bound = max(OUTSIDE_MIN_S, OUTSIDE_RTTS * rtt)
     if gap <= bound or gap <= OUTSIDE_SHARE * client_ttft:
         return None
+    lag = client_lag_s(case)
+    cause, silence = _outside_evidence(case, gap, lag)
     return TtftOutsideServer(
-        client_ttft_s=client_ttft, server_ttft_s=server_ttft, outside_s=gap, rtt_s=rtt, bound_s=bound
+        client_ttft_s=client_ttft,
+        server_ttft_s=server_ttft,
+        outside_s=gap,
+        rtt_s=rtt,
+        bound_s=bound,
+        cause=cause,
+        silence_s=silence.silence_s if silence else None,
+        silent_streams=silence.streams if silence else None,
+        unread=silence.unread if silence else None,
+        client_lag_s=lag,
+        loop_peak_s=_loop_peak_s(case),
     )
+
+
+# benchy itself holds the gap when its own lateness is at least this share of it.
+CLIENT_SHARE = 0.5
+# A silence on every stream mid-answer says something when it lasts this many of the case's
+# median inter-token gaps; it is the server's when benchy's loop lagged less than this share of
+# it (and a request sent during it waited unread), benchy's own when its loop lagged more.
+SILENT_ITLS, AWAKE_SHARE = 10.0, 0.5
+
+
+def _outside_evidence(case: CaseResult, gap: float, lag: float) -> tuple[str, Silence | None]:
+    """What holds a TTFT gap of `gap` s, by the evidence: "server_stopped" (with its silence),
+    "client" or "in_front"."""
+    silence, peak = long_silence(case), _loop_peak_s(case)
+    awake = silence is not None and peak < AWAKE_SHARE * silence.silence_s
+    if silence is not None and awake and silence.unread:
+        return "server_stopped", silence  # whatever benchy's lag elsewhere: this silence was not its own
+    slept = peak if silence is not None and not awake else 0.0  # benchy stalled through the silence
+    if max(lag, slept) >= CLIENT_SHARE * gap:
+        return "client", None  # late for much of the case, or stalled through the silence
+    return "in_front", None
+
+
+def client_lag_s(case: CaseResult) -> float:
+    """benchy's own sustained lateness in the case: its event loop's p95 lag, or its sends' p90
+    lag behind their schedule (an open loop), the larger, s. A mean gap over every request is
+    benchy's only if benchy was late for many of them, not at one peak (212 ms seen once on a
+    busy host, against a proxy's steady 150 ms)."""
+    loop = (case.client.loop_lag_ms_p95 or 0.0) / 1000 if case.client else 0.0
+    sends = case.send_lag.p90 if case.send_lag and case.send_lag.p90 is not None else 0.0
+    return max(loop, sends)
+
+
+def _loop_peak_s(case: CaseResult) -> float:
+    return (case.client.loop_lag_ms_max or 0.0) / 1000 if case.client else 0.0
+
+
+def long_silence(case: CaseResult) -> Silence | None:
+    """The case's silence on every stream mid-answer, where it says something: many inter-token
+    gaps long. Whose it was (benchy's or the server's) is judged by its caller."""
+    silence, itl = case.silence, case.median("itl_s")
+    if silence is None or itl is None or silence.silence_s < SILENT_ITLS * itl:
+        return None
+    return silence
 
 
 def ms(seconds: float) -> str:
@@ -184,21 +253,105 @@ def ttft_outside_server(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
     found = outside_figures(case)
     if found is None:
         return
+    said, hint = _outside_cause(found)
     yield Warning_(
         Code.TTFT_OUTSIDE_SERVER,
         WARNING,
         case.label,
         f"Client TTFT averaged {ms(_num(found.client_ttft_s))}, the server's own "
-        f"{ms(_num(found.server_ttft_s))}: {ms(_num(found.outside_s))} passed outside the server, far "
-        f"more than a round trip to it ({ms(_num(found.rtt_s))}): a proxy, the client or connection "
-        "set-up holds it.",
-        "Benchmark the server directly (not through a gateway), check client_overloaded, or keep connections alive.",
+        f"{ms(_num(found.server_ttft_s))}: {ms(_num(found.outside_s))} passed outside the server's own "
+        f"account, far more than a round trip to it ({ms(_num(found.rtt_s))}): {said}",
+        hint,
         details=found,
         evidence=(
             Evidence("ttft_outside_server_s", found.outside_s, found.bound_s, "s"),
             Evidence("rtt_s", found.rtt_s, None, "s"),
+            Evidence("client_lag_s", found.client_lag_s, None, "s"),
+            *((Evidence("server_silence_s", found.silence_s, None, "s"),) if found.silence_s is not None else ()),
         ),
     )
 
 
-CASE_CHECKS = (server_cache_hit, server_token_mismatch, ttft_outside_server, queueing.queue_dominates_ttft)
+def _outside_cause(found: TtftOutsideServer) -> tuple[str, str]:
+    """(what holds it, in words that name only what the evidence shows; the hint)."""
+    lag, peak = ms(_num(found.client_lag_s)), ms(_num(found.loop_peak_s))
+    if found.cause == "client":
+        return (
+            f"benchy itself held it (its event loop stalled up to {peak}; it, or its sends, were {lag} late at "
+            "their 95th percentile).",
+            "Check client_overloaded; lower the load on this host, or spread the load (--workers).",
+        )
+    if found.cause == "server_stopped":
+        return (
+            f"the server stopped answering: for {ms(_num(found.silence_s))} nothing came on any of the "
+            f"{found.silent_streams} streams mid-answer and the {found.unread} requests sent meanwhile got their "
+            f"response headers only after it, while benchy's own loop lagged at most {peak}: they waited unread "
+            "(a frozen process: a GC pause, a synchronous step in its API server); its own TTFT starts when it "
+            "reads them.",
+            "Look at the server's logs and its process around that moment; its latency figures leave that wait out.",
+        )
+    return (
+        f"something in front of the server holds requests (a proxy, a gateway, connection set-up): benchy was "
+        f"late by {lag} at its 95th percentile and no stream mid-answer fell silent.",
+        "Benchmark the server directly (not through a gateway), or keep connections alive.",
+    )
+
+
+def server_counter_reset(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    server = case.server_figures()
+    n = server.counter_resets if server else 0
+    if server is None or not n:
+        return
+    resets = f"{n} counter reset{'s' if n != 1 else ''}"
+    counted = server.derived.get("requests")
+    facts = case.facts()
+    # a restart cuts the requests in flight and refuses the next: without that, not this server's
+    cut = any(kind in facts.first_errors for kind in ("connect", "reset", "disconnect"))
+    why = (
+        "the server restarted: requests were cut or refused"
+        if cut
+        else "though no request was cut or refused: not a restart of the server benchy measured; several "
+        "processes behind this address answering the scrapes in turn would do it"
+    )
+    yield Warning_(
+        Code.SERVER_COUNTER_RESET,
+        WARNING,
+        case.label,
+        f"The server's /metrics counters fell back during this case ({resets}, {why}). "
+        "benchy added them up over its scrapes as Prometheus' rate() does"
+        + (f" ({counted:.0f} requests counted for {facts.n_measured} sent)" if counted is not None else "")
+        + "; what the server counted after the last scrape before a reset is lost, so its view of "
+        "this case may fall short. Statistics from /metrics may be inaccurate.",
+        "A restarted server also lost its caches: compare this case with the others; request_errors counts "
+        "the requests the restart cut or refused.",
+        details=ServerCounterReset(counter_resets=n, server_requests=counted, requests=facts.n_measured),
+        evidence=(Evidence("counter_resets", n, 0, "resets"),),
+    )
+
+
+def server_several_processes(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    server = case.server_figures()
+    why = server.several_processes if server else None
+    if why is None:
+        return
+    yield Warning_(
+        Code.SERVER_SEVERAL_PROCESSES,
+        WARNING,
+        case.label,
+        f"/metrics at this address answers for one of several server processes or replicas a scrape ({why}): "
+        "the server view covers one of them at a time, so benchy withholds its counts and histograms for "
+        "this case rather than compare them with the responses.",
+        "Name each replica's address (--replica URL, repeated) to have each one's /metrics scraped and added up, "
+        "or have the processes share their metrics (vLLM: PROMETHEUS_MULTIPROC_DIR).",
+        details=NoFigures(),
+    )
+
+
+CASE_CHECKS = (
+    server_cache_hit,
+    server_token_mismatch,
+    ttft_outside_server,
+    queueing.queue_dominates_ttft,
+    server_counter_reset,
+    server_several_processes,
+)

@@ -106,6 +106,14 @@ CLIENT_OPTIONS: tuple[Decorator, ...] = (
         show_default=True,
         help="Seconds of silence in a stream before the request counts as stalled.",
     ),
+    click.option(
+        "--reconnect-s",
+        type=click.FloatRange(min=0),
+        default=10.0,
+        show_default=True,
+        help="Seconds a server that went away (connections refused: a restart) gets to come back: "
+        "a closed loop waits that long before its next request; the run stops after it (exit 6).",
+    ),
     click.option("--insecure", is_flag=True, help="Do not verify TLS certificates."),
     click.option(
         "--transport",
@@ -161,6 +169,7 @@ def _client_settings(
     api_key: str | None,
     timeout: float,
     stall_timeout: float,
+    reconnect_s: float,
     insecure: bool,
     transport: str,
     headers: tuple[str, ...],
@@ -189,6 +198,7 @@ def _client_settings(
         model=model,
         timeout_s=timeout,
         stall_timeout_s=stall_timeout,
+        reconnect_s=reconnect_s,
         insecure=insecure,
         transport=transport,
         headers=parsed,

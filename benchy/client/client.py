@@ -201,7 +201,9 @@ class Client:
             pass
 
     # ---- the server's side pages -----------------------------------------------------------
-    async def page(self, method: str, url: str, payload: dict | None = None, timeout_s: float = PAGE_TIMEOUT_S) -> Page:
+    async def page(
+        self, method: str, url: str, payload: dict | None = None, timeout_s: float = PAGE_TIMEOUT_S, fresh: bool = False
+    ) -> Page:
         """One side page (identity, /metrics, a cache reset: benchy.server's PageSource), read
         whole over connections of its own, so that a scrape during a case never takes one of
         those warmed for the measured streams, whichever transport carries them. Redirects,
@@ -212,7 +214,7 @@ class Client:
         if self._pages is None:
             self._pages = self._lean_pool()
         body = orjson.dumps(payload) if payload is not None else (b"" if method == "POST" else None)
-        page, reused = await self._page_once(self._pages, method, url, body, timeout_s, fresh=False)
+        page, reused = await self._page_once(self._pages, method, url, body, timeout_s, fresh=fresh)
         if page.failure == "reset" and reused:
             page, _ = await self._page_once(self._pages, method, url, body, timeout_s, fresh=True)
         return page

@@ -32,8 +32,9 @@ class ClientSettings:
     env_proxy: bool = True  # a proxy from HTTP_PROXY / HTTPS_PROXY / NO_PROXY (--no-env-proxy: never)
     transport: str = "lean"  # benchy.client.http1, or "aiohttp"
     stream: bool = True  # False: --no-stream, each answer read whole (client/whole.py)
-    tools: list | None = None  # --tools: OpenAI function definitions (client/tools.py)
+    tools: list[Any] | None = None  # --tools: OpenAI function definitions (client/tools.py)
     tool_choice: str | None = None  # --tool-choice: auto | required | none | a function's name
+    reconnect_s: float = 10.0  # --reconnect-s: how long a server that went away gets to come back (load/reconnect.py)
 
 
 # Headers whose value the transport decides (framing, the connection); --header may not set them.

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchy.client.client import Client
+from benchy.load import reconnect
 from benchy.load.plan import PlannedRequest
 from benchy.load.turns import Turns
 from benchy.records import RequestRecord
@@ -105,12 +106,15 @@ async def _closed(
     turns: Turns,
 ) -> None:
     queue = iter(requests)
+    outage = reconnect.Outage(client.settings.reconnect_s)
 
     async def stream() -> None:
         for request in queue:
             if stop.is_set() or time.perf_counter() >= pace.deadline:
                 return
             await _chain(client, request, on_record, pace.deadline, stop, turns)
+            outage.saw(request.record)
+            await outage.wait(client)  # a server that went away: its window to come back
 
     n = max(1, pace.streams)
     if isinstance(requests, (list, tuple)):

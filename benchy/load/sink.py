@@ -10,8 +10,10 @@ steps keep (the tallies, the failure counts, why the run stopped) is the sink's 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 
+from benchy.load import reconnect
 from benchy.load.progress import Progress
 from benchy.load.tally import CaseTally
 from benchy.measure import classify
@@ -29,6 +31,7 @@ class ErrorLimits:
     max_errors: int | None = None
     max_error_rate: float | None = None
     max_connect_failures: int = 3
+    reconnect_s: float = 10.0  # --reconnect-s: how long a server that went away gets to come back
 
 
 @dataclass
@@ -39,14 +42,18 @@ class FailureCount:
     failed: int = 0
     connect_in_a_row: int = 0
     last_connect_error: str | None = None
+    gone_since: float | None = None  # perf_counter of the first of them (load/reconnect.py)
 
     def add(self, rec: RequestRecord) -> None:
         self.done += 1
         self.failed += not classify.classify(rec).ok
-        gone = rec.status == "error" and rec.error_kind == "connect"
+        gone = reconnect.refused(rec)
         self.connect_in_a_row = self.connect_in_a_row + 1 if gone else 0
         if gone:
             self.last_connect_error = rec.error
+            self.gone_since = self.gone_since or time.perf_counter()
+        else:
+            self.gone_since = None
 
     def passed(self, limits: ErrorLimits) -> dict[str, str] | None:
         """{by, reason} once --max-errors or --max-error-rate is passed (more errors than allowed,
@@ -54,11 +61,13 @@ class FailureCount:
         (or no route) mean every later one would fail alike, so sending them only lengthens a
         dead run (--max-connect-failures). None while the run may go on."""
         failed, done = self.failed, self.done
-        limit = limits.max_connect_failures
-        if limit and self.connect_in_a_row >= limit:
+        limit, window = limits.max_connect_failures, limits.reconnect_s
+        away_s = time.perf_counter() - self.gone_since if self.gone_since is not None else 0.0
+        if limit and self.connect_in_a_row >= limit and away_s >= window:
             return {
                 "by": "server-gone",
                 "reason": f"the server is gone: {self.connect_in_a_row} requests in a row could not connect "
+                f"over {away_s:.1f} s, and it did not come back within --reconnect-s {window:g} "
                 f"({self.last_connect_error})",
             }
         if limits.max_errors is not None and failed > limits.max_errors:

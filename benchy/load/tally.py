@@ -20,12 +20,14 @@ class CaseTally:
 
     def __init__(self) -> None:
         self.served = 0  # measured requests that ended ok as the client saw them (the server's count)
+        self.cut = 0  # requests cut or refused (a restart does both: the /metrics window's evidence of one)
         self._sent = array("d")  # per request: when it was sent (monotonic s), when it ended, its tokens
         self._ended = array("d")
         self._tokens = array("q")
 
     def add(self, rec: RequestRecord) -> None:
         self.served += rec.ok and not rec.warmup
+        self.cut += rec.status == "error" and rec.error_kind in ("connect", "reset", "disconnect")
         self._sent.append(rec.sent_mono_s)
         self._ended.append(rec.sent_mono_s + (rec.end_s or 0.0))
         self._tokens.append(tokens_of(rec))

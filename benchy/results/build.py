@@ -23,6 +23,7 @@ from benchy.measure import case_formulas, classify, metrics, reading, registry, 
 from benchy.measure import gpu as gpu_figures
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
+from benchy.measure.silence import SilenceTracker
 from benchy.measure.slo import goodput_figures
 from benchy.measure.unavailable import LEGACY, NO_SUCCESS, PROMPT_LENGTH_MISSED, Unavailable
 from benchy.measure.workloads import WorkloadFigures, case_figures, ttft_gains, withhold_turns
@@ -62,6 +63,7 @@ class CaseRows:
         self.records: list[RequestRecord] | None = [] if keep_records else None
         self.alone_ttft_s: list[float] = []  # TTFTs of the requests sent alone (load/alone.py), as measured
         self.alone_points: list[tuple[float, float]] = []  # their (uncached prompt tokens, TTFT)
+        self.silence = SilenceTracker()  # the longest silence on every stream mid-answer (measure/silence.py)
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], keep_records: bool = False) -> CaseRows:
@@ -87,6 +89,8 @@ class CaseRows:
         self.buffer_reasons.append(None if why is None else self._reasons.setdefault(why, why))  # one copy each
         if self.records is not None:
             self.records.append(rec)
+        if not (rec.warmup or rec.control):
+            self.silence.add(rec)
         return row
 
     def __len__(self) -> int:
@@ -163,6 +167,7 @@ def case_result(
         workload=_workload_figures(case, made) if case.workload else None,
         gpu=_gpu(gpu, tally.ok_tokens, tally.n_ok, idle_power_w),
         cache_reset=cache_reset,
+        silence=made.silence.longest(),
     )
     queueing.judge_alone(result, made.alone_ttft_s, made.alone_points)
     return result

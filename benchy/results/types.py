@@ -71,7 +71,11 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
   1.26 request tool_chars, tool_calls (tool calls are output: client/tools.py); metric ttftc_s
        (time to first tool call), workload.turns[].ttftc_s; setup.tools, setup.tool_choice (--tools,
-       --tool-choice); warning tool_choice_ignored
+       --tool-choice); warning tool_choice_ignored; case.server counter_resets (its counters added up over every scrape as rate() does) and
+       several_processes (why the scrapes answer for several processes: counts withheld);
+       warnings server_counter_reset, server_several_processes; case.silence (the longest span
+       in which no stream mid-answer received anything) and ttft_outside_server details cause,
+       silence_s, loop_lag_s (issue 52)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -98,6 +102,7 @@ from benchy.measure.gpu import GpuCase, GpuSetup
 from benchy.measure.health import ClientHealth, LoopHealth, WorkerClock, WorkerHealth  # noqa: F401  (re-exported)
 from benchy.measure.reading import Reading
 from benchy.measure.selftest import ClientCeiling
+from benchy.measure.silence import Silence
 from benchy.measure.unavailable import Unavailable
 from benchy.measure.workloads import WorkloadFigures
 from benchy.records import RequestRecord
@@ -431,6 +436,9 @@ class CaseResult(Saved):
         "closed loop, concurrency > 1: TTFT against the same prompt alone (1.9)", omit=True
     )
     cache_reset: CacheReset | None = _opt("(1.10) --cache-reset before this case", omit=True)
+    silence: Silence | None = _opt(
+        "(1.26) the longest span in which no stream mid-answer received anything (measure/silence.py)", omit=True
+    )
     prompt_lengths: str | None = _opt(
         "(1.16) how this case's prompt lengths were made: server_tokenize | tokenizer_file | server_usage "
         "| o200k_calibrated",

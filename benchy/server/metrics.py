@@ -40,6 +40,7 @@ from benchy.jsontypes import Saved
 from benchy.measure import registry
 from benchy.measure.unavailable import Unavailable
 from benchy.measure.window_formulas import ServerWindow
+from benchy.server import series
 from benchy.server.pages import PageSource
 
 SCRAPE_TIMEOUT_S = 5.0
@@ -142,6 +143,7 @@ class Snapshot:
     values: dict[str, float] = field(default_factory=dict)  # sample name → value
     buckets: dict[str, dict[float, float]] = field(default_factory=dict)  # histogram → {le: cumulative}
     maxed: dict[str, float] = field(default_factory=dict)  # sample name → max over label sets
+    identity: frozenset[tuple[str, str]] = frozenset()  # the process labels it names (series.py)
 
 
 def parse(text: str, t_s: float, model: str | None = None) -> Snapshot:
@@ -154,6 +156,7 @@ def parse(text: str, t_s: float, model: str | None = None) -> Snapshot:
     if model is not None and any(s.labels.get("model_name") == model for s in samples):
         samples = [s for s in samples if s.labels.get("model_name", model) == model]
     snap = Snapshot(t_s)
+    snap.identity = frozenset((k, v) for s in samples for k, v in s.labels.items() if k in series.IDENTITY_LABELS)
     for s in samples:
         value = float(s.value)
         if math.isnan(value):
@@ -212,15 +215,20 @@ class HistogramDelta(Saved):
     quantile_note: str | None = None
 
 
-def histogram_delta(before: Snapshot, after: Snapshot, name: str) -> HistogramDelta:
+def histogram_delta(snaps: list[Snapshot], name: str, resets: int = 0) -> HistogramDelta:
+    """Over a case's scrapes; after a counter reset only its count and sum (as rate() adds them
+    up), the buckets of the first and last scrape being of different lives."""
+    before, after = snaps[0], snaps[-1]
     b_buckets, a_buckets = before.buckets.get(name, {}), after.buckets.get(name, {})
     cumulative = sorted((le, a_buckets[le] - b_buckets.get(le, 0.0)) for le in a_buckets)
-    count = _delta(before, after, f"{name}_count")
+    count = _increase(snaps, f"{name}_count")
     if count is None:
         count = cumulative[-1][1] if cumulative else 0.0
-    total = _delta(before, after, f"{name}_sum") or 0.0
+    total = _increase(snaps, f"{name}_sum") or 0.0
     if count <= 0:
         return HistogramDelta(0.0, 0.0, None, None, None, None)
+    if resets:
+        return HistogramDelta(count, total, quantile_note=f"{_resets(resets)} during the case: the mean is exact")
     median, bounds = bucket_quantile(cumulative, 0.5)
     p90, p90_bounds = bucket_quantile(cumulative, 0.9)
     note = None
@@ -285,6 +293,10 @@ class ServerCaseMetrics(Saved):
     engine: str
     window_s: float
     rtt_s: float | None = None  # the quickest /metrics round trip of the case: a bound on the network's share
+    # (1.26, issue 52) counter resets during the case (a restart: counted as rate() counts), and
+    # why the scrapes are of several processes behind one address (its counts then withheld)
+    counter_resets: int = 0
+    several_processes: str | None = None
     counters: dict[str, float] = field(default_factory=dict)
     histograms: dict[str, HistogramDelta] = field(default_factory=dict)
     gauges: dict[str, GaugeStats] = field(default_factory=dict)
@@ -306,22 +318,27 @@ class NoServerFigures(Saved):
 
 
 def case_metrics(
-    before: Snapshot, after: Snapshot, engine: EngineNames, gauges: list[Snapshot] | None = None
+    before: Snapshot, after: Snapshot, engine: EngineNames, gauges: list[Snapshot] | None = None, cut: bool = True
 ) -> ServerCaseMetrics:
-    """The server's figures for the window between two snapshots (pure)."""
+    """The server's figures for the window between two snapshots (pure). `cut`: the client saw
+    requests cut or refused in the window, without which a fall of the counters is no restart."""
     found, missing = found_names(after, engine)
     out = ServerCaseMetrics(engine.engine, round(after.t_s - before.t_s, 6), unavailable=dict(missing))
-    for figure in engine.counters:
-        if figure in found:
-            value = _delta(before, after, found[figure])
-            if value is not None and value < 0:
-                out.unavailable[figure] = f"{found[figure]} went down during the case (the server restarted?)"
-            elif value is not None:
-                out.counters[figure] = value
-    for figure in engine.histograms:
-        if figure in found:
-            out.histograms[figure] = histogram_delta(before, after, found[figure])
     sampled = [before, *(gauges or []), after]
+    counted = [found[f] for f in engine.counters if f in found]
+    counted += [f"{found[f]}_count" for f in engine.histograms if f in found]
+    verdict = series.judge(sampled, counted, cut)
+    out.counter_resets, out.several_processes = verdict.resets, verdict.several
+    for figure in (*engine.counters, *engine.histograms):
+        if figure in found and verdict.several:
+            out.unavailable[figure] = (
+                f"/metrics at this address answers for one of several processes a scrape ({verdict.several}): "
+                "no difference of two scrapes is this case's count"
+            )
+        elif figure in engine.histograms and figure in found:
+            out.histograms[figure] = histogram_delta(sampled, found[figure], verdict.resets)
+        elif figure in found and (value := _increase(sampled, found[figure])) is not None:
+            out.counters[figure] = value
     for figure in engine.gauges:
         if figure in found:
             stats = gauge_stats(sampled, found[figure], figure in _SHARE_GAUGES)
@@ -330,6 +347,17 @@ def case_metrics(
     _canonical_counters(out)
     _derive(out)
     return out
+
+
+def _increase(snaps: list[Snapshot], name: str) -> float | None:
+    """A counter's increase over the scrapes, resets counted as rate() counts them."""
+    if name not in snaps[-1].values:
+        return None
+    return series.increase([s.values[name] for s in snaps if name in s.values])[0]
+
+
+def _resets(n: int) -> str:
+    return f"{n} counter reset{'s' if n != 1 else ''}"
 
 
 def _delta(before: Snapshot, after: Snapshot, name: str) -> float | None:
@@ -426,7 +454,9 @@ class MetricsScraper:
 
     async def _fetch(self, url: str) -> str:
         where = f"GET {_shown(url)}" if self.replicas else "GET /metrics"
-        page = await self.pages.page("GET", url, None, SCRAPE_TIMEOUT_S)
+        # a connection of its own each time: a kept-alive one would stick to one process of
+        # several behind a balancer, and its view would cover that one silently (series.py)
+        page = await self.pages.page("GET", url, None, SCRAPE_TIMEOUT_S, fresh=True)
         if page.failure == "timeout":
             raise ScrapeError(f"{where} gave no answer within {SCRAPE_TIMEOUT_S:g} s")
         if page.failure is not None:
@@ -469,6 +499,7 @@ class Window:
         self.scraper = scraper
         self.interval_s = interval_s
         self.expected_requests = 0
+        self.cut = False  # requests were cut or refused during the case: the counters may have been reset
         self.before: Snapshot | None = None
         self.texts: list[tuple[float, str]] = []  # gauge lines only, parsed after the case
         self.result: ServerCaseMetrics | str = "the case ended before its measured requests began"
@@ -496,7 +527,10 @@ class Window:
         engine = self.scraper.engine
         if engine is None or self.before is None or interval_s <= 0:
             return
+        # gauges, and the counters: a case's counts are added up over every scrape (series.py)
         wanted = tuple(n for names in engine.gauges.values() for n in names)
+        wanted += tuple(n for names in engine.counters.values() for n in names)
+        wanted += tuple(f"{n}_{end}" for names in engine.histograms.values() for n in names for end in ("count", "sum"))
         while len(self.texts) < MAX_GAUGE_SAMPLES:
             await asyncio.sleep(interval_s)
             try:
@@ -524,7 +558,7 @@ class Window:
                 gauges.append(parse(text, t_s, self.scraper.model))
             except ScrapeError:
                 continue
-        self.result = case_metrics(before, after, engine, gauges)
+        self.result = case_metrics(before, after, engine, gauges, self.cut)
         self.result.rtt_s = min(self.scraper.round_trips, default=None)
 
     async def _settled_after(self, engine: EngineNames, before: Snapshot) -> Snapshot:

@@ -37,9 +37,11 @@ class Page(Protocol):
 
 
 class PageSource(Protocol):
-    async def page(self, method: str, url: str, payload: dict[str, Any] | None = None, timeout_s: float = ...) -> Page:
+    async def page(
+        self, method: str, url: str, payload: dict[str, Any] | None = None, timeout_s: float = ..., fresh: bool = ...
+    ) -> Page:
         """The whole answer to one request (redirects followed); never raises for a transport
-        failure."""
+        failure. `fresh`: over a new connection."""
         ...
 
 

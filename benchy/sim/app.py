@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import random
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 
@@ -26,6 +28,7 @@ from benchy.sim.engine import (
     clock,
 )
 from benchy.sim.gpu import SimGpus
+from benchy.sim.lifecycle import Lifecycle, fork_processes, stop_children
 from benchy.sim.metrics import SimMetrics
 from benchy.sim.pages import Pages
 from benchy.sim.render import RENDERERS, Renderer, usage
@@ -103,11 +106,14 @@ class Outlet:
 class Simulator:
     """One simulated server: its engines (one per replica) behind a router, and the truth log."""
 
-    def __init__(self, cfg: SimConfig):
+    def __init__(self, cfg: SimConfig, truth: TruthLog | None = None, process: int = 0, life: int = 0):
         self.cfg = cfg
         self.engines = [Engine(cfg) for _ in range(cfg.replicas)]
         self.router = Router(cfg)
-        self.truth = TruthLog(cfg.truth_log)
+        self.truth = truth or TruthLog(cfg.truth_log)
+        self.process, self.life = process, life  # --processes: which one; a restart's count
+        self.lifecycle = Lifecycle(cfg, self.truth.note)
+        self.open: dict[int, web.Request] = {}  # requests being served (by id): a restart cuts them
         blocks = cfg.cache_blocks if cfg.prefix_cache else None
         self.metrics = SimMetrics(cfg.flavor, cfg.model, cfg.metrics_token_factor, blocks)
         # --router-pages: each replica's own account, beside the whole one
@@ -117,7 +123,7 @@ class Simulator:
         self._fault_rng = random.Random(cfg.seed)
         self.gpus = SimGpus(cfg, clock(), self.truth.note, self.engines[0].heat_now) if cfg.gpus else None
         self.pages = Pages(cfg, self.engines, self.router, self.truth, self.metrics, self.replica_metrics, self.gpus)
-        self._ids = itertools.count(1)
+        self._ids = itertools.count(1 + process * 10**7)  # unique across --processes
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -131,6 +137,11 @@ class Simulator:
 
     def close(self) -> None:
         self.truth.close()
+
+    def cut(self) -> None:
+        """Drops every connection being served, as a process that died would."""
+        for request in list(self.open.values()):
+            _abort(request)
 
     @staticmethod
     async def _stamp_headers(request: web.Request, response: web.StreamResponse) -> None:
@@ -155,6 +166,8 @@ class Simulator:
 
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
         received_s = clock()
+        self.lifecycle.arrived()
+        self.open[id(request)] = request
         if self.cfg.proxy_delay_s:  # before the engine's clock starts: its own times never hold it
             await asyncio.sleep(self.cfg.proxy_delay_s)
         prefix = "chatcmpl" if endpoint == "chat" else ID_PREFIX.get(endpoint, "cmpl")
@@ -167,6 +180,7 @@ class Simulator:
         trace.proxy_held_s = trace.arrival_s - received_s
         trace.authorization_sha256 = authorization_digest(request)
         trace.replica = self.router.route()
+        trace.process, trace.life = self.process, self.life
         try:
             try:
                 return await self._serve(request, endpoint, trace)
@@ -182,6 +196,7 @@ class Simulator:
             trace.finish_reason = trace.finish_reason or "abort"
             raise
         finally:
+            self.open.pop(id(request), None)
             if trace.routed:
                 self.router.in_flight[trace.replica] -= 1
             self._log(trace)  # errors and faults too; a no-op if already written
@@ -468,28 +483,66 @@ def listen_url(runner: web.AppRunner) -> str:
     return f"http://{host}:{port}"
 
 
-async def serve(cfg: SimConfig) -> None:
-    simulator = Simulator(cfg)
-    # In-flight requests get a quarter second at shutdown: a stalled stream must not hold it.
-    runner = web.AppRunner(simulator.app(), access_log=None, shutdown_timeout=0.25)
-    await runner.setup()
-    await web.TCPSite(runner, cfg.host, cfg.port, backlog=2048).start()
+async def serve(cfg: SimConfig, sock: socket.socket | None = None, process: int = 0) -> None:
+    """Serves until SIGTERM or SIGINT; a restart (--restart-after) cuts every connection, leaves
+    the port closed for --restart-down-s and serves again from a fresh simulator."""
+    simulator = Simulator(cfg, process=process)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    # Only now: a caller may signal us as soon as it has read this line.
-    url = listen_url(runner)
-    print(f"benchy sim listening on {url}", flush=True)
-    print(f"benchy sim: measure it with: benchy run --base-url {url}/v1", file=sys.stderr, flush=True)
+    runner = await _listen(simulator, sock)
+    if process == 0:  # only now: a caller may signal us as soon as it has read this line
+        url = listen_url(runner)
+        print(f"benchy sim listening on {url}", flush=True)
+        print(f"benchy sim: measure it with: benchy run --base-url {url}/v1", file=sys.stderr, flush=True)
     try:
-        await stop.wait()
+        while await _stop_or_restart(stop, simulator):
+            port = runner.addresses[0][1]
+            simulator.cut()
+            await runner.cleanup()
+            down_from = clock()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), cfg.restart_down_s)
+            simulator.truth.note({"event": "restart", "from_s": down_from, "to_s": clock()})
+            if stop.is_set():
+                return
+            fresh = dataclasses.replace(cfg, port=port, restart_after=0)  # once: back for good
+            simulator = Simulator(fresh, simulator.truth, process, simulator.life + 1)
+            simulator._ids = itertools.count(int(1e6))  # the ids of its second life stay unique
+            runner = await _listen(simulator, None)
     finally:
         await runner.cleanup()
         simulator.close()
 
 
+async def _listen(simulator: Simulator, sock: socket.socket | None) -> web.AppRunner:
+    cfg = simulator.cfg
+    # In-flight requests get a quarter second at shutdown: a stalled stream must not hold it.
+    runner = web.AppRunner(simulator.app(), access_log=None, shutdown_timeout=0.25)
+    await runner.setup()
+    site = web.SockSite(runner, sock) if sock is not None else web.TCPSite(runner, cfg.host, cfg.port, backlog=2048)
+    await site.start()
+    return runner
+
+
+async def _stop_or_restart(stop: asyncio.Event, simulator: Simulator) -> bool:
+    """True once the simulator asks for a restart, False once asked to stop."""
+    waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(simulator.lifecycle.restart.wait())}
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for task in waits:
+        task.cancel()
+    return not stop.is_set()
+
+
 def run(cfg: SimConfig) -> None:
     vocab.use(cfg.vocab)
     warm_up()
-    asyncio.run(serve(cfg))
+    if cfg.processes == 1:
+        asyncio.run(serve(cfg))
+        return
+    first, children = fork_processes(cfg, lambda sock, index: asyncio.run(serve(cfg, sock, index)))
+    try:
+        asyncio.run(serve(cfg, first, 0))
+    finally:
+        stop_children(children)

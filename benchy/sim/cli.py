@@ -211,6 +211,18 @@ and the truth log: docs/sim.md.
     type=click.Choice(ROUTES),
     help="How the router picks a replica: rr, random or prefix (cache-aware; default rr).",
 )
+@click.option("--freeze-after", type=int, help="The N-th request's arrival stops the whole process (0: never).")
+@click.option("--freeze-s", type=float, help="How long a freeze lasts, s (default 1): nothing is read or written.")
+@click.option(
+    "--restart-after",
+    type=int,
+    help="The N-th request's arrival restarts the server: connections cut, the port closed, then back with empty "
+    "caches and counters from zero (0: never).",
+)
+@click.option("--restart-down-s", type=float, help="How long a restart leaves the port closed, s (default 2).")
+@click.option(
+    "--processes", type=int, help="Server processes sharing the port, each with its own /metrics (default 1)."
+)
 @click.option(
     "--fault",
     "faults",

@@ -126,6 +126,13 @@ class SimConfig:
     throttle: float = 0.0  # decode loses this share as the GPU heats (0: never)
     throttle_s: float = 10.0  # seconds after decoding first ran that it takes to lose all of it
     cache_reset: bool = True  # False: no reset endpoint (vLLM: 404; llama.cpp: 501, no --slot-save-path)
+    # A server's process misbehaving (issue 52; sim/lifecycle.py): a freeze, a restart, several
+    # processes on one port. N counts generation requests as they arrive (0: never).
+    freeze_after: int = 0  # the N-th request's arrival stops the whole process …
+    freeze_s: float = 1.0  # … this long (nothing read or written)
+    restart_after: int = 0  # the N-th request's arrival cuts every connection, closes the port …
+    restart_down_s: float = 2.0  # … this long, then serves again with empty caches, counters from zero
+    processes: int = 1  # server processes sharing the port, each with its own counters
 
 
 _DGX_SPARK = dict(
@@ -207,6 +214,12 @@ PRESETS: dict[str, dict] = {
     # A GPU that throttles under sustained load (a DGX Spark, a laptop): decode falls steadily
     # linearly, by 40% over the first 12 s of decoding (eight 64-token requests: by a fifth).
     "throttling": {"throttle": 0.4, "throttle_s": 12.0, "decode_tps": 100.0},
+    # A server process that stops for 1.5 s at the 20th request (a GC pause, a synchronous step).
+    "frozen-process": {"freeze_after": 20, "freeze_s": 1.5},
+    # A pod restarted behind a stable address at the 12th request: cut, refused 2 s, back empty.
+    "restart": {"restart_after": 12, "restart_down_s": 2.0},
+    # Four API-server processes on one port without shared metrics: /metrics answers for one.
+    "several-processes": {"processes": 4},
     # For measuring the client's own CPU cost: no sleeps, no queueing.
     "instant": {"instant": True, "max_running": 100000},
 }
@@ -249,6 +262,11 @@ PRESET_HELP = {
     "(--throttle 0.4 --throttle-s 12); decode 100 tok/s",
     "vllm-router": "2 replicas of 4 slots behind a cache-aware router (--route prefix --route-balance 2) with "
     "its pages (--router-pages): /metrics answers for one replica, /list_workers names both",
+    "frozen-process": "the whole process stops for 1.5 s when the 20th request arrives: requests wait unread "
+    "(--freeze-after 20 --freeze-s 1.5)",
+    "restart": "the server restarts when the 12th request arrives: connections cut, refused for 2 s, back with "
+    "empty caches and /metrics from zero (--restart-after 12 --restart-down-s 2)",
+    "several-processes": "4 server processes share the port, each with its own /metrics (--processes 4)",
     "instant": "no sleeps at all, effectively unlimited max_running",
 }
 
@@ -294,6 +312,8 @@ def validate(cfg: SimConfig) -> None:
         "proxy_delay_s",
         "hold_open_s",
         "cache_ttl_s",
+        "freeze_s",
+        "restart_down_s",
     ):
         if getattr(cfg, name) < 0:
             raise ConfigError(f"--{_flag(name)} must not be negative")
@@ -316,6 +336,7 @@ def validate(cfg: SimConfig) -> None:
             "--stream-interval sets the events itself: no --tokens-per-event, --events-per-response or --spec-draft"
         )
     _require_at_least(cfg, "replicas", 1)
+    _validate_lifecycle(cfg)
     _require_at_least(cfg, "route_balance", 0)
     if cfg.cache_match not in CACHE_MATCHES:
         raise ConfigError(f"--cache-match must be one of: {', '.join(CACHE_MATCHES)}")
@@ -361,6 +382,14 @@ def _validate_behaviours(cfg: SimConfig) -> None:
     _require_at_least(cfg, "tool_calls", 0)
     if cfg.textless_first and (cfg.harmony or cfg.spec_draft):
         raise ConfigError("--textless-first cannot be combined with --harmony or --spec-draft")
+
+
+def _validate_lifecycle(cfg: SimConfig) -> None:
+    for name in ("freeze_after", "restart_after"):
+        _require_at_least(cfg, name, 0)
+    _require_at_least(cfg, "processes", 1)
+    if cfg.processes > 1 and (cfg.restart_after or cfg.gpus or cfg.replicas > 1):
+        raise ConfigError("--processes cannot be combined with --restart-after, --gpus or --replicas")
 
 
 GPU_FIELDS = ("power", "energy", "util", "dram", "fb")

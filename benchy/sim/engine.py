@@ -406,6 +406,8 @@ class Trace:
     cached_tokens: int | None = None  # served from cache, truly
     reported_cached_tokens: int | None = None  # what usage said (--no-report-cache-hits: fewer)
     replica: int = 0  # --replicas: which one the router sent it to
+    process: int = 0  # --processes: which process served it
+    life: int = 0  # --restart-after: 0 before the restart, 1 after
     routed: bool = False  # counted among the router's requests in flight
     # The prefix cache's side (issue 18): prefix tokens this request would have reused had
     # they not been evicted, blocks its insert evicted, and blocks held after it.

@@ -63,6 +63,8 @@ class Code(str, Enum):
     SERVER_TOKEN_MISMATCH = "server_token_mismatch"
     TTFT_OUTSIDE_SERVER = "ttft_outside_server"
     QUEUE_DOMINATES_TTFT = "queue_dominates_ttft"
+    SERVER_COUNTER_RESET = "server_counter_reset"
+    SERVER_SEVERAL_PROCESSES = "server_several_processes"
 
     def __str__(self) -> str:
         return self.value
@@ -179,6 +181,8 @@ VERDICTS: dict[Code, Verdict] = {
     Code.SERVER_TOKEN_MISMATCH: Verdict(_WARNING, payloads.ServerTokenMismatch, ("e2e_tps", "decode_tps")),
     Code.TTFT_OUTSIDE_SERVER: Verdict(_WARNING, payloads.TtftOutsideServer, _CACHED),
     Code.QUEUE_DOMINATES_TTFT: Verdict(_WARNING, payloads.QueueDominatesTtft, _CACHED),
+    Code.SERVER_COUNTER_RESET: Verdict(_WARNING, payloads.ServerCounterReset),
+    Code.SERVER_SEVERAL_PROCESSES: Verdict(_WARNING, payloads.NoFigures),
 }
 
 

@@ -329,6 +329,26 @@ class TtftOutsideServer(Details):
     outside_s: float | None = _n("client − server TTFT, s")
     rtt_s: float | None = _n("the quickest /metrics round trip, s")
     bound_s: float | None = _n("the gap allowed, s")
+    # (1.26) what the evidence says holds it: "client" (benchy's own loop or sends were late),
+    # "server_stopped" (every stream mid-answer fell silent at once while benchy's loop was
+    # awake) or "in_front" (neither: a proxy, a gateway, connection set-up)
+    cause: str | None = _n("client | server_stopped | in_front: what the evidence points to")
+    silence_s: float | None = _n("the longest span with no text event on any stream mid-answer, s")
+    silent_streams: int | None = _n("the streams mid-answer through that silence")
+    unread: int | None = _n("requests sent during that silence whose headers came only after it")
+    client_lag_s: float | None = _n(
+        "benchy's sustained lateness: its loop lag at p95 or send lag at p90, the larger, s"
+    )
+    loop_peak_s: float | None = _n("benchy's worst loop lag in the case, s")
+
+
+@dataclass(frozen=True)
+class ServerCounterReset(Details):
+    """The server's counters fell back during the case (a restart), and what it still counted."""
+
+    counter_resets: int | None = _n("counter resets during the case")
+    server_requests: float | None = _n("requests the server counted, resets added up as rate() does")
+    requests: int | None = _n("the case's measured requests")
 
 
 @dataclass(frozen=True)

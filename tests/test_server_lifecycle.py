@@ -1,0 +1,128 @@
+"""Issue 52, items 1, 2 and 8: a server that freezes its own process, one restarted mid-case,
+and several server processes behind one address, judged against the simulator's truth log
+(when it froze, when it was away, which process and which life of the server served each).
+
+1. A freeze (the whole process stopped 1.5 s): requests sent meanwhile wait unread; the TTFT
+   outside the server's own is named the server's stop, by the silence on every stream
+   mid-answer while benchy's loop was awake, never a proxy or the client.
+
+2. A restart (connections cut, refused for 2 s, back with empty caches and counters from zero):
+   the closed loop waits for it (--reconnect-s) and sends its whole plan, the cut and refused
+   requests counted by their kinds; the server view adds its counters up as rate() does and
+   says "1 counter reset", never silently short.
+8. Four processes on one port, each with its own /metrics: the scrapes are of several series;
+   the server view says what it covers, its counts withheld, never "one of the two is wrong".
+"""
+
+from __future__ import annotations
+
+from benchy import run as run_mod
+from benchy.client.settings import ClientSettings
+from benchy.measure.silence import BIN_S
+from benchy.workloads.case import Case
+from tests.test_checks import codes, measured
+
+FAST = ("--prefill-tps", "20000", "--natural-min", "8", "--natural-max", "24")
+
+
+def truth_of(sim, results: dict) -> dict[str, dict]:
+    """The truth by request id (the log's notes of a freeze or restart have none)."""
+    n = sum(len(c["requests"]) for c in results["cases"])
+    sim.truth(expect=n)
+    return {t["request_id"]: t for t in sim.truth() if t.get("request_id")}
+
+
+def _run(sim, case: Case, runs: int, **client) -> dict:
+    settings = run_mod.RunSettings(
+        client=ClientSettings(base_url=sim.base_url, **client), cases=[case], runs=runs, progress=False
+    )
+    return run_mod.execute(settings).to_dict()
+
+
+def test_a_restart_mid_case_is_waited_for_and_its_counter_reset_counted(start_sim):
+    sim = start_sim("--preset", "restart", "--restart-after", "30", "--decode-tps", "200", *FAST)
+    results = _run(sim, Case(pp=64, tg=32, concurrency=2), runs=20)
+    truth = truth_of(sim, results)
+    [restart] = [t for t in sim.truth() if t.get("event") == "restart"]
+    assert 1.9 <= restart["to_s"] - restart["from_s"] < 3.0  # the truth: away 2 s
+
+    # the closed loop waited for the server and sent its whole plan (it stopped after 3
+    # refusals in a row, 1.4 ms after the cut, before --reconnect-s)
+    assert results["stopped"] is None and not results["partial"]
+    [case] = results["cases"]
+    reqs = measured(case)
+    assert len(reqs) == 40 and case["n_ok"] + case["n_failed"] == 40
+    failed = [r for r in reqs if r["status"] != "ok"]
+    kinds = {r["error_kind"] for r in failed}
+    assert failed and kinds <= {"connect", "reset", "disconnect"}, kinds
+    lives = {truth[r["request_id"]]["life"] for r in reqs if r["status"] == "ok"}
+    assert lives == {0, 1}  # served before and after the restart
+
+    # the server view spans the reset: at least what the new life counted, at most the truth
+    server = case["server"]
+    assert server["counter_resets"] == 1 and server["several_processes"] is None
+    after = sum(
+        truth[r["request_id"]]["completion_tokens"]
+        for r in reqs
+        if r["request_id"] in truth and truth[r["request_id"]]["life"] == 1
+    )
+    everything = sum(truth[r["request_id"]]["completion_tokens"] for r in reqs if r["request_id"] in truth)
+    assert after <= server["counters"]["generation_tokens"] <= everything
+    found = codes(results)
+    assert "server_counter_reset" in found and "server_token_mismatch" not in found
+    [w] = [w for w in results["warnings"] if w["code"] == "server_counter_reset"]
+    assert "1 counter reset, the server restarted" in w["message"] and w["details"]["counter_resets"] == 1
+
+
+def test_a_server_that_stays_away_stops_the_run_after_its_window(start_sim):
+    sim = start_sim(
+        "--preset", "restart", "--restart-after", "30", "--restart-down-s", "30", "--decode-tps", "400", *FAST
+    )
+    results = _run(sim, Case(pp=64, tg=16, concurrency=2), runs=20, reconnect_s=1.0)
+    assert results["stopped"]["by"] == "server-gone" and "--reconnect-s 1" in results["stopped"]["reason"]
+    [case] = results["cases"]
+    assert case["n_ok"] + case["n_failed"] < 40
+
+
+def test_several_processes_behind_one_address_are_no_count(start_sim):
+    sim = start_sim("--preset", "several-processes", "--decode-tps", "50", *FAST)
+    results = _run(sim, Case(pp=64, tg=32, concurrency=4), runs=12)
+    truth = truth_of(sim, results)
+    [case] = results["cases"]
+    assert len({truth[r["request_id"]]["process"] for r in measured(case)}) > 1  # the truth: several served
+    server = case["server"]
+    assert server["several_processes"] and server["counters"] == {}
+    assert "several processes" in server["unavailable"]["generation_tokens"]
+    found = codes(results)
+    assert "server_several_processes" in found and "server_token_mismatch" not in found
+
+
+def _truth_silence(truth: list[dict], freeze: dict) -> float:
+    """The sim's own silence across the freeze: from its last event before the freeze began
+    to its first after it ended, over every stream (the truth's event stamps)."""
+    times = sorted(e["t_s"] for t in truth for e in t.get("events", ()) if e["tokens"])
+    before = max(t for t in times if t <= freeze["from_s"])
+    after = min(t for t in times if t >= freeze["to_s"])
+    return after - before
+
+
+def test_a_frozen_server_is_named_by_the_silence_of_every_stream(start_sim):
+    sim = start_sim("--preset", "frozen-process", "--freeze-after", "30", "--decode-tps", "100", *FAST)
+    results = _run(sim, Case(pp=64, tg=32, rate=10.0), runs=60)
+    truth_of(sim, results)
+    [freeze] = [t for t in sim.truth() if t.get("event") == "freeze"]
+    [case] = results["cases"]
+    lag_s = case["client"]["loop_lag_ms_max"] / 1000
+    truth_silence = _truth_silence(sim.truth(), freeze)
+    assert abs(case["silence"]["silence_s"] - truth_silence) <= 2 * BIN_S + lag_s
+    # requests sent before the freeze ended that it read only after: they waited unread (the
+    # truth's arrival stamps; one sent a moment before the freeze, unread yet, is one of them)
+    truth = truth_of(sim, results)
+    waited = [r for r in measured(case) if r["sent_mono_s"] < freeze["to_s"] <= truth[r["request_id"]]["arrival_s"]]
+    assert 1 <= case["silence"]["unread"] <= len(waited)
+    [w] = [w for w in results["warnings"] if w["code"] == "ttft_outside_server"]
+    d = w["details"]
+    assert d["cause"] == "server_stopped", d
+    assert d["silence_s"] == case["silence"]["silence_s"]
+    assert "the server stopped answering" in w["message"]
+    assert "proxy" not in w["message"] and "benchy itself" not in w["message"]
