@@ -20,7 +20,7 @@ from typing import Any
 from benchy import jsontypes
 from benchy.jsontypes import Saved
 from benchy.measure.gpu import GpuCase
-from benchy.results.health import ClientHealth
+from benchy.measure.health import ClientHealth
 from benchy.results.types import NotMeasured, Setup, Stopped
 from benchy.server.cache_reset import CacheReset
 from benchy.server.metrics import NoServerFigures, ServerCaseMetrics

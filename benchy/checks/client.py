@@ -12,7 +12,7 @@ from benchy.checks.registry import (
     Code,
     Warning_,
 )
-from benchy.results.health import ClientHealth, LoopHealth, WorkerHealth
+from benchy.measure.health import ClientHealth, LoopHealth, WorkerHealth
 from benchy.results.types import CaseResult, CheckWarning, RunResult
 from benchy.results.verdicts.details import (
     ClientOverloaded,

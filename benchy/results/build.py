@@ -23,13 +23,13 @@ from benchy.measure import case_formulas, classify, metrics, reading, registry, 
 from benchy.measure import gpu as gpu_figures
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
+from benchy.measure.health import ClientHealth
 from benchy.measure.silence import SilenceTracker
 from benchy.measure.slo import goodput_figures
 from benchy.measure.unavailable import LEGACY, NO_SUCCESS, PROMPT_LENGTH_MISSED, Unavailable
 from benchy.measure.workloads import WorkloadFigures, case_figures, ttft_gains, withhold_turns
 from benchy.records import RequestRecord
 from benchy.results import latency
-from benchy.results.health import ClientHealth
 from benchy.results.rows import CONTROL, OK, WARMUP, Rows
 from benchy.results.types import (
     CaseCeiling,
