@@ -42,7 +42,7 @@ from benchy.load.handoff import frozen_heap
 from benchy.load.lengths import best_counter, fit_words
 from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
-from benchy.load.pools import CasePool, run_in_workers, start_pool
+from benchy.load.pools import CasePool, start_pool, worker_failures
 from benchy.load.progress import Progress
 from benchy.load.prompts import Calibration, PromptFactory, Template, calibrate, check_length
 from benchy.load.run_setup import run_setup
@@ -512,9 +512,9 @@ async def _run_one_case(
     await send_alone(client, plan, calibration, settings.nonce, sink)  # before the case, from here
     k = 1 if plan.case.workload or pool is None else pool.workers_for(plan.case, settings.load)
     if pool is not None and (k > 1 or settings.load.ray is not None):  # --ray: always a pool
-        state.client[plan.case.label] = await run_in_workers(
-            pool, plan, k, client.settings, calibration, settings.nonce, sink, sink.stop, start
-        )
+        with worker_failures():  # `start` is awaited once every worker is done with its warmups
+            split = await pool.run_case(plan, k, client.settings, calibration, settings.nonce, sink, sink.stop, start)
+        state.client[plan.case.label] = split
         return
     factory = PromptFactory(calibration, nonce=settings.nonce, salt=f"{salt}c{plan.index}")
 

@@ -47,7 +47,7 @@ def demo(ctx: click.Context, preset: str, pp: tuple[int, ...], tg: tuple[int, ..
         raise click.ClickException(str(exc)) from None
     try:
         click.echo(f"Benchmarking {sim.base_url} (real time: this takes a minute or two) …", err=True)
-        code = ctx.invoke(
+        code: int = ctx.invoke(
             run,
             base_url=sim.base_url,
             pp=pp or (512, 2048, 8192),
@@ -58,7 +58,7 @@ def demo(ctx: click.Context, preset: str, pp: tuple[int, ...], tg: tuple[int, ..
         )
         # Real text too: the shipped sample dataset, each entry's prompt and answer length.
         click.echo("Benchmarking the shipped sample dataset (--dataset sample -c 4 --requests 16) …", err=True)
-        dataset_code = ctx.invoke(
+        dataset_code: int = ctx.invoke(
             run,
             base_url=sim.base_url,
             dataset="sample",

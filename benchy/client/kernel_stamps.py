@@ -78,7 +78,7 @@ def stamp_of(ancillary: list[tuple[int, int, bytes]], now: float, wall_now: floa
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == _SCM_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
             seconds, nanoseconds = _TIMESPEC.unpack_from(data)
-            age = wall_now - (float(seconds) + nanoseconds * 1e-9)
+            age: float = wall_now - (seconds + nanoseconds * 1e-9)
             if 0.0 <= age < MAX_AGE_S:
                 return now - age
     return now

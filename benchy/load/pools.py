@@ -8,7 +8,8 @@ load/cluster.py); the run only asks for one and hands it each case.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
 from benchy.client.errors import ServerError
@@ -53,21 +54,12 @@ def start_pool(load: LoadSettings, cases: list[Case]) -> CasePool | None:
     return ProcessPool(n).start() if n > 1 else None
 
 
-async def run_in_workers(
-    pool: CasePool,
-    plan: CasePlan,
-    k: int,
-    client_settings: ClientSettings,
-    calibration: Calibration,
-    nonce: bool,
-    on_record: Callable[[RequestRecord], None],
-    stop: asyncio.Event,
-    on_start: Callable[[], Awaitable[float]] | None = None,
-) -> ClientHealth:
-    """The case split over k worker processes (workers.py) or Ray actors (cluster.py); returns
-    the case's client figures. `on_start` is awaited once every worker is done with its warmups."""
+@contextlib.contextmanager
+def worker_failures() -> Iterator[None]:
+    """Around a case split over a pool: a worker's failure as the run reports it (a prompt the
+    worker could not build is the user's PromptError; anything else, a ServerError)."""
     try:
-        return await pool.run_case(plan, k, client_settings, calibration, nonce, on_record, stop, on_start)
+        yield
     except WorkerError as exc:
         if exc.kind == "PromptError":
             raise PromptError(str(exc)) from None
