@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from benchy.workloads import agent_trace
 from benchy.workloads.spec import WorkloadError
 
 if TYPE_CHECKING:
@@ -70,7 +71,11 @@ def trace_path(name: str) -> Path | Traversable:
 
 
 def load(name: str, limit: int | None = None) -> list[TraceRequest]:
-    """The trace's requests in time order; one-line errors naming file and line."""
+    """The trace's requests in time order; one-line errors naming file and line. An agent
+    trace (workloads/agent_trace.py) gives its calls, each with its estimated lengths."""
+    if agent_trace.is_agent_trace(name):
+        calls = agent_trace.limited(agent_trace.load(name), limit).calls
+        return [TraceRequest(c.start_s or 0.0, agent_trace.estimated_prompt(c.messages), c.output_tokens, None) for c in calls]
     path = trace_path(name)
     try:
         text = path.read_text(encoding="utf-8")

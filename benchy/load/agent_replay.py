@@ -1,0 +1,212 @@
+"""Agent trace replay: each call of an agent trajectory sent with the trajectory's own messages,
+when what it waits for has ended and the trace's idle time after that has passed.
+
+A session's first call leaves at its trace time ÷ speed; every other call waits for the calls
+it depends on (its agent's previous call; a sub-agent's first call, its parent's fork; a
+parent's resuming call, its sub-agents' last calls: agent_trace._order), then the trace's own
+gap after them (tool time) ÷ speed, at most --max-gap. So the replay keeps the trace's clock
+where the server keeps up, and never sends a call before the answer its history holds.
+
+The messages are the trajectory's, led by the run's salt (one per run: sessions that share a
+system prompt still share it byte for byte, and nothing is shared with another run), so what
+the trace shares is identical and what it does not is not. Each record says what an ideal
+cache serves it: the server's own prompt count of the longest earlier call whose messages are
+a prefix of this one's (that call's prefill is cached), known once that call has ended; and
+its unique tokens: those after the messages it shares with any other call of the trace. A
+failed call is recorded and counted; the calls after it still go (their history is the
+trace's, not the answer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+
+from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, request_options, trace_spec
+from benchy.load.prompts import PromptError
+from benchy.load.send import Closed, send
+from benchy.measure.records import RequestRecord
+from benchy.workloads import agent_trace
+from benchy.workloads.agent_trace import AgentCall, AgentTrace
+
+
+async def replay_agents(plan: CasePlan, case_io: CaseIO) -> None:
+    """Every call of the trace, each as soon as it may go (see the module docstring)."""
+    if plan.endpoint != "chat":
+        raise PromptError("an agent trace replays chat messages with tool calls: use --endpoint chat")
+    spec = trace_spec(plan)
+    trace = agent_trace.limited(agent_trace.load(spec.path), plan.trace_limit)
+    replay = AgentReplay(plan, case_io, trace)
+    start_s = await case_io.start() if case_io.start else time.perf_counter()
+    await replay.run(start_s)
+
+
+class AgentReplay:
+    def __init__(self, plan: CasePlan, case_io: CaseIO, trace: AgentTrace) -> None:
+        self.plan, self.io, self.trace = plan, case_io, trace
+        spec = trace_spec(plan)
+        self.speed, self.max_gap_s = spec.speed, getattr(spec, "max_gap_s", None)
+        self.keys = [_prefix_keys(c.messages) for c in trace.calls]
+        self.unique = _unique_tokens(trace.calls, self.keys)
+        self.turns = _turns(trace.calls)
+        self.ended: list[asyncio.Event] = [asyncio.Event() for _ in trace.calls]
+        self.end_at: list[float] = [0.0] * len(trace.calls)
+        self.served: dict[str, int] = {}  # a finished call's message key → the server's prompt count
+        self.bodies: dict[int, dict] = {}
+
+    async def run(self, start_s: float) -> None:
+        starts = _session_starts(self.trace.calls, self.speed, self.max_gap_s)
+        tasks = [asyncio.ensure_future(self._call(i, start_s, starts)) for i in range(len(self.trace.calls))]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _call(self, i: int, start_s: float, starts: dict[int, float]) -> None:
+        call = self.trace.calls[i]
+        for j in call.after:
+            await self.ended[j].wait()
+        if call.after:
+            gap = call.gap_s / self.speed
+            due = max(self.end_at[j] for j in call.after) + min(gap, self.max_gap_s if self.max_gap_s is not None else gap)
+        else:
+            due = start_s + starts[i]
+        if (delay := due - time.perf_counter()) > 0:
+            await asyncio.sleep(delay)
+        if self.plan.duration_s is not None and time.perf_counter() >= start_s + self.plan.duration_s:
+            self.end_at[i] = time.perf_counter()
+            self.ended[i].set()
+            return
+        request = self._planned(i)
+        request.record.scheduled_mono_s = due
+
+        def done(rec: RequestRecord) -> None:
+            if rec.ok and rec.prompt_tokens:
+                self.served[self.keys[i][-1]] = rec.prompt_tokens
+            self.end_at[i] = time.perf_counter()
+            self.io.on_record(rec)
+
+        try:
+            await send(self.io.client, [request], done, Closed(1))
+        finally:
+            if not self.end_at[i]:
+                self.end_at[i] = time.perf_counter()
+            self.ended[i].set()
+
+    def _planned(self, i: int) -> PlannedRequest:
+        call = self.trace.calls[i]
+        rec = RequestRecord(
+            case=self.plan.case.label,
+            run=0,
+            index=i,
+            warmup=False,
+            request_id=f"benchy-{self.plan.salt}-{self.plan.index}a{call.agent}t{self.turns[i]}",
+            nonce=self.plan.salt,
+            target_prompt_tokens=0,  # the trajectory's own messages: no length is asked
+            target_output_tokens=call.output_tokens,
+            conversation=call.agent,
+            turn=self.turns[i],
+            group=call.session,
+            expected_cached_tokens=self._expected(i),
+            unique_tokens=self.unique[i],
+        )
+        self.io.prompts.calibration.stamp(rec)
+        body = self.bodies.setdefault(call.output_tokens, request_options(self.plan, call.output_tokens))
+        messages = salted(call.messages, self.plan.salt)
+        return PlannedRequest(rec, "", call.output_tokens, self.plan.endpoint, {**body, "messages": messages})
+
+    def _expected(self, i: int) -> int:
+        """The server's prompt count of the longest finished call whose messages lead this
+        one's (0: none has; its system prompt alone shared with another session is not counted:
+        benchy cannot tell where the template puts it in tokens)."""
+        for key in reversed(self.keys[i][:-1]):
+            if key in self.served:
+                return self.served[key]
+        return 0
+
+
+def salted(messages: list[dict], salt: str) -> list[dict]:
+    """The messages with the run's salt leading the first one's text."""
+    first = dict(messages[0])
+    content = first.get("content")
+    if isinstance(content, list):
+        first["content"] = [{"type": "text", "text": f"[{salt}] "}, *content]
+    else:
+        first["content"] = f"[{salt}] {content or ''}"
+    return [first, *messages[1:]]
+
+
+def _prefix_keys(messages: list[dict]) -> list[str]:
+    """A key per leading run of messages (1, 2, … all of them): equal keys, equal messages."""
+    keys, running = [], ""
+    for m in messages:
+        running = str(hash((running, json.dumps(m, sort_keys=True))))
+        keys.append(running)
+    return keys
+
+
+def _unique_tokens(calls: list[AgentCall], keys: list[list[str]]) -> list[int]:
+    """Each call's tokens after the leading messages it shares with any call that can reach
+    the server before it (one that does not wait for it, directly or not), as a floor: its
+    runs of letters and of digits, each at least one token in any vocabulary (a count above
+    prompt − unique is then leakage whatever the tokenizer and template)."""
+    ancestors = _ancestors(calls)
+    holders: dict[str, list[int]] = {}
+    for i, ks in enumerate(keys):
+        for k in ks:
+            holders.setdefault(k, []).append(i)
+    out = []
+    for i, ks in enumerate(keys):
+        shared = 0
+        for n, k in enumerate(ks, 1):
+            if any(j != i and i not in ancestors[j] for j in holders[k]):
+                shared = n
+        out.append(word_floor(calls[i].messages[shared:]))
+    return out
+
+
+def _ancestors(calls: list[AgentCall]) -> list[set[int]]:
+    """The calls each one waits for, directly or not (`after` names only earlier calls)."""
+    out: list[set[int]] = []
+    for c in calls:
+        mine: set[int] = set()
+        for j in c.after:
+            mine |= out[j] | {j}
+        out.append(mine)
+    return out
+
+
+_RUNS = re.compile(r"[A-Za-z]+|[0-9]+")
+
+
+def word_floor(messages: list[dict]) -> int:
+    """Runs of letters and runs of digits in the messages' words: fewer tokens than this no
+    tokenizer gives them (a token never joins a letter to a digit or spans punctuation in
+    the pre-tokenizers of GPT, Llama or Qwen vocabularies, nor in benchy sim's)."""
+    return sum(len(_RUNS.findall(agent_trace.message_text(m))) for m in messages)
+
+
+def _turns(calls: list[AgentCall]) -> list[int]:
+    """Each call's number within its agent, from 1."""
+    seen: dict[int, int] = {}
+    out = []
+    for c in calls:
+        seen[c.agent] = seen.get(c.agent, 0) + 1
+        out.append(seen[c.agent])
+    return out
+
+
+def _session_starts(calls: list[AgentCall], speed: float, max_gap_s: float | None) -> dict[int, float]:
+    """Send offsets (s) of the calls that wait for nothing: their trace times ÷ speed, each gap
+    between two of them capped at max_gap_s."""
+    firsts = [(i, (c.start_s or 0.0) / speed) for i, c in enumerate(calls) if not c.after]
+    out, previous, at = {}, 0.0, 0.0
+    for i, t in firsts:
+        gap = t - previous
+        at += min(gap, max_gap_s) if max_gap_s is not None else gap
+        out[i], previous = at, t
+    return out
