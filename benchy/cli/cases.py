@@ -126,6 +126,14 @@ CASE_OPTIONS: tuple[Decorator, ...] = (
         help="With --trace: replay X times faster (0.5: half the rate).",
     ),
     click.option(
+        "--max-gap",
+        type=click.FloatRange(min=0),
+        default=None,
+        metavar="S",
+        help="With an agent --trace: cap each idle gap (tool time, think time, between sessions) at S "
+        "seconds; 0: as fast as the answers come.",
+    ),
+    click.option(
         "--dataset",
         default=None,
         metavar="FILE",
@@ -170,6 +178,7 @@ def cases_from_flags(
     dataset: str | None = None,
     dataset_min_tokens: int | None = None,
     dataset_max_tokens: int | None = None,
+    max_gap: float | None = None,
 ) -> list[Case]:
     from benchy.workloads.case import ScenarioError, once_each
     from benchy.workloads.scenario import select_cases
@@ -177,7 +186,16 @@ def cases_from_flags(
     from benchy.workloads.spec import WorkloadError
 
     workload = WorkloadSelection(
-        turns, first_tokens, think_time, keep_reasoning, cold_baseline, shared_prefix, groups, trace_file, speed
+        turns,
+        first_tokens,
+        think_time,
+        keep_reasoning,
+        cold_baseline,
+        shared_prefix,
+        groups,
+        trace_file,
+        speed,
+        max_gap,
     )
     chosen = CaseSelection(scenario, pp, tg, concurrency, depth, depth_mode, rate, workload)
     try:

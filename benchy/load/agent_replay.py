@@ -47,7 +47,7 @@ class AgentReplay:
     def __init__(self, plan: CasePlan, case_io: CaseIO, trace: AgentTrace) -> None:
         self.plan, self.io, self.trace = plan, case_io, trace
         spec = trace_spec(plan)
-        self.speed, self.max_gap_s = spec.speed, getattr(spec, "max_gap_s", None)
+        self.speed, self.max_gap_s = spec.speed, spec.max_gap_s
         self.keys = [_prefix_keys(c.messages) for c in trace.calls]
         self.unique = _unique_tokens(trace.calls, self.keys)
         self.turns = _turns(trace.calls)
@@ -72,7 +72,9 @@ class AgentReplay:
             await self.ended[j].wait()
         if call.after:
             gap = call.gap_s / self.speed
-            due = max(self.end_at[j] for j in call.after) + min(gap, self.max_gap_s if self.max_gap_s is not None else gap)
+            due = max(self.end_at[j] for j in call.after) + min(
+                gap, self.max_gap_s if self.max_gap_s is not None else gap
+            )
         else:
             due = start_s + starts[i]
         if (delay := due - time.perf_counter()) > 0:

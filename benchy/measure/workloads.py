@@ -196,6 +196,7 @@ class WorkloadSpec(_Saved):
     path: str | None = _given("trace: the file replayed")
     speed: float | None = _given("trace: times faster than recorded")
     limit: int | None = _given("trace: only the first N requests")
+    max_gap_s: float | None = _given("(1.26) trace: idle gaps capped at this many seconds (--max-gap)")
 
     @classmethod
     def of(cls, settings: dict | WorkloadSpec) -> WorkloadSpec:

@@ -44,6 +44,7 @@ def _steps(rng: np.random.Generator, task: int, count: int, tag: str) -> list[di
     for k in range(count):
         tool = TOOLS[int(rng.integers(len(TOOLS)))]
         path = f"src/pkg{task}/mod{int(rng.integers(1, 9))}.py"
+        args: dict[str, object]
         if tool == "bash":
             args = {"command": f"grep -n {WORDS[int(rng.integers(len(WORDS)))]} {path} | head -40"}
         else:
@@ -73,10 +74,17 @@ def _agent_messages(history: list[dict], steps: list[dict], answer: str, t: floa
     for step in steps:
         t += step["think_s"]
         messages.append(
-            {"role": "assistant", "content": step["thought"], "tool_calls": [_tool_call(step)], "timestamp": round(t, 3)}
+            {
+                "role": "assistant",
+                "content": step["thought"],
+                "tool_calls": [_tool_call(step)],
+                "timestamp": round(t, 3),
+            }
         )
         t += step["tool_s"]
-        messages.append({"role": "tool", "tool_call_id": step["id"], "content": step["result"], "timestamp": round(t, 3)})
+        messages.append(
+            {"role": "tool", "tool_call_id": step["id"], "content": step["result"], "timestamp": round(t, 3)}
+        )
     t += 0.6
     messages.append({"role": "assistant", "content": answer, "timestamp": round(t, 3)})
     return messages, t
@@ -90,7 +98,9 @@ def sessions(seed: int = 53, count: int = 4) -> list[list[dict]]:
     start = 0.0
     for task in range(count):
         t = start
-        issue = f"Issue {task + 1}: the parser in src/pkg{task} drops the last {WORDS[task]} of a stream.\n" + _code(rng, 12)
+        issue = f"Issue {task + 1}: the parser in src/pkg{task} drops the last {WORDS[task]} of a stream.\n" + _code(
+            rng, 12
+        )
         history = [
             {"role": "system", "content": SYSTEM, "timestamp": round(t, 3)},
             {"role": "user", "content": issue, "timestamp": round(t, 3)},
@@ -102,16 +112,30 @@ def sessions(seed: int = 53, count: int = 4) -> list[list[dict]]:
             results = []
             children_end = t
             for sub in range(2):
-                ask = {"role": "user", "content": f"Sub-task {sub + 1}: find every caller of mod{sub + 1}.", "timestamp": t}
-                child, end = _agent_messages([*head, ask], _steps(rng, task, 2, f"t{task}s{sub}"), f"mod{sub + 1} has 3 callers.", t)
+                ask = {
+                    "role": "user",
+                    "content": f"Sub-task {sub + 1}: find every caller of mod{sub + 1}.",
+                    "timestamp": t,
+                }
+                child, end = _agent_messages(
+                    [*head, ask], _steps(rng, task, 2, f"t{task}s{sub}"), f"mod{sub + 1} has 3 callers.", t
+                )
                 agents.append({"agent": f"sub{sub + 1}", "parent": "main", "messages": child, "fork": len(head)})
                 results.append(child[-1]["content"])
                 children_end = max(children_end, end)
-            resume = {"role": "user", "content": "Sub-agents report: " + " ".join(results), "timestamp": round(children_end, 3)}
-            main, t = _agent_messages([*head, resume], _steps(rng, task, 2, f"t{task}m"), "Fixed; tests pass.", children_end)
+            resume = {
+                "role": "user",
+                "content": "Sub-agents report: " + " ".join(results),
+                "timestamp": round(children_end, 3),
+            }
+            main, t = _agent_messages(
+                [*head, resume], _steps(rng, task, 2, f"t{task}m"), "Fixed; tests pass.", children_end
+            )
             agents.insert(0, {"agent": "main", "parent": None, "messages": main})
         else:
-            main, t = _agent_messages(history, _steps(rng, task, int(rng.integers(3, 5)), f"t{task}"), "Fixed; tests pass.", t)
+            main, t = _agent_messages(
+                history, _steps(rng, task, int(rng.integers(3, 5)), f"t{task}"), "Fixed; tests pass.", t
+            )
             agents.append({"agent": "main", "parent": None, "messages": main})
         rows.append([{"session": f"task{task + 1}", **a} for a in agents])
         start += float(rng.uniform(1.0, 3.0))
@@ -145,22 +169,62 @@ def openhands_text(rows: list[list[dict]]) -> str:
             when = _iso(m["timestamp"])
             n = len(events)
             if m["role"] == "system":
-                events.append({"id": n, "timestamp": when, "source": "agent", "action": "system", "args": {"content": m["content"]}})
+                events.append(
+                    {
+                        "id": n,
+                        "timestamp": when,
+                        "source": "agent",
+                        "action": "system",
+                        "args": {"content": m["content"]},
+                    }
+                )
             elif m["role"] == "user":
-                events.append({"id": n, "timestamp": when, "source": "user", "action": "message", "args": {"content": m["content"]}})
+                events.append(
+                    {
+                        "id": n,
+                        "timestamp": when,
+                        "source": "user",
+                        "action": "message",
+                        "args": {"content": m["content"]},
+                    }
+                )
             elif m["role"] == "assistant" and m.get("tool_calls"):
                 call = m["tool_calls"][0]
                 args = {**json.loads(call["function"]["arguments"]), "thought": m["content"]}
                 meta = {"function_name": call["function"]["name"], "tool_call_id": call["id"]}
                 action = "run" if call["function"]["name"] == "bash" else "read"
-                events.append({"id": n, "timestamp": when, "source": "agent", "action": action, "args": args, "tool_call_metadata": meta})
+                events.append(
+                    {
+                        "id": n,
+                        "timestamp": when,
+                        "source": "agent",
+                        "action": action,
+                        "args": args,
+                        "tool_call_metadata": meta,
+                    }
+                )
             elif m["role"] == "tool":
                 meta = {"function_name": "tool", "tool_call_id": m["tool_call_id"]}
                 events.append(
-                    {"id": n, "timestamp": when, "source": "environment", "observation": "run", "content": m["content"], "tool_call_metadata": meta}
+                    {
+                        "id": n,
+                        "timestamp": when,
+                        "source": "environment",
+                        "observation": "run",
+                        "content": m["content"],
+                        "tool_call_metadata": meta,
+                    }
                 )
             else:
-                events.append({"id": n, "timestamp": when, "source": "agent", "action": "finish", "args": {"final_thought": m["content"]}})
+                events.append(
+                    {
+                        "id": n,
+                        "timestamp": when,
+                        "source": "agent",
+                        "action": "finish",
+                        "args": {"final_thought": m["content"]},
+                    }
+                )
         lines.append(json.dumps(events, separators=(",", ":")))
     return "\n".join(lines) + "\n"
 
@@ -176,7 +240,17 @@ def otel_text(rows: list[list[dict]]) -> str:
             span_id = f"a{s:03x}{len(spans):012x}"
             agent_span[a["agent"]] = span_id
             parent = agent_span.get(a["parent"]) if a["parent"] else None
-            spans.append(_span(trace_id, span_id, parent, "invoke_agent", a["messages"][0]["timestamp"], a["messages"][-1]["timestamp"], {"gen_ai.agent.id": f"{a['session']}/{a['agent']}"}))
+            spans.append(
+                _span(
+                    trace_id,
+                    span_id,
+                    parent,
+                    "invoke_agent",
+                    a["messages"][0]["timestamp"],
+                    a["messages"][-1]["timestamp"],
+                    {"gen_ai.agent.id": f"{a['session']}/{a['agent']}"},
+                )
+            )
             messages = a["messages"]
             for i, m in enumerate(messages):
                 if m["role"] != "assistant" or i <= a.get("fork", 0):  # a sub-agent's own calls only
@@ -184,33 +258,61 @@ def otel_text(rows: list[list[dict]]) -> str:
                 attrs = {
                     "gen_ai.operation.name": "chat",
                     "gen_ai.conversation.id": a["session"],
-                    "gen_ai.input.messages": json.dumps([_otel_message(x) for x in messages[:i]], separators=(",", ":")),
+                    "gen_ai.input.messages": json.dumps(
+                        [_otel_message(x) for x in messages[:i]], separators=(",", ":")
+                    ),
                     "gen_ai.usage.output_tokens": 12 + 9 * len(m.get("tool_calls") or []) + len(m["content"]) // 5,
                 }
-                spans.append(_span(trace_id, f"c{s:03x}{len(spans):012x}", span_id, "chat", messages[i - 1]["timestamp"], m["timestamp"], attrs))
-    return json.dumps({"resourceSpans": [{"scopeSpans": [{"scope": {"name": "benchy-sample"}, "spans": spans}]}]}, indent=1) + "\n"
+                spans.append(
+                    _span(
+                        trace_id,
+                        f"c{s:03x}{len(spans):012x}",
+                        span_id,
+                        "chat",
+                        messages[i - 1]["timestamp"],
+                        m["timestamp"],
+                        attrs,
+                    )
+                )
+    return (
+        json.dumps(
+            {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "benchy-sample"}, "spans": spans}]}]}, indent=1
+        )
+        + "\n"
+    )
 
 
 def _span(trace: str, span: str, parent: str | None, name: str, start: float, end: float, attrs: dict) -> dict:
-    out = {"traceId": trace, "spanId": span, "name": name}
+    out: dict[str, object] = {"traceId": trace, "spanId": span, "name": name}
     if parent:
         out["parentSpanId"] = parent
     nanos = int(BASE.timestamp() * 1e9)
     out["startTimeUnixNano"] = str(nanos + round(start * 1e9))
     out["endTimeUnixNano"] = str(nanos + round(end * 1e9))
     out["attributes"] = [
-        {"key": k, "value": {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}} for k, v in attrs.items()
+        {"key": k, "value": {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}}
+        for k, v in attrs.items()
     ]
     return out
 
 
 def _otel_message(m: dict) -> dict:
     if m["role"] == "tool":
-        return {"role": "tool", "parts": [{"type": "tool_call_response", "id": m["tool_call_id"], "response": m["content"]}]}
+        return {
+            "role": "tool",
+            "parts": [{"type": "tool_call_response", "id": m["tool_call_id"], "response": m["content"]}],
+        }
     parts: list[dict] = [{"type": "text", "content": m["content"]}] if m.get("content") else []
     for call in m.get("tool_calls") or []:
         function = call["function"]
-        parts.append({"type": "tool_call", "id": call["id"], "name": function["name"], "arguments": json.loads(function["arguments"])})
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": call["id"],
+                "name": function["name"],
+                "arguments": json.loads(function["arguments"]),
+            }
+        )
     return {"role": m["role"], "parts": parts}
 
 

@@ -105,7 +105,7 @@ def detect(text: str) -> str | None:
     if isinstance(first, dict) and ("resourceSpans" in first or "resource_spans" in first):
         return "otel"
     events = first if isinstance(first, list) else [first]
-    if events and all(isinstance(e, dict) for e in events) and any(_is_openhands(e) for e in events):
+    if events and all(isinstance(e, dict) for e in events) and any(_is_openhands(e) for e in events):  # type: ignore[arg-type]
         return "openhands"
     return None
 
@@ -275,8 +275,8 @@ def _from_openhands(name: str, values: list) -> list[AgentCall]:
 
 def _openhands_message(event: dict) -> dict | None:
     """The chat message an OpenHands event stands for (None: one the model never sees)."""
-    args = event.get("args") if isinstance(event.get("args"), dict) else {}
-    meta = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), dict) else None
+    args: dict = event["args"] if isinstance(event.get("args"), dict) else {}
+    meta: dict | None = event["tool_call_metadata"] if isinstance(event.get("tool_call_metadata"), dict) else None
     if "observation" in event:
         if meta is None:
             return None
@@ -287,10 +287,11 @@ def _openhands_message(event: dict) -> dict | None:
     if event.get("source") == "user":
         return {"role": "user", "content": str(args.get("content", event.get("message", "")))}
     if meta is not None:
+        arguments = {k: v for k, v in args.items() if k != "thought"}  # the thought is the message's text
         call = {
             "id": str(meta.get("tool_call_id")),
             "type": "function",
-            "function": {"name": str(meta.get("function_name")), "arguments": json.dumps(args, sort_keys=True)},
+            "function": {"name": str(meta.get("function_name")), "arguments": json.dumps(arguments, sort_keys=True)},
         }
         return {"role": "assistant", "content": str(args.get("thought", "")), "tool_calls": [call]}
     if action in ("message", "finish"):
@@ -342,7 +343,8 @@ def _from_otel(name: str, values: list) -> list[AgentCall]:
 
 def _otel_spans(values: list) -> Iterator[dict]:
     for value in values:
-        for resource in value.get("resourceSpans", value.get("resource_spans", [])) if isinstance(value, dict) else []:
+        resources_ = value.get("resourceSpans", value.get("resource_spans", [])) if isinstance(value, dict) else []
+        for resource in resources_ or []:
             for scope in resource.get("scopeSpans", resource.get("scope_spans", [])):
                 yield from (s for s in scope.get("spans", []) if isinstance(s, dict))
 

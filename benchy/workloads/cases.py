@@ -85,7 +85,9 @@ def shared_prefix_cases(
     return cases
 
 
-def trace_case(path: str, speed: float = 1.0, limit: int | None = None, scenario: str | None = None) -> Case:
+def trace_case(
+    path: str, speed: float = 1.0, limit: int | None = None, scenario: str | None = None, max_gap_s: float | None = None
+) -> Case:
     if not (isinstance(speed, (int, float)) and not isinstance(speed, bool) and 0 < speed < math.inf):
         raise ScenarioError(f"trace speed must be a positive number, got {speed!r}")
     if limit is not None:
@@ -94,9 +96,19 @@ def trace_case(path: str, speed: float = 1.0, limit: int | None = None, scenario
 
     try:
         trace.load(path, limit)  # a bad file fails here, before the server is contacted
+        if max_gap_s is not None and not trace.agent_trace.is_agent_trace(path):
+            raise ScenarioError(
+                "--max-gap caps an agent trace's idle gaps: a request trace keeps its own times (--speed)"
+            )
     except WorkloadError as exc:
         raise ScenarioError(str(exc)) from None
-    return Case(pp=0, tg=0, scenario=scenario, workload=TraceReplay(path=path, speed=float(speed), limit=limit), runs=1)
+    return Case(
+        pp=0,
+        tg=0,
+        scenario=scenario,
+        workload=TraceReplay(path=path, speed=float(speed), limit=limit, max_gap_s=max_gap_s),
+        runs=1,
+    )
 
 
 def check_workload_endpoints(cases: list[Case], endpoint: str) -> None:

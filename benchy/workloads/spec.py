@@ -150,6 +150,7 @@ class TraceReplay:
     path: str = ""
     speed: float = 1.0
     limit: int | None = None  # replay only the first N requests
+    max_gap_s: float | None = None  # --max-gap: an agent trace's idle gaps capped at this (None: its own)
 
     def label(self) -> str:
         name = self.path.replace("\\", "/").rsplit("/", 1)[-1]
@@ -157,7 +158,8 @@ class TraceReplay:
         return f"trace {name}{speed}"
 
     def to_dict(self) -> dict:
-        return {"path": self.path, "speed": self.speed, "limit": self.limit}
+        out = {"path": self.path, "speed": self.speed, "limit": self.limit}
+        return out if self.max_gap_s is None else {**out, "max_gap_s": self.max_gap_s}
 
 
 Workload = MultiTurn | SharedPrefix | TraceReplay

@@ -1,0 +1,160 @@
+"""Agent trace replay (issue 53): trajectories read from their formats, replayed against
+`benchy sim` on their own clock with sub-agents, judged by the simulator's truth log."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from benchy.load.agent_replay import word_floor
+from benchy.workloads import agent_samples, agent_trace
+from tests.conftest import run_benchy_here
+
+FAST = ("--prefill-tps", "100000", "--decode-tps", "3000", "--max-running", "64")
+BLOCK = 16  # the simulator's cache block
+
+
+def run_cli(sim, out: Path, *flags: str, expect_rc: int = 0) -> dict:
+    proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(out), *flags)
+    assert proc.returncode == expect_rc, proc.stderr
+    return json.loads((out / "results.json").read_text())
+
+
+def measured(case: dict) -> list[dict]:
+    return sorted((r for r in case["requests"] if not r["warmup"]), key=lambda r: r["index"])
+
+
+# ------------------------------------------------------------------ formats
+
+
+def test_the_shipped_samples_are_made_here():
+    for name, text in agent_samples.generate_samples().items():
+        assert resources.files("benchy").joinpath("data", name).read_text(encoding="utf-8") == text
+
+
+def _shape(trace: agent_trace.AgentTrace) -> list[tuple]:
+    return [
+        (c.session, c.parent is None, c.messages, round(c.start_s or 0, 3), round(c.end_s or 0, 3)) for c in trace.calls
+    ]
+
+
+def test_each_format_is_detected_by_content_and_reads_the_same_trajectories():
+    """The same sessions written as chat messages, as OTel GenAI spans and (those without
+    sub-agents) as OpenHands events give the same calls: the same messages, times and forks."""
+    messages, openhands, otel = (agent_trace.load(n) for n in agent_trace.SAMPLES)
+    assert (messages.format, otel.format, openhands.format) == ("messages", "otel", "openhands")
+    assert _shape(messages) == _shape(otel)
+    assert [c.after for c in messages.calls] == [c.after for c in otel.calls]
+    alone = [c for c in messages.calls if c.session != 1]  # the session with sub-agents
+    assert [c.messages for c in alone] == [c.messages for c in openhands.calls]
+    # sub-agents: two of session 1, forked from its second call, which resumes after both
+    subs = {c.agent for c in messages.calls if c.parent is not None}
+    assert len(subs) == 2 and messages.sessions == 4
+    calls = messages.calls
+    firsts = [next(i for i, c in enumerate(calls) if c.agent == a) for a in subs]
+    fork = {calls[i].after[0] for i in firsts}
+    assert len(fork) == 1 and calls[fork.pop()].parent is None
+    resume = next(c for c in calls if c.session == 1 and c.parent is None and len(c.after) == 3)
+    lasts = [max(i for i, c in enumerate(calls) if c.agent == a) for a in subs]
+    assert sorted(resume.after[1:]) == sorted(lasts)
+
+
+def test_a_file_that_is_no_agent_trace_or_a_broken_one_says_so(tmp_path):
+    assert not agent_trace.is_agent_trace(str(tmp_path / "missing.jsonl"))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"messages": [{"role": "wizard", "content": "x"}]}\n')
+    with pytest.raises(agent_trace.WorkloadError, match="role"):
+        agent_trace.load(str(bad))
+    proc = run_benchy_here("run", "--trace", str(bad), "--base-url", "http://127.0.0.1:9/v1")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "role" in proc.stderr
+
+
+def test_unique_part_is_a_floor_of_any_tokenizer():
+    message = {"role": "tool", "content": "  12  def parse(x): return x[0] + 345"}
+    assert word_floor([message]) == 8  # 12 def parse x return x 0 345: runs of letters or of digits
+    from benchy.measure import tokenizer
+    from benchy.sim import vocab
+
+    for call in agent_trace.load("agent-sample").calls:
+        for m in call.messages:
+            text = agent_trace.message_text(m)
+            assert word_floor([m]) <= min(vocab.count(text), tokenizer.count(text))
+
+
+# ------------------------------------------------------------------ replay on the simulator
+
+
+def test_agent_trace_replays_its_calls_messages_clock_and_sub_agents(start_sim, tmp_path):
+    sim = start_sim(*FAST)
+    speed = 2.0
+    results = run_cli(sim, tmp_path / "out", "--trace", "agent-sample", "--speed", str(speed))
+    [case] = results["cases"]
+    calls = agent_trace.load("agent-sample").calls
+    sent = measured(case)
+    assert len(sent) == len(calls) == case["n_ok"]
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    by_index = {r["index"]: r for r in sent}
+
+    def end(r: dict) -> float:
+        return r["sent_mono_s"] + r["end_s"]
+
+    for r, call in zip(sent, calls):
+        t = truth[r["request_id"]]
+        assert t["completion_tokens"] == call.output_tokens
+        assert (r["conversation"], r["group"]) == (call.agent, call.session)
+        # Sent only once what it waits for has answered, the trace's own gap ÷ speed after.
+        if call.after:
+            ready = max(end(by_index[j]) for j in call.after)
+            assert r["sent_mono_s"] >= ready + call.gap_s / speed - 0.002
+        # The history it shares with an earlier call was sent byte for byte: the simulator
+        # served at least that call's prompt (to its last full block) from its cache ...
+        assert t["cached_tokens"] >= r["expected_cached_tokens"] // BLOCK * BLOCK
+        # ... and nothing of what no other call has (the salt keeps other runs out).
+        assert t["cached_tokens"] <= t["prompt_tokens"] - r["unique_tokens"]
+    # Calls that waited for an earlier one expected its prompt, as the server counted it.
+    extending = 0
+    for r, c in zip(sent, calls):
+        previous = [by_index[j] for j in c.after if calls[j].agent == c.agent]
+        if previous:
+            extending += 1
+            assert r["expected_cached_tokens"] == truth[previous[0]["request_id"]]["prompt_tokens"]
+    assert extending >= len(calls) // 2
+    # Sub-agents ran at once: the two children's calls overlap in time.
+    subs = sorted({c.agent for c in calls if c.parent is not None})
+    spans = [
+        (
+            min(r["sent_mono_s"] for r in sent if r["conversation"] == a),
+            max(end(r) for r in sent if r["conversation"] == a),
+        )
+        for a in subs
+    ]
+    assert spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1]
+    assert not {w["code"] for w in results["warnings"]} & {"cache_eviction", "cache_leakage", "cache_not_reused"}
+
+
+def test_max_gap_zero_sends_each_call_as_its_answers_come(start_sim, tmp_path):
+    sim = start_sim(*FAST)
+    results = run_cli(sim, tmp_path / "out", "--trace", "agent-sample-otel", "--max-gap", "0")
+    [case] = results["cases"]
+    calls = agent_trace.load("agent-sample-otel").calls
+    sent = measured(case)
+    assert len(sent) == len(calls) and case["workload"]["spec"]["max_gap_s"] == 0
+    firsts = [r for r, c in zip(sent, calls) if not c.after]
+    # every session starts at once, every other call the moment its last dependency ended
+    assert max(r["scheduled_mono_s"] for r in firsts) - min(r["scheduled_mono_s"] for r in firsts) < 1e-6
+    by_index = {r["index"]: r for r in sent}
+    for r, c in zip(sent, calls):
+        if c.after:
+            ready = max(by_index[j]["sent_mono_s"] + by_index[j]["end_s"] for j in c.after)
+            assert ready - 0.002 <= r["scheduled_mono_s"] <= ready + 0.05
+    # the trace spans 12 s; without its idle gaps the replay takes a fraction of that
+    span = max(r["sent_mono_s"] + r["end_s"] for r in sent) - min(r["sent_mono_s"] for r in sent)
+    assert span < calls[-1].end_s / 2
+
+
+def test_max_gap_needs_an_agent_trace(tmp_path):
+    proc = run_benchy_here("run", "--trace", "sample", "--max-gap", "1", "--base-url", "http://127.0.0.1:9/v1")
+    assert proc.returncode == 2 and "agent trace" in proc.stderr and "Traceback" not in proc.stderr
