@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from benchy.measure.workloads import Reuse, ThinkSpec, WorkloadFigures
+from benchy.report import agents_view
 from benchy.results.types import CaseResult, RunResult
 
 SECTION_TITLES = {
@@ -192,7 +193,7 @@ def trace_lines(case: CaseResult) -> list[str]:
             f"Sends kept the trace's times to a median of {_ms(lag.median)} ms late "
             f"(p99 {_ms(lag.p99)} ms, worst {_ms(lag.max)} ms)."
         )
-    return out + _problem_lines(figures) + [""]
+    return out + _problem_lines(figures) + agents_view.lines(case, figures) + [""]
 
 
 CACHE_HEAD = (
