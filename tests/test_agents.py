@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -158,3 +159,97 @@ def test_max_gap_zero_sends_each_call_as_its_answers_come(start_sim, tmp_path):
 def test_max_gap_needs_an_agent_trace(tmp_path):
     proc = run_benchy_here("run", "--trace", "sample", "--max-gap", "1", "--base-url", "http://127.0.0.1:9/v1")
     assert proc.returncode == 2 and "agent trace" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------ trace lint: causes
+
+
+def _trace_with_gaps(path: Path, gaps: list[float], sessions: int = 2, words: int = 120) -> Path:
+    """Sessions of tool-calling steps whose tool times are `gaps` (s), in the messages format."""
+    rows = []
+    for s in range(sessions):
+        t = 0.01 * s
+        messages = [
+            {"role": "system", "content": f"Agent {s}. " + " ".join(f"rule{k}" for k in range(words)), "timestamp": t},
+            {"role": "user", "content": f"Task {s}: " + " ".join(f"item{s}x{k}" for k in range(words)), "timestamp": t},
+        ]
+        for k, gap in enumerate(gaps):
+            t += 0.05
+            call = {"id": f"c{s}_{k}", "type": "function", "function": {"name": "bash", "arguments": f'{{"n": {k}}}'}}
+            messages.append({"role": "assistant", "content": f"step {k}", "tool_calls": [call], "timestamp": t})
+            t += gap
+            result = " ".join(f"out{s}y{k}z{j}" for j in range(words))
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result, "timestamp": t})
+        messages.append({"role": "assistant", "content": "done", "timestamp": t + 0.05})
+        rows.append(json.dumps({"session": f"s{s}", "messages": messages}))
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def _lint_of(out: Path) -> tuple[dict, str]:
+    results = json.loads((out / "results.json").read_text())
+    return results, (out / "report.md").read_text()
+
+
+def test_lint_names_expiry_when_misses_follow_the_long_tool_times(start_sim, tmp_path):
+    """A cache lifetime of 0.5 s: the calls after a 1.5 s tool time find their history gone,
+    those after 0.05 s find it; the case's evidence says expiry and the lint repeats it."""
+    sim = start_sim(*FAST, "--cache-ttl-s", "0.5")
+    trace = _trace_with_gaps(tmp_path / "gaps.jsonl", [0.05, 1.5, 0.05, 1.5, 0.05, 1.5])
+    out = tmp_path / "out"
+    results = run_cli(sim, out, "--trace", str(trace))
+    [case] = results["cases"]
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    calls = agent_trace.load(str(trace)).calls
+    sent = measured(case)
+    lost = [r for r in sent if truth[r["request_id"]]["cached_tokens"] < r["expected_cached_tokens"] // BLOCK * BLOCK]
+    long_after = [r for r, c in zip(sent, calls) if c.gap_s > 1.0]
+    assert lost and {r["request_id"] for r in lost} == {r["request_id"] for r in long_after}
+    _, report = _lint_of(out)
+    assert f"Trace lint: {len(lost)} calls served less than expected" in report
+    assert "Cause the evidence supports: expiry" in report
+
+
+def test_lint_names_routing_over_replicas_without_affinity(start_sim, tmp_path):
+    sim = start_sim(*FAST, "--replicas", "2", "--route", "rr")
+    trace = _trace_with_gaps(tmp_path / "gaps.jsonl", [0.05] * 6, sessions=1)
+    out = tmp_path / "out"
+    results = run_cli(sim, out, "--trace", str(trace))
+    [case] = results["cases"]
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    sent = measured(case)
+    # the truth: round robin over two replicas, so each call lands where its predecessor was not
+    replicas = [truth[r["request_id"]]["replica"] for r in sent]
+    assert all(a != b for a, b in zip(replicas, replicas[1:]))
+    _, report = _lint_of(out)
+    assert "Cause the evidence supports: routing over replicas" in report
+
+
+def test_report_shows_agents_turns_tasks_and_a_clean_lint(start_sim, tmp_path):
+    sim = start_sim(*FAST)
+    out = tmp_path / "out"
+    results = run_cli(sim, out, "--trace", "agent-sample", "--max-gap", "0.2")
+    [case] = results["cases"]
+    calls = agent_trace.load("agent-sample").calls
+    _, report = _lint_of(out)
+    assert "#### Agents" in report and "| sub-agent |" in report
+    # one row per agent with its number of calls
+    for agent in {c.agent for c in calls}:
+        n = sum(c.agent == agent for c in calls)
+        assert any(line.startswith(f"| {agent} | ") and f"| {n} | 0 |" in line for line in report.splitlines())
+    # the tasks' end-to-end latency against the truth: each task's first arrival to its last event
+    sent = measured(case)
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    tasks = sorted({c.session for c in calls})
+    spans = sorted(
+        max(truth[r["request_id"]]["last_token_event_s"] for r in sent if r["group"] == task)
+        - min(truth[r["request_id"]]["arrival_s"] for r in sent if r["group"] == task)
+        for task in tasks
+    )
+    match = re.search(r"Tasks: (\d+) finished; .* median ([0-9.]+) s, longest ([0-9.]+) s", report)
+    assert match and int(match[1]) == len(tasks)
+    # benchy's span runs from its send to its read of the last event: a little wider, never narrower
+    assert spans[len(spans) // 2] - 0.006 <= float(match[2]) <= spans[len(spans) // 2] + 0.05
+    assert spans[-1] - 0.006 <= float(match[3]) <= spans[-1] + 0.05
+    assert "Trace lint: every call was served the reuse expected" in report
+    assert (out / "figures" / "workload-agents-1.png").is_file()
