@@ -253,3 +253,46 @@ def test_report_shows_agents_turns_tasks_and_a_clean_lint(start_sim, tmp_path):
     assert spans[-1] - 0.006 <= float(match[3]) <= spans[-1] + 0.05
     assert "Trace lint: every call was served the reuse expected" in report
     assert (out / "figures" / "workload-agents-1.png").is_file()
+
+
+# ------------------------------------------------------------------ sub-agents (--turns --subagents)
+
+
+def test_subagents_fork_share_the_history_run_at_once_and_the_parent_resumes(start_sim, tmp_path):
+    sim = start_sim(*FAST)
+    out = tmp_path / "out"
+    turns, subs, conversations = 3, 2, 2
+    results = run_cli(sim, out, "--turns", str(turns), "--subagents", str(subs), "-c", str(conversations),
+                      "--pp", "64", "--tg", "16", "--think-time", "100ms")  # fmt: skip
+    [case] = results["cases"]
+    sent = measured(case)
+    assert len(sent) == case["n_ok"] == conversations * (turns + subs * (turns - 1))
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    for task in range(conversations):
+        mine = [r for r in sent if r["group"] == task]
+        main = min(r["conversation"] for r in mine)
+        mains = sorted((r for r in mine if r["conversation"] == main), key=lambda r: r["turn"])
+        children = [r for r in mine if r["conversation"] != main]
+        assert [r["turn"] for r in mains] == list(range(1, turns + 1)) and len(children) == subs * (turns - 1)
+        for t in range(1, turns):
+            fork_end = mains[t - 1]["sent_mono_s"] + mains[t - 1]["end_s"]
+            batch = [c for c in children if fork_end <= c["sent_mono_s"] < mains[t]["sent_mono_s"]]
+            assert len(batch) == subs
+            # each child was served the parent's history: the turn's prompt, as the server counted it
+            for c in batch:
+                assert c["expected_cached_tokens"] == truth[mains[t - 1]["request_id"]]["prompt_tokens"]
+                assert truth[c["request_id"]]["cached_tokens"] >= c["expected_cached_tokens"] // BLOCK * BLOCK
+            # run at once: every child of the fork sent before any of them answered
+            assert max(c["sent_mono_s"] for c in batch) < min(c["sent_mono_s"] + c["end_s"] for c in batch)
+            # the parent resumes after all its children answered and the think time passed
+            assert mains[t]["sent_mono_s"] >= max(c["sent_mono_s"] + c["end_s"] for c in batch) + 0.1 - 0.002
+    report = (out / "report.md").read_text()
+    assert "#### Agents" in report and report.count("| sub-agent |") == conversations * subs * (turns - 1)
+    assert results["cases"][0]["workload"]["spec"]["subagents"] == subs
+
+
+def test_subagents_need_turns_and_chat(tmp_path):
+    proc = run_benchy_here("run", "--subagents", "2", "--base-url", "http://127.0.0.1:9/v1")
+    assert proc.returncode == 2 and "--subagents needs --turns" in proc.stderr
+    proc = run_benchy_here("run", "--turns", "1", "--subagents", "2", "--base-url", "http://127.0.0.1:9/v1")
+    assert proc.returncode == 2 and "--turns 2 or more" in proc.stderr and "Traceback" not in proc.stderr

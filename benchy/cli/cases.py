@@ -95,6 +95,14 @@ CASE_OPTIONS: tuple[Decorator, ...] = (
         "there are conversations), for each turn's TTFT gain from the cache.",
     ),
     click.option(
+        "--subagents",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="With --turns: each turn but the last forks N sub-agents that share the conversation's history "
+        "and run at once; the next turn resumes with their results. Reuse per agent and turn.",
+    ),
+    click.option(
         "--shared-prefix",
         type=float,
         multiple=True,
@@ -179,6 +187,7 @@ def cases_from_flags(
     dataset_min_tokens: int | None = None,
     dataset_max_tokens: int | None = None,
     max_gap: float | None = None,
+    subagents: int | None = None,
 ) -> list[Case]:
     from benchy.workloads.case import ScenarioError, once_each
     from benchy.workloads.scenario import select_cases
@@ -196,6 +205,7 @@ def cases_from_flags(
         trace_file,
         speed,
         max_gap,
+        subagents,
     )
     chosen = CaseSelection(scenario, pp, tg, concurrency, depth, depth_mode, rate, workload)
     try:

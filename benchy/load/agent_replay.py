@@ -38,16 +38,20 @@ async def replay_agents(plan: CasePlan, case_io: CaseIO) -> None:
         raise PromptError("an agent trace replays chat messages with tool calls: use --endpoint chat")
     spec = trace_spec(plan)
     trace = agent_trace.limited(agent_trace.load(spec.path), plan.trace_limit)
-    replay = AgentReplay(plan, case_io, trace)
+    replay = AgentReplay(plan, case_io, trace, spec.speed, spec.max_gap_s)
     start_s = await case_io.start() if case_io.start else time.perf_counter()
     await replay.run(start_s)
 
 
 class AgentReplay:
-    def __init__(self, plan: CasePlan, case_io: CaseIO, trace: AgentTrace) -> None:
+    """Sends an agent trace's calls (a file's, or the sub-agent conversations load/subagents.py
+    makes), each when its dependencies have answered and its gap ÷ speed (≤ max_gap_s) passed."""
+
+    def __init__(
+        self, plan: CasePlan, case_io: CaseIO, trace: AgentTrace, speed: float = 1.0, max_gap_s: float | None = None
+    ) -> None:
         self.plan, self.io, self.trace = plan, case_io, trace
-        spec = trace_spec(plan)
-        self.speed, self.max_gap_s = spec.speed, spec.max_gap_s
+        self.speed, self.max_gap_s = speed, max_gap_s
         self.keys = [_prefix_keys(c.messages) for c in trace.calls]
         self.unique = _unique_tokens(trace.calls, self.keys)
         self.turns = _turns(trace.calls)

@@ -197,6 +197,7 @@ class WorkloadSpec(_Saved):
     speed: float | None = _given("trace: times faster than recorded")
     limit: int | None = _given("trace: only the first N requests")
     max_gap_s: float | None = _given("(1.26) trace: idle gaps capped at this many seconds (--max-gap)")
+    subagents: int | None = _given("(1.26) multi-turn: child agents each turn forks (--subagents)")
 
     @classmethod
     def of(cls, settings: dict | WorkloadSpec) -> WorkloadSpec:

@@ -137,7 +137,7 @@ def multi_turn_lines(case: CaseResult) -> list[str]:
     out += ["", _reuse_line(figures.reuse)]
     if figures.conversations_cut:
         out.append(f"{figures.conversations_cut} conversations ended early at a failed turn.")
-    return out + _problem_lines(figures) + [""]
+    return out + _problem_lines(figures) + agents_view.lines(case, figures) + [""]
 
 
 def _withheld_turn_lines(rows: list) -> list[str]:

@@ -7,7 +7,7 @@ with results.json's version policy: a field added is a new MINOR, older files st
   1.0  the first version (issue 25); setup.server and the workload settings typed since (issue
        22: the schema names their properties; a workload's null settings are left out)
   1.1  each latency summary's p90_low, p90_high, p99_low, p99_high (99% order-statistic bounds)
-  1.2  the workload settings' max_gap_s (results 1.26; a capacity search never replays a trace)
+  1.2  the workload settings' max_gap_s and subagents (results 1.26)
 
 Every point probed is kept in the order it was probed, with each round it was sent in, also the
 rounds that were not counted because benchy itself fell behind (`overloaded` says why).

@@ -69,7 +69,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.25 request local_scale_generated: its local count's scale was fitted on the tokens a
        calibration answer was known to make (it ended by length), setup.calibration.output_method
        "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
-  1.26 workload max_gap_s: an agent trace's idle gaps capped (--max-gap, issue 53)
+  1.26 workload max_gap_s: an agent trace's idle gaps capped (--max-gap, issue 53); workload
+       subagents: the child agents each turn forks (--turns --subagents)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output

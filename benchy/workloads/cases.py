@@ -27,14 +27,20 @@ def multi_turn_cases(
     cold_baseline: bool = False,
     scenario: str | None = None,
     endpoint: str | None = None,
+    subagents: int = 0,
 ) -> list[Case]:
     _at_least("turns", [turns], 1)
+    if subagents and (turns < 2 or cold_baseline or keep_reasoning):
+        raise ScenarioError(
+            "--subagents forks child agents between turns: it needs --turns 2 or more, without "
+            "--cold-baseline or --keep-reasoning (the history is the agents' own)"
+        )
     _at_least("--pp (tokens of each user message)", pp, 9)  # a nonce is 8 tokens
     _at_least("--tg", tg, 1)
     _at_least("conversations (--concurrency)", concurrency, 1)
     if first_tokens is not None:
         _at_least("first_tokens", [first_tokens], 9)
-    spec = MultiTurn(turns, think, first_tokens, keep_reasoning, cold_baseline)
+    spec = MultiTurn(turns, think, first_tokens, keep_reasoning, cold_baseline, subagents)
     return [
         Case(pp=p, tg=t, concurrency=c, scenario=scenario, endpoint=endpoint, workload=spec, runs=1)
         for p, t, c in itertools.product(pp, tg, concurrency)

@@ -162,6 +162,7 @@ def workload_selection(chosen: CaseSelection) -> list[Case]:
             flags.first_tokens,
             flags.keep_reasoning,
             flags.cold_baseline,
+            subagents=flags.subagents or 0,
         )
     return workload_cases.shared_prefix_cases(
         pp or [2048], tg or [32], concurrency or [1], list(flags.shared_prefix), flags.groups or 1

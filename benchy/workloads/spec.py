@@ -104,10 +104,12 @@ class MultiTurn:
     first_tokens: int | None = None
     keep_reasoning: bool = False  # send earlier turns' reasoning back (gpt-oss's format drops it)
     cold_baseline: bool = False  # after the conversations: each turn's length again, nothing shared
+    subagents: int = 0  # --subagents: each turn but the last forks this many child agents (load/subagents.py)
 
     def label(self, pp: int, tg: int, concurrency: int) -> str:
         first = f" first {self.first_tokens}" if self.first_tokens else ""
-        return f"multi-turn u{concurrency} x{self.turns} pp{pp}{first} tg{tg}"
+        subs = f" sub{self.subagents}" if self.subagents else ""
+        return f"multi-turn u{concurrency} x{self.turns}{subs} pp{pp}{first} tg{tg}"
 
     def to_dict(self) -> dict:
         return {
@@ -116,6 +118,7 @@ class MultiTurn:
             "first_tokens": self.first_tokens,
             "keep_reasoning": self.keep_reasoning,
             "cold_baseline": self.cold_baseline,
+            **({"subagents": self.subagents} if self.subagents else {}),
         }
 
 
