@@ -54,6 +54,7 @@ class AgentReplay:
         self.speed, self.max_gap_s = speed, max_gap_s
         self.keys = [_prefix_keys(c.messages) for c in trace.calls]
         self.unique = _unique_tokens(trace.calls, self.keys)
+        self.rewrites = _rewrites(trace.calls, self.keys)
         self.turns = _turns(trace.calls)
         self.ended: list[asyncio.Event] = [asyncio.Event() for _ in trace.calls]
         self.end_at: list[float] = [0.0] * len(trace.calls)
@@ -119,6 +120,7 @@ class AgentReplay:
             group=call.session,
             expected_cached_tokens=self._expected(i),
             unique_tokens=self.unique[i],
+            history_reasoning=self.rewrites[i],
         )
         self.io.prompts.calibration.stamp(rec)
         body = self.bodies.setdefault(call.output_tokens, request_options(self.plan, call.output_tokens))
@@ -133,6 +135,28 @@ class AgentReplay:
             if key in self.served:
                 return self.served[key]
         return 0
+
+
+def _rewrites(calls: list[AgentCall], keys: list[list[str]]) -> list[bool]:
+    """Per call: whether a template that renders only the last turn's reasoning rewrites the
+    history it extends: an assistant message with reasoning that the extended call (the
+    longest other call whose messages lead this one's) had after its last user message, now
+    before this call's last user message."""
+    whole = {ks[-1]: i for i, ks in enumerate(keys)}
+    out = []
+    for i, ks in enumerate(keys):
+        j = next((whole[k] for k in reversed(ks[:-1]) if k in whole), None)
+        if j is None:
+            out.append(False)
+            continue
+        was, now = _last_user(calls[j].messages), _last_user(calls[i].messages)
+        span = calls[i].messages[was + 1 : min(len(calls[j].messages), now)]
+        out.append(any(m.get("role") == "assistant" and m.get("reasoning_content") for m in span))
+    return out
+
+
+def _last_user(messages: list[dict]) -> int:
+    return max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
 
 
 def salted(messages: list[dict], salt: str) -> list[dict]:
@@ -190,10 +214,12 @@ _RUNS = re.compile(r"[A-Za-z]+|[0-9]+")
 
 
 def word_floor(messages: list[dict]) -> int:
-    """Runs of letters and runs of digits in the messages' words: fewer tokens than this no
+    """Runs of letters and runs of digits in the messages' content: fewer tokens than this no
     tokenizer gives them (a token never joins a letter to a digit or spans punctuation in
-    the pre-tokenizers of GPT, Llama or Qwen vocabularies, nor in benchy sim's)."""
-    return sum(len(_RUNS.findall(agent_trace.message_text(m))) for m in messages)
+    the pre-tokenizers of GPT, Llama or Qwen vocabularies, nor in benchy sim's). Only the
+    content counts: a template may leave out reasoning (gpt-oss's, or earlier turns' in
+    Qwen3's) and tool calls (a template without tool support)."""
+    return sum(len(_RUNS.findall(agent_trace.content_text(m.get("content")))) for m in messages)
 
 
 def _turns(calls: list[AgentCall]) -> list[int]:

@@ -69,6 +69,9 @@ class AgentFigures:
     task_e2e_s: list[float]  # per finished task, in task order
     tasks_per_min: float | None
     lint: list[LintRow]
+    # The short calls are exactly those whose history holds reasoning before the last user
+    # message (and there are some): the chat template dropped earlier turns' reasoning.
+    template_rewrote: bool = False
 
 
 def is_agent_replay(requests: Sequence[RequestRecord]) -> bool:
@@ -115,7 +118,8 @@ def figures(requests: Sequence[RequestRecord]) -> AgentFigures:
     e2e = [s for s in spans if s is not None]
     whole = _span(calls)
     per_min = len(e2e) / (whole / 60) if whole and e2e else None
-    return AgentFigures(agents, turns, e2e, per_min, lint)
+    rewritten = {r.request_id for r in ok if r.history_reasoning}
+    return AgentFigures(agents, turns, e2e, per_min, lint, bool(short) and short == rewritten)
 
 
 def _lint(r: RequestRecord, short: bool) -> LintRow | None:

@@ -85,7 +85,13 @@ def lint_lines(fig: agents.AgentFigures, figures: WorkloadFigures) -> list[str]:
     out = [
         f"Trace lint: {len(short)} calls served less than expected, {len(fig.lint) - len(short)} beyond their unique tail."
     ]
-    if short:
+    if short and fig.template_rewrote:
+        out.append(
+            "Cause the evidence supports: a chat template that rewrites history: the calls served short "
+            "are exactly those whose history holds reasoning before the last user message, which a "
+            "template keeping only the last turn's reasoning (Qwen3, DeepSeek-R1) drops."
+        )
+    elif short:
         out.append(f"Cause the evidence supports: {cause(figures)}.")
     out += [
         "",

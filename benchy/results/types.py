@@ -70,7 +70,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        calibration answer was known to make (it ended by length), setup.calibration.output_method
        "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
   1.26 workload max_gap_s: an agent trace's idle gaps capped (--max-gap, issue 53); workload
-       subagents: the child agents each turn forks (--turns --subagents)
+       subagents: the child agents each turn forks (--turns --subagents); request history_reasoning
+       (an agent call's new user message makes a last-turn-reasoning template drop earlier reasoning)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output

@@ -229,14 +229,14 @@ def _answer_tokens(message: dict) -> int:
 
 def message_text(message: dict) -> str:
     """The words of a message: content (string or parts), reasoning, tool calls."""
-    parts = [_content_text(message.get("content")), str(message.get("reasoning_content") or "")]
+    parts = [content_text(message.get("content")), str(message.get("reasoning_content") or "")]
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {} if isinstance(call, dict) else {}
         parts += [str(function.get("name") or ""), str(function.get("arguments") or "")]
     return " ".join(p for p in parts if p)
 
 
-def _content_text(content: object) -> str:
+def content_text(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
