@@ -345,3 +345,21 @@ def test_lint_names_a_template_that_drops_earlier_reasoning(start_sim, tmp_path)
     plain = start_sim(*FAST)
     run_cli(plain, tmp_path / "plain", "--trace", str(trace), "--max-gap", "0")
     assert "Trace lint: every call was served the reuse expected" in (tmp_path / "plain" / "report.md").read_text()
+
+
+def test_lint_names_eviction_when_the_cache_drops_part_of_the_history(start_sim, tmp_path):
+    """A cache of 200 blocks under six agents' growing histories: LRU drops blocks inside the
+    histories (the truth's cache_lost_tokens), and the calls are served prefixes that end
+    there, not at an earlier call's end as a replica would: the lint says eviction."""
+    sim = start_sim(*FAST, "--cache-blocks", "200")
+    out = tmp_path / "out"
+    results = run_cli(sim, out, "--trace", "agent-sample", "--max-gap", "0.3")
+    [case] = results["cases"]
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    sent = measured(case)
+    short = [r for r in sent if truth[r["request_id"]]["cached_tokens"] < r["expected_cached_tokens"] // BLOCK * BLOCK]
+    evicted = [r for r in short if truth[r["request_id"]]["cache_lost_tokens"]]
+    assert short and len(evicted) * 2 > len(short)
+    report = (out / "report.md").read_text()
+    assert f"Trace lint: {len(short)} calls served less than expected" in report
+    assert "Cause the evidence supports: eviction" in report

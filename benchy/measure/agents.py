@@ -72,6 +72,11 @@ class AgentFigures:
     # The short calls are exactly those whose history holds reasoning before the last user
     # message (and there are some): the chat template dropped earlier turns' reasoning.
     template_rewrote: bool = False
+    # Short calls whose served prefix ends inside the history: beyond what calls expecting no
+    # reuse were served (the template's head, a shared system prompt) and not where an earlier
+    # call of the agent ended, as a replica or slot holding that call would serve it. A cache
+    # that dropped part of the history (eviction) leaves this; routing does not.
+    cut_inside: int = 0
 
 
 def is_agent_replay(requests: Sequence[RequestRecord]) -> bool:
@@ -119,7 +124,28 @@ def figures(requests: Sequence[RequestRecord]) -> AgentFigures:
     whole = _span(calls)
     per_min = len(e2e) / (whole / 60) if whole and e2e else None
     rewritten = {r.request_id for r in ok if r.history_reasoning}
-    return AgentFigures(agents, turns, e2e, per_min, lint, bool(short) and short == rewritten)
+    inside = _cut_inside([r for r in ok if r.request_id in short], ok, cache_granularity(ok))
+    return AgentFigures(agents, turns, e2e, per_min, lint, bool(short) and short == rewritten, inside)
+
+
+CALL_END_SLACK = 8  # tokens past an earlier call's prompt a cache may hold (its answer's first words, a header)
+
+
+def _cut_inside(short: list[RequestRecord], ok: list[RequestRecord], granularity: int) -> int:
+    """How many short calls were served a prefix that ends inside their history (see cut_inside)."""
+    base = max((r.cached_tokens or 0 for r in ok if not r.expected_cached_tokens), default=0)
+    ends: dict[int, list[int]] = {}
+    for r in ok:
+        if r.prompt_tokens:
+            ends.setdefault(r.conversation or 0, []).append(r.prompt_tokens)
+    out = 0
+    for r in short:
+        served = r.cached_tokens or 0
+        near_end = any(
+            -granularity < served - end <= CALL_END_SLACK + granularity for end in ends.get(r.conversation or 0, [])
+        )
+        out += served > base + granularity and not near_end
+    return out
 
 
 def _lint(r: RequestRecord, short: bool) -> LintRow | None:

@@ -58,6 +58,13 @@ def _task_line(fig: agents.AgentFigures) -> str:
     )
 
 
+def _expiry(figures: WorkloadFigures) -> bool:
+    return bool(
+        (figures.partial_reuse and figures.partial_reuse.cause == "expiry")
+        or (figures.no_reuse and figures.no_reuse.cause == "expiry")
+    )
+
+
 def cause(figures: WorkloadFigures) -> str:
     """What the case's evidence says of calls served less than expected."""
     if figures.partial_reuse and figures.partial_reuse.cause == "expiry":
@@ -90,6 +97,12 @@ def lint_lines(fig: agents.AgentFigures, figures: WorkloadFigures) -> list[str]:
             "Cause the evidence supports: a chat template that rewrites history: the calls served short "
             "are exactly those whose history holds reasoning before the last user message, which a "
             "template keeping only the last turn's reasoning (Qwen3, DeepSeek-R1) drops."
+        )
+    elif short and fig.cut_inside * 3 >= len(short) and not _expiry(figures):  # routing never cuts inside
+        out.append(
+            f"Cause the evidence supports: eviction: {fig.cut_inside} of the {len(short)} calls were served a "
+            "prefix that ends inside their history, neither a miss nor where an earlier call ended (as a "
+            "replica or slot holding that call would serve): the cache dropped part of what it held."
         )
     elif short:
         out.append(f"Cause the evidence supports: {cause(figures)}.")
