@@ -56,53 +56,86 @@ class AgentReplay:
         self.unique = _unique_tokens(trace.calls, self.keys)
         self.rewrites = _rewrites(trace.calls, self.keys)
         self.turns = _turns(trace.calls)
-        self.ended: list[asyncio.Event] = [asyncio.Event() for _ in trace.calls]
         self.end_at: list[float] = [0.0] * len(trace.calls)
+        self.waiting = [len(c.after) for c in trace.calls]  # dependencies not yet ended
+        self.dependents: list[list[int]] = [[] for _ in trace.calls]
+        for i, c in enumerate(trace.calls):
+            for j in c.after:
+                self.dependents[j].append(i)
+        self.remaining = len(trace.calls)
+        self.all_done = asyncio.Event()
+        self.tasks: set[asyncio.Task] = set()
+        self.failure: list[BaseException] = []
+        self.start_s = 0.0
         self.served: dict[str, int] = {}  # a finished call's message key → the server's prompt count
         self.bodies: dict[int, dict] = {}
 
     async def run(self, start_s: float) -> None:
-        starts = _session_starts(self.trace.calls, self.speed, self.max_gap_s)
-        tasks = [asyncio.ensure_future(self._call(i, start_s, starts)) for i in range(len(self.trace.calls))]
+        """The calls that wait for nothing at their offsets, in time order; every other call is
+        started (its task made) only once its last dependency ends, so an idle session holds
+        one sleeping task at most, not one a call (the memory of 10,000 sessions)."""
+        self.start_s = start_s
+        roots = sorted(_session_starts(self.trace.calls, self.speed, self.max_gap_s).items(), key=lambda kv: kv[1])
         try:
-            await asyncio.gather(*tasks)
+            for i, offset in roots:
+                due = start_s + offset
+                while (delay := due - time.perf_counter()) > 0:  # a timer may fire early (client/loop.py)
+                    await asyncio.sleep(delay)
+                if self.failure:
+                    break
+                self._spawn(i, due)
+            if self.remaining and not self.failure:
+                await self.all_done.wait()
+            if self.failure:
+                raise self.failure[0]
         finally:
-            for task in tasks:
+            for task in list(self.tasks):
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.tasks:
+                await asyncio.gather(*self.tasks, return_exceptions=True)
 
-    async def _call(self, i: int, start_s: float, starts: dict[int, float]) -> None:
-        call = self.trace.calls[i]
-        for j in call.after:
-            await self.ended[j].wait()
-        if call.after:
-            gap = call.gap_s / self.speed
-            due = max(self.end_at[j] for j in call.after) + min(
-                gap, self.max_gap_s if self.max_gap_s is not None else gap
-            )
-        else:
-            due = start_s + starts[i]
-        if (delay := due - time.perf_counter()) > 0:
-            await asyncio.sleep(delay)
-        if self.plan.duration_s is not None and time.perf_counter() >= start_s + self.plan.duration_s:
-            self.end_at[i] = time.perf_counter()
-            self.ended[i].set()
-            return
-        request = self._planned(i)
-        request.record.scheduled_mono_s = due
+    def _spawn(self, i: int, due: float) -> None:
+        task = asyncio.ensure_future(self._call(i, due))
+        self.tasks.add(task)
+        task.add_done_callback(self._task_done)
 
-        def done(rec: RequestRecord) -> None:
-            if rec.ok and rec.prompt_tokens:
-                self.served[self.keys[i][-1]] = rec.prompt_tokens
-            self.end_at[i] = time.perf_counter()
-            self.io.on_record(rec)
+    def _task_done(self, task: asyncio.Task) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            self.failure.append(exc)  # a send that failed (never a failed request) ends the replay
+            self.all_done.set()
 
+    async def _call(self, i: int, due: float) -> None:
         try:
-            await send(self.io.client, [request], done, Closed(1))
+            while (delay := due - time.perf_counter()) > 0:
+                await asyncio.sleep(delay)
+            if self.plan.duration_s is None or time.perf_counter() < self.start_s + self.plan.duration_s:
+                request = self._planned(i)
+                request.record.scheduled_mono_s = due
+                await send(self.io.client, [request], lambda rec: self._recorded(i, rec), Closed(1))
         finally:
-            if not self.end_at[i]:
-                self.end_at[i] = time.perf_counter()
-            self.ended[i].set()
+            self._ended(i)
+
+    def _recorded(self, i: int, rec: RequestRecord) -> None:
+        if rec.ok and rec.prompt_tokens:
+            self.served[self.keys[i][-1]] = rec.prompt_tokens
+        self.end_at[i] = time.perf_counter()
+        self.io.on_record(rec)
+
+    def _ended(self, i: int) -> None:
+        """Call i is over (answered, failed, or not sent past --duration): each call that waited
+        for it and for nothing else now is due its gap ÷ speed (≤ max_gap_s) after the last."""
+        self.end_at[i] = self.end_at[i] or time.perf_counter()
+        self.remaining -= 1
+        for d in self.dependents[i]:
+            self.waiting[d] -= 1
+            if self.waiting[d] == 0 and not self.failure:
+                call = self.trace.calls[d]
+                gap = call.gap_s / self.speed
+                gap = min(gap, self.max_gap_s) if self.max_gap_s is not None else gap
+                self._spawn(d, max(self.end_at[j] for j in call.after) + gap)
+        if not self.remaining:
+            self.all_done.set()
 
     def _planned(self, i: int) -> PlannedRequest:
         call = self.trace.calls[i]
