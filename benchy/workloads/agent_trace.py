@@ -31,6 +31,7 @@ and its siblings), generated here (generate_samples) so nothing is downloaded.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ class AgentCall:
     end_s: float | None = None  # trace time its answer was complete
     after: list[int] = field(default_factory=list)  # calls (indices) that must end before it is sent
     gap_s: float = 0.0  # idle in the trace between the last of `after` ending and this call
+    estimate: int | None = None  # estimated_prompt, once asked (call_estimate)
 
 
 @dataclass
@@ -121,7 +123,19 @@ def is_agent_trace(name: str) -> bool:
 
 def load(name: str) -> AgentTrace:
     """The trace's calls in the order they were made, each with what it waits for; one-line
-    errors naming the file and what is wrong."""
+    errors naming the file and what is wrong. Read once per file version: a run asks for its
+    calls several times (their count, the context check, the replay), and 10,000 sessions
+    take seconds to read. The calls are shared: nobody changes them."""
+    path = sample_path(name) or Path(name)
+    try:
+        stat = path.stat()
+    except OSError:
+        return _load(name, None)
+    return _load(name, (stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=4)
+def _load(name: str, version: tuple[int, int] | None) -> AgentTrace:
     text = read_text(name)
     kind = detect(text)
     if kind is None:
@@ -459,6 +473,13 @@ def estimated_prompt(messages: list[dict]) -> int:
     """A call's prompt length before anything is sent, for the context check and the plan's
     lint: its words counted locally plus a template's few tokens a message. Never a figure."""
     return local_tokens(messages) + MESSAGE_OVERHEAD * len(messages)
+
+
+def call_estimate(call: AgentCall) -> int:
+    """estimated_prompt of a call's messages, counted once (a cached trace is asked again)."""
+    if call.estimate is None:
+        call.estimate = estimated_prompt(call.messages)
+    return call.estimate
 
 
 def limited(trace: AgentTrace, limit: int | None) -> AgentTrace:

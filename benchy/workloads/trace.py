@@ -75,10 +75,7 @@ def load(name: str, limit: int | None = None) -> list[TraceRequest]:
     trace (workloads/agent_trace.py) gives its calls, each with its estimated lengths."""
     if agent_trace.is_agent_trace(name):
         calls = agent_trace.limited(agent_trace.load(name), limit).calls
-        return [
-            TraceRequest(c.start_s or 0.0, agent_trace.estimated_prompt(c.messages), c.output_tokens, None)
-            for c in calls
-        ]
+        return [TraceRequest(c.start_s or 0.0, agent_trace.call_estimate(c), c.output_tokens, None) for c in calls]
     path = trace_path(name)
     try:
         text = path.read_text(encoding="utf-8")
