@@ -80,31 +80,31 @@ def rss_kb(pid: int) -> int | None:
     return None
 
 
-def replay(url: str, trace: Path, out: Path, ramp_s: float, think_s: float) -> tuple[float, dict, float]:
-    """(median RSS KB over the replay's middle, the case's send_lag, wall s)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "benchy",
-        "run",
-        "--base-url",
-        url,
-        "--trace",
-        str(trace),
-        "-o",
-        str(out),
-        "--force",
-        "-q",
-    ]
+def replay(url: str, trace: Path, out: Path, calls: int) -> tuple[float, dict, float]:
+    """(median RSS KB over the replay's middle, the case's send_lag, wall s). The middle: while
+    30-70% of the calls have been recorded (every session started, most waiting out a gap;
+    before the results are built and the figures drawn)."""
+    cmd = [sys.executable, "-m", "benchy", "run", "--base-url", url, "--trace", str(trace)]
+    cmd += ["-o", str(out), "--force", "-q"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env())
-    samples: list[tuple[float, int]] = []
+    samples: list[tuple[float, int]] = []  # (share of the calls recorded, RSS KB)
     t0 = time.perf_counter()
+    records = out / "requests.jsonl"
 
     def sample() -> None:
+        seen, lines = 0, 0
         while proc.poll() is None:
+            try:
+                with records.open("rb") as fh:
+                    fh.seek(seen)
+                    chunk = fh.read()
+                seen += len(chunk)
+                lines += chunk.count(b"\n")
+            except OSError:
+                pass
             kb = rss_kb(proc.pid)
             if kb:
-                samples.append((time.perf_counter() - t0, kb))
+                samples.append((lines / calls, kb))
             time.sleep(0.1)
 
     watcher = threading.Thread(target=sample, daemon=True)
@@ -115,9 +115,7 @@ def replay(url: str, trace: Path, out: Path, ramp_s: float, think_s: float) -> t
     if proc.returncode not in (0, 1, 4):
         raise RuntimeError(f"benchy run exited {proc.returncode}: {err.decode(errors='replace')[-400:]}")
     [case] = json.loads((out / "results.json").read_text())["cases"]
-    # the middle: after the ramp (every session started), before the last think times run out
-    start = ramp_s + think_s
-    middle = [kb for t, kb in samples if start <= t <= max(start + 1.0, wall - 2 * think_s)]
+    middle = [kb for share, kb in samples if 0.3 <= share <= 0.7]
     lag = {**case["send_lag"], "loop_lag_ms_max": (case.get("client") or {}).get("loop_lag_ms_max")}
     return float(statistics.median(middle or [kb for _, kb in samples])), lag, wall
 
@@ -138,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.sessions:
             trace = Path(tmp) / f"agents-{n}.jsonl"
             write_trace(trace, n, args.calls, args.think, args.ramp, args.words)
-            kb, lag, wall = replay(sim.base_url, trace, Path(tmp) / f"out-{n}", args.ramp, args.think)
+            kb, lag, wall = replay(sim.base_url, trace, Path(tmp) / f"out-{n}", n * args.calls)
             rows.append((n, kb, lag, wall))
             print(f"  {n:>6} sessions: RSS {kb / 1024:,.1f} MiB mid-replay; send lag p50 {lag['median'] * 1e3:.2f} ms, "
                   f"p99 {lag['p99'] * 1e3:.2f} ms, max {lag['max'] * 1e3:.2f} ms (event loop stalls up to "

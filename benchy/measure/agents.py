@@ -95,8 +95,7 @@ def figures(requests: Sequence[RequestRecord]) -> AgentFigures:
     for r in sorted(calls, key=lambda r: (r.group, r.conversation)):
         mains.setdefault(r.group or 0, r.conversation or 0)
     agents = []
-    for agent in sorted({r.conversation for r in calls if r.conversation is not None}):
-        mine = [r for r in calls if r.conversation == agent]
+    for agent, mine in sorted(_by(calls, "conversation").items()):  # grouped once: 10,000 agents
         task = mine[0].group or 0
         agents.append(
             AgentRow(
@@ -113,12 +112,10 @@ def figures(requests: Sequence[RequestRecord]) -> AgentFigures:
             )
         )
     turns = []
-    for turn in sorted({r.turn for r in calls if r.turn is not None}):
-        mine = [r for r in calls if r.turn == turn]
+    for turn, mine in sorted(_by(calls, "turn").items()):
         expected = sum(r.expected_cached_tokens or 0 for r in mine if r.ok)
         turns.append(TurnRow(turn, len(mine), _median_ttft(mine), expected, _served(mine)))
-    tasks = sorted({r.group for r in calls if r.group is not None})
-    by_task = [[r for r in calls if r.group == t] for t in tasks]
+    by_task = [mine for _, mine in sorted(_by(calls, "group").items())]
     spans = [_span(mine) for mine in by_task if all(r.ok for r in mine)]  # a task with a failed call: unfinished
     e2e = [s for s in spans if s is not None]
     whole = _span(calls)
@@ -145,6 +142,16 @@ def _cut_inside(short: list[RequestRecord], ok: list[RequestRecord], granularity
             -granularity < served - end <= CALL_END_SLACK + granularity for end in ends.get(r.conversation or 0, [])
         )
         out += served > base + granularity and not near_end
+    return out
+
+
+def _by(records: Sequence[RequestRecord], field: str) -> dict[int, list[RequestRecord]]:
+    """The records grouped by a field (agent, turn or task), in their order; None left out."""
+    out: dict[int, list[RequestRecord]] = {}
+    for r in records:
+        key = getattr(r, field)
+        if key is not None:
+            out.setdefault(key, []).append(r)
     return out
 
 

@@ -13,6 +13,7 @@ from benchy.report.plots import Figure
 from benchy.results.types import CaseResult
 
 LINT_SHOWN = 12  # calls listed; the rest counted
+AGENTS_SHOWN = 24  # agents listed in the table and drawn; the rest summed up
 
 
 def _ms(value: float | None) -> str:
@@ -31,12 +32,19 @@ def lines(case: CaseResult, figures: WorkloadFigures) -> list[str]:
     out = ["", "#### Agents", ""]
     out += ["| agent | task | role | calls | failed | TTFT ms p50 | cached expected | cached served | short | span s |"]
     out += ["|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for a in fig.agents:
+    for a in fig.agents[:AGENTS_SHOWN]:
         role = "main" if a.main else "sub-agent"
         span = f"{a.span_s:.2f}" if a.span_s is not None else "n/a"
         out.append(
             f"| {a.agent} | {a.task} | {role} | {a.calls} | {a.failed} | {_ms(a.ttft_s)} | "
             f"{a.expected_tokens:,} | {_tokens(a.served_tokens)} | {a.short_calls} | {span} |"
+        )
+    if len(fig.agents) > AGENTS_SHOWN:
+        rest = fig.agents[AGENTS_SHOWN:]
+        out.append(
+            f"| … {len(rest):,} more agents | | {sum(not a.main for a in rest):,} sub-agents | {sum(a.calls for a in rest):,} | "
+            f"{sum(a.failed for a in rest):,} | | {sum(a.expected_tokens for a in rest):,} | "
+            f"{sum(a.served_tokens or 0 for a in rest):,} | {sum(a.short_calls for a in rest):,} | |"
         )
     out += ["", "#### Turns (a call's number within its agent)", ""]
     out += ["| turn | calls | TTFT ms p50 | cached expected | cached served |", "|---:|---:|---:|---:|---:|"]
@@ -129,9 +137,12 @@ def figure(plots: ModuleType, case: CaseResult, path: Path) -> Figure | None:
     calls = [r for r in case.requests if not r.warmup and r.ok and r.turn is not None]
     if not calls:
         return None
+    by_agent: dict[int, list] = {}
+    for r in calls:
+        by_agent.setdefault(r.conversation or 0, []).append(r)
     fig, (left, right) = plots.plt.subplots(1, 2, figsize=plots.WIDE)
-    for agent in sorted({r.conversation or 0 for r in calls}):
-        mine = sorted((r for r in calls if r.conversation == agent), key=lambda r: r.turn or 0)
+    for agent in sorted(by_agent)[:AGENTS_SHOWN]:
+        mine = sorted(by_agent[agent], key=lambda r: r.turn or 0)
         turns = [r.turn for r in mine]
         ttft = [r.metrics.get("ttft_s") for r in mine]
         left.plot(
@@ -148,8 +159,9 @@ def figure(plots: ModuleType, case: CaseResult, path: Path) -> Figure | None:
     right.set_xlabel("turn (call within its agent)")
     right.set_ylabel("cached tokens")
     right.set_title("Served (dots) vs expected (grey crosses)")
+    drawn = "" if len(by_agent) <= AGENTS_SHOWN else f" (the first {AGENTS_SHOWN} of {len(by_agent):,} agents)"
     caption = (
-        "Each line one agent of the replayed trace (sub-agents included). Left: each call's TTFT. "
+        f"Each line one agent of the replayed trace, sub-agents included{drawn}. Left: each call's TTFT. "
         "Right: the cached tokens the server reported for each call, and the grey crosses the reuse "
         "expected (the server's own count of the earlier call the history extends)."
     )
