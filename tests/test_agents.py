@@ -233,6 +233,8 @@ def test_report_shows_agents_turns_tasks_and_a_clean_lint(start_sim, tmp_path):
     calls = agent_trace.load("agent-sample").calls
     _, report = _lint_of(out)
     assert "#### Agents" in report and "| sub-agent |" in report
+    counted = sorted(r["prompt_tokens"] for r in measured(case))
+    assert f"replayed {len(calls)} calls: prompts of {counted[0]:,}–{counted[-1]:,} tokens" in report
     # one row per agent with its number of calls
     for agent in {c.agent for c in calls}:
         n = sum(c.agent == agent for c in calls)
