@@ -67,7 +67,7 @@ class AgentReplay:
         self.tasks: set[asyncio.Task] = set()
         self.failure: list[BaseException] = []
         self.start_s = 0.0
-        self.served: dict[str, int] = {}  # a finished call's message key → the server's prompt count
+        self.served: dict[int, int] = {}  # a finished call's message key → the server's prompt count
         self.bodies: dict[int, dict] = {}
 
     async def run(self, start_s: float) -> None:
@@ -170,7 +170,7 @@ class AgentReplay:
         return 0
 
 
-def _rewrites(calls: list[AgentCall], keys: list[list[str]]) -> list[bool]:
+def _rewrites(calls: list[AgentCall], keys: list[list[int]]) -> list[bool]:
     """Per call: whether a template that renders only the last turn's reasoning rewrites the
     history it extends: an assistant message with reasoning that the extended call (the
     longest other call whose messages lead this one's) had after its last user message, now
@@ -203,22 +203,23 @@ def salted(messages: list[dict], salt: str) -> list[dict]:
     return [first, *messages[1:]]
 
 
-def _prefix_keys(messages: list[dict]) -> list[str]:
+def _prefix_keys(messages: list[dict]) -> list[int]:
     """A key per leading run of messages (1, 2, … all of them): equal keys, equal messages."""
-    keys, running = [], ""
+    keys: list[int] = []
+    running = 0
     for m in messages:
-        running = str(hash((running, json.dumps(m, sort_keys=True))))
+        running = hash((running, json.dumps(m, sort_keys=True)))
         keys.append(running)
     return keys
 
 
-def _unique_tokens(calls: list[AgentCall], keys: list[list[str]]) -> list[int]:
+def _unique_tokens(calls: list[AgentCall], keys: list[list[int]]) -> list[int]:
     """Each call's tokens after the leading messages it shares with any call that can reach
     the server before it (one that does not wait for it, directly or not), as a floor: its
     runs of letters and of digits, each at least one token in any vocabulary (a count above
     prompt − unique is then leakage whatever the tokenizer and template)."""
     ancestors = _ancestors(calls)
-    holders: dict[str, list[int]] = {}
+    holders: dict[int, list[int]] = {}
     for i, ks in enumerate(keys):
         for k in ks:
             holders.setdefault(k, []).append(i)
