@@ -12,6 +12,7 @@ import pytest
 
 from benchy.load.agent_replay import word_floor
 from benchy.workloads import agent_samples, agent_trace
+from tests import browser
 from tests.conftest import client_slack_s, run_benchy_here
 
 FAST = ("--prefill-tps", "100000", "--decode-tps", "3000", "--max-running", "64")
@@ -365,3 +366,27 @@ def test_lint_names_eviction_when_the_cache_drops_part_of_the_history(start_sim,
     report = (out / "report.md").read_text()
     assert f"Trace lint: {len(short)} calls served less than expected" in report
     assert "Cause the evidence supports: eviction" in report
+
+
+@browser.needs_browser
+def test_agent_report_html_draws_its_agents_in_a_real_browser(start_sim, tmp_path):
+    """report.html of an agent replay: the agent tables and the lint as text, and the agents'
+    figures drawn with a line a drawn agent, no console error."""
+    sim = start_sim(*FAST)
+    out = tmp_path / "out"
+    run_cli(sim, out, "--trace", "agent-sample", "--max-gap", "0.2")
+    agents = len({c.agent for c in agent_trace.load("agent-sample").calls})
+    driver = browser.chromium()
+    try:
+        driver.get((out / "report.html").as_uri())
+        browser.wait_drawn(driver)
+        text = driver.find_element("tag name", "body").text
+        assert "Agents" in text and "sub-agent" in text and "Trace lint" in text
+        lines = driver.execute_script(
+            "return document.querySelectorAll('#fig-agents-ttft-0 .scatterlayer .trace').length"
+        )
+        assert lines == agents
+        assert browser.console_errors(driver) == []
+        browser.screenshot(driver, tmp_path / "report.png")
+    finally:
+        driver.quit()
