@@ -37,8 +37,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchy.workloads.spec import WorkloadError
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
 
 SAMPLES = {
     "agent-sample": "data/agent_sample_messages.jsonl",
@@ -86,7 +90,12 @@ def sample_path(name: str) -> Path | None:
 
 
 def read_text(name: str) -> str:
-    path = sample_path(name) or Path(name)
+    return read_path(name, sample_path(name) or Path(name))
+
+
+def read_path(name: str, path: Path | Traversable) -> str:
+    """A trace file's text (any format: workloads/trace.py reads its own through this too);
+    a one-line WorkloadError naming it when it cannot be read."""
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
