@@ -12,8 +12,8 @@ system prompt still share it byte for byte, and nothing is shared with another r
 the trace shares is identical and what it does not is not. Each record says what an ideal
 cache serves it: the server's own prompt count of the longest earlier call whose messages are
 a prefix of this one's (that call's prefill is cached), known once that call has ended; and
-its unique tokens: those after the messages it shares with any other call of the trace. A
-failed call is recorded and counted; the calls after it still go (their history is the
+its unique tokens: a floor of those after the messages it shares with any call that can reach
+the server before it (word_floor). A failed call is recorded and counted; the calls after it still go (their history is the
 trace's, not the answer).
 """
 
