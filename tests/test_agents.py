@@ -157,6 +157,17 @@ def test_max_gap_zero_sends_each_call_as_its_answers_come(start_sim, tmp_path):
     assert span < calls[-1].end_s / 2
 
 
+def test_agent_workloads_need_chat_before_anything_is_sent(start_sim, tmp_path):
+    sim = start_sim(*FAST)
+    for flags in (
+        ["--trace", "agent-sample", "--endpoint", "responses"],
+        ["--turns", "2", "--subagents", "1", "--endpoint", "messages"],
+    ):
+        proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "out"), *flags)
+        assert proc.returncode == 2 and "use --endpoint chat" in proc.stderr and "Traceback" not in proc.stderr
+    assert sim.truth() == []  # refused before the first request (calibration included)
+
+
 def test_max_gap_needs_an_agent_trace(tmp_path):
     proc = run_benchy_here("run", "--trace", "sample", "--max-gap", "1", "--base-url", "http://127.0.0.1:9/v1")
     assert proc.returncode == 2 and "agent trace" in proc.stderr and "Traceback" not in proc.stderr

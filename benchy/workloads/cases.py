@@ -125,6 +125,19 @@ def check_workload_endpoints(cases: list[Case], endpoint: str) -> None:
             "--turns needs --endpoint chat, responses or messages: the server's chat template renders the history "
             "(a multi_turn case)"
         )
+    if any(_agentic(c) and (c.endpoint or endpoint) != "chat" for c in cases):
+        raise ValueError(
+            "an agent trace and --subagents send tool calls and their results as chat messages: use --endpoint chat"
+        )
+
+
+def _agentic(case: Case) -> bool:
+    """An agent trace's replay or sub-agent conversations: tool calls in the history."""
+    from benchy.workloads import agent_trace
+
+    if isinstance(case.workload, TraceReplay):
+        return agent_trace.is_agent_trace(case.workload.path)
+    return isinstance(case.workload, MultiTurn) and case.workload.subagents > 0
 
 
 def _is_fraction(value: object) -> bool:
