@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 BASE_STAMP := $(VENV)/.installed-benchy
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-realserver test-ray test-vllm lint bench bench-scale bench-client bench-streams bench-ray bench-prompts schema clean
+.PHONY: install demo test test-fast test-realserver test-ray test-vllm lint bench bench-scale bench-client bench-streams bench-ray bench-prompts bench-agents schema clean
 
 install: $(STAMP)
 
@@ -110,6 +110,11 @@ bench-streams: install
 bench-ray: install
 	$(BIN)/python -m pip install --quiet -e '.[ray]'
 	$(BIN)/python benchmarks/bench_ray.py $(BENCH_RAY_ARGS)
+
+# Concurrent agent sessions with think times from one benchy process (benchmarks/bench_agents.py):
+# memory per idle session and send lag p99; on a 16-core host BENCH_AGENTS_ARGS="--sessions 1000 10000".
+bench-agents: install
+	$(BIN)/python benchmarks/bench_agents.py $(BENCH_AGENTS_ARGS)
 
 # Building the prompts of 10,000 requests (pp 64 … 2048), with benchy's words and with words fitted
 # to a tokenizer that splits most of them, each then counted (benchmarks/bench_prompts.py; < 5 s).

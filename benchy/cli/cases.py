@@ -96,6 +96,14 @@ CASE_OPTIONS: tuple[Decorator, ...] = (
         "there are conversations), for each turn's TTFT gain from the cache.",
     ),
     click.option(
+        "--subagents",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="With --turns: each turn but the last forks N sub-agents that share the conversation's history "
+        "and run at once; the next turn resumes with their results. Reuse per agent and turn.",
+    ),
+    click.option(
         "--shared-prefix",
         type=float,
         multiple=True,
@@ -125,6 +133,14 @@ CASE_OPTIONS: tuple[Decorator, ...] = (
         default=None,
         metavar="X",
         help="With --trace: replay X times faster (0.5: half the rate).",
+    ),
+    click.option(
+        "--max-gap",
+        type=click.FloatRange(min=0),
+        default=None,
+        metavar="S",
+        help="With an agent --trace: cap each idle gap (tool time, think time, between sessions) at S "
+        "seconds; 0: as fast as the answers come.",
     ),
     click.option(
         "--dataset",
@@ -171,6 +187,8 @@ def cases_from_flags(
     dataset: str | None = None,
     dataset_min_tokens: int | None = None,
     dataset_max_tokens: int | None = None,
+    max_gap: float | None = None,
+    subagents: int | None = None,
 ) -> list[Case]:
     from benchy.workloads.case import ScenarioError, once_each
     from benchy.workloads.scenario import select_cases
@@ -178,7 +196,17 @@ def cases_from_flags(
     from benchy.workloads.spec import WorkloadError
 
     workload = WorkloadSelection(
-        turns, first_tokens, think_time, keep_reasoning, cold_baseline, shared_prefix, groups, trace_file, speed
+        turns,
+        first_tokens,
+        think_time,
+        keep_reasoning,
+        cold_baseline,
+        shared_prefix,
+        groups,
+        trace_file,
+        speed,
+        max_gap,
+        subagents,
     )
     chosen = CaseSelection(scenario, pp, tg, concurrency, depth, depth_mode, rate, workload)
     try:

@@ -28,10 +28,11 @@ from benchy.client.client import Client
 from benchy.load import arrivals
 from benchy.load.conversations import run_conversations
 from benchy.load.dataset_load import run_natural, with_dataset
-from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options
+from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, multi_turn_spec, planned, request_options
 from benchy.load.prompts import Prompt, PromptFactory
 from benchy.load.replay import replay
 from benchy.load.send import Closed, Open, send
+from benchy.load.subagents import run_subagents
 from benchy.records import RequestRecord
 
 PREBUILT = 4096  # measured requests built ahead of the send loop, at most
@@ -148,7 +149,7 @@ def runner_for(plan: CasePlan) -> Callable[[CasePlan, CaseIO], Awaitable[None]] 
     conversation needs a dependent loop (the next turn waits for the answer); a trace leaves at
     its own times."""
     if plan.case.kind == "multi_turn":
-        return run_conversations
+        return run_subagents if multi_turn_spec(plan).subagents else run_conversations
     if plan.case.kind == "trace":
         return replay
     if plan.case.kind == "dataset":

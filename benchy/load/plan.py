@@ -96,7 +96,8 @@ class CasePlan:
         """Measured requests of the whole case, every worker's; 0 for a closed loop bounded
         only by --duration, which sends until the time is up."""
         if self.case.kind == "multi_turn":
-            return self.case.concurrency * multi_turn_spec(self).turns  # cold baselines are controls
+            spec = multi_turn_spec(self)  # cold baselines are controls; sub-agents: N calls a turn but the last
+            return self.case.concurrency * (spec.turns + spec.subagents * (spec.turns - 1))
         if self.case.kind == "trace":
             return len(trace.load(trace_spec(self).path, self.trace_limit))
         if self.case.kind == "dataset" and self.case.dataset is not None:

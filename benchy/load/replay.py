@@ -11,17 +11,23 @@ from collections.abc import Iterator
 from typing import Any
 
 from benchy.load import arrivals
+from benchy.load.agent_replay import replay_agents
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options, trace_spec
 from benchy.load.prompts import PromptFactory
 from benchy.load.send import Open, send
 from benchy.records import RequestRecord
+from benchy.workloads.agent_trace import is_agent_trace
 from benchy.workloads.trace import BLOCK_TOKENS, TraceRequest, expected_reuse, load, shareable
 
 
 async def replay(plan: CasePlan, case_io: CaseIO) -> None:
     """Every request at its trace time ÷ speed, with its own lengths, as an open loop, so a
     send held back by --max-inflight is measured as queue delay (as for a --rate case). No
-    warmups: the trace says what comes first."""
+    warmups: the trace says what comes first. An agent trace is sent by its own loop
+    (load/agent_replay.py): each call waits for the answers its history holds."""
+    if is_agent_trace(trace_spec(plan).path):
+        await replay_agents(plan, case_io)
+        return
     planned_requests = trace_requests(plan, load(trace_spec(plan).path, plan.trace_limit), case_io.prompts)
     start_s = await case_io.start() if case_io.start else time.perf_counter()
     pace = Open(start_s, plan.inflight_cap, arrivals.duration_deadline(start_s, plan.duration_s))

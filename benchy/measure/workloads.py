@@ -197,6 +197,8 @@ class WorkloadSpec(_Saved):
     path: str | None = _given("trace: the file replayed")
     speed: float | None = _given("trace: times faster than recorded")
     limit: int | None = _given("trace: only the first N requests")
+    max_gap_s: float | None = _given("(1.26) trace: idle gaps capped at this many seconds (--max-gap)")
+    subagents: int | None = _given("(1.26) multi-turn: child agents each turn forks (--subagents)")
 
     @classmethod
     def of(cls, settings: dict[str, Any] | WorkloadSpec) -> WorkloadSpec:
@@ -462,7 +464,7 @@ class _IdleTimes:
             end = o.sent_mono_s + o.end_s
             if o.conversation is not None and o.turn is not None:
                 self._turn_end[(o.conversation, o.turn)] = end
-            elif o.group is not None:
+            if o.group is not None:
                 by_group.setdefault(o.group, []).append((o.sent_mono_s, end))
         self._group_sent: dict[int, list[float]] = {}
         self._group_latest_end: dict[int, list[float]] = {}
@@ -472,13 +474,21 @@ class _IdleTimes:
             self._group_latest_end[g] = list(itertools.accumulate((end for _, end in spans), max))
 
     def before(self, r: RequestRecord) -> float | None:
+        """Idle since its conversation's previous turn, or since its group's latest request
+        ended; an agent call has both (its agent, its session: a sub-agent's answers keep the
+        parent's history warm) and the shorter counts."""
+        gaps = []
         if r.conversation is not None and r.turn is not None:
             end = self._turn_end.get((r.conversation, r.turn - 1))
-            return r.sent_mono_s - end if end is not None and end <= r.sent_mono_s else None
-        if r.group is None or not (sent := self._group_sent.get(r.group)):
-            return None
-        i = bisect.bisect_left(sent, r.sent_mono_s)  # the group's requests sent before this one
-        return max(0.0, r.sent_mono_s - self._group_latest_end[r.group][i - 1]) if i else None
+            if r.group is None:
+                return r.sent_mono_s - end if end is not None and end <= r.sent_mono_s else None
+            if end is not None and end <= r.sent_mono_s:
+                gaps.append(r.sent_mono_s - end)
+        if r.group is not None and (sent := self._group_sent.get(r.group)):
+            i = bisect.bisect_left(sent, r.sent_mono_s)  # the group's requests sent before this one
+            if i:
+                gaps.append(max(0.0, r.sent_mono_s - self._group_latest_end[r.group][i - 1]))
+        return min(gaps) if gaps else None
 
 
 def steady_turn_lag(ok: list[RequestRecord], some: list[RequestRecord], granularity: int = 1) -> int | None:

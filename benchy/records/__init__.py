@@ -121,6 +121,10 @@ class RequestRecord:
     group: int | None = None  # shared-prefix group
     expected_cached_tokens: int | None = None
     unique_tokens: int | None = None
+    # (1.26) An agent call whose last user message follows reasoning that the call it extends
+    # sent as its last turn's: a template rendering only the last turn's reasoning (Qwen3,
+    # DeepSeek-R1) now drops it, so the history this call resends differs from the cached one.
+    history_reasoning: bool = False
     # A cold control of a workload (multi-turn --cold-baseline): the same length as a turn,
     # nothing shared, so that turn's TTFT can be set against it.
     control: bool = False

@@ -457,4 +457,6 @@ def panels(results: RunResult) -> list[Panel]:
         gpu_power(results),
         gpu_energy(results),
     ]
-    return [p for p in made if p is not None]
+    from benchy.report.agents_html import agent_panels  # it draws with this module's Panel
+
+    return [p for p in made if p is not None] + agent_panels(results)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from tabulate import tabulate
 
-from benchy.measure import stats
+from benchy.measure import agents, stats
 from benchy.measure.registry import CASE, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
 from benchy.measure.unavailable import CUT_SHORT
 from benchy.report import dataset_view, gpu_view
@@ -245,6 +245,10 @@ def replayed_line(case: CaseResult) -> str:
     outputs = [o for _, o in sent]
     if not sent:
         return f"{case_name(case)} replayed no request."
+    if agents.is_agent_replay(case.requests):  # its own messages, no length asked; the server counted them
+        counted = [r.prompt_tokens for r in case.requests if not r.warmup and r.prompt_tokens]
+        asked = f"prompts of {_spread(counted)} as the server counted them" if counted else "its own messages"
+        return f"{case_name(case)} replayed {len(sent)} calls: {asked}, outputs of {_spread(outputs)} (as the trace asked)."
     return (
         f"{case_name(case)} replayed {len(sent)} requests: prompts of {_spread(prompts)}, "
         f"outputs of {_spread(outputs)} (as the trace asked)."

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import ModuleType
 
 from benchy.measure.workloads import TurnRow
-from benchy.report import dataset_view, plots, workloads
+from benchy.report import agents_view, dataset_view, plots, workloads
 from benchy.report.plots import Figure
 from benchy.results.types import CaseResult, RunResult
 
@@ -21,6 +21,7 @@ def figures(results: RunResult, directory: Path) -> list[Figure]:
         made.append(_shared_figure(plots, shared, directory / "workload-shared.png"))
     for i, case in enumerate(workloads.cases_of(results, "trace"), 1):
         made.append(_reuse_figure(plots, case, directory / f"workload-reuse-{i}.png"))
+        made.append(agents_view.figure(plots, case, directory / f"workload-agents-{i}.png"))
     made += dataset_view.figures(plots, results, directory)  # --dataset: asked and served lengths
     return [fig for fig in made if fig is not None]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from benchy.measure.workloads import Reuse, ThinkSpec, WorkloadFigures
+from benchy.report import agents_view
 from benchy.results.types import CaseResult, RunResult
 
 SECTION_TITLES = {
@@ -141,7 +142,7 @@ def multi_turn_lines(case: CaseResult) -> list[str]:
     out += ["", _reuse_line(figures.reuse)]
     if figures.conversations_cut:
         out.append(f"{figures.conversations_cut} conversations ended early at a failed turn.")
-    return out + _problem_lines(figures) + [""]
+    return out + _problem_lines(figures) + agents_view.lines(case, figures) + [""]
 
 
 def _withheld_turn_lines(rows: list) -> list[str]:
@@ -197,7 +198,7 @@ def trace_lines(case: CaseResult) -> list[str]:
             f"Sends kept the trace's times to a median of {_ms(lag.median)} ms late "
             f"(p99 {_ms(lag.p99)} ms, worst {_ms(lag.max)} ms)."
         )
-    return out + _problem_lines(figures) + [""]
+    return out + _problem_lines(figures) + agents_view.lines(case, figures) + [""]
 
 
 CACHE_HEAD = (

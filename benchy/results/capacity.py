@@ -7,6 +7,7 @@ with results.json's version policy: a field added is a new MINOR, older files st
   1.0  the first version (issue 25); setup.server and the workload settings typed since (issue
        22: the schema names their properties; a workload's null settings are left out)
   1.1  each latency summary's p90_low, p90_high, p99_low, p99_high (99% order-statistic bounds)
+  1.2  the workload settings' max_gap_s and subagents (results 1.26)
 
 Every point probed is kept in the order it was probed, with each round it was sent in, also the
 rounds that were not counted because benchy itself fell behind (`overloaded` says why).
@@ -27,7 +28,7 @@ from benchy.measure.workloads import WorkloadSpec
 from benchy.results.types import MetricSummary, Stopped
 from benchy.server.identity import ServerIdentity
 
-CAPACITY_MAJOR, CAPACITY_MINOR = 1, 1
+CAPACITY_MAJOR, CAPACITY_MINOR = 1, 2
 CAPACITY_SCHEMA = f"benchy/capacity/{CAPACITY_MAJOR}.{CAPACITY_MINOR}"
 CAPACITY_FILE = "capacity.json"
 SCHEMA_FILE = Path(__file__).parent.parent / "data" / "capacity.schema.json"

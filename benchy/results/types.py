@@ -75,7 +75,9 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        several_processes (why the scrapes answer for several processes: counts withheld);
        warnings server_counter_reset, server_several_processes; case.silence (the longest span
        in which no stream mid-answer received anything) and ttft_outside_server details cause,
-       silence_s, loop_lag_s (issue 52)
+       silence_s, loop_lag_s (issue 52); workload max_gap_s: an agent trace's idle gaps capped (--max-gap, issue 53); workload
+       subagents: the child agents each turn forks (--turns --subagents); request history_reasoning
+       (an agent call's new user message makes a last-turn-reasoning template drop earlier reasoning)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output

@@ -222,6 +222,7 @@ class Simulator:
         trace.routed = True
         trace.model, trace.prompt_tokens = job.model, len(job.prompt_ids)
         trace.prompt_tokens_sent = job.prompt_tokens_sent
+        trace.reasoning_dropped = job.reasoning_dropped
         trace.spec_steps = job.steps
         trace.stop = stop_strings(body) if body.get("stop") is not None else None
         trace.reasoning_effort = requested_effort(body, endpoint)

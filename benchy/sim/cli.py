@@ -205,6 +205,13 @@ and the truth log: docs/sim.md.
     "as llama-server without --slot-save-path).",
 )
 @click.option("--cache-ttl-s", type=float, help="A cached block unused this long expires (0: never; default 0).")
+@click.option(
+    "--reasoning-last-turn/--no-reasoning-last-turn",
+    default=None,
+    help="The chat template renders assistant reasoning_content only after the last user message "
+    "(Qwen3, DeepSeek-R1): each new user message rewrites the history, and the cache loses it "
+    "from the first earlier reasoning on (truth: reasoning_dropped).",
+)
 @click.option("--replicas", type=int, help="Replicas behind one router, each with its own slots and cache (default 1).")
 @click.option(
     "--route",

@@ -117,6 +117,9 @@ class SimConfig:
     replicas: int = 1
     route: str = "rr"  # "rr" (round robin) | "random" (seeded by --seed) | "prefix" (cache-aware)
     cache_ttl_s: float = 0.0  # a cached block unused this long is gone (hosted prompt caches, LMCache TTL); 0: never
+    # A chat template that renders an assistant message's reasoning_content only after the last
+    # user message (Qwen3's, DeepSeek-R1's): a new user message rewrites the history (issue 53).
+    reasoning_last_turn: bool = False
     # --route prefix: when the replica holding the prefix has this many more requests in flight
     # than the least loaded one, the least loaded takes it (SGLang's balance_abs_threshold; 0: never)
     route_balance: int = 0

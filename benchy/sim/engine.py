@@ -54,12 +54,25 @@ CHAT_TEMPLATE = (
 )
 
 
-def render_chat(messages: list[dict]) -> str:
+def render_chat(messages: list[dict], reasoning_last_turn: bool = False) -> str:
+    """The prompt; with `reasoning_last_turn`, an assistant message's reasoning_content as a
+    think block, only for those after the last user message (reasoning_dropped counts the rest)."""
     turns = [f"<|start|>system<|message|>{SYSTEM_PREAMBLE}<|end|>"]
-    for message in messages:
-        turns.append(f"<|start|>{message.get('role', 'user')}<|message|>{message_text(message.get('content'))}<|end|>")
+    last_user = max((i for i, m in enumerate(messages) if m.get("role", "user") == "user"), default=-1)
+    for i, message in enumerate(messages):
+        text = message_text(message.get("content"))
+        reasoning = message.get("reasoning_content") if reasoning_last_turn else None
+        if isinstance(reasoning, str) and reasoning and i > last_user:
+            text = f"{THINK_OPEN}{reasoning}{THINK_CLOSE}{text}"
+        turns.append(f"<|start|>{message.get('role', 'user')}<|message|>{text}<|end|>")
     turns.append("<|start|>assistant")
     return "".join(turns)
+
+
+def reasoning_dropped(messages: list[dict]) -> int:
+    """Assistant messages whose reasoning a last-turn-only template leaves out (before the last user message)."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role", "user") == "user"), default=-1)
+    return sum(1 for m in messages[:last_user] if m.get("role") == "assistant" and m.get("reasoning_content"))
 
 
 def prompt_hash(ids: list[int]) -> int:
@@ -414,6 +427,7 @@ class Trace:
     cache_lost_tokens: int | None = None
     cache_evicted_blocks: int | None = None
     cache_used_blocks: int | None = None
+    reasoning_dropped: int = 0  # --reasoning-last-turn: earlier turns' reasoning the template left out
     host_copy_s: float = 0.0  # --host-copy-tps: time before prefill_start_s, outside prompt_ms
     completion_tokens: int = 0
     usage_completion_tokens: int | None = None  # what usage claimed (--usage-scale), when sent

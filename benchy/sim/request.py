@@ -20,6 +20,7 @@ from benchy.sim.engine import (
     plan_harmony,
     plan_output,
     prompt_hash,
+    reasoning_dropped,
     render_chat,
     spec_steps,
     think_tokens,
@@ -63,6 +64,7 @@ class Job:
     think: int = 0  # --think-inline: tokens of the think block, its tags included
     first_content: int | None = None  # index of the first answer token (None: no answer)
     tools: ToolAnswer | None = None  # sent tools, the answer's calls (sim/tools.py)
+    reasoning_dropped: int = 0  # --reasoning-last-turn: earlier assistant messages rendered without their reasoning
 
 
 async def read_json(request: web.Request) -> dict:
@@ -82,12 +84,12 @@ def check_model(cfg: SimConfig, body: dict) -> str:
     return model
 
 
-def prompt_text(body: dict, endpoint: str) -> str:
+def prompt_text(body: dict, endpoint: str, reasoning_last_turn: bool = False) -> str:
     if endpoint == "chat":
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise ApiError(400, "'messages' must be a non-empty list of objects")
-        return render_chat(messages)
+        return render_chat(messages, reasoning_last_turn)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
@@ -149,7 +151,7 @@ def bool_field(body: dict, name: str, default: bool) -> bool:
 
 def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Job:
     model = check_model(cfg, body)
-    prompt_ids = vocab.encode(prompt_text(body, endpoint))
+    prompt_ids = vocab.encode(prompt_text(body, endpoint, cfg.reasoning_last_turn))
     if cfg.hidden_prompt_tokens and next(_PARSED) % cfg.hidden_prompt_every == cfg.hidden_prompt_every - 1:
         prompt_ids = vocab.encode(" hidden" * cfg.hidden_prompt_tokens) + prompt_ids  # a prompt of its own
     sent = len(prompt_ids)
@@ -199,6 +201,7 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
         created=int(time.time()),
         skip_special_tokens=bool_field(body, "skip_special_tokens", True),
         prompt_tokens_sent=sent,
+        reasoning_dropped=reasoning_dropped(body["messages"]) if cfg.reasoning_last_turn and endpoint == "chat" else 0,
         continuous_usage=bool(options.get("include_usage") and options.get("continuous_usage_stats")),
         steps=spec_steps(cfg, plan.n, prompt_hash(prompt_ids)) if cfg.spec_draft else None,
         think=think,

@@ -27,14 +27,20 @@ def multi_turn_cases(
     cold_baseline: bool = False,
     scenario: str | None = None,
     endpoint: str | None = None,
+    subagents: int = 0,
 ) -> list[Case]:
     _at_least("turns", [turns], 1)
+    if subagents and (turns < 2 or cold_baseline or keep_reasoning):
+        raise ScenarioError(
+            "--subagents forks child agents between turns: it needs --turns 2 or more, without "
+            "--cold-baseline or --keep-reasoning (the history is the agents' own)"
+        )
     _at_least("--pp (tokens of each user message)", pp, 9)  # a nonce is 8 tokens
     _at_least("--tg", tg, 1)
     _at_least("conversations (--concurrency)", concurrency, 1)
     if first_tokens is not None:
         _at_least("first_tokens", [first_tokens], 9)
-    spec = MultiTurn(turns, think, first_tokens, keep_reasoning, cold_baseline)
+    spec = MultiTurn(turns, think, first_tokens, keep_reasoning, cold_baseline, subagents)
     return [
         Case(pp=p, tg=t, concurrency=c, scenario=scenario, endpoint=endpoint, workload=spec, runs=1)
         for p, t, c in itertools.product(pp, tg, concurrency)
@@ -85,7 +91,9 @@ def shared_prefix_cases(
     return cases
 
 
-def trace_case(path: str, speed: float = 1.0, limit: int | None = None, scenario: str | None = None) -> Case:
+def trace_case(
+    path: str, speed: float = 1.0, limit: int | None = None, scenario: str | None = None, max_gap_s: float | None = None
+) -> Case:
     if not (isinstance(speed, (int, float)) and not isinstance(speed, bool) and 0 < speed < math.inf):
         raise ScenarioError(f"trace speed must be a positive number, got {speed!r}")
     if limit is not None:
@@ -94,9 +102,19 @@ def trace_case(path: str, speed: float = 1.0, limit: int | None = None, scenario
 
     try:
         trace.load(path, limit)  # a bad file fails here, before the server is contacted
+        if max_gap_s is not None and not trace.agent_trace.is_agent_trace(path):
+            raise ScenarioError(
+                "--max-gap caps an agent trace's idle gaps: a request trace keeps its own times (--speed)"
+            )
     except WorkloadError as exc:
         raise ScenarioError(str(exc)) from None
-    return Case(pp=0, tg=0, scenario=scenario, workload=TraceReplay(path=path, speed=float(speed), limit=limit), runs=1)
+    return Case(
+        pp=0,
+        tg=0,
+        scenario=scenario,
+        workload=TraceReplay(path=path, speed=float(speed), limit=limit, max_gap_s=max_gap_s),
+        runs=1,
+    )
 
 
 def check_workload_endpoints(cases: list[Case], endpoint: str) -> None:
@@ -107,6 +125,19 @@ def check_workload_endpoints(cases: list[Case], endpoint: str) -> None:
             "--turns needs --endpoint chat, responses or messages: the server's chat template renders the history "
             "(a multi_turn case)"
         )
+    if any(_agentic(c) and (c.endpoint or endpoint) != "chat" for c in cases):
+        raise ValueError(
+            "an agent trace and --subagents send tool calls and their results as chat messages: use --endpoint chat"
+        )
+
+
+def _agentic(case: Case) -> bool:
+    """An agent trace's replay or sub-agent conversations: tool calls in the history."""
+    from benchy.workloads import agent_trace
+
+    if isinstance(case.workload, TraceReplay):
+        return agent_trace.is_agent_trace(case.workload.path)
+    return isinstance(case.workload, MultiTurn) and case.workload.subagents > 0
 
 
 def _is_fraction(value: object) -> bool:

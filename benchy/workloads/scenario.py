@@ -149,7 +149,7 @@ def workload_selection(chosen: CaseSelection) -> list[Case]:
     if flags.trace:
         if chosen.pp or chosen.tg or chosen.concurrency:
             raise ScenarioError("--trace takes its lengths and times from the trace: drop --pp, --tg and -c")
-        return [workload_cases.trace_case(flags.trace, flags.speed or 1.0)]
+        return [workload_cases.trace_case(flags.trace, flags.speed or 1.0, max_gap_s=flags.max_gap)]
     pp, tg, concurrency = list(chosen.pp), list(chosen.tg), list(chosen.concurrency)
     if flags.turns:
         think = ThinkTime.parse(flags.think_time) if flags.think_time is not None else ThinkTime()
@@ -162,6 +162,7 @@ def workload_selection(chosen: CaseSelection) -> list[Case]:
             flags.first_tokens,
             flags.keep_reasoning,
             flags.cold_baseline,
+            subagents=flags.subagents or 0,
         )
     return workload_cases.shared_prefix_cases(
         pp or [2048], tg or [32], concurrency or [1], list(flags.shared_prefix), flags.groups or 1

@@ -23,6 +23,8 @@ class WorkloadSelection:
     groups: int | None = None
     trace: str | None = None
     speed: float | None = None
+    max_gap: float | None = None  # --max-gap (an agent trace's idle gaps capped)
+    subagents: int | None = None  # --subagents (child agents forked each turn)
 
     def chosen(self) -> list[str]:
         given = (("--turns", self.turns), ("--shared-prefix", self.shared_prefix), ("--trace", self.trace))
@@ -38,8 +40,10 @@ class WorkloadSelection:
             ("--think-time", self.think_time, self.turns, "--turns"),
             ("--keep-reasoning", self.keep_reasoning, self.turns, "--turns"),
             ("--cold-baseline", self.cold_baseline, self.turns, "--turns"),
+            ("--subagents", self.subagents, self.turns, "--turns"),
             ("--groups", self.groups, self.shared_prefix, "--shared-prefix"),
             ("--speed", self.speed, self.trace, "--trace"),
+            ("--max-gap", self.max_gap is not None, self.trace, "--trace"),
         )
         for flag, value, owner, owner_flag in needs:
             if value and not owner:

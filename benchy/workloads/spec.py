@@ -104,10 +104,12 @@ class MultiTurn:
     first_tokens: int | None = None
     keep_reasoning: bool = False  # send earlier turns' reasoning back (gpt-oss's format drops it)
     cold_baseline: bool = False  # after the conversations: each turn's length again, nothing shared
+    subagents: int = 0  # --subagents: each turn but the last forks this many child agents (load/subagents.py)
 
     def label(self, pp: int, tg: int, concurrency: int) -> str:
         first = f" first {self.first_tokens}" if self.first_tokens else ""
-        return f"multi-turn u{concurrency} x{self.turns} pp{pp}{first} tg{tg}"
+        subs = f" sub{self.subagents}" if self.subagents else ""
+        return f"multi-turn u{concurrency} x{self.turns}{subs} pp{pp}{first} tg{tg}"
 
     def to_dict(self) -> dict:
         return {
@@ -116,6 +118,7 @@ class MultiTurn:
             "first_tokens": self.first_tokens,
             "keep_reasoning": self.keep_reasoning,
             "cold_baseline": self.cold_baseline,
+            **({"subagents": self.subagents} if self.subagents else {}),
         }
 
 
@@ -150,6 +153,7 @@ class TraceReplay:
     path: str = ""
     speed: float = 1.0
     limit: int | None = None  # replay only the first N requests
+    max_gap_s: float | None = None  # --max-gap: an agent trace's idle gaps capped at this (None: its own)
 
     def label(self) -> str:
         name = self.path.replace("\\", "/").rsplit("/", 1)[-1]
@@ -157,7 +161,8 @@ class TraceReplay:
         return f"trace {name}{speed}"
 
     def to_dict(self) -> dict:
-        return {"path": self.path, "speed": self.speed, "limit": self.limit}
+        out = {"path": self.path, "speed": self.speed, "limit": self.limit}
+        return out if self.max_gap_s is None else {**out, "max_gap_s": self.max_gap_s}
 
 
 Workload = MultiTurn | SharedPrefix | TraceReplay

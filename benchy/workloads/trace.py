@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from benchy.workloads import agent_trace
 from benchy.workloads.spec import WorkloadError
 
 if TYPE_CHECKING:
@@ -70,18 +71,13 @@ def trace_path(name: str) -> Path | Traversable:
 
 
 def load(name: str, limit: int | None = None) -> list[TraceRequest]:
-    """The trace's requests in time order; one-line errors naming file and line."""
+    """The trace's requests in time order; one-line errors naming file and line. An agent
+    trace (workloads/agent_trace.py) gives its calls, each with its estimated lengths."""
+    if agent_trace.is_agent_trace(name):
+        calls = agent_trace.limited(agent_trace.load(name), limit).calls
+        return [TraceRequest(c.start_s or 0.0, agent_trace.call_estimate(c), c.output_tokens, None) for c in calls]
     path = trace_path(name)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise WorkloadError(f"trace file not found: {name}") from None
-    except IsADirectoryError:
-        raise WorkloadError(f"trace {name} is a directory, not a JSONL file") from None
-    except OSError as exc:
-        raise WorkloadError(f"trace {name}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise WorkloadError(f"trace {name}: not UTF-8 text (byte {exc.start})") from None
+    text = agent_trace.read_path(name, path)
     rows = []
     parse = _csv_rows(name, text) if name.lower().endswith(".csv") else _jsonl_rows(name, text)
     for row in parse:
