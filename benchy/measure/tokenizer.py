@@ -151,3 +151,8 @@ def filler(n_tokens: int, seed: int = 0) -> str:
     step = 7919
     picks = ((seed * 104729 + i * step + (i * i) % 13) % len(_WORDS) for i in range(n_tokens))
     return "".join(" " + _WORDS[i] for i in picks)
+
+
+def is_one_token(text: str) -> bool:
+    """Whether `text` is one o200k token as it stands (output sanity's test of a word)."""
+    return text.encode() in _ranks()

@@ -46,6 +46,7 @@ from benchy.results.types import (
     Stopped,
 )
 from benchy.results.verdicts import queueing
+from benchy.sanity.tally import SanityTally
 from benchy.workloads.case import Case
 
 
@@ -62,6 +63,7 @@ class CaseRows:
         self.records: list[RequestRecord] | None = [] if keep_records else None
         self.alone_ttft_s: list[float] = []  # TTFTs of the requests sent alone (load/alone.py), as measured
         self.alone_points: list[tuple[float, float]] = []  # their (uncached prompt tokens, TTFT)
+        self.sanity = SanityTally()  # output sanity of the measured answers (benchy/sanity)
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], keep_records: bool = False) -> CaseRows:
@@ -83,6 +85,7 @@ class CaseRows:
             if rec.prompt_tokens is not None:
                 self.alone_points.append((rec.prompt_tokens - (rec.cached_tokens or 0), ttft))
         self.rows.append(row)
+        self.sanity.add(rec)
         why = classify.buffering_reason(rec, read) if read and classify.is_buffered(rec, read) else None
         self.buffer_reasons.append(None if why is None else self._reasons.setdefault(why, why))  # one copy each
         if self.records is not None:
@@ -163,6 +166,7 @@ def case_result(
         workload=_workload_figures(case, made) if case.workload else None,
         gpu=_gpu(gpu, tally.ok_tokens, tally.n_ok, idle_power_w),
         cache_reset=cache_reset,
+        sanity=made.sanity.result(),
     )
     queueing.judge_alone(result, made.alone_ttft_s, made.alone_points)
     return result

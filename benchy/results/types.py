@@ -69,6 +69,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.25 request local_scale_generated: its local count's scale was fitted on the tokens a
        calibration answer was known to make (it ended by length), setup.calibration.output_method
        "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
+  1.26 case.sanity: output sanity of the measured answers (benchy/sanity; issue 55), warning
+       output_garbage
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -108,12 +110,13 @@ from benchy.results.verdicts.codes import (  # noqa: F401  (the severities re-ex
     details_class,
 )
 from benchy.results.verdicts.details import DangerousStop, Details, NoFigures
+from benchy.sanity.tally import OutputSanity
 from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 25
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 26
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -428,6 +431,7 @@ class CaseResult(Saved):
         "| o200k_calibrated",
         omit=True,
     )
+    sanity: OutputSanity | None = _opt("(1.26) output sanity: does the answers' text still read as language", omit=True)
 
     def server_figures(self) -> ServerCaseMetrics | None:
         """The server's /metrics figures for the case, or None (none scraped, or the window lost)."""

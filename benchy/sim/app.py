@@ -211,6 +211,7 @@ class Simulator:
         trace.stop = stop_strings(body) if body.get("stop") is not None else None
         trace.reasoning_effort = requested_effort(body, endpoint)
         trace.skip_special_tokens = job.skip_special_tokens
+        trace.output, trace.broken_tokens = self.cfg.output, job.plan.broken_tokens
         trace.fault = self._draw_fault()
         if trace.fault in IMMEDIATE_FAULTS:
             return await self._immediate_fault(request, trace)

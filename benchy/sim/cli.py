@@ -8,7 +8,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from benchy.sim import vocab
+from benchy.sim import prose, vocab
 from benchy.sim.config import (
     CACHE_MATCHES,
     FAULT_KINDS,
@@ -120,6 +120,14 @@ and the truth log: docs/sim.md.
     help="The first token makes a role chunk without text (a split character); the next event has both.",
 )
 @click.option("--timings/--no-timings", default=False, help="llama.cpp-style `timings` in every response.")
+@click.option(
+    "--output",
+    "output",
+    type=click.Choice(prose.MODES),
+    help="What it says: prose (default), or a broken model's garbage (made-up words), degraded "
+    "(a share of tokens junk: --degraded-share) or loop (the same phrase to the limit).",
+)
+@click.option("--degraded-share", type=click.FloatRange(0, 1), help="--output degraded: the share of tokens junk (0.3).")
 @click.option(
     "--vocab",
     type=click.Choice(vocab.VOCABS),

@@ -80,6 +80,8 @@ class SimConfig:
     hold_open_s: float = 0.0  # no [DONE]: after finish_reason and usage the body stays open this long
     silent_tokens: int = 0  # the last N tokens of a response make no event (usage counts them)
     textless_first: bool = False  # the first token's text is held: its role chunk goes out alone
+    output: str = "prose"  # what it says (prose.MODES): prose, or garbage, degraded, loop (issue 55)
+    degraded_share: float = 0.3  # --output degraded: the share of tokens replaced by junk
     vocab: str = "word"  # the sim's tokenizer (vocab.VOCABS): "syllable" cuts words into 3-letter pieces
     tokenize: bool = True  # POST /tokenize with the sim's own vocabulary (False: 404, as many servers)
     note_tokenize: bool = False  # a truth-log line per /tokenize call: when, how many tokens

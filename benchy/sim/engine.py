@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from benchy.sim import vocab
+from benchy.sim import prose, vocab
 from benchy.sim.cache import Lookup, PrefixCache
 from benchy.sim.config import BLOCK_SIZE, SimConfig
 
@@ -74,6 +74,7 @@ class Plan:
     texts: list[str]  # one entry per generated token
     finish_reason: str
     kinds: list[str] | None = None  # --harmony: MARKER, REASONING or CONTENT per token
+    broken_tokens: int = 0  # --output garbage/degraded/loop: tokens that are junk or inside the loop
 
     @property
     def n(self) -> int:
@@ -92,13 +93,13 @@ def plan_output(
     h = prompt_hash(prompt_ids)
     n = output_length(cfg, h, max_tokens, min_tokens, ignore_eos)
     finish = "length" if n >= max_tokens else "stop"
-    texts = token_texts(n, seed=h % 1_000_003)
+    texts, broken = prose.texts(cfg.output, n, h % 1_000_003, cfg.degraded_share)
     if cfg.think_inline:
         texts = think_inline(texts, cfg.reasoning_tokens)
     kept = tokens_before_stop(texts, stop, min_tokens)
     if kept < n:
-        return Plan(texts[:kept], "stop")
-    return Plan(texts, finish)
+        return Plan(texts[:kept], "stop", broken_tokens=min(broken, kept))
+    return Plan(texts, finish, broken_tokens=broken)
 
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -195,9 +196,9 @@ def _led_by(first: str, n: int, seed: int) -> list[str]:
 
 
 def token_texts(n: int, seed: int) -> list[str]:
-    """n generated tokens' texts: made-up words, one token each in the simulator's own
-    vocabulary (vocab.py) and several in benchy's o200k, as on a real server."""
-    return vocab.words(n, seed)
+    """n generated tokens' texts of prose (prose.py), one token each in the simulator's own
+    vocabulary (vocab.py)."""
+    return prose.texts("prose", n, seed)[0]
 
 
 def tokens_before_stop(texts: list[str], stop: Sequence[str], min_tokens: int) -> int:
@@ -426,6 +427,8 @@ class Trace:
     first_token_event_s: float | None = None
     last_token_event_s: float | None = None
     fault: str | None = None
+    output: str | None = None  # --output: the mode it spoke in (prose.MODES)
+    broken_tokens: int = 0  # of its planned tokens, those junk or inside a loop (prose.texts)
     done_sent: bool | None = None  # data: [DONE] was sent (a stream; not with --hold-open-s)
     held_open_s: float | None = None  # --hold-open-s: the body stayed open this long after usage
     status: int | None = None

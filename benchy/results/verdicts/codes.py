@@ -62,6 +62,7 @@ class Code(str, Enum):
     SERVER_TOKEN_MISMATCH = "server_token_mismatch"
     TTFT_OUTSIDE_SERVER = "ttft_outside_server"
     QUEUE_DOMINATES_TTFT = "queue_dominates_ttft"
+    OUTPUT_GARBAGE = "output_garbage"
 
     def __str__(self) -> str:
         return self.value
@@ -177,6 +178,7 @@ VERDICTS: dict[Code, Verdict] = {
     Code.SERVER_TOKEN_MISMATCH: Verdict(_WARNING, payloads.ServerTokenMismatch, ("e2e_tps", "decode_tps")),
     Code.TTFT_OUTSIDE_SERVER: Verdict(_WARNING, payloads.TtftOutsideServer, _CACHED),
     Code.QUEUE_DOMINATES_TTFT: Verdict(_WARNING, payloads.QueueDominatesTtft, _CACHED),
+    Code.OUTPUT_GARBAGE: Verdict(_WARNING, payloads.OutputGarbage, ("e2e_tps", "decode_tps", "aggregate_tps")),
 }
 
 
