@@ -55,6 +55,7 @@ from benchy.measure import classify
 from benchy.measure.ceiling import CeilingInputs
 from benchy.measure.records import RecordWriter, RequestRecord
 from benchy.results import types as results_mod
+from benchy.sanity import canary
 from benchy.server import cache_reset, router
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
@@ -111,6 +112,7 @@ class RunSettings:
     announce: Callable[[str], None] | None = None  # gets the one-line start banner
     report: bool = True  # with output_dir: report.md, figures and results.csv beside results.json
     skip_unfit: bool = False  # --skip-unfit: run the cases whose prompt fits the context, list the rest
+    canary: bool = False  # --canary: fixed prompts with checkable answers before the sweep (sanity/canary.py)
 
 
 @dataclass
@@ -447,6 +449,9 @@ async def _measure_with(
     state.setup["server"] = identity.to_dict()  # typed again by the builder (results/build.run_result)
     state.setup["server_metrics"] = metrics_status.to_dict()
     state.setup["calibration_failures"] = client.calibration_failures
+    if settings.canary:
+        state.phase = "sending the canary prompts (before the first case)"
+        state.setup["canary"] = (await canary.run(client, settings.endpoint)).to_dict()
     if gpus is not None:
         state.setup["gpu"] = gpus.setup.to_dict()
     state.plans = [

@@ -70,7 +70,7 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        calibration answer was known to make (it ended by length), setup.calibration.output_method
        "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
   1.26 case.sanity: output sanity of the measured answers (benchy/sanity; issue 55), warning
-       output_garbage
+       output_garbage; setup.canary (--canary: fixed prompts, their answers, a passage's perplexity)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -110,6 +110,7 @@ from benchy.results.verdicts.codes import (  # noqa: F401  (the severities re-ex
     details_class,
 )
 from benchy.results.verdicts.details import DangerousStop, Details, NoFigures
+from benchy.sanity.canary import Canary
 from benchy.sanity.tally import OutputSanity
 from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
@@ -286,6 +287,7 @@ class Setup(Saved):
     reasoning_effort: str | None = None
     stop: list[str] = field(default_factory=list)
     dangerous_stops: list[DangerousStop] = _opt("stops that fire inside a Harmony response", factory=list)
+    canary: Canary | None = _opt("(1.26) --canary: fixed prompts with checkable answers (sanity/canary.py)", omit=True)
     server: ServerIdentity | None = _opt("the server's identity (server/identity.py)", omit=True)
     server_metrics: MetricsStatus | None = _opt("what /metrics offered (server/metrics.py)", omit=True)
     gpu: GpuSetup | None = _opt("(1.7) --gpu-metrics: the GPUs, their peak bandwidth, the idle baseline", omit=True)

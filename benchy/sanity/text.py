@@ -127,10 +127,16 @@ def word_share(text: str) -> float | None:
     space (as written, lower-cased or capitalized); a letter run glued to digits is no word
     ("Test869", "310second788how") unless the chunk is short ("H100", "5km"). Numbers alone are
     neither. None with fewer than WORD_MIN words."""
-    words = [w for w in (c.strip(_EDGE) for c in text.split()) if _HAS_LETTER.search(w)]
-    if len(words) < WORD_MIN:
-        return None
-    return sum(1 for w in words if _word(w)) / len(words)
+    known = total = 0
+    for chunk in text.split():
+        w = chunk.strip(_EDGE)
+        if w.isalpha():
+            total += 1
+            known += _known(w)
+        elif w and not w.isdigit() and _HAS_LETTER.search(w):
+            total += 1
+            known += _word(w)
+    return known / total if total >= WORD_MIN else None
 
 
 _EDGE = "\"'`.,;:!?()[]{}<>*_-–—«»“”‘’„…/\\|#@$%^&~+="
@@ -147,8 +153,8 @@ def _word(chunk: str) -> bool:
 def _known(word: str) -> bool:
     if len(word) <= 2:
         return True
-    one = tokenizer.is_one_token
-    return one(" " + word) or one(" " + word.lower()) or one(" " + word.capitalize())
+    words = tokenizer.space_led_words()
+    return word in words or word.lower() in words or word.capitalize() in words
 
 
 def code_like(text: str) -> bool:

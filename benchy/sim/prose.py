@@ -1,7 +1,7 @@
 """What the simulator says: natural prose by default, and the broken outputs a sanity check
 must catch (issue 55).
 
-prose     sentences of plain English (benchy/data/sim_prose.txt, written for benchy), in an
+prose     sentences of plain English (benchy/data/sim_prose.txt, written for benchy; each token one o200k token too), in an
           order drawn from the request's seed: real words, so output sanity finds nothing.
 garbage   the made-up two-syllable words the simulator used to speak ("kunvu bilfar"): what a
           model with random weights says, in the simulator's own measure.
@@ -62,7 +62,8 @@ def texts(mode: str, n: int, seed: int, share: float = 0.3) -> tuple[list[str], 
 
 
 def _prose(n: int, seed: int) -> list[str]:
-    """n tokens of sentences drawn in a seeded order, a space between them."""
+    """n tokens of sentences drawn in a seeded order, each led by a space (so a stop string
+    " " cuts every answer at once, as it did the made-up words)."""
     if n <= 0:
         return []
     rng = random.Random(seed)
@@ -70,5 +71,5 @@ def _prose(n: int, seed: int) -> list[str]:
     out: list[str] = []
     while len(out) < n:
         sentence = pool[rng.randrange(len(pool))]
-        out.extend(vocab.pieces((" " if out else "") + sentence))
+        out.extend(vocab.pieces(" " + sentence))  # a space first, as each made-up word had
     return out[:n]
