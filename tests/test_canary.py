@@ -74,7 +74,9 @@ def test_the_canary_is_sent_saved_and_compared(start_sim):
     measured_ids = {r["request_id"] for c in first["cases"] for r in c["requests"]}
     first_measured = min(i for i, t in enumerate(truth) if t["request_id"] in measured_ids)
     assert sum(1 for t in truth[:first_measured] if t["endpoint"] == "chat") >= len(found["answers"])
-    same = {c.name: c.change for c in compare_mod.compare(RunResult.from_dict(first), RunResult.from_dict(second)).canary}
+    same = {
+        c.name: c.change for c in compare_mod.compare(RunResult.from_dict(first), RunResult.from_dict(second)).canary
+    }
     # the same server answers the same prompt the same way; the copy prompt carries each run's
     # own nonce, which the simulator (no model) does not copy
     assert same == {

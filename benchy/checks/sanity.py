@@ -53,7 +53,11 @@ def output_garbage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             stopped_at_once=found.stopped_at_once,
             examples=quotes,
         ),
-        evidence=(Evidence("broken_share", found.broken / found.judged if found.judged else 0.0, BROKEN_SHARE, "of judged answers"),),
+        evidence=(
+            Evidence(
+                "broken_share", found.broken / found.judged if found.judged else 0.0, BROKEN_SHARE, "of judged answers"
+            ),
+        ),
     )
 
 

@@ -153,7 +153,6 @@ def filler(n_tokens: int, seed: int = 0) -> str:
     return "".join(" " + _WORDS[i] for i in picks)
 
 
-
 @functools.lru_cache(maxsize=1)
 def space_led_words() -> frozenset[str]:
     """Every o200k token that is a space and letters, without its space: the words o200k knows

@@ -186,7 +186,9 @@ def changes(a: Canary | None, b: Canary | None) -> list[CanaryChange]:
     if a is None and b is None:
         return []
     if a is None or b is None:
-        return [CanaryChange("canary", "ran" if a else "not run", "ran" if b else "not run", "only one run has a canary")]
+        return [
+            CanaryChange("canary", "ran" if a else "not run", "ran" if b else "not run", "only one run has a canary")
+        ]
     by_name = {x.name: x for x in b.answers}
     out = [_answer_change(x, by_name.get(x.name)) for x in a.answers]
     out.append(_perplexity_change(a, b))

@@ -78,7 +78,7 @@ def stray_letters(text: str, main: str) -> int:
         return 0
     stray, run, run_script = 0, 0, None
     for ch in text + " ":
-        s = (("latin" if ch.isascii() else script_of(ch)) if ch.isalpha() else None)
+        s = ("latin" if ch.isascii() else script_of(ch)) if ch.isalpha() else None
         if s == run_script and s is not None:
             run += 1
             continue

@@ -48,7 +48,9 @@ REASONS = (ODD_CHARACTERS, REPETITION_LOOP, MIXED_SCRIPTS, NOT_WORDS)
 
 _ALPHA_RUN = re.compile(r"[^\W\d_]+")
 _CODE_MARKS = re.compile(r"[{}()\[\];=<>]")
-_CODE_LINE = re.compile(r"^(?:\s{2,}|\t)\S|[:;{}(),\[\]]\s*$|^\s*(?:#|//|def |class |import |return |fn |let |const |var )")
+_CODE_LINE = re.compile(
+    r"^(?:\s{2,}|\t)\S|[:;{}(),\[\]]\s*$|^\s*(?:#|//|def |class |import |return |fn |let |const |var )"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +89,10 @@ def judge(text: str) -> Judgement:
         reasons.append(ODD_CHARACTERS)
     if compression < LOOP_PREFILTER and _loops(units if len(units) >= TERSE_WORDS * 2 else list(stripped)):
         reasons.append(REPETITION_LOOP)
-    if _mixed(by_script, letters) or (spaced and by_script[script] >= 0.9 * letters and _strays(stripped, script, len(units))):
+    main = by_script[script] if script else 0
+    if _mixed(by_script, letters) or (spaced and main >= 0.9 * letters and _strays(stripped, script, len(units))):
         reasons.append(MIXED_SCRIPTS)
-    share = word_share(stripped) if spaced and by_script[script] >= 0.7 * letters else None
+    share = word_share(stripped) if spaced and main >= 0.7 * letters else None
     if share is not None and share < WORD_SHARE and not code_like(stripped):
         reasons.append(NOT_WORDS)
     return Judgement(True, len(text), script, odd, compression, share, tuple(reasons))
@@ -112,7 +115,9 @@ def _loops(units: list[str]) -> bool:
     return False
 
 
-def _strays(text: str, script: str, words: int) -> bool:
+def _strays(text: str, script: str | None, words: int) -> bool:
+    if script is None:
+        return False
     stray = scripts.stray_letters(text, script)
     return stray >= STRAY_MIN and stray >= STRAY_SHARE * words
 

@@ -127,7 +127,9 @@ and the truth log: docs/sim.md.
     help="What it says: prose (default), or a broken model's garbage (made-up words), degraded "
     "(a share of tokens junk: --degraded-share) or loop (the same phrase to the limit).",
 )
-@click.option("--degraded-share", type=click.FloatRange(0, 1), help="--output degraded: the share of tokens junk (0.3).")
+@click.option(
+    "--degraded-share", type=click.FloatRange(0, 1), help="--output degraded: the share of tokens junk (0.3)."
+)
 @click.option(
     "--vocab",
     type=click.Choice(vocab.VOCABS),

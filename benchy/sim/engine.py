@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from benchy.sim import prose, vocab
+from benchy.sim import prose
 from benchy.sim.cache import Lookup, PrefixCache
 from benchy.sim.config import BLOCK_SIZE, SimConfig
 
