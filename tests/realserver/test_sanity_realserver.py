@@ -40,3 +40,18 @@ def test_a_random_weight_model_on_llama_cpp_is_flagged(llama_server, tmp_path, e
     for example in found["examples"]:
         assert tally.quote(streamed[example["request_id"]]) == example["text"]
     assert case["summary"]["decode_tps"] is not None  # the figures stay: they are what it did
+
+
+def test_the_canary_of_a_random_weight_model_fails_every_prompt(llama_server, tmp_path):
+    """Greedy answers of random weights are no answers: every canary prompt fails, each answer
+    kept. llama.cpp's /v1/completions ignores `echo`, so it gives no prompt log-probabilities:
+    the perplexity is unavailable, and says why."""
+    out = tmp_path / "run"
+    run_benchy(
+        "run", "--base-url", llama_server.base_url, "--quiet", "--output", str(out), "--canary",
+        *"--pp 64 --tg 8 --runs 1".split(),
+    )  # fmt: skip
+    found = json.loads((out / "results.json").read_text())["setup"]["canary"]
+    assert [a["name"] for a in found["answers"]] == ["arithmetic", "copy", "count_words", "json"]
+    assert all(a["answer"] and a["sha256"] and not a["passed"] for a in found["answers"])
+    assert found["perplexity"] is None and "log-probabilities" in found["perplexity_unavailable"]
