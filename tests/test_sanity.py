@@ -204,3 +204,19 @@ def test_a_share_of_degraded_tokens_is_flagged_down_to_ten_percent(start_sim):
     measured = [r for r in case["requests"] if not r["warmup"]]
     assert all(truth[r["request_id"]]["broken_tokens"] > 0 for r in measured)
     assert "output_garbage" in {w["code"] for w in results["warnings"]}
+
+
+def test_every_answer_cut_at_its_first_token_by_eos_is_a_pattern_the_verdict_names(start_sim):
+    """A server that ignores ignore_eos and whose model ends every answer at once (EOS first):
+    no answer is long enough to judge, but the case is broken all the same."""
+    sim = start_sim(*FAST, "--ignore-ignore-eos", "--natural-min", "1", "--natural-max", "1")
+    results = _bench(sim, runs=3)
+    case = results["cases"][0]
+    truth = _truth(sim, results)
+    measured = [r for r in case["requests"] if not r["warmup"]]
+    assert all(truth[r["request_id"]]["completion_tokens"] == 1 for r in measured)
+    assert all(truth[r["request_id"]]["finish_reason"] == "stop" for r in measured)
+    found = case["sanity"]
+    assert found["stopped_at_once"] == found["answers"] == len(measured) and found["judged"] == 0
+    warning = next(w for w in results["warnings"] if w["code"] == "output_garbage")
+    assert "stopped at their first token" in warning["message"]
