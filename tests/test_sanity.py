@@ -220,3 +220,17 @@ def test_every_answer_cut_at_its_first_token_by_eos_is_a_pattern_the_verdict_nam
     assert found["stopped_at_once"] == found["answers"] == len(measured) and found["judged"] == 0
     warning = next(w for w in results["warnings"] if w["code"] == "output_garbage")
     assert "stopped at their first token" in warning["message"]
+
+
+@pytest.mark.parametrize("mode", ["prose", "garbage"])
+def test_a_harmony_server_speaks_in_its_mode_and_only_garbage_is_flagged(start_sim, mode):
+    """gpt-oss's raw completion (--preset gpt-oss-harmony): the analysis and final messages
+    speak in --output's mode; sanity judges the text benchy read, markers parsed out."""
+    sim = start_sim(*FAST, "--preset", "gpt-oss-harmony", "--output", mode)
+    results = _bench(sim, endpoint="chat", runs=2, tg=128)
+    case = results["cases"][0]
+    truth = _truth(sim, results)
+    measured = [r for r in case["requests"] if not r["warmup"]]
+    assert all((truth[r["request_id"]]["broken_tokens"] > 0) == (mode == "garbage") for r in measured)
+    flagged = "output_garbage" in {w["code"] for w in results["warnings"]}
+    assert flagged == (mode == "garbage") and case["sanity"]["judged"] == len(measured)

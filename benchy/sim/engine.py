@@ -175,30 +175,31 @@ def plan_harmony(
     n = output_length(cfg, h, max_tokens, min_tokens, ignore_eos)
     analysis = cfg.reasoning_tokens
     final = max(0, n - analysis - HARMONY_OVERHEAD)
+    reasoning, broken_r = _led_by("We", analysis, h, cfg)
+    answer, broken_a = _led_by("The", final, h + 1, cfg)
     parts = (
         (HARMONY_HEAD, MARKER),
-        (_led_by("We", analysis, h), REASONING),
+        (reasoning, REASONING),
         (HARMONY_MID, MARKER),
-        (_led_by("The", final, h + 1), CONTENT),
+        (answer, CONTENT),
         (HARMONY_END, MARKER),
     )
     texts = [text for tokens, _ in parts for text in tokens][:n]
     kinds = [kind for tokens, kind in parts for _ in tokens][:n]
+    broken = broken_r + broken_a  # of the planned tokens, before a cut
     kept = tokens_before_stop(texts, stop, min_tokens)
     if kept < len(texts):
-        return Plan(texts[:kept], "stop", kinds[:kept])
-    return Plan(texts, "length" if n >= max_tokens else "stop", kinds)
+        return Plan(texts[:kept], "stop", kinds[:kept], broken_tokens=min(broken, kept))
+    return Plan(texts, "length" if n >= max_tokens else "stop", kinds, broken_tokens=min(broken, len(texts)))
 
 
-def _led_by(first: str, n: int, seed: int) -> list[str]:
-    """n one-token words, the first without a leading space (as gpt-oss starts a message)."""
-    return [first] + token_texts(n - 1, seed % 1_000_003) if n > 0 else []
-
-
-def token_texts(n: int, seed: int) -> list[str]:
-    """n generated tokens' texts of prose (prose.py), one token each in the simulator's own
-    vocabulary (vocab.py)."""
-    return prose.texts("prose", n, seed)[0]
+def _led_by(first: str, n: int, seed: int, cfg: SimConfig) -> tuple[list[str], int]:
+    """n one-token words in --output's mode, the first without a leading space (as gpt-oss
+    starts a message), and how many of them are broken."""
+    if n <= 0:
+        return [], 0
+    rest, broken = prose.texts(cfg.output, n - 1, seed % 1_000_003, cfg.degraded_share)
+    return [first] + rest, broken
 
 
 def tokens_before_stop(texts: list[str], stop: Sequence[str], min_tokens: int) -> int:
