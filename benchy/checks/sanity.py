@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
-from benchy.results.verdicts.details import OutputGarbage
+from benchy.results.verdicts.details import OutputGarbage, taken_from
 from benchy.sanity.tally import OutputSanity
 
 BROKEN_SHARE = 0.1  # of the judged answers, at least two (or all, of one or two)
@@ -44,15 +44,7 @@ def output_garbage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         "A broken kernel, quantization or backend still generates tokens at full speed. Read a "
         "few answers (requests.jsonl keeps them), compare with a known-good backend, or run "
         "benchy with --canary before trusting the figures.",
-        details=OutputGarbage(
-            answers=found.answers,
-            judged=found.judged,
-            broken=found.broken,
-            reasons=dict(found.reasons),
-            identical=found.identical,
-            stopped_at_once=found.stopped_at_once,
-            examples=quotes,
-        ),
+        details=taken_from(OutputGarbage, found, examples=quotes),
         evidence=(
             Evidence(
                 "broken_share", found.broken / found.judged if found.judged else 0.0, BROKEN_SHARE, "of judged answers"
