@@ -19,7 +19,7 @@ from pathlib import Path
 
 from benchy.measure import tokenizer
 from benchy.measure.records import RequestRecord
-from benchy.sanity.tally import SanityTally
+from benchy.measure.sanity.tally import SanityTally
 from benchy.sim import prose
 
 SAMPLES = Path(__file__).resolve().parent.parent / "tests" / "data" / "sanity"

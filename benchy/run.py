@@ -36,7 +36,7 @@ from benchy.client.errors import ServerError
 from benchy.client.extra_body import redacted_body as redacted_extra_body
 from benchy.client.redact import redact_url, scrub
 from benchy.client.settings import ClientSettings, secrets_of
-from benchy.load import dataset_fit
+from benchy.load import canary, dataset_fit
 from benchy.load.alone import alone_requests, send_alone
 from benchy.load.dataset_load import bind as bind_dataset
 from benchy.load.dataset_load import calibrate_text
@@ -55,7 +55,6 @@ from benchy.measure import classify
 from benchy.measure.ceiling import CeilingInputs
 from benchy.measure.records import RecordWriter, RequestRecord
 from benchy.results import types as results_mod
-from benchy.sanity import canary
 from benchy.server import cache_reset, router
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod

@@ -11,9 +11,9 @@ import math
 
 from benchy import run as run_mod
 from benchy.client.settings import ClientSettings
+from benchy.measure.sanity import canary
 from benchy.report import compare as compare_mod
 from benchy.results.types import RunResult
-from benchy.sanity import canary
 from benchy.workloads.scenario import sweep
 
 FAST = ("--prefill-tps", "50000", "--decode-tps", "3000")

@@ -19,9 +19,9 @@ from benchy import run as run_mod
 from benchy.checks import sanity as sanity_check
 from benchy.client.settings import ClientSettings
 from benchy.measure.records import RequestRecord
+from benchy.measure.sanity import scripts, tally
+from benchy.measure.sanity import text as judging
 from benchy.results.types import RunResult
-from benchy.sanity import scripts, tally
-from benchy.sanity import text as judging
 from benchy.sim import prose, vocab
 from benchy.workloads.scenario import sweep
 

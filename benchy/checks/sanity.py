@@ -1,7 +1,7 @@
 """Output sanity's verdict (issue 55): a case whose answers look broken, or show a pattern
 only a broken server makes. The figures stay (the server really streamed those tokens at that
 rate), and the warning says what it streamed, with examples quoted. The detection is
-benchy/sanity's; this module only words what case.sanity holds.
+benchy/measure/sanity's; this module only words what case.sanity holds.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from benchy.checks.registry import WARNING, Code, Warning_
+from benchy.measure.sanity.tally import OutputSanity
 from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
 from benchy.results.verdicts.details import OutputGarbage, taken_from
-from benchy.sanity.tally import OutputSanity
 
 BROKEN_SHARE = 0.1  # of the judged answers, at least two (or all, of one or two)
 PATTERN_MIN = 4  # answers a pattern needs

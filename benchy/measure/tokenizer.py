@@ -156,7 +156,7 @@ def filler(n_tokens: int, seed: int = 0) -> str:
 @functools.lru_cache(maxsize=1)
 def space_led_words() -> frozenset[str]:
     """Every o200k token that is a space and letters, without its space: the words o200k knows
-    whole (output sanity's test of a word, benchy/sanity/text.py)."""
+    whole (output sanity's test of a word, benchy/measure/sanity/text.py)."""
     out = set()
     for piece in _ranks():
         if piece[:1] == b" " and len(piece) > 1:

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from benchy.measure.registry import COMPARE_METRICS, METRICS
+from benchy.measure.sanity import canary
+from benchy.measure.sanity.canary import CanaryChange
 from benchy.measure.stats import benjamini_hochberg, median_difference_ci, p_value, smallest_possible_p
 from benchy.report import setup_diff
 from benchy.results.types import CaseResult, MetricSummary, RunResult
-from benchy.sanity import canary
-from benchy.sanity.canary import CanaryChange
 
 if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn
     from matplotlib.axes import Axes

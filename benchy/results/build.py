@@ -23,6 +23,7 @@ from benchy.measure import gpu as gpu_figures
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
 from benchy.measure.records import RequestRecord
+from benchy.measure.sanity.tally import SanityTally
 from benchy.measure.slo import goodput_figures
 from benchy.measure.unavailable import LEGACY, NO_SUCCESS, PROMPT_LENGTH_MISSED, Unavailable
 from benchy.measure.workloads import WorkloadFigures, case_figures, ttft_gains, withhold_turns
@@ -46,7 +47,6 @@ from benchy.results.types import (
     Stopped,
 )
 from benchy.results.verdicts import queueing
-from benchy.sanity.tally import SanityTally
 from benchy.workloads.case import Case
 
 
@@ -63,7 +63,7 @@ class CaseRows:
         self.records: list[RequestRecord] | None = [] if keep_records else None
         self.alone_ttft_s: list[float] = []  # TTFTs of the requests sent alone (load/alone.py), as measured
         self.alone_points: list[tuple[float, float]] = []  # their (uncached prompt tokens, TTFT)
-        self.sanity = SanityTally()  # output sanity of the measured answers (benchy/sanity)
+        self.sanity = SanityTally()  # output sanity of the measured answers (benchy/measure/sanity)
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], keep_records: bool = False) -> CaseRows:

@@ -69,7 +69,7 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.25 request local_scale_generated: its local count's scale was fitted on the tokens a
        calibration answer was known to make (it ended by length), setup.calibration.output_method
        "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
-  1.26 case.sanity: output sanity of the measured answers (benchy/sanity; issue 55), warning
+  1.26 case.sanity: output sanity of the measured answers (benchy/measure/sanity; issue 55), warning
        output_garbage; setup.canary (--canary: fixed prompts, their answers, a passage's perplexity)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
@@ -95,6 +95,8 @@ from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.gpu import GpuCase, GpuSetup
 from benchy.measure.reading import Reading
 from benchy.measure.records import RequestRecord
+from benchy.measure.sanity.canary import Canary
+from benchy.measure.sanity.tally import OutputSanity
 from benchy.measure.selftest import ClientCeiling
 from benchy.measure.unavailable import Unavailable
 from benchy.measure.workloads import WorkloadFigures
@@ -110,8 +112,6 @@ from benchy.results.verdicts.codes import (  # noqa: F401  (the severities re-ex
     details_class,
 )
 from benchy.results.verdicts.details import DangerousStop, Details, NoFigures
-from benchy.sanity.canary import Canary
-from benchy.sanity.tally import OutputSanity
 from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from benchy.sanity import tally
+from benchy.measure.sanity import tally
 from tests.conftest import run_benchy
 
 pytestmark = pytest.mark.realserver

@@ -357,7 +357,7 @@ class OutputGarbage(Details):
     answers: int | None = _n("successful measured answers")
     judged: int | None = _n("answers long enough to judge")
     broken: int | None = _n("judged answers that look broken")
-    reasons: dict[str, int] | None = _n("sign → answers (benchy/sanity/text.py)")
+    reasons: dict[str, int] | None = _n("sign → answers (benchy/measure/sanity/text.py)")
     identical: int | None = _n("long answers equal to another answer of the case")
     stopped_at_once: int | None = _n("answers of at most one token that ended by a stop")
     examples: list[str] | None = _n("broken answers, quoted (their first characters)")

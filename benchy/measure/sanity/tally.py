@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
 from benchy.measure.records import RequestRecord
-from benchy.sanity import text as judging
+from benchy.measure.sanity import text as judging
 
 EXAMPLES = 3  # broken answers quoted
 QUOTE_CHARS = 160  # of each
@@ -31,7 +31,7 @@ class Example(Saved):
 
 @dataclass
 class OutputSanity(Saved):
-    """(1.26) Output sanity of a case's measured answers (benchy/sanity): whether the text the
+    """(1.26) Output sanity of a case's measured answers (benchy/measure/sanity): whether the text the
     figures were measured on still reads as language."""
 
     judged: int = _opt("answers long enough to judge (terse ones are not)", 0)

@@ -15,10 +15,8 @@ import hashlib
 import json
 import math
 import re
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
@@ -113,47 +111,18 @@ class Canary(Saved):
         return sum(1 for a in self.answers if a.passed)
 
 
-async def run(client: Any, endpoint: str) -> Canary:
-    """Each prompt once, greedily, then the passage's perplexity. A failed request is kept
-    (its error), never raised: the canary must not stop the run it precedes."""
-    out = Canary(endpoint=endpoint)
-    nonce = "CANARY-" + secrets.token_hex(4).upper()
-    for p in prompts(nonce):
-        out.answers.append(await _ask(client, endpoint, p, nonce))
-    out.perplexity, out.perplexity_tokens, out.perplexity_unavailable = await perplexity(client)
-    return out
+def answered(p: Prompt, text: str, finish: str | None, nonce: str) -> CanaryAnswer:
+    """A canary prompt's answer judged, with its fingerprint: the sha256 of its text with the
+    run's nonce taken out (the same model copies another nonce the same way)."""
+    sha = hashlib.sha256(text.replace(nonce, "<nonce>").encode()).hexdigest()
+    return CanaryAnswer(p.name, p.text, p.expected, text, p.passes(text, p.expected), sha, finish)
 
 
-async def _ask(client: Any, endpoint: str, p: Prompt, nonce: str) -> CanaryAnswer:
-    answer = CanaryAnswer(name=p.name, prompt=p.text, expected=p.expected)
+def perplexity_of(body: bytes) -> tuple[float | None, int | None, str | None]:
+    """exp(−mean log p) of an echoed completion's prompt tokens: (perplexity, tokens, None), or
+    (None, None, why)."""
     try:
-        text, _, finish = await client.answer_of(p.text, endpoint, MAX_TOKENS, {"temperature": 0})
-    except Exception as exc:  # a refusal or a transport failure: the answer says which
-        answer.error = client.scrub(str(exc))[:300]
-        return answer
-    answer.answer, answer.finish_reason = text, finish
-    # the run's own nonce out of the fingerprint: the same model copies another nonce the same way
-    answer.sha256 = hashlib.sha256(text.replace(nonce, "<nonce>").encode()).hexdigest()
-    answer.passed = p.passes(text, p.expected)
-    return answer
-
-
-async def perplexity(client: Any) -> tuple[float | None, int | None, str | None]:
-    """exp(−mean log p) of the passage's tokens after the first, from /v1/completions with
-    echo and logprobs (vLLM, SGLang, OpenAI's legacy API); (None, None, why) elsewhere."""
-    body = {
-        "model": client.settings.model,
-        "prompt": PASSAGE,
-        "max_tokens": 1,
-        "temperature": 0,
-        "echo": True,
-        "logprobs": 1,
-    }
-    page = await client.page("POST", client.url("completions"), body)
-    if page.failure or page.status != 200:
-        return None, None, f"/v1/completions with echo and logprobs: {page.message or f'HTTP {page.status}'}"
-    try:
-        logprobs = prompt_logprobs(json.loads(page.body))
+        logprobs = prompt_logprobs(json.loads(body))
     except (ValueError, KeyError, TypeError, IndexError):
         logprobs = []
     if len(logprobs) < 2:

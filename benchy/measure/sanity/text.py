@@ -28,7 +28,7 @@ import zlib
 from dataclasses import dataclass
 
 from benchy.measure import tokenizer
-from benchy.sanity import scripts
+from benchy.measure.sanity import scripts
 
 TERSE_CHARS = 40  # fewer characters: not judged
 TERSE_WORDS = 8  # fewer words (or CJK characters): not judged

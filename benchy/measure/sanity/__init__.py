@@ -6,5 +6,6 @@ it whole) and says whether it still looks like language: text.py judges one answ
 scripts.py knows the writing systems and the characters no model should print, tally.py sums a
 case's answers into the figures results.json keeps (case.sanity), and the check in
 checks/sanity.py turns them into the `output_garbage` verdict. canary.py holds the opt-in
-canary prompts (`--canary`). Everything here is pure: text in, figures out.
+canary's prompts, how an answer is judged and what changed between two runs (`--canary`;
+load/canary.py sends them). Everything here is pure: text in, figures out.
 """
