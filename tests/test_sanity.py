@@ -234,3 +234,18 @@ def test_a_harmony_server_speaks_in_its_mode_and_only_garbage_is_flagged(start_s
     assert all((truth[r["request_id"]]["broken_tokens"] > 0) == (mode == "garbage") for r in measured)
     flagged = "output_garbage" in {w["code"] for w in results["warnings"]}
     assert flagged == (mode == "garbage") and case["sanity"]["judged"] == len(measured)
+
+
+def test_short_answers_that_coincide_are_no_pattern_long_ones_are():
+    """Greedy answers a sentence long may well coincide for different prompts (the simulator's
+    prose starts with one of 50 sentences): only answers of IDENTICAL_MIN_CHARS count."""
+    short = tally.SanityTally()
+    for i in range(50):
+        short.add(_record(i, "".join(prose.texts("prose", 16, i % 10)[0])))
+    found = short.result()
+    assert found.long_answers == 0 and found.identical == 0 and not sanity_check.flagged(found)
+    long = tally.SanityTally()
+    for i in range(8):
+        long.add(_record(i, "".join(prose.texts("prose", 96, i % 2)[0])))
+    found = long.result()
+    assert found.long_answers == found.identical == 8 and sanity_check.flagged(found)

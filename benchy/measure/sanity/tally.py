@@ -17,7 +17,7 @@ from benchy.measure.sanity import text as judging
 
 EXAMPLES = 3  # broken answers quoted
 QUOTE_CHARS = 160  # of each
-IDENTICAL_MIN_CHARS = 64  # answers shorter than this may well be the same for different prompts
+IDENTICAL_MIN_CHARS = 200  # shorter answers may well be the same for different prompts (a sentence or two)
 
 
 @dataclass
