@@ -7,7 +7,8 @@ is broken when one shows, judged only where there is enough text to judge (a ter
 - odd_characters: replacement characters, controls, unassigned code points, stray combining
   marks (scripts.py), at least ODD_MIN of them and ODD_SHARE of the characters;
 - repetition_loop: the answer ends in the same few words (or characters, for text without
-  spaces) over and over, LOOP_MIN_REPEATS times or more, covering LOOP_SHARE of it;
+  spaces) over and over, LOOP_MIN_REPEATS times (and LOOP_MIN_UNITS words) or more, covering
+  LOOP_SHARE of it (LOOP_SHARE_CODE of code or data);
 - mixed_scripts: MIXED_MIN_SCRIPTS or more writing systems, each MIXED_SHARE of the letters
   (a Chinese answer with English terms has two), or, in a text written with spaces, letters of
   another script standing alone, one or two at a time, in text nine tenths of one script
@@ -34,7 +35,8 @@ TERSE_CHARS = 40  # fewer characters: not judged
 TERSE_WORDS = 8  # fewer words (or CJK characters): not judged
 ODD_MIN, ODD_SHARE = 2, 0.002
 LOOP_MAX_PERIOD = 64  # the longest repeated unit looked for, in words (characters without spaces)
-LOOP_MIN_REPEATS, LOOP_SHARE = 4, 0.3
+LOOP_MIN_REPEATS, LOOP_SHARE, LOOP_SHARE_CODE = 4, 0.3, 0.6
+LOOP_MIN_UNITS = 8  # a unit of one or two words must repeat more often ("} } } }" ends much code)
 LOOP_PREFILTER = 0.5  # zlib ratio above this: no loop worth looking for
 MIXED_MIN_SCRIPTS, MIXED_SHARE = 3, 0.08
 STRAY_MIN, STRAY_SHARE = 3, 0.03  # letters of another script standing alone, per word
@@ -87,7 +89,7 @@ def judge(text: str) -> Judgement:
     odd = scripts.odd_characters(stripped)
     if odd >= ODD_MIN and odd >= ODD_SHARE * len(stripped):
         reasons.append(ODD_CHARACTERS)
-    if compression < LOOP_PREFILTER and _loops(units if len(units) >= TERSE_WORDS * 2 else list(stripped)):
+    if compression < LOOP_PREFILTER and _looping(stripped, units):
         reasons.append(REPETITION_LOOP)
     main = by_script[script] if script else 0
     if _mixed(by_script, letters) or (spaced and main >= 0.9 * letters and _strays(stripped, script, len(units))):
@@ -98,7 +100,14 @@ def judge(text: str) -> Judgement:
     return Judgement(True, len(text), script, odd, compression, share, tuple(reasons))
 
 
-def _loops(units: list[str]) -> bool:
+def _looping(text: str, units: list[str]) -> bool:
+    """A loop of words (characters, for text without spaces); code and data repeat by nature
+    (closing brackets, a row of zeros), so there the loop must cover LOOP_SHARE_CODE."""
+    sequence = units if len(units) >= TERSE_WORDS * 2 else list(text)
+    return _loops(sequence, LOOP_SHARE) and (not code_like(text) or _loops(sequence, LOOP_SHARE_CODE))
+
+
+def _loops(units: list[str], share: float) -> bool:
     """The sequence ends in one unit of at most LOOP_MAX_PERIOD items repeated LOOP_MIN_REPEATS
     times or more, the repeats covering LOOP_SHARE of it. Only periods whose last item matches
     are followed back, so a text without a loop costs a comparison per period."""
@@ -110,7 +119,7 @@ def _loops(units: list[str]) -> bool:
         while i >= 0 and units[i] == units[i + period]:
             i -= 1
         covered = n - 1 - i  # the tail that repeats with this period, its first copy included
-        if covered >= LOOP_MIN_REPEATS * period and covered >= LOOP_SHARE * n:
+        if covered >= max(LOOP_MIN_REPEATS * period, LOOP_MIN_UNITS) and covered >= share * n:
             return True
     return False
 
