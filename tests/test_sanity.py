@@ -8,6 +8,7 @@ judged by its truth log (each request's mode and broken tokens), on every API.
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from benchy.measure.sanity import text as judging
 from benchy.results.types import RunResult
 from benchy.sim import prose, vocab
 from benchy.workloads.scenario import sweep
+from tests.conftest import run_benchy_here
 
 SAMPLES = Path(__file__).parent / "data" / "sanity"
 FAST = ("--prefill-tps", "50000", "--decode-tps", "2000")
@@ -249,3 +251,30 @@ def test_short_answers_that_coincide_are_no_pattern_long_ones_are():
         long.add(_record(i, "".join(prose.texts("prose", 96, i % 2)[0])))
     found = long.result()
     assert found.long_answers == found.identical == 8 and sanity_check.flagged(found)
+
+
+def test_the_report_quotes_the_broken_answers_and_a_rebuild_judges_them_alike(start_sim, tmp_path):
+    sim = start_sim(*FAST, "--output", "loop")
+    out = tmp_path / "run"
+    settings_ = run_mod.RunSettings(
+        client=ClientSettings(base_url=sim.base_url),
+        cases=sweep([64], [96], [1]),
+        runs=3,
+        warmup=0,
+        progress=False,
+        output_dir=out,
+    )
+    saved = run_mod.execute(settings_).to_dict()
+    (case,) = saved["cases"]
+    example = case["sanity"]["examples"][0]["text"]
+    report = (out / "report.md").read_text()
+    assert "output_garbage" in report and example[:40] in report
+    for name in ("results.json", "report.md", "results.csv"):
+        (out / name).unlink()
+    made = run_benchy_here("rebuild", str(out))
+    assert made.returncode == 0, made.stderr
+    rebuilt = json.loads((out / "results.json").read_text())
+    assert rebuilt["cases"][0]["sanity"] == case["sanity"]
+    assert [w for w in rebuilt["warnings"] if w["code"] == "output_garbage"] == [
+        w for w in saved["warnings"] if w["code"] == "output_garbage"
+    ]
