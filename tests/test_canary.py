@@ -1,13 +1,17 @@
 """--canary (issue 55): fixed prompts with checkable answers, sent greedily before the sweep,
 saved in the run (setup.canary), and what changed between two runs' canaries in
 `benchy compare`. The simulator is no model: it answers every prompt with prose drawn from the
-prompt, so its canary fails, the same way each time, and differently once it speaks garbage.
+prompt, so its canary fails, the same way each time, and differently once it speaks garbage;
+it scores an echoed prompt as its --output's model would (sim/prose.py logprobs), and says so
+in its truth log.
 """
 
 from __future__ import annotations
 
 import json
 import math
+
+import pytest
 
 from benchy import run as run_mod
 from benchy.client.settings import ClientSettings
@@ -68,7 +72,7 @@ def test_the_canary_is_sent_saved_and_compared(start_sim):
     assert [a["name"] for a in found["answers"]] == ["arithmetic", "copy", "count_words", "json"]
     # the simulator speaks prose, not answers: every prompt fails, its answer kept whole
     assert all(a["answer"] and not a["passed"] and a["sha256"] for a in found["answers"])
-    assert found["perplexity"] is None and "log-probabilities" in found["perplexity_unavailable"]
+    assert found["perplexity"] > 1 and found["perplexity_unavailable"] is None  # it echoes logprobs
     # sent before the sweep, greedily: the truth log's first requests, apart from the calibration's
     truth = sim.truth()
     measured_ids = {r["request_id"] for c in first["cases"] for r in c["requests"]}
@@ -84,7 +88,7 @@ def test_the_canary_is_sent_saved_and_compared(start_sim):
         "copy": "answer changed",
         "count_words": "same answer",
         "json": "same answer",
-        "perplexity": "not comparable",
+        "perplexity": "+0.0%",
     }
     assert RunResult.from_dict(json.loads(json.dumps(first))).setup.canary.passed == 0
 
@@ -107,3 +111,21 @@ def test_a_run_without_the_canary_sends_none_and_compare_says_nothing_of_it(star
     assert "canary" not in plain["setup"]
     comparison = compare_mod.compare(RunResult.from_dict(plain), RunResult.from_dict(plain))
     assert comparison.canary == [] and "Canary" not in compare_mod.markdown([comparison])
+
+
+def test_the_perplexity_of_the_passage_is_what_the_server_scored_and_rises_on_a_broken_model(start_sim):
+    """The simulator echoes a completion's prompt with log-probabilities (as vLLM does): its
+    truth log keeps the mean it gave, which the canary's perplexity must equal; a broken
+    model finds the passage far less likely, and compare says by how much."""
+    clean, broken = start_sim(*FAST), start_sim(*FAST, "--output", "garbage")
+    a, b = _run(clean), _run(broken)
+    for run, sim in ((a, clean), (b, broken)):
+        found = run["setup"]["canary"]
+        (scored,) = [t for t in sim.truth() if t.get("echo_logprob_mean") is not None]
+        assert found["perplexity"] == pytest.approx(math.exp(-scored["echo_logprob_mean"]), rel=1e-9)
+        assert found["perplexity_tokens"] == scored["prompt_tokens"] - 1
+    assert b["setup"]["canary"]["perplexity"] > 50 * a["setup"]["canary"]["perplexity"]
+    (ppl,) = [
+        c for c in compare_mod.compare(RunResult.from_dict(a), RunResult.from_dict(b)).canary if c.name == "perplexity"
+    ]
+    assert ppl.change.startswith("+") and ppl.change.endswith("%")

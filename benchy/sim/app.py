@@ -212,6 +212,8 @@ class Simulator:
         trace.reasoning_effort = requested_effort(body, endpoint)
         trace.skip_special_tokens = job.skip_special_tokens
         trace.output, trace.broken_tokens = self.cfg.output, job.plan.broken_tokens
+        if job.echo is not None and len(job.echo[1]) > 1:
+            trace.echo_logprob_mean = sum(job.echo[1][1:]) / (len(job.echo[1]) - 1)
         trace.fault = self._draw_fault()
         if trace.fault in IMMEDIATE_FAULTS:
             return await self._immediate_fault(request, trace)

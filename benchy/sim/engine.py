@@ -430,6 +430,7 @@ class Trace:
     fault: str | None = None
     output: str | None = None  # --output: the mode it spoke in (prose.MODES)
     broken_tokens: int = 0  # of its planned tokens, those junk or inside a loop (prose.texts)
+    echo_logprob_mean: float | None = None  # echo with logprobs: the mean it gave the prompt's tokens after the first
     done_sent: bool | None = None  # data: [DONE] was sent (a stream; not with --hold-open-s)
     held_open_s: float | None = None  # --hold-open-s: the body stayed open this long after usage
     status: int | None = None

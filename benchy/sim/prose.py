@@ -88,6 +88,19 @@ def texts(mode: str, n: int, seed: int, share: float = 0.3) -> tuple[list[str], 
     return out, 0
 
 
+def logprobs(mode: str, ids: list[int], share: float = 0.3) -> list[float]:
+    """The log-probability this mode's model gives each prompt token (echo with logprobs): a
+    working model finds plain text likely (about −1.5 a token), a broken one does not (about
+    −7), a degraded one in between (a token in `share` as the broken one); each from its id,
+    so the same prompt always scores the same."""
+    out = []
+    for i in ids:
+        u = (i % 997) / 997
+        broken = mode == "garbage" or (mode == "degraded" and (i // 997) % 1000 < share * 1000)
+        out.append(-(6.0 + 2 * u) if broken else -(1.0 + u))
+    return out
+
+
 def _prose(n: int, seed: int) -> list[str]:
     """n tokens of sentences drawn in a seeded order, each led by a space (so a stop string
     " " cuts every answer at once, as it did the made-up words)."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from benchy.sim import vocab
+from benchy.sim import prose, vocab
 from benchy.sim.config import SimConfig
 from benchy.sim.engine import (
     CONTENT,
@@ -61,6 +61,8 @@ class Job:
     steps: list[int] | None = None  # --spec-draft: tokens per decode step
     think: int = 0  # --think-inline: tokens of the think block, its tags included
     first_content: int | None = None  # index of the first answer token (None: no answer)
+    # /v1/completions with echo and logprobs: the prompt's pieces and their log-probabilities
+    echo: tuple[list[str], list[float]] | None = None
 
 
 async def read_json(request: web.Request) -> dict:
@@ -200,4 +202,14 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
         steps=spec_steps(cfg, plan.n, prompt_hash(prompt_ids)) if cfg.spec_draft else None,
         think=think,
         first_content=first_content if first_content < plan.n else None,
+        echo=_echo(cfg, body, endpoint),
     )
+
+
+def _echo(cfg: SimConfig, body: dict, endpoint: str) -> tuple[list[str], list[float]] | None:
+    """A non-streamed completion asked with echo and logprobs (vLLM's, OpenAI's legacy API):
+    the prompt's pieces and the log-probability --output's model gives each (prose.logprobs)."""
+    if endpoint != "completions" or body.get("stream") or not body.get("echo") or body.get("logprobs") is None:
+        return None
+    text = prompt_text(body, endpoint)
+    return vocab.pieces(text), prose.logprobs(cfg.output, vocab.encode(text), cfg.degraded_share)
