@@ -137,6 +137,10 @@ def test_a_case_pattern_identical_answers_and_stops_at_the_first_token():
         t.add(_record(i, "The", completion_tokens=1, finish_reason="stop"))
     found = t.result()
     assert found.stopped_at_once == 5 and found.judged == 0 and sanity_check.flagged(found)
+    t = tally.SanityTally()  # no usage: the answer's events count its tokens
+    for i, block in enumerate(samples("english")[:5]):
+        t.add(_record(i, block, completion_tokens=None, finish_reason="stop", token_event_s=[0.1] * 40))
+    assert t.result().stopped_at_once == 0
 
 
 def test_one_odd_answer_among_many_is_not_a_verdict():

@@ -61,7 +61,10 @@ class SanityTally:
         out = self.out
         out.answers += 1
         text = rec.token_event_text
-        if (rec.completion_tokens or 0) <= 1 and rec.finish_reason == "stop" and rec.target_output_tokens > 1:
+        made = (
+            rec.completion_tokens if rec.completion_tokens is not None else len(rec.token_event_s)
+        )  # no usage: its events
+        if made <= 1 and rec.finish_reason == "stop" and rec.target_output_tokens > 1:
             out.stopped_at_once += 1
         if len(text.strip()) >= IDENTICAL_MIN_CHARS:
             out.long_answers += 1
