@@ -58,18 +58,23 @@ class SanityTally:
     def add(self, rec: RequestRecord) -> None:
         if not rec.ok or rec.warmup or rec.control:
             return
-        out = self.out
-        out.answers += 1
-        text = rec.token_event_text
-        made = (
-            rec.completion_tokens if rec.completion_tokens is not None else len(rec.token_event_s)
-        )  # no usage: its events
+        self.out.answers += 1
+        self._pattern(rec)
+        self._judge(rec)
+
+    def _pattern(self, rec: RequestRecord) -> None:
+        """What only many answers show: one token ended by a stop, and repeats of long answers."""
+        out, text = self.out, rec.token_event_text
+        # without usage, the answer's events count its tokens
+        made = rec.completion_tokens if rec.completion_tokens is not None else len(rec.token_event_s)
         if made <= 1 and rec.finish_reason == "stop" and rec.target_output_tokens > 1:
             out.stopped_at_once += 1
         if len(text.strip()) >= IDENTICAL_MIN_CHARS:
             out.long_answers += 1
             self._seen[hashlib.blake2b(text.encode(), digest_size=12).digest()] += 1
-        found = judging.judge(text)
+
+    def _judge(self, rec: RequestRecord) -> None:
+        out, found = self.out, judging.judge(rec.token_event_text)
         if not found.judged:
             return
         out.judged += 1
@@ -80,7 +85,7 @@ class SanityTally:
             for reason in found.reasons:
                 out.reasons[reason] = out.reasons.get(reason, 0) + 1
             if len(out.examples) < EXAMPLES:
-                out.examples.append(Example(rec.request_id, list(found.reasons), quote(text)))
+                out.examples.append(Example(rec.request_id, list(found.reasons), quote(rec.token_event_text)))
 
     def result(self) -> OutputSanity | None:
         """The case's figures; None where it had no successful answer."""
