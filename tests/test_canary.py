@@ -13,12 +13,10 @@ import math
 
 import pytest
 
-from benchy import run as run_mod
-from benchy.client.settings import ClientSettings
 from benchy.measure.sanity import canary
 from benchy.report import compare as compare_mod
 from benchy.results.types import RunResult
-from benchy.workloads.scenario import sweep
+from tests.test_sanity import bench
 
 FAST = ("--prefill-tps", "50000", "--decode-tps", "3000")
 
@@ -54,15 +52,7 @@ def test_perplexity_is_read_from_an_echoed_prompts_logprobs():
 
 
 def _run(sim, with_canary: bool = True) -> dict:
-    settings = run_mod.RunSettings(
-        client=ClientSettings(base_url=sim.base_url),
-        cases=sweep([64], [16], [1]),
-        runs=2,
-        warmup=0,
-        progress=False,
-        canary=with_canary,
-    )
-    return run_mod.execute(settings).to_dict()
+    return bench(sim, runs=2, tg=16, concurrency=1, warmup=0, canary=with_canary)
 
 
 def test_the_canary_is_sent_saved_and_compared(start_sim):

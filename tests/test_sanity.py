@@ -153,15 +153,15 @@ def test_one_odd_answer_among_many_is_not_a_verdict():
     assert found.examples[0].request_id == "r99"
 
 
-def _bench(sim, endpoint: str = "chat", runs: int = 4, tg: int = 48) -> dict:
+def bench(sim, endpoint: str = "chat", runs: int = 4, tg: int = 48, concurrency: int = 2, **more) -> dict:
+    """One case of pp64 against `sim`, as saved (tests/test_canary.py runs its canary through it)."""
     settings_ = run_mod.RunSettings(
         client=ClientSettings(base_url=sim.base_url),
-        cases=sweep([64], [tg], [2]),
+        cases=sweep([64], [tg], [concurrency]),
         runs=runs,
-        warmup=1,
-        nonce=True,
         progress=False,
         endpoint=endpoint,
+        **{"warmup": 1, **more},
     )
     return run_mod.execute(settings_).to_dict()
 
@@ -173,7 +173,7 @@ def _truth(sim, results: dict) -> dict[str, dict]:
 
 def test_the_simulators_prose_is_a_clean_run_with_every_answer_judged(start_sim):
     sim = start_sim(*FAST)
-    results = _bench(sim)
+    results = bench(sim)
     case = results["cases"][0]
     truth = _truth(sim, results)
     measured = [r for r in case["requests"] if not r["warmup"]]
@@ -187,7 +187,7 @@ def test_the_simulators_prose_is_a_clean_run_with_every_answer_judged(start_sim)
 @pytest.mark.parametrize("mode", ["garbage", "degraded", "loop"])
 def test_every_broken_mode_is_flagged_on_every_api_with_examples_and_the_figures_kept(start_sim, endpoint, mode):
     sim = start_sim(*FAST, "--output", mode)
-    results = _bench(sim, endpoint, runs=2, tg=128)
+    results = bench(sim, endpoint, runs=2, tg=128)
     case = results["cases"][0]
     truth = _truth(sim, results)
     measured = [r for r in case["requests"] if not r["warmup"]]
@@ -204,7 +204,7 @@ def test_every_broken_mode_is_flagged_on_every_api_with_examples_and_the_figures
 
 def test_a_share_of_degraded_tokens_is_flagged_down_to_ten_percent(start_sim):
     sim = start_sim(*FAST, "--output", "degraded", "--degraded-share", "0.1")
-    results = _bench(sim, tg=96)
+    results = bench(sim, tg=96)
     truth = _truth(sim, results)
     case = results["cases"][0]
     measured = [r for r in case["requests"] if not r["warmup"]]
@@ -216,7 +216,7 @@ def test_every_answer_cut_at_its_first_token_by_eos_is_a_pattern_the_verdict_nam
     """A server that ignores ignore_eos and whose model ends every answer at once (EOS first):
     no answer is long enough to judge, but the case is broken all the same."""
     sim = start_sim(*FAST, "--ignore-ignore-eos", "--natural-min", "1", "--natural-max", "1")
-    results = _bench(sim, runs=3)
+    results = bench(sim, runs=3)
     case = results["cases"][0]
     truth = _truth(sim, results)
     measured = [r for r in case["requests"] if not r["warmup"]]
@@ -233,7 +233,7 @@ def test_a_harmony_server_speaks_in_its_mode_and_only_garbage_is_flagged(start_s
     """gpt-oss's raw completion (--preset gpt-oss-harmony): the analysis and final messages
     speak in --output's mode; sanity judges the text benchy read, markers parsed out."""
     sim = start_sim(*FAST, "--preset", "gpt-oss-harmony", "--output", mode)
-    results = _bench(sim, endpoint="chat", runs=2, tg=128)
+    results = bench(sim, endpoint="chat", runs=2, tg=128)
     case = results["cases"][0]
     truth = _truth(sim, results)
     measured = [r for r in case["requests"] if not r["warmup"]]
@@ -260,15 +260,7 @@ def test_short_answers_that_coincide_are_no_pattern_long_ones_are():
 def test_the_report_quotes_the_broken_answers_and_a_rebuild_judges_them_alike(start_sim, tmp_path):
     sim = start_sim(*FAST, "--output", "loop")
     out = tmp_path / "run"
-    settings_ = run_mod.RunSettings(
-        client=ClientSettings(base_url=sim.base_url),
-        cases=sweep([64], [96], [1]),
-        runs=3,
-        warmup=0,
-        progress=False,
-        output_dir=out,
-    )
-    saved = run_mod.execute(settings_).to_dict()
+    saved = bench(sim, runs=3, tg=96, concurrency=1, warmup=0, output_dir=out)
     (case,) = saved["cases"]
     example = case["sanity"]["examples"][0]["text"]
     report = (out / "report.md").read_text()
