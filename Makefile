@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 BASE_STAMP := $(VENV)/.installed-benchy
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-realserver test-ray test-vllm lint bench bench-scale bench-client bench-streams bench-ray bench-prompts bench-agents schema clean
+.PHONY: install demo test test-fast test-realserver test-ray test-vllm lint bench bench-scale bench-client bench-streams bench-ray bench-prompts bench-agents bench-sanity schema clean
 
 install: $(STAMP)
 
@@ -120,6 +120,10 @@ bench-agents: install
 # to a tokenizer that splits most of them, each then counted (benchmarks/bench_prompts.py; < 5 s).
 bench-prompts: install
 	$(BIN)/python benchmarks/bench_prompts.py
+
+# Output sanity's CPU per token of each kind of answer (benchmarks/bench_sanity.py; docs/sanity.md).
+bench-sanity: install
+	$(BIN)/python benchmarks/bench_sanity.py
 
 # The JSON Schema of results.json, generated from the typed results (tests/test_schema.py checks it).
 schema: install

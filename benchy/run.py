@@ -31,7 +31,7 @@ from benchy.client.client import Client
 from benchy.client.errors import ServerError
 from benchy.client.redact import redact_url, scrub
 from benchy.client.settings import ClientSettings, secrets_of
-from benchy.load import dataset_fit
+from benchy.load import canary, dataset_fit
 from benchy.load.alone import alone_requests, send_alone
 from benchy.load.context_fit import refuse_too_long, unfit_cases
 from benchy.load.dataset_load import bind as bind_dataset
@@ -86,6 +86,7 @@ class RunSettings:
     announce: Callable[[str], None] | None = None  # gets the one-line start banner
     report: bool = True  # with output_dir: report.md, figures and results.csv beside results.json
     skip_unfit: bool = False  # --skip-unfit: run the cases whose prompt fits the context, list the rest
+    canary: bool = False  # --canary: fixed prompts with checkable answers before the sweep (sanity/canary.py)
 
     @property
     def limits(self) -> ErrorLimits:
@@ -326,6 +327,9 @@ async def _measure_with(
         calibration_failures=client.calibration_failures,
         gpu=gpus.setup if gpus is not None else None,
     )
+    if settings.canary:
+        state.phase = "sending the canary prompts (before the first case)"
+        state.setup = replace(state.setup, canary=await canary.run(client, settings.endpoint))
     state.plans = _plan(settings, facts, calibrated, salt)
     if (data := dataset_setup(state.plans, calibrated.calibrations, settings.nonce)) is not None:
         state.setup = replace(state.setup, dataset=data)  # its sampling drawn here as each case will draw it

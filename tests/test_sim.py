@@ -26,7 +26,7 @@ from benchy import __version__
 from benchy.load.monitor import INTERVAL_S as MONITOR_INTERVAL_S
 from benchy.load.monitor import LoopMonitor
 from benchy.measure import tokenizer
-from benchy.sim import vocab
+from benchy.sim import prose, vocab
 from benchy.sim.cache import PrefixCache
 from benchy.sim.config import PRESET_HELP, build_config
 from benchy.sim.render import event_groups
@@ -804,7 +804,7 @@ def test_the_simulator_has_a_tokenizer_of_its_own():
     for path in (REPO_ROOT / "benchy" / "sim").glob("*.py"):
         text = path.read_text()
         assert "benchy.measure" not in text and "tiktoken" not in text, path.name
-    output = "".join(vocab.words(200, seed=1))
+    output = "".join(vocab.words(200, seed=1))  # --output garbage: made-up words
     assert vocab.count(output) == 200 and tokenizer.count(output) == 2 * 200  # two each, as chosen
     prompt = tokenizer.filler(300)  # benchy's filler counts alike in both, as on most servers
     assert vocab.count(prompt) == tokenizer.count(prompt) == 300
@@ -852,3 +852,17 @@ def test_help_is_short_and_the_docs_document_every_behaviour():
         "/tokenize",
     ):
         assert needle in docs, needle
+
+
+def test_the_simulators_prose_is_counted_in_its_own_tokens_and_exactly_so_by_o200k():
+    """The default output (sim/prose.py) is plain English whose every token is one o200k token
+    too (no number of several digits, no word o200k splits): benchy's local count of an answer
+    is then exact, with no per-text wobble for tests to allow, while the truth log still counts
+    in the simulator's own tokens. The broken modes stay one simulator token a piece."""
+    for seed in range(50):
+        texts, broken = prose.texts("prose", 300, seed)
+        text = "".join(texts)
+        assert broken == 0 and vocab.pieces(text) == texts and tokenizer.count(text) == 300
+    first = "".join(prose.texts("prose", 64, 1)[0])
+    assert first != "".join(prose.texts("prose", 64, 2)[0])  # each prompt its own answer
+    assert first.startswith(" ") and first[1].isupper()  # a sentence, led by a space as every token

@@ -199,6 +199,13 @@ ERROR_LIMIT_OPTIONS: tuple[Decorator, ...] = (
     help="Run the cases whose prompt fits the server's context and list the others as skipped, "
     "instead of refusing the whole sweep.",
 )
+@click.option(
+    "--canary",
+    is_flag=True,
+    help="Before the sweep, send a few fixed prompts with checkable answers (greedy) and measure a fixed "
+    "passage's perplexity where the server gives log-probabilities; saved in the run, shown by "
+    "`benchy compare` (docs/sanity.md).",
+)
 def run(
     client: ClientSettings,
     endpoint: str,
@@ -224,6 +231,7 @@ def run(
     cache_reset: bool,
     tokenizer_file: str | None,
     skip_unfit: bool,
+    canary: bool,
 ) -> int:
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
@@ -283,6 +291,7 @@ def run(
         announce=None if quiet else lambda line: click.echo(line, err=True),
         report=not no_report,
         skip_unfit=skip_unfit,
+        canary=canary,
         **limits,
     )
     try:

@@ -151,3 +151,19 @@ def filler(n_tokens: int, seed: int = 0) -> str:
     step = 7919
     picks = ((seed * 104729 + i * step + (i * i) % 13) % len(_WORDS) for i in range(n_tokens))
     return "".join(" " + _WORDS[i] for i in picks)
+
+
+@functools.lru_cache(maxsize=1)
+def space_led_words() -> frozenset[str]:
+    """Every o200k token that is a space and letters, without its space: the words o200k knows
+    whole (output sanity's test of a word, benchy/measure/sanity/text.py)."""
+    out = set()
+    for piece in _ranks():
+        if piece[:1] == b" " and len(piece) > 1:
+            try:
+                word = piece[1:].decode()
+            except UnicodeDecodeError:
+                continue
+            if word.isalpha():
+                out.add(word)
+    return frozenset(out)

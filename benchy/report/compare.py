@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from benchy.measure.registry import COMPARE_METRICS, METRICS
+from benchy.measure.sanity import canary
+from benchy.measure.sanity.canary import CanaryChange
 from benchy.measure.stats import benjamini_hochberg, median_difference_ci, p_value, smallest_possible_p
 from benchy.report import setup_diff
 from benchy.results.types import CaseResult, MetricSummary, RunResult
@@ -103,6 +105,7 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     setup_differences: list[tuple[str, str, str]] = field(default_factory=list)
     gpu: list[GpuChange] = field(default_factory=list)
+    canary: list[CanaryChange] = field(default_factory=list)  # --canary in either run (sanity/canary.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -304,6 +307,7 @@ def compare(
     order = {label: i for i, label in enumerate(c.label for c, _ in pairs)}
     result.changes.sort(key=lambda c: order[c.case])  # stable: metrics stay in registry order
     result.gpu = gpu_changes(pairs)
+    result.canary = canary.changes(a.setup.canary, b.setup.canary)
     return result
 
 
@@ -425,6 +429,7 @@ def markdown(comparisons: list[Comparison], figure: str | None = None) -> str:
         parts += [tabulate(rows, headers=headers, tablefmt="pipe", disable_numparse=True), ""]
         parts += [method_note(comp), ""]
         parts += gpu_lines(comp)
+        parts += canary.lines(comp.canary, comp.a_name, comp.b_name)
     if figure:
         parts += [f"![change per case]({figure})", ""]
     return "\n".join(parts)

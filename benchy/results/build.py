@@ -24,6 +24,7 @@ from benchy.measure import gpu as gpu_figures
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
 from benchy.measure.health import ClientHealth
+from benchy.measure.sanity.tally import SanityTally
 from benchy.measure.silence import SilenceTracker
 from benchy.measure.slo import goodput_figures
 from benchy.measure.unavailable import LEGACY, NO_SUCCESS, PROMPT_LENGTH_MISSED, Unavailable
@@ -64,6 +65,7 @@ class CaseRows:
         self.alone_ttft_s: list[float] = []  # TTFTs of the requests sent alone (load/alone.py), as measured
         self.alone_points: list[tuple[float, float]] = []  # their (uncached prompt tokens, TTFT)
         self.silence = SilenceTracker()  # the longest silence on every stream mid-answer (measure/silence.py)
+        self.sanity = SanityTally()  # output sanity of the measured answers (benchy/measure/sanity)
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], keep_records: bool = False) -> CaseRows:
@@ -85,6 +87,7 @@ class CaseRows:
             if rec.prompt_tokens is not None:
                 self.alone_points.append((rec.prompt_tokens - (rec.cached_tokens or 0), ttft))
         self.rows.append(row)
+        self.sanity.add(rec)
         why = classify.buffering_reason(rec, read) if read and classify.is_buffered(rec, read) else None
         self.buffer_reasons.append(None if why is None else self._reasons.setdefault(why, why))  # one copy each
         if self.records is not None:
@@ -168,6 +171,7 @@ def case_result(
         gpu=_gpu(gpu, tally.ok_tokens, tally.n_ok, idle_power_w),
         cache_reset=cache_reset,
         silence=made.silence.longest(),
+        sanity=made.sanity.result(),
     )
     queueing.judge_alone(result, made.alone_ttft_s, made.alone_points)
     return result

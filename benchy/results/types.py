@@ -77,7 +77,9 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        in which no stream mid-answer received anything) and ttft_outside_server details cause,
        silence_s, loop_lag_s (issue 52); workload max_gap_s: an agent trace's idle gaps capped (--max-gap, issue 53); workload
        subagents: the child agents each turn forks (--turns --subagents); request history_reasoning
-       (an agent call's new user message makes a last-turn-reasoning template drop earlier reasoning)
+       (an agent call's new user message makes a last-turn-reasoning template drop earlier reasoning);
+       case.sanity: output sanity of the measured answers (benchy/measure/sanity; issue 55), warning
+       output_garbage; setup.canary (--canary: fixed prompts, their answers, a passage's perplexity)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -103,6 +105,8 @@ from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.gpu import GpuCase, GpuSetup
 from benchy.measure.health import ClientHealth, LoopHealth, WorkerClock, WorkerHealth  # noqa: F401  (re-exported)
 from benchy.measure.reading import Reading
+from benchy.measure.sanity.canary import Canary
+from benchy.measure.sanity.tally import OutputSanity
 from benchy.measure.selftest import ClientCeiling
 from benchy.measure.silence import Silence
 from benchy.measure.unavailable import Unavailable
@@ -298,6 +302,7 @@ class Setup(Saved):
     reasoning_effort: str | None = None
     stop: list[str] = field(default_factory=list)
     dangerous_stops: list[DangerousStop] = _opt("stops that fire inside a Harmony response", factory=list)
+    canary: Canary | None = _opt("(1.26) --canary: fixed prompts with checkable answers (sanity/canary.py)", omit=True)
     server: ServerIdentity | None = _opt("the server's identity (server/identity.py)", omit=True)
     server_metrics: MetricsStatus | None = _opt("what /metrics offered (server/metrics.py)", omit=True)
     gpu: GpuSetup | None = _opt("(1.7) --gpu-metrics: the GPUs, their peak bandwidth, the idle baseline", omit=True)
@@ -446,6 +451,7 @@ class CaseResult(Saved):
         "| o200k_calibrated",
         omit=True,
     )
+    sanity: OutputSanity | None = _opt("(1.26) output sanity: does the answers' text still read as language", omit=True)
 
     def server_figures(self) -> ServerCaseMetrics | None:
         """The server's /metrics figures for the case, or None (none scraped, or the window lost)."""

@@ -230,6 +230,9 @@ class Simulator:
         if job.tools is not None:
             trace.tool_calls, trace.tool_tokens = len(job.tools.names), job.tools.tokens
             trace.tool_argument_tokens = job.tools.argument_tokens
+        trace.output, trace.broken_tokens = self.cfg.output, job.plan.broken_tokens
+        if job.echo is not None and len(job.echo[1]) > 1:
+            trace.echo_logprob_mean = sum(job.echo[1][1:]) / (len(job.echo[1]) - 1)
         trace.fault = self._draw_fault()
         if trace.fault in IMMEDIATE_FAULTS:
             return await self._immediate_fault(request, trace)

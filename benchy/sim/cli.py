@@ -8,7 +8,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from benchy.sim import vocab
+from benchy.sim import prose, vocab
 from benchy.sim.config import (
     CACHE_MATCHES,
     FAULT_KINDS,
@@ -128,6 +128,16 @@ and the truth log: docs/sim.md.
     help="A tool-call parser that holds each call's arguments and sends them at once.",
 )
 @click.option("--timings/--no-timings", default=False, help="llama.cpp-style `timings` in every response.")
+@click.option(
+    "--output",
+    "output",
+    type=click.Choice(prose.MODES),
+    help="What it says: prose (default), or a broken model's garbage (made-up words), degraded "
+    "(a share of tokens junk: --degraded-share) or loop (the same phrase to the limit).",
+)
+@click.option(
+    "--degraded-share", type=click.FloatRange(0, 1), help="--output degraded: the share of tokens junk (0.3)."
+)
 @click.option(
     "--vocab",
     type=click.Choice(vocab.VOCABS),

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from benchy.sim import vocab
+from benchy.sim import prose
 from benchy.sim.cache import Lookup, PrefixCache
 from benchy.sim.config import BLOCK_SIZE, SimConfig
 
@@ -87,6 +87,7 @@ class Plan:
     texts: list[str]  # one entry per generated token
     finish_reason: str
     kinds: list[str] | None = None  # --harmony: MARKER, REASONING or CONTENT per token
+    broken_tokens: int = 0  # --output garbage/degraded/loop: tokens that are junk or inside the loop
 
     @property
     def n(self) -> int:
@@ -105,13 +106,13 @@ def plan_output(
     h = prompt_hash(prompt_ids)
     n = output_length(cfg, h, max_tokens, min_tokens, ignore_eos)
     finish = "length" if n >= max_tokens else "stop"
-    texts = token_texts(n, seed=h % 1_000_003)
+    texts, broken = prose.texts(cfg.output, n, h % 1_000_003, cfg.degraded_share)
     if cfg.think_inline:
         texts = think_inline(texts, cfg.reasoning_tokens)
     kept = tokens_before_stop(texts, stop, min_tokens)
     if kept < n:
-        return Plan(texts[:kept], "stop")
-    return Plan(texts, finish)
+        return Plan(texts[:kept], "stop", broken_tokens=min(broken, kept))
+    return Plan(texts, finish, broken_tokens=broken)
 
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -187,30 +188,31 @@ def plan_harmony(
     n = output_length(cfg, h, max_tokens, min_tokens, ignore_eos)
     analysis = cfg.reasoning_tokens
     final = max(0, n - analysis - HARMONY_OVERHEAD)
+    reasoning, broken_r = _led_by("We", analysis, h, cfg)
+    answer, broken_a = _led_by("The", final, h + 1, cfg)
     parts = (
         (HARMONY_HEAD, MARKER),
-        (_led_by("We", analysis, h), REASONING),
+        (reasoning, REASONING),
         (HARMONY_MID, MARKER),
-        (_led_by("The", final, h + 1), CONTENT),
+        (answer, CONTENT),
         (HARMONY_END, MARKER),
     )
     texts = [text for tokens, _ in parts for text in tokens][:n]
     kinds = [kind for tokens, kind in parts for _ in tokens][:n]
+    broken = broken_r + broken_a  # of the planned tokens, before a cut
     kept = tokens_before_stop(texts, stop, min_tokens)
     if kept < len(texts):
-        return Plan(texts[:kept], "stop", kinds[:kept])
-    return Plan(texts, "length" if n >= max_tokens else "stop", kinds)
+        return Plan(texts[:kept], "stop", kinds[:kept], broken_tokens=min(broken, kept))
+    return Plan(texts, "length" if n >= max_tokens else "stop", kinds, broken_tokens=min(broken, len(texts)))
 
 
-def _led_by(first: str, n: int, seed: int) -> list[str]:
-    """n one-token words, the first without a leading space (as gpt-oss starts a message)."""
-    return [first] + token_texts(n - 1, seed % 1_000_003) if n > 0 else []
-
-
-def token_texts(n: int, seed: int) -> list[str]:
-    """n generated tokens' texts: made-up words, one token each in the simulator's own
-    vocabulary (vocab.py) and several in benchy's o200k, as on a real server."""
-    return vocab.words(n, seed)
+def _led_by(first: str, n: int, seed: int, cfg: SimConfig) -> tuple[list[str], int]:
+    """n one-token words in --output's mode, the first without a leading space (as gpt-oss
+    starts a message), and how many of them are broken."""
+    if n <= 0:
+        return [], 0
+    rest, broken = prose.texts(cfg.output, n - 1, seed % 1_000_003, cfg.degraded_share)
+    return [first] + rest, broken
 
 
 def tokens_before_stop(texts: list[str], stop: Sequence[str], min_tokens: int) -> int:
@@ -442,6 +444,9 @@ class Trace:
     first_token_event_s: float | None = None
     last_token_event_s: float | None = None
     fault: str | None = None
+    output: str | None = None  # --output: the mode it spoke in (prose.MODES)
+    broken_tokens: int = 0  # of its planned tokens, those junk or inside a loop (prose.texts)
+    echo_logprob_mean: float | None = None  # echo with logprobs: the mean it gave the prompt's tokens after the first
     done_sent: bool | None = None  # data: [DONE] was sent (a stream; not with --hold-open-s)
     held_open_s: float | None = None  # --hold-open-s: the body stayed open this long after usage
     status: int | None = None

@@ -290,6 +290,8 @@ class Renderer:
             obj = "chat.completion"
         else:
             choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": job.plan.finish_reason}
+            if job.echo is not None:  # echo with logprobs: the prompt first, each token scored
+                choice["text"], choice["logprobs"] = echoed(job.echo, texts)
             obj = "text_completion"
         body = {"id": job.response_id, "object": obj, "created": job.created, "model": job.model, "choices": [choice]}
         if usage_obj is not None:
@@ -297,6 +299,15 @@ class Renderer:
         if timings is not None:
             body["timings"] = timings
         return json.dumps(body).encode()
+
+
+def echoed(echo: tuple[list[str], list[float]], texts: list[str]) -> tuple[str, dict]:
+    """An echoed completion's text and logprobs, as vLLM gives them: the prompt's tokens then the
+    generated ones, the first prompt token unscored."""
+    pieces, scores = echo
+    tokens = pieces + texts
+    token_logprobs: list[float | None] = [None, *scores[1:], *([-1.0] * len(texts))]
+    return "".join(tokens), {"tokens": tokens, "token_logprobs": token_logprobs}
 
 
 RENDERERS = {api: renderer_class(Renderer, api) for api in APIS}

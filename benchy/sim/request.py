@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from benchy.sim import vocab
+from benchy.sim import prose, vocab
 from benchy.sim.config import SimConfig
 from benchy.sim.engine import (
     CONTENT,
@@ -65,6 +65,8 @@ class Job:
     first_content: int | None = None  # index of the first answer token (None: no answer)
     tools: ToolAnswer | None = None  # sent tools, the answer's calls (sim/tools.py)
     reasoning_dropped: int = 0  # --reasoning-last-turn: earlier assistant messages rendered without their reasoning
+    # /v1/completions with echo and logprobs: the prompt's pieces and their log-probabilities
+    echo: tuple[list[str], list[float]] | None = None
 
 
 async def read_json(request: web.Request) -> dict:
@@ -207,6 +209,7 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
         think=think,
         first_content=first_content if first_content < plan.n else None,
         tools=answer,
+        echo=_echo(cfg, body, endpoint),
     )
 
 
@@ -225,3 +228,12 @@ def _with_tool_calls(
     texts, answer = plan_calls(names, plan.texts[reasoning:], reasoning)
     finish = "tool_calls" if plan.finish_reason == "stop" else plan.finish_reason
     return Plan(plan.texts[:reasoning] + texts, finish), answer
+
+
+def _echo(cfg: SimConfig, body: dict, endpoint: str) -> tuple[list[str], list[float]] | None:
+    """A non-streamed completion asked with echo and logprobs (vLLM's, OpenAI's legacy API):
+    the prompt's pieces and the log-probability --output's model gives each (prose.logprobs)."""
+    if endpoint != "completions" or body.get("stream") or not body.get("echo") or body.get("logprobs") is None:
+        return None
+    text = prompt_text(body, endpoint)
+    return vocab.pieces(text), prose.logprobs(cfg.output, vocab.encode(text), cfg.degraded_share)

@@ -65,6 +65,7 @@ class Code(str, Enum):
     QUEUE_DOMINATES_TTFT = "queue_dominates_ttft"
     SERVER_COUNTER_RESET = "server_counter_reset"
     SERVER_SEVERAL_PROCESSES = "server_several_processes"
+    OUTPUT_GARBAGE = "output_garbage"
 
     def __str__(self) -> str:
         return self.value
@@ -183,6 +184,7 @@ VERDICTS: dict[Code, Verdict] = {
     Code.QUEUE_DOMINATES_TTFT: Verdict(_WARNING, payloads.QueueDominatesTtft, _CACHED),
     Code.SERVER_COUNTER_RESET: Verdict(_WARNING, payloads.ServerCounterReset),
     Code.SERVER_SEVERAL_PROCESSES: Verdict(_WARNING, payloads.NoFigures),
+    Code.OUTPUT_GARBAGE: Verdict(_WARNING, payloads.OutputGarbage, ("e2e_tps", "decode_tps", "aggregate_tps")),
 }
 
 

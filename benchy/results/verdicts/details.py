@@ -370,6 +370,19 @@ class RequestCount(Details):
     requests: int | None = _n("requests the finding is about")
 
 
+@dataclass(frozen=True)
+class OutputGarbage(Details):
+    """Output sanity (issue 55): the case's answers that look broken and why, quoted."""
+
+    answers: int | None = _n("successful measured answers")
+    judged: int | None = _n("answers long enough to judge")
+    broken: int | None = _n("judged answers that look broken")
+    reasons: dict[str, int] | None = _n("sign → answers (benchy/measure/sanity/text.py)")
+    identical: int | None = _n("long answers equal to another answer of the case")
+    stopped_at_once: int | None = _n("answers of at most one token that ended by a stop")
+    examples: list[str] | None = _n("broken answers, quoted (their first characters)")
+
+
 def taken_from(cls: type[D], source: object, **more: Any) -> D:
     """`cls`'s figures read off `source` (a finding of measure/ or server/ whose fields bear the
     same names), with `more` beside them."""
