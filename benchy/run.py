@@ -20,7 +20,7 @@ import secrets
 import signal
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -400,7 +400,8 @@ async def _gpu_sampler(settings: RunSettings, model: str) -> gpu_mod.GpuSampler 
     if settings.gpu_metrics is None:
         return None
     ceiling = settings.ceiling.resolve(model)
-    peak = (ceiling.bandwidth_gbs, ceiling.bandwidth_source) if ceiling else (None, None)
+    stated = None if settings.ceiling.bandwidth_gbs else settings.ceiling.hardware
+    peak = (ceiling.bandwidth_gbs, ceiling.bandwidth_source, stated) if ceiling else (None, None)
     return await gpu_mod.start_sampler(settings.gpu_metrics, peak)
 
 
@@ -449,6 +450,7 @@ async def _measure_with(
     state.setup["calibration_failures"] = client.calibration_failures
     if gpus is not None:
         state.setup["gpu"] = gpus.setup.to_dict()
+        state.setup.update(_ceiling_setup(settings.ceiling, model, gpus.setup.gpus.values()))  # the GPU's word wins
     state.plans = [
         CasePlan(
             case=bind_dataset(c, identity.context_length, text_fits[c.endpoint or settings.endpoint], fitted.get(i)),
@@ -754,10 +756,11 @@ def _template_setup(settings: RunSettings) -> dict:
     }
 
 
-def _ceiling_setup(inputs: CeilingInputs, model: str) -> dict:
+def _ceiling_setup(inputs: CeilingInputs, model: str, gpu_names: Iterable[str | None] = ()) -> dict:
     """hardware, model_profile and the figures the decode ceiling is computed from (the model
-    profile is guessed from the served id only when a bandwidth is known)."""
-    ceiling = inputs.resolve(model)
+    profile is guessed from the served id only when a bandwidth is known; a --hardware the
+    GPUs contradict gives way to theirs)."""
+    ceiling = inputs.resolve(model, gpu_names)
     if ceiling is None:
         return {}
     return {"hardware": ceiling.hardware, "model_profile": ceiling.model_profile, "ceiling": ceiling.to_dict()}

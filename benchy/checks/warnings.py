@@ -45,6 +45,7 @@ RUN_CHECKS: tuple[RunCheck, ...] = (
     queueing.prefill_holds_queueing,
     timing.ttft_grows_with_output,
     hardware.ceiling_unknown,
+    hardware.hardware_contradicted,
     drift_across.rate_drift_across_cases,
     *latency.RUN_CHECKS,
 )

@@ -27,6 +27,7 @@ class Code(str, Enum):
     SSE_BUFFERING = "sse_buffering"
     ABOVE_BANDWIDTH_CEILING = "above_bandwidth_ceiling"
     CEILING_UNKNOWN = "ceiling_unknown"
+    HARDWARE_CONTRADICTED = "hardware_contradicted"
     PREFIX_CACHE_HIT = "prefix_cache_hit"
     DEPTH_CACHE_MISS = "depth_cache_miss"
     CACHE_EVICTION = "cache_eviction"
@@ -129,6 +130,7 @@ VERDICTS: dict[Code, Verdict] = {
     Code.SSE_BUFFERING: Verdict(_WARNING, payloads.SseBuffering, withholds=STREAM_TIMING_METRICS),
     Code.ABOVE_BANDWIDTH_CEILING: Verdict(Rule(ERROR), payloads.AboveBandwidthCeiling, ("decode_tps", "e2e_tps")),
     Code.CEILING_UNKNOWN: Verdict(_WARNING, payloads.NoFigures),
+    Code.HARDWARE_CONTRADICTED: Verdict(_WARNING, payloads.NoFigures),
     Code.PREFIX_CACHE_HIT: Verdict(_WARNING, payloads.PrefixCacheHit, (*_CACHED, "e2e_tps")),
     Code.DEPTH_CACHE_MISS: Verdict(_WARNING, payloads.NoFigures),
     Code.CACHE_EVICTION: Verdict(_WARNING, payloads.CacheEviction, _CACHED),
