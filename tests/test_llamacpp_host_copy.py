@@ -45,7 +45,9 @@ def test_two_lengths_on_llamacpp_show_the_copy_grows_with_the_prompt(start_sim):
     assert "fixed_latency" not in codes(results)
     for case in results["cases"]:
         if "ttft_not_prefill" in warning_codes(results, case["label"]):
-            said = next(w for w in results["warnings"] if w["code"] == "ttft_not_prefill" and w["case"] == case["label"])
+            said = next(
+                w for w in results["warnings"] if w["code"] == "ttft_not_prefill" and w["case"] == case["label"]
+            )
             assert "host-RAM prompt cache" in said["message"] and "takes the request" not in said["message"]
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from benchy.checks import latency as latency_checks
 from benchy.checks.registry import (
     INFO,
     WARNING,
     Code,
     Warning_,
 )
-from benchy.checks import latency as latency_checks
 from benchy.measure import evidence, stats, unavailable
 from benchy.results import latency
 from benchy.results.types import (
