@@ -43,13 +43,13 @@ from benchy.load.dataset_load import calibrate_text
 from benchy.load.dataset_load import setup as dataset_setup
 from benchy.load.generator import run_case
 from benchy.load.handoff import frozen_heap
-from benchy.load.lengths import best_counter, fit_words
+from benchy.load.lengths import FileTokenizer, best_counter, fit_words
 from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
 from benchy.load.progress import Progress
 from benchy.load.prompts import Calibration, PromptError, PromptFactory, Template, calibrate, check_length
 from benchy.load.tally import CaseTally
-from benchy.load.tokenize import ServerTokenize
+from benchy.load.tokenize import ServerTokenize, count_answers
 from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
 from benchy.measure import classify
 from benchy.measure.ceiling import CeilingInputs
@@ -522,6 +522,8 @@ async def _measure_with(
                 await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
             # off the case's clock, from the case's records as written
             await server_tokenize.settle(client.server_token_count, writer.records_since(written), writer.witness)
+            if isinstance(counter, FileTokenizer):  # the model's own count of each answer's text
+                count_answers(counter.count_now, writer.records_since(written), writer.witness)
             save_manifest(state)  # the case's windows
     finally:
         progress.finish()
