@@ -68,6 +68,7 @@ CASE_CHECKS: tuple[CaseCheck, ...] = (
     tokens.no_usage,
     tokens.usage_mismatch,
     tokens.local_tokenizer_mismatch,
+    tokens.usage_unconfirmed,
     prompts.prompt_length_mismatch,
     timing.first_chunk_before_prefill,
     timing.ttft_not_prefill,

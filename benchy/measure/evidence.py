@@ -319,7 +319,9 @@ def token_count(
             disagreed = [name for name, n in exact.items() if not _same(n, usage)]
             if not local_agrees and local is not None:
                 disagreed.append(LOCAL)
-            note = _local_note(usage, local, backers) if local is not None and not local_agrees else None
+            note = (
+                _local_note(usage, local, backers, local_generated) if local is not None and not local_agrees else None
+            )
             backed = (*backers, LOCAL) if local_agrees else tuple(backers)
             return said.count(usage, USAGE, backed_by=backed, disagreed=tuple(disagreed), local_mismatch=note)
         value, source, names = against
@@ -493,7 +495,19 @@ def _alternative_agrees(name: str, value: float, other: str, second: float) -> b
     return _same(value, second)
 
 
-def _local_note(usage: int, local: float, backers: list[str]) -> str:
+# The note where usage stands alone against a local count that is a witness of its own (scaled
+# on tokens the server was seen to generate, or --tokenizer's): its cause cannot be told, and
+# usage is unconfirmed (checks/tokens.py: usage_unconfirmed).
+USAGE_ALONE = "usage is the only witness of this count"
+
+
+def _local_note(usage: int, local: float, backers: list[str], own_witness: bool = False) -> str:
+    if own_witness and not backers:
+        return (
+            f"{USAGE_ALONE}: usage claims {usage} tokens, the streamed text counts {local:.0f} (a count of "
+            f"its own), {usage / local:.2f}x apart, within what two tokenizers' counts of one text may "
+            "differ, so neither can overrule the other; usage is used, unconfirmed"
+        )
     backing = f"backed by {' and '.join(backers)}" if backers else "no two independent witnesses agree against it"
     return (
         f"the streamed text counts {local:.0f} tokens locally against usage {usage} ({backing}): "

@@ -43,6 +43,7 @@ class Code(str, Enum):
     NO_USAGE = "no_usage"
     USAGE_MISMATCH = "usage_mismatch"
     LOCAL_TOKENIZER_MISMATCH = "local_tokenizer_mismatch"
+    USAGE_UNCONFIRMED = "usage_unconfirmed"
     PROMPT_LENGTH_MISMATCH = "prompt_length_mismatch"
     TTFT_NOT_PREFILL = "ttft_not_prefill"
     PREFILL_HOLDS_QUEUEING = "prefill_holds_queueing"
@@ -146,6 +147,7 @@ VERDICTS: dict[Code, Verdict] = {
     Code.NO_USAGE: Verdict(_WARNING, payloads.NoUsage, COUNTED_METRICS),
     Code.USAGE_MISMATCH: Verdict(_WARNING, payloads.UsageMismatch, COUNTED_METRICS),
     Code.LOCAL_TOKENIZER_MISMATCH: Verdict(Rule(INFO), payloads.LocalTokenizerMismatch),
+    Code.USAGE_UNCONFIRMED: Verdict(_WARNING, payloads.RequestCount, COUNTED_METRICS),
     Code.PROMPT_LENGTH_MISMATCH: Verdict(
         _WARNING, payloads.PromptLengthMismatch, ("ttft_s", "e2e_tps", "e2e_s"), withholds=("prefill_tps",)
     ),
