@@ -176,6 +176,10 @@ PRESETS: dict[str, dict] = {
         "max_running": 1,
         "context_length": 16384,
     },
+    # A small byte-level BPE that merged nothing outside ASCII: a CJK character is 3 tokens, an
+    # emoji 4 (the tiny llama.cpp model's 4k vocabulary splits CJK so): one more character of
+    # such text can step over a target by several tokens.
+    "byte-level": {"vocab": "bytes"},
     # llama-server with default flags at one prompt length (an H100, pp2048): its host-RAM
     # prompt cache copy (149 ms there) passes before its headers and outside its prompt_ms.
     "llamacpp-host-copy": {
@@ -242,6 +246,8 @@ PRESET_HELP = {
     "think-inline": "32 reasoning tokens inline in content as <think>…</think>",
     "llamacpp-ram-cache": "llama.cpp timings, a host-RAM cache copy of 4,000 tok/s before each "
     "prefill (outside prompt_ms), prefill 10,000 tok/s, 1 slot, context 16384",
+    "byte-level": "a byte-level vocabulary (--vocab bytes): ASCII words one token each, every other character a "
+    "token per UTF-8 byte (CJK 3, emoji 4)",
     "llamacpp-host-copy": "llama.cpp flavor and timings, its host-RAM cache copy (14,000 tok/s) before the "
     "stream's headers and outside prompt_ms, prefill 10,000 tok/s, 4 slots",
     "no-done-open": "finish_reason and usage, then no [DONE] and the connection held open 8 s; decode 150 tok/s",
