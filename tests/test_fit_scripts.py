@@ -101,3 +101,28 @@ def test_a_cjk_dataset_on_a_byte_level_server_is_served_at_its_targets(start_sim
         served = [truth[r["request_id"]]["prompt_tokens"] for r in measured(case)]
         assert served == [case["pp"]] * len(served), case["label"]  # the server's own count, each
     assert "prompt_length_mismatch" not in {w["code"] for w in results["warnings"]}
+
+
+class _ThreeAChar:
+    """A counter under which every non-ASCII character is 3 tokens and nothing ASCII counts."""
+
+    method = "tokenizer_file"
+    includes_template = False
+
+    def count_now(self, texts):
+        return [sum(3 for ch in t if not ch.isascii()) for t in texts]
+
+    async def count(self, texts):
+        return self.count_now(texts)
+
+
+def test_a_length_no_cut_can_reach_is_named_not_sent_short():
+    import asyncio
+
+    from benchy.load.dataset_fit import fit_bodies
+
+    texts = ["中国人们的是" * 10, "机器学习" * 10]
+    fitted = asyncio.run(fit_bodies(_ThreeAChar(), texts, [0, 1], [9]))
+    assert set(fitted) == {(0, 9), (1, 9)}  # 9 = three characters: every cut lands on it
+    with pytest.raises(LookupError, match="no cut of 7 tokens"):  # the case keeps the estimate, said
+        asyncio.run(fit_bodies(_ThreeAChar(), texts, [0, 1], [7]))
