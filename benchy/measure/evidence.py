@@ -278,6 +278,7 @@ def token_count(
     max_tokens_reached: int | None = None,
     hidden_max: int = HIDDEN_TOKENS_MAX,
     local_generated: bool = False,
+    usage_at_known: float | None = None,
 ) -> TokenCount:
     """Which completion count to believe, by what each witness knows (module docstring):
 
@@ -293,6 +294,9 @@ def token_count(
       is beyond any ratio re-tokenizing can make of it.
     `hidden_max`: how many tokens the server may have made and not streamed (HIDDEN_TOKENS_MAX
     where a reasoning parser took its tags or channel markers, else EVENT_SLACK_TOKENS).
+    `usage_at_known`: usage's claim over an answer of known length at calibration (1.5: it said
+    96 of 64); where it is off and the local count (a witness of its own) agrees with usage
+    taken back by it, the two overrule usage, though the gap is one two tokenizers could make.
     Without believable usage: the server's own counts, then one token an event where the
     local count agrees, then the local count, then the events alone (a floor)."""
     given = {
@@ -311,6 +315,8 @@ def token_count(
         against = _agreeing_alternative(usage, local, events, exact, hidden_max, local_generated)
         if against is None and not backers and local_generated and local is not None and server_tokenize is None:
             against = _local_alone_against(usage, local, events)
+        if against is None and not backers and local_generated and local is not None:
+            against = _local_with_known(usage, local, events, usage_at_known)
         limit = exact.get(MAX_TOKENS)
         if limit is not None and not _same(usage, limit) and _limit_stands(usage, limit, backers, against):
             return _at_max_tokens(said, limit)
@@ -462,6 +468,25 @@ def _local_alone_against(usage: int, local: float, events: int) -> tuple[float, 
     if abs(usage - local) <= USAGE_ABS_TOLERANCE or not _text_contradicts(round(local), usage):
         return None
     return max(local, events), LOCAL, (LOCAL,)
+
+
+# usage was off at calibration, on an answer of known length, by more than this share
+USAGE_AT_KNOWN_OFF = 0.05
+USAGE_AT_KNOWN = "usage at a known length"  # the witness: calibration's answer that ended by length
+
+
+def _local_with_known(
+    usage: int, local: float, events: int, usage_at_known: float | None
+) -> tuple[float, str, tuple[str, ...]] | None:
+    """The local count (a witness of its own) and usage's own error at a known length agreeing
+    against usage: usage claimed `usage_at_known` times an answer of known length, and this
+    usage taken back by that ratio is what the streamed text counts. Two independent witnesses;
+    neither alone could overrule a gap two tokenizers may make (issue 52)."""
+    if usage_at_known is None or abs(usage_at_known - 1) <= USAGE_AT_KNOWN_OFF:
+        return None
+    if agree(usage, local) or not agree(usage / usage_at_known, local):
+        return None
+    return max(local, events), LOCAL, (LOCAL, USAGE_AT_KNOWN)
 
 
 STREAMED_TEXT = {EVENTS, LOCAL, SERVER_TOKENIZE}

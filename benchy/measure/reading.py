@@ -114,6 +114,7 @@ def _counted(rec: RequestRecord, local: float | None, generated: bool) -> eviden
         max_tokens_reached=_max_tokens_reached(rec),
         hidden_max=evidence.HIDDEN_TOKENS_MAX if REASONING in rec.token_event_kinds else evidence.EVENT_SLACK_TOKENS,
         local_generated=generated,
+        usage_at_known=rec.usage_at_known,
     )
 
 

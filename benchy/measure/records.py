@@ -22,7 +22,7 @@ from typing import IO
 
 # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind; 1.3: local_scale_from_usage;
 # 1.4: streamed; 1.5: prompt_slack; 1.6: witness lines (WITNESS_OF), a late witness of a request written before it came;
-# 1.7: local_scale_generated; 1.8: tokenizer_tokens (a late witness: --tokenizer's count of the text)
+# 1.7: local_scale_generated; 1.8: tokenizer_tokens (a late witness: --tokenizer's count of the text), usage_at_known
 REQUESTS_SCHEMA = "benchy/requests/1.8"
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
@@ -85,6 +85,9 @@ class RequestRecord:
     # by length at its max_tokens): the local count is then a witness of its own, on usage and
     # on the server's /tokenize alike.
     local_scale_generated: bool = False
+    # (1.8) usage's claim over the tokens calibration's answer was known to make (it ended by
+    # length): 1.5 where usage said 96 of 64; None: not known (load/prompts.Calibration)
+    usage_at_known: float | None = None
     sse_events: int = 0  # every data event, token-bearing or not
     prompt_tokens: int | None = None  # from the server's usage
     completion_tokens: int | None = None

@@ -71,7 +71,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
   1.26 setup.ceiling stated_hardware and gpu_reports: a --hardware that the GPUs' own names
        contradicted (its ceiling is the GPU's profile, or none), warning hardware_contradicted;
-       request token_count.local_by: --tokenizer counts the answers' text too (tokenizer_file)
+       request token_count.local_by: --tokenizer counts the answers' text too (tokenizer_file);
+       setup.calibration.output_usage and request usage_at_known: usage checked at a known length
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -249,6 +250,7 @@ class Calibration(Saved):
     length_check: LengthCheck | None = _opt("the run's longest prompt, counted by the server", omit=True)
     output_scale: float | None = _opt("server tokens per local token of output text", omit=True)
     output_method: str | None = _opt("max_tokens | tokenize | usage", omit=True)
+    output_usage: int | None = _opt("(1.26) usage's count of that answer where it ended by length", omit=True)
     lengths: PromptLengths | None = _opt("(1.16) how prompt lengths were made", omit=True)
 
 
