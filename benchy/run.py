@@ -39,7 +39,7 @@ from benchy.load.dataset_load import calibrate_text
 from benchy.load.dataset_load import setup as dataset_setup
 from benchy.load.generator import run_case
 from benchy.load.handoff import frozen_heap
-from benchy.load.lengths import best_counter, fit_words
+from benchy.load.lengths import FileTokenizer, TokenCounter, best_counter, fit_words
 from benchy.load.monitor import LoopMonitor
 from benchy.load.plan import CasePlan, LoadSettings
 from benchy.load.pools import CasePool, start_pool, worker_failures
@@ -47,7 +47,7 @@ from benchy.load.progress import Progress
 from benchy.load.prompts import Calibration, PromptFactory, Template, calibrate, check_length
 from benchy.load.run_setup import run_setup
 from benchy.load.sink import ErrorLimits, RecordSink
-from benchy.load.tokenize import ServerTokenize
+from benchy.load.tokenize import ServerTokenize, count_answers
 from benchy.load.workers import LOCAL_CLOCK, client_figures, worker_entry
 from benchy.measure.ceiling import CeilingInputs
 from benchy.measure.health import ClientHealth
@@ -282,7 +282,8 @@ async def _gpu_sampler(settings: RunSettings, model: str) -> gpu_mod.GpuSampler 
     if settings.gpu_metrics is None:
         return None
     ceiling = settings.ceiling.resolve(model)
-    peak = (ceiling.bandwidth_gbs, ceiling.bandwidth_source) if ceiling else (None, None)
+    stated = None if settings.ceiling.bandwidth_gbs else settings.ceiling.hardware
+    peak = (ceiling.bandwidth_gbs, ceiling.bandwidth_source, stated) if ceiling else (None, None)
     return await gpu_mod.start_sampler(settings.gpu_metrics, peak)
 
 
@@ -303,6 +304,7 @@ class Calibrated:
     calibrations: dict[str, Calibration]
     text_fits: dict[str, tuple[float, float] | None]
     fitted: dict[int, dataset_fit.FittedBodies]
+    counter: TokenCounter  # what counted the prompts: with --tokenizer it counts the answers too
 
 
 async def _measure_with(
@@ -319,7 +321,8 @@ async def _measure_with(
     settings, facts = await _connect(settings, state, client, model, gpus)
     progress = Progress(len(settings.cases), settings.progress)
     calibrated = await _calibrate(settings, state, client, facts, salt, progress)
-    asked = run_setup(settings, model, _version_text(facts.identity), calibrated.calibrations)
+    gpu_names = gpus.setup.gpus.values() if gpus is not None else ()  # a --hardware they contradict gives way
+    asked = run_setup(settings, model, _version_text(facts.identity), calibrated.calibrations, gpu_names)
     state.setup = replace(
         results_mod.Setup.from_dict(asked, strict=True),  # an unknown key: a field someone forgot
         server=facts.identity,
@@ -384,7 +387,7 @@ async def _calibrate(
     fitted = await dataset_fit.prepare(
         settings.cases, calibrations, counter, settings.endpoint, settings.nonce, settings.load.seed
     )
-    return Calibrated(calibrations, text_fits, fitted)
+    return Calibrated(calibrations, text_fits, fitted, counter)
 
 
 def _plan(settings: RunSettings, facts: ServerFacts, calibrated: Calibrated, salt: str) -> list[CasePlan]:
@@ -459,6 +462,8 @@ async def _measure_cases(
             await _close_window(state, plan.case.label, window, cut_short=stop.is_set())
         # off the case's clock, from the case's records as written
         await server_tokenize.settle(client.server_token_count, writer.records_since(written), writer.witness)
+        if isinstance(calibrated.counter, FileTokenizer):  # the model's own count of each answer's text
+            count_answers(calibrated.counter.count_now, writer.records_since(written), writer.witness)
         save_manifest(state)  # the case's windows
 
 

@@ -1,5 +1,6 @@
 """Checks against the hardware: a rate above the memory-bandwidth ceiling
-(above_bandwidth_ceiling) or no ceiling to judge by (ceiling_unknown), and the GPUs' samples
+(above_bandwidth_ceiling) or no ceiling to judge by (ceiling_unknown), a --hardware that the
+GPUs contradict (hardware_contradicted), and the GPUs' samples
 (--gpu-metrics: gpu_samples_failed, gpu_idle_dominates).
 """
 
@@ -73,6 +74,29 @@ def ceiling_unknown(run: RunResult) -> Iterable[CheckWarning]:
             f"Known hardware: {', '.join(profiles.hardware_names())}; known models: "
             f"{', '.join(profiles.model_names())}.",
         )
+
+
+def hardware_contradicted(run: RunResult) -> Iterable[CheckWarning]:
+    """--hardware named another device than the GPUs report (--gpu-metrics): the ceiling used
+    the GPU's own profile, or had none; said, since the stated figure was set aside."""
+    ceiling = run.setup.ceiling
+    if not ceiling or not ceiling.stated_hardware:
+        return
+    stated = profiles.hardware(ceiling.stated_hardware)
+    used = (
+        f"the ceiling uses the GPU's own profile, {ceiling.hardware} ({ceiling.bandwidth_gbs:,.0f} GB/s)"
+        if ceiling.hardware and ceiling.bandwidth_gbs
+        else "no hardware profile knows that GPU, so there is no ceiling"
+    )
+    yield Warning_(
+        Code.HARDWARE_CONTRADICTED,
+        WARNING,
+        None,
+        f"--hardware {stated.name} ({stated.bandwidth_gbs:,.0f} GB/s) is not the GPU this run measured "
+        f"(it reports {ceiling.gpu_reports!r}): {used}, not the stated one.",
+        "Pass the --hardware of the GPU the server runs on, or --bandwidth-gbs for a figure of your own "
+        "(a stated bandwidth is never overruled).",
+    )
 
 
 IDLE_SHARE_NOTE = 0.5  # the idle draw is over half the case's: J/token is mostly idle power

@@ -10,6 +10,7 @@ from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.results import latency
 from benchy.results.types import CheckWarning, Evidence, RunResult
 from benchy.results.verdicts.details import FixedLatency
+from benchy.server.identity import LLAMACPP
 
 FIXED_HINT = (
     "Something holds each request before the engine sees it: a gateway's guardrails, an API "
@@ -17,6 +18,21 @@ FIXED_HINT = (
     "engine's prefill speed benchmark it directly, or read the engine rate given here."
 )
 UNSURE_HINT = " To tell a hold from the server's own work on the prompt, add a second --pp (four times the first)."
+# llama-server with default flags copies a slot's prompt cache to host RAM (--cache-ram) before it
+# answers, outside its timings' prompt_ms: at one prompt length that looks like a hold in front.
+LLAMACPP_COPY = "llama.cpp's own host-RAM prompt cache copy (--cache-ram, on by default; outside its prompt_ms)"
+LLAMACPP_HINT = (
+    "TTFT is what a user waits. To tell llama.cpp's cache copy from a hold in front of it, run once with "
+    "--cache-ram 0 on the server (a hold stays, the copy goes) or add a second --pp (four times the first: "
+    "the copy grows with the prompt, a hold stays put); for the engine's prefill speed read the rate given here."
+)
+
+
+def served_by_llamacpp(run: RunResult) -> bool:
+    """The server named itself llama.cpp, or answered llama.cpp's own /props (a proxy in front
+    may hide its name): its host-RAM prompt cache may be on (/props does not say)."""
+    ident = run.setup.server
+    return ident is not None and (ident.engine == LLAMACPP or ident.answered.get("/props") == 200)
 
 
 def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
@@ -31,7 +47,14 @@ def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
         witnesses = [f"the response headers came at {part.headers_s * 1000:,.0f} ms"] if part.headers_s else []
         if part.intercept_s is not None:
             witnesses.append(f"TTFT against prompt length meets zero tokens at {part.intercept_s * 1000:,.0f} ms")
-        if part.unsure_cause:
+        if part.unsure_cause and served_by_llamacpp(run):
+            words = (
+                f"TTFT holds {part.fixed_s * 1000:,.0f} ms before the server answers ({part.evidence()}, "
+                f"over {', '.join(part.cases)}; {' and '.join(witnesses)}): {LLAMACPP_COPY} or a hold in front "
+                "of the server; one prompt length cannot tell which. Prefill t/s from TTFT is withheld."
+                f"{engine}"
+            )
+        elif part.unsure_cause:
             words = (
                 f"TTFT holds {part.fixed_s * 1000:,.0f} ms before the server answers ({part.evidence()}, "
                 f"over {', '.join(part.cases)}; {' and '.join(witnesses)}): a hold in front of the engine or the "
@@ -49,7 +72,7 @@ def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
             WARNING,
             None,
             words,
-            FIXED_HINT + (UNSURE_HINT if part.unsure_cause else ""),
+            _hint(part, run),
             details=FixedLatency(
                 fixed_s=part.fixed_s,
                 engine_prefill_tps=part.engine_prefill_tps,
@@ -58,6 +81,12 @@ def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
             ),
             evidence=(Evidence("fixed_s", part.fixed_s, part.threshold_s, "s"),),
         )
+
+
+def _hint(part: latency.FixedPart, run: RunResult) -> str:
+    if part.unsure_cause and served_by_llamacpp(run):
+        return LLAMACPP_HINT
+    return FIXED_HINT + (UNSURE_HINT if part.unsure_cause else "")
 
 
 RUN_CHECKS = (fixed_latency,)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from benchy.checks import latency as latency_checks
 from benchy.checks.registry import (
     INFO,
     WARNING,
@@ -123,6 +124,11 @@ def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
 
 def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
     fixed = latency.found_for(case, latency.found_in(run))
+    if fixed is not None and fixed.unsure_cause:  # one prompt length: its cause is not known
+        before = f"a fixed {fixed.fixed_s * 1000:,.0f} ms before the server answers"
+        if latency_checks.served_by_llamacpp(run):
+            return f"{before}: llama.cpp's host-RAM prompt cache copy or a hold in front of it, see fixed_latency"
+        return f"{before}: a hold in front of it or its own work on the prompt, see fixed_latency"
     if fixed is not None:
         return f"a fixed {fixed.fixed_s * 1000:,.0f} ms before the server takes the request: see fixed_latency"
     slots, in_flight = queueing.server_slots(run), case.concurrency

@@ -1,6 +1,7 @@
 """Checks of the token counts the rates are built on: usage missing (no_usage), usage
-overruled by two witnesses that agree on another count (usage_mismatch), and the local count
-alone outvoted (local_tokenizer_mismatch).
+overruled by two witnesses that agree on another count (usage_mismatch), the local count
+alone outvoted (local_tokenizer_mismatch), and usage standing alone against a count of its own
+that could not overrule it (usage_unconfirmed).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from benchy.checks.registry import (
     Code,
     Warning_,
 )
-from benchy.measure import stats
+from benchy.measure import evidence, stats
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -23,6 +24,7 @@ from benchy.results.types import (
 from benchy.results.verdicts.details import (
     LocalTokenizerMismatch,
     NoUsage,
+    RequestCount,
     UsageMismatch,
 )
 
@@ -93,4 +95,29 @@ def local_tokenizer_mismatch(case: CaseResult, run: RunResult) -> Iterable[Check
         LOCAL_TOKENIZER_HINT,
         details=LocalTokenizerMismatch(requests=facts.n_local_odd, backed_by=sorted(facts.local_backed_by)),
         evidence=(Evidence("local_to_usage_ratio", ratio, 1.0, "ratio"),),
+    )
+
+
+UNCONFIRMED_HINT = (
+    "Without the server's /tokenize, at several tokens an event, a usage that over-claims by less than "
+    "two tokenizers may differ ({share:g}x) cannot be caught from the stream. Check one answer's usage "
+    "against its text with the model's own tokenizer, or measure where the server offers /tokenize."
+)
+
+
+def usage_unconfirmed(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+    """usage stood alone: nothing backed it and the local count, a witness of its own (scaled on
+    tokens the server was seen to generate, or --tokenizer's), disagreed within what two
+    tokenizers may differ. Neither the cause nor the true count can be told: said, not guessed."""
+    facts = case.facts()
+    if not facts.n_usage_alone:
+        return
+    yield Warning_(
+        Code.USAGE_UNCONFIRMED,
+        WARNING,
+        case.label,
+        f"{facts.n_usage_alone} of {facts.n_ok} requests: {facts.first_usage_alone}. The rates rest on "
+        "usage alone for them.",
+        UNCONFIRMED_HINT.format(share=round(1 / evidence.RETOKENIZED_MIN_SHARE, 2)),
+        details=RequestCount(requests=facts.n_usage_alone),
     )

@@ -49,6 +49,7 @@ RUN_CHECKS: tuple[RunCheck, ...] = (
     queueing.prefill_holds_queueing,
     timing.ttft_grows_with_output,
     hardware.ceiling_unknown,
+    hardware.hardware_contradicted,
     drift_across.rate_drift_across_cases,
     *latency.RUN_CHECKS,
 )
@@ -72,6 +73,7 @@ CASE_CHECKS: tuple[CaseCheck, ...] = (
     tokens.no_usage,
     tokens.usage_mismatch,
     tokens.local_tokenizer_mismatch,
+    tokens.usage_unconfirmed,
     prompts.prompt_length_mismatch,
     timing.first_chunk_before_prefill,
     timing.ttft_not_prefill,

@@ -113,7 +113,8 @@ async def fit_bodies(
     counter: TokenCounter, texts: Sequence[str], starts: Sequence[int], tokens: Sequence[int]
 ) -> dict[tuple[int, int], str]:
     """Each (start, length) body cut by the counter (dataset.cut_entries: the newline head
-    included in the count); LookupError when the counter stops answering. A body that ends in
+    included in the count), a cut that misses its length left out; LookupError when the counter
+    stops answering or no cut of a length lands on it. A body that ends in
     whitespace is left out where its length has others: the chat template's join is ambiguous
     there (a template that trims its message, as Llama 3's does, or a tokenizer that merges the
     whitespace with what follows, counts it otherwise)."""
@@ -122,7 +123,7 @@ async def fit_bodies(
     counted: dict[int, int] = {}
     if hasattr(counter, "count_now"):  # a local tokenizer: no server to wait for, no threads
         count = _exact_counter(counter, loop)
-        cuts = [dataset.cut_entries(texts, s, t, count, head=NONCE_SEPARATOR, counted=counted) for s, t in pairs]
+        cuts = [_checked_cut(texts, s, t, count, counted) for s, t in pairs]
     else:
         # the cuts wait in threads on counts this loop asks: it must never wait on them (a
         # failed cut stops the others at their next count, and the pool is let go unjoined)
@@ -130,20 +131,31 @@ async def fit_bodies(
         try:
             count = await loop.run_in_executor(pool, _exact_counter, counter, loop, stop)
 
-            def cut(pair: tuple[int, int]) -> str:
-                return dataset.cut_entries(texts, pair[0], pair[1], count, head=NONCE_SEPARATOR, counted=counted)
+            def cut(pair: tuple[int, int]) -> str | None:
+                return _checked_cut(texts, pair[0], pair[1], count, counted)
 
             cuts = await asyncio.gather(*(loop.run_in_executor(pool, cut, p) for p in pairs))
         finally:
             stop.set()
             pool.shutdown(wait=False, cancel_futures=True)
-    bodies = dict(zip(pairs, cuts))
+    bodies = {pair: body for pair, body in zip(pairs, cuts) if body is not None}
     for t in set(tokens):
-        ragged = [(s, t) for s in starts if bodies[s, t][-1:].isspace()]
-        if len(ragged) < len(starts):
+        if not any((s, t) in bodies for s in starts):  # named: the case keeps the estimate, and says so
+            raise LookupError(f"no cut of {t} tokens lands on its target by {counter.method}")
+        ragged = [(s, t) for s in starts if (s, t) in bodies and bodies[s, t][-1:].isspace()]
+        if len(ragged) < sum((s, t) in bodies for s in starts):
             for pair in ragged:
                 del bodies[pair]
     return bodies
+
+
+def _checked_cut(
+    texts: Sequence[str], start: int, tokens: int, count: Callable[[str], int], counted: dict[int, int]
+) -> str | None:
+    """dataset.cut_entries, None where the cut misses `tokens` (a script whose characters are
+    several tokens each, where no top-up adds one): left out of the case's table, never sent short."""
+    body = dataset.cut_entries(texts, start, tokens, count, head=NONCE_SEPARATOR, counted=counted)
+    return body if count(NONCE_SEPARATOR + body) == tokens else None
 
 
 async def prepare(

@@ -221,6 +221,7 @@ async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
             local_token_scale=prompts.calibration.text_scale,
             local_scale_from_usage=prompts.calibration.text_scale_from_usage,
             local_scale_generated=prompts.calibration.text_scale_generated,
+            usage_at_known=prompts.calibration.usage_at_known,
         )
         body = bodies.setdefault(tg, request_options(plan, tg))
         return planned(plan, rec, prompt, tg, body, None if warmup or offsets is None else offsets[i])

@@ -130,6 +130,7 @@ def case_requests(
             local_token_scale=prompts.calibration.text_scale,
             local_scale_from_usage=prompts.calibration.text_scale_from_usage,
             local_scale_generated=prompts.calibration.text_scale_generated,
+            usage_at_known=prompts.calibration.usage_at_known,
             prompt_slack=prompts.calibration.prompt_slack,
         )
         return planned(plan, rec, prompt, case.tg, body, None if warm or offsets is None else offsets[i])

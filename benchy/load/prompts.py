@@ -135,6 +135,9 @@ class Calibration:
     # from the server's /tokenize of an answer, else from its usage; None: not measured.
     output_scale: float | None = None
     output_method: str | None = None  # "max_tokens" | "tokenize" | "usage"
+    # usage's completion count of that answer where it ended by length: usage checked against
+    # a count known without it (issue 52: a witness on usage wherever the stream has none)
+    output_usage: int | None = None
     # Where the lengths come from, and the words that are one server token each (lengths.py)
     lengths: LengthFit = LengthFit()
 
@@ -164,6 +167,15 @@ class Calibration:
         rec.local_token_scale = self.text_scale
         rec.local_scale_from_usage = self.text_scale_from_usage
         rec.local_scale_generated = self.text_scale_generated
+        rec.usage_at_known = self.usage_at_known
+
+    @property
+    def usage_at_known(self) -> float | None:
+        """usage's claim over the tokens the calibration answer was known to make (1: honest);
+        None where no answer ended by length or usage said nothing of it."""
+        if not self.text_scale_generated or not self.output_usage:
+            return None
+        return self.output_usage / OUTPUT_CALIBRATION_TOKENS
 
     @classmethod
     def fit(cls, local: tuple[int, int], server: tuple[int, int]) -> Calibration:
@@ -184,6 +196,8 @@ class Calibration:
             out["length_check"] = dict(self.length_check)
         if self.output_scale is not None:
             out["output_scale"], out["output_method"] = round(self.output_scale, 5), self.output_method
+        if self.output_usage is not None:
+            out["output_usage"] = self.output_usage
         out["lengths"] = self.lengths.to_dict()
         return out
 
@@ -371,7 +385,7 @@ async def calibrate(
         lengths=lengths,
     )
     found = await output_scale(client, endpoint, template.render(prompts[0].text, endpoint), template)
-    return replace(fitted, output_scale=found[0], output_method=found[1]) if found else fitted
+    return replace(fitted, output_scale=found[0], output_method=found[1], output_usage=found[2]) if found else fitted
 
 
 OUTPUT_CALIBRATION_TOKENS = 64
@@ -379,7 +393,9 @@ OUTPUT_CALIBRATION_MIN_LOCAL = 16  # fewer local tokens of answer: too little te
 OUTPUT_BY_MAX_TOKENS = "max_tokens"  # the calibration answer ended by length: its count is exact
 
 
-async def output_scale(client: Client, endpoint: str, prompt: str, template: Template) -> tuple[float, str] | None:
+async def output_scale(
+    client: Client, endpoint: str, prompt: str, template: Template
+) -> tuple[float, str, int | None] | None:
     """Server tokens per local token of an answer's text. The answer is asked for exactly
     OUTPUT_CALIBRATION_TOKENS, as the run asks; where it ended by length the server made that
     many, known without usage or re-tokenizing (OUTPUT_BY_MAX_TOKENS): the local count then
@@ -397,14 +413,15 @@ async def output_scale(client: Client, endpoint: str, prompt: str, template: Tem
     local = tokenizer.count(text)
     if local < OUTPUT_CALIBRATION_MIN_LOCAL:
         return None
-    if finish == "length":
-        return OUTPUT_CALIBRATION_TOKENS / local, OUTPUT_BY_MAX_TOKENS
+    completion = usage.get("completion_tokens")
+    claimed = completion if isinstance(completion, int) and completion > 0 else None
+    if finish == "length":  # and what usage claimed of those known tokens (Calibration.usage_at_known)
+        return OUTPUT_CALIBRATION_TOKENS / local, OUTPUT_BY_MAX_TOKENS, claimed
     counted = await client.server_token_count(text)
     if counted:
-        return counted / local, "tokenize"
-    completion = usage.get("completion_tokens")
-    if isinstance(completion, int) and completion > 0:
-        return completion / local, "usage"
+        return counted / local, "tokenize", None
+    if claimed is not None:
+        return claimed / local, "usage", None
     return None
 
 

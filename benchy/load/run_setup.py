@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import platform
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from benchy import __version__
@@ -39,7 +40,11 @@ class SetupSource(Protocol):
 
 
 def run_setup(
-    settings: SetupSource, model: str, version: str | None, calibrations: dict[str, Calibration]
+    settings: SetupSource,
+    model: str,
+    version: str | None,
+    calibrations: dict[str, Calibration],
+    gpu_names: Iterable[str | None] = (),
 ) -> dict[str, Any]:
     main_cal = calibrations.get(settings.endpoint) or next(iter(calibrations.values()))
     return {
@@ -63,7 +68,7 @@ def run_setup(
         "calibrations": {ep: c.to_dict() for ep, c in calibrations.items()},
         "tokenizer": _tokenizer_text(main_cal),
         "load": settings.load.to_dict(),
-        **_ceiling_setup(settings.ceiling, model),
+        **_ceiling_setup(settings.ceiling, model, gpu_names),
         **_template_setup(settings),
         **_client_ceiling_setup(),
     }
@@ -102,10 +107,11 @@ def _template_setup(settings: SetupSource) -> dict[str, Any]:
     }
 
 
-def _ceiling_setup(inputs: CeilingInputs, model: str) -> dict[str, Any]:
+def _ceiling_setup(inputs: CeilingInputs, model: str, gpu_names: Iterable[str | None] = ()) -> dict[str, Any]:
     """hardware, model_profile and the figures the decode ceiling is computed from (the model
-    profile is guessed from the served id only when a bandwidth is known)."""
-    ceiling = inputs.resolve(model)
+    profile is guessed from the served id only when a bandwidth is known; a --hardware the
+    GPUs contradict gives way to theirs)."""
+    ceiling = inputs.resolve(model, gpu_names)
     if ceiling is None:
         return {}
     return {"hardware": ceiling.hardware, "model_profile": ceiling.model_profile, "ceiling": ceiling.to_dict()}

@@ -1,4 +1,5 @@
-"""The server's own tokenization of what it streamed: a token-count witness asked after a case.
+"""The server's own tokenization of what it streamed: a token-count witness asked after a case
+(and --tokenizer's count of every answer, count_answers).
 
 Why: a request's completion count has witnesses that can disagree (usage, the events, the
 server's timings, benchy's local tokenizer, which is no real model's), and some servers send
@@ -25,13 +26,14 @@ record was written before its witness was asked: the witness follows on a line o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from benchy.measure import evidence, reading
 from benchy.records import RequestRecord
 
+TOKENIZER_BATCH = 256  # answers --tokenizer counts in one call (the library encodes a batch in parallel)
 TOKENIZE_DISPUTED_PER_CASE = 32
 TOKENIZE_SAMPLE_PER_CASE = 2
 TOKENIZE_TIMEOUT_S = 5.0
@@ -103,3 +105,33 @@ async def _ask(count_of: Callable[..., Any], text: str) -> int | None:
     except (asyncio.TimeoutError, OSError):
         return None
     return counted if isinstance(counted, int) and counted > 0 else None
+
+
+def count_answers(
+    count_now: Callable[[Sequence[str]], list[int]],
+    records: Iterable[RequestRecord],
+    redo: Callable[[RequestRecord], None],
+) -> int:
+    """--tokenizer's count of each measured answer of a case (`count_now`: FileTokenizer's),
+    handed with it to `redo` (the writer's witness line); how many it counted. Why: the model's
+    own vocabulary counts the streamed text as the server does, where benchy's o200k is only
+    an estimate of it (measure/reading.py takes it for the local count). Offline and cheap (a
+    tokenizer in Rust, in batches), so every answer is counted, after the case: never while its
+    requests are in flight."""
+    counted, batch = 0, []
+    for rec in records:
+        if rec.ok and not rec.warmup and rec.token_event_text:
+            batch.append(rec)
+        if len(batch) == TOKENIZER_BATCH:
+            counted += _counted(count_now, batch, redo)
+            batch = []
+    return counted + (_counted(count_now, batch, redo) if batch else 0)
+
+
+def _counted(
+    count_now: Callable[[Sequence[str]], list[int]], batch: list[RequestRecord], redo: Callable[[RequestRecord], None]
+) -> int:
+    for rec, n in zip(batch, count_now([r.token_event_text for r in batch])):
+        rec.tokenizer_tokens = n
+        redo(rec)
+    return len(batch)

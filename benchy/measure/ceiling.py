@@ -9,9 +9,11 @@ are built; checks and reports only read it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from benchy.jsontypes import Saved
+from benchy.measure import gpu as gpu_figures
 from benchy.measure import profiles
 
 
@@ -29,6 +31,9 @@ class CeilingSetup(Saved):
     weights_source: str | None = None
     kv_shape: profiles.KvShape | None = None
     missing: str | None = None
+    # (1.x) the --hardware that the GPUs' own names contradicted, and the name they report
+    stated_hardware: str | None = None
+    gpu_reports: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,12 +63,33 @@ class CeilingInputs:
             if value is not None and not value > 0:
                 raise profiles.ProfileError(f"{flag} must be > 0, got {value:g}")
 
-    def resolve(self, served_model: str) -> CeilingSetup | None:
+    def resolve(self, served_model: str, gpu_names: Iterable[str | None] = ()) -> CeilingSetup | None:
         """setup.ceiling: every figure the ceiling is computed from, so results alone
-        re-derive it; `missing` says why there is none. None when nothing was asked."""
+        re-derive it; `missing` says why there is none. None when nothing was asked. Where the
+        GPUs (`gpu_names`, as --gpu-metrics read them) name another device than --hardware,
+        the measured GPU's profile wins, or, with none known, there is no bandwidth."""
         if not self.asked:
             return None
         hw = profiles.hardware(self.hardware) if self.hardware else None
+        against = gpu_figures.contradiction(hw.name, gpu_names) if hw and not self.bandwidth_gbs else None
+        if against is not None:
+            return self._contradicted(served_model, hw.name if hw else "", *against)
+        return self._resolved(served_model, hw)
+
+    def _contradicted(
+        self, served_model: str, stated: str, measured: profiles.Hardware | None, name: str
+    ) -> CeilingSetup:
+        """setup.ceiling where the GPU is not the --hardware stated: the GPU's profile, or none."""
+        if measured is None:
+            out = self._resolved(served_model, None)
+            out.missing = gpu_figures.unknown_contradiction(stated, name)
+        else:
+            out = self._resolved(served_model, measured)
+            out.bandwidth_source = gpu_figures.overruled(stated, measured, name)
+        out.stated_hardware, out.gpu_reports = stated, name
+        return out
+
+    def _resolved(self, served_model: str, hw: profiles.Hardware | None) -> CeilingSetup:
         bandwidth = self.bandwidth_gbs or (hw.bandwidth_gbs if hw else None)
         model, source = None, None
         if self.model_profile:

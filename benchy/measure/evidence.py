@@ -279,6 +279,7 @@ def token_count(
     max_tokens_reached: int | None = None,
     hidden_max: int = HIDDEN_TOKENS_MAX,
     local_generated: bool = False,
+    usage_at_known: float | None = None,
 ) -> TokenCount:
     """Which completion count to believe, by what each witness knows (module docstring):
 
@@ -294,6 +295,9 @@ def token_count(
       is beyond any ratio re-tokenizing can make of it.
     `hidden_max`: how many tokens the server may have made and not streamed (HIDDEN_TOKENS_MAX
     where a reasoning parser took its tags or channel markers, else EVENT_SLACK_TOKENS).
+    `usage_at_known`: usage's claim over an answer of known length at calibration (1.5: it said
+    96 of 64); where it is off and the local count (a witness of its own) agrees with usage
+    taken back by it, the two overrule usage, though the gap is one two tokenizers could make.
     Without believable usage: the server's own counts, then one token an event where the
     local count agrees, then the local count, then the events alone (a floor)."""
     given = {
@@ -312,6 +316,8 @@ def token_count(
         against = _agreeing_alternative(usage, local, events, exact, hidden_max, local_generated)
         if against is None and not backers and local_generated and local is not None and server_tokenize is None:
             against = _local_alone_against(usage, local, events)
+        if against is None and not backers and local_generated and local is not None:
+            against = _local_with_known(usage, local, events, usage_at_known)
         limit = exact.get(MAX_TOKENS)
         if limit is not None and not _same(usage, limit) and _limit_stands(usage, limit, backers, against):
             return _at_max_tokens(said, limit)
@@ -320,7 +326,9 @@ def token_count(
             disagreed = [name for name, n in exact.items() if not _same(n, usage)]
             if not local_agrees and local is not None:
                 disagreed.append(LOCAL)
-            note = _local_note(usage, local, backers) if local is not None and not local_agrees else None
+            note = (
+                _local_note(usage, local, backers, local_generated) if local is not None and not local_agrees else None
+            )
             backed = (*backers, LOCAL) if local_agrees else tuple(backers)
             return said.count(usage, USAGE, backed_by=backed, disagreed=tuple(disagreed), local_mismatch=note)
         value, source, names = against
@@ -463,6 +471,25 @@ def _local_alone_against(usage: int, local: float, events: int) -> tuple[float, 
     return max(local, events), LOCAL, (LOCAL,)
 
 
+# usage was off at calibration, on an answer of known length, by more than this share
+USAGE_AT_KNOWN_OFF = 0.05
+USAGE_AT_KNOWN = "usage at a known length"  # the witness: calibration's answer that ended by length
+
+
+def _local_with_known(
+    usage: int, local: float, events: int, usage_at_known: float | None
+) -> tuple[float, str, tuple[str, ...]] | None:
+    """The local count (a witness of its own) and usage's own error at a known length agreeing
+    against usage: usage claimed `usage_at_known` times an answer of known length, and this
+    usage taken back by that ratio is what the streamed text counts. Two independent witnesses;
+    neither alone could overrule a gap two tokenizers may make (issue 52)."""
+    if usage_at_known is None or abs(usage_at_known - 1) <= USAGE_AT_KNOWN_OFF:
+        return None
+    if agree(usage, local) or not agree(usage / usage_at_known, local):
+        return None
+    return max(local, events), LOCAL, (LOCAL, USAGE_AT_KNOWN)
+
+
 STREAMED_TEXT = {EVENTS, LOCAL, SERVER_TOKENIZE}
 
 
@@ -494,7 +521,19 @@ def _alternative_agrees(name: str, value: float, other: str, second: float) -> b
     return _same(value, second)
 
 
-def _local_note(usage: int, local: float, backers: list[str]) -> str:
+# The note where usage stands alone against a local count that is a witness of its own (scaled
+# on tokens the server was seen to generate, or --tokenizer's): its cause cannot be told, and
+# usage is unconfirmed (checks/tokens.py: usage_unconfirmed).
+USAGE_ALONE = "usage is the only witness of this count"
+
+
+def _local_note(usage: int, local: float, backers: list[str], own_witness: bool = False) -> str:
+    if own_witness and not backers:
+        return (
+            f"{USAGE_ALONE}: usage claims {usage} tokens, the streamed text counts {local:.0f} (a count of "
+            f"its own), {usage / local:.2f}x apart, within what two tokenizers' counts of one text may "
+            "differ, so neither can overrule the other; usage is used, unconfirmed"
+        )
     backing = f"backed by {' and '.join(backers)}" if backers else "no two independent witnesses agree against it"
     return (
         f"the streamed text counts {local:.0f} tokens locally against usage {usage} ({backing}): "

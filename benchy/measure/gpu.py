@@ -24,6 +24,8 @@ counted, never taken as zero.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -188,9 +190,18 @@ def missing_fields(sample: GpuSample, source_names: dict[str, str]) -> dict[str,
     return out
 
 
-def peak_bandwidth(hardware_gbs: float | None, hardware_note: str | None, names: list[str | None]) -> tuple:
+def peak_bandwidth(
+    hardware_gbs: float | None, hardware_note: str | None, names: list[str | None], stated: str | None = None
+) -> tuple:
     """(GB/s per GPU, where it came from): the run's --hardware / --bandwidth-gbs, else the
-    profile the GPU's own model name matches; (None, why) when neither is known."""
+    profile the GPU's own model name matches; (None, why) when neither is known. A --hardware
+    profile (`stated`) that the GPUs contradict gives way to theirs (contradiction)."""
+    against = contradiction(stated, names) if hardware_gbs else None
+    if against is not None:
+        measured, reported = against
+        if measured is None:
+            return None, unknown_contradiction(stated or "", reported)
+        return measured.bandwidth_gbs, overruled(stated or "", measured, reported)
     if hardware_gbs:
         return hardware_gbs, hardware_note or "--hardware"
     for name in names:
@@ -212,6 +223,52 @@ def profile_for(name: str | None) -> profiles.Hardware | None:
         except profiles.ProfileError:
             continue
     return None
+
+
+def contradiction(stated: str | None, names: Iterable[str | None]) -> tuple[profiles.Hardware | None, str] | None:
+    """(the GPU's own profile, or None where none matches it; the name it reports) where the
+    --hardware profile `stated` names another device than the GPUs do; None where a GPU is the
+    stated one or no GPU says otherwise. Why: a stated device sets the bandwidth ceiling, and
+    an H200's 4.8 TB/s on an H100 lets an impossible rate pass; the GPU's own name is measured."""
+    if not stated:
+        return None
+    hw = profiles.hardware(stated)
+    named = [n for n in names if n]
+    found = [(profile_for(n), n) for n in named]
+    if any(p is not None and p.name == hw.name for p, _ in found):
+        return None
+    for profile, name in found:
+        if profile is not None:
+            return profile, name
+        family = _family(name)
+        if family is not None and family != _family(hw.name):
+            return None, name
+    return None
+
+
+def overruled(stated: str, measured: profiles.Hardware, name: str) -> str:
+    """Why the GPU's profile replaced the stated one, in words the output carries."""
+    return (
+        f"profile {measured.name} ({measured.bandwidth_gbs:,.0f} GB/s): the GPU reports {name!r}, "
+        f"not the {stated} --hardware named ({profiles.hardware(stated).bandwidth_gbs:,.0f} GB/s)"
+    )
+
+
+def unknown_contradiction(stated: str, name: str) -> str:
+    """Why there is no bandwidth where the GPU contradicts --hardware and no profile knows it."""
+    return (
+        f"--hardware {stated} names another device than the GPU reports ({name!r}), and no hardware "
+        "profile knows that GPU: pass --bandwidth-gbs"
+    )
+
+
+_FAMILY = re.compile(r"(?<![a-z0-9])([a-z]{1,2}\d{2,4})")  # "h100", "a100", "b200", "gb10", "mi300"
+
+
+def _family(name: str) -> str | None:
+    """The chip a device name or profile names ("NVIDIA H100 NVL" → h100), None where unsure."""
+    found = _FAMILY.search(name.strip().lower().removeprefix("nvidia "))
+    return found.group(1) if found else None
 
 
 def baseline(samples: list[GpuSample]) -> GpuBaseline:

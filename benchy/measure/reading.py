@@ -72,6 +72,7 @@ def count_entry(rec: RequestRecord, reading: Reading | None = None) -> dict[str,
         "estimate": count.estimate,
         "usage": count.usage,
         "local": None if count.local is None else round(count.local, 1),
+        "local_by": _local_by(rec, count),
         "events": count.events,
         "predicted_n": count.predicted_n,
         "per_chunk": count.per_chunk,
@@ -83,6 +84,13 @@ def count_entry(rec: RequestRecord, reading: Reading | None = None) -> dict[str,
     }
 
 
+def _local_by(rec: RequestRecord, count: evidence.TokenCount) -> str | None:
+    """Which tokenizer made the local count: --tokenizer's file, or benchy's o200k (scaled)."""
+    if count.local is None:
+        return None
+    return evidence.LENGTHS_TOKENIZER_FILE if rec.tokenizer_tokens is not None else evidence.LENGTHS_O200K
+
+
 def token_count(rec: RequestRecord) -> evidence.TokenCount:
     """read(rec).count alone: what a per-record decision on the event loop needs (whether the
     count is disputed, load/tokenize.py) without the arrivals, buffering and think split."""
@@ -90,20 +98,30 @@ def token_count(rec: RequestRecord) -> evidence.TokenCount:
 
 
 def _count(rec: RequestRecord, local: list[int]) -> evidence.TokenCount:
+    if rec.tokenizer_tokens is not None and rec.token_event_text:
+        # --tokenizer counted the text in the model's own vocabulary: no scale, no echo of usage
+        return _counted(rec, float(rec.tokenizer_tokens), generated=True)
     scale = rec.local_token_scale or 1.0
     has_text = bool(rec.token_event_text)
     # A scale fitted on usage makes the local count an echo of usage: no witness on it.
     witness = has_text and not (rec.local_scale_from_usage and rec.completion_tokens is not None)
+    return _counted(rec, scale * sum(local) if witness else None, rec.local_scale_generated)
+
+
+def _counted(rec: RequestRecord, local: float | None, generated: bool) -> evidence.TokenCount:
+    """evidence.token_count of the record's witnesses, with `local` the text's local count;
+    `generated`: that count is a witness of its own on usage (evidence.token_count)."""
     return evidence.token_count(
         rec.completion_tokens,
-        scale * sum(local) if witness else None,
+        local,
         len(rec.token_event_s),
         predicted_n=_predicted_n(rec.server_timings),
         per_chunk=rec.token_event_usage[-1] if rec.token_event_usage else None,
         server_tokenize=rec.server_tokenize,
         max_tokens_reached=_max_tokens_reached(rec),
         hidden_max=evidence.HIDDEN_TOKENS_MAX if REASONING in rec.token_event_kinds else evidence.EVENT_SLACK_TOKENS,
-        local_generated=rec.local_scale_generated,
+        local_generated=generated,
+        usage_at_known=rec.usage_at_known,
     )
 
 

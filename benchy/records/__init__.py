@@ -22,7 +22,8 @@ from typing import IO, Any
 
 # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind; 1.3: local_scale_from_usage;
 # 1.4: streamed; 1.5: prompt_slack; 1.6: witness lines (WITNESS_OF), a late witness of a request written before it came;
-# 1.7: local_scale_generated; 1.8: tool_chars, tool_calls (tool calls are output: TOOL events)
+# 1.7: local_scale_generated; 1.8: tool_chars, tool_calls (tool calls are output: TOOL events),
+# tokenizer_tokens (a late witness: --tokenizer's count of the text), usage_at_known
 REQUESTS_SCHEMA = "benchy/requests/1.8"
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
@@ -86,6 +87,9 @@ class RequestRecord:
     # by length at its max_tokens): the local count is then a witness of its own, on usage and
     # on the server's /tokenize alike.
     local_scale_generated: bool = False
+    # (1.8) usage's claim over the tokens calibration's answer was known to make (it ended by
+    # length): 1.5 where usage said 96 of 64; None: not known (load/prompts.Calibration)
+    usage_at_known: float | None = None
     sse_events: int = 0  # every data event, token-bearing or not
     prompt_tokens: int | None = None  # from the server's usage
     completion_tokens: int | None = None
@@ -141,6 +145,9 @@ class RequestRecord:
     # not asked, or the server has no /tokenize. The record is written as it finishes, before
     # this is asked: requests.jsonl gets it later, on a witness line of its own (witness_line).
     server_tokenize: int | None = None
+    # (1.8) --tokenizer's count of token_event_text (the model's own vocabulary, offline),
+    # counted after the case for every answer (load/tokenize.py); a late witness as above.
+    tokenizer_tokens: int | None = None
     # (1.3) False: sent with --no-stream, the answer read whole (client/whole.py); its one text
     # event is the answer's end, so no stream-timing figure is taken from it (metrics.py).
     streamed: bool = True
@@ -175,7 +182,9 @@ class RequestRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-_FIELD_NAMES = tuple(f.name for f in fields(RequestRecord) if f.name != "server_tokenize")  # see the field
+_FIELD_NAMES = tuple(
+    f.name for f in fields(RequestRecord) if f.name not in ("server_tokenize", "tokenizer_tokens")
+)  # see the fields
 
 
 class RecordWriter:
@@ -263,14 +272,16 @@ class RecordWriter:
 
 
 WITNESS_OF = "witness_of"  # a witness line's key: the request id it belongs to (it comes first)
-LATE_FIELDS = ("server_tokenize",)  # the record's fields a witness line may carry
+LATE_FIELDS = ("server_tokenize", "tokenizer_tokens")  # the record's fields a witness line may carry
 
 
 def witness_line(record: RequestRecord) -> dict[str, Any]:
-    """A line naming a request already written, with the late witnesses it has gained. Its
-    first key is WITNESS_OF, so a reader finds such lines by their first bytes; a reader of an
-    older schema skips it (it is no record)."""
-    return {WITNESS_OF: record.request_id, **{name: getattr(record, name) for name in LATE_FIELDS}}
+    """A line naming a request already written, with the late witnesses it has gained (those
+    it holds: a later line for another witness never erases an earlier one's). Its first key
+    is WITNESS_OF, so a reader finds such lines by their first bytes; a reader of an older
+    schema skips it (it is no record)."""
+    late = {name: getattr(record, name) for name in LATE_FIELDS}
+    return {WITNESS_OF: record.request_id, **{name: value for name, value in late.items() if value is not None}}
 
 
 def is_witness_line(line: bytes) -> bool:

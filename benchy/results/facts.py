@@ -21,6 +21,7 @@ from typing import Any
 
 from benchy.measure import unavailable
 from benchy.measure.classify import OUTPUT_FAILURES
+from benchy.measure.evidence import USAGE_ALONE
 from benchy.records import Anomaly
 
 # A row is a results.types.RequestResult, its token_count a TokenCountEntry: named, not
@@ -100,6 +101,9 @@ class CaseFacts:
     first_local_mismatch: str = ""
     local_ratios: array = field(default_factory=lambda: array("d"))
     local_backed_by: set[str] = field(default_factory=set)
+    # usage_unconfirmed: usage alone against a local count of its own (evidence.USAGE_ALONE)
+    n_usage_alone: int = 0
+    first_usage_alone: str = ""
     # prompt_length_mismatch
     n_prompt_missed: int = 0
     prompt_missed_tokens: array = field(default_factory=lambda: array("q"))
@@ -200,7 +204,11 @@ class CaseFacts:
             self.n_doubted += 1
             self.doubted_usage.append(c.usage or 0)
             self.doubted_tokens.append(c.tokens)
-        if c.local_mismatch and c.local is not None:
+        if c.local_mismatch and c.local_mismatch.startswith(USAGE_ALONE):
+            if not self.n_usage_alone:
+                self.first_usage_alone = c.local_mismatch
+            self.n_usage_alone += 1
+        elif c.local_mismatch and c.local is not None:
             if not self.n_local_odd:
                 self.first_local_mismatch = c.local_mismatch
             self.n_local_odd += 1

@@ -88,9 +88,10 @@ class FixedPart:
 
     def why(self) -> Unavailable:
         engine = f"; the engine prefills at {self.engine_prefill_tps:,.0f} t/s" if self.engine_prefill_tps else ""
+        where = "before the server answers" if self.unsure_cause else "before the engine"  # one length: cause unknown
         return Unavailable(
             FIXED_LATENCY,
-            f"TTFT holds a fixed {self.fixed_s * 1000:,.0f} ms before the engine ({self.evidence()}){engine}",
+            f"TTFT holds a fixed {self.fixed_s * 1000:,.0f} ms {where} ({self.evidence()}){engine}",
         )
 
     def evidence(self) -> str:

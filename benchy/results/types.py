@@ -79,7 +79,11 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        subagents: the child agents each turn forks (--turns --subagents); request history_reasoning
        (an agent call's new user message makes a last-turn-reasoning template drop earlier reasoning);
        case.sanity: output sanity of the measured answers (benchy/measure/sanity; issue 55), warning
-       output_garbage; setup.canary (--canary: fixed prompts, their answers, a passage's perplexity)
+       output_garbage; setup.canary (--canary: fixed prompts, their answers, a passage's perplexity);
+       setup.ceiling stated_hardware and gpu_reports: a --hardware that the GPUs' own names
+       contradicted (its ceiling is the GPU's profile, or none), warning hardware_contradicted;
+       request token_count.local_by: --tokenizer counts the answers' text too (tokenizer_file);
+       setup.calibration.output_usage and request usage_at_known: usage checked at a known length
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -261,6 +265,7 @@ class Calibration(Saved):
     length_check: LengthCheck | None = _opt("the run's longest prompt, counted by the server", omit=True)
     output_scale: float | None = _opt("server tokens per local token of output text", omit=True)
     output_method: str | None = _opt("max_tokens | tokenize | usage", omit=True)
+    output_usage: int | None = _opt("(1.26) usage's count of that answer where it ended by length", omit=True)
     lengths: PromptLengths | None = _opt("(1.16) how prompt lengths were made", omit=True)
 
 
@@ -320,7 +325,12 @@ class TokenCountEntry(Saved):
     source: str = _opt("the witness the figures use: usage, timings.predicted_n, per-chunk usage, events, local…")
     estimate: bool = _opt("the count rests on benchy's own tokenizer or the events alone", False)
     usage: int | None = _opt("usage.completion_tokens as the server claimed")
-    local: float | None = _opt("the streamed text counted with benchy's tokenizer × calibration scale")
+    local: float | None = _opt(
+        "the streamed text counted with benchy's tokenizer × calibration scale, or --tokenizer's"
+    )
+    local_by: str | None = _opt(
+        "(1.26) what counted `local`: tokenizer_file (--tokenizer) or o200k_calibrated", omit=True
+    )
     events: int = _opt("text events", 0)
     predicted_n: int | None = _opt("(1.8) llama.cpp's timings.predicted_n")
     per_chunk: int | None = _opt("(1.8) the last cumulative count of per-chunk usage (continuous_usage_stats)")
@@ -336,7 +346,7 @@ class RequestResult(Saved, RequestRecord):
     """One request: every RequestRecord field but the per-event arrays (those stay in
     requests.jsonl), plus its event count and metrics."""
 
-    # server_tokenize is saved in token_count, beside the other witnesses.
+    # server_tokenize and tokenizer_tokens are saved in token_count, beside the other witnesses.
     _NOT_SAVED = (
         "token_event_s",
         "token_event_chars",
@@ -344,6 +354,7 @@ class RequestResult(Saved, RequestRecord):
         "token_event_text",
         "token_event_usage",
         "server_tokenize",
+        "tokenizer_tokens",
     )
 
     events: int = _opt("text events (len of token_event_s)", 0)

@@ -266,7 +266,8 @@ class GpuSampler:
     def __init__(self, source: Source, interval_s: float = INTERVAL_S, peak: tuple[Any, ...] = (None, None)) -> None:
         self.source = source
         self.interval_s = interval_s
-        self.hardware_gbs, self.hardware_note = peak
+        self.hardware_gbs, self.hardware_note, *stated = peak  # stated: the --hardware profile's name
+        self.stated_hardware = stated[0] if stated else None
         self.setup = GpuSetup(source=source.kind, url=source.where, reason="not probed", interval_s=interval_s)
         self.origin_s: float | None = None
 
@@ -286,7 +287,7 @@ class GpuSampler:
             return self.setup
         self.origin_s = sample.t_s
         names = [r.name for r in sample.gpus.values()]
-        peak, note = figures.peak_bandwidth(self.hardware_gbs, self.hardware_note, names)
+        peak, note = figures.peak_bandwidth(self.hardware_gbs, self.hardware_note, names, self.stated_hardware)
         self.setup = GpuSetup(
             source=self.source.kind,
             url=self.source.where,

@@ -11,7 +11,7 @@ import random
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
@@ -337,9 +337,9 @@ class Simulator:
         if self.gpus is not None:
             self.gpus.running(clock(), sum(engine.slots.running for engine in self.engines))
 
-    async def _prefill(self, job: Job, trace: Trace) -> Decoder:
+    async def _prefill(self, job: Job, trace: Trace, started: Callable[[], Awaitable[None]] | None = None) -> Decoder:
         engine = self.engines[trace.replica]
-        done = await engine.prefill(job.prompt_ids)
+        done = await engine.prefill(job.prompt_ids, started)
         trace.prefill_start_s, trace.prefill_end_s, trace.cached_tokens = done.start_s, done.end_s, done.cached_tokens
         trace.reported_cached_tokens = done.reported_cached_tokens
         trace.cache_lost_tokens, trace.cache_evicted_blocks = done.lost_tokens, done.evicted_blocks
@@ -399,12 +399,18 @@ class Simulator:
         renderer = self._renderer(job, trace)
         events = renderer.token_events(self.cfg)
         resp = web.StreamResponse(headers=SSE_HEADERS)
-        await self._prepare(request, resp, trace)
         out = Outlet(self, resp, trace)
-        if self.cfg.role_chunk_first:
-            await out.send("role", 0, renderer.role_event())
+
+        async def answer() -> None:
+            await self._prepare(request, resp, trace)
+            if self.cfg.role_chunk_first:
+                await out.send("role", 0, renderer.role_event())
+
+        late = self.cfg.headers_at_prefill  # llama-server: when the engine takes the request up
+        if not late:
+            await answer()
         async with self._running(trace, job):
-            decoder = await self._prefill(job, trace)
+            decoder = await self._prefill(job, trace, answer if late else None)
             await self._stream_tokens(request, out, job, trace, decoder, events, renderer)
         trace.finish_reason = job.plan.finish_reason
         if self.cfg.timings:

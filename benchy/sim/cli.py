@@ -112,6 +112,11 @@ and the truth log: docs/sim.md.
     "--think-inline/--no-think-inline", default=False, help="Reasoning inline in content as <think>…</think>."
 )
 @click.option("--host-copy-tps", type=float, help="Host cache copy before each prefill, prompt tokens/s (0: none).")
+@click.option(
+    "--headers-at-prefill/--no-headers-at-prefill",
+    default=False,
+    help="The stream's headers go out when the engine takes the request up (after the host copy), as llama-server's.",
+)
 @click.option("--hold-open-s", type=float, help="No [DONE]: the body stays open this long after usage.")
 @click.option("--silent-tokens", type=int, help="The last N tokens of a response make no event.")
 @click.option(

@@ -75,6 +75,9 @@ class SimConfig:
     hidden_prompt_every: int = 1  # … one completion request in this many (the K-th, 2K-th …)
     think_inline: bool = False  # reasoning inside content as <think>…</think> (no reasoning parser)
     host_copy_tps: float = 0.0  # llama.cpp host-RAM prompt cache copy before each prefill (tokens/s)
+    # the stream's headers go out when the engine takes the request up (after its queue and the
+    # host copy), as llama-server's do, not on arrival (issue 52)
+    headers_at_prefill: bool = False
     timings: bool = False  # llama.cpp's `timings` object at the end of every response
     # --- servers benchy did not write (issue 23) ---
     hold_open_s: float = 0.0  # no [DONE]: after finish_reason and usage the body stays open this long
@@ -188,6 +191,22 @@ PRESETS: dict[str, dict] = {
         "max_running": 1,
         "context_length": 16384,
     },
+    # A small byte-level BPE that merged nothing outside ASCII: a CJK character is 3 tokens, an
+    # emoji 4 (the tiny llama.cpp model's 4k vocabulary splits CJK so): one more character of
+    # such text can step over a target by several tokens.
+    "byte-level": {"vocab": "bytes"},
+    # llama-server with default flags at one prompt length (an H100, pp2048): its host-RAM
+    # prompt cache copy (149 ms there) passes before its headers and outside its prompt_ms.
+    "llamacpp-host-copy": {
+        "flavor": "llamacpp",
+        "timings": True,
+        "host_copy_tps": 14000.0,
+        "headers_at_prefill": True,
+        "prefill_tps": 10000.0,
+        "decode_tps": 150.0,
+        "max_running": 4,
+        "context_length": 16384,
+    },
     # A gateway that sends finish_reason and usage, no [DONE], and keeps the connection open.
     "no-done-open": {"hold_open_s": 8.0, "decode_tps": 150.0},
     # The whole answer as one event at the end (a server that buffers everything).
@@ -248,6 +267,10 @@ PRESET_HELP = {
     "think-inline": "32 reasoning tokens inline in content as <think>…</think>",
     "llamacpp-ram-cache": "llama.cpp timings, a host-RAM cache copy of 4,000 tok/s before each "
     "prefill (outside prompt_ms), prefill 10,000 tok/s, 1 slot, context 16384",
+    "byte-level": "a byte-level vocabulary (--vocab bytes): ASCII words one token each, every other character a "
+    "token per UTF-8 byte (CJK 3, emoji 4)",
+    "llamacpp-host-copy": "llama.cpp flavor and timings, its host-RAM cache copy (14,000 tok/s) before the "
+    "stream's headers and outside prompt_ms, prefill 10,000 tok/s, 4 slots",
     "no-done-open": "finish_reason and usage, then no [DONE] and the connection held open 8 s; decode 150 tok/s",
     "one-event": "the whole answer as one SSE event at the end; decode 200 tok/s",
     "one-read": "the whole body delivered in one read at the end (a compressing proxy); decode 200 tok/s",

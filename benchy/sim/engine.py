@@ -21,7 +21,7 @@ import random
 import time
 from array import array
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from benchy.sim import prose
@@ -302,15 +302,19 @@ class Engine:
             return Lookup((len(ids) - 1) // BLOCK_SIZE * BLOCK_SIZE)
         return self.cache.lookup_detail(ids) if self.cache is not None else Lookup(0)
 
-    async def prefill(self, ids: list[int]) -> Prefill:
+    async def prefill(self, ids: list[int], started: Callable[[], Awaitable[None]] | None = None) -> Prefill:
         """Runs this prompt's prefill after every earlier one. A host-RAM cache copy
-        (host_copy_tps) comes first, in the same serial queue."""
+        (host_copy_tps) comes first, in the same serial queue. `started` is awaited when the
+        prefill starts (after the copy): the stream's headers where they wait for it."""
         async with self._prefill_lock:
             # Start at the previous prefill's deadline, not at the (later) lock hand-over.
             start = max(clock(), self._prefill_free_at) + self.host_copy_seconds(len(ids))
             found = self.lookup(ids)
             end = start + self._prefill_seconds(len(ids) - found.cached_tokens)
             self._prefill_free_at = end
+            if started is not None:
+                await self.wait_until(start)
+                await started()
             await self.wait_until(end)
             evicted = self.cache.insert(ids) if self.cache is not None else 0
             if self.cache is not None:

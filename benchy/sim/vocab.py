@@ -17,7 +17,9 @@ benchy's counts against what this server says, not against benchy's own tokenize
 three letters (the first with its leading space), so " the" is one token but " between" three
 (" bet", "wee", "n"); most of benchy's filler words are then several tokens, as on a small BPE
 or a vocabulary made for another language. Its generated words are three-letter ones, one
-token each. The vocabulary is the process's (each simulator is one), chosen by `use`.
+token each. `--vocab bytes` is the word vocabulary of a byte-level BPE that merged nothing
+outside ASCII: a CJK character counts 3 tokens, an emoji 4 (issue 52). The vocabulary is the
+process's (each simulator is one), chosen by `use`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ _SPECIALS = "|".join(re.escape(s) for s in SPECIAL)
 _PATTERNS = {
     "word": re.compile(_SPECIALS + r"| ?[A-Za-z]+| ?[0-9]| ?[^\sA-Za-z0-9]|\s+"),
     "syllable": re.compile(_SPECIALS + r"| ?[A-Za-z]{1,3}| ?[0-9]| ?[^\sA-Za-z0-9]|\s+"),
+    # "bytes": the word pieces, but a piece outside ASCII is a token per UTF-8 byte (below)
+    "bytes": re.compile(_SPECIALS + r"| ?[A-Za-z]+| ?[0-9]| ?[^\sA-Za-z0-9]|\s+"),
 }
 VOCABS = tuple(_PATTERNS)
 _PIECE = _PATTERNS["word"]
@@ -64,8 +68,23 @@ def pieces(text: str) -> list[str]:
 
 def encode(text: str) -> list[int]:
     """Token ids: special markers first, every other piece by a stable hash (ids only need to
-    be equal for equal pieces, across processes, for the prefix cache)."""
+    be equal for equal pieces, across processes, for the prefix cache); under "bytes" a piece
+    outside ASCII is one id per UTF-8 byte."""
+    if _active == "bytes":
+        return [i for p in pieces(text) for i in _byte_ids(p)]
     return [_SPECIAL_IDS[p] if p in _SPECIAL_IDS else _id(p) for p in pieces(text)]
+
+
+def _byte_ids(piece: str) -> list[int]:
+    """A piece's ids under "bytes": a byte-level vocabulary that merged ASCII words but nothing
+    of other scripts (a small BPE trained on English): a CJK character is 3 tokens, an emoji 4,
+    "é" 2, so one more character can add several tokens (issue 52)."""
+    if piece.isascii() or piece in _SPECIAL_IDS:
+        return [_SPECIAL_IDS[piece] if piece in _SPECIAL_IDS else _id(piece)]
+    return [BYTE_BASE + b for b in piece.encode()]
+
+
+BYTE_BASE = 2_000_000_000 + len(SPECIAL)  # byte ids, above every hashed piece's
 
 
 def _id(piece: str) -> int:
@@ -73,6 +92,8 @@ def _id(piece: str) -> int:
 
 
 def count(text: str) -> int:
+    if _active == "bytes":
+        return sum(1 if p.isascii() or p in _SPECIAL_IDS else len(p.encode()) for p in pieces(text))
     return len(pieces(text))
 
 
@@ -112,6 +133,6 @@ _SHORT_WORDS = tuple(sorted({w[:3] for w in _WORDS}))  # one token each under "s
 
 def words(n: int, seed: int) -> list[str]:
     """n generated tokens, each a made-up word with its leading space, deterministic per seed."""
-    vocab = output_words() if _active == "word" else _SHORT_WORDS
+    vocab = _SHORT_WORDS if _active == "syllable" else output_words()
     rng = random.Random(seed)
     return [" " + vocab[rng.randrange(len(vocab))] for _ in range(n)]

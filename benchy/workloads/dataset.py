@@ -460,7 +460,31 @@ def fit_text(text: str, tokens: int, count: Callable[[str], int], head: str = ""
         for shorter in range(cut - 1, max(0, cut - NEAR_CUT_CHARS), -1):
             if count(head + text[:shorter]) == tokens:
                 return text[:shorter]
-    return text[:cut]
+    return topped_up(text[:cut], tokens, count, head)
+
+
+# One more character can add several tokens (a byte-level vocabulary that never merged a script:
+# a CJK character 3, an emoji 4), so no prefix may land on the target. The prefix that stops
+# short is topped up with ASCII punctuation, a piece kept only where it adds exactly one token
+# (issue 52); where none does, it stays short and the caller's count names the miss.
+PAD_PIECES = (".", ",", "-", ":", ";", "!", "?", "a", "x")
+
+
+def topped_up(prefix: str, tokens: int, count: Callable[[str], int], head: str = "") -> str:
+    """`prefix` and as few PAD_PIECES as make `head + prefix` `tokens` tokens by `count`, each
+    adding exactly one; fewer where no piece adds one (never more than `tokens`). A prefix that
+    ends in whitespace (which a piece after it may join) is tried without it too."""
+    best = prefix
+    for base in dict.fromkeys((prefix, prefix.rstrip())):
+        padded, have = base, count(head + base)
+        while have < tokens:
+            piece = next((p for p in PAD_PIECES if count(head + padded + p) == have + 1), None)
+            if piece is None:
+                break
+            padded, have = padded + piece, have + 1
+        if have == tokens:
+            return padded
+    return best
 
 
 JOIN = "\n\n"  # after each entry's text in a fitted prompt

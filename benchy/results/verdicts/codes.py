@@ -27,6 +27,7 @@ class Code(str, Enum):
     SSE_BUFFERING = "sse_buffering"
     ABOVE_BANDWIDTH_CEILING = "above_bandwidth_ceiling"
     CEILING_UNKNOWN = "ceiling_unknown"
+    HARDWARE_CONTRADICTED = "hardware_contradicted"
     PREFIX_CACHE_HIT = "prefix_cache_hit"
     DEPTH_CACHE_MISS = "depth_cache_miss"
     CACHE_EVICTION = "cache_eviction"
@@ -43,6 +44,7 @@ class Code(str, Enum):
     NO_USAGE = "no_usage"
     USAGE_MISMATCH = "usage_mismatch"
     LOCAL_TOKENIZER_MISMATCH = "local_tokenizer_mismatch"
+    USAGE_UNCONFIRMED = "usage_unconfirmed"
     PROMPT_LENGTH_MISMATCH = "prompt_length_mismatch"
     TTFT_NOT_PREFILL = "ttft_not_prefill"
     PREFILL_HOLDS_QUEUEING = "prefill_holds_queueing"
@@ -133,6 +135,7 @@ VERDICTS: dict[Code, Verdict] = {
     Code.SSE_BUFFERING: Verdict(_WARNING, payloads.SseBuffering, withholds=STREAM_TIMING_METRICS),
     Code.ABOVE_BANDWIDTH_CEILING: Verdict(Rule(ERROR), payloads.AboveBandwidthCeiling, ("decode_tps", "e2e_tps")),
     Code.CEILING_UNKNOWN: Verdict(_WARNING, payloads.NoFigures),
+    Code.HARDWARE_CONTRADICTED: Verdict(_WARNING, payloads.NoFigures),
     Code.PREFIX_CACHE_HIT: Verdict(_WARNING, payloads.PrefixCacheHit, (*_CACHED, "e2e_tps")),
     Code.DEPTH_CACHE_MISS: Verdict(_WARNING, payloads.NoFigures),
     Code.CACHE_EVICTION: Verdict(_WARNING, payloads.CacheEviction, _CACHED),
@@ -149,6 +152,7 @@ VERDICTS: dict[Code, Verdict] = {
     Code.NO_USAGE: Verdict(_WARNING, payloads.NoUsage, COUNTED_METRICS),
     Code.USAGE_MISMATCH: Verdict(_WARNING, payloads.UsageMismatch, COUNTED_METRICS),
     Code.LOCAL_TOKENIZER_MISMATCH: Verdict(Rule(INFO), payloads.LocalTokenizerMismatch),
+    Code.USAGE_UNCONFIRMED: Verdict(_WARNING, payloads.RequestCount, COUNTED_METRICS),
     Code.PROMPT_LENGTH_MISMATCH: Verdict(
         _WARNING, payloads.PromptLengthMismatch, ("ttft_s", "e2e_tps", "e2e_s"), withholds=("prefill_tps",)
     ),
