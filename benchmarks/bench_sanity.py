@@ -17,8 +17,9 @@ import statistics
 import time
 from pathlib import Path
 
-from benchy.measure import tokenizer
 from benchy.measure.records import RequestRecord
+
+from benchy.measure import tokenizer
 from benchy.measure.sanity.tally import SanityTally
 from benchy.sim import prose
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 
-from benchy.records import CONTENT, witness_line
-
 from benchy.measure import reading
 from benchy.measure.evidence import LENGTHS_O200K, LENGTHS_TOKENIZER_FILE
+from benchy.records import CONTENT, witness_line
 from tests.conftest import bare_record, run_benchy_here, warning_codes
 from tests.test_checks import measured, truth_of
 from tests.test_lengths import syllable_tokenizer_json

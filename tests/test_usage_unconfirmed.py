@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 
-from benchy.records import CONTENT
-
 from benchy.measure import reading
+from benchy.records import CONTENT
 from tests.conftest import bare_record, run_benchy_here, warning_codes
 from tests.test_checks import measured, truth_of
 
