@@ -188,7 +188,7 @@ def missing_fields(sample: GpuSample, source_names: dict[str, str]) -> dict[str,
     return out
 
 
-def peak_bandwidth(hardware_gbs: float | None, hardware_note: str | None, names: list[str | None]) -> tuple:
+def peak_bandwidth(hardware_gbs: float | None, hardware_note: str | None, names: list[str | None]) -> tuple[Any, ...]:
     """(GB/s per GPU, where it came from): the run's --hardware / --bandwidth-gbs, else the
     profile the GPU's own model name matches; (None, why) when neither is known."""
     if hardware_gbs:

@@ -219,7 +219,7 @@ def _plot_metric_vs(
 
 
 # Value labels waiting for their figure's layout: placed by save, where pixel positions are final.
-_PENDING_LABELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PENDING_LABELS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def _place_value_labels(fig: MplFigure) -> None:
@@ -322,7 +322,7 @@ def _rect(cx: float, cy: float, width: float, height: float) -> tuple[float, flo
     return (cx - width / 2, cy - height / 2, cx + width / 2, cy + height / 2)
 
 
-def _overlap(a: tuple, b: tuple) -> bool:
+def _overlap(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
