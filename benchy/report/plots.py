@@ -458,8 +458,12 @@ def left_out_clauses(notes: list[LeftOut]) -> str:
 def _left_out_sentence(notes: list[LeftOut]) -> str:
     if not notes:
         return ""
+    # A figure the table withholds as too noisy was measured: "could not measure" is not its why.
+    why = "withheld, as in the results table" if all(n.code == shown.TOO_NOISY for n in notes) else None
     return (
-        " Not plotted, because benchy could not measure them (the results table's footnotes say "
+        f" Not plotted ({why}): {left_out_clauses(notes)}."
+        if why
+        else " Not plotted, because benchy could not measure them (the results table's footnotes say "
         f"why): {left_out_clauses(notes)}."
     )
 
