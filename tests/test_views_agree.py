@@ -69,6 +69,7 @@ def test_a_figure_the_table_withholds_is_drawn_by_no_figure(failing_run, tmp_pat
     figure = plots.throughput_vs_prompt(results, tmp_path)
     assert figure is not None and figure.path is not None
     assert f"decode t/s of {label} (spread over twice the median)" in figure.caption  # the PNG leaves it out
+    assert "withheld, as in the results table" in figure.caption and "could not measure" not in figure.caption
 
 
 def test_a_point_whose_requests_failed_is_marked_in_every_figure(failing_run, tmp_path):

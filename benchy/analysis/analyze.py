@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from benchy import __version__
 from benchy import records as records_mod
@@ -53,10 +54,10 @@ class Bundle:
             yield replace(rec, **found) if found else rec  # joined by request id, the record not written into
 
 
-def _witnesses(path: Path) -> dict[str, dict]:
+def _witnesses(path: Path) -> dict[str, dict[str, Any]]:
     """request id → the late fields of its witness lines (a few per case: read first, so that
     each record is analysed once, whole)."""
-    found: dict[str, dict] = {}
+    found: dict[str, dict[str, Any]] = {}
     with open(path, "rb") as fh:
         for line in fh:
             if records_mod.is_witness_line(line):

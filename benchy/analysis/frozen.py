@@ -48,7 +48,7 @@ class FrozenRunResult(RunResult, _Frozen):
     __slots__ = ()  # the layout of a RunResult: its class can be swapped
     _base = RunResult
     __eq__ = _Frozen.__eq__  # before the dataclass's, which wants the same class
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
 
 class FrozenCaseResult(CaseResult, _Frozen):
@@ -57,7 +57,7 @@ class FrozenCaseResult(CaseResult, _Frozen):
     __slots__ = ()
     _base = CaseResult
     __eq__ = _Frozen.__eq__
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
 
 def freeze(run: RunResult) -> RunResult:

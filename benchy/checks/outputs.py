@@ -7,6 +7,7 @@ asked (output_length_mismatch), and a case the run stopped inside (case_cut_shor
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from benchy.checks.registry import (
     ERROR,
@@ -205,7 +206,7 @@ def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
     )
 
 
-def _short_output_cause(reasons: set, stop: list[str]) -> tuple[str, str]:
+def _short_output_cause(reasons: set[Any], stop: list[str]) -> tuple[str, str]:
     """Why outputs came back short, by what the server said (their finish_reasons) and what was sent."""
     if reasons == {"length"}:
         return (

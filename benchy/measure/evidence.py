@@ -346,7 +346,7 @@ def token_count(
     return _without_usage(said, impossible)
 
 
-def _limit_stands(usage: int, limit: int, backers: list[str], against: tuple | None) -> bool:
+def _limit_stands(usage: int, limit: int, backers: list[str], against: tuple[Any, ...] | None) -> bool:
     """Whether a request that ended by length made its max_tokens, against a usage that says
     otherwise: usage above it is impossible, and a re-tokenized text that counts more (a random
     model's text comes back a few tokens off) cannot say more were made than were asked, and one

@@ -192,7 +192,7 @@ def missing_fields(sample: GpuSample, source_names: dict[str, str]) -> dict[str,
 
 def peak_bandwidth(
     hardware_gbs: float | None, hardware_note: str | None, names: list[str | None], stated: str | None = None
-) -> tuple:
+) -> tuple[Any, ...]:
     """(GB/s per GPU, where it came from): the run's --hardware / --bandwidth-gbs, else the
     profile the GPU's own model name matches; (None, why) when neither is known. A --hardware
     profile (`stated`) that the GPUs contradict gives way to theirs (contradiction)."""

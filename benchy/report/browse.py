@@ -180,9 +180,9 @@ def change_dict(change: compare.MetricChange) -> dict[str, Any]:
     }
 
 
-def comparisons(runs: list[Run]) -> dict[str, dict]:
+def comparisons(runs: list[Run]) -> dict[str, dict[str, Any]]:
     """'i,j' → run j against run i (i the baseline), for every ordered pair that shares a case."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     if len(runs) > MAX_PAIRED_RUNS:
         return out
     for i, j in permutations(range(len(runs)), 2):

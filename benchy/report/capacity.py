@@ -7,6 +7,7 @@ both axes, the chosen point marked. Reads the saved result only, so `benchy repo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from benchy.folders import FIGURES_DIR
 from benchy.report import html, html_probe
@@ -264,7 +265,7 @@ def setup_differences(a: CapacityResult, b: CapacityResult) -> list[str]:
     ] + ([f"case differs: {a.setup.case!r} vs {b.setup.case!r}"] if _case_key(a) != _case_key(b) else [])
 
 
-def _case_key(result: CapacityResult) -> tuple:
+def _case_key(result: CapacityResult) -> tuple[Any, ...]:
     s = result.setup
     return (s.kind, s.pp, s.tg, s.depth, str(s.workload))
 

@@ -114,7 +114,7 @@ class Comparison:
 # ------------------------------------------------------------------ matching and comparing
 
 
-def case_key(case: CaseResult) -> tuple:
+def case_key(case: CaseResult) -> tuple[Any, ...]:
     """What must agree for two cases to be the same measurement."""
     return (case.pp, case.tg, case.concurrency, case.rate, case.depth, case.depth_mode, case.endpoint)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from tabulate import tabulate
 
@@ -66,7 +67,7 @@ def markdown(results: RunResult) -> str | None:
     return HEAD + " " + source + "\n\n" + tabulate(rows, headers=headers, tablefmt="pipe", stralign="right")
 
 
-def figures(plots: ModuleType, results: RunResult, directory: Path) -> list:  # of plots.Figure
+def figures(plots: ModuleType, results: RunResult, directory: Path) -> list[Any]:  # of plots.Figure
     """One figure of the dataset cases' prompt and output lengths, asked against served
     (`plots`: report/plots.py, passed in as workload_plots does, since it imports the table)."""
     cases = [c for c in dataset_cases(results) if any(_lengths(c).values())]

@@ -10,6 +10,7 @@ n/a with its footnote, as everywhere else.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from benchy.measure.gpu import GpuCase
 from benchy.results.types import CaseResult, RunResult
@@ -33,7 +34,7 @@ def has_gpu(results: RunResult) -> bool:
     return any(c.gpu for c in results.cases)
 
 
-def csv_cells(case: CaseResult) -> list:
+def csv_cells(case: CaseResult) -> list[Any]:
     gpu = case.gpu
     if gpu is None:
         return [""] * len(CSV_COLUMNS)
@@ -81,7 +82,7 @@ HEAD = (
 )
 
 
-def section_lines(results: RunResult, figure: tuple | None = None) -> list[str]:
+def section_lines(results: RunResult, figure: tuple[Any, ...] | None = None) -> list[str]:
     cases = [c for c in results.cases if c.gpu]
     if not cases:
         return []

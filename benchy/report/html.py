@@ -14,7 +14,7 @@ import json
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from benchy.report import gpu_view, markdown, server_view, table, workloads
 from benchy.report.html_figures import Panel, panels
@@ -130,7 +130,7 @@ def cache_html(results: RunResult) -> str:
     return "<h2>Cache ledger</h2>" + table_html(headers, rows, "cache")
 
 
-def page(title: str, body: str, figures: dict[str, dict], extra_js: str = "") -> str:
+def page(title: str, body: str, figures: dict[str, dict[str, Any]], extra_js: str = "") -> str:
     """The whole document: styles, plotly.js, the figures' specs and the page's own script, inline.
     plotly.js is carried as text and run by page.js when the first figure is about to be seen: the
     text and tables need none of it. Its basic bundle (1.2 MB) is evaluated in a fifth of the time or less

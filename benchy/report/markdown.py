@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from benchy.measure import stats
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.registry import METRICS
@@ -133,7 +135,7 @@ def overview_line(results: RunResult) -> str:
     )
 
 
-def figure_lines(figures: list[tuple]) -> list[str]:
+def figure_lines(figures: list[tuple[Any, ...]]) -> list[str]:
     """figures: (title, relative path) or (title, relative path, caption)."""
     if not figures:
         return []
@@ -248,9 +250,9 @@ def glossary() -> str:
 
 def render(
     results: RunResult,
-    figures: list[tuple] | None = None,
-    server_figure: tuple | None = None,
-    gpu_figure: tuple | None = None,
+    figures: list[tuple[Any, ...]] | None = None,
+    server_figure: tuple[Any, ...] | None = None,
+    gpu_figure: tuple[Any, ...] | None = None,
 ) -> str:
     """figures: (title, relative path[, caption]) tuples to embed; server_figure and gpu_figure:
     the same for the server view's and the GPUs' figures, embedded in their sections."""

@@ -31,7 +31,7 @@ def seconds(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
-def _ttfts(values: list) -> str:
+def _ttfts(values: list[Any]) -> str:
     return ", ".join(seconds(v) for v in values) or "none"
 
 

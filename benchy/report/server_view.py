@@ -341,7 +341,9 @@ def _ttft_split(ax: Axes, y: list[int], rows: list[dict[str, Any]]) -> None:
     _legend_below(ax, 2)
 
 
-def _pair(ax: Axes, y: list[int], rows: list[tuple[CaseResult, dict]], metric: str, title: str) -> list[LeftOut]:
+def _pair(
+    ax: Axes, y: list[int], rows: list[tuple[CaseResult, dict[str, Any]]], metric: str, title: str
+) -> list[LeftOut]:
     """The client's median (the results table's figure) beside the server's rate; returns why
     each missing bar is missing. A missing figure gets no bar (a zero-length bar reads as a rate
     of 0) but a word where its bar would be; a side with no figure at all, no legend entry."""

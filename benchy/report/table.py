@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable
+from typing import Any
 
 from tabulate import tabulate
 
@@ -270,7 +271,7 @@ def _spread(values: list[int]) -> str:
 CASE_KEYS = ("label", "scenario", "pp", "tg", "concurrency", "mode", "rate", "depth")
 
 
-def case_key_cells(case: CaseResult) -> list:
+def case_key_cells(case: CaseResult) -> list[Any]:
     """The CASE_KEYS cells of a case, as every CSV benchy writes keys it."""
     open_loop = case.mode == "open" or case.rate is not None
     replay = case.kind in ("trace", "dataset")  # its lengths are each request's own (requests.jsonl)
@@ -318,7 +319,7 @@ CSV_COLUMNS = (
 CODE_SEPARATOR = ";"
 
 
-def tail_cells(summary: MetricSummary | None) -> list:
+def tail_cells(summary: MetricSummary | None) -> list[Any]:
     """median, p90, p99, n of a second view of a metric (from the schedule, or the steady state),
     blank where it has none or too few values, as the report's "too few"."""
     if not summary:
@@ -332,7 +333,7 @@ def codes_cell(warnings: Iterable[CheckWarning]) -> str:
     return CODE_SEPARATOR.join(dict.fromkeys(w.code for w in warnings))
 
 
-def summary_cells(summary: MetricSummary | None, reason: str) -> list:
+def summary_cells(summary: MetricSummary | None, reason: str) -> list[Any]:
     """The statistics of STAT_COLUMNS, then unavailable_reason: all empty but the reason when
     the metric could not be measured (never a made-up number). A p90, p99 or interval from
     fewer values than carry it is empty, as the report's "too few" (stats.SHOWN_FROM)."""
@@ -346,7 +347,7 @@ def summary_cells(summary: MetricSummary | None, reason: str) -> list:
     ] + [""]
 
 
-def case_metric_cells(case: CaseResult) -> list:
+def case_metric_cells(case: CaseResult) -> list[Any]:
     """The case's CASE-level figures in CSV_COLUMNS order; empty where the case has none."""
     goodput = case.goodput
     stored = {
@@ -356,7 +357,7 @@ def case_metric_cells(case: CaseResult) -> list:
         "goodput": goodput.fraction if goodput else None,
         "goodput_rate": goodput.rate if goodput else None,
     }
-    cells: list = []
+    cells: list[Any] = []
     for m in CASE_METRICS:
         if m.name in SUMMARIZED_CASE_METRICS:
             lag = case.send_lag

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from benchy.measure.workloads import TurnRow
 from benchy.report import agents_view, dataset_view, plots, workloads
@@ -95,7 +96,7 @@ def _fraction(case: CaseResult) -> float:
 
 
 def _shared_figure(plots: ModuleType, cases: list[CaseResult], path: Path) -> Figure | None:
-    series: dict[tuple, list[CaseResult]] = {}
+    series: dict[tuple[Any, ...], list[CaseResult]] = {}
     for case in cases:
         key = (case.pp + (case.depth or 0), case.tg, case.concurrency)
         series.setdefault(key, []).append(case)

@@ -11,6 +11,7 @@ Everything here is read from `case.workload` (benchy/measure/workloads.py) and t
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from benchy.measure.workloads import Reuse, ThinkSpec, WorkloadFigures
 from benchy.report import agents_view
@@ -145,7 +146,7 @@ def multi_turn_lines(case: CaseResult) -> list[str]:
     return out + _problem_lines(figures) + agents_view.lines(case, figures) + [""]
 
 
-def _withheld_turn_lines(rows: list) -> list[str]:
+def _withheld_turn_lines(rows: list[Any]) -> list[str]:
     """Why a turn's figure reads n/a: each reason once, with the metrics it took."""
     reasons: dict[str, list[str]] = {}
     for row in rows:

@@ -421,7 +421,7 @@ def _prompt_lengths(setup: Setup, endpoint: str | None, label: str) -> str | Non
 def withhold_buffered_trend(cases: list[CaseResult]) -> None:
     """Single-stream cases at one prompt whose TTFT grows with the output length (metrics.
     buffered_trend) lose their stream timings, unless usage shows one token per event."""
-    groups: dict[tuple, list[CaseResult]] = {}
+    groups: dict[tuple[Any, ...], list[CaseResult]] = {}
     for case in cases:
         if case.concurrency == 1 and case.summary.get("ttft_s") and case.summary.get("e2e_s"):
             groups.setdefault((case.pp, case.depth, case.depth_mode, case.endpoint), []).append(case)

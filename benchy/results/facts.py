@@ -86,7 +86,7 @@ class CaseFacts:
     n_reasoning_only: int = 0
     n_without_tool_call: int = 0  # successful answers that held no tool call
     # output_length_mismatch: the believed count of each ok request with usage, and the short ones
-    delivered: array = field(default_factory=lambda: array("q"))
+    delivered: array[int] = field(default_factory=lambda: array("q"))
     n_short: int = 0
     short_finish_reasons: set[Any] = field(default_factory=set)
     n_usage_reported: int = 0  # ok requests with usage
@@ -94,29 +94,29 @@ class CaseFacts:
     # usage_mismatch
     n_doubted: int = 0
     first_doubted: TokenCountEntry | None = None
-    doubted_usage: array = field(default_factory=lambda: array("q"))
-    doubted_tokens: array = field(default_factory=lambda: array("q"))
+    doubted_usage: array[int] = field(default_factory=lambda: array("q"))
+    doubted_tokens: array[int] = field(default_factory=lambda: array("q"))
     # local_tokenizer_mismatch
     n_local_odd: int = 0
     first_local_mismatch: str = ""
-    local_ratios: array = field(default_factory=lambda: array("d"))
+    local_ratios: array[float] = field(default_factory=lambda: array("d"))
     local_backed_by: set[str] = field(default_factory=set)
     # usage_unconfirmed: usage alone against a local count of its own (evidence.USAGE_ALONE)
     n_usage_alone: int = 0
     first_usage_alone: str = ""
     # prompt_length_mismatch
     n_prompt_missed: int = 0
-    prompt_missed_tokens: array = field(default_factory=lambda: array("q"))
+    prompt_missed_tokens: array[int] = field(default_factory=lambda: array("q"))
     prompt_missed_target: int | None = None
     n_prompt_longer: int = 0  # of the missed: counted longer than sent
     # ttft_not_prefill, prefill_holds_queueing: (TTFT, server prompt s) of ok requests with timings
-    pair_ttft: array = field(default_factory=lambda: array("d"))
-    pair_prompt_s: array = field(default_factory=lambda: array("d"))
+    pair_ttft: array[float] = field(default_factory=lambda: array("d"))
+    pair_prompt_s: array[float] = field(default_factory=lambda: array("d"))
     # harmony_output
     n_stop_cut: int = 0  # measured requests a stop ended before any answer text
     n_stripped: int = 0
     # checks/server.py: each measured request's context sent ahead, and its cached / generated tokens
-    reused_context: array = field(default_factory=lambda: array("q"))
+    reused_context: array[int] = field(default_factory=lambda: array("q"))
     usage_cached: int = 0
     n_usage_cached: int = 0
     all_ok_counted: bool = True  # every measured one succeeded with a completion count

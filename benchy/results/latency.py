@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -108,7 +109,7 @@ def _single_stream(case: CaseResult) -> bool:
 
 def groups(cases: Sequence[CaseResult]) -> list[list[CaseResult]]:
     """The sweep cases (any load) by prompt family: depth, depth mode and endpoint."""
-    found: dict[tuple, list[CaseResult]] = {}
+    found: dict[tuple[Any, ...], list[CaseResult]] = {}
     for case in cases:
         if case.kind == "sweep" and case.depth_mode != "cached":
             found.setdefault((case.depth, case.depth_mode, case.endpoint), []).append(case)

@@ -133,11 +133,11 @@ class Rows(Sequence):
         else:
             self._changes.append(change)
 
-    def count(self, want: Callable[[int], bool]) -> int:  # type: ignore[override]
+    def count(self, want: Callable[[int], bool]) -> int:
         """How many rows' flags satisfy `want`, reading none."""
         return sum(1 for f in self._flags if want(f))
 
-    def where(self, want: Callable[[int], bool]) -> Sequence:
+    def where(self, want: Callable[[int], bool]) -> Sequence[Any]:
         """The rows whose flags satisfy `want`: a list when held, else a view that reads them."""
         if self._objects is not None:
             return [row for row, f in zip(self._objects, self._flags) if want(f)]

@@ -559,7 +559,7 @@ def scans_held() -> Iterator[None]:
 class RequestColumns:
     """A case's per-request figures as the reports read them, a compact array each."""
 
-    values: dict[str, array]  # metric → its values over the measured, successful requests, in order
+    values: dict[str, array[float]]  # metric → its values over the measured, successful requests, in order
     completion_tokens: int | None  # summed over the measured requests; None unless each has a count
 
 
@@ -570,7 +570,7 @@ class RowScan:
 
     def __init__(self) -> None:
         self.facts = CaseFacts()
-        self._values: dict[str, array] = {}
+        self._values: dict[str, array[float]] = {}
         self._tokens: int | None = 0
         self._counted = 0
 
