@@ -53,6 +53,7 @@ from benchy.load.tokenize import ServerTokenize
 from benchy.load.workers import LOCAL_CLOCK, ProcessPool, WorkerError, case_workers, client_figures, worker_entry
 from benchy.measure import classify
 from benchy.measure.ceiling import CeilingInputs
+from benchy.measure.classify import DRAIN_CUT
 from benchy.measure.records import RecordWriter, RequestRecord
 from benchy.results import types as results_mod
 from benchy.server import cache_reset, router
@@ -289,7 +290,7 @@ MIN_REQUESTS_FOR_RATE = 10  # --max-error-rate is judged from this many finished
 def count_failure(state: RunState, rec: RequestRecord) -> None:
     """Counts a finished record as results.json will, and the connection failures in a row."""
     state.n_done += 1
-    state.n_failed += not classify.classify(rec).ok
+    state.n_failed += not classify.classify(rec).ok and rec.error_kind != DRAIN_CUT  # cut by benchy, not failed
     gone = rec.status == "error" and rec.error_kind == "connect"
     state.connect_failures_in_a_row = state.connect_failures_in_a_row + 1 if gone else 0
     if gone:
@@ -503,7 +504,18 @@ async def _measure_with(
             gpu_window = gpus.window() if gpus else None
             try:
                 await _run_one_case(
-                    state, settings, client, plan, calibrations, salt, pool, on_record, stop, window, gpu_window
+                    state,
+                    settings,
+                    client,
+                    plan,
+                    calibrations,
+                    salt,
+                    pool,
+                    on_record,
+                    stop,
+                    window,
+                    gpu_window,
+                    progress,
                 )
             except BaseException:
                 if gpu_window is not None:
@@ -574,6 +586,7 @@ async def _run_one_case(
     stop: asyncio.Event,
     window: server_metrics.Window | None,
     gpu_window: gpu_mod.GpuWindow | None = None,
+    progress: Progress | None = None,
 ) -> None:
     """One case, in this process, in worker processes or on Ray actors; the server's and the
     GPUs' windows open once the warmups are done, so their figures cover the measured requests only."""
@@ -583,6 +596,8 @@ async def _run_one_case(
             await window.open()
         if gpu_window is not None:
             await gpu_window.open()
+        if progress is not None:
+            progress.measuring(plan.duration_s, plan.drain_window)
         return time.perf_counter()
 
     # Workloads run in one process (or actor): a conversation's turns depend on each other,
@@ -674,6 +689,7 @@ def _load_plan(load: LoadSettings) -> dict:
     return {
         "requests": load.requests,
         "duration_s": load.duration_s,
+        "drain_s": load.drain_s,
         "max_inflight": load.max_inflight,
         "seed": load.seed,
     }

@@ -30,6 +30,7 @@ from benchy.checks import (
     latency,
     outputs,
     prompts,
+    saturation,
     server,
     steady,
     timing,
@@ -78,6 +79,7 @@ CASE_CHECKS: tuple[CaseCheck, ...] = (
     *drift.CASE_CHECKS,
     *server.CASE_CHECKS,
     outputs.case_cut_short,
+    saturation.saturated,
 )
 for _run_check in RUN_CHECKS:
     run_check(_run_check)

@@ -221,7 +221,15 @@ LOAD_OPTIONS: tuple[Decorator, ...] = (
         type=click.FloatRange(min=0, min_open=True),
         default=None,
         metavar="S",
-        help="Send no request after S seconds of a case (those in flight finish and count).",
+        help="Send no request after S seconds of a case (those in flight get --drain to finish).",
+    ),
+    click.option(
+        "--drain",
+        type=click.FloatRange(min=0),
+        default=None,
+        metavar="S",
+        help="With --duration: requests still in flight S seconds after it are cut and counted as cut "
+        "(default: as long as --duration).",
     ),
     click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --rate arrival schedules."),
     click.option(
@@ -263,6 +271,7 @@ def load_settings(
     max_inflight: int | None,
     n_requests: int | None,
     duration: float | None,
+    drain: float | None,
     seed: int,
     workers: int | None,
     ray: str | None,
@@ -277,6 +286,8 @@ def load_settings(
         raise click.UsageError(cluster.RAY_MISSING)
     if ray_workers_per_node is not None and ray is None:
         raise click.UsageError("--ray-workers-per-node needs --ray")
+    if drain is not None and duration is None:
+        raise click.UsageError("--drain needs --duration: it bounds the wait after the duration")
 
     try:
         slo_targets = parse_slo(slo) if slo is not None else None
@@ -285,6 +296,7 @@ def load_settings(
     return LoadSettings(
         requests=n_requests,
         duration_s=duration,
+        drain_s=drain,
         max_inflight=max_inflight,
         seed=seed,
         workers=workers,

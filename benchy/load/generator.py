@@ -205,5 +205,9 @@ async def _run_case(
     await client.warm(plan.inflight_cap or plan.streams)  # a connection per stream, before any is timed
     start_s = await start() if start else time.perf_counter()
     deadline = arrivals.duration_deadline(start_s, plan.duration_s)
-    pace = Open(start_s, plan.inflight_cap, deadline) if plan.case.rate is not None else Closed(plan.streams, deadline)
+    pace = (
+        Open(start_s, plan.inflight_cap, deadline, plan.drain_window)
+        if plan.case.rate is not None
+        else Closed(plan.streams, deadline, plan.drain_window)
+    )
     await send(client, measured, on_record, pace, stop)

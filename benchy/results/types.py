@@ -69,6 +69,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.25 request local_scale_generated: its local count's scale was fitted on the tokens a
        calibration answer was known to make (it ended by length), setup.calibration.output_method
        "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
+  1.26 setup.load.drain_s (--drain); warning code saturated; error kind drain_cut: a request still
+       in flight when the drain after --duration ran out, cut by benchy (issue 54)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -113,7 +115,7 @@ from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 25
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 26
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -205,6 +207,7 @@ class LoadSetup(Saved):
 
     requests: int | None = None
     duration_s: float | None = None
+    drain_s: float | None = _opt("--drain: seconds the requests in flight got after --duration (1.26)", omit=True)
     max_inflight: int | None = None
     seed: int = 0
     workers: int | None = None
