@@ -70,7 +70,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        calibration answer was known to make (it ended by length), setup.calibration.output_method
        "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
   1.26 setup.load.drain_s (--drain); warning code saturated; error kind drain_cut: a request still
-       in flight when the drain after --duration ran out, cut by benchy (issue 54)
+       in flight when the drain after --duration ran out, cut by benchy (issue 54); case
+       pp_stddev / tg_stddev (--pp-stddev / --tg-stddev: each request's lengths drawn around pp, tg)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -387,6 +388,8 @@ class CaseResult(Saved):
     endpoint: str | None = None
     runs: int | None = None
     depth_mode: str | None = _opt('"cold" | "cached"; null without depth')
+    pp_stddev: float | None = _opt("--pp-stddev: each prompt length drawn around pp (1.26)", omit=True)
+    tg_stddev: float | None = _opt("--tg-stddev: each output length drawn around tg (1.26)", omit=True)
     planned_requests: int | None = _opt("measured requests planned (1.3); null when --duration alone bounds the case")
     n_ok: int = 0
     n_failed: int = 0
