@@ -48,6 +48,7 @@ RUN_CHECKS: tuple[RunCheck, ...] = (
     hardware.ceiling_unknown,
     drift_across.rate_drift_across_cases,
     *latency.RUN_CHECKS,
+    saturation.rate_knee,
 )
 CASE_CHECKS: tuple[CaseCheck, ...] = (
     client_bound.client_bound,

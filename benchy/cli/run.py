@@ -162,6 +162,14 @@ ERROR_LIMIT_OPTIONS: tuple[Decorator, ...] = (
     "without the notes (info).",
 )
 @click.option("--strict", is_flag=True, help="Exit non-zero on any warning (for CI).")
+@click.option(
+    "--saturation",
+    type=click.IntRange(min=2),
+    default=None,
+    metavar="N",
+    help="A saturation sweep: one stream, then the highest throughput (-c streams, default 32), then N "
+    "request rates from the first to past the second; names the knee.",
+)
 @option_group("limits", ERROR_LIMIT_OPTIONS, ErrorLimits)
 @option_group("ceiling", CEILING_OPTIONS, _ceiling_inputs)
 @option_group("template", TEMPLATE_OPTIONS, template_settings)
@@ -224,9 +232,11 @@ def run(
     cache_reset: bool,
     tokenizer_file: str | None,
     skip_unfit: bool,
+    saturation: int | None,
 ) -> int:
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
+    from benchy import saturation as saturation_mod
     from benchy.client.errors import ServerError
     from benchy.client.extra_body import check_cases as check_extra_bodies
     from benchy.load.cluster import ClusterError
@@ -237,7 +247,10 @@ def run(
     from benchy.workloads.spec import WorkloadError
 
     try:
-        load.check(cases)
+        if saturation is not None:
+            saturation_mod.check(cases)
+        else:
+            load.check(cases)
         template.check({c.endpoint or endpoint for c in cases}, stop)
         check_workload_endpoints(cases, endpoint)
         check_extra_bodies(cases)
@@ -285,10 +298,13 @@ def run(
         **limits,
     )
     try:
-        typed = run_mod.execute(settings)  # saved with its report in `output`
+        # saved with its report in `output`
+        typed = saturation_mod.execute(settings, saturation) if saturation else run_mod.execute(settings)
     except (ServerError, PromptError) as exc:
         raise click.ClickException(with_url_hint(str(exc), client.base_url)) from None
     except (ClusterError, GpuError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except saturation_mod.SaturationError as exc:
         raise click.ClickException(str(exc)) from None
     except (run_mod.PromptTooLong, WorkloadError) as exc:  # WorkloadError: a --dataset with nothing to send
         raise click.UsageError(str(exc)) from None

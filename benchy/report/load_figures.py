@@ -94,7 +94,7 @@ def _load(case: CaseResult) -> str:
 def _too_few_words(too_few: dict[str, list[str]]) -> str:
     """Which percentiles were too few to bound, where: never drawn, so said."""
     said = [
-        f"{pct} at {', '.join(dict.fromkeys(loads))} ({stats.TOO_FEW}: it needs {stats.SHOWN_FROM[pct]} requests)"
+        f"{pct} at {', '.join(dict.fromkeys(loads))} ({stats.TOO_FEW}: it needs {stats.SHOWN_FROM.get(pct, 3)} requests)"
         for pct, loads in too_few.items()
     ]
     return " Not drawn: " + "; ".join(said) + "." if said else ""

@@ -71,7 +71,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
   1.26 setup.load.drain_s (--drain); warning code saturated; error kind drain_cut: a request still
        in flight when the drain after --duration ran out, cut by benchy (issue 54); case
-       pp_stddev / tg_stddev (--pp-stddev / --tg-stddev: each request's lengths drawn around pp, tg)
+       pp_stddev / tg_stddev (--pp-stddev / --tg-stddev: each request's lengths drawn around pp, tg);
+       warning code rate_knee (a rate sweep's knee, results/knee.py)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
