@@ -38,7 +38,9 @@ def saturated(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
 def _at(case: CaseResult) -> str:
     """A rate case's figures in words: what completed, what failed, its median TTFT."""
     done = f"completed {case.request_rate:.2f}/s" if case.request_rate is not None else "no completion rate"
-    failed = f", {case.n_failed} of {case.n_ok + case.n_failed} failed" if case.n_failed else ""
+    cut = case.errors.get(DRAIN_CUT, 0)
+    failed = f", {case.n_failed - cut} failed" if case.n_failed > cut else ""
+    failed += f", {cut} of {case.n_ok + case.n_failed} cut by the drain" if cut else ""
     ttft = case.median("ttft_s")
     return done + failed + (f", TTFT p50 {ttft * 1000:,.0f} ms" if ttft is not None else "")
 

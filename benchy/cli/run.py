@@ -163,6 +163,13 @@ ERROR_LIMIT_OPTIONS: tuple[Decorator, ...] = (
 )
 @click.option("--strict", is_flag=True, help="Exit non-zero on any warning (for CI).")
 @click.option(
+    "--view",
+    type=click.Choice(["short", "full"]),
+    default="short",
+    show_default=True,
+    help="With --format md: the short terminal view, or every section report.md has.",
+)
+@click.option(
     "--saturation",
     type=click.IntRange(min=2),
     default=None,
@@ -233,6 +240,7 @@ def run(
     tokenizer_file: str | None,
     skip_unfit: bool,
     saturation: int | None,
+    view: str,
 ) -> int:
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
@@ -318,12 +326,15 @@ def run(
             click.echo(f"benchy: not measured: {item.case} ({item.reason})", err=True)
     if fmt == "json":
         click.echo(json.dumps(typed.to_dict(), indent=1))  # as saved
+        echo_warnings(typed, quiet, err=True)  # stdout is data: the warnings still reach the reader
     elif fmt == "csv":
         click.echo(table.csv_text(typed), nl=False)
+        echo_warnings(typed, quiet, err=True)
     elif typed.cases:
         from benchy.report import markdown as report_md
+        from benchy.report import short_view
 
-        click.echo(report_md.terminal(typed))
+        click.echo(report_md.terminal(typed) if view == "full" else short_view.terminal(typed))
         echo_warnings(typed, quiet)
     else:
         click.echo("No case was measured.")

@@ -177,8 +177,9 @@ def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str
     return headers, body
 
 
-def markdown(results: RunResult) -> str:
-    """The table plus its footnotes, as Markdown; under load, a second table of percentiles."""
+def markdown(results: RunResult, loaded: bool = True) -> str:
+    """The table plus its footnotes, as Markdown; under load (unless `loaded` is False: the
+    terminal's short view, short_view.py), a second table of percentiles."""
     notes = Footnotes()
     headers, body = rows(results, notes)
     text = tabulate(body, headers=headers, tablefmt="pipe", stralign="right", disable_numparse=True)
@@ -186,10 +187,10 @@ def markdown(results: RunResult) -> str:
         text += "\n\n" + "\n".join(notes.lines())
     if any(FLAG in c for row in body for c in row):
         text += "\n\n" + FLAG_LEGEND
-    loaded = load_markdown(results)
+    percentiles = load_markdown(results) if loaded else None
     cache = cache_markdown(results)
     lengths = dataset_view.markdown(results)  # --dataset: asked and served lengths
-    text += "".join("\n\n" + part for part in (loaded, cache, lengths) if part)
+    text += "".join("\n\n" + part for part in (percentiles, cache, lengths) if part)
     return text
 
 
