@@ -481,7 +481,7 @@ async def _measure_with(
         writer.write(rec)
         if rec.case not in workloads:  # written and counted: its streams are let go
             release_streams(rec)  # (the sender may hold it; a workload's sender reads them: its history)
-        progress.request_done()
+        progress.request_done(rec.warmup)
         count_failure(state, rec)  # counted as results.json counts it
         passed = None if stop.is_set() else error_limit_passed(state, settings)
         if passed:
@@ -495,7 +495,8 @@ async def _measure_with(
                 break
             if resetting:
                 resetting = await _reset_cache(state, settings, client, identity, plan.case.label, progress)
-            progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
+            measured = plan.measured if plan.expected_records is not None else None  # the bar counts these
+            progress.start_case(plan.case.label, measured, plan.duration_s)
             state.seen[plan.case.label] = CaseTally()
             state.started.append(plan.case.label)
             save_manifest(state)

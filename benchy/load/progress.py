@@ -37,8 +37,8 @@ class Progress:
         self._drain_s = 0.0
 
     def start_case(self, label: str, requests: int | None, duration_s: float | None = None) -> None:
-        """A new bar for a case of `requests` requests (warmups included); None: as many as
-        fit in `duration_s` seconds."""
+        """A new bar for a case of `requests` measured requests (warmups are not counted);
+        None: as many as fit in `duration_s` seconds."""
         self._close_bar()
         self.case_no += 1
         self._drains_at = None
@@ -76,9 +76,19 @@ class Progress:
         if self.enabled:
             tqdm.write(text, file=sys.stderr)
 
-    def request_done(self) -> None:
-        if self.bar is not None:
-            self.bar.update(1)
+    def request_done(self, warmup: bool = False) -> None:
+        """A request ended: a measured one counts (`--requests 200` reads 200, not 201); a
+        warmup's end only redraws, its line saying the case is warming up until the first
+        measured request."""
+        if self.bar is None:
+            return
+        if warmup:
+            if not self.bar.n:
+                self.bar.set_postfix_str("warming up", refresh=False)
+            return
+        if not self.bar.n:
+            self.bar.set_postfix_str("", refresh=False)
+        self.bar.update(1)
 
     def finish(self) -> None:
         self._close_bar()
@@ -95,8 +105,8 @@ class Progress:
 def _plain_format(requests: int | None) -> str:
     """A log line: "[2/6] pp512 tg128: 12/31 requests (39%) [00:14<00:22, 1.17s/req]"."""
     if requests is None:
-        return "{desc}: {n_fmt} requests [{elapsed}, {rate_fmt}]"
-    return "{desc}: {n_fmt}/{total_fmt} requests ({percentage:.0f}%) [{elapsed}<{remaining}, {rate_fmt}]"
+        return "{desc}: {n_fmt} requests [{elapsed}, {rate_fmt}{postfix}]"
+    return "{desc}: {n_fmt}/{total_fmt} requests ({percentage:.0f}%) [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
 
 
 def _size(terminal: bool) -> dict:
