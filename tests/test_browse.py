@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -141,3 +143,46 @@ def test_browse_serve_serves_the_page_and_each_runs_report_over_http(runs, tmp_p
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
     assert "Traceback" not in stderr, stderr
+
+
+def test_browse_shows_the_endpoint_no_client_hostname_and_writes_beside_the_runs(runs, tmp_path):
+    """Issue 54: the endpoint each run measured is a column; 'hardware' is never benchy's own
+    host name; with no -o the site goes inside the first folder, not the current one; --serve
+    keeps off port 8000 (benchy sim's and vLLM's)."""
+    import socket
+
+    from benchy.report import browse_cli
+
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchy", "browse", str(runs / "runs")], cwd=elsewhere, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not list(elsewhere.iterdir())  # nothing written where the command was typed
+    index = runs / "runs" / "benchy-browse" / "index.html"
+    rows = browse_data(index)["runs"]
+    saved = {r["id"]: json.loads((runs / "runs" / r["id"] / "results.json").read_text()) for r in rows}
+    for row in rows:
+        assert row["endpoint"] == saved[row["id"]]["cases"][0]["endpoint"] == "chat"
+        assert socket.gethostname() not in row["hardware"]
+    assert "<th>endpoint</th>" in index.read_text()
+    assert browse_cli.SERVE_PORT != 8000
+
+
+@browser.needs_browser
+def test_browse_page_fits_1400_px(runs, tmp_path):
+    proc = run_benchy_here("browse", str(runs / "runs"), "-o", str(tmp_path / "site"))
+    assert proc.returncode == 0, proc.stderr
+    driver = browser.chromium()
+    try:
+        driver.set_window_size(1400, 900)
+        driver.get((tmp_path / "site" / "index.html").as_uri())
+        table = driver.find_element("id", "runs")
+        overflow = driver.execute_script("return [arguments[0].scrollWidth, arguments[0].clientWidth]", table)
+        assert overflow[0] <= overflow[1], overflow  # every column in view, no sideways scroll
+        width = driver.execute_script("return document.documentElement.scrollWidth")
+        assert width <= 1400
+        table.screenshot(str(tmp_path / "browse.png"))
+    finally:
+        driver.quit()

@@ -89,9 +89,17 @@ def engine_text(results: RunResult) -> str:
 
 
 def hardware_text(results: RunResult) -> str:
+    """The server's hardware as the run knew it (--hardware, the GPUs read); never benchy's own
+    host name, which names the client's machine, not the server's (issue 54)."""
     setup = results.setup
     gpus = sorted({name for name in (setup.gpu.gpus.values() if setup.gpu else []) if name})
-    return ", ".join(p for p in (setup.hardware, " + ".join(gpus), setup.host) if p) or "not recorded"
+    return ", ".join(p for p in (setup.hardware, " + ".join(gpus)) if p) or "not recorded"
+
+
+def endpoint_text(results: RunResult) -> str:
+    """The API each run measured (chat, completions, responses, messages): runs of different
+    endpoints share no case, and the page says why."""
+    return ", ".join(dict.fromkeys(c.endpoint for c in results.cases if c.endpoint)) or "not recorded"
 
 
 def run_row(run: Run, site: Path) -> dict:
@@ -107,6 +115,7 @@ def run_row(run: Run, site: Path) -> dict:
         "when": (r.setup.started_utc or "")[:19].replace("T", " "),
         "server": engine_text(r),
         "model": r.setup.model or "",
+        "endpoint": endpoint_text(r),
         "hardware": hardware_text(r),
         "cases": f"{len(cases)}",
         "e2e": _fmt(_best([c.median("e2e_tps") for c in cases])),
@@ -124,6 +133,7 @@ HEADERS = (
     ("when (UTC)", "when"),
     ("server", "server"),
     ("model", "model"),
+    ("endpoint", "endpoint"),
     ("hardware", "hardware"),
     ("cases", "cases"),
     ("best e2e t/s", "e2e"),
@@ -207,7 +217,7 @@ def render(runs: list[Run], site: Path) -> str:
         "browse a smaller set of folders to compare.</p>"
     )
     body = (
-        f"<main><header><h1>benchy runs</h1><p>{len(runs)} runs, newest last. Click a header to sort; "
+        f'<main class="wide"><header><h1>benchy runs</h1><p>{len(runs)} runs, newest last. Click a header to sort; '
         "type to filter; tick two or more runs to set each against the first ticked.</p></header>"
         '<p><input type="search" data-filter="runs" id="filter" placeholder="filter runs: model, server, warning…"></p>'
         f"{note}{index_table(rows)}"
