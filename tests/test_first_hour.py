@@ -26,3 +26,19 @@ def test_a_hub_name_as_tokenizer_says_files_only():
     proc = run_benchy_here("run", "--tokenizer", "Qwen/Qwen3-8B", "--pp", "64")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "never a hub name" in proc.stderr and "local file or model folder" in proc.stderr
+
+
+def test_the_demo_never_replaces_a_real_runs_results(tmp_path):
+    import json
+    import shutil
+
+    from tests.conftest import REPO_ROOT
+
+    real = tmp_path / "mine"
+    shutil.copytree(REPO_ROOT / "reports" / "dgx-spark-sim", real)  # a real run's folder
+    before = (real / "results.json").read_bytes()
+    assert json.loads(before)["setup"]["command_line"].startswith("benchy run")
+    proc = run_benchy_here("demo", "-o", str(real))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "holds a run's results" in proc.stderr and "Starting benchy sim" not in proc.stderr
+    assert (real / "results.json").read_bytes() == before
