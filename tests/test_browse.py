@@ -106,6 +106,11 @@ def test_browse_page_in_a_real_browser(runs, tmp_path):
             ".filter(r => r.cells[1].textContent.startsWith('e2e')).map(r => r.cells[8].textContent)"
         )
         assert verdicts and all(v.startswith(("faster", compare.CLIENT_DELAY)) for v in verdicts), verdicts
+        intervals = driver.execute_script(  # in % of the first run's median, as the change beside it (issue 54)
+            "return [...document.querySelectorAll('#compare table:last-of-type tbody tr')]"
+            ".filter(r => r.cells[1].textContent.startsWith('e2e')).map(r => [r.cells[5].textContent, r.cells[6].textContent])"
+        )
+        assert all(change.endswith("%") and ci.endswith("%") and " … " in ci for change, ci in intervals), intervals
         browser.screenshot(driver, tmp_path / "browse-compare.png")
         assert browser.console_errors(driver) == []
 

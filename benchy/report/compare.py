@@ -8,7 +8,9 @@ successful requests:
   p           = two-sided Mann–Whitney U (default; exact for small samples) or Welch's t-test,
                 then Benjamini–Hochberg-adjusted over the cases of each metric (so that comparing
                 many cases does not flag chance differences: the false discovery rate stays ≤ alpha)
-  verdict     = faster / slower when adjusted p < alpha and |change| ≥ min_effect; "negligible"
+  verdict     = faster / slower when adjusted p < alpha, |change| ≥ min_effect and the 95% CI
+                excludes 0; "not settled" when the test finds a difference but the CI of the
+                medians' change holds 0 (the two disagree: no direction is claimed); "negligible"
                 when adjusted p < alpha but the change is smaller; otherwise "no significant
                 difference"; "too few requests" when the test could not reach p < alpha at best.
 Reads saved results only. Results whose prompt nonce differs are not comparable (one may have
@@ -39,6 +41,9 @@ MIN_EFFECT = 0.02
 
 FASTER, SLOWER = "faster", "slower"
 NO_DIFFERENCE = "no significant difference"
+# The rank test found a difference, but the 95% interval of the change in medians still holds
+# zero: the two say different things about the medians, so no direction is claimed (issue 54).
+UNSETTLED = "not settled (its 95% interval holds 0)"
 NEGLIGIBLE = "negligible"
 CLIENT_DELAY = "within benchy's own delay"
 TOO_FEW = "too few requests"
@@ -200,6 +205,8 @@ def verdict(change: MetricChange, higher_better: bool, alpha: float, min_effect:
         return NO_DIFFERENCE
     if change.change is None or change.change_pct is None or abs(change.change_pct) < 100.0 * min_effect:
         return NEGLIGIBLE
+    if change.ci95 is not None and change.ci95[0] <= 0.0 <= change.ci95[1]:
+        return UNSETTLED
     return FASTER if (change.change > 0) == higher_better else SLOWER
 
 
@@ -474,7 +481,9 @@ def method_note(comp: Comparison) -> str:
         "over the cases of each metric, so that testing many cases does not turn chance into "
         f"findings. 95% CI: bootstrap interval of the difference in medians. A row is "
         f"**faster**/**slower** when p < {comp.alpha:g} and the change is at least "
-        f"{100 * comp.min_effect:g}% (smaller significant changes are called negligible); "
+        f"{100 * comp.min_effect:g}% and its 95% CI excludes 0 (where the test finds a difference "
+        "but the CI holds 0, the row says not settled: the two disagree on the medians; smaller "
+        "significant changes are called negligible); "
         '"no significant difference" means these requests cannot tell the two apart, not that '
         "they are equal: the CI says how large a difference could still hide."
     )
