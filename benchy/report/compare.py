@@ -121,6 +121,23 @@ def case_key(case: CaseResult) -> tuple:
     return (case.pp, case.tg, case.concurrency, case.rate, case.depth, case.depth_mode, case.endpoint)
 
 
+def _key_but_endpoint(case: CaseResult) -> tuple:
+    return case_key(case)[:-1]
+
+
+def _endpoints_across(a: RunResult, b: RunResult) -> tuple[str, str] | None:
+    """(A's endpoint, B's) when each run measured one endpoint, not the same one, and they
+    share cases but for it; else None (a run over several endpoints pairs them as they are)."""
+    ends_a = {c.endpoint for c in a.cases}
+    ends_b = {c.endpoint for c in b.cases}
+    if len(ends_a) != 1 or len(ends_b) != 1 or ends_a == ends_b:
+        return None
+    (end_a,), (end_b,) = ends_a, ends_b
+    if not {_key_but_endpoint(c) for c in a.cases} & {_key_but_endpoint(c) for c in b.cases}:
+        return None
+    return str(end_a), str(end_b)
+
+
 def compare_metric(
     case_a: CaseResult,
     case_b: CaseResult,
@@ -280,11 +297,19 @@ def compare(
     result = Comparison(a_name, b_name, test, alpha, min_effect)
     result.warnings = comparability_warnings(a, b, a_name, b_name, force)
     result.setup_differences = setup_differences(a, b)
-    by_key_b = {case_key(c): c for c in b.cases}
-    keys_a = {case_key(c) for c in a.cases}
-    result.only_in_a = [c.label for c in a.cases if case_key(c) not in by_key_b]
-    result.only_in_b = [c.label for c in b.cases if case_key(c) not in keys_a]
-    pairs = [(c, by_key_b[case_key(c)]) for c in a.cases if case_key(c) in by_key_b]
+    key = case_key
+    across = _endpoints_across(a, b)
+    if across:  # one endpoint each, a different one: the same cases over two APIs (issue 54)
+        key = _key_but_endpoint
+        result.warnings.append(
+            f"{a_name} measured the {across[0]} endpoint, {b_name} {across[1]}: the same cases over "
+            "two APIs, whose request shapes and server-side work differ; a change may be the endpoint's"
+        )
+    by_key_b = {key(c): c for c in b.cases}
+    keys_a = {key(c) for c in a.cases}
+    result.only_in_a = [c.label for c in a.cases if key(c) not in by_key_b]
+    result.only_in_b = [c.label for c in b.cases if key(c) not in keys_a]
+    pairs = [(c, by_key_b[key(c)]) for c in a.cases if key(c) in by_key_b]
     if not pairs:
         raise CompareError(
             f"{a_name} and {b_name} have no case in common (same prompt and output length, "
