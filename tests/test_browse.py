@@ -191,3 +191,28 @@ def test_browse_page_fits_1400_px(runs, tmp_path):
         table.screenshot(str(tmp_path / "browse.png"))
     finally:
         driver.quit()
+
+
+def test_browse_lists_a_capacity_search_by_its_answer_and_a_probe_not_its_rounds(tmp_path):
+    """Issue 54: a capacity search is one row with its answer (its rounds are not runs), and a
+    cache probe is listed with its verdicts, as their own files say."""
+    root = tmp_path / "mix"
+    with ForkedSim("--decode-tps", "1000", "--prefill-tps", "100000") as sim:
+        cap = run_benchy_here(
+            "capacity", "--base-url", sim.base_url, "--pp", "64", "--tg", "16", "--slo", "ttft=1s", "--max", "2",
+            "-q", "-o", str(root / "cap"),
+        )  # fmt: skip
+        probed = run_benchy_here(
+            "probe-cache", "--base-url", sim.base_url, "--lengths", "256", "-n", "3", "-o", str(root / "probe")
+        )
+    assert cap.returncode in (0, 8), cap.stderr  # found, or every load passed up to --max
+    assert probed.returncode == 0, probed.stderr
+    proc = run_benchy_here("browse", str(root), "-o", str(tmp_path / "site"))
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert browse_data(tmp_path / "site" / "index.html")["runs"] == []  # no round listed as a run
+    found = json.loads((root / "cap" / "capacity.json").read_text())
+    assert "<h2>Capacity searches</h2>" in page and f"<td>{found['answer']['kind']}</td>" in page
+    assert f"<td>{len(found['points'])}</td>" in page
+    verdict = json.loads((root / "probe" / "probe.json").read_text())["lengths"][0]["verdict"]
+    assert "<h2>Cache probes</h2>" in page and f"256: {verdict.replace('_', ' ')}" in page

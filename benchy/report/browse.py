@@ -16,7 +16,7 @@ from itertools import permutations
 from pathlib import Path
 
 from benchy.measure.registry import METRICS
-from benchy.report import compare, html
+from benchy.report import browse_others, compare, html
 from benchy.results import files as results_files
 from benchy.results.types import RunResult
 
@@ -207,7 +207,7 @@ def comparisons(runs: list[Run]) -> dict[str, dict]:
     return out
 
 
-def render(runs: list[Run], site: Path) -> str:
+def render(runs: list[Run], site: Path, others: str = "") -> str:
     rows = [run_row(run, site) for run in runs]
     pairs = comparisons(runs)
     note = (
@@ -222,6 +222,7 @@ def render(runs: list[Run], site: Path) -> str:
         '<p><input type="search" data-filter="runs" id="filter" placeholder="filter runs: model, server, warning…"></p>'
         f"{note}{index_table(rows)}"
         '<section id="compare"><p class="caption">Tick two runs to compare them.</p></section>'
+        f"{others}"
         f'<script id="browse" type="application/json">{html.script_json({"runs": rows, "pairs": pairs})}</script>'
         "</main>"
     )
@@ -231,8 +232,10 @@ def render(runs: list[Run], site: Path) -> str:
 def write(roots: list[Path], site: Path) -> tuple[Path, list[Run], list[str]]:
     """index.html in `site` over every run under `roots`; returns it, the runs and the skipped."""
     paths, _ = find_runs(roots)
+    paths = [p for p in paths if not browse_others.inside_capacity(p.parent)]  # a search's rounds: its row
     runs, skipped = load_runs(paths)
     site.mkdir(parents=True, exist_ok=True)
+    others, unread = browse_others.section(roots, site.resolve())
     index = site / "index.html"
-    index.write_text(render(runs, site.resolve()), encoding="utf-8")
-    return index, runs, skipped
+    index.write_text(render(runs, site.resolve(), others), encoding="utf-8")
+    return index, runs, skipped + unread

@@ -35,6 +35,7 @@ def browse(folders: tuple[Path, ...], output: Path | None, serve: bool, port: in
     """A static page over every run under FOLDERS (found recursively): sort, filter, and tick two
     or more runs to compare them. Reads saved results.json files only."""
     from benchy.report import browse as site
+    from benchy.report import browse_others as others
 
     if output is None:
         first = folders[0] if folders[0].is_dir() else folders[0].parent
@@ -42,7 +43,7 @@ def browse(folders: tuple[Path, ...], output: Path | None, serve: bool, port: in
     index, runs, skipped = site.write(list(folders), output)
     for line in skipped:
         click.echo(f"benchy: skipped: {line}", err=True)
-    if not runs:
+    if not runs and not any(others.find(list(folders))):
         raise click.ClickException(f"no results.json under {', '.join(map(str, folders))}")
     click.echo(f"{len(runs)} runs → {index}")
     if serve:
