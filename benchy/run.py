@@ -670,7 +670,9 @@ def _banner(
     gpus: gpu_mod.GpuSampler | None = None,
 ) -> str:
     where = redact_url(settings.client.base_url)
-    note = f"server metrics: {status.engine}" if status.available else "no server metrics"
+    endpoints = dict.fromkeys(c.endpoint or settings.endpoint for c in settings.cases)
+    note = f"endpoint {', '.join(endpoints)} · "  # which API is measured, in the first line (issue 54)
+    note += f"server metrics: {status.engine}" if status.available else "no server metrics"
     if gpus is not None:
         idle = gpus.setup.baseline.power_w if gpus.setup.baseline else None
         note += f"; {len(gpus.setup.gpus)} GPU(s) via {gpus.setup.source}" + (f", idle {idle:.0f} W" if idle else "")

@@ -42,3 +42,16 @@ def test_the_demo_never_replaces_a_real_runs_results(tmp_path):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "holds a run's results" in proc.stderr and "Starting benchy sim" not in proc.stderr
     assert (real / "results.json").read_bytes() == before
+
+
+def test_the_banner_names_the_endpoint_measured(start_sim):
+    sim = start_sim("--decode-tps", "2000", "--prefill-tps", "200000")
+    proc = run_benchy_here("run", "--base-url", sim.base_url, "--pp", "64", "--tg", "4", "--runs", "1")
+    assert proc.returncode == 0, proc.stderr
+    banner = proc.stderr.splitlines()[0]
+    assert banner.startswith("benchy: ") and "endpoint chat" in banner
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "--pp", "64", "--tg", "4", "--runs", "1", "--endpoint", "completions"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "endpoint completions" in proc.stderr.splitlines()[0]
