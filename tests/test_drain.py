@@ -16,10 +16,11 @@ from benchy.workloads.scenario import Case
 from tests.conftest import run_benchy_here
 
 
-def _run(capsys, *args: str) -> tuple[int, str]:
+def _run(capsys, *args: str) -> tuple[int, str, str]:
     with pytest.raises(SystemExit) as done:
         main(["run", *args])
-    return int(done.value.code or 0), capsys.readouterr().err
+    shown = capsys.readouterr()
+    return int(done.value.code or 0), shown.out, shown.err
 
 
 def _truth_of(sim, requests: list[dict]) -> dict[str, dict]:
@@ -33,7 +34,7 @@ def test_a_saturated_open_loop_ends_at_duration_plus_drain_and_counts_the_cut(st
     sim = start_sim("--max-running", "1", "--decode-tps", "50", "--prefill-tps", "200000")
     out = tmp_path / "out"
     args = ("--pp", "64", "--tg", "50", "--rate", "8", "--duration", "1", "--drain", "0.5", "--warmup", "0")
-    code, err = _run(capsys, "--base-url", sim.base_url, "-o", str(out), "--no-report", *args)
+    code, table, err = _run(capsys, "--base-url", sim.base_url, "-o", str(out), "--no-report", *args)
     results = json.loads((out / "results.json").read_text())
     (case,) = results["cases"]
     measured = [r for r in case["requests"] if not r["warmup"]]
@@ -61,7 +62,9 @@ def test_a_saturated_open_loop_ends_at_duration_plus_drain_and_counts_the_cut(st
     assert f"{len(cut)} of {len(measured)} requests" in note["message"] and note["details"]["requests"] == len(cut)
     assert results["setup"]["load"]["drain_s"] == 0.5
     assert code == 0
-    assert "draining (at most 0.5 s)" in err  # the progress line said why it went on
+    assert "(draining, at most 0.5 s): " in err  # the progress line said why it went on
+    row = next(line for line in table.splitlines() if line.startswith("|") and "r8" in line)
+    assert row.rstrip(" |").endswith(f"0 + {len(cut)} cut")  # the table's errors: none failed, these cut
 
 
 def test_the_drain_defaults_to_the_duration_in_a_closed_loop(start_sim, tmp_path):

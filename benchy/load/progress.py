@@ -69,7 +69,7 @@ class Progress:
     def _tick(self, bar: tqdm) -> None:
         if self._drains_at is not None and time.monotonic() >= self._drains_at:
             self._drains_at = None
-            bar.set_description(f"{bar.desc}: draining (at most {self._drain_s:g} s)", refresh=False)
+            bar.set_description(f"{bar.desc} (draining, at most {self._drain_s:g} s)", refresh=False)
 
     def note(self, text: str) -> None:
         """One line about what happens before the cases (calibration), where progress shows."""

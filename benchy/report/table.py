@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from tabulate import tabulate
 
 from benchy.measure import stats
+from benchy.measure.classify import DRAIN_CUT
 from benchy.measure.registry import CASE, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
 from benchy.measure.unavailable import CUT_SHORT
 from benchy.report import dataset_view, gpu_view
@@ -69,6 +70,13 @@ def load_cell(case: CaseResult, metric: Metric, notes: Footnotes) -> str:
     if value is None and metric.name in case.unavailable:
         return notes.mark(case.unavailable[metric.name])
     return number(value, metric)
+
+
+def errors_cell(case: CaseResult) -> str:
+    """Failed requests; those the drain cut (--duration, --drain) named apart: benchy cut them,
+    the server did not fail them (load/drain.py)."""
+    cut = case.errors.get(DRAIN_CUT, 0)
+    return f"{case.n_failed - cut} + {cut} cut" if cut else str(case.n_failed)
 
 
 def number(value: float | None, metric: Metric) -> str:
@@ -172,7 +180,7 @@ def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str
             row += ceiling_cells(case)
         if with_gpu:
             row.append(gpu_view.table_cell(case, notes.mark))
-        row.append(str(case.n_failed))
+        row.append(errors_cell(case))
         body.append(row)
     return headers, body
 
