@@ -11,7 +11,8 @@ Exit codes (docs/exit-codes.md holds the same table for users):
   5   stopped by --max-errors / --max-error-rate (what was measured is saved)
   6   stopped because the server is gone: --max-connect-failures requests in a row could not
       connect (what was measured is saved)
-  130 interrupted by Ctrl-C or SIGTERM (what was measured is saved)
+  130 interrupted by Ctrl-C (what was measured is saved)
+  143 terminated by SIGTERM (what was measured is saved)
 `benchy capacity` (its answer is found, 0, or one of these; capacity.json is saved either way):
   7   even the lowest load fails the SLO: no capacity
   8   every load passed up to --max: the capacity is at least that
@@ -38,10 +39,11 @@ EXIT_CAPACITY_NONE = 7
 EXIT_CAPACITY_AT_LIMIT = 8
 EXIT_CAPACITY_CLIENT_LIMITED = 9
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as shells and service managers expect (130: Ctrl-C)
 
 _EXIT_BY_STOP = {
     "SIGINT": EXIT_INTERRUPTED,
-    "SIGTERM": EXIT_INTERRUPTED,
+    "SIGTERM": EXIT_TERMINATED,
     "max-errors": EXIT_TOO_MANY_ERRORS,
     "max-error-rate": EXIT_TOO_MANY_ERRORS,
     "server-gone": EXIT_SERVER_GONE,

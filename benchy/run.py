@@ -436,7 +436,8 @@ async def _measure_cases(
             break
         if resetting:
             resetting = await _reset_cache(state, settings, client, facts.identity, plan.case.label, progress)
-        progress.start_case(plan.case.label, plan.expected_records, plan.duration_s)
+        measured = plan.measured if plan.expected_records is not None else None  # the bar counts these
+        progress.start_case(plan.case.label, measured, plan.duration_s)
         sink.open_case(plan.case.label)
         state.started.append(plan.case.label)
         save_manifest(state)
@@ -445,7 +446,7 @@ async def _measure_cases(
         gpu_window = gpus.window() if gpus else None
         try:
             await _run_one_case(
-                state, settings, client, plan, calibrated.calibrations, salt, pool, sink, window, gpu_window
+                state, settings, client, plan, calibrated.calibrations, salt, pool, sink, window, gpu_window, progress
             )
         except BaseException:
             if gpu_window is not None:
@@ -504,6 +505,7 @@ async def _run_one_case(
     sink: RecordSink,
     window: server_metrics.Window | None,
     gpu_window: gpu_mod.GpuWindow | None = None,
+    progress: Progress | None = None,
 ) -> None:
     """One case, in this process, in worker processes or on Ray actors; the server's and the
     GPUs' windows open once the warmups are done, so their figures cover the measured requests only."""
@@ -513,6 +515,8 @@ async def _run_one_case(
             await window.open()
         if gpu_window is not None:
             await gpu_window.open()
+        if progress is not None:
+            progress.measuring(plan.duration_s, plan.drain_window)
         return time.perf_counter()
 
     # Workloads run in one process (or actor): a conversation's turns depend on each other,
@@ -585,7 +589,9 @@ def _banner(
     gpus: gpu_mod.GpuSampler | None = None,
 ) -> str:
     where = redact_url(settings.client.base_url)
-    note = f"server metrics: {status.engine}" if status.available else "no server metrics"
+    endpoints = dict.fromkeys(c.endpoint or settings.endpoint for c in settings.cases)
+    note = f"endpoint {', '.join(endpoints)} · "  # which API is measured, in the first line (issue 54)
+    note += f"server metrics: {status.engine}" if status.available else "no server metrics"
     if gpus is not None:
         idle = gpus.setup.baseline.power_w if gpus.setup.baseline else None
         note += f"; {len(gpus.setup.gpus)} GPU(s) via {gpus.setup.source}" + (f", idle {idle:.0f} W" if idle else "")
@@ -605,6 +611,7 @@ def _load_plan(load: LoadSettings) -> dict[str, Any]:
     return {
         "requests": load.requests,
         "duration_s": load.duration_s,
+        "drain_s": load.drain_s,
         "max_inflight": load.max_inflight,
         "seed": load.seed,
     }

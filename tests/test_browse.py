@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -104,6 +106,11 @@ def test_browse_page_in_a_real_browser(runs, tmp_path):
             ".filter(r => r.cells[1].textContent.startsWith('e2e')).map(r => r.cells[8].textContent)"
         )
         assert verdicts and all(v.startswith(("faster", compare.CLIENT_DELAY)) for v in verdicts), verdicts
+        intervals = driver.execute_script(  # in % of the first run's median, as the change beside it (issue 54)
+            "return [...document.querySelectorAll('#compare table:last-of-type tbody tr')]"
+            ".filter(r => r.cells[1].textContent.startsWith('e2e')).map(r => [r.cells[5].textContent, r.cells[6].textContent])"
+        )
+        assert all(change.endswith("%") and ci.endswith("%") and " … " in ci for change, ci in intervals), intervals
         browser.screenshot(driver, tmp_path / "browse-compare.png")
         assert browser.console_errors(driver) == []
 
@@ -141,3 +148,71 @@ def test_browse_serve_serves_the_page_and_each_runs_report_over_http(runs, tmp_p
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
     assert "Traceback" not in stderr, stderr
+
+
+def test_browse_shows_the_endpoint_no_client_hostname_and_writes_beside_the_runs(runs, tmp_path):
+    """Issue 54: the endpoint each run measured is a column; 'hardware' is never benchy's own
+    host name; with no -o the site goes inside the first folder, not the current one; --serve
+    keeps off port 8000 (benchy sim's and vLLM's)."""
+    import socket
+
+    from benchy.report import browse_cli
+
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchy", "browse", str(runs / "runs")], cwd=elsewhere, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not list(elsewhere.iterdir())  # nothing written where the command was typed
+    index = runs / "runs" / "benchy-browse" / "index.html"
+    rows = browse_data(index)["runs"]
+    saved = {r["id"]: json.loads((runs / "runs" / r["id"] / "results.json").read_text()) for r in rows}
+    for row in rows:
+        assert row["endpoint"] == saved[row["id"]]["cases"][0]["endpoint"] == "chat"
+        assert socket.gethostname() not in row["hardware"]
+    assert "<th>endpoint</th>" in index.read_text()
+    assert browse_cli.SERVE_PORT != 8000
+
+
+@browser.needs_browser
+def test_browse_page_fits_1400_px(runs, tmp_path):
+    proc = run_benchy_here("browse", str(runs / "runs"), "-o", str(tmp_path / "site"))
+    assert proc.returncode == 0, proc.stderr
+    driver = browser.chromium()
+    try:
+        driver.set_window_size(1400, 900)
+        driver.get((tmp_path / "site" / "index.html").as_uri())
+        table = driver.find_element("id", "runs")
+        overflow = driver.execute_script("return [arguments[0].scrollWidth, arguments[0].clientWidth]", table)
+        assert overflow[0] <= overflow[1], overflow  # every column in view, no sideways scroll
+        width = driver.execute_script("return document.documentElement.scrollWidth")
+        assert width <= 1400
+        table.screenshot(str(tmp_path / "browse.png"))
+    finally:
+        driver.quit()
+
+
+def test_browse_lists_a_capacity_search_by_its_answer_and_a_probe_not_its_rounds(tmp_path):
+    """Issue 54: a capacity search is one row with its answer (its rounds are not runs), and a
+    cache probe is listed with its verdicts, as their own files say."""
+    root = tmp_path / "mix"
+    with ForkedSim("--decode-tps", "1000", "--prefill-tps", "100000") as sim:
+        cap = run_benchy_here(
+            "capacity", "--base-url", sim.base_url, "--pp", "64", "--tg", "16", "--slo", "ttft=1s", "--max", "2",
+            "-q", "-o", str(root / "cap"),
+        )  # fmt: skip
+        probed = run_benchy_here(
+            "probe-cache", "--base-url", sim.base_url, "--lengths", "256", "-n", "3", "-o", str(root / "probe")
+        )
+    assert cap.returncode in (0, 8), cap.stderr  # found, or every load passed up to --max
+    assert probed.returncode == 0, probed.stderr
+    proc = run_benchy_here("browse", str(root), "-o", str(tmp_path / "site"))
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert browse_data(tmp_path / "site" / "index.html")["runs"] == []  # no round listed as a run
+    found = json.loads((root / "cap" / "capacity.json").read_text())
+    assert "<h2>Capacity searches</h2>" in page and f"<td>{found['answer']['kind']}</td>" in page
+    assert f"<td>{len(found['points'])}</td>" in page
+    verdict = json.loads((root / "probe" / "probe.json").read_text())["lengths"][0]["verdict"]
+    assert "<h2>Cache probes</h2>" in page and f"256: {verdict.replace('_', ' ')}" in page

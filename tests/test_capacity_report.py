@@ -78,3 +78,23 @@ def test_a_share_and_its_text_fall_on_the_same_side_of_the_target(good):
     share, target = good / 200, 0.9
     text = capacity_types.share_text(share, target)
     assert (float(text.rstrip("%")) >= 90) == (share >= target), text
+
+
+def test_a_round_of_20_requests_prints_no_p99_as_run_does_not():
+    """One policy for 'too few' (issue 54): a capacity round of 20 requests shows its TTFT
+    median, and p90 / p99 as too few, as `benchy run` does for the same 20 values."""
+    from benchy.measure import stats
+    from benchy.results.types import MetricSummary
+
+    values = [0.1 + 0.01 * i for i in range(20)]
+    few = CapacityPoint(
+        load=2, verdict="pass", requests=20, ttft=MetricSummary.of(values), itl=MetricSummary.of(values)
+    )
+    table = report.points_table(CapacityResult(setup=CapacitySetup(), points=[few]))
+    row = next(line for line in table.splitlines() if line.startswith("| 1 |"))
+    assert f"{stats.median(values) * 1000:,.0f} / {stats.TOO_FEW} / {stats.TOO_FEW}" in row
+    many = [0.1 + 0.001 * i for i in range(700)]
+    enough = CapacityPoint(
+        load=2, verdict="pass", requests=700, ttft=MetricSummary.of(many), itl=MetricSummary.of(many)
+    )
+    assert stats.TOO_FEW not in report.points_table(CapacityResult(setup=CapacitySetup(), points=[enough]))

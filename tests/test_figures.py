@@ -31,7 +31,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("figures")
     plans = {
         "sweep": ("--pp", "128", "512", "2048", "--tg", "16", "64", "--runs", "3"),
-        "load": ("--pp", "128", "--tg", "32", "-c", "1", "4", "--requests", "12"),
+        "load": ("--pp", "128", "--tg", "32", "-c", "1", "4", "--requests", "12", "--view", "full"),
         "rate": ("--pp", "128", "--tg", "32", "--rate", "5", "10", "--requests", "10", "--slo", "ttft=1s"),
         "scenario": ("--scenario", "chat_short", "--runs", "2"),
     }

@@ -15,9 +15,9 @@ from tests.conftest import client_slack_s, run_benchy_here
 
 def run(sim, tmp_path, *args: str) -> tuple[dict, Path]:
     out = Path(tempfile.mkdtemp(dir=tmp_path))
-    proc = run_benchy_here("run", "--base-url", sim.base_url, "--quiet", "--output", str(out), *args)
+    proc = run_benchy_here("run", "--base-url", sim.base_url, "--quiet", "--output", str(out), "--view", "full", *args)
     assert proc.returncode == 0, proc.stderr
-    (out / "stdout.txt").write_text(proc.stdout)  # the table the terminal showed
+    (out / "stdout.txt").write_text(proc.stdout)  # the table the terminal's full view showed
     return json.loads((out / "results.json").read_text()), out
 
 

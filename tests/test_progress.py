@@ -51,11 +51,11 @@ def test_a_log_gets_a_line_every_few_seconds_and_an_eta_that_holds_per_case(star
     short = [p for p in lines if p["label"] == "pp64 tg10"]
     long = [p for p in lines if p["label"] == "pp64 tg100"]
     assert short and long and {p["cases"] for p in lines} == {2}
-    assert {p["total"] for p in long} == {6}  # 5 measured + 1 warmup
+    assert {p["total"] for p in long} == {5}  # the 5 measured: the warmup is not counted
     assert len(long) >= 6  # about 6 s at one line per 0.5 s, whether or not a request ended
-    assert [p["done"] for p in long] == sorted(p["done"] for p in long) and long[-1]["done"] == 6
+    assert [p["done"] for p in long] == sorted(p["done"] for p in long) and long[-1]["done"] == 5
     for p in long:
-        if 2 <= p["done"] < 6:  # the estimate, once a couple of requests have set the pace
+        if 2 <= p["done"] < 5:  # the estimate, once a couple of requests have set the pace
             # It follows this case's own pace (seconds per request so far, within tqdm's smoothing
             # and whole-second display), which a busy machine may slow; a run-wide pace mixing in
             # the 0.1 s requests would come out about 3x lower.
@@ -73,3 +73,16 @@ def test_a_closed_loop_bounded_by_duration_shows_no_total_and_no_eta(start_sim, 
         assert not re.search(r"\d+/\d+ requests", line) and "<" not in line, line  # no "5/1", no ETA
     counts = [int(m.group(1)) for m in (re.search(r"(\d+) requests", line) for line in bars) if m]
     assert counts == sorted(counts) and counts[-1] >= 5
+
+
+def test_the_count_is_of_measured_requests_and_a_warmup_says_so(start_sim, capsys, monkeypatch):
+    monkeypatch.setattr(progress, "PLAIN_LINE_EVERY_S", 0.2)
+    # 0.5 s a request: two warmups take about a second, long enough for lines to say so
+    sim = start_sim("--decode-tps", "40", "--prefill-tps", "200000")
+    lines = run_benchy(
+        capsys, "--base-url", sim.base_url, "--pp", "64", "--tg", "20", "--requests", "3", "--warmup", "2"
+    )
+    bars = parsed(lines)
+    assert {p["total"] for p in bars} == {3} and bars[-1]["done"] == 3  # --requests 3 reads 3, not 5
+    warming = [line for line in lines if "warming up" in line]
+    assert warming and all(re.search(r": 0/3 requests", line) for line in warming)

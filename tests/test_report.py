@@ -301,7 +301,7 @@ def test_report_of_a_partial_run_says_so(troubled_run, tmp_path, capsys):
     code, _, err = benchy_here(capsys, "report", str(tmp_path))
     assert code == 0, err
     md = (tmp_path / "report.md").read_text()
-    assert "**Partial run**" in md and "1 cases" in md
+    assert "**Partial run**" in md and "1 case," in md
 
 
 def test_probe_results_render_the_same_way(tmp_path, capsys):

@@ -25,7 +25,7 @@ def test_the_window_is_where_the_server_held_every_stream_and_its_figures_are_th
     sim = start_sim("--prefill-tps", "40000", "--decode-tps", "1000", "--max-running", "8", "--batch-slowdown", "4")
     out = Path(tempfile.mkdtemp(dir=tmp_path))
     proc = run_benchy_here(
-        "run", "--base-url", sim.base_url, "--quiet", "--output", str(out),
+        "run", "--base-url", sim.base_url, "--quiet", "--output", str(out), "--view", "full",
         "--pp", "4096", "--tg", "64", "-c", "8", "--runs", "3", "--warmup", "0",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -70,7 +70,7 @@ def test_the_window_is_where_the_server_held_every_stream_and_its_figures_are_th
     assert apart == ("steady_state_differs" in warning_codes(results, case["label"]) and "e2e_s" in _qualified(results))
     report = (out / "report.md").read_text()
     assert "## Closed loops: steady state" in report and f"{len(inside)} of {case['n_ok']}" in report
-    # where a user reads it too: the terminal's table and the CSV's row of each metric
+    # where a user reads it too: the terminal's full view and the CSV's row of each metric
     shown = proc.stdout.split("## Closed loops: steady state")
     assert len(shown) == 2 and f"{len(inside)} of {case['n_ok']}" in shown[1]
     with (out / "results.csv").open(newline="") as fh:

@@ -177,6 +177,7 @@ def test_every_table_writes_thousands_the_same_way(tmp_path):
     with SimProcess("--prefill-tps", "50000", "--decode-tps", "50") as sim:
         proc = run_benchy_here(
             *["run", "--base-url", sim.base_url, "--pp", "4096", "--tg", "16", "-c", "1", "2", "--runs", "2", "-q"],
+            *["--view", "full"],  # every Markdown table on stdout (the short view's is test_terminal_view's)
             *["-o", str(tmp_path / "out")],
         )
     assert proc.returncode == 0, proc.stderr

@@ -61,6 +61,8 @@ class PlannedCase(Saved):
     extra_body: str | None = None  # a scenario's extra_body, canonical JSON
     stream: bool = True  # a scenario's `stream = false`
     dataset: dict[str, Any] | None = None  # --dataset: the DatasetSpec's fields
+    pp_stddev: float = 0.0  # --pp-stddev / --tg-stddev
+    tg_stddev: float = 0.0
 
     @classmethod
     def of(cls, case: Case, endpoint: str, runs: int, planned_requests: int | None) -> PlannedCase:
@@ -84,6 +86,8 @@ class PlannedCase(Saved):
             extra_body=case.extra_body,
             stream=case.stream,
             dataset=_dataset_fields(case.dataset),
+            pp_stddev=case.pp_stddev,
+            tg_stddev=case.tg_stddev,
         )
 
     def case(self) -> Case:
@@ -101,6 +105,8 @@ class PlannedCase(Saved):
             extra_body=self.extra_body,
             stream=self.stream,
             dataset=_dataset_spec(self.dataset),
+            pp_stddev=self.pp_stddev,
+            tg_stddev=self.tg_stddev,
         )
 
 

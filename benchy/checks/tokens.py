@@ -40,7 +40,7 @@ def no_usage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             WARNING,
             case.label,
             f"{facts.n_guessed} of {facts.n_ok} requests carried no token usage and several tokens per "
-            f"event: benchy counted the streamed text with its own tokenizer (× {scale:.3g}, the "
+            f"event: benchy counted the answer's text with its own tokenizer (× {scale:.3g}, the "
             "ratio calibration measured), so token counts and the rates built on them are estimates.",
             "Ask the server for usage (benchy sends stream_options include_usage; some proxies "
             "drop it) or measure the server directly.",
@@ -49,7 +49,7 @@ def no_usage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
 
 
 USAGE_HINT = (
-    "A backend or proxy miscounts usage. The figures use the count of the streamed text; check the "
+    "A backend or proxy miscounts usage. The figures use the count of the answer's text; check the "
     "server's usage with one curl request against the text it returned."
 )
 

@@ -33,6 +33,7 @@ from benchy.checks import (
     outputs,
     prompts,
     sanity,
+    saturation,
     server,
     steady,
     timing,
@@ -52,6 +53,7 @@ RUN_CHECKS: tuple[RunCheck, ...] = (
     hardware.hardware_contradicted,
     drift_across.rate_drift_across_cases,
     *latency.RUN_CHECKS,
+    saturation.rate_knee,
 )
 CASE_CHECKS: tuple[CaseCheck, ...] = (
     client_bound.client_bound,
@@ -86,6 +88,7 @@ CASE_CHECKS: tuple[CaseCheck, ...] = (
     *drift.CASE_CHECKS,
     *server.CASE_CHECKS,
     outputs.case_cut_short,
+    saturation.saturated,
 )
 for _run_check in RUN_CHECKS:
     run_check(_run_check)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import click
@@ -35,6 +36,21 @@ CASE_OPTIONS: tuple[Decorator, ...] = (
         "--pp", type=int, multiple=True, help="Prompt lengths in tokens, e.g. --pp 512 2048 8192  [default: 512]."
     ),
     click.option("--tg", type=int, multiple=True, help="Output lengths in tokens, e.g. --tg 32 128  [default: 128]."),
+    click.option(
+        "--pp-stddev",
+        type=click.FloatRange(min=0),
+        default=0.0,
+        metavar="N",
+        help="Vary each request's prompt length: drawn from a normal around --pp with this standard "
+        "deviation (tokens, seeded by --seed), each built exactly as drawn and recorded.",
+    ),
+    click.option(
+        "--tg-stddev",
+        type=click.FloatRange(min=0),
+        default=0.0,
+        metavar="N",
+        help="Vary each request's output length likewise around --tg (each asked for exactly as drawn).",
+    ),
     click.option(
         "--concurrency", "-c", type=int, multiple=True, help="Requests in flight, e.g. -c 1 4 16  [default: 1]."
     ),
@@ -189,6 +205,8 @@ def cases_from_flags(
     dataset_max_tokens: int | None = None,
     max_gap: float | None = None,
     subagents: int | None = None,
+    pp_stddev: float = 0.0,
+    tg_stddev: float = 0.0,
 ) -> list[Case]:
     from benchy.workloads.case import ScenarioError, once_each
     from benchy.workloads.scenario import select_cases
@@ -218,7 +236,7 @@ def cases_from_flags(
             from benchy.workloads import dataset_cases
 
             cases = dataset_cases.apply(cases, dataset, chosen, dataset_min_tokens, dataset_max_tokens)
-        cases, repeated = once_each(cases)
+        cases, repeated = once_each(spread_lengths(cases, pp_stddev, tg_stddev))
     except (ScenarioError, WorkloadError) as exc:
         raise click.UsageError(str(exc)) from None
     for label in repeated:
@@ -226,6 +244,19 @@ def cases_from_flags(
             f"benchy: note: the case {label} is asked for more than once: measured once (more: --runs)", err=True
         )
     return cases
+
+
+def spread_lengths(cases: list[Case], pp_stddev: float, tg_stddev: float) -> list[Case]:
+    """The sweep cases with lengths that vary (--pp-stddev / --tg-stddev, workloads/spread.py);
+    ScenarioError where a case's lengths are not --pp and --tg (a workload or a dataset)."""
+    if not (pp_stddev or tg_stddev):
+        return cases
+    from benchy.workloads.case import ScenarioError
+
+    other = next((c for c in cases if c.kind != "sweep" or c.dataset is not None), None)
+    if other is not None:
+        raise ScenarioError(f"--pp-stddev and --tg-stddev vary --pp/--tg sweeps only, not {other.label}")
+    return [dataclasses.replace(c, pp_stddev=pp_stddev, tg_stddev=tg_stddev) for c in cases]
 
 
 LOAD_OPTIONS: tuple[Decorator, ...] = (
@@ -250,7 +281,15 @@ LOAD_OPTIONS: tuple[Decorator, ...] = (
         type=click.FloatRange(min=0, min_open=True),
         default=None,
         metavar="S",
-        help="Send no request after S seconds of a case (those in flight finish and count).",
+        help="Send no request after S seconds of a case (those in flight get --drain to finish).",
+    ),
+    click.option(
+        "--drain",
+        type=click.FloatRange(min=0),
+        default=None,
+        metavar="S",
+        help="With --duration: requests still in flight S seconds after it are cut and counted as cut "
+        "(default: as long as --duration).",
     ),
     click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --rate arrival schedules."),
     click.option(
@@ -292,6 +331,7 @@ def load_settings(
     max_inflight: int | None,
     n_requests: int | None,
     duration: float | None,
+    drain: float | None,
     seed: int,
     workers: int | None,
     ray: str | None,
@@ -306,6 +346,8 @@ def load_settings(
         raise click.UsageError(cluster.RAY_MISSING)
     if ray_workers_per_node is not None and ray is None:
         raise click.UsageError("--ray-workers-per-node needs --ray")
+    if drain is not None and duration is None:
+        raise click.UsageError("--drain needs --duration: it bounds the wait after the duration")
 
     try:
         slo_targets = parse_slo(slo) if slo is not None else None
@@ -314,6 +356,7 @@ def load_settings(
     return LoadSettings(
         requests=n_requests,
         duration_s=duration,
+        drain_s=drain,
         max_inflight=max_inflight,
         seed=seed,
         workers=workers,

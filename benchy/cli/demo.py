@@ -40,6 +40,7 @@ def demo(ctx: click.Context, preset: str, pp: tuple[int, ...], tg: tuple[int, ..
     """Start the embedded simulator, benchmark it with `benchy run`, write a report, stop it."""
     from benchy.sim.process import SimProcess
 
+    _refuse_a_real_run(output)
     click.echo(f"Starting benchy sim --preset {preset} …", err=True)
     try:
         sim = SimProcess("--preset", preset).start()
@@ -75,3 +76,22 @@ def demo(ctx: click.Context, preset: str, pp: tuple[int, ...], tg: tuple[int, ..
         err=True,
     )
     return code or dataset_code
+
+
+def _refuse_a_real_run(output: Path) -> None:
+    """The demo replaces its folder's files: never those of a real run someone saved there (a
+    results.json that `benchy run` or `capacity` saved), which -o pointed at by mistake."""
+    import json
+
+    saved = output / "results.json"
+    if not saved.is_file():
+        return
+    try:
+        command = str(json.loads(saved.read_text(encoding="utf-8")).get("setup", {}).get("command_line") or "")
+    except (OSError, ValueError, AttributeError):
+        command = ""
+    if command.startswith(("benchy run", "benchy capacity")):
+        raise click.ClickException(
+            f"{output} holds a run's results ({command}): the demo replaces its folder's "
+            "files, so give it a folder of its own (-o)"
+        )

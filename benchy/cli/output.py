@@ -38,13 +38,16 @@ def echo_stop(results: RunResult, output: Path | None) -> None:
         click.echo(f"  partial results saved in {output}", err=True)
 
 
-def echo_warnings(results: RunResult, quiet: bool = False) -> None:
-    """After the table on stdout: the warnings, one line per cause, or that every case is clean."""
+def echo_warnings(results: RunResult, quiet: bool = False, err: bool = False) -> None:
+    """After the table on stdout (on stderr where stdout is JSON or CSV): the warnings, one line
+    per cause, or that every case is clean."""
     from benchy.checks.warnings import is_clean
     from benchy.report.warning_lines import terminal_lines
 
+    lines = list(terminal_lines(results.warnings, quiet))  # one per cause, the cases listed
     if is_clean(results.warnings):
         every = "every case measured" if results.partial else "every case"
-        click.echo(f"\nNo warnings: {every} is clean.")
-    for line in terminal_lines(results.warnings, quiet):  # one per cause, the cases listed
-        click.echo(line)
+        notes = " (notes below)" if any(line.strip() for line in lines) else ""
+        click.echo(f"\nNo warnings: {every} is clean{notes}.", err=err)
+    for line in lines:
+        click.echo(line, err=err)

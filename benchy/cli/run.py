@@ -162,6 +162,21 @@ ERROR_LIMIT_OPTIONS: tuple[Decorator, ...] = (
     "without the notes (info).",
 )
 @click.option("--strict", is_flag=True, help="Exit non-zero on any warning (for CI).")
+@click.option(
+    "--view",
+    type=click.Choice(["short", "full"]),
+    default="short",
+    show_default=True,
+    help="With --format md: the short terminal view, or every section report.md has.",
+)
+@click.option(
+    "--saturation",
+    type=click.IntRange(min=2),
+    default=None,
+    metavar="N",
+    help="A saturation sweep: one stream, then the highest throughput (-c streams, default 32), then N "
+    "request rates from the first to past the second; names the knee.",
+)
 @option_group("limits", ERROR_LIMIT_OPTIONS, ErrorLimits)
 @option_group("ceiling", CEILING_OPTIONS, _ceiling_inputs)
 @option_group("template", TEMPLATE_OPTIONS, template_settings)
@@ -232,9 +247,12 @@ def run(
     tokenizer_file: str | None,
     skip_unfit: bool,
     canary: bool,
+    saturation: int | None,
+    view: str,
 ) -> int:
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
+    from benchy import saturation as saturation_mod
     from benchy.client.errors import ServerError
     from benchy.client.extra_body import check_cases as check_extra_bodies
     from benchy.load.cluster import ClusterError
@@ -246,7 +264,10 @@ def run(
     from benchy.workloads.spec import WorkloadError
 
     try:
-        load.check(cases)
+        if saturation is not None:
+            saturation_mod.check(cases)
+        else:
+            load.check(cases)
         template.check({c.endpoint or endpoint for c in cases}, stop)
         check_workload_endpoints(cases, endpoint)
         check_extra_bodies(cases)
@@ -295,10 +316,13 @@ def run(
         **limits,
     )
     try:
-        typed = run_mod.execute(settings)  # saved with its report in `output`
+        # saved with its report in `output`
+        typed = saturation_mod.execute(settings, saturation) if saturation else run_mod.execute(settings)
     except (ServerError, PromptError) as exc:
         raise click.ClickException(with_url_hint(str(exc), client.base_url)) from None
     except (ClusterError, GpuError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except saturation_mod.SaturationError as exc:
         raise click.ClickException(str(exc)) from None
     except (PromptTooLong, WorkloadError) as exc:  # WorkloadError: a --dataset with nothing to send
         raise click.UsageError(str(exc)) from None
@@ -312,12 +336,15 @@ def run(
             click.echo(f"benchy: not measured: {item.case} ({item.reason})", err=True)
     if fmt == "json":
         click.echo(json.dumps(typed.to_dict(), indent=1))  # as saved
+        echo_warnings(typed, quiet, err=True)  # stdout is data: the warnings still reach the reader
     elif fmt == "csv":
         click.echo(table.csv_text(typed), nl=False)
+        echo_warnings(typed, quiet, err=True)
     elif typed.cases:
         from benchy.report import markdown as report_md
+        from benchy.report import short_view
 
-        click.echo(report_md.terminal(typed))
+        click.echo(report_md.terminal(typed) if view == "full" else short_view.terminal(typed))
         echo_warnings(typed, quiet)
     else:
         click.echo("No case was measured.")

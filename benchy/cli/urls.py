@@ -30,6 +30,12 @@ def with_url_hint(message: str, base_url: str) -> str:
     if "HTTP 404" in message and not path.endswith("/v1"):
         suggested = redact_url(parts._replace(path=f"{path}/v1").geturl())
         return f"{message} (OpenAI-compatible servers serve the API under /v1: try --base-url {suggested})"
+    if "HTTP 404" in message:  # a /v1 root that is still wrong: a prefix too many, or another port
+        root = redact_url(parts._replace(path="/v1", query="").geturl())
+        return (
+            f"{message} (nothing serves the API at {redact_url(base_url)}: --base-url is the API root, the "
+            f"URL before /chat/completions, ending in /v1, e.g. {root})"
+        )
     return message
 
 

@@ -22,11 +22,14 @@ MIN_RATE_REQUESTS = 10
 
 
 def rate_requests(rate: float, requests: int | None, duration_s: float | None) -> int:
-    """How many arrivals a rate case gets: --requests, else the rate × --duration (10 s)."""
+    """How many arrivals a rate case gets: --requests, else the rate × --duration (10 s). With
+    --duration, the whole arrivals that fit: n arrivals span n / rate seconds (arrival_offsets),
+    so a count rounded up would plan arrivals past the duration, never sent, and the case would
+    read as cut short."""
     if requests is not None:
         return requests
     if duration_s is not None:
-        return max(1, round(rate * duration_s))
+        return max(1, math.floor(rate * duration_s + 1e-9))
     return max(MIN_RATE_REQUESTS, round(rate * DEFAULT_RATE_SECONDS))
 
 

@@ -50,7 +50,7 @@ async def run_conversations(plan: CasePlan, case_io: CaseIO) -> None:
         on_record(rec)
 
     firsts = [Conversation(plan, prompts, c, body).first() for c in range(plan.case.concurrency)]
-    await send(client, firsts, keep, Closed(len(firsts), deadline))
+    await send(client, firsts, keep, Closed(len(firsts), deadline, plan.drain_window))
     if multi_turn_spec(plan).cold_baseline:
         for turn, length in enumerate(_turn_lengths(plan, sent), 1):
             if length is None or time.perf_counter() >= deadline:

@@ -237,7 +237,11 @@ async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
     await case_io.client.warm(plan.inflight_cap or plan.streams)
     start_s = await case_io.start() if case_io.start else time.perf_counter()
     deadline = arrivals.duration_deadline(start_s, plan.duration_s)
-    pace = Open(start_s, plan.inflight_cap, deadline) if rate else Closed(plan.streams, deadline)
+    pace = (
+        Open(start_s, plan.inflight_cap, deadline, plan.drain_window)
+        if rate
+        else Closed(plan.streams, deadline, plan.drain_window)
+    )
     await send(case_io.client, measured(), case_io.on_record, pace)
 
 

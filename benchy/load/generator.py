@@ -34,6 +34,7 @@ from benchy.load.replay import replay
 from benchy.load.send import Closed, Open, send
 from benchy.load.subagents import run_subagents
 from benchy.records import RequestRecord
+from benchy.workloads import spread
 
 PREBUILT = 4096  # measured requests built ahead of the send loop, at most
 PREBUILT_TOKENS = 4_000_000  # and at most about this many prompt tokens (an 8k prompt: 488 of them)
@@ -110,7 +111,8 @@ def case_requests(
 
     def make(i: int, warm: bool) -> PlannedRequest:
         context = contexts[i % len(contexts)] if contexts else None
-        prompt = prompts.build(case.pp, case.depth, context)
+        pp, tg = (case.pp, case.tg) if warm else lengths(plan, i)
+        prompt = prompts.build(pp, case.depth, context)
         tag = "w" if warm else "m"
         rec = RequestRecord(
             case=label,
@@ -119,8 +121,8 @@ def case_requests(
             warmup=warm,
             request_id=f"benchy-{plan.salt}-{plan.index}{tag}{i}",
             nonce=prompt.nonce,
-            target_prompt_tokens=case.depth + case.pp,
-            target_output_tokens=case.tg,
+            target_prompt_tokens=case.depth + pp,
+            target_output_tokens=tg,
             reused_context_tokens=case.depth if context else 0,
             group=i % case.groups if shared and context else None,
             expected_cached_tokens=(case.depth if context else 0) if shared else None,
@@ -133,7 +135,8 @@ def case_requests(
             usage_at_known=prompts.calibration.usage_at_known,
             prompt_slack=prompts.calibration.prompt_slack,
         )
-        return planned(plan, rec, prompt, case.tg, body, None if warm or offsets is None else offsets[i])
+        options = body if tg == case.tg else request_options(plan, tg)  # a drawn length's own
+        return planned(plan, rec, prompt, tg, options, None if warm or offsets is None else offsets[i])
 
     warmups = [make(i, True) for i in arrivals.share(plan.warmup, plan.worker, plan.workers)]
     if plan.case.rate is None and plan.requests is None and plan.duration_s is not None:
@@ -141,6 +144,16 @@ def case_requests(
         return warmups, (make(i, False) for i in itertools.count(plan.worker, plan.workers))
     return warmups, Ahead(
         lambda i: make(i, False), arrivals.share(plan.measured, plan.worker, plan.workers), window(plan)
+    )
+
+
+def lengths(plan: CasePlan, i: int) -> tuple[int, int]:
+    """Measured request i's prompt and output lengths: the case's, or drawn around them
+    (--pp-stddev / --tg-stddev, workloads/spread.py)."""
+    case = plan.case
+    return (
+        spread.prompt_length(case.pp, case.pp_stddev, plan.seed, plan.index, i),
+        spread.output_length(case.tg, case.tg_stddev, plan.seed, plan.index, i),
     )
 
 
@@ -207,5 +220,9 @@ async def _run_case(
     await client.warm(plan.inflight_cap or plan.streams)  # a connection per stream, before any is timed
     start_s = await start() if start else time.perf_counter()
     deadline = arrivals.duration_deadline(start_s, plan.duration_s)
-    pace = Open(start_s, plan.inflight_cap, deadline) if plan.case.rate is not None else Closed(plan.streams, deadline)
+    pace = (
+        Open(start_s, plan.inflight_cap, deadline, plan.drain_window)
+        if plan.case.rate is not None
+        else Closed(plan.streams, deadline, plan.drain_window)
+    )
     await send(client, measured, on_record, pace, stop)

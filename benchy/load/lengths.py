@@ -142,7 +142,10 @@ class FileTokenizer:
         where = Path(path)
         file = where / "tokenizer.json" if where.is_dir() else where
         if not file.is_file():
-            raise LengthSourceError(f"--tokenizer {path}: no tokenizer.json there")
+            raise LengthSourceError(
+                f"--tokenizer {path}: no tokenizer.json there (benchy reads a local file or model folder only, "
+                "never a hub name: download the model's tokenizer.json and pass its path)"
+            )
         try:
             self._tok = Tokenizer.from_file(str(file))
         except Exception as exc:  # the library's own words, one line

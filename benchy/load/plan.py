@@ -11,12 +11,13 @@ turn and group it belongs to.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from benchy.client.client import Client
-from benchy.load import arrivals
+from benchy.load import arrivals, drain
 from benchy.load.prompts import Prompt, PromptFactory, Template, exact_length_options
 from benchy.records import RequestRecord
 from benchy.workloads import trace
@@ -31,6 +32,7 @@ class LoadSettings:
 
     requests: int | None = None  # --requests: measured requests per case
     duration_s: float | None = None  # --duration: no request is sent after this many seconds
+    drain_s: float | None = None  # --drain: then those in flight get this long (None: as --duration)
     max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
     seed: int = 0  # --seed of the Poisson schedules
     workers: int | None = None  # --workers; None: what each case needs (workers.auto_workers)
@@ -42,6 +44,7 @@ class LoadSettings:
         return {
             "requests": self.requests,
             "duration_s": self.duration_s,
+            **({"drain_s": self.drain_s} if self.drain_s is not None else {}),
             "max_inflight": self.max_inflight,
             "seed": self.seed,
             "workers": self.workers,
@@ -85,6 +88,7 @@ class CasePlan:
     stop: tuple[str, ...] = ()  # --stop
     requests: int | None = None  # --requests: measured requests of the case
     duration_s: float | None = None  # --duration: no request is sent after this many seconds
+    drain_s: float | None = None  # --drain: then those in flight get this long (None: as --duration)
     max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
     seed: int = 0  # --seed of the arrival schedule (a rate case's own: seed + index)
     worker: int = 0  # this process sends share `worker` of `workers` (workers.py)
@@ -109,6 +113,12 @@ class CasePlan:
         if self.duration_s is not None:
             return 0
         return self.runs * self.case.concurrency
+
+    @property
+    def drain_window(self) -> float:
+        """Seconds the requests in flight get once --duration is up (load/drain.py); inf: no bound."""
+        window = drain.default_drain(self.duration_s, self.drain_s)
+        return math.inf if window is None else window
 
     @property
     def trace_limit(self) -> int | None:

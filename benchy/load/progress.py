@@ -5,7 +5,9 @@ One bar per case, not one for the run: requests of different cases take very dif
 (pp8192 against pp512), so an ETA averaged over the whole run was wrong by a factor of 3 or 4,
 while within one case the requests are alike and tqdm's ETA holds. The case's place in the run
 ("[2/6]") says how far the run is. A closed loop bounded only by --duration has no request
-count: it counts requests with no total and no ETA, and says how long the case runs.
+count: it counts requests with no total and no ETA, and says how long the case runs. Once a
+case's --duration is up, its line says it is draining (load/drain.py): a wait for the requests
+in flight, not a hang.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from tqdm import tqdm
@@ -29,12 +33,15 @@ class Progress:
         self.enabled = enabled is not False  # None: on, as a bar or as plain lines
         self.bar: tqdm | None = None
         self._ticker: _Ticker | None = None
+        self._drains_at: float | None = None  # monotonic time the case's --duration is up
+        self._drain_s = 0.0
 
     def start_case(self, label: str, requests: int | None, duration_s: float | None = None) -> None:
-        """A new bar for a case of `requests` requests (warmups included); None: as many as
-        fit in `duration_s` seconds."""
+        """A new bar for a case of `requests` measured requests (warmups are not counted);
+        None: as many as fit in `duration_s` seconds."""
         self._close_bar()
         self.case_no += 1
+        self._drains_at = None
         if not self.enabled:
             return
         desc = f"[{self.case_no}/{self.n_cases}] {label}"
@@ -51,16 +58,37 @@ class Progress:
             bar_format=None if self.terminal else _plain_format(requests),
             leave=not self.terminal,  # a log keeps each case's last line; a terminal keeps the table clean
         )
-        self._ticker = _Ticker(self.bar, TERMINAL_REFRESH_S if self.terminal else PLAIN_LINE_EVERY_S)
+        self._ticker = _Ticker(self.bar, TERMINAL_REFRESH_S if self.terminal else PLAIN_LINE_EVERY_S, self._tick)
+
+    def measuring(self, duration_s: float | None, drain_s: float) -> None:
+        """The case's measured requests start now: with --duration, its line will say when the
+        sending stops and the drain (at most drain_s) begins."""
+        if duration_s is not None:
+            self._drains_at, self._drain_s = time.monotonic() + duration_s, drain_s
+
+    def _tick(self, bar: tqdm) -> None:
+        if self._drains_at is not None and time.monotonic() >= self._drains_at:
+            self._drains_at = None
+            bar.set_description(f"{bar.desc} (draining, at most {self._drain_s:g} s)", refresh=False)
 
     def note(self, text: str) -> None:
         """One line about what happens before the cases (calibration), where progress shows."""
         if self.enabled:
             tqdm.write(text, file=sys.stderr)
 
-    def request_done(self) -> None:
-        if self.bar is not None:
-            self.bar.update(1)
+    def request_done(self, warmup: bool = False) -> None:
+        """A request ended: a measured one counts (`--requests 200` reads 200, not 201); a
+        warmup's end only redraws, its line saying the case is warming up until the first
+        measured request."""
+        if self.bar is None:
+            return
+        if warmup:
+            if not self.bar.n:
+                self.bar.set_postfix_str("warming up", refresh=False)
+            return
+        if not self.bar.n:
+            self.bar.set_postfix_str("", refresh=False)
+        self.bar.update(1)
 
     def finish(self) -> None:
         self._close_bar()
@@ -77,8 +105,8 @@ class Progress:
 def _plain_format(requests: int | None) -> str:
     """A log line: "[2/6] pp512 tg128: 12/31 requests (39%) [00:14<00:22, 1.17s/req]"."""
     if requests is None:
-        return "{desc}: {n_fmt} requests [{elapsed}, {rate_fmt}]"
-    return "{desc}: {n_fmt}/{total_fmt} requests ({percentage:.0f}%) [{elapsed}<{remaining}, {rate_fmt}]"
+        return "{desc}: {n_fmt} requests [{elapsed}, {rate_fmt}{postfix}]"
+    return "{desc}: {n_fmt}/{total_fmt} requests ({percentage:.0f}%) [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
 
 
 def _size(terminal: bool) -> dict[str, Any]:
@@ -96,15 +124,17 @@ class _Ticker:
     plain log lines keep coming while long requests are in flight (tqdm redraws only when
     something is counted)."""
 
-    def __init__(self, bar: tqdm, interval_s: float) -> None:
+    def __init__(self, bar: tqdm, interval_s: float, on_tick: Callable[[tqdm], None] = lambda bar: None) -> None:
         self._bar = bar
         self._interval_s = interval_s
+        self._on_tick = on_tick
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="benchy-progress", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stopped.wait(self._interval_s):
+            self._on_tick(self._bar)
             self._bar.refresh()  # takes tqdm's own lock
 
     def stop(self) -> None:

@@ -30,7 +30,8 @@ async def replay(plan: CasePlan, case_io: CaseIO) -> None:
         return
     planned_requests = trace_requests(plan, load(trace_spec(plan).path, plan.trace_limit), case_io.prompts)
     start_s = await case_io.start() if case_io.start else time.perf_counter()
-    pace = Open(start_s, plan.inflight_cap, arrivals.duration_deadline(start_s, plan.duration_s))
+    deadline = arrivals.duration_deadline(start_s, plan.duration_s)
+    pace = Open(start_s, plan.inflight_cap, deadline, plan.drain_window)
     await send(case_io.client, planned_requests, case_io.on_record, pace)
 
 

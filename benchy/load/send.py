@@ -19,6 +19,11 @@ Three paces, all of one loop:
 Once `stop` is set nothing more is sent; the requests in flight finish (run_case cancels them
 when it stops a case). A failure of one send (never a failed request: the client records
 those) ends the others, none of them recorded.
+
+The drain (`--drain S`, load/drain.py): after a pace's `deadline` nothing more is sent and the
+requests in flight get `drain_s` seconds to end; those still in flight then are cut and each
+is recorded as such (error kind `drain_cut`), so a saturated server bounds neither the case's
+time nor hides the requests it never answered.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchy.client.client import Client
-from benchy.load import reconnect
+from benchy.load import drain, reconnect
 from benchy.load.plan import PlannedRequest
 from benchy.load.turns import Turns
 from benchy.records import RequestRecord
@@ -43,6 +48,7 @@ class Closed:
 
     streams: int
     deadline: float = math.inf
+    drain_s: float = math.inf  # after the deadline, requests in flight end within this, or are cut
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,7 @@ class Open:
     start_s: float
     inflight_cap: int | None = None
     deadline: float = math.inf
+    drain_s: float = math.inf  # after the deadline, requests in flight end within this, or are cut
 
 
 async def send(
@@ -65,10 +72,12 @@ async def send(
     """Sends `requests` at `pace`, calling on_record(record) as each one ends."""
     stop = stop or asyncio.Event()
     turns = Turns()
+    in_flight = drain.InFlight()
     if isinstance(pace, Open):
-        await _open(client, requests, on_record, pace, stop, turns)
+        loop = _open(client, requests, on_record, pace, stop, turns, in_flight)
     else:
-        await _closed(client, requests, on_record, pace, stop, turns)
+        loop = _closed(client, requests, on_record, pace, stop, turns, in_flight)
+    await drain.bounded(loop, pace.deadline + pace.drain_s, in_flight, on_record, pace.drain_s)
 
 
 async def _chain(
@@ -78,14 +87,18 @@ async def _chain(
     deadline: float,
     stop: asyncio.Event,
     turns: Turns,
+    in_flight: drain.InFlight,
 ) -> None:
     """Sends `request`, then each successor its `then` makes from the record before it."""
     while request is not None:
         rec = request.record
         await turns.share()
-        await client.stream(rec, request.prompt, request.max_tokens, request.endpoint, request.body, request.harmony)
-        await turns.share()
-        on_record(rec)
+        with in_flight.holding(rec):  # until handed on: the drain cuts what it still holds
+            await client.stream(
+                rec, request.prompt, request.max_tokens, request.endpoint, request.body, request.harmony
+            )
+            await turns.share()
+            on_record(rec)
         if request.then is None:
             return
         request = request.then(rec)
@@ -104,6 +117,7 @@ async def _closed(
     pace: Closed,
     stop: asyncio.Event,
     turns: Turns,
+    in_flight: drain.InFlight,
 ) -> None:
     queue = iter(requests)
     outage = reconnect.Outage(client.settings.reconnect_s)
@@ -112,7 +126,7 @@ async def _closed(
         for request in queue:
             if stop.is_set() or time.perf_counter() >= pace.deadline:
                 return
-            await _chain(client, request, on_record, pace.deadline, stop, turns)
+            await _chain(client, request, on_record, pace.deadline, stop, turns, in_flight)
             outage.saw(request.record)
             await outage.wait(client)  # a server that went away: its window to come back
 
@@ -142,6 +156,7 @@ async def _open(
     pace: Open,
     stop: asyncio.Event,
     turns: Turns,
+    in_flight: drain.InFlight,
 ) -> None:
     """Each request at its time without waiting for earlier ones to end; a request is taken
     from `requests` only when the one before it has left, so a lazily made plan builds each
@@ -153,7 +168,7 @@ async def _open(
     async def one(request: PlannedRequest) -> None:
         try:
             if not stop.is_set():
-                await _chain(client, request, on_record, pace.deadline, stop, turns)
+                await _chain(client, request, on_record, pace.deadline, stop, turns, in_flight)
         finally:
             if slots is not None:
                 slots.release()

@@ -46,7 +46,9 @@ class FailureCount:
 
     def add(self, rec: RequestRecord) -> None:
         self.done += 1
-        self.failed += not classify.classify(rec).ok
+        self.failed += (
+            not classify.classify(rec).ok and rec.error_kind != classify.DRAIN_CUT
+        )  # cut by benchy, not failed
         gone = reconnect.refused(rec)
         self.connect_in_a_row = self.connect_in_a_row + 1 if gone else 0
         if gone:
@@ -112,7 +114,7 @@ class RecordSink:
         self.writer.write(rec)
         if rec.case not in self.keep_streams:  # written and counted: its streams are let go
             release_streams(rec)  # (the sender may hold it)
-        self.progress.request_done()
+        self.progress.request_done(rec.warmup)
         self.failures.add(rec)
         passed = None if self.stop.is_set() else self.failures.passed(self.limits)
         if passed:

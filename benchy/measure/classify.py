@@ -12,6 +12,7 @@ from benchy.records import CONTENT, TOOL, RequestRecord
 from benchy.records.tokens import tokens_of
 
 OUTPUT_FAILURES = ("empty_output", "zero_tokens")  # error kinds `classify` gives
+DRAIN_CUT = "drain_cut"  # a request benchy cut, still in flight when --drain ran out (load/drain.py)
 LIVE_STREAM_TOKENS_PER_EVENT = 1.5  # usage showing about one token per event: a live stream
 
 

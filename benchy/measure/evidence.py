@@ -335,7 +335,7 @@ def token_count(
         doubt = (
             f"usage claims {usage} tokens; {' and '.join(names)} agree on {value:.0f} ({events} events)"
             if len(names) > 1
-            else f"usage claims {usage} tokens; the streamed text counts about {value:.0f} by benchy's "
+            else f"usage claims {usage} tokens; the answer's text counts about {value:.0f} by benchy's "
             "tokenizer scaled on tokens this server was seen to generate, beyond any ratio of two "
             f"tokenizers ({events} events)"
         )

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchy.measure.registry import METRICS
-from benchy.report import compare, html, shown
+from benchy.report import browse_others, compare, html, shown
 from benchy.results import files as results_files
 from benchy.results.types import CaseResult, RunResult
 
@@ -96,9 +96,17 @@ def engine_text(results: RunResult) -> str:
 
 
 def hardware_text(results: RunResult) -> str:
+    """The server's hardware as the run knew it (--hardware, the GPUs read); never benchy's own
+    host name, which names the client's machine, not the server's (issue 54)."""
     setup = results.setup
     gpus = sorted({name for name in (setup.gpu.gpus.values() if setup.gpu else []) if name})
-    return ", ".join(p for p in (setup.hardware, " + ".join(gpus), setup.host) if p) or "not recorded"
+    return ", ".join(p for p in (setup.hardware, " + ".join(gpus)) if p) or "not recorded"
+
+
+def endpoint_text(results: RunResult) -> str:
+    """The API each run measured (chat, completions, responses, messages): runs of different
+    endpoints share no case, and the page says why."""
+    return ", ".join(dict.fromkeys(c.endpoint for c in results.cases if c.endpoint)) or "not recorded"
 
 
 def run_row(run: Run, site: Path) -> dict[str, Any]:
@@ -114,6 +122,7 @@ def run_row(run: Run, site: Path) -> dict[str, Any]:
         "when": (r.setup.started_utc or "")[:19].replace("T", " "),
         "server": engine_text(r),
         "model": r.setup.model or "",
+        "endpoint": endpoint_text(r),
         "hardware": hardware_text(r),
         "cases": f"{len(cases)}",
         "e2e": _fmt(_best([_drawn(c, "e2e_tps") for c in cases])),
@@ -131,6 +140,7 @@ HEADERS = (
     ("when (UTC)", "when"),
     ("server", "server"),
     ("model", "model"),
+    ("endpoint", "endpoint"),
     ("hardware", "hardware"),
     ("cases", "cases"),
     ("best e2e t/s", "e2e"),
@@ -204,7 +214,7 @@ def comparisons(runs: list[Run]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def render(runs: list[Run], site: Path) -> str:
+def render(runs: list[Run], site: Path, others: str = "") -> str:
     rows = [run_row(run, site) for run in runs]
     pairs = comparisons(runs)
     note = (
@@ -214,11 +224,12 @@ def render(runs: list[Run], site: Path) -> str:
         "browse a smaller set of folders to compare.</p>"
     )
     body = (
-        f"<main><header><h1>benchy runs</h1><p>{len(runs)} runs, newest last. Click a header to sort; "
+        f'<main class="wide"><header><h1>benchy runs</h1><p>{len(runs)} runs, newest last. Click a header to sort; '
         "type to filter; tick two or more runs to set each against the first ticked.</p></header>"
         '<p><input type="search" data-filter="runs" id="filter" placeholder="filter runs: model, server, warning…"></p>'
         f"{note}{index_table(rows)}"
         '<section id="compare"><p class="caption">Tick two runs to compare them.</p></section>'
+        f"{others}"
         f'<script id="browse" type="application/json">{html.script_json({"runs": rows, "pairs": pairs})}</script>'
         "</main>"
     )
@@ -228,8 +239,10 @@ def render(runs: list[Run], site: Path) -> str:
 def write(roots: list[Path], site: Path) -> tuple[Path, list[Run], list[str]]:
     """index.html in `site` over every run under `roots`; returns it, the runs and the skipped."""
     paths, _ = find_runs(roots)
+    paths = [p for p in paths if not browse_others.inside_capacity(p.parent)]  # a search's rounds: its row
     runs, skipped = load_runs(paths)
     site.mkdir(parents=True, exist_ok=True)
+    others, unread = browse_others.section(roots, site.resolve())
     index = site / "index.html"
-    index.write_text(render(runs, site.resolve()), encoding="utf-8")
-    return index, runs, skipped
+    index.write_text(render(runs, site.resolve(), others), encoding="utf-8")
+    return index, runs, skipped + unread

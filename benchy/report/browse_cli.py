@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+SERVE_PORT = 8765  # --serve's default: not 8000, where benchy sim and vLLM listen
+
 
 @click.command()
 @click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
@@ -17,21 +19,31 @@ import click
     "--output",
     "-o",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("benchy-browse"),
-    show_default=True,
-    help="Folder for the site's index.html (its links to each run's report are relative).",
+    default=None,
+    help="Folder for the site's index.html (its links to each run's report are relative); default: "
+    "benchy-browse inside the first FOLDER, never the current folder.",
 )
 @click.option("--serve", is_flag=True, help="Then serve it over HTTP on 127.0.0.1 (python -m http.server) until ^C.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="With --serve.")
-def browse(folders: tuple[Path, ...], output: Path, serve: bool, port: int) -> None:
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=SERVE_PORT,
+    show_default=True,
+    help="With --serve (not 8000: benchy sim's and vLLM's; 0: a free one).",
+)
+def browse(folders: tuple[Path, ...], output: Path | None, serve: bool, port: int) -> None:
     """A static page over every run under FOLDERS (found recursively): sort, filter, and tick two
     or more runs to compare them. Reads saved results.json files only."""
     from benchy.report import browse as site
+    from benchy.report import browse_others as others
 
+    if output is None:
+        first = folders[0] if folders[0].is_dir() else folders[0].parent
+        output = first / "benchy-browse"
     index, runs, skipped = site.write(list(folders), output)
     for line in skipped:
         click.echo(f"benchy: skipped: {line}", err=True)
-    if not runs:
+    if not runs and not any(others.find(list(folders))):
         raise click.ClickException(f"no results.json under {', '.join(map(str, folders))}")
     click.echo(f"{len(runs)} runs → {index}")
     if serve:

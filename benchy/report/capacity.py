@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchy.folders import FIGURES_DIR
+from benchy.measure import stats
 from benchy.report import html, html_probe
 from benchy.results.capacity import CapacityPoint, CapacityResult, load_text, share_text
 
@@ -171,8 +172,13 @@ def _slo_text(result: CapacityResult) -> str:
 
 
 def _ms(summary: object, field: str = "median") -> str:
+    """A statistic in ms, or "too few" where its requests cannot bound it: the one policy
+    `benchy run`'s tables follow (stats.enough_for), not a p99 of 20 requests (issue 54)."""
     value = getattr(summary, field, None) if summary is not None else None
-    return "n/a" if value is None else f"{value * 1000:,.0f}"
+    if value is None:
+        return "n/a"
+    n = getattr(summary, "n", 0)
+    return f"{value * 1000:,.0f}" if stats.enough_for(field, n) else stats.TOO_FEW
 
 
 def _number(value: float | None, digits: int = 0) -> str:

@@ -8,7 +8,9 @@ successful requests:
   p           = two-sided Mann–Whitney U (default; exact for small samples) or Welch's t-test,
                 then Benjamini–Hochberg-adjusted over the cases of each metric (so that comparing
                 many cases does not flag chance differences: the false discovery rate stays ≤ alpha)
-  verdict     = faster / slower when adjusted p < alpha and |change| ≥ min_effect; "negligible"
+  verdict     = faster / slower when adjusted p < alpha, |change| ≥ min_effect and the 95% CI
+                excludes 0; "not settled" when the test finds a difference but the CI of the
+                medians' change holds 0 (the two disagree: no direction is claimed); "negligible"
                 when adjusted p < alpha but the change is smaller; otherwise "no significant
                 difference"; "too few requests" when the test could not reach p < alpha at best.
 Reads saved results only. Results whose prompt nonce differs are not comparable (one may have
@@ -41,6 +43,9 @@ MIN_EFFECT = 0.02
 
 FASTER, SLOWER = "faster", "slower"
 NO_DIFFERENCE = "no significant difference"
+# The rank test found a difference, but the 95% interval of the change in medians still holds
+# zero: the two say different things about the medians, so no direction is claimed (issue 54).
+UNSETTLED = "not settled (its 95% interval holds 0)"
 NEGLIGIBLE = "negligible"
 CLIENT_DELAY = "within benchy's own delay"
 TOO_FEW = "too few requests"
@@ -117,6 +122,23 @@ class Comparison:
 def case_key(case: CaseResult) -> tuple[Any, ...]:
     """What must agree for two cases to be the same measurement."""
     return (case.pp, case.tg, case.concurrency, case.rate, case.depth, case.depth_mode, case.endpoint)
+
+
+def _key_but_endpoint(case: CaseResult) -> tuple:
+    return case_key(case)[:-1]
+
+
+def _endpoints_across(a: RunResult, b: RunResult) -> tuple[str, str] | None:
+    """(A's endpoint, B's) when each run measured one endpoint, not the same one, and they
+    share cases but for it; else None (a run over several endpoints pairs them as they are)."""
+    ends_a = {c.endpoint for c in a.cases}
+    ends_b = {c.endpoint for c in b.cases}
+    if len(ends_a) != 1 or len(ends_b) != 1 or ends_a == ends_b:
+        return None
+    (end_a,), (end_b,) = ends_a, ends_b
+    if not {_key_but_endpoint(c) for c in a.cases} & {_key_but_endpoint(c) for c in b.cases}:
+        return None
+    return str(end_a), str(end_b)
 
 
 def compare_metric(
@@ -203,6 +225,8 @@ def verdict(change: MetricChange, higher_better: bool, alpha: float, min_effect:
         return NO_DIFFERENCE
     if change.change is None or change.change_pct is None or abs(change.change_pct) < 100.0 * min_effect:
         return NEGLIGIBLE
+    if change.ci95 is not None and change.ci95[0] <= 0.0 <= change.ci95[1]:
+        return UNSETTLED
     return FASTER if (change.change > 0) == higher_better else SLOWER
 
 
@@ -276,11 +300,19 @@ def compare(
     result = Comparison(a_name, b_name, test, alpha, min_effect)
     result.warnings = comparability_warnings(a, b, a_name, b_name, force)
     result.setup_differences = setup_differences(a, b)
-    by_key_b = {case_key(c): c for c in b.cases}
-    keys_a = {case_key(c) for c in a.cases}
-    result.only_in_a = [c.label for c in a.cases if case_key(c) not in by_key_b]
-    result.only_in_b = [c.label for c in b.cases if case_key(c) not in keys_a]
-    pairs = [(c, by_key_b[case_key(c)]) for c in a.cases if case_key(c) in by_key_b]
+    key = case_key
+    across = _endpoints_across(a, b)
+    if across:  # one endpoint each, a different one: the same cases over two APIs (issue 54)
+        key = _key_but_endpoint
+        result.warnings.append(
+            f"{a_name} measured the {across[0]} endpoint, {b_name} {across[1]}: the same cases over "
+            "two APIs, whose request shapes and server-side work differ; a change may be the endpoint's"
+        )
+    by_key_b = {key(c): c for c in b.cases}
+    keys_a = {key(c) for c in a.cases}
+    result.only_in_a = [c.label for c in a.cases if key(c) not in by_key_b]
+    result.only_in_b = [c.label for c in b.cases if key(c) not in keys_a]
+    pairs = [(c, by_key_b[key(c)]) for c in a.cases if key(c) in by_key_b]
     if not pairs:
         raise CompareError(
             f"{a_name} and {b_name} have no case in common (same prompt and output length, "
@@ -479,7 +511,9 @@ def method_note(comp: Comparison) -> str:
         "over the cases of each metric, so that testing many cases does not turn chance into "
         f"findings. 95% CI: bootstrap interval of the difference in medians. A row is "
         f"**faster**/**slower** when p < {comp.alpha:g} and the change is at least "
-        f"{100 * comp.min_effect:g}% (smaller significant changes are called negligible); "
+        f"{100 * comp.min_effect:g}% and its 95% CI excludes 0 (where the test finds a difference "
+        "but the CI holds 0, the row says not settled: the two disagree on the medians; smaller "
+        "significant changes are called negligible); "
         '"no significant difference" means these requests cannot tell the two apart, not that '
         "they are equal: the CI says how large a difference could still hide."
     )

@@ -187,25 +187,23 @@ def concurrency_scaling(results: RunResult) -> Panel | None:
 Dot = tuple[str, float, bool, str | None, float | None]  # id, sent (unix s), ok, error kind, latency s
 
 
+DOTS_KEY = "html.dots"  # the dots among a Rows' figures made once (one_pass.py makes them with the scan)
+
+
+def dot(r: RequestResult) -> Dot:
+    """A measured request as the scatter draws it."""
+    return (r.request_id, r.sent_unix_s, r.status == "ok", r.error_kind, r.metrics.get("e2e_s") if r.ok else r.end_s)
+
+
 def _dots(case: CaseResult) -> list[Dot]:
     """The measured requests as the scatter draws them, in one pass over the case's rows (a long
     case's rows are read back from disk: once, whatever else reads them)."""
 
     def scan(requests: Iterable[RequestResult]) -> list[Dot]:
-        return [
-            (
-                r.request_id,
-                r.sent_unix_s,
-                r.status == "ok",
-                r.error_kind,
-                r.metrics.get("e2e_s") if r.status == "ok" else r.end_s,
-            )
-            for r in requests
-            if not r.warmup
-        ]
+        return [dot(r) for r in requests if not r.warmup]
 
     if isinstance(case.requests, Rows):
-        return case.requests.once("html.dots", scan)
+        return case.requests.once(DOTS_KEY, scan)
     return scan(case.requests)
 
 

@@ -126,7 +126,9 @@ def overview_line(results: RunResult) -> str:
     ok = sum(c.n_ok for c in cases)
     failed = sum(c.n_failed for c in cases)
     scenarios = list(dict.fromkeys(c.scenario for c in cases if c.scenario))
-    text = f"{len(cases)} cases" + (f" (scenarios: {', '.join(scenarios)})" if scenarios else "")
+    text = f"{len(cases)} case{'' if len(cases) == 1 else 's'}" + (
+        f" (scenarios: {', '.join(scenarios)})" if scenarios else ""
+    )
     text += f", {ok} measured requests succeeded"
     text += f", {failed} failed." if failed else ", none failed."
     return (

@@ -10,6 +10,7 @@ from typing import Any
 from tabulate import tabulate
 
 from benchy.measure import agents, stats
+from benchy.measure.classify import DRAIN_CUT
 from benchy.measure.registry import CASE, METRICS, REQUEST_METRICS, TABLE_METRICS, Metric
 from benchy.measure.unavailable import CUT_SHORT
 from benchy.report import dataset_view, gpu_view
@@ -53,6 +54,13 @@ def load_cell(case: CaseResult, metric: Metric, notes: Footnotes) -> str:
     if value is None and metric.name in case.unavailable:
         return notes.mark(case.unavailable[metric.name])
     return number(value, metric)
+
+
+def errors_cell(case: CaseResult) -> str:
+    """Failed requests; those the drain cut (--duration, --drain) named apart: benchy cut them,
+    the server did not fail them (load/drain.py)."""
+    cut = case.errors.get(DRAIN_CUT, 0)
+    return f"{case.n_failed - cut} + {cut} cut" if cut else str(case.n_failed)
 
 
 def number(value: float | None, metric: Metric) -> str:
@@ -139,13 +147,14 @@ def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str
             row += ceiling_cells(case)
         if with_gpu:
             row.append(gpu_view.table_cell(case, notes.mark))
-        row.append(str(case.n_failed))
+        row.append(errors_cell(case))
         body.append(row)
     return headers, body
 
 
-def markdown(results: RunResult) -> str:
-    """The table plus its footnotes, as Markdown; under load, a second table of percentiles."""
+def markdown(results: RunResult, loaded: bool = True) -> str:
+    """The table plus its footnotes, as Markdown; under load (unless `loaded` is False: the
+    terminal's short view, short_view.py), a second table of percentiles."""
     notes = Footnotes()
     headers, body = rows(results, notes)
     text = tabulate(body, headers=headers, tablefmt="pipe", stralign="right", disable_numparse=True)
@@ -153,10 +162,10 @@ def markdown(results: RunResult) -> str:
         text += "\n\n" + "\n".join(notes.lines())
     if any(FLAG in c for row in body for c in row):
         text += "\n\n" + FLAG_LEGEND
-    loaded = load_markdown(results)
+    percentiles = load_markdown(results) if loaded else None
     cache = cache_markdown(results)
     lengths = dataset_view.markdown(results)  # --dataset: asked and served lengths
-    text += "".join("\n\n" + part for part in (loaded, cache, lengths) if part)
+    text += "".join("\n\n" + part for part in (percentiles, cache, lengths) if part)
     return text
 
 

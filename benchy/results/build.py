@@ -144,6 +144,8 @@ def case_result(
         endpoint=endpoint,
         runs=runs,
         depth_mode=case.depth_mode if case.depth else None,
+        pp_stddev=case.pp_stddev or None,
+        tg_stddev=case.tg_stddev or None,
         n_ok=tally.n_ok,
         n_failed=len(measured) - tally.n_ok,
         n_warmup=tally.n_warmup,  # the requests sent alone first too

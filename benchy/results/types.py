@@ -83,7 +83,11 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        setup.ceiling stated_hardware and gpu_reports: a --hardware that the GPUs' own names
        contradicted (its ceiling is the GPU's profile, or none), warning hardware_contradicted;
        request token_count.local_by: --tokenizer counts the answers' text too (tokenizer_file);
-       setup.calibration.output_usage and request usage_at_known: usage checked at a known length
+       setup.calibration.output_usage and request usage_at_known: usage checked at a known length;
+       setup.load.drain_s (--drain); warning code saturated; error kind drain_cut: a request still
+       in flight when the drain after --duration ran out, cut by benchy (issue 54); case
+       pp_stddev / tg_stddev (--pp-stddev / --tg-stddev: each request's lengths drawn around pp, tg);
+       warning code rate_knee (a rate sweep's knee, results/knee.py)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -224,6 +228,7 @@ class LoadSetup(Saved):
 
     requests: int | None = None
     duration_s: float | None = None
+    drain_s: float | None = _opt("--drain: seconds the requests in flight got after --duration (1.26)", omit=True)
     max_inflight: int | None = None
     seed: int = 0
     workers: int | None = None
@@ -415,6 +420,8 @@ class CaseResult(Saved):
     endpoint: str | None = None
     runs: int | None = None
     depth_mode: str | None = _opt('"cold" | "cached"; null without depth')
+    pp_stddev: float | None = _opt("--pp-stddev: each prompt length drawn around pp (1.26)", omit=True)
+    tg_stddev: float | None = _opt("--tg-stddev: each output length drawn around tg (1.26)", omit=True)
     planned_requests: int | None = _opt("measured requests planned (1.3); null when --duration alone bounds the case")
     n_ok: int = 0
     n_failed: int = 0

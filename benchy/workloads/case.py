@@ -44,6 +44,9 @@ class Case:
     # --dataset: real text (workloads/dataset.py): a natural case of its own, or the text of a
     # sweep (fitted) or of a multi-turn case's messages (conversations)
     dataset: DatasetSpec | None = None
+    # --pp-stddev / --tg-stddev: each request's lengths drawn around pp and tg (workloads/spread.py)
+    pp_stddev: float = 0.0
+    tg_stddev: float = 0.0
 
     def extra_fields(self) -> dict:
         return _fields(self.extra_body) if self.extra_body else {}
@@ -76,7 +79,7 @@ class Case:
             return self.workload.label(self.depth + self.pp, self.tg, self.concurrency)
         if isinstance(self.workload, MultiTurn):
             return self.workload.label(self.pp, self.tg, self.concurrency)
-        text = f"pp{self.pp} tg{self.tg}"
+        text = f"pp{self.pp}{_spread(self.pp_stddev)} tg{self.tg}{_spread(self.tg_stddev)}"
         if self.rate is not None:
             text += f" r{self.rate:g}"
         elif self.concurrency != 1:
@@ -96,6 +99,11 @@ class Case:
         if dataset.mode == "conversations" and isinstance(self.workload, MultiTurn):
             return f"multi-turn u{self.concurrency} x{self.workload.turns} tg{self.tg} [{dataset.name}]"
         return f"{dataclasses.replace(self, dataset=None).label} [{dataset.name}]"
+
+
+def _spread(stddev: float) -> str:
+    """A length's spread in a label (`pp512±64`), so a varied case never shares a fixed one's."""
+    return f"±{stddev:g}" if stddev else ""
 
 
 @functools.lru_cache(maxsize=64)

@@ -74,7 +74,7 @@
       html += table(["case", "metric", pair.a, pair.b, "n", "change", "95% CI of the change", "p (adjusted)", "verdict"],
         pair.changes.map(function (c) {
           return [c.case, c.metric, num(c.a, 1), num(c.b, 1), c.n.join(" / "), c.pct == null ? "n/a" : num(c.pct, 1) + "%",
-            c.ci ? num(c.ci[0], 1) + " … " + num(c.ci[1], 1) : "n/a", c.p == null ? "n/a" : c.p.toPrecision(2),
+            c.ci_pct ? num(c.ci_pct[0], 1) + "% … " + num(c.ci_pct[1], 1) + "%" : "n/a", c.p == null ? "n/a" : c.p.toPrecision(2),
             c.verdict + (c.caveats.length ? " ⚠" : "") + (c.reason ? " (" + c.reason + ")" : "")];
         }));
       drawn.push([k, pair]);

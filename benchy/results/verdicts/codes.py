@@ -61,6 +61,8 @@ class Code(str, Enum):
     FIRST_CHUNK_BEFORE_PREFILL = "first_chunk_before_prefill"
     DANGEROUS_STOP = "dangerous_stop"
     SPECIAL_TOKENS_STRIPPED = "special_tokens_stripped"
+    SATURATED = "saturated"
+    RATE_KNEE = "rate_knee"
     SERVER_CACHE_HIT = "server_cache_hit"
     SERVER_TOKEN_MISMATCH = "server_token_mismatch"
     TTFT_OUTSIDE_SERVER = "ttft_outside_server"
@@ -182,6 +184,8 @@ VERDICTS: dict[Code, Verdict] = {
     Code.FIRST_CHUNK_BEFORE_PREFILL: Verdict(Rule(INFO), payloads.FirstChunkBeforePrefill, ("ttft_s",)),
     Code.DANGEROUS_STOP: Verdict(_FAILURE, payloads.DangerousStopFound, ("e2e_tps", "ttfc_s")),
     Code.SPECIAL_TOKENS_STRIPPED: Verdict(_WARNING, payloads.RequestCount, withholds=("ttfc_s",)),
+    Code.RATE_KNEE: Verdict(Rule(INFO), payloads.NoFigures),
+    Code.SATURATED: Verdict(_WARNING, payloads.RequestCount, ("ttft_s", "e2e_s", "aggregate_tps")),
     Code.SERVER_CACHE_HIT: Verdict(_WARNING, payloads.ServerCacheHit, (*_CACHED, "e2e_tps")),
     Code.SERVER_TOKEN_MISMATCH: Verdict(_WARNING, payloads.ServerTokenMismatch, ("e2e_tps", "decode_tps")),
     Code.TTFT_OUTSIDE_SERVER: Verdict(_WARNING, payloads.TtftOutsideServer, _CACHED),
