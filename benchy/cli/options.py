@@ -183,12 +183,13 @@ client_options = option_group("client", CLIENT_OPTIONS, _client_settings)
 
 endpoint_option = click.option(
     "--endpoint",
-    type=click.Choice(["chat", "completions", "responses", "messages"]),
+    type=click.Choice(["chat", "completions", "responses", "messages", "embeddings"]),
     default="chat",
     show_default=True,
     help="API to send to: /v1/chat/completions (messages, the server's chat template), "
     "/v1/completions (a raw prompt, no template), /v1/responses (OpenAI's Responses API) or "
-    "/v1/messages (Anthropic's Messages API); docs/engines.md says which engine serves which.",
+    "/v1/messages (Anthropic's Messages API); docs/engines.md says which engine serves which. "
+    "embeddings: /v1/embeddings, a pooling endpoint (docs/embeddings.md).",
 )
 
 

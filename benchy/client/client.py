@@ -23,7 +23,7 @@ from urllib.parse import urljoin
 
 import orjson
 
-from benchy.client import messages, responses
+from benchy.client import embeddings, messages, responses
 from benchy.client.aiohttp_pool import AiohttpPool
 from benchy.client.booking import Api
 from benchy.client.errors import ServerError, TransientError, failure_of, server_error
@@ -411,6 +411,8 @@ class Client:
         its final channel as content, and marker-only deltas carry no token."""
         payload = self.payload(prompt, max_tokens, endpoint, self.settings.stream, extra)
         rec.streamed = bool(payload.get("stream"))
+        if endpoint == "embeddings":
+            rec.inputs = embeddings.inputs(payload)
         body = orjson.dumps(payload)
         reused = await self._send(rec, body, endpoint, False, harmony)
         if reused and rec.error_kind == "reset":
@@ -462,7 +464,8 @@ class Client:
 
 # The path of each --endpoint under the base URL; responses and messages have modules of their own.
 PATHS = {"chat": "/chat/completions", "completions": "/completions", "responses": "/responses", "messages": "/messages"}
-_APIS: dict[str, Api] = {"responses": responses, "messages": messages}
+PATHS["embeddings"] = "/embeddings"
+_APIS: dict[str, Api] = {"responses": responses, "messages": messages, "embeddings": embeddings}
 
 
 def _api(endpoint: str) -> Api | None:

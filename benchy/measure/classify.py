@@ -16,7 +16,7 @@ LIVE_STREAM_TOKENS_PER_EVENT = 1.5  # usage showing about one token per event: a
 
 def output_failure(rec: RequestRecord) -> tuple[str, str] | None:
     """(error kind, message) when a request that ended normally delivered no output, else None."""
-    if not rec.ok:
+    if not rec.ok or rec.inputs is not None:  # a pooling request generates nothing by design
         return None
     # usage, else the events: cheap, since this runs as each request ends, inside the run's loop
     claimed = rec.completion_tokens if rec.completion_tokens is not None else len(rec.token_event_s)

@@ -135,6 +135,9 @@ class RequestRecord:
     # (1.3) False: sent with --no-stream, the answer read whole (client/whole.py); its one text
     # event is the answer's end, so no stream-timing figure is taken from it (metrics.py).
     streamed: bool = True
+    # (1.26) A pooling request (--endpoint embeddings): how many inputs it embedded (None: a
+    # generation request). It generates no token, so no output figure is taken from it.
+    inputs: int | None = None
 
     @property
     def ok(self) -> bool:

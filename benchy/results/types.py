@@ -69,6 +69,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.25 request local_scale_generated: its local count's scale was fitted on the tokens a
        calibration answer was known to make (it ended by length), setup.calibration.output_method
        "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
+  1.26 --endpoint embeddings: request inputs (the inputs a pooling request embedded), case
+       input_tps; output and stream figures withheld with code pooled
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -113,7 +115,7 @@ from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 25
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 26
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -401,6 +403,7 @@ class CaseResult(Saved):
     rate: float | None = _opt("asked arrival rate, requests/s (open loop)")
     achieved_rate: float | None = None
     request_rate: float | None = None
+    input_tps: float | None = _opt("(1.26) pooling cases (--endpoint embeddings): input tokens/s", omit=True)
     send_lag: MetricSummary | None = _opt("open loop: how late sends left their schedule, s")
     steady: SteadyState | None = _opt("closed loop: the span where every stream was busy", omit=True)
     from_schedule: dict[str, MetricSummary] = _opt(

@@ -63,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
         help="one KV buffer shared by all slots (kv_unified) instead of n_ctx/parallel each",
     )
     p.add_argument("--no-metrics", action="store_true", help="disable /metrics")
+    p.add_argument("--embedding", action="store_true", help="embedding mode: serve /v1/embeddings (pooling)")
     p.add_argument(
         "--verbosity", type=int, default=None, help="llama.cpp log verbosity (default 3 = info; 1 = errors+warnings)"
     )
@@ -89,6 +90,8 @@ def make_params(args: argparse.Namespace):
     p.endpoint_slots = True
     p.endpoint_props = True
     p.n_predict = args.n_predict
+    if args.embedding:
+        p.embedding = True
     if args.alias:
         p.model_alias = {args.alias}
     if args.verbosity is not None:
