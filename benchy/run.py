@@ -676,6 +676,7 @@ def _load_plan(load: LoadSettings) -> dict:
         "duration_s": load.duration_s,
         "max_inflight": load.max_inflight,
         "seed": load.seed,
+        "batch": load.batch,
     }
 
 

@@ -201,6 +201,14 @@ def cases_from_flags(
 
 LOAD_OPTIONS: tuple[Decorator, ...] = (
     click.option(
+        "--batch",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        metavar="N",
+        help="With --endpoint embeddings: N inputs a request, each of --pp tokens and unique (docs/embeddings.md).",
+    ),
+    click.option(
         "--max-inflight",
         type=click.IntRange(min=1),
         default=None,
@@ -268,6 +276,7 @@ def load_settings(
     ray: str | None,
     ray_workers_per_node: int | None,
     slo: str | None,
+    batch: int = 1,
 ) -> LoadSettings:
     from benchy.load import cluster
     from benchy.load.plan import LoadSettings
@@ -291,4 +300,5 @@ def load_settings(
         slo=slo_targets,
         ray=ray,
         ray_workers_per_node=ray_workers_per_node,
+        batch=batch,
     )

@@ -237,7 +237,7 @@ def run(
     from benchy.workloads.spec import WorkloadError
 
     try:
-        load.check(cases)
+        load.check(cases, endpoint)
         template.check({c.endpoint or endpoint for c in cases}, stop)
         check_workload_endpoints(cases, endpoint)
         check_extra_bodies(cases)

@@ -110,6 +110,10 @@ def case_requests(
     def make(i: int, warm: bool) -> PlannedRequest:
         context = contexts[i % len(contexts)] if contexts else None
         prompt = prompts.build(case.pp, case.depth, context)
+        own = body
+        if plan.batch > 1:  # --endpoint embeddings: more inputs of the same length, each its own nonce
+            more = [prompts.build(case.pp, case.depth, context).text for _ in range(plan.batch - 1)]
+            own = {**body, "input": [prompt.text, *more]}
         tag = "w" if warm else "m"
         rec = RequestRecord(
             case=label,
@@ -118,7 +122,7 @@ def case_requests(
             warmup=warm,
             request_id=f"benchy-{plan.salt}-{plan.index}{tag}{i}",
             nonce=prompt.nonce,
-            target_prompt_tokens=case.depth + case.pp,
+            target_prompt_tokens=(case.depth + case.pp) * plan.batch,
             target_output_tokens=case.tg,
             reused_context_tokens=case.depth if context else 0,
             group=i % case.groups if shared and context else None,
@@ -131,7 +135,7 @@ def case_requests(
             local_scale_generated=prompts.calibration.text_scale_generated,
             prompt_slack=prompts.calibration.prompt_slack,
         )
-        return planned(plan, rec, prompt, case.tg, body, None if warm or offsets is None else offsets[i])
+        return planned(plan, rec, prompt, case.tg, own, None if warm or offsets is None else offsets[i])
 
     warmups = [make(i, True) for i in arrivals.share(plan.warmup, plan.worker, plan.workers)]
     if plan.case.rate is None and plan.requests is None and plan.duration_s is not None:

@@ -213,6 +213,7 @@ class LoadSetup(Saved):
     slo: dict[str, float] | None = None
     ray: str | None = _opt("--ray: the Ray cluster's address as given (auto, local, host:port)", omit=True)
     ray_workers_per_node: int | None = _opt("--ray-workers-per-node: actors on each node", omit=True)
+    batch: int | None = _opt("(1.26) --batch: inputs per request of --endpoint embeddings", omit=True)
 
 
 @dataclass
