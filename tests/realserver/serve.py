@@ -90,8 +90,10 @@ def make_params(args: argparse.Namespace):
     p.endpoint_slots = True
     p.endpoint_props = True
     p.n_predict = args.n_predict
-    if args.embedding:
+    if args.embedding:  # mean pooling: llama-server's OpenAI route refuses the model's default, none
         p.embedding = True
+        p.pooling_type = xlc.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
+        p.n_batch = p.n_ubatch = args.ctx_per_slot  # an input is embedded in one physical batch
     if args.alias:
         p.model_alias = {args.alias}
     if args.verbosity is not None:
