@@ -20,6 +20,8 @@ from enum import Enum
 from pathlib import Path
 from typing import IO
 
+from benchy.jsontypes import described
+
 # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind; 1.3: local_scale_from_usage;
 # 1.4: streamed; 1.5: prompt_slack; 1.6: witness lines (WITNESS_OF), a late witness of a request written before it came;
 # 1.7: local_scale_generated
@@ -137,7 +139,7 @@ class RequestRecord:
     streamed: bool = True
     # (1.26) A pooling request (--endpoint embeddings): how many inputs it embedded (None: a
     # generation request). It generates no token, so no output figure is taken from it.
-    inputs: int | None = None
+    inputs: int | None = described("(1.26) --endpoint embeddings: the inputs the request embedded", omit=True)
 
     @property
     def ok(self) -> bool:
