@@ -75,12 +75,14 @@ def test_without_the_nonce_the_cache_serves_the_inputs(sim, tmp_path):
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (("--batch", "2"), "--batch needs --endpoint embeddings"),
-        (("--endpoint", "embeddings", "--turns", "2"), "--endpoint embeddings sends plain inputs"),
+        (("run", "--batch", "2"), "--batch needs --endpoint embeddings"),
+        (("run", "--endpoint", "embeddings", "--turns", "2"), "--endpoint embeddings sends plain inputs"),
+        (("capacity", "--batch", "2", "--slo", "e2e=1s"), "--batch needs --endpoint embeddings"),
+        (("probe-cache", "--endpoint", "embeddings"), "'embeddings' is not one of"),  # it judges TTFT
     ],
 )
 def test_bad_pooling_flags_are_one_line_errors(sim, tmp_path, args, words):
-    proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "--no-report", "-o", str(tmp_path), *args)
+    proc = run_benchy_here(*args, "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "out"))
     assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
 
 
