@@ -5,14 +5,10 @@ the truth shows, and the output and stream figures are withheld with code pooled
 
 from __future__ import annotations
 
-import json
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from benchy.client import embeddings
-from tests.conftest import SimSince, client_slack_s, run_benchy_here, shared_sim, warning_codes
+from tests.conftest import SimSince, client_slack_s, run_benchy_here, run_json, shared_sim, warning_codes
 
 sim_fixture = shared_sim("--prefill-tps", "20000", "--max-running", "4")
 WITHHELD = ("ttft_s", "ttfc_s", "decode_tps", "prefill_tps", "itl_s", "e2e_tps")
@@ -21,13 +17,6 @@ WITHHELD = ("ttft_s", "ttfc_s", "decode_tps", "prefill_tps", "itl_s", "e2e_tps")
 @pytest.fixture
 def sim(sim_fixture):
     return SimSince(sim_fixture)
-
-
-def run_json(sim, tmp_path, *args: str) -> dict:
-    out = Path(tempfile.mkdtemp(dir=tmp_path))
-    proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "--no-report", "-o", str(out), *args)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads((out / "results.json").read_text())
 
 
 @pytest.mark.parametrize("batch", [1, 3])
