@@ -25,7 +25,7 @@ from benchy.jsontypes import described
 # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind; 1.3: local_scale_from_usage;
 # 1.4: streamed; 1.5: prompt_slack; 1.6: witness lines (WITNESS_OF), a late witness of a request written before it came;
 # 1.7: local_scale_generated
-REQUESTS_SCHEMA = "benchy/requests/1.7"
+REQUESTS_SCHEMA = "benchy/requests/1.8"
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
 CONTENT = "c"
