@@ -5,6 +5,8 @@ the truth shows, and the output and stream figures are withheld with code pooled
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from benchy.client import embeddings
@@ -81,3 +83,21 @@ def test_an_answer_missing_an_embedding_is_no_answer():
     assert "error" in embeddings.as_chat(whole)
     ok = embeddings.as_chat({"data": [{"embedding": [0.1]}], "usage": {"prompt_tokens": 8, "total_tokens": 8}})
     assert ok["usage"] == {"prompt_tokens": 8, "completion_tokens": 0} and ok["choices"][0]["finish_reason"] == "stop"
+
+
+def test_failed_embeddings_are_recorded_and_counted(start_sim, tmp_path):
+    """A pooling request the server fails is a failed request of the case, of the kind it had,
+    one for each the simulator's truth log shows failing; the others' figures stand."""
+    sim = start_sim("--prefill-tps", "20000", "--seed", "3", "--fault", "http500:0.3")
+    out = tmp_path / "out"
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "-q", "--no-report", "-o", str(out), "--endpoint", "embeddings",
+        "--batch", "2", "--pp", "64", "-c", "2", "--runs", "10", "--warmup", "0",
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr
+    [case] = json.loads((out / "results.json").read_text())["cases"]
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    measured = [r for r in case["requests"] if not r["warmup"]]
+    failed = [r for r in measured if truth[r["request_id"]]["status"] == 500]
+    assert failed and case["n_failed"] == len(failed) == case["errors"]["http_500"]
+    assert len(measured) == 20 and case["n_ok"] == 20 - len(failed) and case["input_tps"] is not None

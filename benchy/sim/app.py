@@ -235,6 +235,9 @@ class Simulator:
         trace.model, encoded = embeddings.parse(self.cfg, body)
         trace.input_tokens = [len(ids) for ids in encoded]
         trace.prompt_tokens = trace.prompt_tokens_sent = sum(trace.input_tokens)
+        trace.fault = self._draw_fault()
+        if trace.fault in IMMEDIATE_FAULTS:  # the stream faults need a stream: a pooling answer has none
+            return await self._immediate_fault(request, trace)
         engine = self.engines[trace.replica]
         self.router.in_flight[trace.replica] += 1
         trace.routed, trace.queued_s, trace.cached_tokens = True, clock(), 0
