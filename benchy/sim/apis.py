@@ -21,7 +21,7 @@ import json
 from benchy.sim.engine import REASONING
 
 APIS = ("responses", "messages")
-ID_PREFIX = {"responses": "resp", "messages": "msg"}
+ID_PREFIX = {"responses": "resp", "messages": "msg", "embeddings": "emb"}  # embeddings: sim/embeddings.py
 
 
 class BadRequest(ValueError):

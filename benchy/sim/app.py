@@ -161,9 +161,7 @@ class Simulator:
         received_s = clock()
         if self.cfg.proxy_delay_s:  # before the engine's clock starts: its own times never hold it
             await asyncio.sleep(self.cfg.proxy_delay_s)
-        prefix = (
-            "chatcmpl" if endpoint == "chat" else ID_PREFIX.get(endpoint, "emb" if endpoint == "embeddings" else "cmpl")
-        )
+        prefix = "chatcmpl" if endpoint == "chat" else ID_PREFIX.get(endpoint, "cmpl")
         trace = Trace(
             id=f"{prefix}-sim-{next(self._ids):06d}",
             endpoint=endpoint,

@@ -10,7 +10,8 @@ sum of the inputs' tokens.
 The truth log records, beside the usual times (arrival, admission, the first prefill's start,
 the last one's end, the body's end as the `content` event), `input_tokens`: each input's
 token count in order, and `cached_tokens`, their cached share — what a test judges benchy's
-input counts and latency against.
+input counts and latency against. The immediate faults (--fault http500, http429, reset,
+not_sse) are drawn as for generation; the stream faults have no stream to act on.
 """
 
 from __future__ import annotations
