@@ -614,4 +614,5 @@ def _load_plan(load: LoadSettings) -> dict[str, Any]:
         "drain_s": load.drain_s,
         "max_inflight": load.max_inflight,
         "seed": load.seed,
+        "batch": load.batch,
     }

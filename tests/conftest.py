@@ -7,11 +7,13 @@ from __future__ import annotations
 import compileall
 import contextlib
 import io
+import json
 import os
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -223,6 +225,15 @@ def run_benchy_here(*args: str) -> subprocess.CompletedProcess:
     finally:
         os.chdir(here)
     return subprocess.CompletedProcess([*BENCHY, *args], code, out.getvalue(), err.getvalue())
+
+
+def run_json(sim, tmp_path, *args: str) -> dict:
+    """`benchy run ARGS` against `sim` in this process, into a fresh folder under tmp_path
+    (-o refuses one in use); its results.json, once it exited 0."""
+    out = Path(tempfile.mkdtemp(dir=tmp_path))
+    proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "--no-report", "-o", str(out), *args)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((out / "results.json").read_text())
 
 
 @pytest.fixture

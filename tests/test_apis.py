@@ -4,15 +4,13 @@ multi-turn and probe-cache over real HTTP against `benchy sim`, judged by its tr
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from benchy.client import messages, responses
 from benchy.client.reader import StreamReader
 from benchy.records import RequestRecord
-from tests.conftest import SimSince, bare_record, client_slack_s, run_benchy_here, shared_sim, warning_codes
+from tests.conftest import SimSince, bare_record, client_slack_s, run_benchy_here, run_json, shared_sim, warning_codes
 
 APIS = ("responses", "messages")
 REASONING = 5
@@ -136,13 +134,6 @@ def test_readers_count_garbage_as_malformed_never_raise():
 
 
 # ------------------------------------------------------------------ against the simulator
-
-
-def run_json(sim, tmp_path, *args: str) -> dict:
-    out = Path(tempfile.mkdtemp(dir=tmp_path))
-    proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "--no-report", "-o", str(out), *args)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads((out / "results.json").read_text())
 
 
 @pytest.mark.parametrize("api", APIS)

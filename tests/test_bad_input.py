@@ -32,7 +32,7 @@ def benchy(capsys, *argv: str) -> tuple[int, str]:
         (["run", "--runs", "abc"], "--runs"),
         (["run", "--runs", "0"], "--runs"),
         (["run", "-c", "0"], "--concurrency"),
-        (["run", "--endpoint", "embeddings"], "--endpoint"),
+        (["run", "--endpoint", "nope"], "--endpoint"),
         (["run", "--base-url", "localhost:8000/v1"], "http://"),
         (["run", "--base-url", "http://localhost:notaport/v1"], "port"),
         (["run", "--base-url", "http:///v1"], "no host"),

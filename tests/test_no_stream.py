@@ -5,13 +5,9 @@ buffering is claimed of an answer that was never a stream."""
 
 from __future__ import annotations
 
-import json
-import tempfile
-from pathlib import Path
-
 import pytest
 
-from tests.conftest import SimSince, client_slack_s, run_benchy_here, shared_sim, warning_codes
+from tests.conftest import SimSince, client_slack_s, run_json, shared_sim, warning_codes
 
 sim_fixture = shared_sim("--prefill-tps", "20000", "--decode-tps", "400", "--reasoning-tokens", "4")
 STREAM_FIGURES = ("ttft_s", "ttfc_s", "decode_tps", "prefill_tps", "itl_s")
@@ -20,13 +16,6 @@ STREAM_FIGURES = ("ttft_s", "ttfc_s", "decode_tps", "prefill_tps", "itl_s")
 @pytest.fixture
 def sim(sim_fixture):
     return SimSince(sim_fixture)
-
-
-def run_json(sim, tmp_path, *args: str) -> dict:
-    out = Path(tempfile.mkdtemp(dir=tmp_path))
-    proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "--no-report", "-o", str(out), *args)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads((out / "results.json").read_text())
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions", "responses", "messages"])

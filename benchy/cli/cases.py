@@ -261,6 +261,14 @@ def spread_lengths(cases: list[Case], pp_stddev: float, tg_stddev: float) -> lis
 
 LOAD_OPTIONS: tuple[Decorator, ...] = (
     click.option(
+        "--batch",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        metavar="N",
+        help="With --endpoint embeddings: N inputs a request, each of --pp tokens and unique (docs/embeddings.md).",
+    ),
+    click.option(
         "--max-inflight",
         type=click.IntRange(min=1),
         default=None,
@@ -337,6 +345,7 @@ def load_settings(
     ray: str | None,
     ray_workers_per_node: int | None,
     slo: str | None,
+    batch: int = 1,
 ) -> LoadSettings:
     from benchy.load import cluster
     from benchy.load.plan import LoadSettings
@@ -363,4 +372,5 @@ def load_settings(
         slo=slo_targets,
         ray=ray,
         ray_workers_per_node=ray_workers_per_node,
+        batch=batch,
     )

@@ -15,9 +15,9 @@ from benchy.cli.options import (
     TEMPLATE_OPTIONS,
     Decorator,
     client_options,
-    endpoint_option,
     gpu_metrics_option,
     option_group,
+    run_endpoint_option,
     template_settings,
 )
 from benchy.cli.output import claim_folder, echo_stop, echo_warnings
@@ -110,7 +110,7 @@ ERROR_LIMIT_OPTIONS: tuple[Decorator, ...] = (
 
 @click.command(cls=RunCommand)
 @client_options
-@endpoint_option
+@run_endpoint_option
 @option_group("cases", CASE_OPTIONS, cases_from_flags)
 @option_group("load", LOAD_OPTIONS, load_settings)
 @click.option("--runs", type=click.IntRange(min=1), default=5, show_default=True, help="Measured runs per case.")
@@ -267,7 +267,7 @@ def run(
         if saturation is not None:
             saturation_mod.check(cases)
         else:
-            load.check(cases)
+            load.check(cases, endpoint)
         template.check({c.endpoint or endpoint for c in cases}, stop)
         check_workload_endpoints(cases, endpoint)
         check_extra_bodies(cases)

@@ -23,7 +23,7 @@ from urllib.parse import urljoin
 
 import orjson
 
-from benchy.client import messages, responses, tools
+from benchy.client import embeddings, messages, responses, tools
 from benchy.client.aiohttp_pool import AiohttpPool
 from benchy.client.booking import Api
 from benchy.client.connect import HttpFailure, env_proxy
@@ -419,6 +419,8 @@ class Client:
         its final channel as content, and marker-only deltas carry no token."""
         payload = self.payload(prompt, max_tokens, endpoint, self.settings.stream, extra)
         rec.streamed = bool(payload.get("stream"))
+        if endpoint == "embeddings":
+            rec.inputs = embeddings.inputs(payload)
         body = orjson.dumps(payload)
         reused = await self._send(rec, body, endpoint, False, harmony)
         if reused and rec.error_kind == "reset":
@@ -470,7 +472,8 @@ class Client:
 
 # The path of each --endpoint under the base URL; responses and messages have modules of their own.
 PATHS = {"chat": "/chat/completions", "completions": "/completions", "responses": "/responses", "messages": "/messages"}
-_APIS: dict[str, Api] = {"responses": responses, "messages": messages}
+PATHS["embeddings"] = "/embeddings"
+_APIS: dict[str, Api] = {"responses": responses, "messages": messages, "embeddings": embeddings}
 
 
 def _api(endpoint: str) -> Api | None:

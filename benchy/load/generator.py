@@ -113,6 +113,10 @@ def case_requests(
         context = contexts[i % len(contexts)] if contexts else None
         pp, tg = (case.pp, case.tg) if warm else lengths(plan, i)
         prompt = prompts.build(pp, case.depth, context)
+        own = body
+        if plan.batch > 1:  # --endpoint embeddings: more inputs of the same length, each its own nonce
+            more = [prompts.build(pp, case.depth, context).text for _ in range(plan.batch - 1)]
+            own = {**body, "input": [prompt.text, *more]}
         tag = "w" if warm else "m"
         rec = RequestRecord(
             case=label,
@@ -121,7 +125,7 @@ def case_requests(
             warmup=warm,
             request_id=f"benchy-{plan.salt}-{plan.index}{tag}{i}",
             nonce=prompt.nonce,
-            target_prompt_tokens=case.depth + pp,
+            target_prompt_tokens=(case.depth + pp) * plan.batch,
             target_output_tokens=tg,
             reused_context_tokens=case.depth if context else 0,
             group=i % case.groups if shared and context else None,
@@ -135,7 +139,7 @@ def case_requests(
             usage_at_known=prompts.calibration.usage_at_known,
             prompt_slack=prompts.calibration.prompt_slack,
         )
-        options = body if tg == case.tg else request_options(plan, tg)  # a drawn length's own
+        options = own if tg == case.tg else request_options(plan, tg)  # a drawn length's own
         return planned(plan, rec, prompt, tg, options, None if warm or offsets is None else offsets[i])
 
     warmups = [make(i, True) for i in arrivals.share(plan.warmup, plan.worker, plan.workers)]

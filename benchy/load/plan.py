@@ -39,6 +39,7 @@ class LoadSettings:
     slo: dict[str, float] | None = None  # --slo, for goodput: {metric: threshold}
     ray: str | None = None  # --ray [ADDRESS]: every case on Ray actors (cluster.py)
     ray_workers_per_node: int | None = None  # --ray-workers-per-node (None: 1)
+    batch: int = 1  # --batch: inputs per request of a pooling endpoint (--endpoint embeddings)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,10 +55,13 @@ class LoadSettings:
                 if self.ray is not None
                 else {}
             ),
+            **({"batch": self.batch} if self.batch > 1 else {}),
         }
 
-    def check(self, cases: list[Case]) -> None:
+    def check(self, cases: list[Case], endpoint: str = "chat") -> None:
         """ValueError for a setting that none of the cases can use."""
+        if self.batch > 1 and any((c.endpoint or endpoint) != "embeddings" for c in cases):
+            raise ValueError("--batch needs --endpoint embeddings: only a pooling endpoint takes a list of inputs")
         if self.max_inflight is not None and all(c.rate is None and c.kind != "trace" for c in cases):
             raise ValueError(
                 "--max-inflight needs --rate, --trace or a scenario with rate or trace "
@@ -94,6 +98,7 @@ class CasePlan:
     worker: int = 0  # this process sends share `worker` of `workers` (workers.py)
     workers: int = 1
     alone: int = 0  # requests of the case's shape sent alone before it (load/alone.py)
+    batch: int = 1  # --batch: inputs per request (--endpoint embeddings; generator.py)
 
     @property
     def measured(self) -> int:

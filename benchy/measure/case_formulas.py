@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from benchy.measure.request_formulas import completion_tokens
-from benchy.measure.unavailable import CLOSED_LOOP, CUT_SHORT, NO_SUCCESS, TOO_FEW_SENDS, ZERO_WALL_TIME, Unavailable
+from benchy.measure.unavailable import (
+    CLOSED_LOOP,
+    CUT_SHORT,
+    NO_PROMPT_TOKENS,
+    NO_SUCCESS,
+    TOO_FEW_SENDS,
+    ZERO_WALL_TIME,
+    Unavailable,
+)
 from benchy.records import RequestRecord
 
 
@@ -42,6 +50,18 @@ def aggregate_output_tps(
     done, seconds = window
     count = tokens or completion_tokens
     return sum(count(r) for r in done) / seconds
+
+
+def input_tps(records: list[RequestRecord]) -> float | Unavailable:
+    """All prompt tokens of the successful requests, as the server's usage counted them ÷
+    (last end − first send): the input a pooling endpoint (embeddings) got through."""
+    window = _success_window(records)
+    if isinstance(window, Unavailable):
+        return window
+    done, seconds = window
+    if any(r.prompt_tokens is None for r in done):
+        return Unavailable(NO_PROMPT_TOKENS, "a successful request's usage had no prompt_tokens")
+    return sum(r.prompt_tokens or 0 for r in done) / seconds
 
 
 def cut_short(measured: int, planned: int | None) -> Unavailable | None:

@@ -18,7 +18,7 @@ LIVE_STREAM_TOKENS_PER_EVENT = 1.5  # usage showing about one token per event: a
 
 def output_failure(rec: RequestRecord) -> tuple[str, str] | None:
     """(error kind, message) when a request that ended normally delivered no output, else None."""
-    if not rec.ok:
+    if not rec.ok or rec.inputs is not None:  # a pooling request generates nothing by design
         return None
     claimed = tokens_of(rec)  # cheap: this runs as each request ends, inside the run's loop
     if claimed == 0:

@@ -18,7 +18,7 @@ from typing import Any, Final, Literal, TypeAlias
 from benchy.measure import reading
 from benchy.measure import turn_formulas as turn
 from benchy.measure import window_formulas as window
-from benchy.measure.case_formulas import achieved_rate, aggregate_output_tps, request_rate
+from benchy.measure.case_formulas import achieved_rate, aggregate_output_tps, input_tps, request_rate
 from benchy.measure.classify import buffering_reason, is_buffered
 from benchy.measure.reading import Reading
 from benchy.measure.request_formulas import (
@@ -38,7 +38,7 @@ from benchy.measure.request_formulas import (
     ttft_s,
     ttftc_s,
 )
-from benchy.measure.unavailable import BUFFERED, NOT_STREAMED_WHY, REQUEST_FAILED, Unavailable
+from benchy.measure.unavailable import BUFFERED, NOT_STREAMED_WHY, POOLED_WHY, REQUEST_FAILED, Unavailable
 from benchy.records import RequestRecord
 
 REQUEST = "request"  # measured per request, summarized per case (median ± std …)
@@ -327,6 +327,16 @@ _PER_CASE = (
         "under load (concurrency > 1, an open loop, a trace replay), withheld for a case the run stopped inside.",
         reads=("completion_tokens", "sent_mono_s", "end_s"),
         formula=aggregate_output_tps,
+    ),
+    _token_rate(
+        "input_tps",
+        "input t/s",
+        level=CASE,
+        definition="all prompt tokens (usage) of the successful requests ÷ (last end − first send) of the case, "
+        "failed requests included; kept for pooling cases (--endpoint embeddings)",
+        explanation="the input a pooling endpoint got through, every input of every request counted.",
+        reads=("prompt_tokens", "sent_mono_s", "end_s"),
+        formula=input_tps,
     ),
     _request_rate(
         "request_rate",
@@ -781,4 +791,6 @@ def request_metrics(
         values.update({name: buffered for name in STREAM_TIMING_METRICS})
     if not rec.streamed:
         values.update({name: NOT_STREAMED_WHY for name in STREAM_TIMING_METRICS})
+    if rec.inputs is not None:  # a pooling request: only its latency is a figure
+        values.update({name: POOLED_WHY for name in REQUEST_METRICS if name != "e2e_s"})
     return values

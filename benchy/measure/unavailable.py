@@ -55,6 +55,7 @@ NO_OUTPUT_TOKENS = "no_output_tokens"  # no output token was counted in the case
 NO_IDLE_BASELINE = "no_idle_baseline"  # no idle draw was sampled before the run
 NO_LOOP_SAMPLE = "no_loop_sample"  # benchy's event loop was not sampled while requests were in flight
 NO_SERVER_FIGURE = "no_server_figure"  # the server's /metrics publish nothing to make the figure from
+POOLED = "pooled"  # --endpoint embeddings: the server embeds its inputs and generates no token
 
 # A few words per code, where a report groups figures by why they are missing.
 REASON_TITLES = {
@@ -76,7 +77,13 @@ REASON_TITLES = {
     QUEUED: "TTFT holds queueing",
     NOT_STREAMED: "not streamed (--no-stream)",
     FIXED_LATENCY: "a fixed latency before the engine",
+    POOLED: "a pooling endpoint (no output tokens)",
 }
+POOLED_WHY = Unavailable(
+    POOLED,
+    "--endpoint embeddings: the server embeds the inputs and generates no token, so no output or stream figure "
+    "exists (TTFT, inter-token latency, decode and output rates); latency, requests/s and input tokens/s stand",
+)
 NOT_STREAMED_WHY = Unavailable(
     NOT_STREAMED,
     "--no-stream: each answer came whole, so no token's arrival was seen (TTFT, inter-token latency and the "

@@ -20,10 +20,12 @@ from enum import Enum
 from pathlib import Path
 from typing import IO, Any
 
+from benchy.jsontypes import described
+
 # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind; 1.3: local_scale_from_usage;
 # 1.4: streamed; 1.5: prompt_slack; 1.6: witness lines (WITNESS_OF), a late witness of a request written before it came;
 # 1.7: local_scale_generated; 1.8: tool_chars, tool_calls (tool calls are output: TOOL events),
-# tokenizer_tokens (a late witness: --tokenizer's count of the text), usage_at_known
+# tokenizer_tokens (a late witness: --tokenizer's count of the text), usage_at_known, inputs (embeddings)
 REQUESTS_SCHEMA = "benchy/requests/1.8"
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
@@ -151,6 +153,9 @@ class RequestRecord:
     # (1.3) False: sent with --no-stream, the answer read whole (client/whole.py); its one text
     # event is the answer's end, so no stream-timing figure is taken from it (metrics.py).
     streamed: bool = True
+    # (1.26) A pooling request (--endpoint embeddings): how many inputs it embedded (None: a
+    # generation request). It generates no token, so no output figure is taken from it.
+    inputs: int | None = described("(1.26) --endpoint embeddings: the inputs the request embedded", omit=True)
 
     @property
     def ok(self) -> bool:

@@ -63,6 +63,21 @@ def errors_cell(case: CaseResult) -> str:
     return f"{case.n_failed - cut} + {cut} cut" if cut else str(case.n_failed)
 
 
+# A pooling endpoint's own figures (--endpoint embeddings): its input rate and its latency.
+POOLED_HEADERS = [METRICS["input_tps"].title, "latency ms p50 / p90 / p99"]
+
+
+def pooled_cells(case: CaseResult, notes: Footnotes) -> list[str]:
+    """Input tokens/s and the latency percentiles of a pooling case (n/a for a generation case)."""
+    latency = case.summary.get("e2e_s")
+    if latency is None:
+        spread = "n/a"
+    else:
+        parts = (latency.median, latency.p90, latency.p99)
+        spread = " / ".join("n/a" if v is None else number(v, METRICS["e2e_s"]) for v in parts)
+    return [load_cell(case, METRICS["input_tps"], notes), spread]
+
+
 def number(value: float | None, metric: Metric) -> str:
     return "n/a" if value is None else f"{value * metric.scale:,.{metric.decimals}f}"
 
@@ -118,10 +133,13 @@ def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str
     with_goodput = any(c.goodput for c in cases)
     with_ceiling = any(c.ceiling for c in cases)
     with_gpu = gpu_view.has_gpu(results)
+    pooled = any(c.endpoint == "embeddings" for c in cases)
     warned = case_warnings(results)
     headers = ["test", "n"] + [m.title for m in TABLE_METRICS]
     if loaded:
         headers += [m.title for m in LOAD_COLUMNS]
+    if pooled:
+        headers += POOLED_HEADERS
     if with_goodput:
         headers.append("goodput")
     if with_ceiling:
@@ -141,6 +159,8 @@ def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str
                 row.append(cell(seen.summary, metric) + (f" {FLAG}" if seen.qualified else ""))
         if loaded:
             row += [load_cell(case, m, notes) for m in LOAD_COLUMNS]
+        if pooled:
+            row += pooled_cells(case, notes)
         if with_goodput:
             row.append(goodput_cell(case.goodput, notes))
         if with_ceiling:

@@ -27,7 +27,7 @@ from benchy.measure.health import ClientHealth
 from benchy.measure.sanity.tally import SanityTally
 from benchy.measure.silence import SilenceTracker
 from benchy.measure.slo import goodput_figures
-from benchy.measure.unavailable import LEGACY, NO_SUCCESS, PROMPT_LENGTH_MISSED, Unavailable
+from benchy.measure.unavailable import LEGACY, NO_SUCCESS, POOLED_WHY, PROMPT_LENGTH_MISSED, Unavailable
 from benchy.measure.workloads import WorkloadFigures, case_figures, ttft_gains, withhold_turns
 from benchy.records import RequestRecord
 from benchy.results import latency
@@ -131,9 +131,13 @@ def case_result(
     measured = tally.measured
     per_case = registry.case_metrics(measured, _light_tokens)  # type: ignore[arg-type]
     cut = case_formulas.cut_short(len(measured), planned_requests)
-    rates = {name: cut or per_case[name] for name in ("aggregate_tps", "request_rate")}
+    pooled = endpoint == "embeddings"  # no output tokens: input tokens/s stands in for them
+    names = ("aggregate_tps", "request_rate", "input_tps") if pooled else ("aggregate_tps", "request_rate")
+    rates = {name: cut or per_case[name] for name in names}
     if cut:
         unavailable |= dict.fromkeys(rates, cut)
+    if pooled:
+        rates["aggregate_tps"] = unavailable["aggregate_tps"] = POOLED_WHY
     result = CaseResult(
         label=case.label,
         scenario=case.scenario,
@@ -160,6 +164,7 @@ def case_result(
         rate=case.rate,
         achieved_rate=_value(per_case["achieved_rate"]),
         request_rate=_value(rates["request_rate"]),
+        input_tps=_value(rates["input_tps"]) if pooled else None,
         send_lag=send_lag,
         from_schedule=tally.schedule_summaries(),
         steady=tally.steady_state(case.concurrency or 1) if case.rate is None and case.kind != "trace" else None,
@@ -197,10 +202,11 @@ class _Light:
     """What the case-level figures (registry.case_metrics, goodput) read of a measured request:
     a few numbers in place of its row, so that a long case's rows need not be held."""
 
-    __slots__ = ("ok", "sent_mono_s", "end_s", "tokens", "slo_values")
+    __slots__ = ("ok", "sent_mono_s", "end_s", "tokens", "prompt_tokens", "slo_values")
 
     def __init__(self, row: RequestResult, slo: dict[str, float] | None) -> None:
         self.ok, self.sent_mono_s, self.end_s = row.ok, row.sent_mono_s, row.end_s
+        self.prompt_tokens = row.prompt_tokens
         self.tokens = _row_tokens(row)
         self.slo_values = None  # what goodput judges, with --slo only
         if slo and row.ok:

@@ -87,7 +87,9 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        setup.load.drain_s (--drain); warning code saturated; error kind drain_cut: a request still
        in flight when the drain after --duration ran out, cut by benchy (issue 54); case
        pp_stddev / tg_stddev (--pp-stddev / --tg-stddev: each request's lengths drawn around pp, tg);
-       warning code rate_knee (a rate sweep's knee, results/knee.py)
+       warning code rate_knee (a rate sweep's knee, results/knee.py);
+       --endpoint embeddings: request inputs (the inputs a pooling request embedded), case
+       input_tps; output and stream figures withheld with code pooled
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -235,6 +237,7 @@ class LoadSetup(Saved):
     slo: dict[str, float] | None = None
     ray: str | None = _opt("--ray: the Ray cluster's address as given (auto, local, host:port)", omit=True)
     ray_workers_per_node: int | None = _opt("--ray-workers-per-node: actors on each node", omit=True)
+    batch: int | None = _opt("(1.26) --batch: inputs per request of --endpoint embeddings", omit=True)
 
 
 @dataclass
@@ -439,6 +442,7 @@ class CaseResult(Saved):
     rate: float | None = _opt("asked arrival rate, requests/s (open loop)")
     achieved_rate: float | None = None
     request_rate: float | None = None
+    input_tps: float | None = _opt("(1.26) pooling cases (--endpoint embeddings): input tokens/s", omit=True)
     send_lag: MetricSummary | None = _opt("open loop: how late sends left their schedule, s")
     steady: SteadyState | None = _opt("closed loop: the span where every stream was busy", omit=True)
     from_schedule: dict[str, MetricSummary] = _opt(

@@ -22,7 +22,7 @@ from benchy.sim import tools
 from benchy.sim.engine import REASONING
 
 APIS = ("responses", "messages")
-ID_PREFIX = {"responses": "resp", "messages": "msg"}
+ID_PREFIX = {"responses": "resp", "messages": "msg", "embeddings": "emb"}  # embeddings: sim/embeddings.py
 
 
 class BadRequest(ValueError):

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from benchy import __version__
-from benchy.sim import vocab
+from benchy.sim import embeddings, vocab
 from benchy.sim.apis import APIS, ID_PREFIX, BadRequest, to_chat
 from benchy.sim.config import SimConfig
 from benchy.sim.engine import (
@@ -133,6 +133,7 @@ class Simulator:
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/responses", self.responses)
         app.router.add_post("/v1/messages", self.messages)
+        app.router.add_post("/v1/embeddings", self.embeddings)
         return app
 
     def close(self) -> None:
@@ -163,6 +164,9 @@ class Simulator:
 
     async def messages(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, "messages")
+
+    async def embeddings(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "embeddings")
 
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
         received_s = clock()
@@ -209,6 +213,8 @@ class Simulator:
 
     async def _serve(self, request: web.Request, endpoint: str, trace: Trace) -> web.StreamResponse:
         body = await read_json(request)
+        if endpoint == "embeddings":
+            return await self._embed(request, body, trace)
         if endpoint in APIS:  # planned, served and logged as the chat request it amounts to
             try:
                 body, endpoint = to_chat(body, endpoint), "chat"
@@ -242,6 +248,32 @@ class Simulator:
         if job.stream:
             return await self._stream(request, job, trace)
         return await self._complete(request, job, trace)
+
+    async def _embed(self, request: web.Request, body: dict, trace: Trace) -> web.StreamResponse:
+        """A pooling request (sim/embeddings.py): each input prefilled in one slot, no decode."""
+        trace.stream = False
+        trace.model, encoded = embeddings.parse(self.cfg, body)
+        trace.input_tokens = [len(ids) for ids in encoded]
+        trace.prompt_tokens = trace.prompt_tokens_sent = sum(trace.input_tokens)
+        trace.fault = self._draw_fault()
+        if trace.fault in IMMEDIATE_FAULTS:  # the stream faults need a stream: a pooling answer has none
+            return await self._immediate_fault(request, trace)
+        engine = self.engines[trace.replica]
+        self.router.in_flight[trace.replica] += 1
+        trace.routed, trace.queued_s, trace.cached_tokens = True, clock(), 0
+        await engine.slots.acquire()
+        try:
+            trace.admitted_s = clock()
+            for ids in encoded:
+                done = await engine.prefill(ids)
+                engine.release(ids)
+                trace.prefill_start_s = trace.prefill_start_s or done.start_s
+                trace.prefill_end_s, trace.cached_tokens = done.end_s, trace.cached_tokens + done.cached_tokens
+        finally:
+            engine.slots.release()
+        trace.finish_reason = "stop"
+        answer = embeddings.answer(trace.model or self.cfg.model, trace.id, encoded)
+        return await self._send_whole(request, trace, 200, answer, JSON_TYPE, event="content")
 
     def _draw_fault(self) -> str | None:
         if not self.cfg.faults:

@@ -422,6 +422,7 @@ class Trace:
     prefill_end_s: float | None = None
     prompt_tokens: int | None = None  # what the server kept (after --truncate-prompt)
     prompt_tokens_sent: int | None = None  # what the request held
+    input_tokens: list[int] | None = None  # /v1/embeddings: each input's tokens, in order
     cached_tokens: int | None = None  # served from cache, truly
     reported_cached_tokens: int | None = None  # what usage said (--no-report-cache-hits: fewer)
     replica: int = 0  # --replicas: which one the router sent it to

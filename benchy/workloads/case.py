@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from benchy.workloads.dataset import DatasetSpec
 from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay, Workload
 
-ENDPOINTS = ("chat", "completions", "responses", "messages")
+ENDPOINTS = ("chat", "completions", "responses", "messages", "embeddings")
 DEPTH_MODES = ("cold", "cached")
 
 

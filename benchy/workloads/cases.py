@@ -120,6 +120,11 @@ def trace_case(
 def check_workload_endpoints(cases: list[Case], endpoint: str) -> None:
     """ValueError for a multi-turn case on /v1/completions: only a chat template renders a
     history (chat, responses and messages all send the conversation as messages)."""
+    if any(c.kind != "sweep" and (c.endpoint or endpoint) == "embeddings" for c in cases):
+        raise ValueError(
+            "--endpoint embeddings sends plain inputs of --pp tokens (--batch N a request): "
+            "no workload, dataset or trace (docs/embeddings.md)"
+        )
     if any(c.kind == "multi_turn" and (c.endpoint or endpoint) == "completions" for c in cases):
         raise ValueError(
             "--turns needs --endpoint chat, responses or messages: the server's chat template renders the history "

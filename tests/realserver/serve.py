@@ -63,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
         help="one KV buffer shared by all slots (kv_unified) instead of n_ctx/parallel each",
     )
     p.add_argument("--no-metrics", action="store_true", help="disable /metrics")
+    p.add_argument("--embedding", action="store_true", help="embedding mode: serve /v1/embeddings (pooling)")
     p.add_argument(
         "--chat-template-file",
         default=None,
@@ -94,6 +95,10 @@ def make_params(args: argparse.Namespace):
     p.endpoint_slots = True
     p.endpoint_props = True
     p.n_predict = args.n_predict
+    if args.embedding:  # mean pooling: llama-server's OpenAI route refuses the model's default, none
+        p.embedding = True
+        p.pooling_type = xlc.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
+        p.n_batch = p.n_ubatch = args.ctx_per_slot  # an input is embedded in one physical batch
     if args.alias:
         p.model_alias = {args.alias}
     if args.chat_template_file:
