@@ -114,6 +114,15 @@ def test_no_stage_imports_itself_round_a_circle():
     assert cycles(stages) == []
 
 
+# Imports across the rules above that are known debts, each with why; the test fails on a new
+# one and on one named here that is gone, so the list only shrinks.
+CROSSINGS_LEFT = {
+    # an agent trace's answers and prompts are estimated in o200k while the trace is parsed
+    # (issue 53): the count belongs to the load stage, which would be handed the trace's text
+    ("benchy.workloads.agent_trace", "benchy.measure.tokenizer"),
+}
+
+
 def test_each_stage_imports_only_upstream():
     wrong = {
         (module, target)
@@ -122,7 +131,8 @@ def test_each_stage_imports_only_upstream():
         for target in targets
         if stage(target) not in MAY_IMPORT[stage(module)] | {stage(module), "", "jsontypes"}
     }
-    assert not wrong, sorted(wrong)
+    assert not wrong - CROSSINGS_LEFT, sorted(wrong - CROSSINGS_LEFT)
+    assert CROSSINGS_LEFT <= wrong, f"paid off: strike {sorted(CROSSINGS_LEFT - wrong)} from CROSSINGS_LEFT"
 
 
 def test_the_top_level_holds_few_modules_and_every_stage_is_a_package():
@@ -211,7 +221,6 @@ def test_each_command_has_a_room_of_its_own():
 # results; those that are left are named here, each a debt of issue 51 to pay (not to add to):
 # the test fails when a new one appears, and when one named here is gone, so the list shrinks.
 WRITE_TRICKS_LEFT = {
-    "benchy.analysis.analyze:Bundle.records setattr",  # late witnesses joined onto records (item 1)
     "benchy.analysis.frozen:freeze __class__ =",  # the class swap: results to be built frozen (item 3)
     "benchy.results.build:case_result remember",  # the rows' scan, kept until a row changes
     "benchy.results.types:CaseResult._scan id()",  # scans_held's cache, by id(case)

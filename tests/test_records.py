@@ -86,7 +86,12 @@ def test_the_record_sink_stops_a_run_whose_server_is_gone(tmp_path):
     from benchy.records import RecordWriter
 
     async def main() -> RecordSink:
-        sink = RecordSink(RecordWriter(None), Progress(1, enabled=False), ErrorLimits(max_connect_failures=2))
+        waiting = RecordSink(RecordWriter(None), Progress(1, enabled=False), ErrorLimits(max_connect_failures=2))
+        waiting(_failed(0, "connect"))
+        waiting(_failed(1, "connect"))  # in a row, but inside --reconnect-s (10 s): it may come back
+        assert not waiting.stop.is_set() and waiting.stopped is None
+        limits = ErrorLimits(max_connect_failures=2, reconnect_s=0.0)
+        sink = RecordSink(RecordWriter(None), Progress(1, enabled=False), limits)
         sink(_failed(0, "connect"))
         assert not sink.stop.is_set()
         sink(_failed(1, "connect"))

@@ -10,7 +10,6 @@ from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.results import latency
 from benchy.results.types import CheckWarning, Evidence, RunResult
 from benchy.results.verdicts.details import FixedLatency
-from benchy.server.identity import LLAMACPP
 
 FIXED_HINT = (
     "Something holds each request before the engine sees it: a gateway's guardrails, an API "
@@ -29,10 +28,9 @@ LLAMACPP_HINT = (
 
 
 def served_by_llamacpp(run: RunResult) -> bool:
-    """The server named itself llama.cpp, or answered llama.cpp's own /props (a proxy in front
-    may hide its name): its host-RAM prompt cache may be on (/props does not say)."""
+    """The server is llama.cpp by its identity (server/identity.py says how it knows)."""
     ident = run.setup.server
-    return ident is not None and (ident.engine == LLAMACPP or ident.answered.get("/props") == 200)
+    return ident is not None and ident.llamacpp
 
 
 def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:

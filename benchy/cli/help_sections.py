@@ -18,7 +18,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "base_url", "model", "api_key", "timeout", "stall_timeout", "insecure", "transport", "headers",
             "no_env_proxy", "extra_body", "endpoint", "no_server_metrics", "replicas", "gpu_metrics",
-            "cache_reset",
+            "cache_reset", "reconnect_s",
         ),
     ),
     (
@@ -27,7 +27,8 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "pp", "tg", "depth", "depth_mode", "scenario", "turns", "first_tokens", "think_time",
             "keep_reasoning", "cold_baseline", "shared_prefix", "groups", "trace_file", "speed", "dataset",
             "dataset_min_tokens", "dataset_max_tokens", "no_nonce", "no_stream", "tokenizer_file", "template",
-            "reasoning_effort", "stop", "skip_unfit",
+            "reasoning_effort", "stop", "skip_unfit", "tools", "tool_choice", "pp_stddev", "tg_stddev",
+            "subagents", "max_gap", "batch",
         ),
     ),
     (
@@ -35,10 +36,11 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "concurrency", "rate", "max_inflight", "n_requests", "duration", "seed", "workers", "ray",
             "ray_workers_per_node", "runs", "warmup", "max_errors", "max_error_rate", "max_connect_failures",
+            "drain", "saturation",
         ),
     ),
-    ("Output", ("output", "force", "no_report", "fmt", "quiet")),
-    ("Checks", ("slo", "strict", "hardware", "model_profile", "bandwidth_gbs", "active_bytes_per_token")),
+    ("Output", ("output", "force", "no_report", "fmt", "quiet", "view")),
+    ("Checks", ("slo", "strict", "hardware", "model_profile", "bandwidth_gbs", "active_bytes_per_token", "canary")),
 )  # fmt: skip
 OTHER = "Options"
 

@@ -19,10 +19,10 @@ Pure: the same saved results give the same figures; `benchy report` recomputes t
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from benchy.measure import stats
 from benchy.measure.workloads import LEAK_TOLERANCE, cache_granularity, reuse_verdicts
 from benchy.records import RequestRecord
 
@@ -173,7 +173,7 @@ def _lint(r: RequestRecord, short: bool) -> LintRow | None:
 
 def _median_ttft(records: Sequence[RequestRecord]) -> float | None:
     values = [v for r in records if r.ok and (v := _ttft(r)) is not None]
-    return statistics.median(values) if values else None
+    return stats.median(values) if values else None
 
 
 def _ttft(r: RequestRecord) -> float | None:

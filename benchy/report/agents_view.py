@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from benchy.measure import agents
 from benchy.measure.workloads import WorkloadFigures
-from benchy.report.plots import Figure
 from benchy.results.types import CaseResult
 
 LINT_SHOWN = 12  # calls listed; the rest counted
@@ -130,8 +130,9 @@ def lint_lines(fig: agents.AgentFigures, figures: WorkloadFigures) -> list[str]:
     return out + [""]
 
 
-def figure(plots: ModuleType, case: CaseResult, path: Path) -> Figure | None:
-    """Per agent: TTFT by turn (left) and cached tokens served against expected by turn (right)."""
+def figure(plots: ModuleType, case: CaseResult, path: Path) -> Any:
+    """Per agent: TTFT by turn (left) and cached tokens served against expected by turn (right),
+    as a plots.Figure (the module is passed in: importing it would close a circle), or None."""
     if not agents.is_agent_replay(case.requests):
         return None
     calls = [r for r in case.requests if not r.warmup and r.ok and r.turn is not None]
@@ -165,4 +166,4 @@ def figure(plots: ModuleType, case: CaseResult, path: Path) -> Figure | None:
         "Right: the cached tokens the server reported for each call, and the grey crosses the reuse "
         "expected (the server's own count of the earlier call the history extends)."
     )
-    return Figure(f"Agents: {case.label}", plots.save(fig, path), caption)
+    return plots.Figure(f"Agents: {case.label}", plots.save(fig, path), caption)  # plots' own: no import circle

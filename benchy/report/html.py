@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchy.report import gpu_view, load_figures, markdown, server_view, table, workloads
+from benchy.report.agents_html import agent_panels
 from benchy.report.html_figures import Panel, panels
 from benchy.results.types import CheckWarning, RunResult
 
@@ -148,7 +149,8 @@ def page(title: str, body: str, figures: dict[str, dict[str, Any]], extra_js: st
 
 
 def render(results: RunResult) -> str:
-    shown = panels(results) + load_figures.panels(results)  # latency against load after the sweep's own
+    # latency against load after the sweep's own, then an agent replay's (agents_html draws with html_figures' Panel)
+    shown = panels(results) + load_figures.panels(results) + agent_panels(results)
     title = f"benchy report: {results.setup.model}"
     parts = [f"<header><h1>{esc(title)}</h1><p>{esc(markdown.overview_line(results))}</p></header>"]
     if results.partial:

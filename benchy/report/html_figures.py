@@ -455,6 +455,4 @@ def panels(results: RunResult) -> list[Panel]:
         gpu_power(results),
         gpu_energy(results),
     ]
-    from benchy.report.agents_html import agent_panels  # it draws with this module's Panel
-
-    return [p for p in made if p is not None] + agent_panels(results)
+    return [p for p in made if p is not None]

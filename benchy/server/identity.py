@@ -60,6 +60,12 @@ class ServerIdentity(Saved):
         parts = [p for p in (self.engine, self.version or self.build) if p]
         return " ".join(parts) if parts else (self.server_header or "unknown server")
 
+    @property
+    def llamacpp(self) -> bool:
+        """It named itself llama.cpp, or answered llama.cpp's own /props (a proxy in front may
+        hide its name): its host-RAM prompt cache may be on (/props does not say)."""
+        return self.engine == LLAMACPP or self.answered.get("/props") == 200
+
 
 def root_url(base_url: str) -> str:
     """The server's root: the OpenAI base URL without its trailing /v1."""
