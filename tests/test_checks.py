@@ -444,7 +444,7 @@ def test_failed_requests_are_counted_by_kind_against_the_truth(start_sim):
 def test_a_blocked_event_loop_is_caught_while_requests_are_in_flight(start_sim, monkeypatch):
     # A progress display writing to a slow terminal blocks benchy's event loop 60 ms per
     # finished request, while 3 other streams are being timestamped.
-    monkeypatch.setattr(Progress, "request_done", lambda self: time.sleep(0.06))
+    monkeypatch.setattr(Progress, "request_done", lambda self, warmup=False: time.sleep(0.06))
     sim = start_sim("--decode-tps", "100", *FAST)
     results = bench(sim, tg=(24,), concurrency=(4,), runs=3)
     case = results["cases"][0]

@@ -27,7 +27,7 @@ from benchy.measure.health import ClientHealth
 from benchy.measure.sanity.tally import SanityTally
 from benchy.measure.silence import SilenceTracker
 from benchy.measure.slo import goodput_figures
-from benchy.measure.unavailable import LEGACY, NO_SUCCESS, POOLED_WHY, PROMPT_LENGTH_MISSED, Unavailable
+from benchy.measure.unavailable import LEGACY, NO_SUCCESS, NO_TOOL_CALL, POOLED_WHY, PROMPT_LENGTH_MISSED, Unavailable
 from benchy.measure.workloads import WorkloadFigures, case_figures, ttft_gains, withhold_turns
 from benchy.records import RequestRecord
 from benchy.results import latency
@@ -278,6 +278,8 @@ class _Tally:
             summary[name] = None
             if not self.n_ok:
                 unavailable[name] = Unavailable(NO_SUCCESS, "no request succeeded")
+            elif n_missing == self.n_ok and {code for code, _ in missing} == {NO_TOOL_CALL}:
+                continue  # no answer called a tool: the figure does not apply (tool_choice_ignored says if one should have)
             elif _few_missed_lengths(missing, self.n_ok):  # the case's figure is the others'
                 complete.append(name)
             elif n_missing or len(measured) < self.n_ok:

@@ -56,8 +56,8 @@ class SanityTally:
         self._seen: Counter[bytes] = Counter()
 
     def add(self, rec: RequestRecord) -> None:
-        if not rec.ok or rec.warmup or rec.control:
-            return
+        if not rec.ok or rec.warmup or rec.control or rec.inputs is not None:
+            return  # a pooling request (--endpoint embeddings) answers vectors: no text to judge
         self.out.answers += 1
         self._pattern(rec)
         self._judge(rec)
