@@ -45,32 +45,30 @@ def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
         witnesses = [f"the response headers came at {part.headers_s * 1000:,.0f} ms"] if part.headers_s else []
         if part.intercept_s is not None:
             witnesses.append(f"TTFT against prompt length meets zero tokens at {part.intercept_s * 1000:,.0f} ms")
-        if part.unsure_cause and served_by_llamacpp(run):
-            words = (
-                f"TTFT holds {part.fixed_s * 1000:,.0f} ms before the server answers ({part.evidence()}, "
-                f"over {', '.join(part.cases)}; {' and '.join(witnesses)}): {LLAMACPP_COPY} or a hold in front "
-                "of the server; one prompt length cannot tell which. Prefill t/s from TTFT is withheld."
-                f"{engine}"
-            )
+        ms = f"{part.fixed_s * 1000:,.0f} ms"
+        held = f"({part.evidence()}, over {', '.join(part.cases)}; {' and '.join(witnesses)})"
+        withheld = f" Prefill t/s from TTFT is withheld.{engine}"
+        llamacpp = part.unsure_cause and served_by_llamacpp(run)
+        if llamacpp:
+            cause = f"{LLAMACPP_COPY} or a hold in front of the server; one prompt length cannot tell which."
         elif part.unsure_cause:
-            words = (
-                f"TTFT holds {part.fixed_s * 1000:,.0f} ms before the server answers ({part.evidence()}, "
-                f"over {', '.join(part.cases)}; {' and '.join(witnesses)}): a hold in front of the engine or the "
-                "server's own work on the prompt before it answers; one prompt length cannot tell which (a hold "
-                f"stays put as the prompt grows, prompt work grows with it). Prefill t/s from TTFT is withheld.{engine}"
+            cause = (
+                "a hold in front of the engine or the server's own work on the prompt before it answers; one "
+                "prompt length cannot tell which (a hold stays put as the prompt grows, prompt work grows with it)."
             )
+        if part.unsure_cause:
+            words = f"TTFT holds {ms} before the server answers {held}: {cause}{withheld}"
         else:
             words = (
-                f"TTFT holds a fixed {part.fixed_s * 1000:,.0f} ms that no prompt length explains ({part.evidence()}, "
-                f"over {', '.join(part.cases)}; {' and '.join(witnesses)}): it passes before the engine takes the "
-                f"request, not prefilling. Prefill t/s from TTFT is withheld.{engine}"
+                f"TTFT holds a fixed {ms} that no prompt length explains {held}: it passes before the engine "
+                f"takes the request, not prefilling.{withheld}"
             )
         yield Warning_(
             Code.FIXED_LATENCY,
             WARNING,
             None,
             words,
-            _hint(part, run),
+            LLAMACPP_HINT if llamacpp else FIXED_HINT + (UNSURE_HINT if part.unsure_cause else ""),
             details=FixedLatency(
                 fixed_s=part.fixed_s,
                 engine_prefill_tps=part.engine_prefill_tps,
@@ -79,12 +77,6 @@ def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
             ),
             evidence=(Evidence("fixed_s", part.fixed_s, part.threshold_s, "s"),),
         )
-
-
-def _hint(part: latency.FixedPart, run: RunResult) -> str:
-    if part.unsure_cause and served_by_llamacpp(run):
-        return LLAMACPP_HINT
-    return FIXED_HINT + (UNSURE_HINT if part.unsure_cause else "")
 
 
 RUN_CHECKS = (fixed_latency,)
