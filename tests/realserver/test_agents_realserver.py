@@ -94,7 +94,10 @@ def test_sub_agents_reuse_their_parents_history_on_the_slots_holding_it(llama_se
 def test_mooncake_trace_is_served_what_the_slot_shares(one_slot, tmp_path):
     """The shipped Mooncake sample on /v1/completions: each request is served what the block
     ids say it shares with the prompt the slot held (the request processed before it), and
-    never more than the trace's ideal cache would give it."""
+    never more than the trace's ideal cache would give it, but for a word two different blocks
+    begin with by chance (block texts are drawn from a finite list of one-token words, so a
+    block after the shared ones opens with the slot's next word once in |words| times; the
+    server then rightly serves that word too, and benchy's leakage check allows that one token)."""
     results = run(one_slot, tmp_path / "out", "--trace", "sample", "--endpoint", "completions", "--requests", "20")
     [case] = results["cases"]
     requests = trace.load("sample", 20)
@@ -104,7 +107,7 @@ def test_mooncake_trace_is_served_what_the_slot_shares(one_slot, tmp_path):
     exact = 0
     for previous, r in zip([None, *by_order], by_order):
         assert r["cached_tokens"] == r["server_timings"]["cache_n"]
-        assert r["cached_tokens"] <= r["expected_cached_tokens"]
+        assert r["cached_tokens"] <= r["expected_cached_tokens"] + 1
         if previous is None:
             continue
         pair = [requests[previous["index"]], requests[r["index"]]]
