@@ -15,6 +15,7 @@ import pytest
 
 from benchy.measure.sanity import canary
 from benchy.report import compare as compare_mod
+from benchy.report import markdown
 from benchy.results.types import RunResult
 from tests.test_sanity import bench
 
@@ -119,3 +120,35 @@ def test_the_perplexity_of_the_passage_is_what_the_server_scored_and_rises_on_a_
         c for c in compare_mod.compare(RunResult.from_dict(a), RunResult.from_dict(b)).canary if c.name == "perplexity"
     ]
     assert ppl.change.startswith("+") and ppl.change.endswith("%")
+
+
+def test_a_failed_canary_is_a_warning_naming_each_wrong_answer_and_a_working_model_draws_none(start_sim):
+    """The simulator is no model: its canary fails, and the run says so by name, with what came
+    back. Played as a working model (--answers: it works out what it is asked), the same canary
+    passes and the run draws no such warning; the truth log holds what each answer was."""
+    failing = _run(start_sim(*FAST))
+    [said] = [w for w in failing["warnings"] if w["code"] == "canary_failed"]
+    answers = failing["setup"]["canary"]["answers"]
+    assert said["severity"] == "warning" and said["details"]["asked"] == len(answers) == 4
+    assert said["details"]["failed"] == [a["name"] for a in answers]
+    assert "failed 4 of 4" in said["message"]
+    report = RunResult.from_dict(failing)
+    assert (
+        "Canary",
+        "0 of 4 fixed prompts answered right (wrong: arithmetic, copy, count_words, json); "
+        f"perplexity of the fixed passage {failing['setup']['canary']['perplexity']:.3f}",
+    ) in markdown.setup_rows(report)
+    for a in answers:  # each wrong answer quoted beside what was expected
+        assert (
+            f"{a['name']}: expected {a['expected']!r}, answered {' '.join(a['answer'].split())[:60]!r}"
+            in said["message"]
+        )
+
+    working = start_sim(*FAST, "--answers")
+    passing = _run(working)
+    found = passing["setup"]["canary"]
+    assert found["answers"] and all(a["passed"] for a in found["answers"])
+    assert not [w for w in passing["warnings"] if w["code"] == "canary_failed"]
+    spoken = {t["request_id"]: t for t in working.truth() if t.get("request_id")}
+    sweep = [r for c in passing["cases"] for r in c["requests"] if not r["warmup"]]
+    assert all(spoken[r["request_id"]]["output"] == "prose" for r in sweep)  # no question there: prose

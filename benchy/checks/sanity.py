@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from benchy.checks.registry import WARNING, Code, Warning_
+from benchy.measure.sanity.canary import CanaryAnswer
 from benchy.measure.sanity.tally import OutputSanity
 from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
-from benchy.results.verdicts.details import OutputGarbage, taken_from
+from benchy.results.verdicts.details import CanaryFailed, OutputGarbage, taken_from
 
 BROKEN_SHARE = 0.1  # of the judged answers, at least two (or all, of one or two)
 PATTERN_MIN = 4  # answers a pattern needs
@@ -51,6 +52,37 @@ def output_garbage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             ),
         ),
     )
+
+
+def canary_failed(run: RunResult) -> Iterable[CheckWarning]:
+    """--canary asked for fixed prompts with known answers; any answered wrong (or not at all)
+    is said by name, with what came back. Opt-in, so a user who asked for it sees its result
+    even when the sweep's answers pass output sanity: a model can speak well and still be wrong."""
+    canary = run.setup.canary
+    if canary is None:
+        return
+    wrong = [a for a in canary.answers if not a.passed]
+    if not wrong:
+        return
+    shown = "; ".join(_canary_miss(a) for a in wrong)
+    yield Warning_(
+        Code.CANARY_FAILED,
+        WARNING,
+        None,
+        f"The canary failed {len(wrong)} of {len(canary.answers)} fixed prompts ({shown}). The figures "
+        "are what the server delivered, but it answered wrong where the answer is known.",
+        "A broken kernel, quantization or template answers wrong at full speed. Run the canary on a "
+        "known-good backend of the same model and `benchy compare` the two runs: it shows what changed "
+        "prompt by prompt. (A small or base model may fail these prompts honestly.)",
+        details=CanaryFailed(asked=len(canary.answers), failed=[a.name for a in wrong]),
+    )
+
+
+def _canary_miss(a: CanaryAnswer) -> str:
+    if a.answer is None:
+        return f"{a.name}: no answer ({a.error})"
+    head = " ".join(a.answer.split())[:60]
+    return f"{a.name}: expected {a.expected!r}, answered {head!r}"
 
 
 def flagged(found: OutputSanity) -> bool:

@@ -54,6 +54,7 @@ RUN_CHECKS: tuple[RunCheck, ...] = (
     drift_across.rate_drift_across_cases,
     *latency.RUN_CHECKS,
     saturation.rate_knee,
+    sanity.canary_failed,
 )
 CASE_CHECKS: tuple[CaseCheck, ...] = (
     client_bound.client_bound,

@@ -7,6 +7,7 @@ from typing import Any
 from benchy.measure import stats
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.registry import METRICS
+from benchy.measure.sanity.canary import Canary
 from benchy.report import gpu_view, server_view, table, tails, workloads
 from benchy.results.types import MetricSummary, PromptLengths, RunResult, Setup
 
@@ -38,6 +39,7 @@ def setup_rows(results: RunResult) -> list[tuple[str, str]]:
         ("Runs per case", f"{setup.runs} (+{setup.warmup} warmup, not counted)"),
         ("Chat template", f"{template:.0f} tokens (calibrated from the server's usage)"),
         ("Prompt lengths", prompt_lengths_text(setup.calibration.lengths if setup.calibration else None)),
+        ("Canary", canary_text(setup.canary)),
         ("benchy", setup.benchy_version),
         ("Command", f"`{setup.command_line}`" if setup.command_line else None),
         ("Started (UTC)", setup.started_utc),
@@ -45,6 +47,18 @@ def setup_rows(results: RunResult) -> list[tuple[str, str]]:
         ("Client ceiling", client_ceiling_text(setup)),
     ]
     return [(k, v) for k, v in _without_repeats(rows) if v is not None]
+
+
+def canary_text(found: Canary | None) -> str | None:
+    """--canary's outcome in one line: passed of asked, each failure by name, the perplexity."""
+    if found is None:
+        return None
+    failed = [a.name for a in found.answers if not a.passed]
+    said = f"{found.passed} of {len(found.answers)} fixed prompts answered right"
+    said += f" (wrong: {', '.join(failed)})" if failed else ""
+    if found.perplexity is not None:
+        return f"{said}; perplexity of the fixed passage {found.perplexity:.3f}"
+    return f"{said}; no perplexity ({found.perplexity_unavailable})"
 
 
 LENGTH_SOURCES = {

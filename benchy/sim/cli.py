@@ -141,6 +141,12 @@ and the truth log: docs/sim.md.
     "(a share of tokens junk: --degraded-share) or loop (the same phrase to the limit).",
 )
 @click.option(
+    "--answers/--no-answers",
+    default=None,
+    help="Play a working model: answer the questions it can work out (a product, a code to copy, "
+    "a sentence's words, a small JSON object) right, so --canary passes; prose otherwise.",
+)
+@click.option(
     "--degraded-share", type=click.FloatRange(0, 1), help="--output degraded: the share of tokens junk (0.3)."
 )
 @click.option(

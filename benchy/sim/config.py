@@ -88,6 +88,7 @@ class SimConfig:
     tool_parser_buffer: bool = False  # a tool-call parser that holds each call's arguments, sent at once
     output: str = "prose"  # what it says (prose.MODES): prose, or garbage, degraded, loop (issue 55)
     degraded_share: float = 0.3  # --output degraded: the share of tokens replaced by junk
+    answers: bool = False  # answers the questions it can work out (sim/answers.py): the canary passes
     vocab: str = "word"  # the sim's tokenizer (vocab.VOCABS): "syllable" cuts words into 3-letter pieces
     tokenize: bool = True  # POST /tokenize with the sim's own vocabulary (False: 404, as many servers)
     note_tokenize: bool = False  # a truth-log line per /tokenize call: when, how many tokens

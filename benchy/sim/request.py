@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from benchy.sim import prose, vocab
+from benchy.sim import answers, prose, vocab
 from benchy.sim.config import SimConfig
 from benchy.sim.engine import (
     CONTENT,
@@ -182,6 +182,8 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
         ignore_eos=bool(body.get("ignore_eos", False)) and not cfg.ignore_ignore_eos,
         stop=stop_strings(body),
     )
+    if cfg.answers and not cfg.harmony:
+        plan = _answered(plan, user_text(body, endpoint))
     options = body.get("stream_options") or {}
     options = options if isinstance(options, dict) and not cfg.ignore_stream_options else {}
     reasoning = min(cfg.reasoning_tokens, plan.n) if endpoint == "chat" and not cfg.think_inline else 0
@@ -237,3 +239,12 @@ def _echo(cfg: SimConfig, body: dict, endpoint: str) -> tuple[list[str], list[fl
         return None
     text = prompt_text(body, endpoint)
     return vocab.pieces(text), prose.logprobs(cfg.output, vocab.encode(text), cfg.degraded_share)
+
+
+def _answered(plan: Plan, question: str) -> Plan:
+    """--answers: the question's right answer, ended by a stop, where it can be worked out
+    (sim/answers.py); the planned prose otherwise."""
+    said = answers.answer(question)
+    if said is None:
+        return plan
+    return Plan(vocab.pieces(said), "stop")

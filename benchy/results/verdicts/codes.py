@@ -70,6 +70,7 @@ class Code(str, Enum):
     SERVER_COUNTER_RESET = "server_counter_reset"
     SERVER_SEVERAL_PROCESSES = "server_several_processes"
     OUTPUT_GARBAGE = "output_garbage"
+    CANARY_FAILED = "canary_failed"
 
     def __str__(self) -> str:
         return self.value
@@ -193,6 +194,7 @@ VERDICTS: dict[Code, Verdict] = {
     Code.SERVER_COUNTER_RESET: Verdict(_WARNING, payloads.ServerCounterReset),
     Code.SERVER_SEVERAL_PROCESSES: Verdict(_WARNING, payloads.NoFigures),
     Code.OUTPUT_GARBAGE: Verdict(_WARNING, payloads.OutputGarbage, ("e2e_tps", "decode_tps", "aggregate_tps")),
+    Code.CANARY_FAILED: Verdict(_WARNING, payloads.CanaryFailed),
 }
 
 

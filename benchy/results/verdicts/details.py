@@ -371,6 +371,14 @@ class RequestCount(Details):
 
 
 @dataclass(frozen=True)
+class CanaryFailed(Details):
+    """The canary (--canary, issue 55): its fixed prompts answered wrong, by name."""
+
+    asked: int | None = _n("canary prompts asked")
+    failed: list[str] | None = _n("the prompts answered wrong or not at all, by name")
+
+
+@dataclass(frozen=True)
 class OutputGarbage(Details):
     """Output sanity (issue 55): the case's answers that look broken and why, quoted."""
 
