@@ -1,6 +1,6 @@
 """Output sanity against a real server (issue 55): llama.cpp serving the tiny random-weight
 model (tiny_model.py: garbage by construction, a byte-level vocabulary that samples control
-bytes and glued fragments) must draw `output_garbage` on every case, chat and completions,
+bytes and glued fragments) must draw `output_garbage` on every case, on all four APIs,
 with its answers quoted from what the server streamed.
 """
 
@@ -16,7 +16,7 @@ from tests.conftest import run_benchy
 pytestmark = pytest.mark.realserver
 
 
-@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+@pytest.mark.parametrize("endpoint", ["chat", "completions", "responses", "messages"])
 def test_a_random_weight_model_on_llama_cpp_is_flagged(llama_server, tmp_path, endpoint):
     out = tmp_path / "run"
     proc = run_benchy(
