@@ -198,7 +198,8 @@ def decode_rate(arr: list[Arrival]) -> float | None:
     """Tokens after the first arrival ÷ time from the first arrival to the last."""
     if len(arr) < 2 or arr[-1].t_s <= arr[0].t_s:
         return None
-    return sum(map(_TOKENS, islice(arr, 1, None))) / (arr[-1].t_s - arr[0].t_s)
+    after_first: float = sum(map(_TOKENS, islice(arr, 1, None)))
+    return after_first / (arr[-1].t_s - arr[0].t_s)
 
 
 _TOKENS = itemgetter(2)  # an Arrival's tokens, for sums run in C (a record's metrics take three)

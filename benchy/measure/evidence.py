@@ -113,7 +113,8 @@ def local_tokens_of(whole: str, chars: list[int]) -> list[int]:
     np.cumsum(chars[:-1], out=starts[1:])
     holders = np.searchsorted(starts, offsets, side="right") - 1  # one search, not one a token
     counts = np.bincount(holders, minlength=len(chars))
-    return np.maximum(counts, 1).tolist()
+    per_event: list[int] = np.maximum(counts, 1).tolist()
+    return per_event
 
 
 _THINK_TAG = re.compile(f"{re.escape(THINK_OPEN)}|{re.escape(THINK_CLOSE)}")
@@ -140,7 +141,8 @@ def _ascii_offsets(ids: list[int]) -> np.ndarray:
 @functools.lru_cache(maxsize=1)
 def _token_length_list() -> list[int]:
     """tokenizer.token_lengths as a list: indexed a token at a time from Python, faster than the array."""
-    return tokenizer.token_lengths().tolist()
+    lengths: list[int] = tokenizer.token_lengths().tolist()
+    return lengths
 
 
 def _token_offsets(text: str) -> np.ndarray:

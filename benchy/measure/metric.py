@@ -95,7 +95,9 @@ def _token_rate(name: str, title: str, decimals: int = 1, **more: Any) -> Metric
     return Metric(name, title, unit="tokens/s", scale=1.0, decimals=decimals, higher_is_better=True, **more)
 
 
-def _stored_time(level: str, source: Source, key: str, title: str, formula: Callable, definition: str) -> Metric:
+def _stored_time(
+    level: str, source: Source, key: str, title: str, formula: RequestFormula | CaseFormula, definition: str
+) -> Metric:
     """A time of a level kept beside a case's own figures, named `{level}_{key}`, stored as `key`."""
     return _time(
         f"{level}_{key}", title, level=level, source=source, stored_as=key, formula=formula, definition=definition

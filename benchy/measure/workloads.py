@@ -60,7 +60,8 @@ LEAK_TOLERANCE = 0.02  # unique parts are counted locally × scale: allow 2% of 
 
 class _Saved:
     def to_dict(self) -> dict[str, Any]:
-        return jsontypes.to_json(self)
+        saved: dict[str, Any] = jsontypes.to_json(self)
+        return saved
 
 
 @dataclass

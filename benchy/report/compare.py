@@ -119,7 +119,7 @@ def case_key(case: CaseResult) -> tuple[Any, ...]:
     return (case.pp, case.tg, case.concurrency, case.rate, case.depth, case.depth_mode, case.endpoint)
 
 
-def _key_but_endpoint(case: CaseResult) -> tuple:
+def _key_but_endpoint(case: CaseResult) -> tuple[Any, ...]:
     return case_key(case)[:-1]
 
 
