@@ -45,6 +45,8 @@ def start_reuse(sent: list[RequestRecord]) -> tuple[int, float, float | None] | 
 
 
 def past_lifetime(miss_min_s: float, hit_max_s: float) -> bool:
+    """Whether the shortest idle before a miss lies beyond the longest before a hit by both
+    margins: a cache lifetime between the two, not a timer's blur."""
     return miss_min_s >= max(EXPIRY_GAP_RATIO * hit_max_s, hit_max_s + EXPIRY_GAP_MIN_S)
 
 
