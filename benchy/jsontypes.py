@@ -27,7 +27,12 @@ import types
 import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, Union
+from typing import Any, TypeAlias, TypeVar, Union
+
+# A JSON object as a parser gives it, or as a request body or saved entry is built: its keys are
+# strings, its values any JSON value (checked where they are read). The one name for what was a
+# bare `dict` across the stages that speak JSON (wire bodies, traces, schemas).
+JsonObject: TypeAlias = dict[str, Any]
 
 
 def loads(text: bytes) -> Any:
@@ -66,11 +71,12 @@ class Saved:
 
     __slots__ = ()  # so that a slotted dataclass (RequestResult) has no __dict__ either
 
-    def to_dict(self) -> dict:
-        return to_json(self)
+    def to_dict(self) -> JsonObject:
+        made: JsonObject = to_json(self)
+        return made
 
     @classmethod
-    def from_dict(cls: type[_S], data: dict, strict: bool = False) -> _S:
+    def from_dict(cls: type[_S], data: JsonObject, strict: bool = False) -> _S:
         made: _S = from_json(cls, data, strict=strict)
         return made
 
@@ -80,7 +86,7 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def serialized_fields(cls: type) -> list[dataclasses.Field]:
+def serialized_fields(cls: type) -> list[dataclasses.Field[Any]]:
     """The fields that go into JSON (a class may list others in `_NOT_SAVED`)."""
     skipped = getattr(cls, "_NOT_SAVED", ())
     return [f for f in dataclasses.fields(cls) if f.name not in skipped]
@@ -94,7 +100,7 @@ _SCALARS = frozenset((str, int, float, bool, type(None)))  # exactly these class
 
 
 @functools.cache
-def _saved_fields(cls: type) -> tuple[Callable[[Any], tuple], tuple[tuple[str, bool], ...]]:
+def _saved_fields(cls: type) -> tuple[Callable[[Any], tuple[Any, ...]], tuple[tuple[str, bool], ...]]:
     """A getter of a dataclass's serialized values (a tuple, in order), and each one's name and
     whether it is left out when empty: made once a class."""
     fields = serialized_fields(cls)
@@ -322,9 +328,9 @@ def _describe(value: Any) -> str:
 # ------------------------------------------------------------------ JSON Schema
 
 
-def json_schema(cls: type, schema_id: str, title: str) -> dict:
+def json_schema(cls: type, schema_id: str, title: str) -> JsonObject:
     """A JSON Schema (draft 2020-12) of `cls`, each dataclass under $defs."""
-    defs: dict[str, dict] = {}
+    defs: dict[str, JsonObject] = {}
     root = _schema_of(cls, defs)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -335,7 +341,7 @@ def json_schema(cls: type, schema_id: str, title: str) -> dict:
     }
 
 
-def _schema_of(tp: Any, defs: dict[str, dict]) -> dict:
+def _schema_of(tp: Any, defs: dict[str, JsonObject]) -> JsonObject:
     if tp is Any:
         return {}
     if _is_union(tp):
@@ -357,7 +363,7 @@ def _schema_of(tp: Any, defs: dict[str, dict]) -> dict:
     return {"type": simple[tp]}
 
 
-def _dataclass_schema(cls: type, defs: dict[str, dict]) -> dict:
+def _dataclass_schema(cls: type, defs: dict[str, JsonObject]) -> JsonObject:
     hints = _hints(cls)
     properties, required, pinned = {}, [], []
     for f in serialized_fields(cls):
@@ -380,7 +386,7 @@ def _dataclass_schema(cls: type, defs: dict[str, dict]) -> dict:
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             required.append(f.name)
     doc = (cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
-    out: dict = {"type": "object"}
+    out: JsonObject = {"type": "object"}
     if doc:
         out["description"] = doc
     out["properties"] = properties
@@ -392,7 +398,7 @@ def _dataclass_schema(cls: type, defs: dict[str, dict]) -> dict:
     return out
 
 
-def write_schema_file(path: Path, schema: dict) -> Path:
+def write_schema_file(path: Path, schema: JsonObject) -> Path:
     """Writes a shipped JSON Schema: one layout for every schema benchy ships, so that a
     regenerated file differs from the shipped one only where the types changed."""
     path.write_text(json.dumps(schema, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

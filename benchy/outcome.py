@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from benchy.jsontypes import JsonObject
+
 if TYPE_CHECKING:  # only read: the CLI imports this module before any result exists
     from benchy.results.capacity import CapacityResult
     from benchy.results.types import CaseResult, RunResult
@@ -81,7 +83,7 @@ def capacity_exit_code(result: CapacityResult) -> int:
     return _EXIT_BY_ANSWER[result.answer.kind]
 
 
-def probe_exit_code(result: dict) -> int:
+def probe_exit_code(result: JsonObject) -> int:
     """A cache probe fails when some length got no answer at all: it has no verdict."""
     return EXIT_CHECK_FAILED if any(e["n_ok"] == 0 for e in result["lengths"]) else EXIT_OK
 

@@ -53,10 +53,11 @@ from benchy.measure.ceiling import CeilingInputs
 from benchy.measure.health import ClientHealth
 from benchy.records import RecordWriter
 from benchy.results import types as results_mod
-from benchy.server import cache_reset, router
+from benchy.server import cache_reset
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
 from benchy.server import metrics as server_metrics
+from benchy.server_facts import ServerFacts, metrics_scraper, version_text
 from benchy.workloads.case import Case
 
 
@@ -288,16 +289,6 @@ async def _gpu_sampler(settings: RunSettings, model: str) -> gpu_mod.GpuSampler 
 
 
 @dataclass(frozen=True)
-class ServerFacts:
-    """What the connect phase learnt of the server: its model, identity and /metrics (scraper: None if none)."""
-
-    model: str
-    identity: server_mod.ServerIdentity
-    metrics: server_metrics.MetricsStatus
-    scraper: server_metrics.MetricsScraper | None
-
-
-@dataclass(frozen=True)
 class Calibrated:
     """What the calibrate phase made: by endpoint, calibrations and text fits; by case index, fitted bodies."""
 
@@ -322,7 +313,7 @@ async def _measure_with(
     progress = Progress(len(settings.cases), settings.progress)
     calibrated = await _calibrate(settings, state, client, facts, salt, progress)
     gpu_names = gpus.setup.gpus.values() if gpus is not None else ()  # a --hardware they contradict gives way
-    asked = run_setup(settings, model, _version_text(facts.identity), calibrated.calibrations, gpu_names)
+    asked = run_setup(settings, model, version_text(facts.identity), calibrated.calibrations, gpu_names)
     state.setup = replace(
         results_mod.Setup.from_dict(asked, strict=True),  # an unknown key: a field someone forgot
         server=facts.identity,
@@ -360,7 +351,7 @@ async def _connect(
             results_mod.NotMeasured(label, f"skipped (--skip-unfit): {why}") for label, why in unfit.items()
         ]
         settings = replace(settings, cases=fit)
-    scraper, metrics_status = await _metrics_scraper(client, model, settings.server_metrics, settings.replicas)
+    scraper, metrics_status = await metrics_scraper(client, model, settings.server_metrics, settings.replicas)
     if settings.announce:
         settings.announce(_banner(identity, settings, metrics_status, gpus))
     return settings, ServerFacts(model, identity, metrics_status, scraper)
@@ -545,23 +536,6 @@ async def _run_one_case(
     )
 
 
-async def _metrics_scraper(
-    client: Client, model: str, wanted: bool, named: tuple[str, ...] = ()
-) -> tuple[server_metrics.MetricsScraper | None, server_metrics.MetricsStatus]:
-    """/metrics of the server, or behind a router of every replica (those the user named with
-    --replica, else those the router's own page names: server/router.py)."""
-    url = f"{server_mod.root_url(client.base)}/metrics"
-    if not wanted:
-        return None, server_metrics.MetricsStatus(url, False, reason="turned off with --no-server-metrics")
-    named_by, replicas = ("--replica", [r.rstrip("/") for r in named]) if named else (None, [])
-    if not named:
-        named_by, replicas = await router.replicas_named(client, server_mod.root_url(client.base))
-    scraper = server_metrics.MetricsScraper(client, url, model, [f"{r}/metrics" for r in replicas])
-    status = await scraper.probe()
-    status.router, status.replicas = named_by, [redact_url(r) for r in status.replicas]
-    return (scraper if status.available else None), status
-
-
 async def _close_window(state: RunState, label: str, window: server_metrics.Window, cut_short: bool) -> None:
     """The case's last snapshot, once the server has counted its measured requests; none when
     an error limit cut the case short (requests cancelled in flight blur the server's count)."""
@@ -574,12 +548,6 @@ async def _close_window(state: RunState, label: str, window: server_metrics.Wind
         await window.close()
     result = window.result
     state.server[label] = result if not isinstance(result, str) else server_metrics.NoServerFigures(result)
-
-
-def _version_text(identity: server_mod.ServerIdentity) -> str | None:
-    """setup.server_version as before issue 17: one line, e.g. 'vLLM 0.11.0'."""
-    known = identity.engine or identity.version or identity.build or identity.server_header
-    return identity.engine_version if known else None
 
 
 def _banner(

@@ -13,6 +13,7 @@ from scipy import stats as sps
 
 from benchy.measure import registry, stats
 from benchy.report import compare as compare_mod
+from benchy.report import compare_write
 from benchy.results.types import CheckWarning, ClientHealth, RunResult
 from tests.conftest import start_benchy
 from tests.forkserver import ForkedSim as SimProcess
@@ -403,6 +404,6 @@ def test_the_change_axis_never_goes_below_minus_100_percent(tmp_path, monkeypatc
         for m in registry.COMPARE_METRICS
     ]
     comp = compare_mod.Comparison("a", "b", "mannwhitney", 0.05, 0.02, changes=changes)
-    compare_mod.write_png([comp], tmp_path / "compare.png")
+    compare_write.write_png([comp], tmp_path / "compare.png")
     lows = [left for left, _ in seen]
     assert len(lows) == len(registry.COMPARE_METRICS) and all(-105.0 <= low for low in lows), lows

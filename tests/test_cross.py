@@ -16,7 +16,7 @@ from benchy.client.client import Client
 from benchy.client.settings import ClientSettings
 from benchy.load.context_fit import PromptTooLong
 from benchy.load.prompts import Template
-from benchy.measure import classify, evidence, registry, tokenizer
+from benchy.measure import classify, delivery, evidence, registry, tokenizer
 from benchy.records import REASONING, RequestRecord, read_records
 from benchy.sim import vocab
 from benchy.workloads.scenario import sweep
@@ -82,7 +82,7 @@ def test_continuous_usage_stats_are_recorded_per_event(start_sim):
     rec = stream_once(sim, extra=options, max_tokens=64)
     (truth,) = sim.truth(expect=1)
     sizes = [e["tokens"] for e in truth["events"] if e["tokens"]]
-    assert evidence.per_chunk_tokens(rec.token_event_usage) == sizes
+    assert delivery.per_chunk_tokens(rec.token_event_usage) == sizes
     assert rec.completion_tokens == 64
 
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from benchy.measure import evidence, tokenizer
-from benchy.measure.evidence import CONTENT, REASONING
+from benchy.measure import delivery, evidence, think, tokenizer
+from benchy.records import CONTENT, REASONING
 
 WORDS = [" the", " of", " and", " to", " in", " is", " was", " for"]
 
@@ -190,9 +190,9 @@ def test_one_token_per_event_without_usage_is_confirmed_by_the_text():
 
 def test_per_chunk_usage_gives_the_servers_own_event_counts():
     texts = ["a", "bc", "d"]
-    got = evidence.event_tokens(texts, 6, cumulative=[1, 4, 6])
+    got = delivery.event_tokens(texts, 6, cumulative=[1, 4, 6])
     assert got.counts == [1, 3, 2] and got.source == "per-chunk usage"
-    other = evidence.event_tokens(texts, 7, cumulative=[1, 4, 6])  # does not add up: ignored
+    other = delivery.event_tokens(texts, 7, cumulative=[1, 4, 6])  # does not add up: ignored
     assert other.source == "local tokenizer" and sum(other.counts) == pytest.approx(7)
 
 
@@ -219,9 +219,9 @@ def spec_steps(n: int, draft: int, seed: int) -> list[int]:
 @given(st.integers(20, 400), st.floats(0.001, 0.05), st.floats(0.01, 2.0), st.integers(0, 10**6))
 def test_one_token_per_event_live_streams_are_never_buffered(n, step, ttft, seed):
     times, tokens = live([1] * n, ttft, step, jitter=step * 0.3, seed=seed)
-    arr = evidence.arrivals(times, tokens)
-    assert not evidence.buffering(arr, ttft).buffered
-    assert evidence.itl_per_token(arr) == pytest.approx(step, rel=0.35)
+    arr = delivery.arrivals(times, tokens)
+    assert not delivery.buffering(arr, ttft).buffered
+    assert delivery.itl_per_token(arr) == pytest.approx(step, rel=0.35)
 
 
 @settings(max_examples=60)
@@ -229,11 +229,11 @@ def test_one_token_per_event_live_streams_are_never_buffered(n, step, ttft, seed
 def test_vllm_speculation_is_not_buffering_and_itl_per_token_is_gap_over_tokens(n, draft, step, seed):
     sizes = spec_steps(n, draft, seed)
     times, tokens = live(sizes, 0.1, step)
-    arr = evidence.arrivals(times, tokens)
-    verdict = evidence.buffering(arr, 0.1)
+    arr = delivery.arrivals(times, tokens)
+    verdict = delivery.buffering(arr, 0.1)
     assert not verdict.buffered, verdict.reason
-    assert evidence.itl_per_token(arr) == pytest.approx(step * (len(sizes) - 1) / sum(sizes[1:]))
-    assert evidence.itl_per_arrival(arr) == pytest.approx(step)
+    assert delivery.itl_per_token(arr) == pytest.approx(step * (len(sizes) - 1) / sum(sizes[1:]))
+    assert delivery.itl_per_arrival(arr) == pytest.approx(step)
 
 
 @settings(max_examples=60)
@@ -244,12 +244,12 @@ def test_llamacpp_speculation_bursts_are_not_buffering_and_itl_does_not_collapse
     for i, k in enumerate(sizes):  # each token its own event, a step's events 30 µs apart
         times += [0.1 + i * step + j * 30e-6 for j in range(k)]
         tokens += [1.0] * k
-    arr = evidence.arrivals(times, tokens)
+    arr = delivery.arrivals(times, tokens)
     assert [a.tokens for a in arr] == sizes
-    assert not evidence.buffering(arr, 0.1).buffered
-    assert evidence.itl_per_token(arr) >= 0.999 * step / (draft + 1)  # never the 30 µs within a burst
+    assert not delivery.buffering(arr, 0.1).buffered
+    assert delivery.itl_per_token(arr) >= 0.999 * step / (draft + 1)  # never the 30 µs within a burst
     last_step = 0.1 + (len(sizes) - 1) * step  # an arrival is timed by its first event
-    assert evidence.decode_rate(arr) == pytest.approx((n - 1) / (last_step - 0.1), rel=0.01)
+    assert delivery.decode_rate(arr) == pytest.approx((n - 1) / (last_step - 0.1), rel=0.01)
 
 
 @settings(max_examples=60)
@@ -258,11 +258,11 @@ def test_a_proxy_buffer_is_buffering(n, burst, step, ttft):
     # one token per event, made every `step`, delivered `burst` at a time
     made = [ttft + i * step for i in range(n)]
     times = [made[min(n - 1, (i // burst + 1) * burst - 1)] + (i % burst) * 2e-6 for i in range(n)]
-    arr = evidence.arrivals(times, [1.0] * n)
-    verdict = evidence.buffering(arr, times[0])
+    arr = delivery.arrivals(times, [1.0] * n)
+    verdict = delivery.buffering(arr, times[0])
     assert verdict.hidden_s == pytest.approx(times[0] - ttft, rel=0.3)
     # buffered, unless the first token's delay is too small a share of TTFT to matter
-    assert verdict.buffered or verdict.hidden_s < evidence.FIRST_ARRIVAL_HIDDEN_SHARE * times[0], verdict.reason
+    assert verdict.buffered or verdict.hidden_s < delivery.FIRST_ARRIVAL_HIDDEN_SHARE * times[0], verdict.reason
 
 
 @settings(max_examples=60)
@@ -273,13 +273,13 @@ def test_a_stream_interval_is_not_buffering_at_any_interval(n, interval, step, t
     # event after the first there is no cadence to tell it from a buffer (the field report's 29
     # tokens in 2 events): test_buffered_stream_keeps_e2e_and_drops_stream_timings holds that.
     sizes = [1] + [min(interval, n - start) for start in range(1, n, interval)]
-    assume(len(sizes) - 1 >= evidence.CADENCE_MIN_ARRIVALS)
+    assume(len(sizes) - 1 >= delivery.CADENCE_MIN_ARRIVALS)
     made = [ttft + i * step for i in range(n)]
     ends = [sum(sizes[: i + 1]) - 1 for i in range(len(sizes))]
-    arr = evidence.arrivals([made[e] for e in ends], [float(k) for k in sizes])
-    verdict = evidence.buffering(arr, ttft)
+    arr = delivery.arrivals([made[e] for e in ends], [float(k) for k in sizes])
+    verdict = delivery.buffering(arr, ttft)
     assert not verdict.buffered, verdict.reason
-    assert evidence.decode_rate(arr) == pytest.approx(1 / step, rel=1e-6)  # the model's own rate
+    assert delivery.decode_rate(arr) == pytest.approx(1 / step, rel=1e-6)  # the model's own rate
 
 
 @settings(max_examples=60)
@@ -294,7 +294,7 @@ def test_a_proxy_buffer_over_a_stream_interval_is_buffering(interval, per_read, 
         made[ends[min(len(ends) - 1, (i // per_read + 1) * per_read - 1)]] + (i % per_read) * 2e-6
         for i in range(len(ends))
     ]
-    verdict = evidence.buffering(evidence.arrivals(released, [float(k) for k in sizes]), released[0])
+    verdict = delivery.buffering(delivery.arrivals(released, [float(k) for k in sizes]), released[0])
     assert verdict.buffered, verdict.reason
 
 
@@ -304,8 +304,8 @@ def test_bursts_of_one_event_at_an_uneven_cadence_are_still_buffering():
     for gap in [0.01, 0.4, 0.01, 0.5, 0.02, 0.6, 0.01, 0.45]:
         times.append(times[-1] + gap)
         tokens.append(20.0)
-    assert not evidence.server_interval(evidence.arrivals(times, tokens))
-    assert evidence.buffering(evidence.arrivals(times, tokens), 0.1).buffered
+    assert not delivery.server_interval(delivery.arrivals(times, tokens))
+    assert delivery.buffering(delivery.arrivals(times, tokens), 0.1).buffered
 
 
 # Gaps (ms) between the events of real vLLM 0.32 CPU streams, `--stream-interval 20`, 200 tokens,
@@ -325,22 +325,22 @@ def test_a_slow_uneven_stream_interval_is_not_buffering(gaps_ms):
     for gap in gaps_ms:
         times.append(times[-1] + gap / 1000)
         tokens.append(20.0)
-    arr = evidence.arrivals(times, tokens)
-    assert evidence.server_interval(arr)
-    assert not evidence.buffering(arr, 0.02).buffered
+    arr = delivery.arrivals(times, tokens)
+    assert delivery.server_interval(arr)
+    assert not delivery.buffering(arr, 0.02).buffered
 
 
 def test_many_tokens_in_the_first_event_is_buffering_but_two_or_three_are_not():
     for first, expected in ((3, False), (8, True), (16, True)):
         sizes = [first] * 10
         times, tokens = live(sizes, 0.05, 0.005 * first)
-        verdict = evidence.buffering(evidence.arrivals(times, tokens), 0.05)
+        verdict = delivery.buffering(delivery.arrivals(times, tokens), 0.05)
         assert verdict.buffered == expected, (first, verdict.reason)
 
 
 def test_a_lumpy_first_event_on_a_very_fast_stream_hides_nothing_worth_a_warning():
     times, tokens = live([6] + [1] * 100, 0.2, 0.0002)  # 6 tokens: 1 ms hidden of 200 ms
-    assert not evidence.buffering(evidence.arrivals(times, tokens), 0.2).buffered
+    assert not delivery.buffering(delivery.arrivals(times, tokens), 0.2).buffered
 
 
 # ---------------------------------------------------------------- inline reasoning
@@ -348,25 +348,25 @@ def test_a_lumpy_first_event_on_a_very_fast_stream_hides_nothing_worth_a_warning
 
 def test_split_think_marks_the_block_and_finds_the_first_answer_event():
     texts = ["<think>", " so", " hm", "</think>", "\n\n", " The", " end"]
-    split = evidence.split_think(texts, CONTENT * 7)
+    split = think.split_think(texts, CONTENT * 7)
     assert split.kinds == REASONING * 4 + CONTENT * 3 and split.closed and split.think_events == 4
     merged = ["<think> so", " hm</think> The", " end"]
-    assert evidence.split_think(merged, CONTENT * 3).kinds == REASONING + CONTENT * 2
+    assert think.split_think(merged, CONTENT * 3).kinds == REASONING + CONTENT * 2
 
 
 def test_split_think_unclosed_is_all_reasoning_and_plain_content_is_untouched():
-    unclosed = evidence.split_think(["<think>", " a", " b"], CONTENT * 3)
+    unclosed = think.split_think(["<think>", " a", " b"], CONTENT * 3)
     assert unclosed.kinds == REASONING * 3 and not unclosed.closed and unclosed.opened
-    plain = evidence.split_think([" The", " <think>", " x"], CONTENT * 3)
+    plain = think.split_think([" The", " <think>", " x"], CONTENT * 3)
     assert plain.kinds == CONTENT * 3 and not plain.opened
-    parser = evidence.split_think([" so", " The"], REASONING + CONTENT)  # a reasoning parser's split
+    parser = think.split_think([" so", " The"], REASONING + CONTENT)  # a reasoning parser's split
     assert parser.kinds == REASONING + CONTENT
 
 
 @given(st.lists(st.sampled_from(WORDS + ["<think>", "</think>", "\n"]), max_size=40))
 def test_split_think_only_ever_turns_content_into_reasoning(texts):
     kinds = CONTENT * len(texts)
-    split = evidence.split_think(texts, kinds)
+    split = think.split_think(texts, kinds)
     assert len(split.kinds) == len(kinds)
     first_content = split.kinds.find(CONTENT)
     assert first_content < 0 or REASONING not in split.kinds[first_content:]
@@ -378,7 +378,7 @@ def test_think_tags_count_one_token_each_as_in_the_vocabularies_that_emit_them()
 
 def test_an_instant_server_read_in_a_few_large_chunks_is_not_buffering():
     times = [0.01] * 100 + [0.0105] * 100 + [0.011] * 56  # 256 tokens within 1 ms
-    assert not evidence.buffering(evidence.arrivals(times, [1.0] * 256), 0.01).buffered
+    assert not delivery.buffering(delivery.arrivals(times, [1.0] * 256), 0.01).buffered
 
 
 @pytest.mark.parametrize("events", [1, 64])
@@ -386,9 +386,9 @@ def test_the_whole_answer_in_one_arrival_is_buffered(events):
     # One event at the end, or 64 one-token events in one read (a compressing proxy): the
     # first token waited for all the others, and nothing is left to time.
     tokens = [64.0 / events] * events
-    verdict = evidence.buffering(evidence.arrivals([0.371] * events, tokens), 0.371)
+    verdict = delivery.buffering(delivery.arrivals([0.371] * events, tokens), 0.371)
     assert verdict.buffered and "at once" in verdict.reason
-    assert not evidence.buffering(evidence.arrivals([0.05], [1.0]), 0.05).buffered  # one token: nothing hidden
+    assert not delivery.buffering(delivery.arrivals([0.05], [1.0]), 0.05).buffered  # one token: nothing hidden
 
 
 def test_the_servers_tokenization_backs_usage_or_outvotes_it_with_another_witness():

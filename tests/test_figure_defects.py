@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Annotation
 
 from benchy.report import capacity as capacity_report
-from benchy.report import compare, plots, probe_report, render, server_view, workload_plots
+from benchy.report import compare, compare_write, plots, probe_report, render, server_view, workload_plots
 from benchy.results import files as results_files
 from benchy.results.capacity import CapacityAnswer, CapacityPoint, CapacityResult, CapacitySetup
 from tests.conftest import REPO_ROOT, run_benchy_here
@@ -95,7 +95,7 @@ def test_a_change_never_reads_below_minus_100_percent(tmp_path, monkeypatch):
     )  # fmt: skip
     comparison = compare.Comparison("before", "after", "mann-whitney", 0.05, 0.02, changes=[change])
     drawn = drawn_figures(monkeypatch)
-    compare.write_png([comparison], tmp_path / "compare.png")
+    compare_write.write_png([comparison], tmp_path / "compare.png")
     fig = drawn["compare.png"]
     ttft = next(ax for ax in fig.axes if ax.get_title().startswith("TTFT"))
     assert ttft.get_xlim()[0] >= -105

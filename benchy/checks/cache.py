@@ -14,7 +14,8 @@ from benchy.checks.registry import (
     Code,
     Warning_,
 )
-from benchy.measure.workloads import EXPIRY_GAP_MIN_S, PartialReuse, WorkloadFigures
+from benchy.measure.miss_causes import EXPIRY_GAP_MIN_S
+from benchy.measure.workloads import PartialReuse, WorkloadFigures
 from benchy.results.types import (
     CaseResult,
     CheckWarning,

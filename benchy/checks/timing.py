@@ -15,7 +15,7 @@ from benchy.checks.registry import (
     Code,
     Warning_,
 )
-from benchy.measure import evidence, stats, unavailable
+from benchy.measure import delivery, stats, unavailable
 from benchy.results import latency
 from benchy.results.types import (
     CaseResult,
@@ -52,7 +52,7 @@ def sse_buffering(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
             BUFFERING_HINT,
             details=SseBuffering(tokens_per_event_median=per_event),
             evidence=(
-                Evidence("tokens_per_event_median", per_event, evidence.FIRST_ARRIVAL_MAX_TOKENS, "tokens/event"),
+                Evidence("tokens_per_event_median", per_event, delivery.FIRST_ARRIVAL_MAX_TOKENS, "tokens/event"),
             ),
         )
 

@@ -50,7 +50,7 @@ def compare(
 ) -> None:
     """Compare runs case by case: the first file is the baseline, each other one is set against it."""
     from benchy.report import compare as compare_mod
-    from benchy.report import render
+    from benchy.report import compare_write, render
     from benchy.results.files import ResultsError
 
     if len(results_files) < 2:
@@ -71,7 +71,7 @@ def compare(
             click.echo(f"benchy: warning: {warning}", err=True)
     if output is not None:
         try:
-            compare_mod.write(comparisons, output)
+            compare_write.write(comparisons, output)
         except OSError as exc:
             raise click.ClickException(f"cannot write the comparison: {exc}") from None
     click.echo(compare_mod.markdown(comparisons))

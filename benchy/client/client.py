@@ -32,6 +32,7 @@ from benchy.client.http1 import Http1Pool, OnHead, Request, Response, Sink
 from benchy.client.reader import StreamReader, json_or_none, str_or_none
 from benchy.client.redact import redact_url, scrub
 from benchy.client.settings import ClientSettings, secrets_of, split_credentials
+from benchy.jsontypes import JsonObject
 from benchy.records import Anomaly, RequestRecord
 
 # A non-streamed calibration request is retried this often: no measurement rides on it, and one
@@ -202,7 +203,12 @@ class Client:
 
     # ---- the server's side pages -----------------------------------------------------------
     async def page(
-        self, method: str, url: str, payload: dict | None = None, timeout_s: float = PAGE_TIMEOUT_S, fresh: bool = False
+        self,
+        method: str,
+        url: str,
+        payload: JsonObject | None = None,
+        timeout_s: float = PAGE_TIMEOUT_S,
+        fresh: bool = False,
     ) -> Page:
         """One side page (identity, /metrics, a cache reset: benchy.server's PageSource), read
         whole over connections of its own, so that a scrape during a case never takes one of
@@ -241,7 +247,7 @@ class Client:
         return Page(response.status, response.headers, bytes(collected)), response.reused
 
     # ---- server facts -------------------------------------------------------------------
-    async def list_models(self) -> list[dict]:
+    async def list_models(self) -> list[JsonObject]:
         data = await self._get_json(self.url_of("/models"))
         models = data.get("data") if isinstance(data, dict) else None
         if not isinstance(models, list):
@@ -297,8 +303,8 @@ class Client:
 
     # ---- requests -----------------------------------------------------------------------
     def payload(
-        self, prompt: str, max_tokens: int, endpoint: str, stream: bool = True, extra: dict | None = None
-    ) -> dict:
+        self, prompt: str, max_tokens: int, endpoint: str, stream: bool = True, extra: JsonObject | None = None
+    ) -> JsonObject:
         extra = tools.with_tools(extra, self.settings.tools, self.settings.tool_choice, endpoint)
         api = _api(endpoint)
         if api is not None:
@@ -318,7 +324,7 @@ class Client:
             body.pop("stream_options", None)
         return body
 
-    async def usage_of(self, prompt: str, endpoint: str, extra: dict | None = None) -> dict:
+    async def usage_of(self, prompt: str, endpoint: str, extra: JsonObject | None = None) -> JsonObject:
         """A non-streamed one-token request; returns its usage (for calibration). Transient
         failures are retried (CALIBRATION_ATTEMPTS in all) and noted in calibration_failures."""
         for attempt in range(1, CALIBRATION_ATTEMPTS + 1):
@@ -332,8 +338,8 @@ class Client:
         raise AssertionError("unreachable")
 
     async def answer_of(
-        self, prompt: str, endpoint: str, max_tokens: int, extra: dict | None = None
-    ) -> tuple[str, dict, str | None]:
+        self, prompt: str, endpoint: str, max_tokens: int, extra: JsonObject | None = None
+    ) -> tuple[str, JsonObject, str | None]:
         """A non-streamed request of max_tokens: (the answer's text, usage, finish_reason). For
         calibrating the local count of output text; raises ServerError or TransientError."""
         obj = await self._post_once(prompt, endpoint, max_tokens, extra)
@@ -341,7 +347,7 @@ class Client:
         if not isinstance(choice, dict):
             return "", obj["usage"], None
         message = choice.get("message")
-        held: dict = message if isinstance(message, dict) else choice
+        held: JsonObject = message if isinstance(message, dict) else choice
         # One reasoning text, as a stream is read: a server between the two names (vLLM around
         # the reasoning_content -> reasoning rename) sends the same text in both.
         reasoning = str_or_none(held.get("reasoning_content")) or str_or_none(held.get("reasoning"))
@@ -370,10 +376,13 @@ class Client:
                 return len(tokens)
         return None
 
-    async def _usage_once(self, prompt: str, endpoint: str, extra: dict | None = None) -> dict:
-        return (await self._post_once(prompt, endpoint, 1, extra))["usage"]
+    async def _usage_once(self, prompt: str, endpoint: str, extra: JsonObject | None = None) -> JsonObject:
+        usage: JsonObject = (await self._post_once(prompt, endpoint, 1, extra))["usage"]
+        return usage
 
-    async def _post_once(self, prompt: str, endpoint: str, max_tokens: int, extra: dict | None = None) -> dict:
+    async def _post_once(
+        self, prompt: str, endpoint: str, max_tokens: int, extra: JsonObject | None = None
+    ) -> JsonObject:
         """One non-streamed request; its JSON body, which has usage.prompt_tokens."""
         url = self.url(endpoint)
         where = redact_url(url)
@@ -404,7 +413,7 @@ class Client:
         prompt: str,
         max_tokens: int,
         endpoint: str,
-        extra: dict | None = None,
+        extra: JsonObject | None = None,
         harmony: bool = False,
     ) -> RequestRecord:
         """Sends one streamed request and fills `rec` with what arrived. Never raises for a

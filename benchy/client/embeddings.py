@@ -14,23 +14,24 @@ server that dropped an input did not really embed it.
 from __future__ import annotations
 
 from benchy.client.booking import Booker
+from benchy.jsontypes import JsonObject
 
 # Options of a generation body that mean nothing to a pooling endpoint (exact-length and
 # template options, which the plan shares across endpoints): never sent, lest a strict server refuse.
 _GENERATION_ONLY = ("stream", "stream_options", "min_tokens", "ignore_eos", "max_tokens", "stop", "temperature")
 
 
-def payload(model: str | None, prompt: str, max_tokens: int, stream: bool, extra: dict | None) -> dict:
+def payload(model: str | None, prompt: str, max_tokens: int, stream: bool, extra: JsonObject | None) -> JsonObject:
     """The embeddings body: the prompt as the one input, or extra `input` (a batch) as is;
     floats asked for, so every server answers alike. max_tokens and stream do not apply."""
     options = {k: v for k, v in (extra or {}).items() if k not in _GENERATION_ONLY}
     inputs = options.pop("input", None)
-    body: dict = {"model": model, "input": inputs if inputs is not None else prompt, "encoding_format": "float"}
+    body: JsonObject = {"model": model, "input": inputs if inputs is not None else prompt, "encoding_format": "float"}
     body.update(options)
     return body
 
 
-def inputs(body: dict) -> int:
+def inputs(body: JsonObject) -> int:
     """How many inputs the body asks to embed."""
     given = body.get("input")
     return len(given) if isinstance(given, list) else 1
@@ -54,6 +55,6 @@ def as_chat(obj: object) -> object:
     return {"id": obj.get("id"), "choices": [choice], "usage": usage}
 
 
-def book(reader: Booker, obj: dict, now: float) -> None:
+def book(reader: Booker, obj: JsonObject, now: float) -> None:
     """No embeddings server streams: an event stream here is a server that is not one."""
     reader.fail("bad_stream", "an embeddings answer came as an event stream")

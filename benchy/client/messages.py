@@ -24,19 +24,26 @@ from typing import overload
 
 from benchy.client import tools
 from benchy.client.booking import Booker
+from benchy.jsontypes import JsonObject
 
 # Anthropic's stop reasons in chat's words: the checks read finish_reason as chat names it.
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
-def payload(model: str | None, prompt: str, max_tokens: int, stream: bool, extra: dict | None) -> dict:
+def payload(model: str | None, prompt: str, max_tokens: int, stream: bool, extra: JsonObject | None) -> JsonObject:
     """The Messages body (max_tokens is required by the API). A conversation (extra
     `messages`, as multi-turn sends it) replaces the one message; chat's `stop` becomes
     `stop_sequences`; other options go as they are."""
     options = dict(extra or {})
     messages = options.pop("messages", None) or [{"role": "user", "content": prompt}]
-    body: dict = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0, "stream": stream}
+    body: JsonObject = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": stream,
+    }
     if "stop" in options:
         body["stop_sequences"] = options.pop("stop")
     body.update(options)
@@ -44,7 +51,7 @@ def payload(model: str | None, prompt: str, max_tokens: int, stream: bool, extra
 
 
 @overload
-def chat_usage(usage: dict) -> dict: ...
+def chat_usage(usage: JsonObject) -> JsonObject: ...
 @overload
 def chat_usage(usage: object) -> object: ...
 def chat_usage(usage: object) -> object:
@@ -55,7 +62,7 @@ def chat_usage(usage: object) -> object:
     counts = [usage.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
     whole = all(c is None or (isinstance(c, int) and not isinstance(c, bool)) for c in counts)
     prompt = sum(c or 0 for c in counts) if whole and counts[0] is not None else counts[0]
-    out: dict = {"prompt_tokens": prompt, "completion_tokens": usage.get("output_tokens")}
+    out: JsonObject = {"prompt_tokens": prompt, "completion_tokens": usage.get("output_tokens")}
     if usage.get("cache_read_input_tokens") is not None:
         out["prompt_tokens_details"] = {"cached_tokens": usage["cache_read_input_tokens"]}
     return out
@@ -69,7 +76,7 @@ def as_chat(obj: object) -> object:
     blocks = [b for b in obj.get("content") or [] if isinstance(b, dict)]
     content = "".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
     thinking = "".join(b["thinking"] for b in blocks if isinstance(b.get("thinking"), str))
-    message: dict = {"role": "assistant", "content": content, "reasoning_content": thinking}
+    message: JsonObject = {"role": "assistant", "content": content, "reasoning_content": thinking}
     calls = [_chat_call(b) for b in blocks if b.get("type") == "tool_use"]
     if calls:
         message["tool_calls"] = calls
@@ -78,14 +85,14 @@ def as_chat(obj: object) -> object:
     return {"id": obj.get("id"), "choices": [choice], "usage": chat_usage(obj.get("usage"))}
 
 
-def _chat_call(block: dict) -> dict:
+def _chat_call(block: JsonObject) -> JsonObject:
     """A whole answer's tool_use block as chat's call: its input as the JSON text it was."""
     given = block.get("input")
     arguments = given if isinstance(given, str) else json.dumps(given, ensure_ascii=False, separators=(",", ":"))
     return tools.chat_call(block.get("id"), block.get("name"), arguments)
 
 
-def book(reader: Booker, obj: dict, now: float) -> None:
+def book(reader: Booker, obj: JsonObject, now: float) -> None:
     """One parsed event of a Messages stream into the record (see the module docstring)."""
     kind = obj.get("type")
     if kind == "content_block_delta":
@@ -138,7 +145,7 @@ def _counts(reader: Booker, usage: object) -> None:
     reader.state.update({k: usage[k] for k in _USAGE_KEYS if usage.get(k) is not None})
 
 
-def _stop(reader: Booker, obj: dict) -> None:
+def _stop(reader: Booker, obj: JsonObject) -> None:
     delta = obj.get("delta")
     reason = delta.get("stop_reason") if isinstance(delta, dict) else None
     if isinstance(reason, str):

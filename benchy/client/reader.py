@@ -25,6 +25,7 @@ from benchy.client import tools, whole
 from benchy.client.booking import Api
 from benchy.client.harmony import HarmonyStream, markers_missing
 from benchy.client.sse import SSEParser
+from benchy.jsontypes import JsonObject
 from benchy.records import CONTENT, REASONING, TOOL, Anomaly, RequestRecord
 
 # Once finish_reason and usage are in, [DONE] and the body's end get this long (they follow in
@@ -75,7 +76,7 @@ class StreamReader:
         completions, read here); whole: a non-streamed answer, its body read whole (whole.py)."""
         self.rec = rec
         self.api = api
-        self.state: dict = {}  # what the API's reader keeps between events
+        self.state: JsonObject = {}  # what the API's reader keeps between events
         self.whole = bytearray() if whole else None
         rec.streamed = not whole
         self.parser = SSEParser()
@@ -306,7 +307,7 @@ class StreamReader:
             return None
         return content if content.isprintable() else None
 
-    def _choice(self, choice: dict, now: float) -> None:
+    def _choice(self, choice: JsonObject, now: float) -> None:
         delta = choice.get("delta")
         if delta.__class__ is dict and self.harmony is None:
             # The usual event, one chat delta of content and nothing else: the general path
@@ -378,7 +379,7 @@ class StreamReader:
         if not harmony.saw_markers and markers_missing("".join(self.unmarked)):
             rec.note(Anomaly.SPECIAL_TOKENS_STRIPPED)
 
-    def book_usage(self, usage: dict) -> None:
+    def book_usage(self, usage: JsonObject) -> None:
         """Counts that are not whole numbers are dropped (metrics must never do sums on them)
         and make the event count as malformed."""
         rec = self.rec
@@ -388,13 +389,13 @@ class StreamReader:
         rec.cached_tokens = self._count(self._details(usage, "prompt_tokens_details"), "cached_tokens")
         rec.reasoning_tokens = self._count(self._details(usage, "completion_tokens_details"), "reasoning_tokens")
 
-    def _details(self, usage: dict, key: str) -> dict:
+    def _details(self, usage: JsonObject, key: str) -> JsonObject:
         value = usage.get(key)
         if value is not None and not isinstance(value, dict):
             self.bad_events += 1
         return value if isinstance(value, dict) else {}
 
-    def _count(self, obj: dict, key: str) -> int | None:
+    def _count(self, obj: JsonObject, key: str) -> int | None:
         value = obj.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value

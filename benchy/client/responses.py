@@ -22,6 +22,7 @@ from typing import overload
 
 from benchy.client import tools
 from benchy.client.booking import Booker
+from benchy.jsontypes import JsonObject
 
 TEXT = "response.output_text.delta"
 ITEM_ADDED = "response.output_item.added"
@@ -34,14 +35,14 @@ FAILURES = frozenset({"error", "response.failed"})
 _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
 
-def payload(model: str | None, prompt: str, max_tokens: int, stream: bool, extra: dict | None) -> dict:
+def payload(model: str | None, prompt: str, max_tokens: int, stream: bool, extra: JsonObject | None) -> JsonObject:
     """The Responses body. A conversation (extra `messages`, as multi-turn sends it) becomes
     `input`, a list of message items; chat's `reasoning_effort` becomes `reasoning.effort`; other options go as they are."""
     options = dict(extra or {})
     messages = options.pop("messages", None)
     # Each item typed: OpenAI infers a bare {role, content}, llama.cpp's server refuses it.
     items = [{"type": "message", **m} for m in messages] if messages is not None else None
-    body: dict = {"model": model, "input": items if items is not None else prompt}
+    body: JsonObject = {"model": model, "input": items if items is not None else prompt}
     body.update({"max_output_tokens": max_tokens, "temperature": 0, "stream": stream})
     effort = options.pop("reasoning_effort", None)
     if effort:
@@ -51,7 +52,7 @@ def payload(model: str | None, prompt: str, max_tokens: int, stream: bool, extra
 
 
 @overload
-def chat_usage(usage: dict) -> dict: ...
+def chat_usage(usage: JsonObject) -> JsonObject: ...
 @overload
 def chat_usage(usage: object) -> object: ...
 def chat_usage(usage: object) -> object:
@@ -69,7 +70,7 @@ def chat_usage(usage: object) -> object:
     return out
 
 
-def finish_reason(response: dict, called: bool = False) -> str:
+def finish_reason(response: JsonObject, called: bool = False) -> str:
     """In chat's words; `called`: the answer held function calls (also where the end event's
     `output` does not list them)."""
     details = response.get("incomplete_details")
@@ -90,7 +91,7 @@ def as_chat(obj: object) -> object:
         return obj
     content: list[str] = []
     reasoning: list[str] = []
-    calls: list[dict] = []
+    calls: list[JsonObject] = []
     for item in obj.get("output") or []:
         if not isinstance(item, dict):
             continue
@@ -100,14 +101,14 @@ def as_chat(obj: object) -> object:
         texts = [p.get("text") for p in item.get("content") or [] if isinstance(p, dict)]
         texts += [p.get("text") for p in item.get("summary") or [] if isinstance(p, dict)]
         (reasoning if item.get("type") == "reasoning" else content).extend(t for t in texts if isinstance(t, str))
-    message: dict = {"role": "assistant", "content": "".join(content), "reasoning_content": "".join(reasoning)}
+    message: JsonObject = {"role": "assistant", "content": "".join(content), "reasoning_content": "".join(reasoning)}
     if calls:
         message["tool_calls"] = calls
     choice = {"index": 0, "message": message, "finish_reason": finish_reason(obj)}
     return {"id": obj.get("id"), "choices": [choice], "usage": chat_usage(obj.get("usage"))}
 
 
-def book(reader: Booker, obj: dict, now: float) -> None:
+def book(reader: Booker, obj: JsonObject, now: float) -> None:
     """One parsed event of a Responses stream into the record (see the module docstring)."""
     kind = obj.get("type")
     if kind == TEXT or kind in REASONING:
@@ -142,7 +143,7 @@ def _end(reader: Booker, response: object) -> None:
             reader.bad_events += 1
 
 
-def _tool_call(reader: Booker, kind: str, obj: dict, now: float) -> None:
+def _tool_call(reader: Booker, kind: str, obj: JsonObject, now: float) -> None:
     """A function call's events: its name as its item is added, its arguments as they stream
     (a `.done` books them only where no delta came: a server that sends them whole)."""
     if kind == ITEM_ADDED:
@@ -153,7 +154,7 @@ def _tool_call(reader: Booker, kind: str, obj: dict, now: float) -> None:
             tools.book_piece(reader, now, _call_key(obj, item), item.get("name"))
         return
     key = _call_key(obj, obj)
-    streamed: set = reader.state.setdefault("arguments_streamed", set())
+    streamed: set[object] = reader.state.setdefault("arguments_streamed", set())
     if kind == ARGUMENTS:
         streamed.add(key)
         tools.book_piece(reader, now, key, obj.get("delta"))
@@ -161,13 +162,13 @@ def _tool_call(reader: Booker, kind: str, obj: dict, now: float) -> None:
         tools.book_piece(reader, now, key, obj.get("arguments"))
 
 
-def _call_key(obj: dict, item: dict) -> object:
+def _call_key(obj: JsonObject, item: JsonObject) -> object:
     """What names a function call across its events: its output_index, else its item's id."""
     index = obj.get("output_index")
     return index if index is not None else item.get("item_id") or item.get("id")
 
 
-def _failure(reader: Booker, obj: dict) -> None:
+def _failure(reader: Booker, obj: JsonObject) -> None:
     response = obj.get("response")
     err = response.get("error") if isinstance(response, dict) else obj.get("error", obj)
     message = err.get("message", err) if isinstance(err, dict) else err

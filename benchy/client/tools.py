@@ -17,7 +17,10 @@ words (`request_fields`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from benchy.client.booking import Booker
+from benchy.jsontypes import JsonObject
 
 # tool_choice's words every API shares; any other choice names a function (workloads/tools.py
 # checks the flag and the scenario key).
@@ -27,7 +30,7 @@ CHOICES = ("auto", "required", "none")
 # ---------------------------------------------------------------- the request side
 
 
-def request_fields(tools: list[dict], choice: str | None, endpoint: str) -> dict:
+def request_fields(tools: list[JsonObject], choice: str | None, endpoint: str) -> JsonObject:
     """The body fields that send `tools` and `choice` on `endpoint`: chat's as given, the
     Responses API's flattened ({type, name, description, parameters}), the Messages API's as
     {name, description, input_schema} with its own tool_choice ({"type": "any"} for required)."""
@@ -35,7 +38,7 @@ def request_fields(tools: list[dict], choice: str | None, endpoint: str) -> dict
     if choice is not None and not isinstance(choice, str):  # an API's own tool_choice object
         return {"tools": request_fields(tools, None, endpoint)["tools"], "tool_choice": choice}
     if endpoint == "responses":
-        out: dict = {"tools": [{"type": "function", **fn} for fn in fns]}
+        out: JsonObject = {"tools": [{"type": "function", **fn} for fn in fns]}
         if choice is not None:
             out["tool_choice"] = choice if choice in CHOICES else {"type": "function", "name": choice}
         return out
@@ -52,7 +55,9 @@ def request_fields(tools: list[dict], choice: str | None, endpoint: str) -> dict
     return out
 
 
-def with_tools(extra: dict | None, listed: list | None, choice: str | None, endpoint: str) -> dict | None:
+def with_tools(
+    extra: JsonObject | None, listed: list[Any] | None, choice: str | None, endpoint: str
+) -> JsonObject | None:
     """A request's extra fields with its tools in `endpoint`'s words: a scenario's `tools` and
     `tool_choice` (OpenAI function definitions, in `extra`) over the run's --tools and
     --tool-choice. Tools in another shape (an API's own, through --extra-body) go as given."""
@@ -78,7 +83,7 @@ def _openai_shaped(listed: object) -> bool:
     )
 
 
-def _anthropic_tool(fn: dict, schema: dict) -> dict:
+def _anthropic_tool(fn: JsonObject, schema: JsonObject) -> JsonObject:
     tool = {"name": fn["name"], "input_schema": fn.get("parameters") or schema}
     if fn.get("description"):
         tool["description"] = fn["description"]
@@ -92,7 +97,7 @@ def book_piece(reader: Booker, now: float, call: object, text: object) -> None:
     """One piece of a tool call (`call`: what names the call within its answer, its index or
     id): the call counted once, its text booked as a TOOL event; text not a string is a
     malformed event."""
-    seen: set = reader.state.setdefault("tool_calls", set())
+    seen: set[object] = reader.state.setdefault("tool_calls", set())
     if call not in seen:
         seen.add(call)
         reader.rec.tool_calls = len(seen)
@@ -129,6 +134,6 @@ def book_chat_message(reader: Booker, calls: object, now: float) -> None:
     book_chat_delta(reader, [{**c, "index": i} if isinstance(c, dict) else c for i, c in enumerate(calls)], now)
 
 
-def chat_call(call_id: object, name: object, arguments: object) -> dict:
+def chat_call(call_id: object, name: object, arguments: object) -> JsonObject:
     """A tool call in a chat message's shape (another API's whole answer, read as chat's)."""
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}

@@ -24,6 +24,7 @@ import json
 import re
 import time
 
+from benchy.jsontypes import JsonObject
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, request_options, trace_spec
 from benchy.load.prompts import PromptError
 from benchy.load.send import Closed, send
@@ -64,11 +65,11 @@ class AgentReplay:
                 self.dependents[j].append(i)
         self.remaining = len(trace.calls)
         self.all_done = asyncio.Event()
-        self.tasks: set[asyncio.Task] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
         self.failure: list[BaseException] = []
         self.start_s = 0.0
         self.served: dict[int, int] = {}  # a finished call's message key → the server's prompt count
-        self.bodies: dict[int, dict] = {}
+        self.bodies: dict[int, JsonObject] = {}
 
     async def run(self, start_s: float) -> None:
         """The calls that wait for nothing at their offsets, in time order; every other call is
@@ -99,7 +100,7 @@ class AgentReplay:
         self.tasks.add(task)
         task.add_done_callback(self._task_done)
 
-    def _task_done(self, task: asyncio.Task) -> None:
+    def _task_done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             self.failure.append(exc)  # a send that failed (never a failed request) ends the replay
@@ -188,11 +189,11 @@ def _rewrites(calls: list[AgentCall], keys: list[list[int]]) -> list[bool]:
     return out
 
 
-def _last_user(messages: list[dict]) -> int:
+def _last_user(messages: list[JsonObject]) -> int:
     return max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
 
 
-def salted(messages: list[dict], salt: str) -> list[dict]:
+def salted(messages: list[JsonObject], salt: str) -> list[JsonObject]:
     """The messages with the run's salt leading the first one's text."""
     first = dict(messages[0])
     content = first.get("content")
@@ -203,7 +204,7 @@ def salted(messages: list[dict], salt: str) -> list[dict]:
     return [first, *messages[1:]]
 
 
-def _prefix_keys(messages: list[dict]) -> list[int]:
+def _prefix_keys(messages: list[JsonObject]) -> list[int]:
     """A key per leading run of messages (1, 2, … all of them): equal keys, equal messages."""
     keys: list[int] = []
     running = 0
@@ -247,7 +248,7 @@ def _ancestors(calls: list[AgentCall]) -> list[set[int]]:
 _RUNS = re.compile(r"[A-Za-z]+|[0-9]+")
 
 
-def word_floor(messages: list[dict]) -> int:
+def word_floor(messages: list[JsonObject]) -> int:
     """Runs of letters and runs of digits in the messages' content: fewer tokens than this no
     tokenizer gives them (a token never joins a letter to a digit or spans punctuation in
     the pre-tokenizers of GPT, Llama or Qwen vocabularies, nor in benchy sim's). Only the

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 
+from benchy.jsontypes import JsonObject
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, multi_turn_spec, request_options
 from benchy.load.prompts import PromptError, PromptFactory
 from benchy.load.send import Closed, send
@@ -59,7 +60,7 @@ async def run_conversations(plan: CasePlan, case_io: CaseIO) -> None:
             await send(client, controls, on_record, Closed(len(controls)))  # U at once, nothing shared
 
 
-def warmup_requests(plan: CasePlan, prompts: PromptFactory, body: dict) -> list[PlannedRequest]:
+def warmup_requests(plan: CasePlan, prompts: PromptFactory, body: JsonObject) -> list[PlannedRequest]:
     """One-message conversations of the first turn's length, recorded as warmups."""
     spec = multi_turn_spec(plan)
     requests = []
@@ -77,11 +78,11 @@ class Conversation:
     plans the next, a think-time pause after it, or None (the last turn, or a failed one:
     the history has no answer to go on with, so the conversation ends there)."""
 
-    def __init__(self, plan: CasePlan, prompts: PromptFactory, index: int, body: dict) -> None:
+    def __init__(self, plan: CasePlan, prompts: PromptFactory, index: int, body: JsonObject) -> None:
         self.plan, self.prompts, self.index, self.body = plan, prompts, index, body
         self.spec = multi_turn_spec(plan)
         self.pauses = self.spec.think.draws(plan.seed * 100_003 + plan.index * 1_009 + index)
-        self.messages: list[dict] = []  # the history as the last turn sent it
+        self.messages: list[JsonObject] = []  # the history as the last turn sent it
 
     def first(self) -> PlannedRequest:
         return self._turn(1, None)
@@ -122,7 +123,9 @@ def _turn_lengths(plan: CasePlan, records: list[RequestRecord]) -> list[int | No
     return out
 
 
-def _control(plan: CasePlan, prompts: PromptFactory, turn: int, length: int, u: int, body: dict) -> PlannedRequest:
+def _control(
+    plan: CasePlan, prompts: PromptFactory, turn: int, length: int, u: int, body: JsonObject
+) -> PlannedRequest:
     """A cold-baseline request: a single nonce-led message as long as the turn's median prompt."""
     prompt = prompts.build(length)
     rec = _record(plan, f"cold{turn}u{u}", u, turn, prompt.nonce)
@@ -133,7 +136,7 @@ def _control(plan: CasePlan, prompts: PromptFactory, turn: int, length: int, u: 
     return _chat(plan, rec, [_user(prompt.text)], body)
 
 
-def _chat(plan: CasePlan, rec: RequestRecord, messages: list[dict], body: dict) -> PlannedRequest:
+def _chat(plan: CasePlan, rec: RequestRecord, messages: list[JsonObject], body: JsonObject) -> PlannedRequest:
     """The conversation in place of a one-message prompt."""
     return PlannedRequest(rec, "", plan.case.tg, plan.endpoint, {**body, "messages": messages})
 
@@ -169,7 +172,7 @@ def _target_prompt(previous: RequestRecord | None, new_tokens: int, prompts: Pro
     return previous.prompt_tokens + (previous.completion_tokens or 0) + new_tokens
 
 
-def _user(text: str) -> dict:
+def _user(text: str) -> JsonObject:
     return {"role": "user", "content": text}
 
 
@@ -185,7 +188,7 @@ def answer_text(rec: RequestRecord) -> tuple[str, str]:
     return "".join(content), "".join(reasoning)
 
 
-def assistant_message(rec: RequestRecord, keep_reasoning: bool) -> dict:
+def assistant_message(rec: RequestRecord, keep_reasoning: bool) -> JsonObject:
     """The answer as the next turn sends it back: its content; its reasoning (as
     `reasoning_content`) only when asked to keep it."""
     content, reasoning = answer_text(rec)

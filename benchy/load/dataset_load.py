@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from benchy.jsontypes import JsonObject
 from benchy.load import arrivals, dataset_fit
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options
 from benchy.load.prompts import Calibration, Prompt, PromptFactory, Template
@@ -202,7 +203,7 @@ async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
     assert isinstance(prompts, DatasetPrompts)
     chosen = prompts.selection(plan.measured, plan.case.tg)
     warm = prompts.selection(plan.warmup, plan.case.tg, seed=plan.seed + 1).entries if plan.warmup else []
-    bodies: dict[int, dict] = {}
+    bodies: dict[int, JsonObject] = {}
     rate = plan.case.rate
     offsets = arrivals.arrival_offsets(len(chosen.entries), rate, plan.seed + plan.index) if rate else None
 
@@ -245,7 +246,7 @@ async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
     await send(case_io.client, measured(), case_io.on_record, pace)
 
 
-def setup(plans: list[CasePlan], calibrations: dict, nonce: bool) -> DatasetSetup | None:
+def setup(plans: list[CasePlan], calibrations: dict[str, Calibration], nonce: bool) -> DatasetSetup | None:
     """results.json's setup.dataset: the file (name, sha256, format, entries), the mode and its
     filters, and per case what its sampling sent and left out (the same seeded draw the case
     makes); None for a run without one."""

@@ -22,6 +22,7 @@ import itertools
 import json
 import time
 
+from benchy.jsontypes import JsonObject
 from benchy.load.agent_replay import AgentReplay
 from benchy.load.conversations import warmup_requests
 from benchy.load.plan import CaseIO, CasePlan, multi_turn_spec, request_options
@@ -49,7 +50,7 @@ def conversations(plan: CasePlan, prompts: PromptFactory) -> AgentTrace:
         pauses = spec.think.draws(plan.seed * 100_003 + plan.index * 1_009 + u)
         main = next(agents)
         first = spec.first_tokens or plan.case.pp
-        history: list[dict] = [{"role": "user", "content": prompts.message(first).text}]
+        history: list[JsonObject] = [{"role": "user", "content": prompts.message(first).text}]
         waits: list[int] = []
         gap = 0.0
         for turn in range(1, spec.turns + 1):
@@ -75,7 +76,7 @@ def conversations(plan: CasePlan, prompts: PromptFactory) -> AgentTrace:
     return AgentTrace("subagents", calls)
 
 
-def _spawn(call_id: str, k: int) -> dict:
+def _spawn(call_id: str, k: int) -> JsonObject:
     arguments = json.dumps({"agent": f"explorer-{k + 1}", "task": k + 1})
     return {"id": call_id, "type": "function", "function": {"name": "subagent", "arguments": arguments}}
 

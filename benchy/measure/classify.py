@@ -1,5 +1,5 @@
 """Request classification: which records count as failed (an empty or zero-token output) and
-which streams are buffered (decided by timing, evidence.buffering), per request and per case."""
+which streams are buffered (decided by timing, delivery.buffering), per request and per case."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def classify(rec: RequestRecord) -> RequestRecord:
 
 
 def is_buffered(rec: RequestRecord, read: Reading | None = None) -> bool:
-    """Decided by timing (evidence.buffering), not by tokens per event alone: speculative
+    """Decided by timing (delivery.buffering), not by tokens per event alone: speculative
     decoding's multi-token events and bursts no longer than a draft are a live stream. A
     non-streamed answer is no buffered stream: its figures are withheld as not_streamed."""
     return rec.streamed and (read or reading.read(rec)).buffering.buffered

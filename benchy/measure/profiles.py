@@ -224,7 +224,8 @@ def _lookup(kind: str, name: str, by_key: Mapping[str, _Profile]) -> _Profile:
 @functools.cache
 def _catalog() -> dict[str, Any]:
     text = resources.files("benchy").joinpath("data/profiles.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    catalog: dict[str, Any] = tomllib.loads(text)
+    return catalog
 
 
 @functools.cache

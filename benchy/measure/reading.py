@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benchy.measure import evidence
+from benchy.measure import delivery, evidence, think
 from benchy.records import CONTENT, REASONING, TOOL, RequestRecord
 
 
@@ -34,10 +34,10 @@ class Reading:
     count: evidence.TokenCount
     per_event: list[float]
     per_event_source: str
-    arrivals: list[evidence.Arrival]
-    buffering: evidence.Buffering
+    arrivals: list[delivery.Arrival]
+    buffering: delivery.Buffering
     kinds: str
-    think: evidence.ThinkSplit
+    think: think.ThinkSplit
     reasoning_tokens: float | None
     reasoning_source: str | None  # "usage" | "local" | None
 
@@ -130,16 +130,16 @@ def _read(rec: RequestRecord) -> Reading:
     local = _local_tokens(rec)
     has_text = bool(rec.token_event_text)
     count = _count(rec, local)
-    textless = evidence.textless_first(rec.first_chunk_s, rec.token_event_s, count.tokens)
+    textless = delivery.textless_first(rec.first_chunk_s, rec.token_event_s, count.tokens)
     in_events = count.tokens - 1 if textless else count.tokens
     if has_text:
-        tokens = evidence.event_tokens_of(local, in_events, rec.token_event_usage)
+        tokens = delivery.event_tokens_of(local, in_events, rec.token_event_usage)
     else:  # a record without its text (an older one): each event's share of the characters
-        tokens = evidence.event_tokens_by_chars(rec.token_event_chars, in_events, rec.token_event_usage)
+        tokens = delivery.event_tokens_by_chars(rec.token_event_chars, in_events, rec.token_event_usage)
     per_event = tokens.counts
-    arrivals = evidence.arrivals(rec.token_event_s, per_event)
+    arrivals = delivery.arrivals(rec.token_event_s, per_event)
     if textless and rec.first_chunk_s is not None:
-        arrivals.insert(0, evidence.Arrival(rec.first_chunk_s, 1, 1.0))
+        arrivals.insert(0, delivery.Arrival(rec.first_chunk_s, 1, 1.0))
     ttft = rec.token_event_s[0] if rec.token_event_s else None
     think = _think(rec) if has_text else _no_think(rec.token_event_kinds)
     streamed = _streamed_tokens(count, per_event, tokens.source, local, scale)
@@ -149,7 +149,7 @@ def _read(rec: RequestRecord) -> Reading:
         per_event=per_event,
         per_event_source=tokens.source,
         arrivals=arrivals,
-        buffering=evidence.buffering(arrivals, ttft),
+        buffering=delivery.buffering(arrivals, ttft),
         kinds=think.kinds,
         think=think,
         reasoning_tokens=reasoning,
@@ -178,13 +178,13 @@ def _local_tokens(rec: RequestRecord) -> list[int]:
     return evidence.local_tokens_of(rec.token_event_text, chars) if chars else []
 
 
-def _think(rec: RequestRecord) -> evidence.ThinkSplit:
-    """evidence.split_think of the record's events. An answer of content events only, without
+def _think(rec: RequestRecord) -> think.ThinkSplit:
+    """think.split_think of the record's events. An answer of content events only, without
     a "<" and not opening with blanks, holds no think block: that needs no texts cut."""
     text, kinds, chars = rec.token_event_text, rec.token_event_kinds, rec.token_event_chars
     if REASONING not in kinds and "<" not in text and text[: sum(chars[:8])].strip():
         return _no_think(kinds)
-    return evidence.split_think(_event_texts(rec), kinds)
+    return think.split_think(_event_texts(rec), kinds)
 
 
 def _event_texts(rec: RequestRecord) -> list[str]:
@@ -194,8 +194,8 @@ def _event_texts(rec: RequestRecord) -> list[str]:
     return evidence.event_texts(rec.token_event_text, rec.token_event_chars)
 
 
-def _no_think(kinds: str) -> evidence.ThinkSplit:
-    return evidence.ThinkSplit(kinds, 0, False, False)
+def _no_think(kinds: str) -> think.ThinkSplit:
+    return think.ThinkSplit(kinds, 0, False, False)
 
 
 def _streamed_tokens(

@@ -6,20 +6,39 @@ dependencies form a graph whose topological order is computed once, at import (a
 name that is no metric fails the import). Per request the values are computed in that order
 and passed forward: a formula receives the values of the metrics it depends on, and a
 dependency that is Unavailable makes its dependents Unavailable for the same reason.
+
+A case's own metrics are written here; what a metric is (measure/metric.py) and the figures kept
+beside a case's (measure/beside.py) have modules of their own, joined here into one registry.
 """
 
 from __future__ import annotations
 
 import graphlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeAlias
+from typing import Literal
 
 from benchy.measure import reading
-from benchy.measure import turn_formulas as turn
-from benchy.measure import window_formulas as window
+from benchy.measure.beside import BESIDE
+from benchy.measure.beside import SERVER_HISTOGRAMS as SERVER_HISTOGRAMS  # (re-exported: views read it here)
 from benchy.measure.case_formulas import achieved_rate, aggregate_output_tps, input_tps, request_rate
 from benchy.measure.classify import buffering_reason, is_buffered
+from benchy.measure.metric import CASE as CASE  # the metric's vocabulary, re-exported: importers read it here
+from benchy.measure.metric import (
+    CLIENT_HEALTH,
+    LEVELS,
+    _request_rate,
+    _time,
+    _token_rate,
+)
+from benchy.measure.metric import GAIN as GAIN
+from benchy.measure.metric import GPU_WINDOW as GPU_WINDOW
+from benchy.measure.metric import LOOP as LOOP
+from benchy.measure.metric import REQUEST as REQUEST
+from benchy.measure.metric import SERVER as SERVER
+from benchy.measure.metric import SERVER_WINDOW as SERVER_WINDOW
+from benchy.measure.metric import SOURCES as SOURCES
+from benchy.measure.metric import TURN as TURN
+from benchy.measure.metric import Metric as Metric
 from benchy.measure.reading import Reading
 from benchy.measure.request_formulas import (
     decode_tps,
@@ -40,104 +59,6 @@ from benchy.measure.request_formulas import (
 )
 from benchy.measure.unavailable import BUFFERED, NOT_STREAMED_WHY, POOLED_WHY, REQUEST_FAILED, Unavailable
 from benchy.records import RequestRecord
-
-REQUEST = "request"  # measured per request, summarized per case (median ± std …)
-CASE = "case"  # one figure per case, from all its measured requests
-# Figures kept beside a case's own (each in its own entry of results.json, under `stored_as`):
-SERVER_WINDOW = "server_window"  # the server's /metrics over the case (server/metrics.py)
-GPU_WINDOW = "gpu_window"  # the GPU's counters over the case (measure/gpu.py)
-LOOP = "loop"  # benchy's event loop while the case's requests were in flight (load/monitor.py)
-TURN = "turn"  # one turn index of a multi-turn case: medians over its requests (measure/workloads.py)
-GAIN = "gain"  # a shared-prefix case against the same lengths with nothing shared (measure/workloads.py)
-LEVELS = (REQUEST, CASE, SERVER_WINDOW, GPU_WINDOW, LOOP, TURN, GAIN)
-
-# Where a metric's evidence comes from.
-CLIENT: Final = "client"  # benchy's own clock and the stream it read
-SERVER: Final = "server"  # the server's own account (timings, /metrics)
-GPU: Final = "gpu"  # the GPU's counters sampled during the case
-WORKLOAD: Final = "workload"  # the shape of the workload (turns of a conversation, a cache's reuse)
-CLIENT_HEALTH: Final = "client_health"  # benchy's own health: send lag, event-loop lag
-Source: TypeAlias = Literal["client", "server", "gpu", "workload", "client_health"]
-SOURCES: tuple[Source, ...] = (CLIENT, SERVER, GPU, WORKLOAD, CLIENT_HEALTH)
-
-# A request formula: (record, its reading, the values of `depends` in order) → value. Its
-# arity follows `depends`, so it is typed by the call, not by a fixed signature.
-RequestFormula: TypeAlias = Callable[..., "float | Unavailable"]
-CaseFormula: TypeAlias = Callable[..., "float | Unavailable"]  # the case's measured records (, tokens)
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One metric: everything the table, CSV, compare, --slo and the glossary say about it."""
-
-    name: str  # key in results.json
-    title: str  # column and axis title, in display units ("TTFT ms")
-    unit: str  # unit of the stored value ("s", "tokens/s", …)
-    scale: float  # display value = stored value × scale
-    decimals: int  # decimals shown in the table
-    higher_is_better: bool
-    definition: str  # the formula in one line (README table, report glossary)
-    stream_timing: bool = False  # taken from event arrival times: withheld when the stream is buffered
-    explanation: str = ""  # what it means, in words (report glossary)
-    slo: str | None = None  # name in --slo (ttft=2s)
-    late_only_worsens: bool = False  # a late client timestamp can only make it worse (a later
-    # TTFT, a longer latency, a lower e2e rate): a value within its SLO holds even when benchy fell behind
-    depends: tuple[str, ...] = ()  # the metrics it is computed from, their values passed to the
-    # formula in this order: a metric withheld takes those computed from it along (with_dependents)
-    reads: tuple[str, ...] = ()  # the record fields it reads (documentation; never a metric)
-    level: str = REQUEST
-    formula: RequestFormula | CaseFormula | None = None  # REQUEST level: (record, reading,
-    # *depends' values); CASE level: the case's measured records → value | Unavailable;
-    # None: computed with more than records (goodput: the SLO)
-    source: Source = CLIENT
-    stored_as: str = ""  # its key in the entry that holds it, where that is not `name`
-    in_table: bool = False  # a column of the results table
-    in_compare: bool = False  # compared by `benchy compare`
-    glossary: bool = False  # explained in the report's "How to read this report"
-
-    @property
-    def key(self) -> str:
-        """Its key in the results entry that holds it (results.json's case, its `server`,
-        `gpu`, `client` or a turn row)."""
-        return self.stored_as or self.name
-
-    @property
-    def summarized(self) -> bool:
-        return self.level == REQUEST
-
-    @property
-    def is_time(self) -> bool:
-        return self.unit == "s"
-
-
-# Kinds of figure: how each is stored and shown.
-
-
-def _time(name: str, title: str, **more: Any) -> Metric:
-    """Stored in seconds, shown in ms; lower is better."""
-    return Metric(name, title, unit="s", scale=1000.0, decimals=1, higher_is_better=False, **more)
-
-
-def _token_rate(name: str, title: str, decimals: int = 1, **more: Any) -> Metric:
-    return Metric(name, title, unit="tokens/s", scale=1.0, decimals=decimals, higher_is_better=True, **more)
-
-
-def _stored_time(level: str, source: Source, key: str, title: str, formula: Callable, definition: str) -> Metric:
-    """A time of a level kept beside a case's own figures, named `{level}_{key}`, stored as `key`."""
-    return _time(
-        f"{level}_{key}", title, level=level, source=source, stored_as=key, formula=formula, definition=definition
-    )
-
-
-def _turn_median(key: str, title: str, words: str) -> Metric:
-    """One turn index's median of a per-request time."""
-    definition = f"the median {words} of one turn index's successful requests"
-    return _stored_time(TURN, WORKLOAD, key, title, turn.metric_median(key), definition)
-
-
-def _request_rate(name: str, title: str, **more: Any) -> Metric:
-    return Metric(name, title, unit="requests/s", scale=1.0, decimals=2, higher_is_better=True, **more)
-
 
 _PER_CASE = (
     _token_rate(
@@ -383,307 +304,7 @@ _PER_CASE = (
 )
 
 
-def _share(name: str, title: str, **more: Any) -> Metric:
-    return Metric(name, title, unit="fraction", scale=100.0, decimals=0, **more)
-
-
-def _count(name: str, title: str, **more: Any) -> Metric:
-    return Metric(name, title, unit="tokens", scale=1.0, decimals=0, higher_is_better=False, **more)
-
-
-def _ms(name: str, title: str, **more: Any) -> Metric:
-    """Stored in milliseconds (benchy's own loop lag); lower is better."""
-    return Metric(name, title, unit="ms", scale=1.0, decimals=3, higher_is_better=False, **more)
-
-
-# The server's histograms whose means are metrics, each kept as its histogram's `mean` in the
-# case's `server` entry: (histogram, title, words).
-SERVER_HISTOGRAMS = (
-    ("ttft_s", "server TTFT ms", "TTFT"),
-    ("queue_s", "server queue ms", "queue-time"),
-    ("prefill_s", "server prefill ms", "prefill-time"),
-    ("decode_s", "server decode ms", "decode-time"),
-    ("inference_s", "server inference ms", "inference-time"),
-    ("e2e_s", "server latency ms", "end-to-end latency"),
-)
-
-# Figures beside a case's own: where they come from, and how each derived one is made.
-_BESIDE = (
-    Metric(
-        "server_window_requests",
-        "server requests",
-        unit="requests",
-        scale=1.0,
-        decimals=0,
-        higher_is_better=True,
-        level=SERVER_WINDOW,
-        source=SERVER,
-        stored_as="requests",
-        definition="requests the server counted finishing during the case (its e2e latency histogram, else its request counter)",
-    ),
-    _share(
-        "server_window_cache_hit_rate",
-        "server cache hit rate",
-        higher_is_better=True,
-        level=SERVER_WINDOW,
-        source=SERVER,
-        stored_as="cache_hit_rate",
-        formula=window.server_cache_hit_rate,
-        definition="prefix-cache hit tokens ÷ prompt tokens looked up in the cache, over the case (the server's counters)",
-    ),
-    _token_rate(
-        "server_window_prefill_tps",
-        "server prefill t/s (/metrics)",
-        decimals=0,
-        level=SERVER_WINDOW,
-        source=SERVER,
-        stored_as="prefill_tps",
-        formula=window.server_window_prefill_tps,
-        definition="(prompt tokens − prefix-cache hits) ÷ the server's prefill seconds over the case (llama.cpp's "
-        "prompt-seconds counter, else the prefill histogram's sum)",
-    ),
-    _token_rate(
-        "server_window_decode_tps",
-        "server decode t/s (/metrics)",
-        level=SERVER_WINDOW,
-        source=SERVER,
-        stored_as="decode_tps",
-        formula=window.server_window_decode_tps,
-        definition="generated tokens ÷ llama.cpp's decode-seconds counter, else (generated tokens − requests) ÷ the "
-        "decode histogram's sum (vLLM's interval starts at each request's first token)",
-    ),
-    *(
-        _stored_time(
-            SERVER_WINDOW,
-            SERVER,
-            key,
-            title,
-            window.histogram_mean(key),
-            f"the mean of the server's {words} histogram over the case (sum ÷ count)",
-        )
-        for key, title, words in SERVER_HISTOGRAMS
-    ),
-    Metric(
-        "gpu_energy_j",
-        "energy J",
-        unit="J",
-        scale=1.0,
-        decimals=0,
-        higher_is_better=False,
-        level=GPU_WINDOW,
-        source=GPU,
-        stored_as="energy_j",
-        definition="Σ over GPUs of the energy counter's change over the case, else the integral of the sampled power",
-    ),
-    Metric(
-        "gpu_power_w",
-        "power W",
-        unit="W",
-        scale=1.0,
-        decimals=0,
-        higher_is_better=False,
-        level=GPU_WINDOW,
-        source=GPU,
-        stored_as="power_w",
-        definition="energy ÷ the sampled window: the average draw of all GPUs over the case",
-    ),
-    Metric(
-        "gpu_bandwidth_gbs",
-        "bandwidth GB/s",
-        unit="GB/s",
-        scale=1.0,
-        decimals=0,
-        higher_is_better=False,
-        level=GPU_WINDOW,
-        source=GPU,
-        stored_as="bandwidth_gbs",
-        definition="Σ over GPUs of the share of time its memory was active × its peak bandwidth (hardware profile): "
-        "the memory bandwidth the case used",
-    ),
-    Metric(
-        "gpu_joules_per_token",
-        "J/token",
-        unit="J/token",
-        scale=1.0,
-        decimals=3,
-        higher_is_better=False,
-        level=GPU_WINDOW,
-        source=GPU,
-        stored_as="joules_per_token",
-        depends=("gpu_energy_j",),
-        formula=window.joules_per_token,
-        definition="energy ÷ output tokens of the case's measured requests",
-    ),
-    Metric(
-        "gpu_joules_per_request",
-        "J/request",
-        unit="J/request",
-        scale=1.0,
-        decimals=1,
-        higher_is_better=False,
-        level=GPU_WINDOW,
-        source=GPU,
-        stored_as="joules_per_request",
-        depends=("gpu_energy_j",),
-        formula=window.joules_per_request,
-        definition="energy ÷ successful measured requests of the case",
-    ),
-    Metric(
-        "gpu_marginal_joules_per_token",
-        "marginal J/token",
-        unit="J/token",
-        scale=1.0,
-        decimals=3,
-        higher_is_better=False,
-        level=GPU_WINDOW,
-        source=GPU,
-        stored_as="marginal_joules_per_token",
-        depends=("gpu_energy_j",),
-        formula=window.marginal_joules_per_token,
-        definition="(energy − idle power sampled before the run × window) ÷ output tokens: what the load cost "
-        "above idling",
-    ),
-    *(
-        _ms(
-            f"loop_lag_ms_{which}",
-            f"loop lag {which} ms",
-            level=LOOP,
-            source=CLIENT_HEALTH,
-            formula=formula,
-            definition=f"the {words} of how late benchy's event-loop sampler woke, over the samples taken while a "
-            "request was in flight: the delay any timestamp taken then could have suffered",
-        )
-        for which, words, formula in (
-            ("max", "largest", window.loop_lag_ms_max),
-            ("p99", "99th percentile", window.loop_lag_ms_p99),
-            ("p95", "95th percentile", window.loop_lag_ms_p95),
-            ("median", "median", window.loop_lag_ms_median),
-        )
-    ),
-    _share(
-        "stalled_share",
-        "stalled share",
-        higher_is_better=False,
-        level=LOOP,
-        source=CLIENT_HEALTH,
-        formula=window.stalled_share,
-        definition="the in-flight time benchy's event loop spent in stalls of 10 ms or more ÷ the in-flight time",
-    ),
-    Metric(
-        "cpu_share",
-        "client CPU share",
-        unit="cores",
-        scale=1.0,
-        decimals=3,
-        higher_is_better=False,
-        level=LOOP,
-        source=CLIENT_HEALTH,
-        formula=window.cpu_share,
-        definition="benchy's process CPU time ÷ wall time while requests were in flight (1.0: one core busy)",
-    ),
-    _turn_median("ttft_s", "turn TTFT ms", "TTFT"),
-    _turn_median("ttftc_s", "turn TTF tool call ms", "time to first tool call"),
-    _token_rate(
-        "turn_prefill_tps",
-        "turn prefill t/s",
-        decimals=0,
-        level=TURN,
-        source=WORKLOAD,
-        stored_as="prefill_tps",
-        formula=turn.metric_median("prefill_tps"),
-        definition="the median prefill rate (new tokens ÷ TTFT) of one turn index's successful requests",
-    ),
-    _time(
-        "turn_e2e_s",
-        "turn latency ms",
-        level=TURN,
-        source=WORKLOAD,
-        stored_as="e2e_s",
-        formula=turn.metric_median("e2e_s"),
-        definition="the median total latency of one turn index's successful requests",
-    ),
-    *(
-        _count(
-            f"turn_{key}",
-            f"turn {words}",
-            level=TURN,
-            source=WORKLOAD,
-            stored_as=key,
-            formula=formula,
-            definition=f"the median {words} of one turn index's successful requests",
-        )
-        for key, words, formula in (
-            ("prompt_tokens", "prompt tokens", turn.prompt_tokens),
-            ("new_tokens", "new (uncached) prompt tokens", turn.new_tokens),
-            ("cached_tokens", "cached tokens reported", turn.cached_tokens),
-            ("expected_cached_tokens", "cached tokens expected (the history)", turn.expected_cached_tokens),
-        )
-    ),
-    _time(
-        "turn_cold_ttft_s",
-        "cold TTFT ms",
-        level=TURN,
-        source=WORKLOAD,
-        stored_as="cold_ttft_s",
-        formula=turn.cold_ttft_s,
-        definition="(--cold-baseline) the median TTFT of the same prompt length with nothing shared",
-    ),
-    Metric(
-        "turn_ttft_gain",
-        "turn TTFT gain",
-        unit="×",
-        scale=1.0,
-        decimals=2,
-        higher_is_better=True,
-        level=TURN,
-        source=WORKLOAD,
-        stored_as="ttft_gain",
-        depends=("turn_cold_ttft_s", "turn_ttft_s"),
-        formula=window.ttft_speedup,
-        definition="cold TTFT ÷ the turn's TTFT (medians)",
-    ),
-    _time(
-        "gain_baseline_ttft_s",
-        "baseline TTFT ms",
-        level=GAIN,
-        source=WORKLOAD,
-        stored_as="baseline_ttft_s",
-        definition="the median TTFT of the case with the same lengths, load and endpoint and nothing shared",
-    ),
-    _time(
-        "gain_ttft_s",
-        "shared TTFT ms",
-        level=GAIN,
-        source=WORKLOAD,
-        stored_as="ttft_s",
-        definition="the median TTFT of a shared-prefix case",
-    ),
-    Metric(
-        "ttft_speedup",
-        "TTFT speed-up",
-        unit="×",
-        scale=1.0,
-        decimals=2,
-        higher_is_better=True,
-        level=GAIN,
-        source=WORKLOAD,
-        stored_as="speedup",
-        depends=("gain_baseline_ttft_s", "gain_ttft_s"),
-        formula=window.ttft_speedup,
-        definition="baseline TTFT ÷ the shared-prefix case's TTFT (medians)",
-    ),
-    _share(
-        "ttft_saved",
-        "TTFT saved",
-        higher_is_better=True,
-        level=GAIN,
-        source=WORKLOAD,
-        depends=("gain_baseline_ttft_s", "gain_ttft_s"),
-        formula=window.ttft_saved,
-        definition="1 − the shared-prefix case's TTFT ÷ the baseline TTFT (medians)",
-    ),
-)
-_REGISTRY = _PER_CASE + _BESIDE
+_REGISTRY = _PER_CASE + BESIDE
 
 
 def computing_order(registry: Sequence[Metric]) -> tuple[Metric, ...]:

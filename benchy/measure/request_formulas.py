@@ -6,7 +6,7 @@ dependents Unavailable for the same reason before their formula runs."""
 
 from __future__ import annotations
 
-from benchy.measure import evidence, reading
+from benchy.measure import delivery, evidence, reading
 from benchy.measure.reading import Reading
 from benchy.measure.unavailable import (
     NO_CACHED_TOKENS,
@@ -82,7 +82,7 @@ def ttftc_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
 
 
 def decode_tps(rec: RequestRecord, read: Reading) -> float | Unavailable:
-    rate = evidence.decode_rate(read.arrivals)
+    rate = delivery.decode_rate(read.arrivals)
     if rate is None:
         return Unavailable(TOO_FEW_ARRIVALS, "fewer than two text arrivals: no decode interval to measure")
     return rate
@@ -110,12 +110,12 @@ def prefill_tps(rec: RequestRecord, read: Reading, first: float) -> float | Unav
 
 
 def itl_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
-    value = evidence.itl_per_token(read.arrivals)
+    value = delivery.itl_per_token(read.arrivals)
     return Unavailable(TOO_FEW_ARRIVALS, "fewer than two text arrivals") if value is None else value
 
 
 def itl_event_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
-    value = evidence.itl_per_arrival(read.arrivals)
+    value = delivery.itl_per_arrival(read.arrivals)
     return Unavailable(TOO_FEW_ARRIVALS, "fewer than two text arrivals") if value is None else value
 
 

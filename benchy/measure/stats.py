@@ -232,7 +232,8 @@ def _linear_quantiles(values: np.ndarray, p: np.ndarray) -> np.ndarray:
     lower = upper - 1
     g = np.where(lower < 0, 0.0, jg % 1)
     lower, upper = np.clip(lower, 0.0, n - 1).astype(np.int64), np.clip(upper, 0.0, n - 1).astype(np.int64)
-    return (1 - g) * y[lower] + g * y[upper]
+    quantiles: np.ndarray = (1 - g) * y[lower] + g * y[upper]
+    return quantiles
 
 
 # ------------------------------------------------------------------ comparing two samples (benchy compare)

@@ -17,6 +17,7 @@ from benchy.client import loop as event_loop
 from benchy.client.client import Client
 from benchy.client.redact import redact_url
 from benchy.client.settings import ClientSettings
+from benchy.jsontypes import JsonObject
 from benchy.load.lengths import fit_lengths
 from benchy.load.plan import PlannedRequest
 from benchy.load.prompts import Prompt, PromptFactory, calibrate, exact_length_options
@@ -187,7 +188,7 @@ def _resetter(client: Client, identity: ServerIdentity, wanted: bool) -> tuple[R
 
 
 def _setup(
-    settings: ProbeSettings, model: str, version: str | None, context: int | None, calibration: dict
+    settings: ProbeSettings, model: str, version: str | None, context: int | None, calibration: JsonObject
 ) -> ProbeSetup:
     return ProbeSetup(
         base_url=redact_url(settings.client.base_url),
@@ -210,7 +211,7 @@ def _setup(
 # ---- sending ------------------------------------------------------------------------------
 
 
-def _request(settings: ProbeSettings, record: RequestRecord, prompt: Prompt, body: dict) -> PlannedRequest:
+def _request(settings: ProbeSettings, record: RequestRecord, prompt: Prompt, body: JsonObject) -> PlannedRequest:
     """One probe request: the prompt as it is (no template), a few exact output tokens."""
     return PlannedRequest(record, prompt.text, settings.tg, settings.endpoint, body)
 

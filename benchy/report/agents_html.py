@@ -4,10 +4,11 @@ the call's number within its agent."""
 
 from __future__ import annotations
 
+from benchy.jsontypes import JsonObject
 from benchy.measure import agents
 from benchy.report.agents_view import AGENTS_SHOWN
 from benchy.report.html_figures import Panel, _layout
-from benchy.results.types import RunResult
+from benchy.results.types import RequestResult, RunResult
 
 
 def agent_panels(results: RunResult) -> list[Panel]:
@@ -15,16 +16,16 @@ def agent_panels(results: RunResult) -> list[Panel]:
     for i, case in enumerate(c for c in results.cases if c.kind in ("trace", "multi_turn")):
         if not agents.is_agent_replay(case.requests):
             continue
-        by_agent: dict[int, list] = {}
+        by_agent: dict[int, list[RequestResult]] = {}
         for r in case.requests:
             if not r.warmup and r.ok and r.turn is not None:
                 by_agent.setdefault(r.conversation or 0, []).append(r)
-        ttft: list[dict] = []
-        reuse: list[dict] = []
+        ttft: list[JsonObject] = []
+        reuse: list[JsonObject] = []
         for agent in sorted(by_agent)[:AGENTS_SHOWN]:
             mine = sorted(by_agent[agent], key=lambda r: r.turn or 0)
             turns = [r.turn for r in mine]
-            ms = [None if r.metrics.get("ttft_s") is None else r.metrics["ttft_s"] * 1000 for r in mine]
+            ms = [None if (t := r.metrics.get("ttft_s")) is None else t * 1000 for r in mine]
             ttft.append({"type": "scatter", "mode": "lines+markers", "name": f"agent {agent}", "x": turns, "y": ms,
                          "hovertemplate": f"agent {agent} turn %{{x}}<br>TTFT %{{y:.1f}} ms<extra></extra>"})  # fmt: skip
             reuse.append({"type": "scatter", "mode": "lines+markers", "name": f"agent {agent} served", "x": turns,

@@ -10,7 +10,7 @@ from typing import Any
 
 from benchy.measure import agents
 from benchy.measure.workloads import WorkloadFigures
-from benchy.results.types import CaseResult
+from benchy.results.types import CaseResult, RequestResult
 
 LINT_SHOWN = 12  # calls listed; the rest counted
 AGENTS_SHOWN = 24  # agents listed in the table and drawn; the rest summed up
@@ -138,7 +138,7 @@ def figure(plots: ModuleType, case: CaseResult, path: Path) -> Any:
     calls = [r for r in case.requests if not r.warmup and r.ok and r.turn is not None]
     if not calls:
         return None
-    by_agent: dict[int, list] = {}
+    by_agent: dict[int, list[RequestResult]] = {}
     for r in calls:
         by_agent.setdefault(r.conversation or 0, []).append(r)
     fig, (left, right) = plots.plt.subplots(1, 2, figsize=plots.WIDE)

@@ -64,7 +64,8 @@ def markdown(results: RunResult) -> str | None:
     data = results.setup.dataset
     assert data is not None
     source = f"Dataset {data.name} ({data.format}, {data.entries} entries, sha256 {data.sha256[:12]}…), {data.mode}."
-    return HEAD + " " + source + "\n\n" + tabulate(rows, headers=headers, tablefmt="pipe", stralign="right")
+    table: str = tabulate(rows, headers=headers, tablefmt="pipe", stralign="right")
+    return HEAD + " " + source + "\n\n" + table
 
 
 def figures(plots: ModuleType, results: RunResult, directory: Path) -> list[Any]:  # of plots.Figure

@@ -120,7 +120,8 @@ def markdown_html(lines: list[str]) -> str:
     """report.md's own sections (the same words and tables, made by the same code) as HTML; its
     tables sort like the page's others. Image lines are dropped: the page draws its own figures."""
     kept = [line for line in lines if not line.startswith("![")]
-    return _markdown_it().render("\n".join(kept)).replace("<table>", '<table class="sortable">')
+    rendered: str = _markdown_it().render("\n".join(kept))
+    return rendered.replace("<table>", '<table class="sortable">')
 
 
 def cache_html(results: RunResult) -> str:

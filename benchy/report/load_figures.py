@@ -17,6 +17,7 @@ import html
 import math
 from collections.abc import Callable
 
+from benchy.jsontypes import JsonObject
 from benchy.measure import stats
 from benchy.measure.registry import METRICS
 from benchy.report.html_figures import FAILED_COLOR, Panel, _layout, _sweep
@@ -24,11 +25,18 @@ from benchy.results.types import CaseResult, MetricSummary, RunResult
 
 LATENCIES = ("ttft_s", "itl_s", "e2e_s")
 # (name, the value, its interval's low and high end; None: too few to bound it)
-Percentile = tuple[str, Callable[[MetricSummary], float | None], Callable[[MetricSummary], tuple | None]]
+Percentile = tuple[str, Callable[[MetricSummary], float | None], Callable[[MetricSummary], tuple[float, float] | None]]
+
+
+def _bounds(low: float | None, high: float | None) -> tuple[float, float] | None:
+    """An interval with both ends known, else None (too few values to bound it)."""
+    return (low, high) if low is not None and high is not None else None
+
+
 PERCENTILES: tuple[Percentile, ...] = (
-    ("p50", lambda s: s.median, lambda s: tuple(s.ci95) if s.ci95 else None),
-    ("p90", lambda s: s.p90, lambda s: (s.p90_low, s.p90_high) if s.p90_high is not None else None),
-    ("p99", lambda s: s.p99, lambda s: (s.p99_low, s.p99_high) if s.p99_high is not None else None),
+    ("p50", lambda s: s.median, lambda s: _bounds(*s.ci95) if s.ci95 else None),
+    ("p90", lambda s: s.p90, lambda s: _bounds(s.p90_low, s.p90_high)),
+    ("p99", lambda s: s.p99, lambda s: _bounds(s.p99_low, s.p99_high)),
 )
 DASH = {"p50": "solid", "p90": "dash", "p99": "dot"}
 
@@ -62,7 +70,7 @@ def _series(cases: list[CaseResult], level: Callable[[CaseResult], float]) -> di
     return series
 
 
-def _failures(cases: list[CaseResult], x: Callable[[CaseResult], float], log: bool) -> list[dict]:
+def _failures(cases: list[CaseResult], x: Callable[[CaseResult], float], log: bool) -> list[JsonObject]:
     """A red "✕ N failed" above each load level whose case lost requests (cut ones named too);
     on a log axis an annotation's x is the level's log10, as plotly places it."""
     marks = []
@@ -100,7 +108,7 @@ def _too_few_words(too_few: dict[str, list[str]]) -> str:
     return " Not drawn: " + "; ".join(said) + "." if said else ""
 
 
-def _log_x(layout: dict, levels: list[float]) -> bool:
+def _log_x(layout: JsonObject, levels: list[float]) -> bool:
     """Load levels spread over an order of magnitude on a log axis, ticked at the levels run."""
     log = len(levels) > 2 and levels[-1] >= 8 * levels[0]
     if log:
@@ -114,7 +122,7 @@ def latency_vs_load(results: RunResult, name: str) -> list[Panel]:
     metric = METRICS[name]
     made = []
     for axis, axis_title, level, cases in _axes(results):
-        traces: list[dict] = []
+        traces: list[JsonObject] = []
         too_few: dict[str, list[str]] = {}
         withheld: dict[str, None] = {}
         for shape, group in _series(cases, level).items():

@@ -27,6 +27,17 @@ from matplotlib.ticker import NullLocator as NullLocator  # noqa: E402
 
 from benchy.measure import registry, unavailable  # noqa: E402
 from benchy.report import shown, value_labels  # noqa: E402
+from benchy.report.series import (  # noqa: E402
+    case_ceiling_tps,
+    depth_text,
+    is_open_loop,
+    lightest_load_cases,
+    output_lengths_meet,
+    points_sentence,
+    prompt_lengths,
+    series_by_output,
+    series_words,
+)
 from benchy.report.table import case_name  # noqa: E402
 from benchy.results.types import CaseResult, RunResult  # noqa: E402
 
@@ -61,84 +72,6 @@ class LeftOut:
     @property
     def short_reason(self) -> str:
         return unavailable.REASON_TITLES.get(self.code) or shown.SHORT_REASONS.get(self.code) or self.reason
-
-
-# ------------------------------------------------------------------ reading saved results
-
-
-def case_ceiling_tps(case: CaseResult) -> float | None:
-    """Single-stream decode ceiling (tok/s) of a case, as results.py stored it; None without one."""
-    stored = case.ceiling.tokens_per_s if case.ceiling else None
-    return float(stored) if stored else None
-
-
-def is_open_loop(case: CaseResult) -> bool:
-    return case.rate is not None
-
-
-def _rate(case: CaseResult) -> float:
-    """An open-loop case's arrival rate."""
-    assert case.rate is not None
-    return case.rate
-
-
-def _lightest_load_cases(cases: list[CaseResult]) -> tuple[list[CaseResult], str]:
-    """The cases at the lightest load, and that load in words: closed loop at the lowest
-    concurrency, else (an open-loop-only run) the lowest arrival rate."""
-    closed = [c for c in cases if not is_open_loop(c)]
-    if closed:
-        lowest = min(c.concurrency or 1 for c in closed)
-        return [c for c in closed if c.concurrency == lowest], f"concurrency {lowest}"
-    lowest_rate = min(_rate(c) for c in cases)
-    return [c for c in cases if c.rate == lowest_rate], f"{lowest_rate:g} requests/s (open loop)"
-
-
-def _depth_text(case: CaseResult) -> str:
-    if not case.depth:
-        return ""
-    mode = f" {case.depth_mode}" if case.depth_mode else ""
-    return f" @ depth {case.depth}{mode}"
-
-
-def _series_by_output(cases: list[CaseResult]) -> dict[str, list[CaseResult]]:
-    """One line per output length (and context depth), its cases sorted by prompt length; the
-    scenarios a line's points come from are named in its legend entry."""
-    series: dict[str, list[CaseResult]] = {}
-    for case in sorted(cases, key=lambda c: (c.depth, c.depth_mode or "", c.tg, c.pp)):
-        series.setdefault(f"{case.tg} output tokens{_depth_text(case)}", []).append(case)
-    return {_with_scenarios(name, group): group for name, group in series.items()}
-
-
-def _with_scenarios(name: str, cases: list[CaseResult]) -> str:
-    scenarios = list(dict.fromkeys(c.scenario for c in cases if c.scenario))
-    return f"{name} ({', '.join(scenarios)})" if scenarios else name
-
-
-def _output_lengths_meet(series: dict[str, list[CaseResult]]) -> bool:
-    """Two series (output lengths) measured at one prompt length: only then can a TTFT that
-    differs by output length be seen."""
-    seen: dict[int, int] = {}
-    for cases in series.values():
-        for pp in {c.pp for c in cases}:
-            seen[pp] = seen.get(pp, 0) + 1
-    return any(count > 1 for count in seen.values())
-
-
-def _series_words(series: dict[str, list[CaseResult]]) -> str:
-    if all(len(cases) == 1 for cases in series.values()):
-        return "one point per case (each scenario has its own lengths: nothing was swept)"
-    return "one line per output length"
-
-
-def _points_sentence(series: dict[str, list[CaseResult]]) -> str:
-    alone = [name for name, cases in series.items() if len(cases) == 1]
-    if not alone or len(alone) == len(series):
-        return ""
-    return " A lone point (no line) is one case: its output length was measured at one prompt length only."
-
-
-def _prompt_lengths(cases: list[CaseResult]) -> int:
-    return len({c.pp for c in cases})
 
 
 # ------------------------------------------------------------------ drawing helpers
@@ -365,10 +298,10 @@ def throughput_vs_prompt(results: RunResult, directory: Path) -> Figure | None:
     cases = results.cases
     if not cases:
         return None
-    chosen, load = _lightest_load_cases(cases)
-    if _prompt_lengths(chosen) < 2:
+    chosen, load = lightest_load_cases(cases)
+    if prompt_lengths(chosen) < 2:
         return None  # one prompt length is no curve: the table has its numbers
-    series = _series_by_output(chosen)
+    series = series_by_output(chosen)
     flags = shown.flags_by_case(results)
     fig, (left, right) = plt.subplots(1, 2, figsize=WIDE)
     e2e_notes = _plot_metric_vs(left, series, "e2e_tps", "pp", "e2e t/s", flags=flags)
@@ -382,12 +315,12 @@ def throughput_vs_prompt(results: RunResult, directory: Path) -> Figure | None:
     notes = e2e_notes + decode_notes
     fig.suptitle(f"Throughput vs prompt length, {load}")
     caption = (
-        f"Per-request output speed at {load}, {_series_words(series)}; points are "
+        f"Per-request output speed at {load}, {series_words(series)}; points are "
         "medians, error bars ± one standard deviation. End-to-end throughput counts the whole "
         "request (queueing, prefill and decode); decode throughput only the tokens after the "
         "first one."
     )
-    caption += _points_sentence(series) + _marks_sentence(chosen, ("e2e_tps", "decode_tps"), flags)
+    caption += points_sentence(series) + _marks_sentence(chosen, ("e2e_tps", "decode_tps"), flags)
     if ceiling:
         caption += (
             " Dashed lines: the memory-bandwidth ceiling of single-stream decode for the "
@@ -403,10 +336,10 @@ def ttft_vs_prompt(results: RunResult, directory: Path) -> Figure | None:
     cases = results.cases
     if not cases:
         return None
-    chosen, load = _lightest_load_cases(cases)
-    if _prompt_lengths(chosen) < 2:
+    chosen, load = lightest_load_cases(cases)
+    if prompt_lengths(chosen) < 2:
         return None
-    series = _series_by_output(chosen)
+    series = series_by_output(chosen)
     flags = shown.flags_by_case(results)
     fig, (left, right) = plt.subplots(1, 2, figsize=WIDE)
     ttft_notes = _plot_metric_vs(left, series, "ttft_s", "pp", "TTFT", fmt="{:,.0f}", flags=flags)
@@ -423,12 +356,12 @@ def ttft_vs_prompt(results: RunResult, directory: Path) -> Figure | None:
         "prompt tokens processed per second of that time (right; TTFT includes queueing and "
         "one decode step, so this is a floor on the true prefill speed)."
     )
-    if _output_lengths_meet(series):  # the rule needs two output lengths at one prompt length
+    if output_lengths_meet(series):  # the rule needs two output lengths at one prompt length
         caption += (
             " TTFT should grow with prompt length and not with output length: lines that differ "
             "by output length point to a buffered stream."
         )
-    caption += _points_sentence(series) + _marks_sentence(chosen, ("ttft_s", "prefill_tps"), flags)
+    caption += points_sentence(series) + _marks_sentence(chosen, ("ttft_s", "prefill_tps"), flags)
     return _figure(
         fig, (left, right), directory / "ttft_vs_prompt.png", "Time to first token vs prompt length", caption, notes
     )
@@ -559,7 +492,7 @@ def _single_stream(case: CaseResult) -> bool:
 
 
 def _shape_label(case: CaseResult) -> str:
-    return case_name(case, f"pp{case.pp} tg{case.tg}{_depth_text(case)}")
+    return case_name(case, f"pp{case.pp} tg{case.tg}{depth_text(case)}")
 
 
 DISTRIBUTION_TITLE = "Every request's end-to-end throughput"

@@ -74,7 +74,8 @@ def table(probe: dict[str, Any]) -> str:
             ]
             + ([gpu_cell(e.get("gpu"))] if with_gpu else [])
         )
-    return tabulate(rows, headers=headers, tablefmt="pipe", disable_numparse=True)
+    table: str = tabulate(rows, headers=headers, tablefmt="pipe", disable_numparse=True)
+    return table
 
 
 def gpu_cell(gpu: dict[str, Any] | None) -> str:

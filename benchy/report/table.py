@@ -177,7 +177,7 @@ def markdown(results: RunResult, loaded: bool = True) -> str:
     terminal's short view, short_view.py), a second table of percentiles."""
     notes = Footnotes()
     headers, body = rows(results, notes)
-    text = tabulate(body, headers=headers, tablefmt="pipe", stralign="right", disable_numparse=True)
+    text: str = tabulate(body, headers=headers, tablefmt="pipe", stralign="right", disable_numparse=True)
     if notes.reasons:
         text += "\n\n" + "\n".join(notes.lines())
     if any(FLAG in c for row in body for c in row):
@@ -197,7 +197,7 @@ def cache_markdown(results: RunResult) -> str | None:
     if not rows:
         return None
     headers = ["test", "hit rate implied", "hit rate reported", "TTFT gain", "finding"]
-    table = tabulate(rows, headers=headers, tablefmt="pipe", stralign="right", disable_numparse=True)
+    table: str = tabulate(rows, headers=headers, tablefmt="pipe", stralign="right", disable_numparse=True)
     return workloads.CACHE_HEAD + "\n\n" + table
 
 
@@ -257,7 +257,7 @@ def load_markdown(results: RunResult) -> str | None:
                 percentiles_cell(case.send_lag, lag) if open_loop else "",
             ]
         body.append(row)
-    table = tabulate(body, headers=headers, tablefmt="pipe", stralign="right", disable_numparse=True)
+    table: str = tabulate(body, headers=headers, tablefmt="pipe", stralign="right", disable_numparse=True)
     replayed = [replayed_line(c) for c in cases if c.kind == "trace"]
     return LOAD_HEAD + "\n\n" + table + "".join(f"\n\n{line}" for line in replayed)
 

@@ -119,4 +119,4 @@ def _rect(cx: float, cy: float, width: float, height: float) -> tuple[float, flo
 
 
 def _overlap(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+    return bool(a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3])

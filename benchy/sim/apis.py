@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 
+from benchy.jsontypes import JsonObject
 from benchy.sim import tools
 from benchy.sim.engine import REASONING
 
@@ -29,7 +30,7 @@ class BadRequest(ValueError):
     """A request the API refuses (HTTP 400); the message is the error's."""
 
 
-def to_chat(body: dict, api: str) -> dict:
+def to_chat(body: JsonObject, api: str) -> JsonObject:
     """The chat body a Responses or Messages body amounts to: the options both share (model,
     stream, temperature, ignore_eos, min_tokens…) as they are, the API's own fields renamed."""
     if api == "responses":
@@ -37,7 +38,7 @@ def to_chat(body: dict, api: str) -> dict:
     return _messages_to_chat(body)
 
 
-def _responses_to_chat(body: dict) -> dict:
+def _responses_to_chat(body: JsonObject) -> JsonObject:
     own = ("input", "instructions", "max_output_tokens", "reasoning")
     chat = {k: v for k, v in body.items() if k not in own}
     given = body.get("input")
@@ -56,7 +57,7 @@ def _responses_to_chat(body: dict) -> dict:
     return chat
 
 
-def _messages_to_chat(body: dict) -> dict:
+def _messages_to_chat(body: JsonObject) -> JsonObject:
     if body.get("max_tokens") is None:
         raise BadRequest("max_tokens: Field required")
     chat = {k: v for k, v in body.items() if k not in ("system", "stop_sequences", "thinking")}
@@ -69,7 +70,7 @@ def _messages_to_chat(body: dict) -> dict:
     return chat
 
 
-def _event(name: str, obj: dict) -> str:
+def _event(name: str, obj: JsonObject) -> str:
     return f"event: {name}\ndata: {json.dumps(obj)}\n\n"
 
 
@@ -84,7 +85,7 @@ class ApiRenderer:
     _seq: int
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+        super().__init__(*args, **kwargs)
         self._block, self._blocks, self._seq = None, 0, 0  # the open block, blocks opened, events typed
 
     def _head_events(self) -> str:
@@ -97,7 +98,7 @@ class ApiRenderer:
         response = {"id": job.response_id, "object": "response", "created_at": job.created, "model": job.model}
         return self._typed("response.created", {"response": {**response, "status": "in_progress", "output": []}})
 
-    def _typed(self, name: str, fields: dict) -> str:
+    def _typed(self, name: str, fields: JsonObject) -> str:
         self._seq += 1
         return _event(name, {"type": name, "sequence_number": self._seq - 1, **fields})
 
@@ -169,7 +170,7 @@ class ApiRenderer:
     def role_event(self) -> bytes:
         return self._head_events().encode()
 
-    def usage_event(self, usage_obj: dict) -> bytes:
+    def usage_event(self, usage_obj: JsonObject) -> bytes:
         """The API's end event with its usage (Messages: the block's stop and message_delta)."""
         out = self._close_block()
         self._block = None
@@ -185,13 +186,18 @@ class ApiRenderer:
         """The stream's last event: Messages' message_stop; a Responses stream ends with its end event."""
         return _event("message_stop", {"type": "message_stop"}).encode() if self.api == "messages" else b""
 
-    def timings_event(self, timings: dict) -> bytes:
+    def timings_event(self, timings: JsonObject) -> bytes:
         return b""  # llama.cpp's timings ride chat chunks only
 
-    def _response(self, usage_obj: dict | None, output: list) -> dict:
+    def _response(self, usage_obj: JsonObject | None, output: list[JsonObject]) -> JsonObject:
         job = self.job  # type: ignore[attr-defined]
         finish = job.plan.finish_reason
-        response: dict = {"id": job.response_id, "object": "response", "created_at": job.created, "model": job.model}
+        response: JsonObject = {
+            "id": job.response_id,
+            "object": "response",
+            "created_at": job.created,
+            "model": job.model,
+        }
         response["status"] = "incomplete" if finish == "length" else "completed"
         response["incomplete_details"] = {"reason": "max_output_tokens"} if finish == "length" else None
         response["output"] = output
@@ -199,7 +205,7 @@ class ApiRenderer:
             response["usage"] = responses_usage(usage_obj)
         return response
 
-    def full_body(self, usage_obj: dict | None, timings: dict | None = None) -> bytes:
+    def full_body(self, usage_obj: JsonObject | None, timings: JsonObject | None = None) -> bytes:
         chat = json.loads(super().full_body(usage_obj, None))  # type: ignore[misc]
         message = chat["choices"][0]["message"]
         reasoning, content = message.get("reasoning_content") or "", message.get("content") or ""
@@ -219,7 +225,7 @@ class ApiRenderer:
             if reasoning
             else []
         )
-        text: dict = {"type": "output_text", "text": content, "annotations": []}
+        text: JsonObject = {"type": "output_text", "text": content, "annotations": []}
         if not message.get("tool_calls"):
             output.append(
                 {"type": "message", "id": "msg_0", "role": "assistant", "status": "completed", "content": [text]}
@@ -233,7 +239,7 @@ def _stop_reason(finish: str | None) -> str:
     return {"length": "max_tokens", "tool_calls": "tool_use"}.get(str(finish), "end_turn")
 
 
-def _tool_use(call: dict) -> dict:
+def _tool_use(call: JsonObject) -> JsonObject:
     fn = call["function"]
     return {
         "type": "tool_use",
@@ -243,23 +249,23 @@ def _tool_use(call: dict) -> dict:
     }
 
 
-def _function_call(i: int, call: dict) -> dict:
+def _function_call(i: int, call: JsonObject) -> JsonObject:
     fn = call["function"]
     item = {"type": "function_call", "id": f"fc_{i}", "call_id": call["id"], "name": fn["name"]}
     return {**item, "arguments": fn["arguments"], "status": "completed"}
 
 
-def responses_usage(usage: dict) -> dict:
-    out: dict = {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
+def responses_usage(usage: JsonObject) -> JsonObject:
+    out: JsonObject = {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
     out["input_tokens_details"] = {"cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)}
     out["output_tokens_details"] = {"reasoning_tokens": usage["completion_tokens_details"]["reasoning_tokens"]}
     out["total_tokens"] = usage["total_tokens"]
     return out
 
 
-def anthropic_usage(usage: dict) -> dict:
+def anthropic_usage(usage: JsonObject) -> JsonObject:
     details = usage.get("prompt_tokens_details")
-    out: dict = {"output_tokens": usage["completion_tokens"]}
+    out: JsonObject = {"output_tokens": usage["completion_tokens"]}
     if details is None:  # the server does not say what it cached
         return {"input_tokens": usage["prompt_tokens"], **out}
     cached = details.get("cached_tokens") or 0

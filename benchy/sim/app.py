@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from benchy import __version__
+from benchy.jsontypes import JsonObject
 from benchy.sim import embeddings, vocab
 from benchy.sim.apis import APIS, ID_PREFIX, BadRequest, to_chat
 from benchy.sim.config import SimConfig
@@ -249,7 +250,7 @@ class Simulator:
             return await self._stream(request, job, trace)
         return await self._complete(request, job, trace)
 
-    async def _embed(self, request: web.Request, body: dict, trace: Trace) -> web.StreamResponse:
+    async def _embed(self, request: web.Request, body: JsonObject, trace: Trace) -> web.StreamResponse:
         """A pooling request (sim/embeddings.py): each input prefilled in one slot, no decode."""
         trace.stream = False
         trace.model, encoded = embeddings.parse(self.cfg, body)
@@ -305,7 +306,7 @@ class Simulator:
         status: int,
         body: bytes,
         content_type: str,
-        headers: dict | None = None,
+        headers: JsonObject | None = None,
         event: str | None = None,
     ) -> web.StreamResponse:
         """A whole body at once; `event` names it in the truth log (None: not a model output)."""
@@ -393,7 +394,7 @@ class Simulator:
             if trace.completion_tokens > job.first_content:
                 trace.first_content_token_s = trace.token_times_s[job.first_content]
 
-    def _usage(self, job: Job, trace: Trace) -> dict:
+    def _usage(self, job: Job, trace: Trace) -> JsonObject:
         # A raw completion is not parsed, so the server cannot tell reasoning tokens apart; nor
         # can a server without a reasoning parser (--think-inline).
         reasoning = trace.reasoning_tokens if job.endpoint == "chat" and not job.think else 0
@@ -402,7 +403,7 @@ class Simulator:
         cached = trace.reported_cached_tokens or 0 if self.cfg.prompt_details else None
         return usage(job, cached, claimed, reasoning)
 
-    def _timings(self, job: Job, trace: Trace) -> dict:
+    def _timings(self, job: Job, trace: Trace) -> JsonObject:
         """llama.cpp's per-response timings: prompt_ms is the prefill alone (no queueing, no
         host cache copy); predicted_ms runs from the end of prefill to the last token."""
         assert trace.prefill_start_s is not None and trace.prefill_end_s is not None  # timings follow prefill
@@ -425,7 +426,8 @@ class Simulator:
         null_content = self.cfg.null_content or trace.fault == "null_content"
         kind = RENDERERS.get(trace.endpoint, Renderer)
         cfg = self.cfg
-        return kind(job, null_content, not cfg.role_chunk_first, cfg.usage_scale, cfg.reasoning_field)
+        renderer: Renderer = kind(job, null_content, not cfg.role_chunk_first, cfg.usage_scale, cfg.reasoning_field)
+        return renderer
 
     async def _stream(self, request: web.Request, job: Job, trace: Trace) -> web.StreamResponse:
         renderer = self._renderer(job, trace)

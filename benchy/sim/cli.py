@@ -264,7 +264,7 @@ and the truth log: docs/sim.md.
 @click.option("--port", type=int, help="Port to bind; 0 picks a free one (default 8000).")
 @click.option("--truth-log", type=click.Path(dir_okay=False), help="Append the truth log here.")
 @click.pass_context
-def sim(ctx: click.Context, preset: str, faults: tuple[str, ...], gpu_omit: tuple[str, ...], **options: Any) -> None:
+def sim(ctx: click.Context, /, preset: str, faults: tuple[str, ...], gpu_omit: tuple[str, ...], **options: Any) -> None:
     explicit = {name: value for name, value in options.items() if _given(ctx, name)}
     if gpu_omit:
         explicit["gpu_omit"] = tuple(gpu_omit)

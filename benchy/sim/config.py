@@ -154,7 +154,7 @@ _DGX_SPARK = dict(
     prefix_cache=True,
 )
 
-PRESETS: dict[str, dict] = {
+PRESETS: dict[str, dict[str, Any]] = {
     "default": {},
     # 167-token prompt + 256 output tokens: 0.07 s prefill + 255/38 s decode = about 37.8 tok/s.
     "dgx-spark-gpt-oss-120b": _DGX_SPARK,

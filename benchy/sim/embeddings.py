@@ -20,6 +20,7 @@ import hashlib
 import json
 import struct
 
+from benchy.jsontypes import JsonObject
 from benchy.sim import vocab
 from benchy.sim.config import SimConfig
 from benchy.sim.request import ApiError, check_model
@@ -27,7 +28,7 @@ from benchy.sim.request import ApiError, check_model
 DIMENSIONS = 8  # small: the vector is not what is measured
 
 
-def inputs_of(body: dict) -> list[str]:
+def inputs_of(body: JsonObject) -> list[str]:
     """The inputs: a string or a non-empty list of strings (token-id inputs are not served)."""
     given = body.get("input")
     if isinstance(given, str):
@@ -51,7 +52,7 @@ def answer(model: str, response_id: str, encoded: list[list[int]]) -> bytes:
     return json.dumps({"id": response_id, "object": "list", "model": model, "data": data, "usage": usage}).encode()
 
 
-def parse(cfg: SimConfig, body: dict) -> tuple[str, list[list[int]]]:
+def parse(cfg: SimConfig, body: JsonObject) -> tuple[str, list[list[int]]]:
     """(model, each input's token ids); ApiError for a bad body or an input past the context."""
     model = check_model(cfg, body)
     encoded = [vocab.encode(text) for text in inputs_of(body)]

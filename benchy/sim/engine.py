@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from benchy.jsontypes import JsonObject
 from benchy.sim import prose
 from benchy.sim.cache import Lookup, PrefixCache
 from benchy.sim.config import BLOCK_SIZE, SimConfig
@@ -54,7 +55,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def render_chat(messages: list[dict], reasoning_last_turn: bool = False) -> str:
+def render_chat(messages: list[JsonObject], reasoning_last_turn: bool = False) -> str:
     """The prompt; with `reasoning_last_turn`, an assistant message's reasoning_content as a
     think block, only for those after the last user message (reasoning_dropped counts the rest)."""
     turns = [f"<|start|>system<|message|>{SYSTEM_PREAMBLE}<|end|>"]
@@ -69,7 +70,7 @@ def render_chat(messages: list[dict], reasoning_last_turn: bool = False) -> str:
     return "".join(turns)
 
 
-def reasoning_dropped(messages: list[dict]) -> int:
+def reasoning_dropped(messages: list[JsonObject]) -> int:
     """Assistant messages whose reasoning a last-turn-only template leaves out (before the last user message)."""
     last_user = max((i for i, m in enumerate(messages) if m.get("role", "user") == "user"), default=-1)
     return sum(1 for m in messages[:last_user] if m.get("role") == "assistant" and m.get("reasoning_content"))
@@ -250,7 +251,7 @@ class Slots:
     def __init__(self, capacity: int):
         self.capacity = capacity
         self.running = 0
-        self._waiters: deque[asyncio.Future] = deque()
+        self._waiters: deque[asyncio.Future[None]] = deque()
 
     async def acquire(self) -> None:
         if self.running < self.capacity and not self._waiters:
@@ -445,7 +446,7 @@ class Trace:
     token_due_s: list[float] = field(default_factory=list)  # when the timing model had it due (a busy
     # machine makes token_times_s late; the model's own properties are judged on these)
     spec_steps: list[int] | None = None  # --spec-draft: tokens per decode step, as planned
-    events: list[dict] = field(default_factory=list)
+    events: list[JsonObject] = field(default_factory=list)
     first_token_event_s: float | None = None
     last_token_event_s: float | None = None
     fault: str | None = None
@@ -502,7 +503,7 @@ class TruthLog:
             self._file.flush()
         return True
 
-    def note(self, record: dict) -> None:
+    def note(self, record: JsonObject) -> None:
         """A line that is not a request's (the GPUs' draw, sim/gpu.py)."""
         if self._file and not self._file.closed:
             self._file.write(json.dumps(record, separators=(",", ":")) + "\n")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from benchy.jsontypes import JsonObject
 from benchy.sim.config import SimConfig
 
 HOSTNAME = "benchy-sim"
@@ -37,7 +38,7 @@ class SimGpus:
     """The GPUs' state: busy while any request runs; energy integrated at every change."""
 
     def __init__(
-        self, cfg: SimConfig, now: float, note: Callable[[dict], None], heat: Callable[[], float] = lambda: 1.0
+        self, cfg: SimConfig, now: float, note: Callable[[JsonObject], None], heat: Callable[[], float] = lambda: 1.0
     ) -> None:
         self.cfg = cfg
         self.heat = heat  # the engine's decode rate factor now (1.0: cool; sim/engine.py)

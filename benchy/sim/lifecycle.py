@@ -26,13 +26,14 @@ import socket
 import time
 from collections.abc import Callable
 
+from benchy.jsontypes import JsonObject
 from benchy.sim.config import SimConfig
 
 
 class Lifecycle:
     """Counts arrivals and sets off a freeze or a restart at its request."""
 
-    def __init__(self, cfg: SimConfig, note: Callable[[dict], None]) -> None:
+    def __init__(self, cfg: SimConfig, note: Callable[[JsonObject], None]) -> None:
         self.cfg = cfg
         self.note = note
         self.arrivals = 0

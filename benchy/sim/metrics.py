@@ -36,7 +36,8 @@ from benchy.sim.config import BLOCK_SIZE, FLAVORS
 if TYPE_CHECKING:  # engine imports nothing from here; the import is for the type alone
     from benchy.sim.engine import Trace
 
-prometheus_client.disable_created_metrics()  # neither vLLM's nor llama.cpp's text has _created samples
+# neither vLLM's nor llama.cpp's text has _created samples (prometheus_client leaves this one unannotated)
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # vLLM's buckets (vllm/v1/metrics/loggers.py).

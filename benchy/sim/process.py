@@ -13,11 +13,13 @@ import time
 import urllib.request
 from pathlib import Path
 
+from benchy.jsontypes import JsonObject
+
 _LISTEN = re.compile(r"benchy sim listening on (http://\S+)")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def child_env() -> dict:
+def child_env() -> dict[str, str]:
     """The environment for a child `python -m benchy`: this checkout first on its path."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
@@ -32,7 +34,7 @@ class SimProcess:
         self.flags = list(flags)
         self.truth_path = truth_log
         self.start_timeout_s = start_timeout_s
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[str] | None = None
         self.url = ""
 
     @property
@@ -86,7 +88,7 @@ class SimProcess:
                 time.sleep(0.02)
         raise RuntimeError(f"benchy sim at {self.url} never became healthy")
 
-    def truth(self, expect: int | None = None, timeout: float = 10.0) -> list[dict]:
+    def truth(self, expect: int | None = None, timeout: float = 10.0) -> list[JsonObject]:
         """Parsed truth-log records; with `expect`, waits until at least that many exist
         (a record is written as its response ends, which can trail the client by a moment)."""
         if self.truth_path is None:
@@ -98,7 +100,7 @@ class SimProcess:
                 return records
             time.sleep(0.01)
 
-    def _read_truth(self) -> list[dict]:
+    def _read_truth(self) -> list[JsonObject]:
         if self.truth_path is None or not self.truth_path.exists():
             return []
         lines = self.truth_path.read_text().splitlines()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 
+from benchy.jsontypes import JsonObject
 from benchy.sim import tools, vocab
 from benchy.sim.apis import APIS, renderer_class
 from benchy.sim.config import SimConfig
@@ -108,7 +109,7 @@ def harmony_groups(kinds: list[str], cfg: SimConfig, split: bool) -> list[tuple[
     return groups or [(CONTENT, 0)]
 
 
-def usage(job: Job, cached: int | None, completion: int, reasoning: int) -> dict:
+def usage(job: Job, cached: int | None, completion: int, reasoning: int) -> JsonObject:
     """The usage object; completion_tokens is what the server claims (see --usage-scale);
     cached None: no prompt_tokens_details (vLLM without --enable-prompt-tokens-details)."""
     prompt = len(job.prompt_ids)
@@ -182,7 +183,7 @@ class Renderer:
             entry = {"index": call, "id": tools.call_id(call), "type": "function", "function": fn}
         else:
             entry = {"index": call, "function": {"arguments": text}}
-        delta: dict = {"role": "assistant"} if first and self.role_in_first else {}
+        delta: JsonObject = {"role": "assistant"} if first and self.role_in_first else {}
         delta["tool_calls"] = [entry]
         tail = f',"logprobs":null,"finish_reason":{json.dumps(finish)}}}]}}\n\n'
         return f'{self._head}"delta":{json.dumps(delta)}{tail}'.encode()
@@ -249,7 +250,7 @@ class Renderer:
             self._head + '"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
         ).encode()
 
-    def usage_event(self, usage_obj: dict) -> bytes:
+    def usage_event(self, usage_obj: JsonObject) -> bytes:
         obj = "chat.completion.chunk" if self.job.endpoint == "chat" else "text_completion"
         chunk = {
             "id": self.job.response_id,
@@ -261,7 +262,7 @@ class Renderer:
         }
         return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
-    def timings_event(self, timings: dict) -> bytes:
+    def timings_event(self, timings: JsonObject) -> bytes:
         """llama.cpp's `timings`, here in a chunk of its own just before usage and [DONE]."""
         chunk = {"id": self.job.response_id, "object": "chat.completion.chunk", "choices": [], "timings": timings}
         return b"data: " + json.dumps(chunk).encode() + b"\n\n"
@@ -272,7 +273,7 @@ class Renderer:
     def malformed_event(self) -> bytes:
         return f'data: {{"id":"{self.job.response_id}","choices":[{{"delta":{{"content":\n\n'.encode()
 
-    def full_body(self, usage_obj: dict | None, timings: dict | None = None) -> bytes:
+    def full_body(self, usage_obj: JsonObject | None, timings: JsonObject | None = None) -> bytes:
         job, texts = self.job, self.job.plan.texts
         reasoning_text = "".join(texts[: job.reasoning])
         content = None if self.null_content else "".join(texts[job.reasoning :])
@@ -282,7 +283,7 @@ class Renderer:
         if job.tools is not None:  # an answer of tool calls: no content (sim/tools.py)
             content = None
         if job.endpoint == "chat":
-            message: dict = {"role": "assistant", "content": content}
+            message: JsonObject = {"role": "assistant", "content": content}
             if job.tools is not None:
                 message["tool_calls"] = tools.chat_calls(job.tools)
             message |= {name: reasoning_text or None for name in reasoning_fields(self.reasoning_field)}
@@ -301,7 +302,7 @@ class Renderer:
         return json.dumps(body).encode()
 
 
-def echoed(echo: tuple[list[str], list[float]], texts: list[str]) -> tuple[str, dict]:
+def echoed(echo: tuple[list[str], list[float]], texts: list[str]) -> tuple[str, JsonObject]:
     """An echoed completion's text and logprobs, as vLLM gives them: the prompt's tokens then the
     generated ones, the first prompt token unscored."""
     pieces, scores = echo

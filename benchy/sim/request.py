@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from benchy.jsontypes import JsonObject
 from benchy.sim import answers, prose, vocab
 from benchy.sim.config import SimConfig
 from benchy.sim.engine import (
@@ -69,7 +70,7 @@ class Job:
     echo: tuple[list[str], list[float]] | None = None
 
 
-async def read_json(request: web.Request) -> dict:
+async def read_json(request: web.Request) -> JsonObject:
     try:
         body = json.loads(await request.read())
     except ValueError:
@@ -79,14 +80,14 @@ async def read_json(request: web.Request) -> dict:
     return body
 
 
-def check_model(cfg: SimConfig, body: dict) -> str:
+def check_model(cfg: SimConfig, body: JsonObject) -> str:
     model = body.get("model") or cfg.model
     if model != cfg.model:
         raise ApiError(404, f"The model `{model}` does not exist.")
     return model
 
 
-def prompt_text(body: dict, endpoint: str, reasoning_last_turn: bool = False) -> str:
+def prompt_text(body: JsonObject, endpoint: str, reasoning_last_turn: bool = False) -> str:
     if endpoint == "chat":
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
@@ -100,7 +101,7 @@ def prompt_text(body: dict, endpoint: str, reasoning_last_turn: bool = False) ->
     return prompt
 
 
-def int_field(body: dict, name: str, default: int, minimum: int) -> int:
+def int_field(body: JsonObject, name: str, default: int, minimum: int) -> int:
     value = body.get(name)
     if value is None:
         return default
@@ -109,7 +110,7 @@ def int_field(body: dict, name: str, default: int, minimum: int) -> int:
     return value
 
 
-def stop_strings(body: dict) -> list[str]:
+def stop_strings(body: JsonObject) -> list[str]:
     stop = body.get("stop")
     if stop is None:
         return []
@@ -125,7 +126,7 @@ _HARMONY_USER = re.compile(r"<\|start\|>user<\|message\|>(.*?)<\|end\|>", re.S)
 _HARMONY_EFFORT = re.compile(r"\A<\|start\|>system<\|message\|>[^<]*?^Reasoning: (\w+)$", re.M)
 
 
-def user_text(body: dict, endpoint: str) -> str:
+def user_text(body: JsonObject, endpoint: str) -> str:
     """The user's own words: the last user message, also inside a Harmony-rendered prompt."""
     if endpoint == "chat":
         users = [m for m in body["messages"] if m.get("role", "user") == "user"]
@@ -135,7 +136,7 @@ def user_text(body: dict, endpoint: str) -> str:
     return found[-1] if found else prompt
 
 
-def requested_effort(body: dict, endpoint: str) -> str | None:
+def requested_effort(body: JsonObject, endpoint: str) -> str | None:
     """Chat: the reasoning_effort field; completions: a Harmony system message's Reasoning line."""
     if endpoint == "chat":
         effort = body.get("reasoning_effort")
@@ -144,14 +145,14 @@ def requested_effort(body: dict, endpoint: str) -> str | None:
     return match.group(1) if match else None
 
 
-def bool_field(body: dict, name: str, default: bool) -> bool:
+def bool_field(body: JsonObject, name: str, default: bool) -> bool:
     value = body.get(name, default)
     if not isinstance(value, bool):
         raise ApiError(400, f"'{name}' must be true or false")
     return value
 
 
-def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Job:
+def parse_job(cfg: SimConfig, body: JsonObject, endpoint: str, response_id: str) -> Job:
     model = check_model(cfg, body)
     prompt_ids = vocab.encode(prompt_text(body, endpoint, cfg.reasoning_last_turn))
     if cfg.hidden_prompt_tokens and next(_PARSED) % cfg.hidden_prompt_every == cfg.hidden_prompt_every - 1:
@@ -216,7 +217,7 @@ def parse_job(cfg: SimConfig, body: dict, endpoint: str, response_id: str) -> Jo
 
 
 def _with_tool_calls(
-    cfg: SimConfig, body: dict, endpoint: str, plan: Plan, reasoning: int
+    cfg: SimConfig, body: JsonObject, endpoint: str, plan: Plan, reasoning: int
 ) -> tuple[Plan, ToolAnswer | None]:
     """Sent tools, the tokens after the reasoning are calls (sim/tools.py), and an answer
     that ended on its own ends by `tool_calls`. Chat only (Responses and Messages come as
@@ -232,7 +233,7 @@ def _with_tool_calls(
     return Plan(plan.texts[:reasoning] + texts, finish), answer
 
 
-def _echo(cfg: SimConfig, body: dict, endpoint: str) -> tuple[list[str], list[float]] | None:
+def _echo(cfg: SimConfig, body: JsonObject, endpoint: str) -> tuple[list[str], list[float]] | None:
     """A non-streamed completion asked with echo and logprobs (vLLM's, OpenAI's legacy API):
     the prompt's pieces and the log-probability --output's model gives each (prose.logprobs)."""
     if endpoint != "completions" or body.get("stream") or not body.get("echo") or body.get("logprobs") is None:

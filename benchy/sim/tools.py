@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from benchy.jsontypes import JsonObject
 from benchy.sim import vocab
 
 FRAME_HEAD = ("{", '"', "q", '"', ":", '"')
@@ -51,7 +52,7 @@ class ToolAnswer:
         return next(i for i, (start, _, end) in enumerate(self.spans) if start <= pos < end)
 
 
-def requested_calls(body: dict, parallel_calls: int) -> list[str] | None:
+def requested_calls(body: JsonObject, parallel_calls: int) -> list[str] | None:
     """The names of the calls the answer to `body` holds; None: it answers with text."""
     tools = body.get("tools")
     if tools is None or tools == [] or parallel_calls == 0:  # 0: a server that answers text anyway
@@ -130,7 +131,7 @@ def _spaced(tokens: list[str]) -> list[str]:
     return out
 
 
-def chat_calls(answer: ToolAnswer) -> list[dict]:
+def chat_calls(answer: ToolAnswer) -> list[JsonObject]:
     """The calls in a whole chat message's shape."""
     return [
         {"id": call_id(i), "type": "function", "function": {"name": name, "arguments": answer.arguments[i]}}
@@ -142,7 +143,7 @@ def call_id(i: int) -> str:
     return f"call_{i}"
 
 
-def parsed_input(arguments: str) -> dict:
+def parsed_input(arguments: str) -> JsonObject:
     """A Messages tool_use block's input: the arguments' object (cut short: empty)."""
     try:
         value = json.loads(arguments)

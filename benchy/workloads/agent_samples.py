@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchy.jsontypes import JsonObject
+
 SYSTEM = (
     "You are a software engineering agent working in a repository checked out at /repo. "
     "Use the tools to inspect files, edit them and run the tests. Think before each call; "
@@ -38,7 +40,7 @@ def _code(rng: np.random.Generator, lines: int) -> str:
     return "\n".join(out)
 
 
-def _steps(rng: np.random.Generator, task: int, count: int, tag: str) -> list[dict]:
+def _steps(rng: np.random.Generator, task: int, count: int, tag: str) -> list[JsonObject]:
     """count tool steps: (thought, tool, arguments, result, think_s, tool_s)."""
     steps = []
     for k in range(count):
@@ -63,12 +65,14 @@ def _steps(rng: np.random.Generator, task: int, count: int, tag: str) -> list[di
     return steps
 
 
-def _tool_call(step: dict) -> dict:
+def _tool_call(step: JsonObject) -> JsonObject:
     arguments = json.dumps(step["args"], sort_keys=True)
     return {"id": step["id"], "type": "function", "function": {"name": step["tool"], "arguments": arguments}}
 
 
-def _agent_messages(history: list[dict], steps: list[dict], answer: str, t: float) -> tuple[list[dict], float]:
+def _agent_messages(
+    history: list[JsonObject], steps: list[JsonObject], answer: str, t: float
+) -> tuple[list[JsonObject], float]:
     """The messages of an agent that runs `steps` from `history`, with timestamps (s)."""
     messages = list(history)
     for step in steps:
@@ -90,11 +94,11 @@ def _agent_messages(history: list[dict], steps: list[dict], answer: str, t: floa
     return messages, t
 
 
-def sessions(seed: int = 53, count: int = 4) -> list[list[dict]]:
+def sessions(seed: int = 53, count: int = 4) -> list[list[JsonObject]]:
     """Trajectories as {session, agent, parent, messages} rows; session 1 forks two sub-agents
     after its second step and resumes with their answers."""
     rng = np.random.default_rng(seed)
-    rows: list[list[dict]] = []
+    rows: list[list[JsonObject]] = []
     start = 0.0
     for task in range(count):
         t = start
@@ -142,7 +146,7 @@ def sessions(seed: int = 53, count: int = 4) -> list[list[dict]]:
     return rows
 
 
-def messages_text(rows: list[list[dict]]) -> str:
+def messages_text(rows: list[list[JsonObject]]) -> str:
     """The messages format: one trajectory (an agent's messages) a line."""
     lines = []
     for agents in rows:
@@ -158,13 +162,13 @@ def _iso(t: float) -> str:
     return (BASE + dt.timedelta(seconds=t)).isoformat(timespec="milliseconds").replace("+00:00", "")
 
 
-def openhands_text(rows: list[list[dict]]) -> str:
+def openhands_text(rows: list[list[JsonObject]]) -> str:
     """OpenHands event streams (sessions without sub-agents; OpenHands has none): one a line."""
     lines = []
     for agents in rows:
         if len(agents) > 1:
             continue
-        events: list[dict] = []
+        events: list[JsonObject] = []
         for m in agents[0]["messages"]:
             when = _iso(m["timestamp"])
             n = len(events)
@@ -229,10 +233,10 @@ def openhands_text(rows: list[list[dict]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def otel_text(rows: list[list[dict]]) -> str:
+def otel_text(rows: list[list[JsonObject]]) -> str:
     """OTLP JSON: an invoke_agent span per agent (a sub-agent's under its parent's) and a chat
     span per model call with the GenAI conventions' input messages and output tokens."""
-    spans: list[dict] = []
+    spans: list[JsonObject] = []
     for s, agents in enumerate(rows):
         trace_id = f"{s + 1:032x}"
         agent_span: dict[str, str] = {}
@@ -282,7 +286,9 @@ def otel_text(rows: list[list[dict]]) -> str:
     )
 
 
-def _span(trace: str, span: str, parent: str | None, name: str, start: float, end: float, attrs: dict) -> dict:
+def _span(
+    trace: str, span: str, parent: str | None, name: str, start: float, end: float, attrs: JsonObject
+) -> JsonObject:
     out: dict[str, object] = {"traceId": trace, "spanId": span, "name": name}
     if parent:
         out["parentSpanId"] = parent
@@ -296,13 +302,13 @@ def _span(trace: str, span: str, parent: str | None, name: str, start: float, en
     return out
 
 
-def _otel_message(m: dict) -> dict:
+def _otel_message(m: JsonObject) -> JsonObject:
     if m["role"] == "tool":
         return {
             "role": "tool",
             "parts": [{"type": "tool_call_response", "id": m["tool_call_id"], "response": m["content"]}],
         }
-    parts: list[dict] = [{"type": "text", "content": m["content"]}] if m.get("content") else []
+    parts: list[JsonObject] = [{"type": "text", "content": m["content"]}] if m.get("content") else []
     for call in m.get("tool_calls") or []:
         function = call["function"]
         parts.append(

@@ -37,8 +37,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from benchy.jsontypes import JsonObject
 from benchy.workloads.spec import WorkloadError
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ class AgentCall:
     session: int  # the task (a trajectory with its sub-agents)
     agent: int  # the agent's index over the whole trace; a session's root agent comes first
     parent: int | None  # the agent that forked this one (None: a session's root)
-    messages: list[dict]  # the prompt, in the trajectory's own text
+    messages: list[JsonObject]  # the prompt, in the trajectory's own text
     output_tokens: int  # the answer's length (usage where the trace has it, else its text counted)
     start_s: float | None = None  # trace time of the call (None: the trace has no clock)
     end_s: float | None = None  # trace time its answer was complete
@@ -173,7 +174,7 @@ def _first_value(text: str) -> object:
             return None
 
 
-def _values(name: str, text: str) -> list:
+def _values(name: str, text: str) -> list[Any]:
     """A whole-file JSON value (a list's items, or the one object), else one value a line."""
     try:
         whole = json.loads(text)
@@ -192,11 +193,11 @@ def _values(name: str, text: str) -> list:
 # ------------------------------------------------------------------ messages (SWE-smith, SFT exports)
 
 
-def _from_messages(name: str, values: list) -> list[AgentCall]:
+def _from_messages(name: str, values: list[Any]) -> list[AgentCall]:
     rows = [v for value in values for v in (value if isinstance(value, list) else [value])]
     sessions: dict[object, int] = {}
     agents: dict[tuple[int, object], int] = {}
-    sent: dict[int, list[dict]] = {}  # agent → its messages (a sub-agent repeats its parent's history)
+    sent: dict[int, list[JsonObject]] = {}  # agent → its messages (a sub-agent repeats its parent's history)
     calls: list[AgentCall] = []
     for number, row in enumerate(rows, 1):
         where = f"trace {name}: trajectory {number}"
@@ -221,7 +222,7 @@ def _from_messages(name: str, values: list) -> list[AgentCall]:
     return calls
 
 
-def _common(a: list[dict], b: list[dict]) -> int:
+def _common(a: list[JsonObject], b: list[JsonObject]) -> int:
     """How many leading messages two lists share."""
     n = 0
     while n < min(len(a), len(b)) and a[n] == b[n]:
@@ -229,7 +230,7 @@ def _common(a: list[dict], b: list[dict]) -> int:
     return n
 
 
-def _chat_message(where: str, message: object) -> dict:
+def _chat_message(where: str, message: object) -> JsonObject:
     if not isinstance(message, dict) or message.get("role") not in ROLES:
         raise WorkloadError(f"{where}: a message needs a role of {', '.join(ROLES)}, got {message!r:.80}")
     keep = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content", "timestamp")
@@ -242,7 +243,7 @@ def _secs(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _answer_tokens(message: dict) -> int:
+def _answer_tokens(message: JsonObject) -> int:
     """Tokens of an answer as the trajectory wrote it: its text and its tool calls' names and
     arguments, counted locally (o200k). At least 1."""
     from benchy.measure import tokenizer
@@ -250,7 +251,7 @@ def _answer_tokens(message: dict) -> int:
     return max(1, tokenizer.count(message_text(message)))
 
 
-def message_text(message: dict) -> str:
+def message_text(message: JsonObject) -> str:
     """The words of a message: content (string or parts), reasoning, tool calls."""
     parts = [content_text(message.get("content")), str(message.get("reasoning_content") or "")]
     for call in message.get("tool_calls") or []:
@@ -270,15 +271,15 @@ def content_text(content: object) -> str:
 # ------------------------------------------------------------------ OpenHands events
 
 
-def _is_openhands(event: dict) -> bool:
+def _is_openhands(event: JsonObject) -> bool:
     return event.get("source") in ("agent", "user", "environment") and ("action" in event or "observation" in event)
 
 
-def _from_openhands(name: str, values: list) -> list[AgentCall]:
+def _from_openhands(name: str, values: list[Any]) -> list[AgentCall]:
     streams = [v for v in values if isinstance(v, list)] if any(isinstance(v, list) for v in values) else [values]
     calls: list[AgentCall] = []
     for session, events in enumerate(streams):
-        messages: list[dict] = []
+        messages: list[JsonObject] = []
         last_time: float | None = None
         for number, event in enumerate(events, 1):
             if not isinstance(event, dict) or not _is_openhands(event):
@@ -296,10 +297,10 @@ def _from_openhands(name: str, values: list) -> list[AgentCall]:
     return calls
 
 
-def _openhands_message(event: dict) -> dict | None:
+def _openhands_message(event: JsonObject) -> JsonObject | None:
     """The chat message an OpenHands event stands for (None: one the model never sees)."""
-    args: dict = event["args"] if isinstance(event.get("args"), dict) else {}
-    meta: dict | None = event["tool_call_metadata"] if isinstance(event.get("tool_call_metadata"), dict) else None
+    args: JsonObject = event["args"] if isinstance(event.get("args"), dict) else {}
+    meta: JsonObject | None = event["tool_call_metadata"] if isinstance(event.get("tool_call_metadata"), dict) else None
     if "observation" in event:
         if meta is None:
             return None
@@ -337,9 +338,9 @@ def _iso_s(value: object) -> float | None:
 # ------------------------------------------------------------------ OpenTelemetry GenAI spans
 
 
-def _from_otel(name: str, values: list) -> list[AgentCall]:
+def _from_otel(name: str, values: list[Any]) -> list[AgentCall]:
     spans = list(_otel_spans(values))
-    by_id = {s.get("spanId"): s for s in spans}
+    by_id: dict[object, JsonObject] = {s.get("spanId"): s for s in spans}
     sessions: dict[object, int] = {}
     agents: dict[tuple[int, object], int] = {}
     calls: list[AgentCall] = []
@@ -364,7 +365,7 @@ def _from_otel(name: str, values: list) -> list[AgentCall]:
     return calls
 
 
-def _otel_spans(values: list) -> Iterator[dict]:
+def _otel_spans(values: list[Any]) -> Iterator[JsonObject]:
     for value in values:
         resources_ = value.get("resourceSpans", value.get("resource_spans", [])) if isinstance(value, dict) else []
         for resource in resources_ or []:
@@ -372,7 +373,7 @@ def _otel_spans(values: list) -> Iterator[dict]:
                 yield from (s for s in scope.get("spans", []) if isinstance(s, dict))
 
 
-def _attributes(span: dict) -> dict:
+def _attributes(span: JsonObject) -> JsonObject:
     out = {}
     for item in span.get("attributes", []):
         value = item.get("value", {}) if isinstance(item, dict) else {}
@@ -382,11 +383,11 @@ def _attributes(span: dict) -> dict:
     return out
 
 
-def _agent_chain(span: dict, by_id: dict) -> list:
+def _agent_chain(span: JsonObject, by_id: dict[object, JsonObject]) -> list[object]:
     """The agents from this span up: its own (or its nearest ancestor's) gen_ai.agent.id first."""
-    chain: list = []
+    chain: list[object] = []
     seen = set()
-    node: dict | None = span
+    node: JsonObject | None = span
     while node is not None and node.get("spanId") not in seen:
         seen.add(node.get("spanId"))
         agent = _attributes(node).get("gen_ai.agent.id")
@@ -396,7 +397,7 @@ def _agent_chain(span: dict, by_id: dict) -> list:
     return chain
 
 
-def _otel_messages(where: str, given: object) -> list[dict]:
+def _otel_messages(where: str, given: object) -> list[JsonObject]:
     """GenAI semantic-convention messages (role + parts) as chat messages."""
     try:
         items = json.loads(given) if isinstance(given, str) else given
@@ -404,7 +405,7 @@ def _otel_messages(where: str, given: object) -> list[dict]:
         raise WorkloadError(f"{where}: gen_ai.input.messages is not JSON") from None
     if not isinstance(items, list):
         raise WorkloadError(f"{where}: gen_ai.input.messages must be a list of messages")
-    out: list[dict] = []
+    out: list[JsonObject] = []
     for item in items:
         if not isinstance(item, dict) or item.get("role") not in ROLES:
             raise WorkloadError(f"{where}: a message needs a role of {', '.join(ROLES)}")
@@ -424,7 +425,7 @@ def _otel_messages(where: str, given: object) -> list[dict]:
         if results:
             out += [{"role": "tool", "tool_call_id": i, "content": r} for i, r in results]
             continue
-        message: dict = {"role": item["role"], "content": "".join(text) if text or not calls else None}
+        message: JsonObject = {"role": item["role"], "content": "".join(text) if text or not calls else None}
         if calls:
             message["tool_calls"] = calls
         out.append(message)
@@ -471,14 +472,14 @@ def _order(calls: list[AgentCall]) -> None:
 MESSAGE_OVERHEAD = 8  # template tokens a message adds (role header, separators), for estimates only
 
 
-def local_tokens(messages: list[dict]) -> int:
+def local_tokens(messages: list[JsonObject]) -> int:
     """The messages' words counted locally (o200k), without any chat template."""
     from benchy.measure import tokenizer
 
     return sum(tokenizer.count(message_text(m)) for m in messages)
 
 
-def estimated_prompt(messages: list[dict]) -> int:
+def estimated_prompt(messages: list[JsonObject]) -> int:
     """A call's prompt length before anything is sent, for the context check and the plan's
     lint: its words counted locally plus a template's few tokens a message. Never a figure."""
     return local_tokens(messages) + MESSAGE_OVERHEAD * len(messages)

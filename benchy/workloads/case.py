@@ -10,7 +10,9 @@ import dataclasses
 import functools
 import json
 from dataclasses import dataclass
+from typing import Any
 
+from benchy.jsontypes import JsonObject
 from benchy.workloads.dataset import DatasetSpec
 from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay, Workload
 
@@ -48,7 +50,7 @@ class Case:
     pp_stddev: float = 0.0
     tg_stddev: float = 0.0
 
-    def extra_fields(self) -> dict:
+    def extra_fields(self) -> JsonObject:
         return _fields(self.extra_body) if self.extra_body else {}
 
     @property
@@ -107,8 +109,9 @@ def _spread(stddev: float) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _fields(text: str) -> dict:
-    return json.loads(text)
+def _fields(text: str) -> JsonObject:
+    fields: dict[str, Any] = json.loads(text)
+    return fields
 
 
 def once_each(cases: list[Case]) -> tuple[list[Case], list[str]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 
 from benchy.workloads.case import Case, ScenarioError
 from benchy.workloads.spec import MultiTurn, SharedPrefix, ThinkTime, TraceReplay, WorkloadError
@@ -98,11 +99,11 @@ def trace_case(
         raise ScenarioError(f"trace speed must be a positive number, got {speed!r}")
     if limit is not None:
         _at_least("max_requests", [limit], 1)
-    from benchy.workloads import trace
+    from benchy.workloads import agent_trace, trace
 
     try:
         trace.load(path, limit)  # a bad file fails here, before the server is contacted
-        if max_gap_s is not None and not trace.agent_trace.is_agent_trace(path):
+        if max_gap_s is not None and not agent_trace.is_agent_trace(path):
             raise ScenarioError(
                 "--max-gap caps an agent trace's idle gaps: a request trace keeps its own times (--speed)"
             )
@@ -149,7 +150,7 @@ def _is_fraction(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1
 
 
-def _at_least(name: str, values: list, low: int) -> None:
+def _at_least(name: str, values: Sequence[object], low: int) -> None:
     bad = [v for v in values if not isinstance(v, int) or isinstance(v, bool) or v < low]
     if bad:
         raise ScenarioError(f"{name} must be whole numbers ≥ {low}, got {bad[0]!r}")

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchy.jsontypes import Saved
+from benchy.jsontypes import JsonObject, Saved
 from benchy.workloads.spec import WorkloadError
 
 SAMPLE_NAME = "sample"
@@ -111,7 +111,7 @@ class DatasetSpec:
     def name(self) -> str:
         return self.path.replace("\\", "/").rsplit("/", 1)[-1]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return {
             "path": self.path,
             "mode": self.mode,
@@ -126,7 +126,7 @@ def dataset_path(name: str) -> Path:
     return Path(name)
 
 
-_CACHE: dict[tuple, Dataset] = {}
+_CACHE: dict[tuple[str | int, ...], Dataset] = {}
 
 
 def load(name: str) -> Dataset:
@@ -135,7 +135,7 @@ def load(name: str) -> Dataset:
     path = dataset_path(name)
     try:
         stat = path.stat()
-        key: tuple = (name, stat.st_mtime_ns, stat.st_size)
+        key: tuple[str | int, ...] = (name, stat.st_mtime_ns, stat.st_size)
     except OSError:
         key = (name,)
     if key not in _CACHE:

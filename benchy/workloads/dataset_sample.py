@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchy.jsontypes import JsonObject
+
 TOPICS = {
     "bread": (
         "Bread rises because yeast eats the sugars in flour and breathes out carbon dioxide. "
@@ -206,7 +208,7 @@ FOLLOW_UPS = (
 )
 
 
-def generate(seed: int = 35, conversations: int = 64) -> list[dict]:
+def generate(seed: int = 35, conversations: int = 64) -> list[JsonObject]:
     """The sample's conversations, the same for the same seed."""
     rng = np.random.default_rng(seed)
     names = sorted(TOPICS)
@@ -243,7 +245,7 @@ def _answer(rng: np.random.Generator, passage: str, facts: list[str]) -> str:
     return text
 
 
-def text(rows: list[dict]) -> str:
+def text(rows: list[JsonObject]) -> str:
     return json.dumps(rows, indent=1, ensure_ascii=False) + "\n"
 
 

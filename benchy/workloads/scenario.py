@@ -23,8 +23,9 @@ import sys
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from benchy.jsontypes import JsonObject
 from benchy.workloads import cases as workload_cases
 from benchy.workloads.case import DEPTH_MODES, ENDPOINTS, Case, ScenarioError
 from benchy.workloads.selection import CaseSelection
@@ -213,7 +214,7 @@ def load_scenario(name_or_file: str) -> list[Case]:
         raise ScenarioError(_with_line(str(exc), path, text, data)) from None
 
 
-def _with_line(message: str, path: Path | Traversable, text: str, data: dict) -> str:
+def _with_line(message: str, path: Path | Traversable, text: str, data: dict[str, Any]) -> str:
     """`path:LINE: ...` for the key the message names first (its first `key =` line)."""
     rest = message.removeprefix(f"{path}: ")
     named = [(m.start(), key) for key in data if (m := re.search(rf"(?<!\w){re.escape(key)}(?!\w)", rest))]
@@ -268,7 +269,7 @@ _WORKLOAD_KEYS = {
 }
 
 
-def _cases_from_table(path: Path | Traversable, data: dict) -> list[Case]:
+def _cases_from_table(path: Path | Traversable, data: dict[str, Any]) -> list[Case]:
     """The table's cases, each with the table's extra_body and stream (false: whole answers)."""
     unknown = sorted(set(data) - _KNOWN_KEYS)
     if unknown:
@@ -291,7 +292,7 @@ def _cases_from_table(path: Path | Traversable, data: dict) -> list[Case]:
     return [dataclasses.replace(c, extra_body=text) for c in cases]
 
 
-def _with_tools(path: Path | Traversable, extra: object, given: object, choice: object) -> dict:
+def _with_tools(path: Path | Traversable, extra: object, given: object, choice: object) -> JsonObject:
     """The table's extra_body with its `tools` (OpenAI function definitions: "builtin", a JSON
     file named beside the scenario, or the definitions themselves) and `tool_choice`, which the
     client sends in each API's words (client/tools.py)."""
@@ -317,7 +318,7 @@ def _with_tools(path: Path | Traversable, extra: object, given: object, choice: 
     return out
 
 
-def _dataset_cases(path: Path | Traversable, data: dict, source: dict) -> list[Case]:
+def _dataset_cases(path: Path | Traversable, data: dict[str, Any], source: dict[str, Any]) -> list[Case]:
     """A table with `dataset = "FILE"` (found beside the scenario file, or "sample"): its mode
     chosen by the table's keys as by the flags beside --dataset: with pp, the sweep's cases of
     real text cut to length (fitted); without, each sampled entry's own prompt (natural), one
@@ -352,7 +353,7 @@ def _dataset_cases(path: Path | Traversable, data: dict, source: dict) -> list[C
         raise ScenarioError(f"{path}: {str(exc).replace('--', '')}") from None
 
 
-def _table_cases(path: Path | Traversable, data: dict) -> list[Case]:
+def _table_cases(path: Path | Traversable, data: dict[str, Any]) -> list[Case]:
     name = data.get("name", Path(path.name).stem)
     kind = data.get("kind", "sweep")
     if kind != "sweep":
@@ -400,7 +401,7 @@ def _table_cases(path: Path | Traversable, data: dict) -> list[Case]:
         raise ScenarioError(f"{path}: {exc}") from None
 
 
-def _workload_cases(path: Path | Traversable, data: dict, kind: str, name: str) -> list[Case]:
+def _workload_cases(path: Path | Traversable, data: dict[str, Any], kind: str, name: str) -> list[Case]:
     """A `kind = "multi_turn" | "shared_prefix" | "trace"` table (see the README)."""
     if kind not in _WORKLOAD_KEYS:
         raise ScenarioError(f"kind must be one of sweep, {', '.join(_WORKLOAD_KEYS)}, got {kind!r}")
@@ -459,7 +460,7 @@ def _workload_cases(path: Path | Traversable, data: dict, kind: str, name: str) 
 
 def _int_list(
     path: Path | Traversable,
-    data: dict,
+    data: dict[str, Any],
     key: str,
     alias: str | None = None,
     default: list[int] | None = None,
@@ -481,7 +482,7 @@ def _int_list(
     return values
 
 
-def _rate_list(path: Path | Traversable, data: dict) -> list[float] | None:
+def _rate_list(path: Path | Traversable, data: dict[str, Any]) -> list[float] | None:
     """The `rate` key: requests/s of open-loop cases, or None for a closed loop."""
     value = data.get("rate")
     if value is None:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from benchy.jsontypes import JsonObject
+
 
 class WorkloadError(ValueError):
     """Bad workload input; the message is one line, fit for the user."""
@@ -89,7 +91,7 @@ class ThinkTime:
             return f"exponential, mean {self.mean_s:g} s"
         return f"lognormal, mean {self.mean_s:g} s, sigma {self.sigma:g}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return {"kind": self.kind, "mean_s": self.mean_s, "sigma": self.sigma if self.kind == "lognormal" else None}
 
 
@@ -111,7 +113,7 @@ class MultiTurn:
         subs = f" sub{self.subagents}" if self.subagents else ""
         return f"multi-turn u{concurrency} x{self.turns}{subs} pp{pp}{first} tg{tg}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return {
             "turns": self.turns,
             "think": self.think.to_dict(),
@@ -141,7 +143,7 @@ class SharedPrefix:
         prefix = round(self.fraction * total)
         return prefix, total - prefix
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return {"fraction": self.fraction, "groups": self.groups}
 
 
@@ -160,7 +162,7 @@ class TraceReplay:
         speed = f" x{self.speed:g}" if self.speed != 1 else ""
         return f"trace {name}{speed}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         out = {"path": self.path, "speed": self.speed, "limit": self.limit}
         return out if self.max_gap_s is None else {**out, "max_gap_s": self.max_gap_s}
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+from benchy.jsontypes import JsonObject
 
 BUILTIN = "builtin"
 # --tools builtin: two small functions any template renders; `search`, `read_file`: one sim
 # token or a few for the name (the simulator answers with the first unless told otherwise).
-BUILTIN_TOOLS: list[dict] = [
+BUILTIN_TOOLS: list[JsonObject] = [
     {
         "type": "function",
         "function": {
@@ -45,7 +48,7 @@ class ToolsError(ValueError):
     """A bad --tools or --tool-choice; the message is one line."""
 
 
-def load(spec: str) -> list[dict]:
+def load(spec: str) -> list[JsonObject]:
     """The tools `--tools` names: `builtin`, or a JSON file of OpenAI function definitions
     (a list, or an object with a `tools` list), each checked (function_names)."""
     if spec == BUILTIN:
@@ -61,7 +64,7 @@ def load(spec: str) -> list[dict]:
     return checked(tools, f"--tools {spec}")
 
 
-def checked(tools: object, where: str = "--tools") -> list[dict]:
+def checked(tools: object, where: str = "--tools") -> list[JsonObject]:
     """`tools` if it is a non-empty list of OpenAI function definitions; ToolsError else."""
     if not isinstance(tools, list) or not tools:
         raise ToolsError(f'{where}: expected a non-empty list of {{"type": "function", "function": {{...}}}}')
@@ -69,7 +72,7 @@ def checked(tools: object, where: str = "--tools") -> list[dict]:
     return tools
 
 
-def function_names(tools: list, where: str = "--tools") -> list[str]:
+def function_names(tools: list[Any], where: str = "--tools") -> list[str]:
     """Each tool's function name; ToolsError (one line) for one that is no function definition."""
     names = []
     for i, tool in enumerate(tools):
@@ -81,7 +84,7 @@ def function_names(tools: list, where: str = "--tools") -> list[str]:
     return names
 
 
-def check_choice(choice: str, tools: list[dict] | None, where: str = "--tool-choice") -> str:
+def check_choice(choice: str, tools: list[JsonObject] | None, where: str = "--tool-choice") -> str:
     """`choice` if it is auto, required, none or the name of one of `tools`."""
     if not tools:
         raise ToolsError(f"{where} needs tools to choose from: pass --tools FILE|builtin")

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from benchy.jsontypes import JsonObject
 from benchy.workloads import agent_trace
 from benchy.workloads.spec import WorkloadError
 
@@ -54,9 +55,9 @@ class TraceRequest:
     offset_s: float  # send time from the trace's first request, at speed 1
     input_tokens: int
     output_tokens: int
-    hash_ids: tuple | None  # None: a plain trace, every block unique
+    hash_ids: tuple[int, ...] | None  # None: a plain trace, every block unique
 
-    def block_ids(self, index: int) -> tuple:
+    def block_ids(self, index: int) -> tuple[object, ...]:
         """The ids of this request's blocks; a plain trace's are its own (never shared)."""
         if self.hash_ids is not None:
             return self.hash_ids
@@ -91,7 +92,7 @@ def load(name: str, limit: int | None = None) -> list[TraceRequest]:
     return [TraceRequest((t - start) / 1000.0, n, m, ids) for t, n, m, ids in rows]
 
 
-Row = tuple[float, int, int, tuple | None]  # (timestamp ms, input tokens, output tokens, block ids)
+Row = tuple[float, int, int, tuple[int, ...] | None]  # (timestamp ms, input tokens, output tokens, block ids)
 
 
 def _jsonl_rows(name: str, text: str) -> Iterator[Row]:
@@ -163,7 +164,7 @@ def _row(name: str, number: int, line: str) -> Row:
     return float(timestamp), n, m, tuple(ids)
 
 
-def _length(where: str, obj: dict, key: str, alias: str) -> int:
+def _length(where: str, obj: JsonObject, key: str, alias: str) -> int:
     value = obj.get(key, obj.get(alias))
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise WorkloadError(f"{where}: {key} must be a whole number ≥ 1, got {value!r}")
@@ -226,7 +227,7 @@ def shareable(requests: list[TraceRequest]) -> list[int]:
     return out
 
 
-def summary(requests: list[TraceRequest]) -> dict:
+def summary(requests: list[TraceRequest]) -> JsonObject:
     """What the trace asks for, before anything is sent."""
     reuse = expected_reuse(requests)
     total_in = sum(r.input_tokens for r in requests)
@@ -244,7 +245,7 @@ def summary(requests: list[TraceRequest]) -> dict:
 # ------------------------------------------------------------------ the shipped sample
 
 
-def generate_sample(seed: int = 18) -> list[dict]:
+def generate_sample(seed: int = 18) -> list[JsonObject]:
     """The shipped sample: 40 Mooncake-format requests over about 12 s, small enough for a
     simulator or a laptop model. Three system prompts (1-2 blocks) shared across sessions;
     sessions of 2-4 turns whose prompts extend the previous turn's full blocks (its partial
@@ -253,7 +254,7 @@ def generate_sample(seed: int = 18) -> list[dict]:
     rng = np.random.default_rng(seed)
     next_id = iter(range(1, 1_000_000))
     systems = [[next(next_id) for _ in range(k)] for k in (1, 2, 1)]
-    rows: list[dict] = []
+    rows: list[JsonObject] = []
     t = 0.0
     for _ in range(12):  # sessions
         ids = list(systems[int(rng.integers(len(systems)))]) + [0]
@@ -271,7 +272,7 @@ def generate_sample(seed: int = 18) -> list[dict]:
     return rows
 
 
-def _sample_row(t_s: float, ids: list[int], tail: int, output: int) -> dict:
+def _sample_row(t_s: float, ids: list[int], tail: int, output: int) -> JsonObject:
     return {
         "timestamp": round(t_s * 1000),
         "input_length": (len(ids) - 1) * BLOCK_TOKENS + tail,
@@ -280,5 +281,5 @@ def _sample_row(t_s: float, ids: list[int], tail: int, output: int) -> dict:
     }
 
 
-def sample_text(rows: list[dict]) -> str:
+def sample_text(rows: list[JsonObject]) -> str:
     return "".join(json.dumps(row, separators=(", ", ": ")) + "\n" for row in rows)

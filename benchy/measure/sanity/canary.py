@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from benchy.jsontypes import Saved
+from benchy.jsontypes import JsonObject, Saved
 from benchy.jsontypes import described as _opt
 
 MAX_TOKENS = 256  # room for a reasoning model to think first
@@ -58,7 +58,7 @@ def _json_shape(answer: str, expected: str) -> bool:
         got = json.loads(answer[start : end + 1])
     except ValueError:
         return False
-    return got == json.loads(expected)
+    return bool(got == json.loads(expected))
 
 
 def prompts(nonce: str) -> tuple[Prompt, ...]:
@@ -130,7 +130,7 @@ def perplexity_of(body: bytes) -> tuple[float | None, int | None, str | None]:
     return math.exp(-sum(logprobs) / len(logprobs)), len(logprobs), None
 
 
-def prompt_logprobs(obj: dict) -> list[float]:
+def prompt_logprobs(obj: JsonObject) -> list[float]:
     """The prompt's token log-probabilities of an echoed completion: the first token has none,
     the generated one after the prompt's usage.prompt_tokens is left out."""
     choice = obj["choices"][0]
