@@ -206,6 +206,7 @@ def capacity(
     from benchy.capacity import runner
     from benchy.capacity.search import BY_RATE
     from benchy.client.errors import ServerError
+    from benchy.load import prompt_floor
     from benchy.load.cluster import ClusterError
     from benchy.load.prompts import PromptError
     from benchy.outcome import capacity_exit_code
@@ -221,6 +222,7 @@ def capacity(
         load.check([runner.case_at(case, search.by, search.start)])
         template.check({case.endpoint or endpoint}, ())
         check_workload_endpoints([case], endpoint)
+        prompt_floor.check([case], nonce=True)  # capacity always sends nonces
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if output is not None:

@@ -255,6 +255,7 @@ def run(
     from benchy import saturation as saturation_mod
     from benchy.client.errors import ServerError
     from benchy.client.extra_body import check_cases as check_extra_bodies
+    from benchy.load import prompt_floor
     from benchy.load.cluster import ClusterError
     from benchy.load.context_fit import PromptTooLong
     from benchy.load.prompts import PromptError
@@ -271,6 +272,7 @@ def run(
         template.check({c.endpoint or endpoint for c in cases}, stop)
         check_workload_endpoints(cases, endpoint)
         check_extra_bodies(cases)
+        prompt_floor.check(cases, nonce=not no_nonce)  # before connecting: benchy's own share of a prompt
         if tokenizer_file is not None:
             from benchy.load.lengths import FileTokenizer
 
