@@ -90,7 +90,8 @@ CAPACITY_OPTIONS: tuple[Decorator, ...] = (
         type=click.IntRange(min=1),
         default=20,
         show_default=True,
-        help="Requests of a point's first round (at least 2 per stream, or 2 s of arrivals).",
+        help="Requests of a point's first round (at least 2 per stream; a rate's round: at least 10 s of "
+        "arrivals, for its queue to show).",
     ),
     click.option(
         "--max-requests",

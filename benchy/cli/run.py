@@ -175,7 +175,8 @@ ERROR_LIMIT_OPTIONS: tuple[Decorator, ...] = (
     default=None,
     metavar="N",
     help="A saturation sweep: one stream, then the highest throughput (-c streams, default 32), then N "
-    "request rates from the first to past the second; names the knee.",
+    "request rates from the first to past the second; names the knee. Each rate sends for --duration, "
+    "else at least 10 s of arrivals.",
 )
 @option_group("limits", ERROR_LIMIT_OPTIONS, ErrorLimits)
 @option_group("ceiling", CEILING_OPTIONS, _ceiling_inputs)
