@@ -211,6 +211,7 @@ def capacity(
     from benchy.load.cluster import ClusterError
     from benchy.load.prompts import PromptError
     from benchy.outcome import capacity_exit_code
+    from benchy.workloads.case import with_endpoint
     from benchy.workloads.cases import check_workload_endpoints
 
     if load.slo is None:
@@ -226,6 +227,7 @@ def capacity(
         prompt_floor.check([case], nonce=True)  # capacity always sends nonces
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    case = with_endpoint([case], endpoint)[0]  # its label names a non-chat endpoint, as run's do
     if output is not None:
         claim_folder(output, force)
     settings = runner.CapacitySettings(

@@ -262,6 +262,7 @@ def run(
     from benchy.load.prompts import PromptError
     from benchy.report import table
     from benchy.server.gpu import GpuError
+    from benchy.workloads.case import with_endpoint
     from benchy.workloads.cases import check_workload_endpoints
     from benchy.workloads.spec import WorkloadError
 
@@ -287,6 +288,7 @@ def run(
     bad = [r for r in replicas if not r.startswith(("http://", "https://"))]
     if bad:
         raise click.UsageError(f"--replica {bad[0]!r}: expected an http:// or https:// URL")
+    cases = with_endpoint(cases, endpoint)  # labels name a non-chat endpoint
     if output is not None:
         claim_folder(output, force)
     if no_stream:

@@ -190,4 +190,3 @@ def inner_html(inner: Sequence[str]) -> str:
         return ""
     links = ", ".join(f'<a href="{esc(link)}">{esc(link.rsplit("/", 1)[0])}</a>' for link in inner)
     return f'<p class="inner">Reports in this folder: {links}</p>'
-
