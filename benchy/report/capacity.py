@@ -116,14 +116,15 @@ def write_figure(result: CapacityResult, path: Path) -> Path | None:
     for verdict, marker, color in (("pass", "o", "tab:green"), ("fail", "x", "tab:red")):
         xs, ys = _xy([p for p in drawn if p.verdict == verdict])
         ax.scatter(xs, ys, marker=marker, color=color, label=verdict)
-    for p in drawn:
-        ax.annotate(
-            _short(result, p.load),
-            (p.per_user_tps or 0.0, p.throughput_tps or 0.0),
-            textcoords="offset points",
-            xytext=(5, 4),
-            fontsize=8,
-        )
+    # each load's label where it covers no other label, point or line (value_labels, placed at
+    # save): fixed offsets drew crowded loads' labels over each other; the points table has all,
+    # and the capacity's star is named in the legend
+    best = result.point(result.answer.capacity) if result.answer else None
+    plots.value_labels.PENDING.setdefault(fig, []).extend(
+        (ax, p.per_user_tps or 0.0, p.throughput_tps or 0.0, 0.0, _short(result, p.load), "0.2")
+        for p in drawn
+        if p is not best
+    )
     front = pareto_front(drawn)
     if len(front) >= 2:  # one point is no line: the legend lists only what is drawn
         ax.plot(*_xy(front), "--", color="grey", label="Pareto front")
