@@ -90,3 +90,23 @@ def test_a_run_that_mixes_endpoints_measures_both_under_their_own_labels(sim_for
     truth = {t["request_id"]: t["endpoint"] for t in sim.truth()}
     seen = {c["label"]: {truth[r["request_id"]] for r in c["requests"]} for c in results["cases"]}
     assert seen == {"pp64 tg4 completions": {"completions"}, "pp64 tg4": {"chat"}}
+
+
+def test_a_rate_knee_per_endpoint_keeps_the_endpoints_apart():
+    """Two rate sweeps of one shape, on chat and on completions: two knees, each named with its
+    endpoint (the rate is cut out of the label, the endpoint after it kept)."""
+    from benchy.results.knee import knees
+    from benchy.results.types import CaseResult, RunResult, Setup
+
+    def swept(endpoint: str, sustains: float) -> list[CaseResult]:
+        made = []
+        for rate in (1.0, 2.0, 4.0):
+            label = Case(pp=64, tg=4, rate=rate, endpoint=endpoint).label
+            done = min(rate, sustains)
+            made.append(CaseResult(label=label, pp=64, tg=4, rate=rate, endpoint=endpoint, request_rate=done, n_ok=10))
+        return made
+
+    found = knees(RunResult(setup=Setup(), cases=swept("chat", 2.0) + swept("completions", 1.0)))
+    assert set(found) == {"pp64 tg4", "pp64 tg4 completions"}
+    assert found["pp64 tg4"].kept_up is not None and found["pp64 tg4"].kept_up.rate == 2.0
+    assert found["pp64 tg4 completions"].kept_up is not None and found["pp64 tg4 completions"].kept_up.rate == 1.0
