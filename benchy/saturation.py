@@ -18,6 +18,8 @@ import dataclasses
 import numpy as np
 
 from benchy import run as run_mod
+from benchy.load import arrivals
+from benchy.load.plan import LoadSettings
 from benchy.results.types import RunResult
 from benchy.workloads.case import Case
 
@@ -57,7 +59,16 @@ def execute(settings: run_mod.RunSettings, n: int) -> RunResult:
         f"rates {', '.join(f'{r:g}' for r in rates)}"
     )
     cases = [dataclasses.replace(case, concurrency=1, rate=r) for r in rates]
-    return run_mod.execute(dataclasses.replace(settings, cases=cases))
+    return run_mod.execute(dataclasses.replace(settings, cases=cases, load=sweep_load(settings.load, rates)))
+
+
+def sweep_load(load: LoadSettings, rates: list[float]) -> LoadSettings:
+    """The rate sweep's bounds: --duration as given; else every rate at least arrivals.SETTLE_S
+    seconds of arrivals (by default each gets that; a --requests too few for the highest rate is
+    raised to its count, so that no rate's window is over before its queue can show)."""
+    if load.duration_s is not None or load.requests is None:
+        return load
+    return dataclasses.replace(load, requests=arrivals.settling_requests(max(rates), load.requests))
 
 
 def _phase(settings: run_mod.RunSettings, case: Case, requests: int, name: str) -> float:

@@ -11,7 +11,7 @@ import pytest
 
 from benchy.cli import main
 from benchy.load import drain, progress
-from benchy.load.plan import CasePlan
+from benchy.load.plan import CasePlan, LoadSettings
 from benchy.workloads.scenario import Case
 from tests.conftest import run_benchy_here
 
@@ -92,5 +92,24 @@ def test_drain_needs_a_duration():
 def test_a_plan_without_duration_has_no_drain_bound():
     case = Case(pp=8, tg=8, concurrency=1)
     assert CasePlan(case, 0, 1, 0, "chat", "s").drain_window == float("inf")
-    assert CasePlan(case, 0, 1, 0, "chat", "s", duration_s=30).drain_window == 30
+    assert CasePlan(case, 0, 1, 0, "chat", "s", duration_s=30).drain_window == 10  # drain.default_drain
     assert CasePlan(case, 0, 1, 0, "chat", "s", duration_s=30, drain_s=0).drain_window == 0
+
+
+@pytest.mark.parametrize("duration, expected", [(1, 1), (8, 8), (30, 10), (60, 15), (400, 100)])
+def test_the_default_drain_is_a_quarter_of_the_duration_within_bounds(duration, expected):
+    """A quarter of --duration, at least 10 s (an unsaturated server's last requests end on their
+    own), never more than the duration: a saturated case lasts at most 1.25 × its duration
+    once the duration is 40 s or more (the README's --duration 60: 75 s, not 120 s)."""
+    assert drain.default_drain(duration, None) == expected
+    assert drain.default_drain(duration, 3.0) == 3.0
+    assert drain.default_drain(None, None) is None
+    assert expected <= duration and (duration < 40 or duration + expected <= 1.25 * duration)
+
+
+def test_results_say_the_drain_the_cases_got():
+    """setup.load.drain_s is the drain applied, default included, so a reader (and the saturated
+    check's words) never has to know the default; without --duration there is none."""
+    assert LoadSettings(duration_s=60).to_dict()["drain_s"] == 15
+    assert LoadSettings(duration_s=60, drain_s=0).to_dict()["drain_s"] == 0
+    assert "drain_s" not in LoadSettings().to_dict()

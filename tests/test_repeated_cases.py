@@ -27,11 +27,11 @@ def test_a_repeated_pp_is_measured_once_with_a_note(start_sim, tmp_path):
 
 
 def test_two_different_cases_under_one_label_are_refused(tmp_path):
-    scenario = tmp_path / "other_api.toml"
-    scenario.write_text('name = "other_api"\npp = 64\ntg = 8\nendpoint = "completions"\n')
+    scenario = tmp_path / "other_runs.toml"  # (another endpoint is another label: pp64 tg8 completions)
+    scenario.write_text('name = "other_runs"\npp = 64\ntg = 8\nruns = 7\n')
     done = run_benchy(
         "run", "--base-url", "http://127.0.0.1:9/v1", "--scenario", str(scenario), "--pp", "64", "--tg", "8"
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     [line] = [line for line in done.stderr.splitlines() if "pp64 tg8" in line]
-    assert "endpoint" in line
+    assert "runs" in line

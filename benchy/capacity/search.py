@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from benchy.load import arrivals
 from benchy.measure.stats import proportion_interval
 
 BY_CONCURRENCY, BY_RATE = "concurrency", "rate"
@@ -207,11 +208,15 @@ class Search:
 
     def _round_size(self, load: float) -> int:
         """The first round: --min-requests, and at least two requests per stream (concurrency)
-        or two seconds of arrivals (rate); later rounds double the point's requests, up to
+        or arrivals.SETTLE_S seconds of arrivals (rate: an open loop needs time for a queue to
+        show, even past --max-requests); later rounds double the point's requests, up to
         --max-requests in all."""
         s = self.settings
         point = self.points.get(load)
-        first = max(s.min_requests, math.ceil(2 * load))
+        if s.by == BY_RATE:
+            first = arrivals.settling_requests(load, s.min_requests)
+        else:
+            first = max(s.min_requests, math.ceil(2 * load))
         if point is None or point.requests == 0:
             return first
         return max(1, min(point.requests, s.max_requests - point.requests))

@@ -20,6 +20,7 @@ def saturated(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     if not cut:
         return
     load = run.setup.load
+    # drain_s: the drain applied (load/drain.py); absent from a 1.26 file: then --duration was its default
     drain = None if load is None else load.drain_s if load.drain_s is not None else load.duration_s
     after = f"{drain:g} s after" if drain is not None else "after"
     yield Warning_(

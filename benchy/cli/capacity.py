@@ -90,7 +90,8 @@ CAPACITY_OPTIONS: tuple[Decorator, ...] = (
         type=click.IntRange(min=1),
         default=20,
         show_default=True,
-        help="Requests of a point's first round (at least 2 per stream, or 2 s of arrivals).",
+        help="Requests of a point's first round (at least 2 per stream; a rate's round: at least 10 s of "
+        "arrivals, for its queue to show).",
     ),
     click.option(
         "--max-requests",
@@ -206,9 +207,11 @@ def capacity(
     from benchy.capacity import runner
     from benchy.capacity.search import BY_RATE
     from benchy.client.errors import ServerError
+    from benchy.load import prompt_floor
     from benchy.load.cluster import ClusterError
     from benchy.load.prompts import PromptError
     from benchy.outcome import capacity_exit_code
+    from benchy.workloads.case import with_endpoint
     from benchy.workloads.cases import check_workload_endpoints
 
     if load.slo is None:
@@ -221,8 +224,10 @@ def capacity(
         load.check([runner.case_at(case, search.by, search.start)])
         template.check({case.endpoint or endpoint}, ())
         check_workload_endpoints([case], endpoint)
+        prompt_floor.check([case], nonce=True)  # capacity always sends nonces
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    case = with_endpoint([case], endpoint)[0]  # its label names a non-chat endpoint, as run's do
     if output is not None:
         claim_folder(output, force)
     settings = runner.CapacitySettings(

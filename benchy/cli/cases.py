@@ -297,7 +297,7 @@ LOAD_OPTIONS: tuple[Decorator, ...] = (
         default=None,
         metavar="S",
         help="With --duration: requests still in flight S seconds after it are cut and counted as cut "
-        "(default: as long as --duration).",
+        "(default: a quarter of --duration, at least 10 s, at most --duration).",
     ),
     click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --rate arrival schedules."),
     click.option(

@@ -70,6 +70,7 @@ def demo(ctx: click.Context, preset: str, pp: tuple[int, ...], tg: tuple[int, ..
         )
     finally:
         sim.stop()
+    _link_inner_reports(output)
     click.echo(
         f"\nReport: {output / 'report.html'} (in a browser; report.md beside it)"
         f"\nDataset report: {output / 'dataset' / 'report.html'}",
@@ -95,3 +96,13 @@ def _refuse_a_real_run(output: Path) -> None:
             f"{output} holds a run's results ({command}): the demo replaces its folder's "
             "files, so give it a folder of its own (-o)"
         )
+
+
+def _link_inner_reports(output: Path) -> None:
+    """report.html again, from the saved results, now that dataset/report.html exists beside
+    it: the page links the reports of its sub-folders (report/html.py folder_reports)."""
+    from benchy.report import html
+    from benchy.results import files
+
+    if (output / "results.json").is_file() and (output / html.FILE).is_file():
+        html.write(files.read(output / "results.json"), output)

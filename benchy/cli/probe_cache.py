@@ -125,7 +125,7 @@ def probe_cache(
         tg=tg,
         endpoint=endpoint,
         command_line=redacted_command_line(sys.argv[1:]),
-        on_length=None if quiet else _probe_progress,
+        progress=not quiet,  # each length's requests counted as they end: a long one takes a minute
         capacity=capacity,
         capacity_prefix_tokens=capacity_prefix_tokens,
         capacity_max_tokens=capacity_max_tokens,
@@ -148,7 +148,3 @@ def probe_cache(
     else:
         click.echo(probe_report.text(result))
     return probe_exit_code(result.to_dict())
-
-
-def _probe_progress(step: int | str) -> None:
-    click.echo(f"probing {step:,}-token prompts …" if isinstance(step, int) else f"probing {step} …", err=True)

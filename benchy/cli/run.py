@@ -175,7 +175,8 @@ ERROR_LIMIT_OPTIONS: tuple[Decorator, ...] = (
     default=None,
     metavar="N",
     help="A saturation sweep: one stream, then the highest throughput (-c streams, default 32), then N "
-    "request rates from the first to past the second; names the knee.",
+    "request rates from the first to past the second; names the knee. Each rate sends for --duration, "
+    "else at least 10 s of arrivals.",
 )
 @option_group("limits", ERROR_LIMIT_OPTIONS, ErrorLimits)
 @option_group("ceiling", CEILING_OPTIONS, _ceiling_inputs)
@@ -255,11 +256,13 @@ def run(
     from benchy import saturation as saturation_mod
     from benchy.client.errors import ServerError
     from benchy.client.extra_body import check_cases as check_extra_bodies
+    from benchy.load import prompt_floor
     from benchy.load.cluster import ClusterError
     from benchy.load.context_fit import PromptTooLong
     from benchy.load.prompts import PromptError
     from benchy.report import table
     from benchy.server.gpu import GpuError
+    from benchy.workloads.case import with_endpoint
     from benchy.workloads.cases import check_workload_endpoints
     from benchy.workloads.spec import WorkloadError
 
@@ -271,6 +274,7 @@ def run(
         template.check({c.endpoint or endpoint for c in cases}, stop)
         check_workload_endpoints(cases, endpoint)
         check_extra_bodies(cases)
+        prompt_floor.check(cases, nonce=not no_nonce)  # before connecting: benchy's own share of a prompt
         if tokenizer_file is not None:
             from benchy.load.lengths import FileTokenizer
 
@@ -284,6 +288,7 @@ def run(
     bad = [r for r in replicas if not r.startswith(("http://", "https://"))]
     if bad:
         raise click.UsageError(f"--replica {bad[0]!r}: expected an http:// or https:// URL")
+    cases = with_endpoint(cases, endpoint)  # labels name a non-chat endpoint
     if output is not None:
         claim_folder(output, force)
     if no_stream:

@@ -19,6 +19,15 @@ import numpy as np
 
 DEFAULT_RATE_SECONDS = 10.0  # a rate case with neither --requests nor --duration: 10 s of arrivals
 MIN_RATE_REQUESTS = 10
+SETTLE_S = DEFAULT_RATE_SECONDS  # a rate search's round: at least this long an arrival window
+
+
+def settling_requests(rate: float, at_least: int) -> int:
+    """Requests of a rate search's round (capacity --by rate, --saturation): `at_least`, and
+    SETTLE_S seconds of arrivals. Why: an open loop above what the server sustains shows it by
+    a queue that grows with time, not with the count; 20 requests at 32/s were 0.6 s, over
+    before a queue could form, so an overloaded rate passed."""
+    return max(at_least, math.ceil(rate * SETTLE_S - 1e-9))
 
 
 def rate_requests(rate: float, requests: int | None, duration_s: float | None) -> int:

@@ -32,7 +32,7 @@ class LoadSettings:
 
     requests: int | None = None  # --requests: measured requests per case
     duration_s: float | None = None  # --duration: no request is sent after this many seconds
-    drain_s: float | None = None  # --drain: then those in flight get this long (None: as --duration)
+    drain_s: float | None = None  # --drain: then those in flight get this long (None: drain.default_drain)
     max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
     seed: int = 0  # --seed of the Poisson schedules
     workers: int | None = None  # --workers; None: what each case needs (workers.auto_workers)
@@ -45,7 +45,8 @@ class LoadSettings:
         return {
             "requests": self.requests,
             "duration_s": self.duration_s,
-            **({"drain_s": self.drain_s} if self.drain_s is not None else {}),
+            # the drain the cases got, default or not (a file's reader need not know the default)
+            **({"drain_s": drain.default_drain(self.duration_s, self.drain_s)} if self.duration_s is not None else {}),
             "max_inflight": self.max_inflight,
             "seed": self.seed,
             "workers": self.workers,
@@ -92,7 +93,7 @@ class CasePlan:
     stop: tuple[str, ...] = ()  # --stop
     requests: int | None = None  # --requests: measured requests of the case
     duration_s: float | None = None  # --duration: no request is sent after this many seconds
-    drain_s: float | None = None  # --drain: then those in flight get this long (None: as --duration)
+    drain_s: float | None = None  # --drain: then those in flight get this long (None: drain.default_drain)
     max_inflight: int | None = None  # --max-inflight: cap on a rate case's requests in flight
     seed: int = 0  # --seed of the arrival schedule (a rate case's own: seed + index)
     worker: int = 0  # this process sends share `worker` of `workers` (workers.py)

@@ -27,6 +27,7 @@ PLAIN_LINE_EVERY_S = 5.0  # a log file or pipe: one line this often while a case
 
 class Progress:
     def __init__(self, n_cases: int, enabled: bool | None = None) -> None:
+        """`n_cases` 0: not known ahead (a probe's capacity passes): each reads "[2] …"."""
         self.n_cases = n_cases
         self.case_no = 0
         self.terminal = sys.stderr.isatty()
@@ -44,7 +45,7 @@ class Progress:
         self._drains_at = None
         if not self.enabled:
             return
-        desc = f"[{self.case_no}/{self.n_cases}] {label}"
+        desc = f"[{self.case_no}/{self.n_cases}] {label}" if self.n_cases else f"[{self.case_no}] {label}"
         if requests is None and duration_s is not None:
             desc += f" (for {duration_s:g} s)"
         self.bar = tqdm(

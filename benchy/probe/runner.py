@@ -20,6 +20,7 @@ from benchy.client.settings import ClientSettings
 from benchy.jsontypes import JsonObject
 from benchy.load.lengths import fit_lengths
 from benchy.load.plan import PlannedRequest
+from benchy.load.progress import Progress
 from benchy.load.prompts import Prompt, PromptFactory, calibrate, exact_length_options
 from benchy.load.send import Closed, send
 from benchy.probe.analyze import CAPACITY_CASE, LENGTH_CASE, Sweep, analyze, capacity_point
@@ -55,6 +56,7 @@ class ProbeSettings:
     endpoint: str = "chat"
     command_line: str = ""
     on_length: Callable[[int | str], None] | None = None  # before each length (each pass), for progress
+    progress: bool = False  # each length's (each pass's) requests counted on stderr as they end (load/progress.py)
     gpu_metrics: str | None = None  # --gpu-metrics: the GPUs sampled over each length (server/gpu.py)
     records_path: Path | None = None  # -o: requests.jsonl, each record as it finishes (the manifest beside it)
 
@@ -87,13 +89,17 @@ class _Bundle:
     """The probe's manifest and records: written beside each other under -o, kept in memory for
     the analysis either way."""
 
-    def __init__(self, manifest: ProbeManifest, writer: RecordWriter, directory: Path | None) -> None:
+    def __init__(
+        self, manifest: ProbeManifest, writer: RecordWriter, directory: Path | None, progress: Progress
+    ) -> None:
         self.manifest, self.writer, self.directory = manifest, writer, directory
+        self.progress = progress  # a 27,000-token length takes a minute: its requests are counted as they end
         self.records: list[RequestRecord] = []
 
     def record(self, rec: RequestRecord) -> None:
         self.records.append(rec)
         self.writer.write(rec)
+        self.progress.request_done()
 
     def save(self) -> None:
         if self.directory is not None:
@@ -146,7 +152,8 @@ async def _probe_with(
     manifest = ProbeManifest(setup, lengths=[PlannedLength(length, asked) for length, asked in lengths])
     if settings.capacity:
         manifest.capacity = CapacityPlan(settings.capacity_prefix_tokens, settings.capacity_max_tokens)
-    bundle = _Bundle(manifest, writer, settings.records_path.parent if settings.records_path else None)
+    progress = Progress(len(lengths), enabled=settings.progress)
+    bundle = _Bundle(manifest, writer, settings.records_path.parent if settings.records_path else None, progress)
     bundle.save()
     reset, resets = _resetter(client, identity, settings.cache_reset)
     for length, _ in lengths:
@@ -154,6 +161,7 @@ async def _probe_with(
             await reset()
         if settings.on_length is not None:
             settings.on_length(length)
+        progress.start_case(f"{length:,}-token prompts", 2 * settings.n)
         window = gpus.window() if gpus is not None else None
         if window is not None:
             await window.open()
@@ -162,11 +170,13 @@ async def _probe_with(
             await window.close()
             manifest.gpu[str(length)] = window.result
     if settings.capacity:
+        bundle.progress = Progress(0, enabled=settings.progress)  # passes: as many as the search takes
         await _capacity(client, settings, prompts, salt, reset, bundle)
         stated = await capacity_mod.stated_capacity(client, client.base, identity)
         manifest.stated = StatedSize(stated.tokens, stated.source, stated.reason)
     if settings.cache_reset:
         setup.cache_reset = ResetCalls(len(resets), resets[-1] if resets else None)
+    bundle.progress.finish()
     manifest.finished = True
     bundle.save()
     return analyze(manifest, bundle.records)
@@ -280,6 +290,7 @@ async def _capacity(
             await reset()
         if settings.on_length is not None:
             settings.on_length(f"capacity: {k} prefix(es)")
+        bundle.progress.start_case(f"capacity: {k} prefix(es)", 2 * k)
         records = await _capacity_pass(client, settings, prompts, k, salt, bundle)
         return sweep.add(capacity_point(k, records[:k], records[k:]))
 

@@ -116,14 +116,15 @@ def write_figure(result: CapacityResult, path: Path) -> Path | None:
     for verdict, marker, color in (("pass", "o", "tab:green"), ("fail", "x", "tab:red")):
         xs, ys = _xy([p for p in drawn if p.verdict == verdict])
         ax.scatter(xs, ys, marker=marker, color=color, label=verdict)
-    for p in drawn:
-        ax.annotate(
-            _short(result, p.load),
-            (p.per_user_tps or 0.0, p.throughput_tps or 0.0),
-            textcoords="offset points",
-            xytext=(5, 4),
-            fontsize=8,
-        )
+    # each load's label where it covers no other label, point or line (value_labels, placed at
+    # save): fixed offsets drew crowded loads' labels over each other; the points table has all,
+    # and the capacity's star is named in the legend
+    best = result.point(result.answer.capacity) if result.answer else None
+    plots.value_labels.PENDING.setdefault(fig, []).extend(
+        (ax, p.per_user_tps or 0.0, p.throughput_tps or 0.0, 0.0, _short(result, p.load), "0.2")
+        for p in drawn
+        if p is not best
+    )
     front = pareto_front(drawn)
     if len(front) >= 2:  # one point is no line: the legend lists only what is drawn
         ax.plot(*_xy(front), "--", color="grey", label="Pareto front")
@@ -307,14 +308,20 @@ def compare_markdown(results: list[CapacityResult], names: list[str]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _compared(a: CapacityResult, b: CapacityResult) -> list[tuple[str, float | None, float | None, float, int]]:
+def _compared(
+    a: CapacityResult, b: CapacityResult
+) -> list[tuple[str, float | str | None, float | str | None, float, int]]:
     pa, pb = (r.point(r.answer.capacity) if r.answer else None for r in (a, b))
 
-    def at(point: CapacityPoint | None, name: str) -> float | None:
+    def at(point: CapacityPoint | None, name: str) -> float | str | None:
         if point is None:
             return None
         value = getattr(point, name)
-        return getattr(value, "p90", None) if name == "ttft" else value
+        if name != "ttft":
+            return value
+        if value is not None and not stats.enough_for("p90", value.n):  # the one "too few" policy
+            return stats.TOO_FEW
+        return getattr(value, "p90", None)
 
     return [
         ("capacity (highest passing load)", _cap(a), _cap(b), 1.0, 3),
@@ -338,11 +345,15 @@ def _spent(r: CapacityResult) -> float:
     return float(sum(rnd.requests for p in r.points for rnd in p.rounds))
 
 
-def _row(label: str, a: float | None, b: float | None, scale: float, digits: int) -> str:
-    def shown(v: float | None) -> str:
-        return "n/a" if v is None else f"{v * scale:,.{digits}g}" if digits == 3 else f"{v * scale:,.{digits}f}"
+def _row(label: str, a: float | str | None, b: float | str | None, scale: float, digits: int) -> str:
+    def shown(v: float | str | None) -> str:
+        if v is None or isinstance(v, str):
+            return v or "n/a"
+        return f"{v * scale:,.{digits}g}" if digits == 3 else f"{v * scale:,.{digits}f}"
 
-    change = f"{(b - a) / a:+.0%}" if a and b is not None else "n/a"
+    change = "n/a"
+    if isinstance(a, float | int) and isinstance(b, float | int) and a:
+        change = f"{(b - a) / a:+.0%}"
     return f"| {label} | {shown(a)} | {shown(b)} | {change} |"
 
 

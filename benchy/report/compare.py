@@ -320,9 +320,9 @@ def compare(
         changes = [
             compare_metric(case_a, case_b, metric, title, test, alpha, (a_name, b_name)) for case_a, case_b in pairs
         ]
-        for change in changes:
+        for change, (_, case_b) in zip(changes, pairs):  # B's own label: another endpoint's differs
             change.caveats = qualifying_warnings(a, change.case, metric, a_name) + qualifying_warnings(
-                b, change.case, metric, b_name
+                b, case_b.label, metric, b_name
             )
         tested = [(c, c.p_value) for c in changes if c.p_value is not None]
         for (change, _), adjusted in zip(tested, benjamini_hochberg([p for _, p in tested])):

@@ -4,6 +4,7 @@ natural case's lengths are each entry's own, and a fitted one is only as exact a
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,7 +25,8 @@ def dataset_cases(results: RunResult) -> list[CaseResult]:
     data = results.setup.dataset
     if data is None:
         return []
-    return [c for c in results.cases if c.kind == "dataset" or c.label.endswith(f"[{data.name}]")]
+    named = f" [{data.name}]"  # the endpoint may follow it (workloads/case.py)
+    return [c for c in results.cases if c.kind == "dataset" or named in c.label]
 
 
 def _lengths(case: CaseResult) -> dict[str, list[int]]:
@@ -80,9 +82,16 @@ def figures(plots: ModuleType, results: RunResult, directory: Path) -> list[Any]
             lengths = _lengths(case)
             asked, served = lengths[f"{what} asked"], lengths[f"{what} served"]
             if asked:
-                ax.hist(asked, bins=20, histtype="step", linestyle="--", label=f"{case.label}: asked")
+                ax.hist(asked, bins=token_bins(asked), histtype="step", linestyle="--", label=f"{case.label}: asked")
             if served:
-                ax.hist(served, bins=20, histtype="step", label=f"{case.label}: served")
+                ax.hist(served, bins=token_bins(served), histtype="step", label=f"{case.label}: served")
+        # whole tokens and whole requests: a constant length drew ticks at 15.6, 15.8 … and 0.5 requests
+        low, high = ax.get_xlim()
+        if high - low < MIN_SPAN:  # one length: a bar amid a few tokens of room, not the whole panel
+            middle = (low + high) / 2
+            ax.set_xlim(middle - MIN_SPAN / 2, middle + MIN_SPAN / 2)
+        ax.xaxis.set_major_locator(plots.MaxNLocator(integer=True, min_n_ticks=1))
+        ax.yaxis.set_major_locator(plots.MaxNLocator(integer=True, min_n_ticks=1))
         ax.set_xlabel(f"{what} tokens")
         ax.set_ylabel("requests")
         ax.set_title(f"{what.capitalize()} lengths")
@@ -94,3 +103,17 @@ def figures(plots: ModuleType, results: RunResult, directory: Path) -> list[Any]
     )
     path = plots.save(fig, directory / "dataset-lengths.png")
     return [plots.Figure("Dataset lengths: asked and served", path, caption)]
+
+
+MAX_BINS = 20
+MIN_SPAN = 10  # tokens: the narrowest x range a lengths panel shows
+
+
+def token_bins(values: list[int]) -> list[float]:
+    """Bin edges for token counts: whole tokens wide (or a whole multiple), each centred on its
+    counts, at most MAX_BINS; a constant length is one bar over its value, not a sliver of the
+    20 bins matplotlib spreads over [v − 0.5, v + 0.5]."""
+    low, high = min(values), max(values)
+    width = max(1, math.ceil((high - low + 1) / MAX_BINS))
+    count = math.ceil((high - low + 1) / width)
+    return [low - 0.5 + k * width for k in range(count + 1)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -149,11 +150,12 @@ def page(title: str, body: str, figures: dict[str, dict[str, Any]], extra_js: st
     )
 
 
-def render(results: RunResult) -> str:
+def render(results: RunResult, inner: Sequence[str] = ()) -> str:
+    """The page; `inner`: reports in the folder's sub-folders (folder_reports), linked at the top."""
     # latency against load after the sweep's own, then an agent replay's (agents_html draws with html_figures' Panel)
     shown = panels(results) + load_figures.panels(results) + agent_panels(results)
     title = f"benchy report: {results.setup.model}"
-    parts = [f"<header><h1>{esc(title)}</h1><p>{esc(markdown.overview_line(results))}</p></header>"]
+    parts = [f"<header><h1>{esc(title)}</h1><p>{esc(markdown.overview_line(results))}</p>{inner_html(inner)}</header>"]
     if results.partial:
         parts.append(
             '<p class="partial"><b>Partial run</b>: interrupted or stopped early; only finished requests are shown.</p>'
@@ -174,5 +176,18 @@ def render(results: RunResult) -> str:
 
 def write(results: RunResult, directory: Path) -> Path:
     path = Path(directory) / FILE
-    path.write_text(render(results), encoding="utf-8")
+    path.write_text(render(results, folder_reports(path.parent)), encoding="utf-8")
     return path
+
+
+def folder_reports(directory: Path) -> list[str]:
+    """The reports one folder down (`benchy demo`'s dataset/, --saturation's two phases), as
+    links relative to this one: a reader of the folder's page would not find them otherwise."""
+    return sorted(p.relative_to(directory).as_posix() for p in directory.glob(f"*/{FILE}"))
+
+
+def inner_html(inner: Sequence[str]) -> str:
+    if not inner:
+        return ""
+    links = ", ".join(f'<a href="{esc(link)}">{esc(link.rsplit("/", 1)[0])}</a>' for link in inner)
+    return f'<p class="inner">Reports in this folder: {links}</p>'

@@ -23,6 +23,7 @@ from matplotlib.container import ErrorbarContainer  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
 from matplotlib.ticker import FuncFormatter as FuncFormatter  # noqa: E402  (re-exported: figures import them here)
 from matplotlib.ticker import LogLocator as LogLocator  # noqa: E402
+from matplotlib.ticker import MaxNLocator as MaxNLocator  # noqa: E402
 from matplotlib.ticker import NullLocator as NullLocator  # noqa: E402
 
 from benchy.measure import registry, unavailable  # noqa: E402
@@ -550,7 +551,7 @@ def request_distribution(results: RunResult, directory: Path) -> Figure | None:
         "Each dot is one measured request (warmups excluded), the black line its case's median"
         + (f"; cases of {BOX_MIN_REQUESTS} or more requests get a box spanning their middle half" if boxed else "")
         + ". A dot far from the rest is an outlier worth a look in requests.jsonl. Failed requests "
-        "have no throughput and are counted at the left."
+        "have no throughput and are counted right of their case's row."
     )
     return Figure(DISTRIBUTION_TITLE, save(fig, path), caption)
 
@@ -561,10 +562,10 @@ def _row_note(ax: Axes, row: int, case: CaseResult, values: list[float]) -> None
         notes.append(f"{case.n_failed} failed")
     if not values:
         notes.append("no successful request")
-    if notes:
+    if notes:  # right of the axes, where no dot can be (at the left it covered slow requests' dots)
         ax.annotate(
             ", ".join(notes),
-            (0.0, row),
+            (1.0, row),
             xycoords=("axes fraction", "data"),
             xytext=(6, 0),
             textcoords="offset points",

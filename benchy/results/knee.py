@@ -36,7 +36,8 @@ def knees(run: RunResult) -> dict[str, Knee]:
     sweeps: dict[str, list[CaseResult]] = {}
     for case in run.cases:
         if case.rate is not None and case.kind == "sweep":
-            shape = case.label.rsplit(f" r{case.rate:g}", 1)[0]
+            head, _, tail = case.label.rpartition(f" r{case.rate:g}")  # tail: the endpoint, if not chat
+            shape = head + tail
             sweeps.setdefault(shape, []).append(case)
     found = {}
     for shape, cases in sweeps.items():

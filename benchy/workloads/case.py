@@ -72,7 +72,12 @@ class Case:
         reads `pp512 tg32 r4` (4 requests/s); a cached-context case `… @ d4096 cached`.
         Workloads: `multi-turn u4 x8 pp256 tg64`, `shared 75% of pp2048 g4 tg32 c4`,
         `trace sample.jsonl x2`. A dataset's name follows in brackets (`pp512 tg32 [chat.jsonl]`);
-        its natural case reads `dataset chat.jsonl c4` (`… tg128 c4` with --tg, `… r4` with --rate)."""
+        its natural case reads `dataset chat.jsonl c4` (`… tg128 c4` with --tg, `… r4` with --rate).
+        An endpoint other than chat (the default) ends it: `pp512 tg32 c4 completions`."""
+        return self._shape_label + endpoint_suffix(self.endpoint)
+
+    @property
+    def _shape_label(self) -> str:
         if self.dataset is not None:
             return self._dataset_label(self.dataset)
         if isinstance(self.workload, TraceReplay):
@@ -100,7 +105,23 @@ class Case:
             return f"dataset {dataset.name}{tg}" + (f" c{self.concurrency}" if self.concurrency != 1 else "")
         if dataset.mode == "conversations" and isinstance(self.workload, MultiTurn):
             return f"multi-turn u{self.concurrency} x{self.workload.turns} tg{self.tg} [{dataset.name}]"
-        return f"{dataclasses.replace(self, dataset=None).label} [{dataset.name}]"
+        return f"{dataclasses.replace(self, dataset=None)._shape_label} [{dataset.name}]"
+
+
+DEFAULT_ENDPOINT = "chat"  # a label names its endpoint only when it is another
+
+
+def endpoint_suffix(endpoint: str | None) -> str:
+    """` completions` for a case sent elsewhere than chat: two runs, or a scenario's cases, over
+    different APIs do not share a label (compare pairs them by shape: report/compare.py)."""
+    return f" {endpoint}" if endpoint and endpoint != DEFAULT_ENDPOINT else ""
+
+
+def with_endpoint(cases: list[Case], endpoint: str) -> list[Case]:
+    """Each case with the endpoint it is sent to (its own, else the run's --endpoint), so that its
+    label says which; cases that now read alike are one (once_each)."""
+    resolved = [c if c.endpoint else dataclasses.replace(c, endpoint=endpoint) for c in cases]
+    return once_each(resolved)[0]
 
 
 def _spread(stddev: float) -> str:
