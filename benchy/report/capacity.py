@@ -105,7 +105,7 @@ def write_html(result: CapacityResult, directory: Path) -> Path:
 
 def write_figure(result: CapacityResult, path: Path) -> Path | None:
     """The Pareto figure, or None when no point has both throughputs (the report says so)."""
-    from benchy.report import plots  # matplotlib only when a figure is drawn
+    from benchy.report import plots, value_labels  # matplotlib only when a figure is drawn
 
     plt = plots.plt
     drawn = [p for p in result.points if p.per_user_tps is not None and p.throughput_tps is not None]
@@ -120,7 +120,7 @@ def write_figure(result: CapacityResult, path: Path) -> Path | None:
     # save): fixed offsets drew crowded loads' labels over each other; the points table has all,
     # and the capacity's star is named in the legend
     best = result.point(result.answer.capacity) if result.answer else None
-    plots.value_labels.PENDING.setdefault(fig, []).extend(
+    value_labels.PENDING.setdefault(fig, []).extend(
         (ax, p.per_user_tps or 0.0, p.throughput_tps or 0.0, 0.0, _short(result, p.load), "0.2")
         for p in drawn
         if p is not best
@@ -316,12 +316,14 @@ def _compared(
     def at(point: CapacityPoint | None, name: str) -> float | str | None:
         if point is None:
             return None
-        value = getattr(point, name)
         if name != "ttft":
-            return value
+            figure: float | None = getattr(point, name)
+            return figure
+        value = point.ttft
         if value is not None and not stats.enough_for("p90", value.n):  # the one "too few" policy
             return stats.TOO_FEW
-        return getattr(value, "p90", None)
+        p90: float | None = getattr(value, "p90", None)
+        return p90
 
     return [
         ("capacity (highest passing load)", _cap(a), _cap(b), 1.0, 3),
