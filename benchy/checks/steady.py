@@ -18,7 +18,7 @@ def steady_state_differs(case: CaseResult, run: RunResult) -> Iterable[CheckWarn
     moved = []
     for name, inside in window.summary.items():
         whole = case.summary.get(name)
-        if whole and steady.beyond_noise(whole.ci95, inside.ci95):
+        if whole and steady.moved(whole.median, whole.ci95, inside.median, inside.ci95):
             moved.append((name, whole.median, inside.median))
     if not moved:
         return
@@ -31,7 +31,7 @@ def steady_state_differs(case: CaseResult, run: RunResult) -> Iterable[CheckWarn
         Code.STEADY_STATE_DIFFERS,
         WARNING,
         case.label,
-        f"the ramp-up or the drain moved the medians beyond noise ({said}; 95% intervals apart; "
+        f"the ramp-up or the drain moved the medians beyond noise and by {steady.MATERIAL_SHIFT:.0%} or more ({said}; 95% intervals apart; "
         f"{window.requests} requests in the window {window.start_s:.2f}–{window.end_s:.2f} s).",
         "The steady-state figures (results.json case steady, report.md) are what the server does "
         "under this load; run more requests (--runs) so that the ramp-up and drain weigh less.",

@@ -29,6 +29,20 @@ def inside(sends: np.ndarray, ends: np.ndarray, span: tuple[float, float]) -> np
     return (sends >= span[0]) & (ends <= span[1])
 
 
+MATERIAL_SHIFT = 0.05  # of the steady median: a shift smaller than this changes no reading
+
+
+def moved(
+    whole_median: float, whole_ci: list[float] | None, steady_median: float, steady_ci: list[float] | None
+) -> bool:
+    """Whether the whole run's median moved from the steady state's enough to say: beyond noise
+    and by at least MATERIAL_SHIFT. A near-deterministic server gives intervals so tight that
+    6 ms in 35 s lies outside them; that is no ramp-up a reader needs to hear of."""
+    if not beyond_noise(whole_ci, steady_ci):
+        return False
+    return abs(whole_median - steady_median) >= MATERIAL_SHIFT * abs(steady_median)
+
+
 def beyond_noise(whole_ci: list[float] | None, steady_ci: list[float] | None) -> bool:
     """Whether two medians differ beyond noise: their bootstrap 95% intervals do not overlap."""
     if not whole_ci or not steady_ci:
