@@ -143,7 +143,7 @@ def overview_line(results: RunResult) -> str:
     text = f"{len(cases)} case{'' if len(cases) == 1 else 's'}" + (
         f" (scenarios: {', '.join(scenarios)})" if scenarios else ""
     )
-    text += f", {ok} measured requests succeeded"
+    text += f", {ok} measured request{'' if ok == 1 else 's'} succeeded"
     text += f", {failed} failed." if failed else ", none failed."
     return (
         text + " Every number below comes from `results.json` in this folder; "
