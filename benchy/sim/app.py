@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from benchy import __version__
-from benchy.sim import embeddings, vocab
+from benchy.sim import embeddings, images, vocab
 from benchy.sim.apis import APIS, ID_PREFIX, BadRequest, to_chat
 from benchy.sim.config import SimConfig
 from benchy.sim.engine import (
@@ -109,6 +109,7 @@ class Simulator:
     def __init__(self, cfg: SimConfig, truth: TruthLog | None = None, process: int = 0, life: int = 0):
         self.cfg = cfg
         self.engines = [Engine(cfg) for _ in range(cfg.replicas)]
+        self.encoders = [images.Encoder(cfg.image_encode_tps, cfg.image_cache, cfg.instant) for _ in self.engines]
         self.router = Router(cfg)
         self.truth = truth or TruthLog(cfg.truth_log)
         self.process, self.life = process, life  # --processes: which one; a restart's count
@@ -226,6 +227,8 @@ class Simulator:
             trace.replica = self.router.by_prefix(job.prompt_ids)
         self.router.in_flight[trace.replica] += 1
         trace.routed = True
+        if endpoint == "chat":
+            await self._see(body["messages"], job, trace)
         trace.model, trace.prompt_tokens = job.model, len(job.prompt_ids)
         trace.prompt_tokens_sent = job.prompt_tokens_sent
         trace.reasoning_dropped = job.reasoning_dropped
@@ -248,6 +251,19 @@ class Simulator:
         if job.stream:
             return await self._stream(request, job, trace)
         return await self._complete(request, job, trace)
+
+    async def _see(self, messages: list[dict], job: Job, trace: Trace) -> None:
+        """The request's images (sim/images.py): decoded, encoded or found in the encoder cache,
+        their tokens prefilled after the text's."""
+        seen, ids = await images.process(messages, self.cfg.image_patch, self.encoders[trace.replica])
+        if not seen:
+            return
+        trace.images, trace.image_tokens = seen, len(ids)
+        job.prompt_ids, job.prompt_tokens_sent = job.prompt_ids + ids, job.prompt_tokens_sent + len(ids)
+        job.image_tokens = len(ids) if self.cfg.image_token_details else None
+        if len(job.prompt_ids) >= self.cfg.context_length:
+            raise ApiError(400, f"This model's maximum context length is {self.cfg.context_length} tokens; "
+                           f"the prompt has {len(job.prompt_ids)} with its images.")
 
     async def _embed(self, request: web.Request, body: dict, trace: Trace) -> web.StreamResponse:
         """A pooling request (sim/embeddings.py): each input prefilled in one slot, no decode."""
