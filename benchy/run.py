@@ -615,4 +615,5 @@ def _load_plan(load: LoadSettings) -> dict[str, Any]:
         "max_inflight": load.max_inflight,
         "seed": load.seed,
         "batch": load.batch,
+        "images": load.images,
     }

@@ -42,7 +42,7 @@ from benchy.sim.request import ApiError
 
 FORMATS = ("PNG", "JPEG", "WEBP", "GIF")  # what an engine's image processor takes
 CACHED_IMAGES = 1024  # images the encoder cache holds (least recently used go first)
-IMAGE_ID_BASE = 3_000_000_000  # image token ids: above every text id (vocab.py)
+IMAGE_ID_BASE, IMAGE_IDS = 3_000_000_000, 1_000_000_000  # image token ids: above every text id (vocab.py), below 2**32
 FETCH_TIMEOUT_S = 10.0
 
 
@@ -160,7 +160,7 @@ def decode(data: bytes, patch: int) -> Seen:
 def token_ids(seen: Seen) -> list[int]:
     """The image's placeholder tokens: ids from its content hash, so that equal images give
     equal ids (a prefix cache may reuse them) and different ones never do."""
-    return [IMAGE_ID_BASE + zlib.crc32(f"{seen.sha256}:{k}".encode()) for k in range(seen.tokens)]
+    return [IMAGE_ID_BASE + zlib.crc32(f"{seen.sha256}:{k}".encode()) % IMAGE_IDS for k in range(seen.tokens)]
 
 
 class Encoder:
@@ -179,6 +179,9 @@ class Encoder:
             seen.hit = True
             return
         async with self._busy:
+            if self.cache and seen.sha256 in self._done:  # encoded while this one waited its turn
+                seen.hit = True
+                return
             start = time.perf_counter()
             if not self.instant:
                 await asyncio.sleep(seen.tokens / self.tps)
