@@ -1,0 +1,175 @@
+"""--images (issue 56), judged by the simulator's truth log: every image is decoded for real by
+the simulator (Pillow: format and true size), unique images never hit its encoder cache and
+shared ones do, and benchy's image counts, bytes and tokens are what the server saw and counted
+on each of chat, Responses and Messages — the text's prompt length staying exact beside them."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import urllib.error
+import urllib.request
+
+import pytest
+from PIL import Image
+
+from benchy.client import images as client_images
+from benchy.load import images
+from tests.conftest import SimSince, run_benchy_here, run_json, shared_sim, warning_codes
+
+sim_fixture = shared_sim("--prefill-tps", "20000", "--decode-tps", "400", "--image-encode-tps", "20000")
+
+
+@pytest.fixture
+def sim(sim_fixture):
+    return SimSince(sim_fixture)
+
+
+def _measured(results: dict) -> list[dict]:
+    return [r for c in results["cases"] for r in c["requests"] if not r["warmup"]]
+
+
+def _tokens(width: int, height: int, patch: int = 28) -> int:
+    return math.ceil(width / patch) * math.ceil(height / patch)
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "responses", "messages"])
+def test_unique_images_never_hit_and_their_tokens_are_the_servers(sim, tmp_path, endpoint):
+    pp = 64
+    results = run_json(
+        sim, tmp_path, "--endpoint", endpoint, *f"--pp {pp} --tg 8 -c 2 --runs 2 --images 2 --image-size 90x60".split()
+    )
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    assert warning_codes(results, truth=truth) == set()
+    reqs = _measured(results)
+    assert len(reqs) == 4
+    hashes = []
+    for r in reqs:
+        t = truth[r["request_id"]]
+        assert [(i["width"], i["height"], i["format"]) for i in t["images"]] == [(90, 60, "PNG")] * 2
+        assert not any(i["hit"] for i in t["images"]) and all(i["encode_s"] > 0 for i in t["images"])
+        hashes += [i["sha256"] for i in t["images"]]
+        assert r["images"] == 2 and r["image_bytes"] == sum(i["bytes"] for i in t["images"])
+        assert r["image_tokens"] == t["image_tokens"] == 2 * _tokens(90, 60)
+        assert r["image_tokens_from"] == "usage_minus_text"
+        assert r["prompt_tokens"] == t["prompt_tokens"] == pp + t["image_tokens"]  # the text exact beside them
+    assert len(set(hashes)) == len(hashes)  # warmups' too: no image was ever sent twice
+    warm = [truth[r["request_id"]] for c in results["cases"] for r in c["requests"] if r["warmup"]]
+    assert not any(i["hit"] for t in warm for i in t["images"])
+    [case] = results["cases"]
+    assert case["images"]["images_per_request"] == 2 and case["images"]["counted"] == 4
+    assert case["images"]["image_tokens"] == 2 * _tokens(90, 60) and case["images"]["text_prompt_tokens"] == pp
+    assert case["summary"]["prefill_tps"]["n"] == 4  # the text's length held: no row withheld
+
+
+def test_shared_images_hit_the_encoder_cache(sim, tmp_path):
+    results = run_json(sim, tmp_path, *"--pp 64 --tg 4 -c 1 --runs 4 --images 1 --image-size 56x56 --shared-images".split())
+    sent = {r["request_id"] for c in results["cases"] for r in c["requests"]}  # warmups too
+    order = sorted((t for t in sim.truth() if t["request_id"] in sent), key=lambda t: t["arrival_s"])
+    seen = [i for t in order for i in t["images"]]
+    assert len(seen) == len(sent) == 5
+    assert len({i["sha256"] for i in seen}) == 1  # one picture, every time
+    assert not seen[0]["hit"] and all(i["hit"] and i["encode_s"] == 0 for i in seen[1:])
+    assert all(r["image_tokens"] == _tokens(56, 56) for r in _measured(results))
+
+
+def test_the_servers_own_image_count_is_taken_and_the_text_checked(start_sim, tmp_path):
+    sim = start_sim("--image-token-details", "--prefill-tps", "20000")
+    results = run_json(sim, tmp_path, *"--pp 48 --tg 4 -c 1 --runs 2 --images 3 --image-size 30x100".split())
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    for r in _measured(results):
+        assert r["image_tokens_from"] == "server" and r["server_image_tokens"] == truth[r["request_id"]]["image_tokens"]
+        assert r["image_tokens"] == 3 * _tokens(30, 100)
+    assert results["cases"][0]["images"]["image_tokens_from"] == "server"
+
+
+def test_without_the_cache_shared_images_are_encoded_every_time(start_sim, tmp_path):
+    sim = start_sim("--no-image-cache", "--prefill-tps", "20000")
+    results = run_json(sim, tmp_path, *"--pp 64 --tg 4 -c 1 --runs 3 --images 1 --image-size 56x56 --shared-images".split())
+    sent = {r["request_id"] for c in results["cases"] for r in c["requests"]}
+    seen = [i for t in sim.truth() if t["request_id"] in sent for i in t["images"]]
+    assert len(seen) >= 3 and len({i["sha256"] for i in seen}) == 1 and not any(i["hit"] for i in seen)
+
+
+def _post(sim, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        sim.base_url + "/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _png(width: int, height: int, kind: str = "PNG") -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (10, 20, 30)).save(out, format=kind)
+    return out.getvalue()
+
+
+def _chat(*urls: str) -> dict:
+    parts = [{"type": "text", "text": "look"}, *({"type": "image_url", "image_url": {"url": u}} for u in urls)]
+    return {"model": "benchy-sim", "max_tokens": 2, "messages": [{"role": "user", "content": parts}]}
+
+
+def test_the_simulator_decodes_images_as_a_processor_does(sim):
+    """Its true size gives the tokens (not anything the request says), and what a processor
+    cannot decode is refused: a truncated PNG, bytes that are no image, a format it takes not."""
+    status, body = _post(sim, _chat(images.data_url(_png(57, 29))))
+    assert status == 200 and body["usage"]["prompt_tokens"] == len(["look"]) + _tokens(57, 29) + _template(sim)
+    whole = _png(64, 64)
+    for bad, words in (
+        (whole[: len(whole) // 2], "cannot be decoded"),
+        (b"not an image at all", "cannot be decoded"),
+        (_png(8, 8, "BMP"), "BMP is not one of"),
+    ):
+        status, body = _post(sim, _chat("data:image/png;base64," + base64.b64encode(bad).decode()))
+        assert status == 400 and words in body["error"]["message"]
+    status, body = _post(sim, _chat("http://example.com/cat.png"))  # the simulator reaches nowhere but loopback
+    assert status == 400 and "loopback" in body["error"]["message"]
+
+
+def _template(sim) -> int:
+    """The chat template's tokens around a one-word message (the same request without an image)."""
+    status, body = _post(sim, {"model": "benchy-sim", "max_tokens": 2, "messages": [{"role": "user", "content": "look"}]})
+    assert status == 200
+    return body["usage"]["prompt_tokens"] - 1
+
+
+def test_each_api_carries_the_images_its_own_way():
+    urls = [images.data_url(_png(4, 4)), "http://127.0.0.1:9/x.png"]
+    chat = client_images.attach({"messages": [{"role": "user", "content": "hi"}]}, "chat", urls)
+    assert chat["messages"][0]["content"][0] == {"type": "text", "text": "hi"}
+    assert [p["image_url"]["url"] for p in chat["messages"][0]["content"][1:]] == urls
+    resp = client_images.attach({"input": "hi"}, "responses", urls)["input"][0]
+    assert resp["type"] == "message" and [p["type"] for p in resp["content"]] == ["input_text", "input_image", "input_image"]
+    blocks = client_images.attach({"messages": [{"role": "user", "content": "hi"}]}, "messages", urls)["messages"][0]
+    first, second, text = blocks["content"]
+    assert first["source"]["type"] == "base64" and first["source"]["media_type"] == "image/png"
+    assert base64.b64decode(first["source"]["data"]) == _png(4, 4)
+    assert second["source"] == {"type": "url", "url": urls[1]} and text == {"type": "text", "text": "hi"}
+
+
+def test_each_image_is_its_nonces_own():
+    a, b = images.draw(64, 32, "alpha beta"), images.draw(64, 32, "alpha betb")
+    assert a != b and images.draw(64, 32, "alpha beta") == a
+    with Image.open(io.BytesIO(a)) as image:
+        assert image.format == "PNG" and image.size == (64, 32)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--images", "1", "--endpoint", "completions"), "--images needs plain cases"),
+        (("--images", "1", "--turns", "2"), "--images needs plain cases"),
+        (("--images", "1", "--image-size", "448"), "--image-size must be WxH"),
+        (("--images", "1", "--image-size", "0x10"), "--image-size must be WxH"),
+        (("--shared-images",), "need --images N"),
+    ],
+)
+def test_bad_image_flags_are_one_line_errors(sim, tmp_path, args, words):
+    proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "out"), *args)
+    assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
