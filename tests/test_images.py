@@ -58,6 +58,8 @@ def test_unique_images_never_hit_and_their_tokens_are_the_servers(sim, tmp_path,
     assert len(set(hashes)) == len(hashes)  # warmups' too: no image was ever sent twice
     warm = [truth[r["request_id"]] for c in results["cases"] for r in c["requests"] if r["warmup"]]
     assert not any(i["hit"] for t in warm for i in t["images"])
+    shape = {"count": 2, "width": 90, "height": 60, "shared": False, "served_as": "data"}
+    assert results["setup"]["load"]["images"] == shape
     [case] = results["cases"]
     assert case["images"]["images_per_request"] == 2 and case["images"]["counted"] == 4
     assert case["images"]["image_tokens"] == 2 * _tokens(90, 60) and case["images"]["text_prompt_tokens"] == pp

@@ -56,6 +56,17 @@ def request_fields(rec: RequestRecord) -> dict[str, Any]:
 
 
 @dataclass
+class ImageSetup(Saved):
+    """--images as the run sent them (setup.load.images)."""
+
+    count: int = _opt("images in each request")
+    width: int = _opt("pixels")
+    height: int = _opt("pixels")
+    shared: bool = _opt("--shared-images: the same images in every request", False)
+    served_as: str = _opt("data (data URLs) or url (--image-url: benchy's image host on 127.0.0.1)", "data")
+
+
+@dataclass
 class ImageFigures(Saved):
     """A case's images: what was sent, and what the server made of them (medians over the
     measured successful requests), beside the text's prompt tokens."""

@@ -242,9 +242,7 @@ class LoadSetup(Saved):
     ray: str | None = _opt("--ray: the Ray cluster's address as given (auto, local, host:port)", omit=True)
     ray_workers_per_node: int | None = _opt("--ray-workers-per-node: actors on each node", omit=True)
     batch: int | None = _opt("(1.26) --batch: inputs per request of --endpoint embeddings", omit=True)
-    images: dict[str, Any] | None = _opt(
-        "(1.27) --images: count, width, height, shared, served_as (data or url)", omit=True
-    )
+    images: image_figures.ImageSetup | None = _opt("(1.27) --images: what each request carried", omit=True)
 
 
 @dataclass
