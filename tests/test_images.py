@@ -9,6 +9,7 @@ import base64
 import io
 import json
 import math
+import statistics
 import urllib.error
 import urllib.request
 
@@ -175,3 +176,42 @@ def test_each_image_is_its_nonces_own():
 def test_bad_image_flags_are_one_line_errors(sim, tmp_path, args, words):
     proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "out"), *args)
     assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("flags", "verdict"), [((), "detected"), (("--no-image-cache",), "not_detected")])
+def test_the_image_probe_finds_the_cache_where_there_is_one(start_sim, tmp_path, flags, verdict):
+    """probe-cache --images: the same image again against unique ones of the same size; the
+    truth log shows which repeats the encoder cache served, and the verdict follows it."""
+    sim = start_sim("--prefill-tps", "20000", "--image-encode-tps", "2000", *flags)
+    out = tmp_path / "probe"
+    proc = run_benchy_here(
+        "probe-cache", "--base-url", sim.base_url, "--images", "--image-size", "224x224", "-n", "6", "-q", "-o", str(out)
+    )
+    assert proc.returncode == 0, proc.stderr
+    probe = json.loads((out / "probe.json").read_text())["images"]
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    shared = [truth[r] for r in probe["shared"]["request_ids"]]
+    unique = [truth[r] for r in probe["unique"]["request_ids"]]
+    assert not any(i["hit"] for t in unique for i in t["images"])  # unique images never hit
+    assert [i["hit"] for t in shared[1:] for i in t["images"]] == [not flags] * 5  # repeats hit where it caches
+    assert probe["verdict"] == verdict and probe["image_tokens"] == _tokens(224, 224)
+    assert probe["shared"]["prompt_tokens"] == [t["prompt_tokens"] for t in shared]
+    assert len({t["prompt_tokens"] - t["image_tokens"] for t in shared + unique}) == 1  # each text exactly as long
+    if verdict == "detected":
+        # what it saves is the encoding the truth log shows the unique ones paying (give or take the client's jitter)
+        encode = statistics.median(t["images"][0]["encode_s"] for t in unique)
+        assert probe["saved_s"] == pytest.approx(encode, rel=0.5) and "caches image processing" in proc.stdout
+    else:
+        assert "no image cache found" in proc.stdout
+    rebuilt = run_benchy_here("rebuild", str(out))  # the bundle alone gives the same verdict
+    assert rebuilt.returncode == 0 and json.loads((out / "probe.json").read_text())["images"]["verdict"] == verdict
+
+
+def test_bad_image_probe_flags_are_one_line_errors(sim, tmp_path):
+    for args, words in (
+        (("--images", "--lengths", "100"), "--images replaces the per-length probe"),
+        (("--images", "--endpoint", "completions"), "/v1/completions takes no image"),
+        (("--image-size", "64x64"), "--image-size needs --images"),
+    ):
+        proc = run_benchy_here("probe-cache", "--base-url", sim.base_url, "-q", *args)
+        assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr

@@ -30,10 +30,15 @@ LENGTH_CASE, CAPACITY_CASE = "probe", "capacity"  # a record's case: "probe 2000
 
 def analyze(manifest: ProbeManifest, records: Iterable[RequestRecord]) -> ProbeResult:
     """probe.json's content from the probe's plan and records (in the order they were sent)."""
+    from benchy.probe import images  # it judges its sides with this module's side()
     by_length: dict[int, list[RequestRecord]] = {}
     by_pass: dict[int, list[RequestRecord]] = {}  # in the order the passes were sent
+    pictured: list[RequestRecord] = []  # --images (probe/images.py)
     for rec in records:
         kind, size, _ = rec.case.split(" ")
+        if kind == images.IMAGE_CASE:
+            pictured.append(rec)
+            continue
         (by_length if kind == LENGTH_CASE else by_pass).setdefault(int(size), []).append(rec)
     entries = []
     for planned in manifest.lengths:
@@ -54,6 +59,8 @@ def analyze(manifest: ProbeManifest, records: Iterable[RequestRecord]) -> ProbeR
         plan = manifest.capacity
         result.capacity = sweep.result(plan.prefix_tokens_asked, plan.max_tokens)
         result.capacity.stated = manifest.stated
+    if manifest.images is not None and pictured:
+        result.images = images.analyze(manifest.images, pictured)
     if not manifest.finished:
         result.stopped = Stopped(KILLED, _killed_reason(by_length, by_pass))
     return result
@@ -90,7 +97,7 @@ def _ttft(rec: RequestRecord) -> float | Unavailable:
     return value if isinstance(value, Unavailable) else float(value)
 
 
-def _side(records: list[RequestRecord]) -> tuple[ProbeSide, list[str]]:
+def side(records: list[RequestRecord]) -> tuple[ProbeSide, list[str]]:
     """A side's values, and why some TTFTs are unavailable."""
     ttfts = [_ttft(r) for r in records]
     side = ProbeSide(
@@ -106,7 +113,7 @@ def _side(records: list[RequestRecord]) -> tuple[ProbeSide, list[str]]:
 def length_entry(length: int, asked: int, records: list[RequestRecord]) -> LengthEntry:
     shared = [r for r in records if r.case.endswith("shared")]
     unique = [r for r in records if r.case.endswith("unique")]
-    (s, s_missing), (u, u_missing) = _side(shared), _side(unique)
+    (s, s_missing), (u, u_missing) = side(shared), side(unique)
     repeats = [t for t in s.ttft_s[1:] if t is not None]
     uniques = [t for t in u.ttft_s if t is not None]
     reported = [p for p in s.prompt_tokens + u.prompt_tokens if p is not None]

@@ -22,7 +22,8 @@ from benchy.load.plan import PlannedRequest
 from benchy.load.prompts import Prompt, PromptFactory, calibrate, exact_length_options
 from benchy.load.send import Closed, send
 from benchy.probe.analyze import CAPACITY_CASE, LENGTH_CASE, Sweep, analyze, capacity_point
-from benchy.probe.bundle import CapacityPlan, PlannedLength, ProbeManifest, write_manifest
+from benchy.probe import images
+from benchy.probe.bundle import CapacityPlan, ImagePlan, PlannedLength, ProbeManifest, write_manifest
 from benchy.probe.verdict import ALPHA, MIN_SPEEDUP
 from benchy.records import RecordWriter, RequestRecord
 from benchy.results.probe import NotProbed, ProbeResult, ProbeSetup, ResetCalls, StatedSize
@@ -56,6 +57,7 @@ class ProbeSettings:
     on_length: Callable[[int | str], None] | None = None  # before each length (each pass), for progress
     gpu_metrics: str | None = None  # --gpu-metrics: the GPUs sampled over each length (server/gpu.py)
     records_path: Path | None = None  # -o: requests.jsonl, each record as it finishes (the manifest beside it)
+    images: ImagePlan | None = None  # --images: the image-cache probe instead of the lengths (probe/images.py)
 
 
 class ProbeTooLong(ValueError):
@@ -135,16 +137,18 @@ async def _probe_with(
     setup.context_source = identity.context_source
     if gpus is not None:
         setup.gpu = gpus.setup
-    lengths = [] if settings.capacity else capped_lengths(settings.lengths, context, settings.tg)
+    by_length = not settings.capacity and settings.images is None
+    lengths = capped_lengths(settings.lengths, context, settings.tg) if by_length else []
     kept = {asked for _, asked in lengths}
     setup.lengths_not_probed = [  # capped to a length another asked length already probes
         NotProbed(asked, f"capped to the server's context ({context:,} tokens), as a shorter one was")
-        for asked in ([] if settings.capacity else settings.lengths)
+        for asked in (settings.lengths if by_length else [])
         if asked not in kept
     ]
     manifest = ProbeManifest(setup, lengths=[PlannedLength(length, asked) for length, asked in lengths])
     if settings.capacity:
         manifest.capacity = CapacityPlan(settings.capacity_prefix_tokens, settings.capacity_max_tokens)
+    manifest.images = settings.images
     bundle = _Bundle(manifest, writer, settings.records_path.parent if settings.records_path else None)
     bundle.save()
     reset, resets = _resetter(client, identity, settings.cache_reset)
@@ -160,6 +164,13 @@ async def _probe_with(
         if window is not None:
             await window.close()
             manifest.gpu[str(length)] = window.result
+    if settings.images is not None:
+        if reset is not None:
+            await reset()
+        if settings.on_length is not None:
+            settings.on_length(f"the image cache ({settings.images.width}x{settings.images.height})")
+        planned = images.plan(settings.n, settings.tg, settings.endpoint, settings.images, prompts, salt)
+        await _one_at_a_time(client, planned, bundle.record)
     if settings.capacity:
         await _capacity(client, settings, prompts, salt, reset, bundle)
         stated = await capacity_mod.stated_capacity(client, client.base, identity)

@@ -159,6 +159,33 @@ class ProbeCapacity(Saved):
     stated: StatedSize | None = _opt("the server's own statement of its KV cache", omit=True)
 
 
+IMAGE_TEXT_TOKENS = 128  # probe-cache --images: each request's text, short, exact and its own
+
+
+@dataclass
+class ImageProbe(Saved):
+    """The image-cache probe: the same image again against unique images of the same size."""
+
+    width: int = 0
+    height: int = 0
+    text_tokens: int = _opt("each request's text, exact server tokens (nonce-led: never cached)", IMAGE_TEXT_TOKENS)
+    image_tokens: float | None = _opt("median image tokens of a request, as the server counted them")
+    shared: ProbeSide = field(default_factory=ProbeSide)
+    unique: ProbeSide = field(default_factory=ProbeSide)
+    n_ok: int = 0
+    n_failed: int = 0
+    errors: dict[str, int] = _opt("error kind → requests", factory=dict)
+    first_errors: dict[str, str] = _opt("error kind → its first message, in the server's words", factory=dict)
+    speedup: float | None = _opt("median unique-image TTFT ÷ median repeated-image TTFT")
+    saved_s: float | None = _opt("median unique-image TTFT − median repeated-image TTFT: what the cache saves, s")
+    p_faster: float | None = _opt("one-sided Welch t on log TTFT: repeats faster than unique")
+    p_below_min: float | None = _opt("one-sided Welch t: speed-up below min_speedup")
+    rank_p: float | None = _opt("Mann–Whitney U for the hypothesis the verdict rests on")
+    verdict: str = _opt('"detected" | "not_detected" | "inconclusive" (as a length\'s)', "")
+    reason: str = ""
+    requests: list[dict[str, Any]] = _opt("every request's record, as the request log holds it", factory=list)
+
+
 @dataclass
 class ProbeResult(Saved):
     """A whole prefix-cache probe: probe.json."""
@@ -168,6 +195,7 @@ class ProbeResult(Saved):
     setup: ProbeSetup = field(default_factory=ProbeSetup)
     lengths: list[LengthEntry] = _opt("each length probed (none with --capacity)", factory=list)
     capacity: ProbeCapacity | None = _opt("--capacity: the capacity sweep", omit=True)
+    images: ImageProbe | None = _opt("--images: the image-cache probe (benchy/probe/images.py)", omit=True)
     stopped: Stopped | None = _opt(
         "a probe whose process ended before it saved (by: killed), rebuilt from its bundle: where it was cut",
         omit=True,

@@ -1,0 +1,100 @@
+"""`benchy probe-cache --images`: does the server cache image processing, and what does it save?
+
+The prefix probe's question asked of an image. An engine keeps its processor's and encoder's
+work for an image keyed by the image's content hash (vLLM's multimodal processor cache, its
+encoder cache), so a picture sent again skips its decoding and encoding; a nonce in front of
+the text does not change that, because the image's hash is not the text's.
+
+So each request here leads with its own nonce-led text (IMAGE_TEXT_TOKENS, exact: no prefix cache
+serves any of it) and carries one image of `--image-size`: on the shared side the same image
+every time (its first send fills the cache), on the unique side a new image of the same size
+each time. The two sides are interleaved and sent one at a time, as the prefix probe's are,
+and judged by the same tests on TTFT (probe/verdict.py): a repeated image significantly faster
+than unique ones is a cache that serves image work, and the difference of the medians is what
+it saves a request. No cached_tokens weighs in: servers report prefix hits there, not image hits.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+
+from benchy.load import images
+from benchy.load.plan import PlannedRequest
+from benchy.load.prompts import PromptFactory, exact_length_options
+from benchy.measure import images as image_figures
+from benchy.probe.verdict import decide
+from benchy.records import RequestRecord
+from benchy.probe.analyze import first_errors, side
+from benchy.probe.bundle import ImagePlan
+from benchy.results.probe import IMAGE_TEXT_TOKENS, ImageProbe
+
+IMAGE_CASE = "image"  # a record's case: "image 448x448 shared"
+
+
+def plan(n: int, tg: int, endpoint: str, size: ImagePlan, prompts: PromptFactory, salt: str) -> list[PlannedRequest]:
+    """shared 1, unique 1, shared 2, unique 2, …: every text its own, one image each."""
+    settings = images.ImageSettings(1, size.width, size.height)
+    shared = images.ImageSettings(1, size.width, size.height, shared=True)
+    body = exact_length_options(tg)
+    out = []
+    for i in range(n):
+        for side, drawn in (("shared", shared), ("unique", settings)):
+            prompt = prompts.build(IMAGE_TEXT_TOKENS)
+            rid = f"benchy-probe-{salt}-image-{side[0]}{i}"
+            rec = RequestRecord(
+                case=f"{IMAGE_CASE} {size.width}x{size.height} {side}",
+                run=i,
+                index=i,
+                warmup=False,
+                request_id=rid,
+                nonce=prompt.nonce,
+                target_prompt_tokens=IMAGE_TEXT_TOKENS,
+                target_output_tokens=tg,
+            )
+            options = images.with_images(drawn, rec, body, prompt.nonce or rid)
+            out.append(PlannedRequest(rec, prompt.text, tg, endpoint, options))
+    return out
+
+
+def analyze(size: ImagePlan, records: list[RequestRecord]) -> ImageProbe:
+    """The verdict from the records of both sides (probe/verdict.py's tests on TTFT)."""
+    shared = [r for r in records if r.case.endswith("shared")]
+    unique = [r for r in records if r.case.endswith("unique")]
+    (s, s_missing), (u, u_missing) = side(shared), side(unique)
+    repeats = [t for t in s.ttft_s[1:] if t is not None]  # the first send fills the cache
+    uniques = [t for t in u.ttft_s if t is not None]
+    verdict = decide(repeats, uniques)
+    counted = [found[0] for found in map(image_figures.image_tokens, records) if found is not None]
+    failed = [r for r in records if not r.ok]
+    missing = sorted(set(s_missing) | set(u_missing))
+    saved = statistics.median(uniques) - statistics.median(repeats) if repeats and uniques else None
+    return ImageProbe(
+        width=size.width,
+        height=size.height,
+        image_tokens=statistics.median(counted) if counted else None,
+        shared=s,
+        unique=u,
+        n_ok=len(records) - len(failed),
+        n_failed=len(failed),
+        errors=dict(Counter(str(r.error_kind) for r in failed)),
+        first_errors=first_errors(failed),
+        speedup=verdict.speedup,
+        saved_s=saved,
+        p_faster=verdict.p_faster,
+        p_below_min=verdict.p_below_min,
+        rank_p=verdict.rank_p,
+        verdict=verdict.verdict,
+        reason=_words(verdict.verdict, verdict.reason, saved) + "".join(f"; TTFT unavailable: {w}" for w in missing),
+        requests=[r.to_dict() for r in records],
+    )
+
+
+def _words(verdict: str, reason: str, saved: float | None) -> str:
+    """The verdict's reason said of images: what it means for the server, and the saving."""
+    reason = reason.replace("unique prefixes", "unique images of the same size").removeprefix("repeats ")
+    if verdict == "detected" and saved is not None:
+        return f"the server caches image processing: a repeated image is {reason}; it saves {saved * 1000:,.0f} ms a request"
+    if verdict == "not_detected":
+        return f"no image cache found: a repeated image is no faster than unique ones ({reason})"
+    return reason
