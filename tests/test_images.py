@@ -68,7 +68,9 @@ def test_unique_images_never_hit_and_their_tokens_are_the_servers(sim, tmp_path,
 
 
 def test_shared_images_hit_the_encoder_cache(sim, tmp_path):
-    results = run_json(sim, tmp_path, *"--pp 64 --tg 4 -c 1 --runs 4 --images 1 --image-size 56x56 --shared-images".split())
+    results = run_json(
+        sim, tmp_path, *"--pp 64 --tg 4 -c 1 --runs 4 --images 1 --image-size 56x56 --shared-images".split()
+    )
     sent = {r["request_id"] for c in results["cases"] for r in c["requests"]}  # warmups too
     order = sorted((t for t in sim.truth() if t["request_id"] in sent), key=lambda t: t["arrival_s"])
     seen = [i for t in order for i in t["images"]]
@@ -90,7 +92,9 @@ def test_the_servers_own_image_count_is_taken_and_the_text_checked(start_sim, tm
 
 def test_without_the_cache_shared_images_are_encoded_every_time(start_sim, tmp_path):
     sim = start_sim("--no-image-cache", "--prefill-tps", "20000")
-    results = run_json(sim, tmp_path, *"--pp 64 --tg 4 -c 1 --runs 3 --images 1 --image-size 56x56 --shared-images".split())
+    results = run_json(
+        sim, tmp_path, *"--pp 64 --tg 4 -c 1 --runs 3 --images 1 --image-size 56x56 --shared-images".split()
+    )
     sent = {r["request_id"] for c in results["cases"] for r in c["requests"]}
     seen = [i for t in sim.truth() if t["request_id"] in sent for i in t["images"]]
     assert len(seen) >= 3 and len({i["sha256"] for i in seen}) == 1 and not any(i["hit"] for i in seen)
@@ -137,7 +141,9 @@ def test_the_simulator_decodes_images_as_a_processor_does(sim):
 
 def _template(sim) -> int:
     """The chat template's tokens around a one-word message (the same request without an image)."""
-    status, body = _post(sim, {"model": "benchy-sim", "max_tokens": 2, "messages": [{"role": "user", "content": "look"}]})
+    status, body = _post(
+        sim, {"model": "benchy-sim", "max_tokens": 2, "messages": [{"role": "user", "content": "look"}]}
+    )
     assert status == 200
     return body["usage"]["prompt_tokens"] - 1
 
@@ -148,7 +154,11 @@ def test_each_api_carries_the_images_its_own_way():
     assert chat["messages"][0]["content"][0] == {"type": "text", "text": "hi"}
     assert [p["image_url"]["url"] for p in chat["messages"][0]["content"][1:]] == urls
     resp = client_images.attach({"input": "hi"}, "responses", urls)["input"][0]
-    assert resp["type"] == "message" and [p["type"] for p in resp["content"]] == ["input_text", "input_image", "input_image"]
+    assert resp["type"] == "message" and [p["type"] for p in resp["content"]] == [
+        "input_text",
+        "input_image",
+        "input_image",
+    ]
     blocks = client_images.attach({"messages": [{"role": "user", "content": "hi"}]}, "messages", urls)["messages"][0]
     first, second, text = blocks["content"]
     assert first["source"]["type"] == "base64" and first["source"]["media_type"] == "image/png"
@@ -185,7 +195,17 @@ def test_the_image_probe_finds_the_cache_where_there_is_one(start_sim, tmp_path,
     sim = start_sim("--prefill-tps", "20000", "--image-encode-tps", "2000", *flags)
     out = tmp_path / "probe"
     proc = run_benchy_here(
-        "probe-cache", "--base-url", sim.base_url, "--images", "--image-size", "224x224", "-n", "6", "-q", "-o", str(out)
+        "probe-cache",
+        "--base-url",
+        sim.base_url,
+        "--images",
+        "--image-size",
+        "224x224",
+        "-n",
+        "6",
+        "-q",
+        "-o",
+        str(out),
     )
     assert proc.returncode == 0, proc.stderr
     probe = json.loads((out / "probe.json").read_text())["images"]

@@ -37,7 +37,10 @@ def attach(body: dict[str, Any], endpoint: str, urls: list[str]) -> dict[str, An
     if endpoint == "messages":
         last["content"] = [*(_anthropic(u) for u in urls), {"type": "text", "text": text}]
     else:
-        last["content"] = [{"type": "text", "text": text}, *({"type": "image_url", "image_url": {"url": u}} for u in urls)]
+        last["content"] = [
+            {"type": "text", "text": text},
+            *({"type": "image_url", "image_url": {"url": u}} for u in urls),
+        ]
     return {**body, key: messages}
 
 

@@ -25,7 +25,6 @@ from benchy.workloads import trace
 from benchy.workloads.case import Case
 from benchy.workloads.spec import MultiTurn, TraceReplay
 
-
 IMAGE_ENDPOINTS = ("chat", "responses", "messages")  # the APIs with image parts (client/images.py)
 
 

@@ -84,7 +84,11 @@ class ImageTally:
     are read once): add each row, then `result()`."""
 
     def __init__(self) -> None:
-        self.sent, self.bytes, self.tokens, self.text, self.sources = 0, [], [], [], set()
+        self.sent = 0
+        self.bytes: list[int] = []
+        self.tokens: list[int] = []
+        self.text: list[int] = []
+        self.sources: set[str] = set()
 
     def add(self, row: Any) -> None:
         """A row (RequestResult): counted where measured and it carried images."""

@@ -92,8 +92,10 @@ def prefill_tps(rec: RequestRecord, read: Reading, first: float) -> float | Unav
     if rec.prompt_tokens is None:
         return Unavailable(NO_PROMPT_TOKENS, "server reported no prompt token count")
     text = images.text_tokens(rec)  # with images: the text's part, where the server told it apart
-    if rec.target_prompt_tokens and text is not None and evidence.prompt_length_missed(
-        rec.target_prompt_tokens, text, rec.prompt_slack
+    if (
+        rec.target_prompt_tokens
+        and text is not None
+        and evidence.prompt_length_missed(rec.target_prompt_tokens, text, rec.prompt_slack)
     ):
         way = "more" if text > rec.target_prompt_tokens else "fewer"
         return Unavailable(

@@ -31,6 +31,7 @@ LENGTH_CASE, CAPACITY_CASE = "probe", "capacity"  # a record's case: "probe 2000
 def analyze(manifest: ProbeManifest, records: Iterable[RequestRecord]) -> ProbeResult:
     """probe.json's content from the probe's plan and records (in the order they were sent)."""
     from benchy.probe import images  # it judges its sides with this module's side()
+
     by_length: dict[int, list[RequestRecord]] = {}
     by_pass: dict[int, list[RequestRecord]] = {}  # in the order the passes were sent
     pictured: list[RequestRecord] = []  # --images (probe/images.py)

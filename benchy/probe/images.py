@@ -23,10 +23,10 @@ from benchy.load import images
 from benchy.load.plan import PlannedRequest
 from benchy.load.prompts import PromptFactory, exact_length_options
 from benchy.measure import images as image_figures
-from benchy.probe.verdict import decide
-from benchy.records import RequestRecord
 from benchy.probe.analyze import first_errors, side
 from benchy.probe.bundle import ImagePlan
+from benchy.probe.verdict import decide
+from benchy.records import RequestRecord
 from benchy.results.probe import IMAGE_TEXT_TOKENS, ImageProbe
 
 IMAGE_CASE = "image"  # a record's case: "image 448x448 shared"
@@ -39,11 +39,11 @@ def plan(n: int, tg: int, endpoint: str, size: ImagePlan, prompts: PromptFactory
     body = exact_length_options(tg)
     out = []
     for i in range(n):
-        for side, drawn in (("shared", shared), ("unique", settings)):
+        for name, drawn in (("shared", shared), ("unique", settings)):
             prompt = prompts.build(IMAGE_TEXT_TOKENS)
-            rid = f"benchy-probe-{salt}-image-{side[0]}{i}"
+            rid = f"benchy-probe-{salt}-image-{name[0]}{i}"
             rec = RequestRecord(
-                case=f"{IMAGE_CASE} {size.width}x{size.height} {side}",
+                case=f"{IMAGE_CASE} {size.width}x{size.height} {name}",
                 run=i,
                 index=i,
                 warmup=False,

@@ -21,8 +21,8 @@ from benchy.load.lengths import fit_lengths
 from benchy.load.plan import PlannedRequest
 from benchy.load.prompts import Prompt, PromptFactory, calibrate, exact_length_options
 from benchy.load.send import Closed, send
-from benchy.probe.analyze import CAPACITY_CASE, LENGTH_CASE, Sweep, analyze, capacity_point
 from benchy.probe import images
+from benchy.probe.analyze import CAPACITY_CASE, LENGTH_CASE, Sweep, analyze, capacity_point
 from benchy.probe.bundle import CapacityPlan, ImagePlan, PlannedLength, ProbeManifest, write_manifest
 from benchy.probe.verdict import ALPHA, MIN_SPEEDUP
 from benchy.records import RecordWriter, RequestRecord

@@ -8,7 +8,6 @@ working set)."""
 from __future__ import annotations
 
 import statistics
-
 from pathlib import Path
 from typing import Any
 

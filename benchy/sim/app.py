@@ -262,8 +262,11 @@ class Simulator:
         job.prompt_ids, job.prompt_tokens_sent = job.prompt_ids + ids, job.prompt_tokens_sent + len(ids)
         job.image_tokens = len(ids) if self.cfg.image_token_details else None
         if len(job.prompt_ids) >= self.cfg.context_length:
-            raise ApiError(400, f"This model's maximum context length is {self.cfg.context_length} tokens; "
-                           f"the prompt has {len(job.prompt_ids)} with its images.")
+            raise ApiError(
+                400,
+                f"This model's maximum context length is {self.cfg.context_length} tokens; "
+                f"the prompt has {len(job.prompt_ids)} with its images.",
+            )
 
     async def _embed(self, request: web.Request, body: dict, trace: Trace) -> web.StreamResponse:
         """A pooling request (sim/embeddings.py): each input prefilled in one slot, no decode."""

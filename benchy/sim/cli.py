@@ -228,7 +228,9 @@ and the truth log: docs/sim.md.
     "from the first earlier reasoning on (truth: reasoning_dropped).",
 )
 @click.option("--image-patch", type=int, help="An image of W x H pixels is ceil(W/P) x ceil(H/P) tokens (default 28).")
-@click.option("--image-encode-tps", type=float, help="Image tokens encoded a second on an encoder-cache miss (default 5000).")
+@click.option(
+    "--image-encode-tps", type=float, help="Image tokens encoded a second on an encoder-cache miss (default 5000)."
+)
 @click.option(
     "--image-cache/--no-image-cache",
     default=True,
