@@ -235,3 +235,18 @@ def test_bad_image_probe_flags_are_one_line_errors(sim, tmp_path):
     ):
         proc = run_benchy_here("probe-cache", "--base-url", sim.base_url, "-q", *args)
         assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_image_urls_are_served_by_benchys_own_host_on_loopback(sim, tmp_path):
+    """--image-url: the server fetches each image from benchy's host on 127.0.0.1 (the very
+    bytes benchy counted), and the host is gone once the run ends."""
+    results = run_json(sim, tmp_path, *"--pp 64 --tg 4 -c 2 --runs 2 --images 2 --image-size 64x64 --image-url".split())
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    reqs = _measured(results)
+    sources = [i["source"] for r in reqs for i in truth[r["request_id"]]["images"]]
+    assert len(set(sources)) == len(sources) == 8 and all(s.startswith("http://127.0.0.1:") for s in sources)
+    assert all(r["image_bytes"] == sum(i["bytes"] for i in truth[r["request_id"]]["images"]) for r in reqs)
+    assert all(r["image_tokens"] == 2 * _tokens(64, 64) for r in reqs)
+    assert results["setup"]["load"]["images"]["served_as"] == "url"
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(sources[0], timeout=5)

@@ -19,7 +19,8 @@ here so that a benchmark's image figures can be judged against the truth:
    again.
 
 The truth log's `images` lists each image of a request in order — its sha256, width, height,
-format, bytes, tokens, whether the encoder cache hit and the seconds encoding took — and
+format, bytes, tokens, whether the encoder cache hit, the seconds encoding took and its source
+(data, base64 or the URL fetched) — and
 `image_tokens` their sum.
 """
 
@@ -58,6 +59,7 @@ class Seen:
     tokens: int
     hit: bool = False
     encode_s: float = 0.0
+    source: str = "data"  # data (a data URL), base64 (a Messages block) or the URL it was fetched from
 
 
 def references(messages: list[dict]) -> list[str | bytes]:
@@ -200,6 +202,7 @@ async def process(messages: list[dict], patch: int, encoder: Encoder) -> tuple[l
     entries, ids = [], []
     for ref in references(messages):
         seen = decode(await load(ref), patch)
+        seen.source = "base64" if isinstance(ref, bytes) else "data" if ref.startswith("data:") else ref
         await encoder.encode(seen)
         entries.append(asdict(seen))
         ids += token_ids(seen)
