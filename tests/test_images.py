@@ -6,6 +6,7 @@ on each of chat, Responses and Messages — the text's prompt length staying exa
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 import math
@@ -250,3 +251,77 @@ def test_image_urls_are_served_by_benchys_own_host_on_loopback(sim, tmp_path):
     assert results["setup"]["load"]["images"]["served_as"] == "url"
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(sources[0], timeout=5)
+
+
+def _llava(folder) -> list[bytes]:
+    """A tiny ShareGPT-4V / LLaVA-style dataset: two entries naming PNG files beside it (one in
+    a subfolder, as COCO paths are), one with a data URL; the pictures' bytes, in order."""
+    pictures = [_png(40, 90), _png(120, 30), _png(60, 60)]
+    (folder / "coco").mkdir()
+    (folder / "coco" / "a.png").write_bytes(pictures[0])
+    (folder / "b.png").write_bytes(pictures[1])
+    rows = [
+        {"id": "1", "image": "coco/a.png", "conversations": [
+            {"from": "human", "value": "<image>\nWhat colour is the bus?"}, {"from": "gpt", "value": "Red."}]},
+        {"id": "2", "image": "b.png", "conversations": [
+            {"from": "human", "value": "Describe the scene.\n<image>"}, {"from": "gpt", "value": "A street."}]},
+        {"id": "3", "image": images.data_url(pictures[2]), "conversations": [
+            {"from": "human", "value": "<image>\nHow many cats?"}, {"from": "gpt", "value": "Two."}]},
+    ]  # fmt: skip
+    (folder / "llava.json").write_text(json.dumps(rows))
+    return pictures
+
+
+def test_a_datasets_images_are_sent_as_they_are(start_sim, tmp_path):
+    sim = start_sim("--image-token-details", "--prefill-tps", "20000")
+    pictures = _llava(tmp_path)
+    results = run_json(sim, tmp_path, "--dataset", str(tmp_path / "llava.json"), *"--tg 4 -c 1 --runs 3".split())
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    reqs = _measured(results)
+    assert len(reqs) == 3 and all(r["status"] == "ok" for r in reqs)  # each entry once
+    wanted = {hashlib.sha256(p).hexdigest(): p for p in pictures}
+    for r in reqs:
+        [seen] = truth[r["request_id"]]["images"]
+        assert seen["sha256"] in wanted  # the file's very bytes
+        assert r["images"] == 1 and r["image_bytes"] == len(wanted[seen["sha256"]]) == seen["bytes"]
+        assert r["image_tokens"] == seen["tokens"] == _tokens(seen["width"], seen["height"])
+        assert r["image_tokens_from"] == "server"
+    assert len({truth[r["request_id"]]["images"][0]["sha256"] for r in reqs}) == 3  # every entry's own picture
+
+
+def test_a_datasets_image_fields_are_read_with_its_text():
+    """Paths resolved against the file's folder, data URLs kept, the `<image>` markers gone."""
+    import tempfile
+    from pathlib import Path
+
+    from benchy.workloads import dataset
+
+    folder = Path(tempfile.mkdtemp())
+    pictures = _llava(folder)
+    entries = dataset.load(str(folder / "llava.json")).entries
+    assert [e.prompt for e in entries] == ["What colour is the bus?", "Describe the scene.\n", "How many cats?"]
+    assert entries[0].images == (str((folder / "coco" / "a.png").resolve()),)
+    assert entries[2].images == (images.data_url(pictures[2]),)
+
+
+def test_a_datasets_images_without_the_servers_count_give_no_image_tokens(sim, tmp_path):
+    """A dataset prompt has no exact length: usage less a target would be no count at all."""
+    _llava(tmp_path)
+    results = run_json(sim, tmp_path, "--dataset", str(tmp_path / "llava.json"), *"--tg 4 -c 1 --runs 3".split())
+    reqs = _measured(results)
+    assert reqs and all(r["images"] == 1 and r.get("image_tokens") is None for r in reqs)
+    assert results["cases"][0]["images"]["image_tokens"] is None
+
+
+def test_bad_image_datasets_are_one_line_errors(sim, tmp_path):
+    _llava(tmp_path)
+    data = str(tmp_path / "llava.json")
+    (tmp_path / "gone.json").write_text(json.dumps([{"image": "nowhere.png", "conversations": [
+        {"from": "human", "value": "<image> hi"}]}]))  # fmt: skip
+    for args, words in (
+        (("--dataset", str(tmp_path / "gone.json")), "image not found: nowhere.png"),
+        (("--dataset", data, "--pp", "128"), "holds images"),
+        (("--dataset", data, "--endpoint", "completions"), "a dataset with images needs --endpoint"),
+    ):
+        proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "out"), *args)
+        assert proc.returncode in (1, 2) and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -26,6 +26,7 @@ from typing import Any
 
 from benchy.client.images import IMAGES
 from benchy.records import RequestRecord
+from benchy.workloads import dataset_images
 
 BLOCK = 8  # pixels a side of one random colour block (compresses: a 448×448 image is ~10 KB)
 MAX_SIDE = 4096
@@ -97,6 +98,13 @@ def with_images(settings: ImageSettings, rec: RequestRecord, options: dict[str, 
     urls, rec.image_bytes = for_request(settings, seed)
     rec.images = len(urls)
     return {**options, IMAGES: urls}
+
+
+def with_files(files: tuple[str, ...], rec: RequestRecord, options: dict[str, Any]) -> dict[str, Any]:
+    """A dataset entry's images (workloads/dataset_images.py) sent as they are, noted on its record."""
+    sent = [dataset_images.as_url(f) for f in files]
+    rec.images, rec.image_bytes = len(sent), sum(size for _, size in sent)
+    return {**options, IMAGES: [url for url, _ in sent]}
 
 
 def _served(settings: ImageSettings, name: str, png: bytes) -> str:

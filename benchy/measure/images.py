@@ -8,7 +8,8 @@ separate them, and the better one that is there is used (`image_tokens_from`):
 - `usage_minus_text`: prompt_tokens minus the text's target. The text is the same string as
   without images and its length was fitted to the server's own count before the run
   (calibration), so the rest is the images' (with the few tokens of the template's image
-  markers, which are the images' too).
+  markers, which are the images' too). A dataset's own prompt has no exact length (its
+  target is 0): its images' tokens are the server's own count or none.
 
 The text's own length is then checked only where the server gave its image count: without it,
 the difference is all there is, and a text that missed its length would show as image tokens.
@@ -34,7 +35,7 @@ def image_tokens(rec: RequestRecord) -> tuple[int, str] | None:
         return None
     if rec.server_image_tokens is not None:
         return rec.server_image_tokens, SERVER
-    if rec.prompt_tokens is None:
+    if rec.prompt_tokens is None or not rec.target_prompt_tokens:  # no exact text (a dataset's own prompt)
         return None
     return rec.prompt_tokens - rec.target_prompt_tokens, USAGE_MINUS_TEXT
 

@@ -1,0 +1,68 @@
+"""A dataset's images (ShareGPT-4V / LLaVA-style JSON): each entry's `image` (or `images`) field,
+resolved when the file is read, before anything is sent.
+
+Those datasets name an entry's picture beside its conversation, `{"image": "coco/0001.jpg",
+"conversations": [{"from": "human", "value": "<image>\\nWhat is in the bus?"}, …]}`, and mark
+where it sits in the text with `<image>`. benchy sends each picture as it is (its bytes as a
+data URL, read when the request is planned; a data URL in the file goes as it is), as a content
+part beside the first user message's text, so the `<image>` marker is dropped from the text:
+the server's chat template puts its own image tokens there. A path is taken relative to the
+dataset file's folder (or absolute); a file that is not there is a one-line error naming the
+entry, before the run sends anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from benchy.workloads.spec import WorkloadError
+
+if TYPE_CHECKING:
+    from benchy.workloads.dataset import Entry
+
+IMAGE_KEYS = ("image", "images")
+MARKER = re.compile(r"<image>\n?")
+MEDIA_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".webp": "image/webp",
+    ".gif": "image/gif",
+}
+
+
+def resolve(where: str, entry: Entry, row: object, folder: Path) -> Entry:
+    """The entry with its images (data URLs as they are, paths made absolute and checked) and
+    its text without the `<image>` markers; the entry as it is where the row names no image."""
+    given = next((row[k] for k in IMAGE_KEYS if isinstance(row, dict) and row.get(k)), None)
+    if given is None:
+        return entry
+    names = [given] if isinstance(given, str) else given
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise WorkloadError(f"{where}: image must be a path or data URL, or a list of them")
+    images = tuple(n if n.startswith("data:") else _file(where, folder, n) for n in names)
+    turns = tuple((role, MARKER.sub("", text) if role == "user" else text) for role, text in entry.turns)
+    return dataclasses.replace(entry, turns=turns, images=images)
+
+
+def _file(where: str, folder: Path, name: str) -> str:
+    path = Path(name) if Path(name).is_absolute() else folder / name
+    if path.suffix.lower() not in MEDIA_TYPES:
+        raise WorkloadError(f"{where}: image {name}: not a picture benchy can send ({', '.join(MEDIA_TYPES)})")
+    if not path.is_file():
+        raise WorkloadError(f"{where}: image not found: {name} (paths are taken relative to the dataset file)")
+    return str(path.resolve())
+
+
+def as_url(image: str) -> tuple[str, int]:
+    """The image as a request sends it (a data URL) and its bytes: a file's bytes as they are."""
+    import base64
+
+    if image.startswith("data:"):
+        _, _, data = image.partition(",")
+        return image, len(base64.b64decode(data, validate=False))
+    raw = Path(image).read_bytes()
+    return f"data:{MEDIA_TYPES[Path(image).suffix.lower()]};base64," + base64.b64encode(raw).decode(), len(raw)
