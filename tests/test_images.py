@@ -325,3 +325,15 @@ def test_bad_image_datasets_are_one_line_errors(sim, tmp_path):
     ):
         proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "out"), *args)
         assert proc.returncode in (1, 2) and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_the_report_shows_image_tokens_beside_the_texts(sim, tmp_path):
+    out = tmp_path / "out"
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "-q", "-o", str(out), *"--pp 64 --tg 4 -c 1 --runs 2 --images 3 --image-size 84x28".split()
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    truth = [t for t in sim.truth() if t.get("images")]
+    assert {t["image_tokens"] for t in truth} == {3 * _tokens(84, 28)}
+    row = next(line for line in (out / "report.md").read_text().splitlines() if line.startswith("| pp64 tg4 | 3 |"))
+    assert row.split("|")[4:6] == [f" {3 * _tokens(84, 28)} ", " 64 "]
