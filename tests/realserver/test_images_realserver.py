@@ -63,7 +63,7 @@ def test_the_server_counts_each_picture_the_same_whatever_its_size(vision_server
     assert status >= 400
 
 
-@pytest.mark.parametrize("endpoint", ["chat", "responses"])
+@pytest.mark.parametrize("endpoint", ["chat", "responses", "messages"])
 def test_image_tokens_are_the_servers_and_the_text_stays_exact(vision_server, endpoint):
     pp, n = 96, 2
     proc = run_benchy(
@@ -80,6 +80,17 @@ def test_image_tokens_are_the_servers_and_the_text_stays_exact(vision_server, en
             assert r["images"] == n and r["image_tokens"] == n * PER_IMAGE
             assert r["prompt_tokens"] == pp + n * PER_IMAGE  # the text exactly --pp beside the pictures
         assert case["images"]["image_tokens"] == n * PER_IMAGE and case["images"]["text_prompt_tokens"] == pp
+
+
+def test_the_server_fetches_pictures_from_benchys_own_host(vision_server):
+    """--image-url: llama.cpp downloads each picture from benchy's host on 127.0.0.1."""
+    proc = run_benchy(
+        "run", "--base-url", vision_server.base_url, "--quiet", "--format", "json", "--pp", "64", "--tg", "4",
+        "-c", "1", "--runs", "3", "--images", "2", "--image-size", "64x64", "--image-url", timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [case] = json.loads(proc.stdout)["cases"]
+    assert case["n_failed"] == 0 and case["images"]["image_tokens"] == 2 * PER_IMAGE and case["images"]["counted"] == 3
 
 
 def test_the_image_probe_runs_on_a_real_engine(vision_server, tmp_path):
