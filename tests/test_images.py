@@ -19,6 +19,10 @@ from PIL import Image
 
 from benchy.client import images as client_images
 from benchy.load import images
+from benchy.measure import images as measure_images
+from benchy.measure import request_formulas
+from benchy.measure.unavailable import Unavailable
+from benchy.records import RequestRecord
 from tests.conftest import SimSince, run_benchy_here, run_json, shared_sim, warning_codes
 
 sim_fixture = shared_sim("--prefill-tps", "20000", "--decode-tps", "400", "--image-encode-tps", "20000")
@@ -337,3 +341,28 @@ def test_the_report_shows_image_tokens_beside_the_texts(sim, tmp_path):
     assert {t["image_tokens"] for t in truth} == {3 * _tokens(84, 28)}
     row = next(line for line in (out / "report.md").read_text().splitlines() if line.startswith("| pp64 tg4 | 3 |"))
     assert row.split("|")[4:6] == [f" {3 * _tokens(84, 28)} ", " 64 "]
+
+
+def _record(**fields) -> RequestRecord:
+    rec = RequestRecord(
+        case="c", run=0, index=0, warmup=False, request_id="r", nonce=None, target_prompt_tokens=64,
+        target_output_tokens=4, prompt_slack=2,
+    )  # fmt: skip
+    for name, value in fields.items():
+        setattr(rec, name, value)
+    return rec
+
+
+def test_the_text_is_checked_only_where_the_server_told_the_images_apart():
+    """With the server's own image count the text's length is checked (a text 20 tokens long
+    withholds the prefill rate); without it the rest of usage is the images', and nothing is
+    withheld for a length that cannot be told."""
+    told = _record(images=1, server_image_tokens=16, prompt_tokens=64 + 16 + 20)
+    assert isinstance(request_formulas.prefill_tps(told, None, 0.1), Unavailable)
+    assert measure_images.image_tokens(told) == (16, "server")
+    right = _record(images=1, server_image_tokens=16, prompt_tokens=64 + 16)
+    assert request_formulas.prefill_tps(right, None, 0.1) == pytest.approx(80 / 0.1)
+    untold = _record(images=1, prompt_tokens=64 + 36)
+    assert request_formulas.prefill_tps(untold, None, 0.1) == pytest.approx(100 / 0.1)
+    assert measure_images.image_tokens(untold) == (36, "usage_minus_text")
+    assert measure_images.image_tokens(_record(images=1, prompt_tokens=50, target_prompt_tokens=0)) is None
