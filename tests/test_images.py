@@ -366,3 +366,23 @@ def test_the_text_is_checked_only_where_the_server_told_the_images_apart():
     assert request_formulas.prefill_tps(untold, None, 0.1) == pytest.approx(100 / 0.1)
     assert measure_images.image_tokens(untold) == (36, "usage_minus_text")
     assert measure_images.image_tokens(_record(images=1, prompt_tokens=50, target_prompt_tokens=0)) is None
+
+
+def test_a_parquet_image_column_is_sent_as_it_is(start_sim, tmp_path):
+    """A Hugging Face image column ({"bytes", "path"}) in Parquet: the bytes go as they are."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    sim = start_sim("--image-token-details", "--prefill-tps", "20000")
+    pictures = [_png(70, 30), _png(30, 70)]
+    table = pa.table(
+        {
+            "prompt": ["What is in the picture?", "Describe it."],
+            "image": [{"bytes": p, "path": None} for p in pictures],
+        }
+    )
+    pq.write_table(table, tmp_path / "vqa.parquet")
+    results = run_json(sim, tmp_path, "--dataset", str(tmp_path / "vqa.parquet"), *"--tg 4 -c 1 --runs 2".split())
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    sent = sorted(truth[r["request_id"]]["images"][0]["sha256"] for r in _measured(results))
+    assert sent == sorted(hashlib.sha256(p).hexdigest() for p in pictures)
+    assert all(r["image_tokens"] == _tokens(70, 30) for r in _measured(results))
