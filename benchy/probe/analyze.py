@@ -30,7 +30,7 @@ LENGTH_CASE, CAPACITY_CASE = "probe", "capacity"  # a record's case: "probe 2000
 
 def analyze(manifest: ProbeManifest, records: Iterable[RequestRecord]) -> ProbeResult:
     """probe.json's content from the probe's plan and records (in the order they were sent)."""
-    from benchy.probe import images  # it judges its sides with this module's side()
+    from benchy.probe import images  # it judges its sides with this module's length_entry()
 
     by_length: dict[int, list[RequestRecord]] = {}
     by_pass: dict[int, list[RequestRecord]] = {}  # in the order the passes were sent
@@ -98,7 +98,7 @@ def _ttft(rec: RequestRecord) -> float | Unavailable:
     return value if isinstance(value, Unavailable) else float(value)
 
 
-def side(records: list[RequestRecord]) -> tuple[ProbeSide, list[str]]:
+def _side(records: list[RequestRecord]) -> tuple[ProbeSide, list[str]]:
     """A side's values, and why some TTFTs are unavailable."""
     ttfts = [_ttft(r) for r in records]
     side = ProbeSide(
@@ -111,16 +111,18 @@ def side(records: list[RequestRecord]) -> tuple[ProbeSide, list[str]]:
     return side, side.unavailable
 
 
-def length_entry(length: int, asked: int, records: list[RequestRecord]) -> LengthEntry:
+def length_entry(length: int, asked: int, records: list[RequestRecord], by_cached: bool = True) -> LengthEntry:
+    """One length's sides and verdict; `by_cached` False: by TTFT alone, the server's cached_tokens
+    left out of it (an image probe: they count prefix hits, not image hits)."""
     shared = [r for r in records if r.case.endswith("shared")]
     unique = [r for r in records if r.case.endswith("unique")]
-    (s, s_missing), (u, u_missing) = side(shared), side(unique)
+    (s, s_missing), (u, u_missing) = _side(shared), _side(unique)
     repeats = [t for t in s.ttft_s[1:] if t is not None]
     uniques = [t for t in u.ttft_s if t is not None]
     reported = [p for p in s.prompt_tokens + u.prompt_tokens if p is not None]
     prompt_tokens = int(figure("prompt_tokens", reported)) if reported else None
     prompt_ms = [(r.server_timings or {}).get("prompt_ms") for r in shared[1:] if r.ok]
-    verdict = decide(repeats, uniques, s.cached_tokens[1:], prompt_tokens, prompt_ms)
+    verdict = decide(repeats, uniques, s.cached_tokens[1:] if by_cached else (), prompt_tokens, prompt_ms)
     failed = [r for r in records if not r.ok]
     missing = sorted(set(s_missing) | set(u_missing))
     return LengthEntry(

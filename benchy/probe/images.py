@@ -17,15 +17,14 @@ it saves a request. No cached_tokens weighs in: servers report prefix hits there
 from __future__ import annotations
 
 import statistics
-from collections import Counter
+from dataclasses import fields
 
 from benchy.load import images
 from benchy.load.plan import PlannedRequest
 from benchy.load.prompts import PromptFactory, exact_length_options
 from benchy.measure import images as image_figures
-from benchy.probe.analyze import first_errors, side
+from benchy.probe.analyze import length_entry
 from benchy.probe.bundle import ImagePlan
-from benchy.probe.verdict import decide
 from benchy.records import RequestRecord
 from benchy.results.probe import IMAGE_TEXT_TOKENS, ImageProbe
 
@@ -58,35 +57,21 @@ def plan(n: int, tg: int, endpoint: str, size: ImagePlan, prompts: PromptFactory
 
 
 def analyze(size: ImagePlan, records: list[RequestRecord]) -> ImageProbe:
-    """The verdict from the records of both sides (probe/verdict.py's tests on TTFT)."""
-    shared = [r for r in records if r.case.endswith("shared")]
-    unique = [r for r in records if r.case.endswith("unique")]
-    (s, s_missing), (u, u_missing) = side(shared), side(unique)
-    repeats = [t for t in s.ttft_s[1:] if t is not None]  # the first send fills the cache
-    uniques = [t for t in u.ttft_s if t is not None]
-    verdict = decide(repeats, uniques)
-    counted = [found[0] for found in map(image_figures.image_tokens, records) if found is not None]
-    failed = [r for r in records if not r.ok]
-    missing = sorted(set(s_missing) | set(u_missing))
+    """Both sides judged as a length is (analyze.length_entry, by TTFT alone), with the images'
+    size, their tokens as the server counted them and what a repeat saves."""
+    entry = length_entry(IMAGE_TEXT_TOKENS, IMAGE_TEXT_TOKENS, records, by_cached=False)
+    repeats = [t for t in entry.shared.ttft_s[1:] if t is not None]  # the first send fills the cache
+    uniques = [t for t in entry.unique.ttft_s if t is not None]
     saved = statistics.median(uniques) - statistics.median(repeats) if repeats and uniques else None
+    counted = [found[0] for found in map(image_figures.image_tokens, records) if found is not None]
+    made = {f.name: getattr(entry, f.name) for f in fields(entry)}
+    made["reason"] = _words(entry.verdict, entry.reason, saved)
     return ImageProbe(
+        **made,
         width=size.width,
         height=size.height,
         image_tokens=statistics.median(counted) if counted else None,
-        shared=s,
-        unique=u,
-        n_ok=len(records) - len(failed),
-        n_failed=len(failed),
-        errors=dict(Counter(str(r.error_kind) for r in failed)),
-        first_errors=first_errors(failed),
-        speedup=verdict.speedup,
         saved_s=saved,
-        p_faster=verdict.p_faster,
-        p_below_min=verdict.p_below_min,
-        rank_p=verdict.rank_p,
-        verdict=verdict.verdict,
-        reason=_words(verdict.verdict, verdict.reason, saved) + "".join(f"; TTFT unavailable: {w}" for w in missing),
-        requests=[r.to_dict() for r in records],
     )
 
 

@@ -136,7 +136,7 @@ def image_lines(entry: dict[str, Any]) -> list[str]:
     tokens = _tokens(entry.get("image_tokens"))
     return [
         f"Image cache: {entry['width']}x{entry['height']} PNG ({tokens} image tokens) after a "
-        f"{entry['text_tokens']}-token unique text; median TTFT of the same image again {medians[0]}, "
+        f"{entry['length']}-token unique text; median TTFT of the same image again {medians[0]}, "
         f"of a unique image {medians[1]}.",
         f"Verdict: {entry['verdict']}: {entry['reason']}",
         "",

@@ -163,27 +163,15 @@ IMAGE_TEXT_TOKENS = 128  # probe-cache --images: each request's text, short, exa
 
 
 @dataclass
-class ImageProbe(Saved):
-    """The image-cache probe: the same image again against unique images of the same size."""
+class ImageProbe(LengthEntry):
+    """probe-cache --images: the same image again (shared) against unique images of the same size,
+    each after its own exact, nonce-led text of `length` tokens; judged as a length is, by TTFT
+    alone (servers report prefix hits in cached_tokens, not image hits)."""
 
     width: int = 0
     height: int = 0
-    text_tokens: int = _opt("each request's text, exact server tokens (nonce-led: never cached)", IMAGE_TEXT_TOKENS)
     image_tokens: float | None = _opt("median image tokens of a request, as the server counted them")
-    shared: ProbeSide = field(default_factory=ProbeSide)
-    unique: ProbeSide = field(default_factory=ProbeSide)
-    n_ok: int = 0
-    n_failed: int = 0
-    errors: dict[str, int] = _opt("error kind → requests", factory=dict)
-    first_errors: dict[str, str] = _opt("error kind → its first message, in the server's words", factory=dict)
-    speedup: float | None = _opt("median unique-image TTFT ÷ median repeated-image TTFT")
     saved_s: float | None = _opt("median unique-image TTFT − median repeated-image TTFT: what the cache saves, s")
-    p_faster: float | None = _opt("one-sided Welch t on log TTFT: repeats faster than unique")
-    p_below_min: float | None = _opt("one-sided Welch t: speed-up below min_speedup")
-    rank_p: float | None = _opt("Mann–Whitney U for the hypothesis the verdict rests on")
-    verdict: str = _opt('"detected" | "not_detected" | "inconclusive" (as a length\'s)', "")
-    reason: str = ""
-    requests: list[dict[str, Any]] = _opt("every request's record, as the request log holds it", factory=list)
 
 
 @dataclass
