@@ -23,7 +23,7 @@ from benchy.measure import images as measure_images
 from benchy.measure import request_formulas
 from benchy.measure.unavailable import Unavailable
 from benchy.records import RequestRecord
-from tests.conftest import SimSince, run_benchy_here, run_json, shared_sim, warning_codes
+from tests.conftest import SimSince, post_chat, run_benchy_here, run_json, shared_sim, warning_codes
 
 sim_fixture = shared_sim("--prefill-tps", "20000", "--decode-tps", "400", "--image-encode-tps", "20000")
 
@@ -106,14 +106,7 @@ def test_without_the_cache_shared_images_are_encoded_every_time(start_sim, tmp_p
 
 
 def _post(sim, body: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(
-        sim.base_url + "/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    return post_chat(sim.base_url, body)
 
 
 def _png(width: int, height: int, kind: str = "PNG") -> bytes:

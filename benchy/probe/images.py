@@ -19,9 +19,6 @@ from __future__ import annotations
 import statistics
 from dataclasses import fields
 
-from benchy.load import images
-from benchy.load.plan import PlannedRequest
-from benchy.load.prompts import PromptFactory, exact_length_options
 from benchy.measure import images as image_figures
 from benchy.probe.analyze import length_entry
 from benchy.probe.bundle import ImagePlan
@@ -29,31 +26,6 @@ from benchy.records import RequestRecord
 from benchy.results.probe import IMAGE_TEXT_TOKENS, ImageProbe
 
 IMAGE_CASE = "image"  # a record's case: "image 448x448 shared"
-
-
-def plan(n: int, tg: int, endpoint: str, size: ImagePlan, prompts: PromptFactory, salt: str) -> list[PlannedRequest]:
-    """shared 1, unique 1, shared 2, unique 2, …: every text its own, one image each."""
-    settings = images.ImageSettings(1, size.width, size.height)
-    shared = images.ImageSettings(1, size.width, size.height, shared=True)
-    body = exact_length_options(tg)
-    out = []
-    for i in range(n):
-        for name, drawn in (("shared", shared), ("unique", settings)):
-            prompt = prompts.build(IMAGE_TEXT_TOKENS)
-            rid = f"benchy-probe-{salt}-image-{name[0]}{i}"
-            rec = RequestRecord(
-                case=f"{IMAGE_CASE} {size.width}x{size.height} {name}",
-                run=i,
-                index=i,
-                warmup=False,
-                request_id=rid,
-                nonce=prompt.nonce,
-                target_prompt_tokens=IMAGE_TEXT_TOKENS,
-                target_output_tokens=tg,
-            )
-            options = images.with_images(drawn, rec, body, prompt.nonce or rid)
-            out.append(PlannedRequest(rec, prompt.text, tg, endpoint, options))
-    return out
 
 
 def analyze(size: ImagePlan, records: list[RequestRecord]) -> ImageProbe:

@@ -17,6 +17,7 @@ from benchy.client import loop as event_loop
 from benchy.client.client import Client
 from benchy.client.redact import redact_url
 from benchy.client.settings import ClientSettings
+from benchy.load.images import ImageSettings, with_images
 from benchy.load.lengths import fit_lengths
 from benchy.load.plan import PlannedRequest
 from benchy.load.prompts import Prompt, PromptFactory, calibrate, exact_length_options
@@ -26,7 +27,7 @@ from benchy.probe.analyze import CAPACITY_CASE, LENGTH_CASE, Sweep, analyze, cap
 from benchy.probe.bundle import CapacityPlan, ImagePlan, PlannedLength, ProbeManifest, write_manifest
 from benchy.probe.verdict import ALPHA, MIN_SPEEDUP
 from benchy.records import RecordWriter, RequestRecord
-from benchy.results.probe import NotProbed, ProbeResult, ProbeSetup, ResetCalls, StatedSize
+from benchy.results.probe import IMAGE_TEXT_TOKENS, NotProbed, ProbeResult, ProbeSetup, ResetCalls, StatedSize
 from benchy.server import cache_reset
 from benchy.server import capacity as capacity_mod
 from benchy.server import gpu as gpu_mod
@@ -169,8 +170,7 @@ async def _probe_with(
             await reset()
         if settings.on_length is not None:
             settings.on_length(f"the image cache ({settings.images.width}x{settings.images.height})")
-        planned = images.plan(settings.n, settings.tg, settings.endpoint, settings.images, prompts, salt)
-        await _one_at_a_time(client, planned, bundle.record)
+        await _one_at_a_time(client, _image_plan(settings, settings.images, prompts, salt), bundle.record)
     if settings.capacity:
         await _capacity(client, settings, prompts, salt, reset, bundle)
         stated = await capacity_mod.stated_capacity(client, client.base, identity)
@@ -249,6 +249,25 @@ def _plan(settings: ProbeSettings, length: int, prompts: PromptFactory, salt: st
             rid = f"benchy-probe-{salt}-{length}-{side[0]}{i}"
             rec = _record(f"{LENGTH_CASE} {length} {side}", i, rid, prompt, length, settings.tg)
             requests.append(_request(settings, rec, prompt, body))
+    return requests
+
+
+def _image_plan(settings: ProbeSettings, size: ImagePlan, prompts: PromptFactory, salt: str) -> list[PlannedRequest]:
+    """shared 1, unique 1, shared 2, …: every text its own and exact, one image each: the same
+    one on the shared side, a new one of the same size on the unique side (probe/images.py)."""
+    body = exact_length_options(settings.tg)
+    drawn = {
+        "shared": ImageSettings(1, size.width, size.height, shared=True),
+        "unique": ImageSettings(1, size.width, size.height),
+    }
+    requests = []
+    for i in range(settings.n):
+        for side, shown in drawn.items():
+            prompt = prompts.build(IMAGE_TEXT_TOKENS)
+            rid = f"benchy-probe-{salt}-image-{side[0]}{i}"
+            case = f"{images.IMAGE_CASE} {size.width}x{size.height} {side}"
+            rec = _record(case, i, rid, prompt, IMAGE_TEXT_TOKENS, settings.tg)
+            requests.append(_request(settings, rec, prompt, with_images(shown, rec, body, prompt.nonce or rid)))
     return requests
 
 

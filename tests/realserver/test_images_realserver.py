@@ -14,14 +14,12 @@ from __future__ import annotations
 import base64
 import importlib.util
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from benchy.load import images
-from tests.conftest import run_benchy
+from tests.conftest import post_chat, run_benchy
 
 pytestmark = pytest.mark.realserver
 
@@ -39,15 +37,9 @@ def vision_server(llama_server_factory, tiny_model_path):
 
 def _chat(server, *urls: str) -> tuple[int, dict]:
     parts = [{"type": "text", "text": "look"}, *({"type": "image_url", "image_url": {"url": u}} for u in urls)]
-    body = {"model": server.model, "max_tokens": 2, "messages": [{"role": "user", "content": parts}]}
-    req = urllib.request.Request(
-        server.base_url + "/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    return post_chat(
+        server.base_url, {"model": server.model, "max_tokens": 2, "messages": [{"role": "user", "content": parts}]}
     )
-    try:
-        with urllib.request.urlopen(req, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, {}
 
 
 def test_the_server_counts_each_picture_the_same_whatever_its_size(vision_server):
