@@ -15,11 +15,12 @@ from benchy.measure import classify, registry, request_formulas
 from benchy.measure import gpu as gpu_figures
 from benchy.measure.gpu import GpuCase
 from benchy.measure.unavailable import Unavailable
+from benchy.probe import images
 from benchy.probe.bundle import ProbeManifest
 from benchy.probe.figures import figure
 from benchy.probe.verdict import SERVED_SHARE, TIMING_HIT_SPEEDUP, decide
 from benchy.records import RequestRecord
-from benchy.results.probe import CapacityPass, LengthEntry, ProbeCapacity, ProbeResult, ProbeSide
+from benchy.results.probe import IMAGE_TEXT_TOKENS, CapacityPass, LengthEntry, ProbeCapacity, ProbeResult, ProbeSide
 from benchy.results.types import Stopped
 
 CAPACITY_HIT_SHARE = 0.5  # a working set whose re-uses hit at least this often still fits
@@ -30,8 +31,6 @@ LENGTH_CASE, CAPACITY_CASE = "probe", "capacity"  # a record's case: "probe 2000
 
 def analyze(manifest: ProbeManifest, records: Iterable[RequestRecord]) -> ProbeResult:
     """probe.json's content from the probe's plan and records (in the order they were sent)."""
-    from benchy.probe import images  # it judges its sides with this module's length_entry()
-
     by_length: dict[int, list[RequestRecord]] = {}
     by_pass: dict[int, list[RequestRecord]] = {}  # in the order the passes were sent
     pictured: list[RequestRecord] = []  # --images (probe/images.py)
@@ -61,7 +60,8 @@ def analyze(manifest: ProbeManifest, records: Iterable[RequestRecord]) -> ProbeR
         result.capacity = sweep.result(plan.prefix_tokens_asked, plan.max_tokens)
         result.capacity.stated = manifest.stated
     if manifest.images is not None and pictured:
-        result.images = images.analyze(manifest.images, pictured)
+        entry = length_entry(IMAGE_TEXT_TOKENS, IMAGE_TEXT_TOKENS, pictured, by_cached=False)
+        result.images = images.image_entry(manifest.images, entry, pictured)
     if not manifest.finished:
         result.stopped = Stopped(KILLED, _killed_reason(by_length, by_pass))
     return result

@@ -5,7 +5,7 @@ work for an image keyed by the image's content hash (vLLM's multimodal processor
 encoder cache), so a picture sent again skips its decoding and encoding; a nonce in front of
 the text does not change that, because the image's hash is not the text's.
 
-So each request here leads with its own nonce-led text (IMAGE_TEXT_TOKENS, exact: no prefix cache
+So each request here leads with its own nonce-led text (results.probe.IMAGE_TEXT_TOKENS, exact: no prefix cache
 serves any of it) and carries one image of `--image-size`: on the shared side the same image
 every time (its first send fills the cache), on the unique side a new image of the same size
 each time. The two sides are interleaved and sent one at a time, as the prefix probe's are,
@@ -20,18 +20,16 @@ import statistics
 from dataclasses import fields
 
 from benchy.measure import images as image_figures
-from benchy.probe.analyze import length_entry
 from benchy.probe.bundle import ImagePlan
 from benchy.records import RequestRecord
-from benchy.results.probe import IMAGE_TEXT_TOKENS, ImageProbe
+from benchy.results.probe import ImageProbe, LengthEntry
 
 IMAGE_CASE = "image"  # a record's case: "image 448x448 shared"
 
 
-def analyze(size: ImagePlan, records: list[RequestRecord]) -> ImageProbe:
-    """Both sides judged as a length is (analyze.length_entry, by TTFT alone), with the images'
-    size, their tokens as the server counted them and what a repeat saves."""
-    entry = length_entry(IMAGE_TEXT_TOKENS, IMAGE_TEXT_TOKENS, records, by_cached=False)
+def image_entry(size: ImagePlan, entry: LengthEntry, records: list[RequestRecord]) -> ImageProbe:
+    """`entry`, both sides judged as a length is (analyze.length_entry, by TTFT alone), with the
+    images' size, their tokens as the server counted them and what a repeat saves."""
     repeats = [t for t in entry.shared.ttft_s[1:] if t is not None]  # the first send fills the cache
     uniques = [t for t in entry.unique.ttft_s if t is not None]
     saved = statistics.median(uniques) - statistics.median(repeats) if repeats and uniques else None

@@ -178,7 +178,8 @@ def _load(name: str) -> Dataset:
         if entry is None:
             empty += 1
         else:
-            entries.append(dataset_images.resolve(f"dataset {name}{where}", entry, row, path.parent))
+            turns, images = dataset_images.resolve(f"dataset {name}{where}", entry.turns, row, path.parent)
+            entries.append(Entry(turns, images) if images else entry)
     if not entries:
         raise WorkloadError(f"dataset {name} holds no entry with a user prompt")
     return Dataset(name, digest, fmt, tuple(entries), empty)

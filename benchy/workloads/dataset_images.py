@@ -16,15 +16,10 @@ bytes' own type.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from benchy.workloads.spec import WorkloadError
-
-if TYPE_CHECKING:
-    from benchy.workloads.dataset import Entry
 
 IMAGE_KEYS = ("image", "images")
 MARKER = re.compile(r"<image>\n?")
@@ -37,15 +32,17 @@ MEDIA_TYPES = {
 }
 
 
-def resolve(where: str, entry: Entry, row: object, folder: Path) -> Entry:
-    """The entry with its images (data URLs as they are, paths made absolute and checked) and
-    its text without the `<image>` markers; the entry as it is where the row names no image."""
+Turns = tuple[tuple[str, str], ...]
+
+
+def resolve(where: str, turns: Turns, row: object, folder: Path) -> tuple[Turns, tuple[str, ...]]:
+    """An entry's turns without the `<image>` markers and its images (data URLs as they are,
+    paths made absolute and checked); the turns as they are and no image where the row names none."""
     given = next((row[k] for k in IMAGE_KEYS if isinstance(row, dict) and row.get(k)), None)
     if given is None:
-        return entry
+        return turns, ()
     images = tuple(_one(where, folder, one) for one in (given if isinstance(given, list) else [given]))
-    turns = tuple((role, MARKER.sub("", text) if role == "user" else text) for role, text in entry.turns)
-    return dataclasses.replace(entry, turns=turns, images=images)
+    return tuple((role, MARKER.sub("", text) if role == "user" else text) for role, text in turns), images
 
 
 def _one(where: str, folder: Path, given: object) -> str:
