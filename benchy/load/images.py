@@ -17,6 +17,7 @@ tokens (measure/images.py).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import io
 import random
@@ -72,8 +73,14 @@ def draw(width: int, height: int, seed: str) -> bytes:
     image = small.resize((cols * BLOCK, rows * BLOCK), Image.Resampling.NEAREST).crop((0, 0, width, height))
     ImageDraw.Draw(image).text((2, 2), seed, fill=(255, 255, 255))
     out = io.BytesIO()
-    image.save(out, format="PNG")
+    image.save(out, format="PNG", compress_level=1)  # most of the cost is deflate: its fastest level
     return out.getvalue()
+
+
+@functools.lru_cache(maxsize=16)
+def _shared(width: int, height: int, name: str) -> bytes:
+    """--shared-images: each drawn once per process, not once a request."""
+    return draw(width, height, name)
 
 
 def data_url(png: bytes) -> str:
@@ -86,7 +93,11 @@ def for_request(settings: ImageSettings, seed: str) -> tuple[list[str], int]:
     urls, size = [], 0
     for k in range(settings.count):
         name = f"benchy-shared-{k}" if settings.shared else f"{seed} {k}"
-        png = draw(settings.width, settings.height, name)
+        png = (
+            _shared(settings.width, settings.height, name)
+            if settings.shared
+            else draw(settings.width, settings.height, name)
+        )
         size += len(png)
         urls.append(_served(settings, name, png) if settings.url else data_url(png))
     return urls, size
