@@ -334,6 +334,8 @@ def test_the_report_shows_image_tokens_beside_the_texts(sim, tmp_path):
     assert {t["image_tokens"] for t in truth} == {3 * _tokens(84, 28)}
     row = next(line for line in (out / "report.md").read_text().splitlines() if line.startswith("| pp64 tg4 | 3 |"))
     assert row.split("|")[4:6] == [f" {3 * _tokens(84, 28)} ", " 64 "]
+    html = (out / "report.html").read_text()
+    assert f"<td>{3 * _tokens(84, 28)}</td>" in html.replace(' style="text-align:right"', "")
 
 
 def _record(**fields) -> RequestRecord:
