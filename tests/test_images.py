@@ -190,7 +190,7 @@ def test_bad_image_flags_are_one_line_errors(sim, tmp_path, args, words):
 def test_the_image_probe_finds_the_cache_where_there_is_one(start_sim, tmp_path, flags, verdict):
     """probe-cache --images: the same image again against unique ones of the same size; the
     truth log shows which repeats the encoder cache served, and the verdict follows it."""
-    sim = start_sim("--prefill-tps", "20000", "--image-encode-tps", "2000", *flags)
+    sim = start_sim("--prefill-tps", "20000", "--image-encode-tps", "500", *flags)  # encoding most of a TTFT
     out = tmp_path / "probe"
     proc = run_benchy_here(
         "probe-cache",
@@ -200,7 +200,7 @@ def test_the_image_probe_finds_the_cache_where_there_is_one(start_sim, tmp_path,
         "--image-size",
         "224x224",
         "-n",
-        "6",
+        "8",
         "-q",
         "-o",
         str(out),
@@ -211,7 +211,7 @@ def test_the_image_probe_finds_the_cache_where_there_is_one(start_sim, tmp_path,
     shared = [truth[r] for r in probe["shared"]["request_ids"]]
     unique = [truth[r] for r in probe["unique"]["request_ids"]]
     assert not any(i["hit"] for t in unique for i in t["images"])  # unique images never hit
-    assert [i["hit"] for t in shared[1:] for i in t["images"]] == [not flags] * 5  # repeats hit where it caches
+    assert [i["hit"] for t in shared[1:] for i in t["images"]] == [not flags] * 7  # repeats hit where it caches
     assert probe["verdict"] == verdict and probe["image_tokens"] == _tokens(224, 224)
     assert probe["shared"]["prompt_tokens"] == [t["prompt_tokens"] for t in shared]
     assert len({t["prompt_tokens"] - t["image_tokens"] for t in shared + unique}) == 1  # each text exactly as long
@@ -381,3 +381,13 @@ def test_a_parquet_image_column_is_sent_as_it_is(start_sim, tmp_path):
     sent = sorted(truth[r["request_id"]]["images"][0]["sha256"] for r in _measured(results))
     assert sent == sorted(hashlib.sha256(p).hexdigest() for p in pictures)
     assert all(r["image_tokens"] == _tokens(70, 30) for r in _measured(results))
+
+
+def test_the_image_probe_tells_no_hit_on_its_own():
+    """An image cache saves the encoding, rarely the 2x a hit told by timing needs: the image
+    probe judges the two TTFT samples only, never 'partial_hits' from a few fast repeats."""
+    from benchy.probe.verdict import decide
+
+    repeats, unique = [0.05, 0.052, 0.2, 0.21, 0.049], [0.2, 0.21, 0.19, 0.205, 0.2]
+    assert decide(repeats, unique).verdict == "partial_hits"  # the prefix probe's reading
+    assert decide(repeats, unique, by_hits=False).verdict != "partial_hits"

@@ -112,8 +112,9 @@ def _side(records: list[RequestRecord]) -> tuple[ProbeSide, list[str]]:
 
 
 def length_entry(length: int, asked: int, records: list[RequestRecord], by_cached: bool = True) -> LengthEntry:
-    """One length's sides and verdict; `by_cached` False: by TTFT alone, the server's cached_tokens
-    left out of it (an image probe: they count prefix hits, not image hits)."""
+    """One length's sides and verdict; `by_cached` False: by the two TTFT samples alone, neither
+    the server's cached_tokens (an image probe: they count prefix hits, not image hits) nor hits
+    told one by one (verdict.decide's by_hits)."""
     shared = [r for r in records if r.case.endswith("shared")]
     unique = [r for r in records if r.case.endswith("unique")]
     (s, s_missing), (u, u_missing) = _side(shared), _side(unique)
@@ -122,7 +123,8 @@ def length_entry(length: int, asked: int, records: list[RequestRecord], by_cache
     reported = [p for p in s.prompt_tokens + u.prompt_tokens if p is not None]
     prompt_tokens = int(figure("prompt_tokens", reported)) if reported else None
     prompt_ms = [(r.server_timings or {}).get("prompt_ms") for r in shared[1:] if r.ok]
-    verdict = decide(repeats, uniques, s.cached_tokens[1:] if by_cached else (), prompt_tokens, prompt_ms)
+    cached = s.cached_tokens[1:] if by_cached else ()
+    verdict = decide(repeats, uniques, cached, prompt_tokens, prompt_ms, by_hits=by_cached)
     failed = [r for r in records if not r.ok]
     missing = sorted(set(s_missing) | set(u_missing))
     return LengthEntry(
