@@ -336,6 +336,14 @@ def test_the_report_shows_image_tokens_beside_the_texts(sim, tmp_path):
     assert row.split("|")[4:6] == [f" {3 * _tokens(84, 28)} ", " 64 "]
     html = (out / "report.html").read_text()
     assert f"<td>{3 * _tokens(84, 28)}</td>" in html.replace(' style="text-align:right"', "")
+    saved = json.loads((out / "results.json").read_text())
+    for name in ("manifest.json", "requests.jsonl"):  # the bundle alone gives the same figures
+        (tmp_path / "again").mkdir(exist_ok=True)
+        (tmp_path / "again" / name).write_bytes((out / name).read_bytes())
+    assert run_benchy_here("rebuild", str(tmp_path / "again")).returncode == 0
+    rebuilt = json.loads((tmp_path / "again" / "results.json").read_text())
+    assert rebuilt["cases"][0]["images"] == saved["cases"][0]["images"] and saved["cases"][0]["images"]["counted"] == 2
+    assert rebuilt["setup"]["load"]["images"] == saved["setup"]["load"]["images"]
 
 
 def _record(**fields) -> RequestRecord:
