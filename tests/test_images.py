@@ -83,6 +83,11 @@ def test_shared_images_hit_the_encoder_cache(sim, tmp_path):
     assert len({i["sha256"] for i in seen}) == 1  # one picture, every time
     assert not seen[0]["hit"] and all(i["hit"] and i["encode_s"] == 0 for i in seen[1:])
     assert all(r["image_tokens"] == _tokens(56, 56) for r in _measured(results))
+    again = run_json(
+        sim, tmp_path, *"--pp 64 --tg 4 -c 1 --runs 1 --images 1 --image-size 56x56 --shared-images".split()
+    )
+    [first] = [t for t in sim.truth() if t["request_id"] == again["cases"][0]["requests"][0]["request_id"]]
+    assert first["images"][0]["sha256"] != seen[0]["sha256"] and not first["images"][0]["hit"]  # each run its own
 
 
 def test_the_servers_own_image_count_is_taken_and_the_text_checked(start_sim, tmp_path):

@@ -112,7 +112,11 @@ def alone_plan(plan: CasePlan, calibration: Calibration, nonce: bool) -> list[Pl
             local_token_scale=calibration.scale,
             alone=True,
         )
-        own = images.with_images(plan.images, rec, body, prompt.nonce or rec.request_id) if plan.images else body
+        own = (
+            images.with_images(plan.images, rec, body, prompt.nonce or rec.request_id, plan.salt)
+            if plan.images
+            else body
+        )
         requests.append(planned(plan, rec, prompt, 1, own))  # the case's images too: its shape is theirs
     return requests
 

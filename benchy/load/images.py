@@ -20,6 +20,7 @@ import base64
 import functools
 import hashlib
 import io
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from benchy.client.images import IMAGES
 from benchy.records import RequestRecord
 from benchy.workloads import dataset_images
 
-BLOCK = 8  # pixels a side of one random colour block (compresses: a 448×448 image is ~10 KB)
+BLOCK = 8  # pixels a side of one random colour block (compresses: a 448×448 image is ~20 KB)
 MAX_SIDE = 4096
 
 
@@ -87,12 +88,13 @@ def data_url(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode()
 
 
-def for_request(settings: ImageSettings, seed: str) -> tuple[list[str], int]:
+def for_request(settings: ImageSettings, seed: str, salt: str = "") -> tuple[list[str], int]:
     """A request's images as URLs, and their bytes: drawn from `seed` (the request's nonce),
-    or the case's shared ones (--shared-images)."""
+    or the run's shared ones (--shared-images: drawn from the run's `salt`, so the run's first
+    request pays for them as a cold server would)."""
     urls, size = [], 0
     for k in range(settings.count):
-        name = f"benchy-shared-{k}" if settings.shared else f"{seed} {k}"
+        name = f"benchy-shared {salt} {k}" if settings.shared else f"{seed} {k}"
         png = (
             _shared(settings.width, settings.height, name)
             if settings.shared
@@ -103,10 +105,12 @@ def for_request(settings: ImageSettings, seed: str) -> tuple[list[str], int]:
     return urls, size
 
 
-def with_images(settings: ImageSettings, rec: RequestRecord, options: dict[str, Any], seed: str) -> dict[str, Any]:
+def with_images(
+    settings: ImageSettings, rec: RequestRecord, options: dict[str, Any], seed: str, salt: str = ""
+) -> dict[str, Any]:
     """The request's options with its images (for the client to put into the body), their
     count and bytes noted on its record."""
-    urls, rec.image_bytes = for_request(settings, seed)
+    urls, rec.image_bytes = for_request(settings, seed, salt)
     rec.images = len(urls)
     return {**options, IMAGES: urls}
 
@@ -123,6 +127,8 @@ def _served(settings: ImageSettings, name: str, png: bytes) -> str:
     assert settings.host and settings.folder, "--image-url: the image host is not running"
     file = hashlib.sha256(name.encode()).hexdigest()[:24] + ".png"
     path = Path(settings.folder) / file
-    if not path.exists():
-        path.write_bytes(png)
+    if not path.exists():  # written whole, then named: a fetch never meets half a file
+        part = path.with_name(f"{file}.{os.getpid()}.part")
+        part.write_bytes(png)
+        os.replace(part, path)
     return f"{settings.host}/{file}"

@@ -267,7 +267,7 @@ def _image_plan(settings: ProbeSettings, size: ImagePlan, prompts: PromptFactory
             rid = f"benchy-probe-{salt}-image-{side[0]}{i}"
             case = f"{images.IMAGE_CASE} {size.width}x{size.height} {side}"
             rec = _record(case, i, rid, prompt, IMAGE_TEXT_TOKENS, settings.tg)
-            requests.append(_request(settings, rec, prompt, with_images(shown, rec, body, prompt.nonce or rid)))
+            requests.append(_request(settings, rec, prompt, with_images(shown, rec, body, prompt.nonce or rid, salt)))
     return requests
 
 
