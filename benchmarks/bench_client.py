@@ -65,8 +65,9 @@ def serve_shared(port: int, truth_log: str, decode_tps: float = 0.0) -> None:
     instant; else paced at that rate per stream, prefill instant, no batch slowdown."""
     from aiohttp import web
 
-    from benchy.sim.app import Simulator, warm_up
+    from benchy.sim.app import Simulator
     from benchy.sim.config import build_config
+    from benchy.sim.serve import warm_up
 
     if decode_tps:
         cfg = build_config(

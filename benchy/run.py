@@ -31,7 +31,7 @@ from benchy.client.client import Client
 from benchy.client.errors import ServerError
 from benchy.client.redact import redact_url, scrub
 from benchy.client.settings import ClientSettings, secrets_of
-from benchy.load import canary, dataset_fit
+from benchy.load import canary, dataset_fit, image_host
 from benchy.load.alone import alone_requests, send_alone
 from benchy.load.context_fit import refuse_too_long, unfit_cases
 from benchy.load.dataset_load import bind as bind_dataset
@@ -255,12 +255,16 @@ async def _execute(settings: RunSettings, state: RunState, writer: RecordWriter)
     max_concurrency = max(settings.load.streams(c) for c in settings.cases)
     client_settings = replace(settings.client, connections=max_concurrency)
     _stop_on_sigterm(state)
+    host, shown = image_host.start(settings.load.images)  # --image-url: the images served on 127.0.0.1
+    settings = replace(settings, load=replace(settings.load, images=shown))
     pool = start_pool(settings.load, settings.cases)  # its workers start up while this process calibrates
     try:
         await _measure(settings, state, writer, client_settings, pool)
     finally:
         if pool is not None:
             pool.close()
+        if host is not None:
+            host.close()
 
 
 async def _measure(
@@ -583,4 +587,5 @@ def _load_plan(load: LoadSettings) -> dict[str, Any]:
         "max_inflight": load.max_inflight,
         "seed": load.seed,
         "batch": load.batch,
+        "images": load.images,
     }

@@ -14,6 +14,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -234,6 +236,22 @@ def run_json(sim, tmp_path, *args: str) -> dict:
     proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "--no-report", "-o", str(out), *args)
     assert proc.returncode == 0, proc.stderr
     return json.loads((out / "results.json").read_text())
+
+
+def post_chat(base_url: str, body: dict, timeout: float = 60) -> tuple[int, dict]:
+    """POST a chat body to BASE_URL/chat/completions: (HTTP status, its JSON; {} for an error
+    body that is not JSON)."""
+    request = urllib.request.Request(
+        base_url + "/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            return exc.code, json.loads(exc.read())
+        except ValueError:
+            return exc.code, {}
 
 
 @pytest.fixture

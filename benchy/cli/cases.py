@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from benchy.cli.help_sections import SectionedHelp
+from benchy.cli.images import IMAGE_OPTIONS, image_settings
 from benchy.cli.options import Decorator, MultiValueCommand
 
 if TYPE_CHECKING:
@@ -332,6 +333,7 @@ LOAD_OPTIONS: tuple[Decorator, ...] = (
         help="Goodput: the share of requests meeting every target, e.g. --slo ttft=2s,e2e_tps=20 "
         "(ttft, ttfc, e2e, itl in s or ms; e2e_tps, decode_tps in tokens/s).",
     ),
+    *IMAGE_OPTIONS,
 )
 
 
@@ -346,6 +348,10 @@ def load_settings(
     ray_workers_per_node: int | None,
     slo: str | None,
     batch: int = 1,
+    images: int = 0,
+    image_size: str = "448x448",
+    shared_images: bool = False,
+    image_url: bool = False,
 ) -> LoadSettings:
     from benchy.load import cluster
     from benchy.load.plan import LoadSettings
@@ -373,4 +379,5 @@ def load_settings(
         ray=ray,
         ray_workers_per_node=ray_workers_per_node,
         batch=batch,
+        images=image_settings(images, image_size, shared_images, image_url),
     )

@@ -28,7 +28,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "keep_reasoning", "cold_baseline", "shared_prefix", "groups", "trace_file", "speed", "dataset",
             "dataset_min_tokens", "dataset_max_tokens", "no_nonce", "no_stream", "tokenizer_file", "template",
             "reasoning_effort", "stop", "skip_unfit", "tools", "tool_choice", "pp_stddev", "tg_stddev",
-            "subagents", "max_gap", "batch",
+            "subagents", "max_gap", "batch", "images", "image_size", "shared_images", "image_url",
         ),
     ),
     (

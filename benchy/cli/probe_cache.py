@@ -17,6 +17,7 @@ from benchy.outcome import probe_exit_code
 
 if TYPE_CHECKING:
     from benchy.client.settings import ClientSettings
+    from benchy.probe.bundle import ImagePlan
 
 
 class ProbeCommand(MultiValueCommand):
@@ -87,6 +88,14 @@ class ProbeCommand(MultiValueCommand):
     help="Empty the server's prefix cache before each length (each --capacity pass) through the engine's "
     "own endpoint; says so when it has none.",
 )
+@click.option(
+    "--images",
+    "probe_images",
+    is_flag=True,
+    help="Instead of the per-length probe, ask whether the server caches image processing: the same image "
+    "again against unique images of --image-size, each after its own unique text (docs/images.md).",
+)
+@click.option("--image-size", default="448x448", show_default=True, metavar="WxH", help="--images: the image's size.")
 def probe_cache(
     client: ClientSettings,
     endpoint: str,
@@ -102,6 +111,8 @@ def probe_cache(
     capacity_max_tokens: int,
     cache_reset: bool,
     gpu_metrics: str | None,
+    probe_images: bool,
+    image_size: str,
 ) -> int:
     """Does the server cache prompt prefixes? Shared- vs unique-prefix TTFTs and a verdict per length."""
     from benchy import probe
@@ -116,6 +127,7 @@ def probe_cache(
         raise click.UsageError("--capacity replaces the per-length probe: give --capacity-prefix-tokens, not --lengths")
     if capacity_prefix_tokens > capacity_max_tokens:
         raise click.UsageError("--capacity-prefix-tokens must not exceed --capacity-max-tokens")
+    size = _image_plan(probe_images, image_size, capacity, lengths, endpoint)
     if output is not None:
         claim_folder(output, force)
     settings = probe.ProbeSettings(
@@ -132,6 +144,7 @@ def probe_cache(
         cache_reset=cache_reset,
         gpu_metrics=gpu_metrics,
         records_path=output / "requests.jsonl" if output is not None else None,
+        images=size,
     )
     try:
         result = probe.run_probe(settings)
@@ -148,3 +161,22 @@ def probe_cache(
     else:
         click.echo(probe_report.text(result))
     return probe_exit_code(result.to_dict())
+
+
+def _image_plan(wanted: bool, size: str, capacity: bool, lengths: tuple[int, ...], endpoint: str) -> ImagePlan | None:
+    """--images' size, or None; UsageError where it cannot be probed."""
+    from benchy.load.images import parse_size
+    from benchy.probe.bundle import ImagePlan
+
+    if not wanted:
+        if size != "448x448":
+            raise click.UsageError("--image-size needs --images")
+        return None
+    if capacity or lengths:
+        raise click.UsageError("--images replaces the per-length probe and --capacity: give --image-size only")
+    if endpoint == "completions":
+        raise click.UsageError("--images needs --endpoint chat, responses or messages: /v1/completions takes no image")
+    try:
+        return ImagePlan(*parse_size(size))
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None

@@ -23,7 +23,7 @@ from urllib.parse import urljoin
 
 import orjson
 
-from benchy.client import embeddings, messages, responses, tools
+from benchy.client import embeddings, images, messages, responses, tools
 from benchy.client.aiohttp_pool import AiohttpPool
 from benchy.client.booking import Api
 from benchy.client.connect import HttpFailure, env_proxy
@@ -305,6 +305,10 @@ class Client:
     def payload(
         self, prompt: str, max_tokens: int, endpoint: str, stream: bool = True, extra: JsonObject | None = None
     ) -> JsonObject:
+        if extra and images.IMAGES in extra:  # --images: the body built, then the images put in
+            extra = dict(extra)
+            urls = extra.pop(images.IMAGES)
+            return images.attach(self.payload(prompt, max_tokens, endpoint, stream, extra), endpoint, urls)
         extra = tools.with_tools(extra, self.settings.tools, self.settings.tool_choice, endpoint)
         api = _api(endpoint)
         if api is not None:

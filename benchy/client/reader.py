@@ -386,7 +386,9 @@ class StreamReader:
         rec.usage_reported = True
         rec.prompt_tokens = self._count(usage, "prompt_tokens")
         rec.completion_tokens = self._count(usage, "completion_tokens")
-        rec.cached_tokens = self._count(self._details(usage, "prompt_tokens_details"), "cached_tokens")
+        details = self._details(usage, "prompt_tokens_details")
+        rec.cached_tokens = self._count(details, "cached_tokens")
+        rec.server_image_tokens = self._count(details, "image_tokens")
         rec.reasoning_tokens = self._count(self._details(usage, "completion_tokens_details"), "reasoning_tokens")
 
     def _details(self, usage: JsonObject, key: str) -> JsonObject:

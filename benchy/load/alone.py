@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from benchy.client.client import Client
+from benchy.load import images
 from benchy.load.plan import CasePlan, PlannedRequest, planned, request_options, trace_spec
 from benchy.load.prompts import Calibration, Prompt, PromptFactory
 from benchy.load.send import Closed, send
@@ -111,7 +112,12 @@ def alone_plan(plan: CasePlan, calibration: Calibration, nonce: bool) -> list[Pl
             local_token_scale=calibration.scale,
             alone=True,
         )
-        requests.append(planned(plan, rec, prompt, 1, body))
+        own = (
+            images.with_images(plan.images, rec, body, prompt.nonce or rec.request_id, plan.salt)
+            if plan.images
+            else body
+        )
+        requests.append(planned(plan, rec, prompt, 1, own))  # the case's images too: its shape is theirs
     return requests
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from benchy.jsontypes import JsonObject
-from benchy.load import arrivals, dataset_fit
+from benchy.load import arrivals, dataset_fit, images
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, planned, request_options
 from benchy.load.prompts import Calibration, Prompt, PromptFactory, Template
 from benchy.load.send import Closed, Open, send
@@ -225,6 +225,8 @@ async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
             usage_at_known=prompts.calibration.usage_at_known,
         )
         body = bodies.setdefault(tg, request_options(plan, tg))
+        if entry.images:  # a ShareGPT-4V / LLaVA entry's pictures, as they are
+            body = images.with_files(entry.images, rec, body)
         return planned(plan, rec, prompt, tg, body, None if warmup or offsets is None else offsets[i])
 
     def measured() -> Iterator[PlannedRequest]:

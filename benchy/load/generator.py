@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 
 from benchy.client.client import Client
-from benchy.load import arrivals
+from benchy.load import arrivals, images
 from benchy.load.conversations import run_conversations
 from benchy.load.dataset_load import run_natural, with_dataset
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, multi_turn_spec, planned, request_options
@@ -140,6 +140,8 @@ def case_requests(
             prompt_slack=prompts.calibration.prompt_slack,
         )
         options = own if tg == case.tg else request_options(plan, tg)  # a drawn length's own
+        if plan.images:  # --images: drawn from the nonce (or the case's shared ones), sent beside the text
+            options = images.with_images(plan.images, rec, options, prompt.nonce or rec.request_id, plan.salt)
         return planned(plan, rec, prompt, tg, options, None if warm or offsets is None else offsets[i])
 
     warmups = [make(i, True) for i in arrivals.share(plan.warmup, plan.worker, plan.workers)]

@@ -18,11 +18,14 @@ from typing import Any
 
 from benchy.client.client import Client
 from benchy.load import arrivals, drain
+from benchy.load.images import ImageSettings
 from benchy.load.prompts import Prompt, PromptFactory, Template, exact_length_options
 from benchy.records import RequestRecord
 from benchy.workloads import trace
 from benchy.workloads.case import Case
 from benchy.workloads.spec import MultiTurn, TraceReplay
+
+IMAGE_ENDPOINTS = ("chat", "responses", "messages")  # the APIs with image parts (client/images.py)
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class LoadSettings:
     ray: str | None = None  # --ray [ADDRESS]: every case on Ray actors (cluster.py)
     ray_workers_per_node: int | None = None  # --ray-workers-per-node (None: 1)
     batch: int = 1  # --batch: inputs per request of a pooling endpoint (--endpoint embeddings)
+    images: ImageSettings | None = None  # --images: the images each request carries (load/images.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,12 +61,18 @@ class LoadSettings:
                 else {}
             ),
             **({"batch": self.batch} if self.batch > 1 else {}),
+            **({"images": self.images.to_dict()} if self.images else {}),
         }
 
     def check(self, cases: list[Case], endpoint: str = "chat") -> None:
         """ValueError for a setting that none of the cases can use."""
         if self.batch > 1 and any((c.endpoint or endpoint) != "embeddings" for c in cases):
             raise ValueError("--batch needs --endpoint embeddings: only a pooling endpoint takes a list of inputs")
+        if self.images and any((c.endpoint or endpoint) not in IMAGE_ENDPOINTS or c.kind != "sweep" for c in cases):
+            raise ValueError(
+                "--images needs plain cases (--pp/--tg, no workload, dataset or trace) on --endpoint chat, "
+                "responses or messages: only those take an image beside the text (docs/images.md)"
+            )
         if self.max_inflight is not None and all(c.rate is None and c.kind != "trace" for c in cases):
             raise ValueError(
                 "--max-inflight needs --rate, --trace or a scenario with rate or trace "
@@ -100,6 +110,7 @@ class CasePlan:
     workers: int = 1
     alone: int = 0  # requests of the case's shape sent alone before it (load/alone.py)
     batch: int = 1  # --batch: inputs per request (--endpoint embeddings; generator.py)
+    images: ImageSettings | None = None  # --images (load/images.py; generator.py)
 
     @property
     def measured(self) -> int:

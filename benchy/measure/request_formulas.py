@@ -6,7 +6,7 @@ dependents Unavailable for the same reason before their formula runs."""
 
 from __future__ import annotations
 
-from benchy.measure import delivery, evidence, reading
+from benchy.measure import delivery, evidence, images, reading
 from benchy.measure.reading import Reading
 from benchy.measure.unavailable import (
     NO_CACHED_TOKENS,
@@ -91,13 +91,16 @@ def decode_tps(rec: RequestRecord, read: Reading) -> float | Unavailable:
 def prefill_tps(rec: RequestRecord, read: Reading, first: float) -> float | Unavailable:
     if rec.prompt_tokens is None:
         return Unavailable(NO_PROMPT_TOKENS, "server reported no prompt token count")
-    if rec.target_prompt_tokens and evidence.prompt_length_missed(
-        rec.target_prompt_tokens, rec.prompt_tokens, rec.prompt_slack
+    text = images.text_tokens(rec)  # with images: the text's part, where the server told it apart
+    if (
+        rec.target_prompt_tokens
+        and text is not None
+        and evidence.prompt_length_missed(rec.target_prompt_tokens, text, rec.prompt_slack)
     ):
-        way = "more" if rec.prompt_tokens > rec.target_prompt_tokens else "fewer"
+        way = "more" if text > rec.target_prompt_tokens else "fewer"
         return Unavailable(
             PROMPT_LENGTH_MISSED,
-            f"the server counted {rec.prompt_tokens} prompt tokens, {way} than the {rec.target_prompt_tokens} "
+            f"the server counted {text} prompt tokens, {way} than the {rec.target_prompt_tokens} "
             "sent: a prefill rate of another prompt than the row's",
         )
     if rec.reused_context_tokens and rec.cached_tokens is None:

@@ -15,11 +15,12 @@ from benchy.measure import classify, registry, request_formulas
 from benchy.measure import gpu as gpu_figures
 from benchy.measure.gpu import GpuCase
 from benchy.measure.unavailable import Unavailable
+from benchy.probe import images
 from benchy.probe.bundle import ProbeManifest
 from benchy.probe.figures import figure
 from benchy.probe.verdict import SERVED_SHARE, TIMING_HIT_SPEEDUP, decide
 from benchy.records import RequestRecord
-from benchy.results.probe import CapacityPass, LengthEntry, ProbeCapacity, ProbeResult, ProbeSide
+from benchy.results.probe import IMAGE_TEXT_TOKENS, CapacityPass, LengthEntry, ProbeCapacity, ProbeResult, ProbeSide
 from benchy.results.types import Stopped
 
 CAPACITY_HIT_SHARE = 0.5  # a working set whose re-uses hit at least this often still fits
@@ -32,8 +33,12 @@ def analyze(manifest: ProbeManifest, records: Iterable[RequestRecord]) -> ProbeR
     """probe.json's content from the probe's plan and records (in the order they were sent)."""
     by_length: dict[int, list[RequestRecord]] = {}
     by_pass: dict[int, list[RequestRecord]] = {}  # in the order the passes were sent
+    pictured: list[RequestRecord] = []  # --images (probe/images.py)
     for rec in records:
         kind, size, _ = rec.case.split(" ")
+        if kind == images.IMAGE_CASE:
+            pictured.append(rec)
+            continue
         (by_length if kind == LENGTH_CASE else by_pass).setdefault(int(size), []).append(rec)
     entries = []
     for planned in manifest.lengths:
@@ -54,6 +59,9 @@ def analyze(manifest: ProbeManifest, records: Iterable[RequestRecord]) -> ProbeR
         plan = manifest.capacity
         result.capacity = sweep.result(plan.prefix_tokens_asked, plan.max_tokens)
         result.capacity.stated = manifest.stated
+    if manifest.images is not None and pictured:
+        entry = length_entry(IMAGE_TEXT_TOKENS, IMAGE_TEXT_TOKENS, pictured, by_cached=False)
+        result.images = images.image_entry(manifest.images, entry, pictured)
     if not manifest.finished:
         result.stopped = Stopped(KILLED, _killed_reason(by_length, by_pass))
     return result
@@ -103,7 +111,10 @@ def _side(records: list[RequestRecord]) -> tuple[ProbeSide, list[str]]:
     return side, side.unavailable
 
 
-def length_entry(length: int, asked: int, records: list[RequestRecord]) -> LengthEntry:
+def length_entry(length: int, asked: int, records: list[RequestRecord], by_cached: bool = True) -> LengthEntry:
+    """One length's sides and verdict; `by_cached` False: by the two TTFT samples alone, neither
+    the server's cached_tokens (an image probe: they count prefix hits, not image hits) nor hits
+    told one by one (verdict.decide's by_hits)."""
     shared = [r for r in records if r.case.endswith("shared")]
     unique = [r for r in records if r.case.endswith("unique")]
     (s, s_missing), (u, u_missing) = _side(shared), _side(unique)
@@ -112,7 +123,8 @@ def length_entry(length: int, asked: int, records: list[RequestRecord]) -> Lengt
     reported = [p for p in s.prompt_tokens + u.prompt_tokens if p is not None]
     prompt_tokens = int(figure("prompt_tokens", reported)) if reported else None
     prompt_ms = [(r.server_timings or {}).get("prompt_ms") for r in shared[1:] if r.ok]
-    verdict = decide(repeats, uniques, s.cached_tokens[1:], prompt_tokens, prompt_ms)
+    cached = s.cached_tokens[1:] if by_cached else ()
+    verdict = decide(repeats, uniques, cached, prompt_tokens, prompt_ms, by_hits=by_cached)
     failed = [r for r in records if not r.ok]
     missing = sorted(set(s_missing) | set(u_missing))
     return LengthEntry(

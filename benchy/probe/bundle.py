@@ -44,6 +44,14 @@ class CapacityPlan(Saved):
 
 
 @dataclass
+class ImagePlan(Saved):
+    """--images: the size probed (the manifest's, for a rebuild)."""
+
+    width: int
+    height: int
+
+
+@dataclass
 class ProbeManifest(Saved):
     """Everything a probe's analysis reads but its records (requests.jsonl)."""
 
@@ -53,6 +61,7 @@ class ProbeManifest(Saved):
     capacity: CapacityPlan | None = None
     gpu: dict[str, GpuCase] = field(default_factory=dict)  # length sent → the GPUs' window over it, as measured
     stated: StatedSize | None = None  # --capacity: what the server says its KV cache holds
+    images: ImagePlan | None = None  # --images: the image-cache probe's size (probe/images.py)
     finished: bool = False  # the probe ended and saved; False on disk: it was stopped first
 
 

@@ -18,16 +18,18 @@ from benchy.client.client import Client
 from benchy.client.redact import redact_url
 from benchy.client.settings import ClientSettings
 from benchy.jsontypes import JsonObject
+from benchy.load.images import ImageSettings, with_images
 from benchy.load.lengths import fit_lengths
 from benchy.load.plan import PlannedRequest
 from benchy.load.progress import Progress
 from benchy.load.prompts import Prompt, PromptFactory, calibrate, exact_length_options
 from benchy.load.send import Closed, send
+from benchy.probe import images
 from benchy.probe.analyze import CAPACITY_CASE, LENGTH_CASE, Sweep, analyze, capacity_point
-from benchy.probe.bundle import CapacityPlan, PlannedLength, ProbeManifest, write_manifest
+from benchy.probe.bundle import CapacityPlan, ImagePlan, PlannedLength, ProbeManifest, write_manifest
 from benchy.probe.verdict import ALPHA, MIN_SPEEDUP
 from benchy.records import RecordWriter, RequestRecord
-from benchy.results.probe import NotProbed, ProbeResult, ProbeSetup, ResetCalls, StatedSize
+from benchy.results.probe import IMAGE_TEXT_TOKENS, NotProbed, ProbeResult, ProbeSetup, ResetCalls, StatedSize
 from benchy.server import cache_reset
 from benchy.server import capacity as capacity_mod
 from benchy.server import gpu as gpu_mod
@@ -59,6 +61,7 @@ class ProbeSettings:
     progress: bool = False  # each length's (each pass's) requests counted on stderr as they end (load/progress.py)
     gpu_metrics: str | None = None  # --gpu-metrics: the GPUs sampled over each length (server/gpu.py)
     records_path: Path | None = None  # -o: requests.jsonl, each record as it finishes (the manifest beside it)
+    images: ImagePlan | None = None  # --images: the image-cache probe instead of the lengths (probe/images.py)
 
 
 class ProbeTooLong(ValueError):
@@ -142,16 +145,18 @@ async def _probe_with(
     setup.context_source = identity.context_source
     if gpus is not None:
         setup.gpu = gpus.setup
-    lengths = [] if settings.capacity else capped_lengths(settings.lengths, context, settings.tg)
+    by_length = not settings.capacity and settings.images is None
+    lengths = capped_lengths(settings.lengths, context, settings.tg) if by_length else []
     kept = {asked for _, asked in lengths}
     setup.lengths_not_probed = [  # capped to a length another asked length already probes
         NotProbed(asked, f"capped to the server's context ({context:,} tokens), as a shorter one was")
-        for asked in ([] if settings.capacity else settings.lengths)
+        for asked in (settings.lengths if by_length else [])
         if asked not in kept
     ]
     manifest = ProbeManifest(setup, lengths=[PlannedLength(length, asked) for length, asked in lengths])
     if settings.capacity:
         manifest.capacity = CapacityPlan(settings.capacity_prefix_tokens, settings.capacity_max_tokens)
+    manifest.images = settings.images
     progress = Progress(len(lengths), enabled=settings.progress)
     bundle = _Bundle(manifest, writer, settings.records_path.parent if settings.records_path else None, progress)
     bundle.save()
@@ -169,6 +174,15 @@ async def _probe_with(
         if window is not None:
             await window.close()
             manifest.gpu[str(length)] = window.result
+    if settings.images is not None:
+        if reset is not None:
+            await reset()
+        label = f"the image cache ({settings.images.width}x{settings.images.height})"
+        if settings.on_length is not None:
+            settings.on_length(label)
+        image_plan = _image_plan(settings, settings.images, prompts, salt)
+        bundle.progress.start_case(label, len(image_plan))
+        await _one_at_a_time(client, image_plan, bundle.record)
     if settings.capacity:
         bundle.progress = Progress(0, enabled=settings.progress)  # passes: as many as the search takes
         await _capacity(client, settings, prompts, salt, reset, bundle)
@@ -249,6 +263,25 @@ def _plan(settings: ProbeSettings, length: int, prompts: PromptFactory, salt: st
             rid = f"benchy-probe-{salt}-{length}-{side[0]}{i}"
             rec = _record(f"{LENGTH_CASE} {length} {side}", i, rid, prompt, length, settings.tg)
             requests.append(_request(settings, rec, prompt, body))
+    return requests
+
+
+def _image_plan(settings: ProbeSettings, size: ImagePlan, prompts: PromptFactory, salt: str) -> list[PlannedRequest]:
+    """shared 1, unique 1, shared 2, …: every text its own and exact, one image each: the same
+    one on the shared side, a new one of the same size on the unique side (probe/images.py)."""
+    body = exact_length_options(settings.tg)
+    drawn = {
+        "shared": ImageSettings(1, size.width, size.height, shared=True),
+        "unique": ImageSettings(1, size.width, size.height),
+    }
+    requests = []
+    for i in range(settings.n):
+        for side, shown in drawn.items():
+            prompt = prompts.build(IMAGE_TEXT_TOKENS)
+            rid = f"benchy-probe-{salt}-image-{side[0]}{i}"
+            case = f"{images.IMAGE_CASE} {size.width}x{size.height} {side}"
+            rec = _record(case, i, rid, prompt, IMAGE_TEXT_TOKENS, settings.tg)
+            requests.append(_request(settings, rec, prompt, with_images(shown, rec, body, prompt.nonce or rid, salt)))
     return requests
 
 

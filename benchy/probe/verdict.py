@@ -37,10 +37,13 @@ def decide(
     repeat_cached: Sequence[int | None] = (),
     prompt_tokens: int | None = None,
     repeat_prompt_ms: Sequence[float | None] = (),
+    by_hits: bool = True,
 ) -> Verdict:
     """The verdict for one length from the repeat and unique TTFTs (seconds), weighed with the
-    server's own cached_tokens (and llama.cpp's timings.prompt_ms) for the repeats."""
-    partial = _partial_hits(repeats, unique, repeat_cached, prompt_tokens)
+    server's own cached_tokens (and llama.cpp's timings.prompt_ms) for the repeats. by_hits
+    False: no repeat is told a hit on its own (an image cache saves the encoding, rarely the 2x
+    a hit by timing needs), so the two TTFT samples alone decide."""
+    partial = _partial_hits(repeats, unique, repeat_cached, prompt_tokens) if by_hits else None
     if partial is not None:
         return partial
     verdict = _timing_verdict(repeats, unique, repeat_cached, prompt_tokens)

@@ -25,8 +25,9 @@ from benchy.jsontypes import described
 # 1.1: alone; 1.2: anomaly codes apart from their counts, retried_kind; 1.3: local_scale_from_usage;
 # 1.4: streamed; 1.5: prompt_slack; 1.6: witness lines (WITNESS_OF), a late witness of a request written before it came;
 # 1.7: local_scale_generated; 1.8: tool_chars, tool_calls (tool calls are output: TOOL events),
-# tokenizer_tokens (a late witness: --tokenizer's count of the text), usage_at_known, inputs (embeddings)
-REQUESTS_SCHEMA = "benchy/requests/1.8"
+# tokenizer_tokens (a late witness: --tokenizer's count of the text), usage_at_known, inputs (embeddings);
+# 1.9: images, image_bytes, server_image_tokens (--images)
+REQUESTS_SCHEMA = "benchy/requests/1.9"
 
 # Event kinds, one character each so a 1,000-token stream stays a short string.
 CONTENT = "c"
@@ -156,6 +157,14 @@ class RequestRecord:
     # (1.26) A pooling request (--endpoint embeddings): how many inputs it embedded (None: a
     # generation request). It generates no token, so no output figure is taken from it.
     inputs: int | None = described("(1.26) --endpoint embeddings: the inputs the request embedded", omit=True)
+    # (1.27) --images: the images the request carried and their encoded bytes (the plan's, known
+    # before it is sent), and the server's own count of their tokens where its usage gives one
+    # (prompt_tokens_details.image_tokens); None: no image, or no such count.
+    images: int | None = described("(1.27) --images: images the request carried", omit=True)
+    image_bytes: int | None = described("(1.27) --images: the images' encoded bytes (PNG)", omit=True)
+    server_image_tokens: int | None = described(
+        "(1.27) usage.prompt_tokens_details.image_tokens: the server's own count of the images' tokens", omit=True
+    )
 
     @property
     def ok(self) -> bool:

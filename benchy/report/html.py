@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchy.report import gpu_view, load_figures, markdown, server_view, table, workloads
+from benchy.report import gpu_view, images_view, load_figures, markdown, server_view, table, workloads
 from benchy.report.agents_html import agent_panels
 from benchy.report.html_figures import Panel, panels
 from benchy.results.types import CheckWarning, RunResult
@@ -163,7 +163,7 @@ def render(results: RunResult, inner: Sequence[str] = ()) -> str:
     parts += ["<h2>Results</h2>", results_html(results)]
     loaded = table.load_markdown(results)
     parts += [markdown_html(loaded.splitlines()) if loaded else "", cache_html(results)]
-    parts += [markdown_html(workloads.section_lines(results))]
+    parts += [markdown_html(images_view.lines(results) + workloads.section_lines(results))]
     parts += ["<h2>Warnings</h2>", warnings_html(results, shown)]
     parts += ["<h2>Figures</h2>", *(panel_html(p, results.warnings) for p in shown)]
     parts += [markdown_html(server_view.section_lines(results) + gpu_view.section_lines(results))]

@@ -8,7 +8,7 @@ from benchy.measure import stats
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.registry import METRICS
 from benchy.measure.sanity.canary import Canary
-from benchy.report import gpu_view, server_view, table, tails, workloads
+from benchy.report import gpu_view, images_view, server_view, table, tails, workloads
 from benchy.results.types import MetricSummary, PromptLengths, RunResult, Setup
 
 
@@ -166,7 +166,7 @@ def figure_lines(figures: list[tuple[Any, ...]]) -> list[str]:
 def terminal(results: RunResult) -> str:
     """What `benchy run` prints: the table, then what the whole-run latencies can hide (an open
     loop's latencies from the schedule, a closed loop's steady state), as report.md has them."""
-    extra = tails.schedule_lines(results, _ms) + tails.steady_lines(results, _ms)
+    extra = images_view.lines(results) + tails.schedule_lines(results, _ms) + tails.steady_lines(results, _ms)
     return table.markdown(results) + ("\n\n" + "\n".join(extra).rstrip() if extra else "")
 
 
@@ -286,6 +286,7 @@ def render(
         table.markdown(results),
         "",
     ]
+    parts += images_view.lines(results)
     parts += [f"- Not measured: {item.case} ({item.reason})" for item in results.not_measured]
     parts += [""] if results.not_measured else []
     parts += workloads.section_lines(results)

@@ -7,6 +7,7 @@ working set)."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,24 @@ def text(result: ProbeResult | dict[str, Any]) -> str:
         parts.append(table(probe) + "\n\n" + "\n".join(reasons(probe)))
     if probe.get("capacity"):
         parts.append("\n".join(capacity_lines(probe["capacity"])))
+    if probe.get("images"):
+        parts.append("\n".join(image_lines(probe["images"])))
     return "\n\n".join(parts)
+
+
+def image_lines(entry: dict[str, Any]) -> list[str]:
+    """probe-cache --images: the two sides' median TTFTs and the verdict, in a few lines."""
+    repeats = [t for t in entry["shared"]["ttft_s"][1:] if t is not None]  # the first send fills the cache
+    unique = [t for t in entry["unique"]["ttft_s"] if t is not None]
+    medians = [seconds(statistics.median(ts)) if ts else "n/a" for ts in (repeats, unique)]
+    tokens = _tokens(entry.get("image_tokens"))
+    return [
+        f"Image cache: {entry['width']}x{entry['height']} PNG ({tokens} image tokens) after a "
+        f"{entry['length']}-token unique text; median TTFT of the same image again {medians[0]}, "
+        f"of a unique image {medians[1]}.",
+        f"Verdict: {entry['verdict']}: {entry['reason']}",
+        "",
+    ]
 
 
 def _tokens(value: float | None) -> str:
@@ -268,6 +286,8 @@ def markdown(probe: dict[str, Any], figure: str | None = None, capacity_figure: 
         ]
         if figure:
             lines += [f"![TTFT, shared vs unique prefix]({figure})", ""]
+    if probe.get("images"):
+        lines += image_lines(probe["images"])
     if probe.get("capacity"):
         lines += capacity_lines(probe["capacity"])
         if capacity_figure:

@@ -24,6 +24,7 @@ from benchy.measure import gpu as gpu_figures
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
 from benchy.measure.health import ClientHealth
+from benchy.measure.images import ImageTally
 from benchy.measure.sanity.tally import SanityTally
 from benchy.measure.silence import SilenceTracker
 from benchy.measure.slo import goodput_figures
@@ -121,8 +122,10 @@ def case_result(
         rows.apply(lambda row: _judge_buffered(row, buffered))
     tally = _Tally(slo)
     scan = RowScan() if rows.spilled else None  # what the checks and reports read, in the same pass
+    shown = ImageTally()  # --images: the images' figures
     for row in rows:  # one pass: a spilled case is read a row at a time
         tally.add(row)
+        shown.add(row)
         if scan is not None:
             scan.add(row)
     if scan is not None:
@@ -165,6 +168,7 @@ def case_result(
         achieved_rate=_value(per_case["achieved_rate"]),
         request_rate=_value(rates["request_rate"]),
         input_tps=_value(rates["input_tps"]) if pooled else None,
+        images=shown.result(),
         send_lag=send_lag,
         from_schedule=tally.schedule_summaries(),
         steady=tally.steady_state(case.concurrency or 1) if case.rate is None and case.kind != "trace" else None,

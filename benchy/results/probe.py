@@ -159,6 +159,21 @@ class ProbeCapacity(Saved):
     stated: StatedSize | None = _opt("the server's own statement of its KV cache", omit=True)
 
 
+IMAGE_TEXT_TOKENS = 128  # probe-cache --images: each request's text, short, exact and its own
+
+
+@dataclass
+class ImageProbe(LengthEntry):
+    """probe-cache --images: the same image again (shared) against unique images of the same size,
+    each after its own exact, nonce-led text of `length` tokens; judged as a length is, by TTFT
+    alone (servers report prefix hits in cached_tokens, not image hits)."""
+
+    width: int = 0
+    height: int = 0
+    image_tokens: float | None = _opt("median image tokens of a request, as the server counted them")
+    saved_s: float | None = _opt("median unique-image TTFT − median repeated-image TTFT: what the cache saves, s")
+
+
 @dataclass
 class ProbeResult(Saved):
     """A whole prefix-cache probe: probe.json."""
@@ -168,6 +183,7 @@ class ProbeResult(Saved):
     setup: ProbeSetup = field(default_factory=ProbeSetup)
     lengths: list[LengthEntry] = _opt("each length probed (none with --capacity)", factory=list)
     capacity: ProbeCapacity | None = _opt("--capacity: the capacity sweep", omit=True)
+    images: ImageProbe | None = _opt("--images: the image-cache probe (benchy/probe/images.py)", omit=True)
     stopped: Stopped | None = _opt(
         "a probe whose process ended before it saved (by: killed), rebuilt from its bundle: where it was cut",
         omit=True,

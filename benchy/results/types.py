@@ -90,6 +90,9 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        warning code rate_knee (a rate sweep's knee, results/knee.py);
        --endpoint embeddings: request inputs (the inputs a pooling request embedded), case
        input_tps; output and stream figures withheld with code pooled
+  1.27 --images (docs/images.md): setup.load.images; request images, image_bytes,
+       server_image_tokens, image_tokens (the server's count: its own, or usage minus the exact
+       text) and image_tokens_from; case images (their summary beside the text's prompt tokens)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -110,6 +113,7 @@ from typing import Any
 from benchy import jsontypes
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
+from benchy.measure import images as image_figures
 from benchy.measure import reading, registry, stats, unavailable
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.gpu import GpuCase, GpuSetup
@@ -138,7 +142,7 @@ from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 26
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 27
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -238,6 +242,7 @@ class LoadSetup(Saved):
     ray: str | None = _opt("--ray: the Ray cluster's address as given (auto, local, host:port)", omit=True)
     ray_workers_per_node: int | None = _opt("--ray-workers-per-node: actors on each node", omit=True)
     batch: int | None = _opt("(1.26) --batch: inputs per request of --endpoint embeddings", omit=True)
+    images: image_figures.ImageSetup | None = _opt("(1.27) --images: what each request carried", omit=True)
 
 
 @dataclass
@@ -371,6 +376,11 @@ class RequestResult(Saved, RequestRecord):
     unavailable_codes: dict[str, str] = _opt("metric → reason code (1.1)", factory=dict, omit=True)
     withheld: dict[str, float] = _opt("metric → the value withheld (audit only)", factory=dict, omit=True)
     token_count: TokenCountEntry | None = _opt("(1.5) the completion count's evidence", omit=True)
+    image_tokens: int | None = _opt("(1.27) --images: the images' tokens as the server counted them", omit=True)
+    image_tokens_from: str | None = _opt(
+        "(1.27) whence image_tokens: server (usage's image_tokens) or usage_minus_text (prompt_tokens - the exact text)",
+        omit=True,
+    )
 
     @classmethod
     def of_line(cls, line: bytes) -> RequestResult:
@@ -405,6 +415,7 @@ class RequestResult(Saved, RequestRecord):
             metrics={k: (None if isinstance(v, Unavailable) else v) for k, v in values.items()},
             unavailable={k: v.message for k, v in gone.items()},
             unavailable_codes={k: v.code for k, v in gone.items()},
+            **image_figures.request_fields(rec),
         )
 
 
@@ -443,6 +454,9 @@ class CaseResult(Saved):
     achieved_rate: float | None = None
     request_rate: float | None = None
     input_tps: float | None = _opt("(1.26) pooling cases (--endpoint embeddings): input tokens/s", omit=True)
+    images: image_figures.ImageFigures | None = _opt(
+        "(1.27) --images: the requests' images and their tokens beside the text's", omit=True
+    )
     send_lag: MetricSummary | None = _opt("open loop: how late sends left their schedule, s")
     steady: SteadyState | None = _opt("closed loop: the span where every stream was busy", omit=True)
     from_schedule: dict[str, MetricSummary] = _opt(

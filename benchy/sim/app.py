@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import hashlib
 import itertools
 import random
-import signal
-import socket
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
 from benchy import __version__
 from benchy.jsontypes import JsonObject
-from benchy.sim import embeddings, vocab
+from benchy.sim import embeddings, images
 from benchy.sim.apis import APIS, ID_PREFIX, BadRequest, to_chat
 from benchy.sim.config import SimConfig
 from benchy.sim.engine import (
@@ -29,7 +25,7 @@ from benchy.sim.engine import (
     clock,
 )
 from benchy.sim.gpu import SimGpus
-from benchy.sim.lifecycle import Lifecycle, fork_processes, stop_children
+from benchy.sim.lifecycle import Lifecycle
 from benchy.sim.metrics import SimMetrics
 from benchy.sim.pages import Pages
 from benchy.sim.render import RENDERERS, Renderer, usage
@@ -110,6 +106,7 @@ class Simulator:
     def __init__(self, cfg: SimConfig, truth: TruthLog | None = None, process: int = 0, life: int = 0):
         self.cfg = cfg
         self.engines = [Engine(cfg) for _ in range(cfg.replicas)]
+        self.encoders = [images.Encoder(cfg.image_encode_tps, cfg.image_cache, cfg.instant) for _ in self.engines]
         self.router = Router(cfg)
         self.truth = truth or TruthLog(cfg.truth_log)
         self.process, self.life = process, life  # --processes: which one; a restart's count
@@ -227,6 +224,8 @@ class Simulator:
             trace.replica = self.router.by_prefix(job.prompt_ids)
         self.router.in_flight[trace.replica] += 1
         trace.routed = True
+        if endpoint == "chat":
+            await self._see(body["messages"], job, trace)
         trace.model, trace.prompt_tokens = job.model, len(job.prompt_ids)
         trace.prompt_tokens_sent = job.prompt_tokens_sent
         trace.reasoning_dropped = job.reasoning_dropped
@@ -249,6 +248,22 @@ class Simulator:
         if job.stream:
             return await self._stream(request, job, trace)
         return await self._complete(request, job, trace)
+
+    async def _see(self, messages: list[JsonObject], job: Job, trace: Trace) -> None:
+        """The request's images (sim/images.py): decoded, encoded or found in the encoder cache,
+        their tokens prefilled after the text's."""
+        seen, ids = await images.process(messages, self.cfg.image_patch, self.encoders[trace.replica])
+        if not seen:
+            return
+        trace.images, trace.image_tokens = seen, len(ids)
+        job.prompt_ids, job.prompt_tokens_sent = job.prompt_ids + ids, job.prompt_tokens_sent + len(ids)
+        job.image_tokens = len(ids) if self.cfg.image_token_details else None
+        if len(job.prompt_ids) >= self.cfg.context_length:
+            raise ApiError(
+                400,
+                f"This model's maximum context length is {self.cfg.context_length} tokens; "
+                f"the prompt has {len(job.prompt_ids)} with its images.",
+            )
 
     async def _embed(self, request: web.Request, body: JsonObject, trace: Trace) -> web.StreamResponse:
         """A pooling request (sim/embeddings.py): each input prefilled in one slot, no decode."""
@@ -514,79 +529,3 @@ class Simulator:
             if i == half and trace.fault == "stall":
                 await decoder.pause(self.cfg.stall_s)
             self._record_tokens(trace, job, [await decoder.next_token()])
-
-
-def warm_up() -> None:
-    """Build the output vocabulary before listening, so the first request is not the slow one."""
-    vocab.words(16, 0)
-
-
-def listen_url(runner: web.AppRunner) -> str:
-    host, port = runner.addresses[0][:2]
-    host = f"[{host}]" if ":" in host else host
-    return f"http://{host}:{port}"
-
-
-async def serve(cfg: SimConfig, sock: socket.socket | None = None, process: int = 0) -> None:
-    """Serves until SIGTERM or SIGINT; a restart (--restart-after) cuts every connection, leaves
-    the port closed for --restart-down-s and serves again from a fresh simulator."""
-    simulator = Simulator(cfg, process=process)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    runner = await _listen(simulator, sock)
-    if process == 0:  # only now: a caller may signal us as soon as it has read this line
-        url = listen_url(runner)
-        print(f"benchy sim listening on {url}", flush=True)
-        print(f"benchy sim: measure it with: benchy run --base-url {url}/v1", file=sys.stderr, flush=True)
-    try:
-        while await _stop_or_restart(stop, simulator):
-            port = runner.addresses[0][1]
-            simulator.cut()
-            await runner.cleanup()
-            down_from = clock()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), cfg.restart_down_s)
-            simulator.truth.note({"event": "restart", "from_s": down_from, "to_s": clock()})
-            if stop.is_set():
-                return
-            fresh = dataclasses.replace(cfg, port=port, restart_after=0)  # once: back for good
-            simulator = Simulator(fresh, simulator.truth, process, simulator.life + 1)
-            simulator._ids = itertools.count(int(1e6))  # the ids of its second life stay unique
-            runner = await _listen(simulator, None)
-    finally:
-        await runner.cleanup()
-        simulator.close()
-
-
-async def _listen(simulator: Simulator, sock: socket.socket | None) -> web.AppRunner:
-    cfg = simulator.cfg
-    # In-flight requests get a quarter second at shutdown: a stalled stream must not hold it.
-    runner = web.AppRunner(simulator.app(), access_log=None, shutdown_timeout=0.25)
-    await runner.setup()
-    site = web.SockSite(runner, sock) if sock is not None else web.TCPSite(runner, cfg.host, cfg.port, backlog=2048)
-    await site.start()
-    return runner
-
-
-async def _stop_or_restart(stop: asyncio.Event, simulator: Simulator) -> bool:
-    """True once the simulator asks for a restart, False once asked to stop."""
-    waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(simulator.lifecycle.restart.wait())}
-    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    for task in waits:
-        task.cancel()
-    return not stop.is_set()
-
-
-def run(cfg: SimConfig) -> None:
-    vocab.use(cfg.vocab)
-    warm_up()
-    if cfg.processes == 1:
-        asyncio.run(serve(cfg))
-        return
-    first, children = fork_processes(cfg, lambda sock, index: asyncio.run(serve(cfg, sock, index)))
-    try:
-        asyncio.run(serve(cfg, first, 0))
-    finally:
-        stop_children(children)

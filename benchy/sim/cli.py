@@ -233,6 +233,20 @@ and the truth log: docs/sim.md.
     "(Qwen3, DeepSeek-R1): each new user message rewrites the history, and the cache loses it "
     "from the first earlier reasoning on (truth: reasoning_dropped).",
 )
+@click.option("--image-patch", type=int, help="An image of W x H pixels is ceil(W/P) x ceil(H/P) tokens (default 28).")
+@click.option(
+    "--image-encode-tps", type=float, help="Image tokens encoded a second on an encoder-cache miss (default 5000)."
+)
+@click.option(
+    "--image-cache/--no-image-cache",
+    default=True,
+    help="Cache encoded images by content hash (vLLM's processor and encoder caches); off: encode every image.",
+)
+@click.option(
+    "--image-token-details/--no-image-token-details",
+    default=False,
+    help="usage.prompt_tokens_details.image_tokens: the server's own count of image tokens.",
+)
 @click.option("--replicas", type=int, help="Replicas behind one router, each with its own slots and cache (default 1).")
 @click.option(
     "--route",
@@ -276,7 +290,7 @@ def sim(ctx: click.Context, /, preset: str, faults: tuple[str, ...], gpu_omit: t
         cfg = build_config(preset, **explicit)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    from benchy.sim.app import run  # aiohttp only once the flags are known to be good
+    from benchy.sim.serve import run  # aiohttp only once the flags are known to be good
 
     try:
         run(cfg)

@@ -129,6 +129,12 @@ class SimConfig:
     # --route prefix: when the replica holding the prefix has this many more requests in flight
     # than the least loaded one, the least loaded takes it (SGLang's balance_abs_threshold; 0: never)
     route_balance: int = 0
+    # Images (issue 56; sim/images.py): decoded with Pillow, ceil(W/P) x ceil(H/P) tokens, encoded
+    # through a cache keyed by content hash at a cost it logs
+    image_patch: int = 28  # P: pixels a side of one image token's patch
+    image_encode_tps: float = 5000.0  # image tokens encoded a second, on an encoder-cache miss
+    image_cache: bool = True  # False: every image is encoded again (no processor/encoder cache)
+    image_token_details: bool = False  # usage.prompt_tokens_details.image_tokens (the server's own count)
     # A router's own pages (vllm-router, sglang-router): GET /list_workers names each replica
     # (served at /replicas/N), and the router's /metrics answers for the first replica only.
     router_pages: bool = False
@@ -367,6 +373,9 @@ def validate(cfg: SimConfig) -> None:
     _require_at_least(cfg, "replicas", 1)
     _validate_lifecycle(cfg)
     _require_at_least(cfg, "route_balance", 0)
+    _require_at_least(cfg, "image_patch", 1)
+    if cfg.image_encode_tps <= 0:
+        raise ConfigError("--image-encode-tps must be positive")
     if cfg.cache_match not in CACHE_MATCHES:
         raise ConfigError(f"--cache-match must be one of: {', '.join(CACHE_MATCHES)}")
     if cfg.route not in ROUTES:

@@ -424,6 +424,8 @@ class Trace:
     prompt_tokens: int | None = None  # what the server kept (after --truncate-prompt)
     prompt_tokens_sent: int | None = None  # what the request held
     input_tokens: list[int] | None = None  # /v1/embeddings: each input's tokens, in order
+    images: list[JsonObject] | None = None  # each image as processed, in order (sim/images.py)
+    image_tokens: int | None = None  # their tokens, prefilled after the text
     cached_tokens: int | None = None  # served from cache, truly
     reported_cached_tokens: int | None = None  # what usage said (--no-report-cache-hits: fewer)
     replica: int = 0  # --replicas: which one the router sent it to

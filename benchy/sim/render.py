@@ -120,6 +120,8 @@ def usage(job: Job, cached: int | None, completion: int, reasoning: int) -> Json
     }
     if cached is not None:
         out["prompt_tokens_details"] = {"cached_tokens": cached}
+    if job.image_tokens is not None:
+        out["prompt_tokens_details"] = {**(out.get("prompt_tokens_details") or {}), "image_tokens": job.image_tokens}  # type: ignore[dict-item]
     out["completion_tokens_details"] = {"reasoning_tokens": reasoning}
     return out
 

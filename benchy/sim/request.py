@@ -68,6 +68,7 @@ class Job:
     reasoning_dropped: int = 0  # --reasoning-last-turn: earlier assistant messages rendered without their reasoning
     # /v1/completions with echo and logprobs: the prompt's pieces and their log-probabilities
     echo: tuple[list[str], list[float]] | None = None
+    image_tokens: int | None = None  # --image-token-details: the images' tokens, reported in usage
 
 
 async def read_json(request: web.Request) -> JsonObject:

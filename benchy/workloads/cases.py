@@ -126,6 +126,11 @@ def check_workload_endpoints(cases: list[Case], endpoint: str) -> None:
             "--endpoint embeddings sends plain inputs of --pp tokens (--batch N a request): "
             "no workload, dataset or trace (docs/embeddings.md)"
         )
+    if any(
+        c.dataset and c.dataset.images and (c.endpoint or endpoint) not in ("chat", "responses", "messages")
+        for c in cases
+    ):
+        raise ValueError("a dataset with images needs --endpoint chat, responses or messages: only those take an image")
     if any(c.kind == "multi_turn" and (c.endpoint or endpoint) == "completions" for c in cases):
         raise ValueError(
             "--turns needs --endpoint chat, responses or messages: the server's chat template renders the history "

@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from benchy.jsontypes import JsonObject, Saved
+from benchy.workloads import dataset_images
 from benchy.workloads.spec import WorkloadError
 
 SAMPLE_NAME = "sample"
@@ -56,6 +57,9 @@ class Entry:
     """One dataset entry as (role, text) turns, role "system", "user" or "assistant"."""
 
     turns: tuple[tuple[str, str], ...]
+    # ShareGPT-4V / LLaVA `image` (or `images`): each a data URL, or a file's absolute path (the
+    # file's own path resolved against the dataset's folder), sent with the first user message
+    images: tuple[str, ...] = ()
 
     @property
     def prompt(self) -> str:
@@ -97,6 +101,7 @@ class DatasetSpec:
     min_tokens: int | None = None
     max_tokens: int | None = None
     entries: int = 0  # usable entries in the file (known when the case is made)
+    images: bool = False  # some entries carry images (ShareGPT-4V / LLaVA; dataset_images.py)
     turns: int | None = None  # conversations: only entries of at least this many user messages
     context: int | None = field(default=None, compare=False)
     # The dataset text's own calibration (server tokens = scale × o200k + overhead), fitted on
@@ -173,7 +178,8 @@ def _load(name: str) -> Dataset:
         if entry is None:
             empty += 1
         else:
-            entries.append(entry)
+            turns, images = dataset_images.resolve(f"dataset {name}{where}", entry.turns, row, path.parent)
+            entries.append(Entry(turns, images) if images else entry)
     if not entries:
         raise WorkloadError(f"dataset {name} holds no entry with a user prompt")
     return Dataset(name, digest, fmt, tuple(entries), empty)

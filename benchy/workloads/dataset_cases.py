@@ -33,6 +33,12 @@ def apply(
         raise ScenarioError(f"--dataset-min-tokens {min_tokens} is above --dataset-max-tokens {max_tokens}")
     data = dataset.load(path)
     spec = dataset.DatasetSpec(path, min_tokens=min_tokens, max_tokens=max_tokens, entries=len(data.entries))
+    spec = dataclasses.replace(spec, images=any(e.images for e in data.entries))
+    if spec.images and (flags.turns or chosen.pp):
+        raise ScenarioError(
+            f"dataset {path} holds images: they go with their entry's own prompt, so --dataset alone "
+            "(no --pp or --turns; docs/images.md)"
+        )
     if flags.turns:
         if chosen.pp or flags.first_tokens:
             raise ScenarioError("--dataset --turns sends the entries' own messages: drop --pp and --first-tokens")

@@ -69,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="a Jinja chat template to use instead of the model's (tools_template.jinja: one with tool calls)",
     )
+    p.add_argument("--mmproj", default=None, help="a multimodal projector GGUF (tiny_mmproj.py): images through mtmd")
     p.add_argument(
         "--verbosity", type=int, default=None, help="llama.cpp log verbosity (default 3 = info; 1 = errors+warnings)"
     )
@@ -104,6 +105,9 @@ def make_params(args: argparse.Namespace):
     if args.chat_template_file:
         with open(args.chat_template_file, encoding="utf-8") as f:
             p.chat_template = f.read()
+    if args.mmproj:
+        p.mmproj.path = args.mmproj
+        p.mmproj_use_gpu = False
     if args.verbosity is not None:
         p.verbosity = args.verbosity
     p.ui = False
