@@ -388,8 +388,15 @@ class StreamReader:
         rec.completion_tokens = self._count(usage, "completion_tokens")
         details = self._details(usage, "prompt_tokens_details")
         rec.cached_tokens = self._count(details, "cached_tokens")
-        rec.server_image_tokens = self._count(details, "image_tokens")
+        rec.server_image_tokens = self._image_count(details)
         rec.reasoning_tokens = self._count(self._details(usage, "completion_tokens_details"), "reasoning_tokens")
+
+    def _image_count(self, details: JsonObject) -> int | None:
+        """The server's own count of image tokens: vLLM's `multimodal_tokens: {"image": n}`
+        (seen on vLLM 0.32 serving LLaVA), else a flat `image_tokens`."""
+        if "multimodal_tokens" in details and details["multimodal_tokens"] is not None:
+            return self._count(self._details(details, "multimodal_tokens"), "image")
+        return self._count(details, "image_tokens")
 
     def _details(self, usage: JsonObject, key: str) -> JsonObject:
         value = usage.get(key)

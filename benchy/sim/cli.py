@@ -245,7 +245,7 @@ and the truth log: docs/sim.md.
 @click.option(
     "--image-token-details/--no-image-token-details",
     default=False,
-    help="usage.prompt_tokens_details.image_tokens: the server's own count of image tokens.",
+    help="usage.prompt_tokens_details.multimodal_tokens.image (vLLM's): the server's own count of image tokens.",
 )
 @click.option("--replicas", type=int, help="Replicas behind one router, each with its own slots and cache (default 1).")
 @click.option(

@@ -134,7 +134,7 @@ class SimConfig:
     image_patch: int = 28  # P: pixels a side of one image token's patch
     image_encode_tps: float = 5000.0  # image tokens encoded a second, on an encoder-cache miss
     image_cache: bool = True  # False: every image is encoded again (no processor/encoder cache)
-    image_token_details: bool = False  # usage.prompt_tokens_details.image_tokens (the server's own count)
+    image_token_details: bool = False  # usage.prompt_tokens_details.multimodal_tokens.image (vLLM's own count)
     # A router's own pages (vllm-router, sglang-router): GET /list_workers names each replica
     # (served at /replicas/N), and the router's /metrics answers for the first replica only.
     router_pages: bool = False

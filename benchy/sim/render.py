@@ -121,7 +121,9 @@ def usage(job: Job, cached: int | None, completion: int, reasoning: int) -> Json
     if cached is not None:
         out["prompt_tokens_details"] = {"cached_tokens": cached}
     if job.image_tokens is not None:
-        out["prompt_tokens_details"] = {**(out.get("prompt_tokens_details") or {}), "image_tokens": job.image_tokens}  # type: ignore[dict-item]
+        # vLLM's shape (0.32): the image tokens under multimodal_tokens, by modality
+        counted = {"multimodal_tokens": {"image": job.image_tokens}}
+        out["prompt_tokens_details"] = {**(out.get("prompt_tokens_details") or {}), **counted}  # type: ignore[dict-item]
     out["completion_tokens_details"] = {"reasoning_tokens": reasoning}
     return out
 
