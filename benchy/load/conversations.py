@@ -29,6 +29,7 @@ from benchy.jsontypes import JsonObject
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, multi_turn_spec, request_options
 from benchy.load.prompts import PromptError, PromptFactory
 from benchy.load.send import Closed, send
+from benchy.measure import tokenizer
 from benchy.records import CONTENT, REASONING, RequestRecord
 
 
@@ -108,6 +109,9 @@ class Conversation:
         rec.target_prompt_tokens = _target_prompt(previous, rec.unique_tokens, prompts)
         if hasattr(prompts, "turn"):  # a dataset's message: its own length, none asked
             rec.target_prompt_tokens = 0
+            # Real text: the filler's scale overcounts it on another vocabulary, and the
+            # surplus would make the template head a cache rightly serves look like leakage.
+            rec.unique_tokens = tokenizer.floor(message.text)
         self.messages = [*self.messages, _user(message.text)]
         request = _chat(plan, rec, self.messages, self.body)
         request.then = self.next_turn
