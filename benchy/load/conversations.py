@@ -24,6 +24,7 @@ turn's TTFT is set against (records marked `control`).
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 from benchy.jsontypes import JsonObject
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, multi_turn_spec, request_options
@@ -45,10 +46,10 @@ async def run_conversations(plan: CasePlan, case_io: CaseIO) -> None:
     await send(client, warmup_requests(plan, prompts, body), on_record, Closed(1))
     start_s = await start() if start else time.perf_counter()
     deadline = start_s + plan.duration_s if plan.duration_s is not None else float("inf")
-    sent: list[RequestRecord] = []  # every turn's record, for the cold baseline's lengths
+    sent: list[Served] = []  # every turn's count, for the cold baseline's lengths (not its record)
 
     def keep(rec: RequestRecord) -> None:
-        sent.append(rec)
+        sent.append(Served(rec.turn, rec.ok, rec.prompt_tokens))
         on_record(rec)
 
     firsts = [Conversation(plan, prompts, c, body).first() for c in range(plan.case.concurrency)]
@@ -118,7 +119,15 @@ class Conversation:
         return request
 
 
-def _turn_lengths(plan: CasePlan, records: list[RequestRecord]) -> list[int | None]:
+class Served(NamedTuple):
+    """What the cold baseline reads of a sent turn: holding its record would hold its stream."""
+
+    turn: int | None
+    ok: bool
+    prompt_tokens: int | None
+
+
+def _turn_lengths(plan: CasePlan, records: list[Served]) -> list[int | None]:
     """The median prompt tokens of each turn, as the server counted them."""
     out = []
     for turn in range(1, multi_turn_spec(plan).turns + 1):
