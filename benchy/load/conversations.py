@@ -30,7 +30,6 @@ from benchy.jsontypes import JsonObject
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, multi_turn_spec, request_options
 from benchy.load.prompts import PromptError, PromptFactory
 from benchy.load.send import Closed, send
-from benchy.measure import tokenizer
 from benchy.records import CONTENT, REASONING, RequestRecord
 
 
@@ -105,14 +104,11 @@ class Conversation:
         message = prompts.turn(self.index, turn) if hasattr(prompts, "turn") else prompts.message(tokens)
         rec = _record(plan, f"c{self.index}t{turn}", self.index, turn, message.nonce)
         prompts.calibration.stamp(rec)
-        rec.unique_tokens = round(message.local_tokens * prompts.calibration.scale)
+        rec.unique_tokens = prompts.unique_tokens(message)
         rec.expected_cached_tokens = _history_tokens(previous)
         rec.target_prompt_tokens = _target_prompt(previous, rec.unique_tokens, prompts)
         if hasattr(prompts, "turn"):  # a dataset's message: its own length, none asked
             rec.target_prompt_tokens = 0
-            # Real text: the filler's scale overcounts it on another vocabulary, and the
-            # surplus would make the template head a cache rightly serves look like leakage.
-            rec.unique_tokens = tokenizer.floor(message.text)
         self.messages = [*self.messages, _user(message.text)]
         request = _chat(plan, rec, self.messages, self.body)
         request.then = self.next_turn
@@ -145,7 +141,7 @@ def _control(
     rec.conversation, rec.control, rec.index = None, True, -1
     prompts.calibration.stamp(rec)
     rec.target_prompt_tokens, rec.expected_cached_tokens = length, 0
-    rec.unique_tokens = round((prompt.unique_local_tokens or prompt.local_tokens) * prompts.calibration.scale)
+    rec.unique_tokens = prompts.unique_tokens(prompt)
     return _chat(plan, rec, [_user(prompt.text)], body)
 
 

@@ -52,12 +52,14 @@ def test_dataset_conversations_are_not_accused_of_leakage(llama_server_factory, 
     """Issue 51's defect: a dataset's conversations on llama.cpp, more of them than slots. A
     message's unique tokens were its o200k count × the filler's scale, more than this
     vocabulary gives real text (at turn 1, more than the whole prompt): the template head the
-    cache rightly served (another conversation's, in the slot) showed as leakage. Each turn's
-    unique part must be no more than the tokens the server counted as new, and nothing leaks."""
+    cache rightly served (another conversation's, in the slot) showed as leakage; so did a cold
+    control's. Each request's unique part must be no more than the tokens the server counted
+    as new, and nothing leaks."""
     two_slots = llama_server_factory(parallel=2)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     args = ["--turns", "3", "-c", "4", "--tg", "12", "--warmup", "0", "--dataset", "sample", "--endpoint", api]
+    args += ["--cold-baseline"]  # its controls: real text cut to each turn's length, nonce-led
     proc = subprocess.run(
         [sys.executable, "-m", "benchy", "run", "--base-url", two_slots.base_url, "--quiet", "--format", "json", *args],
         capture_output=True,
@@ -70,7 +72,7 @@ def test_dataset_conversations_are_not_accused_of_leakage(llama_server_factory, 
     results = json.loads(proc.stdout)
     [case] = results["cases"]
     turns = [r for r in case["requests"] if not r["warmup"]]
-    assert len(turns) == 12 and all(r["status"] == "ok" for r in turns)
+    assert len(turns) == 24 and sum(r["control"] for r in turns) == 12 and all(r["status"] == "ok" for r in turns)
     for r in turns:
         new = r["prompt_tokens"] - r["expected_cached_tokens"]  # what the server counted as new
         assert 0 < r["unique_tokens"] <= new, (r["turn"], r["unique_tokens"], new)
