@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_benchy
+
 pytestmark = pytest.mark.realserver
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +50,7 @@ def test_multi_turn_cached_tokens_grow_with_the_history(llama_server, tmp_path):
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
-def test_dataset_conversations_are_not_accused_of_leakage(llama_server_factory, api, tmp_path):
+def test_dataset_conversations_are_not_accused_of_leakage(llama_server_factory, api):
     """Issue 51's defect: a dataset's conversations on llama.cpp, more of them than slots. A
     message's unique tokens were its o200k count × the filler's scale, more than this
     vocabulary gives real text (at turn 1, more than the whole prompt): the template head the
@@ -56,18 +58,9 @@ def test_dataset_conversations_are_not_accused_of_leakage(llama_server_factory, 
     control's. Each request's unique part must be no more than the tokens the server counted
     as new, and nothing leaks."""
     two_slots = llama_server_factory(parallel=2)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     args = ["--turns", "3", "-c", "4", "--tg", "12", "--warmup", "0", "--dataset", "sample", "--endpoint", api]
     args += ["--cold-baseline"]  # its controls: real text cut to each turn's length, nonce-led
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchy", "run", "--base-url", two_slots.base_url, "--quiet", "--format", "json", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO_ROOT,
-        env=env,
-    )
+    proc = run_benchy("run", "--base-url", two_slots.base_url, "--quiet", "--format", "json", *args, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout)
     [case] = results["cases"]
