@@ -332,10 +332,8 @@ async def _measure_with(
     if (data := dataset_setup(state.plans, calibrated.calibrations, settings.nonce)) is not None:
         state.setup = replace(state.setup, dataset=data)  # its sampling drawn here as each case will draw it
     state.planned = [PlannedCase.of(p.case, p.endpoint, p.runs, p.measured or None) for p in state.plans]
-    workloads = {p.case.label for p in state.plans if p.case.workload is not None}
     save_manifest(state)  # before the first request of a case: a killed run keeps it
-    # a workload's sender reads its records' streams (its history): the sink keeps them
-    sink = state.sink = RecordSink(writer, progress, settings.limits, frozenset(workloads))
+    sink = state.sink = RecordSink(writer, progress, settings.limits)
     try:
         await _measure_cases(settings, state, client, facts, calibrated, salt, pool, gpus, sink)
     finally:

@@ -34,7 +34,7 @@ def test_the_live_run_counts_a_requests_tokens_one_way():
 
     got: list[RequestRecord] = []
     merge = Merge([LOCAL_CLOCK], got.append)
-    merge.take(0, Batch(records=[r.to_dict() for r in records]))
+    merge.take(0, Batch(records=records))
     assert merge.workers[0].tokens == sum(tokens_of(r) for r in records) and len(got) == 3
 
     failure = classify.output_failure(records[0])
@@ -49,9 +49,10 @@ def _failed(i: int, kind: str) -> RequestRecord:
 
 
 def test_the_record_sink_writes_counts_releases_and_stops_in_order(tmp_path):
-    """Each record is tallied, written whole to requests.jsonl, then its streams let go (unless
-    its case keeps them); failures are counted as results.json counts them (an empty output is
-    one) and the limit passed sets `stop` and says why."""
+    """Each record is tallied and written whole to requests.jsonl, and left as it came (its
+    memory goes when its sender lets it go: tests/test_send.py); failures are counted as
+    results.json counts them (an empty output is one) and the limit passed sets `stop` and
+    says why."""
     import asyncio
 
     from benchy.load.progress import Progress
@@ -60,20 +61,19 @@ def test_the_record_sink_writes_counts_releases_and_stops_in_order(tmp_path):
 
     async def main() -> RecordSink:
         writer = RecordWriter(tmp_path / "requests.jsonl")
-        sink = RecordSink(writer, Progress(1, enabled=False), ErrorLimits(max_errors=1), frozenset({"kept"}))
+        sink = RecordSink(writer, Progress(1, enabled=False), ErrorLimits(max_errors=1))
         sink.open_case("c")
-        kept = _record(9, 5, 5)
-        kept.case = "kept"
-        for rec in [_record(0, 5, 5), kept, _record(1, 0, 3), _failed(2, "http_500")]:
+        for rec in [_record(0, 5, 5), _record(9, 5, 5), _record(1, 0, 3), _failed(2, "http_500")]:
+            events = list(rec.token_event_s)
             sink(rec)
-            assert not rec.token_event_s if rec.case != "kept" else len(rec.token_event_s) == 5
+            assert rec.token_event_s == events  # not emptied in place
         writer.close()
         return sink
 
     sink = asyncio.run(main())
     written = list(read_records(tmp_path / "requests.jsonl"))
-    assert [len(r.token_event_s) for r in written] == [5, 5, 3, 0]  # written before they were let go
-    assert sink.tallies["c"].served == 2 and sink.tallies["c"].client_tokens() == 5 + 0
+    assert [len(r.token_event_s) for r in written] == [5, 5, 3, 0]
+    assert sink.tallies["c"].served == 3 and sink.tallies["c"].client_tokens() == 5 + 5 + 0
     assert (sink.failures.done, sink.failures.failed) == (4, 2)  # the zero_tokens one counts
     assert sink.stop.is_set() and sink.stopped is not None and sink.stopped["by"] == "max-errors"
 
@@ -114,11 +114,9 @@ def test_a_split_cases_client_figures_travel_typed_and_save_as_they_are():
     merge = Merge(clocks, lambda rec: None)
     merge.take(
         0,
-        Batch(records=[_record(0, 5, 5).to_dict()], figures=LoopHealth(1.0, 0.9, 0.8, 0.0, 0.5, 40, 0.25, 1.0, 0.25)),
+        Batch(records=[_record(0, 5, 5)], figures=LoopHealth(1.0, 0.9, 0.8, 0.0, 0.5, 40, 0.25, 1.0, 0.25)),
     )
-    merge.take(
-        1, Batch(records=[_record(1, 7, 7).to_dict()], figures=LoopHealth(3.0, 2.0, 1.5, 0.1, 0.4, 60, 0.5, 1.1, 0.45))
-    )
+    merge.take(1, Batch(records=[_record(1, 7, 7)], figures=LoopHealth(3.0, 2.0, 1.5, 0.1, 0.4, 60, 0.5, 1.1, 0.45)))
     client = merge.client_figures()
     assert isinstance(client, ClientHealth) and client.workers == 2 and client.lost_workers == 0
     assert (client.lag_samples, client.cpu_s, client.loop_lag_ms_max, client.cpu_share) == (100, 0.75, 3.0, 0.45)
@@ -140,11 +138,35 @@ def test_a_big_batch_goes_in_pieces_that_keep_its_order_and_its_ends():
     from benchy.load.handoff import MAX_RECORDS, pieces
     from benchy.measure.health import LoopHealth
 
-    records = [_record(i, 1, 1).to_dict() for i in range(2 * MAX_RECORDS + 3)]
+    records = [_record(i, 1, 1) for i in range(2 * MAX_RECORDS + 3)]
     end = LoopHealth(lag_samples=7)
-    out = pieces(Batch(sent=[records[0]], records=records, ready=True, figures=end))
+    out = pieces(Batch(sent=[records[0].to_dict()], records=records, ready=True, figures=end))
     assert [len(p.records) for p in out] == [MAX_RECORDS, MAX_RECORDS, 3]
     assert [r for p in out for r in p.records] == records
-    assert (out[0].sent, out[0].ready, out[0].last) == ([records[0]], True, False)
+    assert (out[0].sent, out[0].ready, out[0].last) == ([records[0].to_dict()], True, False)
     assert not any(p.sent or p.ready for p in out[1:]) and [p.last for p in out] == [False, False, True]
     assert out[-1].figures == end and pieces(Batch(records=records[:3])) == [Batch(records=records[:3])]
+
+
+def test_a_split_cases_record_crosses_the_pipe_as_a_record():
+    """A worker hands its finished records on as records (pickled as they are, no dict and
+    back: docs/records.md's split-case reshapes); the parent gets each as a new record with
+    its times on the parent's clock and every other field as the worker measured it."""
+    import dataclasses
+    import pickle
+
+    from benchy.load.handoff import pieces
+    from benchy.load.workers import Clock
+
+    sent = _record(3, 6, 6)
+    sent.sent_mono_s, sent.scheduled_mono_s, sent.cached_tokens = 100.0, 99.5, 4
+    wire = pickle.loads(pickle.dumps(pieces(Batch(records=[sent]))[0]))
+    assert isinstance(wire.records[0], RequestRecord) and wire.records[0] == sent
+    got: list[RequestRecord] = []
+    merge = Merge([Clock(2.5, 0.001, 0.0, 0.0, False, "there")], got.append)
+    merge.take(0, wire)
+    [rec] = got
+    shift = Clock(2.5, 0.001, 0.0, 0.0, False, "there").to_parent(0.0)
+    assert (rec.sent_mono_s, rec.scheduled_mono_s) == (100.0 + shift, 99.5 + shift) and shift != 0.0
+    assert dataclasses.replace(rec, sent_mono_s=100.0, scheduled_mono_s=99.5) == sent
+    assert merge.workers[0].requests == 1 and merge.workers[0].tokens == 6

@@ -135,3 +135,47 @@ def test_an_open_loop_cap_holds_the_server_load_and_the_late_sends_show_it(start
     # The last one waited for the three before it on its slot to end.
     one_request_s = min(t["last_token_event_s"] - t["arrival_s"] for t in truth)
     assert lags[-1] >= 3 * one_request_s
+
+
+def test_a_sent_record_is_freed_by_dropping_it_not_by_emptying_it(sim_100, tmp_path):
+    """The client fills a fresh record, not the plan's: the plan held by its sender stays as
+    planned, the record handed on is whole (its streams as the truth log's tokens), and once
+    the sink has written it and the chain moved on, nothing holds it, so its streams are
+    freed with it (issue 51: `release_streams` emptied arrays in place instead)."""
+    import gc
+
+    from benchy.records import RecordWriter, read_records
+
+    sim = SimSince(sim_100)
+    writer = RecordWriter(tmp_path / "requests.jsonl")
+    handed: list[int] = []  # what the sink saw of each record: its events, not the record
+
+    def chain(name: str, turn: int) -> PlannedRequest:
+        req = request(f"{name}t{turn}")
+        req.then = (lambda rec: chain(name, turn + 1)) if turn < 3 else None
+        return req
+
+    planned = [request(f"alone{i}") for i in range(4)]
+    firsts = [chain(f"u{u}", 1) for u in range(2)]
+
+    def sink(rec: RequestRecord) -> None:
+        writer.write(rec)
+        handed.append(len(rec.token_event_s))
+
+    async def go() -> None:
+        async with Client(ClientSettings(base_url=sim.base_url, model="benchy-sim", connections=8)) as client:
+            await send(client, [*planned, *firsts], sink, Closed(3))
+        writer.close()
+
+    asyncio.run(go())
+    truth = {t["request_id"]: t for t in sim.truth(expect=4 + 2 * 3)}
+    assert all(p.record.sent_mono_s == 0.0 and not p.record.token_event_s and p.record.end_s is None for p in planned)
+    assert all(p.record.end_s is None for p in firsts)  # the plan's record: as planned
+    written = list(read_records(tmp_path / "requests.jsonl"))
+    assert len(written) == len(handed) == 10
+    assert all(len(r.token_event_s) == truth[r.request_id]["completion_tokens"] == TG for r in written)
+    assert handed == [TG] * 10  # handed on whole
+    del written  # read back from the file: not the sent records
+    gc.collect()
+    alive = [o for o in gc.get_objects() if isinstance(o, RequestRecord) and o.token_event_s]
+    assert not [r for r in alive if r.request_id in truth]  # nothing holds a sent record

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,16 +21,13 @@ from benchy.cli.options import (
     template_settings,
 )
 from benchy.cli.output import claim_folder, echo_stop, echo_warnings
+from benchy.cli.run_options import ErrorLimits, RunOptions, as_one
 from benchy.cli.urls import with_url_hint
 from benchy.client.redact import redacted_command_line
 from benchy.outcome import exit_code
 
 if TYPE_CHECKING:
-    from benchy.client.settings import ClientSettings
-    from benchy.load.plan import LoadSettings
-    from benchy.load.prompts import Template
     from benchy.measure.ceiling import CeilingInputs
-    from benchy.workloads.case import Case
 
 CEILING_OPTIONS: tuple[Decorator, ...] = (
     click.option(
@@ -69,14 +66,6 @@ def _ceiling_inputs(
     except ProfileError as exc:
         raise click.UsageError(str(exc)) from None
     return inputs
-
-
-class ErrorLimits(TypedDict):
-    """The --max-errors group's values, handed on to RunSettings' fields of the same names."""
-
-    max_errors: int | None
-    max_error_rate: float | None
-    max_connect_failures: int
 
 
 # When a run stops early, keeping what it measured: RunSettings' fields of the same names.
@@ -222,35 +211,8 @@ ERROR_LIMIT_OPTIONS: tuple[Decorator, ...] = (
     "passage's perplexity where the server gives log-probabilities; saved in the run, shown by "
     "`benchy compare` (docs/sanity.md).",
 )
-def run(
-    client: ClientSettings,
-    endpoint: str,
-    cases: list[Case],
-    load: LoadSettings,
-    runs: int,
-    warmup: int,
-    no_nonce: bool,
-    no_stream: bool,
-    output: Path | None,
-    force: bool,
-    no_report: bool,
-    fmt: str,
-    quiet: bool,
-    strict: bool,
-    limits: ErrorLimits,
-    ceiling: CeilingInputs,
-    template: Template,
-    stop: tuple[str, ...],
-    no_server_metrics: bool,
-    replicas: tuple[str, ...],
-    gpu_metrics: str | None,
-    cache_reset: bool,
-    tokenizer_file: str | None,
-    skip_unfit: bool,
-    canary: bool,
-    saturation: int | None,
-    view: str,
-) -> int:
+@as_one(RunOptions.of)
+def run(opts: RunOptions) -> int:
     """Sweep prompt × output lengths against a server; print median ± std per case."""
     from benchy import run as run_mod
     from benchy import saturation as saturation_mod
@@ -266,59 +228,63 @@ def run(
     from benchy.workloads.cases import check_workload_endpoints
     from benchy.workloads.spec import WorkloadError
 
+    server, work, output = opts.server, opts.workload, opts.output.output
+    cases, endpoint, template, stop = work.cases, server.endpoint, work.template, work.stop
+    saturation = opts.load.saturation
     try:
         if saturation is not None:
             saturation_mod.check(cases)
         else:
-            load.check(cases, endpoint)
+            opts.load.load.check(cases, endpoint)
         template.check({c.endpoint or endpoint for c in cases}, stop)
         check_workload_endpoints(cases, endpoint)
         check_extra_bodies(cases)
-        prompt_floor.check(cases, nonce=not no_nonce)  # before connecting: benchy's own share of a prompt
-        if tokenizer_file is not None:
+        prompt_floor.check(cases, nonce=not work.no_nonce)  # before connecting: benchy's own share of a prompt
+        if work.tokenizer_file is not None:
             from benchy.load.lengths import FileTokenizer
 
-            FileTokenizer(tokenizer_file)  # read once here: a bad file is one line and exit 2
+            FileTokenizer(work.tokenizer_file)  # read once here: a bad file is one line and exit 2
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     for text, reason in template.risky_stops(stop):
         click.echo(
             f"benchy: warning: --stop {text!r} occurs inside every Harmony (gpt-oss) response: {reason}", err=True
         )
-    bad = [r for r in replicas if not r.startswith(("http://", "https://"))]
+    bad = [r for r in server.replicas if not r.startswith(("http://", "https://"))]
     if bad:
         raise click.UsageError(f"--replica {bad[0]!r}: expected an http:// or https:// URL")
     cases = with_endpoint(cases, endpoint)  # labels name a non-chat endpoint
     if output is not None:
-        claim_folder(output, force)
-    if no_stream:
+        claim_folder(output, opts.output.force)
+    client = server.client
+    if work.no_stream:
         from dataclasses import replace
 
         client = replace(client, stream=False)
     settings = run_mod.RunSettings(
         client=client,
         cases=cases,
-        runs=runs,
-        warmup=warmup,
+        runs=opts.load.runs,
+        warmup=opts.load.warmup,
         endpoint=endpoint,
-        nonce=not no_nonce,
+        nonce=not work.no_nonce,
         output_dir=output,
         command_line=redacted_command_line(sys.argv[1:]),
-        progress=False if quiet else None,
-        ceiling=ceiling,
+        progress=False if opts.output.quiet else None,
+        ceiling=opts.checks.ceiling,
         template=template,
         stop=tuple(stop),
-        load=load,
-        server_metrics=not no_server_metrics,
-        replicas=tuple(replicas),
-        gpu_metrics=gpu_metrics,
-        cache_reset=cache_reset,
-        tokenizer=tokenizer_file,
-        announce=None if quiet else lambda line: click.echo(line, err=True),
-        report=not no_report,
-        skip_unfit=skip_unfit,
-        canary=canary,
-        **limits,
+        load=opts.load.load,
+        server_metrics=not server.no_server_metrics,
+        replicas=tuple(server.replicas),
+        gpu_metrics=server.gpu_metrics,
+        cache_reset=server.cache_reset,
+        tokenizer=work.tokenizer_file,
+        announce=None if opts.output.quiet else lambda line: click.echo(line, err=True),
+        report=not opts.output.no_report,
+        skip_unfit=work.skip_unfit,
+        canary=opts.checks.canary,
+        **opts.load.limits,
     )
     try:
         # saved with its report in `output`
@@ -339,6 +305,7 @@ def run(
     if not typed.partial:  # else echo_stop listed them
         for item in typed.not_measured:
             click.echo(f"benchy: not measured: {item.case} ({item.reason})", err=True)
+    fmt, quiet = opts.output.fmt, opts.output.quiet
     if fmt == "json":
         click.echo(json.dumps(typed.to_dict(), indent=1))  # as saved
         echo_warnings(typed, quiet, err=True)  # stdout is data: the warnings still reach the reader
@@ -349,8 +316,8 @@ def run(
         from benchy.report import markdown as report_md
         from benchy.report import short_view
 
-        click.echo(report_md.terminal(typed) if view == "full" else short_view.terminal(typed))
+        click.echo(report_md.terminal(typed) if opts.output.view == "full" else short_view.terminal(typed))
         echo_warnings(typed, quiet)
     else:
         click.echo("No case was measured.")
-    return exit_code(typed, strict)
+    return exit_code(typed, opts.checks.strict)

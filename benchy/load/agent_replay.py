@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 
 from benchy.jsontypes import JsonObject
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, request_options, trace_spec
 from benchy.load.prompts import PromptError
 from benchy.load.send import Closed, send
+from benchy.measure import tokenizer
 from benchy.records import RequestRecord
 from benchy.workloads import agent_trace
 from benchy.workloads.agent_trace import AgentCall, AgentTrace
@@ -245,16 +245,11 @@ def _ancestors(calls: list[AgentCall]) -> list[set[int]]:
     return out
 
 
-_RUNS = re.compile(r"[A-Za-z]+|[0-9]+")
-
-
 def word_floor(messages: list[JsonObject]) -> int:
-    """Runs of letters and runs of digits in the messages' content: fewer tokens than this no
-    tokenizer gives them (a token never joins a letter to a digit or spans punctuation in
-    the pre-tokenizers of GPT, Llama or Qwen vocabularies, nor in benchy sim's). Only the
-    content counts: a template may leave out reasoning (gpt-oss's, or earlier turns' in
-    Qwen3's) and tool calls (a template without tool support)."""
-    return sum(len(_RUNS.findall(agent_trace.content_text(m.get("content")))) for m in messages)
+    """The messages' content's tokens.floor: fewer tokens than this no tokenizer gives them.
+    Only the content counts: a template may leave out reasoning (gpt-oss's, or earlier turns'
+    in Qwen3's) and tool calls (a template without tool support)."""
+    return sum(tokenizer.floor(agent_trace.content_text(m.get("content"))) for m in messages)
 
 
 def _turns(calls: list[AgentCall]) -> list[int]:

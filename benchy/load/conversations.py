@@ -24,6 +24,7 @@ turn's TTFT is set against (records marked `control`).
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 from benchy.jsontypes import JsonObject
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, multi_turn_spec, request_options
@@ -44,10 +45,10 @@ async def run_conversations(plan: CasePlan, case_io: CaseIO) -> None:
     await send(client, warmup_requests(plan, prompts, body), on_record, Closed(1))
     start_s = await start() if start else time.perf_counter()
     deadline = start_s + plan.duration_s if plan.duration_s is not None else float("inf")
-    sent: list[RequestRecord] = []  # every turn's record, for the cold baseline's lengths
+    sent: list[Served] = []  # every turn's count, for the cold baseline's lengths (not its record)
 
     def keep(rec: RequestRecord) -> None:
-        sent.append(rec)
+        sent.append(Served(rec.turn, rec.ok, rec.prompt_tokens))
         on_record(rec)
 
     firsts = [Conversation(plan, prompts, c, body).first() for c in range(plan.case.concurrency)]
@@ -103,7 +104,7 @@ class Conversation:
         message = prompts.turn(self.index, turn) if hasattr(prompts, "turn") else prompts.message(tokens)
         rec = _record(plan, f"c{self.index}t{turn}", self.index, turn, message.nonce)
         prompts.calibration.stamp(rec)
-        rec.unique_tokens = round(message.local_tokens * prompts.calibration.scale)
+        rec.unique_tokens = prompts.unique_tokens(message)
         rec.expected_cached_tokens = _history_tokens(previous)
         rec.target_prompt_tokens = _target_prompt(previous, rec.unique_tokens, prompts)
         if hasattr(prompts, "turn"):  # a dataset's message: its own length, none asked
@@ -114,7 +115,15 @@ class Conversation:
         return request
 
 
-def _turn_lengths(plan: CasePlan, records: list[RequestRecord]) -> list[int | None]:
+class Served(NamedTuple):
+    """What the cold baseline reads of a sent turn: holding its record would hold its stream."""
+
+    turn: int | None
+    ok: bool
+    prompt_tokens: int | None
+
+
+def _turn_lengths(plan: CasePlan, records: list[Served]) -> list[int | None]:
     """The median prompt tokens of each turn, as the server counted them."""
     out = []
     for turn in range(1, multi_turn_spec(plan).turns + 1):
@@ -132,7 +141,7 @@ def _control(
     rec.conversation, rec.control, rec.index = None, True, -1
     prompts.calibration.stamp(rec)
     rec.target_prompt_tokens, rec.expected_cached_tokens = length, 0
-    rec.unique_tokens = round((prompt.unique_local_tokens or prompt.local_tokens) * prompts.calibration.scale)
+    rec.unique_tokens = prompts.unique_tokens(prompt)
     return _chat(plan, rec, [_user(prompt.text)], body)
 
 

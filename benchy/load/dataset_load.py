@@ -122,6 +122,14 @@ class DatasetPrompts(PromptFactory):
         entry = self._conversations[conversation % len(self._conversations)]
         return self._led(entry.user_messages[turn - 1])
 
+    def unique_tokens(self, prompt: Prompt) -> int:
+        """Real text: its tokens.floor, not its o200k count × a scale (the filler's, or a fit
+        over other text): the server's vocabulary may give this text fewer, and the surplus
+        would show the template head a cache rightly serves as leakage (issue 51, llama.cpp)."""
+        if prompt.unique_local_tokens not in (None, prompt.local_tokens):  # after a shared context
+            return super().unique_tokens(prompt)
+        return tokenizer.floor(prompt.text)
+
     def _led(self, text: str) -> Prompt:
         nonce = self.next_nonce() if self.nonce else None
         full = (nonce + NONCE_SEPARATOR if nonce else "") + text

@@ -130,9 +130,7 @@ def case_requests(
             reused_context_tokens=case.depth if context else 0,
             group=i % case.groups if shared and context else None,
             expected_cached_tokens=(case.depth if context else 0) if shared else None,
-            unique_tokens=round((prompt.unique_local_tokens or prompt.local_tokens) * prompts.calibration.scale)
-            if shared
-            else None,
+            unique_tokens=prompts.unique_tokens(prompt) if shared else None,
             local_token_scale=prompts.calibration.text_scale,
             local_scale_from_usage=prompts.calibration.text_scale_from_usage,
             local_scale_generated=prompts.calibration.text_scale_generated,

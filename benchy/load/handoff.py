@@ -28,6 +28,7 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from benchy.measure.health import LoopHealth
+from benchy.records import RequestRecord
 
 MAX_RECORDS = 32  # records per message: one pickle of them is well under a millisecond
 
@@ -35,12 +36,13 @@ MAX_RECORDS = 32  # records per message: one pickle of them is well under a mill
 @dataclass
 class Batch:
     """What a worker sends its parent (over its pipe, or from a Ray actor): the requests just
-    sent (record dicts: the parent knows them in flight should the worker be lost), those
-    finished, whether the warmups are done (`ready`), and at the share's end its loop figures
-    or the error that ended it (kind, message)."""
+    sent (record dicts, as they were when sent: the parent knows them in flight should the
+    worker be lost), those finished (the records themselves: pickle carries a slotted
+    dataclass, so no dict and back), whether the warmups are done (`ready`), and at the
+    share's end its loop figures or the error that ended it (kind, message)."""
 
     sent: list[dict[str, Any]] = field(default_factory=list)
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[RequestRecord] = field(default_factory=list)
     ready: bool = False
     figures: LoopHealth | None = None
     error: tuple[str, str] | None = None

@@ -259,6 +259,12 @@ class PromptFactory:
         unique = (tokenizer.count(nonce) if nonce else 0) + body if context is not None else total
         return Prompt(text=text, nonce=nonce, local_tokens=total, unique_local_tokens=unique)
 
+    def unique_tokens(self, prompt: Prompt) -> int:
+        """The server tokens of the part of `prompt` no other prompt shares (a record's
+        unique_tokens, which leakage is judged by): its local count × the scale, the
+        filler's words being fitted to the server's vocabulary."""
+        return round((prompt.unique_local_tokens or prompt.local_tokens) * self.calibration.scale)
+
     def context(self, depth: int) -> Prompt:
         """The shared context of a cached-depth case: about `depth` server tokens, led by its
         own nonce even under --no-nonce, so that no other run's prompt can share its prefix."""

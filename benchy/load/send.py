@@ -88,10 +88,13 @@ async def _chain(
     stop: asyncio.Event,
     turns: Turns,
     in_flight: drain.InFlight,
-) -> None:
-    """Sends `request`, then each successor its `then` makes from the record before it."""
+) -> RequestRecord | None:
+    """Sends `request`, then each successor its `then` makes from the record before it; the
+    last record (None: nothing sent). Each is a fresh record the client fills, not the plan's:
+    held by no one once handed on and followed, so its streams go with it."""
+    rec = None
     while request is not None:
-        rec = request.record
+        rec = request.record.fresh()
         await turns.share()
         with in_flight.holding(rec):  # until handed on: the drain cuts what it still holds
             await client.stream(
@@ -100,14 +103,15 @@ async def _chain(
             await turns.share()
             on_record(rec)
         if request.then is None:
-            return
+            return rec
         request = request.then(rec)
         if request is None:
-            return
+            return rec
         if request.pause_s:
             await asyncio.sleep(request.pause_s)
         if stop.is_set() or time.perf_counter() >= deadline:
-            return
+            return rec
+    return rec
 
 
 async def _closed(
@@ -126,8 +130,8 @@ async def _closed(
         for request in queue:
             if stop.is_set() or time.perf_counter() >= pace.deadline:
                 return
-            await _chain(client, request, on_record, pace.deadline, stop, turns, in_flight)
-            outage.saw(request.record)
+            last = await _chain(client, request, on_record, pace.deadline, stop, turns, in_flight)
+            outage.saw(last or request.record)
             await outage.wait(client)  # a server that went away: its window to come back
 
     n = max(1, pace.streams)

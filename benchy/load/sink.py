@@ -1,10 +1,11 @@
 """Where each finished record goes while a run measures: the RecordSink.
 
-Why a class: the run's record callback tallied the case, wrote the record, let its streams go,
-moved the progress bar, counted failures and judged the error limits, all in one closure over
-the run's state. Each of those is a step here, in the order that matters (written before its
-streams are let go; counted as results.json counts it before a limit is judged), and what the
-steps keep (the tallies, the failure counts, why the run stopped) is the sink's own, typed.
+Why a class: the run's record callback tallied the case, wrote the record, moved the progress
+bar, counted failures and judged the error limits, all in one closure over the run's state.
+Each of those is a step here, in the order that matters (counted as results.json counts it
+before a limit is judged), and what the steps keep (the tallies, the failure counts, why the
+run stopped) is the sink's own, typed. The sink keeps no record: once written, a record is
+freed when its sender lets it go (send.py gives the client a fresh record, not the plan's).
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from benchy.measure import classify
 from benchy.records import RecordWriter, RequestRecord
 
 MIN_REQUESTS_FOR_RATE = 10  # --max-error-rate is judged from this many finished requests on
-# What requests.jsonl holds of a record and its row does not: let go once written.
-STREAM_FIELDS = ("token_event_s", "token_event_chars", "token_event_kinds", "token_event_text", "token_event_usage")
 
 
 @dataclass(frozen=True)
@@ -88,14 +87,13 @@ class FailureCount:
 
 @dataclass
 class RecordSink:
-    """Takes each finished record (call it): tallies its case, writes it to requests.jsonl, lets
-    its streams go, moves the progress, counts it and, once an error limit is passed, sets
-    `stop` and says why in `stopped`."""
+    """Takes each finished record (call it): tallies its case, writes it to requests.jsonl,
+    moves the progress, counts it and, once an error limit is passed, sets `stop` and says why
+    in `stopped`."""
 
     writer: RecordWriter
     progress: Progress
     limits: ErrorLimits = field(default_factory=ErrorLimits)
-    keep_streams: frozenset[str] = frozenset()  # cases whose sender reads its records' streams (a workload's history)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     tallies: dict[str, CaseTally] = field(default_factory=dict)  # case label → its finished requests
     failures: FailureCount = field(default_factory=FailureCount)
@@ -112,19 +110,9 @@ class RecordSink:
             tally = self.open_case(rec.case)
         tally.add(rec)
         self.writer.write(rec)
-        if rec.case not in self.keep_streams:  # written and counted: its streams are let go
-            release_streams(rec)  # (the sender may hold it)
         self.progress.request_done(rec.warmup)
         self.failures.add(rec)
         passed = None if self.stop.is_set() else self.failures.passed(self.limits)
         if passed:
             self.stopped = passed
             self.stop.set()
-
-
-def release_streams(rec: RequestRecord) -> None:
-    """Empties a finished record's per-event arrays (requests.jsonl has them, its row the
-    figures made of them): whoever still holds the record (a sender's plan, a worker's pipe)
-    then holds a few numbers, not its stream, which was most of a long run's memory."""
-    for name in STREAM_FIELDS:
-        setattr(rec, name, type(getattr(rec, name))())  # an empty list or str

@@ -98,7 +98,7 @@ class Share:
         self._go: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         self._wake = asyncio.Event()
         self._sent: list[dict[str, Any]] = []
-        self._done: list[dict[str, Any]] = []
+        self._done: list[RequestRecord] = []
         self._ready = False
         self._heap = contextlib.ExitStack()  # frozen from the start until the last batch is out
 
@@ -157,7 +157,7 @@ class Share:
 
         def on_record(rec: RequestRecord) -> None:
             spans.append((rec.sent_mono_s, rec.sent_mono_s + (rec.end_s or 0.0)))
-            self._done.append(rec.to_dict())
+            self._done.append(rec)  # final once handed on: pickled as it is
 
         async def start() -> float:
             self._heap.enter_context(frozen_heap())  # the warmups are done: the measured part begins

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from benchy.client.settings import ClientSettings
     from benchy.load.plan import CasePlan, LoadSettings
     from benchy.load.prompts import Calibration
+    from benchy.records import RequestRecord
     from benchy.workloads.case import Case
 
 
@@ -202,20 +203,31 @@ class Merge:
         self.on_record = on_record
 
     def take(self, w: int, batch: Batch) -> None:
-        from benchy.records import RequestRecord
         from benchy.records.tokens import tokens_of
 
         worker = self.workers[w]
         for sent in batch.sent:
             worker.in_flight[sent["request_id"]] = self._on_parent_clock(worker, sent)
-        for data in batch.records:
-            worker.in_flight.pop(data["request_id"], None)
-            rec = RequestRecord.from_dict(self._on_parent_clock(worker, data))
+        for done in batch.records:
+            worker.in_flight.pop(done.request_id, None)
+            rec = self._record_on_parent_clock(worker, done)
             worker.requests += 1
             worker.tokens += tokens_of(rec)
             self.on_record(rec)
         if batch.figures is not None:
             worker.figures = batch.figures
+
+    @staticmethod
+    def _record_on_parent_clock(worker: _Worker, rec: RequestRecord) -> RequestRecord:
+        """A worker's record with its times on the parent's clock: a new record, not a dict."""
+        if worker.clock.offset_s == 0.0:
+            return rec
+        scheduled = rec.scheduled_mono_s
+        return replace(
+            rec,
+            sent_mono_s=worker.clock.to_parent(rec.sent_mono_s),
+            scheduled_mono_s=worker.clock.to_parent(scheduled) if scheduled is not None else None,
+        )
 
     @staticmethod
     def _on_parent_clock(worker: _Worker, data: dict[str, Any]) -> dict[str, Any]:

@@ -290,8 +290,14 @@ async def _one_at_a_time(
 ) -> list[RequestRecord]:
     """The requests in turn (a queue would add its wait to the TTFT); their records (judged
     once all are in; `on_record` gets each as it finishes, to write it down)."""
-    await send(client, requests, on_record, Closed(1))
-    return [r.record for r in requests]
+    records: list[RequestRecord] = []
+
+    def keep(rec: RequestRecord) -> None:
+        records.append(rec)
+        on_record(rec)
+
+    await send(client, requests, keep, Closed(1))
+    return records
 
 
 async def _capacity_pass(

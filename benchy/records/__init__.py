@@ -15,7 +15,7 @@ import asyncio
 import copy
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from pathlib import Path
 from typing import IO, Any
@@ -175,6 +175,20 @@ class RequestRecord:
         self.anomalies.append(anomaly.value)
         if count is not None:
             self.anomaly_counts[anomaly.value] = count
+
+    def fresh(self) -> RequestRecord:
+        """This planned record as a new one with containers of its own, for the client to fill:
+        the plan's record stays as planned, so once the sink has written the filled one,
+        dropping the sender's reference frees its streams (nothing is emptied in place)."""
+        return replace(
+            self,
+            token_event_s=list(self.token_event_s),
+            token_event_chars=list(self.token_event_chars),
+            token_event_usage=list(self.token_event_usage),
+            anomalies=list(self.anomalies),
+            anomaly_counts=dict(self.anomaly_counts),
+            server_timings=copy.deepcopy(self.server_timings),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         # Not dataclasses.asdict: it copies each list element through its recursion, 1-2 ms for

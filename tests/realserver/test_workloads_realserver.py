@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_benchy
+
 pytestmark = pytest.mark.realserver
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -45,3 +47,26 @@ def test_multi_turn_cached_tokens_grow_with_the_history(llama_server, tmp_path):
         assert r["server_timings"]["cache_n"] == r["cached_tokens"]
     codes = {w["code"] for w in json.loads(proc.stdout)["warnings"]}
     assert not codes & {"cache_eviction", "cache_leakage", "cache_not_reused"}
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_dataset_conversations_are_not_accused_of_leakage(llama_server_factory, api):
+    """Issue 51's defect: a dataset's conversations on llama.cpp, more of them than slots. A
+    message's unique tokens were its o200k count × the filler's scale, more than this
+    vocabulary gives real text (at turn 1, more than the whole prompt): the template head the
+    cache rightly served (another conversation's, in the slot) showed as leakage; so did a cold
+    control's. Each request's unique part must be no more than the tokens the server counted
+    as new, and nothing leaks."""
+    two_slots = llama_server_factory(parallel=2)
+    args = ["--turns", "3", "-c", "4", "--tg", "12", "--warmup", "0", "--dataset", "sample", "--endpoint", api]
+    args += ["--cold-baseline"]  # its controls: real text cut to each turn's length, nonce-led
+    proc = run_benchy("run", "--base-url", two_slots.base_url, "--quiet", "--format", "json", *args, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout)
+    [case] = results["cases"]
+    turns = [r for r in case["requests"] if not r["warmup"]]
+    assert len(turns) == 24 and sum(r["control"] for r in turns) == 12 and all(r["status"] == "ok" for r in turns)
+    for r in turns:
+        new = r["prompt_tokens"] - r["expected_cached_tokens"]  # what the server counted as new
+        assert 0 < r["unique_tokens"] <= new, (r["turn"], r["unique_tokens"], new)
+    assert "cache_leakage" not in {w["code"] for w in results["warnings"]}
