@@ -99,12 +99,10 @@ keeps the raw status the client saw.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from benchy import jsontypes
@@ -408,9 +406,12 @@ class RequestResult(Saved, RequestRecord):
         )
 
 
-@dataclass
+@dataclass(frozen=True)
 class CaseResult(Saved):
-    """One case (a prompt length × output length × load × depth), with every request."""
+    """One case (a prompt length × output length × load × depth), with every request: built
+    once (results/build.py, or read from disk by files.py), never written into after."""
+
+    _NOT_SAVED = ("scan",)
 
     label: str
     pp: int
@@ -474,6 +475,9 @@ class CaseResult(Saved):
         omit=True,
     )
     sanity: OutputSanity | None = _opt("(1.26) output sanity: does the answers' text still read as language", omit=True)
+    # One pass over the requests, made with them by whoever builds the case (the builder as it
+    # writes the rows, files.read as it reads them); None (a case made by hand): made per ask.
+    scan: RowScan | None = field(default=None, compare=False, repr=False)
 
     def server_figures(self) -> ServerCaseMetrics | None:
         """The server's /metrics figures for the case, or None (none scraped, or the window lost)."""
@@ -522,48 +526,11 @@ class CaseResult(Saved):
         return self._scan().facts
 
     def _scan(self) -> RowScan:
-        if isinstance(self.requests, Rows) and self.requests.spilled:  # rows held may be changed in place
-            return self.requests.once(RowScan.KEY, RowScan.of)
-        if _held is None:
-            return RowScan.of(self.requests)
-        case, scan = _held.get(id(self), (None, None))
-        if case is not self or scan is None:
-            scan = RowScan.of(self.requests)
-            _held[id(self)] = (self, scan)
-        return scan
+        return self.scan if self.scan is not None else RowScan.of(self.requests)
 
-    def withhold(self, names: tuple[str, ...], why: Unavailable) -> None:
-        """Makes `names` unavailable for `why`, in the case and its requests; a figure already
-        computed moves to `withheld` (audit only, never shown), and so do the metrics computed
-        from them (the registry's `depends`). Only the builder (build.py) calls this."""
-        for name in registry.with_dependents(names):
-            summary = self.summary.get(name)
-            if summary is not None:
-                self.withheld[name] = summary
-            self.summary[name] = None
-            self.unavailable[name], self.unavailable_codes[name] = why.message, why.code
-            change = functools.partial(_withhold_request, name=name, why=why)
-            if isinstance(self.requests, Rows):
-                self.requests.apply(change)  # rows on disk change as they are read
-            else:
-                for req in self.requests:
-                    change(req)
-
-
-_held: dict[int, tuple[CaseResult, RowScan]] | None = None  # scans_held's, by case
-
-
-@contextlib.contextmanager
-def scans_held() -> Iterator[None]:
-    """Within it, a case whose rows are held is scanned once however many readers ask (the
-    checks: nothing changes a result while they read it); a spilled case's scan is kept by
-    its rows (Rows.once) until they change."""
-    global _held
-    outer, _held = _held, {}
-    try:
-        yield
-    finally:
-        _held = outer
+    def dots(self) -> list[Dot]:
+        """The measured requests as report.html's scatter draws them, from the same one pass."""
+        return self._scan().dots
 
 
 @dataclass
@@ -574,13 +541,27 @@ class RequestColumns:
     completion_tokens: int | None  # summed over the measured requests; None unless each has a count
 
 
-class RowScan:
-    """One pass over a case's rows: the reports' columns and the checks' facts at once."""
+def scanned(case: CaseResult) -> CaseResult:
+    """`case` with its scan: itself where it has one (built or read from disk), else a new
+    CaseResult made with one (a case made by hand)."""
+    return case if case.scan is not None else replace(case, scan=RowScan.of(case.requests))
 
-    KEY = "scan"  # its name among a Rows' figures made once (Rows.once, Rows.remember)
+
+Dot = tuple[str, float, bool, str | None, float | None]  # id, sent (unix s), ok, error kind, latency s
+
+
+def dot(r: RequestResult) -> Dot:
+    """A measured request as report.html's scatter draws it."""
+    return (r.request_id, r.sent_unix_s, r.status == "ok", r.error_kind, r.metrics.get("e2e_s") if r.ok else r.end_s)
+
+
+class RowScan:
+    """One pass over a case's rows: the reports' columns, the checks' facts and the scatter's
+    dots at once. Made with the rows (CaseResult.scan), then only read."""
 
     def __init__(self) -> None:
         self.facts = CaseFacts()
+        self.dots: list[Dot] = []
         self._values: dict[str, array[float]] = {}
         self._tokens: int | None = 0
         self._counted = 0
@@ -596,6 +577,7 @@ class RowScan:
         self.facts.add(r)
         if r.warmup:
             return
+        self.dots.append(dot(r))
         self._counted += 1
         tokens = self._tokens
         self._tokens = None if tokens is None or r.completion_tokens is None else tokens + r.completion_tokens
@@ -609,14 +591,6 @@ class RowScan:
     @property
     def columns(self) -> RequestColumns:
         return RequestColumns(self._values, self._tokens if self._counted else None)
-
-
-def _withhold_request(req: RequestResult, name: str, why: Unavailable) -> None:
-    value = req.metrics.get(name)
-    if value is not None:
-        req.withheld[name] = value
-        req.metrics[name] = None
-        req.unavailable[name], req.unavailable_codes[name] = why.message, why.code
 
 
 def _measured_ok(flags: int) -> bool:
@@ -673,7 +647,7 @@ class CheckWarning(Saved):
     evidence: list[Evidence] = _opt("typed figures behind the message", factory=list, omit=True)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunResult(Saved):
     """A whole run: results.json."""
 
