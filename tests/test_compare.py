@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import replace
 import subprocess
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -210,9 +210,7 @@ def fell_behind(results: RunResult, lag_s: float) -> RunResult:
     results = kept_up(results)
     lag = ClientHealth(loop_lag_ms_max=lag_s * 1000)
     late = [CheckWarning("client_overloaded", case=c.label, metrics=["ttft_s", "decode_tps"]) for c in results.cases]
-    return replace(
-        results, cases=[replace(c, client=lag) for c in results.cases], warnings=[*results.warnings, *late]
-    )
+    return replace(results, cases=[replace(c, client=lag) for c in results.cases], warnings=[*results.warnings, *late])
 
 
 def kept_up(results: RunResult) -> RunResult:

@@ -3,12 +3,11 @@ withholding is decided where results are built and reported by its code."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import ast
 import copy
 import subprocess
 import sys
+from dataclasses import replace
 
 from benchy.checks import warnings as checks
 from benchy.measure import classify, registry, unavailable
@@ -165,7 +164,9 @@ def test_turn_rows_withhold_what_their_case_withholds():
         rec.token_event_s = [made[min(63, (k // 16 + 1) * 16 - 1)] + (k % 16) * 2e-6 for k in range(64)]
         rec.end_s = rec.token_event_s[-1] + 0.001
     assert [classify.is_buffered(r) for r in records] == [False, True, True]
-    case = results_build.case_figures(Case(pp=64, tg=64, concurrency=3, workload=MultiTurn(turns=1)), "chat", 1, records)
+    case = results_build.case_figures(
+        Case(pp=64, tg=64, concurrency=3, workload=MultiTurn(turns=1)), "chat", 1, records
+    )
     run = results_build.run_result({}, [case], partial=False, stopped=None, version="test")
     (case,) = run.cases
     assert case.summary["ttft_s"] is None and case.unavailable_codes["ttft_s"] == unavailable.BUFFERED

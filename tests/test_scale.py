@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import replace
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
