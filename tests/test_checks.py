@@ -235,15 +235,15 @@ def test_ttft_noise_on_a_live_stream_is_not_called_buffering(start_sim):
 
 
 def trend_codes(saved: dict) -> set[str]:
-    """The warnings of saved results after the analysis's TTFT-trend verdict (results/decide.py)
+    """The warnings of saved results after the analysis's TTFT-trend verdict (results/findings.py)
     was decided again on them, each case it withholds from made again without its stream timings."""
     from dataclasses import replace
 
     from benchy.measure import registry
-    from benchy.results import decide
+    from benchy.results import findings
 
     run = results_mod.RunResult.from_dict(saved)
-    found = decide.buffered_trend(run.cases)
+    found = findings.buffered_trend(run.cases)
     names = registry.with_dependents(registry.STREAM_TIMING_METRICS)
     cases = [
         replace(

@@ -176,3 +176,29 @@ def test_turn_rows_withhold_what_their_case_withholds():
     assert row.e2e_s is not None  # not a stream timing: kept
     saved = results_mod.RunResult.from_dict(run.to_dict()).cases[0].workload.turns[0]
     assert saved.ttft_s is None and "ttft_s" in saved.unavailable
+
+
+def test_a_decided_finding_withholds_in_the_result_what_its_warning_says():
+    """Issue 51 item 2: a trap decided before the results exist (results/findings.py DECIDED)
+    takes the metrics it withholds from its code's one entry; the result built from its verdict
+    withholds those (and what is computed from them) in the case and in every request, and the
+    warning that words it names the same ones."""
+    from benchy.results import findings
+
+    assert [f.code.value for f in findings.DECIDED] == [
+        "prefill_holds_queueing",
+        "sse_buffering",
+        "prefill_holds_queueing",
+        "fixed_latency",
+    ]
+    run = run_of([case_of(16, 0.05, usage=False), case_of(256, 1.5, usage=False)])
+    (trend,) = {w.code for w in run.warnings} & {"sse_buffering"}
+    expected = set(registry.with_dependents(findings.BufferedTrend().withholds))
+    for case in run.cases:
+        by_trend = {n for n, code in case.unavailable_codes.items() if code == unavailable.BUFFERED_TREND}
+        assert by_trend == expected
+        (said,) = [w for w in run.warnings if w.code == trend and w.case == case.label]
+        assert set(registry.with_dependents(said.withheld)) == expected
+        for r in case.requests:
+            assert {n for n, code in r.unavailable_codes.items() if code == unavailable.BUFFERED_TREND} <= expected
+            assert set(r.withheld) <= expected and r.withheld  # the values kept for audit, never shown
