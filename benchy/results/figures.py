@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 from benchy.measure import registry
 from benchy.measure.unavailable import Unavailable
@@ -182,10 +182,10 @@ class CaseFigures:
         found = self.judged_dicts().summary.get(metric)
         return found.median if found else None
 
-    def measured_ok(self) -> list[RequestResult]:
-        """The measured, successful requests under the verdicts so far."""
-        measured = self.rows.where(lambda flags: flags & (WARMUP | OK) == OK)
-        return list(judged_rows(measured, self.verdicts))
+    def measured_ok(self) -> Sequence[RequestResult]:
+        """The measured, successful requests under the verdicts so far: each judged as it is
+        read (a long case's rows stay on disk, read a row at a time)."""
+        return _Judged(self.rows.where(lambda flags: flags & (WARMUP | OK) == OK), self.verdicts)
 
     def measured_values(self, metric: str) -> list[float]:
         if metric in self.verdicts.withheld_names():
@@ -194,6 +194,28 @@ class CaseFigures:
 
     def facts(self) -> CaseFacts:
         return self.scan.facts
+
+
+class _Judged(Sequence[RequestResult]):
+    """Rows under verdicts, each judged as it is read."""
+
+    def __init__(self, rows: Sequence[RequestResult], verdicts: Verdicts) -> None:
+        self._rows, self._verdicts = rows, verdicts
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __iter__(self) -> Iterator[RequestResult]:
+        return judged_rows(self._rows, self._verdicts)
+
+    @overload
+    def __getitem__(self, i: int) -> RequestResult: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[RequestResult]: ...
+    def __getitem__(self, i: int | slice) -> RequestResult | list[RequestResult]:
+        if isinstance(i, slice):
+            return list(judged_rows(self._rows[i], self._verdicts))
+        return judged_row(self._rows[i], self._verdicts)
 
 
 def judged_rows(rows: Iterable[RequestResult], verdicts: Verdicts) -> Iterator[RequestResult]:
