@@ -179,7 +179,15 @@ def case_figures(
         {k: v.code for k, v in unavailable.items()},
         {},
     )
-    return CaseFigures(fields, measured_figures, rows, scan, made.alone_ttft_s, made.alone_points, verdicts)
+    return CaseFigures.of(
+        fields,
+        measured_figures,
+        rows,
+        scan,
+        alone_ttft_s=made.alone_ttft_s,
+        alone_points=made.alone_points,
+        verdicts=verdicts,
+    )
 
 
 def _client(client: ClientHealth | dict[str, Any] | None) -> ClientHealth | None:
@@ -391,7 +399,7 @@ def _case_result(figures: CaseFigures, setup: Setup, gain: TtftGain | None) -> C
         workload = withhold_turns(workload, judged.unavailable)
         workload = replace(workload, ttft_gain=gain) if gain is not None else workload
     return CaseResult(
-        **{**figures.fields, "workload": workload},
+        **{**figures.result_fields(), "workload": workload},
         summary=judged.summary,
         unavailable=judged.unavailable,
         unavailable_codes=judged.unavailable_codes,

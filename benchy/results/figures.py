@@ -16,7 +16,7 @@ from typing import Any, Protocol, overload
 
 from benchy.measure import registry
 from benchy.measure.unavailable import Unavailable
-from benchy.measure.workloads import WorkloadFigures
+from benchy.measure.workloads import GainCase, WorkloadFigures
 from benchy.results.facts import CaseFacts
 from benchy.results.rows import OK, WARMUP, Rows
 from benchy.results.types import MetricSummary, Queueing, RequestResult, RowScan
@@ -50,26 +50,14 @@ class Verdicts:
         return {name for w in self.withholds for name in w.names}
 
 
-class CaseView(Protocol):
+class CaseView(GainCase, Protocol):
     """What a verdict reads of a case: its figures (decide) or a saved CaseResult (the checks,
     which judge a file read from disk again with the same functions)."""
 
     @property
-    def label(self) -> str: ...
-    @property
-    def pp(self) -> int: ...
-    @property
-    def tg(self) -> int: ...
-    @property
-    def depth(self) -> int: ...
-    @property
     def depth_mode(self) -> str | None: ...
     @property
-    def endpoint(self) -> str | None: ...
-    @property
     def kind(self) -> str: ...
-    @property
-    def concurrency(self) -> int | None: ...
     @property
     def rate(self) -> float | None: ...
     @property
@@ -93,6 +81,10 @@ class Judged:
     withheld: dict[str, MetricSummary]
 
 
+# What a verdict reads of a case's shape: fields of CaseFigures, as of the CaseResult to be.
+SHAPE = ("label", "pp", "tg", "depth", "depth_mode", "endpoint", "kind", "concurrency", "rate", "workload")
+
+
 @dataclass(frozen=True)
 class CaseFigures:
     """One case as measured (results/build.py `case_figures`): CaseResult's own fields with
@@ -100,7 +92,17 @@ class CaseFigures:
     alone) and their scan with that verdict; the requests sent alone before it. `verdicts`:
     what the analysis decided of it so far."""
 
-    fields: dict[str, Any]  # CaseResult's fields but summary, unavailable*, withheld, requests, queueing
+    label: str
+    pp: int
+    tg: int
+    depth: int
+    depth_mode: str | None
+    endpoint: str | None
+    kind: str
+    concurrency: int | None
+    rate: float | None
+    workload: WorkloadFigures | None
+    rest: dict[str, Any]  # CaseResult's other fields as measured, but summary, unavailable*, withheld, requests
     measured: Judged  # the case-level figures as measured (withheld: none yet)
     rows: Rows
     scan: RowScan
@@ -108,47 +110,15 @@ class CaseFigures:
     alone_points: list[tuple[float, float]] = field(default_factory=list)
     verdicts: Verdicts = Verdicts()
 
-    # ---- the case's shape, as its result will hold it
+    @classmethod
+    def of(cls, fields: dict[str, Any], measured: Judged, rows: Rows, scan: RowScan, **more: Any) -> CaseFigures:
+        """`fields`: CaseResult's fields as measured (SHAPE's among them)."""
+        rest = {name: value for name, value in fields.items() if name not in SHAPE}
+        return cls(**{name: fields[name] for name in SHAPE}, rest=rest, measured=measured, rows=rows, scan=scan, **more)
 
-    @property
-    def label(self) -> str:
-        return str(self.fields["label"])
-
-    @property
-    def pp(self) -> int:
-        return int(self.fields["pp"])
-
-    @property
-    def tg(self) -> int:
-        return int(self.fields["tg"])
-
-    @property
-    def depth(self) -> int:
-        return int(self.fields["depth"])
-
-    @property
-    def depth_mode(self) -> str | None:
-        return self.fields["depth_mode"]  # type: ignore[no-any-return]
-
-    @property
-    def endpoint(self) -> str | None:
-        return self.fields["endpoint"]  # type: ignore[no-any-return]
-
-    @property
-    def kind(self) -> str:
-        return str(self.fields["kind"])
-
-    @property
-    def concurrency(self) -> int | None:
-        return self.fields["concurrency"]  # type: ignore[no-any-return]
-
-    @property
-    def rate(self) -> float | None:
-        return self.fields["rate"]  # type: ignore[no-any-return]
-
-    @property
-    def workload(self) -> WorkloadFigures | None:
-        return self.fields["workload"]  # type: ignore[no-any-return]
+    def result_fields(self) -> dict[str, Any]:
+        """CaseResult's fields as measured: the shape and the rest."""
+        return {**{name: getattr(self, name) for name in SHAPE}, **self.rest}
 
     @property
     def queueing(self) -> Queueing | None:
