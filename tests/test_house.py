@@ -204,11 +204,18 @@ def test_every_result_class_is_a_frozen_dataclass_and_rows_are_append_only():
     """Issue 51: a result is constructed once (results/build.py, results/files.py), never
     written into; a case's rows are written once each, with the case's verdicts."""
     import dataclasses
+    import inspect
 
     from benchy.results import figures, rows, types
 
-    for cls in (types.RunResult, types.CaseResult, figures.CaseFigures, figures.Verdicts, figures.Withhold):
-        assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls.__name__  # type: ignore[attr-defined]
+    made_here = [c for _, c in inspect.getmembers(types, inspect.isclass) if c.__module__ == types.__name__]
+    result_classes = [c for c in made_here if dataclasses.is_dataclass(c)]
+    assert {types.RunResult, types.CaseResult, types.MetricSummary, types.CheckWarning} <= set(result_classes)
+    # a request's row is the exchange record (records/, slotted, not frozen) with its metrics
+    writable = {c.__name__ for c in result_classes if not c.__dataclass_params__.frozen}  # type: ignore[attr-defined]
+    assert writable == {"RequestResult"}
+    for cls in (figures.CaseFigures, figures.Verdicts, figures.Withhold, figures.Judged):
+        assert cls.__dataclass_params__.frozen, cls.__name__  # type: ignore[attr-defined]
     changers = {"__setitem__", "__delitem__", "apply", "once", "remember", "insert", "extend"}
     assert changers & set(dir(rows.Rows)) == set()
 

@@ -148,7 +148,7 @@ PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 # ------------------------------------------------------------------ the classes
 
 
-@dataclass
+@dataclass(frozen=True)
 class MetricSummary(Saved):
     """Statistics of one metric over a case's measured, successful requests (stats.py)."""
 
@@ -176,7 +176,7 @@ class MetricSummary(Saved):
         return [cls(**found) for found in stats.summarize_all(samples)]
 
 
-@dataclass
+@dataclass(frozen=True)
 class SteadyState(Saved):
     """A closed loop's span where every stream was busy (measure/steady.py) and its figures."""
 
@@ -186,7 +186,7 @@ class SteadyState(Saved):
     summary: dict[str, MetricSummary] = _opt("metric → statistics over the window's requests", factory=dict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Goodput(Saved):
     """--slo: the share of measured requests that succeeded and met every target, and their rate."""
 
@@ -196,7 +196,7 @@ class Goodput(Saved):
     unavailable: str | None = _opt("why the fraction is unknown", omit=True)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CaseCeiling(Saved):
     """A case's memory-bandwidth decode ceiling and its measured medians as a % of it."""
 
@@ -208,7 +208,7 @@ class CaseCeiling(Saved):
     e2e_pct: float | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Queueing(Saved):
     """A loaded case's TTFT against the same prompt with nothing else in flight (1.9): where the
     loaded median passes the alone one by more than threshold_s, requests queued."""
@@ -226,7 +226,7 @@ class Queueing(Saved):
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class TokenCountEntry(Saved):
     """(1.5, typed in 1.8) A request's completion count and its witnesses (evidence.token_count):
     what each said, which one the figures use, who backed it and who disagreed."""
@@ -438,7 +438,7 @@ class CaseResult(Saved):
         return self._scan().dots
 
 
-@dataclass
+@dataclass(frozen=True)
 class RequestColumns:
     """A case's per-request figures as the reports read them, a compact array each."""
 
@@ -502,7 +502,7 @@ def _measured_ok(flags: int) -> bool:
     return flags & (WARMUP | OK) == OK
 
 
-@dataclass
+@dataclass(frozen=True)
 class Stopped(Saved):
     """Why a run ended early."""
 
@@ -510,7 +510,7 @@ class Stopped(Saved):
     reason: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class NotMeasured(Saved):
     """A planned case that has no measured request: the run ended first, or --skip-unfit
     left it out (its prompt does not fit the server's context)."""
@@ -519,7 +519,7 @@ class NotMeasured(Saved):
     reason: str = _opt("not started | stopped during its warmup | skipped (--skip-unfit): why", "")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Evidence(Saved):
     """A figure behind a warning: what was observed against what threshold."""
 
@@ -529,7 +529,7 @@ class Evidence(Saved):
     unit: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckWarning(Saved):
     """A finding of checks.py about these results."""
 
