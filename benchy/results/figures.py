@@ -3,7 +3,8 @@
 Why: a verdict that needs several cases (a TTFT trend across output lengths, a loaded case
 against the same prompt at concurrency 1, a fixed latency in front of a sweep family) used to
 be written into results already built, in an order only comments kept. Now each case's figures
-(`CaseFigures`) are read by results/decide.py, which returns the verdicts; results/build.py then
+(`CaseFigures`) are read by the findings (results/findings.py) that results/decide.py runs in
+their registry's order, which return the verdicts; results/build.py then
 makes each CaseResult once, from its figures and its verdicts. A verdict decided is also one
 that later verdicts see: `CaseFigures.judged` is a new value with it, never a write.
 """
