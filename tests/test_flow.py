@@ -202,3 +202,22 @@ def test_a_decided_finding_withholds_in_the_result_what_its_warning_says():
         for r in case.requests:
             assert {n for n, code in r.unavailable_codes.items() if code == unavailable.BUFFERED_TREND} <= expected
             assert set(r.withheld) <= expected and r.withheld  # the values kept for audit, never shown
+
+
+def test_each_case_result_is_constructed_once_its_verdicts_decided_before(monkeypatch):
+    """Issue 51 item 3: decide, then build. Two cases whose TTFT trend withholds their stream
+    timings (a verdict across cases) and a buffered one: each CaseResult is made once, already
+    holding every verdict (no result is made and then made again with one)."""
+    made = []
+    real = results_mod.CaseResult.__init__
+
+    def counted(self, *args, **kw):
+        made.append(kw.get("label"))
+        real(self, *args, **kw)
+
+    monkeypatch.setattr(results_mod.CaseResult, "__init__", counted)
+    figures = [case_of(16, 0.05, usage=False), case_of(256, 1.5, usage=False)]  # measured: no result yet
+    assert made == []
+    run = results_build.run_result({}, figures, partial=False, stopped=None, version="test")
+    assert sorted(made) == sorted(c.label for c in run.cases) and len(made) == 2
+    assert all(c.reason("ttft_s").code == unavailable.BUFFERED_TREND for c in run.cases)
