@@ -237,11 +237,11 @@ def finish(state: RunState, settings: RunSettings) -> results_mod.RunResult:
 
 
 def publish(built: results_mod.RunResult, output_dir: Path | None, report: bool = True) -> results_mod.RunResult:
-    """Saves results.json (and the report) of an analysed run; returns it frozen. The analysis
-    builds what results.json reads back (analysis.saved_form), so a report made now and
-    `benchy report` later are the same; the requests are written a row at a time, so memory
-    stays flat in the run's length."""
-    results = analysis.saved_form(built)
+    """Saves results.json (and the report) of an analysed run; returns it (frozen: built once).
+    The analysis builds what results.json reads back (tests/test_analysis_form.py), so a report
+    made now and `benchy report` later are the same; the requests are written a row at a time,
+    so memory stays flat in the run's length."""
+    results = built
     if output_dir is not None:
         from benchy.report import exporters  # matplotlib is imported only when a figure is drawn
 

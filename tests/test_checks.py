@@ -26,7 +26,6 @@ from benchy.load.progress import Progress
 from benchy.measure import profiles
 from benchy.measure.ceiling import CeilingInputs
 from benchy.report import table
-from benchy.results import build as results_build
 from benchy.results import types as results_mod
 from benchy.workloads.scenario import sweep
 from tests.conftest import client_slack_s, without_environment_warnings
@@ -236,10 +235,29 @@ def test_ttft_noise_on_a_live_stream_is_not_called_buffering(start_sim):
 
 
 def trend_codes(saved: dict) -> set[str]:
-    """The warnings of saved results after results.py's cross-case withholding ran again."""
+    """The warnings of saved results after the analysis's TTFT-trend verdict (results/findings.py)
+    was decided again on them, each case it withholds from made again without its stream timings."""
+    from dataclasses import replace
+
+    from benchy.measure import registry
+    from benchy.results import findings
+
     run = results_mod.RunResult.from_dict(saved)
-    results_build.withhold_buffered_trend(run.cases)
-    return {w.code for w in checks.check(run)}
+    found = findings.buffered_trend(run.cases)
+    names = registry.with_dependents(registry.STREAM_TIMING_METRICS)
+    cases = [
+        replace(
+            c,
+            summary={**c.summary, **dict.fromkeys(names)},
+            unavailable={**c.unavailable, **dict.fromkeys(names, found[c.label].message)},
+            unavailable_codes={**c.unavailable_codes, **dict.fromkeys(names, found[c.label].code)},
+            withheld={**c.withheld, **{n: c.summary[n] for n in names if c.summary.get(n)}},
+        )
+        if c.label in found
+        else c
+        for c in run.cases
+    ]
+    return {w.code for w in checks.check(replace(run, cases=cases))}
 
 
 # ------------------------------------------------------------------ 2. bandwidth ceiling

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -207,19 +208,20 @@ def test_identical_configurations_show_no_significant_difference(runs):
 
 def fell_behind(results: RunResult, lag_s: float) -> RunResult:
     """These results as if benchy had fallen behind in every case, its loop late by up to lag_s."""
-    for case in kept_up(results).cases:
-        case.client = ClientHealth(loop_lag_ms_max=lag_s * 1000)
-        results.warnings.append(CheckWarning("client_overloaded", case=case.label, metrics=["ttft_s", "decode_tps"]))
-    return results
+    results = kept_up(results)
+    lag = ClientHealth(loop_lag_ms_max=lag_s * 1000)
+    late = [CheckWarning("client_overloaded", case=c.label, metrics=["ttft_s", "decode_tps"]) for c in results.cases]
+    return replace(results, cases=[replace(c, client=lag) for c in results.cases], warnings=[*results.warnings, *late])
 
 
 def kept_up(results: RunResult) -> RunResult:
     """These results as if benchy had kept up everywhere: on a busy machine a real run may have
     fallen behind too, and its own lag would then join the one a test sets."""
-    results.warnings = [w for w in results.warnings if w.code != "client_overloaded"]
-    for case in results.cases:
-        case.client = None
-    return results
+    return replace(
+        results,
+        warnings=[w for w in results.warnings if w.code != "client_overloaded"],
+        cases=[replace(c, client=None) for c in results.cases],
+    )
 
 
 def test_a_change_benchy_own_delay_could_make_is_no_verdict(runs):

@@ -150,9 +150,9 @@ def test_prefill_rate_is_unavailable_when_a_reused_context_is_not_confirmed():
     assert isinstance(registry.computed(rec, reading.read(rec))["prefill_tps"], Unavailable)
     rec.cached_tokens = DEPTH + 16
     assert registry.computed(rec, reading.read(rec))["prefill_tps"] == (PP - 16) / 0.5
-    case = CaseResult(label="pp500 tg4 @ d500", pp=PP, tg=4, concurrency=1, depth=DEPTH)
-    case.requests = [RequestResult.of(rec)]
-    case.requests[0].cached_tokens = None
+    row = RequestResult.of(rec)
+    row.cached_tokens = None
+    case = CaseResult(label="pp500 tg4 @ d500", pp=PP, tg=4, concurrency=1, depth=DEPTH, requests=[row])
     (w,) = cache_checks.depth_cache_miss(case, RunResult())
     assert w.code == "depth_cache_miss" and "reports no cached_tokens" in w.message
 

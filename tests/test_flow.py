@@ -7,6 +7,7 @@ import ast
 import copy
 import subprocess
 import sys
+from dataclasses import replace
 
 from benchy.checks import warnings as checks
 from benchy.measure import classify, registry, unavailable
@@ -44,15 +45,20 @@ def record(i: int, tg: int, ttft: float, tokens_per_event: int = 1, usage: bool 
     )
 
 
-def run_of(cases: list[results_mod.CaseResult], ceiling: dict | None = None) -> results_mod.RunResult:
+def run_of(cases: list, ceiling: dict | None = None) -> results_mod.RunResult:
+    """The run of the cases' figures (results_build.case_figures), its warnings with it."""
     setup = {"ceiling": ceiling} if ceiling else {}
     run = results_build.run_result(setup, cases, partial=False, stopped=None, version="test")
-    run.warnings = checks.check(run)
-    return run
+    return replace(run, warnings=checks.check(run))
 
 
-def case_of(tg: int, ttft: float, **kw) -> results_mod.CaseResult:
-    return results_build.case_result(Case(pp=64, tg=tg), "chat", 3, [record(i, tg, ttft, **kw) for i in range(3)])
+def case_of(tg: int, ttft: float, **kw):
+    return results_build.case_figures(Case(pp=64, tg=tg), "chat", 3, [record(i, tg, ttft, **kw) for i in range(3)])
+
+
+def one_case(*args, **kw) -> results_mod.CaseResult:
+    """A case built alone (results_build.case_figures' arguments), as a run of it holds it."""
+    return run_of([results_build.case_figures(*args, **kw)]).cases[0]
 
 
 def test_checks_only_read_what_they_check():
@@ -64,13 +70,13 @@ def test_checks_only_read_what_they_check():
 
 
 def test_buffering_is_recognised_by_its_code_not_its_words():
-    buffered = case_of(64, 0.05, tokens_per_event=8)
+    run = run_of([case_of(64, 0.05, tokens_per_event=8)])
+    (buffered,) = run.cases
     assert buffered.reason("ttft_s").code == unavailable.BUFFERED and buffered.summary["ttft_s"] is None
-    reworded = copy.deepcopy(buffered)
-    reworded.unavailable = {name: "the stream came in lumps" for name in reworded.unavailable}
-    assert "sse_buffering" in {w.code for w in checks.check(run_of([reworded]))}
+    reworded = replace(buffered, unavailable={name: "the stream came in lumps" for name in buffered.unavailable})
+    assert "sse_buffering" in {w.code for w in checks.check(replace(run, cases=[reworded]))}
     unbuffered = case_of(64, 0.05)
-    assert "sse_buffering" not in {w.code for w in checks.check(run_of([unbuffered]))}
+    assert "sse_buffering" not in {w.code for w in run_of([unbuffered]).warnings}
 
 
 def test_a_ttft_trend_is_withheld_where_results_are_built_and_reported_once_per_case():
@@ -86,7 +92,7 @@ def test_a_ttft_trend_is_withheld_where_results_are_built_and_reported_once_per_
         assert case.summary["e2e_tps"] is not None  # end-to-end stays
         assert all(r.metrics["ttft_s"] is None and "ttft_s" in r.withheld for r in case.requests)
     trend = [w for w in run.warnings if w.code == "sse_buffering"]
-    assert [w.case for w in trend] == [short.label, long.label]
+    assert [w.case for w in trend] == [c.label for c in run.cases]
     assert trend[0].details.ttft_s_by_tg == {"tg16": 0.05, "tg256": 1.5}
 
 
@@ -103,7 +109,7 @@ def test_ceilings_are_stored_once_when_results_are_built():
 def test_an_empty_output_is_a_failure_before_any_statistic():
     empty = record(0, 16, 0.05)
     empty.content_chars, empty.completion_tokens = 0, 16
-    case = results_build.case_result(Case(pp=64, tg=16), "chat", 1, [empty, record(1, 16, 0.05)])
+    case = one_case(Case(pp=64, tg=16), "chat", 1, [empty, record(1, 16, 0.05)])
     assert (case.n_ok, case.n_failed, case.errors) == (1, 1, {"empty_output": 1})
     assert case.summary["e2e_tps"].n == 1
 
@@ -136,11 +142,11 @@ def test_goodput_judges_each_request_by_its_cases_buffering_verdict():
     live = [record(i, 32, 0.05) for i in range(3)]
     lumpy = record(3, 32, 0.05, tokens_per_event=8)
     assert classify.is_buffered(lumpy) and not any(classify.is_buffered(r) for r in live)
-    case = results_build.case_result(Case(pp=64, tg=32), "chat", 4, [*live, lumpy], slo={"ttft_s": 1.0})
+    case = one_case(Case(pp=64, tg=32), "chat", 4, [*live, lumpy], slo={"ttft_s": 1.0})
     assert case.summary["ttft_s"] is not None and case.goodput is not None
     assert case.goodput.fraction == 1.0 and case.goodput.unavailable is None
     lumps = [record(i, 32, 0.05, tokens_per_event=8) for i in range(4)]
-    buffered = results_build.case_result(Case(pp=64, tg=32), "chat", 4, lumps, slo={"ttft_s": 1.0})
+    buffered = one_case(Case(pp=64, tg=32), "chat", 4, lumps, slo={"ttft_s": 1.0})
     assert buffered.summary.get("ttft_s") is None and buffered.goodput is not None
     assert buffered.goodput.fraction is None and "cannot judge the SLO" in str(buffered.goodput.unavailable)
 
@@ -158,7 +164,9 @@ def test_turn_rows_withhold_what_their_case_withholds():
         rec.token_event_s = [made[min(63, (k // 16 + 1) * 16 - 1)] + (k % 16) * 2e-6 for k in range(64)]
         rec.end_s = rec.token_event_s[-1] + 0.001
     assert [classify.is_buffered(r) for r in records] == [False, True, True]
-    case = results_build.case_result(Case(pp=64, tg=64, concurrency=3, workload=MultiTurn(turns=1)), "chat", 1, records)
+    case = results_build.case_figures(
+        Case(pp=64, tg=64, concurrency=3, workload=MultiTurn(turns=1)), "chat", 1, records
+    )
     run = results_build.run_result({}, [case], partial=False, stopped=None, version="test")
     (case,) = run.cases
     assert case.summary["ttft_s"] is None and case.unavailable_codes["ttft_s"] == unavailable.BUFFERED
@@ -168,3 +176,48 @@ def test_turn_rows_withhold_what_their_case_withholds():
     assert row.e2e_s is not None  # not a stream timing: kept
     saved = results_mod.RunResult.from_dict(run.to_dict()).cases[0].workload.turns[0]
     assert saved.ttft_s is None and "ttft_s" in saved.unavailable
+
+
+def test_a_decided_finding_withholds_in_the_result_what_its_warning_says():
+    """Issue 51 item 2: a trap decided before the results exist (results/findings.py DECIDED)
+    takes the metrics it withholds from its code's one entry; the result built from its verdict
+    withholds those (and what is computed from them) in the case and in every request, and the
+    warning that words it names the same ones."""
+    from benchy.results import findings
+
+    assert [f.code.value for f in findings.DECIDED] == [
+        "prefill_holds_queueing",
+        "sse_buffering",
+        "prefill_holds_queueing",
+        "fixed_latency",
+    ]
+    run = run_of([case_of(16, 0.05, usage=False), case_of(256, 1.5, usage=False)])
+    (trend,) = {w.code for w in run.warnings} & {"sse_buffering"}
+    expected = set(registry.with_dependents(findings.BufferedTrend().withholds))
+    for case in run.cases:
+        by_trend = {n for n, code in case.unavailable_codes.items() if code == unavailable.BUFFERED_TREND}
+        assert by_trend == expected
+        (said,) = [w for w in run.warnings if w.code == trend and w.case == case.label]
+        assert set(registry.with_dependents(said.withheld)) == expected
+        for r in case.requests:
+            assert {n for n, code in r.unavailable_codes.items() if code == unavailable.BUFFERED_TREND} <= expected
+            assert set(r.withheld) <= expected and r.withheld  # the values kept for audit, never shown
+
+
+def test_each_case_result_is_constructed_once_its_verdicts_decided_before(monkeypatch):
+    """Issue 51 item 3: decide, then build. Two cases whose TTFT trend withholds their stream
+    timings (a verdict across cases) and a buffered one: each CaseResult is made once, already
+    holding every verdict (no result is made and then made again with one)."""
+    made = []
+    real = results_mod.CaseResult.__init__
+
+    def counted(self, *args, **kw):
+        made.append(kw.get("label"))
+        real(self, *args, **kw)
+
+    monkeypatch.setattr(results_mod.CaseResult, "__init__", counted)
+    figures = [case_of(16, 0.05, usage=False), case_of(256, 1.5, usage=False)]  # measured: no result yet
+    assert made == []
+    run = results_build.run_result({}, figures, partial=False, stopped=None, version="test")
+    assert sorted(made) == sorted(c.label for c in run.cases) and len(made) == 2
+    assert all(c.reason("ttft_s").code == unavailable.BUFFERED_TREND for c in run.cases)

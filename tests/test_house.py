@@ -146,9 +146,7 @@ def test_the_top_level_holds_few_modules_and_every_stage_is_a_package():
 # A module a newcomer can read in one sitting: past this, split it by meaning (issue 51 item 7).
 MAX_MODULE_LINES = 600
 # Known debts, each with why; the test fails on a new one and on one named here that is gone.
-LONG_MODULES_LEFT = {
-    "benchy/results/types.py",  # issue 51's results-wing refactor (j51a) splits it
-}
+LONG_MODULES_LEFT: set[str] = set()
 
 
 def test_no_module_is_longer_than_a_sitting():
@@ -163,7 +161,7 @@ def test_no_module_is_longer_than_a_sitting():
 
 # mypy --strict, module by module (pyproject's [[tool.mypy.overrides]] with strict = true, which
 # `make lint` checks): every module of benchy/ is under it but those of the packages named here.
-NOT_YET_STRICT = {"results", "analysis"}  # issue 51's results-wing refactor: they join once it lands
+NOT_YET_STRICT: set[str] = set()  # results/ and analysis/ joined once issue 51's refactor landed
 
 
 def _strict_patterns() -> list[str]:
@@ -227,21 +225,42 @@ def test_no_stage_after_the_analysis_writes_into_a_result():
     assert writes == set()
 
 
-def test_a_result_refuses_writes_once_the_analysis_made_it():
-    """The run-time half of the rule: what the analysis hands out is frozen (analysis/frozen.py)."""
+def test_a_result_refuses_writes_once_the_analysis_made_it(tmp_path):
+    """The run-time half of the rule: a result is a frozen dataclass, as built and as read back."""
+    import dataclasses
+
     import pytest
 
-    from benchy.analysis.analyze import saved_form
-    from benchy.analysis.frozen import FrozenResult
+    from benchy.results import files
     from benchy.results.types import CaseResult, RunResult, Setup
 
     run = RunResult(benchy_version="0", setup=Setup(), cases=[CaseResult("pp1 tg1", 1, 1)])
-    made = saved_form(run)
-    with pytest.raises(FrozenResult):
-        made.cases[0].n_ok = 3
-    with pytest.raises(FrozenResult):
-        made.warnings = []
-    assert made == RunResult.from_dict(made.to_dict())  # still equal to its saved form
+    for made in (run, files.read(files.save(run, tmp_path))):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.cases[0].n_ok = 3  # type: ignore[misc]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.warnings = []  # type: ignore[misc]
+        assert made == RunResult.from_dict(made.to_dict())  # still equal to its saved form
+
+
+def test_every_result_class_is_a_frozen_dataclass_and_rows_are_append_only():
+    """Issue 51: a result is constructed once (results/build.py, results/files.py), never
+    written into; a case's rows are written once each, with the case's verdicts."""
+    import dataclasses
+    import inspect
+
+    from benchy.results import figures, rows, types
+
+    made_here = [c for _, c in inspect.getmembers(types, inspect.isclass) if c.__module__ == types.__name__]
+    result_classes = [c for c in made_here if dataclasses.is_dataclass(c)]
+    assert {types.RunResult, types.CaseResult, types.MetricSummary, types.CheckWarning} <= set(result_classes)
+    # a request's row is the exchange record (records/, slotted, not frozen) with its metrics
+    writable = {c.__name__ for c in result_classes if not c.__dataclass_params__.frozen}  # type: ignore[attr-defined]
+    assert writable == {"RequestResult"}
+    for cls in (figures.CaseFigures, figures.Verdicts, figures.Withhold, figures.Judged):
+        assert cls.__dataclass_params__.frozen, cls.__name__  # type: ignore[attr-defined]
+    changers = {"__setitem__", "__delitem__", "apply", "once", "remember", "insert", "extend"}
+    assert changers & set(dir(rows.Rows)) == set()
 
 
 def test_each_command_has_a_room_of_its_own():
@@ -265,12 +284,7 @@ def test_each_command_has_a_room_of_its_own():
 # once/remember caches that fill in as a result is read. Forbidden in the stages that make
 # results; those that are left are named here, each a debt of issue 51 to pay (not to add to):
 # the test fails when a new one appears, and when one named here is gone, so the list shrinks.
-WRITE_TRICKS_LEFT = {
-    "benchy.analysis.frozen:freeze __class__ =",  # the class swap: results to be built frozen (item 3)
-    "benchy.results.build:case_result remember",  # the rows' scan, kept until a row changes
-    "benchy.results.types:CaseResult._scan id()",  # scans_held's cache, by id(case)
-    "benchy.results.types:CaseResult._scan once",  # a spilled case's scan, filled in when first read
-}
+WRITE_TRICKS_LEFT: set[str] = set()  # all paid (issue 51 item 3): results are frozen dataclasses, built once
 
 
 def _tricks(module: str, tree: ast.AST) -> set[str]:
@@ -302,14 +316,21 @@ def _trick(node: ast.AST) -> str | None:
         func = node.func
         if isinstance(func, ast.Name) and func.id in ("setattr", "id"):
             return "setattr" if func.id == "setattr" else "id()"
-        if isinstance(func, ast.Attribute) and func.attr in ("once", "remember"):
-            return func.attr
+        if isinstance(func, ast.Attribute) and func.attr in ("once", "remember", "__setattr__", "__delattr__"):
+            return func.attr  # object.__setattr__(frozen, …): a frozen dataclass written into
     return None
 
 
 def test_no_result_is_written_by_class_swaps_setattr_or_id_keyed_caches():
     sample = "x.__class__ = F\ndef f(a):\n    setattr(a, 'n', 1)\n    c[id(a)] = 2\nclass K:\n    def g(self):\n        self.rows.once(1, f)\n"
-    assert _tricks("m", ast.parse(sample)) == {"m:<module> __class__ =", "m:f setattr", "m:f id()", "m:K.g once"}
+    sample += "def h(case):\n    object.__setattr__(case, 'scan', 1)\n"
+    assert _tricks("m", ast.parse(sample)) == {
+        "m:<module> __class__ =",
+        "m:f setattr",
+        "m:f id()",
+        "m:K.g once",
+        "m:h __setattr__",
+    }
     found = {
         trick
         for module, path in MODULES.items()
@@ -321,16 +342,9 @@ def test_no_result_is_written_by_class_swaps_setattr_or_id_keyed_caches():
 
 
 # Inside the stages that make results, the attribute writes into a result that are left, named
-# as issue 51's debt (run.warnings, case.ceiling, case.prompt_lengths and case.workload went:
-# the analysis now makes a new result with them). Fails on a new one, and on one paid but listed.
-RESULT_WRITES_LEFT = {
-    "benchy.analysis.frozen case.__class__",  # the class swap (results to be built frozen)
-    "benchy.analysis.frozen case.__dict__",
-    "benchy.analysis.frozen run.__class__",
-    "benchy.analysis.frozen run.__dict__",
-    "benchy.results.files case.requests",  # rows read back by lines, set into the case read
-    "benchy.results.verdicts.queueing case.queueing",  # the queueing verdict, set by its judge
-}
+# as issue 51's debt: all paid (the class swap went, files.read and the queueing verdict make
+# a new result, the builder decides before it builds). Fails on a new one.
+RESULT_WRITES_LEFT: set[str] = set()
 
 
 def test_the_writes_into_a_result_left_inside_the_analysis_are_only_those_named():

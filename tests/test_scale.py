@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -125,10 +126,9 @@ def _built(saved, by_case, spill_dir=None):
             rows.add(rec)
         case = Case(pp=c.pp, tg=c.tg, concurrency=c.concurrency or 1)
         client = c.client.to_dict() if c.client else None
-        cases.append(build.case_result(case, c.endpoint, c.runs, rows, saved.setup.load.slo, client=client))
+        cases.append(build.case_figures(case, c.endpoint, c.runs, rows, saved.setup.load.slo, client=client))
     run = build.run_result(saved.setup.to_dict(), cases, saved.partial, None, saved.benchy_version)
-    run.warnings = checks.check(run)
-    return run
+    return replace(run, warnings=checks.check(run))
 
 
 @pytest.mark.parametrize("preset", ["instant", "proxy-buffered"])
@@ -165,38 +165,26 @@ def test_rows_spilled_to_disk_build_the_results_they_build_in_memory(start_sim, 
         assert all(r.unavailable_codes.get("ttft_s") for c in spilled.cases for r in c.measured_ok())
 
 
-def test_spilled_rows_changed_are_written_out_by_the_first_whole_pass(tmp_path, monkeypatch):
-    """A change to a spilled case's rows (the buffering verdict, a withheld figure) is applied
-    to each row read; the first whole pass writes the changed rows out, after which their
-    lines are copied (Rows.lines) as the rows would be written. A pass cut short, or one the
-    rows changed during, writes nothing out: the change still reaches every row read."""
+def test_spilled_rows_are_written_once_and_copied_as_written(tmp_path):
+    """Rows are append-only (issue 51): each row is written once, its verdicts already in it
+    (results/build.py), so a spilled case's lines are copied (Rows.lines) as the rows would
+    be written, and a row read back is the reader's own."""
     from benchy import records
     from benchy.results import rows as rows_mod
     from benchy.results.types import RequestResult
 
-    monkeypatch.setattr(rows_mod, "_WRITE_AT", 5000)  # written out a few rows at a time, the last ones at the end
     run = results_files.read(SHIPPED[0])
     source = [r for c in run.cases for r in c.requests][:12]
     rows = rows_mod.Rows(tmp_path, in_memory=3, parse=RequestResult.of_own_line)
     for r in source:
         rows.append(copy.deepcopy(r))
-    assert rows.spilled and rows.lines() is not None  # nothing to apply: copied as written
-    rows.apply(lambda r: r.metrics.__setitem__("e2e_s", None))
-    assert rows.lines() is None
-    next(iter(rows))  # a pass cut short
-    assert rows.lines() is None and all(r.metrics.get("e2e_s") is None for r in rows.where(lambda f: True))
-    passing = iter(rows)
-    next(passing)
-    rows.apply(lambda r: r.metrics.__setitem__("ttft_s", None))  # the rows change during a pass
-    list(passing)
-    assert rows.lines() is None
-    read = list(rows)  # a whole pass: written out
-    assert all(r.metrics.get("e2e_s") is None and r.metrics.get("ttft_s") is None for r in read)
     lines = rows.lines()
-    assert lines is not None and [line.decode() for line in lines] == [records.dumps(r.to_dict()) for r in read]
-    assert list(rows) == read and len(rows) == len(source)
-    read[0].metrics["e2e_s"] = 1.0  # a row read back is the reader's own
-    assert rows[0].metrics.get("e2e_s") is None
+    assert rows.spilled and lines is not None
+    read = list(rows)
+    assert [line.decode() for line in lines] == [records.dumps(r.to_dict()) for r in read]
+    assert read == source and len(rows) == len(source)
+    read[0].metrics["e2e_s"] = None  # a row read back is the reader's own
+    assert rows[0].metrics.get("e2e_s") == source[0].metrics.get("e2e_s") is not None
 
 
 def test_the_live_tally_sees_each_request_as_its_row_does(tmp_path, monkeypatch):

@@ -18,7 +18,6 @@ from typing import Any
 from benchy import __version__
 from benchy import records as records_mod
 from benchy.analysis.bundle import KILLED, MANIFEST, BundleError, Manifest, read_manifest
-from benchy.analysis.frozen import freeze
 from benchy.checks import warnings as checks
 from benchy.records import RequestRecord
 from benchy.results import build as results_build
@@ -100,7 +99,7 @@ def analyze_rows(manifest: Manifest, by_case: dict[str, CaseRows]) -> results_mo
     for plan, case in measured:
         windows = manifest.windows.get(case.label)
         cases.append(
-            results_build.case_result(
+            results_build.case_figures(
                 case,
                 plan.endpoint,
                 plan.runs,
@@ -145,16 +144,6 @@ def _killed_reason(manifest: Manifest, by_case: dict[str, CaseRows]) -> str:
         f"the run's process ended (killed) during case {label!r}, before it saved its results; "
         f"{done} measured requests of that case had finished: rebuilt from its bundle"
     )
-
-
-def saved_form(run: results_mod.RunResult) -> results_mod.RunResult:
-    """`run` as printed and reported, frozen: nothing after the analysis writes into it.
-
-    The builder makes what results.json reads back (JSON's own types: lists, not tuples;
-    Python floats, not numpy's; no key that reading fills in), so the report made now and one
-    made from the file later agree without a round trip through JSON; tests/test_analysis_form.py
-    holds the builder to `run == RunResult.from_dict(run.to_dict())`."""
-    return freeze(run)
 
 
 def _has_measured(by_case: dict[str, CaseRows], label: str) -> bool:

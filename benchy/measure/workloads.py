@@ -23,7 +23,7 @@
   leakage     requests that report more cached tokens than could be shared: beyond
               prompt − unique_tokens, where the unique part is nonce-led or new
   ttft_gain   shared prefix: TTFT against the case with the same lengths and nothing shared
-              (filled in by ttft_gains over the run's cases)
+              (ttft_gains over the run's cases, put in by the builder)
 
 Granularity: servers count cached tokens in blocks (vLLM 16, TensorRT-LLM up to 64) or tokens
 (llama.cpp). It is read from the reported figures (the greatest common divisor of the non-zero
@@ -551,23 +551,28 @@ def _known(value: float | None) -> float | Unavailable:
     return value if value is not None else NO_MEDIAN
 
 
-def ttft_gains(cases: Sequence[GainCase]) -> None:
-    """Shared prefix: sets each shared case's ttft_gain against the case with the same total
-    prompt, output, concurrency and endpoint and nothing shared (fraction 0). `cases`: the
-    run's results.CaseResult objects."""
+def ttft_gains(cases: Sequence[GainCase]) -> dict[str, TtftGain]:
+    """Shared prefix: each shared case's TTFT gain (by label) against the case with the same
+    total prompt, output, concurrency and endpoint and nothing shared (fraction 0). `cases`:
+    the run's cases as judged; the builder puts each gain in its case's workload figures."""
     baselines = {_gain_key(c): c for c in cases if _shared_fraction(c) == 0.0}
+    gains = {}
     for case in cases:
         if not _shared_fraction(case):
             continue
         base = baselines.get(_gain_key(case))
-        gain = TtftGain(baseline=base.label if base else None, baseline_ttft_s=_ttft(base), ttft_s=_ttft(case))
-        given = {"gain_baseline_ttft_s": _known(gain.baseline_ttft_s), "gain_ttft_s": _known(gain.ttft_s)}
+        baseline_ttft, ttft = _ttft(base), _ttft(case)
+        given = {"gain_baseline_ttft_s": _known(baseline_ttft), "gain_ttft_s": _known(ttft)}
         values = registry.compute(registry.GAIN, NOTHING, given)
         speedup, saved = values["ttft_speedup"], values["ttft_saved"]
-        gain.speedup = None if isinstance(speedup, Unavailable) else speedup
-        gain.ttft_saved = None if isinstance(saved, Unavailable) else saved
-        if case.workload is not None:
-            case.workload.ttft_gain = gain
+        gains[case.label] = TtftGain(
+            baseline=base.label if base else None,
+            baseline_ttft_s=baseline_ttft,
+            ttft_s=ttft,
+            speedup=None if isinstance(speedup, Unavailable) else speedup,
+            ttft_saved=None if isinstance(saved, Unavailable) else saved,
+        )
+    return gains
 
 
 def _shared_fraction(case: GainCase) -> float | None:

@@ -9,15 +9,13 @@ validated object by object costs seconds, and the page needs nothing the dict do
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from benchy.measure.registry import METRICS, Metric
 from benchy.report import server_view, shown, workloads
 from benchy.report.table import case_name, case_warnings
-from benchy.results.rows import Rows
-from benchy.results.types import CaseResult, RequestResult, RunResult
+from benchy.results.types import CaseResult, Dot, RunResult
 
 MAX_DOTS = 6_000  # the scatter's dots over all cases (SVG): more cost the page seconds to open
 FAILED_COLOR = "#d62728"
@@ -184,27 +182,10 @@ def concurrency_scaling(results: RunResult) -> Panel | None:
     )
 
 
-Dot = tuple[str, float, bool, str | None, float | None]  # id, sent (unix s), ok, error kind, latency s
-
-
-DOTS_KEY = "html.dots"  # the dots among a Rows' figures made once (one_pass.py makes them with the scan)
-
-
-def dot(r: RequestResult) -> Dot:
-    """A measured request as the scatter draws it."""
-    return (r.request_id, r.sent_unix_s, r.status == "ok", r.error_kind, r.metrics.get("e2e_s") if r.ok else r.end_s)
-
-
 def _dots(case: CaseResult) -> list[Dot]:
-    """The measured requests as the scatter draws them, in one pass over the case's rows (a long
-    case's rows are read back from disk: once, whatever else reads them)."""
-
-    def scan(requests: Iterable[RequestResult]) -> list[Dot]:
-        return [dot(r) for r in requests if not r.warmup]
-
-    if isinstance(case.requests, Rows):
-        return case.requests.once(DOTS_KEY, scan)
-    return scan(case.requests)
+    """The measured requests as the scatter draws them: from the pass that made the case's
+    scan (a long case's rows are read back from disk once, whatever else reads them)."""
+    return case.dots()
 
 
 def thin(dots: list[Dot], keep: int) -> list[Dot]:

@@ -9,14 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchy.report import exporters, one_pass
+from benchy.report import exporters
 from benchy.results.types import RunResult
 
 
 def write_report(results: RunResult, directory: Path) -> Path:
     """Every report file of a run folder whose results.json is saved (exporters.REPORT_EXPORTERS);
     returns report.md."""
-    one_pass.prime(results)  # a long case's rows parsed once for every figure, not once each
     exporters.export(results, directory, exporters.REPORT_EXPORTERS)
     return directory / "report.md"
 

@@ -1,9 +1,9 @@
 """The one builder of results: records and metrics in, typed results out, made once.
 
-What each figure is, and whether it is withheld, is decided here (with the case's buffering
-verdict, and a loaded case's queueing: its TTFT against the same prompt alone), then each
-case's ceiling and each shared-prefix case's TTFT gain; nothing changes a result after it is
-built but the warnings, which checks/ adds beside it.
+Three steps: each case's figures from its records (`case_figures`: its statistics, with its
+buffering verdict), the run's verdicts on them (results/decide.py), then each CaseResult made
+once from its figures and verdicts (`run_result`), its rows written with them. A result is a
+frozen dataclass: nothing changes it after; the warnings come in a new RunResult beside it.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from collections.abc import Iterable
 from copy import deepcopy
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from benchy.measure import case_formulas, classify, metrics, reading, registry, steady
+from benchy.measure import case_formulas, classify, reading, registry, steady
 from benchy.measure import gpu as gpu_figures
 from benchy.measure.ceiling import CeilingSetup, case_ceiling
 from benchy.measure.gpu import GpuCase
@@ -29,9 +29,11 @@ from benchy.measure.sanity.tally import SanityTally
 from benchy.measure.silence import SilenceTracker
 from benchy.measure.slo import goodput_figures
 from benchy.measure.unavailable import LEGACY, NO_SUCCESS, NO_TOOL_CALL, POOLED_WHY, PROMPT_LENGTH_MISSED, Unavailable
-from benchy.measure.workloads import WorkloadFigures, case_figures, ttft_gains, withhold_turns
+from benchy.measure.workloads import TtftGain, WorkloadFigures, withhold_turns
+from benchy.measure.workloads import case_figures as workload_figures
 from benchy.records import RequestRecord
-from benchy.results import latency
+from benchy.results.decide import decide
+from benchy.results.figures import CaseFigures, Judged, Verdicts, judged_rows
 from benchy.results.rows import CONTROL, OK, WARMUP, Rows
 from benchy.results.types import (
     CaseCeiling,
@@ -46,7 +48,6 @@ from benchy.results.types import (
     SteadyState,
     Stopped,
 )
-from benchy.results.verdicts import queueing
 from benchy.server.cache_reset import CacheReset
 from benchy.server.metrics import NoServerFigures, ServerCaseMetrics
 from benchy.workloads.case import Case
@@ -77,7 +78,7 @@ class CaseRows:
 
     def add(self, rec: RequestRecord) -> RequestResult:
         """The record as the case counts it (classify.classify); judged alone until the case's
-        buffering verdict is known (case_result applies it)."""
+        buffering verdict is known (case_figures applies it as it reads the rows)."""
         rec = classify.classify(rec)  # an empty output is a failure, not a success
         read = reading.read(rec) if rec.ok else None  # once, for its metrics and its buffering
         values = registry.request_metrics(rec, False, read)
@@ -101,7 +102,7 @@ class CaseRows:
         return len(self.rows)
 
 
-def case_result(
+def case_figures(
     case: Case,
     endpoint: str,
     runs: int,
@@ -113,23 +114,19 @@ def case_result(
     gpu: GpuCase | None = None,
     idle_power_w: float | None = None,
     cache_reset: CacheReset | None = None,
-) -> CaseResult:
+) -> CaseFigures:
+    """The case as measured: its statistics in one pass over its rows, each judged by the
+    case's buffering verdict as it is read (one late read is no buffer)."""
     made = records if isinstance(records, CaseRows) else CaseRows.of(records, keep_records=bool(case.workload))
     rows = made.rows
     reasons = [why for f, why in zip(rows.flags, made.buffer_reasons) if f & (WARMUP | OK | CONTROL) == OK]
-    buffered: Unavailable | Literal[False] = classify.buffering_verdict(reasons) or False  # one late read is no buffer
-    if buffered:
-        rows.apply(lambda row: _judge_buffered(row, buffered))
-    tally = _Tally(slo)
-    scan = RowScan() if rows.spilled else None  # what the checks and reports read, in the same pass
+    verdicts = Verdicts(buffered=classify.buffering_verdict(reasons))
+    tally, scan = _Tally(slo), RowScan()  # what the checks and reports read, in the same pass
     shown = ImageTally()  # --images: the images' figures
-    for row in rows:  # one pass: a spilled case is read a row at a time
+    for row in judged_rows(rows, verdicts):  # one pass: a spilled case is read a row at a time
         tally.add(row)
+        scan.add(row)
         shown.add(row)
-        if scan is not None:
-            scan.add(row)
-    if scan is not None:
-        rows.remember(RowScan.KEY, scan)  # until a row changes (a withheld figure: read again)
     summary, unavailable, send_lag = tally.summaries()
     measured = tally.measured
     per_case = registry.case_metrics(measured, _light_tokens)  # type: ignore[arg-type]
@@ -141,7 +138,7 @@ def case_result(
         unavailable |= dict.fromkeys(rates, cut)
     if pooled:
         rates["aggregate_tps"] = unavailable["aggregate_tps"] = POOLED_WHY
-    result = CaseResult(
+    fields = dict(
         label=case.label,
         scenario=case.scenario,
         pp=case.pp,
@@ -159,9 +156,6 @@ def case_result(
         errors=dict(tally.errors),
         anomalies=dict(tally.anomalies),
         retried=dict(tally.retried),
-        summary=summary,
-        unavailable={k: v.message for k, v in unavailable.items()},
-        unavailable_codes={k: v.code for k, v in unavailable.items()},
         aggregate_tps=_value(rates["aggregate_tps"]),
         mode="open" if case.rate is not None or case.kind == "trace" else "closed",
         rate=case.rate,
@@ -173,19 +167,31 @@ def case_result(
         from_schedule=tally.schedule_summaries(),
         steady=tally.steady_state(case.concurrency or 1) if case.rate is None and case.kind != "trace" else None,
         goodput=_goodput(measured, slo) if slo else None,
-        requests=rows,  # type: ignore[arg-type]  # a Sequence: on disk past rows.IN_MEMORY
         client=_client(client),
         server=server,
         planned_requests=planned_requests,
         kind=case.kind,
-        workload=_workload_figures(case, made) if case.workload else None,
+        workload=_workload_figures(case, made, verdicts) if case.workload else None,
         gpu=_gpu(gpu, tally.ok_tokens, tally.n_ok, idle_power_w),
         cache_reset=cache_reset,
         silence=made.silence.longest(),
         sanity=made.sanity.result(),
     )
-    queueing.judge_alone(result, made.alone_ttft_s, made.alone_points)
-    return result
+    measured_figures = Judged(
+        summary,
+        {k: v.message for k, v in unavailable.items()},
+        {k: v.code for k, v in unavailable.items()},
+        {},
+    )
+    return CaseFigures.of(
+        fields,
+        measured_figures,
+        rows,
+        scan,
+        alone_ttft_s=made.alone_ttft_s,
+        alone_points=made.alone_points,
+        verdicts=verdicts,
+    )
 
 
 def _client(client: ClientHealth | dict[str, Any] | None) -> ClientHealth | None:
@@ -333,38 +339,18 @@ def _few_missed_lengths(missing: Counter[tuple[str, str]], n_ok: int) -> bool:
     return codes == {PROMPT_LENGTH_MISSED} and 2 * sum(missing.values()) < n_ok
 
 
-def _workload_figures(case: Case, made: CaseRows) -> WorkloadFigures:
+def _workload_figures(case: Case, made: CaseRows, verdicts: Verdicts) -> WorkloadFigures:
     """The workload's own figures from its records, each request's metrics as its row has
-    them (with the case's verdict)."""
+    them (with the case's buffering verdict)."""
     records = made.records if made.records is not None else []
     measured = [r for r in records if not r.warmup and not r.control]
     controls = [r for r in records if r.control]
-    values = {r.request_id: _row_values(r) for r in made.rows if r.ok and not r.warmup}
+    values = {r.request_id: _row_values(r) for r in judged_rows(made.rows, verdicts) if r.ok and not r.warmup}
     ahead = [r for r in records if r.warmup and not r.alone]  # a prefix sent ahead, a conversation's opening
-    return case_figures(case.kind, case.workload.to_dict(), measured, controls, values, ahead)  # type: ignore[union-attr]
-
-
-def _judge_buffered(row: RequestResult, why: Unavailable) -> None:
-    """The case's buffering verdict on one successful request: its stream timings are
-    unavailable for the case's reason, as registry.request_metrics(rec, verdict) makes them."""
-    if not row.ok:
-        return
-    for name in registry.STREAM_TIMING_METRICS:
-        row.metrics[name] = None
-        row.unavailable[name], row.unavailable_codes[name] = why.message, why.code
-    row.unavailable = _in_metric_order(row.unavailable)
-    row.unavailable_codes = _in_metric_order(row.unavailable_codes)
+    return workload_figures(case.kind, case.workload.to_dict(), measured, controls, values, ahead)  # type: ignore[union-attr]
 
 
 FROM_SCHEDULE = ("ttft_s", "e2e_s")  # latencies an open loop also times from the schedule
-_METRIC_ORDER = {name: i for i, name in enumerate(registry.REQUEST_METRICS)}
-
-
-def _in_metric_order(by_metric: dict[str, str]) -> dict[str, str]:
-    """`by_metric` in the registry's order (a name it does not know sorts with its first)."""
-    if by_metric.keys() <= _METRIC_ORDER.keys():  # every name known: picked in order, not sorted
-        return {name: by_metric[name] for name in _METRIC_ORDER if name in by_metric}
-    return dict(sorted(by_metric.items(), key=lambda kv: _METRIC_ORDER.get(kv[0], 0)))
 
 
 def _row_tokens(row: RequestResult) -> int:
@@ -384,43 +370,63 @@ def _row_values(row: RequestResult) -> dict[str, float | Unavailable]:
 
 def run_result(
     setup: dict[str, Any],
-    cases: list[CaseResult],
+    figures: list[CaseFigures],
     partial: bool,
     stopped: dict[str, Any] | None,
     version: str,
     not_measured: list[NotMeasured] | None = None,
 ) -> RunResult:
-    """The run's results, complete but for the warnings (checks.py adds those): what no single
-    case can decide (a TTFT trend across output lengths) is withheld here, then each case is
-    finished with what the run's setup says, and each shared-prefix case's TTFT gain."""
+    """The run's results, complete but for the warnings (checks.py adds those): the run's
+    verdicts on its cases' figures (decide), then each case made once from them."""
     parsed = Setup.from_dict(setup, strict=True)  # an unknown key: a field someone forgot
-    withhold_buffered_trend(cases)
-    queueing.judge_against_concurrency_1(cases)
-    fixed = latency.find(cases)  # after queueing: a queued case keeps that cause
-    latency.withhold_fixed_latency(cases, fixed)
-    finished = [_finished(case, parsed) for case in cases]
-    ttft_gains(finished)  # shared prefix: each against the same lengths with nothing shared
+    decided = decide(figures)
     return RunResult(
         benchy_version=version,
         prompt_nonce=setup.get("prompt_nonce"),
         partial=partial,
         stopped=Stopped(**stopped) if stopped else None,
         setup=parsed,
-        cases=finished,
+        cases=[_case_result(case, parsed, decided.gains.get(case.label)) for case in decided.cases],
         not_measured=not_measured or [],
-        fixed_latency=fixed,
+        fixed_latency=decided.fixed_latency,
     )
 
 
-def _finished(case: CaseResult, setup: Setup) -> CaseResult:
-    """The case with what only the run's setup says (its ceiling, its prompt-length method) and
-    its turns as its verdicts leave them: a new CaseResult, no write into the one measured."""
-    return replace(
-        case,
-        ceiling=_case_ceiling(case, setup.ceiling),
-        prompt_lengths=_prompt_lengths(setup, case.endpoint, case.label),
-        workload=withhold_turns(case.workload, case.unavailable) if case.workload is not None else None,
+def _case_result(figures: CaseFigures, setup: Setup, gain: TtftGain | None) -> CaseResult:
+    """The case, made once: its figures under its verdicts, its rows written with them, what
+    only the run's setup says (its ceiling, its prompt-length method), its turns as its verdicts
+    leave them and its TTFT gain."""
+    judged = figures.judged_dicts()
+    requests, scan = _written(figures)
+    workload = figures.workload
+    if workload is not None:
+        workload = withhold_turns(workload, judged.unavailable)
+        workload = replace(workload, ttft_gain=gain) if gain is not None else workload
+    return CaseResult(
+        **{**figures.result_fields(), "workload": workload},
+        summary=judged.summary,
+        unavailable=judged.unavailable,
+        unavailable_codes=judged.unavailable_codes,
+        withheld=judged.withheld,
+        requests=requests,  # type: ignore[arg-type]  # a Sequence: on disk past rows.IN_MEMORY
+        scan=scan,
+        queueing=figures.verdicts.queueing,
+        ceiling=_case_ceiling(figures, judged, setup.ceiling),
+        prompt_lengths=_prompt_lengths(setup, figures.endpoint, figures.label),
     )
+
+
+def _written(figures: CaseFigures) -> tuple[Rows, RowScan]:
+    """The case's rows as saved, each written once with the case's verdicts, and their scan
+    from the same pass; the rows measured where no verdict changes a row."""
+    verdicts = figures.verdicts
+    if verdicts.buffered is None and not verdicts.withholds:
+        return figures.rows, figures.scan
+    rows, scan = figures.rows.like(), RowScan()
+    for row in judged_rows(figures.rows, verdicts):
+        rows.append(row)
+        scan.add(row)
+    return rows, scan
 
 
 def _prompt_lengths(setup: Setup, endpoint: str | None, label: str) -> str | None:
@@ -432,47 +438,12 @@ def _prompt_lengths(setup: Setup, endpoint: str | None, label: str) -> str | Non
     return cal.lengths.method if cal is not None and cal.lengths is not None else None
 
 
-def withhold_buffered_trend(cases: list[CaseResult]) -> None:
-    """Single-stream cases at one prompt whose TTFT grows with the output length (metrics.
-    buffered_trend) lose their stream timings, unless usage shows one token per event."""
-    groups: dict[tuple[Any, ...], list[CaseResult]] = {}
-    for case in cases:
-        if case.concurrency == 1 and case.summary.get("ttft_s") and case.summary.get("e2e_s"):
-            groups.setdefault((case.pp, case.depth, case.depth_mode, case.endpoint), []).append(case)
-    for group in groups.values():
-        short, long = min(group, key=lambda c: c.tg), max(group, key=lambda c: c.tg)
-        if short.tg == long.tg or (_streams_token_by_token(short) and _streams_token_by_token(long)):
-            continue
-        why = metrics.buffered_trend(_trend_point(short), _trend_point(long))
-        if why is not None:
-            for case in group:
-                case.withhold(registry.STREAM_TIMING_METRICS, why)
-
-
-def _trend_point(case: CaseResult) -> tuple[int, float, float]:
-    return case.tg, case.summary["ttft_s"].median, case.summary["e2e_s"].median  # type: ignore[union-attr]
-
-
-def _streams_token_by_token(case: CaseResult) -> bool:
-    """The server's own usage shows about one token per event: direct evidence of a live
-    stream, which outweighs a TTFT trend (on a fast small model, load noise in TTFT can
-    rival the whole decode time)."""
-    facts = case.facts()
-    per_event = case.median("tokens_per_event")
-    return (
-        bool(facts.n_ok)
-        and facts.n_usage_reported == facts.n_ok  # every one carried usage
-        and per_event is not None
-        and per_event <= classify.LIVE_STREAM_TOKENS_PER_EVENT
-    )
-
-
-def _case_ceiling(case: CaseResult, setup: CeilingSetup | None) -> CaseCeiling | None:
-    """The case's decode ceiling and its measured medians as a % of it."""
+def _case_ceiling(case: CaseFigures, judged: Judged, setup: CeilingSetup | None) -> CaseCeiling | None:
+    """The case's decode ceiling and its medians as shown as a % of it."""
     found = case_ceiling(case.pp, case.tg, case.depth or 0, setup)
     if found is None:
         return None
-    decode, e2e = case.median("decode_tps"), case.median("e2e_tps")
+    decode, e2e = (_median(judged.summary.get(name)) for name in ("decode_tps", "e2e_tps"))
     return CaseCeiling(
         tokens_per_s=found.tokens_per_s,
         context_tokens=found.context_tokens,
@@ -481,6 +452,10 @@ def _case_ceiling(case: CaseResult, setup: CeilingSetup | None) -> CaseCeiling |
         decode_pct=None if decode is None else found.percent_of(decode),
         e2e_pct=None if e2e is None else found.percent_of(e2e),
     )
+
+
+def _median(summary: MetricSummary | None) -> float | None:
+    return None if summary is None else summary.median
 
 
 def _goodput(measured: list[_Light], slo: dict[str, float]) -> Goodput:

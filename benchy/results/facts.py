@@ -6,8 +6,8 @@ and the checks, each iterating the case's requests on its own, made about 16 pas
 question about the rows (which failed as empty output, which were served from a prefix
 cache, the delivered token counts …) is answered here for all of them at once, into counts,
 a few first examples and compact arrays of the numbers a check takes medians of; the checks
-read these `CaseFacts` (results/types.py `CaseResult.facts`, made once per case until its rows
-change) and decide from them exactly as they did from the rows.
+read these `CaseFacts` (results/types.py `CaseResult.facts`, made once per case, with its
+rows) and decide from them exactly as they did from the rows.
 
 Only what depends on the rows alone is gathered here; what a check compares it with (the
 chat template's tokens, the server's counters, the run's setup) stays in the check.

@@ -15,7 +15,7 @@ from typing import IO, Any
 from benchy import jsontypes, records
 from benchy.results import rows as rows_mod
 from benchy.results.rows import Rows
-from benchy.results.types import SCHEMA, SCHEMA_MAJOR, SCHEMA_MINOR, RequestResult, RunResult
+from benchy.results.types import SCHEMA, SCHEMA_MAJOR, SCHEMA_MINOR, CaseResult, RequestResult, RowScan, RunResult
 
 SCHEMA_FILE = Path(__file__).parent.parent / "data" / "results.schema.json"
 _SCHEMA_ID = re.compile(r"benchy/results/(\d+)(?:\.(\d+))?")
@@ -104,9 +104,16 @@ def _read_whole(path: Path) -> RunResult:
         raise ResultsError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
     check_schema(data.get("schema") if isinstance(data, dict) else None, str(path))
     try:
-        return RunResult.from_dict(data)
+        run = RunResult.from_dict(data)
     except jsontypes.ShapeError as exc:
         raise ResultsError(f"{path}: malformed: {exc}") from None
+    return replace(run, cases=[_with_rows(case, case.requests) for case in run.cases])
+
+
+def _with_rows(case: CaseResult, requests: Sequence[RequestResult]) -> CaseResult:
+    """The case read back, made again with its requests and their scan (the one pass every
+    report and check reads: results/types.py RowScan), as the builder makes it."""
+    return replace(case, requests=requests, scan=RowScan.of(requests))  # type: ignore[arg-type]
 
 
 _OPEN_ROWS = b'   "requests": [\n'  # a case's requests as save writes them: a row a line, then
@@ -145,21 +152,22 @@ def _read_by_lines(path: Path) -> RunResult | None:
         fh.close()
         return None
     lazy = False
+    cases = []
     try:
         for case, where in zip(run.cases, spans):
+            requests: Sequence[RequestResult]
             if len(where) > rows_mod.IN_MEMORY:
-                case.requests, lazy = Rows.of_file(fh, where, parse=RequestResult.of_line), True  # type: ignore[assignment]
+                requests, lazy = Rows.of_file(fh, where, parse=RequestResult.of_line), True
             else:
-                case.requests = [
-                    RequestResult.of_line(os.pread(fh.fileno(), end - start, start)) for start, end in where
-                ]
+                requests = [RequestResult.of_line(os.pread(fh.fileno(), end - start, start)) for start, end in where]
+            cases.append(_with_rows(case, requests))
     except (ValueError, jsontypes.ShapeError):
         lazy = False
         return None  # a bad request: the whole file's reading names its path
     finally:
         if not lazy:
             fh.close()
-    return run
+    return replace(run, cases=cases)
 
 
 def _typed(data: Any, path: Path) -> RunResult:

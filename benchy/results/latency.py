@@ -25,7 +25,7 @@ cases of one prompt family (depth, endpoint):
              model's forward pass) is no gateway. Prefill that grows faster than linearly
              (attention) bends the line up and lowers the intercept: it errs toward no finding.
 
-A fixed part past FIXED_MIN_S withholds the family's TTFT-based prefill rates (build.py); the
+A fixed part past FIXED_MIN_S withholds the family's TTFT-based prefill rates (decide.py); the
 engine's rate is the longest prompt's uncached tokens over its TTFT less the fixed part.
 """
 
@@ -40,7 +40,8 @@ import numpy as np
 
 from benchy.measure import stats
 from benchy.measure.unavailable import FIXED_LATENCY, Unavailable
-from benchy.results.types import CaseResult, RunResult
+from benchy.results.figures import CaseView
+from benchy.results.types import RunResult
 
 # An intercept below this is a decode step and HTTP, not a gateway.
 FIXED_MIN_S = 0.05
@@ -103,20 +104,20 @@ class FixedPart:
         return "the intercept of TTFT against prompt length"
 
 
-def _single_stream(case: CaseResult) -> bool:
+def _single_stream(case: CaseView) -> bool:
     return case.kind == "sweep" and case.concurrency == 1 and case.rate is None and case.depth_mode != "cached"
 
 
-def groups(cases: Sequence[CaseResult]) -> list[list[CaseResult]]:
+def groups(cases: Sequence[CaseView]) -> list[list[CaseView]]:
     """The sweep cases (any load) by prompt family: depth, depth mode and endpoint."""
-    found: dict[tuple[Any, ...], list[CaseResult]] = {}
+    found: dict[tuple[Any, ...], list[CaseView]] = {}
     for case in cases:
         if case.kind == "sweep" and case.depth_mode != "cached":
             found.setdefault((case.depth, case.depth_mode, case.endpoint), []).append(case)
     return list(found.values())
 
 
-def _points(case: CaseResult) -> list[tuple[float, float]]:
+def _points(case: CaseView) -> list[tuple[float, float]]:
     points = []
     for row in case.measured_ok():
         ttft = row.metrics.get("ttft_s")
@@ -126,7 +127,7 @@ def _points(case: CaseResult) -> list[tuple[float, float]]:
     return points
 
 
-def fixed_part(group: Sequence[CaseResult]) -> FixedPart | None:
+def fixed_part(group: Sequence[CaseView]) -> FixedPart | None:
     """The group's fixed part, from its single-stream cases: the headers' time where the
     server answers before its prefill ends (the longest prompt's first token came well after its
     headers), else the intercept of TTFT against uncached tokens (two prompt lengths MIN_SPAN
@@ -169,7 +170,7 @@ def _moved(shortest: float | None, longest: float | None) -> bool:
     return longest > shortest * HEADERS_GROWTH + GAP_MIN_S
 
 
-def _headers(case: CaseResult) -> float | None:
+def _headers(case: CaseView) -> float | None:
     """The median time to the response headers, over at least MIN_HEADERS requests."""
     times = [r.headers_s for r in case.measured_ok() if r.headers_s is not None]
     return stats.median(times) if len(times) >= MIN_HEADERS else None
@@ -188,7 +189,7 @@ def _intercept(points: list[tuple[float, float]]) -> tuple[float | None, float]:
     return float(intercept), math.sqrt(variance * float(np.linalg.inv(design.T @ design)[0, 0]))
 
 
-def _engine_rate(case: CaseResult, fixed_s: float) -> float | None:
+def _engine_rate(case: CaseView, fixed_s: float) -> float | None:
     """The engine's prefill rate at the case's prompt: uncached tokens over TTFT less the fixed part."""
     rates = [x / (y - fixed_s) for x, y in _points(case) if y > fixed_s]
     return stats.median(rates) if rates else None
@@ -203,7 +204,7 @@ class Found:
     family: tuple[str, ...]  # every case of the family, at any load: the part is in front of each
 
 
-def find(cases: Sequence[CaseResult]) -> tuple[Found, ...]:
+def find(cases: Sequence[CaseView]) -> tuple[Found, ...]:
     """The fixed parts found, one per sweep family that has one (past FIXED_MIN_S)."""
     found = []
     for group in groups(cases):
@@ -219,15 +220,17 @@ def found_in(run: RunResult) -> tuple[Found, ...]:
     return run.fixed_latency if run.fixed_latency is not None else find(run.cases)
 
 
-def found_for(case: CaseResult, found: Sequence[Found]) -> FixedPart | None:
+def found_for(case: CaseView, found: Sequence[Found]) -> FixedPart | None:
     """The fixed part found in `case`'s family, if one was."""
     return next((f.part for f in found if case.label in f.family), None)
 
 
-def withhold_fixed_latency(cases: Sequence[CaseResult], found: Sequence[Found]) -> None:
+def withhold_fixed_latency(cases: Sequence[CaseView], found: Sequence[Found]) -> dict[str, Unavailable]:
     """Each sweep family whose single-stream TTFT has a fixed part loses its TTFT-based prefill
-    rate (every load of it: the fixed part is in front of every request)."""
+    rate (every load of it: the fixed part is in front of every request): why, by label."""
+    withheld = {}
     for case in cases:
         part = found_for(case, found)
         if part is not None and case.summary.get("prefill_tps") is not None:  # not withheld for another cause
-            case.withhold(("prefill_tps",), part.why())
+            withheld[case.label] = part.why()
+    return withheld

@@ -8,11 +8,11 @@ three flags (warmup, ok, control). Iterating re-reads the rows a line at a time,
 reader holds one row at once. results.json (files.py) keeps one request a line too, so a
 saved run reads back the same way: `Rows.of_file` indexes those lines and reads none of them.
 
-A row read back is a fresh object: changing it changes nothing stored. What the builder
-decides for every row of a case (its buffering verdict, a withheld figure) is given as a
-function to `apply`, which rows read later go through, in order. The first whole pass after
-a change writes the changed rows to a new spill file as it reads them, so later passes (and
-results.json, which `lines` copies from that file without parsing a row) need no change.
+Append-only: a row is written once and never changed. A row read back is a fresh object:
+changing it changes nothing stored. What the builder decides for every row of a case (its
+buffering verdict, a withheld figure) is decided before the case's rows are written
+(results/build.py writes each row once, its verdicts applied), so results.json copies a
+spilled case's lines (`lines`) without parsing a row.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ _SET = os.environ.get("BENCHY_ROWS_IN_MEMORY", "")  # a tuning knob (tests spill
 IN_MEMORY = int(_SET) if _SET.isdigit() else 4096  # rows per case held as objects
 
 WARMUP, OK, CONTROL = 1, 2, 4  # a row's flags
-_WRITE_AT = 1 << 20  # rows written out are written a megabyte at a time
 
 
 def flags_of(row: Any) -> int:
@@ -49,7 +48,7 @@ def _flags_of_line(line: bytes) -> int:
     return sum(flag for key, flag in _FLAGS if key in line)
 
 
-class Rows(Sequence):
+class Rows(Sequence[Any]):
     """A case's rows: objects up to `in_memory`, then lines of a file (see the module's doc)."""
 
     def __init__(
@@ -64,10 +63,7 @@ class Rows(Sequence):
         self._ends = array("q")  # and ends
         self._flags = bytearray()
         self._size = 0  # the spill file's length: where the next line goes
-        self._changes: list[Callable[[Any], None]] = []  # applied to each row read from the file
-        self._memo: dict[str, Any] = {}  # figures a reader asked for, made in one pass each
         self._own = False  # the file is this Rows' spill file (not a saved results.json)
-        self._generation = 0  # bumped by every change to the rows: a pass spans one generation
 
     @classmethod
     def of_file(cls, fh: IO[bytes], spans: Iterable[tuple[int, int]], *, parse: Callable[[bytes], Any]) -> Rows:
@@ -75,13 +71,17 @@ class Rows(Sequence):
         requests, a line each); their flags are found in the lines' bytes (no row is built:
         a bad value is found when its row is read) and no row is kept."""
         rows = cls(parse=parse)
-        rows._objects, rows._file = None, fh  # not its own: never baked nor copied (lines)
+        rows._objects, rows._file = None, fh  # not its own: never copied (lines)
         for start, end in spans:
             rows._offsets.append(start)
             rows._ends.append(end)
         fd = fh.fileno()
         rows._flags = bytearray(_flags_of_line(os.pread(fd, e - s, s)) for s, e in zip(rows._offsets, rows._ends))
         return rows
+
+    def like(self) -> Rows:
+        """An empty Rows that spills where this one does, parsing its lines the same way."""
+        return Rows(self._spill_dir, self._in_memory, parse=self._parse)
 
     @property
     def flags(self) -> bytes:
@@ -93,7 +93,6 @@ class Rows(Sequence):
         return self._objects is None
 
     def append(self, row: Any) -> None:
-        self._changed()
         self._flags.append(flags_of(row))
         if self._objects is not None:
             self._objects.append(row)
@@ -101,37 +100,6 @@ class Rows(Sequence):
                 self._spill()
             return
         self._write(row)
-
-    def __setitem__(self, i: int, row: Any) -> None:
-        """Row `i` made again (a witness that came after the case: load/tokenize.py); on disk,
-        its new line goes at the file's end and the old one is never read again."""
-        self._changed()
-        self._flags[i] = flags_of(row)
-        if self._objects is not None:
-            self._objects[i] = row
-            return
-        self._offsets[i], self._ends[i] = self._write_line(row)
-
-    def once(self, key: str, compute: Callable[[Rows], Any]) -> Any:
-        """compute(self), made once until a row is added or changed: a figure that several
-        parts of a report read costs one pass over a long case, not one each."""
-        if key not in self._memo:
-            self._memo[key] = compute(self)
-        return self._memo[key]
-
-    def remember(self, key: str, value: Any) -> None:
-        """`value` as once(key, …) would make it now: a figure gathered in a pass its maker
-        made anyway (the builder's), so that no reader makes one more."""
-        self._memo[key] = value
-
-    def apply(self, change: Callable[[Any], None]) -> None:
-        """`change` made to every row, those held now and those read later."""
-        self._changed()
-        if self._objects is not None:
-            for row in self._objects:
-                change(row)
-        else:
-            self._changes.append(change)
 
     def count(self, want: Callable[[int], bool]) -> int:
         """How many rows' flags satisfy `want`, reading none."""
@@ -149,14 +117,12 @@ class Rows(Sequence):
     def __iter__(self) -> Iterator[Any]:
         if self._objects is not None:
             return iter(self._objects)
-        if self._changes and self._own:
-            return self._read_and_bake()
         return self._read(range(len(self._offsets)))
 
     def lines(self) -> Iterator[bytes] | None:
         """Each row's saved line (records.dumps of its to_dict, no newline), read without
-        parsing: a spilled case whose rows have no change pending; else None (iterate it)."""
-        if self._objects is not None or self._changes or not self._own:
+        parsing: a spilled case's own spill file; else None (iterate it)."""
+        if self._objects is not None or not self._own:
             return None
         return self._lines()
 
@@ -183,16 +149,12 @@ class Rows(Sequence):
     __hash__ = None  # type: ignore[assignment]
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Rows:
-        """An independent copy: the rows as read now (changes applied), in a file of its own
+        """An independent copy: the rows as read now, in a file of its own
         when they are past in_memory."""
-        copy = Rows(self._spill_dir, self._in_memory, parse=self._parse)
+        copy = self.like()
         for row in self:
             copy.append(row if self.spilled else deepcopy(row, memo))  # a row read back is already new
         return copy
-
-    def _changed(self) -> None:
-        self._memo.clear()
-        self._generation += 1
 
     def _spill(self) -> None:
         held, self._objects = self._objects or [], None
@@ -202,36 +164,6 @@ class Rows(Sequence):
 
     def _new_file(self) -> IO[bytes]:
         return tempfile.TemporaryFile(prefix=".benchy-rows-", dir=self._spill_dir, buffering=0)
-
-    def _read_and_bake(self) -> Iterator[Any]:
-        """Every row, changes applied, each written to a new spill file as it is read; once
-        the pass ends with the rows unchanged meanwhile, that file replaces the old one and
-        the changes are done (a pass cut short, or rows changed during it, replace nothing)."""
-        generation, new = self._generation, self._new_file()
-        offsets, ends, size = array("q"), array("q"), 0
-        pending = bytearray()  # lines not yet written: one write a megabyte, not one a row
-        try:
-            for row in self._read(range(len(self._offsets))):
-                line = records.dumps(row.to_dict()).encode() + b"\n"  # before a reader changes the row
-                offsets.append(size)
-                size += len(line)
-                ends.append(size)
-                pending += line
-                if len(pending) >= _WRITE_AT:
-                    os.pwrite(new.fileno(), pending, size - len(pending))
-                    pending.clear()
-                yield row
-            os.pwrite(new.fileno(), pending, size - len(pending))
-        except BaseException:
-            new.close()
-            raise
-        if generation != self._generation or len(offsets) != len(self._offsets):
-            new.close()
-            return
-        old, self._file = self._file, new
-        self._offsets, self._ends, self._size, self._changes = offsets, ends, size, []
-        if old is not None:
-            old.close()
 
     def _write(self, row: Any) -> None:
         start, end = self._write_line(row)
@@ -248,18 +180,15 @@ class Rows(Sequence):
         return start, self._size
 
     def _read(self, indices: Iterable[int]) -> Iterator[Any]:
-        """The rows at `indices`, each read and parsed as it is reached, changes applied."""
+        """The rows at `indices`, each read and parsed as it is reached."""
         assert self._file is not None
         fd = self._file.fileno()
         for i in indices:
             start = self._offsets[i]
-            row = self._parse(os.pread(fd, self._ends[i] - start, start))
-            for change in self._changes:
-                change(row)
-            yield row
+            yield self._parse(os.pread(fd, self._ends[i] - start, start))
 
 
-class _View(Sequence):
+class _View(Sequence[Any]):
     """Some of a spilled case's rows, by index: read when iterated, counted without reading."""
 
     def __init__(self, rows: Rows, indices: list[int]) -> None:

@@ -1,10 +1,9 @@
 """results.json: the one saved form of a run, from which every report is made.
 
-The file is the JSON form of `RunResult` and the classes it holds (Setup, CaseResult,
-RequestResult, MetricSummary, Goodput, CheckWarning, …): they are built once, by build.py,
-from the records and the metrics, and written and read (files.py) through `to_dict` / `from_dict`. The JSON
-Schema shipped as benchy/data/results.schema.json is generated from these classes
-(files.write_schema; tests/test_schema.py fails when it is stale).
+The file is the JSON form of `RunResult` and the classes it holds (Setup, CaseResult, RequestResult,
+MetricSummary, Goodput, CheckWarning, …): built once, by build.py, from the records and the metrics,
+written and read (files.py) through `to_dict` / `from_dict`. The JSON Schema shipped as
+benchy/data/results.schema.json is generated from them (tests/test_schema.py fails when it is stale).
 
 Version policy: the schema id is `benchy/results/MAJOR.MINOR`. A field added is a new MINOR
 (older files still load: the field takes its default); a field renamed, removed or changing
@@ -102,12 +101,10 @@ keeps the raw status the client saw.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from benchy import jsontypes
@@ -115,19 +112,23 @@ from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
 from benchy.measure import images as image_figures
 from benchy.measure import reading, registry, stats, unavailable
-from benchy.measure.ceiling import CeilingSetup
-from benchy.measure.gpu import GpuCase, GpuSetup
+from benchy.measure.gpu import GpuCase
 from benchy.measure.health import ClientHealth, LoopHealth, WorkerClock, WorkerHealth  # noqa: F401  (re-exported)
 from benchy.measure.reading import Reading
-from benchy.measure.sanity.canary import Canary
 from benchy.measure.sanity.tally import OutputSanity
-from benchy.measure.selftest import ClientCeiling
 from benchy.measure.silence import Silence
 from benchy.measure.unavailable import Unavailable
 from benchy.measure.workloads import WorkloadFigures
 from benchy.records import RequestRecord
 from benchy.results.facts import CaseFacts
 from benchy.results.rows import OK, WARMUP, Rows
+
+# the run's setup (results/setup.py), re-exported: where readers of results.json have found it
+from benchy.results.setup import Calibration as Calibration
+from benchy.results.setup import LengthCheck as LengthCheck
+from benchy.results.setup import LoadSetup as LoadSetup
+from benchy.results.setup import PromptLengths as PromptLengths
+from benchy.results.setup import Setup as Setup
 from benchy.results.verdicts.codes import (  # noqa: F401  (the severities re-exported)
     ERROR,
     INFO,
@@ -136,11 +137,12 @@ from benchy.results.verdicts.codes import (  # noqa: F401  (the severities re-ex
     details_by_code,
     details_class,
 )
-from benchy.results.verdicts.details import DangerousStop, Details, NoFigures
+from benchy.results.verdicts.details import Details, NoFigures
 from benchy.server.cache_reset import CacheReset
-from benchy.server.identity import ServerIdentity
-from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
-from benchy.workloads.dataset import DatasetSetup
+from benchy.server.identity import ServerIdentity as ServerIdentity
+from benchy.server.metrics import MetricsStatus as MetricsStatus
+from benchy.server.metrics import NoServerFigures as NoServerFigures
+from benchy.server.metrics import ServerCaseMetrics as ServerCaseMetrics
 
 SCHEMA_MAJOR, SCHEMA_MINOR = 1, 27
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
@@ -150,7 +152,7 @@ PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 # ------------------------------------------------------------------ the classes
 
 
-@dataclass
+@dataclass(frozen=True)
 class MetricSummary(Saved):
     """Statistics of one metric over a case's measured, successful requests (stats.py)."""
 
@@ -178,7 +180,7 @@ class MetricSummary(Saved):
         return [cls(**found) for found in stats.summarize_all(samples)]
 
 
-@dataclass
+@dataclass(frozen=True)
 class SteadyState(Saved):
     """A closed loop's span where every stream was busy (measure/steady.py) and its figures."""
 
@@ -188,7 +190,7 @@ class SteadyState(Saved):
     summary: dict[str, MetricSummary] = _opt("metric → statistics over the window's requests", factory=dict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Goodput(Saved):
     """--slo: the share of measured requests that succeeded and met every target, and their rate."""
 
@@ -198,7 +200,7 @@ class Goodput(Saved):
     unavailable: str | None = _opt("why the fraction is unknown", omit=True)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CaseCeiling(Saved):
     """A case's memory-bandwidth decode ceiling and its measured medians as a % of it."""
 
@@ -210,7 +212,7 @@ class CaseCeiling(Saved):
     e2e_pct: float | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Queueing(Saved):
     """A loaded case's TTFT against the same prompt with nothing else in flight (1.9): where the
     loaded median passes the alone one by more than threshold_s, requests queued."""
@@ -228,108 +230,7 @@ class Queueing(Saved):
     )
 
 
-@dataclass
-class LoadSetup(Saved):
-    """How each case's load was bounded and spread (--requests, --duration, --max-inflight, …)."""
-
-    requests: int | None = None
-    duration_s: float | None = None
-    drain_s: float | None = _opt("--drain: seconds the requests in flight got after --duration (1.26)", omit=True)
-    max_inflight: int | None = None
-    seed: int = 0
-    workers: int | None = None
-    slo: dict[str, float] | None = None
-    ray: str | None = _opt("--ray: the Ray cluster's address as given (auto, local, host:port)", omit=True)
-    ray_workers_per_node: int | None = _opt("--ray-workers-per-node: actors on each node", omit=True)
-    batch: int | None = _opt("(1.26) --batch: inputs per request of --endpoint embeddings", omit=True)
-    images: image_figures.ImageSetup | None = _opt("(1.27) --images: what each request carried", omit=True)
-
-
-@dataclass
-class LengthCheck(Saved):
-    """Calibration's count of the run's longest prompt (prompts.check_length): a server that
-    does not read long prompts whole shows here."""
-
-    target_tokens: int | None = None
-    server_tokens: int | None = _opt("what the server counted; absent when the request failed", omit=True)
-    missed: bool | None = _opt("the count fell short of the target", omit=True)
-    error: str | None = _opt("why the check request failed", omit=True)
-
-
-@dataclass
-class PromptLengths(Saved):
-    """Where prompt lengths came from (load/lengths.py): the server's /tokenize, --tokenizer or
-    the server's usage of tiny requests (each word one server token: exact), else benchy's o200k
-    count calibrated on usage (an estimate)."""
-
-    method: str = _opt("server_tokenize | tokenizer_file | server_usage | o200k_calibrated", "o200k_calibrated")
-    words: int | None = _opt("filler words found one server token each (exact methods)", omit=True)
-    reason: str | None = _opt("why a tokenizer's fit was not used", omit=True)
-    tokenizer_sha256: str | None = _opt("--tokenizer's file", omit=True)
-
-
-@dataclass
-class Calibration(Saved):
-    """How benchy's own token counts map onto the server's for one endpoint (prompts.py)."""
-
-    overhead_tokens: float = _opt("server tokens added around the user text (the chat template)", 0.0)
-    scale: float = _opt("server tokens per local (o200k) token", 1.0)
-    method: str = _opt("usage | none", "none")
-    length_check: LengthCheck | None = _opt("the run's longest prompt, counted by the server", omit=True)
-    output_scale: float | None = _opt("server tokens per local token of output text", omit=True)
-    output_method: str | None = _opt("max_tokens | tokenize | usage", omit=True)
-    output_usage: int | None = _opt("(1.26) usage's count of that answer where it ended by length", omit=True)
-    lengths: PromptLengths | None = _opt("(1.16) how prompt lengths were made", omit=True)
-
-
-@dataclass
-class Setup(Saved):
-    """What was measured, with what, and how (credentials never included)."""
-
-    base_url: str | None = _opt("the server, without credentials")
-    model: str | None = None
-    server_version: str | None = None
-    endpoint: str | None = None
-    benchy_version: str | None = None
-    host: str | None = None
-    python: str | None = None
-    event_loop: str | None = _opt("the event loop the requests ran on: 'uvloop 0.23.0' or 'asyncio' (client/loop.py)")
-    receive_stamps: str | None = _opt(
-        "(1.24) where each read's time comes from: the kernel's arrival stamp or the read (client/kernel_stamps.py)",
-        omit=True,
-    )
-    command_line: str | None = _opt("secrets redacted")
-    extra_body: dict[str, Any] | None = _opt("(1.15) --extra-body, its credential-named keys' values as ***")
-    tools: list[dict[str, Any]] | None = _opt(
-        "(1.26) --tools: the function definitions sent (docs/tools.md)", omit=True
-    )
-    tool_choice: str | None = _opt("(1.26) --tool-choice", omit=True)
-    started_utc: str | None = None
-    prompt_nonce: bool | None = None
-    runs: int | None = None
-    warmup: int | None = None
-    calibration: Calibration | None = _opt("the main endpoint's calibration")
-    calibrations: dict[str, Calibration] = _opt("endpoint → calibration", factory=dict)
-    calibration_failures: list[str] = _opt("calibration attempts that failed and were retried", factory=list)
-    tokenizer: str | None = None
-    load: LoadSetup | None = None
-    hardware: str | None = _opt("--hardware profile", omit=True)
-    model_profile: str | None = _opt("--model-profile (or the one guessed)", omit=True)
-    ceiling: CeilingSetup | None = _opt("present when a ceiling was asked for", omit=True)
-    template: str | None = _opt("none | harmony")
-    reasoning_effort: str | None = None
-    stop: list[str] = field(default_factory=list)
-    dangerous_stops: list[DangerousStop] = _opt("stops that fire inside a Harmony response", factory=list)
-    canary: Canary | None = _opt("(1.26) --canary: fixed prompts with checkable answers (sanity/canary.py)", omit=True)
-    server: ServerIdentity | None = _opt("the server's identity (server/identity.py)", omit=True)
-    server_metrics: MetricsStatus | None = _opt("what /metrics offered (server/metrics.py)", omit=True)
-    gpu: GpuSetup | None = _opt("(1.7) --gpu-metrics: the GPUs, their peak bandwidth, the idle baseline", omit=True)
-    cache_reset: CacheReset | None = _opt("(1.10) --cache-reset: the last reset (server/cache_reset.py)", omit=True)
-    dataset: DatasetSetup | None = _opt("(1.18) --dataset: the file, its mode and sampling", omit=True)
-    client_ceiling: ClientCeiling | None = _opt("(1.19) this host's `benchy selftest`, as cached", omit=True)
-
-
-@dataclass
+@dataclass(frozen=True)
 class TokenCountEntry(Saved):
     """(1.5, typed in 1.8) A request's completion count and its witnesses (evidence.token_count):
     what each said, which one the figures use, who backed it and who disagreed."""
@@ -419,9 +320,13 @@ class RequestResult(Saved, RequestRecord):
         )
 
 
-@dataclass
+@dataclass(frozen=True)
 class CaseResult(Saved):
     """One case (a prompt length × output length × load × depth), with every request."""
+
+    # Built once (results/build.py, or read back by files.py), never written into after.
+
+    _NOT_SAVED = ("scan",)
 
     label: str
     pp: int
@@ -488,6 +393,9 @@ class CaseResult(Saved):
         omit=True,
     )
     sanity: OutputSanity | None = _opt("(1.26) output sanity: does the answers' text still read as language", omit=True)
+    # One pass over the requests, made with them by whoever builds the case (the builder as it
+    # writes the rows, files.read as it reads them); None (a case made by hand): made per ask.
+    scan: RowScan | None = field(default=None, compare=False, repr=False)
 
     def server_figures(self) -> ServerCaseMetrics | None:
         """The server's /metrics figures for the case, or None (none scraped, or the window lost)."""
@@ -536,51 +444,14 @@ class CaseResult(Saved):
         return self._scan().facts
 
     def _scan(self) -> RowScan:
-        if isinstance(self.requests, Rows) and self.requests.spilled:  # rows held may be changed in place
-            return self.requests.once(RowScan.KEY, RowScan.of)
-        if _held is None:
-            return RowScan.of(self.requests)
-        case, scan = _held.get(id(self), (None, None))
-        if case is not self or scan is None:
-            scan = RowScan.of(self.requests)
-            _held[id(self)] = (self, scan)
-        return scan
+        return self.scan if self.scan is not None else RowScan.of(self.requests)
 
-    def withhold(self, names: tuple[str, ...], why: Unavailable) -> None:
-        """Makes `names` unavailable for `why`, in the case and its requests; a figure already
-        computed moves to `withheld` (audit only, never shown), and so do the metrics computed
-        from them (the registry's `depends`). Only the builder (build.py) calls this."""
-        for name in registry.with_dependents(names):
-            summary = self.summary.get(name)
-            if summary is not None:
-                self.withheld[name] = summary
-            self.summary[name] = None
-            self.unavailable[name], self.unavailable_codes[name] = why.message, why.code
-            change = functools.partial(_withhold_request, name=name, why=why)
-            if isinstance(self.requests, Rows):
-                self.requests.apply(change)  # rows on disk change as they are read
-            else:
-                for req in self.requests:
-                    change(req)
+    def dots(self) -> list[Dot]:
+        """The measured requests as report.html's scatter draws them, from the same one pass."""
+        return self._scan().dots
 
 
-_held: dict[int, tuple[CaseResult, RowScan]] | None = None  # scans_held's, by case
-
-
-@contextlib.contextmanager
-def scans_held() -> Iterator[None]:
-    """Within it, a case whose rows are held is scanned once however many readers ask (the
-    checks: nothing changes a result while they read it); a spilled case's scan is kept by
-    its rows (Rows.once) until they change."""
-    global _held
-    outer, _held = _held, {}
-    try:
-        yield
-    finally:
-        _held = outer
-
-
-@dataclass
+@dataclass(frozen=True)
 class RequestColumns:
     """A case's per-request figures as the reports read them, a compact array each."""
 
@@ -588,13 +459,27 @@ class RequestColumns:
     completion_tokens: int | None  # summed over the measured requests; None unless each has a count
 
 
-class RowScan:
-    """One pass over a case's rows: the reports' columns and the checks' facts at once."""
+def scanned(case: CaseResult) -> CaseResult:
+    """`case` with its scan: itself where it has one (built or read from disk), else a new
+    CaseResult made with one (a case made by hand)."""
+    return case if case.scan is not None else replace(case, scan=RowScan.of(case.requests))
 
-    KEY = "scan"  # its name among a Rows' figures made once (Rows.once, Rows.remember)
+
+Dot = tuple[str, float, bool, str | None, float | None]  # id, sent (unix s), ok, error kind, latency s
+
+
+def dot(r: RequestResult) -> Dot:
+    """A measured request as report.html's scatter draws it."""
+    return (r.request_id, r.sent_unix_s, r.status == "ok", r.error_kind, r.metrics.get("e2e_s") if r.ok else r.end_s)
+
+
+class RowScan:
+    """One pass over a case's rows: the reports' columns, the checks' facts and the scatter's
+    dots at once. Made with the rows (CaseResult.scan), then only read."""
 
     def __init__(self) -> None:
         self.facts = CaseFacts()
+        self.dots: list[Dot] = []
         self._values: dict[str, array[float]] = {}
         self._tokens: int | None = 0
         self._counted = 0
@@ -610,6 +495,7 @@ class RowScan:
         self.facts.add(r)
         if r.warmup:
             return
+        self.dots.append(dot(r))
         self._counted += 1
         tokens = self._tokens
         self._tokens = None if tokens is None or r.completion_tokens is None else tokens + r.completion_tokens
@@ -625,19 +511,11 @@ class RowScan:
         return RequestColumns(self._values, self._tokens if self._counted else None)
 
 
-def _withhold_request(req: RequestResult, name: str, why: Unavailable) -> None:
-    value = req.metrics.get(name)
-    if value is not None:
-        req.withheld[name] = value
-        req.metrics[name] = None
-        req.unavailable[name], req.unavailable_codes[name] = why.message, why.code
-
-
 def _measured_ok(flags: int) -> bool:
     return flags & (WARMUP | OK) == OK
 
 
-@dataclass
+@dataclass(frozen=True)
 class Stopped(Saved):
     """Why a run ended early."""
 
@@ -645,7 +523,7 @@ class Stopped(Saved):
     reason: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class NotMeasured(Saved):
     """A planned case that has no measured request: the run ended first, or --skip-unfit
     left it out (its prompt does not fit the server's context)."""
@@ -654,7 +532,7 @@ class NotMeasured(Saved):
     reason: str = _opt("not started | stopped during its warmup | skipped (--skip-unfit): why", "")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Evidence(Saved):
     """A figure behind a warning: what was observed against what threshold."""
 
@@ -664,7 +542,7 @@ class Evidence(Saved):
     unit: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckWarning(Saved):
     """A finding of checks.py about these results."""
 
@@ -687,7 +565,7 @@ class CheckWarning(Saved):
     evidence: list[Evidence] = _opt("typed figures behind the message", factory=list, omit=True)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunResult(Saved):
     """A whole run: results.json."""
 

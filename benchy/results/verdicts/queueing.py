@@ -1,7 +1,7 @@
 """The queueing trap in one place: requests that wait for the server hold that wait in their
 TTFT, so a prefill rate taken from TTFT counts it. Here are its thresholds, the decision the
-analysis makes (results/build.py calls `judge_alone` for each case and `judge_against_
-concurrency_1` for the run: case.queueing, and prefill_tps withheld with code `queued`), and the
+analysis makes (results/decide.py asks `judge_alone` of each case and `judge_against_
+concurrency_1` of the run: a Queueing for the case, and prefill_tps withheld with code `queued`), and the
 words of its two warnings: prefill_holds_queueing (the client's TTFT against the same prompt
 alone, or in files before 1.9 the load against the server's slots) and queue_dominates_ttft
 (the server's own queue time, from its /metrics). checks/ registers both in their places.
@@ -9,11 +9,12 @@ alone, or in files before 1.9 the load against the server's slots) and queue_dom
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from benchy.measure import stats
 from benchy.measure.unavailable import QUEUED, Unavailable
+from benchy.results.figures import CaseView
 from benchy.results.types import CaseResult, CheckWarning, Evidence, MetricSummary, Queueing, RunResult
 from benchy.results.verdicts.codes import WARNING, Code
 from benchy.results.verdicts.details import PrefillHoldsQueueing, QueueDominatesTtft
@@ -94,17 +95,28 @@ def queued(loaded_median_s: float, alone: list[float], load: str, basis: str = "
     )
 
 
-def judge_alone(case: CaseResult, alone_ttft_s: list[float], alone_points: list[tuple[float, float]]) -> None:
+@dataclass(frozen=True)
+class QueueVerdict:
+    """A loaded case judged against the same prompt with nothing else in flight."""
+
+    queueing: Queueing
+    why: Unavailable | None  # QUEUED: the prefill rate is withheld, it would count the wait
+
+
+def judge_alone(
+    case: CaseView, alone_ttft_s: list[float], alone_points: list[tuple[float, float]]
+) -> QueueVerdict | None:
     """A case against the requests load/alone.py sent alone before it: a trace (and a
     shared-prefix case with a context), whose requests differ in length, against the line its
     alone points draw (alone.on_a_line); any other case against the same prompt alone."""
     if alone_ttft_s and (case.kind == "trace" or (case.kind == "shared_prefix" and case.depth > 0)):
-        judge_trace_queueing(case, alone_points)
-    elif alone_ttft_s:
-        judge_queueing(case, alone_ttft_s, "alone", _same_shape_ttfts(case))
+        return judge_trace_queueing(case, alone_points)
+    if alone_ttft_s:
+        return judge_queueing(case, alone_ttft_s, "alone", _same_shape_ttfts(case))
+    return None
 
 
-def judge_trace_queueing(case: CaseResult, alone: list[tuple[float, float]]) -> None:
+def judge_trace_queueing(case: CaseView, alone: list[tuple[float, float]]) -> QueueVerdict | None:
     """A trace's requests, each of its own length, against the line the alone requests of a
     short and a long prompt draw (queued_against_line): the uncached tokens a request
     prefilled say what it would take alone. A server that reports no cached tokens makes every
@@ -115,9 +127,9 @@ def judge_trace_queueing(case: CaseResult, alone: list[tuple[float, float]]) -> 
         if r.prompt_tokens is not None and (ttft := r.metrics.get("ttft_s")) is not None
     ]
     if case.summary.get("ttft_s") is None or not loaded or len(alone) < 2:
-        return
+        return None
     judged = queued_against_line(loaded, alone)
-    case.queueing = Queueing(
+    found = Queueing(
         source="alone",
         alone_ttft=MetricSummary.of([t for _, t in alone]),
         loaded_ttft_s=stats.median([t for _, t in loaded]),
@@ -125,11 +137,10 @@ def judge_trace_queueing(case: CaseResult, alone: list[tuple[float, float]]) -> 
         threshold_s=judged.threshold_s,
         queued=judged.why is not None,
     )
-    if judged.why is not None:
-        case.withhold(("prefill_tps",), judged.why)
+    return QueueVerdict(found, judged.why)
 
 
-def _same_shape_ttfts(case: CaseResult) -> list[float]:
+def _same_shape_ttfts(case: CaseView) -> list[float]:
     """The measured TTFTs of the requests shaped as the alone ones (load/alone.py): a
     conversation's first turns, or every request of a sweep case."""
     if case.kind == "multi_turn":
@@ -139,18 +150,18 @@ def _same_shape_ttfts(case: CaseResult) -> list[float]:
 
 
 def judge_queueing(
-    case: CaseResult, alone: list[float], source: str, loaded_ttfts: list[float], basis: str = "ttft_s"
-) -> None:
-    """Sets case.queueing from the TTFTs of the same prompt with nothing else in flight against
+    case: CaseView, alone: list[float], source: str, loaded_ttfts: list[float], basis: str = "ttft_s"
+) -> QueueVerdict | None:
+    """The case's Queueing from the TTFTs of the same prompt with nothing else in flight against
     `loaded_ttfts` (the case's requests of that shape); a loaded TTFT past them by more than the
     noise (queued) withholds the prefill rate, which would count the wait. TTFT stays:
     it is what a user waits (checks qualify it)."""
     if case.summary.get("ttft_s") is None or not loaded_ttfts:  # buffered or failed: nothing to judge
-        return
+        return None
     loaded = stats.median(loaded_ttfts)
     excess = loaded - MetricSummary.of(alone).median
     why = queued(loaded, alone, load_words(case.kind, case.concurrency, case.rate), basis)
-    case.queueing = Queueing(
+    found = Queueing(
         source=source,
         alone_ttft=MetricSummary.of(alone),
         loaded_ttft_s=loaded,
@@ -159,14 +170,14 @@ def judge_queueing(
         queued=why is not None,
         basis=basis,
     )
-    if why is not None:
-        case.withhold(("prefill_tps",), why)
+    return QueueVerdict(found, why)
 
 
-def judge_against_concurrency_1(cases: list[CaseResult]) -> None:
+def judge_against_concurrency_1(cases: Sequence[CaseView]) -> dict[str, QueueVerdict]:
     """A loaded sweep case (closed loop with several streams, or an open loop) with no alone
     requests of its own is judged against the run's closed-loop concurrency-1 case of the same
-    prompt (load/alone.py sends none when there is one)."""
+    prompt (load/alone.py sends none when there is one); by label."""
+    found = {}
     for case in cases:
         loaded = (case.concurrency or 1) > 1 or case.rate is not None
         if case.queueing is not None or not loaded or case.kind != "sweep":
@@ -180,16 +191,19 @@ def judge_against_concurrency_1(cases: list[CaseResult]) -> None:
         if len(alone_gaps) == len(alone) and loaded_ttfts and len(loaded_gaps) == len(loaded_ttfts):
             # The server timed each prefill (llama.cpp): the wait is what TTFT holds beyond it, and
             # a prefill slowed by a busy host (a CPU server's own swings) is no noise to hide it.
-            judge_queueing(case, alone_gaps, base.label, loaded_gaps, "ttft_gap_s")
+            judged = judge_queueing(case, alone_gaps, base.label, loaded_gaps, "ttft_gap_s")
         else:
-            judge_queueing(case, alone, base.label, loaded_ttfts)
+            judged = judge_queueing(case, alone, base.label, loaded_ttfts)
+        if judged is not None:
+            found[case.label] = judged
+    return found
 
 
-def _single_stream(case: CaseResult) -> bool:
+def _single_stream(case: CaseView) -> bool:
     return case.kind == "sweep" and case.concurrency == 1 and case.rate is None
 
 
-def _same_prompt(a: CaseResult, b: CaseResult) -> bool:
+def _same_prompt(a: CaseView, b: CaseView) -> bool:
     return (a.pp, a.depth, a.depth_mode, a.endpoint) == (b.pp, b.depth, b.depth_mode, b.endpoint)
 
 

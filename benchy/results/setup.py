@@ -1,0 +1,124 @@
+"""The run's setup as results.json saves it (`setup`): what was measured, with what, and how.
+
+Apart from results/types.py (the run's and its cases' figures), which re-exports these names:
+the setup is made once, before any request, and read by every stage after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchy.jsontypes import Saved
+from benchy.jsontypes import described as _opt
+from benchy.measure import images as image_figures
+from benchy.measure.ceiling import CeilingSetup
+from benchy.measure.gpu import GpuSetup
+from benchy.measure.sanity.canary import Canary
+from benchy.measure.selftest import ClientCeiling
+from benchy.results.verdicts.details import DangerousStop
+from benchy.server.cache_reset import CacheReset
+from benchy.server.identity import ServerIdentity
+from benchy.server.metrics import MetricsStatus
+from benchy.workloads.dataset import DatasetSetup
+
+
+@dataclass
+class LoadSetup(Saved):
+    """How each case's load was bounded and spread (--requests, --duration, --max-inflight, …)."""
+
+    requests: int | None = None
+    duration_s: float | None = None
+    drain_s: float | None = _opt("--drain: seconds the requests in flight got after --duration (1.26)", omit=True)
+    max_inflight: int | None = None
+    seed: int = 0
+    workers: int | None = None
+    slo: dict[str, float] | None = None
+    ray: str | None = _opt("--ray: the Ray cluster's address as given (auto, local, host:port)", omit=True)
+    ray_workers_per_node: int | None = _opt("--ray-workers-per-node: actors on each node", omit=True)
+    batch: int | None = _opt("(1.26) --batch: inputs per request of --endpoint embeddings", omit=True)
+    images: image_figures.ImageSetup | None = _opt("(1.27) --images: what each request carried", omit=True)
+
+
+@dataclass
+class LengthCheck(Saved):
+    """Calibration's count of the run's longest prompt (prompts.check_length): a server that
+    does not read long prompts whole shows here."""
+
+    target_tokens: int | None = None
+    server_tokens: int | None = _opt("what the server counted; absent when the request failed", omit=True)
+    missed: bool | None = _opt("the count fell short of the target", omit=True)
+    error: str | None = _opt("why the check request failed", omit=True)
+
+
+@dataclass
+class PromptLengths(Saved):
+    """Where prompt lengths came from (load/lengths.py): the server's /tokenize, --tokenizer or
+    the server's usage of tiny requests (each word one server token: exact), else benchy's o200k
+    count calibrated on usage (an estimate)."""
+
+    method: str = _opt("server_tokenize | tokenizer_file | server_usage | o200k_calibrated", "o200k_calibrated")
+    words: int | None = _opt("filler words found one server token each (exact methods)", omit=True)
+    reason: str | None = _opt("why a tokenizer's fit was not used", omit=True)
+    tokenizer_sha256: str | None = _opt("--tokenizer's file", omit=True)
+
+
+@dataclass
+class Calibration(Saved):
+    """How benchy's own token counts map onto the server's for one endpoint (prompts.py)."""
+
+    overhead_tokens: float = _opt("server tokens added around the user text (the chat template)", 0.0)
+    scale: float = _opt("server tokens per local (o200k) token", 1.0)
+    method: str = _opt("usage | none", "none")
+    length_check: LengthCheck | None = _opt("the run's longest prompt, counted by the server", omit=True)
+    output_scale: float | None = _opt("server tokens per local token of output text", omit=True)
+    output_method: str | None = _opt("max_tokens | tokenize | usage", omit=True)
+    output_usage: int | None = _opt("(1.26) usage's count of that answer where it ended by length", omit=True)
+    lengths: PromptLengths | None = _opt("(1.16) how prompt lengths were made", omit=True)
+
+
+@dataclass
+class Setup(Saved):
+    """What was measured, with what, and how (credentials never included)."""
+
+    base_url: str | None = _opt("the server, without credentials")
+    model: str | None = None
+    server_version: str | None = None
+    endpoint: str | None = None
+    benchy_version: str | None = None
+    host: str | None = None
+    python: str | None = None
+    event_loop: str | None = _opt("the event loop the requests ran on: 'uvloop 0.23.0' or 'asyncio' (client/loop.py)")
+    receive_stamps: str | None = _opt(
+        "(1.24) where each read's time comes from: the kernel's arrival stamp or the read (client/kernel_stamps.py)",
+        omit=True,
+    )
+    command_line: str | None = _opt("secrets redacted")
+    extra_body: dict[str, Any] | None = _opt("(1.15) --extra-body, its credential-named keys' values as ***")
+    tools: list[dict[str, Any]] | None = _opt(
+        "(1.26) --tools: the function definitions sent (docs/tools.md)", omit=True
+    )
+    tool_choice: str | None = _opt("(1.26) --tool-choice", omit=True)
+    started_utc: str | None = None
+    prompt_nonce: bool | None = None
+    runs: int | None = None
+    warmup: int | None = None
+    calibration: Calibration | None = _opt("the main endpoint's calibration")
+    calibrations: dict[str, Calibration] = _opt("endpoint → calibration", factory=dict)
+    calibration_failures: list[str] = _opt("calibration attempts that failed and were retried", factory=list)
+    tokenizer: str | None = None
+    load: LoadSetup | None = None
+    hardware: str | None = _opt("--hardware profile", omit=True)
+    model_profile: str | None = _opt("--model-profile (or the one guessed)", omit=True)
+    ceiling: CeilingSetup | None = _opt("present when a ceiling was asked for", omit=True)
+    template: str | None = _opt("none | harmony")
+    reasoning_effort: str | None = None
+    stop: list[str] = field(default_factory=list)
+    dangerous_stops: list[DangerousStop] = _opt("stops that fire inside a Harmony response", factory=list)
+    canary: Canary | None = _opt("(1.26) --canary: fixed prompts with checkable answers (sanity/canary.py)", omit=True)
+    server: ServerIdentity | None = _opt("the server's identity (server/identity.py)", omit=True)
+    server_metrics: MetricsStatus | None = _opt("what /metrics offered (server/metrics.py)", omit=True)
+    gpu: GpuSetup | None = _opt("(1.7) --gpu-metrics: the GPUs, their peak bandwidth, the idle baseline", omit=True)
+    cache_reset: CacheReset | None = _opt("(1.10) --cache-reset: the last reset (server/cache_reset.py)", omit=True)
+    dataset: DatasetSetup | None = _opt("(1.18) --dataset: the file, its mode and sampling", omit=True)
+    client_ceiling: ClientCeiling | None = _opt("(1.19) this host's `benchy selftest`, as cached", omit=True)
