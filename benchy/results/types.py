@@ -90,6 +90,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        warning code rate_knee (a rate sweep's knee, results/knee.py);
        --endpoint embeddings: request inputs (the inputs a pooling request embedded), case
        input_tps; output and stream figures withheld with code pooled
+  1.27 setup.ceiling hardware_confirmed: a GPU's own name (--gpu-metrics) is the hardware's
+       device; false where only --hardware says so (issue 52)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -138,7 +140,7 @@ from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 26
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 27
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
