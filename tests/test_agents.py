@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from benchy.load import agent_lengths
 from benchy.load.agent_replay import word_floor
-from benchy.workloads import agent_samples, agent_trace
+from benchy.workloads import agent_samples, agent_trace, trace
 from tests import browser
 from tests.conftest import client_slack_s, run_benchy_here
 
@@ -64,6 +65,27 @@ def test_each_format_is_detected_by_content_and_reads_the_same_trajectories():
     assert sorted(resume.after[1:]) == sorted(lasts)
 
 
+def test_the_trace_is_read_uncounted_and_the_load_stage_counts_its_lengths():
+    """Reading a trajectory counts nothing (the workloads stage holds text); the load stage
+    counts each answer's text in o200k where the trace states no usage, takes the usage where
+    it does (OTel's gen_ai.usage.output_tokens), and estimates each prompt from its words."""
+    from benchy.measure import tokenizer
+
+    messages, _, otel = (agent_trace.load(n) for n in agent_trace.SAMPLES)
+    assert all(c.output_tokens is None and c.answer is not None for c in messages.calls)
+    assert all(c.output_tokens for c in otel.calls)  # the sample states usage on every span
+    requests = agent_lengths.trace_requests("agent-sample")
+    assert len(requests) == len(messages.calls)
+    for call, req, stated in zip(messages.calls, requests, otel.calls):
+        counted = tokenizer.count(agent_trace.message_text(call.answer))
+        assert req.output_tokens == agent_lengths.answer_tokens(call) == max(1, counted)
+        words = sum(tokenizer.count(agent_trace.message_text(m)) for m in call.messages)
+        assert req.input_tokens == words + agent_lengths.MESSAGE_OVERHEAD * len(call.messages)
+        assert agent_lengths.answer_tokens(stated) == stated.output_tokens
+    assert agent_lengths.trace_requests("agent-sample", 3) == requests[:3]
+    assert agent_lengths.trace_requests("sample", 5) == trace.load("sample", 5)  # a request trace as it states
+
+
 def test_a_file_that_is_no_agent_trace_or_a_broken_one_says_so(tmp_path):
     assert not agent_trace.is_agent_trace(str(tmp_path / "missing.jsonl"))
     bad = tmp_path / "bad.jsonl"
@@ -105,7 +127,7 @@ def test_agent_trace_replays_its_calls_messages_clock_and_sub_agents(start_sim, 
 
     for r, call in zip(sent, calls):
         t = truth[r["request_id"]]
-        assert t["completion_tokens"] == call.output_tokens
+        assert t["completion_tokens"] == agent_lengths.answer_tokens(call)
         assert (r["conversation"], r["group"]) == (call.agent, call.session)
         # Sent only once what it waits for has answered, the trace's own gap ÷ speed after.
         if call.after:

@@ -24,6 +24,7 @@ import json
 import re
 import time
 
+from benchy.load.agent_lengths import answer_tokens
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, request_options, trace_spec
 from benchy.load.prompts import PromptError
 from benchy.load.send import Closed, send
@@ -56,6 +57,7 @@ class AgentReplay:
         self.unique = _unique_tokens(trace.calls, self.keys)
         self.rewrites = _rewrites(trace.calls, self.keys)
         self.turns = _turns(trace.calls)
+        self.outputs = [answer_tokens(c) for c in trace.calls]  # counted before the first send
         self.end_at: list[float] = [0.0] * len(trace.calls)
         self.waiting = [len(c.after) for c in trace.calls]  # dependencies not yet ended
         self.dependents: list[list[int]] = [[] for _ in trace.calls]
@@ -147,7 +149,7 @@ class AgentReplay:
             request_id=f"benchy-{self.plan.salt}-{self.plan.index}a{call.agent}t{self.turns[i]}",
             nonce=self.plan.salt,
             target_prompt_tokens=0,  # the trajectory's own messages: no length is asked
-            target_output_tokens=call.output_tokens,
+            target_output_tokens=self.outputs[i],
             conversation=call.agent,
             turn=self.turns[i],
             group=call.session,
@@ -156,9 +158,10 @@ class AgentReplay:
             history_reasoning=self.rewrites[i],
         )
         self.io.prompts.calibration.stamp(rec)
-        body = self.bodies.setdefault(call.output_tokens, request_options(self.plan, call.output_tokens))
+        tokens = self.outputs[i]
+        body = self.bodies.setdefault(tokens, request_options(self.plan, tokens))
         messages = salted(call.messages, self.plan.salt)
-        return PlannedRequest(rec, "", call.output_tokens, self.plan.endpoint, {**body, "messages": messages})
+        return PlannedRequest(rec, "", tokens, self.plan.endpoint, {**body, "messages": messages})
 
     def _expected(self, i: int) -> int:
         """The server's prompt count of the longest finished call whose messages lead this

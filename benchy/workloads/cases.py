@@ -101,8 +101,11 @@ def trace_case(
     from benchy.workloads import trace
 
     try:
-        trace.load(path, limit)  # a bad file fails here, before the server is contacted
-        if max_gap_s is not None and not trace.agent_trace.is_agent_trace(path):
+        agent = trace.agent_trace.is_agent_trace(path)
+        trace.agent_trace.load(path) if agent else trace.load(
+            path, limit
+        )  # a bad file fails here, before the server is contacted
+        if max_gap_s is not None and not agent:
             raise ScenarioError(
                 "--max-gap caps an agent trace's idle gaps: a request trace keeps its own times (--speed)"
             )
