@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -157,6 +159,35 @@ def test_agent_trace_replays_its_calls_messages_clock_and_sub_agents(start_sim, 
     ]
     assert spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1]
     assert not {w["code"] for w in results["warnings"]} & {"cache_eviction", "cache_leakage", "cache_not_reused"}
+
+
+def test_a_call_waiting_out_its_gap_holds_a_timer_not_a_task():
+    """An idle session (a call waiting out the trace's tool time) holds one timer until just
+    before its due time, and its task only then (issue 53, scale: a sleeping task is about
+    fifteen objects that every young collection walks); the task still sends at the due time."""
+    from benchy.load import agent_replay
+
+    call = agent_trace.AgentCall(0, 0, None, [{"role": "user", "content": "x"}], 1, after=[], gap_s=0.0)
+    waits = agent_trace.AgentCall(0, 0, None, [{"role": "user", "content": "y"}], 1, after=[0], gap_s=0.3)
+    started: list[tuple[int, float, float]] = []
+
+    class Watched(agent_replay.AgentReplay):
+        async def _call(self, i: int, due: float) -> None:
+            while (delay := due - time.perf_counter()) > 0:
+                await asyncio.sleep(delay)
+            started.append((i, due, time.perf_counter()))
+            self._ended(i)
+
+    async def scene() -> tuple[int, int]:
+        replay = Watched(None, None, agent_trace.AgentTrace("messages", [call, waits]))  # type: ignore[arg-type]
+        replay._ended(0)  # the first call answered: the second is due in 0.3 s
+        idle = (len(replay.timers), len(replay.tasks))
+        await asyncio.wait_for(replay.all_done.wait(), 5)
+        return idle
+
+    assert asyncio.run(scene()) == (1, 0)
+    [(i, due, sent)] = started
+    assert i == 1 and sent >= due  # never early; how late is the benchmark's (make bench-agents)
 
 
 def test_max_gap_zero_sends_each_call_as_its_answers_come(start_sim, tmp_path):

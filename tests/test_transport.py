@@ -78,6 +78,27 @@ def test_each_transport_records_what_the_simulator_sent(instant_sim, transport):
         assert rec.headers_s <= rec.token_event_s[0] <= rec.end_s
 
 
+def test_connections_read_into_one_buffer_and_each_stream_stays_its_own(instant_sim):
+    """The lean client's connections share one read buffer (an idle pooled connection holds no
+    64 KiB of its own: issue 53's many agent sessions); 16 streams at once, each on its own
+    connection, still record exactly what the simulator sent each of them."""
+    sim = SimSince(instant_sim)
+    settings = ClientSettings(base_url=sim.base_url, model="benchy-sim", transport="lean")
+
+    async def go() -> list[RequestRecord]:
+        async with Client(settings) as client:
+            return list(await asyncio.gather(*(client.stream(record(i), "hi", 48, "chat") for i in range(16))))
+
+    recs = asyncio.run(go())
+    truth = {t["request_id"]: t for t in sim.truth(expect=16)}
+    for rec in recs:
+        t = truth[rec.request_id]
+        assert rec.status == "ok" and rec.anomalies == [], rec.error
+        assert rec.completion_tokens == t["completion_tokens"] == 48
+        assert len(rec.token_event_s) == sum(1 for e in t["events"] if e["tokens"])
+    assert _Connection()._view is _Connection()._view
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_query_string_of_the_base_url_is_on_every_request(instant_sim, transport):
     sim = SimSince(instant_sim)

@@ -32,6 +32,10 @@ from benchy.records import RequestRecord
 from benchy.workloads import agent_trace
 from benchy.workloads.agent_trace import AgentCall, AgentTrace
 
+# A timer fires this long before a call is due, and its task sleeps out the rest: a loop's
+# clock can be coarser than perf_counter (uvloop's is in ms), and a late timer is send lag.
+TIMER_SLACK_S = 0.002
+
 
 async def replay_agents(plan: CasePlan, case_io: CaseIO) -> None:
     """Every call of the trace, each as soon as it may go (see the module docstring)."""
@@ -67,6 +71,7 @@ class AgentReplay:
         self.remaining = len(trace.calls)
         self.all_done = asyncio.Event()
         self.tasks: set[asyncio.Task] = set()
+        self.timers: dict[int, asyncio.TimerHandle] = {}  # calls due later: a timer each, no task yet
         self.failure: list[BaseException] = []
         self.start_s = 0.0
         self.served: dict[int, int] = {}  # a finished call's message key → the server's prompt count
@@ -91,10 +96,29 @@ class AgentReplay:
             if self.failure:
                 raise self.failure[0]
         finally:
+            for timer in self.timers.values():
+                timer.cancel()
             for task in list(self.tasks):
                 task.cancel()
             if self.tasks:
                 await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    def _due(self, i: int, due: float) -> None:
+        """Call i at `due` (perf_counter s): a timer until shortly before, its task only then.
+        A sleeping task costs a session about fifteen objects (task, coroutine, future, timer,
+        contexts) that every collection of the young generations walks while it waits out
+        seconds of tool time; a timer is one (docs/agents.md, Scale)."""
+        loop = asyncio.get_running_loop()
+        wait = due - time.perf_counter() - TIMER_SLACK_S
+        if wait <= 0:
+            self._spawn(i, due)
+            return
+        self.timers[i] = loop.call_at(loop.time() + wait, self._fire, i, due)
+
+    def _fire(self, i: int, due: float) -> None:
+        del self.timers[i]
+        if not self.failure:
+            self._spawn(i, due)
 
     def _spawn(self, i: int, due: float) -> None:
         task = asyncio.ensure_future(self._call(i, due))
@@ -135,7 +159,7 @@ class AgentReplay:
                 call = self.trace.calls[d]
                 gap = call.gap_s / self.speed
                 gap = min(gap, self.max_gap_s) if self.max_gap_s is not None else gap
-                self._spawn(d, max(self.end_at[j] for j in call.after) + gap)
+                self._due(d, max(self.end_at[j] for j in call.after) + gap)
         if not self.remaining:
             self.all_done.set()
 
