@@ -221,6 +221,48 @@ def test_agent_workloads_need_chat_before_anything_is_sent(start_sim, tmp_path):
     assert sim.truth() == []  # refused before the first request (calibration included)
 
 
+def test_scenario_files_take_max_gap_and_subagents(start_sim, tmp_path):
+    """A scenario's `max_gap` caps an agent trace's gaps as --max-gap does, and its `subagents`
+    forks children each turn as --subagents does (issue 53): the same sends, the same spec."""
+    sim = start_sim(*FAST)
+    trace = tmp_path / "trace.toml"
+    trace.write_text('name = "agents"\nkind = "trace"\ntrace = "agent-sample-otel"\nmax_gap = 0\n')
+    [case] = run_cli(sim, tmp_path / "t", "--scenario", str(trace))["cases"]
+    calls = agent_trace.load("agent-sample-otel").calls
+    sent = measured(case)
+    assert len(sent) == len(calls) and case["workload"]["spec"]["max_gap_s"] == 0
+    span = max(r["sent_mono_s"] + r["end_s"] for r in sent) - min(r["sent_mono_s"] for r in sent)
+    assert span < calls[-1].end_s / 2  # the trace's 12 s of idle gaps left out
+    forks = tmp_path / "forks.toml"
+    forks.write_text(
+        'name = "forks"\nkind = "multi_turn"\nturns = 2\nsubagents = 3\npp = 64\ntg = 8\nconcurrency = 2\n'
+    )
+    [case] = run_cli(sim, tmp_path / "f", "--scenario", str(forks))["cases"]
+    assert case["workload"]["spec"]["subagents"] == 3
+    sent = measured(case)
+    assert len(sent) == case["n_ok"] == 2 * (2 + 3 * 1)  # -c × (T + N × (T − 1))
+    assert len({r["conversation"] for r in sent}) == 2 * (1 + 3)
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        ('kind = "trace"\ntrace = "agent-sample"\nmax_gap = -1\n', "max_gap must be a number of seconds"),
+        ('kind = "trace"\ntrace = "agent-sample"\nmax_gap = "1s"\n', "max_gap must be a number of seconds"),
+        ('kind = "trace"\ntrace = "sample"\nmax_gap = 1\n', "agent trace"),
+        ('kind = "multi_turn"\nturns = 2\nsubagents = -2\npp = 64\ntg = 8\n', "subagents must be a whole number"),
+        ('kind = "multi_turn"\nturns = 2\nsubagents = true\npp = 64\ntg = 8\n', "subagents must be a whole number"),
+        ('kind = "multi_turn"\nturns = 1\nsubagents = 2\npp = 64\ntg = 8\n', "--turns 2 or more"),
+        ('kind = "trace"\ntrace = "agent-sample"\nsubagents = 2\n', "does not apply to kind"),
+    ],
+)
+def test_bad_scenario_agent_keys_are_one_line_errors(tmp_path, table, words):
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "bad"\n' + table)
+    proc = run_benchy_here("run", "--scenario", str(path), "--base-url", "http://127.0.0.1:9/v1")
+    assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_max_gap_needs_an_agent_trace(tmp_path):
     proc = run_benchy_here("run", "--trace", "sample", "--max-gap", "1", "--base-url", "http://127.0.0.1:9/v1")
     assert proc.returncode == 2 and "agent trace" in proc.stderr and "Traceback" not in proc.stderr

@@ -102,9 +102,8 @@ def trace_case(
 
     try:
         agent = trace.agent_trace.is_agent_trace(path)
-        trace.agent_trace.load(path) if agent else trace.load(
-            path, limit
-        )  # a bad file fails here, before the server is contacted
+        # a bad file fails here, before the server is contacted
+        trace.agent_trace.load(path) if agent else trace.load(path, limit)
         if max_gap_s is not None and not agent:
             raise ScenarioError(
                 "--max-gap caps an agent trace's idle gaps: a request trace keeps its own times (--speed)"
