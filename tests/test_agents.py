@@ -210,15 +210,50 @@ def test_max_gap_zero_sends_each_call_as_its_answers_come(start_sim, tmp_path):
     assert span < calls[-1].end_s / 2
 
 
-def test_agent_workloads_need_chat_before_anything_is_sent(start_sim, tmp_path):
+def test_agent_workloads_need_a_history_api_before_anything_is_sent(start_sim, tmp_path):
     sim = start_sim(*FAST)
     for flags in (
-        ["--trace", "agent-sample", "--endpoint", "responses"],
-        ["--turns", "2", "--subagents", "1", "--endpoint", "messages"],
+        ["--trace", "agent-sample", "--endpoint", "completions"],
+        ["--turns", "2", "--subagents", "1", "--endpoint", "completions"],
     ):
         proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "out"), *flags)
-        assert proc.returncode == 2 and "use --endpoint chat" in proc.stderr and "Traceback" not in proc.stderr
+        assert proc.returncode == 2 and "--endpoint chat, responses or messages" in proc.stderr
+        assert "Traceback" not in proc.stderr
     assert sim.truth() == []  # refused before the first request (calibration included)
+
+
+def _served(sim, case: dict) -> list[tuple[int, int, int]]:
+    """(prompt tokens, cached tokens, expected cached) of each measured call, by the truth log."""
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    return [
+        (truth[r["request_id"]]["prompt_tokens"], truth[r["request_id"]]["cached_tokens"], r["expected_cached_tokens"])
+        for r in measured(case)
+    ]
+
+
+@pytest.mark.parametrize("endpoint", ["responses", "messages"])
+def test_agent_traces_and_subagents_replay_on_responses_and_messages(start_sim, tmp_path, endpoint):
+    """The agent sample (tool calls and results in its history) and sub-agents on the Responses
+    and Messages APIs (function_call / function_call_output items; tool_use / tool_result
+    blocks): every call answered, each the same history the server renders on chat (the same
+    prompt but for the run's salt, by the simulator's truth), so each is served what it shares."""
+    workloads = (
+        ["--trace", "agent-sample", "--max-gap", "0"],
+        ["--turns", "2", "--subagents", "2", "--pp", "64", "--tg", "8"],
+    )
+    for k, flags in enumerate(workloads):
+        runs = {}
+        for api in ("chat", endpoint):
+            sim = start_sim(*FAST)
+            [case] = run_cli(sim, tmp_path / f"{api}{k}", *flags, "--endpoint", api)["cases"]
+            assert case["n_ok"] == len(measured(case)) > 0 and case["endpoint"] == api
+            runs[api] = _served(sim, case)
+        # the run's salt (a few tokens, each run its own) leads every call: the rest is the same
+        shift = {p - q for (p, _, _), (q, _, _) in zip(runs[endpoint], runs["chat"], strict=True)}
+        assert len(shift) == 1 and abs(shift.pop()) <= 8
+        for prompt, cached, expected in runs[endpoint]:
+            assert expected // BLOCK * BLOCK <= cached < prompt  # what it shares is served, the rest is not
+        assert sum(e for _, _, e in runs[endpoint]) > 0
 
 
 def test_scenario_files_take_max_gap_and_subagents(start_sim, tmp_path):

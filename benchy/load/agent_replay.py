@@ -35,12 +35,13 @@ from benchy.workloads.agent_trace import AgentCall, AgentTrace
 # A timer fires this long before a call is due, and its task sleeps out the rest: a loop's
 # clock can be coarser than perf_counter (uvloop's is in ms), and a late timer is send lag.
 TIMER_SLACK_S = 0.002
+HISTORY_ENDPOINTS = ("chat", "responses", "messages")  # each sends a history with tool calls (client/history.py)
 
 
 async def replay_agents(plan: CasePlan, case_io: CaseIO) -> None:
     """Every call of the trace, each as soon as it may go (see the module docstring)."""
-    if plan.endpoint != "chat":
-        raise PromptError("an agent trace replays chat messages with tool calls: use --endpoint chat")
+    if plan.endpoint not in HISTORY_ENDPOINTS:
+        raise PromptError("an agent trace replays messages with tool calls: use --endpoint chat, responses or messages")
     spec = trace_spec(plan)
     trace = agent_trace.limited(agent_trace.load(spec.path), plan.trace_limit)
     replay = AgentReplay(plan, case_io, trace, spec.speed, spec.max_gap_s)

@@ -132,9 +132,10 @@ def check_workload_endpoints(cases: list[Case], endpoint: str) -> None:
             "--turns needs --endpoint chat, responses or messages: the server's chat template renders the history "
             "(a multi_turn case)"
         )
-    if any(_agentic(c) and (c.endpoint or endpoint) != "chat" for c in cases):
+    if any(_agentic(c) and (c.endpoint or endpoint) == "completions" for c in cases):
         raise ValueError(
-            "an agent trace and --subagents send tool calls and their results as chat messages: use --endpoint chat"
+            "an agent trace and --subagents send tool calls and their results as a history: use --endpoint chat, "
+            "responses or messages"
         )
 
 
