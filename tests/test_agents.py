@@ -182,6 +182,8 @@ def test_a_call_waiting_out_its_gap_holds_a_timer_not_a_task():
         replay = Watched(None, None, agent_trace.AgentTrace("messages", [call, waits]))  # type: ignore[arg-type]
         replay._ended(0)  # the first call answered: the second is due in 0.3 s
         idle = (len(replay.timers), len(replay.tasks))
+        [timer] = replay.timers.values()  # asyncio's own handle here: every timer shares these two
+        assert timer._callback is replay._fire_cb and timer._context is replay._context
         await asyncio.wait_for(replay.all_done.wait(), 5)
         return idle
 

@@ -20,6 +20,7 @@ trace's, not the answer).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import re
 import time
@@ -73,6 +74,7 @@ class AgentReplay:
         self.all_done = asyncio.Event()
         self.tasks: set[asyncio.Task] = set()
         self.timers: dict[int, asyncio.TimerHandle] = {}  # calls due later: a timer each, no task yet
+        self._fire_cb, self._context = self._fire, contextvars.copy_context()  # one of each for every timer
         self.failure: list[BaseException] = []
         self.start_s = 0.0
         self.served: dict[int, int] = {}  # a finished call's message key → the server's prompt count
@@ -108,13 +110,14 @@ class AgentReplay:
         """Call i at `due` (perf_counter s): a timer until shortly before, its task only then.
         A sleeping task costs a session about fifteen objects (task, coroutine, future, timer,
         contexts) that every collection of the young generations walks while it waits out
-        seconds of tool time; a timer is one (docs/agents.md, Scale)."""
+        seconds of tool time; a timer is two (its handle and uvloop's), sharing one bound method and
+        one context with every other (docs/agents.md, Scale)."""
         loop = asyncio.get_running_loop()
         wait = due - time.perf_counter() - TIMER_SLACK_S
         if wait <= 0:
             self._spawn(i, due)
             return
-        self.timers[i] = loop.call_at(loop.time() + wait, self._fire, i, due)
+        self.timers[i] = loop.call_at(loop.time() + wait, self._fire_cb, i, due, context=self._context)
 
     def _fire(self, i: int, due: float) -> None:
         del self.timers[i]
