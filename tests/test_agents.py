@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import time
 from importlib import resources
 from pathlib import Path
 
 import pytest
 
+from benchy.load import agent_lengths
 from benchy.load.agent_replay import word_floor
-from benchy.workloads import agent_samples, agent_trace
+from benchy.workloads import agent_samples, agent_trace, trace
 from tests import browser
 from tests.conftest import client_slack_s, run_benchy_here
 
@@ -64,6 +67,27 @@ def test_each_format_is_detected_by_content_and_reads_the_same_trajectories():
     assert sorted(resume.after[1:]) == sorted(lasts)
 
 
+def test_the_trace_is_read_uncounted_and_the_load_stage_counts_its_lengths():
+    """Reading a trajectory counts nothing (the workloads stage holds text); the load stage
+    counts each answer's text in o200k where the trace states no usage, takes the usage where
+    it does (OTel's gen_ai.usage.output_tokens), and estimates each prompt from its words."""
+    from benchy.measure import tokenizer
+
+    messages, _, otel = (agent_trace.load(n) for n in agent_trace.SAMPLES)
+    assert all(c.output_tokens is None and c.answer is not None for c in messages.calls)
+    assert all(c.output_tokens for c in otel.calls)  # the sample states usage on every span
+    requests = agent_lengths.trace_requests("agent-sample")
+    assert len(requests) == len(messages.calls)
+    for call, req, stated in zip(messages.calls, requests, otel.calls):
+        counted = tokenizer.count(agent_trace.message_text(call.answer))
+        assert req.output_tokens == agent_lengths.answer_tokens(call) == max(1, counted)
+        words = sum(tokenizer.count(agent_trace.message_text(m)) for m in call.messages)
+        assert req.input_tokens == words + agent_lengths.MESSAGE_OVERHEAD * len(call.messages)
+        assert agent_lengths.answer_tokens(stated) == stated.output_tokens
+    assert agent_lengths.trace_requests("agent-sample", 3) == requests[:3]
+    assert agent_lengths.trace_requests("sample", 5) == trace.load("sample", 5)  # a request trace as it states
+
+
 def test_a_file_that_is_no_agent_trace_or_a_broken_one_says_so(tmp_path):
     assert not agent_trace.is_agent_trace(str(tmp_path / "missing.jsonl"))
     bad = tmp_path / "bad.jsonl"
@@ -105,7 +129,7 @@ def test_agent_trace_replays_its_calls_messages_clock_and_sub_agents(start_sim, 
 
     for r, call in zip(sent, calls):
         t = truth[r["request_id"]]
-        assert t["completion_tokens"] == call.output_tokens
+        assert t["completion_tokens"] == agent_lengths.answer_tokens(call)
         assert (r["conversation"], r["group"]) == (call.agent, call.session)
         # Sent only once what it waits for has answered, the trace's own gap ÷ speed after.
         if call.after:
@@ -137,6 +161,37 @@ def test_agent_trace_replays_its_calls_messages_clock_and_sub_agents(start_sim, 
     assert not {w["code"] for w in results["warnings"]} & {"cache_eviction", "cache_leakage", "cache_not_reused"}
 
 
+def test_a_call_waiting_out_its_gap_holds_a_timer_not_a_task():
+    """An idle session (a call waiting out the trace's tool time) holds one timer until just
+    before its due time, and its task only then (issue 53, scale: a sleeping task is about
+    fifteen objects that every young collection walks); the task still sends at the due time."""
+    from benchy.load import agent_replay
+
+    call = agent_trace.AgentCall(0, 0, None, [{"role": "user", "content": "x"}], 1, after=[], gap_s=0.0)
+    waits = agent_trace.AgentCall(0, 0, None, [{"role": "user", "content": "y"}], 1, after=[0], gap_s=0.3)
+    started: list[tuple[int, float, float]] = []
+
+    class Watched(agent_replay.AgentReplay):
+        async def _call(self, i: int, due: float) -> None:
+            while (delay := due - time.perf_counter()) > 0:
+                await asyncio.sleep(delay)
+            started.append((i, due, time.perf_counter()))
+            self._ended(i)
+
+    async def scene() -> tuple[int, int]:
+        replay = Watched(None, None, agent_trace.AgentTrace("messages", [call, waits]))  # type: ignore[arg-type]
+        replay._ended(0)  # the first call answered: the second is due in 0.3 s
+        idle = (len(replay.timers), len(replay.tasks))
+        [timer] = replay.timers.values()  # asyncio's own handle here: every timer shares these two
+        assert timer._callback is replay._fire_cb and timer._context is replay._context
+        await asyncio.wait_for(replay.all_done.wait(), 5)
+        return idle
+
+    assert asyncio.run(scene()) == (1, 0)
+    [(i, due, sent)] = started
+    assert i == 1 and sent >= due  # never early; how late is the benchmark's (make bench-agents)
+
+
 def test_max_gap_zero_sends_each_call_as_its_answers_come(start_sim, tmp_path):
     sim = start_sim(*FAST)
     results = run_cli(sim, tmp_path / "out", "--trace", "agent-sample-otel", "--max-gap", "0")
@@ -157,15 +212,92 @@ def test_max_gap_zero_sends_each_call_as_its_answers_come(start_sim, tmp_path):
     assert span < calls[-1].end_s / 2
 
 
-def test_agent_workloads_need_chat_before_anything_is_sent(start_sim, tmp_path):
+def test_agent_workloads_need_a_history_api_before_anything_is_sent(start_sim, tmp_path):
     sim = start_sim(*FAST)
     for flags in (
-        ["--trace", "agent-sample", "--endpoint", "responses"],
-        ["--turns", "2", "--subagents", "1", "--endpoint", "messages"],
+        ["--trace", "agent-sample", "--endpoint", "completions"],
+        ["--turns", "2", "--subagents", "1", "--endpoint", "completions"],
     ):
         proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(tmp_path / "out"), *flags)
-        assert proc.returncode == 2 and "use --endpoint chat" in proc.stderr and "Traceback" not in proc.stderr
+        assert proc.returncode == 2 and "--endpoint chat, responses or messages" in proc.stderr
+        assert "Traceback" not in proc.stderr
     assert sim.truth() == []  # refused before the first request (calibration included)
+
+
+def _served(sim, case: dict) -> list[tuple[int, int, int]]:
+    """(prompt tokens, cached tokens, expected cached) of each measured call, by the truth log."""
+    truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
+    return [
+        (truth[r["request_id"]]["prompt_tokens"], truth[r["request_id"]]["cached_tokens"], r["expected_cached_tokens"])
+        for r in measured(case)
+    ]
+
+
+@pytest.mark.parametrize("endpoint", ["responses", "messages"])
+def test_agent_traces_and_subagents_replay_on_responses_and_messages(start_sim, tmp_path, endpoint):
+    """The agent sample (tool calls and results in its history) and sub-agents on the Responses
+    and Messages APIs (function_call / function_call_output items; tool_use / tool_result
+    blocks): every call answered, each the same history the server renders on chat (the same
+    prompt but for the run's salt, by the simulator's truth), so each is served what it shares."""
+    workloads = (
+        ["--trace", "agent-sample", "--max-gap", "0"],
+        ["--turns", "2", "--subagents", "2", "--pp", "64", "--tg", "8"],
+    )
+    for k, flags in enumerate(workloads):
+        runs = {}
+        for api in ("chat", endpoint):
+            sim = start_sim(*FAST)
+            [case] = run_cli(sim, tmp_path / f"{api}{k}", *flags, "--endpoint", api)["cases"]
+            assert case["n_ok"] == len(measured(case)) > 0 and case["endpoint"] == api
+            runs[api] = _served(sim, case)
+        # the run's salt (a few tokens, each run its own) leads every call: the rest is the same
+        shift = {p - q for (p, _, _), (q, _, _) in zip(runs[endpoint], runs["chat"], strict=True)}
+        assert len(shift) == 1 and abs(shift.pop()) <= 8
+        for prompt, cached, expected in runs[endpoint]:
+            assert expected // BLOCK * BLOCK <= cached < prompt  # what it shares is served, the rest is not
+        assert sum(e for _, _, e in runs[endpoint]) > 0
+
+
+def test_scenario_files_take_max_gap_and_subagents(start_sim, tmp_path):
+    """A scenario's `max_gap` caps an agent trace's gaps as --max-gap does, and its `subagents`
+    forks children each turn as --subagents does (issue 53): the same sends, the same spec."""
+    sim = start_sim(*FAST)
+    trace = tmp_path / "trace.toml"
+    trace.write_text('name = "agents"\nkind = "trace"\ntrace = "agent-sample-otel"\nmax_gap = 0\n')
+    [case] = run_cli(sim, tmp_path / "t", "--scenario", str(trace))["cases"]
+    calls = agent_trace.load("agent-sample-otel").calls
+    sent = measured(case)
+    assert len(sent) == len(calls) and case["workload"]["spec"]["max_gap_s"] == 0
+    span = max(r["sent_mono_s"] + r["end_s"] for r in sent) - min(r["sent_mono_s"] for r in sent)
+    assert span < calls[-1].end_s / 2  # the trace's 12 s of idle gaps left out
+    forks = tmp_path / "forks.toml"
+    forks.write_text(
+        'name = "forks"\nkind = "multi_turn"\nturns = 2\nsubagents = 3\npp = 64\ntg = 8\nconcurrency = 2\n'
+    )
+    [case] = run_cli(sim, tmp_path / "f", "--scenario", str(forks))["cases"]
+    assert case["workload"]["spec"]["subagents"] == 3
+    sent = measured(case)
+    assert len(sent) == case["n_ok"] == 2 * (2 + 3 * 1)  # -c × (T + N × (T − 1))
+    assert len({r["conversation"] for r in sent}) == 2 * (1 + 3)
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        ('kind = "trace"\ntrace = "agent-sample"\nmax_gap = -1\n', "max_gap must be a number of seconds"),
+        ('kind = "trace"\ntrace = "agent-sample"\nmax_gap = "1s"\n', "max_gap must be a number of seconds"),
+        ('kind = "trace"\ntrace = "sample"\nmax_gap = 1\n', "agent trace"),
+        ('kind = "multi_turn"\nturns = 2\nsubagents = -2\npp = 64\ntg = 8\n', "subagents must be a whole number"),
+        ('kind = "multi_turn"\nturns = 2\nsubagents = true\npp = 64\ntg = 8\n', "subagents must be a whole number"),
+        ('kind = "multi_turn"\nturns = 1\nsubagents = 2\npp = 64\ntg = 8\n', "--turns 2 or more"),
+        ('kind = "trace"\ntrace = "agent-sample"\nsubagents = 2\n', "does not apply to kind"),
+    ],
+)
+def test_bad_scenario_agent_keys_are_one_line_errors(tmp_path, table, words):
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "bad"\n' + table)
+    proc = run_benchy_here("run", "--scenario", str(path), "--base-url", "http://127.0.0.1:9/v1")
+    assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_max_gap_needs_an_agent_trace(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -154,6 +155,44 @@ def test_a_counter_that_merges_across_joins_still_cuts_exactly(more):
     target = tokenizer.count("\n" + texts[start] + "\n\n") + more  # past the join before a "C"
     cut = dataset.cut_entries(texts, start, target, merging, head="\n")
     assert cut.startswith(texts[start] + "\n\nC") and merging("\n" + cut) == target
+
+
+# Whitespace-only texts can never make a long prompt under a counter that merges a whitespace
+# run into one token (the slow path's doubling never ends) or counts whitespace as nothing (the
+# whole-text loop never ends). Run in a child process with a deadline: a hang fails, not waits.
+_NEVER_REACHED = """
+import re, sys
+from benchy.workloads import dataset
+counters = {{"runs": lambda s: len(re.findall(r"\\s+|\\S+", s)), "words": lambda s: len(s.split())}}
+try:
+    dataset.cut_entries(["   ", " \\t ", "\\n"], {start}, {tokens}, counters["{counter}"], head="\\n")
+except ValueError as exc:
+    print("refused:", exc)
+else:
+    print("cut")
+"""
+
+
+@pytest.mark.parametrize("counter", ["runs", "words"])
+@pytest.mark.parametrize(("start", "tokens"), [(0, 8), (2, 300)])
+def test_cut_entries_refuses_texts_that_never_reach_the_length(counter, start, tokens):
+    """Texts that add no token however often they wrap are refused with one line naming why,
+    in bounded time (it looped for ever: a fitted prompt of whitespace entries)."""
+    import subprocess
+    import sys
+
+    script = _NEVER_REACHED.format(start=start, tokens=tokens, counter=counter)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("refused:") and f"{tokens} tokens" in done.stdout
+
+
+def test_cut_entries_takes_whitespace_entries_among_words():
+    """A whitespace entry among words is no obstacle: the words wrap on to the length."""
+    runs = lambda s: len(re.findall(r"\s+|\S+", s))  # noqa: E731 - a whitespace run is one token
+    texts = ["   ", "one two three", "\t"]
+    cut = dataset.cut_entries(texts, 0, 25, runs, head="\n")
+    assert runs("\n" + cut) == 25
 
 
 def test_fit_text_with_another_counter_and_too_short_a_text():

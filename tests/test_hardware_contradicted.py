@@ -116,3 +116,39 @@ def test_a_gpu_no_profile_knows_leaves_no_ceiling_and_says_why(start_sim, tmp_pa
     assert {"hardware_contradicted", "ceiling_unknown"} <= warning_codes(results)
     (said,) = [w for w in results["warnings"] if w["code"] == "ceiling_unknown"]
     assert "NVIDIA B300 SXM6" in said["message"] and "--bandwidth-gbs" in said["message"]
+
+
+def test_a_stated_hardware_is_confirmed_only_by_a_gpus_own_name():
+    """Without a GPU name read, --hardware is the user's word: saved as unconfirmed, never as
+    measured; the GPU's own name confirms it, or (another device) replaces it."""
+    stated = CeilingInputs(hardware="h200", model_profile="llama-3-8b")
+    assert stated.resolve("m").hardware_confirmed is False
+    assert stated.resolve("m", ["NVIDIA H200"]).hardware_confirmed is True
+    assert stated.resolve("m", [H100_NVML]).hardware_confirmed is True  # the H100's own profile now
+    variant = CeilingInputs(hardware="h100-sxm").resolve("m", ["NVIDIA H100 NVL"])  # no profile names it
+    assert variant.hardware == "h100-sxm" and variant.hardware_confirmed is False
+    assert CeilingInputs(bandwidth_gbs=4000).resolve("m").hardware_confirmed is None  # no hardware named
+
+
+@pytest.mark.parametrize("nvml", [None, "NVIDIA H200"])
+def test_the_report_says_whether_the_hardware_is_stated_or_the_gpus_own(start_sim, tmp_path, monkeypatch, nvml):
+    """report.md's hardware row: "stated …, not confirmed" where nothing read the GPU's name
+    (issue 52: a wrong --hardware without --gpu-metrics was unseen), the GPU's own where NVML
+    named the same device."""
+    gpu_flags: tuple[str, ...] = ()
+    if nvml:
+        monkeypatch.setitem(__import__("sys").modules, "pynvml", fake_pynvml(nvml))
+        gpu_flags = ("--gpu-metrics", "nvml")
+    sim, out = start_sim(), tmp_path / "out"
+    proc = run_benchy_here(
+        "run", "--base-url", sim.base_url, "--quiet", "--output", str(out), "--pp", "64", "--tg", "16",
+        "--runs", "2", "--model-profile", "llama-3-8b", "--hardware", "h200", *gpu_flags,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    ceiling = json.loads((out / "results.json").read_text())["setup"]["ceiling"]
+    assert ceiling["bandwidth_gbs"] == 4800 and ceiling["hardware_confirmed"] is bool(nvml)
+    (row,) = [line for line in (out / "report.md").read_text().splitlines() if line.startswith("| Hardware profile")]
+    if nvml:
+        assert "the GPU's own name" in row and "not confirmed" not in row
+    else:
+        assert "h200 (stated by --hardware, not confirmed" in row

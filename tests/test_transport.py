@@ -47,6 +47,16 @@ def stream(settings: ClientSettings, n: int = 1, tg: int = 4) -> list[RequestRec
     return asyncio.run(go())
 
 
+def assert_as_sent(recs: list[RequestRecord], truth_log: list[dict], tokens: int) -> None:
+    """Each record holds what the simulator's truth log says it sent that request."""
+    truth = {t["request_id"]: t for t in truth_log}
+    for rec in recs:
+        t = truth[rec.request_id]
+        assert rec.status == "ok" and rec.anomalies == [], rec.error
+        assert rec.completion_tokens == t["completion_tokens"] == tokens
+        assert len(rec.token_event_s) == sum(1 for e in t["events"] if e["tokens"])
+
+
 def execute(base_url: str, transport: str, concurrency: int = 2, runs: int = 2, **client) -> dict:
     settings = run_mod.RunSettings(
         client=ClientSettings(base_url=base_url, transport=transport, **client),
@@ -69,13 +79,25 @@ def measured_records(results: dict) -> list[dict]:
 def test_each_transport_records_what_the_simulator_sent(instant_sim, transport):
     sim = SimSince(instant_sim)
     recs = stream(ClientSettings(base_url=sim.base_url, model="benchy-sim", transport=transport), n=3, tg=12)
-    truth = {t["request_id"]: t for t in sim.truth(expect=3)}
+    assert_as_sent(recs, sim.truth(expect=3), 12)
     for rec in recs:
-        t = truth[rec.request_id]
-        assert rec.status == "ok" and rec.anomalies == [], rec.error
-        assert rec.completion_tokens == t["completion_tokens"] == 12
-        assert len(rec.token_event_s) == sum(1 for e in t["events"] if e["tokens"])
         assert rec.headers_s <= rec.token_event_s[0] <= rec.end_s
+
+
+def test_connections_read_into_one_buffer_and_each_stream_stays_its_own(instant_sim):
+    """The lean client's connections share one read buffer (an idle pooled connection holds no
+    64 KiB of its own: issue 53's many agent sessions); 16 streams at once, each on its own
+    connection, still record exactly what the simulator sent each of them."""
+    sim = SimSince(instant_sim)
+    settings = ClientSettings(base_url=sim.base_url, model="benchy-sim", transport="lean")
+
+    async def go() -> list[RequestRecord]:
+        async with Client(settings) as client:
+            return list(await asyncio.gather(*(client.stream(record(i), "hi", 48, "chat") for i in range(16))))
+
+    recs = asyncio.run(go())
+    assert_as_sent(recs, sim.truth(expect=16), 48)
+    assert _Connection()._view is _Connection()._view
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

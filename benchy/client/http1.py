@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -281,6 +282,19 @@ def _ignore(data: bytes, now: float) -> None:
     pass
 
 
+_buffers = threading.local()
+
+
+def _read_buffer() -> memoryview:
+    """The read buffer of this thread's connections, one for all: a read is parsed before the
+    loop makes its next (buffer_updated, kernel_stamps), so no two reads share it at once, and
+    an idle pooled connection holds no 64 KiB of its own (issue 53: many agent sessions)."""
+    view = getattr(_buffers, "view", None)
+    if view is None:
+        view = _buffers.view = memoryview(bytearray(READ_BUFFER))
+    return view
+
+
 class _Connection(asyncio.BufferedProtocol):
     """One TCP/TLS connection; bytes go to the exchange in progress, if any. A buffered
     protocol: asyncio's plain one allocates a fresh 256 KiB bytes object for every read,
@@ -291,7 +305,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.open = False
         self.exchange: _Exchange | None = None
         self.spare: _Exchange | None = None  # the pool's exchange of this connection, each response's in turn
-        self._view = memoryview(bytearray(READ_BUFFER))
+        self._view = _read_buffer()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._view

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import overload
 
-from benchy.client import tools
+from benchy.client import history, tools
 from benchy.client.booking import Booker
 from benchy.jsontypes import JsonObject
 
@@ -37,6 +37,9 @@ def payload(model: str | None, prompt: str, max_tokens: int, stream: bool, extra
     `stop_sequences`; other options go as they are."""
     options = dict(extra or {})
     messages = options.pop("messages", None) or [{"role": "user", "content": prompt}]
+    system = None
+    if history.has_tools(messages):  # an agent's history (client/history.py)
+        system, messages = history.messages_body(messages)
     body: JsonObject = {
         "model": model,
         "messages": messages,
@@ -44,6 +47,8 @@ def payload(model: str | None, prompt: str, max_tokens: int, stream: bool, extra
         "temperature": 0,
         "stream": stream,
     }
+    if system is not None:
+        body["system"] = system
     if "stop" in options:
         body["stop_sequences"] = options.pop("stop")
     body.update(options)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import overload
 
-from benchy.client import tools
+from benchy.client import history, tools
 from benchy.client.booking import Booker
 from benchy.jsontypes import JsonObject
 
@@ -41,7 +41,10 @@ def payload(model: str | None, prompt: str, max_tokens: int, stream: bool, extra
     options = dict(extra or {})
     messages = options.pop("messages", None)
     # Each item typed: OpenAI infers a bare {role, content}, llama.cpp's server refuses it.
-    items = [{"type": "message", **m} for m in messages] if messages is not None else None
+    if messages is not None and history.has_tools(messages):
+        items: list[JsonObject] | None = history.responses_items(messages)  # an agent's history (client/history.py)
+    else:
+        items = [{"type": "message", **m} for m in messages] if messages is not None else None
     body: JsonObject = {"model": model, "input": items if items is not None else prompt}
     body.update({"max_output_tokens": max_tokens, "temperature": 0, "stream": stream})
     effort = options.pop("reasoning_effort", None)

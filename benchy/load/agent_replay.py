@@ -20,10 +20,12 @@ trace's, not the answer).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import time
 
 from benchy.jsontypes import JsonObject
+from benchy.load.agent_lengths import answer_tokens
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, request_options, trace_spec
 from benchy.load.prompts import PromptError
 from benchy.load.send import Closed, send
@@ -32,11 +34,16 @@ from benchy.records import RequestRecord
 from benchy.workloads import agent_trace
 from benchy.workloads.agent_trace import AgentCall, AgentTrace
 
+# A timer fires this long before a call is due, and its task sleeps out the rest: a loop's
+# clock can be coarser than perf_counter (uvloop's is in ms), and a late timer is send lag.
+TIMER_SLACK_S = 0.002
+HISTORY_ENDPOINTS = ("chat", "responses", "messages")  # each sends a history with tool calls (client/history.py)
+
 
 async def replay_agents(plan: CasePlan, case_io: CaseIO) -> None:
     """Every call of the trace, each as soon as it may go (see the module docstring)."""
-    if plan.endpoint != "chat":
-        raise PromptError("an agent trace replays chat messages with tool calls: use --endpoint chat")
+    if plan.endpoint not in HISTORY_ENDPOINTS:
+        raise PromptError("an agent trace replays messages with tool calls: use --endpoint chat, responses or messages")
     spec = trace_spec(plan)
     trace = agent_trace.limited(agent_trace.load(spec.path), plan.trace_limit)
     replay = AgentReplay(plan, case_io, trace, spec.speed, spec.max_gap_s)
@@ -57,6 +64,7 @@ class AgentReplay:
         self.unique = _unique_tokens(trace.calls, self.keys)
         self.rewrites = _rewrites(trace.calls, self.keys)
         self.turns = _turns(trace.calls)
+        self.outputs = [answer_tokens(c) for c in trace.calls]  # counted before the first send
         self.end_at: list[float] = [0.0] * len(trace.calls)
         self.waiting = [len(c.after) for c in trace.calls]  # dependencies not yet ended
         self.dependents: list[list[int]] = [[] for _ in trace.calls]
@@ -66,6 +74,8 @@ class AgentReplay:
         self.remaining = len(trace.calls)
         self.all_done = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
+        self.timers: dict[int, asyncio.TimerHandle] = {}  # calls due later: a timer each, no task yet
+        self._fire_cb, self._context = self._fire, contextvars.copy_context()  # one of each for every timer
         self.failure: list[BaseException] = []
         self.start_s = 0.0
         self.served: dict[int, int] = {}  # a finished call's message key → the server's prompt count
@@ -90,10 +100,30 @@ class AgentReplay:
             if self.failure:
                 raise self.failure[0]
         finally:
+            for timer in self.timers.values():
+                timer.cancel()
             for task in list(self.tasks):
                 task.cancel()
             if self.tasks:
                 await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    def _due(self, i: int, due: float) -> None:
+        """Call i at `due` (perf_counter s): a timer until shortly before, its task only then.
+        A sleeping task costs a session about fifteen objects (task, coroutine, future, timer,
+        contexts) that every collection of the young generations walks while it waits out
+        seconds of tool time; a timer is two (its handle and uvloop's), sharing one bound method and
+        one context with every other (docs/agents.md, Scale)."""
+        loop = asyncio.get_running_loop()
+        wait = due - time.perf_counter() - TIMER_SLACK_S
+        if wait <= 0:
+            self._spawn(i, due)
+            return
+        self.timers[i] = loop.call_at(loop.time() + wait, self._fire_cb, i, due, context=self._context)
+
+    def _fire(self, i: int, due: float) -> None:
+        del self.timers[i]
+        if not self.failure:
+            self._spawn(i, due)
 
     def _spawn(self, i: int, due: float) -> None:
         task = asyncio.ensure_future(self._call(i, due))
@@ -134,7 +164,7 @@ class AgentReplay:
                 call = self.trace.calls[d]
                 gap = call.gap_s / self.speed
                 gap = min(gap, self.max_gap_s) if self.max_gap_s is not None else gap
-                self._spawn(d, max(self.end_at[j] for j in call.after) + gap)
+                self._due(d, max(self.end_at[j] for j in call.after) + gap)
         if not self.remaining:
             self.all_done.set()
 
@@ -148,7 +178,7 @@ class AgentReplay:
             request_id=f"benchy-{self.plan.salt}-{self.plan.index}a{call.agent}t{self.turns[i]}",
             nonce=self.plan.salt,
             target_prompt_tokens=0,  # the trajectory's own messages: no length is asked
-            target_output_tokens=call.output_tokens,
+            target_output_tokens=self.outputs[i],
             conversation=call.agent,
             turn=self.turns[i],
             group=call.session,
@@ -157,9 +187,10 @@ class AgentReplay:
             history_reasoning=self.rewrites[i],
         )
         self.io.prompts.calibration.stamp(rec)
-        body = self.bodies.setdefault(call.output_tokens, request_options(self.plan, call.output_tokens))
+        tokens = self.outputs[i]
+        body = self.bodies.setdefault(tokens, request_options(self.plan, tokens))
         messages = salted(call.messages, self.plan.salt)
-        return PlannedRequest(rec, "", call.output_tokens, self.plan.endpoint, {**body, "messages": messages})
+        return PlannedRequest(rec, "", tokens, self.plan.endpoint, {**body, "messages": messages})
 
     def _expected(self, i: int) -> int:
         """The server's prompt count of the longest finished call whose messages lead this

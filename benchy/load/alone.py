@@ -28,12 +28,12 @@ from collections.abc import Callable, Sequence
 
 from benchy.client.client import Client
 from benchy.load import images
+from benchy.load.agent_lengths import trace_requests
 from benchy.load.plan import CasePlan, PlannedRequest, planned, request_options, trace_spec
 from benchy.load.prompts import Calibration, Prompt, PromptFactory
 from benchy.load.send import Closed, send
 from benchy.measure import stats
 from benchy.records import RequestRecord
-from benchy.workloads import trace
 from benchy.workloads.case import Case
 from benchy.workloads.spec import MultiTurn
 
@@ -131,7 +131,7 @@ def _shape(case: Case, prompts: PromptFactory) -> Prompt:
 
 def _trace_lengths(plan: CasePlan) -> list[int]:
     """A short and a long prompt of the trace: its 10th and 90th percentile input lengths."""
-    requests = trace.load(trace_spec(plan).path, plan.trace_limit)
+    requests = trace_requests(trace_spec(plan).path, plan.trace_limit)
     lengths = [r.input_tokens for r in requests]
     return [round(stats.percentile(lengths, q)) for q in TRACE_PERCENTILES]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from benchy.workloads import trace as trace_mod
+from benchy.load.agent_lengths import trace_requests
 from benchy.workloads.case import Case
 from benchy.workloads.spec import TraceReplay
 
@@ -46,7 +46,7 @@ def unfit_cases(cases: list[Case], identity: ServerContext, requests: int | None
                 f"{context:,} tokens ({identity.context_source})"
             )
         elif isinstance(case.workload, TraceReplay):
-            replayed = trace_mod.load(case.workload.path, case.workload.limit or requests)
+            replayed = trace_requests(case.workload.path, case.workload.limit or requests)
             over = [r.input_tokens for r in replayed if r.input_tokens >= context]
             if over:
                 unfit[case.label] = (

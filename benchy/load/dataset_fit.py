@@ -154,7 +154,10 @@ def _checked_cut(
 ) -> str | None:
     """dataset.cut_entries, None where the cut misses `tokens` (a script whose characters are
     several tokens each, where no top-up adds one): left out of the case's table, never sent short."""
-    body = dataset.cut_entries(texts, start, tokens, count, head=NONCE_SEPARATOR, counted=counted)
+    try:
+        body = dataset.cut_entries(texts, start, tokens, count, head=NONCE_SEPARATOR, counted=counted)
+    except ValueError:  # texts that never make the length by this count: no cut to keep
+        return None
     return body if count(NONCE_SEPARATOR + body) == tokens else None
 
 

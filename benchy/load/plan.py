@@ -21,7 +21,7 @@ from benchy.load import arrivals, drain
 from benchy.load.images import ImageSettings
 from benchy.load.prompts import Prompt, PromptFactory, Template, exact_length_options
 from benchy.records import RequestRecord
-from benchy.workloads import trace
+from benchy.workloads import agent_trace, trace
 from benchy.workloads.case import Case
 from benchy.workloads.spec import MultiTurn, TraceReplay
 
@@ -120,7 +120,10 @@ class CasePlan:
             spec = multi_turn_spec(self)  # cold baselines are controls; sub-agents: N calls a turn but the last
             return self.case.concurrency * (spec.turns + spec.subagents * (spec.turns - 1))
         if self.case.kind == "trace":
-            return len(trace.load(trace_spec(self).path, self.trace_limit))
+            path = trace_spec(self).path
+            if agent_trace.is_agent_trace(path):  # its calls: no length counted for a count
+                return len(agent_trace.limited(agent_trace.load(path), self.trace_limit).calls)
+            return len(trace.load(path, self.trace_limit))
         if self.case.kind == "dataset" and self.case.dataset is not None:
             return self.requests or self.case.dataset.entries  # by default as many as the file holds
         if self.case.rate is not None:

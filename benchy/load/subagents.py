@@ -23,7 +23,7 @@ import json
 import time
 
 from benchy.jsontypes import JsonObject
-from benchy.load.agent_replay import AgentReplay
+from benchy.load.agent_replay import HISTORY_ENDPOINTS, AgentReplay
 from benchy.load.conversations import warmup_requests
 from benchy.load.plan import CaseIO, CasePlan, multi_turn_spec, request_options
 from benchy.load.prompts import PromptError, PromptFactory
@@ -32,8 +32,10 @@ from benchy.workloads.agent_trace import AgentCall, AgentTrace
 
 
 async def run_subagents(plan: CasePlan, case_io: CaseIO) -> None:
-    if plan.endpoint != "chat":
-        raise PromptError("--subagents sends tool calls and results as history: use --endpoint chat")
+    if plan.endpoint not in HISTORY_ENDPOINTS:
+        raise PromptError(
+            "--subagents sends tool calls and results as history: use --endpoint chat, responses or messages"
+        )
     trace = conversations(plan, case_io.prompts)
     warmups = warmup_requests(plan, case_io.prompts, request_options(plan, plan.case.tg))
     await send(case_io.client, warmups, case_io.on_record, Closed(1))

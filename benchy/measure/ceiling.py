@@ -34,6 +34,9 @@ class CeilingSetup(Saved):
     # (1.x) the --hardware that the GPUs' own names contradicted, and the name they report
     stated_hardware: str | None = None
     gpu_reports: str | None = None
+    # (1.27) whether a GPU's own name (--gpu-metrics) is the `hardware` device: false where
+    # only --hardware says so (nothing else a server answers names its device: docs/gpu.md)
+    hardware_confirmed: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -71,10 +74,14 @@ class CeilingInputs:
         if not self.asked:
             return None
         hw = profiles.hardware(self.hardware) if self.hardware else None
-        against = gpu_figures.contradiction(hw.name, gpu_names) if hw and not self.bandwidth_gbs else None
+        names = tuple(gpu_names)
+        against = gpu_figures.contradiction(hw.name, names) if hw and not self.bandwidth_gbs else None
         if against is not None:
             return self._contradicted(served_model, hw.name if hw else "", *against)
-        return self._resolved(served_model, hw)
+        out = self._resolved(served_model, hw)
+        if hw is not None:
+            out.hardware_confirmed = gpu_figures.names_device(hw.name, names)
+        return out
 
     def _contradicted(
         self, served_model: str, stated: str, measured: profiles.Hardware | None, name: str
@@ -86,6 +93,7 @@ class CeilingInputs:
         else:
             out = self._resolved(served_model, measured)
             out.bandwidth_source = gpu_figures.overruled(stated, measured, name)
+            out.hardware_confirmed = True  # the GPU's own profile
         out.stated_hardware, out.gpu_reports = stated, name
         return out
 

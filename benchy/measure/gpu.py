@@ -225,6 +225,12 @@ def profile_for(name: str | None) -> profiles.Hardware | None:
     return None
 
 
+def names_device(hardware: str, names: Iterable[str | None]) -> bool:
+    """Whether a GPU's own name is the `hardware` profile's device: what confirms a stated
+    --hardware (a profile's bandwidth is otherwise the user's word for it)."""
+    return any(p is not None and p.name == hardware for p in map(profile_for, names))
+
+
 def contradiction(stated: str | None, names: Iterable[str | None]) -> tuple[profiles.Hardware | None, str] | None:
     """(the GPU's own profile, or None where none matches it; the name it reports) where the
     --hardware profile `stated` names another device than the GPUs do; None where a GPU is the

@@ -27,7 +27,7 @@ def setup_rows(results: RunResult) -> list[tuple[str, str]]:
         ("Endpoint", setup.endpoint),
         *server_view.setup_rows(results),
         *gpu_view.setup_rows(results),
-        ("Hardware profile", setup.hardware),
+        ("Hardware profile", hardware_text(setup.hardware, setup.ceiling)),
         ("Model profile", setup.model_profile),
         ("Decode ceiling", ceiling_text(setup.ceiling)),
         (
@@ -95,6 +95,18 @@ def _without_repeats(rows: list[tuple[str, str | None]]) -> list[tuple[str, str 
     0.1.0 twice); an engine that adds something (vllm 0.11 beside a server header) stays."""
     version = next((v for k, v in rows if k == "Server version"), None) or ""
     return [(k, v) for k, v in rows if not (k == "Engine" and v and version.startswith(v))]
+
+
+def hardware_text(hardware: str | None, ceiling: CeilingSetup | None) -> str | None:
+    """The hardware profile and what vouches for it: a GPU's own name, or only --hardware."""
+    if not hardware or ceiling is None or ceiling.hardware_confirmed is None:
+        return hardware
+    if ceiling.hardware_confirmed:
+        return f"{hardware} (the GPU's own name, read by --gpu-metrics)"
+    return (
+        f"{hardware} (stated by --hardware, not confirmed: no GPU name was read; --gpu-metrics "
+        "reads it, and nothing else a server answers names its device)"
+    )
 
 
 def ceiling_text(ceiling: CeilingSetup | None) -> str | None:

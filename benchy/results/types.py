@@ -86,12 +86,11 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        setup.load.drain_s (--drain); warning code saturated; error kind drain_cut: a request still
        in flight when the drain after --duration ran out, cut by benchy (issue 54); case
        pp_stddev / tg_stddev (--pp-stddev / --tg-stddev: each request's lengths drawn around pp, tg);
-       warning code rate_knee (a rate sweep's knee, results/knee.py);
-       --endpoint embeddings: request inputs (the inputs a pooling request embedded), case
-       input_tps; output and stream figures withheld with code pooled
-  1.27 --images (docs/images.md): setup.load.images; request images, image_bytes,
-       server_image_tokens, image_tokens (the server's count: its own, or usage minus the exact
-       text) and image_tokens_from; case images (their summary beside the text's prompt tokens)
+       warning code rate_knee (results/knee.py); --endpoint embeddings: request inputs, case
+       input_tps; output and stream figures withheld with code pooled; warning canary_failed
+  1.27 --images (docs/images.md): setup.load.images; request images, image_bytes, server_image_tokens,
+       image_tokens (the server's own count, or usage minus the exact text), image_tokens_from; case
+       images; setup.ceiling hardware_confirmed (false where only --hardware says so, issue 52)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output

@@ -17,6 +17,7 @@ from the cache, which are cache_read_input_tokens.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from benchy.jsontypes import JsonObject
 from benchy.sim import tools
@@ -45,6 +46,7 @@ def _responses_to_chat(body: JsonObject) -> JsonObject:
     messages = [{"role": "user", "content": given}] if isinstance(given, str) else given
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'input' must be a string or a non-empty list of messages")
+    messages = _items_as_messages(messages)
     if isinstance(body.get("instructions"), str):
         messages = [{"role": "system", "content": body["instructions"]}, *messages]
     chat["messages"] = messages
@@ -62,12 +64,65 @@ def _messages_to_chat(body: JsonObject) -> JsonObject:
         raise BadRequest("max_tokens: Field required")
     chat = {k: v for k, v in body.items() if k not in ("system", "stop_sequences", "thinking")}
     messages = body.get("messages")
+    if isinstance(messages, list):
+        messages = chat["messages"] = _blocks_as_messages(messages)
     if isinstance(body.get("system"), (str, list)) and isinstance(messages, list):
         chat["messages"] = [{"role": "system", "content": body["system"]}, *messages]
     if body.get("stop_sequences") is not None:
         chat["stop"] = body["stop_sequences"]
     chat["stream_options"] = {"include_usage": True}
     return chat
+
+
+def _items_as_messages(items: list[Any]) -> list[JsonObject]:
+    """Responses input items as chat messages: a `function_call` joins the assistant message
+    before it as a tool call (or opens one), a `function_call_output` is a tool message; what
+    the chat template renders is then the same history on either API."""
+    out: list[Any] = []
+    for item in items:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "function_call":
+            call = {"id": item.get("call_id"), "type": "function"}
+            call["function"] = {"name": item.get("name"), "arguments": item.get("arguments")}
+            if not (out and isinstance(out[-1], dict) and out[-1].get("role") == "assistant"):
+                out.append({"role": "assistant", "content": None})
+            out[-1].setdefault("tool_calls", []).append(call)
+        elif kind == "function_call_output":
+            out.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")})
+        elif isinstance(item, dict) and kind == "message":
+            out.append({k: v for k, v in item.items() if k != "type"})
+        else:
+            out.append(item)
+    return out
+
+
+def _blocks_as_messages(messages: list[Any]) -> list[Any]:
+    """Messages API tool blocks as chat messages: an assistant's `tool_use` blocks its tool
+    calls (its text blocks its content), a user message of `tool_result` blocks one tool
+    message each; any other message as it is."""
+    out: list[Any] = []
+    for m in messages:
+        blocks = m.get("content") if isinstance(m, dict) else None
+        if not isinstance(blocks, list) or not any(
+            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in blocks
+        ):
+            out.append(m)
+            continue
+        results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+        out += [{"role": "tool", "tool_call_id": b.get("tool_use_id"), "content": b.get("content")} for b in results]
+        uses = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+        if uses:
+            text = "".join(str(b.get("text") or "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+            calls = [
+                {
+                    "id": b.get("id"),
+                    "type": "function",
+                    "function": {"name": b.get("name"), "arguments": json.dumps(b.get("input"))},
+                }
+                for b in uses
+            ]
+            out.append({"role": m.get("role"), "content": text, "tool_calls": calls})
+    return out
 
 
 def _event(name: str, obj: JsonObject) -> str:

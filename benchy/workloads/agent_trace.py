@@ -61,15 +61,15 @@ class AgentCall:
     agent: int  # the agent's index over the whole trace; a session's root agent comes first
     parent: int | None  # the agent that forked this one (None: a session's root)
     messages: list[JsonObject]  # the prompt, in the trajectory's own text
-    output_tokens: int  # the answer's length (usage where the trace has it, else its text counted)
+    output_tokens: int | None  # the answer's length where the trace states it (usage), else None
     start_s: float | None = None  # trace time of the call (None: the trace has no clock)
     end_s: float | None = None  # trace time its answer was complete
     after: list[int] = field(default_factory=list)  # calls (indices) that must end before it is sent
     gap_s: float = 0.0  # idle in the trace between the last of `after` ending and this call
-    estimate: int | None = None  # estimated_prompt, once asked (call_estimate)
+    answer: JsonObject | None = None  # the answer's message, counted by the load stage without usage
 
 
-@dataclass
+@dataclass(eq=False)  # one read of a file: its identity is its key (load/agent_lengths.py)
 class AgentTrace:
     format: str
     calls: list[AgentCall]
@@ -217,7 +217,7 @@ def _from_messages(name: str, values: list[Any]) -> list[AgentCall]:
             if message["role"] == "assistant" and i >= max(1, inherited):  # a sub-agent's own calls only
                 start, end = times[i - 1], times[i]
                 calls.append(
-                    AgentCall(session, agent, parent, messages[:i], _answer_tokens(message), _secs(start), _secs(end))
+                    AgentCall(session, agent, parent, messages[:i], None, _secs(start), _secs(end), answer=message)
                 )
     return calls
 
@@ -241,14 +241,6 @@ def _chat_message(where: str, message: object) -> JsonObject:
 
 def _secs(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _answer_tokens(message: JsonObject) -> int:
-    """Tokens of an answer as the trajectory wrote it: its text and its tool calls' names and
-    arguments, counted locally (o200k). At least 1."""
-    from benchy.measure import tokenizer
-
-    return max(1, tokenizer.count(message_text(message)))
 
 
 def message_text(message: JsonObject) -> str:
@@ -289,9 +281,7 @@ def _from_openhands(name: str, values: list[Any]) -> list[AgentCall]:
             if message is None:
                 continue
             if message["role"] == "assistant" and messages:
-                calls.append(
-                    AgentCall(session, session, None, list(messages), _answer_tokens(message), last_time, when)
-                )
+                calls.append(AgentCall(session, session, None, list(messages), None, last_time, when, answer=message))
             messages.append(message)
             last_time = when
     return calls
@@ -357,11 +347,12 @@ def _from_otel(name: str, values: list[Any]) -> list[AgentCall]:
         parent = agents.get((session, chain[1])) if len(chain) > 1 else None
         agent = agents.setdefault((session, agent_key), len(agents))
         output = attrs.get("gen_ai.usage.output_tokens")
+        answer = None
         if not isinstance(output, int) or output < 1:
-            answer = _otel_messages(where, attrs.get("gen_ai.output.messages", "[]"))
-            output = _answer_tokens(answer[0]) if answer else 1
+            answers = _otel_messages(where, attrs.get("gen_ai.output.messages", "[]"))
+            output, answer = (None, answers[0]) if answers else (1, None)
         start, end = int(span.get("startTimeUnixNano", 0)) / 1e9, int(span.get("endTimeUnixNano", 0)) / 1e9
-        calls.append(AgentCall(session, agent, parent, messages, output, start, end or None))
+        calls.append(AgentCall(session, agent, parent, messages, output, start, end or None, answer=answer))
     return calls
 
 
@@ -466,30 +457,7 @@ def _order(calls: list[AgentCall]) -> None:
             c.gap_s = max(0.0, c.start_s - max(e for e in ends if e is not None))
 
 
-# ------------------------------------------------------------------ as a request trace
-
-
-MESSAGE_OVERHEAD = 8  # template tokens a message adds (role header, separators), for estimates only
-
-
-def local_tokens(messages: list[JsonObject]) -> int:
-    """The messages' words counted locally (o200k), without any chat template."""
-    from benchy.measure import tokenizer
-
-    return sum(tokenizer.count(message_text(m)) for m in messages)
-
-
-def estimated_prompt(messages: list[JsonObject]) -> int:
-    """A call's prompt length before anything is sent, for the context check and the plan's
-    lint: its words counted locally plus a template's few tokens a message. Never a figure."""
-    return local_tokens(messages) + MESSAGE_OVERHEAD * len(messages)
-
-
-def call_estimate(call: AgentCall) -> int:
-    """estimated_prompt of a call's messages, counted once (a cached trace is asked again)."""
-    if call.estimate is None:
-        call.estimate = estimated_prompt(call.messages)
-    return call.estimate
+# ------------------------------------------------------------------ a part of it
 
 
 def limited(trace: AgentTrace, limit: int | None) -> AgentTrace:

@@ -102,8 +102,10 @@ def trace_case(
     from benchy.workloads import agent_trace, trace
 
     try:
-        trace.load(path, limit)  # a bad file fails here, before the server is contacted
-        if max_gap_s is not None and not agent_trace.is_agent_trace(path):
+        agent = agent_trace.is_agent_trace(path)
+        # a bad file fails here, before the server is contacted
+        agent_trace.load(path) if agent else trace.load(path, limit)
+        if max_gap_s is not None and not agent:
             raise ScenarioError(
                 "--max-gap caps an agent trace's idle gaps: a request trace keeps its own times (--speed)"
             )
@@ -136,9 +138,10 @@ def check_workload_endpoints(cases: list[Case], endpoint: str) -> None:
             "--turns needs --endpoint chat, responses or messages: the server's chat template renders the history "
             "(a multi_turn case)"
         )
-    if any(_agentic(c) and (c.endpoint or endpoint) != "chat" for c in cases):
+    if any(_agentic(c) and (c.endpoint or endpoint) == "completions" for c in cases):
         raise ValueError(
-            "an agent trace and --subagents send tool calls and their results as chat messages: use --endpoint chat"
+            "an agent trace and --subagents send tool calls and their results as a history: use --endpoint chat, "
+            "responses or messages"
         )
 
 

@@ -520,10 +520,15 @@ def cut_entries(
 
     pieces: list[str] = []
     used, i = count(head), start
+    lap = used  # the count when the texts last wrapped: a lap that adds nothing never ends
     while used + unit(i) <= tokens:
         used += unit(i)
         pieces.append(texts[i % len(texts)] + JOIN)
         i += 1
+        if (i - start) % len(texts) == 0:
+            if used == lap:
+                raise _never_reached(start, tokens, used)
+            lap = used
     left = tokens - used
     try:
         tail = fit_text(texts[i % len(texts)], left, count) if left > 0 else ""
@@ -532,7 +537,7 @@ def cut_entries(
     body = "".join(pieces) + tail
     if count(head + body) == tokens:
         return body
-    chars, size = 6 * tokens + 256, 0
+    chars, size, reached = 6 * tokens + 256, 0, -1
     while True:  # the slow, exact way: the joined text cut whole
         joined, size, k = [], 0, start
         while size < chars:
@@ -542,3 +547,17 @@ def cut_entries(
             return fit_text(JOIN.join(joined), tokens, count, head=head)
         except ValueError:  # text of more than 6 characters a token: take more of it
             chars *= 2
+        if k - start > len(texts):  # a whole lap held: a doubling that adds no token never ends
+            got = count(head + JOIN.join(joined))
+            if got <= reached:
+                raise _never_reached(start, tokens, got) from None
+            reached = got
+
+
+def _never_reached(start: int, tokens: int, got: int) -> ValueError:
+    """Texts that add no token however often they wrap (whitespace under a vocabulary that
+    merges its runs, or counts it as nothing): no cut makes the length, so none is tried."""
+    return ValueError(
+        f"the texts from entry {start} on never make {tokens} tokens: they stop at {got} however often"
+        " they are repeated (whitespace only?)"
+    )

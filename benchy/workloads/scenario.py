@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import re
 import sys
 from collections.abc import Iterable
@@ -252,6 +253,8 @@ _KNOWN_KEYS = {
     "trace",
     "speed",
     "max_requests",
+    "max_gap",  # an agent trace's idle gaps capped, s (--max-gap)
+    "subagents",  # child agents each multi_turn turn forks (--subagents)
     "extra_body",  # a table merged into every request body (client/extra_body.py)
     "stream",  # false: whole answers, as --no-stream
     "tools",  # "builtin", a JSON file beside the scenario, or the definitions (workloads/tools.py)
@@ -263,9 +266,9 @@ _KNOWN_KEYS = {
 }
 _DATASET_KEYS = ("dataset", "dataset_min_tokens", "dataset_max_tokens")
 _WORKLOAD_KEYS = {
-    "multi_turn": {"turns", "first_tokens", "think_time", "keep_reasoning", "cold_baseline"},
+    "multi_turn": {"turns", "first_tokens", "think_time", "keep_reasoning", "cold_baseline", "subagents"},
     "shared_prefix": {"shared_fraction", "groups"},
-    "trace": {"trace", "speed", "max_requests"},
+    "trace": {"trace", "speed", "max_requests", "max_gap"},
 }
 
 
@@ -423,6 +426,7 @@ def _workload_cases(path: Path | Traversable, data: dict[str, Any], kind: str, n
                 data.get("speed", 1.0),
                 data.get("max_requests"),
                 scenario=name,
+                max_gap_s=_number(data, "max_gap"),
             )
         ]
     pp = _int_list(path, data, "pp", "prompt_tokens", low=1)
@@ -444,6 +448,7 @@ def _workload_cases(path: Path | Traversable, data: dict[str, Any], kind: str, n
             cold,
             scenario=name,
             endpoint=endpoint,
+            subagents=_whole(data, "subagents"),
         )
     fractions = data.get("shared_fraction", [0.5])
     return workload_cases.shared_prefix_cases(
@@ -456,6 +461,24 @@ def _workload_cases(path: Path | Traversable, data: dict[str, Any], kind: str, n
         runs=data.get("runs"),
         endpoint=endpoint,
     )
+
+
+def _number(data: JsonObject, key: str) -> float | None:
+    """A number ≥ 0 of seconds, named by its TOML key; None where the table has none."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise ScenarioError(f"{key} must be a number of seconds ≥ 0, got {value!r}")
+    return float(value)
+
+
+def _whole(data: JsonObject, key: str) -> int:
+    """A whole number ≥ 0 named by its TOML key (0 where the table has none)."""
+    value = data.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ScenarioError(f"{key} must be a whole number ≥ 0, got {value!r}")
+    return value
 
 
 def _int_list(

@@ -72,11 +72,10 @@ def trace_path(name: str) -> Path | Traversable:
 
 
 def load(name: str, limit: int | None = None) -> list[TraceRequest]:
-    """The trace's requests in time order; one-line errors naming file and line. An agent
-    trace (workloads/agent_trace.py) gives its calls, each with its estimated lengths."""
+    """A request trace's requests in time order; one-line errors naming file and line. An agent
+    trace states no lengths: load/agent_lengths.py counts them from its text."""
     if agent_trace.is_agent_trace(name):
-        calls = agent_trace.limited(agent_trace.load(name), limit).calls
-        return [TraceRequest(c.start_s or 0.0, agent_trace.call_estimate(c), c.output_tokens, None) for c in calls]
+        raise WorkloadError(f"trace {name} is an agent trace: its lengths are counted by the load stage")
     path = trace_path(name)
     text = agent_trace.read_path(name, path)
     rows = []
