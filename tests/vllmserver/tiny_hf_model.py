@@ -47,33 +47,13 @@ def _tokenizer(tiny):
 
 def build(out: Path) -> Path:
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import LlamaForCausalLM
 
     tiny = _realserver_model()
     tok = _tokenizer(tiny)
     vocab = tok.get_vocab()
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=tiny.BOS,
-        eos_token=tiny.IM_END,
-        unk_token=UNK,
-        pad_token=tiny.BOS,
-        chat_template=tiny.CHAT_TEMPLATE,
-    )
-    config = LlamaConfig(
-        vocab_size=len(vocab),
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=4096,
-        bos_token_id=vocab[tiny.BOS],
-        eos_token_id=vocab[tiny.IM_END],
-        pad_token_id=vocab[tiny.BOS],
-        tie_word_embeddings=False,
-        torch_dtype="float32",
-    )
+    fast = fast_tokenizer(tiny, tok, tiny.CHAT_TEMPLATE)
+    config = text_config(tiny, vocab)
     torch.manual_seed(SEED)
     model = LlamaForCausalLM(config)
     _rule_out(model, [vocab[t] for t in (*tiny.SPECIAL_TOKENS, UNK)])
@@ -81,6 +61,28 @@ def build(out: Path) -> Path:
     model.save_pretrained(out, safe_serialization=True)
     fast.save_pretrained(out)
     return out
+
+
+def fast_tokenizer(tiny, tok, template: str):
+    """The trained tokenizer as transformers' fast tokenizer, the tiny model's specials named."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=tiny.BOS, eos_token=tiny.IM_END, unk_token=UNK, pad_token=tiny.BOS,
+        chat_template=template,
+    )  # fmt: skip
+
+
+def text_config(tiny, vocab: dict):
+    """The text model's shape: 2 layers, hidden 128, 2 heads of 64 (one KV head), float32."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=len(vocab), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
+        bos_token_id=vocab[tiny.BOS], eos_token_id=vocab[tiny.IM_END], pad_token_id=vocab[tiny.BOS],
+        tie_word_embeddings=False, torch_dtype="float32",
+    )  # fmt: skip
 
 
 def _rule_out(model, banned: list[int]) -> None:

@@ -44,11 +44,9 @@ def build(out: Path) -> Path:
     from transformers import (
         CLIPImageProcessor,
         CLIPVisionConfig,
-        LlamaConfig,
         LlavaConfig,
         LlavaForConditionalGeneration,
         LlavaProcessor,
-        PreTrainedTokenizerFast,
     )
 
     text_model = _load("benchy_tiny_hf", HERE / "tiny_hf_model.py")
@@ -56,27 +54,8 @@ def build(out: Path) -> Path:
     tok = text_model._tokenizer(tiny)
     tok.add_special_tokens([AddedToken(IMAGE_TOKEN, special=True, normalized=False)])
     vocab = tok.get_vocab()
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=tiny.BOS,
-        eos_token=tiny.IM_END,
-        unk_token=text_model.UNK,
-        pad_token=tiny.BOS,
-        chat_template=CHAT_TEMPLATE,
-    )
-    text = LlamaConfig(
-        vocab_size=len(vocab),
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=4096,
-        bos_token_id=vocab[tiny.BOS],
-        eos_token_id=vocab[tiny.IM_END],
-        pad_token_id=vocab[tiny.BOS],
-        tie_word_embeddings=False,
-    )
+    fast = text_model.fast_tokenizer(tiny, tok, CHAT_TEMPLATE)
+    text = text_model.text_config(tiny, vocab)
     vision = CLIPVisionConfig(
         hidden_size=128,
         intermediate_size=256,
