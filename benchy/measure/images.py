@@ -17,12 +17,12 @@ the difference is all there is, and a text that missed its length would show as 
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
+from benchy.measure import stats
 from benchy.records import RequestRecord
 
 SERVER = "server"
@@ -108,9 +108,9 @@ class ImageTally:
             return None
         return ImageFigures(
             images_per_request=self.sent,
-            image_bytes=statistics.median(self.bytes),
-            image_tokens=statistics.median(self.tokens) if self.tokens else None,
+            image_bytes=stats.median(self.bytes),
+            image_tokens=stats.median(self.tokens) if self.tokens else None,
             image_tokens_from="+".join(sorted(self.sources)) or None,
-            text_prompt_tokens=statistics.median(self.text) if self.text else None,
+            text_prompt_tokens=stats.median(self.text) if self.text else None,
             counted=len(self.tokens),
         )

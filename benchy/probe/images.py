@@ -16,10 +16,10 @@ it saves a request. No cached_tokens weighs in: servers report prefix hits there
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import fields
 
 from benchy.measure import images as image_figures
+from benchy.measure import stats
 from benchy.probe.bundle import ImagePlan
 from benchy.records import RequestRecord
 from benchy.results.probe import ImageProbe, LengthEntry
@@ -32,7 +32,7 @@ def image_entry(size: ImagePlan, entry: LengthEntry, records: list[RequestRecord
     images' size, their tokens as the server counted them and what a repeat saves."""
     repeats = [t for t in entry.shared.ttft_s[1:] if t is not None]  # the first send fills the cache
     uniques = [t for t in entry.unique.ttft_s if t is not None]
-    saved = statistics.median(uniques) - statistics.median(repeats) if repeats and uniques else None
+    saved = stats.median(uniques) - stats.median(repeats) if repeats and uniques else None
     counted = [found[0] for found in map(image_figures.image_tokens, records) if found is not None]
     made = {f.name: getattr(entry, f.name) for f in fields(entry)}
     made["reason"] = _words(entry.verdict, entry.reason, saved)
@@ -40,7 +40,7 @@ def image_entry(size: ImagePlan, entry: LengthEntry, records: list[RequestRecord
         **made,
         width=size.width,
         height=size.height,
-        image_tokens=statistics.median(counted) if counted else None,
+        image_tokens=stats.median(counted) if counted else None,
         saved_s=saved,
     )
 

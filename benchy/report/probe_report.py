@@ -7,12 +7,12 @@ working set)."""
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
+from benchy.measure import stats
 from benchy.report import html_probe
 from benchy.results import probe as probe_file
 from benchy.results.probe import ProbeResult
@@ -133,7 +133,7 @@ def image_lines(entry: dict[str, Any]) -> list[str]:
     """probe-cache --images: the two sides' median TTFTs and the verdict, in a few lines."""
     repeats = [t for t in entry["shared"]["ttft_s"][1:] if t is not None]  # the first send fills the cache
     unique = [t for t in entry["unique"]["ttft_s"] if t is not None]
-    medians = [seconds(statistics.median(ts)) if ts else "n/a" for ts in (repeats, unique)]
+    medians = [seconds(stats.median(ts)) if ts else "n/a" for ts in (repeats, unique)]
     tokens = _tokens(entry.get("image_tokens"))
     return [
         f"Image cache: {entry['width']}x{entry['height']} PNG ({tokens} image tokens) after a "
