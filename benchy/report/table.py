@@ -128,7 +128,11 @@ def goodput_cell(goodput: Goodput | None, notes: Footnotes) -> str:
 
 
 def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str]]]:
+    from benchy.report import pooled_view
+
     cases = results.cases
+    if pooled_view.all_pooled(cases):  # only the columns a pooling endpoint has
+        return pooled_view.rows(results, notes)
     loaded = any(is_loaded(c) for c in cases)
     with_goodput = any(c.goodput for c in cases)
     with_ceiling = any(c.ceiling for c in cases)
@@ -240,15 +244,18 @@ def load_markdown(results: RunResult) -> str | None:
     cases = [c for c in results.cases if is_loaded(c) and c.n_ok]  # no success: no tail to show
     if not cases:
         return None
+    from benchy.report.pooled_view import existing
+
     opened = any(c.mode == "open" for c in cases)
     lag, offered = METRICS["send_lag_s"], METRICS["achieved_rate"]
-    headers = ["test", "n"] + [f"{m.title} p50 / p90 / p99" for m in PERCENTILE_METRICS]
+    shown = existing(PERCENTILE_METRICS, cases)  # a pooling run: latency only
+    headers = ["test", "n"] + [f"{m.title} p50 / p90 / p99" for m in shown]
     if opened:
         headers += ["asked req/s", offered.title, f"{lag.title} p50 / p90 / p99"]
     body = []
     for case in cases:
         row = [case_name(case), str(case.n_ok)]
-        row += [percentiles_cell(case.summary.get(m.name), m) for m in PERCENTILE_METRICS]
+        row += [percentiles_cell(case.summary.get(m.name), m) for m in shown]
         if opened:
             open_loop = case.mode == "open"
             row += [
@@ -403,7 +410,10 @@ def _blank(value: object) -> object:
 
 def csv_text(results: RunResult) -> str:
     """One row per case and metric: machine-friendly, no formatting. A figure the Markdown
-    table marks with ⚠ names the warnings behind it in `flagged_by`."""
+    table marks with ⚠ names the warnings behind it in `flagged_by`. A pooling case has no row
+    for the figures its endpoint cannot have (results.json keeps why: pooled_view.py)."""
+    from benchy.report.pooled_view import withheld
+
     warnings = results.warnings
     flagging = case_warnings(results)  # the same warnings that put ⚠ on a Markdown cell
     run_wide = codes_cell(w for w in warnings if not w.case)
@@ -416,7 +426,7 @@ def csv_text(results: RunResult) -> str:
         of_case = codes_cell(w for w in warnings if w.case == label)
         keys = case_key_cells(case)
         own = [case.n_ok, case.n_failed, *case_metric_cells(case), *gpu_view.csv_cells(case)]
-        for metric in (m for m in REQUEST_METRICS if m in case.summary):  # registry order
+        for metric in (m for m in REQUEST_METRICS if m in case.summary and not withheld(case, m)):  # registry order
             summary = case.summary[metric]
             flagged = [w for w in flagging.get(label, []) if summary and metric in w.metrics]
             writer.writerow(

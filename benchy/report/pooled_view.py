@@ -1,0 +1,55 @@
+"""A pooling run's tables (--endpoint embeddings): only the figures such an endpoint has.
+
+Why: a pooling request generates nothing, so every stream and output figure of its case is
+withheld (code `pooled`, its reason kept in results.json). Shown as columns of n/a under a
+footnote they said nothing five times a row; a run whose cases all went to a pooling endpoint
+shows latency, requests/s, input tokens/s and errors instead, in the terminal, report.md,
+report.html and the CSV alike. A run that mixes pooling and generation cases keeps the full
+table, where the footnote says why a pooling row has no TTFT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from benchy.measure.registry import METRICS, Metric
+from benchy.measure.unavailable import POOLED
+from benchy.report import table
+from benchy.results.types import CaseResult, RunResult
+from benchy.workloads.case import POOLING_ENDPOINTS
+
+RATE = METRICS["request_rate"]
+HEADERS = ["test", "n", table.POOLED_HEADERS[1], RATE.title, table.POOLED_HEADERS[0]]
+
+
+def is_pooled(case: CaseResult) -> bool:
+    return case.endpoint in POOLING_ENDPOINTS
+
+
+def all_pooled(cases: Sequence[CaseResult]) -> bool:
+    return bool(cases) and all(is_pooled(c) for c in cases)
+
+
+def withheld(case: CaseResult, metric: str) -> bool:
+    """A figure the case has not because its endpoint pools (not for any other reason)."""
+    return is_pooled(case) and case.summary.get(metric) is None and case.reason(metric).code == POOLED
+
+
+def existing(metrics: Sequence[Metric], cases: Sequence[CaseResult]) -> list[Metric]:
+    """The metrics some of the cases can have: those a pooling endpoint withholds in all of them dropped."""
+    return [m for m in metrics if not cases or not all(withheld(c, m.name) for c in cases)]
+
+
+def rows(results: RunResult, notes: table.Footnotes) -> tuple[list[str], list[list[str]]]:
+    """The case table of a pooling run: latency p50 / p90 / p99, requests/s, input tokens/s, errors."""
+    warned = table.case_warnings(results)
+    with_goodput = any(c.goodput for c in results.cases)
+    headers = HEADERS + (["goodput"] if with_goodput else []) + ["errors"]
+    body = []
+    for case in results.cases:
+        input_rate, latency = table.pooled_cells(case, notes)
+        row = [table.row_label(case, warned.get(case.label, [])), str(case.n_ok), latency]
+        row += [table.load_cell(case, RATE, notes), input_rate]
+        row += [table.goodput_cell(case.goodput, notes)] if with_goodput else []
+        body.append(row + [table.errors_cell(case)])
+    return headers, body
