@@ -52,7 +52,7 @@ def test_a_pooling_run_shows_only_the_figures_it_has(sim, tmp_path):
     html = (out / "report.html").read_text()
     heads = re.findall(r"<th[^>]*>([^<]*)</th>", html)
     table = heads[: heads.index("errors") + 1]
-    assert table == ["test", "n", "latency ms p50 / p90 / p99", "req/s", "input t/s", "errors"]
+    assert table == ["test", "n", "latency ms p50 / p90 / p99", "req/s", "inputs/s", "input t/s", "errors"]
     assert heads[len(table) : len(table) + 3] == ["test", "n", "total latency ms p50 / p90 / p99"]  # under load
     rows = list(csv.DictReader(io.StringIO((out / "results.csv").read_text())))
     assert {r["metric"] for r in rows} == {"e2e_s"} and {r["label"] for r in rows} == set(labels)

@@ -33,6 +33,7 @@ from benchy.results.verdicts.details import (
     RequestErrors,
     ZeroTokens,
 )
+from benchy.workloads.case import POOLING_ENDPOINTS
 
 
 def _failure_severity(case: CaseResult) -> str:
@@ -181,7 +182,7 @@ def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
     # Without usage the token count is a lower bound: it cannot show a short output.
     facts = case.facts()
     got = facts.delivered  # the believed count of each request with usage
-    if not facts.n_short or case.endpoint == "embeddings":  # a pooling request generates nothing
+    if not facts.n_short or case.endpoint in POOLING_ENDPOINTS:  # a pooling request generates nothing
         return
     delivered = int(stats.median(got))
     cause, hint = _short_output_cause(facts.short_finish_reasons, run.setup.stop)

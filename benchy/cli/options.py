@@ -226,7 +226,7 @@ endpoint_option = click.option(
 # `run` also measures a pooling endpoint; capacity and probe-cache judge TTFT, which it has none of.
 run_endpoint_option = click.option(
     "--endpoint",
-    type=click.Choice(["chat", "completions", "responses", "messages", "embeddings"]),
+    type=click.Choice(["chat", "completions", "responses", "messages", "embeddings", "rerank"]),
     default="chat",
     show_default=True,
     help="API to send to: /v1/chat/completions (messages, the server's chat template), "

@@ -1,9 +1,9 @@
-"""A pooling run's tables (--endpoint embeddings): only the figures such an endpoint has.
+"""A pooling run's tables (--endpoint embeddings, rerank): only the figures such an endpoint has.
 
 Why: a pooling request generates nothing, so every stream and output figure of its case is
 withheld (code `pooled`, its reason kept in results.json). Shown as columns of n/a under a
 footnote they said nothing five times a row; a run whose cases all went to a pooling endpoint
-shows latency, requests/s, input tokens/s and errors instead, in the terminal, report.md,
+shows latency, requests/s, inputs/s, input tokens/s and errors instead, in the terminal, report.md,
 report.html and the CSV alike. A run that mixes pooling and generation cases keeps the full
 table, where the footnote says why a pooling row has no TTFT.
 """
@@ -18,8 +18,8 @@ from benchy.report import table
 from benchy.results.types import CaseResult, RunResult
 from benchy.workloads.case import POOLING_ENDPOINTS
 
-RATE = METRICS["request_rate"]
-HEADERS = ["test", "n", table.POOLED_HEADERS[1], RATE.title, table.POOLED_HEADERS[0]]
+RATES = (METRICS["request_rate"], METRICS["input_rate"])
+HEADERS = ["test", "n", table.POOLED_HEADERS[1], *(m.title for m in RATES), table.POOLED_HEADERS[0]]
 
 
 def is_pooled(case: CaseResult) -> bool:
@@ -41,7 +41,8 @@ def existing(metrics: Sequence[Metric], cases: Sequence[CaseResult]) -> list[Met
 
 
 def rows(results: RunResult, notes: table.Footnotes) -> tuple[list[str], list[list[str]]]:
-    """The case table of a pooling run: latency p50 / p90 / p99, requests/s, input tokens/s, errors."""
+    """The case table of a pooling run: latency p50 / p90 / p99, requests/s, inputs/s (documents
+    of a rerank), input tokens/s, errors."""
     warned = table.case_warnings(results)
     with_goodput = any(c.goodput for c in results.cases)
     headers = HEADERS + (["goodput"] if with_goodput else []) + ["errors"]
@@ -49,7 +50,7 @@ def rows(results: RunResult, notes: table.Footnotes) -> tuple[list[str], list[li
     for case in results.cases:
         input_rate, latency = table.pooled_cells(case, notes)
         row = [table.row_label(case, warned.get(case.label, [])), str(case.n_ok), latency]
-        row += [table.load_cell(case, RATE, notes), input_rate]
+        row += [*(table.load_cell(case, m, notes) for m in RATES), input_rate]
         row += [table.goodput_cell(case.goodput, notes)] if with_goodput else []
         body.append(row + [table.errors_cell(case)])
     return headers, body

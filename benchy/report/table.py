@@ -19,6 +19,7 @@ from benchy.results.types import CaseResult, CheckWarning, Goodput, MetricSummar
 
 __all__ = ["FLAG", "NOISE_RATIO", "case_warnings", "flagged_metrics", "too_noisy"]  # their home: shown.py
 from benchy.results.verdicts.details import OutputLengthMismatch
+from benchy.workloads.case import POOLING_ENDPOINTS
 
 LOAD_COLUMNS = (METRICS["aggregate_tps"], METRICS["request_rate"])  # when a case ran under load
 FLAG_LEGEND = f"{FLAG} qualified by a warning below (see Warnings)."
@@ -137,7 +138,7 @@ def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str
     with_goodput = any(c.goodput for c in cases)
     with_ceiling = any(c.ceiling for c in cases)
     with_gpu = gpu_view.has_gpu(results)
-    pooled = any(c.endpoint == "embeddings" for c in cases)
+    pooled = any(c.endpoint in POOLING_ENDPOINTS for c in cases)
     warned = case_warnings(results)
     headers = ["test", "n"] + [m.title for m in TABLE_METRICS]
     if loaded:
@@ -389,6 +390,8 @@ def case_metric_cells(case: CaseResult) -> list[Any]:
     stored = {
         "aggregate_tps": case.aggregate_tps,
         "request_rate": case.request_rate,
+        "input_tps": case.input_tps,  # a pooling case's (pooled_view.py)
+        "input_rate": case.input_rate,
         "achieved_rate": case.achieved_rate,
         "goodput": goodput.fraction if goodput else None,
         "goodput_rate": goodput.rate if goodput else None,

@@ -93,6 +93,8 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.27 --images (docs/images.md): setup.load.images; request images, image_bytes,
        server_image_tokens, image_tokens (the server's count: its own, or usage minus the exact
        text) and image_tokens_from; case images (their summary beside the text's prompt tokens)
+  1.28 --endpoint rerank (docs/embeddings.md): a pooling endpoint as embeddings; case input_rate
+       (inputs/s: embeddings inputs or rerank documents of the successful requests)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -142,7 +144,7 @@ from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus, NoServerFigures, ServerCaseMetrics
 from benchy.workloads.dataset import DatasetSetup
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 27
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 28
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -454,6 +456,7 @@ class CaseResult(Saved):
     achieved_rate: float | None = None
     request_rate: float | None = None
     input_tps: float | None = _opt("(1.26) pooling cases (--endpoint embeddings): input tokens/s", omit=True)
+    input_rate: float | None = _opt("(1.28) pooling cases: inputs/s (embeddings inputs, rerank documents)", omit=True)
     images: image_figures.ImageFigures | None = _opt(
         "(1.27) --images: the requests' images and their tokens beside the text's", omit=True
     )

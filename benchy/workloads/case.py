@@ -16,8 +16,8 @@ from benchy.jsontypes import JsonObject
 from benchy.workloads.dataset import DatasetSpec
 from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay, Workload
 
-ENDPOINTS = ("chat", "completions", "responses", "messages", "embeddings")
-POOLING_ENDPOINTS = ("embeddings",)  # they read inputs and generate no token (docs/embeddings.md)
+ENDPOINTS = ("chat", "completions", "responses", "messages", "embeddings", "rerank")
+POOLING_ENDPOINTS = ("embeddings", "rerank")  # they read inputs and generate no token (docs/embeddings.md)
 DEPTH_MODES = ("cold", "cached")
 
 
