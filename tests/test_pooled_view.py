@@ -56,6 +56,8 @@ def test_a_pooling_run_shows_only_the_figures_it_has(sim, tmp_path):
     assert heads[len(table) : len(table) + 3] == ["test", "n", "total latency ms p50 / p90 / p99"]  # under load
     rows = list(csv.DictReader(io.StringIO((out / "results.csv").read_text())))
     assert {r["metric"] for r in rows} == {"e2e_s"} and {r["label"] for r in rows} == set(labels)
+    for row, case in zip(rows, results["cases"], strict=True):  # the case's pooling figures, as results.json
+        assert float(row["input_tps"]) == case["input_tps"] and float(row["input_rate"]) == case["input_rate"]
 
 
 def test_tg_does_not_part_pooling_cases(sim, tmp_path):

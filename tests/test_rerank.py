@@ -10,6 +10,8 @@ import json
 import pytest
 
 from benchy.client import rerank
+from benchy.client.reader import StreamReader
+from benchy.records import RequestRecord
 from tests.conftest import SimSince, client_slack_s, run_benchy_here, run_json, shared_sim, warning_codes
 
 sim_fixture = shared_sim("--prefill-tps", "20000", "--max-running", "4")
@@ -62,6 +64,13 @@ def test_an_answer_that_drops_a_document_is_no_answer():
     assert answer["scored"] == 1 and answer["usage"] == {"prompt_tokens": 9, "completion_tokens": 0}
     unscored = rerank.as_chat({"results": [{"index": 0}], "usage": {"total_tokens": 9}})
     assert "error" in unscored
+    for results, status in (([0], "error"), ([0, 1], "ok")):  # as the client reads it: 2 sent
+        rec = RequestRecord("c", 0, 0, False, "r", nonce=None, target_prompt_tokens=9, target_output_tokens=0, inputs=2)
+        reader = StreamReader(rec, api=rerank, whole=True)
+        body = {"results": [{"index": i, "relevance_score": 0.5} for i in results], "usage": {"total_tokens": 9}}
+        reader.feed(json.dumps(body).encode(), 0.1)
+        reader.close(0.2)
+        assert rec.status == status and (rec.error_kind == "server_error") == (status == "error"), rec.error
 
 
 def test_failed_reranks_are_recorded_and_counted(start_sim, tmp_path):

@@ -29,8 +29,9 @@ def payload(model: str | None, prompt: str, max_tokens: int, stream: bool, extra
     options = {k: v for k, v in (extra or {}).items() if k not in _GENERATION_ONLY}
     given = options.pop("input", None)
     documents = given if isinstance(given, list) else [prompt]
-    body: JsonObject = {"model": model, "query": QUERY, "documents": documents, "top_n": len(documents)}
+    body: JsonObject = {"model": model, "query": QUERY, "documents": documents}
     body.update(options)
+    body["top_n"] = len(documents)  # every score, whatever --extra-body asks: a dropped one must show
     return body
 
 
