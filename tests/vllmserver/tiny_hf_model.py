@@ -45,9 +45,11 @@ def _tokenizer(tiny):
     return tok
 
 
-def build(out: Path) -> Path:
+def build(out: Path, scorer: bool = False) -> Path:
+    """scorer: a cross-encoder instead (one relevance score from the last token, as vLLM serves
+    a LlamaForSequenceClassification on /v1/rerank; tiny_rerank_model.py)."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import LlamaConfig, LlamaForCausalLM, LlamaForSequenceClassification, PreTrainedTokenizerFast
 
     tiny = _realserver_model()
     tok = _tokenizer(tiny)
@@ -73,10 +75,14 @@ def build(out: Path) -> Path:
         pad_token_id=vocab[tiny.BOS],
         tie_word_embeddings=False,
         torch_dtype="float32",
+        **({"num_labels": 1} if scorer else {}),  # one relevance score
     )
     torch.manual_seed(SEED)
-    model = LlamaForCausalLM(config)
-    _rule_out(model, [vocab[t] for t in (*tiny.SPECIAL_TOKENS, UNK)])
+    if scorer:
+        model = LlamaForSequenceClassification(config)
+    else:
+        model = LlamaForCausalLM(config)
+        _rule_out(model, [vocab[t] for t in (*tiny.SPECIAL_TOKENS, UNK)])
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     fast.save_pretrained(out)
