@@ -231,7 +231,7 @@ run_endpoint_option = click.option(
     show_default=True,
     help="API to send to: /v1/chat/completions (messages, the server's chat template), "
     "/v1/completions (a raw prompt, no template), /v1/responses (OpenAI's Responses API), "
-    "/v1/messages (Anthropic's Messages API) or /v1/embeddings (a pooling endpoint: docs/embeddings.md); "
+    "/v1/messages (Anthropic's Messages API), /v1/embeddings or /v1/rerank (pooling endpoints: docs/embeddings.md); "
     "docs/engines.md says which engine serves which.",
 )
 
