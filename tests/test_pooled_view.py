@@ -49,6 +49,9 @@ def test_a_pooling_run_shows_only_the_figures_it_has(sim, tmp_path):
         assert "n/a" not in table and all(label in table for label in labels)
         loaded = next(line for line in lines[head + 2 :] if "total latency ms" in line)  # Latency under load
         assert not any(word in loaded for word in STREAM_WORDS), loaded
+    assert "| test | total latency p50 / p90 / p99 ms |" in report  # spread and tails: latency alone
+    assert "| test | window s | requests | total latency whole | total latency steady |" in report
+    assert "e2e t/s = completion tokens" not in report  # the results' head speaks of a pooling endpoint
     html = (out / "report.html").read_text()
     heads = re.findall(r"<th[^>]*>([^<]*)</th>", html)
     table = heads[: heads.index("errors") + 1]

@@ -10,12 +10,13 @@ table, where the footnote says why a pooling row has no TTFT.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from benchy.measure import stats
 from benchy.measure.registry import METRICS, Metric
 from benchy.measure.unavailable import POOLED
 from benchy.report import table
-from benchy.results.types import CaseResult, RunResult
+from benchy.results.types import CaseResult, MetricSummary, RunResult
 from benchy.workloads.case import POOLING_ENDPOINTS
 
 RATES = (METRICS["request_rate"], METRICS["input_rate"])
@@ -54,3 +55,26 @@ def rows(results: RunResult, notes: table.Footnotes) -> tuple[list[str], list[li
         row += [table.goodput_cell(case.goodput, notes)] if with_goodput else []
         body.append(row + [table.errors_cell(case)])
     return headers, body
+
+
+RESULTS_HEAD = (
+    "A pooling endpoint: latency is send to the answer's end; requests/s, inputs/s and input tokens/s "
+    "are the successful requests' over (last end − first send) of the case (n = successful requests)."
+)
+
+
+def tail_lines(cases: Sequence[CaseResult], ms: Callable[[MetricSummary | None, str], str]) -> list[str]:
+    """The report's "Spread and tail latency" of a pooling run: latency p50 / p90 / p99 alone."""
+    out = [
+        "## Spread and tail latency",
+        "",
+        f"p50/p90/p99: the latency that 50/90/99% of requests stayed under ('{stats.TOO_FEW}': a p90 "
+        f"needs {stats.SHOWN_FROM['p90']} requests, a p99 {stats.SHOWN_FROM['p99']}).",
+        "",
+        "| test | total latency p50 / p90 / p99 ms |",
+        "|---|---|",
+    ]
+    for case in cases:
+        e2e = case.summary.get("e2e_s")
+        out.append(f"| {case.label} | {ms(e2e, 'median')} / {ms(e2e, 'p90')} / {ms(e2e, 'p99')} |")
+    return out + [""]
