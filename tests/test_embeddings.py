@@ -1,7 +1,9 @@
 """--endpoint embeddings (a pooling endpoint), judged by the simulator's truth log: each input
 has the exact length asked and its own nonce (no cache serves it), --batch N sends N inputs a
 request, benchy's input counts are the server's, requests/s, input tokens/s and latency are what
-the truth shows, and the output and stream figures are withheld with code pooled."""
+the truth shows, and the output and stream figures are withheld with code pooled. --endpoint
+rerank likewise: each (query, document) pair exactly --pp tokens as the server counted it, no
+document served from a cache, inputs/s the truth's documents over benchy's own clock."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import json
 
 import pytest
 
-from benchy.client import embeddings
+from benchy.client import embeddings, rerank
+from benchy.client.reader import StreamReader
+from benchy.records import RequestRecord
 from tests.conftest import SimSince, client_slack_s, run_benchy_here, run_json, shared_sim, warning_codes
 
 sim_fixture = shared_sim("--prefill-tps", "20000", "--max-running", "4")
@@ -21,14 +25,15 @@ def sim(sim_fixture):
     return SimSince(sim_fixture)
 
 
-@pytest.mark.parametrize("batch", [1, 3])
-def test_embeddings_figures_match_the_truth(sim, tmp_path, batch):
+@pytest.mark.parametrize(("endpoint", "batch"), [("embeddings", 1), ("embeddings", 3), ("rerank", 1), ("rerank", 4)])
+def test_pooling_figures_match_the_truth(sim, tmp_path, endpoint, batch):
     pp = 96
     results = run_json(
-        sim, tmp_path, "--endpoint", "embeddings", "--batch", str(batch), *f"--pp {pp} -c 1 3 --runs 2".split()
+        sim, tmp_path, "--endpoint", endpoint, "--batch", str(batch), *f"--pp {pp} -c 1 3 --runs 2".split()
     )
     truth = {t["request_id"]: t for t in sim.truth()}
     assert warning_codes(results, truth=truth) == set()
+    assert [c["label"] for c in results["cases"]] == [f"pp{pp} b{batch} {endpoint}", f"pp{pp} b{batch} c3 {endpoint}"]
     for case in results["cases"]:
         reqs = [r for r in case["requests"] if not r["warmup"]]
         assert case["n_ok"] == len(reqs) == 2 * case["concurrency"] and case["n_failed"] == 0
@@ -38,20 +43,23 @@ def test_embeddings_figures_match_the_truth(sim, tmp_path, batch):
         slack = client_slack_s(case)
         for r in reqs:
             t = truth[r["request_id"]]
-            assert t["endpoint"] == "embeddings" and r["streamed"] is False and r["inputs"] == batch
-            assert t["input_tokens"] == [pp] * batch  # every input exactly as long as asked
-            assert t["cached_tokens"] == 0  # each input led by its own nonce: no cache served any of it
+            assert t["endpoint"] == endpoint and r["streamed"] is False and r["inputs"] == batch
+            assert t["input_tokens"] == [pp] * batch  # every input (a rerank's each pair) exactly as long as asked
+            # each input led by its own nonce: no cache served any of it (of a rerank pair, the shared query at most)
+            assert t["cached_tokens"] <= batch * ((t.get("query_tokens") or -1) + 1)
             assert r["prompt_tokens"] == t["prompt_tokens"] == pp * batch
             # the simulator wrote the body after its headers_s stamp and before stamping its event
             began = t["headers_s"] - r["sent_mono_s"]
             written = t["events"][-1]["t_s"] - r["sent_mono_s"]
             assert began <= r["metrics"]["e2e_s"] <= written + slack
-        # rates: the truth's token counts over the span benchy's own clock saw
+        # rates: the truth's counts over the span benchy's own clock saw
         start = min(r["sent_mono_s"] for r in reqs)
-        end = max(r["sent_mono_s"] + r["end_s"] for r in reqs)
+        span = max(r["sent_mono_s"] + r["end_s"] for r in reqs) - start
         tokens = sum(truth[r["request_id"]]["prompt_tokens"] for r in reqs)
-        assert case["input_tps"] == pytest.approx(tokens / (end - start), rel=1e-6)
-        assert case["request_rate"] == pytest.approx(len(reqs) / (end - start), rel=1e-6)
+        inputs = sum(len(truth[r["request_id"]]["input_tokens"]) for r in reqs)
+        assert case["input_tps"] == pytest.approx(tokens / span, rel=1e-6)
+        assert case["input_rate"] == pytest.approx(inputs / span, rel=1e-6)
+        assert case["request_rate"] == pytest.approx(len(reqs) / span, rel=1e-6)
         assert case["summary"]["e2e_s"]["n"] == len(reqs) and case["summary"]["e2e_s"]["p99"] is not None
 
 
@@ -67,6 +75,7 @@ def test_without_the_nonce_the_cache_serves_the_inputs(sim, tmp_path):
     ("args", "words"),
     [
         (("run", "--batch", "2"), "--batch needs --endpoint embeddings"),
+        (("run", "--endpoint", "rerank", "--turns", "2"), "--endpoint rerank sends plain inputs"),
         (("run", "--endpoint", "embeddings", "--turns", "2"), "--endpoint embeddings sends plain inputs"),
         (("capacity", "--batch", "2", "--slo", "e2e=1s"), "--batch needs --endpoint embeddings"),
         (("probe-cache", "--endpoint", "embeddings"), "'embeddings' is not one of"),  # it judges TTFT
@@ -85,13 +94,14 @@ def test_an_answer_missing_an_embedding_is_no_answer():
     assert ok["usage"] == {"prompt_tokens": 8, "completion_tokens": 0} and ok["choices"][0]["finish_reason"] == "stop"
 
 
-def test_failed_embeddings_are_recorded_and_counted(start_sim, tmp_path):
+@pytest.mark.parametrize("endpoint", ["embeddings", "rerank"])
+def test_failed_pooling_requests_are_recorded_and_counted(start_sim, tmp_path, endpoint):
     """A pooling request the server fails is a failed request of the case, of the kind it had,
     one for each the simulator's truth log shows failing; the others' figures stand."""
     sim = start_sim("--prefill-tps", "20000", "--seed", "3", "--fault", "http500:0.3")
     out = tmp_path / "out"
     proc = run_benchy_here(
-        "run", "--base-url", sim.base_url, "-q", "--no-report", "-o", str(out), "--endpoint", "embeddings",
+        "run", "--base-url", sim.base_url, "-q", "--no-report", "-o", str(out), "--endpoint", endpoint,
         "--batch", "2", "--pp", "64", "-c", "2", "--runs", "10", "--warmup", "0",
     )  # fmt: skip
     assert "Traceback" not in proc.stderr
@@ -100,4 +110,23 @@ def test_failed_embeddings_are_recorded_and_counted(start_sim, tmp_path):
     measured = [r for r in case["requests"] if not r["warmup"]]
     failed = [r for r in measured if truth[r["request_id"]]["status"] == 500]
     assert failed and case["n_failed"] == len(failed) == case["errors"]["http_500"]
-    assert len(measured) == 20 and case["n_ok"] == 20 - len(failed) and case["input_tps"] is not None
+    assert len(measured) == 20 and case["n_ok"] == 20 - len(failed)
+    assert case["input_tps"] is not None and case["input_rate"] is not None
+
+
+def test_an_answer_that_drops_a_document_is_no_answer():
+    """A server that scored fewer documents than it was sent did not serve them all."""
+    sent = rerank.payload("m", "doc", 1, False, {"input": ["a", "b"], "max_tokens": 4, "stream": True})
+    assert sent["documents"] == ["a", "b"] and sent["top_n"] == 2 and "max_tokens" not in sent and "stream" not in sent
+    assert rerank.inputs(sent) == 2
+    answer = rerank.as_chat({"results": [{"index": 0, "relevance_score": 0.5}], "usage": {"total_tokens": 9}})
+    assert answer["scored"] == 1 and answer["usage"] == {"prompt_tokens": 9, "completion_tokens": 0}
+    unscored = rerank.as_chat({"results": [{"index": 0}], "usage": {"total_tokens": 9}})
+    assert "error" in unscored
+    for results, status in (([0], "error"), ([0, 1], "ok")):  # as the client reads it: 2 sent
+        rec = RequestRecord("c", 0, 0, False, "r", nonce=None, target_prompt_tokens=9, target_output_tokens=0, inputs=2)
+        reader = StreamReader(rec, api=rerank, whole=True)
+        body = {"results": [{"index": i, "relevance_score": 0.5} for i in results], "usage": {"total_tokens": 9}}
+        reader.feed(json.dumps(body).encode(), 0.1)
+        reader.close(0.2)
+        assert rec.status == status and (rec.error_kind == "server_error") == (status == "error"), rec.error

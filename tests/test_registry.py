@@ -153,7 +153,13 @@ def test_withholding_ttft_takes_what_is_computed_from_it_along():
 
 
 def test_case_level_formulas_are_the_registrys():
-    assert set(registry.CASE_FORMULA_METRICS) == {"aggregate_tps", "request_rate", "achieved_rate", "input_tps"}
+    assert set(registry.CASE_FORMULA_METRICS) == {
+        "aggregate_tps",
+        "request_rate",
+        "achieved_rate",
+        "input_tps",
+        "input_rate",
+    }
 
 
 def _keys(level: str) -> set[str]:

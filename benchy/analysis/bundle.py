@@ -63,6 +63,7 @@ class PlannedCase(Saved):
     dataset: dict[str, Any] | None = None  # --dataset: the DatasetSpec's fields
     pp_stddev: float = 0.0  # --pp-stddev / --tg-stddev
     tg_stddev: float = 0.0
+    batch: int = 1  # --batch of a pooling case (its label shows it)
 
     @classmethod
     def of(cls, case: Case, endpoint: str, runs: int, planned_requests: int | None) -> PlannedCase:
@@ -88,6 +89,7 @@ class PlannedCase(Saved):
             dataset=_dataset_fields(case.dataset),
             pp_stddev=case.pp_stddev,
             tg_stddev=case.tg_stddev,
+            batch=case.batch,
         )
 
     def case(self) -> Case:
@@ -107,6 +109,7 @@ class PlannedCase(Saved):
             dataset=_dataset_spec(self.dataset),
             pp_stddev=self.pp_stddev,
             tg_stddev=self.tg_stddev,
+            batch=self.batch,
         )
 
 

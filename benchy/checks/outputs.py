@@ -17,6 +17,7 @@ from benchy.checks.registry import (
 )
 from benchy.measure import stats, unavailable
 from benchy.measure.classify import DRAIN_CUT, OUTPUT_FAILURES
+from benchy.results.pooling import is_pooling
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -181,7 +182,7 @@ def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
     # Without usage the token count is a lower bound: it cannot show a short output.
     facts = case.facts()
     got = facts.delivered  # the believed count of each request with usage
-    if not facts.n_short or case.endpoint == "embeddings":  # a pooling request generates nothing
+    if not facts.n_short or is_pooling(case.endpoint):  # a pooling request generates nothing
         return
     delivered = int(stats.median(got))
     cause, hint = _short_output_cause(facts.short_finish_reasons, run.setup.stop)

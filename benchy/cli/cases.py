@@ -267,7 +267,8 @@ LOAD_OPTIONS: tuple[Decorator, ...] = (
         default=1,
         show_default=True,
         metavar="N",
-        help="With --endpoint embeddings: N inputs a request, each of --pp tokens and unique (docs/embeddings.md).",
+        help="With --endpoint embeddings: N inputs a request, each of --pp tokens and unique; with --endpoint rerank: "
+        "N documents a request, each (query, document) pair --pp tokens (docs/embeddings.md).",
     ),
     click.option(
         "--max-inflight",

@@ -226,12 +226,12 @@ endpoint_option = click.option(
 # `run` also measures a pooling endpoint; capacity and probe-cache judge TTFT, which it has none of.
 run_endpoint_option = click.option(
     "--endpoint",
-    type=click.Choice(["chat", "completions", "responses", "messages", "embeddings"]),
+    type=click.Choice(["chat", "completions", "responses", "messages", "embeddings", "rerank"]),
     default="chat",
     show_default=True,
     help="API to send to: /v1/chat/completions (messages, the server's chat template), "
     "/v1/completions (a raw prompt, no template), /v1/responses (OpenAI's Responses API), "
-    "/v1/messages (Anthropic's Messages API) or /v1/embeddings (a pooling endpoint: docs/embeddings.md); "
+    "/v1/messages (Anthropic's Messages API), /v1/embeddings or /v1/rerank (pooling endpoints: docs/embeddings.md); "
     "docs/engines.md says which engine serves which.",
 )
 

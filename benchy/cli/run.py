@@ -253,7 +253,7 @@ def run(opts: RunOptions) -> int:
     bad = [r for r in server.replicas if not r.startswith(("http://", "https://"))]
     if bad:
         raise click.UsageError(f"--replica {bad[0]!r}: expected an http:// or https:// URL")
-    cases = with_endpoint(cases, endpoint)  # labels name a non-chat endpoint
+    cases = with_endpoint(cases, endpoint, opts.load.load.batch)  # labels name a non-chat endpoint (and a batch)
     if output is not None:
         claim_folder(output, opts.output.force)
     client = server.client

@@ -55,7 +55,7 @@ def check_url(url: str) -> None:
 
 
 # Endpoint paths people paste from a server's docs or a curl line; benchy appends them itself.
-PASTED_ENDPOINTS = ("/chat/completions", "/completions", "/responses", "/messages", "/embeddings")
+PASTED_ENDPOINTS = ("/chat/completions", "/completions", "/responses", "/messages", "/embeddings", "/rerank")
 
 
 def api_root(url: str) -> str:

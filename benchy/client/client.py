@@ -23,7 +23,7 @@ from urllib.parse import urljoin
 
 import orjson
 
-from benchy.client import embeddings, images, messages, responses, tools
+from benchy.client import embeddings, images, messages, rerank, responses, tools
 from benchy.client.aiohttp_pool import AiohttpPool
 from benchy.client.booking import Api
 from benchy.client.connect import HttpFailure, env_proxy
@@ -432,8 +432,8 @@ class Client:
         its final channel as content, and marker-only deltas carry no token."""
         payload = self.payload(prompt, max_tokens, endpoint, self.settings.stream, extra)
         rec.streamed = bool(payload.get("stream"))
-        if endpoint == "embeddings":
-            rec.inputs = embeddings.inputs(payload)
+        if endpoint in POOLING:
+            rec.inputs = POOLING[endpoint].inputs(payload)
         body = orjson.dumps(payload)
         reused = await self._send(rec, body, endpoint, False, harmony)
         if reused and rec.error_kind == "reset":
@@ -486,7 +486,9 @@ class Client:
 # The path of each --endpoint under the base URL; responses and messages have modules of their own.
 PATHS = {"chat": "/chat/completions", "completions": "/completions", "responses": "/responses", "messages": "/messages"}
 PATHS["embeddings"] = "/embeddings"
-_APIS: dict[str, Api] = {"responses": responses, "messages": messages, "embeddings": embeddings}
+PATHS["rerank"] = "/rerank"  # llama.cpp and vLLM serve /v1/rerank and /rerank
+POOLING = {"embeddings": embeddings, "rerank": rerank}  # inputs answered, no token generated
+_APIS: dict[str, Api] = {"responses": responses, "messages": messages, **POOLING}
 
 
 def _api(endpoint: str) -> Api | None:

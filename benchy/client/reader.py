@@ -155,10 +155,21 @@ class StreamReader:
             return DONE_GRACE_S
         return USAGE_GRACE_S if self.finished_s is not None else None
 
+    def _as_chat(self, answer: object) -> object:
+        """The whole answer in chat's shape; a pooling answer that scored fewer inputs than were
+        sent (client/rerank.py counts them) is an error: those inputs were not really served."""
+        if self.api is None:
+            return answer
+        answer = self.api.as_chat(answer)
+        sent = self.rec.inputs
+        if isinstance(answer, dict) and sent is not None and answer.get("scored", sent) != sent:
+            return {"error": {"message": f"{answer['scored']} of {sent} documents scored"}}
+        return answer
+
     def close(self, now: float) -> None:
         if self.whole is not None:
             answer = json_or_none(bytes(self.whole))
-            whole.read(self, self.api.as_chat(answer) if self.api is not None else answer, now)
+            whole.read(self, self._as_chat(answer), now)
             return
         for data in self.parser.close():
             self._event(data, now)

@@ -47,7 +47,10 @@ def same_shape(a: Case, b: Case) -> bool:
 
 
 def loaded(case: Case) -> bool:
-    """Whether the case's requests can wait for one another at the server (module docstring)."""
+    """Whether the case's requests can wait for one another at the server (module docstring).
+    A pooling case never is: it has no TTFT for an alone baseline to judge."""
+    if case.pooling:
+        return False
     if case.kind == "shared_prefix":  # judged on the line of uncached tokens (module docstring)
         return case.concurrency > 1 or case.rate is not None
     if case.depth_mode == "cached":  # its context is cached: alone, the first one would not be

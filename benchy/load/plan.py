@@ -22,7 +22,7 @@ from benchy.load.images import ImageSettings
 from benchy.load.prompts import Prompt, PromptFactory, Template, exact_length_options
 from benchy.records import RequestRecord
 from benchy.workloads import agent_trace, trace
-from benchy.workloads.case import Case
+from benchy.workloads.case import POOLING_ENDPOINTS, Case
 from benchy.workloads.spec import MultiTurn, TraceReplay
 
 IMAGE_ENDPOINTS = ("chat", "responses", "messages")  # the APIs with image parts (client/images.py)
@@ -66,8 +66,10 @@ class LoadSettings:
 
     def check(self, cases: list[Case], endpoint: str = "chat") -> None:
         """ValueError for a setting that none of the cases can use."""
-        if self.batch > 1 and any((c.endpoint or endpoint) != "embeddings" for c in cases):
-            raise ValueError("--batch needs --endpoint embeddings: only a pooling endpoint takes a list of inputs")
+        if self.batch > 1 and any((c.endpoint or endpoint) not in POOLING_ENDPOINTS for c in cases):
+            raise ValueError(
+                "--batch needs --endpoint embeddings or rerank: only a pooling endpoint takes a list of inputs"
+            )
         if self.images and any((c.endpoint or endpoint) not in IMAGE_ENDPOINTS or c.kind != "sweep" for c in cases):
             raise ValueError(
                 "--images needs plain cases (--pp/--tg, no workload, dataset or trace) on --endpoint chat, "

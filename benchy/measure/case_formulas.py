@@ -64,6 +64,17 @@ def input_tps(records: list[RequestRecord]) -> float | Unavailable:
     return sum(r.prompt_tokens or 0 for r in done) / seconds
 
 
+def input_rate(records: list[RequestRecord]) -> float | Unavailable:
+    """The inputs of the successful requests (a batch's each embedding input, a rerank's each
+    document, as the body benchy sent held them) ÷ (last end − first send): the items a pooling
+    endpoint got through, which requests/s hides when a request carries several."""
+    window = _success_window(records)
+    if isinstance(window, Unavailable):
+        return window
+    done, seconds = window
+    return sum(r.inputs or 1 for r in done) / seconds
+
+
 def cut_short(measured: int, planned: int | None) -> Unavailable | None:
     """A case the run stopped inside: its rates cover the ramp-up and miss the rest, so they
     understate what the server delivers over a whole case (a SIGINT at 11 of 12 requests

@@ -20,7 +20,7 @@ from typing import Literal
 from benchy.measure import reading
 from benchy.measure.beside import BESIDE
 from benchy.measure.beside import SERVER_HISTOGRAMS as SERVER_HISTOGRAMS  # (re-exported: views read it here)
-from benchy.measure.case_formulas import achieved_rate, aggregate_output_tps, input_tps, request_rate
+from benchy.measure.case_formulas import achieved_rate, aggregate_output_tps, input_rate, input_tps, request_rate
 from benchy.measure.classify import buffering_reason, is_buffered
 from benchy.measure.metric import CASE as CASE  # the metric's vocabulary, re-exported: importers read it here
 from benchy.measure.metric import (
@@ -266,6 +266,15 @@ _PER_CASE = (
         definition="successful requests ÷ (last end − first send) of the case, failed requests included",
         reads=("sent_mono_s", "end_s"),
         formula=request_rate,
+    ),
+    _request_rate(
+        "input_rate",
+        "inputs/s",
+        level=CASE,
+        definition="inputs of the successful requests (embeddings inputs, rerank documents) ÷ (last end − first "
+        "send) of the case, failed requests included; kept for pooling cases (--endpoint embeddings, rerank)",
+        reads=("inputs", "sent_mono_s", "end_s"),
+        formula=input_rate,
     ),
     _request_rate(
         "achieved_rate",

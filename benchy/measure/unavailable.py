@@ -81,7 +81,8 @@ REASON_TITLES = {
 }
 POOLED_WHY = Unavailable(
     POOLED,
-    "--endpoint embeddings: the server embeds the inputs and generates no token, so no output or stream figure "
+    "a pooling endpoint (--endpoint embeddings or rerank): the server reads the inputs and generates no token, "
+    "so no output or stream figure "
     "exists (TTFT, inter-token latency, decode and output rates); latency, requests/s and input tokens/s stand",
 )
 NOT_STREAMED_WHY = Unavailable(

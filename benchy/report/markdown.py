@@ -8,7 +8,7 @@ from benchy.measure import stats
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.registry import METRICS
 from benchy.measure.sanity.canary import Canary
-from benchy.report import gpu_view, images_view, server_view, table, tails, workloads
+from benchy.report import gpu_view, images_view, pooled_view, server_view, table, tails, workloads
 from benchy.results.types import MetricSummary, PromptLengths, RunResult, Setup
 
 
@@ -212,6 +212,8 @@ def detail_lines(results: RunResult) -> list[str]:
     cases = results.cases
     if not cases:
         return []
+    if pooled_view.all_pooled(cases):  # no throughput, TTFT or event to show: the latency alone
+        return pooled_view.tail_lines(cases, _ms)
     out = [
         "## Spread and tail latency",
         "",
@@ -292,7 +294,9 @@ def render(
     parts += [
         "## Results",
         "",
-        "Median ± sample standard deviation over the measured requests of each case "
+        pooled_view.RESULTS_HEAD
+        if pooled_view.all_pooled(results.cases)
+        else "Median ± sample standard deviation over the measured requests of each case "
         "(n = successful requests). e2e t/s = completion tokens ÷ total request time.",
         "",
         table.markdown(results),

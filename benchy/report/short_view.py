@@ -15,8 +15,8 @@ from tabulate import tabulate
 
 from benchy.measure import stats
 from benchy.measure.classify import DRAIN_CUT
-from benchy.measure.registry import METRICS
-from benchy.report import table
+from benchy.measure.registry import METRICS, Metric
+from benchy.report import pooled_view, table
 from benchy.results.types import CaseResult, MetricSummary, RunResult
 
 SHOWN = (METRICS["ttft_s"], METRICS["itl_s"], METRICS["e2e_s"])
@@ -30,18 +30,19 @@ def terminal(results: RunResult) -> str:
     if not loaded:
         return text
     cuts = any(c.errors.get(DRAIN_CUT) for c in loaded)
-    headers = ["test", "ok", "failed"] + (["cut"] if cuts else []) + [f"{m.title} p50 / p99" for m in SHOWN]
-    rows = [_row(case, cuts) for case in loaded]
+    shown = pooled_view.existing(SHOWN, loaded)  # a pooling run: total latency only
+    headers = ["test", "ok", "failed"] + (["cut"] if cuts else []) + [f"{m.title} p50 / p99" for m in shown]
+    rows = [_row(case, cuts, shown) for case in loaded]
     aligned = tabulate(rows, headers=headers, tablefmt="simple", stralign="right", disable_numparse=True)
     replays = "".join(f"\n\n{table.replayed_line(c)} Sent at the trace's times." for c in loaded if c.kind == "trace")
     return f"{text}\n\nLatency under load:\n\n{aligned}{replays}\n\n{POINTER}"
 
 
-def _row(case: CaseResult, cuts: bool) -> list[str]:
+def _row(case: CaseResult, cuts: bool, shown: list[Metric]) -> list[str]:
     """A case's line: its requests that finished, failed and were cut by the drain (not failures)."""
     cut = case.errors.get(DRAIN_CUT, 0)
     counts = [str(case.n_ok), str(case.n_failed - cut)] + ([str(cut)] if cuts else [])
-    return [table.case_name(case), *counts] + [_p50_p99(case.summary.get(m.name), m.scale) for m in SHOWN]
+    return [table.case_name(case), *counts] + [_p50_p99(case.summary.get(m.name), m.scale) for m in shown]
 
 
 def _p50_p99(summary: MetricSummary | None, scale: float) -> str:

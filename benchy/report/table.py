@@ -18,6 +18,9 @@ from benchy.report.shown import FLAG, NOISE_RATIO, case_warnings, flagged_metric
 from benchy.results.types import CaseResult, CheckWarning, Goodput, MetricSummary, RunResult
 
 __all__ = ["FLAG", "NOISE_RATIO", "case_warnings", "flagged_metrics", "too_noisy"]  # their home: shown.py
+from benchy.report import pooled_view
+from benchy.report.pooled_view import existing, withheld
+from benchy.results.pooling import is_pooling
 from benchy.results.verdicts.details import OutputLengthMismatch
 
 LOAD_COLUMNS = (METRICS["aggregate_tps"], METRICS["request_rate"])  # when a case ran under load
@@ -129,11 +132,13 @@ def goodput_cell(goodput: Goodput | None, notes: Footnotes) -> str:
 
 def rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str]]]:
     cases = results.cases
+    if pooled_view.all_pooled(cases):  # only the columns a pooling endpoint has
+        return pooled_rows(results, notes)
     loaded = any(is_loaded(c) for c in cases)
     with_goodput = any(c.goodput for c in cases)
     with_ceiling = any(c.ceiling for c in cases)
     with_gpu = gpu_view.has_gpu(results)
-    pooled = any(c.endpoint == "embeddings" for c in cases)
+    pooled = any(is_pooling(c.endpoint) for c in cases)
     warned = case_warnings(results)
     headers = ["test", "n"] + [m.title for m in TABLE_METRICS]
     if loaded:
@@ -240,15 +245,17 @@ def load_markdown(results: RunResult) -> str | None:
     cases = [c for c in results.cases if is_loaded(c) and c.n_ok]  # no success: no tail to show
     if not cases:
         return None
+
     opened = any(c.mode == "open" for c in cases)
     lag, offered = METRICS["send_lag_s"], METRICS["achieved_rate"]
-    headers = ["test", "n"] + [f"{m.title} p50 / p90 / p99" for m in PERCENTILE_METRICS]
+    shown = existing(PERCENTILE_METRICS, cases)  # a pooling run: latency only
+    headers = ["test", "n"] + [f"{m.title} p50 / p90 / p99" for m in shown]
     if opened:
         headers += ["asked req/s", offered.title, f"{lag.title} p50 / p90 / p99"]
     body = []
     for case in cases:
         row = [case_name(case), str(case.n_ok)]
-        row += [percentiles_cell(case.summary.get(m.name), m) for m in PERCENTILE_METRICS]
+        row += [percentiles_cell(case.summary.get(m.name), m) for m in shown]
         if opened:
             open_loop = case.mode == "open"
             row += [
@@ -382,6 +389,8 @@ def case_metric_cells(case: CaseResult) -> list[Any]:
     stored = {
         "aggregate_tps": case.aggregate_tps,
         "request_rate": case.request_rate,
+        "input_tps": case.input_tps,  # a pooling case's (pooled_view.py)
+        "input_rate": case.input_rate,
         "achieved_rate": case.achieved_rate,
         "goodput": goodput.fraction if goodput else None,
         "goodput_rate": goodput.rate if goodput else None,
@@ -403,7 +412,9 @@ def _blank(value: object) -> object:
 
 def csv_text(results: RunResult) -> str:
     """One row per case and metric: machine-friendly, no formatting. A figure the Markdown
-    table marks with ⚠ names the warnings behind it in `flagged_by`."""
+    table marks with ⚠ names the warnings behind it in `flagged_by`. A pooling case has no row
+    for the figures its endpoint cannot have (results.json keeps why: pooled_view.py)."""
+
     warnings = results.warnings
     flagging = case_warnings(results)  # the same warnings that put ⚠ on a Markdown cell
     run_wide = codes_cell(w for w in warnings if not w.case)
@@ -416,7 +427,7 @@ def csv_text(results: RunResult) -> str:
         of_case = codes_cell(w for w in warnings if w.case == label)
         keys = case_key_cells(case)
         own = [case.n_ok, case.n_failed, *case_metric_cells(case), *gpu_view.csv_cells(case)]
-        for metric in (m for m in REQUEST_METRICS if m in case.summary):  # registry order
+        for metric in (m for m in REQUEST_METRICS if m in case.summary and not withheld(case, m)):  # registry order
             summary = case.summary[metric]
             flagged = [w for w in flagging.get(label, []) if summary and metric in w.metrics]
             writer.writerow(
@@ -429,3 +440,23 @@ def csv_text(results: RunResult) -> str:
                 + tail_cells(case.steady.summary.get(metric) if case.steady else None)
             )
     return out.getvalue()
+
+
+POOLED_RATES = (METRICS["request_rate"], METRICS["input_rate"])
+POOLED_TABLE_HEADERS = ["test", "n", POOLED_HEADERS[1], *(m.title for m in POOLED_RATES), POOLED_HEADERS[0]]
+
+
+def pooled_rows(results: RunResult, notes: Footnotes) -> tuple[list[str], list[list[str]]]:
+    """The case table of a pooling run: latency p50 / p90 / p99, requests/s, inputs/s (documents
+    of a rerank), input tokens/s, errors."""
+    warned = case_warnings(results)
+    with_goodput = any(c.goodput for c in results.cases)
+    headers = POOLED_TABLE_HEADERS + (["goodput"] if with_goodput else []) + ["errors"]
+    body = []
+    for case in results.cases:
+        input_rate, latency = pooled_cells(case, notes)
+        row = [row_label(case, warned.get(case.label, [])), str(case.n_ok), latency]
+        row += [*(load_cell(case, m, notes) for m in POOLED_RATES), input_rate]
+        row += [goodput_cell(case.goodput, notes)] if with_goodput else []
+        body.append(row + [errors_cell(case)])
+    return headers, body

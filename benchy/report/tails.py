@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from benchy.report import pooled_view
 from benchy.results.types import MetricSummary, RunResult
 
 Formatter = Callable[[MetricSummary | None, str], str]  # markdown._ms: a summary's figure in ms
@@ -40,11 +41,15 @@ def schedule_lines(results: RunResult, ms: Formatter) -> list[str]:
     return out + [""]
 
 
+STEADY_TITLES = {"ttft_s": "TTFT", "itl_s": "ITL/token", "e2e_s": "total latency"}
+
+
 def steady_lines(results: RunResult, ms: Formatter) -> list[str]:
     """Closed loops: each latency over the whole run and over the span where every stream was busy."""
     cases = [c for c in results.cases if c.steady and c.steady.summary]
     if not cases:
         return []
+    names = [n for n in STEADY_TITLES if not all(pooled_view.withheld(c, n) for c in cases)]  # a pooling run: latency
     out = [
         "## Closed loops: steady state",
         "",
@@ -53,18 +58,15 @@ def steady_lines(results: RunResult, ms: Formatter) -> list[str]:
         "that finished stayed idle). Its figures are over the requests sent and ended inside it; the whole run's over all. "
         "p50 / p90 / p99, ms.",
         "",
-        "| test | window s | requests | TTFT whole | TTFT steady | ITL/token whole | ITL/token steady "
-        "| total latency whole | total latency steady |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| test | window s | requests | "
+        + " | ".join(f"{STEADY_TITLES[name]} {part}" for name in names for part in ("whole", "steady"))
+        + " |",
+        "|---|---|---|" + "---|" * 2 * len(names),
     ]
     for case in cases:
         window = case.steady
         assert window is not None
-        cells = [
-            _tails(summary.get(name), ms)
-            for name in ("ttft_s", "itl_s", "e2e_s")
-            for summary in (case.summary, window.summary)
-        ]
+        cells = [_tails(summary.get(name), ms) for name in names for summary in (case.summary, window.summary)]
         out.append(
             f"| {case.label} | {window.start_s:.2f}–{window.end_s:.2f} | {window.requests} of {case.n_ok} | "
             + " | ".join(cells)

@@ -50,7 +50,7 @@ from benchy.results.types import (
 )
 from benchy.server.cache_reset import CacheReset
 from benchy.server.metrics import NoServerFigures, ServerCaseMetrics
-from benchy.workloads.case import Case
+from benchy.workloads.case import POOLING_ENDPOINTS, Case
 
 
 class CaseRows:
@@ -131,8 +131,8 @@ def case_figures(
     measured = tally.measured
     per_case = registry.case_metrics(measured, _light_tokens)  # type: ignore[arg-type]
     cut = case_formulas.cut_short(len(measured), planned_requests)
-    pooled = endpoint == "embeddings"  # no output tokens: input tokens/s stands in for them
-    names = ("aggregate_tps", "request_rate", "input_tps") if pooled else ("aggregate_tps", "request_rate")
+    pooled = endpoint in POOLING_ENDPOINTS  # no output tokens: input tokens/s stands in for them
+    names = ("aggregate_tps", "request_rate") + (("input_tps", "input_rate") if pooled else ())
     rates = {name: cut or per_case[name] for name in names}
     if cut:
         unavailable |= dict.fromkeys(rates, cut)
@@ -162,6 +162,7 @@ def case_figures(
         achieved_rate=_value(per_case["achieved_rate"]),
         request_rate=_value(rates["request_rate"]),
         input_tps=_value(rates["input_tps"]) if pooled else None,
+        input_rate=_value(rates["input_rate"]) if pooled else None,
         images=shown.result(),
         send_lag=send_lag,
         from_schedule=tally.schedule_summaries(),
@@ -212,11 +213,11 @@ class _Light:
     """What the case-level figures (registry.case_metrics, goodput) read of a measured request:
     a few numbers in place of its row, so that a long case's rows need not be held."""
 
-    __slots__ = ("ok", "sent_mono_s", "end_s", "tokens", "prompt_tokens", "slo_values")
+    __slots__ = ("ok", "sent_mono_s", "end_s", "tokens", "prompt_tokens", "inputs", "slo_values")
 
     def __init__(self, row: RequestResult, slo: dict[str, float] | None) -> None:
         self.ok, self.sent_mono_s, self.end_s = row.ok, row.sent_mono_s, row.end_s
-        self.prompt_tokens = row.prompt_tokens
+        self.prompt_tokens, self.inputs = row.prompt_tokens, row.inputs  # inputs: a pooling request's
         self.tokens = _row_tokens(row)
         self.slo_values = None  # what goodput judges, with --slo only
         if slo and row.ok:

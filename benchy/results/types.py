@@ -65,12 +65,11 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.23 workload.no_reuse (and cache_not_reused's details): miss_idle_min_s, hit_idle_max_s,
        lost_idle_min_s, start_hits, cause ("expiry" when the idle gaps point to a lifetime)
   1.24 setup.receive_stamps: the kernel's arrival stamp of each read (SO_TIMESTAMPNS) or the read's own
-  1.25 request local_scale_generated: its local count's scale was fitted on the tokens a
-       calibration answer was known to make (it ended by length), setup.calibration.output_method
-       "max_tokens"; server_token_mismatch details counted_tokens (what the rates counted)
+  1.25 request local_scale_generated (its local scale fitted on a calibration answer ended by length),
+       setup.calibration.output_method "max_tokens"; server_token_mismatch details counted_tokens
   1.26 request tool_chars, tool_calls (tool calls are output: client/tools.py); metric ttftc_s
-       (time to first tool call), workload.turns[].ttftc_s; setup.tools, setup.tool_choice (--tools,
-       --tool-choice); warning tool_choice_ignored; case.server counter_resets (its counters added up over every scrape as rate() does) and
+       (time to first tool call), workload.turns[].ttftc_s; setup.tools, setup.tool_choice; warning
+       tool_choice_ignored; case.server counter_resets (added up over every scrape as rate() does),
        several_processes (why the scrapes answer for several processes: counts withheld);
        warnings server_counter_reset, server_several_processes; case.silence (the longest span
        in which no stream mid-answer received anything) and ttft_outside_server details cause,
@@ -91,6 +90,7 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
   1.27 --images (docs/images.md): setup.load.images; request images, image_bytes, server_image_tokens,
        image_tokens (the server's own count, or usage minus the exact text), image_tokens_from; case
        images; setup.ceiling hardware_confirmed (false where only --hardware says so, issue 52)
+  1.28 --endpoint rerank (docs/embeddings.md); case input_rate (inputs or documents a second)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -143,7 +143,7 @@ from benchy.server.metrics import MetricsStatus as MetricsStatus
 from benchy.server.metrics import NoServerFigures as NoServerFigures
 from benchy.server.metrics import ServerCaseMetrics as ServerCaseMetrics
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 27
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 28
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -358,6 +358,7 @@ class CaseResult(Saved):
     achieved_rate: float | None = None
     request_rate: float | None = None
     input_tps: float | None = _opt("(1.26) pooling cases (--endpoint embeddings): input tokens/s", omit=True)
+    input_rate: float | None = _opt("(1.28) pooling cases: inputs/s (embeddings inputs, rerank documents)", omit=True)
     images: image_figures.ImageFigures | None = _opt(
         "(1.27) --images: the requests' images and their tokens beside the text's", omit=True
     )

@@ -24,7 +24,12 @@ from benchy.sim import tools
 from benchy.sim.engine import REASONING
 
 APIS = ("responses", "messages")
-ID_PREFIX = {"responses": "resp", "messages": "msg", "embeddings": "emb"}  # embeddings: sim/embeddings.py
+ID_PREFIX = {
+    "responses": "resp",
+    "messages": "msg",
+    "embeddings": "emb",
+    "rerank": "rerank",
+}  # embeddings: sim/embeddings.py
 
 
 class BadRequest(ValueError):

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from benchy import __version__
 from benchy.jsontypes import JsonObject
-from benchy.sim import embeddings, images
+from benchy.sim import embeddings, images, rerank
 from benchy.sim.apis import APIS, ID_PREFIX, BadRequest, to_chat
 from benchy.sim.config import SimConfig
 from benchy.sim.engine import (
@@ -132,6 +132,8 @@ class Simulator:
         app.router.add_post("/v1/responses", self.responses)
         app.router.add_post("/v1/messages", self.messages)
         app.router.add_post("/v1/embeddings", self.embeddings)
+        app.router.add_post("/v1/rerank", self.rerank)
+        app.router.add_post("/rerank", self.rerank)
         return app
 
     def close(self) -> None:
@@ -165,6 +167,9 @@ class Simulator:
 
     async def embeddings(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, "embeddings")
+
+    async def rerank(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "rerank")
 
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
         received_s = clock()
@@ -212,7 +217,13 @@ class Simulator:
     async def _serve(self, request: web.Request, endpoint: str, trace: Trace) -> web.StreamResponse:
         body = await read_json(request)
         if endpoint == "embeddings":
-            return await self._embed(request, body, trace)
+            trace.model, encoded = embeddings.parse(self.cfg, body)
+            model = trace.model or self.cfg.model
+            return await self._pool(request, trace, encoded, lambda: embeddings.answer(model, trace.id, encoded))
+        if endpoint == "rerank":
+            trace.model, query, pairs = rerank.parse(self.cfg, body)
+            model, top, trace.query_tokens = trace.model or self.cfg.model, rerank.top_n(body, len(pairs)), len(query)
+            return await self._pool(request, trace, pairs, lambda: rerank.answer(model, trace.id, pairs, top))
         if endpoint in APIS:  # planned, served and logged as the chat request it amounts to
             try:
                 body, endpoint = to_chat(body, endpoint), "chat"
@@ -265,10 +276,12 @@ class Simulator:
                 f"the prompt has {len(job.prompt_ids)} with its images.",
             )
 
-    async def _embed(self, request: web.Request, body: JsonObject, trace: Trace) -> web.StreamResponse:
-        """A pooling request (sim/embeddings.py): each input prefilled in one slot, no decode."""
+    async def _pool(
+        self, request: web.Request, trace: Trace, encoded: list[list[int]], answer: Callable[[], bytes]
+    ) -> web.StreamResponse:
+        """A pooling request (sim/embeddings.py, sim/rerank.py): each input (a rerank's each
+        query and document) prefilled in one slot, one after another; nothing decoded."""
         trace.stream = False
-        trace.model, encoded = embeddings.parse(self.cfg, body)
         trace.input_tokens = [len(ids) for ids in encoded]
         trace.prompt_tokens = trace.prompt_tokens_sent = sum(trace.input_tokens)
         trace.fault = self._draw_fault()
@@ -288,8 +301,7 @@ class Simulator:
         finally:
             engine.slots.release()
         trace.finish_reason = "stop"
-        answer = embeddings.answer(trace.model or self.cfg.model, trace.id, encoded)
-        return await self._send_whole(request, trace, 200, answer, JSON_TYPE, event="content")
+        return await self._send_whole(request, trace, 200, answer(), JSON_TYPE, event="content")
 
     def _draw_fault(self) -> str | None:
         if not self.cfg.faults:

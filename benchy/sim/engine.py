@@ -423,7 +423,8 @@ class Trace:
     prefill_end_s: float | None = None
     prompt_tokens: int | None = None  # what the server kept (after --truncate-prompt)
     prompt_tokens_sent: int | None = None  # what the request held
-    input_tokens: list[int] | None = None  # /v1/embeddings: each input's tokens, in order
+    input_tokens: list[int] | None = None  # /v1/embeddings: each input's tokens, in order; /v1/rerank: each pair's
+    query_tokens: int | None = None  # /v1/rerank: the query's tokens (in every pair, before a separator)
     images: list[JsonObject] | None = None  # each image as processed, in order (sim/images.py)
     image_tokens: int | None = None  # their tokens, prefilled after the text
     cached_tokens: int | None = None  # served from cache, truly

@@ -16,7 +16,8 @@ from benchy.jsontypes import JsonObject
 from benchy.workloads.dataset import DatasetSpec
 from benchy.workloads.spec import MultiTurn, SharedPrefix, TraceReplay, Workload
 
-ENDPOINTS = ("chat", "completions", "responses", "messages", "embeddings")
+ENDPOINTS = ("chat", "completions", "responses", "messages", "embeddings", "rerank")
+POOLING_ENDPOINTS = ("embeddings", "rerank")  # they read inputs and generate no token (docs/embeddings.md)
 DEPTH_MODES = ("cold", "cached")
 
 
@@ -49,6 +50,7 @@ class Case:
     # --pp-stddev / --tg-stddev: each request's lengths drawn around pp and tg (workloads/spread.py)
     pp_stddev: float = 0.0
     tg_stddev: float = 0.0
+    batch: int = 1  # --batch: inputs a request of a pooling endpoint (with_endpoint sets it)
 
     def extra_fields(self) -> JsonObject:
         return _fields(self.extra_body) if self.extra_body else {}
@@ -62,6 +64,11 @@ class Case:
         return self.workload.kind if self.workload is not None else "sweep"
 
     @property
+    def pooling(self) -> bool:
+        """Sent to a pooling endpoint: no output, so no tg; --batch inputs a request."""
+        return self.endpoint in POOLING_ENDPOINTS
+
+    @property
     def groups(self) -> int:
         """Shared contexts sent ahead: one per group of a shared-prefix case, else one."""
         return self.workload.groups if isinstance(self.workload, SharedPrefix) else 1
@@ -73,7 +80,8 @@ class Case:
         Workloads: `multi-turn u4 x8 pp256 tg64`, `shared 75% of pp2048 g4 tg32 c4`,
         `trace sample.jsonl x2`. A dataset's name follows in brackets (`pp512 tg32 [chat.jsonl]`);
         its natural case reads `dataset chat.jsonl c4` (`… tg128 c4` with --tg, `… r4` with --rate).
-        An endpoint other than chat (the default) ends it: `pp512 tg32 c4 completions`."""
+        An endpoint other than chat (the default) ends it: `pp512 tg32 c4 completions`; a pooling
+        endpoint generates nothing, so its batch stands where tg would: `pp512 b2 c4 embeddings`."""
         return self._shape_label + endpoint_suffix(self.endpoint)
 
     @property
@@ -86,7 +94,9 @@ class Case:
             return self.workload.label(self.depth + self.pp, self.tg, self.concurrency)
         if isinstance(self.workload, MultiTurn):
             return self.workload.label(self.pp, self.tg, self.concurrency)
-        text = f"pp{self.pp}{_spread(self.pp_stddev)} tg{self.tg}{_spread(self.tg_stddev)}"
+        text = f"pp{self.pp}{_spread(self.pp_stddev)} " + (
+            f"b{self.batch}" if self.pooling else f"tg{self.tg}{_spread(self.tg_stddev)}"
+        )
         if self.rate is not None:
             text += f" r{self.rate:g}"
         elif self.concurrency != 1:
@@ -117,10 +127,12 @@ def endpoint_suffix(endpoint: str | None) -> str:
     return f" {endpoint}" if endpoint and endpoint != DEFAULT_ENDPOINT else ""
 
 
-def with_endpoint(cases: list[Case], endpoint: str) -> list[Case]:
+def with_endpoint(cases: list[Case], endpoint: str, batch: int = 1) -> list[Case]:
     """Each case with the endpoint it is sent to (its own, else the run's --endpoint), so that its
-    label says which; cases that now read alike are one (once_each)."""
+    label says which, and a pooling case with its --batch, which its label shows in tg's place;
+    cases that now read alike are one (once_each: --tg does not part pooling cases)."""
     resolved = [c if c.endpoint else dataclasses.replace(c, endpoint=endpoint) for c in cases]
+    resolved = [dataclasses.replace(c, batch=batch) if c.pooling else c for c in resolved]
     return once_each(resolved)[0]
 
 
@@ -148,10 +160,11 @@ def once_each(cases: list[Case]) -> tuple[list[Case], list[str]]:
         first = kept.setdefault(case.label, case)
         if first is case:
             continue
+        same = ("scenario", "tg", "tg_stddev") if case.pooling else ("scenario",)  # a pooling tg means nothing
         differ = [
             f.name
             for f in dataclasses.fields(Case)
-            if f.name != "scenario" and getattr(first, f.name) != getattr(case, f.name)
+            if f.name not in same and getattr(first, f.name) != getattr(case, f.name)
         ]
         if differ:
             raise ScenarioError(

@@ -13,7 +13,7 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from benchy.workloads.case import Case, ScenarioError
+from benchy.workloads.case import POOLING_ENDPOINTS, Case, ScenarioError
 from benchy.workloads.spec import MultiTurn, SharedPrefix, ThinkTime, TraceReplay, WorkloadError
 
 
@@ -123,9 +123,12 @@ def trace_case(
 def check_workload_endpoints(cases: list[Case], endpoint: str) -> None:
     """ValueError for a multi-turn case on /v1/completions: only a chat template renders a
     history (chat, responses and messages all send the conversation as messages)."""
-    if any(c.kind != "sweep" and (c.endpoint or endpoint) == "embeddings" for c in cases):
+    pooling = [
+        c.endpoint or endpoint for c in cases if c.kind != "sweep" and (c.endpoint or endpoint) in POOLING_ENDPOINTS
+    ]
+    if pooling:
         raise ValueError(
-            "--endpoint embeddings sends plain inputs of --pp tokens (--batch N a request): "
+            f"--endpoint {pooling[0]} sends plain inputs of --pp tokens (--batch N a request): "
             "no workload, dataset or trace (docs/embeddings.md)"
         )
     if any(

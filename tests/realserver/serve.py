@@ -64,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-metrics", action="store_true", help="disable /metrics")
     p.add_argument("--embedding", action="store_true", help="embedding mode: serve /v1/embeddings (pooling)")
+    p.add_argument("--reranking", action="store_true", help="rank pooling: serve /v1/rerank (a model with a rank head)")
     p.add_argument(
         "--chat-template-file",
         default=None,
@@ -100,6 +101,10 @@ def make_params(args: argparse.Namespace):
         p.embedding = True
         p.pooling_type = xlc.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
         p.n_batch = p.n_ubatch = args.ctx_per_slot  # an input is embedded in one physical batch
+    if args.reranking:  # as llama-server's --reranking: embedding on, rank pooling (the model's score head)
+        p.embedding = True
+        p.pooling_type = xlc.llama_pooling_type.LLAMA_POOLING_TYPE_RANK
+        p.n_batch = p.n_ubatch = args.ctx_per_slot
     if args.alias:
         p.model_alias = {args.alias}
     if args.chat_template_file:

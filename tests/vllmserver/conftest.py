@@ -88,6 +88,13 @@ def vllm_vl_server(tmp_path_factory):
     yield from _serve(tmp_path_factory, "vllm-vl", "--limit-mm-per-prompt", limit, builder="tiny_vl_model.py")
 
 
+@pytest.fixture(scope="session")
+def vllm_rerank_server(tmp_path_factory):
+    """A tiny random cross-encoder (tiny_rerank_model.py) that vLLM serves as a pooling model on
+    /v1/rerank, prefix caching on, its prompt tokens, requests and cache hits on /metrics."""
+    yield from _serve(tmp_path_factory, "vllm-rerank", builder="tiny_rerank_model.py")
+
+
 def _vllm_python() -> str:
     python = os.environ.get("BENCHY_VLLM_PYTHON")
     if not python:

@@ -45,18 +45,23 @@ def _tokenizer(tiny):
     return tok
 
 
-def build(out: Path) -> Path:
+def build(out: Path, scorer: bool = False) -> Path:
+    """scorer: a cross-encoder instead (one relevance score from the last token, as vLLM serves
+    a LlamaForSequenceClassification on /v1/rerank; tiny_rerank_model.py)."""
     import torch
-    from transformers import LlamaForCausalLM
+    from transformers import LlamaForCausalLM, LlamaForSequenceClassification
 
     tiny = _realserver_model()
     tok = _tokenizer(tiny)
     vocab = tok.get_vocab()
     fast = fast_tokenizer(tiny, tok, tiny.CHAT_TEMPLATE)
-    config = text_config(tiny, vocab)
+    config = text_config(tiny, vocab, scorer)
     torch.manual_seed(SEED)
-    model = LlamaForCausalLM(config)
-    _rule_out(model, [vocab[t] for t in (*tiny.SPECIAL_TOKENS, UNK)])
+    if scorer:
+        model = LlamaForSequenceClassification(config)
+    else:
+        model = LlamaForCausalLM(config)
+        _rule_out(model, [vocab[t] for t in (*tiny.SPECIAL_TOKENS, UNK)])
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     fast.save_pretrained(out)
@@ -73,15 +78,16 @@ def fast_tokenizer(tiny, tok, template: str):
     )  # fmt: skip
 
 
-def text_config(tiny, vocab: dict):
-    """The text model's shape: 2 layers, hidden 128, 2 heads of 64 (one KV head), float32."""
+def text_config(tiny, vocab: dict, scorer: bool = False):
+    """The text model's shape: 2 layers, hidden 128, 2 heads of 64 (one KV head), float32; a
+    scorer (a cross-encoder) has one label, its relevance score."""
     from transformers import LlamaConfig
 
     return LlamaConfig(
         vocab_size=len(vocab), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
         bos_token_id=vocab[tiny.BOS], eos_token_id=vocab[tiny.IM_END], pad_token_id=vocab[tiny.BOS],
-        tie_word_embeddings=False, torch_dtype="float32",
+        tie_word_embeddings=False, torch_dtype="float32", **({"num_labels": 1} if scorer else {}),
     )  # fmt: skip
 
 
