@@ -65,7 +65,7 @@ def main() -> None:
         missed = sum(c != LENGTHS[i % len(LENGTHS)] for i, c in enumerate(counts))
         print(
             f"fitted words:    {took}; "
-            f"fit {fit_s * 1000:.0f} ms ({len(fit.words or ())} words one token); {missed} of {n} not at their target"
+            f"fit {fit_s * 1000:.0f} ms ({fit.words or 0} words one token); {missed} of {n} not at their target"
         )
         base = PromptFactory(Calibration(lengths=fit), salt="bench")
         wall, cpu = time.perf_counter(), time.process_time()

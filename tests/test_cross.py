@@ -18,6 +18,7 @@ from benchy.load.context_fit import PromptTooLong
 from benchy.load.prompts import Template
 from benchy.measure import classify, delivery, evidence, registry, tokenizer
 from benchy.records import REASONING, RequestRecord, read_records
+from benchy.results.findings import BUFFERED_STREAMS
 from benchy.sim import vocab
 from benchy.workloads.scenario import sweep
 from tests.conftest import ENVIRONMENT_WARNINGS, SimSince, client_slack_s, shared_sim
@@ -322,4 +323,7 @@ def test_a_real_llamacpp_speculative_stream_is_live_and_its_itl_is_the_servers()
         assert values["itl_s"] == pytest.approx(1 / server, rel=REL)
         assert values["itl_event_s"] > 5 * values["itl_s"]  # a step of several tokens
         assert values["ttft_s"] - rec.server_timings["prompt_ms"] / 1000 < 0.02
-    assert classify.case_buffering(records) is None
+    assert (
+        BUFFERED_STREAMS.decide([classify.buffering_reason(r) if classify.is_buffered(r) else None for r in records])
+        is None
+    )

@@ -116,7 +116,7 @@ def test_cached_depth_without_a_server_cache_warns_and_stays_honest(start_sim):
 
 
 def test_shared_context_is_a_token_prefix_of_every_request_and_starts_with_its_own_nonce():
-    factory = PromptFactory(Calibration(overhead=30, scale=1.0))
+    factory = PromptFactory(Calibration(overhead_tokens=30, scale=1.0))
     context = factory.context(DEPTH)
     assert context.local_tokens == DEPTH and context.text.startswith(context.nonce)
     assert PromptFactory().context(DEPTH).text[:16] != context.text[:16]  # another run, another nonce

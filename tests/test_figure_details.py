@@ -81,7 +81,7 @@ def test_crowded_pareto_labels_never_overlap(tmp_path, monkeypatch):
 
 def test_a_constant_length_histogram_ticks_whole_tokens_and_requests(tmp_path, monkeypatch):
     """Every output 16 tokens: the ticks read 15.6, 15.8 … and 0.5 requests before."""
-    from benchy.results.types import DatasetSetup
+    from benchy.workloads.dataset import DatasetSetup
 
     requests = [_request(i, 30.0, prompt=50 + 37 * i, output=16) for i in range(8)]
     case = CaseResult(label="dataset sample tg16 c2", pp=0, tg=16, kind="dataset", requests=requests, n_ok=8)

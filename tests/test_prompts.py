@@ -39,7 +39,7 @@ def test_no_nonce_gives_identical_prompts():
 def test_calibration_fits_template_overhead_and_tokenizer_scale():
     # A server whose tokenizer yields 1.25 tokens per o200k token and a 40-token template.
     cal = Calibration.fit((64, 1024), (40 + 80, 40 + 1280))
-    assert cal.overhead == 40 and cal.scale == 1.25
+    assert cal.overhead_tokens == 40 and cal.scale == 1.25
     assert cal.local_tokens_for(540) == 400
 
 
@@ -61,7 +61,7 @@ def test_filler_words_are_counted_as_the_encoder_counts_them():
     # of them, and on anything else count must be the encoder's.
     for word in tokenizer.filler_words():
         assert len(tokenizer.encode(" " + word)) == 1, word
-    factory = PromptFactory(Calibration(overhead=7.0, scale=1.1), salt="words")
+    factory = PromptFactory(Calibration(overhead_tokens=7.0, scale=1.1), salt="words")
     texts = [factory.build(n).text for n in (24, 64, 333, 2048)]
     texts += [factory.build(64, depth=512).text, factory.message(100).text, factory.next_nonce()]
     texts += [PromptFactory(nonce=False).build(200).text, tokenizer.filler(77, seed=3)]

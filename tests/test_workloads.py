@@ -104,7 +104,7 @@ def test_a_replayed_requests_unique_part_is_what_no_other_request_has(tmp_path):
     path = write_lines(tmp_path / "pair.jsonl", rows)
     requests = trace.load(str(path))
     plan = CasePlan(case=cases.trace_case(str(path)), index=0, runs=1, warmup=0, endpoint="chat", salt="s")
-    planned = list(trace_requests(plan, requests, PromptFactory(Calibration(overhead=0.0, scale=1.0))))
+    planned = list(trace_requests(plan, requests, PromptFactory(Calibration(overhead_tokens=0.0, scale=1.0))))
     assert [p.record.expected_cached_tokens for p in planned] == [0, 1099]  # the trace's order
     assert [p.record.unique_tokens for p in planned] == [1, 1]  # either may come first
 
@@ -165,7 +165,7 @@ def test_trace_blocks_equal_ids_identical_others_disjoint():
 
 
 def test_trace_blocks_follow_the_calibration():
-    cal = Calibration(overhead=30, scale=1.0, method="usage")
+    cal = Calibration(overhead_tokens=30, scale=1.0, method="usage")
     prompt = PromptFactory(cal, salt="a").blocks([1, 2], 700, 512)
     assert tokenizer.count(prompt.text) == 670  # the chat template's 30 come on top
 

@@ -19,11 +19,11 @@ from benchy import __version__
 from benchy import records as records_mod
 from benchy.analysis.bundle import KILLED, MANIFEST, BundleError, Manifest, read_manifest
 from benchy.checks import warnings as checks
-from benchy.records import RequestRecord
 from benchy.results import build as results_build
 from benchy.results import types as results_mod
 from benchy.results.build import CaseRows
 from benchy.results.rows import WARMUP
+from benchy.results.types import RequestResult
 
 REQUESTS = "requests.jsonl"
 
@@ -43,12 +43,14 @@ class Bundle:
             raise BundleError(f"{directory}: no {REQUESTS} beside {MANIFEST}: nothing to rebuild from")
         return cls(manifest, Path(directory))
 
-    def records(self) -> Iterator[RequestRecord]:
+    def records(self) -> Iterator[RequestResult]:
         """The records in the order they were written, each with the late witnesses that
-        its witness lines (records.witness_line) brought; a last line cut by a kill is skipped."""
+        its witness lines (records.witness_line) brought; a last line cut by a kill is skipped.
+        Each is read as its results row (a RequestResult is a record, streams and all): the
+        builder adds its figures by replace, with no copy of the record into another type."""
         path = self.directory / REQUESTS
         late = _witnesses(path)
-        for rec in records_mod.read_records(path):
+        for rec in records_mod.read_records(path, kind=RequestResult):
             found = late.get(rec.request_id)
             yield replace(rec, **found) if found else rec  # joined by request id, the record not written into
 

@@ -177,7 +177,7 @@ def _history_tokens(previous: RequestRecord | None) -> int | None:
 
 def _target_prompt(previous: RequestRecord | None, new_tokens: int, prompts: PromptFactory) -> int:
     if previous is None or previous.prompt_tokens is None:
-        return round(prompts.calibration.overhead) + new_tokens
+        return round(prompts.calibration.overhead_tokens) + new_tokens
     return previous.prompt_tokens + (previous.completion_tokens or 0) + new_tokens
 
 

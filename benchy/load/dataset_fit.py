@@ -176,7 +176,7 @@ async def prepare(
     for i, case in enumerate(cases):
         spec = case.dataset
         calibration = calibrations[case.endpoint or endpoint]
-        if spec is None or spec.mode != "fitted" or calibration.lengths.words is None:
+        if spec is None or spec.mode != "fitted" or calibration.length_source.words is None:
             continue
         texts = [e.prompt for e in dataset.load(spec.path).entries]
         tokens = body_tokens(case, calibration, nonce)

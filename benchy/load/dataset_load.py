@@ -58,9 +58,9 @@ class DatasetPrompts(PromptFactory):
         if spec.bodies is None and spec.text_fit is not None:
             # the o200k estimate, with the text's own scale (every length here is of real
             # text): no exact words, so no request is held to the exact slack
-            lengths = dataclasses.replace(calibration.lengths, method=O200K_CALIBRATED, words=None)
+            lengths = calibration.length_source.estimated()
             calibration = dataclasses.replace(
-                calibration, overhead=spec.text_fit[0], scale=spec.text_fit[1], lengths=lengths
+                calibration, overhead_tokens=spec.text_fit[0], scale=spec.text_fit[1], lengths=lengths
             )
         super().__init__(calibration, nonce=base.nonce, salt=base.salt)
         self.spec, self.seed, self.count = spec, seed, count
@@ -86,7 +86,7 @@ class DatasetPrompts(PromptFactory):
         """A prompt's tokens as the server will count them: the calibrated local count, the
         nonce and the chat template included."""
         nonce = 8 + 1 if self.nonce else 0  # eight one-token words and the newline
-        return round(self.calibration.overhead + self.calibration.scale * (self.count(text) + nonce))
+        return round(self.calibration.overhead_tokens + self.calibration.scale * (self.count(text) + nonce))
 
     def output_tokens(self, entry: Entry, tg: int) -> int:
         """--tg, else the reference answer's tokens as the server would count them."""
@@ -107,7 +107,7 @@ class DatasetPrompts(PromptFactory):
 
         def rest(entry: Entry) -> int:
             later = entry.user_messages[1:turns]
-            return sum(self.server_tokens(m) - round(self.calibration.overhead) for m in later) + turns * tg
+            return sum(self.server_tokens(m) - round(self.calibration.overhead_tokens) for m in later) + turns * tg
 
         return dataset.select(self.spec, n, seed, self.server_tokens, rest)
 
@@ -180,10 +180,10 @@ async def calibrate_text(
         usage = await client.usage_of(template.render(text, endpoint), endpoint, template.request_options(endpoint))
         local += maker.count(text)
         server += usage["prompt_tokens"]
-    scale = (server - len(TEXT_CALIBRATION_LOCAL_TOKENS) * calibration.overhead) / local
+    scale = (server - len(TEXT_CALIBRATION_LOCAL_TOKENS) * calibration.overhead_tokens) / local
     if scale <= 0:
         return None  # a server count that makes no sense: the filler's calibration stands
-    return calibration.overhead, scale
+    return calibration.overhead_tokens, scale
 
 
 def bind(

@@ -19,7 +19,7 @@ for every text), or None when the source cannot answer. Its sources, best first:
   - none fits: benchy's o200k count, calibrated on the server's usage (prompts.calibrate).
 
 `fit_words` asks a counter for the cost of each filler word and keeps the ones that are one
-token there; `LengthFit` is what a run keeps of it (which source, how many words, which), and
+token there; `PromptLengths` is what a run keeps of it (which source, how many words, which), and
 prompts.Calibration carries it to every PromptFactory. A dataset's "fitted" mode can cut real
 text to a length with the same counter: count candidate cuts in one batch, keep the one at the
 target.
@@ -30,12 +30,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from benchy.jsontypes import Saved
+from benchy.jsontypes import described as _opt
 from benchy.measure import tokenizer
 from benchy.measure.evidence import LENGTHS_O200K as O200K_CALIBRATED
 from benchy.measure.evidence import LENGTHS_SERVER_TOKENIZE as SERVER_TOKENIZE
@@ -162,45 +164,54 @@ class FileTokenizer:
 
 
 @dataclass(frozen=True)
-class LengthFit:
-    """How a run's prompt lengths are made: the source, and the filler words that are one
-    token each on the server (None: benchy's own list, counted in o200k and calibrated)."""
+class PromptLengths(Saved):
+    """Where prompt lengths came from (load/lengths.py): the server's /tokenize, --tokenizer or
+    the server's usage of tiny requests (each word one server token: exact), else benchy's o200k
+    count calibrated on usage (an estimate).
 
-    method: str = O200K_CALIBRATED
-    words: tuple[str, ...] | None = None  # the body's words, each one server token
+    The one type of the concept: made here (fit_words), carried by the run's Calibration to
+    every PromptFactory, saved as setup.calibration.lengths; the words themselves are the live
+    run's (not saved: their count is)."""
+
+    _NOT_SAVED = ("one_token", "nonce_words")
+
+    method: str = _opt("server_tokenize | tokenizer_file | server_usage | o200k_calibrated", O200K_CALIBRATED)
+    words: int | None = _opt("filler words found one server token each (exact methods)", omit=True)
+    reason: str | None = _opt("why a tokenizer's fit was not used", omit=True)
+    tokenizer_sha256: str | None = _opt("--tokenizer's file", omit=True)
+    one_token: tuple[str, ...] | None = None  # the body's words, each one server token (None: o200k's)
     nonce_words: tuple[str, ...] | None = None  # the nonce's words, each one server token
-    reason: str | None = None  # why a counter's fit was not used
-    tokenizer_sha256: str | None = None  # --tokenizer's file
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"method": self.method}
-        if self.words is not None:
-            out["words"] = len(self.words)
-        if self.reason:
-            out["reason"] = self.reason
-        if self.tokenizer_sha256:
-            out["tokenizer_sha256"] = self.tokenizer_sha256
-        return out
+    @classmethod
+    def exact(
+        cls, method: str, words: tuple[str, ...], nonce_words: tuple[str, ...], sha256: str | None
+    ) -> PromptLengths:
+        """Lengths made of words one server token each (`words` counts them)."""
+        return cls(method, len(words), None, sha256, words, nonce_words)
+
+    def estimated(self) -> PromptLengths:
+        """The o200k estimate in place of these words (a dataset's own text: no exact words)."""
+        return replace(self, method=O200K_CALIBRATED, words=None, one_token=None)
 
 
-async def fit_words(counter: TokenCounter) -> LengthFit:
+async def fit_words(counter: TokenCounter) -> PromptLengths:
     """The filler words that are one token each on the counter's tokenizer, shown to stay so
     when joined (a long text of them counts as many tokens as it has words); the o200k fit
     with the reason when there are too few, or the counter cannot answer."""
     candidates = tokenizer.filler_words()
     whole = await counter.count([ANCHOR, ANCHOR + "".join(" " + w for w in candidates)])
     if whole is None:
-        return LengthFit(reason=f"{counter.method} did not answer")
+        return PromptLengths(reason=f"{counter.method} did not answer")
     if whole[1] - whole[0] == len(candidates):  # every word one token: no need to ask each
         ones = candidates
     else:
         counts = await counter.count([ANCHOR + " " + w for w in candidates])
         if counts is None:
-            return LengthFit(reason=f"{counter.method} did not answer")
+            return PromptLengths(reason=f"{counter.method} did not answer")
         ones = tuple(w for w, c in zip(candidates, counts) if c - whole[0] == 1)
     nonce = tuple(w for w in tokenizer.nonce_words() if w in ones)
     if len(ones) < MIN_BODY_WORDS or len(nonce) < MIN_NONCE_WORDS:
-        return LengthFit(
+        return PromptLengths(
             reason=f"only {len(ones)} of benchy's {len(candidates)} filler words are one token there "
             f"({len(nonce)} of the nonce's)"
         )
@@ -209,13 +220,11 @@ async def fit_words(counter: TokenCounter) -> LengthFit:
     joined = await counter.count([ANCHOR, ANCHOR + sample])
     if joined is None or joined[1] - joined[0] != STABILITY_SAMPLE_WORDS:
         got = "no answer" if joined is None else f"{joined[1] - joined[0]} tokens"
-        return LengthFit(reason=f"{STABILITY_SAMPLE_WORDS} one-token words joined counted {got}: not stable")
-    return LengthFit(
-        method=counter.method, words=ones, nonce_words=nonce, tokenizer_sha256=getattr(counter, "sha256", None)
-    )
+        return PromptLengths(reason=f"{STABILITY_SAMPLE_WORDS} one-token words joined counted {got}: not stable")
+    return PromptLengths.exact(counter.method, ones, nonce, getattr(counter, "sha256", None))
 
 
-async def fit_lengths(client: Client, tokenizer_file: str | None, endpoint: str = "chat") -> LengthFit:
+async def fit_lengths(client: Client, tokenizer_file: str | None, endpoint: str = "chat") -> PromptLengths:
     """The run's length source: --tokenizer when given, else the server's /tokenize, else
     its usage of tiny requests, else (too few words fit) the calibrated o200k count."""
     return await fit_words(await best_counter(client, tokenizer_file, endpoint))

@@ -43,10 +43,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from benchy.client import harmony
-from benchy.load.lengths import LengthFit
+from benchy.load.calibration import CALIBRATION_LOCAL_TOKENS, OUTPUT_CALIBRATION_TOKENS, LengthCheck
+from benchy.load.calibration import Calibration as Calibration  # where the load stage's modules find these
+from benchy.load.calibration import PromptError as PromptError
+from benchy.load.lengths import PromptLengths
 from benchy.measure import tokenizer
-from benchy.measure.evidence import EXACT_PROMPT_SLACK, prompt_length_missed
-from benchy.records import RequestRecord
+from benchy.measure.evidence import prompt_length_missed
 
 if TYPE_CHECKING:
     from benchy.client.client import Client
@@ -117,95 +119,6 @@ def exact_length_options(tg: int) -> dict[str, Any]:
     return {"ignore_eos": True, "min_tokens": tg}
 
 
-class PromptError(ValueError):
-    """A prompt that cannot be built (e.g. shorter than the chat template)."""
-
-
-CALIBRATION_LOCAL_TOKENS = (64, 1024)  # the filler of the short and the long calibration prompt
-
-
-@dataclass(frozen=True)
-class Calibration:
-    overhead: float = 0.0  # server tokens added around the user text (chat template)
-    scale: float = 1.0  # server tokens per local (o200k) token
-    method: str = "none"
-    # check_length's finding: {target_tokens, server_tokens, missed} or {target_tokens, error}
-    length_check: dict[str, Any] | None = None
-    # Server tokens per local token of *output* text (a model's words are not the filler's):
-    # from the server's /tokenize of an answer, else from its usage; None: not measured.
-    output_scale: float | None = None
-    output_method: str | None = None  # "max_tokens" | "tokenize" | "usage"
-    # usage's completion count of that answer where it ended by length: usage checked against
-    # a count known without it (issue 52: a witness on usage wherever the stream has none)
-    output_usage: int | None = None
-    # Where the lengths come from, and the words that are one server token each (lengths.py)
-    lengths: LengthFit = LengthFit()
-
-    @property
-    def prompt_slack(self) -> int | None:
-        """How far the server's count of a prompt may be from its target (records.prompt_slack)."""
-        return EXACT_PROMPT_SLACK if self.lengths.words is not None else None
-
-    @property
-    def text_scale(self) -> float:
-        """The scale for counting streamed output locally: the output's, else the prompts'."""
-        return self.output_scale or self.scale
-
-    @property
-    def text_scale_from_usage(self) -> bool:
-        """Whether text_scale was fitted on usage's completion count (no /tokenize answered)."""
-        return self.output_scale is not None and self.output_method == "usage"
-
-    @property
-    def text_scale_generated(self) -> bool:
-        """Whether text_scale was fitted on the tokens a calibration answer was known to generate
-        (it ended by length at its max_tokens): neither usage nor the server's /tokenize."""
-        return self.output_scale is not None and self.output_method == "max_tokens"
-
-    def stamp(self, rec: RequestRecord) -> None:
-        """Gives a record the scale of its local count, and says what it was fitted on."""
-        rec.local_token_scale = self.text_scale
-        rec.local_scale_from_usage = self.text_scale_from_usage
-        rec.local_scale_generated = self.text_scale_generated
-        rec.usage_at_known = self.usage_at_known
-
-    @property
-    def usage_at_known(self) -> float | None:
-        """usage's claim over the tokens the calibration answer was known to make (1: honest);
-        None where no answer ended by length or usage said nothing of it."""
-        if not self.text_scale_generated or not self.output_usage:
-            return None
-        return self.output_usage / OUTPUT_CALIBRATION_TOKENS
-
-    @classmethod
-    def fit(cls, local: tuple[int, int], server: tuple[int, int]) -> Calibration:
-        """Two points (local count, server count) → the line through them."""
-        if local[1] == local[0]:
-            raise PromptError("calibration needs two prompts of different lengths")
-        scale = (server[1] - server[0]) / (local[1] - local[0])
-        if scale <= 0:
-            raise PromptError(f"server token counts do not grow with the prompt ({server[0]} → {server[1]})")
-        return cls(overhead=server[0] - scale * local[0], scale=scale, method="usage")
-
-    def local_tokens_for(self, server_target: int) -> int:
-        return round((server_target - self.overhead) / self.scale)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {"overhead_tokens": round(self.overhead, 2), "scale": round(self.scale, 5), "method": self.method}
-        if self.length_check is not None:
-            out["length_check"] = dict(self.length_check)
-        if self.output_scale is not None:
-            out["output_scale"], out["output_method"] = round(self.output_scale, 5), self.output_method
-        if self.output_usage is not None:
-            out["output_usage"] = self.output_usage
-        out["lengths"] = self.lengths.to_dict()
-        return out
-
-    def covers(self, server_tokens: int) -> bool:
-        """Whether the long calibration prompt was at least this long (so it was checked)."""
-        return server_tokens <= self.overhead + self.scale * CALIBRATION_LOCAL_TOKENS[1]
-
-
 @dataclass(frozen=True)
 class Prompt:
     text: str
@@ -227,7 +140,7 @@ class PromptFactory:
     def next_nonce(self) -> str:
         self._counter += 1
         digest = hashlib.blake2b(f"{self.salt}-{self._counter}".encode(), digest_size=16).digest()
-        spaced = _spaced_list(self.calibration.lengths.nonce_words or tokenizer.nonce_words())
+        spaced = _spaced_list(self.calibration.length_source.nonce_words or tokenizer.nonce_words())
         # The first word steps with the counter, so consecutive requests differ at their very
         # first token (a token-level cache like llama.cpp's would otherwise reuse a shared
         # first word); the other seven come from the hash. A leading space keeps every word
@@ -312,17 +225,17 @@ class PromptFactory:
         every request gets the same text, which is what --no-nonce shows."""
         if self.nonce:
             return self._own_text("body", tokens)
-        words = self.calibration.lengths.words
+        words = self.calibration.length_source.one_token
         return block_text("filler", tokens, words) if words else tokenizer.filler(tokens, seed=0)
 
     def _own_text(self, part: str, tokens: int) -> str:
         """`tokens` words no other prompt holds: drawn from a hash of this invocation's salt,
         the request's counter and the part, so that a cache that reuses blocks wherever they sit
         (position-independent, by content) finds nothing of one request in any other's."""
-        return block_text(f"{self.salt}/{part}/{self._counter}", tokens, self.calibration.lengths.words)
+        return block_text(f"{self.salt}/{part}/{self._counter}", tokens, self.calibration.length_source.one_token)
 
     def _block(self, block_id: object, tokens: int) -> str:
-        return block_text(f"{self.salt}/{block_id!r}", tokens, self.calibration.lengths.words)
+        return block_text(f"{self.salt}/{block_id!r}", tokens, self.calibration.length_source.one_token)
 
     def _context_local(self, depth: int) -> int:
         return round(depth / self.calibration.scale)
@@ -372,7 +285,7 @@ def _spaced(words: tuple[str, ...]) -> np.ndarray:
 
 
 async def calibrate(
-    client: Client, endpoint: str, salt: str, template: Template = Template(), lengths: LengthFit = LengthFit()
+    client: Client, endpoint: str, salt: str, template: Template = Template(), lengths: PromptLengths = PromptLengths()
 ) -> Calibration:
     """Fits the server's token count of our prompts (chat template and tokenizer included; a
     client-side --template is rendered first, so its tokens count as overhead too). `client`:
@@ -394,7 +307,6 @@ async def calibrate(
     return replace(fitted, output_scale=found[0], output_method=found[1], output_usage=found[2]) if found else fitted
 
 
-OUTPUT_CALIBRATION_TOKENS = 64
 OUTPUT_CALIBRATION_MIN_LOCAL = 16  # fewer local tokens of answer: too little text to take a ratio
 OUTPUT_BY_MAX_TOKENS = "max_tokens"  # the calibration answer ended by length: its count is exact
 
@@ -447,8 +359,7 @@ async def check_length(
     try:
         usage = await client.usage_of(template.render(prompt.text, endpoint), endpoint, options)
     except ServerError as exc:  # the server's own answer, one line
-        return replace(calibration, length_check={"target_tokens": longest, "error": str(exc)})
+        return replace(calibration, length_check=LengthCheck(longest, error=str(exc)))
     counted = usage["prompt_tokens"]
     missed = prompt_length_missed(longest, counted, calibration.prompt_slack)
-    found = {"target_tokens": longest, "server_tokens": counted, "missed": missed}
-    return replace(calibration, length_check=found)
+    return replace(calibration, length_check=LengthCheck(longest, counted, missed))

@@ -41,7 +41,7 @@ def trace_requests(plan: CasePlan, requests: list[TraceRequest], prompts: Prompt
     no tokenizing. The reuse of every request is worked out here, before the first is sent."""
     speed = trace_spec(plan).speed
     reuse, could_share = expected_reuse(requests), shareable(requests)
-    template = max(0, round(prompts.calibration.overhead))
+    template = max(0, round(prompts.calibration.overhead_tokens))
     bodies: dict[int, dict[str, Any]] = {}  # one body per output length, shared by its requests
 
     def made() -> Iterator[PlannedRequest]:

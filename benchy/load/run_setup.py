@@ -64,8 +64,8 @@ def run_setup(
         "prompt_nonce": settings.nonce,
         "runs": settings.runs,
         "warmup": settings.warmup,
-        "calibration": main_cal.to_dict(),
-        "calibrations": {ep: c.to_dict() for ep, c in calibrations.items()},
+        "calibration": main_cal.saved().to_dict(),
+        "calibrations": {ep: c.saved().to_dict() for ep, c in calibrations.items()},
         "tokenizer": _tokenizer_text(main_cal),
         "load": settings.load.to_dict(),
         **_ceiling_setup(settings.ceiling, model, gpu_names),
@@ -83,9 +83,9 @@ def _tools_setup(client: ClientSettings) -> dict[str, Any]:
 
 def _tokenizer_text(cal: Calibration) -> str:
     """setup.tokenizer: what counted the prompts (load/lengths.py)."""
-    if cal.lengths.words is None:
+    if cal.length_source.words is None:
         return "o200k_base (offline), calibrated to the server's usage counts"
-    return f"o200k_base (offline), on words one token each by {cal.lengths.method}"
+    return f"o200k_base (offline), on words one token each by {cal.length_source.method}"
 
 
 def _client_ceiling_setup() -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Request classification: which records count as failed (an empty or zero-token output) and
-which streams are buffered (decided by timing, delivery.buffering), per request and per case."""
+which streams are buffered (decided by timing, delivery.buffering), per request: a case's
+verdict on them is results/findings.BufferedStreams'."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import dataclasses
 
 from benchy.measure import reading
 from benchy.measure.reading import Reading
-from benchy.measure.unavailable import BUFFERED, Unavailable
 from benchy.records import CONTENT, TOOL, RequestRecord
 from benchy.records.tokens import tokens_of
 
@@ -59,22 +59,3 @@ def buffering_reason(rec: RequestRecord, read: Reading | None = None) -> str:
 
 
 TOOL_PARSER = " (the answers are tool calls: a tool-call parser that holds a call's arguments back does this)"
-
-
-def case_buffering(records: list[RequestRecord]) -> Unavailable | None:
-    """A case's verdict: buffered (code BUFFERED) when at least half its successful requests
-    show it. One request that a busy client read late looks lumpy; a buffer does not pick one
-    request in two."""
-    ok = [r for r in records if r.ok]
-    readings = [(r, reading.read(r)) for r in ok]
-    return buffering_verdict([buffering_reason(r, read) if is_buffered(r, read) else None for r, read in readings])
-
-
-def buffering_verdict(reasons: list[str | None]) -> Unavailable | None:
-    """case_buffering from each successful request's own buffering reason (None: a live
-    stream), so that a case's verdict can be reached without holding its records."""
-    shown = [r for r in reasons if r is not None]
-    if not reasons or 2 * len(shown) < len(reasons):
-        return None
-    n, of = len(shown), len(reasons)
-    return Unavailable(BUFFERED, shown[0] if n == of else f"{n} of {of} requests: {shown[0]}")

@@ -25,7 +25,7 @@ Each formula is the `definition` of its entry in METRICS.
 A figure that cannot be measured honestly is `Unavailable(code, message)`: the code is stable
 (checks and reports match on it), the message says why in words. When the server buffers its
 stream — decided by timing (delivery.buffering: a first arrival carrying many tokens, bursts
-longer than any speculative draft), for most of a case's requests (case_buffering) — the event
+longer than any speculative draft), for most of a case's requests (results/findings.BufferedStreams) — the event
 times measure the buffer flushing, not the model: every stream-timing metric is then
 Unavailable with code `buffered`; e2e_s and e2e_tps stay valid.
 """

@@ -407,7 +407,7 @@ def request_metrics(
     rec: RequestRecord, buffered: Unavailable | Literal[False] | None = None, read: Reading | None = None
 ) -> dict[str, float | Unavailable]:
     """Every per-request metric of one request. Stream-timing metrics are Unavailable when the
-    stream is buffered: by the case's verdict when given (`buffered`: case_buffering's reason,
+    stream is buffered: by the case's verdict when given (`buffered`: results/findings.BufferedStreams' reason,
     or False for a live case), else by this request's own evidence. `read`: the record's
     reading where the caller holds it for more than its metrics."""
     if not rec.ok:

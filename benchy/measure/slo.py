@@ -51,7 +51,7 @@ def goodput_figures(
     """(goodput, goodput_rate), the requests that met every SLO counted once for both.
     goodput: the fraction of the measured requests that succeeded and met every SLO;
     goodput_rate: those requests ÷ (last end − first send) of the case, 0 when none met them.
-    `buffered`: the case's verdict (case_buffering), so each request is judged on the figures
+    `buffered`: the case's verdict (results/findings.BufferedStreams), so each request is judged on the figures
     its case reports; `values`: each request's metrics already made with that verdict."""
     if not records:
         none = Unavailable(NO_REQUEST, "no request was measured")

@@ -141,7 +141,7 @@ async def _probe_with(
     fit = await fit_lengths(client, None, settings.endpoint)  # the words one server token each
     calibration = await calibrate(client, settings.endpoint, salt, lengths=fit)
     prompts = PromptFactory(calibration, salt=f"{salt}probe")
-    setup = _setup(settings, model, await client.server_version(), context, calibration.to_dict())
+    setup = _setup(settings, model, await client.server_version(), context, calibration.saved().to_dict())
     setup.context_source = identity.context_source
     if gpus is not None:
         setup.gpu = gpus.setup

@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Iterable, Iterator
+from dataclasses import Field, dataclass, field, fields, replace
 from enum import Enum
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar, overload
 
 from benchy.jsontypes import described
 
@@ -210,6 +210,18 @@ class RequestRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def blank(names: Iterable[str]) -> dict[str, Any]:
+    """The record's fields `names` as a new record has them (a list each its own): what a
+    results row does not keep (its streams, its late witnesses) set back, not emptied in place."""
+    made = {f.name: f for f in fields(RequestRecord)}
+    return {name: _default(made[name]) for name in names}
+
+
+def _default(f: Field[Any]) -> Any:
+    return f.default_factory() if callable(f.default_factory) else f.default
+
+
+_KNOWN = frozenset(f.name for f in fields(RequestRecord))  # a line's keys read (others: a newer benchy's)
 _FIELD_NAMES = tuple(
     f.name for f in fields(RequestRecord) if f.name not in ("server_tokenize", "tokenizer_tokens")
 )  # see the fields
@@ -368,10 +380,19 @@ class RecordsError(ValueError):
     """A requests.jsonl of a schema this benchy cannot read; one line."""
 
 
-def read_records(path: Path, offset: int = 0) -> Iterator[RequestRecord]:
+R = TypeVar("R", bound=RequestRecord)
+
+
+@overload
+def read_records(path: Path, offset: int = 0) -> Iterator[RequestRecord]: ...
+@overload
+def read_records(path: Path, offset: int = 0, *, kind: type[R]) -> Iterator[R]: ...
+def read_records(path: Path, offset: int = 0, kind: type[Any] = RequestRecord) -> Iterator[Any]:
     """Records from a requests.jsonl (from byte `offset`, a line's start); a last line cut by a
     kill is skipped, not fatal. The header line is checked (another major version:
-    RecordsError) and not returned."""
+    RecordsError) and not returned. `kind`: the class each line is read into, a RequestRecord
+    or a subclass (the analysis reads each line straight into its results row: one step, not
+    a record copied into a row)."""
     with open(path, "rb") as fh:
         fh.seek(offset)
         for line in fh:
@@ -388,7 +409,7 @@ def read_records(path: Path, offset: int = 0) -> Iterator[RequestRecord]:
             if isinstance(data, dict) and WITNESS_OF in data:
                 continue  # a late witness, not a record (witness_line)
             try:
-                yield RequestRecord.from_dict(data)
+                yield kind(**{k: v for k, v in data.items() if k in _KNOWN})
             except TypeError:
                 continue
 

@@ -34,6 +34,7 @@ from benchy.measure.workloads import case_figures as workload_figures
 from benchy.records import RequestRecord
 from benchy.results.decide import decide
 from benchy.results.figures import CaseFigures, Judged, Verdicts, judged_rows
+from benchy.results.findings import BUFFERED_STREAMS
 from benchy.results.rows import CONTROL, OK, WARMUP, Rows
 from benchy.results.types import (
     CaseCeiling,
@@ -120,7 +121,7 @@ def case_figures(
     made = records if isinstance(records, CaseRows) else CaseRows.of(records, keep_records=bool(case.workload))
     rows = made.rows
     reasons = [why for f, why in zip(rows.flags, made.buffer_reasons) if f & (WARMUP | OK | CONTROL) == OK]
-    verdicts = Verdicts(buffered=classify.buffering_verdict(reasons))
+    verdicts = Verdicts(buffered=BUFFERED_STREAMS.decide(reasons))
     tally, scan = _Tally(slo), RowScan()  # what the checks and reports read, in the same pass
     shown = ImageTally()  # --images: the images' figures
     for row in judged_rows(rows, verdicts):  # one pass: a spilled case is read a row at a time

@@ -21,6 +21,7 @@ from benchy.measure.workloads import GainCase, WorkloadFigures
 from benchy.results.facts import CaseFacts
 from benchy.results.rows import OK, WARMUP, Rows
 from benchy.results.types import MetricSummary, Queueing, RequestResult, RowScan
+from benchy.results.verdicts.codes import VERDICTS, Code
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Withhold:
 class Verdicts:
     """What the analysis decided about one case, in the order it was decided."""
 
-    buffered: Unavailable | None = None  # the case's buffering: every successful request's stream timings
+    buffered: Unavailable | None = None  # findings.BufferedStreams': every successful request's stream timings
     withholds: tuple[Withhold, ...] = ()
     queueing: Queueing | None = None
 
@@ -203,10 +204,10 @@ def judged_row(row: RequestResult, verdicts: Verdicts) -> RequestResult:
     changed = False
     if verdicts.buffered is not None and row.ok:
         buffered = verdicts.buffered
-        metrics = {**metrics, **dict.fromkeys(registry.STREAM_TIMING_METRICS)}
-        gone = dict.fromkeys(registry.STREAM_TIMING_METRICS, buffered.message)
+        metrics = {**metrics, **dict.fromkeys(_BUFFERED_WITHHOLDS)}
+        gone = dict.fromkeys(_BUFFERED_WITHHOLDS, buffered.message)
         why = _in_metric_order({**why, **gone})
-        codes = _in_metric_order({**codes, **dict.fromkeys(registry.STREAM_TIMING_METRICS, buffered.code)})
+        codes = _in_metric_order({**codes, **dict.fromkeys(_BUFFERED_WITHHOLDS, buffered.code)})
         changed = True
     for w in verdicts.withholds:
         for name in w.names:
@@ -226,6 +227,8 @@ def judged_row(row: RequestResult, verdicts: Verdicts) -> RequestResult:
 
 
 _METRIC_ORDER = {name: i for i, name in enumerate(registry.REQUEST_METRICS)}
+# what findings.BufferedStreams withholds: its code's one entry, as every finding's
+_BUFFERED_WITHHOLDS = VERDICTS[Code.SSE_BUFFERING].withholds
 
 
 def _in_metric_order(by_metric: dict[str, str]) -> dict[str, str]:

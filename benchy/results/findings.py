@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from benchy.measure import classify, metrics
-from benchy.measure.unavailable import Unavailable
+from benchy.measure.unavailable import BUFFERED, Unavailable
 from benchy.results import latency
 from benchy.results.figures import CaseFigures, CaseView
 from benchy.results.types import Queueing
@@ -155,3 +155,39 @@ class FixedLatency(Finding):
 
 
 DECIDED: tuple[Finding, ...] = (QueuedAlone(), BufferedTrend(), QueuedAgainstConcurrency1(), FixedLatency())
+
+
+class CaseFinding(ABC):
+    """A trap decided on one case's own requests, before the case has figures: its verdict
+    judges every row the case's statistics are then taken from (results/build.case_figures),
+    so it cannot wait for the figures as DECIDED's findings do."""
+
+    code: ClassVar[Code]
+
+    @property
+    def withholds(self) -> tuple[str, ...]:
+        return VERDICTS[self.code].withholds
+
+    @abstractmethod
+    def decide(self, reasons: Sequence[str | None]) -> Unavailable | None:
+        """The case's verdict from what each of its measured, successful requests showed
+        (None: nothing), in order; None: no verdict."""
+
+
+class BufferedStreams(CaseFinding):
+    """A case whose requests' streams arrived buffered (each judged by its own reading:
+    measure/classify.is_buffered), at least half of them: event times measure the buffer, not
+    the model, so every request's stream timings are withheld. One request that a busy client
+    read late looks lumpy; a buffer does not pick one request in two."""
+
+    code = Code.SSE_BUFFERING
+
+    def decide(self, reasons: Sequence[str | None]) -> Unavailable | None:
+        shown = [r for r in reasons if r is not None]
+        if not reasons or 2 * len(shown) < len(reasons):
+            return None
+        n, of = len(shown), len(reasons)
+        return Unavailable(BUFFERED, shown[0] if n == of else f"{n} of {of} requests: {shown[0]}")
+
+
+BUFFERED_STREAMS = BufferedStreams()  # the one CaseFinding: decided as each case's rows are read

@@ -11,6 +11,9 @@ from typing import Any
 
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
+from benchy.load.calibration import Calibration as Calibration  # one class: the load stage's (re-exported)
+from benchy.load.calibration import LengthCheck as LengthCheck
+from benchy.load.lengths import PromptLengths as PromptLengths
 from benchy.measure import images as image_figures
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.gpu import GpuSetup
@@ -38,43 +41,6 @@ class LoadSetup(Saved):
     ray_workers_per_node: int | None = _opt("--ray-workers-per-node: actors on each node", omit=True)
     batch: int | None = _opt("(1.26) --batch: inputs per request of --endpoint embeddings", omit=True)
     images: image_figures.ImageSetup | None = _opt("(1.27) --images: what each request carried", omit=True)
-
-
-@dataclass
-class LengthCheck(Saved):
-    """Calibration's count of the run's longest prompt (prompts.check_length): a server that
-    does not read long prompts whole shows here."""
-
-    target_tokens: int | None = None
-    server_tokens: int | None = _opt("what the server counted; absent when the request failed", omit=True)
-    missed: bool | None = _opt("the count fell short of the target", omit=True)
-    error: str | None = _opt("why the check request failed", omit=True)
-
-
-@dataclass
-class PromptLengths(Saved):
-    """Where prompt lengths came from (load/lengths.py): the server's /tokenize, --tokenizer or
-    the server's usage of tiny requests (each word one server token: exact), else benchy's o200k
-    count calibrated on usage (an estimate)."""
-
-    method: str = _opt("server_tokenize | tokenizer_file | server_usage | o200k_calibrated", "o200k_calibrated")
-    words: int | None = _opt("filler words found one server token each (exact methods)", omit=True)
-    reason: str | None = _opt("why a tokenizer's fit was not used", omit=True)
-    tokenizer_sha256: str | None = _opt("--tokenizer's file", omit=True)
-
-
-@dataclass
-class Calibration(Saved):
-    """How benchy's own token counts map onto the server's for one endpoint (prompts.py)."""
-
-    overhead_tokens: float = _opt("server tokens added around the user text (the chat template)", 0.0)
-    scale: float = _opt("server tokens per local (o200k) token", 1.0)
-    method: str = _opt("usage | none", "none")
-    length_check: LengthCheck | None = _opt("the run's longest prompt, counted by the server", omit=True)
-    output_scale: float | None = _opt("server tokens per local token of output text", omit=True)
-    output_method: str | None = _opt("max_tokens | tokenize | usage", omit=True)
-    output_usage: int | None = _opt("(1.26) usage's count of that answer where it ended by length", omit=True)
-    lengths: PromptLengths | None = _opt("(1.16) how prompt lengths were made", omit=True)
 
 
 @dataclass

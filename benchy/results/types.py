@@ -106,7 +106,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from benchy import jsontypes
+from benchy import jsontypes, records
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
 from benchy.measure import images as image_figures
@@ -302,14 +302,15 @@ class RequestResult(Saved, RequestRecord):
     def of(
         cls, rec: RequestRecord, values: dict[str, float | Unavailable] | None = None, read: Reading | None = None
     ) -> RequestResult:
-        """`values`: the request's metrics as the builder computed them with its case's verdicts
-        (None: computed here, the request judged alone); `read`: the record's reading, where the
-        builder holds it."""
+        """The row with its figures, less its streams, by replace (the analysis reads each line as a
+        row; a plain record is copied first). `values`, `read`: the builder's (None: made here, alone)."""
         values = values if values is not None else registry.request_metrics(rec)
         gone = {k: v for k, v in values.items() if isinstance(v, Unavailable)} if rec.ok else {}
-        saved = {k: v for k, v in rec.to_dict().items() if k not in cls._NOT_SAVED}
-        return cls(
-            **saved,
+        skip = cls._NOT_SAVED
+        row = rec if isinstance(rec, cls) else cls(**{k: v for k, v in rec.to_dict().items() if k not in skip})
+        return replace(
+            row,
+            **records.blank(skip),
             token_count=TokenCountEntry(**reading.count_entry(rec, read)) if rec.ok else None,
             events=len(rec.token_event_s),
             metrics={k: (None if isinstance(v, Unavailable) else v) for k, v in values.items()},
