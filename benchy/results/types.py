@@ -256,8 +256,7 @@ class TokenCountEntry(Saved):
 
 @dataclass(slots=True)  # one per request, held for the whole run
 class RequestResult(Saved, RequestRecord):
-    """One request: every RequestRecord field but the per-event arrays (those stay in
-    requests.jsonl), plus its event count and metrics."""
+    """One request: a RequestRecord less its per-event arrays (requests.jsonl's), with its metrics."""
 
     # server_tokenize and tokenizer_tokens are saved in token_count, beside the other witnesses.
     _NOT_SAVED = (
