@@ -57,6 +57,8 @@ def test_a_pooling_run_shows_only_the_figures_it_has(sim, tmp_path):
     table = heads[: heads.index("errors") + 1]
     assert table == ["test", "n", "latency ms p50 / p90 / p99", "req/s", "inputs/s", "input t/s", "errors"]
     assert heads[len(table) : len(table) + 3] == ["test", "n", "total latency ms p50 / p90 / p99"]  # under load
+    names = set(re.findall(r'"name": ?"([^"]*)"', html))  # the figures' series name no output length
+    assert "pp64 p50" in names and not any(re.search(r"\btg\d", n) for n in names), names
     rows = list(csv.DictReader(io.StringIO((out / "results.csv").read_text())))
     assert {r["metric"] for r in rows} == {"e2e_s"} and {r["label"] for r in rows} == set(labels)
     for row, case in zip(rows, results["cases"], strict=True):  # the case's pooling figures, as results.json

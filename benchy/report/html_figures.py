@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchy.measure.registry import METRICS, Metric
-from benchy.report import server_view, shown, workloads
+from benchy.report import pooled_view, server_view, shown, workloads
 from benchy.report.table import case_name, case_warnings
 from benchy.results.types import CaseResult, Dot, RunResult
 
@@ -57,7 +57,7 @@ def _series_key(case: CaseResult) -> str:
     """Every case parameter but the prompt length: the cases one line joins."""
     load = f"c{case.concurrency}" if case.rate is None else f"r{case.rate:g}"
     depth = f" @ d{case.depth}" if case.depth else ""
-    return f"tg{case.tg} {load}{depth}" + (f" [{case.endpoint}]" if case.endpoint else "")
+    return f"{pooled_view.output_text(case)} {load}{depth}".lstrip() + (f" [{case.endpoint}]" if case.endpoint else "")
 
 
 def metric_vs_prompt(results: RunResult, name: str) -> Panel | None:

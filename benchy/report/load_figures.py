@@ -20,6 +20,7 @@ from collections.abc import Callable
 from benchy.jsontypes import JsonObject
 from benchy.measure import stats
 from benchy.measure.registry import METRICS
+from benchy.report import pooled_view
 from benchy.report.html_figures import FAILED_COLOR, Panel, _layout, _sweep
 from benchy.results.types import CaseResult, MetricSummary, RunResult
 
@@ -58,7 +59,7 @@ def _axes(results: RunResult) -> list[tuple[str, str, Callable[[CaseResult], flo
 def _shape(case: CaseResult, endpoints: bool) -> str:
     """Every case parameter but the load: the cases one line joins (the endpoint where several ran)."""
     depth = f" @ d{case.depth}" if case.depth else ""
-    text = f"pp{case.pp} tg{case.tg}{depth}"
+    text = f"pp{case.pp}{pooled_view.output_text(case)}{depth}"
     return text + (f" [{case.endpoint}]" if endpoints and case.endpoint else "")
 
 

@@ -27,7 +27,7 @@ from matplotlib.ticker import MaxNLocator as MaxNLocator  # noqa: E402
 from matplotlib.ticker import NullLocator as NullLocator  # noqa: E402
 
 from benchy.measure import registry, unavailable  # noqa: E402
-from benchy.report import shown, value_labels  # noqa: E402
+from benchy.report import pooled_view, shown, value_labels  # noqa: E402
 from benchy.report.series import (  # noqa: E402
     case_ceiling_tps,
     depth_text,
@@ -493,7 +493,7 @@ def _single_stream(case: CaseResult) -> bool:
 
 
 def _shape_label(case: CaseResult) -> str:
-    return case_name(case, f"pp{case.pp} tg{case.tg}{depth_text(case)}")
+    return case_name(case, f"pp{case.pp}{pooled_view.output_text(case)}{depth_text(case)}")
 
 
 DISTRIBUTION_TITLE = "Every request's end-to-end throughput"

@@ -23,6 +23,12 @@ def is_pooled(case: CaseResult) -> bool:
     return is_pooling(case.endpoint)
 
 
+def output_text(case: CaseResult) -> str:
+    """The output length as a figure names a case (" tg128"); a pooling case generates nothing,
+    so none (its batch is in its label and the table's)."""
+    return "" if is_pooled(case) else f" tg{case.tg}"
+
+
 def all_pooled(cases: Sequence[CaseResult]) -> bool:
     return bool(cases) and all(is_pooled(c) for c in cases)
 
