@@ -81,8 +81,7 @@ def canary_failed(run: RunResult) -> Iterable[CheckWarning]:
 def _canary_miss(a: CanaryAnswer) -> str:
     if a.answer is None:
         return f"{a.name}: no answer ({a.error})"
-    head = " ".join(a.answer.split())[:60]
-    return f"{a.name}: expected {a.expected!r}, answered {head!r}"
+    return f"{a.name}: expected {a.expected!r}, answered {a.head!r}"
 
 
 def flagged(found: OutputSanity) -> bool:

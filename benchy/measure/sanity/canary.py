@@ -95,6 +95,11 @@ class CanaryAnswer(Saved):
     finish_reason: str | None = None
     error: str | None = _opt("why no answer came")
 
+    @property
+    def head(self) -> str:
+        """The answer's first 60 characters, its whitespace runs as one space: how it is quoted."""
+        return " ".join((self.answer or "").split())[:60]
+
 
 @dataclass
 class Canary(Saved):
@@ -177,8 +182,7 @@ def _answer_change(a: CanaryAnswer, b: CanaryAnswer | None) -> CanaryChange:
 def _said(x: CanaryAnswer) -> str:
     if x.answer is None:
         return f"failed: {x.error}"
-    head = " ".join(x.answer.split())[:60]
-    return f"{'pass' if x.passed else 'FAIL'}: {head!r}"
+    return f"{'pass' if x.passed else 'FAIL'}: {x.head!r}"
 
 
 def _perplexity_change(a: Canary, b: Canary) -> CanaryChange:
