@@ -57,6 +57,7 @@ from benchy.server import cache_reset
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
 from benchy.server import metrics as server_metrics
+from benchy.server import window as server_window
 from benchy.server_facts import ServerFacts, metrics_scraper, version_text
 from benchy.workloads.case import Case
 
@@ -435,7 +436,7 @@ async def _measure_cases(
         state.started.append(plan.case.label)
         save_manifest(state)
         written = writer.mark()  # the case's records follow: read back for /tokenize after it
-        window = facts.scraper.window() if facts.scraper else None
+        window = server_window.Window(facts.scraper) if facts.scraper else None
         gpu_window = gpus.window() if gpus else None
         try:
             await _run_one_case(
@@ -496,7 +497,7 @@ async def _run_one_case(
     salt: str,
     pool: CasePool | None,
     sink: RecordSink,
-    window: server_metrics.Window | None,
+    window: server_window.Window | None,
     gpu_window: gpu_mod.GpuWindow | None = None,
     progress: Progress | None = None,
 ) -> None:
@@ -538,7 +539,7 @@ async def _run_one_case(
     )
 
 
-async def _close_window(state: RunState, label: str, window: server_metrics.Window, cut_short: bool) -> None:
+async def _close_window(state: RunState, label: str, window: server_window.Window, cut_short: bool) -> None:
     """The case's last snapshot, once the server has counted its measured requests; none when
     an error limit cut the case short (requests cancelled in flight blur the server's count)."""
     if cut_short:

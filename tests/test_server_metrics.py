@@ -23,6 +23,7 @@ from benchy.server.metrics import (
     detect,
     parse,
 )
+from benchy.server.window import Window
 from benchy.sim.metrics import intervals
 
 # llama.cpp b6xxx (xllamacpp) text, abridged, after one request.
@@ -133,6 +134,40 @@ def test_scrapes_of_several_processes_are_no_count():
     assert m.counter_resets == 0
 
 
+class _Processes:
+    """A /metrics address that answers each scrape from the next of `prompt_tokens` (one value a
+    process), as processes behind a balancer do, one connection each."""
+
+    engine = VLLM
+    model = "benchy-sim"
+
+    def __init__(self, prompt_tokens: list[int]) -> None:
+        self.answers = iter(prompt_tokens)
+        self.round_trips: list[float] = []
+        self.t_s = 0.0
+
+    async def scrape(self):
+        self.t_s += 1.0
+        return parse(_vllm(0, 0, 0, 0, next(self.answers)), self.t_s)
+
+
+def test_the_scrapes_back_to_back_at_a_case_close_show_several_processes():
+    """The case's scrapes climb (10 → 30 → 60: process A, then B, as a balancer picked); only
+    the scrapes at its close, until two agree, show B's 60 fall to A's 40 and come back. An
+    idle process answers two scrapes alike: the close asked until two did."""
+    answers = _Processes([10, 30, 60, 40, 60, 60])
+    win = Window(answers, interval_s=0)  # type: ignore[arg-type]
+
+    async def case() -> None:
+        await win.open()
+        await win.close()
+
+    asyncio.run(case())
+    m = win.result
+    assert not isinstance(m, str) and m.several_processes and "fell once" in m.several_processes
+    assert "prompt_tokens" not in m.counters
+
+
 def test_a_process_label_that_changes_is_several_processes():
     one, two = (
         parse(_vllm(0, 0, 0, 0, p).replace('model_name="', f'pid="{pid}",model_name="'), t)
@@ -167,7 +202,7 @@ def _window(base_url: str, root: str, prompts: list[str], concurrency: int):
         async with Client(ClientSettings(base_url)) as client:
             scraper = MetricsScraper(client, f"{root}/metrics", "benchy-sim")
             status = await scraper.probe()
-            win = scraper.window(interval_s=0.05)
+            win = Window(scraper, interval_s=0.05)
             await win.open()
             await _requests(base_url, prompts, concurrency)
             win.expected_requests = len(prompts)

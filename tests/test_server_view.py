@@ -110,7 +110,7 @@ def test_server_metrics_against_a_usage_the_stream_overruled_words_what_the_rate
 
 
 def test_ttft_held_outside_the_server(start_sim):
-    delay = 0.15
+    delay = 0.4
     sim = start_sim(*FAST, "--proxy-delay-s", str(delay))
     results = run(sim, "--pp", "100", "--tg", "8", "--runs", "3")
     w = warning(results, "ttft_outside_server")
@@ -123,7 +123,12 @@ def test_ttft_held_outside_the_server(start_sim):
     assert d["outside_s"] == pytest.approx(d["client_ttft_s"] - d["server_ttft_s"], rel=1e-9)
     assert d["outside_s"] > d["bound_s"] >= d["rtt_s"] > 0  # beyond a round trip, not one
     # the proxy held new requests, not the answers flowing: no stream fell silent, so the
-    # words name something in front of the server, not the server nor (awake) benchy
+    # words name something in front of the server, not the server nor (awake) benchy; on a
+    # machine so busy that benchy itself was late by half the gap, it rightly says so instead
+    if d["cause"] == "client":
+        late = max(d["client_lag_s"] or 0.0, d["loop_peak_s"] or 0.0)
+        assert late >= 0.5 * d["outside_s"] and "benchy" in w["message"], (late, w["message"])
+        pytest.skip(f"benchy was late {late * 1000:.0f} ms on this busy machine and said so")
     assert d["cause"] == "in_front" and "in front of the server" in w["message"], w["message"]
 
 

@@ -44,9 +44,6 @@ from benchy.server import series
 from benchy.server.pages import PageSource
 
 SCRAPE_TIMEOUT_S = 5.0
-GAUGE_INTERVAL_S = 1.0
-MAX_GAUGE_SAMPLES = 3600  # an hour at one a second: memory stays bounded on long cases
-SETTLE_TIMEOUT_S = 1.0  # how long to wait for the server to count a case's last requests
 
 
 @dataclass(frozen=True)
@@ -318,16 +315,24 @@ class NoServerFigures(Saved):
 
 
 def case_metrics(
-    before: Snapshot, after: Snapshot, engine: EngineNames, gauges: list[Snapshot] | None = None, cut: bool = True
+    before: Snapshot,
+    after: Snapshot,
+    engine: EngineNames,
+    gauges: list[Snapshot] | None = None,
+    cut: bool = True,
+    confirming: list[Snapshot] | None = None,
 ) -> ServerCaseMetrics:
     """The server's figures for the window between two snapshots (pure). `cut`: the client saw
-    requests cut or refused in the window, without which a fall of the counters is no restart."""
+    requests cut or refused in the window, without which a fall of the counters is no restart.
+    `confirming`: the scrapes taken back to back at open and close, judged only for whether the
+    scrapes are of one series (several processes answer them each for itself)."""
     found, missing = found_names(after, engine)
     out = ServerCaseMetrics(engine.engine, round(after.t_s - before.t_s, 6), unavailable=dict(missing))
     sampled = [before, *(gauges or []), after]
     counted = [found[f] for f in engine.counters if f in found]
     counted += [f"{found[f]}_count" for f in engine.histograms if f in found]
-    verdict = series.judge(sampled, counted, cut)
+    judged = sorted([*sampled, *(confirming or [])], key=lambda snap: snap.t_s)
+    verdict = series.judge(judged, counted, cut)
     out.counter_resets, out.several_processes = verdict.resets, verdict.several
     for figure in (*engine.counters, *engine.histograms):
         if figure in found and verdict.several:
@@ -484,100 +489,6 @@ class MetricsScraper:
         self.engine = engine
         self.status = MetricsStatus(self.url, True, engine.engine, found, missing, replicas=list(self.replicas))
         return self.status
-
-    def window(self, interval_s: float = GAUGE_INTERVAL_S) -> Window:
-        return Window(self, interval_s)
-
-
-class Window:
-    """One case's scrapes: a snapshot at `open()`, gauges sampled every `interval_s`, a snapshot
-    at `close()`. `expected_requests` (set before close) lets the last snapshot wait, briefly,
-    until the server has counted every finished request. `result` is the ServerCaseMetrics, or
-    a str: why there is none."""
-
-    def __init__(self, scraper: MetricsScraper, interval_s: float = GAUGE_INTERVAL_S) -> None:
-        self.scraper = scraper
-        self.interval_s = interval_s
-        self.expected_requests = 0
-        self.cut = False  # requests were cut or refused during the case: the counters may have been reset
-        self.before: Snapshot | None = None
-        self.texts: list[tuple[float, str]] = []  # gauge lines only, parsed after the case
-        self.result: ServerCaseMetrics | str = "the case ended before its measured requests began"
-        self._sampler: asyncio.Future[Any] | None = None
-
-    async def open(self) -> None:
-        self.scraper.round_trips.clear()
-        try:
-            self.before = await self.scraper.scrape()
-        except ScrapeError as exc:
-            self.result = f"no snapshot before the case: {exc}"
-            return
-        self._sampler = asyncio.ensure_future(self.sample_gauges(self.interval_s))
-
-    def abort(self) -> None:
-        """Stops sampling without a last snapshot (the case was cut short)."""
-        if self._sampler is not None:
-            self._sampler.cancel()
-        if self.before is not None:
-            self.result = "the case was cut short before its last snapshot"
-
-    async def sample_gauges(self, interval_s: float) -> None:
-        """Raw gauge lines once per interval; parsing waits until the case is over, so the
-        client's event loop spends microseconds here, not milliseconds."""
-        engine = self.scraper.engine
-        if engine is None or self.before is None or interval_s <= 0:
-            return
-        # gauges, and the counters: a case's counts are added up over every scrape (series.py)
-        wanted = tuple(n for names in engine.gauges.values() for n in names)
-        wanted += tuple(n for names in engine.counters.values() for n in names)
-        wanted += tuple(f"{n}_{end}" for names in engine.histograms.values() for n in names for end in ("count", "sum"))
-        while len(self.texts) < MAX_GAUGE_SAMPLES:
-            await asyncio.sleep(interval_s)
-            try:
-                text = await self.scraper.fetch_text()
-            except ScrapeError:
-                continue
-            lines = [ln for ln in text.splitlines() if ln.startswith(wanted)]
-            self.texts.append((time.perf_counter(), "\n".join(lines) + "\n"))
-
-    async def close(self) -> None:
-        if self._sampler is not None:
-            self._sampler.cancel()
-            await asyncio.gather(self._sampler, return_exceptions=True)
-        engine, before = self.scraper.engine, self.before
-        if engine is None or before is None:
-            return
-        try:
-            after = await self._settled_after(engine, before)
-        except ScrapeError as exc:
-            self.result = f"no snapshot after the case: {exc}"
-            return
-        gauges = []
-        for t_s, text in self.texts:
-            try:
-                gauges.append(parse(text, t_s, self.scraper.model))
-            except ScrapeError:
-                continue
-        self.result = case_metrics(before, after, engine, gauges, self.cut)
-        self.result.rtt_s = min(self.scraper.round_trips, default=None)
-
-    async def _settled_after(self, engine: EngineNames, before: Snapshot) -> Snapshot:
-        """A server may count a request a moment after its last byte went out (vLLM records
-        stats after it hands the output on): scrape again until it has counted them all."""
-        deadline = time.perf_counter() + SETTLE_TIMEOUT_S
-        while True:
-            after = await self.scraper.scrape()
-            counted = _requests_counted(before, after, engine)
-            if counted is None or counted >= self.expected_requests or time.perf_counter() > deadline:
-                return after
-            await asyncio.sleep(0.05)
-
-
-def _requests_counted(before: Snapshot, after: Snapshot, engine: EngineNames) -> float | None:
-    if not engine.request_count:
-        return None
-    name = engine.histograms.get(engine.request_count, ("",))[0]
-    return _delta(before, after, f"{name}_count")
 
 
 def _shown(url: str) -> str:
