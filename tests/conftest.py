@@ -55,11 +55,18 @@ def warning_codes(results: dict, case: str | None = None, truth: dict[str, dict]
     With the simulator's truth (by request id), a warning that a busy machine makes true of the
     simulator itself is left out too where the truth shows it: a drift (rate_drift, rate_drift_
     across_cases: the simulator slowed steadily) or sse_buffering (it fell so far behind that it
-    wrote the tokens in bursts). Where the truth shows none, the warning stays."""
+    wrote the tokens in bursts) or prefill_holds_queueing (its requests waited or were prefilled
+    together). Where the truth shows none, the warning stays."""
     warnings = without_environment_warnings(results)["warnings"]
     if truth is not None:
         warnings = [
-            w for w in warnings if not (_drift_the_truth_shows(results, w, truth) or _bursts(results, w, truth))
+            w
+            for w in warnings
+            if not (
+                _drift_the_truth_shows(results, w, truth)
+                or _bursts(results, w, truth)
+                or _shared_prefill(results, w, truth)
+            )
         ]
     return {w["code"] for w in warnings if case is None or w["case"] == case}
 
@@ -92,6 +99,25 @@ def _bursts(results: dict, warning: dict, truth: dict[str, dict]) -> bool:
 
 
 DRIFT_CODES = ("rate_drift", "rate_drift_across_cases")
+
+
+def _shared_prefill(results: dict, warning: dict, truth: dict[str, dict]) -> bool:
+    """A prefill_holds_queueing warning whose case's requests, in the truth, waited for a slot or
+    were prefilled at the same time as another (on a busy machine the simulator's prefills of
+    concurrent requests overlap longer): their TTFT did hold more than their own prefill."""
+    if warning["code"] != "prefill_holds_queueing":
+        return False
+    spans = []
+    for case in results["cases"]:
+        for r in case["requests"]:
+            t = truth.get(r["request_id"]) if case["label"] == warning["case"] and not r["warmup"] else None
+            if t is None or t.get("prefill_start_s") is None:
+                continue
+            if (t.get("admitted_s") or 0.0) - (t.get("queued_s") or 0.0) > 0.001:
+                return True
+            spans.append((t["prefill_start_s"], t["prefill_end_s"]))
+    spans.sort()
+    return any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:]))
 
 
 def _drift_the_truth_shows(results: dict, warning: dict, truth: dict[str, dict]) -> bool:

@@ -130,3 +130,29 @@ def test_browse_lists_no_figure_the_table_withholds(failing_run, tmp_path):
     row = browse.run_row(browse.Run("r", tmp_path / "results.json", results), tmp_path)
     rest = max(c["summary"]["e2e_tps"]["median"] for c in data["cases"] if c is not best)
     assert row["e2e"] == f"{rest:,.1f}"
+
+
+def test_report_html_marks_a_figure_qualified_only_by_a_warning_that_names_what_it_draws(failing_run, tmp_path):
+    """report.html's "qualified by" badge follows the table's flags: a warning naming ttft_s marks
+    the TTFT figure and not the decode one; a run-level warning about something no figure draws
+    (the canary's answers) marks none, though it is listed among the warnings."""
+    from benchy.report import html
+
+    data = json.loads((failing_run / "results.json").read_text())
+    label = data["cases"][0]["label"]
+    data["warnings"] += [
+        {"code": "fixed_latency", "severity": "warning", "case": label, "message": "m", "hint": "h",
+         "metrics": ["ttft_s"], "withheld": [], "details": {"code": "fixed_latency"}},
+        {"code": "canary_failed", "severity": "warning", "case": None, "message": "c", "hint": "h",
+         "metrics": [], "withheld": [], "details": {"code": "canary_failed"}},
+    ]  # fmt: skip
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    results = files.read(tmp_path / "results.json")
+    page = html.render(results)
+    ttft, decode = (
+        page.split(f'id="panel-{key}"')[1].split("</section>")[0]
+        for key in ("ttft_s-vs-prompt", "decode_tps-vs-prompt")
+    )
+    assert "qualified by" in ttft and ">fixed_latency (" in ttft and "canary_failed" not in ttft
+    assert "fixed_latency" not in decode and "canary_failed" not in decode
+    assert "canary_failed" in page.split('class="warnings"')[1]  # still listed among the warnings

@@ -7,7 +7,7 @@ from __future__ import annotations
 from benchy.jsontypes import JsonObject
 from benchy.measure import agents
 from benchy.report.agents_view import AGENTS_SHOWN
-from benchy.report.html_figures import Panel, _layout
+from benchy.report.html_figures import CACHE_CODES, Panel, _layout
 from benchy.results.types import RequestResult, RunResult
 
 
@@ -41,12 +41,14 @@ def agent_panels(results: RunResult) -> list[Panel]:
         out.append(
             Panel(f"agents-ttft-{i}", f"Agents: TTFT by turn ({case.label})",
                   "Each line one agent (sub-agents included), each point a call." + drawn,
-                  {"data": ttft, "layout": _layout("turn (call within its agent)", "TTFT ms")}, cases=[case.label])
+                  {"data": ttft, "layout": _layout("turn (call within its agent)", "TTFT ms")}, cases=[case.label],
+                  metrics=("ttft_s", "turn_ttft_s"))
         )  # fmt: skip
         out.append(
             Panel(f"agents-reuse-{i}", f"Agents: cached tokens served vs expected ({case.label})",
                   "Lines: cached tokens the server reported for each call; grey crosses: the reuse expected "
                   "(the server's own count of the earlier call the history extends)." + drawn,
-                  {"data": reuse, "layout": _layout("turn (call within its agent)", "cached tokens")}, cases=[case.label])
+                  {"data": reuse, "layout": _layout("turn (call within its agent)", "cached tokens")}, cases=[case.label],
+                  codes=CACHE_CODES)
         )  # fmt: skip
     return out

@@ -57,9 +57,17 @@ def warning_id(index: int) -> str:
 
 
 def qualifying(panel: Panel, warnings: list[CheckWarning]) -> list[int]:
-    """The warnings (by index) that qualify a figure: those of the cases it draws, and the run's own."""
-    drawn = set(panel.cases)
-    return [i for i, w in enumerate(warnings) if w.severity != "info" and (w.case is None or w.case in drawn)]
+    """The warnings (by index) that qualify a figure: of a case it draws or of the run, naming a
+    metric it draws (as the table flags a cell) or of a code that concerns it. A warning about
+    something else (the canary's answers, a --hardware the GPUs contradict) qualifies no figure."""
+    drawn, metrics = set(panel.cases), set(panel.metrics)
+    return [
+        i
+        for i, w in enumerate(warnings)
+        if w.severity != "info"
+        and (w.case is None or w.case in drawn)
+        and (metrics.intersection(w.metrics) or w.code in panel.codes)
+    ]
 
 
 def panel_html(panel: Panel, warnings: list[CheckWarning]) -> str:

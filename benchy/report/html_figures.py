@@ -16,9 +16,13 @@ from benchy.measure.registry import METRICS, Metric
 from benchy.report import pooled_view, server_view, shown, workloads
 from benchy.report.table import case_name, case_warnings
 from benchy.results.types import CaseResult, Dot, RunResult
+from benchy.results.verdicts.codes import Code
 
 MAX_DOTS = 6_000  # the scatter's dots over all cases (SVG): more cost the page seconds to open
 FAILED_COLOR = "#d62728"
+# The codes that concern a figure of no metric of their own: the cache ledgers, the GPU's draw.
+CACHE_CODES = tuple(c.value for c in Code if "cache" in c.value and c is not Code.CACHE_RESET_UNAVAILABLE)
+GPU_CODES = (Code.GPU_SAMPLES_FAILED.value, Code.GPU_IDLE_DOMINATES.value)
 
 
 @dataclass
@@ -31,6 +35,10 @@ class Panel:
     figure: dict[str, Any] | None = None
     why: str = ""
     cases: list[str] = field(default_factory=list)  # the cases it draws: the warnings it carries
+    # what it draws, by metric name: a warning qualifies it when it names one of them (as the table
+    # flags a cell), or when its code is one of `codes` (a figure of no metric: the cache ledger)
+    metrics: tuple[str, ...] = ()
+    codes: tuple[str, ...] = ()
 
 
 def _layout(x_title: str, y_title: str, **more: object) -> dict[str, Any]:
@@ -88,7 +96,9 @@ def metric_vs_prompt(results: RunResult, name: str) -> Panel | None:
     lengths = sorted({c.pp for c in drawn})
     if len(lengths) > 2 and lengths[-1] >= 8 * lengths[0]:  # ticks at the lengths run, not log's 2…9
         layout["xaxis"].update(type="log", tickvals=lengths, ticktext=[f"{v:,}" for v in lengths])
-    return Panel(key, title, caption, {"data": traces, "layout": layout}, cases=[c.label for c in drawn])
+    return Panel(
+        key, title, caption, {"data": traces, "layout": layout}, cases=[c.label for c in drawn], metrics=(name,)
+    )
 
 
 def _why(seen: shown.Shown) -> str:
@@ -179,6 +189,7 @@ def concurrency_scaling(results: RunResult) -> Panel | None:
         caption,
         {"data": traces, "layout": layout},
         cases=[c.label for c in cases],
+        metrics=("aggregate_tps",),
     )
 
 
@@ -261,7 +272,12 @@ def requests_scatter(results: RunResult) -> Panel | None:
         )
     layout = _layout("seconds since the first request", "total latency ms")
     return Panel(
-        "requests", "Every request", caption, {"data": traces, "layout": layout}, cases=[c.label for c in results.cases]
+        "requests",
+        "Every request",
+        caption,
+        {"data": traces, "layout": layout},
+        cases=[c.label for c in results.cases],
+        metrics=("e2e_s",),
     )
 
 
@@ -321,8 +337,14 @@ def server_split(results: RunResult) -> Panel | None:
         "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
         **axes,
     }
+    drawn = tuple(client.removeprefix("client_") for _, client, _, _ in shown)
     return Panel(
-        "server", "Client vs server", caption, {"data": traces, "layout": layout}, cases=[label for label, _ in rows]
+        "server",
+        "Client vs server",
+        caption,
+        {"data": traces, "layout": layout},
+        cases=[label for label, _ in rows],
+        metrics=drawn + tuple(f"server_{name}" for name in drawn),
     )
 
 
@@ -355,6 +377,7 @@ def cache_ledger(results: RunResult) -> Panel | None:
         caption,
         {"data": traces, "layout": layout},
         cases=[c.label for c in cases],
+        codes=CACHE_CODES,
     )
 
 
@@ -391,7 +414,15 @@ def gpu_power(results: RunResult) -> Panel | None:
             }
         ]
         caption += f" Dashed: {idle:,.0f} W, the draw before the run with nothing sent."
-    return Panel("gpu", "GPU power", caption, {"data": traces, "layout": layout}, cases=[c.label for c in cases])
+    return Panel(
+        "gpu",
+        "GPU power",
+        caption,
+        {"data": traces, "layout": layout},
+        cases=[c.label for c in cases],
+        metrics=("gpu_power_w",),
+        codes=GPU_CODES,
+    )
 
 
 def gpu_energy(results: RunResult) -> Panel | None:
@@ -421,6 +452,8 @@ def gpu_energy(results: RunResult) -> Panel | None:
         caption,
         {"data": [trace], "layout": _layout("case", "J per output token")},
         cases=[c.label for c in drawn],
+        metrics=("gpu_joules_per_token",),
+        codes=GPU_CODES,
     )
 
 

@@ -178,7 +178,7 @@ def latency_vs_load(results: RunResult, name: str) -> list[Panel]:
         layout["annotations"] = _failures(cases, level, log)
         layout["margin"]["t"] = 40
         drawn = [c.label for c in cases if c.summary.get(name)]
-        made.append(Panel(key, title, caption, {"data": traces, "layout": layout}, cases=drawn))
+        made.append(Panel(key, title, caption, {"data": traces, "layout": layout}, cases=drawn, metrics=(name,)))
     return made
 
 
@@ -235,6 +235,7 @@ def throughput_vs_latency(results: RunResult) -> Panel | None:
         caption,
         {"data": traces, "layout": layout},
         cases=[c.label for c in every],
+        metrics=("e2e_s", "aggregate_tps"),
     )
 
 
