@@ -95,6 +95,19 @@ def vllm_rerank_server(tmp_path_factory):
     yield from _serve(tmp_path_factory, "vllm-rerank", builder="tiny_rerank_model.py")
 
 
+@pytest.fixture(scope="session")
+def vllm_tool_server(tmp_path_factory):
+    """The tiny model with the Hermes call tags as tokens and a tools chat template
+    (tiny_tool_model.py), served with vLLM's hermes tool parser. `--tool-strict-level parameter`
+    pins each call's arguments to its tool's schema: at the default level a tool without
+    `strict: true` has only its call's frame constrained, and a random model writes arguments
+    that never end (an endless JSON number; docs/tools.md)."""
+    yield from _serve(tmp_path_factory, "vllm-tools", *TOOL_ARGS, builder="tiny_tool_model.py")
+
+
+TOOL_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--tool-strict-level", "parameter")
+
+
 def _vllm_python() -> str:
     python = os.environ.get("BENCHY_VLLM_PYTHON")
     if not python:
