@@ -6,8 +6,9 @@ left 14 to 22 tokens after the first (tests/vllmserver/test_vllm_tools.py)."""
 
 from __future__ import annotations
 
+from benchy.checks import outputs, tool_frame
 from benchy.checks import server as sc
-from benchy.checks import tool_frame
+from benchy.results.types import RunResult
 from tests.test_server_checks import case, hist, request, server, summary
 
 ITL = 0.010
@@ -43,3 +44,23 @@ def test_a_call_after_text_or_a_gap_beyond_the_frame_is_still_outside():
     # 550 ms is far beyond a frame of 24 gaps (240 ms): a proxy's wait is still named
     found = sc.outside_figures(answers(0.600, 0.600))
     assert found is not None and found.cause == "in_front" and found.bound_s > tool_frame.FRAME_TOKENS * ITL
+
+
+def ignored(streamed: bool, finish: str) -> str:
+    """The tool_choice_ignored message of a --tool-choice required case whose four answers held
+    no call, came `streamed` or whole and ended by `finish`."""
+    reqs = [request(streamed=streamed, finish_reason=finish, tool_calls=0, content_chars=76) for _ in range(4)]
+    setup = {"tool_choice": "required", "tools": []}
+    [w] = [w for w in outputs.tool_choice_ignored(case(None, reqs), RunResult.from_dict({"setup": setup}))]
+    return w.message + " " + w.hint
+
+
+def test_whole_answers_cut_at_the_limit_are_not_said_to_be_unenforced():
+    """vLLM, --no-stream: the call max_tokens cut is unparseable, so the server answers its raw
+    `<tool_call>{"name": …` as content (its grammar did enforce the call): benchy says either
+    cause may hold and how to tell them apart, not that the server ignored the choice."""
+    cut = ignored(streamed=False, finish="length")
+    assert "could not parse a call the limit cut" in cut and "without --no-stream" in cut
+    # streamed, or ended by the model: a call would have shown; the choice was not enforced
+    for said in (ignored(streamed=True, finish="length"), ignored(streamed=False, finish="stop")):
+        assert "the server did not enforce the choice" in said and "limit cut" not in said

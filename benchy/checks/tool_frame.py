@@ -30,3 +30,12 @@ def frame_s(case: CaseResult) -> float:
         return 0.0
     opened = ttftc.n == ttft.n and math.isclose(ttftc.mean, ttft.mean, rel_tol=1e-9, abs_tol=1e-12)
     return FRAME_TOKENS * itl if opened else 0.0
+
+
+def cut_whole(case: CaseResult) -> int:
+    """Answers without a call that came whole (--no-stream) and stopped at the length limit.
+    A server parses a whole answer's calls only when they are complete: vLLM's hermes parser
+    fails on a call max_tokens cut (json.loads of its half) and returns the model's raw
+    `<tool_call>{"name": …` as content, which reads as text, though its grammar enforced the
+    call. Streamed, the same cut call arrives as a call's events."""
+    return sum(not r.streamed and not r.tool_calls and r.finish_reason == "length" for r in case.measured_ok())

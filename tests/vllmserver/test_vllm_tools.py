@@ -194,3 +194,24 @@ def _line(r: dict) -> str:
     ttftc = r["metrics"]["ttftc_s"]
     first = "withheld" if ttftc is None else f"{ttftc * 1000:.0f} ms"
     return f"{r['tool_calls']} call, {r['tool_chars']} chars in {r['sse_events']} events, usage {r['completion_tokens']}, ttftc {first}"
+
+
+def test_whole_answers_cut_at_the_limit_are_said_so(vllm_tool_server, tmp_path):
+    """--no-stream: benchy's exact length cuts each call (greedy: whitespace to max_tokens), and
+    vLLM's whole-answer parser cannot parse a cut call (hermes_tool_parser.py: json.loads of its
+    half raises; "Error in extracting tool call" in its log), so it answers the model's raw text
+    as content. Its grammar did enforce the call: the text is the call's frame, and benchy's
+    tool_choice_ignored says so instead of blaming the choice."""
+    args = ["--tools", "builtin", "--tool-choice", "required", "--no-stream", *"--pp 768 --tg 64 --runs 3".split()]
+    results = benchy_run(vllm_tool_server, *args, out=tmp_path)
+    [case] = results["cases"]
+    requests = measured(case)
+    assert case["n_ok"] == len(requests) == 3
+    assert all(r["tool_calls"] == 0 and r["finish_reason"] == "length" for r in requests)
+    rows = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()[1:]]
+    texts = [row["token_event_text"] for row in rows if not row.get("warmup") and "token_event_text" in row]
+    assert len(texts) == 3 and all(re.match(r'<tool_call>\s*\{"name": "(search|read_file)"', t) for t in texts)
+    [ignored] = [w for w in results["warnings"] if w["code"] == "tool_choice_ignored"]
+    assert "could not parse a call the limit cut" in ignored["message"]
+    counters = case["server"]["counters"]
+    assert counters["generation_tokens"] == sum(r["completion_tokens"] for r in requests) == 3 * 64
