@@ -46,7 +46,7 @@ def _short(name: str, arg: str) -> dict:
 
 SHORT = [_short("get_weather", "city"), _short("get_time", "zone")]
 # Sampled, seeded: at temperature 0 this model writes the whitespace JSON allows between tokens
-# and never ends a call (test_greedy_whitespace_is_held_back_and_said_to_be); a seed makes a
+# and never ends a call (test_whitespace_the_parser_holds_back_is_said_to_be_buffered); a seed makes a
 # streamed and a whole answer the same generation.
 SAMPLED = {"temperature": 1.0, "seed": 7}
 
@@ -105,7 +105,7 @@ def test_required_makes_the_random_model_call_and_the_call_ends_the_answer(vllm_
 
 def test_a_streamed_call_is_the_one_the_server_parses_whole(vllm_tool_server):
     """One seed: the same generation streamed (read by benchy) and whole (read here, the
-    server's own parse): the same call, its name and arguments to the character, the same usage."""
+    server's own parse): the same call, its name and arguments, the same usage."""
     whole = whole_chat(vllm_tool_server, tool_choice="required", parallel_tool_calls=False, **SAMPLED)
     [choice] = whole["choices"]
     [call] = choice["message"]["tool_calls"]
