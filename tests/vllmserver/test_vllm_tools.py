@@ -8,7 +8,7 @@ frame: every token was masked, the sampler took token 0 and the engine ended the
 rejected tokens [0]", a 500); (2) with the tags as tokens, a tool without `strict: true` has its
 arguments free at the default `--tool-strict-level auto` (structural_tag_registry.py:
 resolve_tool_strictness, get_function_parameters returns True), and a random model writes a JSON
-number that never ends. The tool model (tiny_tool_model.py) has the tags; the server runs with
+number that never ends. The tool model (`tiny_hf_model.py OUT tools`) has the tags; the server runs with
 `--tool-strict-level parameter` (conftest.vllm_tool_server), and every answer is calls.
 
 Opt-in: `make test-vllm` (see conftest.py); skipped without $BENCHY_VLLM_PYTHON.

@@ -2,8 +2,9 @@
 
 Run with the Python that has vLLM (it brings torch, transformers and tokenizers):
 
-    .venv-vllm/bin/python tests/vllmserver/tiny_hf_model.py OUT_DIR
+    .venv-vllm/bin/python tests/vllmserver/tiny_hf_model.py OUT_DIR [tools]
 
+(`tools`: the Hermes call tags as tokens and a chat template with tools, for tool calls.)
 Nothing is downloaded. The tokenizer is a byte-level BPE trained on the same generated corpus
 as the llama.cpp test model (tests/realserver/tiny_model.py), but without the full byte
 alphabet: every token is complete ASCII text, so vLLM's incremental detokenizer never holds a
@@ -54,7 +55,7 @@ def _tokenizer(tiny, tools: bool = False):
 def build(out: Path, scorer: bool = False, tools: bool = False) -> Path:
     """scorer: a cross-encoder instead (one relevance score from the last token, as vLLM serves
     a LlamaForSequenceClassification on /v1/rerank; tiny_rerank_model.py). tools: the Hermes
-    call tags as tokens and the tools chat template (tiny_tool_model.py)."""
+    call tags as tokens and the tools chat template (`tiny_hf_model.py OUT_DIR tools`)."""
     import torch
     from transformers import LlamaForCausalLM, LlamaForSequenceClassification
 
@@ -118,6 +119,6 @@ def _rule_out(model, banned: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: tiny_hf_model.py OUT_DIR")
-    print(build(Path(sys.argv[1])))
+    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["tools"]):
+        sys.exit("usage: tiny_hf_model.py OUT_DIR [tools]")
+    print(build(Path(sys.argv[1]), tools=sys.argv[2:] == ["tools"]))
