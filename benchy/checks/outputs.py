@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from benchy.checks import tool_frame
 from benchy.checks.registry import (
     ERROR,
     WARNING,
@@ -164,18 +165,28 @@ def tool_choice_ignored(case: CaseResult, run: RunResult) -> Iterable[CheckWarni
     choice, facts = run.setup.tool_choice, case.facts()
     if choice in (None, "auto", "none") or not facts.n_without_tool_call:
         return
+    cut = tool_frame.cut_whole(case) == facts.n_without_tool_call  # each whole, at the length limit
     yield Warning_(
         Code.TOOL_CHOICE_IGNORED,
         WARNING,
         case.label,
         f"{facts.n_without_tool_call} of {facts.n_ok} requests held no tool call although --tool-choice "
-        f"{choice} asked for one: the server did not enforce the choice, so those answers are text and "
-        "the time to first tool call covers only the rest.",
-        "Check that the server parses tool calls for this model (vLLM --enable-auto-tool-choice and a "
+        f"{choice} asked for one: {CUT_WHOLE if cut else 'the server did not enforce the choice'}, so those "
+        "answers are text and the time to first tool call covers only the rest.",
+        ("Stream them: without --no-stream a cut call still arrives as a call. " if cut else "")
+        + "Check that the server parses tool calls for this model (vLLM --enable-auto-tool-choice and a "
         "--tool-call-parser; llama.cpp --jinja and a template with tools) and that its grammar holds "
         "the call from the first token.",
         details=RequestCount(requests=facts.n_without_tool_call),
     )
+
+
+# Whole answers cut at the length limit: a cut call is unparseable (checks/tool_frame.cut_whole).
+CUT_WHOLE = (
+    "each came whole and stopped at the length limit, so either the server did not enforce the choice "
+    "or it did and could not parse a call the limit cut (vLLM's parser then returns the call's raw "
+    "text as content)"
+)
 
 
 def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:

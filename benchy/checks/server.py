@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from benchy.checks import tool_frame
 from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure.silence import Silence
 from benchy.results.types import (
@@ -108,11 +109,12 @@ def outside_figures(case: CaseResult) -> TtftOutsideServer | None:
     if server is None or server_ttft is None or client_ttft is None:
         return None
     gap, rtt = client_ttft - server_ttft, server.rtt_s or 0.0
-    bound = max(OUTSIDE_MIN_S, OUTSIDE_RTTS * rtt)
-    if gap <= bound or gap <= OUTSIDE_SHARE * client_ttft:
+    frame = tool_frame.frame_s(case)  # tokens the server made before a call's name could leave
+    bound = max(OUTSIDE_MIN_S, OUTSIDE_RTTS * rtt) + frame
+    if gap <= bound or gap - frame <= OUTSIDE_SHARE * client_ttft:
         return None
     lag = client_lag_s(case)
-    cause, silence = _outside_evidence(case, gap, lag)
+    cause, silence = _outside_evidence(case, gap - frame, lag)
     return TtftOutsideServer(
         client_ttft_s=client_ttft,
         server_ttft_s=server_ttft,

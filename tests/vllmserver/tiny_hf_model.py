@@ -2,8 +2,9 @@
 
 Run with the Python that has vLLM (it brings torch, transformers and tokenizers):
 
-    .venv-vllm/bin/python tests/vllmserver/tiny_hf_model.py OUT_DIR
+    .venv-vllm/bin/python tests/vllmserver/tiny_hf_model.py OUT_DIR [tools]
 
+(`tools`: the Hermes call tags as tokens and a chat template with tools, for tool calls.)
 Nothing is downloaded. The tokenizer is a byte-level BPE trained on the same generated corpus
 as the llama.cpp test model (tests/realserver/tiny_model.py), but without the full byte
 alphabet: every token is complete ASCII text, so vLLM's incremental detokenizer never holds a
@@ -22,6 +23,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SEED = 20240611
 UNK = "<unk>"
+# The Hermes call tags (tools=True): the corpus has no `<`, `>` or `/`, so without them as tokens
+# no output could spell a call and vLLM's tool grammar would leave no token allowed.
+TOOL_TAGS = ("<tool_call>", "</tool_call>")
+TOOLS_TEMPLATE = HERE.parent / "realserver" / "tools_template.jinja"
 
 
 def _realserver_model():
@@ -32,8 +37,8 @@ def _realserver_model():
     return mod
 
 
-def _tokenizer(tiny):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+def _tokenizer(tiny, tools: bool = False):
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE(unk_token=UNK))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -42,19 +47,23 @@ def _tokenizer(tiny):
         vocab_size=2048, min_frequency=2, special_tokens=[*tiny.SPECIAL_TOKENS, UNK], show_progress=False
     )
     tok.train_from_iterator(tiny._corpus(), trainer=trainer)
+    if tools:
+        tok.add_tokens([AddedToken(tag, normalized=False, special=False) for tag in TOOL_TAGS])
     return tok
 
 
-def build(out: Path, scorer: bool = False) -> Path:
+def build(out: Path, scorer: bool = False, tools: bool = False) -> Path:
     """scorer: a cross-encoder instead (one relevance score from the last token, as vLLM serves
-    a LlamaForSequenceClassification on /v1/rerank; tiny_rerank_model.py)."""
+    a LlamaForSequenceClassification on /v1/rerank; tiny_rerank_model.py). tools: the Hermes
+    call tags as tokens and the tools chat template (`tiny_hf_model.py OUT_DIR tools`)."""
     import torch
     from transformers import LlamaForCausalLM, LlamaForSequenceClassification
 
     tiny = _realserver_model()
-    tok = _tokenizer(tiny)
+    tok = _tokenizer(tiny, tools)
     vocab = tok.get_vocab()
-    fast = fast_tokenizer(tiny, tok, tiny.CHAT_TEMPLATE)
+    template = TOOLS_TEMPLATE.read_text() if tools else tiny.CHAT_TEMPLATE
+    fast = fast_tokenizer(tiny, tok, template)
     config = text_config(tiny, vocab, scorer)
     torch.manual_seed(SEED)
     if scorer:
@@ -110,6 +119,6 @@ def _rule_out(model, banned: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: tiny_hf_model.py OUT_DIR")
-    print(build(Path(sys.argv[1])))
+    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["tools"]):
+        sys.exit("usage: tiny_hf_model.py OUT_DIR [tools]")
+    print(build(Path(sys.argv[1]), tools=sys.argv[2:] == ["tools"]))
