@@ -353,3 +353,27 @@ def test_the_writes_into_a_result_left_inside_the_analysis_are_only_those_named(
     }
     assert found - RESULT_WRITES_LEFT == set(), "a new write into a result after it is made"
     assert RESULT_WRITES_LEFT - found == set(), "paid off: strike it from RESULT_WRITES_LEFT"
+
+
+def _remade_with_warnings(tree: ast.AST) -> list[int]:
+    """Lines that make a result again to give it warnings: `replace(run, warnings=…)`."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)) == "replace"
+        and any(k.arg == "warnings" for k in node.keywords)
+    ]
+
+
+def test_no_result_is_made_again_to_hold_its_warnings():
+    """Issue 51 item 3: the warnings are checked on the run's view before the RunResult exists
+    (results/view.py); the RunResult is then constructed once, with them."""
+    sample = "a = replace(run, warnings=w)\nb = dataclasses.replace(r, warnings=[])\nc = replace(run, cases=[])\n"
+    assert _remade_with_warnings(ast.parse(sample)) == [1, 2]
+    found = {
+        f"{module}:{line}"
+        for module, path in MODULES.items()
+        for line in _remade_with_warnings(ast.parse(path.read_text(encoding="utf-8")))
+    }
+    assert found == set()

@@ -8,8 +8,9 @@ from collections.abc import Iterable
 
 from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.results import latency
-from benchy.results.types import CheckWarning, Evidence, RunResult
+from benchy.results.types import CheckWarning, Evidence
 from benchy.results.verdicts.details import FixedLatency
+from benchy.results.view import RunView
 
 FIXED_HINT = (
     "Something holds each request before the engine sees it: a gateway's guardrails, an API "
@@ -27,13 +28,13 @@ LLAMACPP_HINT = (
 )
 
 
-def served_by_llamacpp(run: RunResult) -> bool:
+def served_by_llamacpp(run: RunView) -> bool:
     """The server is llama.cpp by its identity (server/identity.py says how it knows)."""
     ident = run.setup.server
     return ident is not None and ident.llamacpp
 
 
-def fixed_latency(run: RunResult) -> Iterable[CheckWarning]:
+def fixed_latency(run: RunView) -> Iterable[CheckWarning]:
     for found in latency.found_in(run):
         part = found.part
         engine = (

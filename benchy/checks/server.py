@@ -32,7 +32,6 @@ from benchy.results.types import (
     CaseResult,
     CheckWarning,
     Evidence,
-    RunResult,
 )
 from benchy.results.verdicts import queueing
 from benchy.results.verdicts.details import (
@@ -42,6 +41,7 @@ from benchy.results.verdicts.details import (
     ServerTokenMismatch,
     TtftOutsideServer,
 )
+from benchy.results.view import RunView
 
 # Tokens a request may legitimately find cached beyond its template: vLLM's cache blocks are 16
 # tokens, so a template prefix rounds to a block either way.
@@ -52,7 +52,7 @@ TOKEN_SLACK_PER_REQUEST, TOKEN_SLACK_SHARE = 1, 0.02
 OUTSIDE_MIN_S, OUTSIDE_RTTS, OUTSIDE_SHARE = 0.02, 3.0, 0.2
 
 
-def cache_hit_figures(case: CaseResult, run: RunResult) -> ServerCacheHit | None:
+def cache_hit_figures(case: CaseResult, run: RunView) -> ServerCacheHit | None:
     """The figures of a server_cache_hit warning, or None (prompts not unique, or hits explained)."""
     if case.kind != "sweep":
         return None  # a cache-aware workload means to hit; its own checks judge its reuse
@@ -182,7 +182,7 @@ def _num(value: float | int | None) -> float:
     return float(value)
 
 
-def server_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def server_cache_hit(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     found = cache_hit_figures(case, run)
     if found is None:
         return
@@ -208,7 +208,7 @@ def server_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
     )
 
 
-def server_token_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def server_token_mismatch(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     found = token_mismatch_figures(case)
     if found is None:
         return
@@ -249,7 +249,7 @@ def _what_rates_count(found: ServerTokenMismatch) -> str:
     )
 
 
-def ttft_outside_server(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def ttft_outside_server(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     found = outside_figures(case)
     if found is None:
         return
@@ -297,7 +297,7 @@ def _outside_cause(found: TtftOutsideServer) -> tuple[str, str]:
     )
 
 
-def server_counter_reset(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def server_counter_reset(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     server = case.server_figures()
     n = server.counter_resets if server else 0
     if server is None or not n:
@@ -329,7 +329,7 @@ def server_counter_reset(case: CaseResult, run: RunResult) -> Iterable[CheckWarn
     )
 
 
-def server_several_processes(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def server_several_processes(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     server = case.server_figures()
     why = server.several_processes if server else None
     if why is None:

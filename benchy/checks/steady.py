@@ -8,10 +8,11 @@ from collections.abc import Iterable
 from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure import steady
 from benchy.measure.registry import METRICS
-from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
+from benchy.results.types import CaseResult, CheckWarning, Evidence
+from benchy.results.view import RunView
 
 
-def steady_state_differs(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def steady_state_differs(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     window = case.steady
     if window is None:
         return

@@ -21,7 +21,6 @@ from benchy.results.types import (
     CaseResult,
     CheckWarning,
     Evidence,
-    RunResult,
 )
 from benchy.results.verdicts import queueing
 from benchy.results.verdicts.details import (
@@ -29,6 +28,7 @@ from benchy.results.verdicts.details import (
     SseBuffering,
     TtftNotPrefill,
 )
+from benchy.results.view import RunView
 
 BUFFERING_HINT = (
     "The server sends several tokens per event (vLLM buffers Harmony output, for "
@@ -39,7 +39,7 @@ FIRST_CHUNK_LEAD_MIN_S = 0.02
 FIRST_CHUNK_LEAD_SHARE = 0.2
 
 
-def sse_buffering(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def sse_buffering(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     why = case.reason("ttft_s")
     if case.summary.get("ttft_s") is None and why.code == unavailable.BUFFERED:
         per_event = case.median("tokens_per_event")
@@ -57,7 +57,7 @@ def sse_buffering(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         )
 
 
-def first_chunk_before_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def first_chunk_before_prefill(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """The registry's first_chunk_lead_s against TTFT, both summarized with the case (files
     before 1.12 carry no lead: no note for them)."""
     lead, ttft = case.median("first_chunk_lead_s"), case.median("ttft_s")
@@ -92,7 +92,7 @@ NOT_PREFILL_HINT = (
 )
 
 
-def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def ttft_not_prefill(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """Time inside TTFT that the server's own prompt time does not hold."""
     facts = case.facts()  # (TTFT, prompt_ms) of each request with llama.cpp's timings
     if not facts.pair_ttft or case.median("ttft_gap_s") is None:  # no gap the case believes (TTFT withheld)
@@ -122,7 +122,7 @@ def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
     )
 
 
-def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
+def _not_prefill_cause(case: CaseResult, run: RunView) -> str:
     fixed = latency.found_for(case, latency.found_in(run))
     if fixed is not None and fixed.unsure_cause:  # one prompt length: its cause is not known
         before = f"a fixed {fixed.fixed_s * 1000:,.0f} ms before the server answers"
@@ -141,7 +141,7 @@ def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
     return "work before prefill, e.g. llama.cpp's host-RAM prompt cache copying slots"
 
 
-def ttft_grows_with_output(run: RunResult) -> Iterable[CheckWarning]:
+def ttft_grows_with_output(run: RunView) -> Iterable[CheckWarning]:
     """The cases results.py withheld because TTFT grew with the output length (metrics.
     buffered_trend), one warning each, with every TTFT of their group."""
     trend = [c for c in run.cases if c.reason("ttft_s").code == unavailable.BUFFERED_TREND and "ttft_s" in c.withheld]

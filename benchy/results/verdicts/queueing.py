@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from benchy.measure import stats
 from benchy.measure.unavailable import QUEUED, Unavailable
 from benchy.results.figures import CaseView
-from benchy.results.types import CaseResult, CheckWarning, Evidence, MetricSummary, Queueing, RunResult
+from benchy.results.types import CaseResult, CheckWarning, Evidence, MetricSummary, Queueing
 from benchy.results.verdicts.codes import WARNING, Code
 from benchy.results.verdicts.details import PrefillHoldsQueueing, QueueDominatesTtft
 from benchy.results.verdicts.make import warning
+from benchy.results.view import RunView
 
 # TTFT under load counts as queued when its median passes the same prompt's alone median by
 # more than the noise: half the alone TTFT (QUEUE_TTFT_GROWTH 1.5×), 20 ms, and the spread of
@@ -210,13 +211,13 @@ def _same_prompt(a: CaseView, b: CaseView) -> bool:
 # ------------------------------------------------------------------ the warnings
 
 
-def server_slots(run: RunResult) -> int | None:
+def server_slots(run: RunView) -> int | None:
     """The requests the server runs at once, where it says (llama.cpp's slots)."""
     slots = run.setup.server.slots if run.setup.server else None
     return slots if slots is not None and slots > 0 else None
 
 
-def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
+def prefill_holds_queueing(run: RunView) -> Iterable[CheckWarning]:
     """TTFT under load past the same prompt alone (results/build.py judged it and withheld the
     prefill rate), or, in files without that judgment, TTFT growing with concurrency or more
     requests in flight than the server's slots."""
@@ -252,7 +253,7 @@ QUEUE_HINT = (
 )
 
 
-def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def _queued(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     q = case.queueing
     if q is None or not q.queued or q.alone_ttft is None or q.excess_s is None or q.loaded_ttft_s is None:
         return
@@ -289,7 +290,7 @@ def slots_text(slots: int) -> str:
     return f"{slots} slot" if slots == 1 else f"{slots} slots"
 
 
-def _queue_cause(case: CaseResult, run: RunResult) -> str:
+def _queue_cause(case: CaseResult, run: RunView) -> str:
     slots = server_slots(run)
     if slots is not None and case.concurrency is not None and case.concurrency > slots:
         return f"{case.concurrency} requests in flight on {slots_text(slots)}"
@@ -383,7 +384,7 @@ def _num(value: float | int | None) -> float:
     return float(value)
 
 
-def queue_dominates_ttft(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def queue_dominates_ttft(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     found = queue_figures(case)
     if found is None:
         return
