@@ -204,6 +204,23 @@ def test_the_run_result_is_constructed_once_with_its_warnings(start_sim, tmp_pat
     assert [w.to_dict() for w in run.warnings] == saved["warnings"]  # the warnings the run saved
 
 
+def test_a_finding_words_its_own_warning():
+    """Issue 51 item 2: a trap's words (message, hint; severity by its code's rule) are its
+    class's (results/findings.py); the check that registers it asks the finding. A TTFT trend
+    and a buffered case, each worded by the finding that withheld its timings."""
+    from benchy.results import findings
+
+    trend = run_of([case_of(16, 0.05, usage=False), case_of(256, 1.5, usage=False)])
+    worded = [w for w in trend.warnings if w.code == "sse_buffering"]
+    assert len(worded) == 2 and worded == list(findings.BUFFERED_BY_TREND.warnings_of(trend.cases))
+    assert all(w.severity == findings.BUFFERED_BY_TREND.code.rule.severity for w in worded)
+    buffered = run_of([case_of(64, 0.05, tokens_per_event=8)])
+    (said,) = [w for w in buffered.warnings if w.code == "sse_buffering"]
+    assert said == findings.BUFFERED_STREAMS.warning_of(buffered.cases[0])
+    assert findings.BUFFERED_STREAMS.warning_of(trend.cases[0]) is None  # withheld by the other finding
+    assert list(findings.BUFFERED_BY_TREND.warnings_of(buffered.cases)) == []
+
+
 def test_a_decided_finding_withholds_in_the_result_what_its_warning_says():
     """Issue 51 item 2: a trap decided before the results exist (results/findings.py DECIDED)
     takes the metrics it withholds from its code's one entry; the result built from its verdict

@@ -377,3 +377,41 @@ def test_no_result_is_made_again_to_hold_its_warnings():
         for line in _remade_with_warnings(ast.parse(path.read_text(encoding="utf-8")))
     }
     assert found == set()
+
+
+# The warnings of the traps the analysis decides (results/findings.py) are worded by the finding;
+# a check may word one of their codes only where it reads what no finding decided, named here.
+CHECK_WORDED_FINDING_CODES = {
+    # files before 1.9 carry no queueing judgment: a cause inferred from slots, qualified
+    "benchy.checks.queueing PREFILL_HOLDS_QUEUEING",
+}
+
+
+def _warned_codes(tree: ast.AST) -> set[str]:
+    """The Code members a module makes warnings of: Warning_(Code.X, …) or warning(Code.X, …)."""
+    return {
+        node.args[0].attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("Warning_", "warning")
+        and node.args
+        and isinstance(node.args[0], ast.Attribute)
+        and isinstance(node.args[0].value, ast.Name)
+        and node.args[0].value.id == "Code"
+    }
+
+
+def test_a_finding_s_warning_is_worded_in_its_class_not_in_a_check():
+    """Issue 51 item 2: each finding owns its words; checks/ asks it for its warning."""
+    from benchy.results import findings
+
+    assert _warned_codes(ast.parse("Warning_(Code.A, x)\nwarning(Code.B)\nother(Code.C)\n")) == {"A", "B"}
+    owned = {f.code.name for f in (*findings.DECIDED, findings.BUFFERED_STREAMS)}
+    worded_elsewhere = {
+        f"{module} {code}"
+        for module, path in MODULES.items()
+        if module != "benchy.results.findings"
+        for code in _warned_codes(ast.parse(path.read_text(encoding="utf-8"))) & owned
+    }
+    assert worded_elsewhere == CHECK_WORDED_FINDING_CODES
