@@ -204,6 +204,20 @@ def test_the_run_result_is_constructed_once_with_its_warnings(start_sim, tmp_pat
     assert [w.to_dict() for w in run.warnings] == saved["warnings"]  # the warnings the run saved
 
 
+def test_the_run_view_holds_every_field_of_a_run_result_but_its_warnings():
+    """RunView.result makes the one RunResult from the view's fields: a field added to RunResult
+    and not to the view would be dropped from every result without a word (its schema id is
+    the class's own)."""
+    import dataclasses
+
+    from benchy.results.view import RunView
+
+    made = {f.name for f in dataclasses.fields(results_mod.RunResult)} - {"warnings", "schema"}
+    assert {f.name for f in dataclasses.fields(RunView)} == made
+    saved = results_files.read(EXAMPLE)
+    assert RunView.of(saved).result(saved.warnings).to_dict() == saved.to_dict()
+
+
 def test_a_finding_words_its_own_warning():
     """Issue 51 item 2: a trap's words (message, hint; severity by its code's rule) are its
     class's (results/findings.py); the check that registers it asks the finding. A TTFT trend
