@@ -415,3 +415,11 @@ def test_a_finding_s_warning_is_worded_in_its_class_not_in_a_check():
         for code in _warned_codes(ast.parse(path.read_text(encoding="utf-8"))) & owned
     }
     assert worded_elsewhere == CHECK_WORDED_FINDING_CODES
+
+
+def test_results_make_no_warnings_but_the_findings_own():
+    """The one upward arrow inside results/ (a check in results/verdicts/queueing.py) is gone:
+    checks/ words the warnings; inside results/ only a decided finding words its own."""
+    making = {module for module, path in MODULES.items() if stage(module) == "results"}
+    making = {m for m in making if _warned_codes(ast.parse(MODULES[m].read_text(encoding="utf-8")))}
+    assert making == {"benchy.results.findings"}

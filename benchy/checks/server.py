@@ -19,13 +19,14 @@ once, a request at a time (a long case's are on disk: results/rows.py).
                         server view covers one a scrape, its counts are withheld.
   queue_dominates_ttft  most of the server's TTFT was queueing: the server is saturated at
                         this concurrency, and TTFT and prefill t/s hold queue time (the
-                        queueing trap's module, results/verdicts/queueing.py, words it).
+                        queueing trap's checks/queueing.py words it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from benchy.checks import queueing
 from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure.silence import Silence
 from benchy.results.types import (
@@ -33,7 +34,6 @@ from benchy.results.types import (
     CheckWarning,
     Evidence,
 )
-from benchy.results.verdicts import queueing
 from benchy.results.verdicts.details import (
     NoFigures,
     ServerCacheHit,

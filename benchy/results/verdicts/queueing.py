@@ -1,24 +1,23 @@
 """The queueing trap in one place: requests that wait for the server hold that wait in their
 TTFT, so a prefill rate taken from TTFT counts it. Here are its thresholds, the decision the
 analysis makes (results/decide.py asks `judge_alone` of each case and `judge_against_
-concurrency_1` of the run: a Queueing for the case, and prefill_tps withheld with code `queued`), and the
-words of queue_dominates_ttft (the server's own queue time, from its /metrics). The findings that
-judge queueing word prefill_holds_queueing (results/findings.py Queued); checks/queueing.py
-reads files before 1.9 for it, and checks/ registers both in their places.
+concurrency_1` of the run: a Queueing for the case, and prefill_tps withheld with code `queued`), and
+what the warnings read (the server's slots; queue_figures: the server's own queue time, from its
+/metrics). No warning is made here: the findings that judge queueing word prefill_holds_queueing
+(results/findings.py Queued), and checks/queueing.py words queue_dominates_ttft and reads files
+before 1.9 for a queue; checks/ registers both in their places.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchy.measure import stats
 from benchy.measure.unavailable import QUEUED, Unavailable
 from benchy.results.figures import CaseView
-from benchy.results.types import CaseResult, CheckWarning, Evidence, MetricSummary, Queueing
-from benchy.results.verdicts.codes import WARNING, Code
+from benchy.results.types import CaseResult, MetricSummary, Queueing
 from benchy.results.verdicts.details import QueueDominatesTtft
-from benchy.results.verdicts.make import warning
 from benchy.results.view import RunView
 
 # TTFT under load counts as queued when its median passes the same prompt's alone median by
@@ -208,7 +207,7 @@ def _same_prompt(a: CaseView, b: CaseView) -> bool:
     return (a.pp, a.depth, a.depth_mode, a.endpoint) == (b.pp, b.depth, b.depth_mode, b.endpoint)
 
 
-# ------------------------------------------------------------------ the warnings
+# ------------------------------------------------------------------ what the warnings read
 
 
 def server_slots(run: RunView) -> int | None:
@@ -237,54 +236,4 @@ def queue_figures(case: CaseResult) -> QueueDominatesTtft | None:
         concurrency=case.concurrency,
         rate=case.rate,
         running_max=running.max if running else None,
-    )
-
-
-def load_text(case: CaseResult) -> str:
-    """The case's load in words: a trace replay has arrivals, not a concurrency."""
-    if case.kind == "trace":
-        return "the trace's arrival times"
-    if case.rate is not None:
-        return f"{case.rate:g} requests/s"
-    return f"concurrency {case.concurrency}"
-
-
-def queue_hint(case: CaseResult) -> str:
-    """What lowers the queue for this case's kind of load: the flag that sets it."""
-    if case.kind == "trace":
-        way = "replay the trace slower (--speed below 1) or cap it (--max-inflight)"
-    elif case.rate is not None:
-        way = "lower --rate below what the server sustains"
-    else:
-        way = "lower the concurrency to the requests the server runs at once"
-    return f"To measure prefill, {way}; or read this case as a capacity figure."
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.0f} ms"
-
-
-def _num(value: float | int | None) -> float:
-    """A figure its check has set (a warning's figures are optional: files may lack any)."""
-    assert value is not None
-    return float(value)
-
-
-def queue_dominates_ttft(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    found = queue_figures(case)
-    if found is None:
-        return
-    yield warning(
-        Code.QUEUE_DOMINATES_TTFT,
-        WARNING,
-        case.label,
-        f"At {load_text(case)}, requests waited {_ms(_num(found.queue_s))} on average in the server's "
-        f"queue, {_num(found.queue_share):.0%} of its {_ms(_num(found.ttft_s))} TTFT: the server is "
-        "saturated, and TTFT and prefill t/s hold queue time.",
-        queue_hint(case),
-        details=found,
-        evidence=(
-            Evidence("queue_share", found.queue_share, QUEUE_SHARE, "fraction"),
-            Evidence("queue_s", found.queue_s, QUEUE_MIN_S, "s"),
-        ),
     )
