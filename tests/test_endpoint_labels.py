@@ -96,7 +96,8 @@ def test_a_rate_knee_per_endpoint_keeps_the_endpoints_apart():
     """Two rate sweeps of one shape, on chat and on completions: two knees, each named with its
     endpoint (the rate is cut out of the label, the endpoint after it kept)."""
     from benchy.results.knee import knees
-    from benchy.results.types import CaseResult, RunResult, Setup
+    from benchy.results.types import CaseResult, Setup
+    from benchy.results.view import RunView
 
     def swept(endpoint: str, sustains: float) -> list[CaseResult]:
         made = []
@@ -106,7 +107,7 @@ def test_a_rate_knee_per_endpoint_keeps_the_endpoints_apart():
             made.append(CaseResult(label=label, pp=64, tg=4, rate=rate, endpoint=endpoint, request_rate=done, n_ok=10))
         return made
 
-    found = knees(RunResult(setup=Setup(), cases=swept("chat", 2.0) + swept("completions", 1.0)))
+    found = knees(RunView(setup=Setup(), cases=swept("chat", 2.0) + swept("completions", 1.0)))
     assert set(found) == {"pp64 tg4", "pp64 tg4 completions"}
     assert found["pp64 tg4"].kept_up is not None and found["pp64 tg4"].kept_up.rate == 2.0
     assert found["pp64 tg4 completions"].kept_up is not None and found["pp64 tg4 completions"].kept_up.rate == 1.0

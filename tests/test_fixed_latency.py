@@ -95,8 +95,9 @@ def test_the_fixed_part_is_found_once_and_worded_from_that_finding(start_sim, mo
     that words it. The analysis now finds it once (latency.find, before the result is made);
     the checks word that finding, and saved results re-checked find the same."""
     from benchy.checks import warnings as checks
-    from benchy.results import latency
+    from benchy.results import findings, latency
     from benchy.results.types import RunResult
+    from benchy.results.view import RunView
 
     calls: list[tuple[str, ...]] = []
     real = latency.fixed_part
@@ -113,3 +114,7 @@ def test_the_fixed_part_is_found_once_and_worded_from_that_finding(start_sim, mo
     calls.clear()
     again = checks.check(RunResult.from_dict(results))  # read from disk: judged again from its rows
     assert [w.to_dict() for w in again] == results["warnings"] and len(calls) == 1
+    # its words are the finding's (results/findings.py FixedLatency), not the check's
+    found = latency.found_in(RunView.of(RunResult.from_dict(results)))
+    worded = [findings.FIXED_PART.warning_of(f, llamacpp=False).to_dict() for f in found]
+    assert worded == [w for w in results["warnings"] if w["code"] == "fixed_latency"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import json
 import subprocess
 import sys
 from dataclasses import replace
@@ -16,7 +17,7 @@ from benchy.results import build as results_build
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
 from benchy.workloads.case import Case
-from tests.conftest import REPO_ROOT, sim_env
+from tests.conftest import REPO_ROOT, run_benchy_here, sim_env
 
 EXAMPLE = REPO_ROOT / "reports" / "dgx-spark-sim" / "results.json"
 
@@ -48,8 +49,8 @@ def record(i: int, tg: int, ttft: float, tokens_per_event: int = 1, usage: bool 
 def run_of(cases: list, ceiling: dict | None = None) -> results_mod.RunResult:
     """The run of the cases' figures (results_build.case_figures), its warnings with it."""
     setup = {"ceiling": ceiling} if ceiling else {}
-    run = results_build.run_result(setup, cases, partial=False, stopped=None, version="test")
-    return replace(run, warnings=checks.check(run))
+    view = results_build.run_view(setup, cases, partial=False, stopped=None, version="test")
+    return view.result(checks.check(view))
 
 
 def case_of(tg: int, ttft: float, **kw):
@@ -167,7 +168,7 @@ def test_turn_rows_withhold_what_their_case_withholds():
     case = results_build.case_figures(
         Case(pp=64, tg=64, concurrency=3, workload=MultiTurn(turns=1)), "chat", 1, records
     )
-    run = results_build.run_result({}, [case], partial=False, stopped=None, version="test")
+    run = results_build.run_view({}, [case], partial=False, stopped=None, version="test").result([])
     (case,) = run.cases
     assert case.summary["ttft_s"] is None and case.unavailable_codes["ttft_s"] == unavailable.BUFFERED
     (row,) = case.workload.turns
@@ -176,6 +177,62 @@ def test_turn_rows_withhold_what_their_case_withholds():
     assert row.e2e_s is not None  # not a stream timing: kept
     saved = results_mod.RunResult.from_dict(run.to_dict()).cases[0].workload.turns[0]
     assert saved.ttft_s is None and "ttft_s" in saved.unavailable
+
+
+def test_the_run_result_is_constructed_once_with_its_warnings(start_sim, tmp_path, monkeypatch):
+    """Issue 51 item 3: the warnings are checked on the run's view (results/view.RunView) before
+    any RunResult exists; the analysis then constructs its one RunResult, with them, and no
+    result is made and then made again to hold them."""
+    from benchy.analysis import analyze
+
+    sim = start_sim("--preset", "buffered")  # every stream buffered: warnings to hold
+    out = tmp_path / "run"
+    proc = run_benchy_here("run", "--base-url", sim.base_url, "-q", "-o", str(out), "--pp", "64", "--tg", "16")
+    assert proc.returncode in (0, 3), proc.stderr
+    saved = json.loads((out / "results.json").read_text())
+    made = []
+    real = results_mod.RunResult.__init__
+
+    def counted(self, *args, **kw):
+        real(self, *args, **kw)
+        made.append(self)
+
+    monkeypatch.setattr(results_mod.RunResult, "__init__", counted)
+    run = analyze.analyze(analyze.Bundle.read(out))
+    assert len(made) == 1 and made[0] is run
+    assert "sse_buffering" in {w.code for w in run.warnings}
+    assert [w.to_dict() for w in run.warnings] == saved["warnings"]  # the warnings the run saved
+
+
+def test_the_run_view_holds_every_field_of_a_run_result_but_its_warnings():
+    """RunView.result makes the one RunResult from the view's fields: a field added to RunResult
+    and not to the view would be dropped from every result without a word (its schema id is
+    the class's own)."""
+    import dataclasses
+
+    from benchy.results.view import RunView
+
+    made = {f.name for f in dataclasses.fields(results_mod.RunResult)} - {"warnings", "schema"}
+    assert {f.name for f in dataclasses.fields(RunView)} == made
+    saved = results_files.read(EXAMPLE)
+    assert RunView.of(saved).result(saved.warnings).to_dict() == saved.to_dict()
+
+
+def test_a_finding_words_its_own_warning():
+    """Issue 51 item 2: a trap's words (message, hint; severity by its code's rule) are its
+    class's (results/findings.py); the check that registers it asks the finding. A TTFT trend
+    and a buffered case, each worded by the finding that withheld its timings."""
+    from benchy.results import findings
+
+    trend = run_of([case_of(16, 0.05, usage=False), case_of(256, 1.5, usage=False)])
+    worded = [w for w in trend.warnings if w.code == "sse_buffering"]
+    assert len(worded) == 2 and worded == list(findings.BUFFERED_BY_TREND.warnings_of(trend.cases))
+    assert all(w.severity == findings.BUFFERED_BY_TREND.code.rule.severity for w in worded)
+    buffered = run_of([case_of(64, 0.05, tokens_per_event=8)])
+    (said,) = [w for w in buffered.warnings if w.code == "sse_buffering"]
+    assert said == findings.BUFFERED_STREAMS.warning_of(buffered.cases[0])
+    assert findings.BUFFERED_STREAMS.warning_of(trend.cases[0]) is None  # withheld by the other finding
+    assert list(findings.BUFFERED_BY_TREND.warnings_of(buffered.cases)) == []
 
 
 def test_a_decided_finding_withholds_in_the_result_what_its_warning_says():
@@ -218,6 +275,6 @@ def test_each_case_result_is_constructed_once_its_verdicts_decided_before(monkey
     monkeypatch.setattr(results_mod.CaseResult, "__init__", counted)
     figures = [case_of(16, 0.05, usage=False), case_of(256, 1.5, usage=False)]  # measured: no result yet
     assert made == []
-    run = results_build.run_result({}, figures, partial=False, stopped=None, version="test")
+    run = results_build.run_view({}, figures, partial=False, stopped=None, version="test")
     assert sorted(made) == sorted(c.label for c in run.cases) and len(made) == 2
     assert all(c.reason("ttft_s").code == unavailable.BUFFERED_TREND for c in run.cases)

@@ -353,3 +353,73 @@ def test_the_writes_into_a_result_left_inside_the_analysis_are_only_those_named(
     }
     assert found - RESULT_WRITES_LEFT == set(), "a new write into a result after it is made"
     assert RESULT_WRITES_LEFT - found == set(), "paid off: strike it from RESULT_WRITES_LEFT"
+
+
+def _remade_with_warnings(tree: ast.AST) -> list[int]:
+    """Lines that make a result again to give it warnings: `replace(run, warnings=…)`."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)) == "replace"
+        and any(k.arg == "warnings" for k in node.keywords)
+    ]
+
+
+def test_no_result_is_made_again_to_hold_its_warnings():
+    """Issue 51 item 3: the warnings are checked on the run's view before the RunResult exists
+    (results/view.py); the RunResult is then constructed once, with them."""
+    sample = "a = replace(run, warnings=w)\nb = dataclasses.replace(r, warnings=[])\nc = replace(run, cases=[])\n"
+    assert _remade_with_warnings(ast.parse(sample)) == [1, 2]
+    found = {
+        f"{module}:{line}"
+        for module, path in MODULES.items()
+        for line in _remade_with_warnings(ast.parse(path.read_text(encoding="utf-8")))
+    }
+    assert found == set()
+
+
+# The warnings of the traps the analysis decides (results/findings.py) are worded by the finding;
+# a check may word one of their codes only where it reads what no finding decided, named here.
+CHECK_WORDED_FINDING_CODES = {
+    # files before 1.9 carry no queueing judgment: a cause inferred from slots, qualified
+    "benchy.checks.queueing PREFILL_HOLDS_QUEUEING",
+}
+
+
+def _warned_codes(tree: ast.AST) -> set[str]:
+    """The Code members a module makes warnings of: Warning_(Code.X, …) or warning(Code.X, …)."""
+    return {
+        node.args[0].attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("Warning_", "warning")
+        and node.args
+        and isinstance(node.args[0], ast.Attribute)
+        and isinstance(node.args[0].value, ast.Name)
+        and node.args[0].value.id == "Code"
+    }
+
+
+def test_a_finding_s_warning_is_worded_in_its_class_not_in_a_check():
+    """Issue 51 item 2: each finding owns its words; checks/ asks it for its warning."""
+    from benchy.results import findings
+
+    assert _warned_codes(ast.parse("Warning_(Code.A, x)\nwarning(Code.B)\nother(Code.C)\n")) == {"A", "B"}
+    owned = {f.code.name for f in (*findings.DECIDED, findings.BUFFERED_STREAMS)}
+    worded_elsewhere = {
+        f"{module} {code}"
+        for module, path in MODULES.items()
+        if module != "benchy.results.findings"
+        for code in _warned_codes(ast.parse(path.read_text(encoding="utf-8"))) & owned
+    }
+    assert worded_elsewhere == CHECK_WORDED_FINDING_CODES
+
+
+def test_results_make_no_warnings_but_the_findings_own():
+    """The one upward arrow inside results/ (a check in results/verdicts/queueing.py) is gone:
+    checks/ words the warnings; inside results/ only a decided finding words its own."""
+    making = {module for module, path in MODULES.items() if stage(module) == "results"}
+    making = {m for m in making if _warned_codes(ast.parse(MODULES[m].read_text(encoding="utf-8")))}
+    assert making == {"benchy.results.findings"}

@@ -16,6 +16,9 @@ import pytest
 from benchy import run as run_mod
 from benchy.client.settings import ClientSettings
 from benchy.load.plan import LoadSettings
+from benchy.results import findings
+from benchy.results.types import RunResult
+from benchy.results.view import RunView
 from benchy.workloads.case import Case
 from benchy.workloads.cases import multi_turn_cases, trace_case
 from benchy.workloads.scenario import sweep
@@ -119,6 +122,17 @@ def test_a_concurrency_1_case_of_the_same_prompt_is_the_baseline(start_sim):
     assert loaded["unavailable_codes"]["prefill_tps"] == "queued"
     (w,) = [w for w in results["warnings"] if w["code"] == "prefill_holds_queueing"]
     assert w["case"] == loaded["label"]
+    assert_worded_by(findings.QUEUED_AGAINST_C1, results, w)
+
+
+def assert_worded_by(finding: findings.Queued, results: dict, said: dict) -> None:
+    """The warning is the words of the finding that judged the case (results/findings.py), as
+    saved and as the saved results give them again."""
+    run = RunResult.from_dict(results)
+    (case,) = [c for c in run.cases if c.label == said["case"]]
+    assert case.queueing is not None and findings.queued_by(case.queueing) is finding
+    made = finding.warning_of(case, RunView.of(run))
+    assert made is not None and made.to_dict() == said
 
 
 def test_the_servers_own_prefill_is_shown_where_it_reports_one(start_sim):
@@ -168,6 +182,7 @@ def test_an_open_loop_on_a_server_that_runs_one_request_at_a_time_is_judged_agai
     assert_queued_as_the_truth_says(case, [truth[r["request_id"]] for r in measured(case)], alone)
     w = warning(results, "prefill_holds_queueing")
     assert "20 requests/s" in w["message"] and "prefill_tps" in w["withheld"]
+    assert_worded_by(findings.QUEUED_ALONE, results, w)
 
 
 def test_an_open_loop_the_server_keeps_up_with_raises_no_queueing(start_sim):

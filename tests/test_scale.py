@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -127,8 +126,8 @@ def _built(saved, by_case, spill_dir=None):
         case = Case(pp=c.pp, tg=c.tg, concurrency=c.concurrency or 1)
         client = c.client.to_dict() if c.client else None
         cases.append(build.case_figures(case, c.endpoint, c.runs, rows, saved.setup.load.slo, client=client))
-    run = build.run_result(saved.setup.to_dict(), cases, saved.partial, None, saved.benchy_version)
-    return replace(run, warnings=checks.check(run))
+    view = build.run_view(saved.setup.to_dict(), cases, saved.partial, None, saved.benchy_version)
+    return view.result(checks.check(view))
 
 
 @pytest.mark.parametrize("preset", ["instant", "proxy-buffered"])

@@ -107,3 +107,29 @@ def test_a_lone_stream_has_no_steady_window(start_sim, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert all("steady" not in case for case in json.loads((out / "results.json").read_text())["cases"])
     assert "steady state" not in proc.stdout
+
+
+def test_the_steady_check_is_a_check_class_whose_detection_and_words_are_apart():
+    """Issue 51 item 2's shape for the other checks (checks/check.py Check): the steady check
+    detects a typed finding (which metrics the ramp-up moved) and words it apart; calling it
+    yields what checks.check yields for the case, in its registered place."""
+    from benchy.checks import steady
+    from benchy.checks import warnings as checks
+    from benchy.checks.check import Check
+    from benchy.results.types import CaseResult, MetricSummary, RunResult, Setup, SteadyState
+    from benchy.results.view import RunView
+
+    whole = {"e2e_s": MetricSummary(31.8, n=40, ci95=[31.0, 32.5]), "ttft_s": MetricSummary(0.5, n=40, ci95=[0.4, 0.6])}
+    inside = {"e2e_s": MetricSummary(35.335, n=20, ci95=[35.333, 35.337]), "ttft_s": whole["ttft_s"]}
+    window = SteadyState(start_s=1.0, end_s=9.0, requests=20, summary=inside)
+    case = CaseResult("pp64 tg4 c4", 64, 4, concurrency=4, summary=whole, steady=window)
+    view = RunView(setup=Setup(), cases=[case])
+    check = steady.steady_state_differs
+    assert isinstance(check, Check) and check in checks.CASE_CHECKS
+    found = check.detect(case, view)
+    assert found is not None and found.window is window
+    assert [name for name, _, _ in found.metrics] == ["e2e_s"]  # TTFT did not move
+    (said,) = list(check(case, view))
+    assert said == check.words(case, found) and said.metrics == ["e2e_s"] and said.severity == "warning"
+    assert [w for w in checks.check(RunResult(setup=Setup(), cases=[case])) if w.code == check.code.value] == [said]
+    assert check.detect(CaseResult("pp64 tg4", 64, 4, summary=whole), view) is None  # no steady window

@@ -91,7 +91,8 @@ def _rows(manifest: Manifest, label: str, spill_dir: Path | None) -> CaseRows:
 
 def analyze_rows(manifest: Manifest, by_case: dict[str, CaseRows]) -> results_mod.RunResult:
     """The results of the cases' rows under the manifest's plans and windows: each case's
-    figures, what needs several cases, then the warnings (checks only read)."""
+    figures, what needs several cases, then the warnings (checks only read), and the one
+    RunResult with them."""
     setup = manifest.setup
     slo = setup.load.slo if setup.load is not None else None
     idle = setup.gpu.baseline.power_w if setup.gpu is not None and setup.gpu.baseline is not None else None
@@ -125,12 +126,12 @@ def analyze_rows(manifest: Manifest, by_case: dict[str, CaseRows]) -> results_mo
         for _, c in plans
         if c.label not in labels
     ]
-    run = results_build.run_result(
+    view = results_build.run_view(
         setup.to_dict(), cases, partial, stopped.to_dict() if stopped else None, __version__, not_measured
     )
-    # The warnings read every metric, so they come last: a new result with them, not a write
-    # into the one the checks read.
-    return replace(run, warnings=checks.check(run))
+    # The warnings read every metric, so they are checked on the run's view; the RunResult is
+    # then made once, with them.
+    return view.result(checks.check(view))
 
 
 def _killed_reason(manifest: Manifest, by_case: dict[str, CaseRows]) -> str:

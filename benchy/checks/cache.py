@@ -20,7 +20,6 @@ from benchy.results.types import (
     CaseResult,
     CheckWarning,
     Evidence,
-    RunResult,
     Setup,
 )
 from benchy.results.verdicts.details import (
@@ -33,9 +32,10 @@ from benchy.results.verdicts.details import (
     RequestCount,
     taken_from,
 )
+from benchy.results.view import RunView
 
 
-def prefix_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def prefix_cache_hit(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     template = template_tokens(run.setup)
     # A cached --depth context is meant to hit (depth_cache_miss checks it); only the rest counts.
     # Requests of a cache-aware workload (they carry unique_tokens) are meant to hit: the
@@ -64,7 +64,7 @@ def template_tokens(setup: Setup) -> float:
     return setup.calibration.overhead_tokens if setup.calibration else 0.0
 
 
-def depth_cache_miss(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def depth_cache_miss(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """--depth-mode cached: the server must report the context it was sent ahead as cached."""
     facts = case.facts()  # context_served judged each request that reused one
     if not facts.n_context_missed or _partial(case) is not None:  # some hit: routing, not a cache that is off
@@ -106,7 +106,7 @@ def _workload(case: CaseResult, *, judged: bool = False) -> WorkloadFigures | No
     return figures
 
 
-def cache_eviction(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def cache_eviction(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """Reuse worked, then fell short of what the server had already prefilled."""
     figures = _workload(case, judged=True)
     ev = figures.eviction if figures else None
@@ -128,7 +128,7 @@ def cache_eviction(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     )
 
 
-def cache_not_reused(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def cache_not_reused(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     figures = _workload(case, judged=True)
     miss = figures.no_reuse if figures else None
     if miss is None:
@@ -179,7 +179,7 @@ EXPIRY_HINT = (
 )
 
 
-def cache_partial_reuse(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def cache_partial_reuse(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """Some requests reused what they should have, others not: a finding of its own, never
     "reported none" when some were reported."""
     part = _partial(case)
@@ -215,7 +215,7 @@ def _partial(case: CaseResult) -> PartialReuse | None:
     return part
 
 
-def _router_words(run: RunResult) -> str:
+def _router_words(run: RunView) -> str:
     status = run.setup.server_metrics
     if status is None or not status.router:
         return ""
@@ -225,7 +225,7 @@ def _router_words(run: RunResult) -> str:
     )
 
 
-def cache_not_reported(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def cache_not_reported(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """A workload whose server never says how many tokens it served from cache."""
     figures = _workload(case)
     if figures is None or figures.reuse.requests or not figures.reuse.unreported:
@@ -243,7 +243,7 @@ def cache_not_reported(case: CaseResult, run: RunResult) -> Iterable[CheckWarnin
     )
 
 
-def cache_leakage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def cache_leakage(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """More cached tokens than the request could share: its unique part was served from cache."""
     figures = _workload(case)
     leak = figures.leakage if figures else None
@@ -263,7 +263,7 @@ def cache_leakage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     )
 
 
-def cache_reset_unavailable(run: RunResult) -> Iterable[CheckWarning]:
+def cache_reset_unavailable(run: RunView) -> Iterable[CheckWarning]:
     """--cache-reset asked for, and the server offers no way to empty its cache."""
     failed = [c for c in run.cases if c.cache_reset and not c.cache_reset.ok]
     first = failed[0].cache_reset if failed else None

@@ -13,10 +13,11 @@ from benchy.checks.registry import (
     Warning_,
 )
 from benchy.measure.health import ClientHealth, LoopHealth, WorkerHealth
-from benchy.results.types import CaseResult, CheckWarning, RunResult
+from benchy.results.types import CaseResult, CheckWarning
 from benchy.results.verdicts.details import (
     ClientOverloaded,
 )
+from benchy.results.view import RunView
 
 # benchy's event loop (monitor.py) counts as overloaded when, with requests in flight, one
 # sample in 20 woke more than 20 ms late (p95, so that one hiccup of the OS is not enough: a
@@ -31,7 +32,7 @@ CPU_SHARE_LIMIT = 0.9
 MIN_LAG_SAMPLES = 10
 
 
-def client_overloaded(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def client_overloaded(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     client = case.client or ClientHealth()
     reasons = _overloaded_workers(client) + _late_sends(case, run)
     if reasons:
@@ -90,7 +91,7 @@ def _overload_reasons(loop: LoopHealth) -> list[str]:
     return reasons
 
 
-def _late_sends(case: CaseResult, run: RunResult) -> list[str]:
+def _late_sends(case: CaseResult, run: RunView) -> list[str]:
     lag = case.send_lag
     capped = run.setup.load is not None and run.setup.load.max_inflight is not None
     if lag and lag.p90 is not None and not capped and lag.p90 > SEND_LAG_P90_LIMIT_S:

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 
 from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure.selftest import CLIENT_BOUND_SHARE
-from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
+from benchy.results.types import CaseResult, CheckWarning, Evidence
+from benchy.results.view import RunView
 
 
 def driven(case: CaseResult) -> tuple[float | None, float | None]:
@@ -23,7 +24,7 @@ def driven(case: CaseResult) -> tuple[float | None, float | None]:
     return requests, events
 
 
-def client_bound(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def client_bound(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     ceiling = run.setup.client_ceiling if run.setup else None
     if ceiling is None:
         return

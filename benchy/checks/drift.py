@@ -10,8 +10,9 @@ from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure.gpu import GpuThermal
 from benchy.results import drift as drift_figures
 from benchy.results.drift import Drift
-from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
+from benchy.results.types import CaseResult, CheckWarning, Evidence
 from benchy.results.verdicts.details import RateDrift
+from benchy.results.view import RunView
 
 DRIFT_HINT = (
     "The server slowed (or sped up) as the case ran: a GPU throttling as it heats (a DGX Spark, a "
@@ -22,7 +23,7 @@ DRIFT_HINT = (
 _NAMES = {"decode_tps": "decode", "e2e_tps": "end-to-end"}
 
 
-def rate_drift(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def rate_drift(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     found = drift_figures.case_drift(case)
     if not found:
         return

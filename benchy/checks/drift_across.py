@@ -10,13 +10,14 @@ from benchy.checks.drift import DRIFT_HINT, drift_evidence, drift_fields, gpu_wo
 from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure.gpu import GpuThermal
 from benchy.results import drift as drift_figures
-from benchy.results.types import CaseResult, CheckWarning, RunResult
+from benchy.results.types import CaseResult, CheckWarning
 from benchy.results.verdicts.details import RateDriftAcrossCases
+from benchy.results.view import RunView
 
 _NAMES = {"decode_tps": "decode", "e2e_tps": "end-to-end"}
 
 
-def rate_drift_across_cases(run: RunResult) -> Iterable[CheckWarning]:
+def rate_drift_across_cases(run: RunView) -> Iterable[CheckWarning]:
     """One warning per case of a drifting shape: each case's figures are qualified."""
     by_label = {case.label: case for case in run.cases}
     for found in drift_figures.shape_drift(run.cases):

@@ -20,16 +20,16 @@ from benchy.results.types import (
     CaseResult,
     CheckWarning,
     Evidence,
-    RunResult,
 )
 from benchy.results.verdicts.details import (
     AboveBandwidthCeiling,
 )
+from benchy.results.view import RunView
 
 _RATE_NAMES = {"decode_tps": "decode", "e2e_tps": "end-to-end"}
 
 
-def above_bandwidth_ceiling(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def above_bandwidth_ceiling(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     ceiling, setup = case.ceiling, run.setup.ceiling
     if not ceiling or not setup:
         return
@@ -63,7 +63,7 @@ def above_bandwidth_ceiling(case: CaseResult, run: RunResult) -> Iterable[CheckW
     )
 
 
-def ceiling_unknown(run: RunResult) -> Iterable[CheckWarning]:
+def ceiling_unknown(run: RunView) -> Iterable[CheckWarning]:
     ceiling = run.setup.ceiling
     if ceiling and ceiling.missing:
         yield Warning_(
@@ -76,7 +76,7 @@ def ceiling_unknown(run: RunResult) -> Iterable[CheckWarning]:
         )
 
 
-def hardware_contradicted(run: RunResult) -> Iterable[CheckWarning]:
+def hardware_contradicted(run: RunView) -> Iterable[CheckWarning]:
     """--hardware named another device than the GPUs report (--gpu-metrics): the ceiling used
     the GPU's own profile, or had none; said, since the stated figure was set aside."""
     ceiling = run.setup.ceiling
@@ -102,7 +102,7 @@ def hardware_contradicted(run: RunResult) -> Iterable[CheckWarning]:
 IDLE_SHARE_NOTE = 0.5  # the idle draw is over half the case's: J/token is mostly idle power
 
 
-def gpu_samples_failed(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def gpu_samples_failed(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     gpu = case.gpu
     if gpu is None or not gpu.failed_samples:
         return
@@ -119,7 +119,7 @@ def gpu_samples_failed(case: CaseResult, run: RunResult) -> Iterable[CheckWarnin
     )
 
 
-def gpu_idle_dominates(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def gpu_idle_dominates(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     gpu = case.gpu
     if gpu is None or not gpu.power_w or gpu.idle_power_w is None:
         return

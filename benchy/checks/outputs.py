@@ -23,7 +23,6 @@ from benchy.results.types import (
     CaseResult,
     CheckWarning,
     Evidence,
-    RunResult,
     Setup,
 )
 from benchy.results.verdicts.details import (
@@ -35,6 +34,7 @@ from benchy.results.verdicts.details import (
     RequestErrors,
     ZeroTokens,
 )
+from benchy.results.view import RunView
 
 
 def _failure_severity(case: CaseResult) -> str:
@@ -46,7 +46,7 @@ def _measured(case: CaseResult) -> int:
     return case.n_ok + case.n_failed
 
 
-def request_errors(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def request_errors(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     # Empty and zero-token outputs are failures too, but have checks of their own.
     # Requests the drain cut are benchy's doing: the saturation note counts them (checks/saturation.py).
     errors = {k: v for k, v in case.errors.items() if k not in OUTPUT_FAILURES and k != DRAIN_CUT}
@@ -79,7 +79,7 @@ def _first_errors(case: CaseResult, errors: dict[str, int]) -> dict[str, str]:
     return {kind: message for kind, message in case.facts().first_errors.items() if kind in errors}
 
 
-def _errors_hint(errors: dict[str, int], run: RunResult, case: CaseResult) -> str:
+def _errors_hint(errors: dict[str, int], run: RunView, case: CaseResult) -> str:
     """What to do about the failures the case saw, by their kinds: a dead server is not fixed
     by a longer --timeout, nor a refused parameter by a lower load."""
     if any(k.startswith("http_4") and k != "http_429" for k in errors):
@@ -106,7 +106,7 @@ def _errors_hint(errors: dict[str, int], run: RunResult, case: CaseResult) -> st
     )
 
 
-def empty_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def empty_output(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     bad = case.facts().failed_as["empty_output"]
     if bad.count:
         claimed = int(stats.median(bad.claimed_tokens))
@@ -125,7 +125,7 @@ def empty_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         )
 
 
-def zero_tokens(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def zero_tokens(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     bad = case.facts().failed_as["zero_tokens"]
     if bad.count:
         reasons = sorted(bad.finish_reasons)
@@ -143,7 +143,7 @@ def zero_tokens(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         )
 
 
-def reasoning_only(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def reasoning_only(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     facts = case.facts()  # no content but reasoning, or a think block never closed
     if facts.n_reasoning_only:
         yield Warning_(
@@ -158,7 +158,7 @@ def reasoning_only(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
         )
 
 
-def tool_choice_ignored(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def tool_choice_ignored(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """--tool-choice required (or a function's name) asks every answer to be a call: answers
     without one mean the server did not enforce it (llama.cpp lets text come before its first
     <tool_call>: docs/tools.md), and the time to first tool call covers only the others."""
@@ -189,7 +189,7 @@ CUT_WHOLE = (
 )
 
 
-def output_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def output_length_mismatch(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     # Without usage the token count is a lower bound: it cannot show a short output.
     facts = case.facts()
     got = facts.delivered  # the believed count of each request with usage
@@ -253,7 +253,7 @@ STOP_HINT = (
 )
 
 
-def harmony_output(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def harmony_output(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """dangerous_stop: requests that a stop string ended before any answer text (report 000: a
     stop list holding <|message|> cut every answer to 0 tokens); special_tokens_stripped: the
     server dropped Harmony's markers, so reasoning and answer cannot be told apart."""
@@ -299,7 +299,7 @@ def _stop_cause(setup: Setup) -> str:
     )
 
 
-def case_cut_short(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def case_cut_short(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """The run stopped inside this case (results withheld its rates): say so wherever the
     case's figures are read, not only in report.md's banner."""
     why = case.reason("aggregate_tps")

@@ -16,12 +16,12 @@ from benchy.results.types import (
     CaseResult,
     CheckWarning,
     Evidence,
-    RunResult,
 )
 from benchy.results.verdicts.details import (
     PromptLengthMismatch,
     taken_from,
 )
+from benchy.results.view import RunView
 
 PROMPT_LENGTH_HINT = (
     "The server keeps only part of long prompts (Ollama's num_ctx default, "
@@ -37,7 +37,7 @@ ESTIMATE_HINT = (
 )
 
 
-def prompt_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def prompt_length_mismatch(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """The server counted another prompt length than the row's, for a reason of its own:
     shorter (truncation) or longer (text it adds). Misses on both sides of the target under an
     o200k estimate are benchy's own fitting error, not the server's: no warning (the requests'
@@ -76,7 +76,7 @@ def prompt_length_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWa
     )
 
 
-def prompt_length_at_calibration(run: RunResult) -> Iterable[CheckWarning]:
+def prompt_length_at_calibration(run: RunView) -> Iterable[CheckWarning]:
     """calibration's length_check (prompts.check_length): the run's longest prompt, counted."""
     for endpoint, cal in sorted(run.setup.calibrations.items()):
         found = cal.length_check

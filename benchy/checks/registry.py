@@ -20,13 +20,14 @@ from benchy.results.verdicts.codes import (  # noqa: F401  (the codes and severi
     Code,
 )
 from benchy.results.verdicts.make import warning as Warning_  # noqa: F401, N812  (the name checks have always used)
+from benchy.results.view import RunView
 
 # What checks import from here besides what it defines (mypy --strict: re-exported on purpose).
 __all__ = ["ERROR", "INFO", "SEVERITY_ORDER", "WARNING", "Code", "Warning_"]
 __all__ += ["CaseCheck", "RunCheck", "case_check", "run_check", "check"]
 
-CaseCheck = Callable[[CaseResult, RunResult], Iterable[CheckWarning]]
-RunCheck = Callable[[RunResult], Iterable[CheckWarning]]
+CaseCheck = Callable[[CaseResult, RunView], Iterable[CheckWarning]]
+RunCheck = Callable[[RunView], Iterable[CheckWarning]]
 _CASE_CHECKS: list[CaseCheck] = []
 _RUN_CHECKS: list[RunCheck] = []
 
@@ -42,8 +43,11 @@ def run_check(fn: RunCheck) -> RunCheck:
     return fn
 
 
-def check(run: RunResult) -> list[CheckWarning]:
-    """Every warning about `run`, errors first. Reads `run`, never writes into it."""
+def check(run: RunView | RunResult) -> list[CheckWarning]:
+    """Every warning about `run`, errors first: a run's view before its RunResult exists (the
+    analysis), or a made or saved RunResult (checked again: its own warnings are not read)."""
+    if isinstance(run, RunResult):
+        run = RunView.of(run)
     if any(case.scan is None for case in run.cases):  # made by hand: each case's rows read once for all
         run = replace(run, cases=[scanned(case) for case in run.cases])
     found = [w for run_level in _RUN_CHECKS for w in run_level(run)]

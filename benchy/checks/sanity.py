@@ -11,8 +11,9 @@ from collections.abc import Iterable
 from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure.sanity.canary import CanaryAnswer
 from benchy.measure.sanity.tally import OutputSanity
-from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
+from benchy.results.types import CaseResult, CheckWarning, Evidence
 from benchy.results.verdicts.details import CanaryFailed, OutputGarbage, taken_from
+from benchy.results.view import RunView
 
 BROKEN_SHARE = 0.1  # of the judged answers, at least two (or all, of one or two)
 PATTERN_MIN = 4  # answers a pattern needs
@@ -27,7 +28,7 @@ _SIGNS = {
 }
 
 
-def output_garbage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def output_garbage(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     found = case.sanity
     if found is None:
         return
@@ -54,7 +55,7 @@ def output_garbage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
     )
 
 
-def canary_failed(run: RunResult) -> Iterable[CheckWarning]:
+def canary_failed(run: RunView) -> Iterable[CheckWarning]:
     """--canary asked for fixed prompts with known answers; any answered wrong (or not at all)
     is said by name, with what came back. Opt-in, so a user who asked for it sees its result
     even when the sweep's answers pass output sanity: a model can speak well and still be wrong."""

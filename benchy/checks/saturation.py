@@ -11,11 +11,12 @@ from collections.abc import Iterable
 from benchy.checks.registry import INFO, WARNING, Code, Warning_
 from benchy.measure.classify import DRAIN_CUT
 from benchy.results.knee import KEPT_UP, knees
-from benchy.results.types import CaseResult, CheckWarning, Evidence, RunResult
+from benchy.results.types import CaseResult, CheckWarning, Evidence
 from benchy.results.verdicts.details import RequestCount
+from benchy.results.view import RunView
 
 
-def saturated(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def saturated(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     cut = case.errors.get(DRAIN_CUT, 0)
     if not cut:
         return
@@ -46,7 +47,7 @@ def _at(case: CaseResult) -> str:
     return done + failed + (f", TTFT p50 {ttft * 1000:,.0f} ms" if ttft is not None else "")
 
 
-def rate_knee(run: RunResult) -> Iterable[CheckWarning]:
+def rate_knee(run: RunView) -> Iterable[CheckWarning]:
     """Each rate sweep's knee (results/knee.py), named in one line."""
     for shape, k in knees(run).items():
         if k.kept_up is not None and k.fell_behind is not None:

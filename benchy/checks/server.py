@@ -19,23 +19,21 @@ once, a request at a time (a long case's are on disk: results/rows.py).
                         server view covers one a scrape, its counts are withheld.
   queue_dominates_ttft  most of the server's TTFT was queueing: the server is saturated at
                         this concurrency, and TTFT and prefill t/s hold queue time (the
-                        queueing trap's module, results/verdicts/queueing.py, words it).
+                        queueing trap's checks/queueing.py words it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from benchy.checks import tool_frame
+from benchy.checks import queueing, tool_frame
 from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure.silence import Silence
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
     Evidence,
-    RunResult,
 )
-from benchy.results.verdicts import queueing
 from benchy.results.verdicts.details import (
     NoFigures,
     ServerCacheHit,
@@ -43,6 +41,7 @@ from benchy.results.verdicts.details import (
     ServerTokenMismatch,
     TtftOutsideServer,
 )
+from benchy.results.view import RunView
 
 # Tokens a request may legitimately find cached beyond its template: vLLM's cache blocks are 16
 # tokens, so a template prefix rounds to a block either way.
@@ -53,7 +52,7 @@ TOKEN_SLACK_PER_REQUEST, TOKEN_SLACK_SHARE = 1, 0.02
 OUTSIDE_MIN_S, OUTSIDE_RTTS, OUTSIDE_SHARE = 0.02, 3.0, 0.2
 
 
-def cache_hit_figures(case: CaseResult, run: RunResult) -> ServerCacheHit | None:
+def cache_hit_figures(case: CaseResult, run: RunView) -> ServerCacheHit | None:
     """The figures of a server_cache_hit warning, or None (prompts not unique, or hits explained)."""
     if case.kind != "sweep":
         return None  # a cache-aware workload means to hit; its own checks judge its reuse
@@ -184,7 +183,7 @@ def _num(value: float | int | None) -> float:
     return float(value)
 
 
-def server_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def server_cache_hit(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     found = cache_hit_figures(case, run)
     if found is None:
         return
@@ -210,7 +209,7 @@ def server_cache_hit(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
     )
 
 
-def server_token_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def server_token_mismatch(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     found = token_mismatch_figures(case)
     if found is None:
         return
@@ -251,7 +250,7 @@ def _what_rates_count(found: ServerTokenMismatch) -> str:
     )
 
 
-def ttft_outside_server(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def ttft_outside_server(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     found = outside_figures(case)
     if found is None:
         return
@@ -299,7 +298,7 @@ def _outside_cause(found: TtftOutsideServer) -> tuple[str, str]:
     )
 
 
-def server_counter_reset(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def server_counter_reset(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     server = case.server_figures()
     n = server.counter_resets if server else 0
     if server is None or not n:
@@ -331,7 +330,7 @@ def server_counter_reset(case: CaseResult, run: RunResult) -> Iterable[CheckWarn
     )
 
 
-def server_several_processes(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def server_several_processes(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     server = case.server_figures()
     why = server.several_processes if server else None
     if why is None:

@@ -1,7 +1,8 @@
 """Checks of the stream's timing: a buffered stream (sse_buffering, by the events or by a TTFT
 that grows with the output length), a first chunk long before the first token
 (first_chunk_before_prefill) and TTFT beyond the server's own prompt time (ttft_not_prefill).
-The queueing trap has its own module (results/verdicts/queueing.py).
+A buffered stream is worded by the finding that withheld its timings (results/findings.py); the
+queueing trap has its own module (checks/queueing.py).
 """
 
 from __future__ import annotations
@@ -15,49 +16,33 @@ from benchy.checks.registry import (
     Code,
     Warning_,
 )
-from benchy.measure import delivery, stats, unavailable
-from benchy.results import latency
+from benchy.measure import stats
+from benchy.results import findings, latency
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
     Evidence,
-    RunResult,
 )
 from benchy.results.verdicts import queueing
 from benchy.results.verdicts.details import (
     FirstChunkBeforePrefill,
-    SseBuffering,
     TtftNotPrefill,
 )
+from benchy.results.view import RunView
 
-BUFFERING_HINT = (
-    "The server sends several tokens per event (vLLM buffers Harmony output, for "
-    "example). Compare servers by end-to-end throughput, or fix the server's streaming."
-)
 # A first chunk this much ahead of the first token (and this share of TTFT) is worth a note.
 FIRST_CHUNK_LEAD_MIN_S = 0.02
 FIRST_CHUNK_LEAD_SHARE = 0.2
 
 
-def sse_buffering(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
-    why = case.reason("ttft_s")
-    if case.summary.get("ttft_s") is None and why.code == unavailable.BUFFERED:
-        per_event = case.median("tokens_per_event")
-        yield Warning_(
-            Code.SSE_BUFFERING,
-            WARNING,
-            case.label,
-            f"{why.message}. TTFT, inter-token latency, decode and prefill rates are unavailable; "
-            "end-to-end throughput is still valid.",
-            BUFFERING_HINT,
-            details=SseBuffering(tokens_per_event_median=per_event),
-            evidence=(
-                Evidence("tokens_per_event_median", per_event, delivery.FIRST_ARRIVAL_MAX_TOKENS, "tokens/event"),
-            ),
-        )
+def sse_buffering(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
+    """A case whose streams arrived buffered, in the words of the finding that withheld them."""
+    found = findings.BUFFERED_STREAMS.warning_of(case)
+    if found is not None:
+        yield found
 
 
-def first_chunk_before_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def first_chunk_before_prefill(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """The registry's first_chunk_lead_s against TTFT, both summarized with the case (files
     before 1.12 carry no lead: no note for them)."""
     lead, ttft = case.median("first_chunk_lead_s"), case.median("ttft_s")
@@ -92,7 +77,7 @@ NOT_PREFILL_HINT = (
 )
 
 
-def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def ttft_not_prefill(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """Time inside TTFT that the server's own prompt time does not hold."""
     facts = case.facts()  # (TTFT, prompt_ms) of each request with llama.cpp's timings
     if not facts.pair_ttft or case.median("ttft_gap_s") is None:  # no gap the case believes (TTFT withheld)
@@ -122,7 +107,7 @@ def ttft_not_prefill(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]
     )
 
 
-def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
+def _not_prefill_cause(case: CaseResult, run: RunView) -> str:
     fixed = latency.found_for(case, latency.found_in(run))
     if fixed is not None and fixed.unsure_cause:  # one prompt length: its cause is not known
         before = f"a fixed {fixed.fixed_s * 1000:,.0f} ms before the server answers"
@@ -141,21 +126,7 @@ def _not_prefill_cause(case: CaseResult, run: RunResult) -> str:
     return "work before prefill, e.g. llama.cpp's host-RAM prompt cache copying slots"
 
 
-def ttft_grows_with_output(run: RunResult) -> Iterable[CheckWarning]:
-    """The cases results.py withheld because TTFT grew with the output length (metrics.
-    buffered_trend), one warning each, with every TTFT of their group."""
-    trend = [c for c in run.cases if c.reason("ttft_s").code == unavailable.BUFFERED_TREND and "ttft_s" in c.withheld]
-    for case in trend:
-        group = [c for c in trend if _same_prompt(c, case)]
-        yield Warning_(
-            Code.SSE_BUFFERING,
-            WARNING,
-            case.label,
-            case.unavailable["ttft_s"],
-            BUFFERING_HINT,
-            details=SseBuffering(ttft_s_by_tg={f"tg{c.tg}": c.withheld["ttft_s"].median for c in group}),
-        )
-
-
-def _same_prompt(a: CaseResult, b: CaseResult) -> bool:
-    return (a.pp, a.depth, a.depth_mode, a.endpoint) == (b.pp, b.depth, b.depth_mode, b.endpoint)
+def ttft_grows_with_output(run: RunView) -> Iterable[CheckWarning]:
+    """The cases withheld because TTFT grew with the output length, one warning each, in the
+    words of the finding that withheld them (results/findings.py BufferedTrend)."""
+    return findings.BUFFERED_BY_TREND.warnings_of(run.cases)

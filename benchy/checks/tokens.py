@@ -19,7 +19,6 @@ from benchy.results.types import (
     CaseResult,
     CheckWarning,
     Evidence,
-    RunResult,
 )
 from benchy.results.verdicts.details import (
     LocalTokenizerMismatch,
@@ -27,9 +26,10 @@ from benchy.results.verdicts.details import (
     RequestCount,
     UsageMismatch,
 )
+from benchy.results.view import RunView
 
 
-def no_usage(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def no_usage(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """Only where the count is then an estimate: one token per event, which the locally counted
     text confirms, needs no usage."""
     facts = case.facts()  # without usage, and counted by estimate
@@ -54,7 +54,7 @@ USAGE_HINT = (
 )
 
 
-def usage_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def usage_mismatch(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """usage against two independent witnesses that agree on another count (evidence.token_count),
     or usage below the event count."""
     facts = case.facts()
@@ -81,7 +81,7 @@ LOCAL_TOKENIZER_HINT = (
 )
 
 
-def local_tokenizer_mismatch(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def local_tokenizer_mismatch(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """A note, not a warning: the local count alone disagreed with usage and was outvoted."""
     facts = case.facts()
     if not facts.n_local_odd:
@@ -105,7 +105,7 @@ UNCONFIRMED_HINT = (
 )
 
 
-def usage_unconfirmed(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
+def usage_unconfirmed(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
     """usage stood alone: nothing backed it and the local count, a witness of its own (scaled on
     tokens the server was seen to generate, or --tokenizer's), disagreed within what two
     tokenizers may differ. Neither the cause nor the true count can be told: said, not guessed."""

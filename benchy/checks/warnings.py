@@ -8,8 +8,9 @@ The checks live in topic modules: outputs.py (errors, failed and short outputs, 
 cut short), tokens.py (token counts and usage), prompts.py (prompt lengths), cache.py (the
 prefix cache and cache-aware workloads), timing.py (buffering, first chunk, TTFT against the
 server's prompt time), hardware.py (bandwidth ceiling, GPUs), client.py and client_bound.py
-(benchy itself), steady.py, latency.py, drift.py, server.py (the server's /metrics), and the
-queueing trap in results/verdicts/queueing.py. This module registers them all, in the order
+(benchy itself), steady.py, latency.py, drift.py, server.py (the server's /metrics), and
+queueing.py. The traps the analysis decides (results/findings.py) word their own warnings: their
+checks ask the finding for it. This module registers them all, in the order
 `check(run)` runs them (run-level checks first, then each case's; errors sort first).
 
 What is withheld is decided where the results are built (results/build.py: a buffered stream,
@@ -32,6 +33,7 @@ from benchy.checks import (
     latency,
     outputs,
     prompts,
+    queueing,
     sanity,
     saturation,
     server,
@@ -42,7 +44,6 @@ from benchy.checks import (
 from benchy.checks.registry import INFO, CaseCheck, RunCheck, case_check, run_check
 from benchy.checks.registry import check as check  # the checks' one entry: re-exported
 from benchy.results.types import CheckWarning, RunResult
-from benchy.results.verdicts import queueing
 
 RUN_CHECKS: tuple[RunCheck, ...] = (
     prompts.prompt_length_at_calibration,

@@ -2,8 +2,9 @@
 
 Three steps: each case's figures from its records (`case_figures`: its statistics, with its
 buffering verdict), the run's verdicts on them (results/decide.py), then each CaseResult made
-once from its figures and verdicts (`run_result`), its rows written with them. A result is a
-frozen dataclass: nothing changes it after; the warnings come in a new RunResult beside it.
+once from its figures and verdicts (`run_view`), its rows written with them. A result is a
+frozen dataclass: nothing changes it after. The run's view is checked (checks/), and its one
+RunResult made from the view and those warnings (RunView.result).
 """
 
 from __future__ import annotations
@@ -44,11 +45,11 @@ from benchy.results.types import (
     NotMeasured,
     RequestResult,
     RowScan,
-    RunResult,
     Setup,
     SteadyState,
     Stopped,
 )
+from benchy.results.view import RunView
 from benchy.server.cache_reset import CacheReset
 from benchy.server.metrics import NoServerFigures, ServerCaseMetrics
 from benchy.workloads.case import POOLING_ENDPOINTS, Case
@@ -370,19 +371,20 @@ def _row_values(row: RequestResult) -> dict[str, float | Unavailable]:
     }
 
 
-def run_result(
+def run_view(
     setup: dict[str, Any],
     figures: list[CaseFigures],
     partial: bool,
     stopped: dict[str, Any] | None,
     version: str,
     not_measured: list[NotMeasured] | None = None,
-) -> RunResult:
-    """The run's results, complete but for the warnings (checks.py adds those): the run's
-    verdicts on its cases' figures (decide), then each case made once from them."""
+) -> RunView:
+    """The run's results but for the warnings, which are checked on it (RunView.result makes
+    the RunResult with them): the run's verdicts on its cases' figures (decide), then each case
+    made once from them."""
     parsed = Setup.from_dict(setup, strict=True)  # an unknown key: a field someone forgot
     decided = decide(figures)
-    return RunResult(
+    return RunView(
         benchy_version=version,
         prompt_nonce=setup.get("prompt_nonce"),
         partial=partial,

@@ -4,25 +4,28 @@ Why: a trap's detection, the metrics it withholds and its words lived apart (bui
 a case's `withhold` wrote, checks/ worded), joined only by an order in comments. Each class here
 owns its detection (a pure function of the cases' figures), names its warning code, and takes
 the metrics it withholds from that code's one entry (verdicts/codes.py VERDICTS), where its
-typed details and severity are too; checks/ words the warning from the result (its renderer).
-`DECIDED` is the order they are decided in: each reads the cases as the ones before left them.
+typed details and severity are too, and words its warning (message, hint) from the result it
+judged: checks/ asks the finding for its warning and registers it in its place. `DECIDED` is
+the order they are decided in: each reads the cases as the ones before left them.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from benchy.measure import classify, metrics
-from benchy.measure.unavailable import BUFFERED, Unavailable
+from benchy.measure import classify, delivery, metrics
+from benchy.measure.unavailable import BUFFERED, BUFFERED_TREND, Unavailable
 from benchy.results import latency
 from benchy.results.figures import CaseFigures, CaseView
-from benchy.results.types import Queueing
-from benchy.results.verdicts import queueing
+from benchy.results.types import CaseResult, CheckWarning, Evidence, Queueing
+from benchy.results.verdicts import details, queueing
 from benchy.results.verdicts.codes import VERDICTS, Code
+from benchy.results.verdicts.make import warning
 from benchy.results.verdicts.queueing import QueueVerdict
+from benchy.results.view import RunView
 
 
 @dataclass(frozen=True)
@@ -42,14 +45,24 @@ class Decision:
     fixed_latency: tuple[latency.Found, ...] = field(default=())  # FixedLatency's, for the checks to word
 
 
-class Finding(ABC):
-    """One trap: its code, its detection, and (by the code) the metrics it withholds."""
+class Trap(ABC):
+    """What every finding has by its code: the metrics it withholds and its warning's severity
+    (the code's one entry, verdicts/codes.py)."""
 
     code: ClassVar[Code]
 
     @property
     def withholds(self) -> tuple[str, ...]:
         return VERDICTS[self.code].withholds
+
+    @property
+    def severity(self) -> str:
+        return self.code.rule.severity
+
+
+class Finding(Trap):
+    """One trap decided across the run's cases: its code, its detection, and (by the code) the
+    metrics it withholds."""
 
     @abstractmethod
     def decide(self, cases: Sequence[CaseFigures]) -> Decision:
@@ -75,15 +88,90 @@ def _queue_judgments(found: Mapping[str, QueueVerdict | None]) -> dict[str, Judg
     return {label: Judgment(v.why, v.queueing) for label, v in found.items() if v is not None}
 
 
-class QueuedAlone(Finding):
-    """A loaded case's TTFT past the same prompt sent alone before it (load/alone.py): the
-    requests waited, and a prefill rate from TTFT would count the wait."""
+QUEUEING_HINT = (
+    "TTFT under load is what a user waits, queue included. For the server's prefill speed, "
+    "measure at concurrency 1, or keep requests in flight at or below the server's slots "
+    "(llama.cpp -np, vLLM --max-num-seqs, OLLAMA_NUM_PARALLEL)."
+)
+ON_A_LINE = "what each request's uncached tokens take alone (the line through a short and a long prompt sent alone)"
+
+
+class Queued(Finding):
+    """A loaded case's TTFT judged against the same prompt with nothing else in flight (its
+    Queueing): the words of a case it found queued. Each subclass names what it judged against."""
 
     code = Code.PREFILL_HOLDS_QUEUEING
+
+    @abstractmethod
+    def against(self, q: Queueing, alone_ms: str) -> str:
+        """What the loaded TTFT was judged against, in words."""
+
+    def warning_of(self, case: CaseResult, run: RunView) -> CheckWarning | None:
+        """The case's warning where its TTFT was found queued (None: not queued)."""
+        q = case.queueing
+        if q is None or not q.queued or q.alone_ttft is None or q.excess_s is None or q.loaded_ttft_s is None:
+            return None
+        against = self.against(q, f"{q.alone_ttft.median * 1000:,.0f} ms")
+        if case.kind == "trace" or (case.kind == "shared_prefix" and case.depth):  # judged on a line (load/alone.py)
+            against = ON_A_LINE
+        load = queueing.load_words(case.kind, case.concurrency, case.rate)
+        return warning(
+            Code.PREFILL_HOLDS_QUEUEING,
+            self.severity,
+            case.label,
+            f"{queueing.BASIS_WORDS.get(q.basis, 'TTFT')} {load} is {q.loaded_ttft_s * 1000:,.0f} ms (median), "
+            f"{q.excess_s * 1000:,.0f} ms more than {against}: "
+            f"requests waited for the server ({_queue_cause(case, run)}). TTFT holds that wait; "
+            f"prefill t/s is withheld.{_server_prefill_text(case)}",
+            QUEUEING_HINT,
+            metrics=("ttft_s",),
+            details=details.PrefillHoldsQueueing(
+                concurrency=case.concurrency,
+                slots=queueing.server_slots(run),
+                source=q.source,
+                alone_ttft_s_median=q.alone_ttft.median,
+                ttft_s_median=q.loaded_ttft_s,
+                server_prefill_tps=server_prefill(case),
+            ),
+            evidence=(Evidence("ttft_excess_s", q.excess_s, q.threshold_s, "s"),),
+        )
+
+
+def _queue_cause(case: CaseResult, run: RunView) -> str:
+    slots = queueing.server_slots(run)
+    if slots is not None and case.concurrency is not None and case.concurrency > slots:
+        return f"{case.concurrency} requests in flight on {queueing.slots_text(slots)}"
+    return "it serves fewer requests at once than were in flight, or slows each prefill under load"
+
+
+def server_prefill(case: CaseResult) -> float | None:
+    """The server's own prefill rate: its per-response timings (llama.cpp), else its /metrics."""
+    own = case.median("server_prefill_tps")
+    if own is not None:
+        return own
+    server = case.server_figures()
+    return server.derived.get("prefill_tps") if server else None
+
+
+def _server_prefill_text(case: CaseResult) -> str:
+    rate = server_prefill(case)
+    return (
+        f" The server's own prefill: {rate:,.0f} t/s."
+        if rate is not None
+        else " The server reports no prefill time of its own."
+    )
+
+
+class QueuedAlone(Queued):
+    """A loaded case's TTFT past the same prompt sent alone before it (load/alone.py): the
+    requests waited, and a prefill rate from TTFT would count the wait."""
 
     def decide(self, cases: Sequence[CaseFigures]) -> Decision:
         found = {c.label: queueing.judge_alone(c, c.alone_ttft_s, c.alone_points) for c in cases}
         return Decision(_queue_judgments(found))
+
+    def against(self, q: Queueing, alone_ms: str) -> str:
+        return f"the same prompt sent alone ({alone_ms})"
 
 
 class BufferedTrend(Finding):
@@ -95,6 +183,32 @@ class BufferedTrend(Finding):
     def decide(self, cases: Sequence[CaseFigures]) -> Decision:
         return Decision({label: Judgment(why) for label, why in buffered_trend(cases).items()})
 
+    def warnings_of(self, cases: Sequence[CaseResult]) -> Iterator[CheckWarning]:
+        """One warning per case it withheld (known by the saved code: results read back from
+        disk are worded alike), with every TTFT of the case's group."""
+        trend = [c for c in cases if c.reason("ttft_s").code == BUFFERED_TREND and "ttft_s" in c.withheld]
+        for case in trend:
+            group = [c for c in trend if _prompt_of(c) == _prompt_of(case)]
+            yield warning(
+                Code.SSE_BUFFERING,
+                self.severity,
+                case.label,
+                case.unavailable["ttft_s"],
+                BUFFERING_HINT,
+                details=details.SseBuffering(ttft_s_by_tg={f"tg{c.tg}": c.withheld["ttft_s"].median for c in group}),
+            )
+
+
+BUFFERING_HINT = (
+    "The server sends several tokens per event (vLLM buffers Harmony output, for "
+    "example). Compare servers by end-to-end throughput, or fix the server's streaming."
+)
+
+
+def _prompt_of(case: CaseView) -> tuple[Any, ...]:
+    """What a TTFT trend is judged within: the same prompt, at every output length."""
+    return case.pp, case.depth, case.depth_mode, case.endpoint
+
 
 def buffered_trend(cases: Sequence[CaseView]) -> dict[str, Unavailable]:
     """Single-stream cases at one prompt whose TTFT grows with the output length (metrics.
@@ -102,7 +216,7 @@ def buffered_trend(cases: Sequence[CaseView]) -> dict[str, Unavailable]:
     groups: dict[tuple[Any, ...], list[CaseView]] = {}
     for case in cases:
         if case.concurrency == 1 and case.summary.get("ttft_s") and case.summary.get("e2e_s"):
-            groups.setdefault((case.pp, case.depth, case.depth_mode, case.endpoint), []).append(case)
+            groups.setdefault(_prompt_of(case), []).append(case)
     found: dict[str, Unavailable] = {}
     for group in groups.values():
         short, long = min(group, key=lambda c: c.tg), max(group, key=lambda c: c.tg)
@@ -132,14 +246,15 @@ def _streams_token_by_token(case: CaseView) -> bool:
     )
 
 
-class QueuedAgainstConcurrency1(Finding):
+class QueuedAgainstConcurrency1(Queued):
     """A loaded sweep case without alone requests, against the run's concurrency-1 case of the
     same prompt (no queueing is judged on TTFTs a trend withheld)."""
 
-    code = Code.PREFILL_HOLDS_QUEUEING
-
     def decide(self, cases: Sequence[CaseFigures]) -> Decision:
         return Decision(_queue_judgments(queueing.judge_against_concurrency_1(cases)))
+
+    def against(self, q: Queueing, alone_ms: str) -> str:
+        return f"the same prompt at concurrency 1 ({q.source}) ({alone_ms})"
 
 
 class FixedLatency(Finding):
@@ -153,20 +268,88 @@ class FixedLatency(Finding):
         by_case = {label: Judgment(why) for label, why in latency.withhold_fixed_latency(cases, found).items()}
         return Decision(by_case, found)
 
+    def warning_of(self, found: latency.Found, llamacpp: bool) -> CheckWarning:
+        """The run's warning of the fixed part found in one sweep family: the part, the engine's
+        own prefill rate and the response headers' time; `llamacpp`: the server is llama.cpp,
+        whose host-RAM cache copy one prompt length cannot tell from a hold."""
+        part = found.part
+        engine = (
+            f" The engine prefills at {part.engine_prefill_tps:,.0f} t/s (the longest prompt's tokens over "
+            "its TTFT less the fixed part)."
+            if part.engine_prefill_tps
+            else ""
+        )
+        witnesses = [f"the response headers came at {part.headers_s * 1000:,.0f} ms"] if part.headers_s else []
+        if part.intercept_s is not None:
+            witnesses.append(f"TTFT against prompt length meets zero tokens at {part.intercept_s * 1000:,.0f} ms")
+        ms = f"{part.fixed_s * 1000:,.0f} ms"
+        held = f"({part.evidence()}, over {', '.join(part.cases)}; {' and '.join(witnesses)})"
+        withheld = f" Prefill t/s from TTFT is withheld.{engine}"
+        llamacpp = part.unsure_cause and llamacpp
+        if part.unsure_cause:
+            words = f"TTFT holds {ms} before the server answers {held}: {_fixed_cause(llamacpp)}{withheld}"
+        else:
+            words = (
+                f"TTFT holds a fixed {ms} that no prompt length explains {held}: it passes before the engine "
+                f"takes the request, not prefilling.{withheld}"
+            )
+        return warning(
+            Code.FIXED_LATENCY,
+            self.severity,
+            None,
+            words,
+            LLAMACPP_HINT if llamacpp else FIXED_HINT + (UNSURE_HINT if part.unsure_cause else ""),
+            details=details.FixedLatency(
+                fixed_s=part.fixed_s,
+                engine_prefill_tps=part.engine_prefill_tps,
+                headers_s_median=part.headers_s,
+                cases=list(part.cases),
+            ),
+            evidence=(Evidence("fixed_s", part.fixed_s, part.threshold_s, "s"),),
+        )
 
-DECIDED: tuple[Finding, ...] = (QueuedAlone(), BufferedTrend(), QueuedAgainstConcurrency1(), FixedLatency())
+
+def _fixed_cause(llamacpp: bool) -> str:
+    """What one prompt length leaves open: a hold, or the server's own work on the prompt."""
+    if llamacpp:
+        return f"{LLAMACPP_COPY} or a hold in front of the server; one prompt length cannot tell which."
+    return (
+        "a hold in front of the engine or the server's own work on the prompt before it answers; one "
+        "prompt length cannot tell which (a hold stays put as the prompt grows, prompt work grows with it)."
+    )
 
 
-class CaseFinding(ABC):
+FIXED_HINT = (
+    "Something holds each request before the engine sees it: a gateway's guardrails, an API "
+    "manager, a content filter or a long network path. TTFT is what a user waits; for the "
+    "engine's prefill speed benchmark it directly, or read the engine rate given here."
+)
+UNSURE_HINT = " To tell a hold from the server's own work on the prompt, add a second --pp (four times the first)."
+# llama-server with default flags copies a slot's prompt cache to host RAM (--cache-ram) before it
+# answers, outside its timings' prompt_ms: at one prompt length that looks like a hold in front.
+LLAMACPP_COPY = "llama.cpp's own host-RAM prompt cache copy (--cache-ram, on by default; outside its prompt_ms)"
+LLAMACPP_HINT = (
+    "TTFT is what a user waits. To tell llama.cpp's cache copy from a hold in front of it, run once with "
+    "--cache-ram 0 on the server (a hold stays, the copy goes) or add a second --pp (four times the first: "
+    "the copy grows with the prompt, a hold stays put); for the engine's prefill speed read the rate given here."
+)
+
+
+QUEUED_ALONE, QUEUED_AGAINST_C1 = QueuedAlone(), QueuedAgainstConcurrency1()
+BUFFERED_BY_TREND, FIXED_PART = BufferedTrend(), FixedLatency()
+DECIDED: tuple[Finding, ...] = (QUEUED_ALONE, BUFFERED_BY_TREND, QUEUED_AGAINST_C1, FIXED_PART)
+
+
+def queued_by(q: Queueing) -> Queued:
+    """The finding that judged a case's Queueing: against its alone requests, or the run's
+    concurrency-1 case (its label is the source)."""
+    return QUEUED_ALONE if q.source == "alone" else QUEUED_AGAINST_C1
+
+
+class CaseFinding(Trap):
     """A trap decided on one case's own requests, before the case has figures: its verdict
     judges every row the case's statistics are then taken from (results/build.case_figures),
     so it cannot wait for the figures as DECIDED's findings do."""
-
-    code: ClassVar[Code]
-
-    @property
-    def withholds(self) -> tuple[str, ...]:
-        return VERDICTS[self.code].withholds
 
     @abstractmethod
     def decide(self, reasons: Sequence[str | None]) -> Unavailable | None:
@@ -188,6 +371,25 @@ class BufferedStreams(CaseFinding):
             return None
         n, of = len(shown), len(reasons)
         return Unavailable(BUFFERED, shown[0] if n == of else f"{n} of {of} requests: {shown[0]}")
+
+    def warning_of(self, case: CaseResult) -> CheckWarning | None:
+        """The case's warning where its stream timings were withheld as buffered (None: not)."""
+        why = case.reason("ttft_s")
+        if case.summary.get("ttft_s") is not None or why.code != BUFFERED:
+            return None
+        per_event = case.median("tokens_per_event")
+        return warning(
+            Code.SSE_BUFFERING,
+            self.severity,
+            case.label,
+            f"{why.message}. TTFT, inter-token latency, decode and prefill rates are unavailable; "
+            "end-to-end throughput is still valid.",
+            BUFFERING_HINT,
+            details=details.SseBuffering(tokens_per_event_median=per_event),
+            evidence=(
+                Evidence("tokens_per_event_median", per_event, delivery.FIRST_ARRIVAL_MAX_TOKENS, "tokens/event"),
+            ),
+        )
 
 
 BUFFERED_STREAMS = BufferedStreams()  # the one CaseFinding: decided as each case's rows are read

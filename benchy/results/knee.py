@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchy.results.types import CaseResult, RunResult
+from benchy.results.types import CaseResult
+from benchy.results.view import RunView
 
 KEPT_UP = 0.9  # completions at 90% of the asked rate or more: the server kept up
 MIN_RATES = 3  # a knee needs a sweep: fewer rates are two points, not a curve
@@ -31,7 +32,7 @@ def kept_up(case: CaseResult) -> bool:
     ) >= KEPT_UP * (case.rate or 0.0)
 
 
-def knees(run: RunResult) -> dict[str, Knee]:
+def knees(run: RunView) -> dict[str, Knee]:
     """Each rate sweep's knee, by the sweep's shape (every case parameter but the rate)."""
     sweeps: dict[str, list[CaseResult]] = {}
     for case in run.cases:

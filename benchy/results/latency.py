@@ -41,7 +41,7 @@ import numpy as np
 from benchy.measure import stats
 from benchy.measure.unavailable import FIXED_LATENCY, Unavailable
 from benchy.results.figures import CaseView
-from benchy.results.types import RunResult
+from benchy.results.view import RunView
 
 # An intercept below this is a decode step and HTTP, not a gateway.
 FIXED_MIN_S = 0.05
@@ -214,7 +214,7 @@ def find(cases: Sequence[CaseView]) -> tuple[Found, ...]:
     return tuple(found)
 
 
-def found_in(run: RunResult) -> tuple[Found, ...]:
+def found_in(run: RunView) -> tuple[Found, ...]:
     """The analysis's finding (run.fixed_latency); results read from disk carry none, and are
     judged again from the rows they saved, with the same function."""
     return run.fixed_latency if run.fixed_latency is not None else find(run.cases)

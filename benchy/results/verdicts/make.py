@@ -1,5 +1,5 @@
 """The one maker of a warning: a code of the closed set, a severity its rule allows, and the
-figures of its code's class. A check (checks/) and a trap's own module (verdicts/queueing.py)
+figures of its code's class. A check (checks/) and a decided finding (results/findings.py)
 make their warnings through it."""
 
 from __future__ import annotations

@@ -1,24 +1,24 @@
 """The queueing trap in one place: requests that wait for the server hold that wait in their
 TTFT, so a prefill rate taken from TTFT counts it. Here are its thresholds, the decision the
 analysis makes (results/decide.py asks `judge_alone` of each case and `judge_against_
-concurrency_1` of the run: a Queueing for the case, and prefill_tps withheld with code `queued`), and the
-words of its two warnings: prefill_holds_queueing (the client's TTFT against the same prompt
-alone, or in files before 1.9 the load against the server's slots) and queue_dominates_ttft
-(the server's own queue time, from its /metrics). checks/ registers both in their places.
+concurrency_1` of the run: a Queueing for the case, and prefill_tps withheld with code `queued`), and
+what the warnings read (the server's slots; queue_figures: the server's own queue time, from its
+/metrics). No warning is made here: the findings that judge queueing word prefill_holds_queueing
+(results/findings.py Queued), and checks/queueing.py words queue_dominates_ttft and reads files
+before 1.9 for a queue; checks/ registers both in their places.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchy.measure import stats
 from benchy.measure.unavailable import QUEUED, Unavailable
 from benchy.results.figures import CaseView
-from benchy.results.types import CaseResult, CheckWarning, Evidence, MetricSummary, Queueing, RunResult
-from benchy.results.verdicts.codes import WARNING, Code
-from benchy.results.verdicts.details import PrefillHoldsQueueing, QueueDominatesTtft
-from benchy.results.verdicts.make import warning
+from benchy.results.types import CaseResult, MetricSummary, Queueing
+from benchy.results.verdicts.details import QueueDominatesTtft
+from benchy.results.view import RunView
 
 # TTFT under load counts as queued when its median passes the same prompt's alone median by
 # more than the noise: half the alone TTFT (QUEUE_TTFT_GROWTH 1.5×), 20 ms, and the spread of
@@ -207,131 +207,17 @@ def _same_prompt(a: CaseView, b: CaseView) -> bool:
     return (a.pp, a.depth, a.depth_mode, a.endpoint) == (b.pp, b.depth, b.depth_mode, b.endpoint)
 
 
-# ------------------------------------------------------------------ the warnings
+# ------------------------------------------------------------------ what the warnings read
 
 
-def server_slots(run: RunResult) -> int | None:
+def server_slots(run: RunView) -> int | None:
     """The requests the server runs at once, where it says (llama.cpp's slots)."""
     slots = run.setup.server.slots if run.setup.server else None
     return slots if slots is not None and slots > 0 else None
 
 
-def prefill_holds_queueing(run: RunResult) -> Iterable[CheckWarning]:
-    """TTFT under load past the same prompt alone (results/build.py judged it and withheld the
-    prefill rate), or, in files without that judgment, TTFT growing with concurrency or more
-    requests in flight than the server's slots."""
-    for judged in run.cases:  # closed and open loops, workloads: results/build.py judged them
-        if judged.queueing is not None:
-            yield from _queued(judged, run)
-    cases = [c for c in run.cases if c.rate is None and c.concurrency is not None and c.figure("ttft_s")]
-    slots = server_slots(run)
-    for case in cases:
-        if case.queueing is not None:
-            continue
-        if (case.concurrency or 1) <= 1 or case.facts().pair_ttft:
-            continue  # ttft_not_prefill speaks where the server reports its own prompt time
-        base = next((c for c in cases if c.concurrency == 1 and _same_shape(c, case)), None)
-        why = _queue_evidence(case, base, slots)
-        if why:
-            yield warning(
-                Code.PREFILL_HOLDS_QUEUEING,
-                WARNING,
-                case.label,
-                f"{why}: requests wait for a free slot, and that wait is in TTFT, so prefill t/s "
-                "here holds queue time; it is not the server's prefill speed.",
-                QUEUE_HINT,
-                withheld=(),  # qualified: a cause inferred from slots, not measured
-                details=PrefillHoldsQueueing(concurrency=case.concurrency, slots=slots),
-            )
-
-
-QUEUE_HINT = (
-    "TTFT under load is what a user waits, queue included. For the server's prefill speed, "
-    "measure at concurrency 1, or keep requests in flight at or below the server's slots "
-    "(llama.cpp -np, vLLM --max-num-seqs, OLLAMA_NUM_PARALLEL)."
-)
-
-
-def _queued(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
-    q = case.queueing
-    if q is None or not q.queued or q.alone_ttft is None or q.excess_s is None or q.loaded_ttft_s is None:
-        return
-    against = "the same prompt sent alone" if q.source == "alone" else f"the same prompt at concurrency 1 ({q.source})"
-    against += f" ({q.alone_ttft.median * 1000:,.0f} ms)"
-    if case.kind == "trace" or (case.kind == "shared_prefix" and case.depth):  # judged on a line (load/alone.py)
-        against = (
-            "what each request's uncached tokens take alone (the line through a short and a long prompt sent alone)"
-        )
-    load = load_words(case.kind, case.concurrency, case.rate)
-    yield warning(
-        Code.PREFILL_HOLDS_QUEUEING,
-        WARNING,
-        case.label,
-        f"{BASIS_WORDS.get(q.basis, 'TTFT')} {load} is {q.loaded_ttft_s * 1000:,.0f} ms (median), "
-        f"{q.excess_s * 1000:,.0f} ms more than {against}: "
-        f"requests waited for the server ({_queue_cause(case, run)}). TTFT holds that wait; "
-        f"prefill t/s is withheld.{_server_prefill_text(case)}",
-        QUEUE_HINT,
-        metrics=("ttft_s",),
-        details=PrefillHoldsQueueing(
-            concurrency=case.concurrency,
-            slots=server_slots(run),
-            source=q.source,
-            alone_ttft_s_median=q.alone_ttft.median,
-            ttft_s_median=q.loaded_ttft_s,
-            server_prefill_tps=_server_prefill(case),
-        ),
-        evidence=(Evidence("ttft_excess_s", q.excess_s, q.threshold_s, "s"),),
-    )
-
-
 def slots_text(slots: int) -> str:
     return f"{slots} slot" if slots == 1 else f"{slots} slots"
-
-
-def _queue_cause(case: CaseResult, run: RunResult) -> str:
-    slots = server_slots(run)
-    if slots is not None and case.concurrency is not None and case.concurrency > slots:
-        return f"{case.concurrency} requests in flight on {slots_text(slots)}"
-    return "it serves fewer requests at once than were in flight, or slows each prefill under load"
-
-
-def _server_prefill(case: CaseResult) -> float | None:
-    """The server's own prefill rate: its per-response timings (llama.cpp), else its /metrics."""
-    own = case.median("server_prefill_tps")
-    if own is not None:
-        return own
-    server = case.server_figures()
-    return server.derived.get("prefill_tps") if server else None
-
-
-def _server_prefill_text(case: CaseResult) -> str:
-    rate = _server_prefill(case)
-    return (
-        f" The server's own prefill: {rate:,.0f} t/s."
-        if rate is not None
-        else " The server reports no prefill time of its own."
-    )
-
-
-def _same_shape(a: CaseResult, b: CaseResult) -> bool:
-    return (a.pp, a.tg, a.depth, a.depth_mode, a.endpoint) == (b.pp, b.tg, b.depth, b.depth_mode, b.endpoint)
-
-
-def _queue_evidence(case: CaseResult, base: CaseResult | None, slots: int | None) -> str | None:
-    if slots is not None and (case.concurrency or 1) > slots:
-        return f"{case.concurrency} requests in flight on a server with {slots_text(slots)}"
-    if base is None:
-        return None
-    ttft, ttft_1 = case.figure("ttft_s"), base.figure("ttft_s")
-    if ttft is None or ttft_1 is None:
-        return None
-    if ttft.median > QUEUE_TTFT_GROWTH * ttft_1.median and ttft.median - ttft_1.median > QUEUE_TTFT_MIN_S:
-        return (
-            f"TTFT grows with concurrency ({ttft_1.median * 1000:,.0f} ms at c1, "
-            f"{ttft.median * 1000:,.0f} ms at c{case.concurrency})"
-        )
-    return None
 
 
 def queue_figures(case: CaseResult) -> QueueDominatesTtft | None:
@@ -350,54 +236,4 @@ def queue_figures(case: CaseResult) -> QueueDominatesTtft | None:
         concurrency=case.concurrency,
         rate=case.rate,
         running_max=running.max if running else None,
-    )
-
-
-def load_text(case: CaseResult) -> str:
-    """The case's load in words: a trace replay has arrivals, not a concurrency."""
-    if case.kind == "trace":
-        return "the trace's arrival times"
-    if case.rate is not None:
-        return f"{case.rate:g} requests/s"
-    return f"concurrency {case.concurrency}"
-
-
-def queue_hint(case: CaseResult) -> str:
-    """What lowers the queue for this case's kind of load: the flag that sets it."""
-    if case.kind == "trace":
-        way = "replay the trace slower (--speed below 1) or cap it (--max-inflight)"
-    elif case.rate is not None:
-        way = "lower --rate below what the server sustains"
-    else:
-        way = "lower the concurrency to the requests the server runs at once"
-    return f"To measure prefill, {way}; or read this case as a capacity figure."
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.0f} ms"
-
-
-def _num(value: float | int | None) -> float:
-    """A figure its check has set (a warning's figures are optional: files may lack any)."""
-    assert value is not None
-    return float(value)
-
-
-def queue_dominates_ttft(case: CaseResult, run: RunResult) -> Iterable[CheckWarning]:
-    found = queue_figures(case)
-    if found is None:
-        return
-    yield warning(
-        Code.QUEUE_DOMINATES_TTFT,
-        WARNING,
-        case.label,
-        f"At {load_text(case)}, requests waited {_ms(_num(found.queue_s))} on average in the server's "
-        f"queue, {_num(found.queue_share):.0%} of its {_ms(_num(found.ttft_s))} TTFT: the server is "
-        "saturated, and TTFT and prefill t/s hold queue time.",
-        queue_hint(case),
-        details=found,
-        evidence=(
-            Evidence("queue_share", found.queue_share, QUEUE_SHARE, "fraction"),
-            Evidence("queue_s", found.queue_s, QUEUE_MIN_S, "s"),
-        ),
     )
