@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from benchy import run as run_mod
 from benchy.client.settings import ClientSettings
+from benchy.load.plan import LoadSettings
 from benchy.measure.silence import BIN_S
 from benchy.workloads.case import Case
 from tests.test_checks import codes, measured
@@ -126,3 +127,43 @@ def test_a_frozen_server_is_named_by_the_silence_of_every_stream(start_sim):
     assert d["silence_s"] == case["silence"]["silence_s"]
     assert "the server stopped answering" in w["message"]
     assert "proxy" not in w["message"] and "benchy itself" not in w["message"]
+
+
+# Generation requests the sim reads before a rate case's own: the chat template's calibration
+# (3), the prompt sent alone (3, load/alone.py) and one warmup.
+PRELUDE = 7
+
+
+def test_a_frozen_llamacpp_is_the_cause_of_ttft_beyond_its_prompt_time(start_sim):
+    """llama.cpp has no TTFT histogram (no ttft_outside_server): a freeze shows only as TTFT
+    beyond its own prompt_ms (ttft_not_prefill) and as case.silence. Stopped 2.5 s at the case's
+    third arrival, most of a seeded 2 s of arrivals wait unread: the words name the stop, never
+    llama.cpp's cache copy, a proxy or benchy."""
+    after = str(PRELUDE + 3)
+    sim = start_sim(
+        "--preset", "frozen-llamacpp", "--freeze-after", after, "--freeze-s", "2.5", "--decode-tps", "100", *FAST
+    )
+    settings = run_mod.RunSettings(
+        client=ClientSettings(base_url=sim.base_url),
+        cases=[Case(pp=64, tg=64, rate=10.0)],
+        load=LoadSettings(requests=20),
+        progress=False,
+    )
+    results = run_mod.execute(settings).to_dict()
+    truth = truth_of(sim, results)
+    [freeze] = [t for t in sim.truth() if t.get("event") == "freeze"]
+    [case] = results["cases"]
+    reqs = measured(case)
+    # the truth: the stop came inside the case, and most of its requests waited through it
+    assert min(r["sent_mono_s"] for r in reqs) < freeze["from_s"], "PRELUDE changed? the stop came before the case"
+    waited = [r for r in reqs if r["sent_mono_s"] < freeze["to_s"] <= truth[r["request_id"]]["arrival_s"]]
+    assert 2 * len(waited) >= len(reqs) == 20
+    assert "ttft_outside_server" not in codes(results)  # no TTFT histogram to set against
+    silence = case["silence"]
+    lag_s = case["client"]["loop_lag_ms_max"] / 1000
+    assert abs(silence["silence_s"] - _truth_silence(sim.truth(), freeze)) <= 2 * BIN_S + lag_s
+    [w] = [w for w in results["warnings"] if w["code"] == "ttft_not_prefill"]
+    said = w["message"] + " " + w["hint"]
+    assert f"the server stopped: for {silence['silence_s'] * 1000:,.0f} ms" in said, said
+    assert f"{silence['unread']} of these {len(reqs)} requests" in said, said
+    assert "cache" not in said and "proxy" not in said and "benchy itself" not in said, said
