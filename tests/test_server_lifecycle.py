@@ -167,3 +167,28 @@ def test_a_frozen_llamacpp_is_the_cause_of_ttft_beyond_its_prompt_time(start_sim
     assert f"the server stopped: for {silence['silence_s'] * 1000:,.0f} ms" in said, said
     assert f"{silence['unread']} of these {len(reqs)} requests" in said, said
     assert "cache" not in said and "proxy" not in said and "benchy itself" not in said, said
+
+
+def test_an_open_loop_on_llamacpp_that_queues_is_not_blamed_on_its_cache_copy(start_sim):
+    """An open loop's concurrency is 1 only by its field: its arrivals set the load. Faster
+    than one slot serves, its requests queue before the server's prompt_ms starts (the truth
+    log's prefill start against arrival); ttft_not_prefill names queueing, not a cache copy."""
+    sim = start_sim("--flavor", "llamacpp", "--max-running", "1", "--decode-tps", "200", *FAST)
+    settings = run_mod.RunSettings(
+        client=ClientSettings(base_url=sim.base_url),
+        cases=[Case(pp=64, tg=32, rate=12.0)],
+        load=LoadSettings(requests=24),
+        progress=False,
+    )
+    results = run_mod.execute(settings).to_dict()
+    truth = truth_of(sim, results)
+    [case] = results["cases"]
+    waits = [truth[r["request_id"]]["prefill_start_s"] - truth[r["request_id"]]["arrival_s"] for r in measured(case)]
+    [w] = [w for w in results["warnings"] if w["code"] == "ttft_not_prefill"]
+    # the truth: most requests queued before the prefill that prompt_ms times, and the gap benchy
+    # found is no more than the longest such wait (and its own worst lag)
+    lag_s = case["client"]["loop_lag_ms_max"] / 1000
+    assert sorted(waits)[len(waits) // 2] > 0.02
+    assert w["details"]["not_prefill_s_median"] <= max(waits) + lag_s
+    assert "queueing behind the open loop's other requests" in w["message"], w["message"]
+    assert "cache" not in w["message"] and "stopped" not in w["message"]
