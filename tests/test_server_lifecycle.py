@@ -192,3 +192,32 @@ def test_an_open_loop_on_llamacpp_that_queues_is_not_blamed_on_its_cache_copy(st
     assert w["details"]["not_prefill_s_median"] <= max(waits) + lag_s
     assert "queueing behind the open loop's other requests" in w["message"], w["message"]
     assert "cache" not in w["message"] and "stopped" not in w["message"]
+
+
+def test_a_short_stop_that_holds_few_requests_does_not_take_the_cache_copys_gap(start_sim):
+    """The stop is the cause only where it covers the median's gap: a 2 s stop mid-case that
+    keeps a few of an open loop's requests unread, on llama.cpp whose cache copy (the truth log's
+    host_copy_s) sits before every prefill, leaves that gap to the other causes."""
+    sim = start_sim(
+        *("--preset", "llamacpp-host-copy", "--freeze-after", str(PRELUDE + 10), "--freeze-s", "2"),
+        *("--decode-tps", "150", "--natural-min", "8", "--natural-max", "24"),
+    )
+    settings = run_mod.RunSettings(
+        client=ClientSettings(base_url=sim.base_url),
+        cases=[Case(pp=2048, tg=128, rate=1.5)],
+        load=LoadSettings(requests=16),
+        progress=False,
+    )
+    results = run_mod.execute(settings).to_dict()
+    truth = truth_of(sim, results)
+    [case] = results["cases"]
+    reqs = measured(case)
+    copy_s = sorted(truth[r["request_id"]]["host_copy_s"] for r in reqs)[len(reqs) // 2]
+    # the truth: a copy in every request; a stop benchy saw as the server's, keeping a few unread
+    assert copy_s > 0.05
+    silence = case["silence"]
+    assert silence and 1 <= silence["unread"] and 2 * silence["unread"] < len(reqs), silence
+    assert case["client"]["loop_lag_ms_max"] / 1000 < 0.5 * silence["silence_s"]  # benchy awake: the server's
+    assert silence["silence_s"] > copy_s
+    [w] = [w for w in results["warnings"] if w["code"] == "ttft_not_prefill"]
+    assert "stopped" not in w["message"] and "work before prefill" in w["message"], w["message"]

@@ -138,9 +138,9 @@ def _not_prefill_why(case: CaseResult, run: RunResult, gap: float, n: int) -> tu
     if stop is None or stop.silence_s < gap or 2 * stop.unread < n:
         return _not_prefill_cause(case, run), NOT_PREFILL_HINT
     return (
-        f"the server stopped: for {stop.silence_s * 1000:,.0f} ms nothing came on any of the {stop.streams} "
-        f"streams mid-answer while benchy's loop was awake, and {stop.unread} of these {n} requests, sent "
-        "meanwhile, waited unread (case.silence); its own prompt time starts when it reads them",
+        f"the server stopped: for {stop.silence_s * 1000:,.0f} ms no stream mid-answer ({stop.streams}) received "
+        f"anything while benchy's loop was awake, and {stop.unread} of these {n} requests, sent meanwhile, "
+        "waited unread (case.silence); its own prompt time starts when it reads them",
         STOP_HINT,
     )
 
