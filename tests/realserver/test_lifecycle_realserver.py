@@ -217,10 +217,12 @@ def test_a_frozen_llama_server_not_its_cache_copy_holds_ttft_beyond_its_prompt_t
     unread = [r for r in reqs if stopped <= r["sent_mono_s"] < resumed]
     assert 2 * len(unread) >= len(reqs), (len(unread), len(reqs))
     silence = case["silence"]
-    lag_s = case["client"]["loop_lag_ms_max"] / 1000
+    slack_s = 2 * BIN_S + case["client"]["loop_lag_ms_max"] / 1000  # two bins and benchy's worst lag
     stop_s = resumed - stopped
-    assert stop_s - 2 * BIN_S - lag_s <= silence["silence_s"] <= stop_s + 2 * BIN_S + lag_s, (silence, stop_s)
-    assert 1 <= silence["unread"] <= len(unread) + 1  # one sent a moment before the stop may be unread too
+    assert stop_s - slack_s <= silence["silence_s"] <= stop_s + slack_s, (silence, stop_s)
+    # benchy's unread: sent within its silence (the stop, to within that slack), answered after it
+    near = [r for r in reqs if stopped - slack_s <= r["sent_mono_s"] < resumed + slack_s]
+    assert 1 <= silence["unread"] <= len(near), (silence, len(near))
     [w] = [w for w in results["warnings"] if w["code"] == "ttft_not_prefill"]
     said = w["message"] + " " + w["hint"]
     assert "the server stopped" in said and f"{silence['silence_s'] * 1000:,.0f} ms" in said, said
