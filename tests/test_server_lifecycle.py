@@ -40,6 +40,14 @@ def _run(sim, case: Case, runs: int, **client) -> dict:
     return run_mod.execute(settings).to_dict()
 
 
+def _open_loop(sim, case: Case, requests: int) -> dict:
+    """A rate case of exactly `requests` measured requests (a seeded schedule)."""
+    settings = run_mod.RunSettings(
+        client=ClientSettings(base_url=sim.base_url), cases=[case], load=LoadSettings(requests=requests), progress=False
+    )
+    return run_mod.execute(settings).to_dict()
+
+
 def test_a_restart_mid_case_is_waited_for_and_its_counter_reset_counted(start_sim):
     sim = start_sim("--preset", "restart", "--restart-after", "30", "--decode-tps", "200", *FAST)
     results = _run(sim, Case(pp=64, tg=32, concurrency=2), runs=20)
@@ -143,13 +151,7 @@ def test_a_frozen_llamacpp_is_the_cause_of_ttft_beyond_its_prompt_time(start_sim
     sim = start_sim(
         "--preset", "frozen-llamacpp", "--freeze-after", after, "--freeze-s", "2.5", "--decode-tps", "100", *FAST
     )
-    settings = run_mod.RunSettings(
-        client=ClientSettings(base_url=sim.base_url),
-        cases=[Case(pp=64, tg=64, rate=10.0)],
-        load=LoadSettings(requests=20),
-        progress=False,
-    )
-    results = run_mod.execute(settings).to_dict()
+    results = _open_loop(sim, Case(pp=64, tg=64, rate=10.0), requests=20)
     truth = truth_of(sim, results)
     [freeze] = [t for t in sim.truth() if t.get("event") == "freeze"]
     [case] = results["cases"]
@@ -174,13 +176,7 @@ def test_an_open_loop_on_llamacpp_that_queues_is_not_blamed_on_its_cache_copy(st
     than one slot serves, its requests queue before the server's prompt_ms starts (the truth
     log's prefill start against arrival); ttft_not_prefill names queueing, not a cache copy."""
     sim = start_sim("--flavor", "llamacpp", "--max-running", "1", "--decode-tps", "200", *FAST)
-    settings = run_mod.RunSettings(
-        client=ClientSettings(base_url=sim.base_url),
-        cases=[Case(pp=64, tg=32, rate=12.0)],
-        load=LoadSettings(requests=24),
-        progress=False,
-    )
-    results = run_mod.execute(settings).to_dict()
+    results = _open_loop(sim, Case(pp=64, tg=32, rate=12.0), requests=24)
     truth = truth_of(sim, results)
     [case] = results["cases"]
     waits = [truth[r["request_id"]]["prefill_start_s"] - truth[r["request_id"]]["arrival_s"] for r in measured(case)]
@@ -202,19 +198,15 @@ def test_a_short_stop_that_holds_few_requests_does_not_take_the_cache_copys_gap(
         *("--preset", "llamacpp-host-copy", "--freeze-after", str(PRELUDE + 10), "--freeze-s", "2"),
         *("--decode-tps", "150", "--natural-min", "8", "--natural-max", "24"),
     )
-    settings = run_mod.RunSettings(
-        client=ClientSettings(base_url=sim.base_url),
-        cases=[Case(pp=2048, tg=128, rate=1.5)],
-        load=LoadSettings(requests=16),
-        progress=False,
-    )
-    results = run_mod.execute(settings).to_dict()
+    results = _open_loop(sim, Case(pp=2048, tg=128, rate=1.5), requests=16)
     truth = truth_of(sim, results)
     [case] = results["cases"]
     reqs = measured(case)
     copy_s = sorted(truth[r["request_id"]]["host_copy_s"] for r in reqs)[len(reqs) // 2]
-    # the truth: a copy in every request; a stop benchy saw as the server's, keeping a few unread
-    assert copy_s > 0.05
+    [freeze] = [t for t in sim.truth() if t.get("event") == "freeze"]
+    # the truth: a copy in every request, and a stop inside the case; benchy saw the stop as the
+    # server's, keeping a few unread
+    assert copy_s > 0.05 and min(r["sent_mono_s"] for r in reqs) < freeze["from_s"]
     silence = case["silence"]
     assert silence and 1 <= silence["unread"] and 2 * silence["unread"] < len(reqs), silence
     assert case["client"]["loop_lag_ms_max"] / 1000 < 0.5 * silence["silence_s"]  # benchy awake: the server's
