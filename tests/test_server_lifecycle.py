@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from benchy import run as run_mod
 from benchy.client.settings import ClientSettings
+from benchy.load.plan import LoadSettings
 from benchy.measure.silence import BIN_S
 from benchy.workloads.case import Case
 from tests.test_checks import codes, measured
@@ -35,6 +36,14 @@ def truth_of(sim, results: dict) -> dict[str, dict]:
 def _run(sim, case: Case, runs: int, **client) -> dict:
     settings = run_mod.RunSettings(
         client=ClientSettings(base_url=sim.base_url, **client), cases=[case], runs=runs, progress=False
+    )
+    return run_mod.execute(settings).to_dict()
+
+
+def _open_loop(sim, case: Case, requests: int) -> dict:
+    """A rate case of exactly `requests` measured requests (a seeded schedule)."""
+    settings = run_mod.RunSettings(
+        client=ClientSettings(base_url=sim.base_url), cases=[case], load=LoadSettings(requests=requests), progress=False
     )
     return run_mod.execute(settings).to_dict()
 
@@ -126,3 +135,81 @@ def test_a_frozen_server_is_named_by_the_silence_of_every_stream(start_sim):
     assert d["silence_s"] == case["silence"]["silence_s"]
     assert "the server stopped answering" in w["message"]
     assert "proxy" not in w["message"] and "benchy itself" not in w["message"]
+
+
+# Generation requests the sim reads before a rate case's own: the chat template's calibration
+# (3), the prompt sent alone (3, load/alone.py) and one warmup.
+PRELUDE = 7
+
+
+def test_a_frozen_llamacpp_is_the_cause_of_ttft_beyond_its_prompt_time(start_sim):
+    """llama.cpp has no TTFT histogram (no ttft_outside_server): a freeze shows only as TTFT
+    beyond its own prompt_ms (ttft_not_prefill) and as case.silence. Stopped 2.5 s at the case's
+    third arrival, most of a seeded 2 s of arrivals wait unread: the words name the stop, never
+    llama.cpp's cache copy, a proxy or benchy."""
+    after = str(PRELUDE + 3)
+    sim = start_sim(
+        "--preset", "frozen-llamacpp", "--freeze-after", after, "--freeze-s", "2.5", "--decode-tps", "100", *FAST
+    )
+    results = _open_loop(sim, Case(pp=64, tg=64, rate=10.0), requests=20)
+    truth = truth_of(sim, results)
+    [freeze] = [t for t in sim.truth() if t.get("event") == "freeze"]
+    [case] = results["cases"]
+    reqs = measured(case)
+    # the truth: the stop came inside the case, and most of its requests waited through it
+    assert min(r["sent_mono_s"] for r in reqs) < freeze["from_s"], "PRELUDE changed? the stop came before the case"
+    waited = [r for r in reqs if r["sent_mono_s"] < freeze["to_s"] <= truth[r["request_id"]]["arrival_s"]]
+    assert 2 * len(waited) >= len(reqs) == 20
+    assert "ttft_outside_server" not in codes(results)  # no TTFT histogram to set against
+    silence = case["silence"]
+    lag_s = case["client"]["loop_lag_ms_max"] / 1000
+    assert abs(silence["silence_s"] - _truth_silence(sim.truth(), freeze)) <= 2 * BIN_S + lag_s
+    [w] = [w for w in results["warnings"] if w["code"] == "ttft_not_prefill"]
+    said = w["message"] + " " + w["hint"]
+    assert f"the server stopped: for {silence['silence_s'] * 1000:,.0f} ms" in said, said
+    assert f"{silence['unread']} of these {len(reqs)} requests" in said, said
+    assert "cache" not in said and "proxy" not in said and "benchy itself" not in said, said
+
+
+def test_an_open_loop_on_llamacpp_that_queues_is_not_blamed_on_its_cache_copy(start_sim):
+    """An open loop's concurrency is 1 only by its field: its arrivals set the load. Faster
+    than one slot serves, its requests queue before the server's prompt_ms starts (the truth
+    log's prefill start against arrival); ttft_not_prefill names queueing, not a cache copy."""
+    sim = start_sim("--flavor", "llamacpp", "--max-running", "1", "--decode-tps", "200", *FAST)
+    results = _open_loop(sim, Case(pp=64, tg=32, rate=12.0), requests=24)
+    truth = truth_of(sim, results)
+    [case] = results["cases"]
+    waits = [truth[r["request_id"]]["prefill_start_s"] - truth[r["request_id"]]["arrival_s"] for r in measured(case)]
+    [w] = [w for w in results["warnings"] if w["code"] == "ttft_not_prefill"]
+    # the truth: most requests queued before the prefill that prompt_ms times, and the gap benchy
+    # found is no more than the longest such wait (and its own worst lag)
+    lag_s = case["client"]["loop_lag_ms_max"] / 1000
+    assert sorted(waits)[len(waits) // 2] > 0.02
+    assert w["details"]["not_prefill_s_median"] <= max(waits) + lag_s
+    assert "queueing behind the open loop's other requests" in w["message"], w["message"]
+    assert "cache" not in w["message"] and "stopped" not in w["message"]
+
+
+def test_a_short_stop_that_holds_few_requests_does_not_take_the_cache_copys_gap(start_sim):
+    """The stop is the cause only where it covers the median's gap: a 2 s stop mid-case that
+    keeps a few of an open loop's requests unread, on llama.cpp whose cache copy (the truth log's
+    host_copy_s) sits before every prefill, leaves that gap to the other causes."""
+    sim = start_sim(
+        *("--preset", "llamacpp-host-copy", "--freeze-after", str(PRELUDE + 10), "--freeze-s", "2"),
+        *("--decode-tps", "150", "--natural-min", "8", "--natural-max", "24"),
+    )
+    results = _open_loop(sim, Case(pp=2048, tg=128, rate=1.5), requests=16)
+    truth = truth_of(sim, results)
+    [case] = results["cases"]
+    reqs = measured(case)
+    copy_s = sorted(truth[r["request_id"]]["host_copy_s"] for r in reqs)[len(reqs) // 2]
+    [freeze] = [t for t in sim.truth() if t.get("event") == "freeze"]
+    # the truth: a copy in every request, and a stop inside the case; benchy saw the stop as the
+    # server's, keeping a few unread
+    assert copy_s > 0.05 and min(r["sent_mono_s"] for r in reqs) < freeze["from_s"]
+    silence = case["silence"]
+    assert silence and 1 <= silence["unread"] and 2 * silence["unread"] < len(reqs), silence
+    assert case["client"]["loop_lag_ms_max"] / 1000 < 0.5 * silence["silence_s"]  # benchy awake: the server's
+    assert silence["silence_s"] > copy_s
+    [w] = [w for w in results["warnings"] if w["code"] == "ttft_not_prefill"]
+    assert "stopped" not in w["message"] and "work before prefill" in w["message"], w["message"]

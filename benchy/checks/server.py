@@ -140,14 +140,25 @@ SILENT_ITLS, AWAKE_SHARE = 10.0, 0.5
 def _outside_evidence(case: CaseResult, gap: float, lag: float) -> tuple[str, Silence | None]:
     """What holds a TTFT gap of `gap` s, by the evidence: "server_stopped" (with its silence),
     "client" or "in_front"."""
+    stop = server_stop(case)
+    if stop is not None:
+        return "server_stopped", stop  # whatever benchy's lag elsewhere: this silence was not its own
     silence, peak = long_silence(case), _loop_peak_s(case)
-    awake = silence is not None and peak < AWAKE_SHARE * silence.silence_s
-    if silence is not None and awake and silence.unread:
-        return "server_stopped", silence  # whatever benchy's lag elsewhere: this silence was not its own
-    slept = peak if silence is not None and not awake else 0.0  # benchy stalled through the silence
+    asleep = silence is not None and peak >= AWAKE_SHARE * silence.silence_s
+    slept = peak if asleep else 0.0  # benchy stalled through the silence
     if max(lag, slept) >= CLIENT_SHARE * gap:
         return "client", None  # late for much of the case, or stalled through the silence
     return "in_front", None
+
+
+def server_stop(case: CaseResult) -> Silence | None:
+    """The case's silence where it is the server's stop: every stream mid-answer silent for
+    many inter-token gaps, benchy's loop awake through it (it lagged less than AWAKE_SHARE of
+    it), and a request sent meanwhile that got its headers only after it (it waited unread)."""
+    silence = long_silence(case)
+    if silence is None or not silence.unread or _loop_peak_s(case) >= AWAKE_SHARE * silence.silence_s:
+        return None
+    return silence
 
 
 def client_lag_s(case: CaseResult) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from benchy.checks import latency as latency_checks
+from benchy.checks import server as server_checks
 from benchy.checks.registry import (
     INFO,
     WARNING,
@@ -70,6 +71,10 @@ def first_chunk_before_prefill(case: CaseResult, run: RunView) -> Iterable[Check
 # this many seconds) is time that is not prefill: queueing, a host cache copy, scheduling.
 NOT_PREFILL_SHARE = 0.25
 NOT_PREFILL_MIN_S = 0.02
+STOP_HINT = (
+    "Look at the server's logs and its process around that moment (a GC pause, a synchronous step, "
+    "an engine stall); its prompt time and latency figures leave that wait out."
+)
 NOT_PREFILL_HINT = (
     "TTFT is what a user waits; prefill t/s taken from it is not the server's prefill speed. "
     "For llama.cpp, --cache-ram 0 removes the host-RAM cache copy; no more requests in flight "
@@ -92,6 +97,7 @@ def ttft_not_prefill(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
         return
     client, server = case.median("prefill_tps"), case.median("server_prefill_tps")
     rates = ""
+    cause, hint = _not_prefill_why(case, run, gap, len(facts.pair_ttft))
     if client is not None and server is not None:
         rates = f" Prefill: {client:,.0f} t/s from TTFT, against the server's own {server:,.0f} t/s."
     yield Warning_(
@@ -100,10 +106,27 @@ def ttft_not_prefill(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
         case.label,
         f"TTFT is {ttft * 1000:,.0f} ms (median) but the server's own prompt time is "
         f"{prompt * 1000:,.0f} ms: {gap * 1000:,.0f} ms ({gap / ttft:.0%}) of TTFT is not prefill "
-        f"({_not_prefill_cause(case, run)}).{rates}",
-        NOT_PREFILL_HINT,
+        f"({cause}).{rates}",
+        hint,
         details=TtftNotPrefill(ttft_s_median=ttft, server_prompt_s_median=prompt, not_prefill_s_median=gap),
         evidence=(Evidence("not_prefill_s_median", gap, limit, "s"),),
+    )
+
+
+def _not_prefill_why(case: CaseResult, run: RunView, gap: float, n: int) -> tuple[str, str]:
+    """(what holds the gap, the hint). The server's stop first (checks/server.py: every stream
+    mid-answer silent, benchy awake, requests unread) where it covers the median's excess: at
+    least as long as the gap, and the requests it kept unread at least half of the n the median
+    is of. Then it is the cause whatever the cache evidence says: llama.cpp's cache copy cannot
+    hold a request the server never read."""
+    stop = server_checks.server_stop(case)
+    if stop is None or stop.silence_s < gap or 2 * stop.unread < n:
+        return _not_prefill_cause(case, run), NOT_PREFILL_HINT
+    return (
+        f"the server stopped: for {stop.silence_s * 1000:,.0f} ms no stream mid-answer ({stop.streams}) received "
+        f"anything while benchy's loop was awake, and {stop.unread} of these {n} requests, sent meanwhile, "
+        "waited unread (case.silence); its own prompt time starts when it reads them",
+        STOP_HINT,
     )
 
 
@@ -117,6 +140,8 @@ def _not_prefill_cause(case: CaseResult, run: RunView) -> str:
     if fixed is not None:
         return f"a fixed {fixed.fixed_s * 1000:,.0f} ms before the server takes the request: see fixed_latency"
     slots, in_flight = queueing.server_slots(run), case.concurrency
+    if case.rate is not None:  # an open loop: its arrivals set the load, not its concurrency of 1
+        return "queueing behind the open loop's other requests in flight, or work before prefill"
     if in_flight is None:  # a trace replay: its arrivals set the load
         return "queueing behind the replay's other requests in flight, or work before prefill"
     if slots is not None and in_flight > slots:

@@ -247,6 +247,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "throttling": {"throttle": 0.4, "throttle_s": 12.0, "decode_tps": 100.0},
     # A server process that stops for 1.5 s at the 20th request (a GC pause, a synchronous step).
     "frozen-process": {"freeze_after": 20, "freeze_s": 1.5},
+    # The same stop on llama-server: no TTFT histogram, only each response's timings (prompt_ms).
+    "frozen-llamacpp": {"freeze_after": 20, "freeze_s": 1.5, "flavor": "llamacpp", "timings": True},
     # A pod restarted behind a stable address at the 12th request: cut, refused 2 s, back empty.
     "restart": {"restart_after": 12, "restart_down_s": 2.0},
     # Four API-server processes on one port without shared metrics: /metrics answers for one.
@@ -299,6 +301,8 @@ PRESET_HELP = {
     "its pages (--router-pages): /metrics answers for one replica, /list_workers names both",
     "frozen-process": "the whole process stops for 1.5 s when the 20th request arrives: requests wait unread "
     "(--freeze-after 20 --freeze-s 1.5)",
+    "frozen-llamacpp": "the frozen-process stop on a llama.cpp-shaped server: its /metrics (no TTFT histogram) "
+    "and each response's timings (--flavor llamacpp --timings)",
     "restart": "the server restarts when the 12th request arrives: connections cut, refused for 2 s, back with "
     "empty caches and /metrics from zero (--restart-after 12 --restart-down-s 2)",
     "several-processes": "4 server processes share the port, each with its own /metrics (--processes 4)",

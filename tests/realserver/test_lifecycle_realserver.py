@@ -174,3 +174,56 @@ def test_nginx_over_two_llama_servers_is_said_not_set_against_the_run(llama_serv
     assert server["counters"] == {} and "several processes" in server["unavailable"]["generation_tokens"]
     found = {w["code"] for w in results["warnings"]}
     assert "server_several_processes" in found and "server_token_mismatch" not in found
+
+
+def answering(server, tg: int) -> bool:
+    """A request of the case (it asks tg tokens; the warmups ask one) is mid-answer: llama.cpp's
+    /slots shows it decoding."""
+    slots = json.loads(urllib.request.urlopen(server.root_url + "/slots", timeout=5).read())
+    return any(
+        s.get("is_processing")
+        and s.get("params", {}).get("n_predict") == tg
+        and (s.get("next_token") or [{}])[0].get("n_decoded", 0) >= 2
+        for s in slots
+    )
+
+
+def test_a_frozen_llama_server_not_its_cache_copy_holds_ttft_beyond_its_prompt_time(llama_server_factory, tmp_path):
+    """llama.cpp has no TTFT histogram: a freeze shows there only as TTFT beyond its own prompt
+    time (ttft_not_prefill) and the case's silence. Stopped for 4 s from its case's first answer,
+    most of the case's requests (a seeded schedule) wait unread: the words name the stop, never
+    its host-RAM cache copy, a proxy or benchy."""
+    server = llama_server_factory()
+    out = tmp_path / "out"
+    tg = 256  # long enough to be seen mid-answer, short enough that the backlog drains soon after
+    proc = start_benchy(
+        *("run", "--base-url", server.base_url, "--pp", "64", "--tg", str(tg), "--rate", "3", "--requests", "12"),
+        *("--warmup", "0", "-o", str(out), "--quiet"),  # the first answer of tg tokens is the case's
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for("the case's first answer", lambda: answering(server, tg), proc)
+    stopped = time.perf_counter()
+    os.kill(server.pid, signal.SIGSTOP)
+    time.sleep(4.0)
+    os.kill(server.pid, signal.SIGCONT)
+    resumed = time.perf_counter()
+    results = results_of(proc, out)
+    [case] = results["cases"]
+    reqs = measured(case)
+    assert case["n_ok"] == 12
+    # the truth the test made: requests sent while the process was stopped, the most of them
+    unread = [r for r in reqs if stopped <= r["sent_mono_s"] < resumed]
+    assert 2 * len(unread) >= len(reqs), (len(unread), len(reqs))
+    silence = case["silence"]
+    slack_s = 2 * BIN_S + case["client"]["loop_lag_ms_max"] / 1000  # two bins and benchy's worst lag
+    stop_s = resumed - stopped
+    assert stop_s - slack_s <= silence["silence_s"] <= stop_s + slack_s, (silence, stop_s)
+    # benchy's unread: sent within its silence (the stop, to within that slack), answered after it
+    near = [r for r in reqs if stopped - slack_s <= r["sent_mono_s"] < resumed + slack_s]
+    assert 1 <= silence["unread"] <= len(near), (silence, len(near))
+    [w] = [w for w in results["warnings"] if w["code"] == "ttft_not_prefill"]
+    said = w["message"] + " " + w["hint"]
+    assert "the server stopped" in said and f"{silence['silence_s'] * 1000:,.0f} ms" in said, said
+    assert "cache" not in said and "proxy" not in said and "benchy itself" not in said, said
