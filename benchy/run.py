@@ -45,7 +45,6 @@ from benchy.load.plan import CasePlan, LoadSettings
 from benchy.load.pools import CasePool, start_pool, worker_failures
 from benchy.load.progress import Progress
 from benchy.load.prompts import Calibration, PromptFactory, Template, calibrate, check_length
-from benchy.load.run_setup import run_setup
 from benchy.load.sink import ErrorLimits, RecordSink
 from benchy.load.tokenize import ServerTokenize, count_answers
 from benchy.load.workers import LOCAL_CLOCK, client_figures, worker_entry
@@ -53,6 +52,7 @@ from benchy.measure.ceiling import CeilingInputs
 from benchy.measure.health import ClientHealth
 from benchy.records import RecordWriter
 from benchy.results import types as results_mod
+from benchy.run_setup import run_setup
 from benchy.server import cache_reset
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
@@ -317,9 +317,8 @@ async def _measure_with(
     progress = Progress(len(settings.cases), settings.progress)
     calibrated = await _calibrate(settings, state, client, facts, salt, progress)
     gpu_names = gpus.setup.gpus.values() if gpus is not None else ()  # a --hardware they contradict gives way
-    asked = run_setup(settings, model, version_text(facts.identity), calibrated.calibrations, gpu_names)
     state.setup = replace(
-        results_mod.Setup.from_dict(asked, strict=True),  # an unknown key: a field someone forgot
+        run_setup(settings, model, version_text(facts.identity), calibrated.calibrations, gpu_names),
         server=facts.identity,
         server_metrics=facts.metrics,
         calibration_failures=client.calibration_failures,

@@ -125,9 +125,8 @@ def _built(saved, by_case, spill_dir=None):
         for rec in by_case[c.label]:
             rows.add(rec)
         case = Case(pp=c.pp, tg=c.tg, concurrency=c.concurrency or 1)
-        client = c.client.to_dict() if c.client else None
-        cases.append(build.case_figures(case, c.endpoint, c.runs, rows, saved.setup.load.slo, client=client))
-    run = build.run_result(saved.setup.to_dict(), cases, saved.partial, None, saved.benchy_version)
+        cases.append(build.case_figures(case, c.endpoint, c.runs, rows, saved.setup.load.slo, client=c.client))
+    run = build.run_result(saved.setup, cases, saved.partial, None, saved.benchy_version)
     return replace(run, warnings=checks.check(run))
 
 

@@ -125,9 +125,7 @@ def analyze_rows(manifest: Manifest, by_case: dict[str, CaseRows]) -> results_mo
         for _, c in plans
         if c.label not in labels
     ]
-    run = results_build.run_result(
-        setup.to_dict(), cases, partial, stopped.to_dict() if stopped else None, __version__, not_measured
-    )
+    run = results_build.run_result(setup, cases, partial, stopped, __version__, not_measured)
     # The warnings read every metric, so they come last: a new result with them, not a write
     # into the one the checks read.
     return replace(run, warnings=checks.check(run))
