@@ -45,7 +45,6 @@ from benchy.load.plan import CasePlan, LoadSettings
 from benchy.load.pools import CasePool, start_pool, worker_failures
 from benchy.load.progress import Progress
 from benchy.load.prompts import Calibration, PromptFactory, Template, calibrate, check_length
-from benchy.load.run_setup import run_setup
 from benchy.load.sink import ErrorLimits, RecordSink
 from benchy.load.tokenize import ServerTokenize, count_answers
 from benchy.load.workers import LOCAL_CLOCK, client_figures, worker_entry
@@ -53,6 +52,7 @@ from benchy.measure.ceiling import CeilingInputs
 from benchy.measure.health import ClientHealth
 from benchy.records import RecordWriter
 from benchy.results import types as results_mod
+from benchy.run_setup import run_setup
 from benchy.server import cache_reset
 from benchy.server import gpu as gpu_mod
 from benchy.server import identity as server_mod
@@ -108,7 +108,7 @@ class RunState:
     bundle_dir: Path | None = None  # where manifest.json and requests.jsonl are written
     plans: list[CasePlan] = field(default_factory=list)
     interrupted: bool = False
-    stopped: dict[str, Any] | None = None  # {"by": "SIGINT" | "SIGTERM" | "max-errors" | "max-error-rate", "reason"}
+    stopped: results_mod.Stopped | None = None  # by SIGINT | SIGTERM | error (the sink's limits: its own)
     skipped: list[results_mod.NotMeasured] = field(default_factory=list)  # --skip-unfit's cases
     client: dict[str, ClientHealth] = field(default_factory=dict)  # case label → benchy's own health
     server: dict[str, server_metrics.ServerCaseMetrics | server_metrics.NoServerFigures] = field(
@@ -135,7 +135,7 @@ def execute(settings: RunSettings) -> results_mod.RunResult:
             event_loop.run(_execute(settings, state, writer))
         except KeyboardInterrupt:
             state.interrupted = True
-            state.stopped = {"by": "SIGINT", "reason": "interrupted (Ctrl-C)"}
+            state.stopped = results_mod.Stopped("SIGINT", "interrupted (Ctrl-C)")
         except asyncio.CancelledError:  # what _stop_on_sigterm does to the run's task
             state.interrupted = True
         except ServerError as exc:  # the last guard on secrets: nothing the server echoed leaks
@@ -150,7 +150,7 @@ def execute(settings: RunSettings) -> results_mod.RunResult:
                 writer.start()
             writer.close()
         if state.setup is None:  # stopped before the first case: nothing measured, nothing to save
-            how = (state.stopped or {}).get("reason", "interrupted")
+            how = state.stopped.reason if state.stopped is not None else "interrupted"
             raise NothingMeasured(f"{how} while {state.phase}: nothing was measured or saved")
         return finish(state, settings)
 
@@ -158,7 +158,7 @@ def execute(settings: RunSettings) -> results_mod.RunResult:
 def _ended_by_error(state: RunState, message: str) -> None:
     """A run that ends by an error saves no results; its bundle says why it ended (a rebuild
     names it), not that it was killed."""
-    state.stopped = {"by": "error", "reason": message}
+    state.stopped = results_mod.Stopped("error", message)
     save_manifest(state)
 
 
@@ -193,14 +193,16 @@ def manifest_of(state: RunState, finished: bool = False) -> Manifest:
         skipped=list(state.skipped),
         windows={label: w for label, w in windows.items() if w != CaseWindows()},
         interrupted=state.interrupted,
-        stopped=results_mod.Stopped(**stopped) if (stopped := _stopped(state)) else None,
+        stopped=_stopped(state),
         finished=finished,
     )
 
 
-def _stopped(state: RunState) -> dict[str, Any] | None:
-    """Why the run stopped: a signal or an error, else an error limit its sink judged passed."""
-    return state.stopped or (state.sink.stopped if state.sink is not None else None)
+def _stopped(state: RunState) -> results_mod.Stopped | None:
+    """Why the run stopped: a signal or an error, else an error limit its sink judged passed
+    (load/sink.py words it: the load stage may not import the results' Stopped)."""
+    passed = state.sink.stopped if state.sink is not None else None
+    return state.stopped or (results_mod.Stopped(**passed) if passed else None)
 
 
 def save_manifest(state: RunState, finished: bool = False) -> None:
@@ -218,7 +220,7 @@ def _stop_on_sigterm(state: RunState) -> None:
     task = asyncio.current_task()
 
     def on_sigterm() -> None:
-        state.stopped = {"by": "SIGTERM", "reason": "terminated (SIGTERM)"}
+        state.stopped = results_mod.Stopped("SIGTERM", "terminated (SIGTERM)")
         if task is not None:
             task.cancel()
 
@@ -318,9 +320,8 @@ async def _measure_with(
     progress = Progress(len(settings.cases), settings.progress)
     calibrated = await _calibrate(settings, state, client, facts, salt, progress)
     gpu_names = gpus.setup.gpus.values() if gpus is not None else ()  # a --hardware they contradict gives way
-    asked = run_setup(settings, model, version_text(facts.identity), calibrated.calibrations, gpu_names)
     state.setup = replace(
-        results_mod.Setup.from_dict(asked, strict=True),  # an unknown key: a field someone forgot
+        run_setup(settings, model, version_text(facts.identity), calibrated.calibrations, gpu_names),
         server=facts.identity,
         server_metrics=facts.metrics,
         calibration_failures=client.calibration_failures,

@@ -110,6 +110,6 @@ def test_the_default_drain_is_a_quarter_of_the_duration_within_bounds(duration, 
 def test_results_say_the_drain_the_cases_got():
     """setup.load.drain_s is the drain applied, default included, so a reader (and the saturated
     check's words) never has to know the default; without --duration there is none."""
-    assert LoadSettings(duration_s=60).to_dict()["drain_s"] == 15
-    assert LoadSettings(duration_s=60, drain_s=0).to_dict()["drain_s"] == 0
-    assert "drain_s" not in LoadSettings().to_dict()
+    assert LoadSettings(duration_s=60).saved().to_dict()["drain_s"] == 15
+    assert LoadSettings(duration_s=60, drain_s=0).saved().to_dict()["drain_s"] == 0
+    assert "drain_s" not in LoadSettings().saved().to_dict()

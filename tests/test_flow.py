@@ -12,10 +12,12 @@ from dataclasses import replace
 
 from benchy.checks import warnings as checks
 from benchy.measure import classify, registry, unavailable
+from benchy.measure.ceiling import CeilingSetup
 from benchy.records import RequestRecord
 from benchy.results import build as results_build
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
+from benchy.results.setup import Setup
 from benchy.workloads.case import Case
 from tests.conftest import REPO_ROOT, run_benchy_here, sim_env
 
@@ -46,10 +48,9 @@ def record(i: int, tg: int, ttft: float, tokens_per_event: int = 1, usage: bool 
     )
 
 
-def run_of(cases: list, ceiling: dict | None = None) -> results_mod.RunResult:
+def run_of(cases: list, ceiling: CeilingSetup | None = None) -> results_mod.RunResult:
     """The run of the cases' figures (results_build.case_figures), its warnings with it."""
-    setup = {"ceiling": ceiling} if ceiling else {}
-    view = results_build.run_view(setup, cases, partial=False, stopped=None, version="test")
+    view = results_build.run_view(Setup(ceiling=ceiling), cases, partial=False, stopped=None, version="test")
     return view.result(checks.check(view))
 
 
@@ -98,7 +99,7 @@ def test_a_ttft_trend_is_withheld_where_results_are_built_and_reported_once_per_
 
 
 def test_ceilings_are_stored_once_when_results_are_built():
-    ceiling = {"bandwidth_gbs": 10.0, "active_bytes_per_token": 1e9}  # 10 tok/s
+    ceiling = CeilingSetup(bandwidth_gbs=10.0, active_bytes_per_token=1e9)  # 10 tok/s
     run = run_of([case_of(64, 0.05)], ceiling)
     (case,) = run.cases
     assert case.ceiling is not None and case.ceiling.tokens_per_s == 10.0
@@ -168,7 +169,7 @@ def test_turn_rows_withhold_what_their_case_withholds():
     case = results_build.case_figures(
         Case(pp=64, tg=64, concurrency=3, workload=MultiTurn(turns=1)), "chat", 1, records
     )
-    run = results_build.run_view({}, [case], partial=False, stopped=None, version="test").result([])
+    run = results_build.run_view(Setup(), [case], partial=False, stopped=None, version="test").result([])
     (case,) = run.cases
     assert case.summary["ttft_s"] is None and case.unavailable_codes["ttft_s"] == unavailable.BUFFERED
     (row,) = case.workload.turns
@@ -275,6 +276,6 @@ def test_each_case_result_is_constructed_once_its_verdicts_decided_before(monkey
     monkeypatch.setattr(results_mod.CaseResult, "__init__", counted)
     figures = [case_of(16, 0.05, usage=False), case_of(256, 1.5, usage=False)]  # measured: no result yet
     assert made == []
-    run = results_build.run_view({}, figures, partial=False, stopped=None, version="test")
+    run = results_build.run_view(Setup(), figures, partial=False, stopped=None, version="test")
     assert sorted(made) == sorted(c.label for c in run.cases) and len(made) == 2
     assert all(c.reason("ttft_s").code == unavailable.BUFFERED_TREND for c in run.cases)

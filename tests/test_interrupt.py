@@ -164,4 +164,5 @@ def test_ctrl_c_while_calibrating_leaves_the_folder_empty(start_sim, tmp_path):
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert "nothing was measured or saved" in err
+    assert "interrupted (Ctrl-C) while calibrating" in err  # the run's typed stop, worded
     assert not (out.exists() and any(out.iterdir())), sorted(p.name for p in out.iterdir())

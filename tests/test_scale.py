@@ -124,9 +124,8 @@ def _built(saved, by_case, spill_dir=None):
         for rec in by_case[c.label]:
             rows.add(rec)
         case = Case(pp=c.pp, tg=c.tg, concurrency=c.concurrency or 1)
-        client = c.client.to_dict() if c.client else None
-        cases.append(build.case_figures(case, c.endpoint, c.runs, rows, saved.setup.load.slo, client=client))
-    view = build.run_view(saved.setup.to_dict(), cases, saved.partial, None, saved.benchy_version)
+        cases.append(build.case_figures(case, c.endpoint, c.runs, rows, saved.setup.load.slo, client=c.client))
+    view = build.run_view(saved.setup, cases, saved.partial, None, saved.benchy_version)
     return view.result(checks.check(view))
 
 

@@ -126,9 +126,7 @@ def analyze_rows(manifest: Manifest, by_case: dict[str, CaseRows]) -> results_mo
         for _, c in plans
         if c.label not in labels
     ]
-    view = results_build.run_view(
-        setup.to_dict(), cases, partial, stopped.to_dict() if stopped else None, __version__, not_measured
-    )
+    view = results_build.run_view(setup, cases, partial, stopped, __version__, not_measured)
     # The warnings read every metric, so they are checked on the run's view; the RunResult is
     # then made once, with them.
     return view.result(checks.check(view))

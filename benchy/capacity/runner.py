@@ -101,9 +101,8 @@ def search(settings: CapacitySettings) -> CapacityResult:
     finder = Search(settings.search)
     setup = _setup(settings)
     progress = _Progress(CapacityResult(benchy_version=__version__, setup=setup, partial=True))
-    manifest = CapacityManifest(
-        CapacitySetup.from_dict(setup.to_dict()), search=SearchPlan.of(settings.search), slo=_slo(settings)
-    )
+    # the manifest's own copy (not a dict and back): _fill_identity fills the progress's only
+    manifest = CapacityManifest(dataclasses.replace(setup), search=SearchPlan.of(settings.search), slo=_slo(settings))
     _save_manifest(settings, manifest)
     try:
         while (probe := finder.next_probe()) is not None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchy.client.images import IMAGES
+from benchy.measure.images import ImageSetup
 from benchy.records import RequestRecord
 from benchy.workloads import dataset_images
 
@@ -46,14 +47,12 @@ class ImageSettings:
     host: str | None = None  # the image host's root URL, once it runs (run.py)
     folder: str | None = None  # the folder it serves
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "count": self.count,
-            "width": self.width,
-            "height": self.height,
-            "shared": self.shared,
-            "served_as": "url" if self.url else "data",
-        }
+    def saved(self) -> ImageSetup:
+        """As results.json keeps them (setup.load.images)."""
+        served_as = "url" if self.url else "data"
+        return ImageSetup(
+            count=self.count, width=self.width, height=self.height, shared=self.shared, served_as=served_as
+        )
 
 
 def parse_size(text: str) -> tuple[int, int]:

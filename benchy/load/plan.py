@@ -20,6 +20,7 @@ from benchy.client.client import Client
 from benchy.load import arrivals, drain
 from benchy.load.images import ImageSettings
 from benchy.load.prompts import Prompt, PromptFactory, Template, exact_length_options
+from benchy.load.saved import LoadSetup
 from benchy.records import RequestRecord
 from benchy.workloads import agent_trace, trace
 from benchy.workloads.case import POOLING_ENDPOINTS, Case
@@ -45,24 +46,23 @@ class LoadSettings:
     batch: int = 1  # --batch: inputs per request of a pooling endpoint (--endpoint embeddings)
     images: ImageSettings | None = None  # --images: the images each request carries (load/images.py)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "duration_s": self.duration_s,
-            # the drain the cases got, default or not (a file's reader need not know the default)
-            **({"drain_s": drain.default_drain(self.duration_s, self.drain_s)} if self.duration_s is not None else {}),
-            "max_inflight": self.max_inflight,
-            "seed": self.seed,
-            "workers": self.workers,
-            "slo": self.slo,
-            **(
-                {"ray": self.ray, "ray_workers_per_node": self.ray_workers_per_node or 1}
-                if self.ray is not None
-                else {}
-            ),
-            **({"batch": self.batch} if self.batch > 1 else {}),
-            **({"images": self.images.to_dict()} if self.images else {}),
-        }
+    def saved(self) -> LoadSetup:
+        """As results.json keeps them (setup.load): the drain the cases got, default or not (a
+        file's reader need not know the default); Ray's and --batch's only where used."""
+        on_ray = self.ray is not None
+        return LoadSetup(
+            requests=self.requests,
+            duration_s=self.duration_s,
+            drain_s=None if self.duration_s is None else drain.default_drain(self.duration_s, self.drain_s),
+            max_inflight=self.max_inflight,
+            seed=self.seed,
+            workers=self.workers,
+            slo=self.slo,
+            ray=self.ray,
+            ray_workers_per_node=(self.ray_workers_per_node or 1) if on_ray else None,
+            batch=self.batch if self.batch > 1 else None,
+            images=self.images.saved() if self.images else None,
+        )
 
     def check(self, cases: list[Case], endpoint: str = "chat") -> None:
         """ValueError for a setting that none of the cases can use."""

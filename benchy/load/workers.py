@@ -151,15 +151,16 @@ class Clock:
     def to_worker(self, t: float) -> float:
         return t + self.offset_s
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "offset_s": self.offset_s,
-            "uncertainty_s": round(self.uncertainty_s, 9),
-            "measured_offset_s": round(self.measured_offset_s, 9),
-            "rtt_s": round(self.rtt_s, 9),
-            "same_clock": self.same_clock,
-            "samples": CLOCK_SAMPLES,
-        }
+    def saved(self) -> WorkerClock:
+        """As a case's `client.per_worker[].clock` keeps it: typed, no dict on the way."""
+        return WorkerClock(
+            offset_s=self.offset_s,
+            uncertainty_s=round(self.uncertainty_s, 9),
+            measured_offset_s=round(self.measured_offset_s, 9),
+            rtt_s=round(self.rtt_s, 9),
+            same_clock=self.same_clock,
+            samples=CLOCK_SAMPLES,
+        )
 
 
 LOCAL_CLOCK = Clock(0.0, 0.0, 0.0, 0.0, True, platform.node())  # the parent's own process
@@ -275,7 +276,7 @@ def worker_entry(
         **_loop_fields(figures),
         worker=w,
         node=clock.node,
-        clock=WorkerClock(**clock.to_dict()),
+        clock=clock.saved(),
         requests=requests,
         tokens=tokens,
         lost=lost,

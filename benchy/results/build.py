@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from copy import deepcopy
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -110,7 +109,7 @@ def case_figures(
     runs: int,
     records: list[RequestRecord] | CaseRows,
     slo: dict[str, float] | None = None,
-    client: ClientHealth | dict[str, Any] | None = None,
+    client: ClientHealth | None = None,
     server: ServerCaseMetrics | NoServerFigures | None = None,
     planned_requests: int | None = None,
     gpu: GpuCase | None = None,
@@ -197,10 +196,9 @@ def case_figures(
     )
 
 
-def _client(client: ClientHealth | dict[str, Any] | None) -> ClientHealth | None:
-    if isinstance(client, ClientHealth):
-        return deepcopy(client)  # the result's own: the analysis never writes into its inputs
-    return ClientHealth.from_dict(client, strict=True) if client else None  # an unknown key: a field forgot
+def _client(client: ClientHealth | None) -> ClientHealth | None:
+    """The case's client figures, typed as the manifest read them (no dict parsed back)."""
+    return deepcopy(client)  # the result's own: the analysis never writes into its inputs
 
 
 def _gpu(gpu: GpuCase | None, tokens: int, n_ok: int, idle_power_w: float | None) -> GpuCase | None:
@@ -372,25 +370,25 @@ def _row_values(row: RequestResult) -> dict[str, float | Unavailable]:
 
 
 def run_view(
-    setup: dict[str, Any],
+    setup: Setup,
     figures: list[CaseFigures],
     partial: bool,
-    stopped: dict[str, Any] | None,
+    stopped: Stopped | None,
     version: str,
     not_measured: list[NotMeasured] | None = None,
 ) -> RunView:
     """The run's results but for the warnings, which are checked on it (RunView.result makes
     the RunResult with them): the run's verdicts on its cases' figures (decide), then each case
-    made once from them."""
-    parsed = Setup.from_dict(setup, strict=True)  # an unknown key: a field someone forgot
+    made once from them. The setup comes typed as the run built it (run_setup.py) or its manifest
+    read it: no dict parsed back."""
     decided = decide(figures)
     return RunView(
         benchy_version=version,
-        prompt_nonce=setup.get("prompt_nonce"),
+        prompt_nonce=setup.prompt_nonce,
         partial=partial,
-        stopped=Stopped(**stopped) if stopped else None,
-        setup=parsed,
-        cases=[_case_result(case, parsed, decided.gains.get(case.label)) for case in decided.cases],
+        stopped=stopped,
+        setup=setup,
+        cases=[_case_result(case, setup, decided.gains.get(case.label)) for case in decided.cases],
         not_measured=not_measured or [],
         fixed_latency=decided.fixed_latency,
     )

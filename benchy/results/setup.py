@@ -14,7 +14,7 @@ from benchy.jsontypes import described as _opt
 from benchy.load.calibration import Calibration as Calibration  # one class: the load stage's (re-exported)
 from benchy.load.calibration import LengthCheck as LengthCheck
 from benchy.load.lengths import PromptLengths as PromptLengths
-from benchy.measure import images as image_figures
+from benchy.load.saved import LoadSetup as LoadSetup  # the load stage's saved form of its settings
 from benchy.measure.ceiling import CeilingSetup
 from benchy.measure.gpu import GpuSetup
 from benchy.measure.sanity.canary import Canary
@@ -24,23 +24,6 @@ from benchy.server.cache_reset import CacheReset
 from benchy.server.identity import ServerIdentity
 from benchy.server.metrics import MetricsStatus
 from benchy.workloads.dataset import DatasetSetup
-
-
-@dataclass
-class LoadSetup(Saved):
-    """How each case's load was bounded and spread (--requests, --duration, --max-inflight, …)."""
-
-    requests: int | None = None
-    duration_s: float | None = None
-    drain_s: float | None = _opt("--drain: seconds the requests in flight got after --duration (1.26)", omit=True)
-    max_inflight: int | None = None
-    seed: int = 0
-    workers: int | None = None
-    slo: dict[str, float] | None = None
-    ray: str | None = _opt("--ray: the Ray cluster's address as given (auto, local, host:port)", omit=True)
-    ray_workers_per_node: int | None = _opt("--ray-workers-per-node: actors on each node", omit=True)
-    batch: int | None = _opt("(1.26) --batch: inputs per request of --endpoint embeddings", omit=True)
-    images: image_figures.ImageSetup | None = _opt("(1.27) --images: what each request carried", omit=True)
 
 
 @dataclass
