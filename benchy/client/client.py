@@ -71,9 +71,9 @@ def redirect_target(method: str, status: int, location: str | None, url: str) ->
 
 class Client:
     """One server as benchy talks to it, used as an async context manager (it owns the
-    transport's connections): `stream` sends a measured request and makes its record (client/draft.py), never
-    raising for a failed one; the model list and calibration requests raise ServerError or
-    TransientError, for no measurement rides on them; `page` reads a side page."""
+    transport's connections): `stream` sends a measured request and makes its record
+    (client/draft.py), never raising for a failed one; the model list and calibration requests
+    raise ServerError or TransientError, for no measurement rides on them; `page` reads a side page."""
 
     def __init__(self, settings: ClientSettings) -> None:
         self.settings = settings
