@@ -8,6 +8,7 @@ import json
 import pytest
 
 from benchy.client import messages, responses
+from benchy.client.draft import Draft
 from benchy.client.reader import StreamReader
 from benchy.records import RequestRecord
 from tests.conftest import SimSince, bare_record, client_slack_s, run_benchy_here, run_json, shared_sim, warning_codes
@@ -29,10 +30,11 @@ def events(*objs: dict) -> bytes:
 def read(api, stream: bytes, cut: int = 7) -> RequestRecord:
     """The record the reader of `api` makes of `stream`, fed in `cut`-byte reads (chunking must not matter)."""
     rec = bare_record()
-    reader = StreamReader(rec, api=api)
+    reader = StreamReader(Draft(rec), api=api)
     for start in range(0, len(stream), cut):
         reader.feed(stream[start : start + cut], 0.1 + start / 1000)
     reader.close(5.0)
+    rec = reader.rec.record()
     return rec
 
 

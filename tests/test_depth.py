@@ -8,6 +8,7 @@ the prompt, which grows with load on a shared machine; a slow prefill rate on sh
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -148,10 +149,9 @@ def test_prefill_rate_is_unavailable_when_a_reused_context_is_not_confirmed():
         reused_context_tokens=DEPTH,
     )
     assert isinstance(registry.computed(rec, reading.read(rec))["prefill_tps"], Unavailable)
-    rec.cached_tokens = DEPTH + 16
+    rec = dataclasses.replace(rec, cached_tokens=DEPTH + 16)
     assert registry.computed(rec, reading.read(rec))["prefill_tps"] == (PP - 16) / 0.5
-    row = RequestResult.of(rec)
-    row.cached_tokens = None
+    row = dataclasses.replace(RequestResult.of(rec), cached_tokens=None)
     case = CaseResult(label="pp500 tg4 @ d500", pp=PP, tg=4, concurrency=1, depth=DEPTH, requests=[row])
     (w,) = cache_checks.depth_cache_miss(case, RunResult())
     assert w.code == "depth_cache_miss" and "reports no cached_tokens" in w.message

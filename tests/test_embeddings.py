@@ -12,6 +12,7 @@ import json
 import pytest
 
 from benchy.client import embeddings, rerank
+from benchy.client.draft import Draft
 from benchy.client.reader import StreamReader
 from benchy.records import RequestRecord
 from tests.conftest import SimSince, client_slack_s, run_benchy_here, run_json, shared_sim, warning_codes
@@ -125,8 +126,9 @@ def test_an_answer_that_drops_a_document_is_no_answer():
     assert "error" in unscored
     for results, status in (([0], "error"), ([0, 1], "ok")):  # as the client reads it: 2 sent
         rec = RequestRecord("c", 0, 0, False, "r", nonce=None, target_prompt_tokens=9, target_output_tokens=0, inputs=2)
-        reader = StreamReader(rec, api=rerank, whole=True)
+        reader = StreamReader(Draft(rec), api=rerank, whole=True)
         body = {"results": [{"index": i, "relevance_score": 0.5} for i in results], "usage": {"total_tokens": 9}}
         reader.feed(json.dumps(body).encode(), 0.1)
         reader.close(0.2)
+        rec = reader.rec.record()
         assert rec.status == status and (rec.error_kind == "server_error") == (status == "error"), rec.error

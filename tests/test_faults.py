@@ -72,8 +72,7 @@ async def send_all(base_url: str, n: int, concurrency: int, **settings) -> list[
 
         async def worker() -> None:
             for i in queue:
-                rec = new_record(i)
-                await client.stream(rec, f"question number {i}", 16, "chat", {"ignore_eos": True})
+                rec = await client.stream(new_record(i), f"question number {i}", 16, "chat", {"ignore_eos": True})
                 records.append(rec)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))

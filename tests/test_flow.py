@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import json
 import subprocess
 import sys
@@ -109,8 +110,7 @@ def test_ceilings_are_stored_once_when_results_are_built():
 
 
 def test_an_empty_output_is_a_failure_before_any_statistic():
-    empty = record(0, 16, 0.05)
-    empty.content_chars, empty.completion_tokens = 0, 16
+    empty = dataclasses.replace(record(0, 16, 0.05), content_chars=0, completion_tokens=16)
     case = one_case(Case(pp=64, tg=16), "chat", 1, [empty, record(1, 16, 0.05)])
     assert (case.n_ok, case.n_failed, case.errors) == (1, 1, {"empty_output": 1})
     assert case.summary["e2e_tps"].n == 1
@@ -158,13 +158,10 @@ def test_turn_rows_withhold_what_their_case_withholds():
     its TTFT, so the turn row must too; judged alone, the one live request gave 0.2 s."""
     from benchy.workloads.spec import MultiTurn
 
-    records = [record(i, 64, 0.2) for i in range(3)]
-    for i, rec in enumerate(records):
-        rec.conversation, rec.turn, rec.request_id = i, 1, f"t1-{i}"
+    records = [dataclasses.replace(record(i, 64, 0.2), conversation=i, turn=1, request_id=f"t1-{i}") for i in range(3)]
     made = [0.05 + 0.02 * k for k in range(64)]  # a token every 20 ms, delivered 16 at a time
-    for rec in records[1:]:
-        rec.token_event_s = [made[min(63, (k // 16 + 1) * 16 - 1)] + (k % 16) * 2e-6 for k in range(64)]
-        rec.end_s = rec.token_event_s[-1] + 0.001
+    lumps = [made[min(63, (k // 16 + 1) * 16 - 1)] + (k % 16) * 2e-6 for k in range(64)]
+    records[1:] = [dataclasses.replace(rec, token_event_s=lumps, end_s=lumps[-1] + 0.001) for rec in records[1:]]
     assert [classify.is_buffered(r) for r in records] == [False, True, True]
     case = results_build.case_figures(
         Case(pp=64, tg=64, concurrency=3, workload=MultiTurn(turns=1)), "chat", 1, records

@@ -18,6 +18,7 @@ import pytest
 from benchy import cli
 from benchy import run as run_mod
 from benchy.client.client import Client
+from benchy.client.draft import Draft
 from benchy.client.reader import StreamReader
 from benchy.client.settings import ClientSettings
 from benchy.load.prompts import Template
@@ -290,11 +291,12 @@ def test_bad_harmony_flags_are_one_line_usage_errors(capsys, argv, words):
 
 def test_a_split_marker_left_at_the_end_of_the_stream_still_counts():
     rec = RequestRecord("t", 0, 0, False, "x", None, 0, 4)
-    reader = StreamReader(rec, harmony=True)
+    reader = StreamReader(Draft(rec), harmony=True)
     for i, text in enumerate(["<|channel|>final<|mess", "age|>Hi <", "|"]):
         event = {"choices": [{"index": 0, "text": text, "finish_reason": "stop" if i == 2 else None}]}
         reader.feed(f"data: {json.dumps(event)}\n\n".encode(), [0.1, 0.2, 0.3][i])
     reader.close(0.5)
+    rec = reader.rec.record()
     # "<|" could have begun a marker, so it was held back; at the end it is answer text.
     assert rec.content_chars == len("Hi <|") and rec.reasoning_chars == 0
     assert rec.token_event_s == [0.2, 0.3] and rec.token_event_kinds == CONTENT * 2

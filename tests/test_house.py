@@ -251,9 +251,9 @@ def test_every_result_class_is_a_frozen_dataclass_and_rows_are_append_only():
     made_here = [c for _, c in inspect.getmembers(types, inspect.isclass) if c.__module__ == types.__name__]
     result_classes = [c for c in made_here if dataclasses.is_dataclass(c)]
     assert {types.RunResult, types.CaseResult, types.MetricSummary, types.CheckWarning} <= set(result_classes)
-    # a request's row is the exchange record (records/, slotted, not frozen) with its metrics
+    # a request's row is the exchange record (records/, frozen since the client's draft makes it) with its metrics
     writable = {c.__name__ for c in result_classes if not c.__dataclass_params__.frozen}  # type: ignore[attr-defined]
-    assert writable == {"RequestResult"}
+    assert writable == set()
     for cls in (figures.CaseFigures, figures.Verdicts, figures.Withhold, figures.Judged):
         assert cls.__dataclass_params__.frozen, cls.__name__  # type: ignore[attr-defined]
     changers = {"__setitem__", "__delitem__", "apply", "once", "remember", "insert", "extend"}
@@ -423,3 +423,59 @@ def test_results_make_no_warnings_but_the_findings_own():
     making = {module for module, path in MODULES.items() if stage(module) == "results"}
     making = {m for m in making if _warned_codes(ast.parse(MODULES[m].read_text(encoding="utf-8")))}
     assert making == {"benchy.results.findings"}
+
+
+# Issue 51 item 1: the exchange record is made once, by the client's draft when the answer
+# closes (client/draft.py), and never written into after. Outside the client no code writes a
+# record's field on a name that holds one; inside it, what `rec` names is the Draft.
+RECORD_NAMES = {"rec", "record", "row", "sent", "done", "got", "planned"}
+
+
+def _record_writes(tree: ast.AST, fields: set[str]) -> list[str]:
+    """`name.field` for each write of a record's field on a name (or `x.record`, `x.rec`)."""
+    found = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            continue
+        for target in targets:
+            for one in target.elts if isinstance(target, ast.Tuple) else [target]:
+                if not isinstance(one, ast.Attribute) or one.attr not in fields:
+                    continue
+                held = one.value
+                name = held.id if isinstance(held, ast.Name) else held.attr if isinstance(held, ast.Attribute) else ""
+                if name in RECORD_NAMES or name == "rec":
+                    found.append(f"{ast.unparse(held)}.{one.attr}")
+    return found
+
+
+def test_a_record_is_frozen_and_written_only_as_the_clients_draft():
+    import dataclasses
+
+    from benchy.client.draft import Draft
+    from benchy.records import RequestRecord
+    from benchy.results.types import RequestResult
+
+    for cls in (RequestRecord, RequestResult):
+        assert cls.__dataclass_params__.frozen, cls.__name__  # type: ignore[attr-defined]
+    fields = {f.name for f in dataclasses.fields(RequestRecord)}
+    sample = "rec.status = 'x'\nrequest.record.end_s = 1\nrow.n, other.status = 1, 2\nself.rec.error = 'e'\n"
+    assert _record_writes(ast.parse(sample), fields) == ["rec.status", "request.record.end_s", "self.rec.error"]
+    outside = {
+        f"{module}: {write}"
+        for module, path in MODULES.items()
+        if not module.startswith("benchy.client.")
+        for write in _record_writes(ast.parse(path.read_text(encoding="utf-8")), fields)
+    }
+    assert outside == set(), "a record written into after it was made: make a new one (dataclasses.replace)"
+    # In the client, `rec` is the request's Draft: no function there takes a RequestRecord as `rec`.
+    typed_as_record = {
+        f"{module}: {node.arg}"
+        for module, path in MODULES.items()
+        if module.startswith("benchy.client.")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.arg) and node.arg == "rec" and node.annotation is not None
+        if "RequestRecord" in ast.unparse(node.annotation)
+    }
+    assert typed_as_record == set()
+    assert Draft.__module__ == "benchy.client.draft"

@@ -352,13 +352,8 @@ def test_the_report_shows_image_tokens_beside_the_texts(sim, tmp_path):
 
 
 def _record(**fields) -> RequestRecord:
-    rec = RequestRecord(
-        case="c", run=0, index=0, warmup=False, request_id="r", nonce=None, target_prompt_tokens=64,
-        target_output_tokens=4, prompt_slack=2,
-    )  # fmt: skip
-    for name, value in fields.items():
-        setattr(rec, name, value)
-    return rec
+    planned = {"target_prompt_tokens": 64, "target_output_tokens": 4, "prompt_slack": 2}
+    return RequestRecord(case="c", run=0, index=0, warmup=False, request_id="r", nonce=None, **{**planned, **fields})
 
 
 def test_the_text_is_checked_only_where_the_server_told_the_images_apart():

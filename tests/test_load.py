@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -177,9 +178,7 @@ def _rec(ok: bool, ttft: float, end: float, tokens: int = 10) -> RequestRecord:
         token_event_chars=[1] * tokens,
         token_event_kinds="c" * tokens,
     )
-    if not ok:
-        rec.status, rec.error_kind = "error", "http_500"
-    return rec
+    return rec if ok else dataclasses.replace(rec, status="error", error_kind="http_500")
 
 
 def test_goodput_formula_failed_requests_never_meet_the_slo():
@@ -285,6 +284,7 @@ def _stream(contents: list[str]) -> bytes:
 
 
 def _read(body: bytes, cuts: list[int], plain: bool) -> dict:
+    from benchy.client.draft import Draft
     from benchy.client.reader import StreamReader
 
     rec = RequestRecord(
@@ -304,11 +304,12 @@ def _read(body: bytes, cuts: list[int], plain: bool) -> dict:
         def _learn_head(self, data: str) -> None:
             pass
 
-    reader = StreamReader(rec) if plain else Reference(rec)
+    reader = StreamReader(Draft(rec)) if plain else Reference(Draft(rec))
     points = sorted({min(c, len(body)) for c in cuts} | {0, len(body)})
     for i, (a, b) in enumerate(zip(points, points[1:])):
         reader.feed(body[a:b], float(i))
     reader.close(float(len(points)))
+    rec = reader.rec.record()
     return rec.to_dict()
 
 
@@ -356,7 +357,8 @@ def test_a_read_of_many_events_books_what_the_json_parse_does(events, cuts):
 
 
 def _counting_reader():
-    """A record and a stream reader for it that counts the bytes its plain path booked."""
+    """A draft and a stream reader for it that counts the bytes its plain path booked."""
+    from benchy.client.draft import Draft
     from benchy.client.reader import StreamReader
 
     class Counting(StreamReader):
@@ -377,9 +379,9 @@ def _counting_reader():
         target_prompt_tokens=5,
         target_output_tokens=50,
     )
-    reader = Counting(rec)
+    reader = Counting(Draft(rec))
     reader.plain_bytes = 0
-    return rec, reader
+    return reader.rec, reader  # the draft: what the reader booked so far
 
 
 def test_plain_content_events_skip_the_json_parse():

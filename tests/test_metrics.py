@@ -1,5 +1,7 @@
 """Each metric formula on hand-built records whose true values are known."""
 
+import dataclasses
+
 import pytest
 
 from benchy.measure import case_formulas, reading, registry, request_formulas
@@ -86,8 +88,7 @@ def test_empty_output_has_no_ttft_but_e2e_counts_claimed_tokens():
 
 
 def test_without_usage_tokens_are_a_lower_bound_from_events():
-    rec = record([0.1, 0.2, 0.3], end=0.5)
-    rec.completion_tokens = None
+    rec = dataclasses.replace(record([0.1, 0.2, 0.3], end=0.5), completion_tokens=None)
     assert request_formulas.completion_tokens(rec) == 3
 
 
@@ -127,7 +128,7 @@ def test_an_answer_that_opens_with_whitespace_events_is_no_think_block():
     case was flagged reasoning_only. Blank events before plain text open no think block."""
     texts = ["\n"] * 9 + [" The", " answer", " is", " four", "."]
     rec = record([0.2 + 0.01 * i for i in range(len(texts))], chars=[len(t) for t in texts])
-    rec.token_event_text = "".join(texts)
+    rec = dataclasses.replace(rec, token_event_text="".join(texts))
     assert formula_value("ttfc_s", rec) == pytest.approx(0.2)  # the first event is the answer's
     assert not reading.read(rec).think.opened
     assert formula_value("reasoning_tokens", rec) == 0
@@ -136,7 +137,7 @@ def test_an_answer_that_opens_with_whitespace_events_is_no_think_block():
 def test_blank_events_before_a_real_think_block_still_open_it():
     texts = ["\n"] * 9 + ["<think>", " so", "</think>", " Four", "."]
     rec = record([0.2 + 0.01 * i for i in range(len(texts))], chars=[len(t) for t in texts])
-    rec.token_event_text = "".join(texts)
+    rec = dataclasses.replace(rec, token_event_text="".join(texts))
     read = reading.read(rec)
     assert read.think.opened and read.think.closed
     assert formula_value("ttfc_s", rec) == pytest.approx(0.2 + 0.01 * 12)

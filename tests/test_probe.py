@@ -316,12 +316,11 @@ def test_a_capacity_search_whose_requests_all_failed_says_why_and_what_it_asked(
     from benchy.probe import capacity_point, capacity_result
 
     def failed(i: int) -> RequestRecord:
-        rec = RequestRecord(
+        return RequestRecord(
             case="capacity 1 first", run=0, index=i, warmup=False, request_id=f"r{i}", nonce="n",
             target_prompt_tokens=3000, target_output_tokens=4,
+            status="error", error_kind="http_400", error="maximum context length is 4096 tokens",
         )  # fmt: skip
-        rec.status, rec.error_kind, rec.error = "error", "http_400", "maximum context length is 4096 tokens"
-        return rec
 
     point = capacity_point(1, [failed(0)], [failed(1)])
     cap = capacity_result(3000, 262144, [point], None, None).to_dict()

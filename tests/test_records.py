@@ -3,6 +3,8 @@ defined there once."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from benchy.load.handoff import Batch
 from benchy.load.tally import CaseTally
 from benchy.load.workers import LOCAL_CLOCK, Merge
@@ -12,12 +14,11 @@ from benchy.records.tokens import tokens_of
 
 
 def _record(i: int, usage: int | None, events: int) -> RequestRecord:
-    rec = RequestRecord("c", 1, i, False, f"r{i}", None, 16, 8)
-    rec.completion_tokens, rec.usage_reported = usage, usage is not None
-    rec.token_event_s = [0.01 * (k + 1) for k in range(events)]
-    rec.token_event_chars = [3] * events
-    rec.content_chars = 3 * events
-    return rec
+    return RequestRecord(
+        "c", 1, i, False, f"r{i}", None, 16, 8,
+        completion_tokens=usage, usage_reported=usage is not None,
+        token_event_s=[0.01 * (k + 1) for k in range(events)], token_event_chars=[3] * events, content_chars=3 * events,
+    )  # fmt: skip
 
 
 def test_the_live_run_counts_a_requests_tokens_one_way():
@@ -43,9 +44,7 @@ def test_the_live_run_counts_a_requests_tokens_one_way():
 
 
 def _failed(i: int, kind: str) -> RequestRecord:
-    rec = _record(i, None, 0)
-    rec.status, rec.error_kind, rec.error = "error", kind, f"{kind} #{i}"
-    return rec
+    return replace(_record(i, None, 0), status="error", error_kind=kind, error=f"{kind} #{i}")
 
 
 def test_the_record_sink_writes_counts_releases_and_stops_in_order(tmp_path):
@@ -158,8 +157,7 @@ def test_a_split_cases_record_crosses_the_pipe_as_a_record():
     from benchy.load.handoff import pieces
     from benchy.load.workers import Clock
 
-    sent = _record(3, 6, 6)
-    sent.sent_mono_s, sent.scheduled_mono_s, sent.cached_tokens = 100.0, 99.5, 4
+    sent = dataclasses.replace(_record(3, 6, 6), sent_mono_s=100.0, scheduled_mono_s=99.5, cached_tokens=4)
     wire = pickle.loads(pickle.dumps(pieces(Batch(records=[sent]))[0]))
     assert isinstance(wire.records[0], RequestRecord) and wire.records[0] == sent
     got: list[RequestRecord] = []

@@ -95,7 +95,7 @@ def test_the_analysis_reads_each_line_as_its_row_and_copies_no_record(tmp_path, 
 
 
 def test_no_record_is_written_into_after_the_client():
-    """Outside the client (and the drain, which cuts a request still in flight), no code
+    """Outside the client (whose Draft makes the record once: the drain's cut too), no code
     assigns a record's streams or sets its fields by name: a record handed on is final, and
     its memory goes by dropping it (load/send.py), not by emptying it in place."""
     streams = {"token_event_s", "token_event_chars", "token_event_kinds", "token_event_text", "token_event_usage"}

@@ -115,10 +115,9 @@ def test_property_every_broken_mode_of_the_simulator_is_flagged_and_prose_never(
 
 
 def _record(i: int, text: str, **kw) -> RequestRecord:
-    rec = RequestRecord("c", 0, i, False, f"r{i}", None, 64, 32, token_event_text=text, completion_tokens=32)
-    for k, v in kw.items():
-        setattr(rec, k, v)
-    return rec
+    return RequestRecord(
+        "c", 0, i, False, f"r{i}", None, 64, 32, **{"token_event_text": text, "completion_tokens": 32, **kw}
+    )
 
 
 def test_a_case_pattern_identical_answers_and_stops_at_the_first_token():

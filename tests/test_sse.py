@@ -136,16 +136,18 @@ def test_multiline_data_with_comments_and_fields_reassembles(events, eol, cuts):
 def test_stream_reader_never_raises_on_any_json_shape(values, cuts):
     """The JSON half of the parser: whatever shape each event has, the request is recorded,
     and every event that is not an object is counted as malformed."""
+    from benchy.client.draft import Draft
     from benchy.client.reader import StreamReader
 
     rec = bare_record()
-    reader = StreamReader(rec)
+    reader = StreamReader(Draft(rec))
     stream = b"".join(b"data: " + json.dumps(v).encode() + b"\n\n" for v in values)
     last = 0
     for cut in sorted(set(c % (len(stream) + 1) for c in cuts)) + [len(stream)]:
         reader.feed(stream[last:cut], 0.5)
         last = cut
     reader.close(1.0)
+    rec = reader.rec.record()
     non_objects = sum(not isinstance(v, dict) for v in values)
     assert rec.sse_events == len(values)
     assert reader.bad_events >= non_objects
@@ -180,12 +182,14 @@ def test_stream_reader_never_raises_on_any_json_shape(values, cuts):
 def test_stream_reader_survives_hostile_shapes(payloads):
     """Shapes that once raised inside the reader (and would have ended the run): wrong types
     where lists, objects and counts belong, nesting deeper than json's recursion limit."""
+    from benchy.client.draft import Draft
     from benchy.client.reader import StreamReader
 
     rec = bare_record()
-    reader = StreamReader(rec)
+    reader = StreamReader(Draft(rec))
     reader.feed(b"".join(b"data: " + p.encode() + b"\n\n" for p in payloads), 0.1)
     reader.close(0.2)
+    rec = reader.rec.record()
     assert rec.status == "ok" and reader.bad_events >= 1
     assert rec.prompt_tokens is None and rec.completion_tokens is None
     assert rec.finish_reason is None and rec.content_chars == 0
@@ -193,6 +197,7 @@ def test_stream_reader_survives_hostile_shapes(payloads):
 
 def test_reader_output_does_not_depend_on_chunking():
     """The same well-formed stream, whole or one byte at a time, fills the same record."""
+    from benchy.client.draft import Draft
     from benchy.client.reader import StreamReader
 
     events = [
@@ -209,10 +214,11 @@ def test_reader_output_does_not_depend_on_chunking():
 
     def record(chunks: list[bytes]) -> dict:
         rec = bare_record()
-        reader = StreamReader(rec)
+        reader = StreamReader(Draft(rec))
         for chunk in chunks:
             reader.feed(chunk, 0.5)
         reader.close(1.0)
+        rec = reader.rec.record()
         return rec.to_dict()
 
     whole = record([stream])

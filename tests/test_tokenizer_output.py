@@ -6,6 +6,7 @@ own count of every token it generated), on a vocabulary unlike o200k (`--vocab s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from benchy.measure import reading
@@ -52,18 +53,20 @@ def test_without_a_tokenizer_file_the_local_count_is_benchys_estimate(start_sim,
 
 
 def _record(text: str, usage: int, tokenizer_tokens: int | None, scale: float) -> object:
-    rec = bare_record()
     words = text.split(" ")
-    rec.token_event_text = text
-    rec.token_event_chars = [len(w) + (1 if i else 0) for i, w in enumerate(words)]
-    rec.token_event_chars[0] = len(words[0])
-    rec.token_event_s = [0.1 + 0.01 * i for i in range(len(words))]
-    rec.token_event_kinds = CONTENT * len(words)
-    rec.token_event_text = " ".join(words)
-    rec.completion_tokens, rec.finish_reason, rec.target_output_tokens = usage, "stop", 4 * usage
-    rec.local_token_scale, rec.local_scale_generated = scale, True
-    rec.tokenizer_tokens = tokenizer_tokens
-    return rec
+    return dataclasses.replace(
+        bare_record(),
+        token_event_text=" ".join(words),
+        token_event_chars=[len(w) + (1 if i else 0) for i, w in enumerate(words)],
+        token_event_s=[0.1 + 0.01 * i for i in range(len(words))],
+        token_event_kinds=CONTENT * len(words),
+        completion_tokens=usage,
+        finish_reason="stop",
+        target_output_tokens=4 * usage,
+        local_token_scale=scale,
+        local_scale_generated=True,
+        tokenizer_tokens=tokenizer_tokens,
+    )
 
 
 def test_a_server_the_tokenizer_matches_is_not_noted_as_another_vocabulary():

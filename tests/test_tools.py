@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchy.client import messages, responses, tools
+from benchy.client.draft import Draft
 from benchy.client.reader import StreamReader
 from benchy.measure import classify
 from benchy.records import RequestRecord
@@ -33,10 +34,11 @@ def sim(sim_fixture):
 def read(stream: bytes, api=None, whole: bool = False, cut: int = 7) -> RequestRecord:
     """The record a reader makes of `stream`, fed in `cut`-byte reads."""
     rec = bare_record()
-    reader = StreamReader(rec, api=api, whole=whole)
+    reader = StreamReader(Draft(rec), api=api, whole=whole)
     for start in range(0, len(stream), cut):
         reader.feed(stream[start : start + cut], 0.1 + start / 1000)
     reader.close(5.0)
+    rec = reader.rec.record()
     return rec
 
 

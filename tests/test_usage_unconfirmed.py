@@ -8,6 +8,7 @@ what its usage claimed)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from benchy.measure import reading
@@ -54,15 +55,20 @@ def test_usage_over_claiming_within_a_tokenizers_ratio_is_caught_by_its_own_erro
 
 def _record(usage: int, usage_at_known: float | None):
     """20 events of 'qorvantis', 3 o200k tokens each (60), scaled 1.0 on generated tokens."""
-    rec = bare_record()
     words = ["qorvantis"] * 20
-    rec.token_event_text = " ".join(words)
-    rec.token_event_chars = [len(words[0])] + [len(w) + 1 for w in words[1:]]
-    rec.token_event_s = [0.1 + 0.01 * i for i in range(20)]
-    rec.token_event_kinds = CONTENT * 20
-    rec.completion_tokens, rec.finish_reason, rec.target_output_tokens = usage, "stop", 1000
-    rec.local_token_scale, rec.local_scale_generated, rec.usage_at_known = 1.0, True, usage_at_known
-    return rec
+    return dataclasses.replace(
+        bare_record(),
+        token_event_text=" ".join(words),
+        token_event_chars=[len(words[0])] + [len(w) + 1 for w in words[1:]],
+        token_event_s=[0.1 + 0.01 * i for i in range(20)],
+        token_event_kinds=CONTENT * 20,
+        completion_tokens=usage,
+        finish_reason="stop",
+        target_output_tokens=1000,
+        local_token_scale=1.0,
+        local_scale_generated=True,
+        usage_at_known=usage_at_known,
+    )
 
 
 def test_usage_alone_is_said_to_stand_alone_not_blamed_on_the_tokenizer():

@@ -180,10 +180,10 @@ def test_turn_messages_are_nonce_led_and_exact():
 
 
 def test_assistant_message_drops_reasoning_unless_kept():
-    rec = RequestRecord("c", 0, 0, False, "r", None, 10, 10)
-    rec.token_event_text = "We thinkThe answer"
-    rec.token_event_chars = [3, 5, 4, 6]
-    rec.token_event_kinds = REASONING * 2 + CONTENT * 2
+    rec = RequestRecord(
+        "c", 0, 0, False, "r", None, 10, 10,
+        token_event_text="We thinkThe answer", token_event_chars=[3, 5, 4, 6], token_event_kinds=REASONING * 2 + CONTENT * 2,
+    )  # fmt: skip
     assert assistant_message(rec, keep_reasoning=False) == {"role": "assistant", "content": "The answer"}
     kept = assistant_message(rec, keep_reasoning=True)
     assert kept["reasoning_content"] == "We think" and kept["content"] == "The answer"

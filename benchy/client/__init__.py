@@ -10,7 +10,8 @@ Where things are:
 - http1.py (the default, "lean") and aiohttp_pool.py (`--transport aiohttp`): the transports,
   behind one interface; connect.py what both use to reach a server (proxy routes, TLS, the
   plain-HTTP check of an https:// URL, HttpFailure).
-- reader.py: the reader that turns a response's stamped reads into a RequestRecord; sse.py
+- reader.py: the reader that turns a response's stamped reads into the request's Draft (draft.py),
+  which makes its RequestRecord once, when the answer closes; sse.py
   splits the stream into events, harmony.py reads raw Harmony text, responses.py, messages.py
   and whole.py read the other APIs' events and a non-streamed answer.
 - redact.py, extra_body.py: secrets kept out of everything benchy writes or prints.

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from benchy.records import RequestRecord
+from benchy.client.draft import Draft
 
 
 class Booker(Protocol):
-    rec: RequestRecord
+    rec: Draft  # the request's answer as it arrives (client/draft.py)
     done: bool  # the API's end event came
     bad_events: int  # payloads of a shape the API does not have
     state: dict[str, Any]  # what an API's reader keeps between events (Messages: usage so far)
@@ -23,8 +23,6 @@ class Booker(Protocol):
     def book_usage(self, usage: dict[str, Any]) -> None: ...  # chat-named usage
 
     def fail(self, kind: str, message: str) -> None: ...
-
-    def settle(self) -> None: ...
 
 
 class Api(Protocol):

@@ -27,6 +27,7 @@ from benchy.client import embeddings, images, messages, rerank, responses, tools
 from benchy.client.aiohttp_pool import AiohttpPool
 from benchy.client.booking import Api
 from benchy.client.connect import HttpFailure, env_proxy
+from benchy.client.draft import Draft
 from benchy.client.errors import ServerError, TransientError, failure_of, server_error
 from benchy.client.http1 import Http1Pool, OnHead, Request, Response, Sink
 from benchy.client.reader import StreamReader, json_or_none, str_or_none
@@ -70,9 +71,9 @@ def redirect_target(method: str, status: int, location: str | None, url: str) ->
 
 class Client:
     """One server as benchy talks to it, used as an async context manager (it owns the
-    transport's connections): `stream` sends a measured request and fills its record, never
-    raising for a failed one; the model list and calibration requests raise ServerError or
-    TransientError, for no measurement rides on them; `page` reads a side page."""
+    transport's connections): `stream` sends a measured request and makes its record
+    (client/draft.py), never raising for a failed one; the model list and calibration requests
+    raise ServerError or TransientError, for no measurement rides on them; `page` reads a side page."""
 
     def __init__(self, settings: ClientSettings) -> None:
         self.settings = settings
@@ -413,23 +414,26 @@ class Client:
 
     async def stream(
         self,
-        rec: RequestRecord,
+        planned: RequestRecord | Draft,
         prompt: str,
         max_tokens: int,
         endpoint: str,
         extra: JsonObject | None = None,
         harmony: bool = False,
     ) -> RequestRecord:
-        """Sends one streamed request and fills `rec` with what arrived. Never raises for a
-        failed request: the failure is recorded on the record with a kind.
+        """Sends one streamed request; its record, made once from the plan's and what arrived
+        when the answer closed. Never raises for a failed request: the failure is recorded on
+        the record with a kind. `planned`: the plan's record, or a Draft of it that the caller
+        holds, so that it can cut the request should it be stopped in flight (load/drain.py).
 
         A reused keep-alive connection that drops before any response byte is most often one
         the server had already closed while idle (llama.cpp's server does after 5 s). That
         request is sent once more on a fresh connection, its timestamps restart, and
-        `rec.retried` keeps the first failure.
+        the record's `retried` keeps the first failure.
 
         harmony: the completion text is raw Harmony; its analysis channel counts as reasoning,
         its final channel as content, and marker-only deltas carry no token."""
+        rec = planned if isinstance(planned, Draft) else Draft(planned)
         payload = self.payload(prompt, max_tokens, endpoint, self.settings.stream, extra)
         rec.streamed = bool(payload.get("stream"))
         if endpoint in POOLING:
@@ -437,12 +441,11 @@ class Client:
         body = orjson.dumps(payload)
         reused = await self._send(rec, body, endpoint, False, harmony)
         if reused and rec.error_kind == "reset":
-            rec.retried, rec.retried_kind = f"{rec.error_kind}: {rec.error}", rec.error_kind
-            rec.status, rec.error_kind, rec.error, rec.end_s = "ok", None, None, None
+            rec.retry()
             await self._send(rec, body, endpoint, True, harmony)
-        return rec
+        return rec.record()
 
-    async def _send(self, rec: RequestRecord, body: bytes, endpoint: str, fresh: bool, harmony: bool) -> bool:
+    async def _send(self, rec: Draft, body: bytes, endpoint: str, fresh: bool, harmony: bool) -> bool:
         """One attempt; returns whether it went over a reused keep-alive connection. Body bytes
         reach the reader as they are read, stamped before parsing."""
         reader = StreamReader(rec, self.scrub, harmony, _api(endpoint), whole=not rec.streamed)

@@ -1,5 +1,6 @@
 """The SSE → record reader: turns a response's bytes, stamped as they were read, into the
-fields of a RequestRecord (text events, usage, server timings, finish_reason, anomalies).
+fields of the request's Draft (text events, usage, server timings, finish_reason, anomalies),
+which makes the RequestRecord once the answer closes (client/draft.py).
 
 A successful request may carry anomalies (records.Anomaly): no_done, no_usage, malformed_events
 (count: how many), redirected (count: each request was sent that many times before the URL that
@@ -23,10 +24,11 @@ import orjson
 
 from benchy.client import tools, whole
 from benchy.client.booking import Api
+from benchy.client.draft import Draft
 from benchy.client.harmony import HarmonyStream, markers_missing
 from benchy.client.sse import SSEParser
 from benchy.jsontypes import JsonObject
-from benchy.records import CONTENT, REASONING, TOOL, Anomaly, RequestRecord
+from benchy.records import CONTENT, REASONING, TOOL, Anomaly
 
 # Once finish_reason and usage are in, [DONE] and the body's end get this long (they follow in
 # the same write on every server seen); finish_reason without usage waits this long for usage.
@@ -66,7 +68,7 @@ class StreamReader:
 
     def __init__(
         self,
-        rec: RequestRecord,
+        rec: Draft,
         scrub: Callable[[str], str] = str,
         harmony: bool = False,
         api: Api | None = None,
@@ -88,8 +90,8 @@ class StreamReader:
         self.last_text_s = 0.0
         self.plain_prefix = b""  # the known head + the plain choice (see _plain); empty: not learnt yet
         self.plain_event = b""  # b"data: " + plain_prefix: how a plain event starts in a raw read
-        self.texts: list[str] = []  # each token event's text, joined into rec.token_event_text
-        self.kinds: list[str] = []  # and its kind, into rec.token_event_kinds (a str += per event is O(n²))
+        self.texts = rec.texts  # each token event's text (the draft's: it joins them into the record)
+        self.kinds = rec.kinds  # and its kind
         self.t0 = 0.0  # feed()'s `now` minus this is the record's time (the transport's sink is feed itself)
         self.finished_s: float | None = None  # when finish_reason came
         self.answered_s: float | None = None  # when finish_reason and usage had both come: the end
@@ -176,12 +178,10 @@ class StreamReader:
         rec = self.rec
         # The answer's end: finish_reason with usage, else finish_reason (no usage came).
         rec.end_s = self.answered_s or self.finished_s or now
-        self.settle()
         if rec.status != "ok":
             return
         if self.harmony is not None:
             self._harmony_close(self.harmony)
-            self.settle()
         if self.bad_events:
             rec.note(Anomaly.MALFORMED_EVENTS, self.bad_events)
         if not self.done:
@@ -210,11 +210,6 @@ class StreamReader:
         rec.token_event_chars.append(len(text))
         self.kinds.append(TOOL)
         self.texts.append(text)
-
-    def settle(self) -> None:
-        """The per-event lists, joined into the record's strings."""
-        self.rec.token_event_text = "".join(self.texts)
-        self.rec.token_event_kinds = "".join(self.kinds)
 
     def _event(self, data: bytes, now: float) -> None:
         """One data payload. Garbage of any shape is counted in bad_events, never raised."""
@@ -290,7 +285,7 @@ class StreamReader:
             pos = found.end()
         if booked:
             rec.token_event_s += [now] * booked
-            self.kinds.append(CONTENT * booked)  # joined by settle(), as one a text
+            self.kinds.append(CONTENT * booked)  # joined by the draft, as one a text
             rec.sse_events += booked
             rec.content_chars += sum(chars[-booked:])
             if rec.first_chunk_s is None:
@@ -434,7 +429,6 @@ class StreamReader:
         self.fail("not_sse", f"response is not an event stream (Content-Type: {content_type or 'none'}): {head}")
 
     def fail(self, kind: str, message: str) -> None:
-        self.settle()  # what arrived before the failure
         if self.rec.status == "error":
             return  # keep the first cause
         self.rec.status = "error"

@@ -42,7 +42,6 @@ def read(reader: Booker, obj: object, now: float) -> None:
         reader.book_usage(usage)
     if isinstance(timings, dict):
         rec.server_timings = timings
-    reader.settle()
 
 
 def _answer(reader: Booker, choice: dict[str, Any], now: float) -> None:

@@ -23,6 +23,7 @@ import asyncio
 import contextvars
 import json
 import time
+from dataclasses import replace
 
 from benchy.jsontypes import JsonObject
 from benchy.load.agent_lengths import answer_tokens
@@ -142,7 +143,7 @@ class AgentReplay:
                 await asyncio.sleep(delay)
             if self.plan.duration_s is None or time.perf_counter() < self.start_s + self.plan.duration_s:
                 request = self._planned(i)
-                request.record.scheduled_mono_s = due
+                request.record = replace(request.record, scheduled_mono_s=due)
                 await send(self.io.client, [request], lambda rec: self._recorded(i, rec), Closed(1))
         finally:
             self._ended(i)
@@ -186,7 +187,7 @@ class AgentReplay:
             unique_tokens=self.unique[i],
             history_reasoning=self.rewrites[i],
         )
-        self.io.prompts.calibration.stamp(rec)
+        rec = self.io.prompts.calibration.stamped(rec)
         tokens = self.outputs[i]
         body = self.bodies.setdefault(tokens, request_options(self.plan, tokens))
         messages = salted(call.messages, self.plan.salt)

@@ -115,11 +115,9 @@ def alone_plan(plan: CasePlan, calibration: Calibration, nonce: bool) -> list[Pl
             local_token_scale=calibration.scale,
             alone=True,
         )
-        own = (
-            images.with_images(plan.images, rec, body, prompt.nonce or rec.request_id, plan.salt)
-            if plan.images
-            else body
-        )
+        own = body
+        if plan.images:
+            rec, own = images.with_images(plan.images, rec, body, prompt.nonce or rec.request_id, plan.salt)
         requests.append(planned(plan, rec, prompt, 1, own))  # the case's images too: its shape is theirs
     return requests
 

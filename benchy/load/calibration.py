@@ -98,12 +98,15 @@ class Calibration(Saved):
         (it ended by length at its max_tokens): neither usage nor the server's /tokenize."""
         return self.output_scale is not None and self.output_method == "max_tokens"
 
-    def stamp(self, rec: RequestRecord) -> None:
-        """Gives a record the scale of its local count, and says what it was fitted on."""
-        rec.local_token_scale = self.text_scale
-        rec.local_scale_from_usage = self.text_scale_from_usage
-        rec.local_scale_generated = self.text_scale_generated
-        rec.usage_at_known = self.usage_at_known
+    def stamped(self, rec: RequestRecord) -> RequestRecord:
+        """The planned record with the scale of its local count, and what it was fitted on."""
+        return replace(
+            rec,
+            local_token_scale=self.text_scale,
+            local_scale_from_usage=self.text_scale_from_usage,
+            local_scale_generated=self.text_scale_generated,
+            usage_at_known=self.usage_at_known,
+        )
 
     @property
     def usage_at_known(self) -> float | None:

@@ -24,6 +24,7 @@ turn's TTFT is set against (records marked `control`).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import NamedTuple
 
 from benchy.jsontypes import JsonObject
@@ -67,8 +68,7 @@ def warmup_requests(plan: CasePlan, prompts: PromptFactory, body: JsonObject) ->
     requests = []
     for i in range(plan.warmup):
         message = prompts.message(spec.first_tokens or plan.case.pp)
-        rec = _record(plan, f"w{i}", -1, i, message.nonce, warmup=True)
-        prompts.calibration.stamp(rec)
+        rec = prompts.calibration.stamped(_record(plan, f"w{i}", -1, i, message.nonce, warmup=True))
         requests.append(_chat(plan, rec, [_user(message.text)], body))
     return requests
 
@@ -102,13 +102,15 @@ class Conversation:
         tokens = self.spec.first_tokens if turn == 1 and self.spec.first_tokens else plan.case.pp
         # --dataset: the sampled conversation's own message (dataset_load.DatasetPrompts.turn)
         message = prompts.turn(self.index, turn) if hasattr(prompts, "turn") else prompts.message(tokens)
-        rec = _record(plan, f"c{self.index}t{turn}", self.index, turn, message.nonce)
-        prompts.calibration.stamp(rec)
-        rec.unique_tokens = prompts.unique_tokens(message)
-        rec.expected_cached_tokens = _history_tokens(previous)
-        rec.target_prompt_tokens = _target_prompt(previous, rec.unique_tokens, prompts)
-        if hasattr(prompts, "turn"):  # a dataset's message: its own length, none asked
-            rec.target_prompt_tokens = 0
+        unique = prompts.unique_tokens(message)
+        # a dataset's message: its own length, none asked
+        target = 0 if hasattr(prompts, "turn") else _target_prompt(previous, unique, prompts)
+        rec = replace(
+            prompts.calibration.stamped(_record(plan, f"c{self.index}t{turn}", self.index, turn, message.nonce)),
+            unique_tokens=unique,
+            expected_cached_tokens=_history_tokens(previous),
+            target_prompt_tokens=target,
+        )
         self.messages = [*self.messages, _user(message.text)]
         request = _chat(plan, rec, self.messages, self.body)
         request.then = self.next_turn
@@ -137,11 +139,15 @@ def _control(
 ) -> PlannedRequest:
     """A cold-baseline request: a single nonce-led message as long as the turn's median prompt."""
     prompt = prompts.build(length)
-    rec = _record(plan, f"cold{turn}u{u}", u, turn, prompt.nonce)
-    rec.conversation, rec.control, rec.index = None, True, -1
-    prompts.calibration.stamp(rec)
-    rec.target_prompt_tokens, rec.expected_cached_tokens = length, 0
-    rec.unique_tokens = prompts.unique_tokens(prompt)
+    rec = replace(
+        prompts.calibration.stamped(_record(plan, f"cold{turn}u{u}", u, turn, prompt.nonce)),
+        conversation=None,
+        control=True,
+        index=-1,
+        target_prompt_tokens=length,
+        expected_cached_tokens=0,
+        unique_tokens=prompts.unique_tokens(prompt),
+    )
     return _chat(plan, rec, [_user(prompt.text)], body)
 
 

@@ -234,7 +234,7 @@ async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
         )
         body = bodies.setdefault(tg, request_options(plan, tg))
         if entry.images:  # a ShareGPT-4V / LLaVA entry's pictures, as they are
-            body = images.with_files(entry.images, rec, body)
+            rec, body = images.with_files(entry.images, rec, body)
         return planned(plan, rec, prompt, tg, body, None if warmup or offsets is None else offsets[i])
 
     def measured() -> Iterator[PlannedRequest]:

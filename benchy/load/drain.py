@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
+from benchy.client.draft import Draft
 from benchy.measure.classify import DRAIN_CUT
 from benchy.records import RequestRecord
 
@@ -42,21 +43,22 @@ def default_drain(duration_s: float | None, drain_s: float | None) -> float | No
 
 
 class InFlight:
-    """The records of the requests a send loop has sent and not yet handed on."""
+    """The drafts of the requests a send loop has sent and not yet handed on (the client's
+    state of each: what arrived so far, to be made into a cut record should the drain stop it)."""
 
     def __init__(self) -> None:
-        self._records: dict[int, RequestRecord] = {}
+        self._drafts: set[Draft] = set()
 
     @contextlib.contextmanager
-    def holding(self, rec: RequestRecord) -> Iterator[None]:
-        self._records[id(rec)] = rec
+    def holding(self, draft: Draft) -> Iterator[None]:
+        self._drafts.add(draft)
         try:
             yield
         finally:
-            self._records.pop(id(rec), None)
+            self._drafts.discard(draft)
 
-    def records(self) -> list[RequestRecord]:
-        return list(self._records.values())
+    def drafts(self) -> list[Draft]:
+        return list(self._drafts)
 
 
 async def bounded(
@@ -77,26 +79,23 @@ async def bounded(
         if task.done():
             task.result()
             return
-        left = in_flight.records()  # before the cancel: each sender lets its record go as it ends
+        left = in_flight.drafts()  # before the cancel: each sender lets its draft go as it ends
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        for rec in left:
-            if rec.sent_mono_s:  # sent: a request not yet out was never the server's
-                on_record(cut(rec, drain_s))
+        for draft in left:
+            if draft.sent_mono_s:  # sent: a request not yet out was never the server's
+                on_record(cut(draft, drain_s))
     finally:
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
 
-def cut(rec: RequestRecord, drain_s: float) -> RequestRecord:
-    """`rec`, as the drain cut it: what arrived is kept; one that had ended is left as it was."""
-    if rec.end_s is not None:  # it ended before the cut, its hand-on was cancelled
-        return rec
-    rec.end_s = max(0.0, time.perf_counter() - rec.sent_mono_s)
-    rec.status, rec.error_kind = "error", DRAIN_CUT
-    rec.error = (
+def cut(draft: Draft, drain_s: float) -> RequestRecord:
+    """The request's record as the drain cut it: what arrived is kept; one that had ended (its
+    hand-on was cancelled) is left as it was."""
+    message = (
         f"still in flight {drain_s:g} s after the case's --duration ended (--drain): cut by benchy, "
         "the server had not finished it"
     )
-    return rec
+    return draft.cut(DRAIN_CUT, message, max(0.0, time.perf_counter() - draft.sent_mono_s))

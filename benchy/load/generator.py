@@ -139,7 +139,7 @@ def case_requests(
         )
         options = own if tg == case.tg else request_options(plan, tg)  # a drawn length's own
         if plan.images:  # --images: drawn from the nonce (or the case's shared ones), sent beside the text
-            options = images.with_images(plan.images, rec, options, prompt.nonce or rec.request_id, plan.salt)
+            rec, options = images.with_images(plan.images, rec, options, prompt.nonce or rec.request_id, plan.salt)
         return planned(plan, rec, prompt, tg, options, None if warm or offsets is None else offsets[i])
 
     warmups = [make(i, True) for i in arrivals.share(plan.warmup, plan.worker, plan.workers)]

@@ -22,7 +22,7 @@ import hashlib
 import io
 import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -106,19 +106,20 @@ def for_request(settings: ImageSettings, seed: str, salt: str = "") -> tuple[lis
 
 def with_images(
     settings: ImageSettings, rec: RequestRecord, options: dict[str, Any], seed: str, salt: str = ""
-) -> dict[str, Any]:
-    """The request's options with its images (for the client to put into the body), their
-    count and bytes noted on its record."""
-    urls, rec.image_bytes = for_request(settings, seed, salt)
-    rec.images = len(urls)
-    return {**options, IMAGES: urls}
+) -> tuple[RequestRecord, dict[str, Any]]:
+    """The planned record with its images' count and bytes noted, and the request's options
+    with the images (for the client to put into the body)."""
+    urls, size = for_request(settings, seed, salt)
+    return replace(rec, images=len(urls), image_bytes=size), {**options, IMAGES: urls}
 
 
-def with_files(files: tuple[str, ...], rec: RequestRecord, options: dict[str, Any]) -> dict[str, Any]:
+def with_files(
+    files: tuple[str, ...], rec: RequestRecord, options: dict[str, Any]
+) -> tuple[RequestRecord, dict[str, Any]]:
     """A dataset entry's images (workloads/dataset_images.py) sent as they are, noted on its record."""
     sent = [dataset_images.as_url(f) for f in files]
-    rec.images, rec.image_bytes = len(sent), sum(size for _, size in sent)
-    return {**options, IMAGES: [url for url, _ in sent]}
+    noted = replace(rec, images=len(sent), image_bytes=sum(size for _, size in sent))
+    return noted, {**options, IMAGES: [url for url, _ in sent]}
 
 
 def _served(settings: ImageSettings, name: str, png: bytes) -> str:

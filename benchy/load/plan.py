@@ -187,10 +187,11 @@ class CaseIO:
 
 @dataclass(slots=True)
 class PlannedRequest:
-    """One request of a plan: what to send (the record it fills, the prompt as the endpoint
-    takes it, the body's options) and when — as soon as a stream is free (a closed loop), at
-    `at_s` seconds after the start (an open loop), or made by its predecessor's `then` from that
-    one's record, `pause_s` after it (a conversation's next turn)."""
+    """One request of a plan: what to send (the planned record the client's answer is made
+    onto, the prompt as the endpoint takes it, the body's options) and when — as soon as a
+    stream is free (a closed loop), at `at_s` seconds after the start (an open loop), or made
+    by its predecessor's `then` from that one's record, `pause_s` after it (a conversation's
+    next turn)."""
 
     record: RequestRecord
     prompt: str  # the template rendered; "" where the body carries the messages

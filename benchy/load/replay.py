@@ -46,8 +46,7 @@ def trace_requests(plan: CasePlan, requests: list[TraceRequest], prompts: Prompt
 
     def made() -> Iterator[PlannedRequest]:
         for i, req in enumerate(requests):
-            rec = _record(plan, i, req, reuse[i], could_share[i], template)
-            prompts.calibration.stamp(rec)
+            rec = prompts.calibration.stamped(_record(plan, i, req, reuse[i], could_share[i], template))
             prompt = prompts.blocks(list(req.block_ids(i)), req.input_tokens, BLOCK_TOKENS)
             body = bodies.setdefault(req.output_tokens, request_options(plan, req.output_tokens))
             yield planned(plan, rec, prompt, req.output_tokens, body, req.offset_s / speed)

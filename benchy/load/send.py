@@ -32,10 +32,11 @@ import asyncio
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from benchy.client.client import Client
+from benchy.client.draft import Draft
 from benchy.load import drain, reconnect
 from benchy.load.plan import PlannedRequest
 from benchy.load.turns import Turns
@@ -90,15 +91,15 @@ async def _chain(
     in_flight: drain.InFlight,
 ) -> RequestRecord | None:
     """Sends `request`, then each successor its `then` makes from the record before it; the
-    last record (None: nothing sent). Each is a fresh record the client fills, not the plan's:
-    held by no one once handed on and followed, so its streams go with it."""
+    last record (None: nothing sent). Each is a new record the client made when its answer
+    closed, not the plan's: held by no one once handed on and followed, so its streams go with it."""
     rec = None
     while request is not None:
-        rec = request.record.fresh()
+        draft = Draft(request.record)
         await turns.share()
-        with in_flight.holding(rec):  # until handed on: the drain cuts what it still holds
-            await client.stream(
-                rec, request.prompt, request.max_tokens, request.endpoint, request.body, request.harmony
+        with in_flight.holding(draft):  # until handed on: the drain cuts what it still holds
+            rec = await client.stream(
+                draft, request.prompt, request.max_tokens, request.endpoint, request.body, request.harmony
             )
             await turns.share()
             on_record(rec)
@@ -194,7 +195,7 @@ async def _open(
                 await slots.acquire()
             if failure:
                 raise failure[0]  # a send that failed ends the schedule
-            request.record.scheduled_mono_s = due
+            request.record = replace(request.record, scheduled_mono_s=due)
             task = asyncio.ensure_future(one(request))
             tasks.add(task)
             task.add_done_callback(done)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from benchy.measure import evidence, reading
@@ -70,8 +70,7 @@ class ServerTokenize:
             if n is None:
                 self.available = False
                 break
-            rec.server_tokenize = n
-            redo(rec)
+            redo(replace(rec, server_tokenize=n))
             counted += 1
         return counted
 
@@ -132,6 +131,5 @@ def _counted(
     count_now: Callable[[Sequence[str]], list[int]], batch: list[RequestRecord], redo: Callable[[RequestRecord], None]
 ) -> int:
     for rec, n in zip(batch, count_now([r.token_event_text for r in batch])):
-        rec.tokenizer_tokens = n
-        redo(rec)
+        redo(replace(rec, tokenizer_tokens=n))
     return len(batch)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from benchy.client import loop as event_loop
+from benchy.client.draft import Draft
 from benchy.load.handoff import Batch, Sender, frozen_heap, pieces
 from benchy.measure.health import LoopHealth
 
@@ -180,8 +181,8 @@ class _NotingClient:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
-    async def stream(self, rec: RequestRecord, *args: Any, **kwargs: Any) -> RequestRecord:
-        self._on_send(rec)
+    async def stream(self, rec: RequestRecord | Draft, *args: Any, **kwargs: Any) -> RequestRecord:
+        self._on_send(rec.planned if isinstance(rec, Draft) else rec)
         return await self._client.stream(rec, *args, **kwargs)
 
 

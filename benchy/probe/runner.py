@@ -9,7 +9,7 @@ import datetime as dt
 import platform
 import secrets
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from benchy import __version__
@@ -280,8 +280,10 @@ def _image_plan(settings: ProbeSettings, size: ImagePlan, prompts: PromptFactory
             prompt = prompts.build(IMAGE_TEXT_TOKENS)
             rid = f"benchy-probe-{salt}-image-{side[0]}{i}"
             case = f"{images.IMAGE_CASE} {size.width}x{size.height} {side}"
-            rec = _record(case, i, rid, prompt, IMAGE_TEXT_TOKENS, settings.tg)
-            requests.append(_request(settings, rec, prompt, with_images(shown, rec, body, prompt.nonce or rid, salt)))
+            rec, own = with_images(
+                shown, _record(case, i, rid, prompt, IMAGE_TEXT_TOKENS, settings.tg), body, prompt.nonce or rid, salt
+            )
+            requests.append(_request(settings, rec, prompt, own))
     return requests
 
 
@@ -311,8 +313,7 @@ async def _capacity_pass(
     for side in ("first", "reuse"):
         for i, prompt in enumerate(sent):
             rid = f"benchy-capacity-{salt}-{k}-{side[0]}{i}"
-            rec = _record(f"{CAPACITY_CASE} {k} {side}", 0, rid, prompt, length, settings.tg)
-            rec.index = i
+            rec = replace(_record(f"{CAPACITY_CASE} {k} {side}", 0, rid, prompt, length, settings.tg), index=i)
             requests.append(_request(settings, rec, prompt, body))
     return await _one_at_a_time(client, requests, bundle.record)
 

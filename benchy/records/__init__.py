@@ -15,7 +15,7 @@ import asyncio
 import copy
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import Field, dataclass, field, fields, replace
+from dataclasses import Field, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import IO, Any, TypeVar, overload
@@ -46,7 +46,9 @@ class Anomaly(str, Enum):
     SPECIAL_TOKENS_STRIPPED = "special_tokens_stripped"  # Harmony text without its markers
 
 
-@dataclass(slots=True)  # no __dict__ per record: a long run holds one row per request
+# Frozen: made once, by the client when the answer closes (client/draft.py) or by the plan, and
+# never written into after; slotted: no __dict__ per record (a long run holds one row per request).
+@dataclass(frozen=True, slots=True)
 class RequestRecord:
     case: str
     run: int
@@ -169,26 +171,6 @@ class RequestRecord:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-    def note(self, anomaly: Anomaly, count: int | None = None) -> None:
-        """Notes an anomaly of the stream, with its count where one goes with it."""
-        self.anomalies.append(anomaly.value)
-        if count is not None:
-            self.anomaly_counts[anomaly.value] = count
-
-    def fresh(self) -> RequestRecord:
-        """This planned record as a new one with containers of its own, for the client to fill:
-        the plan's record stays as planned, so once the sink has written the filled one,
-        dropping the sender's reference frees its streams (nothing is emptied in place)."""
-        return replace(
-            self,
-            token_event_s=list(self.token_event_s),
-            token_event_chars=list(self.token_event_chars),
-            token_event_usage=list(self.token_event_usage),
-            anomalies=list(self.anomalies),
-            anomaly_counts=dict(self.anomaly_counts),
-            server_timings=copy.deepcopy(self.server_timings),
-        )
 
     def to_dict(self) -> dict[str, Any]:
         # Not dataclasses.asdict: it copies each list element through its recursion, 1-2 ms for

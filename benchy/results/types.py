@@ -254,7 +254,7 @@ class TokenCountEntry(Saved):
     local_mismatch: str | None = _opt("(1.8) the local count alone disagreed: benchy's tokenizer is not this model's")
 
 
-@dataclass(slots=True)  # one per request, held for the whole run
+@dataclass(frozen=True, slots=True)  # one per request, held for the whole run; a record, so frozen as it is
 class RequestResult(Saved, RequestRecord):
     """One request: a RequestRecord less its per-event arrays (requests.jsonl's), with its metrics."""
 

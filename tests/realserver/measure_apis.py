@@ -42,7 +42,7 @@ async def measure(base_url: str, model: str | None, rounds: int, words: int, tg:
             for endpoint in order:
                 text = uuid.uuid4().hex + " " + " ".join(f"w{(i * 7919 + k) % 99991}" for k in range(words))
                 rec = RequestRecord("c", 0, i, False, f"m{i}{endpoint}", None, 0, tg)
-                await client.stream(rec, text, tg, endpoint, {"ignore_eos": True})
+                rec = await client.stream(rec, text, tg, endpoint, {"ignore_eos": True})
                 if i == 0 or not rec.ok:
                     continue
                 values = registry.request_metrics(rec, False)

@@ -66,7 +66,7 @@ def test_one_prompt_costs_the_same_on_every_endpoint_and_is_cached_alike(llama_s
         async with Client(settings) as client:
             for endpoint in ("chat", *APIS, "chat"):
                 rec = record(f"{endpoint}-{len(out)}")
-                await client.stream(rec, text, 8, endpoint, {"ignore_eos": True})
+                rec = await client.stream(rec, text, 8, endpoint, {"ignore_eos": True})
                 out.append((endpoint, rec))
         return out
 
