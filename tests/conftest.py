@@ -4,6 +4,7 @@ tests/forkserver.py), or `run_benchy_here` benchy in the test process."""
 
 from __future__ import annotations
 
+import ast
 import compileall
 import contextlib
 import io
@@ -14,6 +15,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -27,6 +29,22 @@ if str(REPO_ROOT) not in sys.path:
 from benchy.records import RequestRecord  # noqa: E402
 from benchy.sim.process import SimProcess, child_env  # noqa: E402  (after the path is set)
 from tests.forkserver import ForkedPopen, ForkedSim, run_forked  # noqa: E402
+
+# CPython 3.11 keeps the AST constructor's recursion depth in interpreter-wide state: two threads
+# in ast.parse at once (pytest drawing a failure's source, a server thread's traceback drawing its
+# carets) can raise "SystemError: AST constructor recursion depth mismatch", which turned one
+# failing test into an INTERNALERROR that ended a whole CI run (python/cpython#106905). In the
+# test process, one parse at a time.
+_AST_LOCK = threading.RLock()
+_ast_parse = ast.parse
+
+
+def _parse_one_at_a_time(*args, **kwargs):
+    with _AST_LOCK:
+        return _ast_parse(*args, **kwargs)
+
+
+ast.parse = _parse_one_at_a_time  # type: ignore[assignment]
 
 # benchy takes a proxy from HTTP_PROXY / HTTPS_PROXY: the suite's servers are all on loopback,
 # and a developer's proxy must not stand between them and benchy (test_transport sets its own).
