@@ -2,7 +2,9 @@
 one registry (checks/registry.py), each a typed warning with the figures of both sides. They
 read saved results only (the case's `server` entry, from /metrics, beside its requests), like
 every check; checks/warnings.py registers them in its order. Each reads a case's requests
-once, a request at a time (a long case's are on disk: results/rows.py).
+once, a request at a time (a long case's are on disk: results/rows.py). Each is a class
+(checks/check.py); the detect of the first three is its figures function (cache_hit_figures,
+token_mismatch_figures, outside_figures), kept apart because tests judge the figures alone.
 
   server_cache_hit      the server counted prefix-cache hits beyond what the chat template
                         (and a context sent ahead) explains, in a case whose prompts were all
