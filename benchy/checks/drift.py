@@ -3,10 +3,12 @@ no single rate; the warning qualifies the rates that moved, with the first and l
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from benchy.checks.registry import WARNING, Code, Warning_
+from benchy.checks.check import Check
+from benchy.checks.registry import Code, Warning_
 from benchy.measure.gpu import GpuThermal
 from benchy.results import drift as drift_figures
 from benchy.results.drift import Drift
@@ -23,24 +25,45 @@ DRIFT_HINT = (
 _NAMES = {"decode_tps": "decode", "e2e_tps": "end-to-end"}
 
 
-def rate_drift(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    found = drift_figures.case_drift(case)
-    if not found:
-        return
-    lead = found[0]
-    moved = ", ".join(f"{_NAMES[d.metric]} {d.first:,.1f} → {d.last:,.1f} t/s ({d.change:+.0%})" for d in found)
-    heat = case.gpu.thermal if case.gpu is not None else None
-    yield Warning_(
-        Code.RATE_DRIFT,
-        WARNING,
-        case.label,
-        f"The case's rates moved steadily from its first request to its last ({lead.requests} requests "
-        f"in send order, Kendall p = {lead.p_value:.1g}): {moved}. Their median is no single rate.{gpu_words(heat)}",
-        DRIFT_HINT,
-        metrics=tuple(d.metric for d in found),
-        details=RateDrift(**drift_fields(lead, heat)),
-        evidence=(drift_evidence(lead),),
-    )
+@dataclass(frozen=True)
+class Drifted:
+    """The case's rates that moved (results/drift.py, the leading one first) and the GPUs meanwhile."""
+
+    drifts: tuple[Drift, ...]
+    heat: GpuThermal | None
+
+
+class RateDriftCheck(Check[Drifted]):
+    code = Code.RATE_DRIFT
+
+    def detect(self, case: CaseResult, run: RunView) -> Drifted | None:
+        found = drift_figures.case_drift(case)
+        if not found:
+            return None
+        return Drifted(tuple(found), case.gpu.thermal if case.gpu is not None else None)
+
+    def words(self, case: CaseResult, found: Drifted) -> CheckWarning:
+        lead, heat = found.drifts[0], found.heat
+        return Warning_(
+            Code.RATE_DRIFT,
+            self.severity,
+            case.label,
+            f"The case's rates moved steadily from its first request to its last ({lead.requests} requests "
+            f"in send order, Kendall p = {lead.p_value:.1g}): {moved_words(found.drifts)}. Their median is no "
+            f"single rate.{gpu_words(heat)}",
+            DRIFT_HINT,
+            metrics=tuple(d.metric for d in found.drifts),
+            details=RateDrift(**drift_fields(lead, heat)),
+            evidence=(drift_evidence(lead),),
+        )
+
+
+rate_drift = RateDriftCheck()  # registered by this name (checks/warnings.py)
+
+
+def moved_words(drifts: Sequence[Drift]) -> str:
+    """Each rate that moved, first to last: "decode 50.0 → 40.0 t/s (-20%)"."""
+    return ", ".join(f"{_NAMES[d.metric]} {d.first:,.1f} → {d.last:,.1f} t/s ({d.change:+.0%})" for d in drifts)
 
 
 def drift_fields(lead: Drift, heat: GpuThermal | None) -> dict[str, Any]:

@@ -4,44 +4,60 @@ case's median is one point on a slope, not a rate to set beside the others."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from benchy.checks.drift import DRIFT_HINT, drift_evidence, drift_fields, gpu_words
-from benchy.checks.registry import WARNING, Code, Warning_
+from benchy.checks.check import RunLevelCheck
+from benchy.checks.drift import DRIFT_HINT, drift_evidence, drift_fields, gpu_words, moved_words
+from benchy.checks.registry import Code, Warning_
 from benchy.measure.gpu import GpuThermal
 from benchy.results import drift as drift_figures
+from benchy.results.drift import ShapeDrift
 from benchy.results.types import CaseResult, CheckWarning
 from benchy.results.verdicts.details import RateDriftAcrossCases
 from benchy.results.view import RunView
 
-_NAMES = {"decode_tps": "decode", "e2e_tps": "end-to-end"}
+
+@dataclass(frozen=True)
+class DriftedCase:
+    """One case of a shape whose rates drifted across its cases, and the GPUs over those cases."""
+
+    case: str
+    shape: ShapeDrift
+    heat: GpuThermal | None
 
 
-def rate_drift_across_cases(run: RunView) -> Iterable[CheckWarning]:
+class RateDriftAcrossCasesCheck(RunLevelCheck[DriftedCase]):
     """One warning per case of a drifting shape: each case's figures are qualified."""
-    by_label = {case.label: case for case in run.cases}
-    for found in drift_figures.shape_drift(run.cases):
-        group = [by_label[label] for label in found.cases]
-        lead = found.drifts[0]
-        moved = ", ".join(
-            f"{_NAMES[d.metric]} {d.first:,.1f} → {d.last:,.1f} t/s ({d.change:+.0%})" for d in found.drifts
+
+    code = Code.RATE_DRIFT_ACROSS_CASES
+
+    def detect(self, run: RunView) -> Sequence[DriftedCase]:
+        by_label = {case.label: case for case in run.cases}
+        found = []
+        for shape in drift_figures.shape_drift(run.cases):
+            heat = _across([by_label[label] for label in shape.cases])
+            found += [DriftedCase(label, shape, heat) for label in shape.cases]
+        return found
+
+    def words(self, run: RunView, found: DriftedCase) -> CheckWarning:
+        drifts, lead = found.shape.drifts, found.shape.drifts[0]
+        return Warning_(
+            Code.RATE_DRIFT_ACROSS_CASES,
+            self.severity,
+            found.case,
+            f"Cases of one request shape ({'; '.join(found.shape.cases)}) moved steadily as the run went on "
+            f"({lead.requests} requests in send order, Kendall p = {lead.p_value:.1g}): {moved_words(drifts)}. "
+            f"This case's median is one point on that slope, not a rate to compare with the others."
+            f"{gpu_words(found.heat)}",
+            DRIFT_HINT,
+            metrics=tuple(d.metric for d in drifts),
+            details=RateDriftAcrossCases(cases=list(found.shape.cases), **drift_fields(lead, found.heat)),
+            evidence=(drift_evidence(lead),),
         )
-        heat = _across(group)
-        names = "; ".join(found.cases)
-        for case in group:
-            yield Warning_(
-                Code.RATE_DRIFT_ACROSS_CASES,
-                WARNING,
-                case.label,
-                f"Cases of one request shape ({names}) moved steadily as the run went on "
-                f"({lead.requests} requests in send order, Kendall p = {lead.p_value:.1g}): {moved}. "
-                f"This case's median is one point on that slope, not a rate to compare with the others."
-                f"{gpu_words(heat)}",
-                DRIFT_HINT,
-                metrics=tuple(d.metric for d in found.drifts),
-                details=RateDriftAcrossCases(cases=list(found.cases), **drift_fields(lead, heat)),
-                evidence=(drift_evidence(lead),),
-            )
+
+
+rate_drift_across_cases = RateDriftAcrossCasesCheck()  # registered by this name (checks/warnings.py)
 
 
 def _across(group: list[CaseResult]) -> GpuThermal | None:

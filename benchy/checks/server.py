@@ -2,7 +2,9 @@
 one registry (checks/registry.py), each a typed warning with the figures of both sides. They
 read saved results only (the case's `server` entry, from /metrics, beside its requests), like
 every check; checks/warnings.py registers them in its order. Each reads a case's requests
-once, a request at a time (a long case's are on disk: results/rows.py).
+once, a request at a time (a long case's are on disk: results/rows.py). Each is a class
+(checks/check.py); the detect of the first three is its figures function (cache_hit_figures,
+token_mismatch_figures, outside_figures), kept apart because tests judge the figures alone.
 
   server_cache_hit      the server counted prefix-cache hits beyond what the chat template
                         (and a context sent ahead) explains, in a case whose prompts were all
@@ -24,10 +26,11 @@ once, a request at a time (a long case's are on disk: results/rows.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from dataclasses import dataclass
 
 from benchy.checks import queueing, tool_frame
-from benchy.checks.registry import WARNING, Code, Warning_
+from benchy.checks.check import Check
+from benchy.checks.registry import Code, Warning_
 from benchy.measure.silence import Silence
 from benchy.results.types import (
     CaseResult,
@@ -194,52 +197,64 @@ def _num(value: float | int | None) -> float:
     return float(value)
 
 
-def server_cache_hit(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    found = cache_hit_figures(case, run)
-    if found is None:
-        return
-    rate = found.server_cache_hit_rate
-    seen = (
-        "usage reported no cached_tokens, so only the server's metrics show it"
-        if found.usage_cached_tokens is None
-        else f"usage reported {found.usage_cached_tokens} cached tokens"
-    )
-    yield Warning_(
-        Code.SERVER_CACHE_HIT,
-        WARNING,
-        case.label,
-        f"The server counted {_num(found.server_cache_hits):.0f} prefix-cache hit tokens"
-        + (f" ({rate:.0%} of the prompt tokens)" if rate is not None else "")
-        + f" during this case, more than the {_num(found.explained_hits):.0f} its chat template explains, "
-        f"although every prompt was unique; {seen}. Cache busting failed: TTFT, prefill and "
-        "end-to-end figures include work the server did not redo.",
-        "Something before benchy's nonce is shared (a proxy or server cache keyed on part of the "
-        "prompt?); compare with --no-nonce, or disable the server's prefix cache to measure cold prefill.",
-        details=found,
-        evidence=(Evidence("server_cache_hits", found.server_cache_hits, found.explained_hits, "tokens"),),
-    )
+class ServerCacheHitCheck(Check[ServerCacheHit]):
+    code = Code.SERVER_CACHE_HIT
+
+    def detect(self, case: CaseResult, run: RunView) -> ServerCacheHit | None:
+        return cache_hit_figures(case, run)
+
+    def words(self, case: CaseResult, found: ServerCacheHit) -> CheckWarning:
+        rate = found.server_cache_hit_rate
+        seen = (
+            "usage reported no cached_tokens, so only the server's metrics show it"
+            if found.usage_cached_tokens is None
+            else f"usage reported {found.usage_cached_tokens} cached tokens"
+        )
+        return Warning_(
+            Code.SERVER_CACHE_HIT,
+            self.severity,
+            case.label,
+            f"The server counted {_num(found.server_cache_hits):.0f} prefix-cache hit tokens"
+            + (f" ({rate:.0%} of the prompt tokens)" if rate is not None else "")
+            + f" during this case, more than the {_num(found.explained_hits):.0f} its chat template explains, "
+            f"although every prompt was unique; {seen}. Cache busting failed: TTFT, prefill and "
+            "end-to-end figures include work the server did not redo.",
+            "Something before benchy's nonce is shared (a proxy or server cache keyed on part of the "
+            "prompt?); compare with --no-nonce, or disable the server's prefix cache to measure cold prefill.",
+            details=found,
+            evidence=(Evidence("server_cache_hits", found.server_cache_hits, found.explained_hits, "tokens"),),
+        )
 
 
-def server_token_mismatch(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    found = token_mismatch_figures(case)
-    if found is None:
-        return
-    yield Warning_(
-        Code.SERVER_TOKEN_MISMATCH,
-        WARNING,
-        case.label,
-        f"The server's metrics counted {_num(found.server_generation_tokens):.0f} generated tokens for "
-        f"this case's {found.requests} requests; their responses' usage adds up to {found.client_tokens}"
-        f"{_what_rates_count(found)}",
-        "Another client sharing the server during the run would explain extra tokens; otherwise "
-        "the server counts tokens it did not stream (drafts, hidden text) or its usage is wrong.",
-        details=found,
-        evidence=(
-            Evidence("server_generation_tokens", found.server_generation_tokens, None, "tokens"),
-            Evidence("usage_completion_tokens", found.client_tokens, None, "tokens"),
-            Evidence("token_difference", found.difference, found.slack, "tokens"),
-        ),
-    )
+server_cache_hit = ServerCacheHitCheck()  # registered by this name (checks/warnings.py)
+
+
+class ServerTokenMismatchCheck(Check[ServerTokenMismatch]):
+    code = Code.SERVER_TOKEN_MISMATCH
+
+    def detect(self, case: CaseResult, run: RunView) -> ServerTokenMismatch | None:
+        return token_mismatch_figures(case)
+
+    def words(self, case: CaseResult, found: ServerTokenMismatch) -> CheckWarning:
+        return Warning_(
+            Code.SERVER_TOKEN_MISMATCH,
+            self.severity,
+            case.label,
+            f"The server's metrics counted {_num(found.server_generation_tokens):.0f} generated tokens for "
+            f"this case's {found.requests} requests; their responses' usage adds up to {found.client_tokens}"
+            f"{_what_rates_count(found)}",
+            "Another client sharing the server during the run would explain extra tokens; otherwise "
+            "the server counts tokens it did not stream (drafts, hidden text) or its usage is wrong.",
+            details=found,
+            evidence=(
+                Evidence("server_generation_tokens", found.server_generation_tokens, None, "tokens"),
+                Evidence("usage_completion_tokens", found.client_tokens, None, "tokens"),
+                Evidence("token_difference", found.difference, found.slack, "tokens"),
+            ),
+        )
+
+
+server_token_mismatch = ServerTokenMismatchCheck()  # registered by this name (checks/warnings.py)
 
 
 def _what_rates_count(found: ServerTokenMismatch) -> str:
@@ -261,27 +276,33 @@ def _what_rates_count(found: ServerTokenMismatch) -> str:
     )
 
 
-def ttft_outside_server(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    found = outside_figures(case)
-    if found is None:
-        return
-    said, hint = _outside_cause(found)
-    yield Warning_(
-        Code.TTFT_OUTSIDE_SERVER,
-        WARNING,
-        case.label,
-        f"Client TTFT averaged {ms(_num(found.client_ttft_s))}, the server's own "
-        f"{ms(_num(found.server_ttft_s))}: {ms(_num(found.outside_s))} passed outside the server's own "
-        f"account, far more than a round trip to it ({ms(_num(found.rtt_s))}): {said}",
-        hint,
-        details=found,
-        evidence=(
-            Evidence("ttft_outside_server_s", found.outside_s, found.bound_s, "s"),
-            Evidence("rtt_s", found.rtt_s, None, "s"),
-            Evidence("client_lag_s", found.client_lag_s, None, "s"),
-            *((Evidence("server_silence_s", found.silence_s, None, "s"),) if found.silence_s is not None else ()),
-        ),
-    )
+class TtftOutsideServerCheck(Check[TtftOutsideServer]):
+    code = Code.TTFT_OUTSIDE_SERVER
+
+    def detect(self, case: CaseResult, run: RunView) -> TtftOutsideServer | None:
+        return outside_figures(case)
+
+    def words(self, case: CaseResult, found: TtftOutsideServer) -> CheckWarning:
+        said, hint = _outside_cause(found)
+        return Warning_(
+            Code.TTFT_OUTSIDE_SERVER,
+            self.severity,
+            case.label,
+            f"Client TTFT averaged {ms(_num(found.client_ttft_s))}, the server's own "
+            f"{ms(_num(found.server_ttft_s))}: {ms(_num(found.outside_s))} passed outside the server's own "
+            f"account, far more than a round trip to it ({ms(_num(found.rtt_s))}): {said}",
+            hint,
+            details=found,
+            evidence=(
+                Evidence("ttft_outside_server_s", found.outside_s, found.bound_s, "s"),
+                Evidence("rtt_s", found.rtt_s, None, "s"),
+                Evidence("client_lag_s", found.client_lag_s, None, "s"),
+                *((Evidence("server_silence_s", found.silence_s, None, "s"),) if found.silence_s is not None else ()),
+            ),
+        )
+
+
+ttft_outside_server = TtftOutsideServerCheck()  # registered by this name (checks/warnings.py)
 
 
 def _outside_cause(found: TtftOutsideServer) -> tuple[str, str]:
@@ -309,54 +330,87 @@ def _outside_cause(found: TtftOutsideServer) -> tuple[str, str]:
     )
 
 
-def server_counter_reset(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    server = case.server_figures()
-    n = server.counter_resets if server else 0
-    if server is None or not n:
-        return
-    resets = f"{n} counter reset{'s' if n != 1 else ''}"
-    counted = server.derived.get("requests")
-    facts = case.facts()
-    # a restart cuts the requests in flight and refuses the next: without that, not this server's
-    cut = any(kind in facts.first_errors for kind in ("connect", "reset", "disconnect"))
-    why = (
-        "the server restarted: requests were cut or refused"
-        if cut
-        else "though no request was cut or refused: not a restart of the server benchy measured; several "
-        "processes behind this address answering the scrapes in turn would do it"
-    )
-    yield Warning_(
-        Code.SERVER_COUNTER_RESET,
-        WARNING,
-        case.label,
-        f"The server's /metrics counters fell back during this case ({resets}, {why}). "
-        "benchy added them up over its scrapes as Prometheus' rate() does"
-        + (f" ({counted:.0f} requests counted for {facts.n_measured} sent)" if counted is not None else "")
-        + "; what the server counted after the last scrape before a reset is lost, so its view of "
-        "this case may fall short. Statistics from /metrics may be inaccurate.",
-        "A restarted server also lost its caches: compare this case with the others; request_errors counts "
-        "the requests the restart cut or refused.",
-        details=ServerCounterReset(counter_resets=n, server_requests=counted, requests=facts.n_measured),
-        evidence=(Evidence("counter_resets", n, 0, "resets"),),
-    )
+@dataclass(frozen=True)
+class Restarted:
+    """The counters' resets, what the server and benchy counted, and whether requests were cut or
+    refused meanwhile (a restart cuts those in flight and refuses the next)."""
+
+    figures: ServerCounterReset
+    cut: bool
 
 
-def server_several_processes(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    server = case.server_figures()
-    why = server.several_processes if server else None
-    if why is None:
-        return
-    yield Warning_(
-        Code.SERVER_SEVERAL_PROCESSES,
-        WARNING,
-        case.label,
-        f"/metrics at this address answers for one of several server processes or replicas a scrape ({why}): "
-        "the server view covers one of them at a time, so benchy withholds its counts and histograms for "
-        "this case rather than compare them with the responses.",
-        "Name each replica's address (--replica URL, repeated) to have each one's /metrics scraped and added up, "
-        "or have the processes share their metrics (vLLM: PROMETHEUS_MULTIPROC_DIR).",
-        details=NoFigures(),
-    )
+class ServerCounterResetCheck(Check[Restarted]):
+    code = Code.SERVER_COUNTER_RESET
+
+    def detect(self, case: CaseResult, run: RunView) -> Restarted | None:
+        server = case.server_figures()
+        n = server.counter_resets if server else 0
+        if server is None or not n:
+            return None
+        facts = case.facts()
+        cut = any(kind in facts.first_errors for kind in ("connect", "reset", "disconnect"))
+        counted = server.derived.get("requests")
+        return Restarted(ServerCounterReset(counter_resets=n, server_requests=counted, requests=facts.n_measured), cut)
+
+    def words(self, case: CaseResult, found: Restarted) -> CheckWarning:
+        n, counted = found.figures.counter_resets, found.figures.server_requests
+        resets = f"{n} counter reset{'s' if n != 1 else ''}"
+        # without a request cut or refused, not this server's restart
+        why = (
+            "the server restarted: requests were cut or refused"
+            if found.cut
+            else "though no request was cut or refused: not a restart of the server benchy measured; several "
+            "processes behind this address answering the scrapes in turn would do it"
+        )
+        return Warning_(
+            Code.SERVER_COUNTER_RESET,
+            self.severity,
+            case.label,
+            f"The server's /metrics counters fell back during this case ({resets}, {why}). "
+            "benchy added them up over its scrapes as Prometheus' rate() does"
+            + (f" ({counted:.0f} requests counted for {found.figures.requests} sent)" if counted is not None else "")
+            + "; what the server counted after the last scrape before a reset is lost, so its view of "
+            "this case may fall short. Statistics from /metrics may be inaccurate.",
+            "A restarted server also lost its caches: compare this case with the others; request_errors counts "
+            "the requests the restart cut or refused.",
+            details=found.figures,
+            evidence=(Evidence("counter_resets", found.figures.counter_resets, 0, "resets"),),
+        )
+
+
+server_counter_reset = ServerCounterResetCheck()  # registered by this name (checks/warnings.py)
+
+
+@dataclass(frozen=True)
+class SeveralProcesses:
+    """Why the scrapes answer for several processes (the server view's own words)."""
+
+    why: str
+
+
+class ServerSeveralProcessesCheck(Check[SeveralProcesses]):
+    code = Code.SERVER_SEVERAL_PROCESSES
+
+    def detect(self, case: CaseResult, run: RunView) -> SeveralProcesses | None:
+        server = case.server_figures()
+        why = server.several_processes if server else None
+        return SeveralProcesses(why) if why is not None else None
+
+    def words(self, case: CaseResult, found: SeveralProcesses) -> CheckWarning:
+        return Warning_(
+            Code.SERVER_SEVERAL_PROCESSES,
+            self.severity,
+            case.label,
+            f"/metrics at this address answers for one of several server processes or replicas a scrape ({found.why}): "
+            "the server view covers one of them at a time, so benchy withholds its counts and histograms for "
+            "this case rather than compare them with the responses.",
+            "Name each replica's address (--replica URL, repeated) to have each one's /metrics scraped and added up, "
+            "or have the processes share their metrics (vLLM: PROMETHEUS_MULTIPROC_DIR).",
+            details=NoFigures(),
+        )
+
+
+server_several_processes = ServerSeveralProcessesCheck()  # registered by this name (checks/warnings.py)
 
 
 CASE_CHECKS = (
