@@ -14,7 +14,7 @@ from benchy.checks.registry import (
     Warning_,
 )
 from benchy.measure.health import ClientHealth, LoopHealth, WorkerHealth
-from benchy.results.types import CaseResult, CheckWarning
+from benchy.results.types import CaseResult, CheckWarning, MetricSummary
 from benchy.results.verdicts.details import (
     ClientOverloaded,
 )
@@ -34,54 +34,25 @@ MIN_LAG_SAMPLES = 10
 
 
 @dataclass(frozen=True)
-class LoopLag:
-    """The event loop woke late: its p95 (or, merged without one, its p99) and its most, ms."""
-
-    p95_ms: float
-    most_ms: float
-
-
-@dataclass(frozen=True)
-class Stalled:
-    """The share of the time the event loop was stalled, and its longest stall, ms."""
-
-    share: float
-    most_ms: float
-
-
-@dataclass(frozen=True)
-class CpuBusy:
-    """The share of a CPU core benchy used."""
-
-    share: float
-
-
-Sign = LoopLag | Stalled | CpuBusy
-
-
-@dataclass(frozen=True)
 class Behind:
-    """The signs of one loop that fell behind: the case's (worker None), or a worker's, named
-    when there are several."""
+    """One event loop that fell behind, by its own figures: the case's (worker None) or a
+    worker's (named when there are several); its lag p95 past the limit (its p99 standing in
+    where merged results carry none), a share of the time stalled, a busy core."""
 
+    loop: LoopHealth
     worker: WorkerHealth | None
-    signs: tuple[Sign, ...]
-
-
-@dataclass(frozen=True)
-class LateSends:
-    """An open loop's sends behind their schedule: median and p90, s."""
-
-    median: float
-    p90: float
+    lag_ms: float | None
+    stalled: bool
+    busy: bool
 
 
 @dataclass(frozen=True)
 class Overloaded:
-    """Each loop that fell behind, in order, then the late sends (if any); never empty."""
+    """Each loop that fell behind, in order, then an open loop's sends behind their schedule
+    (case.send_lag, if late); never empty."""
 
     behind: tuple[Behind, ...]
-    late: LateSends | None
+    late: MetricSummary | None
 
 
 class ClientOverloadedCheck(Check[Overloaded]):
@@ -131,54 +102,43 @@ def _overloaded_workers(client: ClientHealth) -> tuple[Behind, ...]:
     named with its node, so the host to relieve is known."""
     per_worker: list[LoopHealth] = list(client.per_worker) or [client]
     found = []
-    for entry in per_worker:
-        signs = _overload_signs(entry)
-        if signs:
-            named = entry if isinstance(entry, WorkerHealth) and len(per_worker) > 1 else None
-            found.append(Behind(named, signs))
+    for loop in per_worker:
+        named = loop if isinstance(loop, WorkerHealth) and len(per_worker) > 1 else None
+        # Results merged from several worker processes may carry no p95: their worst p99 stands in.
+        p95 = loop.loop_lag_ms_p95 if loop.loop_lag_ms_p95 is not None else loop.loop_lag_ms_p99
+        lagged = (loop.lag_samples or 0) >= MIN_LAG_SAMPLES and p95 is not None and p95 > LAG_P95_LIMIT_MS
+        stalled = (loop.stalled_share or 0) > STALLED_SHARE_LIMIT
+        busy = (loop.cpu_share or 0) > CPU_SHARE_LIMIT
+        if lagged or stalled or busy:
+            found.append(Behind(loop, named, p95 if lagged else None, stalled, busy))
     return tuple(found)
 
 
-def _overload_signs(loop: LoopHealth) -> tuple[Sign, ...]:
-    signs: list[Sign] = []
-    # Results merged from several worker processes may carry no p95: their worst p99 stands in.
-    p95 = loop.loop_lag_ms_p95 if loop.loop_lag_ms_p95 is not None else loop.loop_lag_ms_p99
-    most = loop.loop_lag_ms_max or 0.0
-    if (loop.lag_samples or 0) >= MIN_LAG_SAMPLES and p95 is not None and p95 > LAG_P95_LIMIT_MS:
-        signs.append(LoopLag(p95, most))
-    if loop.stalled_share is not None and loop.stalled_share > STALLED_SHARE_LIMIT:
-        signs.append(Stalled(loop.stalled_share, most))
-    if loop.cpu_share is not None and loop.cpu_share > CPU_SHARE_LIMIT:
-        signs.append(CpuBusy(loop.cpu_share))
-    return tuple(signs)
-
-
-def _behind_text(loop: Behind) -> list[str]:
+def _behind_text(behind: Behind) -> list[str]:
     """A named worker's signs as one reason ("worker W on NODE: …"); the case's, one each."""
-    said = [_sign_text(sign) for sign in loop.signs]
-    if loop.worker is None:
+    loop, most = behind.loop, behind.loop.loop_lag_ms_max or 0.0
+    said = []
+    if behind.lag_ms is not None:
+        said.append(f"event-loop lag p95 {behind.lag_ms:.0f} ms > {LAG_P95_LIMIT_MS:.0f} ms, max {most:.0f} ms")
+    if behind.stalled:
+        said.append(f"the event loop was stalled {loop.stalled_share:.0%} of the time (stalls up to {most:.0f} ms)")
+    if behind.busy:
+        said.append(f"benchy used {loop.cpu_share:.0%} of a CPU core")
+    if behind.worker is None:
         return said
-    return [f"worker {loop.worker.worker} on {loop.worker.node}: {', '.join(said)}"]
+    return [f"worker {behind.worker.worker} on {behind.worker.node}: {', '.join(said)}"]
 
 
-def _sign_text(sign: Sign) -> str:
-    if isinstance(sign, LoopLag):
-        return f"event-loop lag p95 {sign.p95_ms:.0f} ms > {LAG_P95_LIMIT_MS:.0f} ms, max {sign.most_ms:.0f} ms"
-    if isinstance(sign, Stalled):
-        return f"the event loop was stalled {sign.share:.0%} of the time (stalls up to {sign.most_ms:.0f} ms)"
-    return f"benchy used {sign.share:.0%} of a CPU core"
-
-
-def _late_sends(case: CaseResult, run: RunView) -> LateSends | None:
+def _late_sends(case: CaseResult, run: RunView) -> MetricSummary | None:
     lag = case.send_lag
     capped = run.setup.load is not None and run.setup.load.max_inflight is not None
     if lag and lag.p90 is not None and not capped and lag.p90 > SEND_LAG_P90_LIMIT_S:
-        return LateSends(lag.median, lag.p90)
+        return lag
     return None
 
 
-def _late_text(late: LateSends) -> str:
+def _late_text(late: MetricSummary) -> str:
     return (
         f"sends fell behind their schedule (median {late.median * 1000:.0f} ms, "
-        f"p90 {late.p90 * 1000:.0f} ms late), so the offered rate was lower than asked"
+        f"p90 {(late.p90 or 0) * 1000:.0f} ms late), so the offered rate was lower than asked"
     )
