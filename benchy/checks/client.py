@@ -5,15 +5,16 @@ client_bound.py's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from dataclasses import dataclass
 
+from benchy.checks.check import Check
 from benchy.checks.registry import (
     WARNING,
     Code,
     Warning_,
 )
 from benchy.measure.health import ClientHealth, LoopHealth, WorkerHealth
-from benchy.results.types import CaseResult, CheckWarning
+from benchy.results.types import CaseResult, CheckWarning, MetricSummary
 from benchy.results.verdicts.details import (
     ClientOverloaded,
 )
@@ -32,11 +33,41 @@ CPU_SHARE_LIMIT = 0.9
 MIN_LAG_SAMPLES = 10
 
 
-def client_overloaded(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    client = case.client or ClientHealth()
-    reasons = _overloaded_workers(client) + _late_sends(case, run)
-    if reasons:
-        yield Warning_(
+@dataclass(frozen=True)
+class Behind:
+    """One event loop that fell behind, by its own figures: the case's (worker None) or a
+    worker's (named when there are several); its lag p95 past the limit (its p99 standing in
+    where merged results carry none), a share of the time stalled, a busy core."""
+
+    loop: LoopHealth
+    worker: WorkerHealth | None
+    lag_ms: float | None
+    stalled: bool
+    busy: bool
+
+
+@dataclass(frozen=True)
+class Overloaded:
+    """Each loop that fell behind, in order, then an open loop's sends behind their schedule
+    (case.send_lag, if late); never empty."""
+
+    behind: tuple[Behind, ...]
+    late: MetricSummary | None
+
+
+class ClientOverloadedCheck(Check[Overloaded]):
+    code = Code.CLIENT_OVERLOADED
+
+    def detect(self, case: CaseResult, run: RunView) -> Overloaded | None:
+        behind = _overloaded_workers(case.client or ClientHealth())
+        late = _late_sends(case, run)
+        return Overloaded(behind, late) if behind or late else None
+
+    def words(self, case: CaseResult, found: Overloaded) -> CheckWarning:
+        reasons = [said for loop in found.behind for said in _behind_text(loop)]
+        if found.late is not None:
+            reasons.append(_late_text(found.late))
+        return Warning_(
             Code.CLIENT_OVERLOADED,
             WARNING,
             case.label,
@@ -46,6 +77,9 @@ def client_overloaded(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
             _overloaded_hint(case),
             details=ClientOverloaded(client=case.client),
         )
+
+
+client_overloaded = ClientOverloadedCheck()  # registered by this name (checks/warnings.py)
 
 
 def _overloaded_hint(case: CaseResult) -> str:
@@ -63,40 +97,48 @@ def _overloaded_hint(case: CaseResult) -> str:
     )
 
 
-def _overloaded_workers(client: ClientHealth) -> list[str]:
+def _overloaded_workers(client: ClientHealth) -> tuple[Behind, ...]:
     """Each worker judged on its own figures (workers.py, cluster.py); one that fell behind is
     named with its node, so the host to relieve is known."""
     per_worker: list[LoopHealth] = list(client.per_worker) or [client]
     found = []
-    for entry in per_worker:
-        reasons = _overload_reasons(entry)
-        if reasons and isinstance(entry, WorkerHealth) and len(per_worker) > 1:
-            found.append(f"worker {entry.worker} on {entry.node}: {', '.join(reasons)}")
-        else:
-            found += reasons
-    return found
+    for loop in per_worker:
+        named = loop if isinstance(loop, WorkerHealth) and len(per_worker) > 1 else None
+        # Results merged from several worker processes may carry no p95: their worst p99 stands in.
+        p95 = loop.loop_lag_ms_p95 if loop.loop_lag_ms_p95 is not None else loop.loop_lag_ms_p99
+        lagged = (loop.lag_samples or 0) >= MIN_LAG_SAMPLES and p95 is not None and p95 > LAG_P95_LIMIT_MS
+        stalled = (loop.stalled_share or 0) > STALLED_SHARE_LIMIT
+        busy = (loop.cpu_share or 0) > CPU_SHARE_LIMIT
+        if lagged or stalled or busy:
+            found.append(Behind(loop, named, p95 if lagged else None, stalled, busy))
+    return tuple(found)
 
 
-def _overload_reasons(loop: LoopHealth) -> list[str]:
-    reasons = []
-    # Results merged from several worker processes may carry no p95: their worst p99 stands in.
-    p95 = loop.loop_lag_ms_p95 if loop.loop_lag_ms_p95 is not None else loop.loop_lag_ms_p99
-    most = loop.loop_lag_ms_max or 0.0
-    if (loop.lag_samples or 0) >= MIN_LAG_SAMPLES and p95 is not None and p95 > LAG_P95_LIMIT_MS:
-        reasons.append(f"event-loop lag p95 {p95:.0f} ms > {LAG_P95_LIMIT_MS:.0f} ms, max {most:.0f} ms")
-    if (loop.stalled_share or 0) > STALLED_SHARE_LIMIT:
-        reasons.append(f"the event loop was stalled {loop.stalled_share:.0%} of the time (stalls up to {most:.0f} ms)")
-    if (loop.cpu_share or 0) > CPU_SHARE_LIMIT:
-        reasons.append(f"benchy used {loop.cpu_share:.0%} of a CPU core")
-    return reasons
+def _behind_text(behind: Behind) -> list[str]:
+    """A named worker's signs as one reason ("worker W on NODE: …"); the case's, one each."""
+    loop, most = behind.loop, behind.loop.loop_lag_ms_max or 0.0
+    said = []
+    if behind.lag_ms is not None:
+        said.append(f"event-loop lag p95 {behind.lag_ms:.0f} ms > {LAG_P95_LIMIT_MS:.0f} ms, max {most:.0f} ms")
+    if behind.stalled:
+        said.append(f"the event loop was stalled {loop.stalled_share:.0%} of the time (stalls up to {most:.0f} ms)")
+    if behind.busy:
+        said.append(f"benchy used {loop.cpu_share:.0%} of a CPU core")
+    if behind.worker is None:
+        return said
+    return [f"worker {behind.worker.worker} on {behind.worker.node}: {', '.join(said)}"]
 
 
-def _late_sends(case: CaseResult, run: RunView) -> list[str]:
+def _late_sends(case: CaseResult, run: RunView) -> MetricSummary | None:
     lag = case.send_lag
     capped = run.setup.load is not None and run.setup.load.max_inflight is not None
     if lag and lag.p90 is not None and not capped and lag.p90 > SEND_LAG_P90_LIMIT_S:
-        return [
-            f"sends fell behind their schedule (median {lag.median * 1000:.0f} ms, "
-            f"p90 {lag.p90 * 1000:.0f} ms late), so the offered rate was lower than asked"
-        ]
-    return []
+        return lag
+    return None
+
+
+def _late_text(late: MetricSummary) -> str:
+    return (
+        f"sends fell behind their schedule (median {late.median * 1000:.0f} ms, "
+        f"p90 {(late.p90 or 0) * 1000:.0f} ms late), so the offered rate was lower than asked"
+    )

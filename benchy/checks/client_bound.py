@@ -3,10 +3,11 @@ host and saved in the setup): benchy, not the server, may have set its pace and 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from dataclasses import dataclass
 
+from benchy.checks.check import Check
 from benchy.checks.registry import WARNING, Code, Warning_
-from benchy.measure.selftest import CLIENT_BOUND_SHARE
+from benchy.measure.selftest import CLIENT_BOUND_SHARE, ClientCeiling
 from benchy.results.types import CaseResult, CheckWarning, Evidence
 from benchy.results.view import RunView
 
@@ -24,31 +25,48 @@ def driven(case: CaseResult) -> tuple[float | None, float | None]:
     return requests, events
 
 
-def client_bound(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    ceiling = run.setup.client_ceiling if run.setup else None
-    if ceiling is None:
-        return
-    requests, events = driven(case)
-    found = [
-        Evidence(name, observed, limit * CLIENT_BOUND_SHARE, unit)
-        for name, observed, limit, unit in (
-            ("requests_per_s", requests, ceiling.requests_per_s, "requests/s"),
-            ("events_per_s", events, ceiling.events_per_s, "events/s"),
+@dataclass(frozen=True)
+class Driven:
+    """The host's client ceiling, and each pace the case drove past its share of it (observed
+    per worker process against that share)."""
+
+    ceiling: ClientCeiling
+    past: tuple[Evidence, ...]
+
+
+class ClientBound(Check[Driven]):
+    code = Code.CLIENT_BOUND
+
+    def detect(self, case: CaseResult, run: RunView) -> Driven | None:
+        ceiling = run.setup.client_ceiling if run.setup else None
+        if ceiling is None:
+            return None
+        requests, events = driven(case)
+        found = tuple(
+            Evidence(name, observed, limit * CLIENT_BOUND_SHARE, unit)
+            for name, observed, limit, unit in (
+                ("requests_per_s", requests, ceiling.requests_per_s, "requests/s"),
+                ("events_per_s", events, ceiling.events_per_s, "events/s"),
+            )
+            if observed is not None and limit and observed > limit * CLIENT_BOUND_SHARE
         )
-        if observed is not None and limit and observed > limit * CLIENT_BOUND_SHARE
-    ]
-    if not found:
-        return
-    said = "; ".join(
-        f"{e.observed:,.0f} {e.unit} of a ceiling of {(e.threshold or 0) / CLIENT_BOUND_SHARE:,.0f}" for e in found
-    )
-    yield Warning_(
-        Code.CLIENT_BOUND,
-        WARNING,
-        case.label,
-        f"the case drove more than half of this host's client ceiling ({said}, per worker process; "
-        f"benchy selftest of {ceiling.measured_utc}): benchy's own pace and stamps may be in its figures.",
-        "Spread the load over more worker processes (--workers) or hosts, or run benchy on a faster "
-        "machine; `benchy selftest` measures the ceiling again.",
-        evidence=tuple(found),
-    )
+        return Driven(ceiling, found) if found else None
+
+    def words(self, case: CaseResult, found: Driven) -> CheckWarning:
+        said = "; ".join(
+            f"{e.observed:,.0f} {e.unit} of a ceiling of {(e.threshold or 0) / CLIENT_BOUND_SHARE:,.0f}"
+            for e in found.past
+        )
+        return Warning_(
+            Code.CLIENT_BOUND,
+            WARNING,
+            case.label,
+            f"the case drove more than half of this host's client ceiling ({said}, per worker process; "
+            f"benchy selftest of {found.ceiling.measured_utc}): benchy's own pace and stamps may be in its figures.",
+            "Spread the load over more worker processes (--workers) or hosts, or run benchy on a faster "
+            "machine; `benchy selftest` measures the ceiling again.",
+            evidence=found.past,
+        )
+
+
+client_bound = ClientBound()  # registered by this name (checks/warnings.py)

@@ -6,10 +6,12 @@ asked (output_length_mismatch), and a case the run stopped inside (case_cut_shor
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from benchy.checks import tool_frame
+from benchy.checks.check import Check
+from benchy.checks.found import Share
 from benchy.checks.registry import (
     ERROR,
     WARNING,
@@ -23,10 +25,10 @@ from benchy.results.types import (
     CaseResult,
     CheckWarning,
     Evidence,
-    Setup,
 )
 from benchy.results.verdicts.details import (
     CaseCutShort,
+    DangerousStop,
     DangerousStopFound,
     EmptyOutput,
     OutputLengthMismatch,
@@ -46,24 +48,44 @@ def _measured(case: CaseResult) -> int:
     return case.n_ok + case.n_failed
 
 
-def request_errors(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    # Empty and zero-token outputs are failures too, but have checks of their own.
-    # Requests the drain cut are benchy's doing: the saturation note counts them (checks/saturation.py).
-    errors = {k: v for k, v in case.errors.items() if k not in OUTPUT_FAILURES and k != DRAIN_CUT}
-    if errors:
+@dataclass(frozen=True)
+class Failures:
+    """The case's failed requests by kind, the first message of each, and whether the run
+    stopped because the server went away (which decides the hint)."""
+
+    errors: dict[str, int]
+    first: dict[str, str]
+    server_gone: bool
+
+
+class RequestErrorsCheck(Check[Failures]):
+    code = Code.REQUEST_ERRORS
+
+    def detect(self, case: CaseResult, run: RunView) -> Failures | None:
+        # Empty and zero-token outputs are failures too, but have checks of their own.
+        # Requests the drain cut are benchy's doing: the saturation note counts them (checks/saturation.py).
+        errors = {k: v for k, v in case.errors.items() if k not in OUTPUT_FAILURES and k != DRAIN_CUT}
+        if not errors:
+            return None
+        gone = bool(run.stopped and run.stopped.by == "server-gone")
+        return Failures(errors, _first_errors(case, errors), gone)
+
+    def words(self, case: CaseResult, found: Failures) -> CheckWarning:
+        errors = found.errors
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items(), key=str))
         total = case.n_ok + case.n_failed
-        first = _first_errors(case, errors)
-        said = _first_errors_text(first)
-        yield Warning_(
+        return Warning_(
             Code.REQUEST_ERRORS,
             _failure_severity(case),
             case.label,
             f"{sum(errors.values())} of {total} requests failed ({kinds}); statistics cover "
-            f"only the {case.n_ok} that succeeded.{said}",
-            _errors_hint(errors, run, case),
-            details=RequestErrors(errors=errors, first_errors=first),
+            f"only the {case.n_ok} that succeeded.{_first_errors_text(found.first)}",
+            _errors_hint(errors, found.server_gone, case),
+            details=RequestErrors(errors=errors, first_errors=found.first),
         )
+
+
+request_errors = RequestErrorsCheck()  # registered by this name (checks/warnings.py)
 
 
 def _first_errors_text(first: dict[str, str]) -> str:
@@ -79,7 +101,7 @@ def _first_errors(case: CaseResult, errors: dict[str, int]) -> dict[str, str]:
     return {kind: message for kind, message in case.facts().first_errors.items() if kind in errors}
 
 
-def _errors_hint(errors: dict[str, int], run: RunView, case: CaseResult) -> str:
+def _errors_hint(errors: dict[str, int], server_gone: bool, case: CaseResult) -> str:
     """What to do about the failures the case saw, by their kinds: a dead server is not fixed
     by a longer --timeout, nor a refused parameter by a lower load."""
     if any(k.startswith("http_4") and k != "http_429" for k in errors):
@@ -90,7 +112,7 @@ def _errors_hint(errors: dict[str, int], run: RunView, case: CaseResult) -> str:
             "The server refused requests (its message is above): a prompt longer than its context, "
             f"or a parameter it does not take. {lower}, or fix the option."
         )
-    if "connect" in errors or (run.stopped and run.stopped.by == "server-gone"):
+    if "connect" in errors or server_gone:
         return (
             "Connections were refused or never made: the server was down or unreachable (it may "
             "have died during the run: see its log). Restart it, check --base-url, and run again."
@@ -106,79 +128,142 @@ def _errors_hint(errors: dict[str, int], run: RunView, case: CaseResult) -> str:
     )
 
 
-def empty_output(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    bad = case.facts().failed_as["empty_output"]
-    if bad.count:
-        claimed = int(stats.median(bad.claimed_tokens))
-        nulls = bad.content_null_events
-        yield Warning_(
+@dataclass(frozen=True)
+class Empty:
+    """Requests with no content: how many, the completion tokens the server claimed for them
+    (median) and the `content: null` deltas they held."""
+
+    requests: int
+    claimed: int
+    nulls: int
+
+
+class EmptyOutputCheck(Check[Empty]):
+    code = Code.EMPTY_OUTPUT
+
+    def detect(self, case: CaseResult, run: RunView) -> Empty | None:
+        bad = case.facts().failed_as["empty_output"]
+        if not bad.count:
+            return None
+        return Empty(bad.count, int(stats.median(bad.claimed_tokens)), bad.content_null_events)
+
+    def words(self, case: CaseResult, found: Empty) -> CheckWarning:
+        return Warning_(
             Code.EMPTY_OUTPUT,
             _failure_severity(case),
             case.label,
-            f"{bad.count} of {_measured(case)} requests returned no content although the server "
-            f"claimed {claimed} completion tokens (median; {nulls} `content: null` deltas): "
+            f"{found.requests} of {_measured(case)} requests returned no content although the server "
+            f"claimed {found.claimed} completion tokens (median; {found.nulls} `content: null` deltas): "
             f"they count as failed; statistics cover only the {case.n_ok} that succeeded.",
             "A broken kernel can generate tokens and print nothing (vLLM's CUTLASS FP4 path on "
             "SM121/GB10 returns content: null; VLLM_MXFP4_BACKEND=marlin fixes it). Check one "
             "answer with curl before benchmarking.",
-            details=EmptyOutput(requests=bad.count, claimed_tokens_median=claimed, content_null_events=nulls),
+            details=EmptyOutput(
+                requests=found.requests, claimed_tokens_median=found.claimed, content_null_events=found.nulls
+            ),
         )
 
 
-def zero_tokens(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    bad = case.facts().failed_as["zero_tokens"]
-    if bad.count:
-        reasons = sorted(bad.finish_reasons)
-        yield Warning_(
+empty_output = EmptyOutputCheck()
+
+
+@dataclass(frozen=True)
+class NoTokens:
+    """Requests that generated no token, and their finish_reasons (sorted)."""
+
+    requests: int
+    finish_reasons: tuple[str, ...]
+
+
+class ZeroTokensCheck(Check[NoTokens]):
+    code = Code.ZERO_TOKENS
+
+    def detect(self, case: CaseResult, run: RunView) -> NoTokens | None:
+        bad = case.facts().failed_as["zero_tokens"]
+        return NoTokens(bad.count, tuple(sorted(bad.finish_reasons))) if bad.count else None
+
+    def words(self, case: CaseResult, found: NoTokens) -> CheckWarning:
+        return Warning_(
             Code.ZERO_TOKENS,
             _failure_severity(case),
             case.label,
-            f"{bad.count} of {_measured(case)} requests generated 0 tokens (finish_reason "
-            f"{', '.join(reasons)}): they count as failed; statistics cover only the "
+            f"{found.requests} of {_measured(case)} requests generated 0 tokens (finish_reason "
+            f"{', '.join(found.finish_reasons)}): they count as failed; statistics cover only the "
             f"{case.n_ok} that succeeded.",
             "The server stopped at once: a stop string or EOS token that matches immediately "
             "(e.g. <|message|> or <|end|> in a Harmony model's stop list) or a wrong chat "
             "template. Check the stop list and generation_config.",
-            details=ZeroTokens(requests=bad.count, finish_reasons=reasons),
+            details=ZeroTokens(requests=found.requests, finish_reasons=list(found.finish_reasons)),
         )
 
 
-def reasoning_only(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    facts = case.facts()  # no content but reasoning, or a think block never closed
-    if facts.n_reasoning_only:
-        yield Warning_(
+zero_tokens = ZeroTokensCheck()
+
+
+class ReasoningOnly(Check[Share]):
+    code = Code.REASONING_ONLY
+
+    def detect(self, case: CaseResult, run: RunView) -> Share | None:
+        facts = case.facts()  # no content but reasoning, or a think block never closed
+        return Share(facts.n_reasoning_only, facts.n_ok) if facts.n_reasoning_only else None
+
+    def words(self, case: CaseResult, found: Share) -> CheckWarning:
+        return Warning_(
             Code.REASONING_ONLY,
             WARNING,
             case.label,
-            f"{facts.n_reasoning_only} of {facts.n_ok} requests spent every output token on reasoning and "
+            f"{found.requests} of {found.of} requests spent every output token on reasoning and "
             "gave no final answer: time to first content is unavailable, and the rates "
             "count reasoning tokens.",
             "Raise --tg so the model reaches its answer, or lower its reasoning effort.",
-            details=RequestCount(requests=facts.n_reasoning_only),
+            details=RequestCount(requests=found.requests),
         )
 
 
-def tool_choice_ignored(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
+reasoning_only = ReasoningOnly()
+
+
+@dataclass(frozen=True)
+class Unenforced(Share):
+    """Answers without a tool call although --tool-choice `choice` asked for one; `cut`: each
+    came whole and stopped at the length limit (checks/tool_frame.cut_whole)."""
+
+    choice: str
+    cut: bool
+
+
+class ToolChoiceIgnored(Check[Unenforced]):
     """--tool-choice required (or a function's name) asks every answer to be a call: answers
     without one mean the server did not enforce it (llama.cpp lets text come before its first
     <tool_call>: docs/tools.md), and the time to first tool call covers only the others."""
-    choice, facts = run.setup.tool_choice, case.facts()
-    if choice in (None, "auto", "none") or not facts.n_without_tool_call:
-        return
-    cut = tool_frame.cut_whole(case) == facts.n_without_tool_call  # each whole, at the length limit
-    yield Warning_(
-        Code.TOOL_CHOICE_IGNORED,
-        WARNING,
-        case.label,
-        f"{facts.n_without_tool_call} of {facts.n_ok} requests held no tool call although --tool-choice "
-        f"{choice} asked for one: {CUT_WHOLE if cut else 'the server did not enforce the choice'}, so those "
-        "answers are text and the time to first tool call covers only the rest.",
-        ("Stream them: without --no-stream a cut call still arrives as a call. " if cut else "")
-        + "Check that the server parses tool calls for this model (vLLM --enable-auto-tool-choice and a "
-        "--tool-call-parser; llama.cpp --jinja and a template with tools) and that its grammar holds "
-        "the call from the first token.",
-        details=RequestCount(requests=facts.n_without_tool_call),
-    )
+
+    code = Code.TOOL_CHOICE_IGNORED
+
+    def detect(self, case: CaseResult, run: RunView) -> Unenforced | None:
+        choice, facts = run.setup.tool_choice, case.facts()
+        if choice in (None, "auto", "none") or not facts.n_without_tool_call:
+            return None
+        cut = tool_frame.cut_whole(case) == facts.n_without_tool_call  # each whole, at the length limit
+        return Unenforced(facts.n_without_tool_call, facts.n_ok, str(choice), cut)
+
+    def words(self, case: CaseResult, found: Unenforced) -> CheckWarning:
+        cut = found.cut
+        return Warning_(
+            Code.TOOL_CHOICE_IGNORED,
+            WARNING,
+            case.label,
+            f"{found.requests} of {found.of} requests held no tool call although --tool-choice "
+            f"{found.choice} asked for one: {CUT_WHOLE if cut else 'the server did not enforce the choice'}, so "
+            "those answers are text and the time to first tool call covers only the rest.",
+            ("Stream them: without --no-stream a cut call still arrives as a call. " if cut else "")
+            + "Check that the server parses tool calls for this model (vLLM --enable-auto-tool-choice and a "
+            "--tool-call-parser; llama.cpp --jinja and a template with tools) and that its grammar holds "
+            "the call from the first token.",
+            details=RequestCount(requests=found.requests),
+        )
+
+
+tool_choice_ignored = ToolChoiceIgnored()
 
 
 # Whole answers cut at the length limit: a cut call is unparseable (checks/tool_frame.cut_whole).
@@ -189,37 +274,59 @@ CUT_WHOLE = (
 )
 
 
-def output_length_mismatch(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    # Without usage the token count is a lower bound: it cannot show a short output.
-    facts = case.facts()
-    got = facts.delivered  # the believed count of each request with usage
-    if not facts.n_short or is_pooling(case.endpoint):  # a pooling request generates nothing
-        return
-    delivered = int(stats.median(got))
-    cause, hint = _short_output_cause(facts.short_finish_reasons, run.setup.stop)
-    asked = f"the {case.tg}" if case.tg else "each request's own length (a dataset's answers)"
-    yield Warning_(
-        Code.OUTPUT_LENGTH_MISMATCH,
-        WARNING,
-        case.label,
-        f"{facts.n_short} of {len(got)} requests got fewer tokens than {asked} asked "
-        f"(median {delivered}, min {min(got)}): {cause}. "
-        f"The row is labelled with the tokens delivered; its rates are real for those, but "
-        f"not comparable with tg{case.tg} elsewhere.",
-        hint,
-        details=OutputLengthMismatch(
-            asked=case.tg,
-            delivered_median=delivered,
-            delivered_min=min(got),
-            delivered_max=max(got),
-            short_requests=facts.n_short,
-            finish_reasons=sorted({str(reason) for reason in facts.short_finish_reasons}),
-        ),
-        evidence=(Evidence("delivered_median", delivered, case.tg, "tokens"),),
-    )
+@dataclass(frozen=True)
+class Short(Share):
+    """Requests that got fewer tokens than asked, of those with usage: the tokens delivered
+    (median, least, most), how the short ones finished and the --stop strings sent."""
+
+    delivered: int
+    least: int
+    most: int
+    finish_reasons: frozenset[Any]
+    stop: tuple[str, ...]
 
 
-def _short_output_cause(reasons: set[Any], stop: list[str]) -> tuple[str, str]:
+class OutputLengthMismatchCheck(Check[Short]):
+    code = Code.OUTPUT_LENGTH_MISMATCH
+
+    def detect(self, case: CaseResult, run: RunView) -> Short | None:
+        # Without usage the token count is a lower bound: it cannot show a short output.
+        facts = case.facts()
+        got = facts.delivered  # the believed count of each request with usage
+        if not facts.n_short or is_pooling(case.endpoint):  # a pooling request generates nothing
+            return None
+        reasons = frozenset(facts.short_finish_reasons)
+        delivered = int(stats.median(got))
+        return Short(facts.n_short, len(got), delivered, min(got), max(got), reasons, tuple(run.setup.stop))
+
+    def words(self, case: CaseResult, found: Short) -> CheckWarning:
+        cause, hint = _short_output_cause(found.finish_reasons, found.stop)
+        asked = f"the {case.tg}" if case.tg else "each request's own length (a dataset's answers)"
+        return Warning_(
+            Code.OUTPUT_LENGTH_MISMATCH,
+            WARNING,
+            case.label,
+            f"{found.requests} of {found.of} requests got fewer tokens than {asked} asked "
+            f"(median {found.delivered}, min {found.least}): {cause}. "
+            f"The row is labelled with the tokens delivered; its rates are real for those, but "
+            f"not comparable with tg{case.tg} elsewhere.",
+            hint,
+            details=OutputLengthMismatch(
+                asked=case.tg,
+                delivered_median=found.delivered,
+                delivered_min=found.least,
+                delivered_max=found.most,
+                short_requests=found.requests,
+                finish_reasons=sorted({str(reason) for reason in found.finish_reasons}),
+            ),
+            evidence=(Evidence("delivered_median", found.delivered, case.tg, "tokens"),),
+        )
+
+
+output_length_mismatch = OutputLengthMismatchCheck()
+
+
+def _short_output_cause(reasons: frozenset[Any], stop: tuple[str, ...]) -> tuple[str, str]:
     """Why outputs came back short, by what the server said (their finish_reasons) and what was sent."""
     if reasons == {"length"}:
         return (
@@ -253,65 +360,119 @@ STOP_HINT = (
 )
 
 
-def harmony_output(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    """dangerous_stop: requests that a stop string ended before any answer text (report 000: a
-    stop list holding <|message|> cut every answer to 0 tokens); special_tokens_stripped: the
-    server dropped Harmony's markers, so reasoning and answer cannot be told apart."""
-    setup = run.setup
-    facts = case.facts()  # finish_reason stop, no content, and not another failure
-    if facts.n_stop_cut and (setup.stop or setup.template == "harmony"):
-        yield Warning_(
+# Harmony's two traps (formerly one function, harmony_output): registered one after the other.
+@dataclass(frozen=True)
+class StopCut(Share):
+    """Measured requests a stop ended before any answer text, with the --stop strings sent and
+    those that fire inside a Harmony response (setup.dangerous_stops)."""
+
+    stop: tuple[str, ...]
+    dangerous: tuple[DangerousStop, ...]
+
+
+class DangerousStopCheck(Check[StopCut]):
+    """Requests that a stop string ended before any answer text (report 000: a stop list
+    holding <|message|> cut every answer to 0 tokens)."""
+
+    code = Code.DANGEROUS_STOP
+
+    def detect(self, case: CaseResult, run: RunView) -> StopCut | None:
+        setup = run.setup
+        facts = case.facts()  # finish_reason stop, no content, and not another failure
+        if not (facts.n_stop_cut and (setup.stop or setup.template == "harmony")):
+            return None
+        return StopCut(facts.n_stop_cut, facts.n_measured, tuple(setup.stop), tuple(setup.dangerous_stops))
+
+    def words(self, case: CaseResult, found: StopCut) -> CheckWarning:
+        return Warning_(
             Code.DANGEROUS_STOP,
             _failure_severity(case),
             case.label,
-            f"{facts.n_stop_cut} of {facts.n_measured} requests stopped (finish_reason stop) before any "
-            f"answer text: {_stop_cause(setup)}.",
+            f"{found.requests} of {found.of} requests stopped (finish_reason stop) before any "
+            f"answer text: {_stop_cause(found)}.",
             STOP_HINT,
             details=DangerousStopFound(
-                requests=facts.n_stop_cut, stop=list(setup.stop), dangerous_stops=list(setup.dangerous_stops)
+                requests=found.requests, stop=list(found.stop), dangerous_stops=list(found.dangerous)
             ),
         )
-    if facts.n_stripped:  # Anomaly.SPECIAL_TOKENS_STRIPPED
-        yield Warning_(
+
+
+dangerous_stop = DangerousStopCheck()
+
+
+class SpecialTokensStripped(Check[Share]):
+    """The server dropped Harmony's markers, so reasoning and answer cannot be told apart."""
+
+    code = Code.SPECIAL_TOKENS_STRIPPED
+
+    def detect(self, case: CaseResult, run: RunView) -> Share | None:
+        facts = case.facts()  # Anomaly.SPECIAL_TOKENS_STRIPPED
+        return Share(facts.n_stripped, facts.n_ok) if facts.n_stripped else None
+
+    def words(self, case: CaseResult, found: Share) -> CheckWarning:
+        return Warning_(
             Code.SPECIAL_TOKENS_STRIPPED,
             WARNING,
             case.label,
-            f"{facts.n_stripped} of {facts.n_ok} requests came back as Harmony text "
+            f"{found.requests} of {found.of} requests came back as Harmony text "
             "without its special tokens ('analysisWe need…assistantfinal…'): reasoning and "
             "answer cannot be told apart, so all of it counts as content and time to first "
             "content is withheld.",
             "Make the server keep special tokens (benchy sends skip_special_tokens: false; a "
             "proxy or server may drop it), or use --endpoint chat, where the server splits "
             "the channels.",
-            details=RequestCount(requests=facts.n_stripped),
+            details=RequestCount(requests=found.requests),
         )
 
 
-def _stop_cause(setup: Setup) -> str:
-    if setup.dangerous_stops:
-        first = setup.dangerous_stops[0]
+special_tokens_stripped = SpecialTokensStripped()
+
+
+def _stop_cause(found: StopCut) -> str:
+    if found.dangerous:
+        first = found.dangerous[0]
         return f"--stop {first.stop!r} occurs inside every Harmony response ({first.reason})"
-    if setup.stop:
-        return f"a --stop string ({', '.join(map(repr, setup.stop))}) matched before the answer"
+    if found.stop:
+        return f"a --stop string ({', '.join(map(repr, found.stop))}) matched before the answer"
     return (
         "the server's own stop list (generation_config, --override-generation-config) holds a "
         "string that occurs inside a Harmony response"
     )
 
 
-def case_cut_short(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
+@dataclass(frozen=True)
+class CutShort:
+    """The run stopped inside the case: why (the withheld rates' reason), and the requests
+    measured against those planned."""
+
+    why: str
+    measured: int
+    planned: int | None
+
+
+class CaseCutShortCheck(Check[CutShort]):
     """The run stopped inside this case (results withheld its rates): say so wherever the
     case's figures are read, not only in report.md's banner."""
-    why = case.reason("aggregate_tps")
-    if why.code != unavailable.CUT_SHORT:
-        return
-    yield Warning_(
-        Code.CASE_CUT_SHORT,
-        WARNING,
-        case.label,
-        f"The run stopped inside this case: {why.message}. Aggregate t/s and req/s are "
-        "withheld; the per-request figures are those of the requests that finished, which favour "
-        "the ones that finished first.",
-        "Run the case to its end for figures of the whole case.",
-        details=CaseCutShort(measured=case.n_ok + case.n_failed, planned=case.planned_requests),
-    )
+
+    code = Code.CASE_CUT_SHORT
+
+    def detect(self, case: CaseResult, run: RunView) -> CutShort | None:
+        why = case.reason("aggregate_tps")
+        if why.code != unavailable.CUT_SHORT:
+            return None
+        return CutShort(why.message, _measured(case), case.planned_requests)
+
+    def words(self, case: CaseResult, found: CutShort) -> CheckWarning:
+        return Warning_(
+            Code.CASE_CUT_SHORT,
+            WARNING,
+            case.label,
+            f"The run stopped inside this case: {found.why}. Aggregate t/s and req/s are "
+            "withheld; the per-request figures are those of the requests that finished, which favour "
+            "the ones that finished first.",
+            "Run the case to its end for figures of the whole case.",
+            details=CaseCutShort(measured=found.measured, planned=found.planned),
+        )
+
+
+case_cut_short = CaseCutShortCheck()

@@ -4,14 +4,18 @@ and at calibration (prompt_length_mismatch).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+from benchy.checks.check import Check, RunLevelCheck
+from benchy.checks.found import Share
 from benchy.checks.registry import (
     WARNING,
     Code,
     Warning_,
 )
 from benchy.measure import evidence, stats
+from benchy.results.setup import LengthCheck
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -37,60 +41,102 @@ ESTIMATE_HINT = (
 )
 
 
-def prompt_length_mismatch(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
+@dataclass(frozen=True)
+class Miscounted(Share):
+    """Requests whose prompt the server counted at another length: the median it counted
+    against the target sent, whether most were longer, whether the case's prefill t/s is
+    withheld as a whole, and whether benchy's lengths are an o200k estimate."""
+
+    counted: int
+    target: int | None
+    longer: bool
+    whole: bool
+    estimate: bool
+
+
+class PromptLengthMismatchCheck(Check[Miscounted]):
     """The server counted another prompt length than the row's, for a reason of its own:
     shorter (truncation) or longer (text it adds). Misses on both sides of the target under an
     o200k estimate are benchy's own fitting error, not the server's: no warning (the requests'
     prefill t/s is still left out, each row saying why). A minority of misses qualifies those
     requests; the case's prefill t/s is the others' (results/build.py)."""
-    facts = case.facts()  # prefill_tps unavailable as PROMPT_LENGTH_MISSED
-    missed = facts.n_prompt_missed
-    if not missed:
-        return
-    longer = facts.n_prompt_longer
-    estimate = case.prompt_lengths == evidence.LENGTHS_O200K
-    if estimate and 0 < longer < missed:
-        return
-    counted = int(stats.median(facts.prompt_missed_tokens))
-    target = facts.prompt_missed_target
-    way = "more" if longer * 2 > missed else "fewer"
-    hint = PROMPT_LONGER_HINT if way == "more" else PROMPT_LENGTH_HINT
-    whole = "prefill_tps" in case.unavailable
-    effect = (
-        "so the row is not the prompt length it is labelled with: prefill t/s is withheld, and TTFT and "
-        "end-to-end figures are those of another prompt."
-        if whole
-        else "those requests are left out of prefill t/s, which is the other requests'; their TTFT and "
-        "end-to-end times are those of another prompt."
-    )
-    yield Warning_(
-        Code.PROMPT_LENGTH_MISMATCH,
-        WARNING,
-        case.label,
-        f"{missed} of {facts.n_ok} requests: the server counted {counted} prompt tokens (median), {way} than "
-        f"the {target} sent, {effect}",
-        hint + (ESTIMATE_HINT if estimate else ""),
-        withheld=("prefill_tps",) if whole else (),
-        details=PromptLengthMismatch(requests=missed, target_tokens=target, server_tokens_median=counted),
-        evidence=(Evidence("server_prompt_tokens_median", counted, target, "tokens"),),
-    )
+
+    code = Code.PROMPT_LENGTH_MISMATCH
+
+    def detect(self, case: CaseResult, run: RunView) -> Miscounted | None:
+        facts = case.facts()  # prefill_tps unavailable as PROMPT_LENGTH_MISSED
+        missed = facts.n_prompt_missed
+        if not missed:
+            return None
+        longer = facts.n_prompt_longer
+        estimate = case.prompt_lengths == evidence.LENGTHS_O200K
+        if estimate and 0 < longer < missed:
+            return None
+        counted = int(stats.median(facts.prompt_missed_tokens))
+        whole = "prefill_tps" in case.unavailable
+        return Miscounted(missed, facts.n_ok, counted, facts.prompt_missed_target, longer * 2 > missed, whole, estimate)
+
+    def words(self, case: CaseResult, found: Miscounted) -> CheckWarning:
+        counted, target = found.counted, found.target
+        hint = PROMPT_LONGER_HINT if found.longer else PROMPT_LENGTH_HINT
+        effect = (
+            "so the row is not the prompt length it is labelled with: prefill t/s is withheld, and TTFT and "
+            "end-to-end figures are those of another prompt."
+            if found.whole
+            else "those requests are left out of prefill t/s, which is the other requests'; their TTFT and "
+            "end-to-end times are those of another prompt."
+        )
+        return Warning_(
+            Code.PROMPT_LENGTH_MISMATCH,
+            WARNING,
+            case.label,
+            f"{found.requests} of {found.of} requests: the server counted {counted} prompt tokens (median), "
+            f"{'more' if found.longer else 'fewer'} than the {target} sent, {effect}",
+            hint + (ESTIMATE_HINT if found.estimate else ""),
+            withheld=("prefill_tps",) if found.whole else (),
+            details=PromptLengthMismatch(requests=found.requests, target_tokens=target, server_tokens_median=counted),
+            evidence=(Evidence("server_prompt_tokens_median", counted, target, "tokens"),),
+        )
 
 
-def prompt_length_at_calibration(run: RunView) -> Iterable[CheckWarning]:
+prompt_length_mismatch = PromptLengthMismatchCheck()  # registered by this name (checks/warnings.py)
+
+
+@dataclass(frozen=True)
+class MissedAtCalibration:
+    """An endpoint whose calibration counted the run's longest prompt short (its length_check)."""
+
+    endpoint: str
+    check: LengthCheck
+
+
+class PromptLengthAtCalibration(RunLevelCheck[MissedAtCalibration]):
     """calibration's length_check (prompts.check_length): the run's longest prompt, counted."""
-    for endpoint, cal in sorted(run.setup.calibrations.items()):
-        found = cal.length_check
-        if found is not None and found.missed:
-            yield Warning_(
-                Code.PROMPT_LENGTH_MISMATCH,
-                WARNING,
-                None,
-                f"At calibration ({endpoint}) the server counted {found.server_tokens} prompt tokens "
-                f"of the run's longest prompt ({found.target_tokens} tokens): it does not read long "
-                "prompts whole, so rows above that length are not what their labels say.",
-                PROMPT_LENGTH_HINT,
-                metrics=(),  # no case's figures: a setup's
-                withheld=(),
-                details=taken_from(PromptLengthMismatch, found, endpoint=endpoint),
-                evidence=(Evidence("server_prompt_tokens", found.server_tokens, found.target_tokens, "tokens"),),
-            )
+
+    code = Code.PROMPT_LENGTH_MISMATCH
+
+    def detect(self, run: RunView) -> Sequence[MissedAtCalibration]:
+        return [
+            MissedAtCalibration(endpoint, cal.length_check)
+            for endpoint, cal in sorted(run.setup.calibrations.items())
+            if cal.length_check is not None and cal.length_check.missed
+        ]
+
+    def words(self, run: RunView, found: MissedAtCalibration) -> CheckWarning:
+        endpoint, check = found.endpoint, found.check
+        return Warning_(
+            Code.PROMPT_LENGTH_MISMATCH,
+            WARNING,
+            None,
+            f"At calibration ({endpoint}) the server counted {check.server_tokens} prompt tokens "
+            f"of the run's longest prompt ({check.target_tokens} tokens): it does not read long "
+            "prompts whole, so rows above that length are not what their labels say.",
+            PROMPT_LENGTH_HINT,
+            metrics=(),  # no case's figures: a setup's
+            withheld=(),
+            details=taken_from(PromptLengthMismatch, check, endpoint=endpoint),
+            evidence=(Evidence("server_prompt_tokens", check.server_tokens, check.target_tokens, "tokens"),),
+        )
+
+
+prompt_length_at_calibration = PromptLengthAtCalibration()

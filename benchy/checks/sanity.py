@@ -6,8 +6,10 @@ benchy/measure/sanity's; this module only words what case.sanity holds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+from benchy.checks.check import Check, RunLevelCheck
 from benchy.checks.registry import WARNING, Code, Warning_
 from benchy.measure.sanity.canary import CanaryAnswer
 from benchy.measure.sanity.tally import OutputSanity
@@ -28,55 +30,90 @@ _SIGNS = {
 }
 
 
-def output_garbage(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    found = case.sanity
-    if found is None:
-        return
-    said = _broken(found) + _patterns(found)
-    if not said:
-        return
-    quotes = [e.text for e in found.examples]
-    shown = "".join(f" e.g. {q!r}" for q in quotes[:2])
-    yield Warning_(
-        Code.OUTPUT_GARBAGE,
-        WARNING,
-        case.label,
-        f"The answers look broken: {'; '.join(said)}. The figures are what the server streamed, "
-        f"but it streamed garbage at that rate.{shown}",
-        "A broken kernel, quantization or backend still generates tokens at full speed. Read a "
-        "few answers (requests.jsonl keeps them), compare with a known-good backend, or run "
-        "benchy with --canary before trusting the figures.",
-        details=taken_from(OutputGarbage, found, examples=quotes),
-        evidence=(
-            Evidence(
-                "broken_share", found.broken / found.judged if found.judged else 0.0, BROKEN_SHARE, "of judged answers"
+@dataclass(frozen=True)
+class Signs:
+    """What made a case's answers look broken (case.sanity, measure/sanity's tally): enough
+    broken answers, and each pattern only a broken server makes; at least one is true."""
+
+    sanity: OutputSanity
+    broken: bool
+    identical: bool
+    stopped_at_once: bool
+
+
+class OutputGarbageCheck(Check[Signs]):
+    code = Code.OUTPUT_GARBAGE
+
+    def detect(self, case: CaseResult, run: RunView) -> Signs | None:
+        return None if case.sanity is None else _signs(case.sanity)
+
+    def words(self, case: CaseResult, found: Signs) -> CheckWarning:
+        sanity = found.sanity
+        quotes = [e.text for e in sanity.examples]
+        shown = "".join(f" e.g. {q!r}" for q in quotes[:2])
+        return Warning_(
+            Code.OUTPUT_GARBAGE,
+            WARNING,
+            case.label,
+            f"The answers look broken: {'; '.join(_said(found))}. The figures are what the server streamed, "
+            f"but it streamed garbage at that rate.{shown}",
+            "A broken kernel, quantization or backend still generates tokens at full speed. Read a "
+            "few answers (requests.jsonl keeps them), compare with a known-good backend, or run "
+            "benchy with --canary before trusting the figures.",
+            details=taken_from(OutputGarbage, sanity, examples=quotes),
+            evidence=(
+                Evidence(
+                    "broken_share",
+                    sanity.broken / sanity.judged if sanity.judged else 0.0,
+                    BROKEN_SHARE,
+                    "of judged answers",
+                ),
             ),
-        ),
-    )
+        )
 
 
-def canary_failed(run: RunView) -> Iterable[CheckWarning]:
+output_garbage = OutputGarbageCheck()  # registered by this name (checks/warnings.py)
+
+
+@dataclass(frozen=True)
+class CanaryWrong:
+    """The canary's fixed prompts answered wrong (or not at all), of those asked."""
+
+    asked: int
+    wrong: tuple[CanaryAnswer, ...]
+
+
+class CanaryFailedCheck(RunLevelCheck[CanaryWrong]):
     """--canary asked for fixed prompts with known answers; any answered wrong (or not at all)
     is said by name, with what came back. Opt-in, so a user who asked for it sees its result
     even when the sweep's answers pass output sanity: a model can speak well and still be wrong."""
-    canary = run.setup.canary
-    if canary is None:
-        return
-    wrong = [a for a in canary.answers if not a.passed]
-    if not wrong:
-        return
-    shown = "; ".join(_canary_miss(a) for a in wrong)
-    yield Warning_(
-        Code.CANARY_FAILED,
-        WARNING,
-        None,
-        f"The canary failed {len(wrong)} of {len(canary.answers)} fixed prompts ({shown}). The figures "
-        "are what the server delivered, but it answered wrong where the answer is known.",
-        "A broken kernel, quantization or template answers wrong at full speed. Run the canary on a "
-        "known-good backend of the same model and `benchy compare` the two runs: it shows what changed "
-        "prompt by prompt. (A small or base model may fail these prompts honestly.)",
-        details=CanaryFailed(asked=len(canary.answers), failed=[a.name for a in wrong]),
-    )
+
+    code = Code.CANARY_FAILED
+
+    def detect(self, run: RunView) -> Sequence[CanaryWrong]:
+        canary = run.setup.canary
+        if canary is None:
+            return []
+        wrong = tuple(a for a in canary.answers if not a.passed)
+        return [CanaryWrong(len(canary.answers), wrong)] if wrong else []
+
+    def words(self, run: RunView, found: CanaryWrong) -> CheckWarning:
+        wrong = found.wrong
+        shown = "; ".join(_canary_miss(a) for a in wrong)
+        return Warning_(
+            Code.CANARY_FAILED,
+            WARNING,
+            None,
+            f"The canary failed {len(wrong)} of {found.asked} fixed prompts ({shown}). The figures "
+            "are what the server delivered, but it answered wrong where the answer is known.",
+            "A broken kernel, quantization or template answers wrong at full speed. Run the canary on a "
+            "known-good backend of the same model and `benchy compare` the two runs: it shows what changed "
+            "prompt by prompt. (A small or base model may fail these prompts honestly.)",
+            details=CanaryFailed(asked=found.asked, failed=[a.name for a in wrong]),
+        )
+
+
+canary_failed = CanaryFailedCheck()
 
 
 def _canary_miss(a: CanaryAnswer) -> str:
@@ -87,21 +124,28 @@ def _canary_miss(a: CanaryAnswer) -> str:
 
 def flagged(found: OutputSanity) -> bool:
     """Whether the case's answers draw the verdict (a check's rule, for tests and reports)."""
-    return bool(_broken(found) or _patterns(found))
+    return _signs(found) is not None
 
 
-def _broken(found: OutputSanity) -> list[str]:
+def _signs(found: OutputSanity) -> Signs | None:
+    """The verdict's rule: enough broken answers (a share of those judged, at least two unless
+    all were), or a pattern seen in enough answers."""
     n, judged = found.broken, found.judged
-    if not n or n < BROKEN_SHARE * judged or (n < 2 and n < judged):
-        return []
-    signs = ", ".join(f"{_SIGNS.get(k, k)} ({v})" for k, v in sorted(found.reasons.items(), key=lambda kv: -kv[1]))
-    return [f"{n} of {judged} judged answers show {signs}"]
+    broken = bool(n) and n >= BROKEN_SHARE * judged and not (n < 2 and n < judged)
+    identical = found.long_answers >= PATTERN_MIN and found.identical >= IDENTICAL_SHARE * found.long_answers
+    stopped = found.answers >= PATTERN_MIN and found.stopped_at_once >= STOPPED_SHARE * found.answers
+    return Signs(found, broken, identical, stopped) if broken or identical or stopped else None
 
 
-def _patterns(found: OutputSanity) -> list[str]:
-    said = []
-    if found.long_answers >= PATTERN_MIN and found.identical >= IDENTICAL_SHARE * found.long_answers:
+def _said(signs: Signs) -> list[str]:
+    """Each sign, in words: the broken answers and their kinds, most frequent first, then the patterns."""
+    found, said = signs.sanity, []
+    if signs.broken:
+        kinds = sorted(found.reasons.items(), key=lambda kv: -kv[1])
+        shown = ", ".join(f"{_SIGNS.get(k, k)} ({v})" for k, v in kinds)
+        said.append(f"{found.broken} of {found.judged} judged answers show {shown}")
+    if signs.identical:
         said.append(f"{found.identical} of {found.long_answers} answers are word for word the same as another")
-    if found.answers >= PATTERN_MIN and found.stopped_at_once >= STOPPED_SHARE * found.answers:
+    if signs.stopped_at_once:
         said.append(f"{found.stopped_at_once} of {found.answers} answers stopped at their first token")
     return said
