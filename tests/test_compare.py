@@ -144,7 +144,8 @@ def test_faster_decode_is_significant_in_the_right_direction(runs):
         assert seen in expected(compare_mod.SLOWER, case, late, withheld("decode_tps", slow, fast)), (case, seen)
     # the measured change matches what the simulator really did, and its CI excludes "no change"
     true_ratio = truth_decode_tps(runs["truth"]["fast"], fast) / truth_decode_tps(runs["truth"]["slow"], slow)
-    for change in comp.changes:
+    kept = [change for change in comp.changes if change.case not in withheld("decode_tps", slow, fast)]
+    for change in kept:  # a case whose decode one run withheld (a busy machine) has no figure to hold
         if change.metric == "decode_tps":
             tolerance = 0.05 + stamp_error(slow, change.case) + stamp_error(fast, change.case)
             assert change.b_median / change.a_median == pytest.approx(true_ratio, rel=tolerance)
