@@ -23,7 +23,6 @@ from benchy.results.types import (
 from benchy.results.verdicts import details
 from benchy.results.verdicts.details import RequestCount, taken_from
 from benchy.results.view import RunView
-from benchy.server.cache_reset import CacheReset
 
 
 @dataclass(frozen=True)
@@ -360,36 +359,29 @@ class CacheLeakage(Check[Leakage]):
 cache_leakage = CacheLeakage()
 
 
-@dataclass(frozen=True)
-class ResetFailed:
-    """The first failed --cache-reset (its message says why) and every case whose reset failed."""
-
-    first: CacheReset
-    cases: tuple[str, ...]
-
-
-class CacheResetUnavailable(RunLevelCheck[ResetFailed]):
-    """--cache-reset asked for, and the server offers no way to empty its cache."""
+class CacheResetUnavailable(RunLevelCheck[details.CacheResetUnavailable]):
+    """--cache-reset asked for, and the server offers no way to empty its cache: what it found
+    is the first failed reset's figures (its message says why) and every case whose reset failed."""
 
     code = Code.CACHE_RESET_UNAVAILABLE
 
-    def detect(self, run: RunView) -> Sequence[ResetFailed]:
+    def detect(self, run: RunView) -> Sequence[details.CacheResetUnavailable]:
         failed = [c for c in run.cases if c.cache_reset and not c.cache_reset.ok]
         first = failed[0].cache_reset if failed else None
         if first is None:
             return ()
-        return (ResetFailed(first, tuple(c.label for c in failed)),)
+        return (taken_from(details.CacheResetUnavailable, first, cases=[c.label for c in failed]),)
 
-    def words(self, run: RunView, found: ResetFailed) -> CheckWarning:
+    def words(self, run: RunView, found: details.CacheResetUnavailable) -> CheckWarning:
         return Warning_(
             Code.CACHE_RESET_UNAVAILABLE,
             self.severity,
             None,
-            f"--cache-reset could not empty the server's prefix cache: {found.first.message}. "
+            f"--cache-reset could not empty the server's prefix cache: {found.message}. "
             "The run went on without resets: its cases started on whatever the cache held.",
             "vLLM answers POST /reset_prefix_cache, SGLang POST /flush_cache, llama-server the slot erase "
             "only when started with --slot-save-path DIR; otherwise restart the server for a cold cache.",
-            details=taken_from(details.CacheResetUnavailable, found.first, cases=list(found.cases)),
+            details=found,
         )
 
 
