@@ -32,8 +32,9 @@ from benchy.results.view import RunView
 
 @dataclass(frozen=True)
 class OverSlots:
-    """More requests in flight than the server's slots."""
+    """More requests in flight than the server has slots: they queue (here and ttft_not_prefill's cause)."""
 
+    in_flight: int
     slots: int
 
 
@@ -107,8 +108,9 @@ def _same_shape(a: CaseResult, b: CaseResult) -> bool:
 
 
 def _queue_evidence(case: CaseResult, base: CaseResult | None, slots: int | None) -> OverSlots | TtftGrew | None:
-    if slots is not None and (case.concurrency or 1) > slots:
-        return OverSlots(slots)
+    in_flight = case.concurrency or 1
+    if slots is not None and in_flight > slots:
+        return OverSlots(in_flight, slots)
     if base is None:
         return None
     ttft, ttft_1 = case.figure("ttft_s"), base.figure("ttft_s")
@@ -121,7 +123,7 @@ def _queue_evidence(case: CaseResult, base: CaseResult | None, slots: int | None
 
 def _evidence_words(found: Inferred) -> str:
     if isinstance(found.why, OverSlots):
-        return f"{found.concurrency} requests in flight on a server with {slots_text(found.why.slots)}"
+        return f"{found.why.in_flight} requests in flight on a server with {slots_text(found.why.slots)}"
     return (
         f"TTFT grows with concurrency ({found.why.c1_s * 1000:,.0f} ms at c1, "
         f"{found.why.loaded_s * 1000:,.0f} ms at c{found.concurrency})"

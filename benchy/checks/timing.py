@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from benchy.checks import latency as latency_checks
+from benchy.checks import queueing as queueing_checks
 from benchy.checks import server as server_checks
 from benchy.checks.check import Check, RunLevelCheck
 from benchy.checks.registry import Code, Warning_
@@ -127,18 +128,10 @@ class FixedBefore:
     llamacpp: bool
 
 
-@dataclass(frozen=True)
-class OverSlots:
-    """More requests in flight than the server has slots: they queue."""
-
-    in_flight: int
-    slots: int
-
-
 # The load's shape where nothing more is known: an open loop, a trace replay, other requests
 # in flight, or one request alone.
 LoadShape: TypeAlias = Literal["open_loop", "replay", "others", "alone"]
-Cause: TypeAlias = ServerStopped | FixedBefore | OverSlots | LoadShape
+Cause: TypeAlias = ServerStopped | FixedBefore | queueing_checks.OverSlots | LoadShape
 
 
 @dataclass(frozen=True)
@@ -222,7 +215,7 @@ def _not_prefill_cause(case: CaseResult, run: RunView) -> Cause:
     if in_flight is None:  # a trace replay: its arrivals set the load
         return "replay"
     if slots is not None and in_flight > slots:
-        return OverSlots(in_flight, slots)
+        return queueing_checks.OverSlots(in_flight, slots)
     return "others" if in_flight > 1 else "alone"
 
 
@@ -250,7 +243,7 @@ def _cause_words(cause: Cause) -> str:
         if cause.llamacpp:
             return f"{before}: llama.cpp's host-RAM prompt cache copy or a hold in front of it, see fixed_latency"
         return f"{before}: a hold in front of it or its own work on the prompt, see fixed_latency"
-    if isinstance(cause, OverSlots):
+    if isinstance(cause, queueing_checks.OverSlots):
         return f"{cause.in_flight} requests in flight on {queueing.slots_text(cause.slots)}: they queue"
     return LOAD_SHAPE_WORDS[cause]
 
