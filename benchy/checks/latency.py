@@ -4,8 +4,10 @@ engine's own prefill rate and the response headers' time."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 
+from benchy.checks.check import RunLevelCheck
+from benchy.checks.registry import Code
 from benchy.results import findings, latency
 from benchy.results.types import CheckWarning
 from benchy.results.view import RunView
@@ -17,10 +19,18 @@ def served_by_llamacpp(run: RunView) -> bool:
     return ident is not None and ident.llamacpp
 
 
-def fixed_latency(run: RunView) -> Iterable[CheckWarning]:
-    """Each fixed part the analysis found, in the words of the finding that withheld its rate."""
-    for found in latency.found_in(run):
-        yield findings.FIXED_PART.warning_of(found, served_by_llamacpp(run))
+class FixedLatency(RunLevelCheck[latency.Found]):
+    """Each fixed part the analysis found (results/latency.py), in the words of the finding that
+    withheld its rate (results/findings.py FIXED_PART)."""
+
+    code = Code.FIXED_LATENCY
+
+    def detect(self, run: RunView) -> Sequence[latency.Found]:
+        return latency.found_in(run)
+
+    def words(self, run: RunView, found: latency.Found) -> CheckWarning:
+        return findings.FIXED_PART.warning_of(found, served_by_llamacpp(run))
 
 
+fixed_latency = FixedLatency()  # registered by this name (checks/warnings.py)
 RUN_CHECKS = (fixed_latency,)

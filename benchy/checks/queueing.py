@@ -9,12 +9,15 @@ the trap's thresholds, worded here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from benchy.checks.registry import WARNING, Code, Warning_
+from benchy.checks.check import Check, RunLevelCheck
+from benchy.checks.registry import Code, Warning_
 from benchy.results import findings
 from benchy.results.types import CaseResult, CheckWarning, Evidence
-from benchy.results.verdicts.details import PrefillHoldsQueueing
+from benchy.results.verdicts.details import PrefillHoldsQueueing as QueueingFigures
+from benchy.results.verdicts.details import QueueDominatesTtft as QueueFigures
 from benchy.results.verdicts.queueing import (
     QUEUE_MIN_S,
     QUEUE_SHARE,
@@ -27,54 +30,104 @@ from benchy.results.verdicts.queueing import (
 from benchy.results.view import RunView
 
 
-def prefill_holds_queueing(run: RunView) -> Iterable[CheckWarning]:
-    """Each case the analysis found queued, in the finding's words; then, in files without
-    that judgment, TTFT growing with concurrency or more requests in flight than slots."""
-    for judged in run.cases:  # closed and open loops, workloads: results/build.py judged them
-        if judged.queueing is not None:
-            found = findings.queued_by(judged.queueing).warning_of(judged, run)
-            if found is not None:
-                yield found
-    cases = [c for c in run.cases if c.rate is None and c.concurrency is not None and c.figure("ttft_s")]
-    slots = server_slots(run)
-    for case in cases:
-        if case.queueing is not None:
-            continue
-        if (case.concurrency or 1) <= 1 or case.facts().pair_ttft:
-            continue  # ttft_not_prefill speaks where the server reports its own prompt time
-        base = next((c for c in cases if c.concurrency == 1 and _same_shape(c, case)), None)
-        why = _queue_evidence(case, base, slots)
-        if why:
-            yield Warning_(
-                Code.PREFILL_HOLDS_QUEUEING,
-                WARNING,
-                case.label,
-                f"{why}: requests wait for a free slot, and that wait is in TTFT, so prefill t/s "
-                "here holds queue time; it is not the server's prefill speed.",
-                findings.QUEUEING_HINT,
-                withheld=(),  # qualified: a cause inferred from slots, not measured
-                details=PrefillHoldsQueueing(concurrency=case.concurrency, slots=slots),
-            )
+@dataclass(frozen=True)
+class OverSlots:
+    """More requests in flight than the server has slots: they queue (here and ttft_not_prefill's cause)."""
+
+    in_flight: int
+    slots: int
+
+
+@dataclass(frozen=True)
+class TtftGrew:
+    """TTFT (medians) at concurrency 1 and under the case's load, past QUEUE_TTFT_GROWTH."""
+
+    c1_s: float
+    loaded_s: float
+
+
+@dataclass(frozen=True)
+class Inferred:
+    """A case of a file without the analysis's queueing judgment (before 1.9) whose load or TTFT
+    growth says its requests queued: a cause inferred, so the prefill rate is qualified."""
+
+    case: str
+    concurrency: int | None
+    slots: int | None
+    why: OverSlots | TtftGrew
+
+
+class PrefillHoldsQueueing(RunLevelCheck[CheckWarning | Inferred]):
+    """Each case the analysis found queued, in the finding's words (results/findings.py Queued
+    owns that detection and those words: what this check finds there is the warning); then, in
+    files without that judgment, TTFT growing with concurrency or more requests in flight than
+    slots."""
+
+    code = Code.PREFILL_HOLDS_QUEUEING
+
+    def detect(self, run: RunView) -> Sequence[CheckWarning | Inferred]:
+        found: list[CheckWarning | Inferred] = []
+        for judged in run.cases:  # closed and open loops, workloads: results/build.py judged them
+            if judged.queueing is not None:
+                worded = findings.queued_by(judged.queueing).warning_of(judged, run)
+                if worded is not None:
+                    found.append(worded)
+        cases = [c for c in run.cases if c.rate is None and c.concurrency is not None and c.figure("ttft_s")]
+        slots = server_slots(run)
+        for case in cases:
+            if case.queueing is not None:
+                continue
+            if (case.concurrency or 1) <= 1 or case.facts().pair_ttft:
+                continue  # ttft_not_prefill speaks where the server reports its own prompt time
+            base = next((c for c in cases if c.concurrency == 1 and _same_shape(c, case)), None)
+            why = _queue_evidence(case, base, slots)
+            if why:
+                found.append(Inferred(case.label, case.concurrency, slots, why))
+        return found
+
+    def words(self, run: RunView, found: CheckWarning | Inferred) -> CheckWarning:
+        if isinstance(found, CheckWarning):
+            return found
+        return Warning_(
+            Code.PREFILL_HOLDS_QUEUEING,
+            self.severity,
+            found.case,
+            f"{_evidence_words(found)}: requests wait for a free slot, and that wait is in TTFT, so prefill t/s "
+            "here holds queue time; it is not the server's prefill speed.",
+            findings.QUEUEING_HINT,
+            withheld=(),  # qualified: a cause inferred from slots, not measured
+            details=QueueingFigures(concurrency=found.concurrency, slots=found.slots),
+        )
+
+
+prefill_holds_queueing = PrefillHoldsQueueing()  # registered by this name (checks/warnings.py)
 
 
 def _same_shape(a: CaseResult, b: CaseResult) -> bool:
     return (a.pp, a.tg, a.depth, a.depth_mode, a.endpoint) == (b.pp, b.tg, b.depth, b.depth_mode, b.endpoint)
 
 
-def _queue_evidence(case: CaseResult, base: CaseResult | None, slots: int | None) -> str | None:
-    if slots is not None and (case.concurrency or 1) > slots:
-        return f"{case.concurrency} requests in flight on a server with {slots_text(slots)}"
+def _queue_evidence(case: CaseResult, base: CaseResult | None, slots: int | None) -> OverSlots | TtftGrew | None:
+    in_flight = case.concurrency or 1
+    if slots is not None and in_flight > slots:
+        return OverSlots(in_flight, slots)
     if base is None:
         return None
     ttft, ttft_1 = case.figure("ttft_s"), base.figure("ttft_s")
     if ttft is None or ttft_1 is None:
         return None
     if ttft.median > QUEUE_TTFT_GROWTH * ttft_1.median and ttft.median - ttft_1.median > QUEUE_TTFT_MIN_S:
-        return (
-            f"TTFT grows with concurrency ({ttft_1.median * 1000:,.0f} ms at c1, "
-            f"{ttft.median * 1000:,.0f} ms at c{case.concurrency})"
-        )
+        return TtftGrew(ttft_1.median, ttft.median)
     return None
+
+
+def _evidence_words(found: Inferred) -> str:
+    if isinstance(found.why, OverSlots):
+        return f"{found.why.in_flight} requests in flight on a server with {slots_text(found.why.slots)}"
+    return (
+        f"TTFT grows with concurrency ({found.why.c1_s * 1000:,.0f} ms at c1, "
+        f"{found.why.loaded_s * 1000:,.0f} ms at c{found.concurrency})"
+    )
 
 
 def load_text(case: CaseResult) -> str:
@@ -107,21 +160,30 @@ def _num(value: float | int | None) -> float:
     return float(value)
 
 
-def queue_dominates_ttft(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
-    found = queue_figures(case)
-    if found is None:
-        return
-    yield Warning_(
-        Code.QUEUE_DOMINATES_TTFT,
-        WARNING,
-        case.label,
-        f"At {load_text(case)}, requests waited {_ms(_num(found.queue_s))} on average in the server's "
-        f"queue, {_num(found.queue_share):.0%} of its {_ms(_num(found.ttft_s))} TTFT: the server is "
-        "saturated, and TTFT and prefill t/s hold queue time.",
-        queue_hint(case),
-        details=found,
-        evidence=(
-            Evidence("queue_share", found.queue_share, QUEUE_SHARE, "fraction"),
-            Evidence("queue_s", found.queue_s, QUEUE_MIN_S, "s"),
-        ),
-    )
+class QueueDominatesTtft(Check[QueueFigures]):
+    """The server's own queue time (its /metrics) past half its TTFT: its figures, as
+    results/verdicts/queueing.queue_figures finds them, are what this check finds."""
+
+    code = Code.QUEUE_DOMINATES_TTFT
+
+    def detect(self, case: CaseResult, run: RunView) -> QueueFigures | None:
+        return queue_figures(case)
+
+    def words(self, case: CaseResult, found: QueueFigures) -> CheckWarning:
+        return Warning_(
+            Code.QUEUE_DOMINATES_TTFT,
+            self.severity,
+            case.label,
+            f"At {load_text(case)}, requests waited {_ms(_num(found.queue_s))} on average in the server's "
+            f"queue, {_num(found.queue_share):.0%} of its {_ms(_num(found.ttft_s))} TTFT: the server is "
+            "saturated, and TTFT and prefill t/s hold queue time.",
+            queue_hint(case),
+            details=found,
+            evidence=(
+                Evidence("queue_share", found.queue_share, QUEUE_SHARE, "fraction"),
+                Evidence("queue_s", found.queue_s, QUEUE_MIN_S, "s"),
+            ),
+        )
+
+
+queue_dominates_ttft = QueueDominatesTtft()  # registered by checks/server.py's CASE_CHECKS
