@@ -479,3 +479,16 @@ def test_a_record_is_frozen_and_written_only_as_the_clients_draft():
     }
     assert typed_as_record == set()
     assert Draft.__module__ == "benchy.client.draft"
+
+
+def test_every_registered_check_is_a_check_class():
+    """Issue 51 item 2: each trap a class that detects (pure) and words apart; no check is left a
+    function that finds and words in one body (checks/check.py)."""
+    from benchy.checks import warnings
+    from benchy.checks.check import Check, ManyCheck, RunLevelCheck
+
+    registered = (*warnings.RUN_CHECKS, *warnings.CASE_CHECKS)
+    left = [
+        getattr(c, "__qualname__", repr(c)) for c in registered if not isinstance(c, Check | ManyCheck | RunLevelCheck)
+    ]
+    assert len(registered) > 40 and left == []

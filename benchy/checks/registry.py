@@ -1,5 +1,5 @@
-"""The one check mechanism: every check, in each topic module of checks/ alike, is a
-function of saved results registered here, yielding typed CheckWarnings with their figures
+"""The one check mechanism: every check, in each topic module of checks/ alike, is an
+instance of a class of checks/check.py (detect, then words) registered here, yielding typed CheckWarnings with their figures
 (its code's class of details, results/verdicts/details.py) and Evidence(observed, threshold,
 unit), made by Warning_ (results/verdicts/make.py); `check(run)` runs them all, in the order
 they were registered (checks/warnings.py registers every check in its place: call check
