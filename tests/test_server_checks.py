@@ -4,6 +4,7 @@ hand-made cases read as saved results are: each fires past its threshold and sta
 from __future__ import annotations
 
 from benchy.checks import server as sc
+from benchy.results import stop as stop_mod
 from benchy.results.types import CaseResult, CheckWarning, RunResult
 from benchy.results.verdicts import queueing
 
@@ -203,6 +204,24 @@ def test_a_silence_on_every_stream_while_benchy_was_awake_outweighs_its_lag_peak
         client={"loop_lag_ms_max": 90.0}, silence={"silence_s": 1.5, "streams": 4, "after_s": 2.0, "unread": 5}
     )
     assert found.cause == "server_stopped"
+
+
+def test_the_stop_covers_a_wait_by_the_requests_sent_during_it_not_only_those_answered_after():
+    """llama.cpp answers a held request's headers when a slot takes it: those that find a slot
+    free at the resume get them inside the silence and are not `unread`. The stop holds every
+    request sent during it (`sent`): with 3 of 4 sent meanwhile and 1 unread it covers the
+    median; counted by `unread` alone it would not."""
+    awake = {"client": {"loop_lag_ms_max": 5.0, "loop_lag_ms_p95": 2.0}}
+    reqs = [request(metrics={"ttft_s": 0.200}) for _ in range(4)]
+    summary_ = {"ttft_s": summary(0.200), "itl_s": summary(0.010)}
+    held = {"silence_s": 1.2, "streams": 3, "after_s": 2.0, "unread": 1}
+    made = case(server(histograms={"ttft_s": hist(0.050)}), reqs, summary=summary_, **awake, silence=held | {"sent": 3})
+    stop = stop_mod.stop_covering(made, 0.15, len(reqs))
+    assert stop is not None and stop.sent == 3
+    assert "3 of these 4 requests were sent meanwhile, 1 of them answered only after it" in stop_mod.stop_words(stop, 4)
+    assert stop_mod.stop_covering(made, 1.3, len(reqs)) is None  # a wait longer than the stop: not all its
+    unread_only = case(server(), reqs, summary=summary_, **awake, silence=held | {"sent": 1})
+    assert stop_mod.server_stop(unread_only) is not None and stop_mod.stop_covering(unread_only, 0.15, 4) is None
 
 
 def test_counters_that_fell_with_no_request_cut_are_no_restart():

@@ -106,13 +106,23 @@ def test_several_processes_behind_one_address_are_no_count(start_sim):
     assert "server_several_processes" in found and "server_token_mismatch" not in found
 
 
-def _truth_silence(truth: list[dict], freeze: dict) -> float:
+def _truth_window(truth: list[dict], freeze: dict) -> tuple[float, float]:
     """The sim's own silence across the freeze: from its last event before the freeze began
     to its first after it ended, over every stream (the truth's event stamps)."""
     times = sorted(e["t_s"] for t in truth for e in t.get("events", ()) if e["tokens"])
-    before = max(t for t in times if t <= freeze["from_s"])
-    after = min(t for t in times if t >= freeze["to_s"])
+    return max(t for t in times if t <= freeze["from_s"]), min(t for t in times if t >= freeze["to_s"])
+
+
+def _truth_silence(truth: list[dict], freeze: dict) -> float:
+    before, after = _truth_window(truth, freeze)
     return after - before
+
+
+def _sent_within(reqs: list[dict], window: tuple[float, float], slack_s: float) -> tuple[int, int]:
+    """(requests surely sent within the truth's silence, those sent within it or `slack_s` of it)."""
+    start, end = window
+    sure = sum(start + slack_s <= r["sent_mono_s"] < end - slack_s for r in reqs)
+    return sure, sum(start - slack_s <= r["sent_mono_s"] < end + slack_s for r in reqs)
 
 
 def test_a_frozen_server_is_named_by_the_silence_of_every_stream(start_sim):
@@ -129,6 +139,10 @@ def test_a_frozen_server_is_named_by_the_silence_of_every_stream(start_sim):
     truth = truth_of(sim, results)
     waited = [r for r in measured(case) if r["sent_mono_s"] < freeze["to_s"] <= truth[r["request_id"]]["arrival_s"]]
     assert 1 <= case["silence"]["unread"] <= len(waited)
+    # every request benchy sent within the truth's silence was held by it (to within two bins and
+    # benchy's worst lag at either end), whenever its headers came
+    sure, near = _sent_within(measured(case), _truth_window(sim.truth(), freeze), 2 * BIN_S + lag_s)
+    assert sure <= case["silence"]["sent"] <= near and case["silence"]["sent"] >= case["silence"]["unread"]
     [w] = [w for w in results["warnings"] if w["code"] == "ttft_outside_server"]
     d = w["details"]
     assert d["cause"] == "server_stopped", d
@@ -164,11 +178,19 @@ def test_a_frozen_llamacpp_is_the_cause_of_ttft_beyond_its_prompt_time(start_sim
     silence = case["silence"]
     lag_s = case["client"]["loop_lag_ms_max"] / 1000
     assert abs(silence["silence_s"] - _truth_silence(sim.truth(), freeze)) <= 2 * BIN_S + lag_s
+    sure, near = _sent_within(reqs, _truth_window(sim.truth(), freeze), 2 * BIN_S + lag_s)
+    assert sure <= silence["sent"] <= near, (silence, sure, near)
     [w] = [w for w in results["warnings"] if w["code"] == "ttft_not_prefill"]
     said = w["message"] + " " + w["hint"]
     assert f"the server stopped: for {silence['silence_s'] * 1000:,.0f} ms" in said, said
-    assert f"{silence['unread']} of these {len(reqs)} requests" in said, said
+    assert f"{silence['sent']} of these {len(reqs)} requests were sent meanwhile" in said, said
     assert "cache" not in said and "proxy" not in said and "benchy itself" not in said, said
+    # the wait beyond the prompt sent alone is the same stop: the queueing finding names it too,
+    # not slots or a load the server cannot serve
+    [q] = [w for w in results["warnings"] if w["code"] == "prefill_holds_queueing"]
+    queued = q["message"] + " " + q["hint"]
+    assert f"the server stopped: for {silence['silence_s'] * 1000:,.0f} ms" in queued, queued
+    assert "fewer requests at once" not in queued and "concurrency 1" not in queued, queued
 
 
 def test_an_open_loop_on_llamacpp_that_queues_is_not_blamed_on_its_cache_copy(start_sim):

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from benchy.checks import latency as latency_checks
-from benchy.checks import server as server_checks
 from benchy.checks.registry import (
     INFO,
     WARNING,
@@ -19,6 +18,7 @@ from benchy.checks.registry import (
 )
 from benchy.measure import stats
 from benchy.results import findings, latency
+from benchy.results.stop import STOP_HINT, stop_covering, stop_words
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -71,10 +71,6 @@ def first_chunk_before_prefill(case: CaseResult, run: RunView) -> Iterable[Check
 # this many seconds) is time that is not prefill: queueing, a host cache copy, scheduling.
 NOT_PREFILL_SHARE = 0.25
 NOT_PREFILL_MIN_S = 0.02
-STOP_HINT = (
-    "Look at the server's logs and its process around that moment (a GC pause, a synchronous step, "
-    "an engine stall); its prompt time and latency figures leave that wait out."
-)
 NOT_PREFILL_HINT = (
     "TTFT is what a user waits; prefill t/s taken from it is not the server's prefill speed. "
     "For llama.cpp, --cache-ram 0 removes the host-RAM cache copy; no more requests in flight "
@@ -114,20 +110,13 @@ def ttft_not_prefill(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
 
 
 def _not_prefill_why(case: CaseResult, run: RunView, gap: float, n: int) -> tuple[str, str]:
-    """(what holds the gap, the hint). The server's stop first (checks/server.py: every stream
-    mid-answer silent, benchy awake, requests unread) where it covers the median's excess: at
-    least as long as the gap, and the requests it kept unread at least half of the n the median
-    is of. Then it is the cause whatever the cache evidence says: llama.cpp's cache copy cannot
-    hold a request the server never read."""
-    stop = server_checks.server_stop(case)
-    if stop is None or stop.silence_s < gap or 2 * stop.unread < n:
+    """(what holds the gap, the hint). The server's stop first (results/stop.py) where it covers
+    the median's excess over the n requests it is of. Then it is the cause whatever the cache
+    evidence says: llama.cpp's cache copy cannot hold a request the server never read."""
+    stop = stop_covering(case, gap, n)
+    if stop is None:
         return _not_prefill_cause(case, run), NOT_PREFILL_HINT
-    return (
-        f"the server stopped: for {stop.silence_s * 1000:,.0f} ms no stream mid-answer ({stop.streams}) received "
-        f"anything while benchy's loop was awake, and {stop.unread} of these {n} requests, sent meanwhile, "
-        "waited unread (case.silence); its own prompt time starts when it reads them",
-        STOP_HINT,
-    )
+    return stop_words(stop, n), STOP_HINT
 
 
 def _not_prefill_cause(case: CaseResult, run: RunView) -> str:
