@@ -206,22 +206,25 @@ def test_a_silence_on_every_stream_while_benchy_was_awake_outweighs_its_lag_peak
     assert found.cause == "server_stopped"
 
 
-def test_the_stop_covers_a_wait_by_the_requests_sent_during_it_not_only_those_answered_after():
+def test_the_stop_holds_the_requests_sent_during_it_not_only_those_answered_after():
     """llama.cpp answers a held request's headers when a slot takes it: those that find a slot
     free at the resume get them inside the silence and are not `unread`. The stop holds every
-    request sent during it (`sent`): with 3 of 4 sent meanwhile and 1 unread it covers the
-    median; counted by `unread` alone it would not."""
+    request sent during it (`sent`): with 3 of 4 sent meanwhile and 1 unread it holds the
+    median; counted by `unread` alone it would not. A wait longer than the stop is the stop and
+    then the other cause for what passes beyond it."""
     awake = {"client": {"loop_lag_ms_max": 5.0, "loop_lag_ms_p95": 2.0}}
     reqs = [request(metrics={"ttft_s": 0.200}) for _ in range(4)]
     summary_ = {"ttft_s": summary(0.200), "itl_s": summary(0.010)}
     held = {"silence_s": 1.2, "streams": 3, "after_s": 2.0, "unread": 1}
-    made = case(server(histograms={"ttft_s": hist(0.050)}), reqs, summary=summary_, **awake, silence=held | {"sent": 3})
-    stop = stop_mod.stop_covering(made, 0.15, len(reqs))
+    made = case(server(), reqs, summary=summary_, **awake, silence=held | {"sent": 3})
+    stop = stop_mod.stop_holding(made, len(reqs))
     assert stop is not None and stop.sent == 3
-    assert "3 of these 4 requests were sent meanwhile, 1 of them answered only after it" in stop_mod.stop_words(stop, 4)
-    assert stop_mod.stop_covering(made, 1.3, len(reqs)) is None  # a wait longer than the stop: not all its
+    alone = stop_mod.stop_cause(stop, 4, 0.15, "queueing")
+    assert "3 of these 4 requests were sent meanwhile, 1 of them answered only after it" in alone
+    assert "queueing" not in alone and "beyond" not in alone
+    assert stop_mod.stop_cause(stop, 4, 1.5, "queueing").endswith("; the 300 ms beyond it: queueing")
     unread_only = case(server(), reqs, summary=summary_, **awake, silence=held | {"sent": 1})
-    assert stop_mod.server_stop(unread_only) is not None and stop_mod.stop_covering(unread_only, 0.15, 4) is None
+    assert stop_mod.server_stop(unread_only) is not None and stop_mod.stop_holding(unread_only, 4) is None
 
 
 def test_counters_that_fell_with_no_request_cut_are_no_restart():

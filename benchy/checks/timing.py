@@ -18,7 +18,7 @@ from benchy.checks.registry import (
 )
 from benchy.measure import stats
 from benchy.results import findings, latency
-from benchy.results.stop import STOP_HINT, stop_covering, stop_words
+from benchy.results.stop import STOP_HINT, stop_cause, stop_holding
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -110,13 +110,15 @@ def ttft_not_prefill(case: CaseResult, run: RunView) -> Iterable[CheckWarning]:
 
 
 def _not_prefill_why(case: CaseResult, run: RunView, gap: float, n: int) -> tuple[str, str]:
-    """(what holds the gap, the hint). The server's stop first (results/stop.py) where it covers
-    the median's excess over the n requests it is of. Then it is the cause whatever the cache
-    evidence says: llama.cpp's cache copy cannot hold a request the server never read."""
-    stop = stop_covering(case, gap, n)
+    """(what holds the gap, the hint). The server's stop first (results/stop.py) where it held
+    most of the n requests the median is of: up to its length it is the cause whatever the cache
+    evidence says (llama.cpp's cache copy cannot hold a request the server never read); the
+    other causes are named for what passes beyond it."""
+    rest = _not_prefill_cause(case, run)
+    stop = stop_holding(case, n)
     if stop is None:
-        return _not_prefill_cause(case, run), NOT_PREFILL_HINT
-    return stop_words(stop, n), STOP_HINT
+        return rest, NOT_PREFILL_HINT
+    return stop_cause(stop, n, gap, rest), STOP_HINT
 
 
 def _not_prefill_cause(case: CaseResult, run: RunView) -> str:

@@ -20,7 +20,7 @@ from benchy.measure import classify, delivery, metrics
 from benchy.measure.unavailable import BUFFERED, BUFFERED_TREND, Unavailable
 from benchy.results import latency
 from benchy.results.figures import CaseFigures, CaseView
-from benchy.results.stop import STOP_HINT, stop_covering, stop_words
+from benchy.results.stop import STOP_HINT, stop_cause, stop_holding
 from benchy.results.types import CaseResult, CheckWarning, Evidence, Queueing
 from benchy.results.verdicts import details, queueing
 from benchy.results.verdicts.codes import VERDICTS, Code
@@ -140,17 +140,19 @@ class Queued(Finding):
 
 
 def _queue_cause(case: CaseResult, run: RunView, q: Queueing) -> tuple[str, str]:
-    """(what the requests waited for, the hint): the server's stop where it covers the excess
-    (results/stop.py, as ttft_not_prefill judges it), else the slots or the load."""
-    figure = case.figure(q.basis)
-    n = figure.n if figure else case.facts().n_ok
-    stop = stop_covering(case, q.excess_s or 0.0, n)
-    if stop is not None:
-        return stop_words(stop, n), STOP_HINT
+    """(what the requests waited for, the hint): the server's stop where it held most of them
+    (results/stop.py, as ttft_not_prefill judges it), then the slots or the load."""
     slots = queueing.server_slots(run)
     if slots is not None and case.concurrency is not None and case.concurrency > slots:
-        return f"{case.concurrency} requests in flight on {queueing.slots_text(slots)}", QUEUEING_HINT
-    return "it serves fewer requests at once than were in flight, or slows each prefill under load", QUEUEING_HINT
+        rest = f"{case.concurrency} requests in flight on {queueing.slots_text(slots)}"
+    else:
+        rest = "it serves fewer requests at once than were in flight, or slows each prefill under load"
+    figure = case.figure(q.basis)
+    n = figure.n if figure else case.facts().n_ok
+    stop = stop_holding(case, n)
+    if stop is None:
+        return rest, QUEUEING_HINT
+    return stop_cause(stop, n, q.excess_s or 0.0, rest), STOP_HINT
 
 
 def server_prefill(case: CaseResult) -> float | None:

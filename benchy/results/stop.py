@@ -48,15 +48,21 @@ def server_stop(case: CaseResult) -> Silence | None:
     return silence
 
 
-def stop_covering(case: CaseResult, excess_s: float, n: int) -> Silence | None:
-    """The server's stop where it covers a median's excess of `excess_s` over `n` requests: at
-    least as long as the excess, and the requests sent during it (it held every one) at least
-    half of the n, so the median is one of them. `sent`, not `unread`: llama.cpp answers the
-    headers of those that find a slot free at the resume inside the silence."""
+def stop_holding(case: CaseResult, n: int) -> Silence | None:
+    """The server's stop where it held at least half of the `n` requests a median is of (those
+    sent during it: it held every one), so the median is one of them. `sent`, not `unread`:
+    llama.cpp answers the headers of those that find a slot free at the resume inside it."""
     stop = server_stop(case)
-    if stop is None or stop.silence_s < excess_s or 2 * held(stop) < n:
-        return None
-    return stop
+    return stop if stop is not None and 2 * held(stop) >= n else None
+
+
+def stop_cause(stop: Silence, n: int, excess_s: float, rest: str) -> str:
+    """A median's excess of `excess_s` with the stop in it: the stop alone where it lasts the
+    excess; else the stop, then `rest` (the other cause) for what passes beyond it (the backlog
+    it left queues for slots, a cache copy): never a wait the stop cannot explain laid on it."""
+    beyond = excess_s - stop.silence_s
+    words = stop_words(stop, n)
+    return words if beyond <= 0 else f"{words}; the {beyond * 1000:,.0f} ms beyond it: {rest}"
 
 
 def held(stop: Silence) -> int:
