@@ -270,7 +270,7 @@ def _outside_cause(found: TtftOutsideServer) -> tuple[str, str]:
     if found.cause == "server_stopped":
         return (
             f"the server stopped answering: for {ms(_num(found.silence_s))} nothing came on any of the "
-            f"{found.silent_streams} streams mid-answer and the {found.unread} requests sent meanwhile got their "
+            f"{found.silent_streams} streams mid-answer and {found.unread} requests sent meanwhile got their "
             f"response headers only after it, while benchy's own loop lagged at most {peak}: they waited unread "
             "(a frozen process: a GC pause, a synchronous step in its API server); its own TTFT starts when it "
             "reads them.",
