@@ -200,6 +200,33 @@ def test_a_frozen_llamacpp_is_the_cause_of_ttft_beyond_its_prompt_time(start_sim
     assert "fewer requests at once" not in queued and "concurrency 1" not in queued, queued
 
 
+def test_a_frozen_llamacpp_that_answers_held_requests_at_the_resume_is_named_by_what_it_held(start_sim):
+    """llama.cpp sends a request's headers when a slot takes it: after a stop, the held requests
+    that find a slot free get them before any stream's next token, inside the silence, and are
+    not `unread`. With 12 slots most of what a 1.5 s stop held is answered so: fewer than half
+    of the case's requests unread, yet more than half sent during the stop (the truth log). Both
+    findings still name the stop, counted by the sends."""
+    sim = start_sim(
+        *("--preset", "frozen-llamacpp", "--freeze-after", str(PRELUDE + 3), "--freeze-s", "1.5"),
+        *("--max-running", "12", "--decode-tps", "100", *FAST, "--prefill-tps", "2000"),
+    )
+    results = _open_loop(sim, Case(pp=64, tg=64, rate=10.0), requests=20)
+    truth = truth_of(sim, results)
+    [freeze] = [t for t in sim.truth() if t.get("event") == "freeze"]
+    [case] = results["cases"]
+    reqs = measured(case)
+    start, end = window = _truth_window(sim.truth(), freeze)
+    held = [r for r in reqs if start <= r["sent_mono_s"] < end]
+    unread = [r for r in held if truth[r["request_id"]]["headers_s"] >= end]
+    assert 2 * len(held) >= len(reqs) > 2 * len(unread), (len(held), len(unread))  # the truth
+    for code in ("ttft_not_prefill", "prefill_holds_queueing"):
+        [w] = [w for w in results["warnings"] if w["code"] == code]
+        assert "the server stopped" in w["message"] and "fewer requests at once" not in w["message"], w["message"]
+    silence = case["silence"]
+    sure, near = _sent_within(reqs, window, 2 * BIN_S + case["client"]["loop_lag_ms_max"] / 1000)
+    assert sure <= silence["sent"] <= near and 2 * silence["unread"] < len(reqs), (silence, sure, near)
+
+
 def test_an_open_loop_on_llamacpp_that_queues_is_not_blamed_on_its_cache_copy(start_sim):
     """An open loop's concurrency is 1 only by its field: its arrivals set the load. Faster
     than one slot serves, its requests queue before the server's prompt_ms starts (the truth
