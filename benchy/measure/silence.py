@@ -38,8 +38,8 @@ class Silence(Saved):
     after_s: float = _opt("its start, seconds after the case's first send", 0.0)
     unread: int = _opt("requests sent during it whose response headers came only after it", 0)
     sent: int = _opt(
-        "(1.29) requests sent during it, whenever their headers came: a server that sends them when a slot "
-        "takes the request (llama.cpp) answers some held ones inside it, so `unread` is a floor",
+        "(1.29) requests sent during it, whenever their headers came: a server that sends a request's headers "
+        "when a slot takes it (llama.cpp) answers some held ones inside it, so `unread` is a floor",
         0,
     )
 
