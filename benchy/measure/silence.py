@@ -79,6 +79,6 @@ class SilenceTracker:
             if through:
                 unread = sum(start <= sent < end <= head for sent, head in self.heads)
                 during = bisect.bisect_left(sends, end) - bisect.bisect_left(sends, start)
-                after = round(start - (self.first_send or start), 3)
+                after = round(start - (start if self.first_send is None else self.first_send), 3)
                 best = Silence(round(end - start, 3), through, after, unread, during)
         return best
