@@ -16,6 +16,8 @@ and several server processes behind one address, judged against the simulator's 
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from benchy import run as run_mod
 from benchy.client.settings import ClientSettings
 from benchy.load.plan import LoadSettings
@@ -156,22 +158,36 @@ def test_a_frozen_server_is_named_by_the_silence_of_every_stream(start_sim):
 PRELUDE = 7
 
 
+class Frozen(NamedTuple):
+    sim: Any
+    results: dict
+    truth: dict[str, dict]
+    freeze: dict
+    case: dict
+    reqs: list[dict]
+
+
+def _frozen_llamacpp(start_sim, freeze_s: str, *flags: str) -> Frozen:
+    """An open loop of 20 requests (pp 64, tg 64, 10/s) on the frozen-llamacpp preset, stopped
+    `freeze_s` s at the case's third arrival; the truth by request id and the truth's freeze."""
+    sim = start_sim(
+        *("--preset", "frozen-llamacpp", "--freeze-after", str(PRELUDE + 3), "--freeze-s", freeze_s),
+        *("--decode-tps", "100", *FAST, "--prefill-tps", "2000", *flags),  # 32 ms a prompt: headers bins apart
+    )
+    results = _open_loop(sim, Case(pp=64, tg=64, rate=10.0), requests=20)
+    truth = truth_of(sim, results)
+    [freeze] = [t for t in sim.truth() if t.get("event") == "freeze"]
+    [case] = results["cases"]
+    return Frozen(sim, results, truth, freeze, case, measured(case))
+
+
 def test_a_frozen_llamacpp_is_the_cause_of_ttft_beyond_its_prompt_time(start_sim):
     """llama.cpp has no TTFT histogram (no ttft_outside_server): a freeze shows only as TTFT
     beyond its own prompt_ms (ttft_not_prefill) and as case.silence. Stopped 2.5 s at the case's
     third arrival, most of a seeded 2 s of arrivals wait in it, counted by their sends (the
     headers of those that find a slot free at the resume go out inside the silence, as
     llama.cpp's): the words name the stop, never llama.cpp's cache copy, a proxy or benchy."""
-    after = str(PRELUDE + 3)
-    sim = start_sim(
-        *("--preset", "frozen-llamacpp", "--freeze-after", after, "--freeze-s", "2.5", "--decode-tps", "100"),
-        *(*FAST, "--prefill-tps", "2000"),  # 32 ms a prompt: the headers at the resume a few bins apart
-    )
-    results = _open_loop(sim, Case(pp=64, tg=64, rate=10.0), requests=20)
-    truth = truth_of(sim, results)
-    [freeze] = [t for t in sim.truth() if t.get("event") == "freeze"]
-    [case] = results["cases"]
-    reqs = measured(case)
+    sim, results, truth, freeze, case, reqs = _frozen_llamacpp(start_sim, "2.5")
     # the truth: the stop came inside the case, and most of its requests waited through it
     assert min(r["sent_mono_s"] for r in reqs) < freeze["from_s"], "PRELUDE changed? the stop came before the case"
     waited = [r for r in reqs if r["sent_mono_s"] < freeze["to_s"] <= truth[r["request_id"]]["arrival_s"]]
@@ -206,15 +222,7 @@ def test_a_frozen_llamacpp_that_answers_held_requests_at_the_resume_is_named_by_
     not `unread`. With 12 slots most of what a 1.5 s stop held is answered so: fewer than half
     of the case's requests unread, yet more than half sent during the stop (the truth log). Both
     findings still name the stop, counted by the sends."""
-    sim = start_sim(
-        *("--preset", "frozen-llamacpp", "--freeze-after", str(PRELUDE + 3), "--freeze-s", "1.5"),
-        *("--max-running", "12", "--decode-tps", "100", *FAST, "--prefill-tps", "2000"),
-    )
-    results = _open_loop(sim, Case(pp=64, tg=64, rate=10.0), requests=20)
-    truth = truth_of(sim, results)
-    [freeze] = [t for t in sim.truth() if t.get("event") == "freeze"]
-    [case] = results["cases"]
-    reqs = measured(case)
+    sim, results, truth, freeze, case, reqs = _frozen_llamacpp(start_sim, "1.5", "--max-running", "12")
     start, end = window = _truth_window(sim.truth(), freeze)
     held = [r for r in reqs if start <= r["sent_mono_s"] < end]
     unread = [r for r in held if truth[r["request_id"]]["headers_s"] >= end]
