@@ -4,6 +4,9 @@ hand-made cases read as saved results are: each fires past its threshold and sta
 from __future__ import annotations
 
 from benchy.checks import server as sc
+from benchy.measure.silence import BIN_S, SilenceTracker
+from benchy.records import RequestRecord
+from benchy.results import stop as stop_mod
 from benchy.results.types import CaseResult, CheckWarning, RunResult
 from benchy.results.verdicts import queueing
 
@@ -203,6 +206,52 @@ def test_a_silence_on_every_stream_while_benchy_was_awake_outweighs_its_lag_peak
         client={"loop_lag_ms_max": 90.0}, silence={"silence_s": 1.5, "streams": 4, "after_s": 2.0, "unread": 5}
     )
     assert found.cause == "server_stopped"
+
+
+def test_the_stop_holds_the_requests_sent_during_it_not_only_those_answered_after():
+    """llama.cpp answers a held request's headers when a slot takes it: those that find a slot
+    free at the resume get them inside the silence and are not `unread`. The stop holds every
+    request sent during it (`sent`): with 3 of 4 sent meanwhile and 1 unread it holds the
+    median; counted by `unread` alone it would not. A wait longer than the stop is the stop and
+    then the other cause for what passes beyond it."""
+    awake = {"client": {"loop_lag_ms_max": 5.0, "loop_lag_ms_p95": 2.0}}
+    reqs = [request(metrics={"ttft_s": 0.200}) for _ in range(4)]
+    summary_ = {"ttft_s": summary(0.200), "itl_s": summary(0.010)}
+    held = {"silence_s": 1.2, "streams": 3, "after_s": 2.0, "unread": 1}
+    made = case(server(), reqs, summary=summary_, **awake, silence=held | {"sent": 3})
+    stop = stop_mod.stop_holding(made, len(reqs))
+    assert stop is not None and stop.sent == 3
+    alone = stop_mod.stop_cause(stop, 4, 0.15, "queueing")
+    assert "3 of these 4 requests were sent meanwhile, 1 of them answered only after it" in alone
+    assert "queueing" not in alone and "beyond" not in alone
+    assert stop_mod.stop_cause(stop, 4, 1.5, "queueing").endswith("; the 300 ms beyond it: queueing")
+    unread_only = case(server(), reqs, summary=summary_, **awake, silence=held | {"sent": 1})
+    assert stop_mod.server_stop(unread_only) is not None and stop_mod.stop_holding(unread_only, 4) is None
+
+
+def test_the_silence_counts_every_request_sent_during_it_and_those_answered_after_it():
+    """Two streams mid-answer fall silent from 1.0 s to 2.0 s; of three requests sent in it, one
+    gets its headers after it (unread), one inside it (a slot free at the resume), one none (it
+    failed): all three were sent during it. One sent before it and one after are neither."""
+    tracker = SilenceTracker()
+
+    def add(sent: float, headers: float | None, events: tuple[float, ...] = ()) -> None:
+        """A request sent at `sent` s of the case (its monotonic clock starts at 100 s)."""
+        rec = RequestRecord("c", 0, 0, False, f"r-{sent}", None, 64, 64, sent_mono_s=100 + sent)
+        rec.headers_s = None if headers is None else headers - sent
+        rec.token_event_s = [t - sent for t in events]
+        tracker.add(rec)
+
+    for stream in range(2):
+        add(0.1 * stream, 0.15, tuple(0.2 + 0.05 * i for i in range(17)) + tuple(2.0 + 0.05 * i for i in range(10)))
+    add(0.5, 0.55)  # before it
+    add(1.2, 2.3)  # unread: its headers after the silence
+    add(1.5, 1.9)  # answered inside it
+    add(1.7, None)  # failed: no headers
+    add(2.1, 2.15)  # after it
+    silence = tracker.longest()
+    assert silence is not None and abs(silence.silence_s - 1.0) < 2 * BIN_S and abs(silence.after_s - 1.0) < 2 * BIN_S
+    assert silence.streams == 2 and silence.unread == 1 and silence.sent == 3, silence
 
 
 def test_counters_that_fell_with_no_request_cut_are_no_restart():

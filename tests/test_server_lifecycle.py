@@ -16,6 +16,8 @@ and several server processes behind one address, judged against the simulator's 
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from benchy import run as run_mod
 from benchy.client.settings import ClientSettings
 from benchy.load.plan import LoadSettings
@@ -106,13 +108,23 @@ def test_several_processes_behind_one_address_are_no_count(start_sim):
     assert "server_several_processes" in found and "server_token_mismatch" not in found
 
 
-def _truth_silence(truth: list[dict], freeze: dict) -> float:
+def _truth_window(truth: list[dict], freeze: dict) -> tuple[float, float]:
     """The sim's own silence across the freeze: from its last event before the freeze began
     to its first after it ended, over every stream (the truth's event stamps)."""
     times = sorted(e["t_s"] for t in truth for e in t.get("events", ()) if e["tokens"])
-    before = max(t for t in times if t <= freeze["from_s"])
-    after = min(t for t in times if t >= freeze["to_s"])
+    return max(t for t in times if t <= freeze["from_s"]), min(t for t in times if t >= freeze["to_s"])
+
+
+def _truth_silence(truth: list[dict], freeze: dict) -> float:
+    before, after = _truth_window(truth, freeze)
     return after - before
+
+
+def _sent_within(reqs: list[dict], window: tuple[float, float], slack_s: float) -> tuple[int, int]:
+    """(requests surely sent within the truth's silence, those sent within it or `slack_s` of it)."""
+    start, end = window
+    sure = sum(start + slack_s <= r["sent_mono_s"] < end - slack_s for r in reqs)
+    return sure, sum(start - slack_s <= r["sent_mono_s"] < end + slack_s for r in reqs)
 
 
 def test_a_frozen_server_is_named_by_the_silence_of_every_stream(start_sim):
@@ -129,6 +141,10 @@ def test_a_frozen_server_is_named_by_the_silence_of_every_stream(start_sim):
     truth = truth_of(sim, results)
     waited = [r for r in measured(case) if r["sent_mono_s"] < freeze["to_s"] <= truth[r["request_id"]]["arrival_s"]]
     assert 1 <= case["silence"]["unread"] <= len(waited)
+    # every request benchy sent within the truth's silence was held by it (to within two bins and
+    # benchy's worst lag at either end), whenever its headers came
+    sure, near = _sent_within(measured(case), _truth_window(sim.truth(), freeze), 2 * BIN_S + lag_s)
+    assert sure <= case["silence"]["sent"] <= near and case["silence"]["sent"] >= case["silence"]["unread"]
     [w] = [w for w in results["warnings"] if w["code"] == "ttft_outside_server"]
     d = w["details"]
     assert d["cause"] == "server_stopped", d
@@ -142,20 +158,36 @@ def test_a_frozen_server_is_named_by_the_silence_of_every_stream(start_sim):
 PRELUDE = 7
 
 
-def test_a_frozen_llamacpp_is_the_cause_of_ttft_beyond_its_prompt_time(start_sim):
-    """llama.cpp has no TTFT histogram (no ttft_outside_server): a freeze shows only as TTFT
-    beyond its own prompt_ms (ttft_not_prefill) and as case.silence. Stopped 2.5 s at the case's
-    third arrival, most of a seeded 2 s of arrivals wait unread: the words name the stop, never
-    llama.cpp's cache copy, a proxy or benchy."""
-    after = str(PRELUDE + 3)
+class Frozen(NamedTuple):
+    sim: Any
+    results: dict
+    truth: dict[str, dict]
+    freeze: dict
+    case: dict
+    reqs: list[dict]
+
+
+def _frozen_llamacpp(start_sim, freeze_s: str, *flags: str) -> Frozen:
+    """An open loop of 20 requests (pp 64, tg 64, 10/s) on the frozen-llamacpp preset, stopped
+    `freeze_s` s at the case's third arrival; the truth by request id and the truth's freeze."""
     sim = start_sim(
-        "--preset", "frozen-llamacpp", "--freeze-after", after, "--freeze-s", "2.5", "--decode-tps", "100", *FAST
+        *("--preset", "frozen-llamacpp", "--freeze-after", str(PRELUDE + 3), "--freeze-s", freeze_s),
+        *("--decode-tps", "100", *FAST, "--prefill-tps", "2000", *flags),  # 32 ms a prompt: headers bins apart
     )
     results = _open_loop(sim, Case(pp=64, tg=64, rate=10.0), requests=20)
     truth = truth_of(sim, results)
     [freeze] = [t for t in sim.truth() if t.get("event") == "freeze"]
     [case] = results["cases"]
-    reqs = measured(case)
+    return Frozen(sim, results, truth, freeze, case, measured(case))
+
+
+def test_a_frozen_llamacpp_is_the_cause_of_ttft_beyond_its_prompt_time(start_sim):
+    """llama.cpp has no TTFT histogram (no ttft_outside_server): a freeze shows only as TTFT
+    beyond its own prompt_ms (ttft_not_prefill) and as case.silence. Stopped 2.5 s at the case's
+    third arrival, most of a seeded 2 s of arrivals wait in it, counted by their sends (the
+    headers of those that find a slot free at the resume go out inside the silence, as
+    llama.cpp's): the words name the stop, never llama.cpp's cache copy, a proxy or benchy."""
+    sim, results, truth, freeze, case, reqs = _frozen_llamacpp(start_sim, "2.5")
     # the truth: the stop came inside the case, and most of its requests waited through it
     assert min(r["sent_mono_s"] for r in reqs) < freeze["from_s"], "PRELUDE changed? the stop came before the case"
     waited = [r for r in reqs if r["sent_mono_s"] < freeze["to_s"] <= truth[r["request_id"]]["arrival_s"]]
@@ -164,11 +196,43 @@ def test_a_frozen_llamacpp_is_the_cause_of_ttft_beyond_its_prompt_time(start_sim
     silence = case["silence"]
     lag_s = case["client"]["loop_lag_ms_max"] / 1000
     assert abs(silence["silence_s"] - _truth_silence(sim.truth(), freeze)) <= 2 * BIN_S + lag_s
+    window = _truth_window(sim.truth(), freeze)
+    sure, near = _sent_within(reqs, window, 2 * BIN_S + lag_s)
+    assert sure <= silence["sent"] <= near, (silence, sure, near)
+    # as llama.cpp, the sim sent the headers of the held requests that found a slot free at the
+    # resume before any stream's next token (the truth): `unread` misses them, `sent` does not
+    answered = [r for r in reqs if window[0] <= r["sent_mono_s"] and truth[r["request_id"]]["headers_s"] < window[1]]
+    assert answered and silence["unread"] <= silence["sent"] - len(answered) + 1, (silence, len(answered))
     [w] = [w for w in results["warnings"] if w["code"] == "ttft_not_prefill"]
     said = w["message"] + " " + w["hint"]
     assert f"the server stopped: for {silence['silence_s'] * 1000:,.0f} ms" in said, said
-    assert f"{silence['unread']} of these {len(reqs)} requests" in said, said
+    assert f"{silence['sent']} of these {len(reqs)} requests were sent meanwhile" in said, said
     assert "cache" not in said and "proxy" not in said and "benchy itself" not in said, said
+    # the wait beyond the prompt sent alone is the same stop: the queueing finding names it too,
+    # not slots or a load the server cannot serve
+    [q] = [w for w in results["warnings"] if w["code"] == "prefill_holds_queueing"]
+    queued = q["message"] + " " + q["hint"]
+    assert f"the server stopped: for {silence['silence_s'] * 1000:,.0f} ms" in queued, queued
+    assert "fewer requests at once" not in queued and "concurrency 1" not in queued, queued
+
+
+def test_a_frozen_llamacpp_that_answers_held_requests_at_the_resume_is_named_by_what_it_held(start_sim):
+    """llama.cpp sends a request's headers when a slot takes it: after a stop, the held requests
+    that find a slot free get them before any stream's next token, inside the silence, and are
+    not `unread`. With 12 slots most of what a 1.5 s stop held is answered so: fewer than half
+    of the case's requests unread, yet more than half sent during the stop (the truth log). Both
+    findings still name the stop, counted by the sends."""
+    sim, results, truth, freeze, case, reqs = _frozen_llamacpp(start_sim, "1.5", "--max-running", "12")
+    start, end = window = _truth_window(sim.truth(), freeze)
+    held = [r for r in reqs if start <= r["sent_mono_s"] < end]
+    unread = [r for r in held if truth[r["request_id"]]["headers_s"] >= end]
+    assert 2 * len(held) >= len(reqs) > 2 * len(unread), (len(held), len(unread))  # the truth
+    for code in ("ttft_not_prefill", "prefill_holds_queueing"):
+        [w] = [w for w in results["warnings"] if w["code"] == code]
+        assert "the server stopped" in w["message"] and "fewer requests at once" not in w["message"], w["message"]
+    silence = case["silence"]
+    sure, near = _sent_within(reqs, window, 2 * BIN_S + case["client"]["loop_lag_ms_max"] / 1000)
+    assert sure <= silence["sent"] <= near and 2 * silence["unread"] < len(reqs), (silence, sure, near)
 
 
 def test_an_open_loop_on_llamacpp_that_queues_is_not_blamed_on_its_cache_copy(start_sim):

@@ -32,6 +32,7 @@ from benchy.checks import queueing, tool_frame
 from benchy.checks.check import Check
 from benchy.checks.registry import Code, Warning_
 from benchy.measure.silence import Silence
+from benchy.results.stop import AWAKE_SHARE, long_silence, loop_peak_s, server_stop
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -128,16 +129,12 @@ def outside_figures(case: CaseResult) -> TtftOutsideServer | None:
         silent_streams=silence.streams if silence else None,
         unread=silence.unread if silence else None,
         client_lag_s=lag,
-        loop_peak_s=_loop_peak_s(case),
+        loop_peak_s=loop_peak_s(case),
     )
 
 
 # benchy itself holds the gap when its own lateness is at least this share of it.
 CLIENT_SHARE = 0.5
-# A silence on every stream mid-answer says something when it lasts this many of the case's
-# median inter-token gaps; it is the server's when benchy's loop lagged less than this share of
-# it (and a request sent during it waited unread), benchy's own when its loop lagged more.
-SILENT_ITLS, AWAKE_SHARE = 10.0, 0.5
 
 
 def _outside_evidence(case: CaseResult, gap: float, lag: float) -> tuple[str, Silence | None]:
@@ -146,22 +143,12 @@ def _outside_evidence(case: CaseResult, gap: float, lag: float) -> tuple[str, Si
     stop = server_stop(case)
     if stop is not None:
         return "server_stopped", stop  # whatever benchy's lag elsewhere: this silence was not its own
-    silence, peak = long_silence(case), _loop_peak_s(case)
+    silence, peak = long_silence(case), loop_peak_s(case)
     asleep = silence is not None and peak >= AWAKE_SHARE * silence.silence_s
     slept = peak if asleep else 0.0  # benchy stalled through the silence
     if max(lag, slept) >= CLIENT_SHARE * gap:
         return "client", None  # late for much of the case, or stalled through the silence
     return "in_front", None
-
-
-def server_stop(case: CaseResult) -> Silence | None:
-    """The case's silence where it is the server's stop: every stream mid-answer silent for
-    many inter-token gaps, benchy's loop awake through it (it lagged less than AWAKE_SHARE of
-    it), and a request sent meanwhile that got its headers only after it (it waited unread)."""
-    silence = long_silence(case)
-    if silence is None or not silence.unread or _loop_peak_s(case) >= AWAKE_SHARE * silence.silence_s:
-        return None
-    return silence
 
 
 def client_lag_s(case: CaseResult) -> float:
@@ -172,19 +159,6 @@ def client_lag_s(case: CaseResult) -> float:
     loop = (case.client.loop_lag_ms_p95 or 0.0) / 1000 if case.client else 0.0
     sends = case.send_lag.p90 if case.send_lag and case.send_lag.p90 is not None else 0.0
     return max(loop, sends)
-
-
-def _loop_peak_s(case: CaseResult) -> float:
-    return (case.client.loop_lag_ms_max or 0.0) / 1000 if case.client else 0.0
-
-
-def long_silence(case: CaseResult) -> Silence | None:
-    """The case's silence on every stream mid-answer, where it says something: many inter-token
-    gaps long. Whose it was (benchy's or the server's) is judged by its caller."""
-    silence, itl = case.silence, case.median("itl_s")
-    if silence is None or itl is None or silence.silence_s < SILENT_ITLS * itl:
-        return None
-    return silence
 
 
 def ms(seconds: float) -> str:
@@ -317,7 +291,7 @@ def _outside_cause(found: TtftOutsideServer) -> tuple[str, str]:
     if found.cause == "server_stopped":
         return (
             f"the server stopped answering: for {ms(_num(found.silence_s))} nothing came on any of the "
-            f"{found.silent_streams} streams mid-answer and the {found.unread} requests sent meanwhile got their "
+            f"{found.silent_streams} streams mid-answer and {found.unread} requests sent meanwhile got their "
             f"response headers only after it, while benchy's own loop lagged at most {peak}: they waited unread "
             "(a frozen process: a GC pause, a synchronous step in its API server); its own TTFT starts when it "
             "reads them.",

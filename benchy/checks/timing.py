@@ -13,12 +13,12 @@ from typing import Literal, TypeAlias
 
 from benchy.checks import latency as latency_checks
 from benchy.checks import queueing as queueing_checks
-from benchy.checks import server as server_checks
 from benchy.checks.check import Check, RunLevelCheck
 from benchy.checks.registry import Code, Warning_
 from benchy.measure import stats
 from benchy.measure.silence import Silence
 from benchy.results import findings, latency
+from benchy.results.stop import STOP_HINT, stop_cause, stop_holding
 from benchy.results.types import (
     CaseResult,
     CheckWarning,
@@ -98,10 +98,6 @@ first_chunk_before_prefill = FirstChunkBeforePrefill()
 # this many seconds) is time that is not prefill: queueing, a host cache copy, scheduling.
 NOT_PREFILL_SHARE = 0.25
 NOT_PREFILL_MIN_S = 0.02
-STOP_HINT = (
-    "Look at the server's logs and its process around that moment (a GC pause, a synchronous step, "
-    "an engine stall); its prompt time and latency figures leave that wait out."
-)
 NOT_PREFILL_HINT = (
     "TTFT is what a user waits; prefill t/s taken from it is not the server's prefill speed. "
     "For llama.cpp, --cache-ram 0 removes the host-RAM cache copy; no more requests in flight "
@@ -111,11 +107,13 @@ NOT_PREFILL_HINT = (
 
 @dataclass(frozen=True)
 class ServerStopped:
-    """The server's stop (checks/server.py) holds the gap: its silence, and the n requests the
-    median is of."""
+    """The server's stop (results/stop.py) holds the gap: its silence, the n requests the median
+    is of, the gap, and the other cause, named for what passes beyond the stop."""
 
     stop: Silence
     n: int
+    gap_s: float
+    rest: Cause
 
 
 @dataclass(frozen=True)
@@ -193,15 +191,13 @@ ttft_not_prefill = TtftNotPrefill()
 
 
 def _not_prefill_why(case: CaseResult, run: RunView, gap: float, n: int) -> Cause:
-    """What holds the gap. The server's stop first (checks/server.py: every stream
-    mid-answer silent, benchy awake, requests unread) where it covers the median's excess: at
-    least as long as the gap, and the requests it kept unread at least half of the n the median
-    is of. Then it is the cause whatever the cache evidence says: llama.cpp's cache copy cannot
-    hold a request the server never read."""
-    stop = server_checks.server_stop(case)
-    if stop is None or stop.silence_s < gap or 2 * stop.unread < n:
-        return _not_prefill_cause(case, run)
-    return ServerStopped(stop, n)
+    """What holds the gap. The server's stop first (results/stop.py) where it held most of the
+    n requests the median is of: up to its length it is the cause whatever the cache evidence
+    says (llama.cpp's cache copy cannot hold a request the server never read); the other cause
+    is named for what passes beyond it."""
+    rest = _not_prefill_cause(case, run)
+    stop = stop_holding(case, n)
+    return rest if stop is None else ServerStopped(stop, n, gap, rest)
 
 
 def _not_prefill_cause(case: CaseResult, run: RunView) -> Cause:
@@ -230,12 +226,7 @@ LOAD_SHAPE_WORDS: dict[LoadShape, str] = {
 def _cause_words(cause: Cause) -> str:
     """What holds the gap, in words."""
     if isinstance(cause, ServerStopped):
-        stop = cause.stop
-        return (
-            f"the server stopped: for {stop.silence_s * 1000:,.0f} ms no stream mid-answer ({stop.streams}) received "
-            f"anything while benchy's loop was awake, and {stop.unread} of these {cause.n} requests, sent meanwhile, "
-            "waited unread (case.silence); its own prompt time starts when it reads them"
-        )
+        return stop_cause(cause.stop, cause.n, cause.gap_s, _cause_words(cause.rest))
     if isinstance(cause, FixedBefore):
         if not cause.unsure:
             return f"a fixed {cause.fixed_s * 1000:,.0f} ms before the server takes the request: see fixed_latency"

@@ -20,6 +20,7 @@ from benchy.measure import classify, delivery, metrics
 from benchy.measure.unavailable import BUFFERED, BUFFERED_TREND, Unavailable
 from benchy.results import latency
 from benchy.results.figures import CaseFigures, CaseView
+from benchy.results.stop import STOP_HINT, stop_cause, stop_holding
 from benchy.results.types import CaseResult, CheckWarning, Evidence, Queueing
 from benchy.results.verdicts import details, queueing
 from benchy.results.verdicts.codes import VERDICTS, Code
@@ -115,15 +116,16 @@ class Queued(Finding):
         if case.kind == "trace" or (case.kind == "shared_prefix" and case.depth):  # judged on a line (load/alone.py)
             against = ON_A_LINE
         load = queueing.load_words(case.kind, case.concurrency, case.rate)
+        cause, hint = _queue_cause(case, run, q)
         return warning(
             Code.PREFILL_HOLDS_QUEUEING,
             self.severity,
             case.label,
             f"{queueing.BASIS_WORDS.get(q.basis, 'TTFT')} {load} is {q.loaded_ttft_s * 1000:,.0f} ms (median), "
             f"{q.excess_s * 1000:,.0f} ms more than {against}: "
-            f"requests waited for the server ({_queue_cause(case, run)}). TTFT holds that wait; "
+            f"requests waited for the server ({cause}). TTFT holds that wait; "
             f"prefill t/s is withheld.{_server_prefill_text(case)}",
-            QUEUEING_HINT,
+            hint,
             metrics=("ttft_s",),
             details=details.PrefillHoldsQueueing(
                 concurrency=case.concurrency,
@@ -137,11 +139,20 @@ class Queued(Finding):
         )
 
 
-def _queue_cause(case: CaseResult, run: RunView) -> str:
+def _queue_cause(case: CaseResult, run: RunView, q: Queueing) -> tuple[str, str]:
+    """(what the requests waited for, the hint): the server's stop where it held most of them
+    (results/stop.py, as ttft_not_prefill judges it), then the slots or the load."""
     slots = queueing.server_slots(run)
     if slots is not None and case.concurrency is not None and case.concurrency > slots:
-        return f"{case.concurrency} requests in flight on {queueing.slots_text(slots)}"
-    return "it serves fewer requests at once than were in flight, or slows each prefill under load"
+        rest = f"{case.concurrency} requests in flight on {queueing.slots_text(slots)}"
+    else:
+        rest = "it serves fewer requests at once than were in flight, or slows each prefill under load"
+    figure = case.figure(q.basis)
+    n = figure.n if figure else case.facts().n_ok
+    stop = stop_holding(case, n)
+    if stop is None:
+        return rest, QUEUEING_HINT
+    return stop_cause(stop, n, q.excess_s or 0.0, rest), STOP_HINT
 
 
 def server_prefill(case: CaseResult) -> float | None:

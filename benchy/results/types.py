@@ -91,6 +91,7 @@ meaning is a new MAJOR. `read` takes any minor of its own major, including files
        image_tokens (the server's own count, or usage minus the exact text), image_tokens_from; case
        images; setup.ceiling hardware_confirmed (false where only --hardware says so, issue 52)
   1.28 --endpoint rerank (docs/embeddings.md); case input_rate (inputs or documents a second)
+  1.29 case.silence.sent: requests sent during it (`unread` misses those llama.cpp answers at the resume)
 
 A figure that cannot be measured is null, with the reason in `unavailable` (words) and
 `unavailable_codes` (a stable code, metrics.py). Requests with an empty or zero-token output
@@ -143,7 +144,7 @@ from benchy.server.metrics import MetricsStatus as MetricsStatus
 from benchy.server.metrics import NoServerFigures as NoServerFigures
 from benchy.server.metrics import ServerCaseMetrics as ServerCaseMetrics
 
-SCHEMA_MAJOR, SCHEMA_MINOR = 1, 28
+SCHEMA_MAJOR, SCHEMA_MINOR = 1, 29
 SCHEMA = f"benchy/results/{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 PROBE_SCHEMA = "benchy/probe/1"  # probe.json (`benchy probe-cache`)
 
@@ -384,9 +385,7 @@ class CaseResult(Saved):
         "closed loop, concurrency > 1: TTFT against the same prompt alone (1.9)", omit=True
     )
     cache_reset: CacheReset | None = _opt("(1.10) --cache-reset before this case", omit=True)
-    silence: Silence | None = _opt(
-        "(1.26) the longest span in which no stream mid-answer received anything (measure/silence.py)", omit=True
-    )
+    silence: Silence | None = _opt("(1.26) the longest silence on every stream mid-answer (silence.py)", omit=True)
     prompt_lengths: str | None = _opt(
         "(1.16) how this case's prompt lengths were made: server_tokenize | tokenizer_file | server_usage "
         "| o200k_calibrated",

@@ -117,6 +117,11 @@ and the truth log: docs/sim.md.
     default=False,
     help="The stream's headers go out when the engine takes the request up (after the host copy), as llama-server's.",
 )
+@click.option(
+    "--prefill-holds-decode/--no-prefill-holds-decode",
+    default=False,
+    help="A prefill holds every running stream's next token (llama.cpp's one batch of prompts and decodes).",
+)
 @click.option("--hold-open-s", type=float, help="No [DONE]: the body stays open this long after usage.")
 @click.option("--silent-tokens", type=int, help="The last N tokens of a response make no event.")
 @click.option(

@@ -78,6 +78,10 @@ class SimConfig:
     # the stream's headers go out when the engine takes the request up (after its queue and the
     # host copy), as llama-server's do, not on arrival (issue 52)
     headers_at_prefill: bool = False
+    # a prefill holds every running stream's next token (llama.cpp's one batch: a new slot's prompt
+    # goes into the same decode as the others' tokens), so after a freeze the held requests that
+    # find a slot free get their headers before any stream's next token (issue 52)
+    prefill_holds_decode: bool = False
     timings: bool = False  # llama.cpp's `timings` object at the end of every response
     # --- servers benchy did not write (issue 23) ---
     hold_open_s: float = 0.0  # no [DONE]: after finish_reason and usage the body stays open this long
@@ -248,7 +252,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     # A server process that stops for 1.5 s at the 20th request (a GC pause, a synchronous step).
     "frozen-process": {"freeze_after": 20, "freeze_s": 1.5},
     # The same stop on llama-server: no TTFT histogram, only each response's timings (prompt_ms).
-    "frozen-llamacpp": {"freeze_after": 20, "freeze_s": 1.5, "flavor": "llamacpp", "timings": True},
+    "frozen-llamacpp": {
+        "freeze_after": 20,
+        "freeze_s": 1.5,
+        "flavor": "llamacpp",
+        "timings": True,
+        "headers_at_prefill": True,
+        "prefill_holds_decode": True,
+    },
     # A pod restarted behind a stable address at the 12th request: cut, refused 2 s, back empty.
     "restart": {"restart_after": 12, "restart_down_s": 2.0},
     # Four API-server processes on one port without shared metrics: /metrics answers for one.
@@ -302,7 +313,8 @@ PRESET_HELP = {
     "frozen-process": "the whole process stops for 1.5 s when the 20th request arrives: requests wait unread "
     "(--freeze-after 20 --freeze-s 1.5)",
     "frozen-llamacpp": "the frozen-process stop on a llama.cpp-shaped server: its /metrics (no TTFT histogram) "
-    "and each response's timings (--flavor llamacpp --timings)",
+    "and each response's timings, headers when a slot takes the request, prefills that hold the decodes "
+    "(--flavor llamacpp --timings --headers-at-prefill --prefill-holds-decode)",
     "restart": "the server restarts when the 12th request arrives: connections cut, refused for 2 s, back with "
     "empty caches and /metrics from zero (--restart-after 12 --restart-down-s 2)",
     "several-processes": "4 server processes share the port, each with its own /metrics (--processes 4)",

@@ -6,6 +6,8 @@ requests and takes uncached_tokens / prefill_tps (after prompt_tokens / host_cop
 llama.cpp-style cache copying, when set); the first token appears when prefill ends;
 each next token is due 1 / per_request_rate after the previous one's deadline, with
 per_request_rate = decode_tps / (1 + batch_slowdown * (running - 1)) at that moment.
+With prefill_holds_decode (llama.cpp's one batch of prompts and decodes) a token due while a
+prefill is under way or queued waits for it.
 Speculative decoding (spec_draft > 0) makes tokens in verify steps instead: the first token
 alone, then steps of 1 + accepted drafts, all of a step's tokens at one deadline, the steps
 spaced so that the token rate stays decode_tps on average.
@@ -293,6 +295,8 @@ class Engine:
         self.slots = Slots(cfg.max_running)
         self._prefill_lock = asyncio.Lock()
         self._prefill_free_at = 0.0
+        self.prefilling = 0  # prefills under way or queued for the lock (--prefill-holds-decode)
+        self.prefills_done = asyncio.Event()
         self._hot_since: float | None = None  # --throttle: when decoding first ran
 
     def cached_tokens(self, ids: list[int]) -> int:
@@ -307,6 +311,16 @@ class Engine:
         """Runs this prompt's prefill after every earlier one. A host-RAM cache copy
         (host_copy_tps) comes first, in the same serial queue. `started` is awaited when the
         prefill starts (after the copy): the stream's headers where they wait for it."""
+        self.prefilling += 1
+        self.prefills_done.clear()
+        try:
+            return await self._prefill(ids, started)
+        finally:
+            self.prefilling -= 1
+            if not self.prefilling:
+                self.prefills_done.set()
+
+    async def _prefill(self, ids: list[int], started: Callable[[], Awaitable[None]] | None) -> Prefill:
         async with self._prefill_lock:
             # Start at the previous prefill's deadline, not at the (later) lock hand-over.
             start = max(clock(), self._prefill_free_at) + self.host_copy_seconds(len(ids))
@@ -398,7 +412,15 @@ class Decoder:
         self.dues.append(self._due)
         if not self._engine.cfg.instant:
             await self._engine.wait_until(self._due)
+            if self._engine.cfg.prefill_holds_decode and self._engine.prefilling:
+                await self._held_by_prefill()
         return clock()
+
+    async def _held_by_prefill(self) -> None:
+        """--prefill-holds-decode: the token waits out every prefill under way or queued (one
+        batch), and the next ones are due from then."""
+        await self._engine.prefills_done.wait()
+        self._due = max(self._due, clock())
 
     async def pause(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
