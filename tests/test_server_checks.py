@@ -237,9 +237,10 @@ def test_the_silence_counts_every_request_sent_during_it_and_those_answered_afte
 
     def add(sent: float, headers: float | None, events: tuple[float, ...] = ()) -> None:
         """A request sent at `sent` s of the case (its monotonic clock starts at 100 s)."""
-        rec = RequestRecord("c", 0, 0, False, f"r-{sent}", None, 64, 64, sent_mono_s=100 + sent)
-        rec.headers_s = None if headers is None else headers - sent
-        rec.token_event_s = [t - sent for t in events]
+        rec = RequestRecord(
+            "c", 0, 0, False, f"r-{sent}", None, 64, 64, sent_mono_s=100 + sent,
+            headers_s=None if headers is None else headers - sent, token_event_s=[t - sent for t in events],
+        )  # fmt: skip
         tracker.add(rec)
 
     for stream in range(2):
