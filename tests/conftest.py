@@ -176,6 +176,19 @@ def client_slack_s(case: dict) -> float:
     return 0.010 + loop_lag_s(case)
 
 
+def sim_lag_s(truth: dict) -> float:
+    """The longest the simulator's own loop stalled while it held this request (its truth
+    record, sim/stalls.py): how late a busy machine may have made the record's stamps, the
+    arrival's included. Measured by the simulator's timer, never fitted from the times checked."""
+    return truth.get("loop_lag_max_s") or 0.0
+
+
+def truth_slack_s(case: dict, truth: dict) -> float:
+    """How far a figure of benchy's may lie from the truth log's for one request: benchy's
+    stamps late by its measured slack, the simulator's by its own measured stall."""
+    return client_slack_s(case) + sim_lag_s(truth)
+
+
 def sim_env() -> dict:
     """The environment for a child `python -m benchy` that must import this checkout."""
     return child_env()

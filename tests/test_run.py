@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import client_slack_s, run_benchy_here, warning_codes
+from tests.conftest import run_benchy_here, truth_slack_s, warning_codes
 
 
 def benchy(*args: str) -> subprocess.CompletedProcess:
@@ -52,13 +52,14 @@ def test_run_matches_ground_truth(start_sim, tmp_path):
     for case in results["cases"]:
         reqs = [r for r in case["requests"] if not r["warmup"]]
         assert case["n_ok"] == 3 and len(reqs) == 3
-        slack = client_slack_s(case)
         for r in reqs:
             t, m = truth[r["request_id"]], r["metrics"]
+            slack = truth_slack_s(case, t)  # benchy's measured lateness plus the simulator's
             # Exact output length, prompt length within ±1% of the target as the server counts it.
             assert r["completion_tokens"] == case["tg"] == t["completion_tokens"]
             assert abs(r["prompt_tokens"] - case["pp"]) <= 0.01 * case["pp"]
-            # Each figure's times are the server's, seen at most `slack` late at either end.
+            # Each figure's times are the server's, seen at most `slack` late at either end (a
+            # busy simulator stamps late too: its arrival stamp after it got round to the request).
             assert abs(m["ttft_s"] - truth_ttft(t)) <= slack
             assert abs(m["e2e_s"] - (truth_end(t) - t["arrival_s"])) <= slack
             assert abs((t["prompt_tokens"] - t["cached_tokens"]) / m["prefill_tps"] - truth_ttft(t)) <= slack
