@@ -8,23 +8,32 @@ each request, and how fast its engine prefilled.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from tests.conftest import client_slack_s
+from tests.conftest import truth_slack_s
 from tests.test_checks import bench, codes, measured, truth_of, warning
 
 FAST = ("--prefill-tps", "20000", "--decode-tps", "400")
 SWEEP = (512, 2048, 8192)
 
 
-def engine_prefill_tps(truth: list[dict]) -> float:
-    """The engine's marginal prefill speed as the truth has it: tokens over prefill time."""
-    return float(
-        np.median(
-            [(t["prompt_tokens"] - t["cached_tokens"]) / (t["prefill_end_s"] - t["prefill_start_s"]) for t in truth]
-        )
-    )
+def delivered_engine_tps(results: dict, truth: dict[str, dict], fixed_s: float) -> tuple[float, float]:
+    """The least and most engine prefill rate benchy can have read from the longest prompt's
+    requests, as the truth has them delivered: each one's uncached tokens over its TTFT from when
+    the proxy got it, less `fixed_s`, that TTFT anywhere within its measured slack (benchy's loop
+    lag plus the simulator's). Medians of the bounds bound the median."""
+    longest = max(results["cases"], key=lambda c: c["pp"])
+    low, high = [], []
+    for r in measured(longest):
+        t = truth[r["request_id"]]
+        tokens, slack = t["prompt_tokens"] - t["cached_tokens"], truth_slack_s(longest, t)
+        engine_s = t["first_token_event_s"] - t["arrival_s"] + t["proxy_held_s"] - fixed_s
+        low.append(tokens / (engine_s + slack))
+        high.append(tokens / (engine_s - slack) if engine_s > slack else math.inf)
+    return float(np.median(low)), float(np.median(high))
 
 
 def test_a_gateway_delay_is_separated_from_prefill(start_sim):
@@ -34,10 +43,14 @@ def test_a_gateway_delay_is_separated_from_prefill(start_sim):
     held = [truth[r["request_id"]] for c in results["cases"] for r in measured(c)]
     w = warning(results, "fixed_latency")
     d = w["details"]
-    slack = 2 * max(client_slack_s(c) for c in results["cases"]) + 0.02
+    slack = 2 * max(truth_slack_s(c, truth[r["request_id"]]) for c in results["cases"] for r in measured(c)) + 0.02
     # The fixed part is what the proxy held (the truth), not prefill.
     assert d["fixed_s"] == pytest.approx(float(np.median([t["proxy_held_s"] for t in held])), abs=slack)
-    assert d["engine_prefill_tps"] == pytest.approx(engine_prefill_tps(held), rel=0.15)
+    # The engine's rate is the longest prompt's tokens over the rest of its TTFT, as the simulator
+    # delivered it: on a quiet machine its own prefill rate (--prefill-tps), on a busy one slower by
+    # what the machine held it back, which its measured lag bounds.
+    low, high = delivered_engine_tps(results, truth, d["fixed_s"])
+    assert low <= d["engine_prefill_tps"] <= high
     (evidence,) = w["evidence"]
     assert evidence["observed"] > evidence["threshold"]
     assert "cannot tell" not in w["message"]  # a sweep shows the hold stays put
@@ -64,12 +77,12 @@ def test_one_prompt_length_is_enough_where_the_headers_come_first(start_sim):
     held = [truth[r["request_id"]] for r in measured(case)]
     w = warning(results, "fixed_latency")
     d = w["details"]
-    assert d["fixed_s"] == pytest.approx(
-        float(np.median([t["proxy_held_s"] for t in held])), abs=2 * client_slack_s(case) + 0.02
-    )
+    slack = 2 * max(truth_slack_s(case, t) for t in held) + 0.02
+    assert d["fixed_s"] == pytest.approx(float(np.median([t["proxy_held_s"] for t in held])), abs=slack)
     # One length cannot show the headers stay put as the prompt grows: the cause is left open.
     assert "cannot tell" in w["message"] and "second --pp" in w["hint"]
-    assert d["engine_prefill_tps"] == pytest.approx(engine_prefill_tps(held), rel=0.15)
+    low, high = delivered_engine_tps(results, truth, d["fixed_s"])
+    assert low <= d["engine_prefill_tps"] <= high
     assert case["unavailable_codes"]["prefill_tps"] == "fixed_latency"
 
 
