@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pytest
 
+from benchy.results import latency
 from tests.conftest import truth_slack_s
 from tests.test_checks import bench, codes, measured, truth_of, warning
 
@@ -34,6 +35,20 @@ def delivered_engine_tps(results: dict, truth: dict[str, dict], fixed_s: float) 
         low.append(tokens / (engine_s + slack))
         high.append(tokens / (engine_s - slack) if engine_s > slack else math.inf)
     return float(np.median(low)), float(np.median(high))
+
+
+def unless_the_headers_came_too_late(case: dict, held: list[dict]) -> None:
+    """At one prompt length the headers carry the fixed part only where the first token came well
+    after them (latency.GAP_MIN_S, GAP_SHARE of TTFT). A simulator held back on a busy machine can
+    send its headers late, nearer its first token than that: benchy then rightly cannot tell the
+    hold from prefill. Judged on the truth's delivered times, beyond the measured slack."""
+    ttft = float(np.median([t["first_token_event_s"] - t["arrival_s"] + t["proxy_held_s"] for t in held]))
+    after_headers = float(np.median([t["first_token_event_s"] - t["headers_s"] for t in held]))
+    slack = 2 * max(truth_slack_s(case, t) for t in held)
+    if after_headers - slack < max(latency.GAP_MIN_S, latency.GAP_SHARE * (ttft + slack)):
+        pytest.skip(
+            f"the simulator sent its headers {after_headers * 1000:.0f} ms before its first token on this busy machine"
+        )
 
 
 def test_a_gateway_delay_is_separated_from_prefill(start_sim):
@@ -69,12 +84,14 @@ def test_a_healthy_sweep_has_no_fixed_part(start_sim):
 
 
 def test_one_prompt_length_is_enough_where_the_headers_come_first(start_sim):
-    # No sweep to draw a line through: the headers, sent before prefill, carry the fixed part.
-    sim = start_sim("--preset", "gateway-250ms", *FAST)
+    # No sweep to draw a line through: the headers, sent before prefill, carry the fixed part. A
+    # prefill of 0.4 s puts the first token well past the headers (GAP_SHARE of TTFT), busy or not.
+    sim = start_sim("--preset", "gateway-250ms", "--prefill-tps", "5000", "--decode-tps", "400")
     results = bench(sim, pp=(2048,), tg=(8,), runs=3)
     (case,) = results["cases"]
     truth = truth_of(sim, results)
     held = [truth[r["request_id"]] for r in measured(case)]
+    unless_the_headers_came_too_late(case, held)
     w = warning(results, "fixed_latency")
     d = w["details"]
     slack = 2 * max(truth_slack_s(case, t) for t in held) + 0.02
