@@ -44,10 +44,12 @@ def unless_the_headers_came_too_late(case: dict, held: list[dict]) -> None:
     hold from prefill. Judged on the truth's delivered times, beyond the measured slack."""
     ttft = float(np.median([t["first_token_event_s"] - t["arrival_s"] + t["proxy_held_s"] for t in held]))
     after_headers = float(np.median([t["first_token_event_s"] - t["headers_s"] for t in held]))
-    slack = 2 * max(truth_slack_s(case, t) for t in held)
+    # Each of benchy's two stamps lies within [-the simulator's lag, +benchy's] of the truth's.
+    slack = max(truth_slack_s(case, t) for t in held)
     if after_headers - slack < max(latency.GAP_MIN_S, latency.GAP_SHARE * (ttft + slack)):
         pytest.skip(
-            f"the simulator sent its headers {after_headers * 1000:.0f} ms before its first token on this busy machine"
+            f"the simulator sent its headers {after_headers * 1000:.0f} ms before its first token (TTFT "
+            f"{ttft * 1000:.0f} ms, slack {slack * 1000:.0f} ms) on this busy machine"
         )
 
 
