@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from benchy.results import latency
-from tests.conftest import truth_slack_s
+from tests.conftest import truth_slack_s, wrote_in_bursts
 from tests.test_checks import bench, codes, measured, truth_of, warning
 
 FAST = ("--prefill-tps", "20000", "--decode-tps", "400")
@@ -39,18 +39,26 @@ def delivered_engine_tps(results: dict, truth: dict[str, dict], fixed_s: float) 
 
 def unless_the_headers_came_too_late(case: dict, held: list[dict]) -> None:
     """At one prompt length the headers carry the fixed part only where the first token came well
-    after them (latency.GAP_MIN_S, GAP_SHARE of TTFT). A simulator held back on a busy machine can
-    send its headers late, nearer its first token than that: benchy then rightly cannot tell the
-    hold from prefill. Judged on the truth's delivered times, beyond the measured slack."""
-    ttft = float(np.median([t["first_token_event_s"] - t["arrival_s"] + t["proxy_held_s"] for t in held]))
-    after_headers = float(np.median([t["first_token_event_s"] - t["headers_s"] for t in held]))
-    # Each of benchy's two stamps lies within [-the simulator's lag, +benchy's] of the truth's.
+    after them (latency.GAP_MIN_S, GAP_SHARE of TTFT). A busy machine can hold the simulator's
+    headers or benchy's reading of them back, nearer the first token than that: benchy then rightly
+    cannot tell the hold from prefill. Then benchy's medians are the truth's, within the measured
+    slack at each of the two (benchy's lag plus the simulator's), and the test skips saying so."""
+    if case["summary"]["ttft_s"] is None:  # withheld as buffered: rightly only where the truth has bursts
+        assert sum(map(wrote_in_bursts, held)) >= len(held) / 2
+        pytest.skip("the simulator wrote its streams in bursts on this busy machine: benchy withheld TTFT")
+    ttft = float(np.median([r["metrics"]["ttft_s"] for r in measured(case)]))
+    headers = float(np.median([r["headers_s"] for r in measured(case)]))
+    if ttft - headers >= max(latency.GAP_MIN_S, latency.GAP_SHARE * ttft):
+        return
+    since = [t["arrival_s"] - t["proxy_held_s"] for t in held]  # when the proxy got each request
+    truth_ttft = float(np.median([t["first_token_event_s"] - s for t, s in zip(held, since)]))
+    truth_headers = float(np.median([t["headers_s"] - s for t, s in zip(held, since)]))
     slack = max(truth_slack_s(case, t) for t in held)
-    if after_headers - slack < max(latency.GAP_MIN_S, latency.GAP_SHARE * (ttft + slack)):
-        pytest.skip(
-            f"the simulator sent its headers {after_headers * 1000:.0f} ms before its first token (TTFT "
-            f"{ttft * 1000:.0f} ms, slack {slack * 1000:.0f} ms) on this busy machine"
-        )
+    assert abs(ttft - truth_ttft) <= slack and abs(headers - truth_headers) <= slack
+    pytest.skip(
+        f"the first token came {(ttft - headers) * 1000:.0f} ms after the headers (TTFT {ttft * 1000:.0f} ms) "
+        "on this busy machine: too near for the headers to be the fixed part"
+    )
 
 
 def test_a_gateway_delay_is_separated_from_prefill(start_sim):
