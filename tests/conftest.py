@@ -178,11 +178,11 @@ def client_slack_s(case: dict) -> float:
 
 
 def sim_lag_s(truth: dict) -> float:
-    """The longest the simulator's own loop stalled while it held this request (its truth
-    record, sim/stalls.py): how late a busy machine may have made the record's stamps, the
-    arrival's included. Measured by the simulator's timer, never fitted from the times checked;
-    the timer sees a stall up to one of its intervals short."""
-    return (truth.get("loop_lag_max_s") or 0.0) + stalls.INTERVAL_S
+    """How far the simulator's own loop fell behind while it held this request or left it unread
+    (its truth record, sim/stalls.py): how late a busy machine may have made the record's stamps,
+    the arrival's included. Measured by the simulator's timer, never fitted from the times
+    checked; the timer sees a stall up to one of its intervals short."""
+    return (truth.get("loop_behind_s") or 0.0) + stalls.INTERVAL_S
 
 
 def truth_slack_s(case: dict, truth: dict) -> float:

@@ -41,14 +41,8 @@ def test_a_stall_before_the_arrival_stamp_is_in_the_record(start_sim):
     thread.join(30)
     assert sent[1] == 200
     (held,) = sim.truth(expect=1)
-    # Its arrival was stamped late by what the stop kept it from reading; the record says so: the
-    # sampler's wait began before the send, and it woke at most a few loop turns before the stamp.
+    # Its arrival was stamped late by what the stop kept it from reading, and by the turns of a
+    # busy machine's loop after it; the record says so: its stalls from before the send to the stamp.
     late = held["arrival_s"] - sent[0]
     assert late >= STOP_S * 0.9
-    assert held["loop_lag_max_s"] >= late - stalls.INTERVAL_S - 0.02
-    # A stall is counted in the records it touched only: one that arrives more than an interval
-    # (the window's allowance before the arrival) after the held one ended carries none of it.
-    time.sleep(max(0.0, max(e["t_s"] for e in held["events"]) + 3 * stalls.INTERVAL_S - time.perf_counter()))
-    after, _ = _send(sim)
-    after.join(30)
-    assert sim.truth(expect=2)[-1]["loop_lag_max_s"] < held["loop_lag_max_s"]
+    assert held["loop_behind_s"] >= late - stalls.INTERVAL_S - 0.02

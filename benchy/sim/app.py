@@ -221,7 +221,7 @@ class Simulator:
     def _log(self, trace: Trace) -> None:
         """The truth record and the /metrics observation of a request, once each."""
         if self.stalls is not None and not trace.logged:  # from just before its first stamp
-            trace.loop_lag_max_s = self.stalls.worst(trace.arrival_s - trace.proxy_held_s - stalls.INTERVAL_S, clock())
+            trace.loop_behind_s = self.stalls.behind(trace.arrival_s - trace.proxy_held_s - stalls.INTERVAL_S, clock())
         if self.truth.write(trace):
             self.metrics.observe(trace)
             self.replica_metrics[trace.replica].observe(trace)

@@ -25,7 +25,7 @@ KEEP = 4096  # stalls remembered: minutes of a busy machine's
 
 
 class StallWatch:
-    """`await watch.run()` in a task; `watch.worst(start, end)` once a request has ended."""
+    """`await watch.run()` in a task; `watch.behind(start, end)` once a request has ended."""
 
     def __init__(self) -> None:
         self._stalls: deque[tuple[float, float, float]] = deque(maxlen=KEEP)  # (wait began, woke, lag)
@@ -39,14 +39,17 @@ class StallWatch:
             if lag >= FLOOR_S:
                 self._stalls.append((began, woke, lag))
 
-    def worst(self, start: float, end: float) -> float:
-        """The longest stall whose wait overlapped [start, end], s (0.0: none past FLOOR_S). A
-        stall that held a stamp back ends just before the stamp, in the same turn of the loop:
-        pass a start one INTERVAL_S before the first stamp that matters."""
-        worst = 0.0
+    def behind(self, start: float, end: float) -> float:
+        """How far the loop fell behind over [start, end], s: the sum of the stalls whose wait
+        overlapped it, the window reaching back over stalls that ran on into it (no on-time wake
+        between: a request that came in meanwhile waited through all of them, and more than the
+        longest). A stall that held a stamp back ends just before it, in the same turn of the
+        loop: pass a start one INTERVAL_S before the first stamp that matters."""
+        total = 0.0
         for began, woke, lag in reversed(self._stalls):  # newest first: stop at the first before start
             if woke < start:
                 break
             if began <= end:
-                worst = max(worst, lag)
-        return worst
+                total += lag
+                start = min(start, began - INTERVAL_S / 2)  # the next wait began as this one woke
+        return total
