@@ -27,6 +27,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchy.records import RequestRecord  # noqa: E402
+from benchy.sim import stalls  # noqa: E402
 from benchy.sim.process import SimProcess, child_env  # noqa: E402  (after the path is set)
 from tests.forkserver import ForkedPopen, ForkedSim, run_forked  # noqa: E402
 
@@ -192,6 +193,20 @@ def client_slack_s(case: dict) -> float:
     a few ms of the machine's scheduling, plus the longest its own event loop was seen to
     stall while the case's requests were in flight (monitor.py, in the case's results)."""
     return 0.010 + loop_lag_s(case)
+
+
+def sim_lag_s(truth: dict) -> float:
+    """How far the simulator's own loop fell behind while it held this request or left it unread
+    (its truth record, sim/stalls.py): how late a busy machine may have made the record's stamps,
+    the arrival's included. Measured by the simulator's timer, never fitted from the times
+    checked; the timer sees a stall up to one of its intervals short."""
+    return (truth.get("loop_behind_s") or 0.0) + stalls.INTERVAL_S
+
+
+def truth_slack_s(case: dict, truth: dict) -> float:
+    """How far a figure of benchy's may lie from the truth log's for one request: benchy's
+    stamps late by its measured slack, the simulator's by its own measured stall."""
+    return client_slack_s(case) + sim_lag_s(truth)
 
 
 def sim_env() -> dict:

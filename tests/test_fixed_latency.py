@@ -8,22 +8,56 @@ each request, and how fast its engine prefilled.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from tests.conftest import client_slack_s
+from benchy.results import latency
+from tests.conftest import truth_slack_s, wrote_in_bursts
 from tests.test_checks import bench, codes, measured, truth_of, warning
 
 FAST = ("--prefill-tps", "20000", "--decode-tps", "400")
 SWEEP = (512, 2048, 8192)
 
 
-def engine_prefill_tps(truth: list[dict]) -> float:
-    """The engine's marginal prefill speed as the truth has it: tokens over prefill time."""
-    return float(
-        np.median(
-            [(t["prompt_tokens"] - t["cached_tokens"]) / (t["prefill_end_s"] - t["prefill_start_s"]) for t in truth]
-        )
+def delivered_engine_tps(results: dict, truth: dict[str, dict], fixed_s: float) -> tuple[float, float]:
+    """The least and most engine prefill rate benchy can have read from the longest prompt's
+    requests, as the truth has them delivered: each one's uncached tokens over its TTFT from when
+    the proxy got it, less `fixed_s`, that TTFT anywhere within its measured slack (benchy's loop
+    lag plus the simulator's). Medians of the bounds bound the median."""
+    longest = max(results["cases"], key=lambda c: c["pp"])
+    low, high = [], []
+    for r in measured(longest):
+        t = truth[r["request_id"]]
+        tokens, slack = t["prompt_tokens"] - t["cached_tokens"], truth_slack_s(longest, t)
+        engine_s = t["first_token_event_s"] - t["arrival_s"] + t["proxy_held_s"] - fixed_s
+        low.append(tokens / (engine_s + slack))
+        high.append(tokens / (engine_s - slack) if engine_s > slack else math.inf)
+    return float(np.median(low)), float(np.median(high))
+
+
+def unless_the_headers_came_too_late(case: dict, held: list[dict]) -> None:
+    """At one prompt length the headers carry the fixed part only where the first token came well
+    after them (latency.GAP_MIN_S, GAP_SHARE of TTFT). A busy machine can hold the simulator's
+    headers or benchy's reading of them back, nearer the first token than that: benchy then rightly
+    cannot tell the hold from prefill. Then benchy's medians are the truth's, within the measured
+    slack at each of the two (benchy's lag plus the simulator's), and the test skips saying so."""
+    if case["summary"]["ttft_s"] is None:  # withheld as buffered: rightly only where the truth has bursts
+        assert sum(map(wrote_in_bursts, held)) >= len(held) / 2
+        pytest.skip("the simulator wrote its streams in bursts on this busy machine: benchy withheld TTFT")
+    ttft = float(np.median([r["metrics"]["ttft_s"] for r in measured(case)]))
+    headers = float(np.median([r["headers_s"] for r in measured(case)]))
+    if ttft - headers >= max(latency.GAP_MIN_S, latency.GAP_SHARE * ttft):
+        return
+    since = [t["arrival_s"] - t["proxy_held_s"] for t in held]  # when the proxy got each request
+    truth_ttft = float(np.median([t["first_token_event_s"] - s for t, s in zip(held, since)]))
+    truth_headers = float(np.median([t["headers_s"] - s for t, s in zip(held, since)]))
+    slack = max(truth_slack_s(case, t) for t in held)
+    assert abs(ttft - truth_ttft) <= slack and abs(headers - truth_headers) <= slack
+    pytest.skip(
+        f"the first token came {(ttft - headers) * 1000:.0f} ms after the headers (TTFT {ttft * 1000:.0f} ms) "
+        "on this busy machine: too near for the headers to be the fixed part"
     )
 
 
@@ -34,10 +68,14 @@ def test_a_gateway_delay_is_separated_from_prefill(start_sim):
     held = [truth[r["request_id"]] for c in results["cases"] for r in measured(c)]
     w = warning(results, "fixed_latency")
     d = w["details"]
-    slack = 2 * max(client_slack_s(c) for c in results["cases"]) + 0.02
+    slack = 2 * max(truth_slack_s(c, truth[r["request_id"]]) for c in results["cases"] for r in measured(c)) + 0.02
     # The fixed part is what the proxy held (the truth), not prefill.
     assert d["fixed_s"] == pytest.approx(float(np.median([t["proxy_held_s"] for t in held])), abs=slack)
-    assert d["engine_prefill_tps"] == pytest.approx(engine_prefill_tps(held), rel=0.15)
+    # The engine's rate is the longest prompt's tokens over the rest of its TTFT, as the simulator
+    # delivered it: on a quiet machine its own prefill rate (--prefill-tps), on a busy one slower by
+    # what the machine held it back, which its measured lag bounds.
+    low, high = delivered_engine_tps(results, truth, d["fixed_s"])
+    assert low <= d["engine_prefill_tps"] <= high
     (evidence,) = w["evidence"]
     assert evidence["observed"] > evidence["threshold"]
     assert "cannot tell" not in w["message"]  # a sweep shows the hold stays put
@@ -56,20 +94,22 @@ def test_a_healthy_sweep_has_no_fixed_part(start_sim):
 
 
 def test_one_prompt_length_is_enough_where_the_headers_come_first(start_sim):
-    # No sweep to draw a line through: the headers, sent before prefill, carry the fixed part.
-    sim = start_sim("--preset", "gateway-250ms", *FAST)
+    # No sweep to draw a line through: the headers, sent before prefill, carry the fixed part. A
+    # prefill of 0.4 s puts the first token well past the headers (GAP_SHARE of TTFT), busy or not.
+    sim = start_sim("--preset", "gateway-250ms", "--prefill-tps", "5000", "--decode-tps", "400")
     results = bench(sim, pp=(2048,), tg=(8,), runs=3)
     (case,) = results["cases"]
     truth = truth_of(sim, results)
     held = [truth[r["request_id"]] for r in measured(case)]
+    unless_the_headers_came_too_late(case, held)
     w = warning(results, "fixed_latency")
     d = w["details"]
-    assert d["fixed_s"] == pytest.approx(
-        float(np.median([t["proxy_held_s"] for t in held])), abs=2 * client_slack_s(case) + 0.02
-    )
+    slack = 2 * max(truth_slack_s(case, t) for t in held) + 0.02
+    assert d["fixed_s"] == pytest.approx(float(np.median([t["proxy_held_s"] for t in held])), abs=slack)
     # One length cannot show the headers stay put as the prompt grows: the cause is left open.
     assert "cannot tell" in w["message"] and "second --pp" in w["hint"]
-    assert d["engine_prefill_tps"] == pytest.approx(engine_prefill_tps(held), rel=0.15)
+    low, high = delivered_engine_tps(results, truth, d["fixed_s"])
+    assert low <= d["engine_prefill_tps"] <= high
     assert case["unavailable_codes"]["prefill_tps"] == "fixed_latency"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import client_slack_s, run_benchy_here, warning_codes
+from tests.conftest import run_benchy_here, truth_slack_s, warning_codes
 
 
 def benchy(*args: str) -> subprocess.CompletedProcess:
@@ -49,22 +49,33 @@ def test_run_matches_ground_truth(start_sim, tmp_path):
     truth = truth_by_request(sim)
     assert [c["label"] for c in results["cases"]] == ["pp512 tg32", "pp512 tg128", "pp2048 tg32", "pp2048 tg128"]
     assert results["prompt_nonce"] is True and warning_codes(results, truth=truth) == set()
+    # A busy simulator can fall so far behind that it writes a stream in bursts: benchy then rightly
+    # withholds the case's stream timing (sse_buffering), which warning_codes lets pass only where
+    # the truth shows those bursts.
+    buffered = {
+        c["label"]: any(w["code"] == "sse_buffering" and w["case"] == c["label"] for w in results["warnings"])
+        for c in results["cases"]
+    }
     for case in results["cases"]:
         reqs = [r for r in case["requests"] if not r["warmup"]]
         assert case["n_ok"] == 3 and len(reqs) == 3
-        slack = client_slack_s(case)
         for r in reqs:
             t, m = truth[r["request_id"]], r["metrics"]
+            slack = truth_slack_s(case, t)  # benchy's measured lateness plus the simulator's
             # Exact output length, prompt length within ±1% of the target as the server counts it.
             assert r["completion_tokens"] == case["tg"] == t["completion_tokens"]
             assert abs(r["prompt_tokens"] - case["pp"]) <= 0.01 * case["pp"]
-            # Each figure's times are the server's, seen at most `slack` late at either end.
-            assert abs(m["ttft_s"] - truth_ttft(t)) <= slack
+            # Each figure's times are the server's, seen at most `slack` late at either end (a
+            # busy simulator stamps late too: its arrival stamp after it got round to the request).
             assert abs(m["e2e_s"] - (truth_end(t) - t["arrival_s"])) <= slack
+            if m["ttft_s"] is None:  # withheld: only where the simulator fell behind (above)
+                assert buffered[case["label"]] and r["unavailable_codes"]["ttft_s"]
+                continue
+            assert abs(m["ttft_s"] - truth_ttft(t)) <= slack
             assert abs((t["prompt_tokens"] - t["cached_tokens"]) / m["prefill_tps"] - truth_ttft(t)) <= slack
             decode_span = (case["tg"] - 1) / m["decode_tps"]  # one token per event
             assert abs(decode_span - (truth_end(t) - t["first_token_event_s"])) <= 2 * slack
-        for name in ("ttft_s", "e2e_s", "decode_tps", "prefill_tps"):
+        for name in ("ttft_s", "e2e_s", "decode_tps", "prefill_tps") if not buffered[case["label"]] else ("e2e_s",):
             assert case["summary"][name]["median"] == statistics.median(r["metrics"][name] for r in reqs)
 
 

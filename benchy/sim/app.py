@@ -13,7 +13,7 @@ from aiohttp import web
 
 from benchy import __version__
 from benchy.jsontypes import JsonObject
-from benchy.sim import embeddings, images, rerank
+from benchy.sim import embeddings, images, rerank, stalls
 from benchy.sim.apis import APIS, ID_PREFIX, BadRequest, to_chat
 from benchy.sim.config import SimConfig
 from benchy.sim.engine import (
@@ -40,6 +40,7 @@ from benchy.sim.request import (
     stop_strings,
 )
 from benchy.sim.router import Router
+from benchy.sim.stalls import StallWatch
 
 SERVER_NAME = f"benchy-sim/{__version__}"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -122,6 +123,7 @@ class Simulator:
         self.gpus = SimGpus(cfg, clock(), self.truth.note, self.engines[0].heat_now) if cfg.gpus else None
         self.pages = Pages(cfg, self.engines, self.router, self.truth, self.metrics, self.replica_metrics, self.gpus)
         self._ids = itertools.count(1 + process * 10**7)  # unique across --processes
+        self.stalls = StallWatch() if cfg.truth_log else None  # its loop's lateness, for the truth log
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -134,7 +136,15 @@ class Simulator:
         app.router.add_post("/v1/embeddings", self.embeddings)
         app.router.add_post("/v1/rerank", self.rerank)
         app.router.add_post("/rerank", self.rerank)
+        if self.stalls is not None:
+            app.cleanup_ctx.append(self._watch_stalls)
         return app
+
+    async def _watch_stalls(self, app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(self.stalls.run()) if self.stalls else None
+        yield
+        if task:
+            task.cancel()
 
     def close(self) -> None:
         self.truth.close()
@@ -210,6 +220,8 @@ class Simulator:
 
     def _log(self, trace: Trace) -> None:
         """The truth record and the /metrics observation of a request, once each."""
+        if self.stalls is not None and not trace.logged:  # from just before its first stamp
+            trace.loop_behind_s = self.stalls.behind(trace.arrival_s - trace.proxy_held_s - stalls.INTERVAL_S, clock())
         if self.truth.write(trace):
             self.metrics.observe(trace)
             self.replica_metrics[trace.replica].observe(trace)

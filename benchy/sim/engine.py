@@ -438,6 +438,10 @@ class Trace:
     model: str | None = None
     arrival_s: float = 0.0
     proxy_held_s: float = 0.0  # --proxy-delay-s: how long the proxy held it before arrival_s
+    # How far the simulator's own loop fell behind while the request was in it or waiting to be
+    # read (sim/stalls.py): how late a busy machine may have made any of its stamps; None without
+    # a truth log.
+    loop_behind_s: float | None = None
     headers_s: float | None = None
     queued_s: float | None = None  # parsed and tokenized: waiting for a slot from here
     admitted_s: float | None = None
