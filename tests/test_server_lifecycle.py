@@ -89,10 +89,13 @@ def test_a_server_that_stays_away_stops_the_run_after_its_window(start_sim):
     sim = start_sim(
         "--preset", "restart", "--restart-after", "30", "--restart-down-s", "30", "--decode-tps", "400", *FAST
     )
-    results = _run(sim, Case(pp=64, tg=16, concurrency=2), runs=20, reconnect_s=1.0)
+    # a plan well past the restart's 30th arrival (calibration, the warmup and a retried
+    # connection arrive too): the stop, not the plan's end, must end the run
+    results = _run(sim, Case(pp=64, tg=16, concurrency=2), runs=40, reconnect_s=1.0)
+    assert results["stopped"] is not None, "the plan ended before the server was found gone"
     assert results["stopped"]["by"] == "server-gone" and "--reconnect-s 1" in results["stopped"]["reason"]
     [case] = results["cases"]
-    assert case["n_ok"] + case["n_failed"] < 40
+    assert case["n_ok"] + case["n_failed"] < 80
 
 
 def test_several_processes_behind_one_address_are_no_count(start_sim):
