@@ -108,7 +108,9 @@ class Window:
 
     async def _settled_after(self, engine: EngineNames, before: Snapshot) -> Snapshot:
         """A server may count a request a moment after its last byte went out (vLLM records
-        stats after it hands the output on): scrape again until it has counted them all."""
+        stats after it hands the output on): scrape again until it has counted them all (at most
+        SETTLE_TIMEOUT_S), then until two scrapes in a row agree (at most MAX_CONFIRMING scrapes
+        kept for the series' judgment)."""
         deadline = time.perf_counter() + SETTLE_TIMEOUT_S
         last: Snapshot | None = None
         while True:
@@ -122,7 +124,7 @@ class Window:
             if last is not None:
                 self.confirming.append(last)
             last = after
-            if len(self.confirming) >= MAX_CONFIRMING:
+            if settled and len(self.confirming) >= MAX_CONFIRMING:  # the cap never cuts the wait to settle
                 return after
             await asyncio.sleep(0.05 if not settled else 0.005)
 
