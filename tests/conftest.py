@@ -124,18 +124,14 @@ def _shared_prefill(results: dict, warning: dict, truth: dict[str, dict]) -> boo
     """A prefill_holds_queueing warning whose case's requests, in the truth, waited for a slot or
     were prefilled at the same time as another (on a busy machine the simulator's prefills of
     concurrent requests overlap longer): their TTFT did hold more than their own prefill."""
-    if warning["code"] != "prefill_holds_queueing":
+    if warning["code"] != "prefill_holds_queueing" or warning["case"] is None:
         return False
-    spans = []
-    for case in results["cases"]:
-        for r in case["requests"]:
-            t = truth.get(r["request_id"]) if case["label"] == warning["case"] and not r["warmup"] else None
-            if t is None or t.get("prefill_start_s") is None:
-                continue
-            if (t.get("admitted_s") or 0.0) - (t.get("queued_s") or 0.0) > 0.001:
-                return True
-            spans.append((t["prefill_start_s"], t["prefill_end_s"]))
-    spans.sort()
+    [case] = [c for c in results["cases"] if c["label"] == warning["case"]]
+    served = [truth.get(r["request_id"]) for r in case["requests"] if not r["warmup"]]
+    served = [t for t in served if t is not None and t.get("prefill_start_s") is not None]
+    if any((t.get("admitted_s") or 0.0) - (t.get("queued_s") or 0.0) > 0.001 for t in served):
+        return True
+    spans = sorted((t["prefill_start_s"], t["prefill_end_s"]) for t in served)
     return any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:]))
 
 
