@@ -224,13 +224,15 @@ def test_a_finding_words_its_own_warning():
 
     trend = run_of([case_of(16, 0.05, usage=False), case_of(256, 1.5, usage=False)])
     worded = [w for w in trend.warnings if w.code == "sse_buffering"]
-    assert len(worded) == 2 and worded == list(findings.BUFFERED_BY_TREND.warnings_of(trend.cases))
+    grew = findings.BUFFERED_BY_TREND.found_in(trend.cases)
+    assert len(worded) == 2 and worded == [findings.BUFFERED_BY_TREND.words(found) for found in grew]
     assert all(w.severity == findings.BUFFERED_BY_TREND.code.rule.severity for w in worded)
     buffered = run_of([case_of(64, 0.05, tokens_per_event=8)])
     (said,) = [w for w in buffered.warnings if w.code == "sse_buffering"]
-    assert said == findings.BUFFERED_STREAMS.warning_of(buffered.cases[0])
-    assert findings.BUFFERED_STREAMS.warning_of(trend.cases[0]) is None  # withheld by the other finding
-    assert list(findings.BUFFERED_BY_TREND.warnings_of(buffered.cases)) == []
+    found = findings.BUFFERED_STREAMS.found_in(buffered.cases[0])
+    assert found is not None and said == findings.BUFFERED_STREAMS.words(found)
+    assert findings.BUFFERED_STREAMS.found_in(trend.cases[0]) is None  # withheld by the other finding
+    assert findings.BUFFERED_BY_TREND.found_in(buffered.cases) == ()
 
 
 def test_a_decided_finding_withholds_in_the_result_what_its_warning_says():

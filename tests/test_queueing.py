@@ -131,8 +131,8 @@ def assert_worded_by(finding: findings.Queued, results: dict, said: dict) -> Non
     run = RunResult.from_dict(results)
     (case,) = [c for c in run.cases if c.label == said["case"]]
     assert case.queueing is not None and findings.queued_by(case.queueing) is finding
-    made = finding.warning_of(case, RunView.of(run))
-    assert made is not None and made.to_dict() == said
+    found = finding.found_in(case, RunView.of(run))
+    assert found is not None and finding.words(found).to_dict() == said
 
 
 def test_the_servers_own_prefill_is_shown_where_it_reports_one(start_sim):

@@ -1,6 +1,6 @@
 """prefill_holds_queueing: TTFT under load holds a wait for the server. Where the analysis
 judged it (results/findings.py Queued: the case's Queueing, prefill t/s withheld) the finding
-words its own warning; files before 1.9 carry no judgment, and are read here for the load
+finds and words its own warning; files before 1.9 carry no judgment, and are read here for the load
 against the server's slots or a TTFT that grows with concurrency (a cause inferred, so the
 prefill rate is qualified, not withheld). queue_dominates_ttft: the server's own queue time
 (its /metrics) past half its TTFT, detected by results/verdicts/queueing.queue_figures beside
@@ -57,21 +57,20 @@ class Inferred:
     why: OverSlots | TtftGrew
 
 
-class PrefillHoldsQueueing(RunLevelCheck[CheckWarning | Inferred]):
-    """Each case the analysis found queued, in the finding's words (results/findings.py Queued
-    owns that detection and those words: what this check finds there is the warning); then, in
-    files without that judgment, TTFT growing with concurrency or more requests in flight than
-    slots."""
+class PrefillHoldsQueueing(RunLevelCheck[findings.Waited | Inferred]):
+    """Each case the analysis found queued, as the finding that judged it finds and words it
+    (results/findings.py Queued); then, in files without that judgment, TTFT growing with
+    concurrency or more requests in flight than slots."""
 
     code = Code.PREFILL_HOLDS_QUEUEING
 
-    def detect(self, run: RunView) -> Sequence[CheckWarning | Inferred]:
-        found: list[CheckWarning | Inferred] = []
+    def detect(self, run: RunView) -> Sequence[findings.Waited | Inferred]:
+        found: list[findings.Waited | Inferred] = []
         for judged in run.cases:  # closed and open loops, workloads: results/build.py judged them
             if judged.queueing is not None:
-                worded = findings.queued_by(judged.queueing).warning_of(judged, run)
-                if worded is not None:
-                    found.append(worded)
+                waited = findings.queued_by(judged.queueing).found_in(judged, run)
+                if waited is not None:
+                    found.append(waited)
         cases = [c for c in run.cases if c.rate is None and c.concurrency is not None and c.figure("ttft_s")]
         slots = server_slots(run)
         for case in cases:
@@ -85,9 +84,9 @@ class PrefillHoldsQueueing(RunLevelCheck[CheckWarning | Inferred]):
                 found.append(Inferred(case.label, case.concurrency, slots, why))
         return found
 
-    def words(self, run: RunView, found: CheckWarning | Inferred) -> CheckWarning:
-        if isinstance(found, CheckWarning):
-            return found
+    def words(self, run: RunView, found: findings.Waited | Inferred) -> CheckWarning:
+        if isinstance(found, findings.Waited):
+            return findings.queued_by(found).words(found)
         return Warning_(
             Code.PREFILL_HOLDS_QUEUEING,
             self.severity,

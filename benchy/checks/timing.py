@@ -38,17 +38,17 @@ FIRST_CHUNK_LEAD_MIN_S = 0.02
 FIRST_CHUNK_LEAD_SHARE = 0.2
 
 
-class SseBuffering(Check[CheckWarning]):
+class SseBuffering(Check[findings.Buffered]):
     """A case whose streams arrived buffered: the finding that withheld them (results/findings.py
-    BUFFERED_STREAMS) owns its detection and its words, so what this check finds is its warning."""
+    BUFFERED_STREAMS) owns its detection and its words; this check asks it for both."""
 
     code = Code.SSE_BUFFERING
 
-    def detect(self, case: CaseResult, run: RunView) -> CheckWarning | None:
-        return findings.BUFFERED_STREAMS.warning_of(case)
+    def detect(self, case: CaseResult, run: RunView) -> findings.Buffered | None:
+        return findings.BUFFERED_STREAMS.found_in(case)
 
-    def words(self, case: CaseResult, found: CheckWarning) -> CheckWarning:
-        return found
+    def words(self, case: CaseResult, found: findings.Buffered) -> CheckWarning:
+        return findings.BUFFERED_STREAMS.words(found)
 
 
 sse_buffering = SseBuffering()  # registered by this name (checks/warnings.py)
@@ -239,18 +239,18 @@ def _cause_words(cause: Cause) -> str:
     return LOAD_SHAPE_WORDS[cause]
 
 
-class TtftGrowsWithOutput(RunLevelCheck[CheckWarning]):
+class TtftGrowsWithOutput(RunLevelCheck[findings.Trend]):
     """The cases withheld because TTFT grew with the output length, one warning each: the
     finding that withheld them (results/findings.py BufferedTrend) owns their detection and
-    words, so what this check finds is its warnings."""
+    words; this check asks it for both."""
 
     code = Code.SSE_BUFFERING
 
-    def detect(self, run: RunView) -> Sequence[CheckWarning]:
-        return tuple(findings.BUFFERED_BY_TREND.warnings_of(run.cases))
+    def detect(self, run: RunView) -> Sequence[findings.Trend]:
+        return findings.BUFFERED_BY_TREND.found_in(run.cases)
 
-    def words(self, run: RunView, found: CheckWarning) -> CheckWarning:
-        return found
+    def words(self, run: RunView, found: findings.Trend) -> CheckWarning:
+        return findings.BUFFERED_BY_TREND.words(found)
 
 
 ttft_grows_with_output = TtftGrowsWithOutput()

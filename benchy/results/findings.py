@@ -4,19 +4,22 @@ Why: a trap's detection, the metrics it withholds and its words lived apart (bui
 a case's `withhold` wrote, checks/ worded), joined only by an order in comments. Each class here
 owns its detection (a pure function of the cases' figures), names its warning code, and takes
 the metrics it withholds from that code's one entry (verdicts/codes.py VERDICTS), where its
-typed details and severity are too, and words its warning (message, hint) from the result it
-judged: checks/ asks the finding for its warning and registers it in its place. `DECIDED` is
+typed details and severity are too. Its warning is found, then worded: `found_in` reads the
+result it judged (pure) into a frozen record of what the words need, and `words` makes the
+warning (message, hint) from that record alone; checks/ asks the finding for both and registers
+the warning in its place. `DECIDED` is
 the order they are decided in: each reads the cases as the ones before left them.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from benchy.measure import classify, delivery, metrics
+from benchy.measure.silence import Silence
 from benchy.measure.unavailable import BUFFERED, BUFFERED_TREND, Unavailable
 from benchy.results import latency
 from benchy.results.figures import CaseFigures, CaseView
@@ -97,6 +100,29 @@ QUEUEING_HINT = (
 ON_A_LINE = "what each request's uncached tokens take alone (the line through a short and a long prompt sent alone)"
 
 
+@dataclass(frozen=True)
+class Waited:
+    """A case whose loaded TTFT passed the same prompt with nothing else in flight (its
+    Queueing, judged by `source`), with what its words name: the load, the server's slots, a
+    stop of the server that held the requests, and the server's own prefill rate."""
+
+    case: str
+    source: str  # "alone", or the concurrency-1 case's label
+    basis: str  # what was compared (queueing.BASIS_WORDS)
+    alone_ttft_s: float  # median
+    loaded_ttft_s: float  # median
+    excess_s: float
+    threshold_s: float | None
+    kind: str
+    concurrency: int | None
+    rate: float | None
+    on_a_line: bool  # judged against a line through a short and a long prompt alone (load/alone.py)
+    slots: int | None
+    stop: Silence | None  # the server's stop, where it held most of the `n` requests the median is of
+    n: int
+    server_prefill_tps: float | None
+
+
 class Queued(Finding):
     """A loaded case's TTFT judged against the same prompt with nothing else in flight (its
     Queueing): the words of a case it found queued. Each subclass names what it judged against."""
@@ -104,55 +130,72 @@ class Queued(Finding):
     code = Code.PREFILL_HOLDS_QUEUEING
 
     @abstractmethod
-    def against(self, q: Queueing, alone_ms: str) -> str:
+    def against(self, found: Waited, alone_ms: str) -> str:
         """What the loaded TTFT was judged against, in words."""
 
-    def warning_of(self, case: CaseResult, run: RunView) -> CheckWarning | None:
-        """The case's warning where its TTFT was found queued (None: not queued)."""
+    def found_in(self, case: CaseResult, run: RunView) -> Waited | None:
+        """The case's wait where its TTFT was found queued (None: not queued); reads, never words."""
         q = case.queueing
         if q is None or not q.queued or q.alone_ttft is None or q.excess_s is None or q.loaded_ttft_s is None:
             return None
-        against = self.against(q, f"{q.alone_ttft.median * 1000:,.0f} ms")
-        if case.kind == "trace" or (case.kind == "shared_prefix" and case.depth):  # judged on a line (load/alone.py)
-            against = ON_A_LINE
-        load = queueing.load_words(case.kind, case.concurrency, case.rate)
-        cause, hint = _queue_cause(case, run, q)
+        figure = case.figure(q.basis)
+        n = figure.n if figure else case.facts().n_ok
+        return Waited(
+            case=case.label,
+            source=q.source,
+            basis=q.basis,
+            alone_ttft_s=q.alone_ttft.median,
+            loaded_ttft_s=q.loaded_ttft_s,
+            excess_s=q.excess_s,
+            threshold_s=q.threshold_s,
+            kind=case.kind,
+            concurrency=case.concurrency,
+            rate=case.rate,
+            on_a_line=case.kind == "trace" or (case.kind == "shared_prefix" and bool(case.depth)),
+            slots=queueing.server_slots(run),
+            stop=stop_holding(case, n),
+            n=n,
+            server_prefill_tps=server_prefill(case),
+        )
+
+    def words(self, found: Waited) -> CheckWarning:
+        """The warning of a case found queued."""
+        against = ON_A_LINE if found.on_a_line else self.against(found, f"{found.alone_ttft_s * 1000:,.0f} ms")
+        load = queueing.load_words(found.kind, found.concurrency, found.rate)
+        cause, hint = _queue_cause(found)
         return warning(
             Code.PREFILL_HOLDS_QUEUEING,
             self.severity,
-            case.label,
-            f"{queueing.BASIS_WORDS.get(q.basis, 'TTFT')} {load} is {q.loaded_ttft_s * 1000:,.0f} ms (median), "
-            f"{q.excess_s * 1000:,.0f} ms more than {against}: "
+            found.case,
+            f"{queueing.BASIS_WORDS.get(found.basis, 'TTFT')} {load} is {found.loaded_ttft_s * 1000:,.0f} ms (median), "
+            f"{found.excess_s * 1000:,.0f} ms more than {against}: "
             f"requests waited for the server ({cause}). TTFT holds that wait; "
-            f"prefill t/s is withheld.{_server_prefill_text(case)}",
+            f"prefill t/s is withheld.{_server_prefill_text(found.server_prefill_tps)}",
             hint,
             metrics=("ttft_s",),
             details=details.PrefillHoldsQueueing(
-                concurrency=case.concurrency,
-                slots=queueing.server_slots(run),
-                source=q.source,
-                alone_ttft_s_median=q.alone_ttft.median,
-                ttft_s_median=q.loaded_ttft_s,
-                server_prefill_tps=server_prefill(case),
+                concurrency=found.concurrency,
+                slots=found.slots,
+                source=found.source,
+                alone_ttft_s_median=found.alone_ttft_s,
+                ttft_s_median=found.loaded_ttft_s,
+                server_prefill_tps=found.server_prefill_tps,
             ),
-            evidence=(Evidence("ttft_excess_s", q.excess_s, q.threshold_s, "s"),),
+            evidence=(Evidence("ttft_excess_s", found.excess_s, found.threshold_s, "s"),),
         )
 
 
-def _queue_cause(case: CaseResult, run: RunView, q: Queueing) -> tuple[str, str]:
+def _queue_cause(found: Waited) -> tuple[str, str]:
     """(what the requests waited for, the hint): the server's stop where it held most of them
     (results/stop.py, as ttft_not_prefill judges it), then the slots or the load."""
-    slots = queueing.server_slots(run)
-    if slots is not None and case.concurrency is not None and case.concurrency > slots:
-        rest = f"{case.concurrency} requests in flight on {queueing.slots_text(slots)}"
+    slots = found.slots
+    if slots is not None and found.concurrency is not None and found.concurrency > slots:
+        rest = f"{found.concurrency} requests in flight on {queueing.slots_text(slots)}"
     else:
         rest = "it serves fewer requests at once than were in flight, or slows each prefill under load"
-    figure = case.figure(q.basis)
-    n = figure.n if figure else case.facts().n_ok
-    stop = stop_holding(case, n)
-    if stop is None:
+    if found.stop is None:
         return rest, QUEUEING_HINT
-    return stop_cause(stop, n, q.excess_s or 0.0, rest), STOP_HINT
+    return stop_cause(found.stop, found.n, found.excess_s, rest), STOP_HINT
 
 
 def server_prefill(case: CaseResult) -> float | None:
@@ -164,8 +207,7 @@ def server_prefill(case: CaseResult) -> float | None:
     return server.derived.get("prefill_tps") if server else None
 
 
-def _server_prefill_text(case: CaseResult) -> str:
-    rate = server_prefill(case)
+def _server_prefill_text(rate: float | None) -> str:
     return (
         f" The server's own prefill: {rate:,.0f} t/s."
         if rate is not None
@@ -181,8 +223,18 @@ class QueuedAlone(Queued):
         found = {c.label: queueing.judge_alone(c, c.alone_ttft_s, c.alone_points) for c in cases}
         return Decision(_queue_judgments(found))
 
-    def against(self, q: Queueing, alone_ms: str) -> str:
+    def against(self, found: Waited, alone_ms: str) -> str:
         return f"the same prompt sent alone ({alone_ms})"
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A case withheld because TTFT grew with the output length at its prompt: why (the
+    saved reason), and each (output length, TTFT median) of its group, in the run's order."""
+
+    case: str
+    why: str
+    ttft_s_by_tg: tuple[tuple[int, float], ...]
 
 
 class BufferedTrend(Finding):
@@ -194,20 +246,29 @@ class BufferedTrend(Finding):
     def decide(self, cases: Sequence[CaseFigures]) -> Decision:
         return Decision({label: Judgment(why) for label, why in buffered_trend(cases).items()})
 
-    def warnings_of(self, cases: Sequence[CaseResult]) -> Iterator[CheckWarning]:
-        """One warning per case it withheld (known by the saved code: results read back from
-        disk are worded alike), with every TTFT of the case's group."""
+    def found_in(self, cases: Sequence[CaseResult]) -> tuple[Trend, ...]:
+        """Each case it withheld (known by the saved code: results read back from disk are
+        worded alike), with every TTFT of the case's group."""
         trend = [c for c in cases if c.reason("ttft_s").code == BUFFERED_TREND and "ttft_s" in c.withheld]
-        for case in trend:
-            group = [c for c in trend if _prompt_of(c) == _prompt_of(case)]
-            yield warning(
-                Code.SSE_BUFFERING,
-                self.severity,
+        return tuple(
+            Trend(
                 case.label,
                 case.unavailable["ttft_s"],
-                BUFFERING_HINT,
-                details=details.SseBuffering(ttft_s_by_tg={f"tg{c.tg}": c.withheld["ttft_s"].median for c in group}),
+                tuple((c.tg, c.withheld["ttft_s"].median) for c in trend if _prompt_of(c) == _prompt_of(case)),
             )
+            for case in trend
+        )
+
+    def words(self, found: Trend) -> CheckWarning:
+        """The warning of a case withheld for its group's TTFT trend."""
+        return warning(
+            Code.SSE_BUFFERING,
+            self.severity,
+            found.case,
+            found.why,
+            BUFFERING_HINT,
+            details=details.SseBuffering(ttft_s_by_tg={f"tg{tg}": ttft for tg, ttft in found.ttft_s_by_tg}),
+        )
 
 
 BUFFERING_HINT = (
@@ -264,8 +325,8 @@ class QueuedAgainstConcurrency1(Queued):
     def decide(self, cases: Sequence[CaseFigures]) -> Decision:
         return Decision(_queue_judgments(queueing.judge_against_concurrency_1(cases)))
 
-    def against(self, q: Queueing, alone_ms: str) -> str:
-        return f"the same prompt at concurrency 1 ({q.source}) ({alone_ms})"
+    def against(self, found: Waited, alone_ms: str) -> str:
+        return f"the same prompt at concurrency 1 ({found.source}) ({alone_ms})"
 
 
 class FixedLatency(Finding):
@@ -351,9 +412,9 @@ BUFFERED_BY_TREND, FIXED_PART = BufferedTrend(), FixedLatency()
 DECIDED: tuple[Finding, ...] = (QUEUED_ALONE, BUFFERED_BY_TREND, QUEUED_AGAINST_C1, FIXED_PART)
 
 
-def queued_by(q: Queueing) -> Queued:
-    """The finding that judged a case's Queueing: against its alone requests, or the run's
-    concurrency-1 case (its label is the source)."""
+def queued_by(q: Queueing | Waited) -> Queued:
+    """The finding that judged a case's Queueing (or found its wait): against its alone
+    requests, or the run's concurrency-1 case (its label is the source)."""
     return QUEUED_ALONE if q.source == "alone" else QUEUED_AGAINST_C1
 
 
@@ -366,6 +427,15 @@ class CaseFinding(Trap):
     def decide(self, reasons: Sequence[str | None]) -> Unavailable | None:
         """The case's verdict from what each of its measured, successful requests showed
         (None: nothing), in order; None: no verdict."""
+
+
+@dataclass(frozen=True)
+class Buffered:
+    """A case whose streams arrived buffered: why (the saved reason) and its tokens per event."""
+
+    case: str
+    why: str
+    tokens_per_event: float | None  # median
 
 
 class BufferedStreams(CaseFinding):
@@ -383,22 +453,27 @@ class BufferedStreams(CaseFinding):
         n, of = len(shown), len(reasons)
         return Unavailable(BUFFERED, shown[0] if n == of else f"{n} of {of} requests: {shown[0]}")
 
-    def warning_of(self, case: CaseResult) -> CheckWarning | None:
-        """The case's warning where its stream timings were withheld as buffered (None: not)."""
+    def found_in(self, case: CaseResult) -> Buffered | None:
+        """The case, where its stream timings were withheld as buffered (None: not)."""
         why = case.reason("ttft_s")
         if case.summary.get("ttft_s") is not None or why.code != BUFFERED:
             return None
-        per_event = case.median("tokens_per_event")
+        return Buffered(case.label, why.message, case.median("tokens_per_event"))
+
+    def words(self, found: Buffered) -> CheckWarning:
+        """The warning of a case whose stream timings were withheld as buffered."""
         return warning(
             Code.SSE_BUFFERING,
             self.severity,
-            case.label,
-            f"{why.message}. TTFT, inter-token latency, decode and prefill rates are unavailable; "
+            found.case,
+            f"{found.why}. TTFT, inter-token latency, decode and prefill rates are unavailable; "
             "end-to-end throughput is still valid.",
             BUFFERING_HINT,
-            details=details.SseBuffering(tokens_per_event_median=per_event),
+            details=details.SseBuffering(tokens_per_event_median=found.tokens_per_event),
             evidence=(
-                Evidence("tokens_per_event_median", per_event, delivery.FIRST_ARRIVAL_MAX_TOKENS, "tokens/event"),
+                Evidence(
+                    "tokens_per_event_median", found.tokens_per_event, delivery.FIRST_ARRIVAL_MAX_TOKENS, "tokens/event"
+                ),
             ),
         )
 
