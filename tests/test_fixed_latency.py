@@ -156,5 +156,5 @@ def test_the_fixed_part_is_found_once_and_worded_from_that_finding(start_sim, mo
     assert [w.to_dict() for w in again] == results["warnings"] and len(calls) == 1
     # its words are the finding's (results/findings.py FixedLatency), not the check's
     found = latency.found_in(RunView.of(RunResult.from_dict(results)))
-    worded = [findings.FIXED_PART.warning_of(f, llamacpp=False).to_dict() for f in found]
+    worded = [findings.FIXED_PART.words(f, llamacpp=False).to_dict() for f in found]
     assert worded == [w for w in results["warnings"] if w["code"] == "fixed_latency"]

@@ -402,11 +402,26 @@ def _warned_codes(tree: ast.AST) -> set[str]:
     }
 
 
+def _wording(tree: ast.AST) -> list[ast.FunctionDef]:
+    """The innermost functions of a module that make a warning."""
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and _warned_codes(n)]
+    return [f for f in functions if not any(g is not f and g in functions for g in ast.walk(f))]
+
+
+# A trap's old shape: found and worded in one method, which reads the case and says None where it found nothing.
+FOUND_AND_WORDED = "class Q:\n    def warning_of(self, case: CaseResult, run: RunView) -> CheckWarning | None:\n"
+FOUND_AND_WORDED += "        return None if case.n else warning(Code.A, case.label)\n"
+
+
 def test_a_finding_s_warning_is_worded_in_its_class_not_in_a_check():
-    """Issue 51 item 2: each finding owns its words; checks/ asks it for its warning."""
+    """Issue 51 item 2: each finding owns its words; checks/ asks it for them. A finding finds
+    (`found_in`), then words what it found (`words`): no method of it does both."""
     from benchy.results import findings
 
     assert _warned_codes(ast.parse("Warning_(Code.A, x)\nwarning(Code.B)\nother(Code.C)\n")) == {"A", "B"}
+    assert [f.name for f in _wording(ast.parse(FOUND_AND_WORDED))] == ["warning_of"]
+    wording = _wording(ast.parse(MODULES["benchy.results.findings"].read_text(encoding="utf-8")))
+    assert len(wording) >= len(findings.DECIDED) and {f.name for f in wording} == {"words"}
     owned = {f.code.name for f in (*findings.DECIDED, findings.BUFFERED_STREAMS)}
     worded_elsewhere = {
         f"{module} {code}"
@@ -423,6 +438,21 @@ def test_results_make_no_warnings_but_the_findings_own():
     making = {module for module, path in MODULES.items() if stage(module) == "results"}
     making = {m for m in making if _warned_codes(ast.parse(MODULES[m].read_text(encoding="utf-8")))}
     assert making == {"benchy.results.findings"}
+    # and a finding words only what it found: no case or run to read, no None for nothing found
+    assert _seeing(_wording(ast.parse(FOUND_AND_WORDED))) == ["warning_of"]
+    wording = _wording(ast.parse(MODULES["benchy.results.findings"].read_text(encoding="utf-8")))
+    assert wording and _seeing(wording) == []
+
+
+def _seeing(functions: list[ast.FunctionDef]) -> list[str]:
+    """The wording functions that take a case or a run, or return other than one CheckWarning."""
+    looks = ("Case", "Run", "Sequence", "Iterable", "list")
+    return [
+        f.name
+        for f in functions
+        if (f.returns is None or ast.unparse(f.returns) != "CheckWarning")
+        or any(a.annotation is not None and any(w in ast.unparse(a.annotation) for w in looks) for a in f.args.args)
+    ]
 
 
 # Issue 51 item 1: the exchange record is made once, by the client's draft when the answer

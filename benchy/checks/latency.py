@@ -29,7 +29,7 @@ class FixedLatency(RunLevelCheck[latency.Found]):
         return latency.found_in(run)
 
     def words(self, run: RunView, found: latency.Found) -> CheckWarning:
-        return findings.FIXED_PART.warning_of(found, served_by_llamacpp(run))
+        return findings.FIXED_PART.words(found, served_by_llamacpp(run))
 
 
 fixed_latency = FixedLatency()  # registered by this name (checks/warnings.py)

@@ -340,7 +340,7 @@ class FixedLatency(Finding):
         by_case = {label: Judgment(why) for label, why in latency.withhold_fixed_latency(cases, found).items()}
         return Decision(by_case, found)
 
-    def warning_of(self, found: latency.Found, llamacpp: bool) -> CheckWarning:
+    def words(self, found: latency.Found, llamacpp: bool) -> CheckWarning:
         """The run's warning of the fixed part found in one sweep family: the part, the engine's
         own prefill rate and the response headers' time; `llamacpp`: the server is llama.cpp,
         whose host-RAM cache copy one prompt length cannot tell from a hold."""
