@@ -19,7 +19,7 @@ MAX_TOP_LEVEL = 10
 MAY_IMPORT = {
     "records": set(),  # the exchange record: the bottom of the house, below client and measure
     "workloads": set(),
-    "measure": {"records"},
+    "measure": {"records", "workloads"},  # a workload's settings, as the plan saves them (workloads/spec.py)
     "client": {"records"},
     "load": {"client", "measure", "workloads", "records"},
     "server": {"measure"},

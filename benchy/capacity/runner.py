@@ -38,7 +38,6 @@ from benchy.load.prompts import Template
 from benchy.measure import registry
 from benchy.measure.slo import meets_slo
 from benchy.measure.unavailable import Unavailable
-from benchy.measure.workloads import WorkloadSpec
 from benchy.results import files as results_files
 from benchy.results.capacity import (
     CapacityAnswer,
@@ -483,7 +482,7 @@ def _setup(settings: CapacitySettings) -> CapacitySetup:
         pp=case.pp,
         tg=case.tg,
         depth=case.depth,
-        workload=WorkloadSpec.of(case.workload.to_dict()) if case.workload is not None else None,
+        workload=case.workload.spec() if case.workload is not None else None,
         by=s.by,
         slo=dict(settings.load.slo or {}),
         goodput=s.target,

@@ -53,6 +53,10 @@ from benchy.measure.unavailable import NO_TOOL_CALL, Unavailable
 from benchy.measure.window_formulas import NO_MEDIAN, NOTHING
 from benchy.records import RequestRecord
 
+# the plan's own saved form of a workload's settings (re-exported: the report reads it from here)
+from benchy.workloads.spec import ThinkSpec as ThinkSpec
+from benchy.workloads.spec import WorkloadSpec as WorkloadSpec
+
 MAX_GRANULARITY = 256
 TOKEN_TOLERANCE = 0.01  # token-granular servers: a shortfall up to 1% of the history is noise
 LEAK_TOLERANCE = 0.02  # unique parts are counted locally × scale: allow 2% of them
@@ -174,45 +178,6 @@ class TurnRow(_Saved):
     unavailable: dict[str, str] = field(default_factory=dict)  # metric → why this turn has no figure
 
 
-def _given(doc: str) -> Any:
-    """A setting of one workload kind: left out of the file for the others."""
-    return field(default=None, metadata={"doc": doc, "omit_none": True})
-
-
-@dataclass
-class ThinkSpec(_Saved):
-    """Multi-turn think time (workloads/spec.ThinkTime): fixed, exponential or lognormal."""
-
-    kind: str = "fixed"
-    mean_s: float = 0.0
-    sigma: float | None = None  # lognormal only
-
-
-@dataclass
-class WorkloadSpec(_Saved):
-    """(1.12) A workload's settings as the case ran it (workloads/spec.py's to_dict): multi-turn
-    turns, think, first_tokens, keep_reasoning, cold_baseline; shared-prefix fraction, groups;
-    trace path, speed, limit. Each kind sets its own."""
-
-    turns: int | None = _given("multi-turn: turns per conversation")
-    think: ThinkSpec | None = _given("multi-turn: the pause before each next message")
-    first_tokens: int | None = _given("multi-turn: the first message's tokens (null: pp)")
-    keep_reasoning: bool | None = _given("multi-turn: earlier turns' reasoning sent back")
-    cold_baseline: bool | None = _given("multi-turn: each turn's length again with nothing shared")
-    fraction: float | None = _given("shared prefix: the share of the prompt shared")
-    groups: int | None = _given("shared prefix: groups with a prefix of their own")
-    path: str | None = _given("trace: the file replayed")
-    speed: float | None = _given("trace: times faster than recorded")
-    limit: int | None = _given("trace: only the first N requests")
-    max_gap_s: float | None = _given("(1.26) trace: idle gaps capped at this many seconds (--max-gap)")
-    subagents: int | None = _given("(1.26) multi-turn: child agents each turn forks (--subagents)")
-
-    @classmethod
-    def of(cls, settings: dict[str, Any] | WorkloadSpec) -> WorkloadSpec:
-        """A workload's to_dict() typed; an unknown key is a setting someone forgot to add here."""
-        return settings if isinstance(settings, WorkloadSpec) else jsontypes.from_json(cls, settings, strict=True)
-
-
 @dataclass
 class WorkloadFigures(_Saved):
     """A workload case's own figures (see the module docstring)."""
@@ -232,7 +197,7 @@ class WorkloadFigures(_Saved):
 
 def case_figures(
     kind: str,
-    spec: dict[str, Any] | WorkloadSpec,
+    spec: WorkloadSpec,
     measured: list[RequestRecord],
     controls: Sequence[RequestRecord] = (),
     values: PerRequest | None = None,
@@ -245,10 +210,9 @@ def case_figures(
     missing from it is computed here, by its own evidence). `ahead`: the case's warmups (a shared
     prefix sent ahead, a conversation's opening): when they ended starts the idle time of the
     first requests that reuse them."""
-    settings = WorkloadSpec.of(spec)
     ok = [r for r in measured if r.ok]
     granularity = cache_granularity(ok)
-    out = WorkloadFigures(kind, settings, reuse(ok), granularity, leakage=leakage(ok + [r for r in controls if r.ok]))
+    out = WorkloadFigures(kind, spec, reuse(ok), granularity, leakage=leakage(ok + [r for r in controls if r.ok]))
     judged = reuse_verdicts(ok, granularity)
     short = [r for r, fine in judged if not fine]
     partial = partial_reuse(ok, judged, granularity, [r for r in ahead if r.ok])
@@ -260,7 +224,7 @@ def case_figures(
         out.eviction = eviction(ok, short, len(judged))
     if kind == "multi_turn":
         out.turns = turn_figures(measured, controls, values)
-        out.conversations_cut = conversations_cut(measured, settings.turns)
+        out.conversations_cut = conversations_cut(measured, spec.turns)
     return out
 
 

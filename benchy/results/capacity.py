@@ -24,9 +24,9 @@ from typing import Any
 from benchy import jsontypes
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
-from benchy.measure.workloads import WorkloadSpec
 from benchy.results.types import MetricSummary, Stopped
 from benchy.server.identity import ServerIdentity
+from benchy.workloads.spec import WorkloadSpec
 
 CAPACITY_MAJOR, CAPACITY_MINOR = 1, 2
 CAPACITY_SCHEMA = f"benchy/capacity/{CAPACITY_MAJOR}.{CAPACITY_MINOR}"
