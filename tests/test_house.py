@@ -294,16 +294,6 @@ def test_a_result_refuses_writes_once_the_analysis_made_it(tmp_path):
         assert made == RunResult.from_dict(made.to_dict())  # still equal to its saved form
 
 
-# Dataclasses of benchy/results/ still written into as they are filled, each with why (the test
-# fails on a new one and on one named here that is gone).
-WRITABLE_LEFT = {
-    # a case's facts for the checks, gathered row by row in RowScan's one pass (made before the
-    # CaseResult that holds it, then only read); frozen would need the pass to build them at its end
-    "CaseFacts",
-    "FailedAs",
-}
-
-
 def _results_modules() -> list[object]:
     import importlib
 
@@ -371,8 +361,7 @@ def test_every_result_class_is_a_frozen_dataclass_and_rows_are_append_only():
     assert {probe.ProbeResult, probe.ProbeSetup, capacity.CapacityResult, setup.Setup} <= set(result_classes)
     # a request's row is the exchange record (records/, frozen since the client's draft makes it) with its metrics
     writable = {c.__qualname__ for c in result_classes if not c.__dataclass_params__.frozen}  # type: ignore[attr-defined]
-    assert writable - WRITABLE_LEFT == set(), "a result's class is a frozen dataclass"
-    assert WRITABLE_LEFT - writable == set(), "paid off: strike it from WRITABLE_LEFT"
+    assert writable == set(), "a result's class is a frozen dataclass (a gatherer makes one at its end: FactsTally)"
     for cls in (figures.CaseFigures, figures.Verdicts, figures.Withhold, figures.Judged):
         assert cls.__dataclass_params__.frozen, cls.__name__  # type: ignore[attr-defined]
     changers = {"__setitem__", "__delitem__", "apply", "once", "remember", "insert", "extend"}
