@@ -354,11 +354,15 @@ def test_every_result_class_is_a_frozen_dataclass_and_rows_are_append_only():
     """Issue 51: a result is constructed once (results/build.py, results/files.py), never
     written into; a case's rows are written once each, with the case's verdicts."""
 
+    from benchy.measure import workloads
     from benchy.results import capacity, figures, probe, rows, setup, types
+    from benchy.workloads import spec
 
-    result_classes = [c for module in _results_modules() for c in _dataclasses_of(module)]
+    # every module of results/, and the workload figures and settings a case holds (measure/, workloads/)
+    result_classes = [c for module in (*_results_modules(), workloads, spec) for c in _dataclasses_of(module)]
     assert {types.RunResult, types.CaseResult, types.MetricSummary, types.CheckWarning} <= set(result_classes)
     assert {probe.ProbeResult, probe.ProbeSetup, capacity.CapacityResult, setup.Setup} <= set(result_classes)
+    assert {workloads.WorkloadFigures, workloads.PartialReuse, spec.WorkloadSpec} <= set(result_classes)
     # a request's row is the exchange record (records/, frozen since the client's draft makes it) with its metrics
     writable = {c.__qualname__ for c in result_classes if not c.__dataclass_params__.frozen}  # type: ignore[attr-defined]
     assert writable == set(), "a result's class is a frozen dataclass (a gatherer makes one at its end: FactsTally)"
