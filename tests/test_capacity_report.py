@@ -26,8 +26,9 @@ def test_pareto_front_keeps_the_points_no_other_beats_on_both_axes():
     assert [p.load for p in report.pareto_front(pts)] == [16, 4, 2, 1]  # c8 is beaten by c4 on both
 
 
-def result(capacity, failing, kind="found") -> CapacityResult:
-    return CapacityResult(setup=CapacitySetup(case="pp512 tg128"), answer=CapacityAnswer(kind, capacity, failing))
+def result(capacity, failing, kind="found", points=()) -> CapacityResult:
+    answer = CapacityAnswer(kind, capacity, failing)
+    return CapacityResult(setup=CapacitySetup(case="pp512 tg128"), answer=answer, points=list(points))
 
 
 @pytest.mark.parametrize(
@@ -44,8 +45,7 @@ def test_compare_says_more_only_when_the_brackets_part(a, b, words):
 
 
 def test_a_file_round_trips_and_others_are_refused_in_one_line(tmp_path):
-    saved = result(4, 5)
-    saved.points = [point(4, 700, 200)]
+    saved = result(4, 5, points=[point(4, 700, 200)])
     capacity_types.save(saved, tmp_path)
     assert capacity_types.read(tmp_path).to_dict() == saved.to_dict()
     (tmp_path / "capacity.json").write_text(json.dumps({"schema": "benchy/capacity/2.0"}))
@@ -60,14 +60,14 @@ def test_a_failing_share_is_never_rounded_up_to_the_target():
     """179/200 = 89.5% fails a 90% target: the line, the points table and compare's table must
     not print "90%" for it (the issue's "3 fails: 90% within SLO")."""
     from benchy.capacity.runner import answer_line
-    from benchy.capacity.search import SearchSettings
+    from benchy.capacity.search import Answer, SearchSettings
 
     failing = CapacityPoint(load=3, verdict="fail", clear=True, requests=200, good=179, goodput=179 / 200)
     passing = CapacityPoint(load=2, verdict="pass", clear=True, requests=200, good=190, goodput=190 / 200)
     found = CapacityResult(
         setup=CapacitySetup(goodput=0.9), answer=CapacityAnswer("found", 2, 3), points=[passing, failing]
     )
-    line = answer_line(SearchSettings(target=0.9), found.answer, found)
+    line = answer_line(SearchSettings(target=0.9), Answer("found", 2, 3, False), found.points, False, None)
     assert "3 fails: 89.5% within SLO" in line
     assert "| 89.5% |" in report.points_table(found) and "| 95% |" in report.points_table(found)
     assert "89.5% (179/200)" in report.compare_markdown([found, found], ["a", "b"])

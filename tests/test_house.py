@@ -19,7 +19,7 @@ MAX_TOP_LEVEL = 10
 MAY_IMPORT = {
     "records": set(),  # the exchange record: the bottom of the house, below client and measure
     "workloads": set(),
-    "measure": {"records"},
+    "measure": {"records", "workloads"},  # a workload's settings, as the plan saves them (workloads/spec.py)
     "client": {"records"},
     "load": {"client", "measure", "workloads", "records"},
     "server": {"measure"},
@@ -191,7 +191,45 @@ RESULT_HOLDERS = {"run", "case", "results", "typed", "saved"}
 WRITES_RESULTS = {"analysis", "results", "measure"}
 
 
-def _written_results(tree: ast.AST) -> list[tuple[int, str]]:
+def _result_classes() -> set[str]:
+    """The names of the dataclasses benchy/results/ defines: what a result is made of."""
+    return {
+        node.name
+        for module, path in MODULES.items()
+        if stage(module) == "results"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef) and any("dataclass" in ast.unparse(d) for d in node.decorator_list)
+    }
+
+
+def _typed_holders(tree: ast.AST, classes: set[str]) -> set[str]:
+    """Names that hold a result by their type, whatever they are called (`entry`, `out`, `point`,
+    `progress.result`): a parameter, field or variable annotated with one of `classes`, a
+    variable assigned one's constructor or a function's call that returns one."""
+
+    def typed(annotation: ast.expr | None) -> bool:
+        return annotation is not None and bool(classes & set(ast.unparse(annotation).replace("|", " ").split()))
+
+    def called(value: ast.expr | None) -> str | None:
+        func = value.func if isinstance(value, ast.Call) else None
+        return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+    makers = set(classes)
+    makers |= {
+        n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) if typed(n.returns)
+    }
+    holders = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and typed(node.annotation):
+            holders.add(node.arg)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and typed(node.annotation):
+            holders.add(node.target.id)
+        elif isinstance(node, ast.Assign) and called(node.value) in makers:
+            holders |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return holders
+
+
+def _written_results(tree: ast.AST, holders: set[str] = RESULT_HOLDERS) -> list[tuple[int, str]]:
     found = []
     for node in ast.walk(tree):
         targets: list[ast.expr] = []
@@ -201,24 +239,40 @@ def _written_results(tree: ast.AST) -> list[tuple[int, str]]:
             targets = [node.target]
         elif isinstance(node, ast.Delete):
             targets = node.targets
-        for target in targets:
+        for target in (one for t in targets for one in (t.elts if isinstance(t, ast.Tuple) else [t])):
             while isinstance(target, ast.Subscript):
                 target = target.value
             if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
-                if target.value.id in RESULT_HOLDERS:
+                if target.value.id in holders:
                     found.append((node.lineno, f"{target.value.id}.{target.attr}"))
+            elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Attribute):
+                if target.value.attr in holders - RESULT_HOLDERS:  # `progress.result.stopped`
+                    found.append((node.lineno, f"{ast.unparse(target.value)}.{target.attr}"))
     return found
 
 
 def test_no_stage_after_the_analysis_writes_into_a_result():
     sample = "run.warnings = []\ncase.summary['x'] = None\nother.n = 1\ndel typed.cases[0]"
     assert _written_results(ast.parse(sample)) == [(1, "run.warnings"), (2, "case.summary"), (4, "typed.cases")]
-    writes = {
-        f"{module}:{line} {what}"
-        for module, path in MODULES.items()
-        if stage(module) not in WRITES_RESULTS
-        for line, what in _written_results(ast.parse(path.read_text(encoding="utf-8")))
-    }
+    # and by type: what probe/ and capacity/ make (a ProbeResult, a CapacityPoint …) is made whole
+    classes = _result_classes()
+    assert {"ProbeResult", "LengthEntry", "CapacityResult", "CapacityPoint", "Setup", "CaseResult"} <= classes
+    sample = "def f(entry: LengthEntry | None, n: int):\n    entry.gpu = 1\n    n.x = 2\n"
+    sample += "def g() -> ProbeCapacity:\n    out = ProbeCapacity()\n    out.verdict, x = 'found', 1\n    return out\n"
+    sample += "def h(p):\n    made = g()\n    made.reason = ''\n    p.result.stopped = None\n"
+    sample += "class P:\n    result: CapacityResult\n"
+    tree = ast.parse(sample)
+    typed = _typed_holders(tree, classes)
+    assert typed == {"entry", "out", "made", "result"}
+    assert [w for _, w in _written_results(tree, RESULT_HOLDERS | typed)] == [
+        "entry.gpu", "out.verdict", "made.reason", "p.result.stopped"
+    ]  # fmt: skip
+    writes = set()
+    for module, path in MODULES.items():
+        if stage(module) not in WRITES_RESULTS:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            holders = RESULT_HOLDERS | _typed_holders(tree, classes)
+            writes |= {f"{module}:{line} {what}" for line, what in _written_results(tree, holders)}
     assert writes == set()
 
 
@@ -240,20 +294,78 @@ def test_a_result_refuses_writes_once_the_analysis_made_it(tmp_path):
         assert made == RunResult.from_dict(made.to_dict())  # still equal to its saved form
 
 
-def test_every_result_class_is_a_frozen_dataclass_and_rows_are_append_only():
-    """Issue 51: a result is constructed once (results/build.py, results/files.py), never
-    written into; a case's rows are written once each, with the case's verdicts."""
+def _results_modules() -> list[object]:
+    import importlib
+
+    return [importlib.import_module(m) for m in sorted(MODULES) if stage(m) == "results"]
+
+
+def _dataclasses_of(module: object) -> list[type]:
     import dataclasses
     import inspect
 
-    from benchy.results import figures, rows, types
+    name = getattr(module, "__name__", "")
+    return [
+        c
+        for _, c in inspect.getmembers(module, inspect.isclass)
+        if c.__module__ == name and dataclasses.is_dataclass(c)
+    ]
 
-    made_here = [c for _, c in inspect.getmembers(types, inspect.isclass) if c.__module__ == types.__name__]
-    result_classes = [c for c in made_here if dataclasses.is_dataclass(c)]
+
+def test_a_probe_or_capacity_result_refuses_writes_as_made_and_as_read_back(tmp_path):
+    """probe.json and capacity.json as their readers give them (report, compare, browse): frozen
+    all the way down, and equal to what was saved."""
+    import dataclasses
+
+    import pytest
+
+    from benchy.load.calibration import Calibration
+    from benchy.results import capacity, probe
+
+    made_probe = probe.ProbeResult(
+        setup=probe.ProbeSetup(calibration=Calibration(overhead_tokens=36.0, method="usage")),
+        lengths=[probe.LengthEntry(length=300, shared=probe.ProbeSide(ttft_s=[0.02]))],
+        capacity=probe.ProbeCapacity(points=[probe.CapacityPass(prefixes=1)]),
+    )
+    made_capacity = capacity.CapacityResult(
+        setup=capacity.CapacitySetup(case="pp64 tg16"),
+        answer=capacity.CapacityAnswer("found", 4, 5),
+        points=[capacity.CapacityPoint(load=4, rounds=[capacity.CapacityRound(12, 11)])],
+    )
+    read_probe = probe.read(probe.save(made_probe, tmp_path))
+    read_capacity = capacity.read(capacity.save(made_capacity, tmp_path))
+    assert (read_probe, read_capacity) == (made_probe, made_capacity)
+    assert isinstance(read_probe.setup.calibration, Calibration)  # typed, not a dict
+    for p in (made_probe, read_probe):
+        for target, name in ((p, "images"), (p.setup, "gpu"), (p.setup.calibration, "scale"), (p.lengths[0], "gpu")):
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(target, name, None)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            p.capacity.points[0].hits = 1  # type: ignore[misc,union-attr]
+    for c in (made_capacity, read_capacity):
+        for target, name in ((c, "stopped"), (c.setup, "model"), (c.answer, "line"), (c.points[0], "per_user_tps")):
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(target, name, None)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            c.points[0].rounds[0].counted = False  # type: ignore[misc]
+
+
+def test_every_result_class_is_a_frozen_dataclass_and_rows_are_append_only():
+    """Issue 51: a result is constructed once (results/build.py, results/files.py), never
+    written into; a case's rows are written once each, with the case's verdicts."""
+
+    from benchy.measure import workloads
+    from benchy.results import capacity, figures, probe, rows, setup, types
+    from benchy.workloads import spec
+
+    # every module of results/, and the workload figures and settings a case holds (measure/, workloads/)
+    result_classes = [c for module in (*_results_modules(), workloads, spec) for c in _dataclasses_of(module)]
     assert {types.RunResult, types.CaseResult, types.MetricSummary, types.CheckWarning} <= set(result_classes)
+    assert {probe.ProbeResult, probe.ProbeSetup, capacity.CapacityResult, setup.Setup} <= set(result_classes)
+    assert {workloads.WorkloadFigures, workloads.PartialReuse, spec.WorkloadSpec} <= set(result_classes)
     # a request's row is the exchange record (records/, frozen since the client's draft makes it) with its metrics
-    writable = {c.__name__ for c in result_classes if not c.__dataclass_params__.frozen}  # type: ignore[attr-defined]
-    assert writable == set()
+    writable = {c.__qualname__ for c in result_classes if not c.__dataclass_params__.frozen}  # type: ignore[attr-defined]
+    assert writable == set(), "a result's class is a frozen dataclass (a gatherer makes one at its end: FactsTally)"
     for cls in (figures.CaseFigures, figures.Verdicts, figures.Withhold, figures.Judged):
         assert cls.__dataclass_params__.frozen, cls.__name__  # type: ignore[attr-defined]
     changers = {"__setitem__", "__delitem__", "apply", "once", "remember", "insert", "extend"}

@@ -82,9 +82,6 @@ def test_a_live_runs_setup_is_built_typed_and_saved_as_built(sim_shared, tmp_pat
 STRICT_READS_LEFT = {
     "benchy/results/capacity.py",  # capacity.json as written must read back
     "benchy/results/probe.py",  # probe.json as written must read back
-    # a case's workload (workloads/spec.py) as measure's WorkloadSpec, through its to_dict():
-    # measure/ may not import workloads/, nor workloads/ measure/ (a mirror type the house forces)
-    "benchy/measure/workloads.py",
 }
 
 

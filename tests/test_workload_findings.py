@@ -11,6 +11,7 @@ import pytest
 
 from benchy.measure.workloads import case_figures
 from benchy.records import RequestRecord
+from benchy.workloads.spec import WorkloadSpec
 
 # (conversation, turn, expected cached, reported cached), in send order
 EVICTED_THEN_FREED = [
@@ -46,7 +47,7 @@ def records(sequence) -> list[RequestRecord]:
 
 
 def test_reuse_that_worked_then_fell_short_is_eviction_even_when_it_came_back():
-    figures = case_figures("multi_turn", {"turns": 6}, records(EVICTED_THEN_FREED))
+    figures = case_figures("multi_turn", WorkloadSpec(turns=6), records(EVICTED_THEN_FREED))
     assert figures.partial_reuse is None
     assert figures.eviction is not None
     assert (figures.eviction.conversation, figures.eviction.turn, figures.eviction.requests) == (2, 4, 4)
@@ -56,7 +57,7 @@ def test_misses_from_the_start_with_hits_between_stay_partial_reuse():
     """The same hits and misses, the misses first: a router without affinity, not a full cache."""
     judged = [r for r in EVICTED_THEN_FREED if r[2]]
     shuffled = EVICTED_THEN_FREED[:3] + judged[9:13] + judged[:9] + judged[13:]
-    figures = case_figures("multi_turn", {"turns": 6}, records(shuffled))
+    figures = case_figures("multi_turn", WorkloadSpec(turns=6), records(shuffled))
     assert figures.eviction is None and figures.partial_reuse is not None
 
 
@@ -92,7 +93,7 @@ def conversation_records(turns: list[tuple[int, float, bool]]) -> list[RequestRe
 def test_misses_after_the_longest_idle_gaps_are_a_cache_lifetime():
     # Misses early and late, each after more than 2 s idle; every hit after less than 1 s.
     turns = [(1, 0, False), (2, 3.0, False), (3, 0.4, True), (4, 2.5, False), (5, 0.8, True), (6, 0.3, True)]
-    part = case_figures("multi_turn", {"turns": 6}, conversation_records(turns)).partial_reuse
+    part = case_figures("multi_turn", WorkloadSpec(turns=6), conversation_records(turns)).partial_reuse
     assert part is not None and part.cause == "expiry" and part.replicas is None
     assert (part.miss_idle_min_s, part.hit_idle_max_s) == pytest.approx((2.5, 0.8))
 
@@ -100,7 +101,7 @@ def test_misses_after_the_longest_idle_gaps_are_a_cache_lifetime():
 def test_misses_among_hits_at_the_same_idle_gaps_are_not_a_lifetime():
     # The same hits and misses, the idle gaps mixed: the lifetime has no evidence.
     turns = [(1, 0, False), (2, 0.4, False), (3, 3.0, True), (4, 0.8, False), (5, 2.5, True), (6, 0.3, True)]
-    part = case_figures("multi_turn", {"turns": 6}, conversation_records(turns)).partial_reuse
+    part = case_figures("multi_turn", WorkloadSpec(turns=6), conversation_records(turns)).partial_reuse
     assert part is not None and part.cause != "expiry"
 
 
@@ -131,7 +132,7 @@ def test_a_request_sent_while_its_group_was_in_flight_found_the_prefix_in_use_no
         )
         for i, (sent, end, cached) in enumerate(sends)
     ]
-    part = case_figures("trace", {}, made).partial_reuse
+    part = case_figures("trace", WorkloadSpec(), made).partial_reuse
     assert part is not None and part.cause == "expiry", part
     assert part.hit_idle_max_s == pytest.approx(3.0975 - (3.0483 + 0.023))
     assert part.miss_idle_min_s == pytest.approx(3.0483 - (1.5562 + 0.068))

@@ -30,7 +30,7 @@ from benchy.capacity.bundle import (
     read_manifest,
     write_manifest,
 )
-from benchy.capacity.search import BY_RATE, Observation, Probe, Search, SearchSettings
+from benchy.capacity.search import BY_RATE, Answer, Observation, Probe, Search, SearchSettings
 from benchy.client.redact import redact_url
 from benchy.client.settings import ClientSettings
 from benchy.load.plan import LoadSettings
@@ -38,7 +38,6 @@ from benchy.load.prompts import Template
 from benchy.measure import registry
 from benchy.measure.slo import meets_slo
 from benchy.measure.unavailable import Unavailable
-from benchy.measure.workloads import WorkloadSpec
 from benchy.results import files as results_files
 from benchy.results.capacity import (
     CapacityAnswer,
@@ -80,11 +79,13 @@ class CapacitySettings:
 
 @dataclass
 class _Progress:
-    """What the search has measured so far: the rounds' results per load, for the figures."""
+    """What the search has measured so far: the rounds' results per load, for the figures (a
+    CapacityResult is made of them, once each time one is saved)."""
 
-    result: CapacityResult
+    setup: CapacitySetup  # the model and server filled in from the first round (_with_identity)
+    benchy_version: str | None
     cases: dict[float, list[CaseResult]] = field(default_factory=dict)  # the counted rounds'
-    late: set[int] = field(default_factory=set)  # id() of those in which benchy fell behind
+    timed: dict[float, list[CaseResult]] = field(default_factory=dict)  # of them, those in which benchy kept up
     rounds: dict[float, list[CapacityRound]] = field(default_factory=dict)
 
 
@@ -100,9 +101,9 @@ def search(settings: CapacitySettings) -> CapacityResult:
     bundle a rebuild remakes it from: capacity-manifest.json and the rounds' folders)."""
     finder = Search(settings.search)
     setup = _setup(settings)
-    progress = _Progress(CapacityResult(benchy_version=__version__, setup=setup, partial=True))
-    # the manifest's own copy (not a dict and back): _fill_identity fills the progress's only
-    manifest = CapacityManifest(dataclasses.replace(setup), search=SearchPlan.of(settings.search), slo=_slo(settings))
+    progress = _Progress(setup, __version__)
+    # the setup as planned: _with_identity gives the progress's a model and server, not the manifest's
+    manifest = CapacityManifest(setup, search=SearchPlan.of(settings.search), slo=_slo(settings))
     _save_manifest(settings, manifest)
     try:
         while (probe := finder.next_probe()) is not None:
@@ -139,8 +140,7 @@ def _end(
 ) -> CapacityResult:
     manifest.finished = True
     _save_manifest(settings, manifest)
-    progress.result.stopped = stopped
-    result = _finish(settings.search, progress, finder, partial)
+    result = _finish(settings.search, progress, finder, partial, stopped)
     if settings.output_dir is not None:
         save(result, settings.output_dir)
     return result
@@ -159,7 +159,7 @@ def replay(directory: Path) -> CapacityResult:
     manifest = read_manifest(directory)
     s = manifest.search.settings()
     finder = Search(s)
-    progress = _Progress(CapacityResult(benchy_version=manifest.setup.benchy_version, setup=manifest.setup))
+    progress = _Progress(manifest.setup, manifest.setup.benchy_version)
     stopped = manifest.stopped
     for rnd in manifest.rounds:
         probe = finder.next_probe()
@@ -172,8 +172,7 @@ def replay(directory: Path) -> CapacityResult:
             break
     if stopped is None and not manifest.finished:
         stopped = Stopped("killed", "the search's process ended before it saved: rebuilt from its rounds")
-    progress.result.stopped = stopped
-    return _finish(s, progress, finder, partial=stopped is not None)
+    return _finish(s, progress, finder, stopped is not None, stopped)
 
 
 def rebuild_folder(directory: Path, report: bool = True) -> Path | None:
@@ -245,7 +244,7 @@ def _record(
 ) -> Stopped | None:
     """Hands the round to the search; returns why the search must stop (a stopped run)."""
     case = results.cases[0] if results.cases else None
-    _fill_identity(progress.result.setup, results)
+    progress.setup = _with_identity(progress.setup, results)
     seen = _observation(case, results)
     late_but_passed = passed_despite_client_delay(slo, s.target, seen)
     finder.record(probe.load, dataclasses.replace(seen, overloaded=None) if late_but_passed else seen)
@@ -254,8 +253,8 @@ def _record(
     progress.rounds.setdefault(probe.load, []).append(rnd)
     if case is not None and rnd.counted:
         progress.cases.setdefault(probe.load, []).append(case)
-        if late_but_passed:
-            progress.late.add(id(case))
+        if not late_but_passed:  # a late client's times are not the server's
+            progress.timed.setdefault(probe.load, []).append(case)
     if announce:
         announce(_round_line(s, finder, probe.load, rnd))
     if results.stopped is not None:
@@ -269,12 +268,12 @@ def _round_where(settings: CapacitySettings, n_round: int, load: float) -> str |
     return str(folder.relative_to(settings.output_dir)) if folder and settings.output_dir else None
 
 
-def _fill_identity(setup: CapacitySetup, results: RunResult) -> None:
-    """The model and server, as the first round's results name them."""
-    if setup.model is None:
-        setup.model = results.setup.model
-        setup.server_version = results.setup.server_version
-        setup.server = results.setup.server
+def _with_identity(setup: CapacitySetup, results: RunResult) -> CapacitySetup:
+    """The setup with the model and server, as the first round's results name them."""
+    if setup.model is not None:
+        return setup
+    named = results.setup
+    return dataclasses.replace(setup, model=named.model, server_version=named.server_version, server=named.server)
 
 
 def _observation(case: CaseResult | None, results: RunResult) -> Observation:
@@ -315,21 +314,38 @@ def _round_line(s: SearchSettings, finder: Search, load: float, rnd: CapacityRou
 
 
 def _save(settings: CapacitySettings, progress: _Progress, finder: Search) -> None:
-    _figures(settings.search, progress, finder)
+    """capacity.json as the search stands after a round (partial: its answer is not final)."""
     if settings.output_dir is not None:
-        save(progress.result, settings.output_dir)
+        save(_result(settings.search, progress, finder, partial=True), settings.output_dir)
 
 
-def _figures(s: SearchSettings, progress: _Progress, finder: Search) -> None:
-    progress.result.points = [_point(s, finder, progress, load) for load in finder.order]
-    progress.result.answer = _answer(s, finder, progress.result)
+def _finish(
+    s: SearchSettings, progress: _Progress, finder: Search, partial: bool, stopped: Stopped | None
+) -> CapacityResult:
+    return _result(s, progress, finder, partial, stopped, noted=True)
 
 
-def _finish(s: SearchSettings, progress: _Progress, finder: Search, partial: bool) -> CapacityResult:
-    progress.result.partial = partial
-    _figures(s, progress, finder)
-    progress.result.notes = _notes(s, progress.result)
-    return progress.result
+def _result(
+    s: SearchSettings,
+    progress: _Progress,
+    finder: Search,
+    partial: bool,
+    stopped: Stopped | None = None,
+    noted: bool = False,
+) -> CapacityResult:
+    """capacity.json's content, made once from the rounds so far: the points, then the answer
+    in words, then (`noted`: the search's end) the notes on what the answer assumed."""
+    points = [_point(s, finder, progress, load) for load in finder.order]
+    answer = _answer(s, finder, points, partial, stopped)
+    return CapacityResult(
+        benchy_version=progress.benchy_version,
+        partial=partial,
+        stopped=stopped,
+        setup=progress.setup,
+        answer=answer,
+        points=points,
+        notes=_notes(s, answer, points) if noted else [],
+    )
 
 
 # ------------------------------------------------------------------ the saved figures
@@ -338,8 +354,12 @@ def _finish(s: SearchSettings, progress: _Progress, finder: Search, partial: boo
 def _point(s: SearchSettings, finder: Search, progress: _Progress, load: float) -> CapacityPoint:
     seen = finder.points[load]
     cases = progress.cases.get(load, [])
+    timed = progress.timed.get(load, [])
     verdict = seen.verdict(s)
-    point = CapacityPoint(
+    unavailable: dict[str, str] = {}
+    ttft, itl, e2e = (_pooled(timed, metric, unavailable) for metric in ("ttft_s", "itl_s", "e2e_s"))
+    per_user = _pooled(timed, "decode_tps", unavailable)
+    return CapacityPoint(
         load=load,
         label=_label(cases, load, s.by),
         verdict="pass" if seen.leans_pass(s) else "fail",
@@ -348,18 +368,16 @@ def _point(s: SearchSettings, finder: Search, progress: _Progress, load: float) 
         good=seen.good,
         goodput=seen.goodput,
         interval=seen.interval(s),
-        rounds=progress.rounds.get(load, []),
+        rounds=list(progress.rounds.get(load, [])),  # a copy: the search goes on adding rounds
+        ttft=ttft,
+        itl=itl,
+        e2e=e2e,
+        throughput_tps=_weighted_throughput(timed),
+        per_user_tps=per_user.median if per_user else None,
+        cache_hit=_cache_hit(cases),
+        start_misses=sum(_start_misses(c, int(load)) for c in cases) if s.by != BY_RATE and cases else None,
+        unavailable=unavailable,
     )
-    timed = [c for c in cases if id(c) not in progress.late]  # a late client's times are not the server's
-    for metric, name in (("ttft_s", "ttft"), ("itl_s", "itl"), ("e2e_s", "e2e")):
-        setattr(point, name, _pooled(timed, metric, point.unavailable))
-    point.throughput_tps = _weighted_throughput(timed)
-    per_user = _pooled(timed, "decode_tps", point.unavailable)
-    point.per_user_tps = per_user.median if per_user else None
-    point.cache_hit = _cache_hit(cases)
-    if s.by != BY_RATE and cases:
-        point.start_misses = sum(_start_misses(c, int(load)) for c in cases)
-    return point
 
 
 def _label(cases: list[CaseResult], load: float, by: str) -> str:
@@ -404,20 +422,23 @@ def _cache_hit(cases: list[CaseResult]) -> float | None:
 # ------------------------------------------------------------------ the answer in words
 
 
-def _answer(s: SearchSettings, finder: Search, result: CapacityResult) -> CapacityAnswer:
+def _answer(
+    s: SearchSettings, finder: Search, points: list[CapacityPoint], partial: bool, stopped: Stopped | None
+) -> CapacityAnswer:
     found = finder.answer()
-    answer = CapacityAnswer(found.kind, found.capacity, found.failing, found.confident, found.client_limited_at)
-    answer.line = answer_line(s, answer, result)
-    return answer
+    line = answer_line(s, found, points, partial, stopped)
+    return CapacityAnswer(found.kind, found.capacity, found.failing, found.confident, found.client_limited_at, line)
 
 
-def answer_line(s: SearchSettings, answer: CapacityAnswer, result: CapacityResult) -> str:
+def answer_line(
+    s: SearchSettings, answer: Answer, points: list[CapacityPoint], partial: bool, stopped: Stopped | None
+) -> str:
     """The one line on stdout, e.g. `capacity: concurrency 12 (13 fails: 84% within SLO)`."""
-    failing = result.point(answer.failing)
+    failing = next((p for p in points if p.load == answer.failing), None)
     fails = f"{share_text(failing.goodput, s.target)} within SLO" if failing and failing.goodput is not None else ""
     unsure = "" if answer.confident else "; not clear of the target after --max-requests: uncertain"
-    if result.partial and result.stopped is not None:
-        unsure += f"; stopped early: {result.stopped.reason}"
+    if partial and stopped is not None:
+        unsure += f"; stopped early: {stopped.reason}"
     if answer.kind == search_mod.FOUND:
         short = load_text(s.by, answer.failing).split(" ", 1)[1]
         return f"capacity: {load_text(s.by, answer.capacity)} ({short} fails: {fails}{unsure})"
@@ -436,12 +457,11 @@ def answer_line(s: SearchSettings, answer: CapacityAnswer, result: CapacityResul
     )
 
 
-def _notes(s: SearchSettings, result: CapacityResult) -> list[str]:
+def _notes(s: SearchSettings, answer: CapacityAnswer, points: list[CapacityPoint]) -> list[str]:
     """Loads that passed above a failing one: goodput was assumed to fall with load."""
-    answer = result.answer
-    if answer is None or answer.failing is None:
+    if answer.failing is None:
         return []
-    above = [p for p in result.points if p.load > answer.failing and p.verdict == "pass"]
+    above = [p for p in points if p.load > answer.failing and p.verdict == "pass"]
     return [
         f"{load_text(s.by, p.load)} passed ({p.goodput:.0%}) above the failing {load_text(s.by, answer.failing)}: "
         "goodput did not fall steadily with load here, so the answer is the lowest failure's"
@@ -462,7 +482,7 @@ def _setup(settings: CapacitySettings) -> CapacitySetup:
         pp=case.pp,
         tg=case.tg,
         depth=case.depth,
-        workload=WorkloadSpec.of(case.workload.to_dict()) if case.workload is not None else None,
+        workload=case.workload.spec() if case.workload is not None else None,
         by=s.by,
         slo=dict(settings.load.slo or {}),
         goodput=s.target,

@@ -53,6 +53,10 @@ from benchy.measure.unavailable import NO_TOOL_CALL, Unavailable
 from benchy.measure.window_formulas import NO_MEDIAN, NOTHING
 from benchy.records import RequestRecord
 
+# the plan's own saved form of a workload's settings (re-exported: the report reads it from here)
+from benchy.workloads.spec import ThinkSpec as ThinkSpec
+from benchy.workloads.spec import WorkloadSpec as WorkloadSpec
+
 MAX_GRANULARITY = 256
 TOKEN_TOLERANCE = 0.01  # token-granular servers: a shortfall up to 1% of the history is noise
 LEAK_TOLERANCE = 0.02  # unique parts are counted locally × scale: allow 2% of them
@@ -64,7 +68,7 @@ class _Saved:
         return saved
 
 
-@dataclass
+@dataclass(frozen=True)
 class Reuse(_Saved):
     """Prompt tokens an ideal cache would have served beside those the server reported cached,
     over the successful requests where both are known."""
@@ -78,7 +82,7 @@ class Reuse(_Saved):
     reported_hit_rate: float | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Eviction(_Saved):
     """The first request whose reuse fell short, and how far the shortfall went."""
 
@@ -95,7 +99,7 @@ class Eviction(_Saved):
     lost_tokens: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class PartialReuse(_Saved):
     """Reuse on some requests only (see the module docstring): counts, tokens and the pattern."""
 
@@ -116,7 +120,7 @@ class PartialReuse(_Saved):
     hit_idle_max_s: float | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class NoReuse(_Saved):
     """No request reused what it should have. Where each came after an idle gap, the shortest
     (`miss_idle_min_s`); where the server showed that its cache works, the longest gap before a
@@ -134,7 +138,7 @@ class NoReuse(_Saved):
     cause: str | None = None  # "expiry": what the idle gaps point to, when they do
 
 
-@dataclass
+@dataclass(frozen=True)
 class Leakage(_Saved):
     requests: int
     of_requests: int
@@ -143,7 +147,7 @@ class Leakage(_Saved):
     turn: int | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class TtftGain(_Saved):
     """Shared prefix: median TTFT against the same lengths with nothing shared."""
 
@@ -154,7 +158,7 @@ class TtftGain(_Saved):
     ttft_saved: float | None = None  # 1 − TTFT ÷ baseline TTFT
 
 
-@dataclass
+@dataclass(frozen=True)
 class TurnRow(_Saved):
     """Multi-turn: medians over one turn index's successful requests."""
 
@@ -174,46 +178,7 @@ class TurnRow(_Saved):
     unavailable: dict[str, str] = field(default_factory=dict)  # metric → why this turn has no figure
 
 
-def _given(doc: str) -> Any:
-    """A setting of one workload kind: left out of the file for the others."""
-    return field(default=None, metadata={"doc": doc, "omit_none": True})
-
-
-@dataclass
-class ThinkSpec(_Saved):
-    """Multi-turn think time (workloads/spec.ThinkTime): fixed, exponential or lognormal."""
-
-    kind: str = "fixed"
-    mean_s: float = 0.0
-    sigma: float | None = None  # lognormal only
-
-
-@dataclass
-class WorkloadSpec(_Saved):
-    """(1.12) A workload's settings as the case ran it (workloads/spec.py's to_dict): multi-turn
-    turns, think, first_tokens, keep_reasoning, cold_baseline; shared-prefix fraction, groups;
-    trace path, speed, limit. Each kind sets its own."""
-
-    turns: int | None = _given("multi-turn: turns per conversation")
-    think: ThinkSpec | None = _given("multi-turn: the pause before each next message")
-    first_tokens: int | None = _given("multi-turn: the first message's tokens (null: pp)")
-    keep_reasoning: bool | None = _given("multi-turn: earlier turns' reasoning sent back")
-    cold_baseline: bool | None = _given("multi-turn: each turn's length again with nothing shared")
-    fraction: float | None = _given("shared prefix: the share of the prompt shared")
-    groups: int | None = _given("shared prefix: groups with a prefix of their own")
-    path: str | None = _given("trace: the file replayed")
-    speed: float | None = _given("trace: times faster than recorded")
-    limit: int | None = _given("trace: only the first N requests")
-    max_gap_s: float | None = _given("(1.26) trace: idle gaps capped at this many seconds (--max-gap)")
-    subagents: int | None = _given("(1.26) multi-turn: child agents each turn forks (--subagents)")
-
-    @classmethod
-    def of(cls, settings: dict[str, Any] | WorkloadSpec) -> WorkloadSpec:
-        """A workload's to_dict() typed; an unknown key is a setting someone forgot to add here."""
-        return settings if isinstance(settings, WorkloadSpec) else jsontypes.from_json(cls, settings, strict=True)
-
-
-@dataclass
+@dataclass(frozen=True)
 class WorkloadFigures(_Saved):
     """A workload case's own figures (see the module docstring)."""
 
@@ -232,7 +197,7 @@ class WorkloadFigures(_Saved):
 
 def case_figures(
     kind: str,
-    spec: dict[str, Any] | WorkloadSpec,
+    spec: WorkloadSpec,
     measured: list[RequestRecord],
     controls: Sequence[RequestRecord] = (),
     values: PerRequest | None = None,
@@ -245,23 +210,25 @@ def case_figures(
     missing from it is computed here, by its own evidence). `ahead`: the case's warmups (a shared
     prefix sent ahead, a conversation's opening): when they ended starts the idle time of the
     first requests that reuse them."""
-    settings = WorkloadSpec.of(spec)
     ok = [r for r in measured if r.ok]
     granularity = cache_granularity(ok)
-    out = WorkloadFigures(kind, settings, reuse(ok), granularity, leakage=leakage(ok + [r for r in controls if r.ok]))
     judged = reuse_verdicts(ok, granularity)
     short = [r for r, fine in judged if not fine]
     partial = partial_reuse(ok, judged, granularity, [r for r in ahead if r.ok])
-    if partial is not None:
-        out.partial_reuse = partial
-    elif short and len(short) == len(judged):
-        out.no_reuse = no_reuse(ok, short, [r for r in ahead if r.ok])
-    elif short:
-        out.eviction = eviction(ok, short, len(judged))
-    if kind == "multi_turn":
-        out.turns = turn_figures(measured, controls, values)
-        out.conversations_cut = conversations_cut(measured, settings.turns)
-    return out
+    missed_all = partial is None and bool(short) and len(short) == len(judged)  # else some hit: eviction
+    turns = kind == "multi_turn"
+    return WorkloadFigures(
+        kind,
+        spec,
+        reuse(ok),
+        granularity,
+        eviction=eviction(ok, short, len(judged)) if partial is None and short and not missed_all else None,
+        no_reuse=no_reuse(ok, short, [r for r in ahead if r.ok]) if missed_all else None,
+        partial_reuse=partial,
+        leakage=leakage(ok + [r for r in controls if r.ok]),
+        turns=turn_figures(measured, controls, values) if turns else [],
+        conversations_cut=conversations_cut(measured, spec.turns) if turns else None,
+    )
 
 
 def cache_granularity(records: Iterable[RequestRecord]) -> int:
@@ -349,7 +316,8 @@ def partial_reuse(
         return None  # reuse worked for most, then fell short: eviction, even if it came back later
     fraction = hits / len(judged)
     lag = steady_turn_lag(ok, some, granularity)
-    found = PartialReuse(
+    replicas, cause, pattern = _reuse_pattern(fraction, lag, idle if expired else None)
+    return PartialReuse(
         requests=len(judged),
         hit_requests=hits,
         partial_requests=len(some),
@@ -357,28 +325,44 @@ def partial_reuse(
         hit_fraction=fraction,
         expected_tokens=sum(_expected(r) for r, _ in judged),
         reported_tokens=sum(r.cached_tokens or 0 for r, _ in judged),
+        replicas=replicas,
+        pattern=pattern,
+        turn_lag=lag if cause == "rotation" else None,
+        cause=cause,
+        miss_idle_min_s=idle[0] if idle is not None else None,
+        hit_idle_max_s=idle[1] if idle is not None else None,
     )
-    if idle is not None:
-        found.miss_idle_min_s, found.hit_idle_max_s = idle
+
+
+def _reuse_pattern(
+    fraction: float, lag: int | None, expired: tuple[float, float] | None
+) -> tuple[int | None, str | None, str | None]:
+    """(replicas, cause, pattern in words) of partial reuse, where one shows: a steady turn lag
+    (rotation), misses only after longer idle gaps than any hit (`expired`: expiry), or a hit
+    fraction of about one in N (routing)."""
     if lag is not None and lag >= 2:
-        found.replicas, found.turn_lag, found.cause = lag, lag, "rotation"
-        found.pattern = (
+        return (
+            lag,
+            "rotation",
             f"the turns that reused part of their history reused the turn {lag} before, not the last one: "
-            f"requests rotate over {lag} replicas (round robin), each with its own cache"
+            f"requests rotate over {lag} replicas (round robin), each with its own cache",
         )
-    elif idle is not None and expired:
-        found.cause = "expiry"
-        found.pattern = (
-            f"every miss came after at least {idle[0]:.2f} s idle, every hit after at most {idle[1]:.2f} s: "
-            "the server's cache lets entries expire after a lifetime between the two, not routing"
+    if expired is not None:
+        return (
+            None,
+            "expiry",
+            f"every miss came after at least {expired[0]:.2f} s idle, every hit after at most {expired[1]:.2f} s: "
+            "the server's cache lets entries expire after a lifetime between the two, not routing",
         )
-    elif 0 < fraction <= 0.75:
-        found.replicas, found.cause = max(2, round(1 / fraction)), "routing"
-        found.pattern = (
+    if 0 < fraction <= 0.75:
+        replicas = max(2, round(1 / fraction))
+        return (
+            replicas,
+            "routing",
             f"{fraction:.0%} of requests found their history: consistent with routing over about "
-            f"{found.replicas} replicas without cache affinity, each with its own cache"
+            f"{replicas} replicas without cache affinity, each with its own cache",
         )
-    return found
+    return None, None, None
 
 
 def no_reuse(ok: list[RequestRecord], short: list[RequestRecord], ahead: Sequence[RequestRecord] = ()) -> NoReuse:
@@ -388,22 +372,26 @@ def no_reuse(ok: list[RequestRecord], short: list[RequestRecord], ahead: Sequenc
     long as the history's misses waited. Both together, with every miss after a longer gap than
     any such hit, point to a cache lifetime (expiry); a server that reported nothing cached at
     all may simply have its cache off, and the finding says it cannot tell the two apart."""
-    found = NoReuse(len(short), sum(_expected(r) for r in short))
+    requests, expected = len(short), sum(_expected(r) for r in short)
     sent = sorted([*ahead, *ok], key=lambda r: r.sent_mono_s)
     idle = IdleTimes(sent)
     gaps = [gap for r in short if (gap := idle.before(r)) is not None]
     if len(gaps) < EXPIRY_MIN_MISSES:
-        return found
-    found.miss_idle_min_s = min(gaps)
+        return NoReuse(requests, expected)
     start = start_reuse(sent)
     if start is None:
-        return found
-    found.start_hits, found.hit_idle_max_s, found.lost_idle_min_s = start
-    if found.lost_idle_min_s is not None and all(
-        past_lifetime(gap, found.hit_idle_max_s) for gap in (found.miss_idle_min_s, found.lost_idle_min_s)
-    ):
-        found.cause = "expiry"
-    return found
+        return NoReuse(requests, expected, miss_idle_min_s=min(gaps))
+    hits, hit_max, lost_min = start
+    expiry = lost_min is not None and all(past_lifetime(gap, hit_max) for gap in (min(gaps), lost_min))
+    return NoReuse(
+        requests,
+        expected,
+        miss_idle_min_s=min(gaps),
+        hit_idle_max_s=hit_max,
+        lost_idle_min_s=lost_min,
+        start_hits=hits,
+        cause="expiry" if expiry else None,
+    )
 
 
 def eviction(ok: list[RequestRecord], short: list[RequestRecord], judged: int) -> Eviction:

@@ -20,7 +20,15 @@ from benchy.probe.bundle import ProbeManifest
 from benchy.probe.figures import figure
 from benchy.probe.verdict import SERVED_SHARE, TIMING_HIT_SPEEDUP, decide
 from benchy.records import RequestRecord
-from benchy.results.probe import IMAGE_TEXT_TOKENS, CapacityPass, LengthEntry, ProbeCapacity, ProbeResult, ProbeSide
+from benchy.results.probe import (
+    IMAGE_TEXT_TOKENS,
+    CapacityPass,
+    LengthEntry,
+    ProbeCapacity,
+    ProbeResult,
+    ProbeSide,
+    StatedSize,
+)
 from benchy.results.types import Stopped
 
 CAPACITY_HIT_SHARE = 0.5  # a working set whose re-uses hit at least this often still fits
@@ -45,26 +53,29 @@ def analyze(manifest: ProbeManifest, records: Iterable[RequestRecord]) -> ProbeR
         recs = by_length.get(planned.length)
         if recs is None:
             continue  # not reached (the probe was stopped first)
-        entry = length_entry(planned.length, planned.asked, recs)
         window = manifest.gpu.get(str(planned.length))
-        if window is not None:
-            entry.gpu = _gpu_entry(window, recs, manifest)
-        entries.append(entry)
-    result = ProbeResult(benchy_version=manifest.setup.benchy_version, setup=manifest.setup, lengths=entries)
+        gpu = _gpu_entry(window, recs, manifest) if window is not None else None
+        entries.append(length_entry(planned.length, planned.asked, recs, gpu=gpu))
+    capacity = None
     if manifest.capacity is not None:
         sweep = Sweep()
         for k, recs in by_pass.items():
             if not sweep.add(capacity_point(k, recs[:k], recs[k:])):
                 break
         plan = manifest.capacity
-        result.capacity = sweep.result(plan.prefix_tokens_asked, plan.max_tokens)
-        result.capacity.stated = manifest.stated
+        capacity = sweep.result(plan.prefix_tokens_asked, plan.max_tokens, manifest.stated)
+    pictured_entry = None
     if manifest.images is not None and pictured:
         entry = length_entry(IMAGE_TEXT_TOKENS, IMAGE_TEXT_TOKENS, pictured, by_cached=False)
-        result.images = images.image_entry(manifest.images, entry, pictured)
-    if not manifest.finished:
-        result.stopped = Stopped(KILLED, _killed_reason(by_length, by_pass))
-    return result
+        pictured_entry = images.image_entry(manifest.images, entry, pictured)
+    return ProbeResult(
+        benchy_version=manifest.setup.benchy_version,
+        setup=manifest.setup,
+        lengths=entries,
+        capacity=capacity,
+        images=pictured_entry,
+        stopped=None if manifest.finished else Stopped(KILLED, _killed_reason(by_length, by_pass)),
+    )
 
 
 def _killed_reason(by_length: dict[int, list[RequestRecord]], by_pass: dict[int, list[RequestRecord]]) -> str:
@@ -111,10 +122,12 @@ def _side(records: list[RequestRecord]) -> tuple[ProbeSide, list[str]]:
     return side, side.unavailable
 
 
-def length_entry(length: int, asked: int, records: list[RequestRecord], by_cached: bool = True) -> LengthEntry:
+def length_entry(
+    length: int, asked: int, records: list[RequestRecord], by_cached: bool = True, gpu: GpuCase | None = None
+) -> LengthEntry:
     """One length's sides and verdict; `by_cached` False: by the two TTFT samples alone, neither
     the server's cached_tokens (an image probe: they count prefix hits, not image hits) nor hits
-    told one by one (verdict.decide's by_hits)."""
+    told one by one (verdict.decide's by_hits). `gpu`: the GPUs over the length, when sampled."""
     shared = [r for r in records if r.case.endswith("shared")]
     unique = [r for r in records if r.case.endswith("unique")]
     (s, s_missing), (u, u_missing) = _side(shared), _side(unique)
@@ -146,6 +159,7 @@ def length_entry(length: int, asked: int, records: list[RequestRecord], by_cache
         verdict=verdict.verdict,
         reason=verdict.reason + "".join(f"; TTFT unavailable: {why}" for why in missing),
         requests=[r.to_dict() for r in records],
+        gpu=gpu,
     )
 
 
@@ -228,9 +242,9 @@ class Sweep:
             self.falls = point.prefixes
         return True
 
-    def result(self, prefix_tokens_asked: int, max_tokens: int) -> ProbeCapacity:
+    def result(self, prefix_tokens_asked: int, max_tokens: int, stated: StatedSize | None = None) -> ProbeCapacity:
         points = sorted(self.points, key=lambda p: p.prefixes)
-        return capacity_result(prefix_tokens_asked, max_tokens, points, self.fits, self.falls)
+        return capacity_result(prefix_tokens_asked, max_tokens, points, self.fits, self.falls, stated)
 
 
 def _working_set(points: list[CapacityPass], k: int | None) -> int | None:
@@ -239,11 +253,18 @@ def _working_set(points: list[CapacityPass], k: int | None) -> int | None:
 
 
 def capacity_result(
-    prefix_tokens_asked: int, max_tokens: int, points: list[CapacityPass], fits: int | None, falls: int | None
+    prefix_tokens_asked: int,
+    max_tokens: int,
+    points: list[CapacityPass],
+    fits: int | None,
+    falls: int | None,
+    stated: StatedSize | None = None,
 ) -> ProbeCapacity:
+    """The sweep's answer: its verdict decided first (_cliff), then the result made once."""
     sizes = [p.prompt_tokens for p in points if p.prompt_tokens]
     prompt = int(figure("prompt_tokens", sizes)) if sizes else None
-    out = ProbeCapacity(
+    verdict, reason, cliff, uncertainty = _cliff(points, prompt, fits, falls, max_tokens)
+    return ProbeCapacity(
         prefix_tokens_asked=prefix_tokens_asked,
         prefix_tokens=prompt,
         max_tokens=max_tokens,
@@ -251,29 +272,38 @@ def capacity_result(
         points=points,
         fits_prefixes=fits,
         falls_prefixes=falls,
+        cliff_tokens=cliff,
+        uncertainty_tokens=uncertainty,
+        verdict=verdict,
+        reason=reason,
+        stated=stated,
     )
+
+
+def _cliff(
+    points: list[CapacityPass], prompt: int | None, fits: int | None, falls: int | None, max_tokens: int
+) -> tuple[str, str, float | None, float | None]:
+    """(verdict, reason, cliff tokens, uncertainty tokens) of the sweep's bracket."""
     if prompt is None:
         failures = {k: v for p in points for k, v in p.first_errors.items()}
         said = "".join(f"; first {kind}: {message}" for kind, message in sorted(failures.items()))
-        out.verdict, out.reason = "unmeasured", f"no prefix and its re-use both succeeded: nothing to judge{said}"
-    elif falls is None:
-        out.verdict = "beyond_max"
-        out.reason = (
+        return "unmeasured", f"no prefix and its re-use both succeeded: nothing to judge{said}", None, None
+    if falls is None:
+        reason = (
             f"re-uses still hit with {fits or 0} prefixes ({_working_set(points, fits) or 0:,} tokens): the cache "
             f"holds at least that (--capacity-max-tokens {max_tokens:,} stopped the sweep)"
         )
-    elif not fits:
-        out.verdict, out.cliff_tokens, out.uncertainty_tokens = "below_one_prefix", prompt / 2, prompt / 2
-        out.reason = (
+        return "beyond_max", reason, None, None
+    if not fits:
+        reason = (
             f"even one {prompt:,}-token prefix was not served again: the cache holds less than one prefix for "
             "reuse, or it is off"
         )
-    else:
-        low, high = _working_set(points, fits) or fits * prompt, _working_set(points, falls) or falls * prompt
-        out.verdict, out.cliff_tokens, out.uncertainty_tokens = "found", (low + high) / 2, (high - low) / 2
-        out.reason = (
-            f"re-uses hit with {fits} prefixes ({low:,} tokens) and fell below "
-            f"{CAPACITY_HIT_SHARE:.0%} with {falls} ({high:,} tokens): the cache holds about "
-            f"{(low + high) / 2:,.0f} ± {(high - low) / 2:,.0f} prompt tokens for reuse"
-        )
-    return out
+        return "below_one_prefix", reason, prompt / 2, prompt / 2
+    low, high = _working_set(points, fits) or fits * prompt, _working_set(points, falls) or falls * prompt
+    reason = (
+        f"re-uses hit with {fits} prefixes ({low:,} tokens) and fell below "
+        f"{CAPACITY_HIT_SHARE:.0%} with {falls} ({high:,} tokens): the cache holds about "
+        f"{(low + high) / 2:,.0f} ± {(high - low) / 2:,.0f} prompt tokens for reuse"
+    )
+    return "found", reason, (low + high) / 2, (high - low) / 2

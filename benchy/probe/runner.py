@@ -18,6 +18,7 @@ from benchy.client.client import Client
 from benchy.client.redact import redact_url
 from benchy.client.settings import ClientSettings
 from benchy.jsontypes import JsonObject
+from benchy.load.calibration import Calibration
 from benchy.load.images import ImageSettings, with_images
 from benchy.load.lengths import fit_lengths
 from benchy.load.plan import PlannedRequest
@@ -141,18 +142,16 @@ async def _probe_with(
     fit = await fit_lengths(client, None, settings.endpoint)  # the words one server token each
     calibration = await calibrate(client, settings.endpoint, salt, lengths=fit)
     prompts = PromptFactory(calibration, salt=f"{salt}probe")
-    setup = _setup(settings, model, await client.server_version(), context, calibration.saved().to_dict())
-    setup.context_source = identity.context_source
-    if gpus is not None:
-        setup.gpu = gpus.setup
     by_length = not settings.capacity and settings.images is None
     lengths = capped_lengths(settings.lengths, context, settings.tg) if by_length else []
     kept = {asked for _, asked in lengths}
-    setup.lengths_not_probed = [  # capped to a length another asked length already probes
+    not_probed = [  # capped to a length another asked length already probes
         NotProbed(asked, f"capped to the server's context ({context:,} tokens), as a shorter one was")
         for asked in (settings.lengths if by_length else [])
         if asked not in kept
     ]
+    version = await client.server_version()
+    setup = _setup(settings, model, version, identity, calibration.saved(), gpus, not_probed)
     manifest = ProbeManifest(setup, lengths=[PlannedLength(length, asked) for length, asked in lengths])
     if settings.capacity:
         manifest.capacity = CapacityPlan(settings.capacity_prefix_tokens, settings.capacity_max_tokens)
@@ -188,8 +187,8 @@ async def _probe_with(
         await _capacity(client, settings, prompts, salt, reset, bundle)
         stated = await capacity_mod.stated_capacity(client, client.base, identity)
         manifest.stated = StatedSize(stated.tokens, stated.source, stated.reason)
-    if settings.cache_reset:
-        setup.cache_reset = ResetCalls(len(resets), resets[-1] if resets else None)
+    if settings.cache_reset:  # the setup as saved before the first request, with the resets made since
+        manifest.setup = replace(setup, cache_reset=ResetCalls(len(resets), resets[-1] if resets else None))
     bundle.progress.finish()
     manifest.finished = True
     bundle.save()
@@ -212,14 +211,21 @@ def _resetter(client: Client, identity: ServerIdentity, wanted: bool) -> tuple[R
 
 
 def _setup(
-    settings: ProbeSettings, model: str, version: str | None, context: int | None, calibration: JsonObject
+    settings: ProbeSettings,
+    model: str,
+    version: str | None,
+    identity: ServerIdentity,
+    calibration: Calibration,
+    gpus: gpu_mod.GpuSampler | None,
+    not_probed: list[NotProbed],
 ) -> ProbeSetup:
+    """The probe's setup, made once before the first request (the resets are added at the end)."""
     return ProbeSetup(
         base_url=redact_url(settings.client.base_url),
         model=model,
         server_version=version,
         endpoint=settings.endpoint,
-        context_length=context,
+        context_length=identity.context_length,
         n=settings.n,
         output_tokens=settings.tg,
         alpha=ALPHA,
@@ -229,6 +235,9 @@ def _setup(
         started_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         host=platform.node(),
         benchy_version=__version__,
+        context_source=identity.context_source,
+        gpu=gpus.setup if gpus is not None else None,
+        lengths_not_probed=not_probed,
     )
 
 

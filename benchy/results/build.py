@@ -348,7 +348,7 @@ def _workload_figures(case: Case, made: CaseRows, verdicts: Verdicts) -> Workloa
     controls = [r for r in records if r.control]
     values = {r.request_id: _row_values(r) for r in judged_rows(made.rows, verdicts) if r.ok and not r.warmup}
     ahead = [r for r in records if r.warmup and not r.alone]  # a prefix sent ahead, a conversation's opening
-    return workload_figures(case.kind, case.workload.to_dict(), measured, controls, values, ahead)  # type: ignore[union-attr]
+    return workload_figures(case.kind, case.workload.spec(), measured, controls, values, ahead)  # type: ignore[union-attr]
 
 
 FROM_SCHEDULE = ("ttft_s", "e2e_s")  # latencies an open loop also times from the schedule

@@ -24,9 +24,9 @@ from typing import Any
 from benchy import jsontypes
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
-from benchy.measure.workloads import WorkloadSpec
 from benchy.results.types import MetricSummary, Stopped
 from benchy.server.identity import ServerIdentity
+from benchy.workloads.spec import WorkloadSpec
 
 CAPACITY_MAJOR, CAPACITY_MINOR = 1, 2
 CAPACITY_SCHEMA = f"benchy/capacity/{CAPACITY_MAJOR}.{CAPACITY_MINOR}"
@@ -39,7 +39,7 @@ class CapacityFileError(ValueError):
     """A capacity file benchy cannot read; one line."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class CapacitySetup(Saved):
     """What was searched, against what, and how (credentials never included)."""
 
@@ -69,7 +69,7 @@ class CapacitySetup(Saved):
     resolution: float | None = _opt("--by rate: bisect until the bracket is this fraction of its top")
 
 
-@dataclass
+@dataclass(frozen=True)
 class CapacityRound(Saved):
     """One `benchy run` of a point's case: its measured requests and how many met every target."""
 
@@ -84,7 +84,7 @@ class CapacityRound(Saved):
     folder: str | None = _opt("the round's results folder, relative to capacity.json", omit=True)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CapacityPoint(Saved):
     """One load probed, its counted rounds merged."""
 
@@ -111,7 +111,7 @@ class CapacityPoint(Saved):
     unavailable: dict[str, str] = _opt("figure → why it is null", factory=dict, omit=True)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CapacityAnswer(Saved):
     """The answer, with its bracket."""
 
@@ -123,7 +123,7 @@ class CapacityAnswer(Saved):
     line: str = _opt("the one line benchy printed", "")
 
 
-@dataclass
+@dataclass(frozen=True)
 class CapacityResult(Saved):
     """A whole capacity search: capacity.json."""
 

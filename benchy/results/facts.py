@@ -6,8 +6,9 @@ and the checks, each iterating the case's requests on its own, made about 16 pas
 question about the rows (which failed as empty output, which were served from a prefix
 cache, the delivered token counts …) is answered here for all of them at once, into counts,
 a few first examples and compact arrays of the numbers a check takes medians of; the checks
-read these `CaseFacts` (results/types.py `CaseResult.facts`, made once per case, with its
-rows) and decide from them exactly as they did from the rows.
+read these `CaseFacts` (results/types.py `CaseResult.facts`, gathered once per case, with its
+rows, by a FactsTally; each read gives the gathered facts as a frozen CaseFacts) and decide
+from them exactly as they did from the rows.
 
 Only what depends on the rows alone is gathered here; what a check compares it with (the
 chat template's tokens, the server's counters, the run's setup) stays in the check.
@@ -16,7 +17,7 @@ chat template's tokens, the server's counters, the run's setup) stays in the che
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
 
 from benchy.measure import unavailable
@@ -49,7 +50,7 @@ def ttft_and_prompt(req: RequestResult) -> tuple[float, float] | None:
     return ttft, prompt_ms / 1000
 
 
-@dataclass
+@dataclass(frozen=True)
 class FailedAs:
     """The measured requests that failed as one output failure (classify.OUTPUT_FAILURES)."""
 
@@ -58,14 +59,26 @@ class FailedAs:
     content_null_events: int = 0
     finish_reasons: set[str] = field(default_factory=set)  # str() of each
 
+
+class _FailedTally:
+    """FailedAs as it is gathered, row by row."""
+
+    def __init__(self) -> None:
+        self.count, self.content_null_events = 0, 0
+        self.claimed_tokens: list[int] = []
+        self.finish_reasons: set[str] = set()
+
     def add(self, r: RequestResult) -> None:
         self.count += 1
         self.claimed_tokens.append(r.completion_tokens or 0)
         self.content_null_events += r.content_null_events or 0
         self.finish_reasons.add(str(r.finish_reason))
 
+    def made(self) -> FailedAs:
+        return FailedAs(self.count, self.claimed_tokens, self.content_null_events, self.finish_reasons)
 
-@dataclass
+
+@dataclass(frozen=True)
 class CaseFacts:
     """A case's rows as the checks judge them (see the module's doc). `measured`: not warmup
     (cold controls too); `ok`: measured and successful (CaseResult.measured_ok)."""
@@ -123,95 +136,118 @@ class CaseFacts:
     completion_sum: int = 0
     counted_sum: int = 0  # the counts the rates used (usage, or the witness that overruled it)
 
+
+def _fresh(f: Field[Any]) -> Any:
+    """A field's starting value: its default, or a new one from its factory."""
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+class FactsTally:
+    """CaseFacts as RowScan's one pass gathers them, row by row (`add`): each field's value by
+    its name, made into the frozen CaseFacts when it is read (`facts`), so no CaseFacts is
+    written into after it is made."""
+
+    def __init__(self) -> None:
+        self.v: dict[str, Any] = {f.name: _fresh(f) for f in fields(CaseFacts) if f.name != "failed_as"}
+        self.failed = {kind: _FailedTally() for kind in OUTPUT_FAILURES}
+
+    def facts(self) -> CaseFacts:
+        return CaseFacts(**self.v, failed_as={kind: t.made() for kind, t in self.failed.items()})
+
     def add(self, r: RequestResult) -> None:
         if r.warmup:
             return
-        self.n_measured += 1
+        v = self.v
+        v["n_measured"] += 1
         self._measured(r)
         if r.ok:
-            self.n_ok += 1
+            v["n_ok"] += 1
             self._ok(r)
 
     def _measured(self, r: RequestResult) -> None:
+        v = self.v
         kind = r.error_kind
-        if kind is not None and str(kind) not in self.first_errors:
-            self.first_errors[str(kind)] = (r.error or "")[:300]
-        if kind in self.failed_as:
-            self.failed_as[kind].add(r)
+        if kind is not None and str(kind) not in v["first_errors"]:
+            v["first_errors"][str(kind)] = (r.error or "")[:300]
+        if kind in self.failed:
+            self.failed[kind].add(r)
         if r.finish_reason == "stop" and not r.content_chars and not r.tool_chars and kind in (None,) + OUTPUT_FAILURES:
-            self.n_stop_cut += 1
-        self.reused_context.append(r.reused_context_tokens or 0)
+            v["n_stop_cut"] += 1
+        v["reused_context"].append(r.reused_context_tokens or 0)
         if r.cached_tokens is not None:
-            self.usage_cached += r.cached_tokens
-            self.n_usage_cached += 1
+            v["usage_cached"] += r.cached_tokens
+            v["n_usage_cached"] += 1
         if r.status != "ok" or r.completion_tokens is None:
-            self.all_ok_counted = False
+            v["all_ok_counted"] = False
         else:
-            self.completion_sum += r.completion_tokens
-            self.counted_sum += r.token_count.tokens if r.token_count is not None else r.completion_tokens
+            v["completion_sum"] += r.completion_tokens
+            v["counted_sum"] += r.token_count.tokens if r.token_count is not None else r.completion_tokens
 
     def _ok(self, r: RequestResult) -> None:
+        v = self.v
         self._cache(r)
         no_answer = not r.content_chars and not r.tool_chars  # a tool call is an answer
         if (no_answer and r.reasoning_chars) or r.unavailable_codes.get("ttfc_s") in unavailable.THINK_ONLY:
-            self.n_reasoning_only += 1
+            v["n_reasoning_only"] += 1
         if not r.tool_calls:
-            self.n_without_tool_call += 1
+            v["n_without_tool_call"] += 1
         self._counts(r)
         if r.unavailable_codes.get("prefill_tps") == unavailable.PROMPT_LENGTH_MISSED:
-            if not self.n_prompt_missed:
-                self.prompt_missed_target = r.target_prompt_tokens
-            self.n_prompt_missed += 1
-            self.prompt_missed_tokens.append(r.prompt_tokens or 0)
-            self.n_prompt_longer += (r.prompt_tokens or 0) > (r.target_prompt_tokens or 0)
+            if not v["n_prompt_missed"]:
+                v["prompt_missed_target"] = r.target_prompt_tokens
+            v["n_prompt_missed"] += 1
+            v["prompt_missed_tokens"].append(r.prompt_tokens or 0)
+            v["n_prompt_longer"] += (r.prompt_tokens or 0) > (r.target_prompt_tokens or 0)
         pair = ttft_and_prompt(r)
         if pair:
-            self.pair_ttft.append(pair[0])
-            self.pair_prompt_s.append(pair[1])
+            v["pair_ttft"].append(pair[0])
+            v["pair_prompt_s"].append(pair[1])
         if Anomaly.SPECIAL_TOKENS_STRIPPED in r.anomalies:
-            self.n_stripped += 1
+            v["n_stripped"] += 1
 
     def _cache(self, r: RequestResult) -> None:
+        v = self.v
         excess = (r.cached_tokens or 0) - (r.reused_context_tokens or 0)
         if r.unique_tokens is None and excess > 0.5:  # a hit needs more than the template + 0.5
-            self.cache_excess.append(excess)
-            self.cache_excess_cached.append(r.cached_tokens or 0)
+            v["cache_excess"].append(excess)
+            v["cache_excess_cached"].append(r.cached_tokens or 0)
         if r.reused_context_tokens:
-            self.n_reusing += 1
+            v["n_reusing"] += 1
             if not context_served(r.cached_tokens, r.reused_context_tokens):
-                if not self.n_context_missed:
-                    self.missed_context = r.reused_context_tokens
-                self.n_context_missed += 1
-                self.missed_cached_known |= r.cached_tokens is not None
-                self.missed_cached_max = max(self.missed_cached_max, r.cached_tokens or 0)
+                if not v["n_context_missed"]:
+                    v["missed_context"] = r.reused_context_tokens
+                v["n_context_missed"] += 1
+                v["missed_cached_known"] |= r.cached_tokens is not None
+                v["missed_cached_max"] = max(v["missed_cached_max"], r.cached_tokens or 0)
 
     def _counts(self, r: RequestResult) -> None:
         """The completion count's witnesses: usage, short outputs, estimates, disagreements."""
+        v = self.v
         if r.usage_reported:
-            self.n_usage_reported += 1
-            self.delivered.append(believed_tokens(r))
-            if self.delivered[-1] < r.target_output_tokens:
-                self.n_short += 1
-                self.short_finish_reasons.add(r.finish_reason)
+            v["n_usage_reported"] += 1
+            v["delivered"].append(believed_tokens(r))
+            if v["delivered"][-1] < r.target_output_tokens:
+                v["n_short"] += 1
+                v["short_finish_reasons"].add(r.finish_reason)
         elif r.token_count is None or r.token_count.estimate:
-            self.n_guessed += 1
+            v["n_guessed"] += 1
         c = r.token_count
         if c is None:
             return
         if c.mismatch:
-            if self.first_doubted is None:
-                self.first_doubted = c
-            self.n_doubted += 1
-            self.doubted_usage.append(c.usage or 0)
-            self.doubted_tokens.append(c.tokens)
+            if v["first_doubted"] is None:
+                v["first_doubted"] = c
+            v["n_doubted"] += 1
+            v["doubted_usage"].append(c.usage or 0)
+            v["doubted_tokens"].append(c.tokens)
         if c.local_mismatch and c.local_mismatch.startswith(USAGE_ALONE):
-            if not self.n_usage_alone:
-                self.first_usage_alone = c.local_mismatch
-            self.n_usage_alone += 1
+            if not v["n_usage_alone"]:
+                v["first_usage_alone"] = c.local_mismatch
+            v["n_usage_alone"] += 1
         elif c.local_mismatch and c.local is not None:
-            if not self.n_local_odd:
-                self.first_local_mismatch = c.local_mismatch
-            self.n_local_odd += 1
+            if not v["n_local_odd"]:
+                v["first_local_mismatch"] = c.local_mismatch
+            v["n_local_odd"] += 1
             if c.tokens:
-                self.local_ratios.append((c.local or 0.0) / c.tokens)
-            self.local_backed_by.update(c.backed_by)
+                v["local_ratios"].append((c.local or 0.0) / c.tokens)
+            v["local_backed_by"].update(c.backed_by)

@@ -165,7 +165,7 @@ class CaseFigures:
         return list(self.scan.columns.values.get(metric, ()))
 
     def facts(self) -> CaseFacts:
-        return self.scan.facts
+        return self.scan.tally.facts()
 
 
 class _Judged(Sequence[RequestResult]):

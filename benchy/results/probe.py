@@ -20,6 +20,7 @@ from typing import Any
 from benchy import jsontypes
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
+from benchy.load.calibration import Calibration
 from benchy.measure.gpu import GpuCase, GpuSetup
 from benchy.results.types import PROBE_SCHEMA, Stopped
 from benchy.server.cache_reset import CacheReset
@@ -34,7 +35,7 @@ class ProbeFileError(ValueError):
     """A probe file benchy cannot read; one line."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class NotProbed(Saved):
     """An asked length left out, and why (capped to a length another one already probes)."""
 
@@ -42,7 +43,7 @@ class NotProbed(Saved):
     reason: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class ResetCalls(Saved):
     """--cache-reset over the whole probe: how many resets, and the last one's outcome."""
 
@@ -50,7 +51,7 @@ class ResetCalls(Saved):
     last: CacheReset | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProbeSetup(Saved):
     """What was probed, against what, and how (credentials never included)."""
 
@@ -63,8 +64,8 @@ class ProbeSetup(Saved):
     output_tokens: int = _opt("output tokens of each request (only the first one matters)", 8)
     alpha: float = _opt("significance level of every test", 0.05)
     min_speedup: float = _opt("the least speed-up that counts as a cache", 1.2)
-    calibration: dict[str, Any] = _opt(
-        "the prompt-length calibration (load/prompts.py Calibration.to_dict)", factory=dict
+    calibration: Calibration = _opt(
+        "the prompt-length calibration (load/calibration.py Calibration, as saved)", factory=Calibration
     )
     command_line: str = _opt("secrets redacted", "")
     started_utc: str | None = None
@@ -76,7 +77,7 @@ class ProbeSetup(Saved):
     cache_reset: ResetCalls | None = _opt("--cache-reset: the resets made", omit=True)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProbeSide(Saved):
     """One side of a length (shared or unique prefixes): a value per request, in sending order."""
 
@@ -87,7 +88,7 @@ class ProbeSide(Saved):
     unavailable: list[str] = _opt("why a TTFT is null", factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class LengthEntry(Saved):
     """One prompt length probed: both sides, the verdict and the figures it rests on."""
 
@@ -112,7 +113,7 @@ class LengthEntry(Saved):
     gpu: GpuCase | None = _opt("--gpu-metrics: the GPUs over both sides of the length", omit=True)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CapacityPass(Saved):
     """One --capacity pass: K distinct prefixes sent once, then each again in the same order."""
 
@@ -132,7 +133,7 @@ class CapacityPass(Saved):
     request_ids: list[str] = _opt("the re-uses' request ids", factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class StatedSize(Saved):
     """What the server says its KV cache holds (server/capacity.py)."""
 
@@ -141,7 +142,7 @@ class StatedSize(Saved):
     reason: str | None = _opt("why tokens is null, or what it leaves out")
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProbeCapacity(Saved):
     """--capacity: the cliff of the cache for reuse, beside the size the server states."""
 
@@ -162,7 +163,7 @@ class ProbeCapacity(Saved):
 IMAGE_TEXT_TOKENS = 128  # probe-cache --images: each request's text, short, exact and its own
 
 
-@dataclass
+@dataclass(frozen=True)
 class ImageProbe(LengthEntry):
     """probe-cache --images: the same image again (shared) against unique images of the same size,
     each after its own exact, nonce-led text of `length` tokens; judged as a length is, by TTFT
@@ -174,7 +175,7 @@ class ImageProbe(LengthEntry):
     saved_s: float | None = _opt("median unique-image TTFT − median repeated-image TTFT: what the cache saves, s")
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProbeResult(Saved):
     """A whole prefix-cache probe: probe.json."""
 

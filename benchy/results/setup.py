@@ -26,7 +26,7 @@ from benchy.server.metrics import MetricsStatus
 from benchy.workloads.dataset import DatasetSetup
 
 
-@dataclass
+@dataclass(frozen=True)
 class Setup(Saved):
     """What was measured, with what, and how (credentials never included)."""
 

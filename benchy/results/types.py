@@ -120,7 +120,7 @@ from benchy.measure.silence import Silence
 from benchy.measure.unavailable import Unavailable
 from benchy.measure.workloads import WorkloadFigures
 from benchy.records import RequestRecord
-from benchy.results.facts import CaseFacts
+from benchy.results.facts import CaseFacts, FactsTally
 from benchy.results.rows import OK, WARMUP, Rows
 
 # the run's setup (results/setup.py), re-exported: where readers of results.json have found it
@@ -440,7 +440,7 @@ class CaseResult(Saved):
 
     def facts(self) -> CaseFacts:
         """What the checks read of every request (results/facts.py), from the same one pass."""
-        return self._scan().facts
+        return self._scan().tally.facts()
 
     def _scan(self) -> RowScan:
         return self.scan if self.scan is not None else RowScan.of(self.requests)
@@ -477,7 +477,7 @@ class RowScan:
     dots at once. Made with the rows (CaseResult.scan), then only read."""
 
     def __init__(self) -> None:
-        self.facts = CaseFacts()
+        self.tally = FactsTally()  # the checks' facts, gathered; CaseResult.facts() makes them
         self.dots: list[Dot] = []
         self._values: dict[str, array[float]] = {}
         self._tokens: int | None = 0
@@ -491,7 +491,7 @@ class RowScan:
         return scan
 
     def add(self, r: RequestResult) -> None:
-        self.facts.add(r)
+        self.tally.add(r)
         if r.warmup:
             return
         self.dots.append(dot(r))

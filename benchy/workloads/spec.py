@@ -9,11 +9,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from benchy.jsontypes import JsonObject
+from benchy.jsontypes import Saved
 
 
 class WorkloadError(ValueError):
@@ -32,6 +33,43 @@ def parse_seconds(text: str) -> float:
         raise WorkloadError(f"{text!r} is not a duration (e.g. 2, 2s, 500ms)")
     value = float(match.group(1))
     return value / 1000 if (match.group(2) or "s").lower() == "ms" else value
+
+
+def _given(doc: str) -> Any:
+    """A setting of one workload kind: left out of the file for the others."""
+    return field(default=None, metadata={"doc": doc, "omit_none": True})
+
+
+@dataclass(frozen=True)
+class ThinkSpec(Saved):
+    """Multi-turn think time (workloads/spec.ThinkTime): fixed, exponential or lognormal."""
+
+    kind: str = "fixed"
+    mean_s: float = 0.0
+    sigma: float | None = None  # lognormal only
+
+
+@dataclass(frozen=True)
+class WorkloadSpec(Saved):
+    """(1.12) A workload's settings as the case ran it (workloads/spec.py's spec()): multi-turn
+    turns, think, first_tokens, keep_reasoning, cold_baseline; shared-prefix fraction, groups;
+    trace path, speed, limit. Each kind sets its own.
+
+    The one saved form of a workload's settings (results.json's case.workload.spec, capacity.json's
+    setup.workload), made by each kind below from its own fields."""
+
+    turns: int | None = _given("multi-turn: turns per conversation")
+    think: ThinkSpec | None = _given("multi-turn: the pause before each next message")
+    first_tokens: int | None = _given("multi-turn: the first message's tokens (null: pp)")
+    keep_reasoning: bool | None = _given("multi-turn: earlier turns' reasoning sent back")
+    cold_baseline: bool | None = _given("multi-turn: each turn's length again with nothing shared")
+    fraction: float | None = _given("shared prefix: the share of the prompt shared")
+    groups: int | None = _given("shared prefix: groups with a prefix of their own")
+    path: str | None = _given("trace: the file replayed")
+    speed: float | None = _given("trace: times faster than recorded")
+    limit: int | None = _given("trace: only the first N requests")
+    max_gap_s: float | None = _given("(1.26) trace: idle gaps capped at this many seconds (--max-gap)")
+    subagents: int | None = _given("(1.26) multi-turn: child agents each turn forks (--subagents)")
 
 
 @dataclass(frozen=True)
@@ -91,8 +129,8 @@ class ThinkTime:
             return f"exponential, mean {self.mean_s:g} s"
         return f"lognormal, mean {self.mean_s:g} s, sigma {self.sigma:g}"
 
-    def to_dict(self) -> JsonObject:
-        return {"kind": self.kind, "mean_s": self.mean_s, "sigma": self.sigma if self.kind == "lognormal" else None}
+    def spec(self) -> ThinkSpec:
+        return ThinkSpec(self.kind, self.mean_s, self.sigma if self.kind == "lognormal" else None)
 
 
 @dataclass(frozen=True)
@@ -113,15 +151,15 @@ class MultiTurn:
         subs = f" sub{self.subagents}" if self.subagents else ""
         return f"multi-turn u{concurrency} x{self.turns}{subs} pp{pp}{first} tg{tg}"
 
-    def to_dict(self) -> JsonObject:
-        return {
-            "turns": self.turns,
-            "think": self.think.to_dict(),
-            "first_tokens": self.first_tokens,
-            "keep_reasoning": self.keep_reasoning,
-            "cold_baseline": self.cold_baseline,
-            **({"subagents": self.subagents} if self.subagents else {}),
-        }
+    def spec(self) -> WorkloadSpec:
+        return WorkloadSpec(
+            turns=self.turns,
+            think=self.think.spec(),
+            first_tokens=self.first_tokens,
+            keep_reasoning=self.keep_reasoning,
+            cold_baseline=self.cold_baseline,
+            subagents=self.subagents or None,
+        )
 
 
 @dataclass(frozen=True)
@@ -143,8 +181,8 @@ class SharedPrefix:
         prefix = round(self.fraction * total)
         return prefix, total - prefix
 
-    def to_dict(self) -> JsonObject:
-        return {"fraction": self.fraction, "groups": self.groups}
+    def spec(self) -> WorkloadSpec:
+        return WorkloadSpec(fraction=self.fraction, groups=self.groups)
 
 
 @dataclass(frozen=True)
@@ -162,9 +200,8 @@ class TraceReplay:
         speed = f" x{self.speed:g}" if self.speed != 1 else ""
         return f"trace {name}{speed}"
 
-    def to_dict(self) -> JsonObject:
-        out = {"path": self.path, "speed": self.speed, "limit": self.limit}
-        return out if self.max_gap_s is None else {**out, "max_gap_s": self.max_gap_s}
+    def spec(self) -> WorkloadSpec:
+        return WorkloadSpec(path=self.path, speed=self.speed, limit=self.limit, max_gap_s=self.max_gap_s)
 
 
 Workload = MultiTurn | SharedPrefix | TraceReplay

@@ -31,7 +31,7 @@ class NoFigures(Details):
     """A warning whose message and evidence say all: no figures of its own."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class DangerousStop(Saved):
     """A --stop string that occurs inside a Harmony response, and why."""
 
