@@ -36,9 +36,6 @@ REGISTERED = (*warnings.RUN_CHECKS, *warnings.CASE_CHECKS)
 MODULES = tuple(import_module(f"benchy.checks.{m.name}") for m in pkgutil.iter_modules(benchy.checks.__path__))
 # The detecting halves of the checks whose findings decide them (results/findings.py).
 FINDINGS = "benchy.results.findings"
-# A workload's saved figures (measure/workloads.py: Eviction, NoReuse, Leakage) are what the
-# cache checks find; they are built there, not here (frozen in turn by that module's owner).
-SAVED_FIGURES = "benchy.measure.workloads"
 LOAD = ("--pp", "64", "--tg", "32", "--runs", "12")
 
 
@@ -55,7 +52,7 @@ def _not_frozen_records(classes: typing.Iterable[type]) -> list[str]:
     for cls in classes:
         for found in _found_types(cls):
             frozen = isinstance(found, type) and dataclasses.is_dataclass(found)
-            frozen = frozen and (found.__dataclass_params__.frozen or found.__module__ == SAVED_FIGURES)
+            frozen = frozen and found.__dataclass_params__.frozen
             if not frozen or found is CheckWarning:
                 bad.append(f"{cls.__name__}: {getattr(found, '__name__', found)}")
     return bad
