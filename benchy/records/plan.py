@@ -93,7 +93,8 @@ NO_TAGS = RequestTags()
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Tagged(TagFields, RequestRecord):
     """A record joined with its plan's tags by request id: what the analysis reads (a results
-    row is one, with its figures). Made only by the join (records.read_records), never sent."""
+    row is one, with its figures). Made by the join (records.read_records; a probe's own
+    records: `joined`), never sent."""
 
     def tags(self) -> RequestTags:
         return RequestTags(**{name: getattr(self, name) for name in TAG_NAMES})
