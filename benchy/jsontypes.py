@@ -87,9 +87,20 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def serialized_fields(cls: type) -> list[dataclasses.Field[Any]]:
-    """The fields that go into JSON (a class may list others in `_NOT_SAVED`)."""
+    """The fields that go into JSON (a class may list others in `_NOT_SAVED`), in the order
+    its `saved_order()` gives where it has one (records/plan.py's Tagged)."""
+    return list(_serialized(cls))
+
+
+@functools.cache
+def _serialized(cls: type) -> tuple[dataclasses.Field[Any], ...]:
     skipped = getattr(cls, "_NOT_SAVED", ())
-    return [f for f in dataclasses.fields(cls) if f.name not in skipped]
+    made = [f for f in dataclasses.fields(cls) if f.name not in skipped]
+    order = getattr(cls, "saved_order", None)  # a class's saved order, where not its fields' own
+    if order is None:
+        return tuple(made)
+    at = {name: i for i, name in enumerate(order())}
+    return tuple(sorted(made, key=lambda f: at[f.name]))
 
 
 def _empty(value: Any) -> bool:

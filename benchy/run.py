@@ -517,11 +517,13 @@ async def _run_one_case(
     # Workloads run in one process (or actor): a conversation's turns depend on each other,
     # and a trace's or a group's reuse spans all of its requests.
     calibration = calibrations[plan.endpoint]
-    await send_alone(client, plan, calibration, settings.nonce, sink)  # before the case, from here
+    await send_alone(client, plan, calibration, settings.nonce, sink, sink.sent)  # before the case, from here
     k = 1 if plan.case.workload or pool is None else pool.workers_for(plan.case, settings.load)
     if pool is not None and (k > 1 or settings.load.ray is not None):  # --ray: always a pool
         with worker_failures():  # `start` is awaited once every worker is done with its warmups
-            split = await pool.run_case(plan, k, client.settings, calibration, settings.nonce, sink, sink.stop, start)
+            split = await pool.run_case(
+                plan, k, client.settings, calibration, settings.nonce, sink, sink.stop, start, sink.sent
+            )
         state.client[plan.case.label] = split
         return
     factory = PromptFactory(calibration, nonce=settings.nonce, salt=f"{salt}c{plan.index}")
@@ -532,7 +534,7 @@ async def _run_one_case(
 
     with contextlib.ExitStack() as heap:
         async with LoopMonitor() as monitor:
-            await run_case(client, plan, factory, sink, frozen_start, stop=sink.stop)
+            await run_case(client, plan, factory, sink, frozen_start, stop=sink.stop, on_sent=sink.sent)
     mine = sink.tallies.get(plan.case.label)  # its spans and tokens kept as they came
     spans, tokens = (mine.spans(), mine.client_tokens()) if mine is not None else ([], 0)
     state.client[plan.case.label] = client_figures(

@@ -27,6 +27,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchy.records import RequestRecord  # noqa: E402
+from benchy.records.plan import RequestTags, Tagged  # noqa: E402
 from benchy.sim import stalls  # noqa: E402
 from benchy.sim.process import SimProcess, child_env  # noqa: E402  (after the path is set)
 from tests.forkserver import ForkedPopen, ForkedSim, run_forked  # noqa: E402
@@ -176,6 +177,18 @@ def bare_record() -> RequestRecord:
         target_prompt_tokens=1,
         target_output_tokens=1,
     )
+
+
+def bare_row() -> Tagged:
+    """bare_record joined with a plan's tags (none set): what the analysis reads, for a test of
+    a figure to fill (the tags: records/plan.py)."""
+    return Tagged.joined(bare_record(), RequestTags())
+
+
+def records_in(log: bytes) -> int:
+    """The records a requests.jsonl's bytes hold so far: its lines less its header and each
+    request's plan line (requests 2.0: written as the request is sent, before its record)."""
+    return log.count(b"\n") - log.startswith(b'{"schema"') - log.count(b'{"plan_of"')
 
 
 def loop_lag_s(case: dict) -> float:

@@ -20,7 +20,7 @@ from benchy.client.settings import ClientSettings
 from benchy.load.prompts import Calibration, PromptFactory
 from benchy.measure import reading, registry, tokenizer
 from benchy.measure.unavailable import Unavailable
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 from benchy.results.types import CaseResult, RequestResult, RunResult
 from benchy.workloads.case import ScenarioError
 from benchy.workloads.scenario import load_scenario, sweep
@@ -134,7 +134,7 @@ def test_shared_context_is_a_token_prefix_of_every_request_and_starts_with_its_o
 
 
 def test_prefill_rate_is_unavailable_when_a_reused_context_is_not_confirmed():
-    rec = RequestRecord(
+    rec = Tagged(
         case="x",
         run=0,
         index=0,

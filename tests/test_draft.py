@@ -20,15 +20,20 @@ from benchy.load import drain
 from benchy.load.plan import PlannedRequest
 from benchy.load.send import Closed, send
 from benchy.records import RequestRecord
+from benchy.records.plan import TAG_NAMES, RequestTags, Tagged
 from tests.conftest import SimSince, bare_record, shared_sim
 
 instant_sim = shared_sim("--instant")
 
-# The record's fields the client does not write: the plan's (ids, targets, workload tags, the
-# calibration's scale, images), the streams' joined text and kinds (made from the draft's
-# pieces), and the late witnesses asked after the case (their own requests.jsonl lines).
+# The record's fields the client does not write: its key and what was asked (the plan's), the
+# streams' joined text and kinds (made from the draft's pieces), and the late witnesses asked
+# after the case (their own requests.jsonl lines).
 PLANS = {
     "case", "run", "index", "warmup", "request_id", "nonce", "target_prompt_tokens", "target_output_tokens",
+}  # fmt: skip
+# The workload tags (the calibration's scale, where the request stands in its workload, its
+# images, its schedule): the plan's alone, on no record (records/plan.py), joined by request id.
+TAGS = {
     "local_token_scale", "local_scale_from_usage", "local_scale_generated", "usage_at_known",
     "reused_context_tokens", "scheduled_mono_s", "conversation", "turn", "group", "expected_cached_tokens",
     "unique_tokens", "history_reasoning", "control", "alone", "prompt_slack", "images", "image_bytes",
@@ -127,6 +132,19 @@ def test_the_drafts_fields_are_the_records_answer_fields():
     assert set(record_fields) - set(ANSWER_FIELDS) == PLANS | JOINED | LATE
     hints = typing.get_type_hints(Draft)
     assert hints["planned"] is RequestRecord
+
+
+def test_a_record_has_no_workload_tag_the_plan_holds_them():
+    """The exchange record carries what was asked and what came, never where the request stands
+    in its workload: those tags are the plan's (RequestTags, on PlannedRequest), and only a row
+    joined by request id (Tagged, RequestResult) holds both."""
+    record_fields = {f.name for f in dataclasses.fields(RequestRecord)}
+    assert not record_fields & TAGS
+    assert set(TAG_NAMES) == TAGS == {f.name for f in dataclasses.fields(RequestTags)}
+    assert {f.name for f in dataclasses.fields(Tagged)} == record_fields | TAGS
+    assert {f.name for f in dataclasses.fields(PlannedRequest)} >= {"record", "tags"}
+    with pytest.raises(TypeError):
+        RequestRecord("c", 0, 0, False, "r", None, 1, 1, turn=2)  # type: ignore[call-arg]
 
 
 def test_a_record_crosses_a_pipe_frozen():

@@ -14,7 +14,7 @@ from dataclasses import replace
 from benchy.checks import warnings as checks
 from benchy.measure import classify, registry, unavailable
 from benchy.measure.ceiling import CeilingSetup
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 from benchy.results import build as results_build
 from benchy.results import files as results_files
 from benchy.results import types as results_mod
@@ -25,10 +25,10 @@ from tests.conftest import REPO_ROOT, run_benchy_here, sim_env
 EXAMPLE = REPO_ROOT / "reports" / "dgx-spark-sim" / "results.json"
 
 
-def record(i: int, tg: int, ttft: float, tokens_per_event: int = 1, usage: bool = True) -> RequestRecord:
+def record(i: int, tg: int, ttft: float, tokens_per_event: int = 1, usage: bool = True) -> Tagged:
     events = max(1, tg // tokens_per_event)
     times = [ttft + 0.01 * k for k in range(events)]
-    return RequestRecord(
+    return Tagged(
         case=f"pp64 tg{tg}",
         run=i,
         index=i,

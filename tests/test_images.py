@@ -22,7 +22,7 @@ from benchy.load import images
 from benchy.measure import images as measure_images
 from benchy.measure import request_formulas
 from benchy.measure.unavailable import Unavailable
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 from tests.conftest import SimSince, post_chat, run_benchy_here, run_json, shared_sim, warning_codes
 
 sim_fixture = shared_sim("--prefill-tps", "20000", "--decode-tps", "400", "--image-encode-tps", "20000")
@@ -351,9 +351,9 @@ def test_the_report_shows_image_tokens_beside_the_texts(sim, tmp_path):
     assert rebuilt["setup"]["load"]["images"] == saved["setup"]["load"]["images"]
 
 
-def _record(**fields) -> RequestRecord:
+def _record(**fields) -> Tagged:
     planned = {"target_prompt_tokens": 64, "target_output_tokens": 4, "prompt_slack": 2}
-    return RequestRecord(case="c", run=0, index=0, warmup=False, request_id="r", nonce=None, **{**planned, **fields})
+    return Tagged(case="c", run=0, index=0, warmup=False, request_id="r", nonce=None, **{**planned, **fields})
 
 
 def test_the_text_is_checked_only_where_the_server_told_the_images_apart():

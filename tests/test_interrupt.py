@@ -14,7 +14,8 @@ import pytest
 
 from benchy.cli import main
 from benchy.records import is_header, read_records
-from tests.conftest import start_benchy
+from benchy.records.plan import PLAN_OF
+from tests.conftest import records_in, start_benchy
 
 
 def start_run(sim, out: Path, tg: int = 25, concurrency: int = 4, *flags: str) -> subprocess.Popen:
@@ -32,7 +33,7 @@ def wait_for_lines(path: Path, k: int, proc: subprocess.Popen, timeout: float = 
     benchy exits first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if path.exists() and path.read_bytes().count(b"\n") >= k + 1:
+        if path.exists() and records_in(path.read_bytes()) >= k:
             return
         assert proc.poll() is None, f"benchy ended early: {proc.communicate()}"
         time.sleep(0.02)
@@ -55,12 +56,16 @@ def test_sigkill_loses_no_finished_request(start_sim, tmp_path):
 
     lines = (out / "requests.jsonl").read_bytes().split(b"\n")
     tail = lines.pop()  # b"" when the file ends in a newline; else a line cut by the kill
-    records = [r for r in map(json.loads, lines) if not is_header(r)]  # every complete line is valid JSON
+    made = [r for r in map(json.loads, lines) if not is_header(r)]  # every complete line is valid JSON
+    records = [r for r in made if PLAN_OF not in r]
     if tail:
         with pytest.raises(ValueError):
             json.loads(tail)
     assert len(records) >= k
     assert [r.request_id for r in read_records(out / "requests.jsonl")] == [r["request_id"] for r in records]
+    # each request's plan line (its tags, records/plan.py) went to disk as it was sent, before its record
+    planned_at = {r[PLAN_OF]: i for i, r in enumerate(made) if PLAN_OF in r}
+    assert all(planned_at[r["request_id"]] < made.index(r) for r in records)
 
     truth = {t["request_id"]: t for t in sim.truth() if t["request_id"]}
     for rec in records:  # every recorded request is one the server really served, as recorded
@@ -100,7 +105,11 @@ def test_interrupt_saves_and_prints_partial_results(start_sim, tmp_path, sig, by
 
     results = json.loads((out / "results.json").read_text())
     assert results["partial"] is True and results["stopped"]["by"] == by
-    on_disk = [r for r in map(json.loads, (out / "requests.jsonl").read_text().splitlines()) if not is_header(r)]
+    on_disk = [
+        r
+        for r in map(json.loads, (out / "requests.jsonl").read_text().splitlines())
+        if not is_header(r) and PLAN_OF not in r
+    ]
     [case] = results["cases"]
     assert [r["request_id"] for r in case["requests"]] == [r["request_id"] for r in on_disk]
     assert len(on_disk) >= 12 and case["n_ok"] + case["n_failed"] == len(on_disk) - case["n_warmup"]

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from benchy.load import arrivals
 from benchy.measure.slo import goodput, parse_slo
 from benchy.records import RequestRecord, read_records
-from tests.conftest import cmdline, run_benchy_here, start_benchy, worker_pids
+from benchy.records.plan import Tagged
+from tests.conftest import cmdline, records_in, run_benchy_here, start_benchy, worker_pids
 
 
 def benchy(*args: str) -> subprocess.CompletedProcess:
@@ -162,8 +163,8 @@ def test_goodput_counts_requests_meeting_every_slo(start_sim, tmp_path):
     assert case["request_rate"] == pytest.approx(10 / window)
 
 
-def _rec(ok: bool, ttft: float, end: float, tokens: int = 10) -> RequestRecord:
-    rec = RequestRecord(
+def _rec(ok: bool, ttft: float, end: float, tokens: int = 10) -> Tagged:
+    rec = Tagged(
         case="x",
         run=0,
         index=0,
@@ -413,7 +414,7 @@ def test_sigterm_stops_every_worker_and_keeps_what_they_finished(start_sim, tmp_
     proc = start_benchy("run", *args, "-o", str(out), "-q", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     jsonl = out / "requests.jsonl"
-    while not (jsonl.exists() and jsonl.read_bytes().count(b"\n") >= 11):  # the header and 10 records
+    while not (jsonl.exists() and records_in(jsonl.read_bytes()) >= 10):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.05)
     workers = set(worker_pids(proc.pid))

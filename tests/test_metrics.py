@@ -6,12 +6,12 @@ import pytest
 
 from benchy.measure import case_formulas, reading, registry, request_formulas
 from benchy.measure.unavailable import Unavailable
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 
 
 def record(times, chars=None, kinds=None, completion=None, prompt=1000, cached=0, end=None, **kw):
     chars = chars or [4] * len(times)
-    return RequestRecord(
+    return Tagged(
         case="pp1000 tg",
         run=0,
         index=0,

@@ -10,6 +10,7 @@ from benchy.load.tally import CaseTally
 from benchy.load.workers import LOCAL_CLOCK, Merge
 from benchy.measure import classify
 from benchy.records import RequestRecord
+from benchy.records.plan import RequestTags, Sent
 from benchy.records.tokens import tokens_of
 
 
@@ -139,10 +140,10 @@ def test_a_big_batch_goes_in_pieces_that_keep_its_order_and_its_ends():
 
     records = [_record(i, 1, 1) for i in range(2 * MAX_RECORDS + 3)]
     end = LoopHealth(lag_samples=7)
-    out = pieces(Batch(sent=[records[0].to_dict()], records=records, ready=True, figures=end))
+    out = pieces(Batch(sent=[Sent(records[0], RequestTags())], records=records, ready=True, figures=end))
     assert [len(p.records) for p in out] == [MAX_RECORDS, MAX_RECORDS, 3]
     assert [r for p in out for r in p.records] == records
-    assert (out[0].sent, out[0].ready, out[0].last) == ([records[0].to_dict()], True, False)
+    assert (out[0].sent, out[0].ready, out[0].last) == ([Sent(records[0], RequestTags())], True, False)
     assert not any(p.sent or p.ready for p in out[1:]) and [p.last for p in out] == [False, False, True]
     assert out[-1].figures == end and pieces(Batch(records=records[:3])) == [Batch(records=records[:3])]
 
@@ -157,14 +158,21 @@ def test_a_split_cases_record_crosses_the_pipe_as_a_record():
     from benchy.load.handoff import pieces
     from benchy.load.workers import Clock
 
-    sent = dataclasses.replace(_record(3, 6, 6), sent_mono_s=100.0, scheduled_mono_s=99.5, cached_tokens=4)
-    wire = pickle.loads(pickle.dumps(pieces(Batch(records=[sent]))[0]))
+    sent = dataclasses.replace(_record(3, 6, 6), sent_mono_s=100.0, cached_tokens=4)
+    tags = RequestTags(scheduled_mono_s=99.5, conversation=2, turn=3)
+    planned = Sent(dataclasses.replace(_record(3, 6, 6), sent_mono_s=99.9), tags)
+    wire = pickle.loads(pickle.dumps(pieces(Batch(sent=[planned], records=[sent]))[0]))
     assert isinstance(wire.records[0], RequestRecord) and wire.records[0] == sent
+    assert isinstance(wire.sent[0], Sent) and wire.sent[0] == planned  # typed: no dict and back
     got: list[RequestRecord] = []
-    merge = Merge([Clock(2.5, 0.001, 0.0, 0.0, False, "there")], got.append)
+    told: list[Sent] = []
+    merge = Merge([Clock(2.5, 0.001, 0.0, 0.0, False, "there")], got.append, told.append)
     merge.take(0, wire)
     [rec] = got
+    [leaving] = told  # the parent writes its plan line from it, on its own clock
     shift = Clock(2.5, 0.001, 0.0, 0.0, False, "there").to_parent(0.0)
-    assert (rec.sent_mono_s, rec.scheduled_mono_s) == (100.0 + shift, 99.5 + shift) and shift != 0.0
-    assert dataclasses.replace(rec, sent_mono_s=100.0, scheduled_mono_s=99.5) == sent
+    assert rec.sent_mono_s == 100.0 + shift and shift != 0.0
+    assert leaving.tags == dataclasses.replace(tags, scheduled_mono_s=99.5 + shift)
+    assert leaving.record.sent_mono_s == 99.9 + shift
+    assert dataclasses.replace(rec, sent_mono_s=100.0) == sent
     assert merge.workers[0].requests == 1 and merge.workers[0].tokens == 6

@@ -10,7 +10,7 @@ import pytest
 
 from benchy.measure import reading, registry, slo, unavailable
 from benchy.measure.registry import METRICS
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 from benchy.report import compare, markdown, table
 from benchy.results.types import RunResult
 from tests.conftest import REPO_ROOT
@@ -72,9 +72,9 @@ def test_dependencies_name_metrics_and_reads_name_record_fields():
     passed to the formula): a name there must be a metric; what the record gives is `reads`."""
     from dataclasses import fields
 
-    from benchy.records import RequestRecord
+    from benchy.records.plan import Tagged
 
-    record_fields = {f.name for f in fields(RequestRecord)}
+    record_fields = {f.name for f in fields(Tagged)}
     for m in registry.METRICS.values():
         assert set(m.depends) <= set(registry.METRICS), (m.name, set(m.depends) - set(registry.METRICS))
         assert set(m.reads) <= record_fields | {"slo"}, (m.name, set(m.reads) - record_fields)
@@ -121,7 +121,7 @@ def test_no_formula_calls_another_formula(module):
 
 
 def test_an_unavailable_dependency_makes_its_dependents_unavailable_for_its_reason():
-    rec = RequestRecord(
+    rec = Tagged(
         case="pp8 tg",
         run=0,
         index=0,
@@ -222,8 +222,7 @@ def test_a_turns_medians_come_from_its_requests_metrics():
 
     why = unavailable.Unavailable(unavailable.BUFFERED, "buffered")
     ok = [
-        RequestRecord("c", 0, i, False, f"r{i}", None, 100, 8, prompt_tokens=100 + i, cached_tokens=10 * i)
-        for i in range(3)
+        Tagged("c", 0, i, False, f"r{i}", None, 100, 8, prompt_tokens=100 + i, cached_tokens=10 * i) for i in range(3)
     ]
     sample = TurnSample(
         ok=ok,

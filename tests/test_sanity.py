@@ -21,7 +21,7 @@ from benchy.checks import sanity as sanity_check
 from benchy.client.settings import ClientSettings
 from benchy.measure.sanity import scripts, tally
 from benchy.measure.sanity import text as judging
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 from benchy.results.types import RunResult
 from benchy.sim import prose, vocab
 from benchy.workloads.scenario import sweep
@@ -114,10 +114,8 @@ def test_property_every_broken_mode_of_the_simulator_is_flagged_and_prose_never(
         assert broken > 0 and judging.judge("".join(texts)).broken, (mode, "".join(texts)[:120])
 
 
-def _record(i: int, text: str, **kw) -> RequestRecord:
-    return RequestRecord(
-        "c", 0, i, False, f"r{i}", None, 64, 32, **{"token_event_text": text, "completion_tokens": 32, **kw}
-    )
+def _record(i: int, text: str, **kw) -> Tagged:
+    return Tagged("c", 0, i, False, f"r{i}", None, 64, 32, **{"token_event_text": text, "completion_tokens": 32, **kw})
 
 
 def test_a_case_pattern_identical_answers_and_stops_at_the_first_token():

@@ -105,9 +105,10 @@ def test_the_bootstraps_drawn_together_are_each_ones_own():
 def _records_of(out):
     """The run's records from requests.jsonl, by case label, and the run's setup."""
     from benchy.records import read_records
+    from benchy.records.plan import Tagged
 
     by_case: dict[str, list] = {}
-    for rec in read_records(out / "requests.jsonl"):
+    for rec in read_records(out / "requests.jsonl", kind=Tagged):
         by_case.setdefault(rec.case, []).append(rec)
     return by_case, results_files.read(out / "results.json")
 
@@ -191,10 +192,11 @@ def test_the_live_tally_sees_each_request_as_its_row_does(tmp_path, monkeypatch)
     the analysis makes later: the same numbers as the rows', spilled or held."""
     from benchy.load.tally import CaseTally
     from benchy.records import read_records
+    from benchy.records.plan import Tagged
     from benchy.results import build
     from benchy.results import rows as rows_mod
 
-    records = list(read_records(SHIPPED[0].parent / "requests.jsonl"))[:40]
+    records = list(read_records(SHIPPED[0].parent / "requests.jsonl", kind=Tagged))[:40]
     for in_memory in (10**9, 5):
         monkeypatch.setattr(rows_mod, "IN_MEMORY", in_memory)
         made, seen = build.CaseRows(spill_dir=tmp_path), CaseTally()

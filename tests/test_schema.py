@@ -116,8 +116,8 @@ def test_request_logs_without_a_header_are_read_and_other_majors_refused(tmp_pat
     old.write_text(json.dumps(record) + "\n", encoding="utf-8")
     assert [r.request_id for r in read_records(old)] == ["r"]
     newer = tmp_path / "newer.jsonl"
-    newer.write_text(json.dumps({"schema": "benchy/requests/2.0"}) + "\n" + json.dumps(record) + "\n", encoding="utf-8")
-    with pytest.raises(RecordsError, match="reads benchy/requests/1.x only"):
+    newer.write_text(json.dumps({"schema": "benchy/requests/3.0"}) + "\n" + json.dumps(record) + "\n", encoding="utf-8")
+    with pytest.raises(RecordsError, match="reads benchy/requests/1.x and benchy/requests/2.x only"):
         list(read_records(newer))
 
 

@@ -12,6 +12,7 @@ from benchy.client.settings import ClientSettings
 from benchy.load.plan import PlannedRequest
 from benchy.load.send import Closed, Open, send
 from benchy.records import RequestRecord
+from benchy.records.plan import RequestTags
 from tests.conftest import SimSince, shared_sim
 
 TG = 4
@@ -26,7 +27,8 @@ def request(request_id: str, at_s: float | None = None) -> PlannedRequest:
     return PlannedRequest(rec, f"question {request_id}", TG, "chat", BODY, at_s=at_s)
 
 
-def run(sim, requests, pace, on_record=None, stop=None) -> list[RequestRecord]:
+def run(sim, requests, pace, on_record=None, stop=None, sent=None) -> list[RequestRecord]:
+    """The records of `requests` sent at `pace`; `sent` (a dict) gets each one's tags as it leaves."""
     done: list[RequestRecord] = []
 
     def keep(rec: RequestRecord) -> None:
@@ -36,7 +38,8 @@ def run(sim, requests, pace, on_record=None, stop=None) -> list[RequestRecord]:
 
     async def go() -> None:
         async with Client(ClientSettings(base_url=sim.base_url, model="benchy-sim", connections=8)) as client:
-            await send(client, requests, keep, pace() if callable(pace) else pace, stop)
+            on_sent = (lambda s: sent.__setitem__(s.record.request_id, s.tags)) if sent is not None else None
+            await send(client, requests, keep, pace() if callable(pace) else pace, stop, on_sent)
 
     asyncio.run(go())
     return done
@@ -111,13 +114,15 @@ def test_an_open_loop_sends_each_at_its_time_and_none_past_the_deadline(sim_100)
         starts.append(time.perf_counter() + 0.05)
         return Open(starts[0], None, starts[0] + 1.0)
 
-    done = run(sim, [request(f"o{i}", at_s) for i, at_s in enumerate(offsets)], pace)
+    sent: dict[str, RequestTags] = {}
+    done = run(sim, [request(f"o{i}", at_s) for i, at_s in enumerate(offsets)], pace, sent=sent)
     assert sorted(r.request_id for r in done) == [f"o{i}" for i in range(6)]
     truth = {t["request_id"]: t for t in sim.truth(expect=6)}
     assert len(truth) == 6
     for i, rec in enumerate(sorted(done, key=lambda r: r.request_id)):
-        assert rec.scheduled_mono_s == starts[0] + offsets[i]
-        assert rec.scheduled_mono_s <= rec.sent_mono_s <= truth[rec.request_id]["arrival_s"]
+        scheduled = sent[rec.request_id].scheduled_mono_s  # the plan's tag, told as it left
+        assert scheduled == starts[0] + offsets[i]
+        assert scheduled <= rec.sent_mono_s <= truth[rec.request_id]["arrival_s"]
 
 
 def test_an_open_loop_cap_holds_the_server_load_and_the_late_sends_show_it(start_sim):
@@ -128,10 +133,11 @@ def test_an_open_loop_cap_holds_the_server_load_and_the_late_sends_show_it(start
         start.append(time.perf_counter())
         return Open(start[0], 2)
 
-    done = run(sim, [request(f"k{i}", 0.0) for i in range(8)], pace)
+    sent: dict[str, RequestTags] = {}
+    done = run(sim, [request(f"k{i}", 0.0) for i in range(8)], pace, sent=sent)
     truth = sim.truth(expect=8)
     assert len(done) == 8 and most_at_once(truth) == 2
-    lags = sorted(r.sent_mono_s - r.scheduled_mono_s for r in done)
+    lags = sorted(r.sent_mono_s - (sent[r.request_id].scheduled_mono_s or 0.0) for r in done)
     # The last one waited for the three before it on its slot to end.
     one_request_s = min(t["last_token_event_s"] - t["arrival_s"] for t in truth)
     assert lags[-1] >= 3 * one_request_s

@@ -14,7 +14,8 @@ import pytest
 
 from benchy.load.tokenize import TOKENIZE_DISPUTED_PER_CASE, TOKENIZE_SAMPLE_PER_CASE, chosen, disputed
 from benchy.measure import evidence, reading
-from benchy.records import WITNESS_OF, RecordWriter, RequestRecord, read_records
+from benchy.records import WITNESS_OF, RecordWriter, read_records
+from benchy.records.plan import PLAN_OF, Tagged
 from tests.conftest import warning_codes
 from tests.test_checks import measured, truth_of
 from tests.test_witnesses import FAST_PREFILL, TRANSPORTS, bench, only_case
@@ -70,7 +71,7 @@ def test_a_server_without_tokenize_leaves_the_witness_unavailable_silently(start
     assert "no_usage" in warning_codes(results)
     assert not [w for w in results["warnings"] if evidence.SERVER_TOKENIZE in json.dumps(w)]
     lines = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()[1:]]
-    records = [line for line in lines if WITNESS_OF not in line]  # the server's counts: lines of their own
+    records = [line for line in lines if WITNESS_OF not in line and PLAN_OF not in line]  # counts: lines of their own
     assert [line["request_id"] for line in records] == [r["request_id"] for r in case["requests"]]  # all, in order
 
 
@@ -90,7 +91,7 @@ def test_undisputed_counts_are_corroborated_by_a_small_sample(start_sim, tmp_pat
     # requests.jsonl is what the client saw, every record in order as it finished; the server's
     # count came later, on a witness line of its own naming the request, for each one asked.
     lines = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()[1:]]
-    records = [line for line in lines if WITNESS_OF not in line]
+    records = [line for line in lines if WITNESS_OF not in line and PLAN_OF not in line]
     assert [line["request_id"] for line in records] == [r["request_id"] for r in case["requests"]]
     assert all(line.get("server_tokenize") is None for line in records)  # not on the record's own line
     witnessed = {line[WITNESS_OF]: line["server_tokenize"] for line in lines if WITNESS_OF in line}
@@ -130,9 +131,9 @@ def test_the_hold_decision_weighs_the_same_count_as_the_figures(start_sim, tmp_p
     assert any(disputed(r) for r in records) == (flags is NO_USAGE)
 
 
-def _record(case: str, index: int, usage: int | None, text: str = "one two three", **kw) -> RequestRecord:
+def _record(case: str, index: int, usage: int | None, text: str = "one two three", **kw) -> Tagged:
     words = text.split(" ")
-    return RequestRecord(
+    return Tagged(
         case=case,
         run=0,
         index=index,

@@ -12,7 +12,7 @@ import json
 from benchy.measure import reading
 from benchy.measure.evidence import LENGTHS_O200K, LENGTHS_TOKENIZER_FILE
 from benchy.records import CONTENT, witness_line
-from tests.conftest import bare_record, run_benchy_here, warning_codes
+from tests.conftest import bare_row, run_benchy_here, warning_codes
 from tests.test_checks import measured, truth_of
 from tests.test_lengths import syllable_tokenizer_json
 
@@ -55,7 +55,7 @@ def test_without_a_tokenizer_file_the_local_count_is_benchys_estimate(start_sim,
 def _record(text: str, usage: int, tokenizer_tokens: int | None, scale: float) -> object:
     words = text.split(" ")
     return dataclasses.replace(
-        bare_record(),
+        bare_row(),
         token_event_text=" ".join(words),
         token_event_chars=[len(w) + (1 if i else 0) for i, w in enumerate(words)],
         token_event_s=[0.1 + 0.01 * i for i in range(len(words))],

@@ -13,7 +13,7 @@ import json
 
 from benchy.measure import reading
 from benchy.records import CONTENT
-from tests.conftest import bare_record, run_benchy_here, warning_codes
+from tests.conftest import bare_row, run_benchy_here, warning_codes
 from tests.test_checks import measured, truth_of
 
 SERVER = ("--tokens-per-event", "4", "--no-tokenize", "--ignore-ignore-eos", "--decode-tps", "400")
@@ -57,7 +57,7 @@ def _record(usage: int, usage_at_known: float | None):
     """20 events of 'qorvantis', 3 o200k tokens each (60), scaled 1.0 on generated tokens."""
     words = ["qorvantis"] * 20
     return dataclasses.replace(
-        bare_record(),
+        bare_row(),
         token_event_text=" ".join(words),
         token_event_chars=[len(words[0])] + [len(w) + 1 for w in words[1:]],
         token_event_s=[0.1 + 0.01 * i for i in range(20)],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from benchy.measure.workloads import case_figures
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 from benchy.workloads.spec import WorkloadSpec
 
 # (conversation, turn, expected cached, reported cached), in send order
@@ -23,9 +23,9 @@ EVICTED_THEN_FREED = [
 ]  # fmt: skip
 
 
-def records(sequence) -> list[RequestRecord]:
+def records(sequence) -> list[Tagged]:
     return [
-        RequestRecord(
+        Tagged(
             case="multi",
             run=0,
             index=i,
@@ -61,14 +61,14 @@ def test_misses_from_the_start_with_hits_between_stay_partial_reuse():
     assert figures.eviction is None and figures.partial_reuse is not None
 
 
-def conversation_records(turns: list[tuple[int, float, bool]]) -> list[RequestRecord]:
+def conversation_records(turns: list[tuple[int, float, bool]]) -> list[Tagged]:
     """One conversation: (turn, idle seconds before it, reused its history), each answer 0.2 s."""
     out, t = [], 100.0
     for turn, idle, hit in turns:
         t += idle
         expected = 0 if turn == 1 else 160 * (turn - 1)
         out.append(
-            RequestRecord(
+            Tagged(
                 case="multi",
                 run=0,
                 index=turn,
@@ -114,7 +114,7 @@ def test_a_request_sent_while_its_group_was_in_flight_found_the_prefix_in_use_no
     sends = [(0.0, 0.034, 0), (0.0005, 0.043, 1056), (1.5560, 0.059, 0), (1.5562, 0.068, 1056)]
     sends += [(3.0483, 0.023, 0), (3.0975, 0.006, 1056), (4.6012, 0.031, 0), (4.6507, 0.004, 1056)]
     made = [
-        RequestRecord(
+        Tagged(
             case="trace",
             run=0,
             index=i,

@@ -105,8 +105,8 @@ def test_a_replayed_requests_unique_part_is_what_no_other_request_has(tmp_path):
     requests = trace.load(str(path))
     plan = CasePlan(case=cases.trace_case(str(path)), index=0, runs=1, warmup=0, endpoint="chat", salt="s")
     planned = list(trace_requests(plan, requests, PromptFactory(Calibration(overhead_tokens=0.0, scale=1.0))))
-    assert [p.record.expected_cached_tokens for p in planned] == [0, 1099]  # the trace's order
-    assert [p.record.unique_tokens for p in planned] == [1, 1]  # either may come first
+    assert [p.tags.expected_cached_tokens for p in planned] == [0, 1099]  # the trace's order
+    assert [p.tags.unique_tokens for p in planned] == [1, 1]  # either may come first
 
 
 def test_plain_trace_shares_nothing(tmp_path):

@@ -143,8 +143,10 @@ class AgentReplay:
                 await asyncio.sleep(delay)
             if self.plan.duration_s is None or time.perf_counter() < self.start_s + self.plan.duration_s:
                 request = self._planned(i)
-                request.record = replace(request.record, scheduled_mono_s=due)
-                await send(self.io.client, [request], lambda rec: self._recorded(i, rec), Closed(1))
+                request.tags = replace(request.tags, scheduled_mono_s=due)
+                await send(
+                    self.io.client, [request], lambda rec: self._recorded(i, rec), Closed(1), on_sent=self.io.on_sent
+                )
         finally:
             self._ended(i)
 
@@ -180,6 +182,8 @@ class AgentReplay:
             nonce=self.plan.salt,
             target_prompt_tokens=0,  # the trajectory's own messages: no length is asked
             target_output_tokens=self.outputs[i],
+        )
+        tags = self.io.prompts.calibration.tags(
             conversation=call.agent,
             turn=self.turns[i],
             group=call.session,
@@ -187,11 +191,10 @@ class AgentReplay:
             unique_tokens=self.unique[i],
             history_reasoning=self.rewrites[i],
         )
-        rec = self.io.prompts.calibration.stamped(rec)
         tokens = self.outputs[i]
         body = self.bodies.setdefault(tokens, request_options(self.plan, tokens))
         messages = salted(call.messages, self.plan.salt)
-        return PlannedRequest(rec, "", tokens, self.plan.endpoint, {**body, "messages": messages})
+        return PlannedRequest(rec, "", tokens, self.plan.endpoint, {**body, "messages": messages}, tags=tags)
 
     def _expected(self, i: int) -> int:
         """The server's prompt count of the longest finished call whose messages lead this

@@ -29,11 +29,12 @@ from collections.abc import Callable, Sequence
 from benchy.client.client import Client
 from benchy.load import images
 from benchy.load.agent_lengths import trace_requests
-from benchy.load.plan import CasePlan, PlannedRequest, planned, request_options, trace_spec
+from benchy.load.plan import CasePlan, OnSent, PlannedRequest, planned, request_options, trace_spec
 from benchy.load.prompts import Calibration, Prompt, PromptFactory
 from benchy.load.send import Closed, send
 from benchy.measure import stats
 from benchy.records import RequestRecord
+from benchy.records.plan import RequestTags
 from benchy.workloads.case import Case
 from benchy.workloads.spec import MultiTurn
 
@@ -87,9 +88,10 @@ async def send_alone(
     calibration: Calibration,
     nonce: bool,
     on_record: Callable[[RequestRecord], None],
+    on_sent: OnSent | None = None,
 ) -> None:
     """The plan's alone requests, one after another (nothing else of benchy's in flight)."""
-    await send(client, alone_plan(plan, calibration, nonce), on_record, Closed(1))
+    await send(client, alone_plan(plan, calibration, nonce), on_record, Closed(1), on_sent=on_sent)
 
 
 def alone_plan(plan: CasePlan, calibration: Calibration, nonce: bool) -> list[PlannedRequest]:
@@ -112,13 +114,11 @@ def alone_plan(plan: CasePlan, calibration: Calibration, nonce: bool) -> list[Pl
             nonce=prompt.nonce,
             target_prompt_tokens=_target(case, lengths, i),
             target_output_tokens=1,
-            local_token_scale=calibration.scale,
-            alone=True,
         )
-        own = body
+        tags, own = RequestTags(local_token_scale=calibration.scale, alone=True), body
         if plan.images:
-            rec, own = images.with_images(plan.images, rec, body, prompt.nonce or rec.request_id, plan.salt)
-        requests.append(planned(plan, rec, prompt, 1, own))  # the case's images too: its shape is theirs
+            tags, own = images.with_images(plan.images, tags, body, prompt.nonce or rec.request_id, plan.salt)
+        requests.append(planned(plan, rec, prompt, 1, own, tags=tags))  # the case's images too: its shape is theirs
     return requests
 
 

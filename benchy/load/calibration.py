@@ -11,12 +11,13 @@ one-token words) is left out of the JSON (lengths.PromptLengths).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
 from benchy.load.lengths import PromptLengths
 from benchy.measure.evidence import EXACT_PROMPT_SLACK
-from benchy.records import RequestRecord
+from benchy.records.plan import RequestTags
 
 
 class PromptError(ValueError):
@@ -98,14 +99,14 @@ class Calibration(Saved):
         (it ended by length at its max_tokens): neither usage nor the server's /tokenize."""
         return self.output_scale is not None and self.output_method == "max_tokens"
 
-    def stamped(self, rec: RequestRecord) -> RequestRecord:
-        """The planned record with the scale of its local count, and what it was fitted on."""
-        return replace(
-            rec,
+    def tags(self, **more: Any) -> RequestTags:
+        """A planned request's tags (`more`) with the scale of its local count, and what it was fitted on."""
+        return RequestTags(
             local_token_scale=self.text_scale,
             local_scale_from_usage=self.text_scale_from_usage,
             local_scale_generated=self.text_scale_generated,
             usage_at_known=self.usage_at_known,
+            **more,
         )
 
     @property

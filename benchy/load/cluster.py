@@ -32,7 +32,7 @@ from benchy.measure.health import ClientHealth
 
 if TYPE_CHECKING:
     from benchy.client.settings import ClientSettings
-    from benchy.load.plan import CasePlan, LoadSettings
+    from benchy.load.plan import CasePlan, LoadSettings, OnSent
     from benchy.load.prompts import Calibration
     from benchy.workloads.case import Case
 
@@ -135,6 +135,7 @@ class RayPool:
         on_record: worker_side.OnRecord,
         stop: asyncio.Event,
         on_start: worker_side.OnStart | None = None,
+        on_sent: OnSent | None = None,
     ) -> ClientHealth:
         if not self._live:
             raise workers.WorkerError("ClusterError", "every Ray actor of this run has been lost")
@@ -143,7 +144,9 @@ class RayPool:
             await asyncio.wait_for(asyncio.gather(*(a.clock.remote() for a in self._case)), READY_TIMEOUT_S)
         except asyncio.TimeoutError:
             raise workers.WorkerError("ClusterError", f"no Ray actor answered within {READY_TIMEOUT_S:g} s") from None
-        return await workers.run_split(self, workers.split(plan, k), calibration, nonce, on_record, stop, on_start)
+        return await workers.run_split(
+            self, workers.split(plan, k), calibration, nonce, on_record, stop, on_start, on_sent
+        )
 
     async def read_clock(self, w: int) -> dict[str, Any]:
         reading: dict[str, Any] = await self._case[w].clock.remote()

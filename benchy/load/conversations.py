@@ -23,6 +23,7 @@ turn's TTFT is set against (records marked `control`).
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import replace
 from typing import NamedTuple
@@ -32,34 +33,42 @@ from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, multi_turn_spec, 
 from benchy.load.prompts import PromptError, PromptFactory
 from benchy.load.send import Closed, send
 from benchy.records import CONTENT, REASONING, RequestRecord
+from benchy.records.plan import RequestTags, Sent
 
 
 async def run_conversations(plan: CasePlan, case_io: CaseIO) -> None:
     """Warmups (one-message conversations, not counted, one at a time), then every
     conversation at once: a dependent load, each turn made from the answer before it."""
     client, prompts, on_record, start = case_io.client, case_io.prompts, case_io.on_record, case_io.start
+    on_sent = case_io.on_sent
     if plan.endpoint == "completions":
         raise PromptError(
             "a multi-turn case needs a chat-templated endpoint: the server's template renders the history"
         )
     body = request_options(plan, plan.case.tg)
-    await send(client, warmup_requests(plan, prompts, body), on_record, Closed(1))
+    await send(client, warmup_requests(plan, prompts, body), on_record, Closed(1), on_sent=on_sent)
     start_s = await start() if start else time.perf_counter()
     deadline = start_s + plan.duration_s if plan.duration_s is not None else float("inf")
     sent: list[Served] = []  # every turn's count, for the cold baseline's lengths (not its record)
+    turns: dict[str, int | None] = {}  # request id → its turn (the plan's tag), while in flight
+
+    def leaving(request: Sent) -> None:
+        turns[request.record.request_id] = request.tags.turn
+        if on_sent is not None:
+            on_sent(request)
 
     def keep(rec: RequestRecord) -> None:
-        sent.append(Served(rec.turn, rec.ok, rec.prompt_tokens))
+        sent.append(Served(turns.pop(rec.request_id, None), rec.ok, rec.prompt_tokens))
         on_record(rec)
 
     firsts = [Conversation(plan, prompts, c, body).first() for c in range(plan.case.concurrency)]
-    await send(client, firsts, keep, Closed(len(firsts), deadline, plan.drain_window))
+    await send(client, firsts, keep, Closed(len(firsts), deadline, plan.drain_window), on_sent=leaving)
     if multi_turn_spec(plan).cold_baseline:
         for turn, length in enumerate(_turn_lengths(plan, sent), 1):
             if length is None or time.perf_counter() >= deadline:
                 continue
             controls = [_control(plan, prompts, turn, length, u, body) for u in range(plan.case.concurrency)]
-            await send(client, controls, on_record, Closed(len(controls)))  # U at once, nothing shared
+            await send(client, controls, on_record, Closed(len(controls)), on_sent=on_sent)  # U at once, nothing shared
 
 
 def warmup_requests(plan: CasePlan, prompts: PromptFactory, body: JsonObject) -> list[PlannedRequest]:
@@ -68,8 +77,8 @@ def warmup_requests(plan: CasePlan, prompts: PromptFactory, body: JsonObject) ->
     requests = []
     for i in range(plan.warmup):
         message = prompts.message(spec.first_tokens or plan.case.pp)
-        rec = prompts.calibration.stamped(_record(plan, f"w{i}", -1, i, message.nonce, warmup=True))
-        requests.append(_chat(plan, rec, [_user(message.text)], body))
+        rec = _record(plan, f"w{i}", -1, i, message.nonce, warmup=True)
+        requests.append(_chat(plan, rec, prompts.calibration.tags(), [_user(message.text)], body))
     return requests
 
 
@@ -88,8 +97,8 @@ class Conversation:
     def first(self) -> PlannedRequest:
         return self._turn(1, None)
 
-    def next_turn(self, previous: RequestRecord) -> PlannedRequest | None:
-        turn = previous.turn or 0
+    def next_turn(self, previous: RequestRecord, turn: int) -> PlannedRequest | None:
+        """The turn after `turn` (the plan's: the record knows no turn), made from its record."""
         if not previous.ok or turn >= self.spec.turns:
             return None
         self.messages = [*self.messages, assistant_message(previous, self.spec.keep_reasoning)]
@@ -106,14 +115,17 @@ class Conversation:
         # a dataset's message: its own length, none asked
         target = 0 if hasattr(prompts, "turn") else _target_prompt(previous, unique, prompts)
         rec = replace(
-            prompts.calibration.stamped(_record(plan, f"c{self.index}t{turn}", self.index, turn, message.nonce)),
+            _record(plan, f"c{self.index}t{turn}", self.index, turn, message.nonce), target_prompt_tokens=target
+        )
+        tags = prompts.calibration.tags(
+            conversation=self.index,
+            turn=turn,
             unique_tokens=unique,
             expected_cached_tokens=_history_tokens(previous),
-            target_prompt_tokens=target,
         )
         self.messages = [*self.messages, _user(message.text)]
-        request = _chat(plan, rec, self.messages, self.body)
-        request.then = self.next_turn
+        request = _chat(plan, rec, tags, self.messages, self.body)
+        request.then = functools.partial(self.next_turn, turn=turn)
         return request
 
 
@@ -139,21 +151,18 @@ def _control(
 ) -> PlannedRequest:
     """A cold-baseline request: a single nonce-led message as long as the turn's median prompt."""
     prompt = prompts.build(length)
-    rec = replace(
-        prompts.calibration.stamped(_record(plan, f"cold{turn}u{u}", u, turn, prompt.nonce)),
-        conversation=None,
-        control=True,
-        index=-1,
-        target_prompt_tokens=length,
-        expected_cached_tokens=0,
-        unique_tokens=prompts.unique_tokens(prompt),
+    rec = replace(_record(plan, f"cold{turn}u{u}", u, turn, prompt.nonce), index=-1, target_prompt_tokens=length)
+    tags = prompts.calibration.tags(
+        turn=turn, control=True, expected_cached_tokens=0, unique_tokens=prompts.unique_tokens(prompt)
     )
-    return _chat(plan, rec, [_user(prompt.text)], body)
+    return _chat(plan, rec, tags, [_user(prompt.text)], body)
 
 
-def _chat(plan: CasePlan, rec: RequestRecord, messages: list[JsonObject], body: JsonObject) -> PlannedRequest:
+def _chat(
+    plan: CasePlan, rec: RequestRecord, tags: RequestTags, messages: list[JsonObject], body: JsonObject
+) -> PlannedRequest:
     """The conversation in place of a one-message prompt."""
-    return PlannedRequest(rec, "", plan.case.tg, plan.endpoint, {**body, "messages": messages})
+    return PlannedRequest(rec, "", plan.case.tg, plan.endpoint, {**body, "messages": messages}, tags=tags)
 
 
 def _record(
@@ -168,8 +177,6 @@ def _record(
         nonce=nonce,
         target_prompt_tokens=plan.case.pp,
         target_output_tokens=plan.case.tg,
-        conversation=None if warmup else conversation,
-        turn=None if warmup else turn,
     )
 
 

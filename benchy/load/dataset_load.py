@@ -227,15 +227,11 @@ async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
             nonce=prompt.nonce,
             target_prompt_tokens=0,  # none asked: the entry's own length, as the server counts it
             target_output_tokens=tg,
-            local_token_scale=prompts.calibration.text_scale,
-            local_scale_from_usage=prompts.calibration.text_scale_from_usage,
-            local_scale_generated=prompts.calibration.text_scale_generated,
-            usage_at_known=prompts.calibration.usage_at_known,
         )
-        body = bodies.setdefault(tg, request_options(plan, tg))
+        tags, body = prompts.calibration.tags(), bodies.setdefault(tg, request_options(plan, tg))
         if entry.images:  # a ShareGPT-4V / LLaVA entry's pictures, as they are
-            rec, body = images.with_files(entry.images, rec, body)
-        return planned(plan, rec, prompt, tg, body, None if warmup or offsets is None else offsets[i])
+            tags, body = images.with_files(entry.images, tags, body)
+        return planned(plan, rec, prompt, tg, body, None if warmup or offsets is None else offsets[i], tags)
 
     def measured() -> Iterator[PlannedRequest]:
         for i in arrivals.share(len(chosen.entries), plan.worker, plan.workers):
@@ -244,7 +240,7 @@ async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
     warmups = [
         make(i, e, True) for i, e in enumerate(warm) if i in arrivals.share(len(warm), plan.worker, plan.workers)
     ]
-    await send(case_io.client, warmups, case_io.on_record, Closed(plan.streams))
+    await send(case_io.client, warmups, case_io.on_record, Closed(plan.streams), on_sent=case_io.on_sent)
     await case_io.client.warm(plan.inflight_cap or plan.streams)
     start_s = await case_io.start() if case_io.start else time.perf_counter()
     deadline = arrivals.duration_deadline(start_s, plan.duration_s)
@@ -253,7 +249,7 @@ async def run_natural(plan: CasePlan, case_io: CaseIO) -> None:
         if rate
         else Closed(plan.streams, deadline, plan.drain_window)
     )
-    await send(case_io.client, measured(), case_io.on_record, pace)
+    await send(case_io.client, measured(), case_io.on_record, pace, on_sent=case_io.on_sent)
 
 
 def setup(plans: list[CasePlan], calibrations: dict[str, Calibration], nonce: bool) -> DatasetSetup | None:

@@ -26,6 +26,7 @@ from typing import Any
 from benchy.client.draft import Draft
 from benchy.measure.classify import DRAIN_CUT
 from benchy.records import RequestRecord
+from benchy.records.plan import Sent
 
 DRAIN_SHARE = 0.25  # the default drain: this share of --duration…
 DRAIN_FLOOR_S = 10.0  # …but at least this long (never longer than --duration)
@@ -44,10 +45,16 @@ def default_drain(duration_s: float | None, drain_s: float | None) -> float | No
 
 class InFlight:
     """The drafts of the requests a send loop has sent and not yet handed on (the client's
-    state of each: what arrived so far, to be made into a cut record should the drain stop it)."""
+    state of each: what arrived so far, to be made into a cut record should the drain stop it),
+    and who is told of each as it leaves (`on_sent`: the sink writes its plan line)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_sent: Callable[[Sent], None] | None = None) -> None:
         self._drafts: set[Draft] = set()
+        self._on_sent = on_sent
+
+    def sent(self, request: Sent) -> None:
+        if self._on_sent is not None:
+            self._on_sent(request)
 
     @contextlib.contextmanager
     def holding(self, draft: Draft) -> Iterator[None]:

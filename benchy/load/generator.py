@@ -28,12 +28,13 @@ from benchy.client.client import Client
 from benchy.load import arrivals, images
 from benchy.load.conversations import run_conversations
 from benchy.load.dataset_load import run_natural, with_dataset
-from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, multi_turn_spec, planned, request_options
+from benchy.load.plan import CaseIO, CasePlan, OnSent, PlannedRequest, multi_turn_spec, planned, request_options
 from benchy.load.prompts import Prompt, PromptFactory
 from benchy.load.replay import replay
 from benchy.load.send import Closed, Open, send
 from benchy.load.subagents import run_subagents
 from benchy.records import RequestRecord
+from benchy.records.plan import RequestTags
 from benchy.workloads import spread
 
 PREBUILT = 4096  # measured requests built ahead of the send loop, at most
@@ -76,7 +77,7 @@ def window(plan: CasePlan) -> int:
     return max(4 * plan.streams, min(PREBUILT, PREBUILT_TOKENS // tokens))
 
 
-def shared_contexts(plan: CasePlan, prompts: PromptFactory) -> list[tuple[RequestRecord, Prompt]]:
+def shared_contexts(plan: CasePlan, prompts: PromptFactory) -> list[tuple[RequestRecord, RequestTags, Prompt]]:
     """The shared contexts of a cached-depth case (one; a shared-prefix case: one per group),
     each sent alone first; none in cold mode."""
     case = plan.case
@@ -92,9 +93,8 @@ def shared_contexts(plan: CasePlan, prompts: PromptFactory) -> list[tuple[Reques
             nonce=context.nonce,
             target_prompt_tokens=case.depth,
             target_output_tokens=1,
-            group=group if case.kind == "shared_prefix" else None,
         )
-        contexts.append((rec, context))
+        contexts.append((rec, RequestTags(group=group if case.kind == "shared_prefix" else None), context))
     return contexts
 
 
@@ -127,20 +127,18 @@ def case_requests(
             nonce=prompt.nonce,
             target_prompt_tokens=(case.depth + pp) * plan.batch,
             target_output_tokens=tg,
+        )
+        tags = prompts.calibration.tags(
             reused_context_tokens=case.depth if context else 0,
             group=i % case.groups if shared and context else None,
             expected_cached_tokens=(case.depth if context else 0) if shared else None,
             unique_tokens=prompts.unique_tokens(prompt) if shared else None,
-            local_token_scale=prompts.calibration.text_scale,
-            local_scale_from_usage=prompts.calibration.text_scale_from_usage,
-            local_scale_generated=prompts.calibration.text_scale_generated,
-            usage_at_known=prompts.calibration.usage_at_known,
             prompt_slack=prompts.calibration.prompt_slack,
         )
         options = own if tg == case.tg else request_options(plan, tg)  # a drawn length's own
         if plan.images:  # --images: drawn from the nonce (or the case's shared ones), sent beside the text
-            rec, options = images.with_images(plan.images, rec, options, prompt.nonce or rec.request_id, plan.salt)
-        return planned(plan, rec, prompt, tg, options, None if warm or offsets is None else offsets[i])
+            tags, options = images.with_images(plan.images, tags, options, prompt.nonce or rec.request_id, plan.salt)
+        return planned(plan, rec, prompt, tg, options, None if warm or offsets is None else offsets[i], tags)
 
     warmups = [make(i, True) for i in arrivals.share(plan.warmup, plan.worker, plan.workers)]
     if plan.case.rate is None and plan.requests is None and plan.duration_s is not None:
@@ -182,15 +180,17 @@ async def run_case(
     on_record: Callable[[RequestRecord], None],
     start: Callable[[], Awaitable[float]] | None = None,
     stop: asyncio.Event | None = None,
+    on_sent: OnSent | None = None,
 ) -> None:
     """Context and warmups, then the measured requests from `await start()` (a perf_counter
     time; workers.py passes one shared by every worker process), closed or open loop; a
     multi-turn or trace case runs its workload's own loop (benchy/workloads).
 
     Once `stop` is set (by on_record, on too many errors, or by a parent process) nothing more
-    is sent and the requests in flight are cancelled, unrecorded: the case ends early."""
+    is sent and the requests in flight are cancelled, unrecorded: the case ends early.
+    `on_sent` is told of each request as it leaves (the sink writes its plan line)."""
     stop = stop or asyncio.Event()
-    task = asyncio.ensure_future(_run_case(client, plan, prompts, on_record, start, stop))
+    task = asyncio.ensure_future(_run_case(client, plan, prompts, on_record, start, stop, on_sent))
     stopped = asyncio.ensure_future(stop.wait())
     try:
         await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -209,18 +209,19 @@ async def _run_case(
     on_record: Callable[[RequestRecord], None],
     start: Callable[[], Awaitable[float]] | None,
     stop: asyncio.Event,
+    on_sent: OnSent | None,
 ) -> None:
     prompts = with_dataset(plan, prompts)  # --dataset: its text in place of the filler
     workload_runner = runner_for(plan)
     if workload_runner is not None:
-        await workload_runner(plan, CaseIO(client, prompts, on_record, start))
+        await workload_runner(plan, CaseIO(client, prompts, on_record, start, on_sent))
         return
     contexts = shared_contexts(plan, prompts)
-    warmups, measured = case_requests(plan, prompts, [prompt for _, prompt in contexts])
+    warmups, measured = case_requests(plan, prompts, [prompt for _, _, prompt in contexts])
     one_token = request_options(plan, 1)
-    context_requests = [planned(plan, rec, prompt, 1, one_token) for rec, prompt in contexts]
-    await send(client, context_requests, on_record, Closed(1), stop)  # each alone, in turn
-    await send(client, warmups, on_record, Closed(plan.streams), stop)  # a rate case's: one at a time
+    context_requests = [planned(plan, rec, prompt, 1, one_token, tags=tags) for rec, tags, prompt in contexts]
+    await send(client, context_requests, on_record, Closed(1), stop, on_sent)  # each alone, in turn
+    await send(client, warmups, on_record, Closed(plan.streams), stop, on_sent)  # a rate case's: one at a time
     await client.warm(plan.inflight_cap or plan.streams)  # a connection per stream, before any is timed
     start_s = await start() if start else time.perf_counter()
     deadline = arrivals.duration_deadline(start_s, plan.duration_s)
@@ -229,4 +230,4 @@ async def _run_case(
         if plan.case.rate is not None
         else Closed(plan.streams, deadline, plan.drain_window)
     )
-    await send(client, measured, on_record, pace, stop)
+    await send(client, measured, on_record, pace, stop, on_sent)

@@ -25,10 +25,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
-from typing import Any
 
 from benchy.measure.health import LoopHealth
 from benchy.records import RequestRecord
+from benchy.records.plan import Sent
 
 MAX_RECORDS = 32  # records per message: one pickle of them is well under a millisecond
 
@@ -36,12 +36,13 @@ MAX_RECORDS = 32  # records per message: one pickle of them is well under a mill
 @dataclass
 class Batch:
     """What a worker sends its parent (over its pipe, or from a Ray actor): the requests just
-    sent (record dicts, as they were when sent: the parent knows them in flight should the
-    worker be lost), those finished (the records themselves: pickle carries a slotted
-    dataclass, so no dict and back), whether the warmups are done (`ready`), and at the
-    share's end its loop figures or the error that ended it (kind, message)."""
+    sent (each its planned record, stamped when sent, and its plan's tags: the parent writes
+    their plan lines and knows them in flight should the worker be lost), those finished (the
+    records themselves: pickle carries a slotted dataclass, so no dict and back), whether the
+    warmups are done (`ready`), and at the share's end its loop figures or the error that ended
+    it (kind, message)."""
 
-    sent: list[dict[str, Any]] = field(default_factory=list)
+    sent: list[Sent] = field(default_factory=list)
     records: list[RequestRecord] = field(default_factory=list)
     ready: bool = False
     figures: LoopHealth | None = None

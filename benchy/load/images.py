@@ -28,7 +28,7 @@ from typing import Any
 
 from benchy.client.images import IMAGES
 from benchy.measure.images import ImageSetup
-from benchy.records import RequestRecord
+from benchy.records.plan import RequestTags
 from benchy.workloads import dataset_images
 
 BLOCK = 8  # pixels a side of one random colour block (compresses: a 448×448 image is ~20 KB)
@@ -105,20 +105,20 @@ def for_request(settings: ImageSettings, seed: str, salt: str = "") -> tuple[lis
 
 
 def with_images(
-    settings: ImageSettings, rec: RequestRecord, options: dict[str, Any], seed: str, salt: str = ""
-) -> tuple[RequestRecord, dict[str, Any]]:
-    """The planned record with its images' count and bytes noted, and the request's options
-    with the images (for the client to put into the body)."""
+    settings: ImageSettings, tags: RequestTags, options: dict[str, Any], seed: str, salt: str = ""
+) -> tuple[RequestTags, dict[str, Any]]:
+    """The planned request's tags with its images' count and bytes noted, and the request's
+    options with the images (for the client to put into the body)."""
     urls, size = for_request(settings, seed, salt)
-    return replace(rec, images=len(urls), image_bytes=size), {**options, IMAGES: urls}
+    return replace(tags, images=len(urls), image_bytes=size), {**options, IMAGES: urls}
 
 
 def with_files(
-    files: tuple[str, ...], rec: RequestRecord, options: dict[str, Any]
-) -> tuple[RequestRecord, dict[str, Any]]:
-    """A dataset entry's images (workloads/dataset_images.py) sent as they are, noted on its record."""
+    files: tuple[str, ...], tags: RequestTags, options: dict[str, Any]
+) -> tuple[RequestTags, dict[str, Any]]:
+    """A dataset entry's images (workloads/dataset_images.py) sent as they are, noted on its tags."""
     sent = [dataset_images.as_url(f) for f in files]
-    noted = replace(rec, images=len(sent), image_bytes=sum(size for _, size in sent))
+    noted = replace(tags, images=len(sent), image_bytes=sum(size for _, size in sent))
     return noted, {**options, IMAGES: [url for url, _ in sent]}
 
 

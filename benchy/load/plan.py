@@ -5,8 +5,8 @@ A CasePlan is a case (workloads/) with the run's settings that shape its load: r
 (the load generator, a conversation, a trace replay) takes one, with a CaseIO to send through.
 
 What each of them makes of it is a list (or a lazy stream) of PlannedRequests: what to send and
-when, which load/send.py, the one send loop, sends. Each request's record says which case, run,
-turn and group it belongs to.
+when, which load/send.py, the one send loop, sends. Each request's record says which case and
+run it belongs to; its tags (records/plan.py), which turn, group and so on: the plan's, not the record's.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from benchy.load.images import ImageSettings
 from benchy.load.prompts import Prompt, PromptFactory, Template, exact_length_options
 from benchy.load.saved import LoadSetup
 from benchy.records import RequestRecord
+from benchy.records.plan import NO_TAGS, RequestTags, Sent
 from benchy.workloads import agent_trace, trace
 from benchy.workloads.case import POOLING_ENDPOINTS, Case
 from benchy.workloads.spec import MultiTurn, TraceReplay
@@ -177,12 +178,13 @@ class CasePlan:
 class CaseIO:
     """What a workload's own runner (benchy/workloads) sends through and reports to: the client,
     the prompt maker, where each finished record goes, and `start()`, the measured start that
-    workers share (None: now)."""
+    workers share (None: now); `on_sent`: told of each request as it is sent (its plan line)."""
 
     client: Client
     prompts: PromptFactory
     on_record: Callable[[RequestRecord], None]
     start: Callable[[], Awaitable[float]] | None = None
+    on_sent: OnSent | None = None
 
 
 @dataclass(slots=True)
@@ -191,7 +193,7 @@ class PlannedRequest:
     onto, the prompt as the endpoint takes it, the body's options) and when — as soon as a
     stream is free (a closed loop), at `at_s` seconds after the start (an open loop), or made
     by its predecessor's `then` from that one's record, `pause_s` after it (a conversation's
-    next turn)."""
+    next turn). `tags`: where it stands in its workload (records/plan.py), written as it is sent."""
 
     record: RequestRecord
     prompt: str  # the template rendered; "" where the body carries the messages
@@ -202,6 +204,10 @@ class PlannedRequest:
     at_s: float | None = None  # open loop: due this long after the start
     pause_s: float = 0.0  # dependent: sent this long after its predecessor ended
     then: Callable[[RequestRecord], PlannedRequest | None] | None = None  # the next request, or None
+    tags: RequestTags = NO_TAGS
+
+    def sent(self) -> Sent:
+        return Sent(self.record, self.tags)
 
     @property
     def case(self) -> str:
@@ -213,19 +219,28 @@ class PlannedRequest:
 
     @property
     def turn(self) -> int | None:
-        return self.record.turn
+        return self.tags.turn
 
     @property
     def group(self) -> int | None:
-        return self.record.group
+        return self.tags.group
+
+
+OnSent = Callable[[Sent], None]  # told of each request as it is sent (the sink writes its plan line)
 
 
 def planned(
-    plan: CasePlan, record: RequestRecord, prompt: Prompt, tg: int, body: dict[str, Any], at_s: float | None = None
+    plan: CasePlan,
+    record: RequestRecord,
+    prompt: Prompt,
+    tg: int,
+    body: dict[str, Any],
+    at_s: float | None = None,
+    tags: RequestTags = NO_TAGS,
 ) -> PlannedRequest:
     """A request of the case's endpoint, its template rendered around the prompt."""
     text = plan.template.render(prompt.text, plan.endpoint)
-    return PlannedRequest(record, text, tg, plan.endpoint, body, plan.template.parses(plan.endpoint), at_s)
+    return PlannedRequest(record, text, tg, plan.endpoint, body, plan.template.parses(plan.endpoint), at_s, tags=tags)
 
 
 def request_options(plan: CasePlan, tg: int) -> dict[str, Any]:

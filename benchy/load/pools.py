@@ -14,7 +14,7 @@ from typing import Protocol
 
 from benchy.client.errors import ServerError
 from benchy.client.settings import ClientSettings
-from benchy.load.plan import CasePlan, LoadSettings
+from benchy.load.plan import CasePlan, LoadSettings, OnSent
 from benchy.load.prompts import Calibration, PromptError
 from benchy.load.workers import ProcessPool, WorkerError, case_workers
 from benchy.measure.health import ClientHealth
@@ -38,6 +38,7 @@ class CasePool(Protocol):
         on_record: Callable[[RequestRecord], None],
         stop: asyncio.Event,
         on_start: Callable[[], Awaitable[float]] | None = None,
+        on_sent: OnSent | None = None,
     ) -> ClientHealth: ...
 
     def close(self) -> None: ...

@@ -32,7 +32,7 @@ async def replay(plan: CasePlan, case_io: CaseIO) -> None:
     start_s = await case_io.start() if case_io.start else time.perf_counter()
     deadline = arrivals.duration_deadline(start_s, plan.duration_s)
     pace = Open(start_s, plan.inflight_cap, deadline, plan.drain_window)
-    await send(case_io.client, planned_requests, case_io.on_record, pace)
+    await send(case_io.client, planned_requests, case_io.on_record, pace, on_sent=case_io.on_sent)
 
 
 def trace_requests(plan: CasePlan, requests: list[TraceRequest], prompts: PromptFactory) -> Iterator[PlannedRequest]:
@@ -46,22 +46,24 @@ def trace_requests(plan: CasePlan, requests: list[TraceRequest], prompts: Prompt
 
     def made() -> Iterator[PlannedRequest]:
         for i, req in enumerate(requests):
-            rec = prompts.calibration.stamped(_record(plan, i, req, reuse[i], could_share[i], template))
+            tags = prompts.calibration.tags(
+                expected_cached_tokens=reuse[i],
+                unique_tokens=max(0, req.input_tokens - could_share[i] - template),
+                group=_family(req),
+            )
             prompt = prompts.blocks(list(req.block_ids(i)), req.input_tokens, BLOCK_TOKENS)
             body = bodies.setdefault(req.output_tokens, request_options(plan, req.output_tokens))
-            yield planned(plan, rec, prompt, req.output_tokens, body, req.offset_s / speed)
+            yield planned(plan, _record(plan, i, req), prompt, req.output_tokens, body, req.offset_s / speed, tags)
 
     return made()
 
 
-def _record(
-    plan: CasePlan, index: int, req: TraceRequest, reuse: int, could_share: int, template: int
-) -> RequestRecord:
-    """The request's record before it is sent. It expects the reuse of the trace's order, but
-    its unique tokens are those no other request of the trace has (`shareable`): two requests
-    due close together may reach the server swapped, and the earlier then finds the later's
-    prefix, which is no leakage. They leave room for the chat template too (its head may be
-    cached with the shared blocks behind it)."""
+def _record(plan: CasePlan, index: int, req: TraceRequest) -> RequestRecord:
+    """The request's record before it is sent. Its tags (made beside it) expect the reuse of
+    the trace's order, but its unique tokens are those no other request of the trace has
+    (`shareable`): two requests due close together may reach the server swapped, and the
+    earlier then finds the later's prefix, which is no leakage. They leave room for the chat
+    template too (its head may be cached with the shared blocks behind it)."""
     return RequestRecord(
         case=plan.case.label,
         run=0,
@@ -71,9 +73,6 @@ def _record(
         nonce=None,
         target_prompt_tokens=req.input_tokens,
         target_output_tokens=req.output_tokens,
-        expected_cached_tokens=reuse,
-        unique_tokens=max(0, req.input_tokens - could_share - template),
-        group=_family(req),
     )
 
 

@@ -38,7 +38,7 @@ from typing import Any
 from benchy.client.client import Client
 from benchy.client.draft import Draft
 from benchy.load import drain, reconnect
-from benchy.load.plan import PlannedRequest
+from benchy.load.plan import OnSent, PlannedRequest
 from benchy.load.turns import Turns
 from benchy.records import RequestRecord
 
@@ -69,11 +69,13 @@ async def send(
     on_record: Callable[[RequestRecord], None],
     pace: Closed | Open,
     stop: asyncio.Event | None = None,
+    on_sent: OnSent | None = None,
 ) -> None:
-    """Sends `requests` at `pace`, calling on_record(record) as each one ends."""
+    """Sends `requests` at `pace`, calling on_sent(its record and tags) as each one leaves
+    (its plan line is written then) and on_record(record) as each one ends."""
     stop = stop or asyncio.Event()
     turns = Turns()
-    in_flight = drain.InFlight()
+    in_flight = drain.InFlight(on_sent)
     if isinstance(pace, Open):
         loop = _open(client, requests, on_record, pace, stop, turns, in_flight)
     else:
@@ -97,6 +99,7 @@ async def _chain(
     while request is not None:
         draft = Draft(request.record)
         await turns.share()
+        in_flight.sent(request.sent())
         with in_flight.holding(draft):  # until handed on: the drain cuts what it still holds
             rec = await client.stream(
                 draft, request.prompt, request.max_tokens, request.endpoint, request.body, request.harmony
@@ -195,7 +198,7 @@ async def _open(
                 await slots.acquire()
             if failure:
                 raise failure[0]  # a send that failed ends the schedule
-            request.record = replace(request.record, scheduled_mono_s=due)
+            request.tags = replace(request.tags, scheduled_mono_s=due)
             task = asyncio.ensure_future(one(request))
             tasks.add(task)
             task.add_done_callback(done)

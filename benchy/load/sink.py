@@ -19,6 +19,7 @@ from benchy.load.progress import Progress
 from benchy.load.tally import CaseTally
 from benchy.measure import classify
 from benchy.records import RecordWriter, RequestRecord
+from benchy.records.plan import Sent
 
 MIN_REQUESTS_FOR_RATE = 10  # --max-error-rate is judged from this many finished requests on
 
@@ -103,6 +104,10 @@ class RecordSink:
         """A fresh tally for a case about to start."""
         self.tallies[label] = CaseTally()
         return self.tallies[label]
+
+    def sent(self, request: Sent) -> None:
+        """A request as it leaves: its plan line (its tags), before its record."""
+        self.writer.sent(request.record.request_id, request.tags)
 
     def __call__(self, rec: RequestRecord) -> None:
         tally = self.tallies.get(rec.case)

@@ -38,7 +38,7 @@ async def run_subagents(plan: CasePlan, case_io: CaseIO) -> None:
         )
     trace = conversations(plan, case_io.prompts)
     warmups = warmup_requests(plan, case_io.prompts, request_options(plan, plan.case.tg))
-    await send(case_io.client, warmups, case_io.on_record, Closed(1))
+    await send(case_io.client, warmups, case_io.on_record, Closed(1), on_sent=case_io.on_sent)
     start_s = await case_io.start() if case_io.start else time.perf_counter()
     await AgentReplay(plan, case_io, trace).run(start_s)
 

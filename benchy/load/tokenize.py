@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from benchy.measure import evidence, reading
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 
 TOKENIZER_BATCH = 256  # answers --tokenizer counts in one call (the library encodes a batch in parallel)
 TOKENIZE_DISPUTED_PER_CASE = 32
@@ -39,7 +39,7 @@ TOKENIZE_SAMPLE_PER_CASE = 2
 TOKENIZE_TIMEOUT_S = 5.0
 
 
-def disputed(rec: RequestRecord) -> bool:
+def disputed(rec: Tagged) -> bool:
     """Whether the request's count lacks a server-side witness that all the others back (usage
     that only benchy's local count agrees with is unbacked: that count is an estimate)."""
     count = reading.token_count(rec)
@@ -56,8 +56,8 @@ class ServerTokenize:
     async def settle(
         self,
         count_of: Callable[..., Any],
-        records: Iterable[RequestRecord],
-        redo: Callable[[RequestRecord], None],
+        records: Iterable[Tagged],
+        redo: Callable[[Tagged], None],
     ) -> int:
         """Asks the server for the count of each chosen record of a case (`count_of`:
         Client.server_token_count; `records`: the case's, in the order they finished) and hands
@@ -75,7 +75,7 @@ class ServerTokenize:
         return counted
 
 
-def chosen(records: Iterable[RequestRecord]) -> list[RequestRecord]:
+def chosen(records: Iterable[Tagged]) -> list[Tagged]:
     """Of a case's records in the order they finished, those to ask about: per case the first
     TOKENIZE_DISPUTED_PER_CASE disputed ones and the first TOKENIZE_SAMPLE_PER_CASE others."""
     taken: dict[tuple[str, bool], int] = {}
@@ -108,8 +108,8 @@ async def _ask(count_of: Callable[..., Any], text: str) -> int | None:
 
 def count_answers(
     count_now: Callable[[Sequence[str]], list[int]],
-    records: Iterable[RequestRecord],
-    redo: Callable[[RequestRecord], None],
+    records: Iterable[Tagged],
+    redo: Callable[[Tagged], None],
 ) -> int:
     """--tokenizer's count of each measured answer of a case (`count_now`: FileTokenizer's),
     handed with it to `redo` (the writer's witness line); how many it counted. Why: the model's
@@ -128,7 +128,7 @@ def count_answers(
 
 
 def _counted(
-    count_now: Callable[[Sequence[str]], list[int]], batch: list[RequestRecord], redo: Callable[[RequestRecord], None]
+    count_now: Callable[[Sequence[str]], list[int]], batch: list[Tagged], redo: Callable[[Tagged], None]
 ) -> int:
     for rec, n in zip(batch, count_now([r.token_event_text for r in batch])):
         redo(replace(rec, tokenizer_tokens=n))

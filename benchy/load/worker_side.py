@@ -19,12 +19,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from benchy.client import loop as event_loop
-from benchy.client.draft import Draft
 from benchy.load.handoff import Batch, Sender, frozen_heap, pieces
 from benchy.measure.health import LoopHealth
+from benchy.records.plan import Sent
 
 if TYPE_CHECKING:
     from benchy.client.client import Client
@@ -98,7 +98,7 @@ class Share:
         self.stop = asyncio.Event()
         self._go: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         self._wake = asyncio.Event()
-        self._sent: list[dict[str, Any]] = []
+        self._sent: list[Sent] = []
         self._done: list[RequestRecord] = []
         self._ready = False
         self._heap = contextlib.ExitStack()  # frozen from the start until the last batch is out
@@ -151,10 +151,8 @@ class Share:
         factory = PromptFactory(self.calibration, nonce=self.nonce, salt=f"{plan.salt}c{plan.index}w{plan.worker}")
         spans: list[tuple[float, float]] = []
 
-        def on_send(rec: RequestRecord) -> None:
-            self._sent.append({**rec.to_dict(), "sent_mono_s": time.perf_counter()})
-
-        client = cast("Client", _NotingClient(self.client, on_send))
+        def on_sent(sent: Sent) -> None:  # told before it streams: the parent knows it in flight
+            self._sent.append(Sent(replace(sent.record, sent_mono_s=time.perf_counter()), sent.tags))
 
         def on_record(rec: RequestRecord) -> None:
             spans.append((rec.sent_mono_s, rec.sent_mono_s + (rec.end_s or 0.0)))
@@ -167,23 +165,8 @@ class Share:
             return await self._go
 
         async with LoopMonitor() as monitor:
-            await run_case(client, plan, factory, on_record, start, self.stop)
+            await run_case(self.client, plan, factory, on_record, start, self.stop, on_sent)
         return monitor.figures(spans)
-
-
-class _NotingClient:
-    """The worker's Client, telling on_send of each request just before it streams it, so the
-    parent knows what is in flight should this worker be lost."""
-
-    def __init__(self, client: Client, on_send: OnRecord) -> None:
-        self._client, self._on_send = client, on_send
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-    async def stream(self, rec: RequestRecord | Draft, *args: Any, **kwargs: Any) -> RequestRecord:
-        self._on_send(rec.planned if isinstance(rec, Draft) else rec)
-        return await self._client.stream(rec, *args, **kwargs)
 
 
 # ---------------------------------------------------------------- a local worker process

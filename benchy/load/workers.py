@@ -62,12 +62,13 @@ from benchy.load.worker_side import (
     worker_main,
 )
 from benchy.measure.health import ClientHealth, LoopHealth, WorkerClock, WorkerHealth
+from benchy.records.plan import Sent
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from benchy.client.settings import ClientSettings
-    from benchy.load.plan import CasePlan, LoadSettings
+    from benchy.load.plan import CasePlan, LoadSettings, OnSent
     from benchy.load.prompts import Calibration
     from benchy.records import RequestRecord
     from benchy.workloads.case import Case
@@ -188,7 +189,7 @@ async def measure_clock(read: Callable[[], Awaitable[dict[str, Any]]]) -> Clock:
 @dataclass
 class _Worker:
     clock: Clock
-    in_flight: dict[str, Any]  # request_id → record dict[str, Any] (parent's clock) of requests sent, not yet back
+    in_flight: dict[str, Sent]  # request_id → the request as sent (parent's clock), not yet back
     requests: int = 0
     tokens: int = 0
     figures: LoopHealth | None = None
@@ -197,18 +198,22 @@ class _Worker:
 
 class Merge:
     """The parent's view of a split case: records onto the parent's clock and into on_record,
-    what each worker has in flight, and its figures."""
+    each request sent into on_sent (its plan line) as the worker tells of it, what each worker
+    has in flight, and its figures."""
 
-    def __init__(self, clocks: list[Clock], on_record: Callable[..., Any]) -> None:
+    def __init__(self, clocks: list[Clock], on_record: Callable[..., Any], on_sent: OnSent | None = None) -> None:
         self.workers = [_Worker(clock, {}) for clock in clocks]
         self.on_record = on_record
+        self.on_sent = on_sent
 
     def take(self, w: int, batch: Batch) -> None:
         from benchy.records.tokens import tokens_of
 
         worker = self.workers[w]
         for sent in batch.sent:
-            worker.in_flight[sent["request_id"]] = self._on_parent_clock(worker, sent)
+            shifted = worker.in_flight[sent.record.request_id] = self._on_parent_clock(worker, sent)
+            if self.on_sent is not None:
+                self.on_sent(shifted)
         for done in batch.records:
             worker.in_flight.pop(done.request_id, None)
             rec = self._record_on_parent_clock(worker, done)
@@ -223,37 +228,32 @@ class Merge:
         """A worker's record with its times on the parent's clock: a new record, not a dict."""
         if worker.clock.offset_s == 0.0:
             return rec
-        scheduled = rec.scheduled_mono_s
-        return replace(
-            rec,
-            sent_mono_s=worker.clock.to_parent(rec.sent_mono_s),
-            scheduled_mono_s=worker.clock.to_parent(scheduled) if scheduled is not None else None,
-        )
+        return replace(rec, sent_mono_s=worker.clock.to_parent(rec.sent_mono_s))
 
     @staticmethod
-    def _on_parent_clock(worker: _Worker, data: dict[str, Any]) -> dict[str, Any]:
+    def _on_parent_clock(worker: _Worker, sent: Sent) -> Sent:
+        """A request as a worker sent it, its send time and its schedule's on the parent's clock."""
         if worker.clock.offset_s == 0.0:
-            return data
-        shifted = {**data, "sent_mono_s": worker.clock.to_parent(data["sent_mono_s"])}
-        if data.get("scheduled_mono_s") is not None:
-            shifted["scheduled_mono_s"] = worker.clock.to_parent(data["scheduled_mono_s"])
-        return shifted
+            return sent
+        scheduled = sent.tags.scheduled_mono_s
+        return Sent(
+            Merge._record_on_parent_clock(worker, sent.record),
+            replace(sent.tags, scheduled_mono_s=worker.clock.to_parent(scheduled))
+            if scheduled is not None
+            else sent.tags,
+        )
 
     def lose(self, w: int, reason: str) -> None:
         """Worker w is gone: each request it had in flight is recorded as failed (`worker_lost`)."""
-        from benchy.records import RequestRecord
-
         worker, now = self.workers[w], time.perf_counter()
         worker.lost = reason
-        for data in list(worker.in_flight.values()):
-            rec = RequestRecord.from_dict(
-                {
-                    **data,
-                    "status": "error",
-                    "error_kind": LOST,
-                    "error": f"the worker was lost while this request was in flight ({reason})",
-                    "end_s": max(0.0, now - data["sent_mono_s"]),
-                }
+        for sent in list(worker.in_flight.values()):
+            rec = replace(
+                sent.record,
+                status="error",
+                error_kind=LOST,
+                error=f"the worker was lost while this request was in flight ({reason})",
+                end_s=max(0.0, now - sent.record.sent_mono_s),
             )  # made failed, not written into after
             worker.requests += 1
             self.on_record(rec)
@@ -351,14 +351,15 @@ async def run_split(
     on_record: OnRecord,
     stop: asyncio.Event,
     on_start: OnStart | None = None,
+    on_sent: OnSent | None = None,
 ) -> ClientHealth:
-    """A case on len(plans) workers: clocks, start, batches merged into on_record; returns the
+    """A case on len(plans) workers: clocks, start, batches merged into on_sent and on_record; returns the
     case's client figures. `on_start` (a coroutine function) is awaited once every worker is
     done with its warmups, just before the shared start. Once `stop` is set, or on Ctrl-C,
     every worker is asked to stop and what they send within STOP_GRACE_S is kept. Raises
     WorkerError when a worker failed."""
     clocks = [await measure_clock(functools.partial(workers.read_clock, w)) for w in range(len(plans))]
-    merge = Merge(clocks, on_record)
+    merge = Merge(clocks, on_record, on_sent)
     events: asyncio.Queue[Any] = asyncio.Queue()
     running = set(range(len(plans)))
     waiting: set[int] | None = set(running)  # for their warmups to end (None: started)
@@ -467,6 +468,7 @@ class ProcessPool:
         on_record: OnRecord,
         stop: asyncio.Event,
         on_start: OnStart | None = None,
+        on_sent: OnSent | None = None,
     ) -> ClientHealth:
         for w in range(k):
             if not self._procs[w].is_alive():
@@ -474,7 +476,7 @@ class ProcessPool:
                 with _sigint_ignored():
                     self._spawn(w)
         self._settings = client_settings
-        return await run_split(self, split(plan, k), calibration, nonce, on_record, stop, on_start)
+        return await run_split(self, split(plan, k), calibration, nonce, on_record, stop, on_start, on_sent)
 
     async def read_clock(self, w: int) -> dict[str, Any]:
         self._send(w, ReadClock())

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from benchy.measure import stats
 from benchy.measure.workloads import LEAK_TOLERANCE, cache_granularity, reuse_verdicts
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 
 
 @dataclass(frozen=True)
@@ -79,13 +79,13 @@ class AgentFigures:
     cut_inside: int = 0
 
 
-def is_agent_replay(requests: Sequence[RequestRecord]) -> bool:
+def is_agent_replay(requests: Sequence[Tagged]) -> bool:
     """An agent trace's calls carry an agent and a task; a request trace's carry neither."""
     measured = [r for r in requests if not r.warmup]
     return bool(measured) and all(r.conversation is not None and r.group is not None for r in measured)
 
 
-def figures(requests: Sequence[RequestRecord]) -> AgentFigures:
+def figures(requests: Sequence[Tagged]) -> AgentFigures:
     calls = [r for r in requests if not r.warmup and r.conversation is not None and r.group is not None]
     ok = [r for r in calls if r.ok]
     short_of = {r.request_id for r, fine in reuse_verdicts(ok, cache_granularity(ok)) if not fine}
@@ -128,7 +128,7 @@ def figures(requests: Sequence[RequestRecord]) -> AgentFigures:
 CALL_END_SLACK = 8  # tokens past an earlier call's prompt a cache may hold (its answer's first words, a header)
 
 
-def _cut_inside(short: list[RequestRecord], ok: list[RequestRecord], granularity: int) -> int:
+def _cut_inside(short: list[Tagged], ok: list[Tagged], granularity: int) -> int:
     """How many short calls were served a prefix that ends inside their history (see cut_inside)."""
     base = max((r.cached_tokens or 0 for r in ok if not r.expected_cached_tokens), default=0)
     ends: dict[int, list[int]] = {}
@@ -145,9 +145,9 @@ def _cut_inside(short: list[RequestRecord], ok: list[RequestRecord], granularity
     return out
 
 
-def _by(records: Sequence[RequestRecord], field: str) -> dict[int, list[RequestRecord]]:
+def _by(records: Sequence[Tagged], field: str) -> dict[int, list[Tagged]]:
     """The records grouped by a field (agent, turn or task), in their order; None left out."""
-    out: dict[int, list[RequestRecord]] = {}
+    out: dict[int, list[Tagged]] = {}
     for r in records:
         key = getattr(r, field)
         if key is not None:
@@ -155,7 +155,7 @@ def _by(records: Sequence[RequestRecord], field: str) -> dict[int, list[RequestR
     return out
 
 
-def _lint(r: RequestRecord, short: bool) -> LintRow | None:
+def _lint(r: Tagged, short: bool) -> LintRow | None:
     """The call's verdict: served less than expected (measure/workloads.reuse_verdicts, the
     case's own judgement), or more than its prompt less its unique tail (as leakage is judged)."""
     served = r.cached_tokens or 0
@@ -171,12 +171,12 @@ def _lint(r: RequestRecord, short: bool) -> LintRow | None:
     )
 
 
-def _median_ttft(records: Sequence[RequestRecord]) -> float | None:
+def _median_ttft(records: Sequence[Tagged]) -> float | None:
     values = [v for r in records if r.ok and (v := _ttft(r)) is not None]
     return stats.median(values) if values else None
 
 
-def _ttft(r: RequestRecord) -> float | None:
+def _ttft(r: Tagged) -> float | None:
     metrics = getattr(r, "metrics", None)  # a saved RequestResult: the analysis's own figure
     if isinstance(metrics, dict):
         value = metrics.get("ttft_s")
@@ -184,12 +184,12 @@ def _ttft(r: RequestRecord) -> float | None:
     return None
 
 
-def _served(records: Sequence[RequestRecord]) -> int | None:
+def _served(records: Sequence[Tagged]) -> int | None:
     known = [r.cached_tokens for r in records if r.ok and r.cached_tokens is not None]
     return sum(known) if known else None
 
 
-def _span(records: Sequence[RequestRecord]) -> float | None:
+def _span(records: Sequence[Tagged]) -> float | None:
     ended = [r.sent_mono_s + r.end_s for r in records if r.end_s is not None]
     if not ended or len(ended) < len(records):
         return None  # a call never answered: the task did not finish

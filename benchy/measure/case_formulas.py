@@ -14,16 +14,16 @@ from benchy.measure.unavailable import (
     ZERO_WALL_TIME,
     Unavailable,
 )
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 
 
-def send_lag_s(rec: RequestRecord) -> float | Unavailable:
+def send_lag_s(rec: Tagged) -> float | Unavailable:
     if rec.scheduled_mono_s is None:
         return Unavailable(CLOSED_LOOP, "closed loop: a request is sent when a slot frees, not on a schedule")
     return rec.sent_mono_s - rec.scheduled_mono_s
 
 
-def _success_window(records: list[RequestRecord]) -> tuple[list[RequestRecord], float] | Unavailable:
+def _success_window(records: list[Tagged]) -> tuple[list[Tagged], float] | Unavailable:
     """The successful requests and the case's wall time: from the first send to the last end of
     any request, failed ones included. The server was busy with a failure too; a window that
     stopped at the last success would leave out the time a late failure held it."""
@@ -38,9 +38,7 @@ def _success_window(records: list[RequestRecord]) -> tuple[list[RequestRecord], 
     return done, end - start
 
 
-def aggregate_output_tps(
-    records: list[RequestRecord], tokens: Callable[[RequestRecord], int] | None = None
-) -> float | Unavailable:
+def aggregate_output_tps(records: list[Tagged], tokens: Callable[[Tagged], int] | None = None) -> float | Unavailable:
     """All completion tokens of successful requests ÷ (last end − first send), over the case's
     measured requests: the throughput a loaded server delivers. `tokens`: each request's count
     where the records no longer hold their streams (default: completion_tokens)."""
@@ -52,7 +50,7 @@ def aggregate_output_tps(
     return sum(count(r) for r in done) / seconds
 
 
-def input_tps(records: list[RequestRecord]) -> float | Unavailable:
+def input_tps(records: list[Tagged]) -> float | Unavailable:
     """All prompt tokens of the successful requests, as the server's usage counted them ÷
     (last end − first send): the input a pooling endpoint (embeddings) got through."""
     window = _success_window(records)
@@ -64,7 +62,7 @@ def input_tps(records: list[RequestRecord]) -> float | Unavailable:
     return sum(r.prompt_tokens or 0 for r in done) / seconds
 
 
-def input_rate(records: list[RequestRecord]) -> float | Unavailable:
+def input_rate(records: list[Tagged]) -> float | Unavailable:
     """The inputs of the successful requests (a batch's each embedding input, a rerank's each
     document, as the body benchy sent held them) ÷ (last end − first send): the items a pooling
     endpoint got through, which requests/s hides when a request carries several."""
@@ -87,14 +85,14 @@ def cut_short(measured: int, planned: int | None) -> Unavailable | None:
     )
 
 
-def achieved_rate(records: list[RequestRecord]) -> float | Unavailable:
+def achieved_rate(records: list[Tagged]) -> float | Unavailable:
     sends = sorted(r.sent_mono_s for r in records)
     if len(sends) < 2 or sends[-1] <= sends[0]:
         return Unavailable(TOO_FEW_SENDS, "fewer than two requests sent")
     return (len(sends) - 1) / (sends[-1] - sends[0])
 
 
-def request_rate(records: list[RequestRecord]) -> float | Unavailable:
+def request_rate(records: list[Tagged]) -> float | Unavailable:
     window = _success_window(records)
     if isinstance(window, Unavailable):
         return window

@@ -5,14 +5,17 @@ verdict on them is results/findings.BufferedStreams'."""
 from __future__ import annotations
 
 import dataclasses
+from typing import TypeVar
 
 from benchy.measure import reading
 from benchy.measure.reading import Reading
 from benchy.records import CONTENT, TOOL, RequestRecord
+from benchy.records.plan import Tagged
 from benchy.records.tokens import tokens_of
 
 OUTPUT_FAILURES = ("empty_output", "zero_tokens")  # error kinds `classify` gives
 DRAIN_CUT = "drain_cut"  # a request benchy cut, still in flight when --drain ran out (load/drain.py)
+R = TypeVar("R", bound=RequestRecord)  # a record, or a row with its tags: returned as it came
 LIVE_STREAM_TOKENS_PER_EVENT = 1.5  # usage showing about one token per event: a live stream
 
 
@@ -31,7 +34,7 @@ def output_failure(rec: RequestRecord) -> tuple[str, str] | None:
     return None
 
 
-def classify(rec: RequestRecord) -> RequestRecord:
+def classify(rec: R) -> R:
     """The record as benchy counts it: an empty or zero-token output is a failed request
     (requests.jsonl keeps the status the client saw; results and --max-errors count this)."""
     failure = output_failure(rec)
@@ -40,14 +43,14 @@ def classify(rec: RequestRecord) -> RequestRecord:
     return dataclasses.replace(rec, status="error", error_kind=failure[0], error=failure[1])
 
 
-def is_buffered(rec: RequestRecord, read: Reading | None = None) -> bool:
+def is_buffered(rec: Tagged, read: Reading | None = None) -> bool:
     """Decided by timing (delivery.buffering), not by tokens per event alone: speculative
     decoding's multi-token events and bursts no longer than a draft are a live stream. A
     non-streamed answer is no buffered stream: its figures are withheld as not_streamed."""
     return rec.streamed and (read or reading.read(rec)).buffering.buffered
 
 
-def buffering_reason(rec: RequestRecord, read: Reading | None = None) -> str:
+def buffering_reason(rec: Tagged, read: Reading | None = None) -> str:
     """`read`: the record's reading where the caller holds it (else it is read here)."""
     read = read or reading.read(rec)
     # An answer of tool calls: the usual holder is the server's tool-call parser (sglang#36272).

@@ -23,13 +23,13 @@ from typing import Any
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
 from benchy.measure import stats
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 
 SERVER = "server"
 USAGE_MINUS_TEXT = "usage_minus_text"
 
 
-def image_tokens(rec: RequestRecord) -> tuple[int, str] | None:
+def image_tokens(rec: Tagged) -> tuple[int, str] | None:
     """(the images' tokens, whence), or None: no image, a failed request or no usage."""
     if not rec.images or not rec.ok:
         return None
@@ -40,7 +40,7 @@ def image_tokens(rec: RequestRecord) -> tuple[int, str] | None:
     return rec.prompt_tokens - rec.target_prompt_tokens, USAGE_MINUS_TEXT
 
 
-def text_tokens(rec: RequestRecord) -> int | None:
+def text_tokens(rec: Tagged) -> int | None:
     """The server's count of the text part alone: prompt_tokens, less its own image count with
     images; None where images came without that count (the text cannot be told apart)."""
     if rec.prompt_tokens is None or not rec.images:
@@ -50,7 +50,7 @@ def text_tokens(rec: RequestRecord) -> int | None:
     return rec.prompt_tokens - rec.server_image_tokens
 
 
-def request_fields(rec: RequestRecord) -> dict[str, Any]:
+def request_fields(rec: Tagged) -> dict[str, Any]:
     """A request row's image_tokens and image_tokens_from (nothing without images)."""
     found = image_tokens(rec)
     return {"image_tokens": found[0], "image_tokens_from": found[1]} if found else {}

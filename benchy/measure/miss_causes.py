@@ -11,7 +11,7 @@ import bisect
 import itertools
 from collections.abc import Sequence
 
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 
 STEADY_LAG_SHARE = 0.6  # partial hits that reused the same turn distance: a rotation
 # Misses whose idle gaps all exceed every hit's by this factor and this many seconds (a busy
@@ -20,7 +20,7 @@ EXPIRY_GAP_RATIO, EXPIRY_GAP_MIN_S = 1.25, 0.05
 EXPIRY_MIN_MISSES = 2
 
 
-def start_reuse(sent: list[RequestRecord]) -> tuple[int, float, float | None] | None:
+def start_reuse(sent: list[Tagged]) -> tuple[int, float, float | None] | None:
     """(requests that reported cached tokens, the longest gap since the previous send before
     one of them, the shortest quiet since every earlier request ended before one that reported
     none), over requests in send order after the first; None when none reported any. A block
@@ -50,7 +50,7 @@ def past_lifetime(miss_min_s: float, hit_max_s: float) -> bool:
     return miss_min_s >= max(EXPIRY_GAP_RATIO * hit_max_s, hit_max_s + EXPIRY_GAP_MIN_S)
 
 
-def idle_split(ended: Sequence[RequestRecord], judged: list[tuple[RequestRecord, bool]]) -> tuple[float, float] | None:
+def idle_split(ended: Sequence[Tagged], judged: list[tuple[Tagged, bool]]) -> tuple[float, float] | None:
     """(shortest idle before a miss, longest idle before a hit), each request's idle time being
     since the last request that left what it reuses ended (its conversation's previous turn, else
     its group's requests sent before it; one still in flight leaves no idle time); None without
@@ -73,7 +73,7 @@ class IdleTimes:
     A group's request sent while an earlier one was still in flight (an open loop's sends, or
     a late one that a busy client sent together with the next) found the prefix in use, not idle."""
 
-    def __init__(self, ok: Sequence[RequestRecord]) -> None:
+    def __init__(self, ok: Sequence[Tagged]) -> None:
         self._turn_end: dict[tuple[int, int], float] = {}
         by_group: dict[int, list[tuple[float, float]]] = {}
         for o in ok:
@@ -91,7 +91,7 @@ class IdleTimes:
             self._group_sent[g] = [sent for sent, _ in spans]
             self._group_latest_end[g] = list(itertools.accumulate((end for _, end in spans), max))
 
-    def before(self, r: RequestRecord) -> float | None:
+    def before(self, r: Tagged) -> float | None:
         """Idle since its conversation's previous turn, or since its group's latest request
         ended; an agent call has both (its agent, its session: a sub-agent's answers keep the
         parent's history warm) and the shorter counts."""
@@ -109,7 +109,7 @@ class IdleTimes:
         return min(gaps) if gaps else None
 
 
-def steady_turn_lag(ok: list[RequestRecord], some: list[RequestRecord], granularity: int = 1) -> int | None:
+def steady_turn_lag(ok: list[Tagged], some: list[Tagged], granularity: int = 1) -> int | None:
     """Multi-turn: how many turns back the history reused by partial hits reached, when most of
     them agree (None: no conversations, or no steady distance)."""
     lags = []

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchy.measure import delivery, evidence, think
-from benchy.records import CONTENT, REASONING, TOOL, RequestRecord
+from benchy.records import CONTENT, REASONING, TOOL
+from benchy.records.plan import Tagged
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class Reading:
         return self.kinds.find(TOOL)
 
 
-def read(rec: RequestRecord) -> Reading:
+def read(rec: Tagged) -> Reading:
     """The reading of `rec` as it stands now. Nothing is kept: whoever reads a record for
     several figures holds its reading and passes it on (registry.request_metrics, the
     buffering verdict), so a witness that comes later (the server's /tokenize) is never
@@ -61,7 +62,7 @@ def read(rec: RequestRecord) -> Reading:
     return _read(rec)
 
 
-def count_entry(rec: RequestRecord, reading: Reading | None = None) -> dict[str, Any]:
+def count_entry(rec: Tagged, reading: Reading | None = None) -> dict[str, Any]:
     """The token count's evidence for results.json (results.types.TokenCountEntry): what each
     witness said, which one the figures use, who backed it and who disagreed, and why usage
     was disbelieved (checks read it: usage_mismatch, no_usage, local_tokenizer_mismatch)."""
@@ -84,20 +85,20 @@ def count_entry(rec: RequestRecord, reading: Reading | None = None) -> dict[str,
     }
 
 
-def _local_by(rec: RequestRecord, count: evidence.TokenCount) -> str | None:
+def _local_by(rec: Tagged, count: evidence.TokenCount) -> str | None:
     """Which tokenizer made the local count: --tokenizer's file, or benchy's o200k (scaled)."""
     if count.local is None:
         return None
     return evidence.LENGTHS_TOKENIZER_FILE if rec.tokenizer_tokens is not None else evidence.LENGTHS_O200K
 
 
-def token_count(rec: RequestRecord) -> evidence.TokenCount:
+def token_count(rec: Tagged) -> evidence.TokenCount:
     """read(rec).count alone: what a per-record decision on the event loop needs (whether the
     count is disputed, load/tokenize.py) without the arrivals, buffering and think split."""
     return _count(rec, _local_tokens(rec))
 
 
-def _count(rec: RequestRecord, local: list[int]) -> evidence.TokenCount:
+def _count(rec: Tagged, local: list[int]) -> evidence.TokenCount:
     if rec.tokenizer_tokens is not None and rec.token_event_text:
         # --tokenizer counted the text in the model's own vocabulary: no scale, no echo of usage
         return _counted(rec, float(rec.tokenizer_tokens), generated=True)
@@ -108,7 +109,7 @@ def _count(rec: RequestRecord, local: list[int]) -> evidence.TokenCount:
     return _counted(rec, scale * sum(local) if witness else None, rec.local_scale_generated)
 
 
-def _counted(rec: RequestRecord, local: float | None, generated: bool) -> evidence.TokenCount:
+def _counted(rec: Tagged, local: float | None, generated: bool) -> evidence.TokenCount:
     """evidence.token_count of the record's witnesses, with `local` the text's local count;
     `generated`: that count is a witness of its own on usage (evidence.token_count)."""
     return evidence.token_count(
@@ -125,7 +126,7 @@ def _counted(rec: RequestRecord, local: float | None, generated: bool) -> eviden
     )
 
 
-def _read(rec: RequestRecord) -> Reading:
+def _read(rec: Tagged) -> Reading:
     scale = rec.local_token_scale or 1.0
     local = _local_tokens(rec)
     has_text = bool(rec.token_event_text)
@@ -157,7 +158,7 @@ def _read(rec: RequestRecord) -> Reading:
     )
 
 
-def _max_tokens_reached(rec: RequestRecord) -> int | None:
+def _max_tokens_reached(rec: Tagged) -> int | None:
     """The max_tokens sent (target_output_tokens) where the request ended by length: the count
     the server generated, known without usage (evidence.MAX_TOKENS)."""
     return rec.target_output_tokens if rec.finish_reason == "length" and rec.target_output_tokens > 0 else None
@@ -169,7 +170,7 @@ def _predicted_n(timings: dict[str, Any] | None) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _local_tokens(rec: RequestRecord) -> list[int]:
+def _local_tokens(rec: Tagged) -> list[int]:
     """Each event's local token count (evidence.local_event_tokens of _event_texts), straight
     from the record's text and per-event lengths."""
     chars = rec.token_event_chars
@@ -178,7 +179,7 @@ def _local_tokens(rec: RequestRecord) -> list[int]:
     return evidence.local_tokens_of(rec.token_event_text, chars) if chars else []
 
 
-def _think(rec: RequestRecord) -> think.ThinkSplit:
+def _think(rec: Tagged) -> think.ThinkSplit:
     """think.split_think of the record's events. An answer of content events only, without
     a "<" and not opening with blanks, holds no think block: that needs no texts cut."""
     text, kinds, chars = rec.token_event_text, rec.token_event_kinds, rec.token_event_chars
@@ -187,7 +188,7 @@ def _think(rec: RequestRecord) -> think.ThinkSplit:
     return think.split_think(_event_texts(rec), kinds)
 
 
-def _event_texts(rec: RequestRecord) -> list[str]:
+def _event_texts(rec: Tagged) -> list[str]:
     """Each event's text; records from before the text was kept give empty texts."""
     if len(rec.token_event_text) != sum(rec.token_event_chars):
         return [""] * len(rec.token_event_s)
@@ -212,9 +213,7 @@ def _streamed_tokens(
     return per_event
 
 
-def _reasoning(
-    rec: RequestRecord, kinds: str, per_event: list[float], local: list[int]
-) -> tuple[float | None, str | None]:
+def _reasoning(rec: Tagged, kinds: str, per_event: list[float], local: list[int]) -> tuple[float | None, str | None]:
     """usage's reasoning_tokens when the server counted some (a server without a reasoning
     parser, or a raw Harmony completion, reports 0); else the reasoning events' tokens."""
     if rec.reasoning_tokens:

@@ -58,7 +58,7 @@ from benchy.measure.request_formulas import (
     ttftc_s,
 )
 from benchy.measure.unavailable import BUFFERED, NOT_STREAMED_WHY, POOLED_WHY, REQUEST_FAILED, Unavailable
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 
 _PER_CASE = (
     _token_rate(
@@ -378,7 +378,7 @@ def with_dependents(names: Iterable[str]) -> tuple[str, ...]:
 
 
 def case_metrics(
-    measured: list[RequestRecord], tokens: Callable[[RequestRecord], int] | None = None
+    measured: list[Tagged], tokens: Callable[[Tagged], int] | None = None
 ) -> dict[str, float | Unavailable]:
     """Every case-level metric the registry computes from the case's measured records alone.
     `tokens`: each request's completion count, where the records no longer hold their streams
@@ -392,7 +392,7 @@ def case_metrics(
 PerRequest = dict[str, dict[str, "float | Unavailable"]]  # request_id → its metrics, computed once
 
 
-def computed(rec: RequestRecord, read: Reading) -> dict[str, float | Unavailable]:
+def computed(rec: Tagged, read: Reading) -> dict[str, float | Unavailable]:
     """Every per-request metric of one request, each computed once in the registry's order
     with the values it depends on passed forward; keyed in registry order."""
     values: dict[str, float | Unavailable] = {}
@@ -404,7 +404,7 @@ def computed(rec: RequestRecord, read: Reading) -> dict[str, float | Unavailable
 
 
 def request_metrics(
-    rec: RequestRecord, buffered: Unavailable | Literal[False] | None = None, read: Reading | None = None
+    rec: Tagged, buffered: Unavailable | Literal[False] | None = None, read: Reading | None = None
 ) -> dict[str, float | Unavailable]:
     """Every per-request metric of one request. Stream-timing metrics are Unavailable when the
     stream is buffered: by the case's verdict when given (`buffered`: results/findings.BufferedStreams' reason,

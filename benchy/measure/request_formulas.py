@@ -24,39 +24,40 @@ from benchy.measure.unavailable import (
     TOO_FEW_ARRIVALS,
     Unavailable,
 )
-from benchy.records import Anomaly, RequestRecord
+from benchy.records import Anomaly
+from benchy.records.plan import Tagged
 
 
-def completion_tokens(rec: RequestRecord) -> int:
+def completion_tokens(rec: Tagged) -> int:
     """The count the figures use (reading.py): usage when the events or the local count of the
     streamed text confirm it; else the events where the text shows one token each; else the
     local count × calibration scale (an estimate); else the events (a floor)."""
     return reading.read(rec).count.tokens
 
 
-def tokens_per_event(rec: RequestRecord, read: Reading) -> float | Unavailable:
+def tokens_per_event(rec: Tagged, read: Reading) -> float | Unavailable:
     if not rec.token_event_s:
         return Unavailable(NO_TEXT_EVENT, "no event carried generated text")
     return read.count.tokens / len(rec.token_event_s)
 
 
-def e2e_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
+def e2e_s(rec: Tagged, read: Reading) -> float | Unavailable:
     if rec.end_s is None or rec.end_s <= 0:
         return Unavailable(NOT_FINISHED, "request did not finish")
     return rec.end_s
 
 
-def e2e_tps(rec: RequestRecord, read: Reading, total_s: float) -> float | Unavailable:
+def e2e_tps(rec: Tagged, read: Reading, total_s: float) -> float | Unavailable:
     return read.count.tokens / total_s
 
 
-def ttft_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
+def ttft_s(rec: Tagged, read: Reading) -> float | Unavailable:
     if not rec.token_event_s:
         return Unavailable(NO_TEXT_EVENT, "no event carried generated text")
     return rec.token_event_s[0]
 
 
-def ttfc_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
+def ttfc_s(rec: Tagged, read: Reading) -> float | Unavailable:
     if Anomaly.SPECIAL_TOKENS_STRIPPED in rec.anomalies:
         return Unavailable(
             SPECIAL_TOKENS_STRIPPED,
@@ -73,7 +74,7 @@ def ttfc_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
     return rec.token_event_s[first]
 
 
-def ttftc_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
+def ttftc_s(rec: Tagged, read: Reading) -> float | Unavailable:
     """Time to the first tool call: the first event of a call's name or arguments."""
     first = read.first_tool_event
     if first < 0:
@@ -81,14 +82,14 @@ def ttftc_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
     return rec.token_event_s[first]
 
 
-def decode_tps(rec: RequestRecord, read: Reading) -> float | Unavailable:
+def decode_tps(rec: Tagged, read: Reading) -> float | Unavailable:
     rate = delivery.decode_rate(read.arrivals)
     if rate is None:
         return Unavailable(TOO_FEW_ARRIVALS, "fewer than two text arrivals: no decode interval to measure")
     return rate
 
 
-def prefill_tps(rec: RequestRecord, read: Reading, first: float) -> float | Unavailable:
+def prefill_tps(rec: Tagged, read: Reading, first: float) -> float | Unavailable:
     if rec.prompt_tokens is None:
         return Unavailable(NO_PROMPT_TOKENS, "server reported no prompt token count")
     text = images.text_tokens(rec)  # with images: the text's part, where the server told it apart
@@ -112,22 +113,22 @@ def prefill_tps(rec: RequestRecord, read: Reading, first: float) -> float | Unav
     return (rec.prompt_tokens - (rec.cached_tokens or 0)) / first
 
 
-def itl_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
+def itl_s(rec: Tagged, read: Reading) -> float | Unavailable:
     value = delivery.itl_per_token(read.arrivals)
     return Unavailable(TOO_FEW_ARRIVALS, "fewer than two text arrivals") if value is None else value
 
 
-def itl_event_s(rec: RequestRecord, read: Reading) -> float | Unavailable:
+def itl_event_s(rec: Tagged, read: Reading) -> float | Unavailable:
     value = delivery.itl_per_arrival(read.arrivals)
     return Unavailable(TOO_FEW_ARRIVALS, "fewer than two text arrivals") if value is None else value
 
 
-def reasoning_tokens(rec: RequestRecord, read: Reading) -> float | Unavailable:
+def reasoning_tokens(rec: Tagged, read: Reading) -> float | Unavailable:
     value = read.reasoning_tokens
     return 0.0 if value is None else value
 
 
-def first_chunk_lead_s(rec: RequestRecord, read: Reading, first: float) -> float | Unavailable:
+def first_chunk_lead_s(rec: Tagged, read: Reading, first: float) -> float | Unavailable:
     """TTFT minus the first SSE event of any kind: how far a role-only or empty first chunk ran
     ahead of the first token (what a tool that times the first chunk leaves out of TTFT)."""
     if rec.first_chunk_s is None:
@@ -135,7 +136,7 @@ def first_chunk_lead_s(rec: RequestRecord, read: Reading, first: float) -> float
     return first - rec.first_chunk_s
 
 
-def ttft_gap_s(rec: RequestRecord, read: Reading, first: float) -> float | Unavailable:
+def ttft_gap_s(rec: Tagged, read: Reading, first: float) -> float | Unavailable:
     """TTFT minus the server's own prompt time (llama.cpp's `timings.prompt_ms`): what the
     server's figure leaves out (HTTP, queueing, cache restores, the first decode step)."""
     prompt_ms = (rec.server_timings or {}).get("prompt_ms")
@@ -144,17 +145,17 @@ def ttft_gap_s(rec: RequestRecord, read: Reading, first: float) -> float | Unava
     return first - prompt_ms / 1000
 
 
-def server_prefill_tps(rec: RequestRecord, read: Reading) -> float | Unavailable:
+def server_prefill_tps(rec: Tagged, read: Reading) -> float | Unavailable:
     """The server's own prefill rate from its per-response timings (llama.cpp)."""
     return _timings_rate(rec, "prompt_n", "prompt_ms")
 
 
-def server_decode_tps(rec: RequestRecord, read: Reading) -> float | Unavailable:
+def server_decode_tps(rec: Tagged, read: Reading) -> float | Unavailable:
     """The server's own decode rate from its per-response timings (llama.cpp)."""
     return _timings_rate(rec, "predicted_n", "predicted_ms")
 
 
-def _timings_rate(rec: RequestRecord, count: str, ms: str) -> float | Unavailable:
+def _timings_rate(rec: Tagged, count: str, ms: str) -> float | Unavailable:
     timings = rec.server_timings or {}
     n, elapsed = timings.get(count), timings.get(ms)
     if not isinstance(n, (int, float)) or not isinstance(elapsed, (int, float)) or elapsed <= 0:

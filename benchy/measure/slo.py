@@ -8,7 +8,7 @@ from typing import Literal
 from benchy.measure.case_formulas import _success_window
 from benchy.measure.registry import METRICS, SLO_METRICS, request_metrics
 from benchy.measure.unavailable import NO_REQUEST, SLO_UNJUDGED, Unavailable
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 
 
 def meets_slo(values: dict[str, float | Unavailable], slo: dict[str, float]) -> bool | Unavailable:
@@ -22,11 +22,11 @@ def meets_slo(values: dict[str, float | Unavailable], slo: dict[str, float]) -> 
     return True
 
 
-Values = Callable[[RequestRecord], dict[str, "float | Unavailable"]]  # a request's metrics
+Values = Callable[[Tagged], dict[str, "float | Unavailable"]]  # a request's metrics
 
 
 def _good_requests(
-    records: list[RequestRecord],
+    records: list[Tagged],
     slo: dict[str, float],
     buffered: Unavailable | Literal[False] | None,
     values: Values | None = None,
@@ -43,7 +43,7 @@ def _good_requests(
 
 
 def goodput_figures(
-    records: list[RequestRecord],
+    records: list[Tagged],
     slo: dict[str, float],
     buffered: Unavailable | Literal[False] | None = None,
     values: Values | None = None,
@@ -66,7 +66,7 @@ def goodput_figures(
 
 
 def goodput(
-    records: list[RequestRecord],
+    records: list[Tagged],
     slo: dict[str, float],
     buffered: Unavailable | Literal[False] | None = None,
     values: Values | None = None,
@@ -76,7 +76,7 @@ def goodput(
 
 
 def goodput_rate(
-    records: list[RequestRecord],
+    records: list[Tagged],
     slo: dict[str, float],
     buffered: Unavailable | Literal[False] | None = None,
     values: Values | None = None,

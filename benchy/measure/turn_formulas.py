@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from benchy.measure import stats
 from benchy.measure.unavailable import NO_SUCCESS, Unavailable
 from benchy.measure.window_formulas import NO_MEDIAN
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class TurnSample:
     """One turn index: its successful requests, each one's metrics (computed once per request),
     and the TTFT of each cold control sent at that turn (--cold-baseline)."""
 
-    ok: Sequence[RequestRecord]
+    ok: Sequence[Tagged]
     values: Sequence[Mapping[str, float | Unavailable]]
     cold_ttft: Sequence[float | Unavailable]
 

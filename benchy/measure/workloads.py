@@ -51,7 +51,7 @@ from benchy.measure.registry import PerRequest
 from benchy.measure.turn_formulas import NONE_OK, TurnSample
 from benchy.measure.unavailable import NO_TOOL_CALL, Unavailable
 from benchy.measure.window_formulas import NO_MEDIAN, NOTHING
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 
 # the plan's own saved form of a workload's settings (re-exported: the report reads it from here)
 from benchy.workloads.spec import ThinkSpec as ThinkSpec
@@ -198,10 +198,10 @@ class WorkloadFigures(_Saved):
 def case_figures(
     kind: str,
     spec: WorkloadSpec,
-    measured: list[RequestRecord],
-    controls: Sequence[RequestRecord] = (),
+    measured: list[Tagged],
+    controls: Sequence[Tagged] = (),
     values: PerRequest | None = None,
-    ahead: Sequence[RequestRecord] = (),
+    ahead: Sequence[Tagged] = (),
 ) -> WorkloadFigures:
     """Figures of one workload case from its measured requests (failed included: they are
     counted, never used for reuse) and its cold controls (multi-turn --cold-baseline: same
@@ -231,13 +231,13 @@ def case_figures(
     )
 
 
-def cache_granularity(records: Iterable[RequestRecord]) -> int:
+def cache_granularity(records: Iterable[Tagged]) -> int:
     """The greatest common divisor of the non-zero cached counts (1 when none), at most 256."""
     values = [r.cached_tokens or 0 for r in records if r.cached_tokens]
     return min(math.gcd(*values), MAX_GRANULARITY) if values else 1
 
 
-def reuse(ok: list[RequestRecord]) -> Reuse:
+def reuse(ok: list[Tagged]) -> Reuse:
     """Expected and reported reuse over the requests where both are known."""
     known = [r for r in ok if r.expected_cached_tokens is not None and r.cached_tokens is not None and r.prompt_tokens]
     prompt = sum(r.prompt_tokens or 0 for r in known)
@@ -254,22 +254,22 @@ def reuse(ok: list[RequestRecord]) -> Reuse:
     )
 
 
-def _expected(rec: RequestRecord) -> int:
+def _expected(rec: Tagged) -> int:
     return rec.expected_cached_tokens or 0
 
 
-def _shortfall(rec: RequestRecord) -> int:
+def _shortfall(rec: Tagged) -> int:
     """Expected cached tokens the server did not report as cached."""
     return _expected(rec) - (rec.cached_tokens or 0)
 
 
-def _tolerance(rec: RequestRecord, granularity: int) -> float:
+def _tolerance(rec: Tagged, granularity: int) -> float:
     if granularity > 1:
         return granularity  # a block-granular count rounds down by less than one block
     return max(1.0, TOKEN_TOLERANCE * _expected(rec))
 
 
-def reuse_verdicts(ok: list[RequestRecord], granularity: int) -> list[tuple[RequestRecord, bool]]:
+def reuse_verdicts(ok: list[Tagged], granularity: int) -> list[tuple[Tagged, bool]]:
     """(request, reused what was expected) for every request expected to reuse something."""
     return [
         (r, _shortfall(r) < _tolerance(r, granularity))
@@ -285,17 +285,17 @@ INTERMITTENT_SHARE = 0.25  # hits among the requests after the first miss: parti
 EVICTION_LEAD_MIN, EVICTION_LEAD_SHARE = 3, 0.5
 
 
-def baseline_cached(ok: list[RequestRecord]) -> float:
+def baseline_cached(ok: list[Tagged]) -> float:
     """The most a request with nothing to reuse reported cached (the chat template's blocks)."""
     cold = [r.cached_tokens for r in ok if not r.expected_cached_tokens and r.cached_tokens is not None]
     return float(max(cold)) if cold else 0.0
 
 
 def partial_reuse(
-    ok: list[RequestRecord],
-    judged: list[tuple[RequestRecord, bool]],
+    ok: list[Tagged],
+    judged: list[tuple[Tagged, bool]],
     granularity: int,
-    ahead: Sequence[RequestRecord] = (),
+    ahead: Sequence[Tagged] = (),
 ) -> PartialReuse | None:
     """The partial-reuse finding, or None when reuse was all or nothing, or hits then misses
     (eviction's) that no cache lifetime explains: misses that all came after longer idle gaps
@@ -365,7 +365,7 @@ def _reuse_pattern(
     return None, None, None
 
 
-def no_reuse(ok: list[RequestRecord], short: list[RequestRecord], ahead: Sequence[RequestRecord] = ()) -> NoReuse:
+def no_reuse(ok: list[Tagged], short: list[Tagged], ahead: Sequence[Tagged] = ()) -> NoReuse:
     """Every request missed what it should have reused. With no hit to compare with, the cause
     is weighed on what else shows the cache at work: the start every prompt shares (the chat
     template) reported cached when a request followed another closely, and lost after a quiet as
@@ -394,7 +394,7 @@ def no_reuse(ok: list[RequestRecord], short: list[RequestRecord], ahead: Sequenc
     )
 
 
-def eviction(ok: list[RequestRecord], short: list[RequestRecord], judged: int) -> Eviction:
+def eviction(ok: list[Tagged], short: list[Tagged], judged: int) -> Eviction:
     """Where reuse first fell short: that request's turn (multi-turn), how far into the case,
     how many requests were in flight, and how many history tokens the conversations held."""
     first = short[0]
@@ -416,10 +416,10 @@ def eviction(ok: list[RequestRecord], short: list[RequestRecord], judged: int) -
     )
 
 
-def _held_tokens(ok: list[RequestRecord], t: float) -> int:
+def _held_tokens(ok: list[Tagged], t: float) -> int:
     """Prompt tokens of the latest request of each conversation (or of every request, outside
     a conversation) sent before t: what a cache would have had to hold to serve all of them."""
-    latest: dict[int | str, RequestRecord] = {}
+    latest: dict[int | str, Tagged] = {}
     for r in ok:
         if r.sent_mono_s < t and r.prompt_tokens:
             key = r.conversation if r.conversation is not None else r.request_id
@@ -428,7 +428,7 @@ def _held_tokens(ok: list[RequestRecord], t: float) -> int:
     return sum(r.prompt_tokens or 0 for r in latest.values())
 
 
-def leakage(ok: list[RequestRecord]) -> Leakage | None:
+def leakage(ok: list[Tagged]) -> Leakage | None:
     """Requests that report more cached tokens than prompt − unique: something no request of
     this run sent before (another conversation's text, a broken nonce) was served from cache."""
     leaks = []
@@ -450,7 +450,7 @@ _TURN_FIGURES = tuple(m for m in registry.of_level(registry.TURN))
 
 
 def turn_figures(
-    measured: list[RequestRecord], controls: Iterable[RequestRecord] = (), values: PerRequest | None = None
+    measured: list[Tagged], controls: Iterable[Tagged] = (), values: PerRequest | None = None
 ) -> list[TurnRow]:
     """Per turn index: requests, failures, and the registry's TURN metrics over the successful
     ones (medians; a per-request metric only where every one of them has it, with the reason
@@ -503,7 +503,7 @@ def _turn_withheld(row: TurnRow, withheld: dict[str, str]) -> TurnRow:
     return replace(row, **cleared, unavailable={**row.unavailable, **gone})  # type: ignore[arg-type]
 
 
-def conversations_cut(measured: list[RequestRecord], turns: int | None) -> int:
+def conversations_cut(measured: list[Tagged], turns: int | None) -> int:
     """Conversations that ended early: a failed turn ends its conversation."""
     return len({r.conversation for r in measured if not r.ok and r.conversation is not None and r.turn != turns})
 

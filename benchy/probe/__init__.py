@@ -74,6 +74,7 @@ from benchy.probe.verdict import (
     repeat_hits,
 )
 from benchy.records import read_records
+from benchy.records.plan import Tagged
 from benchy.results.probe import ProbeResult
 from benchy.results.types import PROBE_SCHEMA
 
@@ -83,7 +84,7 @@ SCHEMA = PROBE_SCHEMA  # results.py names every saved schema
 def rebuild(directory: Path) -> ProbeResult:
     """probe.json's content made again from a probe folder's bundle alone (probe-manifest.json
     and requests.jsonl); ProbeBundleError (one line) when the folder has none."""
-    return analyze(read_manifest(directory), read_records(Path(directory) / REQUESTS))
+    return analyze(read_manifest(directory), read_records(Path(directory) / REQUESTS, kind=Tagged))
 
 
 def rebuild_folder(directory: Path, report: bool = True) -> Path | None:

@@ -19,7 +19,7 @@ from benchy.probe import images
 from benchy.probe.bundle import ProbeManifest
 from benchy.probe.figures import figure
 from benchy.probe.verdict import SERVED_SHARE, TIMING_HIT_SPEEDUP, decide
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 from benchy.results.probe import (
     IMAGE_TEXT_TOKENS,
     CapacityPass,
@@ -37,11 +37,11 @@ KILLED = "killed"  # Stopped.by of a probe whose process ended without saving (S
 LENGTH_CASE, CAPACITY_CASE = "probe", "capacity"  # a record's case: "probe 2000 shared", "capacity 4 reuse"
 
 
-def analyze(manifest: ProbeManifest, records: Iterable[RequestRecord]) -> ProbeResult:
+def analyze(manifest: ProbeManifest, records: Iterable[Tagged]) -> ProbeResult:
     """probe.json's content from the probe's plan and records (in the order they were sent)."""
-    by_length: dict[int, list[RequestRecord]] = {}
-    by_pass: dict[int, list[RequestRecord]] = {}  # in the order the passes were sent
-    pictured: list[RequestRecord] = []  # --images (probe/images.py)
+    by_length: dict[int, list[Tagged]] = {}
+    by_pass: dict[int, list[Tagged]] = {}  # in the order the passes were sent
+    pictured: list[Tagged] = []  # --images (probe/images.py)
     for rec in records:
         kind, size, _ = rec.case.split(" ")
         if kind == images.IMAGE_CASE:
@@ -78,7 +78,7 @@ def analyze(manifest: ProbeManifest, records: Iterable[RequestRecord]) -> ProbeR
     )
 
 
-def _killed_reason(by_length: dict[int, list[RequestRecord]], by_pass: dict[int, list[RequestRecord]]) -> str:
+def _killed_reason(by_length: dict[int, list[Tagged]], by_pass: dict[int, list[Tagged]]) -> str:
     """Names the cut of a probe whose process ended before it saved: the last length (or
     capacity pass) that has records, and how many of them had finished."""
     if by_pass:
@@ -92,7 +92,7 @@ def _killed_reason(by_length: dict[int, list[RequestRecord]], by_pass: dict[int,
     return f"the probe's process ended (killed) during {where}, before it saved: rebuilt from its bundle"
 
 
-def _gpu_entry(window: GpuCase, records: list[RequestRecord], manifest: ProbeManifest) -> GpuCase:
+def _gpu_entry(window: GpuCase, records: list[Tagged], manifest: ProbeManifest) -> GpuCase:
     """The GPUs over one length's requests (both sides): energy per request and per output token."""
     gpu = GpuCase.from_dict(window.to_dict())  # the manifest's window stays as measured
     ok = [r for r in records if classify.classify(r).ok]
@@ -104,12 +104,12 @@ def _gpu_entry(window: GpuCase, records: list[RequestRecord], manifest: ProbeMan
 # ---- one length ---------------------------------------------------------------------------
 
 
-def _ttft(rec: RequestRecord) -> float | Unavailable:
+def _ttft(rec: Tagged) -> float | Unavailable:
     value = registry.request_metrics(rec)["ttft_s"]
     return value if isinstance(value, Unavailable) else float(value)
 
 
-def _side(records: list[RequestRecord]) -> tuple[ProbeSide, list[str]]:
+def _side(records: list[Tagged]) -> tuple[ProbeSide, list[str]]:
     """A side's values, and why some TTFTs are unavailable."""
     ttfts = [_ttft(r) for r in records]
     side = ProbeSide(
@@ -123,7 +123,7 @@ def _side(records: list[RequestRecord]) -> tuple[ProbeSide, list[str]]:
 
 
 def length_entry(
-    length: int, asked: int, records: list[RequestRecord], by_cached: bool = True, gpu: GpuCase | None = None
+    length: int, asked: int, records: list[Tagged], by_cached: bool = True, gpu: GpuCase | None = None
 ) -> LengthEntry:
     """One length's sides and verdict; `by_cached` False: by the two TTFT samples alone, neither
     the server's cached_tokens (an image probe: they count prefix hits, not image hits) nor hits
@@ -163,7 +163,7 @@ def length_entry(
     )
 
 
-def first_errors(failed: list[RequestRecord]) -> dict[str, str]:
+def first_errors(failed: list[Tagged]) -> dict[str, str]:
     """The first failure of each kind, in the server's own words (e.g. its HTTP 400 text)."""
     first: dict[str, str] = {}
     for rec in failed:
@@ -174,7 +174,7 @@ def first_errors(failed: list[RequestRecord]) -> dict[str, str]:
 # ---- the capacity sweep -------------------------------------------------------------------
 
 
-def capacity_point(k: int, firsts: list[RequestRecord], reuses: list[RequestRecord]) -> CapacityPass:
+def capacity_point(k: int, firsts: list[Tagged], reuses: list[Tagged]) -> CapacityPass:
     pairs = [(a, b) for a, b in zip(firsts, reuses) if a.ok and b.ok]
     prompt = [b.prompt_tokens for _, b in pairs if b.prompt_tokens]
     prompt_tokens = int(figure("prompt_tokens", prompt)) if prompt else None
@@ -203,7 +203,7 @@ def capacity_point(k: int, firsts: list[RequestRecord], reuses: list[RequestReco
     )
 
 
-def _pair_hits(pairs: list[tuple[RequestRecord, RequestRecord]], prompt_tokens: int | None) -> tuple[list[bool], str]:
+def _pair_hits(pairs: list[tuple[Tagged, Tagged]], prompt_tokens: int | None) -> tuple[list[bool], str]:
     """Per (first, re-use) pair, whether the re-use was served from cache, and by what."""
     if pairs and prompt_tokens and all(b.cached_tokens is not None for _, b in pairs):
         return [(b.cached_tokens or 0) >= SERVED_SHARE * prompt_tokens for _, b in pairs], "cached_tokens"

@@ -21,13 +21,13 @@ from dataclasses import fields
 from benchy.measure import images as image_figures
 from benchy.measure import stats
 from benchy.probe.bundle import ImagePlan
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 from benchy.results.probe import ImageProbe, LengthEntry
 
 IMAGE_CASE = "image"  # a record's case: "image 448x448 shared"
 
 
-def image_entry(size: ImagePlan, entry: LengthEntry, records: list[RequestRecord]) -> ImageProbe:
+def image_entry(size: ImagePlan, entry: LengthEntry, records: list[Tagged]) -> ImageProbe:
     """`entry`, both sides judged as a length is (analyze.length_entry, by TTFT alone), with the
     images' size, their tokens as the server counted them and what a repeat saves."""
     repeats = [t for t in entry.shared.ttft_s[1:] if t is not None]  # the first send fills the cache

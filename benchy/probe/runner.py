@@ -30,6 +30,7 @@ from benchy.probe.analyze import CAPACITY_CASE, LENGTH_CASE, Sweep, analyze, cap
 from benchy.probe.bundle import CapacityPlan, ImagePlan, PlannedLength, ProbeManifest, write_manifest
 from benchy.probe.verdict import ALPHA, MIN_SPEEDUP
 from benchy.records import RecordWriter, RequestRecord
+from benchy.records.plan import NO_TAGS, RequestTags, Sent, Tagged
 from benchy.results.probe import IMAGE_TEXT_TOKENS, NotProbed, ProbeResult, ProbeSetup, ResetCalls, StatedSize
 from benchy.server import cache_reset
 from benchy.server import capacity as capacity_mod
@@ -98,12 +99,20 @@ class _Bundle:
     ) -> None:
         self.manifest, self.writer, self.directory = manifest, writer, directory
         self.progress = progress  # a 27,000-token length takes a minute: its requests are counted as they end
-        self.records: list[RequestRecord] = []
+        self.records: list[Tagged] = []
+        self._tags: dict[str, RequestTags] = {}  # of the requests in flight, by request id
 
-    def record(self, rec: RequestRecord) -> None:
-        self.records.append(rec)
+    def sent(self, request: Sent) -> None:
+        """A request as it leaves: its plan line written, its tags kept to join its record."""
+        self._tags[request.record.request_id] = request.tags
+        self.writer.sent(request.record.request_id, request.tags)
+
+    def record(self, rec: RequestRecord) -> Tagged:
+        """The record written, and kept joined with its tags (as the analysis reads it back)."""
+        self.records.append(Tagged.joined(rec, self._tags.pop(rec.request_id, NO_TAGS)))
         self.writer.write(rec)
         self.progress.request_done()
+        return self.records[-1]
 
     def save(self) -> None:
         if self.directory is not None:
@@ -169,7 +178,7 @@ async def _probe_with(
         window = gpus.window() if gpus is not None else None
         if window is not None:
             await window.open()
-        await _one_at_a_time(client, _plan(settings, length, prompts, salt), bundle.record)
+        await _one_at_a_time(client, _plan(settings, length, prompts, salt), bundle)
         if window is not None:
             await window.close()
             manifest.gpu[str(length)] = window.result
@@ -181,7 +190,7 @@ async def _probe_with(
             settings.on_length(label)
         image_plan = _image_plan(settings, settings.images, prompts, salt)
         bundle.progress.start_case(label, len(image_plan))
-        await _one_at_a_time(client, image_plan, bundle.record)
+        await _one_at_a_time(client, image_plan, bundle)
     if settings.capacity:
         bundle.progress = Progress(0, enabled=settings.progress)  # passes: as many as the search takes
         await _capacity(client, settings, prompts, salt, reset, bundle)
@@ -289,31 +298,27 @@ def _image_plan(settings: ProbeSettings, size: ImagePlan, prompts: PromptFactory
             prompt = prompts.build(IMAGE_TEXT_TOKENS)
             rid = f"benchy-probe-{salt}-image-{side[0]}{i}"
             case = f"{images.IMAGE_CASE} {size.width}x{size.height} {side}"
-            rec, own = with_images(
-                shown, _record(case, i, rid, prompt, IMAGE_TEXT_TOKENS, settings.tg), body, prompt.nonce or rid, salt
-            )
-            requests.append(_request(settings, rec, prompt, own))
+            tags, own = with_images(shown, NO_TAGS, body, prompt.nonce or rid, salt)
+            rec = _record(case, i, rid, prompt, IMAGE_TEXT_TOKENS, settings.tg)
+            requests.append(replace(_request(settings, rec, prompt, own), tags=tags))
     return requests
 
 
-async def _one_at_a_time(
-    client: Client, requests: list[PlannedRequest], on_record: Callable[[RequestRecord], None]
-) -> list[RequestRecord]:
-    """The requests in turn (a queue would add its wait to the TTFT); their records (judged
-    once all are in; `on_record` gets each as it finishes, to write it down)."""
-    records: list[RequestRecord] = []
+async def _one_at_a_time(client: Client, requests: list[PlannedRequest], bundle: _Bundle) -> list[Tagged]:
+    """The requests in turn (a queue would add its wait to the TTFT); their records with their
+    tags (judged once all are in; the bundle writes each as it leaves and as it finishes)."""
+    records: list[Tagged] = []
 
     def keep(rec: RequestRecord) -> None:
-        records.append(rec)
-        on_record(rec)
+        records.append(bundle.record(rec))
 
-    await send(client, requests, keep, Closed(1))
+    await send(client, requests, keep, Closed(1), on_sent=bundle.sent)
     return records
 
 
 async def _capacity_pass(
     client: Client, settings: ProbeSettings, prompts: PromptFactory, k: int, salt: str, bundle: _Bundle
-) -> list[RequestRecord]:
+) -> list[Tagged]:
     """K distinct prefixes, each sent once, then each again in the same order."""
     length = settings.capacity_prefix_tokens
     sent = [prompts.build(length) for _ in range(k)]
@@ -324,7 +329,7 @@ async def _capacity_pass(
             rid = f"benchy-capacity-{salt}-{k}-{side[0]}{i}"
             rec = replace(_record(f"{CAPACITY_CASE} {k} {side}", 0, rid, prompt, length, settings.tg), index=i)
             requests.append(_request(settings, rec, prompt, body))
-    return await _one_at_a_time(client, requests, bundle.record)
+    return await _one_at_a_time(client, requests, bundle)
 
 
 async def _capacity(

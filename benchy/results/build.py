@@ -31,7 +31,7 @@ from benchy.measure.slo import goodput_figures
 from benchy.measure.unavailable import LEGACY, NO_SUCCESS, NO_TOOL_CALL, POOLED_WHY, PROMPT_LENGTH_MISSED, Unavailable
 from benchy.measure.workloads import TtftGain, WorkloadFigures, withhold_turns
 from benchy.measure.workloads import case_figures as workload_figures
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 from benchy.results.decide import decide
 from benchy.results.figures import CaseFigures, Judged, Verdicts, judged_rows
 from benchy.results.findings import BUFFERED_STREAMS
@@ -64,20 +64,20 @@ class CaseRows:
         self.rows = Rows(spill_dir, parse=RequestResult.of_own_line)  # past rows.IN_MEMORY, on disk: a line each
         self.buffer_reasons: list[str | None] = []  # per row: why its own stream looks buffered
         self._reasons: dict[str, str] = {}  # the distinct reasons: a long buffered case repeats a few
-        self.records: list[RequestRecord] | None = [] if keep_records else None
+        self.records: list[Tagged] | None = [] if keep_records else None
         self.alone_ttft_s: list[float] = []  # TTFTs of the requests sent alone (load/alone.py), as measured
         self.alone_points: list[tuple[float, float]] = []  # their (uncached prompt tokens, TTFT)
         self.silence = SilenceTracker()  # the longest silence on every stream mid-answer (measure/silence.py)
         self.sanity = SanityTally()  # output sanity of the measured answers (benchy/measure/sanity)
 
     @classmethod
-    def of(cls, records: Iterable[RequestRecord], keep_records: bool = False) -> CaseRows:
+    def of(cls, records: Iterable[Tagged], keep_records: bool = False) -> CaseRows:
         rows = cls(keep_records)
         for rec in records:
             rows.add(rec)
         return rows
 
-    def add(self, rec: RequestRecord) -> RequestResult:
+    def add(self, rec: Tagged) -> RequestResult:
         """The record as the case counts it (classify.classify); judged alone until the case's
         buffering verdict is known (case_figures applies it as it reads the rows)."""
         rec = classify.classify(rec)  # an empty output is a failure, not a success
@@ -107,7 +107,7 @@ def case_figures(
     case: Case,
     endpoint: str,
     runs: int,
-    records: list[RequestRecord] | CaseRows,
+    records: list[Tagged] | CaseRows,
     slo: dict[str, float] | None = None,
     client: ClientHealth | None = None,
     server: ServerCaseMetrics | NoServerFigures | None = None,

@@ -119,7 +119,7 @@ from benchy.measure.sanity.tally import OutputSanity
 from benchy.measure.silence import Silence
 from benchy.measure.unavailable import Unavailable
 from benchy.measure.workloads import WorkloadFigures
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 from benchy.results.facts import CaseFacts, FactsTally
 from benchy.results.rows import OK, WARMUP, Rows
 
@@ -256,7 +256,7 @@ class TokenCountEntry(Saved):
 
 
 @dataclass(frozen=True, slots=True)  # one per request, held for the whole run; a record, so frozen as it is
-class RequestResult(Saved, RequestRecord):
+class RequestResult(Saved, Tagged):  # a record joined with its plan's tags (records/plan.py)
     """One request: a RequestRecord less its per-event arrays (requests.jsonl's), with its metrics."""
 
     # server_tokenize and tokenizer_tokens are saved in token_count, beside the other witnesses.
@@ -300,7 +300,7 @@ class RequestResult(Saved, RequestRecord):
 
     @classmethod
     def of(
-        cls, rec: RequestRecord, values: dict[str, float | Unavailable] | None = None, read: Reading | None = None
+        cls, rec: Tagged, values: dict[str, float | Unavailable] | None = None, read: Reading | None = None
     ) -> RequestResult:
         """The row with its figures, less its streams, by replace (the analysis reads each line as a
         row; a plain record is copied first). `values`, `read`: the builder's (None: made here, alone)."""

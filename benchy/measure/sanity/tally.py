@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
 from benchy.measure.sanity import text as judging
-from benchy.records import RequestRecord
+from benchy.records.plan import Tagged
 
 EXAMPLES = 3  # broken answers quoted
 QUOTE_CHARS = 160  # of each
@@ -55,14 +55,14 @@ class SanityTally:
         self.out = OutputSanity()
         self._seen: Counter[bytes] = Counter()
 
-    def add(self, rec: RequestRecord) -> None:
+    def add(self, rec: Tagged) -> None:
         if not rec.ok or rec.warmup or rec.control or rec.inputs is not None:
             return  # a pooling request (--endpoint embeddings) answers vectors: no text to judge
         self.out.answers += 1
         self._pattern(rec)
         self._judge(rec)
 
-    def _pattern(self, rec: RequestRecord) -> None:
+    def _pattern(self, rec: Tagged) -> None:
         """What only many answers show: one token ended by a stop, and repeats of long answers."""
         out, text = self.out, rec.token_event_text
         # without usage, the answer's events count its tokens
@@ -73,7 +73,7 @@ class SanityTally:
             out.long_answers += 1
             self._seen[hashlib.blake2b(text.encode(), digest_size=12).digest()] += 1
 
-    def _judge(self, rec: RequestRecord) -> None:
+    def _judge(self, rec: Tagged) -> None:
         out, found = self.out, judging.judge(rec.token_event_text)
         if not found.judged:
             return
