@@ -121,7 +121,7 @@ def test_the_hold_decision_weighs_the_same_count_as_the_figures(start_sim, tmp_p
     sim = start_sim(*flags)
     results = bench(sim, tg=(32,), runs=4, output_dir=tmp_path)
     truth = truth_of(sim, results)
-    records = [r for r in read_records(tmp_path / "requests.jsonl") if not r.warmup]
+    records = [r for r in read_records(tmp_path / "requests.jsonl", kind=Tagged) if not r.warmup]
     assert len(records) == 4
     for rec in records:
         count = reading.token_count(rec)

@@ -28,6 +28,7 @@ from benchy.client.client import Client
 from benchy.client.settings import ClientSettings
 from benchy.measure import classify, reading
 from benchy.records import TOOL, RequestRecord
+from benchy.records.plan import NO_TAGS, Tagged
 from benchy.workloads import tools as tool_defs
 from tests.conftest import bare_record, run_benchy
 
@@ -60,7 +61,7 @@ def tool_server(llama_server_factory):
     return llama_server_factory(parallel=2, extra_args=("--chat-template-file", str(TEMPLATE)))
 
 
-def send(server, api: str, stream: bool, messages: list[dict], max_tokens: int = 160) -> RequestRecord:
+def send(server, api: str, stream: bool, messages: list[dict], max_tokens: int = 160) -> Tagged:
     settings = ClientSettings(
         base_url=server.base_url, model=server.model, stream=stream, tools=TOOLS, tool_choice="required"
     )
@@ -72,7 +73,7 @@ def send(server, api: str, stream: bool, messages: list[dict], max_tokens: int =
             )
             return await client.stream(rec, "unused", max_tokens, api, extra={"messages": messages})
 
-    return asyncio.run(one())
+    return Tagged.joined(asyncio.run(one()), NO_TAGS)  # as the analysis reads it: a record with no plan tags
 
 
 def tokenize(server, text: str) -> int:

@@ -28,6 +28,7 @@ from benchy.client.client import Client
 from benchy.client.settings import ClientSettings
 from benchy.measure import classify, reading
 from benchy.records import TOOL, RequestRecord
+from benchy.records.plan import NO_TAGS, Tagged
 from tests.conftest import bare_record
 from tests.vllmserver.test_vllm_server import benchy_run, measured
 
@@ -58,7 +59,7 @@ def one_call(api: str) -> dict:
     return {"parallel_tool_calls": False}
 
 
-def send(server, api: str, stream: bool, choice: str = "required", max_tokens: int = 160, **fields) -> RequestRecord:
+def send(server, api: str, stream: bool, choice: str = "required", max_tokens: int = 160, **fields) -> Tagged:
     """One request through benchy's client, as a run sends it but without the exact-length
     options (ignore_eos, min_tokens), so that an answer can end by its calls."""
     settings = ClientSettings(
@@ -72,7 +73,7 @@ def send(server, api: str, stream: bool, choice: str = "required", max_tokens: i
             )
             return await client.stream(rec, PROMPT, max_tokens, api, extra=fields)
 
-    return asyncio.run(one())
+    return Tagged.joined(asyncio.run(one()), NO_TAGS)  # as the analysis reads it: a record with no plan tags
 
 
 def whole_chat(server, **fields) -> dict:
