@@ -17,7 +17,7 @@ from benchy.measure import gpu as gpu_figures
 from benchy.measure import profiles
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CeilingSetup(Saved):
     """What the decode ceiling is computed from (--hardware, --model-profile, …); `missing`
     says why there is none."""

@@ -61,7 +61,7 @@ class GpuSample:
     gpus: dict[str, GpuReading] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuDevice(Saved):
     """One GPU's figures for a case."""
 
@@ -86,7 +86,7 @@ THROTTLE_REASONS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuThermal(Saved):
     """(1.14) The GPUs' SM clock and temperature at the case's first and last sample (mean over
     GPUs), and the throttle reasons any sample gave: what a drift of the case's rates is set beside."""
@@ -120,7 +120,7 @@ def thermal(samples: list[GpuSample]) -> GpuThermal | None:
     return GpuThermal(clock[0], clock[1], temp[0], temp[1], reasons)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuCase(Saved):
     """A case's GPU figures (the `gpu` entry of a case in results.json, 1.6)."""
 
@@ -149,7 +149,7 @@ class GpuCase(Saved):
     unavailable: dict[str, str] = field(default_factory=dict)  # figure → why
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuBaseline(Saved):
     """The GPUs' draw with benchy sending nothing, sampled before the first case."""
 
@@ -161,7 +161,7 @@ class GpuBaseline(Saved):
     failed_samples: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuSetup(Saved):
     """What the GPU source offered for this run (setup.gpu, 1.6)."""
 

@@ -34,7 +34,7 @@ LLAMACPP, VLLM, SGLANG, OLLAMA, SIM = "llama.cpp", "vLLM", "SGLang", "Ollama", "
 _OWNERS = {"vllm": VLLM, "sglang": SGLANG, "llamacpp": LLAMACPP, "library": OLLAMA}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ServerIdentity(Saved):
     """What the server said about itself; each None has its reason in `unavailable`
     (setup.server in results.json)."""

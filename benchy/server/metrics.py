@@ -198,7 +198,7 @@ def found_names(snap: Snapshot, engine: EngineNames) -> tuple[dict[str, str], di
 MAX_BUCKET_SPREAD = 0.5
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HistogramDelta(Saved):
     """A histogram's observations during the case: count, exact mean, interpolated quantiles
     (None, with the reason in `quantile_note`, when their bucket is too coarse to place them)."""
@@ -265,7 +265,7 @@ def bucket_quantile(cumulative: list[tuple[float, float]], q: float) -> tuple[fl
     return lower, (lower, math.inf)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GaugeStats(Saved):
     """A gauge over the case's scrapes."""
 
@@ -283,7 +283,7 @@ def gauge_stats(snaps: list[Snapshot], name: str, share: bool) -> GaugeStats | N
     return GaugeStats(min(values), sum(values) / len(values), max(values), len(values))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ServerCaseMetrics(Saved):
     """The server's figures for one case (the `server` entry of a case in results.json)."""
 
@@ -306,7 +306,7 @@ class ServerCaseMetrics(Saved):
         return h.mean if h and h.count else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NoServerFigures(Saved):
     """A case whose /metrics window was given up (the case ended before its measured requests
     began, no snapshot came, or an error limit cut it short): why it has no server figures."""
@@ -346,7 +346,7 @@ def case_metrics(
             histograms[figure] = histogram_delta(sampled, found[figure], verdict.resets)
         elif figure in found and (value := _increase(sampled, found[figure])) is not None:
             counters[figure] = value
-    stats = {f: gauge_stats(sampled, found[f], f in _SHARE_GAUGES) for f in engine.gauges if f in found}
+    gauged = {f: gauge_stats(sampled, found[f], f in _SHARE_GAUGES) for f in engine.gauges if f in found}
     _canonical_counters(counters, unavailable)
     derived = _derive(counters, histograms, unavailable)
     return ServerCaseMetrics(
@@ -357,7 +357,7 @@ def case_metrics(
         several_processes=verdict.several,
         counters=counters,
         histograms=histograms,
-        gauges={f: s for f, s in stats.items() if s is not None},
+        gauges={f: s for f, s in gauged.items() if s is not None},
         derived=derived,
         unavailable=unavailable,
     )
@@ -420,7 +420,7 @@ def _derive(c: dict[str, float], h: dict[str, HistogramDelta], unavailable: dict
 # ------------------------------------------------------------------ scraping
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MetricsStatus(Saved):
     """Whether /metrics can be used for this run, and what it holds (setup.server_metrics)."""
 

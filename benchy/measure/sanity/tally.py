@@ -20,7 +20,7 @@ QUOTE_CHARS = 160  # of each
 IDENTICAL_MIN_CHARS = 200  # shorter answers may well be the same for different prompts (a sentence or two)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Example(Saved):
     """One broken answer, quoted."""
 
@@ -29,7 +29,7 @@ class Example(Saved):
     text: str = _opt("its first characters, as streamed (controls escaped)", "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OutputSanity(Saved):
     """(1.26) Output sanity of a case's measured answers (benchy/measure/sanity): whether the text the
     figures were measured on still reads as language."""
