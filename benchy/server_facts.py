@@ -6,7 +6,7 @@ the run's state: benchy/run.py asks for them and keeps them in its phases.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from benchy.client.client import Client
 from benchy.client.redact import redact_url
@@ -37,8 +37,9 @@ async def metrics_scraper(
     if not named:
         named_by, replicas = await router.replicas_named(client, server_mod.root_url(client.base))
     scraper = server_metrics.MetricsScraper(client, url, model, [f"{r}/metrics" for r in replicas])
-    status = await scraper.probe()
-    status.router, status.replicas = named_by, [redact_url(r) for r in status.replicas]
+    probed = await scraper.probe()
+    # the connect phase adds what named the replicas, and shows their URLs without secrets
+    status = replace(probed, router=named_by, replicas=[redact_url(r) for r in probed.replicas])
     return (scraper if status.available else None), status
 
 

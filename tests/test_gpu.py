@@ -80,6 +80,19 @@ def test_an_exporter_that_never_changed_during_a_case_gives_no_figures():
     assert "-c 1000" in frozen.unavailable["energy_j"]
 
 
+def test_a_window_whose_edge_sample_failed_keeps_its_power_and_gives_no_energy():
+    """The sample after the case failed (server/gpu.py's window passes its failed edges): the
+    samples cover part of the case, so its energy and joules are withheld, its mean power kept;
+    the figures made once, with the reasons."""
+    samples = [_sample(0, 300, 0.0), _sample(1, 300, 300.0), _sample(2, 300, 600.0)]
+    whole = figures.case_figures(samples, "dcgm")
+    partial = figures.case_figures(samples, "dcgm", edges=["after"])
+    assert whole.energy_j == 600 and partial.power_w == whole.power_w == 300
+    assert partial.energy_j is None and "after the case failed" in partial.unavailable["energy_j"]
+    assert figures.per_token(partial, 100, 2, 50.0).joules_per_token is None
+    assert figures.per_token(whole, 100, 2, 50.0).joules_per_token == 6.0
+
+
 def test_gpu_names_find_their_hardware_profile():
     assert figures.profile_for("NVIDIA H200").name == "h200"
     assert figures.profile_for("NVIDIA Unknown 9000") is None

@@ -372,6 +372,76 @@ def test_every_result_class_is_a_frozen_dataclass_and_rows_are_append_only():
     assert changers & set(dir(rows.Rows)) == set()
 
 
+def _reachable_dataclasses(*roots: type) -> set[type]:
+    """Every dataclass a value of `roots` can hold: their fields' type hints walked, through
+    unions, lists, tuples and dicts."""
+    import dataclasses
+    import typing
+
+    seen: set[type] = set()
+    todo: list[object] = list(roots)
+    while todo:
+        hint = todo.pop()
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            if hint not in seen:
+                seen.add(hint)
+                todo += typing.get_type_hints(hint).values()
+        else:
+            todo += typing.get_args(hint)
+    return seen
+
+
+def _held(value: object, found: dict[type, object]) -> None:
+    """One instance of each dataclass `value` holds (itself included), walked as saved."""
+    import dataclasses
+    from collections.abc import Mapping, Sequence
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        found.setdefault(type(value), value)
+        for f in dataclasses.fields(value):
+            _held(getattr(value, f.name), found)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            _held(item, found)
+    elif isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        for item in value:
+            _held(item, found)
+
+
+def test_a_result_is_frozen_all_the_way_down():
+    """Issue 51 item 3: a result holds figures of other stages' types (the GPU's, the server's,
+    the client's health, the canary's…): each frozen too, so `run.cases[0].gpu.energy_j = 0`
+    fails as `run.cases[0].n_ok = 0` does. What gathers while a case runs (sanity's tally, a GPU
+    window, a /metrics scraper) is a builder of its own that makes the frozen value at its end.
+    The roots: what `run`, `rebuild`, `report`, `probe-cache`, `capacity` and `selftest` save."""
+    import dataclasses
+
+    import pytest
+
+    from benchy.measure.gpu import GpuCase
+    from benchy.measure.selftest import ClientCeiling
+    from benchy.results import files
+    from benchy.results.capacity import CapacityResult
+    from benchy.results.probe import ProbeResult
+    from benchy.results.types import RunResult
+    from benchy.server.identity import ServerIdentity
+    from benchy.server.metrics import HistogramDelta, ServerCaseMetrics
+
+    reachable = _reachable_dataclasses(RunResult, ProbeResult, CapacityResult, ClientCeiling)
+    # the walk sees through unions, lists and dicts: a case's GPU (| None), a histogram (a dict's value)
+    assert {GpuCase, HistogramDelta, ServerIdentity, ClientCeiling} <= reachable and len(reachable) >= 70
+    writable = sorted(f"{c.__module__}.{c.__qualname__}" for c in reachable if not c.__dataclass_params__.frozen)  # type: ignore[attr-defined]
+    assert writable == [], "a result's figures are frozen dataclasses, each made once"
+    # and as read back from disk (report, compare, browse): every figure the shipped run holds
+    found: dict[type, object] = {}
+    _held(files.read(REPO_ROOT / "reports" / "dgx-spark-sim" / "results.json"), found)
+    assert {ServerCaseMetrics, HistogramDelta, ServerIdentity} <= set(found) and set(found) <= reachable
+    for value in found.values():
+        first = dataclasses.fields(value)[0].name  # type: ignore[arg-type]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, first, getattr(value, first))
+
+
 def test_each_command_has_a_room_of_its_own():
     """The command line is a package: `benchy X` is defined in benchy/cli/X.py (what commands
     share lives beside them), and no room of it outgrows 800 lines."""

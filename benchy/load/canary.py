@@ -22,12 +22,10 @@ from benchy.measure.sanity.canary import (
 
 
 async def run(client: Client, endpoint: str) -> Canary:
-    out = Canary(endpoint=endpoint)
     nonce = "CANARY-" + secrets.token_hex(4).upper()
-    for p in prompts(nonce):
-        out.answers.append(await _ask(client, endpoint, p, nonce))
-    out.perplexity, out.perplexity_tokens, out.perplexity_unavailable = await _perplexity(client)
-    return out
+    answers = [await _ask(client, endpoint, p, nonce) for p in prompts(nonce)]  # one at a time, in order
+    perplexity, tokens, unavailable = await _perplexity(client)
+    return Canary(endpoint, answers, perplexity, tokens, unavailable)
 
 
 async def _ask(client: Client, endpoint: str, p: Prompt, nonce: str) -> CanaryAnswer:

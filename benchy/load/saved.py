@@ -15,7 +15,7 @@ from benchy.jsontypes import described as _opt
 from benchy.measure import images as image_figures
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class LoadSetup(Saved):
     """How each case's load was bounded and spread (--requests, --duration, --max-inflight, …)."""
 

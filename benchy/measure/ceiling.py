@@ -17,7 +17,7 @@ from benchy.measure import gpu as gpu_figures
 from benchy.measure import profiles
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class CeilingSetup(Saved):
     """What the decode ceiling is computed from (--hardware, --model-profile, …); `missing`
     says why there is none."""
@@ -78,46 +78,56 @@ class CeilingInputs:
         against = gpu_figures.contradiction(hw.name, names) if hw and not self.bandwidth_gbs else None
         if against is not None:
             return self._contradicted(served_model, hw.name if hw else "", *against)
-        out = self._resolved(served_model, hw)
-        if hw is not None:
-            out.hardware_confirmed = gpu_figures.names_device(hw.name, names)
-        return out
+        confirmed = gpu_figures.names_device(hw.name, names) if hw is not None else None
+        return self._resolved(served_model, hw, confirmed=confirmed)
 
     def _contradicted(
         self, served_model: str, stated: str, measured: profiles.Hardware | None, name: str
     ) -> CeilingSetup:
         """setup.ceiling where the GPU is not the --hardware stated: the GPU's profile, or none."""
         if measured is None:
-            out = self._resolved(served_model, None)
-            out.missing = gpu_figures.unknown_contradiction(stated, name)
-        else:
-            out = self._resolved(served_model, measured)
-            out.bandwidth_source = gpu_figures.overruled(stated, measured, name)
-            out.hardware_confirmed = True  # the GPU's own profile
-        out.stated_hardware, out.gpu_reports = stated, name
-        return out
+            why = gpu_figures.unknown_contradiction(stated, name)
+            return self._resolved(served_model, None, missing=why, stated=stated, reports=name)
+        source = gpu_figures.overruled(stated, measured, name)
+        # confirmed: the GPU's own profile
+        return self._resolved(served_model, measured, source=source, confirmed=True, stated=stated, reports=name)
 
-    def _resolved(self, served_model: str, hw: profiles.Hardware | None) -> CeilingSetup:
+    def _resolved(
+        self,
+        served_model: str,
+        hw: profiles.Hardware | None,
+        *,
+        missing: str | None = None,
+        source: str | None = None,
+        confirmed: bool | None = None,
+        stated: str | None = None,
+        reports: str | None = None,
+    ) -> CeilingSetup:
+        """setup.ceiling from `hw`'s profile; where the GPU contradicted --hardware, why there
+        is no bandwidth (`missing`) or where the GPU's own came from (`source`), decided first."""
         bandwidth = self.bandwidth_gbs or (hw.bandwidth_gbs if hw else None)
-        model, source = None, None
+        model, model_source = None, None
         if self.model_profile:
-            model, source = profiles.model_profile(self.model_profile), "--model-profile"
+            model, model_source = profiles.model_profile(self.model_profile), "--model-profile"
         elif bandwidth:
             model = profiles.guess_model_profile(served_model)
-            source = f"guessed from the served model id {served_model!r}" if model else None
+            model_source = f"guessed from the served model id {served_model!r}" if model else None
         weights = self.active_bytes_per_token or (model.active_bytes_per_token if model else None)
         return CeilingSetup(
             hardware=hw.name if hw else None,
             bandwidth_gbs=bandwidth,
-            bandwidth_source="--bandwidth-gbs" if self.bandwidth_gbs else (hw.note if hw else None),
+            bandwidth_source=source or ("--bandwidth-gbs" if self.bandwidth_gbs else (hw.note if hw else None)),
             model_profile=model.name if model else None,
-            model_profile_source=source,
+            model_profile_source=model_source,
             active_bytes_per_token=weights,
             weights_source="--active-bytes-per-token"
             if self.active_bytes_per_token
             else (model.weights if model else None),
             kv_shape=model.kv if model else None,
-            missing=_missing(bandwidth, weights, served_model),
+            missing=missing or _missing(bandwidth, weights, served_model),
+            stated_hardware=stated,
+            gpu_reports=reports,
+            hardware_confirmed=confirmed,
         )
 
 

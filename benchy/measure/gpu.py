@@ -25,7 +25,7 @@ counted, never taken as zero.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -61,7 +61,7 @@ class GpuSample:
     gpus: dict[str, GpuReading] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class GpuDevice(Saved):
     """One GPU's figures for a case."""
 
@@ -86,7 +86,7 @@ THROTTLE_REASONS = {
 }
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class GpuThermal(Saved):
     """(1.14) The GPUs' SM clock and temperature at the case's first and last sample (mean over
     GPUs), and the throttle reasons any sample gave: what a drift of the case's rates is set beside."""
@@ -120,7 +120,7 @@ def thermal(samples: list[GpuSample]) -> GpuThermal | None:
     return GpuThermal(clock[0], clock[1], temp[0], temp[1], reasons)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class GpuCase(Saved):
     """A case's GPU figures (the `gpu` entry of a case in results.json, 1.6)."""
 
@@ -149,7 +149,7 @@ class GpuCase(Saved):
     unavailable: dict[str, str] = field(default_factory=dict)  # figure → why
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class GpuBaseline(Saved):
     """The GPUs' draw with benchy sending nothing, sampled before the first case."""
 
@@ -161,7 +161,7 @@ class GpuBaseline(Saved):
     failed_samples: int = 0
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class GpuSetup(Saved):
     """What the GPU source offered for this run (setup.gpu, 1.6)."""
 
@@ -277,17 +277,18 @@ def _family(name: str) -> str | None:
     return found.group(1) if found else None
 
 
-def baseline(samples: list[GpuSample]) -> GpuBaseline:
-    """The idle draw: the mean of the sampled power (counter-derived where it exists)."""
+def baseline(samples: list[GpuSample], failed: int = 0) -> GpuBaseline:
+    """The idle draw: the mean of the sampled power (counter-derived where it exists);
+    `failed`: the samples that could not be taken."""
     if not samples:
-        return GpuBaseline(unavailable="no sample could be taken before the run")
+        return GpuBaseline(unavailable="no sample could be taken before the run", failed_samples=failed)
     ids = sorted({g for s in samples for g in s.gpus})
     per_gpu = {g: _gpu_power(samples, g) for g in ids}
     known = [w for w in per_gpu.values() if w is not None]
     window = samples[-1].t_s - samples[0].t_s
     if len(known) < len(ids) or not known:
-        return GpuBaseline(None, window, len(samples), per_gpu, "the source publishes no power for every GPU")
-    return GpuBaseline(sum(known), window, len(samples), per_gpu)
+        return GpuBaseline(None, window, len(samples), per_gpu, "the source publishes no power for every GPU", failed)
+    return GpuBaseline(sum(known), window, len(samples), per_gpu, failed_samples=failed)
 
 
 def case_figures(
@@ -297,26 +298,42 @@ def case_figures(
     errors: list[str] | None = None,
     peak_gbs: float | None = None,
     origin_s: float | None = None,
+    edges: Sequence[str] = (),
 ) -> GpuCase:
-    """A case's figures from its samples (the first and last bound the window)."""
-    out = GpuCase(source=source, samples=len(samples), failed_samples=failed, sample_errors=list(errors or []))
+    """A case's figures from its samples (the first and last bound the window), made once, what
+    they cannot say decided first: `edges`, the samples before or after the case that failed
+    (partial_window); an exporter that did not collect during the case (stale)."""
+    unavailable: dict[str, str] = {}
+    counts = (len(samples), failed, list(errors or []))
     if len(samples) < 2:
-        out.unavailable["power_w"] = f"{len(samples)} GPU sample(s) in the case: two are needed (one before, one after)"
-        return out
+        unavailable["power_w"] = f"{len(samples)} GPU sample(s) in the case: two are needed (one before, one after)"
+        partial_window(unavailable, edges)
+        return GpuCase(source, 0.0, *counts, unavailable=unavailable)
     window = samples[-1].t_s - samples[0].t_s
-    out.window_s = round(window, 6)
     ids = sorted({g for s in samples for g in s.gpus})
-    for g in ids:
-        out.gpus[g] = _device(samples, g, window, peak_gbs)
-    _totals(out, ids, peak_gbs)
-    if out.energy_j is not None:
-        out.energy_source = energy_source(samples, ids)
-    start = samples[0].t_s if origin_s is None else origin_s
-    out.series = _series(samples, start)
-    out.thermal = thermal(samples)
+    measured = [_device(samples, g, window, peak_gbs) for g in ids]
+    totals = _totals(measured, round(window, 6), peak_gbs, unavailable)
+    counted = totals.energy_j is not None
     if len(samples) >= 3 and all(s.gpus == samples[0].gpus for s in samples):
-        stale(out)
-    return out
+        measured, totals = stale(measured, totals, unavailable)
+    partial_window(unavailable, edges)
+    return GpuCase(
+        source,
+        round(window, 6),
+        *counts,
+        gpus=dict(zip(ids, measured)),
+        power_w=totals.power_w,
+        energy_j=None if edges else totals.energy_j,
+        energy_source=energy_source(samples, ids) if counted else None,
+        util_pct=totals.util_pct,
+        dram_active=totals.dram_active,
+        bandwidth_gbs=totals.bandwidth_gbs,
+        peak_bandwidth_gbs=totals.peak_bandwidth_gbs,
+        bandwidth_pct=totals.bandwidth_pct,
+        series=_series(samples, samples[0].t_s if origin_s is None else origin_s),
+        thermal=thermal(samples),
+        unavailable=unavailable,
+    )
 
 
 def _device(samples: list[GpuSample], g: str, window: float, peak_gbs: float | None) -> GpuDevice:
@@ -336,34 +353,52 @@ def _device(samples: list[GpuSample], g: str, window: float, peak_gbs: float | N
     )
 
 
-def _totals(out: GpuCase, ids: list[str], peak_gbs: float | None) -> None:
-    devices = [out.gpus[g] for g in ids]
+@dataclass(frozen=True)
+class _Totals:
+    """The case's figures over all its GPUs, before they are made a GpuCase."""
+
+    energy_j: float | None = None
+    power_w: float | None = None
+    util_pct: float | None = None
+    dram_active: float | None = None
+    peak_bandwidth_gbs: float | None = None
+    bandwidth_gbs: float | None = None
+    bandwidth_pct: float | None = None
+
+
+def _totals(devices: list[GpuDevice], window_s: float, peak_gbs: float | None, unavailable: dict[str, str]) -> _Totals:
+    """Sums and means over the GPUs; where one lacks a figure, why (into `unavailable`)."""
     energies = [d.energy_j for d in devices]
-    if ids and all(e is not None for e in energies):
-        out.energy_j = sum(e for e in energies if e is not None)
-        out.power_w = out.energy_j / out.window_s if out.window_s > 0 else None
+    energy = power = util = None
+    if devices and all(e is not None for e in energies):
+        energy = sum(e for e in energies if e is not None)
+        power = energy / window_s if window_s > 0 else None
     else:
-        out.unavailable["power_w"] = out.unavailable["energy_j"] = "the source publishes no power for every GPU"
+        unavailable["power_w"] = unavailable["energy_j"] = "the source publishes no power for every GPU"
     utils = [d.util_pct for d in devices]
-    if ids and all(u is not None for u in utils):
-        out.util_pct = sum(u for u in utils if u is not None) / len(utils)
+    if devices and all(u is not None for u in utils):
+        util = sum(u for u in utils if u is not None) / len(utils)
     else:
-        out.unavailable["util_pct"] = "the source publishes no GPU utilization"
-    _bandwidth(out, devices, peak_gbs)
+        unavailable["util_pct"] = "the source publishes no GPU utilization"
+    return _bandwidth(_Totals(energy, power, util), devices, peak_gbs, unavailable)
 
 
-def _bandwidth(out: GpuCase, devices: list[GpuDevice], peak_gbs: float | None) -> None:
+def _bandwidth(
+    totals: _Totals, devices: list[GpuDevice], peak_gbs: float | None, unavailable: dict[str, str]
+) -> _Totals:
     drams = [d.dram_active for d in devices]
     if not devices or any(d is None for d in drams):
-        out.unavailable["bandwidth_gbs"] = "the source publishes no memory activity (DCGM_FI_PROF_DRAM_ACTIVE)"
-        return
-    out.dram_active = sum(d for d in drams if d is not None) / len(drams)
+        unavailable["bandwidth_gbs"] = "the source publishes no memory activity (DCGM_FI_PROF_DRAM_ACTIVE)"
+        return totals
+    dram = sum(d for d in drams if d is not None) / len(drams)
     if not peak_gbs:
-        out.unavailable["bandwidth_gbs"] = "no peak bandwidth for the GPU: pass --hardware or --bandwidth-gbs"
-        return
-    out.peak_bandwidth_gbs = peak_gbs * len(devices)
-    out.bandwidth_gbs = sum(d.bandwidth_gbs or 0.0 for d in devices)
-    out.bandwidth_pct = 100.0 * out.bandwidth_gbs / out.peak_bandwidth_gbs
+        unavailable["bandwidth_gbs"] = "no peak bandwidth for the GPU: pass --hardware or --bandwidth-gbs"
+        return replace(totals, dram_active=dram)
+    peak = peak_gbs * len(devices)
+    used = sum(d.bandwidth_gbs or 0.0 for d in devices)
+    return replace(
+        totals, dram_active=dram, peak_bandwidth_gbs=peak, bandwidth_gbs=used, bandwidth_pct=100.0 * used / peak
+    )
 
 
 def _gpu_energy(samples: list[GpuSample], g: str) -> tuple[float | None, str | None]:
@@ -460,21 +495,22 @@ def per_token(window: GpuCase, output_tokens: int, requests: int, idle_power_w: 
 ENERGY_FIGURES = ("energy_j", "joules_per_token", "joules_per_request", "marginal_joules_per_token")
 
 
-def partial_window(out: GpuCase, edges: list[str]) -> None:
+def partial_window(unavailable: dict[str, str], edges: Sequence[str]) -> None:
     """The sample before or after the case failed: the samples cover only part of it, so no
-    energy figure is given (the average power of the part sampled stays)."""
+    energy figure is given (the average power of the part sampled stays). Into the case's
+    reasons as case_figures gathers them."""
+    if not edges:
+        return
     which = " and ".join(edges)
-    out.energy_j = None
     for name in ENERGY_FIGURES:
-        out.unavailable[name] = f"the GPU sample {which} the case failed: the energy would cover only part of it"
+        unavailable[name] = f"the GPU sample {which} the case failed: the energy would cover only part of it"
 
 
-def stale(out: GpuCase) -> None:
+def stale(devices: list[GpuDevice], totals: _Totals, unavailable: dict[str, str]) -> tuple[list[GpuDevice], _Totals]:
     """An exporter whose values never changed during a case has not collected in that time
     (dcgm-exporter collects every 30 s unless told otherwise): its figures are not the case's."""
-    out.energy_j = out.power_w = out.bandwidth_gbs = out.bandwidth_pct = None
-    for device in out.gpus.values():
-        device.power_w = device.energy_j = device.bandwidth_gbs = None
     why = "the GPU figures did not change during the case: the exporter collects less often than that (-c 1000)"
     for name in ("power_w", *ENERGY_FIGURES, "util_pct", "bandwidth_gbs"):
-        out.unavailable[name] = why
+        unavailable[name] = why
+    unmeasured = [replace(d, power_w=None, energy_j=None, bandwidth_gbs=None) for d in devices]
+    return unmeasured, replace(totals, energy_j=None, power_w=None, bandwidth_gbs=None, bandwidth_pct=None)

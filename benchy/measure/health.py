@@ -12,7 +12,7 @@ from benchy.jsontypes import Saved
 from benchy.jsontypes import described as _opt
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class WorkerClock(Saved):
     """A worker's perf_counter against the parent's (workers.Clock)."""
 
@@ -24,7 +24,7 @@ class WorkerClock(Saved):
     samples: int | None = None
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class LoopHealth(Saved):
     """benchy's event loop while requests were in flight (monitor.LoopMonitor.figures): lag in
     ms, the share of time stalled, CPU time against wall time (cpu_share 1.0: one core busy)."""
@@ -40,7 +40,7 @@ class LoopHealth(Saved):
     cpu_share: float | None = None
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class WorkerHealth(LoopHealth):
     """One worker process's line in case.client.per_worker (workers.worker_entry)."""
 
@@ -52,7 +52,7 @@ class WorkerHealth(LoopHealth):
     lost: str | None = _opt("why the worker was lost (it died mid-case); null when it finished")
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class ClientHealth(LoopHealth):
     """benchy's own health during a case (monitor.py; over several workers, workers.py merges
     them: CPU time and samples summed, every other figure the worst worker's)."""

@@ -56,7 +56,7 @@ def request_fields(rec: Tagged) -> dict[str, Any]:
     return {"image_tokens": found[0], "image_tokens_from": found[1]} if found else {}
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class ImageSetup(Saved):
     """--images as the run sent them (setup.load.images)."""
 
@@ -67,7 +67,7 @@ class ImageSetup(Saved):
     served_as: str = _opt("data (data URLs) or url (--image-url: benchy's image host on 127.0.0.1)", "data")
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class ImageFigures(Saved):
     """A case's images: what was sent, and what the server made of them (medians over the
     measured successful requests), beside the text's prompt tokens."""

@@ -17,7 +17,7 @@ PHASE_S = 1.5  # seconds per phase: long enough for thousands of requests
 CLIENT_BOUND_SHARE = 0.5  # a case driving more than this share of the ceiling is client-bound
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class ClientCeiling(Saved):
     """This host's client ceiling (`benchy selftest`), as cached when it was measured."""
 

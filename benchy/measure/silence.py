@@ -29,7 +29,7 @@ BIN_S = 0.01
 MIN_SILENCE_S = 0.1  # shorter gaps are not looked at (a decode step, a scheduler tick)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Silence(Saved):
     """The case's longest silence on every stream mid-answer (case.silence)."""
 

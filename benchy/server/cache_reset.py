@@ -32,7 +32,7 @@ RESET_TIMEOUT_S = 30.0
 VLLM_RESET, SGLANG_RESET = "/reset_prefix_cache", "/flush_cache"
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class CacheReset(Saved):
     """One reset (or the finding that the server offers none)."""
 

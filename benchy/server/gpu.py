@@ -19,6 +19,7 @@ import asyncio
 import importlib
 import math
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
@@ -283,7 +284,9 @@ class GpuSampler:
         try:
             sample = await self.source.read()
         except GpuError as exc:
-            self.setup.reason = str(exc)
+            self.setup = GpuSetup(
+                source=self.source.kind, url=self.source.where, reason=str(exc), interval_s=self.interval_s
+            )
             return self.setup
         self.origin_s = sample.t_s
         names = [r.name for r in sample.gpus.values()]
@@ -307,9 +310,9 @@ class GpuSampler:
         await window.open()
         await asyncio.sleep(seconds)
         samples = await window.stop()
-        self.setup.baseline = figures.baseline(samples)
-        self.setup.baseline.failed_samples = window.failed
-        return self.setup.baseline
+        idle = figures.baseline(samples, window.failed)
+        self.setup = replace(self.setup, baseline=idle)  # the phase after the probe adds it
+        return idle
 
     def window(self) -> GpuWindow:
         return GpuWindow(self)
@@ -376,11 +379,13 @@ class GpuWindow:
         """Stops sampling without a last sample (the case was cut short)."""
         if self._task is not None:
             self._task.cancel()
-        self.result.unavailable = {"power_w": "the case was cut short before its last GPU sample"}
+        self.result = GpuCase(
+            self.sampler.source.kind, unavailable={"power_w": "the case was cut short before its last GPU sample"}
+        )
 
     async def close(self) -> None:
         samples = await self.stop()
         s = self.sampler
-        self.result = figures.case_figures(samples, s.source.kind, self.failed, self.errors, s.peak_gbs, s.origin_s)
-        if self.edge_failed:
-            figures.partial_window(self.result, self.edge_failed)
+        self.result = figures.case_figures(
+            samples, s.source.kind, self.failed, self.errors, s.peak_gbs, s.origin_s, self.edge_failed
+        )

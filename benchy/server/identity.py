@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from benchy.jsontypes import Saved
@@ -34,7 +34,7 @@ LLAMACPP, VLLM, SGLANG, OLLAMA, SIM = "llama.cpp", "vLLM", "SGLang", "Ollama", "
 _OWNERS = {"vllm": VLLM, "sglang": SGLANG, "llamacpp": LLAMACPP, "library": OLLAMA}
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class ServerIdentity(Saved):
     """What the server said about itself; each None has its reason in `unavailable`
     (setup.server in results.json)."""
@@ -110,19 +110,24 @@ async def identify(pages: PageSource, base_url: str, model: str | None) -> Serve
 
 
 def read_identity(answers: dict[str, _Answer], model: str | None) -> ServerIdentity:
-    """The identity from the endpoints' answers (pure: the tests feed it recorded answers)."""
-    ident = ServerIdentity(model=model, answered={path: a.status for path, a in answers.items()})
-    ident.server_header = next((a.server for a in answers.values() if a.server), None)
+    """The identity from the endpoints' answers (pure: the tests feed it recorded answers).
+    Each endpoint's reader adds what it states to what the ones before found (a new identity
+    each, the answers read in order), and the reasons for what is left unknown come last."""
+    server_header = next((a.server for a in answers.values() if a.server), None)
     entry = _model_entry(answers.get("/v1/models"), model)
-    ident.engine = _engine(answers, entry, ident.server_header)
+    ident = ServerIdentity(
+        engine=_engine(answers, entry, server_header),
+        server_header=server_header,
+        model=model,
+        answered={path: a.status for path, a in answers.items()},
+    )
     # Most exact first: the first source to state a context or slot count wins.
-    _read_llamacpp(ident, answers.get("/props"))
-    _read_sglang(ident, answers.get("/get_server_info"))
-    _read_models_entry(ident, entry)
-    _read_version(ident, answers.get("/version"))
-    _read_ollama(ident, answers.get("/api/version"), answers.get("/api/show"))
-    _explain_unknowns(ident)
-    return ident
+    ident = _read_llamacpp(ident, answers.get("/props"))
+    ident = _read_sglang(ident, answers.get("/get_server_info"))
+    ident = _read_models_entry(ident, entry)
+    ident = _read_version(ident, answers.get("/version"))
+    ident = _read_ollama(ident, answers.get("/api/version"), answers.get("/api/show"))
+    return replace(ident, unavailable=_unknowns(ident))
 
 
 def _model_entry(answer: _Answer | None, model: str | None) -> dict[str, Any]:
@@ -163,83 +168,95 @@ def _positive_int(value: object) -> int | None:
     return number if number > 0 else None
 
 
-def _set_context(ident: ServerIdentity, value: object, source: str) -> None:
+def _with_context(ident: ServerIdentity, value: object, source: str) -> ServerIdentity:
     """The first source that states a context wins (the callers go from most to least exact)."""
     number = _positive_int(value)
     if number is not None and ident.context_length is None:
-        ident.context_length, ident.context_source = number, source
+        return replace(ident, context_length=number, context_source=source)
+    return ident
 
 
-def _set_slots(ident: ServerIdentity, value: object, source: str) -> None:
+def _with_slots(ident: ServerIdentity, value: object, source: str) -> ServerIdentity:
     number = _positive_int(value)
     if number is not None and ident.slots is None:
-        ident.slots, ident.slots_source = number, source
+        return replace(ident, slots=number, slots_source=source)
+    return ident
 
 
-def _read_llamacpp(ident: ServerIdentity, answer: _Answer | None) -> None:
+def _read_llamacpp(ident: ServerIdentity, answer: _Answer | None) -> ServerIdentity:
     props = _dict(answer)
     if not props:
-        return
-    ident.build = ident.build or _text(props.get("build_info"))
-    ident.model_path = _text(props.get("model_path")) or ident.model_path
-    ident.chat_template = _text(props.get("chat_template")) or ident.chat_template
+        return ident
+    ident = replace(
+        ident,
+        build=ident.build or _text(props.get("build_info")),
+        model_path=_text(props.get("model_path")) or ident.model_path,
+        chat_template=_text(props.get("chat_template")) or ident.chat_template,
+    )
     settings = props.get("default_generation_settings")
     if isinstance(settings, dict):
-        _set_context(ident, settings.get("n_ctx"), "/props default_generation_settings.n_ctx (per slot)")
-    _set_slots(ident, props.get("total_slots"), "/props total_slots")
+        ident = _with_context(ident, settings.get("n_ctx"), "/props default_generation_settings.n_ctx (per slot)")
+    return _with_slots(ident, props.get("total_slots"), "/props total_slots")
 
 
-def _read_models_entry(ident: ServerIdentity, entry: dict[str, Any]) -> None:
+def _read_models_entry(ident: ServerIdentity, entry: dict[str, Any]) -> ServerIdentity:
     meta = entry.get("meta")
     meta = meta if isinstance(meta, dict) else {}
-    ident.context_train = _positive_int(meta.get("n_ctx_train"))
+    ident = replace(ident, context_train=_positive_int(meta.get("n_ctx_train")))
     # vLLM and SGLang write max_model_len; llama.cpp's meta.n_ctx is per slot, as /props says.
-    _set_context(ident, entry.get("max_model_len"), "/v1/models max_model_len")
+    ident = _with_context(ident, entry.get("max_model_len"), "/v1/models max_model_len")
     if ident.engine == LLAMACPP:
-        _set_context(ident, meta.get("n_ctx"), "/v1/models meta.n_ctx (per slot)")
+        ident = _with_context(ident, meta.get("n_ctx"), "/v1/models meta.n_ctx (per slot)")
     root = entry.get("root")
     if isinstance(root, str) and root and root != entry.get("id") and ident.model_path is None:
-        ident.model_path = root
+        return replace(ident, model_path=root)
+    return ident
 
 
-def _read_version(ident: ServerIdentity, answer: _Answer | None) -> None:
+def _read_version(ident: ServerIdentity, answer: _Answer | None) -> ServerIdentity:
     version = _text(_dict(answer).get("version"))
     if version and ident.engine != LLAMACPP:
-        ident.version = version.removeprefix("benchy-sim ").strip() if ident.engine == SIM else version
+        return replace(ident, version=version.removeprefix("benchy-sim ").strip() if ident.engine == SIM else version)
+    return ident
 
 
-def _read_sglang(ident: ServerIdentity, answer: _Answer | None) -> None:
+def _read_sglang(ident: ServerIdentity, answer: _Answer | None) -> ServerIdentity:
     info = _dict(answer)
     if not info:
-        return
-    ident.version = ident.version or _text(info.get("version"))
-    ident.model_path = _text(info.get("model_path")) or ident.model_path
-    ident.chat_template = ident.chat_template or _text(info.get("chat_template"))
-    _set_context(ident, info.get("context_length"), "/get_server_info context_length")
-    _set_slots(ident, info.get("max_running_requests"), "/get_server_info max_running_requests")
+        return ident
+    ident = replace(
+        ident,
+        version=ident.version or _text(info.get("version")),
+        model_path=_text(info.get("model_path")) or ident.model_path,
+        chat_template=ident.chat_template or _text(info.get("chat_template")),
+    )
+    ident = _with_context(ident, info.get("context_length"), "/get_server_info context_length")
+    return _with_slots(ident, info.get("max_running_requests"), "/get_server_info max_running_requests")
 
 
 _NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)", re.M)
 
 
-def _read_ollama(ident: ServerIdentity, version: _Answer | None, show: _Answer | None) -> None:
+def _read_ollama(ident: ServerIdentity, version: _Answer | None, show: _Answer | None) -> ServerIdentity:
     if ident.engine != OLLAMA:
-        return
-    ident.version = ident.version or _text(_dict(version).get("version"))
+        return ident
     details = _dict(show)
     info = details.get("model_info")
     info = info if isinstance(info, dict) else {}
     trained = next((v for k, v in info.items() if k.endswith(".context_length")), None)
-    ident.context_train = ident.context_train or _positive_int(trained)
-    ident.chat_template = ident.chat_template or _text(details.get("template"))
+    ident = replace(
+        ident,
+        version=ident.version or _text(_dict(version).get("version")),
+        context_train=ident.context_train or _positive_int(trained),
+        chat_template=ident.chat_template or _text(details.get("template")),
+    )
     match = _NUM_CTX.search(str(details.get("parameters") or ""))
-    if match:
-        _set_context(ident, match.group(1), "/api/show parameters num_ctx")
+    return _with_context(ident, match.group(1), "/api/show parameters num_ctx") if match else ident
 
 
-def _explain_unknowns(ident: ServerIdentity) -> None:
+def _unknowns(ident: ServerIdentity) -> dict[str, str]:
     """A reason for each fact left unknown, in the words a user can act on."""
-    why = ident.unavailable
+    why = {}
     if ident.engine is None:
         why["engine"] = "no engine-specific endpoint answered (/props, /version, /get_server_info, /api/version)"
     if ident.version is None and ident.build is None:
@@ -248,6 +265,7 @@ def _explain_unknowns(ident: ServerIdentity) -> None:
         why["context_length"] = _context_reason(ident.engine)
     if ident.slots is None:
         why["slots"] = _slots_reason(ident.engine)
+    return why
 
 
 def _context_reason(engine: str | None) -> str:

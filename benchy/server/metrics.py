@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -198,7 +198,7 @@ def found_names(snap: Snapshot, engine: EngineNames) -> tuple[dict[str, str], di
 MAX_BUCKET_SPREAD = 0.5
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class HistogramDelta(Saved):
     """A histogram's observations during the case: count, exact mean, interpolated quantiles
     (None, with the reason in `quantile_note`, when their bucket is too coarse to place them)."""
@@ -265,7 +265,7 @@ def bucket_quantile(cumulative: list[tuple[float, float]], q: float) -> tuple[fl
     return lower, (lower, math.inf)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class GaugeStats(Saved):
     """A gauge over the case's scrapes."""
 
@@ -283,7 +283,7 @@ def gauge_stats(snaps: list[Snapshot], name: str, share: bool) -> GaugeStats | N
     return GaugeStats(min(values), sum(values) / len(values), max(values), len(values))
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class ServerCaseMetrics(Saved):
     """The server's figures for one case (the `server` entry of a case in results.json)."""
 
@@ -306,7 +306,7 @@ class ServerCaseMetrics(Saved):
         return h.mean if h and h.count else None
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class NoServerFigures(Saved):
     """A case whose /metrics window was given up (the case ended before its measured requests
     began, no snapshot came, or an error limit cut it short): why it has no server figures."""
@@ -321,37 +321,46 @@ def case_metrics(
     gauges: list[Snapshot] | None = None,
     cut: bool = True,
     confirming: list[Snapshot] | None = None,
+    rtt_s: float | None = None,
 ) -> ServerCaseMetrics:
-    """The server's figures for the window between two snapshots (pure). `cut`: the client saw
-    requests cut or refused in the window, without which a fall of the counters is no restart.
-    `confirming`: the scrapes taken back to back at open and close, judged only for whether the
-    scrapes are of one series (several processes answer them each for itself)."""
+    """The server's figures for the window between two snapshots (pure), made once. `cut`: the
+    client saw requests cut or refused in the window, without which a fall of the counters is no
+    restart. `confirming`: the scrapes taken back to back at open and close, judged only for
+    whether the scrapes are of one series (several processes answer them each for itself)."""
     found, missing = found_names(after, engine)
-    out = ServerCaseMetrics(engine.engine, round(after.t_s - before.t_s, 6), unavailable=dict(missing))
+    unavailable = dict(missing)
     sampled = [before, *(gauges or []), after]
     counted = [found[f] for f in engine.counters if f in found]
     counted += [f"{found[f]}_count" for f in engine.histograms if f in found]
     judged = sorted([*sampled, *(confirming or [])], key=lambda snap: snap.t_s)
     verdict = series.judge(judged, counted, cut)
-    out.counter_resets, out.several_processes = verdict.resets, verdict.several
+    counters: dict[str, float] = {}
+    histograms: dict[str, HistogramDelta] = {}
     for figure in (*engine.counters, *engine.histograms):
         if figure in found and verdict.several:
-            out.unavailable[figure] = (
+            unavailable[figure] = (
                 f"/metrics at this address answers for one of several processes a scrape ({verdict.several}): "
                 "no difference of two scrapes is this case's count"
             )
         elif figure in engine.histograms and figure in found:
-            out.histograms[figure] = histogram_delta(sampled, found[figure], verdict.resets)
+            histograms[figure] = histogram_delta(sampled, found[figure], verdict.resets)
         elif figure in found and (value := _increase(sampled, found[figure])) is not None:
-            out.counters[figure] = value
-    for figure in engine.gauges:
-        if figure in found:
-            stats = gauge_stats(sampled, found[figure], figure in _SHARE_GAUGES)
-            if stats is not None:
-                out.gauges[figure] = stats
-    _canonical_counters(out)
-    _derive(out)
-    return out
+            counters[figure] = value
+    gauged = {f: gauge_stats(sampled, found[f], f in _SHARE_GAUGES) for f in engine.gauges if f in found}
+    _canonical_counters(counters, unavailable)
+    derived = _derive(counters, histograms, unavailable)
+    return ServerCaseMetrics(
+        engine=engine.engine,
+        window_s=round(after.t_s - before.t_s, 6),
+        rtt_s=rtt_s,
+        counter_resets=verdict.resets,
+        several_processes=verdict.several,
+        counters=counters,
+        histograms=histograms,
+        gauges={f: s for f, s in gauged.items() if s is not None},
+        derived=derived,
+        unavailable=unavailable,
+    )
 
 
 def _increase(snaps: list[Snapshot], name: str) -> float | None:
@@ -371,13 +380,13 @@ def _delta(before: Snapshot, after: Snapshot, name: str) -> float | None:
     return after.values[name] - before.values.get(name, 0.0)
 
 
-def _canonical_counters(out: ServerCaseMetrics) -> None:
+def _canonical_counters(c: dict[str, float], unavailable: dict[str, str]) -> None:
     """llama.cpp counts uncached prompt tokens: add the cached ones back, so that prompt_tokens
-    means the same everywhere; a server that looks every prompt token up has queries = prompt."""
-    c = out.counters
+    means the same everywhere; a server that looks every prompt token up has queries = prompt.
+    (Run on the case's counters as they are gathered, before its figures are made.)"""
     if "prompt_tokens_uncached" in c:
         c["prompt_tokens"] = c.pop("prompt_tokens_uncached") + c.get("cache_hits", 0.0)
-        out.unavailable.pop("prompt_tokens", None)
+        unavailable.pop("prompt_tokens", None)
     if "cache_queries" not in c and "prompt_tokens" in c and "cache_hits" in c:
         c["cache_queries"] = c["prompt_tokens"]
 
@@ -385,11 +394,11 @@ def _canonical_counters(out: ServerCaseMetrics) -> None:
 _HISTOGRAM_MEANS = {key for key, _, _ in registry.SERVER_HISTOGRAMS}
 
 
-def _derive(out: ServerCaseMetrics) -> None:
+def _derive(c: dict[str, float], h: dict[str, HistogramDelta], unavailable: dict[str, str]) -> dict[str, float]:
     """The requests the server counted (its own account), then the figures derived from its
     counters and histograms: the registry's server_window metrics, made by its formulas in its
-    order (a histogram's mean kept in its entry)."""
-    c, h, d = out.counters, out.histograms, out.derived
+    order (a histogram's mean kept in its entry, the entry made again with it)."""
+    d: dict[str, float] = {}
     requests = h["e2e_s"].count if "e2e_s" in h else c.get("requests")
     if requests is not None:
         d["requests"] = requests
@@ -400,17 +409,18 @@ def _derive(out: ServerCaseMetrics) -> None:
         value = values[metric.name]
         if metric.key in _HISTOGRAM_MEANS:  # kept as its histogram's mean, where it has one
             if metric.key in h and not isinstance(value, Unavailable):
-                h[metric.key].mean = value
+                h[metric.key] = replace(h[metric.key], mean=value)
         elif isinstance(value, Unavailable):
-            out.unavailable[metric.key] = value.message
+            unavailable[metric.key] = value.message
         else:
             d[metric.key] = value
+    return d
 
 
 # ------------------------------------------------------------------ scraping
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class MetricsStatus(Saved):
     """Whether /metrics can be used for this run, and what it holds (setup.server_metrics)."""
 

@@ -103,8 +103,8 @@ class Window:
                 gauges.append(parse(text, t_s, self.scraper.model))
             except ScrapeError:
                 continue
-        self.result = case_metrics(before, after, engine, gauges, self.cut, self.confirming)
-        self.result.rtt_s = min(self.scraper.round_trips, default=None)
+        rtt_s = min(self.scraper.round_trips, default=None)
+        self.result = case_metrics(before, after, engine, gauges, self.cut, self.confirming, rtt_s)
 
     async def _settled_after(self, engine: EngineNames, before: Snapshot) -> Snapshot:
         """A server may count a request a moment after its last byte went out (vLLM records

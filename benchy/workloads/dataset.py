@@ -325,7 +325,7 @@ def _message(where: str, key: str, message: object) -> tuple[str, str] | None:
 # ------------------------------------------------------------------ sampling and fitting
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class DatasetSampling(Saved):
     """What one case's seeded draw sent and left out."""
 
@@ -336,7 +336,7 @@ class DatasetSampling(Saved):
     skipped_over_context: int  # prompt and output longer than the server's context: never sent
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class DatasetSetup(Saved):
     """(1.14) --dataset: the file, how it was used, and each case's sampling."""
 

@@ -46,7 +46,9 @@ def test_llama_cpp_tokenizes_the_streamed_text_after_the_case(llama_server, tmp_
     results = run_results(llama_server, tmp_path, "--pp", "128", "--tg", "32", "--runs", "4")
     (case,) = results["cases"]
     lines = (tmp_path / "requests.jsonl").read_text().splitlines()[1:]
-    records = [json.loads(line) for line in lines if WITNESS_OF not in line and PLAN_OF not in line]  # not /tokenize's, not tags
+    records = [
+        json.loads(line) for line in lines if WITNESS_OF not in line and PLAN_OF not in line
+    ]  # not /tokenize's, not tags
     text = {r["request_id"]: r["token_event_text"] for r in records}
     asked = [r for r in measured(case) if r["token_count"]["server_tokenize"] is not None]
     assert len(asked) >= TOKENIZE_SAMPLE_PER_CASE  # llama.cpp answers /tokenize

@@ -82,7 +82,7 @@ def prompts(nonce: str) -> tuple[Prompt, ...]:
     )
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class CanaryAnswer(Saved):
     """One canary prompt's answer."""
 
@@ -101,7 +101,7 @@ class CanaryAnswer(Saved):
         return " ".join((self.answer or "").split())[:60]
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Canary(Saved):
     """(1.26) --canary: fixed prompts with checkable answers, sent greedily before the sweep."""
 

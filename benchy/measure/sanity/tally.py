@@ -20,7 +20,7 @@ QUOTE_CHARS = 160  # of each
 IDENTICAL_MIN_CHARS = 200  # shorter answers may well be the same for different prompts (a sentence or two)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Example(Saved):
     """One broken answer, quoted."""
 
@@ -29,7 +29,7 @@ class Example(Saved):
     text: str = _opt("its first characters, as streamed (controls escaped)", "")
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class OutputSanity(Saved):
     """(1.26) Output sanity of a case's measured answers (benchy/measure/sanity): whether the text the
     figures were measured on still reads as language."""
@@ -49,50 +49,63 @@ class OutputSanity(Saved):
 
 class SanityTally:
     """Adds a case's measured successful answers one at a time (the analysis reads each record
-    once); keeps a hash of each long answer, not its text."""
+    once); keeps a hash of each long answer, not its text. The counts are its own, running:
+    `result()` makes the case's OutputSanity from them once, at the end."""
 
     def __init__(self) -> None:
-        self.out = OutputSanity()
+        self.answers = self.judged = self.broken = self.long_answers = self.stopped_at_once = 0
+        self.reasons: dict[str, int] = {}
+        self.scripts: dict[str, int] = {}
+        self.examples: list[Example] = []
         self._seen: Counter[bytes] = Counter()
 
     def add(self, rec: Tagged) -> None:
         if not rec.ok or rec.warmup or rec.control or rec.inputs is not None:
             return  # a pooling request (--endpoint embeddings) answers vectors: no text to judge
-        self.out.answers += 1
+        self.answers += 1
         self._pattern(rec)
         self._judge(rec)
 
     def _pattern(self, rec: Tagged) -> None:
         """What only many answers show: one token ended by a stop, and repeats of long answers."""
-        out, text = self.out, rec.token_event_text
+        text = rec.token_event_text
         # without usage, the answer's events count its tokens
         made = rec.completion_tokens if rec.completion_tokens is not None else len(rec.token_event_s)
         if made <= 1 and rec.finish_reason == "stop" and rec.target_output_tokens > 1:
-            out.stopped_at_once += 1
+            self.stopped_at_once += 1
         if len(text.strip()) >= IDENTICAL_MIN_CHARS:
-            out.long_answers += 1
+            self.long_answers += 1
             self._seen[hashlib.blake2b(text.encode(), digest_size=12).digest()] += 1
 
     def _judge(self, rec: Tagged) -> None:
-        out, found = self.out, judging.judge(rec.token_event_text)
+        found = judging.judge(rec.token_event_text)
         if not found.judged:
             return
-        out.judged += 1
+        self.judged += 1
         if found.script:
-            out.scripts[found.script] = out.scripts.get(found.script, 0) + 1
+            self.scripts[found.script] = self.scripts.get(found.script, 0) + 1
         if found.broken:
-            out.broken += 1
+            self.broken += 1
             for reason in found.reasons:
-                out.reasons[reason] = out.reasons.get(reason, 0) + 1
-            if len(out.examples) < EXAMPLES:
-                out.examples.append(Example(rec.request_id, list(found.reasons), quote(rec.token_event_text)))
+                self.reasons[reason] = self.reasons.get(reason, 0) + 1
+            if len(self.examples) < EXAMPLES:
+                self.examples.append(Example(rec.request_id, list(found.reasons), quote(rec.token_event_text)))
 
     def result(self) -> OutputSanity | None:
         """The case's figures; None where it had no successful answer."""
-        if not self.out.answers:
+        if not self.answers:
             return None
-        self.out.identical = sum(n for n in self._seen.values() if n > 1)
-        return self.out
+        return OutputSanity(
+            judged=self.judged,
+            broken=self.broken,
+            reasons=dict(self.reasons),
+            scripts=dict(self.scripts),
+            identical=sum(n for n in self._seen.values() if n > 1),
+            long_answers=self.long_answers,
+            stopped_at_once=self.stopped_at_once,
+            answers=self.answers,
+            examples=list(self.examples),
+        )
 
 
 def quote(text: str) -> str:
