@@ -12,7 +12,9 @@ the new message. A turn's record says what an ideal cache would serve it
 (`expected_cached_tokens`: the previous turn's prompt, as the server counted it, which the
 server has prefilled already) and how many tokens at its end are new (`unique_tokens`): a
 server reporting less than expected has evicted the history, more than prompt − unique has
-leaked something across conversations (or the nonce is broken). A failed turn ends its
+leaked something across conversations (or the nonce is broken). A later turn's length is not a
+fitted prompt but a window over the history as the server renders it (`_target_prompt`): the
+row's length check then catches a cut history or added text, not the template or the answer. A failed turn ends its
 conversation: its record is kept and counted, the turns after it are not sent.
 
 `cold_baseline`: once the conversations are over, each turn index is sent again as U requests
@@ -24,6 +26,7 @@ turn's TTFT is set against (records marked `control`).
 from __future__ import annotations
 
 import functools
+import math
 import time
 from dataclasses import replace
 from typing import NamedTuple
@@ -32,6 +35,8 @@ from benchy.jsontypes import JsonObject
 from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, multi_turn_spec, request_options
 from benchy.load.prompts import PromptError, PromptFactory
 from benchy.load.send import Closed, send
+from benchy.measure import tokenizer
+from benchy.measure.evidence import PROMPT_LENGTH_SLACK, PROMPT_LENGTH_TOLERANCE
 from benchy.records import CONTENT, REASONING, RequestRecord
 from benchy.records.plan import RequestTags, Sent
 
@@ -113,15 +118,18 @@ class Conversation:
         message = prompts.turn(self.index, turn) if hasattr(prompts, "turn") else prompts.message(tokens)
         unique = prompts.unique_tokens(message)
         # a dataset's message: its own length, none asked
-        target = 0 if hasattr(prompts, "turn") else _target_prompt(previous, unique, prompts)
+        length = (
+            Length(0, None) if hasattr(prompts, "turn") else _target_prompt(previous, unique, prompts, self.messages)
+        )
         rec = replace(
-            _record(plan, f"c{self.index}t{turn}", self.index, turn, message.nonce), target_prompt_tokens=target
+            _record(plan, f"c{self.index}t{turn}", self.index, turn, message.nonce), target_prompt_tokens=length.target
         )
         tags = prompts.calibration.tags(
             conversation=self.index,
             turn=turn,
             unique_tokens=unique,
             expected_cached_tokens=_history_tokens(previous),
+            prompt_slack=length.slack,
         )
         self.messages = [*self.messages, _user(message.text)]
         request = _chat(plan, rec, tags, self.messages, self.body)
@@ -188,10 +196,44 @@ def _history_tokens(previous: RequestRecord | None) -> int | None:
     return previous.prompt_tokens  # None when the server sent no usage: unknown
 
 
-def _target_prompt(previous: RequestRecord | None, new_tokens: int, prompts: PromptFactory) -> int:
+class Length(NamedTuple):
+    """A turn's prompt length as the plan asks it: the target and how far the server's count
+    may miss it (records' target_prompt_tokens and prompt_slack; None: the estimate's default)."""
+
+    target: int
+    slack: int | None
+
+
+def _target_prompt(
+    previous: RequestRecord | None, new_tokens: int, prompts: PromptFactory, history: list[JsonObject]
+) -> Length:
+    """Turn 1: the template's overhead and the message. A later turn resends a history the
+    server renders and counts, so its length is a window, not a fitted prompt. Its floor is
+    what benchy knows: the previous prompt (the server's own count) and the new message; a
+    server that cut the history (num_ctx, context shift) falls below it. Its ceiling adds what
+    benchy cannot know exactly: the answer as resent, which is its text, not its generated
+    tokens (reasoning the history drops is gone, a special token comes back as several), counted
+    locally × the prompts' scale and doubled (a foreign vocabulary may count a model's text up
+    to twice what English filler fitted), and the template's wrappers of the two new messages
+    (no more than its whole overhead). The row's target is the window's middle and its slack
+    the half-width plus the message's own, so one check (evidence.prompt_length_missed) judges
+    it as every other row: a cut history or added text, never the answer's re-tokenizing."""
+    calibration = prompts.calibration
     if previous is None or previous.prompt_tokens is None:
-        return round(prompts.calibration.overhead_tokens) + new_tokens
-    return previous.prompt_tokens + (previous.completion_tokens or 0) + new_tokens
+        return Length(round(calibration.overhead_tokens) + new_tokens, None)
+    floor = previous.prompt_tokens + new_tokens
+    answer = message_text(history[-1]) if history else ""
+    resent = math.ceil(tokenizer.count(answer) * calibration.scale) if answer else 0
+    width = math.ceil(max(calibration.overhead_tokens, 0.0)) + 2 * resent
+    own = calibration.prompt_slack
+    if own is None:
+        own = round(max(PROMPT_LENGTH_SLACK, PROMPT_LENGTH_TOLERANCE * new_tokens))
+    return Length(floor + width // 2, own + width - width // 2)
+
+
+def message_text(message: JsonObject) -> str:
+    """The text of an assistant message the history resends: its content and kept reasoning."""
+    return "".join(str(message.get(key) or "") for key in ("content", "reasoning_content"))
 
 
 def _user(text: str) -> JsonObject:

@@ -75,6 +75,9 @@ class TagFields:
     # (1.3) Tokens the server's prompt count may miss target_prompt_tokens by before the row is
     # another prompt's: small where the prompt's words were fitted to the server's tokenizer
     # (load/lengths.py; a template's join), None: the o200k estimate's wider default (evidence.py).
+    # A conversation's later turn carries its own: its target is the middle of a window over a
+    # history the server renders (load/conversations._target_prompt), never below the previous
+    # prompt and the new message, so a cut history still misses it.
     prompt_slack: int | None = None
     # (1.27) --images: the images the request carried and their encoded bytes (the plan's, known
     # before it is sent).

@@ -143,7 +143,8 @@ and the truth log: docs/sim.md.
     "output",
     type=click.Choice(prose.MODES),
     help="What it says: prose (default), or a broken model's garbage (made-up words), degraded "
-    "(a share of tokens junk: --degraded-share) or loop (the same phrase to the limit).",
+    "(a share of tokens junk: --degraded-share), loop (the same phrase to the limit) or fillers "
+    "(<filler_N> special tokens: one token each generated, several each resent as text).",
 )
 @click.option(
     "--answers/--no-answers",

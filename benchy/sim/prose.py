@@ -9,8 +9,12 @@ degraded  prose with a share of its tokens (--degraded-share) replaced by junk: 
           other scripts, stray combining marks, control and replacement characters, as a kernel
           that corrupts some tokens streams them.
 loop      prose that falls into a loop: the same short phrase again and again to the limit.
+fillers   a random-weight gpt-oss's reserved special tokens (`<filler_17>`): each one token as
+          generated, but resent as text (a conversation's history) the template reads it as
+          plain characters, several tokens each (`<`, `filler`, `_`, `1`, `7`, `>`), so a
+          history holds more tokens than the answer generated, as on a real server.
 
-Every piece is one token of the simulator's vocabulary (vocab.pieces of the text), so each mode
+Every piece but a filler is one token of the simulator's vocabulary (vocab.pieces of the text), so each mode
 streams exactly the tokens it plans, and counts them as the truth log does. The truth log keeps
 each request's mode and how many of its tokens are broken (`output`, `broken_tokens`).
 """
@@ -23,7 +27,8 @@ from importlib import resources
 
 from benchy.sim import vocab
 
-MODES = ("prose", "garbage", "degraded", "loop")
+MODES = ("prose", "garbage", "degraded", "loop", "fillers")
+FILLERS = 200  # gpt-oss's reserved <filler_N> tokens: N below this
 LOOP_AFTER = 0.25  # the loop starts after this share of an answer's tokens
 _LOOP_PHRASES = (" and then the", " I think that", " the same", " is is", " of the river")
 # One simulator token each (a word of ASCII letters, or one other character): fragments a
@@ -73,6 +78,9 @@ def texts(mode: str, n: int, seed: int, share: float = 0.3) -> tuple[list[str], 
     inside the loop); deterministic per seed."""
     if mode == "garbage":
         return vocab.words(n, seed), n
+    if mode == "fillers":
+        rng = random.Random(seed)
+        return [f"<filler_{rng.randrange(FILLERS)}>" for _ in range(n)], n
     out = _prose(n, seed)
     if mode == "degraded":
         rng = random.Random(seed ^ 0x5EED)
