@@ -17,6 +17,7 @@ from __future__ import annotations
 import pytest
 
 from benchy.measure import evidence, unavailable
+from benchy.sim import prose, vocab
 from tests.conftest import run_json, warning_codes
 
 TURNS = ("--turns", "3", "-c", "2", "--pp", "256", "--warmup", "0")
@@ -84,3 +85,9 @@ def test_a_history_the_server_cut_is_still_fewer(start_sim, tmp_path):
         if missed:
             assert "fewer than" in row["unavailable"]["prefill_tps"]
     assert "prompt_length_mismatch" in warning_codes(results)
+
+
+def test_a_filler_is_one_token_generated_and_several_resent():
+    texts, broken = prose.texts("fillers", 40, seed=7)
+    assert len(texts) == 40 and broken == 40 and all(t.startswith("<filler_") for t in texts)
+    assert vocab.count("".join(texts)) >= 5 * len(texts)  # `<` `filler` `_` digits `>` as text
