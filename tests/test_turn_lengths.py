@@ -20,16 +20,24 @@ from benchy.measure import evidence, unavailable
 from benchy.sim import prose, vocab
 from tests.conftest import run_json, warning_codes
 
-TURNS = ("--turns", "3", "-c", "2", "--pp", "256", "--warmup", "0")
+TURNS = ("--turns", "3", "-c", "2", "--warmup", "0")
 
 DISAGREEING = [
-    pytest.param(("--output", "fillers"), ("--tg", "32"), id="answer-retokenizes-longer"),
-    pytest.param(("--reasoning-tokens", "100"), ("--tg", "128"), id="reasoning-dropped"),
-    pytest.param(("--reasoning-tokens", "480"), ("--tg", "512"), id="long-reasoning-dropped"),  # hundreds fewer
+    pytest.param(("--output", "fillers"), ("--pp", "256", "--tg", "32"), id="answer-retokenizes-longer"),
+    pytest.param(("--reasoning-tokens", "100"), ("--pp", "256", "--tg", "128"), id="reasoning-dropped"),
     pytest.param(
-        ("--reasoning-tokens", "100"), ("--tg", "128", "--keep-reasoning"), id="reasoning-kept-but-unrendered"
+        ("--reasoning-tokens", "480"), ("--pp", "256", "--tg", "512"), id="long-reasoning-dropped"
+    ),  # hundreds fewer
+    pytest.param(
+        ("--reasoning-tokens", "100"),
+        ("--pp", "256", "--tg", "128", "--keep-reasoning"),
+        id="reasoning-kept-but-unrendered",
     ),
-    pytest.param(("--output", "fillers", "--vocab", "syllable"), ("--tg", "32"), id="fillers-foreign-vocab"),
+    # all reasoning: nothing resent but the template's wrappers of an empty answer
+    pytest.param(("--reasoning-tokens", "1000"), ("--pp", "64", "--tg", "32"), id="nothing-resent"),
+    pytest.param(
+        ("--output", "fillers", "--vocab", "syllable"), ("--pp", "256", "--tg", "32"), id="fillers-foreign-vocab"
+    ),
 ]
 
 

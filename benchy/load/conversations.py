@@ -215,7 +215,7 @@ def _target_prompt(
     tokens (reasoning the history drops is gone, a special token comes back as several), counted
     locally × the prompts' scale and doubled (a foreign vocabulary may count a model's text up
     to twice what English filler fitted), and the template's wrappers of the two new messages
-    (no more than its whole overhead). The row's target is the window's middle and its slack
+    (each no more than its whole overhead: a message wrapped, the system's, the generation prompt). The row's target is the window's middle and its slack
     the half-width plus the message's own, so one check (evidence.prompt_length_missed) judges
     it as every other row: a cut history or added text, never the answer's re-tokenizing."""
     calibration = prompts.calibration
@@ -224,7 +224,7 @@ def _target_prompt(
     floor = previous.prompt_tokens + new_tokens
     answer = message_text(history[-1]) if history else ""
     resent = math.ceil(tokenizer.count(answer) * calibration.scale) if answer else 0
-    width = math.ceil(max(calibration.overhead_tokens, 0.0)) + 2 * resent
+    width = 2 * (math.ceil(max(calibration.overhead_tokens, 0.0)) + resent)
     own = calibration.prompt_slack
     if own is None:
         own = round(max(PROMPT_LENGTH_SLACK, PROMPT_LENGTH_TOLERANCE * new_tokens))
