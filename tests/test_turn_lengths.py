@@ -100,9 +100,21 @@ def test_a_history_the_server_cut_is_still_fewer(start_sim, tmp_path):
     for row in rows:
         missed = row["unavailable_codes"].get("prefill_tps") == unavailable.PROMPT_LENGTH_MISSED
         assert missed == (row["request_id"] in cut), row["request_id"]
-        if missed:
-            assert "fewer than" in row["unavailable"]["prefill_tps"]
+        if missed:  # named against the window its history could make, not a length "sent"
+            low, high = (
+                row["target_prompt_tokens"] - row["prompt_slack"],
+                row["target_prompt_tokens"] + row["prompt_slack"],
+            )
+            assert truth[row["request_id"]]["prompt_tokens"] < low
+            assert f"fewer than its history could make ({low}-{high})" in row["unavailable"]["prefill_tps"]
     assert "prompt_length_mismatch" in warning_codes(results)
+    (said,) = [w for w in results["warnings"] if w["code"] == "prompt_length_mismatch"]
+    windows = {
+        f"{r['target_prompt_tokens'] - r['prompt_slack']}-{r['target_prompt_tokens'] + r['prompt_slack']}"
+        for r in rows
+        if r["request_id"] in cut
+    }
+    assert any(f"fewer than the {w} its conversation's history could make" in said["message"] for w in windows)
 
 
 def test_a_filler_is_one_token_generated_and_several_resent():

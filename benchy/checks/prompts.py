@@ -49,6 +49,7 @@ class Miscounted(Share):
 
     counted: int
     target: int | None
+    window: tuple[int, int] | None  # a later turn's: the lengths its history could make
     longer: bool
     whole: bool
     estimate: bool
@@ -74,7 +75,16 @@ class PromptLengthMismatchCheck(Check[Miscounted]):
             return None
         counted = int(stats.median(facts.prompt_missed_tokens))
         whole = "prefill_tps" in case.unavailable
-        return Miscounted(missed, facts.n_ok, counted, facts.prompt_missed_target, longer * 2 > missed, whole, estimate)
+        return Miscounted(
+            missed,
+            facts.n_ok,
+            counted,
+            facts.prompt_missed_target,
+            facts.prompt_missed_window,
+            longer * 2 > missed,
+            whole,
+            estimate,
+        )
 
     def words(self, case: CaseResult, found: Miscounted) -> CheckWarning:
         counted, target = found.counted, found.target
@@ -91,12 +101,20 @@ class PromptLengthMismatchCheck(Check[Miscounted]):
             WARNING,
             case.label,
             f"{found.requests} of {found.of} requests: the server counted {counted} prompt tokens (median), "
-            f"{'more' if found.longer else 'fewer'} than the {target} sent, {effect}",
+            f"{'more' if found.longer else 'fewer'} than {_sent(found)}, {effect}",
             hint + (ESTIMATE_HINT if found.estimate else ""),
             withheld=("prefill_tps",) if found.whole else (),
             details=PromptLengthMismatch(requests=found.requests, target_tokens=target, server_tokens_median=counted),
             evidence=(Evidence("server_prompt_tokens_median", counted, target, "tokens"),),
         )
+
+
+def _sent(found: Miscounted) -> str:
+    """What was sent: a fitted prompt's length, or a later turn's window (its history is the
+    server's to count: the previous prompt, the answer resent, the template's wrappers)."""
+    if found.window is None:
+        return f"the {found.target} sent"
+    return "the {}-{} its conversation's history could make".format(*found.window)
 
 
 prompt_length_mismatch = PromptLengthMismatchCheck()  # registered by this name (checks/warnings.py)

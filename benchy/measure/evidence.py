@@ -76,6 +76,16 @@ def prompt_length_missed(target: int, counted: int, slack: int | None = None) ->
     return abs(counted - target) > allowed
 
 
+def history_window(turn: int | None, control: bool, target: int, slack: int | None) -> tuple[int, int] | None:
+    """A later turn's lengths (its target ± its slack): the history it resends is the server's
+    to count (the previous prompt, the answer resent, the template's wrappers), so the plan
+    gave a window, not a fitted length (load/conversations._target_prompt); None for a prompt
+    benchy fitted (turn 1, a cold control, a single turn)."""
+    if not turn or turn < 2 or control or slack is None:
+        return None
+    return target - slack, target + slack
+
+
 def event_texts(text: str, chars: list[int]) -> list[str]:
     """The text of each event, from the stream's concatenated text and its per-event lengths."""
     out, pos = [], 0

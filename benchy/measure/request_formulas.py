@@ -99,10 +99,15 @@ def prefill_tps(rec: Tagged, read: Reading, first: float) -> float | Unavailable
         and evidence.prompt_length_missed(rec.target_prompt_tokens, text, rec.prompt_slack)
     ):
         way = "more" if text > rec.target_prompt_tokens else "fewer"
+        window = evidence.history_window(rec.turn, rec.control, rec.target_prompt_tokens, rec.prompt_slack)
+        sent = (
+            f"the {rec.target_prompt_tokens} sent"
+            if window is None
+            else "its history could make ({}-{})".format(*window)
+        )
         return Unavailable(
             PROMPT_LENGTH_MISSED,
-            f"the server counted {text} prompt tokens, {way} than the {rec.target_prompt_tokens} "
-            "sent: a prefill rate of another prompt than the row's",
+            f"the server counted {text} prompt tokens, {way} than {sent}: a prefill rate of another prompt than the row's",
         )
     if rec.reused_context_tokens and rec.cached_tokens is None:
         # Counting the reused context as prefilled would inflate the rate by depth / pp.

@@ -20,7 +20,7 @@ from array import array
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
 
-from benchy.measure import unavailable
+from benchy.measure import evidence, unavailable
 from benchy.measure.classify import OUTPUT_FAILURES
 from benchy.measure.evidence import USAGE_ALONE
 from benchy.records import Anomaly
@@ -121,6 +121,9 @@ class CaseFacts:
     n_prompt_missed: int = 0
     prompt_missed_tokens: array[int] = field(default_factory=lambda: array("q"))
     prompt_missed_target: int | None = None
+    # A later turn's target is the middle of a window over the history it resends
+    # (load/conversations._target_prompt): the first missed row's (low, high), None for a fitted prompt.
+    prompt_missed_window: tuple[int, int] | None = None
     n_prompt_longer: int = 0  # of the missed: counted longer than sent
     # ttft_not_prefill, prefill_holds_queueing: (TTFT, server prompt s) of ok requests with timings
     pair_ttft: array[float] = field(default_factory=lambda: array("d"))
@@ -195,6 +198,9 @@ class FactsTally:
         if r.unavailable_codes.get("prefill_tps") == unavailable.PROMPT_LENGTH_MISSED:
             if not v["n_prompt_missed"]:
                 v["prompt_missed_target"] = r.target_prompt_tokens
+                v["prompt_missed_window"] = evidence.history_window(
+                    r.turn, r.control, r.target_prompt_tokens, r.prompt_slack
+                )
             v["n_prompt_missed"] += 1
             v["prompt_missed_tokens"].append(r.prompt_tokens or 0)
             v["n_prompt_longer"] += (r.prompt_tokens or 0) > (r.target_prompt_tokens or 0)
