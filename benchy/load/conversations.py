@@ -14,8 +14,9 @@ server has prefilled already) and how many tokens at its end are new (`unique_to
 server reporting less than expected has evicted the history, more than prompt − unique has
 leaked something across conversations (or the nonce is broken). A later turn's length is not a
 fitted prompt but a window over the history as the server renders it (`_target_prompt`): the
-row's length check then catches a cut history or added text, not the template or the answer. A failed turn ends its
-conversation: its record is kept and counted, the turns after it are not sent.
+row's length check then catches a cut history or added text, not the template or the answer.
+A failed turn ends its conversation: its record is kept and counted, the turns after it are
+not sent.
 
 `cold_baseline`: once the conversations are over, each turn index is sent again as U requests
 at once (the same concurrency) of a single nonce-led message as long as that turn's median
@@ -36,7 +37,7 @@ from benchy.load.plan import CaseIO, CasePlan, PlannedRequest, multi_turn_spec, 
 from benchy.load.prompts import PromptError, PromptFactory
 from benchy.load.send import Closed, send
 from benchy.measure import tokenizer
-from benchy.measure.evidence import PROMPT_LENGTH_SLACK, PROMPT_LENGTH_TOLERANCE
+from benchy.measure.evidence import estimate_slack
 from benchy.records import CONTENT, REASONING, RequestRecord
 from benchy.records.plan import RequestTags, Sent
 
@@ -215,9 +216,10 @@ def _target_prompt(
     tokens (reasoning the history drops is gone, a special token comes back as several), counted
     locally × the prompts' scale and doubled (a foreign vocabulary may count a model's text up
     to twice what English filler fitted), and the template's wrappers of the two new messages
-    (each no more than its whole overhead: a message wrapped, the system's, the generation prompt). The row's target is the window's middle and its slack
-    the half-width plus the message's own, so one check (evidence.prompt_length_missed) judges
-    it as every other row: a cut history or added text, never the answer's re-tokenizing."""
+    (each no more than its whole overhead: a message wrapped, the system's, the generation
+    prompt). The row's target is the window's middle and its slack the half-width plus the
+    message's own, so one check (evidence.prompt_length_missed) judges it as every other row:
+    a cut history or added text, never the answer's re-tokenizing."""
     calibration = prompts.calibration
     if previous is None or previous.prompt_tokens is None:
         return Length(round(calibration.overhead_tokens) + new_tokens, None)
@@ -227,7 +229,7 @@ def _target_prompt(
     width = 2 * (math.ceil(max(calibration.overhead_tokens, 0.0)) + resent)
     own = calibration.prompt_slack
     if own is None:
-        own = round(max(PROMPT_LENGTH_SLACK, PROMPT_LENGTH_TOLERANCE * new_tokens))
+        own = round(estimate_slack(new_tokens))
     return Length(floor + width // 2, own + width - width // 2)
 
 

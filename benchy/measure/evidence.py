@@ -72,8 +72,13 @@ def prompt_length_missed(target: int, counted: int, slack: int | None = None) ->
     """Whether the server's prompt count is too far from the target to label the row with it:
     by more than `slack` tokens for a prompt fitted to the server's tokenizer, else by more than
     the estimate's tolerance."""
-    allowed = slack if slack is not None else max(PROMPT_LENGTH_SLACK, PROMPT_LENGTH_TOLERANCE * target)
+    allowed = slack if slack is not None else estimate_slack(target)
     return abs(counted - target) > allowed
+
+
+def estimate_slack(target: int) -> float:
+    """How far the server's count may miss a prompt whose length is an o200k estimate."""
+    return max(PROMPT_LENGTH_SLACK, PROMPT_LENGTH_TOLERANCE * target)
 
 
 def history_window(turn: int | None, control: bool, target: int, slack: int | None) -> tuple[int, int] | None:

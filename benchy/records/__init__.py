@@ -95,13 +95,7 @@ class RecordWriter:
         return writer
 
     def write(self, record: RequestRecord) -> None:
-        if self.path is None:
-            return
-        self.start()
-        if self._fh is None:
-            return
-        self._fh.write(record_line(record))
-        self._flush_soon()
+        self._append(record_line(record))
 
     def mark(self) -> int:
         """Where the next record will be written (records_since reads from there)."""
@@ -118,12 +112,16 @@ class RecordWriter:
 
     def sent(self, request_id: str, tags: RequestTags) -> None:
         """Writes a request's plan line (records/plan.py) as it is sent, before its record."""
+        self._append(line_of(_plan.plan_line(request_id, tags)))
+
+    def _append(self, line: bytes) -> None:
+        """A line of the log, which the first one starts (start)."""
         if self.path is None:
             return
         self.start()
         if self._fh is None:
             return
-        self._fh.write(line_of(_plan.plan_line(request_id, tags)))
+        self._fh.write(line)
         self._flush_soon()
 
     def witness(self, record: RequestRecord) -> None:
