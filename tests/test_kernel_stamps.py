@@ -118,6 +118,43 @@ def test_a_read_is_stamped_when_its_bytes_arrived_not_when_a_busy_loop_read_them
     assert stamp - server.write_s < held / 3, (stamp - server.write_s, held)
 
 
+PAUSE_S = 0.02  # the process preempted between reading one clock and the other
+
+
+class PausingClock:
+    """The time module as kernel_stamps reads it, pausing just after reading one clock: the
+    other clock is then read PAUSE_S later, as a preempted process would read it."""
+
+    def __init__(self, after: str) -> None:
+        self.after = after
+
+    def __getattr__(self, name: str) -> object:
+        real = getattr(time, name)
+        if name != self.after:
+            return real
+
+        def read() -> float:
+            value: float = real()
+            time.sleep(PAUSE_S)
+            return value
+
+        return read
+
+
+@pytest.mark.parametrize("after", ["perf_counter", "time"])
+def test_a_pause_between_the_two_clocks_never_stamps_bytes_before_they_came(monkeypatch, after):
+    """The stamp is the read's perf_counter less the bytes' age by the wall clock: whichever
+    clock read a pause follows, the stamp may come late by it, never before the server wrote."""
+    monkeypatch.delenv("BENCHY_RECEIVE_STAMPS", raising=False)
+    monkeypatch.setattr(kernel_stamps, "time", PausingClock(after))
+    server = EventServer()
+    try:
+        stamp, block_end = stamped_event(server)
+    finally:
+        server.close()
+    assert server.write_s <= stamp < block_end
+
+
 def test_user_space_stamps_when_asked_carry_the_loops_wait(monkeypatch):
     """The A/B switch is real: with BENCHY_RECEIVE_STAMPS=user the same event is stamped when
     the loop read it, after its block."""

@@ -74,7 +74,7 @@ def described(transport: str, stream: bool) -> str:
 
 def stamp_of(ancillary: list[tuple[int, int, bytes]], now: float, wall_now: float) -> float:
     """The perf_counter time the read's bytes arrived: `now` less their age, which is `wall_now`
-    (time.time() at the same moment as `now`) less the kernel's stamp."""
+    (time.time() read just before `now`, so never after it) less the kernel's stamp."""
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == _SCM_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
             seconds, nanoseconds = _TIMESPEC.unpack_from(data)
@@ -180,13 +180,18 @@ class StampedTransport(asyncio.Transport):
         except OSError as exc:
             self._lose(exc)
             return
-        now = time.perf_counter()  # first: parsing never shifts a timestamp
+        # Both clocks first (parsing never shifts a stamp), the wall clock before perf_counter:
+        # a pause between the two reads (the process preempted) then makes the age shorter, the
+        # stamp later, never earlier than the bytes came (read the other way round, it made the
+        # stamp early by the pause: 27 µs before the server wrote, once on a busy CI machine).
+        wall_now = time.time()
+        now = time.perf_counter()
         if nbytes == 0:
             self._receiver.eof_received()
             self._lose(None)
             return
         if ancillary:
-            now = stamp_of(ancillary, now, time.time())
+            now = stamp_of(ancillary, now, wall_now)
         self._receiver.received_at(view[:nbytes], now)
 
     def close(self) -> None:
